@@ -1,0 +1,2 @@
+//! amber-cli binary.
+fn main() {}

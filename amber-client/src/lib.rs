@@ -1,0 +1,1 @@
+//! amber client library.

@@ -1,0 +1,2 @@
+//! amberd binary.
+fn main() {}
