@@ -1,0 +1,208 @@
+//! Session events (PROTOCOL.md "Events"): the envelope and every event type.
+//!
+//! Durable events carry a `seq` that rises by one per session and are replayed on
+//! `session/subscribe {afterSeq}`; live events (deltas) carry none and are never replayed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Decision, McpServerInfo, ResolvedBy, Role, Todo, ToolStatus, Usage};
+
+/// One event of a session, as carried by `session/event` notifications.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// RFC 3339.
+    pub time: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    Cancelled,
+    LoopDetected,
+    ToolFailures,
+    MaxIterations,
+    Error,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::Cancelled => "cancelled",
+            StopReason::LoopDetected => "loop_detected",
+            StopReason::ToolFailures => "tool_failures",
+            StopReason::MaxIterations => "max_iterations",
+            StopReason::Error => "error",
+        }
+    }
+}
+
+/// Why the daemon steered the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SteerReason {
+    RepeatedText,
+    ToolFailures,
+}
+
+/// A machine-readable error with a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    pub code: String,
+    pub message: String,
+}
+
+/// The type-specific part of an event, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum EventKind {
+    TurnStarted {
+        prompt: String,
+    },
+    MessageDelta {
+        item_id: String,
+        delta: String,
+    },
+    ReasoningDelta {
+        item_id: String,
+        delta: String,
+    },
+    MessageCompleted {
+        item_id: String,
+        role: Role,
+        text: String,
+    },
+    ToolCallStarted {
+        item_id: String,
+        call_id: String,
+        name: String,
+        arguments: Value,
+    },
+    ToolOutputDelta {
+        call_id: String,
+        chunk: String,
+    },
+    ToolCallCompleted {
+        call_id: String,
+        status: ToolStatus,
+        output: String,
+        duration_ms: u64,
+    },
+    ApprovalRequested {
+        request_id: String,
+        call_id: String,
+        tool: String,
+        arguments: Value,
+        reason: String,
+        scope: String,
+    },
+    ApprovalResolved {
+        request_id: String,
+        decision: Decision,
+        by: ResolvedBy,
+    },
+    Steer {
+        reason: SteerReason,
+        text: String,
+    },
+    CompactionStarted {
+        tokens_before: u64,
+    },
+    CompactionCompleted {
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    CompactionFailed {
+        tokens_before: u64,
+        error: String,
+    },
+    /// Usage of the last LLM call (`usage`) and the session's running total (`total`).
+    Usage {
+        usage: Usage,
+        total: Usage,
+    },
+    TodoUpdated {
+        todos: Vec<Todo>,
+    },
+    SubagentStarted {
+        agent_id: String,
+        task: String,
+    },
+    SubagentCompleted {
+        agent_id: String,
+        task: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+    },
+    McpStatus(McpServerInfo),
+    TurnCompleted {
+        stop_reason: StopReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ErrorInfo>,
+        usage: Usage,
+    },
+    Error {
+        code: String,
+        message: String,
+        retryable: bool,
+    },
+    /// Replay is over: everything after this is live. Never durable itself.
+    Synced {
+        last_seq: u64,
+    },
+}
+
+impl EventKind {
+    /// Durable events get a `seq`, are kept and replayed; the rest are live only.
+    pub fn is_durable(&self) -> bool {
+        !matches!(
+            self,
+            EventKind::MessageDelta { .. }
+                | EventKind::ReasoningDelta { .. }
+                | EventKind::ToolOutputDelta { .. }
+                | EventKind::Synced { .. }
+        )
+    }
+
+    /// The wire name of this event's `type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::TurnStarted { .. } => "turn_started",
+            EventKind::MessageDelta { .. } => "message_delta",
+            EventKind::ReasoningDelta { .. } => "reasoning_delta",
+            EventKind::MessageCompleted { .. } => "message_completed",
+            EventKind::ToolCallStarted { .. } => "tool_call_started",
+            EventKind::ToolOutputDelta { .. } => "tool_output_delta",
+            EventKind::ToolCallCompleted { .. } => "tool_call_completed",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalResolved { .. } => "approval_resolved",
+            EventKind::Steer { .. } => "steer",
+            EventKind::CompactionStarted { .. } => "compaction_started",
+            EventKind::CompactionCompleted { .. } => "compaction_completed",
+            EventKind::CompactionFailed { .. } => "compaction_failed",
+            EventKind::Usage { .. } => "usage",
+            EventKind::TodoUpdated { .. } => "todo_updated",
+            EventKind::SubagentStarted { .. } => "subagent_started",
+            EventKind::SubagentCompleted { .. } => "subagent_completed",
+            EventKind::McpStatus(_) => "mcp_status",
+            EventKind::TurnCompleted { .. } => "turn_completed",
+            EventKind::Error { .. } => "error",
+            EventKind::Synced { .. } => "synced",
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Where the daemon's socket lives (PROTOCOL.md "Transport"), shared by daemon and clients.
+//!
+//! Pure: the caller passes the environment lookup and its uid, so the rule is testable.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// File name of the socket inside its directory.
+pub const SOCKET_FILE: &str = "amberd.sock";
+
+/// `--socket PATH`, else `$AMBER_SOCKET`, else `$XDG_RUNTIME_DIR/amber/amberd.sock`,
+/// else `/tmp/amber-$UID/amberd.sock`. Empty variables count as unset.
+pub fn socket_path(
+    explicit: Option<PathBuf>,
+    env: impl Fn(&str) -> Option<OsString>,
+    uid: u32,
+) -> PathBuf {
+    let non_empty = |key: &str| env(key).filter(|v| !v.is_empty());
+    if let Some(path) = explicit {
+        return path;
+    }
+    if let Some(path) = non_empty("AMBER_SOCKET") {
+        return PathBuf::from(path);
+    }
+    if let Some(dir) = non_empty("XDG_RUNTIME_DIR") {
+        return PathBuf::from(dir).join("amber").join(SOCKET_FILE);
+    }
+    PathBuf::from(format!("/tmp/amber-{uid}")).join(SOCKET_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |key| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn explicit_path_wins() {
+        let env = env_of(&[
+            ("AMBER_SOCKET", "/a.sock"),
+            ("XDG_RUNTIME_DIR", "/run/user/1"),
+        ]);
+        assert_eq!(
+            socket_path(Some("/x.sock".into()), env, 1),
+            PathBuf::from("/x.sock")
+        );
+    }
+
+    #[test]
+    fn amber_socket_then_runtime_dir_then_tmp() {
+        let both = env_of(&[
+            ("AMBER_SOCKET", "/a.sock"),
+            ("XDG_RUNTIME_DIR", "/run/user/1"),
+        ]);
+        assert_eq!(socket_path(None, both, 1), PathBuf::from("/a.sock"));
+        let runtime = env_of(&[("XDG_RUNTIME_DIR", "/run/user/1")]);
+        assert_eq!(
+            socket_path(None, runtime, 1),
+            PathBuf::from("/run/user/1/amber/amberd.sock")
+        );
+        let empty = env_of(&[("AMBER_SOCKET", ""), ("XDG_RUNTIME_DIR", "")]);
+        assert_eq!(
+            socket_path(None, empty, 1000),
+            PathBuf::from("/tmp/amber-1000/amberd.sock")
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Shared value types: modes, usage, session and tool descriptions, approvals, todos.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Agent mode: what may run without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Only read-only tools run.
+    Read,
+    /// File tools inside the workspace and benign commands run.
+    #[default]
+    Write,
+    /// Nothing asks; workspace confinement still holds.
+    Yolo,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Read => "read",
+            Mode::Write => "write",
+            Mode::Yolo => "yolo",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "read" => Ok(Mode::Read),
+            "write" => Ok(Mode::Write),
+            "yolo" => Ok(Mode::Yolo),
+            other => Err(format!(
+                "unknown mode `{other}` (expected read, write or yolo)"
+            )),
+        }
+    }
+}
+
+/// Token accounting, for one LLM call or a session total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub cached_tokens: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.total_tokens += other.total_tokens;
+    }
+}
+
+/// Outcome of one tool call, as the model and the clients see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+    Denied,
+}
+
+/// What a session is doing right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    #[default]
+    Idle,
+    Running,
+    WaitingApproval,
+}
+
+/// A session as listed and returned by `session/*` methods.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub cwd: String,
+    pub mode: Mode,
+    pub model: String,
+    pub title: String,
+    pub state: SessionState,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    /// `builtin`, `plugin:NAME` or `mcp:SERVER`.
+    pub source: String,
+    pub read_only: bool,
+    pub input_schema: Value,
+}
+
+/// An answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    AllowOnce,
+    AllowSession,
+    AllowAlways,
+    Deny,
+}
+
+/// Who resolved an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolvedBy {
+    Client,
+    Rule,
+    Policy,
+    NoApprover,
+}
+
+/// A pending approval request, as `session/get` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    pub request_id: String,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub reason: String,
+    pub scope: String,
+}
+
+/// Progress of one todo item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Done,
+}
+
+/// One entry of a session's todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Todo {
+    pub id: String,
+    pub text: String,
+    pub status: TodoStatus,
+}
+
+/// `{}`: the result of methods that return nothing, and params of methods that take nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Empty {}
