@@ -1,0 +1,315 @@
+//! Harness for the real binaries: [`bin_path`] finds `amberd` / `amber-cli` in the target dir,
+//! [`TestDaemon`] runs an isolated `amberd` (own socket, data dir, config, HOME and workspace)
+//! and talks to it over plain HTTP on its Unix socket.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::unix_http;
+
+/// How long [`TestDaemon::spawn`] waits for the daemon to answer `daemon/status`.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Read/write timeout of one [`TestDaemon::rpc`] call.
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `target/<profile>/<name>`: the directory of the running test executable
+/// (`target/<profile>/deps/<test>-<hash>`) minus `deps`. Panics if the binary is missing.
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut dir = exe
+        .parent()
+        .expect("test executable has a parent dir")
+        .to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "binary {name} not found at {}: run `cargo build --bins` before the tests",
+        path.display()
+    );
+    path
+}
+
+/// How to start a [`TestDaemon`].
+#[derive(Debug, Clone, Default)]
+pub struct DaemonOptions {
+    /// `AMBER_BASE_URL`; with it `AMBER_MODEL=mock-model` and `AMBER_API_KEY=test-key` are set
+    /// too. `None` leaves the provider to `config_toml`.
+    pub base_url: Option<String>,
+    /// Contents of `<dir>/config.toml` (may be empty).
+    pub config_toml: String,
+    /// Extra environment for amberd, applied last (overrides the defaults above).
+    pub env: Vec<(String, String)>,
+}
+
+/// A running `amberd` in a temp dir of its own. SIGTERM, then SIGKILL, on drop; when the test
+/// is panicking the daemon log is printed to stderr.
+pub struct TestDaemon {
+    /// Holds the socket, `data/`, `config.toml`, `amberd.log`, `home/`, `run/` and `workspace/`.
+    pub dir: TempDir,
+    /// `<dir>/amberd.sock`.
+    pub socket: PathBuf,
+    /// A fresh, empty workspace directory (`<dir>/workspace`, canonical path).
+    pub workspace: PathBuf,
+    child: Child,
+    exit: Option<ExitStatus>,
+    opts: DaemonOptions,
+    next_id: AtomicU64,
+}
+
+impl TestDaemon {
+    /// Starts amberd against the OpenAI-compatible endpoint at `base_url`.
+    pub fn spawn(base_url: &str) -> TestDaemon {
+        TestDaemon::spawn_with(DaemonOptions {
+            base_url: Some(base_url.to_owned()),
+            ..DaemonOptions::default()
+        })
+    }
+
+    /// Starts amberd with `opts` and waits until it answers `daemon/status`.
+    pub fn spawn_with(opts: DaemonOptions) -> TestDaemon {
+        let tmp = tempfile::Builder::new()
+            .prefix("amber-test-")
+            .tempdir()
+            .expect("create temp dir");
+        let root = tmp.path().canonicalize().expect("canonicalize temp dir");
+        let workspace = root.join("workspace");
+        for sub in ["data", "home", "run", "workspace"] {
+            fs::create_dir_all(root.join(sub)).expect("create test dirs");
+        }
+        fs::set_permissions(root.join("run"), fs::Permissions::from_mode(0o700))
+            .expect("chmod run dir");
+        fs::write(root.join("config.toml"), &opts.config_toml).expect("write config.toml");
+        let child = start_child(&root, &opts);
+        let mut daemon = TestDaemon {
+            socket: root.join("amberd.sock"),
+            dir: tmp,
+            workspace,
+            child,
+            exit: None,
+            opts,
+            next_id: AtomicU64::new(1),
+        };
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Stops the daemon (SIGTERM, then SIGKILL after 5 s) and starts it again on the same
+    /// socket, data dir and config; waits until it is ready. Returns the old exit code.
+    pub fn restart(&mut self) -> Option<i32> {
+        let code = self.stop(Duration::from_secs(5));
+        self.child = start_child(self.dir.path(), &self.opts);
+        self.exit = None;
+        self.wait_ready();
+        code
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let status = json!({"jsonrpc": "2.0", "id": 0, "method": "daemon/status", "params": {}});
+        let status = status.to_string();
+        let mut last_error = String::from("socket never appeared");
+        loop {
+            if let Some(code) = self.try_exit() {
+                panic!(
+                    "amberd exited with {code} before it was ready\n--- amberd log ---\n{}",
+                    self.log()
+                );
+            }
+            if self.socket.exists() {
+                match unix_http::post(&self.socket, &status, Duration::from_secs(2)) {
+                    Ok((200, body)) if body.contains("\"result\"") => return,
+                    Ok((code, body)) => last_error = format!("HTTP {code}: {body}"),
+                    Err(e) => last_error = e.to_string(),
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "amberd not ready after {READY_TIMEOUT:?} (last: {last_error})\n\
+                     --- amberd log ---\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `amber-cli` with `AMBER_SOCKET` pointing at this daemon, the same isolated HOME/XDG
+    /// dirs, and the workspace as current dir. `--no-autostart` is the caller's choice.
+    pub fn cli(&self) -> Command {
+        let mut cmd = Command::new(bin_path("amber-cli"));
+        isolate_env(&mut cmd, self.dir.path());
+        cmd.env("AMBER_SOCKET", &self.socket)
+            .current_dir(&self.workspace);
+        cmd
+    }
+
+    /// One JSON-RPC call as an HTTP POST on the socket; the whole response object.
+    pub fn rpc(&self, method: &str, params: Value) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let (status, body) = self.raw_http(&request.to_string());
+        serde_json::from_str(&body).unwrap_or_else(|e| {
+            panic!("{method}: HTTP {status}, response is not JSON ({e}): {body:?}")
+        })
+    }
+
+    /// Like [`TestDaemon::rpc`], but returns `result` and panics on a JSON-RPC error.
+    pub fn rpc_ok(&self, method: &str, params: Value) -> Value {
+        let response = self.rpc(method, params);
+        match response.get("result") {
+            Some(result) if response.get("error").is_none() => result.clone(),
+            _ => panic!("{method} failed: {response}"),
+        }
+    }
+
+    /// POSTs an arbitrary body; returns HTTP status and body.
+    pub fn raw_http(&self, body: &str) -> (u16, String) {
+        unix_http::post(&self.socket, body, RPC_TIMEOUT).unwrap_or_else(|e| {
+            panic!(
+                "HTTP POST to {} failed: {e}\n--- amberd log ---\n{}",
+                self.socket.display(),
+                self.log()
+            )
+        })
+    }
+
+    /// Everything amberd wrote to stderr/stdout so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("amberd.log")).unwrap_or_default()
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`) to the daemon; a no-op once it has exited.
+    pub fn kill(&mut self, signal: i32) {
+        if self.try_exit().is_some() {
+            return;
+        }
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own un-reaped child.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+
+    /// Waits up to `timeout` for the daemon to exit: its exit code, `128 + signal` if a signal
+    /// ended it, `None` if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(code) = self.try_exit() {
+                return Some(code);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn try_exit(&mut self) -> Option<i32> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().expect("try_wait on amberd");
+        }
+        self.exit
+            .map(|s| s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)))
+    }
+
+    /// SIGTERM, wait up to `grace`, then SIGKILL and reap.
+    fn stop(&mut self, grace: Duration) -> Option<i32> {
+        self.kill(libc::SIGTERM);
+        if let Some(code) = self.wait_exit(grace) {
+            return Some(code);
+        }
+        self.kill(libc::SIGKILL);
+        self.wait_exit(Duration::from_secs(5))
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(2));
+        if std::thread::panicking() {
+            eprintln!(
+                "--- amberd log ({}) ---\n{}",
+                self.dir.path().display(),
+                self.log()
+            );
+        }
+    }
+}
+
+/// Points HOME and the XDG dirs into `root` and clears variables that would make a binary
+/// reach outside it.
+fn isolate_env(cmd: &mut Command, root: &Path) {
+    let home = root.join("home");
+    for var in [
+        "AMBER_SOCKET",
+        "AMBER_CONFIG",
+        "AMBER_DATA_DIR",
+        "AMBER_BASE_URL",
+        "AMBER_API_KEY",
+        "AMBER_MODEL",
+        "AMBER_FLAVOR",
+        "AMBER_LOG",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "NOTIFY_SOCKET",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_RUNTIME_DIR", root.join("run"));
+}
+
+fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("amberd.log"))
+        .expect("open amberd.log");
+    let log_out: File = log.try_clone().expect("clone log handle");
+    let mut cmd = Command::new(bin_path("amberd"));
+    isolate_env(&mut cmd, root);
+    cmd.arg("--socket")
+        .arg(root.join("amberd.sock"))
+        .arg("--data-dir")
+        .arg(root.join("data"))
+        .arg("--config")
+        .arg(root.join("config.toml"))
+        .env("AMBER_LOG", "debug")
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(log_out)
+        .stderr(log);
+    if let Some(base_url) = &opts.base_url {
+        cmd.env("AMBER_BASE_URL", base_url)
+            .env("AMBER_MODEL", "mock-model")
+            .env("AMBER_API_KEY", "test-key");
+    }
+    for (key, value) in &opts.env {
+        cmd.env(key, value);
+    }
+    cmd.spawn().expect("spawn amberd")
+}
