@@ -1,0 +1,356 @@
+//! Every event type inside the `Event` envelope, as PROTOCOL.md's "Events" table writes it:
+//! round trips, `type_name()` against the serialized `type`, durable/live classification
+//! against the table's "durable" column, and the `session/event` notification shape.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use amber_proto::{Event, EventKind, McpStatus, StopReason, Usage, methods};
+use common::{Check, rt, run_table};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// PROTOCOL.md's event table: type and its "durable" column.
+const PROTOCOL_EVENTS: &[(&str, bool)] = &[
+    ("turn_started", true),
+    ("message_delta", false),
+    ("reasoning_delta", false),
+    ("message_completed", true),
+    ("tool_call_started", true),
+    ("tool_output_delta", false),
+    ("tool_call_completed", true),
+    ("approval_requested", true),
+    ("approval_resolved", true),
+    ("steer", true),
+    ("compaction_started", true),
+    ("compaction_completed", true),
+    ("compaction_failed", true),
+    ("usage", true),
+    ("todo_updated", true),
+    ("subagent_started", true),
+    ("subagent_completed", true),
+    ("mcp_status", true),
+    ("turn_completed", true),
+    ("error", true),
+];
+
+/// amber's own event types beyond the table, with their durability.
+const EXTENSION_EVENTS: &[(&str, bool)] = &[("synced", false)];
+
+/// Exhaustive on purpose: a new variant does not compile until it gets a row below.
+fn variant_index(kind: &EventKind) -> usize {
+    match kind {
+        EventKind::TurnStarted { .. } => 0,
+        EventKind::MessageDelta { .. } => 1,
+        EventKind::ReasoningDelta { .. } => 2,
+        EventKind::MessageCompleted { .. } => 3,
+        EventKind::ToolCallStarted { .. } => 4,
+        EventKind::ToolOutputDelta { .. } => 5,
+        EventKind::ToolCallCompleted { .. } => 6,
+        EventKind::ApprovalRequested { .. } => 7,
+        EventKind::ApprovalResolved { .. } => 8,
+        EventKind::Steer { .. } => 9,
+        EventKind::CompactionStarted { .. } => 10,
+        EventKind::CompactionCompleted { .. } => 11,
+        EventKind::CompactionFailed { .. } => 12,
+        EventKind::Usage { .. } => 13,
+        EventKind::TodoUpdated { .. } => 14,
+        EventKind::SubagentStarted { .. } => 15,
+        EventKind::SubagentCompleted { .. } => 16,
+        EventKind::McpStatus(_) => 17,
+        EventKind::TurnCompleted { .. } => 18,
+        EventKind::Error { .. } => 19,
+        EventKind::Synced { .. } => 20,
+    }
+}
+const VARIANTS: usize = 21;
+
+const T: &str = "2025-01-02T03:04:05.678Z";
+
+fn usage(p: u64, c: u64) -> Value {
+    json!({"promptTokens": p, "completionTokens": c, "cachedTokens": 0, "totalTokens": p + c})
+}
+
+/// A durable event: envelope with `seq` and `turnId`, then the type's fields.
+fn durable(seq: u64, kind: Value) -> Value {
+    envelope(
+        json!({"seq": seq, "sessionId": "s_01", "turnId": "t_1", "time": T}),
+        kind,
+    )
+}
+
+/// A live event: no `seq`.
+fn live(kind: Value) -> Value {
+    envelope(
+        json!({"sessionId": "s_01", "turnId": "t_1", "time": T}),
+        kind,
+    )
+}
+
+fn envelope(mut head: Value, kind: Value) -> Value {
+    let obj = head.as_object_mut().unwrap();
+    for (k, v) in kind.as_object().unwrap() {
+        obj.insert(k.clone(), v.clone());
+    }
+    head
+}
+
+/// Every event type, at least once, as a whole `Event`.
+fn event_cases() -> Vec<Value> {
+    vec![
+        durable(
+            1,
+            json!({"type": "turn_started", "prompt": "run the tests"}),
+        ),
+        live(json!({"type": "message_delta", "itemId": "i_1", "delta": "Hel"})),
+        live(json!({"type": "reasoning_delta", "itemId": "i_0", "delta": "thinking"})),
+        durable(
+            2,
+            json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": "Hello"}),
+        ),
+        durable(
+            3,
+            json!({"type": "tool_call_started", "itemId": "i_2", "callId": "call_1", "name": "bash",
+                   "arguments": {"command": "cargo test", "timeout_ms": 60000}}),
+        ),
+        live(
+            json!({"type": "tool_output_delta", "callId": "call_1", "chunk": "running 3 tests\n"}),
+        ),
+        durable(
+            4,
+            json!({"type": "tool_call_completed", "callId": "call_1", "status": "ok",
+                   "output": "test result: ok", "durationMs": 1532}),
+        ),
+        durable(
+            5,
+            json!({"type": "tool_call_completed", "callId": "call_2", "status": "denied",
+                   "output": "denied by user", "durationMs": 0}),
+        ),
+        durable(
+            6,
+            json!({"type": "approval_requested", "requestId": "r_1", "callId": "call_3", "tool": "bash",
+                   "arguments": {"command": "rm -rf target"}, "reason": "destructive command",
+                   "scope": "bash:rm"}),
+        ),
+        durable(
+            7,
+            json!({"type": "approval_resolved", "requestId": "r_1", "decision": "allow_once", "by": "client"}),
+        ),
+        durable(
+            8,
+            json!({"type": "approval_resolved", "requestId": "r_2", "decision": "deny", "by": "no_approver"}),
+        ),
+        durable(
+            9,
+            json!({"type": "steer", "reason": "repeated_text", "text": "You repeated yourself."}),
+        ),
+        durable(
+            10,
+            json!({"type": "compaction_started", "tokensBefore": 104000}),
+        ),
+        durable(
+            11,
+            json!({"type": "compaction_completed", "tokensBefore": 104000, "tokensAfter": 21000}),
+        ),
+        durable(
+            12,
+            json!({"type": "compaction_failed", "tokensBefore": 104000, "error": "provider error 500"}),
+        ),
+        durable(
+            13,
+            json!({"type": "usage", "usage": usage(900, 50), "total": usage(2900, 150)}),
+        ),
+        durable(
+            14,
+            json!({"type": "todo_updated", "todos": [
+                {"id": "1", "text": "reproduce", "status": "done"},
+                {"id": "2", "text": "fix", "status": "in_progress"},
+                {"id": "3", "text": "test", "status": "pending"}]}),
+        ),
+        durable(
+            15,
+            json!({"type": "subagent_started", "agentId": "a_1", "task": "find callers"}),
+        ),
+        durable(
+            16,
+            json!({"type": "subagent_completed", "agentId": "a_1", "task": "find callers",
+                   "result": "3 callers"}),
+        ),
+        durable(
+            17,
+            json!({"type": "subagent_completed", "agentId": "a_2", "task": "cancelled one"}),
+        ),
+        durable(
+            18,
+            json!({"type": "mcp_status", "name": "github", "status": "ready", "protocolVersion": "2025-06-18",
+                   "tools": 12, "resources": 0, "prompts": 2}),
+        ),
+        durable(
+            19,
+            json!({"type": "mcp_status", "name": "fs", "status": "failed", "tools": 0, "resources": 0,
+                   "prompts": 0, "error": "exited with status 1"}),
+        ),
+        durable(
+            20,
+            json!({"type": "turn_completed", "stopReason": "end_turn", "usage": usage(2900, 150)}),
+        ),
+        durable(
+            21,
+            json!({"type": "turn_completed", "stopReason": "error",
+                   "error": {"code": "provider_error", "message": "401 Unauthorized"},
+                   "usage": usage(0, 0)}),
+        ),
+        durable(
+            22,
+            json!({"type": "error", "code": "rate_limited", "message": "429, retrying", "retryable": true}),
+        ),
+        // amber: replay is over. No seq, no turn.
+        json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),
+    ]
+}
+
+#[test]
+fn every_event_round_trips_inside_the_envelope() {
+    let cases: Vec<(&str, Check, Value)> = event_cases()
+        .into_iter()
+        .map(|v| ("event", rt::<Event> as Check, v))
+        .collect();
+    run_table(&cases);
+}
+
+#[test]
+fn every_variant_and_every_protocol_type_has_a_case() {
+    let events: Vec<Event> = event_cases().into_iter().map(common::parse).collect();
+    let covered: BTreeSet<usize> = events.iter().map(|e| variant_index(&e.kind)).collect();
+    assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no case");
+
+    let names: BTreeSet<&str> = events.iter().map(|e| e.kind.type_name()).collect();
+    for (name, _) in PROTOCOL_EVENTS.iter().chain(EXTENSION_EVENTS) {
+        assert!(names.contains(name), "no case for `{name}`");
+    }
+    assert_eq!(names.len(), PROTOCOL_EVENTS.len() + EXTENSION_EVENTS.len());
+}
+
+#[test]
+fn type_name_equals_serialized_type() {
+    for literal in event_cases() {
+        let event: Event = common::parse(literal.clone());
+        let serialized = serde_json::to_value(&event).unwrap();
+        assert_eq!(serialized["type"], json!(event.kind.type_name()));
+        assert_eq!(literal["type"], json!(event.kind.type_name()));
+        // The kind alone serializes with the same tag.
+        assert_eq!(
+            serde_json::to_value(&event.kind).unwrap()["type"],
+            json!(event.kind.type_name())
+        );
+    }
+}
+
+#[test]
+fn durability_matches_the_protocol_table() {
+    for literal in event_cases() {
+        let event: Event = common::parse(literal);
+        let name = event.kind.type_name();
+        let (_, expected) = PROTOCOL_EVENTS
+            .iter()
+            .chain(EXTENSION_EVENTS)
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("`{name}` is in neither table"));
+        assert_eq!(event.kind.is_durable(), *expected, "durability of `{name}`");
+        // The examples follow the rule: durable events carry a seq, live ones none.
+        assert_eq!(event.seq.is_some(), *expected, "seq of `{name}`");
+    }
+}
+
+#[test]
+fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
+    let event: Event = common::parse(json!({
+        "sessionId": "s", "time": T, "type": "message_delta", "itemId": "i", "delta": "d"
+    }));
+    assert_eq!((event.seq, event.turn_id.as_deref()), (None, None));
+    assert_eq!(
+        serde_json::to_value(&event).unwrap(),
+        json!({"sessionId": "s", "time": T, "type": "message_delta", "itemId": "i", "delta": "d"})
+    );
+
+    let event: Event = common::parse(json!({
+        "seq": 3, "sessionId": "s", "time": T, "type": "turn_completed", "stopReason": "cancelled",
+        "usage": {"promptTokens": 1, "completionTokens": 1, "cachedTokens": 0, "totalTokens": 2}
+    }));
+    match event.kind {
+        EventKind::TurnCompleted {
+            stop_reason, error, ..
+        } => {
+            assert_eq!(stop_reason, StopReason::Cancelled);
+            assert_eq!(error, None);
+        }
+        other => panic!("expected turn_completed, got {other:?}"),
+    }
+
+    // "You may add fields": an event with a field this crate does not know still parses.
+    let event: Event = common::parse(json!({
+        "seq": 4, "sessionId": "s", "time": T, "type": "usage", "futureField": [1, 2],
+        "usage": {"promptTokens": 5}, "total": {}
+    }));
+    match event.kind {
+        EventKind::Usage { usage, total } => {
+            assert_eq!(usage.prompt_tokens, 5);
+            assert_eq!(total, Usage::default());
+        }
+        other => panic!("expected usage, got {other:?}"),
+    }
+
+    let event: Event = common::parse(json!({
+        "seq": 5, "sessionId": "s", "time": T, "type": "mcp_status", "name": "m", "status": "closed"
+    }));
+    match event.kind {
+        EventKind::McpStatus(info) => assert_eq!(info.status, McpStatus::Closed),
+        other => panic!("expected mcp_status, got {other:?}"),
+    }
+}
+
+/// jsonrpsee's subscription notification: `params: {subscription, result}`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Notification {
+    jsonrpc: String,
+    method: String,
+    params: SubscriptionParams,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SubscriptionParams {
+    /// jsonrpsee ids may be strings or numbers.
+    subscription: Value,
+    result: Event,
+}
+
+#[test]
+fn session_event_notification_carries_an_event() {
+    for (subscription, literal) in event_cases().into_iter().enumerate().map(|(i, e)| {
+        (
+            if i % 2 == 0 {
+                json!("sub_8f2a")
+            } else {
+                json!(8_142_337_u64)
+            },
+            e,
+        )
+    }) {
+        let notification = json!({
+            "jsonrpc": "2.0",
+            "method": "session/event",
+            "params": {"subscription": subscription, "result": literal}
+        });
+        let parsed: Notification = common::parse(notification.clone());
+        assert_eq!(parsed.method, methods::SESSION_EVENT);
+        assert_eq!(parsed.jsonrpc, "2.0");
+        assert_eq!(
+            serde_json::to_value(&parsed.params.result).unwrap(),
+            notification["params"]["result"]
+        );
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), notification);
+    }
+}
