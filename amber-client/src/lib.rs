@@ -1,1 +1,23 @@
-//! amber client library.
+//! amber-client: the only crate that knows sockets and jsonrpsee on the client side.
+//!
+//! - socket discovery (PROTOCOL.md's rule) and autostart of `amberd` under a lock file;
+//! - [`Client`]: a WebSocket connection over the Unix socket, `initialize`d, with typed calls;
+//! - [`EventStream`] / [`RawEventStream`]: `session/subscribe` as a `futures::Stream`;
+//! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`.
+
+pub mod autostart;
+pub mod bridge;
+mod client;
+mod error;
+mod events;
+mod transport;
+
+pub use client::{Client, ConnectOptions, REQUEST_TIMEOUT, SUBSCRIPTION_BUFFER};
+pub use error::ClientError;
+pub use events::{EventStream, RawEvent, RawEventStream};
+pub use transport::resolve_socket;
+
+/// Whether something answers at `socket` right now (no handshake, no autostart).
+pub async fn daemon_answers(socket: &std::path::Path) -> bool {
+    tokio::net::UnixStream::connect(socket).await.is_ok()
+}

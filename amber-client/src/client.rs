@@ -1,0 +1,344 @@
+//! `Client`: one initialized WebSocket connection to `amberd`, with typed calls.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use amber_proto::methods as m;
+use amber_proto::{
+    ApprovalRespondParams, ApprovalRespondResult, ClientCapabilities, DaemonStatus, Decision,
+    Empty, InitializeParams, InitializeResult, Mode, PROTOCOL_VERSION, PeerInfo,
+    SessionCancelResult, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
+    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
+    SessionSetModeParams, SessionSubscribeParams, ToolListParams, ToolListResult,
+};
+use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT, SubscriptionKind};
+use jsonrpsee::core::traits::ToRpcParams;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use tokio::net::UnixStream;
+
+use crate::events::{EventStream, RawEventStream};
+use crate::transport::{self, CloseReasons, WatchedReceiver};
+use crate::{ClientError, autostart};
+
+/// How long one call may take before `ClientError::Timeout`.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Events buffered per subscription before the client itself gives up on it.
+pub const SUBSCRIPTION_BUFFER: usize = 16 * 1024;
+
+/// How to reach the daemon and what to tell it about this client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// `--socket`; `None` applies PROTOCOL.md's rule.
+    pub socket: Option<PathBuf>,
+    /// Start `amberd` in the background when nothing answers.
+    pub autostart: bool,
+    pub client_name: String,
+    pub client_version: String,
+    /// This connection answers approval requests.
+    pub approvals: bool,
+}
+
+impl ConnectOptions {
+    /// Default socket, autostart on, no approvals.
+    pub fn new(client_name: impl Into<String>, client_version: impl Into<String>) -> Self {
+        Self {
+            socket: None,
+            autostart: true,
+            client_name: client_name.into(),
+            client_version: client_version.into(),
+            approvals: false,
+        }
+    }
+}
+
+/// A connected, initialized client. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    rpc: jsonrpsee::core::client::Client,
+    socket: PathBuf,
+    server_info: InitializeResult,
+    reasons: CloseReasons,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("socket", &self.inner.socket)
+            .field("server_info", &self.inner.server_info)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Params already serialized to JSON.
+pub(crate) struct RawParams(pub(crate) Box<RawValue>);
+
+impl ToRpcParams for RawParams {
+    fn to_rpc_params(self) -> Result<Option<Box<RawValue>>, serde_json::Error> {
+        Ok(Some(self.0))
+    }
+}
+
+pub(crate) fn raw_params<P: Serialize>(method: &str, params: &P) -> Result<RawParams, ClientError> {
+    serde_json::value::to_raw_value(params)
+        .map(RawParams)
+        .map_err(|e| ClientError::Protocol(format!("cannot encode params of `{method}`: {e}")))
+}
+
+/// Connects the raw stream, starting the daemon first if allowed and needed.
+pub(crate) async fn open_stream(socket: &Path, autostart: bool) -> Result<UnixStream, ClientError> {
+    if let Some(stream) = transport::connect_stream(socket).await? {
+        return Ok(stream);
+    }
+    if !autostart {
+        return Err(ClientError::DaemonNotRunning {
+            socket: socket.to_owned(),
+        });
+    }
+    autostart::ensure_running(socket).await?;
+    transport::connect_stream(socket)
+        .await?
+        .ok_or_else(|| ClientError::Autostart {
+            socket: socket.to_owned(),
+            log: autostart::log_path(socket),
+            reason: "amberd started but stopped answering".into(),
+        })
+}
+
+impl Client {
+    /// Finds the socket, autostarts if allowed, upgrades to WebSocket and sends `initialize`.
+    pub async fn connect(opts: ConnectOptions) -> Result<Client, ClientError> {
+        let socket = transport::resolve_socket(opts.socket.clone());
+        let stream = open_stream(&socket, opts.autostart).await?;
+        let (sender, receiver) = transport::handshake(stream).await?;
+        let reasons = CloseReasons::default();
+        let rpc = ClientBuilder::default()
+            .request_timeout(REQUEST_TIMEOUT)
+            .max_buffer_capacity_per_subscription(SUBSCRIPTION_BUFFER)
+            .build_with_tokio(
+                sender,
+                WatchedReceiver {
+                    inner: receiver,
+                    reasons: reasons.clone(),
+                },
+            );
+        let params = InitializeParams {
+            protocol_version: PROTOCOL_VERSION,
+            client_info: PeerInfo {
+                name: opts.client_name,
+                version: opts.client_version,
+            },
+            capabilities: ClientCapabilities {
+                approvals: opts.approvals,
+            },
+        };
+        let server_info: InitializeResult = rpc
+            .request(m::INITIALIZE, raw_params(m::INITIALIZE, &params)?)
+            .await
+            .map_err(|e| ClientError::from_rpc(m::INITIALIZE, e))?;
+        if server_info.protocol_version != PROTOCOL_VERSION {
+            return Err(ClientError::VersionMismatch {
+                server: server_info.protocol_version,
+                client: PROTOCOL_VERSION,
+            });
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                rpc,
+                socket,
+                server_info,
+                reasons,
+            }),
+        })
+    }
+
+    /// The socket this client is connected to.
+    pub fn socket(&self) -> &Path {
+        &self.inner.socket
+    }
+
+    /// What the daemon answered to `initialize`.
+    pub fn server_info(&self) -> &InitializeResult {
+        &self.inner.server_info
+    }
+
+    /// False once the connection is gone.
+    pub fn is_connected(&self) -> bool {
+        self.inner.rpc.is_connected()
+    }
+
+    /// Completes when the connection closes, with the reason.
+    pub async fn closed(&self) -> ClientError {
+        let err = self.inner.rpc.on_disconnect().await;
+        ClientError::Transport(format!("closed ({err})"))
+    }
+
+    /// A raw typed call: any method, any params, any result.
+    pub async fn call<P: Serialize, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: P,
+    ) -> Result<R, ClientError> {
+        self.inner
+            .rpc
+            .request(method, raw_params(method, &params)?)
+            .await
+            .map_err(|e| ClientError::from_rpc(method, e))
+    }
+
+    pub async fn daemon_status(&self) -> Result<DaemonStatus, ClientError> {
+        self.call(m::DAEMON_STATUS, Empty {}).await
+    }
+
+    pub async fn daemon_shutdown(&self) -> Result<Empty, ClientError> {
+        self.call(m::DAEMON_SHUTDOWN, Empty {}).await
+    }
+
+    pub async fn session_new(&self, params: &SessionNewParams) -> Result<SessionInfo, ClientError> {
+        self.call(m::SESSION_NEW, params).await
+    }
+
+    pub async fn session_list(
+        &self,
+        params: &SessionListParams,
+    ) -> Result<SessionListResult, ClientError> {
+        self.call(m::SESSION_LIST, params).await
+    }
+
+    /// Every session, following `nextCursor` until the end.
+    pub async fn session_list_all(&self) -> Result<Vec<SessionInfo>, ClientError> {
+        let mut all = Vec::new();
+        let mut params = SessionListParams::default();
+        loop {
+            let page = self.session_list(&params).await?;
+            let empty = page.sessions.is_empty();
+            all.extend(page.sessions);
+            match page.next_cursor {
+                Some(cursor) if !empty && params.cursor.as_ref() != Some(&cursor) => {
+                    params.cursor = Some(cursor);
+                }
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    pub async fn session_get(&self, session_id: &str) -> Result<SessionGetResult, ClientError> {
+        self.call(m::SESSION_GET, session_id_params(session_id))
+            .await
+    }
+
+    pub async fn session_delete(&self, session_id: &str) -> Result<Empty, ClientError> {
+        self.call(m::SESSION_DELETE, session_id_params(session_id))
+            .await
+    }
+
+    pub async fn session_prompt(
+        &self,
+        session_id: &str,
+        text: &str,
+    ) -> Result<SessionPromptResult, ClientError> {
+        let params = SessionPromptParams {
+            session_id: session_id.to_owned(),
+            text: text.to_owned(),
+        };
+        self.call(m::SESSION_PROMPT, params).await
+    }
+
+    pub async fn session_cancel(
+        &self,
+        session_id: &str,
+    ) -> Result<SessionCancelResult, ClientError> {
+        self.call(m::SESSION_CANCEL, session_id_params(session_id))
+            .await
+    }
+
+    pub async fn session_set_mode(
+        &self,
+        session_id: &str,
+        mode: Mode,
+    ) -> Result<SessionInfo, ClientError> {
+        let params = SessionSetModeParams {
+            session_id: session_id.to_owned(),
+            mode,
+        };
+        self.call(m::SESSION_SET_MODE, params).await
+    }
+
+    pub async fn tool_list(&self, session_id: Option<&str>) -> Result<ToolListResult, ClientError> {
+        let params = ToolListParams {
+            session_id: session_id.map(str::to_owned),
+        };
+        self.call(m::TOOL_LIST, params).await
+    }
+
+    pub async fn approval_respond(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        decision: Decision,
+    ) -> Result<ApprovalRespondResult, ClientError> {
+        let params = ApprovalRespondParams {
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
+            decision,
+        };
+        self.call(m::APPROVAL_RESPOND, params).await
+    }
+
+    /// Subscribes to a session's events, typed. Events of types this client does not know are skipped.
+    pub async fn subscribe(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+    ) -> Result<EventStream, ClientError> {
+        Ok(EventStream::new(
+            self.subscribe_raw(session_id, after_seq).await?,
+        ))
+    }
+
+    /// Subscribes to a session's events, keeping each event's JSON exactly as received.
+    pub async fn subscribe_raw(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+    ) -> Result<RawEventStream, ClientError> {
+        let params = SessionSubscribeParams {
+            session_id: session_id.to_owned(),
+            after_seq,
+        };
+        let sub = self
+            .inner
+            .rpc
+            .subscribe::<Box<RawValue>, _>(
+                m::SESSION_SUBSCRIBE,
+                raw_params(m::SESSION_SUBSCRIBE, &params)?,
+                m::SESSION_UNSUBSCRIBE,
+            )
+            .await
+            .map_err(|e| ClientError::from_rpc(m::SESSION_SUBSCRIBE, e))?;
+        let sub_id = match sub.kind() {
+            SubscriptionKind::Subscription(id) => serde_json::to_value(id)
+                .ok()
+                .map(|v| transport::sub_id_key(&v)),
+            _ => None,
+        };
+        Ok(RawEventStream::new(
+            sub,
+            sub_id,
+            self.clone(),
+            self.inner.reasons.clone(),
+        ))
+    }
+}
+
+fn session_id_params(session_id: &str) -> SessionIdParams {
+    SessionIdParams {
+        session_id: session_id.to_owned(),
+    }
+}

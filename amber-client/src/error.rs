@@ -1,0 +1,118 @@
+//! `ClientError`: everything that can go wrong between a client and `amberd`.
+
+use std::path::PathBuf;
+
+/// An error of the client library. `code()` gives the JSON-RPC code of daemon errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing answers at the socket and autostart is off.
+    #[error(
+        "amberd is not running at {} (start it with `amber-cli daemon start`, or drop --no-autostart)",
+        socket.display()
+    )]
+    DaemonNotRunning { socket: PathBuf },
+
+    /// Starting `amberd` in the background failed.
+    #[error("could not start amberd for {}: {reason} (see {})", socket.display(), log.display())]
+    Autostart {
+        socket: PathBuf,
+        log: PathBuf,
+        reason: String,
+    },
+
+    /// The socket exists but could not be reached (permissions, not a socket, ...).
+    #[error("cannot connect to amberd at {}: {source}", socket.display())]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The daemon answered a call with a JSON-RPC error.
+    #[error("daemon error {code}: {message}")]
+    Rpc { code: i32, message: String },
+
+    /// The daemon speaks another protocol version.
+    #[error("protocol version mismatch: amberd speaks {server}, this client speaks {client}")]
+    VersionMismatch { server: u32, client: u32 },
+
+    /// A call got no answer in time.
+    #[error("no answer from amberd to `{method}` in time")]
+    Timeout { method: String },
+
+    /// The daemon closed an event subscription.
+    #[error("amberd closed the event subscription: {reason}")]
+    SubscriptionClosed { reason: String },
+
+    /// The connection failed or was closed.
+    #[error("connection to amberd: {0}")]
+    Transport(String),
+
+    /// The daemon sent something this client does not understand.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+
+    /// Local I/O (stdin/stdout of the rpc bridge, lock files, ...).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ClientError {
+    /// The JSON-RPC error code, when the daemon answered with an error.
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            ClientError::Rpc { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Converts a jsonrpsee client error; `method` names the call for timeouts.
+    pub(crate) fn from_rpc(method: &str, err: jsonrpsee::core::client::Error) -> Self {
+        use jsonrpsee::core::client::Error;
+        match err {
+            Error::Call(obj) => ClientError::Rpc {
+                code: obj.code(),
+                message: obj.message().to_owned(),
+            },
+            Error::RequestTimeout => ClientError::Timeout {
+                method: method.to_owned(),
+            },
+            Error::ParseError(e) => {
+                ClientError::Protocol(format!("unexpected answer to `{method}`: {e}"))
+            }
+            Error::RestartNeeded(inner) => ClientError::Transport(format!("closed ({inner})")),
+            Error::Transport(e) => ClientError::Transport(e.to_string()),
+            other => ClientError::Protocol(other.to_string()),
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        ClientError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpc_errors_carry_their_code() {
+        let err = ClientError::Rpc {
+            code: -32001,
+            message: "session not found: s1".into(),
+        };
+        assert_eq!(err.code(), Some(-32001));
+        assert_eq!(
+            err.to_string(),
+            "daemon error -32001: session not found: s1"
+        );
+        assert_eq!(ClientError::Transport("x".into()).code(), None);
+    }
+}

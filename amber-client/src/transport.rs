@@ -1,0 +1,211 @@
+//! The socket side: where the daemon lives, whether it answers, and the WebSocket
+//! transport over the Unix socket (one JSON-RPC message per text frame).
+//!
+//! The receiving half is wrapped so that a subscription the daemon closes with an error
+//! (`params.error` instead of `params.result`) leaves its reason behind: jsonrpsee's
+//! client drops that reason, and `EventStream` needs it.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use jsonrpsee::client_transport::ws::{self, Url, WsTransportClientBuilder};
+use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::net::UnixStream;
+use tokio_util::compat::Compat;
+
+use crate::ClientError;
+
+/// Largest message the client sends.
+pub const MAX_REQUEST_BYTES: u32 = 64 * 1024 * 1024;
+/// Largest message the client accepts (events can carry large tool outputs).
+pub const MAX_RESPONSE_BYTES: u32 = 256 * 1024 * 1024;
+
+pub type WsSender = ws::Sender<Compat<UnixStream>>;
+pub type WsReceiver = ws::Receiver<Compat<UnixStream>>;
+
+/// The socket path by PROTOCOL.md's rule: explicit, `$AMBER_SOCKET`, `$XDG_RUNTIME_DIR`, `/tmp/amber-$UID`.
+pub fn resolve_socket(explicit: Option<PathBuf>) -> PathBuf {
+    amber_proto::paths::socket_path(explicit, |k| std::env::var_os(k), current_uid())
+}
+
+pub(crate) fn current_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// True when a connect error means "no daemon there" (no socket file, or a stale one).
+pub(crate) fn is_dead(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// Connects the raw stream; `Ok(None)` when nothing answers there.
+pub(crate) async fn connect_stream(socket: &Path) -> Result<Option<UnixStream>, ClientError> {
+    match UnixStream::connect(socket).await {
+        Ok(stream) => Ok(Some(stream)),
+        Err(err) if is_dead(&err) => Ok(None),
+        Err(source) => Err(ClientError::Connect {
+            socket: socket.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Performs the WebSocket upgrade (`GET /`) on a connected stream.
+pub(crate) async fn handshake(stream: UnixStream) -> Result<(WsSender, WsReceiver), ClientError> {
+    let url = Url::parse("ws://localhost/")
+        .map_err(|e| ClientError::Protocol(format!("bad websocket url: {e}")))?;
+    WsTransportClientBuilder::default()
+        .max_request_size(MAX_REQUEST_BYTES)
+        .max_response_size(MAX_RESPONSE_BYTES)
+        .build_with_stream(url, stream)
+        .await
+        .map_err(|e| ClientError::Transport(format!("websocket handshake failed: {e}")))
+}
+
+/// Close reasons of subscriptions the daemon ended with an error, by subscription id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CloseReasons(Arc<Mutex<HashMap<String, String>>>);
+
+impl CloseReasons {
+    pub(crate) fn take(&self, sub_id: &str) -> Option<String> {
+        self.0.lock().ok().and_then(|mut map| map.remove(sub_id))
+    }
+
+    fn record(&self, sub_id: String, reason: String) {
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(sub_id, reason);
+        }
+    }
+
+    /// Looks at one incoming frame; records the reason if it closes a subscription with an error.
+    pub(crate) fn inspect(&self, frame: &str) {
+        // Cheap filter first: almost every frame is a plain event or response.
+        if !frame.contains("\"error\"") || !frame.contains("\"subscription\"") {
+            return;
+        }
+        if let Some((id, reason)) = subscription_error(frame) {
+            self.record(id, reason);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct SubErrorFrame {
+    method: String,
+    params: SubErrorParams,
+}
+
+#[derive(Deserialize)]
+struct SubErrorParams {
+    subscription: Value,
+    error: Value,
+    #[serde(default)]
+    result: Option<serde::de::IgnoredAny>,
+}
+
+/// `{"method": .., "params": {"subscription": ID, "error": E}}` → (ID, human reason of E).
+pub(crate) fn subscription_error(frame: &str) -> Option<(String, String)> {
+    let parsed: SubErrorFrame = serde_json::from_str(frame).ok()?;
+    if parsed.method.is_empty() || parsed.params.result.is_some() {
+        return None;
+    }
+    Some((
+        sub_id_key(&parsed.params.subscription),
+        error_text(&parsed.params.error),
+    ))
+}
+
+/// A subscription id as a map key: strings as they are, numbers in decimal.
+pub(crate) fn sub_id_key(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A readable reason from whatever the daemon put in `error`.
+fn error_text(error: &Value) -> String {
+    match error {
+        Value::String(s) => s.clone(),
+        Value::Object(map) => {
+            let message = map
+                .get("message")
+                .or_else(|| map.get("reason"))
+                .and_then(Value::as_str);
+            let code = map.get("code").filter(|c| !c.is_null());
+            match (message, code) {
+                (Some(m), Some(c)) => format!("{m} (code {})", sub_id_key(c)),
+                (Some(m), None) => m.to_owned(),
+                _ => error.to_string(),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The receiving half, recording subscription close reasons on the way through.
+pub(crate) struct WatchedReceiver {
+    pub(crate) inner: WsReceiver,
+    pub(crate) reasons: CloseReasons,
+}
+
+impl TransportReceiverT for WatchedReceiver {
+    type Error = ws::WsError;
+
+    async fn receive(&mut self) -> Result<ReceivedMessage, Self::Error> {
+        let msg = self.inner.receive().await?;
+        if let ReceivedMessage::Text(text) = &msg {
+            self.reasons.inspect(text);
+        }
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_errors_are_recognised() {
+        let frame = r#"{"jsonrpc":"2.0","method":"session/event","params":{"subscription":"abc","error":"subscriber lagged: resubscribe with afterSeq"}}"#;
+        assert_eq!(
+            subscription_error(frame),
+            Some((
+                "abc".into(),
+                "subscriber lagged: resubscribe with afterSeq".into()
+            ))
+        );
+        let object = r#"{"jsonrpc":"2.0","method":"session/event","params":{"subscription":7,"error":{"code":-32003,"message":"lagged"}}}"#;
+        assert_eq!(
+            subscription_error(object),
+            Some(("7".into(), "lagged (code -32003)".into()))
+        );
+    }
+
+    #[test]
+    fn events_mentioning_errors_are_not_closes() {
+        let event = r#"{"jsonrpc":"2.0","method":"session/event","params":{"subscription":"abc","result":{"type":"error","code":"x","message":"\"error\""}}}"#;
+        assert_eq!(subscription_error(event), None);
+        let response =
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"subscription"}}"#;
+        assert_eq!(subscription_error(response), None);
+        let reasons = CloseReasons::default();
+        reasons.inspect(event);
+        reasons.inspect(response);
+        assert_eq!(reasons.take("abc"), None);
+    }
+
+    #[test]
+    fn dead_sockets_are_told_apart() {
+        assert!(is_dead(&io::Error::from(io::ErrorKind::NotFound)));
+        assert!(is_dead(&io::Error::from(io::ErrorKind::ConnectionRefused)));
+        assert!(!is_dead(&io::Error::from(io::ErrorKind::PermissionDenied)));
+    }
+}

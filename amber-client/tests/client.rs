@@ -1,0 +1,116 @@
+//! amber-client against a fake daemon: handshake, typed calls, errors, event streams.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use amber_client::{Client, ClientError, ConnectOptions};
+use amber_proto::EventKind;
+use futures::StreamExt;
+
+fn opts(socket: &std::path::Path) -> ConnectOptions {
+    ConnectOptions {
+        socket: Some(socket.to_owned()),
+        autostart: false,
+        ..ConnectOptions::new("test", "0")
+    }
+}
+
+#[tokio::test]
+async fn connect_initializes_and_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("amberd.sock");
+    let _server = common::serve(&socket, 1);
+
+    let client = Client::connect(opts(&socket)).await.unwrap();
+    assert_eq!(client.server_info().server_info.name, "fake-amberd");
+    assert_eq!(client.socket(), socket);
+    let status = client.daemon_status().await.unwrap();
+    assert_eq!(status.pid, std::process::id());
+
+    let err = client.session_get("nope").await.unwrap_err();
+    assert_eq!(err.code(), Some(-32001));
+    assert_eq!(
+        err.to_string(),
+        "daemon error -32001: session not found: nope"
+    );
+
+    let err = client
+        .call::<_, serde_json::Value>("no/such", serde_json::json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(-32601));
+}
+
+#[tokio::test]
+async fn version_mismatch_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("amberd.sock");
+    let _server = common::serve(&socket, 2);
+    let err = Client::connect(opts(&socket)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::VersionMismatch {
+                server: 2,
+                client: 1
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn nothing_listening_without_autostart() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("amberd.sock");
+    let err = Client::connect(opts(&socket)).await.unwrap_err();
+    assert!(matches!(err, ClientError::DaemonNotRunning { .. }), "{err}");
+    // A stale socket file counts as "not running" too.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let err = Client::connect(opts(&socket)).await.unwrap_err();
+    assert!(matches!(err, ClientError::DaemonNotRunning { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn typed_stream_skips_unknown_types_and_reports_the_close_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("amberd.sock");
+    let _server = common::serve(&socket, 1);
+    let client = Client::connect(opts(&socket)).await.unwrap();
+
+    let mut events = client.subscribe("s1", Some(0)).await.unwrap();
+    let first = events.next().await.unwrap().unwrap();
+    assert_eq!(first.seq, Some(1));
+    assert!(matches!(first.kind, EventKind::TurnStarted { .. }));
+    let second = events.next().await.unwrap().unwrap();
+    assert!(matches!(second.kind, EventKind::MessageDelta { .. }));
+    match events.next().await.unwrap() {
+        Err(ClientError::SubscriptionClosed { reason }) => assert_eq!(reason, common::CLOSE_REASON),
+        other => panic!("expected the close reason, got {other:?}"),
+    }
+    assert!(events.next().await.is_none());
+    // The connection is still usable.
+    client.daemon_status().await.unwrap();
+}
+
+#[tokio::test]
+async fn raw_stream_keeps_json_as_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("amberd.sock");
+    let _server = common::serve(&socket, 1);
+    let client = Client::connect(opts(&socket)).await.unwrap();
+
+    let mut events = client.subscribe_raw("s2", None).await.unwrap();
+    let expected = common::events("s2");
+    for want in &expected {
+        let got = events.next().await.unwrap().unwrap();
+        assert_eq!(got.json(), serde_json::to_string(want).unwrap());
+        let known = want["type"] != "from_the_future";
+        assert_eq!(got.event.is_some(), known);
+    }
+    assert!(matches!(
+        events.next().await.unwrap(),
+        Err(ClientError::SubscriptionClosed { .. })
+    ));
+}
