@@ -1,1 +1,12 @@
-//! The amber daemon library.
+//! The amber daemon library: everything `amberd` runs, so tests and benches can drive the
+//! engine in-process too. See docs/ARCHITECTURE.md for the map.
+
+pub mod agent;
+pub mod config;
+pub mod context;
+pub mod daemon;
+pub mod llm;
+pub mod policy;
+pub mod rpc;
+pub mod session;
+pub mod tools;

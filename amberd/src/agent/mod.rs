@@ -1,0 +1,362 @@
+//! The agent loop (SEED.md "agent loop"): one prompt in, events out, the context grown by
+//! exactly the messages the model should see next time.
+//!
+//! **Invariants:** the system prompt is always the first message; every assistant message
+//! with tool calls is followed by exactly one tool message per call before any other
+//! message; a failed or cancelled LLM call pushes nothing; the silent confirm exchange is
+//! popped again when the model confirms it is finished.
+
+pub mod guards;
+pub mod prompt;
+
+use std::path::Path;
+
+use amber_proto::{
+    ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
+use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
+use crate::tools::{ToolLimits, ToolRegistry};
+use guards::{Guards, Verdict};
+
+/// How the loop reports to the session that runs it.
+pub trait AgentHooks: Send + Sync {
+    /// Publishes an event of the running turn.
+    fn emit(&self, kind: EventKind);
+    /// The session's mode right now (it may change mid-turn).
+    fn mode(&self) -> Mode;
+    /// Adds one LLM call's usage to the session total and returns the new total.
+    fn add_usage(&self, usage: &Usage) -> Usage;
+    /// The context changed; readers may refresh their snapshot.
+    fn context_changed(&self, context: &Context);
+}
+
+/// Everything one turn needs besides the context.
+pub struct TurnEnv<'a> {
+    /// The client, or why there is none (no endpoint configured).
+    pub llm: Result<&'a LlmClient, &'a str>,
+    pub model: &'a str,
+    pub tools: &'a ToolRegistry,
+    pub workspace: &'a Path,
+    pub limits: &'a ToolLimits,
+    pub max_iterations: u32,
+    pub confirm_finish: bool,
+    pub cancel: &'a CancellationToken,
+    pub hooks: &'a dyn AgentHooks,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub stop: StopReason,
+    pub error: Option<ErrorInfo>,
+    pub usage: Usage,
+}
+
+/// Runs one prompt to completion. The caller has already ensured the system prompt.
+pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) -> TurnOutcome {
+    let mut turn = Turn {
+        env,
+        usage: Usage::default(),
+        guards: Guards::new(),
+        items: 0,
+    };
+    context.push(Message::user(prompt));
+    env.hooks.context_changed(context);
+    let (stop, error) = turn.run(context).await;
+    if context
+        .last()
+        .is_some_and(|m| m.role == Role::User && m.content == prompt::CONFIRM_PROMPT)
+    {
+        // An unanswered confirm prompt (error, cancel, iteration cap) must not linger.
+        context.pop();
+        env.hooks.context_changed(context);
+    }
+    TurnOutcome {
+        stop,
+        error,
+        usage: turn.usage,
+    }
+}
+
+struct Turn<'e, 'a> {
+    env: &'e TurnEnv<'a>,
+    usage: Usage,
+    guards: Guards,
+    items: u64,
+}
+
+/// Whether the model's reply is streamed to clients or is the silent confirm exchange.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Visibility {
+    Streamed,
+    Silent,
+}
+
+impl Turn<'_, '_> {
+    async fn run(&mut self, context: &mut Context) -> (StopReason, Option<ErrorInfo>) {
+        let env = self.env;
+        let llm = match env.llm {
+            Ok(llm) => llm,
+            Err(hint) => return self.fail("not_configured", hint.to_owned(), false),
+        };
+        let specs = tool_specs(env.tools);
+        let mut confirming = false;
+        let mut previous_calls: Vec<ToolCall> = Vec::new();
+
+        for _ in 0..env.max_iterations {
+            if env.cancel.is_cancelled() {
+                return (StopReason::Cancelled, None);
+            }
+            let visibility = if confirming {
+                Visibility::Silent
+            } else {
+                Visibility::Streamed
+            };
+            let request = ChatRequest {
+                model: env.model.to_owned(),
+                messages: prompt::assemble(context.snapshot(), env.hooks.mode()),
+                tools: specs.clone(),
+            };
+            let item_id = self.next_item();
+            let reply = match self.call_llm(llm, &request, &item_id, visibility).await {
+                Ok(reply) => reply,
+                Err(ApiError::Cancelled) => return (StopReason::Cancelled, None),
+                Err(err) => return self.fail(err.code(), err.to_string(), err.is_retryable()),
+            };
+
+            if reply.tool_calls.is_empty() {
+                if confirming {
+                    // Confirmed: the silent exchange leaves no trace in the context.
+                    context.pop();
+                    context.pop();
+                    env.hooks.context_changed(context);
+                    return (StopReason::EndTurn, None);
+                }
+                context.push(Message::assistant(reply.text.clone(), Vec::new()));
+                self.emit_message(&item_id, &reply.text);
+                env.hooks.context_changed(context);
+                match self.guards.on_reply(&reply.text, &[]) {
+                    Verdict::Stop(reason) => return (reason, None),
+                    Verdict::Steer { reason, text } => {
+                        self.steer(context, reason, text);
+                        continue;
+                    }
+                    Verdict::Continue => {}
+                }
+                if !env.confirm_finish {
+                    return (StopReason::EndTurn, None);
+                }
+                context.push(Message::user(prompt::CONFIRM_PROMPT));
+                confirming = true;
+                continue;
+            }
+
+            // The model wants tools: a confirm exchange that continues stays in the context.
+            confirming = false;
+            let calls = reply.tool_calls.clone();
+            context.push(Message::assistant(reply.text.clone(), calls.clone()));
+            if visibility == Visibility::Streamed {
+                self.emit_message(&item_id, &reply.text);
+            }
+            env.hooks.context_changed(context);
+            let verdict = self.guards.on_reply(&reply.text, &calls);
+
+            let statuses = self.run_tools(context, &calls, &previous_calls).await;
+            env.hooks.context_changed(context);
+            previous_calls = calls;
+            if env.cancel.is_cancelled() {
+                return (StopReason::Cancelled, None);
+            }
+            match verdict {
+                Verdict::Stop(reason) => return (reason, None),
+                Verdict::Steer { reason, text } => self.steer(context, reason, text),
+                Verdict::Continue => {}
+            }
+            match self.guards.on_results(&statuses) {
+                Verdict::Stop(reason) => return (reason, None),
+                Verdict::Steer { reason, text } => self.steer(context, reason, text),
+                Verdict::Continue => {}
+            }
+        }
+        (StopReason::MaxIterations, None)
+    }
+
+    async fn call_llm(
+        &mut self,
+        llm: &LlmClient,
+        request: &ChatRequest,
+        item_id: &str,
+        visibility: Visibility,
+    ) -> Result<ChatResponse, ApiError> {
+        let hooks = self.env.hooks;
+        let mut on_event = |event: StreamEvent| match event {
+            StreamEvent::TextDelta(delta) if visibility == Visibility::Streamed => {
+                hooks.emit(EventKind::MessageDelta {
+                    item_id: item_id.to_owned(),
+                    delta,
+                });
+            }
+            StreamEvent::ReasoningDelta(delta) if visibility == Visibility::Streamed => {
+                hooks.emit(EventKind::ReasoningDelta {
+                    item_id: item_id.to_owned(),
+                    delta,
+                });
+            }
+            StreamEvent::Retrying {
+                attempt,
+                delay,
+                error,
+            } => {
+                tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, %error, "retrying LLM request");
+            }
+            _ => {}
+        };
+        let reply = llm
+            .stream_chat(request, self.env.cancel, &mut on_event)
+            .await?;
+        if let Some(usage) = reply.usage {
+            self.usage.add(&usage);
+            let total = hooks.add_usage(&usage);
+            hooks.emit(EventKind::Usage { usage, total });
+        }
+        Ok(reply)
+    }
+
+    /// Dispatches one batch of calls, forwards its events live, and pushes exactly one
+    /// tool message per call in the original order.
+    async fn run_tools(
+        &mut self,
+        context: &mut Context,
+        calls: &[ToolCall],
+        previous_calls: &[ToolCall],
+    ) -> Vec<ToolStatus> {
+        let env = self.env;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let results = {
+            let request = DispatchRequest {
+                registry: env.tools,
+                calls,
+                previous_calls,
+                mode: env.hooks.mode(),
+                workspace: env.workspace,
+                cancel: env.cancel,
+                limits: env.limits,
+                events: &tx,
+            };
+            let run = dispatch(request);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(event) = rx.recv() => self.forward(event),
+                    results = &mut run => break results,
+                }
+            }
+        };
+        drop(tx);
+        while let Ok(event) = rx.try_recv() {
+            self.forward(event);
+        }
+        let mut statuses = Vec::with_capacity(results.len());
+        for result in results {
+            statuses.push(result.status);
+            context.push(Message::tool(result.call_id, result.envelope));
+        }
+        statuses
+    }
+
+    fn forward(&mut self, event: DispatchEvent) {
+        let kind = match event {
+            DispatchEvent::Started {
+                call_id,
+                name,
+                arguments,
+            } => EventKind::ToolCallStarted {
+                item_id: format!("tool_{call_id}"),
+                call_id,
+                name,
+                arguments,
+            },
+            DispatchEvent::Output(chunk) => EventKind::ToolOutputDelta {
+                call_id: chunk.call_id,
+                chunk: chunk.chunk,
+            },
+            DispatchEvent::Completed {
+                call_id,
+                status,
+                output,
+                duration_ms,
+            } => EventKind::ToolCallCompleted {
+                call_id,
+                status,
+                output,
+                duration_ms,
+            },
+        };
+        self.env.hooks.emit(kind);
+    }
+
+    fn emit_message(&self, item_id: &str, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.env.hooks.emit(EventKind::MessageCompleted {
+            item_id: item_id.to_owned(),
+            role: Role::Assistant,
+            text: text.to_owned(),
+        });
+    }
+
+    fn steer(&self, context: &mut Context, reason: amber_proto::SteerReason, text: String) {
+        context.push(Message::user(format!("[amber] {text}")));
+        self.env.hooks.context_changed(context);
+        self.env.hooks.emit(EventKind::Steer { reason, text });
+    }
+
+    fn fail(
+        &self,
+        code: &str,
+        message: String,
+        retryable: bool,
+    ) -> (StopReason, Option<ErrorInfo>) {
+        self.env.hooks.emit(EventKind::Error {
+            code: code.to_owned(),
+            message: message.clone(),
+            retryable,
+        });
+        (
+            StopReason::Error,
+            Some(ErrorInfo {
+                code: code.to_owned(),
+                message,
+            }),
+        )
+    }
+
+    fn next_item(&mut self) -> String {
+        self.items += 1;
+        format!("msg_{}_{}", short_id(), self.items)
+    }
+}
+
+fn tool_specs(tools: &ToolRegistry) -> Vec<ToolSpec> {
+    tools
+        .specs()
+        .into_iter()
+        .map(|(name, description, parameters)| ToolSpec {
+            name,
+            description,
+            parameters,
+        })
+        .collect()
+}
+
+/// Eight hex digits, enough to keep item ids of different turns apart.
+fn short_id() -> String {
+    format!("{:08x}", fastrand::u32(..))
+}

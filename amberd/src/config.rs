@@ -1,0 +1,335 @@
+//! Daemon configuration: `config.toml` merged with `AMBER_*` environment overrides.
+//!
+//! Resolution order for every value: environment of amberd, then the config file, then
+//! the defaults documented in docs/configuration.md.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Errors while loading configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for {key}: {message}")]
+    Env { key: String, message: String },
+}
+
+/// The whole configuration file. Unknown keys are rejected so typos are caught early.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub provider: ProviderConfig,
+    pub agent: AgentConfig,
+    pub tools: ToolsConfig,
+    pub server: ServerConfig,
+}
+
+/// `[provider]`: the OpenAI-compatible endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub flavor: String,
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    pub model: Option<String>,
+    pub context_window: u64,
+    pub max_tokens: Option<u32>,
+    pub max_retries: u32,
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            flavor: "openai".into(),
+            base_url: None,
+            api_key_env: None,
+            model: None,
+            context_window: 128_000,
+            max_tokens: None,
+            max_retries: 4,
+            retry_base_ms: 500,
+            retry_max_ms: 30_000,
+            connect_timeout_ms: 10_000,
+            idle_timeout_ms: 120_000,
+        }
+    }
+}
+
+/// `[agent]`: the loop's limits and prompts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    pub max_tool_iterations: u32,
+    /// Replaces the built-in system prompt (a session's own `systemPrompt` wins).
+    pub system_prompt: Option<String>,
+    /// Ask "are you finished?" after a reply without tool calls.
+    pub confirm_finish: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_tool_iterations: 50,
+            system_prompt: None,
+            confirm_finish: true,
+        }
+    }
+}
+
+/// `[tools]`: output caps and timeouts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    pub max_output_bytes: usize,
+    pub bash_timeout_ms: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            max_output_bytes: 30_000,
+            bash_timeout_ms: 120_000,
+        }
+    }
+}
+
+/// `[server]`: socket limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    pub max_connections: u32,
+    pub max_message_bytes: u32,
+    pub max_subscriptions_per_connection: u32,
+    /// Events buffered per subscriber before a slow one is dropped.
+    pub subscriber_buffer: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 128,
+            max_message_bytes: 16 * 1024 * 1024,
+            max_subscriptions_per_connection: 64,
+            subscriber_buffer: 8192,
+        }
+    }
+}
+
+/// The resolved LLM endpoint, after environment overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub flavor: String,
+    /// None when nothing usable is configured; turns then fail with a hint.
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub model: String,
+}
+
+/// Hosted OpenAI, used when nothing else is configured and `OPENAI_API_KEY` is set.
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+const OPENAI_DEFAULT_MODEL: &str = "gpt-4o-mini";
+
+impl Config {
+    /// Reads `path` if given and present; a missing default file is not an error.
+    pub fn load(path: Option<&Path>, explicit: bool) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                return Ok(Config::default());
+            }
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        Config::parse(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Applies the `AMBER_*` overrides that are not about the endpoint.
+    pub fn apply_env(
+        &mut self,
+        env: &impl Fn(&str) -> Option<OsString>,
+    ) -> Result<(), ConfigError> {
+        if let Some(v) = env_str(env, "AMBER_MAX_TOOL_ITERATIONS") {
+            self.agent.max_tool_iterations = v.parse().map_err(|_| ConfigError::Env {
+                key: "AMBER_MAX_TOOL_ITERATIONS".into(),
+                message: format!("`{v}` is not a number"),
+            })?;
+        }
+        if let Some(v) = env_str(env, "AMBER_CONTEXT_WINDOW") {
+            self.provider.context_window = v.parse().map_err(|_| ConfigError::Env {
+                key: "AMBER_CONTEXT_WINDOW".into(),
+                message: format!("`{v}` is not a number"),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Resolves the endpoint: `AMBER_BASE_URL`, `AMBER_API_KEY`, `AMBER_MODEL`, `AMBER_FLAVOR`
+    /// override `[provider]`; with nothing set, hosted OpenAI with `OPENAI_API_KEY`.
+    pub fn endpoint(&self, env: &impl Fn(&str) -> Option<OsString>) -> Endpoint {
+        let p = &self.provider;
+        let flavor = env_str(env, "AMBER_FLAVOR").unwrap_or_else(|| p.flavor.clone());
+        let key_var = p
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
+        let api_key = env_str(env, "AMBER_API_KEY").or_else(|| env_str(env, &key_var));
+        let configured_url = env_str(env, "AMBER_BASE_URL").or_else(|| p.base_url.clone());
+        let base_url = match configured_url {
+            Some(url) => Some(url),
+            // Hosted OpenAI is only a sensible default when a key for it exists.
+            None if api_key.is_some() => Some(OPENAI_BASE_URL.to_owned()),
+            None => None,
+        };
+        let model = env_str(env, "AMBER_MODEL")
+            .or_else(|| p.model.clone())
+            .unwrap_or_else(|| OPENAI_DEFAULT_MODEL.to_owned());
+        Endpoint {
+            flavor,
+            base_url,
+            api_key,
+            model,
+        }
+    }
+
+    pub fn bash_timeout(&self) -> Duration {
+        Duration::from_millis(self.tools.bash_timeout_ms)
+    }
+}
+
+fn env_str(env: &impl Fn(&str) -> Option<OsString>, key: &str) -> Option<String> {
+    env(key)
+        .and_then(|v| v.into_string().ok())
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// `--config`, else `$AMBER_CONFIG`, else `$XDG_CONFIG_HOME/amber/config.toml`
+/// (`~/.config` when unset). The bool says whether the path was asked for explicitly.
+pub fn config_path(
+    explicit: Option<PathBuf>,
+    env: &impl Fn(&str) -> Option<OsString>,
+) -> (Option<PathBuf>, bool) {
+    if let Some(path) = explicit {
+        return (Some(path), true);
+    }
+    if let Some(path) = env_str(env, "AMBER_CONFIG") {
+        return (Some(path.into()), true);
+    }
+    let base = env_str(env, "XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env_str(env, "HOME").map(|h| PathBuf::from(h).join(".config")));
+    (base.map(|b| b.join("amber").join("config.toml")), false)
+}
+
+/// `--data-dir`, else `$AMBER_DATA_DIR`, else `$XDG_DATA_HOME/amber` (`~/.local/share`).
+pub fn data_dir(explicit: Option<PathBuf>, env: &impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    if let Some(path) = explicit {
+        return path;
+    }
+    if let Some(path) = env_str(env, "AMBER_DATA_DIR") {
+        return path.into();
+    }
+    env_str(env, "XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env_str(env, "HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("amber")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let cfg = Config::parse(
+            "[provider]\nflavor = \"vllm\"\nbase_url = \"http://file/v1\"\nmodel = \"m1\"\n",
+        )
+        .unwrap();
+        let ep = cfg.endpoint(&env(&[
+            ("AMBER_BASE_URL", "http://env/v1"),
+            ("AMBER_MODEL", "m2"),
+        ]));
+        assert_eq!(ep.base_url.as_deref(), Some("http://env/v1"));
+        assert_eq!(ep.model, "m2");
+        assert_eq!(ep.flavor, "vllm");
+    }
+
+    #[test]
+    fn nothing_configured_means_no_endpoint() {
+        let ep = Config::default().endpoint(&env(&[]));
+        assert_eq!(ep.base_url, None);
+        let ep = Config::default().endpoint(&env(&[("OPENAI_API_KEY", "sk-1")]));
+        assert_eq!(ep.base_url.as_deref(), Some(OPENAI_BASE_URL));
+        assert_eq!(ep.api_key.as_deref(), Some("sk-1"));
+    }
+
+    #[test]
+    fn api_key_env_names_the_variable() {
+        let cfg =
+            Config::parse("[provider]\napi_key_env = \"GROQ_KEY\"\nbase_url = \"http://g/v1\"")
+                .unwrap();
+        assert_eq!(
+            cfg.endpoint(&env(&[("GROQ_KEY", "k")])).api_key.as_deref(),
+            Some("k")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_name() {
+        let err = Config::parse("[agent]\nmax_iterations = 3").unwrap_err();
+        assert!(err.contains("max_iterations"), "{err}");
+    }
+
+    #[test]
+    fn paths_follow_the_protocol() {
+        let (p, explicit) = config_path(None, &env(&[("XDG_CONFIG_HOME", "/c")]));
+        assert_eq!(p.unwrap(), PathBuf::from("/c/amber/config.toml"));
+        assert!(!explicit);
+        assert_eq!(
+            data_dir(None, &env(&[("AMBER_DATA_DIR", "/d")])),
+            PathBuf::from("/d")
+        );
+        assert_eq!(
+            data_dir(None, &env(&[("XDG_DATA_HOME", "/x")])),
+            PathBuf::from("/x/amber")
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! The method table: every v1 method this daemon serves, bound to the session manager.
+
+use std::sync::Arc;
+
+use amber_proto::{self as proto, errors, methods};
+use jsonrpsee::RpcModule;
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::gate::WsConn;
+use super::params::{error, parse};
+use super::subscribe;
+use crate::daemon::{Daemon, NAME, VERSION};
+
+type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+/// Builds the module served on every connection.
+pub fn module(
+    daemon: Arc<Daemon>,
+) -> Result<RpcModule<Arc<Daemon>>, jsonrpsee::core::RegisterMethodError> {
+    let mut m = RpcModule::new(daemon);
+
+    m.register_method(methods::INITIALIZE, |params, _, ext| -> RpcResult<_> {
+        let p: proto::InitializeParams = parse(&params)?;
+        if let Some(conn) = ext.get::<Arc<WsConn>>() {
+            conn.mark_initialized(p.capabilities.approvals);
+        }
+        tracing::debug!(client = %p.client_info.name, version = p.protocol_version, "initialize");
+        Ok(proto::InitializeResult {
+            protocol_version: proto::PROTOCOL_VERSION,
+            server_info: proto::PeerInfo {
+                name: NAME.to_owned(),
+                version: VERSION.to_owned(),
+            },
+            capabilities: proto::ServerCapabilities {
+                methods: SERVED.iter().map(|m| (*m).to_owned()).collect(),
+            },
+        })
+    })?;
+
+    m.register_method(methods::DAEMON_STATUS, |params, d, _| -> RpcResult<_> {
+        parse::<proto::Empty>(&params)?;
+        Ok(proto::DaemonStatus {
+            version: VERSION.to_owned(),
+            pid: std::process::id(),
+            uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            sessions: d.sessions.count() as u64,
+            connections: d.connections(),
+        })
+    })?;
+
+    m.register_method(methods::DAEMON_SHUTDOWN, |params, d, _| -> RpcResult<_> {
+        parse::<proto::Empty>(&params)?;
+        tracing::info!("shutdown requested over RPC");
+        d.shutdown.cancel();
+        Ok(proto::Empty {})
+    })?;
+
+    m.register_method(methods::SESSION_NEW, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionNewParams = parse(&params)?;
+        Ok(d.sessions.create(p)?)
+    })?;
+
+    m.register_method(methods::SESSION_LIST, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionListParams = parse(&params)?;
+        let (sessions, next_cursor) = d.sessions.list(p.cursor.as_deref(), p.limit);
+        Ok(proto::SessionListResult {
+            sessions,
+            next_cursor,
+        })
+    })?;
+
+    m.register_method(methods::SESSION_GET, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionIdParams = parse(&params)?;
+        let shared = d.sessions.get(&p.session_id)?.shared.clone();
+        // lastSeq first: a client subscribing with it may see an event twice in the
+        // messages and the replay, but never miss one.
+        let last_seq = shared.hub.last_seq();
+        Ok(proto::SessionGetResult {
+            session: shared.info(),
+            messages: shared.messages().as_ref().clone(),
+            pending_approvals: Vec::new(),
+            todos: Vec::new(),
+            last_seq,
+        })
+    })?;
+
+    m.register_async_method(methods::SESSION_DELETE, |params, d, _| async move {
+        let p: proto::SessionIdParams = parse(&params)?;
+        d.sessions.delete(&p.session_id).await?;
+        RpcResult::Ok(proto::Empty {})
+    })?;
+
+    m.register_method(methods::SESSION_PROMPT, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionPromptParams = parse(&params)?;
+        if p.text.trim().is_empty() {
+            return Err(error(
+                errors::INVALID_PARAMS,
+                "invalid params: text: must not be empty",
+            ));
+        }
+        let turn_id = d.sessions.prompt(&p.session_id, p.text)?;
+        Ok(proto::SessionPromptResult { turn_id })
+    })?;
+
+    m.register_method(methods::SESSION_CANCEL, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionIdParams = parse(&params)?;
+        let cancelled = d.sessions.get(&p.session_id)?.shared.cancel();
+        Ok(proto::SessionCancelResult { cancelled })
+    })?;
+
+    m.register_method(methods::SESSION_SET_MODE, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionSetModeParams = parse(&params)?;
+        Ok(d.sessions.get(&p.session_id)?.shared.set_mode(p.mode))
+    })?;
+
+    m.register_method(methods::TOOL_LIST, |params, d, _| -> RpcResult<_> {
+        let p: proto::ToolListParams = parse(&params)?;
+        if let Some(id) = &p.session_id {
+            d.sessions.get(id)?;
+        }
+        let tools = d
+            .sessions
+            .deps()
+            .tools
+            .iter()
+            .map(|tool| proto::ToolInfo {
+                name: tool.name().to_owned(),
+                description: tool.description().to_owned(),
+                source: "builtin".to_owned(),
+                read_only: tool.read_only(),
+                input_schema: tool.input_schema(),
+            })
+            .collect();
+        Ok(proto::ToolListResult { tools })
+    })?;
+
+    subscribe::register(&mut m)?;
+    Ok(m)
+}
+
+/// Methods this daemon version serves (reported in `initialize`).
+pub const SERVED: &[&str] = &[
+    methods::INITIALIZE,
+    methods::DAEMON_STATUS,
+    methods::DAEMON_SHUTDOWN,
+    methods::SESSION_NEW,
+    methods::SESSION_LIST,
+    methods::SESSION_GET,
+    methods::SESSION_DELETE,
+    methods::SESSION_PROMPT,
+    methods::SESSION_CANCEL,
+    methods::SESSION_SET_MODE,
+    methods::SESSION_SUBSCRIBE,
+    methods::SESSION_UNSUBSCRIBE,
+    methods::TOOL_LIST,
+];

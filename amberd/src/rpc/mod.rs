@@ -1,0 +1,150 @@
+//! The socket server: accept, check the peer's uid, hand each connection to jsonrpsee
+//! (HTTP POST and WebSocket on the same socket), shut down gracefully.
+
+pub mod gate;
+pub mod methods;
+pub mod params;
+pub mod socket;
+pub mod subscribe;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use amber_proto::errors;
+use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
+use jsonrpsee::server::{
+    Methods, Server, ServerConfig, serve_with_graceful_shutdown, stop_channel, ws,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tower::Service;
+
+use crate::daemon::Daemon;
+use gate::{InitGate, WsConn};
+
+/// Errors that stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot register RPC methods: {0}")]
+    Register(#[from] jsonrpsee::core::RegisterMethodError),
+}
+
+/// Serves until `daemon.shutdown` fires, then winds down: sessions first (their turns are
+/// cancelled and end with `turn_completed`), then the connections.
+pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), ServeError> {
+    let cfg = &daemon.sessions.deps().config.server;
+    let methods: Methods = methods::module(daemon.clone())?.into();
+    let server_cfg = ServerConfig::builder()
+        .max_request_body_size(cfg.max_message_bytes)
+        .max_response_body_size(cfg.max_message_bytes)
+        .max_connections(cfg.max_connections)
+        .max_subscriptions_per_connection(cfg.max_subscriptions_per_connection)
+        .set_message_buffer_capacity(1024)
+        .build();
+    let builder = Server::builder()
+        .set_config(server_cfg)
+        .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(InitGate::new))
+        .to_service_builder();
+    let (stop_handle, server_handle) = stop_channel();
+    let slots = Arc::new(Semaphore::new(cfg.max_connections as usize));
+    let own_uid = socket::current_uid();
+    let mut connections = JoinSet::new();
+
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = daemon.shutdown.cancelled() => break,
+        };
+        // Reap finished connection tasks so the set does not grow without bound.
+        while connections.try_join_next().is_some() {}
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(%err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        match stream.peer_cred().map(|c| c.uid()) {
+            Ok(uid) if uid == own_uid => {}
+            Ok(uid) => {
+                tracing::warn!(
+                    peer_uid = uid,
+                    own_uid,
+                    "refusing a connection from another user"
+                );
+                let message =
+                    format!("connection refused: peer uid {uid} is not the daemon's uid {own_uid}");
+                connections.spawn(refuse(
+                    stream,
+                    socket::refusal("403 Forbidden", errors::INVALID_REQUEST, &message),
+                ));
+                continue;
+            }
+            Err(err) => {
+                tracing::warn!(%err, "cannot read peer credentials; refusing");
+                continue;
+            }
+        }
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            let message = "too many connections; retry later";
+            connections.spawn(refuse(
+                stream,
+                socket::refusal("503 Service Unavailable", errors::OVERLOADED, message),
+            ));
+            continue;
+        };
+
+        let tower_service = builder.clone().build(methods.clone(), stop_handle.clone());
+        let service =
+            tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+                if ws::is_upgrade_request(&request) {
+                    request.extensions_mut().insert(Arc::new(WsConn::default()));
+                }
+                let call = tower_service.clone().call(request);
+                // A concrete error type sidesteps a higher-ranked `From<BoxError>` inference
+                // failure when the connection future is spawned.
+                async move { call.await.map_err(|err| ConnectionError(err.to_string())) }
+            });
+        let count = daemon.connection_guard();
+        let stopped = stop_handle.clone().shutdown();
+        connections.spawn(async move {
+            let _slot = slot;
+            let _count = count;
+            if let Err(err) = serve_with_graceful_shutdown(stream, service, stopped).await {
+                tracing::debug!(%err, "connection ended with an error");
+            }
+        });
+    }
+
+    tracing::info!("shutting down: cancelling turns");
+    daemon.sessions.shutdown(Duration::from_secs(5)).await;
+    let _ = server_handle.stop();
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(3), drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not close in time");
+    }
+    Ok(())
+}
+
+/// An error of one HTTP exchange on a connection.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ConnectionError(String);
+
+/// Writes a refusal, then closes once the peer has had a moment to read it.
+async fn refuse(mut stream: UnixStream, response: Vec<u8>) {
+    let _ = stream.write_all(&response).await;
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_millis(200), async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}

@@ -1,0 +1,76 @@
+//! Parameter parsing and error mapping shared by the method handlers.
+
+use amber_proto::errors;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use serde::de::DeserializeOwned;
+
+use crate::session::SessionError;
+
+/// Parses params into `T`; absent params count as `{}`. Errors are -32602 and name the
+/// offending field (`sessionId: invalid type: integer, expected a string`).
+pub fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    let raw = params.as_str().unwrap_or("{}");
+    let raw = if raw.trim() == "null" { "{}" } else { raw };
+    let mut de = serde_json::Deserializer::from_str(raw);
+    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = if path == "." || path.is_empty() {
+            format!("invalid params: {}", strip_position(&inner))
+        } else {
+            format!("invalid params: {path}: {}", strip_position(&inner))
+        };
+        ErrorObjectOwned::owned(errors::INVALID_PARAMS, message, None::<()>)
+    })
+}
+
+/// serde_json appends "at line 1 column 17", which means nothing to a client.
+fn strip_position(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+pub fn error(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(code, message.into(), None::<()>)
+}
+
+impl From<SessionError> for ErrorObjectOwned {
+    fn from(err: SessionError) -> Self {
+        let code = match err {
+            SessionError::NotFound(_) => errors::SESSION_NOT_FOUND,
+            SessionError::InvalidWorkspace { .. } => errors::INVALID_WORKSPACE,
+            SessionError::ShuttingDown => errors::OVERLOADED,
+        };
+        error(code, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use amber_proto::SessionPromptParams;
+
+    #[test]
+    fn errors_name_the_field() {
+        let p = Params::new(Some(r#"{"sessionId": 5, "text": "x"}"#));
+        let err = parse::<SessionPromptParams>(&p).unwrap_err();
+        assert_eq!(err.code(), errors::INVALID_PARAMS);
+        assert!(err.message().contains("sessionId"), "{}", err.message());
+        assert!(!err.message().contains("line 1"), "{}", err.message());
+
+        let p = Params::new(Some(r#"{"sessionId": "s"}"#));
+        let err = parse::<SessionPromptParams>(&p).unwrap_err();
+        assert!(err.message().contains("`text`"), "{}", err.message());
+    }
+
+    #[test]
+    fn absent_params_are_an_empty_object() {
+        let p = Params::new(None);
+        parse::<amber_proto::Empty>(&p).unwrap();
+        parse::<amber_proto::SessionListParams>(&p).unwrap();
+    }
+}

@@ -1,0 +1,151 @@
+//! `session/subscribe`: replay after `afterSeq`, then `synced`, then live events.
+//!
+//! One forwarding task per subscription reads the session's broadcast. A subscriber that
+//! falls a whole buffer behind is ended with a close reason naming the last seq it got,
+//! so it can resubscribe with `afterSeq` and lose nothing durable.
+
+use std::sync::Arc;
+
+use amber_proto::{EventKind, SessionSubscribeParams, methods};
+use jsonrpsee::core::SubscriptionError;
+use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::params::parse;
+use crate::daemon::Daemon;
+use crate::session::SessionShared;
+use crate::session::hub::{Subscription, WireEvent, now_rfc3339};
+
+pub fn register(
+    m: &mut RpcModule<Arc<Daemon>>,
+) -> Result<(), jsonrpsee::core::RegisterMethodError> {
+    m.register_subscription(
+        methods::SESSION_SUBSCRIBE,
+        methods::SESSION_EVENT,
+        methods::SESSION_UNSUBSCRIBE,
+        |params, pending, daemon, _ext| async move {
+            subscribe(params, pending, Arc::clone(&daemon)).await
+        },
+    )?;
+    Ok(())
+}
+
+async fn subscribe(
+    params: jsonrpsee::types::Params<'static>,
+    pending: PendingSubscriptionSink,
+    daemon: Arc<Arc<Daemon>>,
+) -> Result<(), SubscriptionError> {
+    let p: SessionSubscribeParams = match parse(&params) {
+        Ok(p) => p,
+        Err(err) => {
+            pending.reject(err).await;
+            return Ok(());
+        }
+    };
+    let shared = match daemon.sessions.get(&p.session_id) {
+        Ok(handle) => handle.shared.clone(),
+        Err(err) => {
+            pending.reject(err).await;
+            return Ok(());
+        }
+    };
+    let subscription = shared.hub.subscribe(p.after_seq);
+    let Ok(sink) = pending.accept().await else {
+        return Ok(());
+    };
+    forward(&sink, &shared, subscription).await
+}
+
+async fn forward(
+    sink: &SubscriptionSink,
+    shared: &SessionShared,
+    sub: Subscription,
+) -> Result<(), SubscriptionError> {
+    let Subscription {
+        replay,
+        last_seq,
+        mut live,
+    } = sub;
+    let mut delivered = last_seq;
+    for event in replay {
+        if send(sink, &event).await.is_err() {
+            return Ok(());
+        }
+    }
+    let synced = synced_event(shared, last_seq);
+    if sink.send(synced).await.is_err() {
+        return Ok(());
+    }
+    loop {
+        let received = tokio::select! {
+            received = live.recv() => received,
+            () = sink.closed() => return Ok(()),
+            () = shared.closed.cancelled() => {
+                return Err(close("session_closed", "the session was deleted or the daemon is stopping", delivered));
+            }
+        };
+        match received {
+            Ok(event) => {
+                // Events published between subscribe() and here are already in the
+                // replay's tail only if durable and older; the broadcast starts after.
+                if send(sink, &event).await.is_err() {
+                    return Ok(());
+                }
+                if let Some(seq) = event.seq {
+                    delivered = seq;
+                }
+            }
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(session = %shared.id, missed, "dropping a subscriber that cannot keep up");
+                return Err(close(
+                    "lagged",
+                    &format!(
+                        "subscriber fell {missed} events behind and was dropped; resubscribe with afterSeq={delivered}"
+                    ),
+                    delivered,
+                ));
+            }
+            Err(RecvError::Closed) => {
+                return Err(close(
+                    "session_closed",
+                    "the session was deleted",
+                    delivered,
+                ));
+            }
+        }
+    }
+}
+
+async fn send(sink: &SubscriptionSink, event: &WireEvent) -> Result<(), ()> {
+    let raw: Box<serde_json::value::RawValue> = event.json.as_ref().to_owned();
+    sink.send(SubscriptionMessage::from(raw))
+        .await
+        .map_err(|_| ())
+}
+
+fn synced_event(shared: &SessionShared, last_seq: u64) -> SubscriptionMessage {
+    let event = amber_proto::Event {
+        seq: None,
+        session_id: shared.id.clone(),
+        turn_id: None,
+        time: now_rfc3339(),
+        kind: EventKind::Synced { last_seq },
+    };
+    match serde_json::value::to_raw_value(&event) {
+        Ok(raw) => SubscriptionMessage::from(raw),
+        Err(_) => SubscriptionMessage::from(
+            serde_json::value::to_raw_value(&json!({"type": "synced", "lastSeq": last_seq}))
+                .unwrap_or_else(|_| Box::<serde_json::value::RawValue>::default()),
+        ),
+    }
+}
+
+/// The error object sent as the subscription's last notification.
+fn close(code: &str, message: &str, last_seq: u64) -> SubscriptionError {
+    let reason = json!({ "code": code, "message": message, "lastSeq": last_seq });
+    match serde_json::value::to_raw_value(&reason) {
+        Ok(raw) => SubscriptionError::from_json(raw),
+        Err(_) => SubscriptionError::from(message.to_owned()),
+    }
+}

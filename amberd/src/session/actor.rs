@@ -1,0 +1,140 @@
+//! The session actor: the one task that owns and writes a session's `Context`.
+//!
+//! Commands arrive on an unbounded queue, so prompts sent while a turn runs wait their
+//! turn in order. Cancellation does not go through the queue: the running turn's token
+//! lives in `SessionShared` so `session/cancel` reaches it at once.
+
+use std::sync::Arc;
+
+use amber_proto::{EventKind, Mode, SessionState, Usage};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::SessionShared;
+use super::deps::Deps;
+use crate::agent::{self, AgentHooks, TurnEnv};
+use crate::context::Context;
+
+/// Work for the actor.
+#[derive(Debug)]
+pub enum Command {
+    Prompt { turn_id: String, text: String },
+}
+
+/// Runs until the command queue closes (session deleted or daemon shutting down).
+pub async fn run(
+    shared: Arc<SessionShared>,
+    deps: Arc<Deps>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut context = Context::new();
+    context.push(amber_proto::Message::system(shared.system_prompt.clone()));
+    shared.publish_messages(&context);
+
+    loop {
+        let command = tokio::select! {
+            command = commands.recv() => command,
+            () = shared.closed.cancelled() => None,
+        };
+        let Some(command) = command else { break };
+        match command {
+            Command::Prompt { turn_id, text } => {
+                run_prompt(&shared, &deps, &mut context, &turn_id, &text).await;
+            }
+        }
+    }
+    tracing::debug!(session = %shared.id, "session actor stopped");
+}
+
+async fn run_prompt(
+    shared: &Arc<SessionShared>,
+    deps: &Deps,
+    context: &mut Context,
+    turn_id: &str,
+    text: &str,
+) {
+    let cancel = shared.closed.child_token();
+    shared.begin_turn(cancel.clone());
+    let hooks = TurnHooks { shared, turn_id };
+    hooks.emit(EventKind::TurnStarted {
+        prompt: text.to_owned(),
+    });
+    ensure_system_prompt(shared, context);
+
+    let model = shared.model();
+    let env = TurnEnv {
+        llm: deps.llm.as_ref().map_err(String::as_str),
+        model: &model,
+        tools: &deps.tools,
+        workspace: &shared.workspace,
+        limits: &deps.limits,
+        max_iterations: deps.config.agent.max_tool_iterations,
+        confirm_finish: deps.config.agent.confirm_finish,
+        cancel: &cancel,
+        hooks: &hooks,
+    };
+    let outcome = agent::run_turn(context, text, &env).await;
+    shared.publish_messages(context);
+    hooks.emit(EventKind::TurnCompleted {
+        stop_reason: outcome.stop,
+        error: outcome.error,
+        usage: outcome.usage,
+    });
+    shared.end_turn();
+}
+
+/// SEED.md: the history always starts with the system prompt.
+fn ensure_system_prompt(shared: &SessionShared, context: &mut Context) {
+    let has_system = context
+        .links()
+        .next()
+        .is_some_and(|(m, _)| m.role == amber_proto::Role::System);
+    if !has_system {
+        // Only reachable after a rebuild lost it; restore by replaying behind a fresh head.
+        let rest = context.snapshot();
+        context.clear();
+        context.push(amber_proto::Message::system(shared.system_prompt.clone()));
+        for message in rest {
+            context.push(message);
+        }
+    }
+}
+
+struct TurnHooks<'a> {
+    shared: &'a SessionShared,
+    turn_id: &'a str,
+}
+
+impl AgentHooks for TurnHooks<'_> {
+    fn emit(&self, kind: EventKind) {
+        self.shared.hub.publish(Some(self.turn_id), kind);
+    }
+
+    fn mode(&self) -> Mode {
+        self.shared.mode()
+    }
+
+    fn add_usage(&self, usage: &Usage) -> Usage {
+        self.shared.add_usage(usage)
+    }
+
+    fn context_changed(&self, context: &Context) {
+        self.shared.publish_messages(context);
+    }
+}
+
+impl SessionShared {
+    fn begin_turn(&self, cancel: CancellationToken) {
+        let mut live = self.lock_live();
+        live.cancel = Some(cancel);
+        live.info.state = SessionState::Running;
+        live.info.updated_at = super::hub::now_rfc3339();
+    }
+
+    fn end_turn(&self) {
+        let mut live = self.lock_live();
+        live.cancel = None;
+        live.info.state = SessionState::Idle;
+        live.info.updated_at = super::hub::now_rfc3339();
+    }
+}

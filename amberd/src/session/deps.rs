@@ -1,0 +1,66 @@
+//! What every session shares: configuration, the LLM client, the tool registry.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use crate::config::{Config, Endpoint};
+use crate::llm::{LlmClient, LlmSettings};
+use crate::tools::{ToolLimits, ToolRegistry};
+
+/// Shared, read-only dependencies of the session actors.
+pub struct Deps {
+    pub config: Config,
+    pub endpoint: Endpoint,
+    /// The client, or the message that tells the user how to configure one.
+    pub llm: Result<LlmClient, String>,
+    pub tools: ToolRegistry,
+    pub limits: ToolLimits,
+}
+
+impl Deps {
+    pub fn new(config: Config, env: &impl Fn(&str) -> Option<OsString>) -> Deps {
+        let endpoint = config.endpoint(env);
+        let llm = make_client(&config, &endpoint);
+        if let Err(message) = &llm {
+            tracing::warn!("{message}");
+        }
+        let limits = ToolLimits {
+            max_output_bytes: config.tools.max_output_bytes,
+            bash_default_timeout: config.bash_timeout(),
+        };
+        Deps {
+            config,
+            endpoint,
+            llm,
+            tools: ToolRegistry::builtin(),
+            limits,
+        }
+    }
+}
+
+fn make_client(config: &Config, endpoint: &Endpoint) -> Result<LlmClient, String> {
+    if endpoint.base_url.is_none() {
+        return Err(NOT_CONFIGURED.to_owned());
+    }
+    let p = &config.provider;
+    let settings = LlmSettings {
+        flavor: endpoint.flavor.clone(),
+        base_url: endpoint.base_url.clone(),
+        api_key: endpoint.api_key.clone(),
+        model: endpoint.model.clone(),
+        max_retries: p.max_retries,
+        retry_base: Duration::from_millis(p.retry_base_ms),
+        retry_max: Duration::from_millis(p.retry_max_ms),
+        connect_timeout: Duration::from_millis(p.connect_timeout_ms),
+        idle_timeout: Duration::from_millis(p.idle_timeout_ms),
+        max_tokens: p.max_tokens,
+        ..LlmSettings::default()
+    };
+    LlmClient::new(settings).map_err(|e| e.to_string())
+}
+
+/// The turn error when no endpoint is configured.
+pub const NOT_CONFIGURED: &str = "no LLM endpoint configured: set AMBER_BASE_URL (an \
+OpenAI-compatible base such as http://127.0.0.1:8080/v1), AMBER_API_KEY and AMBER_MODEL in \
+amberd's environment, or [provider] base_url / api_key_env / model in config.toml, or \
+OPENAI_API_KEY for api.openai.com; then restart amberd";
