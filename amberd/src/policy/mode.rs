@@ -1,0 +1,38 @@
+//! Agent modes as a policy decision: read mode allows only read-only tools,
+//! write and yolo allow every tool (approvals refine this later).
+
+use amber_proto::Mode;
+
+/// Whether `mode` lets a tool run at all. `Err` carries the reason shown to the
+/// model in the `denied` result.
+pub fn mode_allows(mode: Mode, tool_read_only: bool) -> Result<(), String> {
+    match mode {
+        Mode::Read if !tool_read_only => Err(
+            "the session is in read mode, which allows only read-only tools; \
+             ask the user to switch to write mode to change files or run commands"
+                .to_owned(),
+        ),
+        Mode::Read | Mode::Write | Mode::Yolo => Ok(()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_mode_denies_writers_only() {
+        assert!(mode_allows(Mode::Read, true).is_ok());
+        let reason = mode_allows(Mode::Read, false).unwrap_err();
+        assert!(reason.contains("read mode"), "{reason}");
+    }
+
+    #[test]
+    fn write_and_yolo_allow_everything() {
+        for mode in [Mode::Write, Mode::Yolo] {
+            assert!(mode_allows(mode, true).is_ok());
+            assert!(mode_allows(mode, false).is_ok());
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The Tool port and the built-in tools (`read`, `write`, `edit`, `bash`).
+//!
+//! A [`Tool`] is an object-safe async trait; the [`ToolRegistry`] holds them by
+//! name, and [`dispatch`] runs one assistant turn's tool calls through
+//! validation, duplicate check, mode policy and parallel execution.
+
+mod args;
+pub mod bash;
+pub mod dispatch;
+pub mod edit;
+pub mod read;
+pub mod truncate;
+pub mod write;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use amber_proto::ToolStatus;
+use futures::future::BoxFuture;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::policy::{PathError, confine};
+
+pub use args::ArgError;
+pub use dispatch::{DispatchEvent, DispatchRequest, DispatchResult, dispatch};
+
+/// Limits applied to every tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// Outputs longer than this reach the model truncated (head and tail kept).
+    pub max_output_bytes: usize,
+    /// `bash` timeout when the call gives no `timeout_ms`.
+    pub bash_default_timeout: Duration,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            max_output_bytes: 30_000,
+            bash_default_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Live output of a running call (bash chunks), forwarded to clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputChunk {
+    pub call_id: String,
+    pub chunk: String,
+}
+
+/// Everything a tool may use while it runs.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// Canonical absolute workspace root; every path is confined to it.
+    pub workspace: PathBuf,
+    pub call_id: String,
+    /// Cancelled when the session cancels the turn.
+    pub cancel: CancellationToken,
+    /// Where live output goes, if anyone listens.
+    pub output: Option<UnboundedSender<OutputChunk>>,
+    pub limits: ToolLimits,
+}
+
+impl ToolContext {
+    /// A context with a fresh cancel token, no output listener and default limits.
+    pub fn new(workspace: impl Into<PathBuf>, call_id: impl Into<String>) -> Self {
+        Self {
+            workspace: workspace.into(),
+            call_id: call_id.into(),
+            cancel: CancellationToken::new(),
+            output: None,
+            limits: ToolLimits::default(),
+        }
+    }
+
+    /// Confine a path argument to the workspace.
+    pub fn resolve(&self, input: &str) -> Result<PathBuf, PathError> {
+        confine(&self.workspace, input)
+    }
+
+    /// How a confined path is shown to the model: relative to the workspace.
+    pub fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.workspace) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// Send a live output chunk to the listener, if any.
+    pub fn emit(&self, chunk: impl Into<String>) {
+        if let Some(output) = &self.output {
+            // A gone listener is not the tool's problem.
+            let _ = output.send(OutputChunk {
+                call_id: self.call_id.clone(),
+                chunk: chunk.into(),
+            });
+        }
+    }
+}
+
+/// The result of one tool call as the model will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub status: ToolStatus,
+    pub output: String,
+}
+
+impl ToolOutcome {
+    pub fn ok(output: impl Into<String>) -> Self {
+        Self {
+            status: ToolStatus::Ok,
+            output: output.into(),
+        }
+    }
+
+    pub fn error(output: impl Into<String>) -> Self {
+        Self {
+            status: ToolStatus::Error,
+            output: output.into(),
+        }
+    }
+
+    pub fn denied(output: impl Into<String>) -> Self {
+        Self {
+            status: ToolStatus::Denied,
+            output: output.into(),
+        }
+    }
+}
+
+impl From<PathError> for ToolOutcome {
+    fn from(err: PathError) -> Self {
+        Self::error(err.to_string())
+    }
+}
+
+impl From<ArgError> for ToolOutcome {
+    fn from(err: ArgError) -> Self {
+        Self::error(err.to_string())
+    }
+}
+
+/// A tool the model can call. Object safe: registries hold `Arc<dyn Tool>`.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments object.
+    fn input_schema(&self) -> serde_json::Value;
+    /// Read-only tools run in read mode and concurrently with anything.
+    fn read_only(&self) -> bool;
+    /// Run the call. Failures are outcomes (`error`), never panics.
+    fn call<'a>(
+        &'a self,
+        args: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutcome>;
+}
+
+/// Tools by name, in registration order. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The four built-in tools: read, write, edit, bash.
+    pub fn builtin() -> Self {
+        let mut registry = Self::new();
+        registry.register(Arc::new(read::ReadTool));
+        registry.register(Arc::new(write::WriteTool));
+        registry.register(Arc::new(edit::EditTool));
+        registry.register(Arc::new(bash::BashTool));
+        registry
+    }
+
+    /// Add a tool; a tool of the same name is replaced and returned.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Option<Arc<dyn Tool>> {
+        match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
+            Some(slot) => Some(std::mem::replace(slot, tool)),
+            None => {
+                self.tools.push(tool);
+                None
+            }
+        }
+    }
+
+    /// Remove a tool by name.
+    pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        let index = self.tools.iter().position(|t| t.name() == name)?;
+        Some(self.tools.remove(index))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// `(name, description, input schema)` of every tool, for the LLM request.
+    pub fn specs(&self) -> Vec<(String, String, serde_json::Value)> {
+        self.tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name().to_owned(),
+                    t.description().to_owned(),
+                    t.input_schema(),
+                )
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}

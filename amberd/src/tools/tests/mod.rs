@@ -1,0 +1,17 @@
+//! Tests that run real processes (bash) and whole dispatches.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod bash;
+mod dispatch;
+
+use std::path::PathBuf;
+
+use super::ToolContext;
+
+/// A temp workspace (kept alive by the returned guard) and a context on it.
+pub(super) fn workspace() -> (tempfile::TempDir, ToolContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let root: PathBuf = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, ToolContext::new(root, "call_1"))
+}

@@ -1,0 +1,140 @@
+//! The `write` tool: create or overwrite a file with the given content,
+//! creating missing parent directories.
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::args::Args;
+use super::{Tool, ToolContext, ToolOutcome};
+
+pub struct WriteTool;
+
+impl Tool for WriteTool {
+    fn name(&self) -> &str {
+        "write"
+    }
+
+    fn description(&self) -> &str {
+        "Write a file in the workspace, replacing it if it exists and creating missing \
+         parent directories. Prefer `edit` for changing part of an existing file."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace root or absolute inside it"},
+                "content": {"type": "string", "description": "The complete new content of the file"}
+            },
+            "required": ["path", "content"]
+        })
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            match write(&args, ctx).await {
+                Ok(outcome) | Err(outcome) => outcome,
+            }
+        })
+    }
+}
+
+async fn write(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome> {
+    let args = Args::new("write", args)?;
+    let input = args.string("path")?;
+    let content = args.string("content")?;
+    let path = ctx.resolve(input)?;
+    let shown = ctx.display(&path);
+    let existed = match tokio::fs::metadata(&path).await {
+        Ok(meta) if meta.is_dir() => {
+            return Err(ToolOutcome::error(format!(
+                "`{shown}` is a directory; write needs a file path"
+            )));
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(|err| {
+            ToolOutcome::error(format!(
+                "cannot create the parent directories of `{shown}`: {err}"
+            ))
+        })?;
+    }
+    tokio::fs::write(&path, content.as_bytes())
+        .await
+        .map_err(|err| ToolOutcome::error(format!("cannot write `{shown}`: {err}")))?;
+    let verb = if existed { "overwrote" } else { "created" };
+    Ok(ToolOutcome::ok(format!(
+        "{verb} `{shown}` ({} bytes written)",
+        content.len()
+    )))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use amber_proto::ToolStatus;
+
+    fn workspace() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, ToolContext::new(root, "call_1"))
+    }
+
+    #[tokio::test]
+    async fn creates_with_parents_then_overwrites() {
+        let (_dir, ctx) = workspace();
+        let out = WriteTool
+            .call(json!({"path": "a/b/c.txt", "content": "hello"}), &ctx)
+            .await;
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        assert_eq!(out.output, "created `a/b/c.txt` (5 bytes written)");
+        let out = WriteTool
+            .call(json!({"path": "a/b/c.txt", "content": "bye"}), &ctx)
+            .await;
+        assert_eq!(out.output, "overwrote `a/b/c.txt` (3 bytes written)");
+        let text = std::fs::read_to_string(ctx.workspace.join("a/b/c.txt")).unwrap();
+        assert_eq!(text, "bye");
+    }
+
+    #[tokio::test]
+    async fn refuses_directories_escapes_and_bad_args() {
+        let (_dir, ctx) = workspace();
+        std::fs::create_dir(ctx.workspace.join("d")).unwrap();
+        let out = WriteTool
+            .call(json!({"path": "d", "content": ""}), &ctx)
+            .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(out.output.contains("directory"));
+        let out = WriteTool
+            .call(json!({"path": "../escape.txt", "content": "x"}), &ctx)
+            .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(out.output.contains("outside the workspace"));
+        let out = WriteTool.call(json!({"path": "x"}), &ctx).await;
+        assert!(out.output.contains("missing required field `content`"));
+        let out = WriteTool
+            .call(json!({"path": "x", "content": 5}), &ctx)
+            .await;
+        assert!(out.output.contains("`content`"));
+    }
+
+    #[tokio::test]
+    async fn symlink_escape_is_refused() {
+        let (dir, ctx) = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), ctx.workspace.join("out")).unwrap();
+        let out = WriteTool
+            .call(json!({"path": "out/x.txt", "content": "x"}), &ctx)
+            .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(!outside.path().join("x.txt").exists());
+        drop(dir);
+    }
+}
