@@ -1,0 +1,308 @@
+//! `LlmClient`: the reqwest transport. One request per attempt; retries with jittered
+//! exponential backoff while nothing has been streamed yet; connect and idle timeouts;
+//! the cancel token is raced against every await, the backoff sleep included.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use http::header::HeaderMap;
+use tokio_util::sync::CancellationToken;
+
+use super::retry::{Backoff, parse_retry_after};
+use super::sse::{read_buffered, read_sse};
+use super::{ApiError, ChatRequest, ChatResponse, Dialect, LlmSettings, StreamEvent, make_dialect};
+
+/// Most of an error body we keep for the message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Most of a non-streamed JSON completion we accept.
+const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
+
+/// Streaming chat client for one configured endpoint. Cheap to clone.
+#[derive(Clone)]
+pub struct LlmClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: LlmSettings,
+    dialect: Arc<dyn Dialect>,
+    http: reqwest::Client,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmClient")
+            .field("settings", &self.inner.settings)
+            .field("dialect", &self.inner.dialect.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlmClient {
+    /// Build the client and resolve the dialect. A missing `base_url` is not an error here
+    /// (the daemon must start unconfigured); `stream_chat` reports `NotConfigured`.
+    pub fn new(settings: LlmSettings) -> Result<Self, ApiError> {
+        // Err only means a provider is already installed, which is what we want.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .user_agent(concat!("amberd/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ApiError::InvalidConfig(format!("HTTP client: {}", chain(&e))))?;
+        let dialect = make_dialect(&settings.flavor);
+        let backoff = Backoff {
+            base: settings.retry_base,
+            max: settings.retry_max,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                settings,
+                dialect,
+                http,
+                backoff,
+            }),
+        })
+    }
+
+    pub fn settings(&self) -> &LlmSettings {
+        &self.inner.settings
+    }
+
+    pub fn dialect(&self) -> &dyn Dialect {
+        self.inner.dialect.as_ref()
+    }
+
+    /// Send `req`, stream deltas to `on_event`, return the assembled reply.
+    pub async fn stream_chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ApiError> {
+        let inner = &*self.inner;
+        let settings = &inner.settings;
+        let base = settings
+            .base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| ApiError::NotConfigured {
+                missing: "base_url".into(),
+            })?;
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ApiError::InvalidConfig(format!(
+                "base_url {base:?} must start with http:// or https://"
+            )));
+        }
+        let url = inner.dialect.endpoint(base);
+        let headers = inner.dialect.headers(settings.api_key.as_deref())?;
+        let body = inner.dialect.body(req, settings).to_string();
+
+        let mut retry = 0u32;
+        loop {
+            if cancel.is_cancelled() {
+                return Err(ApiError::Cancelled);
+            }
+            let mut emitted = false;
+            let result = {
+                let mut sink = |ev: StreamEvent| {
+                    emitted = true;
+                    on_event(ev);
+                };
+                self.attempt(&url, &headers, &body, cancel, &mut sink).await
+            };
+            let err = match result {
+                Ok(reply) => return Ok(reply),
+                Err(e) => e,
+            };
+            if emitted || !err.is_retryable() || retry >= settings.max_retries {
+                return Err(err);
+            }
+            let delay = inner
+                .backoff
+                .delay(retry, err.retry_after(), fastrand::f64());
+            retry += 1;
+            tracing::warn!(%err, attempt = retry, ?delay, "LLM request failed, retrying");
+            on_event(StreamEvent::Retrying {
+                attempt: retry,
+                delay,
+                error: err.to_string(),
+            });
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: &str,
+        cancel: &CancellationToken,
+        emit: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ApiError> {
+        let inner = &*self.inner;
+        let idle = inner.settings.idle_timeout;
+        let send = inner
+            .http
+            .post(url)
+            .headers(headers.clone())
+            .body(body.to_owned())
+            .send();
+        let resp = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ApiError::Cancelled),
+            r = tokio::time::timeout(idle, send) => match r {
+                Err(_) => {
+                    return Err(ApiError::Timeout(format!("no response from {url} within {idle:?}")))
+                }
+                Ok(Err(e)) => return Err(map_send_error(&e)),
+                Ok(Ok(resp)) => resp,
+            },
+        };
+
+        let status = resp.status();
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
+        if !status.is_success() {
+            let retry_after = parse_retry_after(header("retry-after"), header("retry-after-ms"));
+            let text = read_capped(resp, MAX_ERROR_BODY, idle, cancel).await?;
+            return Err(inner
+                .dialect
+                .classify_error(status.as_u16(), &text, retry_after));
+        }
+        let is_json = header("content-type").is_some_and(|ct| {
+            ct.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+        if is_json {
+            let text = read_capped(resp, MAX_JSON_BODY, idle, cancel).await?;
+            return read_buffered(&text, inner.dialect.as_ref(), emit);
+        }
+        read_sse(
+            resp.bytes_stream(),
+            inner.dialect.as_ref(),
+            idle,
+            cancel,
+            emit,
+        )
+        .await
+    }
+}
+
+/// Read at most `cap` bytes of a body (lossy UTF-8), honouring idle timeout and cancel.
+async fn read_capped(
+    resp: reqwest::Response,
+    cap: usize,
+    idle: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, ApiError> {
+    let mut body = resp.bytes_stream();
+    let mut buf = Vec::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ApiError::Cancelled),
+            n = tokio::time::timeout(idle, body.next()) => n,
+        };
+        match next {
+            Err(_) => {
+                return Err(ApiError::Timeout(format!(
+                    "no data from the LLM endpoint for {idle:?}"
+                )));
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::Connect(format!(
+                    "reading the response: {}",
+                    chain(&e)
+                )));
+            }
+            Ok(Some(Ok(bytes))) => {
+                let room = cap.saturating_sub(buf.len());
+                buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                if buf.len() >= cap {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn map_send_error(e: &reqwest::Error) -> ApiError {
+    let text = chain(e);
+    if e.is_timeout() {
+        ApiError::Timeout(text)
+    } else if e.is_builder() {
+        ApiError::InvalidConfig(text)
+    } else {
+        ApiError::Connect(text)
+    }
+}
+
+/// An error with its sources, `a: b: c`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use amber_proto::Message;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[tokio::test]
+    async fn stream_chat_future_is_send_and_reports_not_configured() {
+        let client = LlmClient::new(LlmSettings::default()).unwrap();
+        let req = ChatRequest {
+            model: String::new(),
+            messages: vec![Message::user("hi")],
+            tools: vec![],
+        };
+        let cancel = CancellationToken::new();
+        let mut sink = |_: StreamEvent| {};
+        let fut = client.stream_chat(&req, &cancel, &mut sink);
+        assert_send(&fut);
+        let err = fut.await.unwrap_err();
+        assert_eq!(err.code(), "not_configured");
+        assert!(err.to_string().contains("AMBER_BASE_URL"));
+    }
+
+    #[tokio::test]
+    async fn bad_scheme_is_invalid_config() {
+        let client = LlmClient::new(LlmSettings {
+            base_url: Some("localhost:8080/v1".into()),
+            ..LlmSettings::default()
+        })
+        .unwrap();
+        let req = ChatRequest {
+            model: String::new(),
+            messages: vec![],
+            tools: vec![],
+        };
+        let err = client
+            .stream_chat(&req, &CancellationToken::new(), &mut |_| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "not_configured");
+        assert!(!err.is_retryable());
+    }
+}

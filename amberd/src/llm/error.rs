@@ -1,0 +1,221 @@
+//! `ApiError`: every way an LLM call can fail, with a stable snake_case `code()` for the
+//! protocol's `error` event and the `is_retryable` classification the retry loop uses.
+
+use std::time::Duration;
+
+/// How to point amberd at an endpoint; part of every "not configured" message.
+const CONFIGURE_HINT: &str = "set AMBER_BASE_URL (e.g. http://127.0.0.1:8080/v1), AMBER_API_KEY and \
+     AMBER_MODEL in amberd's environment, or `base_url` under `[provider]` in config.toml";
+
+/// Phrases providers use when the prompt does not fit the model's window.
+const CONTEXT_LENGTH_MARKERS: &[&str] = &[
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "context size",
+    "exceed_context_size",
+    "too many tokens",
+    "prompt is too long",
+];
+
+/// A failed LLM call.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No endpoint (base URL) is configured.
+    #[error("no LLM endpoint configured (missing {missing}): {CONFIGURE_HINT}")]
+    NotConfigured { missing: String },
+    /// The configuration is present but unusable (bad URL, bad header value, TLS setup).
+    #[error("invalid LLM configuration: {0}")]
+    InvalidConfig(String),
+    /// Could not connect, or the connection broke.
+    #[error("connection to the LLM endpoint failed: {0}")]
+    Connect(String),
+    /// Connect timeout, or no data for longer than the idle timeout.
+    #[error("LLM endpoint timed out: {0}")]
+    Timeout(String),
+    /// A non-success HTTP status.
+    #[error("LLM endpoint returned HTTP {status}: {message}")]
+    Http {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The prompt does not fit the model's context window (HTTP 400 or an in-stream error).
+    #[error("context length exceeded: {message}")]
+    ContextLengthExceeded { message: String },
+    /// An `{"error": ...}` object inside a 200 stream.
+    #[error("LLM stream reported an error: {message}")]
+    Stream { message: String },
+    /// The stream ended before any `finish_reason` and before `[DONE]`.
+    #[error("LLM stream ended before the response was complete")]
+    Truncated,
+    /// A chunk or body that could not be understood.
+    #[error("could not decode the LLM response: {0}")]
+    Decode(String),
+    /// The caller cancelled the request.
+    #[error("LLM request cancelled")]
+    Cancelled,
+}
+
+impl ApiError {
+    /// Whether a fresh attempt may succeed (the retry loop also requires that nothing was
+    /// streamed to the caller yet).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ApiError::Connect(_)
+            | ApiError::Timeout(_)
+            | ApiError::Stream { .. }
+            | ApiError::Truncated => true,
+            ApiError::Http { status, .. } => {
+                *status == 429 || *status == 408 || (500..=599).contains(status)
+            }
+            ApiError::NotConfigured { .. }
+            | ApiError::InvalidConfig(_)
+            | ApiError::ContextLengthExceeded { .. }
+            | ApiError::Decode(_)
+            | ApiError::Cancelled => false,
+        }
+    }
+
+    /// Stable snake_case code for the protocol's `error` event.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::NotConfigured { .. } | ApiError::InvalidConfig(_) => "not_configured",
+            ApiError::Connect(_) => "connect",
+            ApiError::Timeout(_) => "timeout",
+            ApiError::Http { status: 429, .. } => "rate_limited",
+            ApiError::Http { status, .. } if (500..=599).contains(status) => "server_error",
+            ApiError::Http { .. } => "http_error",
+            ApiError::ContextLengthExceeded { .. } => "context_length_exceeded",
+            ApiError::Stream { .. } => "stream_error",
+            ApiError::Truncated => "stream_truncated",
+            ApiError::Decode(_) => "decode",
+            ApiError::Cancelled => "cancelled",
+        }
+    }
+
+    /// The server's requested delay before the next attempt, if it gave one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Classify a non-success HTTP response.
+    pub(crate) fn from_status(status: u16, body: &str, retry_after: Option<Duration>) -> Self {
+        let message = error_message(body).unwrap_or_else(|| {
+            if body.trim().is_empty() {
+                "(empty body)".to_owned()
+            } else {
+                body.trim().to_owned()
+            }
+        });
+        if matches!(status, 400 | 413 | 422)
+            && (mentions_context_length(body) || mentions_context_length(&message))
+        {
+            return ApiError::ContextLengthExceeded { message };
+        }
+        ApiError::Http {
+            status,
+            message,
+            retry_after,
+        }
+    }
+
+    /// Classify an error object found inside a 200 stream.
+    pub(crate) fn from_stream_error(message: String, raw: &str) -> Self {
+        if mentions_context_length(raw) || mentions_context_length(&message) {
+            ApiError::ContextLengthExceeded { message }
+        } else {
+            ApiError::Stream { message }
+        }
+    }
+}
+
+/// True when `text` carries one of the provider phrases for an over-long prompt.
+pub(crate) fn mentions_context_length(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    CONTEXT_LENGTH_MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// Pull a human message out of an error body: `{"error": {"message": ..}}`,
+/// `{"error": ".."}`, `{"message": ..}` or `{"detail": ..}`.
+pub(crate) fn error_message(body: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    error_message_from_value(&value)
+}
+
+/// Same as [`error_message`], for an already parsed value.
+pub(crate) fn error_message_from_value(value: &serde_json::Value) -> Option<String> {
+    let inner = value.get("error").unwrap_or(value);
+    if let Some(s) = inner.as_str() {
+        return Some(s.to_owned());
+    }
+    let msg = inner
+        .get("message")
+        .or_else(|| inner.get("detail"))
+        .and_then(|m| m.as_str())?;
+    let code = inner
+        .get("code")
+        .and_then(|c| c.as_str())
+        .or_else(|| inner.get("type").and_then(|t| t.as_str()));
+    Some(match code {
+        Some(code) if !msg.contains(code) => format!("{msg} ({code})"),
+        _ => msg.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classification() {
+        let e = ApiError::from_status(429, "{}", Some(Duration::from_secs(2)));
+        assert_eq!(e.code(), "rate_limited");
+        assert!(e.is_retryable());
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+
+        let e = ApiError::from_status(503, "upstream down", None);
+        assert_eq!(e.code(), "server_error");
+        assert!(e.is_retryable());
+        assert!(e.to_string().contains("upstream down"));
+
+        let e = ApiError::from_status(
+            401,
+            r#"{"error":{"message":"bad key","type":"auth"}}"#,
+            None,
+        );
+        assert_eq!(e.code(), "http_error");
+        assert!(!e.is_retryable());
+        assert!(e.to_string().contains("bad key (auth)"));
+    }
+
+    #[test]
+    fn context_length_from_400() {
+        for body in [
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#,
+            r#"{"error":"too many tokens in prompt"}"#,
+            "the request exceeds the available context size, try increasing it",
+        ] {
+            let e = ApiError::from_status(400, body, None);
+            assert_eq!(e.code(), "context_length_exceeded", "{body}");
+            assert!(!e.is_retryable());
+        }
+        let e = ApiError::from_status(400, r#"{"error":{"message":"bad role"}}"#, None);
+        assert_eq!(e.code(), "http_error");
+    }
+
+    #[test]
+    fn not_configured_says_how() {
+        let e = ApiError::NotConfigured {
+            missing: "base_url".into(),
+        };
+        let text = e.to_string();
+        assert!(text.contains("AMBER_BASE_URL"));
+        assert!(text.contains("[provider]"));
+        assert_eq!(e.code(), "not_configured");
+    }
+}

@@ -1,0 +1,79 @@
+//! The LLM port: an OpenAI-compatible streaming chat client.
+//!
+//! `LlmClient::stream_chat` sends one chat request, streams text and reasoning deltas to a
+//! callback, and returns the assembled reply (text, tool calls in the internal shape, usage).
+//! Inside: a `Dialect` chosen once per client from the flavor (`dialect.rs`, unknown flavor →
+//! openai), a reqwest transport with retry/backoff, timeouts and cancellation (`client.rs`,
+//! `retry.rs`), the SSE decoder (`sse.rs`, `decode.rs`) and the tool-call delta accumulator
+//! (`accumulate.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
+
+mod accumulate;
+mod client;
+mod decode;
+mod dialect;
+mod error;
+mod retry;
+mod settings;
+mod sse;
+mod wire;
+
+#[cfg(test)]
+mod fixture_tests;
+
+use std::time::Duration;
+
+use amber_proto::{ToolCall, Usage};
+
+pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
+pub use client::LlmClient;
+pub use decode::{ChunkDelta, Decoded};
+pub use dialect::{Dialect, OpenAiDialect, make_dialect};
+pub use error::ApiError;
+pub use retry::Backoff;
+pub use settings::{LlmSettings, Preset, preset};
+
+pub use amber_proto::{Message, Role};
+
+/// A tool the model may call, in OpenAI function form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// One chat-completions request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// Empty → the settings' model.
+    pub model: String,
+    pub messages: Vec<Message>,
+    /// Empty → `tools` is omitted from the body.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// What `stream_chat` reports while a reply is being produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    TextDelta(String),
+    ReasoningDelta(String),
+    /// An attempt failed before anything was streamed; sleeping `delay`, then retry number
+    /// `attempt` (1-based).
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        error: String,
+    },
+}
+
+/// The assembled reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatResponse {
+    pub text: String,
+    pub reasoning: String,
+    /// Normalised: ids synthesised (`call_<n>`) when missing, empty arguments → `{}`.
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+}
