@@ -139,9 +139,8 @@ pub struct Endpoint {
     pub model: String,
 }
 
-/// Hosted OpenAI, used when nothing else is configured and `OPENAI_API_KEY` is set.
-const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-const OPENAI_DEFAULT_MODEL: &str = "gpt-4o-mini";
+/// Model used when neither the config nor the environment names one.
+const DEFAULT_MODEL: &str = "gpt-4o-mini";
 
 impl Config {
     /// Reads `path` if given and present; a missing default file is not an error.
@@ -192,25 +191,30 @@ impl Config {
     }
 
     /// Resolves the endpoint: `AMBER_BASE_URL`, `AMBER_API_KEY`, `AMBER_MODEL`, `AMBER_FLAVOR`
-    /// override `[provider]`; with nothing set, hosted OpenAI with `OPENAI_API_KEY`.
+    /// override `[provider]`. A flavor's preset supplies the key variable and, when a key is
+    /// found or the flavor was chosen explicitly, the base URL — so with nothing set at all
+    /// the daemon never sends anything anywhere, and `OPENAI_API_KEY` alone means OpenAI.
     pub fn endpoint(&self, env: &impl Fn(&str) -> Option<OsString>) -> Endpoint {
         let p = &self.provider;
-        let flavor = env_str(env, "AMBER_FLAVOR").unwrap_or_else(|| p.flavor.clone());
+        let env_flavor = env_str(env, "AMBER_FLAVOR");
+        let explicit_flavor = env_flavor.is_some() || p.flavor != ProviderConfig::default().flavor;
+        let flavor = env_flavor.unwrap_or_else(|| p.flavor.clone());
+        let preset = crate::llm::preset(&flavor);
         let key_var = p
             .api_key_env
             .clone()
+            .or_else(|| preset.map(|pr| pr.api_key_env.to_owned()))
             .unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
         let api_key = env_str(env, "AMBER_API_KEY").or_else(|| env_str(env, &key_var));
         let configured_url = env_str(env, "AMBER_BASE_URL").or_else(|| p.base_url.clone());
-        let base_url = match configured_url {
-            Some(url) => Some(url),
-            // Hosted OpenAI is only a sensible default when a key for it exists.
-            None if api_key.is_some() => Some(OPENAI_BASE_URL.to_owned()),
-            None => None,
-        };
+        let base_url = configured_url.or_else(|| {
+            preset
+                .filter(|_| api_key.is_some() || explicit_flavor)
+                .map(|pr| pr.base_url.to_owned())
+        });
         let model = env_str(env, "AMBER_MODEL")
             .or_else(|| p.model.clone())
-            .unwrap_or_else(|| OPENAI_DEFAULT_MODEL.to_owned());
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         Endpoint {
             flavor,
             base_url,
@@ -297,7 +301,7 @@ mod tests {
         let ep = Config::default().endpoint(&env(&[]));
         assert_eq!(ep.base_url, None);
         let ep = Config::default().endpoint(&env(&[("OPENAI_API_KEY", "sk-1")]));
-        assert_eq!(ep.base_url.as_deref(), Some(OPENAI_BASE_URL));
+        assert_eq!(ep.base_url.as_deref(), Some("https://api.openai.com/v1"));
         assert_eq!(ep.api_key.as_deref(), Some("sk-1"));
     }
 
@@ -310,6 +314,13 @@ mod tests {
             cfg.endpoint(&env(&[("GROQ_KEY", "k")])).api_key.as_deref(),
             Some("k")
         );
+    }
+
+    #[test]
+    fn an_explicit_local_flavor_needs_no_key() {
+        let ep = Config::default().endpoint(&env(&[("AMBER_FLAVOR", "ollama")]));
+        assert_eq!(ep.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
+        assert_eq!(ep.api_key, None);
     }
 
     #[test]

@@ -106,50 +106,9 @@ pub fn preset(flavor: &str) -> Option<&'static Preset> {
         .find(|p| p.flavor.eq_ignore_ascii_case(flavor.trim()))
 }
 
-impl LlmSettings {
-    /// Apply amberd's environment on top of configured values (PROTOCOL.md):
-    /// `AMBER_FLAVOR`, `AMBER_BASE_URL`, `AMBER_API_KEY`, `AMBER_MODEL` override; with no key
-    /// set anywhere the flavor preset's key variable (`OPENAI_API_KEY` for `openai`) is used,
-    /// and only when such a key is found does the preset's base URL fill a missing `base_url`
-    /// — so an unconfigured daemon never sends anything anywhere by surprise.
-    /// `get` is the environment lookup (`|k| std::env::var(k).ok()` in production).
-    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
-        let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-        if let Some(v) = get("AMBER_FLAVOR") {
-            self.flavor = v.trim().to_owned();
-        }
-        if let Some(v) = get("AMBER_BASE_URL") {
-            self.base_url = Some(v.trim().to_owned());
-        }
-        if let Some(v) = get("AMBER_API_KEY") {
-            self.api_key = Some(v.trim().to_owned());
-        }
-        if let Some(v) = get("AMBER_MODEL") {
-            self.model = v.trim().to_owned();
-        }
-        if let Some(p) = preset(&self.flavor)
-            && self.api_key.is_none()
-        {
-            self.api_key = get(p.api_key_env).map(|v| v.trim().to_owned());
-            if self.api_key.is_some() && self.base_url.is_none() {
-                self.base_url = Some(p.base_url.to_owned());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
 
     #[test]
     fn defaults() {
@@ -161,37 +120,6 @@ mod tests {
         assert_eq!(s.connect_timeout, Duration::from_secs(10));
         assert_eq!(s.idle_timeout, Duration::from_secs(120));
         assert!(s.base_url.is_none());
-    }
-
-    #[test]
-    fn amber_env_overrides() {
-        let mut s = LlmSettings {
-            base_url: Some("http://config/v1".into()),
-            ..Default::default()
-        };
-        s.apply_env(env(&[
-            ("AMBER_BASE_URL", "http://127.0.0.1:9/v1"),
-            ("AMBER_API_KEY", "k"),
-            ("AMBER_MODEL", "m"),
-            ("AMBER_FLAVOR", "deepseek"),
-        ]));
-        assert_eq!(s.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
-        assert_eq!(s.api_key.as_deref(), Some("k"));
-        assert_eq!(s.model, "m");
-        assert_eq!(s.flavor, "deepseek");
-    }
-
-    #[test]
-    fn openai_key_brings_preset_url_but_nothing_stays_unconfigured() {
-        let mut s = LlmSettings::default();
-        s.apply_env(env(&[("OPENAI_API_KEY", "sk")]));
-        assert_eq!(s.base_url.as_deref(), Some("https://api.openai.com/v1"));
-        assert_eq!(s.api_key.as_deref(), Some("sk"));
-
-        let mut s = LlmSettings::default();
-        s.apply_env(env(&[]));
-        assert!(s.base_url.is_none());
-        assert!(s.api_key.is_none());
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub fn register(
         methods::SESSION_EVENT,
         methods::SESSION_UNSUBSCRIBE,
         |params, pending, daemon, _ext| async move {
-            subscribe(params, pending, Arc::clone(&daemon)).await
+            subscribe(params, pending, Arc::clone(&*daemon)).await
         },
     )?;
     Ok(())
@@ -34,7 +34,7 @@ pub fn register(
 async fn subscribe(
     params: jsonrpsee::types::Params<'static>,
     pending: PendingSubscriptionSink,
-    daemon: Arc<Arc<Daemon>>,
+    daemon: Arc<Daemon>,
 ) -> Result<(), SubscriptionError> {
     let p: SessionSubscribeParams = match parse(&params) {
         Ok(p) => p,

@@ -54,7 +54,6 @@ fn make_client(config: &Config, endpoint: &Endpoint) -> Result<LlmClient, String
         connect_timeout: Duration::from_millis(p.connect_timeout_ms),
         idle_timeout: Duration::from_millis(p.idle_timeout_ms),
         max_tokens: p.max_tokens,
-        ..LlmSettings::default()
     };
     LlmClient::new(settings).map_err(|e| e.to_string())
 }

@@ -274,14 +274,13 @@ async fn stop_session(handle: &SessionHandle) {
     // and every subscription of the session.
     handle.shared.closed.cancel();
     let task = handle.task.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let Some(mut task) = task {
-        if tokio::time::timeout(Duration::from_secs(2), &mut task)
+    if let Some(mut task) = task
+        && tokio::time::timeout(Duration::from_secs(2), &mut task)
             .await
             .is_err()
-        {
-            tracing::warn!(session = %handle.shared.id, "session did not stop in time; aborting");
-            task.abort();
-        }
+    {
+        tracing::warn!(session = %handle.shared.id, "session did not stop in time; aborting");
+        task.abort();
     }
 }
 
