@@ -27,6 +27,8 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Before any thread exists: this edits the environment.
+    let activated = socket::from_systemd();
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -38,7 +40,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, activated)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err}");
@@ -48,7 +50,10 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
+async fn run(
+    args: Args,
+    activated: Option<std::os::unix::net::UnixListener>,
+) -> anyhow::Result<()> {
     let env = |key: &str| std::env::var_os(key);
     let (config_file, explicit) = config_path(args.config, &env);
     let mut config = Config::load(config_file.as_deref(), explicit)?;
@@ -58,7 +63,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data.display()))?;
 
     let socket_path = amber_proto::paths::socket_path(args.socket, env, socket::current_uid());
-    let std_listener = socket::bind(&socket_path)?;
+    let owns_socket_file = activated.is_none();
+    let std_listener = match activated {
+        Some(listener) => {
+            tracing::info!("serving the socket passed by systemd (LISTEN_FDS)");
+            listener
+        }
+        None => socket::bind(&socket_path)?,
+    };
     std_listener.set_nonblocking(true)?;
     let listener = tokio::net::UnixListener::from_std(std_listener)?;
     let inode = socket::inode_of(&socket_path);
@@ -79,7 +91,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     });
 
     let served = rpc::serve(listener, daemon).await;
-    socket::remove_if_ours(&socket_path, inode);
+    if owns_socket_file {
+        // A socket systemd owns stays for the next activation.
+        socket::remove_if_ours(&socket_path, inode);
+    }
     served?;
     tracing::info!("amberd stopped");
     Ok(())

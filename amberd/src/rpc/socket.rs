@@ -97,6 +97,33 @@ fn is_amber_dir(dir: &Path) -> bool {
         .is_some_and(|n| n == "amber" || n.starts_with("amber-"))
 }
 
+/// The listening socket systemd handed us (`LISTEN_PID` = our pid, `LISTEN_FDS` >= 1), if any.
+/// The variables are removed so children do not inherit them.
+pub fn from_systemd() -> Option<UnixListener> {
+    let pid_matches = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .is_some_and(|pid| pid == std::process::id());
+    let fds = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(0);
+    if !pid_matches || fds == 0 {
+        return None;
+    }
+    // SAFETY: main calls this first, while the process is still single-threaded.
+    unsafe {
+        std::env::remove_var("LISTEN_PID");
+        std::env::remove_var("LISTEN_FDS");
+        std::env::remove_var("LISTEN_FDNAMES");
+    }
+    // SD_LISTEN_FDS_START: the first passed descriptor is always 3.
+    const FIRST_FD: std::os::fd::RawFd = 3;
+    // SAFETY: systemd passed fd 3 to this process for us to own; nothing else uses it.
+    let listener = unsafe { <UnixListener as std::os::fd::FromRawFd>::from_raw_fd(FIRST_FD) };
+    Some(listener)
+}
+
 /// Removes the socket file if it is still the one we bound.
 pub fn remove_if_ours(path: &Path, inode: u64) {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == inode) {
