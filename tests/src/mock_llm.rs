@@ -112,9 +112,13 @@ impl RecordedRequest {
     }
 }
 
+/// Answers a request when the script is empty (see [`MockLlm::set_responder`]).
+pub type Responder = Arc<dyn Fn(&Value) -> MockTurn + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     script: VecDeque<MockTurn>,
+    responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
     interrupted: usize,
 }
@@ -224,6 +228,12 @@ impl MockLlm {
         self.addr
     }
 
+    /// Answers every request that finds the script empty by calling `responder` with the
+    /// request body — a stateless scenario for benchmarks and long-running manual checks.
+    pub fn set_responder(&self, responder: impl Fn(&Value) -> MockTurn + Send + Sync + 'static) {
+        self.shared.lock().responder = Some(Arc::new(responder));
+    }
+
     /// Appends turns to the script.
     pub fn push(&self, turns: impl IntoIterator<Item = MockTurn>) {
         self.shared.lock().script.extend(turns);
@@ -323,7 +333,11 @@ async fn chat_completions(
             let msg = "mock llm: request body is not JSON";
             return (StatusCode::BAD_REQUEST, msg).into_response();
         }
-        (inner.script.pop_front(), request_no)
+        let turn = inner.script.pop_front().or_else(|| {
+            let responder = inner.responder.clone()?;
+            parsed.as_ref().map(|body| responder(body))
+        });
+        (turn, request_no)
     };
     let Some(mut turn) = turn else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "mock script exhausted").into_response();

@@ -1,0 +1,34 @@
+//! `mock-llm`: the scripted endpoint as a standalone server, answering the "two-request
+//! task" forever — for `hyperfine` runs of `amber-cli run` (docs/benchmarks.md).
+//!
+//! Each conversation goes: user prompt → a `bash` tool call (`echo hello`) → after the tool
+//! result, a short reply → after amber's confirm prompt, `DONE`. Prints its base URL.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // A test-support binary: panics are its error report.
+
+use amber_tests::mock_llm::{MockLlm, MockTurn};
+use serde_json::{Value, json};
+
+fn respond(request: &Value) -> MockTurn {
+    let last = request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    let role = last["role"].as_str().unwrap_or("");
+    let content = last["content"].as_str().unwrap_or("");
+    match role {
+        "tool" => MockTurn::text("The command printed hello."),
+        "user" if content.contains("Are you finished") => MockTurn::text("DONE"),
+        _ => MockTurn::tool_call("bash", &json!({"command": "echo hello"})),
+    }
+}
+
+fn main() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    mock.set_responder(respond);
+    println!("{}", mock.base_url());
+    // Serve until killed.
+    loop {
+        std::thread::park();
+    }
+}
