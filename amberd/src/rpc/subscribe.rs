@@ -79,16 +79,17 @@ async fn forward(
     }
     loop {
         let received = tokio::select! {
+            // Events already published (e.g. the final turn_completed of a turn cancelled by
+            // shutdown) go out before the close.
+            biased;
             received = live.recv() => received,
             () = sink.closed() => return Ok(()),
-            () = shared.closed.cancelled() => {
+            () = shared.finished.cancelled() => {
                 return Err(close("session_closed", "the session was deleted or the daemon is stopping", delivered));
             }
         };
         match received {
             Ok(event) => {
-                // Events published between subscribe() and here are already in the
-                // replay's tail only if durable and older; the broadcast starts after.
                 if send(sink, &event).await.is_err() {
                     return Ok(());
                 }

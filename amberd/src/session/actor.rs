@@ -43,6 +43,7 @@ pub async fn run(
             }
         }
     }
+    shared.finished.cancel();
     tracing::debug!(session = %shared.id, "session actor stopped");
 }
 

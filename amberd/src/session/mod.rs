@@ -43,6 +43,8 @@ pub struct SessionShared {
     pub hub: EventHub,
     /// Cancelled when the session is deleted or the daemon stops.
     pub closed: CancellationToken,
+    /// Cancelled once the actor has stopped and published its last event.
+    pub finished: CancellationToken,
     live: Mutex<Live>,
 }
 
@@ -185,6 +187,7 @@ impl SessionManager {
             system_prompt,
             hub: EventHub::new(id.clone(), deps.config.server.subscriber_buffer),
             closed: CancellationToken::new(),
+            finished: CancellationToken::new(),
             live: Mutex::new(Live {
                 info: info.clone(),
                 messages: Arc::new(Vec::new()),
@@ -282,6 +285,8 @@ async fn stop_session(handle: &SessionHandle) {
         tracing::warn!(session = %handle.shared.id, "session did not stop in time; aborting");
         task.abort();
     }
+    // Normally the actor did this itself; after an abort, subscribers must still end.
+    handle.shared.finished.cancel();
 }
 
 fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {
