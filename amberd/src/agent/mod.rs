@@ -131,8 +131,8 @@ impl Turn<'_, '_> {
 
             if reply.tool_calls.is_empty() {
                 if confirming {
-                    // Confirmed: the silent exchange leaves no trace in the context.
-                    context.pop();
+                    // Confirmed: the silent exchange leaves no trace in the context. Only
+                    // the confirm prompt was pushed; the answer never was.
                     context.pop();
                     env.hooks.context_changed(context);
                     return (StopReason::EndTurn, None);
