@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod daemon;
+pub mod e2e;
 pub mod mock_llm;
 pub mod unix_http;
 
