@@ -1,2 +1,96 @@
-//! amber-cli binary.
-fn main() {}
+//! amber-cli: the headless amber client. Parses arguments, runs one subcommand on a
+//! tokio runtime, prints `amber-cli: <message>` for errors, and exits with the codes of
+//! `turn::exit` (0 ok, 1 error, 2 usage, 3 stopped by a guard, 130 cancelled).
+
+mod args;
+mod daemon;
+mod output;
+mod render;
+mod rpc;
+mod run;
+mod sessions;
+mod turn;
+
+use std::io::Write;
+
+use clap::{CommandFactory, Parser};
+
+use crate::args::{Cli, Command, DaemonAction};
+use crate::turn::exit;
+
+/// A usage error found after parsing (exit code 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Prints help/version (exit 0) or the usage error (exit 2).
+        Err(e) => e.exit(),
+    };
+    init_logging();
+    let code = match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            if e.downcast_ref::<UsageError>().is_some() {
+                output::note(&format!("{e}"));
+                exit::USAGE
+            } else {
+                output::note(&format!("{e:#}"));
+                exit::ERROR
+            }
+        }
+    };
+    let _ = std::io::stdout().flush();
+    // Exit without dropping the runtime: a pending stdin read would hold it up.
+    std::process::exit(i32::from(code));
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AMBER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    let Cli { conn, command } = cli;
+    if let Command::Completions { shell } = command {
+        let mut cmd = Cli::command();
+        clap_complete::generate(shell, &mut cmd, "amber-cli", &mut std::io::stdout());
+        return Ok(exit::OK);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match command {
+            Command::Run(args) => run::run(args, &conn).await,
+            Command::Sessions { json } => sessions::list(&conn, json).await,
+            Command::Show { id, json } => sessions::show(&conn, &id, json).await,
+            Command::Rm { id } => sessions::remove(&conn, &id).await,
+            Command::Attach { id, json, replay } => {
+                sessions::attach(&conn, &id, json, replay).await
+            }
+            Command::Cancel { id } => sessions::cancel(&conn, &id).await,
+            Command::Daemon { action } => match action {
+                DaemonAction::Start => daemon::start(&conn).await,
+                DaemonAction::Stop => daemon::stop(&conn).await,
+                DaemonAction::Status { json } => daemon::status(&conn, json).await,
+            },
+            Command::Rpc => rpc::rpc(&conn).await,
+            Command::Completions { .. } => Ok(exit::OK),
+        }
+    })
+}

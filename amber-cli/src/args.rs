@@ -1,0 +1,215 @@
+//! Command-line arguments of `amber-cli` (clap derive). Parsing only; no I/O.
+
+use std::path::PathBuf;
+
+use amber_proto::Mode;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Headless amber client: run prompts, manage sessions, bridge JSON-RPC over stdio.
+#[derive(Debug, Parser)]
+#[command(name = "amber-cli", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub conn: ConnectArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How to reach amberd; accepted on every subcommand.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConnectArgs {
+    /// Socket of amberd (default: $AMBER_SOCKET, $XDG_RUNTIME_DIR/amber/amberd.sock, /tmp/amber-$UID/amberd.sock)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Fail instead of starting amberd when nothing answers at the socket
+    #[arg(long, global = true)]
+    pub no_autostart: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one prompt and follow its turn to the end
+    Run(RunArgs),
+    /// List sessions
+    Sessions {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session: info, messages, pending approvals, todos
+    Show {
+        /// Session id
+        id: String,
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a session
+    Rm {
+        /// Session id
+        id: String,
+    },
+    /// Print a session's events live; Ctrl-C detaches and leaves it running
+    Attach {
+        /// Session id
+        id: String,
+        /// One JSON event per line, exactly as received
+        #[arg(long)]
+        json: bool,
+        /// Replay the session's whole history first
+        #[arg(long)]
+        replay: bool,
+    },
+    /// Cancel a session's running turn
+    Cancel {
+        /// Session id
+        id: String,
+    },
+    /// Start, stop or inspect the daemon
+    Daemon {
+        #[command(subcommand)]
+        action: DaemonAction,
+    },
+    /// Bridge stdin/stdout to the daemon: one JSON-RPC message per line each way
+    Rpc,
+    /// Print shell completions
+    Completions {
+        /// Target shell
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonAction {
+    /// Start amberd in the background (if it is not running) and print its socket and pid
+    Start,
+    /// Ask amberd to shut down and wait until it has
+    Stop,
+    /// Show version, pid, uptime, sessions and connections
+    Status {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The prompt; `-`, or nothing with piped stdin, reads it from stdin
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Vec<String>,
+    /// Workspace root of a new session (default: the current directory)
+    #[arg(long, value_name = "DIR", conflicts_with = "session")]
+    pub cwd: Option<PathBuf>,
+    /// What may run without asking
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Model of a new session
+    #[arg(long, value_name = "M", conflicts_with = "session")]
+    pub model: Option<String>,
+    /// Answer every approval request with allow_once
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print every event as one JSON line, then a result line
+    #[arg(long)]
+    pub json: bool,
+    /// Continue an existing session instead of creating one
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Read,
+    Write,
+    Yolo,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Read => Mode::Read,
+            ModeArg::Write => Mode::Write,
+            ModeArg::Yolo => Mode::Yolo,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("amber-cli").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_with_everything() {
+        let cli = parse(&[
+            "run",
+            "fix",
+            "it",
+            "--cwd",
+            "/ws",
+            "--mode",
+            "yolo",
+            "--model",
+            "m1",
+            "--yes",
+            "--json",
+            "--socket",
+            "/s.sock",
+            "--no-autostart",
+        ])
+        .unwrap();
+        assert_eq!(cli.conn.socket, Some(PathBuf::from("/s.sock")));
+        assert!(cli.conn.no_autostart);
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.prompt, ["fix", "it"]);
+        assert_eq!(run.cwd, Some(PathBuf::from("/ws")));
+        assert_eq!(run.mode, Some(ModeArg::Yolo));
+        assert_eq!(run.model.as_deref(), Some("m1"));
+        assert!(run.yes && run.json);
+    }
+
+    #[test]
+    fn global_flags_before_the_subcommand() {
+        let cli = parse(&["--socket", "/x", "daemon", "status", "--json"]).unwrap();
+        assert_eq!(cli.conn.socket, Some(PathBuf::from("/x")));
+        assert!(matches!(
+            cli.command,
+            Command::Daemon {
+                action: DaemonAction::Status { json: true }
+            }
+        ));
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        for bad in [
+            &["run", "--mode", "sideways", "x"][..],
+            &["run", "--session", "s1", "--cwd", "/ws", "x"],
+            &["frobnicate"],
+            &["show"],
+            &["completions", "tcsh"],
+            &[],
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+        let help = parse(&["--help"]).unwrap_err();
+        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
+        assert_eq!(help.exit_code(), 0);
+    }
+}

@@ -1,0 +1,267 @@
+//! `amber-cli run`: create (or continue) a session, send one prompt, follow that turn's
+//! events until its `turn_completed`, and exit with a code that says how it ended.
+
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use amber_client::{Client, ClientError, RawEventStream};
+use amber_proto::{Decision, EventKind, SessionNewParams};
+use anyhow::Context;
+use futures::StreamExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::UsageError;
+use crate::args::{ConnectArgs, RunArgs};
+use crate::output::{self, connect_options, note};
+use crate::render::HumanRenderer;
+use crate::turn::{TurnTracker, exit, exit_code};
+
+/// How often a closed subscription is resumed (with `afterSeq`) before giving up.
+const MAX_RESUBSCRIBES: u32 = 5;
+
+pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
+    let prompt = read_prompt(&args.prompt)?;
+    let client = Client::connect(connect_options(conn, args.yes)).await?;
+
+    let (session_id, after_seq) = match &args.session {
+        Some(id) => {
+            let got = client.session_get(id).await?;
+            if let Some(mode) = args.mode {
+                client.session_set_mode(id, mode.into()).await?;
+            }
+            (id.clone(), got.last_seq)
+        }
+        None => {
+            let params = SessionNewParams {
+                cwd: workspace(args.cwd.as_deref())?,
+                mode: args.mode.map(Into::into),
+                model: args.model.clone(),
+                ..SessionNewParams::default()
+            };
+            (client.session_new(&params).await?.session_id, 0)
+        }
+    };
+
+    let events = client.subscribe_raw(&session_id, Some(after_seq)).await?;
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
+    let started = Instant::now();
+    let turn_id = client.session_prompt(&session_id, &prompt).await?.turn_id;
+
+    let mut follow = Follow {
+        client: &client,
+        session_id: &session_id,
+        json: args.json,
+        yes: args.yes,
+        tracker: TurnTracker::new(turn_id),
+        renderer: HumanRenderer::new(false),
+        last_seq: after_seq,
+    };
+    let result = follow.follow(events, &mut interrupts).await;
+    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if !args.json {
+        output::emit(follow.renderer.finish())?;
+    }
+    match result {
+        Ok(Ended::Completed) => {
+            let stop = follow
+                .tracker
+                .completion()
+                .map(|c| c.stop_reason)
+                .unwrap_or(amber_proto::StopReason::Error);
+            if args.json {
+                let line = follow.tracker.result_line(&session_id, elapsed);
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            Ok(exit_code(stop))
+        }
+        Ok(Ended::Abandoned) => Ok(exit::CANCELLED),
+        Err(e) => {
+            if args.json {
+                let line = follow
+                    .tracker
+                    .failed_line(&session_id, elapsed, format!("{e:#}"));
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// How following a turn ended.
+enum Ended {
+    /// Its `turn_completed` arrived.
+    Completed,
+    /// A second Ctrl-C: leave at once.
+    Abandoned,
+}
+
+struct Follow<'a> {
+    client: &'a Client,
+    session_id: &'a str,
+    json: bool,
+    yes: bool,
+    tracker: TurnTracker,
+    renderer: HumanRenderer,
+    /// Highest durable seq seen; replays after a resubscribe skip up to here.
+    last_seq: u64,
+}
+
+impl Follow<'_> {
+    async fn follow(
+        &mut self,
+        mut events: RawEventStream,
+        interrupts: &mut tokio::signal::unix::Signal,
+    ) -> anyhow::Result<Ended> {
+        let mut cancel_sent = false;
+        let mut resubscribes = 0;
+        loop {
+            tokio::select! {
+                item = events.next() => match item {
+                    Some(Ok(raw)) => {
+                        if self.handle(&raw)? {
+                            return Ok(Ended::Completed);
+                        }
+                    }
+                    Some(Err(ClientError::SubscriptionClosed { reason }))
+                        if self.client.is_connected() && resubscribes < MAX_RESUBSCRIBES =>
+                    {
+                        resubscribes += 1;
+                        note(&format!("event stream closed ({reason}); resuming after seq {}", self.last_seq));
+                        events = self.client.subscribe_raw(self.session_id, Some(self.last_seq)).await?;
+                    }
+                    Some(Err(e)) => return Err(e.into()),
+                    None => anyhow::bail!("the event stream ended before the turn completed"),
+                },
+                _ = interrupts.recv() => {
+                    if cancel_sent {
+                        return Ok(Ended::Abandoned);
+                    }
+                    cancel_sent = true;
+                    if !self.json {
+                        output::emit(self.renderer.finish())?;
+                    }
+                    note("cancelling the turn (Ctrl-C again to exit at once)");
+                    if let Err(e) = self.client.session_cancel(self.session_id).await {
+                        note(&format!("cancel failed: {e}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one event; true once this turn's `turn_completed` has been handled.
+    fn handle(&mut self, raw: &amber_client::RawEvent) -> anyhow::Result<bool> {
+        let Some(event) = &raw.event else {
+            // An event type this client does not know: pass it through in JSON mode.
+            if self.json
+                && output::raw_turn_id(raw.json()).as_deref() == Some(self.tracker.turn_id())
+            {
+                output::line(raw.json())?;
+            }
+            return Ok(false);
+        };
+        if let Some(seq) = event.seq {
+            if seq <= self.last_seq {
+                return Ok(false);
+            }
+            self.last_seq = seq;
+        }
+        if let EventKind::ApprovalRequested { request_id, .. } = &event.kind
+            && self.yes
+        {
+            self.allow(request_id.clone());
+        }
+        if !self.tracker.is_mine(event) {
+            return Ok(false);
+        }
+        if self.json {
+            output::line(raw.json())?;
+        } else {
+            output::emit(self.renderer.render(event))?;
+        }
+        self.tracker.observe(event);
+        Ok(self.tracker.completion().is_some())
+    }
+
+    /// `--yes`: answers an approval request with allow_once, without holding up the events.
+    fn allow(&self, request_id: String) {
+        let client = self.client.clone();
+        let session_id = self.session_id.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = client
+                .approval_respond(&session_id, &request_id, Decision::AllowOnce)
+                .await
+            {
+                note(&format!("could not answer approval {request_id}: {e}"));
+            }
+        });
+    }
+}
+
+/// The prompt from the arguments, or from stdin for `-` or no argument with piped stdin.
+fn read_prompt(words: &[String]) -> Result<String, UsageError> {
+    let from_stdin = match words {
+        [] => {
+            if std::io::stdin().is_terminal() {
+                return Err(UsageError(
+                    "no prompt given (pass PROMPT, or `-` to read stdin)".into(),
+                ));
+            }
+            true
+        }
+        [dash] if dash == "-" => true,
+        _ => false,
+    };
+    let prompt = if from_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| UsageError(format!("cannot read the prompt from stdin: {e}")))?;
+        text
+    } else {
+        words.join(" ")
+    };
+    if prompt.trim().is_empty() {
+        return Err(UsageError("the prompt is empty".into()));
+    }
+    Ok(prompt)
+}
+
+/// The absolute workspace root: `--cwd` or the current directory, symlinks resolved.
+fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
+    let dir = match cwd {
+        Some(dir) => dir.to_owned(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let abs: PathBuf =
+        std::fs::canonicalize(&dir).with_context(|| format!("workspace {}", dir.display()))?;
+    abs.into_os_string().into_string().map_err(|p| {
+        anyhow::anyhow!(
+            "workspace path is not UTF-8: {}",
+            PathBuf::from(p).display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn prompt_words_are_joined() {
+        let words = vec!["fix".to_owned(), "the".to_owned(), "bug".to_owned()];
+        assert_eq!(read_prompt(&words).unwrap(), "fix the bug");
+        assert!(read_prompt(&["  ".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn workspace_is_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = workspace(Some(dir.path())).unwrap();
+        assert!(Path::new(&ws).is_absolute());
+        assert!(workspace(Some(&dir.path().join("missing"))).is_err());
+    }
+}

@@ -1,0 +1,336 @@
+//! Session subcommands: `sessions`, `show`, `rm`, `cancel`, `attach`.
+
+use amber_client::{Client, ClientError};
+use amber_proto::methods as m;
+use amber_proto::{Message, Role, SessionGetResult, SessionInfo, SessionListParams};
+use anyhow::Context;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::args::ConnectArgs;
+use crate::output::{self, connect_options, note};
+use crate::render::{HumanRenderer, one_line};
+use crate::turn::exit;
+
+async fn connect(conn: &ConnectArgs) -> Result<Client, ClientError> {
+    Client::connect(connect_options(conn, false)).await
+}
+
+/// `sessions [--json]`: every session, newest first as the daemon lists them.
+pub async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
+    let client = connect(conn).await?;
+    let mut rows: Vec<Value> = Vec::new();
+    let mut params = SessionListParams::default();
+    loop {
+        let page: Value = client.call(m::SESSION_LIST, &params).await?;
+        let sessions = page
+            .get("sessions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let empty = sessions.is_empty();
+        rows.extend(sessions);
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !empty && params.cursor.as_deref() != Some(next) => {
+                params.cursor = Some(next.to_owned());
+            }
+            _ => break,
+        }
+    }
+    if json {
+        output::line(&serde_json::to_string_pretty(&rows)?)?;
+        return Ok(exit::OK);
+    }
+    let infos: Vec<SessionInfo> = rows
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<_, _>>()
+        .context("unexpected session/list answer")?;
+    output::line(table(&infos).trim_end())?;
+    Ok(exit::OK)
+}
+
+/// The `sessions` table.
+pub fn table(sessions: &[SessionInfo]) -> String {
+    let header = ["ID", "STATE", "MODE", "UPDATED", "CWD", "TITLE"];
+    let rows: Vec<[String; 6]> = sessions
+        .iter()
+        .map(|s| {
+            [
+                s.session_id.clone(),
+                enum_name(&s.state),
+                s.mode.as_str().to_owned(),
+                s.updated_at.clone(),
+                s.cwd.clone(),
+                one_line(&s.title, 60),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let fmt_row = |cells: &[String]| {
+        let mut line = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[i] - cell.chars().count();
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        line.trim_end().to_owned() + "\n"
+    };
+    let mut out = fmt_row(&header.map(str::to_owned));
+    for row in &rows {
+        out.push_str(&fmt_row(row));
+    }
+    out
+}
+
+/// A serde enum's wire name.
+fn enum_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// `show ID [--json]`.
+pub async fn show(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
+    let client = connect(conn).await?;
+    let params = amber_proto::SessionIdParams {
+        session_id: id.to_owned(),
+    };
+    let got: Value = client.call(m::SESSION_GET, &params).await?;
+    if json {
+        output::line(&serde_json::to_string_pretty(&got)?)?;
+        return Ok(exit::OK);
+    }
+    let got: SessionGetResult =
+        serde_json::from_value(got).context("unexpected session/get answer")?;
+    output::line(show_text(&got).trim_end())?;
+    Ok(exit::OK)
+}
+
+/// Lines of output per tool result in `show`.
+const TOOL_LINES: usize = 12;
+
+/// `show`'s human text: info, then the conversation, pending approvals and todos.
+pub fn show_text(got: &SessionGetResult) -> String {
+    let s = &got.session;
+    let u = &s.usage;
+    let mut out = format!(
+        "session   {}\ntitle     {}\nstate     {}\nmode      {}\nmodel     {}\ncwd       {}\ncreated   {}\nupdated   {}\nusage     {} prompt + {} completion = {} tokens ({} cached)\nlast seq  {}\n",
+        s.session_id,
+        s.title,
+        enum_name(&s.state),
+        s.mode.as_str(),
+        s.model,
+        s.cwd,
+        s.created_at,
+        s.updated_at,
+        u.prompt_tokens,
+        u.completion_tokens,
+        u.total_tokens,
+        u.cached_tokens,
+        got.last_seq,
+    );
+    for msg in &got.messages {
+        out.push('\n');
+        out.push_str(&message_text(msg));
+    }
+    if !got.pending_approvals.is_empty() {
+        out.push_str("\npending approvals\n");
+        for a in &got.pending_approvals {
+            out.push_str(&format!(
+                "  {}  {} {} ({})\n",
+                a.request_id,
+                a.tool,
+                crate::render::summarize(&a.tool, &a.arguments),
+                a.reason
+            ));
+        }
+    }
+    if !got.todos.is_empty() {
+        out.push_str("\ntodos\n");
+        for t in &got.todos {
+            let mark = match t.status {
+                amber_proto::TodoStatus::Done => "[x]",
+                amber_proto::TodoStatus::InProgress => "[~]",
+                amber_proto::TodoStatus::Pending => "[ ]",
+            };
+            out.push_str(&format!("  {mark} {}\n", t.text));
+        }
+    }
+    out
+}
+
+fn message_text(msg: &Message) -> String {
+    let mut out = match msg.role {
+        Role::System => "── system\n".to_owned(),
+        Role::User => "── user\n".to_owned(),
+        Role::Assistant => "── assistant\n".to_owned(),
+        Role::Tool => format!(
+            "── tool result {}\n",
+            msg.tool_call_id.as_deref().unwrap_or_default()
+        ),
+    };
+    let body = match msg.role {
+        Role::Tool | Role::System => clip_lines(&msg.content, TOOL_LINES),
+        _ => msg.content.trim_end().to_owned(),
+    };
+    if !body.is_empty() {
+        out.push_str(&body);
+        out.push('\n');
+    }
+    for call in &msg.tool_calls {
+        let args: Value = serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        out.push_str(&format!(
+            "▸ {} {}  [{}]\n",
+            call.name,
+            crate::render::summarize(&call.name, &args),
+            call.id
+        ));
+    }
+    out
+}
+
+fn clip_lines(text: &str, max: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    if lines.len() <= max {
+        return lines.join("\n");
+    }
+    format!(
+        "{}\n… ({} more lines)",
+        lines[..max].join("\n"),
+        lines.len() - max
+    )
+}
+
+/// `rm ID`.
+pub async fn remove(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
+    connect(conn).await?.session_delete(id).await?;
+    Ok(exit::OK)
+}
+
+/// `cancel ID`.
+pub async fn cancel(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
+    let res = connect(conn).await?.session_cancel(id).await?;
+    output::line(if res.cancelled {
+        "cancelled"
+    } else {
+        "nothing to cancel"
+    })?;
+    Ok(exit::OK)
+}
+
+/// `attach ID [--json] [--replay]`: events live until Ctrl-C (which leaves the session running).
+pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> anyhow::Result<u8> {
+    let client = connect(conn).await?;
+    let got = client.session_get(id).await?;
+    let mut last_seq = if replay { 0 } else { got.last_seq };
+    let mut renderer = HumanRenderer::new(true);
+    if !json && !replay {
+        for a in &got.pending_approvals {
+            note(&format!(
+                "pending approval {}: {} ({})",
+                a.request_id, a.tool, a.reason
+            ));
+        }
+    }
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
+    let mut events = client.subscribe_raw(id, Some(last_seq)).await?;
+    let mut resubscribes = 0u32;
+    loop {
+        tokio::select! {
+            item = events.next() => match item {
+                Some(Ok(raw)) => {
+                    if let Some(seq) = raw.event.as_ref().and_then(|e| e.seq) {
+                        if seq <= last_seq {
+                            continue;
+                        }
+                        last_seq = seq;
+                    }
+                    if json {
+                        output::line(raw.json())?;
+                    } else if let Some(event) = &raw.event {
+                        output::emit(renderer.render(event))?;
+                    }
+                }
+                Some(Err(ClientError::SubscriptionClosed { reason })) if client.is_connected() && resubscribes < 5 => {
+                    resubscribes += 1;
+                    note(&format!("event stream closed ({reason}); resuming after seq {last_seq}"));
+                    events = client.subscribe_raw(id, Some(last_seq)).await?;
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => return Ok(exit::OK),
+            },
+            _ = interrupts.recv() => {
+                if !json {
+                    output::emit(renderer.finish())?;
+                }
+                let _ = events.unsubscribe().await;
+                return Ok(exit::OK);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn info(id: &str, title: &str) -> SessionInfo {
+        serde_json::from_value(json!({
+            "sessionId": id, "cwd": "/ws", "mode": "write", "model": "m", "title": title,
+            "state": "idle", "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:01Z",
+            "usage": {}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let t = table(&[info("s-1", "first"), info("s-22", "")]);
+        assert_eq!(
+            t,
+            "ID    STATE  MODE   UPDATED               CWD  TITLE\n\
+             s-1   idle   write  2026-01-01T00:00:01Z  /ws  first\n\
+             s-22  idle   write  2026-01-01T00:00:01Z  /ws\n"
+        );
+    }
+
+    #[test]
+    fn show_lists_messages_and_tool_calls() {
+        let got: SessionGetResult = serde_json::from_value(json!({
+            "session": serde_json::to_value(info("s1", "t")).unwrap(),
+            "messages": [
+                {"role": "user", "content": "list files"},
+                {"role": "assistant", "content": "", "toolCalls": [{"id": "c1", "name": "bash", "arguments": "{\"command\":\"ls\"}"}]},
+                {"role": "tool", "content": "a\nb", "toolCallId": "c1"},
+                {"role": "assistant", "content": "Two files."}
+            ],
+            "pendingApprovals": [],
+            "todos": [{"id": "1", "text": "check", "status": "done"}],
+            "lastSeq": 9
+        }))
+        .unwrap();
+        let text = show_text(&got);
+        assert!(text.contains("session   s1\n"), "{text}");
+        assert!(text.contains("── user\nlist files\n"), "{text}");
+        assert!(text.contains("▸ bash ls  [c1]\n"), "{text}");
+        assert!(text.contains("── tool result c1\na\nb\n"), "{text}");
+        assert!(text.contains("  [x] check\n"), "{text}");
+        assert_eq!(clip_lines("1\n2\n3", 2), "1\n2\n… (1 more lines)");
+    }
+}

@@ -1,0 +1,342 @@
+//! Following one turn: what happened in it (final text, denials, stop reason), the
+//! `--json` result line, and the exit code. Pure: fed events, no I/O.
+
+use std::collections::HashMap;
+
+use amber_proto::{ErrorInfo, Event, EventKind, Role, StopReason, ToolStatus, Usage};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Exit codes of `amber-cli`.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const STOPPED: u8 = 3;
+    pub const CANCELLED: u8 = 130;
+}
+
+/// The exit code for how a turn ended.
+pub fn exit_code(stop: StopReason) -> u8 {
+    match stop {
+        StopReason::EndTurn => exit::OK,
+        StopReason::Error => exit::ERROR,
+        StopReason::LoopDetected | StopReason::ToolFailures | StopReason::MaxIterations => {
+            exit::STOPPED
+        }
+        StopReason::Cancelled => exit::CANCELLED,
+    }
+}
+
+/// A tool call of the turn that was denied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Denial {
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    /// Why: the approval request's reason when there was one, else the denial output.
+    pub reason: String,
+    pub output: String,
+}
+
+/// The last line of `amber-cli run --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultLine {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub schema_version: u32,
+    pub session_id: String,
+    pub turn_id: String,
+    pub stop_reason: &'static str,
+    pub text: String,
+    pub usage: Usage,
+    pub duration_ms: u64,
+    pub permission_denials: Vec<Denial>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+}
+
+/// How the turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub stop_reason: StopReason,
+    pub error: Option<ErrorInfo>,
+    pub usage: Usage,
+}
+
+/// Collects what matters of one turn from its events.
+#[derive(Debug, Default)]
+pub struct TurnTracker {
+    turn_id: String,
+    tools: HashMap<String, (String, Value)>,
+    approval_reasons: HashMap<String, String>,
+    denials: Vec<Denial>,
+    text: String,
+    completion: Option<Completion>,
+}
+
+impl TurnTracker {
+    pub fn new(turn_id: impl Into<String>) -> Self {
+        Self {
+            turn_id: turn_id.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// True for events of this tracker's turn.
+    pub fn is_mine(&self, event: &Event) -> bool {
+        event.turn_id.as_deref() == Some(self.turn_id.as_str())
+    }
+
+    /// Feeds one event; events of other turns are ignored.
+    pub fn observe(&mut self, event: &Event) {
+        if !self.is_mine(event) {
+            return;
+        }
+        match &event.kind {
+            EventKind::MessageCompleted {
+                role: Role::Assistant,
+                text,
+                ..
+            } => self.text.clone_from(text),
+            EventKind::ToolCallStarted {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => {
+                self.tools
+                    .insert(call_id.clone(), (name.clone(), arguments.clone()));
+            }
+            EventKind::ApprovalRequested {
+                call_id, reason, ..
+            } => {
+                self.approval_reasons
+                    .insert(call_id.clone(), reason.clone());
+            }
+            EventKind::ToolCallCompleted {
+                call_id,
+                status: ToolStatus::Denied,
+                output,
+                ..
+            } => {
+                let (tool, arguments) = self
+                    .tools
+                    .get(call_id)
+                    .cloned()
+                    .unwrap_or_else(|| (String::new(), Value::Null));
+                let reason = self
+                    .approval_reasons
+                    .get(call_id)
+                    .cloned()
+                    .unwrap_or_else(|| output.clone());
+                self.denials.push(Denial {
+                    call_id: call_id.clone(),
+                    tool,
+                    arguments,
+                    reason,
+                    output: output.clone(),
+                });
+            }
+            EventKind::TurnCompleted {
+                stop_reason,
+                error,
+                usage,
+            } => {
+                self.completion = Some(Completion {
+                    stop_reason: *stop_reason,
+                    error: error.clone(),
+                    usage: *usage,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    pub fn completion(&self) -> Option<&Completion> {
+        self.completion.as_ref()
+    }
+
+    /// The result line once the turn completed; a client-side failure otherwise.
+    pub fn result_line(&self, session_id: &str, duration_ms: u64) -> ResultLine {
+        let (stop, error, usage) = match &self.completion {
+            Some(c) => (c.stop_reason, c.error.clone(), c.usage),
+            None => (
+                StopReason::Error,
+                Some(ErrorInfo {
+                    code: "incomplete".into(),
+                    message: "the turn did not complete".into(),
+                }),
+                Usage::default(),
+            ),
+        };
+        ResultLine {
+            kind: "result",
+            schema_version: 1,
+            session_id: session_id.to_owned(),
+            turn_id: self.turn_id.clone(),
+            stop_reason: stop.as_str(),
+            text: self.text.clone(),
+            usage,
+            duration_ms,
+            permission_denials: self.denials.clone(),
+            error,
+        }
+    }
+
+    /// The result line for a run that failed on the client side (connection lost, ...).
+    pub fn failed_line(&self, session_id: &str, duration_ms: u64, message: String) -> ResultLine {
+        let mut line = self.result_line(session_id, duration_ms);
+        line.stop_reason = StopReason::Error.as_str();
+        line.error = Some(ErrorInfo {
+            code: "client".into(),
+            message,
+        });
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn ev(turn: &str, body: Value) -> Event {
+        let mut v = json!({"sessionId": "s1", "turnId": turn, "time": "2026-01-01T00:00:00Z"});
+        v.as_object_mut()
+            .unwrap()
+            .extend(body.as_object().unwrap().clone());
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn turn_events() -> Vec<Event> {
+        vec![
+            ev(
+                "t1",
+                json!({"seq": 1, "type": "turn_started", "prompt": "go"}),
+            ),
+            ev(
+                "t1",
+                json!({"type": "message_delta", "itemId": "m1", "delta": "Look"}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 2, "type": "message_completed", "itemId": "m1", "role": "assistant", "text": "Looking."}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 3, "type": "tool_call_started", "itemId": "m1", "callId": "c1", "name": "bash", "arguments": {"command": "rm -rf /"}}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 4, "type": "approval_requested", "requestId": "r1", "callId": "c1", "tool": "bash", "arguments": {"command": "rm -rf /"}, "reason": "destructive command", "scope": "command"}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 5, "type": "approval_resolved", "requestId": "r1", "decision": "deny", "by": "no_approver"}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 6, "type": "tool_call_completed", "callId": "c1", "status": "denied", "output": "denied: no approver", "durationMs": 0}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 7, "type": "tool_call_started", "itemId": "m2", "callId": "c2", "name": "write", "arguments": {"path": "a", "content": "x"}}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 8, "type": "tool_call_completed", "callId": "c2", "status": "denied", "output": "read mode", "durationMs": 0}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 9, "type": "tool_call_started", "itemId": "m2", "callId": "c3", "name": "read", "arguments": {"path": "a"}}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 10, "type": "tool_call_completed", "callId": "c3", "status": "ok", "output": "1 x", "durationMs": 3}),
+            ),
+            ev(
+                "t2",
+                json!({"seq": 11, "type": "message_completed", "itemId": "m9", "role": "assistant", "text": "other turn"}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 12, "type": "message_completed", "itemId": "m3", "role": "assistant", "text": "Done."}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 13, "type": "turn_completed", "stopReason": "end_turn", "usage": {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 0, "totalTokens": 15}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn result_line_from_a_turn() {
+        let mut t = TurnTracker::new("t1");
+        for e in turn_events() {
+            t.observe(&e);
+        }
+        assert_eq!(t.completion().unwrap().stop_reason, StopReason::EndTurn);
+        let line = serde_json::to_value(t.result_line("s1", 42)).unwrap();
+        assert_eq!(
+            line,
+            json!({
+                "type": "result", "schemaVersion": 1, "sessionId": "s1", "turnId": "t1",
+                "stopReason": "end_turn", "text": "Done.",
+                "usage": {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 0, "totalTokens": 15},
+                "durationMs": 42,
+                "permissionDenials": [
+                    {"callId": "c1", "tool": "bash", "arguments": {"command": "rm -rf /"}, "reason": "destructive command", "output": "denied: no approver"},
+                    {"callId": "c2", "tool": "write", "arguments": {"path": "a", "content": "x"}, "reason": "read mode", "output": "read mode"},
+                ],
+            })
+        );
+        // `type` leads the line.
+        let text = serde_json::to_string(&t.result_line("s1", 42)).unwrap();
+        assert!(
+            text.starts_with(r#"{"type":"result","schemaVersion":1,"sessionId":"s1""#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn incomplete_and_failed_turns_are_errors() {
+        let mut t = TurnTracker::new("t1");
+        t.observe(&turn_events()[0]);
+        assert!(t.completion().is_none());
+        let line = t.result_line("s1", 1);
+        assert_eq!(line.stop_reason, "error");
+        let failed = t.failed_line("s1", 1, "connection lost".into());
+        assert_eq!(failed.error.unwrap().message, "connection lost");
+    }
+
+    #[test]
+    fn error_stops_carry_the_error() {
+        let mut t = TurnTracker::new("t1");
+        t.observe(&ev("t1", json!({"seq": 1, "type": "turn_completed", "stopReason": "error", "error": {"code": "api", "message": "502 from provider"}, "usage": {}})));
+        let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
+        assert_eq!(line["stopReason"], "error");
+        assert_eq!(
+            line["error"],
+            json!({"code": "api", "message": "502 from provider"})
+        );
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_code(StopReason::EndTurn), 0);
+        assert_eq!(exit_code(StopReason::Error), 1);
+        assert_eq!(exit_code(StopReason::LoopDetected), 3);
+        assert_eq!(exit_code(StopReason::ToolFailures), 3);
+        assert_eq!(exit_code(StopReason::MaxIterations), 3);
+        assert_eq!(exit_code(StopReason::Cancelled), 130);
+    }
+}
