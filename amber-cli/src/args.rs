@@ -71,6 +71,9 @@ pub enum Command {
         action: DaemonAction,
     },
     /// Bridge stdin/stdout to the daemon: one JSON-RPC message per line each way
+    ///
+    /// Send `initialize` first. Exits once stdin has ended and every request has been
+    /// answered; keep stdin open to go on receiving notifications.
     Rpc,
     /// Print shell completions
     Completions {
