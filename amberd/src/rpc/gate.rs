@@ -14,14 +14,24 @@ use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification
 use jsonrpsee::server::MethodResponse;
 use jsonrpsee::types::{ErrorObject, Request};
 
-/// State of one WebSocket connection.
-#[derive(Debug, Default)]
+/// State of one WebSocket connection. It lives as long as the connection (jsonrpsee keeps
+/// the upgrade request's extensions), so it also carries the connection's lease.
+#[derive(Default)]
 pub struct WsConn {
     initialized: AtomicBool,
     approver: AtomicBool,
+    _lease: Option<Arc<dyn Send + Sync>>,
 }
 
 impl WsConn {
+    /// `lease` is held until the WebSocket closes (connection slot, connection count).
+    pub fn new(lease: Arc<dyn Send + Sync>) -> Self {
+        Self {
+            _lease: Some(lease),
+            ..Self::default()
+        }
+    }
+
     pub fn mark_initialized(&self, approver: bool) {
         self.approver.store(approver, Ordering::SeqCst);
         self.initialized.store(true, Ordering::SeqCst);

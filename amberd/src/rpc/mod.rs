@@ -103,6 +103,8 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
             tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                 if ws::is_upgrade_request(&request) {
                     request.extensions_mut().insert(Arc::new(WsConn::default()));
+                } else {
+                    assume_json_body(&mut request);
                 }
                 let call = tower_service.clone().call(request);
                 // A concrete error type sidesteps a higher-ranked `From<BoxError>` inference
@@ -131,6 +133,22 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         tracing::warn!("some connections did not close in time");
     }
     Ok(())
+}
+
+/// PROTOCOL.md: `curl --unix-socket $SOCK http://localhost/ -d '{...}'` works, and curl's
+/// `-d` says `application/x-www-form-urlencoded`. A POST body is always JSON-RPC here.
+fn assume_json_body<B>(request: &mut http::Request<B>) {
+    let is_json = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if request.method() == http::Method::POST && !is_json {
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+    }
 }
 
 /// An error of one HTTP exchange on a connection.
