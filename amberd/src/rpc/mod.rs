@@ -99,10 +99,15 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         };
 
         let tower_service = builder.clone().build(methods.clone(), stop_handle.clone());
+        // The slot and the count live until both the HTTP task and any WebSocket it was
+        // upgraded to (served on a task of jsonrpsee's own, holding its WsConn) are gone.
+        let lease: Arc<dyn Send + Sync> = Arc::new((slot, daemon.connection_guard()));
+        let ws_lease = lease.clone();
         let service =
             tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                 if ws::is_upgrade_request(&request) {
-                    request.extensions_mut().insert(Arc::new(WsConn::default()));
+                    let conn = WsConn::new(ws_lease.clone());
+                    request.extensions_mut().insert(Arc::new(conn));
                 } else {
                     assume_json_body(&mut request);
                 }
@@ -111,11 +116,9 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
                 // failure when the connection future is spawned.
                 async move { call.await.map_err(|err| ConnectionError(err.to_string())) }
             });
-        let count = daemon.connection_guard();
         let stopped = stop_handle.clone().shutdown();
         connections.spawn(async move {
-            let _slot = slot;
-            let _count = count;
+            let _lease = lease;
             if let Err(err) = serve_with_graceful_shutdown(stream, service, stopped).await {
                 tracing::debug!(%err, "connection ended with an error");
             }
