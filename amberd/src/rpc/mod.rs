@@ -128,7 +128,14 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
     tracing::info!("shutting down: cancelling turns");
     daemon.sessions.shutdown(Duration::from_secs(5)).await;
     let _ = server_handle.stop();
-    let drain = async { while connections.join_next().await.is_some() {} };
+    let drain = async {
+        while connections.join_next().await.is_some() {}
+        // Upgraded WebSockets run on jsonrpsee's own tasks, which flush what is queued
+        // (responses, the last events) before they end; their leases count them.
+        while daemon.connections() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
     if tokio::time::timeout(Duration::from_secs(3), drain)
         .await
         .is_err()
