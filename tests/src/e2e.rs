@@ -222,3 +222,36 @@ pub fn envelope(tool_message: &Value) -> Value {
 pub fn last_message(request: &Value) -> &Value {
     messages(request).last().expect("request has no messages")
 }
+
+/// How long [`run_bounded`] lets a child process run.
+pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `cmd` (stdin from /dev/null) to completion; SIGKILLs it and panics after
+/// [`PROCESS_TIMEOUT`]. Returns the exit code (`None` if a signal ended it), stdout, stderr.
+pub fn run_bounded(mut cmd: std::process::Command) -> (Option<i32>, String, String) {
+    use std::process::Stdio;
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(output) = rx.recv_timeout(PROCESS_TIMEOUT) else {
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our un-reaped child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        panic!("{cmd:?} did not finish within {PROCESS_TIMEOUT:?}");
+    };
+    let output = output.expect("wait for child");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

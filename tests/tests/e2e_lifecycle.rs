@@ -7,44 +7,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{Events, connect, new_session, spawn, stop_reason, within};
+use amber_tests::e2e::{Events, connect, new_session, run_bounded, spawn, stop_reason, within};
 use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon, bin_path};
 use serde_json::json;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Runs `cmd` to completion (bounded); returns exit code and stderr.
-fn run_bounded(mut cmd: Command) -> (Option<i32>, String, String) {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let output = match rx.recv_timeout(EXIT_TIMEOUT) {
-        Ok(output) => output.unwrap(),
-        Err(_) => {
-            // SAFETY: kill(2) on our own child's pid; no memory-safety preconditions.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
-            panic!("command did not finish within {EXIT_TIMEOUT:?}");
-        }
-    };
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_mid_turn_cancels_it_exits_zero_and_removes_the_socket() {

@@ -1,0 +1,244 @@
+//! End-to-end: the real `amber-cli run --json --no-autostart` against the real `amberd` and a
+//! scripted model — event lines, the final result line, exit codes, permission denials.
+
+// Test code: a panic with a clear message is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use amber_tests::e2e::{done, run_bounded, spawn};
+use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// What one `amber-cli run --json` printed: event lines and the final result line.
+struct Run {
+    code: Option<i32>,
+    events: Vec<Value>,
+    result: Value,
+    stderr: String,
+}
+
+fn run_json(daemon: &TestDaemon, args: &[&str]) -> Run {
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--json", "--no-autostart"]).args(args);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    let mut lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}\n{stderr}"))
+        })
+        .collect();
+    let result = lines
+        .pop()
+        .unwrap_or_else(|| panic!("no output (exit {code:?}): {stderr}"));
+    assert_eq!(result["type"], "result", "last line: {result}\n{stderr}");
+    Run {
+        code,
+        events: lines,
+        result,
+        stderr,
+    }
+}
+
+fn assert_result_shape(run: &Run, stop: &str) {
+    let r = &run.result;
+    assert_eq!(r["schemaVersion"], 1, "{r}");
+    assert_eq!(r["stopReason"], stop, "{r}\n{}", run.stderr);
+    assert!(
+        r["sessionId"].as_str().is_some_and(|s| !s.is_empty()),
+        "{r}"
+    );
+    assert!(r["text"].is_string(), "{r}");
+    assert!(r["usage"]["totalTokens"].is_u64(), "{r}");
+    assert!(r["durationMs"].is_u64(), "{r}");
+    assert!(r["permissionDenials"].is_array(), "{r}");
+    // Every event line is an event of this session; the last is the turn's end.
+    assert!(!run.events.is_empty());
+    for event in &run.events {
+        assert_eq!(event["sessionId"], r["sessionId"], "{event}");
+    }
+    let last = run.events.last().unwrap();
+    assert_eq!(last["type"], "turn_completed", "{last}");
+    assert_eq!(last["stopReason"], stop);
+}
+
+#[test]
+fn run_json_completes_a_task_and_exits_0() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::tool_call("write", &json!({"path": "hello.txt", "content": "hi\n"})),
+        MockTurn::text("Wrote hello.txt."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let run = run_json(&daemon, &["write hello.txt"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_result_shape(&run, "end_turn");
+    assert_eq!(run.result["text"], "Wrote hello.txt.");
+    assert_eq!(run.result["permissionDenials"], json!([]));
+    assert!(run.result["usage"]["totalTokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("hello.txt")).unwrap(),
+        "hi\n"
+    );
+    let types: Vec<_> = run
+        .events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "turn_started",
+        "tool_call_started",
+        "tool_call_completed",
+        "message_completed",
+        "usage",
+    ] {
+        assert!(types.contains(&expected), "no {expected} line in {types:?}");
+    }
+    assert_eq!(run.events[0]["type"], "turn_started", "{types:?}");
+    assert_eq!(run.events[0]["prompt"], "write hello.txt");
+    // The session lives on in the daemon, with the workspace as its cwd.
+    let sid = run.result["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(
+        got["session"]["cwd"],
+        daemon.workspace.display().to_string()
+    );
+    assert_eq!(mock.request_count(), 3);
+}
+
+#[test]
+fn a_failed_turn_exits_1_with_the_error() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::Status {
+        code: 400,
+        retry_after: None,
+        body: r#"{"error":{"message":"bad request from the script"}}"#.into(),
+    }]);
+    let daemon = spawn(&mock);
+    let run = run_json(&daemon, &["fail please"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_result_shape(&run, "error");
+    assert!(run.result["error"]["message"].is_string(), "{}", run.result);
+    assert!(run.events.iter().any(|e| e["type"] == "error"));
+}
+
+#[test]
+fn bad_usage_exits_2_without_touching_the_daemon() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let daemon = spawn(&mock);
+    for args in [
+        &["run", "--mode", "admin", "hi"][..],
+        &["run", "--no-such-flag", "hi"][..],
+    ] {
+        let mut cmd = daemon.cli();
+        cmd.args(args).arg("--no-autostart");
+        let (code, _, stderr) = run_bounded(cmd);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.is_empty());
+    }
+    let list = daemon.rpc_ok("session/list", json!({}));
+    assert_eq!(list["sessions"], json!([]));
+    assert_eq!(mock.request_count(), 0);
+}
+
+#[test]
+fn a_guard_stop_exits_3() {
+    let same = || MockTurn::tool_call("read", &json!({"path": "x.txt"}));
+    let mock = MockLlm::start_blocking(vec![same(), same(), same()]);
+    let daemon = spawn(&mock);
+    std::fs::write(daemon.workspace.join("x.txt"), "x").unwrap();
+    let run = run_json(&daemon, &["loop"]);
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert_result_shape(&run, "loop_detected");
+}
+
+#[test]
+fn read_mode_denials_are_listed_in_the_result() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::ToolCalls(vec![MockToolCall {
+            id: Some("call_w".into()),
+            name: "write".into(),
+            arguments: json!({"path": "nope.txt", "content": "x"}).to_string(),
+        }]),
+        MockTurn::text("Read mode: I could not write."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let run = run_json(&daemon, &["--mode", "read", "write nope.txt"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_result_shape(&run, "end_turn");
+    assert!(!daemon.workspace.join("nope.txt").exists());
+    let denials = run.result["permissionDenials"].as_array().unwrap();
+    assert_eq!(denials.len(), 1, "{}", run.result);
+    assert_eq!(denials[0]["callId"], "call_w");
+    assert_eq!(denials[0]["tool"], "write");
+    assert_eq!(denials[0]["arguments"]["path"], "nope.txt");
+    let sid = run.result["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(got["session"]["mode"], "read");
+}
+
+#[test]
+fn no_daemon_and_no_autostart_fails_clearly() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.env("AMBER_SOCKET", daemon.dir.path().join("nothing-here.sock"))
+        .args(["run", "--json", "--no-autostart", "hi"]);
+    let (code, _, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("not running"), "{stderr}");
+    assert!(
+        !daemon.dir.path().join("nothing-here.sock").exists(),
+        "autostarted anyway"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_the_turn_and_exits_130() {
+    let chunks = (0..30).map(|i| format!("slow{i} ")).collect();
+    let mock = MockLlm::start_blocking(vec![MockTurn::Slow {
+        chunks,
+        interval_ms: 1_000,
+    }]);
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--json", "--no-autostart", "talk"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Wait until the turn is streaming: the session is running and the model was asked.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if list["sessions"][0]["state"] == "running" && mock.request_count() == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on our own child's pid; no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::io::read_to_string(stdout));
+    });
+    let Ok(stdout) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("amber-cli did not exit after Ctrl-C");
+    };
+    let stdout = stdout.unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{stdout}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["stopReason"], "cancelled", "{result}");
+    // The daemon really cancelled: the session is idle again.
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": result["sessionId"]}));
+    assert_eq!(got["session"]["state"], "idle");
+}
