@@ -10,7 +10,6 @@ use amber_proto::{EventKind, SessionSubscribeParams, methods};
 use jsonrpsee::core::SubscriptionError;
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
 use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::params::parse;
 use crate::daemon::Daemon;
@@ -79,17 +78,11 @@ async fn forward(
     }
     loop {
         let received = tokio::select! {
-            // Events already published (e.g. the final turn_completed of a turn cancelled by
-            // shutdown) go out before the close.
-            biased;
             received = live.recv() => received,
             () = sink.closed() => return Ok(()),
-            () = shared.finished.cancelled() => {
-                return Err(close("session_closed", "the session was deleted or the daemon is stopping", delivered));
-            }
         };
         match received {
-            Ok(event) => {
+            Some(event) => {
                 if send(sink, &event).await.is_err() {
                     return Ok(());
                 }
@@ -97,22 +90,16 @@ async fn forward(
                     delivered = seq;
                 }
             }
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(session = %shared.id, missed, "dropping a subscriber that cannot keep up");
-                return Err(close(
-                    "lagged",
-                    &format!(
-                        "subscriber fell {missed} events behind and was dropped; resubscribe with afterSeq={delivered}"
-                    ),
-                    delivered,
-                ));
+            None if live.lagged() => {
+                tracing::warn!(session = %shared.id, "dropping a subscriber that cannot keep up");
+                let message = format!(
+                    "subscriber fell too far behind and was dropped; resubscribe with afterSeq={delivered}"
+                );
+                return Err(close("lagged", &message, delivered));
             }
-            Err(RecvError::Closed) => {
-                return Err(close(
-                    "session_closed",
-                    "the session was deleted",
-                    delivered,
-                ));
+            None => {
+                let message = "the session was deleted or the daemon is stopping";
+                return Err(close("session_closed", message, delivered));
             }
         }
     }

@@ -43,7 +43,7 @@ pub async fn run(
             }
         }
     }
-    shared.finished.cancel();
+    shared.finish();
     tracing::debug!(session = %shared.id, "session actor stopped");
 }
 

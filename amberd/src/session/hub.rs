@@ -1,16 +1,18 @@
 //! Event fan-out of one session: durable events get the next `seq` and are kept for
 //! replay; live events (deltas) are only broadcast.
 //!
-//! **Invariant:** append-and-broadcast and subscribe both happen under the same lock, so a
-//! subscriber's replay (`seq > afterSeq`) followed by its live receiver has no gap and no
-//! duplicate at the seam. Publishing never waits for a subscriber: a subscriber that falls
-//! more than the buffer behind gets `Lagged` and is dropped by its forwarding task.
+//! **Invariant:** append-and-fan-out and subscribe both happen under the same lock, so a
+//! subscriber's replay (`seq > afterSeq`) followed by its live queue has no gap and no
+//! duplicate at the seam. Publishing never waits for a subscriber: each has a bounded queue
+//! (memory grows only with its actual backlog), and one whose queue is full is cut off and
+//! told so (`Live::lagged`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::{Event, EventKind};
 use serde_json::value::RawValue;
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 
 /// An event serialised once, shared by every subscriber.
 #[derive(Debug, Clone)]
@@ -25,31 +27,60 @@ pub struct Subscription {
     pub replay: Vec<WireEvent>,
     /// Seq of the newest durable event when the subscription was taken.
     pub last_seq: u64,
-    pub live: broadcast::Receiver<WireEvent>,
+    pub live: Live,
+}
+
+/// A subscriber's live queue. It ends (`recv` → `None`) when the hub closes or when the
+/// subscriber fell a whole buffer behind; `lagged()` tells which.
+pub struct Live {
+    rx: mpsc::Receiver<WireEvent>,
+    lagged: Arc<AtomicBool>,
+}
+
+impl Live {
+    pub async fn recv(&mut self) -> Option<WireEvent> {
+        self.rx.recv().await
+    }
+
+    pub fn try_recv(&mut self) -> Option<WireEvent> {
+        self.rx.try_recv().ok()
+    }
+
+    pub fn lagged(&self) -> bool {
+        self.lagged.load(Ordering::SeqCst)
+    }
+}
+
+struct Subscriber {
+    tx: mpsc::Sender<WireEvent>,
+    lagged: Arc<AtomicBool>,
 }
 
 struct Log {
     events: Vec<WireEvent>,
     last_seq: u64,
+    subscribers: Vec<Subscriber>,
+    closed: bool,
 }
 
-/// Durable log plus live broadcast for one session.
+/// Durable log plus live fan-out for one session.
 pub struct EventHub {
     session_id: String,
+    buffer: usize,
     log: Mutex<Log>,
-    tx: broadcast::Sender<WireEvent>,
 }
 
 impl EventHub {
     pub fn new(session_id: String, buffer: usize) -> Self {
-        let (tx, _) = broadcast::channel(buffer.max(16));
         Self {
             session_id,
+            buffer: buffer.max(16),
             log: Mutex::new(Log {
                 events: Vec::new(),
                 last_seq: 0,
+                subscribers: Vec::new(),
+                closed: false,
             }),
-            tx,
         }
     }
 
@@ -80,18 +111,25 @@ impl EventHub {
             }
         };
         let wire = WireEvent { seq, json };
+        log.subscribers
+            .retain(|sub| match sub.tx.try_send(wire.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    sub.lagged.store(true, Ordering::SeqCst);
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
         if let Some(seq) = seq {
             log.last_seq = seq;
-            log.events.push(wire.clone());
+            log.events.push(wire);
         }
-        // No receivers is fine: nobody is watching.
-        let _ = self.tx.send(wire);
         event
     }
 
-    /// Replay after `after_seq` (none without it) plus a live receiver, atomically.
+    /// Replay after `after_seq` (none without it) plus a live queue, atomically.
     pub fn subscribe(&self, after_seq: Option<u64>) -> Subscription {
-        let log = self.lock();
+        let mut log = self.lock();
         let replay = match after_seq {
             Some(after) => {
                 // seq n lives at index n-1.
@@ -102,11 +140,27 @@ impl EventHub {
             }
             None => Vec::new(),
         };
+        let (tx, rx) = mpsc::channel(self.buffer);
+        let lagged = Arc::new(AtomicBool::new(false));
+        if !log.closed {
+            log.subscribers.push(Subscriber {
+                tx,
+                lagged: lagged.clone(),
+            });
+        }
         Subscription {
             replay,
             last_seq: log.last_seq,
-            live: self.tx.subscribe(),
+            live: Live { rx, lagged },
         }
+    }
+
+    /// Ends every live queue once what was published has been read; later subscribers get
+    /// their replay and an already-ended queue.
+    pub fn close(&self) {
+        let mut log = self.lock();
+        log.closed = true;
+        log.subscribers.clear();
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -114,7 +168,9 @@ impl EventHub {
     }
 
     pub fn subscriber_count(&self) -> usize {
-        self.tx.receiver_count()
+        let mut log = self.lock();
+        log.subscribers.retain(|s| !s.tx.is_closed());
+        log.subscribers.len()
     }
 
     pub fn session_id(&self) -> &str {
@@ -166,6 +222,9 @@ mod tests {
         assert_eq!(sub.last_seq, 3);
         hub.publish(None, started("d"));
         assert_eq!(sub.live.try_recv().unwrap().seq, Some(4));
+        hub.close();
+        assert!(sub.live.try_recv().is_none());
+        assert!(!sub.live.lagged());
         assert!(hub.subscribe(None).replay.is_empty());
         assert_eq!(hub.subscribe(Some(99)).replay.len(), 0);
     }
@@ -174,12 +233,19 @@ mod tests {
     fn a_slow_subscriber_lags_without_blocking_the_publisher() {
         let hub = EventHub::new("s".into(), 16);
         let mut sub = hub.subscribe(None);
+        let mut keeping_up = hub.subscribe(None);
         for i in 0..100 {
             hub.publish(None, text(&i.to_string()));
+            keeping_up.live.try_recv().unwrap();
         }
-        assert!(matches!(
-            sub.live.try_recv(),
-            Err(broadcast::error::TryRecvError::Lagged(_))
-        ));
+        // The first 16 are queued, then the queue is cut off and flagged.
+        let mut queued = 0;
+        while sub.live.try_recv().is_some() {
+            queued += 1;
+        }
+        assert_eq!(queued, 16);
+        assert!(sub.live.lagged());
+        assert!(!keeping_up.live.lagged());
+        assert_eq!(hub.subscriber_count(), 1);
     }
 }

@@ -43,8 +43,6 @@ pub struct SessionShared {
     pub hub: EventHub,
     /// Cancelled when the session is deleted or the daemon stops.
     pub closed: CancellationToken,
-    /// Cancelled once the actor has stopped and published its last event.
-    pub finished: CancellationToken,
     live: Mutex<Live>,
 }
 
@@ -96,6 +94,12 @@ impl SessionShared {
     fn publish_messages(&self, context: &Context) {
         let snapshot = Arc::new(context.snapshot());
         self.lock_live().messages = snapshot;
+    }
+
+    /// Marks the session's event stream as ended: subscribers get what was published,
+    /// then a close.
+    pub fn finish(&self) {
+        self.hub.close();
     }
 
     /// Cancels the running turn, if any.
@@ -187,7 +191,6 @@ impl SessionManager {
             system_prompt,
             hub: EventHub::new(id.clone(), deps.config.server.subscriber_buffer),
             closed: CancellationToken::new(),
-            finished: CancellationToken::new(),
             live: Mutex::new(Live {
                 info: info.clone(),
                 messages: Arc::new(Vec::new()),
@@ -286,7 +289,7 @@ async fn stop_session(handle: &SessionHandle) {
         task.abort();
     }
     // Normally the actor did this itself; after an abort, subscribers must still end.
-    handle.shared.finished.cancel();
+    handle.shared.finish();
 }
 
 fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {
