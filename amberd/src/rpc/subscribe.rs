@@ -14,7 +14,7 @@ use serde_json::json;
 use super::params::parse;
 use crate::daemon::Daemon;
 use crate::session::SessionShared;
-use crate::session::hub::{Subscription, WireEvent, now_rfc3339};
+use crate::session::hub::{End, Subscription, WireEvent, now_rfc3339};
 
 pub fn register(
     m: &mut RpcModule<Arc<Daemon>>,
@@ -82,7 +82,7 @@ async fn forward(
             () = sink.closed() => return Ok(()),
         };
         match received {
-            Some(event) => {
+            Ok(event) => {
                 if send(sink, &event).await.is_err() {
                     return Ok(());
                 }
@@ -90,14 +90,14 @@ async fn forward(
                     delivered = seq;
                 }
             }
-            None if live.lagged() => {
+            Err(End::Lagged) => {
                 tracing::warn!(session = %shared.id, "dropping a subscriber that cannot keep up");
                 let message = format!(
                     "subscriber fell too far behind and was dropped; resubscribe with afterSeq={delivered}"
                 );
                 return Err(close("lagged", &message, delivered));
             }
-            None => {
+            Err(End::Closed) => {
                 let message = "the session was deleted or the daemon is stopping";
                 return Err(close("session_closed", message, delivered));
             }

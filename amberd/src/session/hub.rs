@@ -3,16 +3,16 @@
 //!
 //! **Invariant:** append-and-fan-out and subscribe both happen under the same lock, so a
 //! subscriber's replay (`seq > afterSeq`) followed by its live queue has no gap and no
-//! duplicate at the seam. Publishing never waits for a subscriber: each has a bounded queue
-//! (memory grows only with its actual backlog), and one whose queue is full is cut off and
-//! told so (`Live::lagged`).
+//! duplicate at the seam. Publishing never waits for a subscriber: each has its own
+//! coalescing queue (`queue.rs`), cut off as `lagged` only when it overflows.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::{Event, EventKind};
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
+
+pub use super::queue::End;
+use super::queue::{QueueReceiver, QueueSender, queue};
 
 /// An event serialised once, shared by every subscriber.
 #[derive(Debug, Clone)]
@@ -30,36 +30,31 @@ pub struct Subscription {
     pub live: Live,
 }
 
-/// A subscriber's live queue. It ends (`recv` → `None`) when the hub closes or when the
-/// subscriber fell a whole buffer behind; `lagged()` tells which.
-pub struct Live {
-    rx: mpsc::Receiver<WireEvent>,
-    lagged: Arc<AtomicBool>,
-}
+/// A subscriber's live events; `Err(End)` says why they stopped.
+pub type Live = QueueReceiver;
 
-impl Live {
-    pub async fn recv(&mut self) -> Option<WireEvent> {
-        self.rx.recv().await
+impl WireEvent {
+    /// Serialises an event for the wire.
+    pub fn encode(event: &Event) -> WireEvent {
+        let json = match serde_json::value::to_raw_value(event) {
+            Ok(raw) => Arc::from(raw),
+            Err(err) => {
+                // Our own types always serialise; never take the session down over it.
+                tracing::error!(%err, "failed to serialise event");
+                Arc::from(RawValue::NULL.to_owned())
+            }
+        };
+        WireEvent {
+            seq: event.seq,
+            json,
+        }
     }
-
-    pub fn try_recv(&mut self) -> Option<WireEvent> {
-        self.rx.try_recv().ok()
-    }
-
-    pub fn lagged(&self) -> bool {
-        self.lagged.load(Ordering::SeqCst)
-    }
-}
-
-struct Subscriber {
-    tx: mpsc::Sender<WireEvent>,
-    lagged: Arc<AtomicBool>,
 }
 
 struct Log {
     events: Vec<WireEvent>,
     last_seq: u64,
-    subscribers: Vec<Subscriber>,
+    subscribers: Vec<QueueSender>,
     closed: bool,
 }
 
@@ -102,24 +97,8 @@ impl EventHub {
             time: now_rfc3339(),
             kind,
         };
-        let json: Arc<RawValue> = match serde_json::value::to_raw_value(&event) {
-            Ok(raw) => Arc::from(raw),
-            Err(err) => {
-                // Our own types always serialise; log rather than take the session down.
-                tracing::error!(%err, "failed to serialise event");
-                return event;
-            }
-        };
-        let wire = WireEvent { seq, json };
-        log.subscribers
-            .retain(|sub| match sub.tx.try_send(wire.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    sub.lagged.store(true, Ordering::SeqCst);
-                    false
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            });
+        let wire = WireEvent::encode(&event);
+        log.subscribers.retain(|sub| sub.push(&event, &wire));
         if let Some(seq) = seq {
             log.last_seq = seq;
             log.events.push(wire);
@@ -140,18 +119,16 @@ impl EventHub {
             }
             None => Vec::new(),
         };
-        let (tx, rx) = mpsc::channel(self.buffer);
-        let lagged = Arc::new(AtomicBool::new(false));
-        if !log.closed {
-            log.subscribers.push(Subscriber {
-                tx,
-                lagged: lagged.clone(),
-            });
+        let (tx, rx) = queue(self.buffer);
+        if log.closed {
+            tx.close();
+        } else {
+            log.subscribers.push(tx);
         }
         Subscription {
             replay,
             last_seq: log.last_seq,
-            live: Live { rx, lagged },
+            live: rx,
         }
     }
 
@@ -160,7 +137,9 @@ impl EventHub {
     pub fn close(&self) {
         let mut log = self.lock();
         log.closed = true;
-        log.subscribers.clear();
+        for sub in log.subscribers.drain(..) {
+            sub.close();
+        }
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -168,9 +147,7 @@ impl EventHub {
     }
 
     pub fn subscriber_count(&self) -> usize {
-        let mut log = self.lock();
-        log.subscribers.retain(|s| !s.tx.is_closed());
-        log.subscribers.len()
+        self.lock().subscribers.len()
     }
 
     pub fn session_id(&self) -> &str {
@@ -221,31 +198,34 @@ mod tests {
         assert_eq!(seqs, vec![2, 3]);
         assert_eq!(sub.last_seq, 3);
         hub.publish(None, started("d"));
-        assert_eq!(sub.live.try_recv().unwrap().seq, Some(4));
+        assert_eq!(sub.live.try_recv().unwrap().unwrap().seq, Some(4));
         hub.close();
-        assert!(sub.live.try_recv().is_none());
-        assert!(!sub.live.lagged());
+        assert_eq!(sub.live.try_recv().unwrap().unwrap_err(), End::Closed);
         assert!(hub.subscribe(None).replay.is_empty());
         assert_eq!(hub.subscribe(Some(99)).replay.len(), 0);
     }
 
     #[test]
-    fn a_slow_subscriber_lags_without_blocking_the_publisher() {
+    fn a_slow_subscriber_gets_merged_deltas_and_lags_only_on_durable_overflow() {
         let hub = EventHub::new("s".into(), 16);
-        let mut sub = hub.subscribe(None);
+        let mut slow = hub.subscribe(None);
         let mut keeping_up = hub.subscribe(None);
         for i in 0..100 {
             hub.publish(None, text(&i.to_string()));
-            keeping_up.live.try_recv().unwrap();
+            keeping_up.live.try_recv().unwrap().unwrap();
         }
-        // The first 16 are queued, then the queue is cut off and flagged.
-        let mut queued = 0;
-        while sub.live.try_recv().is_some() {
-            queued += 1;
+        // 100 deltas of one item wait as a single merged delta.
+        let merged = slow.live.try_recv().unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_str(merged.json.get()).unwrap();
+        let expected: String = (0..100).map(|i| i.to_string()).collect();
+        assert_eq!(v["delta"], expected.as_str());
+        assert!(slow.live.try_recv().is_none());
+
+        for i in 0..17 {
+            hub.publish(None, started(&i.to_string()));
+            keeping_up.live.try_recv().unwrap().unwrap();
         }
-        assert_eq!(queued, 16);
-        assert!(sub.live.lagged());
-        assert!(!keeping_up.live.lagged());
+        assert_eq!(slow.live.try_recv().unwrap().unwrap_err(), End::Lagged);
         assert_eq!(hub.subscriber_count(), 1);
     }
 }

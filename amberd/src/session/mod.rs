@@ -7,6 +7,7 @@
 pub mod actor;
 pub mod deps;
 pub mod hub;
+pub mod queue;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -193,7 +194,8 @@ impl SessionManager {
             closed: CancellationToken::new(),
             live: Mutex::new(Live {
                 info: info.clone(),
-                messages: Arc::new(Vec::new()),
+                // What the actor's context starts with, readable before the actor runs.
+                messages: Arc::new(vec![Message::system(system_prompt.clone())]),
                 cancel: None,
             }),
         });
