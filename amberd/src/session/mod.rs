@@ -186,6 +186,8 @@ impl SessionManager {
             updated_at: now,
             usage: Usage::default(),
         };
+        // What the actor's context starts with, readable before the actor first runs.
+        let first_messages = vec![Message::system(system_prompt.clone())];
         let shared = Arc::new(SessionShared {
             id: id.clone(),
             workspace,
@@ -194,8 +196,7 @@ impl SessionManager {
             closed: CancellationToken::new(),
             live: Mutex::new(Live {
                 info: info.clone(),
-                // What the actor's context starts with, readable before the actor runs.
-                messages: Arc::new(vec![Message::system(system_prompt.clone())]),
+                messages: Arc::new(first_messages),
                 cancel: None,
             }),
         });
