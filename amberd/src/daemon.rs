@@ -18,6 +18,7 @@ pub struct Daemon {
     pub sessions: SessionManager,
     pub started: Instant,
     connections: AtomicU64,
+    subscriptions: Arc<AtomicU64>,
     /// Cancelled by `daemon/shutdown` or a signal.
     pub shutdown: CancellationToken,
 }
@@ -28,6 +29,7 @@ impl Daemon {
             sessions: SessionManager::new(Arc::new(deps)),
             started: Instant::now(),
             connections: AtomicU64::new(0),
+            subscriptions: Arc::new(AtomicU64::new(0)),
             shutdown: CancellationToken::new(),
         })
     }
@@ -40,6 +42,28 @@ impl Daemon {
     pub fn connection_guard(self: &Arc<Self>) -> ConnectionCount {
         self.connections.fetch_add(1, Ordering::Relaxed);
         ConnectionCount(self.clone())
+    }
+}
+
+impl Daemon {
+    /// Subscriptions whose forwarder is still running.
+    pub fn subscriptions(&self) -> u64 {
+        self.subscriptions.load(Ordering::SeqCst)
+    }
+
+    /// Counts a running subscription forwarder for as long as the guard lives.
+    pub fn subscription_guard(&self) -> SubscriptionCount {
+        self.subscriptions.fetch_add(1, Ordering::SeqCst);
+        SubscriptionCount(self.subscriptions.clone())
+    }
+}
+
+/// Decrements the subscription count on drop.
+pub struct SubscriptionCount(Arc<AtomicU64>);
+
+impl Drop for SubscriptionCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

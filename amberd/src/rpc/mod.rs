@@ -127,6 +127,19 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
 
     tracing::info!("shutting down: cancelling turns");
     daemon.sessions.shutdown(Duration::from_secs(5)).await;
+    // Each subscription forwards what its session published last (turn_completed, then
+    // the close) before the connections are stopped.
+    let flushed = async {
+        while daemon.subscriptions() > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(2), flushed)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some subscriptions did not flush in time");
+    }
     let _ = server_handle.stop();
     let drain = async {
         while connections.join_next().await.is_some() {}

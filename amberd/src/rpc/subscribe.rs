@@ -49,6 +49,9 @@ async fn subscribe(
             return Ok(());
         }
     };
+    // Shutdown waits for this guard, so the session's last events reach the client
+    // before the connection is stopped.
+    let _running = daemon.subscription_guard();
     let subscription = shared.hub.subscribe(p.after_seq);
     let Ok(sink) = pending.accept().await else {
         return Ok(());
