@@ -31,6 +31,8 @@ pub struct Config {
     pub agent: AgentConfig,
     pub tools: ToolsConfig,
     pub server: ServerConfig,
+    /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
+    pub rules: Vec<crate::policy::rules::Rule>,
 }
 
 /// `[provider]`: the OpenAI-compatible endpoint.

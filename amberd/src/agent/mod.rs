@@ -10,6 +10,7 @@ pub mod guards;
 pub mod prompt;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
@@ -20,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Context;
 use crate::llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
-use crate::tools::{ToolLimits, ToolRegistry};
+use crate::tools::gate::Gate;
+use crate::tools::{SessionTools, ToolLimits, ToolRegistry};
 use guards::{Guards, Verdict};
 
 /// How the loop reports to the session that runs it.
@@ -33,6 +35,8 @@ pub trait AgentHooks: Send + Sync {
     fn add_usage(&self, usage: &Usage) -> Usage;
     /// The context changed; readers may refresh their snapshot.
     fn context_changed(&self, context: &Context);
+    /// Policy and approvals for tool calls.
+    fn gate(&self) -> &dyn Gate;
 }
 
 /// Everything one turn needs besides the context.
@@ -41,6 +45,7 @@ pub struct TurnEnv<'a> {
     pub llm: Result<&'a LlmClient, &'a str>,
     pub model: &'a str,
     pub tools: &'a ToolRegistry,
+    pub session_tools: &'a Arc<SessionTools>,
     pub workspace: &'a Path,
     pub limits: &'a ToolLimits,
     pub max_iterations: u32,
@@ -242,7 +247,8 @@ impl Turn<'_, '_> {
                 registry: env.tools,
                 calls,
                 previous_calls,
-                mode: env.hooks.mode(),
+                gate: env.hooks.gate(),
+                session: env.session_tools,
                 workspace: env.workspace,
                 cancel: env.cancel,
                 limits: env.limits,

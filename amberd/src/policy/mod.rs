@@ -2,8 +2,10 @@
 //! confinement of paths. Stored rules, `shell_classify` and the approval gate
 //! come later and live here too.
 
+pub mod grants;
 pub mod mode;
 pub mod paths;
+pub mod rules;
 
 pub use mode::mode_allows;
 pub use paths::{PathError, confine};

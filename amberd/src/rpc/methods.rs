@@ -78,8 +78,8 @@ pub fn module(
         Ok(proto::SessionGetResult {
             session: shared.info(),
             messages: shared.messages().as_ref().clone(),
-            pending_approvals: Vec::new(),
-            todos: Vec::new(),
+            pending_approvals: shared.approvals.pending(),
+            todos: shared.tools.todos(),
             last_seq,
         })
     })?;
@@ -112,6 +112,26 @@ pub fn module(
         let p: proto::SessionSetModeParams = parse(&params)?;
         Ok(d.sessions.get(&p.session_id)?.shared.set_mode(p.mode))
     })?;
+
+    m.register_method(
+        methods::APPROVAL_RESPOND,
+        |params, d, ext| -> RpcResult<_> {
+            let p: proto::ApprovalRespondParams = parse(&params)?;
+            let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
+            if !approver {
+                return Err(error(
+                    errors::INVALID_REQUEST,
+                    "only an approver can answer approvals: connect over WebSocket and send \
+                 `initialize` with capabilities.approvals: true",
+                ));
+            }
+            let shared = d.sessions.get(&p.session_id)?.shared.clone();
+            match shared.approvals.respond(&p.request_id, p.decision) {
+                Ok(accepted) => Ok(proto::ApprovalRespondResult { accepted }),
+                Err(err) => Err(error(errors::APPROVAL_NOT_FOUND, err.to_string())),
+            }
+        },
+    )?;
 
     m.register_method(methods::TOOL_LIST, |params, d, _| -> RpcResult<_> {
         let p: proto::ToolListParams = parse(&params)?;
@@ -152,5 +172,6 @@ pub const SERVED: &[&str] = &[
     methods::SESSION_SET_MODE,
     methods::SESSION_SUBSCRIBE,
     methods::SESSION_UNSUBSCRIBE,
+    methods::APPROVAL_RESPOND,
     methods::TOOL_LIST,
 ];

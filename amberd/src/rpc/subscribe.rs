@@ -11,6 +11,7 @@ use jsonrpsee::core::SubscriptionError;
 use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
 use serde_json::json;
 
+use super::gate::WsConn;
 use super::params::parse;
 use crate::daemon::Daemon;
 use crate::session::SessionShared;
@@ -23,8 +24,9 @@ pub fn register(
         methods::SESSION_SUBSCRIBE,
         methods::SESSION_EVENT,
         methods::SESSION_UNSUBSCRIBE,
-        |params, pending, daemon, _ext| async move {
-            subscribe(params, pending, Arc::clone(&*daemon)).await
+        |params, pending, daemon, ext| async move {
+            let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
+            subscribe(params, pending, Arc::clone(&*daemon), approver).await
         },
     )?;
     Ok(())
@@ -34,6 +36,7 @@ async fn subscribe(
     params: jsonrpsee::types::Params<'static>,
     pending: PendingSubscriptionSink,
     daemon: Arc<Daemon>,
+    approver: bool,
 ) -> Result<(), SubscriptionError> {
     let p: SessionSubscribeParams = match parse(&params) {
         Ok(p) => p,
@@ -52,6 +55,8 @@ async fn subscribe(
     // Shutdown waits for this guard, so the session's last events reach the client
     // before the connection is stopped.
     let _running = daemon.subscription_guard();
+    // An approver watching the session can answer its approval requests.
+    let _approver = approver.then(|| shared.approvals.approver());
     let subscription = shared.hub.subscribe(p.after_seq);
     let Ok(sink) = pending.accept().await else {
         return Ok(());

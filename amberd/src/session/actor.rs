@@ -14,6 +14,7 @@ use super::SessionShared;
 use super::deps::Deps;
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::context::Context;
+use crate::tools::gate::{Gate, ModeGate};
 
 /// Work for the actor.
 #[derive(Debug)]
@@ -55,8 +56,12 @@ async fn run_prompt(
     text: &str,
 ) {
     let cancel = shared.closed.child_token();
-    shared.begin_turn(cancel.clone());
-    let hooks = TurnHooks { shared, turn_id };
+    shared.begin_turn(turn_id, cancel.clone());
+    let hooks = TurnHooks {
+        shared,
+        turn_id,
+        gate: ModeGate(shared.mode()),
+    };
     hooks.emit(EventKind::TurnStarted {
         prompt: text.to_owned(),
     });
@@ -67,6 +72,7 @@ async fn run_prompt(
         llm: deps.llm.as_ref().map_err(String::as_str),
         model: &model,
         tools: &deps.tools,
+        session_tools: &shared.tools,
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: deps.config.agent.max_tool_iterations,
@@ -104,6 +110,7 @@ fn ensure_system_prompt(shared: &SessionShared, context: &mut Context) {
 struct TurnHooks<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
+    gate: ModeGate,
 }
 
 impl AgentHooks for TurnHooks<'_> {
@@ -122,12 +129,17 @@ impl AgentHooks for TurnHooks<'_> {
     fn context_changed(&self, context: &Context) {
         self.shared.publish_messages(context);
     }
+
+    fn gate(&self) -> &dyn Gate {
+        &self.gate
+    }
 }
 
 impl SessionShared {
-    fn begin_turn(&self, cancel: CancellationToken) {
+    fn begin_turn(&self, turn_id: &str, cancel: CancellationToken) {
         let mut live = self.lock_live();
         live.cancel = Some(cancel);
+        live.turn_id = Some(turn_id.to_owned());
         live.info.state = SessionState::Running;
         live.info.updated_at = super::hub::now_rfc3339();
     }
@@ -135,6 +147,7 @@ impl SessionShared {
     fn end_turn(&self) {
         let mut live = self.lock_live();
         live.cancel = None;
+        live.turn_id = None;
         live.info.state = SessionState::Idle;
         live.info.updated_at = super::hub::now_rfc3339();
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::config::{Config, Endpoint};
 use crate::llm::{LlmClient, LlmSettings};
+use crate::policy::rules::{RuleError, RuleSet};
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.
@@ -15,10 +16,12 @@ pub struct Deps {
     pub llm: Result<LlmClient, String>,
     pub tools: ToolRegistry,
     pub limits: ToolLimits,
+    /// `[[rules]]` of the config file, compiled.
+    pub config_rules: RuleSet,
 }
 
 impl Deps {
-    pub fn new(config: Config, env: &impl Fn(&str) -> Option<OsString>) -> Deps {
+    pub fn new(config: Config, env: &impl Fn(&str) -> Option<OsString>) -> Result<Deps, RuleError> {
         let endpoint = config.endpoint(env);
         let llm = make_client(&config, &endpoint);
         if let Err(message) = &llm {
@@ -28,13 +31,15 @@ impl Deps {
             max_output_bytes: config.tools.max_output_bytes,
             bash_default_timeout: config.bash_timeout(),
         };
-        Deps {
+        let config_rules = RuleSet::new(&config.rules)?;
+        Ok(Deps {
             config,
             endpoint,
             llm,
             tools: ToolRegistry::builtin(),
             limits,
-        }
+            config_rules,
+        })
     }
 }
 

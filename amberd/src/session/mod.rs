@@ -5,6 +5,7 @@
 //! message snapshot, and the event hub.
 
 pub mod actor;
+pub mod approvals;
 pub mod deps;
 pub mod hub;
 pub mod queue;
@@ -21,7 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::prompt::default_system_prompt;
 use crate::context::Context;
+use crate::policy::grants::Grants;
+use crate::policy::rules::WorkspaceRules;
+use crate::tools::SessionTools;
 use actor::Command;
+use approvals::Approvals;
 use deps::Deps;
 use hub::{EventHub, now_rfc3339};
 
@@ -44,11 +49,18 @@ pub struct SessionShared {
     pub hub: EventHub,
     /// Cancelled when the session is deleted or the daemon stops.
     pub closed: CancellationToken,
+    pub approvals: Approvals,
+    /// Tool state of this session (todos, processes).
+    pub tools: Arc<SessionTools>,
+    grants: Mutex<Grants>,
+    rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
 }
 
 struct Live {
     info: SessionInfo,
+    /// The running turn, for events raised outside the agent loop (todo updates).
+    turn_id: Option<String>,
     messages: Arc<Vec<Message>>,
     cancel: Option<CancellationToken>,
 }
@@ -57,6 +69,20 @@ impl SessionShared {
     fn lock_live(&self) -> MutexGuard<'_, Live> {
         // Every writer leaves `Live` consistent between statements, so poison is harmless.
         self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn lock_grants(&self) -> MutexGuard<'_, Grants> {
+        self.grants.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn lock_rules(&self) -> MutexGuard<'_, WorkspaceRules> {
+        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set_state(&self, state: SessionState) {
+        let mut live = self.lock_live();
+        live.info.state = state;
+        live.info.updated_at = now_rfc3339();
     }
 
     pub fn info(&self) -> SessionInfo {
@@ -188,14 +214,28 @@ impl SessionManager {
         };
         // What the actor's context starts with, readable before the actor first runs.
         let first_messages = vec![Message::system(system_prompt.clone())];
-        let shared = Arc::new(SessionShared {
+        let rules = WorkspaceRules::new(&workspace);
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<SessionShared>| SessionShared {
+            tools: Arc::new(SessionTools::new({
+                let weak = weak.clone();
+                move |kind| {
+                    if let Some(shared) = weak.upgrade() {
+                        let turn = shared.lock_live().turn_id.clone();
+                        shared.hub.publish(turn.as_deref(), kind);
+                    }
+                }
+            })),
             id: id.clone(),
             workspace,
             system_prompt,
             hub: EventHub::new(id.clone(), deps.config.server.subscriber_buffer),
             closed: CancellationToken::new(),
+            approvals: Approvals::default(),
+            grants: Mutex::new(Grants::default()),
+            rules: Mutex::new(rules),
             live: Mutex::new(Live {
                 info: info.clone(),
+                turn_id: None,
                 messages: Arc::new(first_messages),
                 cancel: None,
             }),

@@ -1,6 +1,6 @@
 //! Dispatch of one assistant turn's tool calls: validate (known tool, JSON
 //! object arguments) → duplicate check against the previous turn → mode policy
-//! → parallel execution (read-only tools and bash concurrently, writers
+//! → gate (policy, approvals) → parallel execution (read-only tools and bash concurrently, writers
 //! serialized per target path) → results in the original order, one per call,
 //! each wrapped in the `{"status", "output"}` envelope.
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use amber_proto::{Mode, ToolCall, ToolStatus};
+use amber_proto::{ToolCall, ToolStatus};
 use futures::FutureExt;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -18,9 +18,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::args::describe;
+use super::gate::{Gate, GateCall, GateVerdict};
 use super::truncate::truncate_middle;
-use super::{OutputChunk, Tool, ToolContext, ToolLimits, ToolOutcome, ToolRegistry};
-use crate::policy::{confine, mode_allows};
+use super::{OutputChunk, SessionTools, Tool, ToolContext, ToolLimits, ToolOutcome, ToolRegistry};
+use crate::policy::confine;
 
 /// What happens during a dispatch, for the session's event stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +50,10 @@ pub struct DispatchRequest<'a> {
     pub calls: &'a [ToolCall],
     /// The calls of the previous assistant turn, for the duplicate check.
     pub previous_calls: &'a [ToolCall],
-    pub mode: Mode,
+    /// Policy and approvals: asked, in call order, about every call that passed validation.
+    pub gate: &'a dyn Gate,
+    /// The session's tool state.
+    pub session: &'a Arc<SessionTools>,
     pub workspace: &'a Path,
     pub cancel: &'a CancellationToken,
     pub limits: &'a ToolLimits,
@@ -87,6 +91,7 @@ struct Prepared<'a> {
 
 /// Shared, per-dispatch state for running calls.
 struct Runner<'a> {
+    session: &'a Arc<SessionTools>,
     workspace: &'a Path,
     cancel: &'a CancellationToken,
     limits: &'a ToolLimits,
@@ -97,6 +102,7 @@ struct Runner<'a> {
 /// order of `req.calls`.
 pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
     let runner = Runner {
+        session: req.session,
         workspace: req.workspace,
         cancel: req.cancel,
         limits: req.limits,
@@ -134,6 +140,28 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
             }
         }
     }
+
+    // Ask the gate in call order, one at a time: an approval answered for one call (say,
+    // allow for this session) already covers the next call of the same scope.
+    let mut allowed = Vec::with_capacity(runnable.len());
+    for prepared in runnable {
+        let verdict = req
+            .gate
+            .check(GateCall {
+                call: prepared.call,
+                tool: prepared.tool.as_ref(),
+                args: &prepared.args,
+            })
+            .await;
+        match verdict {
+            GateVerdict::Allow => allowed.push(prepared),
+            GateVerdict::Deny(reason) => {
+                let outcome = ToolOutcome::denied(reason);
+                results[prepared.index] = Some(runner.complete(prepared.call, outcome, 0));
+            }
+        }
+    }
+    let runnable = allowed;
 
     // Lanes run concurrently; the calls inside one lane run in order.
     let mut lanes: Vec<Vec<Prepared<'_>>> = Vec::new();
@@ -222,7 +250,6 @@ fn preflight(
             call.name
         ));
     }
-    mode_allows(req.mode, tool.read_only())?;
     Ok((Arc::clone(tool), args))
 }
 
@@ -303,6 +330,7 @@ impl Runner<'_> {
                 cancel: self.cancel.clone(),
                 output: Some(tx),
                 limits: *self.limits,
+                session: self.session.clone(),
             };
             let call = AssertUnwindSafe(prepared.tool.call(prepared.args, &ctx)).catch_unwind();
             tokio::pin!(call);

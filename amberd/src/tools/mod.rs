@@ -8,7 +8,9 @@ mod args;
 pub mod bash;
 pub mod dispatch;
 pub mod edit;
+pub mod gate;
 pub mod read;
+pub mod session;
 pub mod truncate;
 pub mod write;
 
@@ -28,6 +30,7 @@ use crate::policy::{PathError, confine};
 
 pub use args::ArgError;
 pub use dispatch::{DispatchEvent, DispatchRequest, DispatchResult, dispatch};
+pub use session::SessionTools;
 
 /// Limits applied to every tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,8 @@ pub struct ToolContext {
     /// Where live output goes, if anyone listens.
     pub output: Option<UnboundedSender<OutputChunk>>,
     pub limits: ToolLimits,
+    /// The session's tool state (todos, processes).
+    pub session: Arc<SessionTools>,
 }
 
 impl ToolContext {
@@ -76,6 +81,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             output: None,
             limits: ToolLimits::default(),
+            session: Arc::new(SessionTools::detached()),
         }
     }
 

@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use super::workspace;
+use crate::tools::gate::ModeGate;
 use crate::tools::{
     DispatchEvent, DispatchRequest, DispatchResult, Tool, ToolContext, ToolLimits, ToolOutcome,
     ToolRegistry, dispatch,
@@ -103,7 +104,8 @@ impl Harness {
             registry: &self.registry,
             calls,
             previous_calls: previous,
-            mode,
+            gate: &ModeGate(mode),
+            session: &Arc::new(crate::tools::SessionTools::detached()),
             workspace: &self.ctx.workspace,
             cancel: &self.cancel,
             limits: &self.limits,

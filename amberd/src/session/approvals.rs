@@ -1,0 +1,169 @@
+//! Pending approval requests of one session and the approvers watching it.
+//!
+//! **Invariants:** a request is answered at most once — the first `respond` wins and later
+//! ones get `accepted: false`; a request nobody can answer is never opened (the caller
+//! checks `has_approver` first, so a headless session never hangs); cancelling the turn or
+//! deleting the session resolves every pending request as denied.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+use amber_proto::{Approval, Decision};
+use tokio::sync::{oneshot, watch};
+
+/// `approval/respond` named a request this session never had.
+#[derive(Debug, thiserror::Error)]
+#[error("approval request not found: {0}")]
+pub struct UnknownRequest(pub String);
+
+struct Pending {
+    approval: Approval,
+    answer: oneshot::Sender<Decision>,
+}
+
+#[derive(Default)]
+struct Inner {
+    pending: HashMap<String, Pending>,
+    /// Requests already answered, in order of opening (for `accepted: false`).
+    resolved: HashSet<String>,
+    order: Vec<String>,
+}
+
+/// Approval requests and approvers of one session.
+pub struct Approvals {
+    inner: Mutex<Inner>,
+    /// How many approver connections are subscribed to the session.
+    approvers: watch::Sender<usize>,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            approvers: watch::Sender::new(0),
+        }
+    }
+}
+
+impl Approvals {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section leaves `Inner` consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts an approver subscribed to this session while the guard lives.
+    pub fn approver(&self) -> ApproverGuard {
+        self.approvers.send_modify(|n| *n += 1);
+        ApproverGuard(self.approvers.clone())
+    }
+
+    pub fn has_approver(&self) -> bool {
+        *self.approvers.borrow() > 0
+    }
+
+    /// Resolves once no approver is left (at once if there is none).
+    pub async fn no_approver_left(&self) {
+        let mut count = self.approvers.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+
+    /// Registers a request; the receiver yields the first answer.
+    pub fn open(&self, approval: Approval) -> oneshot::Receiver<Decision> {
+        let (answer, rx) = oneshot::channel();
+        let mut inner = self.lock();
+        inner.order.push(approval.request_id.clone());
+        inner
+            .pending
+            .insert(approval.request_id.clone(), Pending { approval, answer });
+        rx
+    }
+
+    /// The first answer wins (`Ok(true)`); a later one gets `Ok(false)`.
+    pub fn respond(&self, request_id: &str, decision: Decision) -> Result<bool, UnknownRequest> {
+        let mut inner = self.lock();
+        if let Some(pending) = inner.pending.remove(request_id) {
+            inner.resolved.insert(request_id.to_owned());
+            // The waiting turn may have just been cancelled; the answer is still "taken".
+            let _ = pending.answer.send(decision);
+            return Ok(true);
+        }
+        if inner.resolved.contains(request_id) {
+            return Ok(false);
+        }
+        Err(UnknownRequest(request_id.to_owned()))
+    }
+
+    /// Marks a request resolved without an answer (cancelled turn, no approver).
+    pub fn close(&self, request_id: &str) -> bool {
+        let mut inner = self.lock();
+        inner.resolved.insert(request_id.to_owned());
+        inner.pending.remove(request_id).is_some()
+    }
+
+    /// Open requests, oldest first.
+    pub fn pending(&self) -> Vec<Approval> {
+        let inner = self.lock();
+        inner
+            .order
+            .iter()
+            .filter_map(|id| inner.pending.get(id).map(|p| p.approval.clone()))
+            .collect()
+    }
+}
+
+/// Keeps an approver counted.
+pub struct ApproverGuard(watch::Sender<usize>);
+
+impl Drop for ApproverGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn approval(id: &str) -> Approval {
+        Approval {
+            request_id: id.into(),
+            call_id: "c".into(),
+            tool: "bash".into(),
+            arguments: serde_json::json!({"command": "rm -rf x"}),
+            reason: "destructive".into(),
+            scope: "bash: rm".into(),
+        }
+    }
+
+    #[test]
+    fn the_first_answer_wins() {
+        let a = Approvals::default();
+        let mut rx = a.open(approval("r1"));
+        assert_eq!(a.pending().len(), 1);
+        assert!(a.respond("r1", Decision::Deny).unwrap());
+        assert!(!a.respond("r1", Decision::AllowOnce).unwrap());
+        assert_eq!(rx.try_recv().unwrap(), Decision::Deny);
+        assert!(a.pending().is_empty());
+        assert!(a.respond("nope", Decision::Deny).is_err());
+    }
+
+    #[test]
+    fn closing_resolves_without_an_answer() {
+        let a = Approvals::default();
+        let _rx = a.open(approval("r1"));
+        assert!(a.close("r1"));
+        assert!(!a.respond("r1", Decision::AllowOnce).unwrap());
+    }
+
+    #[test]
+    fn approvers_are_counted_by_guard() {
+        let a = Approvals::default();
+        assert!(!a.has_approver());
+        let g = a.approver();
+        assert!(a.has_approver());
+        drop(g);
+        assert!(!a.has_approver());
+    }
+}

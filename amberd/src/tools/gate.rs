@@ -1,0 +1,43 @@
+//! The gate between validation and execution in dispatch: policy and approvals decide
+//! whether a call may run. The session supplies the real gate (rules, grants, approvals
+//! over the socket); `ModeGate` is the plain mode check for in-process use and tests.
+
+use amber_proto::{Mode, ToolCall};
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::Tool;
+use crate::policy::mode_allows;
+
+/// A validated call waiting for permission.
+pub struct GateCall<'a> {
+    pub call: &'a ToolCall,
+    pub tool: &'a dyn Tool,
+    pub args: &'a Value,
+}
+
+/// The gate's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateVerdict {
+    Allow,
+    /// Denied; the reason is what the model sees.
+    Deny(String),
+}
+
+/// Decides, possibly after asking someone, whether a call may run.
+pub trait Gate: Send + Sync {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, GateVerdict>;
+}
+
+/// Read mode denies every tool that is not read-only; nothing asks.
+pub struct ModeGate(pub Mode);
+
+impl Gate for ModeGate {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, GateVerdict> {
+        let verdict = match mode_allows(self.0, call.tool.read_only()) {
+            Ok(()) => GateVerdict::Allow,
+            Err(reason) => GateVerdict::Deny(reason),
+        };
+        Box::pin(async move { verdict })
+    }
+}
