@@ -3,6 +3,7 @@
 //! `turn::exit` (0 ok, 1 error, 2 usage, 3 stopped by a guard, 130 cancelled).
 
 mod args;
+mod ask;
 mod daemon;
 mod output;
 mod render;

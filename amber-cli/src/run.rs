@@ -13,6 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::UsageError;
 use crate::args::{ConnectArgs, RunArgs};
+use crate::ask;
 use crate::output::{self, connect_options, note};
 use crate::render::HumanRenderer;
 use crate::turn::{TurnTracker, exit, exit_code};
@@ -22,7 +23,11 @@ const MAX_RESUBSCRIBES: u32 = 5;
 
 pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let prompt = read_prompt(&args.prompt)?;
-    let client = Client::connect(connect_options(conn, args.yes)).await?;
+    // On a terminal (and with the prompt not read from stdin) approvals are asked inline;
+    // otherwise only `--yes` answers them, and denials show in the result.
+    let interactive =
+        !args.yes && std::io::stdin().is_terminal() && !prompt_from_stdin(&args.prompt);
+    let client = Client::connect(connect_options(conn, args.yes || interactive)).await?;
 
     let (session_id, after_seq) = match &args.session {
         Some(id) => {
@@ -53,6 +58,7 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         session_id: &session_id,
         json: args.json,
         yes: args.yes,
+        interactive,
         tracker: TurnTracker::new(turn_id),
         renderer: HumanRenderer::new(false),
         last_seq: after_seq,
@@ -101,6 +107,8 @@ struct Follow<'a> {
     session_id: &'a str,
     json: bool,
     yes: bool,
+    /// Ask approvals on the terminal.
+    interactive: bool,
     tracker: TurnTracker,
     renderer: HumanRenderer,
     /// Highest durable seq seen; replays after a resubscribe skip up to here.
@@ -167,10 +175,21 @@ impl Follow<'_> {
             }
             self.last_seq = seq;
         }
-        if let EventKind::ApprovalRequested { request_id, .. } = &event.kind
-            && self.yes
+        if let EventKind::ApprovalRequested {
+            request_id,
+            tool,
+            arguments,
+            reason,
+            scope,
+            ..
+        } = &event.kind
         {
-            self.allow(request_id.clone());
+            if self.yes {
+                self.answer(request_id.clone(), None);
+            } else if self.interactive {
+                let description = ask::describe(tool, arguments, reason, scope);
+                self.answer(request_id.clone(), Some(description));
+            }
         }
         if !self.tracker.is_mine(event) {
             return Ok(false);
@@ -184,19 +203,36 @@ impl Follow<'_> {
         Ok(self.tracker.completion().is_some())
     }
 
-    /// `--yes`: answers an approval request with allow_once, without holding up the events.
-    fn allow(&self, request_id: String) {
+    /// Answers an approval request without holding up the events: `allow_once` for
+    /// `--yes` (no description), or whatever the user picks at the terminal prompt.
+    fn answer(&self, request_id: String, ask_user: Option<String>) {
         let client = self.client.clone();
         let session_id = self.session_id.to_owned();
         tokio::spawn(async move {
-            if let Err(e) = client
-                .approval_respond(&session_id, &request_id, Decision::AllowOnce)
+            let decision = match ask_user {
+                None => Decision::AllowOnce,
+                Some(description) => {
+                    match tokio::task::spawn_blocking(move || ask::prompt(&description)).await {
+                        Ok(decision) => decision,
+                        Err(_) => Decision::Deny,
+                    }
+                }
+            };
+            match client
+                .approval_respond(&session_id, &request_id, decision)
                 .await
             {
-                note(&format!("could not answer approval {request_id}: {e}"));
+                Ok(r) if !r.accepted => note("that approval was already answered elsewhere"),
+                Ok(_) => {}
+                Err(e) => note(&format!("could not answer approval {request_id}: {e}")),
             }
         });
     }
+}
+
+/// Whether the prompt comes from stdin (`-`, or no argument with piped stdin).
+fn prompt_from_stdin(words: &[String]) -> bool {
+    matches!(words, []) || matches!(words, [dash] if dash == "-")
 }
 
 /// The prompt from the arguments, or from stdin for `-` or no argument with piped stdin.
