@@ -120,7 +120,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     Ok(finish(end, sink.finish(), timeout))
 }
 
-fn spawn(command: &str, cwd: &std::path::Path) -> io::Result<(pipe::Receiver, Child)> {
+pub(crate) fn spawn(command: &str, cwd: &std::path::Path) -> io::Result<(pipe::Receiver, Child)> {
     let (reader, writer) = io::pipe()?;
     let stderr = writer.try_clone()?;
     let mut cmd = Command::new("/bin/bash");
@@ -280,7 +280,7 @@ impl<'a> Sink<'a> {
 
 /// Take the decodable prefix of `pending` as text; invalid sequences become
 /// U+FFFD, an incomplete sequence at the end waits for more bytes unless `eof`.
-fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
+pub(crate) fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
     let mut out = String::new();
     let mut consumed = 0;
     loop {
@@ -317,20 +317,20 @@ fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
 
 /// Kills the shell's process group when the call ends, including when the
 /// call's future is dropped mid-run.
-struct GroupGuard {
+pub(crate) struct GroupGuard {
     pgid: libc::pid_t,
     armed: std::sync::atomic::AtomicBool,
 }
 
 impl GroupGuard {
-    fn new(pgid: libc::pid_t) -> Self {
+    pub(crate) fn new(pgid: libc::pid_t) -> Self {
         Self {
             pgid,
             armed: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
-    fn kill(&self) {
+    pub(crate) fn kill(&self) {
         if self.armed.load(std::sync::atomic::Ordering::Relaxed) && self.pgid > 0 {
             // SAFETY: killpg only sends a signal. `pgid` is the group this call
             // created for its shell (process_group(0)); it is positive, so it
@@ -342,7 +342,7 @@ impl GroupGuard {
         }
     }
 
-    fn disarm(&self) {
+    pub(crate) fn disarm(&self) {
         self.armed
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }

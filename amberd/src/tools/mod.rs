@@ -9,8 +9,11 @@ pub mod bash;
 pub mod dispatch;
 pub mod edit;
 pub mod gate;
+pub mod process;
 pub mod read;
 pub mod session;
+pub mod skills;
+pub mod todowrite;
 pub mod truncate;
 pub mod write;
 
@@ -181,13 +184,16 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The four built-in tools: read, write, edit, bash.
+    /// The built-in tools: read, write, edit, bash, process, todowrite, skills (and search).
     pub fn builtin() -> Self {
         let mut registry = Self::new();
         registry.register(Arc::new(read::ReadTool));
         registry.register(Arc::new(write::WriteTool));
         registry.register(Arc::new(edit::EditTool));
         registry.register(Arc::new(bash::BashTool));
+        registry.register(Arc::new(process::ProcessTool));
+        registry.register(Arc::new(todowrite::TodoWriteTool));
+        registry.register(Arc::new(skills::SkillsTool::new()));
         registry
     }
 

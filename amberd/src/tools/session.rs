@@ -1,4 +1,4 @@
-//! Per-session state that tools may use: the todo list (and, later, background processes).
+//! Per-session state that tools may use: the todo list and the background processes.
 //!
 //! The session owns one `SessionTools`; tool calls reach it through `ToolContext::session`.
 //! Changes that clients must see are reported through the `notify` callback the session
@@ -8,11 +8,15 @@ use std::sync::{Mutex, MutexGuard};
 
 use amber_proto::{EventKind, Todo};
 
+use super::process::ProcessTable;
+
 type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
 
 /// Session-scoped tool state.
 pub struct SessionTools {
     todos: Mutex<Vec<Todo>>,
+    /// Background processes (`process` tool); killed on [`SessionTools::shutdown`] or drop.
+    pub processes: ProcessTable,
     notify: Notify,
 }
 
@@ -20,6 +24,7 @@ impl std::fmt::Debug for SessionTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionTools")
             .field("todos", &self.lock_todos().len())
+            .field("processes", &self.processes)
             .finish_non_exhaustive()
     }
 }
@@ -28,6 +33,7 @@ impl SessionTools {
     pub fn new(notify: impl Fn(EventKind) + Send + Sync + 'static) -> Self {
         Self {
             todos: Mutex::new(Vec::new()),
+            processes: ProcessTable::new(),
             notify: Box::new(notify),
         }
     }
@@ -49,5 +55,23 @@ impl SessionTools {
     pub fn set_todos(&self, todos: Vec<Todo>) {
         *self.lock_todos() = todos.clone();
         (self.notify)(EventKind::TodoUpdated { todos });
+    }
+
+    /// Ends the session's tool state: terminates every background process
+    /// (SIGTERM, then SIGKILL after a short grace, done by each process's
+    /// supervisor task) and refuses new ones. Does not block. Call it when
+    /// the session is deleted or the daemon stops; dropping does the same.
+    pub fn shutdown(&self) {
+        self.processes.shutdown();
+    }
+
+    /// [`SessionTools::shutdown`], then wait (at most the SIGTERM grace plus a
+    /// little) until every process has been reaped. For a graceful daemon stop.
+    pub async fn shutdown_and_wait(&self) {
+        self.shutdown();
+        let limit = super::process::KILL_GRACE + std::time::Duration::from_secs(1);
+        if !self.processes.wait_all(limit).await {
+            tracing::warn!("session processes not all reaped after shutdown");
+        }
     }
 }

@@ -22,7 +22,7 @@ fn pgid_of(output: &str) -> libc::pid_t {
 
 /// Processes of group `pgid` that are still alive (zombies waiting for a
 /// non-reaping init do not count: they are dead and hold nothing).
-fn live_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
+pub(super) fn live_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
     // SAFETY: signal 0 only checks for existence; pgid is positive.
     let rc = unsafe { libc::kill(-pgid, 0) };
     if rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
@@ -50,7 +50,7 @@ fn live_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
     live
 }
 
-async fn assert_group_gone(pgid: libc::pid_t) {
+pub(super) async fn assert_group_gone(pgid: libc::pid_t) {
     for _ in 0..200 {
         if live_members(pgid).is_empty() {
             return;

@@ -1,9 +1,13 @@
-//! Tests that run real processes (bash) and whole dispatches.
+//! Tests that run real processes (bash, process) and whole dispatches, and the
+//! session tools (todowrite, skills).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bash;
 mod dispatch;
+mod process;
+mod skills;
+mod todowrite;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,456 @@
+//! The session's background processes. Each one is `/bin/bash -c command`
+//! in its own process group, supervised by a detached task that copies its
+//! output into a bounded [`Ring`], reaps it and, when asked, terminates the
+//! group (SIGTERM, SIGKILL after a grace). The tasks do not belong to any
+//! turn: a process runs until it ends, is killed, or the table is shut down
+//! or dropped. When the shell ends, whatever it left in its group is killed.
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::Child;
+use tokio_util::sync::CancellationToken;
+
+use super::ring::Ring;
+use crate::tools::bash::{GroupGuard, decode, spawn};
+
+/// Processes that may run at once in one session.
+pub const MAX_RUNNING: usize = 16;
+/// Entries kept in the table; the oldest finished ones make room.
+pub const MAX_ENTRIES: usize = 64;
+/// Output kept per process; older bytes are dropped.
+pub const RING_BYTES: usize = 256 * 1024;
+/// Between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long to keep reading the pipe once the group is gone.
+const DRAIN_WAIT: Duration = Duration::from_millis(100);
+/// How long `kill` waits for the reap after SIGKILL.
+const REAP_WAIT: Duration = Duration::from_secs(2);
+
+/// How a process is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessState {
+    Running,
+    Exited {
+        code: i32,
+    },
+    /// Died of a signal nobody here sent.
+    Signaled {
+        signal: i32,
+    },
+    /// Ended by `kill` or shutdown; `forced` when SIGTERM was not enough.
+    Killed {
+        forced: bool,
+    },
+    /// The shell could not be waited for.
+    Unknown {
+        reason: String,
+    },
+}
+
+impl ProcessState {
+    pub fn is_running(&self) -> bool {
+        matches!(self, Self::Running)
+    }
+}
+
+impl std::fmt::Display for ProcessState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Running => f.write_str("running"),
+            Self::Exited { code } => write!(f, "exited with code {code}"),
+            Self::Signaled { signal } => write!(f, "killed by signal {signal}"),
+            Self::Killed { forced: false } => f.write_str("killed"),
+            Self::Killed { forced: true } => f.write_str("killed (SIGKILL after SIGTERM grace)"),
+            Self::Unknown { reason } => write!(f, "ended (could not wait: {reason})"),
+        }
+    }
+}
+
+/// A snapshot of one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub id: String,
+    pub pid: u32,
+    pub command: String,
+    pub state: ProcessState,
+    /// Time since start while running, else how long it ran.
+    pub uptime: Duration,
+}
+
+/// Output not yet read by `output`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputRead {
+    pub info: ProcessInfo,
+    /// Unread bytes that the ring dropped before they were read.
+    pub dropped: u64,
+    pub text: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("no process `{id}`; {}", known_ids(known))]
+    UnknownId { id: String, known: Vec<String> },
+    #[error("too many background processes: {max} are running; kill one first")]
+    TooMany { max: usize },
+    #[error("the session is shutting down; no new processes")]
+    Closed,
+    #[error("background processes need the tokio runtime")]
+    NoRuntime,
+    #[error("failed to start /bin/bash: {0}")]
+    Spawn(#[source] io::Error),
+}
+
+fn known_ids(known: &[String]) -> String {
+    if known.is_empty() {
+        "there are no processes".to_owned()
+    } else {
+        format!("known: {}", known.join(", "))
+    }
+}
+
+/// State shared by the table and a process's supervisor task.
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Asks the supervisor to terminate the group.
+    terminate: CancellationToken,
+    /// Cancelled by the supervisor once the state is final.
+    finished: CancellationToken,
+}
+
+struct Inner {
+    ring: Ring,
+    /// Stream offset up to which `output` has returned the text.
+    read_pos: u64,
+    state: ProcessState,
+    ended: Option<Instant>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct Entry {
+    id: String,
+    pid: u32,
+    command: String,
+    started: Instant,
+    shared: Arc<Shared>,
+}
+
+impl Entry {
+    fn info(&self) -> ProcessInfo {
+        let inner = self.shared.lock();
+        self.info_with(&inner)
+    }
+
+    fn info_with(&self, inner: &Inner) -> ProcessInfo {
+        let end = inner.ended.unwrap_or_else(Instant::now);
+        ProcessInfo {
+            id: self.id.clone(),
+            pid: self.pid,
+            command: self.command.clone(),
+            state: inner.state.clone(),
+            uptime: end.saturating_duration_since(self.started),
+        }
+    }
+
+    fn running(&self) -> bool {
+        !self.shared.finished.is_cancelled()
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    next_id: u64,
+    entries: Vec<Entry>,
+    closed: bool,
+}
+
+/// A session's background processes. Dropping it terminates them all.
+#[derive(Default)]
+pub struct ProcessTable {
+    table: Mutex<Table>,
+}
+
+impl std::fmt::Debug for ProcessTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessTable")
+            .field("processes", &self.lock().entries.len())
+            .finish()
+    }
+}
+
+impl ProcessTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Start `/bin/bash -c command` in `cwd` (already confined by the caller).
+    pub fn start(&self, command: &str, cwd: &Path) -> Result<ProcessInfo, ProcessError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProcessError::NoRuntime)?;
+        let mut table = self.lock();
+        if table.closed {
+            return Err(ProcessError::Closed);
+        }
+        if table.entries.iter().filter(|e| e.running()).count() >= MAX_RUNNING {
+            return Err(ProcessError::TooMany { max: MAX_RUNNING });
+        }
+        if table.entries.len() >= MAX_ENTRIES
+            && let Some(oldest) = table.entries.iter().position(|e| !e.running())
+        {
+            table.entries.remove(oldest);
+        }
+        let (reader, child) = {
+            let _enter = runtime.enter();
+            spawn(command, cwd).map_err(ProcessError::Spawn)?
+        };
+        let Some(pid) = child.id() else {
+            return Err(ProcessError::Spawn(io::Error::other("no process id")));
+        };
+        let Ok(pgid) = libc::pid_t::try_from(pid) else {
+            return Err(ProcessError::Spawn(io::Error::other(
+                "process id out of range",
+            )));
+        };
+        // process_group(0): the shell leads a new group whose id is its pid.
+        let group = GroupGuard::new(pgid);
+        table.next_id += 1;
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                ring: Ring::new(RING_BYTES),
+                read_pos: 0,
+                state: ProcessState::Running,
+                ended: None,
+            }),
+            terminate: CancellationToken::new(),
+            finished: CancellationToken::new(),
+        });
+        let entry = Entry {
+            id: format!("p{}", table.next_id),
+            pid,
+            command: command.to_owned(),
+            started: Instant::now(),
+            shared: Arc::clone(&shared),
+        };
+        let info = entry.info();
+        table.entries.push(entry);
+        runtime.spawn(supervise(child, reader, group, pgid, shared));
+        Ok(info)
+    }
+
+    /// Every process, oldest first.
+    pub fn list(&self) -> Vec<ProcessInfo> {
+        self.lock().entries.iter().map(Entry::info).collect()
+    }
+
+    /// How many processes are running.
+    pub fn running(&self) -> usize {
+        self.lock().entries.iter().filter(|e| e.running()).count()
+    }
+
+    fn find<T>(&self, id: &str, f: impl FnOnce(&Entry) -> T) -> Result<T, ProcessError> {
+        let table = self.lock();
+        match table.entries.iter().find(|e| e.id == id) {
+            Some(entry) => Ok(f(entry)),
+            None => Err(ProcessError::UnknownId {
+                id: id.to_owned(),
+                known: table.entries.iter().map(|e| e.id.clone()).collect(),
+            }),
+        }
+    }
+
+    /// The output written since the last `output` call, and the state.
+    pub fn output(&self, id: &str) -> Result<OutputRead, ProcessError> {
+        self.find(id, |entry| {
+            let mut inner = entry.shared.lock();
+            let finished = !inner.state.is_running();
+            let slice = inner.ring.since(inner.read_pos);
+            let mut pending = slice.bytes;
+            // A cut through a multi-byte character is not worth a U+FFFD.
+            let mut skipped = 0;
+            if slice.dropped > 0 {
+                skipped = pending
+                    .iter()
+                    .take(3)
+                    .take_while(|b| (**b & 0xC0) == 0x80)
+                    .count();
+                pending.drain(..skipped);
+            }
+            let available = pending.len();
+            let text = decode(&mut pending, finished);
+            let consumed = (skipped + available - pending.len()) as u64;
+            inner.read_pos = slice.start + consumed;
+            OutputRead {
+                info: entry.info_with(&inner),
+                dropped: slice.dropped,
+                text,
+            }
+        })
+    }
+
+    /// Terminate one process's group (SIGTERM, SIGKILL after [`KILL_GRACE`])
+    /// and wait for the reap. Killing a finished process changes nothing.
+    pub async fn kill(&self, id: &str) -> Result<ProcessInfo, ProcessError> {
+        let (shared, info) = self.find(id, |e| (Arc::clone(&e.shared), e.info()))?;
+        if !info.state.is_running() {
+            return Ok(info);
+        }
+        shared.terminate.cancel();
+        let finished = shared.finished.clone();
+        if tokio::time::timeout(KILL_GRACE + REAP_WAIT, finished.cancelled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                id,
+                pid = info.pid,
+                "process: killed group not reaped in time"
+            );
+        }
+        self.find(id, Entry::info)
+    }
+
+    /// Terminate every process and refuse new ones. Does not wait: each
+    /// process's supervisor escalates to SIGKILL after the grace and reaps it.
+    pub fn shutdown(&self) {
+        let mut table = self.lock();
+        table.closed = true;
+        terminate_all(&table);
+    }
+}
+
+impl ProcessTable {
+    /// Wait until every process has been reaped, at most `timeout`; true when
+    /// none is left running.
+    pub async fn wait_all(&self, timeout: Duration) -> bool {
+        let finished: Vec<CancellationToken> = self
+            .lock()
+            .entries
+            .iter()
+            .map(|e| e.shared.finished.clone())
+            .collect();
+        tokio::time::timeout(timeout, async {
+            for token in finished {
+                token.cancelled().await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+}
+
+fn terminate_all(table: &Table) {
+    for entry in &table.entries {
+        entry.shared.terminate.cancel();
+    }
+}
+
+impl Drop for ProcessTable {
+    fn drop(&mut self) {
+        terminate_all(&self.lock());
+    }
+}
+
+/// Send `signal` to the group `pgid`.
+fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    if pgid > 0 {
+        // SAFETY: killpg only sends a signal. `pgid` is positive (never our own
+        // group or every process) and is the group this table created; its
+        // leader has not been reaped yet, so the id cannot have been reused.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+/// Copy the output into the ring until the shell has exited and the pipe is
+/// closed; terminate on request. Dropping this future (runtime shutdown)
+/// SIGKILLs the group through the guard.
+async fn supervise(
+    mut child: Child,
+    mut reader: pipe::Receiver,
+    group: GroupGuard,
+    pgid: libc::pid_t,
+    shared: Arc<Shared>,
+) {
+    let far = || tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+    let escalate = tokio::time::sleep_until(far());
+    tokio::pin!(escalate);
+    let drain = tokio::time::sleep_until(far());
+    tokio::pin!(drain);
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut status: Option<io::Result<ExitStatus>> = None;
+    let mut eof = false;
+    let mut terminated = false;
+    let mut forced = false;
+    let terminate = shared.terminate.clone();
+    loop {
+        if eof && status.is_some() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            () = terminate.cancelled(), if !terminated && status.is_none() => {
+                terminated = true;
+                signal_group(pgid, libc::SIGTERM);
+                escalate.as_mut().reset(tokio::time::Instant::now() + KILL_GRACE);
+            },
+            () = &mut escalate, if terminated && status.is_none() => {
+                forced = true;
+                group.kill();
+                escalate.as_mut().reset(far());
+            },
+            read = reader.read(&mut buf), if !eof => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => shared.lock().ring.push(&buf[..n]),
+            },
+            exited = child.wait(), if status.is_none() => {
+                status = Some(exited);
+                // Leftovers (`sleep 100 &`) must not outlive the shell.
+                group.kill();
+                drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_WAIT);
+            },
+            () = &mut drain, if status.is_some() && !eof => eof = true,
+        }
+    }
+    group.disarm();
+    let state = match status {
+        _ if terminated => ProcessState::Killed { forced },
+        Some(Ok(status)) => state_of(status),
+        Some(Err(err)) => ProcessState::Unknown {
+            reason: err.to_string(),
+        },
+        None => ProcessState::Unknown {
+            reason: "no exit status".to_owned(),
+        },
+    };
+    {
+        let mut inner = shared.lock();
+        inner.state = state;
+        inner.ended = Some(Instant::now());
+    }
+    shared.finished.cancel();
+}
+
+fn state_of(status: ExitStatus) -> ProcessState {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ProcessState::Exited { code },
+        (None, Some(signal)) => ProcessState::Signaled { signal },
+        (None, None) => ProcessState::Unknown {
+            reason: "no code and no signal".to_owned(),
+        },
+    }
+}
