@@ -1,0 +1,391 @@
+//! git: subcommand rules.
+//!
+//! Decisions:
+//! - read-only: status, log, diff, show, rev-parse, ls-files, blame, grep, describe …,
+//!   `branch`/`tag`/`stash list`/`remote -v`/`config --get` in their listing forms,
+//!   `clean -n`. `--output`/`-o` files make them writers.
+//! - benign (local and recoverable through the reflog or the remote): add, commit (also
+//!   `--amend`), fetch, pull, merge, rebase, cherry-pick, revert, stash (push/pop/apply),
+//!   switch, `checkout -b`, creating branches and tags, `branch -d`, `reset` (soft/mixed),
+//!   `restore --staged`, `rm` (git refuses to drop unsaved changes without `-f`), clone,
+//!   init, gc. They write the repository, so a working directory (or `-C`) outside the
+//!   workspace makes them outside writes.
+//! - destructive: push (any form), `reset --hard|--merge|--keep`, `clean` (without `-n`),
+//!   `checkout -- PATHS`, `checkout .`, `checkout -f`, `checkout REV PATHS`, `restore`
+//!   of the worktree, `switch -f`/`--discard-changes`, `branch -D`, `stash drop|clear`,
+//!   `rm -f`, `reflog expire|delete`, `filter-branch`, `update-ref`, `config --global`.
+//! - unknown: `checkout NAME` with one name (a branch, or a file whose changes it would
+//!   discard: use `git switch`), `submodule foreach`, `-c` settings that can run programs,
+//!   unlisted subcommands.
+
+use super::ShellClass;
+use super::rules::{Verdict, WriteTo, has_flag, literals, option_value, positionals};
+use super::scope::subcommand;
+use super::words::Word;
+
+#[rustfmt::skip]
+const READ_ONLY: &[&str] = &[
+    "status", "log", "diff", "show", "rev-parse", "ls-files", "ls-tree", "ls-remote", "blame",
+    "annotate", "shortlog", "describe", "cat-file", "grep", "merge-base", "show-ref",
+    "for-each-ref", "count-objects", "rev-list", "name-rev", "check-ignore", "check-attr",
+    "whatchanged", "help", "version", "var", "cherry", "range-diff", "verify-commit", "verify-tag",
+    "fsck", "show-branch", "diff-tree", "diff-files", "diff-index", "check-ref-format",
+];
+
+#[rustfmt::skip]
+const BENIGN: &[&str] = &[
+    "add", "commit", "fetch", "pull", "merge", "rebase", "cherry-pick", "revert", "init", "mv",
+    "apply", "am", "stage", "bisect", "sparse-checkout", "gc", "prune", "repack", "maintenance",
+    "format-patch", "archive", "clone", "update-index", "commit-tree", "read-tree", "lfs",
+];
+
+/// `-c` settings that cannot make git run another program.
+fn harmless_config(setting: &str) -> bool {
+    let key = setting
+        .split('=')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    key.starts_with("color.")
+        || key.starts_with("advice.")
+        || matches!(
+            key.as_str(),
+            "core.quotepath"
+                | "user.name"
+                | "user.email"
+                | "init.defaultbranch"
+                | "commit.gpgsign"
+                | "tag.gpgsign"
+                | "log.showsignature"
+                | "diff.noprefix"
+                | "safe.directory"
+                | "core.autocrlf"
+                | "pull.rebase"
+                | "pull.ff"
+                | "merge.conflictstyle"
+                | "rebase.autosquash"
+        )
+}
+
+pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
+    let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
+    let mut i = 0;
+    let mut dir: Option<&Word> = None;
+    while let Some(arg) = args.get(i) {
+        let Some(text) = arg.text() else {
+            return verdict(ShellClass::Unknown, "arguments expand at run time");
+        };
+        match text {
+            "-C" | "--git-dir" | "--work-tree" => {
+                dir = args.get(i + 1);
+                i += 2;
+            }
+            "-c" => {
+                let setting = args.get(i + 1).and_then(Word::text).unwrap_or_default();
+                if !harmless_config(setting) {
+                    return verdict(ShellClass::Unknown, "-c setting may run programs");
+                }
+                i += 2;
+            }
+            t if t.starts_with("--git-dir=") || t.starts_with("--work-tree=") => {
+                return verdict(ShellClass::Unknown, "repository given inline");
+            }
+            t if t.starts_with("--config-env") || t.starts_with("--exec-path") => {
+                return verdict(ShellClass::Unknown, "may run programs");
+            }
+            "--namespace" => i += 2,
+            t if t.starts_with('-') => i += 1,
+            _ => break,
+        }
+    }
+    let Some(sub) = args.get(i).and_then(Word::text) else {
+        let flags = literals(args).unwrap_or_default();
+        return if flags
+            .iter()
+            .any(|t| matches!(*t, "--version" | "--help" | "-h"))
+        {
+            verdict(ShellClass::ReadOnly, "prints version or help")
+        } else {
+            verdict(ShellClass::Unknown, "no subcommand")
+        };
+    };
+    let rest = args.get(i + 1..).unwrap_or_default();
+    let mut v = subcommand_verdict(sub, rest, scope);
+    if v.class == ShellClass::ReadOnly && literals(rest).is_none() {
+        v = verdict(ShellClass::Unknown, "arguments expand at run time");
+    }
+    if matches!(v.class, ShellClass::Benign | ShellClass::Destructive)
+        && let Some(dir) = dir
+    {
+        v.writes.push(WriteTo::Word(dir));
+    }
+    v
+}
+
+fn subcommand_verdict<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Verdict<'a> {
+    use ShellClass::{Benign, Destructive, ReadOnly, Unknown};
+    let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
+    let flag = |short: &[char], long: &[&str]| has_flag(rest, short, long);
+    let sub2 = subcommand(rest, &[]).map(|(_, s)| s);
+    match sub {
+        "push" => verdict(Destructive, "publishes commits to a remote"),
+        "filter-branch" | "filter-repo" | "update-ref" | "replace" => {
+            verdict(Destructive, "rewrites refs")
+        }
+        "reset" if flag(&[], &["--hard", "--merge", "--keep"]) => {
+            verdict(Destructive, "discards working-tree changes")
+        }
+        "reset" => verdict(Benign, "moves HEAD, keeps the working tree"),
+        "clean" if flag(&['n'], &["--dry-run"]) => verdict(ReadOnly, "dry run"),
+        "clean" => verdict(Destructive, "deletes untracked files"),
+        "checkout" => checkout(rest, scope),
+        "switch" if flag(&['f'], &["--force", "--discard-changes"]) => {
+            verdict(Destructive, "discards working-tree changes")
+        }
+        "switch" => verdict(Benign, "switches branch"),
+        "restore" if flag(&['S'], &["--staged"]) && !flag(&['W'], &["--worktree"]) => {
+            verdict(Benign, "unstages")
+        }
+        "restore" => verdict(Destructive, "discards working-tree changes"),
+        "rm" if flag(&['f'], &["--force"]) => verdict(Destructive, "force-removes files"),
+        "rm" => verdict(Benign, "removes tracked files"),
+        "branch" => branch(rest, scope),
+        "tag" => {
+            let valued = [
+                "-m",
+                "-F",
+                "-u",
+                "--message",
+                "--file",
+                "--local-user",
+                "--sort",
+                "--format",
+                "--contains",
+                "--points-at",
+                "--merged",
+                "--no-merged",
+            ];
+            if flag(&['d'], &["--delete"]) {
+                verdict(Benign, "deletes a local tag")
+            } else if flag(&['l', 'v'], &["--list", "--verify"])
+                || positionals(rest, &valued).is_empty()
+            {
+                verdict(ReadOnly, "lists tags")
+            } else {
+                verdict(Benign, "creates a tag")
+            }
+        }
+        "stash" => match sub2 {
+            None | Some("push" | "save" | "pop" | "apply" | "create" | "store" | "branch") => {
+                verdict(Benign, "stashes changes")
+            }
+            Some("list" | "show") => verdict(ReadOnly, "lists stashes"),
+            Some("drop" | "clear") => verdict(Destructive, "drops stashed changes"),
+            Some(_) => verdict(Unknown, "unknown stash subcommand"),
+        },
+        "remote" => match sub2 {
+            None | Some("show" | "get-url") => verdict(ReadOnly, "lists remotes"),
+            Some(_) => verdict(Benign, "changes remotes"),
+        },
+        "config" => config(rest, scope),
+        "worktree" => match sub2 {
+            Some("list") => verdict(ReadOnly, "lists worktrees"),
+            Some("remove") if flag(&['f'], &["--force"]) => {
+                verdict(Destructive, "force-removes a worktree")
+            }
+            Some("add") => {
+                let path = subcommand(rest, &[]).and_then(|(i, _)| {
+                    positionals(
+                        rest.get(i + 1..).unwrap_or_default(),
+                        &["-b", "-B", "--reason"],
+                    )
+                    .into_iter()
+                    .next()
+                });
+                Verdict::new(Benign, scope, "adds a worktree").writing(path)
+            }
+            _ => verdict(Benign, "changes worktrees"),
+        },
+        "submodule" => match sub2 {
+            None | Some("status" | "summary") => verdict(ReadOnly, "lists submodules"),
+            Some("foreach") => verdict(Unknown, "runs a command in each submodule"),
+            Some("deinit") => verdict(Destructive, "removes submodule checkouts"),
+            Some(_) => verdict(Benign, "updates submodules"),
+        },
+        "reflog" => match sub2 {
+            Some("expire" | "delete") => verdict(Destructive, "drops reflog entries"),
+            _ => verdict(ReadOnly, "shows the reflog"),
+        },
+        "notes" => match sub2 {
+            None | Some("list" | "show") => verdict(ReadOnly, "lists notes"),
+            Some(_) => verdict(Benign, "edits notes"),
+        },
+        "clone" => {
+            let valued = [
+                "-b",
+                "--branch",
+                "-o",
+                "--origin",
+                "--depth",
+                "-c",
+                "--config",
+                "--reference",
+                "--template",
+                "-u",
+                "--upload-pack",
+                "--separate-git-dir",
+                "--filter",
+                "-j",
+                "--jobs",
+            ];
+            let dest = positionals(rest, &valued).get(1).copied();
+            Verdict::new(Benign, scope, "clones a repository").writing(dest)
+        }
+        s if READ_ONLY.contains(&s) || BENIGN.contains(&s) => {
+            let out = option_value(rest, &["-o"], &["--output", "--output-directory"]);
+            let inline = rest
+                .iter()
+                .filter_map(Word::text)
+                .any(|t| t.starts_with("--output="));
+            if inline {
+                return verdict(Unknown, "--output= target not resolved");
+            }
+            let (class, why) = if BENIGN.contains(&s) {
+                (Benign, "changes the local repository")
+            } else if out.is_some() {
+                (Benign, "writes its --output file")
+            } else {
+                (ReadOnly, "read-only")
+            };
+            Verdict::new(class, scope, why).writing(out)
+        }
+        _ => verdict(Unknown, "subcommand not known"),
+    }
+}
+
+fn checkout<'a>(rest: &'a [Word], scope: &str) -> Verdict<'a> {
+    let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
+    if has_flag(
+        rest,
+        &['f', 'p'],
+        &["--force", "--ours", "--theirs", "--patch"],
+    ) {
+        return verdict(ShellClass::Destructive, "discards working-tree changes");
+    }
+    if has_flag(rest, &['b', 'B'], &["--orphan"]) {
+        return verdict(ShellClass::Benign, "creates a branch");
+    }
+    if rest.iter().any(|w| w.text() == Some("--")) {
+        return verdict(
+            ShellClass::Destructive,
+            "restores paths, discarding their changes",
+        );
+    }
+    let names = positionals(rest, &["--conflict"]);
+    match names.as_slice() {
+        [] => verdict(ShellClass::Benign, "switches branch"),
+        [one] => match one.text() {
+            Some("-") => verdict(ShellClass::Benign, "switches to the previous branch"),
+            Some(".") => verdict(
+                ShellClass::Destructive,
+                "restores every path, discarding changes",
+            ),
+            _ => verdict(
+                ShellClass::Unknown,
+                "branch or path? (a path loses its changes; use git switch)",
+            ),
+        },
+        _ => verdict(ShellClass::Destructive, "restores paths from a commit"),
+    }
+}
+
+fn branch<'a>(rest: &'a [Word], scope: &str) -> Verdict<'a> {
+    let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
+    let flag = |short: &[char], long: &[&str]| has_flag(rest, short, long);
+    let delete = flag(&['d'], &["--delete"]);
+    if flag(&['D'], &[]) || (delete && flag(&['f'], &["--force"])) {
+        return verdict(ShellClass::Destructive, "force-deletes a branch");
+    }
+    if delete {
+        return verdict(ShellClass::Benign, "deletes a merged branch");
+    }
+    let changes = [
+        "--move",
+        "--copy",
+        "--set-upstream-to",
+        "--unset-upstream",
+        "--edit-description",
+        "--force",
+        "--track",
+        "--no-track",
+    ];
+    if flag(&['m', 'M', 'c', 'C', 'u', 'f'], &changes) {
+        return verdict(ShellClass::Benign, "changes branches");
+    }
+    let listing = [
+        "--list",
+        "--all",
+        "--remotes",
+        "--contains",
+        "--no-contains",
+        "--merged",
+        "--no-merged",
+        "--points-at",
+        "--show-current",
+    ];
+    let valued = [
+        "--sort",
+        "--format",
+        "--contains",
+        "--no-contains",
+        "--merged",
+        "--no-merged",
+        "--points-at",
+        "--column",
+    ];
+    if flag(&['l', 'a', 'r'], &listing) || positionals(rest, &valued).is_empty() {
+        verdict(ShellClass::ReadOnly, "lists branches")
+    } else {
+        verdict(ShellClass::Benign, "creates a branch")
+    }
+}
+
+fn config<'a>(rest: &'a [Word], scope: &str) -> Verdict<'a> {
+    let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
+    let flag = |short: &[char], long: &[&str]| has_flag(rest, short, long);
+    let reads = [
+        "--list",
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--show-origin",
+        "--show-scope",
+        "--name-only",
+    ];
+    let writes = [
+        "--unset",
+        "--unset-all",
+        "--add",
+        "--replace-all",
+        "--rename-section",
+        "--remove-section",
+        "--edit",
+    ];
+    let valued = ["-f", "--file", "--type", "--default", "--blob", "--comment"];
+    let names = positionals(rest, &valued);
+    let first = names.first().and_then(|w| w.text());
+    let read = !flag(&['e'], &writes)
+        && (flag(&['l'], &reads) || matches!(first, Some("get" | "list")) || names.len() == 1);
+    if read {
+        verdict(ShellClass::ReadOnly, "reads configuration")
+    } else if flag(&[], &["--global", "--system"]) {
+        verdict(
+            ShellClass::Destructive,
+            "writes the user's or system's git config",
+        )
+        .outside()
+    } else {
+        verdict(ShellClass::Benign, "writes the repository's config")
+    }
+}

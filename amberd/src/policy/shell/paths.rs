@@ -1,0 +1,182 @@
+//! Lexical inside/outside decisions for what a command writes. No file-system access:
+//! relative paths resolve against the tracked working directory, `.`/`..` are folded,
+//! `~` and `$HOME` count as outside, `/dev/null` and friends are harmless, and a path is
+//! inside when it is the workspace or below it (component-wise, so `/ws2` is not in `/ws`).
+
+use std::path::{Component, Path, PathBuf};
+
+use super::words::Word;
+
+/// The working directory as far as the classifier can follow `cd`.
+#[derive(Debug, Clone)]
+pub(super) enum Cwd {
+    Known(PathBuf),
+    /// Somewhere outside the workspace that we cannot name (`cd ~`).
+    Outside,
+    /// Not known at all (`cd "$X"`, `cd -`, `popd`).
+    Unknown,
+}
+
+/// Where a write lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Inside,
+    Outside,
+    /// `/dev/null`, `/dev/stdout`, `/dev/stderr`, `/dev/tty`: not a file write.
+    Harmless,
+    /// A variable, a command substitution, a glob that may climb (`.*`), an unknown cwd.
+    Unresolved,
+}
+
+const HARMLESS: &[&str] = &[
+    "/dev/null",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/tty",
+    "/dev/fd/1",
+    "/dev/fd/2",
+];
+
+/// Folds `.` and `..` without touching the file system (`..` at the root stays there).
+pub(super) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() && !path.is_absolute() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn inside(path: &Path, workspace: &Path) -> bool {
+    path.starts_with(workspace)
+}
+
+/// Where writing `word` lands, with `cwd` as the working directory.
+pub(super) fn write_target(word: &Word, cwd: &Cwd, workspace: &Path) -> Target {
+    if word.home {
+        return Target::Outside;
+    }
+    let Some(text) = word.text() else {
+        return Target::Unresolved;
+    };
+    if text.is_empty() {
+        return Target::Unresolved;
+    }
+    // A glob stays in its directory unless a component can match `..` (`.*`, `.?`).
+    if word.glob
+        && Path::new(text)
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.') && has_glob(&c))
+    {
+        return Target::Unresolved;
+    }
+    resolve(text, cwd, workspace)
+}
+
+fn has_glob(component: &Component<'_>) -> bool {
+    component
+        .as_os_str()
+        .to_string_lossy()
+        .contains(['*', '?', '[', '('])
+}
+
+fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> Target {
+    let path = Path::new(text);
+    let full = if path.is_absolute() {
+        normalize(path)
+    } else {
+        match cwd {
+            Cwd::Known(dir) => normalize(&dir.join(path)),
+            Cwd::Outside => return Target::Outside,
+            Cwd::Unknown => return Target::Unresolved,
+        }
+    };
+    if HARMLESS.iter().any(|h| full == Path::new(h)) {
+        Target::Harmless
+    } else if inside(&full, workspace) {
+        Target::Inside
+    } else {
+        Target::Outside
+    }
+}
+
+/// Where the working directory itself lands (tools that write into it).
+pub(super) fn cwd_target(cwd: &Cwd, workspace: &Path) -> Target {
+    match cwd {
+        Cwd::Known(dir) if inside(dir, workspace) => Target::Inside,
+        Cwd::Known(_) | Cwd::Outside => Target::Outside,
+        Cwd::Unknown => Target::Unresolved,
+    }
+}
+
+/// The working directory after `cd word`.
+pub(super) fn change_dir(cwd: &Cwd, word: &Word) -> Cwd {
+    if word.home {
+        return Cwd::Outside;
+    }
+    let Some(text) = word.text() else {
+        return Cwd::Unknown;
+    };
+    if word.glob || text.is_empty() || text == "-" {
+        return Cwd::Unknown;
+    }
+    let path = Path::new(text);
+    if path.is_absolute() {
+        return Cwd::Known(normalize(path));
+    }
+    match cwd {
+        Cwd::Known(dir) => Cwd::Known(normalize(&dir.join(path))),
+        // Relative to somewhere outside: only `..` could come back in, and we cannot tell.
+        Cwd::Outside => {
+            if path.components().any(|c| c == Component::ParentDir) {
+                Cwd::Unknown
+            } else {
+                Cwd::Outside
+            }
+        }
+        Cwd::Unknown => Cwd::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(text: &str, cwd: &str) -> Target {
+        let word = super::super::words::word(text, 0).unwrap_or_default();
+        write_target(&word, &Cwd::Known(PathBuf::from(cwd)), Path::new("/ws"))
+    }
+
+    #[test]
+    fn resolution() {
+        assert_eq!(target("a", "/ws"), Target::Inside);
+        assert_eq!(target("./a/../b", "/ws"), Target::Inside);
+        assert_eq!(target("../a", "/ws"), Target::Outside);
+        assert_eq!(target("../ws/a", "/ws/sub"), Target::Inside);
+        assert_eq!(target("/ws2/a", "/ws"), Target::Outside);
+        assert_eq!(target("/ws", "/"), Target::Inside);
+        assert_eq!(target("/dev/null", "/ws"), Target::Harmless);
+        assert_eq!(target("/dev/../etc/x", "/ws"), Target::Outside);
+        assert_eq!(target("~/x", "/ws"), Target::Outside);
+        assert_eq!(target("$HOME/x", "/ws"), Target::Outside);
+        assert_eq!(target("$X/a", "/ws"), Target::Unresolved);
+        assert_eq!(target("*.o", "/ws"), Target::Inside);
+        assert_eq!(target(".*", "/ws"), Target::Unresolved);
+        assert_eq!(target("a", "/tmp"), Target::Outside);
+        assert_eq!(target("'/ws/a b'", "/"), Target::Inside);
+    }
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("/../..")), PathBuf::from("/"));
+        assert_eq!(normalize(Path::new("a/../../b")), PathBuf::from("../b"));
+    }
+}

@@ -1,0 +1,411 @@
+//! Per-program verdicts: the shared types ([`Dispatch`], [`Verdict`]), argument helpers,
+//! and the tables for everyday programs — read-only tools, file writers, build and test
+//! runners, and the system-level destroyers. Multi-command programs live in [`super::git`]
+//! and [`super::tools`]; wrappers and shells in [`super::wrappers`].
+//!
+//! Decisions (see also the module header of `tools` and `git`):
+//! - read-only: coreutils-style readers, `grep`/`rg` (not `--pre`), `find` without
+//!   `-exec`/`-delete`/`-fprint*`, `sed` without `-i` and without `w`/`e`, `sort`/`tree`
+//!   without `-o`, shell builtins that only touch shell state (`cd`, `export`, `set` …).
+//! - benign: `touch`, `mkdir`, `cp`, `mv`, `ln`, `tee`, `rm FILE` (non-recursive) and other
+//!   writers whose targets resolve inside the workspace; build/test/lint runners (`make`,
+//!   `pytest`, `tsc`, `eslint` …) — they run in, and write to, their working directory.
+//! - destructive: `rm -r`, `chmod -R`/`chown -R`, `dd`, `shred`, `truncate`, `mkfs*`,
+//!   disk tools, `shutdown`/`reboot`, `kill -1`, deleting through `xargs`/`find -exec`.
+//! - unknown: everything else, including interpreters running scripts (`python x.py`),
+//!   network tools (`curl`, `ssh`), `awk` (can run `system()`), pagers.
+
+use super::ShellClass;
+use super::words::Word;
+use super::{git, scope, sed, tools, wrappers, writers};
+
+/// What the surroundings tell a rule.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RuleCtx {
+    /// stdin comes from a download (`curl … |`).
+    pub stdin_download: bool,
+    /// An argument's substitution downloads (`bash <(curl …)`, `sh -c "$(curl …)"`).
+    pub args_download: bool,
+    /// Run by `xargs`: more arguments come from stdin.
+    pub xargs: bool,
+    /// Run by `find -exec`/`fd -x`: `{}` stands for found paths.
+    pub find_exec: bool,
+    /// How many wrappers (`env`, `nice`, `find -exec` …) this command is nested in.
+    pub wrapped: usize,
+}
+
+/// A path a command writes.
+#[derive(Debug, Clone)]
+pub(super) enum WriteTo<'a> {
+    /// The working directory (build tools, `git commit`).
+    Cwd,
+    Word(&'a Word),
+}
+
+/// Where `cd` goes.
+#[derive(Debug, Clone)]
+pub(super) enum CdTo<'a> {
+    Word(&'a Word),
+    Home,
+    Unknown,
+}
+
+/// A transparent wrapper: judge `inner` as the real command.
+#[derive(Debug, Default)]
+pub(super) struct Wrap<'a> {
+    pub inner: &'a [Word],
+    /// The wrapper's own contribution (`sudo` → destructive).
+    pub class: ShellClass,
+    pub reason: Option<String>,
+    pub scope: Option<String>,
+    pub writes: Vec<WriteTo<'a>>,
+    pub xargs: bool,
+    pub cd: Option<CdTo<'a>>,
+}
+
+/// The verdict on a program that runs no other program (except `execs`).
+#[derive(Debug)]
+pub(super) struct Verdict<'a> {
+    pub class: ShellClass,
+    pub reason: String,
+    pub scope: String,
+    pub writes: Vec<WriteTo<'a>>,
+    /// Commands it runs (`find -exec CMD ;`).
+    pub execs: Vec<&'a [Word]>,
+    pub cd: Option<CdTo<'a>>,
+    /// Known to write outside the workspace (`cargo install`, `git config --global`).
+    pub outside: bool,
+}
+
+impl<'a> Verdict<'a> {
+    pub(super) fn new(class: ShellClass, scope: &str, reason: impl Into<String>) -> Self {
+        Self {
+            class,
+            reason: format!("{scope}: {}", reason.into()),
+            scope: scope.to_owned(),
+            writes: Vec::new(),
+            execs: Vec::new(),
+            cd: None,
+            outside: false,
+        }
+    }
+
+    pub(super) fn writing(mut self, words: impl IntoIterator<Item = &'a Word>) -> Self {
+        self.writes.extend(words.into_iter().map(WriteTo::Word));
+        self
+    }
+
+    pub(super) fn outside(mut self) -> Self {
+        self.outside = true;
+        self
+    }
+}
+
+pub(super) enum Dispatch<'a> {
+    Wrapper(Wrap<'a>),
+    /// `bash -c SCRIPT`, `eval …`: parse and classify `source`.
+    Script {
+        program: String,
+        source: String,
+    },
+    Leaf(Verdict<'a>),
+}
+
+/// `/usr/bin/rm` is `rm`; `./rm` stays `./rm` (a local program, unknown).
+pub(super) fn program_name(argv0: &str) -> &str {
+    const SYSTEM_DIRS: &[&str] = &[
+        "/bin/",
+        "/usr/bin/",
+        "/usr/local/bin/",
+        "/sbin/",
+        "/usr/sbin/",
+        "/usr/local/sbin/",
+    ];
+    SYSTEM_DIRS
+        .iter()
+        .find_map(|dir| argv0.strip_prefix(dir).filter(|rest| !rest.contains('/')))
+        .unwrap_or(argv0)
+}
+
+/// Variables that change which program later runs, or what it loads.
+pub(super) fn dangerous_env(name: &str) -> bool {
+    name.starts_with("LD_")
+        || name.starts_with("DYLD_")
+        || matches!(
+            name,
+            "PATH"
+                | "BASH_ENV"
+                | "ENV"
+                | "IFS"
+                | "PROMPT_COMMAND"
+                | "SHELLOPTS"
+                | "NODE_OPTIONS"
+                | "PYTHONSTARTUP"
+                | "PERL5OPT"
+                | "RUBYOPT"
+                | "PAGER"
+                | "GIT_PAGER"
+                | "EDITOR"
+                | "VISUAL"
+                | "GIT_EDITOR"
+                | "GIT_SSH"
+                | "GIT_SSH_COMMAND"
+                | "GIT_EXTERNAL_DIFF"
+                | "GIT_EXEC_PATH"
+                | "GIT_CONFIG_PARAMETERS"
+                | "GIT_DIR"
+                | "GIT_WORK_TREE"
+                | "RUSTC_WRAPPER"
+                | "CARGO_BUILD_RUSTC_WRAPPER"
+        )
+}
+
+// ---------------------------------------------------------------- argument helpers
+
+/// All literal values, or `None` if some argument expands at run time.
+pub(super) fn literals(args: &[Word]) -> Option<Vec<&str>> {
+    args.iter().map(Word::text).collect()
+}
+
+/// A short option letter (in any cluster like `-rf`) or a long option (`--recursive`,
+/// `--output=x`) appears before `--`.
+pub(super) fn has_flag(args: &[Word], short: &[char], long: &[&str]) -> bool {
+    for arg in args.iter().filter_map(Word::text) {
+        if arg == "--" {
+            break;
+        }
+        if let Some(name) = arg.strip_prefix("--") {
+            let name = name.split('=').next().unwrap_or(name);
+            if long.iter().any(|l| l.trim_start_matches("--") == name) {
+                return true;
+            }
+        } else if let Some(cluster) = arg.strip_prefix('-')
+            && cluster.chars().any(|c| short.contains(&c))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The value of an option: `-o FILE`, `-oFILE`, `--output FILE`, `--output=FILE`.
+pub(super) fn option_value<'a>(
+    args: &'a [Word],
+    short: &[&str],
+    long: &[&str],
+) -> Option<&'a Word> {
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let Some(text) = arg.text() else { continue };
+        if text == "--" {
+            break;
+        }
+        if short.contains(&text) || long.contains(&text) {
+            return iter.next();
+        }
+    }
+    None
+}
+
+/// Whether `--long=VALUE` or `-sVALUE` forms appear (their value is inline, not a word).
+pub(super) fn has_inline_value(args: &[Word], short: &[&str], long: &[&str]) -> bool {
+    args.iter().filter_map(Word::text).any(|t| {
+        long.iter().any(|l| t.starts_with(&format!("{l}=")))
+            || short.iter().any(|s| t.starts_with(s) && t.len() > s.len())
+    })
+}
+
+/// Non-option arguments; options listed in `valued` consume the next word.
+/// Words that expand at run time count as positional.
+pub(super) fn positionals<'a>(args: &'a [Word], valued: &[&str]) -> Vec<&'a Word> {
+    let mut out = Vec::new();
+    let mut iter = args.iter();
+    let mut options_done = false;
+    while let Some(arg) = iter.next() {
+        match arg.text() {
+            Some("--") if !options_done => options_done = true,
+            Some(t) if !options_done && t.starts_with('-') && t.len() > 1 => {
+                if valued.contains(&t) {
+                    iter.next();
+                }
+            }
+            _ => out.push(arg),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------- dispatch
+
+pub(super) fn dispatch<'a>(argv0: &str, args: &'a [Word], ctx: &RuleCtx) -> Dispatch<'a> {
+    let name = program_name(argv0);
+    if let Some(dispatch) = wrappers::dispatch(name, args, ctx) {
+        return dispatch;
+    }
+    Dispatch::Leaf(leaf(name, args, ctx))
+}
+
+fn leaf<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Verdict<'a> {
+    let scope = scope::scope(name, args);
+    if name == "git" {
+        return git::classify(args, &scope);
+    }
+    if let Some(v) = tools::classify(name, args, &scope) {
+        return v;
+    }
+    if let Some(v) = reader(name, args, &scope) {
+        return v;
+    }
+    if let Some(v) = writers::writer(name, args, ctx, &scope) {
+        return v;
+    }
+    if let Some(v) = writers::system(name, args, &scope) {
+        return v;
+    }
+    if let Some(v) = writers::runner(name, args, &scope) {
+        return v;
+    }
+    Verdict::new(ShellClass::Unknown, &scope, "not a known program")
+}
+
+/// Programs that only read, whatever their arguments.
+#[rustfmt::skip]
+const READ_ONLY: &[&str] = &[
+    "cat", "ls", "head", "tail", "wc", "grep", "egrep", "fgrep", "zgrep", "echo", "printf", "pwd",
+    "which", "whereis", "type", "file", "stat", "du", "df", "cut", "tr", "nl", "jq", "true",
+    "false", "test", "[", ":", "printenv", "uname", "whoami", "id", "groups", "basename", "dirname",
+    "realpath", "readlink", "diff", "cmp", "comm", "paste", "column", "fold", "fmt", "expand",
+    "unexpand", "rev", "tac", "seq", "sleep", "od", "hexdump", "strings", "md5sum", "sha1sum",
+    "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum", "nproc", "arch",
+    "uptime", "free", "ps", "tty", "locale", "getconf", "expr", "export", "set", "unset", "shopt",
+    "local", "declare", "typeset", "readonly", "alias", "unalias", "read", "wait", "exit", "return",
+    "break", "continue", "shift", "hash", "help", "man", "whatis", "apropos", "dirs", "jobs",
+    "times", "umask", "ulimit", "pgrep", "pidof", "lscpu", "lsblk", "cal", "join", "look", "tsort",
+    "factor", "numfmt", "base32", "base64", "basenc", "zcat", "bzcat", "xzcat", "envsubst", "lsof",
+    "nm", "objdump", "readelf", "shellcheck", "tokei", "cloc", "yes",
+];
+
+fn reader<'a>(name: &str, args: &'a [Word], scope: &str) -> Option<Verdict<'a>> {
+    let ro = |why: &str| Some(Verdict::new(ShellClass::ReadOnly, scope, why.to_owned()));
+    let unknown = |why: &str| Some(Verdict::new(ShellClass::Unknown, scope, why.to_owned()));
+    if READ_ONLY.contains(&name) {
+        return ro("read-only");
+    }
+    match name {
+        "cd" | "pushd" => {
+            let mut v = Verdict::new(ShellClass::ReadOnly, scope, "changes directory");
+            let target = positionals(args, &[]).into_iter().next();
+            v.cd = Some(target.map_or(CdTo::Home, CdTo::Word));
+            Some(v)
+        }
+        "popd" => {
+            let mut v = Verdict::new(ShellClass::ReadOnly, scope, "changes directory");
+            v.cd = Some(CdTo::Unknown);
+            Some(v)
+        }
+        "find" => Some(find(args, scope)),
+        "fd" | "fdfind" => {
+            let exec = args
+                .iter()
+                .position(|a| matches!(a.text(), Some("-x" | "--exec" | "-X" | "--exec-batch")));
+            match exec {
+                Some(i) => {
+                    let mut v =
+                        Verdict::new(ShellClass::ReadOnly, scope, "runs a command per match");
+                    v.execs.push(args.get(i + 1..).unwrap_or_default());
+                    Some(v)
+                }
+                None if literals(args).is_none() => unknown("arguments expand at run time"),
+                None => ro("read-only"),
+            }
+        }
+        "rg" => {
+            if literals(args).is_none() {
+                unknown("arguments expand at run time")
+            } else if has_flag(args, &[], &["--pre"]) {
+                unknown("--pre runs a program")
+            } else {
+                ro("read-only")
+            }
+        }
+        "sed" => Some(sed::classify(args, scope)),
+        "sort" | "shuf" | "iconv" | "tree" => {
+            if literals(args).is_none() {
+                return unknown("arguments expand at run time");
+            }
+            if has_flag(args, &[], &["--compress-program"]) {
+                return unknown("--compress-program runs a program");
+            }
+            match option_value(args, &["-o"], &["--output"]) {
+                Some(out) => Some(
+                    Verdict::new(ShellClass::Benign, scope, "writes its -o file").writing([out]),
+                ),
+                None if has_inline_value(args, &["-o"], &["--output"]) => {
+                    unknown("writes an output file")
+                }
+                None => ro("read-only"),
+            }
+        }
+        "uniq" => {
+            let files = positionals(args, &["-f", "-s", "-w"]);
+            match files.get(1) {
+                Some(out) => Some(
+                    Verdict::new(ShellClass::Benign, scope, "writes its output file")
+                        .writing([*out]),
+                ),
+                None => ro("read-only"),
+            }
+        }
+        "date" => {
+            if has_flag(args, &['s'], &["--set"]) {
+                unknown("sets the clock")
+            } else {
+                ro("read-only")
+            }
+        }
+        "hostname" => {
+            if positionals(args, &[]).is_empty() {
+                ro("read-only")
+            } else {
+                unknown("sets the host name")
+            }
+        }
+        _ => None,
+    }
+}
+
+fn find<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
+    let mut v = Verdict::new(ShellClass::ReadOnly, scope, "read-only");
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let Some(text) = arg.text() else {
+            return Verdict::new(ShellClass::Unknown, scope, "arguments expand at run time");
+        };
+        match text {
+            "-delete" => {
+                return Verdict::new(ShellClass::Destructive, scope, "-delete removes files");
+            }
+            "-exec" | "-execdir" | "-ok" | "-okdir" => {
+                let rest = args.get(i + 1..).unwrap_or_default();
+                let end = rest
+                    .iter()
+                    .position(|w| matches!(w.text(), Some(";" | "+")))
+                    .unwrap_or(rest.len());
+                v.execs.push(rest.get(..end).unwrap_or_default());
+                v.reason = format!("{scope}: runs a command per match");
+                i += end + 2;
+                continue;
+            }
+            "-fprint" | "-fprint0" | "-fls" | "-fprintf" => {
+                if let Some(file) = args.get(i + 1) {
+                    v.writes.push(WriteTo::Word(file));
+                }
+                v.class = ShellClass::Benign;
+                v.reason = format!("{scope}: {text} writes a file");
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    v
+}

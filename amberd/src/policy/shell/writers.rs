@@ -1,0 +1,383 @@
+//! Programs that write files (judged by where their path arguments land), machine-level
+//! destroyers (`dd`, `mkfs*`, `shutdown`, `kill -1` …) and build/test runners.
+
+use super::ShellClass;
+use super::rules::{
+    RuleCtx, Verdict, has_flag, has_inline_value, literals, option_value, positionals,
+};
+use super::words::Word;
+
+/// Programs whose path arguments are written; judged inside/outside by the caller.
+pub(super) fn writer<'a>(
+    name: &str,
+    args: &'a [Word],
+    ctx: &RuleCtx,
+    scope: &str,
+) -> Option<Verdict<'a>> {
+    let benign = |why: &str, targets: Vec<&'a Word>| {
+        Some(Verdict::new(ShellClass::Benign, scope, why.to_owned()).writing(targets))
+    };
+    let fed = ctx.xargs || ctx.find_exec;
+    let deleter = matches!(name, "rm" | "unlink" | "shred" | "rmdir");
+    if fed && deleter {
+        let why = "deletes paths supplied by xargs/find";
+        return Some(Verdict::new(ShellClass::Destructive, scope, why));
+    }
+    let known = matches!(
+        name,
+        "rm" | "rmdir"
+            | "unlink"
+            | "touch"
+            | "mkdir"
+            | "cp"
+            | "mv"
+            | "install"
+            | "ln"
+            | "tee"
+            | "chmod"
+            | "chown"
+            | "chgrp"
+            | "mkfifo"
+            | "mknod"
+            | "rsync"
+            | "tar"
+            | "unzip"
+            | "zip"
+            | "gzip"
+            | "gunzip"
+            | "bzip2"
+            | "bunzip2"
+            | "xz"
+            | "unxz"
+            | "zstd"
+    );
+    if fed && known {
+        return Some(Verdict::new(
+            ShellClass::Unknown,
+            scope,
+            "writes paths supplied by xargs/find",
+        ));
+    }
+    match name {
+        "rm" => {
+            if has_flag(args, &['r', 'R'], &["--recursive"]) {
+                let targets = positionals(args, &[]);
+                Some(
+                    Verdict::new(ShellClass::Destructive, scope, "recursive delete")
+                        .writing(targets),
+                )
+            } else {
+                benign("deletes files", positionals(args, &[]))
+            }
+        }
+        "rmdir" | "unlink" | "mkfifo" => benign("writes files", positionals(args, &["-m"])),
+        "touch" => benign("touches files", positionals(args, &["-d", "-r", "-t"])),
+        "mkdir" => benign("creates directories", positionals(args, &["-m"])),
+        "mknod" => benign(
+            "creates a node",
+            positionals(args, &["-m"]).into_iter().take(1).collect(),
+        ),
+        "tee" => {
+            let files = positionals(args, &[]);
+            if files.is_empty() {
+                Some(Verdict::new(
+                    ShellClass::ReadOnly,
+                    scope,
+                    "copies stdin to stdout",
+                ))
+            } else {
+                benign("writes files", files)
+            }
+        }
+        "cp" | "mv" | "install" | "ln" => Some(copy_like(name, args, scope)),
+        "chmod" | "chown" | "chgrp" => {
+            // A chmod mode may look like an option (`-x`).
+            let is_mode = |w: &&Word| {
+                w.text().is_some_and(|t| {
+                    name == "chmod"
+                        && t.len() > 1
+                        && t.starts_with('-')
+                        && t[1..].chars().all(|c| "rwxXst".contains(c))
+                })
+            };
+            let mut words: Vec<&Word> = Vec::new();
+            let mut past_options = false;
+            for w in args {
+                match w.text() {
+                    Some("--") if !past_options => past_options = true,
+                    Some(t) if !past_options && t.starts_with('-') && !is_mode(&w) => {}
+                    _ => words.push(w),
+                }
+            }
+            let reference = has_flag(args, &[], &["--reference"]);
+            let files: Vec<&Word> = if reference {
+                words
+            } else {
+                words.into_iter().skip(1).collect()
+            };
+            if has_flag(args, &['R'], &["--recursive"]) {
+                let why = "recursive permission change";
+                return Some(Verdict::new(ShellClass::Destructive, scope, why).writing(files));
+            }
+            benign("changes permissions", files)
+        }
+        "rsync" => {
+            if has_flag(
+                args,
+                &[],
+                &[
+                    "--delete",
+                    "--delete-before",
+                    "--delete-after",
+                    "--delete-during",
+                    "--delete-excluded",
+                    "--remove-source-files",
+                ],
+            ) {
+                return Some(Verdict::new(
+                    ShellClass::Destructive,
+                    scope,
+                    "deletes files",
+                ));
+            }
+            let files = positionals(
+                args,
+                &["-e", "--rsh", "-f", "--filter", "--exclude", "--include"],
+            );
+            match files.last() {
+                Some(dest) if dest.text().is_some_and(is_remote) => Some(Verdict::new(
+                    ShellClass::Unknown,
+                    scope,
+                    "copies to a remote host",
+                )),
+                Some(dest) => benign("copies files", vec![*dest]),
+                None => Some(Verdict::new(ShellClass::Unknown, scope, "no destination")),
+            }
+        }
+        "tar" => Some(tar(args, scope)),
+        "unzip" => {
+            if has_flag(args, &['l', 'v', 't', 'Z'], &[]) {
+                return Some(Verdict::new(
+                    ShellClass::ReadOnly,
+                    scope,
+                    "lists an archive",
+                ));
+            }
+            let dir = option_value(args, &["-d"], &[]);
+            Some(Verdict::new(ShellClass::Benign, scope, "extracts an archive").writing(dir))
+        }
+        "zip" => benign(
+            "writes an archive",
+            positionals(args, &["-b", "-n", "-t", "-x", "-i"])
+                .into_iter()
+                .take(1)
+                .collect(),
+        ),
+        "gzip" | "gunzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" => {
+            if has_flag(
+                args,
+                &['c', 'l', 't'],
+                &["--stdout", "--to-stdout", "--list", "--test"],
+            ) {
+                Some(Verdict::new(
+                    ShellClass::ReadOnly,
+                    scope,
+                    "writes to stdout",
+                ))
+            } else {
+                benign("replaces files", positionals(args, &["-S", "--suffix"]))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `host:path` (not `./a:b`, not `/a:b`).
+fn is_remote(text: &str) -> bool {
+    match text.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/'),
+        None => false,
+    }
+}
+
+fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
+    let valued = [
+        "-t",
+        "--target-directory",
+        "-S",
+        "--suffix",
+        "-m",
+        "--mode",
+        "-o",
+        "--owner",
+        "-g",
+        "--group",
+    ];
+    let files = positionals(args, &valued);
+    if let Some(dir) = option_value(args, &["-t"], &["--target-directory"]) {
+        let mut targets = vec![dir];
+        if name == "mv" {
+            targets.extend(files);
+        }
+        return Verdict::new(ShellClass::Benign, scope, "copies into a directory").writing(targets);
+    }
+    if has_inline_value(args, &["-t"], &["--target-directory"])
+        || args
+            .iter()
+            .filter_map(Word::text)
+            .any(|t| !t.starts_with("--") && t.starts_with('-') && t.contains('t') && name != "ln")
+    {
+        return Verdict::new(ShellClass::Unknown, scope, "target directory not resolved");
+    }
+    let targets: Vec<&Word> = match name {
+        // Moving takes the sources away too.
+        "mv" => files,
+        "ln" if files.len() == 1 => {
+            return Verdict::new(ShellClass::Benign, scope, "creates a link");
+        }
+        _ => files.last().copied().into_iter().collect(),
+    };
+    let why = match name {
+        "mv" => "moves files",
+        "ln" => "creates a link",
+        _ => "copies files",
+    };
+    Verdict::new(ShellClass::Benign, scope, why).writing(targets)
+}
+
+fn tar<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
+    let Some(lits) = literals(args) else {
+        return Verdict::new(ShellClass::Unknown, scope, "arguments expand at run time");
+    };
+    // Old style `tar czf out.tar dir`: the first word is a cluster without a dash.
+    let mut letters = String::new();
+    for (i, t) in lits.iter().enumerate() {
+        if let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-')) {
+            letters.push_str(cluster);
+        } else if i == 0 && !t.starts_with('-') {
+            letters.push_str(t);
+        }
+    }
+    let long = |names: &[&str]| has_flag(args, &[], names);
+    if letters.contains('t') || long(&["--list", "--diff", "--compare"]) {
+        return Verdict::new(ShellClass::ReadOnly, scope, "lists an archive");
+    }
+    if letters.contains('x') || long(&["--extract", "--get"]) {
+        let dir = option_value(args, &["-C"], &["--directory"]);
+        return Verdict::new(ShellClass::Benign, scope, "extracts an archive").writing(dir);
+    }
+    // Creating or updating: the archive is the word after the cluster ending in `f`
+    // (`-cf out.tar`, `czf out.tar`, `-f out.tar`), or `--file out.tar`.
+    let cluster_f = lits.iter().enumerate().find_map(|(i, t)| {
+        let cluster = t.strip_prefix('-').unwrap_or(if i == 0 { t } else { "" });
+        (!cluster.starts_with('-') && cluster.ends_with('f')).then_some(i + 1)
+    });
+    let archive = cluster_f
+        .and_then(|i| args.get(i))
+        .or_else(|| option_value(args, &[], &["--file"]));
+    match archive {
+        Some(file) => Verdict::new(ShellClass::Benign, scope, "writes an archive").writing([file]),
+        None => Verdict::new(ShellClass::Unknown, scope, "archive not resolved"),
+    }
+}
+
+/// Machine-level programs.
+pub(super) fn system<'a>(name: &str, args: &'a [Word], scope: &str) -> Option<Verdict<'a>> {
+    let destructive =
+        |why: &str| Some(Verdict::new(ShellClass::Destructive, scope, why.to_owned()));
+    match name {
+        "dd" => destructive("writes raw blocks"),
+        "shred" => destructive("overwrites files"),
+        "truncate" => destructive("truncates files"),
+        "shutdown" | "reboot" | "poweroff" | "halt" | "telinit" | "init" => {
+            destructive("stops the machine")
+        }
+        "fdisk" | "sfdisk" | "gdisk" | "parted" | "wipefs" | "mkswap" | "swapoff"
+        | "blkdiscard" => destructive("rewrites a disk"),
+        n if n.starts_with("mkfs") => destructive("formats a file system"),
+        "kill" => {
+            let lits = literals(args).unwrap_or_default();
+            if lits.iter().any(|t| matches!(*t, "-l" | "-L")) {
+                return Some(Verdict::new(ShellClass::ReadOnly, scope, "lists signals"));
+            }
+            // The first word may be the signal (`-9`, `-KILL`); after it, `-1` means every process.
+            let pids = lits.iter().skip(usize::from(
+                lits.first().is_some_and(|t| t.starts_with('-')),
+            ));
+            if pids.clone().any(|t| *t == "-1" || *t == "0") {
+                destructive("signals every process")
+            } else {
+                Some(Verdict::new(
+                    ShellClass::Unknown,
+                    scope,
+                    "signals processes",
+                ))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Build, test and lint runners: benign (they write into the working directory).
+pub(super) fn runner<'a>(name: &str, args: &'a [Word], scope: &str) -> Option<Verdict<'a>> {
+    const RUNNERS: &[&str] = &[
+        "make",
+        "gmake",
+        "ninja",
+        "cmake",
+        "ctest",
+        "just",
+        "meson",
+        "pytest",
+        "py.test",
+        "tox",
+        "nox",
+        "mypy",
+        "ruff",
+        "black",
+        "isort",
+        "flake8",
+        "pylint",
+        "eslint",
+        "prettier",
+        "tsc",
+        "jest",
+        "vitest",
+        "mocha",
+        "rustfmt",
+        "gofmt",
+        "rustc",
+        "gcc",
+        "g++",
+        "cc",
+        "c++",
+        "clang",
+        "clang++",
+        "javac",
+        "mvn",
+        "gradle",
+        "golangci-lint",
+        "cargo-nextest",
+    ];
+    if !RUNNERS.contains(&name) {
+        return None;
+    }
+    let lits = literals(args).unwrap_or_default();
+    if matches!(name, "make" | "gmake" | "ninja")
+        && lits.iter().any(|t| matches!(*t, "install" | "uninstall"))
+    {
+        return Some(Verdict::new(
+            ShellClass::Unknown,
+            scope,
+            "installs into the system",
+        ));
+    }
+    if name == "cmake" && lits.contains(&"--install") {
+        return Some(Verdict::new(
+            ShellClass::Unknown,
+            scope,
+            "installs into the system",
+        ));
+    }
+    Some(Verdict::new(ShellClass::Benign, scope, "build/test tool"))
+}
