@@ -12,8 +12,17 @@ use amber_proto::{Message, Mode, Role};
 pub const CONFIRM_PROMPT: &str = "Are you finished with the task? If it is complete, reply with \
 exactly DONE and nothing else. If anything is left to do, continue working with your tools.";
 
-/// The built-in system prompt, with the facts of this workspace.
+/// The built-in system prompt, with the facts of this workspace and its skills.
 pub fn default_system_prompt(workspace: &Path) -> String {
+    let mut prompt = base_prompt(workspace);
+    if let Some(skills) = crate::tools::skills::summary(workspace) {
+        prompt.push_str("\n\n");
+        prompt.push_str(&skills);
+    }
+    prompt
+}
+
+fn base_prompt(workspace: &Path) -> String {
     format!(
         "You are amber, a coding agent working in the directory {ws}.\n\
          Use the tools to inspect and change files and to run commands; do not guess file \

@@ -14,7 +14,8 @@ use super::SessionShared;
 use super::deps::Deps;
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::context::Context;
-use crate::tools::gate::{Gate, ModeGate};
+use super::gate::SessionGate;
+use crate::tools::gate::Gate;
 
 /// Work for the actor.
 #[derive(Debug)]
@@ -60,7 +61,12 @@ async fn run_prompt(
     let hooks = TurnHooks {
         shared,
         turn_id,
-        gate: ModeGate(shared.mode()),
+        gate: SessionGate {
+            shared,
+            deps,
+            turn_id,
+            cancel: &cancel,
+        },
     };
     hooks.emit(EventKind::TurnStarted {
         prompt: text.to_owned(),
@@ -110,7 +116,7 @@ fn ensure_system_prompt(shared: &SessionShared, context: &mut Context) {
 struct TurnHooks<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
-    gate: ModeGate,
+    gate: SessionGate<'a>,
 }
 
 impl AgentHooks for TurnHooks<'_> {

@@ -7,6 +7,7 @@
 pub mod actor;
 pub mod approvals;
 pub mod deps;
+pub mod gate;
 pub mod hub;
 pub mod queue;
 
@@ -333,6 +334,8 @@ async fn stop_session(handle: &SessionHandle) {
     }
     // Normally the actor did this itself; after an abort, subscribers must still end.
     handle.shared.finish();
+    // Background processes belong to the session and end with it.
+    handle.shared.tools.shutdown_and_wait().await;
 }
 
 fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {

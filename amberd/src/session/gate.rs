@@ -1,0 +1,144 @@
+//! The session's gate: the policy engine decides; calls that need approval are asked over
+//! the socket (SEED.md "approvals"), and answers become session grants or stored rules.
+
+use amber_proto::{Approval, Decision, EventKind, ResolvedBy, SessionState};
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::SessionShared;
+use super::deps::Deps;
+use crate::policy::engine::{self, Request, Rules, Verdict};
+use crate::policy::grants::Scope;
+use crate::tools::gate::{Gate, GateCall, GateVerdict};
+
+/// The gate of one running turn.
+pub struct SessionGate<'a> {
+    pub shared: &'a SessionShared,
+    pub deps: &'a Deps,
+    pub turn_id: &'a str,
+    pub cancel: &'a CancellationToken,
+}
+
+impl Gate for SessionGate<'_> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, GateVerdict> {
+        Box::pin(self.check_call(call))
+    }
+}
+
+impl SessionGate<'_> {
+    async fn check_call(&self, call: GateCall<'_>) -> GateVerdict {
+        match self.decide(&call) {
+            Verdict::Allow => GateVerdict::Allow,
+            Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
+            Verdict::Ask { reason, scopes } => self.ask(&call, reason, scopes).await,
+        }
+    }
+
+    fn decide(&self, call: &GateCall<'_>) -> Verdict {
+        let shared = self.shared;
+        let request = Request {
+            tool: &call.call.name,
+            tool_read_only: call.tool.read_only(),
+            args: call.args,
+            mode: shared.mode(),
+            workspace: &shared.workspace,
+        };
+        let mut workspace_rules = shared.lock_rules();
+        let workspace = workspace_rules.current().map_err(|e| e.to_string());
+        let rules = Rules {
+            config: &self.deps.config_rules,
+            workspace,
+        };
+        engine::decide(&request, &rules, &shared.lock_grants())
+    }
+
+    fn emit(&self, kind: EventKind) {
+        self.shared.hub.publish(Some(self.turn_id), kind);
+    }
+
+    async fn ask(&self, call: &GateCall<'_>, reason: String, scopes: Vec<Scope>) -> GateVerdict {
+        let shared = self.shared;
+        let request_id = format!("apr_{}", uuid::Uuid::new_v4().simple());
+        let scope = if scopes.is_empty() {
+            "this call only".to_owned()
+        } else {
+            scopes.iter().map(Scope::describe).collect::<Vec<_>>().join(", ")
+        };
+        let approval = Approval {
+            request_id: request_id.clone(),
+            call_id: call.call.id.clone(),
+            tool: call.call.name.clone(),
+            arguments: call.args.clone(),
+            reason: reason.clone(),
+            scope,
+        };
+        self.emit(EventKind::ApprovalRequested {
+            request_id: approval.request_id.clone(),
+            call_id: approval.call_id.clone(),
+            tool: approval.tool.clone(),
+            arguments: approval.arguments.clone(),
+            reason: approval.reason.clone(),
+            scope: approval.scope.clone(),
+        });
+        if !shared.approvals.has_approver() {
+            shared.approvals.close(&request_id);
+            self.resolved(&request_id, Decision::Deny, ResolvedBy::NoApprover);
+            return GateVerdict::Deny(format!(
+                "needs approval ({reason}), and no approver is connected to this session"
+            ));
+        }
+
+        let answer = shared.approvals.open(approval);
+        shared.set_state(SessionState::WaitingApproval);
+        let decision = tokio::select! {
+            answer = answer => answer.ok(),
+            () = self.cancel.cancelled() => None,
+            () = shared.approvals.no_approver_left() => {
+                shared.approvals.close(&request_id);
+                shared.set_state(SessionState::Running);
+                self.resolved(&request_id, Decision::Deny, ResolvedBy::NoApprover);
+                return GateVerdict::Deny(format!(
+                    "needs approval ({reason}), and the last approver disconnected"
+                ));
+            }
+        };
+        shared.set_state(SessionState::Running);
+        let Some(decision) = decision else {
+            shared.approvals.close(&request_id);
+            self.resolved(&request_id, Decision::Deny, ResolvedBy::Policy);
+            return GateVerdict::Deny("the turn was cancelled while waiting for approval".into());
+        };
+        self.resolved(&request_id, decision, ResolvedBy::Client);
+        match decision {
+            Decision::AllowOnce => GateVerdict::Allow,
+            Decision::AllowSession => {
+                shared.lock_grants().grant(&scopes);
+                GateVerdict::Allow
+            }
+            Decision::AllowAlways => {
+                shared.lock_grants().grant(&scopes);
+                self.persist(&scopes);
+                GateVerdict::Allow
+            }
+            Decision::Deny => GateVerdict::Deny("the user denied this call".into()),
+        }
+    }
+
+    fn resolved(&self, request_id: &str, decision: Decision, by: ResolvedBy) {
+        self.emit(EventKind::ApprovalResolved {
+            request_id: request_id.to_owned(),
+            decision,
+            by,
+        });
+    }
+
+    /// `allow_always`: the scopes become allow rules in the workspace's rules file.
+    fn persist(&self, scopes: &[Scope]) {
+        let mut rules = self.shared.lock_rules();
+        for rule in engine::rules_for(scopes) {
+            if let Err(err) = rules.append(rule) {
+                tracing::warn!(%err, "could not persist an allow_always rule");
+            }
+        }
+    }
+}
