@@ -100,6 +100,12 @@ impl Context {
         self.messages.clone()
     }
 
+    /// The messages without re-walking the chain: for readers' snapshots between LLM
+    /// calls, where the full verification of `snapshot` would be wasted work.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
     /// Messages with their chain hashes, for persistence.
     pub fn links(&self) -> impl Iterator<Item = (&Message, u64)> {
         self.messages.iter().zip(self.hashes.iter().copied())

@@ -120,7 +120,8 @@ impl SessionShared {
     }
 
     fn publish_messages(&self, context: &Context) {
-        let snapshot = Arc::new(context.snapshot());
+        // The chain is verified where it matters, when the model's request is built.
+        let snapshot = Arc::new(context.messages().to_vec());
         self.lock_live().messages = snapshot;
     }
 
