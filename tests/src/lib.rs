@@ -7,6 +7,7 @@
 
 pub mod daemon;
 pub mod e2e;
+pub mod e2e3;
 pub mod mock_llm;
 pub mod unix_http;
 
