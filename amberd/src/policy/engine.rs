@@ -38,7 +38,10 @@ pub struct Rules<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
-    Deny { reason: String, by: ResolvedBy },
+    Deny {
+        reason: String,
+        by: ResolvedBy,
+    },
     Ask {
         reason: String,
         /// What an `allow_session` answer grants (empty: nothing can be granted).
@@ -77,7 +80,15 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
         };
     }
     let read_only = req.tool_read_only
-        || matches!(&target, Target::Command { class: ShellClass::ReadOnly, outside: false, .. });
+        || (req.tool == "bash"
+            && matches!(
+                &target,
+                Target::Command {
+                    class: ShellClass::ReadOnly,
+                    outside: false,
+                    ..
+                }
+            ));
     let scopes = scopes(req.tool, &target);
     let ask = |reason: String| {
         if grants.covers(&scopes) {
@@ -195,7 +206,9 @@ fn relative_path(workspace: &Path, path: &str) -> String {
         Err(_) => return path.to_owned(),
     };
     // `confine` resolves symlinks; compare against the canonical root too.
-    let root = workspace.canonicalize().unwrap_or_else(|_| workspace.to_owned());
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_owned());
     absolute
         .strip_prefix(&root)
         .or_else(|_| absolute.strip_prefix(workspace))
@@ -315,13 +328,27 @@ mod tests {
     #[test]
     fn read_mode_allows_only_read_only_calls() {
         let c = Case::new();
-        assert_eq!(c.decide(Mode::Read, "read", true, json!({"path": "a"})), Verdict::Allow);
+        assert_eq!(
+            c.decide(Mode::Read, "read", true, json!({"path": "a"})),
+            Verdict::Allow
+        );
         assert!(matches!(
-            c.decide(Mode::Read, "write", false, json!({"path": "a", "content": ""})),
-            Verdict::Deny { by: ResolvedBy::Policy, .. }
+            c.decide(
+                Mode::Read,
+                "write",
+                false,
+                json!({"path": "a", "content": ""})
+            ),
+            Verdict::Deny {
+                by: ResolvedBy::Policy,
+                ..
+            }
         ));
         assert_eq!(c.bash(Mode::Read, "ls -la | wc -l"), Verdict::Allow);
-        assert!(matches!(c.bash(Mode::Read, "rm -rf build"), Verdict::Deny { .. }));
+        assert!(matches!(
+            c.bash(Mode::Read, "rm -rf build"),
+            Verdict::Deny { .. }
+        ));
     }
 
     #[test]
@@ -363,7 +390,10 @@ mod tests {
         let secret = json!({"path": "secrets/key", "content": "x"});
         assert!(matches!(
             c.decide(Mode::Yolo, "write", false, secret),
-            Verdict::Deny { by: ResolvedBy::Rule, .. }
+            Verdict::Deny {
+                by: ResolvedBy::Rule,
+                ..
+            }
         ));
     }
 
@@ -382,7 +412,12 @@ mod tests {
         ));
         // An ask rule asks even in read mode for a read-only tool.
         let c = Case::new().rules(&[("read", "private/**", RuleDecision::Ask)]);
-        assert!(is_ask(&c.decide(Mode::Read, "read", true, json!({"path": "private/x"}))));
+        assert!(is_ask(&c.decide(
+            Mode::Read,
+            "read",
+            true,
+            json!({"path": "private/x"})
+        )));
     }
 
     #[test]
@@ -423,8 +458,14 @@ mod tests {
         ]);
         let set = RuleSet::new(&rules).unwrap();
         let got = |tool, subject| set.decide(tool, subject).map(|(d, _)| d);
-        assert_eq!(got("bash", Subject::Command("git push origin")), Some(RuleDecision::Allow));
-        assert_eq!(got("write", Subject::Path("src/a/b.rs")), Some(RuleDecision::Allow));
+        assert_eq!(
+            got("bash", Subject::Command("git push origin")),
+            Some(RuleDecision::Allow)
+        );
+        assert_eq!(
+            got("write", Subject::Path("src/a/b.rs")),
+            Some(RuleDecision::Allow)
+        );
         assert_eq!(got("write", Subject::Path("docs/a.md")), None);
     }
 }

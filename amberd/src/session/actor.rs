@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
+use super::gate::SessionGate;
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::context::Context;
-use super::gate::SessionGate;
 use crate::tools::gate::Gate;
 
 /// Work for the actor.
@@ -88,12 +88,12 @@ async fn run_prompt(
     };
     let outcome = agent::run_turn(context, text, &env).await;
     shared.publish_messages(context);
+    shared.end_turn();
     hooks.emit(EventKind::TurnCompleted {
         stop_reason: outcome.stop,
         error: outcome.error,
         usage: outcome.usage,
     });
-    shared.end_turn();
 }
 
 /// SEED.md: the history always starts with the system prompt.

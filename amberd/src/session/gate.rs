@@ -62,7 +62,11 @@ impl SessionGate<'_> {
         let scope = if scopes.is_empty() {
             "this call only".to_owned()
         } else {
-            scopes.iter().map(Scope::describe).collect::<Vec<_>>().join(", ")
+            scopes
+                .iter()
+                .map(Scope::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         let approval = Approval {
             request_id: request_id.clone(),
@@ -72,6 +76,15 @@ impl SessionGate<'_> {
             reason: reason.clone(),
             scope,
         };
+        // Register (and show as waiting) before announcing: an approver may answer the
+        // moment it sees the event.
+        let answer = shared
+            .approvals
+            .has_approver()
+            .then(|| shared.approvals.open(approval.clone()));
+        if answer.is_some() {
+            shared.set_state(SessionState::WaitingApproval);
+        }
         self.emit(EventKind::ApprovalRequested {
             request_id: approval.request_id.clone(),
             call_id: approval.call_id.clone(),
@@ -80,16 +93,13 @@ impl SessionGate<'_> {
             reason: approval.reason.clone(),
             scope: approval.scope.clone(),
         });
-        if !shared.approvals.has_approver() {
+        let Some(answer) = answer else {
             shared.approvals.close(&request_id);
             self.resolved(&request_id, Decision::Deny, ResolvedBy::NoApprover);
             return GateVerdict::Deny(format!(
                 "needs approval ({reason}), and no approver is connected to this session"
             ));
-        }
-
-        let answer = shared.approvals.open(approval);
-        shared.set_state(SessionState::WaitingApproval);
+        };
         let decision = tokio::select! {
             answer = answer => answer.ok(),
             () = self.cancel.cancelled() => None,
