@@ -166,6 +166,7 @@ const CASES: &[(&str, ShellClass)] = &[
     ("gzip -c big.log > big.log.gz", Benign),
     ("rsync -a src/ backup/", Benign),
     ("rsync -a --delete src/ backup/", Destructive),
+    ("rsync -a --delete src/ /srv/backup/", Destructive),
     ("rsync -a src/ host:/srv", Unknown),
     // --- redirections
     ("echo x > out.txt", Benign),

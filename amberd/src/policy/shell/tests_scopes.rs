@@ -97,6 +97,18 @@ fn scopes_through_classify() {
 /// (command, class, scopes, outside_workspace)
 const DETAILED: &[(&str, ShellClass, &[&str], bool)] = &[
     ("rm -rf build2", Destructive, &["rm"], false),
+    (
+        "rsync -a --delete src/ backup/",
+        Destructive,
+        &["rsync"],
+        false,
+    ),
+    (
+        "rsync -a --delete src/ /srv/b/",
+        Destructive,
+        &["rsync"],
+        true,
+    ),
     ("git push origin main", Destructive, &["git push"], false),
     (
         "cargo publish --dry-run",

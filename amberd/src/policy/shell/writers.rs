@@ -122,6 +122,10 @@ pub(super) fn writer<'a>(
             benign("changes permissions", files)
         }
         "rsync" => {
+            let files = positionals(
+                args,
+                &["-e", "--rsh", "-f", "--filter", "--exclude", "--include"],
+            );
             if has_flag(
                 args,
                 &[],
@@ -134,16 +138,12 @@ pub(super) fn writer<'a>(
                     "--remove-source-files",
                 ],
             ) {
-                return Some(Verdict::new(
-                    ShellClass::Destructive,
-                    scope,
-                    "deletes files",
-                ));
+                // Every operand may lose files: judge them all for outside writes too, so a
+                // session grant of `rsync` never covers deleting outside the workspace.
+                return Some(
+                    Verdict::new(ShellClass::Destructive, scope, "deletes files").writing(files),
+                );
             }
-            let files = positionals(
-                args,
-                &["-e", "--rsh", "-f", "--filter", "--exclude", "--include"],
-            );
             match files.last() {
                 Some(dest) if dest.text().is_some_and(is_remote) => Some(Verdict::new(
                     ShellClass::Unknown,
