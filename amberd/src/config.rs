@@ -80,6 +80,10 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Ask "are you finished?" after a reply without tool calls.
     pub confirm_finish: bool,
+    /// Iteration cap of each sub-agent (`task` tool).
+    pub subagent_max_iterations: u32,
+    /// Sub-agents running at once in a parallel `task` call.
+    pub subagent_parallel: usize,
 }
 
 impl Default for AgentConfig {
@@ -88,6 +92,8 @@ impl Default for AgentConfig {
             max_tool_iterations: 50,
             system_prompt: None,
             confirm_finish: true,
+            subagent_max_iterations: 20,
+            subagent_parallel: 4,
         }
     }
 }

@@ -121,6 +121,9 @@ struct Inner {
     responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
     interrupted: usize,
+    /// Requests inside a `Delay` right now, and the most there ever were at once.
+    delaying: usize,
+    max_delaying: usize,
 }
 
 #[derive(Default)]
@@ -265,6 +268,12 @@ impl MockLlm {
     pub fn interrupted_streams(&self) -> usize {
         self.shared.lock().interrupted
     }
+
+    /// The most requests that were waiting in a `Delay` turn at the same moment: > 1 shows
+    /// the client had requests in flight concurrently.
+    pub fn max_concurrent_delays(&self) -> usize {
+        self.shared.lock().max_delaying
+    }
 }
 
 impl Drop for MockLlm {
@@ -343,7 +352,13 @@ async fn chat_completions(
         return (StatusCode::INTERNAL_SERVER_ERROR, "mock script exhausted").into_response();
     };
     while let MockTurn::Delay { ms, then } = turn {
+        {
+            let mut inner = shared.lock();
+            inner.delaying += 1;
+            inner.max_delaying = inner.max_delaying.max(inner.delaying);
+        }
         tokio::time::sleep(Duration::from_millis(ms)).await;
+        shared.lock().delaying -= 1;
         turn = *then;
     }
     let request = parsed.unwrap_or_default();

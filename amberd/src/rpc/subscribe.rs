@@ -125,6 +125,7 @@ fn synced_event(shared: &SessionShared, last_seq: u64) -> SubscriptionMessage {
         seq: None,
         session_id: shared.id.clone(),
         turn_id: None,
+        agent_id: None,
         time: now_rfc3339(),
         kind: EventKind::Synced { last_seq },
     };

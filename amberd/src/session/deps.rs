@@ -15,6 +15,8 @@ pub struct Deps {
     /// The client, or the message that tells the user how to configure one.
     pub llm: Result<LlmClient, String>,
     pub tools: ToolRegistry,
+    /// The tools of sub-agents: the same minus `task` (no recursion).
+    pub subagent_tools: ToolRegistry,
     pub limits: ToolLimits,
     /// `[[rules]]` of the config file, compiled.
     pub config_rules: RuleSet,
@@ -32,11 +34,15 @@ impl Deps {
             bash_default_timeout: config.bash_timeout(),
         };
         let config_rules = RuleSet::new(&config.rules)?;
+        let tools = ToolRegistry::builtin();
+        let mut subagent_tools = tools.clone();
+        subagent_tools.remove("task");
         Ok(Deps {
             config,
             endpoint,
             llm,
-            tools: ToolRegistry::builtin(),
+            tools,
+            subagent_tools,
             limits,
             config_rules,
         })

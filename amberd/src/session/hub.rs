@@ -87,6 +87,16 @@ impl EventHub {
 
     /// Stamps, serialises, records (if durable) and broadcasts one event.
     pub fn publish(&self, turn_id: Option<&str>, kind: EventKind) -> Event {
+        self.publish_as(turn_id, None, kind)
+    }
+
+    /// Like `publish`, for an event raised by a sub-agent.
+    pub fn publish_as(
+        &self,
+        turn_id: Option<&str>,
+        agent_id: Option<&str>,
+        kind: EventKind,
+    ) -> Event {
         let durable = kind.is_durable();
         let mut log = self.lock();
         let seq = durable.then(|| log.last_seq + 1);
@@ -94,6 +104,7 @@ impl EventHub {
             seq,
             session_id: self.session_id.clone(),
             turn_id: turn_id.map(str::to_owned),
+            agent_id: agent_id.map(str::to_owned),
             time: now_rfc3339(),
             kind,
         };

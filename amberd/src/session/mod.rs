@@ -10,6 +10,7 @@ pub mod deps;
 pub mod gate;
 pub mod hub;
 pub mod queue;
+pub mod subagents;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -242,6 +243,12 @@ impl SessionManager {
                 cancel: None,
             }),
         });
+        shared
+            .tools
+            .set_subagents(Arc::new(subagents::SessionSubagents {
+                shared: Arc::downgrade(&shared),
+                deps: self.deps.clone(),
+            }));
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(actor::run(shared.clone(), self.deps.clone(), rx));
         let handle = Arc::new(SessionHandle {

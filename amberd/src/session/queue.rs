@@ -221,6 +221,7 @@ mod tests {
             seq: None,
             session_id: "s".into(),
             turn_id: Some("t".into()),
+            agent_id: None,
             time: "now".into(),
             kind,
         };

@@ -13,6 +13,7 @@ pub mod process;
 pub mod read;
 pub mod session;
 pub mod skills;
+pub mod task;
 pub mod todowrite;
 pub mod truncate;
 pub mod write;
@@ -194,6 +195,7 @@ impl ToolRegistry {
         registry.register(Arc::new(process::ProcessTool));
         registry.register(Arc::new(todowrite::TodoWriteTool));
         registry.register(Arc::new(skills::SkillsTool::new()));
+        registry.register(Arc::new(task::TaskTool));
         registry
     }
 

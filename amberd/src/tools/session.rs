@@ -4,11 +4,40 @@
 //! Changes that clients must see are reported through the `notify` callback the session
 //! installs (it publishes them as session events).
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use amber_proto::{EventKind, Todo};
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 
 use super::process::ProcessTable;
+
+/// One sub-agent task of a `task` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubTask {
+    pub prompt: String,
+    pub description: Option<String>,
+}
+
+/// What a sub-agent came back with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubResult {
+    /// It finished normally (`end_turn`).
+    pub ok: bool,
+    /// Its final reply, or why it stopped.
+    pub text: String,
+}
+
+/// Runs sub-agents for the `task` tool; the session installs one.
+pub trait SubagentRunner: Send + Sync {
+    /// Runs `tasks` (concurrently when `parallel`), results in task order.
+    fn run<'a>(
+        &'a self,
+        tasks: Vec<SubTask>,
+        parallel: bool,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Vec<SubResult>>;
+}
 
 type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
 
@@ -18,6 +47,7 @@ pub struct SessionTools {
     /// Background processes (`process` tool); killed on [`SessionTools::shutdown`] or drop.
     pub processes: ProcessTable,
     notify: Notify,
+    subagents: OnceLock<Arc<dyn SubagentRunner>>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -35,7 +65,18 @@ impl SessionTools {
             todos: Mutex::new(Vec::new()),
             processes: ProcessTable::new(),
             notify: Box::new(notify),
+            subagents: OnceLock::new(),
         }
+    }
+
+    /// Installs the sub-agent runner (once; later calls are ignored).
+    pub fn set_subagents(&self, runner: Arc<dyn SubagentRunner>) {
+        let _ = self.subagents.set(runner);
+    }
+
+    /// The sub-agent runner, if this session has one.
+    pub fn subagents(&self) -> Option<&Arc<dyn SubagentRunner>> {
+        self.subagents.get()
     }
 
     /// State that reports to nobody (tests, in-process use).

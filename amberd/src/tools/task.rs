@@ -1,0 +1,183 @@
+//! The `task` tool: hands work to sub-agents (SEED.md "sub-agents"). Each sub-agent has its
+//! own context and system prompt, the same tools minus `task`, and the session's policy;
+//! the tool output is each sub-agent's final reply.
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::args::Args;
+use super::session::SubTask;
+use super::{Tool, ToolContext, ToolOutcome};
+
+/// Most tasks one call may hand out.
+const MAX_TASKS: usize = 16;
+
+pub struct TaskTool;
+
+impl Tool for TaskTool {
+    fn name(&self) -> &str {
+        "task"
+    }
+
+    fn description(&self) -> &str {
+        "Hand work to sub-agents with their own context. `prompt` runs one sub-agent; `tasks` \
+         ([{prompt, description?}]) runs several, one after another (`mode: \"serial\"`, the \
+         default) or concurrently (`mode: \"parallel\"`, for independent work). Each sub-agent \
+         has the same tools except `task`; its final reply is returned here. Give each a \
+         self-contained prompt: it does not see this conversation."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "description": "The task for one sub-agent."},
+                "description": {"type": "string", "description": "A few words naming the task."},
+                "mode": {"type": "string", "enum": ["serial", "parallel"]},
+                "tasks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "prompt": {"type": "string"},
+                            "description": {"type": "string"}
+                        },
+                        "required": ["prompt"]
+                    }
+                }
+            }
+        })
+    }
+
+    fn read_only(&self) -> bool {
+        // Sub-agents' own calls go through the policy one by one.
+        true
+    }
+
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let (tasks, parallel) = match parse(&args) {
+                Ok(parsed) => parsed,
+                Err(message) => return ToolOutcome::error(message),
+            };
+            let Some(runner) = ctx.session.subagents() else {
+                return ToolOutcome::error("sub-agents are not available in this session");
+            };
+            let results = runner.run(tasks.clone(), parallel, &ctx.cancel).await;
+            let all_ok = results.iter().all(|r| r.ok);
+            let text = if let [only] = results.as_slice() {
+                only.text.clone()
+            } else {
+                results
+                    .iter()
+                    .zip(&tasks)
+                    .enumerate()
+                    .map(|(i, (result, task))| {
+                        let name = task.description.as_deref().unwrap_or("task");
+                        let status = if result.ok { "" } else { " (did not finish)" };
+                        format!("## Task {}: {name}{status}\n{}", i + 1, result.text)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
+            };
+            if all_ok {
+                ToolOutcome::ok(text)
+            } else {
+                ToolOutcome::error(text)
+            }
+        })
+    }
+}
+
+fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
+    let value = args;
+    let args = Args::new("task", value).map_err(|e| e.to_string())?;
+    let parallel = match args.opt_string("mode").map_err(|e| e.to_string())? {
+        None | Some("serial") => false,
+        Some("parallel") => true,
+        Some(other) => {
+            return Err(format!(
+                "`mode` must be \"serial\" or \"parallel\", got \"{other}\""
+            ));
+        }
+    };
+    let tasks = match value.get("tasks") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let prompt = item
+                    .get("prompt")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.trim().is_empty())
+                    .ok_or_else(|| format!("`tasks[{i}].prompt` must be a non-empty string"))?;
+                let description = item
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                Ok(SubTask {
+                    prompt: prompt.to_owned(),
+                    description,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?,
+        Some(Value::Null) | None => Vec::new(),
+        Some(_) => return Err("`tasks` must be an array of {prompt, description?}".into()),
+    };
+    let tasks = if tasks.is_empty() {
+        let prompt = args
+            .opt_string("prompt")
+            .map_err(|e| e.to_string())?
+            .filter(|p| !p.trim().is_empty())
+            .ok_or("give `prompt` (one task) or `tasks` (several)")?;
+        vec![SubTask {
+            prompt: prompt.to_owned(),
+            description: args
+                .opt_string("description")
+                .map_err(|e| e.to_string())?
+                .map(str::to_owned),
+        }]
+    } else {
+        tasks
+    };
+    if tasks.len() > MAX_TASKS {
+        return Err(format!(
+            "at most {MAX_TASKS} tasks per call, got {}",
+            tasks.len()
+        ));
+    }
+    Ok((tasks, parallel))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn one_prompt_or_several_tasks() {
+        let (tasks, parallel) = parse(&json!({"prompt": "do x", "description": "x"})).unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert!(!parallel);
+        let (tasks, parallel) = parse(&json!({
+            "mode": "parallel",
+            "tasks": [{"prompt": "a"}, {"prompt": "b", "description": "B"}]
+        }))
+        .unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert!(parallel);
+        assert_eq!(tasks[1].description.as_deref(), Some("B"));
+    }
+
+    #[test]
+    fn bad_arguments_name_the_field() {
+        assert!(parse(&json!({})).unwrap_err().contains("prompt"));
+        assert!(
+            parse(&json!({"mode": "fast", "prompt": "x"}))
+                .unwrap_err()
+                .contains("mode")
+        );
+        let err = parse(&json!({"tasks": [{"prompt": ""}]})).unwrap_err();
+        assert!(err.contains("tasks[0].prompt"), "{err}");
+    }
+}
