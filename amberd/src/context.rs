@@ -22,11 +22,29 @@ pub struct ChainError {
     pub computed: u64,
 }
 
+/// Mirrors every mutation of a `Context` somewhere durable (the session's log).
+pub trait Journal: Send {
+    fn pushed(&mut self, message: &Message, hash: u64);
+    fn popped(&mut self);
+    fn cleared(&mut self);
+}
+
 /// Append-only (plus LIFO pop) message history sealed by an FNV-1a hash chain.
-#[derive(Debug, Clone, Default)]
+#[derive(Default)]
 pub struct Context {
     messages: Vec<Message>,
     hashes: Vec<u64>,
+    journal: Option<Box<dyn Journal>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("messages", &self.messages.len())
+            .field("head", &format_args!("{:016x}", self.head()))
+            .field("journaled", &self.journal.is_some())
+            .finish()
+    }
 }
 
 impl Context {
@@ -34,9 +52,29 @@ impl Context {
         Self::default()
     }
 
+    /// Rebuilds a context from persisted links, checking every one.
+    pub fn restore(links: Vec<(Message, u64)>) -> Result<Context, ChainError> {
+        let (messages, hashes) = links.into_iter().unzip();
+        let context = Context {
+            messages,
+            hashes,
+            journal: None,
+        };
+        context.verify()?;
+        Ok(context)
+    }
+
+    /// From now on every push, pop and clear is also reported to `journal`.
+    pub fn set_journal(&mut self, journal: Box<dyn Journal>) {
+        self.journal = Some(journal);
+    }
+
     /// Seals `message` onto the chain and appends it; returns the new head hash.
     pub fn push(&mut self, message: Message) -> u64 {
         let hash = seal(self.head(), &message);
+        if let Some(journal) = &mut self.journal {
+            journal.pushed(&message, hash);
+        }
         self.messages.push(message);
         self.hashes.push(hash);
         hash
@@ -44,14 +82,23 @@ impl Context {
 
     /// Removes the newest message; the previous head hash becomes current again.
     pub fn pop(&mut self) -> Option<Message> {
-        self.hashes.pop();
-        self.messages.pop()
+        let popped = self.messages.pop();
+        if popped.is_some() {
+            self.hashes.pop();
+            if let Some(journal) = &mut self.journal {
+                journal.popped();
+            }
+        }
+        popped
     }
 
     /// Removes everything. Only the compaction rebuild may call this.
     pub fn clear(&mut self) {
         self.messages.clear();
         self.hashes.clear();
+        if let Some(journal) = &mut self.journal {
+            journal.cleared();
+        }
     }
 
     /// Hash of the newest link (`FNV_OFFSET` when empty).
@@ -244,6 +291,51 @@ mod tests {
         );
         assert_ne!(seal(0, &a), seal(0, &b));
         assert_ne!(seal(0, &Message::user("x")), seal(0, &Message::system("x")));
+    }
+
+    #[test]
+    fn the_journal_sees_every_mutation_and_restore_checks_links() {
+        use std::sync::{Arc, Mutex};
+        struct Log(Arc<Mutex<Vec<String>>>);
+        impl Journal for Log {
+            fn pushed(&mut self, m: &Message, hash: u64) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(format!("push {} {hash:x}", m.content));
+            }
+            fn popped(&mut self) {
+                self.0.lock().unwrap().push("pop".into());
+            }
+            fn cleared(&mut self) {
+                self.0.lock().unwrap().push("clear".into());
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut ctx = sample();
+        ctx.set_journal(Box::new(Log(seen.clone())));
+        let h = ctx.push(Message::user("x"));
+        ctx.pop();
+        ctx.pop();
+        let restored =
+            Context::restore(ctx.links().map(|(m, h)| (m.clone(), h)).collect()).unwrap();
+        assert_eq!(restored.head(), ctx.head());
+        ctx.clear();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                format!("push x {h:x}"),
+                "pop".into(),
+                "pop".into(),
+                "clear".into()
+            ]
+        );
+
+        let mut links: Vec<(Message, u64)> =
+            sample().links().map(|(m, h)| (m.clone(), h)).collect();
+        links[2].0.content = "tampered".into();
+        assert_eq!(Context::restore(links).unwrap_err().index, 2);
     }
 
     #[test]
