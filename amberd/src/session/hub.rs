@@ -6,6 +6,7 @@
 //! duplicate at the seam. Publishing never waits for a subscriber: each has its own
 //! coalescing queue (`queue.rs`), cut off as `lagged` only when it overflows.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::{Event, EventKind};
@@ -51,8 +52,34 @@ impl WireEvent {
     }
 }
 
+/// Where durable events live beyond memory: the session's log in the store.
+pub trait EventStore: Send + Sync {
+    /// Appends one durable event. Called under the hub's lock, so in `seq` order; `sync`
+    /// asks for it to be on disk before returning.
+    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String>;
+    /// Durable events with `after < seq < before`, oldest first, for replays that reach
+    /// further back than memory.
+    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String>;
+}
+
+/// Durable events kept in memory per session; older ones are read back from the store.
+pub const MEMORY_TAIL: usize = 4096;
+
+/// The durable events worth an fsync: a crash must never lose them.
+fn must_sync(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::ToolCallCompleted { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalResolved { .. }
+            | EventKind::TurnCompleted { .. }
+            | EventKind::CompactionCompleted { .. }
+    )
+}
+
 struct Log {
-    events: Vec<WireEvent>,
+    /// The newest durable events (all of them without a store).
+    events: VecDeque<WireEvent>,
     last_seq: u64,
     subscribers: Vec<QueueSender>,
     closed: bool,
@@ -63,19 +90,35 @@ pub struct EventHub {
     session_id: String,
     buffer: usize,
     log: Mutex<Log>,
+    store: Option<Arc<dyn EventStore>>,
 }
 
 impl EventHub {
+    /// A hub that keeps every durable event in memory (no store).
     pub fn new(session_id: String, buffer: usize) -> Self {
+        Self::restored(session_id, buffer, 0, Vec::new(), None)
+    }
+
+    /// A hub continuing after `last_seq`, with the newest stored events in memory and the
+    /// store for the rest.
+    pub fn restored(
+        session_id: String,
+        buffer: usize,
+        last_seq: u64,
+        tail: Vec<WireEvent>,
+        store: Option<Arc<dyn EventStore>>,
+    ) -> Self {
+        let skip = tail.len().saturating_sub(MEMORY_TAIL);
         Self {
             session_id,
             buffer: buffer.max(16),
             log: Mutex::new(Log {
-                events: Vec::new(),
-                last_seq: 0,
+                events: tail.into_iter().skip(skip).collect(),
+                last_seq,
                 subscribers: Vec::new(),
                 closed: false,
             }),
+            store,
         }
     }
 
@@ -109,10 +152,19 @@ impl EventHub {
             kind,
         };
         let wire = WireEvent::encode(&event);
+        if let (Some(seq), Some(store)) = (seq, &self.store)
+            && let Err(err) = store.append(seq, &wire.json, must_sync(&event.kind))
+        {
+            // The event still reaches the clients; the store's trouble is the operator's.
+            tracing::error!(session = %self.session_id, seq, %err, "cannot persist event");
+        }
         log.subscribers.retain(|sub| sub.push(&event, &wire));
         if let Some(seq) = seq {
             log.last_seq = seq;
-            log.events.push(wire);
+            log.events.push_back(wire);
+            if self.store.is_some() && log.events.len() > MEMORY_TAIL {
+                log.events.pop_front();
+            }
         }
         event
     }
@@ -121,13 +173,7 @@ impl EventHub {
     pub fn subscribe(&self, after_seq: Option<u64>) -> Subscription {
         let mut log = self.lock();
         let replay = match after_seq {
-            Some(after) => {
-                // seq n lives at index n-1.
-                let start = usize::try_from(after)
-                    .unwrap_or(usize::MAX)
-                    .min(log.events.len());
-                log.events[start..].to_vec()
-            }
+            Some(after) => self.replay(&log, after),
             None => Vec::new(),
         };
         let (tx, rx) = queue(self.buffer);
@@ -141,6 +187,34 @@ impl EventHub {
             last_seq: log.last_seq,
             live: rx,
         }
+    }
+
+    /// Durable events after `after`: from the store for what memory no longer holds, then
+    /// memory. Runs under the lock so the live queue continues exactly where this ends.
+    fn replay(&self, log: &Log, after: u64) -> Vec<WireEvent> {
+        let first_in_memory = log
+            .events
+            .front()
+            .and_then(|e| e.seq)
+            .unwrap_or(log.last_seq + 1);
+        let mut replay = Vec::new();
+        if after + 1 < first_in_memory
+            && let Some(store) = &self.store
+        {
+            match store.read(after, first_in_memory) {
+                Ok(older) => replay = older,
+                Err(err) => {
+                    tracing::error!(session = %self.session_id, %err, "cannot replay from the store");
+                }
+            }
+        }
+        replay.extend(
+            log.events
+                .iter()
+                .filter(|e| e.seq.is_some_and(|s| s > after))
+                .cloned(),
+        );
+        replay
     }
 
     /// Ends every live queue once what was published has been read; later subscribers get
@@ -238,5 +312,64 @@ mod tests {
         }
         assert_eq!(slow.live.try_recv().unwrap().unwrap_err(), End::Lagged);
         assert_eq!(hub.subscriber_count(), 1);
+    }
+
+    struct MemoryStore(Mutex<Vec<(u64, String, bool)>>);
+
+    impl EventStore for MemoryStore {
+        fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((seq, json.get().to_owned(), sync));
+            Ok(())
+        }
+
+        fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String> {
+            let stored = self.0.lock().unwrap();
+            Ok(stored
+                .iter()
+                .filter(|(seq, _, _)| *seq > after && *seq < before)
+                .map(|(seq, json, _)| WireEvent {
+                    seq: Some(*seq),
+                    json: Arc::from(RawValue::from_string(json.clone()).unwrap()),
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn replay_reaches_past_memory_into_the_store_without_gap_or_duplicate() {
+        let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
+        let hub = EventHub::restored("s".into(), 16, 0, Vec::new(), Some(store.clone()));
+        let total = MEMORY_TAIL as u64 + 100;
+        for i in 0..total {
+            hub.publish(None, started(&i.to_string()));
+            hub.publish(None, text("live deltas are never stored"));
+        }
+        let stored = store.0.lock().unwrap().len() as u64;
+        assert_eq!(stored, total);
+        let sub = hub.subscribe(Some(5));
+        let seqs: Vec<u64> = sub.replay.iter().map(|e| e.seq.unwrap()).collect();
+        assert_eq!(seqs, (6..=total).collect::<Vec<_>>());
+        assert_eq!(sub.last_seq, total);
+    }
+
+    #[test]
+    fn only_events_that_matter_are_synced() {
+        let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
+        let hub = EventHub::restored("s".into(), 16, 41, Vec::new(), Some(store.clone()));
+        hub.publish(None, started("x"));
+        hub.publish(
+            None,
+            EventKind::TurnCompleted {
+                stop_reason: amber_proto::StopReason::EndTurn,
+                error: None,
+                usage: amber_proto::Usage::default(),
+            },
+        );
+        let stored = store.0.lock().unwrap().clone();
+        let flags: Vec<(u64, bool)> = stored.iter().map(|(s, _, sync)| (*s, *sync)).collect();
+        assert_eq!(flags, vec![(42, false), (43, true)]);
     }
 }
