@@ -2,6 +2,7 @@
 //! engine in-process too. See docs/ARCHITECTURE.md for the map.
 
 pub mod agent;
+pub mod compaction;
 pub mod config;
 pub mod context;
 pub mod daemon;

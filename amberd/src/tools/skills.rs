@@ -1,10 +1,12 @@
 //! The `skills` tool and skill discovery. A skill is a folder holding a
 //! `SKILL.md` that opens with a front matter block (`name`, `description`);
 //! the body after it is the instructions. Skills come from the workspace's
-//! `.amber/skills/*/` and the user's `$XDG_CONFIG_HOME/amber/skills/*/`
-//! (else `$HOME/.config/amber/skills/*/`); a workspace skill shadows a user
-//! skill of the same name. Discovery reads the filesystem on every call, so
-//! skills added while the daemon runs are seen.
+//! `.amber/skills/*/`, the skills compaction saved for this workspace under
+//! the data dir (`compaction::workspace_skills_dir`, when the tool is given a
+//! data dir) and the user's `$XDG_CONFIG_HOME/amber/skills/*/` (else
+//! `$HOME/.config/amber/skills/*/`); on a name clash workspace beats data dir
+//! beats user. Discovery reads the filesystem on every call, so skills added
+//! while the daemon runs are seen.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -34,6 +36,8 @@ const SUMMARY_DESCRIPTION: usize = 200;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkillOrigin {
     Workspace,
+    /// Saved by compaction under the data dir for this workspace.
+    DataDir,
     User,
 }
 
@@ -62,6 +66,16 @@ pub fn user_skills_dir() -> Option<PathBuf> {
 
 /// Skills of `workspace` and `user_dir`, by name; workspace skills shadow user ones.
 pub fn discover(workspace: &Path, user_dir: Option<&Path>) -> Vec<Skill> {
+    discover_all(workspace, None, user_dir)
+}
+
+/// Skills of `workspace`, `data_skills` (the workspace's folder under the data dir) and
+/// `user_dir`, by name; earlier sources shadow later ones.
+pub fn discover_all(
+    workspace: &Path,
+    data_skills: Option<&Path>,
+    user_dir: Option<&Path>,
+) -> Vec<Skill> {
     let mut skills = scan(&workspace.join(WORKSPACE_SKILLS), SkillOrigin::Workspace);
     // A workspace skill must not lead outside the workspace (symlinks).
     if let Ok(root) = std::fs::canonicalize(workspace) {
@@ -73,8 +87,12 @@ pub fn discover(workspace: &Path, user_dir: Option<&Path>) -> Vec<Skill> {
             inside
         });
     }
-    if let Some(dir) = user_dir {
-        for skill in scan(dir, SkillOrigin::User) {
+    let others = [
+        (data_skills, SkillOrigin::DataDir),
+        (user_dir, SkillOrigin::User),
+    ];
+    for (dir, origin) in others {
+        for skill in dir.map(|d| scan(d, origin)).unwrap_or_default() {
             if !skills.iter().any(|s| s.name == skill.name) {
                 skills.push(skill);
             }
@@ -250,7 +268,21 @@ pub fn summary(workspace: &Path) -> Option<String> {
 
 /// [`summary`] with an explicit user skills folder.
 pub fn summary_with(workspace: &Path, user_dir: Option<&Path>) -> Option<String> {
-    let skills = discover(workspace, user_dir);
+    summary_all(workspace, None, user_dir)
+}
+
+/// [`summary`] including the skills compaction saved for `workspace` under `data_dir`.
+pub fn summary_with_data_dir(workspace: &Path, data_dir: &Path) -> Option<String> {
+    let data_skills = crate::compaction::workspace_skills_dir(data_dir, workspace);
+    summary_all(workspace, Some(&data_skills), user_skills_dir().as_deref())
+}
+
+fn summary_all(
+    workspace: &Path,
+    data_skills: Option<&Path>,
+    user_dir: Option<&Path>,
+) -> Option<String> {
+    let skills = discover_all(workspace, data_skills, user_dir);
     if skills.is_empty() {
         return None;
     }
@@ -283,6 +315,8 @@ enum UserDir {
 
 pub struct SkillsTool {
     user_dir: UserDir,
+    /// The daemon's data dir: compaction's skills for the workspace live under it.
+    data_dir: Option<PathBuf>,
 }
 
 impl Default for SkillsTool {
@@ -296,6 +330,7 @@ impl SkillsTool {
     pub fn new() -> Self {
         Self {
             user_dir: UserDir::FromEnv,
+            data_dir: None,
         }
     }
 
@@ -303,7 +338,14 @@ impl SkillsTool {
     pub fn with_user_dir(dir: Option<PathBuf>) -> Self {
         Self {
             user_dir: UserDir::Fixed(dir),
+            data_dir: None,
         }
+    }
+
+    /// Also offer the skills compaction saved under `data_dir` for the call's workspace.
+    pub fn with_data_dir(mut self, data_dir: PathBuf) -> Self {
+        self.data_dir = Some(data_dir);
+        self
     }
 
     fn user_dir(&self) -> Option<PathBuf> {
@@ -354,7 +396,14 @@ impl Tool for SkillsTool {
             };
             let workspace = ctx.workspace.clone();
             let user_dir = self.user_dir();
-            let job = move || run(&action, name.as_deref(), &workspace, user_dir.as_deref());
+            let data_skills = self
+                .data_dir
+                .as_deref()
+                .map(|d| crate::compaction::workspace_skills_dir(d, &workspace));
+            let job = move || {
+                let dirs = [data_skills.as_deref(), user_dir.as_deref()];
+                run(&action, name.as_deref(), &workspace, dirs)
+            };
             match tokio::task::spawn_blocking(job).await {
                 Ok(outcome) => outcome,
                 Err(err) => ToolOutcome::error(format!("skills: {err}")),
@@ -363,10 +412,16 @@ impl Tool for SkillsTool {
     }
 }
 
-fn run(action: &str, name: Option<&str>, workspace: &Path, user_dir: Option<&Path>) -> ToolOutcome {
-    let skills = discover(workspace, user_dir);
+/// `dirs`: the data-dir skills folder and the user skills folder.
+fn run(
+    action: &str,
+    name: Option<&str>,
+    workspace: &Path,
+    dirs: [Option<&Path>; 2],
+) -> ToolOutcome {
+    let skills = discover_all(workspace, dirs[0], dirs[1]);
     match action {
-        "list" => ToolOutcome::ok(render_list(&skills, workspace, user_dir)),
+        "list" => ToolOutcome::ok(render_list(&skills, workspace, dirs)),
         "load" => match name.map(str::trim) {
             None | Some("") => ToolOutcome::error(
                 "invalid arguments for `skills`: `load` needs `name` (one of the skills `list` shows)",
@@ -379,10 +434,10 @@ fn run(action: &str, name: Option<&str>, workspace: &Path, user_dir: Option<&Pat
     }
 }
 
-fn render_list(skills: &[Skill], workspace: &Path, user_dir: Option<&Path>) -> String {
+fn render_list(skills: &[Skill], workspace: &Path, dirs: [Option<&Path>; 2]) -> String {
     if skills.is_empty() {
         let mut looked = vec![workspace.join(WORKSPACE_SKILLS).display().to_string()];
-        looked.extend(user_dir.map(|d| d.display().to_string()));
+        looked.extend(dirs.iter().flatten().map(|d| d.display().to_string()));
         return format!(
             "no skills found (looked for */{SKILL_FILE} in {})",
             looked.join(" and ")

@@ -1,0 +1,195 @@
+//! Context compaction (SEED.md "compression"): a library the agent loop calls when the
+//! gate ([`needs_compaction`]) fires, when the provider reports a context overflow, or on
+//! request.
+//!
+//! [`compact`] takes a snapshot of the context (`messages[0]` is the system prompt, always
+//! kept) and never touches the live context: 1) repair and collapse tool-call loops
+//! (`collapse`); 2) a classify request over the numbered transcript (`requests`, `parse`);
+//! 3) an extract request that replays the classify request as a content-identical prefix
+//! plus its answer, so the provider's KV cache is reused; 4) rebuild (`apply`). Any
+//! failure — LLM error, unparsable answer, cancel — is an `Err` and the caller keeps its
+//! context as it was; on `Ok` the caller replaces the context with `messages` (clear +
+//! push) and may save `skills` with [`save_skills`] under [`workspace_skills_dir`].
+
+mod apply;
+mod collapse;
+mod estimate;
+mod parse;
+mod requests;
+mod store;
+
+#[cfg(test)]
+mod tests;
+
+use amber_proto::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
+
+pub use apply::MEMORIES_HEADING;
+pub use estimate::{PromptUsage, estimate_tokens, message_tokens, needs_compaction, tools_tokens};
+pub use store::{SKILLS_DIR, sanitize_name, save_skills, workspace_skills_dir};
+
+/// When to compact and how much room to leave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionSettings {
+    /// Compact when the context uses more than this fraction of the window (0.8).
+    pub threshold: f64,
+    /// Fraction of the window left free after compaction (0.4).
+    pub headroom: f64,
+    /// The provider's context window in tokens; 0 = unknown (the gate never fires and
+    /// compaction keeps every `context` message).
+    pub context_window: u64,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        Self {
+            threshold: 0.8,
+            headroom: 0.4,
+            context_window: 128_000,
+        }
+    }
+}
+
+impl CompactionSettings {
+    /// The most estimated tokens a rebuilt context may use: (1 − headroom) × window.
+    pub fn budget(&self) -> u64 {
+        if self.context_window == 0 {
+            return u64::MAX;
+        }
+        let free = self.headroom.clamp(0.0, 1.0);
+        ((1.0 - free) * self.context_window as f64) as u64
+    }
+}
+
+/// A reusable procedure the extract request found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractedSkill {
+    pub name: String,
+    pub description: String,
+    /// Markdown instructions.
+    pub body: String,
+}
+
+/// The result of a successful compaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compacted {
+    /// The new context, system prompt first, then the memories message (if any).
+    pub messages: Vec<Message>,
+    pub memories: Vec<String>,
+    pub skills: Vec<ExtractedSkill>,
+    /// `estimate_tokens` of the input and of `messages`, tool schemas included.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// Why compaction failed; the context must be left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    #[error("compaction request failed: {0}")]
+    Llm(ApiError),
+    #[error("compaction {stage} answer could not be parsed: {message}")]
+    Parse {
+        stage: &'static str,
+        message: String,
+    },
+    #[error("nothing to compact")]
+    NothingToCompact,
+    #[error("compaction cancelled")]
+    Cancelled,
+}
+
+impl CompactionError {
+    /// Stable snake_case code for `compaction_failed` and error replies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CompactionError::Llm(e) => e.code(),
+            CompactionError::Parse { .. } => "compaction_parse",
+            CompactionError::NothingToCompact => "nothing_to_compact",
+            CompactionError::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl From<ApiError> for CompactionError {
+    fn from(err: ApiError) -> Self {
+        match err {
+            ApiError::Cancelled => CompactionError::Cancelled,
+            other => CompactionError::Llm(other),
+        }
+    }
+}
+
+/// Runs the pipeline over `messages` (a snapshot; `[0]` is the system prompt). `tools`
+/// are only counted (requests carry no tools). See the module docs.
+pub async fn compact(
+    llm: &LlmClient,
+    model: &str,
+    messages: &[Message],
+    tools: &[ToolSpec],
+    s: &CompactionSettings,
+    cancel: &CancellationToken,
+) -> Result<Compacted, CompactionError> {
+    if cancel.is_cancelled() {
+        return Err(CompactionError::Cancelled);
+    }
+    let tokens_before = estimate_tokens(messages, tools);
+    let collapsed = collapse::collapse(messages);
+    if !apply::has_compactable(&collapsed) {
+        return Err(CompactionError::NothingToCompact);
+    }
+
+    let classify = requests::classify_messages(&collapsed, s.context_window);
+    let classify_answer = ask(llm, model, classify.clone(), cancel).await?;
+    let classes = parse::classification(&classify_answer, collapsed.len())?;
+
+    let extract = requests::extract_messages(&classify, &classify_answer);
+    let extract_answer = ask(llm, model, extract, cancel).await?;
+    let extraction = parse::extraction(&extract_answer)?;
+
+    let rebuilt = apply::apply(
+        &collapsed,
+        &classes,
+        &extraction.memories,
+        tools,
+        s.budget(),
+    );
+    let tokens_after = estimate_tokens(&rebuilt, tools);
+    tracing::info!(
+        tokens_before,
+        tokens_after,
+        messages_before = messages.len(),
+        messages_after = rebuilt.len(),
+        memories = extraction.memories.len(),
+        skills = extraction.skills.len(),
+        "context compacted"
+    );
+    Ok(Compacted {
+        messages: rebuilt,
+        memories: extraction.memories,
+        skills: extraction.skills,
+        tokens_before,
+        tokens_after,
+    })
+}
+
+/// One tool-less request; the reply's text.
+async fn ask(
+    llm: &LlmClient,
+    model: &str,
+    messages: Vec<Message>,
+    cancel: &CancellationToken,
+) -> Result<String, CompactionError> {
+    let request = ChatRequest {
+        model: model.to_owned(),
+        messages,
+        tools: Vec::new(),
+    };
+    let mut ignore = |_: StreamEvent| {};
+    let reply = llm.stream_chat(&request, cancel, &mut ignore).await?;
+    if cancel.is_cancelled() {
+        return Err(CompactionError::Cancelled);
+    }
+    Ok(reply.text)
+}
