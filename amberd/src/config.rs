@@ -31,6 +31,7 @@ pub struct Config {
     pub agent: AgentConfig,
     pub tools: ToolsConfig,
     pub server: ServerConfig,
+    pub compaction: CompactionConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
     pub rules: Vec<crate::policy::rules::Rule>,
 }
@@ -94,6 +95,25 @@ impl Default for AgentConfig {
             confirm_finish: true,
             subagent_max_iterations: 20,
             subagent_parallel: 4,
+        }
+    }
+}
+
+/// `[compaction]`: when the context is compacted and how much room it leaves.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Compact when the context uses more than this fraction of `provider.context_window`.
+    pub threshold: f64,
+    /// Fraction of the window left free after compaction.
+    pub headroom: f64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self {
+            threshold: 0.8,
+            headroom: 0.4,
         }
     }
 }

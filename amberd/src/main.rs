@@ -75,7 +75,7 @@ async fn run(
     let listener = tokio::net::UnixListener::from_std(std_listener)?;
     let inode = socket::inode_of(&socket_path);
 
-    let daemon = Daemon::new(Deps::new(config, &env)?);
+    let daemon = Daemon::new(Deps::new(config, &env, data.clone())?);
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
 
     let shutdown = daemon.shutdown.clone();

@@ -24,6 +24,11 @@ pub const PLUGIN_ENABLE: &str = "plugin/enable";
 pub const PLUGIN_DISABLE: &str = "plugin/disable";
 pub const COMMAND_LIST: &str = "command/list";
 
+/// amber extension: compact a session's context now.
+pub const SESSION_COMPACT: &str = "session/compact";
+/// amber extension: re-walk a session's persisted hash chain.
+pub const SESSION_VERIFY: &str = "session/verify";
+
 /// Every method a v1 daemon may serve, in the order PROTOCOL.md lists them.
 pub const ALL: &[&str] = &[
     INITIALIZE,
@@ -48,3 +53,6 @@ pub const ALL: &[&str] = &[
     PLUGIN_DISABLE,
     COMMAND_LIST,
 ];
+
+/// Methods amber adds to protocol v1 (PROTOCOL.md allows additions).
+pub const EXTENSIONS: &[&str] = &[SESSION_COMPACT, SESSION_VERIFY];

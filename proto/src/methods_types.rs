@@ -172,3 +172,11 @@ pub struct ToolListParams {
 pub struct ToolListResult {
     pub tools: Vec<ToolInfo>,
 }
+
+/// Result of `session/compact` (amber extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCompactResult {
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}

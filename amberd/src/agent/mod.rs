@@ -6,6 +6,7 @@
 //! message; a failed or cancelled LLM call pushes nothing; the silent confirm exchange is
 //! popped again when the model confirms it is finished.
 
+pub mod compact;
 pub mod guards;
 pub mod prompt;
 
@@ -18,11 +19,13 @@ use amber_proto::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::{CompactionSettings, estimate_tokens};
 use crate::context::Context;
 use crate::llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
 use crate::tools::gate::Gate;
 use crate::tools::{SessionTools, ToolLimits, ToolRegistry};
+use compact::{CompactEnv, CompactionGate, compact_context};
 use guards::{Guards, Verdict};
 
 /// How the loop reports to the session that runs it.
@@ -50,6 +53,9 @@ pub struct TurnEnv<'a> {
     pub limits: &'a ToolLimits,
     pub max_iterations: u32,
     pub confirm_finish: bool,
+    pub compaction: &'a CompactionSettings,
+    /// Where skills extracted by compaction are saved.
+    pub skills_dir: Option<&'a Path>,
     pub cancel: &'a CancellationToken,
     pub hooks: &'a dyn AgentHooks,
 }
@@ -113,9 +119,35 @@ impl Turn<'_, '_> {
         let mut confirming = false;
         let mut previous_calls: Vec<ToolCall> = Vec::new();
 
+        let compact_env = CompactEnv {
+            llm,
+            model: env.model,
+            tools: &specs,
+            settings: env.compaction,
+            skills_dir: env.skills_dir,
+            cancel: env.cancel,
+            hooks: env.hooks,
+        };
+        let mut compaction = CompactionGate::default();
+        let mut overflow_retried = false;
+
         for _ in 0..env.max_iterations {
             if env.cancel.is_cancelled() {
                 return (StopReason::Cancelled, None);
+            }
+            // The compression gate, before every call (SEED.md): over the threshold of the
+            // window, compact first.
+            let mut snapshot = context.snapshot();
+            let mut estimated = estimate_tokens(&snapshot, &specs);
+            if compaction.should_compact(estimated, env.compaction) {
+                if let Ok((_, after)) = compact_context(context, &compact_env).await {
+                    snapshot = context.snapshot();
+                    estimated = after;
+                }
+                compaction.attempted(estimated, env.compaction);
+                if env.cancel.is_cancelled() {
+                    return (StopReason::Cancelled, None);
+                }
             }
             let visibility = if confirming {
                 Visibility::Silent
@@ -124,15 +156,30 @@ impl Turn<'_, '_> {
             };
             let request = ChatRequest {
                 model: env.model.to_owned(),
-                messages: prompt::assemble(context.snapshot(), env.hooks.mode()),
+                messages: prompt::assemble(snapshot, env.hooks.mode()),
                 tools: specs.clone(),
             };
             let item_id = self.next_item();
             let reply = match self.call_llm(llm, &request, &item_id, visibility).await {
                 Ok(reply) => reply,
                 Err(ApiError::Cancelled) => return (StopReason::Cancelled, None),
+                Err(ApiError::ContextLengthExceeded { .. }) if !overflow_retried => {
+                    // The provider says the request is too long: compact, retry once.
+                    overflow_retried = true;
+                    let compacted = compact_context(context, &compact_env).await;
+                    if let Ok((_, after)) = compacted {
+                        compaction.attempted(after, env.compaction);
+                        continue;
+                    }
+                    let message = "the request exceeds the model's context window and \
+                                   compaction failed";
+                    return self.fail("context_length_exceeded", message.to_owned(), false);
+                }
                 Err(err) => return self.fail(err.code(), err.to_string(), err.is_retryable()),
             };
+            if let Some(usage) = &reply.usage {
+                compaction.observed(usage.prompt_tokens, estimated);
+            }
 
             if reply.tool_calls.is_empty() {
                 if confirming {
@@ -350,7 +397,8 @@ impl Turn<'_, '_> {
     }
 }
 
-fn tool_specs(tools: &ToolRegistry) -> Vec<ToolSpec> {
+/// The tool schemas sent to the model.
+pub fn tool_specs(tools: &ToolRegistry) -> Vec<ToolSpec> {
     tools
         .specs()
         .into_iter()

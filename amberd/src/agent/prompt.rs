@@ -13,9 +13,9 @@ pub const CONFIRM_PROMPT: &str = "Are you finished with the task? If it is compl
 exactly DONE and nothing else. If anything is left to do, continue working with your tools.";
 
 /// The built-in system prompt, with the facts of this workspace and its skills.
-pub fn default_system_prompt(workspace: &Path) -> String {
+pub fn default_system_prompt(workspace: &Path, data_dir: &Path) -> String {
     let mut prompt = base_prompt(workspace);
-    if let Some(skills) = crate::tools::skills::summary(workspace) {
+    if let Some(skills) = crate::tools::skills::summary_with_data_dir(workspace, data_dir) {
         prompt.push_str("\n\n");
         prompt.push_str(&skills);
     }

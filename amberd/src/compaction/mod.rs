@@ -121,6 +121,11 @@ impl From<ApiError> for CompactionError {
     }
 }
 
+/// Whether `compact` would find anything to remove (no request is made to find out).
+pub fn has_compactable(messages: &[Message]) -> bool {
+    apply::has_compactable(&collapse::collapse(messages))
+}
+
 /// Runs the pipeline over `messages` (a snapshot; `[0]` is the system prompt). `tools`
 /// are only counted (requests carry no tools). See the module docs.
 pub async fn compact(

@@ -61,7 +61,7 @@ impl<S> InitGate<S> {
 
 fn must_wait(extensions: &http::Extensions, method: &str) -> bool {
     method != methods::INITIALIZE
-        && methods::ALL.contains(&method)
+        && (methods::ALL.contains(&method) || methods::EXTENSIONS.contains(&method))
         && extensions
             .get::<Arc<WsConn>>()
             .is_some_and(|conn| !conn.is_initialized())

@@ -102,6 +102,17 @@ pub fn module(
         Ok(proto::SessionPromptResult { turn_id })
     })?;
 
+    m.register_async_method(methods::SESSION_COMPACT, |params, d, _| async move {
+        let p: proto::SessionIdParams = parse(&params)?;
+        match d.sessions.compact(&p.session_id).await? {
+            Ok(result) => RpcResult::Ok(result),
+            Err(message) => Err(error(
+                errors::INTERNAL_ERROR,
+                format!("compaction failed: {message}"),
+            )),
+        }
+    })?;
+
     m.register_method(methods::SESSION_CANCEL, |params, d, _| -> RpcResult<_> {
         let p: proto::SessionIdParams = parse(&params)?;
         let cancelled = d.sessions.get(&p.session_id)?.shared.cancel();
@@ -170,6 +181,7 @@ pub const SERVED: &[&str] = &[
     methods::SESSION_PROMPT,
     methods::SESSION_CANCEL,
     methods::SESSION_SET_MODE,
+    methods::SESSION_COMPACT,
     methods::SESSION_SUBSCRIBE,
     methods::SESSION_UNSUBSCRIBE,
     methods::APPROVAL_RESPOND,

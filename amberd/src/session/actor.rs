@@ -6,13 +6,15 @@
 
 use std::sync::Arc;
 
+use amber_proto::SessionCompactResult;
 use amber_proto::{EventKind, Mode, SessionState, Usage};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
 use super::gate::SessionGate;
+use crate::agent::compact::{CompactEnv, compact_context};
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::context::Context;
 use crate::tools::gate::Gate;
@@ -20,7 +22,14 @@ use crate::tools::gate::Gate;
 /// Work for the actor.
 #[derive(Debug)]
 pub enum Command {
-    Prompt { turn_id: String, text: String },
+    Prompt {
+        turn_id: String,
+        text: String,
+    },
+    /// `session/compact`: compact now, between turns.
+    Compact {
+        reply: oneshot::Sender<Result<SessionCompactResult, String>>,
+    },
 }
 
 /// Runs until the command queue closes (session deleted or daemon shutting down).
@@ -42,6 +51,11 @@ pub async fn run(
         match command {
             Command::Prompt { turn_id, text } => {
                 run_prompt(&shared, &deps, &mut context, &turn_id, &text).await;
+            }
+            Command::Compact { reply } => {
+                let result = compact_now(&shared, &deps, &mut context).await;
+                // The caller may have gone away; the compaction stands either way.
+                let _ = reply.send(result);
             }
         }
     }
@@ -83,6 +97,8 @@ async fn run_prompt(
         limits: &deps.limits,
         max_iterations: deps.config.agent.max_tool_iterations,
         confirm_finish: deps.config.agent.confirm_finish,
+        compaction: &deps.compaction,
+        skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,
         hooks: &hooks,
     };
@@ -94,6 +110,47 @@ async fn run_prompt(
         error: outcome.error,
         usage: outcome.usage,
     });
+}
+
+/// A manual compaction (`session/compact`), run by the actor between turns.
+async fn compact_now(
+    shared: &Arc<SessionShared>,
+    deps: &Deps,
+    context: &mut Context,
+) -> Result<SessionCompactResult, String> {
+    let llm = deps.llm.as_ref().map_err(Clone::clone)?;
+    let cancel = shared.closed.child_token();
+    shared.begin_turn("", cancel.clone());
+    let hooks = TurnHooks {
+        shared,
+        turn_id: "",
+        gate: SessionGate {
+            shared,
+            deps,
+            turn_id: "",
+            cancel: &cancel,
+        },
+    };
+    let specs = crate::agent::tool_specs(&deps.tools);
+    let model = shared.model();
+    let env = CompactEnv {
+        llm,
+        model: &model,
+        tools: &specs,
+        settings: &deps.compaction,
+        skills_dir: Some(&shared.skills_dir),
+        cancel: &cancel,
+        hooks: &hooks,
+    };
+    let result = compact_context(context, &env).await;
+    shared.publish_messages(context);
+    shared.end_turn();
+    result
+        .map(|(tokens_before, tokens_after)| SessionCompactResult {
+            tokens_before,
+            tokens_after,
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// SEED.md: the history always starts with the system prompt.
@@ -121,7 +178,9 @@ struct TurnHooks<'a> {
 
 impl AgentHooks for TurnHooks<'_> {
     fn emit(&self, kind: EventKind) {
-        self.shared.hub.publish(Some(self.turn_id), kind);
+        // A manual compaction runs outside any turn.
+        let turn = Some(self.turn_id).filter(|t| !t.is_empty());
+        self.shared.hub.publish(turn, kind);
     }
 
     fn mode(&self) -> Mode {

@@ -1,11 +1,15 @@
 //! What every session shares: configuration, the LLM client, the tool registry.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::compaction::CompactionSettings;
 use crate::config::{Config, Endpoint};
 use crate::llm::{LlmClient, LlmSettings};
 use crate::policy::rules::{RuleError, RuleSet};
+use crate::tools::skills::SkillsTool;
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.
@@ -20,10 +24,17 @@ pub struct Deps {
     pub limits: ToolLimits,
     /// `[[rules]]` of the config file, compiled.
     pub config_rules: RuleSet,
+    pub compaction: CompactionSettings,
+    /// The daemon's data directory (sessions, extracted skills).
+    pub data_dir: PathBuf,
 }
 
 impl Deps {
-    pub fn new(config: Config, env: &impl Fn(&str) -> Option<OsString>) -> Result<Deps, RuleError> {
+    pub fn new(
+        config: Config,
+        env: &impl Fn(&str) -> Option<OsString>,
+        data_dir: PathBuf,
+    ) -> Result<Deps, RuleError> {
         let endpoint = config.endpoint(env);
         let llm = make_client(&config, &endpoint);
         if let Err(message) = &llm {
@@ -34,10 +45,18 @@ impl Deps {
             bash_default_timeout: config.bash_timeout(),
         };
         let config_rules = RuleSet::new(&config.rules)?;
-        let tools = ToolRegistry::builtin();
+        let mut tools = ToolRegistry::builtin();
+        // Skills extracted by compaction live under the data dir, per workspace.
+        tools.register(Arc::new(SkillsTool::new().with_data_dir(data_dir.clone())));
         let mut subagent_tools = tools.clone();
         subagent_tools.remove("task");
+        let compaction = CompactionSettings {
+            threshold: config.compaction.threshold,
+            headroom: config.compaction.headroom,
+            context_window: config.provider.context_window,
+        };
         Ok(Deps {
+            compaction,
             config,
             endpoint,
             llm,
@@ -45,6 +64,7 @@ impl Deps {
             subagent_tools,
             limits,
             config_rules,
+            data_dir,
         })
     }
 }

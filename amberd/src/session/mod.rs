@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use amber_proto::{Message, Mode, SessionInfo, SessionNewParams, SessionState, Usage};
+use amber_proto::{
+    Message, Mode, SessionCompactResult, SessionInfo, SessionNewParams, SessionState, Usage,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -47,6 +49,8 @@ pub enum SessionError {
 pub struct SessionShared {
     pub id: String,
     pub workspace: PathBuf,
+    /// Where compaction saves the skills it extracts for this workspace.
+    pub skills_dir: PathBuf,
     pub system_prompt: String,
     pub hub: EventHub,
     /// Cancelled when the session is deleted or the daemon stops.
@@ -203,7 +207,7 @@ impl SessionManager {
             .system_prompt
             .clone()
             .or_else(|| deps.config.agent.system_prompt.clone())
-            .unwrap_or_else(|| default_system_prompt(&workspace));
+            .unwrap_or_else(|| default_system_prompt(&workspace, &deps.data_dir));
         let info = SessionInfo {
             session_id: id.clone(),
             cwd: workspace.display().to_string(),
@@ -229,6 +233,7 @@ impl SessionManager {
                 }
             })),
             id: id.clone(),
+            skills_dir: crate::compaction::workspace_skills_dir(&deps.data_dir, &workspace),
             workspace,
             system_prompt,
             hub: EventHub::new(id.clone(), deps.config.server.subscriber_buffer),
@@ -300,6 +305,22 @@ impl SessionManager {
             })
             .map_err(|_| SessionError::NotFound(id.to_owned()))?;
         Ok(turn_id)
+    }
+
+    /// Compacts a session's context between turns (queued behind running prompts).
+    pub async fn compact(
+        &self,
+        id: &str,
+    ) -> Result<Result<SessionCompactResult, String>, SessionError> {
+        let handle = self.get(id)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle
+            .commands
+            .send(Command::Compact { reply })
+            .map_err(|_| SessionError::NotFound(id.to_owned()))?;
+        answer
+            .await
+            .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
     /// Removes a session: cancels its turn, stops its actor, ends its subscriptions.

@@ -101,6 +101,8 @@ async fn run_one(
         limits: &deps.limits,
         max_iterations: deps.config.agent.subagent_max_iterations,
         confirm_finish: deps.config.agent.confirm_finish,
+        compaction: &deps.compaction,
+        skills_dir: Some(&shared.skills_dir),
         cancel,
         hooks: &hooks,
     };

@@ -1,0 +1,150 @@
+//! Compaction as the agent loop runs it (SEED.md "compression"): events, the rebuild with
+//! clear + push only on success, saving extracted skills, and the guard against
+//! compacting again before the context has grown.
+
+use std::path::Path;
+
+use amber_proto::EventKind;
+use tokio_util::sync::CancellationToken;
+
+use super::AgentHooks;
+use crate::compaction::{
+    self, CompactionError, CompactionSettings, PromptUsage, estimate_tokens, needs_compaction,
+};
+use crate::context::Context;
+use crate::llm::{LlmClient, ToolSpec};
+
+/// What one compaction needs besides the context.
+pub struct CompactEnv<'a> {
+    pub llm: &'a LlmClient,
+    pub model: &'a str,
+    pub tools: &'a [ToolSpec],
+    pub settings: &'a CompactionSettings,
+    /// Where extracted skills are saved (`None`: not saved).
+    pub skills_dir: Option<&'a Path>,
+    pub cancel: &'a CancellationToken,
+    pub hooks: &'a dyn AgentHooks,
+}
+
+/// Runs the pipeline and, on success, rebuilds the context. Any failure leaves the context
+/// untouched and is reported as `compaction_failed`. Returns (before, after) estimates.
+pub async fn compact_context(
+    context: &mut Context,
+    env: &CompactEnv<'_>,
+) -> Result<(u64, u64), CompactionError> {
+    let snapshot = context.snapshot();
+    if !compaction::has_compactable(&snapshot) {
+        // Nothing but the system prompt and the current exchange: not worth an event.
+        return Err(CompactionError::NothingToCompact);
+    }
+    let tokens_before = estimate_tokens(&snapshot, env.tools);
+    env.hooks
+        .emit(EventKind::CompactionStarted { tokens_before });
+    let result = compaction::compact(
+        env.llm,
+        env.model,
+        &snapshot,
+        env.tools,
+        env.settings,
+        env.cancel,
+    )
+    .await;
+    match result {
+        Ok(compacted) => {
+            context.clear();
+            for message in compacted.messages {
+                context.push(message);
+            }
+            env.hooks.context_changed(context);
+            env.hooks.emit(EventKind::CompactionCompleted {
+                tokens_before: compacted.tokens_before,
+                tokens_after: compacted.tokens_after,
+            });
+            if let Some(dir) = env.skills_dir
+                && !compacted.skills.is_empty()
+                && let Err(err) = compaction::save_skills(dir, &compacted.skills)
+            {
+                tracing::warn!(%err, dir = %dir.display(), "cannot save extracted skills");
+            }
+            Ok((compacted.tokens_before, compacted.tokens_after))
+        }
+        Err(err) => {
+            env.hooks.emit(EventKind::CompactionFailed {
+                tokens_before,
+                error: format!("{} ({})", err, err.code()),
+            });
+            Err(err)
+        }
+    }
+}
+
+/// Decides, before each LLM call, whether to compact first.
+#[derive(Debug, Default)]
+pub struct CompactionGate {
+    /// The provider's count of the last request, with our estimate of it.
+    last: Option<PromptUsage>,
+    /// After a compaction attempt: the estimate the context must grow past before the
+    /// next automatic attempt (so a compaction that freed little does not repeat each call).
+    rearm_above: Option<u64>,
+}
+
+impl CompactionGate {
+    pub fn should_compact(&self, estimated: u64, settings: &CompactionSettings) -> bool {
+        if self.rearm_above.is_some_and(|floor| estimated <= floor) {
+            return false;
+        }
+        needs_compaction(estimated, self.last.map(|u| u.project(estimated)), settings)
+    }
+
+    /// The provider reported `prompt_tokens` for a request we estimated at `estimated`.
+    pub fn observed(&mut self, prompt_tokens: u64, estimated: u64) {
+        if prompt_tokens > 0 {
+            self.last = Some(PromptUsage {
+                prompt_tokens,
+                estimated,
+            });
+        }
+    }
+
+    /// A compaction was attempted: forget the stale count and wait for real growth (a
+    /// tenth of the window) before trying again.
+    pub fn attempted(&mut self, estimated_after: u64, settings: &CompactionSettings) {
+        self.last = None;
+        self.rearm_above = Some(estimated_after + settings.context_window / 10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> CompactionSettings {
+        CompactionSettings {
+            threshold: 0.8,
+            headroom: 0.4,
+            context_window: 1000,
+        }
+    }
+
+    #[test]
+    fn the_gate_fires_over_the_threshold_and_rearms_only_after_growth() {
+        let s = settings();
+        let mut gate = CompactionGate::default();
+        assert!(!gate.should_compact(700, &s));
+        assert!(gate.should_compact(900, &s));
+        // A compaction that left 850 does not run again until the context grows past 950.
+        gate.attempted(850, &s);
+        assert!(!gate.should_compact(900, &s));
+        assert!(gate.should_compact(960, &s));
+    }
+
+    #[test]
+    fn provider_counts_take_precedence_over_the_estimate() {
+        let s = settings();
+        let mut gate = CompactionGate::default();
+        // The provider counted 790 for a request we estimated at 500: +60 estimated since.
+        gate.observed(790, 500);
+        assert!(gate.should_compact(560, &s));
+        assert!(!gate.should_compact(505, &s));
+    }
+}
