@@ -17,8 +17,9 @@ pub struct Event {
     pub session_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
-    /// Set on events raised by a sub-agent (`task` tool): which one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Set on events raised by a sub-agent (`task` tool): its `agentId`. (Named `agent` on
+    /// the wire so it never collides with the `agentId` field of `subagent_*` events.)
+    #[serde(default, rename = "agent", skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     /// RFC 3339.
     pub time: String,

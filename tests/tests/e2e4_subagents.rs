@@ -85,7 +85,7 @@ fn check_turn(turn: &[Value]) {
         .iter()
         .find(|e| e["type"] == "tool_call_started" && e["name"] == "bash")
         .expect("the sub-agent's bash call");
-    assert_eq!(bash["agentId"], alpha["agentId"], "{bash}");
+    assert_eq!(bash["agent"], alpha["agentId"], "{bash}");
     let results: Vec<&str> = completed
         .iter()
         .map(|e| e["result"].as_str().unwrap())
@@ -106,7 +106,7 @@ fn check_turn(turn: &[Value]) {
     // The parent's task call completed with every report, in task order.
     let done = turn
         .iter()
-        .find(|e| e["type"] == "tool_call_completed" && e["agentId"].is_null())
+        .find(|e| e["type"] == "tool_call_completed" && e["agent"].is_null())
         .unwrap();
     let output = done["output"].as_str().unwrap();
     let positions: Vec<usize> = ["report on alpha", "report on beta", "report on gamma"]
