@@ -10,4 +10,5 @@ pub mod llm;
 pub mod policy;
 pub mod rpc;
 pub mod session;
+pub mod store;
 pub mod tools;

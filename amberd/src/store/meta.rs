@@ -1,0 +1,97 @@
+//! `meta.json`: a session's metadata, small and rewritten whole.
+//!
+//! **Invariant:** `meta.json` is only ever replaced atomically (write a temp file in the
+//! same directory, fsync it, rename it over, fsync the directory), so a reader sees the
+//! old or the new version, never a mix, also after a crash. The file carries a format
+//! `version`; unknown fields are ignored so older daemons can read newer files.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use amber_proto::SessionInfo;
+use serde::{Deserialize, Serialize};
+
+use super::log::sync_dir;
+use super::{StoreError, io_err};
+
+pub(crate) const META_FILE: &str = "meta.json";
+const VERSION: u32 = 1;
+
+/// What a session needs besides its log to come back after a restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMeta {
+    pub info: SessionInfo,
+    pub system_prompt: String,
+}
+
+#[derive(Serialize)]
+struct MetaOut<'a> {
+    version: u32,
+    #[serde(flatten)]
+    meta: &'a SessionMeta,
+}
+
+#[derive(Deserialize)]
+struct MetaIn {
+    version: u32,
+    #[serde(flatten)]
+    meta: SessionMeta,
+}
+
+/// Reads `<dir>/meta.json`; `Ok(None)` when it does not exist.
+pub(crate) fn read(dir: &Path) -> Result<Option<SessionMeta>, StoreError> {
+    let path = dir.join(META_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(&path, e)),
+    };
+    let parsed: MetaIn = serde_json::from_slice(&bytes).map_err(|e| StoreError::BadMeta {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    if parsed.version != VERSION {
+        return Err(StoreError::BadMeta {
+            path,
+            reason: format!("unsupported version {}", parsed.version),
+        });
+    }
+    Ok(Some(parsed.meta))
+}
+
+/// Atomically replaces `<dir>/meta.json`. `unique` tells concurrent writers' temp files
+/// apart. A missing `dir` is `ErrorKind::NotFound` in the returned error.
+pub(crate) fn write(dir: &Path, meta: &SessionMeta, unique: &AtomicU64) -> Result<(), StoreError> {
+    let mut bytes = serde_json::to_vec_pretty(&MetaOut {
+        version: VERSION,
+        meta,
+    })
+    .map_err(StoreError::Encode)?;
+    bytes.push(b'\n');
+    let n = unique.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{META_FILE}.{}.{n}.tmp", std::process::id()));
+    let result = write_synced(&tmp, &bytes).and_then(|()| {
+        let target = dir.join(META_FILE);
+        fs::rename(&tmp, &target).map_err(|e| io_err(&target, e))
+    });
+    if let Err(err) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(err);
+    }
+    sync_dir(dir)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let mut file: File = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io_err(path, e))?;
+    file.write_all(bytes).map_err(|e| io_err(path, e))?;
+    file.sync_all().map_err(|e| io_err(path, e))
+}
