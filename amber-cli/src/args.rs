@@ -30,8 +30,10 @@ pub struct ConnectArgs {
 pub enum Command {
     /// Run one prompt and follow its turn to the end
     Run(RunArgs),
-    /// List sessions
+    /// List sessions (or `sessions verify ID`)
     Sessions {
+        #[command(subcommand)]
+        action: Option<SessionsAction>,
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
@@ -79,6 +81,17 @@ pub enum Command {
     Completions {
         /// Target shell
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// Re-walk a session's persisted hash chain and report the first broken link
+    Verify {
+        id: String,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
     },
 }
 

@@ -146,6 +146,7 @@ mod tests {
             uptime_ms: 5000,
             sessions: 2,
             connections: 1,
+            sessions_loaded: None,
         };
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),

@@ -16,7 +16,7 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use crate::args::{Cli, Command, DaemonAction};
+use crate::args::{Cli, Command, DaemonAction, SessionsAction};
 use crate::turn::exit;
 
 /// A usage error found after parsing (exit code 2).
@@ -78,7 +78,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     runtime.block_on(async move {
         match command {
             Command::Run(args) => run::run(args, &conn).await,
-            Command::Sessions { json } => sessions::list(&conn, json).await,
+            Command::Sessions {
+                action: Some(SessionsAction::Verify { id, json }),
+                ..
+            } => sessions::verify(&conn, &id, json).await,
+            Command::Sessions { action: None, json } => sessions::list(&conn, json).await,
             Command::Show { id, json } => sessions::show(&conn, &id, json).await,
             Command::Rm { id } => sessions::remove(&conn, &id).await,
             Command::Attach { id, json, replay } => {

@@ -215,6 +215,38 @@ fn clip_lines(text: &str, max: usize) -> String {
 }
 
 /// `rm ID`.
+/// `sessions verify ID`: exit 0 when the chain is intact, 1 with the first broken link.
+pub async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
+    let client = connect(conn).await?;
+    let report: amber_proto::SessionVerifyResult = client
+        .call(
+            amber_proto::methods::SESSION_VERIFY,
+            amber_proto::SessionIdParams {
+                session_id: id.to_owned(),
+            },
+        )
+        .await?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else if let Some(broken) = &report.first_broken {
+        println!(
+            "session {id}: chain broken at message {} (stored {}, computed {}); {} messages, {} events",
+            broken.index, broken.stored, broken.computed, report.messages, report.events
+        );
+    } else {
+        let torn = if report.torn_tail {
+            " (the log ends in a torn record, dropped on next load)"
+        } else {
+            ""
+        };
+        println!(
+            "session {id}: chain intact — {} messages, {} events{torn}",
+            report.messages, report.events
+        );
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}
+
 pub async fn remove(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
     connect(conn).await?.session_delete(id).await?;
     Ok(exit::OK)

@@ -32,6 +32,7 @@ pub struct Config {
     pub tools: ToolsConfig,
     pub server: ServerConfig,
     pub compaction: CompactionConfig,
+    pub sessions: SessionsConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
     pub rules: Vec<crate::policy::rules::Rule>,
 }
@@ -95,6 +96,23 @@ impl Default for AgentConfig {
             confirm_finish: true,
             subagent_max_iterations: 20,
             subagent_parallel: 4,
+        }
+    }
+}
+
+/// `[sessions]`: keeping sessions in memory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// An idle session with no subscriber, approval or background process is unloaded from
+    /// memory after this many seconds (it stays in the store and loads on next use).
+    pub idle_unload_secs: u64,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_unload_secs: 600,
         }
     }
 }

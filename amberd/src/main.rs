@@ -75,9 +75,13 @@ async fn run(
     let listener = tokio::net::UnixListener::from_std(std_listener)?;
     let inode = socket::inode_of(&socket_path);
 
-    let daemon = Daemon::new(Deps::new(config, &env, data.clone())?);
+    let store = amberd::store::Store::open(&data)?;
+    let mut deps = Deps::new(config, &env, data.clone())?;
+    deps.store = Some(store);
+    let daemon = Daemon::new(deps);
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
 
+    spawn_idle_unloader(&daemon);
     let shutdown = daemon.shutdown.clone();
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -98,6 +102,33 @@ async fn run(
     served?;
     tracing::info!("amberd stopped");
     Ok(())
+}
+
+/// Unloads idle sessions from memory now and then (they stay in the store).
+fn spawn_idle_unloader(daemon: &std::sync::Arc<Daemon>) {
+    let idle = std::time::Duration::from_secs(
+        daemon
+            .sessions
+            .deps()
+            .config
+            .sessions
+            .idle_unload_secs
+            .max(1),
+    );
+    let every = (idle / 4).clamp(
+        std::time::Duration::from_millis(250),
+        std::time::Duration::from_secs(60),
+    );
+    let daemon = daemon.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = daemon.shutdown.cancelled() => return,
+            }
+            daemon.sessions.unload_idle(idle).await;
+        }
+    });
 }
 
 /// `AMBER_LOG`, else `RUST_LOG`, else `info`; always to stderr.

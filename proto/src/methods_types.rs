@@ -59,6 +59,9 @@ pub struct DaemonStatus {
     pub uptime_ms: u64,
     pub sessions: u64,
     pub connections: u64,
+    /// amber: how many of `sessions` are loaded in memory (the rest are only in the store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions_loaded: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -179,4 +182,30 @@ pub struct ToolListResult {
 pub struct SessionCompactResult {
     pub tokens_before: u64,
     pub tokens_after: u64,
+}
+
+/// A link of the persisted hash chain that does not match its message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokenLink {
+    /// Index of the message in the session's context.
+    pub index: u64,
+    /// The stored and the recomputed hash, as 16 hex digits.
+    pub stored: String,
+    pub computed: String,
+}
+
+/// Result of `session/verify` (amber extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionVerifyResult {
+    /// No broken link and no torn record.
+    pub ok: bool,
+    pub messages: u64,
+    pub events: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_broken: Option<BrokenLink>,
+    /// The log ends in a torn record (dropped the next time the session loads).
+    #[serde(default)]
+    pub torn_tail: bool,
 }

@@ -45,6 +45,7 @@ pub fn module(
             uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             sessions: d.sessions.count() as u64,
             connections: d.connections(),
+            sessions_loaded: Some(d.sessions.loaded() as u64),
         })
     })?;
 
@@ -111,6 +112,11 @@ pub fn module(
                 format!("compaction failed: {message}"),
             )),
         }
+    })?;
+
+    m.register_method(methods::SESSION_VERIFY, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionIdParams = parse(&params)?;
+        Ok(d.sessions.verify(&p.session_id)?)
     })?;
 
     m.register_method(methods::SESSION_CANCEL, |params, d, _| -> RpcResult<_> {
@@ -182,6 +188,7 @@ pub const SERVED: &[&str] = &[
     methods::SESSION_CANCEL,
     methods::SESSION_SET_MODE,
     methods::SESSION_COMPACT,
+    methods::SESSION_VERIFY,
     methods::SESSION_SUBSCRIBE,
     methods::SESSION_UNSUBSCRIBE,
     methods::APPROVAL_RESPOND,

@@ -43,6 +43,7 @@ impl From<SessionError> for ErrorObjectOwned {
             SessionError::NotFound(_) => errors::SESSION_NOT_FOUND,
             SessionError::InvalidWorkspace { .. } => errors::INVALID_WORKSPACE,
             SessionError::ShuttingDown => errors::OVERLOADED,
+            SessionError::Store(_) => errors::INTERNAL_ERROR,
         };
         error(code, err.to_string())
     }

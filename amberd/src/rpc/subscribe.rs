@@ -57,6 +57,7 @@ async fn subscribe(
     let _running = daemon.subscription_guard();
     // An approver watching the session can answer its approval requests.
     let _approver = approver.then(|| shared.approvals.approver());
+    shared.touch();
     let subscription = shared.hub.subscribe(p.after_seq);
     let Ok(sink) = pending.accept().await else {
         return Ok(());

@@ -37,11 +37,8 @@ pub async fn run(
     shared: Arc<SessionShared>,
     deps: Arc<Deps>,
     mut commands: mpsc::UnboundedReceiver<Command>,
+    mut context: Context,
 ) {
-    let mut context = Context::new();
-    context.push(amber_proto::Message::system(shared.system_prompt.clone()));
-    shared.publish_messages(&context);
-
     loop {
         let command = tokio::select! {
             command = commands.recv() => command,
@@ -105,6 +102,7 @@ async fn run_prompt(
     let outcome = agent::run_turn(context, text, &env).await;
     shared.publish_messages(context);
     shared.end_turn();
+    shared.save_meta();
     hooks.emit(EventKind::TurnCompleted {
         stop_reason: outcome.stop,
         error: outcome.error,
@@ -203,6 +201,7 @@ impl AgentHooks for TurnHooks<'_> {
 impl SessionShared {
     fn begin_turn(&self, turn_id: &str, cancel: CancellationToken) {
         let mut live = self.lock_live();
+        live.touched = std::time::Instant::now();
         live.cancel = Some(cancel);
         live.turn_id = Some(turn_id.to_owned());
         live.info.state = SessionState::Running;
@@ -211,6 +210,7 @@ impl SessionShared {
 
     fn end_turn(&self) {
         let mut live = self.lock_live();
+        live.touched = std::time::Instant::now();
         live.cancel = None;
         live.turn_id = None;
         live.info.state = SessionState::Idle;

@@ -9,6 +9,7 @@ use crate::compaction::CompactionSettings;
 use crate::config::{Config, Endpoint};
 use crate::llm::{LlmClient, LlmSettings};
 use crate::policy::rules::{RuleError, RuleSet};
+use crate::store::Store;
 use crate::tools::skills::SkillsTool;
 use crate::tools::{ToolLimits, ToolRegistry};
 
@@ -27,6 +28,8 @@ pub struct Deps {
     pub compaction: CompactionSettings,
     /// The daemon's data directory (sessions, extracted skills).
     pub data_dir: PathBuf,
+    /// The durable session store; `None` keeps sessions in memory only.
+    pub store: Option<Store>,
 }
 
 impl Deps {
@@ -65,6 +68,7 @@ impl Deps {
             limits,
             config_rules,
             data_dir,
+            store: None,
         })
     }
 }

@@ -231,8 +231,11 @@ impl EventHub {
         self.lock().last_seq
     }
 
+    /// Subscribers still listening (ones that went away are forgotten here).
     pub fn subscriber_count(&self) -> usize {
-        self.lock().subscribers.len()
+        let mut log = self.lock();
+        log.subscribers.retain(QueueSender::is_alive);
+        log.subscribers.len()
     }
 
     pub fn session_id(&self) -> &str {

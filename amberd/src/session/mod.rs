@@ -6,10 +6,13 @@
 
 pub mod actor;
 pub mod approvals;
+mod build;
 pub mod deps;
 pub mod gate;
 pub mod hub;
+pub mod persist;
 pub mod queue;
+mod restore;
 pub mod subagents;
 
 use std::collections::HashMap;
@@ -28,11 +31,13 @@ use crate::agent::prompt::default_system_prompt;
 use crate::context::Context;
 use crate::policy::grants::Grants;
 use crate::policy::rules::WorkspaceRules;
+use crate::store::SessionMeta;
 use crate::tools::SessionTools;
 use actor::Command;
 use approvals::Approvals;
 use deps::Deps;
-use hub::{EventHub, now_rfc3339};
+use hub::{EventHub, EventStore, now_rfc3339};
+use persist::Persistence;
 
 /// Errors of session operations, mapped to protocol error codes by `rpc/`.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +48,8 @@ pub enum SessionError {
     InvalidWorkspace { path: String, reason: String },
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    #[error("session store: {0}")]
+    Store(String),
 }
 
 /// State of a session readable by anyone.
@@ -53,6 +60,8 @@ pub struct SessionShared {
     pub skills_dir: PathBuf,
     pub system_prompt: String,
     pub hub: EventHub,
+    /// The session's handle on the store (none when the daemon runs without one).
+    persistence: Option<Arc<Persistence>>,
     /// Cancelled when the session is deleted or the daemon stops.
     pub closed: CancellationToken,
     pub approvals: Approvals,
@@ -65,6 +74,8 @@ pub struct SessionShared {
 
 struct Live {
     info: SessionInfo,
+    /// Last time the session did or was asked anything (for idle unloading).
+    touched: std::time::Instant,
     /// The running turn, for events raised outside the agent loop (todo updates).
     turn_id: Option<String>,
     messages: Arc<Vec<Message>>,
@@ -83,6 +94,21 @@ impl SessionShared {
 
     pub fn lock_rules(&self) -> MutexGuard<'_, WorkspaceRules> {
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks the session as in use now (it will not be unloaded as idle for a while).
+    pub fn touch(&self) {
+        self.lock_live().touched = std::time::Instant::now();
+    }
+
+    /// Idle long enough, unwatched and with nothing running that unloading would kill.
+    fn unloadable(&self, idle: Duration) -> bool {
+        let live = self.lock_live();
+        live.info.state == SessionState::Idle
+            && live.touched.elapsed() >= idle
+            && self.hub.subscriber_count() == 0
+            && self.approvals.pending().is_empty()
+            && self.tools.processes.running() == 0
     }
 
     pub fn set_state(&self, state: SessionState) {
@@ -112,10 +138,14 @@ impl SessionShared {
     }
 
     pub fn set_mode(&self, mode: Mode) -> SessionInfo {
-        let mut live = self.lock_live();
-        live.info.mode = mode;
-        live.info.updated_at = now_rfc3339();
-        live.info.clone()
+        let info = {
+            let mut live = self.lock_live();
+            live.info.mode = mode;
+            live.info.updated_at = now_rfc3339();
+            live.info.clone()
+        };
+        self.save_meta();
+        info
     }
 
     fn add_usage(&self, usage: &Usage) -> Usage {
@@ -128,6 +158,16 @@ impl SessionShared {
         // The chain is verified where it matters, when the model's request is built.
         let snapshot = Arc::new(context.messages().to_vec());
         self.lock_live().messages = snapshot;
+    }
+
+    /// Writes the session's metadata (info, system prompt) to the store.
+    pub fn save_meta(&self) {
+        if let Some(p) = &self.persistence {
+            p.save_meta(&SessionMeta {
+                info: self.info(),
+                system_prompt: self.system_prompt.clone(),
+            });
+        }
     }
 
     /// Marks the session's event stream as ended: subscribers get what was published,
@@ -166,17 +206,37 @@ pub struct SessionHandle {
 /// All sessions of the daemon.
 pub struct SessionManager {
     deps: Arc<Deps>,
+    /// Sessions in memory, with their actor running.
     sessions: RwLock<HashMap<String, Arc<SessionHandle>>>,
+    /// Sessions only in the store (not loaded since start, or unloaded when idle).
+    stored: RwLock<HashMap<String, SessionInfo>>,
     closing: std::sync::atomic::AtomicBool,
 }
 
 impl SessionManager {
+    /// Lists the store's sessions (metadata only; logs are read on first use).
     pub fn new(deps: Arc<Deps>) -> Self {
+        let mut stored = HashMap::new();
+        if let Some(store) = &deps.store {
+            match store.list() {
+                Ok(metas) => {
+                    for meta in metas {
+                        stored.insert(meta.info.session_id.clone(), meta.info);
+                    }
+                }
+                Err(err) => tracing::error!(%err, "cannot list stored sessions"),
+            }
+        }
         Self {
             deps,
             sessions: RwLock::new(HashMap::new()),
+            stored: RwLock::new(stored),
             closing: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn stored(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, SessionInfo>> {
+        self.stored.write().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn deps(&self) -> &Deps {
@@ -191,8 +251,9 @@ impl SessionManager {
         self.sessions.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Sessions known to the daemon, loaded or not.
     pub fn count(&self) -> usize {
-        self.read().len()
+        self.read().len() + self.stored().len()
     }
 
     pub fn create(&self, params: SessionNewParams) -> Result<SessionInfo, SessionError> {
@@ -219,57 +280,64 @@ impl SessionManager {
             updated_at: now,
             usage: Usage::default(),
         };
-        // What the actor's context starts with, readable before the actor first runs.
-        let first_messages = vec![Message::system(system_prompt.clone())];
-        let rules = WorkspaceRules::new(&workspace);
-        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<SessionShared>| SessionShared {
-            tools: Arc::new(SessionTools::new({
-                let weak = weak.clone();
-                move |kind| {
-                    if let Some(shared) = weak.upgrade() {
-                        let turn = shared.lock_live().turn_id.clone();
-                        shared.hub.publish(turn.as_deref(), kind);
-                    }
-                }
-            })),
-            id: id.clone(),
-            skills_dir: crate::compaction::workspace_skills_dir(&deps.data_dir, &workspace),
-            workspace,
-            system_prompt,
-            hub: EventHub::new(id.clone(), deps.config.server.subscriber_buffer),
-            closed: CancellationToken::new(),
-            approvals: Approvals::default(),
-            grants: Mutex::new(Grants::default()),
-            rules: Mutex::new(rules),
-            live: Mutex::new(Live {
+        let persistence = match &deps.store {
+            Some(store) => {
+                let meta = SessionMeta {
+                    info: info.clone(),
+                    system_prompt: system_prompt.clone(),
+                };
+                let log = store
+                    .create(&meta)
+                    .map_err(|e| SessionError::Store(e.to_string()))?;
+                Some(Persistence::new(store.clone(), id.clone(), log))
+            }
+            None => None,
+        };
+        let mut context = Context::new();
+        if let Some(p) = &persistence {
+            context.set_journal(p.journal());
+        }
+        context.push(Message::system(system_prompt.clone()));
+        let hub = EventHub::restored(
+            id.clone(),
+            deps.config.server.subscriber_buffer,
+            0,
+            Vec::new(),
+            persistence.clone().map(|p| p as Arc<dyn EventStore>),
+        );
+        let handle = build::spawn(
+            &self.deps,
+            build::Parts {
                 info: info.clone(),
-                turn_id: None,
-                messages: Arc::new(first_messages),
-                cancel: None,
-            }),
-        });
-        shared
-            .tools
-            .set_subagents(Arc::new(subagents::SessionSubagents {
-                shared: Arc::downgrade(&shared),
-                deps: self.deps.clone(),
-            }));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(actor::run(shared.clone(), self.deps.clone(), rx));
-        let handle = Arc::new(SessionHandle {
-            shared,
-            commands: tx,
-            task: Mutex::new(Some(task)),
-        });
+                workspace,
+                system_prompt,
+                context,
+                hub,
+                persistence,
+            },
+        );
         self.write().insert(id, handle);
         Ok(info)
     }
 
+    /// The live session, loading it from the store on first use.
     pub fn get(&self, id: &str) -> Result<Arc<SessionHandle>, SessionError> {
-        self.read()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| SessionError::NotFound(id.to_owned()))
+        if let Some(handle) = self.read().get(id) {
+            handle.shared.touch();
+            return Ok(handle.clone());
+        }
+        // Loading under the write lock: two callers never load one session twice.
+        let mut sessions = self.write();
+        if let Some(handle) = sessions.get(id) {
+            return Ok(handle.clone());
+        }
+        let (Some(store), true) = (&self.deps.store, self.stored().contains_key(id)) else {
+            return Err(SessionError::NotFound(id.to_owned()));
+        };
+        let handle = restore::load(&self.deps, store, id)?;
+        self.stored().remove(id);
+        sessions.insert(id.to_owned(), handle.clone());
+        Ok(handle)
     }
 
     /// Newest first; the cursor is the number of sessions already returned.
@@ -279,6 +347,7 @@ impl SessionManager {
         limit: Option<u32>,
     ) -> (Vec<SessionInfo>, Option<String>) {
         let mut all: Vec<SessionInfo> = self.read().values().map(|h| h.shared.info()).collect();
+        all.extend(self.stored().values().cloned());
         all.sort_by(|a, b| {
             b.created_at
                 .cmp(&a.created_at)
@@ -307,6 +376,57 @@ impl SessionManager {
         Ok(turn_id)
     }
 
+    /// Unloads sessions that have been idle for `idle` (only with a store: an unloaded
+    /// session must be loadable again).
+    pub async fn unload_idle(&self, idle: Duration) {
+        if self.deps.store.is_none() {
+            return;
+        }
+        let idle_ones: Vec<Arc<SessionHandle>> = {
+            let mut sessions = self.write();
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, h)| h.shared.unloadable(idle))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        for handle in idle_ones {
+            tracing::debug!(session = %handle.shared.id, "unloading an idle session");
+            stop_session(&handle).await;
+            handle.shared.save_meta();
+            self.stored()
+                .insert(handle.shared.id.clone(), handle.shared.info());
+        }
+    }
+
+    /// Sessions currently in memory.
+    pub fn loaded(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Re-walks the session's persisted hash chain (`session/verify`).
+    pub fn verify(&self, id: &str) -> Result<amber_proto::SessionVerifyResult, SessionError> {
+        let known = self.read().contains_key(id) || self.stored().contains_key(id);
+        let Some(store) = self.deps.store.as_ref().filter(|_| known) else {
+            return Err(SessionError::NotFound(id.to_owned()));
+        };
+        let report = store
+            .verify(id)
+            .map_err(|e| SessionError::Store(e.to_string()))?;
+        Ok(amber_proto::SessionVerifyResult {
+            ok: report.first_broken.is_none() && !report.torn_tail,
+            messages: report.messages as u64,
+            events: report.events as u64,
+            first_broken: report.first_broken.map(|b| amber_proto::BrokenLink {
+                index: b.index as u64,
+                stored: format!("{:016x}", b.stored),
+                computed: format!("{:016x}", b.computed),
+            }),
+            torn_tail: report.torn_tail,
+        })
+    }
+
     /// Compacts a session's context between turns (queued behind running prompts).
     pub async fn compact(
         &self,
@@ -325,11 +445,18 @@ impl SessionManager {
 
     /// Removes a session: cancels its turn, stops its actor, ends its subscriptions.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
-        let handle = self
-            .write()
-            .remove(id)
-            .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
-        stop_session(&handle).await;
+        let handle = self.write().remove(id);
+        let was_stored = self.stored().remove(id).is_some();
+        match handle {
+            Some(handle) => stop_session(&handle).await,
+            None if was_stored => {}
+            None => return Err(SessionError::NotFound(id.to_owned())),
+        }
+        if let Some(store) = &self.deps.store
+            && let Err(err) = store.delete(id)
+        {
+            tracing::error!(session = id, %err, "cannot delete the session from the store");
+        }
         Ok(())
     }
 

@@ -163,6 +163,12 @@ impl QueueSender {
         true
     }
 
+    /// The subscriber still holds its end and has not been cut off.
+    pub fn is_alive(&self) -> bool {
+        let state = self.shared.lock();
+        !state.receiver_gone && state.end.is_none()
+    }
+
     /// Ends the queue after what is already in it.
     pub fn close(&self) {
         let mut state = self.shared.lock();

@@ -1,0 +1,85 @@
+//! Assembling a live session from its parts — new or restored from the store — and
+//! starting its actor.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use amber_proto::SessionInfo;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::approvals::Approvals;
+use super::deps::Deps;
+use super::hub::EventHub;
+use super::persist::Persistence;
+use super::subagents::SessionSubagents;
+use super::{Live, SessionHandle, SessionShared, actor};
+use crate::context::Context;
+use crate::policy::grants::Grants;
+use crate::policy::rules::WorkspaceRules;
+use crate::tools::SessionTools;
+
+/// Everything a session starts from.
+pub(super) struct Parts {
+    pub info: SessionInfo,
+    pub workspace: PathBuf,
+    pub system_prompt: String,
+    /// The context, journaled to the store when there is one.
+    pub context: Context,
+    pub hub: EventHub,
+    pub persistence: Option<Arc<Persistence>>,
+}
+
+/// Builds the shared state, installs the sub-agent runner and starts the actor.
+pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
+    let Parts {
+        info,
+        workspace,
+        system_prompt,
+        context,
+        hub,
+        persistence,
+    } = parts;
+    let rules = WorkspaceRules::new(&workspace);
+    let id = info.session_id.clone();
+    let messages = Arc::new(context.messages().to_vec());
+    let shared = Arc::new_cyclic(|weak: &Weak<SessionShared>| SessionShared {
+        tools: Arc::new(SessionTools::new({
+            let weak = weak.clone();
+            move |kind| {
+                if let Some(shared) = weak.upgrade() {
+                    let turn = shared.lock_live().turn_id.clone();
+                    shared.hub.publish(turn.as_deref(), kind);
+                }
+            }
+        })),
+        id,
+        skills_dir: crate::compaction::workspace_skills_dir(&deps.data_dir, &workspace),
+        workspace,
+        system_prompt,
+        hub,
+        persistence,
+        closed: CancellationToken::new(),
+        approvals: Approvals::default(),
+        grants: Mutex::new(Grants::default()),
+        rules: Mutex::new(rules),
+        live: Mutex::new(Live {
+            info,
+            touched: std::time::Instant::now(),
+            turn_id: None,
+            messages,
+            cancel: None,
+        }),
+    });
+    shared.tools.set_subagents(Arc::new(SessionSubagents {
+        shared: Arc::downgrade(&shared),
+        deps: deps.clone(),
+    }));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(actor::run(shared.clone(), deps.clone(), rx, context));
+    Arc::new(SessionHandle {
+        shared,
+        commands: tx,
+        task: Mutex::new(Some(task)),
+    })
+}

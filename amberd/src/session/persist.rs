@@ -1,0 +1,98 @@
+//! The glue between a live session and the durable store: one append handle per session,
+//! written by the hub (durable events, under its lock, in seq order) and by the context's
+//! journal (push / pop / clear), plus the metadata file.
+//!
+//! **Invariant:** both writers go through the same `SessionLog`, so the log interleaves
+//! events and context operations in the order they happened. A failed write is logged and
+//! never takes the session down.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use amber_proto::Message;
+use serde_json::value::RawValue;
+
+use super::hub::{EventStore, WireEvent};
+use crate::context::Journal;
+use crate::store::{SessionLog, SessionMeta, Store};
+
+/// A session's handle on the store.
+pub struct Persistence {
+    store: Store,
+    session_id: String,
+    log: Mutex<SessionLog>,
+}
+
+impl Persistence {
+    pub fn new(store: Store, session_id: String, log: SessionLog) -> Arc<Persistence> {
+        Arc::new(Persistence {
+            store,
+            session_id,
+            log: Mutex::new(log),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SessionLog> {
+        // A panic mid-append leaves at worst a torn record, which loading repairs.
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn save_meta(&self, meta: &SessionMeta) {
+        if let Err(err) = self.store.save_meta(meta) {
+            tracing::error!(session = %self.session_id, %err, "cannot save session metadata");
+        }
+    }
+
+    /// A journal for the session's context, writing through this handle.
+    pub fn journal(self: &Arc<Self>) -> Box<dyn Journal> {
+        Box::new(ContextJournal(self.clone()))
+    }
+
+    fn report(&self, what: &str, result: Result<(), crate::store::StoreError>) {
+        if let Err(err) = result {
+            tracing::error!(session = %self.session_id, %err, "cannot persist {what}");
+        }
+    }
+}
+
+impl EventStore for Persistence {
+    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
+        self.lock()
+            .append_event(seq, json, sync)
+            .map_err(|e| e.to_string())
+    }
+
+    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String> {
+        let events = self
+            .store
+            .events_after(&self.session_id, after)
+            .map_err(|e| e.to_string())?;
+        Ok(events
+            .into_iter()
+            .take_while(|e| e.seq < before)
+            .map(|e| WireEvent {
+                seq: Some(e.seq),
+                json: Arc::from(e.json),
+            })
+            .collect())
+    }
+}
+
+struct ContextJournal(Arc<Persistence>);
+
+impl Journal for ContextJournal {
+    fn pushed(&mut self, message: &Message, hash: u64) {
+        let result = self.0.lock().append_push(message, hash, false);
+        self.0.report("a context push", result);
+    }
+
+    fn popped(&mut self) {
+        let result = self.0.lock().append_pop(false);
+        self.0.report("a context pop", result);
+    }
+
+    fn cleared(&mut self) {
+        // The compaction rebuild: worth a sync, the pushes that follow rebuild everything.
+        let result = self.0.lock().append_clear(true);
+        self.0.report("a context clear", result);
+    }
+}
