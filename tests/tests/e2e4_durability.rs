@@ -362,3 +362,33 @@ async fn idle_sessions_unload_and_come_back_on_use() {
             .contains("first")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn todos_and_usage_survive_a_crash() {
+    let todos = json!({"todos": [
+        {"id": "1", "text": "read the code", "status": "done"},
+        {"id": "2", "text": "fix the bug", "status": "in_progress"},
+    ]});
+    let mock = MockLlm::start(vec![
+        MockTurn::tool_call("todowrite", &todos),
+        MockTurn::text("planned"),
+        done(),
+    ])
+    .await;
+    let mut daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    prompt_turn(&client, &mut events, &session, "plan it").await;
+    let before = daemon.rpc_ok("session/get", json!({ "sessionId": session }));
+    assert!(before["session"]["usage"]["totalTokens"].as_u64().unwrap() > 0);
+
+    daemon.kill(libc::SIGKILL);
+    daemon.wait_exit(Duration::from_secs(5)).expect("killed");
+    daemon.restart();
+    let after = daemon.rpc_ok("session/get", json!({ "sessionId": session }));
+    assert_eq!(after["todos"], before["todos"]);
+    assert_eq!(after["todos"][1]["status"], "in_progress");
+    assert_eq!(after["session"]["usage"], before["session"]["usage"]);
+    assert_eq!(after["messages"], before["messages"]);
+}

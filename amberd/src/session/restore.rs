@@ -60,6 +60,7 @@ pub(super) fn load(
         context.push(Message::system(system_prompt.clone()));
     }
 
+    let todos = last_todos(&loaded.events);
     let last_seq = loaded.events.last().map_or(0, |e| e.seq);
     let skip = loaded.events.len().saturating_sub(MEMORY_TAIL);
     let tail: Vec<WireEvent> = loaded
@@ -92,6 +93,9 @@ pub(super) fn load(
             persistence: Some(persistence),
         },
     );
+    if let Some(todos) = todos {
+        handle.shared.tools.restore_todos(todos);
+    }
     if let Some(turn_id) = interrupted {
         tracing::warn!(session = id, turn = %turn_id, "ending a turn the daemon was running when it stopped");
         handle.shared.hub.publish(
@@ -108,4 +112,25 @@ pub(super) fn load(
     }
     handle.shared.save_meta();
     Ok(handle)
+}
+
+/// The todo list as the last `todo_updated` left it.
+fn last_todos(events: &[crate::store::StoredEvent]) -> Option<Vec<amber_proto::Todo>> {
+    #[derive(serde::Deserialize)]
+    struct TodoEvent {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        todos: Vec<amber_proto::Todo>,
+    }
+    events.iter().rev().find_map(|e| {
+        // Cheap pre-check before parsing: most events are not todo updates.
+        if !e.json.get().contains("\"todo_updated\"") {
+            return None;
+        }
+        serde_json::from_str::<TodoEvent>(e.json.get())
+            .ok()
+            .filter(|t| t.kind == "todo_updated")
+            .map(|t| t.todos)
+    })
 }

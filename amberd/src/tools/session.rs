@@ -92,6 +92,11 @@ impl SessionTools {
         self.lock_todos().clone()
     }
 
+    /// Puts back the list a restored session had, without reporting it again.
+    pub fn restore_todos(&self, todos: Vec<Todo>) {
+        *self.lock_todos() = todos;
+    }
+
     /// Replaces the todo list and reports `todo_updated`.
     pub fn set_todos(&self, todos: Vec<Todo>) {
         *self.lock_todos() = todos.clone();
