@@ -11,6 +11,7 @@ pub mod edit;
 pub mod gate;
 pub mod process;
 pub mod read;
+pub mod search;
 pub mod session;
 pub mod skills;
 pub mod task;
@@ -196,6 +197,7 @@ impl ToolRegistry {
         registry.register(Arc::new(todowrite::TodoWriteTool));
         registry.register(Arc::new(skills::SkillsTool::new()));
         registry.register(Arc::new(task::TaskTool));
+        registry.register(Arc::new(search::SearchTool::new()));
         registry
     }
 
