@@ -305,6 +305,17 @@ async fn open_websockets_count_against_max_connections() {
         config_toml: "[server]\nmax_connections = 2\n".into(),
         ..amber_tests::DaemonOptions::default()
     });
+    // The harness's readiness probe may still hold its slot for a moment: wait until the
+    // only connection is the one asking.
+    amber_tests::e2e::eventually(
+        "the readiness probe to close",
+        Duration::from_secs(10),
+        || {
+            let (_, body) = d.raw_http(&request("daemon/status", json!({})));
+            serde_json::from_str::<Value>(&body).is_ok_and(|v| v["result"]["connections"] == 1)
+        },
+    )
+    .await;
     let mut first = raw_ws(&d.socket).await;
     let mut second = raw_ws(&d.socket).await;
     for ws in [&mut first.tx, &mut second.tx] {
