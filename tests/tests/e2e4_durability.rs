@@ -392,3 +392,76 @@ async fn todos_and_usage_survive_a_crash() {
     assert_eq!(after["session"]["usage"], before["session"]["usage"]);
     assert_eq!(after["messages"], before["messages"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_verify_reports_the_first_broken_link() {
+    let mock = MockLlm::start(vec![MockTurn::text("hello there"), done()]).await;
+    let mut daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    prompt_turn(&client, &mut events, &session, "greet me").await;
+    drop(events);
+    drop(client);
+
+    let verify = |daemon: &TestDaemon| {
+        daemon
+            .cli()
+            .args(["--no-autostart", "sessions", "verify", &session])
+            .output()
+            .expect("amber-cli runs")
+    };
+    let ok = verify(&daemon);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("chain intact"));
+
+    // Tamper with a persisted message (and fix up its CRC so only the chain can tell).
+    daemon.kill(libc::SIGTERM);
+    daemon.wait_exit(Duration::from_secs(5)).expect("stopped");
+    let log = daemon
+        .dir
+        .path()
+        .join("data/sessions")
+        .join(&session)
+        .join("log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let tampered: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let (_, payload) = line.split_once(' ').unwrap();
+            if payload.contains("\"greet me\"") {
+                let payload = payload.replace("greet me", "greet ME");
+                format!("{:08x} {payload}", crc32(payload.as_bytes()))
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    assert_ne!(
+        tampered.join("\n") + "\n",
+        text,
+        "the message was not found in the log"
+    );
+    std::fs::write(&log, tampered.join("\n") + "\n").unwrap();
+    daemon.restart();
+    let broken = verify(&daemon);
+    let stdout = String::from_utf8_lossy(&broken.stdout);
+    assert_eq!(broken.status.code(), Some(1), "{broken:?}");
+    assert!(stdout.contains("broken at message 1"), "{stdout}");
+}
+
+/// CRC-32 (IEEE), as the store frames its records.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}

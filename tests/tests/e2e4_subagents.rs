@@ -173,3 +173,53 @@ async fn serial_subagents_run_one_at_a_time_with_their_own_context_and_no_task_t
     let first_system = &messages(&requests[0])[0];
     assert!(requests.iter().all(|r| &messages(r)[0] == first_system));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_the_turn_reaches_running_subagents() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let msgs = request["messages"].as_array().cloned().unwrap_or_default();
+        let sub = msgs[0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(SUBAGENT_MARK));
+        if sub {
+            // A sub-agent stuck on a slow model.
+            return MockTurn::Slow {
+                chunks: (0..200).map(|i| format!("w{i} ")).collect(),
+                interval_ms: 50,
+            };
+        }
+        MockTurn::tool_call(
+            "task",
+            &json!({"prompt": "take your time", "description": "slow"}),
+        )
+    });
+    let daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    amber_tests::e2e::within("prompt", client.session_prompt(&session, "delegate"))
+        .await
+        .unwrap();
+    events.until("subagent_started").await;
+    let cancelled = amber_tests::e2e::within("cancel", client.session_cancel(&session))
+        .await
+        .unwrap();
+    assert!(cancelled.cancelled);
+    let rest = events.turn().await;
+    assert_eq!(rest.last().unwrap()["stopReason"], "cancelled");
+    let done = rest
+        .iter()
+        .find(|e| e["type"] == "subagent_completed")
+        .expect("the sub-agent reported how it ended");
+    assert!(
+        done["result"].as_str().unwrap().contains("cancelled"),
+        "{done}"
+    );
+    amber_tests::e2e::eventually(
+        "the sub-agent's stream to be dropped",
+        std::time::Duration::from_secs(5),
+        || mock.interrupted_streams() >= 1,
+    )
+    .await;
+}
