@@ -334,7 +334,7 @@ impl SessionManager {
         let (Some(store), true) = (&self.deps.store, self.stored().contains_key(id)) else {
             return Err(SessionError::NotFound(id.to_owned()));
         };
-        let handle = restore::load(&self.deps, store, id)?;
+        let handle = persist::blocking(|| restore::load(&self.deps, store, id))?;
         self.stored().remove(id);
         sessions.insert(id.to_owned(), handle.clone());
         Ok(handle)

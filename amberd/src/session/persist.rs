@@ -54,17 +54,30 @@ impl Persistence {
     }
 }
 
+/// Runs blocking file work (an fdatasync, a log replay) so it does not stall the other
+/// tasks of a runtime worker: on the multi-threaded runtime tokio moves them elsewhere first.
+pub fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 impl EventStore for Persistence {
     fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
-        self.lock()
-            .append_event(seq, json, sync)
-            .map_err(|e| e.to_string())
+        let append = || {
+            self.lock()
+                .append_event(seq, json, sync)
+                .map_err(|e| e.to_string())
+        };
+        if sync { blocking(append) } else { append() }
     }
 
     fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String> {
-        let events = self
-            .store
-            .events_after(&self.session_id, after)
+        let events = blocking(|| self.store.events_after(&self.session_id, after))
             .map_err(|e| e.to_string())?;
         Ok(events
             .into_iter()
