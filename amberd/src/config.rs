@@ -107,12 +107,16 @@ pub struct SessionsConfig {
     /// An idle session with no subscriber, approval or background process is unloaded from
     /// memory after this many seconds (it stays in the store and loads on next use).
     pub idle_unload_secs: u64,
+    /// Durable events kept in memory per loaded session; replays reaching further back read
+    /// the session's log.
+    pub memory_events: usize,
 }
 
 impl Default for SessionsConfig {
     fn default() -> Self {
         Self {
             idle_unload_secs: 600,
+            memory_events: crate::session::hub::MEMORY_TAIL,
         }
     }
 }

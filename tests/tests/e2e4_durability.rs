@@ -465,3 +465,34 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_reaches_back_into_the_store_past_what_memory_keeps() {
+    let calls: Vec<MockTurn> = (0..4)
+        .map(|i| MockTurn::tool_call("bash", &json!({ "command": format!("echo {i}") })))
+        .collect();
+    let mut script = calls;
+    script.extend([MockTurn::text("done with the echoes"), done()]);
+    let mock = MockLlm::start(script).await;
+    // Only the newest 3 durable events stay in memory.
+    let config = "[sessions]\nmemory_events = 3\n";
+    let daemon = amber_tests::e2e::spawn_config(&mock, config);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "echo four times").await;
+    let seen: BTreeMap<u64, Value> = turn
+        .iter()
+        .filter_map(|e| e["seq"].as_u64().map(|s| (s, e.clone())))
+        .collect();
+    assert!(seen.len() > 10, "{}", seen.len());
+    // On the same, live daemon: a replay from 0 and one from the middle are exact.
+    replay_matches(&daemon, &session, &seen).await;
+    let mut from_middle = Events::subscribe(&client, &session, Some(4)).await;
+    let replay = from_middle.until("synced").await;
+    let seqs: Vec<u64> = replay.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(seqs, (5..=seen.len() as u64).collect::<Vec<_>>());
+    for event in replay.iter().filter(|e| e["seq"].is_u64()) {
+        assert_eq!(event, &seen[&event["seq"].as_u64().unwrap()]);
+    }
+}

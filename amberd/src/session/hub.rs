@@ -62,7 +62,8 @@ pub trait EventStore: Send + Sync {
     fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String>;
 }
 
-/// Durable events kept in memory per session; older ones are read back from the store.
+/// Durable events kept in memory per session by default (`[sessions] memory_events`);
+/// older ones are read back from the store.
 pub const MEMORY_TAIL: usize = 4096;
 
 /// The durable events worth an fsync: a crash must never lose them.
@@ -89,6 +90,8 @@ struct Log {
 pub struct EventHub {
     session_id: String,
     buffer: usize,
+    /// How many durable events stay in memory when there is a store.
+    memory: usize,
     log: Mutex<Log>,
     store: Option<Arc<dyn EventStore>>,
 }
@@ -97,6 +100,16 @@ impl EventHub {
     /// A hub that keeps every durable event in memory (no store).
     pub fn new(session_id: String, buffer: usize) -> Self {
         Self::restored(session_id, buffer, 0, Vec::new(), None)
+    }
+
+    /// Keeps only the newest `events` durable events in memory (with a store).
+    pub fn with_memory(mut self, events: usize) -> Self {
+        self.memory = events.max(1);
+        let log = self.log.get_mut().unwrap_or_else(|e| e.into_inner());
+        while self.store.is_some() && log.events.len() > self.memory {
+            log.events.pop_front();
+        }
+        self
     }
 
     /// A hub continuing after `last_seq`, with the newest stored events in memory and the
@@ -112,6 +125,7 @@ impl EventHub {
         Self {
             session_id,
             buffer: buffer.max(16),
+            memory: MEMORY_TAIL,
             log: Mutex::new(Log {
                 events: tail.into_iter().skip(skip).collect(),
                 last_seq,
@@ -162,7 +176,7 @@ impl EventHub {
         if let Some(seq) = seq {
             log.last_seq = seq;
             log.events.push_back(wire);
-            if self.store.is_some() && log.events.len() > MEMORY_TAIL {
+            if self.store.is_some() && log.events.len() > self.memory {
                 log.events.pop_front();
             }
         }

@@ -304,7 +304,8 @@ impl SessionManager {
             0,
             Vec::new(),
             persistence.clone().map(|p| p as Arc<dyn EventStore>),
-        );
+        )
+        .with_memory(deps.config.sessions.memory_events);
         let handle = build::spawn(
             &self.deps,
             build::Parts {

@@ -78,7 +78,8 @@ pub(super) fn load(
         last_seq,
         tail,
         Some(persistence.clone() as Arc<dyn EventStore>),
-    );
+    )
+    .with_memory(deps.config.sessions.memory_events);
     let mut info = loaded.meta.info;
     info.state = SessionState::Idle;
     let workspace = std::path::PathBuf::from(&info.cwd);
