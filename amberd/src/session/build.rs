@@ -13,7 +13,7 @@ use super::deps::Deps;
 use super::hub::EventHub;
 use super::persist::Persistence;
 use super::subagents::SessionSubagents;
-use super::{Live, SessionHandle, SessionShared, actor};
+use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::context::Context;
 use crate::policy::grants::Grants;
 use crate::policy::rules::WorkspaceRules;
@@ -82,4 +82,26 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         commands: tx,
         task: Mutex::new(Some(task)),
     })
+}
+
+/// `session/new`'s `cwd`: absolute, existing, a directory; symlinks resolved.
+pub(super) fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {
+    let invalid = |reason: &str| SessionError::InvalidWorkspace {
+        path: cwd.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let path = PathBuf::from(cwd);
+    if cwd.is_empty() {
+        return Err(invalid("cwd is empty"));
+    }
+    if !path.is_absolute() {
+        return Err(invalid("cwd must be an absolute path"));
+    }
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| invalid(&format!("cannot resolve: {e}")))?;
+    if !canonical.is_dir() {
+        return Err(invalid("not a directory"));
+    }
+    Ok(canonical)
 }

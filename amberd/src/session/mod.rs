@@ -260,7 +260,7 @@ impl SessionManager {
         if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(SessionError::ShuttingDown);
         }
-        let workspace = validate_workspace(&params.cwd)?;
+        let workspace = build::validate_workspace(&params.cwd)?;
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_rfc3339();
         let deps = &self.deps;
@@ -493,25 +493,4 @@ async fn stop_session(handle: &SessionHandle) {
     handle.shared.finish();
     // Background processes belong to the session and end with it.
     handle.shared.tools.shutdown_and_wait().await;
-}
-
-fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {
-    let invalid = |reason: &str| SessionError::InvalidWorkspace {
-        path: cwd.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let path = PathBuf::from(cwd);
-    if cwd.is_empty() {
-        return Err(invalid("cwd is empty"));
-    }
-    if !path.is_absolute() {
-        return Err(invalid("cwd must be an absolute path"));
-    }
-    let canonical = path
-        .canonicalize()
-        .map_err(|e| invalid(&format!("cannot resolve: {e}")))?;
-    if !canonical.is_dir() {
-        return Err(invalid("not a directory"));
-    }
-    Ok(canonical)
 }
