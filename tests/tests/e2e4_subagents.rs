@@ -202,6 +202,13 @@ async fn cancelling_the_turn_reaches_running_subagents() {
         .await
         .unwrap();
     events.until("subagent_started").await;
+    // Cancel while the sub-agent's request is streaming (the parent's was the first).
+    amber_tests::e2e::eventually(
+        "the sub-agent's request",
+        std::time::Duration::from_secs(10),
+        || mock.request_count() >= 2,
+    )
+    .await;
     let cancelled = amber_tests::e2e::within("cancel", client.session_cancel(&session))
         .await
         .unwrap();
