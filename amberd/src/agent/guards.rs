@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use amber_proto::{SteerReason, StopReason, ToolCall, ToolStatus};
 
+use crate::tools::dispatch::normalized_arguments;
+
 /// Identical tool-call sets in a row that count as a loop.
 pub const IDENTICAL_CALL_SETS: usize = 3;
 /// Occurrences of the same reply text that trigger a steer, then a stop.
@@ -107,18 +109,10 @@ impl Guards {
 fn call_set(calls: &[ToolCall]) -> Vec<(String, String)> {
     let mut set: Vec<(String, String)> = calls
         .iter()
-        .map(|c| (c.name.clone(), normalise_arguments(&c.arguments)))
+        .map(|c| (c.name.clone(), normalized_arguments(&c.arguments)))
         .collect();
     set.sort();
     set
-}
-
-/// Re-serialises valid JSON so whitespace and key order do not hide a repeat.
-pub fn normalise_arguments(raw: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(value) => value.to_string(),
-        Err(_) => raw.trim().to_owned(),
-    }
 }
 
 #[cfg(test)]

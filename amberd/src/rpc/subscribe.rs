@@ -81,8 +81,7 @@ async fn forward(
             return Ok(());
         }
     }
-    let synced = synced_event(shared, last_seq);
-    if sink.send(synced).await.is_err() {
+    if send(sink, &synced_event(shared, last_seq)).await.is_err() {
         return Ok(());
     }
     loop {
@@ -121,22 +120,15 @@ async fn send(sink: &SubscriptionSink, event: &WireEvent) -> Result<(), ()> {
         .map_err(|_| ())
 }
 
-fn synced_event(shared: &SessionShared, last_seq: u64) -> SubscriptionMessage {
-    let event = amber_proto::Event {
+fn synced_event(shared: &SessionShared, last_seq: u64) -> WireEvent {
+    WireEvent::encode(&amber_proto::Event {
         seq: None,
         session_id: shared.id.clone(),
         turn_id: None,
         agent_id: None,
         time: now_rfc3339(),
         kind: EventKind::Synced { last_seq },
-    };
-    match serde_json::value::to_raw_value(&event) {
-        Ok(raw) => SubscriptionMessage::from(raw),
-        Err(_) => SubscriptionMessage::from(
-            serde_json::value::to_raw_value(&json!({"type": "synced", "lastSeq": last_seq}))
-                .unwrap_or_else(|_| Box::<serde_json::value::RawValue>::default()),
-        ),
-    }
+    })
 }
 
 /// The error object sent as the subscription's last notification.

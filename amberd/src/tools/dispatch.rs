@@ -111,7 +111,7 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
     let previous: HashSet<(&str, String)> = req
         .previous_calls
         .iter()
-        .map(|call| (call.name.as_str(), normalized(&call.arguments)))
+        .map(|call| (call.name.as_str(), normalized_arguments(&call.arguments)))
         .collect();
 
     let mut results: Vec<Option<DispatchResult>> = vec![None; req.calls.len()];
@@ -243,7 +243,7 @@ fn preflight(
         ));
     };
     let args = parsed?;
-    if previous.contains(&(call.name.as_str(), normalized(&call.arguments))) {
+    if previous.contains(&(call.name.as_str(), normalized_arguments(&call.arguments))) {
         return Err(format!(
             "duplicate of a call made in the previous turn: `{}` with the same arguments; \
              use its result instead of repeating it",
@@ -255,7 +255,8 @@ fn preflight(
 
 /// Arguments in a canonical form (object keys sorted, no whitespace), so that
 /// calls differing only in formatting compare equal. Unparsable text stays as is.
-fn normalized(raw: &str) -> String {
+/// Shared by the duplicate check here and the loop guard of the agent.
+pub fn normalized_arguments(raw: &str) -> String {
     if raw.trim().is_empty() {
         return "{}".to_owned();
     }
