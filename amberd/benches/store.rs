@@ -40,6 +40,7 @@ fn meta(id: &str) -> SessionMeta {
             created_at: format!("2026-12-02T10:00:00.{id}Z"),
             updated_at: "2026-12-02T10:00:00.000Z".into(),
             usage: Usage::default(),
+            provider: None,
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
     }

@@ -3,6 +3,7 @@
 //! Resolution order for every value: environment of amberd, then the config file, then
 //! the defaults documented in docs/configuration.md.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,11 +29,18 @@ pub enum ConfigError {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub provider: ProviderConfig,
+    /// `[providers.NAME]`: further providers a session may pick by name (overriding a
+    /// bundled preset of that name, or new ones built on a `flavor`).
+    pub providers: BTreeMap<String, NamedProviderConfig>,
     pub agent: AgentConfig,
     pub tools: ToolsConfig,
     pub server: ServerConfig,
     pub compaction: CompactionConfig,
     pub sessions: SessionsConfig,
+    /// `[mcp]`: MCP host timeouts and `[mcp.servers.NAME]` (see docs/configuration.md).
+    pub mcp: crate::mcp::McpConfig,
+    /// `[plugins]`: disabled plugins and external plugins.
+    pub plugins: crate::plugins::PluginsConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
     pub rules: Vec<crate::policy::rules::Rule>,
 }
@@ -53,6 +61,29 @@ pub struct ProviderConfig {
     pub retry_max_ms: u64,
     pub connect_timeout_ms: u64,
     pub idle_timeout_ms: u64,
+    /// Extra request headers; an empty value removes a preset's header.
+    pub headers: BTreeMap<String, String>,
+    /// Overrides the flavor's `stream_options.include_usage` quirk.
+    pub include_usage: Option<bool>,
+    /// Overrides the flavor's `max_tokens` / `max_completion_tokens` quirk.
+    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
+}
+
+/// `[providers.NAME]`: one named provider. Unset values come from the preset of that name
+/// (else of `flavor`); retries and timeouts are `[provider]`'s.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NamedProviderConfig {
+    pub flavor: Option<String>,
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    pub model: Option<String>,
+    pub context_window: Option<u64>,
+    pub max_tokens: Option<u32>,
+    pub headers: BTreeMap<String, String>,
+    pub include_usage: Option<bool>,
+    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
 }
 
 impl Default for ProviderConfig {
@@ -69,6 +100,9 @@ impl Default for ProviderConfig {
             retry_max_ms: 30_000,
             connect_timeout_ms: 10_000,
             idle_timeout_ms: 120_000,
+            headers: BTreeMap::new(),
+            include_usage: None,
+            max_tokens_field: None,
         }
     }
 }
@@ -371,6 +405,31 @@ mod tests {
         let ep = Config::default().endpoint(&env(&[("AMBER_FLAVOR", "ollama")]));
         assert_eq!(ep.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
         assert_eq!(ep.api_key, None);
+    }
+
+    #[test]
+    fn named_providers_parse_and_reject_typos() {
+        let cfg = Config::parse(
+            "[providers.work]\nflavor = \"vllm\"\nbase_url = \"http://gpu:8000/v1\"\n\
+             model = \"qwen\"\ncontext_window = 32768\nmax_tokens = 512\n\
+             max_tokens_field = \"max_completion_tokens\"\ninclude_usage = false\n\
+             headers = { X-Team = \"a\" }\n[providers.openrouter]\nmodel = \"x/y\"\n",
+        )
+        .unwrap();
+        let work = &cfg.providers["work"];
+        assert_eq!(work.flavor.as_deref(), Some("vllm"));
+        assert_eq!(work.context_window, Some(32768));
+        assert_eq!(
+            work.max_tokens_field,
+            Some(crate::llm::MaxTokensField::MaxCompletionTokens)
+        );
+        assert_eq!(work.include_usage, Some(false));
+        assert_eq!(work.headers["X-Team"], "a");
+        assert_eq!(cfg.providers["openrouter"].model.as_deref(), Some("x/y"));
+        let err = Config::parse("[providers.x]\nbase = \"u\"").unwrap_err();
+        assert!(err.contains("base"), "{err}");
+        let err = Config::parse("[provider]\nmax_tokens_field = \"n\"").unwrap_err();
+        assert!(err.contains("max_tokens_field"), "{err}");
     }
 
     #[test]

@@ -2,12 +2,19 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use amber_proto::SessionInfo;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::SessionManager;
+use crate::mcp::McpHost;
+use crate::plugins::bridge::McpBridge;
+use crate::plugins::{PluginRuntime, bundled, external};
 use crate::session::deps::Deps;
+use crate::session::{SessionManager, SessionShared};
+
+/// How long `start` waits for plugins before serving anyway.
+const STARTUP_PLUGIN_WAIT: Duration = Duration::from_secs(3);
 
 /// Name reported in `initialize` and `daemon/status`.
 pub const NAME: &str = "amberd";
@@ -16,6 +23,10 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Root of everything the daemon owns.
 pub struct Daemon {
     pub sessions: SessionManager,
+    /// Plugins and what they contributed (the registries live in `Deps`).
+    pub plugins: Arc<PluginRuntime>,
+    /// MCP connections, shared by every session.
+    pub mcp: Arc<McpHost>,
     pub started: Instant,
     connections: AtomicU64,
     subscriptions: Arc<AtomicU64>,
@@ -24,14 +35,152 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// Builds the daemon with every plugin Registered; [`Daemon::start`] enables them.
     pub fn new(deps: Deps) -> Arc<Daemon> {
-        Arc::new(Daemon {
-            sessions: SessionManager::new(Arc::new(deps)),
-            started: Instant::now(),
-            connections: AtomicU64::new(0),
-            subscriptions: Arc::new(AtomicU64::new(0)),
-            shutdown: CancellationToken::new(),
+        let deps = Arc::new(deps);
+        let registries = deps.registries.clone();
+        Arc::new_cyclic(|weak| {
+            let pool = deps.llm.clone();
+            let plugins = PluginRuntime::new(registries.clone(), move || pool.invalidate());
+            for plugin in bundled::all(deps.data_dir.clone()) {
+                // Bundled names are distinct constants.
+                let _ = plugins.register(plugin);
+            }
+            for spec in &deps.config.plugins.external {
+                if let Err(err) = plugins.register(external::plugin(spec, &deps.config.plugins)) {
+                    tracing::error!(%err, "external plugin not registered");
+                }
+            }
+            let bridge = Arc::new(McpBridge::new(weak.clone(), registries));
+            Daemon {
+                mcp: McpHost::new(&deps.config.mcp, bridge),
+                plugins,
+                sessions: SessionManager::new(deps),
+                started: Instant::now(),
+                connections: AtomicU64::new(0),
+                subscriptions: Arc::new(AtomicU64::new(0)),
+                shutdown: CancellationToken::new(),
+            }
         })
+    }
+
+    /// Enables the plugins the config does not disable and connects the configured MCP
+    /// servers (in the background). External plugins get a bounded wait so their tools
+    /// are there for the first request, but a slow one never holds the daemon back.
+    pub async fn start(self: &Arc<Self>) {
+        let disabled = &self.sessions.deps().config.plugins.disabled;
+        let names: Vec<String> = self
+            .plugins
+            .names()
+            .into_iter()
+            .filter(|n| !disabled.contains(n))
+            .collect();
+        let enables = names.into_iter().map(|name| {
+            let plugins = self.plugins.clone();
+            tokio::spawn(async move {
+                if let Err(err) = plugins.enable(&name).await {
+                    tracing::error!(%err, "plugin not enabled");
+                }
+            })
+        });
+        let all = futures::future::join_all(enables.collect::<Vec<_>>());
+        if tokio::time::timeout(STARTUP_PLUGIN_WAIT, all)
+            .await
+            .is_err()
+        {
+            tracing::warn!("plugins still starting; serving without waiting for them");
+        }
+        self.mcp.start_configured();
+    }
+
+    /// Stops plugins and MCP servers (after the sessions stopped).
+    pub async fn stop_extensions(&self) {
+        self.plugins.shutdown().await;
+        self.mcp.shutdown().await;
+    }
+
+    /// Estimated tokens of a session's next request (messages and tool schemas).
+    pub fn context_tokens(&self, session: &SessionShared) -> u64 {
+        let specs = crate::agent::tool_specs(&self.sessions.deps().tools());
+        crate::compaction::estimate_tokens(&session.messages(), &specs)
+    }
+
+    /// The context window of a session's provider.
+    pub fn context_window(&self, session: &SessionShared) -> u64 {
+        self.sessions
+            .deps()
+            .llm
+            .context_window(session.provider().as_deref())
+    }
+
+    /// `provider/list`: the default provider first, then every selectable one.
+    pub fn provider_infos(&self) -> Vec<amber_proto::ProviderInfo> {
+        let deps = self.sessions.deps();
+        let pool = &deps.llm;
+        let default = amber_proto::ProviderInfo {
+            name: "default".to_owned(),
+            flavor: deps.endpoint.flavor.clone(),
+            base_url: deps.endpoint.base_url.clone(),
+            default_model: deps.endpoint.model.clone(),
+            context_window: pool.context_window(None),
+            default: true,
+        };
+        let named = pool.names().into_iter().map(|name| {
+            let table = deps.config.providers.get(&name);
+            let spec = deps.registries.provider(&name);
+            let preset = spec.as_ref().and_then(|s| s.preset().copied());
+            amber_proto::ProviderInfo {
+                flavor: table
+                    .and_then(|t| t.flavor.clone())
+                    .or_else(|| spec.as_ref().map(|s| s.flavor.clone()))
+                    .unwrap_or_else(|| "openai".to_owned()),
+                base_url: table
+                    .and_then(|t| t.base_url.clone())
+                    .or_else(|| preset.map(|p| p.base_url.to_owned())),
+                default_model: pool.default_model(Some(&name)),
+                context_window: pool.context_window(Some(&name)),
+                default: false,
+                name,
+            }
+        });
+        std::iter::once(default).chain(named).collect()
+    }
+
+    /// Every provider a session may select.
+    pub fn provider_names(&self) -> Vec<String> {
+        self.sessions.deps().llm.names()
+    }
+
+    /// Switches a session's model and/or provider. A new provider without a model
+    /// brings its default model. Err: an unknown provider.
+    pub fn set_session_model(
+        &self,
+        session: &SessionShared,
+        model: Option<String>,
+        provider: Option<String>,
+    ) -> Result<SessionInfo, String> {
+        let pool = &self.sessions.deps().llm;
+        let model = model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty());
+        let provider = provider.map(|p| p.trim().to_owned());
+        if let Some(name) = provider
+            .as_deref()
+            .filter(|p| !p.is_empty() && *p != "default")
+        {
+            let names = pool.names();
+            if !names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                return Err(format!(
+                    "unknown provider `{name}`; known: default, {}",
+                    names.join(", ")
+                ));
+            }
+        }
+        // `default` (or empty) goes back to the configured provider.
+        let provider = provider.map(|p| if p == "default" { String::new() } else { p });
+        let model = match (&model, &provider) {
+            (None, Some(p)) => Some(pool.default_model(Some(p.as_str()).filter(|p| !p.is_empty()))),
+            _ => model,
+        };
+        Ok(session.set_model(model, provider))
     }
 
     pub fn connections(&self) -> u64 {

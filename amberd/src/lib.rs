@@ -7,6 +7,8 @@ pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod llm;
+pub mod mcp;
+pub mod plugins;
 pub mod policy;
 pub mod rpc;
 pub mod session;

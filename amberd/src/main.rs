@@ -79,6 +79,7 @@ async fn run(
     let mut deps = Deps::new(config, &env, data.clone())?;
     deps.store = Some(store);
     let daemon = Daemon::new(deps);
+    daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
 
     spawn_idle_unloader(&daemon);

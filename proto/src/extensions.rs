@@ -127,3 +127,121 @@ pub struct CommandInfo {
 pub struct CommandListResult {
     pub commands: Vec<CommandInfo>,
 }
+
+/// `command/run` params. `args` is the text after the command name; an array is joined
+/// with spaces and an object (named prompt arguments) is passed as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRunParams {
+    /// The session the command acts on; some commands (`help`, `sessions`) need none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// With or without the leading `/`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub args: serde_json::Value,
+}
+
+/// What a client should do after a command ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum CommandAction {
+    /// Leave the session running and exit the client.
+    Detach,
+    /// Switch to this session (`/new`).
+    OpenSession { session_id: String },
+    /// The command queued a prompt (an MCP prompt); its turn has this id.
+    Prompted { turn_id: String },
+    /// The session's conversation was cleared; re-read it.
+    Cleared,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandRunResult {
+    /// Human-readable result, possibly several lines.
+    pub output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<CommandAction>,
+}
+
+/// One status-line segment, rendered by the daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSegmentInfo {
+    pub name: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusGetResult {
+    /// In registration order; segments with nothing to show are left out.
+    pub segments: Vec<StatusSegmentInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PanelInfo {
+    pub name: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PanelListResult {
+    pub panels: Vec<PanelInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PanelGetParams {
+    /// Session panels (todos, processes) need one; daemon panels (MCP servers) do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PanelGetResult {
+    pub name: String,
+    pub title: String,
+    /// Plain text lines, one per row.
+    pub lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSetModelParams {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// One selectable LLM provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInfo {
+    pub name: String,
+    pub flavor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    pub default_model: String,
+    pub context_window: u64,
+    /// The session default (`[provider]`).
+    #[serde(default)]
+    pub default: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderListResult {
+    pub providers: Vec<ProviderInfo>,
+}

@@ -29,6 +29,19 @@ pub const SESSION_COMPACT: &str = "session/compact";
 /// amber extension: re-walk a session's persisted hash chain.
 pub const SESSION_VERIFY: &str = "session/verify";
 
+/// amber extension: run a slash command (`command/list` names them).
+pub const COMMAND_RUN: &str = "command/run";
+/// amber extension: a session's status-line segments.
+pub const STATUS_GET: &str = "status/get";
+/// amber extension: the panels clients can show.
+pub const PANEL_LIST: &str = "panel/list";
+/// amber extension: one panel's current content.
+pub const PANEL_GET: &str = "panel/get";
+/// amber extension: switch a session's model and/or provider.
+pub const SESSION_SET_MODEL: &str = "session/setModel";
+/// amber extension: the LLM providers a session can select.
+pub const PROVIDER_LIST: &str = "provider/list";
+
 /// Every method a v1 daemon may serve, in the order PROTOCOL.md lists them.
 pub const ALL: &[&str] = &[
     INITIALIZE,
@@ -55,4 +68,13 @@ pub const ALL: &[&str] = &[
 ];
 
 /// Methods amber adds to protocol v1 (PROTOCOL.md allows additions).
-pub const EXTENSIONS: &[&str] = &[SESSION_COMPACT, SESSION_VERIFY];
+pub const EXTENSIONS: &[&str] = &[
+    SESSION_COMPACT,
+    SESSION_VERIFY,
+    SESSION_SET_MODEL,
+    COMMAND_RUN,
+    STATUS_GET,
+    PANEL_LIST,
+    PANEL_GET,
+    PROVIDER_LIST,
+];

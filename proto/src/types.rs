@@ -99,6 +99,9 @@ pub struct SessionInfo {
     pub updated_at: String,
     #[serde(default)]
     pub usage: Usage,
+    /// amber extension: the provider the session's requests go to (`None`: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// Where a tool comes from.

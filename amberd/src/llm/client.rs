@@ -41,9 +41,20 @@ impl std::fmt::Debug for LlmClient {
 }
 
 impl LlmClient {
-    /// Build the client and resolve the dialect. A missing `base_url` is not an error here
-    /// (the daemon must start unconfigured); `stream_chat` reports `NotConfigured`.
+    /// Build the client and resolve the dialect from `settings.flavor`. A missing
+    /// `base_url` is not an error here (the daemon must start unconfigured); `stream_chat`
+    /// reports `NotConfigured`.
     pub fn new(settings: LlmSettings) -> Result<Self, ApiError> {
+        let dialect = make_dialect(&settings.flavor);
+        Self::with_dialect(settings, dialect)
+    }
+
+    /// Build the client around a dialect the caller resolved (once, e.g. through a provider
+    /// plugin's factory).
+    pub fn with_dialect(
+        settings: LlmSettings,
+        dialect: Arc<dyn Dialect>,
+    ) -> Result<Self, ApiError> {
         // Err only means a provider is already installed, which is what we want.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -51,7 +62,6 @@ impl LlmClient {
             .user_agent(concat!("amberd/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ApiError::InvalidConfig(format!("HTTP client: {}", chain(&e))))?;
-        let dialect = make_dialect(&settings.flavor);
         let backoff = Backoff {
             base: settings.retry_base,
             max: settings.retry_max,
@@ -72,6 +82,12 @@ impl LlmClient {
 
     pub fn dialect(&self) -> &dyn Dialect {
         self.inner.dialect.as_ref()
+    }
+
+    /// Whether both are clones of one client (the pool's cache tests).
+    #[cfg(test)]
+    pub(crate) fn same_client(&self, other: &LlmClient) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Send `req`, stream deltas to `on_event`, return the assembled reply.
@@ -97,7 +113,7 @@ impl LlmClient {
             )));
         }
         let url = inner.dialect.endpoint(base);
-        let headers = inner.dialect.headers(settings.api_key.as_deref())?;
+        let headers = inner.dialect.request_headers(settings)?;
         let body = inner.dialect.body(req, settings).to_string();
 
         let mut retry = 0u32;

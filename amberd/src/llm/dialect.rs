@@ -1,36 +1,32 @@
 //! `Dialect`: how one provider family wants its endpoint, headers, body and chunks.
-//! `make_dialect(flavor)` resolves a flavor once per client; unknown flavors fall back to
-//! openai with a warning, so a typo never breaks a session.
+//! `make_dialect(flavor)` / `make_dialect_with(flavor, lookup)` resolve a flavor once per
+//! client (a provider's dialect factory first); unknown flavors fall back to openai with a
+//! warning, so a typo never breaks a session.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::decode::{ChunkDelta, Decoded};
+use super::presets::{all_presets, preset};
+use super::provider::DialectFactory;
 use super::{ApiError, ChatRequest, LlmSettings, wire};
 
-/// Flavors that speak plain OpenAI chat-completions.
-const OPENAI_FLAVORS: &[&str] = &[
-    "openai",
-    "openai-compatible",
-    "openai_compatible",
-    "openrouter",
-    "deepseek",
-    "groq",
-    "together",
-    "fireworks",
-    "mistral",
-    "xai",
-    "ollama",
-    "llamacpp",
-    "llama.cpp",
-    "llama-cpp",
-    "vllm",
-    "lmstudio",
-    "sglang",
-    "local",
-];
+/// Flavors without a preset that still speak plain OpenAI chat-completions (every preset's
+/// flavor does too).
+const OPENAI_FLAVORS: &[&str] = &["openai-compatible", "openai_compatible", "sglang", "local"];
+
+/// Whether `flavor` is known to speak OpenAI chat-completions (no fallback warning).
+fn is_openai_flavor(flavor: &str) -> bool {
+    OPENAI_FLAVORS
+        .iter()
+        .any(|k| k.eq_ignore_ascii_case(flavor))
+        || preset(flavor).is_some()
+        || all_presets()
+            .iter()
+            .any(|p| p.flavor.eq_ignore_ascii_case(flavor))
+}
 
 /// A provider wire format.
 pub trait Dialect: Send + Sync {
@@ -52,6 +48,32 @@ pub trait Dialect: Send + Sync {
     /// A whole non-streamed response body → internal shape.
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError>;
 
+    /// Every header of a request: `headers(api_key)`, then the quirks' extra headers, then
+    /// the configured ones (later wins; an empty configured value removes the header).
+    fn request_headers(&self, settings: &LlmSettings) -> Result<HeaderMap, ApiError> {
+        let mut h = self.headers(settings.api_key.as_deref())?;
+        let quirks = settings.quirks.extra_headers.iter().map(|(k, v)| (*k, *v));
+        let configured = settings
+            .extra_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        for (name, value) in quirks.chain(configured) {
+            let bad = |what: &str| {
+                ApiError::InvalidConfig(format!("extra header {name:?}: invalid {what}"))
+            };
+            let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad("name"))?;
+            if value.is_empty() {
+                h.remove(&name);
+                continue;
+            }
+            let mut value = HeaderValue::from_str(value).map_err(|_| bad("value"))?;
+            // Configured headers may carry credentials; keep them out of debug output.
+            value.set_sensitive(true);
+            h.insert(name, value);
+        }
+        Ok(h)
+    }
+
     /// A non-success HTTP response → typed error.
     fn classify_error(&self, status: u16, body: &str, retry_after: Option<Duration>) -> ApiError {
         ApiError::from_status(status, body, retry_after)
@@ -61,10 +83,23 @@ pub trait Dialect: Send + Sync {
 /// Resolve a flavor to its dialect. Never fails: unknown → openai, with a warning.
 pub fn make_dialect(flavor: &str) -> Arc<dyn Dialect> {
     let f = flavor.trim();
-    if !f.is_empty() && !OPENAI_FLAVORS.iter().any(|k| k.eq_ignore_ascii_case(f)) {
+    if !f.is_empty() && !is_openai_flavor(f) {
         tracing::warn!(flavor = f, "unknown LLM flavor, using the openai dialect");
     }
     Arc::new(OpenAiDialect)
+}
+
+/// Like `make_dialect`, but a dialect factory that `lookup` finds for the flavor (a
+/// provider plugin's) wins over the built-in table.
+pub fn make_dialect_with(
+    flavor: &str,
+    lookup: &dyn Fn(&str) -> Option<DialectFactory>,
+) -> Arc<dyn Dialect> {
+    let f = flavor.trim();
+    match lookup(f).filter(|_| !f.is_empty()) {
+        Some(factory) => factory(),
+        None => make_dialect(f),
+    }
 }
 
 /// OpenAI chat-completions, the dialect every OpenAI-compatible server speaks.
@@ -119,6 +154,76 @@ mod tests {
         assert_eq!(make_dialect("no-such-provider").name(), "openai");
         assert_eq!(make_dialect("OpenRouter").name(), "openai");
         assert_eq!(make_dialect("").name(), "openai");
+    }
+
+    #[test]
+    fn every_preset_flavor_is_known() {
+        for p in all_presets() {
+            assert!(is_openai_flavor(p.flavor), "{}", p.flavor);
+        }
+        assert!(is_openai_flavor("llama.cpp"));
+        assert!(!is_openai_flavor("no-such-provider"));
+    }
+
+    /// A dialect only a factory can produce.
+    struct Custom;
+    impl Dialect for Custom {
+        fn name(&self) -> &'static str {
+            "custom"
+        }
+        fn endpoint(&self, base_url: &str) -> String {
+            format!("{base_url}/generate")
+        }
+        fn headers(&self, _: Option<&str>) -> Result<HeaderMap, ApiError> {
+            Ok(HeaderMap::new())
+        }
+        fn body(&self, _: &ChatRequest, _: &LlmSettings) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+        fn decode_event(&self, _: &str, _: &str) -> Result<Decoded, ApiError> {
+            Ok(Decoded::Skip)
+        }
+        fn decode_response(&self, _: &str) -> Result<ChunkDelta, ApiError> {
+            Ok(ChunkDelta::default())
+        }
+    }
+
+    #[test]
+    fn factory_lookup_wins_then_openai_fallback() {
+        fn custom() -> Arc<dyn Dialect> {
+            Arc::new(Custom)
+        }
+        let lookup = |f: &str| (f == "custom").then_some(custom as DialectFactory);
+        assert_eq!(make_dialect_with("custom", &lookup).name(), "custom");
+        assert_eq!(make_dialect_with(" custom ", &lookup).name(), "custom");
+        assert_eq!(make_dialect_with("groq", &lookup).name(), "openai");
+        assert_eq!(make_dialect_with("typo", &lookup).name(), "openai");
+        assert_eq!(make_dialect_with("", &|_| Some(custom)).name(), "openai");
+    }
+
+    #[test]
+    fn extra_headers_quirks_then_config() {
+        let settings = LlmSettings {
+            api_key: Some("k".into()),
+            quirks: crate::llm::preset("openrouter").unwrap().quirks,
+            extra_headers: vec![
+                ("X-Title".into(), "my app".into()),
+                ("HTTP-Referer".into(), String::new()),
+                ("X-Extra".into(), "1".into()),
+            ],
+            ..LlmSettings::default()
+        };
+        let h = OpenAiDialect.request_headers(&settings).unwrap();
+        assert_eq!(h.get("x-title").unwrap(), "my app");
+        assert!(h.get("http-referer").is_none());
+        assert_eq!(h.get("x-extra").unwrap(), "1");
+        assert_eq!(h.get(AUTHORIZATION).unwrap(), "Bearer k");
+        let bad = LlmSettings {
+            extra_headers: vec![("Bad Name".into(), "v".into())],
+            ..LlmSettings::default()
+        };
+        let err = OpenAiDialect.request_headers(&bad).unwrap_err();
+        assert!(err.to_string().contains("Bad Name"), "{err}");
     }
 
     #[test]

@@ -11,9 +11,9 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::sse::read_sse;
-use super::{ApiError, ChatResponse, OpenAiDialect, StreamEvent};
+use super::{ApiError, ChatResponse, Dialect, OpenAiDialect, StreamEvent};
 
-type Outcome = (Result<ChatResponse, ApiError>, Vec<StreamEvent>);
+pub(super) type Outcome = (Result<ChatResponse, ApiError>, Vec<StreamEvent>);
 
 /// Cut `bytes` into pieces whose sizes cycle through `sizes`.
 fn pieces(bytes: &[u8], sizes: &[usize]) -> Vec<Result<Vec<u8>, std::io::Error>> {
@@ -28,13 +28,13 @@ fn pieces(bytes: &[u8], sizes: &[usize]) -> Vec<Result<Vec<u8>, std::io::Error>>
     out
 }
 
-async fn run_split(text: &str, sizes: &[usize]) -> Outcome {
+async fn run_split(dialect: &dyn Dialect, text: &str, sizes: &[usize]) -> Outcome {
     let body = futures::stream::iter(pieces(text.as_bytes(), sizes));
     let mut events = Vec::new();
     let mut sink = |e: StreamEvent| events.push(e);
     let r = read_sse(
         body,
-        &OpenAiDialect,
+        dialect,
         Duration::from_secs(5),
         &CancellationToken::new(),
         &mut sink,
@@ -43,9 +43,13 @@ async fn run_split(text: &str, sizes: &[usize]) -> Outcome {
     (r, events)
 }
 
-/// Decode `text` whole and split many ways; every way must agree. Returns the outcome.
 async fn decode(text: &str) -> Outcome {
-    let whole = run_split(text, &[usize::MAX]).await;
+    decode_with(&OpenAiDialect, text).await
+}
+
+/// Decode `text` whole and split many ways; every way must agree. Returns the outcome.
+pub(super) async fn decode_with(dialect: &dyn Dialect, text: &str) -> Outcome {
+    let whole = run_split(dialect, text, &[usize::MAX]).await;
     let reference = format!("{whole:?}");
     let splits: &[&[usize]] = &[
         &[1],
@@ -57,13 +61,13 @@ async fn decode(text: &str) -> Outcome {
         &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
     ];
     for sizes in splits {
-        let got = run_split(text, sizes).await;
+        let got = run_split(dialect, text, sizes).await;
         assert_eq!(format!("{got:?}"), reference, "split sizes {sizes:?}");
     }
     whole
 }
 
-fn text_of(events: &[StreamEvent]) -> String {
+pub(super) fn text_of(events: &[StreamEvent]) -> String {
     events
         .iter()
         .filter_map(|e| match e {
@@ -73,7 +77,7 @@ fn text_of(events: &[StreamEvent]) -> String {
         .collect()
 }
 
-fn call(id: &str, name: &str, args: &str) -> ToolCall {
+pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),

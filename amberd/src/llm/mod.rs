@@ -2,8 +2,10 @@
 //!
 //! `LlmClient::stream_chat` sends one chat request, streams text and reasoning deltas to a
 //! callback, and returns the assembled reply (text, tool calls in the internal shape, usage).
-//! Inside: a `Dialect` chosen once per client from the flavor (`dialect.rs`, unknown flavor →
-//! openai), a reqwest transport with retry/backoff, timeouts and cancellation (`client.rs`,
+//! Inside: a `Dialect` chosen once per client from the flavor (`dialect.rs`, a provider's
+//! dialect factory first, unknown flavor → openai), provider presets with their flavor's
+//! quirks (`presets.rs`, `provider.rs`), one cached client per provider (`pool.rs`), a
+//! reqwest transport with retry/backoff, timeouts and cancellation (`client.rs`,
 //! `retry.rs`), the SSE decoder (`sse.rs`, `decode.rs`) and the tool-call delta accumulator
 //! (`accumulate.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
 
@@ -12,6 +14,9 @@ mod client;
 mod decode;
 mod dialect;
 mod error;
+mod pool;
+mod presets;
+mod provider;
 mod retry;
 mod settings;
 mod sse;
@@ -19,6 +24,10 @@ mod wire;
 
 #[cfg(test)]
 mod fixture_tests;
+#[cfg(test)]
+mod flavor_tests;
+#[cfg(test)]
+mod pool_tests;
 
 use std::time::Duration;
 
@@ -27,10 +36,15 @@ use amber_proto::{ToolCall, Usage};
 pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
 pub use client::LlmClient;
 pub use decode::{ChunkDelta, Decoded};
-pub use dialect::{Dialect, OpenAiDialect, make_dialect};
+pub use dialect::{Dialect, OpenAiDialect, make_dialect, make_dialect_with};
 pub use error::ApiError;
+pub use pool::{DEFAULT_PROVIDER, LlmPool, NOT_CONFIGURED, ProviderCatalog};
+pub use presets::{KNOWN_REASONING_FIELDS, MaxTokensField, Preset, Quirks, all_presets, preset};
+pub use provider::{
+    DialectFactory, ProviderLookup, ProviderSpec, bundled_lookup, bundled_providers,
+};
 pub use retry::Backoff;
-pub use settings::{LlmSettings, Preset, preset};
+pub use settings::LlmSettings;
 
 pub use amber_proto::{Message, Role};
 

@@ -1,7 +1,9 @@
-//! `LlmSettings` (endpoint, credentials, retry and timeout knobs), the environment
-//! overrides of PROTOCOL.md, and per-flavor presets (default endpoint, key variable).
+//! `LlmSettings`: endpoint, credentials, retry and timeout knobs, and the flavor's wire
+//! quirks, everything one `LlmClient` needs. Presets live in `presets.rs`.
 
 use std::time::Duration;
+
+use super::presets::Quirks;
 
 /// Everything the LLM client needs to reach one endpoint.
 #[derive(Clone, PartialEq, Eq)]
@@ -21,6 +23,10 @@ pub struct LlmSettings {
     /// Longest silence allowed while waiting for headers or between stream chunks.
     pub idle_timeout: Duration,
     pub max_tokens: Option<u32>,
+    /// Body shape and headers of the flavor (default: a generic OpenAI-compatible server).
+    pub quirks: Quirks,
+    /// Headers from config, after the quirks' own; an empty value removes a header.
+    pub extra_headers: Vec<(String, String)>,
 }
 
 impl Default for LlmSettings {
@@ -36,6 +42,8 @@ impl Default for LlmSettings {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             max_tokens: None,
+            quirks: Quirks::GENERIC,
+            extra_headers: Vec::new(),
         }
     }
 }
@@ -53,57 +61,18 @@ impl std::fmt::Debug for LlmSettings {
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_tokens", &self.max_tokens)
+            .field("quirks", &self.quirks)
+            // Header values may carry credentials too.
+            .field(
+                "extra_headers",
+                &self
+                    .extra_headers
+                    .iter()
+                    .map(|(k, _)| k)
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
-}
-
-/// What a flavor implies when the user did not say otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Preset {
-    pub flavor: &'static str,
-    pub base_url: &'static str,
-    /// Environment variable conventionally holding this provider's key.
-    pub api_key_env: &'static str,
-}
-
-const PRESETS: &[Preset] = &[
-    Preset {
-        flavor: "openai",
-        base_url: "https://api.openai.com/v1",
-        api_key_env: "OPENAI_API_KEY",
-    },
-    Preset {
-        flavor: "openrouter",
-        base_url: "https://openrouter.ai/api/v1",
-        api_key_env: "OPENROUTER_API_KEY",
-    },
-    Preset {
-        flavor: "deepseek",
-        base_url: "https://api.deepseek.com/v1",
-        api_key_env: "DEEPSEEK_API_KEY",
-    },
-    Preset {
-        flavor: "groq",
-        base_url: "https://api.groq.com/openai/v1",
-        api_key_env: "GROQ_API_KEY",
-    },
-    Preset {
-        flavor: "ollama",
-        base_url: "http://127.0.0.1:11434/v1",
-        api_key_env: "OLLAMA_API_KEY",
-    },
-    Preset {
-        flavor: "llamacpp",
-        base_url: "http://127.0.0.1:8080/v1",
-        api_key_env: "LLAMA_API_KEY",
-    },
-];
-
-/// The preset for `flavor` (case-insensitive), if there is one.
-pub fn preset(flavor: &str) -> Option<&'static Preset> {
-    PRESETS
-        .iter()
-        .find(|p| p.flavor.eq_ignore_ascii_case(flavor.trim()))
 }
 
 #[cfg(test)]
@@ -126,6 +95,7 @@ mod tests {
     fn debug_redacts_key() {
         let s = LlmSettings {
             api_key: Some("secret".into()),
+            extra_headers: vec![("X-Api-Key".into(), "secret".into())],
             ..Default::default()
         };
         assert!(!format!("{s:?}").contains("secret"));

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::accumulate::ToolCallDelta;
 use super::decode::{ChunkDelta, Decoded};
 use super::error::{ApiError, error_message_from_value};
+use super::presets::KNOWN_REASONING_FIELDS;
 use super::{ChatRequest, LlmSettings, ToolSpec};
 
 /// The streaming request body.
@@ -26,7 +27,10 @@ pub(crate) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
         Value::Array(req.messages.iter().map(message).collect()),
     );
     body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({ "include_usage": true }));
+    // Some providers reject fields they do not know; those report usage unasked anyway.
+    if settings.quirks.include_usage {
+        body.insert("stream_options".into(), json!({ "include_usage": true }));
+    }
     if !req.tools.is_empty() {
         body.insert(
             "tools".into(),
@@ -34,7 +38,8 @@ pub(crate) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
         );
     }
     if let Some(max) = settings.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
+        let field = settings.quirks.max_tokens_field.as_str();
+        body.insert(field.into(), json!(max));
     }
     Value::Object(body)
 }
@@ -133,7 +138,7 @@ pub(crate) fn parse_response(body: &str) -> Result<ChunkDelta, ApiError> {
 
 fn chunk_delta(value: &Value) -> ChunkDelta {
     let mut out = ChunkDelta {
-        usage: value.get("usage").and_then(usage),
+        usage: chunk_usage(value),
         ..ChunkDelta::default()
     };
     let Some(choice) = first_choice(value) else {
@@ -147,12 +152,14 @@ fn chunk_delta(value: &Value) -> ChunkDelta {
     let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) else {
         return out;
     };
-    out.text = delta.get("content").and_then(content_text);
-    out.reasoning = ["reasoning_content", "reasoning"]
+    let (text, thinking) = delta.get("content").map(content_text).unwrap_or_default();
+    out.text = text;
+    // First non-empty field only: OpenRouter sends the same text as `reasoning` and in
+    // `reasoning_details`.
+    out.reasoning = KNOWN_REASONING_FIELDS
         .iter()
-        .find_map(|k| delta.get(*k).and_then(Value::as_str))
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned);
+        .find_map(|k| delta.get(*k).and_then(reasoning_text))
+        .or(thinking);
     if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
         out.tool_calls = calls.iter().map(tool_call_delta).collect();
     } else if let Some(f) = delta.get("function_call").filter(|f| f.is_object()) {
@@ -170,14 +177,40 @@ fn first_choice(value: &Value) -> Option<&Value> {
         .or_else(|| choices.first())
 }
 
-/// `content` as a string, or an array of `{type: "text", text}` parts.
-fn content_text(v: &Value) -> Option<String> {
+/// `content` as a string, or an array of parts → (text, reasoning). Parts of type
+/// `thinking` (Mistral's Magistral) are reasoning; every other part's `text` is text.
+fn content_text(v: &Value) -> (Option<String>, Option<String>) {
+    let non_empty = |s: String| (!s.is_empty()).then_some(s);
+    match v {
+        Value::String(s) => (non_empty(s.clone()), None),
+        Value::Array(parts) => {
+            let (mut text, mut thinking) = (String::new(), String::new());
+            for p in parts {
+                if p.get("type").and_then(Value::as_str) == Some("thinking") {
+                    if let Some(t) = p.get("thinking").and_then(reasoning_text) {
+                        thinking.push_str(&t);
+                    }
+                } else if let Some(t) = p.get("text").and_then(Value::as_str).or_else(|| p.as_str())
+                {
+                    text.push_str(t);
+                }
+            }
+            (non_empty(text), non_empty(thinking))
+        }
+        _ => (None, None),
+    }
+}
+
+/// Reasoning as a string, an object (`{text}`, `{content}`, `{summary}`) or an array of
+/// those (OpenRouter's `reasoning_details`; encrypted entries carry no text).
+fn reasoning_text(v: &Value) -> Option<String> {
     let text = match v {
         Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
+        Value::Object(o) => ["text", "content", "summary"]
             .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
-            .collect(),
+            .find_map(|k| o.get(*k).and_then(reasoning_text))
+            .unwrap_or_default(),
+        Value::Array(items) => items.iter().filter_map(reasoning_text).collect(),
         _ => return None,
     };
     (!text.is_empty()).then_some(text)
@@ -221,6 +254,22 @@ fn count(v: &Value, keys: &[&str]) -> Option<u64> {
         n.as_u64()
             .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
     })
+}
+
+/// Usage where providers put it: top-level `usage` (a `null` there is skipped), Groq's
+/// `x_groq.usage`; llama.cpp's `timings.cache_n` supplies cached tokens it reports nowhere
+/// else.
+fn chunk_usage(value: &Value) -> Option<Usage> {
+    let mut u = value
+        .get("usage")
+        .and_then(usage)
+        .or_else(|| value.get("x_groq")?.get("usage").and_then(usage))?;
+    if u.cached_tokens == 0
+        && let Some(cached) = value.get("timings").and_then(|t| count(t, &["cache_n"]))
+    {
+        u.cached_tokens = cached;
+    }
+    Some(u)
 }
 
 fn usage(v: &Value) -> Option<Usage> {

@@ -22,6 +22,8 @@ pub struct Request<'a> {
     pub tool: &'a str,
     /// The tool never changes anything (`read`, `search`, …).
     pub tool_read_only: bool,
+    /// The tool says it may destroy data (an MCP `destructiveHint`): write mode asks.
+    pub tool_destructive: bool,
     pub args: &'a Value,
     pub mode: Mode,
     pub workspace: &'a Path,
@@ -152,6 +154,9 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
                         ShellClass::Destructive | ShellClass::Unknown => ask(reason.clone()),
                     }
                 }
+                _ if req.tool_destructive && !read_only => {
+                    ask(format!("`{}` says it may destroy data", req.tool))
+                }
                 Target::Path { .. } | Target::Nothing => Verdict::Allow,
             }
         }
@@ -172,9 +177,15 @@ fn strongest(rules: &Rules<'_>, tool: &str, subject: Subject<'_>) -> Option<(Rul
         .map(|(d, r)| (d, r.clone()))
 }
 
+/// Tools whose `command` argument is a shell command, and whose `path` is a file.
+const COMMAND_TOOLS: &[&str] = &["bash", "process"];
+const PATH_TOOLS: &[&str] = &["read", "write", "edit", "search"];
+
 fn target(req: &Request<'_>) -> Target {
     let text = |key: &str| req.args.get(key).and_then(Value::as_str);
-    if let Some(command) = text("command") {
+    // Only the built-in tools' arguments mean what their names say; a plugin or MCP tool
+    // with a `command` argument is not running a shell command we could classify.
+    if let Some(command) = text("command").filter(|_| COMMAND_TOOLS.contains(&req.tool)) {
         let cwd = text("cwd")
             .and_then(|c| confine(req.workspace, c).ok())
             .unwrap_or_else(|| req.workspace.to_owned());
@@ -187,7 +198,7 @@ fn target(req: &Request<'_>) -> Target {
             programs: c.scopes,
         };
     }
-    if let Some(path) = text("path") {
+    if let Some(path) = text("path").filter(|_| PATH_TOOLS.contains(&req.tool)) {
         let relative = relative_path(req.workspace, path);
         let folder = Path::new(&relative)
             .parent()
@@ -305,6 +316,7 @@ mod tests {
             let request = Request {
                 tool,
                 tool_read_only: read_only,
+                tool_destructive: false,
                 args: &args,
                 mode,
                 workspace: self.ws.path(),
@@ -433,6 +445,7 @@ mod tests {
         let request = Request {
             tool: "write",
             tool_read_only: false,
+            tool_destructive: false,
             args: &json!({"path": "a", "content": ""}),
             mode: Mode::Write,
             workspace: c.ws.path(),
@@ -467,5 +480,53 @@ mod tests {
             Some(RuleDecision::Allow)
         );
         assert_eq!(got("write", Subject::Path("docs/a.md")), None);
+    }
+
+    #[test]
+    fn plugin_tools_are_not_read_as_shell_commands_and_destructive_ones_ask() {
+        let c = Case::new();
+        // A plugin tool's `command` argument is not a shell command to classify.
+        assert_eq!(
+            c.decide(
+                Mode::Write,
+                "mcp__s__run",
+                false,
+                json!({"command": "rm -rf /"})
+            ),
+            Verdict::Allow
+        );
+        let request = |destructive: bool, read_only: bool, mode: Mode| Request {
+            tool: "mcp__s__drop_table",
+            tool_read_only: read_only,
+            tool_destructive: destructive,
+            args: &Value::Null,
+            mode,
+            workspace: c.ws.path(),
+        };
+        let rules = Rules {
+            config: &c.config,
+            workspace: Ok(&c.workspace),
+        };
+        match decide(&request(true, false, Mode::Write), &rules, &c.grants) {
+            Verdict::Ask { scopes, .. } => assert_eq!(
+                scopes,
+                vec![Scope::Tool {
+                    tool: "mcp__s__drop_table".into()
+                }]
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            decide(&request(true, false, Mode::Yolo), &rules, &c.grants),
+            Verdict::Allow
+        );
+        assert!(matches!(
+            decide(&request(true, false, Mode::Read), &rules, &c.grants),
+            Verdict::Deny { .. }
+        ));
+        assert_eq!(
+            decide(&request(false, true, Mode::Read), &rules, &c.grants),
+            Verdict::Allow
+        );
     }
 }

@@ -150,27 +150,8 @@ pub fn module(
         },
     )?;
 
-    m.register_method(methods::TOOL_LIST, |params, d, _| -> RpcResult<_> {
-        let p: proto::ToolListParams = parse(&params)?;
-        if let Some(id) = &p.session_id {
-            d.sessions.get(id)?;
-        }
-        let tools = d
-            .sessions
-            .deps()
-            .tools
-            .iter()
-            .map(|tool| proto::ToolInfo {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                source: "builtin".to_owned(),
-                read_only: tool.read_only(),
-                input_schema: tool.input_schema(),
-            })
-            .collect();
-        Ok(proto::ToolListResult { tools })
-    })?;
-
+    super::plugins::register(&mut m)?;
+    super::mcp::register(&mut m)?;
     subscribe::register(&mut m)?;
     Ok(m)
 }
@@ -193,4 +174,17 @@ pub const SERVED: &[&str] = &[
     methods::SESSION_UNSUBSCRIBE,
     methods::APPROVAL_RESPOND,
     methods::TOOL_LIST,
+    methods::MCP_ADD,
+    methods::MCP_LIST,
+    methods::MCP_REMOVE,
+    methods::PLUGIN_LIST,
+    methods::PLUGIN_ENABLE,
+    methods::PLUGIN_DISABLE,
+    methods::COMMAND_LIST,
+    methods::COMMAND_RUN,
+    methods::STATUS_GET,
+    methods::PANEL_LIST,
+    methods::PANEL_GET,
+    methods::PROVIDER_LIST,
+    methods::SESSION_SET_MODEL,
 ];

@@ -2,8 +2,10 @@
 //! (HTTP POST and WebSocket on the same socket), shut down gracefully.
 
 pub mod gate;
+mod mcp;
 pub mod methods;
 pub mod params;
+mod plugins;
 pub mod socket;
 pub mod subscribe;
 
@@ -127,6 +129,7 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
 
     tracing::info!("shutting down: cancelling turns");
     daemon.sessions.shutdown(Duration::from_secs(5)).await;
+    daemon.stop_extensions().await;
     // Each subscription forwards what its session published last (turn_completed, then
     // the close) before the connections are stopped.
     let flushed = async {

@@ -44,6 +44,7 @@ impl From<SessionError> for ErrorObjectOwned {
             SessionError::InvalidWorkspace { .. } => errors::INVALID_WORKSPACE,
             SessionError::ShuttingDown => errors::OVERLOADED,
             SessionError::Store(_) => errors::INTERNAL_ERROR,
+            SessionError::InvalidParams(_) => errors::INVALID_PARAMS,
         };
         error(code, err.to_string())
     }

@@ -30,6 +30,10 @@ pub enum Command {
     Compact {
         reply: oneshot::Sender<Result<SessionCompactResult, String>>,
     },
+    /// `/clear`: forget the conversation (the system prompt stays), between turns.
+    Clear {
+        reply: oneshot::Sender<usize>,
+    },
 }
 
 /// Runs until the command queue closes (session deleted or daemon shutting down).
@@ -53,6 +57,10 @@ pub async fn run(
                 let result = compact_now(&shared, &deps, &mut context).await;
                 // The caller may have gone away; the compaction stands either way.
                 let _ = reply.send(result);
+            }
+            Command::Clear { reply } => {
+                let removed = clear_context(&shared, &mut context);
+                let _ = reply.send(removed);
             }
         }
     }
@@ -85,16 +93,20 @@ async fn run_prompt(
     ensure_system_prompt(shared, context);
 
     let model = shared.model();
+    let provider = shared.provider();
+    let llm = deps.llm.client(provider.as_deref());
+    let compaction = deps.compaction_for(provider.as_deref());
+    let tools = deps.tools();
     let env = TurnEnv {
-        llm: deps.llm.as_ref().map_err(String::as_str),
+        llm: llm.as_ref().map_err(String::as_str),
         model: &model,
-        tools: &deps.tools,
+        tools: &tools,
         session_tools: &shared.tools,
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: deps.config.agent.max_tool_iterations,
         confirm_finish: deps.config.agent.confirm_finish,
-        compaction: &deps.compaction,
+        compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,
         hooks: &hooks,
@@ -116,7 +128,9 @@ async fn compact_now(
     deps: &Deps,
     context: &mut Context,
 ) -> Result<SessionCompactResult, String> {
-    let llm = deps.llm.as_ref().map_err(Clone::clone)?;
+    let provider = shared.provider();
+    let llm = &deps.llm.client(provider.as_deref())?;
+    let settings = deps.compaction_for(provider.as_deref());
     let cancel = shared.closed.child_token();
     shared.begin_turn("", cancel.clone());
     let hooks = TurnHooks {
@@ -129,13 +143,13 @@ async fn compact_now(
             cancel: &cancel,
         },
     };
-    let specs = crate::agent::tool_specs(&deps.tools);
+    let specs = crate::agent::tool_specs(&deps.tools());
     let model = shared.model();
     let env = CompactEnv {
         llm,
         model: &model,
         tools: &specs,
-        settings: &deps.compaction,
+        settings: &settings,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,
         hooks: &hooks,
@@ -149,6 +163,17 @@ async fn compact_now(
             tokens_after,
         })
         .map_err(|e| e.to_string())
+}
+
+/// Rebuilds the context as just the system prompt (journaled like a compaction rebuild).
+/// Returns how many messages were dropped.
+fn clear_context(shared: &SessionShared, context: &mut Context) -> usize {
+    let removed = context.len().saturating_sub(1);
+    context.clear();
+    context.push(amber_proto::Message::system(shared.system_prompt.clone()));
+    shared.publish_messages(context);
+    shared.save_meta();
+    removed
 }
 
 /// SEED.md: the history always starts with the system prompt.

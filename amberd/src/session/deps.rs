@@ -1,27 +1,26 @@
-//! What every session shares: configuration, the LLM client, the tool registry.
+//! What every session shares: configuration, the LLM client pool, the tool registry.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::compaction::CompactionSettings;
 use crate::config::{Config, Endpoint};
-use crate::llm::{LlmClient, LlmSettings};
+use crate::llm::LlmPool;
+use crate::plugins::Registries;
 use crate::policy::rules::{RuleError, RuleSet};
 use crate::store::Store;
-use crate::tools::skills::SkillsTool;
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.
 pub struct Deps {
     pub config: Config,
     pub endpoint: Endpoint,
-    /// The client, or the message that tells the user how to configure one.
-    pub llm: Result<LlmClient, String>,
-    pub tools: ToolRegistry,
-    /// The tools of sub-agents: the same minus `task` (no recursion).
-    pub subagent_tools: ToolRegistry,
+    /// One client per provider; `llm.client(None)` is the default provider's, or the
+    /// message that tells the user how to configure one.
+    pub llm: LlmPool,
+    /// What the plugins contributed: tools, providers, commands, status segments, panels.
+    pub registries: Arc<Registries>,
     pub limits: ToolLimits,
     /// `[[rules]]` of the config file, compiled.
     pub config_rules: RuleSet,
@@ -39,8 +38,15 @@ impl Deps {
         data_dir: PathBuf,
     ) -> Result<Deps, RuleError> {
         let endpoint = config.endpoint(env);
-        let llm = make_client(&config, &endpoint);
-        if let Err(message) = &llm {
+        let registries = Registries::new();
+        // Providers come from the provider registry (plugins may add and remove them).
+        let providers = registries.clone();
+        let llm = LlmPool::new(
+            &config,
+            env,
+            Arc::new(move |name: &str| providers.provider(name)),
+        );
+        if let Err(message) = llm.client(None) {
             tracing::warn!("{message}");
         }
         let limits = ToolLimits {
@@ -48,11 +54,6 @@ impl Deps {
             bash_default_timeout: config.bash_timeout(),
         };
         let config_rules = RuleSet::new(&config.rules)?;
-        let mut tools = ToolRegistry::builtin();
-        // Skills extracted by compaction live under the data dir, per workspace.
-        tools.register(Arc::new(SkillsTool::new().with_data_dir(data_dir.clone())));
-        let mut subagent_tools = tools.clone();
-        subagent_tools.remove("task");
         let compaction = CompactionSettings {
             threshold: config.compaction.threshold,
             headroom: config.compaction.headroom,
@@ -63,8 +64,7 @@ impl Deps {
             config,
             endpoint,
             llm,
-            tools,
-            subagent_tools,
+            registries,
             limits,
             config_rules,
             data_dir,
@@ -73,28 +73,27 @@ impl Deps {
     }
 }
 
-fn make_client(config: &Config, endpoint: &Endpoint) -> Result<LlmClient, String> {
-    if endpoint.base_url.is_none() {
-        return Err(NOT_CONFIGURED.to_owned());
+impl Deps {
+    /// The tools in force right now (plugins may change them between turns).
+    pub fn tools(&self) -> ToolRegistry {
+        self.registries.tools()
     }
-    let p = &config.provider;
-    let settings = LlmSettings {
-        flavor: endpoint.flavor.clone(),
-        base_url: endpoint.base_url.clone(),
-        api_key: endpoint.api_key.clone(),
-        model: endpoint.model.clone(),
-        max_retries: p.max_retries,
-        retry_base: Duration::from_millis(p.retry_base_ms),
-        retry_max: Duration::from_millis(p.retry_max_ms),
-        connect_timeout: Duration::from_millis(p.connect_timeout_ms),
-        idle_timeout: Duration::from_millis(p.idle_timeout_ms),
-        max_tokens: p.max_tokens,
-    };
-    LlmClient::new(settings).map_err(|e| e.to_string())
+
+    /// Compaction settings for a session's provider (its context window).
+    pub fn compaction_for(&self, provider: Option<&str>) -> CompactionSettings {
+        CompactionSettings {
+            context_window: self.llm.context_window(provider),
+            ..self.compaction
+        }
+    }
+
+    /// The tools of sub-agents: the same minus `task` (no recursion).
+    pub fn subagent_tools(&self) -> ToolRegistry {
+        let mut tools = self.registries.tools();
+        tools.remove("task");
+        tools
+    }
 }
 
 /// The turn error when no endpoint is configured.
-pub const NOT_CONFIGURED: &str = "no LLM endpoint configured: set AMBER_BASE_URL (an \
-OpenAI-compatible base such as http://127.0.0.1:8080/v1), AMBER_API_KEY and AMBER_MODEL in \
-amberd's environment, or [provider] base_url / api_key_env / model in config.toml, or \
-OPENAI_API_KEY for api.openai.com; then restart amberd";
+pub use crate::llm::NOT_CONFIGURED;

@@ -39,6 +39,7 @@ impl SessionGate<'_> {
         let request = Request {
             tool: &call.call.name,
             tool_read_only: call.tool.read_only(),
+            tool_destructive: call.tool.destructive(),
             args: call.args,
             mode: shared.mode(),
             workspace: &shared.workspace,

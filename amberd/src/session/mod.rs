@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use amber_proto::{
-    Message, Mode, SessionCompactResult, SessionInfo, SessionNewParams, SessionState, Usage,
+    EventKind, Message, Mode, SessionCompactResult, SessionInfo, SessionNewParams, SessionState,
+    Usage,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -50,6 +51,9 @@ pub enum SessionError {
     ShuttingDown,
     #[error("session store: {0}")]
     Store(String),
+    /// A bad parameter (message starts with the field name).
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
 }
 
 /// State of a session readable by anyone.
@@ -146,6 +150,28 @@ impl SessionShared {
         };
         self.save_meta();
         info
+    }
+
+    /// Switches the model and/or provider of later requests (`None` keeps the current).
+    pub fn set_model(&self, model: Option<String>, provider: Option<String>) -> SessionInfo {
+        let info = {
+            let mut live = self.lock_live();
+            if let Some(provider) = provider {
+                live.info.provider = Some(provider).filter(|p| !p.is_empty());
+            }
+            if let Some(model) = model {
+                live.info.model = model;
+            }
+            live.info.updated_at = now_rfc3339();
+            live.info.clone()
+        };
+        self.save_meta();
+        info
+    }
+
+    /// The provider of this session's requests (`None`: the configured default).
+    pub fn provider(&self) -> Option<String> {
+        self.lock_live().info.provider.clone()
     }
 
     fn add_usage(&self, usage: &Usage) -> Usage {
@@ -261,6 +287,7 @@ impl SessionManager {
             return Err(SessionError::ShuttingDown);
         }
         let workspace = build::validate_workspace(&params.cwd)?;
+        let provider = self.provider_param(params.provider.as_deref())?;
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_rfc3339();
         let deps = &self.deps;
@@ -273,12 +300,20 @@ impl SessionManager {
             session_id: id.clone(),
             cwd: workspace.display().to_string(),
             mode: params.mode.unwrap_or_default(),
-            model: params.model.unwrap_or_else(|| deps.endpoint.model.clone()),
+            model: params
+                .model
+                .clone()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| match &provider {
+                    Some(p) => deps.llm.default_model(Some(p)),
+                    None => deps.endpoint.model.clone(),
+                }),
             title: params.title.unwrap_or_default(),
             state: SessionState::Idle,
             created_at: now.clone(),
             updated_at: now,
             usage: Usage::default(),
+            provider,
         };
         let persistence = match &deps.store {
             Some(store) => {
@@ -401,6 +436,14 @@ impl SessionManager {
         }
     }
 
+    /// Publishes a daemon-wide event (MCP status) to every loaded session, outside turns.
+    pub fn publish_all(&self, kind: EventKind) {
+        let handles: Vec<Arc<SessionHandle>> = self.read().values().cloned().collect();
+        for handle in handles {
+            handle.shared.hub.publish(None, kind.clone());
+        }
+    }
+
     /// Sessions currently in memory.
     pub fn loaded(&self) -> usize {
         self.read().len()
@@ -438,6 +481,38 @@ impl SessionManager {
         handle
             .commands
             .send(Command::Compact { reply })
+            .map_err(|_| SessionError::NotFound(id.to_owned()))?;
+        answer
+            .await
+            .map_err(|_| SessionError::NotFound(id.to_owned()))
+    }
+
+    /// `session/new`'s `provider`: a known name, or `None` for the default.
+    fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
+        let Some(name) = provider
+            .map(str::trim)
+            .filter(|p| !p.is_empty() && *p != "default")
+        else {
+            return Ok(None);
+        };
+        let names = self.deps.llm.names();
+        match names.iter().find(|n| n.eq_ignore_ascii_case(name)) {
+            Some(known) => Ok(Some(known.clone())),
+            None => Err(SessionError::InvalidParams(format!(
+                "provider: unknown provider `{name}`; known: default, {}",
+                names.join(", ")
+            ))),
+        }
+    }
+
+    /// Clears a session's conversation between turns (`/clear`); returns the number of
+    /// messages dropped.
+    pub async fn clear(&self, id: &str) -> Result<usize, SessionError> {
+        let handle = self.get(id)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle
+            .commands
+            .send(Command::Clear { reply })
             .map_err(|_| SessionError::NotFound(id.to_owned()))?;
         answer
             .await

@@ -92,16 +92,20 @@ async fn run_one(
     let mut context = Context::new();
     context.push(Message::system(subagent_prompt(&shared.workspace)));
     let model = shared.model();
+    let provider = shared.provider();
+    let llm = deps.llm.client(provider.as_deref());
+    let compaction = deps.compaction_for(provider.as_deref());
+    let tools = deps.subagent_tools();
     let env = TurnEnv {
-        llm: deps.llm.as_ref().map_err(String::as_str),
+        llm: llm.as_ref().map_err(String::as_str),
         model: &model,
-        tools: &deps.subagent_tools,
+        tools: &tools,
         session_tools: &shared.tools,
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: deps.config.agent.subagent_max_iterations,
         confirm_finish: deps.config.agent.confirm_finish,
-        compaction: &deps.compaction,
+        compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel,
         hooks: &hooks,

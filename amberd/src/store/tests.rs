@@ -26,6 +26,7 @@ fn meta(id: &str, created_at: &str) -> SessionMeta {
             created_at: created_at.into(),
             updated_at: created_at.into(),
             usage: Usage::default(),
+            provider: None,
         },
         system_prompt: "sys".into(),
     }

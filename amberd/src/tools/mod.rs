@@ -166,6 +166,10 @@ pub trait Tool: Send + Sync {
     fn input_schema(&self) -> serde_json::Value;
     /// Read-only tools run in read mode and concurrently with anything.
     fn read_only(&self) -> bool;
+    /// The tool says it may destroy data (MCP `destructiveHint`): write mode asks first.
+    fn destructive(&self) -> bool {
+        false
+    }
     /// Run the call. Failures are outcomes (`error`), never panics.
     fn call<'a>(
         &'a self,

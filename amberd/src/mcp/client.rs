@@ -1,0 +1,418 @@
+//! The rmcp side of one connection: spawn the stdio child (own process group, stderr to
+//! the log) or open the streamable HTTP transport, run `initialize` (rmcp negotiates the
+//! protocol version), list tools/resources/prompts page by page, forward `list_changed`
+//! notifications, and close so that nothing is left running.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use amber_proto::McpTransport;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientRequest, Implementation, PingRequest, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, QuitReason, RunningServiceCancellationToken};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceError};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::ChildStderr;
+use tokio::sync::mpsc;
+use tokio::task::{JoinError, JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use super::McpPrompt;
+use super::McpPromptArgument;
+
+pub(super) type Peer = rmcp::Peer<RoleClient>;
+
+/// Which list a `notifications/*/list_changed` invalidated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ListKind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+/// What the server currently offers, as last listed.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Lists {
+    pub tools: Vec<rmcp::model::Tool>,
+    pub resources: usize,
+    pub templates: usize,
+    pub prompts: Vec<McpPrompt>,
+}
+
+/// Lines of a child's stderr kept to explain why it failed.
+const STDERR_TAIL: usize = 6;
+
+/// How long a stdio server gets to exit after its stdin closes, and after SIGTERM.
+const EXIT_GRACE: Duration = Duration::from_millis(1500);
+
+/// One live connection. Dropping it without [`Connection::close`] still stops the
+/// service (rmcp's drop guard) and kills the child (kill_on_drop); `close` also sweeps the
+/// child's process group.
+pub(super) struct Connection {
+    pub peer: Peer,
+    pub protocol_version: String,
+    has_tools: bool,
+    has_resources: bool,
+    has_prompts: bool,
+    cancel: Option<RunningServiceCancellationToken>,
+    quit: Option<JoinHandle<Result<QuitReason, JoinError>>>,
+    /// The stdio child's pid, which is also its process group id.
+    pgid: Option<i32>,
+    stderr: Tail,
+}
+
+impl Connection {
+    /// Spawns or reaches the server and runs the handshake, within `timeout`; gives up
+    /// early when `stop` fires. Errors are one line for `McpServerInfo.error`. The
+    /// receiver gets the server's `list_changed` notifications.
+    pub async fn open(
+        server: &str,
+        transport: &McpTransport,
+        timeout: Duration,
+        stop: &CancellationToken,
+    ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), String> {
+        let (tx, changes) = mpsc::unbounded_channel();
+        let handler = Handler {
+            server: server.to_owned(),
+            changes: tx,
+        };
+        let stderr = Tail::default();
+        let mut pgid = None;
+        let handshake = match transport {
+            McpTransport::Stdio { command, args, env } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args)
+                    .envs(env)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    // Its own process group: a terminal's Ctrl-C does not reach it, and
+                    // close() can kill everything it started.
+                    .process_group(0)
+                    .kill_on_drop(true);
+                let (child, child_stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                pgid = child.id().and_then(|id| i32::try_from(id).ok());
+                if let Some(pipe) = child_stderr {
+                    log_stderr(server.to_owned(), pipe, stderr.clone());
+                }
+                let handshake = rmcp::serve_client(handler, child);
+                tokio::select! {
+                    r = tokio::time::timeout(timeout, handshake) => r,
+                    () = stop.cancelled() => {
+                        sweep(pgid, libc::SIGKILL);
+                        return Err("cancelled".into());
+                    }
+                }
+            }
+            McpTransport::Http { url, headers } => {
+                let transport = http_transport(url, headers, timeout)?;
+                let handshake = rmcp::serve_client(handler, transport);
+                tokio::select! {
+                    r = tokio::time::timeout(timeout, handshake) => r,
+                    () = stop.cancelled() => return Err("cancelled".into()),
+                }
+            }
+        };
+        let running = match handshake {
+            Ok(Ok(running)) => running,
+            Ok(Err(err)) => {
+                sweep(pgid, libc::SIGKILL);
+                return Err(with_stderr(
+                    format!("initialize failed: {}", chain(&err)),
+                    &stderr,
+                ));
+            }
+            Err(_) => {
+                sweep(pgid, libc::SIGKILL);
+                return Err(with_stderr(
+                    format!("no answer to initialize within {} ms", timeout.as_millis()),
+                    &stderr,
+                ));
+            }
+        };
+        let peer = running.peer().clone();
+        let info = peer.peer_info();
+        let caps = info.as_ref().map(|i| &i.capabilities);
+        let conn = Connection {
+            protocol_version: info
+                .as_ref()
+                .map(|i| i.protocol_version.to_string())
+                .unwrap_or_default(),
+            has_tools: caps.is_some_and(|c| c.tools.is_some()),
+            has_resources: caps.is_some_and(|c| c.resources.is_some()),
+            has_prompts: caps.is_some_and(|c| c.prompts.is_some()),
+            cancel: Some(running.cancellation_token()),
+            quit: Some(tokio::spawn(running.waiting())),
+            peer,
+            pgid,
+            stderr,
+        };
+        Ok((conn, changes))
+    }
+
+    pub fn has_resources(&self) -> bool {
+        self.has_resources
+    }
+
+    /// The stdio child's pid (tests kill it to exercise reconnecting).
+    pub fn pid(&self) -> Option<i32> {
+        self.pgid
+    }
+
+    /// Re-lists one kind, following `nextCursor` to the last page. A kind the server
+    /// did not announce in its capabilities stays empty.
+    pub async fn list(&self, kind: ListKind, lists: &mut Lists) -> Result<(), ServiceError> {
+        match kind {
+            ListKind::Tools if self.has_tools => {
+                lists.tools = self.peer.list_all_tools().await?;
+            }
+            ListKind::Resources if self.has_resources => {
+                lists.resources = self.peer.list_all_resources().await?.len();
+                // Templates are optional; a server without them may answer method-not-found.
+                lists.templates = match self.peer.list_all_resource_templates().await {
+                    Ok(templates) => templates.len(),
+                    Err(ServiceError::McpError(_)) => 0,
+                    Err(err) => return Err(err),
+                };
+            }
+            ListKind::Prompts if self.has_prompts => {
+                lists.prompts = self
+                    .peer
+                    .list_all_prompts()
+                    .await?
+                    .into_iter()
+                    .map(prompt_from)
+                    .collect();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `ping`; only a transport failure or no answer counts as dead (a server that
+    /// answers with an error is alive).
+    pub async fn ping(&self, timeout: Duration) -> Result<(), String> {
+        let ping = self
+            .peer
+            .send_request(ClientRequest::PingRequest(PingRequest {
+                method: Default::default(),
+                extensions: Default::default(),
+            }));
+        match tokio::time::timeout(timeout, ping).await {
+            Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => Ok(()),
+            Ok(Err(err)) => Err(format!("ping failed: {}", chain(&err))),
+            Err(_) => Err(format!(
+                "no answer to ping within {} ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// Resolves when the connection ended by itself (child exited, transport closed),
+    /// with the reason for the status line. Pending forever once it has resolved.
+    pub async fn ended(&mut self) -> String {
+        let Some(quit) = self.quit.as_mut() else {
+            return std::future::pending().await;
+        };
+        let reason = quit.await;
+        self.quit = None;
+        let what = match (&reason, self.pgid.is_some()) {
+            (Ok(Ok(QuitReason::Closed)), true) => "the server process exited".to_owned(),
+            (Ok(Ok(QuitReason::Closed)), false) => "the server closed the connection".to_owned(),
+            (Ok(Ok(other)), _) => format!("the connection ended ({other:?})"),
+            (Ok(Err(e)) | Err(e), _) => format!("the connection task failed: {e}"),
+        };
+        with_stderr(what, &self.stderr)
+    }
+
+    /// Closes the session and makes sure the child is gone: stdin closed first (the MCP
+    /// stdio shutdown), SIGTERM to the group after a grace period, then SIGKILL; finally
+    /// the whole process group is swept so no grandchild survives.
+    pub async fn close(mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+        if let Some(mut quit) = self.quit.take()
+            && tokio::time::timeout(EXIT_GRACE, &mut quit).await.is_err()
+        {
+            sweep(self.pgid, libc::SIGTERM);
+            if tokio::time::timeout(EXIT_GRACE, &mut quit).await.is_err() {
+                sweep(self.pgid, libc::SIGKILL);
+                if tokio::time::timeout(EXIT_GRACE, &mut quit).await.is_err() {
+                    tracing::warn!("MCP connection did not finish closing; abandoning it");
+                    quit.abort();
+                }
+            }
+        }
+        sweep(self.pgid, libc::SIGKILL);
+    }
+}
+
+/// Sends `signal` to the child's process group, if there is one.
+fn sweep(pgid: Option<i32>, signal: libc::c_int) {
+    if let Some(pgid) = pgid.filter(|p| *p > 1) {
+        // SAFETY: killpg only sends a signal; ESRCH (group already gone) is expected.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+fn http_transport(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    connect_timeout: Duration,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    // Err only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        // Pooled idle connections stall ~40 ms on delayed ACKs (rmcp's own default client
+        // disables them too); redirects are not followed so headers never go elsewhere.
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("amberd/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
+    let mut custom = std::collections::HashMap::new();
+    for (name, value) in headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("invalid header name `{name}`"))?;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|_| format!("invalid value for header `{name}`"))?;
+        custom.insert(name, value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// Receives the server's notifications; list changes go to the supervisor.
+struct Handler {
+    server: String,
+    changes: mpsc::UnboundedSender<ListKind>,
+}
+
+impl Handler {
+    fn changed(&self, kind: ListKind) {
+        tracing::debug!(server = %self.server, ?kind, "list_changed");
+        // The supervisor is gone only while the connection closes.
+        let _ = self.changes.send(kind);
+    }
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.changed(ListKind::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.changed(ListKind::Resources);
+    }
+
+    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.changed(ListKind::Prompts);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // No roots, sampling or elicitation: amber answers none of those requests.
+        // LATEST_WITH_INITIALIZE: this host uses the initialize handshake, whose newest
+        // version is offered; the server answers with the one it speaks.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("amberd", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+fn prompt_from(p: rmcp::model::Prompt) -> McpPrompt {
+    McpPrompt {
+        server: String::new(),
+        name: p.name,
+        description: p.description.or(p.title),
+        arguments: p
+            .arguments
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| McpPromptArgument {
+                name: a.name,
+                description: a.description.or(a.title),
+                required: a.required.unwrap_or(false),
+            })
+            .collect(),
+    }
+}
+
+/// The last lines a child wrote to stderr.
+#[derive(Clone, Default)]
+struct Tail(Arc<Mutex<VecDeque<String>>>);
+
+impl Tail {
+    fn push(&self, line: String) {
+        let mut lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() == STDERR_TAIL {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn joined(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        lines.iter().cloned().collect::<Vec<_>>().join(" | ")
+    }
+}
+
+fn with_stderr(message: String, tail: &Tail) -> String {
+    let tail = tail.joined();
+    if tail.is_empty() {
+        message
+    } else {
+        format!("{message} (stderr: {tail})")
+    }
+}
+
+/// Copies the child's stderr to the daemon log line by line (bytes, not UTF-8 lines, so
+/// odd output never stops the reader and the child never blocks on a full pipe).
+fn log_stderr(server: String, pipe: ChildStderr, tail: Tail) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(pipe);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        continue;
+                    }
+                    tracing::info!(target: "amberd::mcp::stderr", server = %server, "{line}");
+                    tail.push(line.chars().take(300).collect());
+                }
+            }
+        }
+    });
+}
+
+/// An error with its sources, on one line.
+pub(super) fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,210 @@
+//! [`McpHost`]: the daemon's registry of MCP servers. Adds and removes servers, lists
+//! them, fetches prompts, and shuts everything down; each server's connection lives in
+//! its own task (`supervisor.rs`), so nothing here waits for a server to connect.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use amber_proto::{McpServerInfo, McpTransport};
+use rmcp::model::GetPromptRequestParams;
+use tokio::task::JoinHandle;
+
+use super::client::chain;
+use super::config::{name_problem, validate_transport};
+use super::supervisor::{self, Server, Settings};
+use super::{McpConfig, McpError, McpSink, render};
+
+/// The MCP host. Owned by the daemon (`Arc`), shared by every session.
+pub struct McpHost {
+    settings: Arc<Settings>,
+    sink: Arc<dyn McpSink>,
+    /// Configured servers first (file order), then added ones (in the order added).
+    servers: Mutex<Vec<Entry>>,
+    shutting_down: AtomicBool,
+}
+
+struct Entry {
+    server: Arc<Server>,
+    /// None until started (configured servers wait for `start_configured`).
+    task: Option<JoinHandle<()>>,
+}
+
+impl McpHost {
+    /// A host knowing the configured servers; nothing connects before
+    /// [`McpHost::start_configured`].
+    pub fn new(config: &McpConfig, sink: Arc<dyn McpSink>) -> Arc<Self> {
+        let settings = Arc::new(Settings::from(config));
+        let servers = config
+            .servers
+            .iter()
+            .map(|entry| Entry {
+                server: Server::new(&entry.name, entry.transport.clone(), settings.clone()),
+                task: None,
+            })
+            .collect();
+        Arc::new(McpHost {
+            settings,
+            sink,
+            servers: Mutex::new(servers),
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    /// Starts connecting every configured server in the background. Needs a tokio
+    /// runtime; calling it again does nothing.
+    pub fn start_configured(&self) {
+        let mut servers = self.lock();
+        for entry in servers.iter_mut().filter(|e| e.task.is_none()) {
+            entry.task = Some(self.spawn(&entry.server));
+        }
+    }
+
+    /// Adds a server and starts connecting it in the background. Returns at once with
+    /// status `connecting`; `ready` or `failed` follow through the sink.
+    pub fn add(&self, name: &str, transport: McpTransport) -> Result<McpServerInfo, McpError> {
+        if let Some(problem) = name_problem(name) {
+            return Err(McpError::InvalidName {
+                name: name.to_owned(),
+                problem,
+            });
+        }
+        validate_transport(&transport).map_err(|message| McpError::InvalidTransport {
+            name: name.to_owned(),
+            message,
+        })?;
+        let mut servers = self.lock();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(McpError::ShuttingDown);
+        }
+        if servers.iter().any(|e| e.server.name == name) {
+            return Err(McpError::NameTaken(name.to_owned()));
+        }
+        let server = Server::new(name, transport, self.settings.clone());
+        let info = server.info();
+        let task = Some(self.spawn(&server));
+        servers.push(Entry { server, task });
+        Ok(info)
+    }
+
+    /// Removes a server: its connection is closed (a stdio child is killed), then the
+    /// sink gets empty contributions and a `closed` status.
+    pub async fn remove(&self, name: &str) -> Result<(), McpError> {
+        let entry = {
+            let mut servers = self.lock();
+            let index = servers
+                .iter()
+                .position(|e| e.server.name == name)
+                .ok_or_else(|| McpError::UnknownServer(name.to_owned()))?;
+            servers.remove(index)
+        };
+        let info = close(entry).await;
+        self.sink.contributions(name, Vec::new(), Vec::new());
+        self.sink.status(&info);
+        Ok(())
+    }
+
+    /// Every server's current state: configured ones in file order, then added ones.
+    pub fn list(&self) -> Vec<McpServerInfo> {
+        self.lock().iter().map(|e| e.server.info()).collect()
+    }
+
+    /// Runs `prompts/get` and renders the prompt's messages as one text (what the
+    /// "prompts as commands" adapter sends as the user's prompt).
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        prompt: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String, McpError> {
+        let server = self
+            .find(server)
+            .ok_or_else(|| McpError::UnknownServer(server.to_owned()))?;
+        let peer = server.peer().map_err(McpError::NotReady)?;
+        if !server.has_prompt(prompt) {
+            return Err(McpError::UnknownPrompt {
+                server: server.name.clone(),
+                prompt: prompt.to_owned(),
+            });
+        }
+        let mut params = GetPromptRequestParams::new(prompt);
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let timeout = self.settings.call_timeout;
+        match tokio::time::timeout(timeout, peer.get_prompt(params)).await {
+            Ok(Ok(result)) => Ok(render::prompt(&result)),
+            Ok(Err(err)) => {
+                server.report(&err);
+                Err(McpError::Server {
+                    server: server.name.clone(),
+                    method: "prompts/get",
+                    message: chain(&err),
+                })
+            }
+            Err(_) => Err(McpError::Timeout {
+                server: server.name.clone(),
+                method: "prompts/get",
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+
+    /// Closes every connection and waits until each stdio child is gone. Later `add`s
+    /// are refused. The sink is not told: the daemon is going away with it.
+    pub async fn shutdown(&self) {
+        let entries = {
+            let mut servers = self.lock();
+            self.shutting_down.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *servers)
+        };
+        futures::future::join_all(entries.into_iter().map(close)).await;
+    }
+
+    /// The server's state, for tests that poke at its connection.
+    #[cfg(test)]
+    pub(super) fn server(&self, name: &str) -> Option<Arc<Server>> {
+        self.find(name)
+    }
+
+    fn find(&self, name: &str) -> Option<Arc<Server>> {
+        self.lock()
+            .iter()
+            .find(|e| e.server.name == name)
+            .map(|e| e.server.clone())
+    }
+
+    fn spawn(&self, server: &Arc<Server>) -> JoinHandle<()> {
+        tokio::spawn(supervisor::run(server.clone(), self.sink.clone()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
+        self.servers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Stops a server's task (which closes its connection) and waits for it.
+async fn close(entry: Entry) -> McpServerInfo {
+    entry.server.closed.cancel();
+    if let Some(task) = entry.task
+        && let Err(err) = task.await
+    {
+        tracing::warn!(server = %entry.server.name, %err, "MCP server task failed");
+    }
+    entry.server.mark_closed()
+}
+
+impl Drop for McpHost {
+    /// A host dropped without `shutdown` still stops its tasks; they close their
+    /// connections in the background.
+    fn drop(&mut self) {
+        for entry in self.lock().iter() {
+            entry.server.closed.cancel();
+        }
+    }
+}
+
+impl std::fmt::Debug for McpHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.list()).finish()
+    }
+}

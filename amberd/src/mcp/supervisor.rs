@@ -1,0 +1,391 @@
+//! One task per server, the only writer of its connection: connect, list everything,
+//! then follow `list_changed`, ping, and on death report `failed`, wait (exponential
+//! backoff with jitter) and reconnect — until the server is removed or the host shuts
+//! down. [`Server`] is the state the host, the task and the tool adapters share.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use amber_proto::{McpServerInfo, McpStatus, McpTransport};
+use rmcp::ServiceError;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::client::{Connection, ListKind, Lists, Peer, chain};
+use super::{McpConfig, McpPrompt, McpSink, adapters};
+
+/// Timeouts and backoff, from `[mcp]`.
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    pub call_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    pub ping_interval: Option<Duration>,
+}
+
+impl From<&McpConfig> for Settings {
+    fn from(c: &McpConfig) -> Self {
+        let (backoff_base, backoff_max) = c.reconnect_backoff();
+        Self {
+            call_timeout: c.call_timeout(),
+            connect_timeout: c.connect_timeout(),
+            backoff_base,
+            backoff_max,
+            ping_interval: c.ping_interval(),
+        }
+    }
+}
+
+/// A server as everyone else sees it.
+pub(super) struct Server {
+    pub name: String,
+    pub transport: McpTransport,
+    pub settings: Arc<Settings>,
+    /// Cancelled by remove/shutdown; the task then closes the connection and ends.
+    pub closed: CancellationToken,
+    state: Mutex<State>,
+    /// A call saw a transport failure: the task checks the connection with a ping.
+    suspect: Notify,
+}
+
+struct State {
+    info: McpServerInfo,
+    peer: Option<Peer>,
+    pid: Option<i32>,
+    ever_ready: bool,
+    last_error: Option<String>,
+    prompts: Vec<String>,
+}
+
+impl Server {
+    pub fn new(name: &str, transport: McpTransport, settings: Arc<Settings>) -> Arc<Server> {
+        Arc::new(Server {
+            name: name.to_owned(),
+            transport,
+            settings,
+            closed: CancellationToken::new(),
+            state: Mutex::new(State {
+                info: McpServerInfo {
+                    name: name.to_owned(),
+                    status: McpStatus::Connecting,
+                    protocol_version: None,
+                    tools: 0,
+                    resources: 0,
+                    prompts: 0,
+                    error: None,
+                },
+                peer: None,
+                pid: None,
+                ever_ready: false,
+                last_error: None,
+                prompts: Vec::new(),
+            }),
+            suspect: Notify::new(),
+        })
+    }
+
+    pub fn info(&self) -> McpServerInfo {
+        self.lock().info.clone()
+    }
+
+    /// The live peer, or the reason there is none, phrased for the model.
+    pub fn peer(&self) -> Result<Peer, String> {
+        let state = self.lock();
+        match (&state.peer, state.info.status) {
+            (Some(peer), McpStatus::Ready) => Ok(peer.clone()),
+            (_, McpStatus::Closed) => Err(format!("MCP server `{}` was removed", self.name)),
+            _ if !state.ever_ready => match &state.last_error {
+                Some(err) => Err(format!(
+                    "MCP server `{}` is not connected yet (last error: {err})",
+                    self.name
+                )),
+                None => Err(format!("MCP server `{}` is still connecting", self.name)),
+            },
+            _ => match &state.last_error {
+                Some(err) => Err(format!(
+                    "MCP server `{}` is reconnecting (last error: {err})",
+                    self.name
+                )),
+                None => Err(format!("MCP server `{}` is reconnecting", self.name)),
+            },
+        }
+    }
+
+    /// Whether the last listing had this prompt.
+    pub fn has_prompt(&self, name: &str) -> bool {
+        self.lock().prompts.iter().any(|p| p == name)
+    }
+
+    /// Adapters report failed requests here; transport failures make the task check the
+    /// connection (HTTP transports stay "open" while every request fails).
+    pub fn report(&self, err: &ServiceError) {
+        if matches!(
+            err,
+            ServiceError::TransportSend(_) | ServiceError::TransportClosed
+        ) {
+            self.suspect.notify_one();
+        }
+    }
+
+    /// The stdio child's pid while connected.
+    #[cfg(test)]
+    pub fn pid(&self) -> Option<i32> {
+        self.lock().pid
+    }
+
+    /// Marks the server closed (after its task ended) and returns the final info.
+    pub fn mark_closed(&self) -> McpServerInfo {
+        self.update(|s| {
+            s.info.status = McpStatus::Closed;
+            s.info.error = None;
+            s.peer = None;
+            s.pid = None;
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) -> McpServerInfo {
+        let mut state = self.lock();
+        f(&mut state);
+        state.info.clone()
+    }
+}
+
+/// How a connection's watch ended.
+enum End {
+    Closed,
+    Dead(String),
+}
+
+/// The server's task. Returns once `server.closed` fires and the connection is closed.
+pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
+    let settings = server.settings.clone();
+    // From the task, not from `add`: so `connecting` always reaches the sink first.
+    sink.status(&server.info());
+    let mut failures: u32 = 0;
+    loop {
+        if failures > 0 {
+            tokio::select! {
+                () = tokio::time::sleep(backoff(&settings, failures)) => {}
+                () = server.closed.cancelled() => return,
+            }
+            sink.status(&server.update(|s| {
+                s.info.status = McpStatus::Connecting;
+                s.info.error = None;
+            }));
+        }
+        let opened = Connection::open(
+            &server.name,
+            &server.transport,
+            settings.connect_timeout,
+            &server.closed,
+        )
+        .await;
+        if server.closed.is_cancelled() {
+            if let Ok((conn, _)) = opened {
+                conn.close().await;
+            }
+            return;
+        }
+        let (mut conn, mut changes) = match opened {
+            Ok(opened) => opened,
+            Err(err) => {
+                fail(&server, sink.as_ref(), err);
+                failures = failures.saturating_add(1);
+                continue;
+            }
+        };
+        let mut lists = Lists::default();
+        let listed = tokio::select! {
+            r = tokio::time::timeout(settings.connect_timeout, list_all(&conn, &mut lists)) => r,
+            () = server.closed.cancelled() => {
+                conn.close().await;
+                return;
+            }
+        };
+        let problem = match listed {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some(format!("listing failed: {}", chain(&err))),
+            Err(_) => Some(format!(
+                "listing did not finish within {} ms",
+                settings.connect_timeout.as_millis()
+            )),
+        };
+        if let Some(problem) = problem {
+            conn.close().await;
+            fail(&server, sink.as_ref(), problem);
+            failures = failures.saturating_add(1);
+            continue;
+        }
+        let info = server.update(|s| {
+            s.info.status = McpStatus::Ready;
+            s.info.error = None;
+            s.info.protocol_version = Some(conn.protocol_version.clone());
+            set_counts(s, &lists);
+            s.peer = Some(conn.peer.clone());
+            s.pid = conn.pid();
+            s.ever_ready = true;
+            s.last_error = None;
+        });
+        tracing::info!(server = %server.name, protocol = %conn.protocol_version, "MCP server ready");
+        publish(&server, sink.as_ref(), &lists, conn.has_resources());
+        sink.status(&info);
+
+        let end = watch(&server, sink.as_ref(), &mut conn, &mut changes, &mut lists).await;
+        conn.close().await;
+        match end {
+            End::Closed => return,
+            End::Dead(reason) => {
+                tracing::warn!(server = %server.name, %reason, "MCP connection lost");
+                fail(&server, sink.as_ref(), reason);
+                failures = 1;
+            }
+        }
+    }
+}
+
+/// Follows a ready connection until it dies or the server is closed.
+async fn watch(
+    server: &Arc<Server>,
+    sink: &dyn McpSink,
+    conn: &mut Connection,
+    changes: &mut mpsc::UnboundedReceiver<ListKind>,
+    lists: &mut Lists,
+) -> End {
+    let settings = &server.settings;
+    let mut ping = settings.ping_interval.map(|every| {
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval
+    });
+    loop {
+        tokio::select! {
+            () = server.closed.cancelled() => return End::Closed,
+            reason = conn.ended() => return End::Dead(reason),
+            Some(first) = changes.recv() => {
+                // A burst of notifications costs one listing per kind.
+                let mut kinds = vec![first];
+                while let Ok(kind) = changes.try_recv() {
+                    if !kinds.contains(&kind) {
+                        kinds.push(kind);
+                    }
+                }
+                for kind in kinds {
+                    match tokio::time::timeout(settings.call_timeout, conn.list(kind, lists)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(err @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                            return End::Dead(format!("re-listing failed: {}", chain(&err)));
+                        }
+                        Ok(Err(err)) => tracing::warn!(server = %server.name, ?kind, "re-listing failed: {}", chain(&err)),
+                        Err(_) => tracing::warn!(server = %server.name, ?kind, "re-listing timed out"),
+                    }
+                }
+                let before = server.info();
+                let after = server.update(|s| set_counts(s, lists));
+                publish(server, sink, lists, conn.has_resources());
+                if after != before {
+                    sink.status(&after);
+                }
+            }
+            () = server.suspect.notified() => {
+                if let Err(reason) = conn.ping(settings.connect_timeout).await {
+                    return End::Dead(reason);
+                }
+            }
+            _ = tick(&mut ping) => {
+                if let Err(reason) = conn.ping(settings.connect_timeout).await {
+                    return End::Dead(reason);
+                }
+            }
+        }
+    }
+}
+
+async fn tick(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn list_all(conn: &Connection, lists: &mut Lists) -> Result<(), ServiceError> {
+    for kind in [ListKind::Tools, ListKind::Resources, ListKind::Prompts] {
+        conn.list(kind, lists).await?;
+    }
+    Ok(())
+}
+
+fn set_counts(state: &mut State, lists: &Lists) {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    state.info.tools = count(lists.tools.len());
+    // Templates count as resources: they are what `read_resource` can reach.
+    state.info.resources = count(lists.resources + lists.templates);
+    state.info.prompts = count(lists.prompts.len());
+    state.prompts = lists.prompts.iter().map(|p| p.name.clone()).collect();
+}
+
+/// Reports a failure. The server's tools stay registered; calls answer "reconnecting".
+fn fail(server: &Server, sink: &dyn McpSink, error: String) {
+    tracing::warn!(server = %server.name, %error, "MCP server failed");
+    let info = server.update(|s| {
+        s.info.status = McpStatus::Failed;
+        s.info.error = Some(error.clone());
+        s.peer = None;
+        s.pid = None;
+        s.last_error = Some(error);
+    });
+    sink.status(&info);
+}
+
+fn publish(server: &Arc<Server>, sink: &dyn McpSink, lists: &Lists, resources: bool) {
+    let tools = adapters::tools(server, &lists.tools, resources);
+    let prompts: Vec<McpPrompt> = lists
+        .prompts
+        .iter()
+        .cloned()
+        .map(|mut p| {
+            p.server = server.name.clone();
+            p
+        })
+        .collect();
+    sink.contributions(&server.name, tools, prompts);
+}
+
+/// Exponential backoff from `base`, capped at `max`, with jitter in the upper half so
+/// servers that died together do not all come back at the same instant.
+fn backoff(settings: &Settings, failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(20);
+    let raw = settings
+        .backoff_base
+        .saturating_mul(1u32 << exponent)
+        .min(settings.backoff_max);
+    let half = raw / 2;
+    half + half.mul_f64(fastrand::f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let s = Settings {
+            call_timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(1000),
+            ping_interval: None,
+        };
+        for (failures, max) in [(1, 100), (2, 200), (3, 400), (5, 1000), (40, 1000)] {
+            let d = backoff(&s, failures);
+            assert!(d >= Duration::from_millis(max / 2), "{failures}: {d:?}");
+            assert!(d <= Duration::from_millis(max), "{failures}: {d:?}");
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Plugins compiled into the daemon. Each is a [`StaticPlugin`]: nothing to start or
+//! stop, its contributions built fresh on every install.
+
+mod commands;
+mod core;
+mod hello;
+mod panels;
+mod status;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use super::contrib::Contributions;
+use super::runtime::{Plugin, PluginContext};
+
+pub use hello::HELLO;
+
+/// Names of the bundled plugins, in registration order.
+pub const CORE_TOOLS: &str = "core-tools";
+pub const PROVIDERS: &str = "providers";
+pub const COMMANDS: &str = "commands";
+pub const STATUS: &str = "status";
+pub const PANELS: &str = "panels";
+
+/// Every bundled plugin. `data_dir` is where skills extracted by compaction live.
+pub fn all(data_dir: PathBuf) -> Vec<Arc<dyn Plugin>> {
+    vec![
+        Arc::new(StaticPlugin::new(CORE_TOOLS, "builtin", move |c| {
+            core::install(c, &data_dir)
+        })),
+        Arc::new(StaticPlugin::new(PROVIDERS, "builtin", |c| {
+            for provider in crate::llm::bundled_providers() {
+                c.provider(provider);
+            }
+        })),
+        Arc::new(StaticPlugin::new(COMMANDS, "builtin", commands::install)),
+        Arc::new(StaticPlugin::new(STATUS, "builtin", status::install)),
+        Arc::new(StaticPlugin::new(PANELS, "builtin", panels::install)),
+        Arc::new(StaticPlugin::new(HELLO, "plugin:hello", hello::install)),
+    ]
+}
+
+type Installer = Box<dyn Fn(&mut Contributions) + Send + Sync>;
+
+/// A compiled-in plugin: initialize always succeeds, shutdown has nothing to stop.
+pub struct StaticPlugin {
+    name: &'static str,
+    tool_source: &'static str,
+    install: Installer,
+}
+
+impl StaticPlugin {
+    pub fn new(
+        name: &'static str,
+        tool_source: &'static str,
+        install: impl Fn(&mut Contributions) + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name,
+            tool_source,
+            install: Box::new(install),
+        }
+    }
+}
+
+impl Plugin for StaticPlugin {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn tool_source(&self) -> String {
+        self.tool_source.to_owned()
+    }
+
+    fn initialize(&self, _ctx: PluginContext) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn install(&self, into: &mut Contributions) -> Result<(), String> {
+        (self.install)(into);
+        Ok(())
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}

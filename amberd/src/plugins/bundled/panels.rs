@@ -1,0 +1,166 @@
+//! The `panels` plugin: panels clients toggle (todos, MCP servers, processes), and the
+//! `/mcp` command that shares the MCP rendering.
+
+use std::sync::Arc;
+
+use amber_proto::{CommandRunResult, McpServerInfo, McpStatus, McpTransport, TodoStatus};
+
+use super::commands::reply;
+use crate::plugins::{CommandError, Contributions, Panel, View};
+
+type Render = fn(View<'_>) -> Vec<String>;
+
+struct Static {
+    name: &'static str,
+    title: &'static str,
+    render: Render,
+}
+
+impl Panel for Static {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn title(&self) -> &str {
+        self.title
+    }
+
+    fn render(&self, view: View<'_>) -> Vec<String> {
+        (self.render)(view)
+    }
+}
+
+pub(super) fn install(c: &mut Contributions) {
+    let panels: [(&'static str, &'static str, Render); 3] = [
+        ("todos", "Todos", todos),
+        ("mcp", "MCP servers", |v| {
+            v.daemon.mcp.list().iter().map(mcp_line).collect()
+        }),
+        ("processes", "Processes", processes),
+    ];
+    for (name, title, render) in panels {
+        c.panel(Arc::new(Static {
+            name,
+            title,
+            render,
+        }));
+    }
+}
+
+fn todos(view: View<'_>) -> Vec<String> {
+    let Some(shared) = view.session else {
+        return Vec::new();
+    };
+    shared
+        .tools
+        .todos()
+        .iter()
+        .map(|t| {
+            let mark = match t.status {
+                TodoStatus::Pending => "[ ]",
+                TodoStatus::InProgress => "[~]",
+                TodoStatus::Done => "[x]",
+            };
+            format!("{mark} {}", t.text)
+        })
+        .collect()
+}
+
+fn processes(view: View<'_>) -> Vec<String> {
+    let Some(shared) = view.session else {
+        return Vec::new();
+    };
+    shared
+        .tools
+        .processes
+        .list()
+        .iter()
+        .map(|p| {
+            format!(
+                "{} pid {} {} {}s  {}",
+                p.id,
+                p.pid,
+                p.state,
+                p.uptime.as_secs(),
+                p.command
+            )
+        })
+        .collect()
+}
+
+fn status_name(status: McpStatus) -> &'static str {
+    match status {
+        McpStatus::Connecting => "connecting",
+        McpStatus::Ready => "ready",
+        McpStatus::Failed => "failed",
+        McpStatus::Closed => "closed",
+    }
+}
+
+fn mcp_line(s: &McpServerInfo) -> String {
+    let mut line = format!(
+        "{} {} — {} tools, {} resources, {} prompts",
+        s.name,
+        status_name(s.status),
+        s.tools,
+        s.resources,
+        s.prompts
+    );
+    if let Some(error) = &s.error {
+        line.push_str(&format!(" ({error})"));
+    }
+    line
+}
+
+/// `/mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME]`.
+pub(super) async fn mcp_command(
+    view: View<'_>,
+    args: &str,
+) -> Result<CommandRunResult, CommandError> {
+    let host = &view.daemon.mcp;
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let usage = || {
+        CommandError::Usage(
+            "usage: /mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME]".to_owned(),
+        )
+    };
+    match words.as_slice() {
+        [] | ["list"] => {
+            let servers = host.list();
+            if servers.is_empty() {
+                return Ok(reply("no MCP servers"));
+            }
+            Ok(reply(
+                servers.iter().map(mcp_line).collect::<Vec<_>>().join("\n"),
+            ))
+        }
+        ["add" | "connect", name, target, rest @ ..] => {
+            let transport = if target.starts_with("http://") || target.starts_with("https://") {
+                if !rest.is_empty() {
+                    return Err(usage());
+                }
+                McpTransport::Http {
+                    url: (*target).to_owned(),
+                    headers: Default::default(),
+                }
+            } else {
+                McpTransport::Stdio {
+                    command: (*target).to_owned(),
+                    args: rest.iter().map(|a| (*a).to_owned()).collect(),
+                    env: Default::default(),
+                }
+            };
+            let info = host
+                .add(name, transport)
+                .map_err(|e| CommandError::Failed(e.to_string()))?;
+            Ok(reply(mcp_line(&info)))
+        }
+        ["remove" | "disconnect", name] => {
+            host.remove(name)
+                .await
+                .map_err(|e| CommandError::Failed(e.to_string()))?;
+            Ok(reply(format!("removed MCP server {name}")))
+        }
+        _ => Err(usage()),
+    }
+}

@@ -1,0 +1,159 @@
+//! The `status` plugin: status-line segments (model, mode, state, context use, tokens,
+//! git branch, running processes), rendered per session by the daemon.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use amber_proto::SessionState;
+
+use crate::plugins::{Contributions, StatusSegment, View};
+use crate::session::SessionShared;
+
+type Render = fn(&View<'_>, &Arc<SessionShared>) -> Option<String>;
+
+struct Segment {
+    name: &'static str,
+    render: Render,
+}
+
+impl StatusSegment for Segment {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn render(&self, view: View<'_>) -> Option<String> {
+        let session = view.session?;
+        (self.render)(&view, session)
+    }
+}
+
+pub(super) fn install(c: &mut Contributions) {
+    let segments: [(&'static str, Render); 7] = [
+        ("model", |_, s| {
+            let info = s.info();
+            Some(match info.provider {
+                Some(p) => format!("{}@{p}", info.model),
+                None => info.model,
+            })
+        }),
+        ("mode", |_, s| {
+            serde_json::to_value(s.mode())
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+        }),
+        ("state", |_, s| {
+            Some(
+                match s.state() {
+                    SessionState::Idle => "idle",
+                    SessionState::Running => "running",
+                    SessionState::WaitingApproval => "waiting for approval",
+                }
+                .to_owned(),
+            )
+        }),
+        ("context", |v, s| {
+            let used = v.daemon.context_tokens(s);
+            let window = v.daemon.context_window(s).max(1);
+            Some(format!("ctx {}%", used.saturating_mul(100) / window))
+        }),
+        ("tokens", |_, s| {
+            let usage = s.info().usage;
+            Some(format!(
+                "{} tok",
+                compact_number(
+                    usage
+                        .total_tokens
+                        .max(usage.prompt_tokens + usage.completion_tokens)
+                )
+            ))
+        }),
+        ("git", |_, s| {
+            git_branch(&s.workspace).map(|b| format!("⎇ {b}"))
+        }),
+        ("processes", |_, s| {
+            let running = s.tools.processes.running();
+            (running > 0).then(|| format!("{running} proc"))
+        }),
+    ];
+    for (name, render) in segments {
+        c.status(Arc::new(Segment { name, render }));
+    }
+}
+
+/// 950, 1.2k, 34k, 1.5M.
+fn compact_number(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..10_000 => format!("{:.1}k", n as f64 / 1_000.0),
+        10_000..1_000_000 => format!("{}k", n / 1_000),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
+}
+
+/// The checked-out branch of the repository containing `dir` (short commit when
+/// detached). Reads `.git/HEAD` directly: no process per status refresh.
+pub fn git_branch(dir: &Path) -> Option<String> {
+    let git = dir
+        .ancestors()
+        .map(|d| d.join(".git"))
+        .find(|g| g.exists())?;
+    let git_dir: PathBuf = if git.is_file() {
+        // A worktree or submodule: `.git` is a file saying `gitdir: PATH`.
+        let text = std::fs::read_to_string(&git).ok()?;
+        let target = text.strip_prefix("gitdir:")?.trim();
+        let target = Path::new(target);
+        if target.is_absolute() {
+            target.to_owned()
+        } else {
+            git.parent()?.join(target)
+        }
+    } else {
+        git
+    };
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = head.trim();
+    match head.strip_prefix("ref:") {
+        Some(r) => Some(r.trim().trim_start_matches("refs/heads/").to_owned()),
+        None => Some(head.chars().take(7).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn numbers_are_short() {
+        assert_eq!(compact_number(950), "950");
+        assert_eq!(compact_number(1_234), "1.2k");
+        assert_eq!(compact_number(34_567), "34k");
+        assert_eq!(compact_number(1_500_000), "1.5M");
+    }
+
+    #[test]
+    fn branch_from_head_file_worktree_and_detached() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        assert_eq!(
+            git_branch(&root.join("src/deep")).as_deref(),
+            Some("feature/x")
+        );
+
+        let wt = root.join("wt");
+        std::fs::create_dir_all(root.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(root.join(".git/worktrees/wt/HEAD"), "0123456789abcdef\n").unwrap();
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(wt.join(".git"), "gitdir: ../.git/worktrees/wt\n").unwrap();
+        assert_eq!(git_branch(&wt).as_deref(), Some("0123456"));
+
+        let none = tempfile::tempdir().unwrap();
+        // A temp dir normally has no repository above it.
+        if !none.path().ancestors().any(|a| a.join(".git").exists()) {
+            assert_eq!(git_branch(none.path()), None);
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The contribution registries (tools, providers, commands, status segments, panels) and
+//! the capability ledger that says who contributed what.
+//!
+//! **Invariants:** a name is unique within its kind; every entry has exactly one owner and
+//! appears in that owner's ledger row; `install` registers all of a contribution set or
+//! none of it; `unwind` removes exactly what the owner's ledger row lists. The agent, the
+//! clients and the protocol see contributions only through these registries.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use amber_proto::Capability;
+
+use super::contrib::{CapabilityKind, Command, Contributions, Panel, StatusSegment};
+use crate::llm::ProviderSpec;
+use crate::tools::{Tool, ToolRegistry};
+
+/// Who contributed an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    /// A bundled or external plugin, by name.
+    Plugin(String),
+    /// An MCP server, by name.
+    Mcp(String),
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Plugin(name) => write!(f, "plugin `{name}`"),
+            Owner::Mcp(name) => write!(f, "MCP server `{name}`"),
+        }
+    }
+}
+
+/// A name already taken by another owner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} `{name}` is already registered by {owner}")]
+pub struct Conflict {
+    pub kind: &'static str,
+    pub name: String,
+    pub owner: String,
+}
+
+struct Entry<T> {
+    owner: Owner,
+    item: T,
+}
+
+/// A registered tool with the `source` that `tool/list` reports.
+#[derive(Clone)]
+pub struct ToolEntry {
+    pub tool: Arc<dyn Tool>,
+    /// `builtin`, `plugin:NAME` or `mcp:SERVER`.
+    pub source: String,
+}
+
+#[derive(Default)]
+struct Inner {
+    tools: Vec<Entry<ToolEntry>>,
+    providers: Vec<Entry<ProviderSpec>>,
+    commands: Vec<Entry<Arc<dyn Command>>>,
+    status: Vec<Entry<Arc<dyn StatusSegment>>>,
+    panels: Vec<Entry<Arc<dyn Panel>>>,
+    ledger: BTreeMap<Owner, Vec<(CapabilityKind, String)>>,
+    /// Bumped on every change; readers cache by it.
+    generation: u64,
+}
+
+impl Inner {
+    fn owner_of(&self, kind: CapabilityKind, name: &str) -> Option<&Owner> {
+        fn find<'a, T>(
+            entries: &'a [Entry<T>],
+            name: &str,
+            key: impl Fn(&T) -> &str,
+        ) -> Option<&'a Owner> {
+            entries
+                .iter()
+                .find(|e| key(&e.item) == name)
+                .map(|e| &e.owner)
+        }
+        match kind {
+            CapabilityKind::Tool => find(&self.tools, name, |t| t.tool.name()),
+            CapabilityKind::Provider => find(&self.providers, name, |p| p.name.as_str()),
+            CapabilityKind::Command => find(&self.commands, name, |c| c.name()),
+            CapabilityKind::Status => find(&self.status, name, |s| s.name()),
+            CapabilityKind::Panel => find(&self.panels, name, |p| p.name()),
+        }
+    }
+}
+
+/// All registries behind one lock: installs and unwinds are atomic for every reader.
+#[derive(Default)]
+pub struct Registries {
+    inner: RwLock<Inner>,
+}
+
+impl Registries {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers every contribution for `owner`, or nothing when a name is taken (by
+    /// another owner, or twice within the set). Returns the ledger row.
+    pub fn install(
+        &self,
+        owner: &Owner,
+        tool_source: &str,
+        contributions: Contributions,
+    ) -> Result<Vec<Capability>, Conflict> {
+        let keys = contributions.keys();
+        let mut inner = self.write();
+        let mut seen = std::collections::HashSet::new();
+        for (kind, name) in &keys {
+            if let Some(taken_by) = inner.owner_of(*kind, name) {
+                return Err(Conflict {
+                    kind: kind.as_str(),
+                    name: name.clone(),
+                    owner: taken_by.to_string(),
+                });
+            }
+            if !seen.insert((*kind, name.clone())) {
+                return Err(Conflict {
+                    kind: kind.as_str(),
+                    name: name.clone(),
+                    owner: owner.to_string(),
+                });
+            }
+        }
+        let Contributions {
+            tools,
+            providers,
+            commands,
+            status,
+            panels,
+        } = contributions;
+        let tools: Vec<ToolEntry> = tools
+            .into_iter()
+            .map(|tool| ToolEntry {
+                tool,
+                source: tool_source.to_owned(),
+            })
+            .collect();
+        inner.tools.extend(owned_all(owner, tools));
+        inner.providers.extend(owned_all(owner, providers));
+        inner.commands.extend(owned_all(owner, commands));
+        inner.status.extend(owned_all(owner, status));
+        inner.panels.extend(owned_all(owner, panels));
+        inner
+            .ledger
+            .entry(owner.clone())
+            .or_default()
+            .extend(keys.iter().cloned());
+        inner.generation += 1;
+        Ok(keys
+            .into_iter()
+            .map(|(kind, name)| kind.capability(&name))
+            .collect())
+    }
+
+    /// Removes exactly what `owner`'s ledger row lists, and the row. Returns it.
+    pub fn unwind(&self, owner: &Owner) -> Vec<Capability> {
+        let mut inner = self.write();
+        let Some(row) = inner.ledger.remove(owner) else {
+            return Vec::new();
+        };
+        let listed =
+            |kind: CapabilityKind, name: &str| row.iter().any(|(k, n)| *k == kind && n == name);
+        fn keep<T>(
+            entries: &mut Vec<Entry<T>>,
+            owner: &Owner,
+            name: impl Fn(&T) -> &str,
+            listed: impl Fn(&str) -> bool,
+        ) {
+            entries.retain(|e| !(e.owner == *owner && listed(name(&e.item))));
+        }
+        keep(
+            &mut inner.tools,
+            owner,
+            |t| t.tool.name(),
+            |n| listed(CapabilityKind::Tool, n),
+        );
+        keep(
+            &mut inner.providers,
+            owner,
+            |p| p.name.as_str(),
+            |n| listed(CapabilityKind::Provider, n),
+        );
+        keep(
+            &mut inner.commands,
+            owner,
+            |c| c.name(),
+            |n| listed(CapabilityKind::Command, n),
+        );
+        keep(
+            &mut inner.status,
+            owner,
+            |s| s.name(),
+            |n| listed(CapabilityKind::Status, n),
+        );
+        keep(
+            &mut inner.panels,
+            owner,
+            |p| p.name(),
+            |n| listed(CapabilityKind::Panel, n),
+        );
+        inner.generation += 1;
+        row.into_iter()
+            .map(|(kind, name)| kind.capability(&name))
+            .collect()
+    }
+
+    /// Replaces `owner`'s contributions (MCP list changes). Entries whose name another
+    /// owner holds are skipped with a warning instead of failing the whole set.
+    pub fn replace(
+        &self,
+        owner: &Owner,
+        tool_source: &str,
+        mut contributions: Contributions,
+    ) -> Vec<Capability> {
+        self.unwind(owner);
+        {
+            let inner = self.read();
+            let taken = |kind, name: &str| {
+                let other = inner.owner_of(kind, name).is_some();
+                if other {
+                    tracing::warn!(%owner, kind = kind.as_str(), name, "name taken; skipped");
+                }
+                !other
+            };
+            contributions
+                .tools
+                .retain(|t| taken(CapabilityKind::Tool, t.name()));
+            contributions
+                .commands
+                .retain(|c| taken(CapabilityKind::Command, c.name()));
+        }
+        self.install(owner, tool_source, contributions)
+            .unwrap_or_else(|conflict| {
+                tracing::warn!(%owner, %conflict, "contributions not registered");
+                Vec::new()
+            })
+    }
+
+    /// The ledger row of one owner.
+    pub fn capabilities(&self, owner: &Owner) -> Vec<Capability> {
+        self.read()
+            .ledger
+            .get(owner)
+            .map(|row| {
+                row.iter()
+                    .map(|(kind, name)| kind.capability(name))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Changes with every install and unwind.
+    pub fn generation(&self) -> u64 {
+        self.read().generation
+    }
+
+    /// The tools in registration order, as the agent uses them.
+    pub fn tools(&self) -> ToolRegistry {
+        let mut registry = ToolRegistry::new();
+        for e in &self.read().tools {
+            registry.register(e.item.tool.clone());
+        }
+        registry
+    }
+
+    /// The tools with their sources (`tool/list`).
+    pub fn tool_entries(&self) -> Vec<ToolEntry> {
+        self.read().tools.iter().map(|e| e.item.clone()).collect()
+    }
+
+    pub fn providers(&self) -> Vec<ProviderSpec> {
+        self.read()
+            .providers
+            .iter()
+            .map(|e| e.item.clone())
+            .collect()
+    }
+
+    pub fn provider(&self, name: &str) -> Option<ProviderSpec> {
+        self.read()
+            .providers
+            .iter()
+            .find(|e| e.item.name.eq_ignore_ascii_case(name))
+            .map(|e| e.item.clone())
+    }
+
+    pub fn commands(&self) -> Vec<Arc<dyn Command>> {
+        self.read()
+            .commands
+            .iter()
+            .map(|e| e.item.clone())
+            .collect()
+    }
+
+    pub fn command(&self, name: &str) -> Option<Arc<dyn Command>> {
+        self.read()
+            .commands
+            .iter()
+            .find(|e| e.item.name() == name)
+            .map(|e| e.item.clone())
+    }
+
+    pub fn status_segments(&self) -> Vec<Arc<dyn StatusSegment>> {
+        self.read().status.iter().map(|e| e.item.clone()).collect()
+    }
+
+    pub fn panels(&self) -> Vec<Arc<dyn Panel>> {
+        self.read().panels.iter().map(|e| e.item.clone()).collect()
+    }
+}
+
+fn owned_all<T>(owner: &Owner, items: Vec<T>) -> Vec<Entry<T>> {
+    items
+        .into_iter()
+        .map(|item| Entry {
+            owner: owner.clone(),
+            item,
+        })
+        .collect()
+}
+
+impl std::fmt::Debug for Registries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.read();
+        f.debug_struct("Registries")
+            .field("ledger", &inner.ledger)
+            .field("generation", &inner.generation)
+            .finish()
+    }
+}

@@ -1,0 +1,216 @@
+//! Methods over the plugin registries: `tool/list`, `plugin/*`, `command/*`, `status/get`,
+//! `panel/*`, `provider/list` and `session/setModel`.
+
+use std::sync::Arc;
+
+use amber_proto::{self as proto, errors, methods};
+use jsonrpsee::RpcModule;
+use jsonrpsee::types::ErrorObjectOwned;
+
+use super::params::{error, parse};
+use crate::daemon::Daemon;
+use crate::plugins::{CommandError, PluginError, View};
+use crate::session::SessionShared;
+
+type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+impl From<PluginError> for ErrorObjectOwned {
+    fn from(err: PluginError) -> Self {
+        error(errors::INVALID_PARAMS, err.to_string())
+    }
+}
+
+impl From<CommandError> for ErrorObjectOwned {
+    fn from(err: CommandError) -> Self {
+        let code = match err {
+            CommandError::Usage(_) | CommandError::NeedsSession(_) => errors::INVALID_PARAMS,
+            CommandError::Failed(_) => errors::INTERNAL_ERROR,
+        };
+        error(code, err.to_string())
+    }
+}
+
+fn session(d: &Daemon, id: Option<&str>) -> RpcResult<Option<Arc<SessionShared>>> {
+    match id {
+        Some(id) => Ok(Some(d.sessions.get(id)?.shared.clone())),
+        None => Ok(None),
+    }
+}
+
+/// `args` as the command sees it: a string as is, an array joined with spaces, an object
+/// (named prompt arguments) as JSON.
+fn command_args(args: &serde_json::Value) -> String {
+    match args {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.trim().to_owned(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
+}
+
+pub(super) fn register(
+    m: &mut RpcModule<Arc<Daemon>>,
+) -> Result<(), jsonrpsee::core::RegisterMethodError> {
+    m.register_method(methods::TOOL_LIST, |params, d, _| -> RpcResult<_> {
+        let p: proto::ToolListParams = parse(&params)?;
+        if let Some(id) = &p.session_id {
+            d.sessions.get(id)?;
+        }
+        let tools = d
+            .sessions
+            .deps()
+            .registries
+            .tool_entries()
+            .into_iter()
+            .map(|e| proto::ToolInfo {
+                name: e.tool.name().to_owned(),
+                description: e.tool.description().to_owned(),
+                source: e.source,
+                read_only: e.tool.read_only(),
+                input_schema: e.tool.input_schema(),
+            })
+            .collect();
+        Ok(proto::ToolListResult { tools })
+    })?;
+
+    m.register_method(methods::PLUGIN_LIST, |params, d, _| -> RpcResult<_> {
+        parse::<proto::Empty>(&params)?;
+        Ok(proto::PluginListResult {
+            plugins: d.plugins.list(),
+        })
+    })?;
+
+    m.register_async_method(methods::PLUGIN_ENABLE, |params, d, _| async move {
+        let p: proto::NameParams = parse(&params)?;
+        RpcResult::Ok(d.plugins.enable(&p.name).await?)
+    })?;
+
+    m.register_async_method(methods::PLUGIN_DISABLE, |params, d, _| async move {
+        let p: proto::NameParams = parse(&params)?;
+        RpcResult::Ok(d.plugins.disable(&p.name).await?)
+    })?;
+
+    m.register_method(methods::COMMAND_LIST, |params, d, _| -> RpcResult<_> {
+        parse::<proto::Empty>(&params)?;
+        let commands = d
+            .plugins
+            .registries()
+            .commands()
+            .iter()
+            .map(|c| proto::CommandInfo {
+                name: c.name().to_owned(),
+                description: c.description().to_owned(),
+            })
+            .collect();
+        Ok(proto::CommandListResult { commands })
+    })?;
+
+    m.register_async_method(methods::COMMAND_RUN, |params, d, _| async move {
+        let p: proto::CommandRunParams = parse(&params)?;
+        let name = p.name.trim().trim_start_matches('/');
+        let Some(command) = d.plugins.registries().command(name) else {
+            return Err(error(
+                errors::INVALID_PARAMS,
+                format!("invalid params: name: no command `/{name}`; `command/list` lists them"),
+            ));
+        };
+        let shared = session(&d, p.session_id.as_deref())?;
+        let args = command_args(&p.args);
+        let view = View {
+            daemon: &d,
+            session: shared.as_ref(),
+        };
+        RpcResult::Ok(command.run(view, &args).await?)
+    })?;
+
+    m.register_method(methods::STATUS_GET, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionIdParams = parse(&params)?;
+        let shared = session(d, Some(&p.session_id))?;
+        let view = View {
+            daemon: d,
+            session: shared.as_ref(),
+        };
+        let segments = d
+            .plugins
+            .registries()
+            .status_segments()
+            .iter()
+            .filter_map(|s| {
+                s.render(view).map(|text| proto::StatusSegmentInfo {
+                    name: s.name().to_owned(),
+                    text,
+                })
+            })
+            .collect();
+        Ok(proto::StatusGetResult { segments })
+    })?;
+
+    m.register_method(methods::PANEL_LIST, |params, d, _| -> RpcResult<_> {
+        parse::<proto::Empty>(&params)?;
+        let panels = d
+            .plugins
+            .registries()
+            .panels()
+            .iter()
+            .map(|p| proto::PanelInfo {
+                name: p.name().to_owned(),
+                title: p.title().to_owned(),
+            })
+            .collect();
+        Ok(proto::PanelListResult { panels })
+    })?;
+
+    m.register_method(methods::PANEL_GET, |params, d, _| -> RpcResult<_> {
+        let p: proto::PanelGetParams = parse(&params)?;
+        let shared = session(d, p.session_id.as_deref())?;
+        let panel = d
+            .plugins
+            .registries()
+            .panels()
+            .into_iter()
+            .find(|panel| panel.name() == p.name)
+            .ok_or_else(|| {
+                error(
+                    errors::INVALID_PARAMS,
+                    format!("invalid params: name: no panel `{}`", p.name),
+                )
+            })?;
+        let view = View {
+            daemon: d,
+            session: shared.as_ref(),
+        };
+        Ok(proto::PanelGetResult {
+            name: panel.name().to_owned(),
+            title: panel.title().to_owned(),
+            lines: panel.render(view),
+        })
+    })?;
+
+    m.register_method(methods::PROVIDER_LIST, |params, d, _| -> RpcResult<_> {
+        parse::<proto::Empty>(&params)?;
+        Ok(proto::ProviderListResult {
+            providers: d.provider_infos(),
+        })
+    })?;
+
+    m.register_method(methods::SESSION_SET_MODEL, |params, d, _| -> RpcResult<_> {
+        let p: proto::SessionSetModelParams = parse(&params)?;
+        let shared = d.sessions.get(&p.session_id)?.shared.clone();
+        d.set_session_model(&shared, p.model, p.provider)
+            .map_err(|message| {
+                error(
+                    errors::INVALID_PARAMS,
+                    format!("invalid params: provider: {message}"),
+                )
+            })
+    })?;
+
+    Ok(())
+}
