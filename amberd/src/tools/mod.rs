@@ -178,6 +178,26 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, ToolOutcome>;
 }
 
+/// The built-in tools of PROTOCOL.md, in the order the model sees them. `data_dir` is
+/// where skills extracted by compaction live (the `skills` tool reads them too).
+pub fn builtin_tools(data_dir: Option<&Path>) -> Vec<Arc<dyn Tool>> {
+    let skills = match data_dir {
+        Some(dir) => skills::SkillsTool::new().with_data_dir(dir.to_owned()),
+        None => skills::SkillsTool::new(),
+    };
+    vec![
+        Arc::new(read::ReadTool),
+        Arc::new(write::WriteTool),
+        Arc::new(edit::EditTool),
+        Arc::new(bash::BashTool),
+        Arc::new(process::ProcessTool),
+        Arc::new(todowrite::TodoWriteTool),
+        Arc::new(skills),
+        Arc::new(task::TaskTool),
+        Arc::new(search::SearchTool::new()),
+    ]
+}
+
 /// Tools by name, in registration order. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
@@ -190,18 +210,12 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The built-in tools: read, write, edit, bash, process, todowrite, skills (and search).
+    /// A registry of the built-in tools (tests; the daemon gets them from the plugins).
     pub fn builtin() -> Self {
         let mut registry = Self::new();
-        registry.register(Arc::new(read::ReadTool));
-        registry.register(Arc::new(write::WriteTool));
-        registry.register(Arc::new(edit::EditTool));
-        registry.register(Arc::new(bash::BashTool));
-        registry.register(Arc::new(process::ProcessTool));
-        registry.register(Arc::new(todowrite::TodoWriteTool));
-        registry.register(Arc::new(skills::SkillsTool::new()));
-        registry.register(Arc::new(task::TaskTool));
-        registry.register(Arc::new(search::SearchTool::new()));
+        for tool in builtin_tools(None) {
+            registry.register(tool);
+        }
         registry
     }
 
