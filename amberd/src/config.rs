@@ -296,8 +296,10 @@ impl Config {
                 .filter(|_| api_key.is_some() || explicit_flavor)
                 .map(|pr| pr.base_url.to_owned())
         });
+        // The flavor's own default model (empty for local servers: they serve what is loaded).
         let model = env_str(env, "AMBER_MODEL")
             .or_else(|| p.model.clone())
+            .or_else(|| preset.map(|pr| pr.default_model.to_owned()))
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         Endpoint {
             flavor,

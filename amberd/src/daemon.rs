@@ -113,39 +113,6 @@ impl Daemon {
             .context_window(session.provider().as_deref())
     }
 
-    /// `provider/list`: the default provider first, then every selectable one.
-    pub fn provider_infos(&self) -> Vec<amber_proto::ProviderInfo> {
-        let deps = self.sessions.deps();
-        let pool = &deps.llm;
-        let default = amber_proto::ProviderInfo {
-            name: "default".to_owned(),
-            flavor: deps.endpoint.flavor.clone(),
-            base_url: deps.endpoint.base_url.clone(),
-            default_model: deps.endpoint.model.clone(),
-            context_window: pool.context_window(None),
-            default: true,
-        };
-        let named = pool.names().into_iter().map(|name| {
-            let table = deps.config.providers.get(&name);
-            let spec = deps.registries.provider(&name);
-            let preset = spec.as_ref().and_then(|s| s.preset().copied());
-            amber_proto::ProviderInfo {
-                flavor: table
-                    .and_then(|t| t.flavor.clone())
-                    .or_else(|| spec.as_ref().map(|s| s.flavor.clone()))
-                    .unwrap_or_else(|| "openai".to_owned()),
-                base_url: table
-                    .and_then(|t| t.base_url.clone())
-                    .or_else(|| preset.map(|p| p.base_url.to_owned())),
-                default_model: pool.default_model(Some(&name)),
-                context_window: pool.context_window(Some(&name)),
-                default: false,
-                name,
-            }
-        });
-        std::iter::once(default).chain(named).collect()
-    }
-
     /// Every provider a session may select.
     pub fn provider_names(&self) -> Vec<String> {
         self.sessions.deps().llm.names()

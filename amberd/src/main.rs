@@ -132,13 +132,16 @@ fn spawn_idle_unloader(daemon: &std::sync::Arc<Daemon>) {
     });
 }
 
-/// `AMBER_LOG`, else `RUST_LOG`, else `info`; always to stderr.
+const DEFAULT_LOG: &str = "info,rmcp=warn";
+
+/// `AMBER_LOG`, else `RUST_LOG`, else `info` (rmcp at `warn`: it logs every server's
+/// instructions at info); always to stderr.
 fn init_logging() {
     let filter = std::env::var("AMBER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".to_owned());
+        .unwrap_or_else(|_| DEFAULT_LOG.to_owned());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -168,7 +168,30 @@ pub enum EventKind {
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
+        /// amber extension: replies streaming right now, with the text this subscriber
+        /// missed; live deltas continue exactly where each `text` ends.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        in_progress: Vec<InProgressItem>,
     },
+}
+
+/// Which stream an in-progress item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamKind {
+    /// `message_delta`.
+    Message,
+    /// `reasoning_delta`.
+    Reasoning,
+}
+
+/// A reply being streamed when a subscriber joined: the deltas published so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InProgressItem {
+    pub item_id: String,
+    pub kind: StreamKind,
+    pub text: String,
 }
 
 impl EventKind {

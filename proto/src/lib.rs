@@ -12,7 +12,9 @@ pub mod methods_types;
 pub mod paths;
 pub mod types;
 
-pub use events::{ErrorInfo, Event, EventKind, SteerReason, StopReason};
+pub use events::{
+    ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
+};
 pub use extensions::*;
 pub use message::{Message, Role, ToolCall};
 pub use methods_types::*;

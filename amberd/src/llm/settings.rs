@@ -89,6 +89,8 @@ mod tests {
         assert_eq!(s.connect_timeout, Duration::from_secs(10));
         assert_eq!(s.idle_timeout, Duration::from_secs(120));
         assert!(s.base_url.is_none());
+        assert_eq!(s.quirks, Quirks::GENERIC);
+        assert!(s.extra_headers.is_empty());
     }
 
     #[test]

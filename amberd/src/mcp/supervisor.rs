@@ -173,10 +173,16 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
                 () = tokio::time::sleep(backoff(&settings, failures)) => {}
                 () = server.closed.cancelled() => return,
             }
-            sink.status(&server.update(|s| {
-                s.info.status = McpStatus::Connecting;
-                s.info.error = None;
-            }));
+            // Only the first retry after a failure is reported (`failed` → `connecting`);
+            // later attempts stay `failed` unless the error changes, so a server that is
+            // down for hours does not write two durable events per attempt into every
+            // session.
+            if failures == 1 {
+                sink.status(&server.update(|s| {
+                    s.info.status = McpStatus::Connecting;
+                    s.info.error = None;
+                }));
+            }
         }
         let opened = Connection::open(
             &server.name,
@@ -330,17 +336,23 @@ fn set_counts(state: &mut State, lists: &Lists) {
     state.prompts = lists.prompts.iter().map(|p| p.name.clone()).collect();
 }
 
-/// Reports a failure. The server's tools stay registered; calls answer "reconnecting".
+/// Reports a failure, unless it repeats the one already reported. The server's tools
+/// stay registered; calls answer "reconnecting".
 fn fail(server: &Server, sink: &dyn McpSink, error: String) {
-    tracing::warn!(server = %server.name, %error, "MCP server failed");
+    let before = server.info();
     let info = server.update(|s| {
         s.info.status = McpStatus::Failed;
         s.info.error = Some(error.clone());
         s.peer = None;
         s.pid = None;
-        s.last_error = Some(error);
+        s.last_error = Some(error.clone());
     });
-    sink.status(&info);
+    if info != before {
+        tracing::warn!(server = %server.name, %error, "MCP server failed");
+        sink.status(&info);
+    } else {
+        tracing::debug!(server = %server.name, %error, "MCP server still failing");
+    }
 }
 
 fn publish(server: &Arc<Server>, sink: &dyn McpSink, lists: &Lists, resources: bool) {

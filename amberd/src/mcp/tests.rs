@@ -286,9 +286,20 @@ async fn a_missing_command_fails_clearly_and_the_host_keeps_going() {
         error.contains("cannot start `/nonexistent/amber-no-such-mcp-server`"),
         "{error}"
     );
-    // It keeps retrying (with backoff) without disturbing the other server.
+    // It keeps retrying (with backoff) without disturbing the other server; only the first
+    // retry is reported, later ones failing the same way stay quiet.
     sink.wait("a retry", 5, |r| r.statuses_of("ghost").len() >= 4)
         .await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        sink.read(|r| r.statuses_of("ghost")),
+        [
+            McpStatus::Connecting,
+            McpStatus::Failed,
+            McpStatus::Connecting,
+            McpStatus::Failed
+        ]
+    );
     let out = call(
         &sink,
         S,

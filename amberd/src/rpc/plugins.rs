@@ -196,7 +196,7 @@ pub(super) fn register(
     m.register_method(methods::PROVIDER_LIST, |params, d, _| -> RpcResult<_> {
         parse::<proto::Empty>(&params)?;
         Ok(proto::ProviderListResult {
-            providers: d.provider_infos(),
+            providers: d.sessions.deps().llm.infos(),
         })
     })?;
 

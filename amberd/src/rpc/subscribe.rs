@@ -73,6 +73,7 @@ async fn forward(
     let Subscription {
         replay,
         last_seq,
+        in_progress,
         mut live,
     } = sub;
     let mut delivered = last_seq;
@@ -81,7 +82,10 @@ async fn forward(
             return Ok(());
         }
     }
-    if send(sink, &synced_event(shared, last_seq)).await.is_err() {
+    if send(sink, &synced_event(shared, last_seq, in_progress))
+        .await
+        .is_err()
+    {
         return Ok(());
     }
     loop {
@@ -120,14 +124,21 @@ async fn send(sink: &SubscriptionSink, event: &WireEvent) -> Result<(), ()> {
         .map_err(|_| ())
 }
 
-fn synced_event(shared: &SessionShared, last_seq: u64) -> WireEvent {
+fn synced_event(
+    shared: &SessionShared,
+    last_seq: u64,
+    in_progress: Vec<amber_proto::InProgressItem>,
+) -> WireEvent {
     WireEvent::encode(&amber_proto::Event {
         seq: None,
         session_id: shared.id.clone(),
         turn_id: None,
         agent_id: None,
         time: now_rfc3339(),
-        kind: EventKind::Synced { last_seq },
+        kind: EventKind::Synced {
+            last_seq,
+            in_progress,
+        },
     })
 }
 

@@ -44,8 +44,17 @@ impl Deps {
         let llm = LlmPool::new(
             &config,
             env,
-            Arc::new(move |name: &str| providers.provider(name)),
+            // Aliases (`llama.cpp`) resolve to the preset's canonical name.
+            Arc::new(move |name: &str| {
+                providers
+                    .provider(name)
+                    .or_else(|| crate::llm::preset(name).and_then(|p| providers.provider(p.name)))
+            }),
         );
+        let catalog = registries.clone();
+        llm.set_catalog(Arc::new(move || {
+            catalog.providers().into_iter().map(|p| p.name).collect()
+        }));
         if let Err(message) = llm.client(None) {
             tracing::warn!("{message}");
         }

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use amber_proto::{Event, EventKind};
+use amber_proto::{Event, EventKind, InProgressItem, StreamKind};
 use serde_json::value::RawValue;
 
 pub use super::queue::End;
@@ -28,6 +28,9 @@ pub struct Subscription {
     pub replay: Vec<WireEvent>,
     /// Seq of the newest durable event when the subscription was taken.
     pub last_seq: u64,
+    /// Replies streaming when the subscription was taken, with their text so far: the
+    /// live queue continues each exactly where its text ends.
+    pub in_progress: Vec<InProgressItem>,
     pub live: Live,
 }
 
@@ -84,6 +87,42 @@ struct Log {
     last_seq: u64,
     subscribers: Vec<QueueSender>,
     closed: bool,
+    /// The main agent's replies streaming now (sub-agent text is not streamed).
+    streaming: Vec<InProgressItem>,
+}
+
+impl Log {
+    /// Keeps `streaming` in step with the deltas and the events that end them.
+    fn track(&mut self, agent_id: Option<&str>, kind: &EventKind) {
+        let (item_id, stream, delta) = match kind {
+            EventKind::MessageDelta { item_id, delta } => (item_id, StreamKind::Message, delta),
+            EventKind::ReasoningDelta { item_id, delta } => (item_id, StreamKind::Reasoning, delta),
+            EventKind::MessageCompleted { item_id, .. } => {
+                self.streaming.retain(|i| i.item_id != *item_id);
+                return;
+            }
+            EventKind::TurnCompleted { .. } => {
+                self.streaming.clear();
+                return;
+            }
+            _ => return,
+        };
+        if agent_id.is_some() {
+            return;
+        }
+        match self
+            .streaming
+            .iter_mut()
+            .find(|i| i.item_id == *item_id && i.kind == stream)
+        {
+            Some(item) => item.text.push_str(delta),
+            None => self.streaming.push(InProgressItem {
+                item_id: item_id.clone(),
+                kind: stream,
+                text: delta.clone(),
+            }),
+        }
+    }
 }
 
 /// Durable log plus live fan-out for one session.
@@ -131,6 +170,7 @@ impl EventHub {
                 last_seq,
                 subscribers: Vec::new(),
                 closed: false,
+                streaming: Vec::new(),
             }),
             store,
         }
@@ -173,6 +213,7 @@ impl EventHub {
             tracing::error!(session = %self.session_id, seq, %err, "cannot persist event");
         }
         log.subscribers.retain(|sub| sub.push(&event, &wire));
+        log.track(agent_id, &event.kind);
         if let Some(seq) = seq {
             log.last_seq = seq;
             log.events.push_back(wire);
@@ -199,6 +240,7 @@ impl EventHub {
         Subscription {
             replay,
             last_seq: log.last_seq,
+            in_progress: log.streaming.clone(),
             live: rx,
         }
     }
@@ -388,5 +430,63 @@ mod tests {
         let stored = store.0.lock().unwrap().clone();
         let flags: Vec<(u64, bool)> = stored.iter().map(|(s, _, sync)| (*s, *sync)).collect();
         assert_eq!(flags, vec![(42, false), (43, true)]);
+    }
+
+    #[test]
+    fn a_late_subscriber_gets_the_streaming_text_it_missed_and_live_continues_there() {
+        let hub = EventHub::new("s".into(), 16);
+        hub.publish(Some("t"), started("a"));
+        hub.publish(Some("t"), text("Hel"));
+        hub.publish(
+            Some("t"),
+            EventKind::ReasoningDelta {
+                item_id: "i".into(),
+                delta: "hmm".into(),
+            },
+        );
+        hub.publish_as(
+            Some("t"),
+            Some("agent-1"),
+            text("sub-agent text is not tracked"),
+        );
+        hub.publish(Some("t"), text("lo"));
+        let mut sub = hub.subscribe(Some(1));
+        assert_eq!(
+            sub.in_progress,
+            vec![
+                InProgressItem {
+                    item_id: "i".into(),
+                    kind: StreamKind::Message,
+                    text: "Hello".into()
+                },
+                InProgressItem {
+                    item_id: "i".into(),
+                    kind: StreamKind::Reasoning,
+                    text: "hmm".into()
+                },
+            ]
+        );
+        hub.publish(Some("t"), text(", world"));
+        let next = sub.live.try_recv().unwrap().unwrap();
+        assert!(next.json.get().contains(", world"), "{}", next.json.get());
+        hub.publish(
+            Some("t"),
+            EventKind::MessageCompleted {
+                item_id: "i".into(),
+                role: amber_proto::Role::Assistant,
+                text: "Hello, world".into(),
+            },
+        );
+        assert!(hub.subscribe(None).in_progress.is_empty());
+        hub.publish(Some("t"), text("next"));
+        hub.publish(
+            Some("t"),
+            EventKind::TurnCompleted {
+                stop_reason: amber_proto::StopReason::Cancelled,
+                error: None,
+                usage: Default::default(),
+            },
+        );
+        assert!(hub.subscribe(None).in_progress.is_empty());
     }
 }
