@@ -67,6 +67,22 @@ pub enum Command {
         /// Session id
         id: String,
     },
+    /// Run a slash command in the daemon (`help`, `plugins disable hello`, `mcp list`, …)
+    ///
+    /// `amber-cli command help` lists them. Commands that act on a session need --session.
+    Command {
+        /// Command name, with or without the leading `/`
+        name: String,
+        /// The command's arguments
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// Session the command acts on
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Start, stop or inspect the daemon
     Daemon {
         #[command(subcommand)]
@@ -123,6 +139,9 @@ pub struct RunArgs {
     /// Model of a new session
     #[arg(long, value_name = "M", conflicts_with = "session")]
     pub model: Option<String>,
+    /// Provider of a new session (a name from `amber-cli command model`; default: the configured one)
+    #[arg(long, value_name = "NAME", conflicts_with = "session")]
+    pub provider: Option<String>,
     /// Answer every approval request with allow_once
     #[arg(long, short = 'y')]
     pub yes: bool,

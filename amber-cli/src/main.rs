@@ -89,6 +89,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 sessions::attach(&conn, &id, json, replay).await
             }
             Command::Cancel { id } => sessions::cancel(&conn, &id).await,
+            Command::Command {
+                name,
+                args,
+                session,
+                json,
+            } => sessions::command(&conn, &name, &args, session.as_deref(), json).await,
             Command::Daemon { action } => match action {
                 DaemonAction::Start => daemon::start(&conn).await,
                 DaemonAction::Stop => daemon::stop(&conn).await,

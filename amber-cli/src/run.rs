@@ -42,6 +42,7 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
                 cwd: workspace(args.cwd.as_deref())?,
                 mode: args.mode.map(Into::into),
                 model: args.model.clone(),
+                provider: args.provider.clone(),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?.session_id, 0)

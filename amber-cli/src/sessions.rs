@@ -263,6 +263,31 @@ pub async fn cancel(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// `command NAME [ARGS…] [--session ID] [--json]`: `command/run`, output printed.
+pub async fn command(
+    conn: &ConnectArgs,
+    name: &str,
+    args: &[String],
+    session: Option<&str>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let params = amber_proto::CommandRunParams {
+        session_id: session.map(str::to_owned),
+        name: name.to_owned(),
+        args: serde_json::Value::String(args.join(" ")),
+    };
+    let result: amber_proto::CommandRunResult = connect(conn)
+        .await?
+        .call(amber_proto::methods::COMMAND_RUN, &params)
+        .await?;
+    if json {
+        output::line(&serde_json::to_string(&result)?)?;
+    } else {
+        output::line(&result.output)?;
+    }
+    Ok(exit::OK)
+}
+
 /// `attach ID [--json] [--replay]`: events live until Ctrl-C (which leaves the session running).
 pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;

@@ -350,3 +350,43 @@ async fn status_segments_panels_and_providers() {
     );
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amber_cli_runs_commands_and_picks_a_provider() {
+    use amber_tests::e2e::run_bounded;
+    let mock = MockLlm::start(vec![]).await;
+    let daemon = spawn(&mock);
+
+    let mut help = daemon.cli();
+    help.args(["--no-autostart", "command", "help"]);
+    let (code, out, err) = run_bounded(help);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("/plugins") && out.contains("/detach"), "{out}");
+
+    let mut off = daemon.cli();
+    off.args(["--no-autostart", "command", "/plugins", "disable", "hello"]);
+    let (code, out, err) = run_bounded(off);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("hello") && out.contains("deactivated"),
+        "{out}"
+    );
+    let row = daemon.rpc_ok("plugin/list", json!({}));
+    assert_eq!(row_state(&row, "hello"), "deactivated");
+
+    let mut needs = daemon.cli();
+    needs.args(["--no-autostart", "command", "mode", "read"]);
+    let (code, _, err) = run_bounded(needs);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("sessionId"), "{err}");
+
+    let mut bad = daemon.cli();
+    bad.args(["--no-autostart", "run", "--provider", "no-such", "hi"]);
+    let (code, _, err) = run_bounded(bad);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("unknown provider"), "{err}");
+}
+
+fn row_state(plugins: &Value, name: &str) -> String {
+    row(plugins, name)["state"].as_str().unwrap().to_owned()
+}
