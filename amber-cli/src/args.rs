@@ -70,7 +70,8 @@ pub enum Command {
     /// Run a slash command in the daemon (`help`, `plugins disable hello`, `mcp list`, …)
     ///
     /// `amber-cli command help` lists them. Commands that act on a session need --session.
-    Command {
+    #[command(name = "command")]
+    Slash {
         /// Command name, with or without the leading `/`
         name: String,
         /// The command's arguments

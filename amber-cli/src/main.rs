@@ -89,7 +89,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 sessions::attach(&conn, &id, json, replay).await
             }
             Command::Cancel { id } => sessions::cancel(&conn, &id).await,
-            Command::Command {
+            Command::Slash {
                 name,
                 args,
                 session,
