@@ -75,20 +75,35 @@ impl Daemon {
             .into_iter()
             .filter(|n| !disabled.contains(n))
             .collect();
-        let enables = names.into_iter().map(|name| {
-            let plugins = self.plugins.clone();
-            tokio::spawn(async move {
-                if let Err(err) = plugins.enable(&name).await {
-                    tracing::error!(%err, "plugin not enabled");
-                }
-            })
+        // Bundled plugins in registration order, so the tool list is the same every start;
+        // external ones (child processes) concurrently, with a bounded wait.
+        let (bundled, external): (Vec<String>, Vec<String>) = names.into_iter().partition(|n| {
+            self.plugins
+                .info(n)
+                .is_ok_and(|row| row.kind == amber_proto::PluginKind::Bundled)
         });
-        let all = futures::future::join_all(enables.collect::<Vec<_>>());
+        for name in bundled {
+            if let Err(err) = self.plugins.enable(&name).await {
+                tracing::error!(%err, "plugin not enabled");
+            }
+        }
+        let enables: Vec<_> = external
+            .into_iter()
+            .map(|name| {
+                let plugins = self.plugins.clone();
+                tokio::spawn(async move {
+                    if let Err(err) = plugins.enable(&name).await {
+                        tracing::error!(%err, "plugin not enabled");
+                    }
+                })
+            })
+            .collect();
+        let all = futures::future::join_all(enables);
         if tokio::time::timeout(STARTUP_PLUGIN_WAIT, all)
             .await
             .is_err()
         {
-            tracing::warn!("plugins still starting; serving without waiting for them");
+            tracing::warn!("external plugins still starting; serving without waiting for them");
         }
         self.mcp.start_configured();
     }

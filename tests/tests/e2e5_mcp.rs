@@ -40,13 +40,20 @@ fn wait_status(daemon: &TestDaemon, name: &str, status: &str) -> Value {
         if let Some(row) = row.filter(|r| r["status"] == status) {
             return row;
         }
-        assert!(Instant::now() < deadline, "{name} never became {status}: {list}");
+        assert!(
+            Instant::now() < deadline,
+            "{name} never became {status}: {list}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 fn tool<'a>(tools: &'a Value, name: &str) -> Option<&'a Value> {
-    tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == name)
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -58,7 +65,11 @@ async fn a_configured_server_brings_tools_the_model_calls_and_prompts_as_command
     );
     let mock = MockLlm::start(vec![
         calls(vec![
-            call("e1", "mcp__everything__echo", &json!({"message": "hello mcp"})),
+            call(
+                "e1",
+                "mcp__everything__echo",
+                &json!({"message": "hello mcp"}),
+            ),
             call("s1", "mcp__everything__get-sum", &json!({"a": 2, "b": 40})),
         ]),
         MockTurn::text("done"),
@@ -122,7 +133,10 @@ async fn a_configured_server_brings_tools_the_model_calls_and_prompts_as_command
     );
     let panel = daemon.rpc_ok("panel/get", json!({"name": "mcp"}));
     assert!(
-        panel["lines"][0].as_str().unwrap().starts_with("everything ready"),
+        panel["lines"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("everything ready"),
         "{panel}"
     );
 }
@@ -169,14 +183,21 @@ async fn mcp_add_reports_status_events_to_sessions_and_remove_unwinds() {
     );
     assert_eq!(missing["status"], "connecting");
     let failed = wait_status(&daemon, "ghost", "failed");
-    assert!(failed["error"].as_str().is_some_and(|e| !e.is_empty()), "{failed}");
+    assert!(
+        failed["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{failed}"
+    );
 
     daemon.rpc_ok("mcp/remove", json!({"name": "ev"}));
     let tools = daemon.rpc_ok("tool/list", json!({}));
     assert!(tool(&tools, "mcp__ev__echo").is_none(), "unwound: {tools}");
     let list = daemon.rpc_ok("mcp/list", json!({}));
     assert!(
-        !list["servers"].as_array().unwrap().iter().any(|s| s["name"] == "ev"),
+        !list["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "ev"),
         "{list}"
     );
     let unknown = daemon.rpc("mcp/remove", json!({"name": "ev"}));

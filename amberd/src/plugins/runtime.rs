@@ -6,7 +6,7 @@
 //! Failed → Registered on reload, which `plugin/enable` does before enabling again.
 //!
 //! **Invariants:** a plugin that is not Active owns nothing in the registries; lifecycle
-//! operations on the runtime run one at a time; a plugin's own failure never takes the
+//! operations on one plugin run one at a time; a plugin's own failure never takes the
 //! daemon or a session down.
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -85,14 +85,14 @@ struct Slot {
     failed_while_enabling: Option<String>,
     /// Bumped by every enable and disable.
     epoch: u64,
+    /// Serializes this plugin's enable/disable (one slow plugin never holds up another).
+    op: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Owns every plugin and its state; the only writer of plugin contributions.
 pub struct PluginRuntime {
     registries: Arc<Registries>,
     slots: Mutex<Vec<Slot>>,
-    /// Serializes enable/disable so a plugin is never initialized twice at once.
-    ops: tokio::sync::Mutex<()>,
     /// Called after every change of the registries (e.g. to drop cached LLM clients).
     on_change: Box<dyn Fn() + Send + Sync>,
     weak: Weak<PluginRuntime>,
@@ -106,7 +106,6 @@ impl PluginRuntime {
         Arc::new_cyclic(|weak| PluginRuntime {
             registries,
             slots: Mutex::new(Vec::new()),
-            ops: tokio::sync::Mutex::new(()),
             on_change: Box::new(on_change),
             weak: weak.clone(),
         })
@@ -132,6 +131,7 @@ impl PluginRuntime {
             error: None,
             failed_while_enabling: None,
             epoch: 0,
+            op: Arc::new(tokio::sync::Mutex::new(())),
         });
         Ok(())
     }
@@ -175,7 +175,7 @@ impl PluginRuntime {
 
     /// Enables a plugin: Failed is reloaded to Registered first; Active stays Active.
     pub async fn enable(&self, name: &str) -> Result<PluginInfo, PluginError> {
-        let _op = self.ops.lock().await;
+        let _op = self.op_lock(name)?.lock_owned().await;
         let (plugin, state) = self.plugin(name)?;
         match state {
             PluginState::Active => return self.info(name),
@@ -245,7 +245,7 @@ impl PluginRuntime {
     /// Disables an Active plugin: unwind its contributions, then shut it down.
     /// Any other state is left as it is (a Failed plugin already owns nothing).
     pub async fn disable(&self, name: &str) -> Result<PluginInfo, PluginError> {
-        let _op = self.ops.lock().await;
+        let _op = self.op_lock(name)?.lock_owned().await;
         let (plugin, state) = self.plugin(name)?;
         if state == PluginState::Active {
             self.bump(name);
@@ -284,14 +284,20 @@ impl PluginRuntime {
             }
             slot.state = PluginState::Failed;
             slot.error = Some(error.clone());
-            slot.plugin.clone()
+            (slot.plugin.clone(), slot.op.clone())
         };
         tracing::warn!(plugin = name, %error, "plugin failed; unwinding its contributions");
         self.registries.unwind(&Owner::Plugin(name.to_owned()));
         (self.on_change)();
         // Stop what is left of it (kill the process) without blocking the reporter.
+        // Under the plugin's op lock, so a `plugin/enable` racing it starts the fresh
+        // process only after this one is gone.
+        let (plugin, op) = plugin;
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { plugin.shutdown().await });
+            handle.spawn(async move {
+                let _op = op.lock_owned().await;
+                plugin.shutdown().await;
+            });
         }
     }
 
@@ -319,6 +325,11 @@ impl PluginRuntime {
 }
 
 impl PluginRuntime {
+    fn op_lock(&self, name: &str) -> Result<Arc<tokio::sync::Mutex<()>>, PluginError> {
+        let slots = self.slots();
+        Ok(find(&slots, name)?.op.clone())
+    }
+
     /// Starts a new epoch for `name`; earlier reporters go stale.
     fn bump(&self, name: &str) -> u64 {
         let mut slots = self.slots();

@@ -111,9 +111,17 @@ impl Connection {
         if let Some(cwd) = &spec.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", spec.command))?;
+        let mut child = cmd.spawn().map_err(|e| match &spec.cwd {
+            // Spawn reports a missing working directory like a missing program.
+            Some(cwd) if !cwd.is_dir() => {
+                format!(
+                    "cannot start `{}`: no directory {}",
+                    spec.command,
+                    cwd.display()
+                )
+            }
+            _ => format!("cannot start `{}`: {e}", spec.command),
+        })?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(err_pipe)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -352,7 +360,7 @@ impl Shared {
                 }
             }
             Incoming::Notification { method, params } if method == protocol::LOG => {
-                log(&self.plugin, &params);
+                stderr::log(&self.plugin, &params);
             }
             Incoming::Notification { method, .. } => {
                 tracing::debug!(plugin = %self.plugin, %method, "notification ignored");
@@ -473,31 +481,16 @@ pub fn describe_exit(status: ExitStatus) -> String {
 fn preview(line: &[u8]) -> String {
     let text = String::from_utf8_lossy(line);
     let mut chars = text.chars();
-    let head: String = chars.by_ref().take(GARBAGE_PREVIEW).collect();
+    // Control characters (terminal escapes) would garble the error where it is shown.
+    let head: String = chars
+        .by_ref()
+        .take(GARBAGE_PREVIEW)
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
     if chars.next().is_some() {
         format!("{head}…")
     } else {
         head
-    }
-}
-
-/// A `log` notification from the plugin: `{level, message}` into the daemon log.
-fn log(plugin: &str, params: &Value) {
-    let message = match params.get("message") {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => params.to_string(),
-    };
-    let level = params
-        .get("level")
-        .and_then(Value::as_str)
-        .unwrap_or("info");
-    match level {
-        "error" => tracing::error!(target: "amberd::plugin", plugin, "{message}"),
-        "warn" | "warning" => tracing::warn!(target: "amberd::plugin", plugin, "{message}"),
-        "debug" => tracing::debug!(target: "amberd::plugin", plugin, "{message}"),
-        "trace" => tracing::trace!(target: "amberd::plugin", plugin, "{message}"),
-        _ => tracing::info!(target: "amberd::plugin", plugin, "{message}"),
     }
 }
 

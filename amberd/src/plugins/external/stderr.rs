@@ -1,12 +1,14 @@
-//! A plugin's stderr goes to the daemon log, tagged with the plugin's name. The pipe is
-//! always drained (a plugin blocked on a full stderr would look hung), but what reaches
-//! the log is bounded: long lines are cut and a chatty plugin is rate limited. The last
-//! line is kept so an exit can say why ("exited with status 1: Traceback …").
+//! What a plugin says for humans goes to the daemon log, tagged with the plugin's name:
+//! its `log` notifications and its stderr. The stderr pipe is always drained (a plugin
+//! blocked on a full stderr would look hung), but what reaches the log is bounded: long
+//! lines are cut and a chatty plugin is rate limited. The last line is kept so an exit can
+//! say why ("exited with status 1; last stderr line: ModuleNotFoundError: …").
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::process::ChildStderr;
 use tokio::time::Instant;
@@ -87,5 +89,25 @@ fn cut(text: &str) -> String {
     match text.char_indices().nth(MAX_LOGGED_LINE) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
+    }
+}
+
+/// A `log` notification from the plugin: `{level, message}` into the daemon log.
+pub fn log(plugin: &str, params: &Value) {
+    let message = match params.get("message") {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => params.to_string(),
+    };
+    let level = params
+        .get("level")
+        .and_then(Value::as_str)
+        .unwrap_or("info");
+    match level {
+        "error" => tracing::error!(target: "amberd::plugin", plugin, "{message}"),
+        "warn" | "warning" => tracing::warn!(target: "amberd::plugin", plugin, "{message}"),
+        "debug" => tracing::debug!(target: "amberd::plugin", plugin, "{message}"),
+        "trace" => tracing::trace!(target: "amberd::plugin", plugin, "{message}"),
+        _ => tracing::info!(target: "amberd::plugin", plugin, "{message}"),
     }
 }

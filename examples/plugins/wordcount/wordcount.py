@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""textkit: an example amber external plugin (see docs/plugins.md).
+"""wordcount: an example amber external plugin (see docs/plugins.md).
 
 amberd starts this script, writes JSON-RPC 2.0 requests to its stdin and reads
 the answers from its stdout, one JSON message per line. Anything for humans goes
@@ -17,7 +17,7 @@ at a time, so `$/cancelRequest` has nothing to interrupt and is ignored.
 import json
 import sys
 
-NAME = "textkit"
+NAME = "wordcount"
 VERSION = "1.0.0"
 PROTOCOL_VERSION = 1
 
