@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::client::{Connection, ListKind, Lists, Peer, chain};
 use super::{McpConfig, McpPrompt, McpSink, adapters};
 
+/// How long a failed request waits for the connection's own end reason (exit status).
+const DEATH_REASON_WAIT: Duration = Duration::from_millis(500);
 /// Timeouts and backoff, from `[mcp]`.
 #[derive(Debug, Clone)]
 pub(super) struct Settings {
@@ -284,7 +286,12 @@ async fn watch(
                     match tokio::time::timeout(settings.call_timeout, conn.list(kind, lists)).await {
                         Ok(Ok(())) => {}
                         Ok(Err(err @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
-                            return End::Dead(format!("re-listing failed: {}", chain(&err)));
+                            // The transport closing usually means the process died: its
+                            // exit says more than "transport closed", if it comes soon.
+                            let ended = tokio::time::timeout(DEATH_REASON_WAIT, conn.ended()).await;
+                            return End::Dead(ended.unwrap_or_else(|_| {
+                                format!("re-listing failed: {}", chain(&err))
+                            }));
                         }
                         Ok(Err(err)) => tracing::warn!(server = %server.name, ?kind, "re-listing failed: {}", chain(&err)),
                         Err(_) => tracing::warn!(server = %server.name, ?kind, "re-listing timed out"),

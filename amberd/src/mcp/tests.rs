@@ -206,10 +206,8 @@ async fn stdio_reconnects_after_the_child_is_killed() {
     // SAFETY: the host's own child, which the test means to kill.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let failed = sink.wait_status(S, McpStatus::Failed, 10).await;
-    assert!(
-        failed.error.unwrap().contains("exited"),
-        "the error says why"
-    );
+    let error = failed.error.unwrap();
+    assert!(error.contains("exited"), "the error says why: {error}");
     // The tools stay registered while the host waits to reconnect; calls say so.
     let out = call(&sink, S, "mcp__everything__echo", json!({"message": "x"})).await;
     assert_eq!(out.status, ToolStatus::Error);
