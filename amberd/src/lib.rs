@@ -14,3 +14,4 @@ pub mod rpc;
 pub mod session;
 pub mod store;
 pub mod tools;
+pub mod util;

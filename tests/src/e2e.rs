@@ -194,6 +194,19 @@ pub fn stop_reason(events: &[Value]) -> &str {
     last["stopReason"].as_str().expect("stopReason is a string")
 }
 
+/// Names of the tools a recorded request offered the model (empty when it sent none).
+pub fn offered_tools(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The `messages` of a recorded chat-completions request.
 pub fn messages(request: &Value) -> &Vec<Value> {
     request["messages"]

@@ -101,14 +101,11 @@ async fn a_configured_server_brings_tools_the_model_calls_and_prompts_as_command
     let (status, output) = result_of(&turn, "s1");
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("42"), "{output}");
-    let requests = mock.requests();
-    let offered: Vec<&str> = requests[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
-    assert!(offered.contains(&"mcp__everything__get-sum"), "{offered:?}");
+    let offered = amber_tests::e2e::offered_tools(&mock.requests()[0]);
+    assert!(
+        offered.iter().any(|t| t == "mcp__everything__get-sum"),
+        "{offered:?}"
+    );
 
     // Prompts are commands: running one sends its text to the session as a prompt.
     let commands = daemon.rpc_ok("command/list", json!({}));

@@ -126,17 +126,7 @@ async fn the_model_is_offered_exactly_the_registered_tools_and_can_call_a_plugin
     let (status, output) = result_of(&turn, "h1");
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("Hello, Ada!"), "{output}");
-    let offered = |request: &Value| -> Vec<String> {
-        request["tools"]
-            .as_array()
-            .map(|tools| {
-                tools
-                    .iter()
-                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let offered = amber_tests::e2e::offered_tools;
     assert!(offered(&mock.requests()[0]).contains(&"hello".to_owned()));
 
     daemon.rpc_ok("plugin/disable", json!({"name": "hello"}));

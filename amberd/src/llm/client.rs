@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::retry::{Backoff, parse_retry_after};
 use super::sse::{read_buffered, read_sse};
 use super::{ApiError, ChatRequest, ChatResponse, Dialect, LlmSettings, StreamEvent, make_dialect};
+use crate::util::error_chain as chain;
 
 /// Most of an error body we keep for the message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -260,21 +261,6 @@ fn map_send_error(e: &reqwest::Error) -> ApiError {
     } else {
         ApiError::Connect(text)
     }
-}
-
-/// An error with its sources, `a: b: c`.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

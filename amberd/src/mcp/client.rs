@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpPrompt;
 use super::McpPromptArgument;
+pub(super) use crate::util::error_chain as chain;
 
 pub(super) type Peer = rmcp::Peer<RoleClient>;
 
@@ -400,19 +401,4 @@ fn log_stderr(server: String, pipe: ChildStderr, tail: Tail) {
             }
         }
     });
-}
-
-/// An error with its sources, on one line.
-pub(super) fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }
