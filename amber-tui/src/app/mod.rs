@@ -1,0 +1,332 @@
+//! The pure state of the TUI: everything the screen shows, changed only by protocol events
+//! ([`App::apply_event`]), keys ([`App::on_key`]) and the answers to the [`Action`]s it asked
+//! the runtime to perform. No I/O here, so every view can be driven and snapshot in tests.
+
+mod complete;
+mod events;
+mod input;
+mod keys;
+
+use std::collections::{HashSet, VecDeque};
+
+use amber_proto::{
+    Approval, CommandAction, CommandInfo, CommandRunResult, Decision, PanelGetResult, PanelInfo,
+    SessionInfo, SessionState, StatusSegmentInfo, Todo,
+};
+
+pub use complete::{Popup, PopupKind, match_files, popup_for};
+pub use input::Input;
+
+use crate::transcript::{Cell, InfoKind, Transcript};
+
+/// Ticks (of [`TICK_MS`]) a first Ctrl-C at idle stays armed for the second.
+const CTRL_C_TICKS: u32 = 8;
+/// The runtime calls [`App::tick`] this often.
+pub const TICK_MS: u64 = 250;
+
+/// Something the runtime must do for the app: an RPC, or leaving.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// `session/prompt`; the answer comes back through [`App::on_prompt_sent`].
+    Prompt { local_id: u64, text: String },
+    /// `session/cancel`.
+    Cancel,
+    /// `approval/respond`.
+    Approve {
+        request_id: String,
+        decision: Decision,
+    },
+    /// `command/run`; the answer comes back through [`App::on_command_result`].
+    RunCommand { name: String, args: String },
+    /// `status/get` → [`App::set_status`].
+    RefreshStatus,
+    /// `panel/get` → [`App::set_panel`].
+    RefreshPanel(String),
+    /// Leave the TUI; the session keeps running in the daemon.
+    Detach,
+    /// Attach to another session.
+    SwitchSession(String),
+    /// Read the session again from the start (after `/clear`).
+    Reload,
+}
+
+/// Where the transcript view is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scroll {
+    /// The bottom is on screen and new output scrolls in.
+    Follow,
+    /// Scrolled up: this (cell, row) is the top row on screen and stays there.
+    Anchor { cell: usize, row: usize },
+}
+
+/// A prompt sent but whose turn has not started yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    pub local_id: u64,
+    pub turn_id: Option<String>,
+    pub text: String,
+}
+
+/// The panel on screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelView {
+    pub name: String,
+    pub title: String,
+    pub lines: Vec<String>,
+}
+
+/// The whole state of the attached-session screen.
+#[derive(Debug)]
+pub struct App {
+    pub session_id: String,
+    pub session: Option<SessionInfo>,
+    pub transcript: Transcript,
+    pub queued: Vec<Queued>,
+    /// Pending approval requests, oldest first; the first is the overlay.
+    pub approvals: VecDeque<Approval>,
+    pub todos: Vec<Todo>,
+    pub input: Input,
+    pub popup: Option<Popup>,
+    pub commands: Vec<CommandInfo>,
+    /// Workspace paths for `@` completion (relative, `/`-separated).
+    pub files: Vec<String>,
+    pub status: Vec<StatusSegmentInfo>,
+    pub panels: Vec<PanelInfo>,
+    pub panel: Option<PanelView>,
+    pub help: bool,
+    /// Tool outputs, diffs and reasoning shown in full.
+    pub expanded: bool,
+    /// A turn is running (from events; seeded by `session/get`).
+    pub running: bool,
+    /// Replay is over (the `synced` event arrived).
+    pub synced: bool,
+    /// The highest durable `seq` applied.
+    pub last_seq: u64,
+    pub scroll: Scroll,
+    /// Top (cell, row) of the last frame, set by the drawing code: where scrolling up starts.
+    pub view_top: (usize, usize),
+    /// Transcript width and height of the last frame.
+    pub view_size: (u16, u16),
+    /// A short message in the status line (errors of calls, hints).
+    pub notice: Option<String>,
+    /// Turn ids whose `turn_started` was seen: a prompt answer arriving after it is not queued.
+    started_turns: HashSet<String>,
+    next_local_id: u64,
+    ctrl_c_armed: u32,
+    pending: Vec<Action>,
+    /// A note to add once the transcript has been reloaded.
+    pub(crate) reload_note: Option<String>,
+}
+
+impl App {
+    pub fn new(session_id: impl Into<String>) -> Self {
+        App {
+            session_id: session_id.into(),
+            session: None,
+            transcript: Transcript::new(),
+            queued: Vec::new(),
+            approvals: VecDeque::new(),
+            todos: Vec::new(),
+            input: Input::default(),
+            popup: None,
+            commands: Vec::new(),
+            files: Vec::new(),
+            status: Vec::new(),
+            panels: Vec::new(),
+            panel: None,
+            help: false,
+            expanded: false,
+            running: false,
+            synced: false,
+            last_seq: 0,
+            scroll: Scroll::Follow,
+            view_top: (0, 0),
+            view_size: (80, 20),
+            notice: None,
+            started_turns: HashSet::new(),
+            next_local_id: 1,
+            ctrl_c_armed: 0,
+            pending: Vec::new(),
+            reload_note: None,
+        }
+    }
+
+    /// Seeds the state from `session/get` (info, pending approvals, todos). The transcript
+    /// comes from the replay that follows.
+    pub fn load_snapshot(
+        &mut self,
+        session: SessionInfo,
+        approvals: Vec<Approval>,
+        todos: Vec<Todo>,
+    ) {
+        self.running = session.state != SessionState::Idle;
+        self.session_id = session.session_id.clone();
+        self.session = Some(session);
+        for a in approvals {
+            if !self.approvals.iter().any(|p| p.request_id == a.request_id) {
+                self.approvals.push_back(a);
+            }
+        }
+        self.todos = todos;
+        self.request(Action::RefreshStatus);
+    }
+
+    /// Forgets the transcript (before replaying it again), keeping input, history and caches.
+    pub fn reset_transcript(&mut self) {
+        self.transcript = Transcript::new();
+        self.approvals.clear();
+        self.synced = false;
+        self.last_seq = 0;
+        self.scroll = Scroll::Follow;
+        self.started_turns.clear();
+    }
+
+    /// The actions asked for since the last call, duplicates of refreshes dropped.
+    pub fn drain_actions(&mut self) -> Vec<Action> {
+        let mut out: Vec<Action> = Vec::new();
+        for a in self.pending.drain(..) {
+            let dup =
+                matches!(a, Action::RefreshStatus | Action::RefreshPanel(_)) && out.contains(&a);
+            if !dup {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    pub(crate) fn request(&mut self, action: Action) {
+        self.pending.push(action);
+    }
+
+    /// Called every [`TICK_MS`]: expires the Ctrl-C arm and the notice of it.
+    pub fn tick(&mut self) {
+        if self.ctrl_c_armed > 0 {
+            self.ctrl_c_armed -= 1;
+            if self.ctrl_c_armed == 0 {
+                self.notice = None;
+            }
+        }
+    }
+
+    /// A prompt the user sent: shown as queued until its turn starts.
+    pub(crate) fn send_prompt(&mut self, text: String) {
+        let local_id = self.next_local_id;
+        self.next_local_id += 1;
+        self.queued.push(Queued {
+            local_id,
+            turn_id: None,
+            text: text.clone(),
+        });
+        self.request(Action::Prompt { local_id, text });
+        self.scroll = Scroll::Follow;
+    }
+
+    /// The answer to [`Action::Prompt`].
+    pub fn on_prompt_sent(&mut self, local_id: u64, result: Result<String, String>) {
+        match result {
+            Ok(turn_id) if self.started_turns.contains(&turn_id) => {
+                self.queued.retain(|q| q.local_id != local_id);
+            }
+            Ok(turn_id) => {
+                if let Some(q) = self.queued.iter_mut().find(|q| q.local_id == local_id) {
+                    q.turn_id = Some(turn_id);
+                }
+            }
+            Err(e) => {
+                self.queued.retain(|q| q.local_id != local_id);
+                self.transcript.push(Cell::Error {
+                    code: "prompt".into(),
+                    message: e,
+                });
+            }
+        }
+    }
+
+    /// The answer to [`Action::RunCommand`].
+    pub fn on_command_result(&mut self, result: Result<CommandRunResult, String>) {
+        let result = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.transcript.push(Cell::Error {
+                    code: "command".into(),
+                    message: e,
+                });
+                return;
+            }
+        };
+        match result.action {
+            Some(CommandAction::Detach) => self.request(Action::Detach),
+            Some(CommandAction::OpenSession { session_id }) => {
+                self.request(Action::SwitchSession(session_id))
+            }
+            Some(CommandAction::Cleared) => {
+                self.reload_note = Some(result.output);
+                self.request(Action::Reload);
+                return;
+            }
+            Some(CommandAction::Prompted { .. }) | None => {}
+        }
+        if !result.output.trim().is_empty() {
+            self.transcript.push(Cell::Info {
+                text: result.output,
+                kind: InfoKind::Command,
+            });
+        }
+        self.request(Action::RefreshStatus);
+        self.scroll = Scroll::Follow;
+    }
+
+    /// The answer to [`Action::RefreshStatus`].
+    pub fn set_status(&mut self, segments: Vec<StatusSegmentInfo>) {
+        self.status = segments;
+    }
+
+    /// The answer to [`Action::RefreshPanel`]; ignored if another panel is open by now.
+    pub fn set_panel(&mut self, panel: PanelGetResult) {
+        if self.panel.as_ref().is_some_and(|p| p.name == panel.name) {
+            self.panel = Some(PanelView {
+                name: panel.name,
+                title: panel.title,
+                lines: panel.lines,
+            });
+        }
+    }
+
+    /// A call failed: say so in the status line.
+    pub fn on_error(&mut self, message: impl Into<String>) {
+        self.notice = Some(message.into());
+    }
+
+    /// Adds a note cell (connection lost, reattached…).
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.transcript.push(Cell::Info {
+            text: text.into(),
+            kind: InfoKind::Note,
+        });
+    }
+
+    /// Shows the next panel of `panel/list` (or closes the last one).
+    pub(crate) fn cycle_panel(&mut self) {
+        let next = match &self.panel {
+            None => self.panels.first(),
+            Some(open) => {
+                let pos = self.panels.iter().position(|p| p.name == open.name);
+                pos.and_then(|i| self.panels.get(i + 1))
+            }
+        };
+        self.panel = next.map(|p| PanelView {
+            name: p.name.clone(),
+            title: p.title.clone(),
+            lines: Vec::new(),
+        });
+        if let Some(name) = self.panel.as_ref().map(|p| p.name.clone()) {
+            self.request(Action::RefreshPanel(name));
+        }
+    }
+
+    fn refresh_panel(&mut self) {
+        if let Some(name) = self.panel.as_ref().map(|p| p.name.clone()) {
+            self.request(Action::RefreshPanel(name));
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Command-line arguments of `amber`.
+
+use std::path::PathBuf;
+
+use amber_proto::Mode;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "amber",
+    version,
+    about = "amber: a coding agent in your terminal (attaches to amberd)"
+)]
+pub struct Args {
+    /// Workspace of a new session (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Mode of a new session.
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Option<Mode>,
+    /// Model of a new session.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Attach to this session instead of starting one.
+    #[arg(long, value_name = "ID", conflicts_with = "resume")]
+    pub session: Option<String>,
+    /// Attach to the newest session of this directory.
+    #[arg(long = "continue", id = "resume")]
+    pub resume: bool,
+    /// The daemon's socket (default: $AMBER_SOCKET, else the standard path).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub socket: Option<PathBuf>,
+    /// Fail instead of starting amberd when it is not running.
+    #[arg(long, global = true)]
+    pub no_autostart: bool,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Attach to a session (same as --session ID).
+    Attach { id: String },
+    /// Pick a session to attach to, start one, or delete one.
+    Sessions,
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+/// What `amber` was asked to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    New,
+    Attach(String),
+    Continue,
+    Picker,
+}
+
+impl Args {
+    pub fn start(&self) -> Start {
+        match (&self.command, &self.session) {
+            (Some(Command::Attach { id }), _) => Start::Attach(id.clone()),
+            (Some(Command::Sessions), _) => Start::Picker,
+            (None, Some(id)) => Start::Attach(id.clone()),
+            (None, None) if self.resume => Start::Continue,
+            (None, None) => Start::New,
+        }
+    }
+}

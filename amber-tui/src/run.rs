@@ -1,0 +1,132 @@
+//! The runtime: connects (as an approver), picks or creates the session, owns the terminal,
+//! and hands over to [`session::attached`] until the user detaches. The terminal is restored
+//! on every way out; the session always keeps running in the daemon.
+
+pub mod session;
+
+use std::path::{Path, PathBuf};
+
+use amber_client::{Client, ConnectOptions};
+use amber_proto::{SessionInfo, SessionNewParams};
+use ratatui::crossterm::event::Event;
+use tokio::sync::mpsc;
+
+use crate::Error;
+use crate::cli::{Args, Start};
+use crate::picker::{Picker, PickerAction};
+use crate::terminal::Tui;
+use session::{Carry, Outcome};
+
+/// Runs `amber` with parsed arguments; returns the session it left (detached from).
+pub async fn run(args: Args) -> Result<Option<String>, Error> {
+    let mut opts = ConnectOptions::new("amber", env!("CARGO_PKG_VERSION"));
+    opts.socket = args.socket.clone();
+    opts.autostart = !args.no_autostart;
+    opts.approvals = true;
+    let client = Client::connect(opts.clone()).await?;
+    let cwd = workspace(args.cwd.as_deref())?;
+    let first = match args.start() {
+        Start::New => Some(new_session(&client, &cwd, &args).await?.session_id),
+        Start::Attach(id) => {
+            // Fails here, before the screen changes, when the id is wrong.
+            client.session_get(&id).await?;
+            Some(id)
+        }
+        Start::Continue => Some(match newest_in(&client, &cwd).await? {
+            Some(id) => id,
+            None => {
+                return Err(Error::Usage(format!(
+                    "no session in {} to continue (start one with `amber`)",
+                    cwd.display()
+                )));
+            }
+        }),
+        Start::Picker => None,
+    };
+    let (mut tui, mut keys) = Tui::enter()?;
+    let mut carry = Carry::default();
+    let mut next = match first {
+        Some(id) => id,
+        None => match pick(&client, &cwd, &args, &mut tui, &mut keys).await? {
+            Some(id) => id,
+            None => return Ok(None),
+        },
+    };
+    loop {
+        match session::attached(&client, &opts, &next, &mut tui, &mut keys, &mut carry).await? {
+            Outcome::Detach => return Ok(Some(next)),
+            Outcome::Switch(id) => next = id,
+        }
+    }
+}
+
+/// The workspace: `--cwd` or the current directory, absolute and canonical.
+fn workspace(cwd: Option<&Path>) -> Result<PathBuf, Error> {
+    let dir = match cwd {
+        Some(d) => d.to_owned(),
+        None => std::env::current_dir()?,
+    };
+    dir.canonicalize()
+        .map_err(|e| Error::Usage(format!("workspace {}: {e}", dir.display())))
+}
+
+async fn new_session(client: &Client, cwd: &Path, args: &Args) -> Result<SessionInfo, Error> {
+    let params = SessionNewParams {
+        cwd: cwd.display().to_string(),
+        mode: args.mode,
+        model: args.model.clone(),
+        ..SessionNewParams::default()
+    };
+    Ok(client.session_new(&params).await?)
+}
+
+/// The session of `cwd` with the latest activity.
+async fn newest_in(client: &Client, cwd: &Path) -> Result<Option<String>, Error> {
+    let here = cwd.display().to_string();
+    let sessions = client.session_list_all().await?;
+    Ok(sessions
+        .into_iter()
+        .filter(|s| s.cwd == here)
+        .max_by(|a, b| a.updated_at.cmp(&b.updated_at))
+        .map(|s| s.session_id))
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The picker: returns the session to attach to, or `None` to quit.
+async fn pick(
+    client: &Client,
+    cwd: &Path,
+    args: &Args,
+    tui: &mut Tui,
+    keys: &mut mpsc::UnboundedReceiver<Event>,
+) -> Result<Option<String>, Error> {
+    let mut picker = Picker::new(client.session_list_all().await?, now_unix());
+    loop {
+        tui.terminal.draw(|f| crate::ui::picker::draw(&picker, f))?;
+        let Some(ev) = keys.recv().await else {
+            return Ok(None);
+        };
+        let Event::Key(key) = ev else { continue };
+        match picker.on_key(key) {
+            None => {}
+            Some(PickerAction::Quit) => return Ok(None),
+            Some(PickerAction::Attach(id)) => return Ok(Some(id)),
+            Some(PickerAction::New) => {
+                return Ok(Some(new_session(client, cwd, args).await?.session_id));
+            }
+            Some(PickerAction::Delete(id)) => {
+                match client.session_delete(&id).await {
+                    Ok(_) => picker.notice = Some(format!("deleted {id}")),
+                    Err(e) => picker.notice = Some(format!("delete failed: {e}")),
+                }
+                picker.now = now_unix();
+                picker.set_sessions(client.session_list_all().await?);
+            }
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! One attached session: `session/get`, then `session/subscribe {afterSeq: 0}` whose replay is
+//! the transcript, then live events. Terminal input, events, answers to calls and a tick are
+//! multiplexed here; the app's [`Action`]s run as tasks so the screen never waits on the
+//! daemon. A lagged subscription resumes from the last `seq`; a lost connection reconnects.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use amber_client::{Client, ClientError, ConnectOptions, RawEventStream};
+use amber_proto::{CommandInfo, CommandRunResult, PanelGetResult, PanelInfo, StatusGetResult};
+use futures::{FutureExt, StreamExt};
+use ratatui::crossterm::event::{Event, MouseEventKind};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::Error;
+use crate::app::{Action, App, TICK_MS};
+use crate::terminal::Tui;
+use crate::{files, rpc, ui};
+
+/// Shortest time between two frames (~60 fps): bursts of deltas are drawn together.
+const FRAME: Duration = Duration::from_millis(16);
+/// Events applied at most before a frame is drawn.
+const EVENT_BATCH: usize = 2048;
+/// Ticks between status refreshes when nothing else asked for one (~5 s).
+const STATUS_TICKS: u32 = 20;
+
+/// How an attached session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Detach,
+    Switch(String),
+}
+
+/// What survives switching sessions: the prompt history and the command list.
+#[derive(Debug, Default)]
+pub struct Carry {
+    pub history: Vec<String>,
+    pub commands: Vec<CommandInfo>,
+    pub panels: Vec<PanelInfo>,
+}
+
+/// Answers from tasks.
+enum Msg {
+    Prompted(u64, Result<String, String>),
+    Command(Result<CommandRunResult, String>),
+    Status(StatusGetResult),
+    Panel(PanelGetResult),
+    Commands(Vec<CommandInfo>),
+    Panels(Vec<PanelInfo>),
+    Files(Vec<String>),
+    Error(String),
+    Reconnected(Client),
+}
+
+struct Ctx<'a> {
+    client: Client,
+    opts: &'a ConnectOptions,
+    tx: mpsc::UnboundedSender<Msg>,
+    session_id: String,
+}
+
+pub async fn attached(
+    client: &Client,
+    opts: &ConnectOptions,
+    session_id: &str,
+    tui: &mut Tui,
+    keys: &mut mpsc::UnboundedReceiver<Event>,
+    carry: &mut Carry,
+) -> Result<Outcome, Error> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut ctx = Ctx {
+        client: client.clone(),
+        opts,
+        tx,
+        session_id: session_id.to_owned(),
+    };
+    let mut app = App::new(session_id);
+    app.input.set_history(std::mem::take(&mut carry.history));
+    app.commands = carry.commands.clone();
+    app.panels = carry.panels.clone();
+    let mut stream = Some(attach(&ctx.client, &mut app).await?);
+    spawn_lists(&ctx, &app);
+    let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut ticks = 0u32;
+    let mut dirty = true;
+    let mut last_frame = Instant::now() - FRAME;
+    let outcome = loop {
+        if dirty && last_frame.elapsed() >= FRAME {
+            tui.terminal.draw(|f| ui::draw(&mut app, f))?;
+            last_frame = Instant::now();
+            dirty = false;
+        }
+        let frame_due = last_frame + FRAME;
+        tokio::select! {
+            ev = keys.recv() => {
+                let Some(ev) = ev else { break Outcome::Detach };
+                on_terminal_event(&mut app, ev);
+                dirty = true;
+            }
+            item = next_event(&mut stream) => {
+                dirty = true;
+                match item {
+                    Some(Ok(raw)) => {
+                        apply_raw(&mut app, raw.json());
+                        // Drain what is already here so a burst becomes one frame.
+                        for _ in 0..EVENT_BATCH {
+                            match stream.as_mut().and_then(|s| s.next().now_or_never()) {
+                                Some(Some(Ok(raw))) => apply_raw(&mut app, raw.json()),
+                                Some(Some(Err(e))) => {
+                                    stream = None;
+                                    resubscribe(&mut ctx, &mut app, &mut stream, e).await;
+                                    break;
+                                }
+                                _ => break,
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        stream = None;
+                        resubscribe(&mut ctx, &mut app, &mut stream, e).await;
+                    }
+                    None => {
+                        stream = None;
+                        resubscribe(&mut ctx, &mut app, &mut stream, ClientError::Transport("the event stream ended".into())).await;
+                    }
+                }
+            }
+            msg = rx.recv() => {
+                if let Some(msg) = msg {
+                    on_msg(&mut ctx, &mut app, &mut stream, msg).await;
+                    dirty = true;
+                }
+            }
+            _ = tick.tick() => {
+                app.tick();
+                ticks += 1;
+                if ticks.is_multiple_of(STATUS_TICKS) && ctx.client.is_connected() {
+                    spawn_status(&ctx);
+                }
+                dirty = true;
+            }
+            _ = tokio::time::sleep_until(frame_due), if dirty => {}
+        }
+        match perform(&mut ctx, &mut app, &mut stream).await {
+            Some(outcome) => break outcome,
+            None => continue,
+        }
+    };
+    carry.history = app.input.history().to_vec();
+    carry.commands = app.commands.clone();
+    carry.panels = app.panels.clone();
+    if let Some(s) = stream {
+        // Best effort: the daemon drops the subscription with the connection anyway.
+        let _ = tokio::time::timeout(Duration::from_millis(300), s.unsubscribe()).await;
+    }
+    Ok(outcome)
+}
+
+/// `session/get` seeds the app, then the subscription replays everything from the start.
+async fn attach(client: &Client, app: &mut App) -> Result<RawEventStream, ClientError> {
+    let got = client.session_get(&app.session_id).await?;
+    app.load_snapshot(got.session, got.pending_approvals, got.todos);
+    client.subscribe_raw(&app.session_id, Some(0)).await
+}
+
+async fn next_event(
+    stream: &mut Option<RawEventStream>,
+) -> Option<Result<amber_client::RawEvent, ClientError>> {
+    match stream.as_mut() {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn apply_raw(app: &mut App, json: &str) {
+    if let Ok(ev) = serde_json::from_str::<Value>(json) {
+        app.apply_event(&ev);
+    }
+}
+
+fn on_terminal_event(app: &mut App, ev: Event) {
+    match ev {
+        Event::Key(key) => {
+            // Actions are collected by `perform` through the app's queue.
+            for a in app.on_key(key) {
+                app.request(a);
+            }
+        }
+        Event::Paste(text) => {
+            for a in app.on_paste(&text) {
+                app.request(a);
+            }
+        }
+        Event::Mouse(m) => match m.kind {
+            MouseEventKind::ScrollUp => app.on_wheel(-1),
+            MouseEventKind::ScrollDown => app.on_wheel(1),
+            _ => {}
+        },
+        _ => {}
+    }
+}
+
+/// After the subscription ended: resubscribe from the last `seq` on the same connection when
+/// it is still up (a lagged subscriber), else reconnect in the background.
+async fn resubscribe(
+    ctx: &mut Ctx<'_>,
+    app: &mut App,
+    stream: &mut Option<RawEventStream>,
+    why: ClientError,
+) {
+    if ctx.client.is_connected() {
+        match ctx
+            .client
+            .subscribe_raw(&ctx.session_id, Some(app.last_seq))
+            .await
+        {
+            Ok(s) => {
+                *stream = Some(s);
+                return;
+            }
+            Err(e) => app.on_error(format!("resubscribe failed: {e}")),
+        }
+    }
+    app.on_error(format!("lost amberd ({why}); reconnecting…"));
+    let tx = ctx.tx.clone();
+    let opts = ctx.opts.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if let Ok(client) = Client::connect(opts.clone()).await {
+                let _ = tx.send(Msg::Reconnected(client));
+                return;
+            }
+            if tx.is_closed() {
+                return;
+            }
+        }
+    });
+}
+
+async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventStream>, msg: Msg) {
+    match msg {
+        Msg::Prompted(id, r) => app.on_prompt_sent(id, r),
+        Msg::Command(r) => app.on_command_result(r),
+        Msg::Status(s) => app.set_status(s.segments),
+        Msg::Panel(p) => app.set_panel(p),
+        Msg::Commands(c) => app.commands = c,
+        Msg::Panels(p) => app.panels = p,
+        Msg::Files(f) => app.files = f,
+        Msg::Error(e) => app.on_error(e),
+        Msg::Reconnected(client) => {
+            ctx.client = client;
+            match ctx
+                .client
+                .subscribe_raw(&ctx.session_id, Some(app.last_seq))
+                .await
+            {
+                Ok(s) => {
+                    *stream = Some(s);
+                    app.notice = Some("reconnected to amberd".into());
+                    spawn_status(ctx);
+                }
+                Err(e) => {
+                    resubscribe(ctx, app, stream, e).await;
+                }
+            }
+        }
+    }
+}
+
+/// Runs the app's pending actions; `Some` when the session screen must end.
+async fn perform(
+    ctx: &mut Ctx<'_>,
+    app: &mut App,
+    stream: &mut Option<RawEventStream>,
+) -> Option<Outcome> {
+    for action in app.drain_actions() {
+        let (c, tx, id) = (ctx.client.clone(), ctx.tx.clone(), ctx.session_id.clone());
+        match action {
+            Action::Detach => return Some(Outcome::Detach),
+            Action::SwitchSession(next) => return Some(Outcome::Switch(next)),
+            Action::Reload => {
+                *stream = None;
+                app.reset_transcript();
+                match attach(&ctx.client, app).await {
+                    Ok(s) => *stream = Some(s),
+                    Err(e) => app.on_error(format!("reload failed: {e}")),
+                }
+            }
+            Action::Prompt { local_id, text } => {
+                tokio::spawn(async move {
+                    let r = c
+                        .session_prompt(&id, &text)
+                        .await
+                        .map(|r| r.turn_id)
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Prompted(local_id, r));
+                });
+            }
+            Action::Cancel => {
+                tokio::spawn(async move {
+                    if let Err(e) = c.session_cancel(&id).await {
+                        let _ = tx.send(Msg::Error(format!("cancel failed: {e}")));
+                    }
+                });
+            }
+            Action::Approve {
+                request_id,
+                decision,
+            } => {
+                tokio::spawn(async move {
+                    match c.approval_respond(&id, &request_id, decision).await {
+                        Ok(r) if !r.accepted => {
+                            let _ = tx.send(Msg::Error(
+                                "that approval was already answered elsewhere".into(),
+                            ));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            let _ = tx.send(Msg::Error(format!("approval failed: {e}")));
+                        }
+                    }
+                });
+            }
+            Action::RunCommand { name, args } => {
+                tokio::spawn(async move {
+                    let r = rpc::command_run(&c, &id, &name, &args)
+                        .await
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Command(r));
+                });
+            }
+            Action::RefreshStatus => spawn_status(ctx),
+            Action::RefreshPanel(name) => {
+                tokio::spawn(async move {
+                    match rpc::panel_get(&c, &id, &name).await {
+                        Ok(p) => {
+                            let _ = tx.send(Msg::Panel(p));
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Msg::Error(format!("panel {name}: {e}")));
+                        }
+                    }
+                });
+            }
+        }
+    }
+    None
+}
+
+fn spawn_status(ctx: &Ctx<'_>) {
+    let (c, tx, id) = (ctx.client.clone(), ctx.tx.clone(), ctx.session_id.clone());
+    tokio::spawn(async move {
+        if let Ok(s) = rpc::status_get(&c, &id).await {
+            let _ = tx.send(Msg::Status(s));
+        }
+    });
+}
+
+/// Commands, panels and workspace files, fetched once per attach in the background.
+fn spawn_lists(ctx: &Ctx<'_>, app: &App) {
+    let (c, tx) = (ctx.client.clone(), ctx.tx.clone());
+    tokio::spawn(async move {
+        if let Ok(list) = rpc::command_list(&c).await {
+            let _ = tx.send(Msg::Commands(list.commands));
+        }
+        if let Ok(list) = rpc::panel_list(&c).await {
+            let _ = tx.send(Msg::Panels(list.panels));
+        }
+    });
+    if let Some(cwd) = app.session.as_ref().map(|s| PathBuf::from(&s.cwd)) {
+        let tx = ctx.tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(Msg::Files(files::walk(&cwd)));
+        });
+    }
+}

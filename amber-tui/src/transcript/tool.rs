@@ -1,0 +1,321 @@
+//! Tool-call cells: a one-line header (status, tool, argument summary, duration) and a body
+//! that is the call's output, or a coloured diff for `edit` / `write`, collapsed to a few lines
+//! unless details are expanded. The argument views are shared with the approval overlay.
+
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+use super::style;
+use crate::wrap::{str_width, truncate, wrap_line};
+
+/// Lines of output shown at most while collapsed (head and tail around a marker).
+const COLLAPSED_OUTPUT: usize = 5;
+/// Lines of diff shown at most while collapsed.
+const COLLAPSED_DIFF: usize = 12;
+
+/// One tool call as the transcript shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCell {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: Value,
+    /// The sub-agent that made the call, when not the session's own agent.
+    pub agent: Option<String>,
+    /// `ok` / `error` / `denied`; `None` while it runs.
+    pub status: Option<String>,
+    /// The final output once completed, else what streamed so far.
+    pub output: String,
+    pub duration_ms: Option<u64>,
+}
+
+impl ToolCell {
+    pub fn new(call_id: String, name: String, arguments: Value, agent: Option<String>) -> Self {
+        ToolCell {
+            call_id,
+            name,
+            arguments,
+            agent,
+            status: None,
+            output: String::new(),
+            duration_ms: None,
+        }
+    }
+
+    pub fn render(&self, width: u16, expanded: bool) -> Vec<Line<'static>> {
+        let width = usize::from(width.max(8));
+        let mut lines = vec![self.header(width)];
+        let body_width = width.saturating_sub(4).max(4);
+        let mut body: Vec<Line<'static>> = Vec::new();
+        let diff = matches!(self.name.as_str(), "edit" | "write")
+            && self.status.as_deref() != Some("denied");
+        if diff {
+            body.extend(collapse(
+                diff_lines(&self.name, &self.arguments),
+                COLLAPSED_DIFF,
+                expanded,
+                true,
+            ));
+        }
+        let show_output = !diff || self.status.as_deref().is_some_and(|s| s != "ok");
+        if show_output && !self.output.trim().is_empty() {
+            let out: Vec<Line<'static>> = self
+                .output
+                .trim_end_matches('\n')
+                .split('\n')
+                .map(|l| Line::from(Span::styled(l.replace('\t', "    "), style::dim())))
+                .collect();
+            body.extend(collapse(out, COLLAPSED_OUTPUT, expanded, false));
+        }
+        for line in body {
+            let pieces = if expanded {
+                wrap_line(&line, body_width)
+            } else {
+                vec![truncate_line(line, body_width)]
+            };
+            for piece in pieces {
+                let mut spans = vec![Span::styled("  │ ", style::dim())];
+                spans.extend(piece.spans);
+                lines.push(Line::from(spans));
+            }
+        }
+        lines
+    }
+
+    fn header(&self, width: usize) -> Line<'static> {
+        let (icon, icon_style) = match self.status.as_deref() {
+            None => ("•", style::warn()),
+            Some("ok") => ("✓", style::ok()),
+            Some("denied") => ("⊘", style::err()),
+            Some(_) => ("✗", style::err()),
+        };
+        let mut tail = match (self.status.as_deref(), self.duration_ms) {
+            (None, _) => "running".to_owned(),
+            (Some(s), Some(ms)) if s != "ok" => format!("{s} · {}", duration(ms)),
+            (Some(s), None) if s != "ok" => s.to_owned(),
+            (_, Some(ms)) => duration(ms),
+            (_, None) => String::new(),
+        };
+        if !tail.is_empty() {
+            tail = format!("  {tail}");
+        }
+        let who = self
+            .agent
+            .as_ref()
+            .map(|a| format!("↳ {a} "))
+            .unwrap_or_default();
+        let fixed = 2 + str_width(&who) + str_width(&self.name) + 2 + str_width(&tail);
+        let summary = truncate(
+            &summary(&self.name, &self.arguments),
+            width.saturating_sub(fixed),
+        );
+        let mut spans = vec![Span::styled(format!("{icon} "), icon_style)];
+        if !who.is_empty() {
+            spans.push(Span::styled(who, style::dim()));
+        }
+        spans.push(Span::styled(self.name.clone(), style::bold()));
+        spans.push(Span::raw("  "));
+        spans.push(Span::raw(summary));
+        spans.push(Span::styled(
+            tail,
+            if self.status.as_deref().is_some_and(|s| s != "ok") {
+                icon_style
+            } else {
+                style::dim()
+            },
+        ));
+        Line::from(spans)
+    }
+}
+
+/// `1.5s`, `320ms`, `2m04s`.
+pub fn duration(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+fn first_line(s: &str) -> String {
+    let mut lines = s.lines();
+    let first = lines.next().unwrap_or("").to_owned();
+    if lines.next().is_some() {
+        format!("{first} …")
+    } else {
+        first
+    }
+}
+
+/// A one-line summary of a call's arguments, per built-in tool; JSON for the rest.
+pub fn summary(tool: &str, args: &Value) -> String {
+    let s = |k| arg(args, k).unwrap_or("").to_owned();
+    match tool {
+        "bash" => first_line(&s("command")),
+        "read" => {
+            let mut out = s("path");
+            if let Some(off) = args.get("offset").and_then(Value::as_u64) {
+                out.push_str(&format!(" @{off}"));
+            }
+            if let Some(lim) = args.get("limit").and_then(Value::as_u64) {
+                out.push_str(&format!(" +{lim}"));
+            }
+            out
+        }
+        "write" => {
+            let n = arg(args, "content").map_or(0, |c| c.lines().count());
+            format!("{} ({n} lines)", s("path"))
+        }
+        "edit" => s("path"),
+        "search" => {
+            let mut out = format!("\"{}\"", s("pattern"));
+            for k in ["path", "glob", "mode"] {
+                if let Some(v) = arg(args, k) {
+                    out.push_str(&format!(" {k}={v}"));
+                }
+            }
+            out
+        }
+        "process" => [s("action"), s("command"), s("id")]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+        "task" => arg(args, "description")
+            .map(first_line)
+            .unwrap_or_else(|| first_line(&s("prompt"))),
+        "todowrite" => {
+            let n = args
+                .get("todos")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            format!("{n} todos")
+        }
+        "skills" => format!("{} {}", s("action"), s("name")).trim().to_owned(),
+        _ => match args {
+            Value::Object(m) if m.is_empty() => String::new(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        },
+    }
+}
+
+/// The arguments in full, for the approval overlay: the whole command for bash, a diff for
+/// edits and writes, pretty JSON for anything else.
+pub fn detail_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
+    match tool {
+        "bash" => {
+            let mut out: Vec<Line<'static>> = arg(args, "command")
+                .unwrap_or("")
+                .split('\n')
+                .map(|l| {
+                    Line::from(vec![
+                        Span::styled("$ ", style::dim()),
+                        Span::styled(l.to_owned(), style::bold()),
+                    ])
+                })
+                .collect();
+            if let Some(cwd) = arg(args, "cwd") {
+                out.push(Line::from(Span::styled(format!("in {cwd}"), style::dim())));
+            }
+            out
+        }
+        "edit" | "write" => {
+            let mut out = vec![Line::from(Span::styled(
+                arg(args, "path").unwrap_or("").to_owned(),
+                style::bold(),
+            ))];
+            out.extend(diff_lines(tool, args));
+            out
+        }
+        _ => serde_json::to_string_pretty(args)
+            .unwrap_or_default()
+            .split('\n')
+            .map(|l| Line::from(l.to_owned()))
+            .collect(),
+    }
+}
+
+/// `edit`: the old lines in red and the new in green, with common leading and trailing
+/// lines as dim context; `write`: the content as added lines.
+pub fn diff_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
+    let plus = |l: &str| Line::from(Span::styled(format!("+ {l}"), style::added()));
+    let minus = |l: &str| Line::from(Span::styled(format!("- {l}"), style::removed()));
+    let ctx = |l: &str| Line::from(Span::styled(format!("  {l}"), style::dim()));
+    if tool == "write" {
+        return arg(args, "content")
+            .unwrap_or("")
+            .lines()
+            .map(plus)
+            .collect();
+    }
+    let old: Vec<&str> = arg(args, "old_string").unwrap_or("").lines().collect();
+    let new: Vec<&str> = arg(args, "new_string").unwrap_or("").lines().collect();
+    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..]
+        .iter()
+        .rev()
+        .zip(new[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out: Vec<Line<'static>> = old[..head].iter().map(|l| ctx(l)).collect();
+    out.extend(old[head..old.len() - tail].iter().map(|l| minus(l)));
+    out.extend(new[head..new.len() - tail].iter().map(|l| plus(l)));
+    out.extend(old[old.len() - tail..].iter().map(|l| ctx(l)));
+    out
+}
+
+/// Keeps at most `max` lines unless `expanded`: the head (diffs) or head and tail (output)
+/// around a "… N more lines" marker.
+fn collapse(
+    lines: Vec<Line<'static>>,
+    max: usize,
+    expanded: bool,
+    head_only: bool,
+) -> Vec<Line<'static>> {
+    if expanded || lines.len() <= max {
+        return lines;
+    }
+    let hidden_marker =
+        |n: usize| Line::from(Span::styled(crate::transcript::more_lines(n), style::dim()));
+    if head_only {
+        let keep = max - 1;
+        let hidden = lines.len() - keep;
+        let mut out: Vec<Line<'static>> = lines.into_iter().take(keep).collect();
+        out.push(hidden_marker(hidden));
+        return out;
+    }
+    let head = (max - 1) / 2;
+    let tail = max - 1 - head;
+    let hidden = lines.len() - head - tail;
+    let mut out: Vec<Line<'static>> = lines[..head].to_vec();
+    out.push(hidden_marker(hidden));
+    out.extend_from_slice(&lines[lines.len() - tail..]);
+    out
+}
+
+fn truncate_line(line: Line<'static>, width: usize) -> Line<'static> {
+    let total: usize = line.spans.iter().map(|s| str_width(&s.content)).sum();
+    if total <= width {
+        return line;
+    }
+    let mut left = width;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        if left == 0 {
+            break;
+        }
+        let w = str_width(&span.content);
+        if w <= left {
+            left -= w;
+            spans.push(span);
+        } else {
+            spans.push(Span::styled(truncate(&span.content, left), span.style));
+            left = 0;
+        }
+    }
+    Line::from(spans)
+}

@@ -1,0 +1,183 @@
+//! Shared fixtures of the view tests: events as the daemon sends them, an app fed with them,
+//! and drawing on ratatui's `TestBackend`.
+#![allow(dead_code)]
+
+use amber_proto::{Mode, SessionInfo, SessionState, Usage};
+use amber_tui::app::App;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use serde_json::{Value, json};
+
+/// An event with the envelope filled in; durable ones get `seq`.
+pub fn ev(seq: Option<u64>, mut body: Value) -> Value {
+    body["sessionId"] = json!("s_1");
+    body["time"] = json!("2025-01-02T03:04:05Z");
+    if body.get("turnId").is_none() {
+        body["turnId"] = json!("t_1");
+    }
+    if let Some(seq) = seq {
+        body["seq"] = json!(seq);
+    }
+    body
+}
+
+pub fn info(state: SessionState) -> SessionInfo {
+    SessionInfo {
+        session_id: "s_1".into(),
+        cwd: "/home/u/proj".into(),
+        mode: Mode::Write,
+        model: "mock-model".into(),
+        title: "fix the build".into(),
+        state,
+        created_at: "2025-01-02T03:04:05Z".into(),
+        updated_at: "2025-01-02T03:04:05Z".into(),
+        usage: Usage::default(),
+        provider: None,
+    }
+}
+
+/// An app attached to `s_1` that has applied `events` and `synced`.
+pub fn app_with(events: &[Value]) -> App {
+    let mut app = App::new("s_1");
+    app.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
+    for e in events {
+        app.apply_event(e);
+    }
+    app.apply_event(&ev(
+        None,
+        json!({"type": "synced", "lastSeq": events.len()}),
+    ));
+    app.drain_actions();
+    app
+}
+
+/// Draws `app` on a `width`×`height` test terminal.
+pub fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal
+        .draw(|f| amber_tui::ui::draw(app, f))
+        .expect("draw");
+    assert_ansi_only(&terminal);
+    terminal
+}
+
+/// The screen as text (what the snapshots record).
+pub fn screen(app: &mut App, width: u16, height: u16) -> String {
+    draw(app, width, height).backend().to_string()
+}
+
+/// Only the 16 ANSI colours (and the terminal's defaults): the TUI follows the theme.
+pub fn assert_ansi_only(terminal: &Terminal<TestBackend>) {
+    for cell in terminal.backend().buffer().content() {
+        for c in [cell.fg, cell.bg] {
+            assert!(
+                !matches!(c, Color::Rgb(..) | Color::Indexed(_)),
+                "non-ANSI colour {c:?} at symbol {:?}",
+                cell.symbol()
+            );
+        }
+    }
+}
+
+/// A long markdown reply used by several views.
+pub const REPLY: &str = "## Plan\n\nI will **fix** the build in `src/lib.rs`:\n\n1. read the error\n2. edit the file\n\n> quoted note\n\n```rust\nfn main() {}\n```\n\nSee [docs](https://example.com).";
+
+/// One event of every kind that makes a cell.
+pub fn every_cell() -> Vec<Value> {
+    let out: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    vec![
+        ev(
+            Some(1),
+            json!({"type": "turn_started", "prompt": "fix the build please"}),
+        ),
+        ev(
+            None,
+            json!({"type": "reasoning_delta", "itemId": "r_1", "delta": "The build fails in lib.rs.\nI should read it first.\nThen edit.\nThen run the tests."}),
+        ),
+        ev(
+            Some(2),
+            json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": REPLY}),
+        ),
+        ev(
+            Some(3),
+            json!({"type": "tool_call_started", "itemId": "i_2", "callId": "c_1", "name": "bash", "arguments": {"command": "cargo test --all"}}),
+        ),
+        ev(
+            Some(4),
+            json!({"type": "tool_call_completed", "callId": "c_1", "status": "ok", "output": out, "durationMs": 1532}),
+        ),
+        ev(
+            Some(5),
+            json!({"type": "tool_call_started", "itemId": "i_3", "callId": "c_2", "name": "edit", "arguments": {"path": "src/lib.rs", "old_string": "fn a() {\n    1\n}", "new_string": "fn a() {\n    2\n}"}}),
+        ),
+        ev(
+            Some(6),
+            json!({"type": "tool_call_completed", "callId": "c_2", "status": "ok", "output": "edited src/lib.rs", "durationMs": 3}),
+        ),
+        ev(
+            Some(7),
+            json!({"type": "tool_call_started", "itemId": "i_4", "callId": "c_3", "name": "write", "arguments": {"path": "notes.md", "content": "# Notes\nfirst\n"}}),
+        ),
+        ev(
+            Some(8),
+            json!({"type": "tool_call_completed", "callId": "c_3", "status": "ok", "output": "wrote notes.md", "durationMs": 2}),
+        ),
+        ev(
+            Some(9),
+            json!({"type": "approval_requested", "requestId": "r_1", "callId": "c_4", "tool": "bash", "arguments": {"command": "rm -rf build"}, "reason": "destructive command", "scope": "bash: rm"}),
+        ),
+        ev(
+            Some(10),
+            json!({"type": "approval_resolved", "requestId": "r_1", "decision": "deny", "by": "client"}),
+        ),
+        ev(
+            Some(11),
+            json!({"type": "tool_call_started", "itemId": "i_5", "callId": "c_4", "name": "bash", "arguments": {"command": "rm -rf build"}}),
+        ),
+        ev(
+            Some(12),
+            json!({"type": "tool_call_completed", "callId": "c_4", "status": "denied", "output": "denied by the user", "durationMs": 0}),
+        ),
+        ev(
+            Some(13),
+            json!({"type": "steer", "reason": "repeated_text", "text": "You repeated yourself."}),
+        ),
+        ev(
+            Some(14),
+            json!({"type": "compaction_started", "tokensBefore": 104000}),
+        ),
+        ev(
+            Some(15),
+            json!({"type": "compaction_completed", "tokensBefore": 104000, "tokensAfter": 21000}),
+        ),
+        ev(
+            Some(16),
+            json!({"type": "subagent_started", "agentId": "a_1", "task": "find callers"}),
+        ),
+        ev(
+            Some(17),
+            json!({"type": "tool_call_started", "agent": "a_1", "itemId": "i_6", "callId": "c_5", "name": "search", "arguments": {"pattern": "fn a", "path": "src"}}),
+        ),
+        ev(
+            Some(18),
+            json!({"type": "tool_call_completed", "agent": "a_1", "callId": "c_5", "status": "ok", "output": "src/lib.rs:1", "durationMs": 12}),
+        ),
+        ev(
+            Some(19),
+            json!({"type": "subagent_completed", "agentId": "a_1", "task": "find callers", "result": "3 callers in src/"}),
+        ),
+        ev(
+            Some(20),
+            json!({"type": "error", "code": "rate_limited", "message": "429, retrying", "retryable": true}),
+        ),
+        ev(
+            Some(21),
+            json!({"type": "tool_call_started", "itemId": "i_7", "callId": "c_6", "name": "read", "arguments": {"path": "Cargo.toml", "offset": 10, "limit": 20}}),
+        ),
+        ev(
+            Some(22),
+            json!({"type": "turn_completed", "stopReason": "cancelled", "usage": {}}),
+        ),
+    ]
+}

@@ -1,0 +1,384 @@
+//! Snapshot tests of every view on ratatui's `TestBackend`: the transcript with each cell
+//! type (narrow 80×24 and wide 140×40), streaming, the approval overlay, the picker, the
+//! status line, panels, the input popups and the help overlay.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use amber_proto::{
+    Approval, CommandInfo, PanelGetResult, PanelInfo, SessionState, StatusSegmentInfo,
+};
+use amber_tui::app::{App, Scroll};
+use amber_tui::picker::Picker;
+use common::{app_with, draw, ev, every_cell, info, screen};
+use insta::assert_snapshot;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::Color;
+use serde_json::json;
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
+
+fn type_text(app: &mut App, text: &str) {
+    for ch in text.chars() {
+        app.on_key(key(KeyCode::Char(ch)));
+    }
+}
+
+fn with_status(mut app: App) -> App {
+    let seg = |name: &str, text: &str| StatusSegmentInfo {
+        name: name.into(),
+        text: text.into(),
+    };
+    app.set_status(vec![
+        seg("model", "mock-model"),
+        seg("mode", "write"),
+        seg("state", "idle"),
+        seg("context", "ctx 12%"),
+        seg("tokens", "15k tok"),
+        seg("git", "⎇ main"),
+    ]);
+    app
+}
+
+#[test]
+fn transcript_every_cell_wide() {
+    let mut app = with_status(app_with(&every_cell()));
+    assert_snapshot!(screen(&mut app, 140, 100));
+}
+
+#[test]
+fn transcript_every_cell_narrow_follows_the_bottom() {
+    let mut app = with_status(app_with(&every_cell()));
+    assert_snapshot!(screen(&mut app, 80, 24));
+}
+
+#[test]
+fn transcript_expanded_details() {
+    let mut app = app_with(&every_cell());
+    app.on_key(ctrl('o'));
+    assert!(app.expanded);
+    app.scroll = Scroll::Anchor { cell: 3, row: 0 };
+    assert_snapshot!(screen(&mut app, 80, 40));
+}
+
+#[test]
+fn transcript_scrolled_up_shows_more_below() {
+    let mut app = with_status(app_with(&every_cell()));
+    draw(&mut app, 80, 24);
+    app.on_key(key(KeyCode::PageUp));
+    assert!(matches!(app.scroll, Scroll::Anchor { .. }));
+    assert_snapshot!(screen(&mut app, 80, 24));
+    // Paging back down to the bottom follows new output again.
+    for _ in 0..10 {
+        app.on_key(key(KeyCode::PageDown));
+    }
+    draw(&mut app, 80, 24);
+    assert_eq!(app.scroll, Scroll::Follow);
+}
+
+#[test]
+fn streaming_reply_shows_only_complete_lines() {
+    let mut app = app_with(&[ev(
+        Some(1),
+        json!({"type": "turn_started", "prompt": "explain"}),
+    )]);
+    for d in [
+        "# Ti",
+        "tle\n\nSome **bold** te",
+        "xt and `co",
+        "de`\n\n- a **half",
+    ] {
+        app.apply_event(&ev(
+            None,
+            json!({"type": "message_delta", "itemId": "i_1", "delta": d}),
+        ));
+    }
+    assert!(app.running);
+    let s = screen(&mut app, 80, 16);
+    assert!(!s.contains("**"), "raw markup on screen:\n{s}");
+    assert_snapshot!(s);
+}
+
+#[test]
+fn edit_and_write_diffs_are_coloured() {
+    let mut app = app_with(&every_cell()[4..8]);
+    let t = draw(&mut app, 80, 24);
+    let buf = t.backend().buffer();
+    let row_of = |needle: &str| {
+        (0..buf.area.height)
+            .find(|&y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+                    .contains(needle)
+            })
+            .unwrap_or_else(|| panic!("{needle:?} not on screen"))
+    };
+    let colour_at = |y: u16, sym: &str| {
+        (0..buf.area.width)
+            .find(|&x| buf[(x, y)].symbol() == sym)
+            .map(|x| buf[(x, y)].fg)
+    };
+    assert_eq!(colour_at(row_of("-     1"), "-"), Some(Color::Red));
+    assert_eq!(colour_at(row_of("+     2"), "+"), Some(Color::Green));
+    assert_eq!(colour_at(row_of("+ first"), "+"), Some(Color::Green));
+}
+
+fn approval(id: &str, tool: &str, args: serde_json::Value) -> Approval {
+    Approval {
+        request_id: id.into(),
+        call_id: format!("c_{id}"),
+        tool: tool.into(),
+        arguments: args,
+        reason: "destructive command".into(),
+        scope: "bash: rm".into(),
+    }
+}
+
+#[test]
+fn approval_overlay_bash_narrow() {
+    let mut app = App::new("s_1");
+    let long =
+        "rm -rf build && cargo build --release --all-features --workspace 2>&1 | tee build.log";
+    app.load_snapshot(
+        info(SessionState::WaitingApproval),
+        vec![
+            approval("r_1", "bash", json!({"command": long})),
+            approval("r_2", "write", json!({"path": "a", "content": "x"})),
+        ],
+        Vec::new(),
+    );
+    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 0})));
+    assert_snapshot!(screen(&mut app, 80, 24));
+}
+
+#[test]
+fn approval_overlay_edit_diff_wide() {
+    let mut app = app_with(&every_cell()[..3]);
+    app.apply_event(&ev(Some(4), json!({"type": "approval_requested", "requestId": "r_9", "callId": "c_9", "tool": "edit",
+        "arguments": {"path": "src/main.rs", "old_string": "let a = 1;\nlet b = 2;", "new_string": "let a = 1;\nlet b = 3;\nlet c = 4;"},
+        "reason": "outside the write rules", "scope": "write: src/"})));
+    assert_snapshot!(screen(&mut app, 140, 40));
+}
+
+#[test]
+fn approval_keys_answer_and_queue() {
+    let mut app = App::new("s_1");
+    app.load_snapshot(
+        info(SessionState::WaitingApproval),
+        vec![
+            approval("r_1", "bash", json!({"command": "rm a"})),
+            approval("r_2", "bash", json!({"command": "rm b"})),
+        ],
+        Vec::new(),
+    );
+    app.drain_actions();
+    let actions = app.on_key(key(KeyCode::Char('n')));
+    assert_eq!(
+        actions,
+        [amber_tui::app::Action::Approve {
+            request_id: "r_1".into(),
+            decision: amber_proto::Decision::Deny
+        }]
+    );
+    assert_eq!(app.approvals.len(), 1);
+    // Answered elsewhere: the overlay closes here.
+    app.apply_event(&ev(Some(1), json!({"type": "approval_resolved", "requestId": "r_2", "decision": "allow_once", "by": "client"})));
+    assert!(app.approvals.is_empty());
+    let actions = app.on_key(key(KeyCode::Char('A')));
+    assert!(actions.is_empty(), "no overlay, `A` is typed: {actions:?}");
+    assert_eq!(app.input.text(), "A");
+}
+
+fn sessions() -> Vec<amber_proto::SessionInfo> {
+    let mut a = info(SessionState::Running);
+    a.session_id = "s_1".into();
+    a.title = "fix the build".into();
+    a.updated_at = "2025-01-02T03:00:00Z".into();
+    let mut b = info(SessionState::Idle);
+    b.session_id = "s_2".into();
+    b.title = "write the release notes for version 2 of the product".into();
+    b.cwd = "/home/u/a/very/long/path/to/some/deeply/nested/project".into();
+    b.updated_at = "2025-01-01T03:04:05Z".into();
+    let mut c = info(SessionState::WaitingApproval);
+    c.session_id = "s_3".into();
+    c.title = String::new();
+    c.updated_at = "2025-01-02T03:04:00Z".into();
+    vec![a, b, c]
+}
+
+fn picker_screen(p: &Picker, w: u16, h: u16) -> String {
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    terminal
+        .draw(|f| amber_tui::ui::picker::draw(p, f))
+        .unwrap();
+    common::assert_ansi_only(&terminal);
+    terminal.backend().to_string()
+}
+
+#[test]
+fn picker_narrow_and_delete_confirm() {
+    let now = amber_tui::picker::parse_rfc3339("2025-01-02T03:05:00Z").unwrap();
+    let mut p = Picker::new(sessions(), now);
+    assert_eq!(p.sessions[0].session_id, "s_3", "newest activity first");
+    p.on_key(key(KeyCode::Down));
+    assert_snapshot!("picker_narrow", picker_screen(&p, 80, 24));
+    assert_eq!(p.on_key(key(KeyCode::Char('d'))), None);
+    assert_snapshot!("picker_confirm_delete", picker_screen(&p, 80, 10));
+    assert_eq!(
+        p.on_key(key(KeyCode::Char('y'))),
+        Some(amber_tui::picker::PickerAction::Delete("s_1".into()))
+    );
+    assert_eq!(
+        p.on_key(key(KeyCode::Enter)),
+        Some(amber_tui::picker::PickerAction::Attach("s_1".into()))
+    );
+    assert_eq!(
+        p.on_key(key(KeyCode::Char('n'))),
+        Some(amber_tui::picker::PickerAction::New)
+    );
+}
+
+#[test]
+fn picker_wide() {
+    let now = amber_tui::picker::parse_rfc3339("2025-01-02T03:05:00Z").unwrap();
+    assert_snapshot!(picker_screen(&Picker::new(sessions(), now), 140, 12));
+}
+
+#[test]
+fn status_line_and_notice() {
+    let mut app = with_status(app_with(&every_cell()[..3]));
+    let s = screen(&mut app, 80, 24);
+    assert_snapshot!("status_line", s.lines().last().unwrap());
+    app.on_key(ctrl('c'));
+    let s = screen(&mut app, 80, 24);
+    assert_snapshot!("status_notice", s.lines().last().unwrap());
+}
+
+fn panels(app: &mut App) {
+    app.panels = vec![
+        PanelInfo {
+            name: "todos".into(),
+            title: "Todos".into(),
+        },
+        PanelInfo {
+            name: "mcp".into(),
+            title: "MCP servers".into(),
+        },
+    ];
+    let actions = app.on_key(ctrl('t'));
+    assert_eq!(
+        actions,
+        [amber_tui::app::Action::RefreshPanel("todos".into())]
+    );
+    app.set_panel(PanelGetResult {
+        name: "todos".into(),
+        title: "Todos".into(),
+        lines: vec![
+            "[x] read the error".into(),
+            "[~] fix lib.rs".into(),
+            "[ ] run the tests".into(),
+        ],
+    });
+}
+
+#[test]
+fn panel_beside_the_transcript_when_wide() {
+    let mut app = with_status(app_with(&every_cell()[..5]));
+    panels(&mut app);
+    assert_snapshot!(screen(&mut app, 140, 40));
+}
+
+#[test]
+fn panel_under_the_transcript_when_narrow() {
+    let mut app = with_status(app_with(&every_cell()[..5]));
+    panels(&mut app);
+    assert_snapshot!(screen(&mut app, 80, 24));
+    app.on_key(ctrl('t'));
+    assert_eq!(app.panel.as_ref().map(|p| p.name.as_str()), Some("mcp"));
+    app.on_key(ctrl('t'));
+    assert!(app.panel.is_none());
+}
+
+#[test]
+fn command_popup() {
+    let mut app = with_status(app_with(&every_cell()[..3]));
+    app.commands = ["help", "mode", "model", "compact", "detach"]
+        .iter()
+        .map(|n| CommandInfo {
+            name: (*n).into(),
+            description: format!("the {n} command"),
+        })
+        .collect();
+    type_text(&mut app, "/mo");
+    app.on_key(key(KeyCode::Down));
+    assert_snapshot!(screen(&mut app, 80, 24));
+    app.on_key(key(KeyCode::Tab));
+    assert_eq!(app.input.text(), "/model ");
+    type_text(&mut app, "gpt-4o");
+    let actions = app.on_key(key(KeyCode::Enter));
+    assert_eq!(
+        actions,
+        [amber_tui::app::Action::RunCommand {
+            name: "model".into(),
+            args: "gpt-4o".into()
+        }]
+    );
+}
+
+#[test]
+fn file_popup_and_multiline_input() {
+    let mut app = with_status(app_with(&every_cell()[..3]));
+    app.files = vec![
+        "Cargo.toml".into(),
+        "src/lib.rs".into(),
+        "src/main.rs".into(),
+        "docs/lib-notes.md".into(),
+    ];
+    type_text(&mut app, "first line");
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT));
+    app.on_key(ctrl('j'));
+    type_text(&mut app, "look at @lib");
+    assert_snapshot!(screen(&mut app, 80, 24));
+    app.on_key(key(KeyCode::Enter));
+    assert_eq!(app.input.text(), "first line\n\nlook at @src/lib.rs ");
+}
+
+#[test]
+fn queued_prompt_until_its_turn_starts() {
+    let mut app = with_status(app_with(&every_cell()[..3]));
+    app.running = true;
+    type_text(&mut app, "and then run the tests");
+    let actions = app.on_key(key(KeyCode::Enter));
+    assert!(matches!(
+        &actions[..],
+        [amber_tui::app::Action::Prompt { local_id: 1, .. }]
+    ));
+    app.on_prompt_sent(1, Ok("t_2".into()));
+    assert_snapshot!(screen(&mut app, 80, 24));
+    app.apply_event(&ev(
+        Some(4),
+        json!({"type": "turn_started", "turnId": "t_2", "prompt": "and then run the tests"}),
+    ));
+    assert!(app.queued.is_empty());
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = with_status(app_with(&every_cell()[..3]));
+    app.on_key(key(KeyCode::Char('?')));
+    assert!(app.help);
+    assert_snapshot!(screen(&mut app, 80, 24));
+}
+
+#[test]
+fn empty_session_welcome() {
+    let mut app = with_status(app_with(&[]));
+    assert_snapshot!(screen(&mut app, 80, 24));
+}

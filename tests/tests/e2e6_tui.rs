@@ -1,0 +1,283 @@
+//! End-to-end: the real `amber` TUI in tmux against the real daemon and the mock endpoint —
+//! a prompt whose streamed markdown shows rendered (no raw `**` or `#`), an approval denied
+//! with `n`, a detach with Ctrl-D in the middle of a turn (the agent keeps going), and a
+//! re-attach with `amber --session ID` that shows the finished reply exactly once.
+
+// Test code: a panic with a clear message is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use amber_tests::e2e::{done, spawn};
+use amber_tests::{MockLlm, MockTurn, TestDaemon, bin_path};
+use serde_json::json;
+
+/// How long a screen condition may take to hold.
+const SCREEN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A private tmux server (own `-L` socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// `tag` keeps the servers of tests running in one process apart.
+    fn new(tag: &str) -> Tmux {
+        assert!(
+            Command::new("tmux")
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            "tmux is required for the TUI end-to-end test (.ci/run installs it)"
+        );
+        Tmux {
+            socket: format!("amber-e2e6-{}-{tag}", std::process::id()),
+        }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &self.socket, "-f", "/dev/null"]);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `amber ARGS` in a new 100×30 session `name`; the pane stays after amber exits.
+    fn start(&self, name: &str, daemon: &TestDaemon, args: &[&str]) {
+        let amber = bin_path("amber");
+        let home = daemon.dir.path().join("home");
+        let mut shell = format!(
+            "'{}' --socket '{}' --no-autostart",
+            amber.display(),
+            daemon.socket.display()
+        );
+        for a in args {
+            shell.push_str(&format!(" '{a}'"));
+        }
+        shell.push_str("; echo \"[amber exited $?]\"; sleep 600");
+        let env = |k: &str, v: &Path| format!("{k}={}", v.display());
+        let mut cmd = self.cmd();
+        cmd.args(["new-session", "-d", "-s", name, "-x", "100", "-y", "30"])
+            .args(["-e", &env("HOME", &home)])
+            .args([
+                "-e",
+                &env("XDG_RUNTIME_DIR", &daemon.dir.path().join("run")),
+            ])
+            .args(["-e", &env("XDG_CONFIG_HOME", &home.join(".config"))])
+            .args(["-e", &env("XDG_STATE_HOME", &home.join(".local/state"))])
+            .args(["-c", &daemon.workspace.display().to_string()])
+            .arg(shell)
+            .env("TERM", "xterm-256color");
+        let out = cmd.output().expect("tmux new-session");
+        assert!(
+            out.status.success(),
+            "tmux new-session: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn keys(&self, name: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", name];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// Types `text` literally.
+    fn type_text(&self, name: &str, text: &str) {
+        self.run(&["send-keys", "-t", name, "-l", text]);
+    }
+
+    fn screen(&self, name: &str) -> String {
+        self.run(&["capture-pane", "-p", "-t", name])
+    }
+
+    /// Waits until `cond(screen)` holds; returns that screen.
+    fn wait(&self, name: &str, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + SCREEN_TIMEOUT;
+        loop {
+            let screen = self.screen(name);
+            if cond(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+const MARKDOWN: &str = "# Release plan\n\nShip **three fixes** and `cargo test` first.\n\n- update the changelog\n- tag the release\n";
+
+/// A reply of one-line paragraphs, so each shows as soon as it is complete.
+fn story_chunks() -> Vec<String> {
+    let mut chunks = vec!["Once upon a time.\n\n".to_owned()];
+    chunks.extend((1..=8).map(|i| format!("Chapter {i} of the story.\n\n")));
+    chunks.push("THE END.".to_owned());
+    chunks
+}
+
+#[test]
+fn prompt_approve_detach_and_reattach_in_tmux() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::text(MARKDOWN),
+        done(),
+        MockTurn::tool_call("bash", &json!({"command": "rm -rf build"})),
+        MockTurn::text("I left the build directory alone."),
+        done(),
+        MockTurn::Slow {
+            chunks: story_chunks(),
+            interval_ms: 400,
+        },
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let tmux = Tmux::new("main");
+
+    tmux.start("one", &daemon, &[]);
+    tmux.wait("one", "the welcome screen", |s| s.contains("Type a prompt"));
+
+    // 1. A prompt; the streamed markdown is on screen rendered.
+    tmux.type_text("one", "plan the release");
+    tmux.keys("one", &["Enter"]);
+    let screen = tmux.wait("one", "the rendered reply", |s| {
+        s.contains("tag the release") && !s.contains("working")
+    });
+    assert!(screen.contains("› plan the release"), "{screen}");
+    assert!(
+        screen.contains("Release plan") && screen.contains("three fixes"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("**") && !screen.contains("# Release"),
+        "raw markdown on screen:\n{screen}"
+    );
+
+    // 2. A destructive command asks; `n` denies it.
+    tmux.type_text("one", "clean the build");
+    tmux.keys("one", &["Enter"]);
+    let screen = tmux.wait("one", "the approval overlay", |s| {
+        s.contains("Approval needed")
+    });
+    assert!(screen.contains("rm -rf build"), "{screen}");
+    tmux.keys("one", &["n"]);
+    let screen = tmux.wait("one", "the denied call and the reply", |s| {
+        s.contains("build directory alone")
+    });
+    assert!(screen.contains("denied"), "{screen}");
+    assert!(
+        daemon.workspace.join("build").is_dir(),
+        "the denied command ran"
+    );
+
+    // 3. Detach with Ctrl-D while a reply streams; the turn goes on in the daemon.
+    tmux.type_text("one", "tell a story");
+    tmux.keys("one", &["Enter"]);
+    let screen = tmux.wait("one", "the story streaming", |s| s.contains("Once upon"));
+    assert!(
+        !screen.contains("THE END."),
+        "not mid-turn any more:\n{screen}"
+    );
+    tmux.keys("one", &["C-d"]);
+    let screen = tmux.wait("one", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("[amber exited 0]"), "{screen}");
+    assert!(screen.contains("detached from"), "{screen}");
+    let sessions = daemon.rpc_ok("session/list", json!({}));
+    let id = sessions["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + SCREEN_TIMEOUT;
+    while daemon.rpc_ok("session/get", json!({"sessionId": id}))["session"]["state"] != "idle" {
+        assert!(
+            Instant::now() < deadline,
+            "the turn did not finish after the detach"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        mock.remaining(),
+        0,
+        "the agent stopped when the TUI detached"
+    );
+
+    // 4. Re-attach: the whole history, the finished story exactly once.
+    tmux.start("two", &daemon, &["--session", &id]);
+    let screen = tmux.wait("two", "the finished story", |s| s.contains("THE END."));
+    assert_eq!(screen.matches("Once upon").count(), 1, "{screen}");
+    assert_eq!(screen.matches("THE END.").count(), 1, "{screen}");
+    assert!(
+        !screen.contains("turn ended"),
+        "the turn did not end normally:\n{screen}"
+    );
+    tmux.keys("two", &["PageUp", "PageUp"]);
+    let screen = tmux.wait("two", "the history above", |s| s.contains("Release plan"));
+    assert_eq!(screen.matches("› plan the release").count(), 1, "{screen}");
+    tmux.keys("two", &["C-d"]);
+    tmux.wait("two", "amber to exit", |s| s.contains("[amber exited 0]"));
+}
+
+#[test]
+fn attaching_mid_reply_shows_what_streamed_before() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::Slow {
+            chunks: story_chunks(),
+            interval_ms: 500,
+        },
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let info = daemon.rpc_ok(
+        "session/new",
+        json!({"cwd": daemon.workspace.display().to_string()}),
+    );
+    let id = info["sessionId"].as_str().unwrap().to_owned();
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": id, "text": "tell a story"}),
+    );
+    // Let a few paragraphs stream before anyone watches.
+    let deadline = Instant::now() + SCREEN_TIMEOUT;
+    while mock.request_count() == 0 {
+        assert!(Instant::now() < deadline, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let tmux = Tmux::new("late");
+    tmux.start("late", &daemon, &["--session", &id]);
+    // The start of the reply is there although its deltas went out before the attach.
+    let screen = tmux.wait("late", "the reply so far", |s| s.contains("Chapter 1"));
+    assert!(screen.contains("Once upon"), "{screen}");
+    assert!(
+        !screen.contains("THE END."),
+        "attached too late to test the seam:\n{screen}"
+    );
+    let screen = tmux.wait("late", "the finished reply", |s| {
+        s.contains("THE END.") && !s.contains("working")
+    });
+    assert_eq!(screen.matches("Once upon").count(), 1, "{screen}");
+    assert_eq!(screen.matches("Chapter 4 of").count(), 1, "{screen}");
+    assert_eq!(screen.matches("THE END.").count(), 1, "{screen}");
+    assert_eq!(screen.matches("› tell a story").count(), 1, "{screen}");
+    tmux.keys("late", &["C-d"]);
+    tmux.wait("late", "amber to exit", |s| s.contains("[amber exited 0]"));
+}
