@@ -124,6 +124,28 @@ pub enum DaemonAction {
         #[arg(long)]
         json: bool,
     },
+    /// Write systemd user units (amberd.socket, amberd.service) for socket activation
+    #[command(name = "install-systemd")]
+    InstallSystemd {
+        /// Directory to write them to (default: $XDG_CONFIG_HOME/systemd/user)
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The amberd the service runs (default: the amberd next to amber-cli)
+        #[arg(long, value_name = "PATH")]
+        amberd: Option<PathBuf>,
+        /// Replace units that differ from what would be written
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the end of amberd's log file (under systemd: use journalctl --user -u amberd)
+    Logs {
+        /// Lines to print
+        #[arg(short = 'n', long, value_name = "N", default_value_t = 50)]
+        lines: usize,
+        /// Keep printing lines as they are written
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -227,6 +249,47 @@ mod tests {
             cli.command,
             Command::Daemon {
                 action: DaemonAction::Status { json: true }
+            }
+        ));
+    }
+
+    #[test]
+    fn daemon_install_systemd_and_logs() {
+        let cli = parse(&[
+            "daemon",
+            "install-systemd",
+            "--dir",
+            "/u",
+            "--amberd",
+            "/bin/amberd",
+            "--force",
+        ])
+        .unwrap();
+        let Command::Daemon {
+            action: DaemonAction::InstallSystemd { dir, amberd, force },
+        } = cli.command
+        else {
+            panic!("not install-systemd")
+        };
+        assert_eq!(dir, Some(PathBuf::from("/u")));
+        assert_eq!(amberd, Some(PathBuf::from("/bin/amberd")));
+        assert!(force);
+        assert!(matches!(
+            parse(&["daemon", "logs"]).unwrap().command,
+            Command::Daemon {
+                action: DaemonAction::Logs {
+                    lines: 50,
+                    follow: false
+                }
+            }
+        ));
+        assert!(matches!(
+            parse(&["daemon", "logs", "-n", "5", "-f"]).unwrap().command,
+            Command::Daemon {
+                action: DaemonAction::Logs {
+                    lines: 5,
+                    follow: true
+                }
             }
         ));
     }

@@ -1,6 +1,8 @@
-//! `daemon start|stop|status`. `stop` and `status` never autostart: asking a daemon that
-//! is not running for its status or to stop must not start one.
+//! `daemon start|stop|status|install-systemd`. `stop` and `status` never autostart: asking a
+//! daemon that is not running for its status or to stop must not start one. (`daemon logs`
+//! lives in `logs.rs`, the unit files in `systemd.rs`.)
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use amber_client::{Client, ClientError, daemon_answers, resolve_socket};
@@ -9,6 +11,7 @@ use serde_json::Value;
 
 use crate::args::ConnectArgs;
 use crate::output::{self, connect_options};
+use crate::systemd;
 use crate::turn::exit;
 
 /// How long `daemon stop` waits for the socket to go quiet.
@@ -48,6 +51,12 @@ pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
+    // Under systemd the socket keeps answering after amberd exits (the next connection
+    // starts it again), so there the wait is for the process, not for a quiet socket.
+    let systemd_pid = match client.daemon_status().await {
+        Ok(status) if runs_under_systemd(status.pid) => Some(status.pid),
+        _ => None,
+    };
     match client.daemon_shutdown().await {
         // The daemon may close the connection before its answer gets out.
         Ok(_) | Err(ClientError::Transport(_)) => {}
@@ -55,6 +64,22 @@ pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
     }
     drop(client);
     let deadline = Instant::now() + STOP_TIMEOUT;
+    if let Some(pid) = systemd_pid {
+        while process_alive(pid) {
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "amberd (pid {pid}) still runs {} s after daemon/shutdown",
+                    STOP_TIMEOUT.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        output::line(
+            "amberd stopped; amberd.socket still listens and starts it on the next connection \
+             (`systemctl --user stop amberd.socket` stops that too)",
+        )?;
+        return Ok(exit::OK);
+    }
     while daemon_answers(&socket).await {
         if Instant::now() >= deadline {
             anyhow::bail!(
@@ -98,6 +123,50 @@ pub async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// `daemon install-systemd`.
+pub fn install_systemd(
+    dir: Option<PathBuf>,
+    amberd: Option<PathBuf>,
+    force: bool,
+) -> anyhow::Result<u8> {
+    let env = |key: &str| std::env::var_os(key);
+    let default_dir = dir.is_none();
+    let dir = match dir.or_else(|| systemd::default_unit_dir(&env)) {
+        Some(dir) => dir,
+        None => anyhow::bail!("neither XDG_CONFIG_HOME nor HOME is set; pass --dir"),
+    };
+    let amberd = systemd::resolve_amberd(amberd)?;
+    let done = systemd::install(&dir, &amberd, force)?;
+    output::line(&systemd::report(&done, default_dir))?;
+    Ok(exit::OK)
+}
+
+/// Whether `pid` runs in amberd.service's cgroup, i.e. systemd started it.
+fn runs_under_systemd(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .is_ok_and(|cgroups| in_amberd_service(&cgroups))
+}
+
+/// `/proc/PID/cgroup` names the unit: `0::/user.slice/…/app.slice/amberd.service`.
+pub fn in_amberd_service(cgroups: &str) -> bool {
+    cgroups
+        .lines()
+        .filter_map(|l| l.rsplit(':').next())
+        .any(|path| path.split('/').any(|part| part == "amberd.service"))
+}
+
+/// Alive and not a zombie (systemd reaps its children promptly; anyone else may not).
+fn process_alive(pid: u32) -> bool {
+    let stat = Path::new("/proc").join(pid.to_string()).join("stat");
+    match std::fs::read_to_string(stat) {
+        // `pid (comm) S ...`: the state follows the last `)`.
+        Ok(text) => text
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
 /// `daemon status`'s human text.
 pub fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String {
     let name = if name.is_empty() { "amberd" } else { name };
@@ -129,6 +198,18 @@ pub fn uptime(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recognises_the_service_cgroup() {
+        let v2 = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/amberd.service\n";
+        assert!(in_amberd_service(v2));
+        let terminal = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/\
+                        app-gnome-kitty-1234.scope\n";
+        assert!(!in_amberd_service(terminal));
+        assert!(!in_amberd_service("0::/amberd.service.d\n"));
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(u32::MAX));
+    }
 
     #[test]
     fn uptimes() {

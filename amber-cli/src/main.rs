@@ -5,11 +5,13 @@
 mod args;
 mod ask;
 mod daemon;
+mod logs;
 mod output;
 mod render;
 mod rpc;
 mod run;
 mod sessions;
+mod systemd;
 mod turn;
 
 use std::io::Write;
@@ -99,6 +101,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 DaemonAction::Start => daemon::start(&conn).await,
                 DaemonAction::Stop => daemon::stop(&conn).await,
                 DaemonAction::Status { json } => daemon::status(&conn, json).await,
+                DaemonAction::InstallSystemd { dir, amberd, force } => {
+                    daemon::install_systemd(dir, amberd, force)
+                }
+                DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
             },
             Command::Rpc => rpc::rpc(&conn).await,
             Command::Completions { .. } => Ok(exit::OK),

@@ -191,7 +191,7 @@ impl Default for ToolsConfig {
     }
 }
 
-/// `[server]`: socket limits.
+/// `[server]`: socket limits and service behaviour.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
@@ -200,6 +200,11 @@ pub struct ServerConfig {
     pub max_subscriptions_per_connection: u32,
     /// Events buffered per subscriber before a slow one is dropped.
     pub subscriber_buffer: usize,
+    /// Exit (as on SIGTERM) after this many seconds without connections, running turns,
+    /// pending approvals or live processes; 0 = never. Honoured only when systemd handed
+    /// over the socket: it keeps listening and starts amberd on the next connection. A
+    /// daemon that bound its socket itself would leave nothing behind to wake it.
+    pub idle_exit_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -209,6 +214,7 @@ impl Default for ServerConfig {
             max_message_bytes: 16 * 1024 * 1024,
             max_subscriptions_per_connection: 64,
             subscriber_buffer: 8192,
+            idle_exit_secs: 0,
         }
     }
 }
@@ -432,6 +438,13 @@ mod tests {
         assert!(err.contains("base"), "{err}");
         let err = Config::parse("[provider]\nmax_tokens_field = \"n\"").unwrap_err();
         assert!(err.contains("max_tokens_field"), "{err}");
+    }
+
+    #[test]
+    fn idle_exit_defaults_to_never() {
+        assert_eq!(Config::default().server.idle_exit_secs, 0);
+        let cfg = Config::parse("[server]\nidle_exit_secs = 900").unwrap();
+        assert_eq!(cfg.server.idle_exit_secs, 900);
     }
 
     #[test]

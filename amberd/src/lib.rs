@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod plugins;
 pub mod policy;
 pub mod rpc;
+pub mod service;
 pub mod session;
 pub mod store;
 pub mod tools;

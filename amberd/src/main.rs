@@ -1,14 +1,21 @@
-//! `amberd`: the amber daemon. Serves PROTOCOL.md on a Unix socket in the foreground.
+//! `amberd`: the amber daemon. Serves PROTOCOL.md on a Unix socket in the foreground, or on
+//! the socket systemd passes (socket activation); notifies systemd when ready and stopping.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use amberd::config::{Config, config_path, data_dir};
 use amberd::daemon::Daemon;
 use amberd::rpc::{self, socket};
+use amberd::service::logfile::{self, RotatingFile};
+use amberd::service::notify::Notifier;
+use amberd::service::{self, idle};
 use amberd::session::deps::Deps;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
 
 /// The amber daemon: sessions, tools and the LLM loop behind a Unix socket.
 #[derive(Debug, Parser)]
@@ -27,9 +34,25 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // Before any thread exists: this edits the environment.
-    let activated = socket::from_systemd();
-    init_logging();
+    // Before any thread exists (the runtime's, the log writer's): reading what systemd
+    // passed also removes it from the environment, which is only sound single-threaded.
+    // SAFETY: nothing has spawned a thread yet.
+    let activated = match unsafe { socket::from_systemd() } {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("amberd: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // SAFETY: still single-threaded, as above.
+    let notifier = Arc::new(unsafe { Notifier::from_env() });
+    let env = |key: &str| std::env::var_os(key);
+    let log_file = if service::logs_to_journal(activated.is_some(), &env) {
+        None
+    } else {
+        service::log_file_path(&env)
+    };
+    init_logging(log_file.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -40,7 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, activated)) {
+    match runtime.block_on(run(args, activated, notifier)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err}");
@@ -53,7 +76,12 @@ fn main() -> ExitCode {
 async fn run(
     args: Args,
     activated: Option<std::os::unix::net::UnixListener>,
+    notifier: Arc<Notifier>,
 ) -> anyhow::Result<()> {
+    // Caught from the start: a SIGTERM right after READY=1 (or during start-up) must take
+    // the graceful path, not the default action that kills without persisting.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let env = |key: &str| std::env::var_os(key);
     let (config_file, explicit) = config_path(args.config, &env);
     let mut config = Config::load(config_file.as_deref(), explicit)?;
@@ -64,14 +92,23 @@ async fn run(
 
     let socket_path = amber_proto::paths::socket_path(args.socket, env, socket::current_uid());
     let owns_socket_file = activated.is_none();
-    let std_listener = match activated {
+    let (std_listener, socket_path) = match activated {
         Some(listener) => {
-            tracing::info!("serving the socket passed by systemd (LISTEN_FDS)");
-            listener
+            // Name what systemd actually listens on, not what --socket would have been.
+            let path = listener
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(PathBuf::from))
+                .unwrap_or(socket_path);
+            tracing::info!(socket = %path.display(), "serving the socket passed by systemd (LISTEN_FDS)");
+            (listener, path)
         }
-        None => socket::bind(&socket_path)?,
+        None => {
+            let listener = socket::bind(&socket_path)?;
+            listener.set_nonblocking(true)?;
+            (listener, socket_path)
+        }
     };
-    std_listener.set_nonblocking(true)?;
     let listener = tokio::net::UnixListener::from_std(std_listener)?;
     let inode = socket::inode_of(&socket_path);
 
@@ -81,11 +118,19 @@ async fn run(
     let daemon = Daemon::new(deps);
     daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
+    // Sessions are listable since Daemon::new and plugins are up: clients may come.
+    notifier.ready(&format!(
+        "serving {} ({} sessions)",
+        socket_path.display(),
+        daemon.sessions.count()
+    ));
+    notifier.spawn_stopping_on(daemon.shutdown.clone());
+    let watchdog_stop = CancellationToken::new();
+    notifier.spawn_watchdog(watchdog_stop.clone());
+    arm_idle_exit(&daemon, owns_socket_file);
 
     spawn_idle_unloader(&daemon);
     let shutdown = daemon.shutdown.clone();
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     tokio::spawn(async move {
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM received"),
@@ -100,13 +145,33 @@ async fn run(
         // A socket systemd owns stays for the next activation.
         socket::remove_if_ours(&socket_path, inode);
     }
+    // Normally sent when shutdown began; this covers serve failing on its own.
+    notifier.stopping("stopping");
+    // Pings go on through the wind-down above: a slow stop is not a hung daemon.
+    watchdog_stop.cancel();
     served?;
     tracing::info!("amberd stopped");
     Ok(())
 }
 
+/// `[server] idle_exit_secs`, honoured only under socket activation (see `service::idle`).
+fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
+    let secs = daemon.sessions.deps().config.server.idle_exit_secs;
+    if secs == 0 {
+        return;
+    }
+    if owns_socket_file {
+        tracing::info!(
+            idle_exit_secs = secs,
+            "idle exit ignored: this daemon bound its socket itself, so nothing would start it again"
+        );
+        return;
+    }
+    idle::spawn(daemon.clone(), Duration::from_secs(secs));
+}
+
 /// Unloads idle sessions from memory now and then (they stay in the store).
-fn spawn_idle_unloader(daemon: &std::sync::Arc<Daemon>) {
+fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
     let idle = std::time::Duration::from_secs(
         daemon
             .sessions
@@ -135,16 +200,42 @@ fn spawn_idle_unloader(daemon: &std::sync::Arc<Daemon>) {
 const DEFAULT_LOG: &str = "info,rmcp=warn";
 
 /// `AMBER_LOG`, else `RUST_LOG`, else `info` (rmcp at `warn`: it logs every server's
-/// instructions at info); always to stderr.
-fn init_logging() {
+/// instructions at info). Always to stderr (under systemd that is the journal); also to
+/// `file`, size-rotated, when given (main passes one only when no journal collects stderr).
+/// The one filter applies to both.
+fn init_logging(file: Option<&std::path::Path>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let filter = std::env::var("AMBER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| DEFAULT_LOG.to_owned());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let mut file_error = None;
+    let file_layer = file.and_then(|path| {
+        match RotatingFile::open(path, logfile::DEFAULT_MAX_BYTES, logfile::DEFAULT_KEEP) {
+            Ok(writer) => Some(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(Arc::new(writer))
+                    .with_ansi(false),
+            ),
+            Err(err) => {
+                file_error = Some(format!("{}: {err}", path.display()));
+                None
+            }
+        }
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr)
+        .with(file_layer)
         .init();
+    if let Some(err) = file_error {
+        // Not fatal: stderr still has everything.
+        tracing::warn!("cannot open the log file {err}; logging to stderr only");
+    }
 }

@@ -1,5 +1,6 @@
 //! The daemon's Unix socket: directory and file permissions, stale-socket cleanup,
-//! refusing to start over a live daemon, and the peer-uid check.
+//! refusing to start over a live daemon, the socket systemd passes (socket activation), and
+//! the peer-uid check.
 
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
@@ -25,6 +26,8 @@ pub enum SocketError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot use the socket passed by systemd (LISTEN_FDS): {0}")]
+    Activation(std::io::Error),
 }
 
 /// Creates the parent directory (0700), clears a stale socket, binds (0600).
@@ -97,31 +100,74 @@ fn is_amber_dir(dir: &Path) -> bool {
         .is_some_and(|n| n == "amber" || n.starts_with("amber-"))
 }
 
-/// The listening socket systemd handed us (`LISTEN_PID` = our pid, `LISTEN_FDS` >= 1), if any.
-/// The variables are removed so children do not inherit them.
-pub fn from_systemd() -> Option<UnixListener> {
-    let pid_matches = std::env::var("LISTEN_PID")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .is_some_and(|pid| pid == std::process::id());
-    let fds = std::env::var("LISTEN_FDS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(0);
-    if !pid_matches || fds == 0 {
-        return None;
+/// The listening socket systemd handed us (`LISTEN_PID` = our pid, `LISTEN_FDS` >= 1), if
+/// any, already non-blocking for tokio. `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` are
+/// removed so children do not inherit them; the descriptors are close-on-exec.
+///
+/// # Safety
+/// Edits the environment: call it while the process is single-threaded (main does, before
+/// the tokio runtime starts).
+pub unsafe fn from_systemd() -> Result<Option<UnixListener>, SocketError> {
+    // SAFETY: the caller guarantees no other thread touches the environment.
+    let fds = unsafe { sd_notify::listen_fds_and_unset_env() };
+    // SAFETY: as above; the crate leaves the names (we do not use them).
+    unsafe { std::env::remove_var("LISTEN_FDNAMES") };
+    let mut fds = fds.map_err(SocketError::Activation)?;
+    let Some(fd) = fds.next() else {
+        return Ok(None);
+    };
+    if fds.len() > 0 {
+        tracing::warn!(
+            extra = fds.len(),
+            "systemd passed more than one socket; serving only the first"
+        );
     }
-    // SAFETY: main calls this first, while the process is still single-threaded.
-    unsafe {
-        std::env::remove_var("LISTEN_PID");
-        std::env::remove_var("LISTEN_FDS");
-        std::env::remove_var("LISTEN_FDNAMES");
+    check_listening_unix_stream(fd)?;
+    // SAFETY: systemd passed this descriptor to this process for us to own (LISTEN_PID is
+    // ours), nothing else in the process refers to it, and it was checked to be a listening
+    // Unix stream socket.
+    let listener = unsafe { <UnixListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    listener
+        .set_nonblocking(true)
+        .map_err(SocketError::Activation)?;
+    Ok(Some(listener))
+}
+
+/// Refuses anything but a listening `AF_UNIX` `SOCK_STREAM` socket (a unit with
+/// `ListenDatagram=` or a TCP port would otherwise fail on the first accept, or worse).
+fn check_listening_unix_stream(fd: std::os::fd::RawFd) -> Result<(), SocketError> {
+    let opt = |name: libc::c_int| -> std::io::Result<libc::c_int> {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: value and len point to live locals of the sizes getsockopt is told.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                name,
+                (&raw mut value).cast(),
+                &raw mut len,
+            )
+        };
+        if rc == 0 {
+            Ok(value)
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let wrong = |what: String| SocketError::Activation(std::io::Error::other(what));
+    let domain = opt(libc::SO_DOMAIN).map_err(SocketError::Activation)?;
+    let kind = opt(libc::SO_TYPE).map_err(SocketError::Activation)?;
+    let listening = opt(libc::SO_ACCEPTCONN).map_err(SocketError::Activation)?;
+    if domain != libc::AF_UNIX || kind != libc::SOCK_STREAM {
+        return Err(wrong(format!(
+            "fd {fd} is not a Unix stream socket (use ListenStream= with a path)"
+        )));
     }
-    // SD_LISTEN_FDS_START: the first passed descriptor is always 3.
-    const FIRST_FD: std::os::fd::RawFd = 3;
-    // SAFETY: systemd passed fd 3 to this process for us to own; nothing else uses it.
-    let listener = unsafe { <UnixListener as std::os::fd::FromRawFd>::from_raw_fd(FIRST_FD) };
-    Some(listener)
+    if listening == 0 {
+        return Err(wrong(format!("fd {fd} is not listening")));
+    }
+    Ok(())
 }
 
 /// Removes the socket file if it is still the one we bound.
@@ -178,6 +224,28 @@ mod tests {
         // Once it is gone the file is stale and gets replaced.
         drop(listener);
         bind(&path).unwrap();
+    }
+
+    #[test]
+    fn only_a_listening_unix_stream_socket_is_accepted_from_systemd() {
+        use std::os::fd::AsRawFd;
+        let tmp = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(tmp.path().join("s.sock")).unwrap();
+        check_listening_unix_stream(listener.as_raw_fd()).unwrap();
+
+        let datagram = std::os::unix::net::UnixDatagram::bind(tmp.path().join("d.sock")).unwrap();
+        let err = check_listening_unix_stream(datagram.as_raw_fd()).unwrap_err();
+        assert!(
+            err.to_string().contains("not a Unix stream socket"),
+            "{err}"
+        );
+
+        let (a, _b) = UnixStream::pair().unwrap();
+        let err = check_listening_unix_stream(a.as_raw_fd()).unwrap_err();
+        assert!(err.to_string().contains("not listening"), "{err}");
+
+        let file = std::fs::File::open(tmp.path()).unwrap();
+        assert!(check_listening_unix_stream(file.as_raw_fd()).is_err());
     }
 
     #[test]

@@ -449,6 +449,21 @@ impl SessionManager {
         self.read().len()
     }
 
+    /// Loaded sessions with a turn running, an approval pending or a background process
+    /// alive: what exiting when idle (`service::idle`) must not cut short. Sessions only in
+    /// the store are idle by construction.
+    pub fn busy(&self) -> usize {
+        self.read()
+            .values()
+            .filter(|h| {
+                let s = &h.shared;
+                s.state() != SessionState::Idle
+                    || !s.approvals.pending().is_empty()
+                    || s.tools.processes.running() > 0
+            })
+            .count()
+    }
+
     /// Re-walks the session's persisted hash chain (`session/verify`).
     pub fn verify(&self, id: &str) -> Result<amber_proto::SessionVerifyResult, SessionError> {
         let known = self.read().contains_key(id) || self.stored().contains_key(id);
