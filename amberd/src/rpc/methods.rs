@@ -188,3 +188,38 @@ pub const SERVED: &[&str] = &[
     methods::PROVIDER_LIST,
     methods::SESSION_SET_MODEL,
 ];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn serves_exactly_the_protocol_and_its_extensions() {
+        let served: BTreeSet<&str> = SERVED.iter().copied().collect();
+        let defined: BTreeSet<&str> = methods::ALL
+            .iter()
+            .chain(methods::EXTENSIONS)
+            .copied()
+            .collect();
+        assert_eq!(served, defined);
+        assert_eq!(served.len(), SERVED.len(), "no method listed twice");
+    }
+
+    #[tokio::test]
+    async fn every_served_method_is_registered() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let deps = crate::session::deps::Deps::new(
+            crate::config::Config::default(),
+            &|_| None,
+            dir.path().to_owned(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let module = module(Daemon::new(deps)).unwrap_or_else(|e| panic!("{e}"));
+        let registered: BTreeSet<&str> = module.method_names().collect();
+        for method in SERVED {
+            assert!(registered.contains(method), "{method} is not registered");
+        }
+    }
+}
