@@ -468,3 +468,40 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod doc_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Every ```toml block of docs/configuration.md is a valid config file, with its
+    /// commented-out example lines switched on too, so the documented keys are the real ones.
+    #[test]
+    fn documented_config_blocks_parse() {
+        let doc = include_str!("../../docs/configuration.md");
+        let blocks: Vec<&str> = doc
+            .split("```toml\n")
+            .skip(1)
+            .map(|rest| rest.split("```").next().unwrap())
+            .collect();
+        assert!(blocks.len() >= 4, "found {} toml blocks", blocks.len());
+        for block in blocks {
+            if let Err(err) = Config::parse(block) {
+                panic!("docs/configuration.md block does not parse: {err}\n{block}");
+            }
+            let uncommented: String = block
+                .lines()
+                .map(|l| match l.trim_start().strip_prefix("# ") {
+                    Some(rest) if rest.contains(" = ") && !rest.starts_with('[') => rest,
+                    _ => l,
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            if let Err(err) = Config::parse(&uncommented) {
+                panic!(
+                    "an example line of docs/configuration.md is not a real key: {err}\n{uncommented}"
+                );
+            }
+        }
+    }
+}
