@@ -1,0 +1,125 @@
+//! Command-line arguments of `amber-bench` (clap derive). Parsing only.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// amber's KPI harness: scenarios against a scripted (or real) OpenAI-compatible endpoint,
+/// through a real amberd, measured from the client side.
+#[derive(Debug, Parser)]
+#[command(name = "amber-bench", version, about)]
+pub struct Args {
+    /// KPIs to measure, comma-separated (default: all; `compare` needs --compare)
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KPI,...")]
+    pub only: Vec<Kpi>,
+    /// Runs of each KPI (default: per KPI, so the whole suite takes under two minutes)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: Option<u32>,
+    /// A scenario file; replaces the built-in scenarios of its role (repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Vec<PathBuf>,
+    /// Model latency (ms) before every scripted answer, unless a turn sets `delay_ms`
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub delay_ms: u64,
+    /// A real OpenAI-compatible endpoint instead of the embedded scripted one
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Model name sent to the endpoint
+    #[arg(long, value_name = "M", default_value = "amber-bench")]
+    pub model: String,
+    /// Address of the embedded endpoint (a fixed port lets a `--socket` daemon point at it)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Use the amberd running at this socket instead of starting one
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The amberd binary (default: next to amber-bench)
+    #[arg(long, value_name = "PATH")]
+    pub amberd: Option<PathBuf>,
+    /// The amber-cli binary (default: next to amber-bench)
+    #[arg(long, value_name = "PATH")]
+    pub amber_cli: Option<PathBuf>,
+    /// Keep amberd's silent confirm turn (`[agent] confirm_finish = true`, one more request)
+    #[arg(long)]
+    pub confirm_finish: bool,
+    /// Files in the generated search tree
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub tree_files: usize,
+    /// Sessions of the memory KPI (idle, then all running a turn at once)
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub sessions: usize,
+    /// Another agent CLI run on the same scenario, beside `amber-cli run`. `{prompt}` and
+    /// `{base_url}` are substituted; $OPENAI_BASE_URL is set to the endpoint
+    #[arg(long, value_name = "CMD")]
+    pub compare: Option<String>,
+    /// One JSON object of numbers on stdout (notes go to stderr)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The measurements `--only` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kpi {
+    /// Daemon ready time: exec → first answered `daemon/status`
+    Ready,
+    /// End-to-end time of each task scenario and the daemon's share per model request
+    E2e,
+    /// First-token relay latency: endpoint's first content byte → client's first delta
+    Relay,
+    /// Event throughput and per-event relay latency to 1 and 10 subscribers
+    Throughput,
+    /// The 20k-chunk stream via `amber-cli run --json` vs read straight from the endpoint
+    Stream,
+    /// amberd RSS idle, per idle session, and under concurrent sessions
+    Memory,
+    /// `amber-cli run` and `amber-cli daemon status` wall time on a warm daemon
+    Cli,
+    /// grep mode vs `rg`; semantic index build and warm query
+    Search,
+    /// Tool-call success rate and model requests per task
+    Tools,
+    /// `--compare CMD` beside `amber-cli run`
+    Compare,
+}
+
+impl Args {
+    /// Whether `kpi` is selected.
+    pub fn wants(&self, kpi: Kpi) -> bool {
+        let selected = self.only.is_empty() || self.only.contains(&kpi);
+        selected && (kpi != Kpi::Compare || self.compare.is_some())
+    }
+
+    /// Runs of a KPI: `--runs`, else its default.
+    pub fn runs(&self, default: usize) -> usize {
+        self.runs.map_or(default, |n| n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn only_and_runs() {
+        let a = Args::try_parse_from(["amber-bench", "--only", "ready,e2e,relay", "--runs", "1"])
+            .unwrap();
+        assert!(a.wants(Kpi::Ready) && a.wants(Kpi::Relay));
+        assert!(!a.wants(Kpi::Memory) && !a.wants(Kpi::Compare));
+        assert_eq!(a.runs(20), 1);
+        let all =
+            Args::try_parse_from(["amber-bench", "--compare", "codex exec {prompt}"]).unwrap();
+        assert!(all.wants(Kpi::Compare) && all.wants(Kpi::Search));
+        assert_eq!(all.runs(20), 20);
+        assert!(Args::try_parse_from(["amber-bench", "--runs", "0"]).is_err());
+        assert!(Args::try_parse_from(["amber-bench", "--only", "nope"]).is_err());
+    }
+}

@@ -1,0 +1,64 @@
+//! amber-bench: amber's KPI harness (DESIGN.md "Performance targets", docs/benchmarks.md).
+//!
+//! Runs the scenarios of `amber-cli/bench/` against an embedded scripted OpenAI-compatible
+//! endpoint (or `--base-url`) through a real `amberd` (started for the run, or `--socket`),
+//! and prints the KPIs as Markdown tables or, with `--json`, as one object of numbers.
+//! Exit code 0, or 1 when a KPI could not be measured (the others are still reported).
+//!
+//! Like amber-cli it talks to the daemon only through amber-client and the protocol types;
+//! it shares no module with amber-cli's `main`.
+
+mod args;
+mod daemon;
+mod direct;
+mod endpoint;
+mod error;
+mod kpi;
+mod proc;
+mod report;
+mod scenario;
+mod stats;
+mod suite;
+mod task;
+mod tree;
+
+use std::io::Write;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    // The trampoline mode (proc.rs) runs before anything else allocates.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == proc::TRAMPOLINE) {
+        std::process::exit(proc::trampoline(&argv[2..]));
+    }
+    drop(argv);
+    let args = args::Args::parse();
+    let json = args.json;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AMBER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (report, failed) = runtime.block_on(suite::run(args))?;
+    // The harness's background tasks (unsubscribes, the endpoint) need not finish.
+    runtime.shutdown_background();
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", report.json())?;
+        for note in report.notes() {
+            eprintln!("amber-bench: {note}");
+        }
+    } else {
+        write!(out, "{}", report.human())?;
+    }
+    out.flush()?;
+    if failed {
+        std::process::exit(1);
+    }
+    Ok(())
+}

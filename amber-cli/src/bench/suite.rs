@@ -1,0 +1,238 @@
+//! The run: load the scenarios, start the endpoint and the daemon, measure the selected KPIs
+//! in an order that keeps them from disturbing each other (ready and memory on daemons of
+//! their own, first), then judge the goals. A KPI that fails becomes a note and a non-zero
+//! exit, and the others still run.
+
+use std::path::PathBuf;
+
+use amber_client::Client;
+use tempfile::TempDir;
+
+use crate::args::{Args, Kpi};
+use crate::daemon::{self, DaemonProc, DaemonSpec};
+use crate::endpoint::Endpoint;
+use crate::error::BenchError;
+use crate::kpi;
+use crate::report::Report;
+use crate::scenario::{self, Role, Scenario};
+use crate::task;
+
+/// Everything the KPIs share.
+pub struct Suite {
+    pub args: Args,
+    pub scenarios: Vec<Scenario>,
+    /// `None` with `--base-url`.
+    pub endpoint: Option<Endpoint>,
+    pub spec: DaemonSpec,
+    pub amber_cli: Option<PathBuf>,
+    /// The daemon started for the run (`None` with `--socket`).
+    pub daemon: Option<DaemonProc>,
+    pub socket: PathBuf,
+    pub client: Option<Client>,
+    pub scratch: TempDir,
+    pub report: Report,
+    /// Tool calls seen in every task run: (ok, total).
+    pub tools: (usize, usize),
+    pub failed: bool,
+}
+
+impl Suite {
+    /// The scenarios of a role, in file order.
+    pub fn of_role(&self, role: Role) -> Vec<Scenario> {
+        self.scenarios
+            .iter()
+            .filter(|s| s.role == role)
+            .cloned()
+            .collect()
+    }
+
+    /// The task scenario the single-scenario KPIs use (relay, cli, memory, compare).
+    pub fn primary(&self) -> Result<Scenario, BenchError> {
+        self.of_role(Role::Task)
+            .into_iter()
+            .next()
+            .ok_or_else(|| BenchError::Usage("no task scenario".into()))
+    }
+
+    /// The connected client of the run's daemon.
+    pub fn client(&self) -> Result<&Client, BenchError> {
+        self.client
+            .as_ref()
+            .ok_or_else(|| BenchError::Failed("no daemon connection".into()))
+    }
+
+    pub fn endpoint(&self) -> Result<&Endpoint, BenchError> {
+        self.endpoint.as_ref().ok_or_else(|| {
+            BenchError::Usage("needs the embedded endpoint (not available with --base-url)".into())
+        })
+    }
+
+    pub fn amber_cli(&self) -> Result<PathBuf, BenchError> {
+        self.amber_cli
+            .clone()
+            .ok_or_else(|| BenchError::MissingBinary {
+                binary: "amber-cli",
+                path: PathBuf::from("(next to amber-bench)"),
+                flag: "amber-cli",
+            })
+    }
+
+    /// Records a tool call's outcome for the success rate.
+    pub fn count_tools(&mut self, ok: usize, total: usize) {
+        self.tools.0 += ok;
+        self.tools.1 += total;
+    }
+
+    fn record(&mut self, kpi: &str, result: Result<(), BenchError>) {
+        if let Err(e) = result {
+            self.failed = true;
+            self.report.note(format!("{kpi}: FAILED: {e}"));
+        }
+    }
+}
+
+/// The scenarios: the built-in suite, with each `--scenario` file replacing the built-ins of
+/// its role.
+fn scenarios(args: &Args) -> Result<Vec<Scenario>, BenchError> {
+    let given = args
+        .scenario
+        .iter()
+        .map(|p| Scenario::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut all: Vec<Scenario> = Scenario::builtin()?
+        .into_iter()
+        .filter(|b| !given.iter().any(|g| g.role == b.role))
+        .collect();
+    all.extend(given);
+    scenario::check_distinct(&all)?;
+    Ok(all)
+}
+
+/// Runs the selected KPIs; the report, and whether any KPI failed.
+pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
+    let scenarios = scenarios(&args)?;
+    let endpoint = match &args.base_url {
+        Some(_) => None,
+        None => Some(Endpoint::start(&scenarios, args.listen, args.delay_ms)?),
+    };
+    let base_url = match (&args.base_url, &endpoint) {
+        (Some(url), _) => url.clone(),
+        (None, Some(e)) => e.base_url(),
+        (None, None) => return Err(BenchError::Failed("no endpoint".into())),
+    };
+    let needs_amberd = args.socket.is_none() || args.wants(Kpi::Ready) || args.wants(Kpi::Memory);
+    let amberd = if needs_amberd {
+        daemon::sibling(args.amberd.clone(), "amberd", "amberd")?
+    } else {
+        PathBuf::new()
+    };
+    let spec = DaemonSpec {
+        amberd,
+        base_url,
+        model: args.model.clone(),
+        api_key: args.base_url.is_none().then(|| "amber-bench".to_owned()),
+        confirm_finish: args.confirm_finish,
+    };
+    let amber_cli = daemon::sibling(args.amber_cli.clone(), "amber-cli", "amber-cli").ok();
+    let scratch = tempfile::Builder::new()
+        .prefix("amber-bench-ws-")
+        .tempdir()
+        .map_err(BenchError::io("create a scratch dir"))?;
+    let mut s = Suite {
+        scenarios,
+        endpoint,
+        spec,
+        amber_cli,
+        daemon: None,
+        socket: PathBuf::new(),
+        client: None,
+        scratch,
+        report: Report::default(),
+        tools: (0, 0),
+        failed: false,
+        args,
+    };
+    if let Some(e) = &s.endpoint {
+        s.report.note(format!(
+            "scripted endpoint at {} (model latency {} ms)",
+            e.base_url(),
+            s.args.delay_ms
+        ));
+    }
+
+    // Daemons of their own first, while the machine is quiet.
+    if s.args.wants(Kpi::Ready) {
+        let r = kpi::ready::measure(&mut s).await;
+        s.record("ready", r);
+    }
+    if s.args.wants(Kpi::Memory) {
+        let r = kpi::memory::measure(&mut s).await;
+        s.record("memory", r);
+    }
+
+    let needs_daemon = [
+        Kpi::E2e,
+        Kpi::Relay,
+        Kpi::Tools,
+        Kpi::Throughput,
+        Kpi::Stream,
+        Kpi::Cli,
+        Kpi::Search,
+        Kpi::Compare,
+    ]
+    .iter()
+    .any(|k| s.args.wants(*k));
+    if needs_daemon {
+        start_daemon(&mut s).await?;
+        if s.args.wants(Kpi::E2e) || s.args.wants(Kpi::Relay) || s.args.wants(Kpi::Tools) {
+            let r = kpi::e2e::measure(&mut s).await;
+            s.record("e2e", r);
+        }
+        if s.args.wants(Kpi::Throughput) {
+            let r = kpi::stream::throughput(&mut s).await;
+            s.record("throughput", r);
+        }
+        if s.args.wants(Kpi::Stream) {
+            let r = kpi::stream::cli_vs_direct(&mut s).await;
+            s.record("stream", r);
+        }
+        if s.args.wants(Kpi::Cli) || s.args.wants(Kpi::Compare) {
+            let r = kpi::cli::measure(&mut s).await;
+            s.record("cli", r);
+        }
+        if s.args.wants(Kpi::Search) {
+            let r = kpi::search::measure(&mut s).await;
+            s.record("search", r);
+        }
+        kpi::e2e::tool_summary(&mut s);
+    }
+    if let Some(d) = s.daemon.take() {
+        tokio::task::spawn_blocking(move || d.stop()).await.ok();
+    }
+    kpi::goals(&mut s.report, &s.args);
+    Ok((s.report, s.failed))
+}
+
+/// Starts the run's daemon (or connects to `--socket`) and connects the harness's client.
+async fn start_daemon(s: &mut Suite) -> Result<(), BenchError> {
+    if let Some(socket) = &s.args.socket {
+        s.socket = socket.clone();
+        s.report.note(format!(
+            "using the running daemon at {} (its own endpoint and config)",
+            socket.display()
+        ));
+    } else {
+        let spec = s.spec.clone();
+        let daemon = tokio::task::spawn_blocking(move || {
+            let mut d = DaemonProc::spawn(&spec)?;
+            d.wait_ready()?;
+            Ok::<_, BenchError>(d)
+        })
+        .await
+        .map_err(|e| BenchError::Failed(format!("daemon start: {e}")))??;
+        s.socket = daemon.socket.clone();
+        s.daemon = Some(daemon);
+    }
+    s.client = Some(Client::connect(task::connect_options(&s.socket)).await?);
+    Ok(())
+}
