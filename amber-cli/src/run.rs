@@ -1,21 +1,21 @@
 //! `amber-cli run`: create (or continue) a session, send one prompt, follow that turn's
 //! events until its `turn_completed`, and exit with a code that says how it ended.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use amber_client::{Client, ClientError, RawEventStream};
 use amber_proto::{Decision, EventKind, SessionNewParams};
 use anyhow::Context;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::UsageError;
 use crate::args::{ConnectArgs, RunArgs};
 use crate::ask;
 use crate::output::{self, connect_options, note};
-use crate::render::HumanRenderer;
+use crate::render::{HumanRenderer, Out};
 use crate::turn::{TurnTracker, exit, exit_code};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
@@ -63,8 +63,10 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         tracker: TurnTracker::new(turn_id),
         renderer: HumanRenderer::new(false),
         last_seq: after_seq,
+        stdout: String::new(),
     };
     let result = follow.follow(events, &mut interrupts).await;
+    follow.flush()?;
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !args.json {
         output::emit(follow.renderer.finish())?;
@@ -114,6 +116,9 @@ struct Follow<'a> {
     renderer: HumanRenderer,
     /// Highest durable seq seen; replays after a resubscribe skip up to here.
     last_seq: u64,
+    /// Output of the events handled since the last flush: a burst of events costs one
+    /// write(2), not one per delta (a 20k-chunk stream was mostly syscalls).
+    stdout: String,
 }
 
 impl Follow<'_> {
@@ -124,11 +129,26 @@ impl Follow<'_> {
     ) -> anyhow::Result<Ended> {
         let mut cancel_sent = false;
         let mut resubscribes = 0;
+        // An item read while draining a burst that is not an event (an error, the end).
+        let mut stashed: Option<Option<Result<amber_client::RawEvent, ClientError>>> = None;
         loop {
             tokio::select! {
-                item = events.next() => match item {
+                item = async { match stashed.take() { Some(item) => item, None => events.next().await } } => match item {
                     Some(Ok(raw)) => {
-                        if self.handle(&raw)? {
+                        let mut done = self.handle(&raw)?;
+                        // Handle what has already arrived, then write it all at once.
+                        while !done {
+                            match events.next().now_or_never() {
+                                Some(Some(Ok(raw))) => done = self.handle(&raw)?,
+                                Some(other) => {
+                                    stashed = Some(other);
+                                    break;
+                                }
+                                None => break,
+                            }
+                        }
+                        self.flush()?;
+                        if done {
                             return Ok(Ended::Completed);
                         }
                     }
@@ -148,8 +168,10 @@ impl Follow<'_> {
                     }
                     cancel_sent = true;
                     if !self.json {
-                        output::emit(self.renderer.finish())?;
+                        let pieces = self.renderer.finish();
+                        self.write(pieces)?;
                     }
+                    self.flush()?;
                     note("cancelling the turn (Ctrl-C again to exit at once)");
                     if let Err(e) = self.client.session_cancel(self.session_id).await {
                         note(&format!("cancel failed: {e}"));
@@ -166,7 +188,7 @@ impl Follow<'_> {
             if self.json
                 && output::raw_turn_id(raw.json()).as_deref() == Some(self.tracker.turn_id())
             {
-                output::line(raw.json())?;
+                self.push_line(raw.json());
             }
             return Ok(false);
         };
@@ -196,12 +218,44 @@ impl Follow<'_> {
             return Ok(false);
         }
         if self.json {
-            output::line(raw.json())?;
+            self.push_line(raw.json());
         } else {
-            output::emit(self.renderer.render(event))?;
+            let pieces = self.renderer.render(event);
+            self.write(pieces)?;
         }
         self.tracker.observe(event);
         Ok(self.tracker.completion().is_some())
+    }
+
+    fn push_line(&mut self, line: &str) {
+        self.stdout.push_str(line);
+        self.stdout.push('\n');
+    }
+
+    /// Rendered pieces: stdout text is buffered; stderr goes out at once, after what
+    /// stdout had before it, so a terminal shows them in order.
+    fn write(&mut self, pieces: Vec<Out>) -> std::io::Result<()> {
+        for piece in pieces {
+            match piece {
+                Out::Stdout(text) => self.stdout.push_str(&text),
+                Out::Stderr(_) => {
+                    self.flush()?;
+                    output::emit(vec![piece])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes and flushes what was buffered.
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.stdout.is_empty() {
+            return Ok(());
+        }
+        let mut out = std::io::stdout().lock();
+        out.write_all(self.stdout.as_bytes())?;
+        self.stdout.clear();
+        out.flush()
     }
 
     /// Answers an approval request without holding up the events: `allow_once` for

@@ -8,7 +8,7 @@ use clap::{Parser, ValueEnum};
 /// amber's KPI harness: scenarios against a scripted (or real) OpenAI-compatible endpoint,
 /// through a real amberd, measured from the client side.
 #[derive(Debug, Parser)]
-#[command(name = "amber-bench", version, about)]
+#[command(name = "amber-bench", version)]
 pub struct Args {
     /// KPIs to measure, comma-separated (default: all; `compare` needs --compare)
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KPI,...")]
