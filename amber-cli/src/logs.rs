@@ -2,13 +2,14 @@
 //! (`$XDG_STATE_HOME/amber/amberd.log`, size-rotated into `.1`, `.2`, …), or where to look
 //! instead when amberd runs under systemd and logs to the journal.
 
-use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use amber_proto::paths::log_file_path;
 
 use crate::output;
 use crate::turn::exit;
@@ -19,20 +20,10 @@ const FOLLOW_POLL: Duration = Duration::from_millis(250);
 const CHUNK: u64 = 64 * 1024;
 const JOURNAL_HINT: &str = "journalctl --user -u amberd";
 
-/// amberd's log file; the same rule as amberd's `service::log_file_path` (amber-cli never
-/// links amberd, so the few lines are repeated here).
-pub fn log_file_path(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |key: &str| env(key).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let state = set("XDG_STATE_HOME")
-        .filter(|p| p.is_absolute())
-        .or_else(|| set("HOME").map(|h| h.join(".local/state")))?;
-    Some(state.join("amber").join("amberd.log"))
-}
-
 /// `daemon logs`.
 pub fn logs(lines: usize, follow: bool) -> anyhow::Result<u8> {
     let env = |key: &str| std::env::var_os(key);
-    let path = log_file_path(&env);
+    let path = log_file_path(env);
     let journal = systemd_unit_active();
     let exists = path.as_deref().is_some_and(Path::is_file);
     if journal {
@@ -223,23 +214,5 @@ mod tests {
     fn a_missing_live_file_is_an_error() {
         let tmp = tempfile::tempdir().unwrap();
         assert!(tail(&tmp.path().join("nope.log"), 5).is_err());
-    }
-
-    #[test]
-    fn path_rule_matches_amberd() {
-        let env = |k: &str| match k {
-            "XDG_STATE_HOME" => Some(OsString::from("/s")),
-            "HOME" => Some(OsString::from("/h")),
-            _ => None,
-        };
-        assert_eq!(
-            log_file_path(&env),
-            Some(PathBuf::from("/s/amber/amberd.log"))
-        );
-        let home_only = |k: &str| (k == "HOME").then(|| OsString::from("/h"));
-        assert_eq!(
-            log_file_path(&home_only),
-            Some(PathBuf::from("/h/.local/state/amber/amberd.log"))
-        );
     }
 }

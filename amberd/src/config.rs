@@ -360,11 +360,14 @@ pub fn data_dir(explicit: Option<PathBuf>, env: &impl Fn(&str) -> Option<OsStrin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+    /// An environment of these variables only (tests of env-dependent rules share it).
+    pub(crate) fn env(
+        pairs: &'static [(&'static str, &'static str)],
+    ) -> impl Fn(&str) -> Option<OsString> {
         move |k| {
             pairs
                 .iter()

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     let log_file = if service::logs_to_journal(activated.is_some(), &env) {
         None
     } else {
-        service::log_file_path(&env)
+        service::log_file_path(env)
     };
     init_logging(log_file.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()

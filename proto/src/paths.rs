@@ -1,4 +1,5 @@
-//! Where the daemon's socket lives (PROTOCOL.md "Transport"), shared by daemon and clients.
+//! Where the daemon's socket lives (PROTOCOL.md "Transport") and where it writes its log file,
+//! shared by daemon and clients.
 //!
 //! Pure: the caller passes the environment lookup and its uid, so the rule is testable.
 
@@ -26,6 +27,17 @@ pub fn socket_path(
         return PathBuf::from(dir).join("amber").join(SOCKET_FILE);
     }
     PathBuf::from(format!("/tmp/amber-{uid}")).join(SOCKET_FILE)
+}
+
+/// amberd's log file (when stderr is not the journal): `$XDG_STATE_HOME/amber/amberd.log`
+/// (an absolute one), else `~/.local/state/amber/amberd.log`; `None` without either variable.
+/// `amber-cli daemon logs` reads the same file.
+pub fn log_file_path(env: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let set = |key: &str| env(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let state = set("XDG_STATE_HOME")
+        .filter(|p| p.is_absolute())
+        .or_else(|| set("HOME").map(|h| h.join(".local/state")))?;
+    Some(state.join("amber").join("amberd.log"))
 }
 
 #[cfg(test)]
@@ -70,5 +82,22 @@ mod tests {
             socket_path(None, empty, 1000),
             PathBuf::from("/tmp/amber-1000/amberd.sock")
         );
+    }
+
+    #[test]
+    fn log_file_follows_xdg_state_home() {
+        assert_eq!(
+            log_file_path(env_of(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])),
+            Some(PathBuf::from("/s/amber/amberd.log"))
+        );
+        assert_eq!(
+            log_file_path(env_of(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])),
+            Some(PathBuf::from("/h/.local/state/amber/amberd.log"))
+        );
+        assert_eq!(
+            log_file_path(env_of(&[("HOME", "/h")])),
+            Some(PathBuf::from("/h/.local/state/amber/amberd.log"))
+        );
+        assert_eq!(log_file_path(env_of(&[])), None);
     }
 }

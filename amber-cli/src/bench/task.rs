@@ -50,6 +50,14 @@ impl Observed {
         self.stop == Some(StopReason::EndTurn)
     }
 
+    /// Tool calls that completed with status `ok`.
+    pub fn tools_ok(&self) -> usize {
+        self.tools
+            .iter()
+            .filter(|(status, _)| *status == ToolStatus::Ok)
+            .count()
+    }
+
     /// How the turn ended, for error notes: `stop Error: connect: …`.
     pub fn outcome(&self) -> String {
         let stop = self

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::ffi::OsString;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,14 +24,7 @@ use super::{
 };
 use crate::config::Config;
 
-fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
-    move |k| {
-        pairs
-            .iter()
-            .find(|(key, _)| *key == k)
-            .map(|(_, v)| OsString::from(v))
-    }
-}
+use crate::config::tests::env;
 
 fn pool(toml: &str, vars: &'static [(&'static str, &'static str)]) -> LlmPool {
     LlmPool::new(&Config::parse(toml).unwrap(), &env(vars), bundled_lookup())

@@ -9,7 +9,6 @@ pub mod notify;
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
 
 /// Whether stderr already reaches the journal, so a log file would only duplicate it:
 /// the daemon was socket-activated, or `JOURNAL_STREAM` (`DEV:INODE`, set by systemd for a
@@ -42,41 +41,14 @@ fn stderr_identity() -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
 
-/// The log file: `$XDG_STATE_HOME/amber/amberd.log`, else `~/.local/state/amber/amberd.log`;
-/// None without either variable. `amber-cli daemon logs` follows the same rule.
-pub fn log_file_path(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |key: &str| env(key).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let state = set("XDG_STATE_HOME")
-        .filter(|p| p.is_absolute())
-        .or_else(|| set("HOME").map(|h| h.join(".local/state")))?;
-    Some(state.join("amber").join("amberd.log"))
-}
+/// The log file's path (the rule lives in amber-proto: `amber-cli daemon logs` shares it).
+pub use amber_proto::paths::log_file_path;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(key, _)| *key == k)
-                .map(|(_, v)| OsString::from(v))
-        }
-    }
-
-    #[test]
-    fn log_file_follows_xdg_state_home() {
-        assert_eq!(
-            log_file_path(&env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])),
-            Some(PathBuf::from("/s/amber/amberd.log"))
-        );
-        assert_eq!(
-            log_file_path(&env(&[("XDG_STATE_HOME", "rel"), ("HOME", "/h")])),
-            Some(PathBuf::from("/h/.local/state/amber/amberd.log"))
-        );
-        assert_eq!(log_file_path(&env(&[])), None);
-    }
+    use crate::config::tests::env;
 
     #[test]
     fn journal_detection() {

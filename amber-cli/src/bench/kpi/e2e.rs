@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use amber_proto::ToolStatus;
-
 use crate::args::Kpi;
 use crate::error::BenchError;
 use crate::scenario::{Role, Scenario};
@@ -99,11 +97,7 @@ async fn run_scenario(
             continue;
         };
         tools_total += seen.tools.len();
-        tools_ok += seen
-            .tools
-            .iter()
-            .filter(|(st, _)| *st == ToolStatus::Ok)
-            .count();
+        tools_ok += seen.tools_ok();
         m.mismatches += seen.mismatches();
         if !seen.ok() {
             m.errors += 1;

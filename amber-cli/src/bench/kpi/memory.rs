@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use amber_client::Client;
-use amber_proto::{SessionNewParams, ToolStatus};
+use amber_proto::SessionNewParams;
 
 use crate::daemon::{DaemonProc, rss_kib};
 use crate::error::BenchError;
@@ -134,11 +134,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
                     continue;
                 };
                 tools_total += seen.tools.len();
-                tools_ok += seen
-                    .tools
-                    .iter()
-                    .filter(|(st, _)| *st == ToolStatus::Ok)
-                    .count();
+                tools_ok += seen.tools_ok();
                 if seen.ok() {
                     turns.push(ms(run.total));
                 } else {

@@ -74,11 +74,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
                 continue;
             };
             tools_total += seen.tools.len();
-            tools_ok += seen
-                .tools
-                .iter()
-                .filter(|(st, _)| *st == ToolStatus::Ok)
-                .count();
+            tools_ok += seen.tools_ok();
             match seen.tools.as_slice() {
                 [(ToolStatus::Ok, grep), (ToolStatus::Ok, semantic), ..] => {
                     m.grep.push(*grep as f64);
