@@ -63,8 +63,6 @@ struct Inner {
     status: Vec<Entry<Arc<dyn StatusSegment>>>,
     panels: Vec<Entry<Arc<dyn Panel>>>,
     ledger: BTreeMap<Owner, Vec<(CapabilityKind, String)>>,
-    /// Bumped on every change; readers cache by it.
-    generation: u64,
 }
 
 impl Inner {
@@ -159,7 +157,6 @@ impl Registries {
             .entry(owner.clone())
             .or_default()
             .extend(keys.iter().cloned());
-        inner.generation += 1;
         Ok(keys
             .into_iter()
             .map(|(kind, name)| kind.capability(&name))
@@ -212,7 +209,6 @@ impl Registries {
             |p| p.name(),
             |n| listed(CapabilityKind::Panel, n),
         );
-        inner.generation += 1;
         row.into_iter()
             .map(|(kind, name)| kind.capability(&name))
             .collect()
@@ -261,11 +257,6 @@ impl Registries {
                     .collect()
             })
             .unwrap_or_default()
-    }
-
-    /// Changes with every install and unwind.
-    pub fn generation(&self) -> u64 {
-        self.read().generation
     }
 
     /// The tools in registration order, as the agent uses them.
@@ -338,7 +329,6 @@ impl std::fmt::Debug for Registries {
         let inner = self.read();
         f.debug_struct("Registries")
             .field("ledger", &inner.ledger)
-            .field("generation", &inner.generation)
             .finish()
     }
 }

@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use amber_proto::{Capability, PluginInfo, PluginKind, PluginState};
+use amber_proto::{PluginInfo, PluginKind, PluginState};
 use futures::future::BoxFuture;
 
 use super::contrib::Contributions;
@@ -63,7 +63,7 @@ impl FailureReporter {
     /// Marks the plugin Failed with `error` and unwinds its contributions.
     pub fn failed(&self, error: impl Into<String>) {
         if let Some(runtime) = self.runtime.upgrade() {
-            runtime.fail_epoch(&self.plugin, Some(self.epoch), error.into());
+            runtime.fail(&self.plugin, self.epoch, error.into());
         }
     }
 }
@@ -226,7 +226,7 @@ impl PluginRuntime {
                     .find(|s| s.plugin.name() == name)
                     .and_then(|s| s.failed_while_enabling.take());
                 if let Some(error) = late {
-                    self.fail_epoch(name, Some(epoch), error);
+                    self.fail(name, epoch, error);
                 }
             }
             Err(error) => {
@@ -262,18 +262,15 @@ impl PluginRuntime {
         self.info(name)
     }
 
-    /// A running plugin broke: unwind it and mark it Failed (`plugin/enable` restarts it).
-    pub fn fail(&self, name: &str, error: String) {
-        self.fail_epoch(name, None, error);
-    }
-
-    fn fail_epoch(&self, name: &str, epoch: Option<u64>, error: String) {
+    /// A running plugin broke (reported by its run `epoch`): unwind it and mark it Failed
+    /// (`plugin/enable` restarts it). A report from an earlier run is ignored.
+    fn fail(&self, name: &str, epoch: u64, error: String) {
         let plugin = {
             let mut slots = self.slots();
             let Some(slot) = slots.iter_mut().find(|s| s.plugin.name() == name) else {
                 return;
             };
-            if epoch.is_some_and(|e| e != slot.epoch) {
+            if epoch != slot.epoch {
                 tracing::debug!(plugin = name, %error, "failure of an earlier run ignored");
                 return;
             }
@@ -356,11 +353,4 @@ fn find<'a>(slots: &'a [Slot], name: &str) -> Result<&'a Slot, PluginError> {
                 .collect::<Vec<_>>()
                 .join(", "),
         })
-}
-
-/// The capability rows of a plugin, for tests and logs.
-pub fn capability_names(caps: &[Capability]) -> Vec<String> {
-    caps.iter()
-        .map(|c| format!("{}:{}", c.kind, c.name))
-        .collect()
 }

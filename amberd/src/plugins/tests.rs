@@ -89,6 +89,13 @@ impl Plugin for TestPlugin {
     }
 }
 
+/// `kind:name` of each capability, for compact assertions.
+fn capability_names(caps: &[amber_proto::Capability]) -> Vec<String> {
+    caps.iter()
+        .map(|c| format!("{}:{}", c.kind, c.name))
+        .collect()
+}
+
 fn runtime() -> (Arc<PluginRuntime>, Arc<AtomicUsize>) {
     let changes = Arc::new(AtomicUsize::new(0));
     let counter = changes.clone();
@@ -123,7 +130,7 @@ async fn enable_disable_enable_follows_the_state_diagram() {
     let row = rt.enable("p").await.unwrap();
     assert_eq!(row.state, PluginState::Active);
     assert_eq!(
-        runtime::capability_names(&row.capabilities),
+        capability_names(&row.capabilities),
         ["tool:a", "tool:b", "status:seg"]
     );
     assert_eq!(tool_names(&rt), ["a", "b"]);
@@ -311,7 +318,7 @@ async fn mcp_owners_replace_their_set_and_never_take_plugin_names() {
     c.tool(Arc::new(NamedTool("mcp__srv__a")))
         .tool(Arc::new(NamedTool("taken")));
     let caps = registries.replace(&owner, "mcp:srv", c);
-    assert_eq!(runtime::capability_names(&caps), ["tool:mcp__srv__a"]);
+    assert_eq!(capability_names(&caps), ["tool:mcp__srv__a"]);
     let sources: Vec<(String, String)> = registries
         .tool_entries()
         .into_iter()
