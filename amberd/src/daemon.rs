@@ -143,21 +143,11 @@ impl Daemon {
     ) -> Result<SessionInfo, String> {
         let pool = &self.sessions.deps().llm;
         let model = model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty());
-        let provider = provider.map(|p| p.trim().to_owned());
-        if let Some(name) = provider
-            .as_deref()
-            .filter(|p| !p.is_empty() && *p != "default")
-        {
-            let names = pool.names();
-            if !names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
-                return Err(format!(
-                    "unknown provider `{name}`; known: default, {}",
-                    names.join(", ")
-                ));
-            }
-        }
-        // `default` (or empty) goes back to the configured provider.
-        let provider = provider.map(|p| if p == "default" { String::new() } else { p });
+        // Some("") goes back to the configured provider.
+        let provider = match provider {
+            Some(p) => Some(pool.selection(&p)?.unwrap_or_default()),
+            None => None,
+        };
         let model = match (&model, &provider) {
             (None, Some(p)) => Some(pool.default_model(Some(p.as_str()).filter(|p| !p.is_empty()))),
             _ => model,

@@ -154,6 +154,23 @@ impl LlmPool {
             .map_or_else(|_| self.inner.endpoint.model.clone(), |r| r.settings.model)
     }
 
+    /// A session's `provider` choice: `Ok(None)` for the default (empty or `default`), the
+    /// name as the registry spells it, or why it is unknown.
+    pub fn selection(&self, provider: &str) -> Result<Option<String>, String> {
+        let name = provider.trim();
+        if name.is_empty() || name == DEFAULT_PROVIDER {
+            return Ok(None);
+        }
+        let names = self.names();
+        match names.iter().find(|n| n.eq_ignore_ascii_case(name)) {
+            Some(known) => Ok(Some(known.clone())),
+            None => Err(format!(
+                "unknown provider `{name}`; known: {DEFAULT_PROVIDER}, {}",
+                names.join(", ")
+            )),
+        }
+    }
+
     /// Every provider name a session may pick, sorted.
     pub fn names(&self) -> Vec<String> {
         let catalog = self.state().catalog.clone();

@@ -504,19 +504,13 @@ impl SessionManager {
 
     /// `session/new`'s `provider`: a known name, or `None` for the default.
     fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
-        let Some(name) = provider
-            .map(str::trim)
-            .filter(|p| !p.is_empty() && *p != "default")
-        else {
-            return Ok(None);
-        };
-        let names = self.deps.llm.names();
-        match names.iter().find(|n| n.eq_ignore_ascii_case(name)) {
-            Some(known) => Ok(Some(known.clone())),
-            None => Err(SessionError::InvalidParams(format!(
-                "provider: unknown provider `{name}`; known: default, {}",
-                names.join(", ")
-            ))),
+        match provider {
+            Some(p) => self
+                .deps
+                .llm
+                .selection(p)
+                .map_err(|e| SessionError::InvalidParams(format!("provider: {e}"))),
+            None => Ok(None),
         }
     }
 
