@@ -152,13 +152,16 @@ mod llm {
         assert_eq!(r.text, "Hello");
         assert_eq!(r.finish_reason.as_deref(), Some("stop"));
         assert_eq!(r.usage.unwrap().total_tokens, 9);
-        assert_eq!(
-            events,
-            vec![
-                StreamEvent::TextDelta("Hel".into()),
-                StreamEvent::TextDelta("lo".into())
-            ]
-        );
+        // Chunks that arrive together are forwarded as one delta: how many depends on
+        // timing, the text in order does not.
+        let text: String = events
+            .iter()
+            .map(|e| match e {
+                StreamEvent::TextDelta(t) => t.as_str(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(text, "Hello");
 
         let requests = mock.requests.lock().unwrap();
         let (headers, body) = &requests[0];

@@ -1,5 +1,10 @@
 //! The internal chunk shape every dialect decodes into, and `StreamState`, which folds
 //! chunks into a `ChatResponse` while forwarding text and reasoning deltas to the caller.
+//!
+//! Deltas are forwarded per burst, not per chunk: the reader applies every chunk that is
+//! already in hand and then calls `flush`, so a provider that streams faster than amber
+//! relays costs one event per burst instead of one per token. Text and reasoning are
+//! forwarded in the order they arrived (a switch of kind flushes what was pending).
 
 use amber_proto::Usage;
 
@@ -26,11 +31,23 @@ pub enum Decoded {
     Skip,
 }
 
+/// Which stream a pending delta belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Text,
+    Reasoning,
+}
+
 /// Accumulates one reply.
 #[derive(Debug, Default)]
 pub(crate) struct StreamState {
     text: String,
     reasoning: String,
+    /// `text[text_sent..]` and `reasoning[reasoning_sent..]` are not forwarded yet; at most
+    /// one of them is non-empty, the one `pending` names.
+    text_sent: usize,
+    reasoning_sent: usize,
+    pending: Option<Pending>,
     calls: ToolCallAccumulator,
     usage: Option<Usage>,
     finish_reason: Option<String>,
@@ -38,15 +55,16 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
-    /// Fold a chunk in, forwarding non-empty text and reasoning to `emit`.
+    /// Fold a chunk in. Its text and reasoning are forwarded by the next `flush` (or
+    /// sooner, when the other kind arrives first).
     pub(crate) fn apply(&mut self, delta: ChunkDelta, emit: &mut dyn FnMut(StreamEvent)) {
         if let Some(r) = delta.reasoning.filter(|r| !r.is_empty()) {
+            self.switch_to(Pending::Reasoning, emit);
             self.reasoning.push_str(&r);
-            emit(StreamEvent::ReasoningDelta(r));
         }
         if let Some(t) = delta.text.filter(|t| !t.is_empty()) {
+            self.switch_to(Pending::Text, emit);
             self.text.push_str(&t);
-            emit(StreamEvent::TextDelta(t));
         }
         for call in delta.tool_calls {
             self.calls.push(call);
@@ -56,6 +74,32 @@ impl StreamState {
         }
         if delta.finish_reason.is_some() {
             self.finish_reason = delta.finish_reason;
+        }
+    }
+
+    fn switch_to(&mut self, kind: Pending, emit: &mut dyn FnMut(StreamEvent)) {
+        if self.pending != Some(kind) {
+            self.flush(emit);
+            self.pending = Some(kind);
+        }
+    }
+
+    /// Forward what was applied since the last flush, as one delta.
+    pub(crate) fn flush(&mut self, emit: &mut dyn FnMut(StreamEvent)) {
+        match self.pending.take() {
+            Some(Pending::Text) => {
+                emit(StreamEvent::TextDelta(
+                    self.text[self.text_sent..].to_owned(),
+                ));
+                self.text_sent = self.text.len();
+            }
+            Some(Pending::Reasoning) => {
+                emit(StreamEvent::ReasoningDelta(
+                    self.reasoning[self.reasoning_sent..].to_owned(),
+                ));
+                self.reasoning_sent = self.reasoning.len();
+            }
+            None => {}
         }
     }
 
@@ -69,8 +113,13 @@ impl StreamState {
         self.done || self.finish_reason.is_some()
     }
 
-    /// The assembled reply, or `Truncated` when neither `finish_reason` nor `[DONE]` came.
-    pub(crate) fn finish(self) -> Result<ChatResponse, ApiError> {
+    /// Forward what is pending; then the assembled reply, or `Truncated` when neither
+    /// `finish_reason` nor `[DONE]` came.
+    pub(crate) fn finish(
+        mut self,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> Result<ChatResponse, ApiError> {
+        self.flush(emit);
         if !self.is_complete() {
             return Err(ApiError::Truncated);
         }
@@ -100,8 +149,11 @@ mod tests {
             },
             &mut |e| seen.push(e),
         );
+        assert!(matches!(
+            st.finish(&mut |e| seen.push(e)),
+            Err(ApiError::Truncated)
+        ));
         assert!(seen.is_empty());
-        assert!(matches!(st.finish(), Err(ApiError::Truncated)));
     }
 
     #[test]
@@ -115,8 +167,52 @@ mod tests {
             &mut |_| {},
         );
         st.mark_done();
-        let r = st.finish().unwrap();
+        let mut seen = Vec::new();
+        let r = st.finish(&mut |e| seen.push(e)).unwrap();
         assert_eq!(r.text, "hi");
         assert_eq!(r.finish_reason, None);
+        assert!(matches!(&seen[..], [StreamEvent::TextDelta(t)] if t == "hi"));
+    }
+
+    fn said(text: Option<&str>, reasoning: Option<&str>) -> ChunkDelta {
+        ChunkDelta {
+            text: text.map(str::to_owned),
+            reasoning: reasoning.map(str::to_owned),
+            ..ChunkDelta::default()
+        }
+    }
+
+    #[test]
+    fn a_burst_is_one_delta_per_kind_run_in_arrival_order() {
+        let mut st = StreamState::default();
+        let mut seen = Vec::new();
+        let mut emit = |e: StreamEvent| seen.push(e);
+        st.apply(said(None, Some("th")), &mut emit);
+        st.apply(said(None, Some("ink")), &mut emit);
+        // Reasoning and text in one chunk: the reasoning comes first.
+        st.apply(said(Some("A"), Some("!")), &mut emit);
+        st.apply(said(Some("B"), None), &mut emit);
+        st.flush(&mut emit);
+        st.flush(&mut emit); // nothing pending: nothing sent
+        st.apply(said(Some("C"), None), &mut emit);
+        st.apply(said(None, Some("?")), &mut emit);
+        st.mark_done();
+        let reply = st.finish(&mut emit).unwrap();
+        let got: Vec<String> = seen
+            .iter()
+            .map(|e| match e {
+                StreamEvent::TextDelta(t) => format!("text:{t}"),
+                StreamEvent::ReasoningDelta(r) => format!("reasoning:{r}"),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            ["reasoning:think!", "text:AB", "text:C", "reasoning:?"]
+        );
+        assert_eq!(
+            (reply.text.as_str(), reply.reasoning.as_str()),
+            ("ABC", "think!?")
+        );
     }
 }

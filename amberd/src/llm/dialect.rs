@@ -11,7 +11,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, H
 use super::decode::{ChunkDelta, Decoded};
 use super::presets::{all_presets, preset};
 use super::provider::DialectFactory;
-use super::{ApiError, ChatRequest, LlmSettings, wire};
+use super::{ApiError, ChatRequest, LlmSettings, chunk, wire};
 
 /// Flavors without a preset that still speak plain OpenAI chat-completions (every preset's
 /// flavor does too).
@@ -136,11 +136,11 @@ impl Dialect for OpenAiDialect {
     }
 
     fn decode_event(&self, event: &str, data: &str) -> Result<Decoded, ApiError> {
-        wire::parse_chunk(event, data)
+        chunk::parse_chunk(event, data)
     }
 
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError> {
-        wire::parse_response(body)
+        chunk::parse_response(body)
     }
 }
 

@@ -91,7 +91,8 @@ async fn text_basic() {
     let r = r.unwrap();
     assert_eq!(r.text, "Hello, wörld 🌍");
     assert_eq!(text_of(&events), r.text);
-    assert_eq!(events.len(), 3, "empty content is not emitted: {events:?}");
+    // The body was in hand at once: one burst, one delta.
+    assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(r.finish_reason.as_deref(), Some("stop"));
     assert_eq!(
         r.usage,
@@ -103,6 +104,44 @@ async fn text_basic() {
         })
     );
     assert!(r.tool_calls.is_empty());
+}
+
+/// A body that arrives one SSE event at a time, the reader waiting before each.
+async fn decode_paced(text: &str) -> Outcome {
+    let pieces: Vec<Result<String, std::io::Error>> = text
+        .split_inclusive("\n\n")
+        .map(|p| Ok(p.to_owned()))
+        .collect();
+    let body = futures::stream::iter(pieces).then(|piece| async move {
+        tokio::task::yield_now().await;
+        piece
+    });
+    let mut events = Vec::new();
+    let mut sink = |e: StreamEvent| events.push(e);
+    let r = read_sse(
+        body,
+        &OpenAiDialect,
+        Duration::from_secs(5),
+        &CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    (r, events)
+}
+
+#[tokio::test]
+async fn chunks_that_arrive_apart_are_forwarded_apart() {
+    let (r, events) = decode_paced(include_str!("fixtures/text_basic.sse")).await;
+    assert_eq!(r.unwrap().text, "Hello, wörld 🌍");
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas.len(), 3, "empty content is not emitted: {deltas:?}");
+    assert_eq!(deltas.concat(), "Hello, wörld 🌍");
 }
 
 #[tokio::test]
@@ -168,8 +207,17 @@ async fn reasoning_fields() {
     let r = r.unwrap();
     assert_eq!(r.reasoning, "Let me think. Still thinking.");
     assert_eq!(r.text, "Answer: 42");
+    // One burst: the reasoning chunks merge, in order, before the text.
     assert_eq!(
         events,
+        vec![
+            StreamEvent::ReasoningDelta("Let me think. Still thinking.".into()),
+            StreamEvent::TextDelta("Answer: 42".into()),
+        ]
+    );
+    let (_, paced) = decode_paced(include_str!("fixtures/reasoning.sse")).await;
+    assert_eq!(
+        paced,
         vec![
             StreamEvent::ReasoningDelta("Let me ".into()),
             StreamEvent::ReasoningDelta("think.".into()),

@@ -112,7 +112,7 @@ async fn llamacpp_stream_with_timings() {
     assert_eq!(r.text, "Hello!");
     assert_eq!(
         events.first(),
-        Some(&StreamEvent::ReasoningDelta("Simple".into()))
+        Some(&StreamEvent::ReasoningDelta("Simple greeting.".into()))
     );
     // Cached tokens come from `timings.cache_n`.
     assert_eq!(r.usage, usage(25, 9, 20, 34));
@@ -148,13 +148,12 @@ async fn deepseek_stream_with_cache_hits() {
     let (r, events) = stream("deepseek", include_str!("fixtures/flavors/deepseek.sse")).await;
     assert_eq!(r.reasoning, "9.11 vs 9.8: compare decimals.");
     assert_eq!(r.text, "9.8 is larger.");
+    // One burst: one delta per kind, reasoning first.
     assert_eq!(
         events,
         vec![
-            StreamEvent::ReasoningDelta("9.11 vs 9.8".into()),
-            StreamEvent::ReasoningDelta(": compare decimals.".into()),
-            StreamEvent::TextDelta("9.8".into()),
-            StreamEvent::TextDelta(" is larger.".into()),
+            StreamEvent::ReasoningDelta("9.11 vs 9.8: compare decimals.".into()),
+            StreamEvent::TextDelta("9.8 is larger.".into()),
         ]
     );
     assert_eq!(r.usage, usage(100, 60, 64, 160));

@@ -6,10 +6,11 @@
 //! dialect factory first, unknown flavor → openai), provider presets with their flavor's
 //! quirks (`presets.rs`, `provider.rs`), one cached client per provider (`pool.rs`), a
 //! reqwest transport with retry/backoff, timeouts and cancellation (`client.rs`,
-//! `retry.rs`), the SSE decoder (`sse.rs`, `decode.rs`) and the tool-call delta accumulator
+//! `retry.rs`), the SSE decoder (`sse.rs`, `chunk.rs`, `decode.rs`) and the tool-call delta accumulator
 //! (`accumulate.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
 
 mod accumulate;
+mod chunk;
 mod client;
 mod decode;
 mod dialect;
@@ -20,6 +21,7 @@ mod provider;
 mod retry;
 mod settings;
 mod sse;
+mod sse_decoder;
 mod wire;
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use amber_proto::{Event, EventKind, InProgressItem, StreamKind};
 use serde_json::value::RawValue;
 
 pub use super::queue::End;
-use super::queue::{QueueReceiver, QueueSender, queue};
+use super::queue::{QueueReceiver, QueueSender, SharedDelta, queue};
 
 /// An event serialised once, shared by every subscriber.
 #[derive(Debug, Clone)]
@@ -68,6 +68,17 @@ pub trait EventStore: Send + Sync {
 /// Durable events kept in memory per session by default (`[sessions] memory_events`);
 /// older ones are read back from the store.
 pub const MEMORY_TAIL: usize = 4096;
+
+/// Live deltas that a slow subscriber may receive merged.
+fn is_delta(kind: &EventKind) -> bool {
+    !kind.is_durable()
+        && matches!(
+            kind,
+            EventKind::MessageDelta { .. }
+                | EventKind::ReasoningDelta { .. }
+                | EventKind::ToolOutputDelta { .. }
+        )
+}
 
 /// The durable events worth an fsync: a crash must never lose them.
 fn must_sync(kind: &EventKind) -> bool {
@@ -182,8 +193,9 @@ impl EventHub {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Stamps, serialises, records (if durable) and broadcasts one event.
-    pub fn publish(&self, turn_id: Option<&str>, kind: EventKind) -> Event {
+    /// Stamps, serialises, records (if durable) and broadcasts one event; its `seq` if
+    /// durable.
+    pub fn publish(&self, turn_id: Option<&str>, kind: EventKind) -> Option<u64> {
         self.publish_as(turn_id, None, kind)
     }
 
@@ -193,10 +205,11 @@ impl EventHub {
         turn_id: Option<&str>,
         agent_id: Option<&str>,
         kind: EventKind,
-    ) -> Event {
+    ) -> Option<u64> {
         let durable = kind.is_durable();
         let mut log = self.lock();
         let seq = durable.then(|| log.last_seq + 1);
+        log.track(agent_id, &kind);
         let event = Event {
             seq,
             session_id: self.session_id.clone(),
@@ -205,6 +218,12 @@ impl EventHub {
             time: now_rfc3339(),
             kind,
         };
+        if is_delta(&event.kind) {
+            // Serialised later, once, and only if some subscriber takes it unmerged.
+            let delta = SharedDelta::new(event);
+            log.subscribers.retain(|sub| sub.push_delta(&delta));
+            return None;
+        }
         let wire = WireEvent::encode(&event);
         if let (Some(seq), Some(store)) = (seq, &self.store)
             && let Err(err) = store.append(seq, &wire.json, must_sync(&event.kind))
@@ -212,8 +231,7 @@ impl EventHub {
             // The event still reaches the clients; the store's trouble is the operator's.
             tracing::error!(session = %self.session_id, seq, %err, "cannot persist event");
         }
-        log.subscribers.retain(|sub| sub.push(&event, &wire));
-        log.track(agent_id, &event.kind);
+        log.subscribers.retain(|sub| sub.push(&wire));
         if let Some(seq) = seq {
             log.last_seq = seq;
             log.events.push_back(wire);
@@ -221,7 +239,7 @@ impl EventHub {
                 log.events.pop_front();
             }
         }
-        event
+        seq
     }
 
     /// Replay after `after_seq` (none without it) plus a live queue, atomically.
@@ -325,9 +343,9 @@ mod tests {
     #[test]
     fn durable_events_get_consecutive_seqs_and_live_ones_none() {
         let hub = EventHub::new("s".into(), 16);
-        assert_eq!(hub.publish(Some("t"), started("a")).seq, Some(1));
-        assert_eq!(hub.publish(Some("t"), text("x")).seq, None);
-        assert_eq!(hub.publish(Some("t"), started("b")).seq, Some(2));
+        assert_eq!(hub.publish(Some("t"), started("a")), Some(1));
+        assert_eq!(hub.publish(Some("t"), text("x")), None);
+        assert_eq!(hub.publish(Some("t"), started("b")), Some(2));
         assert_eq!(hub.last_seq(), 2);
     }
 

@@ -6,9 +6,14 @@
 //! deltas costs one queue slot. Only non-mergeable items count against the bound; a
 //! subscriber that exceeds it is cut off and flagged `lagged` (it can replay the durable
 //! events it missed with `afterSeq`).
+//!
+//! A delta is published once for all subscribers as a `SharedDelta` and serialised at most
+//! once, when the first subscriber takes it unmerged; a subscriber merging later deltas into
+//! it switches to its own copy. Most deltas of a fast stream are merged, so most are never
+//! serialised at all.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use amber_proto::{Event, EventKind};
 use tokio::sync::Notify;
@@ -24,13 +29,65 @@ pub enum End {
     Closed,
 }
 
+/// A live delta as published to every subscriber.
+#[derive(Debug)]
+pub struct SharedDelta {
+    event: Event,
+    wire: OnceLock<WireEvent>,
+}
+
+impl SharedDelta {
+    pub fn new(event: Event) -> Arc<Self> {
+        Arc::new(Self {
+            event,
+            wire: OnceLock::new(),
+        })
+    }
+
+    fn wire(&self) -> WireEvent {
+        self.wire
+            .get_or_init(|| WireEvent::encode(&self.event))
+            .clone()
+    }
+}
+
 enum Item {
     Ready(WireEvent),
-    /// A delta that may still absorb later ones; serialised when taken.
-    Delta {
-        event: Box<Event>,
-        wire: Option<WireEvent>,
-    },
+    /// A delta as published; it may still absorb later ones.
+    Shared(Arc<SharedDelta>),
+    /// A delta that absorbed later ones: this subscriber's own copy, serialised when taken.
+    Merged(Box<Event>),
+}
+
+impl Item {
+    /// Appends `next` when it continues this queued delta's stream (same turn and item).
+    fn absorb(&mut self, next: &Event) -> bool {
+        let continues =
+            |queued: &Event| queued.turn_id == next.turn_id && mergeable(&queued.kind, &next.kind);
+        match self {
+            Item::Ready(_) => false,
+            Item::Merged(queued) => {
+                let ok = continues(queued);
+                if ok {
+                    append(&mut queued.kind, &next.kind);
+                }
+                ok
+            }
+            Item::Shared(queued) => {
+                if !continues(&queued.event) {
+                    return false;
+                }
+                let mut own = Box::new(queued.event.clone());
+                append(&mut own.kind, &next.kind);
+                *self = Item::Merged(own);
+                true
+            }
+        }
+    }
+
+    fn is_delta(&self) -> bool {
+        !matches!(self, Item::Ready(_))
+    }
 }
 
 struct State {
@@ -114,33 +171,30 @@ fn append(queued: &mut EventKind, next: &EventKind) {
     }
 }
 
-fn is_delta(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::MessageDelta { .. }
-            | EventKind::ReasoningDelta { .. }
-            | EventKind::ToolOutputDelta { .. }
-    )
-}
-
 impl QueueSender {
-    /// Queues `wire` (the serialised `event`). Returns false when this subscriber is gone
-    /// or was cut off just now; the hub then forgets it.
-    pub fn push(&self, event: &Event, wire: &WireEvent) -> bool {
+    /// Queues a serialised event that never merges. Returns false when this subscriber is
+    /// gone or was cut off just now; the hub then forgets it.
+    pub fn push(&self, wire: &WireEvent) -> bool {
+        self.enqueue(self.shared.lock(), Item::Ready(wire.clone()))
+    }
+
+    /// Queues a delta, merged into the last queued one of the same stream when there is
+    /// one. Returns like `push`.
+    pub fn push_delta(&self, delta: &Arc<SharedDelta>) -> bool {
         let mut state = self.shared.lock();
+        if !state.receiver_gone
+            && state.end.is_none()
+            && let Some(back) = state.items.back_mut()
+            && back.absorb(&delta.event)
+        {
+            return true;
+        }
+        self.enqueue(state, Item::Shared(delta.clone()))
+    }
+
+    fn enqueue(&self, mut state: MutexGuard<'_, State>, item: Item) -> bool {
         if state.receiver_gone || state.end.is_some() {
             return false;
-        }
-        if let Some(Item::Delta {
-            event: queued,
-            wire: queued_wire,
-        }) = state.items.back_mut()
-            && queued.turn_id == event.turn_id
-            && mergeable(&queued.kind, &event.kind)
-        {
-            append(&mut queued.kind, &event.kind);
-            *queued_wire = None;
-            return true;
         }
         if state.items.len() >= self.shared.capacity {
             state.end = Some(End::Lagged);
@@ -149,14 +203,6 @@ impl QueueSender {
             self.shared.notify.notify_one();
             return false;
         }
-        let item = if is_delta(&event.kind) {
-            Item::Delta {
-                event: Box::new(event.clone()),
-                wire: Some(wire.clone()),
-            }
-        } else {
-            Item::Ready(wire.clone())
-        };
         state.items.push_back(item);
         drop(state);
         self.shared.notify.notify_one();
@@ -194,6 +240,24 @@ impl QueueReceiver {
         }
     }
 
+    /// Waits until `try_recv` has something to return.
+    pub async fn ready(&mut self) {
+        loop {
+            {
+                let state = self.shared.lock();
+                if !state.items.is_empty() || state.end.is_some() {
+                    return;
+                }
+            }
+            self.shared.notify.notified().await;
+        }
+    }
+
+    /// Whether the next item is a delta (left queued, it absorbs the ones that follow).
+    pub fn next_is_delta(&self) -> bool {
+        self.shared.lock().items.front().is_some_and(Item::is_delta)
+    }
+
     /// Like `recv` without waiting: `None` when nothing is queued yet.
     pub fn try_recv(&mut self) -> Option<Result<WireEvent, End>> {
         let mut state = self.shared.lock();
@@ -202,10 +266,8 @@ impl QueueReceiver {
         }
         match state.items.pop_front() {
             Some(Item::Ready(wire)) => Some(Ok(wire)),
-            Some(Item::Delta { event, wire }) => Some(Ok(match wire {
-                Some(wire) => wire,
-                None => WireEvent::encode(&event),
-            })),
+            Some(Item::Shared(delta)) => Some(Ok(delta.wire())),
+            Some(Item::Merged(event)) => Some(Ok(WireEvent::encode(&event))),
             None => state.end.map(Err),
         }
     }
@@ -222,24 +284,26 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn event(kind: EventKind) -> (Event, WireEvent) {
-        let event = Event {
+    fn event(kind: EventKind) -> Event {
+        Event {
             seq: None,
             session_id: "s".into(),
             turn_id: Some("t".into()),
             agent_id: None,
             time: "now".into(),
             kind,
-        };
-        let wire = WireEvent::encode(&event);
-        (event, wire)
+        }
     }
 
-    fn delta(item: &str, text: &str) -> (Event, WireEvent) {
-        event(EventKind::MessageDelta {
+    fn delta(item: &str, text: &str) -> Arc<SharedDelta> {
+        SharedDelta::new(event(EventKind::MessageDelta {
             item_id: item.into(),
             delta: text.into(),
-        })
+        }))
+    }
+
+    fn ready(kind: EventKind) -> WireEvent {
+        WireEvent::encode(&event(kind))
     }
 
     fn text_of(wire: &WireEvent) -> String {
@@ -251,34 +315,58 @@ mod tests {
     fn deltas_of_one_item_merge_while_waiting_and_keep_order() {
         let (tx, mut rx) = queue(4);
         for piece in ["a", "b", "c"] {
-            let (e, w) = delta("i1", piece);
-            assert!(tx.push(&e, &w));
+            assert!(tx.push_delta(&delta("i1", piece)));
         }
-        let (e, w) = delta("i2", "x");
-        assert!(tx.push(&e, &w));
+        assert!(tx.push_delta(&delta("i2", "x")));
+        assert!(rx.next_is_delta());
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "abc");
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "x");
         assert!(rx.try_recv().is_none());
+        assert!(!rx.next_is_delta());
+    }
+
+    #[test]
+    fn a_shared_delta_is_serialised_once_and_merging_never_touches_other_subscribers() {
+        let (a, mut rx_a) = queue(4);
+        let (b, mut rx_b) = queue(4);
+        let first = delta("i", "Hel");
+        assert!(a.push_delta(&first) && b.push_delta(&first));
+        // Only `a` merges the next piece into its copy.
+        assert!(a.push_delta(&delta("i", "lo")));
+        let from_b = rx_b.try_recv().unwrap().unwrap();
+        assert_eq!(text_of(&from_b), "Hel");
+        assert!(first.wire.get().is_some(), "b serialised the shared delta");
+        assert_eq!(text_of(&rx_a.try_recv().unwrap().unwrap()), "Hello");
+        assert_eq!(first.event.kind, delta("i", "Hel").event.kind);
+    }
+
+    #[test]
+    fn a_delta_after_another_event_does_not_jump_it() {
+        let (tx, mut rx) = queue(4);
+        assert!(tx.push_delta(&delta("i", "a")));
+        assert!(tx.push(&ready(EventKind::TurnStarted { prompt: "p".into() })));
+        assert!(tx.push_delta(&delta("i", "b")));
+        assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "a");
+        assert!(!rx.next_is_delta());
+        rx.try_recv().unwrap().unwrap();
+        assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "b");
     }
 
     #[test]
     fn a_full_queue_of_unmergeable_items_lags() {
         let (tx, mut rx) = queue(2);
-        let started = |p: &str| event(EventKind::TurnStarted { prompt: p.into() });
+        let started = |p: &str| ready(EventKind::TurnStarted { prompt: p.into() });
         for p in ["1", "2"] {
-            let (e, w) = started(p);
-            assert!(tx.push(&e, &w));
+            assert!(tx.push(&started(p)));
         }
-        let (e, w) = started("3");
-        assert!(!tx.push(&e, &w));
+        assert!(!tx.push(&started("3")));
         assert_eq!(rx.try_recv().unwrap().unwrap_err(), End::Lagged);
     }
 
     #[test]
     fn a_closed_queue_drains_first() {
         let (tx, mut rx) = queue(4);
-        let (e, w) = delta("i", "last words");
-        tx.push(&e, &w);
+        tx.push_delta(&delta("i", "last words"));
         tx.close();
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "last words");
         assert_eq!(rx.try_recv().unwrap().unwrap_err(), End::Closed);
@@ -288,7 +376,19 @@ mod tests {
     fn a_dropped_receiver_is_forgotten() {
         let (tx, rx) = queue(4);
         drop(rx);
-        let (e, w) = delta("i", "x");
-        assert!(!tx.push(&e, &w));
+        assert!(!tx.push_delta(&delta("i", "x")));
+        assert!(!tx.push(&ready(EventKind::TurnStarted { prompt: "p".into() })));
+    }
+
+    #[tokio::test]
+    async fn ready_wakes_on_a_push_made_while_waiting() {
+        let (tx, mut rx) = queue(4);
+        let waiter = tokio::spawn(async move {
+            rx.ready().await;
+            rx.try_recv().unwrap().unwrap()
+        });
+        tokio::task::yield_now().await;
+        tx.push_delta(&delta("i", "x"));
+        assert_eq!(text_of(&waiter.await.unwrap()), "x");
     }
 }

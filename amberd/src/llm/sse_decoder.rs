@@ -1,0 +1,193 @@
+//! Server-sent events framing (the WHATWG `text/event-stream` rules) over raw body bytes.
+//!
+//! Bytes are fed as they arrive, in any split; `next_event` hands out each complete event
+//! as borrowed `&str`s, so a stream of tiny chunks costs no allocation per event. Lines end
+//! at CRLF, LF or CR (a CR at the end of one piece and its LF at the start of the next are
+//! one line end); a leading BOM is dropped; `:` lines are comments; `data` lines join with
+//! `\n`; `id` and `retry` are read and ignored (amber never reconnects a chat stream).
+//! Text is decoded per line, so a code point split between pieces is whole again by the
+//! time its line ends; invalid UTF-8 becomes U+FFFD instead of failing the stream.
+//!
+//! Hand-written rather than eventsource-stream: that crate re-parses its buffer with nom
+//! and allocates per line, which was half of amberd's cost per streamed chunk (see
+//! docs/benchmarks.md).
+
+use std::borrow::Cow;
+
+/// One dispatched event: its type (`message` unless an `event:` line named another) and
+/// its data.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct SseEvent<'a> {
+    pub event: &'a str,
+    pub data: &'a str,
+}
+
+/// Incremental decoder; see the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct SseDecoder {
+    buf: Vec<u8>,
+    /// Start of the bytes not yet read as lines.
+    pos: usize,
+    /// The last line ended with CR: an LF right after it belongs to that line end.
+    skip_lf: bool,
+    /// The first line was seen (its BOM, if any, is dropped).
+    started: bool,
+    event: String,
+    /// Data lines, each followed by `\n`.
+    data: String,
+    /// The previous call returned an event: clear its buffers before reading on.
+    dispatched: bool,
+}
+
+impl SseDecoder {
+    /// Appends body bytes.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// End of body: a last line without its line end, and a last event without its blank
+    /// line, still count (providers that close the connection right after the data).
+    pub(crate) fn finish(&mut self) {
+        self.feed(b"\n\n");
+    }
+
+    /// The next complete event, or `None` until more bytes are fed.
+    pub(crate) fn next_event(&mut self) -> Option<SseEvent<'_>> {
+        if self.dispatched {
+            self.dispatched = false;
+            self.event.clear();
+            self.data.clear();
+        }
+        loop {
+            if self.skip_lf && self.pos < self.buf.len() {
+                if self.buf[self.pos] == b'\n' {
+                    self.pos += 1;
+                }
+                self.skip_lf = false;
+            }
+            let rest = &self.buf[self.pos..];
+            let end = memchr::memchr2(b'\n', b'\r', rest)?;
+            self.skip_lf = rest[end] == b'\r';
+            let (start, stop) = (self.pos, self.pos + end);
+            self.pos = stop + 1;
+            let mut line = &self.buf[start..stop];
+            if !self.started {
+                self.started = true;
+                line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+            }
+            if line.is_empty() {
+                if self.data.is_empty() {
+                    self.event.clear();
+                    continue;
+                }
+                self.dispatched = true;
+                let data = &self.data[..self.data.len() - 1];
+                let event = if self.event.is_empty() {
+                    "message"
+                } else {
+                    self.event.as_str()
+                };
+                return Some(SseEvent { event, data });
+            }
+            let (field, value) = match memchr::memchr(b':', line) {
+                Some(0) => continue, // a comment
+                Some(colon) => {
+                    let value = &line[colon + 1..];
+                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+                }
+                None => (line, &b""[..]),
+            };
+            match field {
+                b"data" => {
+                    self.data.push_str(&text(value));
+                    self.data.push('\n');
+                }
+                b"event" => {
+                    self.event.clear();
+                    self.event.push_str(&text(value));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn text(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// Every event of `input` fed in pieces of `size` bytes, then finished.
+    fn events(input: &[u8], size: usize) -> Vec<(String, String)> {
+        let mut d = SseDecoder::default();
+        let mut out = Vec::new();
+        let mut drain = |d: &mut SseDecoder| {
+            while let Some(e) = d.next_event() {
+                out.push((e.event.to_owned(), e.data.to_owned()));
+            }
+        };
+        for piece in input.chunks(size.max(1)) {
+            d.feed(piece);
+            drain(&mut d);
+        }
+        d.finish();
+        drain(&mut d);
+        out
+    }
+
+    fn ev(event: &str, data: &str) -> (String, String) {
+        (event.to_owned(), data.to_owned())
+    }
+
+    #[test]
+    fn every_line_ending_every_split() {
+        let input = "\u{feff}: comment\r\ndata: a\r\n\r\nevent: error\rdata:b\rdata\r\rdata: wörld 🌍\n\nid: 7\nretry: 10\n\n"
+            .as_bytes();
+        let expected = vec![
+            ev("message", "a"),
+            ev("error", "b\n"),
+            ev("message", "wörld 🌍"),
+        ];
+        for size in 1..=input.len() {
+            assert_eq!(events(input, size), expected, "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn a_last_event_without_its_blank_line_counts() {
+        assert_eq!(events(b"data: x", 3), vec![ev("message", "x")]);
+        assert_eq!(events(b"data: x\r", 64), vec![ev("message", "x")]);
+        assert_eq!(events(b"data: x\n\n", 64), vec![ev("message", "x")]);
+    }
+
+    #[test]
+    fn events_without_data_are_not_dispatched_and_reset_the_type() {
+        assert_eq!(
+            events(b"event: ping\n\ndata: after\n\n", 5),
+            vec![ev("message", "after")]
+        );
+        // `data:` with nothing after it is an event with empty data.
+        assert_eq!(events(b"data:\n\n", 64), vec![ev("message", "")]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_not_fatal() {
+        assert_eq!(
+            events(b"data: a\xffb\n\n", 2),
+            vec![ev("message", "a\u{FFFD}b")]
+        );
+    }
+
+    #[test]
+    fn only_one_space_after_the_colon_is_dropped() {
+        assert_eq!(events(b"data:  two\n\n", 64), vec![ev("message", " two")]);
+    }
+}
