@@ -6,9 +6,11 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::decode::{Decoded, StreamState};
+use super::pace::{Next, Pacer};
 use super::sse_decoder::{SseDecoder, SseEvent};
 use super::{ApiError, ChatResponse, Dialect, StreamEvent};
 
@@ -29,8 +31,9 @@ enum Step {
 /// the idle timeout (all fine then). Without either, the end of the body is `Truncated`.
 ///
 /// Body chunks already in hand are decoded as one burst and their text is forwarded as one
-/// delta, just before the reader waits for more; nothing is held back while waiting, so
-/// latency is that of the first chunk.
+/// delta, just before the reader waits for more, so latency is that of the first chunk.
+/// A stream faster than any human reads is forwarded once per millisecond instead
+/// (`pace.rs`).
 pub(crate) async fn read_sse<S, B, E>(
     body: S,
     dialect: &dyn Dialect,
@@ -50,9 +53,11 @@ where
         state: StreamState::default(),
         undecodable: None,
     };
+    let mut pacer = Pacer::new(Instant::now());
     let (mut burst, mut ended) = (0usize, false);
     'read: loop {
         while let Some(event) = decoder.next_event() {
+            pacer.on_event();
             match reader.step(&event, emit) {
                 Ok(Step::Continue) => {}
                 Ok(Step::Stop) => break 'read,
@@ -65,7 +70,8 @@ where
         if ended {
             break;
         }
-        let ready = if burst < MAX_BURST_BYTES {
+        // Bytes already in hand join this burst (a fast stream is batched by time instead).
+        let ready = if burst < MAX_BURST_BYTES && !pacer.is_fast() {
             body.next().now_or_never()
         } else {
             None
@@ -74,7 +80,21 @@ where
             Some(next) => next,
             None => {
                 burst = 0;
-                reader.state.flush(emit);
+                let now = Instant::now();
+                let hold_until = match pacer.next(now) {
+                    Next::FlushAndWait => {
+                        reader.state.flush(emit);
+                        pacer.flushed(now);
+                        None
+                    }
+                    Next::WaitUntil(due) => Some(due),
+                };
+                let held = async {
+                    match hold_until {
+                        Some(due) => tokio::time::sleep_until(due).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     biased;
                     () = cancel.cancelled() => return Err(ApiError::Cancelled),
@@ -85,6 +105,12 @@ where
                             "no data from the LLM endpoint for {idle:?}"
                         ))),
                     },
+                    // Still waiting when a fast stream's text is due: forward it, wait on.
+                    () = held => {
+                        reader.state.flush(emit);
+                        pacer.flushed(Instant::now());
+                        continue 'read;
+                    }
                 }
             }
         };

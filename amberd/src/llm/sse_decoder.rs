@@ -116,8 +116,13 @@ impl SseDecoder {
     }
 }
 
+/// `from_utf8_lossy` walks its input in chunks even when it is valid; the strict check is
+/// several times faster on the valid text every provider sends.
 fn text(bytes: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(bytes)
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 #[cfg(test)]
