@@ -116,13 +116,22 @@ async fn a_stalled_subscriber_gets_every_delta_coalesced_in_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_subscriber_overflowing_with_durable_events_is_dropped_and_replays_with_after_seq() {
-    // Enough text to fill the WebSocket's own buffers, then many durable tool events.
+    // Deltas reach a subscriber at most once per millisecond, merged in between; so to fill
+    // the WebSocket's own buffers (its 1024-message queue and the socket) the text comes
+    // paced: ~2,500 messages of ~400 bytes. Then many durable tool events in a second turn.
+    let chunks: Vec<String> = (0..2_500)
+        .map(|i| format!("{i:>6}{}", "x".repeat(394)))
+        .collect();
     let calls: Vec<MockToolCall> = (0..12)
         .map(|i| MockToolCall::new("bash", &json!({"command": format!("echo {i}")})))
         .collect();
-    let text = "x".repeat(80_000);
     let mock = MockLlm::start(vec![
-        MockTurn::TextAndToolCalls { text, calls },
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 1,
+        },
+        done(),
+        MockTurn::ToolCalls(calls),
         MockTurn::text("finished"),
         done(),
     ])
@@ -133,14 +142,16 @@ async fn a_subscriber_overflowing_with_durable_events_is_dropped_and_replays_wit
     let session = new_session(&client, &daemon, None).await;
     let mut stalled = stalled_subscriber(&daemon, &session).await;
 
-    within("session/prompt", client.session_prompt(&session, "go"))
-        .await
-        .unwrap();
-    // The session finishes although one subscriber reads nothing.
-    eventually("the turn to finish", Duration::from_secs(20), || {
-        session_state(&daemon, &session) == "idle"
-    })
-    .await;
+    // The session finishes both turns although one subscriber reads nothing.
+    for prompt in ["write", "go"] {
+        within("session/prompt", client.session_prompt(&session, prompt))
+            .await
+            .unwrap();
+        eventually("the turn to finish", Duration::from_secs(30), || {
+            session_state(&daemon, &session) == "idle"
+        })
+        .await;
+    }
 
     let mut close = None;
     for _ in 0..20_000 {

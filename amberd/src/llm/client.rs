@@ -1,6 +1,7 @@
-//! `LlmClient`: the reqwest transport. One request per attempt; retries with jittered
-//! exponential backoff while nothing has been streamed yet; connect and idle timeouts;
-//! the cancel token is raced against every await, the backoff sleep included.
+//! `LlmClient`: the reqwest transport. One request per attempt, run on the LLM I/O thread;
+//! retries with jittered exponential backoff while nothing has been streamed yet; connect
+//! and idle timeouts; the cancel token is raced against every await, the backoff sleep
+//! included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use futures::StreamExt;
 use http::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
+use super::io_thread;
 use super::retry::{Backoff, parse_retry_after};
 use super::sse::{read_buffered, read_sse};
 use super::{ApiError, ChatRequest, ChatResponse, Dialect, LlmSettings, StreamEvent, make_dialect};
@@ -92,6 +94,10 @@ impl LlmClient {
     }
 
     /// Send `req`, stream deltas to `on_event`, return the assembled reply.
+    ///
+    /// The request runs on the LLM I/O thread (`io_thread.rs`); deltas come back through a
+    /// channel and reach `on_event` on the caller's task, adjacent ones of a kind merged.
+    /// Dropping the returned future cancels the request.
     pub async fn stream_chat(
         &self,
         req: &ChatRequest,
@@ -113,10 +119,46 @@ impl LlmClient {
                 "base_url {base:?} must start with http:// or https://"
             )));
         }
-        let url = inner.dialect.endpoint(base);
-        let headers = inner.dialect.request_headers(settings)?;
-        let body = inner.dialect.body(req, settings).to_string();
+        let call = Call {
+            url: inner.dialect.endpoint(base),
+            headers: inner.dialect.request_headers(settings)?,
+            body: inner.dialect.body(req, settings).to_string(),
+        };
+        let io = io_thread::handle()?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let stop = cancel.child_token();
+        let _stop_on_drop = stop.clone().drop_guard();
+        let client = self.clone();
+        let task = io.spawn(async move {
+            client
+                .with_retries(&call, &stop, &mut |event| {
+                    // The receiver only goes away with the caller, which stops this task.
+                    let _ = tx.send(event);
+                })
+                .await
+        });
+        let mut batch = Vec::new();
+        while rx.recv_many(&mut batch, 1024).await > 0 {
+            for event in merge_adjacent(batch.drain(..)) {
+                on_event(event);
+            }
+        }
+        task.await.unwrap_or_else(|e| {
+            Err(ApiError::Connect(format!(
+                "the LLM request stopped unexpectedly: {e}"
+            )))
+        })
+    }
 
+    /// The attempts of one call: retried with backoff while nothing has been streamed.
+    async fn with_retries(
+        &self,
+        call: &Call,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ChatResponse, ApiError> {
+        let inner = &*self.inner;
+        let settings = &inner.settings;
         let mut retry = 0u32;
         loop {
             if cancel.is_cancelled() {
@@ -128,7 +170,8 @@ impl LlmClient {
                     emitted = true;
                     on_event(ev);
                 };
-                self.attempt(&url, &headers, &body, cancel, &mut sink).await
+                self.attempt(&call.url, &call.headers, &call.body, cancel, &mut sink)
+                    .await
             };
             let err = match result {
                 Ok(reply) => return Ok(reply),
@@ -212,6 +255,28 @@ impl LlmClient {
     }
 }
 
+/// What one chat call sends, ready for the I/O thread.
+struct Call {
+    url: String,
+    headers: HeaderMap,
+    body: String,
+}
+
+/// Adjacent text deltas, and adjacent reasoning deltas, as one each (order kept).
+fn merge_adjacent(events: impl Iterator<Item = StreamEvent>) -> Vec<StreamEvent> {
+    let mut out: Vec<StreamEvent> = Vec::new();
+    for event in events {
+        match (out.last_mut(), event) {
+            (Some(StreamEvent::TextDelta(text)), StreamEvent::TextDelta(more))
+            | (Some(StreamEvent::ReasoningDelta(text)), StreamEvent::ReasoningDelta(more)) => {
+                text.push_str(&more);
+            }
+            (_, event) => out.push(event),
+        }
+    }
+    out
+}
+
 /// Read at most `cap` bytes of a body (lossy UTF-8), honouring idle timeout and cancel.
 async fn read_capped(
     resp: reqwest::Response,
@@ -286,6 +351,28 @@ mod tests {
         let err = fut.await.unwrap_err();
         assert_eq!(err.code(), "not_configured");
         assert!(err.to_string().contains("AMBER_BASE_URL"));
+    }
+
+    #[test]
+    fn adjacent_deltas_of_a_kind_merge_in_order() {
+        let merged = merge_adjacent(
+            [
+                StreamEvent::ReasoningDelta("a".into()),
+                StreamEvent::ReasoningDelta("b".into()),
+                StreamEvent::TextDelta("c".into()),
+                StreamEvent::TextDelta("d".into()),
+                StreamEvent::ReasoningDelta("e".into()),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            merged,
+            vec![
+                StreamEvent::ReasoningDelta("ab".into()),
+                StreamEvent::TextDelta("cd".into()),
+                StreamEvent::ReasoningDelta("e".into()),
+            ]
+        );
     }
 
     #[tokio::test]

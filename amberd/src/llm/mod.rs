@@ -15,6 +15,7 @@ mod client;
 mod decode;
 mod dialect;
 mod error;
+mod io_thread;
 mod pace;
 mod pool;
 mod presets;
