@@ -73,9 +73,11 @@ struct ChunkWire {
 #[serde(default)]
 struct ChoiceWire {
     index: Option<Value>,
-    delta: Option<DeltaWire>,
+    // Boxed: a `DeltaWire` is 224 bytes, and serde moves each value a few times on its way
+    // into place (those moves were a tenth of the decoding time).
+    delta: Option<Box<DeltaWire>>,
     /// Non-streamed completions (and some streams' last chunk) say `message`.
-    message: Option<DeltaWire>,
+    message: Option<Box<DeltaWire>>,
     finish_reason: Option<Value>,
 }
 
@@ -170,8 +172,10 @@ impl ChoiceWire {
         let mut take = |key: &str| o.remove(key).filter(|v| !v.is_null());
         Self {
             index: take("index"),
-            delta: take("delta").and_then(DeltaWire::from_value),
-            message: take("message").and_then(DeltaWire::from_value),
+            delta: take("delta").and_then(DeltaWire::from_value).map(Box::new),
+            message: take("message")
+                .and_then(DeltaWire::from_value)
+                .map(Box::new),
             finish_reason: take("finish_reason"),
         }
     }

@@ -55,6 +55,13 @@ where
     };
     let mut pacer = Pacer::new(Instant::now());
     let (mut burst, mut ended) = (0usize, false);
+    // One of each for the whole stream, not one per wait: a fast stream waits once per
+    // chunk, and registering timers and cancel waiters per chunk was measurable.
+    let mut cancelled = std::pin::pin!(cancel.cancelled());
+    let mut idle_timer = std::pin::pin!(tokio::time::sleep(idle));
+    let mut flush_timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+    let mut flush_due: Option<Instant> = None;
+    let mut waiting_since;
     'read: loop {
         while let Some(event) = decoder.next_event() {
             pacer.on_event();
@@ -81,35 +88,45 @@ where
             None => {
                 burst = 0;
                 let now = Instant::now();
-                let hold_until = match pacer.next(now) {
+                waiting_since = now;
+                match pacer.next(now) {
                     Next::FlushAndWait => {
                         reader.state.flush(emit);
                         pacer.flushed(now);
-                        None
+                        flush_due = None;
                     }
-                    Next::WaitUntil(due) => Some(due),
-                };
-                let held = async {
-                    match hold_until {
-                        Some(due) => tokio::time::sleep_until(due).await,
-                        None => std::future::pending().await,
+                    Next::WaitUntil(due) => {
+                        if flush_due != Some(due) {
+                            flush_timer.as_mut().reset(due);
+                            flush_due = Some(due);
+                        }
                     }
-                };
-                tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => return Err(ApiError::Cancelled),
-                    next = tokio::time::timeout(idle, body.next()) => match next {
-                        Ok(next) => next,
-                        Err(_) if reader.state.is_complete() => break 'read,
-                        Err(_) => return Err(ApiError::Timeout(format!(
-                            "no data from the LLM endpoint for {idle:?}"
-                        ))),
-                    },
-                    // Still waiting when a fast stream's text is due: forward it, wait on.
-                    () = held => {
-                        reader.state.flush(emit);
-                        pacer.flushed(Instant::now());
-                        continue 'read;
+                }
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = &mut cancelled => return Err(ApiError::Cancelled),
+                        next = body.next() => break next,
+                        // Still waiting when a fast stream's text is due: forward it.
+                        () = &mut flush_timer, if flush_due.is_some() => {
+                            flush_due = None;
+                            reader.state.flush(emit);
+                            pacer.flushed(Instant::now());
+                        }
+                        // Armed `idle` after some earlier wait began; only a wait that has
+                        // itself lasted `idle` times out.
+                        () = &mut idle_timer => {
+                            let deadline = waiting_since + idle;
+                            if deadline > Instant::now() {
+                                idle_timer.as_mut().reset(deadline);
+                            } else if reader.state.is_complete() {
+                                break 'read;
+                            } else {
+                                return Err(ApiError::Timeout(format!(
+                                    "no data from the LLM endpoint for {idle:?}"
+                                )));
+                            }
+                        }
                     }
                 }
             }
