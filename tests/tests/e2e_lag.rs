@@ -116,9 +116,9 @@ async fn a_stalled_subscriber_gets_every_delta_coalesced_in_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_subscriber_overflowing_with_durable_events_is_dropped_and_replays_with_after_seq() {
-    // Deltas reach a subscriber at most once per millisecond, merged in between; so to fill
-    // the WebSocket's own buffers (its 1024-message queue and the socket) the text comes
-    // paced: ~2,500 messages of ~400 bytes. Then many durable tool events in a second turn.
+    // A fast stream's deltas are forwarded at most once per millisecond, merged in between;
+    // so to fill the WebSocket's own buffers (its 1024-message queue and the socket) the text
+    // comes paced: ~2,500 messages of ~400 bytes. Then many durable tool events.
     let chunks: Vec<String> = (0..2_500)
         .map(|i| format!("{i:>6}{}", "x".repeat(394)))
         .collect();

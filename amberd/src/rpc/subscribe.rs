@@ -3,14 +3,8 @@
 //! One forwarding task per subscription reads the session's broadcast. A subscriber that
 //! falls a whole buffer behind is ended with a close reason naming the last seq it got,
 //! so it can resubscribe with `afterSeq` and lose nothing durable.
-//!
-//! Deltas reach one subscriber at most once per `DELTA_INTERVAL`: when the model streams
-//! faster, the ones in between merge in the subscriber's queue (text is never lost or
-//! reordered), so a 20,000-chunk reply costs a client tens of notifications, not 20,000.
-//! A delta after a quiet spell goes out at once.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use amber_proto::{EventKind, SessionSubscribeParams, methods};
 use jsonrpsee::core::SubscriptionError;
@@ -22,9 +16,6 @@ use super::params::parse;
 use crate::daemon::Daemon;
 use crate::session::SessionShared;
 use crate::session::hub::{End, Subscription, WireEvent, now_rfc3339};
-
-/// Least time between two deltas sent to one subscriber.
-const DELTA_INTERVAL: Duration = Duration::from_millis(1);
 
 pub fn register(
     m: &mut RpcModule<Arc<Daemon>>,
@@ -97,33 +88,15 @@ async fn forward(
     {
         return Ok(());
     }
-    let mut last_delta: Option<tokio::time::Instant> = None;
     loop {
-        tokio::select! {
-            () = live.ready() => {}
+        let received = tokio::select! {
+            received = live.recv() => received,
             () = sink.closed() => return Ok(()),
-        }
-        let is_delta = live.next_is_delta();
-        if is_delta
-            && let Some(due) = last_delta.map(|at| at + DELTA_INTERVAL)
-            && due > tokio::time::Instant::now()
-        {
-            // Leave it queued a moment: the deltas arriving meanwhile merge into it.
-            tokio::select! {
-                () = tokio::time::sleep_until(due) => {}
-                () = sink.closed() => return Ok(()),
-            }
-        }
-        let Some(received) = live.try_recv() else {
-            continue;
         };
         match received {
             Ok(event) => {
                 if send(sink, &event).await.is_err() {
                     return Ok(());
-                }
-                if is_delta {
-                    last_delta = Some(tokio::time::Instant::now());
                 }
                 if let Some(seq) = event.seq {
                     delivered = seq;

@@ -84,10 +84,6 @@ impl Item {
             }
         }
     }
-
-    fn is_delta(&self) -> bool {
-        !matches!(self, Item::Ready(_))
-    }
 }
 
 struct State {
@@ -240,24 +236,6 @@ impl QueueReceiver {
         }
     }
 
-    /// Waits until `try_recv` has something to return.
-    pub async fn ready(&mut self) {
-        loop {
-            {
-                let state = self.shared.lock();
-                if !state.items.is_empty() || state.end.is_some() {
-                    return;
-                }
-            }
-            self.shared.notify.notified().await;
-        }
-    }
-
-    /// Whether the next item is a delta (left queued, it absorbs the ones that follow).
-    pub fn next_is_delta(&self) -> bool {
-        self.shared.lock().items.front().is_some_and(Item::is_delta)
-    }
-
     /// Like `recv` without waiting: `None` when nothing is queued yet.
     pub fn try_recv(&mut self) -> Option<Result<WireEvent, End>> {
         let mut state = self.shared.lock();
@@ -318,11 +296,9 @@ mod tests {
             assert!(tx.push_delta(&delta("i1", piece)));
         }
         assert!(tx.push_delta(&delta("i2", "x")));
-        assert!(rx.next_is_delta());
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "abc");
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "x");
         assert!(rx.try_recv().is_none());
-        assert!(!rx.next_is_delta());
     }
 
     #[test]
@@ -347,7 +323,6 @@ mod tests {
         assert!(tx.push(&ready(EventKind::TurnStarted { prompt: "p".into() })));
         assert!(tx.push_delta(&delta("i", "b")));
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "a");
-        assert!(!rx.next_is_delta());
         rx.try_recv().unwrap().unwrap();
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "b");
     }
@@ -378,17 +353,5 @@ mod tests {
         drop(rx);
         assert!(!tx.push_delta(&delta("i", "x")));
         assert!(!tx.push(&ready(EventKind::TurnStarted { prompt: "p".into() })));
-    }
-
-    #[tokio::test]
-    async fn ready_wakes_on_a_push_made_while_waiting() {
-        let (tx, mut rx) = queue(4);
-        let waiter = tokio::spawn(async move {
-            rx.ready().await;
-            rx.try_recv().unwrap().unwrap()
-        });
-        tokio::task::yield_now().await;
-        tx.push_delta(&delta("i", "x"));
-        assert_eq!(text_of(&waiter.await.unwrap()), "x");
     }
 }
