@@ -60,9 +60,19 @@ impl LlmClient {
     ) -> Result<Self, ApiError> {
         // Err only means a provider is already installed, which is what we want.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
-            .user_agent(concat!("amberd/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("amberd/", env!("CARGO_PKG_VERSION")));
+        if settings
+            .base_url
+            .as_deref()
+            .is_some_and(|b| b.trim_start().starts_with("http://"))
+        {
+            // A plain-HTTP endpoint (a local server) needs no root certificates; loading the
+            // system's store was a quarter of the daemon's start-up (docs/benchmarks.md).
+            builder = builder.tls_certs_only(Vec::new());
+        }
+        let http = builder
             .build()
             .map_err(|e| ApiError::InvalidConfig(format!("HTTP client: {}", chain(&e))))?;
         let backoff = Backoff {
