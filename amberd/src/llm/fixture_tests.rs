@@ -356,6 +356,29 @@ async fn idle_timeout_between_chunks() {
 }
 
 #[tokio::test]
+async fn idle_timeout_counts_from_the_last_chunk_not_the_start() {
+    // Five chunks 30 ms apart: 150 ms in all, never 50 ms without data.
+    let text = include_str!("fixtures/text_basic.sse");
+    let pieces: Vec<String> = text.split_inclusive("\n\n").map(str::to_owned).collect();
+    let body = futures::stream::iter(pieces).then(|piece| async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok::<_, std::io::Error>(piece)
+    });
+    let mut deltas = 0;
+    let mut sink = |_: StreamEvent| deltas += 1;
+    let r = read_sse(
+        body,
+        &OpenAiDialect,
+        Duration::from_millis(50),
+        &CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(r.unwrap().text, "Hello, wörld 🌍");
+    assert_eq!(deltas, 3, "a slow stream is forwarded chunk by chunk");
+}
+
+#[tokio::test]
 async fn cancel_while_waiting_for_data() {
     let body = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
     let cancel = CancellationToken::new();

@@ -116,9 +116,12 @@ where
                         // Armed `idle` after some earlier wait began; only a wait that has
                         // itself lasted `idle` times out.
                         () = &mut idle_timer => {
-                            let deadline = waiting_since + idle;
-                            if deadline > Instant::now() {
+                            // An idle timeout too large to add never expires.
+                            let deadline = waiting_since.checked_add(idle);
+                            if let Some(deadline) = deadline.filter(|d| *d > Instant::now()) {
                                 idle_timer.as_mut().reset(deadline);
+                            } else if deadline.is_none() {
+                                idle_timer.as_mut().reset(Instant::now() + Duration::from_secs(86_400));
                             } else if reader.state.is_complete() {
                                 break 'read;
                             } else {
