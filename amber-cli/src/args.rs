@@ -91,8 +91,9 @@ pub enum Command {
     },
     /// Bridge stdin/stdout to the daemon: one JSON-RPC message per line each way
     ///
-    /// Send `initialize` first. Exits once stdin has ended and every request has been
-    /// answered; keep stdin open to go on receiving notifications.
+    /// Send `initialize` first; lines behind it wait until it is answered, so they can all be
+    /// written at once. Exits once stdin has ended and every request has been answered; keep
+    /// stdin open to go on receiving notifications.
     Rpc,
     /// Print shell completions
     Completions {

@@ -64,6 +64,24 @@ fn id_key(id: &Value) -> String {
 
 const NULL_ID: &str = "null";
 
+/// The id key of `line` when it is an `initialize` request.
+fn initialize_id(line: &str) -> Option<String> {
+    let msg: Value = serde_json::from_str(line).ok()?;
+    if msg.get("method")?.as_str()? != "initialize" {
+        return None;
+    }
+    msg.get("id").map(id_key)
+}
+
+/// The id key of a response frame (`None` for notifications and batches).
+fn answer_id(frame: &str) -> Option<String> {
+    let msg: Value = serde_json::from_str(frame).ok()?;
+    if msg.get("method").is_some() {
+        return None;
+    }
+    msg.get("id").map(id_key)
+}
+
 impl Pending {
     /// Counts the answers one outgoing line will get.
     pub fn sent(&mut self, line: &str) {
@@ -173,6 +191,10 @@ where
     let mut lines = input.lines();
     let mut pending = Pending::default();
     let mut input_open = true;
+    // The daemon handles a connection's requests concurrently, so a line sent right behind
+    // `initialize` could overtake it and be refused (-32002): nothing more is forwarded
+    // until the handshake's answer is back.
+    let mut handshake: Option<String> = None;
     let out_err = |e| ClientError::io("cannot write output", e);
 
     let result = loop {
@@ -181,13 +203,14 @@ where
         }
         let drain = tokio::time::sleep(DRAIN_TIMEOUT);
         tokio::select! {
-            line = lines.next_line(), if input_open => match line {
+            line = lines.next_line(), if input_open && handshake.is_none() => match line {
                 Ok(Some(line)) => {
                     let line = line.trim_end_matches('\r');
                     if line.trim().is_empty() {
                         continue;
                     }
                     pending.sent(line);
+                    handshake = initialize_id(line);
                     if let Err(e) = sender.send(line.to_owned()).await {
                         break Err(ClientError::Transport(format!("send failed: {e}")));
                     }
@@ -198,6 +221,9 @@ where
             frame = frames.recv() => match frame {
                 Some(Ok(frame)) => {
                     pending.received(&frame);
+                    if handshake.is_some() && answer_id(&frame) == handshake {
+                        handshake = None;
+                    }
                     let mut line = frame_line(frame);
                     line.push('\n');
                     if let Err(e) = output.write_all(line.as_bytes()).await {
@@ -227,6 +253,29 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_handshake_is_recognised_and_its_answer_matched() {
+        let init = r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}"#;
+        assert_eq!(initialize_id(init).as_deref(), Some("7"));
+        assert_eq!(
+            initialize_id(r#"{"jsonrpc":"2.0","id":7,"method":"session/list"}"#),
+            None
+        );
+        assert_eq!(
+            initialize_id(r#"{"jsonrpc":"2.0","method":"initialize"}"#),
+            None
+        );
+        assert_eq!(initialize_id("not json"), None);
+        assert_eq!(
+            answer_id(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            answer_id(r#"{"jsonrpc":"2.0","method":"session/event","params":{}}"#),
+            None
+        );
+    }
 
     #[test]
     fn pending_counts_requests_not_notifications() {

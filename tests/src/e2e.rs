@@ -241,10 +241,18 @@ pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `cmd` (stdin from /dev/null) to completion; SIGKILLs it and panics after
 /// [`PROCESS_TIMEOUT`]. Returns the exit code (`None` if a signal ended it), stdout, stderr.
-pub fn run_bounded(mut cmd: std::process::Command) -> (Option<i32>, String, String) {
+pub fn run_bounded(cmd: std::process::Command) -> (Option<i32>, String, String) {
+    run_bounded_with_stdin(cmd, std::process::Stdio::null())
+}
+
+/// Like [`run_bounded`], with `stdin` as the child's standard input.
+pub fn run_bounded_with_stdin(
+    mut cmd: std::process::Command,
+    stdin: std::process::Stdio,
+) -> (Option<i32>, String, String) {
     use std::process::Stdio;
     let child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -4,7 +4,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{done, run_bounded, spawn};
+use amber_tests::e2e::{done, run_bounded, run_bounded_with_stdin, spawn};
 use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -241,4 +241,41 @@ fn ctrl_c_cancels_the_turn_and_exits_130() {
     // The daemon really cancelled: the session is idle again.
     let got = daemon.rpc_ok("session/get", json!({"sessionId": result["sessionId"]}));
     assert_eq!(got["session"]["state"], "idle");
+}
+
+#[tokio::test]
+async fn the_rpc_bridge_forwards_requests_sent_right_behind_initialize_after_it() {
+    let mock = MockLlm::start(vec![]).await;
+    let daemon = spawn(&mock);
+    // All lines at once, as `printf … | amber-cli rpc` sends them: the requests behind the
+    // handshake must not overtake it (the daemon would refuse them with -32002).
+    let input = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientInfo": {"name": "sh", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "daemon/status", "params": {}}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect::<String>();
+    let path = daemon.workspace.join("rpc-input.ndjson");
+    for _ in 0..5 {
+        std::fs::write(&path, &input).unwrap();
+        let mut cmd = daemon.cli();
+        cmd.args(["rpc", "--no-autostart"]);
+        let stdin = Stdio::from(std::fs::File::open(&path).unwrap());
+        let (code, stdout, stderr) = run_bounded_with_stdin(cmd, stdin);
+        assert_eq!(code, Some(0), "{stderr}");
+        let answers: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for id in 1..=3 {
+            let answer = answers
+                .iter()
+                .find(|a| a["id"] == id)
+                .unwrap_or_else(|| panic!("no answer to {id}: {stdout}"));
+            assert!(answer["result"].is_object(), "{answer}");
+        }
+    }
 }
