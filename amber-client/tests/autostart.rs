@@ -47,7 +47,9 @@ async fn autostart() {
     write_script(
         &script,
         &format!(
-            "echo \"$*\" >> {starts}\nwhile [ ! -S \"$2\" ]; do sleep 0.02; done\nsleep 1",
+            // Bounded: the test may finish (and delete the socket) between two polls, and
+            // an unbounded loop would outlive it.
+            "echo \"$*\" >> {starts}\nfor _ in $(seq 250); do [ -S \"$2\" ] && break; sleep 0.02; done\nsleep 1",
             starts = starts.display()
         ),
     );
