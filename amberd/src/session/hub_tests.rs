@@ -1,0 +1,186 @@
+//! Tests of `hub.rs`: seqs, replay without gap or duplicate (from memory and the store),
+//! slow subscribers, what is synced, and late subscribers of a streaming reply.
+
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn text(delta: &str) -> EventKind {
+    EventKind::MessageDelta {
+        item_id: "i".into(),
+        delta: delta.into(),
+    }
+}
+
+fn started(prompt: &str) -> EventKind {
+    EventKind::TurnStarted {
+        prompt: prompt.into(),
+    }
+}
+
+#[test]
+fn durable_events_get_consecutive_seqs_and_live_ones_none() {
+    let hub = EventHub::new("s".into(), 16);
+    assert_eq!(hub.publish(Some("t"), started("a")), Some(1));
+    assert_eq!(hub.publish(Some("t"), text("x")), None);
+    assert_eq!(hub.publish(Some("t"), started("b")), Some(2));
+    assert_eq!(hub.last_seq(), 2);
+}
+
+#[test]
+fn replay_starts_after_the_given_seq_and_live_continues_without_gap() {
+    let hub = EventHub::new("s".into(), 16);
+    for p in ["a", "b", "c"] {
+        hub.publish(None, started(p));
+    }
+    let mut sub = hub.subscribe(Some(1));
+    let seqs: Vec<_> = sub.replay.iter().map(|e| e.seq.unwrap()).collect();
+    assert_eq!(seqs, vec![2, 3]);
+    assert_eq!(sub.last_seq, 3);
+    hub.publish(None, started("d"));
+    assert_eq!(sub.live.try_recv().unwrap().unwrap().seq, Some(4));
+    hub.close();
+    assert_eq!(sub.live.try_recv().unwrap().unwrap_err(), End::Closed);
+    assert!(hub.subscribe(None).replay.is_empty());
+    assert_eq!(hub.subscribe(Some(99)).replay.len(), 0);
+}
+
+#[test]
+fn a_slow_subscriber_gets_merged_deltas_and_lags_only_on_durable_overflow() {
+    let hub = EventHub::new("s".into(), 16);
+    let mut slow = hub.subscribe(None);
+    let mut keeping_up = hub.subscribe(None);
+    for i in 0..100 {
+        hub.publish(None, text(&i.to_string()));
+        keeping_up.live.try_recv().unwrap().unwrap();
+    }
+    // 100 deltas of one item wait as a single merged delta.
+    let merged = slow.live.try_recv().unwrap().unwrap();
+    let v: serde_json::Value = serde_json::from_str(merged.json.get()).unwrap();
+    let expected: String = (0..100).map(|i| i.to_string()).collect();
+    assert_eq!(v["delta"], expected.as_str());
+    assert!(slow.live.try_recv().is_none());
+
+    for i in 0..17 {
+        hub.publish(None, started(&i.to_string()));
+        keeping_up.live.try_recv().unwrap().unwrap();
+    }
+    assert_eq!(slow.live.try_recv().unwrap().unwrap_err(), End::Lagged);
+    assert_eq!(hub.subscriber_count(), 1);
+}
+
+struct MemoryStore(Mutex<Vec<(u64, String, bool)>>);
+
+impl EventStore for MemoryStore {
+    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap()
+            .push((seq, json.get().to_owned(), sync));
+        Ok(())
+    }
+
+    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String> {
+        let stored = self.0.lock().unwrap();
+        Ok(stored
+            .iter()
+            .filter(|(seq, _, _)| *seq > after && *seq < before)
+            .map(|(seq, json, _)| WireEvent {
+                seq: Some(*seq),
+                json: Arc::from(RawValue::from_string(json.clone()).unwrap()),
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn replay_reaches_past_memory_into_the_store_without_gap_or_duplicate() {
+    let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
+    let hub = EventHub::restored("s".into(), 16, 0, Vec::new(), Some(store.clone()));
+    let total = MEMORY_TAIL as u64 + 100;
+    for i in 0..total {
+        hub.publish(None, started(&i.to_string()));
+        hub.publish(None, text("live deltas are never stored"));
+    }
+    let stored = store.0.lock().unwrap().len() as u64;
+    assert_eq!(stored, total);
+    let sub = hub.subscribe(Some(5));
+    let seqs: Vec<u64> = sub.replay.iter().map(|e| e.seq.unwrap()).collect();
+    assert_eq!(seqs, (6..=total).collect::<Vec<_>>());
+    assert_eq!(sub.last_seq, total);
+}
+
+#[test]
+fn only_events_that_matter_are_synced() {
+    let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
+    let hub = EventHub::restored("s".into(), 16, 41, Vec::new(), Some(store.clone()));
+    hub.publish(None, started("x"));
+    hub.publish(
+        None,
+        EventKind::TurnCompleted {
+            stop_reason: amber_proto::StopReason::EndTurn,
+            error: None,
+            usage: amber_proto::Usage::default(),
+        },
+    );
+    let stored = store.0.lock().unwrap().clone();
+    let flags: Vec<(u64, bool)> = stored.iter().map(|(s, _, sync)| (*s, *sync)).collect();
+    assert_eq!(flags, vec![(42, false), (43, true)]);
+}
+
+#[test]
+fn a_late_subscriber_gets_the_streaming_text_it_missed_and_live_continues_there() {
+    let hub = EventHub::new("s".into(), 16);
+    hub.publish(Some("t"), started("a"));
+    hub.publish(Some("t"), text("Hel"));
+    hub.publish(
+        Some("t"),
+        EventKind::ReasoningDelta {
+            item_id: "i".into(),
+            delta: "hmm".into(),
+        },
+    );
+    hub.publish_as(
+        Some("t"),
+        Some("agent-1"),
+        text("sub-agent text is not tracked"),
+    );
+    hub.publish(Some("t"), text("lo"));
+    let mut sub = hub.subscribe(Some(1));
+    assert_eq!(
+        sub.in_progress,
+        vec![
+            InProgressItem {
+                item_id: "i".into(),
+                kind: StreamKind::Message,
+                text: "Hello".into()
+            },
+            InProgressItem {
+                item_id: "i".into(),
+                kind: StreamKind::Reasoning,
+                text: "hmm".into()
+            },
+        ]
+    );
+    hub.publish(Some("t"), text(", world"));
+    let next = sub.live.try_recv().unwrap().unwrap();
+    assert!(next.json.get().contains(", world"), "{}", next.json.get());
+    hub.publish(
+        Some("t"),
+        EventKind::MessageCompleted {
+            item_id: "i".into(),
+            role: amber_proto::Role::Assistant,
+            text: "Hello, world".into(),
+        },
+    );
+    assert!(hub.subscribe(None).in_progress.is_empty());
+    hub.publish(Some("t"), text("next"));
+    hub.publish(
+        Some("t"),
+        EventKind::TurnCompleted {
+            stop_reason: amber_proto::StopReason::Cancelled,
+            error: None,
+            usage: Default::default(),
+        },
+    );
+    assert!(hub.subscribe(None).in_progress.is_empty());
+}
