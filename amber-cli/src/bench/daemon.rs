@@ -113,6 +113,19 @@ impl DaemonProc {
         })
     }
 
+    /// Spawns amberd and waits until it answers, on a blocking thread; `what` names the
+    /// caller in a join error.
+    pub async fn start(spec: &DaemonSpec, what: &str) -> Result<DaemonProc, BenchError> {
+        let spec = spec.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut daemon = DaemonProc::spawn(&spec)?;
+            daemon.wait_ready()?;
+            Ok::<_, BenchError>(daemon)
+        })
+        .await
+        .map_err(|e| BenchError::Failed(format!("{what}: {e}")))?
+    }
+
     /// Polls `daemon/status` over plain HTTP in a tight loop; the time from exec to the first
     /// answer. Blocking: call it from a blocking thread.
     pub fn wait_ready(&mut self) -> Result<Duration, BenchError> {

@@ -222,14 +222,7 @@ async fn start_daemon(s: &mut Suite) -> Result<(), BenchError> {
             socket.display()
         ));
     } else {
-        let spec = s.spec.clone();
-        let daemon = tokio::task::spawn_blocking(move || {
-            let mut d = DaemonProc::spawn(&spec)?;
-            d.wait_ready()?;
-            Ok::<_, BenchError>(d)
-        })
-        .await
-        .map_err(|e| BenchError::Failed(format!("daemon start: {e}")))??;
+        let daemon = DaemonProc::start(&s.spec, "daemon start").await?;
         s.socket = daemon.socket.clone();
         s.daemon = Some(daemon);
     }

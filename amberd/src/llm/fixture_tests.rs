@@ -28,19 +28,21 @@ fn pieces(bytes: &[u8], sizes: &[usize]) -> Vec<Result<Vec<u8>, std::io::Error>>
     out
 }
 
-async fn run_split(dialect: &dyn Dialect, text: &str, sizes: &[usize]) -> Outcome {
-    let body = futures::stream::iter(pieces(text.as_bytes(), sizes));
+/// `body` through `read_sse` with this idle timeout: the outcome and every event.
+async fn read_body<S, B>(body: S, dialect: &dyn Dialect, idle: Duration) -> Outcome
+where
+    S: futures::Stream<Item = Result<B, std::io::Error>> + Send,
+    B: AsRef<[u8]>,
+{
     let mut events = Vec::new();
     let mut sink = |e: StreamEvent| events.push(e);
-    let r = read_sse(
-        body,
-        dialect,
-        Duration::from_secs(5),
-        &CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let r = read_sse(body, dialect, idle, &CancellationToken::new(), &mut sink).await;
     (r, events)
+}
+
+async fn run_split(dialect: &dyn Dialect, text: &str, sizes: &[usize]) -> Outcome {
+    let body = futures::stream::iter(pieces(text.as_bytes(), sizes));
+    read_body(body, dialect, Duration::from_secs(5)).await
 }
 
 async fn decode(text: &str) -> Outcome {
@@ -116,17 +118,7 @@ async fn decode_paced(text: &str) -> Outcome {
         tokio::task::yield_now().await;
         piece
     });
-    let mut events = Vec::new();
-    let mut sink = |e: StreamEvent| events.push(e);
-    let r = read_sse(
-        body,
-        &OpenAiDialect,
-        Duration::from_secs(5),
-        &CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
-    (r, events)
+    read_body(body, &OpenAiDialect, Duration::from_secs(5)).await
 }
 
 #[tokio::test]
@@ -307,13 +299,10 @@ async fn transport_error_before_finish_is_connect_after_finish_is_ignored() {
         Ok(text.as_bytes().to_vec()),
         Err(std::io::Error::other("connection reset")),
     ];
-    let mut sink = |_: StreamEvent| {};
-    let r = read_sse(
+    let (r, _) = read_body(
         futures::stream::iter(items),
         &OpenAiDialect,
         Duration::from_secs(5),
-        &CancellationToken::new(),
-        &mut sink,
     )
     .await;
     let err = r.unwrap_err();
@@ -325,12 +314,10 @@ async fn transport_error_before_finish_is_connect_after_finish_is_ignored() {
         Ok(text.as_bytes().to_vec()),
         Err(std::io::Error::other("connection reset")),
     ];
-    let r = read_sse(
+    let (r, _) = read_body(
         futures::stream::iter(items),
         &OpenAiDialect,
         Duration::from_secs(5),
-        &CancellationToken::new(),
-        &mut sink,
     )
     .await;
     assert_eq!(r.unwrap().text, "done");
@@ -343,15 +330,7 @@ async fn idle_timeout_between_chunks() {
         .to_vec();
     let body = futures::stream::iter(vec![Ok::<_, std::io::Error>(first)])
         .chain(futures::stream::pending());
-    let mut sink = |_: StreamEvent| {};
-    let r = read_sse(
-        body,
-        &OpenAiDialect,
-        Duration::from_millis(50),
-        &CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (r, _) = read_body(body, &OpenAiDialect, Duration::from_millis(50)).await;
     assert_eq!(r.unwrap_err().code(), "timeout");
 }
 
@@ -364,18 +343,9 @@ async fn idle_timeout_counts_from_the_last_chunk_not_the_start() {
         tokio::time::sleep(Duration::from_millis(30)).await;
         Ok::<_, std::io::Error>(piece)
     });
-    let mut deltas = 0;
-    let mut sink = |_: StreamEvent| deltas += 1;
-    let r = read_sse(
-        body,
-        &OpenAiDialect,
-        Duration::from_millis(50),
-        &CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (r, events) = read_body(body, &OpenAiDialect, Duration::from_millis(50)).await;
     assert_eq!(r.unwrap().text, "Hello, wörld 🌍");
-    assert_eq!(deltas, 3, "a slow stream is forwarded chunk by chunk");
+    assert_eq!(events.len(), 3, "a slow stream is forwarded chunk by chunk");
 }
 
 #[tokio::test]

@@ -32,17 +32,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let n = s.args.sessions.max(1);
     let own = match &s.args.socket {
         Some(_) => None,
-        None => {
-            let spec = s.spec.clone();
-            let daemon = tokio::task::spawn_blocking(move || {
-                let mut d = DaemonProc::spawn(&spec)?;
-                d.wait_ready()?;
-                Ok::<_, BenchError>(d)
-            })
-            .await
-            .map_err(|e| BenchError::Failed(format!("memory: {e}")))??;
-            Some(daemon)
-        }
+        None => Some(DaemonProc::start(&s.spec, "memory").await?),
     };
     let socket = own
         .as_ref()
