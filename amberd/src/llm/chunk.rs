@@ -1,6 +1,7 @@
 //! Chat-completions chunks and responses in: JSON → `ChunkDelta`.
 //!
-//! Two readings, one meaning. The hot path deserialises the envelope (`choices`, `delta`)
+//! Three readings, one meaning. The common chunk — one choice with text — is scanned by
+//! `chunk_scan` without serde. Any other deserialises the envelope (`choices`, `delta`)
 //! straight into `ChunkWire`, so the ids, model names and timestamps every chunk repeats
 //! cost no allocation; the leaves that vary between providers (`content` strings or parts,
 //! reasoning strings or objects, tool calls, usage) stay `serde_json::Value`. A chunk whose
@@ -13,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::accumulate::ToolCallDelta;
+use super::chunk_scan::scan_simple_chunk;
 use super::decode::{ChunkDelta, Decoded};
 use super::error::{ApiError, error_message_from_value};
 use super::presets::KNOWN_REASONING_FIELDS;
@@ -35,6 +37,14 @@ pub(crate) fn parse_chunk(event: &str, data: &str) -> Result<Decoded, ApiError> 
         tracing::trace!(data, "ignoring non-JSON SSE data");
         return Ok(Decoded::Skip);
     }
+    if let Some(delta) = scan_simple_chunk(data) {
+        return Ok(Decoded::Chunk(delta));
+    }
+    parse_chunk_json(data)
+}
+
+/// A JSON chunk of any shape, through serde (`chunk_scan` answers the common one).
+pub(super) fn parse_chunk_json(data: &str) -> Result<Decoded, ApiError> {
     let wire = ChunkWire::parse(data)
         .map_err(|e| ApiError::Decode(format!("{e} in chunk {}", clip(data))))?;
     if let Some(error) = &wire.error {

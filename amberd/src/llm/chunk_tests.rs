@@ -1,11 +1,12 @@
 //! Tests of `chunk.rs`: provider variants, errors inside streams, and the typed and lenient
-//! readings agreeing on every recorded chunk.
+//! readings agreeing on every recorded chunk, and the fast scanner agreeing with both.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
 
 use super::*;
+use crate::llm::chunk_scan::scan_simple_chunk;
 
 fn chunk(data: &str) -> ChunkDelta {
     match parse_chunk("message", data).unwrap() {
@@ -165,4 +166,137 @@ fn typed_and_lenient_readings_agree_on_recorded_chunks() {
         "{typed_count} of {} chunks read typed",
         payloads.len()
     );
+}
+
+/// The fast path's answer for `data` must be the serde path's, whenever it gives one.
+/// Returns whether it answered.
+fn scan_agrees(data: &str) -> bool {
+    let Some(fast) = scan_simple_chunk(data) else {
+        return false;
+    };
+    match parse_chunk_json(data) {
+        Ok(Decoded::Chunk(slow)) => assert_eq!(fast, slow, "{data}"),
+        other => panic!("the scanner read {data} as {fast:?}; serde: {other:?}"),
+    }
+    true
+}
+
+#[test]
+fn the_scanner_reads_plain_chunks_and_leaves_the_rest_to_serde() {
+    let answered = [
+        r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":"a\"b\\c\n\u00e9\ud83d\ude00"}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"choices":[]}"#,
+        r#"{"choices":null}"#,
+        r#"{}"#,
+        r#" { "choices" : [ { "index" : -0 , "delta" : { "content" : "" } } ] , "x" : [ 1.5e-3 , true , false , null , { "a" : [ ] } , "}" ] } "#,
+        r#"{"choices":[{"delta":null,"message":null,"finish_reason":""}],"obfuscation":"\u0041"}"#,
+        r#"{"choices":[{"delta":{"content":"x","tool_calls":null,"reasoning":null}}],"error":null}"#,
+        r#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"r\u00e9","reasoning_details":[]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c","type":"function","function":{"name":"bash","arguments":"{\"a\":1}"}},{"function":null},{}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+    ];
+    for data in answered {
+        assert!(scan_agrees(data), "not answered: {data}");
+    }
+    let left = [
+        // Shapes serde reads.
+        r#"{"choices":[{"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}"#,
+        r#"{"choices":[{"delta":{"reasoning":{"text":"r"}}}]}"#,
+        r#"{"choices":[{"delta":{"reasoning_details":[{"text":"r"}]}}]}"#,
+        r#"{"choices":[{"delta":{"content":[{"type":"text","text":"t"}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":-1,"id":"c"}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1e0}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":7}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[1]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":{}}}]}"#,
+        r#"{"choices":[{"delta":{"function_call":{"name":"f"}}}]}"#,
+        r#"{"choices":[{"message":{"content":"m"}}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+        r#"{"error":{"message":"boom"}}"#,
+        r#"{"choices":[{"index":1.5,"delta":{"content":"a"}}]}"#,
+        r#"{"cho\u0069ces":[{"delta":{"content":"a"}}]}"#,
+        r#"{"choices":[],"choices":[{"delta":{"content":"a"}}]}"#,
+        r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+        r#"{"choices":"odd"}"#,
+        r#"{"choices":[{"delta":"odd"}]}"#,
+        // Not JSON, or not what serde accepts.
+        r#"{"choices":[{"delta":{"content":"a"}}]"#,
+        r#"{"choices":[{"delta":{"content":"a"}}]}x"#,
+        r#"{"id":01,"choices":[]}"#,
+        r#"{"id":1.,"choices":[]}"#,
+        r#"{"id":"\x","choices":[]}"#,
+        r#"{"id":"\u12g4","choices":[]}"#,
+        "{\"id\":\"tab\there\",\"choices\":[]}",
+        r#"{"id":tru,"choices":[]}"#,
+        r#"{"a":[1,],"choices":[]}"#,
+        r#"{"a":1,}"#,
+    ];
+    for data in left {
+        assert!(scan_simple_chunk(data).is_none(), "answered: {data}");
+        // And the full parser still reads (or rejects) it as before.
+        let _ = parse_chunk("message", data);
+    }
+    let deep = format!(
+        "{{\"a\":{}{},\"choices\":[]}}",
+        "[".repeat(100),
+        "]".repeat(100)
+    );
+    assert!(scan_simple_chunk(&deep).is_none());
+}
+
+#[test]
+fn the_scanner_agrees_with_serde_on_every_recorded_chunk() {
+    let payloads = recorded_payloads();
+    let answered = payloads.iter().filter(|d| scan_agrees(d)).count();
+    // Usage, errors, content parts and reasoning objects go to serde; they are few in a
+    // real stream, but many in these fixtures of quirks.
+    assert!(
+        answered * 4 >= payloads.len() * 3,
+        "{answered} of {} chunks scanned",
+        payloads.len()
+    );
+}
+
+/// Every one-byte deletion, replacement and insertion (from bytes that matter to JSON) of
+/// some chunks: whatever the scanner answers, serde must answer the same.
+#[test]
+fn the_scanner_agrees_with_serde_on_mutated_chunks() {
+    let bases = [
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"w1 \n\"q\" \u00e9"},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x":[-1.5E+2,{"k":[true,false]},"s"]}"#,
+        r#"{"choices":[{"delta":{"reasoning":"r","tool_calls":[{"index":10,"id":"c","function":{"name":"n","arguments":"{"p":"\u00e9"}"}}]}}]}"#,
+    ];
+    let alphabet = b"{}[]\":,\\ -+.0159eEtrufalsn\tu\x01";
+    let (mut answered, mut total) = (0usize, 0usize);
+    for base in bases {
+        let bytes = base.as_bytes();
+        for at in 0..=bytes.len() {
+            let mut variants = Vec::new();
+            if at < bytes.len() {
+                variants.push([&bytes[..at], &bytes[at + 1..]].concat());
+            }
+            for b in alphabet {
+                if at < bytes.len() {
+                    variants.push([&bytes[..at], &[*b], &bytes[at + 1..]].concat());
+                }
+                variants.push([&bytes[..at], &[*b], &bytes[at..]].concat());
+            }
+            for v in variants {
+                let Ok(data) = std::str::from_utf8(&v) else {
+                    continue;
+                };
+                let data = data.trim();
+                if !data.starts_with('{') {
+                    continue;
+                }
+                total += 1;
+                answered += usize::from(scan_agrees(data));
+            }
+        }
+    }
+    // Many mutations land in skipped or text bytes and still read the same.
+    assert!(answered * 10 >= total, "{answered} of {total} answered");
 }

@@ -11,6 +11,7 @@
 
 mod accumulate;
 mod chunk;
+mod chunk_scan;
 mod client;
 mod decode;
 mod dialect;
