@@ -114,12 +114,15 @@ async fn run_prompt(
     let outcome = agent::run_turn(context, text, &env).await;
     shared.publish_messages(context);
     shared.end_turn();
-    shared.save_meta();
     hooks.emit(EventKind::TurnCompleted {
         stop_reason: outcome.stop,
         error: outcome.error,
         usage: outcome.usage,
     });
+    // After the event, not before: the log is the record of the turn (recovery reads it),
+    // the metadata only its summary, and its atomic replace (two fsyncs) need not delay
+    // what the client waits for.
+    shared.save_meta();
 }
 
 /// A manual compaction (`session/compact`), run by the actor between turns.
