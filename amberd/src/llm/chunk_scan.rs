@@ -405,13 +405,14 @@ impl<'a> Cursor<'a> {
         let mut i = start + 1;
         let mut escaped = false;
         loop {
-            // Eight plain bytes at a time: ids, model names and text are mostly plain.
-            while let Some(word) = self.s.get(i..i + 8) {
-                let word = u64::from_le_bytes(word.try_into().ok()?);
-                if has_special_byte(word) {
-                    break;
+            // Eight bytes at a time to the next `"`, `\` or control character.
+            if let Some(word) = self.s.get(i..i + 8) {
+                let special = special_bytes(u64::from_le_bytes(word.try_into().ok()?));
+                if special == 0 {
+                    i += 8;
+                    continue;
                 }
-                i += 8;
+                i += (special.trailing_zeros() / 8) as usize;
             }
             match *self.s.get(i)? {
                 b'"' => break,
@@ -455,14 +456,14 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// True when some byte of `word` may be `"`, `\` or a control character (false positives
-/// only send the scan to the byte-wise check).
-fn has_special_byte(word: u64) -> bool {
+/// The high bit of each byte of `word` that is `"`, `\` or a control character — exact up
+/// to the lowest flagged byte (borrows may flag bytes above it, never below).
+fn special_bytes(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
     let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
     let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    (quote | backslash | control) != 0
+    quote | backslash | control
 }
