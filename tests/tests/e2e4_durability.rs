@@ -200,6 +200,16 @@ async fn kill_mid_tool_leaves_a_consistent_context() {
     let client = connect(&daemon).await;
     let got = within("get", client.session_get(&session)).await.unwrap();
     assert_consistent(&got.messages);
+    // The metadata was last saved before the turn; the log knows its usage and title.
+    let usage = seen
+        .values()
+        .rev()
+        .find(|e| e["type"] == "usage")
+        .expect("the first request's usage was reported");
+    let total: amber_proto::Usage = serde_json::from_value(usage["total"].clone()).unwrap();
+    assert!(total.total_tokens > 0);
+    assert_eq!(got.session.usage, total);
+    assert_eq!(got.session.title, "run the long job");
     let mut events = Events::live(&client, &session).await;
     let turn = prompt_turn(&client, &mut events, &session, "what happened?").await;
     assert_eq!(turn.last().unwrap()["stopReason"], "end_turn");
@@ -390,6 +400,7 @@ async fn todos_and_usage_survive_a_crash() {
     assert_eq!(after["todos"], before["todos"]);
     assert_eq!(after["todos"][1]["status"], "in_progress");
     assert_eq!(after["session"]["usage"], before["session"]["usage"]);
+    assert_eq!(after["session"]["title"], "plan it");
     assert_eq!(after["messages"], before["messages"]);
 }
 

@@ -216,10 +216,15 @@ impl SessionShared {
     fn set_title_if_empty(&self, prompt: &str) {
         let mut live = self.lock_live();
         if live.info.title.is_empty() {
-            let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            live.info.title = line.trim().chars().take(60).collect();
+            live.info.title = title_of(prompt);
         }
     }
+}
+
+/// A session's title from its first prompt: the first non-blank line, 60 characters.
+fn title_of(prompt: &str) -> String {
+    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.trim().chars().take(60).collect()
 }
 
 /// A running session: its shared state and the way into its actor.
@@ -324,6 +329,15 @@ impl SessionManager {
                 let log = store
                     .create(&meta)
                     .map_err(|e| SessionError::Store(e.to_string()))?;
+                // The new files' fsyncs, off the request's path (the log's first sync
+                // waits for them if they are not done by then).
+                let owed = log.creation_sync();
+                let session = id.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(err) = owed.settle() {
+                        tracing::warn!(%session, %err, "cannot sync a new session's files yet");
+                    }
+                });
                 Some(Persistence::new(store.clone(), id.clone(), log))
             }
             None => None,

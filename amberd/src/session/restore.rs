@@ -4,7 +4,9 @@
 //! **Invariants:** a restored session is `idle`; a turn that was running when the daemon
 //! died ends with a durable `turn_completed{stopReason: "error", error.code: "interrupted"}`;
 //! the context is cut back to its longest consistent prefix (never half a tool-call pair),
-//! and the cut is written to the log as pops so the log keeps matching memory.
+//! and the cut is written to the log as pops so the log keeps matching memory. Usage and
+//! an empty title are taken from the log when it knows them (the metadata is saved after
+//! a turn's events, so a crash can leave it one turn behind).
 
 use std::sync::Arc;
 
@@ -61,6 +63,8 @@ pub(super) fn load(
     }
 
     let todos = last_todos(&loaded.events);
+    let usage = last_usage_total(&loaded.events);
+    let first_prompt = first_prompt(&loaded.events);
     let last_seq = loaded.events.last().map_or(0, |e| e.seq);
     let skip = loaded.events.len().saturating_sub(MEMORY_TAIL);
     let tail: Vec<WireEvent> = loaded
@@ -82,6 +86,15 @@ pub(super) fn load(
     .with_memory(deps.config.sessions.memory_events);
     let mut info = loaded.meta.info;
     info.state = SessionState::Idle;
+    // The metadata is saved after a turn's events: after a crash the log may know more.
+    if let Some(total) = usage {
+        info.usage = total;
+    }
+    if info.title.is_empty()
+        && let Some(prompt) = first_prompt
+    {
+        info.title = super::title_of(&prompt);
+    }
     let workspace = std::path::PathBuf::from(&info.cwd);
     let handle = build::spawn(
         deps,
@@ -133,5 +146,47 @@ fn last_todos(events: &[crate::store::StoredEvent]) -> Option<Vec<amber_proto::T
             .ok()
             .filter(|t| t.kind == "todo_updated")
             .map(|t| t.todos)
+    })
+}
+
+/// The session's running usage total, as the last `usage` event reported it.
+fn last_usage_total(events: &[crate::store::StoredEvent]) -> Option<Usage> {
+    #[derive(serde::Deserialize)]
+    struct UsageEvent {
+        #[serde(rename = "type")]
+        kind: String,
+        total: Usage,
+    }
+    events.iter().rev().find_map(|e| {
+        if !e.json.get().contains("\"usage\"") {
+            return None;
+        }
+        serde_json::from_str::<UsageEvent>(e.json.get())
+            .ok()
+            .filter(|u| u.kind == "usage")
+            .map(|u| u.total)
+    })
+}
+
+/// The prompt of the session's first turn (sub-agents' turns are tagged and skipped).
+fn first_prompt(events: &[crate::store::StoredEvent]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Started {
+        #[serde(rename = "type")]
+        kind: String,
+        /// The envelope's sub-agent tag.
+        #[serde(default)]
+        agent: Option<String>,
+        #[serde(default)]
+        prompt: String,
+    }
+    events.iter().find_map(|e| {
+        if !e.json.get().contains("\"turn_started\"") {
+            return None;
+        }
+        serde_json::from_str::<Started>(e.json.get())
+            .ok()
+            .filter(|t| t.kind == "turn_started" && t.agent.is_none())
+            .map(|t| t.prompt)
     })
 }

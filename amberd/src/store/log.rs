@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use amber_proto::Message;
 use serde_json::value::RawValue;
 
+use super::CreationSync;
 use super::load;
 use super::record;
 use super::{StoreError, io_err};
@@ -38,6 +39,8 @@ pub struct SessionLog {
     next_seq: Option<u64>,
     /// A failed write could not be undone: the file's tail is unknown.
     broken: bool,
+    /// A new session's fsyncs, owed before the first sync.
+    creation: CreationSync,
 }
 
 impl SessionLog {
@@ -82,7 +85,19 @@ impl SessionLog {
             synced_len: len,
             next_seq,
             broken: false,
+            creation: CreationSync::default(),
         })
+    }
+
+    /// This log owes `creation` before its first sync.
+    pub(crate) fn owing(mut self, creation: CreationSync) -> Self {
+        self.creation = creation;
+        self
+    }
+
+    /// The fsyncs a new session's files still owe, for a background job to settle early.
+    pub fn creation_sync(&self) -> CreationSync {
+        self.creation.clone()
     }
 
     pub fn session_id(&self) -> &str {
@@ -150,6 +165,7 @@ impl SessionLog {
     /// fdatasync: everything appended so far survives a power loss. Free when nothing
     /// was appended since the last sync.
     pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.creation.settle()?;
         if self.synced_len != self.len {
             self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
             self.synced_len = self.len;

@@ -2,7 +2,8 @@
 //!
 //! **Invariant:** `meta.json` is only ever replaced atomically (write a temp file in the
 //! same directory, fsync it, rename it over, fsync the directory), so a reader sees the
-//! old or the new version, never a mix, also after a crash. The file carries a format
+//! old or the new version, never a mix, also after a crash. A new session's first one is
+//! written the same way without the fsyncs, which its log owes (`deferred.rs`). The file carries a format
 //! `version`; unknown fields are ignored so older daemons can read newer files.
 
 use std::fs::{self, File, OpenOptions};
@@ -63,9 +64,23 @@ pub(crate) fn read(dir: &Path) -> Result<Option<SessionMeta>, StoreError> {
     Ok(Some(parsed.meta))
 }
 
+/// Whether `write` waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// fsync the temp file before the rename and the directory after it.
+    Synced,
+    /// A new session's first metadata: the caller owes the fsyncs (`CreationSync`).
+    Deferred,
+}
+
 /// Atomically replaces `<dir>/meta.json`. `unique` tells concurrent writers' temp files
 /// apart. A missing `dir` is `ErrorKind::NotFound` in the returned error.
-pub(crate) fn write(dir: &Path, meta: &SessionMeta, unique: &AtomicU64) -> Result<(), StoreError> {
+pub(crate) fn write(
+    dir: &Path,
+    meta: &SessionMeta,
+    unique: &AtomicU64,
+    durability: Durability,
+) -> Result<(), StoreError> {
     let mut bytes = serde_json::to_vec_pretty(&MetaOut {
         version: VERSION,
         meta,
@@ -74,7 +89,8 @@ pub(crate) fn write(dir: &Path, meta: &SessionMeta, unique: &AtomicU64) -> Resul
     bytes.push(b'\n');
     let n = unique.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{META_FILE}.{}.{n}.tmp", std::process::id()));
-    let result = write_synced(&tmp, &bytes).and_then(|()| {
+    let synced = durability == Durability::Synced;
+    let result = write_new(&tmp, &bytes, synced).and_then(|()| {
         let target = dir.join(META_FILE);
         fs::rename(&tmp, &target).map_err(|e| io_err(&target, e))
     });
@@ -82,10 +98,10 @@ pub(crate) fn write(dir: &Path, meta: &SessionMeta, unique: &AtomicU64) -> Resul
         let _ = fs::remove_file(&tmp);
         return Err(err);
     }
-    sync_dir(dir)
+    if synced { sync_dir(dir) } else { Ok(()) }
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+fn write_new(path: &Path, bytes: &[u8], sync: bool) -> Result<(), StoreError> {
     let mut file: File = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -93,5 +109,8 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .open(path)
         .map_err(|e| io_err(path, e))?;
     file.write_all(bytes).map_err(|e| io_err(path, e))?;
-    file.sync_all().map_err(|e| io_err(path, e))
+    if sync {
+        file.sync_all().map_err(|e| io_err(path, e))?;
+    }
+    Ok(())
 }

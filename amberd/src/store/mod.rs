@@ -12,6 +12,7 @@
 //! dropped on load, corruption anywhere else is an error naming the record. Session ids
 //! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted.
 
+mod deferred;
 mod load;
 mod log;
 mod meta;
@@ -30,10 +31,12 @@ use std::sync::atomic::AtomicU64;
 use amber_proto::Message;
 use serde_json::value::RawValue;
 
+pub use self::deferred::CreationSync;
 use self::load::Replay;
 pub use self::log::SessionLog;
 use self::log::sync_dir;
 pub use self::meta::SessionMeta;
+use self::meta::{Durability, META_FILE};
 pub use self::recovery::{consistent_context, interrupted_turn};
 
 const SESSIONS_DIR: &str = "sessions";
@@ -196,7 +199,9 @@ impl Store {
         Ok(metas)
     }
 
-    /// Creates a session's directory, empty log and metadata; returns its open log.
+    /// Creates a session's directory, empty log and metadata; returns its open log. The
+    /// fsyncs that make them survive a power loss are owed by the log (`creation_sync`:
+    /// run them in the background; the log's first sync does them if nothing did).
     pub fn create(&self, meta: &SessionMeta) -> Result<SessionLog, StoreError> {
         let id = meta.info.session_id.as_str();
         let dir = self
@@ -210,9 +215,13 @@ impl Store {
             Err(e) => return Err(io_err(&dir, e)),
         }
         let created = SessionLog::open(id, dir.join(LOG_FILE), true, Some(1)).and_then(|log| {
-            meta::write(&dir, meta, &self.inner.unique)?;
-            sync_dir(&self.inner.sessions)?;
-            Ok(log)
+            meta::write(&dir, meta, &self.inner.unique, Durability::Deferred)?;
+            let owed = vec![
+                dir.join(META_FILE),
+                dir.clone(),
+                self.inner.sessions.clone(),
+            ];
+            Ok(log.owing(CreationSync::owing(owed)))
         });
         if created.is_err() {
             let _ = fs::remove_dir_all(&dir);
@@ -265,7 +274,7 @@ impl Store {
     pub fn save_meta(&self, meta: &SessionMeta) -> Result<(), StoreError> {
         let id = meta.info.session_id.as_str();
         let dir = self.existing_dir(id)?;
-        meta::write(&dir, meta, &self.inner.unique).map_err(|err| match err {
+        meta::write(&dir, meta, &self.inner.unique, Durability::Synced).map_err(|err| match err {
             StoreError::Io { source, .. } if source.kind() == ErrorKind::NotFound => {
                 StoreError::NotFound(id.into())
             }
@@ -335,7 +344,7 @@ impl Store {
     /// `Locked` while another handle has it open.
     pub fn open_log(&self, session_id: &str) -> Result<SessionLog, StoreError> {
         let dir = self.existing_dir(session_id)?;
-        if !dir.join(meta::META_FILE).exists() {
+        if !dir.join(META_FILE).exists() {
             return Err(StoreError::NotFound(session_id.into()));
         }
         let path = dir.join(LOG_FILE);

@@ -380,6 +380,35 @@ fn meta_is_replaced_atomically() {
 }
 
 #[test]
+fn a_new_session_owes_its_fsyncs_until_a_job_or_its_first_sync_settles_them() {
+    let f = Fixture::new();
+    // Readable at once, before anything was fsync'd.
+    let mut log = f.store.create(&meta("s", "1")).unwrap();
+    assert_eq!(f.store.list().unwrap().len(), 1);
+    assert_eq!(f.store.load("s").unwrap().meta, meta("s", "1"));
+    let owed = log.creation_sync();
+    assert!(!owed.is_settled());
+    // The first sync does them (the background job found nothing to do, or never ran).
+    log.append_event(1, &started(1, "t"), true).unwrap();
+    assert!(owed.is_settled());
+    owed.settle().unwrap();
+
+    // The job first: the log's sync then has nothing owed; the handle is shared.
+    let mut log = f.store.create(&meta("j", "1")).unwrap();
+    log.creation_sync().settle().unwrap();
+    assert!(log.creation_sync().is_settled());
+    log.sync().unwrap();
+
+    // A session deleted before its job ran owes nothing.
+    let log = f.store.create(&meta("d", "1")).unwrap();
+    let owed = log.creation_sync();
+    drop(log);
+    f.store.delete("d").unwrap();
+    owed.settle().unwrap();
+    assert!(owed.is_settled());
+}
+
+#[test]
 fn list_reads_metadata_newest_first_and_skips_broken_ones() {
     let f = Fixture::new();
     for (id, at) in [
