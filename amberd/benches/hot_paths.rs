@@ -26,8 +26,8 @@ use std::time::Duration;
 use amber_proto::{EventKind, Message, ToolCall};
 use amberd::context::Context;
 use amberd::llm::{
-    ChatRequest, LlmClient, LlmSettings, StreamEvent, ToolCallAccumulator, ToolCallDelta,
-    make_dialect,
+    ChatRequest, ChunkMemo, LlmClient, LlmSettings, StreamEvent, ToolCallAccumulator,
+    ToolCallDelta, make_dialect,
 };
 use amberd::session::hub::EventHub;
 use amberd::tools::search::semantic::tokenize::query_terms;
@@ -73,6 +73,15 @@ fn llm(c: &mut Criterion) {
         b.iter(|| {
             for data in &chunks {
                 black_box(dialect.decode_event("", data).unwrap());
+            }
+        });
+    });
+    // As a stream reads them: the chunk shape is remembered across events.
+    g.bench_function("decode_stream_event/1000_content_chunks", |b| {
+        b.iter(|| {
+            let mut memo = ChunkMemo::default();
+            for data in &chunks {
+                black_box(dialect.decode_stream_event(&mut memo, "", data).unwrap());
             }
         });
     });

@@ -14,13 +14,26 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::accumulate::ToolCallDelta;
-use super::chunk_scan::scan_simple_chunk;
+use super::chunk_scan::{ChunkMemo, scan_simple_chunk, scan_stream_chunk};
 use super::decode::{ChunkDelta, Decoded};
 use super::error::{ApiError, error_message_from_value};
 use super::presets::KNOWN_REASONING_FIELDS;
 
 /// One SSE event's `data` → internal shape.
 pub(crate) fn parse_chunk(event: &str, data: &str) -> Result<Decoded, ApiError> {
+    parse(event, data, None)
+}
+
+/// `parse_chunk` for the events of one stream, in order, `memo` kept across them.
+pub(crate) fn parse_stream_chunk(
+    memo: &mut ChunkMemo,
+    event: &str,
+    data: &str,
+) -> Result<Decoded, ApiError> {
+    parse(event, data, Some(memo))
+}
+
+fn parse(event: &str, data: &str, memo: Option<&mut ChunkMemo>) -> Result<Decoded, ApiError> {
     let data = data.trim();
     if data == "[DONE]" {
         return Ok(Decoded::Done);
@@ -37,7 +50,11 @@ pub(crate) fn parse_chunk(event: &str, data: &str) -> Result<Decoded, ApiError> 
         tracing::trace!(data, "ignoring non-JSON SSE data");
         return Ok(Decoded::Skip);
     }
-    if let Some(delta) = scan_simple_chunk(data) {
+    let scanned = match memo {
+        Some(memo) => scan_stream_chunk(data, memo),
+        None => scan_simple_chunk(data),
+    };
+    if let Some(delta) = scanned {
         return Ok(Decoded::Chunk(delta));
     }
     parse_chunk_json(data)

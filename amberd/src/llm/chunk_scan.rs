@@ -19,15 +19,86 @@ const MAX_DEPTH: usize = 64;
 
 /// A chunk's JSON → its delta, or `None` for the serde path.
 pub(super) fn scan_simple_chunk(data: &str) -> Option<ChunkDelta> {
+    scan(data).map(|(delta, _)| delta)
+}
+
+/// `scan_simple_chunk` for the chunks of one stream, which mostly differ only in their
+/// text: `memo` keeps the bytes around the `content` string of the last chunk that was
+/// plain text, and a chunk with the same bytes around a string is read as that string
+/// alone — the same reading, because a scan is a function of the bytes before the string,
+/// the string, and the bytes after it.
+pub(super) fn scan_stream_chunk(data: &str, memo: &mut ChunkMemo) -> Option<ChunkDelta> {
+    if let Some(delta) = memo.read(data) {
+        return Some(delta);
+    }
+    let (delta, content) = scan(data)?;
+    memo.learn(data, content, &delta);
+    Some(delta)
+}
+
+/// See `scan_stream_chunk`.
+#[derive(Debug, Default)]
+pub struct ChunkMemo {
+    prefix: String,
+    suffix: String,
+}
+
+impl ChunkMemo {
+    /// Whether a chunk shape is remembered.
+    #[cfg(test)]
+    pub(super) fn is_learned(&self) -> bool {
+        !self.prefix.is_empty()
+    }
+
+    fn read(&self, data: &str) -> Option<ChunkDelta> {
+        if self.prefix.is_empty() {
+            return None;
+        }
+        let middle = data
+            .strip_prefix(self.prefix.as_str())?
+            .strip_suffix(self.suffix.as_str())?;
+        let mut cursor = Cursor {
+            text: middle,
+            s: middle.as_bytes(),
+            at: 0,
+            content: None,
+        };
+        let content = cursor.string()?;
+        (cursor.at == middle.len()).then(|| ChunkDelta {
+            text: content.value().filter(|t| !t.is_empty()),
+            ..ChunkDelta::default()
+        })
+    }
+
+    /// Remembers `data` if it was text alone (so only its `content` string varies).
+    fn learn(&mut self, data: &str, content: Option<(usize, usize)>, delta: &ChunkDelta) {
+        let text_alone = delta.text.is_some()
+            && delta.reasoning.is_none()
+            && delta.tool_calls.is_empty()
+            && delta.finish_reason.is_none()
+            && delta.usage.is_none();
+        let (Some((start, end)), true) = (content, text_alone) else {
+            return;
+        };
+        if let (Some(prefix), Some(suffix)) = (data.get(..start), data.get(end..)) {
+            prefix.clone_into(&mut self.prefix);
+            suffix.clone_into(&mut self.suffix);
+        }
+    }
+}
+
+/// The delta, and where its `content` string is (quotes included) when it has one.
+fn scan(data: &str) -> Option<(ChunkDelta, Option<(usize, usize)>)> {
     let mut cursor = Cursor {
         text: data,
         s: data.as_bytes(),
         at: 0,
+        content: None,
     };
     cursor.ws();
     let delta = cursor.chunk()?;
     cursor.ws();
-    (cursor.at == cursor.s.len()).then_some(delta)
+    (cursor.at == cursor.s.len()).then_some((delta, cursor.content))
 }
 
 /// A JSON string as it is on the wire, quotes included.
@@ -64,6 +135,8 @@ struct Cursor<'a> {
     text: &'a str,
     s: &'a [u8],
     at: usize,
+    /// Where the delta's `content` string was read.
+    content: Option<(usize, usize)>,
 }
 
 impl<'a> Cursor<'a> {
@@ -158,8 +231,10 @@ impl<'a> Cursor<'a> {
             match key {
                 "content" if !seen_content => {
                     seen_content = true;
+                    let start = c.at;
                     if let Field::Str(s) = c.null_or_string()? {
                         delta.text = s.value().filter(|t| !t.is_empty());
+                        c.content = Some((start, c.at));
                     }
                     Some(())
                 }

@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::llm::chunk_scan::scan_simple_chunk;
+use crate::llm::chunk_scan::{ChunkMemo, scan_simple_chunk};
 
 fn chunk(data: &str) -> ChunkDelta {
     match parse_chunk("message", data).unwrap() {
@@ -122,6 +122,11 @@ fn groq_and_llamacpp_usage_places() {
 
 /// Every JSON `data:` payload of the recorded fixtures, generic and per flavor.
 fn recorded_payloads() -> Vec<String> {
+    recorded_streams().into_iter().flatten().collect()
+}
+
+/// The JSON `data:` payloads of each recorded fixture, in order.
+fn recorded_streams() -> Vec<Vec<String>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/llm/fixtures");
     let mut files = Vec::new();
     for dir in [dir.clone(), dir.join("flavors")] {
@@ -135,7 +140,7 @@ fn recorded_payloads() -> Vec<String> {
     assert!(files.len() >= 20, "fixtures found: {files:?}");
     files
         .iter()
-        .flat_map(|f| {
+        .map(|f| {
             std::fs::read_to_string(f)
                 .unwrap()
                 .lines()
@@ -299,4 +304,69 @@ fn the_scanner_agrees_with_serde_on_mutated_chunks() {
     }
     // Many mutations land in skipped or text bytes and still read the same.
     assert!(answered * 10 >= total, "{answered} of {total} answered");
+}
+
+/// What the stream path reads for `data` after `memo`'s history must be what a fresh parse
+/// reads (or both fail).
+fn memo_agrees(memo: &mut ChunkMemo, data: &str) {
+    let fresh = parse_chunk("message", data);
+    let streamed = parse_stream_chunk(memo, "message", data);
+    match (&fresh, &streamed) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "{data}"),
+        (Err(_), Err(_)) => {}
+        _ => panic!("{data}: fresh {fresh:?}, with the memo {streamed:?}"),
+    }
+}
+
+#[test]
+fn the_memo_reads_every_recorded_stream_like_a_fresh_parse() {
+    let mut learned = 0;
+    for stream in recorded_streams() {
+        let mut memo = ChunkMemo::default();
+        for data in &stream {
+            memo_agrees(&mut memo, data);
+        }
+        learned += usize::from(memo.is_learned());
+    }
+    assert!(learned >= 10, "{learned} streams had plain text chunks");
+}
+
+/// After a plain text chunk, every one-byte mutation of it (and of other shapes) must read
+/// as a fresh parse reads it: the memo may only shortcut what the scan would conclude.
+#[test]
+fn the_memo_agrees_with_a_fresh_parse_on_mutated_chunks() {
+    let taught = r#"{"id":"c-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"w1 \"é\" "},"logprobs":null,"finish_reason":null}],"usage":null}"#;
+    let others = [
+        taught,
+        r#"{"id":"c-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"id":"c-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"x","reasoning":"r"},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+    ];
+    let alphabet = b"{}[]\":,\\ -.0enul\t\x01a";
+    let mut checked = 0;
+    for base in others {
+        let bytes = base.as_bytes();
+        for at in 0..=bytes.len() {
+            let mut variants = Vec::new();
+            if at < bytes.len() {
+                variants.push([&bytes[..at], &bytes[at + 1..]].concat());
+            }
+            for b in alphabet {
+                if at < bytes.len() {
+                    variants.push([&bytes[..at], &[*b], &bytes[at + 1..]].concat());
+                }
+                variants.push([&bytes[..at], &[*b], &bytes[at..]].concat());
+            }
+            for v in variants {
+                let Ok(data) = std::str::from_utf8(&v) else {
+                    continue;
+                };
+                let mut memo = ChunkMemo::default();
+                memo_agrees(&mut memo, taught);
+                assert!(memo.is_learned());
+                memo_agrees(&mut memo, data);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
 }

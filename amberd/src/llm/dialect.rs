@@ -11,7 +11,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, H
 use super::decode::{ChunkDelta, Decoded};
 use super::presets::{all_presets, preset};
 use super::provider::DialectFactory;
-use super::{ApiError, ChatRequest, LlmSettings, chunk, wire};
+use super::{ApiError, ChatRequest, ChunkMemo, LlmSettings, chunk, wire};
 
 /// Flavors without a preset that still speak plain OpenAI chat-completions (every preset's
 /// flavor does too).
@@ -44,6 +44,18 @@ pub trait Dialect: Send + Sync {
 
     /// One SSE event (`event` name, `data` text) → internal shape.
     fn decode_event(&self, event: &str, data: &str) -> Result<Decoded, ApiError>;
+
+    /// `decode_event` for the events of one stream, in order, with `memo` kept across
+    /// them (a dialect may remember the shape of its chunks). The default ignores it.
+    fn decode_stream_event(
+        &self,
+        memo: &mut ChunkMemo,
+        event: &str,
+        data: &str,
+    ) -> Result<Decoded, ApiError> {
+        let _ = memo;
+        self.decode_event(event, data)
+    }
 
     /// A whole non-streamed response body → internal shape.
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError>;
@@ -137,6 +149,15 @@ impl Dialect for OpenAiDialect {
 
     fn decode_event(&self, event: &str, data: &str) -> Result<Decoded, ApiError> {
         chunk::parse_chunk(event, data)
+    }
+
+    fn decode_stream_event(
+        &self,
+        memo: &mut ChunkMemo,
+        event: &str,
+        data: &str,
+    ) -> Result<Decoded, ApiError> {
+        chunk::parse_stream_chunk(memo, event, data)
     }
 
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError> {

@@ -39,6 +39,7 @@ use std::time::Duration;
 use amber_proto::{ToolCall, Usage};
 
 pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
+pub use chunk_scan::ChunkMemo;
 pub use client::LlmClient;
 pub use decode::{ChunkDelta, Decoded};
 pub use dialect::{Dialect, OpenAiDialect, make_dialect, make_dialect_with};

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::decode::{Decoded, StreamState};
 use super::pace::{Next, Pacer};
 use super::sse_decoder::{SseDecoder, SseEvent};
-use super::{ApiError, ChatResponse, Dialect, StreamEvent};
+use super::{ApiError, ChatResponse, ChunkMemo, Dialect, StreamEvent};
 
 /// Most body bytes taken without waiting before deltas are forwarded and cancel checked.
 const MAX_BURST_BYTES: usize = 256 * 1024;
@@ -50,6 +50,7 @@ where
     let mut decoder = SseDecoder::default();
     let mut reader = Reader {
         dialect,
+        memo: ChunkMemo::default(),
         state: StreamState::default(),
         undecodable: None,
     };
@@ -164,6 +165,7 @@ where
 /// The decoding state of one `read_sse`.
 struct Reader<'a> {
     dialect: &'a dyn Dialect,
+    memo: ChunkMemo,
     state: StreamState,
     /// A chunk that failed to parse: an error if more events follow, truncation if it was
     /// the (cut) last one.
@@ -179,7 +181,10 @@ impl Reader<'_> {
         if let Some(err) = self.undecodable.take() {
             return Err(err);
         }
-        match self.dialect.decode_event(event.event, event.data) {
+        match self
+            .dialect
+            .decode_stream_event(&mut self.memo, event.event, event.data)
+        {
             Ok(Decoded::Done) => {
                 self.state.mark_done();
                 return Ok(Step::Stop);
