@@ -186,13 +186,16 @@ impl SessionShared {
         self.lock_live().messages = snapshot;
     }
 
-    /// Writes the session's metadata (info, system prompt) to the store.
+    /// Writes the session's metadata (info, system prompt) to the store. Its fsyncs block
+    /// this task only: the worker's other tasks move elsewhere meanwhile (`persist::blocking`),
+    /// so the sessions streaming beside it are not held up.
     pub fn save_meta(&self) {
         if let Some(p) = &self.persistence {
-            p.save_meta(&SessionMeta {
+            let meta = SessionMeta {
                 info: self.info(),
                 system_prompt: self.system_prompt.clone(),
-            });
+            };
+            persist::blocking(|| p.save_meta(&meta));
         }
     }
 
