@@ -49,15 +49,12 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         }
     };
 
+    // Subscribed before the prompt is sent: live deltas are never replayed, so a turn's
+    // first ones would be lost to a subscription the daemon set up after it began.
+    let events = client.subscribe_raw(&session_id, Some(after_seq)).await?;
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
     let started = Instant::now();
-    // Both requests at once (one round trip, not two): the subscription replays from
-    // `after_seq`, so the turn's first events are not missed whichever is served first.
-    let (events, prompted) = tokio::join!(
-        client.subscribe_raw(&session_id, Some(after_seq)),
-        client.session_prompt(&session_id, &prompt)
-    );
-    let (events, turn_id) = (events?, prompted?.turn_id);
+    let turn_id = client.session_prompt(&session_id, &prompt).await?.turn_id;
 
     let mut follow = Follow {
         client: &client,
