@@ -64,8 +64,11 @@ impl ChunkMemo {
             content: None,
         };
         let content = cursor.string()?;
-        (cursor.at == middle.len()).then(|| ChunkDelta {
-            text: content.value().filter(|t| !t.is_empty()),
+        if cursor.at != middle.len() {
+            return None;
+        }
+        Some(ChunkDelta {
+            text: Some(content.value()?).filter(|t| !t.is_empty()),
             ..ChunkDelta::default()
         })
     }
@@ -115,7 +118,8 @@ impl<'a> RawStr<'a> {
             .unwrap_or_default()
     }
 
-    /// The string's value; escapes are rare enough to leave to serde_json.
+    /// The string's value; escapes are rare enough to leave to serde_json. `None` for an
+    /// escape serde rejects (a lone surrogate): the scan then gives up, so serde reports it.
     fn value(self) -> Option<String> {
         if self.escaped {
             serde_json::from_str(self.quoted).ok()
@@ -188,7 +192,7 @@ impl<'a> Cursor<'a> {
             "finish_reason" if !seen_finish => {
                 seen_finish = true;
                 if let Field::Str(s) = c.null_or_string()? {
-                    delta.finish_reason = s.value().filter(|r| !r.is_empty());
+                    delta.finish_reason = Some(s.value()?).filter(|r| !r.is_empty());
                 }
                 Some(())
             }
@@ -233,7 +237,7 @@ impl<'a> Cursor<'a> {
                     seen_content = true;
                     let start = c.at;
                     if let Field::Str(s) = c.null_or_string()? {
-                        delta.text = s.value().filter(|t| !t.is_empty());
+                        delta.text = Some(s.value()?).filter(|t| !t.is_empty());
                         c.content = Some((start, c.at));
                     }
                     Some(())

@@ -234,6 +234,10 @@ fn the_scanner_reads_plain_chunks_and_leaves_the_rest_to_serde() {
         r#"{"id":1.,"choices":[]}"#,
         r#"{"id":"\x","choices":[]}"#,
         r#"{"id":"\u12g4","choices":[]}"#,
+        r#"{"choices":[{"delta":{"content":"\ud800"}}]}"#,
+        r#"{"choices":[{"delta":{"reasoning":"\udc00x"}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"\ud83d"}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"\ud800"}]}}]}"#,
         "{\"id\":\"tab\there\",\"choices\":[]}",
         r#"{"id":tru,"choices":[]}"#,
         r#"{"a":[1,],"choices":[]}"#,
@@ -365,6 +369,8 @@ fn the_memo_agrees_with_a_fresh_parse_on_mutated_chunks() {
                 assert!(memo.is_learned());
                 memo_agrees(&mut memo, data);
                 checked += 1;
+                // And the same bytes with a content string serde rejects.
+                memo_agrees(&mut memo, &data.replace("w1 ", "\\ud800"));
             }
         }
     }
