@@ -255,11 +255,11 @@ impl<'a> Cursor<'a> {
                 _ => c.skip(0),
             }
         })?;
+        // Every one is read (serde rejects a bad escape in any), the first non-empty kept.
         for s in reasoning.into_iter().flatten() {
             let text = s.value()?;
-            if !text.is_empty() {
+            if delta.reasoning.is_none() && !text.is_empty() {
                 delta.reasoning = Some(text);
-                break;
             }
         }
         Some(())
