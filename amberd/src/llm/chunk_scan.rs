@@ -57,12 +57,7 @@ impl ChunkMemo {
         let middle = data
             .strip_prefix(self.prefix.as_str())?
             .strip_suffix(self.suffix.as_str())?;
-        let mut cursor = Cursor {
-            text: middle,
-            s: middle.as_bytes(),
-            at: 0,
-            content: None,
-        };
+        let mut cursor = Cursor::new(middle);
         let content = cursor.string()?;
         if cursor.at != middle.len() {
             return None;
@@ -92,12 +87,7 @@ impl ChunkMemo {
 
 /// The delta, and where its `content` string is (quotes included) when it has one.
 fn scan(data: &str) -> Option<(ChunkDelta, Option<(usize, usize)>)> {
-    let mut cursor = Cursor {
-        text: data,
-        s: data.as_bytes(),
-        at: 0,
-        content: None,
-    };
+    let mut cursor = Cursor::new(data);
     cursor.ws();
     let delta = cursor.chunk()?;
     cursor.ws();
@@ -144,6 +134,15 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    fn new(text: &'a str) -> Self {
+        Cursor {
+            text,
+            s: text.as_bytes(),
+            at: 0,
+            content: None,
+        }
+    }
+
     /// The top-level object: `choices` is read, the fields that need the serde path must be
     /// null, the rest is skipped.
     fn chunk(&mut self) -> Option<ChunkDelta> {
@@ -166,16 +165,14 @@ impl<'a> Cursor<'a> {
         if self.peek()? == b'n' {
             return self.null();
         }
-        self.expect(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(());
-        }
-        self.choice(delta)?;
-        self.ws();
-        // A second choice: `first_choice`'s pick is the serde path's business.
-        self.expect(b']')
+        let mut read = false;
+        self.array(|c| {
+            // A second choice: `first_choice`'s pick is the serde path's business.
+            if std::mem::replace(&mut read, true) {
+                return None;
+            }
+            c.choice(delta)
+        })
     }
 
     fn choice(&mut self, delta: &mut ChunkDelta) -> Option<()> {
@@ -267,27 +264,10 @@ impl<'a> Cursor<'a> {
 
     /// `[{index, id, type, function: {name, arguments}}, …]` with string (or null) leaves.
     fn tool_calls(&mut self, calls: &mut Vec<ToolCallDelta>) -> Option<()> {
-        self.expect(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            calls.push(self.tool_call()?);
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.at += 1;
-                    self.ws();
-                }
-                b']' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.array(|c| {
+            calls.push(c.tool_call()?);
+            Some(())
+        })
     }
 
     fn tool_call(&mut self) -> Option<ToolCallDelta> {
@@ -352,28 +332,44 @@ impl<'a> Cursor<'a> {
     /// An object, each key handed to `field` with the cursor on its value, which `field`
     /// consumes. Keys with escapes are left to serde.
     fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.expect(b'{')?;
+        self.sequence(b'{', b'}', |c| {
+            let key = c.string()?;
+            if key.escaped {
+                return None;
+            }
+            c.ws();
+            c.expect(b':')?;
+            c.ws();
+            field(c, key.inner())
+        })
+    }
+
+    fn array(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.sequence(b'[', b']', item)
+    }
+
+    /// `open close`, or `open item (, item)* close`; `item` consumes one element.
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.expect(open)?;
         self.ws();
-        if self.peek()? == b'}' {
+        if self.peek()? == close {
             self.at += 1;
             return Some(());
         }
         loop {
-            let key = self.string()?;
-            if key.escaped {
-                return None;
-            }
-            self.ws();
-            self.expect(b':')?;
-            self.ws();
-            field(self, key.inner())?;
+            item(self)?;
             self.ws();
             match self.peek()? {
                 b',' => {
                     self.at += 1;
                     self.ws();
                 }
-                b'}' => {
+                b if b == close => {
                     self.at += 1;
                     return Some(());
                 }
@@ -387,29 +383,7 @@ impl<'a> Cursor<'a> {
         match self.peek()? {
             b'"' => self.string().map(drop),
             b'{' if depth < MAX_DEPTH => self.object(|c, _| c.skip(depth + 1)),
-            b'[' if depth < MAX_DEPTH => {
-                self.at += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.at += 1;
-                    return Some(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.at += 1;
-                            self.ws();
-                        }
-                        b']' => {
-                            self.at += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
-            }
+            b'[' if depth < MAX_DEPTH => self.array(|c| c.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.null(),

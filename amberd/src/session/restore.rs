@@ -18,7 +18,7 @@ use super::hub::{EventHub, EventStore, MEMORY_TAIL, WireEvent};
 use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
 use crate::context::Context;
-use crate::store::{Store, consistent_context, interrupted_turn};
+use crate::store::{Store, StoredEvent, consistent_context, interrupted_turn};
 
 /// Loads session `id` from the store and starts it.
 pub(super) fn load(
@@ -129,64 +129,64 @@ pub(super) fn load(
 }
 
 /// The todo list as the last `todo_updated` left it.
-fn last_todos(events: &[crate::store::StoredEvent]) -> Option<Vec<amber_proto::Todo>> {
+fn last_todos(events: &[StoredEvent]) -> Option<Vec<amber_proto::Todo>> {
     #[derive(serde::Deserialize)]
     struct TodoEvent {
-        #[serde(rename = "type")]
-        kind: String,
         #[serde(default)]
         todos: Vec<amber_proto::Todo>,
     }
-    events.iter().rev().find_map(|e| {
-        // Cheap pre-check before parsing: most events are not todo updates.
-        if !e.json.get().contains("\"todo_updated\"") {
-            return None;
-        }
-        serde_json::from_str::<TodoEvent>(e.json.get())
-            .ok()
-            .filter(|t| t.kind == "todo_updated")
-            .map(|t| t.todos)
-    })
+    events
+        .iter()
+        .rev()
+        .find_map(|e| event_as::<TodoEvent>(e, "todo_updated"))
+        .map(|t| t.todos)
 }
 
 /// The session's running usage total, as the last `usage` event reported it.
-fn last_usage_total(events: &[crate::store::StoredEvent]) -> Option<Usage> {
+fn last_usage_total(events: &[StoredEvent]) -> Option<Usage> {
     #[derive(serde::Deserialize)]
     struct UsageEvent {
-        #[serde(rename = "type")]
-        kind: String,
         total: Usage,
     }
-    events.iter().rev().find_map(|e| {
-        if !e.json.get().contains("\"usage\"") {
-            return None;
-        }
-        serde_json::from_str::<UsageEvent>(e.json.get())
-            .ok()
-            .filter(|u| u.kind == "usage")
-            .map(|u| u.total)
-    })
+    events
+        .iter()
+        .rev()
+        .find_map(|e| event_as::<UsageEvent>(e, "usage"))
+        .map(|u| u.total)
 }
 
 /// The prompt of the session's first turn (sub-agents' turns are tagged and skipped).
-fn first_prompt(events: &[crate::store::StoredEvent]) -> Option<String> {
+fn first_prompt(events: &[StoredEvent]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Started {
-        #[serde(rename = "type")]
-        kind: String,
         /// The envelope's sub-agent tag.
         #[serde(default)]
         agent: Option<String>,
         #[serde(default)]
         prompt: String,
     }
-    events.iter().find_map(|e| {
-        if !e.json.get().contains("\"turn_started\"") {
-            return None;
-        }
-        serde_json::from_str::<Started>(e.json.get())
-            .ok()
-            .filter(|t| t.kind == "turn_started" && t.agent.is_none())
-            .map(|t| t.prompt)
-    })
+    events
+        .iter()
+        .filter_map(|e| event_as::<Started>(e, "turn_started"))
+        .find(|t| t.agent.is_none())
+        .map(|t| t.prompt)
+}
+
+/// `event` read as `T` when its type is `kind` (a text search first: most events are not).
+fn event_as<T: serde::de::DeserializeOwned>(event: &StoredEvent, kind: &str) -> Option<T> {
+    #[derive(serde::Deserialize)]
+    struct Typed<T> {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(flatten)]
+        body: T,
+    }
+    let json = event.json.get();
+    if !json.contains(kind) {
+        return None;
+    }
+    serde_json::from_str::<Typed<T>>(json)
+        .ok()
+        .filter(|t| t.kind == kind)
+        .map(|t| t.body)
 }

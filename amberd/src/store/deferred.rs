@@ -8,12 +8,12 @@
 //! nothing fsync'd in the log can outlive, after a power loss, the entries that make the
 //! session findable. A daemon crash loses nothing either way (the writes are in the kernel).
 
-use std::fs::File;
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{StoreError, io_err};
+use super::StoreError;
+use super::log::sync_path;
 
 /// Shared handle on a session's owed fsyncs; cloning shares them.
 #[derive(Debug, Clone, Default)]
@@ -31,10 +31,10 @@ impl CreationSync {
         // A panic mid-settle leaves the remaining paths owed, which is still right.
         let mut owed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         while let Some(path) = owed.first() {
-            match File::open(path).and_then(|f| f.sync_all()) {
+            match sync_path(path) {
                 Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(path, e)),
+                Err(StoreError::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
             owed.remove(0);
         }

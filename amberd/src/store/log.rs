@@ -225,9 +225,9 @@ fn last_record_ok(file: &File, len: u64) -> std::io::Result<bool> {
     }
 }
 
-/// Creates a file's directory entry durably.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, e))
+/// fsync by path: a directory (its entries are then durable) or a file (its data).
+pub(crate) fn sync_path(path: &Path) -> Result<(), StoreError> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_err(path, e))
 }

@@ -3,8 +3,9 @@
 //! **Invariant:** `meta.json` is only ever replaced atomically (write a temp file in the
 //! same directory, fsync it, rename it over, fsync the directory), so a reader sees the
 //! old or the new version, never a mix, also after a crash. A new session's first one is
-//! written the same way without the fsyncs, which its log owes (`deferred.rs`). The file carries a format
-//! `version`; unknown fields are ignored so older daemons can read newer files.
+//! written the same way without the fsyncs, which its log owes (`deferred.rs`). The file
+//! carries a format `version`; unknown fields are ignored so older daemons can read newer
+//! files.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use amber_proto::SessionInfo;
 use serde::{Deserialize, Serialize};
 
-use super::log::sync_dir;
+use super::log::sync_path;
 use super::{StoreError, io_err};
 
 pub(crate) const META_FILE: &str = "meta.json";
@@ -98,7 +99,7 @@ pub(crate) fn write(
         let _ = fs::remove_file(&tmp);
         return Err(err);
     }
-    if synced { sync_dir(dir) } else { Ok(()) }
+    if synced { sync_path(dir) } else { Ok(()) }
 }
 
 fn write_new(path: &Path, bytes: &[u8], sync: bool) -> Result<(), StoreError> {

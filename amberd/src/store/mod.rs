@@ -34,7 +34,7 @@ use serde_json::value::RawValue;
 pub use self::deferred::CreationSync;
 use self::load::Replay;
 pub use self::log::SessionLog;
-use self::log::sync_dir;
+use self::log::sync_path;
 pub use self::meta::SessionMeta;
 use self::meta::{Durability, META_FILE};
 pub use self::recovery::{consistent_context, interrupted_turn};
@@ -301,7 +301,7 @@ impl Store {
             }
             Err(e) => return Err(io_err(&dir, e)),
         }
-        sync_dir(&self.inner.sessions)?;
+        sync_path(&self.inner.sessions)?;
         if let Err(err) = fs::remove_dir_all(&doomed) {
             tracing::warn!(path = %doomed.display(), %err, "cannot remove a deleted session");
         }
