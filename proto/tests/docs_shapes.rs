@@ -1,0 +1,221 @@
+//! docs/protocol.md's examples are the wire as this crate writes it: every row of the events
+//! table and every shared type's example is parsed, deserialized into the proto type and
+//! serialized back, and must survive unchanged (a field the docs name that proto lacks, or a
+//! misspelt one, is lost on the way and fails). The events table lists exactly the types
+//! `EventKind::type_name` knows, with the right "durable" column; the error table lists exactly
+//! the codes of `amber_proto::errors`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use amber_proto::{Approval, Event, McpServerInfo, Message, SessionInfo, Todo, Usage};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+const DOC: &str = include_str!("../../docs/protocol.md");
+const EVENTS_RS: &str = include_str!("../src/events.rs");
+const ERRORS_RS: &str = include_str!("../src/errors.rs");
+
+/// The section of the document that starts with this heading, up to the next `## `.
+fn section(heading: &str) -> &'static str {
+    let start = DOC
+        .find(heading)
+        .unwrap_or_else(|| panic!("no `{heading}` section"));
+    let rest = &DOC[start + heading.len()..];
+    &rest[..rest.find("\n## ").unwrap_or(rest.len())]
+}
+
+/// The example values the docs write as bare type names inside JSON.
+fn placeholders() -> Vec<(&'static str, Value)> {
+    let usage = json!({"promptTokens":1,"completionTokens":2,"cachedTokens":0,"totalTokens":3});
+    let session = json!({"sessionId":"s_01","cwd":"/w","mode":"write","model":"m","title":"t",
+        "state":"idle","createdAt":"2025-01-02T03:04:05Z","updatedAt":"2025-01-02T03:04:05Z",
+        "usage":usage});
+    vec![("Usage", usage), ("SessionInfo", session)]
+}
+
+/// Replaces bare type names (`"usage":Usage`) with sample values so the example parses.
+fn substitute(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in placeholders() {
+        for end in [",", "}", "]"] {
+            out = out.replace(&format!(":{name}{end}"), &format!(":{value}{end}"));
+        }
+    }
+    out
+}
+
+/// `value` survives a round trip through `T` unchanged.
+fn round_trips<T: DeserializeOwned + Serialize>(what: &str, value: &Value) {
+    let typed: T = serde_json::from_value(value.clone())
+        .unwrap_or_else(|e| panic!("{what}: docs example does not deserialize: {e}\n{value}"));
+    let back = serde_json::to_value(&typed).unwrap();
+    assert_eq!(
+        &back, value,
+        "{what}: docs example does not survive a round trip (a field proto lacks or names differently?)"
+    );
+}
+
+/// The `type` strings `EventKind::type_name` returns, read from its (exhaustive) match.
+fn proto_event_types() -> BTreeSet<String> {
+    let body = &EVENTS_RS[EVENTS_RS.find("fn type_name").expect("type_name")..];
+    let body = &body[..body.find("\n    }\n").expect("end of type_name")];
+    body.lines()
+        .filter_map(|line| line.split("=> \"").nth(1))
+        .map(|rest| rest.trim_end_matches(['"', ',']).to_owned())
+        .collect()
+}
+
+struct EventRow {
+    ty: String,
+    durable: bool,
+    fields: Map<String, Value>,
+}
+
+/// The rows of the events table: type, durable column, and the first example span as JSON.
+fn event_rows() -> Vec<EventRow> {
+    section("## Events")
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let ty = cells[0].trim_start_matches("| `");
+            let ty = ty[..ty.find('`').unwrap()].to_owned();
+            let durable = match cells[1].trim() {
+                "yes" => true,
+                "no" => false,
+                other => panic!("event `{ty}`: durable column `{other}`"),
+            };
+            let example = cells[2]
+                .split('`')
+                .nth(1)
+                .unwrap_or_else(|| panic!("event `{ty}`: no example span in the fields column"));
+            let fields = serde_json::from_str(&substitute(&format!("{{{example}}}")))
+                .unwrap_or_else(|e| panic!("event `{ty}`: example is not JSON ({e}): {example}"));
+            EventRow {
+                ty,
+                durable,
+                fields,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_events_table_lists_exactly_proto_event_types() {
+    let documented: BTreeSet<String> = event_rows().into_iter().map(|r| r.ty).collect();
+    let proto = proto_event_types();
+    assert!(proto.len() >= 21, "type_name scan found {proto:?}");
+    assert_eq!(
+        documented, proto,
+        "docs/protocol.md events table vs EventKind"
+    );
+}
+
+#[test]
+fn every_event_example_round_trips_with_the_documented_durability() {
+    for row in event_rows() {
+        let mut value = Map::new();
+        value.insert("sessionId".into(), json!("s_01"));
+        value.insert("time".into(), json!("2025-01-02T03:04:05.678Z"));
+        value.insert("type".into(), json!(row.ty));
+        value.extend(row.fields);
+        if row.durable {
+            value.insert("seq".into(), json!(7));
+        }
+        let value = Value::Object(value);
+        round_trips::<Event>(&format!("event `{}`", row.ty), &value);
+        let event: Event = serde_json::from_value(value).unwrap();
+        assert_eq!(
+            event.kind.is_durable(),
+            row.durable,
+            "event `{}`: durable column disagrees with EventKind::is_durable",
+            row.ty
+        );
+    }
+}
+
+/// The examples of the "Shared types" block: `(type name, JSON)`, one per example.
+fn shared_type_examples() -> Vec<(String, Value)> {
+    let block = section("## Shared types");
+    let block = &block[block.find("```json").expect("json block") + 7..];
+    let block = &block[..block.find("```").expect("end of block")];
+    let mut examples = Vec::new();
+    let mut name = String::new();
+    let mut pending = String::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        if !line.starts_with(' ') && pending.is_empty() {
+            let (head, rest) = line.split_once(' ').expect("`Name {json}`");
+            name = head.to_owned();
+            pending = rest.trim().to_owned();
+        } else {
+            pending.push_str(line.trim());
+        }
+        if let Ok(value) = serde_json::from_str::<Value>(&substitute(&pending)) {
+            examples.push((name.clone(), value));
+            pending.clear();
+        }
+    }
+    assert!(
+        pending.is_empty(),
+        "unparsable shared type example: {pending}"
+    );
+    examples
+}
+
+#[test]
+fn every_shared_type_example_round_trips() {
+    let examples = shared_type_examples();
+    let names: BTreeSet<&str> = examples.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "SessionInfo",
+        "Usage",
+        "McpServerInfo",
+        "Approval",
+        "Todo",
+        "Message",
+    ] {
+        assert!(names.contains(expected), "no `{expected}` example");
+    }
+    for (name, value) in &examples {
+        let what = format!("shared type `{name}`");
+        match name.as_str() {
+            "SessionInfo" => round_trips::<SessionInfo>(&what, value),
+            "Usage" => round_trips::<Usage>(&what, value),
+            "McpServerInfo" => round_trips::<McpServerInfo>(&what, value),
+            "Approval" => round_trips::<Approval>(&what, value),
+            "Todo" => round_trips::<Todo>(&what, value),
+            "Message" => round_trips::<Message>(&what, value),
+            other => panic!("docs document a shared type `{other}` this test does not know"),
+        }
+    }
+}
+
+#[test]
+fn the_error_table_lists_exactly_proto_error_codes() {
+    let proto: BTreeSet<(i64, String)> = ERRORS_RS
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub const "))
+        .map(|decl| {
+            let (name, rest) = decl.split_once(':').unwrap();
+            let code = rest.split('=').nth(1).unwrap().trim().trim_end_matches(';');
+            (code.parse().unwrap(), name.trim().to_owned())
+        })
+        .collect();
+    let documented: BTreeSet<(i64, String)> = section("## Errors")
+        .lines()
+        .filter(|line| line.starts_with("| -"))
+        .map(|line| {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let code = cells[0].trim_start_matches("| ").parse().unwrap();
+            (code, cells[1].trim_matches('`').to_owned())
+        })
+        .collect();
+    assert!(proto.len() >= 11, "errors.rs scan found {proto:?}");
+    assert_eq!(
+        documented, proto,
+        "docs/protocol.md error table vs amber_proto::errors"
+    );
+}
