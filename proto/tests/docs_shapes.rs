@@ -3,7 +3,8 @@
 //! serialized back, and must survive unchanged (a field the docs name that proto lacks, or a
 //! misspelt one, is lost on the way and fails). The events table lists exactly the types
 //! `EventKind::type_name` knows, with the right "durable" column; the error table lists exactly
-//! the codes of `amber_proto::errors`.
+//! the codes of `amber_proto::errors`; every params/result example of a method section is an
+//! instance of the types the methods table names for it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -218,4 +219,161 @@ fn the_error_table_lists_exactly_proto_error_codes() {
         documented, proto,
         "docs/protocol.md error table vs amber_proto::errors"
     );
+}
+
+/// `doc` is contained in `back`: every member the docs show is there with the same value
+/// (proto may add members the example leaves out, e.g. defaults it writes back).
+fn contains(doc: &Value, back: &Value) -> bool {
+    match (doc, back) {
+        (Value::Object(d), Value::Object(b)) => d
+            .iter()
+            .all(|(k, v)| b.get(k).is_some_and(|bv| contains(v, bv))),
+        (Value::Array(d), Value::Array(b)) => {
+            d.len() == b.len() && d.iter().zip(b).all(|(dv, bv)| contains(dv, bv))
+        }
+        _ => doc == back,
+    }
+}
+
+/// Whether `value` is an example of the proto type the methods table names `ty`: `None` when
+/// the table names no type this test knows (prose like "subscription id").
+fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
+    fn check<T: DeserializeOwned + Serialize>(value: &Value) -> bool {
+        serde_json::from_value::<T>(value.clone())
+            .is_ok_and(|typed| contains(value, &serde_json::to_value(typed).unwrap()))
+    }
+    use amber_proto::*;
+    let ty = ty.trim_matches('`');
+    let ty = ty
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_matches('`');
+    Some(match ty {
+        "{}" => value == &json!({}),
+        "InitializeParams" => check::<InitializeParams>(value),
+        "InitializeResult" => check::<InitializeResult>(value),
+        "DaemonStatus" => check::<DaemonStatus>(value),
+        "SessionNewParams" => check::<SessionNewParams>(value),
+        "SessionInfo" => check::<SessionInfo>(value),
+        "SessionListParams" => check::<SessionListParams>(value),
+        "SessionListResult" => check::<SessionListResult>(value),
+        "SessionIdParams" => check::<SessionIdParams>(value),
+        "SessionGetResult" => check::<SessionGetResult>(value),
+        "SessionPromptParams" => check::<SessionPromptParams>(value),
+        "SessionPromptResult" => check::<SessionPromptResult>(value),
+        "SessionCancelResult" => check::<SessionCancelResult>(value),
+        "SessionSetModeParams" => check::<SessionSetModeParams>(value),
+        "SessionSubscribeParams" => check::<SessionSubscribeParams>(value),
+        "ApprovalRespondParams" => check::<ApprovalRespondParams>(value),
+        "ApprovalRespondResult" => check::<ApprovalRespondResult>(value),
+        "ToolListParams" => check::<ToolListParams>(value),
+        "ToolListResult" => check::<ToolListResult>(value),
+        "McpAddParams" => check::<McpAddParams>(value),
+        "McpServerInfo" => check::<McpServerInfo>(value),
+        "McpListResult" => check::<McpListResult>(value),
+        "NameParams" => check::<NameParams>(value),
+        "PluginListResult" => check::<PluginListResult>(value),
+        "PluginInfo" => check::<PluginInfo>(value),
+        "CommandListResult" => check::<CommandListResult>(value),
+        "CommandRunParams" => check::<CommandRunParams>(value),
+        "CommandRunResult" => check::<CommandRunResult>(value),
+        "StatusGetResult" => check::<StatusGetResult>(value),
+        "PanelListResult" => check::<PanelListResult>(value),
+        "PanelGetParams" => check::<PanelGetParams>(value),
+        "PanelGetResult" => check::<PanelGetResult>(value),
+        "ProviderListResult" => check::<ProviderListResult>(value),
+        "SessionSetModelParams" => check::<SessionSetModelParams>(value),
+        _ => return None,
+    })
+}
+
+/// The methods table: method → (params type, result type), as the docs name them.
+fn methods_table() -> Vec<(String, String, String)> {
+    section("## Methods")
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .flat_map(|line| {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let methods: Vec<String> = cells[0]
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect();
+            let (params, result) = (cells[1].to_owned(), cells[2].to_owned());
+            methods
+                .into_iter()
+                .map(move |m| (m, params.clone(), result.clone()))
+        })
+        .collect()
+}
+
+/// Every JSON value written in a method section's example block, split at `→`: `(is the
+/// result side, value)`. Multi-line values are joined until they parse; `…` elisions dropped.
+fn method_examples(body: &str) -> Vec<(bool, Value)> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some(start) = rest.find("```json\n") {
+        let block = &rest[start + 8..];
+        let end = block.find("```").expect("end of json block");
+        let mut pending = String::new();
+        let mut pending_result = false;
+        for line in block[..end].lines() {
+            let sides: Vec<&str> = line.split('→').collect();
+            for (i, side) in sides.iter().enumerate() {
+                let side = side.trim();
+                if pending.is_empty() {
+                    if !side.starts_with('{') && !side.starts_with('[') {
+                        continue;
+                    }
+                    pending_result = i > 0;
+                }
+                pending.push_str(side);
+                let text = substitute(&pending.replace(", …", "").replace(",…", ""));
+                if let Ok(value) = serde_json::from_str::<Value>(&text) {
+                    out.push((pending_result, value));
+                    pending.clear();
+                }
+            }
+        }
+        rest = &block[end + 3..];
+    }
+    out
+}
+
+#[test]
+fn every_method_example_is_an_instance_of_the_documented_types() {
+    let table = methods_table();
+    assert!(table.len() >= 25, "methods table: {table:?}");
+    let methods = section("## Methods");
+    let mut checked = 0;
+    for part in methods.split("\n### ").skip(1) {
+        let heading = part.lines().next().unwrap_or_default();
+        let named: Vec<&(String, String, String)> = table
+            .iter()
+            .filter(|(m, _, _)| heading.split([',', ' ']).any(|h| h == m))
+            .collect();
+        for (is_result, value) in method_examples(part) {
+            if value.get("jsonrpc").is_some() {
+                continue; // a whole JSON-RPC frame (the subscribe walk-through), not params
+            }
+            let verdicts: Vec<bool> = named
+                .iter()
+                .filter_map(|(_, params, result)| {
+                    is_example_of(if is_result { result } else { params }, &value)
+                })
+                .collect();
+            if verdicts.is_empty() {
+                continue; // the table names prose, not a type
+            }
+            assert!(
+                verdicts.contains(&true),
+                "### {heading}: example {} {value} is not an instance of the documented type",
+                if is_result { "result" } else { "params" }
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} method examples checked");
 }
