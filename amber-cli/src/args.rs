@@ -138,7 +138,7 @@ pub enum DaemonAction {
         #[arg(long)]
         force: bool,
     },
-    /// Print the end of amberd's log file (under systemd: use journalctl --user -u amberd)
+    /// Print the end of amberd's log file (under systemd: runs journalctl --user -u amberd)
     Logs {
         /// Lines to print
         #[arg(short = 'n', long, value_name = "N", default_value_t = 50)]
@@ -169,7 +169,8 @@ pub struct RunArgs {
     /// Answer every approval request with allow_once
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Print every event as one JSON line, then a result line
+    /// Print every event as one JSON line (`synced` included), then a result line (always,
+    /// with `stopReason: "error"` and the error when the run fails before its turn starts)
     #[arg(long)]
     pub json: bool,
     /// Continue an existing session instead of creating one

@@ -1,6 +1,7 @@
 //! `daemon logs [-n N] [--follow]`: the tail of amberd's own log file
-//! (`$XDG_STATE_HOME/amber/amberd.log`, size-rotated into `.1`, `.2`, …), or where to look
-//! instead when amberd runs under systemd and logs to the journal.
+//! (`$XDG_STATE_HOME/amber/amberd.log`, size-rotated into `.1`, `.2`, …), or, when amberd
+//! runs under systemd and logs to the journal, `journalctl --user -u amberd -n N [-f]` run
+//! for the user (the hint is printed instead when journalctl cannot be run).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -27,6 +28,17 @@ pub fn logs(lines: usize, follow: bool) -> anyhow::Result<u8> {
     let journal = systemd_unit_active();
     let exists = path.as_deref().is_some_and(Path::is_file);
     if journal {
+        // The journal holds the logs: show them with journalctl itself.
+        match journal_command(lines, follow).status() {
+            Ok(status) => {
+                return Ok(if status.success() {
+                    exit::OK
+                } else {
+                    exit::ERROR
+                });
+            }
+            Err(e) => output::note(&format!("cannot run journalctl ({e})")),
+        }
         let follow_flag = if follow { " -f" } else { "" };
         output::note(&format!(
             "amberd runs under systemd and logs to the journal: {JOURNAL_HINT}{follow_flag}"
@@ -56,6 +68,16 @@ pub fn logs(lines: usize, follow: bool) -> anyhow::Result<u8> {
         follow_file(&path)?;
     }
     Ok(exit::OK)
+}
+
+/// `journalctl --user -u amberd -n N [-f]`, with the terminal's stdio.
+fn journal_command(lines: usize, follow: bool) -> Command {
+    let mut cmd = Command::new("journalctl");
+    cmd.args(["--user", "-u", "amberd", "-n", &lines.to_string()]);
+    if follow {
+        cmd.arg("-f");
+    }
+    cmd
 }
 
 /// The last `n` lines (each with its newline) across the live file and its rotations.
@@ -208,6 +230,20 @@ mod tests {
         assert_eq!(got, ["line 2\n", "line 3\n", "line 4\n", "line 5\n"]);
         assert_eq!(tail(&path, 100).unwrap().len(), 6);
         assert!(tail(&path, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_journal_is_read_with_the_same_flags() {
+        let args = |cmd: &Command| -> Vec<String> {
+            cmd.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let tail = journal_command(40, false);
+        assert_eq!(tail.get_program(), "journalctl");
+        assert_eq!(args(&tail), ["--user", "-u", "amberd", "-n", "40"]);
+        let follow = journal_command(5, true);
+        assert_eq!(args(&follow), ["--user", "-u", "amberd", "-n", "5", "-f"]);
     }
 
     #[test]

@@ -70,14 +70,12 @@ fn init_logging() {
 fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     let Cli { conn, command } = cli;
     if let Command::Completions { shell } = command {
-        let mut cmd = Cli::command();
-        clap_complete::generate(shell, &mut cmd, "amber-cli", &mut std::io::stdout());
-        return Ok(exit::OK);
+        return completions(shell);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         match command {
             Command::Run(args) => run::run(args, &conn).await,
             Command::Sessions {
@@ -109,5 +107,55 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             Command::Rpc => rpc::rpc(&conn).await,
             Command::Completions { .. } => Ok(exit::OK),
         }
-    })
+    });
+    // Dropping the runtime would wait for its blocking tasks, and an inline approval prompt
+    // still reading the terminal (answered elsewhere) never finishes.
+    runtime.shutdown_background();
+    result
+}
+
+/// `completions SHELL`: the script is generated into memory (clap_complete panics on a
+/// failed write), then written; a closed pipe (`| head -1`) ends quietly.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "amber-cli", &mut script);
+    Ok(write_quietly(&mut std::io::stdout().lock(), &script)?)
+}
+
+/// Writes and flushes `bytes`; a reader that went away (EPIPE) is not an error.
+fn write_quietly(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<u8> {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
+        other => other.map(|()| exit::OK),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A writer whose reader has gone.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_is_a_quiet_success() {
+        assert_eq!(
+            write_quietly(&mut Closed, b"complete -F x\n").unwrap(),
+            exit::OK
+        );
+        let mut buf = Vec::new();
+        write_quietly(&mut buf, b"abc").unwrap();
+        assert_eq!(buf, b"abc");
+    }
 }

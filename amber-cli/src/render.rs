@@ -301,7 +301,7 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
-fn decision_name(d: Decision) -> &'static str {
+pub(crate) fn decision_name(d: Decision) -> &'static str {
     match d {
         Decision::AllowOnce => "allowed once",
         Decision::AllowSession => "allowed for the session",

@@ -1,8 +1,10 @@
 //! `amber-cli run`: create (or continue) a session, send one prompt, follow that turn's
 //! events until its `turn_completed`, and exit with a code that says how it ended.
 
+use std::collections::HashSet;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use amber_client::{Client, ClientError, RawEventStream};
@@ -16,13 +18,103 @@ use crate::args::{ConnectArgs, RunArgs};
 use crate::ask;
 use crate::output::{self, connect_options, note};
 use crate::render::{HumanRenderer, Out};
-use crate::turn::{TurnTracker, exit, exit_code};
+use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
 const MAX_RESUBSCRIBES: u32 = 5;
 
 pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let prompt = read_prompt(&args.prompt)?;
+    let begun = Instant::now();
+    let turn = match start(&args, conn, &prompt).await {
+        Ok(turn) => turn,
+        Err(e) => {
+            // `--json` always ends with a result line, even when no turn began.
+            if args.json {
+                let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let code = e
+                    .downcast_ref::<ClientError>()
+                    .and_then(ClientError::code)
+                    .map_or_else(|| "client".to_owned(), |c| c.to_string());
+                let session_id = args.session.clone().unwrap_or_default();
+                let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            return Err(e);
+        }
+    };
+    let Started {
+        client,
+        session_id,
+        events,
+        turn_id,
+        after_seq,
+        interactive,
+        started,
+    } = turn;
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
+
+    let mut follow = Follow {
+        client: &client,
+        session_id: &session_id,
+        json: args.json,
+        yes: args.yes,
+        interactive,
+        prompted: Arc::default(),
+        tracker: TurnTracker::new(turn_id),
+        renderer: HumanRenderer::new(false),
+        last_seq: after_seq,
+        stdout: String::new(),
+    };
+    let result = follow.follow(events, &mut interrupts).await;
+    follow.flush()?;
+    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if !args.json {
+        output::emit(follow.renderer.finish())?;
+        if let Some(summary) = denials_summary(follow.tracker.denials()) {
+            note(&summary);
+        }
+    }
+    match result {
+        Ok(Ended::Completed) => {
+            let stop = follow
+                .tracker
+                .completion()
+                .map(|c| c.stop_reason)
+                .unwrap_or(amber_proto::StopReason::Error);
+            if args.json {
+                let line = follow.tracker.result_line(&session_id, elapsed);
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            Ok(exit_code(stop))
+        }
+        Ok(Ended::Abandoned) => Ok(exit::CANCELLED),
+        Err(e) => {
+            if args.json {
+                let line = follow
+                    .tracker
+                    .failed_line(&session_id, elapsed, format!("{e:#}"));
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A turn that has been prompted, with its event stream.
+struct Started {
+    client: Client,
+    session_id: String,
+    events: RawEventStream,
+    turn_id: String,
+    after_seq: u64,
+    interactive: bool,
+    /// When the prompt was sent.
+    started: Instant,
+}
+
+/// Connects, opens or creates the session, subscribes and sends the prompt.
+async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Result<Started> {
     // On a terminal (and with the prompt not read from stdin) approvals are asked inline;
     // otherwise only `--yes` answers them, and denials show in the result.
     let interactive =
@@ -52,51 +144,17 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     // Subscribed before the prompt is sent: live deltas are never replayed, so a turn's
     // first ones would be lost to a subscription the daemon set up after it began.
     let events = client.subscribe_raw(&session_id, Some(after_seq)).await?;
-    let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
     let started = Instant::now();
-    let turn_id = client.session_prompt(&session_id, &prompt).await?.turn_id;
-
-    let mut follow = Follow {
-        client: &client,
-        session_id: &session_id,
-        json: args.json,
-        yes: args.yes,
+    let turn_id = client.session_prompt(&session_id, prompt).await?.turn_id;
+    Ok(Started {
+        client,
+        session_id,
+        events,
+        turn_id,
+        after_seq,
         interactive,
-        tracker: TurnTracker::new(turn_id),
-        renderer: HumanRenderer::new(false),
-        last_seq: after_seq,
-        stdout: String::new(),
-    };
-    let result = follow.follow(events, &mut interrupts).await;
-    follow.flush()?;
-    let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    if !args.json {
-        output::emit(follow.renderer.finish())?;
-    }
-    match result {
-        Ok(Ended::Completed) => {
-            let stop = follow
-                .tracker
-                .completion()
-                .map(|c| c.stop_reason)
-                .unwrap_or(amber_proto::StopReason::Error);
-            if args.json {
-                let line = follow.tracker.result_line(&session_id, elapsed);
-                output::line(&serde_json::to_string(&line)?)?;
-            }
-            Ok(exit_code(stop))
-        }
-        Ok(Ended::Abandoned) => Ok(exit::CANCELLED),
-        Err(e) => {
-            if args.json {
-                let line = follow
-                    .tracker
-                    .failed_line(&session_id, elapsed, format!("{e:#}"));
-                output::line(&serde_json::to_string(&line)?)?;
-            }
-            Err(e)
-        }
-    }
+        started,
+    })
 }
 
 /// How following a turn ended.
@@ -114,6 +172,8 @@ struct Follow<'a> {
     yes: bool,
     /// Ask approvals on the terminal.
     interactive: bool,
+    /// Approval requests with a terminal prompt open: one resolved elsewhere is dismissed.
+    prompted: Arc<Mutex<HashSet<String>>>,
     tracker: TurnTracker,
     renderer: HumanRenderer,
     /// Highest durable seq seen; replays after a resubscribe skip up to here.
@@ -216,6 +276,26 @@ impl Follow<'_> {
                 self.answer(request_id.clone(), Some(description));
             }
         }
+        if let EventKind::ApprovalResolved {
+            request_id,
+            decision,
+            ..
+        } = &event.kind
+            && self.dismiss_prompt(request_id)
+        {
+            self.flush()?;
+            // The prompt's line is still open.
+            eprintln!();
+            note(&format!(
+                "approval {request_id} was answered elsewhere ({}): ignore the prompt above",
+                crate::render::decision_name(*decision)
+            ));
+        }
+        // The replay marker has no turn; `--json` prints every event, so it too.
+        if self.json && matches!(event.kind, EventKind::Synced { .. }) {
+            self.push_line(raw.json());
+            return Ok(false);
+        }
         if !self.tracker.is_mine(event) {
             return Ok(false);
         }
@@ -265,14 +345,27 @@ impl Follow<'_> {
     fn answer(&self, request_id: String, ask_user: Option<String>) {
         let client = self.client.clone();
         let session_id = self.session_id.to_owned();
+        let prompted = Arc::clone(&self.prompted);
+        if ask_user.is_some() {
+            lock(&prompted).insert(request_id.clone());
+        }
         tokio::spawn(async move {
             let decision = match ask_user {
                 None => Decision::AllowOnce,
                 Some(description) => {
-                    match tokio::task::spawn_blocking(move || ask::prompt(&description)).await {
+                    let decision = match tokio::task::spawn_blocking(move || {
+                        ask::prompt(&description)
+                    })
+                    .await
+                    {
                         Ok(decision) => decision,
                         Err(_) => Decision::Deny,
+                    };
+                    if !lock(&prompted).remove(&request_id) {
+                        // Dismissed: answered elsewhere while the prompt was open.
+                        return;
                     }
+                    decision
                 }
             };
             match client
@@ -285,6 +378,19 @@ impl Follow<'_> {
             }
         });
     }
+}
+
+impl Follow<'_> {
+    /// Forgets an open terminal prompt for `request_id`; true if there was one.
+    fn dismiss_prompt(&self, request_id: &str) -> bool {
+        lock(&self.prompted).remove(request_id)
+    }
+}
+
+/// The open-prompt set; a poisoned lock still holds a usable set.
+fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    set.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether the prompt comes from stdin (`-`, or no argument with piped stdin).

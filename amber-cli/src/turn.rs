@@ -58,6 +58,46 @@ pub struct ResultLine {
     pub error: Option<ErrorInfo>,
 }
 
+impl ResultLine {
+    /// The result line of a run that failed before its turn began (no such session, no
+    /// daemon, …): `code` is the daemon's JSON-RPC code, or `client`.
+    pub fn not_started(session_id: &str, duration_ms: u64, code: String, message: String) -> Self {
+        ResultLine {
+            kind: "result",
+            schema_version: 1,
+            session_id: session_id.to_owned(),
+            turn_id: String::new(),
+            stop_reason: StopReason::Error.as_str(),
+            text: String::new(),
+            usage: Usage::default(),
+            duration_ms,
+            permission_denials: Vec::new(),
+            error: Some(ErrorInfo { code, message }),
+        }
+    }
+}
+
+/// The closing stderr line of a human run whose tool calls were denied.
+pub fn denials_summary(denials: &[Denial]) -> Option<String> {
+    if denials.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = denials
+        .iter()
+        .map(|d| format!("{} ({})", d.tool, first_line(&d.reason)))
+        .collect();
+    Some(format!(
+        "{} tool call{} denied: {}",
+        denials.len(),
+        if denials.len() == 1 { " was" } else { "s were" },
+        list.join("; ")
+    ))
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
 /// How the turn ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
@@ -161,6 +201,11 @@ impl TurnTracker {
 
     pub fn completion(&self) -> Option<&Completion> {
         self.completion.as_ref()
+    }
+
+    /// The turn's denied tool calls so far.
+    pub fn denials(&self) -> &[Denial] {
+        &self.denials
     }
 
     /// The result line once the turn completed; a client-side failure otherwise.
@@ -328,6 +373,41 @@ mod tests {
             line["error"],
             json!({"code": "api", "message": "502 from provider"})
         );
+    }
+
+    #[test]
+    fn a_run_that_never_started_still_has_a_result_line() {
+        let line = serde_json::to_value(ResultLine::not_started(
+            "nope",
+            3,
+            "-32001".into(),
+            "session not found".into(),
+        ))
+        .unwrap();
+        assert_eq!(line["type"], "result");
+        assert_eq!(line["stopReason"], "error");
+        assert_eq!(line["sessionId"], "nope");
+        assert_eq!(
+            line["error"],
+            json!({"code": "-32001", "message": "session not found"})
+        );
+        assert_eq!(line["permissionDenials"], json!([]));
+    }
+
+    #[test]
+    fn denials_are_summed_up_in_one_line() {
+        assert_eq!(denials_summary(&[]), None);
+        let denial = |tool: &str, reason: &str| Denial {
+            call_id: "c".into(),
+            tool: tool.into(),
+            arguments: Value::Null,
+            reason: reason.into(),
+            output: String::new(),
+        };
+        let one = denials_summary(&[denial("write", "read mode\nmore")]).unwrap();
+        assert_eq!(one, "1 tool call was denied: write (read mode)");
+        let two = denials_summary(&[denial("write", "a"), denial("bash", "b")]).unwrap();
+        assert_eq!(two, "2 tool calls were denied: write (a); bash (b)");
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub(crate) async fn ensure_running(socket: &Path) -> Result<(), ClientError> {
         })?
 }
 
-/// Where the autostarted daemon's stderr goes.
+/// Where the autostarted daemon's stderr goes: only what it prints before its own rotating
+/// file log under the state dir takes over (start-up errors), so it is truncated at each
+/// autostart rather than left to grow on the runtime dir's tmpfs.
 pub fn log_path(socket: &Path) -> PathBuf {
     socket_dir(socket).join(LOG_FILE)
 }
@@ -124,13 +126,19 @@ pub fn daemon_binary() -> PathBuf {
     PathBuf::from("amberd")
 }
 
-fn spawn_daemon(socket: &Path, log: &Path) -> Result<Child, String> {
-    let stderr = OpenOptions::new()
+/// Opens the start-up log for a new daemon, emptied of the previous start's lines.
+fn open_startup_log(log: &Path) -> io::Result<std::fs::File> {
+    OpenOptions::new()
         .create(true)
-        .append(true)
+        .write(true)
+        .truncate(true)
         .mode(0o600)
         .open(log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+}
+
+fn spawn_daemon(socket: &Path, log: &Path) -> Result<Child, String> {
+    let stderr =
+        open_startup_log(log).map_err(|e| format!("cannot open {}: {e}", log.display()))?;
     let bin = daemon_binary();
     let mut cmd = Command::new(&bin);
     cmd.arg("--socket")
@@ -203,7 +211,19 @@ fn reap_in_background(mut child: Child) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    #[test]
+    fn each_autostart_starts_the_startup_log_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join(LOG_FILE);
+        std::fs::write(&log, "error of an older start\n").unwrap();
+        let mut file = open_startup_log(&log).unwrap();
+        io::Write::write_all(&mut file, b"new\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "new\n");
+    }
 
     #[test]
     fn lock_and_log_sit_next_to_the_socket() {

@@ -10,4 +10,7 @@ pub enum Error {
     Terminal(#[from] std::io::Error),
     #[error("{0}")]
     Usage(String),
+    /// The attached session was deleted (by another client) while on screen.
+    #[error("session {0} was deleted (by another client); nothing to show any more")]
+    SessionDeleted(String),
 }

@@ -1,15 +1,28 @@
 //! `amber`: the terminal UI of amber. Parses arguments, runs the TUI, and prints how to come
 //! back to the session it detached from (the session keeps running in amberd).
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     let args = amber_tui::cli::Args::parse();
     let left = amber_tui::run::run(args).await;
     amber_tui::terminal::restore();
-    if let Some(id) = left? {
-        println!("detached from {id}; it keeps running in amberd (reattach: amber --session {id})");
+    match left {
+        Ok(Some(id)) => {
+            println!(
+                "detached from {id}; it keeps running in amberd (reattach: amber --session {id})"
+            );
+        }
+        Ok(None) => {}
+        // Not a failure of amber: said plainly (no error chain), exit status 1.
+        Err(e @ amber_tui::Error::SessionDeleted(_)) => {
+            eprintln!("amber: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => return Err(e.into()),
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -56,6 +56,7 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         match session::attached(&client, &opts, &next, &mut tui, &mut keys, &mut carry).await? {
             Outcome::Detach => return Ok(Some(next)),
             Outcome::Switch(id) => next = id,
+            Outcome::Deleted => return Err(Error::SessionDeleted(next)),
         }
     }
 }

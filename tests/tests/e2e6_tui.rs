@@ -1,7 +1,9 @@
 //! End-to-end: the real `amber` TUI in tmux against the real daemon and the mock endpoint —
 //! a prompt whose streamed markdown shows rendered (no raw `**` or `#`), an approval denied
 //! with `n`, a detach with Ctrl-D in the middle of a turn (the agent keeps going), and a
-//! re-attach with `amber --session ID` that shows the finished reply exactly once.
+//! re-attach with `amber --session ID` that shows the finished reply exactly once and recalls
+//! the session's prompts with Up, and a session deleted by another client while on screen
+//! (amber says so and exits 1). All at 80×24, the size the TUI must be readable at.
 
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -53,7 +55,7 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Starts `amber ARGS` in a new 100×30 session `name`; the pane stays after amber exits.
+    /// Starts `amber ARGS` in a new 80×24 session `name`; the pane stays after amber exits.
     fn start(&self, name: &str, daemon: &TestDaemon, args: &[&str]) {
         let amber = bin_path("amber");
         let home = daemon.dir.path().join("home");
@@ -68,7 +70,7 @@ impl Tmux {
         shell.push_str("; echo \"[amber exited $?]\"; sleep 600");
         let env = |k: &str, v: &Path| format!("{k}={}", v.display());
         let mut cmd = self.cmd();
-        cmd.args(["new-session", "-d", "-s", name, "-x", "100", "-y", "30"])
+        cmd.args(["new-session", "-d", "-s", name, "-x", "80", "-y", "24"])
             .args(["-e", &env("HOME", &home)])
             .args([
                 "-e",
@@ -130,7 +132,8 @@ const MARKDOWN: &str = "# Release plan\n\nShip **three fixes** and `cargo test` 
 /// A reply of one-line paragraphs, so each shows as soon as it is complete.
 fn story_chunks() -> Vec<String> {
     let mut chunks = vec!["Once upon a time.\n\n".to_owned()];
-    chunks.extend((1..=8).map(|i| format!("Chapter {i} of the story.\n\n")));
+    // Short enough that the whole reply and its prompt fit on an 80×24 screen.
+    chunks.extend((1..=6).map(|i| format!("Chapter {i} of the story.\n\n")));
     chunks.push("THE END.".to_owned());
     chunks
 }
@@ -232,7 +235,18 @@ fn prompt_approve_detach_and_reattach_in_tmux() {
     tmux.keys("two", &["PageUp", "PageUp"]);
     let screen = tmux.wait("two", "the history above", |s| s.contains("Release plan"));
     assert_eq!(screen.matches("› plan the release").count(), 1, "{screen}");
-    tmux.keys("two", &["C-d"]);
+
+    // 5. Up recalls the session's prompts, sent by the first `amber`, in the editor (the row
+    //    above the status line).
+    tmux.keys("two", &["C-End", "Up"]);
+    tmux.wait("two", "the last prompt recalled", |s| {
+        editor_row(s).starts_with("› tell a story")
+    });
+    tmux.keys("two", &["Up"]);
+    tmux.wait("two", "the prompt before it", |s| {
+        editor_row(s).starts_with("› clean the build")
+    });
+    tmux.keys("two", &["C-u", "C-d"]);
     tmux.wait("two", "amber to exit", |s| s.contains("[amber exited 0]"));
 }
 
@@ -280,4 +294,45 @@ fn attaching_mid_reply_shows_what_streamed_before() {
     assert_eq!(screen.matches("› tell a story").count(), 1, "{screen}");
     tmux.keys("late", &["C-d"]);
     tmux.wait("late", "amber to exit", |s| s.contains("[amber exited 0]"));
+}
+
+/// The editor's row of a captured 80×24 screen: the one above the status line.
+fn editor_row(screen: &str) -> &str {
+    let rows: Vec<&str> = screen.lines().collect();
+    rows.len()
+        .checked_sub(2)
+        .and_then(|i| rows.get(i))
+        .copied()
+        .unwrap_or("")
+}
+
+#[test]
+fn a_session_deleted_elsewhere_ends_amber_cleanly() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Hello **there**."), done()]);
+    let daemon = spawn(&mock);
+    let info = daemon.rpc_ok(
+        "session/new",
+        json!({"cwd": daemon.workspace.display().to_string()}),
+    );
+    let id = info["sessionId"].as_str().unwrap().to_owned();
+    let tmux = Tmux::new("deleted");
+    tmux.start("gone", &daemon, &["--session", &id]);
+    tmux.wait("gone", "the welcome screen", |s| {
+        s.contains("Type a prompt")
+    });
+    tmux.type_text("gone", "hi");
+    tmux.keys("gone", &["Enter"]);
+    tmux.wait("gone", "the reply", |s| {
+        s.contains("Hello there.") && !s.contains("working")
+    });
+
+    // Another client deletes it: amber says why and exits 1 instead of reconnecting forever.
+    daemon.rpc_ok("session/delete", json!({"sessionId": id}));
+    let screen = tmux.wait("gone", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("[amber exited 1]"), "{screen}");
+    assert!(
+        screen.contains(&format!("session {id} was deleted")),
+        "{screen}"
+    );
+    assert!(!screen.contains("reconnecting"), "{screen}");
 }

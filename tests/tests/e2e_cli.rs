@@ -95,8 +95,10 @@ fn run_json_completes_a_task_and_exits_0() {
     ] {
         assert!(types.contains(&expected), "no {expected} line in {types:?}");
     }
-    assert_eq!(run.events[0]["type"], "turn_started", "{types:?}");
-    assert_eq!(run.events[0]["prompt"], "write hello.txt");
+    // Every event is printed, the subscription's `synced` marker (before the turn) too.
+    assert_eq!(run.events[0]["type"], "synced", "{types:?}");
+    assert_eq!(run.events[1]["type"], "turn_started", "{types:?}");
+    assert_eq!(run.events[1]["prompt"], "write hello.txt");
     // The session lives on in the daemon, with the workspace as its cwd.
     let sid = run.result["sessionId"].clone();
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
@@ -120,6 +122,57 @@ fn a_failed_turn_exits_1_with_the_error() {
     assert_result_shape(&run, "error");
     assert!(run.result["error"]["message"].is_string(), "{}", run.result);
     assert!(run.events.iter().any(|e| e["type"] == "error"));
+}
+
+#[test]
+fn a_failure_before_the_turn_still_ends_with_a_result_line() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--json", "--no-autostart", "--session", "nope", "hi"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(1), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let result: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["schemaVersion"], 1);
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["sessionId"], "nope");
+    assert_eq!(result["error"]["code"], "-32001", "{result}");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope")),
+        "{result}"
+    );
+    assert_eq!(result["permissionDenials"], json!([]));
+    assert!(stderr.contains("-32001"), "{stderr}");
+    assert_eq!(mock.request_count(), 0);
+}
+
+#[test]
+fn human_mode_ends_with_a_line_listing_the_denials() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::ToolCalls(vec![MockToolCall {
+            id: Some("call_w".into()),
+            name: "write".into(),
+            arguments: json!({"path": "nope.txt", "content": "x"}).to_string(),
+        }]),
+        MockTurn::text("Read mode: I could not write."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--no-autostart", "--mode", "read", "write nope.txt"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("Read mode: I could not write."), "{stdout}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("amber-cli: 1 tool call was denied: write ("),
+        "last stderr line: {last:?}\n{stderr}"
+    );
 }
 
 #[test]

@@ -16,13 +16,18 @@ pub struct Args {
     /// Runs of each KPI (default: per KPI, so the whole suite takes under two minutes)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: Option<u32>,
-    /// A scenario file; replaces the built-in scenarios of its role (repeatable)
+    /// A scenario file (repeatable). The files given for a role (task, stream, paced,
+    /// search) replace every built-in scenario of that role; roles no file names keep their
+    /// built-ins. The first task scenario is the one relay, cli, memory and compare use
     #[arg(long, value_name = "FILE")]
     pub scenario: Vec<PathBuf>,
-    /// Model latency (ms) before every scripted answer, unless a turn sets `delay_ms`
+    /// Model latency (ms) before every scripted answer, unless a turn sets `delay_ms` (the
+    /// goals are then not judged)
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub delay_ms: u64,
-    /// A real OpenAI-compatible endpoint instead of the embedded scripted one
+    /// A real OpenAI-compatible endpoint instead of the embedded scripted one. The KPIs
+    /// that need the embedded endpoint's timestamps or scripted streams (throughput,
+    /// stream, relay, the daemon's share) are skipped with a note; goals are not judged
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Model name sent to the endpoint
@@ -50,7 +55,9 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub sessions: usize,
     /// Another agent CLI run on the same scenario, beside `amber-cli run`. `{prompt}` and
-    /// `{base_url}` are substituted; $OPENAI_BASE_URL is set to the endpoint
+    /// `{base_url}` are substituted; $OPENAI_BASE_URL is set to the endpoint. Peak RSS is
+    /// the largest ru_maxrss of the command and the descendants it waited for (a max, not
+    /// a sum)
     #[arg(long, value_name = "CMD")]
     pub compare: Option<String>,
     /// One JSON object of numbers on stdout (notes go to stderr)

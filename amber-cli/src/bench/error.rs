@@ -26,6 +26,10 @@ pub enum BenchError {
     /// A measurement could not be taken (the message says which and why).
     #[error("{0}")]
     Failed(String),
+    /// A measurement this configuration cannot take (e.g. `--base-url`): a note, not a
+    /// failure.
+    #[error("{0}")]
+    Skipped(String),
 }
 
 impl BenchError {

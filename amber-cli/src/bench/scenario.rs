@@ -280,6 +280,33 @@ mod tests {
         assert_eq!(stream.turns[0].content[19_999], "w19999 ");
     }
 
+    /// A file added to amber-cli/bench/ must be compiled in too (BUILTIN is a fixed list).
+    #[test]
+    fn builtin_list_matches_the_bench_dir() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".toml"))
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = BUILTIN.iter().map(|(n, _)| (*n).to_owned()).collect();
+        listed.sort();
+        assert_eq!(
+            listed,
+            on_disk,
+            "BUILTIN in scenario.rs vs {}",
+            dir.display()
+        );
+        for (name, text) in BUILTIN {
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).unwrap(),
+                *text,
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn bad_scenarios_are_named() {
         let err = Scenario::parse("name = \"x\"\nrole = \"task\"\nprompt = \"p\"\n", "x.toml")

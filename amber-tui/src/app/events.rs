@@ -6,7 +6,7 @@
 use amber_proto::Approval;
 use serde_json::Value;
 
-use super::{Action, App};
+use super::{Action, App, NoticeKind};
 use crate::markdown::StreamingMarkdown;
 use crate::transcript::{Assistant, Cell, InfoKind, ToolCell, tool};
 
@@ -71,6 +71,7 @@ impl App {
                     t.duration_ms = ev.get("durationMs").and_then(Value::as_u64);
                     process = t.name == "process";
                 }
+                self.hide_task_output_shown_by_subagents(s(ev, "callId"));
                 if process {
                     // The processes panel and status segment change with it.
                     self.request(Action::RefreshStatus);
@@ -149,6 +150,8 @@ impl App {
             }
             "turn_completed" => self.turn_completed(ev),
             "error" => {
+                self.turn_errors
+                    .push((s(ev, "code").to_owned(), s(ev, "message").to_owned()));
                 self.transcript.push(Cell::Error {
                     code: s(ev, "code").to_owned(),
                     message: s(ev, "message").to_owned(),
@@ -178,6 +181,11 @@ impl App {
             self.queued.remove(pos);
         }
         self.started_turns.insert(turn_id);
+        self.turn_errors.clear();
+        if !self.synced && !self.history_seeded {
+            // Replayed history: Up recalls this session's earlier prompts after a re-attach.
+            self.input.remember(&prompt);
+        }
         self.transcript.push(Cell::User { text: prompt });
         self.request(Action::RefreshStatus);
     }
@@ -271,12 +279,21 @@ impl App {
     fn turn_completed(&mut self, ev: &Value) {
         self.running = false;
         self.finish_reasoning();
+        self.clear_notice(NoticeKind::Cancelling);
         let reason = s(ev, "stopReason");
         let error = ev.get("error");
         if reason != "end_turn" {
             let mut text = format!("turn ended: {}", reason.replace('_', " "));
             if let Some(e) = error {
-                text.push_str(&format!(" — {}: {}", s(e, "code"), s(e, "message")));
+                let (code, message) = (s(e, "code"), s(e, "message"));
+                // An `error` event of this turn already shows it as a cell: say it once.
+                let shown = self
+                    .turn_errors
+                    .iter()
+                    .any(|(c, m)| c == code && m == message);
+                if !shown {
+                    text.push_str(&format!(" — {code}: {message}"));
+                }
             }
             self.transcript.push(Cell::Info {
                 text,
@@ -289,8 +306,16 @@ impl App {
 
     fn synced(&mut self, ev: &Value) {
         self.synced = true;
+        self.history_seeded = true;
         if let Some(last) = ev.get("lastSeq").and_then(Value::as_u64) {
             self.last_seq = self.last_seq.max(last);
+        }
+        if self.last_seq < self.snapshot_seq {
+            // The replay must reach what `session/get` saw: say so if the daemon lost events.
+            self.note(format!(
+                "history incomplete: the replay ended at event {} but the session had {}",
+                self.last_seq, self.snapshot_seq
+            ));
         }
         let in_progress = ev
             .get("inProgress")
@@ -337,5 +362,26 @@ impl App {
             });
         }
         self.request(Action::RefreshStatus);
+    }
+
+    /// A `task` call's output is its sub-agents' results, each already in a sub-agent cell
+    /// after the call's cell: the tool cell then shows only its header.
+    fn hide_task_output_shown_by_subagents(&mut self, call_id: &str) {
+        let Some(&idx) = self.transcript.calls.get(call_id) else {
+            return;
+        };
+        let finished_task = matches!(
+            self.transcript.get(idx).map(|slot| &slot.cell),
+            Some(Cell::Tool(t)) if t.name == "task" && t.status.as_deref() == Some("ok")
+        );
+        if !finished_task {
+            return;
+        }
+        let results_shown = self.transcript.cells().skip(idx + 1).any(|c| {
+            matches!(c, Cell::Subagent { done: true, result: Some(r), .. } if !r.trim().is_empty())
+        });
+        if results_shown && let Some(Cell::Tool(t)) = self.transcript.cell_mut(idx) {
+            t.output_elsewhere = true;
+        }
     }
 }

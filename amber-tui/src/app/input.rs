@@ -66,6 +66,14 @@ impl Input {
         self.history = history;
     }
 
+    /// Adds a prompt sent earlier (seen in the session's replayed history) to the history,
+    /// unless it is already the newest entry.
+    pub fn remember(&mut self, prompt: &str) {
+        if !prompt.trim().is_empty() && self.history.last().map(String::as_str) != Some(prompt) {
+            self.history.push(prompt.to_owned());
+        }
+    }
+
     pub fn insert(&mut self, ch: char) {
         self.text.insert(self.cursor, ch);
         self.cursor += ch.len_utf8();

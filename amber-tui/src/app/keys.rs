@@ -4,7 +4,7 @@
 use amber_proto::Decision;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::{Action, App, CTRL_C_TICKS, Scroll, popup_for};
+use super::{Action, App, CTRL_C_TICKS, NoticeKind, Scroll, popup_for};
 
 /// Rows one mouse-wheel notch scrolls.
 const WHEEL_ROWS: isize = 3;
@@ -39,7 +39,7 @@ impl App {
         let shift = key.modifiers.contains(KeyModifiers::SHIFT);
         if !(ctrl && key.code == KeyCode::Char('c')) && self.ctrl_c_armed > 0 {
             self.ctrl_c_armed = 0;
-            self.notice = None;
+            self.clear_notice(NoticeKind::QuitArmed);
         }
         // Keys that work whatever is on screen.
         match key.code {
@@ -221,13 +221,16 @@ impl App {
             self.request(Action::Detach);
         } else {
             self.ctrl_c_armed = CTRL_C_TICKS;
-            self.notice = Some("press Ctrl-C again to quit (the session stays in amberd)".into());
+            self.set_notice(
+                NoticeKind::QuitArmed,
+                "press Ctrl-C again to quit (the session stays in amberd)",
+            );
         }
     }
 
     fn cancel_turn(&mut self) {
         self.request(Action::Cancel);
-        self.notice = Some("cancelling the turn…".into());
+        self.set_notice(NoticeKind::Cancelling, "cancelling the turn…");
     }
 
     fn page(&self) -> isize {

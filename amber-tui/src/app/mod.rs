@@ -6,6 +6,7 @@ mod complete;
 mod events;
 mod input;
 mod keys;
+mod notice;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -16,6 +17,7 @@ use amber_proto::{
 
 pub use complete::{Popup, PopupKind, match_files, popup_for};
 pub use input::Input;
+pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
 
 use crate::transcript::{Cell, InfoKind, Transcript};
 
@@ -100,6 +102,9 @@ pub struct App {
     pub running: bool,
     /// Replay is over (the `synced` event arrived).
     pub synced: bool,
+    /// The connection to amberd is lost and the runtime is reconnecting (shown in the rule
+    /// for as long as it lasts; the notice that said why expires).
+    pub reconnecting: bool,
     /// The highest durable `seq` applied.
     pub last_seq: u64,
     pub scroll: Scroll,
@@ -107,10 +112,16 @@ pub struct App {
     pub view_top: (usize, usize),
     /// Transcript width and height of the last frame.
     pub view_size: (u16, u16),
-    /// A short message in the status line (errors of calls, hints).
-    pub notice: Option<String>,
+    /// A short message in the status line (errors of calls, hints); it expires with ticks.
+    pub notice: Option<Notice>,
+    /// `session/get`'s `lastSeq` at attach: the replay must reach it before `synced`.
+    pub snapshot_seq: u64,
     /// Turn ids whose `turn_started` was seen: a prompt answer arriving after it is not queued.
     started_turns: HashSet<String>,
+    /// (code, message) of the `error` events of the current turn.
+    turn_errors: Vec<(String, String)>,
+    /// The first replay fed the editor's history (a reload after `/clear` must not again).
+    history_seeded: bool,
     next_local_id: u64,
     ctrl_c_armed: u32,
     pending: Vec<Action>,
@@ -138,12 +149,16 @@ impl App {
             expanded: false,
             running: false,
             synced: false,
+            reconnecting: false,
             last_seq: 0,
             scroll: Scroll::Follow,
             view_top: (0, 0),
             view_size: (80, 20),
             notice: None,
+            snapshot_seq: 0,
             started_turns: HashSet::new(),
+            turn_errors: Vec::new(),
+            history_seeded: false,
             next_local_id: 1,
             ctrl_c_armed: 0,
             pending: Vec::new(),
@@ -198,14 +213,15 @@ impl App {
         self.pending.push(action);
     }
 
-    /// Called every [`TICK_MS`]: expires the Ctrl-C arm and the notice of it.
+    /// Called every [`TICK_MS`]: expires the Ctrl-C arm and the status-line notice.
     pub fn tick(&mut self) {
         if self.ctrl_c_armed > 0 {
             self.ctrl_c_armed -= 1;
             if self.ctrl_c_armed == 0 {
-                self.notice = None;
+                self.clear_notice(NoticeKind::QuitArmed);
             }
         }
+        self.tick_notice();
     }
 
     /// A prompt the user sent: shown as queued until its turn starts.
@@ -292,9 +308,9 @@ impl App {
         }
     }
 
-    /// A call failed: say so in the status line.
+    /// A call failed: say so in the status line (for a few seconds).
     pub fn on_error(&mut self, message: impl Into<String>) {
-        self.notice = Some(message.into());
+        self.set_notice(NoticeKind::Error, message);
     }
 
     /// Adds a note cell (connection lost, reattached…).

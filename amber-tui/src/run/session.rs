@@ -1,7 +1,8 @@
 //! One attached session: `session/get`, then `session/subscribe {afterSeq: 0}` whose replay is
 //! the transcript, then live events. Terminal input, events, answers to calls and a tick are
 //! multiplexed here; the app's [`Action`]s run as tasks so the screen never waits on the
-//! daemon. A lagged subscription resumes from the last `seq`; a lost connection reconnects.
+//! daemon. A lagged subscription resumes from the last `seq`; a lost connection reconnects;
+//! a session deleted meanwhile ends the screen ([`Outcome::Deleted`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Error;
-use crate::app::{Action, App, TICK_MS};
+use crate::app::{Action, App, NoticeKind, TICK_MS};
 use crate::terminal::Tui;
 use crate::{files, rpc, ui};
 
@@ -25,12 +26,18 @@ const FRAME: Duration = Duration::from_millis(16);
 const EVENT_BATCH: usize = 2048;
 /// Ticks between status refreshes when nothing else asked for one (~5 s).
 const STATUS_TICKS: u32 = 20;
+/// Pause between attempts to find the session again after the subscription ended.
+const RETRY: Duration = Duration::from_secs(1);
+/// How long a daemon that said "session not found" must stay up to mean "deleted".
+const CONFIRM_GONE: Duration = Duration::from_secs(3);
 
 /// How an attached session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Detach,
     Switch(String),
+    /// The session was deleted (by another client): there is nothing left to show.
+    Deleted,
 }
 
 /// What survives switching sessions: the prompt history and the command list.
@@ -52,6 +59,8 @@ enum Msg {
     Files(Vec<String>),
     Error(String),
     Reconnected(Client),
+    /// A call said the session does not exist any more.
+    Deleted,
 }
 
 struct Ctx<'a> {
@@ -59,6 +68,14 @@ struct Ctx<'a> {
     opts: &'a ConnectOptions,
     tx: mpsc::UnboundedSender<Msg>,
     session_id: String,
+    /// Set when the daemon says the session is gone: the screen ends.
+    deleted: bool,
+}
+
+/// The daemon's "session not found". It means "deleted" only from a daemon that stays up: one
+/// shutting down forgets its sessions too (and drops its connections right after).
+fn session_gone(e: &ClientError) -> bool {
+    e.code() == Some(amber_proto::errors::SESSION_NOT_FOUND)
 }
 
 pub async fn attached(
@@ -75,6 +92,7 @@ pub async fn attached(
         opts,
         tx,
         session_id: session_id.to_owned(),
+        deleted: false,
     };
     let mut app = App::new(session_id);
     app.input.set_history(std::mem::take(&mut carry.history));
@@ -146,6 +164,7 @@ pub async fn attached(
         }
         match perform(&mut ctx, &mut app, &mut stream).await {
             Some(outcome) => break outcome,
+            None if ctx.deleted => break Outcome::Deleted,
             None => continue,
         }
     };
@@ -159,9 +178,12 @@ pub async fn attached(
     Ok(outcome)
 }
 
-/// `session/get` seeds the app, then the subscription replays everything from the start.
+/// `session/get` seeds the app (info, pending approvals, todos, `lastSeq`), then the
+/// subscription replays every durable event from the start: the events, not `messages`, are
+/// what rebuilds tool cells, diffs, approvals, steers and sub-agents (see ARCHITECTURE.md).
 async fn attach(client: &Client, app: &mut App) -> Result<RawEventStream, ClientError> {
     let got = client.session_get(&app.session_id).await?;
+    app.snapshot_seq = got.last_seq;
     app.load_snapshot(got.session, got.pending_approvals, got.todos);
     client.subscribe_raw(&app.session_id, Some(0)).await
 }
@@ -204,13 +226,14 @@ fn on_terminal_event(app: &mut App, ev: Event) {
 }
 
 /// After the subscription ended: resubscribe from the last `seq` on the same connection when
-/// it is still up (a lagged subscriber), else reconnect in the background.
+/// it is still up (a lagged subscriber), else find the session again in the background.
 async fn resubscribe(
     ctx: &mut Ctx<'_>,
     app: &mut App,
     stream: &mut Option<RawEventStream>,
     why: ClientError,
 ) {
+    let mut why = why;
     if ctx.client.is_connected() {
         match ctx
             .client
@@ -221,22 +244,55 @@ async fn resubscribe(
                 *stream = Some(s);
                 return;
             }
-            Err(e) => app.on_error(format!("resubscribe failed: {e}")),
+            Err(e) => why = e,
         }
     }
-    app.on_error(format!("lost amberd ({why}); reconnecting…"));
+    if session_gone(&why) {
+        app.on_error("amberd no longer has this session; checking whether it was deleted…");
+    } else {
+        app.on_error(format!("lost amberd ({why}); reconnecting…"));
+    }
+    app.reconnecting = true;
+    spawn_recover(ctx);
+}
+
+/// Finds the session again: on the current connection while it is up, else on a new one
+/// (which may start amberd again). "Session not found" ends the screen only when the daemon
+/// that said it is still up [`CONFIRM_GONE`] later and says it again.
+fn spawn_recover(ctx: &Ctx<'_>) {
     let tx = ctx.tx.clone();
     let opts = ctx.opts.clone();
+    let id = ctx.session_id.clone();
+    let mut current = Some(ctx.client.clone());
     tokio::spawn(async move {
         loop {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            if let Ok(client) = Client::connect(opts.clone()).await {
-                let _ = tx.send(Msg::Reconnected(client));
-                return;
-            }
+            tokio::time::sleep(RETRY).await;
             if tx.is_closed() {
                 return;
             }
+            let client = match current.take().filter(Client::is_connected) {
+                Some(c) => c,
+                None => match Client::connect(opts.clone()).await {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                },
+            };
+            match client.session_get(&id).await {
+                Ok(_) => {
+                    let _ = tx.send(Msg::Reconnected(client));
+                    return;
+                }
+                Err(e) if session_gone(&e) => {
+                    tokio::time::sleep(CONFIRM_GONE).await;
+                    let again = client.session_get(&id).await;
+                    if client.is_connected() && again.as_ref().is_err_and(session_gone) {
+                        let _ = tx.send(Msg::Deleted);
+                        return;
+                    }
+                }
+                Err(_) => {}
+            }
+            current = Some(client);
         }
     });
 }
@@ -251,6 +307,7 @@ async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventSt
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
+        Msg::Deleted => ctx.deleted = true,
         Msg::Reconnected(client) => {
             ctx.client = client;
             match ctx
@@ -260,7 +317,8 @@ async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventSt
             {
                 Ok(s) => {
                     *stream = Some(s);
-                    app.notice = Some("reconnected to amberd".into());
+                    app.reconnecting = false;
+                    app.set_notice(NoticeKind::Info, "reconnected to amberd");
                     spawn_status(ctx);
                 }
                 Err(e) => {
@@ -287,7 +345,7 @@ async fn perform(
                 app.reset_transcript();
                 match attach(&ctx.client, app).await {
                     Ok(s) => *stream = Some(s),
-                    Err(e) => app.on_error(format!("reload failed: {e}")),
+                    Err(e) => resubscribe(ctx, app, stream, e).await,
                 }
             }
             Action::Prompt { local_id, text } => {

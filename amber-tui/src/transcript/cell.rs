@@ -13,8 +13,8 @@ use crate::wrap::{wrap_line, wrap_text};
 
 /// Reasoning lines shown while details are collapsed.
 const COLLAPSED_REASONING: usize = 3;
-/// Sub-agent result lines shown while details are collapsed.
-const COLLAPSED_RESULT: usize = 3;
+/// Sub-agent result lines (rendered markdown, blank lines included) shown while collapsed.
+const COLLAPSED_RESULT: usize = 6;
 
 /// What kind of note an info cell is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +236,8 @@ fn render(cell: &Cell, width: u16, expanded: bool) -> Vec<Line<'static>> {
                 Span::styled("◆ ", blue),
             );
             if let Some(result) = result {
-                let mut body = wrap_text(result.trim(), style::dim(), w.saturating_sub(4));
+                // The result is the sub-agent's markdown reply: rendered, never raw `**`.
+                let mut body = markdown::render(result.trim(), width.saturating_sub(4).max(1));
                 let hidden = body.len().saturating_sub(COLLAPSED_RESULT);
                 if !expanded && hidden > 0 {
                     body.truncate(COLLAPSED_RESULT);
@@ -245,7 +246,11 @@ fn render(cell: &Cell, width: u16, expanded: bool) -> Vec<Line<'static>> {
                         style::dim(),
                     )));
                 }
-                out.extend(prefixed(body, Span::styled("  │ ", style::dim())));
+                out.extend(body.into_iter().map(|line| {
+                    let mut spans = vec![Span::styled("  │ ", style::dim())];
+                    spans.extend(line.spans);
+                    Line::from(spans).style(line.style)
+                }));
             }
             out
         }

@@ -26,6 +26,8 @@ pub struct ToolCell {
     /// The final output once completed, else what streamed so far.
     pub output: String,
     pub duration_ms: Option<u64>,
+    /// The output is shown by other cells (a `task` call's sub-agent results): not repeated.
+    pub output_elsewhere: bool,
 }
 
 impl ToolCell {
@@ -38,6 +40,7 @@ impl ToolCell {
             status: None,
             output: String::new(),
             duration_ms: None,
+            output_elsewhere: false,
         }
     }
 
@@ -57,7 +60,7 @@ impl ToolCell {
             ));
         }
         let show_output = !diff || self.status.as_deref().is_some_and(|s| s != "ok");
-        if show_output && !self.output.trim().is_empty() {
+        if show_output && !self.output_elsewhere && !self.output.trim().is_empty() {
             let out: Vec<Line<'static>> = self
                 .output
                 .trim_end_matches('\n')

@@ -5,12 +5,14 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 
-use crate::app::App;
+use crate::app::{App, NoticeKind};
 use crate::transcript::style;
 use crate::wrap::{str_width, truncate};
 
 const PROMPT: &str = "› ";
 const PLACEHOLDER: &str = "Ask amber · / commands · @ files · ? help";
+/// Fewest columns worth showing status segments in beside a notice.
+const MIN_SEGMENTS_WIDTH: usize = 12;
 
 /// Rows the editor needs at `width`.
 pub fn input_rows(app: &App, width: u16) -> u16 {
@@ -19,6 +21,9 @@ pub fn input_rows(app: &App, width: u16) -> u16 {
 }
 
 pub fn queued(app: &App, area: Rect, buf: &mut Buffer) {
+    if area.is_empty() {
+        return;
+    }
     let skip = app.queued.len().saturating_sub(usize::from(area.height));
     for (i, q) in app.queued.iter().skip(skip).enumerate() {
         let text = q.text.replace('\n', " ⏎ ");
@@ -34,7 +39,12 @@ pub fn queued(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 pub fn rule(app: &App, area: Rect, buf: &mut Buffer) {
-    let label = if !app.approvals.is_empty() {
+    if area.is_empty() {
+        return;
+    }
+    let label = if app.reconnecting {
+        Some((" reconnecting to amberd… ".to_owned(), style::err()))
+    } else if !app.approvals.is_empty() {
         Some((" waiting for approval ".to_owned(), style::warn()))
     } else if app.running {
         Some((" working · Esc to cancel ".to_owned(), style::warn()))
@@ -61,7 +71,7 @@ pub fn rule(app: &App, area: Rect, buf: &mut Buffer) {
 
 /// Draws the editor; returns where the terminal cursor goes.
 pub fn input(app: &App, area: Rect, buf: &mut Buffer) -> Option<Position> {
-    if area.height == 0 {
+    if area.is_empty() {
         return None;
     }
     let inner = usize::from(area.width.saturating_sub(2));
@@ -69,7 +79,7 @@ pub fn input(app: &App, area: Rect, buf: &mut Buffer) -> Option<Position> {
         area.x,
         area.y,
         &Span::styled(PROMPT, style::user_marker()),
-        2,
+        area.width.min(2),
     );
     if app.input.is_empty() {
         buf.set_span(
@@ -78,7 +88,7 @@ pub fn input(app: &App, area: Rect, buf: &mut Buffer) -> Option<Position> {
             &Span::styled(PLACEHOLDER, style::dim()),
             area.width.saturating_sub(2),
         );
-        return Some(Position::new(area.x + 2, area.y));
+        return Some(inside(area, area.x + 2, area.y));
     }
     let (rows, (crow, ccol)) = app.input.layout(inner);
     // Keep the cursor's row on screen when the text is taller than the editor.
@@ -97,30 +107,61 @@ pub fn input(app: &App, area: Rect, buf: &mut Buffer) -> Option<Position> {
             ratatui::style::Style::default(),
         );
     }
-    Some(Position::new(
+    Some(inside(
+        area,
         area.x + 2 + ccol as u16,
         area.y + (crow - first) as u16,
     ))
 }
 
+/// (x, y) moved inside `area` (a terminal too small for the editor still gets a cursor).
+fn inside(area: Rect, x: u16, y: u16) -> Position {
+    Position::new(
+        x.min(area.right().saturating_sub(1)),
+        y.min(area.bottom().saturating_sub(1)),
+    )
+}
+
+/// The status segments, with the notice (if any) before them: segments are truncated to make
+/// room, never hidden for good (the notice expires).
 pub fn status(app: &App, area: Rect, buf: &mut Buffer) {
+    if area.is_empty() {
+        return;
+    }
     let right = "? help";
     let width = usize::from(area.width);
-    let room = width.saturating_sub(right.len() + 1);
-    let line = match &app.notice {
-        Some(notice) => Line::from(Span::styled(truncate(notice, room), style::warn())),
-        None => {
-            let text = app
-                .status
-                .iter()
-                .map(|s| s.text.as_str())
-                .collect::<Vec<_>>()
-                .join(" · ");
-            Line::from(Span::styled(truncate(&text, room), style::dim()))
-        }
+    let room = if width > right.len() + 1 {
+        width - right.len() - 1
+    } else {
+        width
     };
-    buf.set_line(area.x, area.y, &line, area.width);
-    if width > right.len() {
+    let segments = app
+        .status
+        .iter()
+        .map(|s| s.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let mut spans = Vec::new();
+    let mut used = 0;
+    if let Some(notice) = &app.notice {
+        let st = match notice.kind {
+            NoticeKind::Error => style::err(),
+            NoticeKind::Info => style::ok(),
+            NoticeKind::QuitArmed | NoticeKind::Cancelling => style::warn(),
+        };
+        let text = truncate(&notice.text, room);
+        used = str_width(&text);
+        spans.push(Span::styled(text, st));
+    }
+    let sep = if used > 0 { " · " } else { "" };
+    let rest = room.saturating_sub(used + sep.len());
+    // A segment list cut to a few columns says nothing: leave it out then.
+    if !segments.is_empty() && (used == 0 || rest >= MIN_SEGMENTS_WIDTH) {
+        spans.push(Span::styled(sep, style::dim()));
+        spans.push(Span::styled(truncate(&segments, rest), style::dim()));
+    }
+    buf.set_line(area.x, area.y, &Line::from(spans), room as u16);
+    if width > right.len() + 1 {
         let x = area.x + (width - right.len()) as u16;
         buf.set_span(
             x,

@@ -22,16 +22,12 @@ const MAX_QUEUED_ROWS: u16 = 3;
 
 pub fn draw(app: &mut App, frame: &mut Frame) {
     let area = frame.area();
+    if area.is_empty() {
+        return;
+    }
     let input_rows = bottom::input_rows(app, area.width).min(MAX_INPUT_ROWS);
     let queued_rows = (app.queued.len() as u16).min(MAX_QUEUED_ROWS);
-    let [main, queued, rule, input, status] = Layout::vertical([
-        Constraint::Min(1),
-        Constraint::Length(queued_rows),
-        Constraint::Length(1),
-        Constraint::Length(input_rows),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [main, queued, rule, input, status] = split_rows(area, input_rows, queued_rows);
     let (transcript_area, panel_area) = split_panel(app, main);
     transcript::draw(app, transcript_area, frame.buffer_mut());
     if let Some(panel_area) = panel_area {
@@ -44,13 +40,46 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     if app.popup.is_some() {
         overlay::popup(app, main, frame.buffer_mut());
     }
-    if !app.approvals.is_empty() {
+    if !app.approvals.is_empty() && !main.is_empty() {
         overlay::approval(app, main, frame.buffer_mut());
-    } else if app.help {
+    } else if app.help && !main.is_empty() {
         overlay::help(main, frame.buffer_mut());
     } else if let Some(pos) = cursor {
         frame.set_cursor_position(pos);
     }
+}
+
+/// The screen's rows, top to bottom: transcript, queued prompts, rule, editor, status line.
+/// When rows are short they go first to the editor (where the user types), then one to the
+/// transcript, the status line, the rule, the editor's other lines and the queued prompts;
+/// the transcript gets what is left.
+fn split_rows(area: Rect, input_rows: u16, queued_rows: u16) -> [Rect; 5] {
+    let mut left = area.height;
+    let mut take = |want: u16| {
+        let n = want.min(left);
+        left -= n;
+        n
+    };
+    let input_first = take(1);
+    let main_first = take(1);
+    let status = take(1);
+    let rule = take(1);
+    let input = input_first + take(input_rows.saturating_sub(1));
+    let queued = take(queued_rows);
+    let main = main_first + left;
+    let mut y = area.y;
+    let mut next = |h: u16| {
+        let r = Rect::new(area.x, y, area.width, h);
+        y += h;
+        r
+    };
+    [
+        next(main),
+        next(queued),
+        next(rule),
+        next(input),
+        next(status),
+    ]
 }
 
 fn split_panel(app: &App, main: Rect) -> (Rect, Option<Rect>) {
@@ -63,7 +92,10 @@ fn split_panel(app: &App, main: Rect) -> (Rect, Option<Rect>) {
                 .areas(main);
         return (left, Some(right));
     }
-    let rows = (panel.lines.len() as u16 + 2).clamp(3, main.height / 2);
+    let rows = (panel.lines.len() as u16 + 2).max(3).min(main.height / 2);
+    if rows == 0 {
+        return (main, None);
+    }
     let [top, bottom] =
         Layout::vertical([Constraint::Min(1), Constraint::Length(rows)]).areas(main);
     (top, Some(bottom))

@@ -13,7 +13,10 @@ use crate::wrap::{truncate, wrap_line};
 /// Help text: (keys, what they do). Also the README's key table.
 pub const KEYS: &[(&str, &str)] = &[
     ("Enter", "send (queued while a turn runs)"),
-    ("Shift-Enter, Alt-Enter, Ctrl-J", "new line"),
+    (
+        "Shift-Enter, Alt-Enter, Ctrl-J",
+        "new line (under tmux: Ctrl-J or Alt-Enter)",
+    ),
     ("Up / Down", "history; lines of a multi-line prompt"),
     ("/", "commands (Tab or Enter completes)"),
     ("@", "complete a workspace path"),

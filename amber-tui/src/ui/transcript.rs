@@ -20,12 +20,15 @@ pub fn draw(app: &mut App, area: Rect, buf: &mut Buffer) {
         welcome(app, area, buf);
         return;
     }
+    // Scrolled up, the bottom row is the "more below" hint's own, so it hides no output.
+    let hint = height >= 2 && matches!(app.scroll, Scroll::Anchor { .. });
     let runs = match app.scroll {
         Scroll::Follow => app.transcript.tail_runs(height, width, expanded),
         Scroll::Anchor { cell, row } => {
-            let (runs, at_end) = app.transcript.runs_from(cell, row, height, width, expanded);
+            let shown = if hint { height - 1 } else { height };
+            let (runs, at_end) = app.transcript.runs_from(cell, row, shown, width, expanded);
             let rows: usize = runs.iter().map(|r| r.rows).sum();
-            if at_end && (rows < height || runs.is_empty()) {
+            if at_end && (rows < shown || runs.is_empty()) {
                 // Scrolled back down to the bottom: follow new output again.
                 app.scroll = Scroll::Follow;
                 app.transcript.tail_runs(height, width, expanded)
@@ -40,28 +43,30 @@ pub fn draw(app: &mut App, area: Rect, buf: &mut Buffer) {
     let mut y = area.y;
     for run in &runs {
         for row in run.first_row..run.first_row + run.rows {
+            if y >= area.bottom() {
+                break;
+            }
             if let Some((line, indent, marker)) = app.transcript.row(run.cell, row, width, expanded)
             {
                 buf.set_line(area.x + indent, y, line, width.saturating_sub(indent));
                 if let Some(marker) = marker {
-                    buf.set_span(area.x, y, &marker, indent);
+                    buf.set_span(area.x, y, &marker, indent.min(width));
                 }
             }
             y += 1;
         }
     }
-    if matches!(app.scroll, Scroll::Anchor { .. }) {
-        let hint = " ↓ more below · PgDn / Ctrl-End ";
-        let w = str_width(hint) as u16;
-        if area.width > w {
-            let x = area.x + area.width - w;
-            buf.set_span(
-                x,
-                area.y + area.height - 1,
-                &Span::styled(hint, style::selected()),
-                w,
-            );
-        }
+    if hint && matches!(app.scroll, Scroll::Anchor { .. }) {
+        let text = if area.width > 34 {
+            " ↓ more below · PgDn / Ctrl-End "
+        } else {
+            " ↓ more "
+        };
+        let w = (str_width(text) as u16).min(area.width);
+        let x = area.x + area.width - w;
+        let y = area.y + area.height - 1;
+        buf.set_line(area.x, y, &Line::from(""), area.width);
+        buf.set_span(x, y, &Span::styled(text, style::selected()), w);
     }
 }
 

@@ -5,7 +5,6 @@
 
 use std::process::Command;
 
-use crate::args::Kpi;
 use crate::error::BenchError;
 use crate::proc::{self, ChildRun, shell_quote};
 use crate::stats::{Summary, ms};
@@ -63,7 +62,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     };
 
     let mut amber = Runs::default();
-    if s.args.wants(Kpi::Cli) {
+    {
         let runs = s.args.runs(DEFAULT_RUNS);
         let mut status = Runs::default();
         for _ in 0..runs {
@@ -100,7 +99,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
         }
         if let Some(x) = Summary::of(&amber.requests) {
             r.put_median(
-                "cli_run_model_requests",
+                "cli_run_model_requests_count",
                 "`amber-cli run` model requests",
                 &x,
             );
@@ -119,17 +118,16 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
             status.failures as f64,
         );
     }
-    if s.args.wants(Kpi::Compare) {
-        compare(s, &cwd).await?;
-    }
     Ok(())
 }
 
-async fn compare(s: &mut Suite, cwd: &str) -> Result<(), BenchError> {
+/// `--compare CMD` and `amber-cli run` alternately on the primary task.
+pub async fn compare(s: &mut Suite) -> Result<(), BenchError> {
     let Some(template) = s.args.compare.clone() else {
         return Ok(());
     };
     let scenario = s.primary()?;
+    let cwd = &task::workspace(&scenario, s.scratch.path(), None, "compare-amber")?;
     let base_url = s.spec.base_url.clone();
     let line = template
         .replace("{base_url}", &shell_quote(&base_url))
@@ -202,7 +200,7 @@ async fn compare(s: &mut Suite, cwd: &str) -> Result<(), BenchError> {
     if let (Some(ar), Some(or)) = (Summary::of(&amber.rss), Summary::of(&other.rss)) {
         r.put_median(
             "compare_peak_rss_mib",
-            "--compare command peak RSS (wait4)",
+            "--compare command peak RSS (max ru_maxrss of it and its descendants)",
             &or,
         );
         r.put_median(
@@ -224,9 +222,15 @@ async fn compare(s: &mut Suite, cwd: &str) -> Result<(), BenchError> {
             );
         }
     }
+    if !other.requests.is_empty() && other.requests.iter().all(|n| *n == 0.0) {
+        r.note(
+            "compare: WARNING: the --compare command made no model request to the endpoint \
+             (does it use $OPENAI_BASE_URL or {base_url}?): its times are not comparable",
+        );
+    }
     if let Some(x) = Summary::of(&other.requests) {
         r.put_median(
-            "compare_model_requests",
+            "compare_model_requests_count",
             "--compare command's model requests per run",
             &x,
         );

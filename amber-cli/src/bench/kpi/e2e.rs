@@ -66,6 +66,9 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
                 ),
                 &r,
             ),
+            None if s.endpoint.is_none() => s.report.note(
+                "relay: skipped: needs the embedded endpoint's timestamps (not available with --base-url)",
+            ),
             None => s
                 .report
                 .note("relay: no run had both a streamed content byte and a delta"),
@@ -189,7 +192,7 @@ fn report(s: &mut Suite, scenario: &Scenario, m: &Samples) {
     }
     if let Some(t) = Summary::of(&m.requests) {
         r.put_median(
-            &format!("e2e_{name}_model_requests"),
+            &format!("e2e_{name}_model_requests_count"),
             &format!("{name}: model requests per task"),
             &t,
         );
@@ -213,7 +216,15 @@ fn report(s: &mut Suite, scenario: &Scenario, m: &Samples) {
         r.note(format!("e2e {name}: first error: {e}"));
     }
     if m.requests.is_empty() && !m.total.is_empty() {
-        r.note(format!("e2e {name}: the endpoint saw no request (a --socket daemon on another endpoint?): no daemon share"));
+        r.note(if s.endpoint.is_none() {
+            format!(
+                "e2e {name}: --base-url: the endpoint's time is unknown, so no daemon share, model request count or relay latency"
+            )
+        } else {
+            format!(
+                "e2e {name}: the embedded endpoint saw no request (the --socket daemon talks to another endpoint; start it against --listen's address): no daemon share"
+            )
+        });
     }
 }
 

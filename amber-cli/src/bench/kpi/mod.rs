@@ -14,8 +14,36 @@ use crate::report::Report;
 /// 1 MiB in MB (the goals are in MB, RSS is read in KiB).
 const MB_PER_MIB: f64 = 1.048_576;
 
-/// Judges every goal whose figure was measured.
+/// Why this run's configuration is not the one the goals are stated for (the embedded
+/// zero-latency endpoint, the built-in scenarios and the bench's own daemon), if it is not.
+pub fn unjudged_reason(args: &Args) -> Option<String> {
+    let mut why = Vec::new();
+    if args.base_url.is_some() {
+        why.push("--base-url: a real endpoint's latency".to_owned());
+    }
+    if args.socket.is_some() {
+        why.push("--socket: not the bench's own daemon".to_owned());
+    }
+    if args.delay_ms > 0 {
+        why.push(format!("--delay-ms {}: model latency", args.delay_ms));
+    }
+    if !args.scenario.is_empty() {
+        why.push("--scenario: not the built-in scenarios".to_owned());
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "{}; the goals are stated against the embedded zero-latency endpoint and the bench's own daemon",
+            why.join(", ")
+        )
+    })
+}
+
+/// Judges every goal whose figure was measured (or marks it not judged: see
+/// [`unjudged_reason`]).
 pub fn goals(r: &mut Report, args: &Args) {
+    if let Some(why) = unjudged_reason(args) {
+        r.judge_no_goal(why);
+    }
     r.goal(
         "amberd ready < 50 ms (median)",
         "daemon_ready_ms_median",
@@ -75,33 +103,71 @@ pub fn goals(r: &mut Report, args: &Args) {
         |v| v * 1024.0 < 1_000_000.0,
     );
     // The footprint and index goals are stated for 100 sessions and 10k files.
+    let sessions = "100 concurrent sessions with no error";
+    let sessions_rss = "RSS < 115 MB under 100 concurrent sessions (peak)";
     if args.sessions >= 100 {
-        r.goal(
-            "100 concurrent sessions with no error",
-            "concurrent_errors_count",
-            |v| v == 0.0,
-        );
-        r.goal(
-            "RSS < 115 MB under 100 concurrent sessions (peak)",
-            "rss_concurrent_peak_mib",
-            |v| v * MB_PER_MIB < 115.0,
-        );
+        r.goal(sessions, "concurrent_errors_count", |v| v == 0.0);
+        r.goal(sessions_rss, "rss_concurrent_peak_mib", |v| {
+            v * MB_PER_MIB < 115.0
+        });
+    } else {
+        let why = format!("--sessions {}: stated for 100", args.sessions);
+        r.goal_not_judged(sessions, "concurrent_errors_count", &why);
+        r.goal_not_judged(sessions_rss, "rss_concurrent_peak_mib", &why);
     }
     r.goal(
         "grep mode within 1.5× of `rg` (median wall)",
         "grep_vs_rg_ratio",
         |v| v <= 1.5,
     );
+    let index = "semantic index of 10k files < 3 s (first query, median)";
     if args.tree_files >= 10_000 {
-        r.goal(
-            "semantic index of 10k files < 3 s (first query, median)",
-            "semantic_cold_ms_median",
-            |v| v < 3000.0,
-        );
+        r.goal(index, "semantic_cold_ms_median", |v| v < 3000.0);
+    } else {
+        let why = format!("--tree-files {}: stated for 10000", args.tree_files);
+        r.goal_not_judged(index, "semantic_cold_ms_median", &why);
     }
     r.goal(
         "semantic query < 20 ms warm (median)",
         "semantic_warm_ms_median",
         |v| v < 20.0,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> Args {
+        Args::try_parse_from([&["amber-bench"][..], extra].concat()).unwrap()
+    }
+
+    #[test]
+    fn goals_are_judged_only_against_the_zero_latency_mock_and_own_daemon() {
+        assert_eq!(unjudged_reason(&args(&[])), None);
+        for (flags, word) in [
+            (&["--delay-ms", "20"][..], "--delay-ms 20"),
+            (&["--socket", "/tmp/x.sock"][..], "--socket"),
+            (&["--base-url", "http://h/v1"][..], "--base-url"),
+            (&["--scenario", "x.toml"][..], "--scenario"),
+        ] {
+            let why = unjudged_reason(&args(flags)).unwrap();
+            assert!(why.contains(word), "{why}");
+            let mut r = Report::default();
+            r.put("daemon_ready_ms_median", "ready", 500.0);
+            goals(&mut r, &args(flags));
+            let text = r.human();
+            assert!(
+                text.contains("not judged (") && !text.contains("NOT met"),
+                "{text}"
+            );
+        }
+        let mut r = Report::default();
+        r.put("daemon_ready_ms_median", "ready", 500.0);
+        goals(&mut r, &args(&[]));
+        assert!(r.human().contains("| NOT met |"));
+    }
 }

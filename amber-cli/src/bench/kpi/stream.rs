@@ -113,7 +113,7 @@ pub async fn throughput(s: &mut Suite) -> Result<(), BenchError> {
         }
         if let Some(x) = Summary::of(&f.events) {
             r.put_median(
-                &format!("delta_events_{tag}"),
+                &format!("delta_events_count_{tag}"),
                 &format!(
                     "{who}: message_delta events per subscriber ({chunks} chunks, after coalescing)"
                 ),
@@ -149,7 +149,7 @@ pub async fn throughput(s: &mut Suite) -> Result<(), BenchError> {
             }
             if let Some(x) = Summary::of(&f.events) {
                 s.report.put_median(
-                    &format!("paced_delta_events_{tag}"),
+                    &format!("paced_delta_events_count_{tag}"),
                     &format!("{who}: message_delta events per subscriber"),
                     &x,
                 );
