@@ -257,7 +257,9 @@ impl Config {
     }
 
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.plugins.validate()?;
+        Ok(config)
     }
 
     /// Applies the `AMBER_*` overrides that are not about the endpoint.

@@ -47,6 +47,8 @@ impl Daemon {
                 let _ = plugins.register(plugin);
             }
             for spec in &deps.config.plugins.external {
+                // Loading the config rejects duplicate and bundled names; this catches
+                // configs built in code.
                 if let Err(err) = plugins.register(external::plugin(spec, &deps.config.plugins)) {
                     tracing::error!(%err, "external plugin not registered");
                 }

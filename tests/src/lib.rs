@@ -8,6 +8,7 @@
 pub mod daemon;
 pub mod e2e;
 pub mod e2e3;
+pub mod e2e5;
 pub mod mock_llm;
 pub mod unix_http;
 

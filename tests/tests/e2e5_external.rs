@@ -2,49 +2,25 @@
 //! (examples/plugins/wordcount) configured in `[[plugins.external]]`, its tools offered to
 //! and called by the model with `source: "plugin:wordcount"`; a plugin that crashes mid-call
 //! goes Failed with its tools unwound while the session goes on, and `plugin/enable`
-//! restarts it.
+//! restarts it; the same for garbage on stdout, a call hanging past the per-call timeout,
+//! and an exit right after `initialize` (with the in-crate tests' mock plugin).
 
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use amber_tests::e2e::{
     Events, connect, done, new_session, prompt_turn, spawn_config, stop_reason,
 };
 use amber_tests::e2e3::{call, calls, result_of};
+use amber_tests::e2e5::wait_plugin_state as wait_state;
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/plugins/wordcount/wordcount.py")
-}
-
-fn plugin(daemon: &TestDaemon, name: &str) -> Value {
-    let list = daemon.rpc_ok("plugin/list", json!({}));
-    list["plugins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no plugin {name}: {list}"))
-}
-
-fn wait_state(daemon: &TestDaemon, name: &str, state: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let row = plugin(daemon, name);
-        if row["state"] == state {
-            return row;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} never became {state}: {row}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn tool_source(daemon: &TestDaemon, name: &str) -> Option<String> {
@@ -166,4 +142,118 @@ async fn a_crashing_plugin_fails_alone_and_enable_restarts_it() {
         tool_source(&daemon, "fragile").as_deref(),
         Some("plugin:crasher")
     );
+}
+
+/// The in-crate tests' misbehaving plugin: argv[1] picks the mode, the `act` tool's `do`
+/// argument how a call misbehaves; each start appends `start PID` to $MOCK_EVENTS.
+fn mock_plugin() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../amberd/src/plugins/external/tests/mock.py")
+}
+
+/// How many times the mock plugin was started.
+fn starts(events: &Path) -> usize {
+    std::fs::read_to_string(events)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("start "))
+        .count()
+}
+
+/// The mock plugin in `mode` (with `extra` lines in its `[[plugins.external]]` entry)
+/// misbehaves — on an `act` call doing `act`, or by itself — and must end Failed with
+/// `expected` in its error and its tools unwound, the session going on, and
+/// `plugin/enable` starting a fresh process.
+async fn fails_alone(mode: &str, act: Option<&str>, extra: &str, expected: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events");
+    let config = format!(
+        "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
+         [[plugins.external]]\nname = \"mock\"\ncommand = \"python3\"\nargs = [{:?}, {mode:?}]\n\
+         env = {{ MOCK_EVENTS = {:?} }}\n{extra}\n",
+        mock_plugin().display().to_string(),
+        events.display().to_string()
+    );
+    let mut script = Vec::new();
+    if let Some(what) = act {
+        script.extend([
+            calls(vec![call("a1", "act", &json!({"do": what}))]),
+            MockTurn::text("it broke"),
+            done(),
+        ]);
+    }
+    script.extend([MockTurn::text("still here"), done()]);
+    let mock = MockLlm::start(script).await;
+    let daemon = spawn_config(&mock, &config);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events_stream = Events::live(&client, &sid).await;
+    if act.is_some() {
+        wait_state(&daemon, "mock", "active");
+        assert_eq!(tool_source(&daemon, "act").as_deref(), Some("plugin:mock"));
+        let started = Instant::now();
+        let turn = prompt_turn(&client, &mut events_stream, &sid, "act up").await;
+        assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+        let (status, output) = result_of(&turn, "a1");
+        assert_eq!(status, "error", "{output}");
+        assert!(started.elapsed() < Duration::from_secs(10), "bounded");
+    }
+
+    let row = wait_state(&daemon, "mock", "failed");
+    let error = row["error"].as_str().unwrap_or_default();
+    assert!(error.contains(expected), "{mode}/{act:?}: {error}");
+    assert_eq!(row["capabilities"], json!([]), "{row}");
+    assert_eq!(tool_source(&daemon, "act"), None, "unwound");
+    assert_eq!(tool_source(&daemon, "peek"), None, "unwound");
+    let turn = prompt_turn(&client, &mut events_stream, &sid, "still there?").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+
+    let before = starts(&events);
+    daemon.rpc_ok("plugin/enable", json!({"name": "mock"}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while starts(&events) == before {
+        assert!(
+            Instant::now() < deadline,
+            "plugin/enable started no process"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if act.is_some() {
+        assert_eq!(plugin_state(&daemon), "active");
+        assert_eq!(tool_source(&daemon, "act").as_deref(), Some("plugin:mock"));
+    } else {
+        // It exits after initialize again: Failed again, with the same reason.
+        let row = wait_state(&daemon, "mock", "failed");
+        assert!(
+            row["error"].as_str().unwrap_or_default().contains(expected),
+            "{row}"
+        );
+    }
+}
+
+fn plugin_state(daemon: &TestDaemon) -> String {
+    amber_tests::e2e5::plugin_row(daemon, "mock")["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_on_stdout_fails_the_plugin_alone() {
+    fails_alone("ok", Some("garbage"), "", "printed garbage").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_hanging_past_the_timeout_fails_the_plugin_alone() {
+    fails_alone(
+        "ok",
+        Some("hang"),
+        "timeout_ms = 500",
+        "hung: no answer to tool/call within 500ms",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exiting_after_initialize_fails_the_plugin_alone() {
+    fails_alone("exit_after_init", None, "", "exited with status 0").await;
 }

@@ -7,46 +7,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
 use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, spawn_config};
 use amber_tests::e2e3::{call, calls, result_of};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
+use amber_tests::e2e5::{everything, wait_mcp_status as wait_status};
+use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
-
-fn everything() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("mcp-servers/node_modules/.bin/mcp-server-everything");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `npm ci --prefix tests/mcp-servers` (.ci/run does)",
-        bin.display()
-    );
-    bin
-}
-
-/// Polls `mcp/list` until `name` has `status`; returns its row.
-fn wait_status(daemon: &TestDaemon, name: &str, status: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let list = daemon.rpc_ok("mcp/list", json!({}));
-        let row = list["servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == name)
-            .cloned();
-        if let Some(row) = row.filter(|r| r["status"] == status) {
-            return row;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} never became {status}: {list}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn tool<'a>(tools: &'a Value, name: &str) -> Option<&'a Value> {
     tools["tools"]
@@ -198,7 +163,11 @@ async fn mcp_add_reports_status_events_to_sessions_and_remove_unwinds() {
         "{list}"
     );
     let unknown = daemon.rpc("mcp/remove", json!({"name": "ev"}));
-    assert!(unknown["error"]["code"].is_i64(), "{unknown}");
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(
+        unknown["error"]["message"], "no MCP server named `ev` (known: ghost)",
+        "{unknown}"
+    );
     // The daemon and the session are fine throughout.
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
     assert_eq!(got["session"]["state"], "idle");

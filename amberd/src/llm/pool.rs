@@ -164,10 +164,15 @@ impl LlmPool {
         let names = self.names();
         match names.iter().find(|n| n.eq_ignore_ascii_case(name)) {
             Some(known) => Ok(Some(known.clone())),
-            None => Err(format!(
-                "unknown provider `{name}`; known: {DEFAULT_PROVIDER}, {}",
-                names.join(", ")
-            )),
+            None => {
+                let known: Vec<&str> = std::iter::once(DEFAULT_PROVIDER)
+                    .chain(names.iter().map(String::as_str))
+                    .collect();
+                Err(format!(
+                    "unknown provider `{name}`; known: {}",
+                    known.join(", ")
+                ))
+            }
         }
     }
 
@@ -293,10 +298,13 @@ impl LlmPool {
             lookup(flavor)
         });
         if table.is_none() && spec.is_none() {
-            return Err(format!(
-                "unknown provider `{name}`; known: {}",
-                self.names().join(", ")
-            ));
+            let names = self.names();
+            let known = if names.is_empty() {
+                "none (is the `providers` plugin disabled?)".to_owned()
+            } else {
+                names.join(", ")
+            };
+            return Err(format!("unknown provider `{name}`; known: {known}"));
         }
         let empty = NamedProviderConfig::default();
         let table = table.unwrap_or(&empty);

@@ -191,6 +191,21 @@ fn unknown_provider_lists_the_known_ones() {
     assert_eq!(p.default_model(Some("nope")), "gpt-4o-mini");
 }
 
+#[test]
+fn with_no_providers_the_known_list_has_no_dangling_separator() {
+    let p = LlmPool::new(&Config::default(), &env(&[]), Arc::new(|_: &str| None));
+    assert_eq!(
+        p.selection("nope").unwrap_err(),
+        "unknown provider `nope`; known: default"
+    );
+    let err = p.client(Some("nope")).unwrap_err();
+    assert!(!err.ends_with(": "), "{err}");
+    assert!(
+        err.ends_with("known: none (is the `providers` plugin disabled?)"),
+        "{err}"
+    );
+}
+
 /// A lookup over the bundled providers that counts its calls.
 fn counting_lookup() -> (ProviderLookup, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpPrompt;
 use super::McpPromptArgument;
-pub(super) use crate::util::error_chain as chain;
+pub(super) use super::error_text::describe as chain;
 
 pub(super) type Peer = rmcp::Peer<RoleClient>;
 

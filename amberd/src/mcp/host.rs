@@ -94,7 +94,7 @@ impl McpHost {
             let index = servers
                 .iter()
                 .position(|e| e.server.name == name)
-                .ok_or_else(|| McpError::UnknownServer(name.to_owned()))?;
+                .ok_or_else(|| unknown(name, &servers))?;
             servers.remove(index)
         };
         let info = close(entry).await;
@@ -118,7 +118,7 @@ impl McpHost {
     ) -> Result<String, McpError> {
         let server = self
             .find(server)
-            .ok_or_else(|| McpError::UnknownServer(server.to_owned()))?;
+            .ok_or_else(|| unknown(server, &self.lock()))?;
         let peer = server.peer().map_err(McpError::NotReady)?;
         if !server.has_prompt(prompt) {
             return Err(McpError::UnknownPrompt {
@@ -179,6 +179,13 @@ impl McpHost {
 
     fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
         self.servers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn unknown(name: &str, servers: &[Entry]) -> McpError {
+    McpError::UnknownServer {
+        name: name.to_owned(),
+        known: servers.iter().map(|e| e.server.name.clone()).collect(),
     }
 }
 

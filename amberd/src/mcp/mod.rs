@@ -13,10 +13,12 @@
 //!   reconnect with backoff, close.
 //! - `client.rs`: the rmcp side of one connection (transports, handshake, listings).
 //! - `adapters.rs` + `render.rs`: MCP tools and resources as [`Tool`]s, results as text.
+//! - `error_text.rs`: rmcp's errors as one line (root cause, no Rust type names).
 
 mod adapters;
 mod client;
 pub mod config;
+mod error_text;
 mod host;
 mod render;
 mod supervisor;
@@ -47,8 +49,8 @@ pub enum McpError {
     NameTaken(String),
     #[error("invalid transport for MCP server `{name}`: {message}")]
     InvalidTransport { name: String, message: String },
-    #[error("no MCP server named `{0}`")]
-    UnknownServer(String),
+    #[error("no MCP server named `{name}` ({})", known_servers(.known))]
+    UnknownServer { name: String, known: Vec<String> },
     #[error("MCP server `{server}` has no prompt `{prompt}`")]
     UnknownPrompt { server: String, prompt: String },
     /// Connecting, reconnecting after a failure, or closed.
@@ -77,9 +79,18 @@ impl McpError {
         match self {
             McpError::InvalidName { .. }
             | McpError::InvalidTransport { .. }
-            | McpError::NameTaken(_) => errors::INVALID_PARAMS,
+            | McpError::NameTaken(_)
+            | McpError::UnknownServer { .. } => errors::INVALID_PARAMS,
             _ => errors::MCP_SERVER_ERROR,
         }
+    }
+}
+
+fn known_servers(known: &[String]) -> String {
+    if known.is_empty() {
+        "there are none".to_owned()
+    } else {
+        format!("known: {}", known.join(", "))
     }
 }
 

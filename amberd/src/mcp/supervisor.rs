@@ -141,6 +141,7 @@ impl Server {
         self.update(|s| {
             s.info.status = McpStatus::Closed;
             s.info.error = None;
+            forget_session(&mut s.info);
             s.peer = None;
             s.pid = None;
         })
@@ -183,6 +184,7 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
                 sink.status(&server.update(|s| {
                     s.info.status = McpStatus::Connecting;
                     s.info.error = None;
+                    forget_session(&mut s.info);
                 }));
             }
         }
@@ -332,6 +334,15 @@ async fn list_all(conn: &Connection, lists: &mut Lists) -> Result<(), ServiceErr
         conn.list(kind, lists).await?;
     }
     Ok(())
+}
+
+/// What only a live session knows (negotiated version, counts): a closed or reconnecting
+/// server reports none of it rather than the last session's.
+fn forget_session(info: &mut McpServerInfo) {
+    info.protocol_version = None;
+    info.tools = 0;
+    info.resources = 0;
+    info.prompts = 0;
 }
 
 fn set_counts(state: &mut State, lists: &Lists) {

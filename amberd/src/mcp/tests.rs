@@ -217,11 +217,34 @@ async fn stdio_reconnects_after_the_child_is_killed() {
         out.output
     );
 
-    sink.wait_status(S, McpStatus::Ready, 15).await;
+    let ready = sink.wait_status(S, McpStatus::Ready, 15).await;
     let statuses = sink.read(|r| r.statuses_of(S));
     assert_eq!(
         statuses[statuses.len() - 3..],
         [McpStatus::Failed, McpStatus::Connecting, McpStatus::Ready]
+    );
+    // The reconnect attempt reports no counts or version from the dead session; ready
+    // has them again.
+    let connecting = sink.read(|r| {
+        r.statuses
+            .iter()
+            .rev()
+            .find(|s| s.name == S && s.status == McpStatus::Connecting)
+            .cloned()
+            .unwrap()
+    });
+    assert_eq!(
+        (
+            connecting.protocol_version,
+            connecting.tools,
+            connecting.resources,
+            connecting.prompts
+        ),
+        (None, 0, 0, 0)
+    );
+    assert!(
+        ready.protocol_version.is_some() && ready.tools >= 10,
+        "{ready:?}"
     );
     let new_pid = host.server(S).unwrap().pid().unwrap();
     assert_ne!(new_pid, pid);
@@ -308,6 +331,11 @@ async fn a_missing_command_fails_clearly_and_the_host_keeps_going() {
     assert_eq!(out.output, "Echo: fine");
     let names: Vec<_> = host.list().into_iter().map(|s| s.name).collect();
     assert_eq!(names, [S, "ghost"]);
+    let err = host.remove("nope").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no MCP server named `nope` (known: everything, ghost)"
+    );
     host.remove("ghost").await.unwrap();
     assert_eq!(
         sink.read(|r| r.last("ghost").unwrap().status),
@@ -324,6 +352,16 @@ async fn remove_closes_the_server_and_empties_its_contributions() {
     host.remove(S).await.unwrap();
     let closed = sink.read(|r| r.last(S).cloned()).unwrap();
     assert_eq!(closed.status, McpStatus::Closed);
+    assert_eq!(
+        (
+            closed.protocol_version,
+            closed.tools,
+            closed.resources,
+            closed.prompts
+        ),
+        (None, 0, 0, 0),
+        "a closed server keeps no counts"
+    );
     assert!(sink.read(|r| r.tools[S].is_empty() && r.prompts[S].is_empty()));
     assert!(host.list().is_empty());
     wait_gone(pid, 5).await;
@@ -333,8 +371,12 @@ async fn remove_closes_the_server_and_empties_its_contributions() {
         .await;
     assert!(out.output.contains("was removed"), "{}", out.output);
     let err = host.remove(S).await.unwrap_err();
-    assert!(matches!(err, McpError::UnknownServer(_)));
-    assert_eq!(err.code(), errors::MCP_SERVER_ERROR);
+    assert!(matches!(err, McpError::UnknownServer { .. }));
+    assert_eq!(err.code(), errors::INVALID_PARAMS);
+    assert_eq!(
+        err.to_string(),
+        "no MCP server named `everything` (there are none)"
+    );
     // The name is free again.
     host.add(S, stdio_everything()).unwrap();
     host.shutdown().await;

@@ -82,6 +82,9 @@ async fn an_unreachable_url_fails_with_a_clear_error() {
     .unwrap();
     let failed = sink.wait_status("down", McpStatus::Failed, 10).await;
     let error = failed.error.unwrap();
-    assert!(error.contains("initialize failed"), "{error}");
+    assert_eq!(
+        error,
+        format!("initialize failed: connection refused (http://127.0.0.1:{port}/mcp)")
+    );
     host.shutdown().await;
 }

@@ -36,6 +36,52 @@ impl PluginsConfig {
     pub fn init_timeout(&self) -> Duration {
         Duration::from_millis(self.init_timeout_ms)
     }
+
+    /// Rejects what the runtime could only drop or ignore, the way unknown keys are
+    /// rejected: an external plugin named like a bundled one or an earlier entry, and a
+    /// `disabled` name no plugin has (a typo would otherwise leave the plugin running).
+    pub fn validate(&self) -> Result<(), String> {
+        let mut known: Vec<&str> = super::bundled::NAMES.to_vec();
+        for (index, spec) in self.external.iter().enumerate() {
+            let entry = format!("[[plugins.external]] entry {} (`{}`)", index + 1, spec.name);
+            if spec.name.trim().is_empty() {
+                return Err(format!("{entry}: the name is empty"));
+            }
+            if super::bundled::NAMES.contains(&spec.name.as_str()) {
+                return Err(format!(
+                    "{entry}: the name is taken by a bundled plugin; choose another name"
+                ));
+            }
+            if known.contains(&spec.name.as_str()) {
+                return Err(format!(
+                    "{entry}: an earlier [[plugins.external]] entry has the same name"
+                ));
+            }
+            known.push(&spec.name);
+        }
+        let unknown: Vec<&str> = self
+            .disabled
+            .iter()
+            .map(String::as_str)
+            .filter(|name| !known.contains(name))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "[plugins] disabled: no plugin named {} (known: {})",
+                quoted(&unknown),
+                known.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `[[plugins.external]]`: a tools-only plugin speaking JSON-RPC over stdio.
@@ -62,5 +108,52 @@ impl ExternalPluginConfig {
     /// The per-call timeout: the plugin's own, else `[plugins] call_timeout_ms`.
     pub fn call_timeout(&self, plugins: &PluginsConfig) -> Duration {
         Duration::from_millis(self.timeout_ms.unwrap_or(plugins.call_timeout_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use crate::config::Config;
+
+    const EXTERNAL: &str = "command = \"python3\"\n";
+
+    #[test]
+    fn external_names_must_not_repeat_or_shadow_bundled_plugins() {
+        let bundled = format!("[[plugins.external]]\nname = \"hello\"\n{EXTERNAL}");
+        let err = Config::parse(&bundled).unwrap_err();
+        assert!(
+            err.contains("[[plugins.external]] entry 1 (`hello`)") && err.contains("bundled"),
+            "{err}"
+        );
+        let twice = format!(
+            "[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}\
+             [[plugins.external]]\nname = \"wc\"\n{EXTERNAL}"
+        );
+        let err = Config::parse(&twice).unwrap_err();
+        assert!(
+            err.contains("entry 2 (`wc`)") && err.contains("same name"),
+            "{err}"
+        );
+        let fine = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}");
+        assert_eq!(Config::parse(&fine).unwrap().plugins.external.len(), 1);
+    }
+
+    #[test]
+    fn disabled_names_must_be_plugins() {
+        let err =
+            Config::parse("[plugins]\ndisabled = [\"hello\", \"no-such-plugin\"]").unwrap_err();
+        assert!(err.contains("no plugin named `no-such-plugin`"), "{err}");
+        assert!(err.contains("known: core-tools, providers"), "{err}");
+        assert!(!err.contains("`hello`"), "{err}");
+        let external = format!(
+            "[plugins]\ndisabled = [\"hello\", \"wc\"]\n\
+             [[plugins.external]]\nname = \"wc\"\n{EXTERNAL}"
+        );
+        assert_eq!(
+            Config::parse(&external).unwrap().plugins.disabled,
+            ["hello", "wc"]
+        );
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! **Invariants:** a name is unique within its kind; every entry has exactly one owner and
 //! appears in that owner's ledger row; `install` registers all of a contribution set or
-//! none of it; `unwind` removes exactly what the owner's ledger row lists. The agent, the
+//! none of it; `unwind` removes exactly what the owner's ledger row lists; `replace` swaps an
+//! owner's set under one write lock, so readers see the old set or the new one. The agent, the
 //! clients and the protocol see contributions only through these registries.
 
 use std::collections::BTreeMap;
@@ -87,6 +88,121 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Err when a key is taken by any owner, or appears twice in `keys`.
+    fn check(&self, owner: &Owner, keys: &[(CapabilityKind, String)]) -> Result<(), Conflict> {
+        for (kind, name) in keys {
+            if let Some(taken_by) = self.owner_of(*kind, name) {
+                return Err(Conflict {
+                    kind: kind.as_str(),
+                    name: name.clone(),
+                    owner: taken_by.to_string(),
+                });
+            }
+        }
+        duplicates(owner, keys)
+    }
+
+    /// Adds a checked contribution set and its ledger row; returns the keys added.
+    fn insert(
+        &mut self,
+        owner: &Owner,
+        tool_source: &str,
+        contributions: Contributions,
+    ) -> Vec<Capability> {
+        let keys = contributions.keys();
+        let Contributions {
+            tools,
+            providers,
+            commands,
+            status,
+            panels,
+        } = contributions;
+        let tools: Vec<ToolEntry> = tools
+            .into_iter()
+            .map(|tool| ToolEntry {
+                tool,
+                source: tool_source.to_owned(),
+            })
+            .collect();
+        self.tools.extend(owned_all(owner, tools));
+        self.providers.extend(owned_all(owner, providers));
+        self.commands.extend(owned_all(owner, commands));
+        self.status.extend(owned_all(owner, status));
+        self.panels.extend(owned_all(owner, panels));
+        self.ledger
+            .entry(owner.clone())
+            .or_default()
+            .extend(keys.iter().cloned());
+        keys.into_iter()
+            .map(|(kind, name)| kind.capability(&name))
+            .collect()
+    }
+
+    /// Removes what `owner`'s ledger row lists, and the row; returns the row.
+    fn remove(&mut self, owner: &Owner) -> Vec<(CapabilityKind, String)> {
+        let Some(row) = self.ledger.remove(owner) else {
+            return Vec::new();
+        };
+        let listed =
+            |kind: CapabilityKind, name: &str| row.iter().any(|(k, n)| *k == kind && n == name);
+        fn keep<T>(
+            entries: &mut Vec<Entry<T>>,
+            owner: &Owner,
+            name: impl Fn(&T) -> &str,
+            listed: impl Fn(&str) -> bool,
+        ) {
+            entries.retain(|e| !(e.owner == *owner && listed(name(&e.item))));
+        }
+        keep(
+            &mut self.tools,
+            owner,
+            |t| t.tool.name(),
+            |n| listed(CapabilityKind::Tool, n),
+        );
+        keep(
+            &mut self.providers,
+            owner,
+            |p| p.name.as_str(),
+            |n| listed(CapabilityKind::Provider, n),
+        );
+        keep(
+            &mut self.commands,
+            owner,
+            |c| c.name(),
+            |n| listed(CapabilityKind::Command, n),
+        );
+        keep(
+            &mut self.status,
+            owner,
+            |s| s.name(),
+            |n| listed(CapabilityKind::Status, n),
+        );
+        keep(
+            &mut self.panels,
+            owner,
+            |p| p.name(),
+            |n| listed(CapabilityKind::Panel, n),
+        );
+        row
+    }
+}
+
+/// Err naming the first key that appears twice in one contribution set.
+fn duplicates(owner: &Owner, keys: &[(CapabilityKind, String)]) -> Result<(), Conflict> {
+    let mut seen = std::collections::HashSet::new();
+    for (kind, name) in keys {
+        if !seen.insert((*kind, name.as_str())) {
+            return Err(Conflict {
+                kind: kind.as_str(),
+                name: name.clone(),
+                owner: owner.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// All registries behind one lock: installs and unwinds are atomic for every reader.
 #[derive(Default)]
 pub struct Registries {
@@ -114,136 +230,69 @@ impl Registries {
         tool_source: &str,
         contributions: Contributions,
     ) -> Result<Vec<Capability>, Conflict> {
-        let keys = contributions.keys();
         let mut inner = self.write();
-        let mut seen = std::collections::HashSet::new();
-        for (kind, name) in &keys {
-            if let Some(taken_by) = inner.owner_of(*kind, name) {
-                return Err(Conflict {
-                    kind: kind.as_str(),
-                    name: name.clone(),
-                    owner: taken_by.to_string(),
-                });
-            }
-            if !seen.insert((*kind, name.clone())) {
-                return Err(Conflict {
-                    kind: kind.as_str(),
-                    name: name.clone(),
-                    owner: owner.to_string(),
-                });
-            }
-        }
-        let Contributions {
-            tools,
-            providers,
-            commands,
-            status,
-            panels,
-        } = contributions;
-        let tools: Vec<ToolEntry> = tools
-            .into_iter()
-            .map(|tool| ToolEntry {
-                tool,
-                source: tool_source.to_owned(),
-            })
-            .collect();
-        inner.tools.extend(owned_all(owner, tools));
-        inner.providers.extend(owned_all(owner, providers));
-        inner.commands.extend(owned_all(owner, commands));
-        inner.status.extend(owned_all(owner, status));
-        inner.panels.extend(owned_all(owner, panels));
-        inner
-            .ledger
-            .entry(owner.clone())
-            .or_default()
-            .extend(keys.iter().cloned());
-        Ok(keys
-            .into_iter()
-            .map(|(kind, name)| kind.capability(&name))
-            .collect())
+        inner.check(owner, &contributions.keys())?;
+        Ok(inner.insert(owner, tool_source, contributions))
     }
 
     /// Removes exactly what `owner`'s ledger row lists, and the row. Returns it.
     pub fn unwind(&self, owner: &Owner) -> Vec<Capability> {
-        let mut inner = self.write();
-        let Some(row) = inner.ledger.remove(owner) else {
-            return Vec::new();
-        };
-        let listed =
-            |kind: CapabilityKind, name: &str| row.iter().any(|(k, n)| *k == kind && n == name);
-        fn keep<T>(
-            entries: &mut Vec<Entry<T>>,
-            owner: &Owner,
-            name: impl Fn(&T) -> &str,
-            listed: impl Fn(&str) -> bool,
-        ) {
-            entries.retain(|e| !(e.owner == *owner && listed(name(&e.item))));
-        }
-        keep(
-            &mut inner.tools,
-            owner,
-            |t| t.tool.name(),
-            |n| listed(CapabilityKind::Tool, n),
-        );
-        keep(
-            &mut inner.providers,
-            owner,
-            |p| p.name.as_str(),
-            |n| listed(CapabilityKind::Provider, n),
-        );
-        keep(
-            &mut inner.commands,
-            owner,
-            |c| c.name(),
-            |n| listed(CapabilityKind::Command, n),
-        );
-        keep(
-            &mut inner.status,
-            owner,
-            |s| s.name(),
-            |n| listed(CapabilityKind::Status, n),
-        );
-        keep(
-            &mut inner.panels,
-            owner,
-            |p| p.name(),
-            |n| listed(CapabilityKind::Panel, n),
-        );
-        row.into_iter()
+        self.write()
+            .remove(owner)
+            .into_iter()
             .map(|(kind, name)| kind.capability(&name))
             .collect()
     }
 
-    /// Replaces `owner`'s contributions (MCP list changes). Entries whose name another
-    /// owner holds are skipped with a warning instead of failing the whole set.
+    /// Replaces `owner`'s contributions (MCP list changes) under one lock, so no reader
+    /// ever sees the owner with nothing. Entries whose name another owner holds are
+    /// skipped with a warning; a set that still conflicts (a name twice) leaves the old
+    /// set in place. Returns the owner's ledger row afterwards.
     pub fn replace(
         &self,
         owner: &Owner,
         tool_source: &str,
         mut contributions: Contributions,
     ) -> Vec<Capability> {
-        self.unwind(owner);
-        {
-            let inner = self.read();
-            let taken = |kind, name: &str| {
-                let other = inner.owner_of(kind, name).is_some();
-                if other {
-                    tracing::warn!(%owner, kind = kind.as_str(), name, "name taken; skipped");
-                }
-                !other
-            };
-            contributions
-                .tools
-                .retain(|t| taken(CapabilityKind::Tool, t.name()));
-            contributions
-                .commands
-                .retain(|c| taken(CapabilityKind::Command, c.name()));
+        let mut inner = self.write();
+        let taken = |kind, name: &str| {
+            let other = inner.owner_of(kind, name).filter(|o| *o != owner);
+            if other.is_some() {
+                tracing::warn!(%owner, kind = kind.as_str(), name, "name taken; skipped");
+            }
+            other.is_none()
+        };
+        contributions
+            .tools
+            .retain(|t| taken(CapabilityKind::Tool, t.name()));
+        contributions
+            .commands
+            .retain(|c| taken(CapabilityKind::Command, c.name()));
+        contributions
+            .providers
+            .retain(|p| taken(CapabilityKind::Provider, &p.name));
+        contributions
+            .status
+            .retain(|s| taken(CapabilityKind::Status, s.name()));
+        contributions
+            .panels
+            .retain(|p| taken(CapabilityKind::Panel, p.name()));
+        let keys = contributions.keys();
+        if let Err(conflict) = duplicates(owner, &keys) {
+            tracing::warn!(%owner, %conflict, "new contributions not registered; the old ones stay");
+        } else {
+            inner.remove(owner);
+            inner.insert(owner, tool_source, contributions);
         }
-        self.install(owner, tool_source, contributions)
-            .unwrap_or_else(|conflict| {
-                tracing::warn!(%owner, %conflict, "contributions not registered");
-                Vec::new()
+        inner
+            .ledger
+            .get(owner)
+            .map(|row| {
+                row.iter()
+                    .map(|(kind, name)| kind.capability(name))
+                    .collect()
             })
+            .unwrap_or_default()
     }
 
     /// The ledger row of one owner.

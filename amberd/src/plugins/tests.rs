@@ -403,3 +403,54 @@ async fn bundled_plugins_install_without_conflicts_and_hello_unwinds_cleanly() {
     assert!(registries.command("hello").is_none());
     assert!(registries.command("help").is_some());
 }
+
+#[test]
+fn replace_is_atomic_and_a_conflicting_set_keeps_the_old_one() {
+    let registries = Registries::new();
+    let owner = Owner::Mcp("srv".into());
+    let set = |names: &[&'static str]| {
+        let mut c = Contributions::default();
+        for name in names {
+            c.tool(Arc::new(NamedTool(name)));
+        }
+        c
+    };
+    registries.replace(&owner, "mcp:srv", set(&["mcp__srv__a"]));
+    // Readers never see the server without tools while its list is replaced.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (registries, stop) = (registries.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                assert_eq!(registries.tool_entries().len(), 1, "a gap in replace");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for i in 0..2000 {
+        let name = if i % 2 == 0 {
+            "mcp__srv__b"
+        } else {
+            "mcp__srv__a"
+        };
+        registries.replace(&owner, "mcp:srv", set(&[name]));
+    }
+    stop.store(true, Ordering::SeqCst);
+    assert!(reader.join().unwrap() > 0);
+
+    // A set naming a tool twice is refused whole; the previous set stays.
+    let caps = registries.replace(&owner, "mcp:srv", set(&["mcp__srv__c", "mcp__srv__c"]));
+    assert_eq!(capability_names(&caps), ["tool:mcp__srv__a"]);
+    let names: Vec<String> = registries
+        .tool_entries()
+        .iter()
+        .map(|e| e.tool.name().to_owned())
+        .collect();
+    assert_eq!(names, ["mcp__srv__a"]);
+    assert_eq!(
+        capability_names(&registries.capabilities(&owner)),
+        ["tool:mcp__srv__a"]
+    );
+}

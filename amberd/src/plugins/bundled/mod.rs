@@ -23,6 +23,8 @@ pub const PROVIDERS: &str = "providers";
 pub const COMMANDS: &str = "commands";
 pub const STATUS: &str = "status";
 pub const PANELS: &str = "panels";
+/// Every bundled plugin's name, in registration order (config validation checks against it).
+pub const NAMES: [&str; 6] = [CORE_TOOLS, PROVIDERS, COMMANDS, STATUS, PANELS, HELLO];
 
 /// Every bundled plugin. `data_dir` is where skills extracted by compaction live.
 pub fn all(data_dir: PathBuf) -> Vec<Arc<dyn Plugin>> {
