@@ -9,6 +9,10 @@
 //! tool schemas included). `prune` units are dropped. When the tail alone does not fit,
 //! the tail's middle (between that user message and the last unit) is treated like
 //! older history, so a long single turn can still be compacted.
+//!
+//! A memories message left by an earlier compaction is not a unit: its memories are carried
+//! into the new message (before the new ones, duplicates dropped), so the context always has
+//! at most one memories message, right after the system prompt.
 
 use std::ops::Range;
 
@@ -33,6 +37,28 @@ pub(crate) fn memories_message(memories: &[String]) -> Option<Message> {
         text.push_str(&memory.replace('\n', "\n  "));
     }
     Some(Message::user(text))
+}
+
+/// The memories of a memories message written by `memories_message`, or None when
+/// `message` is not one.
+fn previous_memories(message: &Message) -> Option<Vec<String>> {
+    if message.role != Role::User {
+        return None;
+    }
+    let body = message.content.strip_prefix(MEMORIES_HEADING)?;
+    let mut memories: Vec<String> = Vec::new();
+    for line in body.lines().skip_while(|l| l.is_empty()) {
+        if let Some(item) = line.strip_prefix("- ") {
+            memories.push(item.to_owned());
+        } else if let (Some(continued), Some(last)) = (line.strip_prefix("  "), memories.last_mut())
+        {
+            last.push('\n');
+            last.push_str(continued);
+        } else {
+            return None; // not the shape this module writes: an ordinary message
+        }
+    }
+    Some(memories)
 }
 
 /// Where the tail starts (the unit of the most recent user message; the last unit when
@@ -64,7 +90,26 @@ pub(crate) fn apply(
     let Some(system) = messages.first() else {
         return Vec::new();
     };
-    let memories = memories_message(memories);
+    let previous = messages.get(1).and_then(previous_memories);
+    let (messages, classes) = match previous {
+        // Drop the old memories message from the units; classes shift with the messages.
+        Some(_) => {
+            let mut rest = vec![system.clone()];
+            rest.extend_from_slice(&messages[2..]);
+            let mut shifted = classes.get(..1).unwrap_or_default().to_vec();
+            shifted.extend_from_slice(classes.get(2..).unwrap_or_default());
+            (rest, shifted)
+        }
+        None => (messages.to_vec(), classes.to_vec()),
+    };
+    let (messages, classes) = (messages.as_slice(), classes.as_slice());
+    let mut all_memories = previous.unwrap_or_default();
+    for memory in memories {
+        if !all_memories.contains(memory) {
+            all_memories.push(memory.clone());
+        }
+    }
+    let memories = memories_message(&all_memories);
     let units = units(messages);
     let class_of = |u: &Range<usize>| {
         u.clone()
@@ -207,6 +252,46 @@ mod tests {
         );
         assert_eq!(out[2].content, "latest request");
         assert_eq!(memories_message(&[]), None);
+    }
+
+    #[test]
+    fn a_second_compaction_carries_the_earlier_memories_into_one_message() {
+        let first = vec!["uses nextest".to_owned(), "two\nlines".to_owned()];
+        let classes = vec![Class::Context; history().len()];
+        let once = apply(&history(), &classes, &first, &[], u64::MAX);
+        let mut again = once.clone();
+        again.push(Message::assistant("done", Vec::new()));
+        again.push(Message::user("next"));
+        // The classifier may mark the old memories message anything; it is not a unit.
+        let mut classes = vec![Class::Context; again.len()];
+        classes[1] = Class::Prune;
+        let second = vec!["uses nextest".to_owned(), "prefers tabs".to_owned()];
+        let out = apply(&again, &classes, &second, &[], u64::MAX);
+        let memory_messages = out
+            .iter()
+            .filter(|m| m.content.starts_with(MEMORIES_HEADING))
+            .count();
+        assert_eq!(memory_messages, 1);
+        assert_eq!(
+            out[1].content,
+            format!("{MEMORIES_HEADING}\n- uses nextest\n- two\n  lines\n- prefers tabs")
+        );
+        assert_eq!(out.len(), again.len());
+        assert_eq!(out[2..], again[2..]);
+        // Without new memories the old ones stay; a user message that merely starts with
+        // the heading but is not the shape written here is an ordinary message.
+        let kept = apply(
+            &again,
+            &vec![Class::Context; again.len()],
+            &[],
+            &[],
+            u64::MAX,
+        );
+        assert_eq!(kept, again);
+        assert_eq!(
+            previous_memories(&Message::user(format!("{MEMORIES_HEADING} and more prose"))),
+            None
+        );
     }
 
     #[test]
