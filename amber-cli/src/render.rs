@@ -28,6 +28,8 @@ pub struct HumanRenderer {
     printed: HashMap<String, String>,
     /// Tool name per call id.
     tools: HashMap<String, String>,
+    /// Message of the last `error` event of this turn: the turn's end repeats it otherwise.
+    last_error: Option<String>,
 }
 
 impl HumanRenderer {
@@ -138,6 +140,7 @@ impl HumanRenderer {
                 self.end_line(&mut out);
                 let retry = if *retryable { " (retrying)" } else { "" };
                 out.push(err(format!("! error {code}: {message}{retry}")));
+                self.last_error = Some(message.clone());
             }
             EventKind::CompactionStarted { tokens_before } => {
                 out.push(err(format!(
@@ -186,9 +189,11 @@ impl HumanRenderer {
                 self.end_line(&mut out);
                 self.printed.clear();
                 self.tools.clear();
+                let shown = self.last_error.take();
                 if *stop_reason != StopReason::EndTurn {
                     let detail = error
                         .as_ref()
+                        .filter(|e| shown.as_deref() != Some(e.message.as_str()))
                         .map(|e| format!(": {}", e.message))
                         .unwrap_or_default();
                     out.push(err(format!("■ {}{detail}", stop_reason.as_str())));
@@ -414,6 +419,15 @@ mod tests {
              \x20 → allowed once (by client)\n\
              ! error rate_limited: 429 (retrying)\n■ error: boom\n"
         );
+        // The turn's end does not repeat the error event it ended on.
+        let (_, errs) = render_all(
+            &mut r,
+            &[
+                json!({"seq": 6, "type": "error", "code": "api", "message": "401 Unauthorized", "retryable": false}),
+                json!({"seq": 7, "type": "turn_completed", "stopReason": "error", "error": {"code": "api", "message": "401 Unauthorized"}, "usage": {}}),
+            ],
+        );
+        assert_eq!(errs, "! error api: 401 Unauthorized\n■ error\n");
     }
 
     #[test]
