@@ -228,6 +228,15 @@ pub async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<
         .await?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
+    } else if let Some(broken) = &report.first_broken
+        && let Some(record) = broken.record
+    {
+        println!(
+            "session {id}: corrupt record {record}: {}; {} messages, {} events before it",
+            broken.reason.as_deref().unwrap_or("unreadable"),
+            report.messages,
+            report.events
+        );
     } else if let Some(broken) = &report.first_broken {
         println!(
             "session {id}: chain broken at message {} (stored {}, computed {}); {} messages, {} events",

@@ -133,7 +133,7 @@ fn write_session(store: &Store, id: &str, events: u64) {
     let mut ctx = Context::new();
     let system = Message::system(meta(id).system_prompt);
     let hash = ctx.push(system.clone());
-    log.append_push(&system, hash, false).unwrap();
+    log.append_push(&system, hash, false, false).unwrap();
     let mut seq = 1;
     let mut turn = 0;
     while seq <= events {
@@ -147,7 +147,7 @@ fn write_session(store: &Store, id: &str, events: u64) {
             seq += 1;
             if let Some(m) = msgs.get(i) {
                 let hash = ctx.push(m.clone());
-                log.append_push(m, hash, false).unwrap();
+                log.append_push(m, hash, false, false).unwrap();
             }
         }
         turn += 1;
@@ -202,7 +202,8 @@ fn append(c: &mut Criterion) {
             let mut log = fresh(&store);
             let start = Instant::now();
             for _ in 0..iters {
-                log.append_push(black_box(&messages[2]), 42, false).unwrap();
+                log.append_push(black_box(&messages[2]), 42, false, false)
+                    .unwrap();
             }
             start.elapsed()
         });

@@ -139,7 +139,8 @@ impl Default for AgentConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct SessionsConfig {
     /// An idle session with no subscriber, approval or background process is unloaded from
-    /// memory after this many seconds (it stays in the store and loads on next use).
+    /// memory after this many seconds (it stays in the store and loads on next use); 0
+    /// keeps sessions in memory.
     pub idle_unload_secs: u64,
     /// Durable events kept in memory per loaded session; replays reaching further back read
     /// the session's log.
@@ -163,6 +164,20 @@ pub struct CompactionConfig {
     pub threshold: f64,
     /// Fraction of the window left free after compaction.
     pub headroom: f64,
+}
+
+impl CompactionConfig {
+    /// Both are shares of the window: in (0, 1].
+    fn check(&self) -> Result<(), String> {
+        for (key, v) in [("threshold", self.threshold), ("headroom", self.headroom)] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!(
+                    "compaction.{key} must be a share of the context window, above 0 and at                      most 1 (got {v})"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for CompactionConfig {
@@ -259,6 +274,7 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         config.plugins.validate()?;
+        config.compaction.check()?;
         Ok(config)
     }
 
@@ -450,6 +466,20 @@ pub(crate) mod tests {
         assert_eq!(Config::default().server.idle_exit_secs, 0);
         let cfg = Config::parse("[server]\nidle_exit_secs = 900").unwrap();
         assert_eq!(cfg.server.idle_exit_secs, 900);
+    }
+
+    #[test]
+    fn compaction_shares_outside_zero_to_one_are_rejected() {
+        for (key, v) in [
+            ("threshold", "0.0"),
+            ("threshold", "1.5"),
+            ("headroom", "-0.1"),
+        ] {
+            let err = Config::parse(&format!("[compaction]\n{key} = {v}")).unwrap_err();
+            assert!(err.contains(&format!("compaction.{key} must be")), "{err}");
+        }
+        assert!(Config::parse("[compaction]\nheadroom = nan").is_err());
+        assert!(Config::parse("[compaction]\nthreshold = 1.0\nheadroom = 0.1").is_ok());
     }
 
     #[test]

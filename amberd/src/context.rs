@@ -22,9 +22,18 @@ pub struct ChainError {
     pub computed: u64,
 }
 
+/// What a pushed message is, for the journal (the chain does not depend on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushKind {
+    Normal,
+    /// The agent's silent confirm question: crash recovery drops it when it was left
+    /// unanswered, so it is recorded as such rather than recognised by its text.
+    Confirm,
+}
+
 /// Mirrors every mutation of a `Context` somewhere durable (the session's log).
 pub trait Journal: Send {
-    fn pushed(&mut self, message: &Message, hash: u64);
+    fn pushed(&mut self, message: &Message, hash: u64, kind: PushKind);
     fn popped(&mut self);
     fn cleared(&mut self);
 }
@@ -71,9 +80,14 @@ impl Context {
 
     /// Seals `message` onto the chain and appends it; returns the new head hash.
     pub fn push(&mut self, message: Message) -> u64 {
+        self.push_kind(message, PushKind::Normal)
+    }
+
+    /// [`Context::push`], telling the journal what kind of message it is.
+    pub fn push_kind(&mut self, message: Message, kind: PushKind) -> u64 {
         let hash = seal(self.head(), &message);
         if let Some(journal) = &mut self.journal {
-            journal.pushed(&message, hash);
+            journal.pushed(&message, hash, kind);
         }
         self.messages.push(message);
         self.hashes.push(hash);
@@ -298,7 +312,7 @@ mod tests {
         use std::sync::{Arc, Mutex};
         struct Log(Arc<Mutex<Vec<String>>>);
         impl Journal for Log {
-            fn pushed(&mut self, m: &Message, hash: u64) {
+            fn pushed(&mut self, m: &Message, hash: u64, _: PushKind) {
                 self.0
                     .lock()
                     .unwrap()

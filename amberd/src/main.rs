@@ -170,17 +170,14 @@ fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
     idle::spawn(daemon.clone(), Duration::from_secs(secs));
 }
 
-/// Unloads idle sessions from memory now and then (they stay in the store).
+/// Unloads idle sessions from memory now and then (they stay in the store); never when
+/// `idle_unload_secs` is 0.
 fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
-    let idle = std::time::Duration::from_secs(
-        daemon
-            .sessions
-            .deps()
-            .config
-            .sessions
-            .idle_unload_secs
-            .max(1),
-    );
+    let secs = daemon.sessions.deps().config.sessions.idle_unload_secs;
+    if secs == 0 {
+        return;
+    }
+    let idle = std::time::Duration::from_secs(secs);
     let every = (idle / 4).clamp(
         std::time::Duration::from_millis(250),
         std::time::Duration::from_secs(60),

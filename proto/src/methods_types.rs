@@ -187,15 +187,24 @@ pub struct SessionCompactResult {
     pub tokens_after: u64,
 }
 
-/// A link of the persisted hash chain that does not match its message.
+/// The first thing wrong in a session's persisted history: a link of the hash chain that
+/// does not match its message, or a damaged record of the log (then `record` and `reason`
+/// are set and `stored`/`computed` are empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BrokenLink {
-    /// Index of the message in the session's context.
+    /// Index of the message in the session's context (for a damaged record: how many
+    /// messages the records before it hold).
     pub index: u64,
     /// The stored and the recomputed hash, as 16 hex digits.
     pub stored: String,
     pub computed: String,
+    /// 1-based number of the damaged record (line) in the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<u64>,
+    /// What is wrong with the damaged record (e.g. a CRC mismatch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Result of `session/verify` (amber extension).

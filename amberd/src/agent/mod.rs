@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionSettings, estimate_tokens};
-use crate::context::Context;
+use crate::context::{Context, PushKind};
 use crate::llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
 use crate::tools::gate::Gate;
@@ -75,14 +75,17 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
         usage: Usage::default(),
         guards: Guards::new(),
         items: 0,
+        confirm_at: None,
     };
     context.push(Message::user(prompt));
     env.hooks.context_changed(context);
     let (stop, error) = turn.run(context).await;
-    if context
-        .last()
-        .is_some_and(|m| m.role == Role::User && m.content == prompt::CONFIRM_PROMPT)
-    {
+    // Not by text alone: a user may well type the confirm question as a prompt.
+    let unanswered = turn.confirm_at.is_some()
+        && context
+            .last()
+            .is_some_and(|m| m.role == Role::User && m.content == prompt::CONFIRM_PROMPT);
+    if unanswered {
         // An unanswered confirm prompt (error, cancel, iteration cap) must not linger.
         context.pop();
         env.hooks.context_changed(context);
@@ -99,6 +102,8 @@ struct Turn<'e, 'a> {
     usage: Usage,
     guards: Guards,
     items: u64,
+    /// Where the confirm question was pushed, while it awaits an answer that calls tools.
+    confirm_at: Option<usize>,
 }
 
 /// Whether the model's reply is streamed to clients or is the silent confirm exchange.
@@ -203,13 +208,15 @@ impl Turn<'_, '_> {
                 if !env.confirm_finish {
                     return (StopReason::EndTurn, None);
                 }
-                context.push(Message::user(prompt::CONFIRM_PROMPT));
+                self.confirm_at = Some(context.len());
+                context.push_kind(Message::user(prompt::CONFIRM_PROMPT), PushKind::Confirm);
                 confirming = true;
                 continue;
             }
 
             // The model wants tools: a confirm exchange that continues stays in the context.
             confirming = false;
+            self.confirm_at = None;
             let calls = reply.tool_calls.clone();
             context.push(Message::assistant(reply.text.clone(), calls.clone()));
             if visibility == Visibility::Streamed {

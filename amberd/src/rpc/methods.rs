@@ -63,7 +63,7 @@ pub fn module(
 
     m.register_method(methods::SESSION_LIST, |params, d, _| -> RpcResult<_> {
         let p: proto::SessionListParams = parse(&params)?;
-        let (sessions, next_cursor) = d.sessions.list(p.cursor.as_deref(), p.limit);
+        let (sessions, next_cursor) = d.sessions.list(p.cursor.as_deref(), p.limit)?;
         Ok(proto::SessionListResult {
             sessions,
             next_cursor,

@@ -4,7 +4,8 @@
 //!
 //! **Invariant:** both writers go through the same `SessionLog`, so the log interleaves
 //! events and context operations in the order they happened. A failed write is logged and
-//! never takes the session down.
+//! never takes the session down. An unloaded session's log is closed (its lock released)
+//! once its actor has stopped, so the next load can open it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,14 +13,15 @@ use amber_proto::Message;
 use serde_json::value::RawValue;
 
 use super::hub::{EventStore, WireEvent};
-use crate::context::Journal;
-use crate::store::{SessionLog, SessionMeta, Store};
+use crate::context::{Journal, PushKind};
+use crate::store::{SessionLog, SessionMeta, Store, StoreError};
 
 /// A session's handle on the store.
 pub struct Persistence {
     store: Store,
     session_id: String,
-    log: Mutex<SessionLog>,
+    /// `None` once closed: the session was unloaded and its log lock released.
+    log: Mutex<Option<SessionLog>>,
 }
 
 impl Persistence {
@@ -27,13 +29,34 @@ impl Persistence {
         Arc::new(Persistence {
             store,
             session_id,
-            log: Mutex::new(log),
+            log: Mutex::new(Some(log)),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, SessionLog> {
+    fn lock(&self) -> MutexGuard<'_, Option<SessionLog>> {
         // A panic mid-append leaves at worst a torn record, which loading repairs.
         self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `write` on the open log; a closed one refuses.
+    fn with_log(
+        &self,
+        write: impl FnOnce(&mut SessionLog) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        match self.lock().as_mut() {
+            Some(log) => write(log),
+            None => Err(StoreError::Closed(self.session_id.clone())),
+        }
+    }
+
+    /// Syncs and closes the log, releasing its lock, so the session can be loaded again
+    /// (after an idle unload). Later writes through this handle fail (and are logged).
+    pub fn close(&self) {
+        if let Some(mut log) = self.lock().take()
+            && let Err(err) = log.sync()
+        {
+            tracing::error!(session = %self.session_id, %err, "cannot sync the log on close");
+        }
     }
 
     pub fn save_meta(&self, meta: &SessionMeta) {
@@ -69,8 +92,7 @@ pub fn blocking<T>(work: impl FnOnce() -> T) -> T {
 impl EventStore for Persistence {
     fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
         let append = || {
-            self.lock()
-                .append_event(seq, json, sync)
+            self.with_log(|log| log.append_event(seq, json, sync))
                 .map_err(|e| e.to_string())
         };
         if sync { blocking(append) } else { append() }
@@ -93,19 +115,22 @@ impl EventStore for Persistence {
 struct ContextJournal(Arc<Persistence>);
 
 impl Journal for ContextJournal {
-    fn pushed(&mut self, message: &Message, hash: u64) {
-        let result = self.0.lock().append_push(message, hash, false);
+    fn pushed(&mut self, message: &Message, hash: u64, kind: PushKind) {
+        let confirm = kind == PushKind::Confirm;
+        let result = self
+            .0
+            .with_log(|log| log.append_push(message, hash, confirm, false));
         self.0.report("a context push", result);
     }
 
     fn popped(&mut self) {
-        let result = self.0.lock().append_pop(false);
+        let result = self.0.with_log(|log| log.append_pop(false));
         self.0.report("a context pop", result);
     }
 
     fn cleared(&mut self) {
         // The compaction rebuild: worth a sync, the pushes that follow rebuild everything.
-        let result = self.0.lock().append_clear(true);
+        let result = self.0.with_log(|log| log.append_clear(true));
         self.0.report("a context clear", result);
     }
 }

@@ -3,22 +3,26 @@
 //!
 //! **Invariants:** a restored session is `idle`; a turn that was running when the daemon
 //! died ends with a durable `turn_completed{stopReason: "error", error.code: "interrupted"}`;
-//! the context is cut back to its longest consistent prefix (never half a tool-call pair),
-//! and the cut is written to the log as pops so the log keeps matching memory. Usage and
+//! the context is cut back to its longest consistent prefix (never half a tool-call pair,
+//! never the interrupted turn's unanswered confirm question), and the cut is written to
+//! the log as pops so the log keeps matching memory. A log damaged in the middle is
+//! salvaged first (`Store::salvage`: the records before the damage are kept, the damaged
+//! file is put aside and `session/verify` keeps reporting it). Usage and
 //! an empty title are taken from the log when it knows them (the metadata is saved after
 //! a turn's events, so a crash can leave it one turn behind).
 
 use std::sync::Arc;
 
-use amber_proto::{ErrorInfo, EventKind, Message, SessionState, StopReason, Usage};
+use amber_proto::{ErrorInfo, EventKind, Message, Role, SessionState, StopReason, Usage};
 
 use super::build::{self, Parts};
 use super::deps::Deps;
 use super::hub::{EventHub, EventStore, MEMORY_TAIL, WireEvent};
 use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
+use crate::agent::prompt::CONFIRM_PROMPT;
 use crate::context::Context;
-use crate::store::{Store, StoredEvent, consistent_context, interrupted_turn};
+use crate::store::{Loaded, Store, StoreError, StoredEvent, consistent_context, interrupted_turn};
 
 /// Loads session `id` from the store and starts it.
 pub(super) fn load(
@@ -26,8 +30,15 @@ pub(super) fn load(
     store: &Store,
     id: &str,
 ) -> Result<Arc<SessionHandle>, SessionError> {
-    let store_err = |e: crate::store::StoreError| SessionError::Store(e.to_string());
-    let loaded = store.load(id).map_err(store_err)?;
+    let store_err = |e: StoreError| SessionError::Store(e.to_string());
+    let loaded = match store.load(id) {
+        // Damage in the middle: keep what comes before it rather than lose the session.
+        Err(StoreError::Corrupt { .. }) => {
+            store.salvage(id).map_err(store_err)?;
+            store.load(id).map_err(store_err)?
+        }
+        other => other.map_err(store_err)?,
+    };
     if loaded.repaired_tail {
         tracing::warn!(
             session = id,
@@ -37,8 +48,9 @@ pub(super) fn load(
     let interrupted = interrupted_turn(&loaded);
     let mut log = store.open_log(id).map_err(store_err)?;
     let keep = consistent_context(&loaded.context);
+    let keep = without_confirm(&loaded, keep, interrupted.as_deref());
     for _ in keep..loaded.context.len() {
-        // Half a tool-call pair from a crash: drop it for good.
+        // Half a tool-call pair or the confirm exchange from a crash: drop it for good.
         log.append_pop(false).map_err(store_err)?;
     }
     let persistence = Persistence::new(store.clone(), id.to_owned(), log);
@@ -128,6 +140,61 @@ pub(super) fn load(
     Ok(handle)
 }
 
+/// `keep` (a consistent prefix length) without a trailing confirm exchange the crash left
+/// unfinished: the confirm question, and a text answer after it if one was recorded. The
+/// agent pops them itself when a turn ends any other way; an answer that called tools (and
+/// got its results) continued the turn and stays.
+fn without_confirm(loaded: &Loaded, keep: usize, interrupted: Option<&str>) -> usize {
+    let Some(turn) = interrupted else {
+        return keep;
+    };
+    let is_confirm = |i: usize| {
+        let Some((message, _)) = loaded.context.get(i) else {
+            return false;
+        };
+        if message.role != Role::User {
+            return false;
+        }
+        if loaded.confirm_at == Some(i) {
+            return true;
+        }
+        // Logs written before pushes were tagged: by text, unless the user typed that text
+        // as the interrupted turn's prompt.
+        message.content == CONFIRM_PROMPT
+            && turn_prompt(&loaded.events, turn).is_some_and(|p| p != CONFIRM_PROMPT)
+    };
+    let text_answer = |i: usize| {
+        loaded
+            .context
+            .get(i)
+            .is_some_and(|(m, _)| m.role == Role::Assistant && m.tool_calls.is_empty())
+    };
+    match keep {
+        0 => 0,
+        k if is_confirm(k - 1) => k - 1,
+        k if k >= 2 && text_answer(k - 1) && is_confirm(k - 2) => k - 2,
+        k => k,
+    }
+}
+
+/// The prompt of session-level turn `turn_id`.
+fn turn_prompt(events: &[StoredEvent], turn_id: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Started {
+        #[serde(default)]
+        turn_id: Option<String>,
+        #[serde(default)]
+        prompt: String,
+    }
+    events
+        .iter()
+        .rev()
+        .filter_map(|e| event_as::<Started>(e, "turn_started"))
+        .find(|t| t.turn_id.as_deref() == Some(turn_id))
+        .map(|t| t.prompt)
+}
+
 /// The todo list as the last `todo_updated` left it.
 fn last_todos(events: &[StoredEvent]) -> Option<Vec<amber_proto::Todo>> {
     #[derive(serde::Deserialize)]
@@ -189,4 +256,74 @@ fn event_as<T: serde::de::DeserializeOwned>(event: &StoredEvent, kind: &str) -> 
         .ok()
         .filter(|t| t.kind == kind)
         .map(|t| t.body)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn loaded(context: Vec<Message>, confirm_at: Option<usize>, prompt: &str) -> Loaded {
+        let info: amber_proto::SessionInfo = serde_json::from_value(serde_json::json!({
+            "sessionId": "s", "cwd": "/", "mode": "write", "model": "m", "title": "",
+            "state": "idle", "createdAt": "1", "updatedAt": "1",
+            "usage": Usage::default(),
+        }))
+        .unwrap();
+        let started = serde_json::json!({"type": "turn_started", "turnId": "t", "prompt": prompt});
+        Loaded {
+            meta: crate::store::SessionMeta {
+                info,
+                system_prompt: "sys".into(),
+            },
+            events: vec![StoredEvent {
+                seq: 1,
+                json: serde_json::value::to_raw_value(&started).unwrap(),
+            }],
+            context: context.into_iter().map(|m| (m, 0)).collect(),
+            repaired_tail: false,
+            confirm_at,
+        }
+    }
+
+    #[test]
+    fn only_an_unanswered_confirm_exchange_of_the_interrupted_turn_is_dropped() {
+        let sys = Message::system("sys");
+        let asked = || Message::user(CONFIRM_PROMPT);
+        let reply = Message::assistant("done it", Vec::new());
+        // Tagged: dropped whatever the text.
+        let tagged = vec![
+            sys.clone(),
+            Message::user("go"),
+            reply.clone(),
+            Message::user("q"),
+        ];
+        assert_eq!(
+            without_confirm(&loaded(tagged.clone(), Some(3), "go"), 4, Some("t")),
+            3
+        );
+        assert_eq!(
+            without_confirm(&loaded(tagged, None, "go"), 4, Some("t")),
+            4
+        );
+        // Untagged (an older log): by text, with a text answer after it.
+        let legacy = vec![
+            sys.clone(),
+            Message::user("go"),
+            reply.clone(),
+            asked(),
+            reply.clone(),
+        ];
+        assert_eq!(
+            without_confirm(&loaded(legacy.clone(), None, "go"), 5, Some("t")),
+            3
+        );
+        // Not when no turn was interrupted, nor when the user typed that text as the prompt.
+        assert_eq!(without_confirm(&loaded(legacy, None, "go"), 5, None), 5);
+        let typed = vec![sys, asked()];
+        assert_eq!(
+            without_confirm(&loaded(typed, None, CONFIRM_PROMPT), 2, Some("t")),
+            2
+        );
+    }
 }

@@ -4,8 +4,9 @@
 //! **Invariant:** only the *last* line of a log may be bad (no newline, CRC mismatch,
 //! invalid JSON): that is what a crash in the middle of an append leaves, and it is
 //! dropped. A bad line with more lines after it, a seq that does not rise by one, or a pop
-//! of an empty context is corruption, reported with its 1-based record number — never a
-//! panic and never silently skipped. Readers never truncate; only [`repair`] does, and
+//! of an empty context is corruption, reported with its 1-based record number — an error,
+//! or `Scan::corrupt` for the lenient readers (verify, salvage) — never a panic and never
+//! silently skipped. Readers never truncate; only [`repair`] does, and
 //! only while holding the log's writer lock, so an append in flight is never cut off.
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -25,6 +26,30 @@ pub(crate) struct Scan {
     pub good_len: u64,
     /// Why the bytes after `good_len` were dropped, when there are any.
     pub torn: Option<String>,
+    /// A bad record with more after it (only [`scan_lenient`] returns one; it starts at
+    /// `good_len`).
+    pub corrupt: Option<Corruption>,
+}
+
+/// A damaged record in the middle of a log: where it is and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corruption {
+    /// 1-based number of the record (line).
+    pub record: usize,
+    /// Byte offset of the record's first byte.
+    pub offset: u64,
+    pub reason: String,
+}
+
+impl Corruption {
+    fn into_error(self, path: &Path) -> StoreError {
+        StoreError::Corrupt {
+            path: path.to_owned(),
+            record: self.record,
+            offset: self.offset,
+            reason: format!("{} (at byte {})", self.reason, self.offset),
+        }
+    }
 }
 
 /// Why a record that passed its CRC check was rejected by the reader.
@@ -36,8 +61,23 @@ pub(crate) enum Reject {
     Inconsistent(String),
 }
 
-/// Reads every record of `reader`, handing the good ones to `visit`.
+/// Reads every record of `reader`, handing the good ones to `visit`; a damaged record
+/// in the middle is an error naming it.
 pub(crate) fn scan<R: Read>(
+    path: &Path,
+    reader: R,
+    visit: impl FnMut(Record<'_>) -> Result<(), Reject>,
+) -> Result<Scan, StoreError> {
+    let scan = scan_lenient(path, reader, visit)?;
+    match scan.corrupt {
+        Some(corrupt) => Err(corrupt.into_error(path)),
+        None => Ok(scan),
+    }
+}
+
+/// Like [`scan`], but a damaged record in the middle ends the scan in `Scan::corrupt`
+/// instead of an error (only I/O fails): what was read up to it is kept.
+pub(crate) fn scan_lenient<R: Read>(
     path: &Path,
     reader: R,
     mut visit: impl FnMut(Record<'_>) -> Result<(), Reject>,
@@ -46,10 +86,14 @@ pub(crate) fn scan<R: Read>(
     let mut line = Vec::with_capacity(4096);
     let mut offset = 0u64;
     let mut record = 0usize;
-    let corrupt = |record: usize, offset: u64, reason: String| StoreError::Corrupt {
-        path: path.to_owned(),
-        record,
-        reason: format!("{reason} (at byte {offset})"),
+    let corrupt = |record: usize, offset: u64, reason: String| Scan {
+        good_len: offset,
+        torn: None,
+        corrupt: Some(Corruption {
+            record,
+            offset,
+            reason,
+        }),
     };
     loop {
         line.clear();
@@ -60,6 +104,7 @@ pub(crate) fn scan<R: Read>(
             return Ok(Scan {
                 good_len: offset,
                 torn: None,
+                corrupt: None,
             });
         }
         record += 1;
@@ -70,7 +115,7 @@ pub(crate) fn scan<R: Read>(
                     Ok(()) => Ok(()),
                     Err(Reject::Unreadable(reason)) => Err(reason),
                     Err(Reject::Inconsistent(reason)) => {
-                        return Err(corrupt(record, offset, reason));
+                        return Ok(corrupt(record, offset, reason));
                     }
                 },
                 Err(reason) => Err(reason),
@@ -84,9 +129,10 @@ pub(crate) fn scan<R: Read>(
                 return Ok(Scan {
                     good_len: offset,
                     torn: Some(format!("record {record} at byte {offset}: {reason}")),
+                    corrupt: None,
                 });
             }
-            Err(reason) => return Err(corrupt(record, offset, reason)),
+            Err(reason) => return Ok(corrupt(record, offset, reason)),
         }
     }
 }
@@ -103,6 +149,9 @@ pub(crate) struct Replay {
     pub events: Vec<StoredEvent>,
     pub context: Vec<(Message, u64)>,
     pub context_len: usize,
+    /// Index in `context` of the newest message pushed as the confirm question, while it
+    /// is still there.
+    pub confirm_at: Option<usize>,
 }
 
 impl Replay {
@@ -123,7 +172,10 @@ impl Replay {
                 self.last_seq = seq;
                 self.event_count += 1;
             }
-            Record::Push { hash, message } => {
+            Record::Push { hash, message, tag } => {
+                if tag == Some(record::TAG_CONFIRM) {
+                    self.confirm_at = Some(self.context_len);
+                }
                 if self.want_context {
                     let message = serde_json::from_slice::<Message>(message)
                         .map_err(|e| Reject::Unreadable(format!("invalid message JSON: {e}")))?;
@@ -137,32 +189,45 @@ impl Replay {
                 }
                 self.context_len -= 1;
                 self.context.pop();
+                if self.confirm_at >= Some(self.context_len) {
+                    self.confirm_at = None;
+                }
             }
             Record::Clear => {
                 self.context_len = 0;
                 self.context.clear();
+                self.confirm_at = None;
             }
         }
         Ok(())
     }
 }
 
-/// Replays the log at `path`; a missing log is an empty one.
-pub(crate) fn replay(path: &Path, mut state: Replay) -> Result<(Replay, Scan), StoreError> {
+/// Replays the log at `path`; a missing log is an empty one. A damaged record in the
+/// middle is an error.
+pub(crate) fn replay(path: &Path, state: Replay) -> Result<(Replay, Scan), StoreError> {
+    let (state, scan) = replay_lenient(path, state)?;
+    match scan.corrupt {
+        Some(corrupt) => Err(corrupt.into_error(path)),
+        None => Ok((state, scan)),
+    }
+}
+
+/// Replays the log at `path` up to its first damaged record (reported in `Scan::corrupt`).
+pub(crate) fn replay_lenient(path: &Path, mut state: Replay) -> Result<(Replay, Scan), StoreError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Ok((
-                state,
-                Scan {
-                    good_len: 0,
-                    torn: None,
-                },
-            ));
+            let empty = Scan {
+                good_len: 0,
+                torn: None,
+                corrupt: None,
+            };
+            return Ok((state, empty));
         }
         Err(e) => return Err(io_err(path, e)),
     };
-    let scan = scan(path, file, |rec| state.apply(rec))?;
+    let scan = scan_lenient(path, file, |rec| state.apply(rec))?;
     Ok((state, scan))
 }
 

@@ -136,15 +136,19 @@ impl SessionLog {
         Ok(())
     }
 
-    /// Appends a context push with the chain hash `Context::push` returned.
+    /// Appends a context push with the chain hash `Context::push` returned; `confirm`
+    /// marks the agent's silent confirm question (recovery drops it when a crash left it
+    /// unanswered).
     pub fn append_push(
         &mut self,
         message: &Message,
         hash: u64,
+        confirm: bool,
         sync: bool,
     ) -> Result<(), StoreError> {
         self.line.clear();
-        record::encode_push(&mut self.line, message, hash).map_err(StoreError::Encode)?;
+        let tag = confirm.then_some(record::TAG_CONFIRM);
+        record::encode_push(&mut self.line, message, hash, tag).map_err(StoreError::Encode)?;
         self.write_line(sync)
     }
 

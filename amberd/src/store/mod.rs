@@ -20,6 +20,9 @@ mod record;
 mod recovery;
 #[cfg(test)]
 mod tests;
+mod verify;
+#[cfg(test)]
+mod verify_tests;
 
 use std::fs::{self, DirBuilder};
 use std::io::ErrorKind;
@@ -32,6 +35,7 @@ use amber_proto::Message;
 use serde_json::value::RawValue;
 
 pub use self::deferred::CreationSync;
+pub use self::load::Corruption;
 use self::load::Replay;
 pub use self::log::SessionLog;
 use self::log::sync_path;
@@ -57,6 +61,8 @@ pub enum StoreError {
         path: PathBuf,
         /// 1-based number of the offending record (line) in the log.
         record: usize,
+        /// Byte offset where the record starts (the good records end there).
+        offset: u64,
         reason: String,
     },
     #[error("{}: unreadable session metadata: {reason}", path.display())]
@@ -69,6 +75,8 @@ pub enum StoreError {
     InvalidId(String),
     #[error("the log of session {0} is already open for writing")]
     Locked(String),
+    #[error("the log of session {0} is closed (the session was unloaded)")]
+    Closed(String),
     #[error("session {session_id}: event seq {got} appended where {expected} was expected")]
     OutOfOrder {
         session_id: String,
@@ -106,6 +114,9 @@ pub struct Loaded {
     pub context: Vec<(Message, u64)>,
     /// A torn last record was found and dropped.
     pub repaired_tail: bool,
+    /// Index in `context` of the agent's confirm question, when the newest one pushed is
+    /// still there (recorded with the push; older logs have none).
+    pub confirm_at: Option<usize>,
 }
 
 /// The first link of the persisted chain that does not match its message.
@@ -120,11 +131,25 @@ pub struct BrokenLink {
 /// Result of re-walking a session's persisted hash chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyReport {
+    /// Messages and events up to the first damaged record, if any.
     pub messages: usize,
     pub events: usize,
     pub first_broken: Option<BrokenLink>,
+    /// A damaged record: in the log, or in the copy put aside when the session was
+    /// salvaged (`log.corrupt*`, see [`Store::salvage`]).
+    pub corrupt: Option<CorruptRecord>,
     /// The log ends in a torn record (verify reports it but never repairs).
     pub torn_tail: bool,
+}
+
+/// A damaged record as verify reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRecord {
+    /// 1-based record (line) number in the file named by `file`.
+    pub record: usize,
+    pub reason: String,
+    /// `log`, or the name of the damaged log put aside by a salvage.
+    pub file: String,
 }
 
 /// Handle on the store under one data directory; cheap to clone.
@@ -251,6 +276,7 @@ impl Store {
             events: state.events,
             context: state.context,
             repaired_tail: scan.torn.is_some(),
+            confirm_at: state.confirm_at,
         })
     }
 
@@ -306,38 +332,6 @@ impl Store {
             tracing::warn!(path = %doomed.display(), %err, "cannot remove a deleted session");
         }
         Ok(())
-    }
-
-    /// Re-walks the persisted hash chain of the replayed context with `context::seal`.
-    /// Read-only: a torn tail is reported, not repaired.
-    pub fn verify(&self, session_id: &str) -> Result<VerifyReport, StoreError> {
-        let dir = self.existing_dir(session_id)?;
-        let state = Replay {
-            after: u64::MAX,
-            want_context: true,
-            ..Replay::default()
-        };
-        let (state, scan) = load::replay(&dir.join(LOG_FILE), state)?;
-        let mut prev = crate::context::Context::new().head();
-        let mut first_broken = None;
-        for (index, (message, stored)) in state.context.iter().enumerate() {
-            let computed = crate::context::seal(prev, message);
-            if computed != *stored {
-                first_broken = Some(BrokenLink {
-                    index,
-                    stored: *stored,
-                    computed,
-                });
-                break;
-            }
-            prev = *stored;
-        }
-        Ok(VerifyReport {
-            messages: state.context.len(),
-            events: state.event_count,
-            first_broken,
-            torn_tail: scan.torn.is_some(),
-        })
     }
 
     /// Opens an existing session's log for appending (after [`Store::load`]). Fails with

@@ -4,7 +4,9 @@
 //! are written as spaces, which JSON treats alike), so a record is exactly one line and a
 //! line is accepted only when its CRC over the payload bytes matches. Payloads:
 //! `{"k":"event","seq":N,"event":<event JSON>}`, `{"k":"push","hash":"<16 hex>","message":…}`,
-//! `{"k":"pop"}`, `{"k":"clear"}`.
+//! `{"k":"pop"}`, `{"k":"clear"}`. A push may carry a `"tag"` before its message
+//! (`"confirm"`: the agent's silent confirm question); logs without tags read as before,
+//! and a reader that does not know the field ignores it.
 
 use amber_proto::Message;
 use serde::Deserialize;
@@ -21,10 +23,11 @@ pub(crate) enum Record<'a> {
         seq: u64,
         json: &'a [u8],
     },
-    /// `message`: the `Message` JSON.
+    /// `message`: the `Message` JSON; `tag`: what kind of message it is, when marked.
     Push {
         hash: u64,
         message: &'a [u8],
+        tag: Option<&'a str>,
     },
     Pop,
     Clear,
@@ -43,7 +46,12 @@ struct Payload<'a> {
     hash: Option<&'a str>,
     #[serde(default, borrow)]
     message: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tag: Option<&'a str>,
 }
+
+/// The tag of the push of the agent's silent confirm question.
+pub(crate) const TAG_CONFIRM: &str = "confirm";
 
 /// Appends a whole `event` record (newline included) to `out`.
 pub(crate) fn encode_event(out: &mut Vec<u8>, seq: u64, json: &RawValue) {
@@ -62,16 +70,24 @@ pub(crate) fn encode_event(out: &mut Vec<u8>, seq: u64, json: &RawValue) {
     finish(out, start);
 }
 
-/// Appends a whole `push` record to `out`.
+/// Appends a whole `push` record to `out`; `tag` (a constant like [`TAG_CONFIRM`]: plain
+/// ASCII, nothing to escape) marks its kind.
 pub(crate) fn encode_push(
     out: &mut Vec<u8>,
     message: &Message,
     hash: u64,
+    tag: Option<&'static str>,
 ) -> Result<(), serde_json::Error> {
     let start = begin(out);
     out.extend_from_slice(b"{\"k\":\"push\",\"hash\":\"");
     out.extend_from_slice(&hex16(hash));
-    out.extend_from_slice(b"\",\"message\":");
+    if let Some(tag) = tag {
+        out.extend_from_slice(b"\",\"tag\":\"");
+        out.extend_from_slice(tag.as_bytes());
+        out.extend_from_slice(b"\",\"message\":");
+    } else {
+        out.extend_from_slice(b"\",\"message\":");
+    }
     // Compact serde_json output escapes every control character: no raw newline.
     if let Err(err) = serde_json::to_writer(&mut *out, message) {
         out.truncate(start);
@@ -154,7 +170,11 @@ fn canonical(payload: &[u8]) -> Option<Record<'_>> {
     let rest = body.strip_prefix(b"{\"k\":\"push\",\"hash\":\"")?;
     let hash = parse_hex(rest.get(..16)?)?;
     let message = rest[16..].strip_prefix(b"\",\"message\":")?;
-    Some(Record::Push { hash, message })
+    Some(Record::Push {
+        hash,
+        message,
+        tag: None,
+    })
 }
 
 /// A record in any other valid JSON shape (key order, whitespace).
@@ -179,6 +199,7 @@ fn parse(payload: &[u8]) -> Result<Record<'_>, String> {
             Ok(Record::Push {
                 hash,
                 message: message.get().as_bytes(),
+                tag: p.tag,
             })
         }
         "pop" => Ok(Record::Pop),
@@ -243,12 +264,19 @@ mod tests {
         let raw = RawValue::from_string("{\n \"type\": \"x\"\n}".into()).unwrap();
         let mut out = Vec::new();
         encode_event(&mut out, 12345, &raw);
-        encode_push(&mut out, &Message::user("a\nb"), 0x0123_4567_89ab_cdef).unwrap();
+        encode_push(
+            &mut out,
+            &Message::user("a\nb"),
+            0x0123_4567_89ab_cdef,
+            None,
+        )
+        .unwrap();
+        encode_push(&mut out, &Message::user("q"), 7, Some(TAG_CONFIRM)).unwrap();
         encode_pop(&mut out);
         encode_clear(&mut out);
         let lines: Vec<&[u8]> = out.split(|&b| b == b'\n').collect();
-        assert_eq!(lines.len(), 5);
-        assert!(lines[4].is_empty());
+        assert_eq!(lines.len(), 6);
+        assert!(lines[5].is_empty());
         match decode(lines[0]).unwrap() {
             Record::Event { seq, json } => {
                 assert_eq!(seq, 12345);
@@ -258,15 +286,25 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match decode(lines[1]).unwrap() {
-            Record::Push { hash, message } => {
+            Record::Push { hash, message, tag } => {
                 assert_eq!(hash, 0x0123_4567_89ab_cdef);
+                assert_eq!(tag, None);
                 let message: Message = serde_json::from_slice(message).unwrap();
                 assert_eq!(message, Message::user("a\nb"));
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(decode(lines[2]).unwrap(), Record::Pop));
-        assert!(matches!(decode(lines[3]).unwrap(), Record::Clear));
+        // A tagged push keeps its tag and its message.
+        match decode(lines[2]).unwrap() {
+            Record::Push { hash, message, tag } => {
+                assert_eq!((hash, tag), (7, Some(TAG_CONFIRM)));
+                let message: Message = serde_json::from_slice(message).unwrap();
+                assert_eq!(message, Message::user("q"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode(lines[3]).unwrap(), Record::Pop));
+        assert!(matches!(decode(lines[4]).unwrap(), Record::Clear));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use super::*;
 use crate::context::Context;
 
-fn meta(id: &str, created_at: &str) -> SessionMeta {
+pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
             session_id: id.into(),
@@ -44,7 +44,7 @@ fn event(seq: u64, turn: Option<&str>, kind: EventKind) -> Box<RawValue> {
     .unwrap()
 }
 
-fn started(seq: u64, turn: &str) -> Box<RawValue> {
+pub(super) fn started(seq: u64, turn: &str) -> Box<RawValue> {
     event(
         seq,
         Some(turn),
@@ -74,31 +74,31 @@ fn call(id: &str) -> ToolCall {
     }
 }
 
-struct Fixture {
+pub(super) struct Fixture {
     _dir: tempfile::TempDir,
-    store: Store,
+    pub(super) store: Store,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(super) fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         Fixture { _dir: dir, store }
     }
 
-    fn log_path(&self, id: &str) -> PathBuf {
+    pub(super) fn log_path(&self, id: &str) -> PathBuf {
         self.store.sessions_dir().join(id).join("log")
     }
 }
 
 /// Writes 3 events and a context with a pop in it; returns what load must give back.
-fn populate(store: &Store, id: &str) -> (Vec<String>, Context) {
+pub(super) fn populate(store: &Store, id: &str) -> (Vec<String>, Context) {
     let mut log = store.create(&meta(id, "2026-01-01")).unwrap();
     let mut ctx = Context::new();
     let mut events = Vec::new();
     let push = |log: &mut SessionLog, ctx: &mut Context, m: Message| {
         let h = ctx.push(m.clone());
-        log.append_push(&m, h, false).unwrap();
+        log.append_push(&m, h, false, false).unwrap();
     };
     push(&mut log, &mut ctx, Message::system("sys"));
     for (seq, json) in [(1, started(1, "t1")), (2, completed(2, "t1"))] {
@@ -322,6 +322,7 @@ fn verify_finds_a_tampered_message_at_its_index() {
             messages: 4,
             events: 3,
             first_broken: None,
+            corrupt: None,
             torn_tail: false,
         }
     );
@@ -333,7 +334,7 @@ fn verify_finds_a_tampered_message_at_its_index() {
         if l.contains("\"content\":\"hi\"") {
             let hash = l.split("\"hash\":\"").nth(1).unwrap()[..16].to_owned();
             let hash = u64::from_str_radix(&hash, 16).unwrap();
-            record::encode_push(&mut out, &Message::user("HI"), hash).unwrap();
+            record::encode_push(&mut out, &Message::user("HI"), hash, None).unwrap();
         } else {
             out.extend_from_slice(l.as_bytes());
             out.push(b'\n');

@@ -245,7 +245,11 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
 }
 
 async fn sessions(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {
-    let (sessions, more) = view.daemon.sessions.list(None, Some(50));
+    let (sessions, more) = view
+        .daemon
+        .sessions
+        .list(None, Some(50))
+        .map_err(|e| CommandError::Failed(e.to_string()))?;
     if sessions.is_empty() {
         return Ok(reply("no sessions"));
     }

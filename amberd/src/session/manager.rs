@@ -1,0 +1,470 @@
+//! `SessionManager`: every session of the daemon, loaded (actor running) or only in the
+//! store, and the ways to create, find, list, unload and delete them.
+//!
+//! **Invariants:** one lock guards both maps, so a session is in exactly one of them at
+//! every instant and never missing from `list`/`get` while it moves; an idle unload puts
+//! the session in `stored` *before* its actor stops, and a load that races the unload
+//! waits until the old actor has stopped and released its log. A stored session is
+//! listed `idle`: only a loaded session can be running.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use amber_proto::{
+    EventKind, Message, SessionCompactResult, SessionInfo, SessionNewParams, SessionState, Usage,
+};
+
+use super::deps::Deps;
+use super::hub::{EventHub, EventStore, now_rfc3339};
+use super::persist::{self, Persistence};
+use super::{Command, SessionError, SessionHandle, build, listing, restore};
+use crate::agent::prompt::default_system_prompt;
+use crate::context::Context;
+use crate::store::SessionMeta;
+
+/// How long a load waits for an unloading session's actor to let go of its log.
+const UNLOAD_WAIT: Duration = Duration::from_secs(10);
+
+/// All sessions of the daemon.
+pub struct SessionManager {
+    deps: Arc<Deps>,
+    registry: Mutex<Registry>,
+    closing: AtomicBool,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// Sessions in memory, with their actor running.
+    loaded: HashMap<String, Arc<SessionHandle>>,
+    /// Sessions only in the store (not loaded since start, or unloaded when idle).
+    stored: HashMap<String, SessionInfo>,
+    /// Sessions in `stored` whose old actor is still stopping.
+    unloading: HashMap<String, Arc<Unloading>>,
+}
+
+/// Set once an unloaded session's actor has stopped and its log is closed.
+#[derive(Default)]
+struct Unloading {
+    done: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Unloading {
+    fn finish(&self) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether it finished within `timeout`.
+    fn wait(&self, timeout: Duration) -> bool {
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        let (done, _) = self
+            .changed
+            .wait_timeout_while(done, timeout, |done| !*done)
+            .unwrap_or_else(|e| e.into_inner());
+        *done
+    }
+}
+
+impl SessionManager {
+    /// Lists the store's sessions (metadata only; logs are read on first use).
+    pub fn new(deps: Arc<Deps>) -> Self {
+        let mut stored = HashMap::new();
+        if let Some(store) = &deps.store {
+            match store.list() {
+                Ok(metas) => {
+                    for mut meta in metas {
+                        // Nothing runs before a session is loaded (older daemons could
+                        // save `running`; a crash left it so).
+                        meta.info.state = SessionState::Idle;
+                        stored.insert(meta.info.session_id.clone(), meta.info);
+                    }
+                }
+                Err(err) => tracing::error!(%err, "cannot list stored sessions"),
+            }
+        }
+        Self {
+            deps,
+            registry: Mutex::new(Registry {
+                stored,
+                ..Registry::default()
+            }),
+            closing: AtomicBool::new(false),
+        }
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // Every writer leaves the maps consistent between statements.
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn deps(&self) -> &Deps {
+        &self.deps
+    }
+
+    /// Sessions known to the daemon, loaded or not.
+    pub fn count(&self) -> usize {
+        let registry = self.registry();
+        registry.loaded.len() + registry.stored.len()
+    }
+
+    pub fn create(&self, params: SessionNewParams) -> Result<SessionInfo, SessionError> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(SessionError::ShuttingDown);
+        }
+        let workspace = build::validate_workspace(&params.cwd)?;
+        let provider = self.provider_param(params.provider.as_deref())?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let now = now_rfc3339();
+        let deps = &self.deps;
+        let system_prompt = params
+            .system_prompt
+            .clone()
+            .or_else(|| deps.config.agent.system_prompt.clone())
+            .unwrap_or_else(|| default_system_prompt(&workspace, &deps.data_dir));
+        let info = SessionInfo {
+            session_id: id.clone(),
+            cwd: workspace.display().to_string(),
+            mode: params.mode.unwrap_or_default(),
+            model: params
+                .model
+                .clone()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| match &provider {
+                    Some(p) => deps.llm.default_model(Some(p)),
+                    None => deps.endpoint.model.clone(),
+                }),
+            title: params.title.unwrap_or_default(),
+            state: SessionState::Idle,
+            created_at: now.clone(),
+            updated_at: now,
+            usage: Usage::default(),
+            provider,
+        };
+        let persistence = match &deps.store {
+            Some(store) => {
+                let meta = SessionMeta {
+                    info: info.clone(),
+                    system_prompt: system_prompt.clone(),
+                };
+                let log = store
+                    .create(&meta)
+                    .map_err(|e| SessionError::Store(e.to_string()))?;
+                // The new files' fsyncs, off the request's path (the log's first sync
+                // waits for them if they are not done by then).
+                let owed = log.creation_sync();
+                let session = id.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(err) = owed.settle() {
+                        tracing::warn!(%session, %err, "cannot sync a new session's files yet");
+                    }
+                });
+                Some(Persistence::new(store.clone(), id.clone(), log))
+            }
+            None => None,
+        };
+        let mut context = Context::new();
+        if let Some(p) = &persistence {
+            context.set_journal(p.journal());
+        }
+        context.push(Message::system(system_prompt.clone()));
+        let hub = EventHub::restored(
+            id.clone(),
+            deps.config.server.subscriber_buffer,
+            0,
+            Vec::new(),
+            persistence.clone().map(|p| p as Arc<dyn EventStore>),
+        )
+        .with_memory(deps.config.sessions.memory_events);
+        let handle = build::spawn(
+            &self.deps,
+            build::Parts {
+                info: info.clone(),
+                workspace,
+                system_prompt,
+                context,
+                hub,
+                persistence,
+            },
+        );
+        self.registry().loaded.insert(id, handle);
+        Ok(info)
+    }
+
+    /// The live session, loading it from the store on first use.
+    pub fn get(&self, id: &str) -> Result<Arc<SessionHandle>, SessionError> {
+        loop {
+            // Loading under the lock: two callers never load one session twice.
+            let mut registry = self.registry();
+            if let Some(handle) = registry.loaded.get(id) {
+                handle.shared.touch();
+                return Ok(handle.clone());
+            }
+            if let Some(unloading) = registry.unloading.get(id).cloned() {
+                // Its old actor still holds the log: wait (unlocked) until it lets go.
+                drop(registry);
+                if !persist::blocking(|| unloading.wait(UNLOAD_WAIT)) {
+                    return Err(SessionError::Store(format!(
+                        "session {id} is still being unloaded; try again"
+                    )));
+                }
+                continue;
+            }
+            let (Some(store), true) = (&self.deps.store, registry.stored.contains_key(id)) else {
+                return Err(SessionError::NotFound(id.to_owned()));
+            };
+            let handle = persist::blocking(|| restore::load(&self.deps, store, id))?;
+            registry.stored.remove(id);
+            registry.loaded.insert(id.to_owned(), handle.clone());
+            return Ok(handle);
+        }
+    }
+
+    /// Newest first, `limit` at a time, after `cursor` (see `listing.rs`).
+    pub fn list(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
+        let all: Vec<SessionInfo> = {
+            let registry = self.registry();
+            let loaded = registry.loaded.values().map(|h| h.shared.info());
+            loaded.chain(registry.stored.values().cloned()).collect()
+        };
+        listing::page(all, cursor, limit)
+    }
+
+    /// Queues a prompt; returns its turn id.
+    pub fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
+        let handle = self.get(id)?;
+        let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
+        handle.shared.set_title_if_empty(&text);
+        handle
+            .commands
+            .send(Command::Prompt {
+                turn_id: turn_id.clone(),
+                text,
+            })
+            .map_err(|_| SessionError::NotFound(id.to_owned()))?;
+        Ok(turn_id)
+    }
+
+    /// Unloads sessions that have been idle for `idle` (only with a store: an unloaded
+    /// session must be loadable again). Each moves to `stored` in the same critical
+    /// section that takes it out of `loaded`; its actor stops afterwards.
+    pub async fn unload_idle(&self, idle: Duration) {
+        if self.deps.store.is_none() {
+            return;
+        }
+        let idle_ones: Vec<(Arc<SessionHandle>, Arc<Unloading>)> = {
+            let mut registry = self.registry();
+            let ids: Vec<String> = registry
+                .loaded
+                .iter()
+                .filter(|(_, h)| h.shared.unloadable(idle))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| {
+                    let handle = registry.loaded.remove(&id)?;
+                    let unloading = Arc::new(Unloading::default());
+                    registry.stored.insert(id.clone(), handle.shared.info());
+                    registry.unloading.insert(id, unloading.clone());
+                    Some((handle, unloading))
+                })
+                .collect()
+        };
+        let stops = idle_ones.into_iter().map(|(handle, unloading)| async move {
+            let id = handle.shared.id.clone();
+            tracing::debug!(session = %id, "unloading an idle session");
+            stop_session(&handle).await;
+            handle.shared.save_meta();
+            handle.shared.close_log();
+            let mut registry = self.registry();
+            if registry
+                .unloading
+                .get(&id)
+                .is_some_and(|u| Arc::ptr_eq(u, &unloading))
+            {
+                registry.unloading.remove(&id);
+            }
+            drop(registry);
+            unloading.finish();
+        });
+        futures::future::join_all(stops).await;
+    }
+
+    /// Publishes a daemon-wide event (MCP status) to every loaded session, outside turns.
+    pub fn publish_all(&self, kind: EventKind) {
+        let handles: Vec<Arc<SessionHandle>> = self.registry().loaded.values().cloned().collect();
+        for handle in handles {
+            handle.shared.hub.publish(None, kind.clone());
+        }
+    }
+
+    /// Sessions currently in memory.
+    pub fn loaded(&self) -> usize {
+        self.registry().loaded.len()
+    }
+
+    /// Loaded sessions with a turn running, an approval pending or a background process
+    /// alive: what exiting when idle (`service::idle`) must not cut short. Sessions only in
+    /// the store are idle by construction.
+    pub fn busy(&self) -> usize {
+        self.registry()
+            .loaded
+            .values()
+            .filter(|h| {
+                let s = &h.shared;
+                s.state() != SessionState::Idle
+                    || !s.approvals.pending().is_empty()
+                    || s.tools.processes.running() > 0
+            })
+            .count()
+    }
+
+    /// Re-walks the session's persisted hash chain and records (`session/verify`).
+    pub fn verify(&self, id: &str) -> Result<amber_proto::SessionVerifyResult, SessionError> {
+        let known = {
+            let registry = self.registry();
+            registry.loaded.contains_key(id) || registry.stored.contains_key(id)
+        };
+        let Some(store) = self.deps.store.as_ref().filter(|_| known) else {
+            return Err(SessionError::NotFound(id.to_owned()));
+        };
+        let report = store
+            .verify(id)
+            .map_err(|e| SessionError::Store(e.to_string()))?;
+        let messages = report.messages as u64;
+        let link = report.first_broken.map(|b| amber_proto::BrokenLink {
+            index: b.index as u64,
+            stored: format!("{:016x}", b.stored),
+            computed: format!("{:016x}", b.computed),
+            record: None,
+            reason: None,
+        });
+        // A broken link inside the readable records comes before the damaged record.
+        let damaged = report.corrupt.map(|c| amber_proto::BrokenLink {
+            index: messages,
+            stored: String::new(),
+            computed: String::new(),
+            record: Some(c.record as u64),
+            reason: Some(if c.file == "log" {
+                c.reason
+            } else {
+                format!(
+                    "{} (in {}, the damaged log kept aside when the session was restored \
+                     up to the record before it)",
+                    c.reason, c.file
+                )
+            }),
+        });
+        let first_broken = link.or(damaged);
+        Ok(amber_proto::SessionVerifyResult {
+            ok: first_broken.is_none() && !report.torn_tail,
+            messages,
+            events: report.events as u64,
+            first_broken,
+            torn_tail: report.torn_tail,
+        })
+    }
+
+    /// Compacts a session's context between turns (queued behind running prompts).
+    pub async fn compact(
+        &self,
+        id: &str,
+    ) -> Result<Result<SessionCompactResult, String>, SessionError> {
+        let handle = self.get(id)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle
+            .commands
+            .send(Command::Compact { reply })
+            .map_err(|_| SessionError::NotFound(id.to_owned()))?;
+        answer
+            .await
+            .map_err(|_| SessionError::NotFound(id.to_owned()))
+    }
+
+    /// `session/new`'s `provider`: a known name, or `None` for the default.
+    fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
+        match provider {
+            Some(p) => self
+                .deps
+                .llm
+                .selection(p)
+                .map_err(|e| SessionError::InvalidParams(format!("provider: {e}"))),
+            None => Ok(None),
+        }
+    }
+
+    /// Clears a session's conversation between turns (`/clear`); returns the number of
+    /// messages dropped.
+    pub async fn clear(&self, id: &str) -> Result<usize, SessionError> {
+        let handle = self.get(id)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle
+            .commands
+            .send(Command::Clear { reply })
+            .map_err(|_| SessionError::NotFound(id.to_owned()))?;
+        answer
+            .await
+            .map_err(|_| SessionError::NotFound(id.to_owned()))
+    }
+
+    /// Removes a session: cancels its turn, stops its actor, ends its subscriptions.
+    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let (handle, was_stored) = {
+            let mut registry = self.registry();
+            (
+                registry.loaded.remove(id),
+                registry.stored.remove(id).is_some(),
+            )
+        };
+        match handle {
+            Some(handle) => stop_session(&handle).await,
+            None if was_stored => {}
+            None => return Err(SessionError::NotFound(id.to_owned())),
+        }
+        if let Some(store) = &self.deps.store
+            && let Err(err) = store.delete(id)
+        {
+            tracing::error!(session = id, %err, "cannot delete the session from the store");
+        }
+        Ok(())
+    }
+
+    /// Cancels every turn and waits (bounded) for the actors to wind down.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.closing.store(true, Ordering::SeqCst);
+        let handles: Vec<Arc<SessionHandle>> =
+            self.registry().loaded.drain().map(|(_, h)| h).collect();
+        let stops = handles.iter().map(|h| stop_session(h));
+        if tokio::time::timeout(grace, futures::future::join_all(stops))
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions did not stop within {grace:?}");
+        }
+    }
+}
+
+async fn stop_session(handle: &SessionHandle) {
+    // Closing cancels the running turn (its token is a child) and ends the actor loop
+    // and every subscription of the session.
+    handle.shared.closed.cancel();
+    let task = handle.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(mut task) = task
+        && tokio::time::timeout(Duration::from_secs(2), &mut task)
+            .await
+            .is_err()
+    {
+        tracing::warn!(session = %handle.shared.id, "session did not stop in time; aborting");
+        task.abort();
+    }
+    // Normally the actor did this itself; after an abort, subscribers must still end.
+    handle.shared.finish();
+    // Background processes belong to the session and end with it.
+    handle.shared.tools.shutdown_and_wait().await;
+}
