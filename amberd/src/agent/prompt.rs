@@ -40,12 +40,31 @@ pub fn assemble(context: Vec<Message>, mode: Mode) -> Vec<Message> {
     if mode == Mode::Read {
         messages.push(Message {
             role: Role::System,
-            content: "Reminder: this session is in read mode. Tools that change files or run \
-                      commands are denied; only read-only tools work."
+            content: "Reminder: this session is in read mode. Only read-only tools work: \
+                      reading and searching files, and shell commands that only read (ls, \
+                      cat, grep, git status …). Changing files and commands that write or \
+                      are not known to be read-only are denied."
                 .to_owned(),
             tool_calls: Vec::new(),
             tool_call_id: None,
         });
     }
     messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_mode_reminder_says_read_only_commands_still_run() {
+        assert_eq!(assemble(Vec::new(), Mode::Write).len(), 0);
+        let messages = assemble(Vec::new(), Mode::Read);
+        let [reminder] = messages.as_slice() else {
+            panic!("one reminder expected: {messages:?}");
+        };
+        assert_eq!(reminder.role, Role::System);
+        assert!(reminder.content.contains("shell commands that only read"));
+        assert!(!reminder.content.contains("run commands are denied"));
+    }
 }

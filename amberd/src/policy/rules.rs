@@ -1,14 +1,18 @@
 //! Stored rules: `[[rules]]` in config.toml and in the workspace's `.amber/rules.toml`.
 //!
-//! A rule is `{tool, pattern, decision}`. `tool` is a tool name or `*`. For command tools
-//! (`bash`, `process`) the pattern is a prefix pattern over each part of the command line
-//! (`git push*`); for file tools it is a glob over the workspace-relative path
-//! (`secrets/**`). When several rules match, the strongest wins: deny > ask > allow.
+//! A rule is `{tool, pattern, decision}`. `tool` is a tool name or `*`; a `bash` rule also
+//! covers `process` (it starts commands too) and a `write` rule also covers `edit` (both
+//! modify files). For command tools the pattern is a prefix pattern over the command's
+//! parts ([`super::command_rules`]: `git push*`); for file tools it is a glob over the
+//! workspace-relative path (`secrets/**`; a pattern ending in `/**` also matches the
+//! directory itself). When several rules match, the strongest wins: deny > ask > allow.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use globset::{Glob, GlobMatcher};
+
+use super::command_rules::{self, CommandFacts};
 use serde::{Deserialize, Serialize};
 
 /// What a rule decides.
@@ -51,11 +55,19 @@ pub enum RuleError {
     Write { path: PathBuf, message: String },
 }
 
+/// Whether a rule written for `rule_tool` applies to a call of `tool`.
+pub fn applies(rule_tool: &str, tool: &str) -> bool {
+    rule_tool == "*"
+        || rule_tool == tool
+        || (rule_tool == "bash" && tool == "process")
+        || (rule_tool == "write" && tool == "edit")
+}
+
 /// What a tool call is about, for matching.
 #[derive(Debug, Clone, Copy)]
 pub enum Subject<'a> {
-    /// A command line (bash, process).
-    Command(&'a str),
+    /// A command (bash, process start).
+    Command(&'a CommandFacts<'a>),
     /// A workspace-relative path (file tools).
     Path(&'a str),
     /// Nothing to match a pattern against; only `*` patterns apply.
@@ -66,6 +78,8 @@ pub enum Subject<'a> {
 struct Compiled {
     rule: Rule,
     glob: GlobMatcher,
+    /// For `dir/**`: matches `dir` itself.
+    dir: Option<GlobMatcher>,
 }
 
 /// Compiled rules, ready to match.
@@ -86,9 +100,16 @@ impl RuleSet {
                         message: e.kind().to_string(),
                     })?
                     .compile_matcher();
+                let dir = rule
+                    .pattern
+                    .strip_suffix("/**")
+                    .filter(|d| !d.is_empty())
+                    .and_then(|d| Glob::new(d).ok())
+                    .map(|g| g.compile_matcher());
                 Ok(Compiled {
                     rule: rule.clone(),
                     glob,
+                    dir,
                 })
             })
             .collect::<Result<_, RuleError>>()?;
@@ -99,67 +120,43 @@ impl RuleSet {
         self.rules.is_empty()
     }
 
+    /// Every rule, in file order.
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.rules.iter().map(|c| &c.rule)
+    }
+
     /// The strongest decision among matching rules, with the rule that made it.
     pub fn decide(&self, tool: &str, subject: Subject<'_>) -> Option<(RuleDecision, &Rule)> {
+        if let Subject::Command(facts) = subject {
+            return command_rules::decide(&[self], tool, facts);
+        }
         self.rules
             .iter()
-            .filter(|c| c.rule.tool == "*" || c.rule.tool == tool)
+            .filter(|c| applies(&c.rule.tool, tool))
             .filter(|c| matches(c, subject))
             .map(|c| (c.rule.decision, &c.rule))
             .max_by_key(|(decision, _)| *decision)
+    }
+
+    /// Whether a deny rule for any of `tools` matches the workspace-relative `path`.
+    pub fn denies_path(&self, tools: &[&str], path: &str) -> bool {
+        self.rules.iter().any(|c| {
+            c.rule.decision == RuleDecision::Deny
+                && tools.iter().any(|t| applies(&c.rule.tool, t))
+                && matches(c, Subject::Path(path))
+        })
     }
 }
 
 fn matches(compiled: &Compiled, subject: Subject<'_>) -> bool {
     let pattern = compiled.rule.pattern.as_str();
     match subject {
-        Subject::Command(command) => command_parts(command).any(|part| prefix_match(pattern, part)),
-        Subject::Path(path) => compiled.glob.is_match(path),
+        Subject::Command(_) => false,
+        Subject::Path(path) => {
+            compiled.glob.is_match(path) || compiled.dir.as_ref().is_some_and(|d| d.is_match(path))
+        }
         Subject::None => pattern == "*" || pattern == "**",
     }
-}
-
-/// The full command line and each part between `&&`, `||`, `;`, `|` and newlines, trimmed.
-fn command_parts(command: &str) -> impl Iterator<Item = &str> {
-    let parts = command
-        .split(['\n', ';', '|', '&'])
-        .map(str::trim)
-        .filter(|p| !p.is_empty());
-    std::iter::once(command.trim()).chain(parts)
-}
-
-/// `*` matches any run of characters; a pattern without `*` matches the command itself or
-/// the command followed by arguments (`git push` matches `git push origin main`).
-fn prefix_match(pattern: &str, text: &str) -> bool {
-    if !pattern.contains('*') {
-        return text == pattern
-            || text
-                .strip_prefix(pattern)
-                .is_some_and(|rest| rest.starts_with(char::is_whitespace));
-    }
-    wildcard(pattern.as_bytes(), text.as_bytes())
-}
-
-/// Iterative `*`-only wildcard match with backtracking to the last star.
-fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == text[t] {
-            p += 1;
-            t += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// The workspace's rules file, re-read when it changes on disk.
@@ -241,34 +238,24 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn rm_x() -> CommandFacts<'static> {
+        static LINES: std::sync::LazyLock<Vec<crate::policy::shell::CommandLine>> =
+            std::sync::LazyLock::new(|| {
+                crate::policy::shell::classify("rm x", Path::new("/ws"), Path::new("/ws")).commands
+            });
+        CommandFacts {
+            raw: "rm x",
+            lines: &LINES,
+            complete: true,
+        }
+    }
+
     fn rule(tool: &str, pattern: &str, decision: RuleDecision) -> Rule {
         Rule {
             tool: tool.into(),
             pattern: pattern.into(),
             decision,
         }
-    }
-
-    #[test]
-    fn command_prefix_patterns_match_any_part() {
-        let set = RuleSet::new(&[rule("bash", "git push*", RuleDecision::Ask)]).unwrap();
-        let ask = Some(RuleDecision::Ask);
-        let d = |c| set.decide("bash", Subject::Command(c)).map(|(d, _)| d);
-        assert_eq!(d("git push origin main"), ask);
-        assert_eq!(d("cd x && git push"), ask);
-        assert_eq!(d("git status | cat; git push -f"), ask);
-        assert_eq!(d("git pull"), None);
-        assert_eq!(set.decide("write", Subject::Command("git push")), None);
-    }
-
-    #[test]
-    fn a_pattern_without_star_matches_at_a_word_boundary() {
-        assert!(prefix_match("git push", "git push origin"));
-        assert!(prefix_match("git push", "git push"));
-        assert!(!prefix_match("git push", "git pushy"));
-        assert!(wildcard(b"rm -rf *", b"rm -rf build"));
-        assert!(wildcard(b"*secret*", b"cat my.secret.txt"));
-        assert!(!wildcard(b"rm *", b"git rm x"));
     }
 
     #[test]
@@ -284,7 +271,28 @@ mod tests {
         assert_eq!(d("write", "src/main.rs"), Some(RuleDecision::Allow));
         assert_eq!(d("write", "docs/a.md"), Some(RuleDecision::Ask));
         assert_eq!(d("edit", "docs/a.md"), Some(RuleDecision::Ask));
-        assert_eq!(d("edit", "src/a.rs"), None);
+        // A write rule covers edit too; `dir/**` matches the directory itself.
+        assert_eq!(d("edit", "secrets/key.pem"), Some(RuleDecision::Deny));
+        assert_eq!(d("write", "secrets"), Some(RuleDecision::Deny));
+        assert_eq!(d("edit", "src/a.rs"), Some(RuleDecision::Allow));
+        assert_eq!(d("read", "secrets/key.pem"), None);
+        assert_eq!(d("write", "secretsx"), Some(RuleDecision::Allow));
+    }
+
+    #[test]
+    fn denied_paths_for_search() {
+        let set = RuleSet::new(&[
+            rule("*", "secrets/**", RuleDecision::Deny),
+            rule("read", "private/*.key", RuleDecision::Deny),
+            rule("write", "out/**", RuleDecision::Deny),
+        ])
+        .unwrap();
+        let tools = ["search", "read"];
+        assert!(set.denies_path(&tools, "secrets/key.env"));
+        assert!(set.denies_path(&tools, "secrets"));
+        assert!(set.denies_path(&tools, "private/a.key"));
+        assert!(!set.denies_path(&tools, "out/a"));
+        assert!(!set.denies_path(&tools, "src/main.rs"));
     }
 
     #[test]
@@ -304,7 +312,7 @@ mod tests {
         let got = rules
             .current()
             .unwrap()
-            .decide("bash", Subject::Command("rm x"));
+            .decide("bash", Subject::Command(&rm_x()));
         assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Allow));
         let text = std::fs::read_to_string(ws.path().join(".amber/rules.toml")).unwrap();
         assert!(
@@ -328,7 +336,7 @@ mod tests {
         let got = rules
             .current()
             .unwrap()
-            .decide("bash", Subject::Command("rm x"));
+            .decide("bash", Subject::Command(&rm_x()));
         assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Deny));
     }
 }

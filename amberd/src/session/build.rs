@@ -75,6 +75,12 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         shared: Arc::downgrade(&shared),
         deps: deps.clone(),
     }));
+    shared
+        .tools
+        .set_denied_paths(Arc::new(super::gate::SessionDeniedPaths {
+            shared: Arc::downgrade(&shared),
+            deps: deps.clone(),
+        }));
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(actor::run(shared.clone(), deps.clone(), rx, context));
     Arc::new(SessionHandle {

@@ -10,6 +10,30 @@ use super::deps::Deps;
 use crate::policy::engine::{self, Request, Rules, Verdict};
 use crate::policy::grants::Scope;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
+use crate::tools::session::DeniedPaths;
+
+/// The session's path deny rules (config and workspace), for `search` to filter what it
+/// shows. Holds the session weakly: the session owns its tool state.
+pub struct SessionDeniedPaths {
+    pub shared: std::sync::Weak<SessionShared>,
+    pub deps: std::sync::Arc<Deps>,
+}
+
+impl DeniedPaths for SessionDeniedPaths {
+    fn denied(&self, tool: &str, relative: &str) -> bool {
+        if self.deps.config_rules.denies_path(&[tool], relative) {
+            return true;
+        }
+        let Some(shared) = self.shared.upgrade() else {
+            return false;
+        };
+        let mut rules = shared.lock_rules();
+        // A broken workspace file denies nothing here; the gate already asks for writes.
+        rules
+            .current()
+            .is_ok_and(|set| set.denies_path(&[tool], relative))
+    }
+}
 
 /// The gate of one running turn.
 pub struct SessionGate<'a> {
@@ -30,7 +54,11 @@ impl SessionGate<'_> {
         match self.decide(&call) {
             Verdict::Allow => GateVerdict::Allow,
             Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
-            Verdict::Ask { reason, scopes } => self.ask(&call, reason, scopes).await,
+            Verdict::Ask {
+                reason,
+                scopes,
+                persist,
+            } => self.ask(&call, reason, scopes, persist).await,
         }
     }
 
@@ -57,7 +85,16 @@ impl SessionGate<'_> {
         self.shared.hub.publish(Some(self.turn_id), kind);
     }
 
-    async fn ask(&self, call: &GateCall<'_>, reason: String, scopes: Vec<Scope>) -> GateVerdict {
+    /// Asks the approvers. `persist`: whether `allow_always` may store allow rules; when an
+    /// ask rule asked it may not (the rule would still ask), so `allow_always` is taken as
+    /// `allow_session` — the reason says so and `approval_resolved` reports it.
+    async fn ask(
+        &self,
+        call: &GateCall<'_>,
+        reason: String,
+        scopes: Vec<Scope>,
+        persist: bool,
+    ) -> GateVerdict {
         let shared = self.shared;
         let request_id = format!("apr_{}", uuid::Uuid::new_v4().simple());
         let scope = if scopes.is_empty() {
@@ -68,6 +105,13 @@ impl SessionGate<'_> {
                 .map(Scope::describe)
                 .collect::<Vec<_>>()
                 .join(", ")
+        };
+        let reason = if !persist && !scopes.is_empty() {
+            format!(
+                "{reason} (allow_always counts for this session only: the rule would still ask)"
+            )
+        } else {
+            reason
         };
         let approval = Approval {
             request_id: request_id.clone(),
@@ -118,6 +162,10 @@ impl SessionGate<'_> {
             shared.approvals.close(&request_id);
             self.resolved(&request_id, Decision::Deny, ResolvedBy::Policy);
             return GateVerdict::Deny("the turn was cancelled while waiting for approval".into());
+        };
+        let decision = match decision {
+            Decision::AllowAlways if !persist => Decision::AllowSession,
+            other => other,
         };
         self.resolved(&request_id, decision, ResolvedBy::Client);
         match decision {

@@ -39,6 +39,13 @@ pub trait SubagentRunner: Send + Sync {
     ) -> BoxFuture<'a, Vec<SubResult>>;
 }
 
+/// The session's path deny rules, for tools that reveal files without naming them
+/// (`search` with no path, or a folder): the session installs one.
+pub trait DeniedPaths: Send + Sync {
+    /// Whether a deny rule hides this workspace-relative path from `tool`.
+    fn denied(&self, tool: &str, relative: &str) -> bool;
+}
+
 type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
 
 /// Session-scoped tool state.
@@ -48,6 +55,7 @@ pub struct SessionTools {
     pub processes: ProcessTable,
     notify: Notify,
     subagents: OnceLock<Arc<dyn SubagentRunner>>,
+    denied_paths: OnceLock<Arc<dyn DeniedPaths>>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -66,12 +74,26 @@ impl SessionTools {
             processes: ProcessTable::new(),
             notify: Box::new(notify),
             subagents: OnceLock::new(),
+            denied_paths: OnceLock::new(),
         }
     }
 
     /// Installs the sub-agent runner (once; later calls are ignored).
     pub fn set_subagents(&self, runner: Arc<dyn SubagentRunner>) {
         let _ = self.subagents.set(runner);
+    }
+
+    /// Installs the session's path deny rules (once; later calls are ignored).
+    pub fn set_denied_paths(&self, rules: Arc<dyn DeniedPaths>) {
+        let _ = self.denied_paths.set(rules);
+    }
+
+    /// Whether a deny rule of the session hides `relative` from `tool` (never, without
+    /// installed rules).
+    pub fn path_denied(&self, tool: &str, relative: &str) -> bool {
+        self.denied_paths
+            .get()
+            .is_some_and(|rules| rules.denied(tool, relative))
     }
 
     /// The sub-agent runner, if this session has one.

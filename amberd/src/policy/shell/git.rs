@@ -16,9 +16,13 @@
 //!   `rm -f`, `reflog expire|delete`, `filter-branch`, `update-ref`, `config --global`.
 //! - unknown: `checkout NAME` with one name (a branch, or a file whose changes it would
 //!   discard: use `git switch`), `submodule foreach`, `-c` settings that can run programs,
-//!   unlisted subcommands.
+//!   `git config` setting a key that can run programs (`core.hooksPath`, `core.pager`,
+//!   `alias.*`, `filter.*`, `*.command` … see `git_config::runs_programs`) or `--edit`, unlisted
+//!   subcommands.
+//! - `init DIR`, `init --separate-git-dir DIR`, `clone URL DIR` write `DIR`.
 
 use super::ShellClass;
+use super::git_config;
 use super::rules::{Verdict, WriteTo, has_flag, literals, option_value, positionals};
 use super::scope::subcommand;
 use super::words::Word;
@@ -39,34 +43,6 @@ const BENIGN: &[&str] = &[
     "format-patch", "archive", "clone", "update-index", "commit-tree", "read-tree", "lfs",
 ];
 
-/// `-c` settings that cannot make git run another program.
-fn harmless_config(setting: &str) -> bool {
-    let key = setting
-        .split('=')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    key.starts_with("color.")
-        || key.starts_with("advice.")
-        || matches!(
-            key.as_str(),
-            "core.quotepath"
-                | "user.name"
-                | "user.email"
-                | "init.defaultbranch"
-                | "commit.gpgsign"
-                | "tag.gpgsign"
-                | "log.showsignature"
-                | "diff.noprefix"
-                | "safe.directory"
-                | "core.autocrlf"
-                | "pull.rebase"
-                | "pull.ff"
-                | "merge.conflictstyle"
-                | "rebase.autosquash"
-        )
-}
-
 pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
     let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
     let mut i = 0;
@@ -82,7 +58,7 @@ pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
             }
             "-c" => {
                 let setting = args.get(i + 1).and_then(Word::text).unwrap_or_default();
-                if !harmless_config(setting) {
+                if !git_config::harmless_config(setting) {
                     return verdict(ShellClass::Unknown, "-c setting may run programs");
                 }
                 i += 2;
@@ -187,7 +163,27 @@ fn subcommand_verdict<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Verdict<'
             None | Some("show" | "get-url") => verdict(ReadOnly, "lists remotes"),
             Some(_) => verdict(Benign, "changes remotes"),
         },
-        "config" => config(rest, scope),
+        "config" => git_config::config(rest, scope),
+        "init" => {
+            let valued = [
+                "--template",
+                "--separate-git-dir",
+                "-b",
+                "--initial-branch",
+                "--object-format",
+                "--ref-format",
+            ];
+            let mut writes: Vec<&Word> = positionals(rest, &valued).into_iter().take(1).collect();
+            writes.extend(option_value(rest, &[], &["--separate-git-dir"]));
+            if rest
+                .iter()
+                .filter_map(Word::text)
+                .any(|t| t.starts_with("--separate-git-dir="))
+            {
+                return verdict(Unknown, "--separate-git-dir= target not resolved");
+            }
+            Verdict::new(Benign, scope, "creates a repository").writing(writes)
+        }
         "worktree" => match sub2 {
             Some("list") => verdict(ReadOnly, "lists worktrees"),
             Some("remove") if flag(&['f'], &["--force"]) => {
@@ -347,45 +343,5 @@ fn branch<'a>(rest: &'a [Word], scope: &str) -> Verdict<'a> {
         verdict(ShellClass::ReadOnly, "lists branches")
     } else {
         verdict(ShellClass::Benign, "creates a branch")
-    }
-}
-
-fn config<'a>(rest: &'a [Word], scope: &str) -> Verdict<'a> {
-    let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
-    let flag = |short: &[char], long: &[&str]| has_flag(rest, short, long);
-    let reads = [
-        "--list",
-        "--get",
-        "--get-all",
-        "--get-regexp",
-        "--get-urlmatch",
-        "--show-origin",
-        "--show-scope",
-        "--name-only",
-    ];
-    let writes = [
-        "--unset",
-        "--unset-all",
-        "--add",
-        "--replace-all",
-        "--rename-section",
-        "--remove-section",
-        "--edit",
-    ];
-    let valued = ["-f", "--file", "--type", "--default", "--blob", "--comment"];
-    let names = positionals(rest, &valued);
-    let first = names.first().and_then(|w| w.text());
-    let read = !flag(&['e'], &writes)
-        && (flag(&['l'], &reads) || matches!(first, Some("get" | "list")) || names.len() == 1);
-    if read {
-        verdict(ShellClass::ReadOnly, "reads configuration")
-    } else if flag(&[], &["--global", "--system"]) {
-        verdict(
-            ShellClass::Destructive,
-            "writes the user's or system's git config",
-        )
-        .outside()
-    } else {
-        verdict(ShellClass::Benign, "writes the repository's config")
     }
 }

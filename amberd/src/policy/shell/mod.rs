@@ -17,23 +17,31 @@
 //!
 //! Layout: [`parse`] adapts brush's AST into a small IR (`Script` → pipelines →
 //! `SimpleCommand { assignments, argv, redirections }`) and [`words`] its words; this file
-//! walks it (cwd tracking for `cd`, pipelines, substitutions, combining); [`wrappers`]
-//! unwraps `sudo`/`env`/`timeout`/`xargs`/`bash -c`…; [`rules`], [`writers`], [`git`] and
-//! [`tools`] hold the per-program tables; [`scope`] names approval scopes; [`sed`] checks sed scripts; [`paths`] decides
-//! inside/outside the workspace.
+//! walks it (cwd tracking for `cd`, pipelines, substitutions, combining) into an
+//! [`outcome::Acc`]; [`wrappers`] unwraps `sudo`/`env`/`timeout`/`xargs`/`bash -c`…;
+//! [`rules`], [`writers`], [`git`], [`tools`] and [`dirs`] hold the per-program tables;
+//! [`scope`] names approval scopes; [`sed`] checks sed scripts; [`paths`] decides
+//! inside/outside the workspace and protected paths; [`render`] turns every invoked program
+//! into a command line for rule matching.
 //!
 //! **Classification never panics and never touches the file system**: anything it cannot
 //! see through (parse errors, computed command names, unresolvable write targets, too-deep
 //! nesting) is [`ShellClass::Unknown`], which asks in `write` mode.
 
+mod dirs;
 mod git;
+mod git_config;
+mod outcome;
 mod parse;
 mod paths;
+mod render;
 mod rules;
 mod scope;
 mod sed;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_audit;
 #[cfg(test)]
 mod tests_scopes;
 mod tools;
@@ -43,60 +51,15 @@ mod writers;
 
 use std::path::{Path, PathBuf};
 
+pub use outcome::{Classification, ShellClass};
+pub use render::CommandLine;
+
+use outcome::Acc;
+
 use parse::{Command, Item, Script, SimpleCommand};
 use paths::{Cwd, Target};
 use rules::{CdTo, Dispatch, RuleCtx, WriteTo};
 use words::Word;
-
-/// How dangerous a command is. Ordered by severity; a command takes its worst part.
-///
-/// `Unknown` ranks below `Destructive`: a part known to be destructive dominates a part
-/// that is merely not understood (`sudo foo`, `curl … | sh` are destructive).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ShellClass {
-    /// Every part only reads (known-safe programs, no writing redirection).
-    #[default]
-    ReadOnly,
-    /// Writes that stay inside the workspace, builds and tests, local git operations.
-    Benign,
-    /// Not understood: asks in `write` mode.
-    Unknown,
-    /// Deletes recursively, rewrites history, publishes, escalates, or writes outside the workspace.
-    Destructive,
-}
-
-impl ShellClass {
-    /// Lower-case name, for logs and approval prompts.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read_only",
-            Self::Benign => "benign",
-            Self::Unknown => "unknown",
-            Self::Destructive => "destructive",
-        }
-    }
-}
-
-impl std::fmt::Display for ShellClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The verdict on one bash command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Classification {
-    pub class: ShellClass,
-    /// Human-readable: which part decided the class, and why.
-    pub reason: String,
-    /// Approval scopes, one per invoked program (`rm`, `git push`, `cargo publish`):
-    /// deduplicated, in order of appearance. Transparent wrappers (`env`, `timeout`,
-    /// `xargs`, `bash -c` …) add none; `sudo` adds `sudo`.
-    pub scopes: Vec<String>,
-    /// Some write (redirection target, path argument of a known writer, the working
-    /// directory of a building tool) resolves outside the workspace.
-    pub outside_workspace: bool,
-}
 
 /// Classifies `command` as run by bash in `cwd`, for a session rooted at `workspace`.
 /// Pure and lexical: paths are resolved against `cwd` without touching the file system.
@@ -115,65 +78,15 @@ pub fn classify(command: &str, workspace: &Path, cwd: &Path) -> Classification {
                 let mut cwd = Cwd::Known(paths::normalize(cwd));
                 walker.script(&script, &mut cwd, 0);
             }
-            Err(e) => walker
-                .acc
-                .note(ShellClass::Unknown, format!("cannot parse: {e}")),
+            Err(e) => {
+                walker.acc.incomplete = true;
+                walker
+                    .acc
+                    .note(ShellClass::Unknown, format!("cannot parse: {e}"));
+            }
         }
     }
     walker.acc.finish()
-}
-
-/// Running result: worst class so far with its reasons, scopes, outside flag.
-#[derive(Default)]
-struct Acc {
-    class: ShellClass,
-    reasons: Vec<String>,
-    scopes: Vec<String>,
-    outside: bool,
-    /// How many downloading programs (curl, wget) were invoked so far.
-    downloads: usize,
-}
-
-const MAX_REASONS: usize = 4;
-
-impl Acc {
-    fn note(&mut self, class: ShellClass, reason: String) {
-        if class > self.class {
-            self.class = class;
-            self.reasons.clear();
-        }
-        if class == self.class && !self.reasons.contains(&reason) {
-            self.reasons.push(reason);
-        }
-    }
-
-    fn scope(&mut self, scope: String) {
-        if !self.scopes.contains(&scope) {
-            self.scopes.push(scope);
-        }
-    }
-
-    fn finish(self) -> Classification {
-        let mut reason = self
-            .reasons
-            .iter()
-            .take(MAX_REASONS)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; ");
-        if self.reasons.len() > MAX_REASONS {
-            reason.push_str("; …");
-        }
-        if reason.is_empty() {
-            reason = "no commands".to_owned();
-        }
-        Classification {
-            class: self.class,
-            reason,
-            scopes: self.scopes,
-            outside_workspace: self.outside,
-        }
-    }
 }
 
 const DOWNLOADERS: &[&str] = &["curl", "wget"];
@@ -227,7 +140,7 @@ impl Walker {
                     self.script(&group.body, cwd, depth);
                 }
             }
-            Command::Opaque(why) => self.acc.note(ShellClass::Unknown, why.clone()),
+            Command::Opaque(why) => self.acc.opaque(why.clone()),
         }
     }
 
@@ -272,20 +185,19 @@ impl Walker {
             return;
         };
         if ctx.wrapped > MAX_WRAPPERS {
-            self.acc
-                .note(ShellClass::Unknown, "too many nested wrappers".to_owned());
+            self.acc.opaque("too many nested wrappers".to_owned());
             return;
         }
         let Some(name) = head.literal.as_deref() else {
             self.acc.scope(head.raw.clone());
-            self.acc.note(
-                ShellClass::Unknown,
-                format!("{}: command name is computed", head.raw),
-            );
+            self.acc.command(argv, false);
+            self.acc
+                .opaque(format!("{}: command name is computed", head.raw));
             return;
         };
         match rules::dispatch(name, args, ctx) {
             Dispatch::Wrapper(wrap) => {
+                self.acc.command(argv, wrap.class == ShellClass::ReadOnly);
                 if let Some(scope) = wrap.scope {
                     self.acc.scope(scope);
                 }
@@ -308,16 +220,21 @@ impl Walker {
                     None => self.invoke(wrap.inner, cwd, &inner_ctx, depth),
                 }
             }
-            Dispatch::Script { program, source } => match parse::parse_script(&source, depth + 1) {
-                // `eval` runs in this shell (its `cd` sticks); `bash -c` in a child.
-                Ok(script) if program == "eval" => self.script(&script, cwd, depth + 1),
-                Ok(script) => self.script(&script, &mut cwd.clone(), depth + 1),
-                Err(e) => self.acc.note(
-                    ShellClass::Unknown,
-                    format!("{program}: cannot parse inner script: {e}"),
-                ),
-            },
+            Dispatch::Script { program, source } => {
+                // The shell itself only runs the script, whose commands are recorded too.
+                self.acc.command(argv, true);
+                match parse::parse_script(&source, depth + 1) {
+                    // `eval` runs in this shell (its `cd` sticks); `bash -c` in a child.
+                    Ok(script) if program == "eval" => self.script(&script, cwd, depth + 1),
+                    Ok(script) => self.script(&script, &mut cwd.clone(), depth + 1),
+                    Err(e) => self
+                        .acc
+                        .opaque(format!("{program}: cannot parse inner script: {e}")),
+                }
+            }
             Dispatch::Leaf(verdict) => {
+                self.acc
+                    .command(argv, verdict.class == ShellClass::ReadOnly);
                 if DOWNLOADERS.contains(&verdict.scope.as_str()) {
                     self.acc.downloads += 1;
                 }
@@ -332,6 +249,9 @@ impl Walker {
                 }
                 for target in &verdict.writes {
                     self.write(&verdict.scope, target, cwd);
+                }
+                for source in &verdict.links {
+                    self.link(&verdict.scope, source, cwd);
                 }
                 let exec_ctx = RuleCtx {
                     find_exec: true,
@@ -358,7 +278,7 @@ impl Walker {
 
     /// Judges one write: inside is fine, outside is destructive, unresolvable is unknown.
     fn write(&mut self, program: &str, target: &WriteTo<'_>, cwd: &Cwd) {
-        let (verdict, shown) = match target {
+        let ((verdict, path), shown) = match target {
             WriteTo::Cwd => (
                 paths::cwd_target(cwd, &self.workspace),
                 "its working directory",
@@ -367,9 +287,12 @@ impl Walker {
                 paths::write_target(word, cwd, &self.workspace),
                 word.raw.as_str(),
             ),
+            WriteTo::Literal(text) => (paths::resolve(text, cwd, &self.workspace), text.as_str()),
         };
+        self.acc.writes.extend(path);
         match verdict {
             Target::Inside | Target::Harmless => {}
+            Target::Protected => self.protected(program, shown),
             Target::Outside => {
                 self.acc.outside = true;
                 self.acc.note(
@@ -394,10 +317,12 @@ impl Walker {
     ) {
         let downloads = self.word(&redirection.target, cwd, depth);
         if redirection.write {
-            let verdict = paths::write_target(&redirection.target, cwd, &self.workspace);
+            let (verdict, path) = paths::write_target(&redirection.target, cwd, &self.workspace);
+            self.acc.writes.extend(path);
             let shown = &redirection.target.raw;
             match verdict {
                 Target::Harmless => {}
+                Target::Protected => self.protected(label, shown),
                 Target::Inside => self.acc.note(
                     ShellClass::Benign,
                     format!("{label}: redirection writes {shown}"),
@@ -419,12 +344,41 @@ impl Walker {
         }
     }
 
+    fn protected(&mut self, program: &str, shown: &str) {
+        self.acc.protected = true;
+        self.acc.note(
+            ShellClass::Destructive,
+            format!(
+                "{program}: writes {shown}, a protected path (amber rules, git hooks or config)"
+            ),
+        );
+    }
+
+    /// A link whose target leaves the workspace: writes through it would too.
+    fn link(&mut self, program: &str, source: &Word, cwd: &Cwd) {
+        let (target, _) = paths::write_target(source, cwd, &self.workspace);
+        match target {
+            Target::Inside | Target::Harmless => {}
+            Target::Protected => self.protected(program, &source.raw),
+            Target::Outside => self.acc.note(
+                ShellClass::Unknown,
+                format!(
+                    "{program}: links to {}, outside the workspace (writes through the link would leave it)",
+                    source.raw
+                ),
+            ),
+            Target::Unresolved => self.acc.note(
+                ShellClass::Unknown,
+                format!("{program}: link target {} cannot be resolved", source.raw),
+            ),
+        }
+    }
+
     /// Classifies what runs while a word is expanded (`$(…)`, backticks, `<(…)`).
     /// Returns whether one of those inner commands downloads (curl, wget).
     fn word(&mut self, word: &Word, cwd: &Cwd, depth: usize) -> bool {
         if let Some(why) = &word.opaque {
-            self.acc
-                .note(ShellClass::Unknown, format!("{}: {why}", word.raw));
+            self.acc.opaque(format!("{}: {why}", word.raw));
         }
         let mut downloads = false;
         for inner in &word.inner {

@@ -349,20 +349,32 @@ fn compound_command(
 
 fn simple_command(c: &ast::SimpleCommand, at: At) -> Result<SimpleCommand, ParseFailure> {
     let mut out = SimpleCommand::default();
-    let prefix = c.prefix.iter().flat_map(|p| p.0.iter());
-    let suffix = c.suffix.iter().flat_map(|s| s.0.iter());
-    let mut items: Vec<&ast::CommandPrefixOrSuffixItem> = prefix.collect();
+    let prefix = c.prefix.iter().flat_map(|p| p.0.iter()).map(|i| (i, true));
+    let suffix = c.suffix.iter().flat_map(|s| s.0.iter()).map(|i| (i, false));
+    let mut items: Vec<(&ast::CommandPrefixOrSuffixItem, bool)> = prefix.collect();
     let name = c.word_or_name.as_ref();
     if let Some(name) = name {
         out.argv.extend(words_expanded(&name.value, at.depth)?);
     }
     items.extend(suffix);
-    for item in items {
+    // Declaration builtins really assign their `k=v` arguments.
+    let declares = name.is_some_and(|n| {
+        matches!(
+            n.value.as_str(),
+            "export" | "declare" | "typeset" | "local" | "readonly"
+        )
+    });
+    for (item, before_name) in items {
         use ast::CommandPrefixOrSuffixItem as I;
         match item {
             I::IoRedirect(r) => out.redirections.extend(redirect(r, at)?),
             I::Word(w) => out.argv.extend(words_expanded(&w.value, at.depth)?),
-            I::AssignmentWord(a, _) => out.assignments.push(assignment(a, at)?),
+            // `FOO=1 cmd` sets a variable; `cmd k=v` (`git -c k=v`, `env A=1 x`,
+            // `make CC=gcc`) passes an argument that only looks like an assignment.
+            I::AssignmentWord(a, _) if before_name || declares || name.is_none() => {
+                out.assignments.push(assignment(a, at)?);
+            }
+            I::AssignmentWord(_, w) => out.argv.extend(words_expanded(&w.value, at.depth)?),
             I::ProcessSubstitution(_, sub) => out.argv.push(process(sub, at)?),
         }
     }

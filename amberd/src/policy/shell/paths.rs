@@ -2,6 +2,8 @@
 //! relative paths resolve against the tracked working directory, `.`/`..` are folded,
 //! `~` and `$HOME` count as outside, `/dev/null` and friends are harmless, and a path is
 //! inside when it is the workspace or below it (component-wise, so `/ws2` is not in `/ws`).
+//! Inside paths are returned too: the engine resolves their symlinks (a link inside the
+//! workspace may point outside), which this lexical module cannot see.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -21,6 +23,8 @@ pub(super) enum Cwd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Target {
     Inside,
+    /// Inside, but a protected path (`.amber/`, `.git/hooks`, `.git/config`).
+    Protected,
     Outside,
     /// `/dev/null`, `/dev/stdout`, `/dev/stderr`, `/dev/tty`: not a file write.
     Harmless,
@@ -58,16 +62,17 @@ fn inside(path: &Path, workspace: &Path) -> bool {
     path.starts_with(workspace)
 }
 
-/// Where writing `word` lands, with `cwd` as the working directory.
-pub(super) fn write_target(word: &Word, cwd: &Cwd, workspace: &Path) -> Target {
+/// Where writing `word` lands, with `cwd` as the working directory, and the lexical
+/// absolute path when it is inside.
+pub(super) fn write_target(word: &Word, cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf>) {
     if word.home {
-        return Target::Outside;
+        return (Target::Outside, None);
     }
     let Some(text) = word.text() else {
-        return Target::Unresolved;
+        return (Target::Unresolved, None);
     };
     if text.is_empty() {
-        return Target::Unresolved;
+        return (Target::Unresolved, None);
     }
     // A glob stays in its directory unless a component can match `..` (`.*`, `.?`).
     if word.glob
@@ -75,7 +80,7 @@ pub(super) fn write_target(word: &Word, cwd: &Cwd, workspace: &Path) -> Target {
             .components()
             .any(|c| c.as_os_str().to_string_lossy().starts_with('.') && has_glob(&c))
     {
-        return Target::Unresolved;
+        return (Target::Unresolved, None);
     }
     resolve(text, cwd, workspace)
 }
@@ -87,32 +92,43 @@ fn has_glob(component: &Component<'_>) -> bool {
         .contains(['*', '?', '[', '('])
 }
 
-fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> Target {
+/// Where a literal path (relative to `cwd`) lands, and its lexical absolute path if inside.
+pub(super) fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf>) {
     let path = Path::new(text);
     let full = if path.is_absolute() {
         normalize(path)
     } else {
         match cwd {
             Cwd::Known(dir) => normalize(&dir.join(path)),
-            Cwd::Outside => return Target::Outside,
-            Cwd::Unknown => return Target::Unresolved,
+            Cwd::Outside => return (Target::Outside, None),
+            Cwd::Unknown => return (Target::Unresolved, None),
         }
     };
     if HARMLESS.iter().any(|h| full == Path::new(h)) {
-        Target::Harmless
+        (Target::Harmless, None)
     } else if inside(&full, workspace) {
-        Target::Inside
+        (inside_target(&full, workspace), Some(full))
     } else {
-        Target::Outside
+        (Target::Outside, None)
+    }
+}
+
+fn inside_target(full: &Path, workspace: &Path) -> Target {
+    if crate::policy::protected::is_protected_in(full, workspace) {
+        Target::Protected
+    } else {
+        Target::Inside
     }
 }
 
 /// Where the working directory itself lands (tools that write into it).
-pub(super) fn cwd_target(cwd: &Cwd, workspace: &Path) -> Target {
+pub(super) fn cwd_target(cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf>) {
     match cwd {
-        Cwd::Known(dir) if inside(dir, workspace) => Target::Inside,
-        Cwd::Known(_) | Cwd::Outside => Target::Outside,
-        Cwd::Unknown => Target::Unresolved,
+        Cwd::Known(dir) if inside(dir, workspace) => {
+            (inside_target(dir, workspace), Some(dir.clone()))
+        }
+        Cwd::Known(_) | Cwd::Outside => (Target::Outside, None),
+        Cwd::Unknown => (Target::Unresolved, None),
     }
 }
 
@@ -151,7 +167,7 @@ mod tests {
 
     fn target(text: &str, cwd: &str) -> Target {
         let word = super::super::words::word(text, 0).unwrap_or_default();
-        write_target(&word, &Cwd::Known(PathBuf::from(cwd)), Path::new("/ws"))
+        write_target(&word, &Cwd::Known(PathBuf::from(cwd)), Path::new("/ws")).0
     }
 
     #[test]
@@ -171,6 +187,10 @@ mod tests {
         assert_eq!(target(".*", "/ws"), Target::Unresolved);
         assert_eq!(target("a", "/tmp"), Target::Outside);
         assert_eq!(target("'/ws/a b'", "/"), Target::Inside);
+        assert_eq!(target(".amber/rules.toml", "/ws"), Target::Protected);
+        assert_eq!(target("hooks/pre-commit", "/ws/.git"), Target::Protected);
+        assert_eq!(target("../config", "/ws/.git/hooks"), Target::Protected);
+        assert_eq!(target(".git/HEAD", "/ws"), Target::Inside);
     }
 
     #[test]

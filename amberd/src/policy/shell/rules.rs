@@ -17,7 +17,7 @@
 
 use super::ShellClass;
 use super::words::Word;
-use super::{git, scope, sed, tools, wrappers, writers};
+use super::{dirs, git, scope, sed, tools, wrappers, writers};
 
 /// What the surroundings tell a rule.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +40,8 @@ pub(super) enum WriteTo<'a> {
     /// The working directory (build tools, `git commit`).
     Cwd,
     Word(&'a Word),
+    /// An inline option value (`--target-dir=/x`).
+    Literal(String),
 }
 
 /// Where `cd` goes.
@@ -75,6 +77,8 @@ pub(super) struct Verdict<'a> {
     pub cd: Option<CdTo<'a>>,
     /// Known to write outside the workspace (`cargo install`, `git config --global`).
     pub outside: bool,
+    /// What links it creates point to (`ln [-s] SOURCE… LINK`): outside → unknown.
+    pub links: Vec<&'a Word>,
 }
 
 impl<'a> Verdict<'a> {
@@ -87,6 +91,7 @@ impl<'a> Verdict<'a> {
             execs: Vec::new(),
             cd: None,
             outside: false,
+            links: Vec::new(),
         }
     }
 
@@ -131,6 +136,8 @@ pub(super) fn program_name(argv0: &str) -> &str {
 pub(super) fn dangerous_env(name: &str) -> bool {
     name.starts_with("LD_")
         || name.starts_with("DYLD_")
+        // GIT_CONFIG_COUNT/KEY_n/VALUE_n, GIT_CONFIG_GLOBAL …: config that may run programs.
+        || name.starts_with("GIT_CONFIG")
         || matches!(
             name,
             "PATH"
@@ -251,7 +258,7 @@ fn leaf<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Verdict<'a> {
         return git::classify(args, &scope);
     }
     if let Some(v) = tools::classify(name, args, &scope) {
-        return v;
+        return dirs::with_directories(v, name, args);
     }
     if let Some(v) = reader(name, args, &scope) {
         return v;
@@ -263,7 +270,7 @@ fn leaf<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Verdict<'a> {
         return v;
     }
     if let Some(v) = writers::runner(name, args, &scope) {
-        return v;
+        return dirs::with_directories(v, name, args);
     }
     Verdict::new(ShellClass::Unknown, &scope, "not a known program")
 }

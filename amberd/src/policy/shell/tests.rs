@@ -139,7 +139,7 @@ const CASES: &[(&str, ShellClass)] = &[
     ("cp -t dest a b", Benign),
     ("mv a.txt b.txt", Benign),
     ("mv /tmp/x .", Destructive),
-    ("ln -s ../shared link", Benign),
+    ("ln -s ../shared link", Unknown), // the link would lead outside
     ("rm a.txt", Benign),
     ("rm -f build/out.o", Benign),
     ("rm *.o", Benign),

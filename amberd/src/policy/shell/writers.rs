@@ -217,9 +217,14 @@ fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
     if let Some(dir) = option_value(args, &["-t"], &["--target-directory"]) {
         let mut targets = vec![dir];
         if name == "mv" {
-            targets.extend(files);
+            targets.extend(files.iter().copied());
         }
-        return Verdict::new(ShellClass::Benign, scope, "copies into a directory").writing(targets);
+        let mut v =
+            Verdict::new(ShellClass::Benign, scope, "copies into a directory").writing(targets);
+        if name == "ln" {
+            v.links = files;
+        }
+        return v;
     }
     if has_inline_value(args, &["-t"], &["--target-directory"])
         || args
@@ -231,9 +236,13 @@ fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
     }
     let targets: Vec<&Word> = match name {
         // Moving takes the sources away too.
-        "mv" => files,
+        "mv" => files.clone(),
+        // `ln TARGET` links it into the working directory under its own name.
         "ln" if files.len() == 1 => {
-            return Verdict::new(ShellClass::Benign, scope, "creates a link");
+            let mut v = Verdict::new(ShellClass::Benign, scope, "creates a link");
+            v.writes.push(super::rules::WriteTo::Cwd);
+            v.links = files;
+            return v;
         }
         _ => files.last().copied().into_iter().collect(),
     };
@@ -242,7 +251,14 @@ fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
         "ln" => "creates a link",
         _ => "copies files",
     };
-    Verdict::new(ShellClass::Benign, scope, why).writing(targets)
+    let mut v = Verdict::new(ShellClass::Benign, scope, why).writing(targets);
+    if name == "ln" {
+        v.links = files
+            .split_last()
+            .map(|(_, s)| s.to_vec())
+            .unwrap_or_default();
+    }
+    v
 }
 
 fn tar<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {

@@ -34,6 +34,8 @@ pub struct GrepResult {
     pub unreadable: usize,
     /// The stop flag was raised (cancelled turn).
     pub cancelled: bool,
+    /// Files skipped because a deny rule hides them.
+    pub hidden: usize,
 }
 
 /// Compile a pattern the way the tool does: regex syntax of `grep-regex`,
@@ -56,6 +58,19 @@ pub fn grep(
     threads: usize,
     stop: &AtomicBool,
 ) -> GrepResult {
+    grep_except(spec, matcher, limit, threads, stop, &|_| false)
+}
+
+/// [`grep`], skipping (without reading) the files `hidden` says a deny rule hides.
+pub fn grep_except(
+    spec: &WalkSpec,
+    matcher: &RegexMatcher,
+    limit: usize,
+    threads: usize,
+    stop: &AtomicBool,
+    hidden: &(dyn Fn(&Path) -> bool + Sync),
+) -> GrepResult {
+    let skipped = AtomicUsize::new(0);
     let shared = Shared {
         limit,
         stop,
@@ -70,7 +85,12 @@ pub fn grep(
             .binary_detection(BinaryDetection::quit(b'\0'))
             .build();
         let shared = &shared;
+        let skipped = &skipped;
         move |path: &Path, _entry: &ignore::DirEntry| {
+            if hidden(path) {
+                skipped.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
             search_file(shared, &mut searcher, matcher, path)
         }
     });
@@ -85,6 +105,7 @@ pub fn grep(
         truncated: shared.truncated.load(Ordering::Relaxed),
         unreadable: shared.unreadable.load(Ordering::Relaxed),
         cancelled: stop.load(Ordering::Relaxed) && !shared.truncated.load(Ordering::Relaxed),
+        hidden: skipped.into_inner(),
     }
 }
 

@@ -245,7 +245,8 @@ fn run_grep(req: &Request, threads: usize, stop: &AtomicBool, ctx: &ToolContext)
         Ok(m) => m,
         Err(err) => return ToolOutcome::error(format!("invalid regex `{}`: {err}", req.pattern)),
     };
-    let found = grep::grep(&req.spec, &matcher, req.limit, threads, stop);
+    let hidden = |path: &std::path::Path| denied(ctx, path);
+    let found = grep::grep_except(&req.spec, &matcher, req.limit, threads, stop, &hidden);
     if found.cancelled {
         return cancelled();
     }
@@ -280,7 +281,23 @@ fn run_grep(req: &Request, threads: usize, stop: &AtomicBool, ctx: &ToolContext)
     if found.unreadable > 0 {
         out.push_str(&format!("[{} files could not be read]\n", found.unreadable));
     }
+    if found.hidden > 0 {
+        out.push_str(&hidden_note(found.hidden));
+    }
     ToolOutcome::ok(out)
+}
+
+/// Whether a deny rule of the session hides `path` (a file the walk found) from search.
+/// `read` deny rules count too: a match line shows the file's content.
+fn denied(ctx: &ToolContext, path: &std::path::Path) -> bool {
+    let relative = ctx.display(path);
+    ["search", "read"]
+        .iter()
+        .any(|tool| ctx.session.path_denied(tool, &relative))
+}
+
+fn hidden_note(files: usize) -> String {
+    format!("[{files} files hidden by deny rules were not searched]\n")
 }
 
 fn run_semantic(
@@ -289,10 +306,14 @@ fn run_semantic(
     stop: &AtomicBool,
     ctx: &ToolContext,
 ) -> ToolOutcome {
-    let result = match backend.query(&req.spec, &req.pattern, req.limit, stop) {
+    let mut result = match backend.query(&req.spec, &req.pattern, req.limit, stop) {
         Ok(result) => result,
         Err(err) => return ToolOutcome::error(format!("semantic search: {err}")),
     };
+    // The index is shared by every session, so deny rules apply to its results.
+    let before = result.hits.len();
+    result.hits.retain(|hit| !denied(ctx, &hit.path));
+    let hidden = before - result.hits.len();
     if result.refresh.cancelled || stop.load(Ordering::Relaxed) {
         return cancelled();
     }
@@ -326,6 +347,11 @@ fn run_semantic(
         "[{shown} results; BM25 over {} files, {} chunks]\n",
         result.files, result.docs
     ));
+    if hidden > 0 {
+        out.push_str(&format!(
+            "[{hidden} results in files hidden by deny rules left out]\n"
+        ));
+    }
     ToolOutcome::ok(out)
 }
 

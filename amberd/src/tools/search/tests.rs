@@ -348,3 +348,38 @@ async fn is_registered_as_a_read_only_builtin() {
     assert!(tool.read_only());
     assert_eq!(tool.input_schema()["required"], json!(["pattern"]));
 }
+
+/// Hides `secrets/` from `search`, as a session's `secrets/**` deny rule would.
+struct HideSecrets;
+
+impl crate::tools::session::DeniedPaths for HideSecrets {
+    fn denied(&self, tool: &str, relative: &str) -> bool {
+        tool == "search" && relative.starts_with("secrets/")
+    }
+}
+
+#[tokio::test]
+async fn files_hidden_by_deny_rules_never_show_in_either_mode() {
+    let (_dir, mut ctx) = workspace();
+    let session = crate::tools::SessionTools::detached();
+    session.set_denied_paths(std::sync::Arc::new(HideSecrets));
+    ctx.session = std::sync::Arc::new(session);
+    put(&ctx, "secrets/key.env", b"API_KEY=sk-live-123\n");
+    put(&ctx, "src/config.rs", b"let key = \"API_KEY\";\n");
+    let tool = SearchTool::new();
+    for mode in ["grep", "semantic"] {
+        let out = search(&tool, &ctx, json!({"pattern": "API_KEY", "mode": mode})).await;
+        assert_eq!(out.status, ToolStatus::Ok, "{mode}: {}", out.output);
+        assert!(
+            out.output.contains("src/config.rs"),
+            "{mode}: {}",
+            out.output
+        );
+        assert!(!out.output.contains("sk-live"), "{mode}: {}", out.output);
+        assert!(
+            out.output.contains("hidden by deny rules"),
+            "{mode}: {}",
+            out.output
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! Engine tests: modes, rules, grants, protected paths, symlinked writes and scopes.
+
+#![allow(clippy::unwrap_used)]
+
+use amber_proto::{Mode, ResolvedBy};
+use serde_json::{Value, json};
+
+use super::{Request, Rules, Verdict, decide, rules_for};
+use crate::policy::grants::{Grants, Scope};
+use crate::policy::rules::{Rule, RuleDecision, RuleSet, Subject};
+
+struct Case {
+    ws: tempfile::TempDir,
+    config: RuleSet,
+    workspace: RuleSet,
+    grants: Grants,
+}
+
+impl Case {
+    fn new() -> Case {
+        Case {
+            ws: tempfile::tempdir().unwrap(),
+            config: RuleSet::default(),
+            workspace: RuleSet::default(),
+            grants: Grants::default(),
+        }
+    }
+
+    fn rules(mut self, rules: &[(&str, &str, RuleDecision)]) -> Case {
+        let rules: Vec<Rule> = rules
+            .iter()
+            .map(|(tool, pattern, decision)| Rule {
+                tool: (*tool).into(),
+                pattern: (*pattern).into(),
+                decision: *decision,
+            })
+            .collect();
+        self.config = RuleSet::new(&rules).unwrap();
+        self
+    }
+
+    fn decide(&self, mode: Mode, tool: &str, read_only: bool, args: Value) -> Verdict {
+        let request = Request {
+            tool,
+            tool_read_only: read_only,
+            tool_destructive: false,
+            args: &args,
+            mode,
+            workspace: self.ws.path(),
+        };
+        let rules = Rules {
+            config: &self.config,
+            workspace: Ok(&self.workspace),
+        };
+        decide(&request, &rules, &self.grants)
+    }
+
+    fn bash(&self, mode: Mode, command: &str) -> Verdict {
+        self.decide(mode, "bash", false, json!({ "command": command }))
+    }
+}
+
+fn is_ask(v: &Verdict) -> bool {
+    matches!(v, Verdict::Ask { .. })
+}
+
+#[test]
+fn read_mode_allows_only_read_only_calls() {
+    let c = Case::new();
+    assert_eq!(
+        c.decide(Mode::Read, "read", true, json!({"path": "a"})),
+        Verdict::Allow
+    );
+    assert!(matches!(
+        c.decide(
+            Mode::Read,
+            "write",
+            false,
+            json!({"path": "a", "content": ""})
+        ),
+        Verdict::Deny {
+            by: ResolvedBy::Policy,
+            ..
+        }
+    ));
+    assert_eq!(c.bash(Mode::Read, "ls -la | wc -l"), Verdict::Allow);
+    assert!(matches!(
+        c.bash(Mode::Read, "rm -rf build"),
+        Verdict::Deny { .. }
+    ));
+}
+
+#[test]
+fn write_mode_runs_file_tools_and_asks_for_destructive_commands() {
+    let c = Case::new();
+    let write = json!({"path": "src/a.rs", "content": "x"});
+    assert_eq!(c.decide(Mode::Write, "write", false, write), Verdict::Allow);
+    assert_eq!(c.bash(Mode::Write, "ls"), Verdict::Allow);
+    match c.bash(Mode::Write, "rm -rf build") {
+        Verdict::Ask { scopes, .. } => assert_eq!(
+            scopes,
+            vec![Scope::Program {
+                tool: "bash".into(),
+                program: "rm".into()
+            }]
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_session_grant_covers_the_program_inside_the_workspace_only() {
+    let mut c = Case::new();
+    c.grants.grant(&[Scope::Program {
+        tool: "bash".into(),
+        program: "rm".into(),
+    }]);
+    assert_eq!(c.bash(Mode::Write, "rm -rf build2"), Verdict::Allow);
+    match c.bash(Mode::Write, "rm -rf /etc/amber-test") {
+        Verdict::Ask { scopes, .. } => assert!(scopes.is_empty()),
+        other => panic!("outside the workspace must still ask: {other:?}"),
+    }
+}
+
+#[test]
+fn yolo_asks_nothing_but_deny_rules_still_deny() {
+    let c = Case::new().rules(&[("write", "secrets/**", RuleDecision::Deny)]);
+    assert_eq!(c.bash(Mode::Yolo, "rm -rf build"), Verdict::Allow);
+    let secret = json!({"path": "secrets/key", "content": "x"});
+    assert!(matches!(
+        c.decide(Mode::Yolo, "write", false, secret),
+        Verdict::Deny {
+            by: ResolvedBy::Rule,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn rule_precedence_is_deny_then_ask_then_allow() {
+    let c = Case::new().rules(&[
+        ("bash", "git*", RuleDecision::Allow),
+        ("bash", "git push*", RuleDecision::Ask),
+        ("bash", "git push --force*", RuleDecision::Deny),
+    ]);
+    assert_eq!(c.bash(Mode::Write, "git status"), Verdict::Allow);
+    assert!(is_ask(&c.bash(Mode::Write, "git push origin main")));
+    assert!(matches!(
+        c.bash(Mode::Write, "git push --force origin"),
+        Verdict::Deny { .. }
+    ));
+    // An ask rule asks even in read mode for a read-only tool.
+    let c = Case::new().rules(&[("read", "private/**", RuleDecision::Ask)]);
+    assert!(is_ask(&c.decide(
+        Mode::Read,
+        "read",
+        true,
+        json!({"path": "private/x"})
+    )));
+}
+
+#[test]
+fn an_allow_rule_never_reaches_outside_the_workspace() {
+    let c = Case::new().rules(&[("bash", "rm", RuleDecision::Allow)]);
+    assert_eq!(c.bash(Mode::Write, "rm -rf build"), Verdict::Allow);
+    assert!(is_ask(&c.bash(Mode::Write, "rm -rf /etc/x")));
+}
+
+#[test]
+fn a_broken_workspace_rules_file_makes_writes_ask() {
+    let c = Case::new();
+    let request = Request {
+        tool: "write",
+        tool_read_only: false,
+        tool_destructive: false,
+        args: &json!({"path": "a", "content": ""}),
+        mode: Mode::Write,
+        workspace: c.ws.path(),
+    };
+    let rules = Rules {
+        config: &c.config,
+        workspace: Err("bad toml".into()),
+    };
+    assert!(is_ask(&decide(&request, &rules, &c.grants)));
+}
+
+#[test]
+fn allow_always_rules_match_their_scopes() {
+    let rules = rules_for(&[
+        Scope::Program {
+            tool: "bash".into(),
+            program: "git push".into(),
+        },
+        Scope::Folder {
+            tool: "write".into(),
+            folder: "src".into(),
+        },
+    ]);
+    let set = RuleSet::new(&rules).unwrap();
+    let got = |tool, subject| set.decide(tool, subject).map(|(d, _)| d);
+    let c = crate::policy::shell::classify(
+        "git push origin",
+        std::path::Path::new("/ws"),
+        std::path::Path::new("/ws"),
+    );
+    let facts = crate::policy::command_rules::CommandFacts {
+        raw: "git push origin",
+        lines: &c.commands,
+        complete: c.complete,
+    };
+    assert_eq!(
+        got("bash", Subject::Command(&facts)),
+        Some(RuleDecision::Allow)
+    );
+    assert_eq!(
+        got("write", Subject::Path("src/a/b.rs")),
+        Some(RuleDecision::Allow)
+    );
+    assert_eq!(got("write", Subject::Path("docs/a.md")), None);
+}
+
+#[test]
+fn plugin_tools_are_not_read_as_shell_commands_and_destructive_ones_ask() {
+    let c = Case::new();
+    // A plugin tool's `command` argument is not a shell command to classify.
+    assert_eq!(
+        c.decide(
+            Mode::Write,
+            "mcp__s__run",
+            false,
+            json!({"command": "rm -rf /"})
+        ),
+        Verdict::Allow
+    );
+    let request = |destructive: bool, read_only: bool, mode: Mode| Request {
+        tool: "mcp__s__drop_table",
+        tool_read_only: read_only,
+        tool_destructive: destructive,
+        args: &Value::Null,
+        mode,
+        workspace: c.ws.path(),
+    };
+    let rules = Rules {
+        config: &c.config,
+        workspace: Ok(&c.workspace),
+    };
+    match decide(&request(true, false, Mode::Write), &rules, &c.grants) {
+        Verdict::Ask { scopes, .. } => assert_eq!(
+            scopes,
+            vec![Scope::Tool {
+                tool: "mcp__s__drop_table".into()
+            }]
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        decide(&request(true, false, Mode::Yolo), &rules, &c.grants),
+        Verdict::Allow
+    );
+    assert!(matches!(
+        decide(&request(true, false, Mode::Read), &rules, &c.grants),
+        Verdict::Deny { .. }
+    ));
+    assert_eq!(
+        decide(&request(false, true, Mode::Read), &rules, &c.grants),
+        Verdict::Allow
+    );
+}
+
+fn ask_scopes(v: &Verdict) -> &[Scope] {
+    match v {
+        Verdict::Ask { scopes, .. } => scopes,
+        other => panic!("expected ask, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_allow_rule_covers_a_compound_command_only_when_it_covers_every_part() {
+    let c = Case::new().rules(&[("bash", "rm", RuleDecision::Allow)]);
+    assert_eq!(c.bash(Mode::Write, "rm -rf build2"), Verdict::Allow);
+    assert!(is_ask(&c.bash(Mode::Write, "rm -f a.txt; git clean -fdx")));
+    assert!(is_ask(&c.bash(Mode::Write, "rm -rf x && git push")));
+    assert_eq!(c.bash(Mode::Write, "ls && rm -rf build2"), Verdict::Allow);
+}
+
+#[test]
+fn bash_deny_rules_cover_wrapped_commands_and_process_start() {
+    let c = Case::new().rules(&[
+        ("bash", "touch*", RuleDecision::Deny),
+        ("bash", "git push*", RuleDecision::Ask),
+    ]);
+    for command in [
+        "env touch t1",
+        "bash -c \"touch t2\"",
+        "(touch t3)",
+        "FOO=1 touch t4",
+        "echo $(touch t5)",
+        "timeout 5 touch t6",
+        "/usr/bin/touch t7",
+        "if true; then touch t9; fi",
+    ] {
+        assert!(
+            matches!(c.bash(Mode::Write, command), Verdict::Deny { .. }),
+            "{command}"
+        );
+    }
+    let start = json!({"action": "start", "command": "touch t10"});
+    assert!(matches!(
+        c.decide(Mode::Write, "process", false, start),
+        Verdict::Deny { .. }
+    ));
+    match c.bash(Mode::Write, "git -C . push") {
+        Verdict::Ask { persist, .. } => assert!(!persist, "an ask rule's answer is not stored"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_write_rule_covers_edit() {
+    let c = Case::new().rules(&[("write", "secrets/**", RuleDecision::Deny)]);
+    let edit = json!({"path": "secrets/key.env", "old": "a", "new": "b"});
+    assert!(matches!(
+        c.decide(Mode::Write, "edit", false, edit),
+        Verdict::Deny { .. }
+    ));
+}
+
+#[test]
+fn protected_paths_always_ask_in_write_mode_and_are_never_granted() {
+    let mut c = Case::new();
+    c.grants.grant(&[
+        Scope::Folder {
+            tool: "write".into(),
+            folder: ".".into(),
+        },
+        Scope::Program {
+            tool: "bash".into(),
+            program: "tee".into(),
+        },
+    ]);
+    for path in [".amber/rules.toml", ".git/hooks/pre-commit", ".git/config"] {
+        let args = json!({"path": path, "content": "x"});
+        let v = c.decide(Mode::Write, "write", false, args.clone());
+        assert!(ask_scopes(&v).is_empty(), "{path}: {v:?}");
+        assert_eq!(
+            c.decide(Mode::Yolo, "write", false, args.clone()),
+            Verdict::Allow
+        );
+        assert!(matches!(
+            c.decide(Mode::Read, "write", false, args),
+            Verdict::Deny { .. }
+        ));
+        let read = json!({ "path": path });
+        assert_eq!(c.decide(Mode::Write, "read", true, read), Verdict::Allow);
+    }
+    for command in [
+        "echo '[[rules]]' > .amber/rules.toml",
+        "tee -a .amber/rules.toml < x",
+        "cp hook .git/hooks/pre-commit",
+        "chmod +x .git/hooks/pre-commit",
+        "cd .git/hooks && echo x > pre-commit",
+        "mv cfg .git/config",
+    ] {
+        let v = c.bash(Mode::Write, command);
+        assert!(ask_scopes(&v).is_empty(), "{command}: {v:?}");
+    }
+    // Elsewhere the grants still hold.
+    let ok = json!({"path": "src/a.rs", "content": "x"});
+    assert_eq!(c.decide(Mode::Write, "write", false, ok), Verdict::Allow);
+    assert_eq!(c.bash(Mode::Write, "tee -a notes.txt < x"), Verdict::Allow);
+}
+
+#[test]
+fn writes_through_a_symlink_that_leaves_the_workspace_ask() {
+    let c = Case::new();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = c.ws.path();
+    std::os::unix::fs::symlink(outside.path(), ws.join("lnk")).unwrap();
+    std::os::unix::fs::symlink(ws.join(".git"), ws.join("gitdir")).unwrap();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    for command in [
+        "echo x > lnk/f",
+        "cp a.txt lnk/copied",
+        "cd lnk && touch f",
+        "cd lnk && make",
+        "mkdir -p lnk/sub",
+    ] {
+        let v = c.bash(Mode::Write, command);
+        assert!(ask_scopes(&v).is_empty(), "{command}: {v:?}");
+    }
+    let v = c.bash(Mode::Write, "echo x > gitdir/hooks/pre-commit");
+    assert!(ask_scopes(&v).is_empty(), "{v:?}");
+    // Reading through the link is not a write; writing inside is fine.
+    assert_eq!(
+        c.bash(Mode::Write, "cat lnk/f; echo x > b.txt"),
+        Verdict::Allow
+    );
+    // The file tools are confined on their own; the engine does not ask for them.
+    assert!(is_ask(&c.bash(Mode::Write, "ln -s /etc etc2")));
+}
+
+#[test]
+fn program_running_git_config_and_outside_build_dirs_ask() {
+    let c = Case::new();
+    for command in [
+        "git config core.hooksPath /tmp/h",
+        "git config alias.st '!sh -c x'",
+        "git init /tmp/amber-outside/g2",
+        "cargo build --target-dir /tmp/amber-outside",
+        "make -C /tmp/amber-outside",
+        "npm --prefix /tmp/amber-outside install",
+    ] {
+        assert!(is_ask(&c.bash(Mode::Write, command)), "{command}");
+    }
+    for command in [
+        "git config --get user.name",
+        "git config -l",
+        "git init sub",
+    ] {
+        assert_eq!(c.bash(Mode::Write, command), Verdict::Allow, "{command}");
+    }
+}

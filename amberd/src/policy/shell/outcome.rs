@@ -1,0 +1,144 @@
+//! What classification produces: [`ShellClass`], the [`Classification`] of a command, and
+//! the accumulator the walker fills while it visits the script.
+
+use std::path::PathBuf;
+
+use super::render::{self, CommandLine};
+use super::words::Word;
+
+/// How dangerous a command is. Ordered by severity; a command takes its worst part.
+///
+/// `Unknown` ranks below `Destructive`: a part known to be destructive dominates a part
+/// that is merely not understood (`sudo foo`, `curl … | sh` are destructive).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ShellClass {
+    /// Every part only reads (known-safe programs, no writing redirection).
+    #[default]
+    ReadOnly,
+    /// Writes that stay inside the workspace, builds and tests, local git operations.
+    Benign,
+    /// Not understood: asks in `write` mode.
+    Unknown,
+    /// Deletes recursively, rewrites history, publishes, escalates, or writes outside the workspace.
+    Destructive,
+}
+
+impl ShellClass {
+    /// Lower-case name, for logs and approval prompts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read_only",
+            Self::Benign => "benign",
+            Self::Unknown => "unknown",
+            Self::Destructive => "destructive",
+        }
+    }
+}
+
+impl std::fmt::Display for ShellClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The verdict on one bash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classification {
+    pub class: ShellClass,
+    /// Human-readable: which part decided the class, and why.
+    pub reason: String,
+    /// Approval scopes, one per invoked program (`rm`, `git push`, `cargo publish`):
+    /// deduplicated, in order of appearance. Transparent wrappers (`env`, `timeout`,
+    /// `xargs`, `bash -c` …) add none; `sudo` adds `sudo`.
+    pub scopes: Vec<String>,
+    /// Some write (redirection target, path argument of a known writer, the working
+    /// directory of a building tool) resolves outside the workspace.
+    pub outside_workspace: bool,
+    /// Some write lands on a protected path (`.amber/`, `.git/hooks`, `.git/config`).
+    pub protected: bool,
+    /// Every invoked program as a command line, wrappers and inner commands alike, for
+    /// matching rules (`render`).
+    pub commands: Vec<CommandLine>,
+    /// Everything that runs was seen: parsed, no computed command name, no opaque part.
+    /// When false, allow rules do not apply.
+    pub complete: bool,
+    /// The lexical absolute paths of the writes that land inside the workspace (including
+    /// working directories that building tools write into); the engine resolves their
+    /// symlinks, which this pure module does not.
+    pub writes: Vec<PathBuf>,
+}
+
+/// Running result: worst class so far with its reasons, scopes, outside flag.
+#[derive(Default)]
+pub(super) struct Acc {
+    pub(super) class: ShellClass,
+    pub(super) reasons: Vec<String>,
+    pub(super) scopes: Vec<String>,
+    pub(super) outside: bool,
+    /// How many downloading programs (curl, wget) were invoked so far.
+    pub(super) downloads: usize,
+    pub(super) protected: bool,
+    pub(super) commands: Vec<CommandLine>,
+    pub(super) incomplete: bool,
+    pub(super) writes: Vec<PathBuf>,
+}
+
+const MAX_REASONS: usize = 4;
+
+impl Acc {
+    pub(super) fn note(&mut self, class: ShellClass, reason: String) {
+        if class > self.class {
+            self.class = class;
+            self.reasons.clear();
+        }
+        if class == self.class && !self.reasons.contains(&reason) {
+            self.reasons.push(reason);
+        }
+    }
+
+    pub(super) fn command(&mut self, argv: &[Word], read_only: bool) {
+        if let Some(line) = render::render(argv, read_only)
+            && !self.commands.contains(&line)
+        {
+            self.commands.push(line);
+        }
+    }
+
+    /// Something runs that the classifier cannot see.
+    pub(super) fn opaque(&mut self, reason: String) {
+        self.incomplete = true;
+        self.note(ShellClass::Unknown, reason);
+    }
+
+    pub(super) fn scope(&mut self, scope: String) {
+        if !self.scopes.contains(&scope) {
+            self.scopes.push(scope);
+        }
+    }
+
+    pub(super) fn finish(self) -> Classification {
+        let mut reason = self
+            .reasons
+            .iter()
+            .take(MAX_REASONS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ");
+        if self.reasons.len() > MAX_REASONS {
+            reason.push_str("; …");
+        }
+        if reason.is_empty() {
+            reason = "no commands".to_owned();
+        }
+        Classification {
+            class: self.class,
+            reason,
+            scopes: self.scopes,
+            outside_workspace: self.outside,
+            protected: self.protected,
+            commands: self.commands,
+            complete: !self.incomplete,
+            writes: self.writes,
+        }
+    }
+}

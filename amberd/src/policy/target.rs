@@ -1,0 +1,178 @@
+//! What a tool call touches, as the engine sees it: a shell command (classified, its
+//! writes resolved through the workspace's symlinks), a workspace path, or nothing; and
+//! the approval scopes and `allow_always` rules that follow from it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::grants::Scope;
+use super::paths::confine;
+use super::protected::{is_protected, is_protected_in};
+use super::rules::{Rule, RuleDecision};
+use super::shell::{CommandLine, ShellClass, classify};
+
+/// What the call touches.
+pub(super) enum Target {
+    Command(CommandTarget),
+    Path {
+        relative: String,
+        folder: String,
+        /// `.amber/**`, `.git/hooks/**`, `.git/config` (see `protected`).
+        protected: bool,
+    },
+    Nothing,
+}
+
+pub(super) struct CommandTarget {
+    pub command: String,
+    pub class: ShellClass,
+    pub reason: String,
+    /// Writes outside the workspace, lexically or through a symlink.
+    pub outside: bool,
+    /// Writes a protected path, lexically or through a symlink.
+    pub protected: bool,
+    pub programs: Vec<String>,
+    pub lines: Vec<CommandLine>,
+    pub complete: bool,
+}
+
+/// Tools whose `command` argument is a shell command, and whose `path` is a file.
+const COMMAND_TOOLS: &[&str] = &["bash", "process"];
+const PATH_TOOLS: &[&str] = &["read", "write", "edit", "search"];
+
+pub(super) fn target(tool: &str, args: &Value, workspace: &Path) -> Target {
+    let text = |key: &str| args.get(key).and_then(Value::as_str);
+    // Only the built-in tools' arguments mean what their names say; a plugin or MCP tool
+    // with a `command` argument is not running a shell command we could classify.
+    if let Some(command) = text("command").filter(|_| COMMAND_TOOLS.contains(&tool)) {
+        return Target::Command(command_target(command, text("cwd"), workspace));
+    }
+    if let Some(path) = text("path").filter(|_| PATH_TOOLS.contains(&tool)) {
+        let relative = relative_path(workspace, path);
+        let folder = Path::new(&relative)
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| ".".to_owned());
+        let protected = is_protected(Path::new(&relative));
+        return Target::Path {
+            relative,
+            folder,
+            protected,
+        };
+    }
+    Target::Nothing
+}
+
+fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> CommandTarget {
+    let cwd = cwd
+        .and_then(|c| confine(workspace, c).ok())
+        .unwrap_or_else(|| workspace.to_owned());
+    let c = classify(command, workspace, &cwd);
+    let mut target = CommandTarget {
+        command: command.to_owned(),
+        class: c.class,
+        reason: c.reason,
+        outside: c.outside_workspace,
+        protected: c.protected,
+        programs: c.scopes,
+        lines: c.commands,
+        complete: c.complete,
+    };
+    // The classifier is lexical: resolve each write it found inside the workspace the way
+    // the file tools do, so a symlink inside pointing outside (or at `.git/hooks`) counts.
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_owned());
+    for written in &c.writes {
+        let shown = written.strip_prefix(workspace).unwrap_or(written).display();
+        match confine(workspace, &written.to_string_lossy()) {
+            Err(err) => {
+                if !target.outside {
+                    target.reason = format!("writes {shown}, which leaves the workspace: {err}");
+                }
+                target.outside = true;
+            }
+            Ok(resolved) if !target.protected && is_protected_in(&resolved, &root) => {
+                target.protected = true;
+                target.reason = format!(
+                    "writes {shown}, which resolves to a protected path (amber rules, git hooks or config)"
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+    target
+}
+
+/// The path relative to the workspace (lexically, for rule globs and folder scopes).
+fn relative_path(workspace: &Path, path: &str) -> String {
+    let absolute: PathBuf = match confine(workspace, path) {
+        Ok(p) => p,
+        Err(_) => return path.to_owned(),
+    };
+    // `confine` resolves symlinks; compare against the canonical root too.
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_owned());
+    absolute
+        .strip_prefix(&root)
+        .or_else(|_| absolute.strip_prefix(workspace))
+        .map(|p| p.to_string_lossy().into_owned())
+        .map(|p| if p.is_empty() { ".".to_owned() } else { p })
+        .unwrap_or_else(|_| path.to_owned())
+}
+
+/// What an `allow_session` answer would grant. Outside and protected writes: nothing.
+pub(super) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
+    match target {
+        Target::Command(c) if c.outside || c.protected => Vec::new(),
+        Target::Command(c) => c
+            .programs
+            .iter()
+            .map(|program| Scope::Program {
+                tool: tool.to_owned(),
+                program: program.clone(),
+            })
+            .collect(),
+        Target::Path {
+            protected: true, ..
+        } => Vec::new(),
+        Target::Path { folder, .. } => vec![Scope::Folder {
+            tool: tool.to_owned(),
+            folder: folder.clone(),
+        }],
+        Target::Nothing => vec![Scope::Tool {
+            tool: tool.to_owned(),
+        }],
+    }
+}
+
+/// The rules an `allow_always` answer persists for these scopes.
+pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
+    scopes
+        .iter()
+        .map(|scope| match scope {
+            Scope::Program { tool, program } => Rule {
+                tool: tool.clone(),
+                pattern: program.clone(),
+                decision: RuleDecision::Allow,
+            },
+            Scope::Folder { tool, folder } => Rule {
+                tool: tool.clone(),
+                pattern: if folder == "." {
+                    "**".to_owned()
+                } else {
+                    format!("{folder}/**")
+                },
+                decision: RuleDecision::Allow,
+            },
+            Scope::Tool { tool } => Rule {
+                tool: tool.clone(),
+                pattern: "*".to_owned(),
+                decision: RuleDecision::Allow,
+            },
+        })
+        .collect()
+}
