@@ -1,0 +1,156 @@
+//! Tests of the config: parsing, defaults, environment overrides, paths, and that every
+//! ```toml block of docs/configuration.md is a real config file.
+
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+/// An environment of these variables only (tests of env-dependent rules share it).
+pub(crate) fn env(
+    pairs: &'static [(&'static str, &'static str)],
+) -> impl Fn(&str) -> Option<OsString> {
+    move |k| {
+        pairs
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| OsString::from(v))
+    }
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let cfg = Config::parse(
+        "[provider]\nflavor = \"vllm\"\nbase_url = \"http://file/v1\"\nmodel = \"m1\"\n",
+    )
+    .unwrap();
+    let ep = cfg.endpoint(&env(&[
+        ("AMBER_BASE_URL", "http://env/v1"),
+        ("AMBER_MODEL", "m2"),
+    ]));
+    assert_eq!(ep.base_url.as_deref(), Some("http://env/v1"));
+    assert_eq!(ep.model, "m2");
+    assert_eq!(ep.flavor, "vllm");
+}
+
+#[test]
+fn nothing_configured_means_no_endpoint() {
+    let ep = Config::default().endpoint(&env(&[]));
+    assert_eq!(ep.base_url, None);
+    let ep = Config::default().endpoint(&env(&[("OPENAI_API_KEY", "sk-1")]));
+    assert_eq!(ep.base_url.as_deref(), Some("https://api.openai.com/v1"));
+    assert_eq!(ep.api_key.as_deref(), Some("sk-1"));
+}
+
+#[test]
+fn api_key_env_names_the_variable() {
+    let cfg = Config::parse("[provider]\napi_key_env = \"GROQ_KEY\"\nbase_url = \"http://g/v1\"")
+        .unwrap();
+    assert_eq!(
+        cfg.endpoint(&env(&[("GROQ_KEY", "k")])).api_key.as_deref(),
+        Some("k")
+    );
+}
+
+#[test]
+fn an_explicit_local_flavor_needs_no_key() {
+    let ep = Config::default().endpoint(&env(&[("AMBER_FLAVOR", "ollama")]));
+    assert_eq!(ep.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
+    assert_eq!(ep.api_key, None);
+}
+
+#[test]
+fn named_providers_parse_and_reject_typos() {
+    let cfg = Config::parse(
+        "[providers.work]\nflavor = \"vllm\"\nbase_url = \"http://gpu:8000/v1\"\n\
+         model = \"qwen\"\ncontext_window = 32768\nmax_tokens = 512\n\
+         max_tokens_field = \"max_completion_tokens\"\ninclude_usage = false\n\
+         headers = { X-Team = \"a\" }\n[providers.openrouter]\nmodel = \"x/y\"\n",
+    )
+    .unwrap();
+    let work = &cfg.providers["work"];
+    assert_eq!(work.flavor.as_deref(), Some("vllm"));
+    assert_eq!(work.context_window, Some(32768));
+    assert_eq!(
+        work.max_tokens_field,
+        Some(crate::llm::MaxTokensField::MaxCompletionTokens)
+    );
+    assert_eq!(work.include_usage, Some(false));
+    assert_eq!(work.headers["X-Team"], "a");
+    assert_eq!(cfg.providers["openrouter"].model.as_deref(), Some("x/y"));
+    let err = Config::parse("[providers.x]\nbase = \"u\"").unwrap_err();
+    assert!(err.contains("base"), "{err}");
+    let err = Config::parse("[provider]\nmax_tokens_field = \"n\"").unwrap_err();
+    assert!(err.contains("max_tokens_field"), "{err}");
+}
+
+#[test]
+fn idle_exit_defaults_to_never() {
+    assert_eq!(Config::default().server.idle_exit_secs, 0);
+    let cfg = Config::parse("[server]\nidle_exit_secs = 900").unwrap();
+    assert_eq!(cfg.server.idle_exit_secs, 900);
+}
+
+#[test]
+fn compaction_shares_outside_zero_to_one_are_rejected() {
+    for (key, v) in [
+        ("threshold", "0.0"),
+        ("threshold", "1.5"),
+        ("headroom", "-0.1"),
+    ] {
+        let err = Config::parse(&format!("[compaction]\n{key} = {v}")).unwrap_err();
+        assert!(err.contains(&format!("compaction.{key} must be")), "{err}");
+    }
+    assert!(Config::parse("[compaction]\nheadroom = nan").is_err());
+    assert!(Config::parse("[compaction]\nthreshold = 1.0\nheadroom = 0.1").is_ok());
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_their_name() {
+    let err = Config::parse("[agent]\nmax_iterations = 3").unwrap_err();
+    assert!(err.contains("max_iterations"), "{err}");
+}
+
+#[test]
+fn paths_follow_the_protocol() {
+    let (p, explicit) = config_path(None, &env(&[("XDG_CONFIG_HOME", "/c")]));
+    assert_eq!(p.unwrap(), PathBuf::from("/c/amber/config.toml"));
+    assert!(!explicit);
+    assert_eq!(
+        data_dir(None, &env(&[("AMBER_DATA_DIR", "/d")])),
+        PathBuf::from("/d")
+    );
+    assert_eq!(
+        data_dir(None, &env(&[("XDG_DATA_HOME", "/x")])),
+        PathBuf::from("/x/amber")
+    );
+}
+
+/// Every ```toml block of docs/configuration.md is a valid config file, with its
+/// commented-out example lines switched on too, so the documented keys are the real ones.
+#[test]
+fn documented_config_blocks_parse() {
+    let doc = include_str!("../../docs/configuration.md");
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.len() >= 4, "found {} toml blocks", blocks.len());
+    for block in blocks {
+        if let Err(err) = Config::parse(block) {
+            panic!("docs/configuration.md block does not parse: {err}\n{block}");
+        }
+        let uncommented: String = block
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("# ") {
+                Some(rest) if rest.contains(" = ") && !rest.starts_with('[') => rest,
+                _ => l,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Err(err) = Config::parse(&uncommented) {
+            panic!(
+                "an example line of docs/configuration.md is not a real key: {err}\n{uncommented}"
+            );
+        }
+    }
+}
