@@ -87,10 +87,7 @@ fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
             role: Role::Assistant,
             text: "The test fails because ".repeat(22),
         },
-        EventKind::Usage {
-            usage,
-            total: usage,
-        },
+        EventKind::usage(usage, usage),
         EventKind::TurnCompleted {
             stop_reason: StopReason::EndTurn,
             error: None,

@@ -9,7 +9,10 @@ use serde_json::Value;
 use crate::{Decision, McpServerInfo, ResolvedBy, Role, Todo, ToolStatus, Usage};
 
 /// One event of a session, as carried by `session/event` notifications.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Serialized by hand (below) so a sub-agent's tag goes out twice: as `agent` (the
+/// original name, kept for existing clients) and as `agentId` (PROTOCOL.md's name).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -17,14 +20,54 @@ pub struct Event {
     pub session_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
-    /// Set on events raised by a sub-agent (`task` tool): its `agentId`. (Named `agent` on
-    /// the wire so it never collides with the `agentId` field of `subagent_*` events.)
+    /// Set on events raised by a sub-agent (`task` tool): its `agentId`. On the wire it is
+    /// `agent`, and also `agentId` on every event whose own fields do not already carry one
+    /// (`subagent_*` events do, with the same value). Read from `agent`.
     #[serde(default, rename = "agent", skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     /// RFC 3339.
     pub time: String,
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+/// The wire shape of [`Event`] for serialization.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    session_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_id: Option<&'a str>,
+    time: &'a str,
+    #[serde(flatten)]
+    kind: &'a EventKind,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let agent = self.agent_id.as_deref();
+        // `subagent_*` events carry `agentId` themselves; a second key would be a duplicate.
+        let carries_own = matches!(
+            self.kind,
+            EventKind::SubagentStarted { .. } | EventKind::SubagentCompleted { .. }
+        );
+        EventOut {
+            seq: self.seq,
+            session_id: &self.session_id,
+            turn_id: self.turn_id.as_deref(),
+            agent,
+            agent_id: if carries_own { None } else { agent },
+            time: &self.time,
+            kind: &self.kind,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// Why a turn ended.
@@ -136,9 +179,14 @@ pub enum EventKind {
         error: String,
     },
     /// Usage of the last LLM call (`usage`) and the session's running total (`total`).
+    /// The last call's fields are also at the top level of the event (`call`, flattened:
+    /// PROTOCOL.md calls the event itself the last call's usage). Build it with
+    /// [`EventKind::usage`], which keeps the two copies equal.
     Usage {
         usage: Usage,
         total: Usage,
+        #[serde(flatten)]
+        call: Usage,
     },
     TodoUpdated {
         todos: Vec<Todo>,
@@ -204,6 +252,15 @@ impl EventKind {
                 | EventKind::ToolOutputDelta { .. }
                 | EventKind::Synced { .. }
         )
+    }
+
+    /// A `usage` event: the last call's `usage` (also at the top level) and the total.
+    pub fn usage(last: Usage, total: Usage) -> EventKind {
+        EventKind::Usage {
+            usage: last,
+            total,
+            call: last,
+        }
     }
 
     /// The wire name of this event's `type`.

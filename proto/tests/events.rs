@@ -161,7 +161,12 @@ fn event_cases() -> Vec<Value> {
         ),
         durable(
             13,
-            json!({"type": "usage", "usage": usage(900, 50), "total": usage(2900, 150)}),
+            // The last call's fields are at the top level too (PROTOCOL.md: "Usage of the
+            // last LLM call, and session total").
+            envelope(
+                json!({"type": "usage", "usage": usage(900, 50), "total": usage(2900, 150)}),
+                usage(900, 50),
+            ),
         ),
         durable(
             14,
@@ -182,6 +187,20 @@ fn event_cases() -> Vec<Value> {
         durable(
             17,
             json!({"type": "subagent_completed", "agentId": "a_2", "task": "cancelled one"}),
+        ),
+        // A sub-agent's tool call: tagged `agent` (kept for existing clients) and `agentId`.
+        durable(
+            23,
+            json!({"type": "tool_call_completed", "agent": "a_1", "agentId": "a_1",
+                   "callId": "call_9", "status": "ok", "output": "3 callers", "durationMs": 4}),
+        ),
+        // A tagged `subagent_*` event carries `agentId` once, as its own field.
+        envelope(
+            durable(
+                24,
+                json!({"type": "subagent_started", "agentId": "a_3", "task": "t"}),
+            ),
+            json!({"agent": "a_3"}),
         ),
         durable(
             18,
@@ -296,7 +315,7 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
         "usage": {"promptTokens": 5}, "total": {}
     }));
     match event.kind {
-        EventKind::Usage { usage, total } => {
+        EventKind::Usage { usage, total, .. } => {
             assert_eq!(usage.prompt_tokens, 5);
             assert_eq!(total, Usage::default());
         }
@@ -310,6 +329,63 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
         EventKind::McpStatus(info) => assert_eq!(info.status, McpStatus::Closed),
         other => panic!("expected mcp_status, got {other:?}"),
     }
+}
+
+#[test]
+fn usage_event_puts_the_last_call_at_the_top_level() {
+    let last = Usage {
+        prompt_tokens: 900,
+        completion_tokens: 50,
+        cached_tokens: 7,
+        total_tokens: 950,
+    };
+    let total = Usage {
+        prompt_tokens: 2900,
+        ..Usage::default()
+    };
+    let value = serde_json::to_value(EventKind::usage(last, total)).unwrap();
+    for (key, n) in [
+        ("promptTokens", 900),
+        ("completionTokens", 50),
+        ("cachedTokens", 7),
+        ("totalTokens", 950),
+    ] {
+        assert_eq!(value[key], json!(n), "{key}: {value}");
+        assert_eq!(value["usage"][key], json!(n), "{key}: {value}");
+    }
+    assert_eq!(value["total"]["promptTokens"], json!(2900));
+}
+
+#[test]
+fn a_subagent_tag_goes_out_as_agent_and_agent_id() {
+    let tagged = Event {
+        seq: Some(1),
+        session_id: "s".into(),
+        turn_id: None,
+        agent_id: Some("a_1".into()),
+        time: T.into(),
+        kind: EventKind::Steer {
+            reason: amber_proto::SteerReason::ToolFailures,
+            text: "x".into(),
+        },
+    };
+    let value = serde_json::to_value(&tagged).unwrap();
+    assert_eq!(
+        (&value["agent"], &value["agentId"]),
+        (&json!("a_1"), &json!("a_1"))
+    );
+    let back: Event = serde_json::from_value(value).unwrap();
+    assert_eq!(back, tagged);
+
+    let untagged = Event {
+        agent_id: None,
+        ..tagged
+    };
+    let value = serde_json::to_value(&untagged).unwrap();
+    assert!(
+        value.get("agent").is_none() && value.get("agentId").is_none(),
+        "{value}"
+    );
 }
 
 /// jsonrpsee's subscription notification: `params: {subscription, result}`.

@@ -45,6 +45,15 @@ async fn two_approvers_see_the_request_and_the_first_answer_wins() {
         "the call ran before it was approved: {before:#?}"
     );
     assert_eq!(asked_a, asked_b, "both approvers see the same request");
+    // The call was announced (durably, lower seq) before its approval was requested.
+    let started = before
+        .iter()
+        .find(|e| e["type"] == "tool_call_started" && e["callId"] == "call_rm")
+        .unwrap_or_else(|| panic!("no tool_call_started before the approval: {before:#?}"));
+    assert!(
+        started["seq"].as_u64().unwrap() < asked_a["seq"].as_u64().unwrap(),
+        "{started} / {asked_a}"
+    );
     assert_eq!(asked_a["callId"], "call_rm");
     assert_eq!(asked_a["tool"], "bash");
     assert_eq!(asked_a["arguments"], json!({"command": "rm -rf build"}));

@@ -58,8 +58,27 @@ async fn manual_compaction_keeps_memories_saves_skills_and_shares_the_request_pr
     assert!(result["tokensBefore"].as_u64().unwrap() > 0, "{result}");
     let started = events.until("compaction_started").await;
     assert!(started.last().unwrap()["tokensBefore"].is_u64());
-    let completed = events.next().await;
-    assert_eq!(completed["type"], "compaction_completed", "{completed}");
+    let during = events.until("compaction_completed").await;
+    // The classify and extract requests are accounted like any call: a `usage` event each
+    // (the mock reports usage), and the session total grows by exactly their sum.
+    let spent = usage_events(&during);
+    assert_eq!(spent.len(), 2, "{during:#?}");
+    let total = within("get", client.session_get(&session))
+        .await
+        .unwrap()
+        .session
+        .usage;
+    let spent_tokens: u64 = spent
+        .iter()
+        .map(|u| u["totalTokens"].as_u64().unwrap())
+        .sum();
+    assert!(spent_tokens > 0, "{spent:?}");
+    assert_eq!(
+        total.total_tokens,
+        before.session.usage.total_tokens + spent_tokens,
+        "{spent:?}"
+    );
+    assert_eq!(spent[1]["total"]["totalTokens"], total.total_tokens);
 
     // The extract request replays the classify request as a content-identical prefix.
     let requests = mock.requests();
@@ -118,6 +137,34 @@ async fn a_failed_compaction_leaves_the_context_untouched() {
     );
     let after = within("get", client.session_get(&session)).await.unwrap();
     assert_eq!(after.messages, before.messages);
+    // The classify request that was answered still cost tokens: accounted.
+    let spent = usage_events(&failed);
+    assert_eq!(spent.len(), 1, "{failed:#?}");
+    let tokens = spent[0]["totalTokens"].as_u64().unwrap();
+    assert!(tokens > 0);
+    assert_eq!(
+        after.session.usage.total_tokens,
+        before.session.usage.total_tokens + tokens
+    );
+}
+
+/// The `usage` events among `events`, each checked to carry the last call's numbers both
+/// at the top level and under `usage`.
+fn usage_events(events: &[Value]) -> Vec<&Value> {
+    let found: Vec<&Value> = events.iter().filter(|e| e["type"] == "usage").collect();
+    for event in &found {
+        for key in [
+            "promptTokens",
+            "completionTokens",
+            "cachedTokens",
+            "totalTokens",
+        ] {
+            assert!(event[key].is_u64(), "{key} missing: {event}");
+            assert_eq!(event[key], event["usage"][key], "{event}");
+        }
+        assert!(event["seq"].is_u64(), "usage is durable: {event}");
+    }
+    found
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -152,6 +199,15 @@ async fn a_context_length_rejection_compacts_and_retries_once() {
         .unwrap();
     assert!(started < completed && completed < message, "{types:?}");
     assert_eq!(turn.last().unwrap()["stopReason"], "end_turn");
+    // The turn's usage counts its compaction requests too: classify, extract, the answer
+    // and the confirm exchange, one `usage` event each.
+    let spent = usage_events(&turn);
+    assert_eq!(spent.len(), 4, "{turn:#?}");
+    let sum: u64 = spent
+        .iter()
+        .map(|u| u["totalTokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(turn.last().unwrap()["usage"]["totalTokens"], sum);
     // The retried request is smaller than the rejected one.
     let requests = mock.requests();
     let rejected = requests[4].to_string().len();

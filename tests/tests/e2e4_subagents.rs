@@ -85,7 +85,12 @@ fn check_turn(turn: &[Value]) {
         .iter()
         .find(|e| e["type"] == "tool_call_started" && e["name"] == "bash")
         .expect("the sub-agent's bash call");
+    // PROTOCOL.md's name is `agentId`; `agent` stays for existing clients.
+    assert_eq!(bash["agentId"], alpha["agentId"], "{bash}");
     assert_eq!(bash["agent"], alpha["agentId"], "{bash}");
+    for event in turn.iter().filter(|e| e["agent"].is_string()) {
+        assert_eq!(event["agentId"], event["agent"], "{event}");
+    }
     let results: Vec<&str> = completed
         .iter()
         .map(|e| e["result"].as_str().unwrap())
@@ -118,6 +123,34 @@ fn check_turn(turn: &[Value]) {
         })
         .collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{output}");
+    check_task_started_first(turn);
+}
+
+/// The parent's `task` call is announced (durably, with a lower seq) before any of its
+/// sub-agents start.
+fn check_task_started_first(turn: &[Value]) {
+    let seq = |e: &Value| e["seq"].as_u64().expect("durable events carry seq");
+    let task = turn
+        .iter()
+        .find(|e| e["type"] == "tool_call_started" && e["name"] == "task")
+        .expect("the parent's task call");
+    let first_subagent = turn
+        .iter()
+        .filter(|e| e["type"] == "subagent_started")
+        .map(seq)
+        .min()
+        .unwrap();
+    assert!(
+        seq(task) < first_subagent,
+        "task's tool_call_started (seq {}) after subagent_started (seq {first_subagent})",
+        seq(task)
+    );
+    let position = |pred: &dyn Fn(&Value) -> bool| turn.iter().position(pred).unwrap();
+    assert!(
+        position(&|e| e["type"] == "tool_call_started" && e["name"] == "task")
+            < position(&|e| e["type"] == "subagent_started"),
+        "delivered out of order: {turn:?}"
+    );
 }
 
 fn subagent_requests(mock: &MockLlm) -> Vec<Value> {

@@ -6,14 +6,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::time::Duration;
 
 use amber_tests::TestDaemon;
-use amber_tests::e2e::within;
-use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
-use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
+use jsonrpsee::core::client::TransportSenderT;
 use serde_json::{Value, json};
+
+#[path = "support/raw_ws.rs"]
+mod raw_ws;
+use raw_ws::{initialize_params, raw_ws};
 
 fn daemon() -> TestDaemon {
     // No endpoint needed: nothing here reaches the model.
@@ -161,80 +162,23 @@ fn curl_style_post_without_a_json_content_type_works() {
     assert_eq!(response["result"]["pid"], d.pid(), "{response}");
 }
 
-/// A WebSocket connection on the socket, speaking raw text frames.
-struct RawWs<S, R> {
-    tx: S,
-    rx: R,
-}
-
-async fn raw_ws(
-    socket: &Path,
-) -> RawWs<
-    impl TransportSenderT<Error: std::fmt::Debug>,
-    impl TransportReceiverT<Error: std::fmt::Debug>,
-> {
-    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-    let url = Url::parse("ws://localhost/").unwrap();
-    let (tx, rx) = WsTransportClientBuilder::default()
-        .build_with_stream(url, stream)
-        .await
-        .expect("websocket handshake");
-    RawWs { tx, rx }
-}
-
-impl<S, R> RawWs<S, R>
-where
-    S: TransportSenderT<Error: std::fmt::Debug>,
-    R: TransportReceiverT<Error: std::fmt::Debug>,
-{
-    async fn send(&mut self, frame: &str) {
-        self.tx.send(frame.to_owned()).await.expect("send frame");
-    }
-
-    async fn recv(&mut self) -> Value {
-        loop {
-            let msg = within("a websocket frame", self.rx.receive())
-                .await
-                .expect("receive frame");
-            match msg {
-                ReceivedMessage::Text(text) => return serde_json::from_str(&text).unwrap(),
-                ReceivedMessage::Bytes(bytes) => return serde_json::from_slice(&bytes).unwrap(),
-                ReceivedMessage::Pong => continue,
-            }
-        }
-    }
-
-    async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
-        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send(&frame.to_string()).await;
-        let response = self.recv().await;
-        assert_eq!(response["id"], id, "{response}");
-        response
-    }
-}
-
-fn initialize_params() -> Value {
-    json!({
-        "protocolVersion": 1,
-        "clientInfo": {"name": "raw-ws", "version": "0"},
-        "capabilities": {"approvals": false},
-    })
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn websocket_requires_initialize_and_survives_garbage_frames() {
     let d = daemon();
     let mut ws = raw_ws(&d.socket).await;
 
-    // Before initialize: known methods are gated, unknown ones are still unknown.
-    for (id, method) in [(1, "daemon/status"), (2, "session/list")] {
+    // Before initialize: every other method is gated, unknown ones included (PROTOCOL.md:
+    // "every other method before `initialize` gets error -32002").
+    for (id, method) in [
+        (1, "daemon/status"),
+        (2, "session/list"),
+        (3, "no/such/method"),
+    ] {
         let response = ws.call(id, method, json!({})).await;
         assert_eq!(response["error"]["code"], -32002, "{response}");
         let message = response["error"]["message"].as_str().unwrap();
         assert!(message.contains("initialize"), "{message}");
     }
-    let unknown = ws.call(3, "no/such/method", json!({})).await;
-    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
 
     // A garbage frame gets a parse error and the connection stays up.
     ws.send("{definitely not json").await;
@@ -263,6 +207,8 @@ async fn websocket_requires_initialize_and_survives_garbage_frames() {
             .unwrap()
             .contains("sessionId")
     );
+    let unknown = ws.call(11, "no/such/method", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     let missing = ws
         .call(7, "session/get", json!({"sessionId": "nope"}))
         .await;

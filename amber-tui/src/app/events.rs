@@ -41,7 +41,12 @@ impl App {
             "message_completed" => self.message_completed(s(ev, "itemId"), s(ev, "text")),
             "tool_call_started" => {
                 self.finish_reasoning();
-                let agent = ev.get("agent").and_then(Value::as_str).map(str::to_owned);
+                // `agentId` is PROTOCOL.md's name; `agent` is what older daemons send.
+                let agent = ev
+                    .get("agentId")
+                    .or_else(|| ev.get("agent"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 let call = ToolCell::new(
                     s(ev, "callId").to_owned(),
                     s(ev, "name").to_owned(),

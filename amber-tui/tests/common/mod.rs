@@ -157,7 +157,9 @@ pub fn every_cell() -> Vec<Value> {
         ),
         ev(
             Some(17),
-            json!({"type": "tool_call_started", "agent": "a_1", "itemId": "i_6", "callId": "c_5", "name": "search", "arguments": {"pattern": "fn a", "path": "src"}}),
+            // Read by `agentId` (PROTOCOL.md's name; the tag `agent` of older daemons is
+            // the fallback).
+            json!({"type": "tool_call_started", "agentId": "a_1", "itemId": "i_6", "callId": "c_5", "name": "search", "arguments": {"pattern": "fn a", "path": "src"}}),
         ),
         ev(
             Some(18),

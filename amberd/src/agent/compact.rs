@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use amber_proto::EventKind;
+use amber_proto::{EventKind, Usage};
 use tokio_util::sync::CancellationToken;
 
-use super::AgentHooks;
+use super::{AgentHooks, record_usage};
 use crate::compaction::{
     self, CompactionError, CompactionSettings, PromptUsage, estimate_tokens, needs_compaction,
 };
@@ -28,9 +28,12 @@ pub struct CompactEnv<'a> {
 
 /// Runs the pipeline and, on success, rebuilds the context. Any failure leaves the context
 /// untouched and is reported as `compaction_failed`. Returns (before, after) estimates.
+/// The classify and extract requests' usage is accounted like any LLM call's (session
+/// total, `usage` events) and added to `spent`, whatever the outcome.
 pub async fn compact_context(
     context: &mut Context,
     env: &CompactEnv<'_>,
+    spent: &mut Usage,
 ) -> Result<(u64, u64), CompactionError> {
     let snapshot = context.snapshot();
     if !compaction::has_compactable(&snapshot) {
@@ -47,6 +50,7 @@ pub async fn compact_context(
         env.tools,
         env.settings,
         env.cancel,
+        &mut |usage| record_usage(env.hooks, spent, usage),
     )
     .await;
     match result {

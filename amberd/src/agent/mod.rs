@@ -16,7 +16,6 @@ use std::sync::Arc;
 use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionSettings, estimate_tokens};
@@ -145,7 +144,9 @@ impl Turn<'_, '_> {
             let mut snapshot = context.snapshot();
             let mut estimated = estimate_tokens(&snapshot, &specs);
             if compaction.should_compact(estimated, env.compaction) {
-                if let Ok((_, after)) = compact_context(context, &compact_env).await {
+                if let Ok((_, after)) =
+                    compact_context(context, &compact_env, &mut self.usage).await
+                {
                     snapshot = context.snapshot();
                     estimated = after;
                 }
@@ -171,7 +172,7 @@ impl Turn<'_, '_> {
                 Err(ApiError::ContextLengthExceeded { .. }) if !overflow_retried => {
                     // The provider says the request is too long: compact, retry once.
                     overflow_retried = true;
-                    let compacted = compact_context(context, &compact_env).await;
+                    let compacted = compact_context(context, &compact_env, &mut self.usage).await;
                     if let Ok((_, after)) = compacted {
                         compaction.attempted(after, env.compaction);
                         continue;
@@ -279,9 +280,7 @@ impl Turn<'_, '_> {
             .stream_chat(request, self.env.cancel, &mut on_event)
             .await?;
         if let Some(usage) = reply.usage {
-            self.usage.add(&usage);
-            let total = hooks.add_usage(&usage);
-            hooks.emit(EventKind::Usage { usage, total });
+            record_usage(hooks, &mut self.usage, usage);
         }
         Ok(reply)
     }
@@ -295,70 +294,29 @@ impl Turn<'_, '_> {
         previous_calls: &[ToolCall],
     ) -> Vec<ToolStatus> {
         let env = self.env;
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let results = {
-            let request = DispatchRequest {
-                registry: env.tools,
-                calls,
-                previous_calls,
-                gate: env.hooks.gate(),
-                session: env.session_tools,
-                workspace: env.workspace,
-                cancel: env.cancel,
-                limits: env.limits,
-                events: &tx,
-            };
-            let run = dispatch(request);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    biased;
-                    Some(event) = rx.recv() => self.forward(event),
-                    results = &mut run => break results,
-                }
-            }
+        // Events are published as dispatch reports them, not through a queue read later:
+        // a call's `tool_call_started` must precede its approval request and whatever its
+        // tool publishes (a `task` call's `subagent_started`).
+        let hooks = env.hooks;
+        let sink = move |event: DispatchEvent| hooks.emit(dispatch_event_kind(event));
+        let request = DispatchRequest {
+            registry: env.tools,
+            calls,
+            previous_calls,
+            gate: env.hooks.gate(),
+            session: env.session_tools,
+            workspace: env.workspace,
+            cancel: env.cancel,
+            limits: env.limits,
+            events: &sink,
         };
-        drop(tx);
-        while let Ok(event) = rx.try_recv() {
-            self.forward(event);
-        }
+        let results = dispatch(request).await;
         let mut statuses = Vec::with_capacity(results.len());
         for result in results {
             statuses.push(result.status);
             context.push(Message::tool(result.call_id, result.envelope));
         }
         statuses
-    }
-
-    fn forward(&mut self, event: DispatchEvent) {
-        let kind = match event {
-            DispatchEvent::Started {
-                call_id,
-                name,
-                arguments,
-            } => EventKind::ToolCallStarted {
-                item_id: format!("tool_{call_id}"),
-                call_id,
-                name,
-                arguments,
-            },
-            DispatchEvent::Output(chunk) => EventKind::ToolOutputDelta {
-                call_id: chunk.call_id,
-                chunk: chunk.chunk,
-            },
-            DispatchEvent::Completed {
-                call_id,
-                status,
-                output,
-                duration_ms,
-            } => EventKind::ToolCallCompleted {
-                call_id,
-                status,
-                output,
-                duration_ms,
-            },
-        };
-        self.env.hooks.emit(kind);
     }
 
     fn emit_message(&self, item_id: &str, text: &str) {
@@ -401,6 +359,45 @@ impl Turn<'_, '_> {
     fn next_item(&mut self) -> String {
         self.items += 1;
         format!("msg_{}_{}", short_id(), self.items)
+    }
+}
+
+/// Accounts one LLM call's usage: the turn's (`spent`), the session total, and a durable
+/// `usage` event. Every request the loop makes goes through here, compaction's included.
+pub(crate) fn record_usage(hooks: &dyn AgentHooks, spent: &mut Usage, usage: Usage) {
+    spent.add(&usage);
+    let total = hooks.add_usage(&usage);
+    hooks.emit(EventKind::usage(usage, total));
+}
+
+/// The session event for a dispatch event.
+fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
+    match event {
+        DispatchEvent::Started {
+            call_id,
+            name,
+            arguments,
+        } => EventKind::ToolCallStarted {
+            item_id: format!("tool_{call_id}"),
+            call_id,
+            name,
+            arguments,
+        },
+        DispatchEvent::Output(chunk) => EventKind::ToolOutputDelta {
+            call_id: chunk.call_id,
+            chunk: chunk.chunk,
+        },
+        DispatchEvent::Completed {
+            call_id,
+            status,
+            output,
+            duration_ms,
+        } => EventKind::ToolCallCompleted {
+            call_id,
+            status,
+            output,
+            duration_ms,
+        },
     }
 }
 

@@ -21,7 +21,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-use amber_proto::Message;
+use amber_proto::{Message, Usage};
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
@@ -127,7 +127,9 @@ pub fn has_compactable(messages: &[Message]) -> bool {
 }
 
 /// Runs the pipeline over `messages` (a snapshot; `[0]` is the system prompt). `tools`
-/// are only counted (requests carry no tools). See the module docs.
+/// are only counted (requests carry no tools). `on_usage` gets the provider's usage of
+/// each request that reported one, success or not, so the tokens are accounted like any
+/// other call's. See the module docs.
 pub async fn compact(
     llm: &LlmClient,
     model: &str,
@@ -135,6 +137,7 @@ pub async fn compact(
     tools: &[ToolSpec],
     s: &CompactionSettings,
     cancel: &CancellationToken,
+    on_usage: &mut (dyn FnMut(Usage) + Send),
 ) -> Result<Compacted, CompactionError> {
     if cancel.is_cancelled() {
         return Err(CompactionError::Cancelled);
@@ -146,11 +149,11 @@ pub async fn compact(
     }
 
     let classify = requests::classify_messages(&collapsed, s.context_window);
-    let classify_answer = ask(llm, model, classify.clone(), cancel).await?;
+    let classify_answer = ask(llm, model, classify.clone(), cancel, on_usage).await?;
     let classes = parse::classification(&classify_answer, collapsed.len())?;
 
     let extract = requests::extract_messages(&classify, &classify_answer);
-    let extract_answer = ask(llm, model, extract, cancel).await?;
+    let extract_answer = ask(llm, model, extract, cancel, on_usage).await?;
     let extraction = parse::extraction(&extract_answer)?;
 
     let rebuilt = apply::apply(
@@ -179,12 +182,13 @@ pub async fn compact(
     })
 }
 
-/// One tool-less request; the reply's text.
+/// One tool-less request; the reply's text. Its usage goes to `on_usage`.
 async fn ask(
     llm: &LlmClient,
     model: &str,
     messages: Vec<Message>,
     cancel: &CancellationToken,
+    on_usage: &mut (dyn FnMut(Usage) + Send),
 ) -> Result<String, CompactionError> {
     let request = ChatRequest {
         model: model.to_owned(),
@@ -193,6 +197,9 @@ async fn ask(
     };
     let mut ignore = |_: StreamEvent| {};
     let reply = llm.stream_chat(&request, cancel, &mut ignore).await?;
+    if let Some(usage) = reply.usage {
+        on_usage(usage);
+    }
     if cancel.is_cancelled() {
         return Err(CompactionError::Cancelled);
     }

@@ -135,6 +135,7 @@ async fn extract_request_replays_the_classify_request_as_its_prefix() {
         &[],
         &s,
         &CancellationToken::new(),
+        &mut |_| {},
     )
     .await
     .unwrap();
@@ -223,9 +224,17 @@ async fn a_failing_extract_request_is_an_error() {
     ])
     .await;
     let s = CompactionSettings::default();
-    let err = compact(&llm, "", &history(), &[], &s, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    let err = compact(
+        &llm,
+        "",
+        &history(),
+        &[],
+        &s,
+        &CancellationToken::new(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             err,
@@ -241,7 +250,7 @@ async fn unparsable_answers_are_errors_at_their_stage() {
     let (mock, llm) = serve(vec![Reply::Text("I'd rather not.".into())]).await;
     let s = CompactionSettings::default();
     let cancel = CancellationToken::new();
-    let err = compact(&llm, "", &history(), &[], &s, &cancel)
+    let err = compact(&llm, "", &history(), &[], &s, &cancel, &mut |_| {})
         .await
         .unwrap_err();
     assert!(
@@ -265,7 +274,7 @@ async fn unparsable_answers_are_errors_at_their_stage() {
         Reply::Text("{\"memories\": \"not a list\"}".into()),
     ])
     .await;
-    let err = compact(&llm, "", &history(), &[], &s, &cancel)
+    let err = compact(&llm, "", &history(), &[], &s, &cancel, &mut |_| {})
         .await
         .unwrap_err();
     assert!(
@@ -286,13 +295,21 @@ async fn nothing_to_compact_and_cancel_make_no_requests() {
     let (mock, llm) = serve(Vec::new()).await;
     let s = CompactionSettings::default();
     let short = vec![Message::system("sys"), Message::user("hi")];
-    let err = compact(&llm, "", &short, &[], &s, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    let err = compact(
+        &llm,
+        "",
+        &short,
+        &[],
+        &s,
+        &CancellationToken::new(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, CompactionError::NothingToCompact), "{err:?}");
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let err = compact(&llm, "", &history(), &[], &s, &cancel)
+    let err = compact(&llm, "", &history(), &[], &s, &cancel, &mut |_| {})
         .await
         .unwrap_err();
     assert!(matches!(err, CompactionError::Cancelled), "{err:?}");

@@ -1,9 +1,18 @@
-//! Per-connection state and the `initialize` gate (PROTOCOL.md "Handshake").
+//! Per-connection state and the middleware in front of every method: the `initialize`
+//! gate (PROTOCOL.md "Handshake") and the mapping of jsonrpsee's own answers onto the
+//! protocol's.
 //!
-//! A WebSocket connection carries a `WsConn` in its request extensions; until its client
-//! sends `initialize`, every other known method gets -32002. Plain HTTP POSTs carry none:
-//! they are stateless and need no handshake. Unknown methods fall through to jsonrpsee's
-//! own -32601 so the two errors never mask each other.
+//! - A WebSocket connection carries a `WsConn` in its request extensions; until its client
+//!   sends `initialize`, every other method — unknown ones included, as PROTOCOL.md says
+//!   "every other method" — gets -32002. Plain HTTP POSTs carry none: they are stateless
+//!   and need no handshake.
+//! - `session/subscribe` / `session/unsubscribe` over HTTP get -32600 saying a WebSocket
+//!   is needed (jsonrpsee would answer -32603).
+//! - `session/unsubscribe {"subscription": id}` is rewritten to jsonrpsee's positional
+//!   `[id]`, which is all its unsubscribe handler parses; a `false` is retried for up to
+//!   50 ms, since jsonrpsee answers a subscribe before it registers the subscription.
+//! - The per-connection subscription cap (jsonrpsee: -32006, which PROTOCOL.md reserves for
+//!   MCP server errors) is answered -32003, overloaded.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,7 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use amber_proto::{errors, methods};
 use jsonrpsee::core::middleware::{Batch, BatchEntry, BatchEntryErr, Notification, RpcServiceT};
 use jsonrpsee::server::MethodResponse;
+use jsonrpsee::types::error::TOO_MANY_SUBSCRIPTIONS_CODE;
 use jsonrpsee::types::{ErrorObject, Request};
+use serde_json::value::RawValue;
 
 /// State of one WebSocket connection. It lives as long as the connection (jsonrpsee keeps
 /// the upgrade request's extensions), so it also carries the connection's lease.
@@ -59,12 +70,18 @@ impl<S> InitGate<S> {
     }
 }
 
-fn must_wait(extensions: &http::Extensions, method: &str) -> bool {
-    method != methods::INITIALIZE
-        && (methods::ALL.contains(&method) || methods::EXTENSIONS.contains(&method))
-        && extensions
-            .get::<Arc<WsConn>>()
-            .is_some_and(|conn| !conn.is_initialized())
+/// The error a request gets before it reaches its method, if any.
+fn refusal(extensions: &http::Extensions, method: &str) -> Option<ErrorObject<'static>> {
+    match extensions.get::<Arc<WsConn>>() {
+        Some(conn) if method != methods::INITIALIZE && !conn.is_initialized() => {
+            Some(not_initialized(method))
+        }
+        Some(_) => None,
+        None if method == methods::SESSION_SUBSCRIBE || method == methods::SESSION_UNSUBSCRIBE => {
+            Some(needs_websocket(method))
+        }
+        None => None,
+    }
 }
 
 fn not_initialized(method: &str) -> ErrorObject<'static> {
@@ -73,6 +90,76 @@ fn not_initialized(method: &str) -> ErrorObject<'static> {
         format!("not initialized: send `initialize` before `{method}` on this connection"),
         None::<()>,
     )
+}
+
+fn needs_websocket(method: &str) -> ErrorObject<'static> {
+    ErrorObject::owned(
+        errors::INVALID_REQUEST,
+        format!(
+            "`{method}` needs a WebSocket connection (subscriptions stream notifications, \
+             which a plain HTTP POST cannot carry)"
+        ),
+        None::<()>,
+    )
+}
+
+fn too_many_subscriptions() -> ErrorObject<'static> {
+    ErrorObject::owned(
+        errors::OVERLOADED,
+        "too many subscriptions on this connection; unsubscribe one or open another \
+         connection, then retry",
+        None::<()>,
+    )
+}
+
+/// jsonrpsee sends a subscribe response a moment before it registers the subscription, so
+/// an unsubscribe sent the instant the response arrives can find nothing (`false`) and the
+/// subscription would live on. A `false` is therefore retried a few times, briefly.
+async fn unsubscribe<S>(inner: &S, request: Request<'_>) -> MethodResponse
+where
+    S: RpcServiceT<MethodResponse = MethodResponse> + Send + Sync,
+{
+    const RETRIES: u32 = 5;
+    for _ in 0..RETRIES {
+        let response = inner.call(request.clone()).await;
+        if !answered_false(&response) {
+            return response;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    inner.call(request).await
+}
+
+fn answered_false(response: &MethodResponse) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Reply {
+        result: Option<bool>,
+    }
+    serde_json::from_str::<Reply>(response.as_json().get())
+        .is_ok_and(|reply| reply.result == Some(false))
+}
+
+/// `session/unsubscribe {"subscription": id}` → `[id]`: jsonrpsee's unsubscribe handler
+/// reads only the positional form (and answers `false` to anything else).
+fn positional_unsubscribe(request: &mut Request<'_>) {
+    #[derive(serde::Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        subscription: &'a RawValue,
+    }
+    if request.method_name() != methods::SESSION_UNSUBSCRIBE {
+        return;
+    }
+    let Some(params) = request.params.as_deref() else {
+        return;
+    };
+    let Ok(named) = serde_json::from_str::<Named<'_>>(params.get()) else {
+        return;
+    };
+    let positional = RawValue::from_string(format!("[{}]", named.subscription.get()));
+    if let Ok(positional) = positional {
+        request.params = Some(std::borrow::Cow::Owned(positional));
+    }
 }
 
 impl<S> RpcServiceT for InitGate<S>
@@ -92,15 +179,26 @@ where
 
     fn call<'a>(
         &self,
-        request: Request<'a>,
+        mut request: Request<'a>,
     ) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
         let inner = self.inner.clone();
         async move {
-            if must_wait(request.extensions(), request.method_name()) {
-                let err = not_initialized(request.method_name());
+            if let Some(err) = refusal(request.extensions(), request.method_name()) {
                 return MethodResponse::error(request.id, err);
             }
-            inner.call(request).await
+            positional_unsubscribe(&mut request);
+            let subscribe = request.method_name() == methods::SESSION_SUBSCRIBE;
+            let id = request.id.clone().into_owned();
+            if request.method_name() == methods::SESSION_UNSUBSCRIBE {
+                return unsubscribe(&inner, request).await;
+            }
+            let response = inner.call(request).await;
+            if subscribe && response.as_error_code() == Some(TOO_MANY_SUBSCRIPTIONS_CODE) {
+                let extensions = response.extensions().clone();
+                return MethodResponse::error(id, too_many_subscriptions())
+                    .with_extensions(extensions);
+            }
+            response
         }
     }
 
@@ -109,13 +207,14 @@ where
         mut batch: Batch<'a>,
     ) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
         for entry in batch.iter_mut() {
-            let gated = match entry {
-                Ok(BatchEntry::Call(req)) if must_wait(req.extensions(), req.method_name()) => {
-                    Some((req.id.clone(), not_initialized(req.method_name())))
+            let refused = match entry {
+                Ok(BatchEntry::Call(req)) => {
+                    positional_unsubscribe(req);
+                    refusal(req.extensions(), req.method_name()).map(|err| (req.id.clone(), err))
                 }
                 _ => None,
             };
-            if let Some((id, err)) = gated {
+            if let Some((id, err)) = refused {
                 *entry = Err(BatchEntryErr::new(id, err));
             }
         }
@@ -127,5 +226,67 @@ where
         n: Notification<'a>,
     ) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
         self.inner.notification(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use jsonrpsee::types::Id;
+
+    use super::*;
+
+    fn request(method: &str, params: &str) -> Request<'static> {
+        Request::owned(
+            method.to_owned(),
+            Some(RawValue::from_string(params.to_owned()).unwrap()),
+            Id::Number(1),
+        )
+    }
+
+    #[test]
+    fn named_unsubscribe_params_become_positional() {
+        for (params, expected) in [
+            (r#"{"subscription": "sub_1"}"#, r#"["sub_1"]"#),
+            (r#"{"subscription": 42}"#, "[42]"),
+            (r#"["sub_1"]"#, r#"["sub_1"]"#),
+            (r#"{"other": 1}"#, r#"{"other": 1}"#),
+        ] {
+            let mut req = request(methods::SESSION_UNSUBSCRIBE, params);
+            positional_unsubscribe(&mut req);
+            assert_eq!(req.params.as_deref().unwrap().get(), expected, "{params}");
+        }
+        // Only `session/unsubscribe` is touched.
+        let mut req = request(methods::SESSION_GET, r#"{"subscription": "x"}"#);
+        positional_unsubscribe(&mut req);
+        assert_eq!(
+            req.params.as_deref().unwrap().get(),
+            r#"{"subscription": "x"}"#
+        );
+    }
+
+    #[test]
+    fn before_initialize_every_method_is_refused_and_http_cannot_subscribe() {
+        let mut ws = http::Extensions::new();
+        ws.insert(Arc::new(WsConn::default()));
+        for method in [methods::DAEMON_STATUS, "no/such/method"] {
+            let err = refusal(&ws, method).unwrap();
+            assert_eq!(err.code(), errors::NOT_INITIALIZED, "{method}");
+        }
+        assert!(refusal(&ws, methods::INITIALIZE).is_none());
+        if let Some(conn) = ws.get::<Arc<WsConn>>() {
+            conn.mark_initialized(false);
+        }
+        assert!(refusal(&ws, "no/such/method").is_none());
+        assert!(refusal(&ws, methods::SESSION_SUBSCRIBE).is_none());
+
+        let http = http::Extensions::new();
+        assert!(refusal(&http, methods::DAEMON_STATUS).is_none());
+        for method in [methods::SESSION_SUBSCRIBE, methods::SESSION_UNSUBSCRIBE] {
+            let err = refusal(&http, method).unwrap();
+            assert_eq!(err.code(), errors::INVALID_REQUEST);
+            assert!(err.message().contains("WebSocket"), "{}", err.message());
+        }
     }
 }

@@ -21,6 +21,19 @@ pub fn module(
 
     m.register_method(methods::INITIALIZE, |params, _, ext| -> RpcResult<_> {
         let p: proto::InitializeParams = parse(&params)?;
+        // A client asking for a version this daemon does not speak learns it here, and its
+        // connection stays uninitialized (it may retry with a supported version).
+        if p.protocol_version != proto::PROTOCOL_VERSION {
+            return Err(error(
+                errors::INVALID_PARAMS,
+                format!(
+                    "invalid params: protocolVersion: {} is not supported; this daemon speaks \
+                     protocol version {}",
+                    p.protocol_version,
+                    proto::PROTOCOL_VERSION
+                ),
+            ));
+        }
         if let Some(conn) = ext.get::<Arc<WsConn>>() {
             conn.mark_initialized(p.capabilities.approvals);
         }

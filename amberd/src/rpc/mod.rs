@@ -71,20 +71,16 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
             }
         };
         match stream.peer_cred().map(|c| c.uid()) {
-            Ok(uid) if uid == own_uid => {}
             Ok(uid) => {
-                tracing::warn!(
-                    peer_uid = uid,
-                    own_uid,
-                    "refusing a connection from another user"
-                );
-                let message =
-                    format!("connection refused: peer uid {uid} is not the daemon's uid {own_uid}");
-                connections.spawn(refuse(
-                    stream,
-                    socket::refusal("403 Forbidden", errors::INVALID_REQUEST, &message),
-                ));
-                continue;
+                if let Err(refused) = socket::check_peer_uid(uid, own_uid) {
+                    tracing::warn!(
+                        peer_uid = uid,
+                        own_uid,
+                        "refusing a connection from another user"
+                    );
+                    connections.spawn(refuse(stream, refused.response()));
+                    continue;
+                }
             }
             Err(err) => {
                 tracing::warn!(%err, "cannot read peer credentials; refusing");

@@ -26,6 +26,12 @@ pub enum SocketError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "refusing to serve in {path}: the directory belongs to uid {owner}, not to this daemon's \
+         uid {own}, so its owner could replace the socket; choose another --socket (or \
+         $AMBER_SOCKET / $XDG_RUNTIME_DIR)"
+    )]
+    ForeignDir { path: PathBuf, owner: u32, own: u32 },
     #[error("cannot use the socket passed by systemd (LISTEN_FDS): {0}")]
     Activation(std::io::Error),
 }
@@ -85,11 +91,39 @@ fn ensure_private_dir(dir: &Path) -> Result<(), SocketError> {
         return Ok(());
     }
     let meta = std::fs::metadata(dir).map_err(fail)?;
-    if meta.uid() == current_uid() && is_amber_dir(dir) && meta.mode() & 0o077 != 0 {
-        // Our own directory with loose permissions: tighten it.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+    let mode = meta.mode() & 0o7777;
+    if let Some(tightened) = dir_mode_check(dir, meta.uid(), mode, current_uid())? {
+        tracing::warn!(
+            dir = %dir.display(),
+            from = format!("{mode:o}"),
+            to = format!("{tightened:o}"),
+            "tightening the socket directory's permissions"
+        );
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(tightened)).map_err(fail)?;
     }
     Ok(())
+}
+
+/// Whether an existing socket directory is safe to bind in, and the mode to give it if it
+/// must be tightened first. A directory another user owns is refused (they could swap the
+/// socket). Ours: one amber names itself goes to 0700 when anyone else has any access; any
+/// other loses group and world write (a user-chosen parent is not made private wholesale,
+/// but nobody else may replace entries in it).
+fn dir_mode_check(dir: &Path, owner: u32, mode: u32, own: u32) -> Result<Option<u32>, SocketError> {
+    if owner != own {
+        return Err(SocketError::ForeignDir {
+            path: dir.to_owned(),
+            owner,
+            own,
+        });
+    }
+    if is_amber_dir(dir) && mode & 0o077 != 0 {
+        return Ok(Some(0o700));
+    }
+    if mode & 0o022 != 0 {
+        return Ok(Some(mode & !0o022));
+    }
+    Ok(None)
 }
 
 /// Directories amber names itself (`.../amber`, `/tmp/amber-UID`) may be chmod-ed; a
@@ -188,6 +222,36 @@ pub fn current_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// A peer the daemon will not serve, and what it is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRefusal {
+    /// HTTP status line text.
+    pub status: &'static str,
+    /// JSON-RPC error code.
+    pub code: i32,
+    pub message: String,
+}
+
+impl PeerRefusal {
+    /// The HTTP answer the peer gets before the connection closes.
+    pub fn response(&self) -> Vec<u8> {
+        refusal(self.status, self.code, &self.message)
+    }
+}
+
+/// PROTOCOL.md: a peer whose uid (SO_PEERCRED) differs from the daemon's is refused —
+/// with HTTP 403 and a JSON-RPC -32600 naming both uids, before any JSON-RPC is read.
+pub fn check_peer_uid(peer: u32, own: u32) -> Result<(), PeerRefusal> {
+    if peer == own {
+        return Ok(());
+    }
+    Err(PeerRefusal {
+        status: "403 Forbidden",
+        code: amber_proto::errors::INVALID_REQUEST,
+        message: format!("connection refused: peer uid {peer} is not the daemon's uid {own}"),
+    })
+}
+
 /// The HTTP answer a refused peer gets before the connection closes.
 pub fn refusal(status: &str, code: i32, message: &str) -> Vec<u8> {
     let body = serde_json::json!({
@@ -246,6 +310,75 @@ mod tests {
 
         let file = std::fs::File::open(tmp.path()).unwrap();
         assert!(check_listening_unix_stream(file.as_raw_fd()).is_err());
+    }
+
+    #[test]
+    fn a_peer_of_another_uid_is_refused_with_403_and_invalid_request() {
+        assert_eq!(check_peer_uid(1000, 1000), Ok(()));
+        assert_eq!(check_peer_uid(0, 0), Ok(()));
+        let refused = check_peer_uid(65534, 1000).unwrap_err();
+        assert_eq!(refused.code, -32600);
+        assert_eq!(refused.status, "403 Forbidden");
+        assert!(refused.message.contains("65534") && refused.message.contains("1000"));
+        // Root is another user too: no uid is trusted but our own.
+        assert!(check_peer_uid(0, 1000).is_err());
+
+        let raw = refused.response();
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["error"]["code"], -32600);
+        assert_eq!(json["error"]["message"], refused.message.as_str());
+        assert!(json["id"].is_null());
+    }
+
+    #[test]
+    fn a_socket_directory_of_another_user_is_refused() {
+        let dir = Path::new("/tmp/amber-1000");
+        let err = dir_mode_check(dir, 1001, 0o700, 1000).unwrap_err();
+        assert!(matches!(
+            err,
+            SocketError::ForeignDir {
+                owner: 1001,
+                own: 1000,
+                ..
+            }
+        ));
+        let text = err.to_string();
+        assert!(
+            text.contains("/tmp/amber-1000") && text.contains("1001"),
+            "{text}"
+        );
+        // Even a root-owned world-writable parent such as /tmp.
+        assert!(dir_mode_check(Path::new("/tmp"), 0, 0o1777, 1000).is_err());
+        // Ours: amber's own directory is made private, another loses group/world write.
+        assert_eq!(dir_mode_check(dir, 1000, 0o755, 1000).unwrap(), Some(0o700));
+        assert_eq!(dir_mode_check(dir, 1000, 0o700, 1000).unwrap(), None);
+        let chosen = Path::new("/home/u/run");
+        assert_eq!(
+            dir_mode_check(chosen, 1000, 0o777, 1000).unwrap(),
+            Some(0o755)
+        );
+        assert_eq!(dir_mode_check(chosen, 1000, 0o750, 1000).unwrap(), None);
+    }
+
+    #[test]
+    fn an_open_socket_directory_of_ours_is_tightened_before_binding() {
+        let tmp = tempfile::tempdir().unwrap();
+        let amber = tmp.path().join("amber");
+        let chosen = tmp.path().join("chosen");
+        for dir in [&amber, &chosen] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+            bind(&dir.join("amberd.sock")).unwrap();
+        }
+        let mode = |dir: &Path| std::fs::metadata(dir).unwrap().mode() & 0o777;
+        assert_eq!((mode(&amber), mode(&chosen)), (0o700, 0o755));
     }
 
     #[test]

@@ -157,7 +157,8 @@ async fn compact_now(
         cancel: &cancel,
         hooks: &hooks,
     };
-    let result = compact_context(context, &env).await;
+    // Manual compaction runs outside a turn: its usage counts only in the session total.
+    let result = compact_context(context, &env, &mut amber_proto::Usage::default()).await;
     shared.publish_messages(context);
     shared.end_turn();
     result

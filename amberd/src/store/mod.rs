@@ -12,6 +12,7 @@
 //! dropped on load, corruption anywhere else is an error naming the record. Session ids
 //! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted.
 
+mod dangling;
 mod deferred;
 mod load;
 mod log;
@@ -34,6 +35,7 @@ use std::sync::atomic::AtomicU64;
 use amber_proto::Message;
 use serde_json::value::RawValue;
 
+pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;
 pub use self::load::Corruption;
 use self::load::Replay;

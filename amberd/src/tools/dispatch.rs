@@ -44,6 +44,26 @@ pub enum DispatchEvent {
     },
 }
 
+/// Where a dispatch reports its events. Called synchronously, in order: a call's `Started`
+/// is delivered before the gate is asked about it and before it runs, so a client sees a
+/// call before its approval request or anything its tool publishes (sub-agents).
+pub trait DispatchSink: Sync {
+    fn send(&self, event: DispatchEvent);
+}
+
+impl DispatchSink for UnboundedSender<DispatchEvent> {
+    fn send(&self, event: DispatchEvent) {
+        // Nobody listening is fine: results are returned anyway.
+        let _ = UnboundedSender::send(self, event);
+    }
+}
+
+impl<F: Fn(DispatchEvent) + Sync> DispatchSink for F {
+    fn send(&self, event: DispatchEvent) {
+        self(event);
+    }
+}
+
 /// One turn's calls and everything needed to run them.
 pub struct DispatchRequest<'a> {
     pub registry: &'a ToolRegistry,
@@ -57,7 +77,7 @@ pub struct DispatchRequest<'a> {
     pub workspace: &'a Path,
     pub cancel: &'a CancellationToken,
     pub limits: &'a ToolLimits,
-    pub events: &'a UnboundedSender<DispatchEvent>,
+    pub events: &'a dyn DispatchSink,
 }
 
 /// The result of one call, ready to become a tool message.
@@ -95,7 +115,7 @@ struct Runner<'a> {
     workspace: &'a Path,
     cancel: &'a CancellationToken,
     limits: &'a ToolLimits,
-    events: &'a UnboundedSender<DispatchEvent>,
+    events: &'a dyn DispatchSink,
 }
 
 /// Run one turn's tool calls. Returns exactly one result per call, in the
@@ -304,8 +324,7 @@ fn canonical(value: &Value, out: &mut String) {
 
 impl Runner<'_> {
     fn send(&self, event: DispatchEvent) {
-        // Nobody listening is fine: results are returned anyway.
-        let _ = self.events.send(event);
+        self.events.send(event);
     }
 
     /// The path a non-read-only tool writes to, if it names one (`path`).

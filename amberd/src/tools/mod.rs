@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::policy::{PathError, confine};
 
 pub use args::ArgError;
-pub use dispatch::{DispatchEvent, DispatchRequest, DispatchResult, dispatch};
+pub use dispatch::{DispatchEvent, DispatchRequest, DispatchResult, DispatchSink, dispatch};
 pub use session::SessionTools;
 
 /// Limits applied to every tool call.
