@@ -194,8 +194,32 @@ async fn kill_mid_tool_leaves_a_consistent_context() {
     daemon.wait_exit(Duration::from_secs(5)).expect("killed");
     drain_until_gone(&mut events, &mut seen).await;
     daemon.restart();
-    replay_matches(&daemon, &session, &seen).await;
+    let replay = replay_matches(&daemon, &session, &seen).await;
     verify_ok(&daemon, &session);
+    // The call the crash cut off ends (error, interrupted) before the turn does.
+    let call = seen
+        .values()
+        .find(|e| e["type"] == "tool_call_started")
+        .expect("the call started before the kill");
+    let closed = replay
+        .iter()
+        .position(|e| e["type"] == "tool_call_completed" && e["callId"] == call["callId"])
+        .expect("the interrupted call is closed after restart");
+    assert_eq!(replay[closed]["status"], "error");
+    assert!(
+        replay[closed]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("[interrupted]"),
+        "{}",
+        replay[closed]
+    );
+    let ended = replay
+        .iter()
+        .position(|e| e["type"] == "turn_completed")
+        .expect("the interrupted turn ends");
+    assert!(closed < ended, "the call closes before the turn ends");
+    assert_eq!(replay[ended]["error"]["code"], "interrupted");
 
     let client = connect(&daemon).await;
     let got = within("get", client.session_get(&session)).await.unwrap();

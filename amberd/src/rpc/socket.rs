@@ -105,23 +105,32 @@ fn ensure_private_dir(dir: &Path) -> Result<(), SocketError> {
 }
 
 /// Whether an existing socket directory is safe to bind in, and the mode to give it if it
-/// must be tightened first. A directory another user owns is refused (they could swap the
-/// socket). Ours: one amber names itself goes to 0700 when anyone else has any access; any
-/// other loses group and world write (a user-chosen parent is not made private wholesale,
-/// but nobody else may replace entries in it).
+/// must be tightened first. amber's own directory (`…/amber`, `/tmp/amber-UID`) must be ours
+/// — another user could have created it to swap the socket — and is made 0700 when anyone
+/// else has access. A directory the user chose is never chmod-ed: it may belong to us or to
+/// root (`/tmp`, whose sticky bit keeps others from replacing our socket); another user's is
+/// refused, since its owner could replace the socket.
 fn dir_mode_check(dir: &Path, owner: u32, mode: u32, own: u32) -> Result<Option<u32>, SocketError> {
-    if owner != own {
-        return Err(SocketError::ForeignDir {
-            path: dir.to_owned(),
-            owner,
-            own,
-        });
+    let foreign = || SocketError::ForeignDir {
+        path: dir.to_owned(),
+        owner,
+        own,
+    };
+    if is_amber_dir(dir) {
+        if owner != own {
+            return Err(foreign());
+        }
+        return Ok((mode & 0o077 != 0).then_some(0o700));
     }
-    if is_amber_dir(dir) && mode & 0o077 != 0 {
-        return Ok(Some(0o700));
+    if owner != own && owner != 0 {
+        return Err(foreign());
     }
-    if mode & 0o022 != 0 {
-        return Ok(Some(mode & !0o022));
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        tracing::warn!(
+            dir = %dir.display(),
+            mode = format!("{mode:o}"),
+            "the socket directory is writable by others and not sticky: they could replace the socket"
+        );
     }
     Ok(None)
 }
@@ -354,21 +363,24 @@ mod tests {
             text.contains("/tmp/amber-1000") && text.contains("1001"),
             "{text}"
         );
-        // Even a root-owned world-writable parent such as /tmp.
-        assert!(dir_mode_check(Path::new("/tmp"), 0, 0o1777, 1000).is_err());
-        // Ours: amber's own directory is made private, another loses group/world write.
+        // amber's own directory must be ours even when root made it.
+        assert!(dir_mode_check(dir, 0, 0o700, 1000).is_err());
+        // A chosen directory of another (non-root) user is refused too.
+        assert!(dir_mode_check(Path::new("/home/v/run"), 1001, 0o755, 1000).is_err());
+        // A root-owned sticky parent such as /tmp is fine and never chmod-ed.
+        assert_eq!(
+            dir_mode_check(Path::new("/tmp"), 0, 0o1777, 1000).unwrap(),
+            None
+        );
+        // Ours: amber's own directory is made private; a chosen one is left as it is.
         assert_eq!(dir_mode_check(dir, 1000, 0o755, 1000).unwrap(), Some(0o700));
         assert_eq!(dir_mode_check(dir, 1000, 0o700, 1000).unwrap(), None);
         let chosen = Path::new("/home/u/run");
-        assert_eq!(
-            dir_mode_check(chosen, 1000, 0o777, 1000).unwrap(),
-            Some(0o755)
-        );
-        assert_eq!(dir_mode_check(chosen, 1000, 0o750, 1000).unwrap(), None);
+        assert_eq!(dir_mode_check(chosen, 1000, 0o777, 1000).unwrap(), None);
     }
 
     #[test]
-    fn an_open_socket_directory_of_ours_is_tightened_before_binding() {
+    fn amber_s_own_open_socket_directory_is_tightened_a_chosen_one_left_alone() {
         let tmp = tempfile::tempdir().unwrap();
         let amber = tmp.path().join("amber");
         let chosen = tmp.path().join("chosen");
@@ -378,7 +390,7 @@ mod tests {
             bind(&dir.join("amberd.sock")).unwrap();
         }
         let mode = |dir: &Path| std::fs::metadata(dir).unwrap().mode() & 0o777;
-        assert_eq!((mode(&amber), mode(&chosen)), (0o700, 0o755));
+        assert_eq!((mode(&amber), mode(&chosen)), (0o700, 0o777));
     }
 
     #[test]

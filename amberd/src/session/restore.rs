@@ -22,7 +22,9 @@ use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
 use crate::context::Context;
-use crate::store::{Loaded, Store, StoreError, StoredEvent, consistent_context, interrupted_turn};
+use crate::store::{
+    Loaded, Store, StoreError, StoredEvent, closing_events, consistent_context, interrupted_turn,
+};
 
 /// Loads session `id` from the store and starts it.
 pub(super) fn load(
@@ -79,6 +81,11 @@ pub(super) fn load(
     let first_prompt = first_prompt(&loaded.events);
     let last_seq = loaded.events.last().map_or(0, |e| e.seq);
     let skip = loaded.events.len().saturating_sub(MEMORY_TAIL);
+    // Calls and sub-agents the crash left open end before the turn does.
+    let closing = interrupted
+        .as_deref()
+        .map(|turn| closing_events(&loaded.events, turn))
+        .unwrap_or_default();
     let tail: Vec<WireEvent> = loaded
         .events
         .into_iter()
@@ -124,6 +131,12 @@ pub(super) fn load(
     }
     if let Some(turn_id) = interrupted {
         tracing::warn!(session = id, turn = %turn_id, "ending a turn the daemon was running when it stopped");
+        for item in closing {
+            handle
+                .shared
+                .hub
+                .publish_as(Some(&turn_id), item.agent.as_deref(), item.kind);
+        }
         handle.shared.hub.publish(
             Some(&turn_id),
             EventKind::TurnCompleted {

@@ -1,9 +1,10 @@
 //! Closing what a crash left open: in the turn the daemon was running when it died, a
-//! `tool_call_started` may have no `tool_call_completed` and a `subagent_started` no
-//! `subagent_completed`. Restore publishes the closing events computed here (before the
+//! `tool_call_started` may have no `tool_call_completed`, a `subagent_started` no
+//! `subagent_completed` and an `approval_requested` no `approval_resolved` (it resolves as
+//! `deny` by `policy`, as cancelling a turn does). Restore publishes the closing events computed here (before the
 //! turn's `turn_completed{interrupted}`), so every client sees each started item end.
 
-use amber_proto::{EventKind, ToolStatus};
+use amber_proto::{Decision, EventKind, ResolvedBy, ToolStatus};
 use serde::Deserialize;
 
 use super::StoredEvent;
@@ -37,12 +38,15 @@ struct Item {
     agent_id: Option<String>,
     #[serde(default)]
     task: Option<String>,
+    #[serde(default)]
+    request_id: Option<String>,
 }
 
 /// An item of the turn that started and has not ended yet.
 enum Open {
     Call { agent: Option<String>, id: String },
     Subagent { id: String, task: String },
+    Approval { agent: Option<String>, id: String },
 }
 
 /// The events that end every item of turn `turn_id` still open in `events`, innermost
@@ -73,6 +77,19 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
             ("subagent_completed", _, Some(id)) => {
                 open.retain(|o| !matches!(o, Open::Subagent { id: open_id, .. } if *open_id == id));
             }
+            ("approval_requested", _, _) => {
+                if let Some(id) = item.request_id {
+                    open.push(Open::Approval {
+                        agent: item.agent,
+                        id,
+                    });
+                }
+            }
+            ("approval_resolved", _, _) => {
+                if let Some(id) = item.request_id {
+                    open.retain(|o| !matches!(o, Open::Approval { id: open_id, .. } if *open_id == id));
+                }
+            }
             _ => {}
         }
     }
@@ -95,6 +112,14 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
                     agent_id: id,
                     task,
                     result: Some(INTERRUPTED_SUBAGENT.to_owned()),
+                },
+            },
+            Open::Approval { agent, id } => Closing {
+                agent,
+                kind: EventKind::ApprovalResolved {
+                    request_id: id,
+                    decision: Decision::Deny,
+                    by: ResolvedBy::Policy,
                 },
             },
         })
@@ -181,5 +206,32 @@ mod tests {
         assert!(closing_events(&events, "t1").is_empty());
         // Another turn's open call is not this turn's business.
         assert!(closing_events(&events, "t2").is_empty());
+    }
+
+    #[test]
+    fn a_pending_approval_is_denied_by_policy_before_its_call_closes() {
+        let events = log(&[
+            json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
+            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c1", "name": "bash"}),
+            json!({"type": "approval_requested", "turnId": "t1", "requestId": "r1", "callId": "c1"}),
+            json!({"type": "approval_resolved", "turnId": "t1", "requestId": "r1", "decision": "allow_once", "by": "client"}),
+            json!({"type": "tool_call_completed", "turnId": "t1", "callId": "c1", "status": "ok"}),
+            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c2", "name": "bash"}),
+            json!({"type": "approval_requested", "turnId": "t1", "requestId": "r2", "callId": "c2"}),
+        ]);
+        assert_eq!(
+            closing_events(&events, "t1"),
+            vec![
+                Closing {
+                    agent: None,
+                    kind: EventKind::ApprovalResolved {
+                        request_id: "r2".into(),
+                        decision: Decision::Deny,
+                        by: ResolvedBy::Policy,
+                    },
+                },
+                completed("c2", None),
+            ]
+        );
     }
 }
