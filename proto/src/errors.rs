@@ -12,3 +12,8 @@ pub const OVERLOADED: i32 = -32003;
 pub const INVALID_WORKSPACE: i32 = -32004;
 pub const APPROVAL_NOT_FOUND: i32 = -32005;
 pub const MCP_SERVER_ERROR: i32 = -32006;
+
+/// jsonrpsee's: a request bigger than the server's message limit (the connection stays open).
+pub const REQUEST_TOO_BIG: i32 = -32007;
+/// jsonrpsee's: a response bigger than the server's message limit.
+pub const RESPONSE_TOO_BIG: i32 = -32008;

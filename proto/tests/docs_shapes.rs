@@ -210,7 +210,13 @@ fn the_error_table_lists_exactly_proto_error_codes() {
         .filter(|line| line.starts_with("| -"))
         .map(|line| {
             let cells: Vec<&str> = line.split(" | ").collect();
-            let code = cells[0].trim_start_matches("| ").parse().unwrap();
+            let code = cells[0]
+                .trim_start_matches("| ")
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
             (code, cells[1].trim_matches('`').to_owned())
         })
         .collect();
