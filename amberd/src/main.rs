@@ -37,8 +37,9 @@ fn main() -> ExitCode {
     // Before any thread exists (the runtime's, the log writer's): reading what systemd
     // passed also removes it from the environment, which is only sound single-threaded.
     // SAFETY: nothing has spawned a thread yet.
-    let activated = match unsafe { socket::from_systemd() } {
-        Ok(listener) => listener,
+    let (activated, ignored_fds) = match unsafe { socket::from_systemd() } {
+        Ok(Some(a)) => (Some(a.listener), a.ignored_fds),
+        Ok(None) => (None, 0),
         Err(err) => {
             eprintln!("amberd: {err}");
             return ExitCode::FAILURE;
@@ -53,6 +54,12 @@ fn main() -> ExitCode {
         service::log_file_path(env)
     };
     init_logging(log_file.as_deref());
+    if ignored_fds > 0 {
+        tracing::warn!(
+            extra = ignored_fds,
+            "systemd passed more than one socket; serving only the first"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -66,8 +73,12 @@ fn main() -> ExitCode {
     match runtime.block_on(run(args, activated, notifier)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!("{err}");
-            eprintln!("amberd: {err}");
+            // Once: the log's stderr layer already prints errors, unless the filter hides them.
+            if tracing::enabled!(tracing::Level::ERROR) {
+                tracing::error!("{err}");
+            } else {
+                eprintln!("amberd: {err}");
+            }
             ExitCode::FAILURE
         }
     }

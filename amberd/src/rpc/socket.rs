@@ -143,6 +143,14 @@ fn is_amber_dir(dir: &Path) -> bool {
         .is_some_and(|n| n == "amber" || n.starts_with("amber-"))
 }
 
+/// What systemd handed us: the listening socket, and how many more descriptors it passed
+/// (ignored; reported by main once logging is up).
+#[derive(Debug)]
+pub struct Activated {
+    pub listener: UnixListener,
+    pub ignored_fds: usize,
+}
+
 /// The listening socket systemd handed us (`LISTEN_PID` = our pid, `LISTEN_FDS` >= 1), if
 /// any, already non-blocking for tokio. `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` are
 /// removed so children do not inherit them; the descriptors are close-on-exec.
@@ -150,7 +158,7 @@ fn is_amber_dir(dir: &Path) -> bool {
 /// # Safety
 /// Edits the environment: call it while the process is single-threaded (main does, before
 /// the tokio runtime starts).
-pub unsafe fn from_systemd() -> Result<Option<UnixListener>, SocketError> {
+pub unsafe fn from_systemd() -> Result<Option<Activated>, SocketError> {
     // SAFETY: the caller guarantees no other thread touches the environment.
     let fds = unsafe { sd_notify::listen_fds_and_unset_env() };
     // SAFETY: as above; the crate leaves the names (we do not use them).
@@ -159,12 +167,8 @@ pub unsafe fn from_systemd() -> Result<Option<UnixListener>, SocketError> {
     let Some(fd) = fds.next() else {
         return Ok(None);
     };
-    if fds.len() > 0 {
-        tracing::warn!(
-            extra = fds.len(),
-            "systemd passed more than one socket; serving only the first"
-        );
-    }
+    // Logging is not set up yet (it depends on whether we were activated): main reports it.
+    let ignored_fds = fds.len();
     check_listening_unix_stream(fd)?;
     // SAFETY: systemd passed this descriptor to this process for us to own (LISTEN_PID is
     // ours), nothing else in the process refers to it, and it was checked to be a listening
@@ -173,7 +177,10 @@ pub unsafe fn from_systemd() -> Result<Option<UnixListener>, SocketError> {
     listener
         .set_nonblocking(true)
         .map_err(SocketError::Activation)?;
-    Ok(Some(listener))
+    Ok(Some(Activated {
+        listener,
+        ignored_fds,
+    }))
 }
 
 /// Refuses anything but a listening `AF_UNIX` `SOCK_STREAM` socket (a unit with
