@@ -13,6 +13,7 @@ use amberd::service::logfile::{self, RotatingFile};
 use amberd::service::notify::Notifier;
 use amberd::service::{self, idle};
 use amberd::session::deps::Deps;
+use amberd::tools::reaper;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -123,6 +124,9 @@ async fn run(
     let listener = tokio::net::UnixListener::from_std(std_listener)?;
     let inode = socket::inode_of(&socket_path);
 
+    // Bound: no other daemon serves this socket. Before any tool can run.
+    reap_orphaned_tools(&env);
+
     let store = amberd::store::Store::open(&data)?;
     let mut deps = Deps::new(config, &env, data.clone())?;
     deps.store = Some(store);
@@ -163,6 +167,23 @@ async fn run(
     served?;
     tracing::info!("amberd stopped");
     Ok(())
+}
+
+/// Kills the tool process groups a daemon that died without cleaning up left running, then
+/// records this daemon's own (`tools::reaper`). Never fatal: without `/proc` or the
+/// directory, tools just run unrecorded.
+fn reap_orphaned_tools(env: &impl Fn(&str) -> Option<std::ffi::OsString>) {
+    let dir = reaper::registry_dir(env, socket::current_uid());
+    match reaper::ChildRegistry::open(&dir) {
+        Ok(registry) => {
+            registry.reap_orphans();
+            reaper::install(registry);
+        }
+        Err(err) => tracing::warn!(
+            dir = %dir.display(),
+            "tool process groups are not recorded, so a crash may leave them running: {err}"
+        ),
+    }
 }
 
 /// `[server] idle_exit_secs`, honoured only under socket activation (see `service::idle`).

@@ -71,6 +71,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             cancel: None,
         }),
     });
+    shared.tools.set_session_id(&shared.id);
     shared.tools.set_subagents(Arc::new(SessionSubagents {
         shared: Arc::downgrade(&shared),
         deps: deps.clone(),

@@ -114,7 +114,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
         ));
     };
     // process_group(0): the shell leads a new group whose id is its pid.
-    let group = GroupGuard::new(pid);
+    let group = GroupGuard::new(pid, ctx.session.session_id());
     let mut sink = Sink::new(ctx);
     let end = supervise(&mut child, reader, &group, &mut sink, ctx, timeout).await;
     Ok(finish(end, sink.finish(), timeout))
@@ -316,17 +316,22 @@ pub(crate) fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
 }
 
 /// Kills the shell's process group when the call ends, including when the
-/// call's future is dropped mid-run.
+/// call's future is dropped mid-run. While it lives, the group is recorded for
+/// the next daemon to kill should this one die first (`reaper`).
 pub(crate) struct GroupGuard {
     pgid: libc::pid_t,
     armed: std::sync::atomic::AtomicBool,
+    /// Dropped after `Drop::drop` has killed the group: the record goes last.
+    _record: Option<super::reaper::Registration>,
 }
 
 impl GroupGuard {
-    pub(crate) fn new(pgid: libc::pid_t) -> Self {
+    /// Guards the group `pgid` just spawned (its leader not yet reaped) for `session`.
+    pub(crate) fn new(pgid: libc::pid_t, session: &str) -> Self {
         Self {
             pgid,
             armed: std::sync::atomic::AtomicBool::new(true),
+            _record: super::reaper::register(pgid, session),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod edit;
 pub mod gate;
 pub mod process;
 pub mod read;
+pub mod reaper;
 pub mod search;
 pub mod session;
 pub mod skills;

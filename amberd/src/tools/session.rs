@@ -56,6 +56,8 @@ pub struct SessionTools {
     notify: Notify,
     subagents: OnceLock<Arc<dyn SubagentRunner>>,
     denied_paths: OnceLock<Arc<dyn DeniedPaths>>,
+    /// The owning session's id, for the records of spawned process groups (`reaper`).
+    session_id: OnceLock<String>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -75,12 +77,23 @@ impl SessionTools {
             notify: Box::new(notify),
             subagents: OnceLock::new(),
             denied_paths: OnceLock::new(),
+            session_id: OnceLock::new(),
         }
     }
 
     /// Installs the sub-agent runner (once; later calls are ignored).
     pub fn set_subagents(&self, runner: Arc<dyn SubagentRunner>) {
         let _ = self.subagents.set(runner);
+    }
+
+    /// Names the owning session (once; later calls are ignored).
+    pub fn set_session_id(&self, id: &str) {
+        let _ = self.session_id.set(id.to_owned());
+    }
+
+    /// The owning session's id; empty when detached.
+    pub fn session_id(&self) -> &str {
+        self.session_id.get().map_or("", String::as_str)
     }
 
     /// Installs the session's path deny rules (once; later calls are ignored).

@@ -135,7 +135,11 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
         }
         None => ctx.workspace.clone(),
     };
-    let info = ctx.session.processes.start(command, &cwd).map_err(failed)?;
+    let info = ctx
+        .session
+        .processes
+        .start(command, &cwd, ctx.session.session_id())
+        .map_err(failed)?;
     Ok(ToolOutcome::ok(format!(
         "started {id} (pid {pid}): {command}\nRead its output with action `output`, id `{id}`; \
          stop it with action `kill`.",

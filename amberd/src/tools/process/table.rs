@@ -198,8 +198,14 @@ impl ProcessTable {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Start `/bin/bash -c command` in `cwd` (already confined by the caller).
-    pub fn start(&self, command: &str, cwd: &Path) -> Result<ProcessInfo, ProcessError> {
+    /// Start `/bin/bash -c command` in `cwd` (already confined by the caller); `session`
+    /// names the owner in the group's orphan record (`tools::reaper`).
+    pub fn start(
+        &self,
+        command: &str,
+        cwd: &Path,
+        session: &str,
+    ) -> Result<ProcessInfo, ProcessError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProcessError::NoRuntime)?;
         let mut table = self.lock();
         if table.closed {
@@ -226,7 +232,7 @@ impl ProcessTable {
             )));
         };
         // process_group(0): the shell leads a new group whose id is its pid.
-        let group = GroupGuard::new(pgid);
+        let group = GroupGuard::new(pgid, session);
         table.next_id += 1;
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
