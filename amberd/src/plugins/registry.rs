@@ -67,6 +67,18 @@ struct Inner {
 }
 
 impl Inner {
+    /// The ledger row of one owner, as capabilities.
+    fn capabilities(&self, owner: &Owner) -> Vec<Capability> {
+        self.ledger
+            .get(owner)
+            .map(|row| {
+                row.iter()
+                    .map(|(kind, name)| kind.capability(name))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn owner_of(&self, kind: CapabilityKind, name: &str) -> Option<&Owner> {
         fn find<'a, T>(
             entries: &'a [Entry<T>],
@@ -284,28 +296,12 @@ impl Registries {
             inner.remove(owner);
             inner.insert(owner, tool_source, contributions);
         }
-        inner
-            .ledger
-            .get(owner)
-            .map(|row| {
-                row.iter()
-                    .map(|(kind, name)| kind.capability(name))
-                    .collect()
-            })
-            .unwrap_or_default()
+        inner.capabilities(owner)
     }
 
     /// The ledger row of one owner.
     pub fn capabilities(&self, owner: &Owner) -> Vec<Capability> {
-        self.read()
-            .ledger
-            .get(owner)
-            .map(|row| {
-                row.iter()
-                    .map(|(kind, name)| kind.capability(name))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.read().capabilities(owner)
     }
 
     /// The tools in registration order, as the agent uses them.
