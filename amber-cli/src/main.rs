@@ -42,6 +42,8 @@ fn main() {
     init_logging();
     let code = match dispatch(cli) {
         Ok(code) => code,
+        // Whoever read our output went away (`| head`): nothing to say, as ripgrep does.
+        Err(e) if is_broken_pipe(&e) => exit::OK,
         Err(e) => {
             let _ = std::io::stdout().flush();
             if e.downcast_ref::<UsageError>().is_some() {
@@ -56,6 +58,14 @@ fn main() {
     let _ = std::io::stdout().flush();
     // Exit without dropping the runtime: a pending stdin read would hold it up.
     std::process::exit(i32::from(code));
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn init_logging() {

@@ -24,25 +24,31 @@ use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
 const MAX_RESUBSCRIBES: u32 = 5;
 
 pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
-    let prompt = read_prompt(&args.prompt)?;
     let begun = Instant::now();
-    let turn = match start(&args, conn, &prompt).await {
-        Ok(turn) => turn,
-        Err(e) => {
-            // `--json` always ends with a result line, even when no turn began.
-            if args.json {
-                let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let code = e
-                    .downcast_ref::<ClientError>()
+    // `--json` always ends with a result line, even when no turn began.
+    let not_started = |e: anyhow::Error| -> anyhow::Error {
+        if args.json {
+            let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let code = if e.downcast_ref::<UsageError>().is_some() {
+                "usage".to_owned()
+            } else {
+                e.downcast_ref::<ClientError>()
                     .and_then(ClientError::code)
-                    .map_or_else(|| "client".to_owned(), |c| c.to_string());
-                let session_id = args.session.clone().unwrap_or_default();
-                let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
-                output::line(&serde_json::to_string(&line)?)?;
+                    .map_or_else(|| "client".to_owned(), |c| c.to_string())
+            };
+            let session_id = args.session.clone().unwrap_or_default();
+            let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
+            if let Err(write) = serde_json::to_string(&line)
+                .map_err(anyhow::Error::from)
+                .and_then(|l| output::line(&l).map_err(anyhow::Error::from))
+            {
+                return write;
             }
-            return Err(e);
         }
+        e
     };
+    let prompt = read_prompt(&args.prompt).map_err(|e| not_started(e.into()))?;
+    let turn = start(&args, conn, &prompt).await.map_err(not_started)?;
     let Started {
         client,
         session_id,

@@ -77,6 +77,20 @@ impl ResultLine {
     }
 }
 
+/// amberd's dispatch refuses malformed calls with `denied` too (unknown tool, arguments
+/// that are not a JSON object, a repeat of the previous turn's call): those are the model's
+/// mistakes, not permission decisions, and stay out of `permissionDenials`.
+fn is_dispatch_refusal(output: &str) -> bool {
+    let reason = output.strip_prefix("denied: ").unwrap_or(output);
+    [
+        "unknown tool `",
+        "the arguments of `",
+        "duplicate of a call made in the previous turn",
+    ]
+    .iter()
+    .any(|prefix| reason.starts_with(prefix))
+}
+
 /// The closing stderr line of a human run whose tool calls were denied.
 pub fn denials_summary(denials: &[Denial]) -> Option<String> {
     if denials.is_empty() {
@@ -165,7 +179,7 @@ impl TurnTracker {
                 status: ToolStatus::Denied,
                 output,
                 ..
-            } => {
+            } if !is_dispatch_refusal(output) => {
                 let (tool, arguments) = self
                     .tools
                     .get(call_id)
@@ -299,6 +313,15 @@ mod tests {
             ev(
                 "t1",
                 json!({"seq": 8, "type": "tool_call_completed", "callId": "c2", "status": "denied", "output": "read mode", "durationMs": 0}),
+            ),
+            // The model's own mistakes, refused by dispatch: not permission denials.
+            ev(
+                "t1",
+                json!({"seq": 8, "type": "tool_call_completed", "callId": "c8", "status": "denied", "output": "duplicate of a call made in the previous turn: `read` with the same arguments; use its result instead of repeating it", "durationMs": 0}),
+            ),
+            ev(
+                "t1",
+                json!({"seq": 8, "type": "tool_call_completed", "callId": "c9", "status": "denied", "output": "unknown tool `frobnicate`; available: read", "durationMs": 0}),
             ),
             ev(
                 "t1",

@@ -189,9 +189,37 @@ fn bad_usage_exits_2_without_touching_the_daemon() {
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(!stderr.is_empty());
     }
+    // An empty prompt is a usage error too; with --json it still ends with a result line.
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--json", "--no-autostart", ""]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(2), "{stderr}");
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["error"]["code"], "usage", "{result}");
+    assert!(stderr.contains("the prompt is empty"), "{stderr}");
     let list = daemon.rpc_ok("session/list", json!({}));
     assert_eq!(list["sessions"], json!([]));
     assert_eq!(mock.request_count(), 0);
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_quietly() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("hello"), done()]);
+    let daemon = spawn(&mock);
+    // `amber-cli run --json hi | head -0`: the pipe's reader is gone before anything is written.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--json", "--no-autostart", "hi"])
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
 
 #[test]
