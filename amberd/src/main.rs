@@ -226,10 +226,11 @@ fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
     });
 }
 
-const DEFAULT_LOG: &str = "info,rmcp=warn";
+const DEFAULT_LOG: &str = "info,rmcp=warn,rmcp::transport::worker=off";
 
 /// `AMBER_LOG`, else `RUST_LOG`, else `info` (rmcp at `warn`: it logs every server's
-/// instructions at info). Always to stderr (under systemd that is the journal); also to
+/// instructions at info; its transport worker off: it logs each failed reconnect with the
+/// whole type-laden error chain, which the MCP host already reports as the root cause). Always to stderr (under systemd that is the journal); also to
 /// `file`, size-rotated, when given (main passes one only when no journal collects stderr).
 /// The one filter applies to both.
 fn init_logging(file: Option<&std::path::Path>) {

@@ -220,6 +220,14 @@ async fn kill_mid_tool_leaves_a_consistent_context() {
         .expect("the interrupted turn ends");
     assert!(closed < ended, "the call closes before the turn ends");
     assert_eq!(replay[ended]["error"]["code"], "interrupted");
+    // It reports what its calls used before the crash, as a finished turn would.
+    let spent: u64 = replay[..ended]
+        .iter()
+        .filter(|e| e["type"] == "usage" && e["turnId"] == replay[ended]["turnId"])
+        .map(|e| e["usage"]["totalTokens"].as_u64().unwrap())
+        .sum();
+    assert!(spent > 0);
+    assert_eq!(replay[ended]["usage"]["totalTokens"].as_u64(), Some(spent));
 
     let client = connect(&daemon).await;
     let got = within("get", client.session_get(&session)).await.unwrap();

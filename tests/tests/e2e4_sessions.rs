@@ -159,3 +159,37 @@ async fn idle_unload_secs_zero_keeps_sessions_in_memory() {
         (Some(1), Some(1))
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_is_running_from_the_moment_its_prompt_is_accepted() {
+    use amber_tests::MockTurn;
+    // A slow first reply keeps the turn going while the state is read.
+    let mock = MockLlm::start(vec![
+        MockTurn::Delay {
+            ms: 800,
+            then: Box::new(MockTurn::text("done")),
+        },
+        MockTurn::text("DONE"),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let session = create(&daemon);
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": session, "text": "take your time"}),
+    );
+    // No window in which a client polling for idle would think the turn is over.
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": session}));
+    assert_eq!(got["session"]["state"], "running", "{got}");
+    let listed = daemon.rpc_ok("session/list", json!({}));
+    assert_eq!(listed["sessions"][0]["state"], "running", "{listed}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = daemon.rpc_ok("session/get", json!({"sessionId": session}));
+        if got["session"]["state"] == "idle" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn never ended: {got}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -124,6 +124,27 @@ fn check_turn(turn: &[Value]) {
         .collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{output}");
     check_task_started_first(turn);
+    check_turn_usage_counts_the_subagents(turn);
+}
+
+/// `turn_completed.usage` is every call of the turn, the sub-agents' included.
+fn check_turn_usage_counts_the_subagents(turn: &[Value]) {
+    let calls: Vec<&Value> = turn.iter().filter(|e| e["type"] == "usage").collect();
+    assert!(
+        calls.iter().any(|e| e["agentId"].is_string()),
+        "sub-agents' calls report usage: {calls:?}"
+    );
+    let spent: u64 = calls
+        .iter()
+        .map(|e| e["usage"]["totalTokens"].as_u64().unwrap())
+        .sum();
+    assert!(spent > 0);
+    assert_eq!(
+        turn.last().unwrap()["usage"]["totalTokens"].as_u64(),
+        Some(spent),
+        "{:?}",
+        turn.last()
+    );
 }
 
 /// The parent's `task` call is announced (durably, with a lower seq) before any of its

@@ -204,7 +204,11 @@ struct TurnHooks<'a> {
 }
 
 impl AgentHooks for TurnHooks<'_> {
-    fn emit(&self, kind: EventKind) {
+    fn emit(&self, mut kind: EventKind) {
+        // The loop counts its own calls; its sub-agents' run inside the `task` tool.
+        if let EventKind::TurnCompleted { usage, .. } = &mut kind {
+            usage.add(&self.shared.take_subagent_usage());
+        }
         // A manual compaction runs outside any turn.
         let turn = Some(self.turn_id).filter(|t| !t.is_empty());
         self.shared.hub.publish(turn, kind);
@@ -233,6 +237,8 @@ impl SessionShared {
         live.touched = std::time::Instant::now();
         live.cancel = Some(cancel);
         live.turn_id = Some(turn_id.to_owned());
+        live.queued = live.queued.saturating_sub(1);
+        live.subagent_usage = Usage::default();
         live.info.state = SessionState::Running;
         live.info.updated_at = super::hub::now_rfc3339();
     }
@@ -242,7 +248,12 @@ impl SessionShared {
         live.touched = std::time::Instant::now();
         live.cancel = None;
         live.turn_id = None;
-        live.info.state = SessionState::Idle;
+        // Still busy while prompts wait their turn.
+        live.info.state = if live.queued > 0 {
+            SessionState::Running
+        } else {
+            SessionState::Idle
+        };
         live.info.updated_at = super::hub::now_rfc3339();
     }
 }

@@ -69,6 +69,8 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             turn_id: None,
             messages,
             cancel: None,
+            subagent_usage: amber_proto::Usage::default(),
+            queued: 0,
         }),
     });
     shared.tools.set_session_id(&shared.id);

@@ -241,13 +241,15 @@ impl SessionManager {
         let handle = self.get(id)?;
         let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
         handle.shared.set_title_if_empty(&text);
-        handle
-            .commands
-            .send(Command::Prompt {
-                turn_id: turn_id.clone(),
-                text,
-            })
-            .map_err(|_| SessionError::NotFound(id.to_owned()))?;
+        handle.shared.prompt_queued();
+        let sent = handle.commands.send(Command::Prompt {
+            turn_id: turn_id.clone(),
+            text,
+        });
+        if sent.is_err() {
+            handle.shared.prompt_dropped();
+            return Err(SessionError::NotFound(id.to_owned()));
+        }
         Ok(turn_id)
     }
 

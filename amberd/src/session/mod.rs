@@ -82,6 +82,11 @@ struct Live {
     turn_id: Option<String>,
     messages: Arc<Vec<Message>>,
     cancel: Option<CancellationToken>,
+    /// What the running turn's sub-agents spent: part of the turn's `turn_completed.usage`.
+    subagent_usage: Usage,
+    /// Prompts accepted by `session/prompt` whose turn has not begun: the session reads
+    /// `running` from the moment a prompt is accepted until the last queued turn ends.
+    queued: usize,
 }
 
 impl SessionShared {
@@ -111,6 +116,26 @@ impl SessionShared {
             && self.hub.subscriber_count() == 0
             && self.approvals.pending().is_empty()
             && self.tools.processes.running() == 0
+    }
+
+    /// A prompt was accepted (before the actor picks it up): the session is busy now.
+    pub(crate) fn prompt_queued(&self) {
+        let mut live = self.lock_live();
+        live.queued += 1;
+        live.touched = std::time::Instant::now();
+        if live.info.state == SessionState::Idle {
+            live.info.state = SessionState::Running;
+            live.info.updated_at = now_rfc3339();
+        }
+    }
+
+    /// The queued prompt never reached the actor (it stopped): undo `prompt_queued`.
+    pub(crate) fn prompt_dropped(&self) {
+        let mut live = self.lock_live();
+        live.queued = live.queued.saturating_sub(1);
+        if live.queued == 0 && live.turn_id.is_none() {
+            live.info.state = SessionState::Idle;
+        }
     }
 
     pub fn set_state(&self, state: SessionState) {
@@ -176,6 +201,19 @@ impl SessionShared {
         let mut live = self.lock_live();
         live.info.usage.add(usage);
         live.info.usage
+    }
+
+    /// A sub-agent's call: the session total and the running turn's sub-agent share.
+    fn add_subagent_usage(&self, usage: &Usage) -> Usage {
+        let mut live = self.lock_live();
+        live.subagent_usage.add(usage);
+        live.info.usage.add(usage);
+        live.info.usage
+    }
+
+    /// The sub-agent share of the running turn, taken (it is reported once).
+    fn take_subagent_usage(&self) -> Usage {
+        std::mem::take(&mut self.lock_live().subagent_usage)
     }
 
     fn publish_messages(&self, context: &Context) {

@@ -24,6 +24,7 @@ use crate::agent::prompt::CONFIRM_PROMPT;
 use crate::context::Context;
 use crate::store::{
     Loaded, Store, StoreError, StoredEvent, closing_events, consistent_context, interrupted_turn,
+    turn_usage,
 };
 
 /// Loads session `id` from the store and starts it.
@@ -86,6 +87,10 @@ pub(super) fn load(
         .as_deref()
         .map(|turn| closing_events(&loaded.events, turn))
         .unwrap_or_default();
+    let interrupted_usage = interrupted
+        .as_deref()
+        .map(|turn| turn_usage(&loaded.events, turn))
+        .unwrap_or_default();
     let tail: Vec<WireEvent> = loaded
         .events
         .into_iter()
@@ -145,7 +150,7 @@ pub(super) fn load(
                     code: "interrupted".into(),
                     message: "the daemon stopped while this turn was running".into(),
                 }),
-                usage: Usage::default(),
+                usage: interrupted_usage,
             },
         );
     }

@@ -191,7 +191,7 @@ impl AgentHooks for SubagentHooks<'_> {
     }
 
     fn add_usage(&self, usage: &Usage) -> Usage {
-        self.shared.add_usage(usage)
+        self.shared.add_subagent_usage(usage)
     }
 
     fn context_changed(&self, _context: &Context) {}
