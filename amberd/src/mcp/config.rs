@@ -141,6 +141,10 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
     {
         return Some("may only contain letters, digits, `_` and `-`");
     }
+    if name.contains("__") {
+        // `mcp__a__b__x` would name tool `b__x` of `a` and tool `x` of `a__b` alike.
+        return Some("must not contain `__` (it separates the server from the tool in tool names)");
+    }
     None
 }
 
@@ -281,5 +285,7 @@ mod tests {
         assert_eq!(name_problem("ok_name-1"), None);
         assert!(name_problem("").is_some());
         assert!(name_problem("sp ace").is_some());
+        assert!(name_problem("a__b").is_some());
+        assert_eq!(name_problem("a_b"), None);
     }
 }
