@@ -164,3 +164,15 @@ pub fn is_alive(pid: u32) -> bool {
 pub fn sleep_marker(daemon: &TestDaemon, n: u32) -> String {
     format!("3{n}.{}", daemon.pid())
 }
+
+/// Whether the call `id` was sent to approval in `turn`.
+pub fn asked(turn: &[Value], id: &str) -> bool {
+    crate::e2e::of_type(turn, "approval_requested")
+        .iter()
+        .any(|e| e["callId"] == id)
+}
+
+/// A `bash` call of `command` with id `id`.
+pub fn sh(id: &str, command: &str) -> MockToolCall {
+    call(id, "bash", &json!({ "command": command }))
+}

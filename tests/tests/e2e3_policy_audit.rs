@@ -4,7 +4,7 @@
 //! `edit`; the agent cannot write its own rules or git hooks without asking; writes through
 //! a symlink to outside, program-running `git config` and build tools pointed outside ask;
 //! `search` never shows a file a deny rule hides; `allow_always` on a call an ask rule
-//! matched counts for the session only.
+//! matched counts for the session only. The re-audit's cases are in `e2e3_policy_reaudit.rs`.
 //!
 //! Most cases run with a client that is not an approver: a call that needs approval is
 //! then denied at once with `by: "no_approver"`, after an `approval_requested` — which
@@ -21,21 +21,11 @@ use amber_tests::e2e::{
     stop_reason,
 };
 use amber_tests::e2e3::{
-    bash, call, calls, connect_approver, next_approval, put, request_id, respond, result_of,
+    asked, bash, call, calls, connect_approver, next_approval, put, request_id, respond, result_of,
+    sh,
 };
 use amber_tests::{MockLlm, MockToolCall, MockTurn};
-use serde_json::{Value, json};
-
-/// Whether the call `id` was sent to approval in `turn`.
-fn asked(turn: &[Value], id: &str) -> bool {
-    of_type(turn, "approval_requested")
-        .iter()
-        .any(|e| e["callId"] == id)
-}
-
-fn sh(id: &str, command: &str) -> MockToolCall {
-    call(id, "bash", &json!({ "command": command }))
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_allow_always_rule_does_not_let_a_whole_compound_command_run() {

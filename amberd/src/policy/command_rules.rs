@@ -10,7 +10,9 @@
 //!   forms (`shell::CommandLine`): `plain` and `normalized` (argv0's basename, git's global
 //!   options dropped: `git -C . push` → `git push`).
 //!
-//! Deny and ask rules match when ANY of those matches. An allow rule only counts when the
+//! Deny and ask rules match when ANY of those matches, and always when the command has a
+//! part the parser cannot see (a computed program name `$T a`, a shell reading its script
+//! from stdin `… | bash`, `bash <<< …`, a parse error). An allow rule only counts when the
 //! script was fully parsed and EVERY simple command that is not read-only is matched (in
 //! its `plain` form) by some allow rule; otherwise the call falls through to the mode and
 //! the classifier. Allow rules of the config and of the workspace combine.
@@ -39,8 +41,14 @@ pub fn decide<'r>(
             .flat_map(|set| set.rules())
             .filter(|r| applies(&r.tool, tool))
     };
+    // Something ran unseen (`$T a`, `… | bash`, a parse error): it could be anything a
+    // deny or ask rule of this tool names, so every such rule applies (not `*` rules, which
+    // are mostly path globs such as `secrets/**`).
     let blocking = rules()
-        .filter(|r| r.decision != RuleDecision::Allow && matches_any(&r.pattern, facts))
+        .filter(|r| {
+            r.decision != RuleDecision::Allow
+                && ((!facts.complete && r.tool != "*") || matches_any(&r.pattern, facts))
+        })
         .max_by_key(|r| r.decision);
     if let Some(rule) = blocking {
         return Some((rule.decision, rule));
@@ -163,6 +171,21 @@ mod tests {
             "git --git-dir=.git push",
             "cd sub && git push",
             "sh -c 'bash -c \"touch t13\"'",
+            // Programs the parser cannot see, and more wrappers.
+            "T=touch; $T a",
+            "echo touch a | bash",
+            "bash <<< \"touch a\"",
+            "sh -s < script.sh",
+            "bash < script.sh",
+            "env -S \"touch a\"",
+            "env --split-string='touch a' b",
+            "flock F touch a",
+            "flock -w 5 F -c 'touch a'",
+            "ionice -c 3 touch a",
+            "chroot / touch a",
+            "setpriv --reuid=1000 touch a",
+            "taskset -c 0 touch a",
+            "chrt 5 touch a",
         ] {
             assert_eq!(
                 decision(&set, "bash", command),
@@ -175,7 +198,14 @@ mod tests {
             decision(&set, "process", "touch t10"),
             Some(RuleDecision::Deny)
         );
-        for command in ["ls", "git status", "echo touch", "git pull"] {
+        for command in [
+            "ls",
+            "git status",
+            "echo touch",
+            "git pull",
+            "flock F ls",
+            "env -S 'ls -l'",
+        ] {
             assert_eq!(decision(&set, "bash", command), None, "{command}");
         }
     }
@@ -191,9 +221,18 @@ mod tests {
             decision(&set, "bash", "touch x; if"),
             Some(RuleDecision::Deny)
         );
-        assert_eq!(decision(&set, "bash", "rm x; if then"), None);
-        assert_eq!(decision(&set, "bash", "rm $(eval \"$X\")"), None);
-        assert_eq!(decision(&set, "bash", "$CMD rm"), None);
+        // Incomplete commands: the deny rule applies whatever they name.
+        let deny = Some(RuleDecision::Deny);
+        assert_eq!(decision(&set, "bash", "rm x; if then"), deny);
+        assert_eq!(decision(&set, "bash", "rm $(eval \"$X\")"), deny);
+        assert_eq!(decision(&set, "bash", "$CMD rm"), deny);
+        let allow_only = RuleSet::new(&[
+            rule("bash", "rm*", RuleDecision::Allow),
+            rule("*", "secrets/**", RuleDecision::Deny),
+        ])
+        .unwrap();
+        assert_eq!(decision(&allow_only, "bash", "rm x; if then"), None);
+        assert_eq!(decision(&allow_only, "bash", "$CMD rm"), None);
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! in-workspace commands run and sends destructive, outside-workspace or unknown commands
 //! to approval — unless a session grant already covers every scope of the call. Writes to
 //! protected paths (`protected`) and writes outside the workspace (lexically, or through a
-//! symlink inside it) always ask in write mode: no allow rule or grant covers them.
+//! symlink inside it) always ask in write mode: no allow rule or grant covers them, and
+//! neither do write targets the classifier cannot resolve (`rm -rf $D/x`). The path rules
+//! of `write` and `edit` also judge the paths a command writes; with a `write`/`edit` deny
+//! rule, an unresolvable write target is denied in read and yolo mode.
 //! Confinement is not decided here: the tools themselves refuse paths outside the workspace.
 
 use std::path::Path;
@@ -66,6 +69,21 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
     if let Some((RuleDecision::Deny, rule)) = &rule {
         return Verdict::Deny {
             reason: format!("denied by rule `{} {}`", rule.tool, rule.pattern),
+            by: ResolvedBy::Rule,
+        };
+    }
+    // A write nobody can resolve might hit what a `write` deny rule protects: outside
+    // write mode (where it asks, never granted) it is refused.
+    if let Target::Command(c) = &target
+        && c.unresolved
+        && req.mode != Mode::Write
+        && let Some(rule) = write_deny_rule(rules)
+    {
+        return Verdict::Deny {
+            reason: format!(
+                "a write target cannot be resolved, and rule `{} {}` denies writes",
+                rule.tool, rule.pattern
+            ),
             by: ResolvedBy::Rule,
         };
     }
@@ -134,6 +152,13 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
                     if c.protected {
                         return never_granted(c.reason.clone());
                     }
+                    if c.unresolved {
+                        return never_granted(format!(
+                            "a write target cannot be resolved (it could be outside the \
+                             workspace): {}",
+                            c.reason
+                        ));
+                    }
                     if matches!(&rule, Some((RuleDecision::Allow, _))) {
                         return Verdict::Allow;
                     }
@@ -162,6 +187,26 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
     }
 }
 
+/// File tools whose path rules also govern what commands write.
+const WRITE_TOOLS: &[&str] = &["write", "edit"];
+
+/// The first deny rule of a file tool that writes, if any.
+fn write_deny_rule(rules: &Rules<'_>) -> Option<Rule> {
+    let mut sets = vec![rules.config];
+    if let Ok(set) = &rules.workspace {
+        sets.push(set);
+    }
+    sets.iter()
+        .flat_map(|set| set.rules())
+        .find(|r| {
+            r.decision == RuleDecision::Deny
+                && WRITE_TOOLS
+                    .iter()
+                    .any(|t| super::rules::applies(&r.tool, t))
+        })
+        .cloned()
+}
+
 fn strongest(rules: &Rules<'_>, tool: &str, target: &Target) -> Option<(RuleDecision, Rule)> {
     let mut sets = vec![rules.config];
     if let Ok(set) = &rules.workspace {
@@ -173,7 +218,26 @@ fn strongest(rules: &Rules<'_>, tool: &str, target: &Target) -> Option<(RuleDeci
             lines: &c.lines,
             complete: c.complete,
         };
-        return command_rules::decide(&sets, tool, &facts).map(|(d, r)| (d, r.clone()));
+        let command = command_rules::decide(&sets, tool, &facts).map(|(d, r)| (d, r.clone()));
+        // What the command writes is subject to the path rules of the file tools that
+        // write (deny and ask; allow stays the command rules' business).
+        let by_path = c
+            .written
+            .iter()
+            .flat_map(|path| {
+                sets.iter().flat_map(move |set| {
+                    WRITE_TOOLS
+                        .iter()
+                        .filter_map(move |t| set.decide(t, Subject::Path(path)))
+                })
+            })
+            .filter(|(d, _)| *d != RuleDecision::Allow)
+            .max_by_key(|(d, _)| *d)
+            .map(|(d, r)| (d, r.clone()));
+        return match (command, by_path) {
+            (Some(a), Some(b)) => Some(if b.0 > a.0 { b } else { a }),
+            (a, b) => b.or(a),
+        };
     }
     let subject = match target {
         Target::Path { relative, .. } => Subject::Path(relative),

@@ -421,3 +421,6 @@ fn program_running_git_config_and_outside_build_dirs_ask() {
         assert_eq!(c.bash(Mode::Write, command), Verdict::Allow, "{command}");
     }
 }
+
+#[path = "engine_reaudit_tests.rs"]
+mod reaudit;

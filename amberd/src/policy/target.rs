@@ -35,6 +35,11 @@ pub(super) struct CommandTarget {
     pub programs: Vec<String>,
     pub lines: Vec<CommandLine>,
     pub complete: bool,
+    /// Some write target cannot be resolved: treated like an outside write.
+    pub unresolved: bool,
+    /// The workspace-relative paths it writes (lexically, and through symlinks), for the
+    /// path rules of `write` and `edit`.
+    pub written: Vec<String>,
 }
 
 /// Tools whose `command` argument is a shell command, and whose `path` is a file.
@@ -79,6 +84,8 @@ fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> Command
         programs: c.scopes,
         lines: c.commands,
         complete: c.complete,
+        unresolved: c.unresolved_write,
+        written: Vec::new(),
     };
     // The classifier is lexical: resolve each write it found inside the workspace the way
     // the file tools do, so a symlink inside pointing outside (or at `.git/hooks`) counts.
@@ -87,7 +94,19 @@ fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> Command
         .unwrap_or_else(|_| workspace.to_owned());
     for written in &c.writes {
         let shown = written.strip_prefix(workspace).unwrap_or(written).display();
-        match confine(workspace, &written.to_string_lossy()) {
+        if let Ok(relative) = written.strip_prefix(workspace) {
+            target.written.push(relative_text(relative));
+        }
+        let confined = confine(workspace, &written.to_string_lossy());
+        if let Ok(resolved) = &confined
+            && let Ok(relative) = resolved.strip_prefix(&root)
+        {
+            let relative = relative_text(relative);
+            if !target.written.contains(&relative) {
+                target.written.push(relative);
+            }
+        }
+        match confined {
             Err(err) => {
                 if !target.outside {
                     target.reason = format!("writes {shown}, which leaves the workspace: {err}");
@@ -104,6 +123,15 @@ fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> Command
         }
     }
     target
+}
+
+fn relative_text(relative: &Path) -> String {
+    let text = relative.to_string_lossy().into_owned();
+    if text.is_empty() {
+        ".".to_owned()
+    } else {
+        text
+    }
 }
 
 /// The path relative to the workspace (lexically, for rule globs and folder scopes).
@@ -124,10 +152,11 @@ fn relative_path(workspace: &Path, path: &str) -> String {
         .unwrap_or_else(|_| path.to_owned())
 }
 
-/// What an `allow_session` answer would grant. Outside and protected writes: nothing.
+/// What an `allow_session` answer would grant. Outside, protected and unresolved writes:
+/// nothing.
 pub(super) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
     match target {
-        Target::Command(c) if c.outside || c.protected => Vec::new(),
+        Target::Command(c) if c.outside || c.protected || c.unresolved => Vec::new(),
         Target::Command(c) => c
             .programs
             .iter()

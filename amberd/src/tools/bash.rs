@@ -133,6 +133,10 @@ pub(crate) fn spawn(command: &str, cwd: &std::path::Path) -> io::Result<(pipe::R
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
+        // The policy resolves `cd dir` from the working directory and treats `cd -` as
+        // unknown: an inherited CDPATH or OLDPWD would send them elsewhere.
+        .env_remove("CDPATH")
+        .env("OLDPWD", cwd)
         .process_group(0)
         .kill_on_drop(true);
     let child = cmd.spawn()?;

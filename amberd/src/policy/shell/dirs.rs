@@ -4,7 +4,7 @@
 //! `yarn --cwd DIR`, `go -C DIR`, `uv --directory DIR` move the tool into `DIR` (it writes
 //! there instead of the working directory); `cargo --target-dir DIR`,
 //! `cargo --manifest-path FILE`, `cmake -B DIR` / `--build DIR` add a place it writes.
-//! Applied to verdicts that write (benign, destructive); both `--opt VALUE` and
+//! Applied to verdicts that may write (benign, unknown, destructive); both `--opt VALUE` and
 //! `--opt=VALUE` forms.
 
 use super::ShellClass;
@@ -33,7 +33,7 @@ pub(super) fn with_directories<'a>(
     name: &str,
     args: &'a [Word],
 ) -> Verdict<'a> {
-    if !matches!(v.class, ShellClass::Benign | ShellClass::Destructive) {
+    if v.class == ShellClass::ReadOnly {
         return v;
     }
     let Some((_, moves, adds)) = TABLE.iter().find(|(n, _, _)| *n == name) else {

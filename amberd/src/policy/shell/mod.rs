@@ -18,19 +18,24 @@
 //! Layout: [`parse`] adapts brush's AST into a small IR (`Script` → pipelines →
 //! `SimpleCommand { assignments, argv, redirections }`) and [`words`] its words; this file
 //! walks it (cwd tracking for `cd`, pipelines, substitutions, combining) into an
-//! [`outcome::Acc`]; [`wrappers`] unwraps `sudo`/`env`/`timeout`/`xargs`/`bash -c`…;
+//! [`outcome::Acc`]; [`wrappers`] unwraps `sudo`/`env`/`timeout`/`xargs`/`bash -c`…, and
+//! [`launchers`] `flock`/`ionice`/`chroot`/`setpriv`/`env -S`…;
 //! [`rules`], [`writers`], [`git`], [`tools`] and [`dirs`] hold the per-program tables;
 //! [`scope`] names approval scopes; [`sed`] checks sed scripts; [`paths`] decides
 //! inside/outside the workspace and protected paths; [`render`] turns every invoked program
 //! into a command line for rule matching.
 //!
 //! **Classification never panics and never touches the file system**: anything it cannot
-//! see through (parse errors, computed command names, unresolvable write targets, too-deep
-//! nesting) is [`ShellClass::Unknown`], which asks in `write` mode.
+//! see through (parse errors, computed command names, shells reading stdin, unresolvable
+//! write targets, too-deep nesting) is [`ShellClass::Unknown`], which asks in `write` mode.
+//! Unresolvable write targets are also flagged (`unresolved_write`): the engine treats them
+//! like writes outside the workspace. A command mentioning `CDPATH` makes every relative
+//! `cd` land in an unknown directory; `cd -`, `pushd` and `popd` do too.
 
 mod dirs;
 mod git;
 mod git_config;
+mod launchers;
 mod outcome;
 mod parse;
 mod paths;
@@ -42,6 +47,8 @@ mod sed;
 mod tests;
 #[cfg(test)]
 mod tests_audit;
+#[cfg(test)]
+mod tests_reaudit;
 #[cfg(test)]
 mod tests_scopes;
 mod tools;
@@ -67,6 +74,9 @@ pub fn classify(command: &str, workspace: &Path, cwd: &Path) -> Classification {
     let mut walker = Walker {
         workspace: paths::normalize(workspace),
         acc: Acc::default(),
+        // `cd dir` searches CDPATH first: once the command may set it, a relative `cd`
+        // can land anywhere.
+        cdpath: command.contains("CDPATH"),
     };
     if command.trim().is_empty() {
         walker
@@ -96,6 +106,7 @@ const MAX_WRAPPERS: usize = 16;
 struct Walker {
     workspace: PathBuf,
     acc: Acc,
+    cdpath: bool,
 }
 
 impl Walker {
@@ -238,7 +249,14 @@ impl Walker {
                 if DOWNLOADERS.contains(&verdict.scope.as_str()) {
                     self.acc.downloads += 1;
                 }
-                self.acc.scope(verdict.scope.clone());
+                if verdict.class == ShellClass::ReadOnly && verdict.execs.is_empty() {
+                    self.acc.read_only_scope(verdict.scope.clone());
+                } else {
+                    self.acc.scope(verdict.scope.clone());
+                }
+                if verdict.opaque {
+                    self.acc.opaque(verdict.reason.clone());
+                }
                 self.acc.note(verdict.class, verdict.reason.clone());
                 if verdict.outside {
                     self.acc.outside = true;
@@ -272,6 +290,7 @@ impl Walker {
         match to {
             CdTo::Home => Cwd::Outside,
             CdTo::Unknown => Cwd::Unknown,
+            CdTo::Word(word) if self.cdpath && !paths::anchored(word) => Cwd::Unknown,
             CdTo::Word(word) => paths::change_dir(cwd, word),
         }
     }
@@ -300,10 +319,13 @@ impl Walker {
                     format!("{program}: writes {shown} outside the workspace"),
                 );
             }
-            Target::Unresolved => self.acc.note(
-                ShellClass::Unknown,
-                format!("{program}: writes {shown}, which cannot be resolved"),
-            ),
+            Target::Unresolved => {
+                self.acc.unresolved = true;
+                self.acc.note(
+                    ShellClass::Unknown,
+                    format!("{program}: writes {shown}, which cannot be resolved"),
+                );
+            }
         }
     }
 
@@ -334,10 +356,13 @@ impl Walker {
                         format!("{label}: redirection writes {shown} outside the workspace"),
                     );
                 }
-                Target::Unresolved => self.acc.note(
-                    ShellClass::Unknown,
-                    format!("{label}: redirection target {shown} cannot be resolved"),
-                ),
+                Target::Unresolved => {
+                    self.acc.unresolved = true;
+                    self.acc.note(
+                        ShellClass::Unknown,
+                        format!("{label}: redirection target {shown} cannot be resolved"),
+                    );
+                }
             }
         } else if downloads {
             ctx.stdin_download = true;

@@ -62,6 +62,10 @@ pub struct Classification {
     /// Everything that runs was seen: parsed, no computed command name, no opaque part.
     /// When false, allow rules do not apply.
     pub complete: bool,
+    /// Some write or delete target cannot be resolved (a variable, a substitution, an
+    /// unknown working directory): it may land anywhere, so it is treated like an outside
+    /// write — never granted, never covered by an allow rule.
+    pub unresolved_write: bool,
     /// The lexical absolute paths of the writes that land inside the workspace (including
     /// working directories that building tools write into); the engine resolves their
     /// symlinks, which this pure module does not.
@@ -80,7 +84,10 @@ pub(super) struct Acc {
     pub(super) protected: bool,
     pub(super) commands: Vec<CommandLine>,
     pub(super) incomplete: bool,
+    pub(super) unresolved: bool,
     pub(super) writes: Vec<PathBuf>,
+    /// Scopes of read-only parts (`pwd` in `$(pwd)`), left out when others exist.
+    pub(super) read_only_scopes: Vec<String>,
 }
 
 const MAX_REASONS: usize = 4;
@@ -116,7 +123,17 @@ impl Acc {
         }
     }
 
-    pub(super) fn finish(self) -> Classification {
+    /// The scope of a read-only part: granted only when nothing else is.
+    pub(super) fn read_only_scope(&mut self, scope: String) {
+        if !self.read_only_scopes.contains(&scope) {
+            self.read_only_scopes.push(scope);
+        }
+    }
+
+    pub(super) fn finish(mut self) -> Classification {
+        if self.scopes.is_empty() {
+            self.scopes = std::mem::take(&mut self.read_only_scopes);
+        }
         let mut reason = self
             .reasons
             .iter()
@@ -138,6 +155,7 @@ impl Acc {
             protected: self.protected,
             commands: self.commands,
             complete: !self.incomplete,
+            unresolved_write: self.unresolved,
             writes: self.writes,
         }
     }

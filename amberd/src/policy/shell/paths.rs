@@ -132,6 +132,13 @@ pub(super) fn cwd_target(cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf
     }
 }
 
+/// Whether `cd word` ignores CDPATH: an absolute path or one starting with `.`/`..`.
+pub(super) fn anchored(word: &Word) -> bool {
+    word.text().is_some_and(|t| {
+        t.starts_with('/') || t == "." || t == ".." || t.starts_with("./") || t.starts_with("../")
+    })
+}
+
 /// The working directory after `cd word`.
 pub(super) fn change_dir(cwd: &Cwd, word: &Word) -> Cwd {
     if word.home {

@@ -79,6 +79,9 @@ pub(super) struct Verdict<'a> {
     pub outside: bool,
     /// What links it creates point to (`ln [-s] SOURCE… LINK`): outside → unknown.
     pub links: Vec<&'a Word>,
+    /// It runs commands the classifier cannot see (a shell reading stdin): deny and ask
+    /// rules then apply whatever their pattern.
+    pub opaque: bool,
 }
 
 impl<'a> Verdict<'a> {
@@ -92,7 +95,13 @@ impl<'a> Verdict<'a> {
             cd: None,
             outside: false,
             links: Vec::new(),
+            opaque: false,
         }
+    }
+
+    pub(super) fn opaque(mut self) -> Self {
+        self.opaque = true;
+        self
     }
 
     pub(super) fn writing(mut self, words: impl IntoIterator<Item = &'a Word>) -> Self {
@@ -299,13 +308,14 @@ fn reader<'a>(name: &str, args: &'a [Word], scope: &str) -> Option<Verdict<'a>> 
         return ro("read-only");
     }
     match name {
-        "cd" | "pushd" => {
+        "cd" => {
             let mut v = Verdict::new(ShellClass::ReadOnly, scope, "changes directory");
             let target = positionals(args, &[]).into_iter().next();
             v.cd = Some(target.map_or(CdTo::Home, CdTo::Word));
             Some(v)
         }
-        "popd" => {
+        // The directory stack can hold anything (`pushd +1`, `popd`).
+        "pushd" | "popd" => {
             let mut v = Verdict::new(ShellClass::ReadOnly, scope, "changes directory");
             v.cd = Some(CdTo::Unknown);
             Some(v)

@@ -165,7 +165,7 @@ const AUDIT: &[(&str, ShellClass, bool, bool)] = &[
     ("ninja -C /outside", Destructive, true, false),
     ("cmake -B /outside/build", Destructive, true, false),
     ("npm --prefix /outside install", Destructive, true, false),
-    ("npm --prefix web install", Benign, false, false),
+    ("npm --prefix web install", Unknown, false, false),
     ("pnpm -C /outside install", Destructive, true, false),
     ("yarn --cwd /outside add x", Destructive, true, false),
     // links

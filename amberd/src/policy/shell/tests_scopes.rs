@@ -74,20 +74,14 @@ fn scopes(command: &str) -> Vec<String> {
 
 #[test]
 fn scopes_through_classify() {
-    assert_eq!(
-        scopes("git status && git status; git push"),
-        ["git status", "git push"]
-    );
+    assert_eq!(scopes("git status && git status; git push"), ["git push"]);
     assert_eq!(scopes("sudo -E timeout 5 nice rm -r x"), ["sudo", "rm"]);
     assert_eq!(scopes("env A=1 xargs -0 git add"), ["git add"]);
     assert_eq!(
         scopes("bash -lc 'cargo fmt && cargo clippy'"),
         ["cargo fmt", "cargo clippy"]
     );
-    assert_eq!(
-        scopes("echo $(git rev-parse HEAD) | tee out"),
-        ["git rev-parse", "echo", "tee"]
-    );
+    assert_eq!(scopes("echo $(git rev-parse HEAD) | tee out"), ["tee"]);
     assert_eq!(scopes("python3 -m pip install x"), ["pip install"]);
     assert_eq!(scopes("/usr/bin/git push"), ["git push"]);
     assert_eq!(scopes("./gradlew test"), ["./gradlew"]);
@@ -116,9 +110,9 @@ const DETAILED: &[(&str, ShellClass, &[&str], bool)] = &[
         &["cargo publish"],
         false,
     ),
-    ("npm install left-pad", Benign, &["npm install"], false),
+    ("npm install left-pad", Unknown, &["npm install"], false),
     ("ls | grep x | ls", ReadOnly, &["ls", "grep"], false),
-    ("cd /tmp && rm x", Destructive, &["cd", "rm"], true),
+    ("cd /tmp && rm x", Destructive, &["rm"], true),
     ("echo hi > /etc/motd", Destructive, &["echo"], true),
     ("sudo rm -r /var/x", Destructive, &["sudo", "rm"], true),
     ("rm -rf build", Destructive, &["rm"], false),
@@ -132,11 +126,11 @@ const DETAILED: &[(&str, ShellClass, &[&str], bool)] = &[
     (
         "bash -lc 'git fetch && git status'",
         Benign,
-        &["git fetch", "git status"],
+        &["git fetch"],
         false,
     ),
     ("find . -exec rm {} +", Destructive, &["find", "rm"], false),
-    ("ls | xargs -n1 rm", Destructive, &["ls", "rm"], false),
+    ("ls | xargs -n1 rm", Destructive, &["rm"], false),
     ("git -C sub commit -m x", Benign, &["git commit"], false),
     (
         "docker compose up -d",
@@ -151,7 +145,7 @@ const DETAILED: &[(&str, ShellClass, &[&str], bool)] = &[
         &["cargo install"],
         true,
     ),
-    ("echo $(curl -s x) > out", Unknown, &["curl", "echo"], false),
+    ("echo $(curl -s x) > out", Unknown, &["curl"], false),
     ("mkdir -p /ws/a /ws2/b", Destructive, &["mkdir"], true),
     ("cp a /ws/b", Benign, &["cp"], false),
 ];

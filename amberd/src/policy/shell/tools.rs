@@ -6,7 +6,8 @@
 //!   build scripts and tests, but only write the workspace and `target/`); `tree`/`metadata`
 //!   and `fmt --check` read-only; `publish`/`yank`/`owner` destructive; `install` writes
 //!   `~/.cargo/bin` → destructive, outside. Unknown subcommands (plugins) unknown.
-//! - npm/pnpm/yarn/bun: `install`/`ci`/`add`/`test`/`run` … benign (writes `node_modules`);
+//! - npm/pnpm/yarn/bun: `test`/`run`/`build` … benign; `install`/`i`/`ci`/`add`/`update`
+//!   (and bare `yarn`) unknown: packages run their lifecycle scripts, so they ask;
 //!   listing read-only; `publish`/`unpublish`/`deprecate` destructive; `-g`/`--global`
 //!   destructive, outside; `exec`/`dlx`/`npx` unknown (fetch and run packages). For pnpm,
 //!   yarn and bun an unlisted subcommand runs a package.json script: benign.
@@ -85,10 +86,15 @@ const JS_READ: &[&str] = &[
 ];
 #[rustfmt::skip]
 const JS_BENIGN: &[&str] = &[
-    "test", "t", "tst", "run", "run-script", "start", "stop", "restart", "build", "ci", "install",
-    "i", "in", "add", "uninstall", "un", "remove", "rm", "update", "up", "upgrade", "dedupe",
-    "prune", "init", "create", "pack", "version", "rebuild", "install-test", "it", "lint", "format",
-    "dev", "typecheck", "audit", "pm",
+    "test", "t", "tst", "run", "run-script", "start", "stop", "restart", "build", "uninstall",
+    "un", "remove", "rm", "dedupe", "prune", "init", "create", "pack", "version", "rebuild", "lint",
+    "format", "dev", "typecheck", "audit", "pm",
+];
+/// Subcommands that fetch packages and run their lifecycle scripts (`postinstall` …).
+#[rustfmt::skip]
+const JS_INSTALL: &[&str] = &[
+    "install", "i", "in", "isntall", "add", "ci", "clean-install", "update", "up", "upgrade",
+    "install-test", "it", "install-ci-test",
 ];
 #[rustfmt::skip]
 const JS_DESTRUCTIVE: &[&str] = &[
@@ -394,7 +400,11 @@ fn js<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
     }
     let Some((key, rest)) = key(name, args) else {
         if name == "yarn" && literals(args).is_some_and(|l| l.is_empty()) {
-            return Verdict::new(ShellClass::Benign, scope, "installs dependencies");
+            return Verdict::new(
+                ShellClass::Unknown,
+                scope,
+                "installs packages, which run their lifecycle scripts",
+            );
         }
         return no_subcommand(args, scope);
     };
@@ -413,6 +423,12 @@ fn js<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
     }
     if JS_READ.contains(&key) {
         Verdict::new(ShellClass::ReadOnly, scope, "read-only")
+    } else if JS_INSTALL.contains(&key) {
+        Verdict::new(
+            ShellClass::Unknown,
+            scope,
+            "installs packages, which run their lifecycle scripts",
+        )
     } else if JS_BENIGN.contains(&key) {
         Verdict::new(ShellClass::Benign, scope, "works inside the project")
     } else if JS_DESTRUCTIVE.contains(&key) {

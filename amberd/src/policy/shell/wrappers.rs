@@ -1,6 +1,7 @@
 //! Programs that run another program: unwrapped so the inner command is what gets judged.
 //!
 //! - `sudo`/`doas` → always destructive, scope `sudo`/`doas`, inner command judged too.
+//!   More launchers (`flock`, `ionice`, `chroot`, `setpriv`, `env -S` …) in [`super::launchers`].
 //! - transparent (no scope of their own): `env` (assignments checked, `-C` followed),
 //!   `timeout DUR`, `nice [-n N]`, `nohup`, `setsid`, `stdbuf`, `command`, `builtin`, `exec`,
 //!   `time` (`-o FILE` is a write), `xargs` (the inner command gets paths from stdin),
@@ -9,13 +10,14 @@
 //!   `eval WORDS`: the script is parsed and classified recursively (depth-limited).
 //! - shells and interpreters reading a script from stdin are destructive when stdin is a
 //!   download (`curl … | sh`), as are `bash <(curl …)` and `sh -c "$(curl …)"`; otherwise a
-//!   script file, inline code or stdin is unknown. `python -m pytest` (and other test/lint
+//!   script file, inline code or stdin is unknown. A shell or interpreter reading stdin
+//!   (`… | bash`, `bash <<< …`, `sh -s`) is opaque: bash deny and ask rules apply to it. `python -m pytest` (and other test/lint
 //!   modules) is benign, `python -m pip` follows the pip rules, `--version` is read-only.
 
 use super::ShellClass;
 use super::rules::{CdTo, Dispatch, RuleCtx, Verdict, Wrap, WriteTo, dangerous_env};
-use super::tools;
 use super::words::Word;
+use super::{launchers, tools};
 
 pub(super) fn dispatch<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Option<Dispatch<'a>> {
     let wrap = |skip: usize| {
@@ -32,6 +34,9 @@ pub(super) fn dispatch<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Optio
             wrap(skip)
         }
     };
+    if let Some(dispatch) = launchers::dispatch(name, args) {
+        return Some(dispatch);
+    }
     Some(match name {
         "sudo" | "doas" => {
             let valued: &[&str] = &[
@@ -169,7 +174,11 @@ pub(super) fn dispatch<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Optio
                 program: name.to_owned(),
                 source: words.join(" "),
             },
-            None => downloaded(name, ctx, "evaluates text that expands at run time"),
+            None => opaque(downloaded(
+                name,
+                ctx,
+                "evaluates text that expands at run time",
+            )),
         },
         "source" | "." => downloaded(name, ctx, "runs a script in this shell"),
         n if is_interpreter(n) => interpreter(n, args, ctx),
@@ -178,7 +187,7 @@ pub(super) fn dispatch<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Optio
 }
 
 /// Index of the first word after the options (`--` ends them; `valued` take a value).
-fn skip_options(args: &[Word], valued: &[&str]) -> usize {
+pub(super) fn skip_options(args: &[Word], valued: &[&str]) -> usize {
     let mut i = 0;
     while let Some(text) = args.get(i).and_then(Word::text) {
         if text == "--" {
@@ -205,19 +214,28 @@ fn downloaded<'a>(name: &str, ctx: &RuleCtx, why: &str) -> Dispatch<'a> {
     }
 }
 
+/// Marks a leaf as running commands nobody can see.
+fn opaque(dispatch: Dispatch<'_>) -> Dispatch<'_> {
+    match dispatch {
+        Dispatch::Leaf(verdict) => Dispatch::Leaf(verdict.opaque()),
+        other => other,
+    }
+}
+
 fn from_stdin<'a>(name: &str, ctx: &RuleCtx) -> Dispatch<'a> {
     if ctx.stdin_download {
-        Dispatch::Leaf(Verdict::new(
-            ShellClass::Destructive,
-            name,
-            "runs a download piped into it",
-        ))
+        Dispatch::Leaf(
+            Verdict::new(
+                ShellClass::Destructive,
+                name,
+                "runs a download piped into it",
+            )
+            .opaque(),
+        )
     } else {
-        Dispatch::Leaf(Verdict::new(
-            ShellClass::Unknown,
-            name,
-            "reads commands from stdin",
-        ))
+        Dispatch::Leaf(
+            Verdict::new(ShellClass::Unknown, name, "reads commands from stdin").opaque(),
+        )
     }
 }
 
@@ -243,11 +261,7 @@ fn env(args: &[Word]) -> Dispatch<'_> {
                 i += 1;
             }
             t if t.starts_with("-S") || t.starts_with("--split-string") => {
-                return Dispatch::Leaf(Verdict::new(
-                    ShellClass::Unknown,
-                    "env",
-                    "-S splits a string into a command",
-                ));
+                return launchers::split_string(args, i, cd.is_some());
             }
             t if t.starts_with('-') && t.len() > 1 => i += 1,
             t if t.contains('=') && !t.starts_with('=') => {
@@ -305,7 +319,7 @@ fn shell<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Dispatch<'a> {
                     program: name.to_owned(),
                     source: source.to_owned(),
                 },
-                None => downloaded(name, ctx, "script expands at run time"),
+                None => opaque(downloaded(name, ctx, "script expands at run time")),
             },
             None => Dispatch::Leaf(Verdict::new(
                 ShellClass::Unknown,
