@@ -117,13 +117,14 @@ async fn a_stalled_subscriber_gets_every_delta_coalesced_in_order() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_subscriber_overflowing_with_durable_events_is_dropped_and_replays_with_after_seq() {
     // A fast stream's deltas are forwarded at most once per millisecond, merged in between;
-    // so to fill the WebSocket's own buffers (its 1024-message queue and the socket) the text
-    // comes paced: ~2,500 messages of ~400 bytes. Then many durable tool events.
+    // the paced text (~1 MB) fills the socket by bytes, but under load the relay merges more
+    // and the WebSocket's 1024-message queue may still take it all. What makes the overflow
+    // certain are durable events, never merged: 1,200 parallel `read` calls are 2,400 of them.
     let chunks: Vec<String> = (0..2_500)
         .map(|i| format!("{i:>6}{}", "x".repeat(394)))
         .collect();
-    let calls: Vec<MockToolCall> = (0..12)
-        .map(|i| MockToolCall::new("bash", &json!({"command": format!("echo {i}")})))
+    let calls: Vec<MockToolCall> = (0..1_200)
+        .map(|i| MockToolCall::new("read", &json!({"path": "lag.txt", "offset": i + 1, "limit": 1})))
         .collect();
     let mock = MockLlm::start(vec![
         MockTurn::Slow {
@@ -138,6 +139,8 @@ async fn a_subscriber_overflowing_with_durable_events_is_dropped_and_replays_wit
     .await;
     let config = format!("{FAST_RETRIES}[server]\nsubscriber_buffer = 16\n");
     let daemon = spawn_config(&mock, &config);
+    let lines: String = (1..=1_300).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(daemon.workspace.join("lag.txt"), lines).unwrap();
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut stalled = stalled_subscriber(&daemon, &session).await;
