@@ -124,7 +124,12 @@ async fn a_subscriber_overflowing_with_durable_events_is_dropped_and_replays_wit
         .map(|i| format!("{i:>6}{}", "x".repeat(394)))
         .collect();
     let calls: Vec<MockToolCall> = (0..1_200)
-        .map(|i| MockToolCall::new("read", &json!({"path": "lag.txt", "offset": i + 1, "limit": 1})))
+        .map(|i| {
+            MockToolCall::new(
+                "read",
+                &json!({"path": "lag.txt", "offset": i + 1, "limit": 1}),
+            )
+        })
         .collect();
     let mock = MockLlm::start(vec![
         MockTurn::Slow {
