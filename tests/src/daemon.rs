@@ -190,6 +190,11 @@ impl TestDaemon {
     }
 
     /// The daemon's process id.
+    /// The append-only log of session `id` in the daemon's data dir.
+    pub fn session_log(&self, id: &str) -> PathBuf {
+        self.dir.path().join("data/sessions").join(id).join("log")
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

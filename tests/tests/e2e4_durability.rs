@@ -461,12 +461,7 @@ async fn sessions_verify_reports_the_first_broken_link() {
     // Tamper with a persisted message (and fix up its CRC so only the chain can tell).
     daemon.kill(libc::SIGTERM);
     daemon.wait_exit(Duration::from_secs(5)).expect("stopped");
-    let log = daemon
-        .dir
-        .path()
-        .join("data/sessions")
-        .join(&session)
-        .join("log");
+    let log = daemon.session_log(&session);
     let text = std::fs::read_to_string(&log).unwrap();
     let tampered: Vec<String> = text
         .lines()

@@ -115,12 +115,7 @@ async fn a_record_edited_without_its_crc_is_reported_and_the_session_keeps_worki
     daemon.wait_exit(Duration::from_secs(5)).expect("stopped");
 
     // Edit the pushed user message in place, as `sed -i` would: the CRC no longer matches.
-    let log = daemon
-        .dir
-        .path()
-        .join("data/sessions")
-        .join(&session)
-        .join("log");
+    let log = daemon.session_log(&session);
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let target = lines
