@@ -25,27 +25,13 @@ const MAX_RESUBSCRIBES: u32 = 5;
 
 pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let begun = Instant::now();
-    // `--json` always ends with a result line, even when no turn began.
+    // `--json` always ends with a result line, even when no turn began; a failed write of
+    // it (a closed pipe) is what the run reports then.
     let not_started = |e: anyhow::Error| -> anyhow::Error {
-        if args.json {
-            let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let code = if e.downcast_ref::<UsageError>().is_some() {
-                "usage".to_owned()
-            } else {
-                e.downcast_ref::<ClientError>()
-                    .and_then(ClientError::code)
-                    .map_or_else(|| "client".to_owned(), |c| c.to_string())
-            };
-            let session_id = args.session.clone().unwrap_or_default();
-            let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
-            if let Err(write) = serde_json::to_string(&line)
-                .map_err(anyhow::Error::from)
-                .and_then(|l| output::line(&l).map_err(anyhow::Error::from))
-            {
-                return write;
-            }
+        match args.json.then(|| write_not_started(&args, begun, &e)) {
+            Some(Err(write)) => write,
+            _ => e,
         }
-        e
     };
     let prompt = read_prompt(&args.prompt).map_err(|e| not_started(e.into()))?;
     let turn = start(&args, conn, &prompt).await.map_err(not_started)?;
@@ -405,6 +391,22 @@ fn prompt_from_stdin(words: &[String]) -> bool {
 }
 
 /// The prompt from the arguments, or from stdin for `-` or no argument with piped stdin.
+/// The result line of a run that failed before its turn began.
+fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyhow::Result<()> {
+    let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let code = if e.downcast_ref::<UsageError>().is_some() {
+        "usage".to_owned()
+    } else {
+        e.downcast_ref::<ClientError>()
+            .and_then(ClientError::code)
+            .map_or_else(|| "client".to_owned(), |c| c.to_string())
+    };
+    let session_id = args.session.clone().unwrap_or_default();
+    let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
+    output::line(&serde_json::to_string(&line)?)?;
+    Ok(())
+}
+
 fn read_prompt(words: &[String]) -> Result<String, UsageError> {
     let from_stdin = match words {
         [] => {

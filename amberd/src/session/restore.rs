@@ -24,7 +24,6 @@ use crate::agent::prompt::CONFIRM_PROMPT;
 use crate::context::Context;
 use crate::store::{
     Loaded, Store, StoreError, StoredEvent, closing_events, consistent_context, interrupted_turn,
-    turn_usage,
 };
 
 /// Loads session `id` from the store and starts it.
@@ -240,6 +239,28 @@ fn last_usage_total(events: &[StoredEvent]) -> Option<Usage> {
         .map(|u| u.total)
 }
 
+/// What the calls of turn `turn_id` (its sub-agents' included) used, from its `usage`
+/// events: the interrupted turn's `turn_completed.usage`, as a finished turn would report.
+fn turn_usage(events: &[StoredEvent], turn_id: &str) -> Usage {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct UsageEvent {
+        #[serde(default)]
+        turn_id: Option<String>,
+        usage: Usage,
+    }
+    let mut spent = Usage::default();
+    for call in events
+        .iter()
+        .filter_map(|e| event_as::<UsageEvent>(e, "usage"))
+    {
+        if call.turn_id.as_deref() == Some(turn_id) {
+            spent.add(&call.usage);
+        }
+    }
+    spent
+}
+
 /// The prompt of the session's first turn (sub-agents' turns are tagged and skipped).
 fn first_prompt(events: &[StoredEvent]) -> Option<String> {
     #[derive(serde::Deserialize)]
@@ -280,6 +301,30 @@ fn event_as<T: serde::de::DeserializeOwned>(event: &StoredEvent, kind: &str) -> 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_interrupted_turn_reports_what_its_calls_used() {
+        let usage = |p: u64| serde_json::json!({"promptTokens": p, "completionTokens": 1, "cachedTokens": 0, "totalTokens": p + 1});
+        let events: Vec<StoredEvent> = [
+            serde_json::json!({"type": "usage", "turnId": "t0", "usage": usage(1000), "total": usage(1000)}),
+            serde_json::json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
+            serde_json::json!({"type": "usage", "turnId": "t1", "usage": usage(100), "total": usage(1100)}),
+            serde_json::json!({"type": "usage", "turnId": "t1", "agent": "a1", "agentId": "a1", "usage": usage(10), "total": usage(1110)}),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, e)| StoredEvent {
+            seq: i as u64 + 1,
+            json: serde_json::value::to_raw_value(e).unwrap(),
+        })
+        .collect();
+        let got = turn_usage(&events, "t1");
+        assert_eq!(
+            (got.prompt_tokens, got.completion_tokens, got.total_tokens),
+            (110, 2, 112)
+        );
+        assert_eq!(turn_usage(&events, "t2"), Usage::default());
+    }
 
     fn loaded(context: Vec<Message>, confirm_at: Option<usize>, prompt: &str) -> Loaded {
         let info: amber_proto::SessionInfo = serde_json::from_value(serde_json::json!({

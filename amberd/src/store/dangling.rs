@@ -4,7 +4,7 @@
 //! `deny` by `policy`, as cancelling a turn does). Restore publishes the closing events computed here (before the
 //! turn's `turn_completed{interrupted}`), so every client sees each started item end.
 
-use amber_proto::{Decision, EventKind, ResolvedBy, ToolStatus, Usage};
+use amber_proto::{Decision, EventKind, ResolvedBy, ToolStatus};
 use serde::Deserialize;
 
 use super::StoredEvent;
@@ -126,34 +126,6 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
         .collect()
 }
 
-/// What the calls of turn `turn_id` (its sub-agents' included) used, from its `usage`
-/// events: the interrupted turn's `turn_completed.usage`, as a finished turn would report.
-pub fn turn_usage(events: &[StoredEvent], turn_id: &str) -> Usage {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct UsageEvent {
-        #[serde(rename = "type", default)]
-        kind: String,
-        #[serde(default)]
-        turn_id: Option<String>,
-        #[serde(default)]
-        usage: Option<Usage>,
-    }
-    let mut total = Usage::default();
-    for event in events {
-        let Ok(e) = serde_json::from_str::<UsageEvent>(event.json.get()) else {
-            continue;
-        };
-        if e.kind == "usage"
-            && e.turn_id.as_deref() == Some(turn_id)
-            && let Some(call) = e.usage
-        {
-            total.add(&call);
-        }
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -234,23 +206,6 @@ mod tests {
         assert!(closing_events(&events, "t1").is_empty());
         // Another turn's open call is not this turn's business.
         assert!(closing_events(&events, "t2").is_empty());
-    }
-
-    #[test]
-    fn the_interrupted_turn_reports_what_its_calls_used() {
-        let usage = |p: u64| json!({"promptTokens": p, "completionTokens": 1, "cachedTokens": 0, "totalTokens": p + 1});
-        let events = log(&[
-            json!({"type": "usage", "turnId": "t0", "usage": usage(1000), "total": usage(1000)}),
-            json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
-            json!({"type": "usage", "turnId": "t1", "usage": usage(100), "total": usage(1100)}),
-            json!({"type": "usage", "turnId": "t1", "agent": "a1", "agentId": "a1", "usage": usage(10), "total": usage(1110)}),
-        ]);
-        let got = turn_usage(&events, "t1");
-        assert_eq!(
-            (got.prompt_tokens, got.completion_tokens, got.total_tokens),
-            (110, 2, 112)
-        );
-        assert_eq!(turn_usage(&events, "t2"), Usage::default());
     }
 
     #[test]

@@ -35,9 +35,7 @@ use std::sync::atomic::AtomicU64;
 use amber_proto::Message;
 use serde_json::value::RawValue;
 
-pub use self::dangling::{
-    Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events, turn_usage,
-};
+pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;
 pub use self::load::Corruption;
 use self::load::Replay;
