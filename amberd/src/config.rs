@@ -220,6 +220,9 @@ pub struct ServerConfig {
     /// over the socket: it keeps listening and starts amberd on the next connection. A
     /// daemon that bound its socket itself would leave nothing behind to wake it.
     pub idle_exit_secs: u64,
+    /// Longest string field a response or event carries whole; longer ones are elided to
+    /// their head and a marker with their full length (`elide.rs`). At least 256.
+    pub max_field_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -230,6 +233,7 @@ impl Default for ServerConfig {
             max_subscriptions_per_connection: 64,
             subscriber_buffer: 8192,
             idle_exit_secs: 0,
+            max_field_bytes: 256 * 1024,
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod compaction;
 pub mod config;
 pub mod context;
 pub mod daemon;
+pub mod elide;
 pub mod llm;
 pub mod mcp;
 pub mod plugins;

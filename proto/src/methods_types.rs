@@ -106,15 +106,40 @@ pub struct SessionIdParams {
     pub session_id: String,
 }
 
+/// `session/get`: a session's snapshot and one page of its messages.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionGetParams {
+    pub session_id: String,
+    /// At most this many messages (at least 1); without it, as many as fit in one response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_limit: Option<u32>,
+    /// The page ends just before this message index (at most `totalMessages`); without it,
+    /// at the newest message. The previous page is `beforeIndex` = this page's `firstIndex`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_index: Option<u64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionGetResult {
     pub session: SessionInfo,
+    /// Messages `firstIndex ..< firstIndex + messages.len()`, oldest first; string fields
+    /// over `[server] max_field_bytes` are elided (docs/protocol.md, "Elision").
     pub messages: Vec<Message>,
     pub pending_approvals: Vec<Approval>,
     pub todos: Vec<Todo>,
     /// Seq of the newest durable event; subscribe with `afterSeq` = this to continue seamlessly.
     pub last_seq: u64,
+    /// Index of `messages[0]` in the whole history (0 from daemons that do not page).
+    #[serde(default)]
+    pub first_index: u64,
+    /// How many messages the history holds.
+    #[serde(default)]
+    pub total_messages: u64,
+    /// Older messages exist before `firstIndex`: fetch them with `beforeIndex` = `firstIndex`.
+    #[serde(default)]
+    pub has_more: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

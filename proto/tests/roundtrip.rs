@@ -16,7 +16,7 @@ use amber_proto::{
     DaemonStatus, Decision, Empty, InitializeParams, InitializeResult, McpAddParams, McpListResult,
     McpServerInfo, McpStatus, McpTransport, Message, Mode, NameParams, PeerInfo, PluginInfo,
     PluginKind, PluginListResult, PluginState, ResolvedBy, Role, SessionCancelResult,
-    SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
+    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
     SessionNewParams, SessionPromptParams, SessionPromptResult, SessionSetModeParams, SessionState,
     SessionSubscribeParams, SteerReason, StopReason, TodoStatus, ToolInfo, ToolListParams,
     ToolListResult, ToolStatus, Usage,
@@ -116,8 +116,13 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
         ),
         (
             "session/get params",
-            rt::<SessionIdParams>,
+            rt::<SessionGetParams>,
             json!({"sessionId": "s_01"}),
+        ),
+        (
+            "session/get params (a page)",
+            rt::<SessionGetParams>,
+            json!({"sessionId": "s_01", "messagesLimit": 50, "beforeIndex": 120}),
         ),
         (
             "session/get result",
@@ -133,7 +138,10 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
                 ],
                 "pendingApprovals": [approval()],
                 "todos": [{"id": "1", "text": "build", "status": "in_progress"}],
-                "lastSeq": 42
+                "lastSeq": 42,
+                "firstIndex": 0,
+                "totalMessages": 4,
+                "hasMore": false
             }),
         ),
         (

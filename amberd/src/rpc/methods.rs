@@ -9,6 +9,10 @@ use jsonrpsee::types::ErrorObjectOwned;
 use super::gate::WsConn;
 use super::params::{error, parse};
 use super::subscribe;
+
+// Declared here rather than in `rpc/mod.rs`: `session/get` is one method of this table.
+#[path = "session_get.rs"]
+pub mod session_get;
 use crate::daemon::{Daemon, NAME, VERSION};
 
 type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -84,18 +88,8 @@ pub fn module(
     })?;
 
     m.register_method(methods::SESSION_GET, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionIdParams = parse(&params)?;
-        let shared = d.sessions.get(&p.session_id)?.shared.clone();
-        // lastSeq first: a client subscribing with it may see an event twice in the
-        // messages and the replay, but never miss one.
-        let last_seq = shared.hub.last_seq();
-        Ok(proto::SessionGetResult {
-            session: shared.info(),
-            messages: shared.messages().as_ref().clone(),
-            pending_approvals: shared.approvals.pending(),
-            todos: shared.tools.todos(),
-            last_seq,
-        })
+        let p: proto::SessionGetParams = parse(&params)?;
+        session_get::handle(d, p)
     })?;
 
     m.register_async_method(methods::SESSION_DELETE, |params, d, _| async move {
