@@ -16,13 +16,19 @@ fn strings_over_the_cap_keep_their_head_and_name_their_length() {
         (
             long.clone(),
             300,
-            Some(format!("{}…[amber: 1000 bytes elided to 264]", "a".repeat(264))),
+            Some(format!(
+                "{}…[amber: 1000 bytes elided to 264]",
+                "a".repeat(264)
+            )),
         ),
         // A cap under the minimum counts as the minimum.
         (
             long.clone(),
             10,
-            Some(format!("{}…[amber: 1000 bytes elided to 220]", "a".repeat(220))),
+            Some(format!(
+                "{}…[amber: 1000 bytes elided to 220]",
+                "a".repeat(220)
+            )),
         ),
     ];
     for (text, cap, expected) in table {
@@ -52,7 +58,11 @@ fn the_head_is_cut_at_a_char_boundary() {
 fn eliding_again_changes_nothing_and_keeps_the_original_length() {
     let text = "x".repeat(17 * 1024 * 1024);
     let once = elide_str(&text, 262_144).unwrap();
-    assert_eq!(elide_str(&once, 262_144), None, "idempotent at the same cap");
+    assert_eq!(
+        elide_str(&once, 262_144),
+        None,
+        "idempotent at the same cap"
+    );
     let smaller = elide_str(&once, 1024).unwrap();
     assert!(smaller.len() <= 1024);
     assert_eq!(parse_marker(&smaller).unwrap().1, text.len());
@@ -124,7 +134,10 @@ fn json_that_fits_is_left_alone() {
     let raw = serde_json::value::to_raw_value(&json!({"text": "w".repeat(2000)})).unwrap();
     let fitted = fit_json(&raw, limits).unwrap();
     let value: Value = serde_json::from_str(fitted.get()).unwrap();
-    assert_eq!(parse_marker(value["text"].as_str().unwrap()).unwrap().1, 2000);
+    assert_eq!(
+        parse_marker(value["text"].as_str().unwrap()).unwrap().1,
+        2000
+    );
 }
 
 #[test]

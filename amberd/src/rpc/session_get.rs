@@ -13,9 +13,9 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::rpc::params::error;
 use crate::daemon::Daemon;
 use crate::elide::{self, WireLimits};
+use crate::rpc::params::error;
 
 /// Room kept for `firstIndex`/`hasMore` changing once the page is chosen.
 const SLACK: usize = 32;
@@ -166,7 +166,10 @@ mod tests {
     #[test]
     fn a_page_carries_messages_elided() {
         let limits = WireLimits::new(1024, 1024 * 1024);
-        let all = vec![Message::user("u"), Message::assistant("a".repeat(5000), vec![])];
+        let all = vec![
+            Message::user("u"),
+            Message::assistant("a".repeat(5000), vec![]),
+        ];
         let page = newest_that_fit(&all, usize::MAX, usize::MAX, limits);
         assert_eq!(page[0], all[0]);
         assert_eq!(page[1].role, Role::Assistant);

@@ -129,17 +129,20 @@ fn synced_event(
     last_seq: u64,
     in_progress: Vec<amber_proto::InProgressItem>,
 ) -> WireEvent {
-    WireEvent::encode(&amber_proto::Event {
-        seq: None,
-        session_id: shared.id.clone(),
-        turn_id: None,
-        agent_id: None,
-        time: now_rfc3339(),
-        kind: EventKind::Synced {
-            last_seq,
-            in_progress,
+    WireEvent::encode(
+        &amber_proto::Event {
+            seq: None,
+            session_id: shared.id.clone(),
+            turn_id: None,
+            agent_id: None,
+            time: now_rfc3339(),
+            kind: EventKind::Synced {
+                last_seq,
+                in_progress,
+            },
         },
-    })
+        shared.hub.limits(),
+    )
 }
 
 /// The error object sent as the subscription's last notification.

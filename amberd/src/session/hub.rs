@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use amber_proto::{Event, EventKind, InProgressItem, StreamKind};
 use serde_json::value::RawValue;
 
+use crate::elide::{self, WireLimits};
+
 pub use super::queue::End;
 use super::queue::{QueueReceiver, QueueSender, SharedDelta, queue};
 
@@ -38,10 +40,10 @@ pub struct Subscription {
 pub type Live = QueueReceiver;
 
 impl WireEvent {
-    /// Serialises an event for the wire.
-    pub fn encode(event: &Event) -> WireEvent {
+    /// Serialises an event for the wire, its long strings elided to fit `limits`.
+    pub fn encode(event: &Event, limits: WireLimits) -> WireEvent {
         let json = match serde_json::value::to_raw_value(event) {
-            Ok(raw) => Arc::from(raw),
+            Ok(raw) => Arc::from(elide::fit_json(&raw, limits).unwrap_or(raw)),
             Err(err) => {
                 // Our own types always serialise; never take the session down over it.
                 tracing::error!(%err, "failed to serialise event");
@@ -51,6 +53,18 @@ impl WireEvent {
         WireEvent {
             seq: event.seq,
             json,
+        }
+    }
+
+    /// This event made to fit `limits`: events read back from logs written before elision
+    /// (or under a larger cap) can hold longer strings.
+    pub fn fitted(self, limits: WireLimits) -> WireEvent {
+        match elide::fit_json(&self.json, limits) {
+            Some(json) => WireEvent {
+                seq: self.seq,
+                json: Arc::from(json),
+            },
+            None => self,
         }
     }
 }
@@ -144,6 +158,8 @@ pub struct EventHub {
     memory: usize,
     log: Mutex<Log>,
     store: Option<Arc<dyn EventStore>>,
+    /// What every event a client receives fits in.
+    limits: WireLimits,
 }
 
 impl EventHub {
@@ -184,7 +200,22 @@ impl EventHub {
                 streaming: Vec::new(),
             }),
             store,
+            limits: WireLimits::default(),
         }
+    }
+
+    /// Events (published from now on, and those already in memory) fit `limits`.
+    pub fn with_limits(mut self, limits: WireLimits) -> Self {
+        self.limits = limits;
+        let log = self.log.get_mut().unwrap_or_else(|e| e.into_inner());
+        for event in &mut log.events {
+            *event = event.clone().fitted(limits);
+        }
+        self
+    }
+
+    pub fn limits(&self) -> WireLimits {
+        self.limits
     }
 
     fn lock(&self) -> MutexGuard<'_, Log> {
@@ -220,11 +251,12 @@ impl EventHub {
         };
         if is_delta(&event.kind) {
             // Serialised later, once, and only if some subscriber takes it unmerged.
-            let delta = SharedDelta::new(event);
+            let delta = SharedDelta::new(event, self.limits);
             log.subscribers.retain(|sub| sub.push_delta(&delta));
             return None;
         }
-        let wire = WireEvent::encode(&event);
+        // Elided once, here: the log, the memory tail and every subscriber share these bytes.
+        let wire = WireEvent::encode(&event, self.limits);
         if let (Some(seq), Some(store)) = (seq, &self.store)
             && let Err(err) = store.append(seq, &wire.json, must_sync(&event.kind))
         {
@@ -249,7 +281,7 @@ impl EventHub {
             Some(after) => self.replay(&log, after),
             None => Vec::new(),
         };
-        let (tx, rx) = queue(self.buffer);
+        let (tx, rx) = queue(self.buffer, self.limits);
         if log.closed {
             tx.close();
         } else {
@@ -276,7 +308,9 @@ impl EventHub {
             && let Some(store) = &self.store
         {
             match store.read(after, first_in_memory) {
-                Ok(older) => replay = older,
+                Ok(older) => {
+                    replay = older.into_iter().map(|e| e.fitted(self.limits)).collect();
+                }
                 Err(err) => {
                     tracing::error!(session = %self.session_id, %err, "cannot replay from the store");
                 }

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::elide::WireLimits;
 
 fn text(delta: &str) -> EventKind {
     EventKind::MessageDelta {
@@ -183,4 +184,83 @@ fn a_late_subscriber_gets_the_streaming_text_it_missed_and_live_continues_there(
         },
     );
     assert!(hub.subscribe(None).in_progress.is_empty());
+}
+
+fn write_call(content_bytes: usize) -> EventKind {
+    EventKind::ToolCallStarted {
+        item_id: "i".into(),
+        call_id: "c".into(),
+        name: "write".into(),
+        arguments: serde_json::json!({"path": "big.txt", "content": "x".repeat(content_bytes)}),
+    }
+}
+
+/// The elided `content` of a `write` call's JSON, with the full length its marker names.
+fn elided_content(json: &str) -> (usize, usize) {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let content = v["arguments"]["content"].as_str().unwrap();
+    let (_, full) = crate::elide::parse_marker(content).unwrap_or_else(|| panic!("no marker"));
+    (content.len(), full)
+}
+
+#[test]
+fn an_oversized_event_is_elided_once_for_the_log_memory_and_every_subscriber() {
+    let limits = WireLimits::new(1024, 1024 * 1024);
+    let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
+    let hub =
+        EventHub::restored("s".into(), 16, 0, Vec::new(), Some(store.clone())).with_limits(limits);
+    let mut live = hub.subscribe(None);
+    hub.publish(Some("t"), write_call(100_000));
+    let sent = live.live.try_recv().unwrap().unwrap();
+    let (len, full) = elided_content(sent.json.get());
+    assert!(len <= 1024, "{len}");
+    assert_eq!(full, 100_000);
+    assert_eq!(
+        store.0.lock().unwrap()[0].1,
+        sent.json.get(),
+        "the log holds what clients see"
+    );
+    let replayed = hub.subscribe(Some(0)).replay;
+    assert_eq!(replayed[0].json.get(), sent.json.get());
+}
+
+#[test]
+fn events_of_a_log_written_before_elision_are_elided_on_replay() {
+    let limits = WireLimits::new(1024, 1024 * 1024);
+    let full = |seq: u64| {
+        let wire = WireEvent::encode(
+            &Event {
+                seq: Some(seq),
+                session_id: "s".into(),
+                turn_id: None,
+                agent_id: None,
+                time: now_rfc3339(),
+                kind: write_call(50_000),
+            },
+            WireLimits::new(1024 * 1024, 16 * 1024 * 1024),
+        );
+        assert!(
+            wire.json.get().len() > 50_000,
+            "stored whole, as older daemons did"
+        );
+        wire
+    };
+    let store = Arc::new(MemoryStore(Mutex::new(vec![(
+        1,
+        full(1).json.get().to_owned(),
+        false,
+    )])));
+    // Seq 1 only in the store, seq 2 in the restored memory tail.
+    let hub = EventHub::restored("s".into(), 16, 2, vec![full(2)], Some(store)).with_limits(limits);
+    let replay = hub.subscribe(Some(0)).replay;
+    let seqs: Vec<u64> = replay.iter().map(|e| e.seq.unwrap()).collect();
+    assert_eq!(seqs, vec![1, 2]);
+    for event in &replay {
+        let (len, full) = elided_content(event.json.get());
+        assert!(
+            len <= 1024 && full == 50_000,
+            "seq {:?}: {len}, {full}",
+            event.seq
+        );
+    }
 }

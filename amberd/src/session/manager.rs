@@ -177,7 +177,8 @@ impl SessionManager {
             Vec::new(),
             persistence.clone().map(|p| p as Arc<dyn EventStore>),
         )
-        .with_memory(deps.config.sessions.memory_events);
+        .with_memory(deps.config.sessions.memory_events)
+        .with_limits(crate::elide::WireLimits::from_config(&deps.config.server));
         let handle = build::spawn(
             &self.deps,
             build::Parts {

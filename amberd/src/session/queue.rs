@@ -10,7 +10,9 @@
 //! A delta is published once for all subscribers as a `SharedDelta` and serialised at most
 //! once, when the first subscriber takes it unmerged; a subscriber merging later deltas into
 //! it switches to its own copy. Most deltas of a fast stream are merged, so most are never
-//! serialised at all.
+//! serialised at all. A merge that would make the text longer than `[server]
+//! max_field_bytes` is not made (the delta queues on its own), so merging never builds an
+//! event that would have to be elided.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -19,6 +21,7 @@ use amber_proto::{Event, EventKind};
 use tokio::sync::Notify;
 
 use super::hub::WireEvent;
+use crate::elide::WireLimits;
 
 /// Why a queue stopped delivering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,20 +36,22 @@ pub enum End {
 #[derive(Debug)]
 pub struct SharedDelta {
     event: Event,
+    limits: WireLimits,
     wire: OnceLock<WireEvent>,
 }
 
 impl SharedDelta {
-    pub fn new(event: Event) -> Arc<Self> {
+    pub fn new(event: Event, limits: WireLimits) -> Arc<Self> {
         Arc::new(Self {
             event,
+            limits,
             wire: OnceLock::new(),
         })
     }
 
     fn wire(&self) -> WireEvent {
         self.wire
-            .get_or_init(|| WireEvent::encode(&self.event))
+            .get_or_init(|| WireEvent::encode(&self.event, self.limits))
             .clone()
     }
 }
@@ -60,10 +65,14 @@ enum Item {
 }
 
 impl Item {
-    /// Appends `next` when it continues this queued delta's stream (same turn and item).
-    fn absorb(&mut self, next: &Event) -> bool {
-        let continues =
-            |queued: &Event| queued.turn_id == next.turn_id && mergeable(&queued.kind, &next.kind);
+    /// Appends `next` when it continues this queued delta's stream (same turn and item) and
+    /// the merged text stays within `max_text` bytes.
+    fn absorb(&mut self, next: &Event, max_text: usize) -> bool {
+        let continues = |queued: &Event| {
+            queued.turn_id == next.turn_id
+                && mergeable(&queued.kind, &next.kind)
+                && text_len(&queued.kind) + text_len(&next.kind) <= max_text
+        };
         match self {
             Item::Ready(_) => false,
             Item::Merged(queued) => {
@@ -96,6 +105,7 @@ struct Shared {
     state: Mutex<State>,
     notify: Notify,
     capacity: usize,
+    limits: WireLimits,
 }
 
 impl Shared {
@@ -115,7 +125,7 @@ pub struct QueueReceiver {
     shared: Arc<Shared>,
 }
 
-pub fn queue(capacity: usize) -> (QueueSender, QueueReceiver) {
+pub fn queue(capacity: usize, limits: WireLimits) -> (QueueSender, QueueReceiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             items: VecDeque::new(),
@@ -124,6 +134,7 @@ pub fn queue(capacity: usize) -> (QueueSender, QueueReceiver) {
         }),
         notify: Notify::new(),
         capacity: capacity.max(1),
+        limits,
     });
     (
         QueueSender {
@@ -149,6 +160,17 @@ fn mergeable(queued: &EventKind, next: &EventKind) -> bool {
             EventKind::ToolOutputDelta { call_id: b, .. },
         ) => a == b,
         _ => false,
+    }
+}
+
+/// Bytes of a delta's text.
+fn text_len(kind: &EventKind) -> usize {
+    match kind {
+        EventKind::MessageDelta { delta, .. } | EventKind::ReasoningDelta { delta, .. } => {
+            delta.len()
+        }
+        EventKind::ToolOutputDelta { chunk, .. } => chunk.len(),
+        _ => 0,
     }
 }
 
@@ -181,7 +203,7 @@ impl QueueSender {
         if !state.receiver_gone
             && state.end.is_none()
             && let Some(back) = state.items.back_mut()
-            && back.absorb(&delta.event)
+            && back.absorb(&delta.event, self.shared.limits.field_bytes())
         {
             return true;
         }
@@ -245,7 +267,7 @@ impl QueueReceiver {
         match state.items.pop_front() {
             Some(Item::Ready(wire)) => Some(Ok(wire)),
             Some(Item::Shared(delta)) => Some(Ok(delta.wire())),
-            Some(Item::Merged(event)) => Some(Ok(WireEvent::encode(&event))),
+            Some(Item::Merged(event)) => Some(Ok(WireEvent::encode(&event, self.shared.limits))),
             None => state.end.map(Err),
         }
     }
@@ -274,14 +296,17 @@ mod tests {
     }
 
     fn delta(item: &str, text: &str) -> Arc<SharedDelta> {
-        SharedDelta::new(event(EventKind::MessageDelta {
-            item_id: item.into(),
-            delta: text.into(),
-        }))
+        SharedDelta::new(
+            event(EventKind::MessageDelta {
+                item_id: item.into(),
+                delta: text.into(),
+            }),
+            WireLimits::default(),
+        )
     }
 
     fn ready(kind: EventKind) -> WireEvent {
-        WireEvent::encode(&event(kind))
+        WireEvent::encode(&event(kind), WireLimits::default())
     }
 
     fn text_of(wire: &WireEvent) -> String {
@@ -291,7 +316,7 @@ mod tests {
 
     #[test]
     fn deltas_of_one_item_merge_while_waiting_and_keep_order() {
-        let (tx, mut rx) = queue(4);
+        let (tx, mut rx) = queue(4, WireLimits::default());
         for piece in ["a", "b", "c"] {
             assert!(tx.push_delta(&delta("i1", piece)));
         }
@@ -303,8 +328,8 @@ mod tests {
 
     #[test]
     fn a_shared_delta_is_serialised_once_and_merging_never_touches_other_subscribers() {
-        let (a, mut rx_a) = queue(4);
-        let (b, mut rx_b) = queue(4);
+        let (a, mut rx_a) = queue(4, WireLimits::default());
+        let (b, mut rx_b) = queue(4, WireLimits::default());
         let first = delta("i", "Hel");
         assert!(a.push_delta(&first) && b.push_delta(&first));
         // Only `a` merges the next piece into its copy.
@@ -318,7 +343,7 @@ mod tests {
 
     #[test]
     fn a_delta_after_another_event_does_not_jump_it() {
-        let (tx, mut rx) = queue(4);
+        let (tx, mut rx) = queue(4, WireLimits::default());
         assert!(tx.push_delta(&delta("i", "a")));
         assert!(tx.push(&ready(EventKind::TurnStarted { prompt: "p".into() })));
         assert!(tx.push_delta(&delta("i", "b")));
@@ -329,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_of_unmergeable_items_lags() {
-        let (tx, mut rx) = queue(2);
+        let (tx, mut rx) = queue(2, WireLimits::default());
         let started = |p: &str| ready(EventKind::TurnStarted { prompt: p.into() });
         for p in ["1", "2"] {
             assert!(tx.push(&started(p)));
@@ -339,8 +364,32 @@ mod tests {
     }
 
     #[test]
+    fn merging_stops_before_the_text_outgrows_the_field_cap() {
+        let limits = WireLimits::new(1024, 1024 * 1024);
+        let (tx, mut rx) = queue(16, limits);
+        let piece = "p".repeat(300);
+        let shared = |text: &str| {
+            SharedDelta::new(
+                event(EventKind::MessageDelta {
+                    item_id: "i".into(),
+                    delta: text.into(),
+                }),
+                limits,
+            )
+        };
+        for _ in 0..7 {
+            assert!(tx.push_delta(&shared(&piece)));
+        }
+        // 300 bytes each: three merge into 900, the fourth starts a new item.
+        let lengths: Vec<usize> = std::iter::from_fn(|| rx.try_recv())
+            .map(|wire| text_of(&wire.unwrap()).len())
+            .collect();
+        assert_eq!(lengths, vec![900, 900, 300]);
+    }
+
+    #[test]
     fn a_closed_queue_drains_first() {
-        let (tx, mut rx) = queue(4);
+        let (tx, mut rx) = queue(4, WireLimits::default());
         tx.push_delta(&delta("i", "last words"));
         tx.close();
         assert_eq!(text_of(&rx.try_recv().unwrap().unwrap()), "last words");
@@ -349,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_dropped_receiver_is_forgotten() {
-        let (tx, rx) = queue(4);
+        let (tx, rx) = queue(4, WireLimits::default());
         drop(rx);
         assert!(!tx.push_delta(&delta("i", "x")));
         assert!(!tx.push(&ready(EventKind::TurnStarted { prompt: "p".into() })));

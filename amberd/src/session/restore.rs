@@ -106,7 +106,8 @@ pub(super) fn load(
         tail,
         Some(persistence.clone() as Arc<dyn EventStore>),
     )
-    .with_memory(deps.config.sessions.memory_events);
+    .with_memory(deps.config.sessions.memory_events)
+    .with_limits(crate::elide::WireLimits::from_config(&deps.config.server));
     let mut info = loaded.meta.info;
     info.state = SessionState::Idle;
     // The metadata is saved after a turn's events: after a crash the log may know more.
