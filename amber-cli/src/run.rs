@@ -115,7 +115,7 @@ async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Resu
 
     let (session_id, after_seq) = match &args.session {
         Some(id) => {
-            let got = client.session_get(id).await?;
+            let got = client.session_snapshot(id).await?;
             if let Some(mode) = args.mode {
                 client.session_set_mode(id, mode.into()).await?;
             }

@@ -104,16 +104,12 @@ fn enum_name<T: serde::Serialize>(value: &T) -> String {
 /// `show ID [--json]`.
 pub async fn show(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
-    let params = amber_proto::SessionIdParams {
-        session_id: id.to_owned(),
-    };
-    let got: Value = client.call(m::SESSION_GET, &params).await?;
+    // Page by page: one answer holds at most `max_message_bytes`.
+    let got = client.session_get_all(id).await?;
     if json {
         output::line(&serde_json::to_string_pretty(&got)?)?;
         return Ok(exit::OK);
     }
-    let got: SessionGetResult =
-        serde_json::from_value(got).context("unexpected session/get answer")?;
     output::line(show_text(&got).trim_end())?;
     Ok(exit::OK)
 }
@@ -300,7 +296,7 @@ pub async fn command(
 /// `attach ID [--json] [--replay]`: events live until Ctrl-C (which leaves the session running).
 pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
-    let got = client.session_get(id).await?;
+    let got = client.session_snapshot(id).await?;
     let mut last_seq = if replay { 0 } else { got.last_seq };
     let mut renderer = HumanRenderer::new(true);
     if !json && !replay {

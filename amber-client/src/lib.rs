@@ -10,6 +10,7 @@ pub mod bridge;
 mod client;
 mod error;
 mod events;
+mod history;
 mod transport;
 
 pub use client::{Client, ConnectOptions, REQUEST_TIMEOUT, SUBSCRIPTION_BUFFER};

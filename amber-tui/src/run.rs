@@ -29,7 +29,7 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         Start::New => Some(new_session(&client, &cwd, &args).await?.session_id),
         Start::Attach(id) => {
             // Fails here, before the screen changes, when the id is wrong.
-            client.session_get(&id).await?;
+            client.session_snapshot(&id).await?;
             Some(id)
         }
         Start::Continue => Some(match newest_in(&client, &cwd).await? {

@@ -182,7 +182,7 @@ pub async fn attached(
 /// subscription replays every durable event from the start: the events, not `messages`, are
 /// what rebuilds tool cells, diffs, approvals, steers and sub-agents (see ARCHITECTURE.md).
 async fn attach(client: &Client, app: &mut App) -> Result<RawEventStream, ClientError> {
-    let got = client.session_get(&app.session_id).await?;
+    let got = client.session_snapshot(&app.session_id).await?;
     app.snapshot_seq = got.last_seq;
     app.load_snapshot(got.session, got.pending_approvals, got.todos);
     client.subscribe_raw(&app.session_id, Some(0)).await
@@ -277,14 +277,14 @@ fn spawn_recover(ctx: &Ctx<'_>) {
                     Err(_) => continue,
                 },
             };
-            match client.session_get(&id).await {
+            match client.session_snapshot(&id).await {
                 Ok(_) => {
                     let _ = tx.send(Msg::Reconnected(client));
                     return;
                 }
                 Err(e) if session_gone(&e) => {
                     tokio::time::sleep(CONFIRM_GONE).await;
-                    let again = client.session_get(&id).await;
+                    let again = client.session_snapshot(&id).await;
                     if client.is_connected() && again.as_ref().is_err_and(session_gone) {
                         let _ = tx.send(Msg::Deleted);
                         return;
