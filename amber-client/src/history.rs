@@ -29,7 +29,10 @@ impl Client {
 
     /// The session's info, pending approvals, todos and `lastSeq`, with only its newest
     /// message: for clients that rebuild the history from the events.
-    pub async fn session_snapshot(&self, session_id: &str) -> Result<SessionGetResult, ClientError> {
+    pub async fn session_snapshot(
+        &self,
+        session_id: &str,
+    ) -> Result<SessionGetResult, ClientError> {
         self.session_get_page(session_id, Some(1), None).await
     }
 

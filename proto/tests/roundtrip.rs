@@ -16,10 +16,10 @@ use amber_proto::{
     DaemonStatus, Decision, Empty, InitializeParams, InitializeResult, McpAddParams, McpListResult,
     McpServerInfo, McpStatus, McpTransport, Message, Mode, NameParams, PeerInfo, PluginInfo,
     PluginKind, PluginListResult, PluginState, ResolvedBy, Role, SessionCancelResult,
-    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
-    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionSetModeParams, SessionState,
-    SessionSubscribeParams, SteerReason, StopReason, TodoStatus, ToolInfo, ToolListParams,
-    ToolListResult, ToolStatus, Usage,
+    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
+    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
+    SessionSetModeParams, SessionState, SessionSubscribeParams, SteerReason, StopReason,
+    TodoStatus, ToolInfo, ToolListParams, ToolListResult, ToolStatus, Usage,
 };
 use common::{Check, rt, run_table};
 use serde_json::{Value, json};

@@ -297,6 +297,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
         .fallback(fallback)
+        // Requests carry whatever the session's context holds (a 17 MiB tool call included);
+        // axum's default 2 MB cap would cut such a request off.
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(shared)
 }
 
