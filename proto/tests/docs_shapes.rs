@@ -265,6 +265,7 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "SessionListParams" => check::<SessionListParams>(value),
         "SessionListResult" => check::<SessionListResult>(value),
         "SessionIdParams" => check::<SessionIdParams>(value),
+        "SessionGetParams" => check::<SessionGetParams>(value),
         "SessionGetResult" => check::<SessionGetResult>(value),
         "SessionPromptParams" => check::<SessionPromptParams>(value),
         "SessionPromptResult" => check::<SessionPromptResult>(value),
