@@ -2,7 +2,7 @@
 //! within `max_message_bytes` with the write's arguments elided (a marker naming the full
 //! length), pages with `messagesLimit`/`beforeIndex` walk every message, `session/subscribe
 //! {afterSeq: 0}` replays the history elided (from memory, and after a restart from the
-//! log), `amber-cli show` and `attach` open it — while the file on disk and the context the
+//! log), `amber-cli show` and `attach` and the TUI open it — while the file on disk and the context the
 //! model sees keep every byte.
 
 // Test code: a panic with a clear message is the failure report.
@@ -21,6 +21,9 @@ use amber_tests::e2e3::{call, calls};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use futures::StreamExt;
 use serde_json::{Value, json};
+
+#[path = "support/tmux.rs"]
+mod tmux;
 
 /// The size of the file the model writes.
 const FILE_BYTES: usize = 17 * 1024 * 1024;
@@ -445,6 +448,21 @@ async fn amber_cli_show_and_attach_open_the_session() {
         "{}",
         types_of(&lines)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_attaches_to_the_session() {
+    let w = session_with_a_17_mib_write("").await;
+    let tmux = tmux::Tmux::new("oversized");
+    tmux.start("big", &w.daemon, &["--session", &w.sid]);
+    let screen = tmux.wait_within(
+        "big",
+        "the reply after the write",
+        Duration::from_secs(120),
+        |screen| screen.contains("Wrote big.txt.") || screen.contains("[amber exited"),
+    );
+    assert!(screen.contains("Wrote big.txt."), "{screen}");
+    assert!(!screen.contains("[amber exited"), "{screen}");
 }
 
 /// With a small message cap, the default page is the newest messages that fit; `amber-cli
