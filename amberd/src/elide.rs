@@ -61,6 +61,12 @@ impl WireLimits {
         let margin = ENVELOPE_MARGIN.min(self.message_bytes / 8);
         self.message_bytes - margin
     }
+
+    /// JSON of `len` bytes needs no look inside: no string in it can be over the field cap,
+    /// and the whole is within the budget.
+    pub fn fits_untouched(&self, len: usize) -> bool {
+        len <= self.field_bytes.min(self.budget())
+    }
 }
 
 impl Default for WireLimits {
@@ -185,9 +191,9 @@ fn collapse(value: &mut Value) -> bool {
 }
 
 /// Serialised JSON made to fit the limits, or `None` when it already does. Cheap for what
-/// is shorter than the field cap: no string inside it can be longer.
+/// is shorter than the field cap (and the budget): no string inside it can be longer.
 pub fn fit_json(raw: &RawValue, limits: WireLimits) -> Option<Box<RawValue>> {
-    if raw.get().len() <= limits.field_bytes {
+    if limits.fits_untouched(raw.get().len()) {
         return None;
     }
     let mut value: Value = serde_json::from_str(raw.get()).ok()?;

@@ -175,6 +175,20 @@ fn messages_keep_their_shape_and_lose_only_length() {
 }
 
 #[test]
+fn a_field_cap_above_the_budget_still_keeps_events_within_the_budget() {
+    let limits = WireLimits::new(64 * 1024, 4096);
+    let raw =
+        serde_json::value::to_raw_value(&json!({"a": "x".repeat(2000), "b": "y".repeat(2000)}))
+            .unwrap();
+    let fitted = fit_json(&raw, limits).expect("over the budget of 3584 bytes");
+    assert!(
+        fitted.get().len() <= limits.budget(),
+        "{}",
+        fitted.get().len()
+    );
+}
+
+#[test]
 fn the_budget_leaves_room_for_the_envelope() {
     assert_eq!(
         WireLimits::new(256 * 1024, 16 * 1024 * 1024).budget(),

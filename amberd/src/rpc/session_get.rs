@@ -107,7 +107,7 @@ pub fn newest_that_fit(
 /// `value` with its long strings elided (and its large members collapsed if it is still
 /// over the budget); only elided when collapsing would change its type.
 fn fit_typed<T: Serialize + DeserializeOwned + Clone>(value: &T, limits: WireLimits) -> T {
-    if elide::json_len(value) <= limits.field_bytes() {
+    if limits.fits_untouched(elide::json_len(value)) {
         return value.clone();
     }
     let Ok(original) = serde_json::to_value(value) else {
