@@ -220,6 +220,17 @@ pub struct ServerConfig {
     /// over the socket: it keeps listening and starts amberd on the next connection. A
     /// daemon that bound its socket itself would leave nothing behind to wake it.
     pub idle_exit_secs: u64,
+    /// A WebSocket that has not sent `initialize` this long after its upgrade is closed (1008).
+    pub initialize_timeout_ms: u64,
+    /// A started request head, HTTP body or WebSocket message must be complete within this.
+    pub frame_timeout_ms: u64,
+    /// Connection slots WebSocket upgrades may not take, so plain HTTP (`daemon/status`)
+    /// still answers when every WebSocket slot is held.
+    pub reserved_http_connections: u32,
+    /// Calls a WebSocket may have unanswered before the daemon stops reading it.
+    pub max_unanswered_calls: u32,
+    /// Request bytes being read or parsed, over all connections; past it -32003.
+    pub max_bytes_in_flight: u64,
 }
 
 impl Default for ServerConfig {
@@ -230,6 +241,11 @@ impl Default for ServerConfig {
             max_subscriptions_per_connection: 64,
             subscriber_buffer: 8192,
             idle_exit_secs: 0,
+            initialize_timeout_ms: 10_000,
+            frame_timeout_ms: 30_000,
+            reserved_http_connections: 4,
+            max_unanswered_calls: 1024,
+            max_bytes_in_flight: 64 * 1024 * 1024,
         }
     }
 }
