@@ -53,9 +53,18 @@ pub async fn read(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let bytes = match collect(body, declared, limits, budget).await {
+    let deadline = Instant::now() + limits.timeout;
+    let mut body = body;
+    let bytes = match collect(&mut body, declared, limits, budget, deadline).await {
         Ok(read) => read,
-        Err(refusal) => return Err(refused(refusal, limits.max_bytes)),
+        Err(refusal) => {
+            if matches!(refusal, Refusal::TooLarge | Refusal::Overloaded) {
+                // Read the rest (keeping none of it), so the client, still sending, can
+                // read the answer: a socket closed with unread data resets the peer.
+                drain(&mut body, deadline).await;
+            }
+            return Err(refused(refusal, limits.max_bytes));
+        }
     };
     let (bytes, reserved) = bytes;
     let bytes = match envelope::check(&bytes) {
@@ -70,10 +79,11 @@ pub async fn read(
 }
 
 async fn collect(
-    mut body: Incoming,
+    body: &mut Incoming,
     declared: Option<u64>,
     limits: BodyLimits,
     budget: &ByteBudget,
+    deadline: Instant,
 ) -> Result<(Vec<u8>, Reserved), Refusal> {
     let max = u64::from(limits.max_bytes);
     if declared.is_some_and(|n| n > max) {
@@ -85,12 +95,10 @@ async fn collect(
         Some(n) => budget.try_take(n).ok_or(Refusal::Overloaded)?,
         None => Reserved::default(),
     };
-    let deadline = Instant::now() + limits.timeout;
     let capacity = declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
     let mut bytes = Vec::with_capacity(capacity);
     loop {
-        let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx));
-        let frame = match tokio::time::timeout_at(deadline, next).await {
+        let frame = match tokio::time::timeout_at(deadline, next_frame(body)).await {
             Err(_) => return Err(Refusal::Timeout),
             Ok(None) => return Ok((bytes, reserved)),
             Ok(Some(Err(_))) => return Err(Refusal::Malformed),
@@ -108,6 +116,19 @@ async fn collect(
         }
         bytes.extend_from_slice(&data);
     }
+}
+
+async fn next_frame(
+    body: &mut Incoming,
+) -> Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>> {
+    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *body).poll_frame(cx)).await
+}
+
+async fn drain(body: &mut Incoming, deadline: Instant) {
+    let _ = tokio::time::timeout_at(deadline, async {
+        while let Some(Ok(_)) = next_frame(body).await {}
+    })
+    .await;
 }
 
 fn refused(refusal: Refusal, max_bytes: u32) -> http::Response<HttpBody> {
