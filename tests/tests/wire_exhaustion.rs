@@ -72,7 +72,12 @@ fn a_half_sent_frame_is_closed_after_the_frame_timeout() {
     for _ in 0..8 {
         let mut ws = frame_ws::connect(&d.socket);
         ws.initialize();
-        let whole = frame(true, TEXT, true, br#"{"jsonrpc":"2.0","id":1,"method":"daemon/status"}"#);
+        let whole = frame(
+            true,
+            TEXT,
+            true,
+            br#"{"jsonrpc":"2.0","id":1,"method":"daemon/status"}"#,
+        );
         ws.send_raw(&whole[..whole.len() / 2]);
         sockets.push(ws);
     }
@@ -108,11 +113,13 @@ fn an_unfinished_request_body_or_head_is_answered_or_closed_after_the_timeout() 
     status_answers(&d);
 
     let mut raw = Vec::new();
-    body.read_to_end(&mut raw).expect("the daemon closes the connection");
+    body.read_to_end(&mut raw)
+        .expect("the daemon closes the connection");
     let text = String::from_utf8_lossy(&raw);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     let mut raw = Vec::new();
-    head.read_to_end(&mut raw).expect("the daemon closes the connection");
+    head.read_to_end(&mut raw)
+        .expect("the daemon closes the connection");
 }
 
 #[test]

@@ -53,7 +53,11 @@ fn invalid_ids_and_non_requests_are_invalid_requests_with_a_null_id_over_http() 
     let (_, body) = d.raw_http(&batch);
     let answers: Vec<Value> = serde_json::from_str(&body).unwrap();
     assert_eq!(answers.len(), 2, "{body}");
-    assert!(answers.iter().any(|a| a["id"] == 7 && a["result"]["pid"] == d.pid()));
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 7 && a["result"]["pid"] == d.pid())
+    );
     let bad = answers.iter().find(|a| a["id"].is_null()).expect("{body}");
     assert_invalid_request_with_null_id(bad, "batch entry");
 }
@@ -113,7 +117,8 @@ fn a_text_frame_that_is_not_utf8_closes_with_1007() {
     let d = daemon();
     let mut ws = frame_ws::connect(&d.socket);
     ws.initialize();
-    let mut payload = br#"{"jsonrpc":"2.0","id":1,"method":"daemon/status","params":{"x":""#.to_vec();
+    let mut payload =
+        br#"{"jsonrpc":"2.0","id":1,"method":"daemon/status","params":{"x":""#.to_vec();
     payload.extend_from_slice(&[0xff, 0xfe]);
     payload.extend_from_slice(br#""}}"#);
     ws.send_raw(&frame(true, TEXT, true, &payload));

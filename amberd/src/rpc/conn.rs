@@ -47,7 +47,10 @@ pub async fn serve<S>(
     rpc: S,
     stopped: impl std::future::Future<Output = ()>,
 ) where
-    S: Service<http::Request<HttpBody>, Response = http::Response<HttpBody>> + Clone + Send + 'static,
+    S: Service<http::Request<HttpBody>, Response = http::Response<HttpBody>>
+        + Clone
+        + Send
+        + 'static,
     S::Error: std::fmt::Display,
     S::Future: Send,
 {
@@ -78,7 +81,12 @@ pub async fn serve<S>(
         Some(conn) => {
             let mut head = read;
             let leftover = head.split_off(head_len);
-            let guard = WsGuard::new(shared.ws_limits, conn.clone(), shared.budget.clone(), leftover);
+            let guard = WsGuard::new(
+                shared.ws_limits,
+                conn.clone(),
+                shared.budget.clone(),
+                leftover,
+            );
             ConnIo::websocket(stream, head, guard)
         }
         None => ConnIo::http(stream, read),
@@ -90,7 +98,9 @@ pub async fn serve<S>(
         async move { Ok::<_, std::convert::Infallible>(answer(request, rpc, &shared, ws_conn).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(timeout);
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeout);
     let connection = builder
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
@@ -161,7 +171,11 @@ where
 }
 
 fn bad_request(message: &str) -> http::Response<HttpBody> {
-    http_intake::json_error(http::StatusCode::BAD_REQUEST, errors::INVALID_REQUEST, message)
+    http_intake::json_error(
+        http::StatusCode::BAD_REQUEST,
+        errors::INVALID_REQUEST,
+        message,
+    )
 }
 
 fn closing(mut response: http::Response<HttpBody>) -> http::Response<HttpBody> {
@@ -236,10 +250,19 @@ mod tests {
     #[test]
     fn upgrade_heads_are_told_from_plain_requests() {
         for (head, expected) in [
-            ("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", true),
-            ("GET / HTTP/1.1\r\nupgrade: WebSocket\r\nconnection: keep-alive, upgrade\r\n\r\n", true),
+            (
+                "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+                true,
+            ),
+            (
+                "GET / HTTP/1.1\r\nupgrade: WebSocket\r\nconnection: keep-alive, upgrade\r\n\r\n",
+                true,
+            ),
             ("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", false),
-            ("POST / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", false),
+            (
+                "POST / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+                false,
+            ),
             ("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n", false),
         ] {
             assert_eq!(is_websocket_upgrade(head.as_bytes()), expected, "{head}");

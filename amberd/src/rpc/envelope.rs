@@ -226,7 +226,10 @@ mod tests {
     fn what_jsonrpsee_answers_rightly_passes_through() {
         for (body, expects_reply) in [
             (r#"{"jsonrpc":"2.0","method":"x"}"#, false),
-            (r#"{"jsonrpc":"2.0","method":"x","params":{"a":[1,2]}}"#, false),
+            (
+                r#"{"jsonrpc":"2.0","method":"x","params":{"a":[1,2]}}"#,
+                false,
+            ),
             // An invalid request with an id jsonrpsee can echo: it answers -32600 with it.
             (r#"{"id":5}"#, true),
             // Not JSON: jsonrpsee's -32700 is right.
@@ -248,7 +251,8 @@ mod tests {
 
     #[test]
     fn a_batch_entry_with_a_bad_id_becomes_a_null_id_invalid_request() {
-        let body = r#"[{"jsonrpc":"2.0","id":1,"method":"a"}, {"jsonrpc":"2.0","id":1.5,"method":"b"}]"#;
+        let body =
+            r#"[{"jsonrpc":"2.0","id":1,"method":"a"}, {"jsonrpc":"2.0","id":1.5,"method":"b"}]"#;
         assert_eq!(
             check(body.as_bytes()),
             Verdict::Rewrite(r#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"id":null}]"#.into())

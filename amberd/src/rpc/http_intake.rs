@@ -112,7 +112,11 @@ async fn collect(
             return Err(Refusal::TooLarge);
         }
         if declared.is_none() {
-            reserved.merge(budget.try_take(data.len() as u64).ok_or(Refusal::Overloaded)?);
+            reserved.merge(
+                budget
+                    .try_take(data.len() as u64)
+                    .ok_or(Refusal::Overloaded)?,
+            );
         }
         bytes.extend_from_slice(&data);
     }

@@ -9,7 +9,6 @@ mod envelope;
 pub mod gate;
 mod http_intake;
 mod mcp;
-mod memory;
 pub mod methods;
 pub mod params;
 mod plugins;

@@ -394,8 +394,7 @@ impl WriteTracker {
                         .min(written.len());
                     if self.classify {
                         let want = NOTIFICATION_PREFIX.len() - self.prefix.len();
-                        self.prefix
-                            .extend_from_slice(&written[..take.min(want)]);
+                        self.prefix.extend_from_slice(&written[..take.min(want)]);
                     }
                     self.remaining -= take as u64;
                     written = &written[take..];

@@ -114,7 +114,13 @@ fn the_zero_key_client_frame_reads_back_as_its_payload() {
     while let Some(event) = reader.feed(&mut input).unwrap() {
         got = Some(event);
     }
-    assert_eq!(got, Some(Event::Message { text: true, payload }));
+    assert_eq!(
+        got,
+        Some(Event::Message {
+            text: true,
+            payload
+        })
+    );
 }
 
 #[test]

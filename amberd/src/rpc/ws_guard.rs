@@ -52,10 +52,12 @@ pub struct WsLimits {
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 16 * 1024;
 
-enum Closing {
+enum CloseState {
     Open,
     /// The close frame is queued; the connection ends once it is written (or by `give_up`).
-    Closing { give_up: Instant },
+    Closing {
+        give_up: Instant,
+    },
     Closed,
 }
 
@@ -81,12 +83,10 @@ pub struct WsGuard {
     paused: bool,
     initialize_by: Option<Instant>,
     message_started: Option<Instant>,
-    closing: Closing,
+    closing: CloseState,
     timer: Pin<Box<Sleep>>,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
-    /// Bytes the client sent, for the memory hand-back on close.
-    bytes_read: u64,
 }
 
 impl WsGuard {
@@ -109,11 +109,10 @@ impl WsGuard {
             paused: false,
             initialize_by: None,
             message_started: None,
-            closing: Closing::Open,
+            closing: CloseState::Open,
             timer: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             read_waker: None,
             write_waker: None,
-            bytes_read: 0,
         }
     }
 
@@ -124,15 +123,16 @@ impl WsGuard {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
-            if self.poll_inject(inner, cx).is_ready() {
+            if !self.inject.is_empty() && self.poll_inject(inner, cx).is_ready() {
+                // The writer may wait for these bytes to be out (or for the socket).
                 wake(&mut self.write_waker);
             }
             match self.closing {
-                Closing::Closed => return Poll::Ready(Ok(())),
-                Closing::Closing { give_up } => {
+                CloseState::Closed => return Poll::Ready(Ok(())),
+                CloseState::Closing { give_up } => {
                     if self.inject.is_empty() || Instant::now() >= give_up {
                         let _ = Pin::new(&mut *inner).poll_shutdown(cx);
-                        self.closing = Closing::Closed;
+                        self.closing = CloseState::Closed;
                         wake(&mut self.write_waker);
                         return Poll::Ready(Ok(()));
                     }
@@ -141,7 +141,7 @@ impl WsGuard {
                     }
                     return Poll::Pending;
                 }
-                Closing::Open => {}
+                CloseState::Open => {}
             }
             if let Some((bytes, _)) = self.out.front() {
                 let n = (bytes.len() - self.out_pos).min(buf.remaining());
@@ -170,10 +170,10 @@ impl WsGuard {
             if self.unanswered >= self.limits.max_unanswered {
                 self.paused = true;
                 self.read_waker = Some(cx.waker().clone());
-                if let Some(at) = self.next_deadline() {
-                    if self.timer_fired(at, cx) {
-                        continue;
-                    }
+                if let Some(at) = self.next_deadline()
+                    && self.timer_fired(at, cx)
+                {
+                    continue;
                 }
                 return Poll::Pending;
             }
@@ -194,15 +194,14 @@ impl WsGuard {
                     return Poll::Ready(Ok(()));
                 }
                 Poll::Ready(Ok(())) => {
-                    self.bytes_read += chunk_buf.filled().len() as u64;
                     self.input.extend_from_slice(chunk_buf.filled());
                 }
                 Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
                 Poll::Pending => {
-                    if let Some(at) = self.next_deadline() {
-                        if self.timer_fired(at, cx) {
-                            continue;
-                        }
+                    if let Some(at) = self.next_deadline()
+                        && self.timer_fired(at, cx)
+                    {
+                        continue;
                     }
                     return Poll::Pending;
                 }
@@ -217,7 +216,7 @@ impl WsGuard {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         ready!(self.poll_own_frames(inner, cx))?;
-        if !matches!(self.closing, Closing::Open) && self.writes.at_frame_boundary() {
+        if !matches!(self.closing, CloseState::Open) && self.writes.at_frame_boundary() {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         let n = match Pin::new(&mut *inner).poll_write(cx, buf) {
@@ -240,15 +239,23 @@ impl WsGuard {
         Poll::Ready(Ok(n))
     }
 
-    pub fn poll_flush(&mut self, inner: &mut UnixStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_flush(
+        &mut self,
+        inner: &mut UnixStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
         ready!(self.poll_own_frames(inner, cx))?;
         Pin::new(inner).poll_flush(cx)
     }
 
     /// Writes the guard's queued frames if the output is between frames; `Pending` while
     /// they wait (for the boundary or the socket).
-    fn poll_own_frames(&mut self, inner: &mut UnixStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if matches!(self.closing, Closing::Closed) {
+    fn poll_own_frames(
+        &mut self,
+        inner: &mut UnixStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        if matches!(self.closing, CloseState::Closed) {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         if self.inject.is_empty() || !self.writes.at_frame_boundary() {
@@ -266,7 +273,11 @@ impl WsGuard {
         }
     }
 
-    fn poll_inject(&mut self, inner: &mut UnixStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_inject(
+        &mut self,
+        inner: &mut UnixStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
         while self.inject_pos < self.inject.len() {
             if !self.writes.at_frame_boundary() {
                 return Poll::Pending;
@@ -361,17 +372,22 @@ impl WsGuard {
     }
 
     fn answer(&mut self, json: &str) {
-        self.inject.extend_from_slice(&server_text_frame(json.as_bytes()));
+        self.inject
+            .extend_from_slice(&server_text_frame(json.as_bytes()));
         wake(&mut self.write_waker);
     }
 
     /// Fails the connection: nothing more is read or handed on; the close frame follows
     /// whatever the guard already queued.
     fn fail(&mut self, violation: Violation) {
-        if !matches!(self.closing, Closing::Open) {
+        if !matches!(self.closing, CloseState::Open) {
             return;
         }
-        tracing::debug!(code = violation.code, reason = violation.reason, "failing a WebSocket");
+        tracing::debug!(
+            code = violation.code,
+            reason = violation.reason,
+            "failing a WebSocket"
+        );
         self.input.clear();
         self.input_pos = 0;
         self.out.clear();
@@ -379,7 +395,7 @@ impl WsGuard {
         self.gathering = Reserved::default();
         self.inject
             .extend_from_slice(&server_close_frame(violation.code, violation.reason));
-        self.closing = Closing::Closing {
+        self.closing = CloseState::Closing {
             give_up: Instant::now() + CLOSE_GRACE,
         };
         wake(&mut self.write_waker);
@@ -395,7 +411,9 @@ impl WsGuard {
                 reason: "`initialize` was not sent in time after the upgrade",
             });
         }
-        let frame_deadline = self.message_started.map(|at| at + self.limits.frame_timeout);
+        let frame_deadline = self
+            .message_started
+            .map(|at| at + self.limits.frame_timeout);
         if !self.paused && frame_deadline.is_some_and(|at| now >= at) {
             return Some(Violation {
                 code: close::POLICY_VIOLATION,
@@ -419,12 +437,6 @@ impl WsGuard {
             self.timer.as_mut().reset(at);
         }
         self.timer.as_mut().poll(cx).is_ready()
-    }
-}
-
-impl Drop for WsGuard {
-    fn drop(&mut self) {
-        super::memory::connection_closed(self.bytes_read);
     }
 }
 

@@ -49,7 +49,11 @@ pub fn upgrade(socket: &Path) -> Upgrade {
         }
         let mut chunk = [0u8; 1024];
         let n = stream.read(&mut chunk).expect("read the upgrade response");
-        assert!(n > 0, "closed during the upgrade: {:?}", String::from_utf8_lossy(&buf));
+        assert!(
+            n > 0,
+            "closed during the upgrade: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.extend_from_slice(&chunk[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
