@@ -16,7 +16,7 @@ use amber_proto::errors;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use jsonrpsee::server::{HttpBody, ws};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::Semaphore;
 use tower::Service;
@@ -207,8 +207,7 @@ async fn read_head(stream: &mut UnixStream) -> std::io::Result<Option<(Vec<u8>, 
                 errors::INVALID_REQUEST,
                 "the request head is too large",
             );
-            let mut stream_ref = &mut *stream;
-            let _ = tokio::io::AsyncWriteExt::write_all(&mut stream_ref, &refusal).await;
+            let _ = stream.write_all(&refusal).await;
             return Err(std::io::ErrorKind::InvalidData.into());
         }
     }
