@@ -166,3 +166,31 @@ fn request_bytes_in_flight_are_capped_with_overloaded() {
     let (status, body) = d.raw_http(&b);
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn a_websocket_that_floods_then_reads_gets_every_reply() {
+    // A small cap, so the daemon stops and resumes reading this client many times.
+    let d = daemon_with("[server]\nmax_unanswered_calls = 8\n");
+    let mut ws = frame_ws::connect(&d.socket);
+    ws.initialize();
+    const CALLS: u64 = 3000;
+    let mut writer = ws.stream.try_clone().unwrap();
+    let flood = std::thread::spawn(move || {
+        for id in 1..=CALLS {
+            let request =
+                json!({"jsonrpc": "2.0", "id": id, "method": "daemon/status", "params": {}});
+            writer
+                .write_all(&frame(true, TEXT, true, request.to_string().as_bytes()))
+                .unwrap();
+        }
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    while (seen.len() as u64) < CALLS {
+        let reply = ws.recv_json();
+        assert_eq!(reply["result"]["pid"], d.pid(), "{reply}");
+        assert!(seen.insert(reply["id"].as_u64().unwrap()), "{reply}");
+    }
+    flood.join().unwrap();
+    assert_eq!(seen.first(), Some(&1));
+    assert_eq!(seen.last(), Some(&CALLS));
+}
