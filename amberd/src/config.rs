@@ -223,6 +223,17 @@ pub struct ServerConfig {
     /// Longest string field a response or event carries whole; longer ones are elided to
     /// their head and a marker with their full length (`elide.rs`). At least 256.
     pub max_field_bytes: usize,
+    /// A WebSocket that has not sent `initialize` this long after its upgrade is closed (1008).
+    pub initialize_timeout_ms: u64,
+    /// A started request head, HTTP body or WebSocket message must be complete within this.
+    pub frame_timeout_ms: u64,
+    /// Connection slots WebSocket upgrades may not take, so plain HTTP (`daemon/status`)
+    /// still answers when every WebSocket slot is held.
+    pub reserved_http_connections: u32,
+    /// Calls a WebSocket may have unanswered before the daemon stops reading it.
+    pub max_unanswered_calls: u32,
+    /// Request bytes being read or parsed, over all connections; past it -32003.
+    pub max_bytes_in_flight: u64,
 }
 
 impl Default for ServerConfig {
@@ -234,6 +245,11 @@ impl Default for ServerConfig {
             subscriber_buffer: 8192,
             idle_exit_secs: 0,
             max_field_bytes: 256 * 1024,
+            initialize_timeout_ms: 10_000,
+            frame_timeout_ms: 30_000,
+            reserved_http_connections: 4,
+            max_unanswered_calls: 1024,
+            max_bytes_in_flight: 64 * 1024 * 1024,
         }
     }
 }

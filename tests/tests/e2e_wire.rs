@@ -248,7 +248,8 @@ async fn websocket_requires_initialize_and_survives_garbage_frames() {
 #[tokio::test(flavor = "multi_thread")]
 async fn open_websockets_count_against_max_connections() {
     let d = TestDaemon::spawn_with(amber_tests::DaemonOptions {
-        config_toml: "[server]\nmax_connections = 2\n".into(),
+        // No slots reserved for plain HTTP: both may be WebSockets.
+        config_toml: "[server]\nmax_connections = 2\nreserved_http_connections = 0\n".into(),
         ..amber_tests::DaemonOptions::default()
     });
     // The harness's readiness probe may still hold its slot for a moment: wait until the

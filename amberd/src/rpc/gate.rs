@@ -31,6 +31,7 @@ use serde_json::value::RawValue;
 pub struct WsConn {
     initialized: AtomicBool,
     approver: AtomicBool,
+    upgrade_claimed: AtomicBool,
     _lease: Option<Arc<dyn Send + Sync>>,
 }
 
@@ -41,6 +42,11 @@ impl WsConn {
             _lease: Some(lease),
             ..Self::default()
         }
+    }
+
+    /// True for the first caller only: a WebSocket connection carries one upgrade.
+    pub fn claim_upgrade(&self) -> bool {
+        !self.upgrade_claimed.swap(true, Ordering::SeqCst)
     }
 
     pub fn mark_initialized(&self, approver: bool) {

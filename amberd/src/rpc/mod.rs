@@ -1,22 +1,28 @@
-//! The socket server: accept, check the peer's uid, hand each connection to jsonrpsee
-//! (HTTP POST and WebSocket on the same socket), shut down gracefully.
+//! The socket server: accept, check the peer's uid, take a connection slot, and serve the
+//! connection (`conn`: HTTP POST and WebSocket on the same socket, answered by jsonrpsee
+//! behind amber's own layers), shut down gracefully.
 
+mod budget;
+mod conn;
+mod conn_io;
+mod envelope;
 pub mod gate;
+mod http_intake;
 mod mcp;
 pub mod methods;
 pub mod params;
 mod plugins;
 pub mod socket;
 pub mod subscribe;
+mod ws_frames;
+mod ws_guard;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use amber_proto::errors;
 use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
-use jsonrpsee::server::{
-    Methods, Server, ServerConfig, serve_with_graceful_shutdown, stop_channel, ws,
-};
+use jsonrpsee::server::{HttpBody, Methods, Server, ServerConfig, stop_channel};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
@@ -24,7 +30,7 @@ use tokio::task::JoinSet;
 use tower::Service;
 
 use crate::daemon::Daemon;
-use gate::{InitGate, WsConn};
+use gate::InitGate;
 
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +57,24 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
     let slots = Arc::new(Semaphore::new(cfg.max_connections as usize));
+    let ws_slots = cfg
+        .max_connections
+        .saturating_sub(cfg.reserved_http_connections)
+        .max(1);
+    let shared = Arc::new(conn::Shared {
+        ws_slots: Arc::new(Semaphore::new(ws_slots as usize)),
+        budget: budget::ByteBudget::new(cfg.max_bytes_in_flight),
+        ws_limits: ws_guard::WsLimits {
+            max_message: cfg.max_message_bytes as usize,
+            max_unanswered: (cfg.max_unanswered_calls as usize).max(1),
+            initialize_timeout: Duration::from_millis(cfg.initialize_timeout_ms),
+            frame_timeout: Duration::from_millis(cfg.frame_timeout_ms),
+        },
+        body_limits: http_intake::BodyLimits {
+            max_bytes: cfg.max_message_bytes,
+            timeout: Duration::from_millis(cfg.frame_timeout_ms),
+        },
+    });
     let own_uid = socket::current_uid();
     let mut connections = JoinSet::new();
 
@@ -97,30 +121,17 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         };
 
         let tower_service = builder.clone().build(methods.clone(), stop_handle.clone());
+        // A concrete error type sidesteps a higher-ranked `From<BoxError>` inference
+        // failure when the connection future is spawned.
+        let rpc = tower::service_fn(move |request: http::Request<HttpBody>| {
+            let call = tower_service.clone().call(request);
+            async move { call.await.map_err(|err| ConnectionError(err.to_string())) }
+        });
         // The slot and the count live until both the HTTP task and any WebSocket it was
         // upgraded to (served on a task of jsonrpsee's own, holding its WsConn) are gone.
         let lease: Arc<dyn Send + Sync> = Arc::new((slot, daemon.connection_guard()));
-        let ws_lease = lease.clone();
-        let service =
-            tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-                if ws::is_upgrade_request(&request) {
-                    let conn = WsConn::new(ws_lease.clone());
-                    request.extensions_mut().insert(Arc::new(conn));
-                } else {
-                    assume_json_body(&mut request);
-                }
-                let call = tower_service.clone().call(request);
-                // A concrete error type sidesteps a higher-ranked `From<BoxError>` inference
-                // failure when the connection future is spawned.
-                async move { call.await.map_err(|err| ConnectionError(err.to_string())) }
-            });
         let stopped = stop_handle.clone().shutdown();
-        connections.spawn(async move {
-            let _lease = lease;
-            if let Err(err) = serve_with_graceful_shutdown(stream, service, stopped).await {
-                tracing::debug!(%err, "connection ended with an error");
-            }
-        });
+        connections.spawn(conn::serve(stream, lease, shared.clone(), rpc, stopped));
     }
 
     tracing::info!("shutting down: cancelling turns");
@@ -159,7 +170,7 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
 
 /// PROTOCOL.md: `curl --unix-socket $SOCK http://localhost/ -d '{...}'` works, and curl's
 /// `-d` says `application/x-www-form-urlencoded`. A POST body is always JSON-RPC here.
-fn assume_json_body<B>(request: &mut http::Request<B>) {
+pub(crate) fn assume_json_body<B>(request: &mut http::Request<B>) {
     let is_json = request
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -179,7 +190,7 @@ fn assume_json_body<B>(request: &mut http::Request<B>) {
 struct ConnectionError(String);
 
 /// Writes a refusal, then closes once the peer has had a moment to read it.
-async fn refuse(mut stream: UnixStream, response: Vec<u8>) {
+pub(crate) async fn refuse(mut stream: UnixStream, response: Vec<u8>) {
     let _ = stream.write_all(&response).await;
     let _ = stream.shutdown().await;
     let mut sink = [0u8; 1024];

@@ -1,0 +1,163 @@
+//! Unit tests of the frame reader and the write tracker.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
+
+/// A masked client frame.
+fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![if fin { 0x80 } else { 0 } | opcode];
+    push_len(&mut out, 0x80, payload.len());
+    out.extend_from_slice(&MASK);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
+    out
+}
+
+/// Every event `bytes` yields, fed `chunk` bytes at a time.
+fn events(bytes: &[u8], chunk: usize) -> Result<Vec<Event>, Violation> {
+    let mut reader = FrameReader::new(1024);
+    let mut out = Vec::new();
+    for piece in bytes.chunks(chunk) {
+        let mut input = piece;
+        loop {
+            match reader.feed(&mut input)? {
+                Some(event) => out.push(event),
+                None if input.is_empty() => break,
+                None => {}
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .filter(|e| !matches!(e, Event::DataFrame { .. }))
+        .collect())
+}
+
+#[test]
+fn messages_are_unmasked_and_reassembled_in_any_chunking() {
+    let mut bytes = frame(false, OP_TEXT, b"{\"a\":");
+    bytes.extend(frame(true, 0x9, b"hi")); // a ping between fragments
+    bytes.extend(frame(true, OP_CONTINUATION, b"1}"));
+    bytes.extend(frame(true, OP_BINARY, &[0; 300]));
+    for chunk in [1, 2, 3, 7, 1000] {
+        let got = events(&bytes, chunk).unwrap();
+        assert_eq!(got.len(), 3, "chunk {chunk}");
+        assert!(matches!(&got[0], Event::Control(raw) if raw == &frame(true, 0x9, b"hi")));
+        assert_eq!(
+            got[1],
+            Event::Message {
+                text: true,
+                payload: b"{\"a\":1}".to_vec()
+            }
+        );
+        assert!(matches!(&got[2], Event::Message { text: false, payload } if payload.len() == 300));
+    }
+}
+
+#[test]
+fn what_rfc_6455_forbids_fails_the_connection_with_1002() {
+    let unmasked = {
+        let mut f = frame(true, OP_TEXT, b"x");
+        f[1] &= 0x7f;
+        f
+    };
+    let rsv = {
+        let mut f = frame(true, OP_TEXT, b"x");
+        f[0] |= 0x40;
+        f
+    };
+    let mut new_message_mid_fragment = frame(false, OP_TEXT, b"a");
+    new_message_mid_fragment.extend(frame(true, OP_TEXT, b"b"));
+    for (name, bytes) in [
+        ("unmasked", unmasked),
+        ("reserved bits", rsv),
+        ("unknown opcode", frame(true, 0x3, b"")),
+        ("fragmented ping", frame(false, 0x9, b"")),
+        ("long ping", frame(true, 0x9, &[0; 126])),
+        ("stray continuation", frame(true, OP_CONTINUATION, b"x")),
+        ("new message mid-fragment", new_message_mid_fragment),
+    ] {
+        let err = events(&bytes, 1).unwrap_err();
+        assert_eq!(err.code, close::PROTOCOL_ERROR, "{name}: {err:?}");
+    }
+}
+
+#[test]
+fn an_oversized_message_is_read_through_and_discarded() {
+    let mut bytes = frame(true, OP_TEXT, &[b'x'; 2000]);
+    bytes.extend(frame(false, OP_TEXT, &[b'x'; 1000]));
+    bytes.extend(frame(true, OP_CONTINUATION, &[b'x'; 100]));
+    bytes.extend(frame(true, OP_TEXT, b"ok"));
+    let got = events(&bytes, 64).unwrap();
+    assert_eq!(
+        got,
+        vec![
+            Event::Discarded(Discard::TooLarge),
+            Event::Discarded(Discard::TooLarge),
+            Event::Message {
+                text: true,
+                payload: b"ok".to_vec()
+            }
+        ]
+    );
+}
+
+#[test]
+fn the_zero_key_client_frame_reads_back_as_its_payload() {
+    let payload = vec![b'y'; 70_000];
+    let mut bytes = client_frame(true, payload.len());
+    bytes.extend_from_slice(&payload);
+    let mut reader = FrameReader::new(100_000);
+    let mut input = &bytes[..];
+    let mut got = None;
+    while let Some(event) = reader.feed(&mut input).unwrap() {
+        got = Some(event);
+    }
+    assert_eq!(
+        got,
+        Some(Event::Message {
+            text: true,
+            payload
+        })
+    );
+}
+
+#[test]
+fn the_tracker_counts_replies_not_notifications_and_finds_boundaries() {
+    let mut tracker = WriteTracker::default();
+    let head = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n";
+    let reply = server_text_frame(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+    let note = server_text_frame(br#"{"jsonrpc":"2.0","method":"session/event","params":{}}"#);
+    let batch = server_text_frame(&[b'['; 200]);
+    let mut all = head.to_vec();
+    for f in [&reply, &note, &batch, &reply] {
+        all.extend_from_slice(f);
+    }
+    let mut replies = 0;
+    for piece in all.chunks(5) {
+        replies += tracker.advance(piece);
+        assert!(tracker.phase() != Phase::Refused);
+    }
+    assert_eq!(replies, 3);
+    assert!(tracker.at_frame_boundary());
+    tracker.advance(&reply[..3]);
+    assert!(!tracker.at_frame_boundary());
+}
+
+#[test]
+fn a_refused_upgrade_is_seen_as_refused() {
+    let mut tracker = WriteTracker::default();
+    tracker.advance(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+    assert_eq!(tracker.phase(), Phase::Refused);
+    assert!(!tracker.at_frame_boundary());
+}
+
+#[test]
+fn close_frames_carry_the_code_and_a_reason_that_fits() {
+    let frame = server_close_frame(1007, &"é".repeat(100));
+    assert_eq!(frame[0], 0x88);
+    assert!(usize::from(frame[1]) <= 125);
+    assert_eq!(&frame[2..4], &1007u16.to_be_bytes());
+    assert!(std::str::from_utf8(&frame[4..]).is_ok());
+}
