@@ -11,6 +11,7 @@ pub mod mode;
 pub mod paths;
 pub mod protected;
 pub mod rules;
+pub mod secrets;
 pub mod shell;
 mod target;
 

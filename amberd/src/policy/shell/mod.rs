@@ -32,17 +32,23 @@
 //! like writes outside the workspace. A command mentioning `CDPATH` makes every relative
 //! `cd` land in an unknown directory; `cd -`, `pushd` and `popd` do too.
 
+mod argspec;
 mod dirs;
+mod find;
 mod git;
 mod git_config;
+mod git_options;
 mod launchers;
 mod outcome;
 mod parse;
 mod paths;
+mod reader_specs;
+mod readers;
 mod render;
 mod rules;
 mod scope;
 mod sed;
+mod tar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -58,14 +64,14 @@ mod writers;
 
 use std::path::{Path, PathBuf};
 
-pub use outcome::{Classification, ShellClass};
+pub use outcome::{Classification, Read, ReadPath, ShellClass};
 pub use render::CommandLine;
 
 use outcome::Acc;
 
 use parse::{Command, Item, Script, SimpleCommand};
 use paths::{Cwd, Target};
-use rules::{CdTo, Dispatch, RuleCtx, WriteTo};
+use rules::{CdTo, Dispatch, ReadFrom, RuleCtx, WriteTo};
 use words::Word;
 
 /// Classifies `command` as run by bash in `cwd`, for a session rooted at `workspace`.
@@ -271,6 +277,9 @@ impl Walker {
                 for source in &verdict.links {
                     self.link(&verdict.scope, source, cwd);
                 }
+                for read in &verdict.reads {
+                    self.read(&verdict.scope, read, cwd, verdict.recursive);
+                }
                 let exec_ctx = RuleCtx {
                     find_exec: true,
                     wrapped: ctx.wrapped + 1,
@@ -329,6 +338,24 @@ impl Walker {
         }
     }
 
+    /// Records one read, named as far as the working directory is known.
+    fn read(&mut self, program: &str, from: &ReadFrom<'_>, cwd: &Cwd, recursive: bool) {
+        let (path, shown) = match from {
+            ReadFrom::Cwd => (paths::read_cwd(cwd), "its working directory".to_owned()),
+            ReadFrom::Arg(arg) => (paths::read_target(arg, cwd), arg.shown().to_owned()),
+            ReadFrom::Unknown(why) => (Some(outcome::ReadPath::Unknown), (*why).to_owned()),
+        };
+        let Some(path) = path else { return };
+        let read = outcome::Read {
+            path,
+            recursive,
+            shown: format!("{program}: {shown}"),
+        };
+        if !self.acc.reads.contains(&read) {
+            self.acc.reads.push(read);
+        }
+    }
+
     fn redirection(
         &mut self,
         redirection: &parse::Redirection,
@@ -364,8 +391,14 @@ impl Walker {
                     );
                 }
             }
-        } else if downloads {
-            ctx.stdin_download = true;
+        } else {
+            if redirection.read {
+                let arg = argspec::Arg::Word(&redirection.target);
+                self.read(label, &ReadFrom::Arg(arg), cwd, false);
+            }
+            if downloads {
+                ctx.stdin_download = true;
+            }
         }
     }
 

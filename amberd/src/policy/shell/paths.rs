@@ -7,6 +7,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::argspec::Arg;
+use super::outcome::ReadPath;
 use super::words::Word;
 
 /// The working directory as far as the classifier can follow `cd`.
@@ -90,6 +92,114 @@ fn has_glob(component: &Component<'_>) -> bool {
         .as_os_str()
         .to_string_lossy()
         .contains(['*', '?', '[', '('])
+}
+
+/// Files reading which reveals nothing (`cat /dev/null`, `< /dev/stdin`).
+const HARMLESS_READS: &[&str] = &[
+    "/dev/null",
+    "/dev/stdin",
+    "/dev/fd/0",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// What reading an argument names: `None` for stdin and harmless devices.
+pub(super) fn read_target(arg: &Arg<'_>, cwd: &Cwd) -> Option<ReadPath> {
+    let (text, home, glob) = match arg {
+        Arg::Word(word) => {
+            if word.home {
+                return Some(home_relative(&word.raw).map_or(ReadPath::Unknown, ReadPath::Home));
+            }
+            if word.raw == super::argspec::PROCESS_SUBSTITUTION {
+                return None;
+            }
+            let Some(text) = word.text() else {
+                return Some(ReadPath::Unknown);
+            };
+            (text, false, word.glob)
+        }
+        Arg::Inline(text) => (text.as_str(), text.starts_with('~'), false),
+    };
+    if home {
+        return Some(home_relative(text).map_or(ReadPath::Unknown, ReadPath::Home));
+    }
+    if text == "-" {
+        return None;
+    }
+    if text.is_empty() {
+        return Some(ReadPath::Unknown);
+    }
+    let mut path = PathBuf::new();
+    for component in Path::new(text).components() {
+        let name = component.as_os_str().to_string_lossy();
+        if glob && has_glob(&component) {
+            // `.*` can match `..`; otherwise the glob stays in the directory before it.
+            if name.starts_with('.') {
+                return Some(ReadPath::Unknown);
+            }
+            break;
+        }
+        path.push(component.as_os_str());
+    }
+    let full = if path.is_absolute() {
+        normalize(&path)
+    } else {
+        match cwd {
+            Cwd::Known(dir) => normalize(&dir.join(&path)),
+            Cwd::Outside | Cwd::Unknown => return Some(ReadPath::Unknown),
+        }
+    };
+    if HARMLESS_READS.iter().any(|h| full == Path::new(h)) {
+        return None;
+    }
+    Some(ReadPath::Absolute(full))
+}
+
+/// What reading the working directory names.
+pub(super) fn read_cwd(cwd: &Cwd) -> Option<ReadPath> {
+    Some(match cwd {
+        Cwd::Known(dir) => ReadPath::Absolute(dir.clone()),
+        Cwd::Outside | Cwd::Unknown => ReadPath::Unknown,
+    })
+}
+
+/// `~/x`, `$HOME/x`, `${HOME}/x`, `"$HOME/x"` → `x` (`~` alone → empty); `None` for
+/// `~user/x` and anything whose rest expands.
+fn home_relative(raw: &str) -> Option<PathBuf> {
+    const PREFIXES: &[&str] = &["~", "${HOME}", "$HOME", "\"${HOME}", "\"$HOME"];
+    let (prefix, rest) = PREFIXES
+        .iter()
+        .find_map(|p| raw.strip_prefix(p).map(|rest| (*p, rest)))?;
+    let rest = if prefix.starts_with('"') {
+        format!("\"{rest}")
+    } else {
+        rest.to_owned()
+    };
+    let text = match super::words::word(&rest, 0) {
+        Ok(word) if !word.glob => word.literal?,
+        Ok(word) => {
+            // `~/.ssh/*`: the directory before the glob.
+            let literal = word.literal?;
+            let fixed: PathBuf = Path::new(&literal)
+                .components()
+                .take_while(|c| !has_glob(c))
+                .collect();
+            fixed.to_string_lossy().into_owned()
+        }
+        Err(_) => return None,
+    };
+    if text.is_empty() {
+        return Some(PathBuf::new());
+    }
+    let relative = text.strip_prefix('/')?;
+    let normalized = normalize(Path::new(relative));
+    // `~/../x` leaves the home directory: not home-relative any more.
+    if normalized.starts_with("..") {
+        return None;
+    }
+    Some(normalized)
 }
 
 /// Where a literal path (relative to `cwd`) lands, and its lexical absolute path if inside.

@@ -154,7 +154,7 @@ pub(super) fn writer<'a>(
                 None => Some(Verdict::new(ShellClass::Unknown, scope, "no destination")),
             }
         }
-        "tar" => Some(tar(args, scope)),
+        "tar" => Some(super::tar::classify(args, scope)),
         "unzip" => {
             if has_flag(args, &['l', 'v', 't', 'Z'], &[]) {
                 return Some(Verdict::new(
@@ -259,42 +259,6 @@ fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
             .unwrap_or_default();
     }
     v
-}
-
-fn tar<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
-    let Some(lits) = literals(args) else {
-        return Verdict::new(ShellClass::Unknown, scope, "arguments expand at run time");
-    };
-    // Old style `tar czf out.tar dir`: the first word is a cluster without a dash.
-    let mut letters = String::new();
-    for (i, t) in lits.iter().enumerate() {
-        if let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-')) {
-            letters.push_str(cluster);
-        } else if i == 0 && !t.starts_with('-') {
-            letters.push_str(t);
-        }
-    }
-    let long = |names: &[&str]| has_flag(args, &[], names);
-    if letters.contains('t') || long(&["--list", "--diff", "--compare"]) {
-        return Verdict::new(ShellClass::ReadOnly, scope, "lists an archive");
-    }
-    if letters.contains('x') || long(&["--extract", "--get"]) {
-        let dir = option_value(args, &["-C"], &["--directory"]);
-        return Verdict::new(ShellClass::Benign, scope, "extracts an archive").writing(dir);
-    }
-    // Creating or updating: the archive is the word after the cluster ending in `f`
-    // (`-cf out.tar`, `czf out.tar`, `-f out.tar`), or `--file out.tar`.
-    let cluster_f = lits.iter().enumerate().find_map(|(i, t)| {
-        let cluster = t.strip_prefix('-').unwrap_or(if i == 0 { t } else { "" });
-        (!cluster.starts_with('-') && cluster.ends_with('f')).then_some(i + 1)
-    });
-    let archive = cluster_f
-        .and_then(|i| args.get(i))
-        .or_else(|| option_value(args, &[], &["--file"]));
-    match archive {
-        Some(file) => Verdict::new(ShellClass::Benign, scope, "writes an archive").writing([file]),
-        None => Verdict::new(ShellClass::Unknown, scope, "archive not resolved"),
-    }
 }
 
 /// Machine-level programs.
