@@ -4,7 +4,8 @@
 //! - below the daemon's `$HOME`: `.ssh`, `.aws`, `.gnupg`, `.config/amber`, and the usual
 //!   credential files (`.netrc`, `.git-credentials`, `.docker/config.json`, `.kube`,
 //!   `.config/gh`, `.npmrc`, `.pypirc`, `.cargo/credentials*`);
-//! - amber's own data directory and config file, `$XDG_CONFIG_HOME/amber`;
+//! - amber's own data directory and config file, `$XDG_CONFIG_HOME/amber`, and its
+//!   state directory (`$XDG_STATE_HOME/amber`: the daemon's log);
 //! - `.env` files anywhere (`.env`, `.env.local` …; not `.env.example` and friends, which
 //!   are meant to be committed).
 //!
@@ -62,9 +63,9 @@ impl SecretLocations {
         Self { home, places }
     }
 
-    /// From an environment: `$HOME`, `$XDG_CONFIG_HOME/amber`, `$AMBER_DATA_DIR` or
-    /// `$XDG_DATA_HOME/amber`, `$AMBER_CONFIG`, plus `extra` (the daemon's real data dir
-    /// and config file).
+    /// From an environment: `$HOME`, `$XDG_CONFIG_HOME/amber`, `$AMBER_DATA_DIR`,
+    /// `$XDG_DATA_HOME/amber`, `$XDG_STATE_HOME/amber` (and their `~/.local` defaults),
+    /// `$AMBER_CONFIG`, plus `extra` (the daemon's real data dir and config file).
     pub fn from_env(
         env: &impl Fn(&str) -> Option<OsString>,
         extra: impl IntoIterator<Item = PathBuf>,
@@ -74,7 +75,9 @@ impl SecretLocations {
         let mut amber: Vec<PathBuf> = extra.into_iter().collect();
         amber.extend(var("XDG_CONFIG_HOME").map(|d| d.join("amber")));
         amber.extend(var("XDG_DATA_HOME").map(|d| d.join("amber")));
+        amber.extend(var("XDG_STATE_HOME").map(|d| d.join("amber")));
         amber.extend(home.as_ref().map(|h| h.join(".local/share/amber")));
+        amber.extend(home.as_ref().map(|h| h.join(".local/state/amber")));
         amber.extend(var("AMBER_DATA_DIR"));
         amber.extend(var("AMBER_CONFIG"));
         Self::new(home, amber)

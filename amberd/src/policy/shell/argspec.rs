@@ -185,8 +185,9 @@ fn parse_in<'a>(specs: &[&Spec], args: &'a [Word], head: bool) -> Result<Parsed<
     while let Some(word) = args.get(i) {
         i += 1;
         let Some(text) = word.text() else {
-            // A process substitution is a pipe's path (`/dev/fd/63`), never an option.
-            if options_done || word.raw == PROCESS_SUBSTITUTION {
+            // A process substitution is a pipe's path (`/dev/fd/63`), `~/x` a path below
+            // home: never an option.
+            if options_done || word.raw == PROCESS_SUBSTITUTION || word.home {
                 push_operand(&mut out, word, i - 1);
                 continue;
             }
