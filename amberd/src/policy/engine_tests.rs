@@ -426,3 +426,6 @@ fn program_running_git_config_and_outside_build_dirs_ask() {
 
 #[path = "engine_reaudit_tests.rs"]
 mod reaudit;
+
+#[path = "engine_reads_tests.rs"]
+mod reads;

@@ -62,7 +62,7 @@ pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
     let dirs: Vec<&Arg<'a>> = global.values(&["-C", "--git-dir", "--work-tree"]);
     let i = global.first_operand.unwrap_or(args.len());
     let Some(sub) = args.get(i).and_then(Word::text) else {
-        return if global.has(&["-v", "-h"]) || args.is_empty() {
+        return if global.has(&["-v", "-h", "--version", "--help"]) {
             verdict(ShellClass::ReadOnly, "prints version or help")
         } else if global.first_operand.is_none()
             && global.has(&["--html-path", "--man-path", "--info-path", "--list-cmds"])

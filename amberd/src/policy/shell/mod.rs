@@ -54,6 +54,8 @@ mod tests;
 #[cfg(test)]
 mod tests_audit;
 #[cfg(test)]
+mod tests_options;
+#[cfg(test)]
 mod tests_reaudit;
 #[cfg(test)]
 mod tests_scopes;

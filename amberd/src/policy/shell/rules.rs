@@ -197,6 +197,20 @@ pub(super) fn dangerous_env(name: &str) -> bool {
                 | "GIT_WORK_TREE"
                 | "RUSTC_WRAPPER"
                 | "CARGO_BUILD_RUSTC_WRAPPER"
+                // Programs and options read-only programs take from the environment.
+                | "LESSOPEN"
+                | "LESSCLOSE"
+                | "MANPAGER"
+                | "MANOPT"
+                | "MANROFFOPT"
+                | "RIPGREP_CONFIG_PATH"
+                | "TAR_OPTIONS"
+                | "GIT_ASKPASS"
+                | "SSH_ASKPASS"
+                | "GIT_PROXY_COMMAND"
+                | "GIT_SEQUENCE_EDITOR"
+                | "GIT_TEMPLATE_DIR"
+                | "BROWSER"
         )
 }
 
