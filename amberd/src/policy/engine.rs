@@ -10,6 +10,10 @@
 //! neither do write targets the classifier cannot resolve (`rm -rf $D/x`). The path rules
 //! of `write` and `edit` also judge the paths a command writes; with a `write`/`edit` deny
 //! rule, an unresolvable write target is denied in read and yolo mode.
+//! What a command reads counts like the file tools' paths: outside the workspace it is denied
+//! in read mode and asks (never granted) in write mode unless a `read` allow rule naming the
+//! path allows it; secret locations (`secrets`) ask in every mode, yolo included, for commands
+//! and file tools alike, unless a rule allows them.
 //! Confinement is not decided here: the tools themselves refuse paths outside the workspace.
 
 use std::path::Path;

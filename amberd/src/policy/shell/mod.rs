@@ -20,7 +20,9 @@
 //! walks it (cwd tracking for `cd`, pipelines, substitutions, combining) into an
 //! [`outcome::Acc`]; [`wrappers`] unwraps `sudo`/`env`/`timeout`/`xargs`/`bash -c`…, and
 //! [`launchers`] `flock`/`ionice`/`chroot`/`setpriv`/`env -S`…;
-//! [`rules`], [`writers`], [`git`], [`tools`] and [`dirs`] hold the per-program tables;
+//! [`rules`], [`readers`], [`writers`], [`git`], [`tar`], [`find`], [`tools`] and [`dirs`]
+//! hold the per-program rules, [`argspec`] reads arguments against the option tables of
+//! [`reader_specs`] and [`git_options`] (unknown options are unknown);
 //! [`scope`] names approval scopes; [`sed`] checks sed scripts; [`paths`] decides
 //! inside/outside the workspace and protected paths; [`render`] turns every invoked program
 //! into a command line for rule matching.
@@ -29,7 +31,8 @@
 //! see through (parse errors, computed command names, shells reading stdin, unresolvable
 //! write targets, too-deep nesting) is [`ShellClass::Unknown`], which asks in `write` mode.
 //! Unresolvable write targets are also flagged (`unresolved_write`): the engine treats them
-//! like writes outside the workspace. A command mentioning `CDPATH` makes every relative
+//! like writes outside the workspace. What commands read is listed (`reads`) for the engine
+//! to judge like the file tools' paths (outside the workspace, secret locations). A command mentioning `CDPATH` makes every relative
 //! `cd` land in an unknown directory; `cd -`, `pushd` and `popd` do too.
 
 mod argspec;

@@ -1,19 +1,21 @@
-//! Per-program verdicts: the shared types ([`Dispatch`], [`Verdict`]), argument helpers,
-//! and the tables for everyday programs — read-only tools, file writers, build and test
-//! runners, and the system-level destroyers. Multi-command programs live in [`super::git`]
-//! and [`super::tools`]; wrappers and shells in [`super::wrappers`].
+//! Per-program verdicts: the shared types ([`Dispatch`], [`Verdict`], [`WriteTo`],
+//! [`ReadFrom`]), argument helpers, and the dispatch to the per-program modules: git
+//! ([`super::git`]), multi-command tools ([`super::tools`]), read-only programs
+//! ([`super::readers`], with their option tables), writers, system-level destroyers and
+//! build runners ([`super::writers`]); wrappers and shells in [`super::wrappers`].
 //!
-//! Decisions (see also the module header of `tools` and `git`):
-//! - read-only: coreutils-style readers, `grep`/`rg` (not `--pre`), `find` without
-//!   `-exec`/`-delete`/`-fprint*`, `sed` without `-i` and without `w`/`e`, `sort`/`tree`
-//!   without `-o`, shell builtins that only touch shell state (`cd`, `export`, `set` …).
+//! Decisions (see also the module headers of `readers`, `tools`, `git`, `tar`, `find`):
+//! - read-only: coreutils-style readers, `grep`/`rg`, `find` without `-exec`/`-delete`/
+//!   `-fprint*`, `sed` without `-i` and without `w`/`e`, `sort`/`tree` without `-o`, shell
+//!   builtins that only touch shell state (`cd`, `export`, `set` …) — each only with the
+//!   options its table knows;
 //! - benign: `touch`, `mkdir`, `cp`, `mv`, `ln`, `tee`, `rm FILE` (non-recursive) and other
 //!   writers whose targets resolve inside the workspace; build/test/lint runners (`make`,
 //!   `pytest`, `tsc`, `eslint` …) — they run in, and write to, their working directory.
 //! - destructive: `rm -r`, `chmod -R`/`chown -R`, `dd`, `shred`, `truncate`, `mkfs*`,
 //!   disk tools, `shutdown`/`reboot`, `kill -1`, deleting through `xargs`/`find -exec`.
 //! - unknown: everything else, including interpreters running scripts (`python x.py`),
-//!   network tools (`curl`, `ssh`), `awk` (can run `system()`), pagers.
+//!   network tools (`curl`, `ssh`), `awk` (can run `system()`), pagers, unknown options.
 
 use super::ShellClass;
 use super::argspec::Arg;
