@@ -100,14 +100,19 @@ const LOG: Spec = Spec {
         "--objects-edge", "--no-object-names", "--unpacked", "--timestamp", "--header",
         "--max-age=", "--min-age=", "--in-commit-order", "--no-color", "--first-parent",
         "--show-origin", "--show-notes-by-default", "--no-graph",
-        // shortlog
-        "--numbered", "--summary", "-e", "--email", "--committer", "--group=",
     ],
     reads: &[],
     writes: &[],
     danger: &[EXT_DIFF, TEXTCONV],
     numbers: true,
 };
+
+/// shortlog's own flags, read before the log table (its `-n` is `--numbered`).
+#[rustfmt::skip]
+const SHORTLOG: Spec = opts(&[
+    "-n", "--numbered", "-s", "--summary", "-e", "--email", "-c", "--committer", "-w?",
+    "--group=", "--format=",
+]);
 
 #[rustfmt::skip]
 const STATUS: Spec = opts(&[
@@ -269,9 +274,8 @@ const FSCK_DANGER: Spec = Spec {
 pub(super) fn read_only(sub: &str) -> Option<&'static [&'static Spec]> {
     Some(match sub {
         "status" => &[&STATUS],
-        "log" | "show" | "whatchanged" | "shortlog" | "rev-list" | "range-diff" | "reflog" => {
-            &[&LOG, &DIFF]
-        }
+        "shortlog" => &[&SHORTLOG, &LOG, &DIFF],
+        "log" | "show" | "whatchanged" | "rev-list" | "range-diff" | "reflog" => &[&LOG, &DIFF],
         "diff" | "diff-tree" | "diff-files" | "diff-index" | "stash show" => &[&DIFF],
         "grep" => &[&GREP],
         "blame" | "annotate" => &[&BLAME],
