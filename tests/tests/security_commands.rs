@@ -7,8 +7,8 @@
 //!   a read there through;
 //! - write mode: `tar -xf - --to-command=…` and `--checkpoint-action=exec=…` ask (and,
 //!   with no approver, are denied: no sentinel), an outside read asks, never grantable;
-//! - yolo: `cat ~/.ssh/…`, `cat .env` and the `read` tool on `.env` ask, while an ordinary
-//!   outside read runs.
+//! - yolo: `cat ~/.ssh/…`, `cp ~/.ssh/… x`, `cat .env` and the `read` tool on `.env` ask,
+//!   while an ordinary outside read runs.
 //!
 //! Sentinels live in temp dirs outside the workspace; the daemon's HOME is its own.
 
@@ -258,6 +258,7 @@ async fn secret_locations_ask_even_in_yolo() {
         ("aws", format!("cat {}/.aws/credentials", home.display())),
         ("grep_home", "grep -r SECRET ~".to_owned()),
         ("env_cat", "cat .env".to_owned()),
+        ("ssh_copy", "cp ~/.ssh/id_test stolen.txt".to_owned()),
     ];
     let mut list: Vec<_> = asks.iter().map(|(id, c)| sh(id, c)).collect();
     list.push(call("env_read", "read", &json!({ "path": ".env" })));
@@ -279,6 +280,10 @@ async fn secret_locations_ask_even_in_yolo() {
             assert!(!output.contains(secret), "{command} leaked: {output}");
         }
     }
+    assert!(
+        !ws.join("stolen.txt").exists(),
+        "the key was copied into the workspace"
+    );
     assert!(asked(&turn, "env_read"), "read .env did not ask");
     assert_denied(&turn, "env_read", "ENV-SECRET");
     let (status, output) = result_of(&turn, "plain_outside");

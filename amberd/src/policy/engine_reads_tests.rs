@@ -83,6 +83,8 @@ fn outside_reads_are_denied_in_read_mode_asked_in_write_mode_and_allowed_in_yolo
         "cat $F",
         "echo OUT/data/a.txt | xargs cat",
         "cat ../outside/data/a.txt",
+        "cp OUT/data/a.txt copied.txt",
+        "rsync -a OUT/data/ mirror/",
     ] {
         let v = r.bash(Mode::Read, command);
         assert!(is_deny(&v), "{command}: {v:?}");
@@ -101,6 +103,7 @@ fn outside_reads_are_denied_in_read_mode_asked_in_write_mode_and_allowed_in_yolo
     ] {
         assert_eq!(r.bash(Mode::Read, command), Verdict::Allow, "{command}");
     }
+    assert_eq!(r.bash(Mode::Write, "cp a.txt b.txt"), Verdict::Allow);
 }
 
 #[test]
@@ -145,6 +148,8 @@ fn secret_locations_ask_in_every_mode_unless_a_rule_allows_them() {
         format!("cat {}", key.display()),
         format!("grep -r k {}", home.display()),
         format!("ls {}/amber-data", r.root.display()),
+        "cp ~/.ssh/id_x stolen".to_owned(),
+        "cp -r ~/.ssh keys".to_owned(),
     ] {
         let v = r.bash(Mode::Yolo, &command);
         assert!(never_granted(&v), "{command}: {v:?}");

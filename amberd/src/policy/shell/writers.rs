@@ -2,8 +2,9 @@
 //! destroyers (`dd`, `mkfs*`, `shutdown`, `kill -1` …) and build/test runners.
 
 use super::ShellClass;
+use super::argspec::Arg;
 use super::rules::{
-    RuleCtx, Verdict, has_flag, has_inline_value, literals, option_value, positionals,
+    ReadFrom, RuleCtx, Verdict, has_flag, has_inline_value, literals, option_value, positionals,
 };
 use super::words::Word;
 
@@ -89,7 +90,8 @@ pub(super) fn writer<'a>(
                 benign("writes files", files)
             }
         }
-        "cp" | "mv" | "install" | "ln" => Some(copy_like(name, args, scope)),
+        "cp" | "mv" | "install" => Some(with_sources(copy_like(name, args, scope), args)),
+        "ln" => Some(copy_like(name, args, scope)),
         "chmod" | "chown" | "chgrp" => {
             // A chmod mode may look like an option (`-x`).
             let is_mode = |w: &&Word| {
@@ -150,7 +152,17 @@ pub(super) fn writer<'a>(
                     scope,
                     "copies to a remote host",
                 )),
-                Some(dest) => benign("copies files", vec![*dest]),
+                Some(dest) => {
+                    let sources = files[..files.len() - 1]
+                        .iter()
+                        .filter(|w| !w.text().is_some_and(is_remote))
+                        .map(|w| ReadFrom::Arg(Arg::Word(w)));
+                    let mut v = Verdict::new(ShellClass::Benign, scope, "copies files")
+                        .writing([*dest])
+                        .reading(sources);
+                    v.recursive = true;
+                    Some(v)
+                }
                 None => Some(Verdict::new(ShellClass::Unknown, scope, "no destination")),
             }
         }
@@ -190,6 +202,37 @@ pub(super) fn writer<'a>(
         }
         _ => None,
     }
+}
+
+/// The sources of `cp`/`mv`/`install` are read: copying `~/.ssh/id_rsa` into the workspace
+/// reads it like `cat` would.
+fn with_sources<'a>(v: Verdict<'a>, args: &'a [Word]) -> Verdict<'a> {
+    let valued = [
+        "-t",
+        "--target-directory",
+        "-S",
+        "--suffix",
+        "-m",
+        "--mode",
+        "-o",
+        "--owner",
+        "-g",
+        "--group",
+    ];
+    let files = positionals(args, &valued);
+    let to_dir = option_value(args, &["-t"], &["--target-directory"]).is_some();
+    let sources = if to_dir {
+        &files[..]
+    } else {
+        files.split_last().map_or(&[][..], |(_, s)| s)
+    };
+    let reads: Vec<ReadFrom<'a>> = sources
+        .iter()
+        .map(|w| ReadFrom::Arg(Arg::Word(w)))
+        .collect();
+    let mut v = v.reading(reads);
+    v.recursive = has_flag(args, &['r', 'R', 'a'], &["--recursive", "--archive"]);
+    v
 }
 
 /// `host:path` (not `./a:b`, not `/a:b`).
