@@ -150,6 +150,8 @@ fn secret_locations_ask_in_every_mode_unless_a_rule_allows_them() {
         format!("ls {}/amber-data", r.root.display()),
         "cp ~/.ssh/id_x stolen".to_owned(),
         "cp -r ~/.ssh keys".to_owned(),
+        "cd ~ && cat .ssh/id_x".to_owned(),
+        "cd ~/.ssh && cat id_x".to_owned(),
     ] {
         let v = r.bash(Mode::Yolo, &command);
         assert!(never_granted(&v), "{command}: {v:?}");

@@ -302,7 +302,7 @@ impl Walker {
 
     fn cd(&self, cwd: &Cwd, to: &CdTo<'_>) -> Cwd {
         match to {
-            CdTo::Home => Cwd::Outside,
+            CdTo::Home => Cwd::Home(PathBuf::new()),
             CdTo::Unknown => Cwd::Unknown,
             CdTo::Word(word) if self.cdpath && !paths::anchored(word) => Cwd::Unknown,
             CdTo::Word(word) => paths::change_dir(cwd, word),

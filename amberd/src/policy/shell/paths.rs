@@ -15,7 +15,10 @@ use super::words::Word;
 #[derive(Debug, Clone)]
 pub(super) enum Cwd {
     Known(PathBuf),
-    /// Somewhere outside the workspace that we cannot name (`cd ~`).
+    /// Below the user's home (`cd ~/x`): outside the workspace for writes, home-relative for
+    /// reads (so `cd ~ && cat .ssh/id` is a read of `~/.ssh/id`).
+    Home(PathBuf),
+    /// Somewhere outside the workspace that we cannot name.
     Outside,
     /// Not known at all (`cd "$X"`, `cd -`, `popd`).
     Unknown,
@@ -148,6 +151,9 @@ pub(super) fn read_target(arg: &Arg<'_>, cwd: &Cwd) -> Option<ReadPath> {
     } else {
         match cwd {
             Cwd::Known(dir) => normalize(&dir.join(&path)),
+            Cwd::Home(dir) => {
+                return Some(home_join(dir, &path).map_or(ReadPath::Unknown, ReadPath::Home));
+            }
             Cwd::Outside | Cwd::Unknown => return Some(ReadPath::Unknown),
         }
     };
@@ -161,6 +167,7 @@ pub(super) fn read_target(arg: &Arg<'_>, cwd: &Cwd) -> Option<ReadPath> {
 pub(super) fn read_cwd(cwd: &Cwd) -> Option<ReadPath> {
     Some(match cwd {
         Cwd::Known(dir) => ReadPath::Absolute(dir.clone()),
+        Cwd::Home(dir) => ReadPath::Home(dir.clone()),
         Cwd::Outside | Cwd::Unknown => ReadPath::Unknown,
     })
 }
@@ -202,6 +209,12 @@ fn home_relative(raw: &str) -> Option<PathBuf> {
     Some(normalized)
 }
 
+/// `dir/path` below home, `None` when it climbs out of it.
+fn home_join(dir: &Path, path: &Path) -> Option<PathBuf> {
+    let joined = normalize(&dir.join(path));
+    (!joined.starts_with("..")).then_some(joined)
+}
+
 /// Where a literal path (relative to `cwd`) lands, and its lexical absolute path if inside.
 pub(super) fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf>) {
     let path = Path::new(text);
@@ -210,7 +223,7 @@ pub(super) fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> (Target, Optio
     } else {
         match cwd {
             Cwd::Known(dir) => normalize(&dir.join(path)),
-            Cwd::Outside => return (Target::Outside, None),
+            Cwd::Home(_) | Cwd::Outside => return (Target::Outside, None),
             Cwd::Unknown => return (Target::Unresolved, None),
         }
     };
@@ -237,7 +250,7 @@ pub(super) fn cwd_target(cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf
         Cwd::Known(dir) if inside(dir, workspace) => {
             (inside_target(dir, workspace), Some(dir.clone()))
         }
-        Cwd::Known(_) | Cwd::Outside => (Target::Outside, None),
+        Cwd::Known(_) | Cwd::Home(_) | Cwd::Outside => (Target::Outside, None),
         Cwd::Unknown => (Target::Unresolved, None),
     }
 }
@@ -252,7 +265,7 @@ pub(super) fn anchored(word: &Word) -> bool {
 /// The working directory after `cd word`.
 pub(super) fn change_dir(cwd: &Cwd, word: &Word) -> Cwd {
     if word.home {
-        return Cwd::Outside;
+        return home_relative(&word.raw).map_or(Cwd::Outside, Cwd::Home);
     }
     let Some(text) = word.text() else {
         return Cwd::Unknown;
@@ -266,6 +279,7 @@ pub(super) fn change_dir(cwd: &Cwd, word: &Word) -> Cwd {
     }
     match cwd {
         Cwd::Known(dir) => Cwd::Known(normalize(&dir.join(path))),
+        Cwd::Home(dir) => home_join(dir, path).map_or(Cwd::Unknown, Cwd::Home),
         // Relative to somewhere outside: only `..` could come back in, and we cannot tell.
         Cwd::Outside => {
             if path.components().any(|c| c == Component::ParentDir) {
