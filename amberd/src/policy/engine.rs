@@ -10,6 +10,10 @@
 //! neither do write targets the classifier cannot resolve (`rm -rf $D/x`). The path rules
 //! of `write` and `edit` also judge the paths a command writes; with a `write`/`edit` deny
 //! rule, an unresolvable write target is denied in read and yolo mode.
+//! What a command reads counts like the file tools' paths: outside the workspace it is denied
+//! in read mode and asks (never granted) in write mode unless a `read` allow rule naming the
+//! path allows it; secret locations (`secrets`) ask in every mode, yolo included, for commands
+//! and file tools alike, unless a rule allows them.
 //! Confinement is not decided here: the tools themselves refuse paths outside the workspace.
 
 use std::path::Path;
@@ -20,8 +24,9 @@ use serde_json::Value;
 use super::command_rules::{self, CommandFacts};
 use super::grants::{Grants, Scope};
 use super::rules::{Rule, RuleDecision, RuleSet, Subject};
+use super::secrets::{self, SecretLocations};
 use super::shell::ShellClass;
-use super::target::{Target, scopes, target};
+use super::target::{ReadCheck, Target, scopes, target};
 
 pub use super::target::rules_for;
 
@@ -64,7 +69,17 @@ pub enum Verdict {
 }
 
 pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict {
-    let target = target(req.tool, req.args, req.workspace);
+    decide_with(req, rules, grants, secrets::installed())
+}
+
+/// [`decide`] with these secret locations (tests give their own).
+pub fn decide_with(
+    req: &Request<'_>,
+    rules: &Rules<'_>,
+    grants: &Grants,
+    secrets: &SecretLocations,
+) -> Verdict {
+    let target = target(req.tool, req.args, req.workspace, secrets);
     let rule = strongest(rules, req.tool, &target);
     if let Some((RuleDecision::Deny, rule)) = &rule {
         return Verdict::Deny {
@@ -87,12 +102,33 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
             by: ResolvedBy::Rule,
         };
     }
+    // Reads outside the workspace that no `read` rule allows, and secret reads no rule
+    // allows (outside reads need a rule naming an absolute or `~/` path).
+    let (outside_reads, secret_reads) = match &target {
+        Target::Command(c) => (
+            c.reads
+                .iter()
+                .filter(|r| r.outside && !read_allowed(rules, r, true))
+                .map(|r| r.shown.clone())
+                .collect::<Vec<_>>(),
+            c.reads
+                .iter()
+                .filter(|r| r.secret.is_some() && !read_allowed(rules, r, r.outside))
+                .filter_map(|r| r.secret.clone())
+                .collect::<Vec<_>>(),
+        ),
+        Target::Path {
+            secret: Some(why), ..
+        } if !matches!(&rule, Some((RuleDecision::Allow, _))) => (Vec::new(), vec![why.clone()]),
+        _ => (Vec::new(), Vec::new()),
+    };
     let read_only = req.tool_read_only
         || (req.tool == "bash"
             && matches!(
                 &target,
                 Target::Command(c) if c.class == ShellClass::ReadOnly && !c.outside && !c.protected
-            ));
+            )
+            && outside_reads.is_empty());
     let scopes = scopes(req.tool, &target);
     let ask = |reason: String, persist: bool| {
         if grants.covers(&scopes) {
@@ -110,18 +146,36 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
         _ => None,
     };
 
-    match req.mode {
-        Mode::Read if !read_only => Verdict::Deny {
+    let never_granted = |reason: String| Verdict::Ask {
+        reason,
+        scopes: Vec::new(),
+        persist: false,
+    };
+    if req.mode == Mode::Read && !read_only {
+        let why = match &target {
+            Target::Command(c) if c.class == ShellClass::ReadOnly && !outside_reads.is_empty() => {
+                format!("reads outside the workspace: {}", outside_reads.join("; "))
+            }
+            Target::Command(c) => format!("is not read-only: {}", c.reason),
+            _ => "changes things".to_owned(),
+        };
+        return Verdict::Deny {
             reason: format!(
-                "read mode allows only read-only tools; `{}` {}",
-                req.tool,
-                match &target {
-                    Target::Command(c) => format!("is not read-only: {}", c.reason),
-                    _ => "changes things".to_owned(),
-                }
+                "read mode allows only read-only tools; `{}` {why}",
+                req.tool
             ),
             by: ResolvedBy::Policy,
-        },
+        };
+    }
+    // Secret locations ask in every mode, yolo included; no grant covers them.
+    if !secret_reads.is_empty() {
+        return never_granted(format!(
+            "reads a secret location ({}); a `read` allow rule for the path lets it through",
+            secret_reads.join("; ")
+        ));
+    }
+
+    match req.mode {
         Mode::Read | Mode::Yolo => match ask_rule {
             Some(reason) if req.mode == Mode::Read => ask(reason, false),
             _ => Verdict::Allow,
@@ -134,11 +188,6 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
                 let err = rules.workspace.as_ref().err().cloned().unwrap_or_default();
                 return ask(format!("the workspace rules file is broken ({err})"), true);
             }
-            let never_granted = |reason: String| Verdict::Ask {
-                reason,
-                scopes: Vec::new(),
-                persist: false,
-            };
             match &target {
                 Target::Command(c) => {
                     // An allow rule never lets a command reach outside the workspace or
@@ -151,6 +200,12 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
                     }
                     if c.protected {
                         return never_granted(c.reason.clone());
+                    }
+                    if !outside_reads.is_empty() {
+                        return never_granted(format!(
+                            "reads outside the workspace: {}",
+                            outside_reads.join("; ")
+                        ));
                     }
                     if c.unresolved {
                         return never_granted(format!(
@@ -189,6 +244,26 @@ pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict 
 
 /// File tools whose path rules also govern what commands write.
 const WRITE_TOOLS: &[&str] = &["write", "edit"];
+/// The file tool whose path rules also govern what commands read.
+const READ_TOOL: &str = "read";
+
+/// Whether a `read` allow rule covers this read (and no `read` deny or ask rule matches
+/// it). Outside the workspace only rules naming an absolute or `~/` path count: a
+/// workspace glob such as `**` never reaches out.
+fn read_allowed(rules: &Rules<'_>, read: &ReadCheck, outside: bool) -> bool {
+    let mut sets = vec![rules.config];
+    if let Ok(set) = &rules.workspace {
+        sets.push(set);
+    }
+    let applies = |r: &Rule| !outside || r.pattern.starts_with('/') || r.pattern.starts_with('~');
+    !read.subjects.is_empty()
+        && read.subjects.iter().any(|subject| {
+            sets.iter()
+                .filter_map(|set| set.decide_where(READ_TOOL, Subject::Path(subject), applies))
+                .max_by_key(|(d, _)| *d)
+                .is_some_and(|(d, _)| d == RuleDecision::Allow)
+        })
+}
 
 /// The first deny rule of a file tool that writes, if any.
 fn write_deny_rule(rules: &Rules<'_>) -> Option<Rule> {
@@ -231,6 +306,12 @@ fn strongest(rules: &Rules<'_>, tool: &str, target: &Target) -> Option<(RuleDeci
                         .filter_map(move |t| set.decide(t, Subject::Path(path)))
                 })
             })
+            .chain(c.reads.iter().flat_map(|read| {
+                read.subjects.iter().flat_map(|subject| {
+                    sets.iter()
+                        .filter_map(move |set| set.decide(READ_TOOL, Subject::Path(subject)))
+                })
+            }))
             .filter(|(d, _)| *d != RuleDecision::Allow)
             .max_by_key(|(d, _)| *d)
             .map(|(d, r)| (d, r.clone()));

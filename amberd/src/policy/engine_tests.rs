@@ -391,11 +391,13 @@ fn writes_through_a_symlink_that_leaves_the_workspace_ask() {
     }
     let v = c.bash(Mode::Write, "echo x > gitdir/hooks/pre-commit");
     assert!(ask_scopes(&v).is_empty(), "{v:?}");
-    // Reading through the link is not a write; writing inside is fine.
+    // Writing inside is fine; reading through the link reads outside: it asks, never granted.
     assert_eq!(
-        c.bash(Mode::Write, "cat lnk/f; echo x > b.txt"),
+        c.bash(Mode::Write, "cat a.txt; echo x > b.txt"),
         Verdict::Allow
     );
+    let v = c.bash(Mode::Write, "cat lnk/f");
+    assert!(is_ask(&v) && ask_scopes(&v).is_empty(), "{v:?}");
     // The file tools are confined on their own; the engine does not ask for them.
     assert!(is_ask(&c.bash(Mode::Write, "ln -s /etc etc2")));
 }
@@ -424,3 +426,6 @@ fn program_running_git_config_and_outside_build_dirs_ask() {
 
 #[path = "engine_reaudit_tests.rs"]
 mod reaudit;
+
+#[path = "engine_reads_tests.rs"]
+mod reads;

@@ -138,6 +138,21 @@ impl RuleSet {
             .max_by_key(|(decision, _)| *decision)
     }
 
+    /// Like [`RuleSet::decide`], among the rules `keep` accepts.
+    pub fn decide_where(
+        &self,
+        tool: &str,
+        subject: Subject<'_>,
+        keep: impl Fn(&Rule) -> bool,
+    ) -> Option<(RuleDecision, &Rule)> {
+        self.rules
+            .iter()
+            .filter(|c| applies(&c.rule.tool, tool) && keep(&c.rule))
+            .filter(|c| matches(c, subject))
+            .map(|c| (c.rule.decision, &c.rule))
+            .max_by_key(|(decision, _)| *decision)
+    }
+
     /// Whether a deny rule for any of `tools` matches the workspace-relative `path`.
     pub fn denies_path(&self, tools: &[&str], path: &str) -> bool {
         self.rules.iter().any(|c| {

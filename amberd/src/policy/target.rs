@@ -10,7 +10,8 @@ use super::grants::Scope;
 use super::paths::confine;
 use super::protected::{is_protected, is_protected_in};
 use super::rules::{Rule, RuleDecision};
-use super::shell::{CommandLine, ShellClass, classify};
+use super::secrets::SecretLocations;
+use super::shell::{CommandLine, Read, ReadPath, ShellClass, classify};
 
 /// What the call touches.
 pub(super) enum Target {
@@ -20,6 +21,8 @@ pub(super) enum Target {
         folder: String,
         /// `.amber/**`, `.git/hooks/**`, `.git/config` (see `protected`).
         protected: bool,
+        /// Why the path is a secret location (`.env` …), if it is.
+        secret: Option<String>,
     },
     Nothing,
 }
@@ -40,18 +43,38 @@ pub(super) struct CommandTarget {
     /// The workspace-relative paths it writes (lexically, and through symlinks), for the
     /// path rules of `write` and `edit`.
     pub written: Vec<String>,
+    /// What it reads, resolved like the file tools' paths.
+    pub reads: Vec<ReadCheck>,
+}
+
+/// One read of a command, judged.
+pub(super) struct ReadCheck {
+    /// `cat: ../x`, for reasons.
+    pub shown: String,
+    /// What `read` path rules match: the workspace-relative path inside; outside, the
+    /// resolved absolute path and its `~/…` form.
+    pub subjects: Vec<String>,
+    /// Outside the workspace (lexically or through a symlink), or not known at all.
+    pub outside: bool,
+    /// Why it is a secret location, if it is.
+    pub secret: Option<String>,
 }
 
 /// Tools whose `command` argument is a shell command, and whose `path` is a file.
 const COMMAND_TOOLS: &[&str] = &["bash", "process"];
 const PATH_TOOLS: &[&str] = &["read", "write", "edit", "search"];
 
-pub(super) fn target(tool: &str, args: &Value, workspace: &Path) -> Target {
+pub(super) fn target(
+    tool: &str,
+    args: &Value,
+    workspace: &Path,
+    secrets: &SecretLocations,
+) -> Target {
     let text = |key: &str| args.get(key).and_then(Value::as_str);
     // Only the built-in tools' arguments mean what their names say; a plugin or MCP tool
     // with a `command` argument is not running a shell command we could classify.
     if let Some(command) = text("command").filter(|_| COMMAND_TOOLS.contains(&tool)) {
-        return Target::Command(command_target(command, text("cwd"), workspace));
+        return Target::Command(command_target(command, text("cwd"), workspace, secrets));
     }
     if let Some(path) = text("path").filter(|_| PATH_TOOLS.contains(&tool)) {
         let relative = relative_path(workspace, path);
@@ -61,16 +84,27 @@ pub(super) fn target(tool: &str, args: &Value, workspace: &Path) -> Target {
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| ".".to_owned());
         let protected = is_protected(Path::new(&relative));
+        let secret = confine(workspace, path).ok().and_then(|resolved| {
+            secrets
+                .secret(&resolved, false, workspace)
+                .or_else(|| secrets.secret(&workspace.join(path), false, workspace))
+        });
         return Target::Path {
             relative,
             folder,
             protected,
+            secret,
         };
     }
     Target::Nothing
 }
 
-fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> CommandTarget {
+fn command_target(
+    command: &str,
+    cwd: Option<&str>,
+    workspace: &Path,
+    secrets: &SecretLocations,
+) -> CommandTarget {
     let cwd = cwd
         .and_then(|c| confine(workspace, c).ok())
         .unwrap_or_else(|| workspace.to_owned());
@@ -86,6 +120,11 @@ fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> Command
         complete: c.complete,
         unresolved: c.unresolved_write,
         written: Vec::new(),
+        reads: c
+            .reads
+            .iter()
+            .map(|read| read_check(read, workspace, secrets))
+            .collect(),
     };
     // The classifier is lexical: resolve each write it found inside the workspace the way
     // the file tools do, so a symlink inside pointing outside (or at `.git/hooks`) counts.
@@ -123,6 +162,52 @@ fn command_target(command: &str, cwd: Option<&str>, workspace: &Path) -> Command
         }
     }
     target
+}
+
+/// Resolves one read the way the file tools resolve their paths.
+fn read_check(read: &Read, workspace: &Path, secrets: &SecretLocations) -> ReadCheck {
+    let unknown = || ReadCheck {
+        shown: format!("{} (the path cannot be resolved)", read.shown),
+        subjects: Vec::new(),
+        outside: true,
+        secret: None,
+    };
+    let lexical = match &read.path {
+        ReadPath::Unknown => return unknown(),
+        ReadPath::Home(relative) => match secrets.home() {
+            Some(home) => home.join(relative),
+            None => return unknown(),
+        },
+        ReadPath::Absolute(path) => path.clone(),
+    };
+    let secret = |path: &Path| secrets.secret(path, read.recursive, workspace);
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_owned());
+    if let Ok(resolved) = confine(workspace, &lexical.to_string_lossy()) {
+        let relative = resolved
+            .strip_prefix(&root)
+            .map_or_else(|_| resolved.to_string_lossy().into_owned(), relative_text);
+        return ReadCheck {
+            shown: read.shown.clone(),
+            subjects: vec![relative],
+            outside: false,
+            secret: secret(&resolved).or_else(|| secret(&lexical)),
+        };
+    }
+    let resolved = lexical.canonicalize().unwrap_or_else(|_| lexical.clone());
+    let mut subjects = vec![resolved.to_string_lossy().into_owned()];
+    if let Some(home) = secrets.home()
+        && let Ok(relative) = resolved.strip_prefix(home)
+    {
+        subjects.push(format!("~/{}", relative.display()));
+    }
+    ReadCheck {
+        shown: read.shown.clone(),
+        subjects,
+        outside: true,
+        secret: secret(&resolved).or_else(|| secret(&lexical)),
+    }
 }
 
 fn relative_text(relative: &Path) -> String {

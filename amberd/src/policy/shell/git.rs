@@ -22,10 +22,11 @@
 //! - `init DIR`, `init --separate-git-dir DIR`, `clone URL DIR` write `DIR`.
 
 use super::ShellClass;
-use super::git_config;
-use super::rules::{Verdict, WriteTo, has_flag, literals, option_value, positionals};
+use super::argspec::{self, Arg, Problem};
+use super::rules::{ReadFrom, Verdict, WriteTo, has_flag, literals, option_value, positionals};
 use super::scope::subcommand;
 use super::words::Word;
+use super::{git_config, git_options};
 
 #[rustfmt::skip]
 const READ_ONLY: &[&str] = &[
@@ -45,42 +46,28 @@ const BENIGN: &[&str] = &[
 
 pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
     let verdict = |class, why: &str| Verdict::new(class, scope, why.to_owned());
-    let mut i = 0;
-    let mut dir: Option<&Word> = None;
-    while let Some(arg) = args.get(i) {
-        let Some(text) = arg.text() else {
-            return verdict(ShellClass::Unknown, "arguments expand at run time");
-        };
-        match text {
-            "-C" | "--git-dir" | "--work-tree" => {
-                dir = args.get(i + 1);
-                i += 2;
-            }
-            "-c" => {
-                let setting = args.get(i + 1).and_then(Word::text).unwrap_or_default();
-                if !git_config::harmless_config(setting) {
-                    return verdict(ShellClass::Unknown, "-c setting may run programs");
-                }
-                i += 2;
-            }
-            t if t.starts_with("--git-dir=") || t.starts_with("--work-tree=") => {
-                return verdict(ShellClass::Unknown, "repository given inline");
-            }
-            t if t.starts_with("--config-env") || t.starts_with("--exec-path") => {
-                return verdict(ShellClass::Unknown, "may run programs");
-            }
-            "--namespace" => i += 2,
-            t if t.starts_with('-') => i += 1,
-            _ => break,
+    let global = match argspec::parse_head(&git_options::GLOBAL, args) {
+        Ok(parsed) => parsed,
+        Err(Problem::Danger(why) | Problem::Unknown(why)) => {
+            return verdict(ShellClass::Unknown, &why);
+        }
+    };
+    for setting in global.values(&["-c"]) {
+        if !setting.text().is_some_and(git_config::harmless_config) {
+            return verdict(ShellClass::Unknown, "-c setting may run programs");
         }
     }
+    // Where git works: `-C DIR`, `--git-dir`, `--work-tree` (the repository's config is
+    // read there, so it is a read), else the working directory.
+    let dirs: Vec<&Arg<'a>> = global.values(&["-C", "--git-dir", "--work-tree"]);
+    let i = global.first_operand.unwrap_or(args.len());
     let Some(sub) = args.get(i).and_then(Word::text) else {
-        let flags = literals(args).unwrap_or_default();
-        return if flags
-            .iter()
-            .any(|t| matches!(*t, "--version" | "--help" | "-h"))
-        {
+        return if global.has(&["-v", "-h", "--version", "--help"]) {
             verdict(ShellClass::ReadOnly, "prints version or help")
+        } else if global.first_operand.is_none()
+            && global.has(&["--html-path", "--man-path", "--info-path", "--list-cmds"])
+        {
+            verdict(ShellClass::ReadOnly, "prints a path")
         } else {
             verdict(ShellClass::Unknown, "no subcommand")
         };
@@ -90,12 +77,61 @@ pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
     if v.class == ShellClass::ReadOnly && literals(rest).is_none() {
         v = verdict(ShellClass::Unknown, "arguments expand at run time");
     }
-    if matches!(v.class, ShellClass::Benign | ShellClass::Destructive)
-        && let Some(dir) = dir
+    if v.class != ShellClass::Unknown
+        && let Some(why) = git_options::benign_danger(
+            sub,
+            &literals(rest).unwrap_or_default(),
+            subcommand(rest, &[]).map(|(_, s)| s),
+        )
     {
-        v.writes.push(WriteTo::Word(dir));
+        v = verdict(ShellClass::Unknown, &why);
+    }
+    if dirs.is_empty() {
+        v.reads.push(ReadFrom::Cwd);
+    }
+    v.reads
+        .extend(dirs.iter().map(|d| ReadFrom::Arg((*d).clone())));
+    if matches!(v.class, ShellClass::Benign | ShellClass::Destructive) {
+        v.writes.extend(dirs.iter().map(|d| match d {
+            Arg::Word(w) => WriteTo::Word(w),
+            Arg::Inline(t) => WriteTo::Literal(t.clone()),
+        }));
     }
     v
+}
+
+/// A read-only subcommand read against its option table.
+fn read_only_options<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Option<Verdict<'a>> {
+    let specs = git_options::read_only(sub)?;
+    let parsed = match argspec::parse_all(specs, rest) {
+        Ok(parsed) => parsed,
+        Err(Problem::Danger(why) | Problem::Unknown(why)) => {
+            return Some(Verdict::new(ShellClass::Unknown, scope, why));
+        }
+    };
+    let mut v = if parsed.writes.is_empty() {
+        Verdict::new(ShellClass::ReadOnly, scope, "read-only")
+    } else {
+        let mut v = Verdict::new(ShellClass::Benign, scope, "writes its --output file");
+        v.writes.extend(parsed.writes.iter().map(|a| match a {
+            Arg::Word(w) => WriteTo::Word(w),
+            Arg::Inline(t) => WriteTo::Literal(t.clone()),
+        }));
+        v
+    };
+    v.reads
+        .extend(parsed.reads.iter().cloned().map(ReadFrom::Arg));
+    // `--no-index` compares (or searches) any paths, not the repository's.
+    if parsed.has(&["--no-index"]) {
+        let paths = if sub == "grep" && !parsed.has(&["-e", "-f"]) {
+            parsed.operands.get(1..).unwrap_or_default()
+        } else {
+            &parsed.operands[..]
+        };
+        v.reads
+            .extend(paths.iter().map(|w| ReadFrom::Arg(Arg::Word(w))));
+    }
+    Some(v)
 }
 
 fn subcommand_verdict<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Verdict<'a> {
@@ -151,11 +187,16 @@ fn subcommand_verdict<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Verdict<'
                 verdict(Benign, "creates a tag")
             }
         }
+        "stash" if sub2 == Some("show") => {
+            let after = subcommand(rest, &[]).map_or(rest, |(i, _)| &rest[i + 1..]);
+            read_only_options("stash show", after, scope)
+                .unwrap_or_else(|| verdict(Unknown, "stash show"))
+        }
         "stash" => match sub2 {
             None | Some("push" | "save" | "pop" | "apply" | "create" | "store" | "branch") => {
                 verdict(Benign, "stashes changes")
             }
-            Some("list" | "show") => verdict(ReadOnly, "lists stashes"),
+            Some("list") => verdict(ReadOnly, "lists stashes"),
             Some("drop" | "clear") => verdict(Destructive, "drops stashed changes"),
             Some(_) => verdict(Unknown, "unknown stash subcommand"),
         },
@@ -210,7 +251,14 @@ fn subcommand_verdict<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Verdict<'
         },
         "reflog" => match sub2 {
             Some("expire" | "delete") => verdict(Destructive, "drops reflog entries"),
-            _ => verdict(ReadOnly, "shows the reflog"),
+            Some("exists") => verdict(ReadOnly, "checks the reflog"),
+            Some("show") => {
+                let after = subcommand(rest, &[]).map_or(rest, |(i, _)| &rest[i + 1..]);
+                read_only_options("reflog", after, scope)
+                    .unwrap_or_else(|| verdict(Unknown, "reflog"))
+            }
+            _ => read_only_options("reflog", rest, scope)
+                .unwrap_or_else(|| verdict(Unknown, "reflog")),
         },
         "notes" => match sub2 {
             None | Some("list" | "show") => verdict(ReadOnly, "lists notes"),
@@ -237,6 +285,8 @@ fn subcommand_verdict<'a>(sub: &str, rest: &'a [Word], scope: &str) -> Verdict<'
             let dest = positionals(rest, &valued).get(1).copied();
             Verdict::new(Benign, scope, "clones a repository").writing(dest)
         }
+        s if git_options::read_only(s).is_some() => read_only_options(s, rest, scope)
+            .unwrap_or_else(|| verdict(Unknown, "subcommand not known")),
         s if READ_ONLY.contains(&s) || BENIGN.contains(&s) => {
             let out = option_value(rest, &["-o"], &["--output", "--output-directory"]);
             let inline = rest

@@ -20,7 +20,9 @@
 //! walks it (cwd tracking for `cd`, pipelines, substitutions, combining) into an
 //! [`outcome::Acc`]; [`wrappers`] unwraps `sudo`/`env`/`timeout`/`xargs`/`bash -c`…, and
 //! [`launchers`] `flock`/`ionice`/`chroot`/`setpriv`/`env -S`…;
-//! [`rules`], [`writers`], [`git`], [`tools`] and [`dirs`] hold the per-program tables;
+//! [`rules`], [`readers`], [`writers`], [`git`], [`tar`], [`find`], [`tools`] and [`dirs`]
+//! hold the per-program rules, [`argspec`] reads arguments against the option tables of
+//! [`reader_specs`] and [`git_options`] (unknown options are unknown);
 //! [`scope`] names approval scopes; [`sed`] checks sed scripts; [`paths`] decides
 //! inside/outside the workspace and protected paths; [`render`] turns every invoked program
 //! into a command line for rule matching.
@@ -29,24 +31,33 @@
 //! see through (parse errors, computed command names, shells reading stdin, unresolvable
 //! write targets, too-deep nesting) is [`ShellClass::Unknown`], which asks in `write` mode.
 //! Unresolvable write targets are also flagged (`unresolved_write`): the engine treats them
-//! like writes outside the workspace. A command mentioning `CDPATH` makes every relative
+//! like writes outside the workspace. What commands read is listed (`reads`) for the engine
+//! to judge like the file tools' paths (outside the workspace, secret locations). A command mentioning `CDPATH` makes every relative
 //! `cd` land in an unknown directory; `cd -`, `pushd` and `popd` do too.
 
+mod argspec;
 mod dirs;
+mod find;
 mod git;
 mod git_config;
+mod git_options;
 mod launchers;
 mod outcome;
 mod parse;
 mod paths;
+mod reader_specs;
+mod readers;
 mod render;
 mod rules;
 mod scope;
 mod sed;
+mod tar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_audit;
+#[cfg(test)]
+mod tests_options;
 #[cfg(test)]
 mod tests_reaudit;
 #[cfg(test)]
@@ -58,14 +69,14 @@ mod writers;
 
 use std::path::{Path, PathBuf};
 
-pub use outcome::{Classification, ShellClass};
+pub use outcome::{Classification, Read, ReadPath, ShellClass};
 pub use render::CommandLine;
 
 use outcome::Acc;
 
 use parse::{Command, Item, Script, SimpleCommand};
 use paths::{Cwd, Target};
-use rules::{CdTo, Dispatch, RuleCtx, WriteTo};
+use rules::{CdTo, Dispatch, ReadFrom, RuleCtx, WriteTo};
 use words::Word;
 
 /// Classifies `command` as run by bash in `cwd`, for a session rooted at `workspace`.
@@ -271,6 +282,9 @@ impl Walker {
                 for source in &verdict.links {
                     self.link(&verdict.scope, source, cwd);
                 }
+                for read in &verdict.reads {
+                    self.read(&verdict.scope, read, cwd, verdict.recursive);
+                }
                 let exec_ctx = RuleCtx {
                     find_exec: true,
                     wrapped: ctx.wrapped + 1,
@@ -288,7 +302,7 @@ impl Walker {
 
     fn cd(&self, cwd: &Cwd, to: &CdTo<'_>) -> Cwd {
         match to {
-            CdTo::Home => Cwd::Outside,
+            CdTo::Home => Cwd::Home(PathBuf::new()),
             CdTo::Unknown => Cwd::Unknown,
             CdTo::Word(word) if self.cdpath && !paths::anchored(word) => Cwd::Unknown,
             CdTo::Word(word) => paths::change_dir(cwd, word),
@@ -329,6 +343,24 @@ impl Walker {
         }
     }
 
+    /// Records one read, named as far as the working directory is known.
+    fn read(&mut self, program: &str, from: &ReadFrom<'_>, cwd: &Cwd, recursive: bool) {
+        let (path, shown) = match from {
+            ReadFrom::Cwd => (paths::read_cwd(cwd), "its working directory".to_owned()),
+            ReadFrom::Arg(arg) => (paths::read_target(arg, cwd), arg.shown().to_owned()),
+            ReadFrom::Unknown(why) => (Some(outcome::ReadPath::Unknown), (*why).to_owned()),
+        };
+        let Some(path) = path else { return };
+        let read = outcome::Read {
+            path,
+            recursive,
+            shown: format!("{program}: {shown}"),
+        };
+        if !self.acc.reads.contains(&read) {
+            self.acc.reads.push(read);
+        }
+    }
+
     fn redirection(
         &mut self,
         redirection: &parse::Redirection,
@@ -364,8 +396,14 @@ impl Walker {
                     );
                 }
             }
-        } else if downloads {
-            ctx.stdin_download = true;
+        } else {
+            if redirection.read {
+                let arg = argspec::Arg::Word(&redirection.target);
+                self.read(label, &ReadFrom::Arg(arg), cwd, false);
+            }
+            if downloads {
+                ctx.stdin_download = true;
+            }
         }
     }
 

@@ -41,6 +41,30 @@ impl std::fmt::Display for ShellClass {
     }
 }
 
+/// A path a command reads, as far as the classifier can name it (the engine resolves
+/// symlinks and judges outside and secret locations).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadPath {
+    /// Lexical absolute path (a relative one joined to the tracked working directory).
+    Absolute(PathBuf),
+    /// Below the user's home (`~/x`, `$HOME/x`): relative to the daemon's `$HOME`.
+    Home(PathBuf),
+    /// Cannot be named before it runs: a variable, a substitution, `~user`, an unknown
+    /// working directory, paths from stdin.
+    Unknown,
+}
+
+/// One read of a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    pub path: ReadPath,
+    /// Read recursively (`grep -r`, `rg`, `find`): a directory holding a secret location
+    /// counts as reading it.
+    pub recursive: bool,
+    /// The program and the argument, for the reason shown (`cat: ../x`).
+    pub shown: String,
+}
+
 /// The verdict on one bash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classification {
@@ -70,6 +94,9 @@ pub struct Classification {
     /// working directories that building tools write into); the engine resolves their
     /// symlinks, which this pure module does not.
     pub writes: Vec<PathBuf>,
+    /// What the command reads: operands and file options of read-only programs,
+    /// `< file` redirections, the working directory of searches (`ls`, `rg PATTERN`).
+    pub reads: Vec<Read>,
 }
 
 /// Running result: worst class so far with its reasons, scopes, outside flag.
@@ -88,6 +115,7 @@ pub(super) struct Acc {
     pub(super) writes: Vec<PathBuf>,
     /// Scopes of read-only parts (`pwd` in `$(pwd)`), left out when others exist.
     pub(super) read_only_scopes: Vec<String>,
+    pub(super) reads: Vec<Read>,
 }
 
 const MAX_REASONS: usize = 4;
@@ -157,6 +185,7 @@ impl Acc {
             complete: !self.incomplete,
             unresolved_write: self.unresolved,
             writes: self.writes,
+            reads: self.reads,
         }
     }
 }

@@ -96,6 +96,8 @@ pub(super) struct Assignment {
 pub(super) struct Redirection {
     /// Writes (or truncates) `target`; otherwise only reads it (`<`, here-doc, here-string).
     pub write: bool,
+    /// `< file`, `<> file`: the file is read.
+    pub read: bool,
     pub target: Word,
 }
 
@@ -408,7 +410,7 @@ fn process(sub: &ast::SubshellCommand, at: At) -> Result<Word, ParseFailure> {
         return Err(ParseFailure::TooDeep);
     }
     Ok(Word {
-        raw: "<(…)".to_owned(),
+        raw: super::argspec::PROCESS_SUBSTITUTION.to_owned(),
         inner: vec![list_script(&sub.list, at.substitution())?],
         ..Word::default()
     })
@@ -428,19 +430,30 @@ fn redirect_list(
 fn redirect(r: &ast::IoRedirect, at: At) -> Result<Vec<Redirection>, ParseFailure> {
     use ast::IoFileRedirectKind as K;
     use ast::IoFileRedirectTarget as T;
-    let one = |write: bool, target: Word| Ok(vec![Redirection { write, target }]);
+    let one = |write: bool, target: Word| {
+        Ok(vec![Redirection {
+            write,
+            read: false,
+            target,
+        }])
+    };
     match r {
         ast::IoRedirect::File(_, kind, target) => {
             let write = matches!(
                 kind,
                 K::Write | K::Append | K::Clobber | K::ReadAndWrite | K::DuplicateOutput
             );
+            let read = matches!(kind, K::Read | K::ReadAndWrite);
             match target {
                 T::Fd(_) => Ok(Vec::new()),
                 T::ProcessSubstitution(_, sub) => one(false, process(sub, at)?),
                 T::Filename(w) => Ok(words_expanded(&w.value, at.depth)?
                     .into_iter()
-                    .map(|target| Redirection { write, target })
+                    .map(|target| Redirection {
+                        write,
+                        read,
+                        target,
+                    })
                     .collect()),
                 T::Duplicate(w) => {
                     let target = word(&w.value, at.depth)?;

@@ -7,13 +7,18 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::argspec::Arg;
+use super::outcome::ReadPath;
 use super::words::Word;
 
 /// The working directory as far as the classifier can follow `cd`.
 #[derive(Debug, Clone)]
 pub(super) enum Cwd {
     Known(PathBuf),
-    /// Somewhere outside the workspace that we cannot name (`cd ~`).
+    /// Below the user's home (`cd ~/x`): outside the workspace for writes, home-relative for
+    /// reads (so `cd ~ && cat .ssh/id` is a read of `~/.ssh/id`).
+    Home(PathBuf),
+    /// Somewhere outside the workspace that we cannot name.
     Outside,
     /// Not known at all (`cd "$X"`, `cd -`, `popd`).
     Unknown,
@@ -92,6 +97,124 @@ fn has_glob(component: &Component<'_>) -> bool {
         .contains(['*', '?', '[', '('])
 }
 
+/// Files reading which reveals nothing (`cat /dev/null`, `< /dev/stdin`).
+const HARMLESS_READS: &[&str] = &[
+    "/dev/null",
+    "/dev/stdin",
+    "/dev/fd/0",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// What reading an argument names: `None` for stdin and harmless devices.
+pub(super) fn read_target(arg: &Arg<'_>, cwd: &Cwd) -> Option<ReadPath> {
+    let (text, home, glob) = match arg {
+        Arg::Word(word) => {
+            if word.home {
+                return Some(home_relative(&word.raw).map_or(ReadPath::Unknown, ReadPath::Home));
+            }
+            if word.raw == super::argspec::PROCESS_SUBSTITUTION {
+                return None;
+            }
+            let Some(text) = word.text() else {
+                return Some(ReadPath::Unknown);
+            };
+            (text, false, word.glob)
+        }
+        Arg::Inline(text) => (text.as_str(), text.starts_with('~'), false),
+    };
+    if home {
+        return Some(home_relative(text).map_or(ReadPath::Unknown, ReadPath::Home));
+    }
+    if text == "-" {
+        return None;
+    }
+    if text.is_empty() {
+        return Some(ReadPath::Unknown);
+    }
+    let mut path = PathBuf::new();
+    for component in Path::new(text).components() {
+        let name = component.as_os_str().to_string_lossy();
+        if glob && has_glob(&component) {
+            // `.*` can match `..`; otherwise the glob stays in the directory before it.
+            if name.starts_with('.') {
+                return Some(ReadPath::Unknown);
+            }
+            break;
+        }
+        path.push(component.as_os_str());
+    }
+    let full = if path.is_absolute() {
+        normalize(&path)
+    } else {
+        match cwd {
+            Cwd::Known(dir) => normalize(&dir.join(&path)),
+            Cwd::Home(dir) => {
+                return Some(home_join(dir, &path).map_or(ReadPath::Unknown, ReadPath::Home));
+            }
+            Cwd::Outside | Cwd::Unknown => return Some(ReadPath::Unknown),
+        }
+    };
+    if HARMLESS_READS.iter().any(|h| full == Path::new(h)) {
+        return None;
+    }
+    Some(ReadPath::Absolute(full))
+}
+
+/// What reading the working directory names.
+pub(super) fn read_cwd(cwd: &Cwd) -> Option<ReadPath> {
+    Some(match cwd {
+        Cwd::Known(dir) => ReadPath::Absolute(dir.clone()),
+        Cwd::Home(dir) => ReadPath::Home(dir.clone()),
+        Cwd::Outside | Cwd::Unknown => ReadPath::Unknown,
+    })
+}
+
+/// `~/x`, `$HOME/x`, `${HOME}/x`, `"$HOME/x"` → `x` (`~` alone → empty); `None` for
+/// `~user/x` and anything whose rest expands.
+fn home_relative(raw: &str) -> Option<PathBuf> {
+    const PREFIXES: &[&str] = &["~", "${HOME}", "$HOME", "\"${HOME}", "\"$HOME"];
+    let (prefix, rest) = PREFIXES
+        .iter()
+        .find_map(|p| raw.strip_prefix(p).map(|rest| (*p, rest)))?;
+    let rest = if prefix.starts_with('"') {
+        format!("\"{rest}")
+    } else {
+        rest.to_owned()
+    };
+    let text = match super::words::word(&rest, 0) {
+        Ok(word) if !word.glob => word.literal?,
+        Ok(word) => {
+            // `~/.ssh/*`: the directory before the glob.
+            let literal = word.literal?;
+            let fixed: PathBuf = Path::new(&literal)
+                .components()
+                .take_while(|c| !has_glob(c))
+                .collect();
+            fixed.to_string_lossy().into_owned()
+        }
+        Err(_) => return None,
+    };
+    if text.is_empty() {
+        return Some(PathBuf::new());
+    }
+    let relative = text.strip_prefix('/')?;
+    let normalized = normalize(Path::new(relative));
+    // `~/../x` leaves the home directory: not home-relative any more.
+    if normalized.starts_with("..") {
+        return None;
+    }
+    Some(normalized)
+}
+
+/// `dir/path` below home, `None` when it climbs out of it.
+fn home_join(dir: &Path, path: &Path) -> Option<PathBuf> {
+    let joined = normalize(&dir.join(path));
+    (!joined.starts_with("..")).then_some(joined)
+}
+
 /// Where a literal path (relative to `cwd`) lands, and its lexical absolute path if inside.
 pub(super) fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf>) {
     let path = Path::new(text);
@@ -100,7 +223,7 @@ pub(super) fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> (Target, Optio
     } else {
         match cwd {
             Cwd::Known(dir) => normalize(&dir.join(path)),
-            Cwd::Outside => return (Target::Outside, None),
+            Cwd::Home(_) | Cwd::Outside => return (Target::Outside, None),
             Cwd::Unknown => return (Target::Unresolved, None),
         }
     };
@@ -127,7 +250,7 @@ pub(super) fn cwd_target(cwd: &Cwd, workspace: &Path) -> (Target, Option<PathBuf
         Cwd::Known(dir) if inside(dir, workspace) => {
             (inside_target(dir, workspace), Some(dir.clone()))
         }
-        Cwd::Known(_) | Cwd::Outside => (Target::Outside, None),
+        Cwd::Known(_) | Cwd::Home(_) | Cwd::Outside => (Target::Outside, None),
         Cwd::Unknown => (Target::Unresolved, None),
     }
 }
@@ -142,7 +265,7 @@ pub(super) fn anchored(word: &Word) -> bool {
 /// The working directory after `cd word`.
 pub(super) fn change_dir(cwd: &Cwd, word: &Word) -> Cwd {
     if word.home {
-        return Cwd::Outside;
+        return home_relative(&word.raw).map_or(Cwd::Outside, Cwd::Home);
     }
     let Some(text) = word.text() else {
         return Cwd::Unknown;
@@ -156,6 +279,7 @@ pub(super) fn change_dir(cwd: &Cwd, word: &Word) -> Cwd {
     }
     match cwd {
         Cwd::Known(dir) => Cwd::Known(normalize(&dir.join(path))),
+        Cwd::Home(dir) => home_join(dir, path).map_or(Cwd::Unknown, Cwd::Home),
         // Relative to somewhere outside: only `..` could come back in, and we cannot tell.
         Cwd::Outside => {
             if path.components().any(|c| c == Component::ParentDir) {

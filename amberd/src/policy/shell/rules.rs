@@ -1,23 +1,26 @@
-//! Per-program verdicts: the shared types ([`Dispatch`], [`Verdict`]), argument helpers,
-//! and the tables for everyday programs — read-only tools, file writers, build and test
-//! runners, and the system-level destroyers. Multi-command programs live in [`super::git`]
-//! and [`super::tools`]; wrappers and shells in [`super::wrappers`].
+//! Per-program verdicts: the shared types ([`Dispatch`], [`Verdict`], [`WriteTo`],
+//! [`ReadFrom`]), argument helpers, and the dispatch to the per-program modules: git
+//! ([`super::git`]), multi-command tools ([`super::tools`]), read-only programs
+//! ([`super::readers`], with their option tables), writers, system-level destroyers and
+//! build runners ([`super::writers`]); wrappers and shells in [`super::wrappers`].
 //!
-//! Decisions (see also the module header of `tools` and `git`):
-//! - read-only: coreutils-style readers, `grep`/`rg` (not `--pre`), `find` without
-//!   `-exec`/`-delete`/`-fprint*`, `sed` without `-i` and without `w`/`e`, `sort`/`tree`
-//!   without `-o`, shell builtins that only touch shell state (`cd`, `export`, `set` …).
+//! Decisions (see also the module headers of `readers`, `tools`, `git`, `tar`, `find`):
+//! - read-only: coreutils-style readers, `grep`/`rg`, `find` without `-exec`/`-delete`/
+//!   `-fprint*`, `sed` without `-i` and without `w`/`e`, `sort`/`tree` without `-o`, shell
+//!   builtins that only touch shell state (`cd`, `export`, `set` …) — each only with the
+//!   options its table knows;
 //! - benign: `touch`, `mkdir`, `cp`, `mv`, `ln`, `tee`, `rm FILE` (non-recursive) and other
 //!   writers whose targets resolve inside the workspace; build/test/lint runners (`make`,
 //!   `pytest`, `tsc`, `eslint` …) — they run in, and write to, their working directory.
 //! - destructive: `rm -r`, `chmod -R`/`chown -R`, `dd`, `shred`, `truncate`, `mkfs*`,
 //!   disk tools, `shutdown`/`reboot`, `kill -1`, deleting through `xargs`/`find -exec`.
 //! - unknown: everything else, including interpreters running scripts (`python x.py`),
-//!   network tools (`curl`, `ssh`), `awk` (can run `system()`), pagers.
+//!   network tools (`curl`, `ssh`), `awk` (can run `system()`), pagers, unknown options.
 
 use super::ShellClass;
+use super::argspec::Arg;
 use super::words::Word;
-use super::{dirs, git, scope, sed, tools, wrappers, writers};
+use super::{dirs, git, readers, scope, tools, wrappers, writers};
 
 /// What the surroundings tell a rule.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +45,17 @@ pub(super) enum WriteTo<'a> {
     Word(&'a Word),
     /// An inline option value (`--target-dir=/x`).
     Literal(String),
+}
+
+/// A path a command reads (its operands and file options), judged by the engine like the
+/// paths of the file tools: outside the workspace, or a secret location.
+#[derive(Debug, Clone)]
+pub(super) enum ReadFrom<'a> {
+    /// The working directory (`ls`, `rg PATTERN`, `find` without a path).
+    Cwd,
+    Arg(Arg<'a>),
+    /// Paths nobody can name before it runs (they come from stdin through `xargs`).
+    Unknown(&'static str),
 }
 
 /// Where `cd` goes.
@@ -82,6 +96,11 @@ pub(super) struct Verdict<'a> {
     /// It runs commands the classifier cannot see (a shell reading stdin): deny and ask
     /// rules then apply whatever their pattern.
     pub opaque: bool,
+    /// What it reads (files and directories named by its arguments).
+    pub reads: Vec<ReadFrom<'a>>,
+    /// It reads directories recursively (`grep -r`, `rg`, `find`): a directory holding a
+    /// secret location counts as reading it.
+    pub recursive: bool,
 }
 
 impl<'a> Verdict<'a> {
@@ -96,7 +115,14 @@ impl<'a> Verdict<'a> {
             outside: false,
             links: Vec::new(),
             opaque: false,
+            reads: Vec::new(),
+            recursive: false,
         }
+    }
+
+    pub(super) fn reading(mut self, args: impl IntoIterator<Item = ReadFrom<'a>>) -> Self {
+        self.reads.extend(args);
+        self
     }
 
     pub(super) fn opaque(mut self) -> Self {
@@ -173,6 +199,20 @@ pub(super) fn dangerous_env(name: &str) -> bool {
                 | "GIT_WORK_TREE"
                 | "RUSTC_WRAPPER"
                 | "CARGO_BUILD_RUSTC_WRAPPER"
+                // Programs and options read-only programs take from the environment.
+                | "LESSOPEN"
+                | "LESSCLOSE"
+                | "MANPAGER"
+                | "MANOPT"
+                | "MANROFFOPT"
+                | "RIPGREP_CONFIG_PATH"
+                | "TAR_OPTIONS"
+                | "GIT_ASKPASS"
+                | "SSH_ASKPASS"
+                | "GIT_PROXY_COMMAND"
+                | "GIT_SEQUENCE_EDITOR"
+                | "GIT_TEMPLATE_DIR"
+                | "BROWSER"
         )
 }
 
@@ -269,7 +309,7 @@ fn leaf<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Verdict<'a> {
     if let Some(v) = tools::classify(name, args, &scope) {
         return dirs::with_directories(v, name, args);
     }
-    if let Some(v) = reader(name, args, &scope) {
+    if let Some(v) = readers::reader(name, args, ctx, &scope) {
         return v;
     }
     if let Some(v) = writers::writer(name, args, ctx, &scope) {
@@ -282,147 +322,4 @@ fn leaf<'a>(name: &str, args: &'a [Word], ctx: &RuleCtx) -> Verdict<'a> {
         return dirs::with_directories(v, name, args);
     }
     Verdict::new(ShellClass::Unknown, &scope, "not a known program")
-}
-
-/// Programs that only read, whatever their arguments.
-#[rustfmt::skip]
-const READ_ONLY: &[&str] = &[
-    "cat", "ls", "head", "tail", "wc", "grep", "egrep", "fgrep", "zgrep", "echo", "printf", "pwd",
-    "which", "whereis", "type", "file", "stat", "du", "df", "cut", "tr", "nl", "jq", "true",
-    "false", "test", "[", ":", "printenv", "uname", "whoami", "id", "groups", "basename", "dirname",
-    "realpath", "readlink", "diff", "cmp", "comm", "paste", "column", "fold", "fmt", "expand",
-    "unexpand", "rev", "tac", "seq", "sleep", "od", "hexdump", "strings", "md5sum", "sha1sum",
-    "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum", "nproc", "arch",
-    "uptime", "free", "ps", "tty", "locale", "getconf", "expr", "export", "set", "unset", "shopt",
-    "local", "declare", "typeset", "readonly", "alias", "unalias", "read", "wait", "exit", "return",
-    "break", "continue", "shift", "hash", "help", "man", "whatis", "apropos", "dirs", "jobs",
-    "times", "umask", "ulimit", "pgrep", "pidof", "lscpu", "lsblk", "cal", "join", "look", "tsort",
-    "factor", "numfmt", "base32", "base64", "basenc", "zcat", "bzcat", "xzcat", "envsubst", "lsof",
-    "nm", "objdump", "readelf", "shellcheck", "tokei", "cloc", "yes",
-];
-
-fn reader<'a>(name: &str, args: &'a [Word], scope: &str) -> Option<Verdict<'a>> {
-    let ro = |why: &str| Some(Verdict::new(ShellClass::ReadOnly, scope, why.to_owned()));
-    let unknown = |why: &str| Some(Verdict::new(ShellClass::Unknown, scope, why.to_owned()));
-    if READ_ONLY.contains(&name) {
-        return ro("read-only");
-    }
-    match name {
-        "cd" => {
-            let mut v = Verdict::new(ShellClass::ReadOnly, scope, "changes directory");
-            let target = positionals(args, &[]).into_iter().next();
-            v.cd = Some(target.map_or(CdTo::Home, CdTo::Word));
-            Some(v)
-        }
-        // The directory stack can hold anything (`pushd +1`, `popd`).
-        "pushd" | "popd" => {
-            let mut v = Verdict::new(ShellClass::ReadOnly, scope, "changes directory");
-            v.cd = Some(CdTo::Unknown);
-            Some(v)
-        }
-        "find" => Some(find(args, scope)),
-        "fd" | "fdfind" => {
-            let exec = args
-                .iter()
-                .position(|a| matches!(a.text(), Some("-x" | "--exec" | "-X" | "--exec-batch")));
-            match exec {
-                Some(i) => {
-                    let mut v =
-                        Verdict::new(ShellClass::ReadOnly, scope, "runs a command per match");
-                    v.execs.push(args.get(i + 1..).unwrap_or_default());
-                    Some(v)
-                }
-                None if literals(args).is_none() => unknown("arguments expand at run time"),
-                None => ro("read-only"),
-            }
-        }
-        "rg" => {
-            if literals(args).is_none() {
-                unknown("arguments expand at run time")
-            } else if has_flag(args, &[], &["--pre"]) {
-                unknown("--pre runs a program")
-            } else {
-                ro("read-only")
-            }
-        }
-        "sed" => Some(sed::classify(args, scope)),
-        "sort" | "shuf" | "iconv" | "tree" => {
-            if literals(args).is_none() {
-                return unknown("arguments expand at run time");
-            }
-            if has_flag(args, &[], &["--compress-program"]) {
-                return unknown("--compress-program runs a program");
-            }
-            match option_value(args, &["-o"], &["--output"]) {
-                Some(out) => Some(
-                    Verdict::new(ShellClass::Benign, scope, "writes its -o file").writing([out]),
-                ),
-                None if has_inline_value(args, &["-o"], &["--output"]) => {
-                    unknown("writes an output file")
-                }
-                None => ro("read-only"),
-            }
-        }
-        "uniq" => {
-            let files = positionals(args, &["-f", "-s", "-w"]);
-            match files.get(1) {
-                Some(out) => Some(
-                    Verdict::new(ShellClass::Benign, scope, "writes its output file")
-                        .writing([*out]),
-                ),
-                None => ro("read-only"),
-            }
-        }
-        "date" => {
-            if has_flag(args, &['s'], &["--set"]) {
-                unknown("sets the clock")
-            } else {
-                ro("read-only")
-            }
-        }
-        "hostname" => {
-            if positionals(args, &[]).is_empty() {
-                ro("read-only")
-            } else {
-                unknown("sets the host name")
-            }
-        }
-        _ => None,
-    }
-}
-
-fn find<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
-    let mut v = Verdict::new(ShellClass::ReadOnly, scope, "read-only");
-    let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        let Some(text) = arg.text() else {
-            return Verdict::new(ShellClass::Unknown, scope, "arguments expand at run time");
-        };
-        match text {
-            "-delete" => {
-                return Verdict::new(ShellClass::Destructive, scope, "-delete removes files");
-            }
-            "-exec" | "-execdir" | "-ok" | "-okdir" => {
-                let rest = args.get(i + 1..).unwrap_or_default();
-                let end = rest
-                    .iter()
-                    .position(|w| matches!(w.text(), Some(";" | "+")))
-                    .unwrap_or(rest.len());
-                v.execs.push(rest.get(..end).unwrap_or_default());
-                v.reason = format!("{scope}: runs a command per match");
-                i += end + 2;
-                continue;
-            }
-            "-fprint" | "-fprint0" | "-fls" | "-fprintf" => {
-                if let Some(file) = args.get(i + 1) {
-                    v.writes.push(WriteTo::Word(file));
-                }
-                v.class = ShellClass::Benign;
-                v.reason = format!("{scope}: {text} writes a file");
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    v
 }

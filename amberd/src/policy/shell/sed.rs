@@ -3,7 +3,8 @@
 //! with a small GNU-sed command reader; anything it does not recognise is unknown.
 
 use super::ShellClass;
-use super::rules::Verdict;
+use super::argspec::Arg;
+use super::rules::{ReadFrom, Verdict};
 use super::words::Word;
 
 pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
@@ -85,29 +86,33 @@ pub(super) fn classify<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
     } else {
         rest
     };
-    if !sandbox {
-        for script in &scripts {
-            if let Err(why) = check_script(script) {
-                return Verdict::new(ShellClass::Unknown, scope, why);
-            }
+    let mut reads: Vec<ReadFrom<'a>> = files.iter().map(|w| ReadFrom::Arg(Arg::Word(w))).collect();
+    // `--sandbox` refuses `e`, `w` and `r` at run time.
+    for script in scripts.iter().filter(|_| !sandbox) {
+        match check_script(script) {
+            Err(why) => return Verdict::new(ShellClass::Unknown, scope, why),
+            Ok(read) => reads.extend(read.into_iter().map(|f| ReadFrom::Arg(Arg::Inline(f)))),
         }
     }
-    if in_place {
+    let verdict = if in_place {
         Verdict::new(ShellClass::Benign, scope, "edits files in place").writing(files)
     } else {
         Verdict::new(ShellClass::ReadOnly, scope, "read-only")
-    }
+    };
+    verdict.reading(reads)
 }
 
-/// Accepts sed scripts made only of commands that read and print.
-pub(super) fn check_script(script: &str) -> Result<(), &'static str> {
+/// Accepts sed scripts made only of commands that read and print; returns the files its
+/// `r`/`R` commands read.
+pub(super) fn check_script(script: &str) -> Result<Vec<String>, &'static str> {
     let mut s = Scanner {
         chars: script.chars().collect(),
         pos: 0,
     };
+    let mut reads = Vec::new();
     loop {
         s.skip(|c| c.is_whitespace() || c == ';');
-        let Some(_) = s.peek() else { return Ok(()) };
+        let Some(_) = s.peek() else { return Ok(reads) };
         if s.address()? {
             s.skip(char::is_whitespace);
             if s.peek() == Some(',') {
@@ -131,8 +136,22 @@ pub(super) fn check_script(script: &str) -> Result<(), &'static str> {
             | 'z' | 'F' => {}
             'l' | 'q' | 'Q' | 'L' => s.skip(|c| c.is_ascii_digit() || c == ' '),
             '#' | ':' | 'b' | 't' | 'T' | 'v' => s.skip(|c| c != '\n' && c != ';'),
-            // Text and file names run to the end of the line; reading a file is fine.
-            'a' | 'i' | 'c' | 'r' | 'R' => s.skip(|c| c != '\n'),
+            // Text and file names run to the end of the line.
+            'a' | 'i' | 'c' => s.skip(|c| c != '\n'),
+            'r' | 'R' => {
+                s.skip(|c| c == ' ' || c == '\t');
+                let start = s.pos;
+                s.skip(|c| c != '\n');
+                let file: String = s
+                    .chars
+                    .get(start..s.pos)
+                    .unwrap_or_default()
+                    .iter()
+                    .collect();
+                if !file.is_empty() {
+                    reads.push(file);
+                }
+            }
             'w' | 'W' => return Err("the sed script writes a file"),
             'e' => return Err("the sed script runs a command"),
             's' => {

@@ -95,7 +95,7 @@ const CASES: &[(&str, ShellClass)] = &[
     ("git blame src/lib.rs", ReadOnly),
     ("git --no-pager log -p", ReadOnly),
     ("git -C sub status", ReadOnly),
-    ("git diff --output=/tmp/x.diff", Unknown),
+    ("git diff --output=/tmp/x.diff", Destructive),
     ("git diff --output /tmp/x.diff", Destructive),
     ("git add -A && git commit -m 'wip'", Benign),
     ("git commit --amend --no-edit", Benign),
@@ -384,7 +384,7 @@ const CASES: &[(&str, ShellClass)] = &[
     ("git stash -u", Benign),
     ("cargo run -- --delete-everything", Benign),
     ("/bin/rm -rf x", Destructive),
-    ("sort -o/tmp/x in", Unknown),
+    ("sort -o/tmp/x in", Destructive),
     // --- parse failures and odd input
     ("echo \"unterminated", Unknown),
     ("ls |", Unknown),

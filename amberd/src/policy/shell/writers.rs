@@ -2,8 +2,9 @@
 //! destroyers (`dd`, `mkfs*`, `shutdown`, `kill -1` …) and build/test runners.
 
 use super::ShellClass;
+use super::argspec::Arg;
 use super::rules::{
-    RuleCtx, Verdict, has_flag, has_inline_value, literals, option_value, positionals,
+    ReadFrom, RuleCtx, Verdict, has_flag, has_inline_value, literals, option_value, positionals,
 };
 use super::words::Word;
 
@@ -89,7 +90,8 @@ pub(super) fn writer<'a>(
                 benign("writes files", files)
             }
         }
-        "cp" | "mv" | "install" | "ln" => Some(copy_like(name, args, scope)),
+        "cp" | "mv" | "install" => Some(with_sources(copy_like(name, args, scope), args)),
+        "ln" => Some(copy_like(name, args, scope)),
         "chmod" | "chown" | "chgrp" => {
             // A chmod mode may look like an option (`-x`).
             let is_mode = |w: &&Word| {
@@ -150,11 +152,21 @@ pub(super) fn writer<'a>(
                     scope,
                     "copies to a remote host",
                 )),
-                Some(dest) => benign("copies files", vec![*dest]),
+                Some(dest) => {
+                    let sources = files[..files.len() - 1]
+                        .iter()
+                        .filter(|w| !w.text().is_some_and(is_remote))
+                        .map(|w| ReadFrom::Arg(Arg::Word(w)));
+                    let mut v = Verdict::new(ShellClass::Benign, scope, "copies files")
+                        .writing([*dest])
+                        .reading(sources);
+                    v.recursive = true;
+                    Some(v)
+                }
                 None => Some(Verdict::new(ShellClass::Unknown, scope, "no destination")),
             }
         }
-        "tar" => Some(tar(args, scope)),
+        "tar" => Some(super::tar::classify(args, scope)),
         "unzip" => {
             if has_flag(args, &['l', 'v', 't', 'Z'], &[]) {
                 return Some(Verdict::new(
@@ -190,6 +202,37 @@ pub(super) fn writer<'a>(
         }
         _ => None,
     }
+}
+
+/// The sources of `cp`/`mv`/`install` are read: copying `~/.ssh/id_rsa` into the workspace
+/// reads it like `cat` would.
+fn with_sources<'a>(v: Verdict<'a>, args: &'a [Word]) -> Verdict<'a> {
+    let valued = [
+        "-t",
+        "--target-directory",
+        "-S",
+        "--suffix",
+        "-m",
+        "--mode",
+        "-o",
+        "--owner",
+        "-g",
+        "--group",
+    ];
+    let files = positionals(args, &valued);
+    let to_dir = option_value(args, &["-t"], &["--target-directory"]).is_some();
+    let sources = if to_dir {
+        &files[..]
+    } else {
+        files.split_last().map_or(&[][..], |(_, s)| s)
+    };
+    let reads: Vec<ReadFrom<'a>> = sources
+        .iter()
+        .map(|w| ReadFrom::Arg(Arg::Word(w)))
+        .collect();
+    let mut v = v.reading(reads);
+    v.recursive = has_flag(args, &['r', 'R', 'a'], &["--recursive", "--archive"]);
+    v
 }
 
 /// `host:path` (not `./a:b`, not `/a:b`).
@@ -259,42 +302,6 @@ fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
             .unwrap_or_default();
     }
     v
-}
-
-fn tar<'a>(args: &'a [Word], scope: &str) -> Verdict<'a> {
-    let Some(lits) = literals(args) else {
-        return Verdict::new(ShellClass::Unknown, scope, "arguments expand at run time");
-    };
-    // Old style `tar czf out.tar dir`: the first word is a cluster without a dash.
-    let mut letters = String::new();
-    for (i, t) in lits.iter().enumerate() {
-        if let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-')) {
-            letters.push_str(cluster);
-        } else if i == 0 && !t.starts_with('-') {
-            letters.push_str(t);
-        }
-    }
-    let long = |names: &[&str]| has_flag(args, &[], names);
-    if letters.contains('t') || long(&["--list", "--diff", "--compare"]) {
-        return Verdict::new(ShellClass::ReadOnly, scope, "lists an archive");
-    }
-    if letters.contains('x') || long(&["--extract", "--get"]) {
-        let dir = option_value(args, &["-C"], &["--directory"]);
-        return Verdict::new(ShellClass::Benign, scope, "extracts an archive").writing(dir);
-    }
-    // Creating or updating: the archive is the word after the cluster ending in `f`
-    // (`-cf out.tar`, `czf out.tar`, `-f out.tar`), or `--file out.tar`.
-    let cluster_f = lits.iter().enumerate().find_map(|(i, t)| {
-        let cluster = t.strip_prefix('-').unwrap_or(if i == 0 { t } else { "" });
-        (!cluster.starts_with('-') && cluster.ends_with('f')).then_some(i + 1)
-    });
-    let archive = cluster_f
-        .and_then(|i| args.get(i))
-        .or_else(|| option_value(args, &[], &["--file"]));
-    match archive {
-        Some(file) => Verdict::new(ShellClass::Benign, scope, "writes an archive").writing([file]),
-        None => Verdict::new(ShellClass::Unknown, scope, "archive not resolved"),
-    }
 }
 
 /// Machine-level programs.
