@@ -5,6 +5,7 @@
 //! validation, duplicate check, mode policy and parallel execution.
 
 mod args;
+pub mod atomic_write;
 pub mod bash;
 pub mod dispatch;
 pub mod edit;
