@@ -145,6 +145,9 @@ pub struct SessionsConfig {
     /// Durable events kept in memory per loaded session; replays reaching further back read
     /// the session's log.
     pub memory_events: usize,
+    /// Accept `/`, `$HOME` itself, an ancestor of it or a top-level system directory as a
+    /// session's workspace root (`session::workspace_root`); refused by default.
+    pub allow_broad_workspace: bool,
 }
 
 impl Default for SessionsConfig {
@@ -152,6 +155,7 @@ impl Default for SessionsConfig {
         Self {
             idle_unload_secs: 600,
             memory_events: crate::session::hub::MEMORY_TAIL,
+            allow_broad_workspace: false,
         }
     }
 }
