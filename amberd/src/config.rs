@@ -199,6 +199,8 @@ impl Default for CompactionConfig {
 pub struct ToolsConfig {
     pub max_output_bytes: usize,
     pub bash_timeout_ms: u64,
+    /// `[tools.env]`: the environment of tool processes (`tools::env_policy`).
+    pub env: crate::tools::env_policy::ToolEnvConfig,
 }
 
 impl Default for ToolsConfig {
@@ -206,6 +208,7 @@ impl Default for ToolsConfig {
         Self {
             max_output_bytes: 30_000,
             bash_timeout_ms: 120_000,
+            env: crate::tools::env_policy::ToolEnvConfig::default(),
         }
     }
 }
@@ -279,6 +282,7 @@ impl Config {
         let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         config.plugins.validate()?;
         config.compaction.check()?;
+        config.tools.env.validate().map_err(|e| e.to_string())?;
         Ok(config)
     }
 

@@ -74,6 +74,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         }),
     });
     shared.tools.set_session_id(&shared.id);
+    shared.tools.set_tool_env(deps.tool_env.clone());
     shared.tools.set_subagents(Arc::new(SessionSubagents {
         shared: Arc::downgrade(&shared),
         deps: deps.clone(),
