@@ -44,7 +44,11 @@ async fn write_and_edit_replace_a_hardlink_without_touching_its_outside_target()
 
     mock.push([
         calls(vec![
-            call("w_link", "write", &json!({"path": "w-link", "content": "written\n"})),
+            call(
+                "w_link",
+                "write",
+                &json!({"path": "w-link", "content": "written\n"}),
+            ),
             call(
                 "e_link",
                 "edit",
@@ -55,7 +59,11 @@ async fn write_and_edit_replace_a_hardlink_without_touching_its_outside_target()
                 "edit",
                 &json!({"path": "run.sh", "old_string": "old", "new_string": "new"}),
             ),
-            call("w_out", "write", &json!({"path": "out/w-target", "content": "x"})),
+            call(
+                "w_out",
+                "write",
+                &json!({"path": "out/w-target", "content": "x"}),
+            ),
         ]),
         MockTurn::text("Done."),
         done(),
@@ -69,10 +77,18 @@ async fn write_and_edit_replace_a_hardlink_without_touching_its_outside_target()
         let (status, output) = result_of(&turn, id);
         assert_eq!(status, "ok", "{id}: {output}");
     }
-    assert_ne!(result_of(&turn, "w_out").0, "ok", "a symlink out stays refused");
+    assert_ne!(
+        result_of(&turn, "w_out").0,
+        "ok",
+        "a symlink out stays refused"
+    );
 
     for name in ["w-target", "e-target"] {
-        assert_eq!(fs::read_to_string(outside.join(name)).unwrap(), SENTINEL, "{name}");
+        assert_eq!(
+            fs::read_to_string(outside.join(name)).unwrap(),
+            SENTINEL,
+            "{name}"
+        );
     }
     assert_eq!(fs::read_to_string(ws.join("w-link")).unwrap(), "written\n");
     assert_eq!(
@@ -84,7 +100,14 @@ async fn write_and_edit_replace_a_hardlink_without_touching_its_outside_target()
     }
     let script = fs::metadata(ws.join("run.sh")).unwrap();
     assert_eq!(script.permissions().mode() & 0o777, 0o755);
-    assert_eq!(fs::read_to_string(ws.join("run.sh")).unwrap(), "#!/bin/sh\necho new\n");
-    assert_eq!(names(ws), ["e-link", "out", "run.sh", "w-link"], "no temp file left");
+    assert_eq!(
+        fs::read_to_string(ws.join("run.sh")).unwrap(),
+        "#!/bin/sh\necho new\n"
+    );
+    assert_eq!(
+        names(ws),
+        ["e-link", "out", "run.sh", "w-link"],
+        "no temp file left"
+    );
     assert_eq!(names(&outside), ["e-target", "w-target"]);
 }

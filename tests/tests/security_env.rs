@@ -56,7 +56,10 @@ fn assert_no_secret(output: &str) {
     );
     for (name, value) in SECRETS {
         assert!(!output.contains(value), "{name} reached the tool: {output}");
-        assert!(!output.contains(&format!("{name}=")), "{name} is set: {output}");
+        assert!(
+            !output.contains(&format!("{name}=")),
+            "{name} is set: {output}"
+        );
     }
     assert!(
         !output.contains(&format!("AMBER_API_KEY={AMBER_KEY}")),
@@ -103,9 +106,11 @@ async fn api_key_absent_from_background_process_environ() {
     let turn = prompt_turn(&client, &mut events, &session, "start it").await;
     assert_eq!(result_of(&turn, "p_env").0, "ok", "{turn:#?}");
     let listing = daemon.workspace.join("bg-env.txt");
-    eventually("the background command to write its environment", Duration::from_secs(10), || {
-        listing.exists()
-    })
+    eventually(
+        "the background command to write its environment",
+        Duration::from_secs(10),
+        || listing.exists(),
+    )
     .await;
     let output = std::fs::read_to_string(&listing).unwrap();
     assert_no_secret(&output);
@@ -132,7 +137,14 @@ async fn tools_env_core_and_set_shape_the_environment() {
     let (status, output) = result_of(&turn, "b_env");
     assert_eq!(status, "ok", "{output}");
     assert_no_secret(&output);
-    assert!(!output.contains(VISIBLE.1), "core keeps only the core set: {output}");
-    assert_eq!(output.matches("AMBER_TEST_SET=from-config").count(), 3, "{output}");
+    assert!(
+        !output.contains(VISIBLE.1),
+        "core keeps only the core set: {output}"
+    );
+    assert_eq!(
+        output.matches("AMBER_TEST_SET=from-config").count(),
+        3,
+        "{output}"
+    );
     assert!(output.contains("HOME="), "{output}");
 }

@@ -26,7 +26,10 @@ fn broad_roots(d: &TestDaemon) -> Vec<(String, &'static str)> {
         ("/".to_owned(), "filesystem root"),
         ("/etc".to_owned(), "system directory"),
         ("/usr".to_owned(), "system directory"),
-        (root.join("home").display().to_string(), "home directory itself"),
+        (
+            root.join("home").display().to_string(),
+            "home directory itself",
+        ),
         (root.display().to_string(), "holds the home directory"),
         (link.display().to_string(), "filesystem root"),
     ]
@@ -45,7 +48,10 @@ fn broad_workspace_roots_are_refused_with_the_reason() {
         assert_eq!(response["error"]["code"], -32004, "{cwd}: {response}");
         let message = response["error"]["message"].as_str().unwrap();
         assert!(message.contains(reason), "{cwd}: {message}");
-        assert!(message.contains("allow_broad_workspace"), "{cwd}: {message}");
+        assert!(
+            message.contains("allow_broad_workspace"),
+            "{cwd}: {message}"
+        );
     }
     let list = d.rpc_ok("session/list", json!({}));
     assert_eq!(list["sessions"], json!([]), "nothing was created");
