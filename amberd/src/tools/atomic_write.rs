@@ -166,7 +166,7 @@ mod tests {
             old
         };
         let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o666 & !u32::from(umask));
+        assert_eq!(mode, 0o666 & !umask);
     }
 
     #[test]

@@ -89,11 +89,6 @@ pub(crate) fn command(program: &str) -> io::Result<Command> {
     Ok(cmd)
 }
 
-/// Whether tool processes are guarded by the lifeline (logged at start).
-pub fn installed() -> bool {
-    INSTALLED.get().is_some()
-}
-
 /// In `main`, before anything else: when the arguments ask for the helper, runs it and
 /// returns its exit code (it only returns on failure; on success it has become the
 /// program). `None`: this is not the helper, carry on as the daemon.
