@@ -11,7 +11,10 @@
 //! never taken for user content), created with `O_EXCL` (never an existing file or a
 //! planted symlink), given the target's permission bits (`0o777` of them: set-id bits are
 //! not carried, as an in-place write would clear them too) or, for a new file, `0o666`
-//! minus the umask; written, fsync'd, then renamed over the target. It is removed on every
+//! minus the umask; written, fsync'd, then renamed over the target. Refused: a target the
+//! user may not write (its own permission is checked, as an in-place write would: the
+//! rename alone needs only the directory's) and one that is not a regular file (replacing a
+//! FIFO or a device by a file is not writing to it). The temp file is removed on every
 //! error. The directory is not fsync'd: the rename is atomic without it, and its only gain
 //! (the new name surviving a power cut that comes within the journal's commit interval) is
 //! not worth a second disk flush on every edit; such a cut leaves the old file.
@@ -69,7 +72,17 @@ fn replace_with(
                 "is a directory",
             ));
         }
-        Ok(meta) => Some(meta.permissions().mode() & 0o777),
+        Ok(meta) if !meta.is_file() => {
+            // A FIFO, socket or device: replacing it by a file is not what writing means.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is not a regular file",
+            ));
+        }
+        Ok(meta) => {
+            ensure_writable(path)?;
+            Some(meta.permissions().mode() & 0o777)
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound => None,
         Err(err) => return Err(err),
     };
@@ -91,6 +104,17 @@ fn replace_with(
         tracing::warn!(temp = %temp_path.display(), "cannot remove a temp file: {err}");
     }
     written
+}
+
+/// A file the user may not write stays unwritten: the rename only needs the directory's
+/// permission, so the file's own is checked as an in-place write would (opening it for
+/// writing changes nothing). A running executable (`ETXTBSY`) may be replaced.
+fn ensure_writable(path: &Path) -> io::Result<()> {
+    match OpenOptions::new().write(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
 /// Creates a fresh `.NAME.amber-tmp-XXXXXXXX` in `dir` (mode 0o666 minus the umask).
@@ -190,10 +214,36 @@ mod tests {
     }
 
     #[test]
-    fn a_directory_is_refused() {
+    fn directories_and_special_files_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let err = replace_file_sync(dir.path(), b"x").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::IsADirectory);
+        let fifo = dir.path().join("fifo");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let err = replace_file_sync(&fifo, b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(entries(dir.path()), ["fifo"]);
+    }
+
+    #[test]
+    fn a_file_the_user_may_not_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ro");
+        fs::write(&file, "old").unwrap();
+        fs::set_permissions(&file, Permissions::from_mode(0o444)).unwrap();
+        let result = replace_file_sync(&file, b"new");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            // Root may write any file, in place or not: the write goes through.
+            assert!(result.is_ok(), "{result:?}");
+            assert_eq!(fs::read_to_string(&file).unwrap(), "new");
+        } else {
+            assert_eq!(result.unwrap_err().kind(), io::ErrorKind::PermissionDenied);
+            assert_eq!(fs::read_to_string(&file).unwrap(), "old");
+        }
+        assert_eq!(entries(dir.path()), ["ro"]);
     }
 
     #[test]
