@@ -145,6 +145,9 @@ pub struct SessionsConfig {
     /// Durable events kept in memory per loaded session; replays reaching further back read
     /// the session's log.
     pub memory_events: usize,
+    /// Accept `/`, `$HOME` itself, an ancestor of it or a top-level system directory as a
+    /// session's workspace root (`session::workspace_root`); refused by default.
+    pub allow_broad_workspace: bool,
 }
 
 impl Default for SessionsConfig {
@@ -152,6 +155,7 @@ impl Default for SessionsConfig {
         Self {
             idle_unload_secs: 600,
             memory_events: crate::session::hub::MEMORY_TAIL,
+            allow_broad_workspace: false,
         }
     }
 }
@@ -195,6 +199,8 @@ impl Default for CompactionConfig {
 pub struct ToolsConfig {
     pub max_output_bytes: usize,
     pub bash_timeout_ms: u64,
+    /// `[tools.env]`: the environment of tool processes (`tools::env_policy`).
+    pub env: crate::tools::env_policy::ToolEnvConfig,
 }
 
 impl Default for ToolsConfig {
@@ -202,6 +208,7 @@ impl Default for ToolsConfig {
         Self {
             max_output_bytes: 30_000,
             bash_timeout_ms: 120_000,
+            env: crate::tools::env_policy::ToolEnvConfig::default(),
         }
     }
 }
@@ -295,6 +302,7 @@ impl Config {
         let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         config.plugins.validate()?;
         config.compaction.check()?;
+        config.tools.env.validate().map_err(|e| e.to_string())?;
         Ok(config)
     }
 

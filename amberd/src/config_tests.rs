@@ -154,3 +154,22 @@ fn documented_config_blocks_parse() {
         }
     }
 }
+
+#[test]
+fn tools_env_and_broad_workspace_keys_parse_and_are_checked() {
+    let cfg = Config::parse(
+        "[sessions]\nallow_broad_workspace = true\n[tools.env]\ninherit = \"core\"\n\
+         exclude = [\"AWS_*\"]\nset = { CI = \"1\" }\n",
+    )
+    .unwrap();
+    assert!(cfg.sessions.allow_broad_workspace);
+    assert_eq!(
+        cfg.tools.env.inherit,
+        crate::tools::env_policy::Inherit::Core
+    );
+    assert_eq!(cfg.tools.env.exclude, ["AWS_*"]);
+    assert!(!Config::default().sessions.allow_broad_workspace);
+    let err = Config::parse("[tools.env]\nexclude = [\"[oops\"]\n").unwrap_err();
+    assert!(err.contains("tools.env.exclude"), "{err}");
+    assert!(Config::parse("[tools.env]\ninherit = \"most\"\n").is_err());
+}

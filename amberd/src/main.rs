@@ -34,6 +34,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // First: as the tool-exec helper this process only forks the watcher and execs the tool.
+    if let Some(code) = amberd::tools::lifeline::run_if_requested() {
+        return code;
+    }
     let args = Args::parse();
     // Before any thread exists (the runtime's, the log writer's): reading what systemd
     // passed also removes it from the environment, which is only sound single-threaded.
@@ -131,6 +135,11 @@ async fn run(
 
     // Bound: no other daemon serves this socket. Before any tool can run.
     reap_orphaned_tools(&env);
+    if let Err(err) = amberd::tools::lifeline::install() {
+        tracing::warn!(
+            "tool processes are not watched, so a crash leaves them running until the next start: {err}"
+        );
+    }
 
     let store = amberd::store::Store::open(&data)?;
     let mut deps = Deps::new(config, &env, data.clone())?;

@@ -1,6 +1,8 @@
-//! Tool processes do not outlive a crashed daemon for long: kill -9 the real daemon while a
-//! `bash` call or a `process` background command runs, see the process survive the crash
-//! (so the check means something), restart the daemon on the same dirs and see it gone.
+//! The reaper, the second line of defence: kill -9 the real daemon while a `bash` call or a
+//! `process` background command runs, after killing the group's lifeline watcher (which
+//! would otherwise take the group down with the daemon: `tool_lifeline.rs`), see the
+//! process survive the crash (so the check means something), restart the daemon on the same
+//! dirs and see it gone.
 
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +13,7 @@ use std::time::Duration;
 use amber_tests::e2e::{
     Events, connect, done, eventually, new_session, prompt_turn, spawn, within,
 };
-use amber_tests::e2e3::{bash, call, calls, live_processes_with_arg, result_of};
+use amber_tests::e2e3::{bash, call, calls, is_alive, live_processes_with_arg, result_of};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 
@@ -45,9 +47,46 @@ impl Drop for Sweep {
     }
 }
 
-/// Kill -9 the daemon; the process with `marker` must survive that, and die once the
-/// daemon is back.
+/// The process group of `pid` (`/proc/PID/stat` field 5).
+fn pgrp_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// SIGKILLs the lifeline watcher (`amber-watch`) of the group running `marker`.
+async fn kill_watcher(marker: &str) {
+    let pids = live_processes_with_arg(marker);
+    let group = pids
+        .first()
+        .and_then(|pid| pgrp_of(*pid))
+        .expect("the group of the sleeper");
+    let watchers: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| pgrp_of(*pid) == Some(group))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "amber-watch")
+        })
+        .collect();
+    assert_eq!(watchers.len(), 1, "one watcher per tool group");
+    // SAFETY: kill(2) has no memory-safety preconditions; the pid is the watcher just found.
+    unsafe {
+        libc::kill(libc::pid_t::try_from(watchers[0]).unwrap(), libc::SIGKILL);
+    }
+    eventually("the watcher to die", WITHIN, || !is_alive(watchers[0])).await;
+}
+
+/// Kill the group's watcher, then kill -9 the daemon; the process with `marker` must survive
+/// that, and die once the daemon is back.
 async fn crash_and_restart(daemon: &mut TestDaemon, marker: &str) {
+    kill_watcher(marker).await;
     daemon.kill(libc::SIGKILL);
     daemon.wait_exit(WITHIN).expect("the daemon died");
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -284,7 +284,9 @@ async fn a_running_turn_keeps_an_idle_exit_daemon_alive() {
         let config = "[server]\nidle_exit_secs = 1\n[agent]\nconfirm_finish = false\n";
         let mut d = Activated::start(config, &env);
         d.wait_notify("READY=1");
-        let cwd = d.dir.path().canonicalize().unwrap();
+        // Not the test dir itself: it holds HOME, so it is too broad a workspace root.
+        let cwd = d.dir.path().canonicalize().unwrap().join("workspace");
+        std::fs::create_dir_all(&cwd).unwrap();
         let session = rpc_with(&d.socket, "session/new", json!({"cwd": cwd}));
         let id = session["result"]["sessionId"].as_str().unwrap().to_owned();
         let turn = rpc_with(

@@ -74,6 +74,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         }),
     });
     shared.tools.set_session_id(&shared.id);
+    shared.tools.set_tool_env(deps.tool_env.clone());
     shared.tools.set_subagents(Arc::new(SessionSubagents {
         shared: Arc::downgrade(&shared),
         deps: deps.clone(),
@@ -93,8 +94,13 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
     })
 }
 
-/// `session/new`'s `cwd`: absolute, existing, a directory; symlinks resolved.
-pub(super) fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {
+/// `session/new`'s `cwd`: absolute, existing, a directory; symlinks resolved; not too broad
+/// (`workspace_root`) unless `allow_broad`. `home` is the daemon's `$HOME`.
+pub(super) fn validate_workspace(
+    cwd: &str,
+    home: Option<&std::path::Path>,
+    allow_broad: bool,
+) -> Result<PathBuf, SessionError> {
     let invalid = |reason: &str| SessionError::InvalidWorkspace {
         path: cwd.to_owned(),
         reason: reason.to_owned(),
@@ -112,5 +118,7 @@ pub(super) fn validate_workspace(cwd: &str) -> Result<PathBuf, SessionError> {
     if !canonical.is_dir() {
         return Err(invalid("not a directory"));
     }
+    super::workspace_root::refuse_broad(&canonical, home, allow_broad)
+        .map_err(|reason| invalid(&reason))?;
     Ok(canonical)
 }

@@ -29,6 +29,8 @@ pub struct Deps {
     pub data_dir: PathBuf,
     /// The durable session store; `None` keeps sessions in memory only.
     pub store: Option<Store>,
+    /// The environment of tool processes, from `[tools.env]` and the daemon's own.
+    pub tool_env: Arc<crate::tools::env_policy::ToolEnv>,
 }
 
 impl Deps {
@@ -68,6 +70,17 @@ impl Deps {
             headroom: config.compaction.headroom,
             context_window: config.provider.context_window,
         };
+        let tool_env = crate::tools::env_policy::ToolEnv::new(
+            &config.tools.env,
+            &crate::tools::env_policy::provider_key_vars(&config),
+            std::env::vars_os(),
+        )
+        .unwrap_or_else(|err| {
+            // Config::parse checked it; a config built in code may still be wrong.
+            tracing::error!("{err}; tool processes get nothing but PATH");
+            crate::tools::env_policy::ToolEnv::minimal()
+        });
+        let tool_env = Arc::new(tool_env);
         Ok(Deps {
             compaction,
             config,
@@ -78,6 +91,7 @@ impl Deps {
             config_rules,
             data_dir,
             store: None,
+            tool_env,
         })
     }
 }

@@ -114,7 +114,12 @@ impl SessionManager {
         if self.closing.load(Ordering::SeqCst) {
             return Err(SessionError::ShuttingDown);
         }
-        let workspace = build::validate_workspace(&params.cwd)?;
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let workspace = build::validate_workspace(
+            &params.cwd,
+            home.as_deref(),
+            self.deps.config.sessions.allow_broad_workspace,
+        )?;
         let provider = self.provider_param(params.provider.as_deref())?;
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_rfc3339();

@@ -17,6 +17,7 @@ pub mod persist;
 pub mod queue;
 mod restore;
 pub mod subagents;
+pub mod workspace_root;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -6,16 +6,17 @@
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::args::Args;
+use super::spawn::spawn_shell;
 use super::truncate::CappedText;
 use super::{Tool, ToolContext, ToolOutcome};
 
@@ -106,7 +107,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
         None => ctx.workspace.clone(),
     };
 
-    let (reader, mut child) = spawn(command, &cwd)
+    let env = ctx.session.tool_env();
+    let (reader, mut child) = spawn_shell(command, &cwd, &env)
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;
     let Some(pid) = child.id().and_then(|id| libc::pid_t::try_from(id).ok()) else {
         return Err(ToolOutcome::error(
@@ -118,32 +120,6 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     let mut sink = Sink::new(ctx);
     let end = supervise(&mut child, reader, &group, &mut sink, ctx, timeout).await;
     Ok(finish(end, sink.finish(), timeout))
-}
-
-pub(crate) fn spawn(command: &str, cwd: &std::path::Path) -> io::Result<(pipe::Receiver, Child)> {
-    let (reader, writer) = io::pipe()?;
-    let stderr = writer.try_clone()?;
-    let mut cmd = Command::new("/bin/bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(writer))
-        .stderr(Stdio::from(stderr))
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        // The policy resolves `cd dir` from the working directory and treats `cd -` as
-        // unknown: an inherited CDPATH or OLDPWD would send them elsewhere.
-        .env_remove("CDPATH")
-        .env("OLDPWD", cwd)
-        .process_group(0)
-        .kill_on_drop(true);
-    let child = cmd.spawn()?;
-    // Close our copies of the write end so the pipe reaches EOF with the group.
-    drop(cmd);
-    let reader = pipe::Receiver::from_owned_fd(reader.into())?;
-    Ok((reader, child))
 }
 
 /// Read the pipe until the shell has exited and the pipe is closed, or until

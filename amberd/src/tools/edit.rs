@@ -1,10 +1,12 @@
 //! The `edit` tool: exact string replacement in one file, with a short
-//! unified-style diff of the changed lines in the output.
+//! unified-style diff of the changed lines in the output. The file is replaced
+//! atomically (`atomic_write`): never written through a hardlink, mode kept.
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::args::Args;
+use super::atomic_write::replace_file;
 use super::{Tool, ToolContext, ToolOutcome};
 
 /// Hunks shown in the diff; further replacements are only counted.
@@ -100,7 +102,8 @@ async fn edit(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcom
     } else {
         content.replacen(old, new, 1)
     };
-    tokio::fs::write(&path, updated.as_bytes())
+    // Atomic and never through the inode: a hardlink to a file outside is replaced here.
+    replace_file(path.clone(), updated.as_bytes().to_vec())
         .await
         .map_err(|err| ToolOutcome::error(format!("cannot write `{shown}`: {err}")))?;
     let plural = if count == 1 { "" } else { "s" };
@@ -290,6 +293,19 @@ mod tests {
             )
             .await;
         assert!(out.output.contains("not found"), "{}", out.output);
+    }
+
+    #[tokio::test]
+    async fn an_executable_stays_executable() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_dir, ctx) = workspace("echo a\n");
+        let path = ctx.workspace.join("f.rs");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = edit(&ctx, "echo a", "echo b", false).await;
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        assert_eq!(file(&ctx), "echo b\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755);
     }
 
     #[test]

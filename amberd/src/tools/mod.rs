@@ -5,16 +5,20 @@
 //! validation, duplicate check, mode policy and parallel execution.
 
 mod args;
+pub mod atomic_write;
 pub mod bash;
 pub mod dispatch;
 pub mod edit;
+pub mod env_policy;
 pub mod gate;
+pub mod lifeline;
 pub mod process;
 pub mod read;
 pub mod reaper;
 pub mod search;
 pub mod session;
 pub mod skills;
+mod spawn;
 pub mod task;
 pub mod todowrite;
 pub mod truncate;

@@ -10,6 +10,7 @@ use amber_proto::{EventKind, Todo};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::env_policy::ToolEnv;
 use super::process::ProcessTable;
 
 /// One sub-agent task of a `task` call.
@@ -58,6 +59,8 @@ pub struct SessionTools {
     denied_paths: OnceLock<Arc<dyn DeniedPaths>>,
     /// The owning session's id, for the records of spawned process groups (`reaper`).
     session_id: OnceLock<String>,
+    /// The environment of its tool processes (`env_policy`); the default policy until set.
+    tool_env: OnceLock<Arc<ToolEnv>>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -78,7 +81,23 @@ impl SessionTools {
             subagents: OnceLock::new(),
             denied_paths: OnceLock::new(),
             session_id: OnceLock::new(),
+            tool_env: OnceLock::new(),
         }
+    }
+
+    /// Installs the environment of this session's tool processes (once; later calls are
+    /// ignored).
+    pub fn set_tool_env(&self, env: Arc<ToolEnv>) {
+        let _ = self.tool_env.set(env);
+    }
+
+    /// The environment of this session's tool processes: the installed one, else the
+    /// default policy over the daemon's environment (never the raw environment).
+    pub fn tool_env(&self) -> Arc<ToolEnv> {
+        self.tool_env
+            .get()
+            .cloned()
+            .unwrap_or_else(ToolEnv::process_default)
     }
 
     /// Installs the sub-agent runner (once; later calls are ignored).

@@ -1,10 +1,12 @@
 //! The `write` tool: create or overwrite a file with the given content,
-//! creating missing parent directories.
+//! creating missing parent directories. The file is replaced atomically
+//! (`atomic_write`): never written through a hardlink, mode kept.
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::args::Args;
+use super::atomic_write::replace_file;
 use super::{Tool, ToolContext, ToolOutcome};
 
 pub struct WriteTool;
@@ -65,7 +67,8 @@ async fn write(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutco
             ))
         })?;
     }
-    tokio::fs::write(&path, content.as_bytes())
+    // Atomic and never through the inode: a hardlink to a file outside is replaced here.
+    replace_file(path.clone(), content.as_bytes().to_vec())
         .await
         .map_err(|err| ToolOutcome::error(format!("cannot write `{shown}`: {err}")))?;
     let verb = if existed { "overwrote" } else { "created" };
@@ -123,6 +126,22 @@ mod tests {
             .call(json!({"path": "x", "content": 5}), &ctx)
             .await;
         assert!(out.output.contains("`content`"));
+    }
+
+    #[tokio::test]
+    async fn a_hardlink_to_a_file_outside_is_replaced_not_written_through() {
+        let (_dir, ctx) = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("target");
+        std::fs::write(&target, "sentinel").unwrap();
+        std::fs::hard_link(&target, ctx.workspace.join("link")).unwrap();
+        let out = WriteTool
+            .call(json!({"path": "link", "content": "new"}), &ctx)
+            .await;
+        assert_eq!(out.output, "overwrote `link` (3 bytes written)");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "sentinel");
+        let text = std::fs::read_to_string(ctx.workspace.join("link")).unwrap();
+        assert_eq!(text, "new");
     }
 
     #[tokio::test]

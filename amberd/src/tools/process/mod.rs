@@ -138,7 +138,12 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
     let info = ctx
         .session
         .processes
-        .start(command, &cwd, ctx.session.session_id())
+        .start(
+            command,
+            &cwd,
+            &ctx.session.tool_env(),
+            ctx.session.session_id(),
+        )
         .map_err(failed)?;
     Ok(ToolOutcome::ok(format!(
         "started {id} (pid {pid}): {command}\nRead its output with action `output`, id `{id}`; \

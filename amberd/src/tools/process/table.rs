@@ -18,7 +18,9 @@ use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
 use super::ring::Ring;
-use crate::tools::bash::{GroupGuard, decode, spawn};
+use crate::tools::bash::{GroupGuard, decode};
+use crate::tools::env_policy::ToolEnv;
+use crate::tools::spawn::spawn_shell;
 
 /// Processes that may run at once in one session.
 pub const MAX_RUNNING: usize = 16;
@@ -198,12 +200,14 @@ impl ProcessTable {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Start `/bin/bash -c command` in `cwd` (already confined by the caller); `session`
-    /// names the owner in the group's orphan record (`tools::reaper`).
+    /// Start `/bin/bash -c command` in `cwd` (already confined by the caller) with the
+    /// environment `env`; `session` names the owner in the group's orphan record
+    /// (`tools::reaper`).
     pub fn start(
         &self,
         command: &str,
         cwd: &Path,
+        env: &ToolEnv,
         session: &str,
     ) -> Result<ProcessInfo, ProcessError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProcessError::NoRuntime)?;
@@ -221,7 +225,7 @@ impl ProcessTable {
         }
         let (reader, child) = {
             let _enter = runtime.enter();
-            spawn(command, cwd).map_err(ProcessError::Spawn)?
+            spawn_shell(command, cwd, env).map_err(ProcessError::Spawn)?
         };
         let Some(pid) = child.id() else {
             return Err(ProcessError::Spawn(io::Error::other("no process id")));

@@ -1,0 +1,218 @@
+// Test code: a panic with a clear message is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+/// A daemon environment with a little of everything.
+fn daemon_env() -> Vec<(OsString, OsString)> {
+    [
+        ("HOME", "/home/u"),
+        ("PATH", "/usr/bin:/bin"),
+        ("LANG", "C.UTF-8"),
+        ("LC_ALL", "C"),
+        ("EDITOR", "vi"),
+        ("AMBER_API_KEY", "sk-amber"),
+        ("OPENAI_API_KEY", "sk-openai"),
+        ("GROQ_KEY", "gsk-groq"),
+        ("GITHUB_TOKEN", "ghp"),
+        ("github_token", "ghp-lower"),
+        ("MY_SECRET", "s"),
+        ("SecretSauce", "s2"),
+        ("DB_PASSWORD", "pw"),
+        ("CARGO_HOME", "/home/u/.cargo"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.into(), v.into()))
+    .collect()
+}
+
+fn secrets(extra: &[&str]) -> BTreeSet<String> {
+    let mut config = crate::config::Config::default();
+    if let Some(first) = extra.first() {
+        config.provider.api_key_env = Some((*first).to_owned());
+    }
+    for name in extra.iter().skip(1) {
+        config.providers.insert(
+            name.to_lowercase(),
+            crate::config::NamedProviderConfig {
+                api_key_env: Some((*name).to_owned()),
+                ..Default::default()
+            },
+        );
+    }
+    provider_key_vars(&config)
+}
+
+fn names(env: &ToolEnv) -> Vec<String> {
+    env.vars()
+        .iter()
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn parse(toml_text: &str) -> ToolEnvConfig {
+    toml::from_str(toml_text).unwrap()
+}
+
+#[test]
+fn policies_keep_and_remove_what_they_say() {
+    // (case, [tools.env] toml, provider key vars, expected names in order)
+    let cases: &[(&str, &str, &[&str], &[&str])] = &[
+        (
+            "default: everything but the secrets",
+            "",
+            &[],
+            &[
+                "HOME",
+                "PATH",
+                "LANG",
+                "LC_ALL",
+                "EDITOR",
+                "GROQ_KEY",
+                "CARGO_HOME",
+            ],
+        ),
+        (
+            "a configured api_key_env is removed by exact name",
+            "",
+            &["GROQ_KEY"],
+            &["HOME", "PATH", "LANG", "LC_ALL", "EDITOR", "CARGO_HOME"],
+        ),
+        (
+            "core keeps the documented set and LC_*",
+            "inherit = \"core\"",
+            &[],
+            &["HOME", "PATH", "LANG", "LC_ALL"],
+        ),
+        (
+            "none keeps nothing but gives a PATH",
+            "inherit = \"none\"",
+            &[],
+            &["PATH"],
+        ),
+        (
+            "exclude adds globs, any case",
+            "exclude = [\"editor\", \"CARGO_*\"]",
+            &["GROQ_KEY"],
+            &["HOME", "PATH", "LANG", "LC_ALL"],
+        ),
+        (
+            "ignoring the default globs never frees a provider key",
+            "ignore_default_excludes = true",
+            &["GROQ_KEY"],
+            &[
+                "HOME",
+                "PATH",
+                "LANG",
+                "LC_ALL",
+                "EDITOR",
+                "GITHUB_TOKEN",
+                "github_token",
+                "MY_SECRET",
+                "SecretSauce",
+                "DB_PASSWORD",
+                "CARGO_HOME",
+            ],
+        ),
+        (
+            "set adds and replaces, last",
+            "inherit = \"core\"\nset = { PATH = \"/opt/bin\", FOO = \"1\" }",
+            &[],
+            &["HOME", "LANG", "LC_ALL", "FOO", "PATH"],
+        ),
+        (
+            "set is explicit: it may name an excluded variable",
+            "inherit = \"none\"\nset = { GITHUB_TOKEN = \"mine\", PATH = \"/bin\" }",
+            &[],
+            &["GITHUB_TOKEN", "PATH"],
+        ),
+    ];
+    for (case, text, keys, expected) in cases {
+        let env = ToolEnv::new(&parse(text), &secrets(keys), daemon_env()).unwrap();
+        assert_eq!(names(&env), *expected, "{case}");
+    }
+}
+
+#[test]
+fn values_come_from_the_daemon_or_set() {
+    let config = parse("set = { EDITOR = \"nano\" }");
+    let env = ToolEnv::new(&config, &secrets(&[]), daemon_env()).unwrap();
+    assert_eq!(env.get("EDITOR"), Some(OsStr::new("nano")));
+    assert_eq!(env.get("HOME"), Some(OsStr::new("/home/u")));
+    assert_eq!(env.get("AMBER_API_KEY"), None);
+    let none = ToolEnv::new(&parse("inherit = \"none\""), &secrets(&[]), daemon_env()).unwrap();
+    assert_eq!(none.get("PATH"), Some(OsStr::new(DEFAULT_PATH)));
+}
+
+#[test]
+fn every_preset_key_and_the_amber_key_are_provider_keys() {
+    let keys = secrets(&["MY_PROVIDER_KEY", "OTHER_KEY"]);
+    for name in [
+        "AMBER_API_KEY",
+        "OPENAI_API_KEY",
+        "GROQ_API_KEY",
+        "MY_PROVIDER_KEY",
+        "OTHER_KEY",
+    ] {
+        assert!(keys.contains(name), "{name} missing from {keys:?}");
+    }
+}
+
+#[test]
+fn default_globs_match_whole_names_in_any_case() {
+    let env: Vec<(OsString, OsString)> = [
+        "X_API_KEY",
+        "x_api_key",
+        "API_KEY",
+        "NPM_TOKEN",
+        "TOKENIZER",
+        "passwordless",
+        "PASSWORD_STORE_DIR",
+        "SECRETS",
+    ]
+    .into_iter()
+    .map(|n| (n.into(), "v".into()))
+    .collect();
+    let kept = ToolEnv::new(&ToolEnvConfig::default(), &BTreeSet::new(), env).unwrap();
+    // `*_API_KEY` needs the underscore; `*_TOKEN` must end the name.
+    assert_eq!(names(&kept), ["API_KEY", "TOKENIZER"]);
+}
+
+#[test]
+fn non_unicode_names_are_matched_too() {
+    use std::os::unix::ffi::OsStringExt;
+    let odd = OsString::from_vec(b"\xffMY_SECRET".to_vec());
+    let plain = OsString::from_vec(b"\xffPLAIN".to_vec());
+    let env = vec![(odd, "v".into()), (plain.clone(), "v".into())];
+    let kept = ToolEnv::new(&ToolEnvConfig::default(), &BTreeSet::new(), env).unwrap();
+    assert_eq!(kept.vars().len(), 1);
+    assert_eq!(kept.vars()[0].0, plain);
+}
+
+#[test]
+fn bad_globs_and_set_entries_are_config_errors() {
+    let cases: &[(&str, &str)] = &[
+        ("exclude = [\"[unclosed\"]", "is not a valid glob"),
+        ("set = { \"\" = \"x\" }", "not a valid variable name"),
+        ("set = { \"A=B\" = \"x\" }", "not a valid variable name"),
+        ("set = { A = \"x\\u0000y\" }", "NUL"),
+    ];
+    for (text, message) in cases {
+        let err = parse(text).validate().unwrap_err();
+        assert!(err.to_string().contains(message), "{text}: {err}");
+    }
+    assert!(toml::from_str::<ToolEnvConfig>("inherit = \"some\"").is_err());
+    assert!(toml::from_str::<ToolEnvConfig>("unknown = 1").is_err());
+}
+
+#[test]
+fn the_process_default_strips_the_default_globs() {
+    let env = ToolEnv::process_default();
+    for (name, _) in env.vars() {
+        let name = name.to_string_lossy().to_uppercase();
+        assert!(
+            !name.ends_with("_API_KEY") && !name.contains("SECRET"),
+            "{name} leaked"
+        );
+    }
+}
