@@ -97,7 +97,7 @@ pub(crate) fn wait_text(ms: u64) -> String {
         return format!("{ms} ms");
     }
     let tenths = (ms + 50) / 100;
-    if tenths % 10 == 0 {
+    if tenths.is_multiple_of(10) {
         format!("{} s", tenths / 10)
     } else {
         format!("{}.{} s", tenths / 10, tenths % 10)

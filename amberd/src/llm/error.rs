@@ -186,7 +186,7 @@ pub fn human_duration(d: Duration) -> String {
         return format!("{} ms", d.as_millis());
     }
     let tenths = (d.as_millis() + 50) / 100;
-    if tenths % 10 == 0 {
+    if tenths.is_multiple_of(10) {
         format!("{} s", tenths / 10)
     } else {
         format!("{}.{} s", tenths / 10, tenths % 10)
