@@ -82,7 +82,7 @@ async fn write_line<O: AsyncWrite + Unpin>(
 /// every request has its answer, or the daemon closes the connection.
 pub async fn run_bridge<I, O>(
     conn: RawConnection,
-    input: I,
+    mut input: I,
     mut output: O,
 ) -> Result<(), ClientError>
 where
@@ -112,7 +112,6 @@ where
         }
     });
 
-    let mut input = input;
     // Kept across iterations: `read_until` appends what it has read when the other branch
     // wins the select, and goes on from there on the next call.
     let mut buf = Vec::new();
