@@ -142,6 +142,18 @@ impl HumanRenderer {
                 out.push(err(format!("! error {code}: {message}{retry}")));
                 self.last_error = Some(message.clone());
             }
+            EventKind::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => {
+                self.end_line(&mut out);
+                out.push(err(format!(
+                    "… retrying in {}: {reason} (retry {attempt} of {max_attempts})",
+                    duration(*delay_ms)
+                )));
+            }
             EventKind::CompactionStarted { tokens_before } => {
                 out.push(err(format!(
                     "… compacting context ({tokens_before} tokens)"
@@ -428,6 +440,25 @@ mod tests {
             ],
         );
         assert_eq!(errs, "! error api: 401 Unauthorized\n■ error\n");
+    }
+
+    #[test]
+    fn a_retry_wait_is_announced_on_stderr() {
+        let mut r = HumanRenderer::new(false);
+        let (out, errs) = render_all(
+            &mut r,
+            &[
+                json!({"type": "message_delta", "itemId": "m1", "delta": "partial"}),
+                json!({"type": "retrying", "attempt": 1, "maxAttempts": 4, "delayMs": 8000, "reason": "429 rate limited"}),
+                json!({"type": "retrying", "attempt": 2, "maxAttempts": 4, "delayMs": 250, "reason": "stream idle for 30 s"}),
+            ],
+        );
+        assert_eq!(out, "partial\n", "an unfinished line is ended first");
+        assert_eq!(
+            errs,
+            "… retrying in 8.0s: 429 rate limited (retry 1 of 4)\n\
+             … retrying in 250ms: stream idle for 30 s (retry 2 of 4)\n"
+        );
     }
 
     #[test]

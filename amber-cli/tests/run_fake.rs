@@ -186,9 +186,18 @@ async fn run_cli(socket: &Path, extra: &[&str]) -> (i32, Vec<Value>, String) {
     )
 }
 
+/// A temp dir fit to hold a socket: clients trust only a private (0700) socket directory,
+/// and tempfile leaves the umask's 0755.
+fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn yes_answers_approvals_with_allow_once() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let socket = dir.path().join("amberd.sock");
     let state = Arc::new(State::default());
     let _h = serve(&socket, Arc::clone(&state), "end_turn");
@@ -231,7 +240,7 @@ async fn yes_answers_approvals_with_allow_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_yes_denials_are_reported_and_guards_exit_3() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let socket = dir.path().join("amberd.sock");
     let state = Arc::new(State::default());
     let _h = serve(&socket, Arc::clone(&state), "tool_failures");

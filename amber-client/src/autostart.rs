@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ClientError;
+use crate::transport::{check_socket_dir, socket_dir};
 
 /// How long a freshly started daemon may take to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(5);
@@ -48,13 +49,6 @@ pub fn lock_path(socket: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn socket_dir(socket: &Path) -> PathBuf {
-    match socket.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-        _ => PathBuf::from("."),
-    }
-}
-
 fn answers(socket: &Path) -> bool {
     UnixStream::connect(socket).is_ok()
 }
@@ -77,6 +71,9 @@ fn ensure_running_blocking(socket: &Path) -> Result<(), ClientError> {
                 socket_dir(socket).display()
             ))
         })?;
+
+    // It may have been there already: the lock and the log go in only if it is ours alone.
+    check_socket_dir(socket)?;
 
     let lock_file = lock_path(socket);
     let lock = OpenOptions::new()

@@ -28,6 +28,11 @@ pub enum ClientError {
         source: std::io::Error,
     },
 
+    /// The socket is not the user's own daemon's: its directory is open to others, or another
+    /// user serves it. Nothing was sent.
+    #[error("refusing to talk to amberd at {}: {reason}; nothing was sent", socket.display())]
+    UntrustedSocket { socket: PathBuf, reason: String },
+
     /// The daemon answered a call with a JSON-RPC error.
     #[error("daemon error {code}: {message}")]
     Rpc { code: i32, message: String },

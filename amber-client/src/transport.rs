@@ -1,5 +1,9 @@
-//! The socket side: where the daemon lives, whether it answers, and the WebSocket
-//! transport over the Unix socket (one JSON-RPC message per text frame).
+//! The socket side: where the daemon lives, whether it answers, whether it is the user's own,
+//! and the WebSocket transport over the Unix socket (one JSON-RPC message per text frame).
+//!
+//! **Nothing is sent before the socket is trusted**: its directory must be the user's and
+//! private (0700, `amber_proto::socket_trust`, the rule amberd binds by), checked before
+//! connecting, and the peer's uid (SO_PEERCRED) must be the user's, checked right after.
 //!
 //! The receiving half is wrapped so that a subscription the daemon closes with an error
 //! (`params.error` instead of `params.result`) leaves its reason behind: jsonrpsee's
@@ -7,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -45,16 +50,66 @@ pub(crate) fn is_dead(err: &io::Error) -> bool {
     )
 }
 
-/// Connects the raw stream; `Ok(None)` when nothing answers there.
+/// Connects the raw stream of a trusted socket; `Ok(None)` when nothing answers there.
 pub(crate) async fn connect_stream(socket: &Path) -> Result<Option<UnixStream>, ClientError> {
-    match UnixStream::connect(socket).await {
-        Ok(stream) => Ok(Some(stream)),
-        Err(err) if is_dead(&err) => Ok(None),
-        Err(source) => Err(ClientError::Connect {
-            socket: socket.to_owned(),
-            source,
-        }),
+    check_socket_dir(socket)?;
+    let stream = match UnixStream::connect(socket).await {
+        Ok(stream) => stream,
+        Err(err) if is_dead(&err) => return Ok(None),
+        Err(source) => {
+            return Err(ClientError::Connect {
+                socket: socket.to_owned(),
+                source,
+            });
+        }
+    };
+    let peer = stream.peer_cred().map_err(|source| ClientError::Connect {
+        socket: socket.to_owned(),
+        source,
+    })?;
+    check_peer(socket, peer.uid(), current_uid())?;
+    Ok(Some(stream))
+}
+
+/// The directory the socket lives in (`.` for a bare file name).
+pub(crate) fn socket_dir(socket: &Path) -> PathBuf {
+    match socket.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+        _ => PathBuf::from("."),
     }
+}
+
+/// Refuses a socket whose directory is not the user's private one: whoever else can write
+/// there could have put their own socket in it. A missing directory means no daemon.
+pub(crate) fn check_socket_dir(socket: &Path) -> Result<(), ClientError> {
+    let dir = socket_dir(socket);
+    let meta = match std::fs::metadata(&dir) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(ClientError::Connect {
+                socket: socket.to_owned(),
+                source,
+            });
+        }
+    };
+    amber_proto::socket_trust::check_socket_dir(meta.uid(), meta.mode(), current_uid()).map_err(
+        |why| ClientError::UntrustedSocket {
+            socket: socket.to_owned(),
+            reason: format!("its directory {} is not trusted: {why}", dir.display()),
+        },
+    )
+}
+
+/// Refuses a peer that is not the user: someone else listening where amberd should be.
+pub(crate) fn check_peer(socket: &Path, peer: u32, own: u32) -> Result<(), ClientError> {
+    if peer == own {
+        return Ok(());
+    }
+    Err(ClientError::UntrustedSocket {
+        socket: socket.to_owned(),
+        reason: format!("it is served by uid {peer}, not by this user (uid {own})"),
+    })
 }
 
 /// Performs the WebSocket upgrade (`GET /`) on a connected stream.
@@ -170,6 +225,8 @@ impl TransportReceiverT for WatchedReceiver {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]
@@ -200,6 +257,45 @@ mod tests {
         reasons.inspect(event);
         reasons.inspect(response);
         assert_eq!(reasons.take("abc"), None);
+    }
+
+    #[test]
+    fn only_the_users_own_peer_is_trusted() {
+        let socket = Path::new("/run/user/1000/amber/amberd.sock");
+        assert!(check_peer(socket, 1000, 1000).is_ok());
+        for (peer, own) in [(65534, 1000), (0, 1000), (1000, 0)] {
+            let text = check_peer(socket, peer, own).unwrap_err().to_string();
+            assert!(
+                text.contains("/run/user/1000/amber/amberd.sock")
+                    && text.contains(&format!("uid {peer}"))
+                    && text.contains("nothing was sent"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_socket_in_a_directory_others_can_reach_is_refused_by_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        let socket = dir.join("amberd.sock");
+        for mode in [0o700, 0o500] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            check_socket_dir(&socket).unwrap();
+        }
+        for mode in [0o755, 0o777, 0o1777, 0o710] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let text = check_socket_dir(&socket).unwrap_err().to_string();
+            assert!(
+                text.contains(&socket.display().to_string()) && text.contains("not trusted"),
+                "{mode:o}: {text}"
+            );
+        }
+        // No directory, no daemon: that is "not running", not a refusal.
+        check_socket_dir(&tmp.path().join("absent/amberd.sock")).unwrap();
+        assert_eq!(socket_dir(Path::new("x.sock")), PathBuf::from("."));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 #[tokio::test]
 async fn bridge_forwards_lines_and_waits_for_answers() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let _server = common::serve(&socket, 1);
 

@@ -18,7 +18,7 @@ fn opts(socket: &std::path::Path) -> ConnectOptions {
 
 #[tokio::test]
 async fn connect_initializes_and_calls() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let _server = common::serve(&socket, 1);
 
@@ -44,7 +44,7 @@ async fn connect_initializes_and_calls() {
 
 #[tokio::test]
 async fn version_mismatch_fails_clearly() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let _server = common::serve(&socket, 2);
     let err = Client::connect(opts(&socket)).await.unwrap_err();
@@ -62,7 +62,7 @@ async fn version_mismatch_fails_clearly() {
 
 #[tokio::test]
 async fn nothing_listening_without_autostart() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let err = Client::connect(opts(&socket)).await.unwrap_err();
     assert!(matches!(err, ClientError::DaemonNotRunning { .. }), "{err}");
@@ -74,7 +74,7 @@ async fn nothing_listening_without_autostart() {
 
 #[tokio::test]
 async fn typed_stream_skips_unknown_types_and_reports_the_close_reason() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let _server = common::serve(&socket, 1);
     let client = Client::connect(opts(&socket)).await.unwrap();
@@ -96,7 +96,7 @@ async fn typed_stream_skips_unknown_types_and_reports_the_close_reason() {
 
 #[tokio::test]
 async fn raw_stream_keeps_json_as_received() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let _server = common::serve(&socket, 1);
     let client = Client::connect(opts(&socket)).await.unwrap();

@@ -382,3 +382,14 @@ fn empty_session_welcome() {
     let mut app = with_status(app_with(&[]));
     assert_snapshot!(screen(&mut app, 80, 24));
 }
+
+#[test]
+fn status_line_shows_a_retry_wait() {
+    let mut app = with_status(app_with(&every_cell()[..3]));
+    app.apply_event(
+        &json!({"type": "retrying", "sessionId": "s_1", "turnId": "t_1",
+        "attempt": 1, "maxAttempts": 4, "delayMs": 8000, "reason": "429 rate limited"}),
+    );
+    let s = screen(&mut app, 80, 24);
+    assert_snapshot!("status_retrying", s.lines().last().unwrap());
+}

@@ -194,11 +194,15 @@ mod llm {
         match &events[0] {
             StreamEvent::Retrying {
                 attempt,
+                max_attempts,
                 delay,
+                reason,
                 error,
             } => {
                 assert_eq!(*attempt, 1);
+                assert_eq!(*max_attempts, settings(&base).max_retries);
                 assert_eq!(*delay, Duration::from_secs(1));
+                assert_eq!(reason, "429 rate limited");
                 assert!(error.contains("slow down"), "{error}");
             }
             other => panic!("expected Retrying, got {other:?}"),

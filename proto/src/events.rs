@@ -144,6 +144,15 @@ pub enum EventKind {
         call_id: String,
         chunk: String,
     },
+    /// Live: an LLM request failed before anything was streamed and is retried after
+    /// `delay_ms`: retry number `attempt` (1-based) of at most `max_attempts`. `reason` is
+    /// short and human (`429 rate limited`, `stream idle for 30 s`).
+    Retrying {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        reason: String,
+    },
     ToolCallCompleted {
         call_id: String,
         status: ToolStatus,
@@ -250,6 +259,7 @@ impl EventKind {
             EventKind::MessageDelta { .. }
                 | EventKind::ReasoningDelta { .. }
                 | EventKind::ToolOutputDelta { .. }
+                | EventKind::Retrying { .. }
                 | EventKind::Synced { .. }
         )
     }
@@ -272,6 +282,7 @@ impl EventKind {
             EventKind::MessageCompleted { .. } => "message_completed",
             EventKind::ToolCallStarted { .. } => "tool_call_started",
             EventKind::ToolOutputDelta { .. } => "tool_output_delta",
+            EventKind::Retrying { .. } => "retrying",
             EventKind::ToolCallCompleted { .. } => "tool_call_completed",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",

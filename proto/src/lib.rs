@@ -1,5 +1,6 @@
 //! Wire types of the amber protocol (PROTOCOL.md v1): method names, params and results,
-//! events, error codes, and the socket-path rule. Serde only — no runtime, no transport.
+//! events, error codes, the socket-path rule and the socket-directory trust rule. Serde only —
+//! no runtime, no transport.
 //!
 //! Everything is camelCase on the wire; events are tagged by `type`.
 
@@ -10,6 +11,7 @@ pub mod message;
 pub mod methods;
 pub mod methods_types;
 pub mod paths;
+pub mod socket_trust;
 pub mod types;
 
 pub use events::{

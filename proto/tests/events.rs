@@ -38,7 +38,7 @@ const PROTOCOL_EVENTS: &[(&str, bool)] = &[
 ];
 
 /// amber's own event types beyond the table, with their durability.
-const EXTENSION_EVENTS: &[(&str, bool)] = &[("synced", false)];
+const EXTENSION_EVENTS: &[(&str, bool)] = &[("synced", false), ("retrying", false)];
 
 /// Exhaustive on purpose: a new variant does not compile until it gets a row below.
 fn variant_index(kind: &EventKind) -> usize {
@@ -64,9 +64,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::TurnCompleted { .. } => 18,
         EventKind::Error { .. } => 19,
         EventKind::Synced { .. } => 20,
+        EventKind::Retrying { .. } => 21,
     }
 }
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 22;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -225,6 +226,10 @@ fn event_cases() -> Vec<Value> {
         durable(
             22,
             json!({"type": "error", "code": "rate_limited", "message": "429, retrying", "retryable": true}),
+        ),
+        live(
+            json!({"type": "retrying", "attempt": 1, "maxAttempts": 4, "delayMs": 8000,
+                    "reason": "429 rate limited"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -48,6 +49,8 @@ impl Activated {
             std::fs::create_dir_all(root.join(sub)).unwrap();
         }
         std::fs::write(root.join("config.toml"), config_toml).unwrap();
+        // As systemd's `DirectoryMode=0700` makes it: clients trust only a private directory.
+        std::fs::set_permissions(root.join("run"), std::fs::Permissions::from_mode(0o700)).unwrap();
         let socket = root.join("run/amberd.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let notify = UnixDatagram::bind(root.join("notify.sock")).unwrap();

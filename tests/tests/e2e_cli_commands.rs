@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -212,6 +213,8 @@ fn daemon_start_status_stop_on_a_socket_of_their_own() {
     let daemon = spawn(&mock);
     let dir = daemon.dir.path().join("own");
     std::fs::create_dir_all(&dir).unwrap();
+    // amberd binds, and clients connect, only in a private socket directory.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let socket = dir.join("amberd.sock");
     // The start-up log of an earlier autostart: emptied by the next one.
     std::fs::write(dir.join("amberd.log"), "stale line of an older start\n").unwrap();

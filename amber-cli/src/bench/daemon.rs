@@ -4,6 +4,7 @@
 //! ready time measures the daemon, not a handshake) and `VmRSS` from /proc.
 
 use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -59,6 +60,9 @@ impl DaemonProc {
         let config = root.join("config.toml");
         let text = format!("[agent]\nconfirm_finish = {}\n", spec.confirm_finish);
         std::fs::write(&config, text).map_err(BenchError::io("write amberd's config"))?;
+        // amberd binds, and clients connect, only in a private socket directory.
+        std::fs::set_permissions(root.join("run"), std::fs::Permissions::from_mode(0o700))
+            .map_err(BenchError::io("make the socket directory private"))?;
         let socket = root.join("run").join("amberd.sock");
         let log = root.join("amberd.log");
         let log_file = std::fs::File::create(&log).map_err(BenchError::io("create amberd.log"))?;

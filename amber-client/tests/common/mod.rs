@@ -14,6 +14,15 @@ use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::{Value, json};
 use tokio::net::UnixListener;
 
+/// A temp dir fit to hold a socket: clients trust only a private (0700) socket directory,
+/// and tempfile leaves the umask's 0755.
+pub fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
 pub const CLOSE_REASON: &str = "subscriber lagged: resubscribe with afterSeq";
 
 pub fn events(session: &str) -> Vec<Value> {

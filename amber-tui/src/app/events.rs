@@ -34,7 +34,12 @@ impl App {
             self.last_seq = seq;
         }
         let ty = s(ev, "type");
+        if ty != "retrying" {
+            // The wait it announced is over: this is what came after it.
+            self.clear_notice(NoticeKind::Retrying);
+        }
         match ty {
+            "retrying" => self.show_retry(u(ev, "delayMs"), s(ev, "reason")),
             "turn_started" => self.turn_started(ev),
             "message_delta" => self.message_delta(s(ev, "itemId"), s(ev, "delta")),
             "reasoning_delta" => self.reasoning_delta(s(ev, "itemId"), s(ev, "delta")),

@@ -1,6 +1,7 @@
 //! Transient messages of the status line (a failed call, a reconnect, "cancelling…", the
-//! Ctrl-C quit arm). Each one expires after a few ticks so the status segments come back;
-//! the cancel notice also ends with the turn it cancels.
+//! Ctrl-C quit arm, "retrying in 8 s: 429 rate limited"). Each one expires after a few ticks
+//! so the status segments come back; the cancel notice also ends with the turn it cancels,
+//! the retry notice with the next event of the session.
 
 use super::{App, TICK_MS};
 
@@ -22,6 +23,8 @@ pub enum NoticeKind {
     QuitArmed,
     /// A cancel was asked for: cleared when the turn completes.
     Cancelling,
+    /// The daemon waits to retry an LLM request (`retrying`): cleared by the next event.
+    Retrying,
 }
 
 /// A message in the status line and the ticks it has left.
@@ -50,8 +53,24 @@ impl App {
             NoticeKind::Error => ERROR_TICKS,
             NoticeKind::QuitArmed => super::CTRL_C_TICKS,
             NoticeKind::Cancelling => CANCEL_TICKS,
+            // Normally cleared by the next event long before; a fallback only.
+            NoticeKind::Retrying => CANCEL_TICKS,
         };
         self.notice = Some(Notice::new(kind, text, ticks));
+    }
+
+    /// A `retrying` event: "retrying in 8 s: 429 rate limited" until the next event, or
+    /// until the wait and a grace period are over if none comes.
+    pub(crate) fn show_retry(&mut self, delay_ms: u64, reason: &str) {
+        let text = if reason.is_empty() {
+            format!("retrying in {}", wait_text(delay_ms))
+        } else {
+            format!("retrying in {}: {reason}", wait_text(delay_ms))
+        };
+        let ticks = u32::try_from(delay_ms / TICK_MS)
+            .unwrap_or(u32::MAX)
+            .saturating_add(CANCEL_TICKS);
+        self.notice = Some(Notice::new(NoticeKind::Retrying, text, ticks));
     }
 
     /// Removes the notice if it is of `kind`.
@@ -69,6 +88,19 @@ impl App {
                 self.notice = None;
             }
         }
+    }
+}
+
+/// `8 s`, `1.5 s`, `250 ms`: a wait as people read it.
+pub(crate) fn wait_text(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    let tenths = (ms + 50) / 100;
+    if tenths.is_multiple_of(10) {
+        format!("{} s", tenths / 10)
+    } else {
+        format!("{}.{} s", tenths / 10, tenths % 10)
     }
 }
 
@@ -133,6 +165,54 @@ mod tests {
         app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
         ticks(&mut app, CANCEL_TICKS);
         assert_eq!(app.notice, None);
+    }
+
+    #[test]
+    fn a_retry_notice_shows_the_wait_and_reason_until_the_next_event() {
+        let mut app = running_app();
+        app.apply_event(&json!({"type": "retrying", "turnId": "t_1", "attempt": 1,
+            "maxAttempts": 4, "delayMs": 8000, "reason": "429 rate limited"}));
+        let notice = app.notice.clone().unwrap();
+        assert_eq!(notice.kind, NoticeKind::Retrying);
+        assert_eq!(notice.text, "retrying in 8 s: 429 rate limited");
+        // It outlasts the wait itself: only the next event of the turn ends it.
+        ticks(&mut app, (8_000 / TICK_MS) as u32);
+        assert_eq!(app.notice.as_ref().map(|n| &n.text), Some(&notice.text));
+        app.apply_event(
+            &json!({"type": "message_delta", "turnId": "t_1", "itemId": "i_1", "delta": "Hi"}),
+        );
+        assert_eq!(app.notice, None);
+    }
+
+    #[test]
+    fn a_retry_notice_does_not_clear_other_notices_and_expires_without_events() {
+        let mut app = running_app();
+        app.on_error("approval failed: boom");
+        app.apply_event(
+            &json!({"type": "message_delta", "turnId": "t_1", "itemId": "i_1", "delta": "Hi"}),
+        );
+        assert_eq!(app.notice.as_ref().unwrap().kind, NoticeKind::Error);
+        app.apply_event(&json!({"type": "retrying", "turnId": "t_1", "attempt": 2,
+            "maxAttempts": 4, "delayMs": 250, "reason": "stream idle for 30 s"}));
+        assert_eq!(
+            app.notice.as_ref().unwrap().text,
+            "retrying in 250 ms: stream idle for 30 s"
+        );
+        ticks(&mut app, 1 + CANCEL_TICKS);
+        assert_eq!(app.notice, None);
+    }
+
+    #[test]
+    fn waits_read_as_people_say_them() {
+        for (ms, want) in [
+            (250, "250 ms"),
+            (1000, "1 s"),
+            (1500, "1.5 s"),
+            (7960, "8 s"),
+            (30_000, "30 s"),
+        ] {
+            assert_eq!(wait_text(ms), want);
+        }
     }
 
     #[test]

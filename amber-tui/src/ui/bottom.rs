@@ -147,7 +147,7 @@ pub fn status(app: &App, area: Rect, buf: &mut Buffer) {
         let st = match notice.kind {
             NoticeKind::Error => style::err(),
             NoticeKind::Info => style::ok(),
-            NoticeKind::QuitArmed | NoticeKind::Cancelling => style::warn(),
+            NoticeKind::QuitArmed | NoticeKind::Cancelling | NoticeKind::Retrying => style::warn(),
         };
         let text = truncate(&notice.text, room);
         used = str_width(&text);

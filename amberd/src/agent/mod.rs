@@ -267,12 +267,22 @@ impl Turn<'_, '_> {
                     delta,
                 });
             }
+            // Live, so a client can show the wait (up to `retry_max`) instead of silence.
             StreamEvent::Retrying {
                 attempt,
+                max_attempts,
                 delay,
+                reason,
                 error,
             } => {
-                tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, %error, "retrying LLM request");
+                let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                tracing::warn!(attempt, delay_ms, %error, "retrying LLM request");
+                hooks.emit(EventKind::Retrying {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    reason,
+                });
             }
             _ => {}
         };

@@ -197,7 +197,9 @@ impl LlmClient {
             tracing::warn!(%err, attempt = retry, ?delay, "LLM request failed, retrying");
             on_event(StreamEvent::Retrying {
                 attempt: retry,
+                max_attempts: settings.max_retries,
                 delay,
+                reason: err.retry_reason(),
                 error: err.to_string(),
             });
             tokio::select! {
@@ -229,7 +231,7 @@ impl LlmClient {
             () = cancel.cancelled() => return Err(ApiError::Cancelled),
             r = tokio::time::timeout(idle, send) => match r {
                 Err(_) => {
-                    return Err(ApiError::Timeout(format!("no response from {url} within {idle:?}")))
+                    return Err(ApiError::Idle { after: idle, streaming: false })
                 }
                 Ok(Err(e)) => return Err(map_send_error(&e)),
                 Ok(Ok(resp)) => resp,
@@ -304,9 +306,10 @@ async fn read_capped(
         };
         match next {
             Err(_) => {
-                return Err(ApiError::Timeout(format!(
-                    "no data from the LLM endpoint for {idle:?}"
-                )));
+                return Err(ApiError::Idle {
+                    after: idle,
+                    streaming: true,
+                });
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {

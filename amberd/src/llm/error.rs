@@ -19,6 +19,9 @@ const CONTEXT_LENGTH_MARKERS: &[&str] = &[
     "prompt is too long",
 ];
 
+/// How a broken stream's `Connect` message starts (`retry_reason` tells it apart).
+pub(crate) const CONNECTION_LOST: &str = "connection lost while streaming";
+
 /// A failed LLM call.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -31,9 +34,13 @@ pub enum ApiError {
     /// Could not connect, or the connection broke.
     #[error("connection to the LLM endpoint failed: {0}")]
     Connect(String),
-    /// Connect timeout, or no data for longer than the idle timeout.
+    /// The connect (or another transport) timeout.
     #[error("LLM endpoint timed out: {0}")]
     Timeout(String),
+    /// Nothing came for the idle timeout: no response head (`streaming: false`), or no data
+    /// in the middle of the body (`streaming: true`, a stream gone silent).
+    #[error("LLM endpoint timed out: {}", silence(*streaming, *after))]
+    Idle { after: Duration, streaming: bool },
     /// A non-success HTTP status.
     #[error("LLM endpoint returned HTTP {status}: {message}")]
     Http {
@@ -65,6 +72,7 @@ impl ApiError {
         match self {
             ApiError::Connect(_)
             | ApiError::Timeout(_)
+            | ApiError::Idle { .. }
             | ApiError::Stream { .. }
             | ApiError::Truncated => true,
             ApiError::Http { status, .. } => {
@@ -83,7 +91,7 @@ impl ApiError {
         match self {
             ApiError::NotConfigured { .. } | ApiError::InvalidConfig(_) => "not_configured",
             ApiError::Connect(_) => "connect",
-            ApiError::Timeout(_) => "timeout",
+            ApiError::Timeout(_) | ApiError::Idle { .. } => "timeout",
             ApiError::Http { status: 429, .. } => "rate_limited",
             ApiError::Http { status, .. } if (500..=599).contains(status) => "server_error",
             ApiError::Http { .. } => "http_error",
@@ -100,6 +108,35 @@ impl ApiError {
         match self {
             ApiError::Http { retry_after, .. } => *retry_after,
             _ => None,
+        }
+    }
+
+    /// Why an attempt is being retried, short and human (the `retrying` event's `reason`):
+    /// `429 rate limited`, `HTTP 503`, `connection refused`, `stream idle for 30 s`.
+    pub fn retry_reason(&self) -> String {
+        match self {
+            ApiError::Http { status: 429, .. } => "429 rate limited".into(),
+            ApiError::Http { status, .. } => format!("HTTP {status}"),
+            ApiError::Idle {
+                after,
+                streaming: true,
+            } => format!("stream idle for {}", human_duration(*after)),
+            ApiError::Idle {
+                after,
+                streaming: false,
+            } => format!("no response for {}", human_duration(*after)),
+            ApiError::Timeout(_) => "timed out".into(),
+            // reqwest reports the OS error deep in its chain: "… (os error 111)".
+            ApiError::Connect(text) if text.to_ascii_lowercase().contains("connection refused") => {
+                "connection refused".into()
+            }
+            ApiError::Connect(text) if text.starts_with(CONNECTION_LOST) => {
+                "connection lost".into()
+            }
+            ApiError::Connect(_) => "connection failed".into(),
+            ApiError::Stream { message } => format!("stream error: {message}"),
+            ApiError::Truncated => "stream ended early".into(),
+            other => other.to_string(),
         }
     }
 
@@ -131,6 +168,28 @@ impl ApiError {
         } else {
             ApiError::Stream { message }
         }
+    }
+}
+
+/// `no data from the LLM endpoint for 30s` / `no response from the LLM endpoint within 30s`.
+fn silence(streaming: bool, after: Duration) -> String {
+    if streaming {
+        format!("no data from the LLM endpoint for {after:?}")
+    } else {
+        format!("no response from the LLM endpoint within {after:?}")
+    }
+}
+
+/// `30 s`, `1.5 s`, `250 ms`: a delay as people read it.
+pub fn human_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{} ms", d.as_millis());
+    }
+    let tenths = (d.as_millis() + 50) / 100;
+    if tenths.is_multiple_of(10) {
+        format!("{} s", tenths / 10)
+    } else {
+        format!("{}.{} s", tenths / 10, tenths % 10)
     }
 }
 
@@ -206,6 +265,85 @@ mod tests {
         }
         let e = ApiError::from_status(400, r#"{"error":{"message":"bad role"}}"#, None);
         assert_eq!(e.code(), "http_error");
+    }
+
+    #[test]
+    fn retry_reasons_are_short_and_human() {
+        let http = |status| ApiError::Http {
+            status,
+            message: "whatever the body said".into(),
+            retry_after: None,
+        };
+        let cases: Vec<(ApiError, &str)> = vec![
+            (http(429), "429 rate limited"),
+            (http(503), "HTTP 503"),
+            (http(500), "HTTP 500"),
+            (
+                ApiError::Connect(
+                    "error sending request: client error (Connect): tcp connect error: \
+                     Connection refused (os error 111)"
+                        .into(),
+                ),
+                "connection refused",
+            ),
+            (
+                ApiError::Connect(format!("{CONNECTION_LOST}: reset")),
+                "connection lost",
+            ),
+            (ApiError::Connect("dns error".into()), "connection failed"),
+            (
+                ApiError::Idle {
+                    after: Duration::from_secs(30),
+                    streaming: true,
+                },
+                "stream idle for 30 s",
+            ),
+            (
+                ApiError::Idle {
+                    after: Duration::from_millis(1500),
+                    streaming: false,
+                },
+                "no response for 1.5 s",
+            ),
+            (ApiError::Timeout("connect".into()), "timed out"),
+            (
+                ApiError::Stream {
+                    message: "overloaded".into(),
+                },
+                "stream error: overloaded",
+            ),
+            (ApiError::Truncated, "stream ended early"),
+        ];
+        for (err, want) in cases {
+            assert_eq!(err.retry_reason(), want, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        for (d, want) in [
+            (Duration::from_millis(250), "250 ms"),
+            (Duration::from_secs(1), "1 s"),
+            (Duration::from_millis(1500), "1.5 s"),
+            (Duration::from_millis(7960), "8 s"),
+            (Duration::from_secs(30), "30 s"),
+        ] {
+            assert_eq!(human_duration(d), want);
+        }
+    }
+
+    #[test]
+    fn idle_timeouts_are_retryable_timeouts() {
+        let e = ApiError::Idle {
+            after: Duration::from_secs(30),
+            streaming: true,
+        };
+        assert!(e.is_retryable());
+        assert_eq!(e.code(), "timeout");
+        assert_eq!(
+            e.to_string(),
+            "LLM endpoint timed out: no data from the LLM endpoint for 30s"
+        );
     }
 
     #[test]

@@ -79,10 +79,14 @@ pub enum StreamEvent {
     TextDelta(String),
     ReasoningDelta(String),
     /// An attempt failed before anything was streamed; sleeping `delay`, then retry number
-    /// `attempt` (1-based).
+    /// `attempt` (1-based) of at most `max_attempts` (`max_retries`).
     Retrying {
         attempt: u32,
+        max_attempts: u32,
         delay: Duration,
+        /// Short and human: `429 rate limited`, `stream idle for 30 s` ([`ApiError::retry_reason`]).
+        reason: String,
+        /// The whole error, for the log.
         error: String,
     },
 }

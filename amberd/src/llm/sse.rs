@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::decode::{Decoded, StreamState};
+use super::error::CONNECTION_LOST;
 use super::pace::{Next, Pacer};
 use super::sse_decoder::{SseDecoder, SseEvent};
 use super::{ApiError, ChatResponse, ChunkMemo, Dialect, StreamEvent};
@@ -126,9 +127,10 @@ where
                             } else if reader.state.is_complete() {
                                 break 'read;
                             } else {
-                                return Err(ApiError::Timeout(format!(
-                                    "no data from the LLM endpoint for {idle:?}"
-                                )));
+                                return Err(ApiError::Idle {
+                                    after: idle,
+                                    streaming: true,
+                                });
                             }
                         }
                     }
@@ -150,9 +152,7 @@ where
             }
             Some(Err(e)) => {
                 reader.state.flush(emit);
-                return Err(ApiError::Connect(format!(
-                    "connection lost while streaming: {e}"
-                )));
+                return Err(ApiError::Connect(format!("{CONNECTION_LOST}: {e}")));
             }
         }
     }

@@ -1,11 +1,15 @@
-//! The daemon's Unix socket: directory and file permissions, stale-socket cleanup,
-//! refusing to start over a live daemon, the socket systemd passes (socket activation), and
-//! the peer-uid check.
+//! The daemon's Unix socket: directory (`socket/dir.rs`) and file permissions, stale-socket
+//! cleanup, refusing to start over a live daemon, the socket systemd passes (socket
+//! activation), and the peer-uid check.
+
+mod dir;
 
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+
+use amber_proto::socket_trust::Distrust;
 
 /// Why the socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +36,17 @@ pub enum SocketError {
          $AMBER_SOCKET / $XDG_RUNTIME_DIR)"
     )]
     ForeignDir { path: PathBuf, owner: u32, own: u32 },
+    #[error(
+        "refusing to serve in {path}: {why}; clients connect only through a socket directory \
+         that is their user's and private to them (0700): `chmod 700` it, or choose another \
+         --socket (or $AMBER_SOCKET / $XDG_RUNTIME_DIR)"
+    )]
+    UntrustedDir { path: PathBuf, why: Distrust },
+    #[error(
+        "refusing to serve under {path}: {why} (the socket's directory with it); choose \
+         another --socket (or $AMBER_SOCKET / $XDG_RUNTIME_DIR)"
+    )]
+    UntrustedAncestor { path: PathBuf, why: Distrust },
     #[error("cannot use the socket passed by systemd (LISTEN_FDS): {0}")]
     Activation(std::io::Error),
 }
@@ -39,7 +54,7 @@ pub enum SocketError {
 /// Creates the parent directory (0700), clears a stale socket, binds (0600).
 pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        ensure_private_dir(dir)?;
+        dir::ensure_private_dir(dir)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_socket() => {
@@ -73,74 +88,6 @@ pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
         }
     })?;
     Ok(listener)
-}
-
-fn ensure_private_dir(dir: &Path) -> Result<(), SocketError> {
-    let fail = |source| SocketError::Dir {
-        path: dir.to_owned(),
-        source,
-    };
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(fail)?;
-        // `mode` is filtered by the umask; make sure.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
-        return Ok(());
-    }
-    let meta = std::fs::metadata(dir).map_err(fail)?;
-    let mode = meta.mode() & 0o7777;
-    if let Some(tightened) = dir_mode_check(dir, meta.uid(), mode, current_uid())? {
-        tracing::warn!(
-            dir = %dir.display(),
-            from = format!("{mode:o}"),
-            to = format!("{tightened:o}"),
-            "tightening the socket directory's permissions"
-        );
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(tightened)).map_err(fail)?;
-    }
-    Ok(())
-}
-
-/// Whether an existing socket directory is safe to bind in, and the mode to give it if it
-/// must be tightened first. amber's own directory (`…/amber`, `/tmp/amber-UID`) must be ours
-/// — another user could have created it to swap the socket — and is made 0700 when anyone
-/// else has access. A directory the user chose is never chmod-ed: it may belong to us or to
-/// root (`/tmp`, whose sticky bit keeps others from replacing our socket); another user's is
-/// refused, since its owner could replace the socket.
-fn dir_mode_check(dir: &Path, owner: u32, mode: u32, own: u32) -> Result<Option<u32>, SocketError> {
-    let foreign = || SocketError::ForeignDir {
-        path: dir.to_owned(),
-        owner,
-        own,
-    };
-    if is_amber_dir(dir) {
-        if owner != own {
-            return Err(foreign());
-        }
-        return Ok((mode & 0o077 != 0).then_some(0o700));
-    }
-    if owner != own && owner != 0 {
-        return Err(foreign());
-    }
-    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        tracing::warn!(
-            dir = %dir.display(),
-            mode = format!("{mode:o}"),
-            "the socket directory is writable by others and not sticky: they could replace the socket"
-        );
-    }
-    Ok(None)
-}
-
-/// Directories amber names itself (`.../amber`, `/tmp/amber-UID`) may be chmod-ed; a
-/// user-chosen parent such as `/tmp` never is.
-fn is_amber_dir(dir: &Path) -> bool {
-    dir.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n == "amber" || n.starts_with("amber-"))
 }
 
 /// What systemd handed us: the listening socket, and how many more descriptors it passed
@@ -354,57 +301,13 @@ mod tests {
     }
 
     #[test]
-    fn a_socket_directory_of_another_user_is_refused() {
-        let dir = Path::new("/tmp/amber-1000");
-        let err = dir_mode_check(dir, 1001, 0o700, 1000).unwrap_err();
-        assert!(matches!(
-            err,
-            SocketError::ForeignDir {
-                owner: 1001,
-                own: 1000,
-                ..
-            }
-        ));
-        let text = err.to_string();
-        assert!(
-            text.contains("/tmp/amber-1000") && text.contains("1001"),
-            "{text}"
-        );
-        // amber's own directory must be ours even when root made it.
-        assert!(dir_mode_check(dir, 0, 0o700, 1000).is_err());
-        // A chosen directory of another (non-root) user is refused too.
-        assert!(dir_mode_check(Path::new("/home/v/run"), 1001, 0o755, 1000).is_err());
-        // A root-owned sticky parent such as /tmp is fine and never chmod-ed.
-        assert_eq!(
-            dir_mode_check(Path::new("/tmp"), 0, 0o1777, 1000).unwrap(),
-            None
-        );
-        // Ours: amber's own directory is made private; a chosen one is left as it is.
-        assert_eq!(dir_mode_check(dir, 1000, 0o755, 1000).unwrap(), Some(0o700));
-        assert_eq!(dir_mode_check(dir, 1000, 0o700, 1000).unwrap(), None);
-        let chosen = Path::new("/home/u/run");
-        assert_eq!(dir_mode_check(chosen, 1000, 0o777, 1000).unwrap(), None);
-    }
-
-    #[test]
-    fn amber_s_own_open_socket_directory_is_tightened_a_chosen_one_left_alone() {
-        let tmp = tempfile::tempdir().unwrap();
-        let amber = tmp.path().join("amber");
-        let chosen = tmp.path().join("chosen");
-        for dir in [&amber, &chosen] {
-            std::fs::create_dir(dir).unwrap();
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-            bind(&dir.join("amberd.sock")).unwrap();
-        }
-        let mode = |dir: &Path| std::fs::metadata(dir).unwrap().mode() & 0o777;
-        assert_eq!((mode(&amber), mode(&chosen)), (0o700, 0o777));
-    }
-
-    #[test]
     fn refuses_to_replace_a_regular_file() {
         let tmp = tempfile::tempdir().unwrap();
+        // tempfile leaves the umask's 0755; a socket directory must be private.
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let path = tmp.path().join("file.sock");
         std::fs::write(&path, "x").unwrap();
-        assert!(matches!(bind(&path), Err(SocketError::NotASocket { .. })));
+        let err = bind(&path).unwrap_err();
+        assert!(matches!(err, SocketError::NotASocket { .. }), "{err}");
     }
 }

@@ -1,0 +1,292 @@
+//! What the bridge makes of one input line, before anything reaches the daemon: a message to
+//! forward (with the ids whose answers it will wait for), or a line it answers itself.
+//!
+//! **The bridge waits only for answers the daemon is bound to send**: those of requests with
+//! a valid JSON-RPC id — a string, or an integer the daemon's id type holds (`0..=u64::MAX`,
+//! as jsonrpsee reads ids). A notification, a request with an invalid id (`1.5`, `true`,
+//! `[1]`, `-0`, `2^64`, `null`) or a bare value gets what the daemon makes of it, printed if
+//! it comes, but end of input never waits for it. A line that is not UTF-8 or not JSON is
+//! never forwarded: the bridge answers it with a `-32700` error line (`id: null`) and goes on.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+/// One non-blank input line, classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum InputLine {
+    /// Valid JSON: sent as it is.
+    Forward(Outgoing),
+    /// Not UTF-8 or not JSON: this error line goes to the output instead.
+    Unparsable(String),
+}
+
+/// A message to forward and what to expect back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outgoing {
+    pub(crate) text: String,
+    /// Keys ([`id_key`]) of the answers the daemon owes for it.
+    pub(crate) answers: Vec<String>,
+    /// The key of its id when it is an `initialize` request with a valid id.
+    pub(crate) initialize: Option<String>,
+}
+
+/// Classifies one line (without its newline); `None` for a blank one. `number` (1-based)
+/// names the line in the error message.
+pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Some(InputLine::Unparsable(parse_error(format!(
+            "input line {number} is not valid UTF-8"
+        ))));
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    let msg = match serde_json::from_str::<Value>(text) {
+        Ok(msg) => msg,
+        Err(e) => {
+            return Some(InputLine::Unparsable(parse_error(format!(
+                "input line {number} is not JSON: {e}"
+            ))));
+        }
+    };
+    let answers = match &msg {
+        Value::Array(items) => items.iter().filter_map(owed_answer).collect(),
+        single => owed_answer(single).into_iter().collect(),
+    };
+    let initialize = (msg.get("method").and_then(Value::as_str) == Some("initialize"))
+        .then(|| owed_answer(&msg))
+        .flatten();
+    Some(InputLine::Forward(Outgoing {
+        text: text.to_owned(),
+        answers,
+        initialize,
+    }))
+}
+
+/// The JSON-RPC parse error line the bridge prints for a line it cannot forward.
+fn parse_error(message: String) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": amber_proto::errors::PARSE_ERROR, "message": format!("Parse error: {message}") },
+    })
+    .to_string()
+}
+
+/// The key of the answer one message is owed: a request object with a valid id.
+fn owed_answer(msg: &Value) -> Option<String> {
+    valid_id(msg.as_object()?.get("id")?)
+}
+
+/// A valid id's key: a string, or an integer jsonrpsee's `Id` holds (`u64`). Everything
+/// else (`null`, fractions, `-0`, negatives, out of range, booleans, arrays) is `None`.
+pub(crate) fn valid_id(id: &Value) -> Option<String> {
+    match id {
+        Value::String(_) => Some(id_key(id)),
+        Value::Number(n) if n.is_u64() => Some(id_key(id)),
+        _ => None,
+    }
+}
+
+/// The map key of an id: its JSON text, so `"1"` and `1` stay apart.
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// Answers still owed by the daemon, by id key (an id may be in flight more than once).
+#[derive(Debug, Default)]
+pub struct Pending {
+    by_id: HashMap<String, usize>,
+}
+
+impl Pending {
+    /// Counts the answers a forwarded message is owed.
+    pub(crate) fn sent(&mut self, outgoing: &Outgoing) {
+        for key in &outgoing.answers {
+            *self.by_id.entry(key.clone()).or_default() += 1;
+        }
+    }
+
+    /// Ticks off the answers one incoming frame carries.
+    pub fn received(&mut self, frame: &str) {
+        match serde_json::from_str::<Value>(frame) {
+            Ok(Value::Array(items)) => items.iter().for_each(|item| self.received_one(item)),
+            Ok(other) => self.received_one(&other),
+            Err(_) => {}
+        }
+    }
+
+    fn received_one(&mut self, msg: &Value) {
+        let Some(key) = answer_id(msg) else { return };
+        if let Some(n) = self.by_id.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_id.remove(&key);
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.values().sum()
+    }
+}
+
+/// The id key of a response (`None` for notifications and answers with an invalid id).
+fn answer_id(msg: &Value) -> Option<String> {
+    let map = msg.as_object()?;
+    if map.contains_key("method") {
+        return None; // a notification from the daemon
+    }
+    valid_id(map.get("id")?)
+}
+
+/// The id key of a single response frame, to match the handshake's answer.
+pub(crate) fn frame_answer_id(frame: &str) -> Option<String> {
+    answer_id(&serde_json::from_str::<Value>(frame).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn forward(line: &str) -> Outgoing {
+        match classify(line.as_bytes(), 1) {
+            Some(InputLine::Forward(out)) => out,
+            other => panic!("{line}: expected a message to forward, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_valid_ids_are_waited_for() {
+        // (id as written, whether the daemon owes an answer keyed by it)
+        let cases: &[(&str, bool)] = &[
+            (r#""a""#, true),
+            (r#""""#, true),
+            ("0", true),
+            ("7", true),
+            ("18446744073709551615", true),  // u64::MAX
+            ("18446744073709551616", false), // 2^64
+            ("-1", false),
+            ("-0", false),
+            ("1.5", false),
+            ("1.0", false),
+            ("1e2", false),
+            ("true", false),
+            ("null", false),
+            ("[1]", false),
+            (r#"{"a":1}"#, false),
+        ];
+        for (id, owed) in cases {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon/status"}}"#);
+            let out = forward(&line);
+            assert_eq!(!out.answers.is_empty(), *owed, "id {id}");
+            if *owed {
+                assert_eq!(out.answers, vec![id.to_string()], "id {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn notifications_bare_values_and_batches() {
+        assert!(
+            forward(r#"{"jsonrpc":"2.0","method":"note"}"#)
+                .answers
+                .is_empty()
+        );
+        assert!(forward("5").answers.is_empty());
+        assert!(forward("[]").answers.is_empty());
+        assert!(forward("{}").answers.is_empty());
+        // A malformed request with a valid id is still answered with that id.
+        assert_eq!(forward(r#"{"id":3}"#).answers, vec!["3"]);
+        let batch = forward(
+            r#"[{"jsonrpc":"2.0","id":2,"method":"x"},{"jsonrpc":"2.0","method":"y"},{"jsonrpc":"2.0","id":1.5,"method":"z"},{"jsonrpc":"2.0","id":"b","method":"w"}]"#,
+        );
+        assert_eq!(batch.answers, vec!["2", r#""b""#]);
+    }
+
+    #[test]
+    fn unparsable_lines_are_answered_here_with_a_parse_error() {
+        for (bytes, what) in [
+            (&b"\xff\xfe{}"[..], "not valid UTF-8"),
+            (
+                &b"{\"id\":1,\"method\":\"a\xc3\x28\"}"[..],
+                "not valid UTF-8",
+            ),
+            (&b"{not json"[..], "not JSON"),
+        ] {
+            let Some(InputLine::Unparsable(line)) = classify(bytes, 4) else {
+                panic!("{bytes:?} should be unparsable");
+            };
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["error"]["code"], -32700, "{line}");
+            assert!(v["id"].is_null(), "{line}");
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("line 4") && message.contains(what),
+                "{message}"
+            );
+        }
+        assert_eq!(classify(b"   ", 1), None);
+        assert_eq!(classify(b"\r", 1), None);
+    }
+
+    #[test]
+    fn the_handshake_is_recognised_only_with_a_valid_id() {
+        let init = forward(r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{}}"#);
+        assert_eq!(init.initialize.as_deref(), Some("7"));
+        let odd = forward(r#"{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{}}"#);
+        assert_eq!(odd.initialize, None, "an answer keyed 1.5 never comes");
+        assert_eq!(
+            forward(r#"{"jsonrpc":"2.0","id":7,"method":"x"}"#).initialize,
+            None
+        );
+        assert_eq!(
+            frame_answer_id(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            frame_answer_id(r#"{"jsonrpc":"2.0","method":"session/event","params":{}}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn pending_ticks_off_answers_by_id() {
+        let mut p = Pending::default();
+        p.sent(&forward(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+        ));
+        p.sent(&forward(
+            r#"{"jsonrpc":"2.0","id":"a","method":"daemon/status"}"#,
+        ));
+        p.sent(&forward(
+            r#"{"jsonrpc":"2.0","id":"a","method":"daemon/status"}"#,
+        ));
+        p.sent(&forward(
+            r#"{"jsonrpc":"2.0","id":true,"method":"daemon/status"}"#,
+        ));
+        assert_eq!(p.len(), 3);
+        p.received(
+            r#"{"jsonrpc":"2.0","method":"session/event","params":{"subscription":1,"result":{}}}"#,
+        );
+        p.received(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}"#);
+        p.received(r#"{"jsonrpc":"2.0","id":"1","result":{}}"#);
+        assert_eq!(
+            p.len(),
+            3,
+            "notifications, null ids and other ids tick nothing off"
+        );
+        p.received(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        p.received(
+            r#"[{"jsonrpc":"2.0","id":"a","result":{}},{"jsonrpc":"2.0","id":"a","result":{}}]"#,
+        );
+        assert!(p.is_empty());
+    }
+}

@@ -1,0 +1,197 @@
+//! The raw NDJSON bridge behind `amber-cli rpc`: a WebSocket connection with no
+//! `initialize` of its own (the script sends it), one JSON-RPC message per line each way.
+//!
+//! Each input line of JSON becomes one text frame; each received frame becomes one output
+//! line, responses and notifications alike. A line that is not UTF-8 or not JSON is answered
+//! here with a `-32700` line and the bridge goes on. At end of input the bridge keeps reading
+//! until every request the daemon owes an answer (`input.rs`) has one, then closes.
+
+mod input;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+pub use input::Pending;
+use input::{InputLine, classify, frame_answer_id};
+use tokio::sync::mpsc;
+
+use crate::ClientError;
+use crate::client::open_stream;
+use crate::transport::{self, WsReceiver, WsSender};
+
+/// How long the bridge waits, after end of input, for outstanding answers.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A WebSocket connection to the daemon on which nothing has been said yet.
+pub struct RawConnection {
+    socket: PathBuf,
+    sender: WsSender,
+    receiver: WsReceiver,
+}
+
+impl RawConnection {
+    /// Connects (autostarting if allowed) and upgrades to WebSocket, without `initialize`.
+    pub async fn connect(socket: Option<PathBuf>, autostart: bool) -> Result<Self, ClientError> {
+        let socket = transport::resolve_socket(socket);
+        let stream = open_stream(&socket, autostart).await?;
+        let (sender, receiver) = transport::handshake(stream).await?;
+        Ok(Self {
+            socket,
+            sender,
+            receiver,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The halves, for callers that pump frames themselves.
+    pub fn into_parts(self) -> (WsSender, WsReceiver) {
+        (self.sender, self.receiver)
+    }
+}
+
+/// One frame as one line: frames with raw newlines are re-encoded compactly.
+fn frame_line(frame: String) -> String {
+    if !frame.contains('\n') {
+        return frame;
+    }
+    match serde_json::from_str::<Value>(&frame) {
+        Ok(v) => v.to_string(),
+        Err(_) => frame.replace('\n', " "),
+    }
+}
+
+/// Writes one output line and flushes it (a script reads answers as they come).
+async fn write_line<O: AsyncWrite + Unpin>(
+    output: &mut O,
+    mut line: String,
+) -> Result<(), ClientError> {
+    line.push('\n');
+    let out_err = |e| ClientError::io("cannot write output", e);
+    output.write_all(line.as_bytes()).await.map_err(out_err)?;
+    output.flush().await.map_err(out_err)
+}
+
+/// Pumps `input` lines to the daemon and frames back to `output` until input ends and
+/// every request has its answer, or the daemon closes the connection.
+pub async fn run_bridge<I, O>(
+    conn: RawConnection,
+    mut input: I,
+    mut output: O,
+) -> Result<(), ClientError>
+where
+    I: AsyncBufRead + Unpin,
+    O: AsyncWrite + Unpin,
+{
+    let RawConnection {
+        mut sender,
+        mut receiver,
+        ..
+    } = conn;
+    let (frames_tx, mut frames) = mpsc::channel::<Result<String, String>>(256);
+    let reader = tokio::spawn(async move {
+        loop {
+            let item = match receiver.receive().await {
+                Ok(ReceivedMessage::Text(text)) => Ok(text),
+                Ok(ReceivedMessage::Bytes(bytes)) => {
+                    Ok(String::from_utf8_lossy(&bytes).into_owned())
+                }
+                Ok(ReceivedMessage::Pong) => continue,
+                Err(e) => Err(e.to_string()),
+            };
+            let last = item.is_err();
+            if frames_tx.send(item).await.is_err() || last {
+                return;
+            }
+        }
+    });
+
+    // Kept across iterations: `read_until` appends what it has read when the other branch
+    // wins the select, and goes on from there on the next call.
+    let mut buf = Vec::new();
+    let mut line_number = 0u64;
+    let mut pending = Pending::default();
+    let mut input_open = true;
+    // The daemon handles a connection's requests concurrently, so a line sent right behind
+    // `initialize` could overtake it and be refused (-32002): nothing more is forwarded
+    // until the handshake's answer is back.
+    let mut handshake: Option<String> = None;
+
+    let result = loop {
+        if !input_open && pending.is_empty() {
+            break Ok(());
+        }
+        let drain = tokio::time::sleep(DRAIN_TIMEOUT);
+        tokio::select! {
+            read = input.read_until(b'\n', &mut buf), if input_open && handshake.is_none() => {
+                match read {
+                    Ok(0) => {
+                        input_open = false;
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => break Err(ClientError::io("cannot read input", e)),
+                }
+                line_number += 1;
+                let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+                let classified = classify(line, line_number);
+                buf.clear();
+                match classified {
+                    None => {}
+                    Some(InputLine::Unparsable(answer)) => {
+                        if let Err(e) = write_line(&mut output, answer).await {
+                            break Err(e);
+                        }
+                    }
+                    Some(InputLine::Forward(outgoing)) => {
+                        pending.sent(&outgoing);
+                        handshake = outgoing.initialize;
+                        if let Err(e) = sender.send(outgoing.text).await {
+                            break Err(ClientError::Transport(format!("send failed: {e}")));
+                        }
+                    }
+                }
+            },
+            frame = frames.recv() => match frame {
+                Some(Ok(frame)) => {
+                    pending.received(&frame);
+                    if handshake.is_some() && frame_answer_id(&frame) == handshake {
+                        handshake = None;
+                    }
+                    if let Err(e) = write_line(&mut output, frame_line(frame)).await {
+                        break Err(e);
+                    }
+                }
+                Some(Err(_)) | None if !input_open && pending.is_empty() => break Ok(()),
+                Some(Err(reason)) => break Err(ClientError::Transport(format!("closed: {reason}"))),
+                None => break Err(ClientError::Transport("closed".into())),
+            },
+            _ = drain, if !input_open => {
+                break Err(ClientError::Timeout {
+                    method: format!("{} outstanding request(s)", pending.len()),
+                });
+            }
+        }
+    };
+    reader.abort();
+    let _ = sender.close().await;
+    let _ = output.flush().await;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_become_single_lines() {
+        assert_eq!(frame_line("{\"a\":1}".into()), "{\"a\":1}");
+        assert_eq!(frame_line("{\n\"a\": 1\n}".into()), "{\"a\":1}");
+    }
+}
