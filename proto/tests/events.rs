@@ -35,6 +35,8 @@ const PROTOCOL_EVENTS: &[(&str, bool)] = &[
     ("mcp_status", true),
     ("turn_completed", true),
     ("error", true),
+    // PROTOCOL.md's second-wave table.
+    ("prompt_queued", true),
 ];
 
 /// amber's own event types beyond the table, with their durability.
@@ -64,9 +66,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::TurnCompleted { .. } => 18,
         EventKind::Error { .. } => 19,
         EventKind::Synced { .. } => 20,
+        EventKind::PromptQueued { .. } => 21,
     }
 }
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 22;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -225,6 +228,10 @@ fn event_cases() -> Vec<Value> {
         durable(
             22,
             json!({"type": "error", "code": "rate_limited", "message": "429, retrying", "retryable": true}),
+        ),
+        durable(
+            25,
+            json!({"type": "prompt_queued", "prompt": "and then the docs"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),
