@@ -145,6 +145,9 @@ pub struct SessionsConfig {
     /// Durable events kept in memory per loaded session; replays reaching further back read
     /// the session's log.
     pub memory_events: usize,
+    /// After a restart, prompts that were queued but had not started run in order (true),
+    /// or each ends `turn_completed {stopReason: "cancelled"}` (false).
+    pub resume_queued: bool,
 }
 
 impl Default for SessionsConfig {
@@ -152,6 +155,7 @@ impl Default for SessionsConfig {
         Self {
             idle_unload_secs: 600,
             memory_events: crate::session::hub::MEMORY_TAIL,
+            resume_queued: true,
         }
     }
 }
