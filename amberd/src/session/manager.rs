@@ -241,8 +241,9 @@ impl SessionManager {
     pub fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
         let handle = self.get(id)?;
         let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
-        handle.shared.set_title_if_empty(&text);
+        let title_from = text.clone();
         handle.queue_prompt(&turn_id, text)?;
+        handle.shared.set_title_if_empty(&title_from);
         Ok(turn_id)
     }
 
