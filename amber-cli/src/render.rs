@@ -211,7 +211,9 @@ impl HumanRenderer {
                     out.push(err(format!("■ {}{detail}", stop_reason.as_str())));
                 }
             }
-            EventKind::ReasoningDelta { .. }
+            // A prompt is announced when its turn starts; queueing it shows nothing.
+            EventKind::PromptQueued { .. }
+            | EventKind::ReasoningDelta { .. }
             | EventKind::ToolOutputDelta { .. }
             | EventKind::Usage { .. }
             | EventKind::Synced { .. } => {}

@@ -148,6 +148,9 @@ pub struct SessionsConfig {
     /// Accept `/`, `$HOME` itself, an ancestor of it or a top-level system directory as a
     /// session's workspace root (`session::workspace_root`); refused by default.
     pub allow_broad_workspace: bool,
+    /// After a restart, prompts that were queued but had not started run in order (true),
+    /// or each ends `turn_completed {stopReason: "cancelled"}` (false).
+    pub resume_queued: bool,
 }
 
 impl Default for SessionsConfig {
@@ -156,6 +159,7 @@ impl Default for SessionsConfig {
             idle_unload_secs: 600,
             memory_events: crate::session::hub::MEMORY_TAIL,
             allow_broad_workspace: false,
+            resume_queued: true,
         }
     }
 }

@@ -118,6 +118,12 @@ pub struct ErrorInfo {
     rename_all_fields = "camelCase"
 )]
 pub enum EventKind {
+    /// `session/prompt` accepted a prompt: durable (and on disk) before the call answers;
+    /// the envelope's `turnId` is the one the call returns. Its `turn_started` follows
+    /// when the turn begins; turns begin in `prompt_queued` order.
+    PromptQueued {
+        prompt: String,
+    },
     TurnStarted {
         prompt: String,
     },
@@ -276,6 +282,7 @@ impl EventKind {
     /// The wire name of this event's `type`.
     pub fn type_name(&self) -> &'static str {
         match self {
+            EventKind::PromptQueued { .. } => "prompt_queued",
             EventKind::TurnStarted { .. } => "turn_started",
             EventKind::MessageDelta { .. } => "message_delta",
             EventKind::ReasoningDelta { .. } => "reasoning_delta",

@@ -35,6 +35,8 @@ const PROTOCOL_EVENTS: &[(&str, bool)] = &[
     ("mcp_status", true),
     ("turn_completed", true),
     ("error", true),
+    // PROTOCOL.md's second-wave table.
+    ("prompt_queued", true),
 ];
 
 /// amber's own event types beyond the table, with their durability.
@@ -65,9 +67,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::Error { .. } => 19,
         EventKind::Synced { .. } => 20,
         EventKind::Retrying { .. } => 21,
+        EventKind::PromptQueued { .. } => 22,
     }
 }
-const VARIANTS: usize = 22;
+const VARIANTS: usize = 23;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -230,6 +233,10 @@ fn event_cases() -> Vec<Value> {
         live(
             json!({"type": "retrying", "attempt": 1, "maxAttempts": 4, "delayMs": 8000,
                     "reason": "429 rate limited"}),
+        ),
+        durable(
+            25,
+            json!({"type": "prompt_queued", "prompt": "and then the docs"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

@@ -61,7 +61,8 @@ async fn cancel_mid_stream_ends_the_turn_and_hangs_up_on_the_model() {
     let mut events = Events::live(&client, &sid).await;
     client.session_prompt(&sid, "talk slowly").await.unwrap();
     let before = events.until("message_delta").await;
-    assert_eq!(before[0]["type"], "turn_started");
+    assert_eq!(before[0]["type"], "prompt_queued");
+    assert_eq!(before[1]["type"], "turn_started");
     let running = client.session_get(&sid).await.unwrap().session;
     assert_eq!(serde_json::to_value(running.state).unwrap(), "running");
 

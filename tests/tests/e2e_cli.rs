@@ -97,8 +97,10 @@ fn run_json_completes_a_task_and_exits_0() {
     }
     // Every event is printed, the subscription's `synced` marker (before the turn) too.
     assert_eq!(run.events[0]["type"], "synced", "{types:?}");
-    assert_eq!(run.events[1]["type"], "turn_started", "{types:?}");
-    assert_eq!(run.events[1]["prompt"], "write hello.txt");
+    // Then the prompt's durable `prompt_queued`, and its turn.
+    assert_eq!(run.events[1]["type"], "prompt_queued", "{types:?}");
+    assert_eq!(run.events[2]["type"], "turn_started", "{types:?}");
+    assert_eq!(run.events[2]["prompt"], "write hello.txt");
     // The session lives on in the daemon, with the workspace as its cwd.
     let sid = run.result["sessionId"].clone();
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));

@@ -4,6 +4,7 @@
 
 use amber_tests::e2e::{Events, connect, done, messages, new_session, spawn, within};
 use amber_tests::{MockLlm, MockTurn};
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prompts_sent_during_a_turn_queue_and_run_in_order() {
@@ -31,6 +32,28 @@ async fn prompts_sent_during_a_turn_queue_and_run_in_order() {
 
     let turn1 = events.turn().await;
     let turn2 = events.turn().await;
+    // Each prompt was queued, durably and in order, when it was accepted: the second one's
+    // `prompt_queued` arrives while the first turn runs.
+    let queued: Vec<(&Value, &Value)> = turn1
+        .iter()
+        .chain(&turn2)
+        .filter(|e| e["type"] == "prompt_queued")
+        .map(|e| (&e["turnId"], &e["prompt"]))
+        .collect();
+    assert_eq!(
+        queued,
+        [
+            (&json!(first.turn_id), &json!("one")),
+            (&json!(second.turn_id), &json!("two"))
+        ]
+    );
+    assert_eq!(turn1[0]["type"], "prompt_queued", "{turn1:?}");
+    let without_queueing = |turn: Vec<Value>| -> Vec<Value> {
+        turn.into_iter()
+            .filter(|e| e["type"] != "prompt_queued")
+            .collect()
+    };
+    let (turn1, turn2) = (without_queueing(turn1), without_queueing(turn2));
     for (turn, id, prompt, text) in [
         (&turn1, &first.turn_id, "one", "first answer"),
         (&turn2, &second.turn_id, "two", "second answer"),

@@ -108,8 +108,9 @@ async fn after_seq_replays_exactly_the_later_durable_events_then_synced() {
     assert_eq!(replayed.len(), 2);
     mock.push([MockTurn::text("More."), done()]);
     let next = prompt_turn(&client, &mut resumed, &sid, "more").await;
-    assert_eq!(next[0]["type"], "turn_started");
+    assert_eq!(next[0]["type"], "prompt_queued");
     assert_eq!(next[0]["seq"], last + 1);
+    assert_eq!(next[1]["type"], "turn_started");
     assert_eq!(live.turn().await.len(), next.len());
 }
 
@@ -136,9 +137,10 @@ async fn without_after_seq_only_synced_then_live() {
     mock.push([MockTurn::text("Live now."), done()]);
     client.session_prompt(&sid, "go on").await.unwrap();
     let next = events.turn().await;
-    assert_eq!(next[0]["type"], "turn_started");
+    assert_eq!(next[0]["type"], "prompt_queued");
     assert_eq!(next[0]["seq"], last + 1);
-    assert_eq!(next[0]["prompt"], "go on");
+    assert_eq!(next[1]["type"], "turn_started");
+    assert_eq!(next[1]["prompt"], "go on");
     assert_eq!(stop_reason(&next), "end_turn");
 
     // A subscription to an unknown session is refused with -32001.

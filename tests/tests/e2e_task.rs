@@ -55,7 +55,7 @@ async fn write_edit_read_bash_task_runs_and_reports_every_step() {
     assert_eq!(on_disk, "alpha\ngamma\n");
 
     // Durable events, in order: one usage per LLM call (the silent confirm included).
-    let mut expected = vec!["turn_started"];
+    let mut expected = vec!["prompt_queued", "turn_started"];
     for _ in ids {
         expected.extend(["usage", "tool_call_started", "tool_call_completed"]);
     }

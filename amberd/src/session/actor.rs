@@ -1,7 +1,8 @@
 //! The session actor: the one task that owns and writes a session's `Context`.
 //!
 //! Commands arrive on an unbounded queue, so prompts sent while a turn runs wait their
-//! turn in order. Cancellation does not go through the queue: the running turn's token
+//! turn in order. Each prompt is already durable when it arrives (`prompt_queued`, logged by
+//! `SessionHandle::queue_prompt`); its `turn_started` here follows that event. Cancellation does not go through the queue: the running turn's token
 //! lives in `SessionShared` so `session/cancel` reaches it at once.
 
 use std::sync::Arc;
@@ -45,8 +46,11 @@ pub async fn run(
 ) {
     loop {
         let command = tokio::select! {
-            command = commands.recv() => command,
+            // Closing first: a stopping session starts no queued prompt. Those stay
+            // waiting in the log (`prompt_queued` without `turn_started`) for the next load.
+            biased;
             () = shared.closed.cancelled() => None,
+            command = commands.recv() => command,
         };
         let Some(command) = command else { break };
         match command {

@@ -91,6 +91,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         shared,
         commands: tx,
         task: Mutex::new(Some(task)),
+        prompt_order: Mutex::new(()),
     })
 }
 

@@ -98,7 +98,8 @@ fn is_delta(kind: &EventKind) -> bool {
 fn must_sync(kind: &EventKind) -> bool {
     matches!(
         kind,
-        EventKind::ToolCallCompleted { .. }
+        EventKind::PromptQueued { .. }
+            | EventKind::ToolCallCompleted { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalResolved { .. }
             | EventKind::TurnCompleted { .. }
@@ -237,6 +238,30 @@ impl EventHub {
         agent_id: Option<&str>,
         kind: EventKind,
     ) -> Option<u64> {
+        // Lenient: a store error is logged inside, never returned.
+        self.publish_inner(turn_id, agent_id, kind, false)
+            .unwrap_or_default()
+    }
+
+    /// Publishes a durable event only once the store holds it (synced if the kind asks):
+    /// on a store error nothing is broadcast or kept, and the error is returned. For what a
+    /// caller acknowledges to a client (`prompt_queued`).
+    pub fn publish_stored(&self, turn_id: Option<&str>, kind: EventKind) -> Result<u64, String> {
+        match self.publish_inner(turn_id, None, kind, true)? {
+            Some(seq) => Ok(seq),
+            None => Err("only durable events can be published as stored".to_owned()),
+        }
+    }
+
+    /// `strict`: a failed append publishes nothing and is returned; otherwise it is logged
+    /// and the event still reaches the clients.
+    fn publish_inner(
+        &self,
+        turn_id: Option<&str>,
+        agent_id: Option<&str>,
+        kind: EventKind,
+        strict: bool,
+    ) -> Result<Option<u64>, String> {
         let durable = kind.is_durable();
         let mut log = self.lock();
         let seq = durable.then(|| log.last_seq + 1);
@@ -253,13 +278,18 @@ impl EventHub {
             // Serialised later, once, and only if some subscriber takes it unmerged.
             let delta = SharedDelta::new(event, self.limits);
             log.subscribers.retain(|sub| sub.push_delta(&delta));
-            return None;
+            return Ok(None);
         }
         // Elided once, here: the log, the memory tail and every subscriber share these bytes.
         let wire = WireEvent::encode(&event, self.limits);
         if let (Some(seq), Some(store)) = (seq, &self.store)
             && let Err(err) = store.append(seq, &wire.json, must_sync(&event.kind))
         {
+            if strict {
+                // The log refused the record (a failed write is cut back off it), so the
+                // seq stays free and no client hears of an event the store does not hold.
+                return Err(err);
+            }
             // The event still reaches the clients; the store's trouble is the operator's.
             tracing::error!(session = %self.session_id, seq, %err, "cannot persist event");
         }
@@ -271,7 +301,7 @@ impl EventHub {
                 log.events.pop_front();
             }
         }
-        seq
+        Ok(seq)
     }
 
     /// Replay after `after_seq` (none without it) plus a live queue, atomically.

@@ -264,3 +264,44 @@ fn events_of_a_log_written_before_elision_are_elided_on_replay() {
         );
     }
 }
+
+/// Refuses every append, as a full disk does.
+struct FullStore;
+
+impl EventStore for FullStore {
+    fn append(&self, _seq: u64, _json: &RawValue, _sync: bool) -> Result<(), String> {
+        Err("no space left on device".into())
+    }
+
+    fn read(&self, _after: u64, _before: u64) -> Result<Vec<WireEvent>, String> {
+        Ok(Vec::new())
+    }
+}
+
+fn queued(prompt: &str) -> EventKind {
+    EventKind::PromptQueued {
+        prompt: prompt.into(),
+    }
+}
+
+#[test]
+fn a_queued_prompt_is_synced_and_published_only_once_stored() {
+    let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
+    let hub = EventHub::restored("s".into(), 16, 7, Vec::new(), Some(store.clone()));
+    let mut sub = hub.subscribe(None);
+    assert_eq!(hub.publish_stored(Some("t"), queued("go")), Ok(8));
+    assert_eq!(store.0.lock().unwrap()[0].0, 8);
+    assert!(store.0.lock().unwrap()[0].2, "prompt_queued is synced");
+    assert_eq!(sub.live.try_recv().unwrap().unwrap().seq, Some(8));
+
+    // A store that refuses it: no client hears of it and its seq stays free.
+    let hub = EventHub::restored("s".into(), 16, 7, Vec::new(), Some(Arc::new(FullStore)));
+    let mut sub = hub.subscribe(None);
+    assert!(hub.publish_stored(Some("t"), queued("go")).is_err());
+    assert!(sub.live.try_recv().is_none());
+    assert_eq!(hub.last_seq(), 7);
+    assert!(hub.subscribe(Some(0)).replay.is_empty());
+    // Ordinary events stay lenient: they still reach the clients.
+    assert_eq!(hub.publish(Some("t"), started("a")), Some(8));
+    assert_eq!(sub.live.try_recv().unwrap().unwrap().seq, Some(8));
+}

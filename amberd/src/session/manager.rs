@@ -242,20 +242,14 @@ impl SessionManager {
         listing::page(all, cursor, limit)
     }
 
-    /// Queues a prompt; returns its turn id.
+    /// Queues a prompt; returns its turn id once the prompt is durable (its
+    /// `prompt_queued` is on disk), so an acknowledged prompt survives a crash.
     pub fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
         let handle = self.get(id)?;
         let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
-        handle.shared.set_title_if_empty(&text);
-        handle.shared.prompt_queued();
-        let sent = handle.commands.send(Command::Prompt {
-            turn_id: turn_id.clone(),
-            text,
-        });
-        if sent.is_err() {
-            handle.shared.prompt_dropped();
-            return Err(SessionError::NotFound(id.to_owned()));
-        }
+        let title_from = text.clone();
+        handle.queue_prompt(&turn_id, text)?;
+        handle.shared.set_title_if_empty(&title_from);
         Ok(turn_id)
     }
 

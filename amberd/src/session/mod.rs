@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use amber_proto::{Message, Mode, SessionInfo, SessionState, Usage};
+use amber_proto::{EventKind, Message, Mode, SessionInfo, SessionState, StopReason, Usage};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -283,4 +283,57 @@ pub struct SessionHandle {
     pub shared: Arc<SessionShared>,
     commands: mpsc::UnboundedSender<Command>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Held from a prompt's `prompt_queued` to its hand-off to the actor, so prompts reach
+    /// the actor in the order their events are logged (`queue_prompt`).
+    prompt_order: Mutex<()>,
+}
+
+impl SessionHandle {
+    /// Queues an accepted prompt: durable first (`prompt_queued`, on disk before this
+    /// returns), then handed to the actor. Err: the store refused it (nothing queued) or
+    /// the actor is gone (the prompt is closed as cancelled, so it never runs later).
+    fn queue_prompt(&self, turn_id: &str, text: String) -> Result<(), SessionError> {
+        let _order = self.prompt_order.lock().unwrap_or_else(|e| e.into_inner());
+        let queued = EventKind::PromptQueued {
+            prompt: text.clone(),
+        };
+        self.shared
+            .hub
+            .publish_stored(Some(turn_id), queued)
+            .map_err(|e| SessionError::Store(format!("the prompt was not queued: {e}")))?;
+        self.shared.prompt_queued();
+        let sent = self.commands.send(Command::Prompt {
+            turn_id: turn_id.to_owned(),
+            text,
+        });
+        if sent.is_err() {
+            // Deleted or stopping: acknowledged nowhere, so it must not run after a restart.
+            self.shared.prompt_dropped();
+            self.shared.hub.publish(
+                Some(turn_id),
+                EventKind::TurnCompleted {
+                    stop_reason: StopReason::Cancelled,
+                    error: None,
+                    usage: Usage::default(),
+                },
+            );
+            return Err(SessionError::NotFound(self.shared.id.clone()));
+        }
+        Ok(())
+    }
+
+    /// Hands a prompt restored from the log (its `prompt_queued` is there) to the actor.
+    fn requeue_prompt(&self, turn_id: String, text: String) {
+        let _order = self.prompt_order.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.prompt_queued();
+        // The actor was just started and nobody can have stopped it yet; if it is gone the
+        // prompt stays waiting in the log for the next load.
+        if self
+            .commands
+            .send(Command::Prompt { turn_id, text })
+            .is_err()
+        {
+            self.shared.prompt_dropped();
+        }
+    }
 }

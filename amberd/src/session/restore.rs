@@ -1,8 +1,11 @@
 //! Bringing a session back from the store (on first use after a restart, or after it was
 //! unloaded while idle), including crash recovery.
 //!
-//! **Invariants:** a restored session is `idle`; a turn that was running when the daemon
-//! died ends with a durable `turn_completed{stopReason: "error", error.code: "interrupted"}`;
+//! **Invariants:** a restored session is `idle` unless prompts were waiting; a turn that
+//! was running when the daemon died ends with a durable
+//! `turn_completed{stopReason: "error", error.code: "interrupted"}`, and then the prompts
+//! acknowledged behind it (`prompt_queued`, no `turn_started`) run in order with their own
+//! turn ids, or each ends `cancelled` with `[sessions] resume_queued = false`;
 //! the context is cut back to its longest consistent prefix (never half a tool-call pair,
 //! never the interrupted turn's unanswered confirm question), and the cut is written to
 //! the log as pops so the log keeps matching memory. A log damaged in the middle is
@@ -23,7 +26,8 @@ use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
 use crate::context::Context;
 use crate::store::{
-    Loaded, Store, StoreError, StoredEvent, closing_events, consistent_context, interrupted_turn,
+    Loaded, QueuedPrompt, Store, StoreError, StoredEvent, closing_events, consistent_context,
+    interrupted_turn, queued_prompts,
 };
 
 /// Loads session `id` from the store and starts it.
@@ -76,6 +80,7 @@ pub(super) fn load(
         context.push(Message::system(system_prompt.clone()));
     }
 
+    let waiting = queued_prompts(&loaded.events);
     let todos = last_todos(&loaded.events);
     let usage = last_usage_total(&loaded.events);
     let first_prompt = first_prompt(&loaded.events);
@@ -154,8 +159,45 @@ pub(super) fn load(
             },
         );
     }
+    // After the interrupted turn's end: prompts acknowledged behind it come next.
+    settle_queued(deps, &handle, waiting);
     handle.shared.save_meta();
     Ok(handle)
+}
+
+/// Prompts acknowledged before the restart whose turn never began: run again in order with
+/// their own turn ids, or (`[sessions] resume_queued = false`) each ended as cancelled.
+/// Either way every acknowledged `turnId` gets its `turn_completed`.
+fn settle_queued(deps: &Deps, handle: &SessionHandle, waiting: Vec<QueuedPrompt>) {
+    if waiting.is_empty() {
+        return;
+    }
+    let resume = deps.config.sessions.resume_queued;
+    tracing::info!(
+        session = %handle.shared.id,
+        prompts = waiting.len(),
+        resume,
+        "prompts were waiting when the daemon stopped"
+    );
+    for QueuedPrompt { turn_id, prompt } in waiting {
+        if resume {
+            handle.requeue_prompt(turn_id, prompt);
+        } else {
+            handle.shared.hub.publish(
+                Some(&turn_id),
+                EventKind::TurnCompleted {
+                    stop_reason: StopReason::Cancelled,
+                    error: Some(ErrorInfo {
+                        code: "not_resumed".into(),
+                        message: "the daemon restarted before this prompt's turn began \
+                                  ([sessions] resume_queued = false)"
+                            .into(),
+                    }),
+                    usage: Usage::default(),
+                },
+            );
+        }
+    }
 }
 
 /// `keep` (a consistent prefix length) without a trailing confirm exchange the crash left

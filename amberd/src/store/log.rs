@@ -3,7 +3,8 @@
 //! **Invariants:** each record is assembled in memory and handed to the kernel with one
 //! `write` on an `O_APPEND` file before the append returns, so a crash of the daemon loses
 //! nothing that was appended (a power loss loses what was not yet `sync`ed). A failed
-//! write is cut back off the file, so a later append never lands after half a record;
+//! write (or a record whose requested sync failed) is cut back off the file, so a later
+//! append never lands after half a record and an append that fails left nothing behind;
 //! if even that fails the handle refuses further appends. The handle holds an exclusive
 //! `flock` on the log: a second writer (another handle, another daemon) is refused.
 //! Event seqs appended through one handle must rise by one.
@@ -196,8 +197,15 @@ impl SessionLog {
             return Err(io_err(&self.path, e));
         }
         self.len += written;
-        if sync {
-            self.sync()?;
+        if sync && let Err(err) = self.sync() {
+            // Cut the unsynced record off again: an append that reports an error leaves
+            // nothing behind, so a caller may reuse its seq or tell its client "not stored".
+            self.len -= written;
+            if let Err(cut) = self.file.set_len(self.len) {
+                tracing::error!(path = %self.path.display(), %cut, "cannot undo an unsynced append");
+                self.broken = true;
+            }
+            return Err(err);
         }
         Ok(())
     }

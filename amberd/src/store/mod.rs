@@ -17,6 +17,7 @@ mod deferred;
 mod load;
 mod log;
 mod meta;
+mod queued;
 mod record;
 mod recovery;
 #[cfg(test)]
@@ -43,6 +44,7 @@ pub use self::log::SessionLog;
 use self::log::sync_path;
 pub use self::meta::SessionMeta;
 use self::meta::{Durability, META_FILE};
+pub use self::queued::{QueuedPrompt, queued_prompts};
 pub use self::recovery::{consistent_context, interrupted_turn};
 
 const SESSIONS_DIR: &str = "sessions";

@@ -1,0 +1,291 @@
+//! No acknowledged prompt is lost: prompts `session/prompt` answered with a `turnId` while a
+//! turn streamed survive a kill -9 of the real daemon. After the restart the interrupted
+//! turn ends `interrupted` and the queued prompts run in order with their own turn ids (or,
+//! with `[sessions] resume_queued = false`, each ends `cancelled`), so every acknowledged
+//! turn id gets exactly one `turn_completed` — and a second restart runs nothing again.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use amber_tests::e2e::{
+    Events, FAST_RETRIES, connect, done, messages, new_session, spawn, spawn_config, within,
+};
+use amber_tests::{MockLlm, MockTurn, TestDaemon};
+use serde_json::{Value, json};
+
+/// The prompts of the test: the first streams while the other four are acknowledged.
+const PROMPTS: [&str; 5] = ["first", "second", "third", "fourth", "fifth"];
+
+fn kill_and_restart(daemon: &mut TestDaemon) {
+    daemon.kill(libc::SIGKILL);
+    daemon.wait_exit(Duration::from_secs(5)).expect("killed");
+    daemon.restart();
+}
+
+/// A reply that keeps streaming far longer than the test needs.
+fn endless_stream() -> MockTurn {
+    MockTurn::Slow {
+        chunks: (0..2000).map(|i| format!("w{i} ")).collect(),
+        interval_ms: 20,
+    }
+}
+
+/// Sends the five prompts — the first one streaming before the other four go — and
+/// returns their turn ids as `session/prompt` acknowledged them.
+async fn five_prompts_while_the_first_streams(daemon: &TestDaemon) -> (String, Vec<String>) {
+    let client = connect(daemon).await;
+    let session = new_session(&client, daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let mut turn_ids = Vec::new();
+    let first = within("prompt", client.session_prompt(&session, PROMPTS[0]))
+        .await
+        .unwrap();
+    turn_ids.push(first.turn_id);
+    while events.next().await["type"] != "message_delta" {}
+    for text in &PROMPTS[1..] {
+        let ack = within("prompt", client.session_prompt(&session, text))
+            .await
+            .unwrap();
+        turn_ids.push(ack.turn_id);
+    }
+    (session, turn_ids)
+}
+
+/// The session's events from seq 1, until every turn in `turn_ids` has a `turn_completed`.
+async fn history_until_completed(
+    daemon: &TestDaemon,
+    session: &str,
+    turn_ids: &[String],
+) -> Vec<Value> {
+    let client = connect(daemon).await;
+    let mut events = Events::subscribe(&client, session, Some(0)).await;
+    let mut open: HashSet<&str> = turn_ids.iter().map(String::as_str).collect();
+    let mut seen = Vec::new();
+    while !open.is_empty() {
+        let event = events.next().await;
+        if event["type"] == "turn_completed" {
+            open.remove(event["turnId"].as_str().unwrap_or(""));
+        }
+        seen.push(event);
+    }
+    seen
+}
+
+/// The whole durable history as a fresh subscriber replays it (through `synced`).
+async fn replay(daemon: &TestDaemon, session: &str) -> Vec<Value> {
+    let client = connect(daemon).await;
+    let mut events = Events::subscribe(&client, session, Some(0)).await;
+    events.until("synced").await
+}
+
+/// The durable events of type `ty`, as (turnId, event).
+fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<(&'a str, &'a Value)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == ty && e["seq"].is_u64())
+        .map(|e| (e["turnId"].as_str().unwrap_or(""), e))
+        .collect()
+}
+
+/// Every acknowledged prompt has its durable `prompt_queued` with its text, in order, and
+/// before its `turn_started` (when it has one).
+fn assert_queued_in_order(history: &[Value], turn_ids: &[String]) {
+    let queued = of_type(history, "prompt_queued");
+    let ids: Vec<&str> = queued.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        ids, turn_ids,
+        "prompt_queued per acknowledged prompt, in order"
+    );
+    for ((_, event), text) in queued.iter().zip(PROMPTS) {
+        assert_eq!(event["prompt"], text);
+    }
+    for (id, started) in of_type(history, "turn_started") {
+        let queued_seq = queued.iter().find(|(q, _)| *q == id).unwrap().1["seq"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            queued_seq < started["seq"].as_u64().unwrap(),
+            "turn {id} started before it was queued"
+        );
+    }
+}
+
+/// Exactly one `turn_completed` per turn id, in the order given; their stop reasons.
+fn completions<'a>(history: &'a [Value], turn_ids: &[String]) -> Vec<&'a Value> {
+    let completed = of_type(history, "turn_completed");
+    let ids: Vec<&str> = completed.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, turn_ids, "one turn_completed per turn id, in order");
+    completed.into_iter().map(|(_, e)| e).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompts_acknowledged_during_a_turn_survive_a_kill_and_run_in_order() {
+    let mock = MockLlm::start(vec![endless_stream()]).await;
+    let mut daemon = spawn(&mock);
+    let (session, turn_ids) = five_prompts_while_the_first_streams(&daemon).await;
+    // Each of the four queued turns: a reply, then the confirm answer.
+    for text in &PROMPTS[1..] {
+        mock.push([MockTurn::text(format!("answer to {text}")), done()]);
+    }
+    kill_and_restart(&mut daemon);
+
+    let history = history_until_completed(&daemon, &session, &turn_ids).await;
+    assert_queued_in_order(&history, &turn_ids);
+    let completed = completions(&history, &turn_ids);
+    assert_eq!(completed[0]["stopReason"], "error");
+    assert_eq!(completed[0]["error"]["code"], "interrupted");
+    for done in &completed[1..] {
+        assert_eq!(done["stopReason"], "end_turn", "{done}");
+    }
+    // They ran in queue order: each turn's first request ends with its own prompt, and
+    // each turn's reply is the answer to that prompt.
+    let requests = mock.requests();
+    let asked: Vec<String> = requests[1..]
+        .iter()
+        .step_by(2)
+        .map(|r| {
+            messages(r).last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(asked, PROMPTS[1..]);
+    for (id, text) in turn_ids[1..].iter().zip(&PROMPTS[1..]) {
+        let reply = history
+            .iter()
+            .find(|e| e["type"] == "message_completed" && e["turnId"] == id.as_str())
+            .unwrap_or_else(|| panic!("no reply in turn {id}"));
+        assert_eq!(reply["text"], format!("answer to {text}"));
+    }
+    let requests_before = mock.request_count();
+
+    // A second crash finds nothing waiting: nothing runs again, nothing new is recorded.
+    kill_and_restart(&mut daemon);
+    let again = replay(&daemon, &session).await;
+    let got = daemon.rpc_ok("session/get", json!({ "sessionId": session }));
+    assert_eq!(got["session"]["state"], "idle", "nothing was queued again");
+    assert_eq!(of_type(&again, "turn_started").len(), turn_ids.len());
+    completions(&again, &turn_ids);
+    assert_eq!(mock.request_count(), requests_before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_resume_queued_off_each_waiting_prompt_ends_cancelled() {
+    let mock = MockLlm::start(vec![endless_stream()]).await;
+    let config = format!("{FAST_RETRIES}[sessions]\nresume_queued = false\n");
+    let mut daemon = spawn_config(&mock, &config);
+    let (session, turn_ids) = five_prompts_while_the_first_streams(&daemon).await;
+    kill_and_restart(&mut daemon);
+
+    let history = history_until_completed(&daemon, &session, &turn_ids).await;
+    assert_queued_in_order(&history, &turn_ids);
+    let completed = completions(&history, &turn_ids);
+    assert_eq!(completed[0]["error"]["code"], "interrupted");
+    for cancelled in &completed[1..] {
+        assert_eq!(cancelled["stopReason"], "cancelled", "{cancelled}");
+        assert_eq!(cancelled["error"]["code"], "not_resumed", "{cancelled}");
+    }
+    // None of them started; the model was asked nothing after the crash.
+    assert_eq!(of_type(&history, "turn_started").len(), 1);
+    assert_eq!(mock.request_count(), 1);
+
+    kill_and_restart(&mut daemon);
+    let again = replay(&daemon, &session).await;
+    completions(&again, &turn_ids);
+    let got = daemon.rpc_ok("session/get", json!({ "sessionId": session }));
+    assert_eq!(got["session"]["state"], "idle");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_to_an_idle_session_is_queued_durably_before_its_turn_starts() {
+    // The turn stalls in the model request, so the kill lands right after the answer.
+    let stalled = MockTurn::Delay {
+        ms: 60_000,
+        then: Box::new(done()),
+    };
+    let mock = MockLlm::start(vec![stalled]).await;
+    let mut daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let ack = within("prompt", client.session_prompt(&session, PROMPTS[0]))
+        .await
+        .unwrap();
+    let queued = events.next().await;
+    assert_eq!(
+        (&queued["type"], &queued["turnId"], &queued["prompt"]),
+        (
+            &json!("prompt_queued"),
+            &json!(ack.turn_id),
+            &json!(PROMPTS[0])
+        )
+    );
+    let started = events.next().await;
+    assert_eq!(started["type"], "turn_started");
+    assert_eq!(started["turnId"], ack.turn_id.as_str());
+    assert_eq!(started["seq"], queued["seq"].as_u64().unwrap() + 1);
+    drop(events);
+    drop(client);
+
+    kill_and_restart(&mut daemon);
+    let turn_ids = vec![ack.turn_id];
+    let history = history_until_completed(&daemon, &session, &turn_ids).await;
+    let completed = completions(&history, &turn_ids);
+    assert_eq!(completed[0]["error"]["code"], "interrupted");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_ends_the_running_turn_and_the_queued_prompt_still_runs() {
+    let mock = MockLlm::start(vec![
+        endless_stream(),
+        MockTurn::text("answer to second"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let first = within("prompt", client.session_prompt(&session, PROMPTS[0]))
+        .await
+        .unwrap();
+    while events.next().await["type"] != "message_delta" {}
+    let second = within("prompt", client.session_prompt(&session, PROMPTS[1]))
+        .await
+        .unwrap();
+    let cancel = within("session/cancel", client.session_cancel(&session))
+        .await
+        .unwrap();
+    assert!(cancel.cancelled);
+
+    let turn_ids = vec![first.turn_id, second.turn_id];
+    let mut seen = Vec::new();
+    while of_type(&seen, "turn_completed").len() < 2 {
+        seen.push(events.next().await);
+    }
+    let completed = completions(&seen, &turn_ids);
+    assert_eq!(completed[0]["stopReason"], "cancelled");
+    assert_eq!(completed[1]["stopReason"], "end_turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graceful_restart_keeps_queued_prompts_and_runs_them_after() {
+    let mock = MockLlm::start(vec![endless_stream()]).await;
+    let mut daemon = spawn(&mock);
+    let (session, turn_ids) = five_prompts_while_the_first_streams(&daemon).await;
+    for text in &PROMPTS[1..] {
+        mock.push([MockTurn::text(format!("answer to {text}")), done()]);
+    }
+    // SIGTERM: the running turn is cancelled; the queued prompts start nowhere.
+    assert_eq!(daemon.restart(), Some(0));
+
+    let history = history_until_completed(&daemon, &session, &turn_ids).await;
+    assert_queued_in_order(&history, &turn_ids);
+    let completed = completions(&history, &turn_ids);
+    assert_eq!(completed[0]["stopReason"], "cancelled");
+    for done in &completed[1..] {
+        assert_eq!(done["stopReason"], "end_turn", "{done}");
+    }
+}
