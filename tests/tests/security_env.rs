@@ -1,8 +1,10 @@
 //! Tool processes never inherit the provider's secrets: the real daemon is started with
 //! `AMBER_API_KEY`, a preset's key, a configured `api_key_env`, tokens, secrets and
-//! passwords in its environment; a `bash` call (in read mode) and a `process` background
-//! command print their whole environment, from `env` and from `/proc/PID/environ`, and
-//! none of the secret values is in what they print, while ordinary variables are.
+//! passwords in its environment; a `bash` call and a `process` background command print
+//! their whole environment, from `env` and from `/proc/PID/environ`, and none of the secret
+//! values is in what they print, while ordinary variables are. `env` runs in read mode (the
+//! audit's reproduction); the `/proc` listings run in yolo, since read mode refuses reads
+//! outside the workspace, `/proc` included.
 
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -71,18 +73,34 @@ fn assert_no_secret(output: &str) {
 async fn api_key_absent_from_tool_environ_in_read_mode() {
     let mock = MockLlm::start(Vec::new()).await;
     let daemon = daemon(&mock, "");
-    mock.push([bash("b_env", PRINT_ENV), MockTurn::text("Looked."), done()]);
     let client = connect(&daemon).await;
+    let visible = format!("{}={}", VISIBLE.0, VISIBLE.1);
+
+    // `bash env` in read mode, as the audit ran it.
+    mock.push([
+        bash("b_env", "env; echo ---"),
+        MockTurn::text("Looked."),
+        done(),
+    ]);
     let session = new_session(&client, &daemon, Some(Mode::Read)).await;
     let mut events = Events::live(&client, &session).await;
     let turn = prompt_turn(&client, &mut events, &session, "print env").await;
     let (status, output) = result_of(&turn, "b_env");
     assert_eq!(status, "ok", "{output}");
     assert_no_secret(&output);
-    // The three listings agree on the ordinary variable: nothing else was filtered away.
-    let visible = format!("{}={}", VISIBLE.0, VISIBLE.1);
-    assert_eq!(output.matches(&visible).count(), 3, "{output}");
+    assert_eq!(output.matches(&visible).count(), 1, "{output}");
     assert!(output.contains("PAGER=cat"), "{output}");
+
+    // What the kernel holds for the shell and for a process it starts.
+    mock.push([bash("b_proc", PRINT_ENV), MockTurn::text("Looked."), done()]);
+    let session = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "print environ").await;
+    let (status, output) = result_of(&turn, "b_proc");
+    assert_eq!(status, "ok", "{output}");
+    assert_no_secret(&output);
+    // The three listings agree on the ordinary variable: nothing else was filtered away.
+    assert_eq!(output.matches(&visible).count(), 3, "{output}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -127,7 +145,7 @@ async fn tools_env_core_and_set_shape_the_environment() {
     );
     mock.push([bash("b_env", PRINT_ENV), MockTurn::text("Looked."), done()]);
     let client = connect(&daemon).await;
-    let session = new_session(&client, &daemon, Some(Mode::Read)).await;
+    let session = new_session(&client, &daemon, Some(Mode::Yolo)).await;
     let mut events = Events::live(&client, &session).await;
     let turn = within(
         "the turn",
