@@ -119,3 +119,47 @@ fn rpc_bridge_exits_at_eof_after_requests_with_invalid_ids() {
     assert!(answer(&answers, &json!(1))["result"].is_object());
     assert!(answer(&answers, &json!("valid"))["result"].is_object());
 }
+
+/// A script (or a person) whose first line comes later than the daemon's `initialize`
+/// deadline: the bridge opens its WebSocket only once there is input, so the deadline runs
+/// from then and the requests are answered.
+#[test]
+fn rpc_bridge_connects_when_its_first_line_arrives() {
+    use std::io::Write;
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        config_toml: "[server]\ninitialize_timeout_ms = 300\n".into(),
+        ..DaemonOptions::default()
+    });
+    let mut cmd = daemon.cli();
+    cmd.args(["rpc", "--no-autostart"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Well past the deadline before anything is typed.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    stdin.write_all(INITIALIZE.as_bytes()).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    stdin.write_all(&status("2")).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the bridge exits at end of input")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for id in [json!(1), json!(2)] {
+        assert!(answer(&answers, &id)["result"].is_object(), "{answers:?}");
+    }
+}
