@@ -19,6 +19,9 @@ use amber_tests::{DaemonOptions, TestDaemon, bin_path};
 
 const NOBODY: u32 = 65534;
 
+#[path = "support/tmux.rs"]
+mod tmux;
+
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -258,4 +261,21 @@ fn clients_refuse_a_socket_directory_pre_created_by_another_user() {
     let (code, stderr) = amberd_on(&daemon, &squatted.join("other.sock"));
     assert_ne!(code, Some(0), "{stderr}");
     assert!(stderr.contains(&squatted.display().to_string()), "{stderr}");
+}
+
+/// The TUI, reconnecting after it lost its daemon, finds the socket's directory opened up
+/// (0755): it says why it does not connect, instead of only "reconnecting…", and sends nothing.
+#[test]
+fn the_tui_says_why_it_refuses_an_untrusted_socket_when_reconnecting() {
+    let mut daemon = TestDaemon::spawn_with(DaemonOptions::default());
+    let tmux = tmux::Tmux::new("trust");
+    tmux.start("t", &daemon, &[]);
+    tmux.wait("t", "the welcome screen", |s| s.contains("Type a prompt"));
+    daemon.kill(libc::SIGKILL);
+    chmod(daemon.dir.path(), 0o755);
+    let screen = tmux.wait("t", "the refusal", |s| {
+        s.contains("refusing to talk to amberd") || s.contains("[amber exited")
+    });
+    assert!(screen.contains("refusing to talk to amberd"), "{screen}");
+    chmod(daemon.dir.path(), 0o700);
 }

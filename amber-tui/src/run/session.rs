@@ -265,6 +265,9 @@ fn spawn_recover(ctx: &Ctx<'_>) {
     let id = ctx.session_id.clone();
     let mut current = Some(ctx.client.clone());
     tokio::spawn(async move {
+        // A socket that fails the trust check is not a daemon that is merely down: say why
+        // (once per distinct reason), and keep trying without sending it anything.
+        let mut refused: Option<String> = None;
         loop {
             tokio::time::sleep(RETRY).await;
             if tx.is_closed() {
@@ -274,6 +277,14 @@ fn spawn_recover(ctx: &Ctx<'_>) {
                 Some(c) => c,
                 None => match Client::connect(opts.clone()).await {
                     Ok(c) => c,
+                    Err(e @ amber_client::ClientError::UntrustedSocket { .. }) => {
+                        let why = e.to_string();
+                        if refused.as_ref() != Some(&why) {
+                            let _ = tx.send(Msg::Error(why.clone()));
+                            refused = Some(why);
+                        }
+                        continue;
+                    }
                     Err(_) => continue,
                 },
             };
