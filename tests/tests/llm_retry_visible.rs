@@ -122,3 +122,41 @@ async fn amber_cli_run_prints_the_retry_wait_on_stderr() {
     assert_eq!(retrying.len(), 1, "{stdout}");
     assert_eq!(retrying[0]["reason"], "429 rate limited");
 }
+
+/// Compaction's own requests (classify, extract) announce their waits too: a manual
+/// `session/compact` whose classify request is rate limited sends `retrying` before it
+/// completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_compaction_request_announces_its_wait() {
+    const CLASSIFY: &str =
+        r#"{"classification": [{"id": 1, "class": "prune"}, {"id": 2, "class": "prune"}]}"#;
+    const EXTRACT: &str = r#"{"memories": ["the user prefers tea"], "skills": []}"#;
+    let mock = MockLlm::start(vec![
+        MockTurn::text("first answer"),
+        done(),
+        MockTurn::text("second answer"),
+        done(),
+        rate_limited(),
+        MockTurn::text(CLASSIFY),
+        MockTurn::text(EXTRACT),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, RETRY_CONFIG);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    for prompt in ["I like tea", "tell me more"] {
+        let turn = prompt_turn(&client, &mut events, &sid, prompt).await;
+        assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    }
+    let _: Value = client
+        .call("session/compact", json!({ "sessionId": sid }))
+        .await
+        .expect("session/compact");
+    let during = events.until("compaction_completed").await;
+    let retrying = of_type(&during, "retrying");
+    assert_eq!(retrying.len(), 1, "{during:#?}");
+    assert_eq!(retrying[0]["reason"], "429 rate limited", "{}", retrying[0]);
+    assert_eq!(retrying[0]["delayMs"], 1000, "{}", retrying[0]);
+    assert!(position(&during, "compaction_started") < position(&during, "retrying"));
+}

@@ -50,7 +50,14 @@ pub async fn compact_context(
         env.tools,
         env.settings,
         env.cancel,
-        &mut |usage| record_usage(env.hooks, spent, usage),
+        &mut |progress| match progress {
+            compaction::Progress::Usage(usage) => record_usage(env.hooks, spent, usage),
+            compaction::Progress::Retrying(event) => {
+                if let Some(retrying) = super::retrying_event(event) {
+                    env.hooks.emit(retrying);
+                }
+            }
+        },
     )
     .await;
     match result {

@@ -268,21 +268,10 @@ impl Turn<'_, '_> {
                 });
             }
             // Live, so a client can show the wait (up to `retry_max`) instead of silence.
-            StreamEvent::Retrying {
-                attempt,
-                max_attempts,
-                delay,
-                reason,
-                error,
-            } => {
-                let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-                tracing::warn!(attempt, delay_ms, %error, "retrying LLM request");
-                hooks.emit(EventKind::Retrying {
-                    attempt,
-                    max_attempts,
-                    delay_ms,
-                    reason,
-                });
+            event @ StreamEvent::Retrying { .. } => {
+                if let Some(retrying) = retrying_event(event) {
+                    hooks.emit(retrying);
+                }
             }
             _ => {}
         };
@@ -381,6 +370,29 @@ pub(crate) fn record_usage(hooks: &dyn AgentHooks, spent: &mut Usage, usage: Usa
 }
 
 /// The session event for a dispatch event.
+/// The live `retrying` event for a retry wait (logged with the whole error); `None` for
+/// any other stream event. Shared by the loop's calls and compaction's.
+pub(crate) fn retrying_event(event: StreamEvent) -> Option<EventKind> {
+    let StreamEvent::Retrying {
+        attempt,
+        max_attempts,
+        delay,
+        reason,
+        error,
+    } = event
+    else {
+        return None;
+    };
+    let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    tracing::warn!(attempt, delay_ms, %error, "retrying LLM request");
+    Some(EventKind::Retrying {
+        attempt,
+        max_attempts,
+        delay_ms,
+        reason,
+    })
+}
+
 fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
     match event {
         DispatchEvent::Started {

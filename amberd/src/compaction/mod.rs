@@ -126,10 +126,19 @@ pub fn has_compactable(messages: &[Message]) -> bool {
     apply::has_compactable(&collapse::collapse(messages))
 }
 
+/// What a compaction reports while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// The provider's usage of one request (success or not), accounted like any call's.
+    Usage(Usage),
+    /// A request failed before it streamed and waits to be retried
+    /// ([`StreamEvent::Retrying`]), so the wait can be shown instead of silence.
+    Retrying(StreamEvent),
+}
+
 /// Runs the pipeline over `messages` (a snapshot; `[0]` is the system prompt). `tools`
-/// are only counted (requests carry no tools). `on_usage` gets the provider's usage of
-/// each request that reported one, success or not, so the tokens are accounted like any
-/// other call's. See the module docs.
+/// are only counted (requests carry no tools). `on_progress` gets each request's usage
+/// and each retry wait. See the module docs.
 pub async fn compact(
     llm: &LlmClient,
     model: &str,
@@ -137,7 +146,7 @@ pub async fn compact(
     tools: &[ToolSpec],
     s: &CompactionSettings,
     cancel: &CancellationToken,
-    on_usage: &mut (dyn FnMut(Usage) + Send),
+    on_progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Compacted, CompactionError> {
     if cancel.is_cancelled() {
         return Err(CompactionError::Cancelled);
@@ -149,11 +158,11 @@ pub async fn compact(
     }
 
     let classify = requests::classify_messages(&collapsed, s.context_window);
-    let classify_answer = ask(llm, model, classify.clone(), cancel, on_usage).await?;
+    let classify_answer = ask(llm, model, classify.clone(), cancel, on_progress).await?;
     let classes = parse::classification(&classify_answer, collapsed.len())?;
 
     let extract = requests::extract_messages(&classify, &classify_answer);
-    let extract_answer = ask(llm, model, extract, cancel, on_usage).await?;
+    let extract_answer = ask(llm, model, extract, cancel, on_progress).await?;
     let extraction = parse::extraction(&extract_answer)?;
 
     let rebuilt = apply::apply(
@@ -182,23 +191,27 @@ pub async fn compact(
     })
 }
 
-/// One tool-less request; the reply's text. Its usage goes to `on_usage`.
+/// One tool-less request; the reply's text. Its usage and retry waits go to `on_progress`.
 async fn ask(
     llm: &LlmClient,
     model: &str,
     messages: Vec<Message>,
     cancel: &CancellationToken,
-    on_usage: &mut (dyn FnMut(Usage) + Send),
+    on_progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<String, CompactionError> {
     let request = ChatRequest {
         model: model.to_owned(),
         messages,
         tools: Vec::new(),
     };
-    let mut ignore = |_: StreamEvent| {};
-    let reply = llm.stream_chat(&request, cancel, &mut ignore).await?;
+    let mut on_event = |event: StreamEvent| {
+        if matches!(event, StreamEvent::Retrying { .. }) {
+            on_progress(Progress::Retrying(event));
+        }
+    };
+    let reply = llm.stream_chat(&request, cancel, &mut on_event).await?;
     if let Some(usage) = reply.usage {
-        on_usage(usage);
+        on_progress(Progress::Usage(usage));
     }
     if cancel.is_cancelled() {
         return Err(CompactionError::Cancelled);
