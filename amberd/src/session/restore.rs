@@ -161,6 +161,8 @@ pub(super) fn load(
     }
     // After the interrupted turn's end: prompts acknowledged behind it come next.
     settle_queued(deps, &handle, waiting);
+    // A crash's marker with nothing left to run (or the prompts ended as cancelled) goes.
+    handle.shared.settle_marker();
     handle.shared.save_meta();
     Ok(handle)
 }
