@@ -1,4 +1,5 @@
-//! Bringing a session back from the store (on first use after a restart, or after it was
+//! Bringing a session back from the store (at start when it is marked busy, on first use
+//! after a restart, or after it was
 //! unloaded while idle), including crash recovery.
 //!
 //! **Invariants:** a restored session is `idle` unless prompts were waiting; a turn that
