@@ -1,6 +1,5 @@
 //! Bringing a session back from the store (at start when it is marked busy, on first use
-//! after a restart, or after it was
-//! unloaded while idle), including crash recovery.
+//! after a restart, or after it was unloaded while idle), including crash recovery.
 //!
 //! **Invariants:** a restored session is `idle` unless prompts were waiting; a turn that
 //! was running when the daemon died ends with a durable
