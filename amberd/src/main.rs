@@ -159,6 +159,7 @@ async fn run(
     arm_idle_exit(&daemon, owns_socket_file);
 
     spawn_idle_unloader(&daemon);
+    spawn_resume_busy(&daemon);
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
@@ -218,6 +219,13 @@ fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
 
 /// Unloads idle sessions from memory now and then (they stay in the store); never when
 /// `idle_unload_secs` is 0.
+/// Loads, in the background after the ready notification, the sessions that had work when
+/// the daemon stopped, so their queued prompts run without a client attaching.
+fn spawn_resume_busy(daemon: &Arc<Daemon>) {
+    let daemon = daemon.clone();
+    tokio::task::spawn_blocking(move || daemon.sessions.resume_busy());
+}
+
 fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
     let secs = daemon.sessions.deps().config.sessions.idle_unload_secs;
     if secs == 0 {

@@ -289,3 +289,114 @@ async fn a_graceful_restart_keeps_queued_prompts_and_runs_them_after() {
         assert_eq!(done["stopReason"], "end_turn", "{done}");
     }
 }
+
+/// The session's busy marker (`store/busy.rs`): next to its log while it has work.
+fn busy_marker(daemon: &TestDaemon, session: &str) -> std::path::PathBuf {
+    daemon.session_log(session).with_file_name("busy")
+}
+
+/// How many durable `"type":"<ty>"` records the session's log file holds (read from disk,
+/// so the session is not touched over RPC).
+fn logged(daemon: &TestDaemon, session: &str, ty: &str) -> usize {
+    let log = std::fs::read_to_string(daemon.session_log(session)).unwrap_or_default();
+    log.matches(&format!("\"type\":\"{ty}\"")).count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn queued_prompts_run_after_a_restart_without_anyone_attaching() {
+    let mock = MockLlm::start(vec![endless_stream()]).await;
+    let mut daemon = spawn(&mock);
+    let (session, turn_ids) = five_prompts_while_the_first_streams(&daemon).await;
+    assert!(
+        busy_marker(&daemon, &session).exists(),
+        "busy while it streams"
+    );
+    for text in &PROMPTS[1..] {
+        mock.push([MockTurn::text(format!("answer to {text}")), done()]);
+    }
+    kill_and_restart(&mut daemon);
+
+    // Nobody gets, subscribes or prompts: the daemon resumes the session on its own.
+    let expected = 1 + 2 * (PROMPTS.len() - 1);
+    amber_tests::e2e::eventually("the queued prompts to run", Duration::from_secs(30), || {
+        mock.request_count() >= expected
+    })
+    .await;
+    amber_tests::e2e::eventually("the session to go idle", Duration::from_secs(30), || {
+        !busy_marker(&daemon, &session).exists()
+    })
+    .await;
+    let asked: Vec<String> = mock.requests()[1..]
+        .iter()
+        .step_by(2)
+        .map(|r| {
+            messages(r).last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(asked, PROMPTS[1..]);
+
+    let history = history_until_completed(&daemon, &session, &turn_ids).await;
+    assert_queued_in_order(&history, &turn_ids);
+    let completed = completions(&history, &turn_ids);
+    assert_eq!(completed[0]["error"]["code"], "interrupted");
+    for done in &completed[1..] {
+        assert_eq!(done["stopReason"], "end_turn", "{done}");
+    }
+    assert!(
+        !busy_marker(&daemon, &session).exists(),
+        "idle again: no marker"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_resume_queued_off_the_cancellations_are_written_at_start() {
+    let mock = MockLlm::start(vec![endless_stream()]).await;
+    let config = format!("{FAST_RETRIES}[sessions]\nresume_queued = false\n");
+    let mut daemon = spawn_config(&mock, &config);
+    let (session, turn_ids) = five_prompts_while_the_first_streams(&daemon).await;
+    kill_and_restart(&mut daemon);
+
+    // Read from disk only: every acknowledged turn gets its turn_completed at start.
+    amber_tests::e2e::eventually("the turns to be closed", Duration::from_secs(30), || {
+        logged(&daemon, &session, "turn_completed") == turn_ids.len()
+    })
+    .await;
+    amber_tests::e2e::eventually("the marker to go", Duration::from_secs(30), || {
+        !busy_marker(&daemon, &session).exists()
+    })
+    .await;
+    assert_eq!(mock.request_count(), 1);
+
+    let history = history_until_completed(&daemon, &session, &turn_ids).await;
+    let completed = completions(&history, &turn_ids);
+    assert_eq!(completed[0]["error"]["code"], "interrupted");
+    for cancelled in &completed[1..] {
+        assert_eq!(cancelled["stopReason"], "cancelled", "{cancelled}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_busy_marker_is_gone_once_the_session_is_idle() {
+    let mock = MockLlm::start(vec![MockTurn::text("hi"), done()]).await;
+    let daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    assert!(
+        !busy_marker(&daemon, &session).exists(),
+        "a new session is idle"
+    );
+    let mut events = Events::live(&client, &session).await;
+    within("prompt", client.session_prompt(&session, "hello"))
+        .await
+        .unwrap();
+    while events.next().await["type"] != "turn_completed" {}
+    amber_tests::e2e::eventually("the marker to go", Duration::from_secs(10), || {
+        !busy_marker(&daemon, &session).exists()
+    })
+    .await;
+    let got = daemon.rpc_ok("session/get", json!({ "sessionId": session }));
+    assert_eq!(got["session"]["state"], "idle");
+}

@@ -259,5 +259,7 @@ impl SessionShared {
             SessionState::Idle
         };
         live.info.updated_at = super::hub::now_rfc3339();
+        drop(live);
+        self.settle_marker();
     }
 }

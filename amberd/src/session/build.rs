@@ -71,6 +71,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             cancel: None,
             subagent_usage: amber_proto::Usage::default(),
             queued: 0,
+            marked: false,
         }),
     });
     shared.tools.set_session_id(&shared.id);

@@ -298,6 +298,28 @@ impl SessionManager {
         futures::future::join_all(stops).await;
     }
 
+    /// Loads every stored session marked busy (`store/busy.rs`: it had a turn running or
+    /// prompts waiting when the daemon stopped), so restore closes the interrupted turn and
+    /// runs the queued prompts (or ends them cancelled) without anyone attaching. One
+    /// `stat` per stored session, no log read; the idle unloader leaves each alone while
+    /// it has work (`running`) and unloads it as usual afterwards.
+    pub fn resume_busy(&self) {
+        let Some(store) = &self.deps.store else {
+            return;
+        };
+        let ids: Vec<String> = self.registry().stored.keys().cloned().collect();
+        let busy = store.busy_sessions(ids.iter().map(String::as_str));
+        for id in busy {
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            tracing::info!(session = %id, "resuming a session that had work when the daemon stopped");
+            if let Err(err) = self.get(&id) {
+                tracing::error!(session = %id, %err, "cannot resume the session");
+            }
+        }
+    }
+
     /// Publishes a daemon-wide event (MCP status) to every loaded session, outside turns.
     pub fn publish_all(&self, kind: EventKind) {
         let handles: Vec<Arc<SessionHandle>> = self.registry().loaded.values().cloned().collect();

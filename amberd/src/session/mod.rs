@@ -88,6 +88,9 @@ struct Live {
     /// Prompts accepted by `session/prompt` whose turn has not begun: the session reads
     /// `running` from the moment a prompt is accepted until the last queued turn ends.
     queued: usize,
+    /// Whether this session's busy marker is on disk (`store/busy.rs`): created when the
+    /// session goes from idle to having work, removed when it is idle again.
+    marked: bool,
 }
 
 impl SessionShared {
@@ -119,10 +122,18 @@ impl SessionShared {
             && self.tools.processes.running() == 0
     }
 
-    /// A prompt was accepted (before the actor picks it up): the session is busy now.
+    /// A prompt is being accepted (before its `prompt_queued` is synced, before the actor
+    /// picks it up): the session is busy now. Going busy creates the busy marker, under
+    /// the lock so it cannot race the unlink of `settle_marker`.
     pub(crate) fn prompt_queued(&self) {
         let mut live = self.lock_live();
         live.queued += 1;
+        if !live.marked
+            && let Some(p) = &self.persistence
+        {
+            p.set_busy(true);
+            live.marked = true;
+        }
         live.touched = std::time::Instant::now();
         if live.info.state == SessionState::Idle {
             live.info.state = SessionState::Running;
@@ -136,6 +147,20 @@ impl SessionShared {
         live.queued = live.queued.saturating_sub(1);
         if live.queued == 0 && live.turn_id.is_none() {
             live.info.state = SessionState::Idle;
+        }
+        drop(live);
+        self.settle_marker();
+    }
+
+    /// Removes the busy marker once nothing runs and nothing waits. Called when a turn
+    /// ends, and after a restore (a marker left by a crash with no work left).
+    pub(crate) fn settle_marker(&self) {
+        let mut live = self.lock_live();
+        if live.queued == 0 && live.turn_id.is_none() {
+            if let Some(p) = &self.persistence {
+                p.set_busy(false);
+            }
+            live.marked = false;
         }
     }
 
@@ -297,11 +322,15 @@ impl SessionHandle {
         let queued = EventKind::PromptQueued {
             prompt: text.clone(),
         };
-        self.shared
-            .hub
-            .publish_stored(Some(turn_id), queued)
-            .map_err(|e| SessionError::Store(format!("the prompt was not queued: {e}")))?;
+        // Counted (and the busy marker created) before the event's fdatasync, which then
+        // carries the marker's directory entry to disk (`store/busy.rs`).
         self.shared.prompt_queued();
+        if let Err(e) = self.shared.hub.publish_stored(Some(turn_id), queued) {
+            self.shared.prompt_dropped();
+            return Err(SessionError::Store(format!(
+                "the prompt was not queued: {e}"
+            )));
+        }
         let sent = self.commands.send(Command::Prompt {
             turn_id: turn_id.to_owned(),
             text,

@@ -65,6 +65,19 @@ impl Persistence {
         }
     }
 
+    /// Creates or removes the session's busy marker (`store/busy.rs`); a failure is
+    /// logged: without the marker a restart settles the session lazily.
+    pub fn set_busy(&self, busy: bool) {
+        let result = if busy {
+            self.store.mark_busy(&self.session_id)
+        } else {
+            self.store.mark_idle(&self.session_id)
+        };
+        if let Err(err) = result {
+            tracing::warn!(session = %self.session_id, %err, busy, "cannot update the busy marker");
+        }
+    }
+
     /// A journal for the session's context, writing through this handle.
     pub fn journal(self: &Arc<Self>) -> Box<dyn Journal> {
         Box::new(ContextJournal(self.clone()))

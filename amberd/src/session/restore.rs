@@ -1,5 +1,5 @@
-//! Bringing a session back from the store (on first use after a restart, or after it was
-//! unloaded while idle), including crash recovery.
+//! Bringing a session back from the store (at start when it is marked busy, on first use
+//! after a restart, or after it was unloaded while idle), including crash recovery.
 //!
 //! **Invariants:** a restored session is `idle` unless prompts were waiting; a turn that
 //! was running when the daemon died ends with a durable
@@ -161,6 +161,8 @@ pub(super) fn load(
     }
     // After the interrupted turn's end: prompts acknowledged behind it come next.
     settle_queued(deps, &handle, waiting);
+    // A crash's marker with nothing left to run (or the prompts ended as cancelled) goes.
+    handle.shared.settle_marker();
     handle.shared.save_meta();
     Ok(handle)
 }

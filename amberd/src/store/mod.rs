@@ -12,6 +12,7 @@
 //! dropped on load, corruption anywhere else is an error naming the record. Session ids
 //! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted.
 
+mod busy;
 mod dangling;
 mod deferred;
 mod load;
