@@ -91,8 +91,18 @@ async fn a_session_whose_mode_changed_mid_turn_is_listed_idle_after_a_crash() {
     assert_eq!(listed["sessions"][0]["sessionId"], session.as_str());
     assert_eq!(listed["sessions"][0]["state"], "idle", "{listed}");
     assert_eq!(listed["sessions"][0]["mode"], "read", "{listed}");
-    let status = daemon.rpc_ok("daemon/status", json!({}));
-    assert_eq!(status["sessionsLoaded"], 0, "listing loads nothing");
+    // The daemon itself loads the session at start, in the background, to settle the turn the
+    // crash interrupted (its busy marker); listing loads nothing beyond that.
+    let loaded = || daemon.rpc_ok("daemon/status", json!({}))["sessionsLoaded"].clone();
+    amber_tests::e2e::eventually(
+        "the interrupted session to be resumed at start",
+        Duration::from_secs(10),
+        || loaded() == 1,
+    )
+    .await;
+    let listed = daemon.rpc_ok("session/list", json!({}));
+    assert_eq!(listed["sessions"][0]["state"], "idle", "{listed}");
+    assert_eq!(loaded(), 1, "listing loads nothing");
 }
 
 #[tokio::test(flavor = "multi_thread")]
