@@ -130,21 +130,10 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use serde_json::value::RawValue;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
-
-    fn log(events: &[Value]) -> Vec<StoredEvent> {
-        events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| StoredEvent {
-                seq: i as u64 + 1,
-                json: RawValue::from_string(e.to_string()).unwrap(),
-            })
-            .collect()
-    }
+    use crate::store::tests::log;
 
     fn completed(call_id: &str, agent: Option<&str>) -> Closing {
         Closing {

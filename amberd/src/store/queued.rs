@@ -3,8 +3,6 @@
 //! order or ends each as cancelled (`[sessions] resume_queued`), so every acknowledged
 //! `turnId` gets its `turn_completed`.
 
-use serde::Deserialize;
-
 use super::StoredEvent;
 
 /// A prompt that was queued and never started.
@@ -12,21 +10,6 @@ use super::StoredEvent;
 pub struct QueuedPrompt {
     pub turn_id: String,
     pub prompt: String,
-}
-
-/// The envelope and fields this looks at; the rest of an event is skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Head {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    turn_id: Option<String>,
-    /// The sub-agent tag of the envelope: sub-agents' turns are not session prompts.
-    #[serde(default)]
-    agent: Option<String>,
-    #[serde(default)]
-    prompt: Option<String>,
 }
 
 /// Every session-level `prompt_queued` whose turn has neither started (`turn_started`) nor
@@ -40,7 +23,7 @@ pub fn queued_prompts(events: &[StoredEvent]) -> Vec<QueuedPrompt> {
         if !(json.contains("prompt_queued") || json.contains("turn_")) {
             continue;
         }
-        let Ok(head) = serde_json::from_str::<Head>(json) else {
+        let Ok(head) = serde_json::from_str::<super::recovery::Head>(json) else {
             continue;
         };
         let (None, Some(turn_id)) = (head.agent, head.turn_id) else {
@@ -62,21 +45,10 @@ pub fn queued_prompts(events: &[StoredEvent]) -> Vec<QueuedPrompt> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use serde_json::value::RawValue;
     use serde_json::{Value, json};
 
     use super::*;
-
-    fn log(events: &[Value]) -> Vec<StoredEvent> {
-        events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| StoredEvent {
-                seq: i as u64 + 1,
-                json: RawValue::from_string(e.to_string()).unwrap(),
-            })
-            .collect()
-    }
+    use crate::store::tests::log;
 
     fn queued(turn: &str) -> Value {
         json!({"type": "prompt_queued", "turnId": turn, "prompt": format!("do {turn}")})

@@ -8,17 +8,21 @@ use serde::Deserialize;
 
 use super::Loaded;
 
-/// The envelope fields recovery looks at; the rest of an event is skipped unparsed.
+/// The envelope fields recovery looks at (here and in `queued.rs`); the rest of an event
+/// is skipped unparsed.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Head {
+pub(super) struct Head {
     #[serde(rename = "type", default)]
-    kind: String,
+    pub(super) kind: String,
     #[serde(default)]
-    turn_id: Option<String>,
-    /// The sub-agent tag of the envelope.
+    pub(super) turn_id: Option<String>,
+    /// The sub-agent tag of the envelope: sub-agents' turns are not session turns.
     #[serde(default)]
-    agent: Option<String>,
+    pub(super) agent: Option<String>,
+    /// `prompt_queued`'s prompt.
+    #[serde(default)]
+    pub(super) prompt: Option<String>,
 }
 
 /// The turn that was running when the daemon died: the newest session-level

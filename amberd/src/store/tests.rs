@@ -555,3 +555,15 @@ fn consistent_context_cuts_half_tool_call_pairs() {
     // An orphan tool message.
     assert_eq!(consistent_context(&with(vec![Message::tool("a", "y")])), 2);
 }
+
+/// A log of `events`, numbered from seq 1 (for the recovery scanners' tests).
+pub(super) fn log(events: &[serde_json::Value]) -> Vec<super::StoredEvent> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| super::StoredEvent {
+            seq: i as u64 + 1,
+            json: serde_json::value::RawValue::from_string(e.to_string()).unwrap(),
+        })
+        .collect()
+}
