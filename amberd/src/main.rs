@@ -217,8 +217,6 @@ fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
     idle::spawn(daemon.clone(), Duration::from_secs(secs));
 }
 
-/// Unloads idle sessions from memory now and then (they stay in the store); never when
-/// `idle_unload_secs` is 0.
 /// Loads, in the background after the ready notification, the sessions that had work when
 /// the daemon stopped, so their queued prompts run without a client attaching.
 fn spawn_resume_busy(daemon: &Arc<Daemon>) {
@@ -226,6 +224,8 @@ fn spawn_resume_busy(daemon: &Arc<Daemon>) {
     tokio::task::spawn_blocking(move || daemon.sessions.resume_busy());
 }
 
+/// Unloads idle sessions from memory now and then (they stay in the store); never when
+/// `idle_unload_secs` is 0.
 fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
     let secs = daemon.sessions.deps().config.sessions.idle_unload_secs;
     if secs == 0 {

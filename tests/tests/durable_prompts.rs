@@ -112,6 +112,21 @@ fn assert_queued_in_order(history: &[Value], turn_ids: &[String]) {
 }
 
 /// Exactly one `turn_completed` per turn id, in the order given; their stop reasons.
+/// The prompt each turn after the first asked the model: the last message of every second
+/// request (each turn is its answer and the confirm exchange).
+fn prompts_after_the_first(mock: &MockLlm) -> Vec<String> {
+    mock.requests()[1..]
+        .iter()
+        .step_by(2)
+        .map(|r| {
+            messages(r).last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
 fn completions<'a>(history: &'a [Value], turn_ids: &[String]) -> Vec<&'a Value> {
     let completed = of_type(history, "turn_completed");
     let ids: Vec<&str> = completed.iter().map(|(id, _)| *id).collect();
@@ -140,18 +155,7 @@ async fn prompts_acknowledged_during_a_turn_survive_a_kill_and_run_in_order() {
     }
     // They ran in queue order: each turn's first request ends with its own prompt, and
     // each turn's reply is the answer to that prompt.
-    let requests = mock.requests();
-    let asked: Vec<String> = requests[1..]
-        .iter()
-        .step_by(2)
-        .map(|r| {
-            messages(r).last().unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(asked, PROMPTS[1..]);
+    assert_eq!(prompts_after_the_first(&mock), PROMPTS[1..]);
     for (id, text) in turn_ids[1..].iter().zip(&PROMPTS[1..]) {
         let reply = history
             .iter()
@@ -326,17 +330,7 @@ async fn queued_prompts_run_after_a_restart_without_anyone_attaching() {
         !busy_marker(&daemon, &session).exists()
     })
     .await;
-    let asked: Vec<String> = mock.requests()[1..]
-        .iter()
-        .step_by(2)
-        .map(|r| {
-            messages(r).last().unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(asked, PROMPTS[1..]);
+    assert_eq!(prompts_after_the_first(&mock), PROMPTS[1..]);
 
     let history = history_until_completed(&daemon, &session, &turn_ids).await;
     assert_queued_in_order(&history, &turn_ids);

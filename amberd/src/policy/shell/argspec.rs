@@ -31,6 +31,19 @@ pub(super) struct Spec {
     pub numbers: bool,
 }
 
+impl Spec {
+    /// A program whose known options only change what is printed or matched.
+    pub(super) const fn harmless(options: &'static [&'static str]) -> Spec {
+        Spec {
+            options,
+            reads: &[],
+            writes: &[],
+            danger: &[],
+            numbers: false,
+        }
+    }
+}
+
 /// How an option takes its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arity {

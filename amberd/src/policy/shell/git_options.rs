@@ -9,16 +9,6 @@
 
 use super::argspec::Spec;
 
-const fn opts(options: &'static [&'static str]) -> Spec {
-    Spec {
-        options,
-        reads: &[],
-        writes: &[],
-        danger: &[],
-        numbers: false,
-    }
-}
-
 #[rustfmt::skip]
 pub(super) const GLOBAL: Spec = Spec {
     options: &[
@@ -109,13 +99,13 @@ const LOG: Spec = Spec {
 
 /// shortlog's own flags, read before the log table (its `-n` is `--numbered`).
 #[rustfmt::skip]
-const SHORTLOG: Spec = opts(&[
+const SHORTLOG: Spec = Spec::harmless(&[
     "-n", "--numbered", "-s", "--summary", "-e", "--email", "-c", "--committer", "-w?",
     "--group=", "--format=",
 ]);
 
 #[rustfmt::skip]
-const STATUS: Spec = opts(&[
+const STATUS: Spec = Spec::harmless(&[
     "-s", "--short", "-b", "--branch", "--show-stash", "--porcelain?", "--long", "-v",
     "--verbose", "-u?", "--untracked-files?", "--ignore-submodules?", "--ignored?", "-z",
     "--column?", "--no-column", "--ahead-behind", "--no-ahead-behind", "--renames",
@@ -163,7 +153,7 @@ const BLAME: Spec = Spec {
 };
 
 #[rustfmt::skip]
-const REV_PARSE: Spec = opts(&[
+const REV_PARSE: Spec = Spec::harmless(&[
     "--abbrev-ref?", "--short?", "--verify", "-q", "--quiet", "--git-dir", "--absolute-git-dir",
     "--git-common-dir", "--show-toplevel", "--show-prefix", "--show-cdup",
     "--show-superproject-working-tree", "--is-inside-work-tree", "--is-inside-git-dir",
@@ -195,7 +185,7 @@ const LS_FILES: Spec = Spec {
 };
 
 #[rustfmt::skip]
-const REFS: Spec = opts(&[
+const REFS: Spec = Spec::harmless(&[
     // describe
     "--dirty?", "--broken?", "--all", "--tags", "--contains", "--abbrev=", "--candidates=",
     "--exact-match", "--debug", "--long", "--match=", "--exclude=", "--always",

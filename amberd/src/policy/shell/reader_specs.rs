@@ -49,16 +49,6 @@ const fn reader(names: &'static [&'static str], spec: Spec, operands: Operands) 
     }
 }
 
-const fn options(options: &'static [&'static str]) -> Spec {
-    Spec {
-        options,
-        reads: &[],
-        writes: &[],
-        danger: &[],
-        numbers: false,
-    }
-}
-
 pub(super) fn lookup(name: &str) -> Option<&'static Reader> {
     READERS.iter().find(|r| r.names.contains(&name))
 }
@@ -143,7 +133,7 @@ const SORT: Spec = Spec {
 };
 
 #[rustfmt::skip]
-const LS: Spec = options(&[
+const LS: Spec = Spec::harmless(&[
     "-a", "-A", "-b", "-B", "-c", "-C", "-d", "-D", "-f", "-F", "-g", "-G", "-h", "-H", "-i",
     "-I=", "-k", "-l", "-L", "-m", "-n", "-N", "-o", "-p", "-q", "-Q", "-r", "-R", "-s", "-S",
     "-t", "-T=", "-u", "-U", "-v", "-w=", "-x", "-X", "-Z", "-1", "--all", "--almost-all",
@@ -225,7 +215,7 @@ const MAN: Spec = Spec {
     numbers: false,
 };
 
-const CHECKSUM: Spec = options(&[
+const CHECKSUM: Spec = Spec::harmless(&[
     "-b",
     "-c",
     "-t",
@@ -349,29 +339,29 @@ const TREE: Spec = Spec {
 
 #[rustfmt::skip]
 static READERS: &[Reader] = &[
-    reader(&["cat", "tac", "rev", "zcat", "bzcat", "xzcat"], options(&[
+    reader(&["cat", "tac", "rev", "zcat", "bzcat", "xzcat"], Spec::harmless(&[
         "-A", "-b", "-e", "-E", "-n", "-s", "-t", "-T", "-u", "-v", "-r", "-0", "--show-all",
         "--number-nonblank", "--show-ends", "--number", "--squeeze-blank", "--show-tabs",
         "--show-nonprinting", "--before", "--regex", "--separator=", "--zero", "-f", "-q",
         "--force", "--quiet",
     ]), Operands::Files),
-    reader(&["head"], Spec { numbers: true, ..options(&[
+    reader(&["head"], Spec { numbers: true, ..Spec::harmless(&[
         "-c=", "-n=", "-q", "-v", "-z", "--bytes=", "--lines=", "--quiet", "--silent",
         "--verbose", "--zero-terminated",
     ]) }, Operands::Files),
     reader(&["tail"], TAIL, Operands::Files),
-    reader(&["wc"], Spec { reads: &["--files0-from="], ..options(&[
+    reader(&["wc"], Spec { reads: &["--files0-from="], ..Spec::harmless(&[
         "-c", "-m", "-l", "-L", "-w", "--bytes", "--chars", "--lines", "--max-line-length",
         "--words", "--total=",
     ]) }, Operands::Files),
-    reader(&["nl"], options(&[
+    reader(&["nl"], Spec::harmless(&[
         "-b=", "-d=", "-f=", "-h=", "-i=", "-l=", "-n=", "-p", "-s=", "-v=", "-w=",
         "--body-numbering=", "--section-delimiter=", "--footer-numbering=",
         "--header-numbering=", "--line-increment=", "--join-blank-lines=", "--number-format=",
         "--no-renumber", "--number-separator=", "--starting-line-number=", "--number-width=",
     ]), Operands::Files),
     reader(&["cut", "paste", "fold", "fmt", "expand", "unexpand"], Spec { numbers: true,
-        ..options(&[
+        ..Spec::harmless(&[
         "-b=", "-c=", "-d=", "-f=", "-n", "-s", "-z", "--bytes=", "--characters=",
         "--delimiter=", "--fields=", "--complement", "--only-delimited", "--output-delimiter=",
         "--zero-terminated", "--delimiters=", "--serial", "-w=", "--spaces", "--width=",
@@ -379,7 +369,7 @@ static READERS: &[Reader] = &[
         "--tagged-paragraph", "--uniform-spacing", "--goal=", "-i", "--initial", "--tabs=",
         "-a", "--all", "--first-only",
     ]) }, Operands::Files),
-    reader(&["od", "hexdump"], Spec { reads: &["-f="], ..options(&[
+    reader(&["od", "hexdump"], Spec { reads: &["-f="], ..Spec::harmless(&[
         "-A=", "-j=", "-N=", "-S=", "-t=", "-v", "-w?", "-a", "-b", "-c", "-C", "-d", "-f",
         "-i", "-l", "-o", "-s=", "-x", "-e=", "-n=", "--address-radix=", "--skip-bytes=",
         "--read-bytes=", "--strings?", "--format=", "--output-duplicates", "--width?",
@@ -388,18 +378,18 @@ static READERS: &[Reader] = &[
     reader(&["strings", "nm", "objdump", "readelf"], BINUTILS, Operands::Files),
     reader(&["md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum",
         "cksum", "sum"], CHECKSUM, Operands::Files),
-    reader(&["base32", "base64", "basenc"], options(&[
+    reader(&["base32", "base64", "basenc"], Spec::harmless(&[
         "-d", "-i", "-w=", "--decode", "--ignore-garbage", "--wrap=", "--base64", "--base64url",
         "--base32", "--base32hex", "--base16", "--base2msbf", "--base2lsbf", "--z85",
     ]), Operands::Files),
     reader(&["file"], FILE, Operands::Files),
-    reader(&["stat"], options(&[
+    reader(&["stat"], Spec::harmless(&[
         "-L", "-f", "-t", "-c=", "--dereference", "--file-system", "--format=", "--printf=",
         "--terse", "--cached=",
     ]), Operands::Files),
     Reader { recursion: Recursion::Always, ..reader(&["du"], Spec {
         reads: &["-X=", "--exclude-from=", "--files0-from="],
-        ..options(&[
+        ..Spec::harmless(&[
         "-0", "-a", "-A", "-b", "-B=", "-c", "-D", "-d=", "-h", "-H", "-k", "-l", "-L", "-m",
         "-P", "-s", "-S", "-t=", "-x", "--null", "--all", "--apparent-size", "--block-size=",
         "--bytes", "--total", "--dereference-args", "--max-depth=", "--human-readable",
@@ -411,16 +401,16 @@ static READERS: &[Reader] = &[
         Operands::FilesOrCwd) },
     Reader { recursion: Recursion::With(&["-r", "--recursive", "-N", "--new-file"]),
         ..reader(&["diff"], DIFF, Operands::Files) },
-    reader(&["cmp"], options(&[
+    reader(&["cmp"], Spec::harmless(&[
         "-b", "-i=", "-l", "-n=", "-s", "--print-bytes", "--ignore-initial=", "--verbose",
         "--bytes=", "--quiet", "--silent",
     ]), Operands::Files),
-    reader(&["comm", "join"], options(&[
+    reader(&["comm", "join"], Spec::harmless(&[
         "-1", "-2", "-3", "-z", "--check-order", "--nocheck-order", "--output-delimiter=",
         "--total", "--zero-terminated", "-a=", "-e=", "-i", "-j=", "-o=", "-t=", "-v=",
         "--header", "--ignore-case",
     ]), Operands::Files),
-    reader(&["column"], options(&[
+    reader(&["column"], Spec::harmless(&[
         "-t", "-s=", "-o=", "-c=", "-x", "-n", "-e", "-N=", "-R=", "-T=", "-W=", "-H=", "-O=",
         "-E=", "-d", "-J", "-r=", "-l=", "-L", "--table", "--separator=", "--output-separator=",
         "--output-width=", "--fillrows", "--table-columns=", "--table-right=",
@@ -428,16 +418,16 @@ static READERS: &[Reader] = &[
         "--table-name=", "--json", "--keep-empty-lines", "--table-noheadings",
         "--table-columns-limit=",
     ]), Operands::Files),
-    reader(&["tsort"], options(&[]), Operands::Files),
-    reader(&["look"], options(&["-b", "-d", "-f", "-a", "-t="]), Operands::TextThen),
+    reader(&["tsort"], Spec::harmless(&[]), Operands::Files),
+    reader(&["look"], Spec::harmless(&["-b", "-d", "-f", "-a", "-t="]), Operands::TextThen),
     reader(&["jq"], JQ, Operands::PatternThen(&["-f", "--from-file"])),
-    reader(&["shellcheck"], Spec { reads: &["-P=", "--source-path=", "--rcfile="], ..options(&[
+    reader(&["shellcheck"], Spec { reads: &["-P=", "--source-path=", "--rcfile="], ..Spec::harmless(&[
         "-a", "-C?", "-e=", "-f=", "-i=", "-o=", "-s=", "-S=", "-V", "-W=", "-x",
         "--check-sourced", "--color?", "--include=", "--exclude=", "--format=", "--enable=",
         "--shell=", "--severity=", "--wiki-link-count=", "--external-sources", "--norc",
         "--list-optional", "--extended-analysis=",
     ]) }, Operands::Files),
-    Reader { recursion: Recursion::Always, ..reader(&["tokei"], options(&[
+    Reader { recursion: Recursion::Always, ..reader(&["tokei"], Spec::harmless(&[
         "-C", "-e=", "-f", "-l", "-s=", "-t=", "-V", "-v", "--columns=", "--exclude=",
         "--files", "--hidden", "--languages", "--no-ignore", "--no-ignore-parent",
         "--no-ignore-dot", "--no-ignore-vcs", "--output=", "--sort=", "--types=", "--compact",
@@ -456,10 +446,10 @@ static READERS: &[Reader] = &[
     reader(&["shuf"], Spec {
         reads: &["--random-source="],
         writes: &["-o=", "--output="],
-        ..options(&["-e", "-i=", "-n=", "-r", "-z", "--echo", "--input-range=", "--head-count=",
+        ..Spec::harmless(&["-e", "-i=", "-n=", "-r", "-z", "--echo", "--input-range=", "--head-count=",
             "--repeat", "--zero-terminated"])
     }, Operands::Files),
-    reader(&["iconv"], Spec { writes: &["-o=", "--output="], ..options(&[
+    reader(&["iconv"], Spec { writes: &["-o=", "--output="], ..Spec::harmless(&[
         "-f=", "-t=", "-c", "-l", "-s", "--from-code=", "--to-code=", "--list", "--silent",
     ]) }, Operands::Files),
     reader(&["man"], MAN, Operands::Text),

@@ -204,22 +204,24 @@ pub(super) fn writer<'a>(
     }
 }
 
+/// The options of `cp`/`mv`/`install`/`ln` that take a value (not file operands).
+const COPY_VALUED_OPTIONS: &[&str] = &[
+    "-t",
+    "--target-directory",
+    "-S",
+    "--suffix",
+    "-m",
+    "--mode",
+    "-o",
+    "--owner",
+    "-g",
+    "--group",
+];
+
 /// The sources of `cp`/`mv`/`install` are read: copying `~/.ssh/id_rsa` into the workspace
 /// reads it like `cat` would.
 fn with_sources<'a>(v: Verdict<'a>, args: &'a [Word]) -> Verdict<'a> {
-    let valued = [
-        "-t",
-        "--target-directory",
-        "-S",
-        "--suffix",
-        "-m",
-        "--mode",
-        "-o",
-        "--owner",
-        "-g",
-        "--group",
-    ];
-    let files = positionals(args, &valued);
+    let files = positionals(args, COPY_VALUED_OPTIONS);
     let to_dir = option_value(args, &["-t"], &["--target-directory"]).is_some();
     let sources = if to_dir {
         &files[..]
@@ -244,19 +246,7 @@ fn is_remote(text: &str) -> bool {
 }
 
 fn copy_like<'a>(name: &str, args: &'a [Word], scope: &str) -> Verdict<'a> {
-    let valued = [
-        "-t",
-        "--target-directory",
-        "-S",
-        "--suffix",
-        "-m",
-        "--mode",
-        "-o",
-        "--owner",
-        "-g",
-        "--group",
-    ];
-    let files = positionals(args, &valued);
+    let files = positionals(args, COPY_VALUED_OPTIONS);
     if let Some(dir) = option_value(args, &["-t"], &["--target-directory"]) {
         let mut targets = vec![dir];
         if name == "mv" {
