@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use amber_proto::{Mode, SessionInfo, SessionState, Usage};
-use amber_tui::app::{App, Scroll};
+use amber_tui::app::{App, Incoming, Scroll};
 use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -22,14 +22,16 @@ const HEIGHT: u16 = 40;
 const DELTA: usize = 40;
 const REPLY_CHARS: usize = 50_000;
 
-fn ev(seq: Option<u64>, mut body: Value) -> Value {
+/// An event as the daemon sends it, decoded as the runtime decodes it (outside the timing,
+/// as amber-client decodes before the app sees it).
+fn ev(seq: Option<u64>, mut body: Value) -> Incoming {
     body["sessionId"] = json!("s_1");
     body["turnId"] = json!("t_1");
     body["time"] = json!("2025-01-02T03:04:05Z");
     if let Some(seq) = seq {
         body["seq"] = json!(seq);
     }
-    body
+    Incoming::from_json(&body.to_string())
 }
 
 fn app() -> App {
@@ -74,9 +76,9 @@ fn big_transcript() -> App {
                 json!({"type": "tool_call_completed", "callId": format!("c_{}", i - 1), "status": "ok", "output": "test a ... ok\ntest b ... ok\ntest c ... ok\ntest d ... ok\ntest e ... ok\ntest f ... ok\n", "durationMs": 1200})
             }
         };
-        app.apply_event(&ev(next(), e));
+        app.apply_event(ev(next(), e));
     }
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 10_000})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 10_000})));
     app.drain_actions();
     app
 }
@@ -101,7 +103,7 @@ fn frame(terminal: &mut Terminal<TestBackend>, app: &mut App) {
     terminal.draw(|f| amber_tui::ui::draw(app, f)).unwrap();
 }
 
-fn delta(d: &str) -> Value {
+fn delta(d: &str) -> Incoming {
     ev(
         None,
         json!({"type": "message_delta", "itemId": "i_stream", "delta": d}),
@@ -147,7 +149,7 @@ fn benches(c: &mut Criterion) {
     });
 
     // A 50k-char reply streaming into the 10k transcript: one delta, one frame.
-    let deltas = reply_deltas();
+    let deltas: Vec<Incoming> = reply_deltas().iter().map(|d| delta(d)).collect();
     let mut terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT)).unwrap();
     g.bench_function("stream_50k_reply_delta_and_frame", |b| {
         b.iter_custom(|iters| {
@@ -160,7 +162,7 @@ fn benches(c: &mut Criterion) {
                         break;
                     }
                     let start = Instant::now();
-                    app.apply_event(&delta(d));
+                    app.apply_event(d.clone());
                     frame(&mut terminal, &mut app);
                     total += start.elapsed();
                     done += 1;
@@ -179,7 +181,7 @@ fn benches(c: &mut Criterion) {
             while done < iters {
                 let mut app = big_transcript();
                 for d in &deltas[..deltas.len() - tail] {
-                    app.apply_event(&delta(d));
+                    app.apply_event(d.clone());
                 }
                 frame(&mut terminal, &mut app);
                 for d in &deltas[deltas.len() - tail..] {
@@ -187,7 +189,7 @@ fn benches(c: &mut Criterion) {
                         break;
                     }
                     let start = Instant::now();
-                    app.apply_event(&delta(d));
+                    app.apply_event(d.clone());
                     frame(&mut terminal, &mut app);
                     total += start.elapsed();
                     done += 1;

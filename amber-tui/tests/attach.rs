@@ -6,7 +6,7 @@
 mod common;
 
 use amber_proto::{CommandAction, CommandRunResult, SessionState};
-use amber_tui::app::{Action, App, Scroll};
+use amber_tui::app::{Action, App, Incoming, Scroll};
 use amber_tui::transcript::{Assistant, Cell};
 use common::{ev, info, screen};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -30,7 +30,7 @@ fn attached(state: SessionState) -> App {
     app
 }
 
-fn delta(item: &str, d: &str) -> serde_json::Value {
+fn delta(item: &str, d: &str) -> Incoming {
     ev(
         None,
         json!({"type": "message_delta", "itemId": item, "delta": d}),
@@ -40,22 +40,19 @@ fn delta(item: &str, d: &str) -> serde_json::Value {
 #[test]
 fn attaching_mid_reply_shows_the_whole_reply_once() {
     let mut app = attached(SessionState::Running);
-    app.apply_event(&ev(
-        Some(1),
-        json!({"type": "turn_started", "prompt": "hi"}),
-    ));
-    app.apply_event(&ev(
+    app.apply_event(ev(Some(1), json!({"type": "turn_started", "prompt": "hi"})));
+    app.apply_event(ev(
         None,
         json!({"type": "synced", "lastSeq": 1,
         "inProgress": [{"itemId": "i_1", "kind": "message", "text": "Hello wor"}]}),
     ));
     assert!(app.synced);
-    app.apply_event(&delta("i_1", "ld, and **more**\n"));
+    app.apply_event(delta("i_1", "ld, and **more**\n"));
     assert_eq!(assistant_texts(&app), ["Hello world, and **more**\n"]);
-    app.apply_event(&ev(Some(2), json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": "Hello world, and **more**"})));
+    app.apply_event(ev(Some(2), json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": "Hello world, and **more**"})));
     // A late delta of a completed item changes nothing.
-    app.apply_event(&delta("i_1", "stale"));
-    app.apply_event(&ev(
+    app.apply_event(delta("i_1", "stale"));
+    app.apply_event(ev(
         Some(3),
         json!({"type": "turn_completed", "stopReason": "end_turn", "usage": {}}),
     ));
@@ -69,8 +66,8 @@ fn attaching_mid_reply_shows_the_whole_reply_once() {
 #[test]
 fn completed_text_is_authoritative() {
     let mut app = attached(SessionState::Running);
-    app.apply_event(&delta("i_1", "draft that was wrong"));
-    app.apply_event(&ev(
+    app.apply_event(delta("i_1", "draft that was wrong"));
+    app.apply_event(ev(
         Some(1),
         json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": "final"}),
     ));
@@ -80,23 +77,20 @@ fn completed_text_is_authoritative() {
 #[test]
 fn resubscribing_after_a_lag_neither_duplicates_nor_loses() {
     let mut app = attached(SessionState::Running);
-    app.apply_event(&ev(
-        Some(1),
-        json!({"type": "turn_started", "prompt": "hi"}),
-    ));
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 1})));
-    app.apply_event(&delta("i_1", "Hel"));
-    app.apply_event(&ev(Some(2), json!({"type": "tool_call_started", "itemId": "i_0", "callId": "c_1", "name": "bash", "arguments": {"command": "ls"}})));
+    app.apply_event(ev(Some(1), json!({"type": "turn_started", "prompt": "hi"})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 1})));
+    app.apply_event(delta("i_1", "Hel"));
+    app.apply_event(ev(Some(2), json!({"type": "tool_call_started", "itemId": "i_0", "callId": "c_1", "name": "bash", "arguments": {"command": "ls"}})));
     assert_eq!(app.last_seq, 2);
     // The subscription lagged; the new one replays from afterSeq = 2 — but a daemon may
     // also resend older events: they are dropped by seq.
-    app.apply_event(&ev(Some(2), json!({"type": "tool_call_started", "itemId": "i_0", "callId": "c_1", "name": "bash", "arguments": {"command": "ls"}})));
-    app.apply_event(&ev(
+    app.apply_event(ev(Some(2), json!({"type": "tool_call_started", "itemId": "i_0", "callId": "c_1", "name": "bash", "arguments": {"command": "ls"}})));
+    app.apply_event(ev(
         None,
         json!({"type": "synced", "lastSeq": 2,
         "inProgress": [{"itemId": "i_1", "kind": "message", "text": "Hello the"}]}),
     ));
-    app.apply_event(&delta("i_1", "re"));
+    app.apply_event(delta("i_1", "re"));
     assert_eq!(assistant_texts(&app), ["Hello there"]);
     let tools = app
         .transcript
@@ -109,16 +103,16 @@ fn resubscribing_after_a_lag_neither_duplicates_nor_loses() {
 #[test]
 fn reasoning_in_progress_and_then_finished() {
     let mut app = attached(SessionState::Running);
-    app.apply_event(&ev(
+    app.apply_event(ev(
         None,
         json!({"type": "synced", "lastSeq": 0,
         "inProgress": [{"itemId": "r_1", "kind": "reasoning", "text": "thinking about it"}]}),
     ));
-    app.apply_event(&ev(
+    app.apply_event(ev(
         None,
         json!({"type": "reasoning_delta", "itemId": "r_1", "delta": " some more"}),
     ));
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(1),
         json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": "done"}),
     ));
@@ -151,7 +145,7 @@ fn a_prompt_answer_after_its_turn_started_is_not_left_queued() {
         }]
     );
     assert_eq!(app.queued.len(), 1);
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(1),
         json!({"type": "turn_started", "turnId": "t_9", "prompt": "go"}),
     ));
@@ -176,7 +170,7 @@ fn cancel_quit_and_detach_keys() {
         press(&mut app, KeyCode::Char('c'), KeyModifiers::CONTROL),
         [Action::Cancel]
     );
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(1),
         json!({"type": "turn_completed", "stopReason": "cancelled", "usage": {}}),
     ));
@@ -232,7 +226,7 @@ fn command_actions() {
     app.on_command_result(run("cleared 6 messages", Some(CommandAction::Cleared)));
     assert_eq!(app.drain_actions(), [Action::Reload]);
     app.reset_transcript();
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 0})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 0})));
     assert!(
         matches!(app.transcript.cells().last(), Some(Cell::Info { text, .. }) if text == "cleared 6 messages")
     );
@@ -251,7 +245,7 @@ fn command_actions() {
 fn scrolled_up_view_stays_put_while_output_arrives() {
     let mut app = attached(SessionState::Running);
     for i in 0..40u64 {
-        app.apply_event(&ev(Some(i + 1), json!({"type": "message_completed", "itemId": format!("i_{i}"), "role": "assistant", "text": format!("message {i}")})));
+        app.apply_event(ev(Some(i + 1), json!({"type": "message_completed", "itemId": format!("i_{i}"), "role": "assistant", "text": format!("message {i}")})));
     }
     screen(&mut app, 80, 24);
     app.on_wheel(-2);
@@ -259,7 +253,7 @@ fn scrolled_up_view_stays_put_while_output_arrives() {
     let Scroll::Anchor { .. } = app.scroll else {
         panic!("not scrolled: {:?}", app.scroll)
     };
-    app.apply_event(&ev(Some(41), json!({"type": "message_completed", "itemId": "i_new", "role": "assistant", "text": "newest"})));
+    app.apply_event(ev(Some(41), json!({"type": "message_completed", "itemId": "i_new", "role": "assistant", "text": "newest"})));
     assert_eq!(screen(&mut app, 80, 24), before);
     app.on_key(KeyEvent::new(KeyCode::End, KeyModifiers::CONTROL));
     assert!(screen(&mut app, 80, 24).contains("newest"));
@@ -269,7 +263,7 @@ fn scrolled_up_view_stays_put_while_output_arrives() {
 fn resizing_reflows() {
     let mut app = attached(SessionState::Idle);
     let long = "word ".repeat(60);
-    app.apply_event(&ev(Some(1), json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": long.trim()})));
+    app.apply_event(ev(Some(1), json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": long.trim()})));
     let wide = screen(&mut app, 140, 20);
     let narrow = screen(&mut app, 40, 20);
     let rows = |s: &str| s.lines().filter(|l| l.contains("word")).count();

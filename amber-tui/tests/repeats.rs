@@ -6,7 +6,7 @@
 mod common;
 
 use amber_proto::SessionState;
-use amber_tui::app::App;
+use amber_tui::app::{App, Incoming};
 use common::{app_with, ev, info, screen};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -56,7 +56,7 @@ fn a_turn_error_without_an_error_event_keeps_its_text() {
 
 const RESULT: &str = "## Callers\n\nFound **3 callers** of `a()`:\n\n- src/lib.rs\n- src/main.rs";
 
-fn task_events() -> Vec<serde_json::Value> {
+fn task_events() -> Vec<Incoming> {
     vec![
         ev(
             Some(1),
@@ -116,16 +116,16 @@ fn replayed_prompts_seed_the_history_once() {
     let mut app = App::new("s_1");
     app.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
     for (seq, (turn, prompt)) in [("t_1", "first"), ("t_2", "second")].iter().enumerate() {
-        app.apply_event(&ev(
+        app.apply_event(ev(
             Some(seq as u64 * 2 + 1),
             json!({"type": "turn_started", "turnId": turn, "prompt": prompt}),
         ));
-        app.apply_event(&ev(
+        app.apply_event(ev(
             Some(seq as u64 * 2 + 2),
             json!({"type": "turn_completed", "turnId": turn, "stopReason": "end_turn", "usage": {}}),
         ));
     }
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 4})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 4})));
     assert_eq!(app.input.history(), ["first", "second"]);
     app.on_key(key(KeyCode::Up));
     assert_eq!(app.input.text(), "second");
@@ -139,23 +139,23 @@ fn replayed_prompts_seed_the_history_once() {
         app.on_key(key(KeyCode::Char(ch)));
     }
     app.on_key(key(KeyCode::Enter));
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(5),
         json!({"type": "turn_started", "turnId": "t_3", "prompt": "third"}),
     ));
     // A prompt sent by another client is not this editor's history.
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(6),
         json!({"type": "turn_started", "turnId": "t_4", "prompt": "from elsewhere"}),
     ));
     assert_eq!(app.input.history(), ["first", "second", "third"]);
     // A reload (after `/clear`) replays again without adding the prompts twice.
     app.reset_transcript();
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(1),
         json!({"type": "turn_started", "turnId": "t_1", "prompt": "first"}),
     ));
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 1})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 1})));
     assert_eq!(app.input.history(), ["first", "second", "third"]);
 }
 
@@ -164,21 +164,15 @@ fn a_replay_short_of_the_snapshot_is_pointed_out() {
     let mut app = App::new("s_1");
     app.snapshot_seq = 9;
     app.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
-    app.apply_event(&ev(
-        Some(1),
-        json!({"type": "turn_started", "prompt": "hi"}),
-    ));
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 1})));
+    app.apply_event(ev(Some(1), json!({"type": "turn_started", "prompt": "hi"})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 1})));
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("history incomplete"), "{s}");
 
     let mut whole = App::new("s_1");
     whole.snapshot_seq = 1;
     whole.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
-    whole.apply_event(&ev(
-        Some(1),
-        json!({"type": "turn_started", "prompt": "hi"}),
-    ));
-    whole.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 1})));
+    whole.apply_event(ev(Some(1), json!({"type": "turn_started", "prompt": "hi"})));
+    whole.apply_event(ev(None, json!({"type": "synced", "lastSeq": 1})));
     assert!(!screen(&mut whole, 80, 24).contains("history incomplete"));
 }

@@ -82,7 +82,7 @@ fn every_view() -> Vec<(&'static str, App)> {
         }],
         Vec::new(),
     );
-    approval.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 0})));
+    approval.apply_event(ev(None, json!({"type": "synced", "lastSeq": 0})));
     views.push(("approval", approval));
 
     let mut help = app_with(&every_cell()[..3]);
@@ -200,7 +200,7 @@ fn the_cancel_notice_leaves_with_the_turn() {
         Some(NoticeKind::Cancelling)
     );
     assert!(screen(&mut app, 80, 24).contains("cancelling the turn"));
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(2),
         json!({"type": "turn_completed", "stopReason": "cancelled", "usage": {}}),
     ));
@@ -214,13 +214,13 @@ fn the_more_below_hint_has_its_own_row() {
     let mut app = App::new("s_1");
     app.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
     for i in 0..30u64 {
-        app.apply_event(&ev(
+        app.apply_event(ev(
             Some(i + 1),
             json!({"type": "message_completed", "itemId": format!("i_{i}"), "role": "assistant",
                    "text": format!("message number {i} with text that reaches far into the row")}),
         ));
     }
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 30})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 30})));
     draw(&mut app, 80, 24);
     app.on_key(key(KeyCode::PageUp));
     assert!(matches!(app.scroll, Scroll::Anchor { .. }));

@@ -94,7 +94,7 @@ fn streaming_reply_shows_only_complete_lines() {
         "xt and `co",
         "de`\n\n- a **half",
     ] {
-        app.apply_event(&ev(
+        app.apply_event(ev(
             None,
             json!({"type": "message_delta", "itemId": "i_1", "delta": d}),
         ));
@@ -154,14 +154,14 @@ fn approval_overlay_bash_narrow() {
         ],
         Vec::new(),
     );
-    app.apply_event(&ev(None, json!({"type": "synced", "lastSeq": 0})));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": 0})));
     assert_snapshot!(screen(&mut app, 80, 24));
 }
 
 #[test]
 fn approval_overlay_edit_diff_wide() {
     let mut app = app_with(&every_cell()[..3]);
-    app.apply_event(&ev(Some(4), json!({"type": "approval_requested", "requestId": "r_9", "callId": "c_9", "tool": "edit",
+    app.apply_event(ev(Some(4), json!({"type": "approval_requested", "requestId": "r_9", "callId": "c_9", "tool": "edit",
         "arguments": {"path": "src/main.rs", "old_string": "let a = 1;\nlet b = 2;", "new_string": "let a = 1;\nlet b = 3;\nlet c = 4;"},
         "reason": "outside the write rules", "scope": "write: src/"})));
     assert_snapshot!(screen(&mut app, 140, 40));
@@ -189,7 +189,7 @@ fn approval_keys_answer_and_queue() {
     );
     assert_eq!(app.approvals.len(), 1);
     // Answered elsewhere: the overlay closes here.
-    app.apply_event(&ev(Some(1), json!({"type": "approval_resolved", "requestId": "r_2", "decision": "allow_once", "by": "client"})));
+    app.apply_event(ev(Some(1), json!({"type": "approval_resolved", "requestId": "r_2", "decision": "allow_once", "by": "client"})));
     assert!(app.approvals.is_empty());
     let actions = app.on_key(key(KeyCode::Char('A')));
     assert!(actions.is_empty(), "no overlay, `A` is typed: {actions:?}");
@@ -362,7 +362,7 @@ fn queued_prompt_until_its_turn_starts() {
     ));
     app.on_prompt_sent(1, Ok("t_2".into()));
     assert_snapshot!(screen(&mut app, 80, 24));
-    app.apply_event(&ev(
+    app.apply_event(ev(
         Some(4),
         json!({"type": "turn_started", "turnId": "t_2", "prompt": "and then run the tests"}),
     ));
@@ -386,10 +386,11 @@ fn empty_session_welcome() {
 #[test]
 fn status_line_shows_a_retry_wait() {
     let mut app = with_status(app_with(&every_cell()[..3]));
-    app.apply_event(
-        &json!({"type": "retrying", "sessionId": "s_1", "turnId": "t_1",
-        "attempt": 1, "maxAttempts": 4, "delayMs": 8000, "reason": "429 rate limited"}),
-    );
+    app.apply_event(ev(
+        None,
+        json!({"type": "retrying", "attempt": 1, "maxAttempts": 4, "delayMs": 8000,
+               "reason": "429 rate limited"}),
+    ));
     let s = screen(&mut app, 80, 24);
     assert_snapshot!("status_retrying", s.lines().last().unwrap());
 }

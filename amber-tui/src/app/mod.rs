@@ -4,6 +4,7 @@
 
 mod complete;
 mod events;
+mod incoming;
 mod input;
 mod keys;
 mod notice;
@@ -16,6 +17,7 @@ use amber_proto::{
 };
 
 pub use complete::{Popup, PopupKind, match_files, popup_for};
+pub use incoming::{Incoming, UnknownEvent};
 pub use input::Input;
 pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
 

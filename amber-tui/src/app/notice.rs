@@ -109,16 +109,25 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::app::Action;
+    use crate::app::{Action, Incoming};
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// `body` with the rest of the envelope, decoded as the runtime decodes it.
+    fn event(mut body: Value) -> Incoming {
+        body["sessionId"] = json!("s_1");
+        body["time"] = json!("2025-01-02T03:04:05Z");
+        let incoming = Incoming::from_json(&body.to_string());
+        assert!(matches!(incoming, Incoming::Known(_)), "{body}");
+        incoming
+    }
 
     fn running_app() -> App {
         let mut app = App::new("s_1");
-        app.apply_event(
-            &json!({"type": "turn_started", "seq": 1, "turnId": "t_1", "prompt": "hi"}),
-        );
-        app.apply_event(&json!({"type": "synced", "lastSeq": 1}));
+        app.apply_event(event(
+            json!({"type": "turn_started", "seq": 1, "turnId": "t_1", "prompt": "hi"}),
+        ));
+        app.apply_event(event(json!({"type": "synced", "lastSeq": 1})));
         app.drain_actions();
         app
     }
@@ -155,7 +164,7 @@ mod tests {
         assert_eq!(app.notice.as_ref().unwrap().kind, NoticeKind::Cancelling);
         ticks(&mut app, 2);
         assert!(app.notice.is_some());
-        app.apply_event(&json!({"type": "turn_completed", "seq": 2, "turnId": "t_1", "stopReason": "cancelled"}));
+        app.apply_event(event(json!({"type": "turn_completed", "seq": 2, "turnId": "t_1", "stopReason": "cancelled", "usage": {}})));
         assert_eq!(app.notice, None);
     }
 
@@ -170,17 +179,19 @@ mod tests {
     #[test]
     fn a_retry_notice_shows_the_wait_and_reason_until_the_next_event() {
         let mut app = running_app();
-        app.apply_event(&json!({"type": "retrying", "turnId": "t_1", "attempt": 1,
-            "maxAttempts": 4, "delayMs": 8000, "reason": "429 rate limited"}));
+        app.apply_event(event(
+            json!({"type": "retrying", "turnId": "t_1", "attempt": 1,
+            "maxAttempts": 4, "delayMs": 8000, "reason": "429 rate limited"}),
+        ));
         let notice = app.notice.clone().unwrap();
         assert_eq!(notice.kind, NoticeKind::Retrying);
         assert_eq!(notice.text, "retrying in 8 s: 429 rate limited");
         // It outlasts the wait itself: only the next event of the turn ends it.
         ticks(&mut app, (8_000 / TICK_MS) as u32);
         assert_eq!(app.notice.as_ref().map(|n| &n.text), Some(&notice.text));
-        app.apply_event(
-            &json!({"type": "message_delta", "turnId": "t_1", "itemId": "i_1", "delta": "Hi"}),
-        );
+        app.apply_event(event(
+            json!({"type": "message_delta", "turnId": "t_1", "itemId": "i_1", "delta": "Hi"}),
+        ));
         assert_eq!(app.notice, None);
     }
 
@@ -188,12 +199,14 @@ mod tests {
     fn a_retry_notice_does_not_clear_other_notices_and_expires_without_events() {
         let mut app = running_app();
         app.on_error("approval failed: boom");
-        app.apply_event(
-            &json!({"type": "message_delta", "turnId": "t_1", "itemId": "i_1", "delta": "Hi"}),
-        );
+        app.apply_event(event(
+            json!({"type": "message_delta", "turnId": "t_1", "itemId": "i_1", "delta": "Hi"}),
+        ));
         assert_eq!(app.notice.as_ref().unwrap().kind, NoticeKind::Error);
-        app.apply_event(&json!({"type": "retrying", "turnId": "t_1", "attempt": 2,
-            "maxAttempts": 4, "delayMs": 250, "reason": "stream idle for 30 s"}));
+        app.apply_event(event(
+            json!({"type": "retrying", "turnId": "t_1", "attempt": 2,
+            "maxAttempts": 4, "delayMs": 250, "reason": "stream idle for 30 s"}),
+        ));
         assert_eq!(
             app.notice.as_ref().unwrap().text,
             "retrying in 250 ms: stream idle for 30 s"
@@ -219,8 +232,8 @@ mod tests {
     fn turn_completed_keeps_an_error_notice() {
         let mut app = running_app();
         app.on_error("cancel failed: gone");
-        app.apply_event(
-            &json!({"type": "turn_completed", "seq": 2, "turnId": "t_1", "stopReason": "end_turn"}),
+        app.apply_event(event(
+            json!({"type": "turn_completed", "seq": 2, "turnId": "t_1", "stopReason": "end_turn", "usage": {}})),
         );
         assert_eq!(app.notice.as_ref().unwrap().kind, NoticeKind::Error);
     }

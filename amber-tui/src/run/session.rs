@@ -7,11 +7,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use amber_client::{Client, ClientError, ConnectOptions, RawEventStream};
+use amber_client::{Client, ClientError, ConnectOptions, RawEvent, RawEventStream};
 use amber_proto::{CommandInfo, CommandRunResult, PanelGetResult, PanelInfo, StatusGetResult};
 use futures::{FutureExt, StreamExt};
 use ratatui::crossterm::event::{Event, MouseEventKind};
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -78,6 +77,7 @@ fn session_gone(e: &ClientError) -> bool {
     e.code() == Some(amber_proto::errors::SESSION_NOT_FOUND)
 }
 
+/// Shows `session_id` until the user detaches or switches, or the session is deleted.
 pub async fn attached(
     client: &Client,
     opts: &ConnectOptions,
@@ -94,88 +94,112 @@ pub async fn attached(
         session_id: session_id.to_owned(),
         deleted: false,
     };
-    let mut app = App::new(session_id);
-    app.input.set_history(std::mem::take(&mut carry.history));
-    app.commands = carry.commands.clone();
-    app.panels = carry.panels.clone();
+    let mut app = carry.take_into(App::new(session_id));
     let mut stream = Some(attach(&ctx.client, &mut app).await?);
     spawn_lists(&ctx, &app);
+    let outcome = run_screen(&mut ctx, &mut app, &mut stream, tui, keys, &mut rx).await?;
+    carry.keep_from(&app);
+    if let Some(s) = stream {
+        // Best effort: the daemon drops the subscription with the connection anyway.
+        let _ = tokio::time::timeout(Duration::from_millis(300), s.unsubscribe()).await;
+    }
+    Ok(outcome)
+}
+
+impl Carry {
+    /// Hands what survives to the next session's app.
+    fn take_into(&mut self, mut app: App) -> App {
+        app.input.set_history(std::mem::take(&mut self.history));
+        app.commands = self.commands.clone();
+        app.panels = self.panels.clone();
+        app
+    }
+
+    /// Keeps what survives from the app that is leaving.
+    fn keep_from(&mut self, app: &App) {
+        self.history = app.input.history().to_vec();
+        self.commands = app.commands.clone();
+        self.panels = app.panels.clone();
+    }
+}
+
+/// Redraws at most once per [`FRAME`], and only after something changed.
+struct Frames {
+    dirty: bool,
+    last: Instant,
+}
+
+impl Frames {
+    fn new() -> Self {
+        Frames {
+            dirty: true,
+            last: Instant::now() - FRAME,
+        }
+    }
+
+    fn draw_if_due(&mut self, tui: &mut Tui, app: &mut App) -> Result<(), Error> {
+        if self.dirty && self.last.elapsed() >= FRAME {
+            tui.terminal.draw(|f| ui::draw(app, f))?;
+            self.last = Instant::now();
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// When a changed screen may be drawn next.
+    fn due(&self) -> Instant {
+        self.last + FRAME
+    }
+}
+
+/// The screen's loop: waits for a key, an event, an answer or a tick, applies it, draws, and
+/// runs the actions the app asked for, until one of them (or the daemon) ends the screen.
+async fn run_screen(
+    ctx: &mut Ctx<'_>,
+    app: &mut App,
+    stream: &mut Option<RawEventStream>,
+    tui: &mut Tui,
+    keys: &mut mpsc::UnboundedReceiver<Event>,
+    rx: &mut mpsc::UnboundedReceiver<Msg>,
+) -> Result<Outcome, Error> {
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut ticks = 0u32;
-    let mut dirty = true;
-    let mut last_frame = Instant::now() - FRAME;
-    let outcome = loop {
-        if dirty && last_frame.elapsed() >= FRAME {
-            tui.terminal.draw(|f| ui::draw(&mut app, f))?;
-            last_frame = Instant::now();
-            dirty = false;
-        }
-        let frame_due = last_frame + FRAME;
+    let mut frames = Frames::new();
+    loop {
+        frames.draw_if_due(tui, app)?;
         tokio::select! {
             ev = keys.recv() => {
-                let Some(ev) = ev else { break Outcome::Detach };
-                on_terminal_event(&mut app, ev);
-                dirty = true;
+                let Some(ev) = ev else { return Ok(Outcome::Detach) };
+                on_terminal_event(app, ev);
+                frames.dirty = true;
             }
-            item = next_event(&mut stream) => {
-                dirty = true;
-                match item {
-                    Some(Ok(raw)) => {
-                        apply_raw(&mut app, raw.json());
-                        // Drain what is already here so a burst becomes one frame.
-                        for _ in 0..EVENT_BATCH {
-                            match stream.as_mut().and_then(|s| s.next().now_or_never()) {
-                                Some(Some(Ok(raw))) => apply_raw(&mut app, raw.json()),
-                                Some(Some(Err(e))) => {
-                                    stream = None;
-                                    resubscribe(&mut ctx, &mut app, &mut stream, e).await;
-                                    break;
-                                }
-                                _ => break,
-                            }
-                        }
-                    }
-                    Some(Err(e)) => {
-                        stream = None;
-                        resubscribe(&mut ctx, &mut app, &mut stream, e).await;
-                    }
-                    None => {
-                        stream = None;
-                        resubscribe(&mut ctx, &mut app, &mut stream, ClientError::Transport("the event stream ended".into())).await;
-                    }
-                }
+            item = next_event(stream) => {
+                on_stream_item(ctx, app, stream, item).await;
+                frames.dirty = true;
             }
             msg = rx.recv() => {
                 if let Some(msg) = msg {
-                    on_msg(&mut ctx, &mut app, &mut stream, msg).await;
-                    dirty = true;
+                    on_msg(ctx, app, stream, msg).await;
+                    frames.dirty = true;
                 }
             }
             _ = tick.tick() => {
                 app.tick();
                 ticks += 1;
                 if ticks.is_multiple_of(STATUS_TICKS) && ctx.client.is_connected() {
-                    spawn_status(&ctx);
+                    spawn_status(ctx);
                 }
-                dirty = true;
+                frames.dirty = true;
             }
-            _ = tokio::time::sleep_until(frame_due), if dirty => {}
+            _ = tokio::time::sleep_until(frames.due()), if frames.dirty => {}
         }
-        match perform(&mut ctx, &mut app, &mut stream).await {
-            Some(outcome) => break outcome,
-            None if ctx.deleted => break Outcome::Deleted,
+        match perform(ctx, app, stream).await {
+            Some(outcome) => return Ok(outcome),
+            None if ctx.deleted => return Ok(Outcome::Deleted),
             None => continue,
         }
-    };
-    carry.history = app.input.history().to_vec();
-    carry.commands = app.commands.clone();
-    carry.panels = app.panels.clone();
-    if let Some(s) = stream {
-        // Best effort: the daemon drops the subscription with the connection anyway.
-        let _ = tokio::time::timeout(Duration::from_millis(300), s.unsubscribe()).await;
     }
-    Ok(outcome)
 }
 
 /// `session/get` seeds the app (info, pending approvals, todos, `lastSeq`), then the
@@ -188,19 +212,49 @@ async fn attach(client: &Client, app: &mut App) -> Result<RawEventStream, Client
     client.subscribe_raw(&app.session_id, Some(0)).await
 }
 
-async fn next_event(
-    stream: &mut Option<RawEventStream>,
-) -> Option<Result<amber_client::RawEvent, ClientError>> {
+async fn next_event(stream: &mut Option<RawEventStream>) -> Option<Result<RawEvent, ClientError>> {
     match stream.as_mut() {
         Some(s) => s.next().await,
         None => std::future::pending().await,
     }
 }
 
-fn apply_raw(app: &mut App, json: &str) {
-    if let Ok(ev) = serde_json::from_str::<Value>(json) {
-        app.apply_event(&ev);
+/// One item of the subscription: an event, applied with whatever else has already arrived
+/// (so a burst becomes one frame), or the end of the subscription, which resubscribes.
+async fn on_stream_item(
+    ctx: &mut Ctx<'_>,
+    app: &mut App,
+    stream: &mut Option<RawEventStream>,
+    item: Option<Result<RawEvent, ClientError>>,
+) {
+    let ended = match item {
+        Some(Ok(raw)) => match apply_burst(app, stream, raw) {
+            Some(e) => e,
+            None => return,
+        },
+        Some(Err(e)) => e,
+        None => ClientError::Transport("the event stream ended".into()),
+    };
+    *stream = None;
+    resubscribe(ctx, app, stream, ended).await;
+}
+
+/// Applies `first` and up to [`EVENT_BATCH`] events already waiting; returns the error that
+/// ended the subscription meanwhile, if one did.
+fn apply_burst(
+    app: &mut App,
+    stream: &mut Option<RawEventStream>,
+    first: RawEvent,
+) -> Option<ClientError> {
+    app.apply_event(first);
+    for _ in 0..EVENT_BATCH {
+        match stream.as_mut().and_then(|s| s.next().now_or_never()) {
+            Some(Some(Ok(raw))) => app.apply_event(raw),
+            Some(Some(Err(e))) => return Some(e),
+            _ => break,
+        }
     }
+    None
 }
 
 fn on_terminal_event(app: &mut App, ev: Event) {

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use super::style;
 use super::tool::ToolCell;
 use crate::markdown::{self, StreamingMarkdown};
-use crate::wrap::{wrap_line, wrap_text};
+use crate::wrap::{truncate, wrap_line, wrap_text};
 
 /// Reasoning lines shown while details are collapsed.
 const COLLAPSED_REASONING: usize = 3;
@@ -75,6 +75,12 @@ pub enum Cell {
     Info {
         text: String,
         kind: InfoKind,
+    },
+    /// Events this build cannot decode (from a newer daemon), `count` of the same type in a
+    /// row: shown, never silently dropped.
+    Unknown {
+        type_name: String,
+        count: u32,
     },
 }
 
@@ -147,163 +153,215 @@ impl Slot {
 }
 
 fn render(cell: &Cell, width: u16, expanded: bool) -> Vec<Line<'static>> {
-    let w = usize::from(width);
+    let text_width = usize::from(width).saturating_sub(2);
     match cell {
-        Cell::User { text } => prefixed(
-            wrap_text(text, Style::default(), w.saturating_sub(2)),
-            Span::styled("› ", style::user_marker()),
-        ),
+        Cell::User { text } => user(text, text_width),
         Cell::Assistant(Assistant::Done(text)) => markdown::render(text, width),
+        // Drawn by its own renderer ([`Slot::lines`]).
         Cell::Assistant(Assistant::Streaming(_)) => Vec::new(),
-        Cell::Reasoning { text, done } => {
-            let mut lines = wrap_text(
-                text.trim(),
-                style::faint().add_modifier(ratatui::style::Modifier::ITALIC),
-                w.saturating_sub(2),
-            );
-            let hidden = lines.len().saturating_sub(COLLAPSED_REASONING);
-            if !expanded && hidden > 0 {
-                // While it streams the newest thoughts matter; once done, how it began.
-                if *done {
-                    lines.truncate(COLLAPSED_REASONING);
-                } else {
-                    lines.drain(..hidden);
-                }
-                lines.push(Line::from(Span::styled(
-                    crate::transcript::more_lines(hidden),
-                    style::dim(),
-                )));
-            }
-            let title = if *done { "thought" } else { "thinking…" };
-            let mut out = vec![Line::from(Span::styled(
-                format!("✻ {title}"),
-                style::faint(),
-            ))];
-            out.extend(prefixed(lines, Span::raw("  ")));
-            out
-        }
+        Cell::Reasoning { text, done } => reasoning(text, *done, text_width, expanded),
         Cell::Tool(tool) => tool.render(width, expanded),
-        Cell::Steer { reason, text } => prefixed(
-            wrap_text(
-                &format!("steer ({reason}): {text}"),
-                style::warn(),
-                w.saturating_sub(2),
-            ),
-            Span::styled("↻ ", style::warn()),
-        ),
+        Cell::Steer { reason, text } => steer(reason, text, text_width),
         Cell::Compaction {
             before,
             after,
             error,
-        } => {
-            let (text, st) = match (after, error) {
-                (_, Some(e)) => (
-                    format!("compaction failed ({} tokens kept): {e}", tokens(*before)),
-                    style::err(),
-                ),
-                (Some(a), None) => (
-                    format!(
-                        "context compacted: {} → {} tokens",
-                        tokens(*before),
-                        tokens(*a)
-                    ),
-                    style::fg(ratatui::style::Color::Magenta),
-                ),
-                (None, None) => (
-                    format!("compacting context ({} tokens)…", tokens(*before)),
-                    style::fg(ratatui::style::Color::Magenta),
-                ),
-            };
-            prefixed(
-                wrap_text(&text, st, w.saturating_sub(2)),
-                Span::styled("⇣ ", st),
-            )
-        }
+        } => compaction(*before, *after, error.as_deref(), text_width),
         Cell::Subagent {
             agent_id,
             task,
             result,
             done,
-        } => {
-            let blue = style::fg(ratatui::style::Color::Blue);
-            let state = if *done { "done" } else { "started" };
-            let mut out = prefixed(
-                wrap_text(
-                    &format!("sub-agent {agent_id} {state}: {task}"),
-                    blue,
-                    w.saturating_sub(2),
-                ),
-                Span::styled("◆ ", blue),
-            );
-            if let Some(result) = result {
-                // The result is the sub-agent's markdown reply: rendered, never raw `**`.
-                let mut body = markdown::render(result.trim(), width.saturating_sub(4).max(1));
-                let hidden = body.len().saturating_sub(COLLAPSED_RESULT);
-                if !expanded && hidden > 0 {
-                    body.truncate(COLLAPSED_RESULT);
-                    body.push(Line::from(Span::styled(
-                        crate::transcript::more_lines(hidden),
-                        style::dim(),
-                    )));
-                }
-                out.extend(body.into_iter().map(|line| {
-                    let mut spans = vec![Span::styled("  │ ", style::dim())];
-                    spans.extend(line.spans);
-                    Line::from(spans).style(line.style)
-                }));
-            }
-            out
-        }
-        Cell::Error { code, message } => prefixed(
-            wrap_text(
-                &format!("error {code}: {message}"),
-                style::err(),
-                w.saturating_sub(2),
-            ),
-            Span::styled("✗ ", style::err()),
-        ),
+        } => subagent(agent_id, task, result.as_deref(), *done, width, expanded),
+        Cell::Error { code, message } => error(code, message, text_width),
         Cell::Approval {
             tool,
             summary,
             reason,
             scope,
             outcome,
-        } => {
-            let head = format!("approval requested: {tool} {summary}");
-            let mut out = prefixed(
-                wrap_text(&head, style::warn(), w.saturating_sub(2)),
-                Span::styled("? ", style::warn()),
-            );
-            let why = format!("{reason} · scope: {scope}");
-            out.extend(prefixed(
-                wrap_text(&why, style::dim(), w.saturating_sub(2)),
-                Span::raw("  "),
-            ));
-            if let Some(outcome) = outcome {
-                let st = if outcome.starts_with("deny") {
-                    style::err()
-                } else {
-                    style::ok()
-                };
-                out.push(Line::from(vec![
-                    Span::raw("  "),
-                    Span::styled(format!("→ {outcome}"), st),
-                ]));
-            }
-            out
-        }
-        Cell::Info { text, kind } => {
-            let (marker, st) = match kind {
-                InfoKind::Command => ("  ", style::dim()),
-                InfoKind::Warn => ("! ", style::warn()),
-                InfoKind::Note => ("· ", style::dim()),
-            };
-            prefixed(
-                wrap_text(text.trim_end(), st, w.saturating_sub(2)),
-                Span::styled(marker, st),
-            )
-        }
+        } => approval(tool, summary, reason, scope, outcome.as_deref(), text_width),
+        Cell::Info { text, kind } => info(text, *kind, text_width),
+        Cell::Unknown { type_name, count } => unknown(type_name, *count, text_width),
     }
+}
+
+fn user(text: &str, width: usize) -> Vec<Line<'static>> {
+    prefixed(
+        wrap_text(text, Style::default(), width),
+        Span::styled("› ", style::user_marker()),
+    )
+}
+
+fn reasoning(text: &str, done: bool, width: usize, expanded: bool) -> Vec<Line<'static>> {
+    let mut lines = wrap_text(
+        text.trim(),
+        style::faint().add_modifier(ratatui::style::Modifier::ITALIC),
+        width,
+    );
+    let hidden = lines.len().saturating_sub(COLLAPSED_REASONING);
+    if !expanded && hidden > 0 {
+        // While it streams the newest thoughts matter; once done, how it began.
+        if done {
+            lines.truncate(COLLAPSED_REASONING);
+        } else {
+            lines.drain(..hidden);
+        }
+        lines.push(Line::from(Span::styled(
+            crate::transcript::more_lines(hidden),
+            style::dim(),
+        )));
+    }
+    let title = if done { "thought" } else { "thinking…" };
+    let mut out = vec![Line::from(Span::styled(
+        format!("✻ {title}"),
+        style::faint(),
+    ))];
+    out.extend(prefixed(lines, Span::raw("  ")));
+    out
+}
+
+fn steer(reason: &str, text: &str, width: usize) -> Vec<Line<'static>> {
+    prefixed(
+        wrap_text(&format!("steer ({reason}): {text}"), style::warn(), width),
+        Span::styled("↻ ", style::warn()),
+    )
+}
+
+fn compaction(
+    before: u64,
+    after: Option<u64>,
+    error: Option<&str>,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let (text, st) = match (after, error) {
+        (_, Some(e)) => (
+            format!("compaction failed ({} tokens kept): {e}", tokens(before)),
+            style::err(),
+        ),
+        (Some(a), None) => (
+            format!(
+                "context compacted: {} → {} tokens",
+                tokens(before),
+                tokens(a)
+            ),
+            style::fg(ratatui::style::Color::Magenta),
+        ),
+        (None, None) => (
+            format!("compacting context ({} tokens)…", tokens(before)),
+            style::fg(ratatui::style::Color::Magenta),
+        ),
+    };
+    prefixed(wrap_text(&text, st, width), Span::styled("⇣ ", st))
+}
+
+fn subagent(
+    agent_id: &str,
+    task: &str,
+    result: Option<&str>,
+    done: bool,
+    width: u16,
+    expanded: bool,
+) -> Vec<Line<'static>> {
+    let blue = style::fg(ratatui::style::Color::Blue);
+    let state = if done { "done" } else { "started" };
+    let mut out = prefixed(
+        wrap_text(
+            &format!("sub-agent {agent_id} {state}: {task}"),
+            blue,
+            usize::from(width).saturating_sub(2),
+        ),
+        Span::styled("◆ ", blue),
+    );
+    if let Some(result) = result {
+        out.extend(subagent_result(result, width, expanded));
+    }
+    out
+}
+
+/// The result is the sub-agent's markdown reply: rendered, never raw `**`, behind a bar.
+fn subagent_result(result: &str, width: u16, expanded: bool) -> Vec<Line<'static>> {
+    let mut body = markdown::render(result.trim(), width.saturating_sub(4).max(1));
+    let hidden = body.len().saturating_sub(COLLAPSED_RESULT);
+    if !expanded && hidden > 0 {
+        body.truncate(COLLAPSED_RESULT);
+        body.push(Line::from(Span::styled(
+            crate::transcript::more_lines(hidden),
+            style::dim(),
+        )));
+    }
+    body.into_iter()
+        .map(|line| {
+            let mut spans = vec![Span::styled("  │ ", style::dim())];
+            spans.extend(line.spans);
+            Line::from(spans).style(line.style)
+        })
+        .collect()
+}
+
+fn error(code: &str, message: &str, width: usize) -> Vec<Line<'static>> {
+    prefixed(
+        wrap_text(&format!("error {code}: {message}"), style::err(), width),
+        Span::styled("✗ ", style::err()),
+    )
+}
+
+fn approval(
+    tool: &str,
+    summary: &str,
+    reason: &str,
+    scope: &str,
+    outcome: Option<&str>,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let head = format!("approval requested: {tool} {summary}");
+    let mut out = prefixed(
+        wrap_text(&head, style::warn(), width),
+        Span::styled("? ", style::warn()),
+    );
+    let why = format!("{reason} · scope: {scope}");
+    out.extend(prefixed(
+        wrap_text(&why, style::dim(), width),
+        Span::raw("  "),
+    ));
+    if let Some(outcome) = outcome {
+        let st = if outcome.starts_with("deny") {
+            style::err()
+        } else {
+            style::ok()
+        };
+        out.push(Line::from(vec![
+            Span::raw("  "),
+            Span::styled(format!("→ {outcome}"), st),
+        ]));
+    }
+    out
+}
+
+fn info(text: &str, kind: InfoKind, width: usize) -> Vec<Line<'static>> {
+    let (marker, st) = match kind {
+        InfoKind::Command => ("  ", style::dim()),
+        InfoKind::Warn => ("! ", style::warn()),
+        InfoKind::Note => ("· ", style::dim()),
+    };
+    prefixed(
+        wrap_text(text.trim_end(), st, width),
+        Span::styled(marker, st),
+    )
+}
+
+/// One dimmed line, however long the type name: it says something was not shown.
+fn unknown(type_name: &str, count: u32, width: usize) -> Vec<Line<'static>> {
+    let times = if count > 1 {
+        format!(" (×{count})")
+    } else {
+        String::new()
+    };
+    let text = truncate(&format!("unknown event: {type_name}{times}"), width);
+    vec![Line::from(vec![
+        Span::styled("· ", style::dim()),
+        Span::styled(text, style::dim()),
+    ])]
 }
 
 /// Puts `first` before the first line and as many spaces before the others.

@@ -2,6 +2,7 @@
 //! that is the call's output, or a coloured diff for `edit` / `write`, collapsed to a few lines
 //! unless details are expanded. The argument views are shared with the approval overlay.
 
+use amber_proto::ToolStatus;
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
@@ -21,8 +22,8 @@ pub struct ToolCell {
     pub arguments: Value,
     /// The sub-agent that made the call, when not the session's own agent.
     pub agent: Option<String>,
-    /// `ok` / `error` / `denied`; `None` while it runs.
-    pub status: Option<String>,
+    /// `None` while it runs.
+    pub status: Option<ToolStatus>,
     /// The final output once completed, else what streamed so far.
     pub output: String,
     pub duration_ms: Option<u64>,
@@ -50,7 +51,7 @@ impl ToolCell {
         let body_width = width.saturating_sub(4).max(4);
         let mut body: Vec<Line<'static>> = Vec::new();
         let diff = matches!(self.name.as_str(), "edit" | "write")
-            && self.status.as_deref() != Some("denied");
+            && self.status != Some(ToolStatus::Denied);
         if diff {
             body.extend(collapse(
                 diff_lines(&self.name, &self.arguments),
@@ -59,7 +60,7 @@ impl ToolCell {
                 true,
             ));
         }
-        let show_output = !diff || self.status.as_deref().is_some_and(|s| s != "ok");
+        let show_output = !diff || self.failed();
         if show_output && !self.output_elsewhere && !self.output.trim().is_empty() {
             let out: Vec<Line<'static>> = self
                 .output
@@ -84,19 +85,24 @@ impl ToolCell {
         lines
     }
 
+    /// Completed other than `ok` (an error, or denied).
+    fn failed(&self) -> bool {
+        self.status.is_some_and(|s| s != ToolStatus::Ok)
+    }
+
     fn header(&self, width: usize) -> Line<'static> {
-        let (icon, icon_style) = match self.status.as_deref() {
+        let (icon, icon_style) = match self.status {
             None => ("•", style::warn()),
-            Some("ok") => ("✓", style::ok()),
-            Some("denied") => ("⊘", style::err()),
-            Some(_) => ("✗", style::err()),
+            Some(ToolStatus::Ok) => ("✓", style::ok()),
+            Some(ToolStatus::Denied) => ("⊘", style::err()),
+            Some(ToolStatus::Error) => ("✗", style::err()),
         };
-        let mut tail = match (self.status.as_deref(), self.duration_ms) {
+        let mut tail = match (self.status, self.duration_ms) {
             (None, _) => "running".to_owned(),
-            (Some(s), Some(ms)) if s != "ok" => format!("{s} · {}", duration(ms)),
-            (Some(s), None) if s != "ok" => s.to_owned(),
-            (_, Some(ms)) => duration(ms),
-            (_, None) => String::new(),
+            (Some(ToolStatus::Ok), Some(ms)) => duration(ms),
+            (Some(ToolStatus::Ok), None) => String::new(),
+            (Some(failed), Some(ms)) => format!("{} · {}", status_word(failed), duration(ms)),
+            (Some(failed), None) => status_word(failed).to_owned(),
         };
         if !tail.is_empty() {
             tail = format!("  {tail}");
@@ -120,13 +126,22 @@ impl ToolCell {
         spans.push(Span::raw(summary));
         spans.push(Span::styled(
             tail,
-            if self.status.as_deref().is_some_and(|s| s != "ok") {
+            if self.failed() {
                 icon_style
             } else {
                 style::dim()
             },
         ));
         Line::from(spans)
+    }
+}
+
+/// The status as the header spells it (its wire name).
+fn status_word(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Ok => "ok",
+        ToolStatus::Error => "error",
+        ToolStatus::Denied => "denied",
     }
 }
 

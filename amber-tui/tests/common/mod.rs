@@ -3,14 +3,25 @@
 #![allow(dead_code)]
 
 use amber_proto::{Mode, SessionInfo, SessionState, Usage};
-use amber_tui::app::App;
+use amber_tui::app::{App, Incoming};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use serde_json::{Value, json};
 
-/// An event with the envelope filled in; durable ones get `seq`.
-pub fn ev(seq: Option<u64>, mut body: Value) -> Value {
+/// An event with the envelope filled in (durable ones get `seq`), decoded from its JSON as
+/// the runtime decodes what the daemon sends. It must be one this build knows.
+pub fn ev(seq: Option<u64>, body: Value) -> Incoming {
+    let incoming = Incoming::from_json(&envelope(seq, body).to_string());
+    assert!(
+        matches!(incoming, Incoming::Known(_)),
+        "the fixture does not decode: {incoming:?}"
+    );
+    incoming
+}
+
+/// `body` with the envelope filled in, as JSON.
+pub fn envelope(seq: Option<u64>, mut body: Value) -> Value {
     body["sessionId"] = json!("s_1");
     body["time"] = json!("2025-01-02T03:04:05Z");
     if body.get("turnId").is_none() {
@@ -38,16 +49,13 @@ pub fn info(state: SessionState) -> SessionInfo {
 }
 
 /// An app attached to `s_1` that has applied `events` and `synced`.
-pub fn app_with(events: &[Value]) -> App {
+pub fn app_with(events: &[Incoming]) -> App {
     let mut app = App::new("s_1");
     app.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
     for e in events {
-        app.apply_event(e);
+        app.apply_event(e.clone());
     }
-    app.apply_event(&ev(
-        None,
-        json!({"type": "synced", "lastSeq": events.len()}),
-    ));
+    app.apply_event(ev(None, json!({"type": "synced", "lastSeq": events.len()})));
     app.drain_actions();
     app
 }
@@ -84,7 +92,7 @@ pub fn assert_ansi_only(terminal: &Terminal<TestBackend>) {
 pub const REPLY: &str = "## Plan\n\nI will **fix** the build in `src/lib.rs`:\n\n1. read the error\n2. edit the file\n\n> quoted note\n\n```rust\nfn main() {}\n```\n\nSee [docs](https://example.com).";
 
 /// One event of every kind that makes a cell.
-pub fn every_cell() -> Vec<Value> {
+pub fn every_cell() -> Vec<Incoming> {
     let out: String = (1..=30).map(|i| format!("line {i}\n")).collect();
     vec![
         ev(
@@ -157,9 +165,8 @@ pub fn every_cell() -> Vec<Value> {
         ),
         ev(
             Some(17),
-            // Read by `agentId` (PROTOCOL.md's name; the tag `agent` of older daemons is
-            // the fallback).
-            json!({"type": "tool_call_started", "agentId": "a_1", "itemId": "i_6", "callId": "c_5", "name": "search", "arguments": {"pattern": "fn a", "path": "src"}}),
+            // The daemon tags a sub-agent's events twice, `agent` and `agentId`.
+            json!({"type": "tool_call_started", "agent": "a_1", "agentId": "a_1", "itemId": "i_6", "callId": "c_5", "name": "search", "arguments": {"pattern": "fn a", "path": "src"}}),
         ),
         ev(
             Some(18),

@@ -1,181 +1,174 @@
-//! Protocol events → state. The replay of durable events (subscribe with `afterSeq`) is the
+//! Protocol events → state. Events arrive decoded ([`Incoming`]) and are matched on
+//! `amber_proto::EventKind` with one arm per type; an event this build cannot decode becomes a
+//! dimmed transcript line. The replay of durable events (subscribe with `afterSeq`) is the
 //! transcript's history, `synced` hands over the replies streaming right now (`inProgress`),
 //! and live events continue from there; durable events at or below the last `seq` seen are
 //! dropped, so a resubscription after a lag never duplicates a cell.
+//!
+//! Here: the dispatch, turns, errors, compaction and todos; [`stream`] has the assistant's
+//! streams and `synced`, [`calls`] tool calls, approvals and sub-agents.
 
-use amber_proto::Approval;
-use serde_json::Value;
+mod calls;
+mod stream;
 
+use amber_proto::{Approval, ErrorInfo, Event, EventKind, SteerReason, StopReason, Todo};
+
+use super::incoming::{Incoming, UnknownEvent};
 use super::{Action, App, NoticeKind};
-use crate::markdown::StreamingMarkdown;
-use crate::transcript::{Assistant, Cell, InfoKind, ToolCell, tool};
-
-fn s<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn streaming(text: &str) -> Cell {
-    let mut md = StreamingMarkdown::new();
-    md.push(text);
-    Cell::Assistant(Assistant::Streaming(Box::new(md)))
-}
+use crate::transcript::{Cell, InfoKind};
 
 impl App {
-    /// Applies one event object as the daemon sent it.
-    pub fn apply_event(&mut self, ev: &Value) {
-        if let Some(seq) = ev.get("seq").and_then(Value::as_u64) {
-            if seq <= self.last_seq {
-                return;
-            }
-            self.last_seq = seq;
+    /// Applies one event of the subscription.
+    pub fn apply_event(&mut self, event: impl Into<Incoming>) {
+        let event = event.into();
+        if self.already_applied(event.seq()) {
+            return;
         }
-        let ty = s(ev, "type");
-        if ty != "retrying" {
+        if !event.is_retrying() {
             // The wait it announced is over: this is what came after it.
             self.clear_notice(NoticeKind::Retrying);
         }
-        match ty {
-            "retrying" => self.show_retry(u(ev, "delayMs"), s(ev, "reason")),
-            "turn_started" => self.turn_started(ev),
-            "message_delta" => self.message_delta(s(ev, "itemId"), s(ev, "delta")),
-            "reasoning_delta" => self.reasoning_delta(s(ev, "itemId"), s(ev, "delta")),
-            "message_completed" => self.message_completed(s(ev, "itemId"), s(ev, "text")),
-            "tool_call_started" => {
-                self.finish_reasoning();
-                // `agentId` is PROTOCOL.md's name; `agent` is what older daemons send.
-                let agent = ev
-                    .get("agentId")
-                    .or_else(|| ev.get("agent"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let call = ToolCell::new(
-                    s(ev, "callId").to_owned(),
-                    s(ev, "name").to_owned(),
-                    ev.get("arguments").cloned().unwrap_or(Value::Null),
-                    agent,
-                );
-                let idx = self.transcript.push(Cell::Tool(call));
-                self.transcript
-                    .calls
-                    .insert(s(ev, "callId").to_owned(), idx);
-            }
-            "tool_output_delta" => {
-                if let Some(&idx) = self.transcript.calls.get(s(ev, "callId"))
-                    && let Some(Cell::Tool(t)) = self.transcript.cell_mut(idx)
-                    && t.status.is_none()
-                {
-                    t.output.push_str(s(ev, "chunk"));
-                }
-            }
-            "tool_call_completed" => {
-                let mut process = false;
-                if let Some(&idx) = self.transcript.calls.get(s(ev, "callId"))
-                    && let Some(Cell::Tool(t)) = self.transcript.cell_mut(idx)
-                {
-                    t.status = Some(s(ev, "status").to_owned());
-                    t.output = s(ev, "output").to_owned();
-                    t.duration_ms = ev.get("durationMs").and_then(Value::as_u64);
-                    process = t.name == "process";
-                }
-                self.hide_task_output_shown_by_subagents(s(ev, "callId"));
-                if process {
-                    // The processes panel and status segment change with it.
-                    self.request(Action::RefreshStatus);
-                    self.refresh_panel();
-                }
-            }
-            "approval_requested" => self.approval_requested(ev),
-            "approval_resolved" => {
-                let id = s(ev, "requestId");
-                self.approvals.retain(|a| a.request_id != id);
-                if let Some(&idx) = self.transcript.requests.get(id)
-                    && let Some(Cell::Approval { outcome, .. }) = self.transcript.cell_mut(idx)
-                {
-                    let decision = s(ev, "decision").replace('_', " ");
-                    *outcome = Some(format!("{decision} ({})", s(ev, "by").replace('_', " ")));
-                }
-            }
-            "steer" => {
-                self.transcript.push(Cell::Steer {
-                    reason: s(ev, "reason").replace('_', " "),
-                    text: s(ev, "text").to_owned(),
-                });
-            }
-            "compaction_started" => {
-                let idx = self.transcript.push(Cell::Compaction {
-                    before: u(ev, "tokensBefore"),
-                    after: None,
-                    error: None,
-                });
-                self.transcript.compaction = Some(idx);
-            }
-            "compaction_completed" | "compaction_failed" => {
-                let after = ev.get("tokensAfter").and_then(Value::as_u64);
-                let error = ev.get("error").and_then(Value::as_str).map(str::to_owned);
-                let cell = Cell::Compaction {
-                    before: u(ev, "tokensBefore"),
-                    after,
-                    error,
-                };
-                match self
-                    .transcript
-                    .compaction
-                    .take()
-                    .and_then(|i| self.transcript.cell_mut(i))
-                {
-                    Some(slot) => *slot = cell,
-                    None => {
-                        self.transcript.push(cell);
-                    }
-                }
-                self.request(Action::RefreshStatus);
-            }
-            "subagent_started" | "subagent_completed" => {
-                // Two cells: the start where the work begins (its tool calls follow), the
-                // result where it ends.
-                let result = ev.get("result").and_then(Value::as_str).map(str::to_owned);
-                self.transcript.push(Cell::Subagent {
-                    agent_id: s(ev, "agentId").to_owned(),
-                    task: s(ev, "task").to_owned(),
-                    result,
-                    done: ty == "subagent_completed",
-                });
-            }
-            "usage" | "mcp_status" => {
-                self.request(Action::RefreshStatus);
-                self.refresh_panel();
-            }
-            "todo_updated" => {
-                if let Ok(todos) =
-                    serde_json::from_value(ev.get("todos").cloned().unwrap_or(Value::Null))
-                {
-                    self.todos = todos;
-                }
-                self.request(Action::RefreshStatus);
-                self.refresh_panel();
-            }
-            "turn_completed" => self.turn_completed(ev),
-            "error" => {
-                self.turn_errors
-                    .push((s(ev, "code").to_owned(), s(ev, "message").to_owned()));
-                self.transcript.push(Cell::Error {
-                    code: s(ev, "code").to_owned(),
-                    message: s(ev, "message").to_owned(),
-                });
-            }
-            "synced" => self.synced(ev),
-            _ => {}
+        match event {
+            Incoming::Known(event) => self.apply_known(event),
+            Incoming::Unknown(unknown) => self.unknown_event(unknown),
         }
     }
 
-    fn turn_started(&mut self, ev: &Value) {
+    /// A durable event at or below the last `seq` applied was applied already (a replay
+    /// after a resubscription); a newer one raises the mark.
+    fn already_applied(&mut self, seq: Option<u64>) -> bool {
+        match seq {
+            Some(seq) if seq <= self.last_seq => true,
+            Some(seq) => {
+                self.last_seq = seq;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// One arm per event type, and no catch-all: a new event in `amber_proto` does not
+    /// compile here until the TUI decides what it shows.
+    fn apply_known(&mut self, event: Event) {
+        let Event {
+            turn_id,
+            agent_id,
+            kind,
+            ..
+        } = event;
+        match kind {
+            // Nothing to show yet: this client's prompts are on screen as queued from the
+            // moment they are sent (`send_prompt`), and every prompt appears with its
+            // `turn_started`.
+            EventKind::PromptQueued { .. } => {}
+            EventKind::TurnStarted { prompt } => {
+                self.turn_started(turn_id.unwrap_or_default(), prompt)
+            }
+            EventKind::MessageDelta { item_id, delta } => self.message_delta(&item_id, &delta),
+            EventKind::ReasoningDelta { item_id, delta } => self.reasoning_delta(&item_id, &delta),
+            EventKind::MessageCompleted { item_id, text, .. } => {
+                self.message_completed(item_id, text)
+            }
+            EventKind::ToolCallStarted {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => self.tool_call_started(call_id, name, arguments, agent_id),
+            EventKind::ToolOutputDelta { call_id, chunk } => {
+                self.tool_output_delta(&call_id, &chunk)
+            }
+            EventKind::Retrying {
+                delay_ms, reason, ..
+            } => self.show_retry(delay_ms, &reason),
+            EventKind::ToolCallCompleted {
+                call_id,
+                status,
+                output,
+                duration_ms,
+            } => self.tool_call_completed(&call_id, status, output, duration_ms),
+            EventKind::ApprovalRequested {
+                request_id,
+                call_id,
+                tool,
+                arguments,
+                reason,
+                scope,
+            } => self.approval_requested(Approval {
+                request_id,
+                call_id,
+                tool,
+                arguments,
+                reason,
+                scope,
+            }),
+            EventKind::ApprovalResolved {
+                request_id,
+                decision,
+                by,
+            } => self.approval_resolved(&request_id, decision, by),
+            EventKind::Steer { reason, text } => {
+                self.transcript.push(Cell::Steer {
+                    reason: steer_words(reason).to_owned(),
+                    text,
+                });
+            }
+            EventKind::CompactionStarted { tokens_before } => {
+                self.compaction_started(tokens_before)
+            }
+            EventKind::CompactionCompleted {
+                tokens_before,
+                tokens_after,
+            } => self.compaction_ended(tokens_before, Some(tokens_after), None),
+            EventKind::CompactionFailed {
+                tokens_before,
+                error,
+            } => self.compaction_ended(tokens_before, None, Some(error)),
+            EventKind::Usage { .. } | EventKind::McpStatus(_) => self.refresh_status_and_panel(),
+            EventKind::TodoUpdated { todos } => self.todos_updated(todos),
+            EventKind::SubagentStarted { agent_id, task } => {
+                self.subagent(agent_id, task, None, false)
+            }
+            EventKind::SubagentCompleted {
+                agent_id,
+                task,
+                result,
+            } => self.subagent(agent_id, task, result, true),
+            EventKind::TurnCompleted {
+                stop_reason, error, ..
+            } => self.turn_completed(stop_reason, error),
+            EventKind::Error { code, message, .. } => self.error_event(code, message),
+            EventKind::Synced {
+                last_seq,
+                in_progress,
+            } => self.synced(last_seq, in_progress),
+        }
+    }
+
+    /// An event this build cannot read: one dimmed line says so (a run of the same type
+    /// is counted on one line, so a newer daemon's stream of them does not flood the view).
+    fn unknown_event(&mut self, unknown: UnknownEvent) {
+        let last = self.transcript.len().checked_sub(1);
+        let same_as_last = last.filter(|&idx| {
+            matches!(
+                self.transcript.get(idx).map(|slot| &slot.cell),
+                Some(Cell::Unknown { type_name, .. }) if *type_name == unknown.type_name
+            )
+        });
+        if let Some(Cell::Unknown { count, .. }) =
+            same_as_last.and_then(|idx| self.transcript.cell_mut(idx))
+        {
+            *count += 1;
+            return;
+        }
+        self.transcript.push(Cell::Unknown {
+            type_name: unknown.type_name,
+            count: 1,
+        });
+    }
+
+    fn turn_started(&mut self, turn_id: String, prompt: String) {
         self.running = true;
-        let turn_id = s(ev, "turnId").to_owned();
-        let prompt = s(ev, "prompt").to_owned();
         // The queued entry is this turn's: by id, or (the answer to `session/prompt` may come
         // after the event) the oldest entry without an id and with the same text.
         let pos = self
@@ -200,107 +193,18 @@ impl App {
         self.request(Action::RefreshStatus);
     }
 
-    fn message_delta(&mut self, item: &str, delta: &str) {
-        if self.transcript.completed.contains(item) {
-            return;
-        }
-        if let Some(&idx) = self.transcript.items.get(item)
-            && let Some(slot) = self.transcript.slot_mut(idx)
-            && let Cell::Assistant(Assistant::Streaming(md)) = &mut slot.cell
-        {
-            md.push(delta);
-            return;
-        }
-        self.finish_reasoning();
-        let idx = self.transcript.push(streaming(delta));
-        self.transcript.items.insert(item.to_owned(), idx);
-    }
-
-    fn reasoning_delta(&mut self, item: &str, delta: &str) {
-        if let Some(&idx) = self.transcript.items.get(item) {
-            if let Some(Cell::Reasoning { text, done: false }) = self.transcript.cell_mut(idx) {
-                text.push_str(delta);
-            }
-            return;
-        }
-        let idx = self.transcript.push(Cell::Reasoning {
-            text: delta.to_owned(),
-            done: false,
-        });
-        self.transcript.items.insert(item.to_owned(), idx);
-        self.transcript.open_reasoning.push(idx);
-    }
-
-    fn message_completed(&mut self, item: &str, text: &str) {
-        self.finish_reasoning();
-        self.transcript.completed.insert(item.to_owned());
-        let done = Cell::Assistant(Assistant::Done(text.to_owned()));
-        // `text` is authoritative: it replaces whatever streamed.
-        match self.transcript.items.get(item).copied() {
-            Some(idx) => {
-                if let Some(cell) = self.transcript.cell_mut(idx) {
-                    *cell = done;
-                }
-            }
-            None => {
-                let idx = self.transcript.push(done);
-                self.transcript.items.insert(item.to_owned(), idx);
-            }
-        }
-    }
-
-    fn finish_reasoning(&mut self) {
-        for idx in std::mem::take(&mut self.transcript.open_reasoning) {
-            if let Some(Cell::Reasoning { done, .. }) = self.transcript.cell_mut(idx) {
-                *done = true;
-            }
-        }
-    }
-
-    fn approval_requested(&mut self, ev: &Value) {
-        let approval = Approval {
-            request_id: s(ev, "requestId").to_owned(),
-            call_id: s(ev, "callId").to_owned(),
-            tool: s(ev, "tool").to_owned(),
-            arguments: ev.get("arguments").cloned().unwrap_or(Value::Null),
-            reason: s(ev, "reason").to_owned(),
-            scope: s(ev, "scope").to_owned(),
-        };
-        let cell = Cell::Approval {
-            tool: approval.tool.clone(),
-            summary: tool::summary(&approval.tool, &approval.arguments),
-            reason: approval.reason.clone(),
-            scope: approval.scope.clone(),
-            outcome: None,
-        };
-        let idx = self.transcript.push(cell);
-        self.transcript
-            .requests
-            .insert(approval.request_id.clone(), idx);
-        if !self
-            .approvals
-            .iter()
-            .any(|a| a.request_id == approval.request_id)
-        {
-            self.approvals.push_back(approval);
-        }
-    }
-
-    fn turn_completed(&mut self, ev: &Value) {
+    fn turn_completed(&mut self, stop_reason: StopReason, error: Option<ErrorInfo>) {
         self.running = false;
         self.finish_reasoning();
         self.clear_notice(NoticeKind::Cancelling);
-        let reason = s(ev, "stopReason");
-        let error = ev.get("error");
-        if reason != "end_turn" {
-            let mut text = format!("turn ended: {}", reason.replace('_', " "));
-            if let Some(e) = error {
-                let (code, message) = (s(e, "code"), s(e, "message"));
+        if stop_reason != StopReason::EndTurn {
+            let mut text = format!("turn ended: {}", stop_reason.as_str().replace('_', " "));
+            if let Some(ErrorInfo { code, message }) = error {
                 // An `error` event of this turn already shows it as a cell: say it once.
                 let shown = self
                     .turn_errors
                     .iter()
-                    .any(|(c, m)| c == code && m == message);
+                    .any(|(c, m)| *c == code && *m == message);
                 if !shown {
                     text.push_str(&format!(" — {code}: {message}"));
                 }
@@ -310,88 +214,61 @@ impl App {
                 kind: InfoKind::Warn,
             });
         }
+        self.refresh_status_and_panel();
+    }
+
+    fn error_event(&mut self, code: String, message: String) {
+        self.turn_errors.push((code.clone(), message.clone()));
+        self.transcript.push(Cell::Error { code, message });
+    }
+
+    fn compaction_started(&mut self, tokens_before: u64) {
+        let idx = self.transcript.push(Cell::Compaction {
+            before: tokens_before,
+            after: None,
+            error: None,
+        });
+        self.transcript.compaction = Some(idx);
+    }
+
+    /// `compaction_completed` (`after`) or `compaction_failed` (`error`): the outcome takes
+    /// the place of the cell its start made.
+    fn compaction_ended(&mut self, before: u64, after: Option<u64>, error: Option<String>) {
+        let cell = Cell::Compaction {
+            before,
+            after,
+            error,
+        };
+        match self
+            .transcript
+            .compaction
+            .take()
+            .and_then(|i| self.transcript.cell_mut(i))
+        {
+            Some(slot) => *slot = cell,
+            None => {
+                self.transcript.push(cell);
+            }
+        }
+        self.request(Action::RefreshStatus);
+    }
+
+    fn todos_updated(&mut self, todos: Vec<Todo>) {
+        self.todos = todos;
+        self.refresh_status_and_panel();
+    }
+
+    /// The status segments and the open panel show what the event changed.
+    fn refresh_status_and_panel(&mut self) {
         self.request(Action::RefreshStatus);
         self.refresh_panel();
     }
+}
 
-    fn synced(&mut self, ev: &Value) {
-        self.synced = true;
-        self.history_seeded = true;
-        if let Some(last) = ev.get("lastSeq").and_then(Value::as_u64) {
-            self.last_seq = self.last_seq.max(last);
-        }
-        if self.last_seq < self.snapshot_seq {
-            // The replay must reach what `session/get` saw: say so if the daemon lost events.
-            self.note(format!(
-                "history incomplete: the replay ended at event {} but the session had {}",
-                self.last_seq, self.snapshot_seq
-            ));
-        }
-        let in_progress = ev
-            .get("inProgress")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for item in &in_progress {
-            let id = s(item, "itemId");
-            let text = s(item, "text");
-            if self.transcript.completed.contains(id) {
-                continue;
-            }
-            // The text is everything streamed so far: it replaces a partial cell.
-            let cell = if s(item, "kind") == "reasoning" {
-                Cell::Reasoning {
-                    text: text.to_owned(),
-                    done: false,
-                }
-            } else {
-                streaming(text)
-            };
-            match self.transcript.items.get(id).copied() {
-                Some(idx) => {
-                    if let Some(slot) = self.transcript.cell_mut(idx) {
-                        *slot = cell;
-                    }
-                }
-                None => {
-                    let idx = self.transcript.push(cell);
-                    self.transcript.items.insert(id.to_owned(), idx);
-                    if s(item, "kind") == "reasoning" {
-                        self.transcript.open_reasoning.push(idx);
-                    }
-                }
-            }
-        }
-        if !in_progress.is_empty() {
-            self.running = true;
-        }
-        if let Some(note) = self.reload_note.take() {
-            self.transcript.push(Cell::Info {
-                text: note,
-                kind: InfoKind::Command,
-            });
-        }
-        self.request(Action::RefreshStatus);
-    }
-
-    /// A `task` call's output is its sub-agents' results, each already in a sub-agent cell
-    /// after the call's cell: the tool cell then shows only its header.
-    fn hide_task_output_shown_by_subagents(&mut self, call_id: &str) {
-        let Some(&idx) = self.transcript.calls.get(call_id) else {
-            return;
-        };
-        let finished_task = matches!(
-            self.transcript.get(idx).map(|slot| &slot.cell),
-            Some(Cell::Tool(t)) if t.name == "task" && t.status.as_deref() == Some("ok")
-        );
-        if !finished_task {
-            return;
-        }
-        let results_shown = self.transcript.cells().skip(idx + 1).any(|c| {
-            matches!(c, Cell::Subagent { done: true, result: Some(r), .. } if !r.trim().is_empty())
-        });
-        if results_shown && let Some(Cell::Tool(t)) = self.transcript.cell_mut(idx) {
-            t.output_elsewhere = true;
-        }
+/// The transcript's words for why the daemon steered (the wire name, spaced).
+fn steer_words(reason: SteerReason) -> &'static str {
+    match reason {
+        SteerReason::RepeatedText => "repeated text",
+        SteerReason::ToolFailures => "tool failures",
     }
 }
