@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, messages, new_session, spawn, spawn_config, within,
 };
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
@@ -322,11 +322,11 @@ async fn queued_prompts_run_after_a_restart_without_anyone_attaching() {
 
     // Nobody gets, subscribes or prompts: the daemon resumes the session on its own.
     let expected = 1 + 2 * (PROMPTS.len() - 1);
-    amber_tests::e2e::eventually("the queued prompts to run", Duration::from_secs(30), || {
+    amber_tests::steps::eventually("the queued prompts to run", Duration::from_secs(30), || {
         mock.request_count() >= expected
     })
     .await;
-    amber_tests::e2e::eventually("the session to go idle", Duration::from_secs(30), || {
+    amber_tests::steps::eventually("the session to go idle", Duration::from_secs(30), || {
         !busy_marker(&daemon, &session).exists()
     })
     .await;
@@ -354,11 +354,11 @@ async fn with_resume_queued_off_the_cancellations_are_written_at_start() {
     kill_and_restart(&mut daemon);
 
     // Read from disk only: every acknowledged turn gets its turn_completed at start.
-    amber_tests::e2e::eventually("the turns to be closed", Duration::from_secs(30), || {
+    amber_tests::steps::eventually("the turns to be closed", Duration::from_secs(30), || {
         logged(&daemon, &session, "turn_completed") == turn_ids.len()
     })
     .await;
-    amber_tests::e2e::eventually("the marker to go", Duration::from_secs(30), || {
+    amber_tests::steps::eventually("the marker to go", Duration::from_secs(30), || {
         !busy_marker(&daemon, &session).exists()
     })
     .await;
@@ -387,7 +387,7 @@ async fn the_busy_marker_is_gone_once_the_session_is_idle() {
         .await
         .unwrap();
     while events.next().await["type"] != "turn_completed" {}
-    amber_tests::e2e::eventually("the marker to go", Duration::from_secs(10), || {
+    amber_tests::steps::eventually("the marker to go", Duration::from_secs(10), || {
         !busy_marker(&daemon, &session).exists()
     })
     .await;

@@ -9,10 +9,10 @@
 use std::time::{Duration, Instant};
 
 use amber_proto::Decision;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, new_session, of_type, spawn, stop_reason, types, within,
 };
-use amber_tests::e2e3::{
+use amber_tests::tool_calls::{
     bash, connect_approver, envelope_for, get_raw, next_approval, request_id, respond, result_of,
 };
 use amber_tests::{MockLlm, MockTurn};

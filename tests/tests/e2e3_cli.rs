@@ -5,8 +5,8 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{done, run_bounded, spawn};
-use amber_tests::e2e3::{bash, call, calls};
+use amber_tests::steps::{done, run_bounded, spawn};
+use amber_tests::tool_calls::{bash, call, calls};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 

@@ -9,8 +9,8 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
-use amber_tests::e2e3::{call, calls, envelope_for, put, result_of};
+use amber_tests::steps::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
+use amber_tests::tool_calls::{call, calls, envelope_for, put, result_of};
 use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 

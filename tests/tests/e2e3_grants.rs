@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_proto::Decision;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, done, new_session, of_type, spawn, spawn_config, stop_reason, within,
 };
-use amber_tests::e2e3::{
+use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, get_raw, next_approval, request_id, respond, result_of,
 };
 use amber_tests::{MockLlm, MockTurn};

@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_proto::{Decision, Mode};
-use amber_tests::e2e::{Events, done, new_session, of_type, prompt_turn, spawn, stop_reason};
-use amber_tests::e2e3::{
+use amber_tests::steps::{Events, done, new_session, of_type, prompt_turn, spawn, stop_reason};
+use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, envelope_for, get_raw, live_processes_with_arg,
     next_approval, put, request_id, respond, result_of, sleep_marker,
 };

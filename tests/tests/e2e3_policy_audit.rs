@@ -16,11 +16,11 @@
 use std::os::unix::fs::symlink;
 
 use amber_proto::Decision;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
     stop_reason,
 };
-use amber_tests::e2e3::{
+use amber_tests::tool_calls::{
     asked, bash, call, calls, connect_approver, next_approval, put, request_id, respond, result_of,
     sh,
 };

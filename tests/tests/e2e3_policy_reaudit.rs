@@ -12,11 +12,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn_config,
     stop_reason,
 };
-use amber_tests::e2e3::{asked, calls, put, result_of, sh};
+use amber_tests::tool_calls::{asked, calls, put, result_of, sh};
 use amber_tests::{MockLlm, MockToolCall, MockTurn};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, eventually, new_session, of_type, prompt_turn, spawn, stop_reason,
     within,
 };
-use amber_tests::e2e3::{call, calls, live_processes_with_arg, result_of, sleep_marker};
+use amber_tests::tool_calls::{call, calls, live_processes_with_arg, result_of, sleep_marker};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 

@@ -9,11 +9,11 @@
 use std::path::Path;
 
 use amber_proto::{Decision, Mode};
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, done, new_session, of_type, prompt_turn, run_bounded, spawn_config,
     stop_reason,
 };
-use amber_tests::e2e3::{
+use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, envelope_for, next_approval, put, request_id, respond,
     result_of,
 };

@@ -5,10 +5,10 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, messages, new_session, of_type, prompt_turn, spawn, stop_reason,
 };
-use amber_tests::e2e3::{call, calls, envelope_for, get_raw, put, result_of};
+use amber_tests::tool_calls::{call, calls, envelope_for, get_raw, put, result_of};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 

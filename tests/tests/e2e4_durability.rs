@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use amber_tests::e2e::{Events, connect, done, messages, new_session, prompt_turn, spawn, within};
+use amber_tests::steps::{
+    Events, connect, done, messages, new_session, prompt_turn, spawn, within,
+};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
@@ -369,7 +371,7 @@ async fn idle_sessions_unload_and_come_back_on_use() {
     ])
     .await;
     let config = "[sessions]\nidle_unload_secs = 1\n";
-    let daemon = amber_tests::e2e::spawn_config(&mock, config);
+    let daemon = amber_tests::steps::spawn_config(&mock, config);
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;
@@ -381,7 +383,7 @@ async fn idle_sessions_unload_and_come_back_on_use() {
         let status = daemon.rpc_ok("daemon/status", json!({}));
         status["sessions"] == 1 && status["sessionsLoaded"] == 0
     };
-    amber_tests::e2e::eventually(
+    amber_tests::steps::eventually(
         "the idle session to unload",
         Duration::from_secs(15),
         unloaded,
@@ -514,7 +516,7 @@ async fn replay_reaches_back_into_the_store_past_what_memory_keeps() {
     let mock = MockLlm::start(script).await;
     // Only the newest 3 durable events stay in memory.
     let config = "[sessions]\nmemory_events = 3\n";
-    let daemon = amber_tests::e2e::spawn_config(&mock, config);
+    let daemon = amber_tests::steps::spawn_config(&mock, config);
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;

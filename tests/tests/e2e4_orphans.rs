@@ -10,10 +10,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, eventually, new_session, prompt_turn, spawn, within,
 };
-use amber_tests::e2e3::{bash, call, calls, is_alive, live_processes_with_arg, result_of};
+use amber_tests::tool_calls::{bash, call, calls, is_alive, live_processes_with_arg, result_of};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 

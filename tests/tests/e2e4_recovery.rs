@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, eventually, messages, new_session, prompt_turn, spawn,
 };
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
@@ -94,7 +94,7 @@ async fn a_session_whose_mode_changed_mid_turn_is_listed_idle_after_a_crash() {
     // The daemon itself loads the session at start, in the background, to settle the turn the
     // crash interrupted (its busy marker); listing loads nothing beyond that.
     let loaded = || daemon.rpc_ok("daemon/status", json!({}))["sessionsLoaded"].clone();
-    amber_tests::e2e::eventually(
+    amber_tests::steps::eventually(
         "the interrupted session to be resumed at start",
         Duration::from_secs(10),
         || loaded() == 1,

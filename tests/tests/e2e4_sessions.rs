@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{FAST_RETRIES, spawn, spawn_config};
+use amber_tests::steps::{FAST_RETRIES, spawn, spawn_config};
 use amber_tests::{MockLlm, TestDaemon};
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 //! events, and the final replies returned to the parent as the tool output.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
-use amber_tests::e2e::{Events, connect, messages, new_session, prompt_turn, spawn};
+use amber_tests::steps::{Events, connect, messages, new_session, prompt_turn, spawn};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
@@ -212,7 +212,7 @@ async fn serial_subagents_run_one_at_a_time_with_their_own_context_and_no_task_t
             "{request}"
         );
         // The same tools minus `task`.
-        let tools = amber_tests::e2e::offered_tools(request);
+        let tools = amber_tests::steps::offered_tools(request);
         assert!(
             !tools.iter().any(|t| t == "task") && tools.iter().any(|t| t == "bash"),
             "{tools:?}"
@@ -247,18 +247,18 @@ async fn cancelling_the_turn_reaches_running_subagents() {
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;
-    amber_tests::e2e::within("prompt", client.session_prompt(&session, "delegate"))
+    amber_tests::steps::within("prompt", client.session_prompt(&session, "delegate"))
         .await
         .unwrap();
     events.until("subagent_started").await;
     // Cancel while the sub-agent's request is streaming (the parent's was the first).
-    amber_tests::e2e::eventually(
+    amber_tests::steps::eventually(
         "the sub-agent's request",
         std::time::Duration::from_secs(10),
         || mock.request_count() >= 2,
     )
     .await;
-    let cancelled = amber_tests::e2e::within("cancel", client.session_cancel(&session))
+    let cancelled = amber_tests::steps::within("cancel", client.session_cancel(&session))
         .await
         .unwrap();
     assert!(cancelled.cancelled);
@@ -272,7 +272,7 @@ async fn cancelling_the_turn_reaches_running_subagents() {
         done["result"].as_str().unwrap().contains("cancelled"),
         "{done}"
     );
-    amber_tests::e2e::eventually(
+    amber_tests::steps::eventually(
         "the sub-agent's stream to be dropped",
         std::time::Duration::from_secs(5),
         || mock.interrupted_streams() >= 1,

@@ -5,7 +5,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{Events, connect, done, new_session, spawn, within};
+use amber_tests::steps::{Events, connect, done, new_session, spawn, within};
 use amber_tests::{MockLlm, MockTurn};
 
 #[tokio::test(flavor = "multi_thread")]

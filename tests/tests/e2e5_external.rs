@@ -11,11 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{
+use amber_tests::mcp_plugins::wait_plugin_state as wait_state;
+use amber_tests::steps::{
     Events, connect, done, new_session, prompt_turn, spawn_config, stop_reason,
 };
-use amber_tests::e2e3::{call, calls, result_of};
-use amber_tests::e2e5::wait_plugin_state as wait_state;
+use amber_tests::tool_calls::{call, calls, result_of};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 
@@ -231,7 +231,7 @@ async fn fails_alone(mode: &str, act: Option<&str>, extra: &str, expected: &str)
 }
 
 fn plugin_state(daemon: &TestDaemon) -> String {
-    amber_tests::e2e5::plugin_row(daemon, "mock")["state"]
+    amber_tests::mcp_plugins::plugin_row(daemon, "mock")["state"]
         .as_str()
         .unwrap_or_default()
         .to_owned()

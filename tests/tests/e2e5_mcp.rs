@@ -7,9 +7,9 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, spawn_config};
-use amber_tests::e2e3::{call, calls, result_of};
-use amber_tests::e2e5::{everything, wait_mcp_status as wait_status};
+use amber_tests::mcp_plugins::{everything, wait_mcp_status as wait_status};
+use amber_tests::steps::{Events, connect, done, new_session, prompt_turn, spawn, spawn_config};
+use amber_tests::tool_calls::{call, calls, result_of};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
@@ -66,7 +66,7 @@ async fn a_configured_server_brings_tools_the_model_calls_and_prompts_as_command
     let (status, output) = result_of(&turn, "s1");
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("42"), "{output}");
-    let offered = amber_tests::e2e::offered_tools(&mock.requests()[0]);
+    let offered = amber_tests::steps::offered_tools(&mock.requests()[0]);
     assert!(
         offered.iter().any(|t| t == "mcp__everything__get-sum"),
         "{offered:?}"

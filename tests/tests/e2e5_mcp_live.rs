@@ -8,14 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_proto::Mode;
-use amber_tests::e2e::{
-    Events, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
-};
-use amber_tests::e2e3::{call, calls, result_of};
-use amber_tests::e2e5::{
+use amber_tests::mcp_plugins::{
     HttpEverything, children_of, everything, listed_tool, mcp_row, tools_from, wait_mcp,
     wait_mcp_status,
 };
+use amber_tests::steps::{
+    Events, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
+};
+use amber_tests::tool_calls::{call, calls, result_of};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 

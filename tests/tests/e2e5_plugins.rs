@@ -7,8 +7,8 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
-use amber_tests::e2e3::{call, calls, result_of};
+use amber_tests::steps::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
+use amber_tests::tool_calls::{call, calls, result_of};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
@@ -126,7 +126,7 @@ async fn the_model_is_offered_exactly_the_registered_tools_and_can_call_a_plugin
     let (status, output) = result_of(&turn, "h1");
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("Hello, Ada!"), "{output}");
-    let offered = amber_tests::e2e::offered_tools;
+    let offered = amber_tests::steps::offered_tools;
     assert!(offered(&mock.requests()[0]).contains(&"hello".to_owned()));
 
     daemon.rpc_ok("plugin/disable", json!({"name": "hello"}));
@@ -343,7 +343,7 @@ async fn status_segments_panels_and_providers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn amber_cli_runs_commands_and_picks_a_provider() {
-    use amber_tests::e2e::run_bounded;
+    use amber_tests::steps::run_bounded;
     let mock = MockLlm::start(vec![]).await;
     let daemon = spawn(&mock);
 

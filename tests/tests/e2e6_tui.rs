@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{done, spawn};
+use amber_tests::steps::{done, spawn};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, eventually, new_session, of_type, prompt_turn, spawn, stop_reason,
     within,
 };

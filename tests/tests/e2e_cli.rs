@@ -4,7 +4,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{done, run_bounded, run_bounded_with_stdin, spawn};
+use amber_tests::steps::{done, run_bounded, run_bounded_with_stdin, spawn};
 use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 use std::process::Stdio;

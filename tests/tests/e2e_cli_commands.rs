@@ -13,7 +13,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{done, run_bounded, spawn};
+use amber_tests::steps::{done, run_bounded, spawn};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 

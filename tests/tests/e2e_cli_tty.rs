@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use amber_proto::Decision;
 use amber_tests::bin_path;
-use amber_tests::e2e::{Events, done, spawn};
-use amber_tests::e2e3::{bash, connect_approver, next_approval, request_id, respond};
+use amber_tests::steps::{Events, done, spawn};
+use amber_tests::tool_calls::{bash, connect_approver, next_approval, request_id, respond};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 

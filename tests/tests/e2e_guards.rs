@@ -4,7 +4,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, envelope, last_message, messages, new_session, of_type,
     prompt_turn, spawn, spawn_config, stop_reason, tool_messages,
 };

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use amber_tests::e2e::{
+use amber_tests::mock_llm::MockToolCall;
+use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, eventually, new_session, spawn_config, within,
 };
-use amber_tests::mock_llm::MockToolCall;
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};

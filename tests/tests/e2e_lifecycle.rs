@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use amber_tests::e2e::{Events, connect, new_session, run_bounded, spawn, stop_reason, within};
+use amber_tests::steps::{Events, connect, new_session, run_bounded, spawn, stop_reason, within};
 use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon, bin_path};
 use serde_json::json;
 

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_proto::Mode;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, envelope, new_session, of_type, prompt_turn, spawn, stop_reason,
     tool_messages,
 };

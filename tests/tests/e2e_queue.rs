@@ -2,7 +2,7 @@
 //! later turn sees the earlier one's history.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
-use amber_tests::e2e::{Events, connect, done, messages, new_session, spawn, within};
+use amber_tests::steps::{Events, connect, done, messages, new_session, spawn, within};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 

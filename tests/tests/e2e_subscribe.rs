@@ -4,7 +4,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, connect, done, durable, new_session, of_type, prompt_turn, seqs, spawn, stop_reason,
     within,
 };

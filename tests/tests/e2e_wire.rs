@@ -236,7 +236,7 @@ async fn websocket_requires_initialize_and_survives_garbage_frames() {
     let status = d.rpc_ok("daemon/status", json!({}));
     assert_eq!(status["connections"], 3, "{status}");
     drop((ws, other));
-    amber_tests::e2e::eventually(
+    amber_tests::steps::eventually(
         "closed websockets to be released",
         Duration::from_secs(10),
         || d.rpc_ok("daemon/status", json!({}))["connections"] == 1,
@@ -254,7 +254,7 @@ async fn open_websockets_count_against_max_connections() {
     });
     // The harness's readiness probe may still hold its slot for a moment: wait until the
     // only connection is the one asking.
-    amber_tests::e2e::eventually(
+    amber_tests::steps::eventually(
         "the readiness probe to close",
         Duration::from_secs(10),
         || {
@@ -276,7 +276,7 @@ async fn open_websockets_count_against_max_connections() {
     assert_eq!(refused["error"]["code"], -32003, "{refused}");
     // Closing one frees its slot.
     drop(second);
-    amber_tests::e2e::eventually("a freed slot", Duration::from_secs(10), || {
+    amber_tests::steps::eventually("a freed slot", Duration::from_secs(10), || {
         d.raw_http(&request("daemon/status", json!({}))).0 == 200
     })
     .await;

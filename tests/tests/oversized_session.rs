@@ -13,11 +13,11 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use amber_client::Client;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     FAST_RETRIES, connect, done, messages, new_session, run_bounded, spawn_config, stop_reason,
     within,
 };
-use amber_tests::e2e3::{call, calls};
+use amber_tests::tool_calls::{call, calls};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use futures::StreamExt;
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 
 use std::process::Stdio;
 
-use amber_tests::e2e::run_bounded_with_stdin;
+use amber_tests::steps::run_bounded_with_stdin;
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 

@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use amber_proto::Mode;
-use amber_tests::e2e::{Events, connect, done, eventually, new_session, prompt_turn, within};
-use amber_tests::e2e3::{bash, call, calls, result_of};
+use amber_tests::steps::{Events, connect, done, eventually, new_session, prompt_turn, within};
+use amber_tests::tool_calls::{bash, call, calls, result_of};
 use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 

@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use amber_tests::e2e::run_bounded;
+use amber_tests::steps::run_bounded;
 use amber_tests::{DaemonOptions, TestDaemon, bin_path};
 
 const NOBODY: u32 = 65534;

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use amber_proto::Mode;
-use amber_tests::e2e::{Events, connect, eventually, new_session, spawn, within};
-use amber_tests::e2e3::{call, calls, is_alive, live_processes_with_arg};
+use amber_tests::steps::{Events, connect, eventually, new_session, spawn, within};
+use amber_tests::tool_calls::{call, calls, is_alive, live_processes_with_arg};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 

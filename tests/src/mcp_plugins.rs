@@ -1,4 +1,4 @@
-//! Shared steps of the plugin and MCP suites (`tests/tests/e2e5_*.rs`): the MCP reference
+//! Steps of the MCP and plugin suites (`tests/tests/mcp.rs`, `plugins.rs`): the MCP reference
 //! server (over stdio, or over streamable HTTP on a free port), polling `mcp/list` and
 //! `plugin/list` with a deadline, and finding the daemon's child processes.
 

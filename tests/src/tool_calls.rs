@@ -1,6 +1,7 @@
-//! Shared steps of the issue-3 suites (`tests/tests/e2e3_*.rs`): approver connections,
-//! scripted tool calls with fixed ids, the raw `session/get` answer, approval answers, the
-//! result of one call (event and the envelope the model saw), and finding processes in /proc.
+//! Steps of the suites that script tool calls (policy, approvals, processes): approver
+//! connections, scripted tool calls with fixed ids, the raw `session/get` answer, approval
+//! answers, the result of one call (event and the envelope the model saw), and finding
+//! processes in /proc.
 
 use std::path::Path;
 
@@ -8,7 +9,7 @@ use amber_client::{Client, ClientError, ConnectOptions};
 use amber_proto::Decision;
 use serde_json::{Value, json};
 
-use crate::e2e::{Events, envelope, tool_messages, within};
+use crate::steps::{Events, envelope, tool_messages, within};
 use crate::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 
 /// An initialized connection that declared `capabilities.approvals: true` (no autostart).
@@ -167,7 +168,7 @@ pub fn sleep_marker(daemon: &TestDaemon, n: u32) -> String {
 
 /// Whether the call `id` was sent to approval in `turn`.
 pub fn asked(turn: &[Value], id: &str) -> bool {
-    crate::e2e::of_type(turn, "approval_requested")
+    crate::steps::of_type(turn, "approval_requested")
         .iter()
         .any(|e| e["callId"] == id)
 }

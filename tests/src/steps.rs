@@ -1,6 +1,6 @@
-//! Shared steps of the end-to-end suites (`tests/tests/e2e_*.rs`): spawning a daemon against
-//! a [`MockLlm`], connecting amber-client, collecting a session's events as raw JSON, and
-//! picking apart the requests the mock received.
+//! Steps every end-to-end suite takes: spawning a daemon against a [`MockLlm`], connecting
+//! amber-client, collecting a session's events as raw JSON, picking apart the requests the mock
+//! received, and running a client binary with a deadline.
 
 use std::future::Future;
 use std::path::Path;
