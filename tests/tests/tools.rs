@@ -1,6 +1,7 @@
-//! End-to-end: the issue-3 tools through the daemon — `todowrite` (the `todo_updated`
-//! event and `session/get` todos), `skills` (workspace and user skills, list/load, the
-//! summary in the system prompt), `search` grep mode (`path:line:text`, .gitignore).
+//! End-to-end: the planning and lookup tools through the daemon — `todowrite` (the
+//! `todo_updated` event and `session/get` todos), `skills` (workspace and user skills,
+//! list/load, the summary in the system prompt), `search` grep mode (`path:line:text`,
+//! .gitignore).
 
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
