@@ -1,14 +1,22 @@
-//! End-to-end: the real `amber-cli run --json --no-autostart` against the real `amberd` and a
-//! scripted model — event lines, the final result line, exit codes, permission denials.
+//! End-to-end: the real `amber-cli run --no-autostart` against the real `amberd` and a scripted
+//! model — `--json` event lines, the final result line, exit codes, permission denials; its
+//! approvals: `--yes` answers `allow_once` (and widens nothing else), without `--yes` and with
+//! no terminal the call is denied and listed in the result line's `permissionDenials`; on a
+//! terminal (a pty from `script`) it asks inline, and when another client answers first the
+//! open prompt is dismissed ("answered elsewhere") and amber-cli exits as soon as the turn
+//! ends, instead of waiting for the terminal read.
 
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use amber_tests::steps::{done, run_bounded, run_bounded_with_stdin, spawn};
-use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
-use serde_json::{Value, json};
-use std::process::Stdio;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use amber_proto::Decision;
+use amber_tests::steps::{Events, done, run_bounded, run_bounded_with_stdin, spawn};
+use amber_tests::tool_calls::{
+    bash, call, calls, connect_approver, next_approval, request_id, respond,
+};
+use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon, bin_path};
+use serde_json::{Value, json};
 
 /// What one `amber-cli run --json` printed: event lines and the final result line.
 struct Run {
@@ -18,6 +26,7 @@ struct Run {
     stderr: String,
 }
 
+/// `amber-cli run --json --no-autostart ARGS` with stdin from /dev/null.
 fn run_json(daemon: &TestDaemon, args: &[&str]) -> Run {
     let mut cmd = daemon.cli();
     cmd.args(["run", "--json", "--no-autostart"]).args(args);
@@ -361,4 +370,217 @@ async fn the_rpc_bridge_forwards_requests_sent_right_behind_initialize_after_it(
             assert!(answer["result"].is_object(), "{answer}");
         }
     }
+}
+
+// Approvals without a terminal: `--yes`, and denials listed in the result line.
+
+fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+#[test]
+fn yes_approves_the_destructive_command_but_not_an_escape() {
+    let mock = MockLlm::start_blocking(vec![
+        bash("call_rm", "rm -rf build"),
+        calls(vec![call(
+            "call_escape",
+            "write",
+            &json!({"path": "../escaped-by-yes.txt", "content": "x"}),
+        )]),
+        MockTurn::text("Removed build."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build/deep")).unwrap();
+    let Run {
+        code,
+        events,
+        result,
+        stderr,
+    } = run_json(&daemon, &["--yes", "remove build"]);
+
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "--yes did not let the command run"
+    );
+    let asked = of(&events, "approval_requested");
+    assert_eq!(asked.len(), 1, "{events:#?}");
+    assert_eq!(asked[0]["callId"], "call_rm");
+    let resolved = of(&events, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{events:#?}");
+    assert_eq!(resolved[0]["requestId"], asked[0]["requestId"]);
+    assert_eq!(resolved[0]["decision"], "allow_once");
+    assert_eq!(resolved[0]["by"], "client");
+    let rm_done = of(&events, "tool_call_completed")
+        .into_iter()
+        .find(|e| e["callId"] == "call_rm")
+        .unwrap();
+    assert_eq!(rm_done["status"], "ok", "{rm_done}");
+
+    // Confinement still holds under --yes.
+    let escape = of(&events, "tool_call_completed")
+        .into_iter()
+        .find(|e| e["callId"] == "call_escape")
+        .unwrap();
+    assert_eq!(escape["status"], "error", "{escape}");
+    assert!(
+        !daemon
+            .workspace
+            .parent()
+            .unwrap()
+            .join("escaped-by-yes.txt")
+            .exists()
+    );
+    let denials = result["permissionDenials"].as_array().unwrap();
+    assert!(denials.iter().all(|d| d["callId"] != "call_rm"), "{result}");
+}
+
+#[test]
+fn without_yes_and_without_a_terminal_the_call_is_denied_and_reported() {
+    let mock = MockLlm::start_blocking(vec![
+        bash("call_rm", "rm -rf build"),
+        MockTurn::text("I was not allowed to remove build."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    // run_bounded gives the child /dev/null as stdin: not a terminal.
+    let Run {
+        code,
+        events,
+        result,
+        stderr,
+    } = run_json(&daemon, &["remove build"]);
+
+    assert_eq!(result["stopReason"], "end_turn", "{result}");
+    assert_eq!(code, Some(0), "exit code follows the stop reason: {stderr}");
+    assert!(daemon.workspace.join("build").exists(), "ran unapproved");
+    let resolved = of(&events, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{events:#?}");
+    assert_eq!(resolved[0]["decision"], "deny");
+    assert_eq!(resolved[0]["by"], "no_approver");
+    let denials = result["permissionDenials"].as_array().unwrap();
+    assert_eq!(denials.len(), 1, "{result}");
+    assert_eq!(denials[0]["callId"], "call_rm");
+    assert_eq!(denials[0]["tool"], "bash");
+    assert_eq!(denials[0]["arguments"]["command"], "rm -rf build");
+    assert!(
+        !stderr.contains("could not answer"),
+        "the CLI must not try to answer: {stderr}"
+    );
+}
+
+#[test]
+fn a_denied_call_in_a_failing_turn_exits_with_the_turn_code() {
+    // The model asks for the same denied call three times: the loop guard stops the turn,
+    // and the exit code is the guard's (3), the denials still listed.
+    let same = || MockTurn::tool_call("bash", &json!({"command": "rm -rf build"}));
+    let mock = MockLlm::start_blocking(vec![same(), same(), same()]);
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let Run {
+        code,
+        result,
+        stderr,
+        ..
+    } = run_json(&daemon, &["remove build"]);
+    assert_eq!(result["stopReason"], "loop_detected", "{result}\n{stderr}");
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(daemon.workspace.join("build").exists());
+    let denials = result["permissionDenials"].as_array().unwrap();
+    assert!(!denials.is_empty(), "{result}");
+    assert!(denials.iter().all(|d| d["tool"] == "bash"), "{result}");
+}
+
+// Approvals on a terminal.
+
+/// Shell-quotes one word for `script -c`.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_answered_elsewhere_dismisses_the_prompt_and_run_exits() {
+    let mock = MockLlm::start(vec![
+        bash("call_rm", "rm -rf build"),
+        MockTurn::text("Removed build."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+
+    // amber-cli with a terminal on stdin (so it asks inline), through script(1).
+    let cli = daemon.cli();
+    let line = [
+        quote(&bin_path("amber-cli").display().to_string()),
+        "--no-autostart".into(),
+        "run".into(),
+        quote("remove build"),
+    ]
+    .join(" ");
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"]);
+    for (key, value) in cli.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd.current_dir(&daemon.workspace)
+        // Kept open and silent: nobody types an answer at the prompt.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+
+    // Another client answers the request while amber-cli's prompt is open.
+    let approver = connect_approver(&daemon).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sid = loop {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if let Some(id) = list["sessions"][0]["sessionId"].as_str() {
+            break id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "amber-cli created no session");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let mut events = Events::subscribe(&approver, &sid, Some(0)).await;
+    let (_, approval) = next_approval(&mut events).await;
+    // Give amber-cli's prompt time to open (it got the same event).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let accepted = respond(&approver, &sid, &request_id(&approval), Decision::AllowOnce)
+        .await
+        .unwrap();
+    assert!(accepted, "amber-cli answered although nobody typed");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("amber-cli still waits on its terminal prompt after the turn ended");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    drop(child.stdin.take());
+    let out = reader.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(out.contains("approval needed: bash: rm -rf build"), "{out}");
+    assert!(
+        out.contains("was answered elsewhere (allowed once)"),
+        "{out}"
+    );
+    assert!(out.contains("Removed build."), "{out}");
+    assert!(!daemon.workspace.join("build").exists());
 }
