@@ -1,17 +1,26 @@
-//! End-to-end: workspace confinement of the file tools (`write`, `read`, `edit`) and of
-//! bash's `cwd`, case by case through the real daemon — `..` escapes, absolute paths
-//! outside, a sibling `/ws2` beside `/ws`, a symlink pointing outside, a symlink loop, an
-//! empty path, a NUL byte. Each is an `error` naming the path, and nothing outside changes.
+//! End-to-end: confinement to the workspace, through the real daemon.
+//!
+//! - The file tools (`write`, `read`, `edit`) and bash's `cwd`, case by case — `..` escapes,
+//!   absolute paths outside, a sibling `/ws2` beside `/ws`, a symlink pointing outside, a
+//!   symlink loop, an empty path, a NUL byte. Each is an `error` naming the path, and nothing
+//!   outside changes.
+//! - The file tools replace files atomically, never through the inode: `write` and `edit` on
+//!   a hardlink in the workspace to a file outside it leave the outside file untouched and
+//!   give the workspace entry the new content; an executable stays executable; no temp file
+//!   is left behind; a symlink out of the workspace is still refused.
+//! - `session/new` refuses workspace roots that make confinement meaningless — the filesystem
+//!   root, a system directory, the daemon user's home directory and what holds it, also by way
+//!   of a symlink — with -32004 and the reason, naming the key that allows them; with
+//!   `[sessions] allow_broad_workspace = true` they are accepted, and a project directory
+//!   under the home directory always is.
 
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::os::unix::fs::symlink;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use amber_tests::steps::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
 use amber_tests::tool_calls::{call, calls, envelope_for, put, result_of};
-use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
+use amber_tests::{DaemonOptions, MockLlm, MockToolCall, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 const SECRET: &str = "TOP-SECRET-CONTENT";
@@ -291,4 +300,172 @@ async fn paths_that_stay_inside_still_work() {
     );
     assert!(l.ws.join("new/deep/file.txt").is_file());
     assert!(l.ws.join("sub/from-cwd.txt").is_file());
+}
+
+// Atomic replacement: never through the inode.
+
+const SENTINEL: &str = "sentinel: outside the workspace\n";
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn write_and_edit_replace_a_hardlink_without_touching_its_outside_target() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn(&mock);
+    let outside = daemon.dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let ws = &daemon.workspace;
+    for name in ["w-target", "e-target"] {
+        fs::write(outside.join(name), SENTINEL).unwrap();
+    }
+    fs::hard_link(outside.join("w-target"), ws.join("w-link")).unwrap();
+    fs::hard_link(outside.join("e-target"), ws.join("e-link")).unwrap();
+    fs::write(ws.join("run.sh"), "#!/bin/sh\necho old\n").unwrap();
+    fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("out")).unwrap();
+
+    mock.push([
+        calls(vec![
+            call(
+                "w_link",
+                "write",
+                &json!({"path": "w-link", "content": "written\n"}),
+            ),
+            call(
+                "e_link",
+                "edit",
+                &json!({"path": "e-link", "old_string": "outside", "new_string": "inside"}),
+            ),
+            call(
+                "e_exec",
+                "edit",
+                &json!({"path": "run.sh", "old_string": "old", "new_string": "new"}),
+            ),
+            call(
+                "w_out",
+                "write",
+                &json!({"path": "out/w-target", "content": "x"}),
+            ),
+        ]),
+        MockTurn::text("Done."),
+        done(),
+    ]);
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "write them").await;
+
+    for id in ["w_link", "e_link", "e_exec"] {
+        let (status, output) = result_of(&turn, id);
+        assert_eq!(status, "ok", "{id}: {output}");
+    }
+    assert_ne!(
+        result_of(&turn, "w_out").0,
+        "ok",
+        "a symlink out stays refused"
+    );
+
+    for name in ["w-target", "e-target"] {
+        assert_eq!(
+            fs::read_to_string(outside.join(name)).unwrap(),
+            SENTINEL,
+            "{name}"
+        );
+    }
+    assert_eq!(fs::read_to_string(ws.join("w-link")).unwrap(), "written\n");
+    assert_eq!(
+        fs::read_to_string(ws.join("e-link")).unwrap(),
+        "sentinel: inside the workspace\n"
+    );
+    for name in ["w-link", "e-link"] {
+        assert_eq!(fs::metadata(ws.join(name)).unwrap().nlink(), 1, "{name}");
+    }
+    let script = fs::metadata(ws.join("run.sh")).unwrap();
+    assert_eq!(script.permissions().mode() & 0o777, 0o755);
+    assert_eq!(
+        fs::read_to_string(ws.join("run.sh")).unwrap(),
+        "#!/bin/sh\necho new\n"
+    );
+    assert_eq!(
+        names(ws),
+        ["e-link", "out", "run.sh", "w-link"],
+        "no temp file left"
+    );
+    assert_eq!(names(&outside), ["e-target", "w-target"]);
+}
+
+// Workspace roots too broad to confine anything.
+
+fn daemon(config_toml: &str) -> TestDaemon {
+    TestDaemon::spawn_with(DaemonOptions {
+        config_toml: config_toml.to_owned(),
+        ..DaemonOptions::default()
+    })
+}
+
+/// `(cwd, what the refusal says)`: every broad root of this daemon.
+fn broad_roots(d: &TestDaemon) -> Vec<(String, &'static str)> {
+    let root = d.dir.path().canonicalize().unwrap();
+    let link = d.workspace.join("to-root");
+    std::os::unix::fs::symlink("/", &link).unwrap();
+    vec![
+        ("/".to_owned(), "filesystem root"),
+        ("/etc".to_owned(), "system directory"),
+        ("/usr".to_owned(), "system directory"),
+        (
+            root.join("home").display().to_string(),
+            "home directory itself",
+        ),
+        (root.display().to_string(), "holds the home directory"),
+        (link.display().to_string(), "filesystem root"),
+    ]
+}
+
+/// `session/new` in read mode at `cwd`: the whole response, error or result.
+fn try_session_new(d: &TestDaemon, cwd: &str) -> Value {
+    d.rpc("session/new", json!({"cwd": cwd, "mode": "read"}))
+}
+
+#[test]
+fn broad_workspace_roots_are_refused_with_the_reason() {
+    let d = daemon("");
+    for (cwd, reason) in broad_roots(&d) {
+        let response = try_session_new(&d, &cwd);
+        assert!(response.get("result").is_none(), "{cwd}: {response}");
+        assert_eq!(response["error"]["code"], -32004, "{cwd}: {response}");
+        let message = response["error"]["message"].as_str().unwrap();
+        assert!(message.contains(reason), "{cwd}: {message}");
+        assert!(
+            message.contains("allow_broad_workspace"),
+            "{cwd}: {message}"
+        );
+    }
+    let list = d.rpc_ok("session/list", json!({}));
+    assert_eq!(list["sessions"], json!([]), "nothing was created");
+
+    // A project in the home directory is fine.
+    let project = d.dir.path().join("home/src/app");
+    std::fs::create_dir_all(&project).unwrap();
+    let info = d.rpc_ok(
+        "session/new",
+        json!({"cwd": project.display().to_string(), "mode": "read"}),
+    );
+    assert!(info["sessionId"].is_string(), "{info}");
+}
+
+#[test]
+fn allow_broad_workspace_accepts_them() {
+    let d = daemon("[sessions]\nallow_broad_workspace = true\n");
+    for (cwd, _) in broad_roots(&d) {
+        let info = d.rpc_ok("session/new", json!({"cwd": cwd, "mode": "read"}));
+        let expected = std::path::Path::new(&cwd).canonicalize().unwrap();
+        assert_eq!(info["cwd"], expected.display().to_string(), "{info}");
+    }
 }
