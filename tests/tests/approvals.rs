@@ -3,9 +3,6 @@
 //! pending finds it in `session/get` and answers it; with no approver subscribed the call is
 //! denied at once; only approver connections may answer.
 
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use amber_proto::Decision;

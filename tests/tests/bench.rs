@@ -6,7 +6,6 @@
 //! what needs the embedded endpoint without failing. Timings are never compared with
 //! thresholds here: that is the benchmark's job (docs/benchmarks.md).
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;

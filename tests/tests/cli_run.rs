@@ -6,6 +6,8 @@
 //! open prompt is dismissed ("answered elsewhere") and amber-cli exits as soon as the turn
 //! ends, instead of waiting for the terminal read.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

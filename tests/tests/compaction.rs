@@ -2,7 +2,8 @@
 //! after the system prompt, a saved skill, the extract request replaying the classify
 //! request as a prefix), one that fails (context untouched), and one triggered by the
 //! provider rejecting a request for its length (compact, then retry once).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_tests::steps::{
     Events, connect, done, messages, new_session, prompt_turn, spawn, within,

@@ -10,6 +10,8 @@
 //! Sentinel sockets and directories live in temp dirs only. Acting as another user needs root
 //! (uid 65534 via `setuid`); elsewhere those tests say so and return.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

@@ -1,7 +1,8 @@
 //! Durable sessions: kill -9 the real daemon after a turn, mid-stream, mid-tool, and at
 //! random moments in a loop; after each restart every durable event a client had received
 //! is replayed exactly, the context is consistent, and the session takes new prompts.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;

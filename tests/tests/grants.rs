@@ -3,7 +3,6 @@
 //! `.amber/rules.toml` and holds for new sessions; cancelling the turn or deleting the
 //! session resolves a pending request as denied.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_proto::Decision;

@@ -12,6 +12,8 @@
 //!   the cap); 24 concurrent 15 MB bodies stay within the bytes-in-flight budget (the rest
 //!   are -32003). Each of these tests prints its figures (docs/benchmarks.md records them).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;

@@ -1,7 +1,6 @@
 //! End-to-end: the agent loop's guards (identical call sets, repeated text, consecutive tool
 //! failures, the iteration cap) as a client and the model see them.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_tests::steps::{

@@ -10,6 +10,8 @@
 //!   the model — and a small scripted stdio server for what the reference server lacks: a
 //!   tool list change and a `destructiveHint` tool, which asks for approval in write mode.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use amber_proto::Mode;
 use amber_tests::mcp_plugins::{
     HttpEverything, children_of, everything, listed_tool, mcp_row, tools_from, wait_mcp,

@@ -5,7 +5,6 @@
 //! log), `amber-cli show` and `attach` and the TUI open it — while the file on disk and the context the
 //! model sees keep every byte.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};

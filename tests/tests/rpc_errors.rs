@@ -14,6 +14,8 @@
 //!   unmasked client frame fails the connection with 1002, a text frame that is not UTF-8
 //!   with 1007.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;

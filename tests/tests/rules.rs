@@ -3,7 +3,6 @@
 //! included), an ask rule asks even where an allow rule matches, an allow rule lets an
 //! otherwise-asking command run.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

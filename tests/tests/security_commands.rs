@@ -12,7 +12,6 @@
 //!
 //! Sentinels live in temp dirs outside the workspace; the daemon's HOME is its own.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

@@ -6,9 +6,6 @@
 //! audit's reproduction); the `/proc` listings run in yolo, since read mode refuses reads
 //! outside the workspace, `/proc` included.
 
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_proto::Mode;

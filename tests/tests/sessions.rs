@@ -1,7 +1,8 @@
 //! The session list through the real daemon: paging newest first with a cursor that does
 //! not shift when sessions are created between pages, and sessions that never vanish from
 //! `session/list`, `session/get` or `session/verify` while idle ones unload and reload.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

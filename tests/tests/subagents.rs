@@ -1,6 +1,7 @@
 //! Sub-agents (`task` tool): serial and parallel runs, each with its own context, tagged
 //! events, and the final replies returned to the parent as the tool output.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_tests::steps::{Events, connect, messages, new_session, prompt_turn, spawn};
 use amber_tests::{MockLlm, MockTurn};

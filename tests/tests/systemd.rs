@@ -8,7 +8,6 @@
 //! and that a daemon which bound its own socket ignores idle exit and logs to a file that
 //! `amber-cli daemon logs` shows.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::fd::AsRawFd;

@@ -3,9 +3,6 @@
 //! list/load, the summary in the system prompt), `search` grep mode (`path:line:text`,
 //! .gitignore).
 
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_tests::steps::{
     Events, connect, done, messages, new_session, of_type, prompt_turn, spawn, stop_reason,
 };

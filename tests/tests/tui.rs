@@ -5,7 +5,6 @@
 //! the session's prompts with Up, and a session deleted by another client while on screen
 //! (amber says so and exits 1). All at 80×24, the size the TUI must be readable at.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};

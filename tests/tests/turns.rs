@@ -7,6 +7,8 @@
 //!   `cancelled`, the stream is abandoned, no process is left behind, and the session keeps
 //!   working.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::{Duration, Instant};
 
 use amber_tests::steps::{
