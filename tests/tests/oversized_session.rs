@@ -5,7 +5,6 @@
 //! log), `amber-cli show` and `attach` and the TUI open it — while the file on disk and the context the
 //! model sees keep every byte.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
@@ -13,11 +12,11 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use amber_client::Client;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     FAST_RETRIES, connect, done, messages, new_session, run_bounded, spawn_config, stop_reason,
     within,
 };
-use amber_tests::e2e3::{call, calls};
+use amber_tests::tool_calls::{call, calls};
 use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use futures::StreamExt;
 use serde_json::{Value, json};

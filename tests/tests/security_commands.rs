@@ -12,18 +12,17 @@
 //!
 //! Sentinels live in temp dirs outside the workspace; the daemon's HOME is its own.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Command;
 
 use amber_proto::Mode;
-use amber_tests::e2e::{
+use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
     stop_reason,
 };
-use amber_tests::e2e3::{asked, call, calls, put, result_of, sh};
+use amber_tests::tool_calls::{asked, call, calls, put, result_of, sh};
 use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 

@@ -6,14 +6,11 @@
 //! audit's reproduction); the `/proc` listings run in yolo, since read mode refuses reads
 //! outside the workspace, `/proc` included.
 
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_proto::Mode;
-use amber_tests::e2e::{Events, connect, done, eventually, new_session, prompt_turn, within};
-use amber_tests::e2e3::{bash, call, calls, result_of};
+use amber_tests::steps::{Events, connect, done, eventually, new_session, prompt_turn, within};
+use amber_tests::tool_calls::{bash, call, calls, result_of};
 use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 

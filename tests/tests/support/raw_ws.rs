@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use amber_tests::e2e::within;
+use amber_tests::steps::within;
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde_json::{Value, json};

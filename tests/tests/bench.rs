@@ -1,0 +1,392 @@
+//! Smoke tests of `amber-bench`, each a quick end-to-end run (its own scripted endpoint, its
+//! own `amberd` next to it, `--runs 1`): the selected KPIs come out as one JSON object of
+//! finite numbers whose keys name their unit, or as the human Markdown tables; every KPI
+//! group runs cheaply (`--sessions 3 --tree-files 200 --compare true`); a custom `--scenario`
+//! replaces the built-in tasks; `--delay-ms` leaves the goals unjudged; `--base-url` skips
+//! what needs the embedded endpoint without failing. Timings are never compared with
+//! thresholds here: that is the benchmark's job (docs/benchmarks.md).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use amber_tests::bin_path;
+use amber_tests::{MockLlm, MockTurn};
+use serde_json::{Map, Value};
+
+/// A full run is ~10 s in a debug build on an idle machine; leave room for a loaded one.
+const BENCH_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// The key rule of report.rs: a key names its unit as one of its `_`-separated parts.
+const UNITS: &[&str] = &["ms", "us", "mib", "kib", "per_s", "ratio", "pct", "count"];
+
+fn names_unit(key: &str) -> bool {
+    UNITS
+        .iter()
+        .any(|u| key.ends_with(&format!("_{u}")) || key.contains(&format!("_{u}_")))
+}
+
+/// `amber-bench ARGS` with this build's amberd and amber-cli, in an isolated HOME: exit code,
+/// stdout, stderr. SIGKILLed and a panic after [`BENCH_TIMEOUT`].
+fn bench(args: &[&str]) -> (Option<i32>, String, String) {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(bin_path("amber-bench"));
+    cmd.args(args)
+        .arg("--amberd")
+        .arg(bin_path("amberd"))
+        .arg("--amber-cli")
+        .arg(bin_path("amber-cli"))
+        .env("AMBER_LOG", "off")
+        .env("HOME", home.path())
+        .env_remove("AMBER_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(output) = rx.recv_timeout(BENCH_TIMEOUT) else {
+        // SAFETY: kill(2) on our own un-reaped child; no memory-safety preconditions.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        panic!("amber-bench {args:?} did not finish within {BENCH_TIMEOUT:?}");
+    };
+    let output = output.unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The `--json` object: every value a finite number, every key naming its unit.
+fn json_report(stdout: &str) -> Map<String, Value> {
+    let report: Value = serde_json::from_str(stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}):\n{stdout}"));
+    let object = report.as_object().expect("a JSON object").clone();
+    for (key, value) in &object {
+        assert!(
+            value.as_f64().is_some_and(f64::is_finite),
+            "{key} is not a finite number: {value}"
+        );
+        assert!(names_unit(key), "{key} names no unit ({UNITS:?})");
+    }
+    object
+}
+
+/// The figure rows of the human tables (`| label | value unit | `key` |`): key → value.
+fn table_figures(stdout: &str) -> BTreeMap<String, f64> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.ends_with("` |"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 3, "{l}");
+            let key = cells[2].trim().trim_matches('`').to_owned();
+            let number = cells[1].split_whitespace().next().unwrap();
+            let value = number
+                .parse()
+                .unwrap_or_else(|e| panic!("{key}: {number:?} is not a number ({e})"));
+            (key, value)
+        })
+        .collect()
+}
+
+fn number(object: &Map<String, Value>, key: &str, stdout: &str) -> f64 {
+    object
+        .get(key)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("missing {key} in {stdout}"))
+}
+
+/// One key of each KPI group a full run measures.
+const ONE_PER_GROUP: &[&str] = &[
+    "daemon_ready_ms_median",                       // ready
+    "rss_idle_mib",                                 // memory
+    "rss_concurrent_peak_mib",                      // memory, concurrent
+    "e2e_two_request_ms_median",                    // e2e
+    "e2e_multi_tool_model_requests_count_median",   // e2e
+    "first_token_relay_ms_median",                  // relay
+    "deltas_per_s_1_subscriber_median",             // throughput
+    "delta_events_count_10_subscribers_median",     // throughput
+    "event_relay_ms_1_subscriber_p99",              // throughput, paced
+    "paced_delta_events_count_1_subscriber_median", // throughput, paced
+    "stream_20k_relay_ratio",                       // stream
+    "cli_run_ms_median",                            // cli
+    "cli_run_model_requests_count_median",          // cli
+    "compare_wall_ratio",                           // compare
+    "compare_model_requests_count_median",          // compare
+    "grep_tool_ms_median",                          // search
+    "semantic_cold_ms_median",                      // search
+    "tool_success_pct",                             // tools
+];
+
+const CHEAP_FULL_RUN: &[&str] = &[
+    "--runs",
+    "1",
+    "--sessions",
+    "3",
+    "--tree-files",
+    "200",
+    "--compare",
+    "true",
+];
+
+#[test]
+fn amber_bench_reports_the_selected_kpis_as_numbers() {
+    let (code, stdout, stderr) = bench(&["--runs", "1", "--only", "ready,e2e,relay", "--json"]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    let positive = [
+        "daemon_ready_ms_median",
+        "daemon_ready_ms_p99",
+        "e2e_two_request_ms_median",
+        "e2e_two_request_ms_p99",
+        "e2e_two_request_endpoint_ms_median",
+        "e2e_two_request_daemon_ms_median",
+        "e2e_two_request_daemon_ms_per_request_median",
+        "e2e_multi_tool_ms_median",
+        "first_token_relay_ms_median",
+        "first_token_relay_ms_p99",
+    ];
+    for key in positive {
+        let value = number(&object, key, &stdout);
+        assert!(value > 0.0, "{key} = {value}");
+    }
+    // The two-request task is exactly two model requests (the harness turns the confirm turn
+    // off unless --confirm-finish), every tool call succeeded, and no text was lost.
+    assert_eq!(
+        object["e2e_two_request_model_requests_count_median"], 2.0,
+        "{stdout}"
+    );
+    assert_eq!(object["e2e_two_request_errors_count"], 0.0, "{stdout}");
+    assert_eq!(object["e2e_multi_tool_errors_count"], 0.0, "{stdout}");
+    assert_eq!(
+        object["e2e_two_request_text_mismatches_count"], 0.0,
+        "{stdout}"
+    );
+    assert_eq!(object["tool_success_pct"], 100.0, "{stdout}");
+    // Not selected: not measured.
+    assert!(object.get("rss_idle_mib").is_none(), "{stdout}");
+}
+
+#[test]
+fn every_kpi_group_as_json() {
+    let (code, stdout, stderr) = bench(&[CHEAP_FULL_RUN, &["--json"]].concat());
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    for key in ONE_PER_GROUP {
+        number(&object, key, &stdout);
+    }
+    assert_eq!(object["concurrent_sessions_count"], 3.0, "{stdout}");
+    assert_eq!(object["concurrent_errors_count"], 0.0, "{stdout}");
+    assert_eq!(object["search_tree_files_count"], 200.0, "{stdout}");
+    assert_eq!(object["text_mismatches_count"], 0.0, "{stdout}");
+    assert_eq!(object["stream_20k_text_mismatches_count"], 0.0, "{stdout}");
+    assert_eq!(
+        object["cli_run_model_requests_count_median"], 2.0,
+        "{stdout}"
+    );
+    assert_eq!(object["cli_run_failures_count"], 0.0, "{stdout}");
+    // `true` asks no model anything: measured, and warned about on stderr.
+    assert_eq!(
+        object["compare_model_requests_count_median"], 0.0,
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("compare: WARNING: the --compare command made no model request"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
+fn every_kpi_group_in_the_human_table() {
+    let (code, stdout, stderr) = bench(CHEAP_FULL_RUN);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    for heading in [
+        "### daemon start",
+        "### amberd memory (3 sessions)",
+        "### end to end, warm daemon, through amber-client",
+        "### first-token relay",
+        "### event throughput (stream_20k",
+        "### per-event relay latency (stream_paced",
+        "### relaying stream_20k to amber-cli run --json",
+        "### amber-cli on a warm daemon (exec → exit)",
+        "### --compare on two_request",
+        "### search tool on a generated tree (200 files)",
+        "### tool calls (every task run of the suite)",
+        "### goals",
+        "### notes",
+    ] {
+        assert!(stdout.contains(heading), "no {heading:?} in\n{stdout}");
+    }
+    let figures = table_figures(&stdout);
+    for key in ONE_PER_GROUP {
+        assert!(figures.contains_key(*key), "no row {key} in\n{stdout}");
+    }
+    for key in figures.keys() {
+        assert!(names_unit(key), "{key} names no unit");
+    }
+    assert_eq!(figures["e2e_two_request_model_requests_count_median"], 2.0);
+    assert!(
+        stdout.contains("| `amber-cli daemon status`, median | "),
+        "{stdout}"
+    );
+    // The bench's own daemon and the zero-latency mock: goals are judged, except those
+    // stated for 100 sessions and 10k files.
+    let verdicts: Vec<&str> = stdout
+        .split("### goals")
+        .nth(1)
+        .unwrap()
+        .split("### notes")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| goal |"))
+        .map(|l| l.trim_end_matches(" |").rsplit(" | ").next().unwrap())
+        .collect();
+    assert!(verdicts.len() > 10, "{stdout}");
+    for v in &verdicts {
+        assert!(
+            ["met", "NOT met"].contains(v) || v.starts_with("not judged (--"),
+            "verdict {v:?}"
+        );
+    }
+    assert!(
+        stdout.contains("| not judged (--sessions 3: stated for 100) |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("- compare: WARNING: the --compare command made no model request"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_custom_scenario_replaces_the_tasks_and_a_delay_leaves_goals_unjudged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("echo_twice.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "echo_twice"
+role = "task"
+prompt = "bench test: run echo twice, then say done."
+
+[[turns]]
+tool_calls = [{ name = "bash", arguments = { command = "echo one" } }]
+
+[[turns]]
+tool_calls = [{ name = "bash", arguments = { command = "echo two" } }]
+
+[[turns]]
+text = "Done twice."
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = bench(&[
+        "--runs",
+        "1",
+        "--only",
+        "ready,e2e,cli",
+        "--delay-ms",
+        "20",
+        "--scenario",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let figures = table_figures(&stdout);
+    // The file's task replaced both built-in tasks.
+    assert_eq!(
+        figures["e2e_echo_twice_model_requests_count_median"], 3.0,
+        "{stdout}"
+    );
+    assert_eq!(figures["e2e_echo_twice_errors_count"], 0.0, "{stdout}");
+    assert!(
+        !figures.contains_key("e2e_two_request_ms_median"),
+        "{stdout}"
+    );
+    assert!(
+        !figures.contains_key("e2e_multi_tool_ms_median"),
+        "{stdout}"
+    );
+    // Three answers, each 20 ms late.
+    let in_endpoint = figures["e2e_echo_twice_endpoint_ms_median"];
+    assert!(
+        in_endpoint >= 60.0,
+        "endpoint time {in_endpoint} ms < 3 × 20 ms"
+    );
+    assert!(stdout.contains("(model latency 20 ms)"), "{stdout}");
+    // Goals measured but not judged: the run is not the configuration they are stated for.
+    let goals = stdout.split("### goals").nth(1).unwrap();
+    assert!(
+        goals.contains("| daemon_ready_ms_median = "),
+        "the ready goal is listed: {stdout}"
+    );
+    assert!(
+        goals.contains("not judged (--delay-ms 20: model latency, --scenario"),
+        "{stdout}"
+    );
+    assert!(
+        !goals.contains("| met |") && !goals.contains("NOT met"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn base_url_mode_skips_what_needs_the_embedded_endpoint() {
+    // A real OpenAI-compatible endpoint, as far as amber-bench can tell.
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Done.")]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one_reply.toml");
+    std::fs::write(
+        &file,
+        "name = \"one_reply\"\nrole = \"task\"\nprompt = \"bench test: just reply.\"\n\
+         [[turns]]\ntext = \"Done.\"\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = bench(&[
+        "--runs",
+        "1",
+        "--only",
+        "e2e,throughput,stream",
+        "--json",
+        "--base-url",
+        &mock.base_url(),
+        "--scenario",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    assert_eq!(
+        object["e2e_one_reply_errors_count"], 0.0,
+        "{stdout}\n{stderr}"
+    );
+    number(&object, "e2e_one_reply_ms_median", &stdout);
+    assert!(
+        !object.contains_key("e2e_one_reply_daemon_ms_median"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("throughput: skipped: needs the embedded endpoint"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stream: skipped: needs the embedded endpoint"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("e2e one_reply: --base-url: the endpoint's time is unknown"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--socket daemon"), "{stderr}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+    assert_eq!(mock.request_count(), 1);
+}

@@ -1,0 +1,228 @@
+//! End-to-end: the real `amber` TUI in tmux against the real daemon and the mock endpoint —
+//! a prompt whose streamed markdown shows rendered (no raw `**` or `#`), an approval denied
+//! with `n`, a detach with Ctrl-D in the middle of a turn (the agent keeps going), and a
+//! re-attach with `amber --session ID` that shows the finished reply exactly once and recalls
+//! the session's prompts with Up, and a session deleted by another client while on screen
+//! (amber says so and exits 1). All at 80×24, the size the TUI must be readable at.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use amber_tests::steps::{done, spawn};
+use amber_tests::{MockLlm, MockTurn};
+use serde_json::json;
+
+#[path = "support/tmux.rs"]
+mod tmux;
+use tmux::{SCREEN_TIMEOUT, Tmux};
+
+const MARKDOWN: &str = "# Release plan\n\nShip **three fixes** and `cargo test` first.\n\n- update the changelog\n- tag the release\n";
+
+/// A reply of one-line paragraphs, so each shows as soon as it is complete.
+fn story_chunks() -> Vec<String> {
+    let mut chunks = vec!["Once upon a time.\n\n".to_owned()];
+    // Short enough that the whole reply and its prompt fit on an 80×24 screen.
+    chunks.extend((1..=6).map(|i| format!("Chapter {i} of the story.\n\n")));
+    chunks.push("THE END.".to_owned());
+    chunks
+}
+
+#[test]
+fn prompt_approve_detach_and_reattach_in_tmux() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::text(MARKDOWN),
+        done(),
+        MockTurn::tool_call("bash", &json!({"command": "rm -rf build"})),
+        MockTurn::text("I left the build directory alone."),
+        done(),
+        MockTurn::Slow {
+            chunks: story_chunks(),
+            interval_ms: 400,
+        },
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let tmux = Tmux::new("main");
+
+    tmux.start("one", &daemon, &[]);
+    tmux.wait("one", "the welcome screen", |s| s.contains("Type a prompt"));
+
+    // 1. A prompt; the streamed markdown is on screen rendered.
+    tmux.type_text("one", "plan the release");
+    tmux.keys("one", &["Enter"]);
+    let screen = tmux.wait("one", "the rendered reply", |s| {
+        s.contains("tag the release") && !s.contains("working")
+    });
+    assert!(screen.contains("› plan the release"), "{screen}");
+    assert!(
+        screen.contains("Release plan") && screen.contains("three fixes"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("**") && !screen.contains("# Release"),
+        "raw markdown on screen:\n{screen}"
+    );
+
+    // 2. A destructive command asks; `n` denies it.
+    tmux.type_text("one", "clean the build");
+    tmux.keys("one", &["Enter"]);
+    let screen = tmux.wait("one", "the approval overlay", |s| {
+        s.contains("Approval needed")
+    });
+    assert!(screen.contains("rm -rf build"), "{screen}");
+    tmux.keys("one", &["n"]);
+    let screen = tmux.wait("one", "the denied call and the reply", |s| {
+        s.contains("build directory alone")
+    });
+    assert!(screen.contains("denied"), "{screen}");
+    assert!(
+        daemon.workspace.join("build").is_dir(),
+        "the denied command ran"
+    );
+
+    // 3. Detach with Ctrl-D while a reply streams; the turn goes on in the daemon.
+    tmux.type_text("one", "tell a story");
+    tmux.keys("one", &["Enter"]);
+    let screen = tmux.wait("one", "the story streaming", |s| s.contains("Once upon"));
+    assert!(
+        !screen.contains("THE END."),
+        "not mid-turn any more:\n{screen}"
+    );
+    tmux.keys("one", &["C-d"]);
+    let screen = tmux.wait("one", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("[amber exited 0]"), "{screen}");
+    assert!(screen.contains("detached from"), "{screen}");
+    let sessions = daemon.rpc_ok("session/list", json!({}));
+    let id = sessions["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + SCREEN_TIMEOUT;
+    while daemon.rpc_ok("session/get", json!({"sessionId": id}))["session"]["state"] != "idle" {
+        assert!(
+            Instant::now() < deadline,
+            "the turn did not finish after the detach"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        mock.remaining(),
+        0,
+        "the agent stopped when the TUI detached"
+    );
+
+    // 4. Re-attach: the whole history, the finished story exactly once.
+    tmux.start("two", &daemon, &["--session", &id]);
+    let screen = tmux.wait("two", "the finished story", |s| s.contains("THE END."));
+    assert_eq!(screen.matches("Once upon").count(), 1, "{screen}");
+    assert_eq!(screen.matches("THE END.").count(), 1, "{screen}");
+    assert!(
+        !screen.contains("turn ended"),
+        "the turn did not end normally:\n{screen}"
+    );
+    tmux.keys("two", &["PageUp", "PageUp"]);
+    let screen = tmux.wait("two", "the history above", |s| s.contains("Release plan"));
+    assert_eq!(screen.matches("› plan the release").count(), 1, "{screen}");
+
+    // 5. Up recalls the session's prompts, sent by the first `amber`, in the editor (the row
+    //    above the status line).
+    tmux.keys("two", &["C-End", "Up"]);
+    tmux.wait("two", "the last prompt recalled", |s| {
+        editor_row(s).starts_with("› tell a story")
+    });
+    tmux.keys("two", &["Up"]);
+    tmux.wait("two", "the prompt before it", |s| {
+        editor_row(s).starts_with("› clean the build")
+    });
+    tmux.keys("two", &["C-u", "C-d"]);
+    tmux.wait("two", "amber to exit", |s| s.contains("[amber exited 0]"));
+}
+
+#[test]
+fn attaching_mid_reply_shows_what_streamed_before() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::Slow {
+            chunks: story_chunks(),
+            interval_ms: 500,
+        },
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let info = daemon.rpc_ok(
+        "session/new",
+        json!({"cwd": daemon.workspace.display().to_string()}),
+    );
+    let id = info["sessionId"].as_str().unwrap().to_owned();
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": id, "text": "tell a story"}),
+    );
+    // Let a few paragraphs stream before anyone watches.
+    let deadline = Instant::now() + SCREEN_TIMEOUT;
+    while mock.request_count() == 0 {
+        assert!(Instant::now() < deadline, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let tmux = Tmux::new("late");
+    tmux.start("late", &daemon, &["--session", &id]);
+    // The start of the reply is there although its deltas went out before the attach.
+    let screen = tmux.wait("late", "the reply so far", |s| s.contains("Chapter 1"));
+    assert!(screen.contains("Once upon"), "{screen}");
+    assert!(
+        !screen.contains("THE END."),
+        "attached too late to test the seam:\n{screen}"
+    );
+    let screen = tmux.wait("late", "the finished reply", |s| {
+        s.contains("THE END.") && !s.contains("working")
+    });
+    assert_eq!(screen.matches("Once upon").count(), 1, "{screen}");
+    assert_eq!(screen.matches("Chapter 4 of").count(), 1, "{screen}");
+    assert_eq!(screen.matches("THE END.").count(), 1, "{screen}");
+    assert_eq!(screen.matches("› tell a story").count(), 1, "{screen}");
+    tmux.keys("late", &["C-d"]);
+    tmux.wait("late", "amber to exit", |s| s.contains("[amber exited 0]"));
+}
+
+/// The editor's row of a captured 80×24 screen: the one above the status line.
+fn editor_row(screen: &str) -> &str {
+    let rows: Vec<&str> = screen.lines().collect();
+    rows.len()
+        .checked_sub(2)
+        .and_then(|i| rows.get(i))
+        .copied()
+        .unwrap_or("")
+}
+
+#[test]
+fn a_session_deleted_elsewhere_ends_amber_cleanly() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Hello **there**."), done()]);
+    let daemon = spawn(&mock);
+    let info = daemon.rpc_ok(
+        "session/new",
+        json!({"cwd": daemon.workspace.display().to_string()}),
+    );
+    let id = info["sessionId"].as_str().unwrap().to_owned();
+    let tmux = Tmux::new("deleted");
+    tmux.start("gone", &daemon, &["--session", &id]);
+    tmux.wait("gone", "the welcome screen", |s| {
+        s.contains("Type a prompt")
+    });
+    tmux.type_text("gone", "hi");
+    tmux.keys("gone", &["Enter"]);
+    tmux.wait("gone", "the reply", |s| {
+        s.contains("Hello there.") && !s.contains("working")
+    });
+
+    // Another client deletes it: amber says why and exits 1 instead of reconnecting forever.
+    daemon.rpc_ok("session/delete", json!({"sessionId": id}));
+    let screen = tmux.wait("gone", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("[amber exited 1]"), "{screen}");
+    assert!(
+        screen.contains(&format!("session {id} was deleted")),
+        "{screen}"
+    );
+    assert!(!screen.contains("reconnecting"), "{screen}");
+}
