@@ -1,4 +1,6 @@
-//! Small helpers shared across modules.
+//! `error_chain`: an error and its sources as one line, for logs and error messages. The
+//! transport's errors (reqwest, hyper, rustls) nest their root cause several sources deep;
+//! the daemon uses the same helper for the other crates whose errors it reports (rmcp).
 
 /// An error with its sources on one line, `a: b: c`, skipping a source whose text the
 /// line already contains (many errors repeat their source in their own message).
