@@ -17,3 +17,41 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error with an optional source, its text given.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1
+                .as_deref()
+                .map(|l| l as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    #[test]
+    fn sources_join_and_repeated_text_is_skipped() {
+        let root = Layer("connection refused", None);
+        let io = Layer(
+            "tcp connect error: connection refused",
+            Some(Box::new(root)),
+        );
+        let top = Layer("error sending request", Some(Box::new(io)));
+        assert_eq!(
+            error_chain(&top),
+            "error sending request: tcp connect error: connection refused"
+        );
+        assert_eq!(error_chain(&Layer("alone", None)), "alone");
+    }
+}
