@@ -1,5 +1,5 @@
 //! Criterion micro-benchmarks of the daemon's hot paths (run by hand, never in CI), through
-//! amberd's public API only:
+//! the public APIs of amberd and amber-llm only:
 //!
 //! - `llm`: decoding one streamed chat-completions chunk (`Dialect::decode_event`), folding
 //!   split tool-call deltas (`ToolCallAccumulator`), and a whole 20,000-chunk reply through
@@ -23,12 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use amber_proto::{EventKind, Message, ToolCall};
-use amberd::context::Context;
-use amberd::llm::{
+use amber_llm::{
     ChatRequest, ChunkMemo, LlmClient, LlmSettings, StreamEvent, ToolCallAccumulator,
     ToolCallDelta, make_dialect,
 };
+use amber_proto::{EventKind, Message, ToolCall};
+use amberd::context::Context;
 use amberd::session::hub::EventHub;
 use amberd::tools::search::semantic::tokenize::query_terms;
 use amberd::tools::search::semantic::{Bm25Index, MAX_HITS_PER_FILE, WHOLE_IDENT_BOOST};

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use amber_llm::{NamedProviderSettings, ProviderSettings};
 use serde::Deserialize;
 
 /// Errors while loading configuration.
@@ -28,10 +29,12 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    pub provider: ProviderConfig,
+    /// `[provider]`: the default OpenAI-compatible endpoint, and the retry and timeout
+    /// knobs of every provider (`amber_llm::Endpoint::resolve` adds `AMBER_*`).
+    pub provider: ProviderSettings,
     /// `[providers.NAME]`: further providers a session may pick by name (overriding a
     /// bundled preset of that name, or new ones built on a `flavor`).
-    pub providers: BTreeMap<String, NamedProviderConfig>,
+    pub providers: BTreeMap<String, NamedProviderSettings>,
     pub agent: AgentConfig,
     pub tools: ToolsConfig,
     pub server: ServerConfig,
@@ -43,68 +46,6 @@ pub struct Config {
     pub plugins: crate::plugins::PluginsConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
     pub rules: Vec<crate::policy::rules::Rule>,
-}
-
-/// `[provider]`: the OpenAI-compatible endpoint.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ProviderConfig {
-    pub flavor: String,
-    pub base_url: Option<String>,
-    /// Name of the environment variable holding the API key.
-    pub api_key_env: Option<String>,
-    pub model: Option<String>,
-    pub context_window: u64,
-    pub max_tokens: Option<u32>,
-    pub max_retries: u32,
-    pub retry_base_ms: u64,
-    pub retry_max_ms: u64,
-    pub connect_timeout_ms: u64,
-    pub idle_timeout_ms: u64,
-    /// Extra request headers; an empty value removes a preset's header.
-    pub headers: BTreeMap<String, String>,
-    /// Overrides the flavor's `stream_options.include_usage` quirk.
-    pub include_usage: Option<bool>,
-    /// Overrides the flavor's `max_tokens` / `max_completion_tokens` quirk.
-    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
-}
-
-/// `[providers.NAME]`: one named provider. Unset values come from the preset of that name
-/// (else of `flavor`); retries and timeouts are `[provider]`'s.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NamedProviderConfig {
-    pub flavor: Option<String>,
-    pub base_url: Option<String>,
-    /// Name of the environment variable holding the API key.
-    pub api_key_env: Option<String>,
-    pub model: Option<String>,
-    pub context_window: Option<u64>,
-    pub max_tokens: Option<u32>,
-    pub headers: BTreeMap<String, String>,
-    pub include_usage: Option<bool>,
-    pub max_tokens_field: Option<crate::llm::MaxTokensField>,
-}
-
-impl Default for ProviderConfig {
-    fn default() -> Self {
-        Self {
-            flavor: "openai".into(),
-            base_url: None,
-            api_key_env: None,
-            model: None,
-            context_window: 128_000,
-            max_tokens: None,
-            max_retries: 4,
-            retry_base_ms: 500,
-            retry_max_ms: 30_000,
-            connect_timeout_ms: 10_000,
-            idle_timeout_ms: 120_000,
-            headers: BTreeMap::new(),
-            include_usage: None,
-            max_tokens_field: None,
-        }
-    }
 }
 
 /// `[agent]`: the loop's limits and prompts.
@@ -265,19 +206,6 @@ impl Default for ServerConfig {
     }
 }
 
-/// The resolved LLM endpoint, after environment overrides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub flavor: String,
-    /// None when nothing usable is configured; turns then fail with a hint.
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub model: String,
-}
-
-/// Model used when neither the config nor the environment names one.
-const DEFAULT_MODEL: &str = "gpt-4o-mini";
-
 impl Config {
     /// Reads `path` if given and present; a missing default file is not an error.
     pub fn load(path: Option<&Path>, explicit: bool) -> Result<Config, ConfigError> {
@@ -328,41 +256,6 @@ impl Config {
             })?;
         }
         Ok(())
-    }
-
-    /// Resolves the endpoint: `AMBER_BASE_URL`, `AMBER_API_KEY`, `AMBER_MODEL`, `AMBER_FLAVOR`
-    /// override `[provider]`. A flavor's preset supplies the key variable and, when a key is
-    /// found or the flavor was chosen explicitly, the base URL — so with nothing set at all
-    /// the daemon never sends anything anywhere, and `OPENAI_API_KEY` alone means OpenAI.
-    pub fn endpoint(&self, env: &impl Fn(&str) -> Option<OsString>) -> Endpoint {
-        let p = &self.provider;
-        let env_flavor = env_str(env, "AMBER_FLAVOR");
-        let explicit_flavor = env_flavor.is_some() || p.flavor != ProviderConfig::default().flavor;
-        let flavor = env_flavor.unwrap_or_else(|| p.flavor.clone());
-        let preset = crate::llm::preset(&flavor);
-        let key_var = p
-            .api_key_env
-            .clone()
-            .or_else(|| preset.map(|pr| pr.api_key_env.to_owned()))
-            .unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
-        let api_key = env_str(env, "AMBER_API_KEY").or_else(|| env_str(env, &key_var));
-        let configured_url = env_str(env, "AMBER_BASE_URL").or_else(|| p.base_url.clone());
-        let base_url = configured_url.or_else(|| {
-            preset
-                .filter(|_| api_key.is_some() || explicit_flavor)
-                .map(|pr| pr.base_url.to_owned())
-        });
-        // The flavor's own default model (empty for local servers: they serve what is loaded).
-        let model = env_str(env, "AMBER_MODEL")
-            .or_else(|| p.model.clone())
-            .or_else(|| preset.map(|pr| pr.default_model.to_owned()))
-            .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
-        Endpoint {
-            flavor,
-            base_url,
-            api_key,
-            model,
-        }
     }
 
     pub fn bash_timeout(&self) -> Duration {

@@ -1,5 +1,6 @@
-//! Tests of the config: parsing, defaults, environment overrides, paths, and that every
-//! ```toml block of docs/configuration.md is a real config file.
+//! Tests of the config: parsing, defaults, paths, and that every ```toml block of
+//! docs/configuration.md is a real config file. How `[provider]` and `AMBER_*` resolve to
+//! an endpoint is amber-llm's (`Endpoint::resolve`) and tested there.
 
 #![allow(clippy::unwrap_used)]
 use super::*;
@@ -17,47 +18,6 @@ pub(crate) fn env(
 }
 
 #[test]
-fn environment_overrides_the_file() {
-    let cfg = Config::parse(
-        "[provider]\nflavor = \"vllm\"\nbase_url = \"http://file/v1\"\nmodel = \"m1\"\n",
-    )
-    .unwrap();
-    let ep = cfg.endpoint(&env(&[
-        ("AMBER_BASE_URL", "http://env/v1"),
-        ("AMBER_MODEL", "m2"),
-    ]));
-    assert_eq!(ep.base_url.as_deref(), Some("http://env/v1"));
-    assert_eq!(ep.model, "m2");
-    assert_eq!(ep.flavor, "vllm");
-}
-
-#[test]
-fn nothing_configured_means_no_endpoint() {
-    let ep = Config::default().endpoint(&env(&[]));
-    assert_eq!(ep.base_url, None);
-    let ep = Config::default().endpoint(&env(&[("OPENAI_API_KEY", "sk-1")]));
-    assert_eq!(ep.base_url.as_deref(), Some("https://api.openai.com/v1"));
-    assert_eq!(ep.api_key.as_deref(), Some("sk-1"));
-}
-
-#[test]
-fn api_key_env_names_the_variable() {
-    let cfg = Config::parse("[provider]\napi_key_env = \"GROQ_KEY\"\nbase_url = \"http://g/v1\"")
-        .unwrap();
-    assert_eq!(
-        cfg.endpoint(&env(&[("GROQ_KEY", "k")])).api_key.as_deref(),
-        Some("k")
-    );
-}
-
-#[test]
-fn an_explicit_local_flavor_needs_no_key() {
-    let ep = Config::default().endpoint(&env(&[("AMBER_FLAVOR", "ollama")]));
-    assert_eq!(ep.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
-    assert_eq!(ep.api_key, None);
-}
-
-#[test]
 fn named_providers_parse_and_reject_typos() {
     let cfg = Config::parse(
         "[providers.work]\nflavor = \"vllm\"\nbase_url = \"http://gpu:8000/v1\"\n\
@@ -71,7 +31,7 @@ fn named_providers_parse_and_reject_typos() {
     assert_eq!(work.context_window, Some(32768));
     assert_eq!(
         work.max_tokens_field,
-        Some(crate::llm::MaxTokensField::MaxCompletionTokens)
+        Some(amber_llm::MaxTokensField::MaxCompletionTokens)
     );
     assert_eq!(work.include_usage, Some(false));
     assert_eq!(work.headers["X-Team"], "a");

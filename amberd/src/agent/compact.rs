@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use amber_llm::{LlmClient, ToolSpec};
 use amber_proto::{EventKind, Usage};
 use tokio_util::sync::CancellationToken;
 
@@ -12,7 +13,6 @@ use crate::compaction::{
     self, CompactionError, CompactionSettings, PromptUsage, estimate_tokens, needs_compaction,
 };
 use crate::context::Context;
-use crate::llm::{LlmClient, ToolSpec};
 
 /// What one compaction needs besides the context.
 pub struct CompactEnv<'a> {

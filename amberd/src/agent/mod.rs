@@ -13,6 +13,7 @@ pub mod prompt;
 use std::path::Path;
 use std::sync::Arc;
 
+use amber_llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
 };
@@ -20,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionSettings, estimate_tokens};
 use crate::context::{Context, PushKind};
-use crate::llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
 use crate::tools::gate::Gate;
 use crate::tools::{SessionTools, ToolLimits, ToolRegistry};

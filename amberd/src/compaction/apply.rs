@@ -16,12 +16,12 @@
 
 use std::ops::Range;
 
+use amber_llm::ToolSpec;
 use amber_proto::{Message, Role};
 
 use super::collapse::units;
 use super::estimate::{message_tokens, tools_tokens};
 use super::parse::Class;
-use crate::llm::ToolSpec;
 
 /// Heading of the memories message.
 pub const MEMORIES_HEADING: &str = "Memories from earlier in this session:";

@@ -5,10 +5,10 @@
 //! overhead per message and per tool call for the role and framing tokens. Tool schemas
 //! count as their JSON text. Estimates are additive per message, which `apply` relies on.
 
+use amber_llm::ToolSpec;
 use amber_proto::Message;
 
 use super::CompactionSettings;
-use crate::llm::ToolSpec;
 
 /// Bytes per token of the character estimate.
 const BYTES_PER_TOKEN: u64 = 4;

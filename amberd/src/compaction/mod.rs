@@ -21,10 +21,9 @@ mod store;
 #[cfg(test)]
 mod tests;
 
+use amber_llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
 use amber_proto::{Message, Usage};
 use tokio_util::sync::CancellationToken;
-
-use crate::llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
 
 pub use apply::MEMORIES_HEADING;
 pub use estimate::{PromptUsage, estimate_tokens, message_tokens, needs_compaction, tools_tokens};

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use amber_llm::LlmSettings;
 use amber_proto::{Message, Role, ToolCall};
 use axum::Router;
 use axum::body::Body;
@@ -18,7 +19,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::llm::LlmSettings;
 
 /// A scripted reply: an SSE stream carrying this text, or an HTTP status with a body.
 enum Reply {

@@ -27,7 +27,7 @@ pub(super) fn describe(err: &(dyn Error + 'static)) -> String {
         current = e.source();
     }
     let Some(root) = levels.last().filter(|_| unwrapped) else {
-        return crate::util::error_chain(err);
+        return amber_llm::error_chain(err);
     };
     let mut text = tidy(&root.to_string());
     let url = levels.iter().find_map(|e| {
@@ -100,7 +100,7 @@ mod tests {
         assert_eq!(describe(&wrapped(refused)), "connection refused");
         let service =
             ServiceError::TransportSend(dynamic(std::io::Error::other("EOF while reading")));
-        assert!(crate::util::error_chain(&service).contains("rmcp::"));
+        assert!(amber_llm::error_chain(&service).contains("rmcp::"));
         assert_eq!(describe(&service), "EOF while reading");
         // Errors without a transport layer keep their whole chain.
         assert_eq!(describe(&ServiceError::TransportClosed), "Transport closed");

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use amber_llm::ProviderSpec;
 use amber_proto::{Capability, CommandRunResult};
 use futures::future::BoxFuture;
 
 use crate::daemon::Daemon;
-use crate::llm::ProviderSpec;
 use crate::session::SessionShared;
 use crate::tools::Tool;
 

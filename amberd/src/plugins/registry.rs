@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use amber_llm::ProviderSpec;
 use amber_proto::Capability;
 
 use super::contrib::{CapabilityKind, Command, Contributions, Panel, StatusSegment};
-use crate::llm::ProviderSpec;
 use crate::tools::{Tool, ToolRegistry};
 
 /// Who contributed an entry.

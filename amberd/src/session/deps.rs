@@ -4,9 +4,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use amber_llm::{Endpoint, LlmPool};
+
 use crate::compaction::CompactionSettings;
-use crate::config::{Config, Endpoint};
-use crate::llm::LlmPool;
+use crate::config::Config;
 use crate::plugins::Registries;
 use crate::policy::rules::{RuleError, RuleSet};
 use crate::store::Store;
@@ -39,18 +40,19 @@ impl Deps {
         env: &impl Fn(&str) -> Option<OsString>,
         data_dir: PathBuf,
     ) -> Result<Deps, RuleError> {
-        let endpoint = config.endpoint(env);
+        let endpoint = Endpoint::resolve(&config.provider, env);
         let registries = Registries::new();
         // Providers come from the provider registry (plugins may add and remove them).
         let providers = registries.clone();
         let llm = LlmPool::new(
-            &config,
+            &config.provider,
+            &config.providers,
             env,
             // Aliases (`llama.cpp`) resolve to the preset's canonical name.
             Arc::new(move |name: &str| {
                 providers
                     .provider(name)
-                    .or_else(|| crate::llm::preset(name).and_then(|p| providers.provider(p.name)))
+                    .or_else(|| amber_llm::preset(name).and_then(|p| providers.provider(p.name)))
             }),
         );
         let catalog = registries.clone();
@@ -119,4 +121,4 @@ impl Deps {
 }
 
 /// The turn error when no endpoint is configured.
-pub use crate::llm::NOT_CONFIGURED;
+pub use amber_llm::NOT_CONFIGURED;

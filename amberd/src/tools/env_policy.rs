@@ -116,7 +116,7 @@ impl ToolEnvConfig {
 /// The variables every provider may read its key from: [`AMBER_KEY_VAR`], each preset's
 /// `api_key_env`, and those `[provider]` and `[providers.*]` name.
 pub fn provider_key_vars(config: &crate::config::Config) -> BTreeSet<String> {
-    let presets = crate::llm::all_presets().iter().map(|p| p.api_key_env);
+    let presets = amber_llm::all_presets().iter().map(|p| p.api_key_env);
     let configured = config.provider.api_key_env.as_deref().into_iter().chain(
         config
             .providers

@@ -34,7 +34,7 @@ fn secrets(extra: &[&str]) -> BTreeSet<String> {
     for name in extra.iter().skip(1) {
         config.providers.insert(
             name.to_lowercase(),
-            crate::config::NamedProviderConfig {
+            amber_llm::NamedProviderSettings {
                 api_key_env: Some((*name).to_owned()),
                 ..Default::default()
             },

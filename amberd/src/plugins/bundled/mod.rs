@@ -33,7 +33,7 @@ pub fn all(data_dir: PathBuf) -> Vec<Arc<dyn Plugin>> {
             core::install(c, &data_dir)
         })),
         Arc::new(StaticPlugin::new(PROVIDERS, "builtin", |c| {
-            for provider in crate::llm::bundled_providers() {
+            for provider in amber_llm::bundled_providers() {
                 c.provider(provider);
             }
         })),

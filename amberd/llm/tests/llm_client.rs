@@ -4,15 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-/// Named `llm` so `cargo nextest run -p amberd llm` selects these too.
+/// One `llm` module, so the test names (`llm::…`) stay those this suite had in amberd.
 mod llm {
     use std::collections::VecDeque;
     use std::convert::Infallible;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
+    use amber_llm::{ApiError, ChatRequest, LlmClient, LlmSettings, StreamEvent, ToolSpec};
     use amber_proto::Message;
-    use amberd::llm::{ApiError, ChatRequest, LlmClient, LlmSettings, StreamEvent, ToolSpec};
     use axum::Router;
     use axum::body::Body;
     use axum::extract::State;
@@ -133,10 +133,7 @@ mod llm {
     async fn run(
         client: &LlmClient,
         cancel: &CancellationToken,
-    ) -> (
-        Result<amberd::llm::ChatResponse, ApiError>,
-        Vec<StreamEvent>,
-    ) {
+    ) -> (Result<amber_llm::ChatResponse, ApiError>, Vec<StreamEvent>) {
         let mut events = Vec::new();
         let mut sink = |e: StreamEvent| events.push(e);
         let r = client.stream_chat(&request(), cancel, &mut sink).await;

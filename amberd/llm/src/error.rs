@@ -181,7 +181,7 @@ fn silence(streaming: bool, after: Duration) -> String {
 }
 
 /// `30 s`, `1.5 s`, `250 ms`: a delay as people read it.
-pub fn human_duration(d: Duration) -> String {
+pub(crate) fn human_duration(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         return format!("{} ms", d.as_millis());
     }

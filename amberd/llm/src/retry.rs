@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Exponential backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// Ceiling of the first retry's delay.
     pub base: Duration,
     /// No delay ever exceeds this, `Retry-After` included.
@@ -36,7 +36,7 @@ impl Backoff {
 
 /// Parse `Retry-After` (delta-seconds, fractions tolerated) or `retry-after-ms`.
 /// HTTP-date values are ignored (the jittered backoff applies instead).
-pub fn parse_retry_after(seconds: Option<&str>, millis: Option<&str>) -> Option<Duration> {
+pub(crate) fn parse_retry_after(seconds: Option<&str>, millis: Option<&str>) -> Option<Duration> {
     if let Some(ms) = millis.and_then(|v| v.trim().parse::<f64>().ok())
         && ms.is_finite()
         && ms >= 0.0

@@ -1,13 +1,18 @@
-//! The LLM port: an OpenAI-compatible streaming chat client.
+//! amber-llm: the LLM port of amberd, an OpenAI-compatible streaming chat client.
 //!
 //! `LlmClient::stream_chat` sends one chat request, streams text and reasoning deltas to a
 //! callback, and returns the assembled reply (text, tool calls in the internal shape, usage).
 //! Inside: a `Dialect` chosen once per client from the flavor (`dialect.rs`, a provider's
 //! dialect factory first, unknown flavor → openai), provider presets with their flavor's
-//! quirks (`presets.rs`, `provider.rs`), one cached client per provider (`pool.rs`), a
-//! reqwest transport with retry/backoff, timeouts and cancellation (`client.rs`,
-//! `retry.rs`), the SSE decoder (`sse.rs`, `chunk.rs`, `decode.rs`) and the tool-call delta accumulator
+//! quirks (`presets.rs`, `provider.rs`), the `[provider]` / `[providers.NAME]` settings and
+//! the default endpoint they resolve to (`provider_settings.rs`, `endpoint.rs`), one cached
+//! client per provider (`pool.rs`), a reqwest transport with retry/backoff, timeouts and
+//! cancellation (`client.rs`, `retry.rs`, `io_thread.rs`), the SSE decoder (`sse.rs`,
+//! `sse_decoder.rs`, `chunk.rs`, `decode.rs`, `pace.rs`) and the tool-call delta accumulator
 //! (`accumulate.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
+//!
+//! The crate knows no session, tool or config file: the daemon deserialises its settings
+//! types from its own config and hands them in.
 
 mod accumulate;
 mod chunk;
@@ -15,12 +20,15 @@ mod chunk_scan;
 mod client;
 mod decode;
 mod dialect;
+mod endpoint;
 mod error;
+mod error_chain;
 mod io_thread;
 mod pace;
 mod pool;
 mod presets;
 mod provider;
+mod provider_settings;
 mod retry;
 mod settings;
 mod sse;
@@ -33,26 +41,26 @@ mod fixture_tests;
 mod flavor_tests;
 #[cfg(test)]
 mod pool_tests;
+#[cfg(test)]
+mod test_support;
 
 use std::time::Duration;
 
-use amber_proto::{ToolCall, Usage};
+use amber_proto::{Message, ToolCall, Usage};
 
 pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
 pub use chunk_scan::ChunkMemo;
 pub use client::LlmClient;
 pub use decode::{ChunkDelta, Decoded};
-pub use dialect::{Dialect, OpenAiDialect, make_dialect, make_dialect_with};
+pub use dialect::{Dialect, make_dialect};
+pub use endpoint::Endpoint;
 pub use error::ApiError;
-pub use pool::{DEFAULT_PROVIDER, LlmPool, NOT_CONFIGURED, ProviderCatalog};
-pub use presets::{KNOWN_REASONING_FIELDS, MaxTokensField, Preset, Quirks, all_presets, preset};
-pub use provider::{
-    DialectFactory, ProviderLookup, ProviderSpec, bundled_lookup, bundled_providers,
-};
-pub use retry::Backoff;
+pub use error_chain::error_chain;
+pub use pool::{LlmPool, NOT_CONFIGURED, ProviderCatalog};
+pub use presets::{MaxTokensField, Preset, Quirks, all_presets, preset};
+pub use provider::{DialectFactory, ProviderLookup, ProviderSpec, bundled_providers};
+pub use provider_settings::{NamedProviderSettings, ProviderSettings};
 pub use settings::LlmSettings;
-
-pub use amber_proto::{Message, Role};
 
 /// A tool the model may call, in OpenAI function form.
 #[derive(Debug, Clone, PartialEq)]

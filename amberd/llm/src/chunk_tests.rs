@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::llm::chunk_scan::{ChunkMemo, scan_simple_chunk};
+use crate::chunk_scan::{ChunkMemo, scan_simple_chunk};
 
 fn chunk(data: &str) -> ChunkDelta {
     match parse_chunk("message", data).unwrap() {
@@ -127,7 +127,7 @@ fn recorded_payloads() -> Vec<String> {
 
 /// The JSON `data:` payloads of each recorded fixture, in order.
 fn recorded_streams() -> Vec<Vec<String>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/llm/fixtures");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let mut files = Vec::new();
     for dir in [dir.clone(), dir.join("flavors")] {
         for entry in std::fs::read_dir(dir).unwrap() {

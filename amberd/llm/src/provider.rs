@@ -49,8 +49,10 @@ pub fn bundled_providers() -> Vec<ProviderSpec> {
         .collect()
 }
 
-/// A lookup over `bundled_providers()` (case-insensitive), until a registry takes over.
-pub fn bundled_lookup() -> ProviderLookup {
+/// A lookup over `bundled_providers()` (case-insensitive), as the daemon's provider
+/// registry resolves them.
+#[cfg(test)]
+pub(crate) fn bundled_lookup() -> ProviderLookup {
     let specs = bundled_providers();
     Arc::new(move |name: &str| {
         let name = name.trim();

@@ -10,8 +10,9 @@ use amber_proto::{ToolCall, Usage};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::dialect::OpenAiDialect;
 use super::sse::read_sse;
-use super::{ApiError, ChatResponse, Dialect, OpenAiDialect, StreamEvent};
+use super::{ApiError, ChatResponse, Dialect, StreamEvent};
 
 pub(super) type Outcome = (Result<ChatResponse, ApiError>, Vec<StreamEvent>);
 
@@ -89,7 +90,7 @@ pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
 
 #[tokio::test]
 async fn text_basic() {
-    let (r, events) = decode(include_str!("fixtures/text_basic.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/text_basic.sse")).await;
     let r = r.unwrap();
     assert_eq!(r.text, "Hello, wörld 🌍");
     assert_eq!(text_of(&events), r.text);
@@ -123,7 +124,7 @@ async fn decode_paced(text: &str) -> Outcome {
 
 #[tokio::test]
 async fn chunks_that_arrive_apart_are_forwarded_apart() {
-    let (r, events) = decode_paced(include_str!("fixtures/text_basic.sse")).await;
+    let (r, events) = decode_paced(include_str!("../fixtures/text_basic.sse")).await;
     assert_eq!(r.unwrap().text, "Hello, wörld 🌍");
     let deltas: Vec<&str> = events
         .iter()
@@ -138,14 +139,14 @@ async fn chunks_that_arrive_apart_are_forwarded_apart() {
 
 #[tokio::test]
 async fn keepalive_comments() {
-    let (r, events) = decode(include_str!("fixtures/keepalive_comments.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/keepalive_comments.sse")).await;
     assert_eq!(r.unwrap().text, "AB");
     assert_eq!(text_of(&events), "AB");
 }
 
 #[tokio::test]
 async fn tool_call_missing_index() {
-    let (r, _) = decode(include_str!("fixtures/tool_call_missing_index.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/tool_call_missing_index.sse")).await;
     let r = r.unwrap();
     assert_eq!(
         r.tool_calls,
@@ -157,7 +158,7 @@ async fn tool_call_missing_index() {
 
 #[tokio::test]
 async fn tool_call_whole_chunk() {
-    let (r, events) = decode(include_str!("fixtures/tool_call_whole_chunk.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/tool_call_whole_chunk.sse")).await;
     let r = r.unwrap();
     assert!(events.is_empty());
     assert_eq!(
@@ -169,8 +170,8 @@ async fn tool_call_whole_chunk() {
 
 #[tokio::test]
 async fn tool_call_split_args() {
-    let (r, _) = decode(include_str!("fixtures/tool_call_split_args.sse")).await;
-    let expected = include_str!("fixtures/tool_call_split_args.expected.json").trim_end();
+    let (r, _) = decode(include_str!("../fixtures/tool_call_split_args.sse")).await;
+    let expected = include_str!("../fixtures/tool_call_split_args.expected.json").trim_end();
     let r = r.unwrap();
     assert_eq!(
         r.tool_calls,
@@ -182,7 +183,7 @@ async fn tool_call_split_args() {
 
 #[tokio::test]
 async fn parallel_tool_calls() {
-    let (r, _) = decode(include_str!("fixtures/parallel_tool_calls.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/parallel_tool_calls.sse")).await;
     assert_eq!(
         r.unwrap().tool_calls,
         vec![
@@ -195,7 +196,7 @@ async fn parallel_tool_calls() {
 
 #[tokio::test]
 async fn reasoning_fields() {
-    let (r, events) = decode(include_str!("fixtures/reasoning.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/reasoning.sse")).await;
     let r = r.unwrap();
     assert_eq!(r.reasoning, "Let me think. Still thinking.");
     assert_eq!(r.text, "Answer: 42");
@@ -207,7 +208,7 @@ async fn reasoning_fields() {
             StreamEvent::TextDelta("Answer: 42".into()),
         ]
     );
-    let (_, paced) = decode_paced(include_str!("fixtures/reasoning.sse")).await;
+    let (_, paced) = decode_paced(include_str!("../fixtures/reasoning.sse")).await;
     assert_eq!(
         paced,
         vec![
@@ -221,7 +222,7 @@ async fn reasoning_fields() {
 
 #[tokio::test]
 async fn usage_only_final_chunk_with_cached_tokens() {
-    let (r, _) = decode(include_str!("fixtures/usage_only_final.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/usage_only_final.sse")).await;
     assert_eq!(
         r.unwrap().usage,
         Some(Usage {
@@ -235,7 +236,7 @@ async fn usage_only_final_chunk_with_cached_tokens() {
 
 #[tokio::test]
 async fn error_object_in_200_stream() {
-    let (r, events) = decode(include_str!("fixtures/error_in_stream.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/error_in_stream.sse")).await;
     let err = r.unwrap_err();
     assert!(matches!(err, ApiError::Stream { .. }), "{err:?}");
     assert!(err.to_string().contains("overloaded"));
@@ -245,20 +246,20 @@ async fn error_object_in_200_stream() {
 
 #[tokio::test]
 async fn context_length_error_in_stream() {
-    let (r, _) = decode(include_str!("fixtures/context_length_in_stream.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/context_length_in_stream.sse")).await;
     assert_eq!(r.unwrap_err().code(), "context_length_exceeded");
 }
 
 #[tokio::test]
 async fn truncated_mid_event() {
-    let (r, events) = decode(include_str!("fixtures/truncated_mid_event.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/truncated_mid_event.sse")).await;
     assert!(matches!(r, Err(ApiError::Truncated)), "{r:?}");
     assert_eq!(text_of(&events), "partial");
 }
 
 #[tokio::test]
 async fn truncated_at_event_boundary() {
-    let (r, events) = decode(include_str!("fixtures/truncated_at_boundary.sse")).await;
+    let (r, events) = decode(include_str!("../fixtures/truncated_at_boundary.sse")).await;
     let err = r.unwrap_err();
     assert_eq!(err.code(), "stream_truncated");
     assert_eq!(text_of(&events), "partial answer");
@@ -266,7 +267,7 @@ async fn truncated_at_event_boundary() {
 
 #[tokio::test]
 async fn finish_reason_without_done_is_fine() {
-    let (r, _) = decode(include_str!("fixtures/finish_without_done.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/finish_without_done.sse")).await;
     let r = r.unwrap();
     assert_eq!(r.text, "done");
     assert_eq!(r.usage.map(|u| u.total_tokens), Some(6));
@@ -274,7 +275,7 @@ async fn finish_reason_without_done_is_fine() {
 
 #[tokio::test]
 async fn missing_tool_call_ids_are_synthesised() {
-    let (r, _) = decode(include_str!("fixtures/missing_tool_call_id.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/missing_tool_call_id.sse")).await;
     assert_eq!(
         r.unwrap().tool_calls,
         vec![
@@ -286,7 +287,7 @@ async fn missing_tool_call_ids_are_synthesised() {
 
 #[tokio::test]
 async fn crlf_and_missing_space_and_final_blank_line() {
-    let (r, _) = decode(include_str!("fixtures/crlf_no_space.sse")).await;
+    let (r, _) = decode(include_str!("../fixtures/crlf_no_space.sse")).await;
     let r = r.unwrap();
     assert_eq!(r.text, "crlf ok");
     assert_eq!(r.finish_reason.as_deref(), Some("stop"));
@@ -294,7 +295,7 @@ async fn crlf_and_missing_space_and_final_blank_line() {
 
 #[tokio::test]
 async fn transport_error_before_finish_is_connect_after_finish_is_ignored() {
-    let text = include_str!("fixtures/truncated_at_boundary.sse");
+    let text = include_str!("../fixtures/truncated_at_boundary.sse");
     let items = vec![
         Ok(text.as_bytes().to_vec()),
         Err(std::io::Error::other("connection reset")),
@@ -309,7 +310,7 @@ async fn transport_error_before_finish_is_connect_after_finish_is_ignored() {
     assert_eq!(err.code(), "connect");
     assert!(err.to_string().contains("connection reset"));
 
-    let text = include_str!("fixtures/finish_without_done.sse");
+    let text = include_str!("../fixtures/finish_without_done.sse");
     let items = vec![
         Ok(text.as_bytes().to_vec()),
         Err(std::io::Error::other("connection reset")),
@@ -325,7 +326,7 @@ async fn transport_error_before_finish_is_connect_after_finish_is_ignored() {
 
 #[tokio::test]
 async fn idle_timeout_between_chunks() {
-    let first = include_str!("fixtures/truncated_at_boundary.sse")
+    let first = include_str!("../fixtures/truncated_at_boundary.sse")
         .as_bytes()
         .to_vec();
     let body = futures::stream::iter(vec![Ok::<_, std::io::Error>(first)])
@@ -337,7 +338,7 @@ async fn idle_timeout_between_chunks() {
 #[tokio::test]
 async fn idle_timeout_counts_from_the_last_chunk_not_the_start() {
     // Five chunks 30 ms apart: 150 ms in all, never 50 ms without data.
-    let text = include_str!("fixtures/text_basic.sse");
+    let text = include_str!("../fixtures/text_basic.sse");
     let pieces: Vec<String> = text.split_inclusive("\n\n").map(str::to_owned).collect();
     let body = futures::stream::iter(pieces).then(|piece| async move {
         tokio::time::sleep(Duration::from_millis(30)).await;

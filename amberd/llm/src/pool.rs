@@ -1,17 +1,19 @@
 //! `LlmPool`: one `LlmClient` per provider name, built on first use and cached until
-//! `invalidate`. Names resolve through `[providers.NAME]` in config, then the provider
-//! lookup (bundled presets, later the plugin registry); no name means the default provider,
-//! `[provider]` + `AMBER_*` exactly as `Config::endpoint` resolves it.
+//! `invalidate`. Names resolve through the named provider settings (`[providers.NAME]`),
+//! then the provider lookup (bundled presets, or the plugin registry); no name means the
+//! default provider, its settings + `AMBER_*` exactly as `Endpoint::resolve` resolves them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::presets::{Preset, Quirks, all_presets, preset};
+use super::dialect::make_dialect_with;
+use super::endpoint::{Endpoint, non_blank};
+use super::presets::{MaxTokensField, Preset, Quirks, all_presets, preset};
 use super::provider::{DialectFactory, ProviderLookup};
-use super::{LlmClient, LlmSettings, make_dialect_with};
-use crate::config::{Config, Endpoint, NamedProviderConfig, ProviderConfig};
+use super::provider_settings::{NamedProviderSettings, ProviderSettings};
+use super::{LlmClient, LlmSettings};
 
 /// The turn error when no endpoint is configured.
 pub const NOT_CONFIGURED: &str = "no LLM endpoint configured: set AMBER_BASE_URL (an \
@@ -20,7 +22,7 @@ amberd's environment, or [provider] base_url / api_key_env / model in config.tom
 OPENAI_API_KEY for api.openai.com; then restart amberd";
 
 /// The name that always means the default provider (unless a `[providers.default]` exists).
-pub const DEFAULT_PROVIDER: &str = "default";
+pub(crate) const DEFAULT_PROVIDER: &str = "default";
 
 /// Names of every provider the registry knows (for `names()` and error messages).
 pub type ProviderCatalog = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
@@ -33,10 +35,10 @@ pub struct LlmPool {
 
 struct Inner {
     /// `[provider]`: the default provider, and the retry/timeout knobs of every provider.
-    provider: ProviderConfig,
+    provider: ProviderSettings,
     /// The default provider's endpoint, resolved once at start like before pools existed.
     endpoint: Endpoint,
-    tables: BTreeMap<String, NamedProviderConfig>,
+    tables: BTreeMap<String, NamedProviderSettings>,
     /// Key variables read at start (the pool outlives the `env` reference it was given).
     env: HashMap<String, String>,
     providers: ProviderLookup,
@@ -74,33 +76,30 @@ impl std::fmt::Debug for LlmPool {
 }
 
 impl LlmPool {
-    /// Reads `[provider]`, `[providers.*]` and the relevant variables of `env` now; builds
-    /// nothing yet. A key variable the pool did not know at start (one named only by a
-    /// provider registered later) is read from the process environment when needed.
+    /// Reads the default provider's settings (`[provider]`), the named ones
+    /// (`[providers.*]`) and the relevant variables of `env` now; builds nothing yet. A key
+    /// variable the pool did not know at start (one named only by a provider registered
+    /// later) is read from the process environment when needed.
     pub fn new(
-        config: &Config,
+        provider: &ProviderSettings,
+        named: &BTreeMap<String, NamedProviderSettings>,
         env: &dyn Fn(&str) -> Option<OsString>,
         providers: ProviderLookup,
     ) -> LlmPool {
-        let endpoint = config.endpoint(&env);
+        let endpoint = Endpoint::resolve(provider, &env);
         let key_vars = all_presets()
             .iter()
             .map(|p| p.api_key_env)
-            .chain(config.provider.api_key_env.as_deref())
-            .chain(
-                config
-                    .providers
-                    .values()
-                    .filter_map(|t| t.api_key_env.as_deref()),
-            );
+            .chain(provider.api_key_env.as_deref())
+            .chain(named.values().filter_map(|t| t.api_key_env.as_deref()));
         let env = key_vars
-            .filter_map(|k| Some((k.to_owned(), env_str(env(k))?)))
+            .filter_map(|k| Some((k.to_owned(), non_blank(env(k))?)))
             .collect();
         LlmPool {
             inner: Arc::new(Inner {
-                provider: config.provider.clone(),
+                provider: provider.clone(),
                 endpoint,
-                tables: config.providers.clone(),
+                tables: named.clone(),
                 env,
                 providers,
                 state: Mutex::new(State::default()),
@@ -306,7 +305,7 @@ impl LlmPool {
             };
             return Err(format!("unknown provider `{name}`; known: {known}"));
         }
-        let empty = NamedProviderConfig::default();
+        let empty = NamedProviderSettings::default();
         let table = table.unwrap_or(&empty);
         let flavor = table
             .flavor
@@ -387,7 +386,7 @@ impl LlmPool {
             .env
             .get(var)
             .cloned()
-            .or_else(|| env_str(std::env::var_os(var)))
+            .or_else(|| non_blank(std::env::var_os(var)))
     }
 }
 
@@ -409,7 +408,7 @@ fn same_url(a: Option<&str>, b: &str) -> bool {
 fn override_quirks(
     mut quirks: Quirks,
     include_usage: Option<bool>,
-    max_tokens_field: Option<super::MaxTokensField>,
+    max_tokens_field: Option<MaxTokensField>,
 ) -> Quirks {
     if let Some(v) = include_usage {
         quirks.include_usage = v;
@@ -422,9 +421,4 @@ fn override_quirks(
 
 fn headers(table: &BTreeMap<String, String>) -> Vec<(String, String)> {
     table.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
-fn env_str(v: Option<OsString>) -> Option<String> {
-    v.and_then(|v| v.into_string().ok())
-        .filter(|v| !v.trim().is_empty())
 }

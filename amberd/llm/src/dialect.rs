@@ -103,7 +103,7 @@ pub fn make_dialect(flavor: &str) -> Arc<dyn Dialect> {
 
 /// Like `make_dialect`, but a dialect factory that `lookup` finds for the flavor (a
 /// provider plugin's) wins over the built-in table.
-pub fn make_dialect_with(
+pub(crate) fn make_dialect_with(
     flavor: &str,
     lookup: &dyn Fn(&str) -> Option<DialectFactory>,
 ) -> Arc<dyn Dialect> {
@@ -116,7 +116,7 @@ pub fn make_dialect_with(
 
 /// OpenAI chat-completions, the dialect every OpenAI-compatible server speaks.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OpenAiDialect;
+pub(crate) struct OpenAiDialect;
 
 impl Dialect for OpenAiDialect {
     fn name(&self) -> &'static str {
@@ -226,7 +226,7 @@ mod tests {
     fn extra_headers_quirks_then_config() {
         let settings = LlmSettings {
             api_key: Some("k".into()),
-            quirks: crate::llm::preset("openrouter").unwrap().quirks,
+            quirks: crate::preset("openrouter").unwrap().quirks,
             extra_headers: vec![
                 ("X-Title".into(), "my app".into()),
                 ("HTTP-Referer".into(), String::new()),

@@ -41,7 +41,7 @@ fn usage(prompt: u64, completion: u64, cached: u64, total: u64) -> Option<Usage>
 
 #[tokio::test]
 async fn openai_stream() {
-    let (r, events) = stream("openai", include_str!("fixtures/flavors/openai.sse")).await;
+    let (r, events) = stream("openai", include_str!("../fixtures/flavors/openai.sse")).await;
     assert_eq!(r.text, "I'll read it.");
     assert_eq!(text_of(&events), r.text);
     assert_eq!(r.reasoning, "");
@@ -61,7 +61,7 @@ async fn openai_stream() {
 async fn openrouter_stream() {
     let (r, events) = stream(
         "openrouter",
-        include_str!("fixtures/flavors/openrouter.sse"),
+        include_str!("../fixtures/flavors/openrouter.sse"),
     )
     .await;
     // `reasoning` and `reasoning_details` carry the same text: counted once.
@@ -77,7 +77,7 @@ async fn openrouter_stream() {
 #[tokio::test]
 async fn ollama_stream_without_usage() {
     // Recorded from a server that ignores `stream_options`: no usage at all is fine.
-    let (r, _) = stream("ollama", include_str!("fixtures/flavors/ollama.sse")).await;
+    let (r, _) = stream("ollama", include_str!("../fixtures/flavors/ollama.sse")).await;
     assert_eq!(r.reasoning, "Need the file list. Use bash.");
     assert_eq!(r.text, "");
     assert_eq!(
@@ -90,7 +90,7 @@ async fn ollama_stream_without_usage() {
 
 #[tokio::test]
 async fn vllm_stream() {
-    let (r, _) = stream("vllm", include_str!("fixtures/flavors/vllm.sse")).await;
+    let (r, _) = stream("vllm", include_str!("../fixtures/flavors/vllm.sse")).await;
     assert_eq!(r.reasoning, "Check main.rs first.");
     assert_eq!(r.text, "");
     assert_eq!(
@@ -107,7 +107,7 @@ async fn vllm_stream() {
 
 #[tokio::test]
 async fn llamacpp_stream_with_timings() {
-    let (r, events) = stream("llamacpp", include_str!("fixtures/flavors/llamacpp.sse")).await;
+    let (r, events) = stream("llamacpp", include_str!("../fixtures/flavors/llamacpp.sse")).await;
     assert_eq!(r.reasoning, "Simple greeting.");
     assert_eq!(r.text, "Hello!");
     assert_eq!(
@@ -121,7 +121,7 @@ async fn llamacpp_stream_with_timings() {
 
 #[tokio::test]
 async fn lmstudio_stream() {
-    let (r, _) = stream("lmstudio", include_str!("fixtures/flavors/lmstudio.sse")).await;
+    let (r, _) = stream("lmstudio", include_str!("../fixtures/flavors/lmstudio.sse")).await;
     assert_eq!(r.reasoning, "User wants a search.");
     assert_eq!(
         r.tool_calls,
@@ -133,7 +133,7 @@ async fn lmstudio_stream() {
 
 #[tokio::test]
 async fn groq_stream_with_x_groq_usage() {
-    let (r, _) = stream("groq", include_str!("fixtures/flavors/groq.sse")).await;
+    let (r, _) = stream("groq", include_str!("../fixtures/flavors/groq.sse")).await;
     assert_eq!(r.reasoning, "Run the tests.");
     assert_eq!(
         r.tool_calls,
@@ -145,7 +145,7 @@ async fn groq_stream_with_x_groq_usage() {
 
 #[tokio::test]
 async fn deepseek_stream_with_cache_hits() {
-    let (r, events) = stream("deepseek", include_str!("fixtures/flavors/deepseek.sse")).await;
+    let (r, events) = stream("deepseek", include_str!("../fixtures/flavors/deepseek.sse")).await;
     assert_eq!(r.reasoning, "9.11 vs 9.8: compare decimals.");
     assert_eq!(r.text, "9.8 is larger.");
     // One burst: one delta per kind, reasoning first.
@@ -162,7 +162,7 @@ async fn deepseek_stream_with_cache_hits() {
 
 #[tokio::test]
 async fn together_stream() {
-    let (r, _) = stream("together", include_str!("fixtures/flavors/together.sse")).await;
+    let (r, _) = stream("together", include_str!("../fixtures/flavors/together.sse")).await;
     assert_eq!(r.text, "Hi there!");
     assert_eq!(r.reasoning, "");
     assert!(r.tool_calls.is_empty());
@@ -172,7 +172,7 @@ async fn together_stream() {
 
 #[tokio::test]
 async fn mistral_stream_thinking_parts_and_calls_without_index() {
-    let (r, _) = stream("mistral", include_str!("fixtures/flavors/mistral.sse")).await;
+    let (r, _) = stream("mistral", include_str!("../fixtures/flavors/mistral.sse")).await;
     assert_eq!(r.reasoning, "Both files are needed.");
     assert_eq!(r.text, "Reading both files.");
     assert_eq!(

@@ -8,7 +8,7 @@ use serde::Deserialize;
 /// Every field some OpenAI-compatible server streams reasoning in. Decoding accepts all of
 /// them whatever the flavor (first non-empty wins, so a provider sending the same text in
 /// two fields is not doubled).
-pub const KNOWN_REASONING_FIELDS: &[&str] = &[
+pub(crate) const KNOWN_REASONING_FIELDS: &[&str] = &[
     "reasoning_content",
     "reasoning",
     "reasoning_details",

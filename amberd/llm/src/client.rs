@@ -10,11 +10,11 @@ use futures::StreamExt;
 use http::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
+use super::error_chain::error_chain as chain;
 use super::io_thread;
 use super::retry::{Backoff, parse_retry_after};
 use super::sse::{read_buffered, read_sse};
 use super::{ApiError, ChatRequest, ChatResponse, Dialect, LlmSettings, StreamEvent, make_dialect};
-use crate::util::error_chain as chain;
 
 /// Most of an error body we keep for the message.
 const MAX_ERROR_BODY: usize = 64 * 1024;

@@ -17,17 +17,26 @@ use axum::routing::post;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::dialect::OpenAiDialect;
+use super::provider::bundled_lookup;
+use super::test_support::{env, tables};
 use super::{
     ChatRequest, Dialect, DialectFactory, LlmPool, MaxTokensField, Message, NOT_CONFIGURED,
-    OpenAiDialect, ProviderLookup, ProviderSpec, Quirks, all_presets, bundled_lookup,
-    bundled_providers, preset,
+    ProviderLookup, ProviderSpec, Quirks, all_presets, bundled_providers, preset,
 };
-use crate::config::Config;
 
-use crate::config::tests::env;
+/// A pool over the provider tables of `toml`, resolving names through `lookup`.
+fn pool_with(
+    toml: &str,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    lookup: ProviderLookup,
+) -> LlmPool {
+    let t = tables(toml);
+    LlmPool::new(&t.provider, &t.providers, env, lookup)
+}
 
 fn pool(toml: &str, vars: &'static [(&'static str, &'static str)]) -> LlmPool {
-    LlmPool::new(&Config::parse(toml).unwrap(), &env(vars), bundled_lookup())
+    pool_with(toml, &env(vars), bundled_lookup())
 }
 
 #[test]
@@ -193,7 +202,7 @@ fn unknown_provider_lists_the_known_ones() {
 
 #[test]
 fn with_no_providers_the_known_list_has_no_dangling_separator() {
-    let p = LlmPool::new(&Config::default(), &env(&[]), Arc::new(|_: &str| None));
+    let p = pool_with("", &env(&[]), Arc::new(|_: &str| None));
     assert_eq!(
         p.selection("nope").unwrap_err(),
         "unknown provider `nope`; known: default"
@@ -221,7 +230,7 @@ fn counting_lookup() -> (ProviderLookup, Arc<AtomicUsize>) {
 #[test]
 fn clients_are_cached_until_invalidated() {
     let (lookup, calls) = counting_lookup();
-    let p = LlmPool::new(&Config::default(), &env(&[]), lookup);
+    let p = pool_with("", &env(&[]), lookup);
     let a = p.client(Some("groq")).unwrap();
     let resolved_with = calls.load(Ordering::SeqCst);
     let b = p.client(Some("groq")).unwrap();
@@ -299,13 +308,13 @@ fn provider_dialect_factories_are_used() {
     });
     let lookup: ProviderLookup =
         Arc::new(move |name: &str| specs.iter().find(|s| s.name == name).cloned());
-    let cfg = Config::parse(
+    let p = pool_with(
         "[provider]\nflavor = \"echo\"\nbase_url = \"http://d/v1\"\n\
          [providers.other]\nflavor = \"echo\"\nbase_url = \"http://o/v1\"\n\
          [providers.plain]\nflavor = \"groq\"\n",
-    )
-    .unwrap();
-    let p = LlmPool::new(&cfg, &env(&[]), lookup);
+        &env(&[]),
+        lookup,
+    );
     assert_eq!(p.client(Some("echo")).unwrap().dialect().name(), "echo");
     assert_eq!(p.client(Some("other")).unwrap().dialect().name(), "echo");
     assert_eq!(p.client(None).unwrap().dialect().name(), "echo");
@@ -355,7 +364,7 @@ async fn record(State(seen): State<Arc<Seen>>, headers: HeaderMap, body: String)
     seen.requests.lock().unwrap().push((headers, body));
     Response::builder()
         .header("content-type", "text/event-stream")
-        .body(Body::from(include_str!("fixtures/flavors/mistral.sse")))
+        .body(Body::from(include_str!("../fixtures/flavors/mistral.sse")))
         .unwrap()
 }
 
@@ -373,8 +382,8 @@ async fn quirks_and_headers_reach_the_wire() {
         "[providers.mistral]\nbase_url = \"http://{addr}/v1\"\nmax_tokens = 99\n\
          headers = {{ X-Team = \"core\" }}\n"
     );
-    let p = LlmPool::new(
-        &Config::parse(&toml).unwrap(),
+    let p = pool_with(
+        &toml,
         &env(&[("MISTRAL_API_KEY", "m-key")]),
         bundled_lookup(),
     );
