@@ -10,7 +10,6 @@ pub mod elide;
 pub mod llm;
 pub mod mcp;
 pub mod plugins;
-pub mod policy;
 pub mod rpc;
 pub mod service;
 pub mod session;

@@ -24,11 +24,9 @@ use serde_json::Value;
 use super::command_rules::{self, CommandFacts};
 use super::grants::{Grants, Scope};
 use super::rules::{Rule, RuleDecision, RuleSet, Subject};
-use super::secrets::{self, SecretLocations};
+use super::secrets::SecretLocations;
 use super::shell::ShellClass;
 use super::target::{ReadCheck, Target, scopes, target};
-
-pub use super::target::rules_for;
 
 /// One call, as the policy sees it.
 pub struct Request<'a> {
@@ -69,11 +67,11 @@ pub enum Verdict {
 }
 
 pub fn decide(req: &Request<'_>, rules: &Rules<'_>, grants: &Grants) -> Verdict {
-    decide_with(req, rules, grants, secrets::installed())
+    decide_with(req, rules, grants, SecretLocations::installed())
 }
 
 /// [`decide`] with these secret locations (tests give their own).
-pub fn decide_with(
+pub(crate) fn decide_with(
     req: &Request<'_>,
     rules: &Rules<'_>,
     grants: &Grants,

@@ -5,9 +5,10 @@
 use amber_proto::{Mode, ResolvedBy};
 use serde_json::{Value, json};
 
-use super::{Request, Rules, Verdict, decide, rules_for};
-use crate::policy::grants::{Grants, Scope};
-use crate::policy::rules::{Rule, RuleDecision, RuleSet, Subject};
+use super::{Request, Rules, Verdict, decide};
+use crate::grants::{Grants, Scope};
+use crate::rules::{Rule, RuleDecision, RuleSet, Subject};
+use crate::rules_for;
 
 struct Case {
     ws: tempfile::TempDir,
@@ -198,18 +199,18 @@ fn allow_always_rules_match_their_scopes() {
     ]);
     let set = RuleSet::new(&rules).unwrap();
     let got = |tool, subject| set.decide(tool, subject).map(|(d, _)| d);
-    let c = crate::policy::shell::classify(
+    let c = crate::shell::classify(
         "git push origin",
         std::path::Path::new("/ws"),
         std::path::Path::new("/ws"),
     );
-    let facts = crate::policy::command_rules::CommandFacts {
+    let facts = crate::command_rules::CommandFacts {
         raw: "git push origin",
         lines: &c.commands,
         complete: c.complete,
     };
     assert_eq!(
-        got("bash", Subject::Command(&facts)),
+        crate::command_rules::decide(&[&set], "bash", &facts).map(|(d, _)| d),
         Some(RuleDecision::Allow)
     );
     assert_eq!(
