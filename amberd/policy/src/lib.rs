@@ -12,6 +12,7 @@
 mod command_rules;
 mod engine;
 mod grants;
+mod in_force;
 mod mode;
 mod paths;
 mod protected;
