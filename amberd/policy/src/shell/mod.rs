@@ -55,13 +55,13 @@ mod tar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_audit;
-#[cfg(test)]
 mod tests_options;
 #[cfg(test)]
-mod tests_reaudit;
-#[cfg(test)]
 mod tests_scopes;
+#[cfg(test)]
+mod tests_unresolved;
+#[cfg(test)]
+mod tests_write_targets;
 mod tools;
 mod words;
 mod wrappers;
