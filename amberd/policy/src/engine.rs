@@ -191,8 +191,8 @@ fn never_granted(reason: String) -> Verdict {
     }
 }
 
-/// The reads that no rule allows: those of a command outside the workspace (only a rule
-/// naming an absolute or `~/` path reaches out), and every secret one.
+/// The reads that no rule allows: a command's reads outside the workspace, as shown (only a
+/// rule naming an absolute or `~/` path reaches out), and why each secret read is secret.
 fn unallowed_reads(
     rules: &Rules<'_>,
     target: &Target,
