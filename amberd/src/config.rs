@@ -45,7 +45,7 @@ pub struct Config {
     /// `[plugins]`: disabled plugins and external plugins.
     pub plugins: crate::plugins::PluginsConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
-    pub rules: Vec<crate::policy::rules::Rule>,
+    pub rules: Vec<amber_policy::Rule>,
 }
 
 /// `[agent]`: the loop's limits and prompts.

@@ -9,7 +9,6 @@ pub mod daemon;
 pub mod elide;
 pub mod mcp;
 pub mod plugins;
-pub mod policy;
 pub mod rpc;
 pub mod service;
 pub mod session;

@@ -103,11 +103,12 @@ async fn run(
     let mut config = Config::load(config_file.as_deref(), explicit)?;
     config.apply_env(&env)?;
     let data = data_dir(args.data_dir, &env);
-    // Reading amber's own files, like ~/.ssh, asks in every mode (policy::secrets).
-    amberd::policy::secrets::install(amberd::policy::secrets::SecretLocations::from_env(
+    // Reading amber's own files, like ~/.ssh, asks in every mode (amber-policy's secrets).
+    amber_policy::SecretLocations::from_env(
         &env,
         std::iter::once(data.clone()).chain(config_file.clone()),
-    ));
+    )
+    .install();
     std::fs::create_dir_all(&data)
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data.display()))?;
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
+use amber_policy::{Grants, WorkspaceRules};
 use amber_proto::SessionInfo;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -15,8 +16,6 @@ use super::persist::Persistence;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::context::Context;
-use crate::policy::grants::Grants;
-use crate::policy::rules::WorkspaceRules;
 use crate::tools::SessionTools;
 
 /// Everything a session starts from.

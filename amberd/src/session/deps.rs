@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use amber_llm::{Endpoint, LlmPool};
+use amber_policy::{RuleError, RuleSet};
 
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
-use crate::policy::rules::{RuleError, RuleSet};
 use crate::store::Store;
 use crate::tools::{ToolLimits, ToolRegistry};
 

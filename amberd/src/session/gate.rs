@@ -1,14 +1,13 @@
 //! The session's gate: the policy engine decides; calls that need approval are asked over
 //! the socket (SEED.md "approvals"), and answers become session grants or stored rules.
 
+use amber_policy::{Request, Rules, Scope, Verdict};
 use amber_proto::{Approval, Decision, EventKind, ResolvedBy, SessionState};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
-use crate::policy::engine::{self, Request, Rules, Verdict};
-use crate::policy::grants::Scope;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
 use crate::tools::session::DeniedPaths;
 
@@ -78,7 +77,7 @@ impl SessionGate<'_> {
             config: &self.deps.config_rules,
             workspace,
         };
-        engine::decide(&request, &rules, &shared.lock_grants())
+        amber_policy::decide(&request, &rules, &shared.lock_grants())
     }
 
     fn emit(&self, kind: EventKind) {
@@ -194,7 +193,7 @@ impl SessionGate<'_> {
     /// `allow_always`: the scopes become allow rules in the workspace's rules file.
     fn persist(&self, scopes: &[Scope]) {
         let mut rules = self.shared.lock_rules();
-        for rule in engine::rules_for(scopes) {
+        for rule in amber_policy::rules_for(scopes) {
             if let Err(err) = rules.append(rule) {
                 tracing::warn!(%err, "could not persist an allow_always rule");
             }

@@ -23,14 +23,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use amber_policy::{Grants, WorkspaceRules};
 use amber_proto::{EventKind, Message, Mode, SessionInfo, SessionState, StopReason, Usage};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
-use crate::policy::grants::Grants;
-use crate::policy::rules::WorkspaceRules;
 use crate::store::SessionMeta;
 use crate::tools::SessionTools;
 use actor::Command;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use amber_policy::confine;
 use amber_proto::{ToolCall, ToolStatus};
 use futures::FutureExt;
 use serde::Serialize;
@@ -21,7 +22,6 @@ use super::args::describe;
 use super::gate::{Gate, GateCall, GateVerdict};
 use super::truncate::truncate_middle;
 use super::{OutputChunk, SessionTools, Tool, ToolContext, ToolLimits, ToolOutcome, ToolRegistry};
-use crate::policy::confine;
 
 /// What happens during a dispatch, for the session's event stream.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,12 +2,12 @@
 //! whether a call may run. The session supplies the real gate (rules, grants, approvals
 //! over the socket); `ModeGate` is the plain mode check for in-process use and tests.
 
+use amber_policy::mode_allows;
 use amber_proto::{Mode, ToolCall};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::Tool;
-use crate::policy::mode_allows;
 
 /// A validated call waiting for permission.
 pub struct GateCall<'a> {

@@ -31,12 +31,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use amber_policy::{PathError, confine};
 use amber_proto::ToolStatus;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
-
-use crate::policy::{PathError, confine};
 
 pub use args::ArgError;
 pub use dispatch::{DispatchEvent, DispatchRequest, DispatchResult, DispatchSink, dispatch};

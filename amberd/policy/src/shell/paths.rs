@@ -237,7 +237,7 @@ pub(super) fn resolve(text: &str, cwd: &Cwd, workspace: &Path) -> (Target, Optio
 }
 
 fn inside_target(full: &Path, workspace: &Path) -> Target {
-    if crate::policy::protected::is_protected_in(full, workspace) {
+    if crate::protected::is_protected_in(full, workspace) {
         Target::Protected
     } else {
         Target::Inside

@@ -14,7 +14,7 @@ use super::secrets::SecretLocations;
 use super::shell::{CommandLine, Read, ReadPath, ShellClass, classify};
 
 /// What the call touches.
-pub(super) enum Target {
+pub(crate) enum Target {
     Command(CommandTarget),
     Path {
         relative: String,
@@ -27,44 +27,44 @@ pub(super) enum Target {
     Nothing,
 }
 
-pub(super) struct CommandTarget {
-    pub command: String,
-    pub class: ShellClass,
-    pub reason: String,
+pub(crate) struct CommandTarget {
+    pub(crate) command: String,
+    pub(crate) class: ShellClass,
+    pub(crate) reason: String,
     /// Writes outside the workspace, lexically or through a symlink.
-    pub outside: bool,
+    pub(crate) outside: bool,
     /// Writes a protected path, lexically or through a symlink.
-    pub protected: bool,
-    pub programs: Vec<String>,
-    pub lines: Vec<CommandLine>,
-    pub complete: bool,
+    pub(crate) protected: bool,
+    pub(crate) programs: Vec<String>,
+    pub(crate) lines: Vec<CommandLine>,
+    pub(crate) complete: bool,
     /// Some write target cannot be resolved: treated like an outside write.
-    pub unresolved: bool,
+    pub(crate) unresolved: bool,
     /// The workspace-relative paths it writes (lexically, and through symlinks), for the
     /// path rules of `write` and `edit`.
-    pub written: Vec<String>,
+    pub(crate) written: Vec<String>,
     /// What it reads, resolved like the file tools' paths.
-    pub reads: Vec<ReadCheck>,
+    pub(crate) reads: Vec<ReadCheck>,
 }
 
 /// One read of a command, judged.
-pub(super) struct ReadCheck {
+pub(crate) struct ReadCheck {
     /// `cat: ../x`, for reasons.
-    pub shown: String,
+    pub(crate) shown: String,
     /// What `read` path rules match: the workspace-relative path inside; outside, the
     /// resolved absolute path and its `~/…` form.
-    pub subjects: Vec<String>,
+    pub(crate) subjects: Vec<String>,
     /// Outside the workspace (lexically or through a symlink), or not known at all.
-    pub outside: bool,
+    pub(crate) outside: bool,
     /// Why it is a secret location, if it is.
-    pub secret: Option<String>,
+    pub(crate) secret: Option<String>,
 }
 
 /// Tools whose `command` argument is a shell command, and whose `path` is a file.
 const COMMAND_TOOLS: &[&str] = &["bash", "process"];
 const PATH_TOOLS: &[&str] = &["read", "write", "edit", "search"];
 
-pub(super) fn target(
+pub(crate) fn target(
     tool: &str,
     args: &Value,
     workspace: &Path,
@@ -239,7 +239,7 @@ fn relative_path(workspace: &Path, path: &str) -> String {
 
 /// What an `allow_session` answer would grant. Outside, protected and unresolved writes:
 /// nothing.
-pub(super) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
+pub(crate) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
     match target {
         Target::Command(c) if c.outside || c.protected || c.unresolved => Vec::new(),
         Target::Command(c) => c

@@ -4,8 +4,8 @@
 //! rules judging what commands read, and reads through symlinks.
 
 use super::*;
-use crate::policy::engine::decide_with;
-use crate::policy::secrets::SecretLocations;
+use crate::engine::decide_with;
+use crate::secrets::SecretLocations;
 
 fn never_granted(v: &Verdict) -> bool {
     matches!(v, Verdict::Ask { scopes, persist: false, .. } if scopes.is_empty())

@@ -1,11 +1,13 @@
-//! Table rows for the commands of the policy audit: wrappers around rule-matched programs,
-//! writes to protected paths, program-running git config, links and directory options
-//! that write outside the workspace. (command, class, outside, protected)
+//! Where commands write: a table pinning class and the outside and protected flags —
+//! writes to protected paths, directory options and links that write outside the
+//! workspace, program-running git config, wrappers around writers — and how the commands
+//! are rendered for rule matching, with their lexical write targets.
+//! (command, class, outside, protected)
 
 use super::ShellClass::{self, Benign, Destructive, ReadOnly, Unknown};
 use super::tests::run;
 
-const AUDIT: &[(&str, ShellClass, bool, bool)] = &[
+const WRITE_TARGETS: &[(&str, ShellClass, bool, bool)] = &[
     // compound commands: every part is judged
     ("rm -f a.txt; git clean -fdx", Destructive, false, false),
     ("rm -rf build2", Destructive, false, false),
@@ -183,8 +185,8 @@ const AUDIT: &[(&str, ShellClass, bool, bool)] = &[
 ];
 
 #[test]
-fn audit_table() {
-    let failures: Vec<String> = AUDIT
+fn write_targets_table() {
+    let failures: Vec<String> = WRITE_TARGETS
         .iter()
         .filter_map(|(command, class, outside, protected)| {
             let got = run(command);

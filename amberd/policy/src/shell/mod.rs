@@ -55,13 +55,13 @@ mod tar;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_audit;
-#[cfg(test)]
 mod tests_options;
 #[cfg(test)]
-mod tests_reaudit;
-#[cfg(test)]
 mod tests_scopes;
+#[cfg(test)]
+mod tests_unresolved;
+#[cfg(test)]
+mod tests_write_targets;
 mod tools;
 mod words;
 mod wrappers;
@@ -69,8 +69,8 @@ mod writers;
 
 use std::path::{Path, PathBuf};
 
-pub use outcome::{Classification, Read, ReadPath, ShellClass};
-pub use render::CommandLine;
+pub(crate) use outcome::{Classification, Read, ReadPath, ShellClass};
+pub(crate) use render::CommandLine;
 
 use outcome::Acc;
 
@@ -81,7 +81,7 @@ use words::Word;
 
 /// Classifies `command` as run by bash in `cwd`, for a session rooted at `workspace`.
 /// Pure and lexical: paths are resolved against `cwd` without touching the file system.
-pub fn classify(command: &str, workspace: &Path, cwd: &Path) -> Classification {
+pub(crate) fn classify(command: &str, workspace: &Path, cwd: &Path) -> Classification {
     let mut walker = Walker {
         workspace: paths::normalize(workspace),
         acc: Acc::default(),

@@ -12,7 +12,6 @@ use std::time::SystemTime;
 
 use globset::{Glob, GlobMatcher};
 
-use super::command_rules::{self, CommandFacts};
 use serde::{Deserialize, Serialize};
 
 /// What a rule decides.
@@ -36,9 +35,9 @@ pub struct Rule {
 /// A rules file: `[[rules]]` entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RulesFile {
+struct RulesFile {
     #[serde(default)]
-    pub rules: Vec<Rule>,
+    rules: Vec<Rule>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,18 +55,17 @@ pub enum RuleError {
 }
 
 /// Whether a rule written for `rule_tool` applies to a call of `tool`.
-pub fn applies(rule_tool: &str, tool: &str) -> bool {
+pub(crate) fn applies(rule_tool: &str, tool: &str) -> bool {
     rule_tool == "*"
         || rule_tool == tool
         || (rule_tool == "bash" && tool == "process")
         || (rule_tool == "write" && tool == "edit")
 }
 
-/// What a tool call is about, for matching.
+/// What a file tool's call is about, for matching (commands match through
+/// [`crate::command_rules::decide`]).
 #[derive(Debug, Clone, Copy)]
-pub enum Subject<'a> {
-    /// A command (bash, process start).
-    Command(&'a CommandFacts<'a>),
+pub(crate) enum Subject<'a> {
     /// A workspace-relative path (file tools).
     Path(&'a str),
     /// Nothing to match a pattern against; only `*` patterns apply.
@@ -116,20 +114,13 @@ impl RuleSet {
         Ok(RuleSet { rules })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
-    }
-
     /// Every rule, in file order.
-    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+    pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter().map(|c| &c.rule)
     }
 
     /// The strongest decision among matching rules, with the rule that made it.
-    pub fn decide(&self, tool: &str, subject: Subject<'_>) -> Option<(RuleDecision, &Rule)> {
-        if let Subject::Command(facts) = subject {
-            return command_rules::decide(&[self], tool, facts);
-        }
+    pub(crate) fn decide(&self, tool: &str, subject: Subject<'_>) -> Option<(RuleDecision, &Rule)> {
         self.rules
             .iter()
             .filter(|c| applies(&c.rule.tool, tool))
@@ -139,7 +130,7 @@ impl RuleSet {
     }
 
     /// Like [`RuleSet::decide`], among the rules `keep` accepts.
-    pub fn decide_where(
+    pub(crate) fn decide_where(
         &self,
         tool: &str,
         subject: Subject<'_>,
@@ -166,7 +157,6 @@ impl RuleSet {
 fn matches(compiled: &Compiled, subject: Subject<'_>) -> bool {
     let pattern = compiled.rule.pattern.as_str();
     match subject {
-        Subject::Command(_) => false,
         Subject::Path(path) => {
             compiled.glob.is_match(path) || compiled.dir.as_ref().is_some_and(|d| d.is_match(path))
         }
@@ -187,10 +177,6 @@ impl WorkspaceRules {
             path: workspace.join(".amber").join("rules.toml"),
             loaded: None,
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The current rules; a missing file is an empty set, a broken one an error (callers
@@ -252,11 +238,12 @@ fn read_file(path: &Path) -> Result<RulesFile, RuleError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::command_rules::{self, CommandFacts};
 
     fn rm_x() -> CommandFacts<'static> {
-        static LINES: std::sync::LazyLock<Vec<crate::policy::shell::CommandLine>> =
+        static LINES: std::sync::LazyLock<Vec<crate::shell::CommandLine>> =
             std::sync::LazyLock::new(|| {
-                crate::policy::shell::classify("rm x", Path::new("/ws"), Path::new("/ws")).commands
+                crate::shell::classify("rm x", Path::new("/ws"), Path::new("/ws")).commands
             });
         CommandFacts {
             raw: "rm x",
@@ -319,24 +306,22 @@ mod tests {
     #[test]
     fn workspace_rules_reload_when_the_file_changes_and_append_persists() {
         let ws = tempfile::tempdir().unwrap();
+        let file = ws.path().join(".amber/rules.toml");
         let mut rules = WorkspaceRules::new(ws.path());
-        assert!(rules.current().unwrap().is_empty());
+        assert!(rules.current().unwrap().rules().next().is_none());
         rules
             .append(rule("bash", "rm", RuleDecision::Allow))
             .unwrap();
-        let got = rules
-            .current()
-            .unwrap()
-            .decide("bash", Subject::Command(&rm_x()));
+        let got = command_rules::decide(&[rules.current().unwrap()], "bash", &rm_x());
         assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Allow));
-        let text = std::fs::read_to_string(ws.path().join(".amber/rules.toml")).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
         assert!(
             text.contains("[[rules]]") && text.contains("decision = \"allow\""),
             "{text}"
         );
 
         std::fs::write(
-            rules.path(),
+            &file,
             "[[rules]]\ntool='bash'\npattern='rm'\ndecision='deny'\n",
         )
         .unwrap();
@@ -344,14 +329,11 @@ mod tests {
         let later = SystemTime::now() + std::time::Duration::from_secs(2);
         std::fs::File::options()
             .write(true)
-            .open(rules.path())
+            .open(&file)
             .unwrap()
             .set_modified(later)
             .unwrap();
-        let got = rules
-            .current()
-            .unwrap()
-            .decide("bash", Subject::Command(&rm_x()));
+        let got = command_rules::decide(&[rules.current().unwrap()], "bash", &rm_x());
         assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Deny));
     }
 }

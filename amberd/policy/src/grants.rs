@@ -39,7 +39,7 @@ impl Grants {
     }
 
     /// True when every scope is covered (an empty list is never covered).
-    pub fn covers(&self, scopes: &[Scope]) -> bool {
+    pub(crate) fn covers(&self, scopes: &[Scope]) -> bool {
         !scopes.is_empty() && scopes.iter().all(|s| self.covers_one(s))
     }
 

@@ -8,7 +8,7 @@
 use std::path::{Component, Path};
 
 /// Whether a workspace-relative path is protected.
-pub fn is_protected(relative: &Path) -> bool {
+pub(crate) fn is_protected(relative: &Path) -> bool {
     let names: Vec<&str> = relative
         .components()
         .filter_map(|c| match c {
@@ -26,7 +26,7 @@ pub fn is_protected(relative: &Path) -> bool {
 
 /// Whether an absolute path is a protected path of `workspace` (both lexical or both
 /// resolved).
-pub fn is_protected_in(path: &Path, workspace: &Path) -> bool {
+pub(crate) fn is_protected_in(path: &Path, workspace: &Path) -> bool {
     path.strip_prefix(workspace).is_ok_and(is_protected)
 }
 

@@ -11,7 +11,7 @@ use super::words::Word;
 /// `Unknown` ranks below `Destructive`: a part known to be destructive dominates a part
 /// that is merely not understood (`sudo foo`, `curl … | sh` are destructive).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ShellClass {
+pub(crate) enum ShellClass {
     /// Every part only reads (known-safe programs, no writing redirection).
     #[default]
     ReadOnly,
@@ -25,7 +25,7 @@ pub enum ShellClass {
 
 impl ShellClass {
     /// Lower-case name, for logs and approval prompts.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ReadOnly => "read_only",
             Self::Benign => "benign",
@@ -44,7 +44,7 @@ impl std::fmt::Display for ShellClass {
 /// A path a command reads, as far as the classifier can name it (the engine resolves
 /// symlinks and judges outside and secret locations).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadPath {
+pub(crate) enum ReadPath {
     /// Lexical absolute path (a relative one joined to the tracked working directory).
     Absolute(PathBuf),
     /// Below the user's home (`~/x`, `$HOME/x`): relative to the daemon's `$HOME`.
@@ -56,47 +56,47 @@ pub enum ReadPath {
 
 /// One read of a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Read {
-    pub path: ReadPath,
+pub(crate) struct Read {
+    pub(crate) path: ReadPath,
     /// Read recursively (`grep -r`, `rg`, `find`): a directory holding a secret location
     /// counts as reading it.
-    pub recursive: bool,
+    pub(crate) recursive: bool,
     /// The program and the argument, for the reason shown (`cat: ../x`).
-    pub shown: String,
+    pub(crate) shown: String,
 }
 
 /// The verdict on one bash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Classification {
-    pub class: ShellClass,
+pub(crate) struct Classification {
+    pub(crate) class: ShellClass,
     /// Human-readable: which part decided the class, and why.
-    pub reason: String,
+    pub(crate) reason: String,
     /// Approval scopes, one per invoked program (`rm`, `git push`, `cargo publish`):
     /// deduplicated, in order of appearance. Transparent wrappers (`env`, `timeout`,
     /// `xargs`, `bash -c` …) add none; `sudo` adds `sudo`.
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// Some write (redirection target, path argument of a known writer, the working
     /// directory of a building tool) resolves outside the workspace.
-    pub outside_workspace: bool,
+    pub(crate) outside_workspace: bool,
     /// Some write lands on a protected path (`.amber/`, `.git/hooks`, `.git/config`).
-    pub protected: bool,
+    pub(crate) protected: bool,
     /// Every invoked program as a command line, wrappers and inner commands alike, for
     /// matching rules (`render`).
-    pub commands: Vec<CommandLine>,
+    pub(crate) commands: Vec<CommandLine>,
     /// Everything that runs was seen: parsed, no computed command name, no opaque part.
     /// When false, allow rules do not apply.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// Some write or delete target cannot be resolved (a variable, a substitution, an
     /// unknown working directory): it may land anywhere, so it is treated like an outside
     /// write — never granted, never covered by an allow rule.
-    pub unresolved_write: bool,
+    pub(crate) unresolved_write: bool,
     /// The lexical absolute paths of the writes that land inside the workspace (including
     /// working directories that building tools write into); the engine resolves their
     /// symlinks, which this pure module does not.
-    pub writes: Vec<PathBuf>,
+    pub(crate) writes: Vec<PathBuf>,
     /// What the command reads: operands and file options of read-only programs,
     /// `< file` redirections, the working directory of searches (`ls`, `rg PATTERN`).
-    pub reads: Vec<Read>,
+    pub(crate) reads: Vec<Read>,
 }
 
 /// Running result: worst class so far with its reasons, scopes, outside flag.

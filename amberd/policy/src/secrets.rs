@@ -11,8 +11,8 @@
 //!
 //! A directory read recursively (`grep -r`, `rg`, `find`) that holds a secret location
 //! reads it too. A secret directory that holds the workspace is ignored (the user chose to
-//! work there). The daemon installs its locations at start ([`install`]); until then they
-//! come from the process environment.
+//! work there). The daemon installs its locations at start ([`SecretLocations::install`]);
+//! until then they come from the process environment.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -48,7 +48,7 @@ pub struct SecretLocations {
 impl SecretLocations {
     /// `home` is the daemon's `$HOME`; `amber` its data directory, config file and config
     /// directory (whichever are known).
-    pub fn new(home: Option<PathBuf>, amber: impl IntoIterator<Item = PathBuf>) -> Self {
+    pub(crate) fn new(home: Option<PathBuf>, amber: impl IntoIterator<Item = PathBuf>) -> Self {
         let mut places: Vec<PathBuf> = home
             .iter()
             .flat_map(|h| HOME_SECRETS.iter().map(move |s| h.join(s)))
@@ -83,12 +83,12 @@ impl SecretLocations {
         Self::new(home, amber)
     }
 
-    pub fn home(&self) -> Option<&Path> {
+    pub(crate) fn home(&self) -> Option<&Path> {
         self.home.as_deref()
     }
 
     /// Why reading `path` (absolute; lexical or resolved) reads a secret, if it does.
-    pub fn secret(&self, path: &Path, recursive: bool, workspace: &Path) -> Option<String> {
+    pub(crate) fn secret(&self, path: &Path, recursive: bool, workspace: &Path) -> Option<String> {
         if path
             .file_name()
             .and_then(|n| n.to_str())
@@ -112,27 +112,28 @@ impl SecretLocations {
                 }
             })
     }
+
+    /// Makes these the daemon's secret locations (once, at start; later calls are ignored).
+    pub fn install(self) {
+        let _ = INSTALLED.set(self);
+    }
+
+    /// The installed locations, or those of the process environment.
+    pub(crate) fn installed() -> &'static SecretLocations {
+        INSTALLED.get_or_init(|| SecretLocations::from_env(&|k| std::env::var_os(k), []))
+    }
 }
 
 /// `.env`, `.env.local`, `.env.production` (not `.env.example`).
-pub fn is_env_file(name: &str) -> bool {
+fn is_env_file(name: &str) -> bool {
     name == ".env"
         || name
             .strip_prefix(".env.")
             .is_some_and(|rest| !rest.is_empty() && !ENV_TEMPLATES.contains(&rest))
 }
 
+/// The daemon's secret locations, once [`SecretLocations::install`]ed.
 static INSTALLED: OnceLock<SecretLocations> = OnceLock::new();
-
-/// Sets the daemon's secret locations (once, at start; later calls are ignored).
-pub fn install(locations: SecretLocations) {
-    let _ = INSTALLED.set(locations);
-}
-
-/// The installed locations, or those of the process environment.
-pub fn installed() -> &'static SecretLocations {
-    INSTALLED.get_or_init(|| SecretLocations::from_env(&|k| std::env::var_os(k), []))
-}
 
 #[cfg(test)]
 mod tests {

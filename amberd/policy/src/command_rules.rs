@@ -22,16 +22,16 @@ use super::shell::CommandLine;
 
 /// What a command call is, for matching.
 #[derive(Debug, Clone, Copy)]
-pub struct CommandFacts<'a> {
-    pub raw: &'a str,
-    pub lines: &'a [CommandLine],
+pub(crate) struct CommandFacts<'a> {
+    pub(crate) raw: &'a str,
+    pub(crate) lines: &'a [CommandLine],
     /// Everything that runs was parsed and seen (`Classification::complete`).
-    pub complete: bool,
+    pub(crate) complete: bool,
 }
 
 /// The strongest decision of the rules in `sets` (deny > ask > allow) for `tool` running
 /// `facts`, with the rule that made it (for allow: the rule covering the first line).
-pub fn decide<'r>(
+pub(crate) fn decide<'r>(
     sets: &[&'r RuleSet],
     tool: &str,
     facts: &CommandFacts<'_>,
@@ -83,7 +83,7 @@ fn command_parts(command: &str) -> impl Iterator<Item = &str> {
 
 /// `*` matches any run of characters; a pattern without `*` matches the command itself or
 /// the command followed by arguments (`git push` matches `git push origin main`).
-pub fn prefix_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn prefix_match(pattern: &str, text: &str) -> bool {
     if !pattern.contains('*') {
         return text == pattern
             || text
@@ -121,7 +121,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::policy::shell::classify;
+    use crate::shell::classify;
 
     fn rule(tool: &str, pattern: &str, decision: RuleDecision) -> Rule {
         Rule {

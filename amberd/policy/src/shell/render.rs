@@ -15,12 +15,12 @@ use super::words::Word;
 
 /// One invoked program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandLine {
-    pub plain: String,
-    pub normalized: String,
+pub(crate) struct CommandLine {
+    pub(crate) plain: String,
+    pub(crate) normalized: String,
     /// This level only reads (its own verdict; wrappers like `env`, `timeout` are
     /// read-only themselves). Allow rules need not cover read-only levels.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 /// git's global options that take a value as the next word.

@@ -1,13 +1,15 @@
-//! Engine tests: modes, rules, grants, protected paths, symlinked writes and scopes.
+//! Engine tests: modes, rules (deny rules on wrapped and opaque commands too), grants and
+//! their scopes, protected paths, plugin tools.
 
 #![allow(clippy::unwrap_used)]
 
 use amber_proto::{Mode, ResolvedBy};
 use serde_json::{Value, json};
 
-use super::{Request, Rules, Verdict, decide, rules_for};
-use crate::policy::grants::{Grants, Scope};
-use crate::policy::rules::{Rule, RuleDecision, RuleSet, Subject};
+use super::{Request, Rules, Verdict, decide};
+use crate::grants::{Grants, Scope};
+use crate::rules::{Rule, RuleDecision, RuleSet, Subject};
+use crate::rules_for;
 
 struct Case {
     ws: tempfile::TempDir,
@@ -123,6 +125,37 @@ fn a_session_grant_covers_the_program_inside_the_workspace_only() {
 }
 
 #[test]
+fn npm_install_asks_and_its_session_grant_covers_it() {
+    let mut c = Case::new();
+    let v = c.bash(Mode::Write, "npm install");
+    let scopes = ask_scopes(&v).to_vec();
+    assert_eq!(
+        scopes,
+        [Scope::Program {
+            tool: "bash".into(),
+            program: "npm install".into(),
+        }]
+    );
+    c.grants.grant(&scopes);
+    assert_eq!(c.bash(Mode::Write, "npm install left-pad"), Verdict::Allow);
+    assert!(is_ask(&c.bash(Mode::Write, "npm ci")));
+    assert_eq!(c.bash(Mode::Write, "npm run build"), Verdict::Allow);
+}
+
+#[test]
+fn grant_scopes_leave_read_only_parts_out() {
+    let c = Case::new();
+    let v = c.bash(Mode::Write, "git status && git push");
+    assert_eq!(
+        ask_scopes(&v),
+        [Scope::Program {
+            tool: "bash".into(),
+            program: "git push".into(),
+        }]
+    );
+}
+
+#[test]
 fn yolo_asks_nothing_but_deny_rules_still_deny() {
     let c = Case::new().rules(&[("write", "secrets/**", RuleDecision::Deny)]);
     assert_eq!(c.bash(Mode::Yolo, "rm -rf build"), Verdict::Allow);
@@ -185,6 +218,58 @@ fn a_broken_workspace_rules_file_makes_writes_ask() {
 }
 
 #[test]
+fn a_broken_workspace_rules_file_lets_read_only_calls_run_and_its_asks_persist() {
+    let c = Case::new();
+    let rules = Rules {
+        config: &c.config,
+        workspace: Err("bad toml".into()),
+    };
+    let in_write_mode = |tool, read_only, args: Value| {
+        let request = Request {
+            tool,
+            tool_read_only: read_only,
+            tool_destructive: false,
+            args: &args,
+            mode: Mode::Write,
+            workspace: c.ws.path(),
+        };
+        decide(&request, &rules, &c.grants)
+    };
+    assert_eq!(
+        in_write_mode("read", true, json!({"path": "a"})),
+        Verdict::Allow
+    );
+    assert_eq!(
+        in_write_mode("bash", false, json!({"command": "ls"})),
+        Verdict::Allow
+    );
+    match in_write_mode("bash", false, json!({"command": "touch a"})) {
+        Verdict::Ask {
+            reason, persist, ..
+        } => {
+            assert!(reason.contains("bad toml"), "{reason}");
+            assert!(persist, "the answer to a broken file may store a rule");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_ask_rule_asks_in_read_and_write_mode_not_in_yolo_and_a_grant_answers_it() {
+    let mut c = Case::new().rules(&[("bash", "git log*", RuleDecision::Ask)]);
+    for mode in [Mode::Read, Mode::Write] {
+        match c.bash(mode, "git log") {
+            Verdict::Ask { persist, .. } => assert!(!persist, "{mode:?}"),
+            other => panic!("{mode:?}: {other:?}"),
+        }
+    }
+    assert_eq!(c.bash(Mode::Yolo, "git log"), Verdict::Allow);
+    let scopes = ask_scopes(&c.bash(Mode::Write, "git log")).to_vec();
+    c.grants.grant(&scopes);
+    assert_eq!(c.bash(Mode::Write, "git log"), Verdict::Allow);
+}
+
+#[test]
 fn allow_always_rules_match_their_scopes() {
     let rules = rules_for(&[
         Scope::Program {
@@ -198,18 +283,18 @@ fn allow_always_rules_match_their_scopes() {
     ]);
     let set = RuleSet::new(&rules).unwrap();
     let got = |tool, subject| set.decide(tool, subject).map(|(d, _)| d);
-    let c = crate::policy::shell::classify(
+    let c = crate::shell::classify(
         "git push origin",
         std::path::Path::new("/ws"),
         std::path::Path::new("/ws"),
     );
-    let facts = crate::policy::command_rules::CommandFacts {
+    let facts = crate::command_rules::CommandFacts {
         raw: "git push origin",
         lines: &c.commands,
         complete: c.complete,
     };
     assert_eq!(
-        got("bash", Subject::Command(&facts)),
+        crate::command_rules::decide(&[&set], "bash", &facts).map(|(d, _)| d),
         Some(RuleDecision::Allow)
     );
     assert_eq!(
@@ -316,6 +401,36 @@ fn bash_deny_rules_cover_wrapped_commands_and_process_start() {
 }
 
 #[test]
+fn deny_rules_apply_to_opaque_commands_in_every_mode() {
+    let c = Case::new().rules(&[("bash", "touch*", RuleDecision::Deny)]);
+    for command in [
+        "T=touch; $T a",
+        "echo touch a | bash",
+        "bash <<< \"touch a\"",
+        "env -S \"touch a\"",
+        "flock F touch a",
+        "ionice touch a",
+        "chroot / touch a",
+        "setpriv --reuid=1 touch a",
+        "nice -n 1 touch a",
+    ] {
+        for mode in [Mode::Yolo, Mode::Write] {
+            let v = c.bash(mode, command);
+            assert!(
+                matches!(v, Verdict::Deny { .. }),
+                "{command} in {mode:?}: {v:?}"
+            );
+        }
+    }
+    // Without rules an opaque command still runs in yolo.
+    assert_eq!(
+        Case::new().bash(Mode::Yolo, "T=touch; $T a"),
+        Verdict::Allow
+    );
+    assert_eq!(c.bash(Mode::Yolo, "ls | wc -l"), Verdict::Allow);
+}
+
+#[test]
 fn a_write_rule_covers_edit() {
     let c = Case::new().rules(&[("write", "secrets/**", RuleDecision::Deny)]);
     let edit = json!({"path": "secrets/key.env", "old": "a", "new": "b"});
@@ -371,38 +486,6 @@ fn protected_paths_always_ask_in_write_mode_and_are_never_granted() {
 }
 
 #[test]
-fn writes_through_a_symlink_that_leaves_the_workspace_ask() {
-    let c = Case::new();
-    let outside = tempfile::tempdir().unwrap();
-    let ws = c.ws.path();
-    std::os::unix::fs::symlink(outside.path(), ws.join("lnk")).unwrap();
-    std::os::unix::fs::symlink(ws.join(".git"), ws.join("gitdir")).unwrap();
-    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
-    std::fs::write(ws.join("a.txt"), "a").unwrap();
-    for command in [
-        "echo x > lnk/f",
-        "cp a.txt lnk/copied",
-        "cd lnk && touch f",
-        "cd lnk && make",
-        "mkdir -p lnk/sub",
-    ] {
-        let v = c.bash(Mode::Write, command);
-        assert!(ask_scopes(&v).is_empty(), "{command}: {v:?}");
-    }
-    let v = c.bash(Mode::Write, "echo x > gitdir/hooks/pre-commit");
-    assert!(ask_scopes(&v).is_empty(), "{v:?}");
-    // Writing inside is fine; reading through the link reads outside: it asks, never granted.
-    assert_eq!(
-        c.bash(Mode::Write, "cat a.txt; echo x > b.txt"),
-        Verdict::Allow
-    );
-    let v = c.bash(Mode::Write, "cat lnk/f");
-    assert!(is_ask(&v) && ask_scopes(&v).is_empty(), "{v:?}");
-    // The file tools are confined on their own; the engine does not ask for them.
-    assert!(is_ask(&c.bash(Mode::Write, "ln -s /etc etc2")));
-}
-
-#[test]
 fn program_running_git_config_and_outside_build_dirs_ask() {
     let c = Case::new();
     for command in [
@@ -424,8 +507,8 @@ fn program_running_git_config_and_outside_build_dirs_ask() {
     }
 }
 
-#[path = "engine_reaudit_tests.rs"]
-mod reaudit;
+#[path = "engine_writes_tests.rs"]
+mod writes;
 
 #[path = "engine_reads_tests.rs"]
 mod reads;

@@ -1,6 +1,6 @@
 //! Scope extraction tests: `scope::scope` on argument vectors, scopes as `classify`
-//! reports them (wrappers transparent, `sudo` kept, deduplicated, in order), and a table
-//! pinning class, scopes and the outside flag together.
+//! reports them (wrappers transparent, `sudo` kept, deduplicated, in order, read-only parts
+//! left out), and a table pinning class, scopes and the outside flag together.
 
 use std::path::Path;
 
@@ -86,6 +86,15 @@ fn scopes_through_classify() {
     assert_eq!(scopes("/usr/bin/git push"), ["git push"]);
     assert_eq!(scopes("./gradlew test"), ["./gradlew"]);
     assert_eq!(scopes("echo 'unterminated"), Vec::<String>::new());
+}
+
+#[test]
+fn read_only_parts_add_no_scope() {
+    assert_eq!(scopes("rm -rf \"$(pwd)/x\""), ["rm"]);
+    assert_eq!(scopes("cat a | tee b"), ["tee"]);
+    assert_eq!(scopes("git status && git push"), ["git push"]);
+    // A read-only command alone keeps its scope (an ask rule may ask for it).
+    assert_eq!(scopes("ls | wc -l"), ["ls", "wc"]);
 }
 
 /// (command, class, scopes, outside_workspace)
