@@ -14,6 +14,7 @@ pub mod params;
 mod plugins;
 pub mod socket;
 pub mod subscribe;
+mod table;
 mod ws_frames;
 mod ws_guard;
 
