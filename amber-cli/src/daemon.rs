@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use amber_client::{Client, ClientError, daemon_answers, resolve_socket};
 use amber_proto::DaemonStatus;
-use serde_json::Value;
 
 use crate::args::ConnectArgs;
 use crate::output::{self, connect_options};
@@ -106,8 +105,8 @@ pub async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
-    let raw: Value = client
-        .call(amber_proto::methods::DAEMON_STATUS, amber_proto::Empty {})
+    let raw = client
+        .request_json::<amber_proto::methods::DaemonStatus>(&amber_proto::Empty {})
         .await?;
     if json {
         output::line(&serde_json::to_string_pretty(&raw)?)?;

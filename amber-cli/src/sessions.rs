@@ -23,7 +23,7 @@ pub async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     let mut rows: Vec<Value> = Vec::new();
     let mut params = SessionListParams::default();
     loop {
-        let page: Value = client.call(m::SESSION_LIST, &params).await?;
+        let page = client.request_json::<m::SessionList>(&params).await?;
         let sessions = page
             .get("sessions")
             .and_then(Value::as_array)
@@ -214,13 +214,10 @@ fn clip_lines(text: &str, max: usize) -> String {
 /// `sessions verify ID`: exit 0 when the chain is intact, 1 with the first broken link.
 pub async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
-    let report: amber_proto::SessionVerifyResult = client
-        .call(
-            amber_proto::methods::SESSION_VERIFY,
-            amber_proto::SessionIdParams {
-                session_id: id.to_owned(),
-            },
-        )
+    let report = client
+        .request::<m::SessionVerify>(&amber_proto::SessionIdParams {
+            session_id: id.to_owned(),
+        })
         .await?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
@@ -281,9 +278,9 @@ pub async fn command(
         name: name.to_owned(),
         args: serde_json::Value::String(args.join(" ")),
     };
-    let result: amber_proto::CommandRunResult = connect(conn)
+    let result = connect(conn)
         .await?
-        .call(amber_proto::methods::COMMAND_RUN, &params)
+        .request::<m::CommandRun>(&params)
         .await?;
     if json {
         output::line(&serde_json::to_string(&result)?)?;

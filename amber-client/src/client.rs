@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use amber_proto::methods as m;
+use amber_proto::methods::{self as m, Method, Subscription};
 use amber_proto::{
     ApprovalRespondParams, ApprovalRespondResult, ClientCapabilities, DaemonStatus, Decision,
     Empty, InitializeParams, InitializeResult, Mode, PROTOCOL_VERSION, PeerInfo,
@@ -138,10 +138,7 @@ impl Client {
                 approvals: opts.approvals,
             },
         };
-        let server_info: InitializeResult = rpc
-            .request(m::INITIALIZE, raw_params(m::INITIALIZE, &params)?)
-            .await
-            .map_err(|e| ClientError::from_rpc(m::INITIALIZE, e))?;
+        let server_info = call_on::<m::Initialize>(&rpc, &params).await?;
         if server_info.protocol_version != PROTOCOL_VERSION {
             return Err(ClientError::VersionMismatch {
                 server: server_info.protocol_version,
@@ -179,36 +176,49 @@ impl Client {
         ClientError::Transport(format!("closed ({err})"))
     }
 
-    /// A raw typed call: any method, any params, any result.
+    /// Calls `M`: its params and result are the types `amber_proto` declares for it
+    /// (`client.request::<methods::SessionNew>(&params)` answers a `SessionInfo`).
+    pub async fn request<M: Method>(&self, params: &M::Params) -> Result<M::Result, ClientError> {
+        call_on::<M>(&self.inner.rpc, params).await
+    }
+
+    /// Calls `M` and keeps its result as the daemon sent it, for output that must pass on
+    /// fields this client does not know (`--json`).
+    pub async fn request_json<M: Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<serde_json::Value, ClientError> {
+        self.call(M::NAME, params).await
+    }
+
+    /// An untyped call: any method by name, any params, any result. For methods this
+    /// crate has no type for (a newer daemon's) and for tests of the wire itself; typed
+    /// code uses [`Client::request`].
     pub async fn call<P: Serialize, R: DeserializeOwned>(
         &self,
         method: &str,
         params: P,
     ) -> Result<R, ClientError> {
-        self.inner
-            .rpc
-            .request(method, raw_params(method, &params)?)
-            .await
-            .map_err(|e| ClientError::from_rpc(method, e))
+        call_raw(&self.inner.rpc, method, &params).await
     }
 
     pub async fn daemon_status(&self) -> Result<DaemonStatus, ClientError> {
-        self.call(m::DAEMON_STATUS, Empty {}).await
+        self.request::<m::DaemonStatus>(&Empty {}).await
     }
 
     pub async fn daemon_shutdown(&self) -> Result<Empty, ClientError> {
-        self.call(m::DAEMON_SHUTDOWN, Empty {}).await
+        self.request::<m::DaemonShutdown>(&Empty {}).await
     }
 
     pub async fn session_new(&self, params: &SessionNewParams) -> Result<SessionInfo, ClientError> {
-        self.call(m::SESSION_NEW, params).await
+        self.request::<m::SessionNew>(params).await
     }
 
     pub async fn session_list(
         &self,
         params: &SessionListParams,
     ) -> Result<SessionListResult, ClientError> {
-        self.call(m::SESSION_LIST, params).await
+        self.request::<m::SessionList>(params).await
     }
 
     /// Every session, following `nextCursor` until the end.
@@ -229,12 +239,11 @@ impl Client {
     }
 
     pub async fn session_get(&self, session_id: &str) -> Result<SessionGetResult, ClientError> {
-        self.call(m::SESSION_GET, session_id_params(session_id))
-            .await
+        self.session_get_page(session_id, None, None).await
     }
 
     pub async fn session_delete(&self, session_id: &str) -> Result<Empty, ClientError> {
-        self.call(m::SESSION_DELETE, session_id_params(session_id))
+        self.request::<m::SessionDelete>(&session_id_params(session_id))
             .await
     }
 
@@ -247,14 +256,14 @@ impl Client {
             session_id: session_id.to_owned(),
             text: text.to_owned(),
         };
-        self.call(m::SESSION_PROMPT, params).await
+        self.request::<m::SessionPrompt>(&params).await
     }
 
     pub async fn session_cancel(
         &self,
         session_id: &str,
     ) -> Result<SessionCancelResult, ClientError> {
-        self.call(m::SESSION_CANCEL, session_id_params(session_id))
+        self.request::<m::SessionCancel>(&session_id_params(session_id))
             .await
     }
 
@@ -267,14 +276,14 @@ impl Client {
             session_id: session_id.to_owned(),
             mode,
         };
-        self.call(m::SESSION_SET_MODE, params).await
+        self.request::<m::SessionSetMode>(&params).await
     }
 
     pub async fn tool_list(&self, session_id: Option<&str>) -> Result<ToolListResult, ClientError> {
         let params = ToolListParams {
             session_id: session_id.map(str::to_owned),
         };
-        self.call(m::TOOL_LIST, params).await
+        self.request::<m::ToolList>(&params).await
     }
 
     pub async fn approval_respond(
@@ -288,7 +297,7 @@ impl Client {
             request_id: request_id.to_owned(),
             decision,
         };
-        self.call(m::APPROVAL_RESPOND, params).await
+        self.request::<m::ApprovalRespond>(&params).await
     }
 
     /// Subscribes to a session's events, typed. Events of types this client does not know are skipped.
@@ -312,16 +321,17 @@ impl Client {
             session_id: session_id.to_owned(),
             after_seq,
         };
+        type S = m::SessionSubscribe;
         let sub = self
             .inner
             .rpc
             .subscribe::<Box<RawValue>, _>(
-                m::SESSION_SUBSCRIBE,
-                raw_params(m::SESSION_SUBSCRIBE, &params)?,
-                m::SESSION_UNSUBSCRIBE,
+                S::NAME,
+                raw_params(S::NAME, &params)?,
+                <<S as Subscription>::Unsubscribe as Method>::NAME,
             )
             .await
-            .map_err(|e| ClientError::from_rpc(m::SESSION_SUBSCRIBE, e))?;
+            .map_err(|e| ClientError::from_rpc(S::NAME, e))?;
         let sub_id = match sub.kind() {
             SubscriptionKind::Subscription(id) => serde_json::to_value(id)
                 .ok()
@@ -335,6 +345,24 @@ impl Client {
             self.inner.reasons.clone(),
         ))
     }
+}
+
+/// Calls `M` on a connection.
+async fn call_on<M: Method>(
+    rpc: &jsonrpsee::core::client::Client,
+    params: &M::Params,
+) -> Result<M::Result, ClientError> {
+    call_raw(rpc, M::NAME, params).await
+}
+
+async fn call_raw<P: Serialize, R: DeserializeOwned>(
+    rpc: &jsonrpsee::core::client::Client,
+    method: &str,
+    params: &P,
+) -> Result<R, ClientError> {
+    rpc.request(method, raw_params(method, params)?)
+        .await
+        .map_err(|e| ClientError::from_rpc(method, e))
 }
 
 fn session_id_params(session_id: &str) -> SessionIdParams {

@@ -24,7 +24,7 @@ impl Client {
             messages_limit: limit,
             before_index,
         };
-        self.call(m::SESSION_GET, &params).await
+        self.request::<m::SessionGet>(&params).await
     }
 
     /// The session's info, pending approvals, todos and `lastSeq`, with only its newest

@@ -1,7 +1,8 @@
 //! amber-client: the only crate that knows sockets and jsonrpsee on the client side.
 //!
 //! - socket discovery (PROTOCOL.md's rule) and autostart of `amberd` under a lock file;
-//! - [`Client`]: a WebSocket connection over the Unix socket, `initialize`d, with typed calls;
+//! - [`Client`]: a WebSocket connection over the Unix socket, `initialize`d, with typed calls
+//!   (`client.request::<amber_proto::methods::M>(&params)`, and a convenience method per common call);
 //! - [`EventStream`] / [`RawEventStream`]: `session/subscribe` as a `futures::Stream`;
 //! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`.
 

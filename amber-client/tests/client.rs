@@ -5,7 +5,7 @@
 mod common;
 
 use amber_client::{Client, ClientError, ConnectOptions};
-use amber_proto::EventKind;
+use amber_proto::{Empty, EventKind, SessionGetParams, methods};
 use futures::StreamExt;
 
 fn opts(socket: &std::path::Path) -> ConnectOptions {
@@ -40,6 +40,41 @@ async fn connect_initializes_and_calls() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some(-32601));
+}
+
+#[tokio::test]
+async fn typed_requests_send_their_methods_params_and_decode_its_result() {
+    let dir = common::private_dir();
+    let socket = dir.path().join("amberd.sock");
+    let _server = common::serve(&socket, 1);
+    let client = Client::connect(opts(&socket)).await.unwrap();
+
+    let status = client
+        .request::<methods::DaemonStatus>(&Empty {})
+        .await
+        .unwrap();
+    assert_eq!((status.pid, status.uptime_ms), (std::process::id(), 1));
+    let raw = client
+        .request_json::<methods::DaemonStatus>(&Empty {})
+        .await
+        .unwrap();
+    assert_eq!(raw["uptimeMs"], 1);
+    assert_eq!(raw.get("sessionsLoaded"), None, "the result as sent: {raw}");
+
+    // The fake names the session of the params it got.
+    let params = SessionGetParams {
+        session_id: "s9".into(),
+        messages_limit: Some(3),
+        before_index: None,
+    };
+    let err = client
+        .request::<methods::SessionGet>(&params)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "daemon error -32001: session not found: s9"
+    );
 }
 
 #[tokio::test]

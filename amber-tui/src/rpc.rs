@@ -1,7 +1,8 @@
-//! Typed helpers for the amber extension methods the TUI calls (`command/*`, `status/get`,
-//! `panel/*`) on top of amber-client's generic `call`.
+//! Helpers for the amber extension methods the TUI calls (`command/*`, `status/get`,
+//! `panel/*`) on top of amber-client's typed `request`.
 
 use amber_client::{Client, ClientError};
+use amber_proto::methods;
 use amber_proto::{
     CommandListResult, CommandRunParams, CommandRunResult, Empty, PanelGetParams, PanelGetResult,
     PanelListResult, SessionIdParams, StatusGetResult,
@@ -9,7 +10,7 @@ use amber_proto::{
 use serde_json::Value;
 
 pub async fn command_list(client: &Client) -> Result<CommandListResult, ClientError> {
-    client.call("command/list", Empty {}).await
+    client.request::<methods::CommandList>(&Empty {}).await
 }
 
 /// `command/run` with the text after the name as `args` (absent when empty).
@@ -28,22 +29,18 @@ pub async fn command_run(
             Value::String(args.to_owned())
         },
     };
-    client.call("command/run", params).await
+    client.request::<methods::CommandRun>(&params).await
 }
 
 pub async fn status_get(client: &Client, session_id: &str) -> Result<StatusGetResult, ClientError> {
-    client
-        .call(
-            "status/get",
-            SessionIdParams {
-                session_id: session_id.to_owned(),
-            },
-        )
-        .await
+    let params = SessionIdParams {
+        session_id: session_id.to_owned(),
+    };
+    client.request::<methods::StatusGet>(&params).await
 }
 
 pub async fn panel_list(client: &Client) -> Result<PanelListResult, ClientError> {
-    client.call("panel/list", Empty {}).await
+    client.request::<methods::PanelList>(&Empty {}).await
 }
 
 pub async fn panel_get(
@@ -55,5 +52,5 @@ pub async fn panel_get(
         session_id: Some(session_id.to_owned()),
         name: name.to_owned(),
     };
-    client.call("panel/get", params).await
+    client.request::<methods::PanelGet>(&params).await
 }

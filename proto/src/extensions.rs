@@ -1,4 +1,5 @@
-//! Types of the MCP, plugin and command methods (served by later daemon versions).
+//! Params and results of the `mcp/*`, `plugin/*` and `command/*` methods and of amber's
+//! extensions (`status/get`, `panel/*`, `provider/list`, `session/setModel`).
 
 use std::collections::BTreeMap;
 

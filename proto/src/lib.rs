@@ -1,6 +1,6 @@
-//! Wire types of the amber protocol (PROTOCOL.md v1): method names, params and results,
-//! events, error codes, the socket-path rule and the socket-directory trust rule. Serde only —
-//! no runtime, no transport.
+//! Wire types of the amber protocol (PROTOCOL.md v1): the methods (each a [`methods::Method`]
+//! tying its name to its params and result types), events, error codes, the socket-path rule
+//! and the socket-directory trust rule. Serde only — no runtime, no transport.
 //!
 //! Everything is camelCase on the wire; events are tagged by `type`.
 
@@ -12,6 +12,7 @@ pub mod methods;
 pub mod methods_types;
 pub mod paths;
 pub mod socket_trust;
+pub mod subscription;
 pub mod types;
 
 pub use events::{
@@ -20,6 +21,7 @@ pub use events::{
 pub use extensions::*;
 pub use message::{Message, Role, ToolCall};
 pub use methods_types::*;
+pub use subscription::*;
 pub use types::*;
 
 /// The protocol version this crate speaks.

@@ -1,47 +1,206 @@
-//! JSON-RPC method and notification names of protocol v1.
+//! JSON-RPC methods and notifications of protocol v1, typed.
+//!
+//! Each method is a type implementing [`Method`]: its wire name and the types of its `params`
+//! and `result`, so a server's handler and a client's call name the same three things and
+//! cannot drift apart. The types are empty enums: they exist only to be named
+//! (`client.request::<methods::SessionNew>(&params)`), never built. The `&str` constants are
+//! their names, for code that needs only the string (middleware, logs, the raw bridge);
+//! [`ALL`] and [`EXTENSIONS`] list them.
 
-pub const INITIALIZE: &str = "initialize";
-pub const DAEMON_STATUS: &str = "daemon/status";
-pub const DAEMON_SHUTDOWN: &str = "daemon/shutdown";
-pub const SESSION_NEW: &str = "session/new";
-pub const SESSION_LIST: &str = "session/list";
-pub const SESSION_GET: &str = "session/get";
-pub const SESSION_DELETE: &str = "session/delete";
-pub const SESSION_PROMPT: &str = "session/prompt";
-pub const SESSION_CANCEL: &str = "session/cancel";
-pub const SESSION_SET_MODE: &str = "session/setMode";
-pub const SESSION_SUBSCRIBE: &str = "session/subscribe";
-pub const SESSION_UNSUBSCRIBE: &str = "session/unsubscribe";
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{
+    ApprovalRespondParams, ApprovalRespondResult, CommandListResult, CommandRunParams,
+    CommandRunResult, Empty, Event, InitializeParams, InitializeResult, McpAddParams,
+    McpListResult, McpServerInfo, NameParams, PanelGetParams, PanelGetResult, PanelListResult,
+    PluginInfo, PluginListResult, ProviderListResult, SessionCancelResult, SessionCompactResult,
+    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
+    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
+    SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams, SessionVerifyResult,
+    StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams, ToolListResult,
+    UnsubscribeParams,
+};
+
+/// A method a client calls: the request's `method`, what its `params` hold and what a
+/// successful response's `result` holds.
+pub trait Method {
+    /// The name on the wire.
+    const NAME: &'static str;
+    /// Methods that take nothing take [`Empty`]; a server reads absent or `null` params as `{}`.
+    type Params: Serialize + DeserializeOwned;
+    type Result: Serialize + DeserializeOwned;
+}
+
+/// A notification the daemon sends without being asked.
+pub trait Notification {
+    /// The name on the wire.
+    const NAME: &'static str;
+    type Params: Serialize + DeserializeOwned;
+}
+
+/// A method whose result opens a subscription: the daemon then sends
+/// [`Subscription::Notification`]s for it until the client calls
+/// [`Subscription::Unsubscribe`] or the daemon ends it with an error notification.
+pub trait Subscription: Method<Result = SubscriptionId> {
+    type Notification: Notification;
+    type Unsubscribe: Method<Params = UnsubscribeParams, Result = bool>;
+}
+
+/// Declares one method type and its [`Method`] impl; its doc starts with its wire name.
+macro_rules! method {
+    ($(#[$doc:meta])* $method:ident = $name:literal, $params:ty => $result:ty) => {
+        #[doc = concat!("`", $name, "`")]
+        #[doc = ""]
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub enum $method {}
+
+        impl Method for $method {
+            const NAME: &'static str = $name;
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+method!(
+    /// The handshake; on a WebSocket every other method waits for it.
+    Initialize = "initialize", InitializeParams => InitializeResult
+);
+method!(DaemonStatus = "daemon/status", Empty => crate::DaemonStatus);
+method!(
+    /// Persists everything, then the daemon exits 0.
+    DaemonShutdown = "daemon/shutdown", Empty => Empty
+);
+method!(SessionNew = "session/new", SessionNewParams => SessionInfo);
+method!(SessionList = "session/list", SessionListParams => SessionListResult);
+method!(
+    /// A session's snapshot and one page of its messages.
+    SessionGet = "session/get", SessionGetParams => SessionGetResult
+);
+method!(SessionDelete = "session/delete", SessionIdParams => Empty);
+method!(
+    /// Answers at once; prompts queue while a turn runs.
+    SessionPrompt = "session/prompt", SessionPromptParams => SessionPromptResult
+);
+method!(SessionCancel = "session/cancel", SessionIdParams => SessionCancelResult);
+method!(SessionSetMode = "session/setMode", SessionSetModeParams => SessionInfo);
+method!(
+    /// Replay after `afterSeq`, then `synced`, then live events, as [`SessionEvent`]s.
+    SessionSubscribe = "session/subscribe", SessionSubscribeParams => SubscriptionId
+);
+method!(
+    /// `false` when the connection holds no such subscription.
+    SessionUnsubscribe = "session/unsubscribe", UnsubscribeParams => bool
+);
+method!(ApprovalRespond = "approval/respond", ApprovalRespondParams => ApprovalRespondResult);
+method!(ToolList = "tool/list", ToolListParams => ToolListResult);
+method!(
+    /// Answers at once with status `connecting`; the outcome arrives as `mcp_status` events.
+    McpAdd = "mcp/add", McpAddParams => McpServerInfo
+);
+method!(McpList = "mcp/list", Empty => McpListResult);
+method!(McpRemove = "mcp/remove", NameParams => Empty);
+method!(PluginList = "plugin/list", Empty => PluginListResult);
+method!(
+    /// The plugin's row after enabling it.
+    PluginEnable = "plugin/enable", NameParams => PluginInfo
+);
+method!(
+    /// The plugin's row after disabling it.
+    PluginDisable = "plugin/disable", NameParams => PluginInfo
+);
+method!(CommandList = "command/list", Empty => CommandListResult);
+method!(
+    /// amber extension: compact a session's context now.
+    SessionCompact = "session/compact", SessionIdParams => SessionCompactResult
+);
+method!(
+    /// amber extension: re-walk a session's persisted hash chain.
+    SessionVerify = "session/verify", SessionIdParams => SessionVerifyResult
+);
+method!(
+    /// amber extension: run a slash command (`command/list` names them).
+    CommandRun = "command/run", CommandRunParams => CommandRunResult
+);
+method!(
+    /// amber extension: a session's status-line segments.
+    StatusGet = "status/get", SessionIdParams => StatusGetResult
+);
+method!(
+    /// amber extension: the panels clients can show.
+    PanelList = "panel/list", Empty => PanelListResult
+);
+method!(
+    /// amber extension: one panel's current content.
+    PanelGet = "panel/get", PanelGetParams => PanelGetResult
+);
+method!(
+    /// amber extension: switch a session's model and/or provider.
+    SessionSetModel = "session/setModel", SessionSetModelParams => SessionInfo
+);
+method!(
+    /// amber extension: the LLM providers a session can select.
+    ProviderList = "provider/list", Empty => ProviderListResult
+);
+
+/// Carries a subscribed session's events: one per notification, or the error that ended
+/// the subscription.
+#[derive(Debug)]
+pub enum SessionEvent {}
+
+impl Notification for SessionEvent {
+    const NAME: &'static str = "session/event";
+    type Params = SubscriptionParams<Event>;
+}
+
+impl Subscription for SessionSubscribe {
+    type Notification = SessionEvent;
+    type Unsubscribe = SessionUnsubscribe;
+}
+
+pub const INITIALIZE: &str = Initialize::NAME;
+pub const DAEMON_STATUS: &str = DaemonStatus::NAME;
+pub const DAEMON_SHUTDOWN: &str = DaemonShutdown::NAME;
+pub const SESSION_NEW: &str = SessionNew::NAME;
+pub const SESSION_LIST: &str = SessionList::NAME;
+pub const SESSION_GET: &str = SessionGet::NAME;
+pub const SESSION_DELETE: &str = SessionDelete::NAME;
+pub const SESSION_PROMPT: &str = SessionPrompt::NAME;
+pub const SESSION_CANCEL: &str = SessionCancel::NAME;
+pub const SESSION_SET_MODE: &str = SessionSetMode::NAME;
+pub const SESSION_SUBSCRIBE: &str = SessionSubscribe::NAME;
+pub const SESSION_UNSUBSCRIBE: &str = SessionUnsubscribe::NAME;
 /// Notification carrying a subscribed session's events.
-pub const SESSION_EVENT: &str = "session/event";
-pub const APPROVAL_RESPOND: &str = "approval/respond";
-pub const TOOL_LIST: &str = "tool/list";
-pub const MCP_ADD: &str = "mcp/add";
-pub const MCP_LIST: &str = "mcp/list";
-pub const MCP_REMOVE: &str = "mcp/remove";
-pub const PLUGIN_LIST: &str = "plugin/list";
-pub const PLUGIN_ENABLE: &str = "plugin/enable";
-pub const PLUGIN_DISABLE: &str = "plugin/disable";
-pub const COMMAND_LIST: &str = "command/list";
+pub const SESSION_EVENT: &str = SessionEvent::NAME;
+pub const APPROVAL_RESPOND: &str = ApprovalRespond::NAME;
+pub const TOOL_LIST: &str = ToolList::NAME;
+pub const MCP_ADD: &str = McpAdd::NAME;
+pub const MCP_LIST: &str = McpList::NAME;
+pub const MCP_REMOVE: &str = McpRemove::NAME;
+pub const PLUGIN_LIST: &str = PluginList::NAME;
+pub const PLUGIN_ENABLE: &str = PluginEnable::NAME;
+pub const PLUGIN_DISABLE: &str = PluginDisable::NAME;
+pub const COMMAND_LIST: &str = CommandList::NAME;
 
 /// amber extension: compact a session's context now.
-pub const SESSION_COMPACT: &str = "session/compact";
+pub const SESSION_COMPACT: &str = SessionCompact::NAME;
 /// amber extension: re-walk a session's persisted hash chain.
-pub const SESSION_VERIFY: &str = "session/verify";
+pub const SESSION_VERIFY: &str = SessionVerify::NAME;
 
 /// amber extension: run a slash command (`command/list` names them).
-pub const COMMAND_RUN: &str = "command/run";
+pub const COMMAND_RUN: &str = CommandRun::NAME;
 /// amber extension: a session's status-line segments.
-pub const STATUS_GET: &str = "status/get";
+pub const STATUS_GET: &str = StatusGet::NAME;
 /// amber extension: the panels clients can show.
-pub const PANEL_LIST: &str = "panel/list";
+pub const PANEL_LIST: &str = PanelList::NAME;
 /// amber extension: one panel's current content.
-pub const PANEL_GET: &str = "panel/get";
+pub const PANEL_GET: &str = PanelGet::NAME;
 /// amber extension: switch a session's model and/or provider.
-pub const SESSION_SET_MODEL: &str = "session/setModel";
+pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
 /// amber extension: the LLM providers a session can select.
-pub const PROVIDER_LIST: &str = "provider/list";
-
+pub const PROVIDER_LIST: &str = ProviderList::NAME;
 /// Every method a v1 daemon may serve, in the order PROTOCOL.md lists them.
 pub const ALL: &[&str] = &[
     INITIALIZE,

@@ -219,8 +219,12 @@ pub fn http_call(socket: &Path, method: &str, params: &Value) -> Result<Value, B
 
 /// Whether `daemon/status` gets a result right now.
 fn status_answers(socket: &Path) -> bool {
-    http_call(socket, "daemon/status", &serde_json::json!({}))
-        .is_ok_and(|v| v.get("result").is_some())
+    http_call(
+        socket,
+        amber_proto::methods::DAEMON_STATUS,
+        &serde_json::json!({}),
+    )
+    .is_ok_and(|v| v.get("result").is_some())
 }
 
 /// `VmRSS` of a process, in KiB.

@@ -2,17 +2,12 @@
 //! `mcp/add` answers at once with status `connecting`; the outcome arrives as
 //! `mcp_status` events and in `mcp/list`.
 
-use std::sync::Arc;
-
 use amber_proto::{self as proto, methods};
-use jsonrpsee::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::params::{error, parse};
-use crate::daemon::Daemon;
+use super::params::error;
+use super::table::MethodTable;
 use crate::mcp::McpError;
-
-type RpcResult<T> = Result<T, ErrorObjectOwned>;
 
 impl From<McpError> for ErrorObjectOwned {
     fn from(err: McpError) -> Self {
@@ -20,25 +15,18 @@ impl From<McpError> for ErrorObjectOwned {
     }
 }
 
-pub(super) fn register(
-    m: &mut RpcModule<Arc<Daemon>>,
-) -> Result<(), jsonrpsee::core::RegisterMethodError> {
-    m.register_method(methods::MCP_ADD, |params, d, _| -> RpcResult<_> {
-        let p: proto::McpAddParams = parse(&params)?;
-        Ok(d.mcp.add(&p.name, p.transport)?)
-    })?;
+pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
+    m.method::<methods::McpAdd>(|p, d, _| Ok(d.mcp.add(&p.name, p.transport)?))?;
 
-    m.register_method(methods::MCP_LIST, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::McpList>(|proto::Empty {}, d, _| {
         Ok(proto::McpListResult {
             servers: d.mcp.list(),
         })
     })?;
 
-    m.register_async_method(methods::MCP_REMOVE, |params, d, _| async move {
-        let p: proto::NameParams = parse(&params)?;
+    m.async_method::<methods::McpRemove, _, _>(|p, d, _| async move {
         d.mcp.remove(&p.name).await?;
-        RpcResult::Ok(proto::Empty {})
+        Ok(proto::Empty {})
     })?;
 
     Ok(())

@@ -4,27 +4,24 @@ use std::sync::Arc;
 
 use amber_proto::{self as proto, errors, methods};
 use jsonrpsee::RpcModule;
-use jsonrpsee::types::ErrorObjectOwned;
 
 use super::gate::WsConn;
-use super::params::{error, parse};
+use super::params::error;
 use super::subscribe;
+use super::table::MethodTable;
 
 // Declared here rather than in `rpc/mod.rs`: `session/get` is one method of this table.
 #[path = "session_get.rs"]
 pub mod session_get;
 use crate::daemon::{Daemon, NAME, VERSION};
 
-type RpcResult<T> = Result<T, ErrorObjectOwned>;
-
 /// Builds the module served on every connection.
 pub fn module(
     daemon: Arc<Daemon>,
 ) -> Result<RpcModule<Arc<Daemon>>, jsonrpsee::core::RegisterMethodError> {
-    let mut m = RpcModule::new(daemon);
+    let mut m = MethodTable::new(daemon);
 
-    m.register_method(methods::INITIALIZE, |params, _, ext| -> RpcResult<_> {
-        let p: proto::InitializeParams = parse(&params)?;
+    m.method::<methods::Initialize>(|p, _, ext| {
         // A client asking for a version this daemon does not speak learns it here, and its
         // connection stays uninitialized (it may retry with a supported version).
         if p.protocol_version != proto::PROTOCOL_VERSION {
@@ -54,8 +51,7 @@ pub fn module(
         })
     })?;
 
-    m.register_method(methods::DAEMON_STATUS, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::DaemonStatus>(|proto::Empty {}, d, _| {
         Ok(proto::DaemonStatus {
             version: VERSION.to_owned(),
             pid: std::process::id(),
@@ -66,20 +62,15 @@ pub fn module(
         })
     })?;
 
-    m.register_method(methods::DAEMON_SHUTDOWN, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::DaemonShutdown>(|proto::Empty {}, d, _| {
         tracing::info!("shutdown requested over RPC");
         d.shutdown.cancel();
         Ok(proto::Empty {})
     })?;
 
-    m.register_method(methods::SESSION_NEW, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionNewParams = parse(&params)?;
-        Ok(d.sessions.create(p)?)
-    })?;
+    m.method::<methods::SessionNew>(|p, d, _| Ok(d.sessions.create(p)?))?;
 
-    m.register_method(methods::SESSION_LIST, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionListParams = parse(&params)?;
+    m.method::<methods::SessionList>(|p, d, _| {
         let (sessions, next_cursor) = d.sessions.list(p.cursor.as_deref(), p.limit)?;
         Ok(proto::SessionListResult {
             sessions,
@@ -87,19 +78,14 @@ pub fn module(
         })
     })?;
 
-    m.register_method(methods::SESSION_GET, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionGetParams = parse(&params)?;
-        session_get::handle(d, p)
-    })?;
+    m.method::<methods::SessionGet>(|p, d, _| session_get::handle(d, p))?;
 
-    m.register_async_method(methods::SESSION_DELETE, |params, d, _| async move {
-        let p: proto::SessionIdParams = parse(&params)?;
+    m.async_method::<methods::SessionDelete, _, _>(|p, d, _| async move {
         d.sessions.delete(&p.session_id).await?;
-        RpcResult::Ok(proto::Empty {})
+        Ok(proto::Empty {})
     })?;
 
-    m.register_method(methods::SESSION_PROMPT, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionPromptParams = parse(&params)?;
+    m.method::<methods::SessionPrompt>(|p, d, _| {
         if p.text.trim().is_empty() {
             return Err(error(
                 errors::INVALID_PARAMS,
@@ -110,10 +96,9 @@ pub fn module(
         Ok(proto::SessionPromptResult { turn_id })
     })?;
 
-    m.register_async_method(methods::SESSION_COMPACT, |params, d, _| async move {
-        let p: proto::SessionIdParams = parse(&params)?;
+    m.async_method::<methods::SessionCompact, _, _>(|p, d, _| async move {
         match d.sessions.compact(&p.session_id).await? {
-            Ok(result) => RpcResult::Ok(result),
+            Ok(result) => Ok(result),
             Err(message) => Err(error(
                 errors::INTERNAL_ERROR,
                 format!("compaction failed: {message}"),
@@ -121,46 +106,37 @@ pub fn module(
         }
     })?;
 
-    m.register_method(methods::SESSION_VERIFY, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionIdParams = parse(&params)?;
-        Ok(d.sessions.verify(&p.session_id)?)
-    })?;
+    m.method::<methods::SessionVerify>(|p, d, _| Ok(d.sessions.verify(&p.session_id)?))?;
 
-    m.register_method(methods::SESSION_CANCEL, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionIdParams = parse(&params)?;
+    m.method::<methods::SessionCancel>(|p, d, _| {
         let cancelled = d.sessions.get(&p.session_id)?.shared.cancel();
         Ok(proto::SessionCancelResult { cancelled })
     })?;
 
-    m.register_method(methods::SESSION_SET_MODE, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionSetModeParams = parse(&params)?;
+    m.method::<methods::SessionSetMode>(|p, d, _| {
         Ok(d.sessions.get(&p.session_id)?.shared.set_mode(p.mode))
     })?;
 
-    m.register_method(
-        methods::APPROVAL_RESPOND,
-        |params, d, ext| -> RpcResult<_> {
-            let p: proto::ApprovalRespondParams = parse(&params)?;
-            let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
-            if !approver {
-                return Err(error(
-                    errors::INVALID_REQUEST,
-                    "only an approver can answer approvals: connect over WebSocket and send \
+    m.method::<methods::ApprovalRespond>(|p, d, ext| {
+        let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
+        if !approver {
+            return Err(error(
+                errors::INVALID_REQUEST,
+                "only an approver can answer approvals: connect over WebSocket and send \
                  `initialize` with capabilities.approvals: true",
-                ));
-            }
-            let shared = d.sessions.get(&p.session_id)?.shared.clone();
-            match shared.approvals.respond(&p.request_id, p.decision) {
-                Ok(accepted) => Ok(proto::ApprovalRespondResult { accepted }),
-                Err(err) => Err(error(errors::APPROVAL_NOT_FOUND, err.to_string())),
-            }
-        },
-    )?;
+            ));
+        }
+        let shared = d.sessions.get(&p.session_id)?.shared.clone();
+        match shared.approvals.respond(&p.request_id, p.decision) {
+            Ok(accepted) => Ok(proto::ApprovalRespondResult { accepted }),
+            Err(err) => Err(error(errors::APPROVAL_NOT_FOUND, err.to_string())),
+        }
+    })?;
 
     super::plugins::register(&mut m)?;
     super::mcp::register(&mut m)?;
     subscribe::register(&mut m)?;
-    Ok(m)
+    Ok(m.into_module())
 }
 
 /// Methods this daemon version serves (reported in `initialize`).
@@ -214,8 +190,10 @@ mod tests {
         assert_eq!(served.len(), SERVED.len(), "no method listed twice");
     }
 
+    /// Registration goes through `MethodTable` only, one `amber_proto` `Method` type at a
+    /// time, so the names registered are exactly the typed methods this daemon serves.
     #[tokio::test]
-    async fn every_served_method_is_registered() {
+    async fn registers_exactly_the_served_methods() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let deps = crate::session::deps::Deps::new(
             crate::config::Config::default(),
@@ -225,8 +203,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let module = module(Daemon::new(deps)).unwrap_or_else(|e| panic!("{e}"));
         let registered: BTreeSet<&str> = module.method_names().collect();
-        for method in SERVED {
-            assert!(registered.contains(method), "{method} is not registered");
-        }
+        let served: BTreeSet<&str> = SERVED.iter().copied().collect();
+        assert_eq!(registered, served);
     }
 }

@@ -14,6 +14,7 @@ pub mod params;
 mod plugins;
 pub mod socket;
 pub mod subscribe;
+mod table;
 mod ws_frames;
 mod ws_guard;
 
@@ -22,13 +23,14 @@ use std::time::Duration;
 
 use amber_proto::errors;
 use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
-use jsonrpsee::server::{HttpBody, Methods, Server, ServerConfig, stop_channel};
+use jsonrpsee::server::{HttpBody, Methods, Server, ServerHandle, stop_channel};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tower::Service;
 
+use crate::config::ServerConfig;
 use crate::daemon::Daemon;
 use gate::InitGate;
 
@@ -44,82 +46,26 @@ pub enum ServeError {
 pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), ServeError> {
     let cfg = &daemon.sessions.deps().config.server;
     let methods: Methods = methods::module(daemon.clone())?.into();
-    let server_cfg = ServerConfig::builder()
-        .max_request_body_size(cfg.max_message_bytes)
-        .max_response_body_size(cfg.max_message_bytes)
-        .max_connections(cfg.max_connections)
-        .max_subscriptions_per_connection(cfg.max_subscriptions_per_connection)
-        .set_message_buffer_capacity(1024)
-        .build();
     let builder = Server::builder()
-        .set_config(server_cfg)
+        .set_config(jsonrpsee_config(cfg))
         .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(InitGate::new))
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
-    let slots = Arc::new(Semaphore::new(cfg.max_connections as usize));
-    let ws_slots = cfg
-        .max_connections
-        .saturating_sub(cfg.reserved_http_connections)
-        .max(1);
-    let shared = Arc::new(conn::Shared {
-        ws_slots: Arc::new(Semaphore::new(ws_slots as usize)),
-        budget: budget::ByteBudget::new(cfg.max_bytes_in_flight),
-        ws_limits: ws_guard::WsLimits {
-            max_message: cfg.max_message_bytes as usize,
-            max_unanswered: (cfg.max_unanswered_calls as usize).max(1),
-            initialize_timeout: Duration::from_millis(cfg.initialize_timeout_ms),
-            frame_timeout: Duration::from_millis(cfg.frame_timeout_ms),
-        },
-        body_limits: http_intake::BodyLimits {
-            max_bytes: cfg.max_message_bytes,
-            timeout: Duration::from_millis(cfg.frame_timeout_ms),
-        },
-    });
-    let own_uid = socket::current_uid();
+    let shared = Arc::new(connection_limits(cfg));
+    let admission = Admission::new(cfg);
     let mut connections = JoinSet::new();
 
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = daemon.shutdown.cancelled() => break,
-        };
+    while let Some(stream) = accept(&listener, &daemon).await {
         // Reap finished connection tasks so the set does not grow without bound.
         while connections.try_join_next().is_some() {}
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(err) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(%err, "accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        let slot = match admission.admit(&stream) {
+            Ok(slot) => slot,
+            Err(Refusal::Told(response)) => {
+                connections.spawn(refuse(stream, response));
                 continue;
             }
+            Err(Refusal::Dropped) => continue,
         };
-        match stream.peer_cred().map(|c| c.uid()) {
-            Ok(uid) => {
-                if let Err(refused) = socket::check_peer_uid(uid, own_uid) {
-                    tracing::warn!(
-                        peer_uid = uid,
-                        own_uid,
-                        "refusing a connection from another user"
-                    );
-                    connections.spawn(refuse(stream, refused.response()));
-                    continue;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(%err, "cannot read peer credentials; refusing");
-                continue;
-            }
-        }
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            let message = "too many connections; retry later";
-            connections.spawn(refuse(
-                stream,
-                socket::refusal("503 Service Unavailable", errors::OVERLOADED, message),
-            ));
-            continue;
-        };
-
         let tower_service = builder.clone().build(methods.clone(), stop_handle.clone());
         // A concrete error type sidesteps a higher-ranked `From<BoxError>` inference
         // failure when the connection future is spawned.
@@ -134,11 +80,126 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         connections.spawn(conn::serve(stream, lease, shared.clone(), rpc, stopped));
     }
 
+    wind_down(&daemon, server_handle, connections).await;
+    Ok(())
+}
+
+/// jsonrpsee's own limits, from `[server]`.
+fn jsonrpsee_config(cfg: &ServerConfig) -> jsonrpsee::server::ServerConfig {
+    jsonrpsee::server::ServerConfig::builder()
+        .max_request_body_size(cfg.max_message_bytes)
+        .max_response_body_size(cfg.max_message_bytes)
+        .max_connections(cfg.max_connections)
+        .max_subscriptions_per_connection(cfg.max_subscriptions_per_connection)
+        .set_message_buffer_capacity(1024)
+        .build()
+}
+
+/// amber's limits in front of jsonrpsee, from `[server]`, and what every connection shares
+/// to enforce them (the WebSocket slots, the byte budget).
+fn connection_limits(cfg: &ServerConfig) -> conn::Shared {
+    let ws_slots = cfg
+        .max_connections
+        .saturating_sub(cfg.reserved_http_connections)
+        .max(1);
+    conn::Shared {
+        ws_slots: Arc::new(Semaphore::new(ws_slots as usize)),
+        budget: budget::ByteBudget::new(cfg.max_bytes_in_flight),
+        ws_limits: ws_guard::WsLimits {
+            max_message: cfg.max_message_bytes as usize,
+            max_unanswered: (cfg.max_unanswered_calls as usize).max(1),
+            initialize_timeout: Duration::from_millis(cfg.initialize_timeout_ms),
+            frame_timeout: Duration::from_millis(cfg.frame_timeout_ms),
+        },
+        body_limits: http_intake::BodyLimits {
+            max_bytes: cfg.max_message_bytes,
+            timeout: Duration::from_millis(cfg.frame_timeout_ms),
+        },
+    }
+}
+
+/// The next connection, or `None` once the daemon shuts down.
+async fn accept(listener: &UnixListener, daemon: &Daemon) -> Option<UnixStream> {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = daemon.shutdown.cancelled() => return None,
+        };
+        match accepted {
+            Ok((stream, _)) => return Some(stream),
+            Err(err) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(%err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// Who is served: the daemon's own user (PROTOCOL.md), while a connection slot is free.
+struct Admission {
+    slots: Arc<Semaphore>,
+    own_uid: u32,
+}
+
+/// Why a connection is not served.
+enum Refusal {
+    /// The peer is told why (an HTTP response), then the connection closes.
+    Told(Vec<u8>),
+    /// The connection closes without a word: its peer cannot be identified.
+    Dropped,
+}
+
+impl Admission {
+    fn new(cfg: &ServerConfig) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(cfg.max_connections as usize)),
+            own_uid: socket::current_uid(),
+        }
+    }
+
+    /// The connection slot `stream` holds while it is served.
+    fn admit(&self, stream: &UnixStream) -> Result<OwnedSemaphorePermit, Refusal> {
+        let uid = match stream.peer_cred() {
+            Ok(cred) => cred.uid(),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read peer credentials; refusing");
+                return Err(Refusal::Dropped);
+            }
+        };
+        if let Err(refused) = socket::check_peer_uid(uid, self.own_uid) {
+            tracing::warn!(
+                peer_uid = uid,
+                own_uid = self.own_uid,
+                "refusing a connection from another user"
+            );
+            return Err(Refusal::Told(refused.response()));
+        }
+        self.slots.clone().try_acquire_owned().map_err(|_| {
+            let message = "too many connections; retry later";
+            Refusal::Told(socket::refusal(
+                "503 Service Unavailable",
+                errors::OVERLOADED,
+                message,
+            ))
+        })
+    }
+}
+
+/// Sessions first (their turns are cancelled and end with `turn_completed`), then plugins
+/// and MCP servers, then the subscriptions' last events, then the connections.
+async fn wind_down(daemon: &Daemon, server: ServerHandle, connections: JoinSet<()>) {
     tracing::info!("shutting down: cancelling turns");
     daemon.sessions.shutdown(Duration::from_secs(5)).await;
     daemon.stop_extensions().await;
-    // Each subscription forwards what its session published last (turn_completed, then
-    // the close) before the connections are stopped.
+    flush_subscriptions(daemon).await;
+    let _ = server.stop();
+    close_connections(daemon, connections).await;
+}
+
+/// Waits (at most 2 s) until each subscription has forwarded what its session published
+/// last (`turn_completed`, then the close), before the connections are stopped.
+async fn flush_subscriptions(daemon: &Daemon) {
     let flushed = async {
         while daemon.subscriptions() > 0 {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -150,7 +211,10 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
     {
         tracing::warn!("some subscriptions did not flush in time");
     }
-    let _ = server_handle.stop();
+}
+
+/// Waits (at most 3 s) for every connection to close.
+async fn close_connections(daemon: &Daemon, mut connections: JoinSet<()>) {
     let drain = async {
         while connections.join_next().await.is_some() {}
         // Upgraded WebSockets run on jsonrpsee's own tasks, which flush what is queued
@@ -165,7 +229,6 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
     {
         tracing::warn!("some connections did not close in time");
     }
-    Ok(())
 }
 
 /// PROTOCOL.md: `curl --unix-socket $SOCK http://localhost/ -d '{...}'` works, and curl's

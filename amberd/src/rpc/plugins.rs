@@ -4,15 +4,13 @@
 use std::sync::Arc;
 
 use amber_proto::{self as proto, errors, methods};
-use jsonrpsee::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 
-use super::params::{error, parse};
+use super::params::error;
+use super::table::{MethodTable, RpcResult};
 use crate::daemon::Daemon;
 use crate::plugins::{CommandError, PluginError, View};
 use crate::session::SessionShared;
-
-type RpcResult<T> = Result<T, ErrorObjectOwned>;
 
 impl From<PluginError> for ErrorObjectOwned {
     fn from(err: PluginError) -> Self {
@@ -55,11 +53,8 @@ fn command_args(args: &serde_json::Value) -> String {
     }
 }
 
-pub(super) fn register(
-    m: &mut RpcModule<Arc<Daemon>>,
-) -> Result<(), jsonrpsee::core::RegisterMethodError> {
-    m.register_method(methods::TOOL_LIST, |params, d, _| -> RpcResult<_> {
-        let p: proto::ToolListParams = parse(&params)?;
+pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
+    m.method::<methods::ToolList>(|p, d, _| {
         if let Some(id) = &p.session_id {
             d.sessions.get(id)?;
         }
@@ -80,25 +75,21 @@ pub(super) fn register(
         Ok(proto::ToolListResult { tools })
     })?;
 
-    m.register_method(methods::PLUGIN_LIST, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::PluginList>(|proto::Empty {}, d, _| {
         Ok(proto::PluginListResult {
             plugins: d.plugins.list(),
         })
     })?;
 
-    m.register_async_method(methods::PLUGIN_ENABLE, |params, d, _| async move {
-        let p: proto::NameParams = parse(&params)?;
-        RpcResult::Ok(d.plugins.enable(&p.name).await?)
+    m.async_method::<methods::PluginEnable, _, _>(|p, d, _| async move {
+        Ok(d.plugins.enable(&p.name).await?)
     })?;
 
-    m.register_async_method(methods::PLUGIN_DISABLE, |params, d, _| async move {
-        let p: proto::NameParams = parse(&params)?;
-        RpcResult::Ok(d.plugins.disable(&p.name).await?)
+    m.async_method::<methods::PluginDisable, _, _>(|p, d, _| async move {
+        Ok(d.plugins.disable(&p.name).await?)
     })?;
 
-    m.register_method(methods::COMMAND_LIST, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::CommandList>(|proto::Empty {}, d, _| {
         let commands = d
             .plugins
             .registries()
@@ -112,8 +103,7 @@ pub(super) fn register(
         Ok(proto::CommandListResult { commands })
     })?;
 
-    m.register_async_method(methods::COMMAND_RUN, |params, d, _| async move {
-        let p: proto::CommandRunParams = parse(&params)?;
+    m.async_method::<methods::CommandRun, _, _>(|p, d, _| async move {
         let name = p.name.trim().trim_start_matches('/');
         let Some(command) = d.plugins.registries().command(name) else {
             return Err(error(
@@ -127,11 +117,10 @@ pub(super) fn register(
             daemon: &d,
             session: shared.as_ref(),
         };
-        RpcResult::Ok(command.run(view, &args).await?)
+        Ok(command.run(view, &args).await?)
     })?;
 
-    m.register_method(methods::STATUS_GET, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionIdParams = parse(&params)?;
+    m.method::<methods::StatusGet>(|p, d, _| {
         let shared = session(d, Some(&p.session_id))?;
         let view = View {
             daemon: d,
@@ -152,8 +141,7 @@ pub(super) fn register(
         Ok(proto::StatusGetResult { segments })
     })?;
 
-    m.register_method(methods::PANEL_LIST, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::PanelList>(|proto::Empty {}, d, _| {
         let panels = d
             .plugins
             .registries()
@@ -167,8 +155,7 @@ pub(super) fn register(
         Ok(proto::PanelListResult { panels })
     })?;
 
-    m.register_method(methods::PANEL_GET, |params, d, _| -> RpcResult<_> {
-        let p: proto::PanelGetParams = parse(&params)?;
+    m.method::<methods::PanelGet>(|p, d, _| {
         let shared = session(d, p.session_id.as_deref())?;
         let panel = d
             .plugins
@@ -193,15 +180,13 @@ pub(super) fn register(
         })
     })?;
 
-    m.register_method(methods::PROVIDER_LIST, |params, d, _| -> RpcResult<_> {
-        parse::<proto::Empty>(&params)?;
+    m.method::<methods::ProviderList>(|proto::Empty {}, d, _| {
         Ok(proto::ProviderListResult {
             providers: d.sessions.deps().llm.infos(),
         })
     })?;
 
-    m.register_method(methods::SESSION_SET_MODEL, |params, d, _| -> RpcResult<_> {
-        let p: proto::SessionSetModelParams = parse(&params)?;
+    m.method::<methods::SessionSetModel>(|p, d, _| {
         let shared = d.sessions.get(&p.session_id)?.shared.clone();
         d.set_session_model(&shared, p.model, p.provider)
             .map_err(|message| {

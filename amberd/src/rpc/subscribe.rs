@@ -6,45 +6,29 @@
 
 use std::sync::Arc;
 
-use amber_proto::{EventKind, SessionSubscribeParams, methods};
+use amber_proto::{CloseCode, EventKind, SessionSubscribeParams, SubscriptionClosed, methods};
 use jsonrpsee::core::SubscriptionError;
-use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage, SubscriptionSink};
-use serde_json::json;
+use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage, SubscriptionSink};
 
 use super::gate::WsConn;
-use super::params::parse;
+use super::table::MethodTable;
 use crate::daemon::Daemon;
 use crate::session::SessionShared;
 use crate::session::hub::{End, Subscription, WireEvent, now_rfc3339};
 
-pub fn register(
-    m: &mut RpcModule<Arc<Daemon>>,
-) -> Result<(), jsonrpsee::core::RegisterMethodError> {
-    m.register_subscription(
-        methods::SESSION_SUBSCRIBE,
-        methods::SESSION_EVENT,
-        methods::SESSION_UNSUBSCRIBE,
-        |params, pending, daemon, ext| async move {
-            let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
-            subscribe(params, pending, Arc::clone(&*daemon), approver).await
-        },
-    )?;
-    Ok(())
+pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
+    m.subscription::<methods::SessionSubscribe, _, _>(|p, pending, daemon, ext| async move {
+        let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
+        subscribe(p, pending, daemon, approver).await
+    })
 }
 
 async fn subscribe(
-    params: jsonrpsee::types::Params<'static>,
+    p: SessionSubscribeParams,
     pending: PendingSubscriptionSink,
     daemon: Arc<Daemon>,
     approver: bool,
 ) -> Result<(), SubscriptionError> {
-    let p: SessionSubscribeParams = match parse(&params) {
-        Ok(p) => p,
-        Err(err) => {
-            pending.reject(err).await;
-            return Ok(());
-        }
-    };
     let shared = match daemon.sessions.get(&p.session_id) {
         Ok(handle) => handle.shared.clone(),
         Err(err) => {
@@ -107,11 +91,15 @@ async fn forward(
                 let message = format!(
                     "subscriber fell too far behind and was dropped; resubscribe with afterSeq={delivered}"
                 );
-                return Err(close("lagged", &message, delivered));
+                return Err(close(CloseCode::Lagged, message, delivered));
             }
             Err(End::Closed) => {
                 let message = "the session was deleted or the daemon is stopping";
-                return Err(close("session_closed", message, delivered));
+                return Err(close(
+                    CloseCode::SessionClosed,
+                    message.to_owned(),
+                    delivered,
+                ));
             }
         }
     }
@@ -146,10 +134,14 @@ fn synced_event(
 }
 
 /// The error object sent as the subscription's last notification.
-fn close(code: &str, message: &str, last_seq: u64) -> SubscriptionError {
-    let reason = json!({ "code": code, "message": message, "lastSeq": last_seq });
+fn close(code: CloseCode, message: String, last_seq: u64) -> SubscriptionError {
+    let reason = SubscriptionClosed {
+        code,
+        last_seq,
+        message,
+    };
     match serde_json::value::to_raw_value(&reason) {
         Ok(raw) => SubscriptionError::from_json(raw),
-        Err(_) => SubscriptionError::from(message.to_owned()),
+        Err(_) => SubscriptionError::from(reason.message),
     }
 }
