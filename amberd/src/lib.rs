@@ -17,3 +17,7 @@ pub mod session;
 pub mod store;
 pub mod tools;
 pub mod util;
+
+/// Name reported in `initialize`, `daemon/status` and to plugins.
+pub const NAME: &str = "amberd";
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -17,6 +17,7 @@ pub mod persist;
 pub mod queue;
 mod restore;
 pub mod subagents;
+mod view;
 pub mod workspace_root;
 
 use std::path::PathBuf;
