@@ -9,7 +9,8 @@
 //! plus its answer, so the provider's KV cache is reused; 4) rebuild (`apply`). Any
 //! failure — LLM error, unparsable answer, cancel — is an `Err` and the caller keeps its
 //! context as it was; on `Ok` the caller replaces the context with `messages` (clear +
-//! push) and may save `skills` with [`save_skills`] under [`workspace_skills_dir`].
+//! push) and may save `skills` with [`save_skills`] under the workspace's skills folder
+//! (`tools::skills::workspace_skills_dir`).
 
 mod apply;
 mod collapse;
@@ -28,7 +29,7 @@ use crate::llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
 
 pub use apply::MEMORIES_HEADING;
 pub use estimate::{PromptUsage, estimate_tokens, message_tokens, needs_compaction, tools_tokens};
-pub use store::{SKILLS_DIR, sanitize_name, save_skills, workspace_skills_dir};
+pub use store::{sanitize_name, save_skills};
 
 /// When to compact and how much room to leave.
 #[derive(Debug, Clone, Copy, PartialEq)]

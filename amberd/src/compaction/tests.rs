@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::llm::LlmSettings;
+use crate::tools::skills::workspace_skills_dir;
 
 /// A scripted reply: an SSE stream carrying this text, or an HTTP status with a body.
 enum Reply {
