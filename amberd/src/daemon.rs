@@ -21,10 +21,10 @@ const STARTUP_PLUGIN_WAIT: Duration = Duration::from_secs(3);
 pub struct Daemon {
     pub sessions: SessionManager,
     /// Plugins and what they contributed (the registries live in `Deps`).
-    pub plugins: Arc<PluginRuntime>,
+    pub(crate) plugins: Arc<PluginRuntime>,
     /// MCP connections, shared by every session.
-    pub mcp: Arc<McpHost>,
-    pub started: Instant,
+    pub(crate) mcp: Arc<McpHost>,
+    pub(crate) started: Instant,
     connections: AtomicU64,
     subscriptions: Arc<AtomicU64>,
     /// Cancelled by `daemon/shutdown` or a signal.
@@ -110,14 +110,14 @@ impl Daemon {
     }
 
     /// Stops plugins and MCP servers (after the sessions stopped).
-    pub async fn stop_extensions(&self) {
+    pub(crate) async fn stop_extensions(&self) {
         self.plugins.shutdown().await;
         self.mcp.shutdown().await;
     }
 
     /// Switches a session's model and/or provider. A new provider without a model
     /// brings its default model. Err: an unknown provider.
-    pub fn set_session_model(
+    pub(crate) fn set_session_model(
         &self,
         session: &dyn SessionView,
         model: Option<String>,
@@ -137,12 +137,12 @@ impl Daemon {
         Ok(session.set_model(model, provider))
     }
 
-    pub fn connections(&self) -> u64 {
+    pub(crate) fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
     }
 
     /// Counts a connection for as long as the guard lives.
-    pub fn connection_guard(self: &Arc<Self>) -> ConnectionCount {
+    pub(crate) fn connection_guard(self: &Arc<Self>) -> ConnectionCount {
         self.connections.fetch_add(1, Ordering::Relaxed);
         ConnectionCount(self.clone())
     }
@@ -229,19 +229,19 @@ fn session_error(err: crate::session::SessionError) -> HostError {
 
 impl Daemon {
     /// Subscriptions whose forwarder is still running.
-    pub fn subscriptions(&self) -> u64 {
+    pub(crate) fn subscriptions(&self) -> u64 {
         self.subscriptions.load(Ordering::SeqCst)
     }
 
     /// Counts a running subscription forwarder for as long as the guard lives.
-    pub fn subscription_guard(&self) -> SubscriptionCount {
+    pub(crate) fn subscription_guard(&self) -> SubscriptionCount {
         self.subscriptions.fetch_add(1, Ordering::SeqCst);
         SubscriptionCount(self.subscriptions.clone())
     }
 }
 
 /// Decrements the subscription count on drop.
-pub struct SubscriptionCount(Arc<AtomicU64>);
+pub(crate) struct SubscriptionCount(Arc<AtomicU64>);
 
 impl Drop for SubscriptionCount {
     fn drop(&mut self) {
@@ -250,7 +250,7 @@ impl Drop for SubscriptionCount {
 }
 
 /// Decrements the connection count on drop.
-pub struct ConnectionCount(Arc<Daemon>);
+pub(crate) struct ConnectionCount(Arc<Daemon>);
 
 impl Drop for ConnectionCount {
     fn drop(&mut self) {

@@ -1,23 +1,23 @@
 //! The amber daemon library: everything `amberd` runs, so tests and benches can drive the
 //! engine in-process too. See docs/ARCHITECTURE.md for the map.
 
-pub mod agent;
-pub mod compaction;
+pub(crate) mod agent;
+pub(crate) mod compaction;
 pub mod config;
 pub mod context;
 pub mod daemon;
-pub mod elide;
+pub(crate) mod elide;
 pub mod llm;
-pub mod mcp;
-pub mod plugins;
+pub(crate) mod mcp;
+pub(crate) mod plugins;
 pub mod policy;
 pub mod rpc;
 pub mod service;
 pub mod session;
 pub mod store;
 pub mod tools;
-pub mod util;
+pub(crate) mod util;
 
 /// Name reported in `initialize`, `daemon/status` and to plugins.
-pub const NAME: &str = "amberd";
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const NAME: &str = "amberd";
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");

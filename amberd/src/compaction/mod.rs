@@ -27,9 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
 
-pub use apply::MEMORIES_HEADING;
-pub use estimate::{PromptUsage, estimate_tokens, message_tokens, needs_compaction, tools_tokens};
-pub use store::{sanitize_name, save_skills};
+pub use estimate::{PromptUsage, estimate_tokens, needs_compaction};
+pub use store::save_skills;
 
 /// When to compact and how much room to leave.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -17,6 +17,7 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::apply::MEMORIES_HEADING;
 use super::*;
 use crate::llm::LlmSettings;
 use crate::tools::skills::workspace_skills_dir;

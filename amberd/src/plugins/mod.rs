@@ -28,10 +28,8 @@ mod host_tests;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ExternalPluginConfig, PluginsConfig};
-pub use contrib::{
-    CapabilityKind, Command, CommandError, Contributions, Panel, StatusSegment, View,
-};
+pub use config::PluginsConfig;
+pub use contrib::{Command, CommandError, Contributions, Panel, StatusSegment, View};
 pub use host::{Host, HostError, SessionView};
-pub use registry::{Conflict, Owner, Registries, ToolEntry};
-pub use runtime::{FailureReporter, Plugin, PluginContext, PluginError, PluginRuntime};
+pub use registry::Registries;
+pub use runtime::{PluginError, PluginRuntime};

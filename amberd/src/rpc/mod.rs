@@ -6,14 +6,14 @@ mod budget;
 mod conn;
 mod conn_io;
 mod envelope;
-pub mod gate;
+pub(crate) mod gate;
 mod http_intake;
 mod mcp;
-pub mod methods;
-pub mod params;
+pub(crate) mod methods;
+pub(crate) mod params;
 mod plugins;
 pub mod socket;
-pub mod subscribe;
+pub(crate) mod subscribe;
 mod ws_frames;
 mod ws_guard;
 
