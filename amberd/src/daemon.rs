@@ -1,33 +1,30 @@
 //! The daemon's root state shared by every connection and method handler.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use amber_proto::SessionInfo;
+use amber_proto::{EventKind, SessionCompactResult, SessionInfo, SessionNewParams};
+use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpHost;
 use crate::plugins::bridge::McpBridge;
-use crate::plugins::{PluginRuntime, bundled, external};
+use crate::plugins::{Host, HostError, PluginRuntime, SessionView, bundled, external};
+use crate::session::SessionManager;
 use crate::session::deps::Deps;
-use crate::session::{SessionManager, SessionShared};
 
 /// How long `start` waits for plugins before serving anyway.
 const STARTUP_PLUGIN_WAIT: Duration = Duration::from_secs(3);
-
-/// Name reported in `initialize` and `daemon/status`.
-pub const NAME: &str = "amberd";
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Root of everything the daemon owns.
 pub struct Daemon {
     pub sessions: SessionManager,
     /// Plugins and what they contributed (the registries live in `Deps`).
-    pub plugins: Arc<PluginRuntime>,
+    pub(crate) plugins: Arc<PluginRuntime>,
     /// MCP connections, shared by every session.
-    pub mcp: Arc<McpHost>,
-    pub started: Instant,
+    pub(crate) mcp: Arc<McpHost>,
+    pub(crate) started: Instant,
     connections: AtomicU64,
     subscriptions: Arc<AtomicU64>,
     /// Cancelled by `daemon/shutdown` or a signal.
@@ -39,7 +36,7 @@ impl Daemon {
     pub fn new(deps: Deps) -> Arc<Daemon> {
         let deps = Arc::new(deps);
         let registries = deps.registries.clone();
-        Arc::new_cyclic(|weak| {
+        Arc::new_cyclic(|weak: &Weak<Daemon>| {
             let pool = deps.llm.clone();
             let plugins = PluginRuntime::new(registries.clone(), move || pool.invalidate());
             for plugin in bundled::all(deps.data_dir.clone()) {
@@ -53,7 +50,9 @@ impl Daemon {
                     tracing::error!(%err, "external plugin not registered");
                 }
             }
-            let bridge = Arc::new(McpBridge::new(weak.clone(), registries));
+            // The bridge reaches the daemon only as its plugin host.
+            let host: Weak<dyn Host> = weak.clone();
+            let bridge = Arc::new(McpBridge::new(host, registries));
             Daemon {
                 mcp: McpHost::new(&deps.config.mcp, bridge),
                 plugins,
@@ -111,35 +110,16 @@ impl Daemon {
     }
 
     /// Stops plugins and MCP servers (after the sessions stopped).
-    pub async fn stop_extensions(&self) {
+    pub(crate) async fn stop_extensions(&self) {
         self.plugins.shutdown().await;
         self.mcp.shutdown().await;
     }
 
-    /// Estimated tokens of a session's next request (messages and tool schemas).
-    pub fn context_tokens(&self, session: &SessionShared) -> u64 {
-        let specs = crate::agent::tool_specs(&self.sessions.deps().tools());
-        crate::compaction::estimate_tokens(&session.messages(), &specs)
-    }
-
-    /// The context window of a session's provider.
-    pub fn context_window(&self, session: &SessionShared) -> u64 {
-        self.sessions
-            .deps()
-            .llm
-            .context_window(session.provider().as_deref())
-    }
-
-    /// Every provider a session may select.
-    pub fn provider_names(&self) -> Vec<String> {
-        self.sessions.deps().llm.names()
-    }
-
     /// Switches a session's model and/or provider. A new provider without a model
     /// brings its default model. Err: an unknown provider.
-    pub fn set_session_model(
+    pub(crate) fn set_session_model(
         &self,
-        session: &SessionShared,
+        session: &dyn SessionView,
         model: Option<String>,
         provider: Option<String>,
     ) -> Result<SessionInfo, String> {
@@ -157,32 +137,111 @@ impl Daemon {
         Ok(session.set_model(model, provider))
     }
 
-    pub fn connections(&self) -> u64 {
+    pub(crate) fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
     }
 
     /// Counts a connection for as long as the guard lives.
-    pub fn connection_guard(self: &Arc<Self>) -> ConnectionCount {
+    pub(crate) fn connection_guard(self: &Arc<Self>) -> ConnectionCount {
         self.connections.fetch_add(1, Ordering::Relaxed);
         ConnectionCount(self.clone())
     }
 }
 
+/// The daemon as plugins see it.
+impl Host for Daemon {
+    fn publish_all(&self, event: EventKind) {
+        self.sessions.publish_all(event);
+    }
+
+    fn plugins(&self) -> &PluginRuntime {
+        &self.plugins
+    }
+
+    fn mcp(&self) -> &McpHost {
+        &self.mcp
+    }
+
+    fn list_sessions(
+        &self,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<(Vec<SessionInfo>, Option<String>), HostError> {
+        self.sessions.list(cursor, limit).map_err(session_error)
+    }
+
+    fn create_session(&self, params: SessionNewParams) -> Result<SessionInfo, HostError> {
+        self.sessions.create(params).map_err(session_error)
+    }
+
+    fn prompt(&self, session_id: &str, text: String) -> Result<String, HostError> {
+        self.sessions
+            .prompt(session_id, text)
+            .map_err(session_error)
+    }
+
+    fn compact<'a>(
+        &'a self,
+        session_id: &'a str,
+    ) -> BoxFuture<'a, Result<SessionCompactResult, HostError>> {
+        Box::pin(async move {
+            match self.sessions.compact(session_id).await {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(message)) => Err(HostError::Compaction(message)),
+                Err(err) => Err(session_error(err)),
+            }
+        })
+    }
+
+    fn clear<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<usize, HostError>> {
+        Box::pin(async move { self.sessions.clear(session_id).await.map_err(session_error) })
+    }
+
+    fn provider_names(&self) -> Vec<String> {
+        self.sessions.deps().llm.names()
+    }
+
+    fn set_model(
+        &self,
+        session: &dyn SessionView,
+        model: Option<String>,
+        provider: Option<String>,
+    ) -> Result<SessionInfo, String> {
+        self.set_session_model(session, model, provider)
+    }
+
+    fn context_tokens(&self, session: &dyn SessionView) -> u64 {
+        let specs = crate::agent::tool_specs(&self.sessions.deps().tools());
+        crate::compaction::estimate_tokens(&session.messages(), &specs)
+    }
+
+    fn context_window(&self, session: &dyn SessionView) -> u64 {
+        self.sessions
+            .deps()
+            .llm
+            .context_window(session.provider().as_deref())
+    }
+}
+
+fn session_error(err: crate::session::SessionError) -> HostError {
+    HostError::Session(err.to_string())
+}
+
 impl Daemon {
     /// Subscriptions whose forwarder is still running.
-    pub fn subscriptions(&self) -> u64 {
+    pub(crate) fn subscriptions(&self) -> u64 {
         self.subscriptions.load(Ordering::SeqCst)
     }
 
     /// Counts a running subscription forwarder for as long as the guard lives.
-    pub fn subscription_guard(&self) -> SubscriptionCount {
+    pub(crate) fn subscription_guard(&self) -> SubscriptionCount {
         self.subscriptions.fetch_add(1, Ordering::SeqCst);
         SubscriptionCount(self.subscriptions.clone())
     }
 }
 
 /// Decrements the subscription count on drop.
-pub struct SubscriptionCount(Arc<AtomicU64>);
+pub(crate) struct SubscriptionCount(Arc<AtomicU64>);
 
 impl Drop for SubscriptionCount {
     fn drop(&mut self) {
@@ -191,7 +250,7 @@ impl Drop for SubscriptionCount {
 }
 
 /// Decrements the connection count on drop.
-pub struct ConnectionCount(Arc<Daemon>);
+pub(crate) struct ConnectionCount(Arc<Daemon>);
 
 impl Drop for ConnectionCount {
     fn drop(&mut self) {

@@ -1,16 +1,20 @@
 //! The amber daemon library: everything `amberd` runs, so tests and benches can drive the
 //! engine in-process too. See docs/ARCHITECTURE.md for the map.
 
-pub mod agent;
-pub mod compaction;
+pub(crate) mod agent;
+pub(crate) mod compaction;
 pub mod config;
 pub mod context;
 pub mod daemon;
-pub mod elide;
-pub mod mcp;
-pub mod plugins;
+pub(crate) mod elide;
+pub(crate) mod mcp;
+pub(crate) mod plugins;
 pub mod rpc;
 pub mod service;
 pub mod session;
 pub mod store;
 pub mod tools;
+
+/// Name reported in `initialize`, `daemon/status` and to plugins.
+pub(crate) const NAME: &str = "amberd";
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -10,6 +10,7 @@ pub mod compact;
 pub mod guards;
 pub mod prompt;
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -112,17 +113,33 @@ enum Visibility {
     Silent,
 }
 
+/// How a turn ended: the stop reason and, when it is `error`, what went wrong.
+type TurnEnd = (StopReason, Option<ErrorInfo>);
+
+/// What a step of the loop decided: go on, or end the turn.
+type Step = ControlFlow<TurnEnd>;
+
+/// What the loop carries from one model request to the next.
+#[derive(Default)]
+struct LoopState {
+    compaction: CompactionGate,
+    /// A context-length rejection compacts and retries once per turn.
+    overflow_retried: bool,
+    /// The confirm question is out: the next reply is the silent confirm exchange.
+    confirming: bool,
+    /// The previous round's calls, for dispatch's duplicate check.
+    previous_calls: Vec<ToolCall>,
+}
+
 impl Turn<'_, '_> {
-    async fn run(&mut self, context: &mut Context) -> (StopReason, Option<ErrorInfo>) {
+    /// The loop: at most `max_iterations` rounds of one model request each.
+    async fn run(&mut self, context: &mut Context) -> TurnEnd {
         let env = self.env;
         let llm = match env.llm {
             Ok(llm) => llm,
             Err(hint) => return self.fail("not_configured", hint.to_owned(), false),
         };
         let specs = tool_specs(env.tools);
-        let mut confirming = false;
-        let mut previous_calls: Vec<ToolCall> = Vec::new();
-
         let compact_env = CompactEnv {
             llm,
             model: env.model,
@@ -132,118 +149,201 @@ impl Turn<'_, '_> {
             cancel: env.cancel,
             hooks: env.hooks,
         };
-        let mut compaction = CompactionGate::default();
-        let mut overflow_retried = false;
-
+        let mut state = LoopState::default();
         for _ in 0..env.max_iterations {
-            if env.cancel.is_cancelled() {
-                return (StopReason::Cancelled, None);
-            }
-            // The compression gate, before every call (SEED.md): over the threshold of the
-            // window, compact first.
-            let mut snapshot = context.snapshot();
-            let mut estimated = estimate_tokens(&snapshot, &specs);
-            if compaction.should_compact(estimated, env.compaction) {
-                if let Ok((_, after)) =
-                    compact_context(context, &compact_env, &mut self.usage).await
-                {
-                    snapshot = context.snapshot();
-                    estimated = after;
-                }
-                compaction.attempted(estimated, env.compaction);
-                if env.cancel.is_cancelled() {
-                    return (StopReason::Cancelled, None);
-                }
-            }
-            let visibility = if confirming {
-                Visibility::Silent
-            } else {
-                Visibility::Streamed
-            };
-            let request = ChatRequest {
-                model: env.model.to_owned(),
-                messages: prompt::assemble(snapshot, env.hooks.mode()),
-                tools: specs.clone(),
-            };
-            let item_id = self.next_item();
-            let reply = match self.call_llm(llm, &request, &item_id, visibility).await {
-                Ok(reply) => reply,
-                Err(ApiError::Cancelled) => return (StopReason::Cancelled, None),
-                Err(ApiError::ContextLengthExceeded { .. }) if !overflow_retried => {
-                    // The provider says the request is too long: compact, retry once.
-                    overflow_retried = true;
-                    let compacted = compact_context(context, &compact_env, &mut self.usage).await;
-                    if let Ok((_, after)) = compacted {
-                        compaction.attempted(after, env.compaction);
-                        continue;
-                    }
-                    let message = "the request exceeds the model's context window and \
-                                   compaction failed";
-                    return self.fail("context_length_exceeded", message.to_owned(), false);
-                }
-                Err(err) => return self.fail(err.code(), err.to_string(), err.is_retryable()),
-            };
-            if let Some(usage) = &reply.usage {
-                compaction.observed(usage.prompt_tokens, estimated);
-            }
-
-            if reply.tool_calls.is_empty() {
-                if confirming {
-                    // Confirmed: the silent exchange leaves no trace in the context. Only
-                    // the confirm prompt was pushed; the answer never was.
-                    context.pop();
-                    env.hooks.context_changed(context);
-                    return (StopReason::EndTurn, None);
-                }
-                context.push(Message::assistant(reply.text.clone(), Vec::new()));
-                self.emit_message(&item_id, &reply.text);
-                env.hooks.context_changed(context);
-                match self.guards.on_reply(&reply.text, &[]) {
-                    Verdict::Stop(reason) => return (reason, None),
-                    Verdict::Steer { reason, text } => {
-                        self.steer(context, reason, text);
-                        continue;
-                    }
-                    Verdict::Continue => {}
-                }
-                if !env.confirm_finish {
-                    return (StopReason::EndTurn, None);
-                }
-                self.confirm_at = Some(context.len());
-                context.push_kind(Message::user(prompt::CONFIRM_PROMPT), PushKind::Confirm);
-                confirming = true;
-                continue;
-            }
-
-            // The model wants tools: a confirm exchange that continues stays in the context.
-            confirming = false;
-            self.confirm_at = None;
-            let calls = reply.tool_calls.clone();
-            context.push(Message::assistant(reply.text.clone(), calls.clone()));
-            if visibility == Visibility::Streamed {
-                self.emit_message(&item_id, &reply.text);
-            }
-            env.hooks.context_changed(context);
-            let verdict = self.guards.on_reply(&reply.text, &calls);
-
-            let statuses = self.run_tools(context, &calls, &previous_calls).await;
-            env.hooks.context_changed(context);
-            previous_calls = calls;
-            if env.cancel.is_cancelled() {
-                return (StopReason::Cancelled, None);
-            }
-            match verdict {
-                Verdict::Stop(reason) => return (reason, None),
-                Verdict::Steer { reason, text } => self.steer(context, reason, text),
-                Verdict::Continue => {}
-            }
-            match self.guards.on_results(&statuses) {
-                Verdict::Stop(reason) => return (reason, None),
-                Verdict::Steer { reason, text } => self.steer(context, reason, text),
-                Verdict::Continue => {}
+            let round = self.round(context, &compact_env, &mut state).await;
+            if let ControlFlow::Break(end) = round {
+                return end;
             }
         }
         (StopReason::MaxIterations, None)
+    }
+
+    /// One round: the compaction gate, one model request, then what its reply asks for.
+    /// `compact_env` holds the turn's client and tool schemas, which every request shares.
+    async fn round(
+        &mut self,
+        context: &mut Context,
+        compact_env: &CompactEnv<'_>,
+        state: &mut LoopState,
+    ) -> Step {
+        let env = self.env;
+        if env.cancel.is_cancelled() {
+            return ControlFlow::Break((StopReason::Cancelled, None));
+        }
+        let (snapshot, estimated) = self
+            .compaction_gate(context, compact_env, &mut state.compaction)
+            .await?;
+        let visibility = if state.confirming {
+            Visibility::Silent
+        } else {
+            Visibility::Streamed
+        };
+        let request = ChatRequest {
+            model: env.model.to_owned(),
+            messages: prompt::assemble(snapshot, env.hooks.mode()),
+            tools: compact_env.tools.to_vec(),
+        };
+        let item_id = self.next_item();
+        let reply = match self
+            .call_llm(compact_env.llm, &request, &item_id, visibility)
+            .await
+        {
+            Ok(reply) => reply,
+            Err(err) => return self.request_failed(err, context, compact_env, state).await,
+        };
+        if let Some(usage) = &reply.usage {
+            state.compaction.observed(usage.prompt_tokens, estimated);
+        }
+        if reply.tool_calls.is_empty() {
+            self.text_reply(context, &reply.text, &item_id, &mut state.confirming)
+        } else {
+            self.tool_round(context, reply, &item_id, visibility, state)
+                .await
+        }
+    }
+
+    /// The compression gate, before every call (SEED.md): over the threshold of the
+    /// window, compact first. Gives the context to send and its estimated tokens.
+    async fn compaction_gate(
+        &mut self,
+        context: &mut Context,
+        compact_env: &CompactEnv<'_>,
+        gate: &mut CompactionGate,
+    ) -> ControlFlow<TurnEnd, (Vec<Message>, u64)> {
+        let env = self.env;
+        let mut snapshot = context.snapshot();
+        let mut estimated = estimate_tokens(&snapshot, compact_env.tools);
+        if gate.should_compact(estimated, env.compaction) {
+            if let Ok((_, after)) = compact_context(context, compact_env, &mut self.usage).await {
+                snapshot = context.snapshot();
+                estimated = after;
+            }
+            gate.attempted(estimated, env.compaction);
+            if env.cancel.is_cancelled() {
+                return ControlFlow::Break((StopReason::Cancelled, None));
+            }
+        }
+        ControlFlow::Continue((snapshot, estimated))
+    }
+
+    /// A request that failed (nothing was pushed): a cancel ends the turn; the first
+    /// context-length rejection compacts and retries in the next round; anything else
+    /// fails the turn.
+    async fn request_failed(
+        &mut self,
+        err: ApiError,
+        context: &mut Context,
+        compact_env: &CompactEnv<'_>,
+        state: &mut LoopState,
+    ) -> Step {
+        match err {
+            ApiError::Cancelled => ControlFlow::Break((StopReason::Cancelled, None)),
+            ApiError::ContextLengthExceeded { .. } if !state.overflow_retried => {
+                state.overflow_retried = true;
+                let compacted = compact_context(context, compact_env, &mut self.usage).await;
+                if let Ok((_, after)) = compacted {
+                    state.compaction.attempted(after, self.env.compaction);
+                    return ControlFlow::Continue(());
+                }
+                let message = "the request exceeds the model's context window and \
+                               compaction failed";
+                ControlFlow::Break(self.fail("context_length_exceeded", message.to_owned(), false))
+            }
+            err => ControlFlow::Break(self.fail(err.code(), err.to_string(), err.is_retryable())),
+        }
+    }
+
+    /// A reply without tool calls: the end of the confirm exchange, or a reply shown to
+    /// the user, then the guards, then the end of the turn or the confirm question.
+    fn text_reply(
+        &mut self,
+        context: &mut Context,
+        text: &str,
+        item_id: &str,
+        confirming: &mut bool,
+    ) -> Step {
+        let env = self.env;
+        if *confirming {
+            // Confirmed: the silent exchange leaves no trace in the context. Only the
+            // confirm prompt was pushed; the answer never was.
+            context.pop();
+            env.hooks.context_changed(context);
+            return ControlFlow::Break((StopReason::EndTurn, None));
+        }
+        context.push(Message::assistant(text.to_owned(), Vec::new()));
+        self.emit_message(item_id, text);
+        env.hooks.context_changed(context);
+        match self.guards.on_reply(text, &[]) {
+            Verdict::Stop(reason) => return ControlFlow::Break((reason, None)),
+            Verdict::Steer { reason, text } => {
+                // Steered: the model answers the note instead of the confirm question.
+                self.steer(context, reason, text);
+                return ControlFlow::Continue(());
+            }
+            Verdict::Continue => {}
+        }
+        if !env.confirm_finish {
+            return ControlFlow::Break((StopReason::EndTurn, None));
+        }
+        self.confirm_at = Some(context.len());
+        context.push_kind(Message::user(prompt::CONFIRM_PROMPT), PushKind::Confirm);
+        *confirming = true;
+        ControlFlow::Continue(())
+    }
+
+    /// A reply with tool calls: it is recorded (a confirm exchange that continues stays
+    /// in the context), its calls run, then the stop checks.
+    async fn tool_round(
+        &mut self,
+        context: &mut Context,
+        reply: ChatResponse,
+        item_id: &str,
+        visibility: Visibility,
+        state: &mut LoopState,
+    ) -> Step {
+        let env = self.env;
+        state.confirming = false;
+        self.confirm_at = None;
+        let calls = reply.tool_calls;
+        context.push(Message::assistant(reply.text.clone(), calls.clone()));
+        if visibility == Visibility::Streamed {
+            self.emit_message(item_id, &reply.text);
+        }
+        env.hooks.context_changed(context);
+        let verdict = self.guards.on_reply(&reply.text, &calls);
+
+        let statuses = self.run_tools(context, &calls, &state.previous_calls).await;
+        env.hooks.context_changed(context);
+        state.previous_calls = calls;
+        if env.cancel.is_cancelled() {
+            return ControlFlow::Break((StopReason::Cancelled, None));
+        }
+        self.stop_checks(context, verdict, &statuses)
+    }
+
+    /// After a tool round: the reply's guard verdict first, then the results'.
+    fn stop_checks(
+        &mut self,
+        context: &mut Context,
+        reply_verdict: Verdict,
+        statuses: &[ToolStatus],
+    ) -> Step {
+        self.follow(context, reply_verdict)?;
+        let results_verdict = self.guards.on_results(statuses);
+        self.follow(context, results_verdict)
+    }
+
+    /// A guard's verdict: stop the turn, or steer (a note to the model) and go on.
+    fn follow(&self, context: &mut Context, verdict: Verdict) -> Step {
+        match verdict {
+            Verdict::Stop(reason) => ControlFlow::Break((reason, None)),
+            Verdict::Steer { reason, text } => {
+                self.steer(context, reason, text);
+                ControlFlow::Continue(())
+            }
+            Verdict::Continue => ControlFlow::Continue(()),
+        }
     }
 
     async fn call_llm(
@@ -335,12 +435,7 @@ impl Turn<'_, '_> {
         self.env.hooks.emit(EventKind::Steer { reason, text });
     }
 
-    fn fail(
-        &self,
-        code: &str,
-        message: String,
-        retryable: bool,
-    ) -> (StopReason, Option<ErrorInfo>) {
+    fn fail(&self, code: &str, message: String, retryable: bool) -> TurnEnd {
         self.env.hooks.emit(EventKind::Error {
             code: code.to_owned(),
             message: message.clone(),
@@ -369,7 +464,6 @@ pub(crate) fn record_usage(hooks: &dyn AgentHooks, spent: &mut Usage, usage: Usa
     hooks.emit(EventKind::usage(usage, total));
 }
 
-/// The session event for a dispatch event.
 /// The live `retrying` event for a retry wait (logged with the whole error); `None` for
 /// any other stream event. Shared by the loop's calls and compaction's.
 pub(crate) fn retrying_event(event: StreamEvent) -> Option<EventKind> {
@@ -393,6 +487,7 @@ pub(crate) fn retrying_event(event: StreamEvent) -> Option<EventKind> {
     })
 }
 
+/// The session event for a dispatch event.
 fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
     match event {
         DispatchEvent::Started {

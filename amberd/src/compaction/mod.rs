@@ -9,7 +9,8 @@
 //! plus its answer, so the provider's KV cache is reused; 4) rebuild (`apply`). Any
 //! failure — LLM error, unparsable answer, cancel — is an `Err` and the caller keeps its
 //! context as it was; on `Ok` the caller replaces the context with `messages` (clear +
-//! push) and may save `skills` with [`save_skills`] under [`workspace_skills_dir`].
+//! push) and may save `skills` with [`save_skills`] under the workspace's skills folder
+//! (`tools::skills::workspace_skills_dir`).
 
 mod apply;
 mod collapse;
@@ -25,9 +26,8 @@ use amber_llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
 use amber_proto::{Message, Usage};
 use tokio_util::sync::CancellationToken;
 
-pub use apply::MEMORIES_HEADING;
-pub use estimate::{PromptUsage, estimate_tokens, message_tokens, needs_compaction, tools_tokens};
-pub use store::{SKILLS_DIR, sanitize_name, save_skills, workspace_skills_dir};
+pub use estimate::{PromptUsage, estimate_tokens, needs_compaction};
+pub use store::save_skills;
 
 /// When to compact and how much room to leave.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,7 +1,7 @@
-//! Where extracted skills live and how they are written: one folder per skill holding a
-//! `SKILL.md` (front matter `name` and `description`, then the body), under
-//! `<data_dir>/skills/<hash of the canonical workspace path>/`, which the `skills` tool
-//! reads (see `tools::skills`). Names are sanitised to one safe path component.
+//! How extracted skills are written: one folder per skill holding a `SKILL.md` (front
+//! matter `name` and `description`, then the body), in the workspace's folder under the
+//! data dir (`tools::skills::workspace_skills_dir`), which the `skills` tool reads. Names
+//! are sanitised to one safe path component.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,25 +9,8 @@ use std::path::{Path, PathBuf};
 use super::ExtractedSkill;
 use crate::tools::skills::SKILL_FILE;
 
-/// Folder under the data dir holding the per-workspace skill folders.
-pub const SKILLS_DIR: &str = "skills";
 /// Longest sanitised skill name.
 const MAX_NAME: usize = 64;
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-/// `<data_dir>/skills/<16 hex digits>/`: FNV-1a of the canonical workspace path (the
-/// path as given when it cannot be canonicalised), stable across runs and builds.
-pub fn workspace_skills_dir(data_dir: &Path, workspace: &Path) -> PathBuf {
-    let canonical = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-    let mut hash = FNV_OFFSET;
-    for &byte in canonical.as_os_str().as_encoded_bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(FNV_PRIME);
-    }
-    data_dir.join(SKILLS_DIR).join(format!("{hash:016x}"))
-}
 
 /// A skill name as one safe folder name: ASCII letters, digits, `-`, `_` and `.` (others
 /// become `-`), lowercase, no leading or trailing `.`/`-`, at most 64 bytes; `skill` when
@@ -190,22 +173,5 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), dir.join("evil")).unwrap();
         assert!(save_skills(&dir, &[skill("evil", "d", "b")]).is_err());
         assert!(!outside.path().join(SKILL_FILE).exists());
-    }
-
-    #[test]
-    fn workspace_dir_is_stable_and_canonical() {
-        let data = Path::new("/data");
-        let ws = tempfile::tempdir().unwrap();
-        let a = workspace_skills_dir(data, ws.path());
-        let b = workspace_skills_dir(data, &ws.path().join("sub/.."));
-        std::fs::create_dir(ws.path().join("sub")).unwrap();
-        let c = workspace_skills_dir(data, &ws.path().join("sub/.."));
-        assert_eq!(a, c);
-        assert_ne!(
-            a, b,
-            "a path that cannot be canonicalised is hashed as given"
-        );
-        assert!(a.starts_with("/data/skills"));
-        assert_eq!(a.file_name().unwrap().len(), 16);
     }
 }

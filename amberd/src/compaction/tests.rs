@@ -18,7 +18,9 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::apply::MEMORIES_HEADING;
 use super::*;
+use crate::tools::skills::workspace_skills_dir;
 
 /// A scripted reply: an SSE stream carrying this text, or an HTTP status with a body.
 enum Reply {

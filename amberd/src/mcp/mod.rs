@@ -37,7 +37,7 @@ use amber_proto::{McpServerInfo, errors};
 use crate::tools::Tool;
 
 pub use adapters::tool_name;
-pub use config::{McpConfig, McpServerEntry};
+pub use config::McpConfig;
 pub use host::McpHost;
 
 /// Errors of the host's operations. [`McpError::code`] is the JSON-RPC code to answer with.
@@ -122,10 +122,12 @@ pub trait McpSink: Send + Sync {
     fn contributions(&self, server: &str, tools: Vec<Arc<dyn Tool>>, prompts: Vec<McpPrompt>);
 }
 
-/// A sink that only logs; for a daemon or test that has nowhere else to send.
+/// A sink that only logs; for tests that have nowhere else to send.
+#[cfg(test)]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LogSink;
 
+#[cfg(test)]
 impl McpSink for LogSink {
     fn status(&self, info: &McpServerInfo) {
         tracing::info!(

@@ -10,8 +10,9 @@ use std::time::Duration;
 use amber_proto::{McpStatus, McpTransport, ToolStatus, errors};
 use serde_json::{Map, json};
 
+use super::config::McpServerEntry;
 use super::tests_support::*;
-use super::{McpConfig, McpError, McpHost, McpServerEntry};
+use super::{McpConfig, McpError, McpHost};
 use crate::tools::ToolContext;
 
 const S: &str = "everything";

@@ -1,5 +1,5 @@
 //! The MCP host's view of the daemon: server status changes become `mcp_status` events in
-//! every loaded session, and a server's tools and prompts are registered under
+//! every loaded session (through the [`Host`]), and a server's tools and prompts are registered under
 //! `Owner::Mcp(server)` (prompts as commands), replaced whenever its lists change.
 
 use std::collections::HashMap;
@@ -10,22 +10,23 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::contrib::{Command, CommandError, Contributions, View};
+use super::host::Host;
 use super::registry::{Owner, Registries};
-use crate::daemon::Daemon;
 use crate::mcp::{McpPrompt, McpSink};
 use crate::tools::Tool;
 
 pub struct McpBridge {
-    daemon: Weak<Daemon>,
+    /// Weak: the host owns the MCP host that owns this bridge.
+    host: Weak<dyn Host>,
     registries: Arc<Registries>,
     /// The last status broadcast per server: a repeated one is not sent again.
     last: Mutex<HashMap<String, McpServerInfo>>,
 }
 
 impl McpBridge {
-    pub fn new(daemon: Weak<Daemon>, registries: Arc<Registries>) -> Self {
+    pub fn new(host: Weak<dyn Host>, registries: Arc<Registries>) -> Self {
         Self {
-            daemon,
+            host,
             registries,
             last: Mutex::new(HashMap::new()),
         }
@@ -42,10 +43,8 @@ impl McpSink for McpBridge {
             last.insert(info.name.clone(), info.clone());
         }
         tracing::info!(server = %info.name, status = ?info.status, error = ?info.error, "MCP server status");
-        if let Some(daemon) = self.daemon.upgrade() {
-            daemon
-                .sessions
-                .publish_all(EventKind::McpStatus(info.clone()));
+        if let Some(host) = self.host.upgrade() {
+            host.publish_all(EventKind::McpStatus(info.clone()));
         }
     }
 
@@ -151,16 +150,12 @@ impl Command for PromptCommand {
                 .ok_or_else(|| CommandError::NeedsSession(self.name.clone()))?;
             let arguments = self.arguments(args)?;
             let text = view
-                .daemon
-                .mcp
+                .host
+                .mcp()
                 .get_prompt(&self.prompt.server, &self.prompt.name, arguments)
                 .await
                 .map_err(|e| CommandError::Failed(e.to_string()))?;
-            let turn_id = view
-                .daemon
-                .sessions
-                .prompt(&session.id, text.clone())
-                .map_err(|e| CommandError::Failed(e.to_string()))?;
+            let turn_id = view.host.prompt(session.id(), text.clone())?;
             Ok(CommandRunResult {
                 output: text,
                 action: Some(CommandAction::Prompted { turn_id }),

@@ -7,8 +7,7 @@ use amber_llm::ProviderSpec;
 use amber_proto::{Capability, CommandRunResult};
 use futures::future::BoxFuture;
 
-use crate::daemon::Daemon;
-use crate::session::SessionShared;
+use super::host::{Host, HostError, SessionView};
 use crate::tools::Tool;
 
 /// The five kinds of contribution the ledger records.
@@ -44,9 +43,9 @@ impl CapabilityKind {
 /// What commands, segments and panels may look at.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
-    pub daemon: &'a Arc<Daemon>,
+    pub host: &'a dyn Host,
     /// The session the client is looking at, if any.
-    pub session: Option<&'a Arc<SessionShared>>,
+    pub session: Option<&'a dyn SessionView>,
 }
 
 /// Why a command could not run; the RPC layer maps these to error codes.
@@ -61,6 +60,12 @@ pub enum CommandError {
     /// Anything else the command ran into.
     #[error("{0}")]
     Failed(String),
+}
+
+impl From<HostError> for CommandError {
+    fn from(err: HostError) -> Self {
+        CommandError::Failed(err.to_string())
+    }
 }
 
 /// A slash command (`/help`, `/mode`, an MCP prompt, …). Runs in the daemon.

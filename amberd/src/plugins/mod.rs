@@ -8,6 +8,8 @@
 //! - [`runtime`]: lifecycle states and the enable / disable / fail transitions.
 //! - [`bundled`]: the plugins compiled in (core tools, providers, commands, status
 //!   segments, panels, and `hello`, the example for plugin authors).
+//! - [`host`]: the daemon and a session as plugins see them ([`Host`], [`SessionView`]);
+//!   plugins never hold the daemon itself.
 //! - [`bridge`]: MCP servers' tools and prompts into the registries, their status into sessions.
 //! - [`config`]: `[plugins]` of config.toml.
 //! - [`external`]: plugins that are child processes speaking JSON-RPC over stdio (tools only).
@@ -17,15 +19,17 @@ pub mod bundled;
 pub mod config;
 pub mod contrib;
 pub mod external;
+pub mod host;
 pub mod registry;
 pub mod runtime;
 
 #[cfg(test)]
+mod host_tests;
+#[cfg(test)]
 mod tests;
 
-pub use config::{ExternalPluginConfig, PluginsConfig};
-pub use contrib::{
-    CapabilityKind, Command, CommandError, Contributions, Panel, StatusSegment, View,
-};
-pub use registry::{Conflict, Owner, Registries, ToolEntry};
-pub use runtime::{FailureReporter, Plugin, PluginContext, PluginError, PluginRuntime};
+pub use config::PluginsConfig;
+pub use contrib::{Command, CommandError, Contributions, Panel, StatusSegment, View};
+pub use host::{Host, HostError, SessionView};
+pub use registry::Registries;
+pub use runtime::{PluginError, PluginRuntime};

@@ -187,8 +187,8 @@ impl PluginRuntime {
         }
         let epoch = self.bump(name);
         let ctx = PluginContext {
-            daemon_name: crate::daemon::NAME,
-            daemon_version: crate::daemon::VERSION,
+            daemon_name: crate::NAME,
+            daemon_version: crate::VERSION,
             failures: FailureReporter {
                 runtime: self.weak.clone(),
                 plugin: name.to_owned(),

@@ -10,6 +10,8 @@ use amber_proto::{PluginState, ToolStatus};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use super::registry::Owner;
+use super::runtime::{FailureReporter, Plugin, PluginContext};
 use super::*;
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 

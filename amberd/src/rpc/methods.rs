@@ -13,7 +13,8 @@ use super::table::MethodTable;
 // Declared here rather than in `rpc/mod.rs`: `session/get` is one method of this table.
 #[path = "session_get.rs"]
 pub mod session_get;
-use crate::daemon::{Daemon, NAME, VERSION};
+use crate::daemon::Daemon;
+use crate::{NAME, VERSION};
 
 /// Builds the module served on every connection.
 pub fn module(

@@ -9,7 +9,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 use super::params::error;
 use super::table::{MethodTable, RpcResult};
 use crate::daemon::Daemon;
-use crate::plugins::{CommandError, PluginError, View};
+use crate::plugins::{CommandError, PluginError, SessionView, View};
 use crate::session::SessionShared;
 
 impl From<PluginError> for ErrorObjectOwned {
@@ -32,6 +32,14 @@ fn session(d: &Daemon, id: Option<&str>) -> RpcResult<Option<Arc<SessionShared>>
     match id {
         Some(id) => Ok(Some(d.sessions.get(id)?.shared.clone())),
         None => Ok(None),
+    }
+}
+
+/// What a command, segment or panel sees: the daemon as its host, and the session.
+fn view<'a>(d: &'a Daemon, session: Option<&'a Arc<SessionShared>>) -> View<'a> {
+    View {
+        host: d,
+        session: session.map(|s| &**s as &dyn SessionView),
     }
 }
 
@@ -113,19 +121,12 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
         };
         let shared = session(&d, p.session_id.as_deref())?;
         let args = command_args(&p.args);
-        let view = View {
-            daemon: &d,
-            session: shared.as_ref(),
-        };
-        Ok(command.run(view, &args).await?)
+        Ok(command.run(view(&d, shared.as_ref()), &args).await?)
     })?;
 
     m.method::<methods::StatusGet>(|p, d, _| {
         let shared = session(d, Some(&p.session_id))?;
-        let view = View {
-            daemon: d,
-            session: shared.as_ref(),
-        };
+        let view = view(d, shared.as_ref());
         let segments = d
             .plugins
             .registries()
@@ -169,10 +170,7 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
                     format!("invalid params: name: no panel `{}`", p.name),
                 )
             })?;
-        let view = View {
-            daemon: d,
-            session: shared.as_ref(),
-        };
+        let view = view(d, shared.as_ref());
         Ok(proto::PanelGetResult {
             name: panel.name().to_owned(),
             title: panel.title().to_owned(),
@@ -188,7 +186,7 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
 
     m.method::<methods::SessionSetModel>(|p, d, _| {
         let shared = d.sessions.get(&p.session_id)?.shared.clone();
-        d.set_session_model(&shared, p.model, p.provider)
+        d.set_session_model(&*shared, p.model, p.provider)
             .map_err(|message| {
                 error(
                     errors::INVALID_PARAMS,

@@ -53,7 +53,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             }
         })),
         id,
-        skills_dir: crate::compaction::workspace_skills_dir(&deps.data_dir, &workspace),
+        skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         workspace,
         system_prompt,
         hub,

@@ -72,9 +72,15 @@ impl Deps {
             headroom: config.compaction.headroom,
             context_window: config.provider.context_window,
         };
+        let configured_keys = config.provider.api_key_env.as_deref().into_iter().chain(
+            config
+                .providers
+                .values()
+                .filter_map(|p| p.api_key_env.as_deref()),
+        );
         let tool_env = crate::tools::env_policy::ToolEnv::new(
             &config.tools.env,
-            &crate::tools::env_policy::provider_key_vars(&config),
+            &crate::tools::env_policy::provider_key_vars(configured_keys),
             std::env::vars_os(),
         )
         .unwrap_or_else(|err| {

@@ -5,19 +5,20 @@
 //! else — RPC handlers, subscribers — reads `SessionShared`: an info snapshot, the latest
 //! message snapshot, and the event hub.
 
-pub mod actor;
-pub mod approvals;
+pub(crate) mod actor;
+pub(crate) mod approvals;
 mod build;
 pub mod deps;
-pub mod gate;
+pub(crate) mod gate;
 pub mod hub;
 mod listing;
 mod manager;
-pub mod persist;
-pub mod queue;
+pub(crate) mod persist;
+pub(crate) mod queue;
 mod restore;
-pub mod subagents;
-pub mod workspace_root;
+pub(crate) mod subagents;
+mod view;
+pub(crate) mod workspace_root;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};

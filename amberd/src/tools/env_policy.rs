@@ -114,15 +114,10 @@ impl ToolEnvConfig {
 }
 
 /// The variables every provider may read its key from: [`AMBER_KEY_VAR`], each preset's
-/// `api_key_env`, and those `[provider]` and `[providers.*]` name.
-pub fn provider_key_vars(config: &crate::config::Config) -> BTreeSet<String> {
+/// `api_key_env`, and `configured` (the `api_key_env`s `[provider]` and `[providers.*]`
+/// name).
+pub fn provider_key_vars<'a>(configured: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
     let presets = amber_llm::all_presets().iter().map(|p| p.api_key_env);
-    let configured = config.provider.api_key_env.as_deref().into_iter().chain(
-        config
-            .providers
-            .values()
-            .filter_map(|p| p.api_key_env.as_deref()),
-    );
     std::iter::once(AMBER_KEY_VAR)
         .chain(presets)
         .chain(configured)
@@ -139,9 +134,8 @@ pub struct ToolEnv {
 /// The policy of a daemon that configured nothing, over this process's environment: what
 /// tool processes get when no session installed one (tests, in-process use).
 static PROCESS_DEFAULT: LazyLock<Arc<ToolEnv>> = LazyLock::new(|| {
-    let config = crate::config::Config::default();
-    let secrets = provider_key_vars(&config);
-    let env = ToolEnv::new(&config.tools.env, &secrets, std::env::vars_os())
+    let secrets = provider_key_vars([]);
+    let env = ToolEnv::new(&ToolEnvConfig::default(), &secrets, std::env::vars_os())
         .unwrap_or_else(|_| ToolEnv::minimal());
     Arc::new(env)
 });

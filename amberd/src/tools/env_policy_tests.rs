@@ -27,20 +27,7 @@ fn daemon_env() -> Vec<(OsString, OsString)> {
 }
 
 fn secrets(extra: &[&str]) -> BTreeSet<String> {
-    let mut config = crate::config::Config::default();
-    if let Some(first) = extra.first() {
-        config.provider.api_key_env = Some((*first).to_owned());
-    }
-    for name in extra.iter().skip(1) {
-        config.providers.insert(
-            name.to_lowercase(),
-            amber_llm::NamedProviderSettings {
-                api_key_env: Some((*name).to_owned()),
-                ..Default::default()
-            },
-        );
-    }
-    provider_key_vars(&config)
+    provider_key_vars(extra.iter().copied())
 }
 
 fn names(env: &ToolEnv) -> Vec<String> {

@@ -5,24 +5,24 @@
 //! validation, duplicate check, mode policy and parallel execution.
 
 mod args;
-pub mod atomic_write;
-pub mod bash;
-pub mod dispatch;
-pub mod edit;
-pub mod env_policy;
+pub(crate) mod atomic_write;
+pub(crate) mod bash;
+pub(crate) mod dispatch;
+pub(crate) mod edit;
+pub(crate) mod env_policy;
 pub mod gate;
 pub mod lifeline;
 pub mod process;
-pub mod read;
+pub(crate) mod read;
 pub mod reaper;
 pub mod search;
-pub mod session;
+pub(crate) mod session;
 pub mod skills;
 mod spawn;
-pub mod task;
-pub mod todowrite;
-pub mod truncate;
-pub mod write;
+pub(crate) mod task;
+pub(crate) mod todowrite;
+pub(crate) mod truncate;
+pub(crate) mod write;
 
 #[cfg(test)]
 mod tests;

@@ -2,8 +2,7 @@
 //! `SKILL.md` that opens with a front matter block (`name`, `description`);
 //! the body after it is the instructions. Skills come from the workspace's
 //! `.amber/skills/*/`, the skills compaction saved for this workspace under
-//! the data dir (`compaction::workspace_skills_dir`, when the tool is given a
-//! data dir) and the user's `$XDG_CONFIG_HOME/amber/skills/*/` (else
+//! the data dir ([`workspace_skills_dir`], when the tool is given a data dir) and the user's `$XDG_CONFIG_HOME/amber/skills/*/` (else
 //! `$HOME/.config/amber/skills/*/`); on a name clash workspace beats data dir
 //! beats user. Discovery reads the filesystem on every call, so skills added
 //! while the daemon runs are seen.
@@ -62,6 +61,25 @@ pub fn user_skills_dir() -> Option<PathBuf> {
     absolute("XDG_CONFIG_HOME")
         .or_else(|| absolute("HOME").map(|home| home.join(".config")))
         .map(|config| config.join("amber").join("skills"))
+}
+
+/// Folder under the data dir holding the per-workspace skill folders.
+const SKILLS_DIR: &str = "skills";
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// Where compaction saves the skills it extracts for `workspace`:
+/// `<data_dir>/skills/<16 hex digits>/`, FNV-1a of the canonical workspace path (the
+/// path as given when it cannot be canonicalised), stable across runs and builds.
+pub fn workspace_skills_dir(data_dir: &Path, workspace: &Path) -> PathBuf {
+    let canonical = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let mut hash = FNV_OFFSET;
+    for &byte in canonical.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(FNV_PRIME);
+    }
+    data_dir.join(SKILLS_DIR).join(format!("{hash:016x}"))
 }
 
 /// Skills of `workspace` and `user_dir`, by name; workspace skills shadow user ones.
@@ -273,7 +291,7 @@ pub fn summary_with(workspace: &Path, user_dir: Option<&Path>) -> Option<String>
 
 /// [`summary`] including the skills compaction saved for `workspace` under `data_dir`.
 pub fn summary_with_data_dir(workspace: &Path, data_dir: &Path) -> Option<String> {
-    let data_skills = crate::compaction::workspace_skills_dir(data_dir, workspace);
+    let data_skills = workspace_skills_dir(data_dir, workspace);
     summary_all(workspace, Some(&data_skills), user_skills_dir().as_deref())
 }
 
@@ -399,7 +417,7 @@ impl Tool for SkillsTool {
             let data_skills = self
                 .data_dir
                 .as_deref()
-                .map(|d| crate::compaction::workspace_skills_dir(d, &workspace));
+                .map(|d| workspace_skills_dir(d, &workspace));
             let job = move || {
                 let dirs = [data_skills.as_deref(), user_dir.as_deref()];
                 run(&action, name.as_deref(), &workspace, dirs)

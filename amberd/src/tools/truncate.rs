@@ -70,10 +70,6 @@ impl CappedText {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.head.is_empty() && self.tail.is_empty() && self.omitted == 0
-    }
-
     pub fn push(&mut self, mut text: &str) {
         if !self.head_full {
             let room = (self.max / 2).saturating_sub(self.head.len());

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use amber_proto::{CommandAction, CommandRunResult, Mode, SessionNewParams};
 use futures::future::BoxFuture;
 
-use crate::plugins::{Command, CommandError, Contributions, View};
-use crate::session::SessionShared;
+use crate::plugins::{Command, CommandError, Contributions, SessionView, View};
 
 type Handler =
     for<'a> fn(View<'a>, &'a str) -> BoxFuture<'a, Result<CommandRunResult, CommandError>>;
@@ -116,13 +115,13 @@ fn reply_with(output: impl Into<String>, action: CommandAction) -> CommandRunRes
 pub(super) fn session<'a>(
     view: View<'a>,
     command: &str,
-) -> Result<&'a Arc<SessionShared>, CommandError> {
+) -> Result<&'a dyn SessionView, CommandError> {
     view.session
         .ok_or_else(|| CommandError::NeedsSession(command.to_owned()))
 }
 
 async fn help(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {
-    let commands = view.daemon.plugins.registries().commands();
+    let commands = view.host.plugins().registries().commands();
     let width = commands.iter().map(|c| c.name().len()).max().unwrap_or(0) + 1;
     let lines: Vec<String> = commands
         .iter()
@@ -175,7 +174,7 @@ async fn model(view: View<'_>, args: &str) -> Result<CommandRunResult, CommandEr
     }
     if model.is_none() && provider.is_none() {
         let info = shared.info();
-        let providers = view.daemon.provider_names().join(", ");
+        let providers = view.host.provider_names().join(", ");
         return Ok(reply(format!(
             "model: {}\nprovider: {}\nproviders: {providers}",
             info.model,
@@ -183,8 +182,8 @@ async fn model(view: View<'_>, args: &str) -> Result<CommandRunResult, CommandEr
         )));
     }
     let info = view
-        .daemon
-        .set_session_model(shared, model, provider)
+        .host
+        .set_model(shared, model, provider)
         .map_err(CommandError::Usage)?;
     Ok(reply(format!(
         "model: {} (provider: {})",
@@ -195,26 +194,16 @@ async fn model(view: View<'_>, args: &str) -> Result<CommandRunResult, CommandEr
 
 async fn compact(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {
     let shared = session(view, "compact")?;
-    match view.daemon.sessions.compact(&shared.id).await {
-        Ok(Ok(r)) => Ok(reply(format!(
-            "compacted: ~{} → ~{} tokens",
-            r.tokens_before, r.tokens_after
-        ))),
-        Ok(Err(message)) => Err(CommandError::Failed(format!(
-            "compaction failed: {message}"
-        ))),
-        Err(err) => Err(CommandError::Failed(err.to_string())),
-    }
+    let r = view.host.compact(shared.id()).await?;
+    Ok(reply(format!(
+        "compacted: ~{} → ~{} tokens",
+        r.tokens_before, r.tokens_after
+    )))
 }
 
 async fn clear(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {
     let shared = session(view, "clear")?;
-    let removed = view
-        .daemon
-        .sessions
-        .clear(&shared.id)
-        .await
-        .map_err(|e| CommandError::Failed(e.to_string()))?;
+    let removed = view.host.clear(shared.id()).await?;
     Ok(reply_with(
         format!("cleared {removed} messages"),
         CommandAction::Cleared,
@@ -224,18 +213,14 @@ async fn clear(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandE
 async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {
     let shared = session(view, "new")?;
     let info = shared.info();
-    let created = view
-        .daemon
-        .sessions
-        .create(SessionNewParams {
-            cwd: info.cwd,
-            mode: Some(info.mode),
-            model: Some(info.model),
-            title: None,
-            system_prompt: None,
-            provider: info.provider,
-        })
-        .map_err(|e| CommandError::Failed(e.to_string()))?;
+    let created = view.host.create_session(SessionNewParams {
+        cwd: info.cwd,
+        mode: Some(info.mode),
+        model: Some(info.model),
+        title: None,
+        system_prompt: None,
+        provider: info.provider,
+    })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),
         CommandAction::OpenSession {
@@ -245,11 +230,7 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
 }
 
 async fn sessions(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {
-    let (sessions, more) = view
-        .daemon
-        .sessions
-        .list(None, Some(50))
-        .map_err(|e| CommandError::Failed(e.to_string()))?;
+    let (sessions, more) = view.host.list_sessions(None, Some(50))?;
     if sessions.is_empty() {
         return Ok(reply("no sessions"));
     }
@@ -273,7 +254,7 @@ async fn sessions(view: View<'_>, _args: &str) -> Result<CommandRunResult, Comma
 }
 
 async fn plugins(view: View<'_>, args: &str) -> Result<CommandRunResult, CommandError> {
-    let runtime = &view.daemon.plugins;
+    let runtime = view.host.plugins();
     let mut words = args.split_whitespace();
     let row = match (words.next(), words.next()) {
         (None | Some("list"), None) => None,

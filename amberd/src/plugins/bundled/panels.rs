@@ -34,7 +34,7 @@ pub(super) fn install(c: &mut Contributions) {
     let panels: [(&'static str, &'static str, Render); 3] = [
         ("todos", "Todos", todos),
         ("mcp", "MCP servers", |v| {
-            v.daemon.mcp.list().iter().map(mcp_line).collect()
+            v.host.mcp().list().iter().map(mcp_line).collect()
         }),
         ("processes", "Processes", processes),
     ];
@@ -52,7 +52,7 @@ fn todos(view: View<'_>) -> Vec<String> {
         return Vec::new();
     };
     shared
-        .tools
+        .tools()
         .todos()
         .iter()
         .map(|t| {
@@ -71,7 +71,7 @@ fn processes(view: View<'_>) -> Vec<String> {
         return Vec::new();
     };
     shared
-        .tools
+        .tools()
         .processes
         .list()
         .iter()
@@ -117,7 +117,7 @@ pub(super) async fn mcp_command(
     view: View<'_>,
     args: &str,
 ) -> Result<CommandRunResult, CommandError> {
-    let host = &view.daemon.mcp;
+    let host = view.host.mcp();
     let words: Vec<&str> = args.split_whitespace().collect();
     let usage = || {
         CommandError::Usage(

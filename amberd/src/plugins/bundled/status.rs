@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use amber_proto::SessionState;
 
-use crate::plugins::{Contributions, StatusSegment, View};
-use crate::session::SessionShared;
+use crate::plugins::{Contributions, SessionView, StatusSegment, View};
 
-type Render = fn(&View<'_>, &Arc<SessionShared>) -> Option<String>;
+type Render = fn(&View<'_>, &dyn SessionView) -> Option<String>;
 
 struct Segment {
     name: &'static str,
@@ -52,8 +51,8 @@ pub(super) fn install(c: &mut Contributions) {
             )
         }),
         ("context", |v, s| {
-            let used = v.daemon.context_tokens(s);
-            let window = v.daemon.context_window(s).max(1);
+            let used = v.host.context_tokens(s);
+            let window = v.host.context_window(s).max(1);
             Some(format!("ctx {}%", used.saturating_mul(100) / window))
         }),
         ("tokens", |_, s| {
@@ -68,10 +67,10 @@ pub(super) fn install(c: &mut Contributions) {
             ))
         }),
         ("git", |_, s| {
-            git_branch(&s.workspace).map(|b| format!("⎇ {b}"))
+            git_branch(s.workspace()).map(|b| format!("⎇ {b}"))
         }),
         ("processes", |_, s| {
-            let running = s.tools.processes.running();
+            let running = s.tools().processes.running();
             (running > 0).then(|| format!("{running} proc"))
         }),
     ];

@@ -32,9 +32,6 @@ use super::config::{ExternalPluginConfig, PluginsConfig};
 use super::contrib::Contributions;
 use super::runtime::{Plugin, PluginContext};
 
-pub use self::process::SHUTDOWN_GRACE;
-pub use self::protocol::PROTOCOL_VERSION;
-
 /// The plugin for one `[[plugins.external]]` entry.
 pub fn plugin(spec: &ExternalPluginConfig, config: &PluginsConfig) -> Arc<dyn Plugin> {
     Arc::new(ExternalPlugin::new(spec, config))
@@ -75,7 +72,8 @@ impl ExternalPlugin {
         }
     }
 
-    /// The id of the running process, if one runs (diagnostics and tests).
+    /// The id of the running process, if one runs.
+    #[cfg(test)]
     pub fn pid(&self) -> Option<u32> {
         let slot = lock(&self.slot);
         let running = slot.current.as_ref()?;

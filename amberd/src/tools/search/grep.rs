@@ -51,6 +51,7 @@ pub fn matcher(pattern: &str) -> Result<RegexMatcher, String> {
 
 /// Search every file of `spec` for `matcher`, stopping at `limit` matches or
 /// when `stop` is raised.
+#[cfg(test)]
 pub fn grep(
     spec: &WalkSpec,
     matcher: &RegexMatcher,

@@ -7,7 +7,7 @@
 //! stop promptly when the turn is cancelled (a stop flag polled by the walker,
 //! the searcher's sink and the indexer).
 
-pub mod grep;
+pub(crate) mod grep;
 pub mod semantic;
 pub mod walk;
 

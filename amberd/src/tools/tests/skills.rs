@@ -1,5 +1,6 @@
 //! skills: front matter parsing, discovery in the workspace and the user
-//! folder (workspace shadows user), `list`, `load`, unknown names, summary.
+//! folder (workspace shadows user), `list`, `load`, unknown names, summary, and the
+//! workspace's folder under the data dir.
 
 use std::path::Path;
 
@@ -181,4 +182,21 @@ async fn workspace_skills_may_not_point_outside() {
     let found = skills::discover(&ctx.workspace, Some(outside.path()));
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].origin, SkillOrigin::User);
+}
+
+#[test]
+fn workspace_dir_is_stable_and_canonical() {
+    let data = Path::new("/data");
+    let ws = tempfile::tempdir().unwrap();
+    let a = skills::workspace_skills_dir(data, ws.path());
+    let b = skills::workspace_skills_dir(data, &ws.path().join("sub/.."));
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let c = skills::workspace_skills_dir(data, &ws.path().join("sub/.."));
+    assert_eq!(a, c);
+    assert_ne!(
+        a, b,
+        "a path that cannot be canonicalised is hashed as given"
+    );
+    assert!(a.starts_with("/data/skills"));
+    assert_eq!(a.file_name().unwrap().len(), 16);
 }

@@ -7,7 +7,7 @@ use amber_proto::{PluginKind, PluginState, ToolStatus};
 use serde_json::json;
 
 use super::{GENEROUS, Harness, alive, config, wait_gone};
-use crate::plugins::Plugin;
+use crate::plugins::runtime::Plugin;
 
 fn normal() -> crate::plugins::PluginsConfig {
     config(GENEROUS, GENEROUS)
@@ -194,7 +194,7 @@ async fn a_plugin_ignoring_shutdown_is_killed_after_the_grace_period() {
     assert!(h.events().contains(&"shutdown".to_owned()));
     assert!(!alive(pid), "killed once the grace period ran out");
     assert!(
-        took >= super::super::SHUTDOWN_GRACE - Duration::from_millis(100),
+        took >= super::super::process::SHUTDOWN_GRACE - Duration::from_millis(100),
         "{took:?}"
     );
 }

@@ -17,7 +17,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use super::ExternalPlugin;
-use crate::plugins::{ExternalPluginConfig, PluginRuntime, PluginsConfig, Registries};
+use crate::plugins::config::ExternalPluginConfig;
+use crate::plugins::{PluginRuntime, PluginsConfig, Registries};
 use crate::tools::{Tool, ToolContext, ToolOutcome};
 
 const MOCK: &str = include_str!("mock.py");
