@@ -1,4 +1,5 @@
-//! Parameter parsing and error mapping shared by the method handlers.
+//! Parameter parsing (done by `table.rs` before a handler runs) and the error mapping the
+//! handlers share.
 
 use amber_proto::errors;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
