@@ -8,10 +8,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{
     Events, FAST_RETRIES, connect, done, messages, new_session, spawn, spawn_config, within,
 };
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 /// The prompts of the test: the first streams while the other four are acknowledged.

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
 use amber_tests::e2e::{
     Events, connect, done, new_session, of_type, spawn, stop_reason, types, within,
@@ -15,7 +16,6 @@ use amber_tests::e2e::{
 use amber_tests::e2e3::{
     bash, connect_approver, envelope_for, get_raw, next_approval, request_id, respond, result_of,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn rm_script() -> Vec<MockTurn> {

@@ -5,9 +5,10 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{done, run_bounded, spawn};
 use amber_tests::e2e3::{bash, call, calls};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 /// `amber-cli run --json --no-autostart ARGS` with stdin from /dev/null: exit code, the

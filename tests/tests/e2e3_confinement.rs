@@ -9,9 +9,10 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
 use amber_tests::e2e3::{call, calls, envelope_for, put, result_of};
-use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 const SECRET: &str = "TOP-SECRET-CONTENT";

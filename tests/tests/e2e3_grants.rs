@@ -6,6 +6,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
 use amber_tests::e2e::{
     Events, FAST_RETRIES, done, new_session, of_type, spawn, spawn_config, stop_reason, within,
@@ -13,7 +14,6 @@ use amber_tests::e2e::{
 use amber_tests::e2e3::{
     bash, call, calls, connect_approver, get_raw, next_approval, request_id, respond, result_of,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 fn dirs(daemon: &amber_tests::TestDaemon, names: &[&str]) {

@@ -5,13 +5,13 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::e2e::{Events, done, new_session, of_type, prompt_turn, spawn, stop_reason};
 use amber_tests::e2e3::{
     bash, call, calls, connect_approver, envelope_for, get_raw, live_processes_with_arg,
     next_approval, put, request_id, respond, result_of, sleep_marker,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

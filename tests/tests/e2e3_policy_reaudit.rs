@@ -12,12 +12,12 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::e2e::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn_config,
     stop_reason,
 };
 use amber_tests::e2e3::{asked, calls, put, result_of, sh};
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unresolvable_write_targets_ask_even_with_allow_rules_and_cannot_be_granted() {

@@ -8,17 +8,17 @@
 
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, eventually, new_session, of_type, prompt_turn, spawn, stop_reason,
     within,
 };
 use amber_tests::e2e3::{call, calls, live_processes_with_arg, result_of, sleep_marker};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 const GONE_WITHIN: Duration = Duration::from_secs(10);
 
-fn start(id: &str, command: &str) -> amber_tests::MockToolCall {
+fn start(id: &str, command: &str) -> amber_mock_llm::MockToolCall {
     call(
         id,
         "process",
@@ -26,7 +26,7 @@ fn start(id: &str, command: &str) -> amber_tests::MockToolCall {
     )
 }
 
-fn action(id: &str, action: &str, process: Option<&str>) -> amber_tests::MockToolCall {
+fn action(id: &str, action: &str, process: Option<&str>) -> amber_mock_llm::MockToolCall {
     let mut args = json!({ "action": action });
     if let Some(p) = process {
         args["id"] = Value::from(p);

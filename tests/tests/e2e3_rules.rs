@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::e2e::{
     Events, FAST_RETRIES, done, new_session, of_type, prompt_turn, run_bounded, spawn_config,
@@ -17,7 +18,6 @@ use amber_tests::e2e3::{
     bash, call, calls, connect_approver, envelope_for, next_approval, put, request_id, respond,
     result_of,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 const RULES: &str = r#"

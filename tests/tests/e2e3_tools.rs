@@ -5,11 +5,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, messages, new_session, of_type, prompt_turn, spawn, stop_reason,
 };
 use amber_tests::e2e3::{call, calls, envelope_for, get_raw, put, result_of};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,8 +4,8 @@
 //! provider rejecting a request for its length (compact, then retry once).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, done, messages, new_session, prompt_turn, spawn, within};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 const CLASSIFY: &str =

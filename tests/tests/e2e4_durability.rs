@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{Events, connect, done, messages, new_session, prompt_turn, spawn, within};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 /// Every durable event received on `events` until the connection drops, by seq.

@@ -10,11 +10,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{
     Events, connect, done, eventually, new_session, prompt_turn, spawn, within,
 };
 use amber_tests::e2e3::{bash, call, calls, is_alive, live_processes_with_arg, result_of};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 
 const WITHIN: Duration = Duration::from_secs(10);

@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{
     Events, connect, done, eventually, messages, new_session, prompt_turn, spawn,
 };
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 
 const CONFIRM: &str = "Are you finished with the task?";

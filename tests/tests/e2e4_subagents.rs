@@ -2,8 +2,8 @@
 //! events, and the final replies returned to the parent as the tool output.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, messages, new_session, prompt_turn, spawn};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 const SUBAGENT_MARK: &str = "You are a sub-agent of amber";

@@ -5,8 +5,8 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, done, new_session, spawn, within};
-use amber_tests::{MockLlm, MockTurn};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_subscriber_joining_mid_reply_gets_the_missed_text_then_the_rest_without_overlap() {

@@ -11,12 +11,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{
     Events, connect, done, new_session, prompt_turn, spawn_config, stop_reason,
 };
 use amber_tests::e2e3::{call, calls, result_of};
 use amber_tests::e2e5::wait_plugin_state as wait_state;
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::json;
 
 fn example() -> PathBuf {

@@ -7,10 +7,10 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, spawn_config};
 use amber_tests::e2e3::{call, calls, result_of};
 use amber_tests::e2e5::{everything, wait_mcp_status as wait_status};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn tool<'a>(tools: &'a Value, name: &str) -> Option<&'a Value> {

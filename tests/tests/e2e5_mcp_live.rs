@@ -7,6 +7,7 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
 use amber_tests::e2e::{
     Events, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
@@ -16,7 +17,6 @@ use amber_tests::e2e5::{
     HttpEverything, children_of, everything, listed_tool, mcp_row, tools_from, wait_mcp,
     wait_mcp_status,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn stdio_config(extra: &str) -> String {

@@ -7,9 +7,9 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
 use amber_tests::e2e3::{call, calls, result_of};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn names(list: &Value, key: &str) -> Vec<String> {

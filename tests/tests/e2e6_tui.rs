@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{done, spawn};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 #[path = "support/tmux.rs"]

@@ -7,11 +7,11 @@
 
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, eventually, new_session, of_type, prompt_turn, spawn, stop_reason,
     within,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 /// Far beyond any wait below: a cancel that does not work is seen as a timeout.

@@ -4,8 +4,9 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{done, run_bounded, run_bounded_with_stdin, spawn};
-use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -13,8 +13,9 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{done, run_bounded, spawn};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 fn cli_ok(daemon: &TestDaemon, args: &[&str]) -> String {

@@ -9,11 +9,11 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
 use amber_tests::bin_path;
 use amber_tests::e2e::{Events, done, spawn};
 use amber_tests::e2e3::{bash, connect_approver, next_approval, request_id, respond};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 /// Shell-quotes one word for `script -c`.

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::e2e::{
     Events, FAST_RETRIES, connect, done, eventually, new_session, spawn_config, within,
 };
-use amber_tests::mock_llm::MockToolCall;
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde_json::{Value, json};

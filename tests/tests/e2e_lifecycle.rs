@@ -10,8 +10,9 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, new_session, run_bounded, spawn, stop_reason, within};
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon, bin_path};
+use amber_tests::{DaemonOptions, TestDaemon, bin_path};
 use serde_json::json;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);

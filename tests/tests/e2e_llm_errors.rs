@@ -5,10 +5,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, new_session, of_type, prompt_turn, spawn, stop_reason,
 };
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
+use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::Value;
 
 fn status(code: u16, retry_after: Option<u64>) -> MockTurn {

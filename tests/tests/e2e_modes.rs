@@ -5,12 +5,12 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_proto::Mode;
 use amber_tests::e2e::{
     Events, connect, done, envelope, new_session, of_type, prompt_turn, spawn, stop_reason,
     tool_messages,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 use serde_json::json;
 
 fn write_call(id: &str) -> MockTurn {

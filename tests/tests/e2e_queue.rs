@@ -2,8 +2,8 @@
 //! later turn sees the earlier one's history.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests: a panic is the failure report.
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, done, messages, new_session, spawn, within};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,11 +4,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, durable, new_session, of_type, prompt_turn, seqs, spawn, stop_reason,
     within,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn script() -> Vec<MockTurn> {

@@ -4,11 +4,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, durable, envelope, last_message, messages, new_session, of_type,
     prompt_turn, seqs, spawn, stop_reason, tool_messages, types, within,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 use serde_json::{Value, json};
 
 fn call(id: &str, name: &str, args: Value) -> MockTurn {

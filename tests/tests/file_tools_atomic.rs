@@ -10,9 +10,9 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{Events, connect, done, new_session, prompt_turn, spawn};
 use amber_tests::e2e3::{call, calls, result_of};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 const SENTINEL: &str = "sentinel: outside the workspace\n";

@@ -6,11 +6,11 @@
 // Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::e2e::{
     Events, connect, done, new_session, of_type, prompt_turn, run_bounded, spawn_config,
     stop_reason,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 /// Retry-After is honoured up to `retry_max_ms`, so a 1 s wait stays 1 s.

@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
 use amber_tests::e2e::{Events, connect, eventually, new_session, spawn, within};
 use amber_tests::e2e3::{call, calls, is_alive, live_processes_with_arg};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 /// How long the groups may outlive the daemon (the promise is one second; polled).

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{MockToolCall, MockTurn};
+use crate::server::{MockToolCall, MockTurn};
 
 /// `created` of every object the mock sends: fixed so recorded output is reproducible.
 const CREATED: u64 = 1_700_000_000;

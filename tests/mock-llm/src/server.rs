@@ -3,8 +3,6 @@
 //! script. Runs on the caller's tokio runtime ([`MockLlm::start`]) or on its own thread
 //! ([`MockLlm::start_blocking`]).
 
-mod render;
-
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use render::{Ctx, Step};
+use crate::chat::{self as render, Ctx, Step};
 
 /// One scripted answer of the mock endpoint.
 #[derive(Debug, Clone, PartialEq)]
