@@ -35,11 +35,11 @@ const DEFAULT_MODEL: &str = "mock-model";
 
 /// What changes while serving.
 #[derive(Default)]
-pub(crate) struct Inner {
+struct Inner {
     script: VecDeque<MockTurn>,
     responder: Option<Responder>,
     records: Vec<RecordedRequest>,
-    pub(crate) interrupted: usize,
+    interrupted: usize,
     /// Requests waiting out a delay right now, and the most there ever were at once.
     delaying: usize,
     max_delaying: usize,
@@ -55,10 +55,23 @@ pub(crate) struct Shared {
     keep_requests: bool,
 }
 
+/// Where a request's answer comes from.
+enum Source<'a> {
+    Turn(MockTurn),
+    Responder(Responder),
+    Rendered(&'a Answer),
+    Exhausted,
+}
+
 impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave the state half-updated: keep serving.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a streamed answer the client abandoned.
+    pub(crate) fn count_interrupted(&self) {
+        self.lock().interrupted += 1;
     }
 
     /// Completes record `index` once its answer was handed over (`last_byte`: `None` if cut).
@@ -82,17 +95,7 @@ impl Shared {
         tokio::time::sleep(delay).await;
         self.lock().delaying -= 1;
     }
-}
 
-/// Where a request's answer comes from.
-enum Source<'a> {
-    Turn(MockTurn),
-    Responder(Responder),
-    Rendered(&'a Answer),
-    Exhausted,
-}
-
-impl Shared {
     /// Records `record` and takes the answer's source: the script's next turn, the responder,
     /// else the conversations' answer. The record's index too.
     fn take<'a>(
@@ -101,7 +104,7 @@ impl Shared {
         request: &Value,
         mut record: RecordedRequest,
     ) -> (Source<'a>, usize) {
-        // Pure and the same for every request: chosen outside the lock.
+        // Pure: chosen outside the lock, so concurrent requests do not queue behind it.
         let conversation = self.conversations.as_ref().map(|c| c.answer(api, request));
         let mut state = self.lock();
         let source = if let Some(turn) = state.script.pop_front() {

@@ -21,7 +21,7 @@ struct EndGuard {
 impl Drop for EndGuard {
     fn drop(&mut self) {
         if !self.finished {
-            self.shared.lock().interrupted += 1;
+            self.shared.count_interrupted();
         }
     }
 }
