@@ -7,11 +7,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use amber_client::{Client, ConnectOptions, RawEventStream};
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Mode, SessionNewParams};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
+use crate::{DaemonOptions, TestDaemon};
 
 /// Upper bound for any single awaited event or call; generous so a loaded CI box never flakes.
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);

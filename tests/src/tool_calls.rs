@@ -6,11 +6,12 @@
 use std::path::Path;
 
 use amber_client::{Client, ClientError, ConnectOptions};
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_proto::Decision;
 use serde_json::{Value, json};
 
+use crate::TestDaemon;
 use crate::steps::{Events, envelope, tool_messages, within};
-use crate::{MockLlm, MockToolCall, MockTurn, TestDaemon};
 
 /// An initialized connection that declared `capabilities.approvals: true` (no autostart).
 pub async fn connect_approver(daemon: &TestDaemon) -> Client {

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
 use amber_tests::steps::{
     Events, connect, done, new_session, of_type, spawn, stop_reason, types, within,
@@ -12,7 +13,6 @@ use amber_tests::steps::{
 use amber_tests::tool_calls::{
     bash, connect_approver, envelope_for, get_raw, next_approval, request_id, respond, result_of,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn rm_script() -> Vec<MockTurn> {

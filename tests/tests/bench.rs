@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::bin_path;
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Map, Value};
 
 /// A full run is ~10 s in a debug build on an idle machine; leave room for a loaded one.

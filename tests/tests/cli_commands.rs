@@ -15,8 +15,9 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{done, run_bounded, run_bounded_with_stdin, spawn};
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
+use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
 fn cli_ok(daemon: &TestDaemon, args: &[&str]) -> String {

@@ -12,12 +12,13 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_proto::Decision;
 use amber_tests::steps::{Events, done, run_bounded, run_bounded_with_stdin, spawn};
 use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, next_approval, request_id, respond,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn, TestDaemon, bin_path};
+use amber_tests::{TestDaemon, bin_path};
 use serde_json::{Value, json};
 
 /// What one `amber-cli run --json` printed: event lines and the final result line.

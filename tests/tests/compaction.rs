@@ -5,10 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, messages, new_session, prompt_turn, spawn, within,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 const CLASSIFY: &str =

@@ -20,9 +20,10 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::steps::{Events, connect, done, new_session, prompt_turn, spawn, stop_reason};
 use amber_tests::tool_calls::{call, calls, envelope_for, put, result_of};
-use amber_tests::{DaemonOptions, MockLlm, MockToolCall, MockTurn, TestDaemon};
+use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
 const SECRET: &str = "TOP-SECRET-CONTENT";

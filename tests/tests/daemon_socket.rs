@@ -19,8 +19,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{Events, connect, new_session, run_bounded, spawn, stop_reason, within};
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon, bin_path};
+use amber_tests::{DaemonOptions, TestDaemon, bin_path};
 use serde_json::json;
 
 #[path = "support/tmux.rs"]

@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, connect, done, messages, new_session, prompt_turn, spawn, within,
 };
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 /// Every durable event received on `events` until the connection drops, by seq.

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
 use amber_tests::steps::{
     Events, FAST_RETRIES, done, new_session, of_type, spawn, spawn_config, stop_reason, within,
@@ -12,7 +13,6 @@ use amber_tests::steps::{
 use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, get_raw, next_approval, request_id, respond, result_of,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 fn dirs(daemon: &amber_tests::TestDaemon, names: &[&str]) {

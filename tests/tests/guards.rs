@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, envelope, last_message, messages, new_session, of_type,
     prompt_turn, spawn, spawn_config, stop_reason, tool_messages,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 use serde_json::{Value, json};
 
 /// Ten numbered lines, so `read` with offsets 1..=5 always succeeds.

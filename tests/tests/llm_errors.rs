@@ -7,11 +7,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, new_session, of_type, prompt_turn, run_bounded, spawn, spawn_config,
     stop_reason,
 };
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
+use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
 fn status(code: u16, retry_after: Option<u64>) -> MockTurn {

@@ -12,6 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
 use amber_tests::mcp_plugins::{
     HttpEverything, children_of, everything, listed_tool, mcp_row, tools_from, wait_mcp,
@@ -21,7 +22,6 @@ use amber_tests::steps::{
     Events, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
 };
 use amber_tests::tool_calls::{call, calls, result_of};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn tool<'a>(tools: &'a Value, name: &str) -> Option<&'a Value> {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use serde_json::{Value, json};
 
 fn client() -> reqwest::Client {

@@ -5,6 +5,7 @@
 //! first cases run with an approver watching, so a denial without asking is visible; the
 //! later ones check what the model and the disk see.
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::steps::{
     Events, connect, done, envelope, new_session, of_type, prompt_turn, spawn, stop_reason,
@@ -14,7 +15,6 @@ use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, envelope_for, get_raw, live_processes_with_arg,
     next_approval, put, request_id, respond, result_of, sleep_marker,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,12 +12,13 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use amber_client::Client;
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::steps::{
     FAST_RETRIES, connect, done, messages, new_session, run_bounded, spawn_config, stop_reason,
     within,
 };
 use amber_tests::tool_calls::{call, calls};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use futures::StreamExt;
 use serde_json::{Value, json};
 

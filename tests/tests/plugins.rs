@@ -17,12 +17,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::mcp_plugins::wait_plugin_state as wait_state;
 use amber_tests::steps::{
     Events, connect, done, new_session, prompt_turn, spawn, spawn_config, stop_reason,
 };
 use amber_tests::tool_calls::{call, calls, result_of};
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 fn names(list: &Value, key: &str) -> Vec<String> {

@@ -18,6 +18,7 @@
 
 use std::os::unix::fs::symlink;
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_proto::Decision;
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
@@ -27,7 +28,6 @@ use amber_tests::tool_calls::{
     asked, bash, call, calls, connect_approver, next_approval, put, request_id, respond, result_of,
     sh,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

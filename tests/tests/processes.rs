@@ -17,7 +17,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
+use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, connect, done, eventually, new_session, of_type, prompt_turn, spawn, stop_reason,
     within,
@@ -25,7 +27,6 @@ use amber_tests::steps::{
 use amber_tests::tool_calls::{
     bash, call, calls, is_alive, live_processes_with_arg, result_of, sleep_marker,
 };
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 /// How long a process may take to start, or to be gone.

@@ -13,11 +13,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, eventually, messages, new_session, prompt_turn, spawn,
     spawn_config, within,
 };
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use serde_json::{Value, json};
 
 /// The prompts of the test: the first streams while the other four are acknowledged.

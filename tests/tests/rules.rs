@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::steps::{
     Events, FAST_RETRIES, done, new_session, of_type, prompt_turn, run_bounded, spawn_config,
@@ -16,7 +17,6 @@ use amber_tests::tool_calls::{
     bash, call, calls, connect_approver, envelope_for, next_approval, put, request_id, respond,
     result_of,
 };
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 const RULES: &str = r#"

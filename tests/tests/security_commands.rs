@@ -17,13 +17,13 @@
 use std::path::Path;
 use std::process::Command;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn, spawn_config,
     stop_reason,
 };
 use amber_tests::tool_calls::{asked, call, calls, put, result_of, sh};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 /// A git repository in `ws` with one commit of `notes.txt` (holding `hello`).
@@ -64,7 +64,7 @@ async fn run_turn(
     mock: &MockLlm,
     daemon: &amber_tests::TestDaemon,
     mode: Mode,
-    list: Vec<amber_tests::MockToolCall>,
+    list: Vec<amber_mock_llm::MockToolCall>,
 ) -> Vec<Value> {
     mock.push([calls(list), MockTurn::text("Done."), done()]);
     let client = connect(daemon).await;

@@ -8,10 +8,11 @@
 
 use std::time::Duration;
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
 use amber_tests::steps::{Events, connect, done, eventually, new_session, prompt_turn, within};
 use amber_tests::tool_calls::{bash, call, calls, result_of};
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon};
+use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::json;
 
 /// Secret variables of the daemon and their sentinel values.

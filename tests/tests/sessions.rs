@@ -8,8 +8,9 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::MockLlm;
+use amber_tests::TestDaemon;
 use amber_tests::steps::{FAST_RETRIES, spawn, spawn_config};
-use amber_tests::{MockLlm, TestDaemon};
 use serde_json::{Value, json};
 
 fn create(daemon: &TestDaemon) -> String {
@@ -163,7 +164,7 @@ async fn idle_unload_secs_zero_keeps_sessions_in_memory() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_is_running_from_the_moment_its_prompt_is_accepted() {
-    use amber_tests::MockTurn;
+    use amber_mock_llm::MockTurn;
     // A slow first reply keeps the turn going while the state is read.
     let mock = MockLlm::start(vec![
         MockTurn::Delay {

@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{Events, connect, messages, new_session, prompt_turn, spawn};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 const SUBAGENT_MARK: &str = "You are a sub-agent of amber";

@@ -14,12 +14,12 @@
 
 use std::time::Duration;
 
-use amber_tests::mock_llm::MockToolCall;
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
+use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, durable, eventually, new_session, of_type, prompt_turn,
     seqs, spawn, spawn_config, stop_reason, within,
 };
-use amber_tests::{MockLlm, MockTurn, TestDaemon};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde_json::{Value, json};

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::run_bounded;
 use amber_tests::unix_http;
-use amber_tests::{DaemonOptions, MockLlm, MockTurn, TestDaemon, bin_path};
+use amber_tests::{DaemonOptions, TestDaemon, bin_path};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 

@@ -3,11 +3,11 @@
 //! list/load, the summary in the system prompt), `search` grep mode (`path:line:text`,
 //! .gitignore).
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, messages, new_session, of_type, prompt_turn, spawn, stop_reason,
 };
 use amber_tests::tool_calls::{call, calls, envelope_for, get_raw, put, result_of};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

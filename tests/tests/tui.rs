@@ -9,8 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{done, spawn};
-use amber_tests::{MockLlm, MockTurn};
 use serde_json::json;
 
 #[path = "support/tmux.rs"]

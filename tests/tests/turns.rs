@@ -11,11 +11,11 @@
 
 use std::time::{Duration, Instant};
 
+use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, durable, envelope, eventually, last_message, messages, new_session,
     of_type, prompt_turn, seqs, spawn, stop_reason, tool_messages, types, within,
 };
-use amber_tests::{MockLlm, MockToolCall, MockTurn};
 use serde_json::{Value, json};
 
 fn call(id: &str, name: &str, args: Value) -> MockTurn {

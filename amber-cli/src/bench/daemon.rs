@@ -143,7 +143,7 @@ impl DaemonProc {
             if self.spawned.elapsed() > READY_TIMEOUT {
                 return Err(self.failure("did not answer daemon/status in 20 s"));
             }
-            // Spin, as scripts/bench-ready.py does, but let the daemon have the core.
+            // Spin, but let the daemon have the core.
             std::thread::yield_now();
         }
     }

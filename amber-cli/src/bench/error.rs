@@ -13,6 +13,8 @@ pub enum BenchError {
     Scenario { origin: String, message: String },
     #[error("{0}")]
     Client(#[from] amber_client::ClientError),
+    #[error("{0}")]
+    Endpoint(#[from] amber_mock_llm::MockError),
     #[error("amberd at {socket}: {message}")]
     Daemon { socket: PathBuf, message: String },
     #[error("{binary} not found at {path} (build it, or pass --{flag} PATH)")]

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use amber_mock_llm::pieces;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -227,12 +228,6 @@ fn turn(t: TurnFile) -> Result<Turn, String> {
     })
 }
 
-/// Cuts `text` into pieces of at most `n` chars, never inside a char.
-pub fn pieces(text: &str, n: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    chars.chunks(n.max(1)).map(|c| c.iter().collect()).collect()
-}
-
 /// Refuses a set where one prompt contains another: the endpoint finds a conversation's
 /// scenario by looking for its prompt in the user messages.
 pub fn check_distinct(scenarios: &[Scenario]) -> Result<(), BenchError> {
@@ -329,10 +324,5 @@ mod tests {
             Scenario::parse(b, "b").unwrap(),
         ];
         assert!(check_distinct(&set).is_err());
-    }
-
-    #[test]
-    fn pieces_respect_chars() {
-        assert_eq!(pieces("héllo wörld", 4), ["héll", "o wö", "rld"]);
     }
 }

@@ -6,11 +6,12 @@
 use std::path::PathBuf;
 
 use amber_client::Client;
+use amber_mock_llm::MockLlm;
 use tempfile::TempDir;
 
 use crate::args::{Args, Kpi};
 use crate::daemon::{self, DaemonProc, DaemonSpec};
-use crate::endpoint::Endpoint;
+use crate::endpoint;
 use crate::error::BenchError;
 use crate::kpi;
 use crate::report::Report;
@@ -22,7 +23,7 @@ pub struct Suite {
     pub args: Args,
     pub scenarios: Vec<Scenario>,
     /// `None` with `--base-url`.
-    pub endpoint: Option<Endpoint>,
+    pub endpoint: Option<MockLlm>,
     pub spec: DaemonSpec,
     pub amber_cli: Option<PathBuf>,
     /// The daemon started for the run (`None` with `--socket`).
@@ -61,7 +62,7 @@ impl Suite {
             .ok_or_else(|| BenchError::Failed("no daemon connection".into()))
     }
 
-    pub fn endpoint(&self) -> Result<&Endpoint, BenchError> {
+    pub fn endpoint(&self) -> Result<&MockLlm, BenchError> {
         self.endpoint.as_ref().ok_or_else(|| {
             BenchError::Skipped(
                 "needs the embedded endpoint's timestamps and scripted streams (not available with --base-url)"
@@ -120,7 +121,12 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
     let scenarios = scenarios(&args)?;
     let endpoint = match &args.base_url {
         Some(_) => None,
-        None => Some(Endpoint::start(&scenarios, args.listen, args.delay_ms)?),
+        None => Some(endpoint::start(
+            &scenarios,
+            args.listen,
+            &args.model,
+            args.delay_ms,
+        )?),
     };
     let base_url = match (&args.base_url, &endpoint) {
         (Some(url), _) => url.clone(),

@@ -56,9 +56,9 @@ impl Runs {
 pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let scenario = s.primary()?;
     let cwd = task::workspace(&scenario, s.scratch.path(), None, "cli")?;
-    let mark = |s: &Suite| s.endpoint.as_ref().map(|e| e.mark());
+    let mark = |s: &Suite| s.endpoint.as_ref().map(|e| e.request_count());
     let seen = |s: &Suite, m: Option<usize>| {
-        m.and_then(|m| s.endpoint.as_ref().map(|e| e.records_since(m).len()))
+        m.and_then(|m| s.endpoint.as_ref().map(|e| e.recorded_since(m).len()))
     };
 
     let mut amber = Runs::default();
@@ -139,13 +139,13 @@ pub async fn compare(s: &mut Suite) -> Result<(), BenchError> {
         .and_then(|d| crate::daemon::rss_kib(d.pid).ok());
     let (mut amber, mut other, mut unmatched) = (Runs::default(), Runs::default(), 0usize);
     for i in 0..runs {
-        let m = s.endpoint.as_ref().map(|e| e.mark());
+        let m = s.endpoint.as_ref().map(|e| e.request_count());
         let run = exec(
             amber_cli(s, &["run", "--cwd", cwd, &scenario.prompt])?,
             "amber-cli run",
         )
         .await?;
-        let requests = m.and_then(|m| s.endpoint.as_ref().map(|e| e.records_since(m).len()));
+        let requests = m.and_then(|m| s.endpoint.as_ref().map(|e| e.recorded_since(m).len()));
         if let Some(e) = amber.add(&run, requests) {
             s.report.note(format!("compare: amber-cli run failed: {e}"));
         }
@@ -157,15 +157,15 @@ pub async fn compare(s: &mut Suite) -> Result<(), BenchError> {
         if std::env::var_os("OPENAI_API_KEY").is_none() {
             cmd.env("OPENAI_API_KEY", "amber-bench");
         }
-        let m = s.endpoint.as_ref().map(|e| e.mark());
+        let m = s.endpoint.as_ref().map(|e| e.request_count());
         let run = exec(cmd, "the --compare command").await?;
-        let records = m.and_then(|m| s.endpoint.as_ref().map(|e| e.records_since(m)));
+        let records = m.and_then(|m| s.endpoint.as_ref().map(|e| e.recorded_since(m)));
         let requests = records.as_ref().map(Vec::len);
         // Requests in which the endpoint found no scenario prompt got a generic reply.
         unmatched += records
             .iter()
             .flatten()
-            .filter(|r| r.scenario.is_none())
+            .filter(|r| r.conversation.is_none())
             .count();
         if let Some(e) = other.add(&run, requests) {
             s.report.note(format!("compare: `{line}` failed: {e}"));

@@ -86,7 +86,7 @@ async fn run_scenario(
     let mut m = Samples::default();
     let (mut tools_ok, mut tools_total) = (0, 0);
     for i in 0..runs {
-        let mark = s.endpoint.as_ref().map(|e| e.mark());
+        let mark = s.endpoint.as_ref().map(|e| e.request_count());
         let cwd = task::workspace(scenario, s.scratch.path(), None, &format!("e2e-{i}"))?;
         let run = match task::run(&client, &[], scenario, cwd).await {
             Ok(run) => run,
@@ -114,7 +114,7 @@ async fn run_scenario(
         let (Some(endpoint), Some(mark)) = (&s.endpoint, mark) else {
             continue;
         };
-        let records = endpoint.records_since(mark);
+        let records = endpoint.recorded_since(mark);
         if records.is_empty() {
             continue;
         }

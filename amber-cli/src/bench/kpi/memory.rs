@@ -16,7 +16,7 @@ use crate::stats::{Summary, ms};
 use crate::suite::Suite;
 use crate::task;
 
-/// Time for allocations to settle before RSS is read (as scripts/bench-memory.py does).
+/// Time for allocations to settle before RSS is read.
 const SETTLE: Duration = Duration::from_millis(300);
 /// How often the peak sampler reads RSS.
 const SAMPLE_EVERY: Duration = Duration::from_millis(5);

@@ -192,7 +192,7 @@ async fn fanout(
     let ends = chunk_ends(scenario);
     let mut f = Fanout::default();
     for i in 0..runs {
-        let mark = s.endpoint()?.mark();
+        let mark = s.endpoint()?.request_count();
         let cwd = task::workspace(
             scenario,
             s.scratch.path(),
@@ -200,7 +200,7 @@ async fn fanout(
             &format!("fanout-{subscribers}-{i}"),
         )?;
         let run = task::run(&client, &subs, scenario, cwd).await?;
-        let records = s.endpoint()?.records_since(mark);
+        let records = s.endpoint()?.recorded_since(mark);
         let sent = records
             .iter()
             .map(|r| &r.content_times)

@@ -3,9 +3,8 @@
 //!
 //! Each conversation goes: user prompt → a `bash` tool call (`echo hello`) → after the tool
 //! result, a short reply → after amber's confirm prompt, `DONE`. Prints its base URL.
-#![allow(clippy::unwrap_used, clippy::expect_used)] // A test-support binary: panics are its error report.
 
-use amber_tests::mock_llm::{MockLlm, MockTurn};
+use amber_mock_llm::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn respond(request: &Value) -> MockTurn {
