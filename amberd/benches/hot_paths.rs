@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use amber_proto::{EventKind, Message, ToolCall};
-use amberd::context::Context;
+use amber_store::context::Context;
 use amberd::llm::{
     ChatRequest, ChunkMemo, LlmClient, LlmSettings, StreamEvent, ToolCallAccumulator,
     ToolCallDelta, make_dialect,

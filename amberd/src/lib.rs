@@ -4,7 +4,6 @@
 pub mod agent;
 pub mod compaction;
 pub mod config;
-pub mod context;
 pub mod daemon;
 pub mod elide;
 pub mod llm;
@@ -14,6 +13,5 @@ pub mod policy;
 pub mod rpc;
 pub mod service;
 pub mod session;
-pub mod store;
 pub mod tools;
 pub mod util;

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
 };
+use amber_store::context::{Context, PushKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionSettings, estimate_tokens};
-use crate::context::{Context, PushKind};
 use crate::llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
 use crate::tools::gate::Gate;

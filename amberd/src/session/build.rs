@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use amber_proto::SessionInfo;
+use amber_store::context::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +15,6 @@ use super::hub::EventHub;
 use super::persist::Persistence;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
-use crate::context::Context;
 use crate::policy::grants::Grants;
 use crate::policy::rules::WorkspaceRules;
 use crate::tools::SessionTools;

@@ -4,12 +4,13 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use amber_store::Store;
+
 use crate::compaction::CompactionSettings;
 use crate::config::{Config, Endpoint};
 use crate::llm::LlmPool;
 use crate::plugins::Registries;
 use crate::policy::rules::{RuleError, RuleSet};
-use crate::store::Store;
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.

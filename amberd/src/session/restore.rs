@@ -17,6 +17,11 @@
 use std::sync::Arc;
 
 use amber_proto::{ErrorInfo, EventKind, Message, Role, SessionState, StopReason, Usage};
+use amber_store::context::Context;
+use amber_store::{
+    Loaded, QueuedPrompt, Store, StoreError, StoredEvent, closing_events, consistent_context,
+    interrupted_turn, queued_prompts,
+};
 
 use super::build::{self, Parts};
 use super::deps::Deps;
@@ -24,11 +29,6 @@ use super::hub::{EventHub, EventStore, MEMORY_TAIL, WireEvent};
 use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
-use crate::context::Context;
-use crate::store::{
-    Loaded, QueuedPrompt, Store, StoreError, StoredEvent, closing_events, consistent_context,
-    interrupted_turn, queued_prompts,
-};
 
 /// Loads session `id` from the store and starts it.
 pub(super) fn load(
@@ -380,7 +380,7 @@ mod tests {
         .unwrap();
         let started = serde_json::json!({"type": "turn_started", "turnId": "t", "prompt": prompt});
         Loaded {
-            meta: crate::store::SessionMeta {
+            meta: amber_store::SessionMeta {
                 info,
                 system_prompt: "sys".into(),
             },

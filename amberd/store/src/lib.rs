@@ -1,5 +1,6 @@
-//! The durable session store: one directory per session under `<data_dir>/sessions/`,
-//! holding `meta.json` (replaced atomically) and `log` (append-only records).
+//! amber-store: the daemon's durable session store and the hash-chained [`context::Context`]
+//! it persists. One directory per session under `<data_dir>/sessions/`, holding
+//! `meta.json` (replaced atomically) and `log` (append-only records).
 //!
 //! ```text
 //! <data_dir>/sessions/<session_id>/meta.json   {"version":1,"info":SessionInfo,"systemPrompt":…}
@@ -10,9 +11,11 @@
 //! from 1) interleaved with the context's push/pop/clear operations, so replaying it
 //! rebuilds both exactly; listing reads only `meta.json` files; a torn last record is
 //! dropped on load, corruption anywhere else is an error naming the record. Session ids
-//! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted.
+//! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted. The crate
+//! knows no session, tool or config: it depends on `amber-proto` only.
 
 mod busy;
+pub mod context;
 mod dangling;
 mod deferred;
 mod load;
@@ -94,7 +97,7 @@ pub enum StoreError {
     Encode(serde_json::Error),
 }
 
-pub(crate) fn io_err(path: &Path, source: std::io::Error) -> StoreError {
+fn io_err(path: &Path, source: std::io::Error) -> StoreError {
     StoreError::Io {
         path: path.to_owned(),
         source,

@@ -48,7 +48,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::store::tests::log;
+    use crate::tests::log;
 
     fn queued(turn: &str) -> Value {
         json!({"type": "prompt_queued", "turnId": turn, "prompt": format!("do {turn}")})

@@ -133,7 +133,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::store::tests::log;
+    use crate::tests::log;
 
     fn completed(call_id: &str, agent: Option<&str>) -> Closing {
         Closing {

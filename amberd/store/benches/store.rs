@@ -3,8 +3,8 @@
 //! replaying the tail of, verifying and listing sessions takes.
 //!
 //! ```sh
-//! cargo bench -p amberd --bench store
-//! AMBER_BENCH_DIR=/some/disk/dir cargo bench -p amberd --bench store   # default: $TMPDIR
+//! cargo bench -p amber-store --bench store
+//! AMBER_BENCH_DIR=/some/disk/dir cargo bench -p amber-store --bench store   # default: $TMPDIR
 //! ```
 //!
 //! The 10k-event session is shaped like real traffic: turns of `turn_started`,
@@ -22,8 +22,8 @@ use amber_proto::{
     Event, EventKind, Message, Mode, Role, SessionInfo, SessionState, StopReason, ToolCall,
     ToolStatus, Usage,
 };
-use amberd::context::Context;
-use amberd::store::{SessionLog, SessionMeta, Store};
+use amber_store::context::Context;
+use amber_store::{SessionLog, SessionMeta, Store};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use serde_json::value::RawValue;
