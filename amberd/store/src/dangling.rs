@@ -5,9 +5,8 @@
 //! turn's `turn_completed{interrupted}`), so every client sees each started item end.
 
 use amber_proto::{Decision, EventKind, ResolvedBy, ToolStatus};
-use serde::Deserialize;
 
-use super::StoredEvent;
+use crate::StoredEvent;
 
 /// What a tool call still running at the crash reports as its output.
 pub const INTERRUPTED_CALL: &str = "[interrupted] the daemon stopped while this call was running";
@@ -15,31 +14,21 @@ pub const INTERRUPTED_CALL: &str = "[interrupted] the daemon stopped while this 
 pub const INTERRUPTED_SUBAGENT: &str =
     "[sub-agent interrupted] the daemon stopped while this sub-agent was running";
 
+/// The event types that start or end an item; the others are skipped undecoded.
+const ITEM_EVENTS: [&str; 6] = [
+    "tool_call_started",
+    "tool_call_completed",
+    "subagent_started",
+    "subagent_completed",
+    "approval_requested",
+    "approval_resolved",
+];
+
 /// One closing event and the sub-agent tag its envelope carries (as its start did).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Closing {
     pub agent: Option<String>,
     pub kind: EventKind,
-}
-
-/// The envelope and item fields this looks at; the rest is skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Item {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    turn_id: Option<String>,
-    #[serde(default)]
-    agent: Option<String>,
-    #[serde(default)]
-    call_id: Option<String>,
-    #[serde(default)]
-    agent_id: Option<String>,
-    #[serde(default)]
-    task: Option<String>,
-    #[serde(default)]
-    request_id: Option<String>,
 }
 
 /// An item of the turn that started and has not ended yet.
@@ -49,53 +38,10 @@ enum Open {
     Approval { agent: Option<String>, id: String },
 }
 
-/// The events that end every item of turn `turn_id` still open in `events`, innermost
-/// first (newest start first): a sub-agent's calls close before the sub-agent, which
-/// closes before the parent's `task` call. Calls end `error` with [`INTERRUPTED_CALL`];
-/// sub-agents end with [`INTERRUPTED_SUBAGENT`].
-pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
-    let mut open: Vec<Open> = Vec::new();
-    for event in events {
-        let Ok(item) = serde_json::from_str::<Item>(event.json.get()) else {
-            continue;
-        };
-        if item.turn_id.as_deref() != Some(turn_id) {
-            continue;
-        }
-        match (item.kind.as_str(), item.call_id, item.agent_id) {
-            ("tool_call_started", Some(id), _) => open.push(Open::Call {
-                agent: item.agent,
-                id,
-            }),
-            ("tool_call_completed", Some(id), _) => open.retain(
-                |o| !matches!(o, Open::Call { agent, id: open_id } if *open_id == id && *agent == item.agent),
-            ),
-            ("subagent_started", _, Some(id)) => open.push(Open::Subagent {
-                id,
-                task: item.task.unwrap_or_default(),
-            }),
-            ("subagent_completed", _, Some(id)) => {
-                open.retain(|o| !matches!(o, Open::Subagent { id: open_id, .. } if *open_id == id));
-            }
-            ("approval_requested", _, _) => {
-                if let Some(id) = item.request_id {
-                    open.push(Open::Approval {
-                        agent: item.agent,
-                        id,
-                    });
-                }
-            }
-            ("approval_resolved", _, _) => {
-                if let Some(id) = item.request_id {
-                    open.retain(|o| !matches!(o, Open::Approval { id: open_id, .. } if *open_id == id));
-                }
-            }
-            _ => {}
-        }
-    }
-    open.into_iter()
-        .rev()
-        .map(|item| match item {
+impl Open {
+    /// The event that ends this item as interrupted.
+    fn closing(self) -> Closing {
+        match self {
             Open::Call { agent, id } => Closing {
                 agent,
                 kind: EventKind::ToolCallCompleted {
@@ -122,18 +68,104 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
                     by: ResolvedBy::Policy,
                 },
             },
-        })
-        .collect()
+        }
+    }
+}
+
+/// The events that end every item of turn `turn_id` still open in `events`, innermost
+/// first (newest start first): a sub-agent's calls close before the sub-agent, which
+/// closes before the parent's `task` call. Calls end `error` with [`INTERRUPTED_CALL`];
+/// sub-agents end with [`INTERRUPTED_SUBAGENT`].
+pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
+    let mut open: Vec<Open> = Vec::new();
+    for event in events.iter().filter_map(|e| e.decode_if(&ITEM_EVENTS)) {
+        if event.turn_id.as_deref() != Some(turn_id) {
+            continue;
+        }
+        let agent = event.agent_id;
+        match event.kind {
+            EventKind::ToolCallStarted { call_id, .. } => {
+                open.push(Open::Call { agent, id: call_id })
+            }
+            EventKind::ToolCallCompleted { call_id, .. } => open.retain(
+                |o| !matches!(o, Open::Call { agent: a, id } if *id == call_id && *a == agent),
+            ),
+            EventKind::SubagentStarted { agent_id, task } => {
+                open.push(Open::Subagent { id: agent_id, task });
+            }
+            EventKind::SubagentCompleted { agent_id, .. } => {
+                open.retain(|o| !matches!(o, Open::Subagent { id, .. } if *id == agent_id));
+            }
+            EventKind::ApprovalRequested { request_id, .. } => open.push(Open::Approval {
+                agent,
+                id: request_id,
+            }),
+            EventKind::ApprovalResolved { request_id, .. } => {
+                open.retain(|o| !matches!(o, Open::Approval { id, .. } if *id == request_id));
+            }
+            _ => {}
+        }
+    }
+    open.into_iter().rev().map(Open::closing).collect()
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use amber_proto::{Event, Role, StopReason, Usage};
     use serde_json::json;
 
     use super::*;
-    use crate::tests::log;
+    use crate::tests::{log, turn_event};
+
+    fn main(turn: &str, kind: EventKind) -> Event {
+        turn_event(turn, None, kind)
+    }
+
+    fn started(call_id: &str, name: &str) -> EventKind {
+        EventKind::ToolCallStarted {
+            item_id: format!("item_{call_id}"),
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments: json!({}),
+        }
+    }
+
+    fn finished(call_id: &str) -> EventKind {
+        EventKind::ToolCallCompleted {
+            call_id: call_id.into(),
+            status: ToolStatus::Ok,
+            output: "ok".into(),
+            duration_ms: 1,
+        }
+    }
+
+    fn subagent(id: &str, task: &str) -> Event {
+        turn_event(
+            "t1",
+            Some(id),
+            EventKind::SubagentStarted {
+                agent_id: id.into(),
+                task: task.into(),
+            },
+        )
+    }
+
+    fn turn(turn: &str) -> Event {
+        main(turn, EventKind::TurnStarted { prompt: "p".into() })
+    }
+
+    fn asked(request_id: &str, call_id: &str) -> EventKind {
+        EventKind::ApprovalRequested {
+            request_id: request_id.into(),
+            call_id: call_id.into(),
+            tool: "bash".into(),
+            arguments: json!({"command": "make"}),
+            reason: "runs a command".into(),
+            scope: "command".into(),
+        }
+    }
 
     fn completed(call_id: &str, agent: Option<&str>) -> Closing {
         Closing {
@@ -149,22 +181,37 @@ mod tests {
 
     #[test]
     fn open_calls_and_subagents_of_the_turn_are_closed_innermost_first() {
-        let events = log(&[
+        let events = log(vec![
             // An earlier, finished turn: nothing to close there.
-            json!({"type": "turn_started", "turnId": "t0", "prompt": "p"}),
-            json!({"type": "tool_call_started", "turnId": "t0", "callId": "c0", "name": "read"}),
-            json!({"type": "turn_completed", "turnId": "t0", "stopReason": "end_turn"}),
+            turn("t0"),
+            main("t0", started("c0", "read")),
+            main(
+                "t0",
+                EventKind::TurnCompleted {
+                    stop_reason: StopReason::EndTurn,
+                    error: None,
+                    usage: Usage::default(),
+                },
+            ),
             // The interrupted turn: one finished call, a `task` call with two sub-agents,
             // one of which finished; the other has a call of its own in flight.
-            json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
-            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c1", "name": "read"}),
-            json!({"type": "tool_call_completed", "turnId": "t1", "callId": "c1", "status": "ok"}),
-            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c2", "name": "task"}),
-            json!({"type": "subagent_started", "turnId": "t1", "agent": "a1", "agentId": "a1", "task": "one"}),
-            json!({"type": "subagent_started", "turnId": "t1", "agent": "a2", "agentId": "a2", "task": "two"}),
+            turn("t1"),
+            main("t1", started("c1", "read")),
+            main("t1", finished("c1")),
+            main("t1", started("c2", "task")),
+            subagent("a1", "one"),
+            subagent("a2", "two"),
             // Sub-agents' call ids can repeat the parent's: the tag tells them apart.
-            json!({"type": "tool_call_started", "turnId": "t1", "agent": "a2", "callId": "c1", "name": "bash"}),
-            json!({"type": "subagent_completed", "turnId": "t1", "agent": "a1", "agentId": "a1", "task": "one", "result": "ok"}),
+            turn_event("t1", Some("a2"), started("c1", "bash")),
+            turn_event(
+                "t1",
+                Some("a1"),
+                EventKind::SubagentCompleted {
+                    agent_id: "a1".into(),
+                    task: "one".into(),
+                    result: Some("ok".into()),
+                },
+            ),
         ]);
         let closing = closing_events(&events, "t1");
         assert_eq!(
@@ -186,11 +233,18 @@ mod tests {
 
     #[test]
     fn a_turn_with_everything_closed_needs_nothing() {
-        let events = log(&[
-            json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
-            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c1", "name": "read"}),
-            json!({"type": "tool_call_completed", "turnId": "t1", "callId": "c1", "status": "ok"}),
-            json!({"type": "message_completed", "turnId": "t1", "itemId": "i", "text": "x"}),
+        let events = log(vec![
+            turn("t1"),
+            main("t1", started("c1", "read")),
+            main("t1", finished("c1")),
+            main(
+                "t1",
+                EventKind::MessageCompleted {
+                    item_id: "i".into(),
+                    role: Role::Assistant,
+                    text: "x".into(),
+                },
+            ),
         ]);
         assert!(closing_events(&events, "t1").is_empty());
         // Another turn's open call is not this turn's business.
@@ -199,14 +253,21 @@ mod tests {
 
     #[test]
     fn a_pending_approval_is_denied_by_policy_before_its_call_closes() {
-        let events = log(&[
-            json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
-            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c1", "name": "bash"}),
-            json!({"type": "approval_requested", "turnId": "t1", "requestId": "r1", "callId": "c1"}),
-            json!({"type": "approval_resolved", "turnId": "t1", "requestId": "r1", "decision": "allow_once", "by": "client"}),
-            json!({"type": "tool_call_completed", "turnId": "t1", "callId": "c1", "status": "ok"}),
-            json!({"type": "tool_call_started", "turnId": "t1", "callId": "c2", "name": "bash"}),
-            json!({"type": "approval_requested", "turnId": "t1", "requestId": "r2", "callId": "c2"}),
+        let events = log(vec![
+            turn("t1"),
+            main("t1", started("c1", "bash")),
+            main("t1", asked("r1", "c1")),
+            main(
+                "t1",
+                EventKind::ApprovalResolved {
+                    request_id: "r1".into(),
+                    decision: Decision::AllowOnce,
+                    by: ResolvedBy::Client,
+                },
+            ),
+            main("t1", finished("c1")),
+            main("t1", started("c2", "bash")),
+            main("t1", asked("r2", "c2")),
         ]);
         assert_eq!(
             closing_events(&events, "t1"),

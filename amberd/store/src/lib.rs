@@ -11,12 +11,15 @@
 //! from 1) interleaved with the context's push/pop/clear operations, so replaying it
 //! rebuilds both exactly; listing reads only `meta.json` files; a torn last record is
 //! dropped on load, corruption anywhere else is an error naming the record. Session ids
-//! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted. The crate
-//! knows no session, tool or config: it depends on `amber-proto` only.
+//! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted. Crash
+//! recovery reads events as `amber_proto::Event`s, and an event it cannot decode is
+//! skipped, never an error (`decode.rs`). The crate knows no session, tool or config: it
+//! depends on `amber-proto` only.
 
 mod busy;
 pub mod context;
 mod dangling;
+mod decode;
 mod deferred;
 mod load;
 mod log;
@@ -24,6 +27,7 @@ mod meta;
 mod queued;
 mod record;
 mod recovery;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod verify;
@@ -49,7 +53,8 @@ use self::log::sync_path;
 pub use self::meta::SessionMeta;
 use self::meta::{Durability, META_FILE};
 pub use self::queued::{QueuedPrompt, queued_prompts};
-pub use self::recovery::{consistent_context, interrupted_turn};
+pub use self::recovery::{consistent_context, interrupted_turn, turn_prompt, turn_usage};
+pub use self::summary::{first_prompt, last_todos, last_usage_total};
 
 const SESSIONS_DIR: &str = "sessions";
 const LOG_FILE: &str = "log";

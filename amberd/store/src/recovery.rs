@@ -1,29 +1,11 @@
-//! Crash recovery helpers: which turn was cut short, and how much of the persisted
-//! context can be sent to a model as it is.
+//! Crash recovery helpers: which turn was cut short, what it had asked and spent, and how
+//! much of the persisted context can be sent to a model as it is.
 
 use std::collections::HashMap;
 
-use amber_proto::{Message, Role};
-use serde::Deserialize;
+use amber_proto::{EventKind, Message, Role, Usage};
 
-use super::Loaded;
-
-/// The envelope fields recovery looks at (here and in `queued.rs`); the rest of an event
-/// is skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Head {
-    #[serde(rename = "type", default)]
-    pub(super) kind: String,
-    #[serde(default)]
-    pub(super) turn_id: Option<String>,
-    /// The sub-agent tag of the envelope: sub-agents' turns are not session turns.
-    #[serde(default)]
-    pub(super) agent: Option<String>,
-    /// `prompt_queued`'s prompt.
-    #[serde(default)]
-    pub(super) prompt: Option<String>,
-}
+use crate::{Loaded, StoredEvent};
 
 /// The turn that was running when the daemon died: the newest session-level
 /// `turn_started` with no later `turn_completed` of the same `turnId`. Turns of a session
@@ -31,23 +13,56 @@ pub(super) struct Head {
 /// sub-agents (tagged `agent` in the envelope) are ignored.
 pub fn interrupted_turn(loaded: &Loaded) -> Option<String> {
     let mut completed: Vec<String> = Vec::new();
-    for event in loaded.events.iter().rev() {
-        let Ok(head) = serde_json::from_str::<Head>(event.json.get()) else {
-            continue;
-        };
-        if head.agent.is_some() {
+    let turn_ends = ["turn_started", "turn_completed"];
+    for event in loaded
+        .events
+        .iter()
+        .rev()
+        .filter_map(|e| e.decode_if(&turn_ends))
+    {
+        if event.agent_id.is_some() {
             continue;
         }
-        let Some(turn_id) = head.turn_id else {
+        let Some(turn_id) = event.turn_id else {
             continue;
         };
-        match head.kind.as_str() {
-            "turn_completed" => completed.push(turn_id),
-            "turn_started" => return (!completed.contains(&turn_id)).then_some(turn_id),
+        match event.kind {
+            EventKind::TurnCompleted { .. } => completed.push(turn_id),
+            EventKind::TurnStarted { .. } => {
+                return (!completed.contains(&turn_id)).then_some(turn_id);
+            }
             _ => {}
         }
     }
     None
+}
+
+/// The prompt of turn `turn_id` (its newest `turn_started`).
+pub fn turn_prompt(events: &[StoredEvent], turn_id: &str) -> Option<String> {
+    events
+        .iter()
+        .rev()
+        .filter_map(|e| e.decode_if(&["turn_started"]))
+        .find_map(|event| match event.kind {
+            EventKind::TurnStarted { prompt } if event.turn_id.as_deref() == Some(turn_id) => {
+                Some(prompt)
+            }
+            _ => None,
+        })
+}
+
+/// What the calls of turn `turn_id` (its sub-agents' included) used, from its `usage`
+/// events: the interrupted turn's `turn_completed.usage`, as a finished turn would report.
+pub fn turn_usage(events: &[StoredEvent], turn_id: &str) -> Usage {
+    let mut spent = Usage::default();
+    for event in events.iter().filter_map(|e| e.decode_if(&["usage"])) {
+        if let EventKind::Usage { usage, .. } = event.kind
+            && event.turn_id.as_deref() == Some(turn_id)
+        {
+            spent.add(&usage);
+        }
+    }
+    spent
 }
 
 /// Length of the longest prefix of `context` that a model accepts: every assistant
@@ -93,4 +108,42 @@ fn answers_match(call: &Message, answers: &[(Message, u64)]) -> bool {
                     ok
                 })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use amber_proto::Event;
+
+    use super::*;
+    use crate::tests::{log, turn_event};
+
+    fn usage(turn: &str, agent: Option<&str>, prompt_tokens: u64, total: u64) -> Event {
+        let call = |p: u64| Usage {
+            prompt_tokens: p,
+            completion_tokens: 1,
+            cached_tokens: 0,
+            total_tokens: p + 1,
+        };
+        turn_event(
+            turn,
+            agent,
+            EventKind::usage(call(prompt_tokens), call(total)),
+        )
+    }
+
+    #[test]
+    fn the_interrupted_turn_reports_what_its_calls_used() {
+        let events = log(vec![
+            usage("t0", None, 1000, 1000),
+            turn_event("t1", None, EventKind::TurnStarted { prompt: "p".into() }),
+            usage("t1", None, 100, 1100),
+            usage("t1", Some("a1"), 10, 1110),
+        ]);
+        let got = turn_usage(&events, "t1");
+        assert_eq!(
+            (got.prompt_tokens, got.completion_tokens, got.total_tokens),
+            (110, 2, 112)
+        );
+        assert_eq!(turn_usage(&events, "t2"), Usage::default());
+    }
 }
