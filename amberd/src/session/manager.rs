@@ -178,11 +178,11 @@ impl SessionManager {
         let hub = EventHub::restored(
             id.clone(),
             deps.config.server.subscriber_buffer,
+            deps.config.sessions.memory_events,
             0,
             Vec::new(),
             persistence.clone().map(|p| p as Arc<dyn EventStore>),
         )
-        .with_memory(deps.config.sessions.memory_events)
         .with_limits(crate::elide::WireLimits::from_config(&deps.config.server));
         let handle = build::spawn(
             &self.deps,

@@ -29,7 +29,7 @@ use amber_store::{
 
 use super::build::{self, Parts};
 use super::deps::Deps;
-use super::hub::{EventHub, EventStore, MEMORY_TAIL, WireEvent};
+use super::hub::{EventHub, EventStore, WireEvent};
 use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
@@ -184,16 +184,18 @@ fn rebuild_context(
     context
 }
 
-/// The session's hub, continuing after the log's last seq with the newest events in memory;
-/// replays reaching further back read the log.
+/// The session's hub, continuing after the log's last seq with the newest
+/// `[sessions] memory_events` events in memory; replays reaching further back read the log.
 fn restored_hub(
     deps: &Deps,
     id: &str,
     events: Vec<StoredEvent>,
     persistence: Arc<Persistence>,
 ) -> EventHub {
+    let memory = deps.config.sessions.memory_events;
     let last_seq = events.last().map_or(0, |e| e.seq);
-    let skip = events.len().saturating_sub(MEMORY_TAIL);
+    // Only the events the hub keeps are copied into wire events.
+    let skip = events.len().saturating_sub(memory);
     let tail: Vec<WireEvent> = events
         .into_iter()
         .skip(skip)
@@ -205,11 +207,11 @@ fn restored_hub(
     EventHub::restored(
         id.to_owned(),
         deps.config.server.subscriber_buffer,
+        memory,
         last_seq,
         tail,
         Some(persistence as Arc<dyn EventStore>),
     )
-    .with_memory(deps.config.sessions.memory_events)
     .with_limits(WireLimits::from_config(&deps.config.server))
 }
 
@@ -428,5 +430,46 @@ mod tests {
             without_confirm(&loaded(typed, None, CONFIRM_PROMPT), 2, Some("t")),
             2
         );
+    }
+
+    #[tokio::test]
+    async fn a_reloaded_session_keeps_the_configured_number_of_events_in_memory() {
+        // (memory_events, the oldest seq still served)
+        for (memory_events, oldest) in [(6000, 1), (100, 4901)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path()).unwrap();
+            let mut config = crate::config::Config::default();
+            config.sessions.memory_events = memory_events;
+            let mut deps = Deps::new(config, &|_| None, dir.path().to_owned()).unwrap();
+            deps.store = Some(store.clone());
+            let meta = amber_store::SessionMeta {
+                info: info("s"),
+                system_prompt: "sys".into(),
+            };
+            let mut log = store.create(&meta).unwrap();
+            for seq in 1..=5000 {
+                let kind = EventKind::MessageCompleted {
+                    item_id: format!("item_{seq}"),
+                    role: Role::Assistant,
+                    text: "done".into(),
+                };
+                log.append_event(seq, &stored(seq, "t", kind).json, false)
+                    .unwrap();
+            }
+            drop(log);
+            let handle = load(&Arc::new(deps), &store, "s").unwrap();
+            // The log gone, a replay from the start serves only what memory holds.
+            let log_path = store.sessions_dir().join("s").join("log");
+            std::fs::rename(&log_path, dir.path().join("moved")).unwrap();
+            let replay = handle.shared.hub.subscribe(Some(0)).replay;
+            let seqs: Vec<u64> = replay.iter().map(|e| e.seq.unwrap()).collect();
+            assert!(
+                seqs.iter().copied().eq(oldest..=5000),
+                "memory_events = {memory_events}: served {} events, from seq {:?}",
+                seqs.len(),
+                seqs.first()
+            );
+            handle.shared.hub.close();
+        }
     }
 }
