@@ -78,7 +78,8 @@ impl Open {
 /// sub-agents end with [`INTERRUPTED_SUBAGENT`].
 pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
     let mut open: Vec<Open> = Vec::new();
-    for event in events.iter().filter_map(|e| e.decode_if(&ITEM_EVENTS)) {
+    let of_turn = events.iter().filter(|e| e.may_be_of_turn(turn_id));
+    for event in of_turn.filter_map(|e| e.decode_if(&ITEM_EVENTS)) {
         if event.turn_id.as_deref() != Some(turn_id) {
             continue;
         }

@@ -26,6 +26,16 @@ impl StoredEvent {
             None
         }
     }
+
+    /// Whether this event can be one of turn `turn_id`'s: a substring search that every event
+    /// of that turn passes, since JSON writes an id without quotes, backslashes or control
+    /// characters as it is (any other id passes every event).
+    pub(crate) fn may_be_of_turn(&self, turn_id: &str) -> bool {
+        let verbatim = !turn_id
+            .chars()
+            .any(|c| c == '"' || c == '\\' || c.is_control());
+        !verbatim || self.json.get().contains(turn_id)
+    }
 }
 
 #[cfg(test)]
@@ -80,5 +90,29 @@ mod tests {
         assert_eq!(last_todos(events), None);
         assert_eq!(last_usage_total(events), None);
         assert_eq!(first_prompt(events).as_deref(), Some("p"));
+    }
+
+    #[test]
+    fn events_of_a_turn_whose_id_json_escapes_are_still_found() {
+        let turn = "t\"1\\";
+        let usage = amber_proto::Usage {
+            total_tokens: 7,
+            ..amber_proto::Usage::default()
+        };
+        let started = EventKind::ToolCallStarted {
+            item_id: "i".into(),
+            call_id: "c1".into(),
+            name: "read".into(),
+            arguments: json!({}),
+        };
+        let events = log(vec![
+            turn_event(turn, None, EventKind::TurnStarted { prompt: "p".into() }),
+            turn_event(turn, None, started),
+            turn_event(turn, None, EventKind::usage(usage, usage)),
+        ]);
+        assert!(!events[1].json.get().contains(turn), "the id is escaped");
+        assert_eq!(closing_events(&events, turn).len(), 1);
+        assert_eq!(turn_usage(&events, turn), usage);
+        assert!(closing_events(&events, "t1").is_empty());
     }
 }

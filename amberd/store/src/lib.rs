@@ -46,7 +46,6 @@ use serde_json::value::RawValue;
 
 pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;
-pub use self::load::Corruption;
 use self::load::Replay;
 pub use self::log::SessionLog;
 use self::log::sync_path;

@@ -55,7 +55,8 @@ pub fn turn_prompt(events: &[StoredEvent], turn_id: &str) -> Option<String> {
 /// events: the interrupted turn's `turn_completed.usage`, as a finished turn would report.
 pub fn turn_usage(events: &[StoredEvent], turn_id: &str) -> Usage {
     let mut spent = Usage::default();
-    for event in events.iter().filter_map(|e| e.decode_if(&["usage"])) {
+    let of_turn = events.iter().filter(|e| e.may_be_of_turn(turn_id));
+    for event in of_turn.filter_map(|e| e.decode_if(&["usage"])) {
         if let EventKind::Usage { usage, .. } = event.kind
             && event.turn_id.as_deref() == Some(turn_id)
         {
