@@ -86,7 +86,7 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
         let agent = event.agent_id;
         match event.kind {
             EventKind::ToolCallStarted { call_id, .. } => {
-                open.push(Open::Call { agent, id: call_id })
+                open.push(Open::Call { agent, id: call_id });
             }
             EventKind::ToolCallCompleted { call_id, .. } => open.retain(
                 |o| !matches!(o, Open::Call { agent: a, id } if *id == call_id && *a == agent),
