@@ -28,7 +28,7 @@ use amber_llm::{
     ToolCallDelta, make_dialect,
 };
 use amber_proto::{EventKind, Message, ToolCall};
-use amberd::context::Context;
+use amber_store::context::Context;
 use amberd::session::hub::EventHub;
 use amberd::tools::search::semantic::tokenize::query_terms;
 use amberd::tools::search::semantic::{Bm25Index, MAX_HITS_PER_FILE, WHOLE_IDENT_BOOST};

@@ -94,11 +94,16 @@ pub struct SessionsConfig {
     pub resume_queued: bool,
 }
 
+impl SessionsConfig {
+    /// `memory_events` when the config file does not set it.
+    pub const DEFAULT_MEMORY_EVENTS: usize = 4096;
+}
+
 impl Default for SessionsConfig {
     fn default() -> Self {
         Self {
             idle_unload_secs: 600,
-            memory_events: crate::session::hub::MEMORY_TAIL,
+            memory_events: Self::DEFAULT_MEMORY_EVENTS,
             allow_broad_workspace: false,
             resume_queued: true,
         }

@@ -4,7 +4,6 @@
 pub(crate) mod agent;
 pub(crate) mod compaction;
 pub mod config;
-pub mod context;
 pub mod daemon;
 pub(crate) mod elide;
 pub(crate) mod mcp;
@@ -12,7 +11,6 @@ pub(crate) mod plugins;
 pub mod rpc;
 pub mod service;
 pub mod session;
-pub mod store;
 pub mod tools;
 
 /// Name reported in `initialize`, `daemon/status` and to plugins.

@@ -142,7 +142,7 @@ async fn run(
         );
     }
 
-    let store = amberd::store::Store::open(&data)?;
+    let store = amber_store::Store::open(&data)?;
     let mut deps = Deps::new(config, &env, data.clone())?;
     deps.store = Some(store);
     let daemon = Daemon::new(deps);

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use amber_llm::{LlmClient, ToolSpec};
 use amber_proto::{EventKind, Usage};
+use amber_store::context::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentHooks, record_usage};
 use crate::compaction::{
     self, CompactionError, CompactionSettings, PromptUsage, estimate_tokens, needs_compaction,
 };
-use crate::context::Context;
 
 /// What one compaction needs besides the context.
 pub struct CompactEnv<'a> {

@@ -18,10 +18,10 @@ use amber_llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, Too
 use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
 };
+use amber_store::context::{Context, PushKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionSettings, estimate_tokens};
-use crate::context::{Context, PushKind};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
 use crate::tools::gate::Gate;
 use crate::tools::{SessionTools, ToolLimits, ToolRegistry};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use amber_proto::SessionCompactResult;
 use amber_proto::{EventKind, Mode, SessionState, Usage};
+use amber_store::context::Context;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +18,6 @@ use super::deps::Deps;
 use super::gate::SessionGate;
 use crate::agent::compact::{CompactEnv, compact_context};
 use crate::agent::{self, AgentHooks, TurnEnv};
-use crate::context::Context;
 use crate::tools::gate::Gate;
 
 /// Work for the actor.

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use amber_policy::{Grants, WorkspaceRules};
 use amber_proto::SessionInfo;
+use amber_store::context::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +16,6 @@ use super::hub::EventHub;
 use super::persist::Persistence;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
-use crate::context::Context;
 use crate::tools::SessionTools;
 
 /// Everything a session starts from.

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use amber_llm::{Endpoint, LlmPool};
 use amber_policy::{RuleError, RuleSet};
+use amber_store::Store;
 
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
-use crate::store::Store;
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.

@@ -79,10 +79,6 @@ pub trait EventStore: Send + Sync {
     fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String>;
 }
 
-/// Durable events kept in memory per session by default (`[sessions] memory_events`);
-/// older ones are read back from the store.
-pub const MEMORY_TAIL: usize = 4096;
-
 /// Live deltas that a slow subscriber may receive merged.
 fn is_delta(kind: &EventKind) -> bool {
     !kind.is_durable()
@@ -166,33 +162,30 @@ pub struct EventHub {
 impl EventHub {
     /// A hub that keeps every durable event in memory (no store).
     pub fn new(session_id: String, buffer: usize) -> Self {
-        Self::restored(session_id, buffer, 0, Vec::new(), None)
+        Self::restored(session_id, buffer, usize::MAX, 0, Vec::new(), None)
     }
 
-    /// Keeps only the newest `events` durable events in memory (with a store).
-    pub fn with_memory(mut self, events: usize) -> Self {
-        self.memory = events.max(1);
-        let log = self.log.get_mut().unwrap_or_else(|e| e.into_inner());
-        while self.store.is_some() && log.events.len() > self.memory {
-            log.events.pop_front();
-        }
-        self
-    }
-
-    /// A hub continuing after `last_seq`, with the newest stored events in memory and the
-    /// store for the rest.
+    /// A hub continuing after `last_seq`. With a store, only the newest `memory` durable
+    /// events (at least one; `[sessions] memory_events`) stay in memory, starting with the
+    /// newest of `tail`, and the store serves replays of the rest.
     pub fn restored(
         session_id: String,
         buffer: usize,
+        memory: usize,
         last_seq: u64,
         tail: Vec<WireEvent>,
         store: Option<Arc<dyn EventStore>>,
     ) -> Self {
-        let skip = tail.len().saturating_sub(MEMORY_TAIL);
+        let memory = memory.max(1);
+        let skip = if store.is_some() {
+            tail.len().saturating_sub(memory)
+        } else {
+            0
+        };
         Self {
             session_id,
             buffer: buffer.max(16),
-            memory: MEMORY_TAIL,
+            memory,
             log: Mutex::new(Log {
                 events: tail.into_iter().skip(skip).collect(),
                 last_seq,

@@ -5,6 +5,9 @@
 use super::*;
 use crate::elide::WireLimits;
 
+/// Durable events the tests' hubs keep in memory beside their store.
+const MEMORY: usize = 64;
+
 fn text(delta: &str) -> EventKind {
     EventKind::MessageDelta {
         item_id: "i".into(),
@@ -96,8 +99,8 @@ impl EventStore for MemoryStore {
 #[test]
 fn replay_reaches_past_memory_into_the_store_without_gap_or_duplicate() {
     let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
-    let hub = EventHub::restored("s".into(), 16, 0, Vec::new(), Some(store.clone()));
-    let total = MEMORY_TAIL as u64 + 100;
+    let hub = EventHub::restored("s".into(), 16, MEMORY, 0, Vec::new(), Some(store.clone()));
+    let total = MEMORY as u64 + 100;
     for i in 0..total {
         hub.publish(None, started(&i.to_string()));
         hub.publish(None, text("live deltas are never stored"));
@@ -111,9 +114,45 @@ fn replay_reaches_past_memory_into_the_store_without_gap_or_duplicate() {
 }
 
 #[test]
+fn a_restored_hub_keeps_as_many_events_in_memory_as_it_is_told() {
+    // A store that lost everything: what a replay still serves came from memory.
+    let tail = |n: u64| -> Vec<WireEvent> {
+        (1..=n)
+            .map(|seq| WireEvent {
+                seq: Some(seq),
+                json: Arc::from(RawValue::from_string(format!("{{\"seq\":{seq}}}")).unwrap()),
+            })
+            .collect()
+    };
+    // (memory, the oldest seq still served) for a restored tail of 4500 events.
+    for (memory, oldest) in [(5000, 1), (10, 4491)] {
+        let hub = EventHub::restored(
+            "s".into(),
+            16,
+            memory,
+            4500,
+            tail(4500),
+            Some(Arc::new(FullStore)),
+        );
+        let seqs: Vec<u64> = hub
+            .subscribe(Some(0))
+            .replay
+            .iter()
+            .map(|e| e.seq.unwrap())
+            .collect();
+        assert!(
+            seqs.iter().copied().eq(oldest..=4500),
+            "memory {memory}: served {} events, from seq {:?}",
+            seqs.len(),
+            seqs.first()
+        );
+    }
+}
+
+#[test]
 fn only_events_that_matter_are_synced() {
     let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
-    let hub = EventHub::restored("s".into(), 16, 41, Vec::new(), Some(store.clone()));
+    let hub = EventHub::restored("s".into(), 16, MEMORY, 41, Vec::new(), Some(store.clone()));
     hub.publish(None, started("x"));
     hub.publish(
         None,
@@ -207,8 +246,8 @@ fn elided_content(json: &str) -> (usize, usize) {
 fn an_oversized_event_is_elided_once_for_the_log_memory_and_every_subscriber() {
     let limits = WireLimits::new(1024, 1024 * 1024);
     let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
-    let hub =
-        EventHub::restored("s".into(), 16, 0, Vec::new(), Some(store.clone())).with_limits(limits);
+    let hub = EventHub::restored("s".into(), 16, MEMORY, 0, Vec::new(), Some(store.clone()))
+        .with_limits(limits);
     let mut live = hub.subscribe(None);
     hub.publish(Some("t"), write_call(100_000));
     let sent = live.live.try_recv().unwrap().unwrap();
@@ -251,7 +290,8 @@ fn events_of_a_log_written_before_elision_are_elided_on_replay() {
         false,
     )])));
     // Seq 1 only in the store, seq 2 in the restored memory tail.
-    let hub = EventHub::restored("s".into(), 16, 2, vec![full(2)], Some(store)).with_limits(limits);
+    let hub = EventHub::restored("s".into(), 16, MEMORY, 2, vec![full(2)], Some(store))
+        .with_limits(limits);
     let replay = hub.subscribe(Some(0)).replay;
     let seqs: Vec<u64> = replay.iter().map(|e| e.seq.unwrap()).collect();
     assert_eq!(seqs, vec![1, 2]);
@@ -287,7 +327,7 @@ fn queued(prompt: &str) -> EventKind {
 #[test]
 fn a_queued_prompt_is_synced_and_published_only_once_stored() {
     let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
-    let hub = EventHub::restored("s".into(), 16, 7, Vec::new(), Some(store.clone()));
+    let hub = EventHub::restored("s".into(), 16, MEMORY, 7, Vec::new(), Some(store.clone()));
     let mut sub = hub.subscribe(None);
     assert_eq!(hub.publish_stored(Some("t"), queued("go")), Ok(8));
     assert_eq!(store.0.lock().unwrap()[0].0, 8);
@@ -295,7 +335,14 @@ fn a_queued_prompt_is_synced_and_published_only_once_stored() {
     assert_eq!(sub.live.try_recv().unwrap().unwrap().seq, Some(8));
 
     // A store that refuses it: no client hears of it and its seq stays free.
-    let hub = EventHub::restored("s".into(), 16, 7, Vec::new(), Some(Arc::new(FullStore)));
+    let hub = EventHub::restored(
+        "s".into(),
+        16,
+        MEMORY,
+        7,
+        Vec::new(),
+        Some(Arc::new(FullStore)),
+    );
     let mut sub = hub.subscribe(None);
     assert!(hub.publish_stored(Some("t"), queued("go")).is_err());
     assert!(sub.live.try_recv().is_none());

@@ -15,14 +15,14 @@ use std::time::Duration;
 use amber_proto::{
     EventKind, Message, SessionCompactResult, SessionInfo, SessionNewParams, SessionState, Usage,
 };
+use amber_store::SessionMeta;
+use amber_store::context::Context;
 
 use super::deps::Deps;
 use super::hub::{EventHub, EventStore, now_rfc3339};
 use super::persist::{self, Persistence};
 use super::{Command, SessionError, SessionHandle, build, listing, restore};
 use crate::agent::prompt::default_system_prompt;
-use crate::context::Context;
-use crate::store::SessionMeta;
 
 /// How long a load waits for an unloading session's actor to let go of its log.
 const UNLOAD_WAIT: Duration = Duration::from_secs(10);
@@ -178,11 +178,11 @@ impl SessionManager {
         let hub = EventHub::restored(
             id.clone(),
             deps.config.server.subscriber_buffer,
+            deps.config.sessions.memory_events,
             0,
             Vec::new(),
             persistence.clone().map(|p| p as Arc<dyn EventStore>),
         )
-        .with_memory(deps.config.sessions.memory_events)
         .with_limits(crate::elide::WireLimits::from_config(&deps.config.server));
         let handle = build::spawn(
             &self.deps,
@@ -298,9 +298,9 @@ impl SessionManager {
         futures::future::join_all(stops).await;
     }
 
-    /// Loads every stored session marked busy (`store/busy.rs`: it had a turn running or
-    /// prompts waiting when the daemon stopped), so restore closes the interrupted turn and
-    /// runs the queued prompts (or ends them cancelled) without anyone attaching. One
+    /// Loads every stored session marked busy (`amber-store`'s `busy.rs`: it had a turn
+    /// running or prompts waiting when the daemon stopped), so restore closes the interrupted
+    /// turn and runs the queued prompts (or ends them cancelled) without anyone attaching. One
     /// `stat` per stored session, no log read; the idle unloader leaves each alone while
     /// it has work (`running`) and unloads it as usual afterwards.
     pub fn resume_busy(&self) {

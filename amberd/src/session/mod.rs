@@ -26,12 +26,12 @@ use std::time::Duration;
 
 use amber_policy::{Grants, WorkspaceRules};
 use amber_proto::{EventKind, Message, Mode, SessionInfo, SessionState, StopReason, Usage};
+use amber_store::SessionMeta;
+use amber_store::context::Context;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Context;
-use crate::store::SessionMeta;
 use crate::tools::SessionTools;
 use actor::Command;
 use approvals::Approvals;
@@ -88,8 +88,8 @@ struct Live {
     /// Prompts accepted by `session/prompt` whose turn has not begun: the session reads
     /// `running` from the moment a prompt is accepted until the last queued turn ends.
     queued: usize,
-    /// Whether this session's busy marker is on disk (`store/busy.rs`): created when the
-    /// session goes from idle to having work, removed when it is idle again.
+    /// Whether this session's busy marker is on disk (`amber-store`'s `busy.rs`): created
+    /// when the session goes from idle to having work, removed when it is idle again.
     marked: bool,
 }
 
@@ -323,7 +323,7 @@ impl SessionHandle {
             prompt: text.clone(),
         };
         // Counted (and the busy marker created) before the event's fdatasync, which then
-        // carries the marker's directory entry to disk (`store/busy.rs`).
+        // carries the marker's directory entry to disk (`amber-store`'s `busy.rs`).
         self.shared.prompt_queued();
         if let Err(e) = self.shared.hub.publish_stored(Some(turn_id), queued) {
             self.shared.prompt_dropped();

@@ -10,11 +10,11 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::Message;
+use amber_store::context::{Journal, PushKind};
+use amber_store::{SessionLog, SessionMeta, Store, StoreError};
 use serde_json::value::RawValue;
 
 use super::hub::{EventStore, WireEvent};
-use crate::context::{Journal, PushKind};
-use crate::store::{SessionLog, SessionMeta, Store, StoreError};
 
 /// A session's handle on the store.
 pub struct Persistence {
@@ -65,7 +65,7 @@ impl Persistence {
         }
     }
 
-    /// Creates or removes the session's busy marker (`store/busy.rs`); a failure is
+    /// Creates or removes the session's busy marker (`amber-store`'s `busy.rs`); a failure is
     /// logged: without the marker a restart settles the session lazily.
     pub fn set_busy(&self, busy: bool) {
         let result = if busy {
@@ -83,7 +83,7 @@ impl Persistence {
         Box::new(ContextJournal(self.clone()))
     }
 
-    fn report(&self, what: &str, result: Result<(), crate::store::StoreError>) {
+    fn report(&self, what: &str, result: Result<(), StoreError>) {
         if let Err(err) = result {
             tracing::error!(session = %self.session_id, %err, "cannot persist {what}");
         }

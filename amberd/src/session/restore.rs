@@ -14,21 +14,26 @@
 //! an empty title are taken from the log when it knows them (the metadata is saved after
 //! a turn's events, so a crash can leave it one turn behind).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use amber_proto::{ErrorInfo, EventKind, Message, Role, SessionState, StopReason, Usage};
+use amber_proto::{
+    ErrorInfo, EventKind, Message, Role, SessionInfo, SessionState, StopReason, Todo, Usage,
+};
+use amber_store::context::Context;
+use amber_store::{
+    Closing, Loaded, QueuedPrompt, SessionLog, Store, StoreError, StoredEvent, closing_events,
+    consistent_context, first_prompt, interrupted_turn, last_todos, last_usage_total,
+    queued_prompts, turn_prompt, turn_usage,
+};
 
 use super::build::{self, Parts};
 use super::deps::Deps;
-use super::hub::{EventHub, EventStore, MEMORY_TAIL, WireEvent};
+use super::hub::{EventHub, EventStore, WireEvent};
 use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
-use crate::context::Context;
-use crate::store::{
-    Loaded, QueuedPrompt, Store, StoreError, StoredEvent, closing_events, consistent_context,
-    interrupted_turn, queued_prompts,
-};
+use crate::elide::WireLimits;
 
 /// Loads session `id` from the store and starts it.
 pub(super) fn load(
@@ -36,9 +41,44 @@ pub(super) fn load(
     store: &Store,
     id: &str,
 ) -> Result<Arc<SessionHandle>, SessionError> {
-    let store_err = |e: StoreError| SessionError::Store(e.to_string());
+    let loaded = load_or_salvage(store, id)?;
+    // Read now: the events go to the hub below.
+    let recap = Recap::of(&loaded);
+    let mut log = store.open_log(id).map_err(store_err)?;
+    let keep = trim_context(&loaded, recap.interrupted_turn(), &mut log)?;
+    let persistence = Persistence::new(store.clone(), id.to_owned(), log);
+    let Loaded {
+        meta,
+        events,
+        context,
+        ..
+    } = loaded;
+    let context = rebuild_context(id, context, keep, &meta.system_prompt, &persistence);
+    let hub = restored_hub(deps, id, events, persistence.clone());
+    let info = restored_info(meta.info, &recap);
+    let handle = build::spawn(
+        deps,
+        Parts {
+            workspace: PathBuf::from(&info.cwd),
+            info,
+            system_prompt: meta.system_prompt,
+            context,
+            hub,
+            persistence: Some(persistence),
+        },
+    );
+    settle(deps, &handle, recap);
+    Ok(handle)
+}
+
+fn store_err(err: StoreError) -> SessionError {
+    SessionError::Store(err.to_string())
+}
+
+/// The session as the store has it. Damage in the middle of the log is salvaged first:
+/// keep what comes before it rather than lose the session.
+fn load_or_salvage(store: &Store, id: &str) -> Result<Loaded, SessionError> {
     let loaded = match store.load(id) {
-        // Damage in the middle: keep what comes before it rather than lose the session.
         Err(StoreError::Corrupt { .. }) => {
             store.salvage(id).map_err(store_err)?;
             store.load(id).map_err(store_err)?
@@ -51,16 +91,79 @@ pub(super) fn load(
             "dropped a torn record at the end of the session log"
         );
     }
-    let interrupted = interrupted_turn(&loaded);
-    let mut log = store.open_log(id).map_err(store_err)?;
+    Ok(loaded)
+}
+
+/// What the log's events tell restore to do.
+struct Recap {
+    interrupted: Option<Interrupted>,
+    /// Prompts acknowledged before the restart whose turn never began, in queue order.
+    waiting: Vec<QueuedPrompt>,
+    todos: Option<Vec<Todo>>,
+    /// The session's usage total, when the log reports one.
+    usage: Option<Usage>,
+    /// The prompt of the session's first turn.
+    first_prompt: Option<String>,
+}
+
+/// The turn that was running when the daemon stopped.
+struct Interrupted {
+    turn_id: String,
+    /// Ends of the calls, sub-agents and approvals it left open, innermost first.
+    closing: Vec<Closing>,
+    /// What its calls used: its `turn_completed.usage`.
+    usage: Usage,
+}
+
+impl Recap {
+    fn of(loaded: &Loaded) -> Recap {
+        let events = &loaded.events;
+        let interrupted = interrupted_turn(loaded).map(|turn_id| Interrupted {
+            closing: closing_events(events, &turn_id),
+            usage: turn_usage(events, &turn_id),
+            turn_id,
+        });
+        Recap {
+            interrupted,
+            waiting: queued_prompts(events),
+            todos: last_todos(events),
+            usage: last_usage_total(events),
+            first_prompt: first_prompt(events),
+        }
+    }
+
+    fn interrupted_turn(&self) -> Option<&str> {
+        self.interrupted.as_ref().map(|turn| turn.turn_id.as_str())
+    }
+}
+
+/// How many messages of the loaded context stay: its longest consistent prefix, less the
+/// confirm exchange an interrupted turn left. The rest is popped in the log too, so the
+/// log keeps matching memory.
+fn trim_context(
+    loaded: &Loaded,
+    interrupted: Option<&str>,
+    log: &mut SessionLog,
+) -> Result<usize, SessionError> {
     let keep = consistent_context(&loaded.context);
-    let keep = without_confirm(&loaded, keep, interrupted.as_deref());
+    let keep = without_confirm(loaded, keep, interrupted);
     for _ in keep..loaded.context.len() {
         // Half a tool-call pair or the confirm exchange from a crash: drop it for good.
         log.append_pop(false).map_err(store_err)?;
     }
-    let persistence = Persistence::new(store.clone(), id.to_owned(), log);
-    let links: Vec<(Message, u64)> = loaded.context.into_iter().take(keep).collect();
+    Ok(keep)
+}
+
+/// The first `keep` stored links as the session's context, journaled from now on, with
+/// the system prompt first when nothing is left.
+fn rebuild_context(
+    id: &str,
+    links: Vec<(Message, u64)>,
+    keep: usize,
+    system_prompt: &str,
+    persistence: &Arc<Persistence>,
+) -> Context {
+    let links: Vec<(Message, u64)> = links.into_iter().take(keep).collect();
     let mut context = match Context::restore(links.clone()) {
         Ok(context) => context,
         Err(err) => {
@@ -75,28 +178,25 @@ pub(super) fn load(
         }
     };
     context.set_journal(persistence.journal());
-    let system_prompt = loaded.meta.system_prompt.clone();
     if context.is_empty() {
-        context.push(Message::system(system_prompt.clone()));
+        context.push(Message::system(system_prompt));
     }
+    context
+}
 
-    let waiting = queued_prompts(&loaded.events);
-    let todos = last_todos(&loaded.events);
-    let usage = last_usage_total(&loaded.events);
-    let first_prompt = first_prompt(&loaded.events);
-    let last_seq = loaded.events.last().map_or(0, |e| e.seq);
-    let skip = loaded.events.len().saturating_sub(MEMORY_TAIL);
-    // Calls and sub-agents the crash left open end before the turn does.
-    let closing = interrupted
-        .as_deref()
-        .map(|turn| closing_events(&loaded.events, turn))
-        .unwrap_or_default();
-    let interrupted_usage = interrupted
-        .as_deref()
-        .map(|turn| turn_usage(&loaded.events, turn))
-        .unwrap_or_default();
-    let tail: Vec<WireEvent> = loaded
-        .events
+/// The session's hub, continuing after the log's last seq with the newest
+/// `[sessions] memory_events` events in memory; replays reaching further back read the log.
+fn restored_hub(
+    deps: &Deps,
+    id: &str,
+    events: Vec<StoredEvent>,
+    persistence: Arc<Persistence>,
+) -> EventHub {
+    let memory = deps.config.sessions.memory_events;
+    let last_seq = events.last().map_or(0, |e| e.seq);
+    // Only the events the hub keeps are copied into wire events.
+    let skip = events.len().saturating_sub(memory);
+    let tail: Vec<WireEvent> = events
         .into_iter()
         .skip(skip)
         .map(|e| WireEvent {
@@ -104,67 +204,73 @@ pub(super) fn load(
             json: Arc::from(e.json),
         })
         .collect();
-    let hub = EventHub::restored(
+    EventHub::restored(
         id.to_owned(),
         deps.config.server.subscriber_buffer,
+        memory,
         last_seq,
         tail,
-        Some(persistence.clone() as Arc<dyn EventStore>),
+        Some(persistence as Arc<dyn EventStore>),
     )
-    .with_memory(deps.config.sessions.memory_events)
-    .with_limits(crate::elide::WireLimits::from_config(&deps.config.server));
-    let mut info = loaded.meta.info;
+    .with_limits(WireLimits::from_config(&deps.config.server))
+}
+
+/// The session's info as restored: idle, and with the usage and an empty title taken from
+/// the log when it knows them (the metadata is saved after a turn's events: after a crash
+/// the log may know more).
+fn restored_info(mut info: SessionInfo, recap: &Recap) -> SessionInfo {
     info.state = SessionState::Idle;
-    // The metadata is saved after a turn's events: after a crash the log may know more.
-    if let Some(total) = usage {
+    if let Some(total) = recap.usage {
         info.usage = total;
     }
     if info.title.is_empty()
-        && let Some(prompt) = first_prompt
+        && let Some(prompt) = &recap.first_prompt
     {
-        info.title = super::title_of(&prompt);
+        info.title = super::title_of(prompt);
     }
-    let workspace = std::path::PathBuf::from(&info.cwd);
-    let handle = build::spawn(
-        deps,
-        Parts {
-            info,
-            workspace,
-            system_prompt,
-            context,
-            hub,
-            persistence: Some(persistence),
-        },
-    );
-    if let Some(todos) = todos {
+    info
+}
+
+/// What the restart left to do once the session runs: its todo list back, the interrupted
+/// turn ended, then the prompts waiting behind it, the busy marker and the metadata.
+fn settle(deps: &Deps, handle: &SessionHandle, recap: Recap) {
+    if let Some(todos) = recap.todos {
         handle.shared.tools.restore_todos(todos);
     }
-    if let Some(turn_id) = interrupted {
-        tracing::warn!(session = id, turn = %turn_id, "ending a turn the daemon was running when it stopped");
-        for item in closing {
-            handle
-                .shared
-                .hub
-                .publish_as(Some(&turn_id), item.agent.as_deref(), item.kind);
-        }
-        handle.shared.hub.publish(
-            Some(&turn_id),
-            EventKind::TurnCompleted {
-                stop_reason: StopReason::Error,
-                error: Some(ErrorInfo {
-                    code: "interrupted".into(),
-                    message: "the daemon stopped while this turn was running".into(),
-                }),
-                usage: interrupted_usage,
-            },
-        );
+    if let Some(turn) = recap.interrupted {
+        end_interrupted(handle, turn);
     }
     // After the interrupted turn's end: prompts acknowledged behind it come next.
-    settle_queued(deps, &handle, waiting);
+    settle_queued(deps, handle, recap.waiting);
     // A crash's marker with nothing left to run (or the prompts ended as cancelled) goes.
     handle.shared.settle_marker();
     handle.shared.save_meta();
-    Ok(handle)
+}
+
+/// Ends the turn the daemon was running when it stopped: what it left open first, then its
+/// durable `turn_completed{error: interrupted}`.
+fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
+    let Interrupted {
+        turn_id,
+        closing,
+        usage,
+    } = turn;
+    tracing::warn!(session = %handle.shared.id, turn = %turn_id, "ending a turn the daemon was running when it stopped");
+    let hub = &handle.shared.hub;
+    for item in closing {
+        hub.publish_as(Some(&turn_id), item.agent.as_deref(), item.kind);
+    }
+    hub.publish(
+        Some(&turn_id),
+        EventKind::TurnCompleted {
+            stop_reason: StopReason::Error,
+            error: Some(ErrorInfo {
+                code: "interrupted".into(),
+                message: "the daemon stopped while this turn was running".into(),
+            }),
+            usage,
+        },
+    );
 }
 
 /// Prompts acknowledged before the restart whose turn never began: run again in order with
@@ -239,155 +345,46 @@ fn without_confirm(loaded: &Loaded, keep: usize, interrupted: Option<&str>) -> u
     }
 }
 
-/// The prompt of session-level turn `turn_id`.
-fn turn_prompt(events: &[StoredEvent], turn_id: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Started {
-        #[serde(default)]
-        turn_id: Option<String>,
-        #[serde(default)]
-        prompt: String,
-    }
-    events
-        .iter()
-        .rev()
-        .filter_map(|e| event_as::<Started>(e, "turn_started"))
-        .find(|t| t.turn_id.as_deref() == Some(turn_id))
-        .map(|t| t.prompt)
-}
-
-/// The todo list as the last `todo_updated` left it.
-fn last_todos(events: &[StoredEvent]) -> Option<Vec<amber_proto::Todo>> {
-    #[derive(serde::Deserialize)]
-    struct TodoEvent {
-        #[serde(default)]
-        todos: Vec<amber_proto::Todo>,
-    }
-    events
-        .iter()
-        .rev()
-        .find_map(|e| event_as::<TodoEvent>(e, "todo_updated"))
-        .map(|t| t.todos)
-}
-
-/// The session's running usage total, as the last `usage` event reported it.
-fn last_usage_total(events: &[StoredEvent]) -> Option<Usage> {
-    #[derive(serde::Deserialize)]
-    struct UsageEvent {
-        total: Usage,
-    }
-    events
-        .iter()
-        .rev()
-        .find_map(|e| event_as::<UsageEvent>(e, "usage"))
-        .map(|u| u.total)
-}
-
-/// What the calls of turn `turn_id` (its sub-agents' included) used, from its `usage`
-/// events: the interrupted turn's `turn_completed.usage`, as a finished turn would report.
-fn turn_usage(events: &[StoredEvent], turn_id: &str) -> Usage {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct UsageEvent {
-        #[serde(default)]
-        turn_id: Option<String>,
-        usage: Usage,
-    }
-    let mut spent = Usage::default();
-    for call in events
-        .iter()
-        .filter_map(|e| event_as::<UsageEvent>(e, "usage"))
-    {
-        if call.turn_id.as_deref() == Some(turn_id) {
-            spent.add(&call.usage);
-        }
-    }
-    spent
-}
-
-/// The prompt of the session's first turn (sub-agents' turns are tagged and skipped).
-fn first_prompt(events: &[StoredEvent]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Started {
-        /// The envelope's sub-agent tag.
-        #[serde(default)]
-        agent: Option<String>,
-        #[serde(default)]
-        prompt: String,
-    }
-    events
-        .iter()
-        .filter_map(|e| event_as::<Started>(e, "turn_started"))
-        .find(|t| t.agent.is_none())
-        .map(|t| t.prompt)
-}
-
-/// `event` read as `T` when its type is `kind` (a text search first: most events are not).
-fn event_as<T: serde::de::DeserializeOwned>(event: &StoredEvent, kind: &str) -> Option<T> {
-    #[derive(serde::Deserialize)]
-    struct Typed<T> {
-        #[serde(rename = "type")]
-        kind: String,
-        #[serde(flatten)]
-        body: T,
-    }
-    let json = event.json.get();
-    if !json.contains(kind) {
-        return None;
-    }
-    serde_json::from_str::<Typed<T>>(json)
-        .ok()
-        .filter(|t| t.kind == kind)
-        .map(|t| t.body)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn the_interrupted_turn_reports_what_its_calls_used() {
-        let usage = |p: u64| serde_json::json!({"promptTokens": p, "completionTokens": 1, "cachedTokens": 0, "totalTokens": p + 1});
-        let events: Vec<StoredEvent> = [
-            serde_json::json!({"type": "usage", "turnId": "t0", "usage": usage(1000), "total": usage(1000)}),
-            serde_json::json!({"type": "turn_started", "turnId": "t1", "prompt": "p"}),
-            serde_json::json!({"type": "usage", "turnId": "t1", "usage": usage(100), "total": usage(1100)}),
-            serde_json::json!({"type": "usage", "turnId": "t1", "agent": "a1", "agentId": "a1", "usage": usage(10), "total": usage(1110)}),
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, e)| StoredEvent {
-            seq: i as u64 + 1,
-            json: serde_json::value::to_raw_value(e).unwrap(),
-        })
-        .collect();
-        let got = turn_usage(&events, "t1");
-        assert_eq!(
-            (got.prompt_tokens, got.completion_tokens, got.total_tokens),
-            (110, 2, 112)
-        );
-        assert_eq!(turn_usage(&events, "t2"), Usage::default());
-    }
-
-    fn loaded(context: Vec<Message>, confirm_at: Option<usize>, prompt: &str) -> Loaded {
-        let info: amber_proto::SessionInfo = serde_json::from_value(serde_json::json!({
-            "sessionId": "s", "cwd": "/", "mode": "write", "model": "m", "title": "",
+    fn info(id: &str) -> SessionInfo {
+        serde_json::from_value(serde_json::json!({
+            "sessionId": id, "cwd": "/", "mode": "write", "model": "m", "title": "",
             "state": "idle", "createdAt": "1", "updatedAt": "1",
             "usage": Usage::default(),
         }))
-        .unwrap();
-        let started = serde_json::json!({"type": "turn_started", "turnId": "t", "prompt": prompt});
+        .unwrap()
+    }
+
+    /// Durable event `seq` of turn `turn`, as the hub stores it.
+    fn stored(seq: u64, turn: &str, kind: EventKind) -> StoredEvent {
+        let event = amber_proto::Event {
+            seq: Some(seq),
+            session_id: "s".into(),
+            turn_id: Some(turn.into()),
+            agent_id: None,
+            time: "2026-01-01T00:00:00.000Z".into(),
+            kind,
+        };
+        StoredEvent {
+            seq,
+            json: serde_json::value::to_raw_value(&event).unwrap(),
+        }
+    }
+
+    fn loaded(context: Vec<Message>, confirm_at: Option<usize>, prompt: &str) -> Loaded {
+        let started = EventKind::TurnStarted {
+            prompt: prompt.into(),
+        };
         Loaded {
-            meta: crate::store::SessionMeta {
-                info,
+            meta: amber_store::SessionMeta {
+                info: info("s"),
                 system_prompt: "sys".into(),
             },
-            events: vec![StoredEvent {
-                seq: 1,
-                json: serde_json::value::to_raw_value(&started).unwrap(),
-            }],
+            events: vec![stored(1, "t", started)],
             context: context.into_iter().map(|m| (m, 0)).collect(),
             repaired_tail: false,
             confirm_at,
@@ -433,5 +430,46 @@ mod tests {
             without_confirm(&loaded(typed, None, CONFIRM_PROMPT), 2, Some("t")),
             2
         );
+    }
+
+    #[tokio::test]
+    async fn a_reloaded_session_keeps_the_configured_number_of_events_in_memory() {
+        // (memory_events, the oldest seq still served)
+        for (memory_events, oldest) in [(6000, 1), (100, 4901)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path()).unwrap();
+            let mut config = crate::config::Config::default();
+            config.sessions.memory_events = memory_events;
+            let mut deps = Deps::new(config, &|_| None, dir.path().to_owned()).unwrap();
+            deps.store = Some(store.clone());
+            let meta = amber_store::SessionMeta {
+                info: info("s"),
+                system_prompt: "sys".into(),
+            };
+            let mut log = store.create(&meta).unwrap();
+            for seq in 1..=5000 {
+                let kind = EventKind::MessageCompleted {
+                    item_id: format!("item_{seq}"),
+                    role: Role::Assistant,
+                    text: "done".into(),
+                };
+                log.append_event(seq, &stored(seq, "t", kind).json, false)
+                    .unwrap();
+            }
+            drop(log);
+            let handle = load(&Arc::new(deps), &store, "s").unwrap();
+            // The log gone, a replay from the start serves only what memory holds.
+            let log_path = store.sessions_dir().join("s").join("log");
+            std::fs::rename(&log_path, dir.path().join("moved")).unwrap();
+            let replay = handle.shared.hub.subscribe(Some(0)).replay;
+            let seqs: Vec<u64> = replay.iter().map(|e| e.seq.unwrap()).collect();
+            assert!(
+                seqs.iter().copied().eq(oldest..=5000),
+                "memory_events = {memory_events}: served {} events, from seq {:?}",
+                seqs.len(),
+                seqs.first()
+            );
+            handle.shared.hub.close();
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use amber_proto::{EventKind, Message, Mode, Role, StopReason, Usage};
+use amber_store::context::Context;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -16,7 +17,6 @@ use super::SessionShared;
 use super::deps::Deps;
 use super::gate::SessionGate;
 use crate::agent::{self, AgentHooks, TurnEnv};
-use crate::context::Context;
 use crate::tools::gate::Gate;
 use crate::tools::session::{SubResult, SubTask, SubagentRunner};
 

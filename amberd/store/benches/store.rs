@@ -1,10 +1,11 @@
 //! Benchmarks of the durable session store (run by hand, never in CI):
-//! the cost of appending one record with and without fdatasync, and how long loading,
-//! replaying the tail of, verifying and listing sessions takes.
+//! the cost of appending one record with and without fdatasync, how long loading,
+//! replaying the tail of, verifying and listing sessions takes, and what restore's readers
+//! of the events (decoded as `amber_proto::Event`) add to a load.
 //!
 //! ```sh
-//! cargo bench -p amberd --bench store
-//! AMBER_BENCH_DIR=/some/disk/dir cargo bench -p amberd --bench store   # default: $TMPDIR
+//! cargo bench -p amber-store --bench store
+//! AMBER_BENCH_DIR=/some/disk/dir cargo bench -p amber-store --bench store   # default: $TMPDIR
 //! ```
 //!
 //! The 10k-event session is shaped like real traffic: turns of `turn_started`,
@@ -22,8 +23,8 @@ use amber_proto::{
     Event, EventKind, Message, Mode, Role, SessionInfo, SessionState, StopReason, ToolCall,
     ToolStatus, Usage,
 };
-use amberd::context::Context;
-use amberd::store::{SessionLog, SessionMeta, Store};
+use amber_store::context::Context;
+use amber_store::{SessionLog, SessionMeta, Store};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -245,6 +246,28 @@ fn load(c: &mut Criterion) {
             black_box(Context::restore(loaded.context).unwrap())
         });
     });
+    let loaded = store.load("big").unwrap();
+    group.bench_function("recovery readers of every load", |b| {
+        b.iter(|| {
+            black_box((
+                amber_store::interrupted_turn(&loaded),
+                amber_store::queued_prompts(&loaded.events),
+                amber_store::last_todos(&loaded.events),
+                amber_store::last_usage_total(&loaded.events),
+                amber_store::first_prompt(&loaded.events),
+            ))
+        });
+    });
+    let newest = format!("turn_{:032x}", (loaded.events.len() as u64 - 1) / 6);
+    group.bench_function("crash readers (closing_events, turn_usage)", |b| {
+        b.iter(|| {
+            black_box((
+                amber_store::closing_events(&loaded.events, &newest),
+                amber_store::turn_usage(&loaded.events, &newest),
+            ))
+        });
+    });
+    drop(loaded);
     group.bench_function("events_after (last 100 of 10k)", |b| {
         b.iter(|| black_box(store.events_after("big", 9_900).unwrap()));
     });

@@ -556,14 +556,30 @@ fn consistent_context_cuts_half_tool_call_pairs() {
     assert_eq!(consistent_context(&with(vec![Message::tool("a", "y")])), 2);
 }
 
-/// A log of `events`, numbered from seq 1 (for the recovery scanners' tests).
-pub(super) fn log(events: &[serde_json::Value]) -> Vec<super::StoredEvent> {
-    events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| super::StoredEvent {
-            seq: i as u64 + 1,
-            json: serde_json::value::RawValue::from_string(e.to_string()).unwrap(),
+/// An event of turn `turn`, raised by sub-agent `agent` when set (for the recovery
+/// scanners' tests).
+pub(super) fn turn_event(turn: &str, agent: Option<&str>, kind: EventKind) -> Event {
+    Event {
+        seq: None,
+        session_id: "s".into(),
+        turn_id: Some(turn.into()),
+        agent_id: agent.map(str::to_owned),
+        time: "2026-01-01T00:00:00.000Z".into(),
+        kind,
+    }
+}
+
+/// A log of `events`, numbered from seq 1 and encoded as the hub encodes them.
+pub(super) fn log(events: Vec<Event>) -> Vec<StoredEvent> {
+    (1..)
+        .zip(events)
+        .map(|(seq, event)| StoredEvent {
+            seq,
+            json: serde_json::value::to_raw_value(&Event {
+                seq: Some(seq),
+                ..event
+            })
+            .unwrap(),
         })
         .collect()
 }

@@ -58,7 +58,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::store::tests::meta;
+    use crate::tests::meta;
 
     #[test]
     fn a_marked_session_is_listed_until_it_is_marked_idle() {

@@ -3,7 +3,9 @@
 //! order or ends each as cancelled (`[sessions] resume_queued`), so every acknowledged
 //! `turnId` gets its `turn_completed`.
 
-use super::StoredEvent;
+use amber_proto::EventKind;
+
+use crate::StoredEvent;
 
 /// A prompt that was queued and never started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,24 +19,16 @@ pub struct QueuedPrompt {
 /// `session/prompt` acknowledged them in, which is the order they must run in.
 pub fn queued_prompts(events: &[StoredEvent]) -> Vec<QueuedPrompt> {
     let mut waiting: Vec<QueuedPrompt> = Vec::new();
-    for event in events {
-        let json = event.json.get();
-        // Most events are none of these three: skip them without parsing.
-        if !(json.contains("prompt_queued") || json.contains("turn_")) {
-            continue;
-        }
-        let Ok(head) = serde_json::from_str::<super::recovery::Head>(json) else {
+    let types = ["prompt_queued", "turn_started", "turn_completed"];
+    for event in events.iter().filter_map(|e| e.decode_if(&types)) {
+        let (None, Some(turn_id)) = (event.agent_id, event.turn_id) else {
             continue;
         };
-        let (None, Some(turn_id)) = (head.agent, head.turn_id) else {
-            continue;
-        };
-        match head.kind.as_str() {
-            "prompt_queued" => waiting.push(QueuedPrompt {
-                turn_id,
-                prompt: head.prompt.unwrap_or_default(),
-            }),
-            "turn_started" | "turn_completed" => waiting.retain(|q| q.turn_id != turn_id),
+        match event.kind {
+            EventKind::PromptQueued { prompt } => waiting.push(QueuedPrompt { turn_id, prompt }),
+            EventKind::TurnStarted { .. } | EventKind::TurnCompleted { .. } => {
+                waiting.retain(|q| q.turn_id != turn_id);
+            }
             _ => {}
         }
     }
@@ -45,30 +39,41 @@ pub fn queued_prompts(events: &[StoredEvent]) -> Vec<QueuedPrompt> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use serde_json::{Value, json};
+    use amber_proto::{Event, Role, StopReason, Usage};
 
     use super::*;
-    use crate::store::tests::log;
+    use crate::tests::{log, turn_event};
 
-    fn queued(turn: &str) -> Value {
-        json!({"type": "prompt_queued", "turnId": turn, "prompt": format!("do {turn}")})
+    fn queued(turn: &str) -> Event {
+        let prompt = format!("do {turn}");
+        turn_event(turn, None, EventKind::PromptQueued { prompt })
     }
 
-    fn started(turn: &str) -> Value {
-        json!({"type": "turn_started", "turnId": turn, "prompt": format!("do {turn}")})
+    fn started(turn: &str) -> Event {
+        let prompt = format!("do {turn}");
+        turn_event(turn, None, EventKind::TurnStarted { prompt })
     }
 
-    fn completed(turn: &str, reason: &str) -> Value {
-        json!({"type": "turn_completed", "turnId": turn, "stopReason": reason})
+    fn completed(turn: &str, stop_reason: StopReason) -> Event {
+        let kind = EventKind::TurnCompleted {
+            stop_reason,
+            error: None,
+            usage: Usage::default(),
+        };
+        turn_event(turn, None, kind)
     }
 
     #[test]
     fn only_prompts_whose_turn_never_began_or_ended_are_waiting_in_queue_order() {
-        let cases: Vec<(&str, Vec<Value>, Vec<&str>)> = vec![
+        let cases: Vec<(&str, Vec<Event>, Vec<&str>)> = vec![
             ("an empty log", vec![], vec![]),
             (
                 "one prompt that ran",
-                vec![queued("t1"), started("t1"), completed("t1", "end_turn")],
+                vec![
+                    queued("t1"),
+                    started("t1"),
+                    completed("t1", StopReason::EndTurn),
+                ],
                 vec![],
             ),
             (
@@ -95,34 +100,58 @@ mod tests {
                     queued("t2"),
                     queued("t3"),
                     started("t1"),
-                    completed("t1", "error"),
+                    completed("t1", StopReason::Error),
                     started("t2"),
                 ],
                 vec!["t3"],
             ),
             (
                 "a prompt already ended as cancelled by an earlier restart",
-                vec![queued("t1"), completed("t1", "cancelled"), queued("t2")],
+                vec![
+                    queued("t1"),
+                    completed("t1", StopReason::Cancelled),
+                    queued("t2"),
+                ],
                 vec!["t2"],
             ),
             (
                 "logs written before prompt_queued existed have nothing waiting",
-                vec![started("t1"), completed("t1", "end_turn"), started("t2")],
+                vec![
+                    started("t1"),
+                    completed("t1", StopReason::EndTurn),
+                    started("t2"),
+                ],
                 vec![],
             ),
             (
                 "sub-agent turns and other events are not session prompts",
                 vec![
-                    json!({"type": "prompt_queued", "turnId": "t1", "agent": "a1", "prompt": "x"}),
-                    json!({"type": "message_completed", "turnId": "t2", "itemId": "i", "text": "prompt_queued"}),
+                    turn_event(
+                        "t1",
+                        Some("a1"),
+                        EventKind::PromptQueued { prompt: "x".into() },
+                    ),
+                    turn_event(
+                        "t2",
+                        None,
+                        EventKind::MessageCompleted {
+                            item_id: "i".into(),
+                            role: Role::Assistant,
+                            text: "prompt_queued".into(),
+                        },
+                    ),
                     queued("t2"),
-                    json!({"type": "turn_started", "turnId": "t2", "agent": "a1", "prompt": "x"}),
+                    turn_event(
+                        "t2",
+                        Some("a1"),
+                        EventKind::TurnStarted { prompt: "x".into() },
+                    ),
                 ],
                 vec!["t2"],
             ),
         ];
         for (what, events, expected) in cases {
-            let got = queued_prompts(&log(&events));
+            let got = queued_prompts(&log(events));
             let ids: Vec<&str> = got.iter().map(|q| q.turn_id.as_str()).collect();
             assert_eq!(ids, expected, "{what}");
             for q in &got {

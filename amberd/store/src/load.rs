@@ -33,7 +33,7 @@ pub(crate) struct Scan {
 
 /// A damaged record in the middle of a log: where it is and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Corruption {
+pub(crate) struct Corruption {
     /// 1-based number of the record (line).
     pub record: usize,
     /// Byte offset of the record's first byte.

@@ -1,5 +1,6 @@
-//! The durable session store: one directory per session under `<data_dir>/sessions/`,
-//! holding `meta.json` (replaced atomically) and `log` (append-only records).
+//! amber-store: the daemon's durable session store and the hash-chained [`context::Context`]
+//! it persists. One directory per session under `<data_dir>/sessions/`, holding
+//! `meta.json` (replaced atomically) and `log` (append-only records).
 //!
 //! ```text
 //! <data_dir>/sessions/<session_id>/meta.json   {"version":1,"info":SessionInfo,"systemPrompt":…}
@@ -10,10 +11,15 @@
 //! from 1) interleaved with the context's push/pop/clear operations, so replaying it
 //! rebuilds both exactly; listing reads only `meta.json` files; a torn last record is
 //! dropped on load, corruption anywhere else is an error naming the record. Session ids
-//! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted.
+//! are path components, so only `[A-Za-z0-9_-]` (plus inner dots) are accepted. Crash
+//! recovery reads events as `amber_proto::Event`s, and an event it cannot decode is
+//! skipped, never an error (`decode.rs`). The crate knows no session, tool or config: it
+//! depends on `amber-proto` only.
 
 mod busy;
+pub mod context;
 mod dangling;
+mod decode;
 mod deferred;
 mod load;
 mod log;
@@ -21,6 +27,7 @@ mod meta;
 mod queued;
 mod record;
 mod recovery;
+mod summary;
 #[cfg(test)]
 mod tests;
 mod verify;
@@ -39,14 +46,14 @@ use serde_json::value::RawValue;
 
 pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;
-pub use self::load::Corruption;
 use self::load::Replay;
 pub use self::log::SessionLog;
 use self::log::sync_path;
 pub use self::meta::SessionMeta;
 use self::meta::{Durability, META_FILE};
 pub use self::queued::{QueuedPrompt, queued_prompts};
-pub use self::recovery::{consistent_context, interrupted_turn};
+pub use self::recovery::{consistent_context, interrupted_turn, turn_prompt, turn_usage};
+pub use self::summary::{first_prompt, last_todos, last_usage_total};
 
 const SESSIONS_DIR: &str = "sessions";
 const LOG_FILE: &str = "log";
@@ -94,7 +101,7 @@ pub enum StoreError {
     Encode(serde_json::Error),
 }
 
-pub(crate) fn io_err(path: &Path, source: std::io::Error) -> StoreError {
+fn io_err(path: &Path, source: std::io::Error) -> StoreError {
     StoreError::Io {
         path: path.to_owned(),
         source,
