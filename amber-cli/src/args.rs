@@ -197,8 +197,6 @@ impl From<ModeArg> for Mode {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use clap::CommandFactory;
     use clap::error::ErrorKind;

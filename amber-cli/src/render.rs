@@ -340,8 +340,6 @@ fn by_name(by: ResolvedBy) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use serde_json::json;
 

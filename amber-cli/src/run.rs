@@ -453,8 +453,6 @@ fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

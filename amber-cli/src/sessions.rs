@@ -344,8 +344,6 @@ pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> a
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use serde_json::json;
 

@@ -263,8 +263,6 @@ impl TurnTracker {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use serde_json::json;
 

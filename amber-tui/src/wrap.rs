@@ -140,7 +140,6 @@ fn assemble(chars: &[(char, Style)], line_style: Style) -> Line<'static> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn texts(lines: &[Line<'_>]) -> Vec<String> {

@@ -1,7 +1,5 @@
 //! Elision: the marker's format, char boundaries, idempotence, and the budget of whole values.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use serde_json::json;
 
 use super::*;

@@ -1,6 +1,5 @@
 //! Tests of the test kit's scripted OpenAI-compatible endpoint, driven by a plain HTTP client.
 
-// Test code: a panic with a clear message is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

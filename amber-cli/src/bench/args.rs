@@ -105,8 +105,6 @@ impl Args {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use clap::CommandFactory;
 

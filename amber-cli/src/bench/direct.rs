@@ -108,8 +108,6 @@ pub fn deltas_of_json_lines(stdout: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

@@ -246,8 +246,6 @@ pub fn check_distinct(scenarios: &[Scenario]) -> Result<(), BenchError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

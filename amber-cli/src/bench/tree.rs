@@ -155,8 +155,6 @@ pub fn generate(root: &Path, files: usize, seed: u64) -> Result<TreeInfo, BenchE
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

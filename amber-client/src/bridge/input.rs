@@ -153,7 +153,6 @@ pub(crate) fn frame_answer_id(frame: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn forward(line: &str) -> Outgoing {

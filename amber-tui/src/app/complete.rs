@@ -119,7 +119,6 @@ pub fn match_files<'a>(files: &'a [String], query: &str) -> Vec<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn cmds() -> Vec<CommandInfo> {

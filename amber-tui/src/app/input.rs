@@ -266,7 +266,6 @@ fn nth_char(text: &str, start: usize, end: usize, col: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -146,7 +146,6 @@ fn closes(line: &str, fence: Fence) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn chunks(text: &str) -> Vec<&str> {

@@ -1,7 +1,5 @@
 //! Tests of [`super::StreamingMarkdown`]: partial lines held back, equality with
 //! [`super::render`], O(tail) work per delta, and reflow on a width change.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use super::render::append_chunk;
 use super::tests::{REPLY, dump};
 use super::{StreamingMarkdown, render};

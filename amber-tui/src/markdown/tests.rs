@@ -1,8 +1,6 @@
 //! Snapshot tests of [`super::render`]: each snapshot is a plain-text dump of the lines
 //! where every styled span shows as `[tags]text[/]` (tags: the ANSI colour name and
 //! `b` bold, `i` italic, `u` underlined, `d` dim, `r` reversed, `s` crossed out).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fmt::Write as _;
 
 use insta::assert_snapshot;

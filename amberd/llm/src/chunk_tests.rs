@@ -1,8 +1,6 @@
 //! Tests of `chunk.rs`: provider variants, errors inside streams, and the typed and lenient
 //! readings agreeing on every recorded chunk, and the fast scanner agreeing with both.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use serde_json::json;
 
 use super::*;

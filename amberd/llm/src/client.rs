@@ -343,7 +343,6 @@ fn map_send_error(e: &reqwest::Error) -> ApiError {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use amber_proto::Message;
 

@@ -167,7 +167,6 @@ impl Dialect for OpenAiDialect {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -2,8 +2,6 @@
 //! (`read_sse`), each one split into odd-sized byte pieces — mid-line and mid-UTF-8 —
 //! and required to decode identically at every split.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_proto::{ToolCall, Usage};

@@ -3,8 +3,6 @@
 //! usage decoding they rely on, and the request each preset produces: max-tokens field,
 //! `stream_options`, extra headers.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_proto::Usage;
 use serde_json::json;
 

@@ -3,8 +3,6 @@
 //! one request end to end against a local endpoint (axum) to see quirks and headers on the
 //! wire.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 

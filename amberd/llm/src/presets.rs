@@ -300,7 +300,6 @@ pub fn preset(name: &str) -> Option<&'static Preset> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -64,7 +64,6 @@ pub(crate) fn bundled_lookup() -> ProviderLookup {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]

@@ -127,7 +127,6 @@ fn text(bytes: &[u8]) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     /// Every event of `input` fed in pieces of `size` bytes, then finished.

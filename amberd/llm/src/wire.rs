@@ -94,7 +94,6 @@ fn tool(t: &ToolSpec) -> Value {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use amber_proto::ToolCall;
 

@@ -17,7 +17,6 @@ pub fn mode_allows(mode: Mode, tool_read_only: bool) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -179,7 +179,6 @@ fn resolve_symlinks(path: &Path) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

@@ -2,8 +2,6 @@
 //! extract request's messages start with exactly the classify request's messages, the
 //! rebuilt context, and failures of either stage.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -221,7 +221,6 @@ fn servers_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<McpServerEntr
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn parse(text: &str) -> Result<McpConfig, String> {

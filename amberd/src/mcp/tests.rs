@@ -2,8 +2,6 @@
 //! from npm) over stdio: handshake, listings, tool/resource/prompt adapters, a list change,
 //! reconnecting after the child is killed, failures, removal and shutdown.
 //! `tests_http.rs` runs the same checks over streamable HTTP.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,8 +1,6 @@
 //! The MCP host against the reference server over streamable HTTP
 //! (`mcp-server-everything streamableHttp` on a free loopback port): the same checks as
 //! over stdio, a list change, and surviving the server being killed and restarted.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_proto::{McpStatus, McpTransport, ToolStatus};
 use serde_json::json;
 

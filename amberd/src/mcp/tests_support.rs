@@ -1,8 +1,6 @@
 //! Test helpers for the MCP host: where the reference server is, a sink that records
 //! what the host reports and can wait for it, and a streamable HTTP reference server on
 //! a free loopback port that can be killed and restarted.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,6 @@
 //! Plugins against a stand-in [`Host`] and [`SessionView`]: what they need of the daemon is
 //! all in those two traits, so they run here without a daemon or a session actor.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 

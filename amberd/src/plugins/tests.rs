@@ -1,8 +1,6 @@
 //! Lifecycle and ledger tests: enable / disable / conflict / failed / reload, with plugins
 //! built for the purpose and with the bundled ones.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

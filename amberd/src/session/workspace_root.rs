@@ -60,7 +60,6 @@ pub fn refuse_broad(canonical: &Path, home: Option<&Path>, allowed: bool) -> Res
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -143,7 +143,6 @@ fn create_temp(dir: &Path, name: &[u8]) -> io::Result<(PathBuf, fs::File)> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;

@@ -194,7 +194,6 @@ fn diff(before: &str, after: &str, old: &str, new: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use amber_proto::ToolStatus;

@@ -1,5 +1,4 @@
-// Test code: a panic with a clear message is the failure report.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Tests of the tool processes' environment: inherit, exclude, set, provider keys removed.
 
 use super::*;
 

@@ -219,7 +219,6 @@ fn directory_error(path: &Path, shown: &str) -> ToolOutcome {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use amber_proto::ToolStatus;

@@ -1,8 +1,6 @@
 //! The orphan registry against real processes: records come and go with their groups, and
 //! at start only a group that is provably the recorded one is killed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -79,7 +79,6 @@ async fn write(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutco
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use amber_proto::ToolStatus;

@@ -1,7 +1,5 @@
 //! Tests of the store: round trip, torn tails, corruption, verify, metadata, recovery.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,7 +1,5 @@
 //! Tests of verify on damaged logs, salvage, and the confirm tag of pushes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 
 use amber_proto::Message;

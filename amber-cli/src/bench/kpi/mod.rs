@@ -136,8 +136,6 @@ pub fn goals(r: &mut Report, args: &Args) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use clap::Parser;
 

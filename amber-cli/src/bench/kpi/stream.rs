@@ -345,8 +345,6 @@ pub async fn cli_vs_direct(s: &mut Suite) -> Result<(), BenchError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use std::time::Duration;
 

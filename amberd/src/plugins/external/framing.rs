@@ -107,8 +107,6 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use std::time::Duration;
 
     use tokio::io::AsyncWriteExt;

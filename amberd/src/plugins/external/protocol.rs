@@ -246,8 +246,6 @@ fn stringify(value: Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use amber_proto::ToolStatus;
 
     use super::*;

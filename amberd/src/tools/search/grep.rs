@@ -180,7 +180,6 @@ impl Sink for FileSink<'_, '_> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

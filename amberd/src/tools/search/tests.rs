@@ -1,8 +1,6 @@
 //! The `search` tool end to end on real temp trees: both modes, ignore rules,
 //! binaries, globs, limits, argument errors, confinement and cancellation.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, SystemTime};
 
 use amber_proto::ToolStatus;

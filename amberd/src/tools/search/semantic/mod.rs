@@ -196,7 +196,6 @@ pub fn snippet(path: &Path, hit: &Hit, query: &str) -> (u32, Vec<(u32, String)>)
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -195,7 +195,6 @@ pub fn query_terms(query: &str, whole_boost: f32) -> Vec<(u64, f32)> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

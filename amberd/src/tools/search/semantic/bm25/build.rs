@@ -152,7 +152,6 @@ pub(super) fn index_files(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

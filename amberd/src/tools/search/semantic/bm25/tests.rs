@@ -1,7 +1,5 @@
 //! Tests of the BM25 index: ranking, incremental refresh, compaction, stop.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
