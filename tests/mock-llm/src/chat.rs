@@ -7,21 +7,16 @@ use serde_json::{Value, json};
 
 use crate::ctx::Ctx;
 use crate::reply::{self, Body, FLUSH_PAUSE, Frame, Reply, Step};
-use crate::turn::{Deltas, Ending, MockToolCall, MockTurn, Shape, pieces};
+use crate::turn::{Deltas, Ending, MockToolCall, MockTurn, pieces};
 
 /// `created` of every object the mock sends: fixed so recorded output is reproducible.
 const CREATED: u64 = 1_700_000_000;
 
 /// The answer to a chat-completions request for `turn` (its `Delay`s are the server's to wait).
 pub(crate) fn render(turn: &MockTurn, ctx: &Ctx, stream: bool) -> Reply {
-    let deltas = match turn.shape() {
-        Shape::Status {
-            code,
-            retry_after,
-            body,
-        } => return Reply::status(code, retry_after, body),
-        Shape::Raw(body) => return Reply::raw(body),
-        Shape::Deltas(deltas) => deltas,
+    let deltas = match Reply::unless_deltas(turn) {
+        Ok(deltas) => deltas,
+        Err(whole) => return whole,
     };
     if stream {
         return Reply::event_stream(stream_steps(&deltas, ctx));

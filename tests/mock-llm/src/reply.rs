@@ -10,6 +10,8 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use bytes::Bytes;
 
+use crate::turn::{Deltas, MockTurn, Shape};
+
 /// Pause before a scripted cut, so the server flushes the data already sent (an error from
 /// the body stream makes hyper drop the connection without writing what it has buffered).
 pub(crate) const FLUSH_PAUSE: Duration = Duration::from_millis(20);
@@ -76,6 +78,19 @@ impl Reply {
         Reply {
             content_type: EVENT_STREAM,
             ..Reply::ok_json(Body::steps(steps))
+        }
+    }
+    /// The whole answer for a turn that draws no deltas (a status or a raw body), or the
+    /// deltas the API's renderer streams: both dialects share this first step.
+    pub(crate) fn unless_deltas(turn: &MockTurn) -> Result<Deltas, Reply> {
+        match turn.shape() {
+            Shape::Status {
+                code,
+                retry_after,
+                body,
+            } => Err(Reply::status(code, retry_after, body)),
+            Shape::Raw(body) => Err(Reply::raw(body)),
+            Shape::Deltas(deltas) => Ok(deltas),
         }
     }
 
