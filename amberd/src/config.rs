@@ -61,6 +61,11 @@ pub struct AgentConfig {
     pub subagent_max_iterations: u32,
     /// Sub-agents running at once in a parallel `task` call.
     pub subagent_parallel: usize,
+    /// Instruction files read into the head of the prompt, in each directory from the
+    /// git root down to the workspace (`crate::instructions`).
+    pub instruction_files: Vec<String>,
+    /// Most bytes of instruction file text in the prompt (nearest files kept first).
+    pub instructions_max_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -71,6 +76,10 @@ impl Default for AgentConfig {
             confirm_finish: true,
             subagent_max_iterations: 20,
             subagent_parallel: 4,
+            instruction_files: crate::instructions::DEFAULT_FILE_NAMES
+                .map(String::from)
+                .to_vec(),
+            instructions_max_bytes: crate::instructions::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -240,6 +249,9 @@ impl Config {
         config.plugins.validate()?;
         config.compaction.check()?;
         config.tools.env.validate().map_err(|e| e.to_string())?;
+        for name in &config.agent.instruction_files {
+            crate::instructions::check_name(name)?;
+        }
         Ok(config)
     }
 

@@ -128,7 +128,7 @@ impl SessionManager {
             .system_prompt
             .clone()
             .or_else(|| deps.config.agent.system_prompt.clone())
-            .unwrap_or_else(|| default_system_prompt(&workspace, &deps.data_dir));
+            .unwrap_or_else(default_system_prompt);
         let info = SessionInfo {
             session_id: id.clone(),
             cwd: workspace.display().to_string(),

@@ -62,6 +62,8 @@ pub struct SessionShared {
     /// Where compaction saves the skills it extracts for this workspace.
     pub skills_dir: PathBuf,
     pub system_prompt: String,
+    /// The head blocks every request of the session starts with (after a system prompt).
+    pub(crate) head: crate::agent::prompt::PromptHead,
     pub hub: EventHub,
     /// The session's handle on the store (none when the daemon runs without one).
     persistence: Option<Arc<Persistence>>,

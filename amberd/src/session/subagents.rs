@@ -90,7 +90,11 @@ async fn run_one(
     });
 
     let mut context = Context::new();
-    context.push(Message::system(subagent_prompt(&shared.workspace)));
+    let system_prompt = subagent_prompt(&shared.workspace);
+    // The session's head blocks (refreshed when the parent's turn began) after the
+    // sub-agent prompt: the same bytes for every sub-agent of the session.
+    let head = shared.head.head(&system_prompt);
+    context.push(Message::system(system_prompt));
     let model = shared.model();
     let provider = shared.provider();
     let llm = deps.llm.client(provider.as_deref());
@@ -101,6 +105,7 @@ async fn run_one(
         model: &model,
         tools: &tools,
         session_tools: &shared.tools,
+        head: &head,
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: deps.config.agent.subagent_max_iterations,
