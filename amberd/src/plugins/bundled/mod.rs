@@ -25,6 +25,9 @@ pub const STATUS: &str = "status";
 pub const PANELS: &str = "panels";
 /// Every bundled plugin's name, in registration order (config validation checks against it).
 pub const NAMES: [&str; 6] = [CORE_TOOLS, PROVIDERS, COMMANDS, STATUS, PANELS, HELLO];
+/// Bundled plugins that start only when `[plugins] enabled` names them (or on
+/// `plugin/enable`): the example stays out of the model's tools by default.
+pub const OPT_IN: [&str; 1] = [HELLO];
 
 /// Every bundled plugin. `data_dir` is where skills extracted by compaction live.
 pub fn all(data_dir: PathBuf) -> Vec<Arc<dyn Plugin>> {
