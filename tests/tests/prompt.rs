@@ -80,6 +80,10 @@ async fn nested_agents_files_come_root_first_with_headers_and_an_edit_applies_ne
     std::fs::write(root.join("AGENTS.md"), "ROOT-RULES: run cargo test\n").unwrap();
     std::fs::write(root.join("crates/AGENTS.md"), "CRATES-RULES\n").unwrap();
     std::fs::write(cwd.join("AGENTS.md"), "APP-RULES: version one\n").unwrap();
+    // The user's global file (the daemon's XDG_CONFIG_HOME is `<dir>/home/.config`).
+    let global = daemon.dir.path().join("home/.config/amber");
+    std::fs::create_dir_all(&global).unwrap();
+    std::fs::write(global.join("AGENTS.md"), "GLOBAL-RULES\n").unwrap();
     // Below the session's cwd: not read.
     std::fs::create_dir_all(cwd.join("src")).unwrap();
     std::fs::write(cwd.join("src/AGENTS.md"), "DEEPER-RULES\n").unwrap();
@@ -96,6 +100,8 @@ async fn nested_agents_files_come_root_first_with_headers_and_an_edit_applies_ne
     };
     assert!(first.starts_with("You are amber"), "{first}");
     assert!(at("# Environment") < at("# Project instructions"));
+    // Named by its path under the daemon's HOME, and the most general: first.
+    assert!(at("## ~/.config/amber/AGENTS.md\n\nGLOBAL-RULES") < at("## ../../AGENTS.md"));
     assert!(
         at("## ../../AGENTS.md\n\nROOT-RULES: run cargo test")
             < at("## ../AGENTS.md\n\nCRATES-RULES")
