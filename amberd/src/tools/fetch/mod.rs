@@ -10,7 +10,7 @@
 //! timeout and the body a size cap (`max_bytes`, at most the configured ceiling). Binary
 //! content types are refused before their body is read (`convert`).
 
-pub(crate) mod address;
+mod address;
 mod convert;
 mod get;
 mod resolve;
