@@ -160,6 +160,32 @@ pub struct ToolsConfig {
     pub bash_timeout_ms: u64,
     /// `[tools.env]`: the environment of tool processes (`tools::env_policy`).
     pub env: crate::tools::env_policy::ToolEnvConfig,
+    /// Offer the `fetch` tool (off by default).
+    pub fetch: bool,
+    /// Let `fetch` reach loopback, private, link-local … addresses.
+    pub fetch_allow_private: bool,
+    /// Most body bytes one `fetch` reads: its default and the ceiling of `max_bytes`.
+    pub fetch_max_bytes: usize,
+    /// One `fetch`, every redirect and the body included, must finish within this.
+    pub fetch_timeout_ms: u64,
+}
+
+impl ToolsConfig {
+    /// The `fetch` tool's settings, when it is on.
+    pub(crate) fn fetch_settings(&self) -> Option<crate::tools::fetch::FetchSettings> {
+        self.fetch.then(|| crate::tools::fetch::FetchSettings {
+            allow_private: self.fetch_allow_private,
+            max_bytes: self.fetch_max_bytes,
+            timeout: Duration::from_millis(self.fetch_timeout_ms),
+        })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.fetch_max_bytes == 0 || self.fetch_timeout_ms == 0 {
+            return Err("tools.fetch_max_bytes and tools.fetch_timeout_ms must be above 0".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for ToolsConfig {
@@ -168,6 +194,10 @@ impl Default for ToolsConfig {
             max_output_bytes: 30_000,
             bash_timeout_ms: 120_000,
             env: crate::tools::env_policy::ToolEnvConfig::default(),
+            fetch: false,
+            fetch_allow_private: false,
+            fetch_max_bytes: 1024 * 1024,
+            fetch_timeout_ms: 30_000,
         }
     }
 }
@@ -252,6 +282,7 @@ impl Config {
         for name in &config.agent.instruction_files {
             crate::instructions::check_name(name)?;
         }
+        config.tools.check()?;
         Ok(config)
     }
 

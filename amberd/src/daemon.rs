@@ -39,7 +39,8 @@ impl Daemon {
         Arc::new_cyclic(|weak: &Weak<Daemon>| {
             let pool = deps.llm.clone();
             let plugins = PluginRuntime::new(registries.clone(), move || pool.invalidate());
-            for plugin in bundled::all(deps.data_dir.clone()) {
+            let fetch = deps.config.tools.fetch_settings();
+            for plugin in bundled::all(deps.data_dir.clone(), fetch) {
                 // Bundled names are distinct constants.
                 let _ = plugins.register(plugin);
             }
