@@ -1,18 +1,25 @@
-//! The `edit` tool: exact string replacement in one file, with a short
-//! unified-style diff of the changed lines in the output. The file is replaced
+//! The `edit` tool: exact string replacement in one file — one `old_string`/`new_string`,
+//! or `edits`, several applied in order, all or nothing — with the changed lines in the
+//! output (`short_diff`) and the file's unified diff for clients (`ToolOutcome::diff`).
+//! Forgiving where a model slips: a match differing only in trailing whitespace or
+//! indentation is applied when unique, with a note (`replace`, `whitespace`); when nothing
+//! matches, the error shows the closest region (`near_miss`). The file is replaced
 //! atomically (`atomic_write`): never written through a hardlink, mode kept.
+
+pub(crate) mod near_miss;
+mod replace;
+mod short_diff;
+pub(crate) mod whitespace;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::args::Args;
+use super::args::{Args, describe};
 use super::atomic_write::replace_file;
+use super::diff::{OwnedChange, unified_owned};
 use super::{Tool, ToolContext, ToolOutcome};
-
-/// Hunks shown in the diff; further replacements are only counted.
-const MAX_HUNKS: usize = 8;
-/// Diff lines shown in all.
-const MAX_DIFF_LINES: usize = 80;
+use replace::{Replacement, replace};
+use short_diff::MAX_DIFF_LINES;
 
 pub struct EditTool;
 
@@ -22,21 +29,39 @@ impl Tool for EditTool {
     }
 
     fn description(&self) -> &str {
-        "Replace an exact string in a workspace file. `old_string` must match exactly \
-         (whitespace included) and be unique unless `replace_all` is true; include enough \
-         surrounding context to make it unique."
+        "Replace exact text in one workspace file (read it first). Give `old_string` and \
+         `new_string`, or `edits`: a list of {old_string, new_string, replace_all?} applied in \
+         order, all or nothing. `old_string` must match the file exactly and be unique unless \
+         `replace_all` is true: include a few surrounding lines to make it unique. A match that \
+         differs only in trailing whitespace or indentation is applied when unique, and the \
+         result says so; when nothing matches, the error shows the closest region of the file. \
+         For changes to several files, or to add, delete or move files, use `apply_patch`."
     }
 
     fn input_schema(&self) -> Value {
-        json!({
+        let replacement = json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace root or absolute inside it"},
                 "old_string": {"type": "string", "description": "Exact text to replace"},
                 "new_string": {"type": "string", "description": "Replacement text"},
                 "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"}
             },
-            "required": ["path", "old_string", "new_string"]
+            "required": ["old_string", "new_string"]
+        });
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace root or absolute inside it"},
+                "old_string": {"type": "string", "description": "Exact text to replace (or use `edits`)"},
+                "new_string": {"type": "string", "description": "Replacement text"},
+                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+                "edits": {
+                    "type": "array",
+                    "description": "Several replacements in this file, applied in order; all or nothing",
+                    "items": replacement
+                }
+            },
+            "required": ["path"]
         })
     }
 
@@ -53,22 +78,59 @@ impl Tool for EditTool {
     }
 }
 
-async fn edit(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome> {
-    let args = Args::new("edit", args)?;
+/// The replacements a call asks for, and whether it used the `edits` form.
+fn replacements<'a>(
+    args: &Args<'a>,
+    raw: &'a Value,
+) -> Result<(Vec<Replacement<'a>>, bool), ToolOutcome> {
+    let Some(edits) = raw.get("edits").filter(|v| !v.is_null()) else {
+        return Ok((
+            vec![Replacement {
+                old: args.string("old_string")?,
+                new: args.string("new_string")?,
+                replace_all: args.opt_bool("replace_all")?.unwrap_or(false),
+            }],
+            false,
+        ));
+    };
+    if raw.get("old_string").is_some_and(|v| !v.is_null()) {
+        return Err(ToolOutcome::error(
+            "give either `edits` or `old_string`/`new_string`, not both",
+        ));
+    }
+    let Value::Array(items) = edits else {
+        return Err(ToolOutcome::error(format!(
+            "invalid arguments for `edit`: field `edits` must be an array of \
+             {{old_string, new_string, replace_all?}}, got {}",
+            describe(edits)
+        )));
+    };
+    if items.is_empty() {
+        return Err(ToolOutcome::error("`edits` is empty; nothing to change"));
+    }
+    let mut list = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let one = Args::new("edit", item)
+            .map_err(|err| ToolOutcome::error(format!("edits[{i}]: {err}")))?;
+        let field = |r: Result<&'a str, super::ArgError>| {
+            r.map_err(|err| ToolOutcome::error(format!("edits[{i}]: {err}")))
+        };
+        list.push(Replacement {
+            old: field(one.string("old_string"))?,
+            new: field(one.string("new_string"))?,
+            replace_all: one
+                .opt_bool("replace_all")
+                .map_err(|err| ToolOutcome::error(format!("edits[{i}]: {err}")))?
+                .unwrap_or(false),
+        });
+    }
+    Ok((list, true))
+}
+
+async fn edit(raw: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome> {
+    let args = Args::new("edit", raw)?;
     let input = args.string("path")?;
-    let old = args.string("old_string")?;
-    let new = args.string("new_string")?;
-    let replace_all = args.opt_bool("replace_all")?.unwrap_or(false);
-    if old.is_empty() {
-        return Err(ToolOutcome::error(
-            "`old_string` is empty; use `write` to create a file or give the text to replace",
-        ));
-    }
-    if old == new {
-        return Err(ToolOutcome::error(
-            "`old_string` and `new_string` are identical; nothing to change",
-        ));
-    }
+    let (edits, listed) = replacements(&args, raw)?;
     let path = ctx.resolve(input)?;
     let shown = ctx.display(&path);
     let content = match tokio::fs::read(&path).await {
@@ -84,113 +146,64 @@ async fn edit(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcom
         }
         Err(err) => return Err(ToolOutcome::error(format!("cannot read `{shown}`: {err}"))),
     };
-    let count = content.matches(old).count();
-    if count == 0 {
-        return Err(ToolOutcome::error(format!(
-            "`old_string` was not found in `{shown}`; it must match exactly, including whitespace \
-             and indentation (read the file first)"
-        )));
+    // Every replacement on the text in memory first: one failing writes nothing.
+    let mut text = content.clone();
+    let mut count = 0;
+    let mut notes = Vec::new();
+    let mut diffs = String::new();
+    for (i, one) in edits.iter().enumerate() {
+        let done = replace(&text, one, &shown).map_err(|message| {
+            ToolOutcome::error(if listed {
+                format!("edits[{i}]: {message}\nNothing was changed.")
+            } else {
+                message
+            })
+        })?;
+        count += done.count;
+        if let Some(note) = done.note {
+            notes.push(if listed {
+                format!("note: edits[{i}]: {note}")
+            } else {
+                format!("note: {note}")
+            });
+        }
+        diffs.push_str(&done.short_diff);
+        text = done.text;
     }
-    if count > 1 && !replace_all {
-        return Err(ToolOutcome::error(format!(
-            "`old_string` matches {count} times in `{shown}`; add surrounding context to make it \
-             unique, or set `replace_all` to true"
-        )));
-    }
-    let updated = if replace_all {
-        content.replace(old, new)
-    } else {
-        content.replacen(old, new, 1)
-    };
     // Atomic and never through the inode: a hardlink to a file outside is replaced here.
-    replace_file(path.clone(), updated.as_bytes().to_vec())
+    replace_file(path.clone(), text.as_bytes().to_vec())
         .await
         .map_err(|err| ToolOutcome::error(format!("cannot write `{shown}`: {err}")))?;
     let plural = if count == 1 { "" } else { "s" };
-    let diff = diff(&content, &updated, old, new);
-    Ok(ToolOutcome::ok(format!(
-        "edited `{shown}`: {count} replacement{plural}\n{diff}"
-    )))
+    let mut output = if listed {
+        format!(
+            "edited `{shown}`: {} edits, {count} replacement{plural}\n",
+            edits.len()
+        )
+    } else {
+        format!("edited `{shown}`: {count} replacement{plural}\n")
+    };
+    for note in &notes {
+        output.push_str(note);
+        output.push('\n');
+    }
+    output.push_str(&cut_lines(&diffs, MAX_DIFF_LINES));
+    let diff = unified_owned(vec![OwnedChange {
+        old_path: shown.clone(),
+        new_path: shown,
+        old: Some(content.into_bytes()),
+        new: Some(text.into_bytes()),
+    }])
+    .await;
+    Ok(ToolOutcome::ok(output).with_diff(diff))
 }
 
-/// A short unified-style diff of the lines touched by replacing every match of
-/// `old` in `before` with `new` (giving `after`). No context lines.
-fn diff(before: &str, after: &str, old: &str, new: &str) -> String {
-    let delta = new.len() as isize - old.len() as isize;
-    // Hunks in `before` coordinates: (line start, line end, first match, last match).
-    let mut hunks: Vec<(usize, usize, usize, usize)> = Vec::new();
-    let mut total_matches = 0;
-    for (k, (pos, _)) in before.match_indices(old).enumerate() {
-        total_matches = k + 1;
-        let start = before[..pos].rfind('\n').map_or(0, |i| i + 1);
-        let match_end = pos + old.len();
-        let end = before[match_end..]
-            .find('\n')
-            .map_or(before.len(), |i| match_end + i);
-        let full = hunks.len() == MAX_HUNKS;
-        match hunks.last_mut() {
-            Some(last) if start <= last.1 => {
-                last.1 = end;
-                last.3 = k;
-            }
-            _ if full => {}
-            _ => hunks.push((start, end, k, k)),
-        }
+/// The first `max` lines of `text`, and a marker if there were more.
+fn cut_lines(text: &str, max: usize) -> String {
+    match text.match_indices('\n').nth(max.saturating_sub(1)) {
+        Some((end, _)) if end + 1 < text.len() => format!("{}… (diff cut)\n", &text[..=end]),
+        _ => text.to_owned(),
     }
-    let shift = |at: usize, matches_before: usize| {
-        at.saturating_add_signed(delta * matches_before as isize)
-    };
-    let mut out = String::new();
-    let mut lines_out = 0;
-    let mut shown_matches = 0;
-    for &(start, end, first, last) in &hunks {
-        let old_seg: Vec<&str> = before[start..end].split('\n').collect();
-        let new_start = shift(start, first);
-        let new_end = shift(end, last + 1).min(after.len()).max(new_start);
-        let new_seg: Vec<&str> = after[new_start..new_end].split('\n').collect();
-        let prefix = old_seg
-            .iter()
-            .zip(&new_seg)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let max_suffix = old_seg.len().min(new_seg.len()) - prefix;
-        let suffix = old_seg
-            .iter()
-            .rev()
-            .zip(new_seg.iter().rev())
-            .take(max_suffix)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let removed = &old_seg[prefix..old_seg.len() - suffix];
-        let added = &new_seg[prefix..new_seg.len() - suffix];
-        let old_line = before[..start].matches('\n').count() + 1 + prefix;
-        let new_line = after[..new_start].matches('\n').count() + 1 + prefix;
-        out.push_str(&format!(
-            "@@ -{old_line},{} +{new_line},{} @@\n",
-            removed.len(),
-            added.len()
-        ));
-        for (sign, lines) in [('-', removed), ('+', added)] {
-            for line in lines {
-                if lines_out == MAX_DIFF_LINES {
-                    out.push_str("… (diff cut)\n");
-                    return out;
-                }
-                out.push(sign);
-                out.push_str(line);
-                out.push('\n');
-                lines_out += 1;
-            }
-        }
-        shown_matches = last + 1;
-    }
-    if total_matches > shown_matches {
-        out.push_str(&format!(
-            "… ({} more replacements not shown)\n",
-            total_matches - shown_matches
-        ));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -307,15 +320,109 @@ mod tests {
         assert_eq!(mode, 0o755);
     }
 
-    #[test]
-    fn diff_caps_hunks() {
-        let before: String = (0..20).map(|i| format!("k{i} = v\n")).collect();
-        let after = before.replace("v", "w");
-        let out = diff(&before, &after, "v", "w");
-        assert_eq!(out.matches("@@ -").count(), MAX_HUNKS);
+    async fn edits(ctx: &ToolContext, edits: Value) -> ToolOutcome {
+        EditTool
+            .call(json!({"path": "f.rs", "edits": edits}), ctx)
+            .await
+    }
+
+    #[tokio::test]
+    async fn edits_apply_in_order_with_one_diff_for_clients() {
+        let (_dir, ctx) = workspace("a = 1\nb = 2\nc = 3\n");
+        let out = edits(
+            &ctx,
+            json!([
+                {"old_string": "a = 1", "new_string": "a = 10"},
+                {"old_string": "a = 10\nb", "new_string": "a = 10\nbee"},
+                {"old_string": "3", "new_string": "30", "replace_all": true}
+            ]),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        assert_eq!(file(&ctx), "a = 10\nbee = 2\nc = 30\n");
         assert!(
-            out.ends_with("… (12 more replacements not shown)\n"),
-            "{out}"
+            out.output.starts_with(
+                "edited `f.rs`: 3 edits, 3 replacements\n@@ -1,1 +1,1 @@\n-a = 1\n+a = 10\n"
+            ),
+            "{}",
+            out.output
+        );
+        assert_eq!(
+            out.diff.as_deref(),
+            Some(
+                "--- a/f.rs\n+++ b/f.rs\n@@ -1,3 +1,3 @@\n-a = 1\n-b = 2\n-c = 3\n+a = 10\n+bee = 2\n+c = 30\n"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_edit_writes_nothing_and_names_itself() {
+        let (_dir, ctx) = workspace("a = 1\nb = 2\n");
+        let out = edits(
+            &ctx,
+            json!([
+                {"old_string": "a = 1", "new_string": "a = 10"},
+                {"old_string": "b = 3", "new_string": "b = 30"}
+            ]),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(
+            out.output
+                .starts_with("edits[1]: `old_string` was not found"),
+            "{}",
+            out.output
+        );
+        assert!(
+            out.output.contains("     2\tb = 2\n"),
+            "the closest region: {}",
+            out.output
+        );
+        assert!(
+            out.output.ends_with("Nothing was changed."),
+            "{}",
+            out.output
+        );
+        assert_eq!(out.diff, None);
+        assert_eq!(file(&ctx), "a = 1\nb = 2\n");
+    }
+
+    #[tokio::test]
+    async fn edits_arguments_are_checked() {
+        let (_dir, ctx) = workspace("abc\n");
+        let out = edits(&ctx, json!([])).await;
+        assert!(out.output.contains("`edits` is empty"), "{}", out.output);
+        let out = edits(&ctx, json!("abc")).await;
+        assert!(
+            out.output.contains("`edits` must be an array"),
+            "{}",
+            out.output
+        );
+        let out = edits(&ctx, json!([{"old_string": "abc"}])).await;
+        assert!(
+            out.output.contains(
+                "edits[0]: invalid arguments for `edit`: missing required field `new_string`"
+            ),
+            "{}",
+            out.output
+        );
+        let out = EditTool
+            .call(json!({"path": "f.rs", "old_string": "a", "new_string": "b", "edits": [{"old_string": "a", "new_string": "b"}]}), &ctx)
+            .await;
+        assert!(out.output.contains("not both"), "{}", out.output);
+        assert_eq!(file(&ctx), "abc\n");
+    }
+
+    #[tokio::test]
+    async fn a_whitespace_fallback_is_applied_with_a_note() {
+        let (_dir, ctx) = workspace("fn f() {\n\tlet x = 1;   \n}\n");
+        let out = edit(&ctx, "    let x = 1;", "    let x = 2;", false).await;
+        assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+        assert_eq!(file(&ctx), "fn f() {\n\tlet x = 2;\n}\n");
+        assert!(
+            out.output.contains("note: `old_string` matched line 2 ignoring indentation; `new_string` was re-indented to match"),
+            "{}",
+            out.output
         );
     }
 }
