@@ -280,7 +280,7 @@ impl<'a> Parser<'a, '_> {
             }
             self.at += 1;
             let trimmed = text.trim();
-            if text.is_empty() {
+            if trimmed.is_empty() && !text.starts_with(' ') {
                 blanks += 1;
                 continue;
             }
