@@ -84,6 +84,7 @@ impl HumanRenderer {
                 status,
                 output,
                 duration_ms,
+                ..
             } => {
                 let name = self
                     .tools

@@ -112,6 +112,7 @@ fn samples() -> Vec<EventKind> {
             status: ToolStatus::Error,
             output: "a\nexit 2".into(),
             duration_ms: 40,
+            diff: None,
         },
         EventKind::Steer {
             reason: SteerReason::ToolFailures,

@@ -164,6 +164,11 @@ pub enum EventKind {
         status: ToolStatus,
         output: String,
         duration_ms: u64,
+        /// A unified diff (`--- a/PATH` / `+++ b/PATH`, 3 lines of context) of what a
+        /// file-changing tool (`write`, `edit`, `apply_patch`) changed; absent otherwise,
+        /// and in events stored before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
     ApprovalRequested {
         request_id: String,

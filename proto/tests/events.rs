@@ -133,6 +133,13 @@ fn event_cases() -> Vec<Value> {
             json!({"type": "tool_call_completed", "callId": "call_2", "status": "denied",
                    "output": "denied by user", "durationMs": 0}),
         ),
+        // amber: a file-changing tool's unified diff (absent above: omitted, not null).
+        durable(
+            5,
+            json!({"type": "tool_call_completed", "callId": "call_4", "status": "ok",
+                   "output": "edited `a.rs`: 1 replacement", "durationMs": 2,
+                   "diff": "--- a/a.rs\n+++ b/a.rs\n@@ -1 +1 @@\n-x\n+y\n"}),
+        ),
         durable(
             6,
             json!({"type": "approval_requested", "requestId": "r_1", "callId": "call_3", "tool": "bash",

@@ -22,7 +22,8 @@
 //!    resolve asks, never granted: no allow rule or session grant covers it;
 //! 10. any other command runs when an allow rule covers it or it is read-only or benign;
 //!     destructive and unknown commands ask;
-//! 11. a file tool writing a protected path asks, never granted;
+//! 11. a file tool writing a protected path (for `apply_patch`: any path its patch names)
+//!     asks, never granted;
 //! 12. a tool that says it may destroy data (an MCP `destructiveHint`) asks;
 //! 13. a `fetch` runs when an allow rule names its host, and asks otherwise (granted per
 //!     host).
@@ -169,7 +170,7 @@ impl<'a> Call<'a> {
     fn command(&self) -> Option<&CommandTarget> {
         match &self.target {
             Target::Command(c) => Some(c),
-            Target::Path { .. } | Target::Host(_) | Target::Nothing => None,
+            Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => None,
         }
     }
 
@@ -219,7 +220,11 @@ fn unallowed_reads(
         Target::Path {
             secret: Some(why), ..
         } if !matches!(rule, Some((RuleDecision::Allow, _))) => (Vec::new(), vec![why.clone()]),
-        Target::Path { .. } | Target::Host(_) | Target::Nothing => (Vec::new(), Vec::new()),
+        Target::Files(files) if !matches!(rule, Some((RuleDecision::Allow, _))) => (
+            Vec::new(),
+            files.iter().filter_map(|f| f.secret.clone()).collect(),
+        ),
+        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => (Vec::new(), Vec::new()),
     }
 }
 
@@ -274,7 +279,7 @@ fn read_mode_refuses_changes(call: &Call<'_>) -> Option<Verdict> {
             )
         }
         Target::Command(c) => format!("is not read-only: {}", c.reason),
-        Target::Path { .. } | Target::Host(_) | Target::Nothing => "changes things".to_owned(),
+        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => "changes things".to_owned(),
     };
     Some(Verdict::Deny {
         reason: format!(
@@ -379,13 +384,19 @@ fn command_by_rule_and_class(call: &Call<'_>) -> Option<Verdict> {
 
 /// A file tool's write to a protected path always asks; no grant or rule covers it.
 fn protected_path_write_asks(call: &Call<'_>) -> Option<Verdict> {
-    let Target::Path {
-        relative,
-        protected: true,
-        ..
-    } = &call.target
-    else {
-        return None;
+    let relative = match &call.target {
+        Target::Path {
+            relative,
+            protected: true,
+            ..
+        } => relative.clone(),
+        Target::Files(files) if files.iter().any(|f| f.protected) => files
+            .iter()
+            .filter(|f| f.protected)
+            .map(|f| f.relative.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => return None,
     };
     (!call.read_only).then(|| {
         never_granted(format!(

@@ -1,6 +1,7 @@
 //! Engine tests for what commands write: targets the classifier cannot resolve (asked,
 //! never granted, in write mode; denied elsewhere under a `write` deny rule), `write` and
-//! `edit` path rules judging what a command writes, and writes through symlinks.
+//! `edit` path rules judging what a command writes, writes through symlinks, and
+//! `apply_patch` judged by every path its patch names.
 
 use super::*;
 
@@ -129,4 +130,77 @@ fn writes_through_a_symlink_that_leaves_the_workspace_ask() {
     assert!(is_ask(&v) && ask_scopes(&v).is_empty(), "{v:?}");
     // The file tools are confined on their own; the engine does not ask for them.
     assert!(is_ask(&c.bash(Mode::Write, "ln -s /etc etc2")));
+}
+
+fn patch(c: &Case, mode: Mode, patch: &str) -> Verdict {
+    c.decide(mode, "apply_patch", false, json!({ "patch": patch }))
+}
+
+#[test]
+fn apply_patch_is_judged_by_every_path_its_headers_name() {
+    let c = Case::new();
+    let plain = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** Add File: docs/n.md\n+x\n*** End Patch\n";
+    assert_eq!(patch(&c, Mode::Write, plain), Verdict::Allow);
+    assert_eq!(patch(&c, Mode::Yolo, plain), Verdict::Allow);
+    assert!(matches!(
+        patch(&c, Mode::Read, plain),
+        Verdict::Deny {
+            by: ResolvedBy::Policy,
+            ..
+        }
+    ));
+    for (protected, shown) in [
+        ("*** Add File: .amber/rules.toml\n+x\n", ".amber/rules.toml"),
+        ("*** Delete File: .git/config\n", ".git/config"),
+        (
+            "*** Update File: src/a.rs\n*** Move to: .git/hooks/pre-commit\n",
+            ".git/hooks/pre-commit",
+        ),
+    ] {
+        let text = format!(
+            "*** Begin Patch\n*** Update File: ok.rs\n@@\n-a\n+b\n{protected}*** End Patch"
+        );
+        let v = patch(&c, Mode::Write, &text);
+        assert!(never_granted(&v), "{protected}: {v:?}");
+        let Verdict::Ask { reason, .. } = v else {
+            unreachable!()
+        };
+        assert!(reason.contains(shown), "{reason}");
+        assert_eq!(
+            patch(&c, Mode::Yolo, &text),
+            Verdict::Allow,
+            "yolo asks nothing"
+        );
+    }
+}
+
+#[test]
+fn write_rules_judge_each_file_of_a_patch_and_grants_are_per_folder() {
+    let mut c = Case::new().rules(&[
+        ("write", "secrets/**", RuleDecision::Deny),
+        ("write", "docs/**", RuleDecision::Ask),
+    ]);
+    let denied = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** Delete File: secrets/k\n*** End Patch";
+    assert!(matches!(
+        patch(&c, Mode::Write, denied),
+        Verdict::Deny {
+            by: ResolvedBy::Rule,
+            ..
+        }
+    ));
+    let asked = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** Update File: docs/x.md\n@@\n-a\n+b\n*** End Patch";
+    let Verdict::Ask { scopes, .. } = patch(&c, Mode::Write, asked) else {
+        panic!("a docs write asks");
+    };
+    let folder = |f: &str| Scope::Folder {
+        tool: "apply_patch".into(),
+        folder: f.into(),
+    };
+    assert_eq!(scopes, [folder("src"), folder("docs")]);
+    c.grants.grant(&scopes);
+    assert_eq!(
+        patch(&c, Mode::Write, asked),
+        Verdict::Allow,
+        "the grant covers both folders"
+    );
 }

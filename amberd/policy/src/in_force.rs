@@ -6,10 +6,10 @@
 use super::command_rules::{self, CommandFacts};
 use super::engine::Rules;
 use super::rules::{Rule, RuleDecision, RuleSet, Subject, applies};
-use super::target::{CommandTarget, ReadCheck, Target};
+use super::target::{CommandTarget, FileTarget, ReadCheck, Target};
 
 /// File tools whose path rules also govern what commands write.
-const WRITE_TOOLS: &[&str] = &["write", "edit"];
+const WRITE_TOOLS: &[&str] = &["write", "edit", "apply_patch"];
 /// The file tool whose path rules also govern what commands read.
 const READ_TOOL: &str = "read";
 
@@ -28,11 +28,31 @@ impl<'a> Rules<'a> {
             Target::Command(c) => return self.strongest_for_command(tool, c),
             Target::Path { relative, .. } => Subject::Path(relative),
             Target::Host(host) => Subject::Host(host),
-            Target::Nothing => Subject::None,
+            Target::Files(files) if !files.is_empty() => {
+                return self.strongest_for_files(tool, files);
+            }
+            Target::Files(_) | Target::Nothing => Subject::None,
         };
         self.sets()
             .iter()
             .filter_map(|set| set.decide(tool, subject))
+            .max_by_key(|(decision, _)| *decision)
+            .map(|(d, r)| (d, r.clone()))
+    }
+
+    /// The strongest rule over every file a patch touches: each is judged as its own path.
+    fn strongest_for_files(
+        &self,
+        tool: &str,
+        files: &[FileTarget],
+    ) -> Option<(RuleDecision, Rule)> {
+        let sets = self.sets();
+        files
+            .iter()
+            .flat_map(|file| {
+                sets.iter()
+                    .filter_map(|set| set.decide(tool, Subject::Path(&file.relative)))
+            })
             .max_by_key(|(decision, _)| *decision)
             .map(|(d, r)| (d, r.clone()))
     }

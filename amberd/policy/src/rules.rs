@@ -1,8 +1,8 @@
 //! Stored rules: `[[rules]]` in config.toml and in the workspace's `.amber/rules.toml`.
 //!
 //! A rule is `{tool, pattern, decision}`. `tool` is a tool name or `*`; a `bash` rule also
-//! covers `process` (it starts commands too) and a `write` rule also covers `edit` (both
-//! modify files). For command tools the pattern is a prefix pattern over the command's
+//! covers `process` (it starts commands too) and a `write` rule also covers `edit` and
+//! `apply_patch` (they modify files). For command tools the pattern is a prefix pattern over the command's
 //! parts ([`super::command_rules`]: `git push*`); for file tools it is a glob over the
 //! workspace-relative path (`secrets/**`; a pattern ending in `/**` also matches the
 //! directory itself). A `fetch` rule names a `host` instead of a pattern: the exact host
@@ -79,7 +79,7 @@ pub(crate) fn applies(rule_tool: &str, tool: &str) -> bool {
     rule_tool == "*"
         || rule_tool == tool
         || (rule_tool == "bash" && tool == "process")
-        || (rule_tool == "write" && tool == "edit")
+        || (rule_tool == "write" && (tool == "edit" || tool == "apply_patch"))
 }
 
 /// What a file tool's call is about, for matching (commands match through

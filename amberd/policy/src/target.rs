@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::grants::Scope;
+use super::patch_paths::patch_paths;
 use super::paths::confine;
 use super::protected::{is_protected, is_protected_in};
 use super::rules::{Rule, RuleDecision};
@@ -27,7 +28,18 @@ pub(crate) enum Target {
     },
     /// The host a `fetch` URL names (lowercase, IPv6 without brackets).
     Host(String),
+    /// The files a patch touches (`apply_patch`: every header's path), each judged like
+    /// the path of `write`.
+    Files(Vec<FileTarget>),
     Nothing,
+}
+
+/// One file of a [`Target::Files`], with the facts [`Target::Path`] has.
+pub(crate) struct FileTarget {
+    pub(crate) relative: String,
+    pub(crate) folder: String,
+    pub(crate) protected: bool,
+    pub(crate) secret: Option<String>,
 }
 
 pub(crate) struct CommandTarget {
@@ -68,6 +80,8 @@ const COMMAND_TOOLS: &[&str] = &["bash", "process"];
 const PATH_TOOLS: &[&str] = &["read", "write", "edit", "search"];
 /// The tool whose `url` argument is fetched.
 const URL_TOOL: &str = "fetch";
+/// The tool whose `patch` argument names the files it touches in its headers.
+const PATCH_TOOL: &str = "apply_patch";
 
 pub(crate) fn target(
     tool: &str,
@@ -82,23 +96,12 @@ pub(crate) fn target(
         return Target::Command(command_target(command, text("cwd"), workspace, secrets));
     }
     if let Some(path) = text("path").filter(|_| PATH_TOOLS.contains(&tool)) {
-        let relative = relative_path(workspace, path);
-        let folder = Path::new(&relative)
-            .parent()
-            .map(|p| p.to_string_lossy().into_owned())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| ".".to_owned());
-        let protected = is_protected(Path::new(&relative));
-        let secret = confine(workspace, path).ok().and_then(|resolved| {
-            secrets
-                .secret(&resolved, false, workspace)
-                .or_else(|| secrets.secret(&workspace.join(path), false, workspace))
-        });
+        let file = file_target(path, workspace, secrets);
         return Target::Path {
-            relative,
-            folder,
-            protected,
-            secret,
+            relative: file.relative,
+            folder: file.folder,
+            protected: file.protected,
+            secret: file.secret,
         };
     }
     // A URL that does not parse reaches nothing: the tool refuses it before any request.
@@ -107,6 +110,14 @@ pub(crate) fn target(
         .and_then(|url| url_host(url).ok())
     {
         return Target::Host(host);
+    }
+    if let Some(patch) = text("patch").filter(|_| tool == PATCH_TOOL) {
+        return Target::Files(
+            patch_paths(patch)
+                .into_iter()
+                .map(|path| file_target(path, workspace, secrets))
+                .collect(),
+        );
     }
     Target::Nothing
 }
@@ -141,6 +152,29 @@ pub fn url_host(url: &str) -> Result<String, UrlError> {
         return Err(UrlError::NoHost(url.to_owned()));
     }
     Ok(host)
+}
+
+/// One file argument: workspace-relative (lexically, for rule globs and folder scopes),
+/// whether it is protected, and whether it is a secret location.
+fn file_target(path: &str, workspace: &Path, secrets: &SecretLocations) -> FileTarget {
+    let relative = relative_path(workspace, path);
+    let folder = Path::new(&relative)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| ".".to_owned());
+    let protected = is_protected(Path::new(&relative));
+    let secret = confine(workspace, path).ok().and_then(|resolved| {
+        secrets
+            .secret(&resolved, false, workspace)
+            .or_else(|| secrets.secret(&workspace.join(path), false, workspace))
+    });
+    FileTarget {
+        relative,
+        folder,
+        protected,
+        secret,
+    }
 }
 
 fn command_target(
@@ -305,6 +339,20 @@ pub(crate) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
             tool: tool.to_owned(),
             host: host.clone(),
         }],
+        Target::Files(files) if files.iter().any(|f| f.protected) => Vec::new(),
+        Target::Files(files) => {
+            let mut scopes: Vec<Scope> = Vec::new();
+            for file in files {
+                let scope = Scope::Folder {
+                    tool: tool.to_owned(),
+                    folder: file.folder.clone(),
+                };
+                if !scopes.contains(&scope) {
+                    scopes.push(scope);
+                }
+            }
+            scopes
+        }
         Target::Nothing => vec![Scope::Tool {
             tool: tool.to_owned(),
         }],

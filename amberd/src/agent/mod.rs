@@ -524,11 +524,13 @@ fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
             status,
             output,
             duration_ms,
+            diff,
         } => EventKind::ToolCallCompleted {
             call_id,
             status,
             output,
             duration_ms,
+            diff,
         },
     }
 }

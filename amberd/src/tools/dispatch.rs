@@ -41,6 +41,8 @@ pub enum DispatchEvent {
         status: ToolStatus,
         output: String,
         duration_ms: u64,
+        /// The unified diff of the files the call changed (`ToolOutcome::diff`).
+        diff: Option<String>,
     },
 }
 
@@ -183,21 +185,42 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
     }
     let runnable = allowed;
 
-    // Lanes run concurrently; the calls inside one lane run in order.
+    // Lanes run concurrently; the calls inside one lane run in order. A call writing several
+    // files (a patch) joins every lane of those files into one.
     let mut lanes: Vec<Vec<Prepared<'_>>> = Vec::new();
     let mut lane_of_path: HashMap<PathBuf, usize> = HashMap::new();
     for prepared in runnable {
-        match runner.writer_target(&prepared) {
-            Some(target) => match lane_of_path.get(&target) {
-                Some(&lane) => lanes[lane].push(prepared),
-                None => {
-                    lane_of_path.insert(target, lanes.len());
-                    lanes.push(vec![prepared]);
+        let targets = runner.writer_targets(&prepared);
+        let mut joined: Vec<usize> = targets
+            .iter()
+            .filter_map(|t| lane_of_path.get(t).copied())
+            .collect();
+        joined.sort_unstable();
+        joined.dedup();
+        let lane = match joined.split_first() {
+            None => {
+                lanes.push(Vec::new());
+                lanes.len() - 1
+            }
+            Some((&first, others)) => {
+                for &other in others {
+                    let moved = std::mem::take(&mut lanes[other]);
+                    lanes[first].extend(moved);
+                    for lane in lane_of_path.values_mut().filter(|l| **l == other) {
+                        *lane = first;
+                    }
                 }
-            },
-            None => lanes.push(vec![prepared]),
+                // Merged lanes keep the calls in call order.
+                lanes[first].sort_by_key(|p| p.index);
+                first
+            }
+        };
+        for target in targets {
+            lane_of_path.insert(target, lane);
         }
+        lanes[lane].push(prepared);
     }
+    lanes.retain(|lane| !lane.is_empty());
     let runner = &runner;
     let lane_runs = lanes.into_iter().map(|lane| async move {
         let mut done = Vec::with_capacity(lane.len());
@@ -327,13 +350,14 @@ impl Runner<'_> {
         self.events.send(event);
     }
 
-    /// The path a non-read-only tool writes to, if it names one (`path`).
-    fn writer_target(&self, prepared: &Prepared<'_>) -> Option<PathBuf> {
-        if prepared.tool.read_only() {
-            return None;
-        }
-        let path = prepared.args.get("path")?.as_str()?;
-        Some(confine(self.workspace, path).unwrap_or_else(|_| self.workspace.join(path)))
+    /// The files a call writes (`Tool::written_paths`), resolved.
+    fn writer_targets(&self, prepared: &Prepared<'_>) -> Vec<PathBuf> {
+        prepared
+            .tool
+            .written_paths(&prepared.args)
+            .iter()
+            .map(|path| confine(self.workspace, path).unwrap_or_else(|_| self.workspace.join(path)))
+            .collect()
     }
 
     /// Run one call, forwarding its live output, and complete it.
@@ -387,6 +411,7 @@ impl Runner<'_> {
             status: outcome.status,
             output,
             duration_ms,
+            diff: outcome.diff,
         });
         DispatchResult {
             call_id: call.id.clone(),

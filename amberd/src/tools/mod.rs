@@ -1,12 +1,14 @@
-//! The Tool port and the built-in tools (`read`, `write`, `edit`, `bash`).
+//! The Tool port and the built-in tools (`read`, `write`, `edit`, `apply_patch`, `bash`, …).
 //!
 //! A [`Tool`] is an object-safe async trait; the [`ToolRegistry`] holds them by
 //! name, and [`dispatch`] runs one assistant turn's tool calls through
 //! validation, duplicate check, mode policy and parallel execution.
 
+pub mod apply_patch;
 mod args;
 pub(crate) mod atomic_write;
 pub(crate) mod bash;
+pub(crate) mod diff;
 pub(crate) mod dispatch;
 pub(crate) mod edit;
 pub(crate) mod env_policy;
@@ -126,6 +128,9 @@ impl ToolContext {
 pub struct ToolOutcome {
     pub status: ToolStatus,
     pub output: String,
+    /// For clients only (`tool_call_completed.diff`), never the model: the unified diff
+    /// of the files the call changed.
+    pub diff: Option<String>,
 }
 
 impl ToolOutcome {
@@ -133,6 +138,7 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Ok,
             output: output.into(),
+            diff: None,
         }
     }
 
@@ -140,6 +146,7 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Error,
             output: output.into(),
+            diff: None,
         }
     }
 
@@ -147,7 +154,14 @@ impl ToolOutcome {
         Self {
             status: ToolStatus::Denied,
             output: output.into(),
+            diff: None,
         }
+    }
+
+    /// This outcome with the unified diff of what the call changed.
+    pub fn with_diff(mut self, diff: String) -> Self {
+        self.diff = Some(diff);
+        self
     }
 }
 
@@ -175,6 +189,17 @@ pub trait Tool: Send + Sync {
     fn destructive(&self) -> bool {
         false
     }
+    /// The workspace paths a call writes, as given, so that dispatch runs the calls that
+    /// write one file in order. By default a writing tool's `path` argument.
+    fn written_paths(&self, args: &serde_json::Value) -> Vec<String> {
+        if self.read_only() {
+            return Vec::new();
+        }
+        args.get("path")
+            .and_then(serde_json::Value::as_str)
+            .map(|path| vec![path.to_owned()])
+            .unwrap_or_default()
+    }
     /// Run the call. Failures are outcomes (`error`), never panics.
     fn call<'a>(
         &'a self,
@@ -200,6 +225,7 @@ pub fn builtin_tools(data_dir: Option<&Path>) -> Vec<Arc<dyn Tool>> {
         Arc::new(skills),
         Arc::new(task::TaskTool),
         Arc::new(search::SearchTool::new()),
+        Arc::new(apply_patch::ApplyPatchTool),
     ]
 }
 

@@ -1,12 +1,14 @@
 //! The `write` tool: create or overwrite a file with the given content,
 //! creating missing parent directories. The file is replaced atomically
-//! (`atomic_write`): never written through a hardlink, mode kept.
+//! (`atomic_write`): never written through a hardlink, mode kept. The unified diff from the
+//! old content (if any) goes to clients (`ToolOutcome::diff`).
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::args::Args;
 use super::atomic_write::replace_file;
+use super::diff::{OwnedChange, unified_owned};
 use super::{Tool, ToolContext, ToolOutcome};
 
 pub struct WriteTool;
@@ -67,15 +69,26 @@ async fn write(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutco
             ))
         })?;
     }
+    // Unreadable old content (the write will say why) diffs as a new file.
+    let old = if existed {
+        tokio::fs::read(&path).await.ok()
+    } else {
+        None
+    };
     // Atomic and never through the inode: a hardlink to a file outside is replaced here.
     replace_file(path.clone(), content.as_bytes().to_vec())
         .await
         .map_err(|err| ToolOutcome::error(format!("cannot write `{shown}`: {err}")))?;
     let verb = if existed { "overwrote" } else { "created" };
-    Ok(ToolOutcome::ok(format!(
-        "{verb} `{shown}` ({} bytes written)",
-        content.len()
-    )))
+    let output = format!("{verb} `{shown}` ({} bytes written)", content.len());
+    let diff = unified_owned(vec![OwnedChange {
+        old_path: shown.clone(),
+        new_path: shown,
+        old,
+        new: Some(content.as_bytes().to_vec()),
+    }])
+    .await;
+    Ok(ToolOutcome::ok(output).with_diff(diff))
 }
 
 #[cfg(test)]
@@ -103,6 +116,34 @@ mod tests {
         assert_eq!(out.output, "overwrote `a/b/c.txt` (3 bytes written)");
         let text = std::fs::read_to_string(ctx.workspace.join("a/b/c.txt")).unwrap();
         assert_eq!(text, "bye");
+    }
+
+    #[tokio::test]
+    async fn the_diff_goes_from_the_old_content_or_from_nothing() {
+        let (_dir, ctx) = workspace();
+        let out = WriteTool
+            .call(json!({"path": "n.txt", "content": "a\nb\n"}), &ctx)
+            .await;
+        assert_eq!(
+            out.diff.as_deref(),
+            Some("--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n")
+        );
+        let out = WriteTool
+            .call(json!({"path": "n.txt", "content": "a\nc\n"}), &ctx)
+            .await;
+        assert_eq!(
+            out.diff.as_deref(),
+            Some("--- a/n.txt\n+++ b/n.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+        );
+        assert!(
+            !out.output.contains("@@"),
+            "the model sees no diff: {}",
+            out.output
+        );
+        let out = WriteTool
+            .call(json!({"path": "../x", "content": "x"}), &ctx)
+            .await;
+        assert_eq!(out.diff, None, "a failed write has no diff");
     }
 
     #[tokio::test]

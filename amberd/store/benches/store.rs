@@ -82,6 +82,7 @@ fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
             status: ToolStatus::Ok,
             output: "     1\tfn main() { println!(\"hello\"); }\n".repeat(48),
             duration_ms: 3,
+            diff: None,
         },
         EventKind::MessageCompleted {
             item_id: format!("item_{turn}_2"),

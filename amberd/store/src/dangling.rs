@@ -49,6 +49,7 @@ impl Open {
                     status: ToolStatus::Error,
                     output: INTERRUPTED_CALL.to_owned(),
                     duration_ms: 0,
+                    diff: None,
                 },
             },
             Open::Subagent { id, task } => Closing {
@@ -139,6 +140,7 @@ mod tests {
             status: ToolStatus::Ok,
             output: "ok".into(),
             duration_ms: 1,
+            diff: None,
         }
     }
 
@@ -176,6 +178,7 @@ mod tests {
                 status: ToolStatus::Error,
                 output: INTERRUPTED_CALL.into(),
                 duration_ms: 0,
+                diff: None,
             },
         }
     }

@@ -86,6 +86,8 @@ impl App {
                 status,
                 output,
                 duration_ms,
+                // Rendered by issue 19.
+                diff: _,
             } => self.tool_call_completed(&call_id, status, output, duration_ms),
             EventKind::ApprovalRequested {
                 request_id,

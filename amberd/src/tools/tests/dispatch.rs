@@ -21,6 +21,8 @@ use crate::tools::{
 struct Probe {
     name: &'static str,
     read_only: bool,
+    /// Writes every path of its `paths` argument (as a patch does), not its `path`.
+    many_paths: bool,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -36,6 +38,24 @@ impl Tool for Probe {
     }
     fn read_only(&self) -> bool {
         self.read_only
+    }
+    fn written_paths(&self, args: &Value) -> Vec<String> {
+        if !self.many_paths {
+            return args["path"]
+                .as_str()
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+        }
+        args["paths"]
+            .as_array()
+            .map(|paths| {
+                paths
+                    .iter()
+                    .filter_map(|p| p.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
     fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
@@ -67,10 +87,15 @@ fn harness() -> Harness {
     let (dir, ctx) = workspace();
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut registry = ToolRegistry::builtin();
-    for (name, read_only) in [("probe", true), ("probe_writer", false)] {
+    for (name, read_only, many_paths) in [
+        ("probe", true, false),
+        ("probe_writer", false, false),
+        ("probe_patch", false, true),
+    ] {
         registry.register(Arc::new(Probe {
             name,
             read_only,
+            many_paths,
             log: Arc::clone(&log),
         }));
     }
@@ -185,6 +210,52 @@ async fn writers_are_serialized_per_path_only() {
     let pos = |s: &str| log.iter().position(|l| l == s).unwrap();
     assert!(pos("end x1") < pos("start x2"), "{log:?}");
     assert!(pos("start y") < pos("end x1"), "{log:?}");
+}
+
+#[tokio::test]
+async fn a_call_writing_several_files_waits_for_the_writers_of_each_and_joins_their_lanes() {
+    let h = harness();
+    let calls = [
+        call(
+            "1",
+            "probe_writer",
+            r#"{"path":"x.txt","label":"x","ms":80}"#,
+        ),
+        call(
+            "2",
+            "probe_writer",
+            r#"{"path":"y.txt","label":"y","ms":40}"#,
+        ),
+        call(
+            "3",
+            "probe_patch",
+            r#"{"paths":["x.txt","y.txt"],"label":"p","ms":10}"#,
+        ),
+        call(
+            "4",
+            "probe_writer",
+            r#"{"path":"y.txt","label":"y2","ms":0}"#,
+        ),
+        call(
+            "5",
+            "probe_writer",
+            r#"{"path":"z.txt","label":"z","ms":10}"#,
+        ),
+    ];
+    let (results, _) = h.run(&calls, &[], Mode::Write).await;
+    assert!(results.iter().all(|r| r.status == ToolStatus::Ok));
+    let log = h.log.lock().unwrap().clone();
+    let pos = |s: &str| log.iter().position(|l| l == s).unwrap();
+    assert!(pos("end x") < pos("start p"), "{log:?}");
+    assert!(pos("end y") < pos("start p"), "{log:?}");
+    assert!(
+        pos("end p") < pos("start y2"),
+        "calls stay in call order: {log:?}"
+    );
+    assert!(
+        pos("start z") < pos("end x"),
+        "other files run alongside: {log:?}"
+    );
 }
 
 #[tokio::test]
