@@ -16,6 +16,7 @@ use super::hub::EventHub;
 use super::persist::Persistence;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
+use crate::agents::AgentLimits;
 use crate::tools::SessionTools;
 
 /// Everything a session starts from.
@@ -23,6 +24,8 @@ pub(super) struct Parts {
     pub info: SessionInfo,
     pub workspace: PathBuf,
     pub system_prompt: String,
+    /// The custom agent's limits, when the session has one.
+    pub agent: Option<AgentLimits>,
     /// The context, journaled to the store when there is one.
     pub context: Context,
     pub hub: EventHub,
@@ -35,6 +38,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         info,
         workspace,
         system_prompt,
+        agent,
         context,
         hub,
         persistence,
@@ -56,6 +60,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         workspace,
         system_prompt,
+        agent,
         hub,
         persistence,
         closed: CancellationToken::new(),

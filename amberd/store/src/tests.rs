@@ -25,8 +25,10 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             updated_at: created_at.into(),
             usage: Usage::default(),
             provider: None,
+            agent: None,
         },
         system_prompt: "sys".into(),
+        agent: None,
     }
 }
 
