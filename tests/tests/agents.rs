@@ -98,6 +98,14 @@ async fn a_workspace_agent_sets_the_prompt_model_and_tools_of_its_session() {
     assert_eq!(info["model"], "docs-model", "{info}");
     assert_eq!(info["mode"], "write", "no mode in the file: the default");
     let session = info["sessionId"].as_str().unwrap();
+    let listed = daemon.rpc_ok("tool/list", json!({"sessionId": session}));
+    let names: Vec<String> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sorted(names), ["read", "todowrite"], "{listed}");
 
     let client = connect(&daemon).await;
     let mut events = Events::live(&client, session).await;

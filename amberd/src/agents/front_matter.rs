@@ -196,6 +196,27 @@ mod tests {
     }
 
     #[test]
+    fn the_example_of_the_configuration_docs_parses() {
+        let text = "---\n\
+            description: Writes and fixes the user docs    # required\n\
+            model: gpt-4o                                   # default of the session's model\n\
+            provider: openrouter                            # a provider name (provider/list)\n\
+            mode: write                                     # read | write | yolo\n\
+            tools: [read, search, edit, \"mcp__docs__*\"]     # allow-list: names or globs\n\
+            max_iterations: 30                              # replaces [agent] max_tool_iterations\n\
+            ---\n\
+            You are the docs agent.\n";
+        let agent = parse("docs", text).unwrap();
+        assert_eq!(agent.description, "Writes and fixes the user docs");
+        assert_eq!(agent.mode, Some(Mode::Write));
+        assert_eq!(
+            agent.tools.unwrap(),
+            ["read", "search", "edit", "mcp__docs__*"]
+        );
+        assert_eq!(agent.max_iterations, Some(30));
+    }
+
+    #[test]
     fn only_description_is_required() {
         let agent = parse("a", "---\ndescription: d\n---\nbody\n").unwrap();
         assert_eq!(agent.description, "d");

@@ -60,6 +60,11 @@ impl AgentLimits {
         }
     }
 
+    /// Whether the allow-list admits `tool` (every tool without one).
+    pub(crate) fn allows(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_none_or(|filter| filter.allows(tool))
+    }
+
     /// `registry` limited to the allow-list (all of it without one).
     pub(crate) fn restrict(&self, registry: ToolRegistry) -> ToolRegistry {
         match &self.tools {
@@ -92,6 +97,8 @@ mod tests {
         let limits = AgentLimits::from_meta(&stored);
         assert_eq!(limits.to_meta(), stored);
         assert_eq!(limits.max_iterations(20), 3);
+        assert!(limits.allows("mcp__x__y") && !limits.allows("bash"));
+        assert!(AgentLimits::from_meta(&meta(None)).allows("bash"));
         assert_eq!(
             AgentLimits::from_meta(&meta(None))
                 .restrict(ToolRegistry::builtin())

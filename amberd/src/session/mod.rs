@@ -229,6 +229,11 @@ impl SessionShared {
         }
     }
 
+    /// Whether this session's agent lets its turns use `tool` (`tool/list {sessionId}`).
+    pub(crate) fn allows_tool(&self, tool: &str) -> bool {
+        self.agent.as_ref().is_none_or(|agent| agent.allows(tool))
+    }
+
     /// The iteration cap of this session's turns: its agent's, else `default`.
     pub(crate) fn max_iterations(&self, default: u32) -> u32 {
         self.agent
