@@ -23,7 +23,7 @@ use super::hub::{EventHub, EventStore, now_rfc3339};
 use super::persist::{self, Persistence};
 use super::{Command, SessionError, SessionHandle, build, listing, restore};
 use crate::agent::prompt::default_system_prompt;
-use crate::agents::{self, AgentDirs, AgentLimits};
+use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 
 /// How long a load waits for an unloading session's actor to let go of its log.
 const UNLOAD_WAIT: Duration = Duration::from_secs(10);
@@ -121,25 +121,9 @@ impl SessionManager {
             home.as_deref(),
             self.deps.config.sessions.allow_broad_workspace,
         )?;
-        let agent = match params.agent.as_deref() {
-            Some(name) => Some(
-                agents::find(&AgentDirs::new(Some(&workspace)), name)
-                    .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))?,
-            ),
-            None => None,
-        };
+        let agent = agent_param(&workspace, params.agent.as_deref())?;
         let defaults = agent.as_ref().map(|a| &a.definition);
-        // The agent's provider only when the params name none (an error then names the agent).
-        let agent_provider = agent
-            .as_ref()
-            .filter(|_| params.provider.is_none())
-            .and_then(|a| Some((a.name.as_str(), a.definition.provider.as_deref()?)));
-        let provider = match agent_provider {
-            Some((name, wanted)) => self.deps.llm.selection(wanted).map_err(|e| {
-                SessionError::InvalidParams(format!("agent: agent `{name}` sets provider: {e}"))
-            })?,
-            None => self.provider_param(params.provider.as_deref())?,
-        };
+        let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_rfc3339();
         let deps = &self.deps;
@@ -457,6 +441,24 @@ impl SessionManager {
             .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
+    /// The provider of a new session: the params', else its agent's (an error then names
+    /// the agent), else the default.
+    fn provider_for(
+        &self,
+        asked: Option<&str>,
+        agent: Option<&Agent>,
+    ) -> Result<Option<String>, SessionError> {
+        let from_agent = agent
+            .filter(|_| asked.is_none())
+            .and_then(|a| Some((a.name.as_str(), a.definition.provider.as_deref()?)));
+        match from_agent {
+            Some((name, wanted)) => self.deps.llm.selection(wanted).map_err(|e| {
+                SessionError::InvalidParams(format!("agent: agent `{name}` sets provider: {e}"))
+            }),
+            None => self.provider_param(asked),
+        }
+    }
+
     /// `session/new`'s `provider`: a known name, or `None` for the default.
     fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
         match provider {
@@ -518,6 +520,18 @@ impl SessionManager {
             tracing::warn!("some sessions did not stop within {grace:?}");
         }
     }
+}
+
+/// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents.
+fn agent_param(
+    workspace: &std::path::Path,
+    name: Option<&str>,
+) -> Result<Option<Agent>, SessionError> {
+    name.map(|name| {
+        agents::find(&AgentDirs::new(Some(workspace)), name)
+            .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))
+    })
+    .transpose()
 }
 
 async fn stop_session(handle: &SessionHandle) {
