@@ -61,6 +61,11 @@ pub struct AgentConfig {
     pub subagent_max_iterations: u32,
     /// Sub-agents running at once in a parallel `task` call.
     pub subagent_parallel: usize,
+    /// Instruction files read into the head of the prompt, in each directory from the
+    /// git root down to the workspace (`crate::instructions`).
+    pub instruction_files: Vec<String>,
+    /// Most bytes of instruction file text in the prompt (nearest files kept first).
+    pub instructions_max_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -71,6 +76,10 @@ impl Default for AgentConfig {
             confirm_finish: true,
             subagent_max_iterations: 20,
             subagent_parallel: 4,
+            instruction_files: crate::instructions::DEFAULT_FILE_NAMES
+                .map(String::from)
+                .to_vec(),
+            instructions_max_bytes: crate::instructions::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -151,6 +160,32 @@ pub struct ToolsConfig {
     pub bash_timeout_ms: u64,
     /// `[tools.env]`: the environment of tool processes (`tools::env_policy`).
     pub env: crate::tools::env_policy::ToolEnvConfig,
+    /// Offer the `fetch` tool (off by default).
+    pub fetch: bool,
+    /// Let `fetch` reach loopback, private, link-local … addresses.
+    pub fetch_allow_private: bool,
+    /// Most body bytes one `fetch` reads: its default and the ceiling of `max_bytes`.
+    pub fetch_max_bytes: usize,
+    /// One `fetch`, every redirect and the body included, must finish within this.
+    pub fetch_timeout_ms: u64,
+}
+
+impl ToolsConfig {
+    /// The `fetch` tool's settings, when it is on.
+    pub(crate) fn fetch_settings(&self) -> Option<crate::tools::fetch::FetchSettings> {
+        self.fetch.then(|| crate::tools::fetch::FetchSettings {
+            allow_private: self.fetch_allow_private,
+            max_bytes: self.fetch_max_bytes,
+            timeout: Duration::from_millis(self.fetch_timeout_ms),
+        })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.fetch_max_bytes == 0 || self.fetch_timeout_ms == 0 {
+            return Err("tools.fetch_max_bytes and tools.fetch_timeout_ms must be above 0".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for ToolsConfig {
@@ -159,6 +194,10 @@ impl Default for ToolsConfig {
             max_output_bytes: 30_000,
             bash_timeout_ms: 120_000,
             env: crate::tools::env_policy::ToolEnvConfig::default(),
+            fetch: false,
+            fetch_allow_private: false,
+            fetch_max_bytes: 1024 * 1024,
+            fetch_timeout_ms: 30_000,
         }
     }
 }
@@ -240,6 +279,10 @@ impl Config {
         config.plugins.validate()?;
         config.compaction.check()?;
         config.tools.env.validate().map_err(|e| e.to_string())?;
+        for name in &config.agent.instruction_files {
+            crate::instructions::check_name(name)?;
+        }
+        config.tools.check()?;
         Ok(config)
     }
 

@@ -133,3 +133,24 @@ fn tools_env_and_broad_workspace_keys_parse_and_are_checked() {
     assert!(err.contains("tools.env.exclude"), "{err}");
     assert!(Config::parse("[tools.env]\ninherit = \"most\"\n").is_err());
 }
+
+#[test]
+fn fetch_is_off_by_default_and_its_keys_parse_and_are_checked() {
+    assert_eq!(Config::default().tools.fetch_settings(), None);
+    let cfg = Config::parse(
+        "[tools]\nfetch = true\nfetch_allow_private = true\nfetch_max_bytes = 4096\n\
+         fetch_timeout_ms = 500\n",
+    )
+    .unwrap();
+    let settings = cfg.tools.fetch_settings().unwrap();
+    assert!(settings.allow_private);
+    assert_eq!(settings.max_bytes, 4096);
+    assert_eq!(settings.timeout, Duration::from_millis(500));
+    let err = Config::parse("[tools]\nfetch = true\nfetch_max_bytes = 0\n").unwrap_err();
+    assert!(err.contains("fetch_max_bytes"), "{err}");
+    // A host rule is a rule without a pattern; a pattern rule still needs its pattern.
+    let cfg =
+        Config::parse("[[rules]]\ntool = \"fetch\"\nhost = \"docs.rs\"\ndecision = \"allow\"\n")
+            .unwrap();
+    assert_eq!(cfg.rules[0].host.as_deref(), Some("docs.rs"));
+}

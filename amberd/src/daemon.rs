@@ -39,7 +39,8 @@ impl Daemon {
         Arc::new_cyclic(|weak: &Weak<Daemon>| {
             let pool = deps.llm.clone();
             let plugins = PluginRuntime::new(registries.clone(), move || pool.invalidate());
-            for plugin in bundled::all(deps.data_dir.clone()) {
+            let fetch = deps.config.tools.fetch_settings();
+            for plugin in bundled::all(deps.data_dir.clone(), fetch) {
                 // Bundled names are distinct constants.
                 let _ = plugins.register(plugin);
             }
@@ -65,16 +66,17 @@ impl Daemon {
         })
     }
 
-    /// Enables the plugins the config does not disable and connects the configured MCP
+    /// Enables the plugins the config starts (`PluginsConfig::starts`: not disabled, and
+    /// enabled if opt-in) and connects the configured MCP
     /// servers (in the background). External plugins get a bounded wait so their tools
     /// are there for the first request, but a slow one never holds the daemon back.
     pub async fn start(self: &Arc<Self>) {
-        let disabled = &self.sessions.deps().config.plugins.disabled;
+        let config = &self.sessions.deps().config.plugins;
         let names: Vec<String> = self
             .plugins
             .names()
             .into_iter()
-            .filter(|n| !disabled.contains(n))
+            .filter(|n| config.starts(n))
             .collect();
         // Bundled plugins in registration order, so the tool list is the same every start;
         // external ones (child processes) concurrently, with a bounded wait.

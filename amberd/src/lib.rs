@@ -7,6 +7,7 @@ pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;
 pub(crate) mod elide;
+pub mod instructions;
 pub(crate) mod mcp;
 pub(crate) mod plugins;
 pub mod rpc;

@@ -232,6 +232,12 @@ pub fn envelope(tool_message: &Value) -> Value {
         .unwrap_or_else(|e| panic!("tool result is not a JSON envelope ({e}): {content}"))
 }
 
+/// `text` without the `<system-reminder>` tail amberd appends to the last user message of
+/// a request (on the copy it sends; the stored context never has it).
+pub fn without_tail(text: &str) -> &str {
+    text.split("\n\n<system-reminder>").next().unwrap_or(text)
+}
+
 /// The last message of a request.
 pub fn last_message(request: &Value) -> &Value {
     messages(request).last().expect("request has no messages")

@@ -1,6 +1,6 @@
 //! Compaction through the real daemon: a manual `session/compact` that succeeds (memories
 //! after the system prompt, a saved skill, the extract request replaying the classify
-//! request as a prefix), one that fails (context untouched), and one triggered by the
+//! request as a prefix, both starting with the session's head like every turn's request), one that fails (context untouched), and one triggered by the
 //! provider rejecting a request for its length (compact, then retry once).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -89,6 +89,9 @@ async fn manual_compaction_keeps_memories_saves_skills_and_shares_the_request_pr
     let extract = messages(&requests[5]);
     assert!(extract.len() > classify.len());
     assert_eq!(&extract[..classify.len()], &classify[..]);
+    // Both start with the head of the session's turns: one cached prefix for all.
+    assert_eq!(classify[0], messages(&requests[0])[0]);
+    assert_eq!(classify[0]["role"], "system");
 
     // The rebuilt context: system prompt, then the memories, the pruned turns gone.
     let after = within("get", client.session_get(&session)).await.unwrap();

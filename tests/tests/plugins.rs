@@ -1,5 +1,8 @@
 //! End-to-end: plugins through the real daemon.
 //!
+//! - The `hello` example is opt-in: absent from `plugin/list`'s active rows, `tool/list`
+//!   and the request's tools by default; `[plugins] enabled = ["hello"]` or `plugin/enable`
+//!   turns it on.
 //! - The plugin runtime: `plugin/list` rows with capabilities, `plugin/disable` /
 //!   `plugin/enable` reflected at once in `tool/list`, `command/list` and in the tools the
 //!   model is offered; commands (`command/run`), status segments (`status/get`), panels
@@ -21,7 +24,7 @@ use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::mcp_plugins::wait_plugin_state as wait_state;
 use amber_tests::steps::{
-    Events, connect, done, new_session, prompt_turn, spawn, spawn_config, stop_reason,
+    Events, FAST_RETRIES, connect, done, new_session, prompt_turn, spawn, spawn_config, stop_reason,
 };
 use amber_tests::tool_calls::{call, calls, result_of};
 use serde_json::{Value, json};
@@ -44,10 +47,53 @@ fn row<'a>(plugins: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no plugin {name}: {plugins}"))
 }
 
+/// A daemon against `mock` with the opt-in `hello` example enabled.
+fn spawn_with_hello(mock: &MockLlm) -> TestDaemon {
+    spawn_config(
+        mock,
+        &format!("{FAST_RETRIES}[plugins]\nenabled = [\"hello\"]\n"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hello_example_is_off_by_default_and_plugin_enable_turns_it_on() {
+    let mock = MockLlm::start(vec![
+        MockTurn::text("one"),
+        done(),
+        MockTurn::text("two"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let hello = row(&daemon.rpc_ok("plugin/list", json!({})), "hello").clone();
+    assert_eq!(hello["state"], "registered", "{hello}");
+    assert_eq!(hello["capabilities"], json!([]), "{hello}");
+    let tools = names(&daemon.rpc_ok("tool/list", json!({})), "tools");
+    assert!(!tools.contains(&"hello".to_owned()), "{tools:?}");
+    assert!(tools.contains(&"read".to_owned()), "{tools:?}");
+    let commands = names(&daemon.rpc_ok("command/list", json!({})), "commands");
+    assert!(!commands.contains(&"hello".to_owned()), "{commands:?}");
+
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    prompt_turn(&client, &mut events, &sid, "first").await;
+    let offered = amber_tests::steps::offered_tools(&mock.requests()[0]);
+    assert!(!offered.contains(&"hello".to_owned()), "{offered:?}");
+    assert!(offered.contains(&"read".to_owned()), "{offered:?}");
+
+    let enabled = daemon.rpc_ok("plugin/enable", json!({"name": "hello"}));
+    assert_eq!(enabled["state"], "active", "{enabled}");
+    prompt_turn(&client, &mut events, &sid, "second").await;
+    let requests = mock.requests();
+    let offered = amber_tests::steps::offered_tools(&requests[requests.len() - 2]);
+    assert!(offered.contains(&"hello".to_owned()), "{offered:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn plugin_rows_carry_capabilities_and_disable_enable_change_tools_at_once() {
     let mock = MockLlm::start(vec![]).await;
-    let daemon = spawn(&mock);
+    let daemon = spawn_with_hello(&mock);
     let plugins = daemon.rpc_ok("plugin/list", json!({}));
     for name in [
         "core-tools",
@@ -131,7 +177,7 @@ async fn the_model_is_offered_exactly_the_registered_tools_and_can_call_a_plugin
         done(),
     ])
     .await;
-    let daemon = spawn(&mock);
+    let daemon = spawn_with_hello(&mock);
     let client = connect(&daemon).await;
     let sid = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &sid).await;
@@ -155,7 +201,7 @@ async fn the_model_is_offered_exactly_the_registered_tools_and_can_call_a_plugin
 #[tokio::test(flavor = "multi_thread")]
 async fn commands_run_in_the_daemon_against_the_session() {
     let mock = MockLlm::start(vec![MockTurn::text("hi"), done()]).await;
-    let daemon = spawn(&mock);
+    let daemon = spawn_with_hello(&mock);
     let client = connect(&daemon).await;
     let sid = new_session(&client, &daemon, None).await;
 
@@ -359,7 +405,7 @@ async fn status_segments_panels_and_providers() {
 async fn amber_cli_runs_commands_and_picks_a_provider() {
     use amber_tests::steps::run_bounded;
     let mock = MockLlm::start(vec![]).await;
-    let daemon = spawn(&mock);
+    let daemon = spawn_with_hello(&mock);
 
     let mut help = daemon.cli();
     help.args(["--no-autostart", "command", "help"]);

@@ -17,7 +17,7 @@ use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, eventually, messages, new_session, prompt_turn, spawn,
-    spawn_config, within,
+    spawn_config, within, without_tail,
 };
 use serde_json::{Value, json};
 
@@ -120,16 +120,14 @@ fn assert_queued_in_order(history: &[Value], turn_ids: &[String]) {
 
 /// Exactly one `turn_completed` per turn id, in the order given; their stop reasons.
 /// The prompt each turn after the first asked the model: the last message of every second
-/// request (each turn is its answer and the confirm exchange).
+/// request (each turn is its answer and the confirm exchange), without amberd's tail.
 fn prompts_after_the_first(mock: &MockLlm) -> Vec<String> {
     mock.requests()[1..]
         .iter()
         .step_by(2)
         .map(|r| {
-            messages(r).last().unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_owned()
+            let content = messages(r).last().unwrap()["content"].as_str().unwrap();
+            without_tail(content).to_owned()
         })
         .collect()
 }
@@ -447,7 +445,8 @@ async fn a_kill_during_the_confirm_turn_leaves_no_confirm_question_behind() {
     let next = &requests[2];
     let sent = messages(next);
     assert!(!next.to_string().contains(CONFIRM), "{next}");
-    assert_eq!(sent.last().unwrap()["content"], "and now?");
+    let asked = sent.last().unwrap()["content"].as_str().unwrap();
+    assert_eq!(without_tail(asked), "and now?");
     assert!(next.to_string().contains("all fixed"), "{next}");
 }
 

@@ -9,13 +9,29 @@ use serde_json::{Value, json};
 
 const SUBAGENT_MARK: &str = "You are a sub-agent of amber";
 
+/// The last message of a request and its text as the conversation has them: without
+/// amber's `<system-reminder>` tail (a message of its own after a tool result, else
+/// appended to the last user message).
+fn last_without_tail(messages: &[Value]) -> (Value, String) {
+    let text = |m: &Value| m["content"].as_str().unwrap_or("").to_owned();
+    let mut rest = messages;
+    if let [before @ .., last] = rest
+        && last["role"] == "user"
+        && text(last).starts_with("<system-reminder>")
+    {
+        rest = before;
+    }
+    let last = rest.last().cloned().unwrap_or_default();
+    let content = amber_tests::steps::without_tail(&text(&last)).to_owned();
+    (last, content)
+}
+
 /// Answers by conversation: the parent delegates, each sub-agent answers its task after a
 /// delay, and every confirm question gets DONE.
 fn responder(mode: &'static str) -> impl Fn(&Value) -> MockTurn + Send + Sync + 'static {
     move |request: &Value| {
         let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let last = messages.last().cloned().unwrap_or_default();
-        let content = last["content"].as_str().unwrap_or("").to_owned();
+        let (last, content) = last_without_tail(&messages);
         let is_subagent = messages[0]["content"]
             .as_str()
             .is_some_and(|s| s.starts_with(SUBAGENT_MARK));
@@ -208,8 +224,9 @@ async fn serial_subagents_run_one_at_a_time_with_their_own_context_and_no_task_t
         let msgs = messages(request);
         // Own context: the sub-agent prompt and its task, never the parent's conversation.
         assert!(
-            msgs.iter()
-                .all(|m| m["content"].as_str() != Some("delegate the reviews")),
+            msgs.iter().all(|m| !m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("delegate the reviews"))),
             "{request}"
         );
         // The same tools minus `task`.
@@ -222,6 +239,12 @@ async fn serial_subagents_run_one_at_a_time_with_their_own_context_and_no_task_t
     // Serial sub-agents share the system-prompt prefix (warm provider caches).
     let first_system = &messages(&requests[0])[0];
     assert!(requests.iter().all(|r| &messages(r)[0] == first_system));
+    // After the sub-agent prompt, the session's head blocks, as in the parent's requests.
+    let head = first_system["content"].as_str().unwrap();
+    assert!(
+        head.contains("\n\n# Environment (at session start)\n"),
+        "{head}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

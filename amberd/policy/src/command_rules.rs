@@ -127,6 +127,7 @@ mod tests {
         Rule {
             tool: tool.into(),
             pattern: pattern.into(),
+            host: None,
             decision,
         }
     }

@@ -6,7 +6,8 @@
 //! 2. outside write mode, a write target the classifier cannot resolve (`rm -rf $D/x`) is
 //!    denied when a `write`/`edit` deny rule exists: it might hit what the rule protects;
 //! 3. read mode denies what is not read-only (read-only tools, and commands `shell_classify`
-//!    finds read-only that read nothing outside the workspace);
+//!    finds read-only that read nothing outside the workspace), and a `fetch` from a host
+//!    that no allow rule names;
 //! 4. a read of a secret location (`secrets`) that no rule allows asks, never granted, in
 //!    every mode, yolo included, for commands and file tools alike;
 //! 5. yolo allows the rest without asking;
@@ -22,7 +23,9 @@
 //! 10. any other command runs when an allow rule covers it or it is read-only or benign;
 //!     destructive and unknown commands ask;
 //! 11. a file tool writing a protected path asks, never granted;
-//! 12. a tool that says it may destroy data (an MCP `destructiveHint`) asks.
+//! 12. a tool that says it may destroy data (an MCP `destructiveHint`) asks;
+//! 13. a `fetch` runs when an allow rule names its host, and asks otherwise (granted per
+//!     host).
 //!
 //! An ask is answered at once (allowed) when a session grant covers every scope of the call,
 //! unless it is never granted. Which rules match is `in_force`'s business: besides a tool's
@@ -106,6 +109,7 @@ const DECISION_ORDER: &[Step] = &[
     deny_rule_denies,
     unresolved_write_meets_a_deny_rule,
     read_mode_refuses_changes,
+    read_mode_fetches_only_allowed_hosts,
     secret_reads_ask,
     yolo_allows,
     ask_rule_asks,
@@ -116,6 +120,7 @@ const DECISION_ORDER: &[Step] = &[
     command_by_rule_and_class,
     protected_path_write_asks,
     destructive_tool_asks,
+    host_by_rule_or_ask,
 ];
 
 /// One call with what the steps judge it by, worked out once.
@@ -164,7 +169,7 @@ impl<'a> Call<'a> {
     fn command(&self) -> Option<&CommandTarget> {
         match &self.target {
             Target::Command(c) => Some(c),
-            Target::Path { .. } | Target::Nothing => None,
+            Target::Path { .. } | Target::Host(_) | Target::Nothing => None,
         }
     }
 
@@ -214,7 +219,7 @@ fn unallowed_reads(
         Target::Path {
             secret: Some(why), ..
         } if !matches!(rule, Some((RuleDecision::Allow, _))) => (Vec::new(), vec![why.clone()]),
-        Target::Path { .. } | Target::Nothing => (Vec::new(), Vec::new()),
+        Target::Path { .. } | Target::Host(_) | Target::Nothing => (Vec::new(), Vec::new()),
     }
 }
 
@@ -235,7 +240,7 @@ fn deny_rule_denies(call: &Call<'_>) -> Option<Verdict> {
         return None;
     };
     Some(Verdict::Deny {
-        reason: format!("denied by rule `{} {}`", rule.tool, rule.pattern),
+        reason: format!("denied by rule `{}`", rule.shown()),
         by: ResolvedBy::Rule,
     })
 }
@@ -269,12 +274,29 @@ fn read_mode_refuses_changes(call: &Call<'_>) -> Option<Verdict> {
             )
         }
         Target::Command(c) => format!("is not read-only: {}", c.reason),
-        Target::Path { .. } | Target::Nothing => "changes things".to_owned(),
+        Target::Path { .. } | Target::Host(_) | Target::Nothing => "changes things".to_owned(),
     };
     Some(Verdict::Deny {
         reason: format!(
             "read mode allows only read-only tools; `{}` {why}",
             call.req.tool
+        ),
+        by: ResolvedBy::Policy,
+    })
+}
+
+/// Read mode reaches only the hosts an allow rule names: the network is not read-only.
+fn read_mode_fetches_only_allowed_hosts(call: &Call<'_>) -> Option<Verdict> {
+    let Target::Host(host) = &call.target else {
+        return None;
+    };
+    if call.req.mode != Mode::Read || matches!(call.rule, Some((RuleDecision::Allow, _))) {
+        return None;
+    }
+    Some(Verdict::Deny {
+        reason: format!(
+            "read mode fetches only from hosts an allow rule names, and none names {host} \
+             (`[[rules]] tool = \"fetch\", host = \"{host}\", decision = \"allow\"`)"
         ),
         by: ResolvedBy::Policy,
     })
@@ -302,7 +324,7 @@ fn ask_rule_asks(call: &Call<'_>) -> Option<Verdict> {
     let Some((RuleDecision::Ask, rule)) = &call.rule else {
         return None;
     };
-    Some(call.ask(format!("rule `{} {}` asks", rule.tool, rule.pattern), false))
+    Some(call.ask(format!("rule `{}` asks", rule.shown()), false))
 }
 
 /// Read mode runs the read-only calls it did not refuse.
@@ -382,6 +404,21 @@ fn destructive_tool_asks(call: &Call<'_>) -> Option<Verdict> {
             true,
         )
     })
+}
+
+/// A host an allow rule names is fetched; any other asks, and an `allow_session` answer
+/// covers that host for the rest of the session.
+fn host_by_rule_or_ask(call: &Call<'_>) -> Option<Verdict> {
+    let Target::Host(host) = &call.target else {
+        return None;
+    };
+    if matches!(call.rule, Some((RuleDecision::Allow, _))) {
+        return Some(Verdict::Allow);
+    }
+    Some(call.ask(
+        format!("`{}` reaches {host}, which no rule allows", call.req.tool),
+        true,
+    ))
 }
 
 #[cfg(test)]

@@ -117,11 +117,13 @@ fn a_read_rule_naming_an_outside_directory_allows_reads_there_only() {
                 Rule {
                     tool: "read".into(),
                     pattern,
+                    host: None,
                     decision: RuleDecision::Allow,
                 },
                 Rule {
                     tool: "read".into(),
                     pattern: "**".into(),
+                    host: None,
                     decision: RuleDecision::Allow,
                 },
             ])

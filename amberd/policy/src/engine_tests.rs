@@ -34,6 +34,7 @@ impl Case {
             .map(|(tool, pattern, decision)| Rule {
                 tool: (*tool).into(),
                 pattern: (*pattern).into(),
+                host: None,
                 decision: *decision,
             })
             .collect();
@@ -512,3 +513,6 @@ mod writes;
 
 #[path = "engine_reads_tests.rs"]
 mod reads;
+
+#[path = "engine_fetch_tests.rs"]
+mod fetch;

@@ -1,7 +1,8 @@
 //! Session grants: what an `allow_session` answer lets run without asking again.
 //!
 //! Commands are granted by program scope (`rm`, `git push`) and only inside the workspace;
-//! file tools by folder, which covers its subfolders. A grant never outlives its session.
+//! file tools by folder, which covers its subfolders; `fetch` by host (exactly that host,
+//! no subdomain). A grant never outlives its session.
 
 use std::collections::HashSet;
 
@@ -12,6 +13,8 @@ pub enum Scope {
     Program { tool: String, program: String },
     /// A workspace-relative folder (`.` for the root) touched by a file tool.
     Folder { tool: String, folder: String },
+    /// A host reached by `fetch`.
+    Host { tool: String, host: String },
     /// Anything else: the tool as a whole.
     Tool { tool: String },
 }
@@ -22,6 +25,7 @@ impl Scope {
         match self {
             Scope::Program { tool, program } => format!("{tool}: {program}"),
             Scope::Folder { tool, folder } => format!("{tool}: {folder}/"),
+            Scope::Host { host, .. } => format!("host:{host}"),
             Scope::Tool { tool } => tool.clone(),
         }
     }

@@ -27,6 +27,7 @@ impl<'a> Rules<'a> {
         let subject = match target {
             Target::Command(c) => return self.strongest_for_command(tool, c),
             Target::Path { relative, .. } => Subject::Path(relative),
+            Target::Host(host) => Subject::Host(host),
             Target::Nothing => Subject::None,
         };
         self.sets()

@@ -27,4 +27,4 @@ pub use mode::mode_allows;
 pub use paths::{PathError, confine};
 pub use rules::{Rule, RuleDecision, RuleError, RuleSet, WorkspaceRules};
 pub use secrets::SecretLocations;
-pub use target::rules_for;
+pub use target::{UrlError, rules_for, url_host};

@@ -5,12 +5,15 @@
 //! modify files). For command tools the pattern is a prefix pattern over the command's
 //! parts ([`super::command_rules`]: `git push*`); for file tools it is a glob over the
 //! workspace-relative path (`secrets/**`; a pattern ending in `/**` also matches the
-//! directory itself). When several rules match, the strongest wins: deny > ask > allow.
+//! directory itself). A `fetch` rule names a `host` instead of a pattern: the exact host
+//! (`docs.rs`), or a glob over it (`*.example.com` matches every subdomain, not
+//! `example.com` itself), compared case-insensitively; a `fetch` rule with `pattern = "*"`
+//! covers every host. When several rules match, the strongest wins: deny > ask > allow.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use globset::{Glob, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,8 +31,23 @@ pub enum RuleDecision {
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub tool: String,
+    /// A command prefix pattern or a path glob; empty in a `host` rule.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pattern: String,
+    /// The host a `fetch` rule is about (exact, or a glob such as `*.example.com`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub decision: RuleDecision,
+}
+
+impl Rule {
+    /// The rule as reasons show it: `bash git push*`, `fetch host=docs.rs`.
+    pub(crate) fn shown(&self) -> String {
+        match &self.host {
+            Some(host) => format!("{} host={host}", self.tool),
+            None => format!("{} {}", self.tool, self.pattern),
+        }
+    }
 }
 
 /// A rules file: `[[rules]]` entries.
@@ -48,6 +66,8 @@ pub enum RuleError {
         pattern: String,
         message: String,
     },
+    #[error("invalid rule for tool `{tool}`: {message}")]
+    Shape { tool: String, message: String },
     #[error("cannot read rules file {path}: {message}")]
     Read { path: PathBuf, message: String },
     #[error("cannot write rules file {path}: {message}")]
@@ -68,6 +88,8 @@ pub(crate) fn applies(rule_tool: &str, tool: &str) -> bool {
 pub(crate) enum Subject<'a> {
     /// A workspace-relative path (file tools).
     Path(&'a str),
+    /// The host a `fetch` call reaches.
+    Host(&'a str),
     /// Nothing to match a pattern against; only `*` patterns apply.
     None,
 }
@@ -75,6 +97,7 @@ pub(crate) enum Subject<'a> {
 #[derive(Debug, Clone)]
 struct Compiled {
     rule: Rule,
+    /// Over the path for pattern rules, over the host for `host` rules.
     glob: GlobMatcher,
     /// For `dir/**`: matches `dir` itself.
     dir: Option<GlobMatcher>,
@@ -90,26 +113,7 @@ impl RuleSet {
     pub fn new(rules: &[Rule]) -> Result<RuleSet, RuleError> {
         let rules = rules
             .iter()
-            .map(|rule| {
-                let glob = Glob::new(&rule.pattern)
-                    .map_err(|e| RuleError::Pattern {
-                        tool: rule.tool.clone(),
-                        pattern: rule.pattern.clone(),
-                        message: e.kind().to_string(),
-                    })?
-                    .compile_matcher();
-                let dir = rule
-                    .pattern
-                    .strip_suffix("/**")
-                    .filter(|d| !d.is_empty())
-                    .and_then(|d| Glob::new(d).ok())
-                    .map(|g| g.compile_matcher());
-                Ok(Compiled {
-                    rule: rule.clone(),
-                    glob,
-                    dir,
-                })
-            })
+            .map(compile)
             .collect::<Result<_, RuleError>>()?;
         Ok(RuleSet { rules })
     }
@@ -154,13 +158,73 @@ impl RuleSet {
     }
 }
 
+/// The tool whose rules may name a `host`.
+const HOST_TOOL: &str = "fetch";
+
+/// Checks a rule's shape and compiles its glob.
+fn compile(rule: &Rule) -> Result<Compiled, RuleError> {
+    let shape = |message: &str| RuleError::Shape {
+        tool: rule.tool.clone(),
+        message: message.to_owned(),
+    };
+    let invalid = |pattern: &str, e: globset::Error| RuleError::Pattern {
+        tool: rule.tool.clone(),
+        pattern: pattern.to_owned(),
+        message: e.kind().to_string(),
+    };
+    if let Some(host) = &rule.host {
+        if rule.tool != HOST_TOOL {
+            return Err(shape("`host` is for `fetch` rules only"));
+        }
+        if !rule.pattern.is_empty() {
+            return Err(shape("a rule names a `pattern` or a `host`, not both"));
+        }
+        if host.trim().is_empty() {
+            return Err(shape("`host` is empty"));
+        }
+        let glob = GlobBuilder::new(host.trim().trim_end_matches('.'))
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| invalid(host, e))?
+            .compile_matcher();
+        return Ok(Compiled {
+            rule: rule.clone(),
+            glob,
+            dir: None,
+        });
+    }
+    if rule.pattern.is_empty() {
+        return Err(shape(
+            "a rule needs a `pattern` (or, for `fetch`, a `host`)",
+        ));
+    }
+    let glob = Glob::new(&rule.pattern)
+        .map_err(|e| invalid(&rule.pattern, e))?
+        .compile_matcher();
+    let dir = rule
+        .pattern
+        .strip_suffix("/**")
+        .filter(|d| !d.is_empty())
+        .and_then(|d| Glob::new(d).ok())
+        .map(|g| g.compile_matcher());
+    Ok(Compiled {
+        rule: rule.clone(),
+        glob,
+        dir,
+    })
+}
+
 fn matches(compiled: &Compiled, subject: Subject<'_>) -> bool {
     let pattern = compiled.rule.pattern.as_str();
-    match subject {
-        Subject::Path(path) => {
+    let whole_tool = pattern == "*" || pattern == "**";
+    match (subject, compiled.rule.host.is_some()) {
+        (Subject::Host(host), true) => compiled.glob.is_match(host.trim_end_matches('.')),
+        // A pattern rule says nothing of hosts, unless it covers the whole tool.
+        (Subject::Host(_), false) | (Subject::None, false) => whole_tool,
+        (Subject::Path(path), false) => {
             compiled.glob.is_match(path) || compiled.dir.as_ref().is_some_and(|d| d.is_match(path))
         }
-        Subject::None => pattern == "*" || pattern == "**",
+        (Subject::Path(_) | Subject::None, true) => false,
     }
 }
 
@@ -256,6 +320,7 @@ mod tests {
         Rule {
             tool: tool.into(),
             pattern: pattern.into(),
+            host: None,
             decision,
         }
     }

@@ -1,5 +1,6 @@
 //! What a tool call touches, as the engine sees it: a shell command (classified, its
-//! writes resolved through the workspace's symlinks), a workspace path, or nothing; and
+//! writes resolved through the workspace's symlinks), a workspace path, a host (`fetch`),
+//! or nothing; and
 //! the approval scopes and `allow_always` rules that follow from it.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,8 @@ pub(crate) enum Target {
         /// Why the path is a secret location (`.env` …), if it is.
         secret: Option<String>,
     },
+    /// The host a `fetch` URL names (lowercase, IPv6 without brackets).
+    Host(String),
     Nothing,
 }
 
@@ -63,6 +66,8 @@ pub(crate) struct ReadCheck {
 /// Tools whose `command` argument is a shell command, and whose `path` is a file.
 const COMMAND_TOOLS: &[&str] = &["bash", "process"];
 const PATH_TOOLS: &[&str] = &["read", "write", "edit", "search"];
+/// The tool whose `url` argument is fetched.
+const URL_TOOL: &str = "fetch";
 
 pub(crate) fn target(
     tool: &str,
@@ -96,7 +101,46 @@ pub(crate) fn target(
             secret,
         };
     }
+    // A URL that does not parse reaches nothing: the tool refuses it before any request.
+    if let Some(host) = text("url")
+        .filter(|_| tool == URL_TOOL)
+        .and_then(|url| url_host(url).ok())
+    {
+        return Target::Host(host);
+    }
     Target::Nothing
+}
+
+/// Why a `fetch` URL names no host the policy can judge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("`{0}` is not a valid URL: {1}")]
+    Invalid(String, String),
+    #[error("`{0}`: only http and https URLs can be fetched")]
+    Scheme(String),
+    #[error("`{0}` names no host")]
+    NoHost(String),
+}
+
+/// The host of an http(s) URL as rules and grants see it: lowercase (the URL parser's
+/// form, IDNs as punycode), IPv6 without brackets, no trailing dot. `fetch` judges and
+/// connects by the same parse.
+pub fn url_host(url: &str) -> Result<String, UrlError> {
+    let parsed =
+        url::Url::parse(url).map_err(|e| UrlError::Invalid(url.to_owned(), e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(UrlError::Scheme(url.to_owned()));
+    }
+    let host = match parsed.host() {
+        Some(url::Host::Domain(domain)) => domain.trim_end_matches('.').to_owned(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        None => return Err(UrlError::NoHost(url.to_owned())),
+    };
+    if host.is_empty() {
+        return Err(UrlError::NoHost(url.to_owned()));
+    }
+    Ok(host)
 }
 
 fn command_target(
@@ -257,6 +301,10 @@ pub(crate) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
             tool: tool.to_owned(),
             folder: folder.clone(),
         }],
+        Target::Host(host) => vec![Scope::Host {
+            tool: tool.to_owned(),
+            host: host.clone(),
+        }],
         Target::Nothing => vec![Scope::Tool {
             tool: tool.to_owned(),
         }],
@@ -271,6 +319,7 @@ pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
             Scope::Program { tool, program } => Rule {
                 tool: tool.clone(),
                 pattern: program.clone(),
+                host: None,
                 decision: RuleDecision::Allow,
             },
             Scope::Folder { tool, folder } => Rule {
@@ -280,11 +329,19 @@ pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
                 } else {
                     format!("{folder}/**")
                 },
+                host: None,
+                decision: RuleDecision::Allow,
+            },
+            Scope::Host { tool, host } => Rule {
+                tool: tool.clone(),
+                pattern: String::new(),
+                host: Some(host.clone()),
                 decision: RuleDecision::Allow,
             },
             Scope::Tool { tool } => Rule {
                 tool: tool.clone(),
                 pattern: "*".to_owned(),
+                host: None,
                 decision: RuleDecision::Allow,
             },
         })

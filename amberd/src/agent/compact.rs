@@ -19,6 +19,9 @@ pub struct CompactEnv<'a> {
     pub llm: &'a LlmClient,
     pub model: &'a str,
     pub tools: &'a [ToolSpec],
+    /// The head of the session's requests: the compaction requests start with it too, so
+    /// they share the provider's cached prefix.
+    pub head: &'a str,
     pub settings: &'a CompactionSettings,
     /// Where extracted skills are saved (`None`: not saved).
     pub skills_dir: Option<&'a Path>,
@@ -43,9 +46,13 @@ pub async fn compact_context(
     let tokens_before = estimate_tokens(&snapshot, env.tools);
     env.hooks
         .emit(EventKind::CompactionStarted { tokens_before });
+    let target = compaction::RequestTarget {
+        llm: env.llm,
+        model: env.model,
+        head: env.head,
+    };
     let result = compaction::compact(
-        env.llm,
-        env.model,
+        target,
         &snapshot,
         env.tools,
         env.settings,

@@ -49,6 +49,9 @@ pub struct TurnEnv<'a> {
     pub model: &'a str,
     pub tools: &'a ToolRegistry,
     pub session_tools: &'a Arc<SessionTools>,
+    /// The head of every request (`prompt::PromptHead::head` of the context's system
+    /// prompt): the same bytes for the whole turn.
+    pub head: &'a str,
     pub workspace: &'a Path,
     pub limits: &'a ToolLimits,
     pub max_iterations: u32,
@@ -76,6 +79,7 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
         guards: Guards::new(),
         items: 0,
         confirm_at: None,
+        steers: Vec::new(),
     };
     context.push(Message::user(prompt));
     env.hooks.context_changed(context);
@@ -104,6 +108,8 @@ struct Turn<'e, 'a> {
     items: u64,
     /// Where the confirm question was pushed, while it awaits an answer that calls tools.
     confirm_at: Option<usize>,
+    /// This turn's steers, restated in the tail of every later request.
+    steers: Vec<String>,
 }
 
 /// Whether the model's reply is streamed to clients or is the silent confirm exchange.
@@ -144,6 +150,7 @@ impl Turn<'_, '_> {
             llm,
             model: env.model,
             tools: &specs,
+            head: env.head,
             settings: env.compaction,
             skills_dir: env.skills_dir,
             cancel: env.cancel,
@@ -179,9 +186,16 @@ impl Turn<'_, '_> {
         } else {
             Visibility::Streamed
         };
+        // The tail: the todo list, the mode right now, this turn's steers.
+        let todos = env.session_tools.todos();
+        let tail = prompt::Tail {
+            todos: &todos,
+            mode: env.hooks.mode(),
+            steers: &self.steers,
+        };
         let request = ChatRequest {
             model: env.model.to_owned(),
-            messages: prompt::assemble(snapshot, env.hooks.mode()),
+            messages: prompt::assemble(snapshot, env.head, &tail),
             tools: compact_env.tools.to_vec(),
         };
         let item_id = self.next_item();
@@ -335,7 +349,7 @@ impl Turn<'_, '_> {
     }
 
     /// A guard's verdict: stop the turn, or steer (a note to the model) and go on.
-    fn follow(&self, context: &mut Context, verdict: Verdict) -> Step {
+    fn follow(&mut self, context: &mut Context, verdict: Verdict) -> Step {
         match verdict {
             Verdict::Stop(reason) => ControlFlow::Break((reason, None)),
             Verdict::Steer { reason, text } => {
@@ -429,8 +443,9 @@ impl Turn<'_, '_> {
         });
     }
 
-    fn steer(&self, context: &mut Context, reason: amber_proto::SteerReason, text: String) {
+    fn steer(&mut self, context: &mut Context, reason: amber_proto::SteerReason, text: String) {
         context.push(Message::user(format!("[amber] {text}")));
+        self.steers.push(text.clone());
         self.env.hooks.context_changed(context);
         self.env.hooks.emit(EventKind::Steer { reason, text });
     }

@@ -135,12 +135,22 @@ pub enum Progress {
     Retrying(StreamEvent),
 }
 
+/// Where the compaction requests go, and the head they start with.
+#[derive(Clone, Copy)]
+pub struct RequestTarget<'a> {
+    pub llm: &'a LlmClient,
+    pub model: &'a str,
+    /// The session's request head (system prompt and head blocks): the first message of
+    /// both requests, as of every request of the session, so the provider's cached
+    /// prefix is shared.
+    pub head: &'a str,
+}
+
 /// Runs the pipeline over `messages` (a snapshot; `[0]` is the system prompt). `tools`
 /// are only counted (requests carry no tools). `on_progress` gets each request's usage
 /// and each retry wait. See the module docs.
 pub async fn compact(
-    llm: &LlmClient,
-    model: &str,
+    target: RequestTarget<'_>,
     messages: &[Message],
     tools: &[ToolSpec],
     s: &CompactionSettings,
@@ -156,7 +166,8 @@ pub async fn compact(
         return Err(CompactionError::NothingToCompact);
     }
 
-    let classify = requests::classify_messages(&collapsed, s.context_window);
+    let RequestTarget { llm, model, head } = target;
+    let classify = requests::classify_messages(head, &collapsed, s.context_window);
     let classify_answer = ask(llm, model, classify.clone(), cancel, on_progress).await?;
     let classes = parse::classification(&classify_answer, collapsed.len())?;
 

@@ -1,9 +1,11 @@
 //! Steps 2 and 3: the classify and extract requests.
 //!
-//! Both requests share one content-identical prefix — the job description, the numbered
-//! transcript as one user message, and the classify question — so the extract request
-//! extends the classify request's KV cache on the provider. `extract_messages` builds the
-//! extract request by appending to the classify messages, never by rebuilding them.
+//! Both requests share one content-identical prefix — the session's request head (the
+//! system message every request of the session starts with, so even the classify request
+//! reuses the provider's cached head), the job description with the numbered transcript as
+//! one user message, and the classify question — so the extract request extends the
+//! classify request's KV cache on the provider. `extract_messages` builds the extract
+//! request by appending to the classify messages, never by rebuilding them.
 
 use std::collections::HashMap;
 
@@ -18,11 +20,12 @@ const BYTES_PER_TOKEN: f64 = 4.0;
 /// Longest rendering of one tool call's arguments.
 const CLIP_ARGUMENTS: usize = 200;
 
-const JOB: &str = "You compact the conversation history of a coding agent so that it fits its \
-context window. You receive the transcript of the conversation so far, one entry per message, \
-each tagged `[id N]`. The agent's system prompt is not shown; it is always kept. Long entries \
-are clipped in the transcript only. You answer exactly the questions asked, in the JSON shape \
-asked for, and nothing else.";
+const JOB: &str = "Stop working on the task for this exchange: your job now is to compact the \
+conversation history of this session so that it fits the context window. You receive the \
+transcript of the conversation so far, one entry per message, each tagged `[id N]`. The system \
+prompt above is always kept and is not in the transcript. Long entries are clipped in the \
+transcript only. You answer exactly the questions asked, in the JSON shape asked for, and \
+nothing else.";
 
 const CLASSIFY: &str = "Classify every message of the transcript by its id:\n\
 - \"core\": must be kept word for word: the user's requests, instructions and constraints, \
@@ -50,11 +53,15 @@ Reply with only this JSON object:\n\
 {\"memories\": [\"…\"], \"skills\": [{\"name\": \"…\", \"description\": \"…\", \"body\": \"…\"}]}";
 
 /// The classify request's messages for `messages` (the collapsed context, `[0]` being
-/// the system prompt; message `i` gets id `i`).
-pub(crate) fn classify_messages(messages: &[Message], context_window: u64) -> Vec<Message> {
+/// the system prompt; message `i` gets id `i`), after the session's `head`.
+pub(crate) fn classify_messages(
+    head: &str,
+    messages: &[Message],
+    context_window: u64,
+) -> Vec<Message> {
     vec![
-        Message::system(JOB),
-        Message::user(transcript(messages, context_window)),
+        Message::system(head),
+        Message::user(format!("{JOB}\n\n{}", transcript(messages, context_window))),
         Message::user(CLASSIFY),
     ]
 }
@@ -183,7 +190,9 @@ mod tests {
 
     #[test]
     fn extract_request_extends_the_classify_request() {
-        let classify = classify_messages(&sample(), 1000);
+        let classify = classify_messages("the head", &sample(), 1000);
+        assert_eq!(classify[0], Message::system("the head"));
+        assert!(classify[1].content.contains("[id 1] user: fix the bug"));
         let extract = extract_messages(&classify, "{\"classification\":[]}");
         assert_eq!(&extract[..classify.len()], &classify[..]);
         assert_eq!(extract.len(), classify.len() + 2);

@@ -129,8 +129,7 @@ async fn extract_request_replays_the_classify_request_as_its_prefix() {
     let messages = history();
     let s = CompactionSettings::default();
     let out = compact(
-        &llm,
-        "small-model",
+        target(&llm, "small-model", "the head"),
         &messages,
         &[],
         &s,
@@ -225,8 +224,7 @@ async fn a_failing_extract_request_is_an_error() {
     .await;
     let s = CompactionSettings::default();
     let err = compact(
-        &llm,
-        "",
+        target(&llm, "", ""),
         &history(),
         &[],
         &s,
@@ -250,9 +248,16 @@ async fn unparsable_answers_are_errors_at_their_stage() {
     let (mock, llm) = serve(vec![Reply::Text("I'd rather not.".into())]).await;
     let s = CompactionSettings::default();
     let cancel = CancellationToken::new();
-    let err = compact(&llm, "", &history(), &[], &s, &cancel, &mut |_| {})
-        .await
-        .unwrap_err();
+    let err = compact(
+        target(&llm, "", ""),
+        &history(),
+        &[],
+        &s,
+        &cancel,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             err,
@@ -274,9 +279,16 @@ async fn unparsable_answers_are_errors_at_their_stage() {
         Reply::Text("{\"memories\": \"not a list\"}".into()),
     ])
     .await;
-    let err = compact(&llm, "", &history(), &[], &s, &cancel, &mut |_| {})
-        .await
-        .unwrap_err();
+    let err = compact(
+        target(&llm, "", ""),
+        &history(),
+        &[],
+        &s,
+        &cancel,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             err,
@@ -296,8 +308,7 @@ async fn nothing_to_compact_and_cancel_make_no_requests() {
     let s = CompactionSettings::default();
     let short = vec![Message::system("sys"), Message::user("hi")];
     let err = compact(
-        &llm,
-        "",
+        target(&llm, "", ""),
         &short,
         &[],
         &s,
@@ -309,9 +320,16 @@ async fn nothing_to_compact_and_cancel_make_no_requests() {
     assert!(matches!(err, CompactionError::NothingToCompact), "{err:?}");
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let err = compact(&llm, "", &history(), &[], &s, &cancel, &mut |_| {})
-        .await
-        .unwrap_err();
+    let err = compact(
+        target(&llm, "", ""),
+        &history(),
+        &[],
+        &s,
+        &cancel,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, CompactionError::Cancelled), "{err:?}");
     assert!(mock.bodies().is_empty());
 }
@@ -390,4 +408,8 @@ async fn the_skills_tool_loads_saved_skills_with_workspace_data_user_precedence(
     assert!(out.output.ends_with("from the user"), "{}", out.output);
     let summary = crate::tools::skills::summary_with_data_dir(&workspace, data.path()).unwrap();
     assert!(summary.contains("- saved: d"), "{summary}");
+}
+
+fn target<'a>(llm: &'a LlmClient, model: &'a str, head: &'a str) -> RequestTarget<'a> {
+    RequestTarget { llm, model, head }
 }

@@ -1,5 +1,5 @@
-//! `[plugins]` of config.toml: which bundled plugins start disabled, and the external
-//! plugins the daemon runs as child processes.
+//! `[plugins]` of config.toml: which bundled plugins start disabled, which opt-in ones
+//! start enabled, and the external plugins the daemon runs as child processes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,6 +19,9 @@ pub struct PluginsConfig {
     pub call_timeout_ms: u64,
     /// `[[plugins.external]]`.
     pub external: Vec<ExternalPluginConfig>,
+    /// Opt-in plugins (`bundled::OPT_IN`, the `hello` example) to start; the others start
+    /// unless `disabled`.
+    pub enabled: Vec<String>,
 }
 
 impl Default for PluginsConfig {
@@ -28,11 +31,20 @@ impl Default for PluginsConfig {
             init_timeout_ms: 10_000,
             call_timeout_ms: 60_000,
             external: Vec::new(),
+            enabled: Vec::new(),
         }
     }
 }
 
 impl PluginsConfig {
+    /// Whether plugin `name` starts with the daemon: not `disabled`, and `enabled` if it
+    /// is opt-in.
+    pub fn starts(&self, name: &str) -> bool {
+        let opt_in = super::bundled::OPT_IN.contains(&name);
+        !self.disabled.iter().any(|n| n == name)
+            && (!opt_in || self.enabled.iter().any(|n| n == name))
+    }
+
     pub fn init_timeout(&self) -> Duration {
         Duration::from_millis(self.init_timeout_ms)
     }
@@ -59,17 +71,30 @@ impl PluginsConfig {
             }
             known.push(&spec.name);
         }
-        let unknown: Vec<&str> = self
-            .disabled
+        for (key, names) in [("disabled", &self.disabled), ("enabled", &self.enabled)] {
+            let unknown: Vec<&str> = names
+                .iter()
+                .map(String::as_str)
+                .filter(|name| !known.contains(name))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(format!(
+                    "[plugins] {key}: no plugin named {} (known: {})",
+                    quoted(&unknown),
+                    known.join(", ")
+                ));
+            }
+        }
+        let both: Vec<&str> = self
+            .enabled
             .iter()
             .map(String::as_str)
-            .filter(|name| !known.contains(name))
+            .filter(|name| self.disabled.iter().any(|d| d == name))
             .collect();
-        if !unknown.is_empty() {
+        if !both.is_empty() {
             return Err(format!(
-                "[plugins] disabled: no plugin named {} (known: {})",
-                quoted(&unknown),
-                known.join(", ")
+                "[plugins] {} both enabled and disabled; keep one",
+                quoted(&both)
             ));
         }
         Ok(())
@@ -138,6 +163,29 @@ mod tests {
         );
         let fine = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}");
         assert_eq!(Config::parse(&fine).unwrap().plugins.external.len(), 1);
+    }
+
+    #[test]
+    fn hello_is_opt_in_and_enabled_names_must_be_plugins() {
+        let default = Config::parse("").unwrap().plugins;
+        assert!(!default.starts("hello"));
+        assert!(default.starts("core-tools"));
+        let enabled = Config::parse("[plugins]\nenabled = [\"hello\"]")
+            .unwrap()
+            .plugins;
+        assert!(enabled.starts("hello"));
+        let err = Config::parse("[plugins]\nenabled = [\"helo\"]").unwrap_err();
+        assert!(
+            err.contains("[plugins] enabled: no plugin named `helo`"),
+            "{err}"
+        );
+        let err =
+            Config::parse("[plugins]\nenabled = [\"hello\"]\ndisabled = [\"hello\"]").unwrap_err();
+        assert!(err.contains("`hello` both enabled and disabled"), "{err}");
+        let off = Config::parse("[plugins]\ndisabled = [\"status\"]")
+            .unwrap()
+            .plugins;
+        assert!(!off.starts("status"));
     }
 
     #[test]

@@ -26,7 +26,7 @@ impl FakeHost {
     /// A host whose runtime has the bundled plugins enabled.
     async fn with_bundled() -> Arc<FakeHost> {
         let plugins = PluginRuntime::new(Registries::new(), || {});
-        for plugin in bundled::all(PathBuf::from("/nonexistent")) {
+        for plugin in bundled::all(PathBuf::from("/nonexistent"), None) {
             plugins.register(plugin).unwrap();
         }
         for name in plugins.names() {

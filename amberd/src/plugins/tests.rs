@@ -343,7 +343,7 @@ async fn mcp_owners_replace_their_set_and_never_take_plugin_names() {
 async fn bundled_plugins_install_without_conflicts_and_hello_unwinds_cleanly() {
     let (rt, _) = runtime();
     let data = tempfile::tempdir().unwrap();
-    for plugin in bundled::all(data.path().to_owned()) {
+    for plugin in bundled::all(data.path().to_owned(), None) {
         rt.register(plugin).unwrap();
     }
     for name in rt.names() {

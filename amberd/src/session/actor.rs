@@ -96,6 +96,10 @@ async fn run_prompt(
         prompt: text.to_owned(),
     });
     ensure_system_prompt(shared, context);
+    // Stats the instruction files (reads them only if they changed): before the turn's
+    // first request, so an edited AGENTS.md applies from this turn on.
+    shared.head.refresh(&deps.tool_env).await;
+    let head = shared.head.head(&shared.system_prompt);
 
     let model = shared.model();
     let provider = shared.provider();
@@ -107,6 +111,7 @@ async fn run_prompt(
         model: &model,
         tools: &tools,
         session_tools: &shared.tools,
+        head: &head,
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: shared.max_iterations(deps.config.agent.max_tool_iterations),
@@ -154,10 +159,13 @@ async fn compact_now(
     };
     let specs = crate::agent::tool_specs(&shared.offered_tools(deps.tools()));
     let model = shared.model();
+    shared.head.refresh(&deps.tool_env).await;
+    let head = shared.head.head(&shared.system_prompt);
     let env = CompactEnv {
         llm,
         model: &model,
         tools: &specs,
+        head: &head,
         settings: &settings,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,

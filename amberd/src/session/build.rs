@@ -16,7 +16,9 @@ use super::hub::EventHub;
 use super::persist::Persistence;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
+use crate::agent::prompt::PromptHead;
 use crate::agents::AgentLimits;
+use crate::instructions::Instructions;
 use crate::tools::SessionTools;
 
 /// Everything a session starts from.
@@ -58,6 +60,15 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         })),
         id,
         skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
+        head: PromptHead::new(
+            &workspace,
+            &deps.data_dir,
+            Instructions::new(
+                &workspace,
+                &deps.config.agent.instruction_files,
+                deps.config.agent.instructions_max_bytes,
+            ),
+        ),
         workspace,
         system_prompt,
         agent,

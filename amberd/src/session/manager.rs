@@ -133,7 +133,7 @@ impl SessionManager {
             .clone()
             .or_else(|| defaults.map(|d| d.prompt.clone()))
             .or_else(|| deps.config.agent.system_prompt.clone())
-            .unwrap_or_else(|| default_system_prompt(&workspace, &deps.data_dir));
+            .unwrap_or_else(default_system_prompt);
         let model = params
             .model
             .clone()

@@ -65,6 +65,8 @@ pub struct SessionShared {
     pub system_prompt: String,
     /// The custom agent's limits (tool allow-list, iteration cap), fixed at creation.
     pub(crate) agent: Option<AgentLimits>,
+    /// The head blocks every request of the session starts with (after a system prompt).
+    pub(crate) head: crate::agent::prompt::PromptHead,
     pub hub: EventHub,
     /// The session's handle on the store (none when the daemon runs without one).
     persistence: Option<Arc<Persistence>>,

@@ -159,6 +159,9 @@ async fn run_one(
     });
 
     let mut context = Context::new();
+    // The session's head blocks (refreshed when the parent's turn began) after the
+    // sub-agent's prompt: the same bytes for every sub-agent of one agent in the session.
+    let head = shared.head.head(&profile.system_prompt);
     context.push(Message::system(profile.system_prompt));
     let llm = deps.llm.client(profile.provider.as_deref());
     let compaction = deps.compaction_for(profile.provider.as_deref());
@@ -167,6 +170,7 @@ async fn run_one(
         model: &profile.model,
         tools: &profile.tools,
         session_tools: &shared.tools,
+        head: &head,
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: profile.max_iterations,

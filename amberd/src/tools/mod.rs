@@ -10,6 +10,7 @@ pub(crate) mod bash;
 pub(crate) mod dispatch;
 pub(crate) mod edit;
 pub(crate) mod env_policy;
+pub(crate) mod fetch;
 pub mod gate;
 pub mod lifeline;
 pub mod process;

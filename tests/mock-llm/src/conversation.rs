@@ -12,7 +12,7 @@ use crate::turn::MockTurn;
 use crate::{chat, responses};
 
 /// The confirm prompt of amberd's silent confirm turn starts with this
-/// (amberd/src/agent/prompt.rs); it is answered `DONE`.
+/// (amberd/src/agent/prompt/mod.rs); it is answered `DONE`.
 pub(crate) const CONFIRM_PREFIX: &str = "Are you finished with the task?";
 
 /// One scripted conversation: its prompt, and the model's turns in order.

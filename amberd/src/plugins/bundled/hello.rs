@@ -2,8 +2,9 @@
 //!
 //! A bundled plugin is a name plus an install function that fills [`Contributions`]. This
 //! one contributes a tool (`hello`, which the model can call) and a command (`/hello`,
-//! which a client can run). Disable it with `plugin/disable {"name": "hello"}` and both
-//! disappear; enable it again and they come back. An external plugin (a separate process,
+//! which a client can run). It is opt-in (`bundled::OPT_IN`): it starts with `[plugins]
+//! enabled = ["hello"]` or `plugin/enable {"name": "hello"}`, and `plugin/disable` takes
+//! both away again. An external plugin (a separate process,
 //! see docs/plugins.md) contributes tools the same way, over JSON-RPC.
 
 use std::sync::Arc;

@@ -25,12 +25,19 @@ pub const STATUS: &str = "status";
 pub const PANELS: &str = "panels";
 /// Every bundled plugin's name, in registration order (config validation checks against it).
 pub const NAMES: [&str; 6] = [CORE_TOOLS, PROVIDERS, COMMANDS, STATUS, PANELS, HELLO];
+/// Bundled plugins that start only when `[plugins] enabled` names them (or on
+/// `plugin/enable`): the example stays out of the model's tools by default.
+pub const OPT_IN: [&str; 1] = [HELLO];
 
-/// Every bundled plugin. `data_dir` is where skills extracted by compaction live.
-pub fn all(data_dir: PathBuf) -> Vec<Arc<dyn Plugin>> {
+/// Every bundled plugin. `data_dir` is where skills extracted by compaction live; `fetch`,
+/// when `[tools] fetch` is on, how the `fetch` tool behaves.
+pub fn all(
+    data_dir: PathBuf,
+    fetch: Option<crate::tools::fetch::FetchSettings>,
+) -> Vec<Arc<dyn Plugin>> {
     vec![
         Arc::new(StaticPlugin::new(CORE_TOOLS, "builtin", move |c| {
-            core::install(c, &data_dir)
+            core::install(c, &data_dir, fetch)
         })),
         Arc::new(StaticPlugin::new(PROVIDERS, "builtin", |c| {
             for provider in amber_llm::bundled_providers() {

@@ -1,0 +1,105 @@
+//! The head of the prompt: a system prompt followed by the session's head blocks — the
+//! environment block, the project instructions and the skills summary — as one system
+//! message, first in every request.
+//!
+//! [`PromptHead`] is one session's cache of those blocks. **The environment block is
+//! computed once per session load; the instructions and the skills summary are re-checked
+//! at the start of a turn (`refresh`), and the blocks' text is rebuilt only when one of
+//! them changed**, so every request of a session carries a byte-identical head between
+//! such changes. The main loop, its sub-agents and compaction all build their head here.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::instructions::{Instructions, environment};
+use crate::tools::env_policy::ToolEnv;
+
+/// One session's head blocks.
+pub(crate) struct PromptHead {
+    workspace: PathBuf,
+    data_dir: PathBuf,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// `None` until the first refresh of this session load.
+    environment: Option<String>,
+    instructions: Instructions,
+    skills: Option<String>,
+    /// The blocks joined: what follows any system prompt.
+    blocks: Arc<str>,
+}
+
+impl PromptHead {
+    /// The head of a session in `workspace` (skills saved by compaction under `data_dir`);
+    /// nothing is read or run until [`Self::refresh`].
+    pub fn new(workspace: &Path, data_dir: &Path, instructions: Instructions) -> Self {
+        Self {
+            workspace: workspace.to_path_buf(),
+            data_dir: data_dir.to_path_buf(),
+            state: Mutex::new(State {
+                environment: None,
+                instructions,
+                skills: None,
+                blocks: Arc::from(""),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every writer leaves the state consistent between statements.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// At the start of a turn (or a manual compaction): the environment block on the first
+    /// call of this session load (its `git` calls run with `tool_env`), then the
+    /// instructions (`stat` only, unless they changed) and the skills summary.
+    pub async fn refresh(&self, tool_env: &ToolEnv) {
+        let needs_environment = self.lock().environment.is_none();
+        let computed = if needs_environment {
+            Some(environment::environment_block(&self.workspace, tool_env.vars()).await)
+        } else {
+            None
+        };
+        let skills = crate::tools::skills::summary_with_data_dir(&self.workspace, &self.data_dir);
+        let mut state = self.lock();
+        let mut changed = false;
+        if state.environment.is_none() {
+            state.environment = computed;
+            changed = true;
+        }
+        changed |= state.instructions.refresh();
+        if state.skills != skills {
+            state.skills = skills;
+            changed = true;
+        }
+        if changed {
+            let blocks = [
+                state.environment.as_deref(),
+                Some(state.instructions.text()),
+                state.skills.as_deref(),
+            ];
+            let joined: Vec<&str> = blocks
+                .into_iter()
+                .flatten()
+                .filter(|b| !b.is_empty())
+                .collect();
+            state.blocks = Arc::from(joined.join("\n\n"));
+        }
+    }
+
+    /// The head for `system_prompt`: it, then the blocks as of the last refresh.
+    pub fn head(&self, system_prompt: &str) -> String {
+        let blocks = self.lock().blocks.clone();
+        join(system_prompt, &blocks)
+    }
+}
+
+/// `system_prompt`, a blank line, `blocks` (either may be empty).
+pub(crate) fn join(system_prompt: &str, blocks: &str) -> String {
+    match (system_prompt.is_empty(), blocks.is_empty()) {
+        (_, true) => system_prompt.to_owned(),
+        (true, false) => blocks.to_owned(),
+        (false, false) => format!("{system_prompt}\n\n{blocks}"),
+    }
+}
