@@ -166,6 +166,10 @@ pub struct RunArgs {
     /// Provider of a new session (a name from `amber-cli command model`; default: the configured one)
     #[arg(long, value_name = "NAME", conflicts_with = "session")]
     pub provider: Option<String>,
+    /// Custom agent of a new session (`plan`, `review`, or `.amber/agents/NAME.md`); its
+    /// model, provider and mode are defaults the flags above override
+    #[arg(long, value_name = "NAME", conflicts_with = "session")]
+    pub agent: Option<String>,
     /// Answer every approval request with allow_once
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -222,6 +226,8 @@ mod tests {
             "yolo",
             "--model",
             "m1",
+            "--agent",
+            "plan",
             "--yes",
             "--json",
             "--socket",
@@ -238,6 +244,7 @@ mod tests {
         assert_eq!(run.cwd, Some(PathBuf::from("/ws")));
         assert_eq!(run.mode, Some(ModeArg::Yolo));
         assert_eq!(run.model.as_deref(), Some("m1"));
+        assert_eq!(run.agent.as_deref(), Some("plan"));
         assert!(run.yes && run.json);
     }
 

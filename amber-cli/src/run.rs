@@ -127,6 +127,7 @@ async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Resu
                 mode: args.mode.map(Into::into),
                 model: args.model.clone(),
                 provider: args.provider.clone(),
+                agent: args.agent.clone(),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?.session_id, 0)

@@ -47,6 +47,7 @@ fn app() -> App {
         updated_at: String::new(),
         usage: Usage::default(),
         provider: None,
+        agent: None,
     };
     app.load_snapshot(info, Vec::new(), Vec::new());
     app

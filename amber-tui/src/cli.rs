@@ -21,6 +21,9 @@ pub struct Args {
     /// Model of a new session.
     #[arg(long)]
     pub model: Option<String>,
+    /// Custom agent of a new session (`plan`, `review`, or `.amber/agents/NAME.md`).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
     /// Attach to this session instead of starting one.
     #[arg(long, value_name = "ID", conflicts_with = "resume")]
     pub session: Option<String>,
@@ -67,5 +70,18 @@ impl Args {
             (None, None) if self.resume => Start::Continue,
             (None, None) => Start::New,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_session_may_name_an_agent() {
+        let args = Args::try_parse_from(["amber", "--agent", "review", "--mode", "read"]).unwrap();
+        assert_eq!(args.agent.as_deref(), Some("review"));
+        assert_eq!(args.mode, Some(Mode::Read));
+        assert_eq!(args.start(), Start::New);
     }
 }

@@ -76,6 +76,7 @@ async fn new_session(client: &Client, cwd: &Path, args: &Args) -> Result<Session
         cwd: cwd.display().to_string(),
         mode: args.mode,
         model: args.model.clone(),
+        agent: args.agent.clone(),
         ..SessionNewParams::default()
     };
     Ok(client.session_new(&params).await?)

@@ -2,6 +2,7 @@
 //! engine in-process too. See docs/ARCHITECTURE.md for the map.
 
 pub(crate) mod agent;
+pub(crate) mod agents;
 pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;

@@ -11,15 +11,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    ApprovalRespondParams, ApprovalRespondResult, CommandListResult, CommandRunParams,
-    CommandRunResult, Empty, Event, InitializeParams, InitializeResult, McpAddParams,
-    McpListResult, McpServerInfo, NameParams, PanelGetParams, PanelGetResult, PanelListResult,
-    PluginInfo, PluginListResult, ProviderListResult, SessionCancelResult, SessionCompactResult,
-    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
-    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
-    SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams, SessionVerifyResult,
-    StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams, ToolListResult,
-    UnsubscribeParams,
+    AgentListParams, AgentListResult, ApprovalRespondParams, ApprovalRespondResult,
+    CommandListResult, CommandRunParams, CommandRunResult, Empty, Event, InitializeParams,
+    InitializeResult, McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams,
+    PanelGetResult, PanelListResult, PluginInfo, PluginListResult, ProviderListResult,
+    SessionCancelResult, SessionCompactResult, SessionGetParams, SessionGetResult, SessionIdParams,
+    SessionInfo, SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
+    SessionPromptResult, SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams,
+    SessionVerifyResult, StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams,
+    ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -113,6 +113,10 @@ method!(
 );
 method!(CommandList = "command/list", Empty => CommandListResult);
 method!(
+    /// PROTOCOL.md's second wave: the custom agents `session/new {agent}` can name.
+    AgentList = "agent/list", AgentListParams => AgentListResult
+);
+method!(
     /// amber extension: compact a session's context now.
     SessionCompact = "session/compact", SessionIdParams => SessionCompactResult
 );
@@ -183,6 +187,8 @@ pub const PLUGIN_LIST: &str = PluginList::NAME;
 pub const PLUGIN_ENABLE: &str = PluginEnable::NAME;
 pub const PLUGIN_DISABLE: &str = PluginDisable::NAME;
 pub const COMMAND_LIST: &str = CommandList::NAME;
+/// PROTOCOL.md's second wave: the custom agents `session/new {agent}` can name.
+pub const AGENT_LIST: &str = AgentList::NAME;
 
 /// amber extension: compact a session's context now.
 pub const SESSION_COMPACT: &str = SessionCompact::NAME;
@@ -224,6 +230,7 @@ pub const ALL: &[&str] = &[
     PLUGIN_ENABLE,
     PLUGIN_DISABLE,
     COMMAND_LIST,
+    AGENT_LIST,
 ];
 
 /// Methods amber adds to protocol v1 (PROTOCOL.md allows additions).

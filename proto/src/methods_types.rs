@@ -80,6 +80,10 @@ pub struct SessionNewParams {
     /// amber extension: a provider name from `provider/list` (default: the configured one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// A custom agent from `agent/list` (PROTOCOL.md's second wave): its prompt, tools and
+    /// limits for the session; explicit params here override its defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -245,4 +249,51 @@ pub struct SessionVerifyResult {
     /// The log ends in a torn record (dropped the next time the session loads).
     #[serde(default)]
     pub torn_tail: bool,
+}
+
+/// `agent/list` (PROTOCOL.md's second wave): the custom agents a session in `cwd` can use.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentListParams {
+    /// The workspace whose `.amber/agents/` is listed too; without it only the user's and
+    /// the bundled agents are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentListResult {
+    pub agents: Vec<AgentInfo>,
+}
+
+/// One custom agent, as `agent/list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentInfo {
+    pub name: String,
+    pub description: String,
+    pub source: AgentSource,
+}
+
+/// Where an agent file comes from; on a name clash the first of these wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentSource {
+    /// `.amber/agents/NAME.md` in the workspace.
+    Workspace,
+    /// `$XDG_CONFIG_HOME/amber/agents/NAME.md`.
+    User,
+    /// Compiled into the daemon (`plan`, `review`).
+    Bundled,
+}
+
+impl AgentSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentSource::Workspace => "workspace",
+            AgentSource::User => "user",
+            AgentSource::Bundled => "bundled",
+        }
+    }
 }

@@ -102,6 +102,9 @@ pub struct SessionInfo {
     /// amber extension: the provider the session's requests go to (`None`: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The custom agent the session was created with (`session/new {agent}`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// Where a tool comes from.

@@ -291,6 +291,8 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "PanelGetResult" => check::<PanelGetResult>(value),
         "ProviderListResult" => check::<ProviderListResult>(value),
         "SessionSetModelParams" => check::<SessionSetModelParams>(value),
+        "AgentListParams" => check::<AgentListParams>(value),
+        "AgentListResult" => check::<AgentListResult>(value),
         _ => return None,
     })
 }

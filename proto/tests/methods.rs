@@ -59,6 +59,7 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<PluginEnable>(), "plugin/enable"),
         (row::<PluginDisable>(), "plugin/disable"),
         (row::<CommandList>(), "command/list"),
+        (row::<AgentList>(), "agent/list"),
         (row::<SessionCompact>(), "session/compact"),
         (row::<SessionVerify>(), "session/verify"),
         (row::<SessionSetModel>(), "session/setModel"),
@@ -102,6 +103,7 @@ fn the_name_constants_are_the_types_names() {
         (COMMAND_RUN, CommandRun::NAME),
         (SESSION_SET_MODEL, SessionSetModel::NAME),
         (PROVIDER_LIST, ProviderList::NAME),
+        (AGENT_LIST, AgentList::NAME),
     ];
     for (constant, name) in table {
         assert_eq!(constant, name);

@@ -12,14 +12,14 @@ mod common;
 use std::collections::BTreeMap;
 
 use amber_proto::{
-    ApprovalRespondParams, ApprovalRespondResult, ClientCapabilities, CommandListResult,
-    DaemonStatus, Decision, Empty, InitializeParams, InitializeResult, McpAddParams, McpListResult,
-    McpServerInfo, McpStatus, McpTransport, Message, Mode, NameParams, PeerInfo, PluginInfo,
-    PluginKind, PluginListResult, PluginState, ResolvedBy, Role, SessionCancelResult,
-    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
-    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
-    SessionSetModeParams, SessionState, SessionSubscribeParams, SteerReason, StopReason,
-    TodoStatus, ToolInfo, ToolListParams, ToolListResult, ToolStatus, Usage,
+    AgentListParams, AgentListResult, ApprovalRespondParams, ApprovalRespondResult,
+    ClientCapabilities, CommandListResult, DaemonStatus, Decision, Empty, InitializeParams,
+    InitializeResult, McpAddParams, McpListResult, McpServerInfo, McpStatus, McpTransport, Message,
+    Mode, NameParams, PeerInfo, PluginInfo, PluginKind, PluginListResult, PluginState, ResolvedBy,
+    Role, SessionCancelResult, SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo,
+    SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
+    SessionPromptResult, SessionSetModeParams, SessionState, SessionSubscribeParams, SteerReason,
+    StopReason, TodoStatus, ToolInfo, ToolListParams, ToolListResult, ToolStatus, Usage,
 };
 use common::{Check, rt, run_table};
 use serde_json::{Value, json};
@@ -92,6 +92,35 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
             "session/new params (cwd only)",
             rt::<SessionNewParams>,
             json!({"cwd": "/home/u/proj"}),
+        ),
+        (
+            "session/new params (agent)",
+            rt::<SessionNewParams>,
+            json!({"cwd": "/home/u/proj", "agent": "plan"}),
+        ),
+        ("session/new result (agent)", rt::<SessionInfo>, {
+            let mut info = session_info();
+            info["agent"] = json!("plan");
+            info
+        }),
+        (
+            "agent/list params",
+            rt::<AgentListParams>,
+            json!({"cwd": "/home/u/proj"}),
+        ),
+        (
+            "agent/list params (no cwd)",
+            rt::<AgentListParams>,
+            json!({}),
+        ),
+        (
+            "agent/list result",
+            rt::<AgentListResult>,
+            json!({"agents": [
+                {"name": "docs", "description": "Writes docs", "source": "workspace"},
+                {"name": "mine", "description": "Mine", "source": "user"},
+                {"name": "plan", "description": "Plans", "source": "bundled"}
+            ]}),
         ),
         ("session/new result", rt::<SessionInfo>, session_info()),
         (

@@ -45,6 +45,7 @@ pub fn info(state: SessionState) -> SessionInfo {
         updated_at: "2025-01-02T03:04:05Z".into(),
         usage: Usage::default(),
         provider: None,
+        agent: None,
     }
 }
 

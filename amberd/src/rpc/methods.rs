@@ -114,6 +114,11 @@ pub fn module(
         Ok(proto::SessionCancelResult { cancelled })
     })?;
 
+    m.method::<methods::AgentList>(|p, d, _| {
+        let agents = d.sessions.agents(p.cwd.as_deref())?;
+        Ok(proto::AgentListResult { agents })
+    })?;
+
     m.method::<methods::SessionSetMode>(|p, d, _| {
         Ok(d.sessions.get(&p.session_id)?.shared.set_mode(p.mode))
     })?;
@@ -171,6 +176,7 @@ pub const SERVED: &[&str] = &[
     methods::PANEL_GET,
     methods::PROVIDER_LIST,
     methods::SESSION_SET_MODEL,
+    methods::AGENT_LIST,
 ];
 
 #[cfg(test)]

@@ -63,15 +63,23 @@ fn command_args(args: &serde_json::Value) -> String {
 
 pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
     m.method::<methods::ToolList>(|p, d, _| {
-        if let Some(id) = &p.session_id {
-            d.sessions.get(id)?;
-        }
+        // With a session, only the tools its turns are offered (a custom agent's allow-list).
+        let session = p
+            .session_id
+            .as_ref()
+            .map(|id| d.sessions.get(id))
+            .transpose()?;
         let tools = d
             .sessions
             .deps()
             .registries
             .tool_entries()
             .into_iter()
+            .filter(|e| {
+                session
+                    .as_ref()
+                    .is_none_or(|s| s.shared.allows_tool(e.tool.name()))
+            })
             .map(|e| proto::ToolInfo {
                 name: e.tool.name().to_owned(),
                 description: e.tool.description().to_owned(),

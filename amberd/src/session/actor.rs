@@ -89,6 +89,7 @@ async fn run_prompt(
             deps,
             turn_id,
             cancel: &cancel,
+            mode_ceiling: None,
         },
     };
     hooks.emit(EventKind::TurnStarted {
@@ -104,7 +105,7 @@ async fn run_prompt(
     let provider = shared.provider();
     let llm = deps.llm.client(provider.as_deref());
     let compaction = deps.compaction_for(provider.as_deref());
-    let tools = deps.tools();
+    let tools = shared.offered_tools(deps.tools());
     let env = TurnEnv {
         llm: llm.as_ref().map_err(String::as_str),
         model: &model,
@@ -113,7 +114,7 @@ async fn run_prompt(
         head: &head,
         workspace: &shared.workspace,
         limits: &deps.limits,
-        max_iterations: deps.config.agent.max_tool_iterations,
+        max_iterations: shared.max_iterations(deps.config.agent.max_tool_iterations),
         confirm_finish: deps.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
@@ -153,9 +154,10 @@ async fn compact_now(
             deps,
             turn_id: "",
             cancel: &cancel,
+            mode_ceiling: None,
         },
     };
-    let specs = crate::agent::tool_specs(&deps.tools());
+    let specs = crate::agent::tool_specs(&shared.offered_tools(deps.tools()));
     let model = shared.model();
     shared.head.refresh(&deps.tool_env).await;
     let head = shared.head.head(&shared.system_prompt);

@@ -17,6 +17,7 @@ use super::persist::Persistence;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::agent::prompt::PromptHead;
+use crate::agents::AgentLimits;
 use crate::instructions::Instructions;
 use crate::tools::SessionTools;
 
@@ -25,6 +26,8 @@ pub(super) struct Parts {
     pub info: SessionInfo,
     pub workspace: PathBuf,
     pub system_prompt: String,
+    /// The custom agent's limits, when the session has one.
+    pub agent: Option<AgentLimits>,
     /// The context, journaled to the store when there is one.
     pub context: Context,
     pub hub: EventHub,
@@ -37,6 +40,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         info,
         workspace,
         system_prompt,
+        agent,
         context,
         hub,
         persistence,
@@ -67,6 +71,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         ),
         workspace,
         system_prompt,
+        agent,
         hub,
         persistence,
         closed: CancellationToken::new(),

@@ -2,7 +2,7 @@
 //! the socket (SEED.md "approvals"), and answers become session grants or stored rules.
 
 use amber_policy::{Request, Rules, Scope, Verdict};
-use amber_proto::{Approval, Decision, EventKind, ResolvedBy, SessionState};
+use amber_proto::{Approval, Decision, EventKind, Mode, ResolvedBy, SessionState};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +40,9 @@ pub struct SessionGate<'a> {
     pub deps: &'a Deps,
     pub turn_id: &'a str,
     pub cancel: &'a CancellationToken,
+    /// The most a sub-agent's calls may do (its agent's mode): the session's mode applies,
+    /// narrowed to this.
+    pub mode_ceiling: Option<Mode>,
 }
 
 impl Gate for SessionGate<'_> {
@@ -68,7 +71,7 @@ impl SessionGate<'_> {
             tool_read_only: call.tool.read_only(),
             tool_destructive: call.tool.destructive(),
             args: call.args,
-            mode: shared.mode(),
+            mode: self.mode(),
             workspace: &shared.workspace,
         };
         let mut workspace_rules = shared.lock_rules();
@@ -82,6 +85,13 @@ impl SessionGate<'_> {
 
     fn emit(&self, kind: EventKind) {
         self.shared.hub.publish(Some(self.turn_id), kind);
+    }
+
+    /// The mode calls are judged in: the session's, never above the ceiling.
+    pub(crate) fn mode(&self) -> Mode {
+        let mode = self.shared.mode();
+        self.mode_ceiling
+            .map_or(mode, |ceiling| crate::agents::narrower(mode, ceiling))
     }
 
     /// Asks the approvers. `persist`: whether `allow_always` may store allow rules; when an

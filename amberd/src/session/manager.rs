@@ -23,6 +23,7 @@ use super::hub::{EventHub, EventStore, now_rfc3339};
 use super::persist::{self, Persistence};
 use super::{Command, SessionError, SessionHandle, build, listing, restore};
 use crate::agent::prompt::default_system_prompt;
+use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 
 /// How long a load waits for an unloading session's actor to let go of its log.
 const UNLOAD_WAIT: Duration = Duration::from_secs(10);
@@ -120,39 +121,50 @@ impl SessionManager {
             home.as_deref(),
             self.deps.config.sessions.allow_broad_workspace,
         )?;
-        let provider = self.provider_param(params.provider.as_deref())?;
+        let agent = agent_param(&workspace, params.agent.as_deref())?;
+        let defaults = agent.as_ref().map(|a| &a.definition);
+        let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
         let id = uuid::Uuid::new_v4().to_string();
         let now = now_rfc3339();
         let deps = &self.deps;
+        // Explicit params first, then the agent's defaults, then the configuration's.
         let system_prompt = params
             .system_prompt
             .clone()
+            .or_else(|| defaults.map(|d| d.prompt.clone()))
             .or_else(|| deps.config.agent.system_prompt.clone())
             .unwrap_or_else(default_system_prompt);
+        let model = params
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| defaults.and_then(|d| d.model.clone()));
+        let limits = agent.as_ref().map(AgentLimits::of);
         let info = SessionInfo {
             session_id: id.clone(),
             cwd: workspace.display().to_string(),
-            mode: params.mode.unwrap_or_default(),
-            model: params
-                .model
-                .clone()
-                .filter(|m| !m.trim().is_empty())
-                .unwrap_or_else(|| match &provider {
-                    Some(p) => deps.llm.default_model(Some(p)),
-                    None => deps.endpoint.model.clone(),
-                }),
+            mode: params
+                .mode
+                .or_else(|| defaults.and_then(|d| d.mode))
+                .unwrap_or_default(),
+            model: model.unwrap_or_else(|| match &provider {
+                Some(p) => deps.llm.default_model(Some(p)),
+                None => deps.endpoint.model.clone(),
+            }),
             title: params.title.unwrap_or_default(),
             state: SessionState::Idle,
             created_at: now.clone(),
             updated_at: now,
             usage: Usage::default(),
             provider,
+            agent: agent.as_ref().map(|a| a.name.clone()),
         };
         let persistence = match &deps.store {
             Some(store) => {
                 let meta = SessionMeta {
                     info: info.clone(),
                     system_prompt: system_prompt.clone(),
+                    agent: limits.as_ref().map(AgentLimits::to_meta),
                 };
                 let log = store
                     .create(&meta)
@@ -190,6 +202,7 @@ impl SessionManager {
                 info: info.clone(),
                 workspace,
                 system_prompt,
+                agent: limits,
                 context,
                 hub,
                 persistence,
@@ -197,6 +210,23 @@ impl SessionManager {
         );
         self.registry().loaded.insert(id, handle);
         Ok(info)
+    }
+
+    /// `agent/list`: the agents a session in `cwd` can use (validated as `session/new`'s
+    /// `cwd`); without one, the user's and the bundled agents only.
+    pub fn agents(&self, cwd: Option<&str>) -> Result<Vec<amber_proto::AgentInfo>, SessionError> {
+        let workspace = match cwd {
+            Some(cwd) => {
+                let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+                Some(build::validate_workspace(
+                    cwd,
+                    home.as_deref(),
+                    self.deps.config.sessions.allow_broad_workspace,
+                )?)
+            }
+            None => None,
+        };
+        Ok(agents::list(&AgentDirs::new(workspace.as_deref())))
     }
 
     /// The live session, loading it from the store on first use.
@@ -411,6 +441,24 @@ impl SessionManager {
             .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
+    /// The provider of a new session: the params', else its agent's (an error then names
+    /// the agent), else the default.
+    fn provider_for(
+        &self,
+        asked: Option<&str>,
+        agent: Option<&Agent>,
+    ) -> Result<Option<String>, SessionError> {
+        let from_agent = agent
+            .filter(|_| asked.is_none())
+            .and_then(|a| Some((a.name.as_str(), a.definition.provider.as_deref()?)));
+        match from_agent {
+            Some((name, wanted)) => self.deps.llm.selection(wanted).map_err(|e| {
+                SessionError::InvalidParams(format!("agent: agent `{name}` sets provider: {e}"))
+            }),
+            None => self.provider_param(asked),
+        }
+    }
+
     /// `session/new`'s `provider`: a known name, or `None` for the default.
     fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
         match provider {
@@ -472,6 +520,18 @@ impl SessionManager {
             tracing::warn!("some sessions did not stop within {grace:?}");
         }
     }
+}
+
+/// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents.
+fn agent_param(
+    workspace: &std::path::Path,
+    name: Option<&str>,
+) -> Result<Option<Agent>, SessionError> {
+    name.map(|name| {
+        agents::find(&AgentDirs::new(Some(workspace)), name)
+            .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))
+    })
+    .transpose()
 }
 
 async fn stop_session(handle: &SessionHandle) {

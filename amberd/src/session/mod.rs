@@ -32,7 +32,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::SessionTools;
+use crate::agents::AgentLimits;
+use crate::tools::{SessionTools, ToolRegistry};
 use actor::Command;
 use approvals::Approvals;
 use hub::{EventHub, now_rfc3339};
@@ -62,6 +63,8 @@ pub struct SessionShared {
     /// Where compaction saves the skills it extracts for this workspace.
     pub skills_dir: PathBuf,
     pub system_prompt: String,
+    /// The custom agent's limits (tool allow-list, iteration cap), fixed at creation.
+    pub(crate) agent: Option<AgentLimits>,
     /// The head blocks every request of the session starts with (after a system prompt).
     pub(crate) head: crate::agent::prompt::PromptHead,
     pub hub: EventHub,
@@ -220,6 +223,26 @@ impl SessionShared {
         info
     }
 
+    /// The tools this session's turns are offered: `all` less what its agent withholds.
+    pub(crate) fn offered_tools(&self, all: ToolRegistry) -> ToolRegistry {
+        match &self.agent {
+            Some(agent) => agent.restrict(all),
+            None => all,
+        }
+    }
+
+    /// Whether this session's agent lets its turns use `tool` (`tool/list {sessionId}`).
+    pub(crate) fn allows_tool(&self, tool: &str) -> bool {
+        self.agent.as_ref().is_none_or(|agent| agent.allows(tool))
+    }
+
+    /// The iteration cap of this session's turns: its agent's, else `default`.
+    pub(crate) fn max_iterations(&self, default: u32) -> u32 {
+        self.agent
+            .as_ref()
+            .map_or(default, |agent| agent.max_iterations(default))
+    }
+
     /// The provider of this session's requests (`None`: the configured default).
     pub fn provider(&self) -> Option<String> {
         self.lock_live().info.provider.clone()
@@ -262,6 +285,7 @@ impl SessionShared {
             let meta = SessionMeta {
                 info,
                 system_prompt: self.system_prompt.clone(),
+                agent: self.agent.as_ref().map(AgentLimits::to_meta),
             };
             persist::blocking(|| p.save_meta(&meta));
         }

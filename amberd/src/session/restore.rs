@@ -33,6 +33,7 @@ use super::hub::{EventHub, EventStore, WireEvent};
 use super::persist::Persistence;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
+use crate::agents::AgentLimits;
 use crate::elide::WireLimits;
 
 /// Loads session `id` from the store and starts it.
@@ -62,6 +63,7 @@ pub(super) fn load(
             workspace: PathBuf::from(&info.cwd),
             info,
             system_prompt: meta.system_prompt,
+            agent: meta.agent.as_ref().map(AgentLimits::from_meta),
             context,
             hub,
             persistence: Some(persistence),
@@ -383,6 +385,7 @@ mod tests {
             meta: amber_store::SessionMeta {
                 info: info("s"),
                 system_prompt: "sys".into(),
+                agent: None,
             },
             events: vec![stored(1, "t", started)],
             context: context.into_iter().map(|m| (m, 0)).collect(),
@@ -445,6 +448,7 @@ mod tests {
             let meta = amber_store::SessionMeta {
                 info: info("s"),
                 system_prompt: "sys".into(),
+                agent: None,
             };
             let mut log = store.create(&meta).unwrap();
             for seq in 1..=5000 {

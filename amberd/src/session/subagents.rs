@@ -3,6 +3,12 @@
 //! gate (policy and approvals), and its own iteration cap. Its tool events reach
 //! subscribers tagged with its `agentId`; its text stays private and comes back as the
 //! tool output.
+//!
+//! A task may name a custom agent (`task {agent}`): its body leads the system prompt, its
+//! model and provider replace the session's, its `max_iterations` the sub-agent cap.
+//! **A sub-agent never gets more than its parent:** its mode is its agent's narrowed to the
+//! session's (`agents::narrower`, in the gate too), and its tools are its agent's allow-list
+//! within the session agent's.
 
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -17,6 +23,8 @@ use super::SessionShared;
 use super::deps::Deps;
 use super::gate::SessionGate;
 use crate::agent::{self, AgentHooks, TurnEnv};
+use crate::agents::{self, AgentDirs, AgentLimits};
+use crate::tools::ToolRegistry;
 use crate::tools::gate::Gate;
 use crate::tools::session::{SubResult, SubTask, SubagentRunner};
 
@@ -32,31 +40,90 @@ impl SubagentRunner for SessionSubagents {
         tasks: Vec<SubTask>,
         parallel: bool,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Vec<SubResult>> {
+    ) -> BoxFuture<'a, Result<Vec<SubResult>, String>> {
         Box::pin(async move {
             let Some(shared) = self.shared.upgrade() else {
-                let gone = SubResult {
-                    ok: false,
-                    text: "the session is closing".into(),
-                };
-                return vec![gone; tasks.len()];
+                return Err("the session is closing".into());
             };
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
             let deps = &self.deps;
+            // Every agent is resolved before any task runs: one bad name runs nothing.
+            let profiles = tasks
+                .iter()
+                .map(|task| Profile::resolve(&shared, deps, task.agent.as_deref()))
+                .collect::<Result<Vec<_>, String>>()?;
             let runs = tasks
                 .into_iter()
-                .map(|task| run_one(&shared, deps, &turn_id, task, cancel));
+                .zip(profiles)
+                .map(|(task, profile)| run_one(&shared, deps, &turn_id, task, profile, cancel));
             if parallel {
                 let cap = deps.config.agent.subagent_parallel.max(1);
                 // `buffered` keeps results in task order while running up to `cap` at once.
-                futures::stream::iter(runs).buffered(cap).collect().await
+                Ok(futures::stream::iter(runs).buffered(cap).collect().await)
             } else {
                 let mut results = Vec::new();
                 for run in runs {
                     results.push(run.await);
                 }
-                results
+                Ok(results)
             }
+        })
+    }
+}
+
+/// How one sub-agent runs: the session's defaults, or what its custom agent sets.
+struct Profile {
+    system_prompt: String,
+    model: String,
+    provider: Option<String>,
+    tools: ToolRegistry,
+    mode_ceiling: Option<Mode>,
+    max_iterations: u32,
+}
+
+impl Profile {
+    fn resolve(
+        shared: &SessionShared,
+        deps: &Deps,
+        agent: Option<&str>,
+    ) -> Result<Profile, String> {
+        let plain = subagent_prompt(&shared.workspace);
+        // Within the session agent's allow-list, if it has one.
+        let tools = shared.offered_tools(deps.subagent_tools());
+        let max_iterations = deps.config.agent.subagent_max_iterations;
+        let Some(name) = agent else {
+            return Ok(Profile {
+                system_prompt: plain,
+                model: shared.model(),
+                provider: shared.provider(),
+                tools,
+                mode_ceiling: None,
+                max_iterations,
+            });
+        };
+        let agent = agents::find(&AgentDirs::new(Some(&shared.workspace)), name)
+            .map_err(|e| e.to_string())?;
+        let definition = &agent.definition;
+        let provider = match definition.provider.as_deref() {
+            Some(wanted) => deps
+                .llm
+                .selection(wanted)
+                .map_err(|e| format!("agent `{name}` sets provider: {e}"))?,
+            None => shared.provider(),
+        };
+        let model = match (&definition.model, &definition.provider) {
+            (Some(model), _) => model.clone(),
+            (None, Some(_)) => deps.llm.default_model(provider.as_deref()),
+            (None, None) => shared.model(),
+        };
+        let limits = AgentLimits::of(&agent);
+        Ok(Profile {
+            system_prompt: format!("{}\n\n{plain}", definition.prompt),
+            model,
+            provider,
+            tools: limits.restrict(tools),
+            mode_ceiling: definition.mode,
+            max_iterations: limits.max_iterations(max_iterations),
         })
     }
 }
@@ -66,6 +133,7 @@ async fn run_one(
     deps: &Deps,
     turn_id: &str,
     task: SubTask,
+    profile: Profile,
     cancel: &CancellationToken,
 ) -> SubResult {
     let agent_id = format!("agent_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
@@ -82,6 +150,7 @@ async fn run_one(
             deps,
             turn_id,
             cancel,
+            mode_ceiling: profile.mode_ceiling,
         },
     };
     hooks.publish(EventKind::SubagentStarted {
@@ -90,25 +159,21 @@ async fn run_one(
     });
 
     let mut context = Context::new();
-    let system_prompt = subagent_prompt(&shared.workspace);
     // The session's head blocks (refreshed when the parent's turn began) after the
-    // sub-agent prompt: the same bytes for every sub-agent of the session.
-    let head = shared.head.head(&system_prompt);
-    context.push(Message::system(system_prompt));
-    let model = shared.model();
-    let provider = shared.provider();
-    let llm = deps.llm.client(provider.as_deref());
-    let compaction = deps.compaction_for(provider.as_deref());
-    let tools = deps.subagent_tools();
+    // sub-agent's prompt: the same bytes for every sub-agent of one agent in the session.
+    let head = shared.head.head(&profile.system_prompt);
+    context.push(Message::system(profile.system_prompt));
+    let llm = deps.llm.client(profile.provider.as_deref());
+    let compaction = deps.compaction_for(profile.provider.as_deref());
     let env = TurnEnv {
         llm: llm.as_ref().map_err(String::as_str),
-        model: &model,
-        tools: &tools,
+        model: &profile.model,
+        tools: &profile.tools,
         session_tools: &shared.tools,
         head: &head,
         workspace: &shared.workspace,
         limits: &deps.limits,
-        max_iterations: deps.config.agent.subagent_max_iterations,
+        max_iterations: profile.max_iterations,
         confirm_finish: deps.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
@@ -192,7 +257,7 @@ impl AgentHooks for SubagentHooks<'_> {
     }
 
     fn mode(&self) -> Mode {
-        self.shared.mode()
+        self.gate.mode()
     }
 
     fn add_usage(&self, usage: &Usage) -> Usage {

@@ -279,6 +279,9 @@ fn preflight(
     parsed: Result<Value, String>,
 ) -> Result<(Arc<dyn Tool>, Value), String> {
     let Some(tool) = req.registry.get(&call.name) else {
+        if let Some(reason) = req.registry.withheld(&call.name) {
+            return Err(reason.to_owned());
+        }
         return Err(format!(
             "unknown tool `{}`; available: {}",
             call.name,

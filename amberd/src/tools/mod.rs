@@ -233,6 +233,9 @@ pub fn builtin_tools(data_dir: Option<&Path>) -> Vec<Arc<dyn Tool>> {
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Tools taken out for one turn (an agent's allow-list), with the reason dispatch gives
+    /// for denying a call to one.
+    withheld: Vec<(String, String)>,
 }
 
 impl ToolRegistry {
@@ -269,6 +272,21 @@ impl ToolRegistry {
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Takes `name` out: it is not offered, and a call to it is denied with `reason`.
+    pub fn withhold(&mut self, name: &str, reason: String) {
+        if self.remove(name).is_some() {
+            self.withheld.push((name.to_owned(), reason));
+        }
+    }
+
+    /// Why a call to `name` is refused, when it was withheld.
+    pub fn withheld(&self, name: &str) -> Option<&str> {
+        self.withheld
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, reason)| reason.as_str())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {

@@ -18,6 +18,8 @@ use super::process::ProcessTable;
 pub struct SubTask {
     pub prompt: String,
     pub description: Option<String>,
+    /// The custom agent to run it as (its prompt, tools, mode ceiling, iteration cap).
+    pub agent: Option<String>,
 }
 
 /// What a sub-agent came back with.
@@ -31,13 +33,14 @@ pub struct SubResult {
 
 /// Runs sub-agents for the `task` tool; the session installs one.
 pub trait SubagentRunner: Send + Sync {
-    /// Runs `tasks` (concurrently when `parallel`), results in task order.
+    /// Runs `tasks` (concurrently when `parallel`), results in task order. `Err`: none ran
+    /// (an agent a task names cannot be used), and why.
     fn run<'a>(
         &'a self,
         tasks: Vec<SubTask>,
         parallel: bool,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Vec<SubResult>>;
+    ) -> BoxFuture<'a, Result<Vec<SubResult>, String>>;
 }
 
 /// The session's path deny rules, for tools that reveal files without naming them

@@ -24,7 +24,8 @@ impl Tool for TaskTool {
          ([{prompt, description?}]) runs several, one after another (`mode: \"serial\"`, the \
          default) or concurrently (`mode: \"parallel\"`, for independent work). Each sub-agent \
          has the same tools except `task`; its final reply is returned here. Give each a \
-         self-contained prompt: it does not see this conversation."
+         self-contained prompt: it does not see this conversation. `agent` runs a task as a \
+         custom agent (its prompt, tools and mode), for all tasks or per task."
     }
 
     fn input_schema(&self) -> Value {
@@ -34,13 +35,15 @@ impl Tool for TaskTool {
                 "prompt": {"type": "string", "description": "The task for one sub-agent."},
                 "description": {"type": "string", "description": "A few words naming the task."},
                 "mode": {"type": "string", "enum": ["serial", "parallel"]},
+                "agent": {"type": "string", "description": "A custom agent's name (`plan`, `review`, …) to run the tasks as."},
                 "tasks": {
                     "type": "array",
                     "items": {
                         "type": "object",
                         "properties": {
                             "prompt": {"type": "string"},
-                            "description": {"type": "string"}
+                            "description": {"type": "string"},
+                            "agent": {"type": "string"}
                         },
                         "required": ["prompt"]
                     }
@@ -63,7 +66,10 @@ impl Tool for TaskTool {
             let Some(runner) = ctx.session.subagents() else {
                 return ToolOutcome::error("sub-agents are not available in this session");
             };
-            let results = runner.run(tasks.clone(), parallel, &ctx.cancel).await;
+            let results = match runner.run(tasks.clone(), parallel, &ctx.cancel).await {
+                Ok(results) => results,
+                Err(message) => return ToolOutcome::error(message),
+            };
             let all_ok = results.iter().all(|r| r.ok);
             let text = if let [only] = results.as_slice() {
                 only.text.clone()
@@ -101,6 +107,10 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
             ));
         }
     };
+    let agent = args
+        .opt_string("agent")
+        .map_err(|e| e.to_string())?
+        .map(str::to_owned);
     let tasks = match value.get("tasks") {
         Some(Value::Array(items)) => items
             .iter()
@@ -115,9 +125,15 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
+                let own_agent = match item.get("agent") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(name)) => Some(name.clone()),
+                    Some(_) => return Err(format!("`tasks[{i}].agent` must be a string")),
+                };
                 Ok(SubTask {
                     prompt: prompt.to_owned(),
                     description,
+                    agent: own_agent.or_else(|| agent.clone()),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?,
@@ -136,6 +152,7 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
                 .opt_string("description")
                 .map_err(|e| e.to_string())?
                 .map(str::to_owned),
+            agent,
         }]
     } else {
         tasks
@@ -167,6 +184,26 @@ mod tests {
         assert_eq!(tasks.len(), 2);
         assert!(parallel);
         assert_eq!(tasks[1].description.as_deref(), Some("B"));
+    }
+
+    #[test]
+    fn an_agent_for_all_tasks_or_per_task() {
+        let (tasks, _) = parse(&json!({"prompt": "p", "agent": "review"})).unwrap();
+        assert_eq!(tasks[0].agent.as_deref(), Some("review"));
+        let (tasks, _) = parse(&json!({
+            "agent": "plan",
+            "tasks": [{"prompt": "a"}, {"prompt": "b", "agent": "review"}]
+        }))
+        .unwrap();
+        let agents: Vec<Option<&str>> = tasks.iter().map(|t| t.agent.as_deref()).collect();
+        assert_eq!(agents, [Some("plan"), Some("review")]);
+        assert!(
+            parse(&json!({"prompt": "p", "agent": 3}))
+                .unwrap_err()
+                .contains("agent")
+        );
+        let err = parse(&json!({"tasks": [{"prompt": "a", "agent": []}]})).unwrap_err();
+        assert!(err.contains("tasks[0].agent"), "{err}");
     }
 
     #[test]

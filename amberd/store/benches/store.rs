@@ -42,8 +42,10 @@ fn meta(id: &str) -> SessionMeta {
             updated_at: "2026-12-02T10:00:00.000Z".into(),
             usage: Usage::default(),
             provider: None,
+            agent: None,
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
+        agent: None,
     }
 }
 

@@ -28,6 +28,24 @@ const VERSION: u32 = 1;
 pub struct SessionMeta {
     pub info: SessionInfo,
     pub system_prompt: String,
+    /// What the session's custom agent set beyond `info` and `system_prompt` (absent when
+    /// it has none, and in files written before agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<SessionAgent>,
+}
+
+/// A custom agent's limits as a session keeps them: fixed when the session is created, so a
+/// restored session behaves as it did even if the agent's file changed since.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAgent {
+    pub name: String,
+    /// The tool allow-list (names or globs); `None`: every tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Replaces `[agent] max_tool_iterations` for the session's turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
 }
 
 #[derive(Serialize)]

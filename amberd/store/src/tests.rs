@@ -25,8 +25,10 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             updated_at: created_at.into(),
             usage: Usage::default(),
             provider: None,
+            agent: None,
         },
         system_prompt: "sys".into(),
+        agent: None,
     }
 }
 
@@ -351,6 +353,29 @@ fn verify_finds_a_tampered_message_at_its_index() {
         .unwrap();
     assert!(f.store.verify("s").unwrap().torn_tail);
     assert!(fs::read(&path).unwrap().ends_with(b"0000"));
+}
+
+#[test]
+fn a_sessions_agent_round_trips_and_older_meta_has_none() {
+    let f = Fixture::new();
+    let mut m = meta("s", "1");
+    m.info.agent = Some("scout".into());
+    m.agent = Some(SessionAgent {
+        name: "scout".into(),
+        tools: Some(vec!["read".into(), "mcp__*".into()]),
+        max_iterations: Some(3),
+    });
+    drop(f.store.create(&m).unwrap());
+    assert_eq!(f.store.load("s").unwrap().meta, m);
+    let path = f.store.sessions_dir().join("s").join("meta.json");
+    let mut raw: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(raw["agent"]["maxIterations"], 3, "{raw}");
+    // A file written before agents existed reads as a session without one.
+    raw.as_object_mut().unwrap().remove("agent");
+    raw["info"].as_object_mut().unwrap().remove("agent");
+    fs::write(&path, serde_json::to_vec(&raw).unwrap()).unwrap();
+    let old = f.store.load("s").unwrap().meta;
+    assert_eq!((old.agent, old.info.agent), (None, None));
 }
 
 #[test]

@@ -220,6 +220,8 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         title: None,
         system_prompt: None,
         provider: info.provider,
+        // A new session like this one: with its agent too.
+        agent: info.agent,
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),
