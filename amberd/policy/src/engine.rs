@@ -224,7 +224,9 @@ fn unallowed_reads(
             Vec::new(),
             files.iter().filter_map(|f| f.secret.clone()).collect(),
         ),
-        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => (Vec::new(), Vec::new()),
+        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => {
+            (Vec::new(), Vec::new())
+        }
     }
 }
 
@@ -279,7 +281,9 @@ fn read_mode_refuses_changes(call: &Call<'_>) -> Option<Verdict> {
             )
         }
         Target::Command(c) => format!("is not read-only: {}", c.reason),
-        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => "changes things".to_owned(),
+        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => {
+            "changes things".to_owned()
+        }
     };
     Some(Verdict::Deny {
         reason: format!(
