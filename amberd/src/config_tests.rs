@@ -74,6 +74,12 @@ fn paths_follow_the_protocol() {
     let (p, explicit) = config_path(None, &env(&[("XDG_CONFIG_HOME", "/c")]));
     assert_eq!(p.unwrap(), PathBuf::from("/c/amber/config.toml"));
     assert!(!explicit);
+    let relative_xdg = env(&[("XDG_CONFIG_HOME", "rel"), ("HOME", "/h")]);
+    assert_eq!(
+        user_config_dir(&relative_xdg),
+        Some(PathBuf::from("/h/.config/amber"))
+    );
+    assert_eq!(user_config_dir(&env(&[])), None);
     assert_eq!(
         data_dir(None, &env(&[("AMBER_DATA_DIR", "/d")])),
         PathBuf::from("/d")

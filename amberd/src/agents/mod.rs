@@ -111,16 +111,9 @@ impl AgentDirs {
     }
 }
 
-/// `$XDG_CONFIG_HOME/amber/agents`, else `$HOME/.config/amber/agents` (absolute paths only).
+/// `$XDG_CONFIG_HOME/amber/agents`, else `$HOME/.config/amber/agents`.
 fn user_agents_dir() -> Option<PathBuf> {
-    let absolute = |var: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    absolute("XDG_CONFIG_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".config")))
-        .map(|config| config.join("amber").join("agents"))
+    crate::config::user_config_dir(&crate::config::process_env).map(|dir| dir.join("agents"))
 }
 
 /// Whether `name` can name an agent (and so a file stem in an agents folder).

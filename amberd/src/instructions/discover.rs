@@ -57,17 +57,11 @@ pub(crate) fn in_repository(workspace: &Path) -> bool {
     workspace.ancestors().any(|dir| dir.join(".git").exists())
 }
 
-/// The user's global instruction file: `$XDG_CONFIG_HOME/amber/AGENTS.md`, else
-/// `$HOME/.config/amber/AGENTS.md`; `None` when neither variable is set.
-pub(crate) fn global_file(
-    xdg_config_home: Option<&Path>,
-    home: Option<&Path>,
-) -> Option<Candidate> {
-    let config = match xdg_config_home.filter(|p| p.is_absolute()) {
-        Some(dir) => dir.to_path_buf(),
-        None => home?.join(".config"),
-    };
-    let path = config.join("amber").join("AGENTS.md");
+/// The user's global instruction file, `AGENTS.md` in amber's user config folder
+/// (`config::user_config_dir`), shown by its `~/…` path under `home`; `None` without
+/// that folder.
+pub(crate) fn global_file(config_dir: Option<&Path>, home: Option<&Path>) -> Option<Candidate> {
+    let path = config_dir?.join("AGENTS.md");
     let shown = match home.and_then(|h| path.strip_prefix(h).ok()) {
         Some(rest) => format!("~/{}", rest.display()),
         None => path.display().to_string(),

@@ -112,7 +112,8 @@ fn the_cut_falls_on_a_character_boundary() {
 fn the_global_file_comes_first_and_is_named_by_its_home_path() {
     let (tmp, workspace) = nested();
     let home = tmp.path().canonicalize().unwrap().join("home");
-    let global = discover::global_file(None, Some(&home)).unwrap();
+    let config_dir = home.join(".config/amber");
+    let global = discover::global_file(Some(&config_dir), Some(&home)).unwrap();
     fs::create_dir_all(global.path.parent().unwrap()).unwrap();
     fs::write(&global.path, "global rules").unwrap();
     assert_eq!(global.shown, "~/.config/amber/AGENTS.md");
@@ -126,11 +127,12 @@ fn the_global_file_comes_first_and_is_named_by_its_home_path() {
 }
 
 #[test]
-fn xdg_config_home_wins_over_home() {
-    let global = discover::global_file(Some(Path::new("/x/cfg")), Some(Path::new("/h"))).unwrap();
+fn a_global_file_outside_home_is_shown_by_its_absolute_path() {
+    let global =
+        discover::global_file(Some(Path::new("/x/cfg/amber")), Some(Path::new("/h"))).unwrap();
     assert_eq!(global.path, Path::new("/x/cfg/amber/AGENTS.md"));
     assert_eq!(global.shown, "/x/cfg/amber/AGENTS.md");
-    assert!(discover::global_file(None, None).is_none());
+    assert!(discover::global_file(None, Some(Path::new("/h"))).is_none());
 }
 
 #[test]

@@ -53,14 +53,7 @@ pub struct Skill {
 /// The user's skills folder from the environment: `$XDG_CONFIG_HOME/amber/skills`,
 /// else `$HOME/.config/amber/skills`.
 pub fn user_skills_dir() -> Option<PathBuf> {
-    let absolute = |var: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    absolute("XDG_CONFIG_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".config")))
-        .map(|config| config.join("amber").join("skills"))
+    crate::config::user_config_dir(&crate::config::process_env).map(|dir| dir.join("skills"))
 }
 
 /// Folder under the data dir holding the per-workspace skill folders.
