@@ -67,7 +67,7 @@ pub enum Command {
         /// Session id
         id: String,
     },
-    /// Run a slash command in the daemon (`help`, `plugins disable hello`, `mcp list`, …)
+    /// Run a slash command in the daemon (`help`, `plugins enable hello`, `mcp list`, …)
     ///
     /// `amber-cli command help` lists them. Commands that act on a session need --session.
     #[command(name = "command")]
