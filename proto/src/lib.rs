@@ -11,6 +11,7 @@ pub mod message;
 pub mod methods;
 pub mod methods_types;
 pub mod paths;
+pub mod sandbox;
 pub mod socket_trust;
 pub mod subscription;
 pub mod types;
@@ -21,6 +22,7 @@ pub use events::{
 pub use extensions::*;
 pub use message::{Message, Role, ToolCall};
 pub use methods_types::*;
+pub use sandbox::{SandboxInfo, SandboxMode, SandboxRequest};
 pub use subscription::*;
 pub use types::*;
 

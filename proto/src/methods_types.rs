@@ -84,6 +84,9 @@ pub struct SessionNewParams {
     /// limits for the session; explicit params here override its defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// amber extension: the session's OS sandbox (default: `[sandbox]` of the config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::SandboxRequest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

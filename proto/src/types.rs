@@ -105,6 +105,9 @@ pub struct SessionInfo {
     /// The custom agent the session was created with (`session/new {agent}`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// amber extension: the session's effective OS sandbox (read mode is always `read-only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::SandboxInfo>,
 }
 
 /// Where a tool comes from.

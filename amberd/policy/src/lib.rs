@@ -18,6 +18,7 @@ mod patch_paths;
 mod paths;
 mod protected;
 mod rules;
+pub mod sandbox;
 mod secrets;
 mod shell;
 mod target;

@@ -158,6 +158,8 @@ impl SessionManager {
             usage: Usage::default(),
             provider,
             agent: agent.as_ref().map(|a| a.name.clone()),
+            // TODO(sandbox plumbing): the effective sandbox from [sandbox] and params.
+            sandbox: None,
         };
         let persistence = match &deps.store {
             Some(store) => {

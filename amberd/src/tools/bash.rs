@@ -15,7 +15,10 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::Child;
 
+use amber_policy::sandbox::refusal_note;
+
 use super::args::Args;
+use super::sandbox;
 use super::spawn::spawn_shell;
 use super::truncate::CappedText;
 use super::{Tool, ToolContext, ToolOutcome};
@@ -50,7 +53,8 @@ impl Tool for BashTool {
             "properties": {
                 "command": {"type": "string", "description": "The bash command line to run"},
                 "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the command after this many milliseconds"},
-                "cwd": {"type": "string", "description": "Working directory inside the workspace (default: the root)"}
+                "cwd": {"type": "string", "description": "Working directory inside the workspace (default: the root)"},
+                "sandbox": {"type": "boolean", "description": "false: run without the OS sandbox (only when a command failed because the sandbox refused a write or network access; always asks the user)"}
             },
             "required": ["command"]
         })
@@ -107,8 +111,12 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
         None => ctx.workspace.clone(),
     };
 
+    let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
+    let session_sandbox = ctx.session.sandbox();
+    let chosen = sandbox::choose(&session_sandbox, wants_unsandboxed, ctx.unsandboxed_approved)
+        .map_err(ToolOutcome::denied)?;
     let env = ctx.session.tool_env();
-    let (reader, mut child) = spawn_shell(command, &cwd, &env)
+    let (reader, mut child) = spawn_shell(command, &cwd, &env, chosen.spawn())
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;
     let Some(pid) = child.id().and_then(|id| libc::pid_t::try_from(id).ok()) else {
         return Err(ToolOutcome::error(
@@ -119,7 +127,16 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     let group = GroupGuard::new(pid, ctx.session.session_id());
     let mut sink = Sink::new(ctx);
     let end = supervise(&mut child, reader, &group, &mut sink, ctx, timeout).await;
-    Ok(finish(end, sink.finish(), timeout))
+    let mut body = sink.finish();
+    if matches!(chosen, sandbox::Chosen::Sandboxed(_))
+        && let Some(note) = refusal_note(session_sandbox.info(), &body)
+    {
+        if !body.is_empty() && !body.ends_with('\n') {
+            body.push('\n');
+        }
+        body.push_str(&note);
+    }
+    Ok(finish(end, body, timeout))
 }
 
 /// Read the pipe until the shell has exited and the pipe is closed, or until

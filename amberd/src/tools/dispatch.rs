@@ -378,6 +378,8 @@ impl Runner<'_> {
                 output: Some(tx),
                 limits: *self.limits,
                 session: self.session.clone(),
+                // TODO(sandbox escalation): set from the approval of an unsandboxed run.
+                unsandboxed_approved: false,
             };
             let call = AssertUnwindSafe(prepared.tool.call(prepared.args, &ctx)).catch_unwind();
             tokio::pin!(call);

@@ -33,8 +33,17 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::OnceLock;
 
+use amber_policy::sandbox::SandboxSpec;
+
 /// The first argument that makes `amberd` the tool-exec helper.
 pub const HELPER_ARG: &str = "__tool-exec";
+
+/// Before the program, in the helper's arguments: the next argument is a `SandboxSpec`.
+const SANDBOX_ARG: &str = "--sandbox";
+/// Exit status of the helper when it could not set up the sandbox (nothing ran).
+pub const SANDBOX_FAILED: u8 = 125;
+/// What the helper prints (before the reason) when the sandbox could not be set up.
+pub const SANDBOX_FAILED_PREFIX: &str = "amberd: sandbox setup failed:";
 
 /// Exit status of the helper when it could not run the program (as a shell's "not found").
 const EXEC_FAILED: u8 = 127;
@@ -76,15 +85,33 @@ pub fn install() -> io::Result<()> {
 /// `program` itself when no lifeline is installed. Stdin is /dev/null for the program
 /// either way; the caller sets the rest (args, env, cwd, stdout, process group).
 pub(crate) fn command(program: &str) -> io::Result<Command> {
+    helper_command(program, None)
+}
+
+/// [`command`] inside the OS sandbox `spec`: the helper applies it after starting the
+/// watcher and before it `exec`s `program`. Without an installed lifeline there is no
+/// helper to apply it, so nothing is spawned (fail closed).
+pub(crate) fn sandboxed_command(program: &str, spec: &SandboxSpec) -> io::Result<Command> {
+    helper_command(program, Some(spec))
+}
+
+fn helper_command(program: &str, spec: Option<&SandboxSpec>) -> io::Result<Command> {
     let Some(lifeline) = INSTALLED.get() else {
+        if spec.is_some() {
+            return Err(io::Error::other(
+                "cannot sandbox the command: amberd's tool-exec helper is not installed",
+            ));
+        }
         let mut cmd = Command::new(program);
         cmd.stdin(Stdio::null());
         return Ok(cmd);
     };
     let mut cmd = Command::new(&lifeline.helper);
-    cmd.arg0("amberd")
-        .arg(HELPER_ARG)
-        .arg(program)
+    cmd.arg0("amberd").arg(HELPER_ARG);
+    if let Some(spec) = spec {
+        cmd.arg(SANDBOX_ARG).arg(spec.to_arg());
+    }
+    cmd.arg(program)
         .stdin(Stdio::from(lifeline.read.try_clone()?));
     Ok(cmd)
 }
@@ -101,7 +128,25 @@ pub fn run_if_requested() -> Option<ExitCode> {
     Some(run_helper(rest))
 }
 
-fn run_helper(args: Vec<OsString>) -> ExitCode {
+fn run_helper(mut args: Vec<OsString>) -> ExitCode {
+    let spec = if args.first().is_some_and(|a| a == SANDBOX_ARG) {
+        let Some(arg) = args.get(1).and_then(|a| a.to_str()) else {
+            eprintln!("{SANDBOX_FAILED_PREFIX} no sandbox spec given");
+            return ExitCode::from(SANDBOX_FAILED);
+        };
+        match SandboxSpec::from_arg(arg) {
+            Ok(spec) => {
+                args.drain(..2);
+                Some(spec)
+            }
+            Err(err) => {
+                eprintln!("{SANDBOX_FAILED_PREFIX} {err}");
+                return ExitCode::from(SANDBOX_FAILED);
+            }
+        }
+    } else {
+        None
+    };
     let Some((program, program_args)) = args.split_first() else {
         eprintln!("amberd {HELPER_ARG}: no program given");
         return ExitCode::from(EXEC_FAILED);
@@ -114,6 +159,14 @@ fn run_helper(args: Vec<OsString>) -> ExitCode {
     if let Err(err) = start_watcher() {
         eprintln!("amberd: cannot start the tool process watcher: {err}");
         return ExitCode::from(WATCH_FAILED);
+    }
+    // After the watcher (it stays outside: it only reads the lifeline and kills the group),
+    // before the program: the sandbox holds for the program and all it starts.
+    if let Some(spec) = &spec
+        && let Err(err) = amber_policy::sandbox::enforce(spec)
+    {
+        eprintln!("{SANDBOX_FAILED_PREFIX} {err}");
+        return ExitCode::from(SANDBOX_FAILED);
     }
     let err = Command::new(program)
         .args(program_args)

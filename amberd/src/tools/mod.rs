@@ -19,6 +19,7 @@ pub mod process;
 pub(crate) mod read;
 pub mod reaper;
 pub mod search;
+pub mod sandbox;
 pub(crate) mod session;
 pub mod skills;
 mod spawn;
@@ -82,6 +83,10 @@ pub struct ToolContext {
     pub limits: ToolLimits,
     /// The session's tool state (todos, processes).
     pub session: Arc<SessionTools>,
+    /// An approval (or a stored rule) allowed this call to run without the OS sandbox
+    /// (`bash`/`process` with `sandbox: false`, or any command while the sandbox is
+    /// unavailable). Set by dispatch only.
+    pub unsandboxed_approved: bool,
 }
 
 impl ToolContext {
@@ -94,6 +99,7 @@ impl ToolContext {
             output: None,
             limits: ToolLimits::default(),
             session: Arc::new(SessionTools::detached()),
+            unsandboxed_approved: false,
         }
     }
 

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::env_policy::ToolEnv;
 use super::process::ProcessTable;
+use super::sandbox::ToolSandbox;
 
 /// One sub-agent task of a `task` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +65,8 @@ pub struct SessionTools {
     session_id: OnceLock<String>,
     /// The environment of its tool processes (`env_policy`); the default policy until set.
     tool_env: OnceLock<Arc<ToolEnv>>,
+    /// The sandbox its commands start in; changes with the session's mode.
+    sandbox: Mutex<ToolSandbox>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -85,7 +88,19 @@ impl SessionTools {
             denied_paths: OnceLock::new(),
             session_id: OnceLock::new(),
             tool_env: OnceLock::new(),
+            sandbox: Mutex::new(ToolSandbox::Off),
         }
+    }
+
+    /// Sets the sandbox of the session's next commands (at creation, restore and every
+    /// mode change).
+    pub fn set_sandbox(&self, sandbox: ToolSandbox) {
+        *self.sandbox.lock().unwrap_or_else(|e| e.into_inner()) = sandbox;
+    }
+
+    /// The sandbox of the session's next command.
+    pub fn sandbox(&self) -> ToolSandbox {
+        self.sandbox.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Installs the environment of this session's tool processes (once; later calls are

@@ -12,6 +12,7 @@ use tokio::process::{Child, Command};
 
 use super::env_policy::ToolEnv;
 use super::lifeline;
+use super::sandbox::SpawnSandbox;
 
 /// Set for every tool shell after the policy: nothing may wait on a pager or a prompt.
 const FIXED_VARS: &[(&str, &str)] = &[
@@ -26,10 +27,14 @@ pub(crate) fn spawn_shell(
     command: &str,
     cwd: &Path,
     env: &ToolEnv,
+    sandbox: SpawnSandbox<'_>,
 ) -> io::Result<(pipe::Receiver, Child)> {
     let (reader, writer) = io::pipe()?;
     let stderr = writer.try_clone()?;
-    let mut std_cmd = lifeline::command("/bin/bash")?;
+    let mut std_cmd = match sandbox {
+        SpawnSandbox::Sandboxed(spec) => lifeline::sandboxed_command("/bin/bash", spec)?,
+        SpawnSandbox::Unsandboxed => lifeline::command("/bin/bash")?,
+    };
     std_cmd
         .arg("-c")
         .arg(command)
@@ -43,6 +48,10 @@ pub(crate) fn spawn_shell(
         // unknown: a CDPATH or an OLDPWD from elsewhere would send them elsewhere.
         .env_remove("CDPATH")
         .env("OLDPWD", cwd);
+    if let SpawnSandbox::Sandboxed(spec) = sandbox {
+        // The one temp directory a sandboxed command may write outside the workspace.
+        std_cmd.env("TMPDIR", &spec.tmp_dir);
+    }
     let mut cmd = Command::from(std_cmd);
     cmd.process_group(0).kill_on_drop(true);
     let child = cmd.spawn()?;

@@ -222,6 +222,11 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         provider: info.provider,
         // A new session like this one: with its agent too.
         agent: info.agent,
+        // Its sandbox too (read mode gives read-only anyway).
+        sandbox: info.sandbox.map(|s| amber_proto::SandboxRequest {
+            mode: Some(s.mode),
+            network: Some(s.network),
+        }),
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),

@@ -45,6 +45,7 @@ impl Tool for ProcessTool {
                 "action": {"type": "string", "enum": ["start", "list", "output", "kill"], "description": "What to do"},
                 "command": {"type": "string", "description": "start: the bash command line to run"},
                 "cwd": {"type": "string", "description": "start: working directory inside the workspace (default: the root)"},
+                "sandbox": {"type": "boolean", "description": "start: false runs the command without the OS sandbox (always asks the user)"},
                 "id": {"type": "string", "description": "output, kill: the process id returned by start (p1, p2, …)"}
             },
             "required": ["action"]
@@ -135,6 +136,13 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
         }
         None => ctx.workspace.clone(),
     };
+    let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
+    let chosen = super::sandbox::choose(
+        &ctx.session.sandbox(),
+        wants_unsandboxed,
+        ctx.unsandboxed_approved,
+    )
+    .map_err(ToolOutcome::denied)?;
     let info = ctx
         .session
         .processes
@@ -143,6 +151,7 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
             &cwd,
             &ctx.session.tool_env(),
             ctx.session.session_id(),
+            chosen.spawn(),
         )
         .map_err(failed)?;
     Ok(ToolOutcome::ok(format!(

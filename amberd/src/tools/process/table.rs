@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::ring::Ring;
 use crate::tools::bash::{GroupGuard, decode};
 use crate::tools::env_policy::ToolEnv;
+use crate::tools::sandbox::SpawnSandbox;
 use crate::tools::spawn::spawn_shell;
 
 /// Processes that may run at once in one session.
@@ -209,6 +210,7 @@ impl ProcessTable {
         cwd: &Path,
         env: &ToolEnv,
         session: &str,
+        sandbox: SpawnSandbox<'_>,
     ) -> Result<ProcessInfo, ProcessError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProcessError::NoRuntime)?;
         let mut table = self.lock();
@@ -225,7 +227,7 @@ impl ProcessTable {
         }
         let (reader, child) = {
             let _enter = runtime.enter();
-            spawn_shell(command, cwd, env).map_err(ProcessError::Spawn)?
+            spawn_shell(command, cwd, env, sandbox).map_err(ProcessError::Spawn)?
         };
         let Some(pid) = child.id() else {
             return Err(ProcessError::Spawn(io::Error::other("no process id")));

@@ -1,0 +1,7 @@
+//! Linux enforcement (work in progress).
+
+use super::{SandboxError, SandboxSpec};
+
+pub(super) fn enforce(_spec: &SandboxSpec) -> Result<(), SandboxError> {
+    Err(SandboxError::Unsupported)
+}

@@ -1,0 +1,100 @@
+//! [`SandboxSpec`]: everything the helper needs to sandbox one command, passed to it as one
+//! JSON argument (no secrets in it: paths and switches only).
+
+use std::path::PathBuf;
+
+use amber_proto::SandboxMode;
+use serde::{Deserialize, Serialize};
+
+/// What one sandboxed command may write and reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// `WorkspaceWrite` or `ReadOnly` (`Off` has no spec: nothing is applied).
+    pub mode: SandboxMode,
+    /// IP sockets and Unix sockets allowed.
+    pub network: bool,
+    /// The session's workspace root (writable in `WorkspaceWrite`, minus protected paths).
+    pub workspace: PathBuf,
+    /// The session's own temp directory (`TMPDIR`), writable in every mode.
+    pub tmp_dir: PathBuf,
+    /// `[sandbox] writable_roots`: more writable directories (`WorkspaceWrite` only).
+    #[serde(default)]
+    pub writable_roots: Vec<PathBuf>,
+    /// Directories that must be invisible inside: amberd's runtime (socket) directory.
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
+    /// Test-only: behave as on a kernel without Landlock (amberd sets it only from
+    /// `AMBER_TEST_SANDBOX_NO_LANDLOCK`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulate_no_landlock: bool,
+}
+
+/// A spec argument that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid sandbox spec: {0}")]
+pub struct SpecError(#[from] serde_json::Error);
+
+impl SandboxSpec {
+    /// The spec as the helper's argument.
+    pub fn to_arg(&self) -> String {
+        // A struct of paths, bools and a unit enum always serialises.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads the helper's argument.
+    pub fn from_arg(arg: &str) -> Result<Self, SpecError> {
+        Ok(serde_json::from_str(arg)?)
+    }
+
+    /// The directories a command may write: the temp dir always, the workspace and the
+    /// writable roots in `WorkspaceWrite`.
+    pub fn writable(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.tmp_dir.clone()];
+        if self.mode == SandboxMode::WorkspaceWrite {
+            dirs.push(self.workspace.clone());
+            dirs.extend(self.writable_roots.iter().cloned());
+        }
+        dirs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_round_trips_through_the_helper_argument() {
+        let spec = SandboxSpec {
+            mode: SandboxMode::WorkspaceWrite,
+            network: false,
+            workspace: "/ws".into(),
+            tmp_dir: "/tmp/t".into(),
+            writable_roots: vec!["/cache".into()],
+            hidden: vec!["/run/user/0/amber".into()],
+            simulate_no_landlock: false,
+        };
+        let arg = spec.to_arg();
+        assert!(!arg.contains("simulate"));
+        assert_eq!(SandboxSpec::from_arg(&arg).unwrap(), spec);
+        assert_eq!(
+            spec.writable(),
+            vec![PathBuf::from("/tmp/t"), "/ws".into(), "/cache".into()]
+        );
+    }
+
+    #[test]
+    fn read_only_writes_only_the_temp_dir() {
+        let spec = SandboxSpec {
+            mode: SandboxMode::ReadOnly,
+            network: true,
+            workspace: "/ws".into(),
+            tmp_dir: "/tmp/t".into(),
+            writable_roots: vec!["/cache".into()],
+            hidden: vec![],
+            simulate_no_landlock: false,
+        };
+        assert_eq!(spec.writable(), vec![PathBuf::from("/tmp/t")]);
+        assert!(SandboxSpec::from_arg("{\"mode\":\"off\"}").is_err());
+    }
+}

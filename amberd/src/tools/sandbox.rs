@@ -1,0 +1,122 @@
+//! The sandbox a session's commands start in, as the tools see it: [`ToolSandbox`] is set
+//! by the session (from `[sandbox]`, `session/new {sandbox}`, its mode and the daemon's
+//! probe of the kernel) and read by `bash` and `process` for every start. A command asked
+//! to run with `sandbox: false` gets [`SpawnSandbox::Unsandboxed`] only after the policy
+//! approved exactly that.
+
+use std::sync::Arc;
+
+use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
+
+/// A session's sandbox for the commands it runs.
+#[derive(Debug, Clone, Default)]
+pub enum ToolSandbox {
+    /// `mode = "off"` (or a detached context in unit tests): commands run with the daemon's
+    /// access.
+    #[default]
+    Off,
+    /// Commands start inside this sandbox.
+    On(Arc<SandboxSpec>),
+    /// The session wants a sandbox the kernel cannot give: no command runs sandboxed; each
+    /// one needs an approval to run without it (fail closed).
+    Unavailable { info: SandboxInfo, reason: String },
+}
+
+impl ToolSandbox {
+    /// The effective sandbox as `SessionInfo` reports it.
+    pub fn info(&self) -> SandboxInfo {
+        match self {
+            ToolSandbox::Off => SandboxInfo {
+                mode: SandboxMode::Off,
+                network: true,
+            },
+            ToolSandbox::On(spec) => SandboxInfo {
+                mode: spec.mode,
+                network: spec.network,
+            },
+            ToolSandbox::Unavailable { info, .. } => *info,
+        }
+    }
+}
+
+/// How one spawn is contained.
+#[derive(Debug, Clone, Copy)]
+pub enum SpawnSandbox<'a> {
+    /// Inside the session's sandbox.
+    Sandboxed(&'a SandboxSpec),
+    /// Without one: the session's sandbox is off, or an approval allowed `sandbox: false`.
+    Unsandboxed,
+}
+
+/// The sandbox one command starts in, chosen from the session's and the call's.
+#[derive(Debug, Clone)]
+pub(crate) enum Chosen {
+    Sandboxed(Arc<SandboxSpec>),
+    Unsandboxed,
+}
+
+impl Chosen {
+    pub(crate) fn spawn(&self) -> SpawnSandbox<'_> {
+        match self {
+            Chosen::Sandboxed(spec) => SpawnSandbox::Sandboxed(spec),
+            Chosen::Unsandboxed => SpawnSandbox::Unsandboxed,
+        }
+    }
+}
+
+/// Chooses the sandbox of one `bash` call or `process` start. `wants_unsandboxed`: the call
+/// says `sandbox: false`; `approved_unsandboxed`: an approval (or a stored rule) allowed
+/// this call to run without the sandbox. Never runs a command unsandboxed that was not
+/// approved so, unless the session's sandbox is off: the policy asks first, and this is
+/// the wall behind it.
+pub(crate) fn choose(
+    session: &ToolSandbox,
+    wants_unsandboxed: bool,
+    approved_unsandboxed: bool,
+) -> Result<Chosen, String> {
+    match session {
+        ToolSandbox::Off => Ok(Chosen::Unsandboxed),
+        ToolSandbox::On(spec) if !wants_unsandboxed => Ok(Chosen::Sandboxed(Arc::clone(spec))),
+        ToolSandbox::On(_) if approved_unsandboxed => Ok(Chosen::Unsandboxed),
+        ToolSandbox::On(_) => Err(
+            "`sandbox: false` runs the command without the OS sandbox and needs the user's approval; it was not approved, so the command did not run"
+                .to_owned(),
+        ),
+        ToolSandbox::Unavailable { .. } if approved_unsandboxed => Ok(Chosen::Unsandboxed),
+        ToolSandbox::Unavailable { reason, .. } => Err(format!(
+            "the OS sandbox is unavailable ({reason}); commands need the user's approval to run without it, and this one was not approved, so it did not run"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Arc<SandboxSpec> {
+        Arc::new(SandboxSpec {
+            mode: SandboxMode::WorkspaceWrite,
+            network: false,
+            workspace: "/ws".into(),
+            tmp_dir: "/tmp/t".into(),
+            writable_roots: vec![],
+            hidden: vec![],
+            simulate_no_landlock: false,
+        })
+    }
+
+    #[test]
+    fn an_unapproved_unsandboxed_run_never_happens() {
+        let on = ToolSandbox::On(spec());
+        assert!(matches!(choose(&on, false, false), Ok(Chosen::Sandboxed(_))));
+        assert!(choose(&on, true, false).is_err());
+        assert!(matches!(choose(&on, true, true), Ok(Chosen::Unsandboxed)));
+        let unavailable = ToolSandbox::Unavailable {
+            info: SandboxInfo::default(),
+            reason: "no Landlock".into(),
+        };
+        assert!(choose(&unavailable, false, false).unwrap_err().contains("no Landlock"));
+        assert!(matches!(choose(&unavailable, false, true), Ok(Chosen::Unsandboxed)));
+        assert!(matches!(choose(&ToolSandbox::Off, true, false), Ok(Chosen::Unsandboxed)));
+    }
+}

@@ -1,0 +1,69 @@
+//! The OS sandbox as the protocol names it (second wave, issue "sandbox"): the mode a
+//! session's commands run in, what `session/new {sandbox}` asks for, and what
+//! `session/get` / `SessionInfo` / `daemon/status` report.
+
+use serde::{Deserialize, Serialize};
+
+/// What a sandboxed command may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Read everything; write only the workspace, the session's temp dir and the
+    /// configured writable roots (protected paths inside the workspace stay read-only).
+    #[default]
+    WorkspaceWrite,
+    /// Read everything; write only the session's temp dir and `/dev/null`.
+    ReadOnly,
+    /// No OS sandbox: commands run with the daemon's own access.
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
+            "read-only" => Ok(SandboxMode::ReadOnly),
+            "off" => Ok(SandboxMode::Off),
+            other => Err(format!(
+                "unknown sandbox mode `{other}` (expected workspace-write, read-only or off)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A session's effective sandbox (`SessionInfo.sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxInfo {
+    pub mode: SandboxMode,
+    pub network: bool,
+}
+
+/// `session/new {sandbox}`: what the session asks for; unset fields take the daemon's
+/// `[sandbox]` configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SandboxMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
