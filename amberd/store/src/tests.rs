@@ -26,6 +26,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             usage: Usage::default(),
             provider: None,
             agent: None,
+            sandbox: None,
         },
         system_prompt: "sys".into(),
         agent: None,

@@ -12,6 +12,10 @@ const WRITE_SIGNS: &[&str] = &[
     "read-only file system",
     "Errno 30",
     "EROFS",
+    // A protected path is a mount point (`mv .git …`), a hard link out of the workspace
+    // crosses mounts.
+    "Device or resource busy",
+    "Invalid cross-device link",
 ];
 /// Messages of a refused permission that may be the sandbox's (also denied writes under
 /// Landlock, signals, ptrace).
@@ -39,38 +43,51 @@ const NETWORK_SIGNS: &[&str] = &[
     "Connection refused",
 ];
 
+/// Words that make a permission error a network one.
+const SOCKET_WORDS: &[&str] = &["socket", "Socket", "/dev/tcp/", "/dev/udp/", "connect"];
+
 /// The note to append to a sandboxed command's output when it shows a refusal, or `None`.
 pub fn refusal_note(sandbox: SandboxInfo, output: &str) -> Option<String> {
     if sandbox.mode == SandboxMode::Off {
         return None;
     }
-    let write = contains_any(output, WRITE_SIGNS);
+    let socket_words = contains_any(output, SOCKET_WORDS);
     let permission = contains_any(output, PERMISSION_SIGNS);
-    let network = !sandbox.network && contains_any(output, NETWORK_SIGNS);
-    if !write && !permission && !network {
+    let network =
+        !sandbox.network && (contains_any(output, NETWORK_SIGNS) || (permission && socket_words));
+    let paths = refused_paths(output);
+    let write = contains_any(output, WRITE_SIGNS) || !paths.is_empty() || (permission && !network);
+    if !write && !network {
         return None;
     }
     let mut parts = Vec::new();
-    if write || permission {
-        let paths = refused_paths(output);
+    if write {
         let whom = match sandbox.mode {
-            SandboxMode::ReadOnly => "this session's sandbox is read-only: only the session temp dir ($TMPDIR) is writable",
-            _ => "this session's sandbox lets commands write only inside the workspace, $TMPDIR and the configured writable roots (.git/hooks, .git/config and .amber/ stay read-only)",
+            SandboxMode::ReadOnly => {
+                "this session's sandbox is read-only: only the session temp dir ($TMPDIR) is writable"
+            }
+            _ => {
+                "this session's sandbox lets commands write only inside the workspace, $TMPDIR and the configured writable roots (.git/hooks, .git/config and .amber/ stay read-only)"
+            }
         };
         if paths.is_empty() {
-            parts.push(format!("a write or privileged operation was refused: {whom}"));
-        } else {
             parts.push(format!(
-                "writing {} was refused: {whom}",
-                paths.join(", ")
+                "a write or privileged operation was refused: {whom}"
             ));
+        } else {
+            parts.push(format!("writing {} was refused: {whom}", paths.join(", ")));
         }
     }
     if network {
-        parts.push(
-            "network access was refused: this session's sandbox has no network (no IP sockets, loopback included, and no Unix sockets)"
-                .to_owned(),
-        );
+        let targets = network_targets(output);
+        let what = if targets.is_empty() {
+            "network access was refused".to_owned()
+        } else {
+            format!("network access to {} was refused", targets.join(", "))
+        };
+        parts.push(format!(
+            "{what}: this session's sandbox has no network (no IP sockets, loopback included, and no Unix sockets)"
+        ));
     }
     Some(format!(
         "[sandbox: {}. If the task needs it, call the tool again with `sandbox: false` to ask the user to run it unsandboxed.]",
@@ -82,17 +99,36 @@ fn contains_any(text: &str, needles: &[&str]) -> bool {
     needles.iter().any(|n| text.contains(n))
 }
 
+fn tokens(line: &str) -> impl Iterator<Item = &str> {
+    line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’'))
+        .map(|t| t.trim_end_matches([':', ',', ';', ')']))
+        .filter(|t| !t.is_empty())
+}
+
 /// Absolute paths named on the lines that carry a refusal, as shells and tools print them
-/// (`bash: /x: Read-only file system`, `touch: cannot touch '/x': …`, `[Errno 30] …: '/x'`).
+/// (`bash: /x: Read-only file system`, `touch: cannot touch '/x': …`, `[Errno 30] …: '/x'`);
+/// never a `/dev/tcp` pseudo-path (that is a connection).
 fn refused_paths(output: &str) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
     for line in output.lines() {
-        if !contains_any(line, WRITE_SIGNS) && !contains_any(line, PERMISSION_SIGNS) {
+        if !contains_any(line, WRITE_SIGNS) && !contains_any(line, PERMISSION_SIGNS)
+            || contains_any(line, SOCKET_WORDS)
+        {
             continue;
         }
-        for token in line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’')) {
-            let token = token.trim_end_matches([':', ',', ';', ')']);
-            if token.starts_with('/') && token.len() > 1 && !paths.iter().any(|p| p == token) {
+        // `/bin/bash: line 1: …`: the program's name leads the message, it is not the path.
+        let skip = usize::from(
+            line.split_whitespace()
+                .next()
+                .is_some_and(|t| t.ends_with(':')),
+        );
+        for token in tokens(line).skip(skip) {
+            if token.starts_with('/')
+                && token.len() > 1
+                && !token.starts_with("/dev/tcp/")
+                && !token.starts_with("/dev/udp/")
+                && !paths.iter().any(|p| p == token)
+            {
                 paths.push(token.to_owned());
             }
         }
@@ -101,6 +137,34 @@ fn refused_paths(output: &str) -> Vec<String> {
         }
     }
     paths
+}
+
+/// What a refused connection was for: `/dev/tcp/HOST/PORT`, URLs, IP addresses.
+fn network_targets(output: &str) -> Vec<String> {
+    let mut targets: Vec<String> = Vec::new();
+    for token in output.lines().flat_map(tokens) {
+        let target = if let Some(rest) = token
+            .strip_prefix("/dev/tcp/")
+            .or_else(|| token.strip_prefix("/dev/udp/"))
+        {
+            rest.replacen('/', ":", 1)
+        } else if token.contains("://") || looks_like_ip(token) {
+            token.to_owned()
+        } else {
+            continue;
+        };
+        if !targets.contains(&target) {
+            targets.push(target);
+        }
+        if targets.len() >= 3 {
+            break;
+        }
+    }
+    targets
+}
+
+fn looks_like_ip(token: &str) -> bool {
+    token.parse::<std::net::IpAddr>().is_ok()
 }
 
 #[cfg(test)]
@@ -116,7 +180,11 @@ mod tests {
 
     #[test]
     fn a_read_only_file_system_error_names_the_path() {
-        let note = refusal_note(on(false), "bash: /tmp/sentinel: Read-only file system\n").unwrap();
+        let note = refusal_note(
+            on(false),
+            "/bin/bash: line 1: /tmp/sentinel: Read-only file system\n",
+        )
+        .unwrap();
         assert!(note.contains("writing /tmp/sentinel was refused"), "{note}");
         assert!(note.contains("sandbox: false"), "{note}");
     }
@@ -132,8 +200,23 @@ mod tests {
     #[test]
     fn network_errors_count_only_when_the_network_is_off() {
         let out = "curl: (7) Failed to connect to 127.0.0.1 port 8080: Network is unreachable";
-        assert!(refusal_note(on(false), out).unwrap().contains("network access was refused"));
+        assert!(
+            refusal_note(on(false), out)
+                .unwrap()
+                .contains("network access to 127.0.0.1 was refused")
+        );
         assert_eq!(refusal_note(on(true), out), None);
+    }
+
+    #[test]
+    fn a_refused_socket_is_a_network_refusal_naming_the_address() {
+        let out = "/bin/bash: socket: Operation not permitted\n/bin/bash: line 1: /dev/tcp/127.0.0.1/22: Operation not permitted\n";
+        let note = refusal_note(on(false), out).unwrap();
+        assert!(
+            note.contains("network access to 127.0.0.1:22 was refused"),
+            "{note}"
+        );
+        assert!(!note.contains("writing"), "{note}");
     }
 
     #[test]

@@ -1,0 +1,443 @@
+//! The command's view of the file system, laid out in its own mount namespace: every mount
+//! read-only (and `nodev`, `nosuid`), the writable directories bound read-write over
+//! themselves, the protected paths inside the workspace bound read-only over those (and
+//! `.git` pinned by a mount of its own, so it cannot be renamed away and replaced), a
+//! minimal `/dev` (null, zero, full, random, urandom, tty, a private pts and shm), and
+//! amberd's runtime directory covered by an empty read-only tmpfs.
+//!
+//! [`Plan::new`] resolves every path before the namespace exists (creating the empty
+//! `.amber/` and `.git/hooks` a protected mount needs as its mount point); [`Plan::apply`]
+//! runs inside it.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::{SandboxError, SandboxMode, SandboxSpec};
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// Device nodes a command may use; everything else under `/dev` is gone.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// How deep `.git/modules` (submodules of submodules…) is searched for git directories.
+const MODULES_DEPTH: usize = 6;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Every path the mounts need, resolved.
+#[derive(Debug)]
+pub(super) struct Plan {
+    /// Bound read-write (canonical, existing directories).
+    pub(super) writable: Vec<PathBuf>,
+    /// Bound over themselves so they cannot be renamed or removed (`.git`).
+    pinned: Vec<PathBuf>,
+    /// Bound read-only over the writable ones.
+    protected: Vec<PathBuf>,
+    /// Covered by an empty read-only tmpfs.
+    hidden: Vec<PathBuf>,
+    /// Sockets covered by `/dev/null` (a hidden directory that holds a writable one cannot
+    /// be covered as a whole: its sockets are).
+    hidden_sockets: Vec<PathBuf>,
+    /// The working directory to enter again once the mounts exist.
+    cwd: Option<PathBuf>,
+}
+
+impl Plan {
+    pub(super) fn new(spec: &SandboxSpec) -> Result<Self, SandboxError> {
+        let writable: Vec<PathBuf> = spec
+            .writable()
+            .iter()
+            .filter_map(|dir| std::fs::canonicalize(dir).ok())
+            .filter(|dir| dir.is_dir() && dir != Path::new("/"))
+            .collect();
+        let mut plan = Plan {
+            writable,
+            pinned: Vec::new(),
+            protected: Vec::new(),
+            hidden: Vec::new(),
+            hidden_sockets: Vec::new(),
+            cwd: std::env::current_dir().ok(),
+        };
+        let workspace = std::fs::canonicalize(&spec.workspace).ok();
+        for path in spec
+            .hidden
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+        {
+            plan.hide(&path, workspace.as_deref());
+        }
+        if spec.mode == SandboxMode::WorkspaceWrite {
+            let workspace = std::fs::canonicalize(&spec.workspace)
+                .map_err(|err| SandboxError::setup("resolving the workspace", err))?;
+            plan.protect_workspace(&workspace)?;
+        }
+        Ok(plan)
+    }
+
+    /// Hides `path`: a directory as a whole when nothing the command may use is inside it,
+    /// else the sockets directly in it; a socket itself.
+    fn hide(&mut self, path: &Path, workspace: Option<&Path>) {
+        use std::os::unix::fs::FileTypeExt;
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
+        if meta.file_type().is_socket() {
+            self.hidden_sockets.push(path.to_path_buf());
+            return;
+        }
+        if !meta.is_dir() {
+            return;
+        }
+        let holds_used = self
+            .writable
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(workspace)
+            .chain(self.cwd.as_deref())
+            .any(|used| used.starts_with(path));
+        if !holds_used {
+            self.hidden.push(path.to_path_buf());
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_socket()) {
+                self.hidden_sockets.push(entry.path());
+            }
+        }
+    }
+
+    /// `.amber/` and the workspace repository's hooks and config (and its submodules').
+    fn protect_workspace(&mut self, workspace: &Path) -> Result<(), SandboxError> {
+        let amber = workspace.join(".amber");
+        ensure_dir(&amber)?;
+        self.protected.push(amber);
+        let git = workspace.join(".git");
+        let is_git_dir = std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir());
+        if !is_git_dir {
+            // A `.git` file (worktree, submodule) points to a git dir elsewhere, and a
+            // symlink resolves elsewhere: outside the workspace both are read-only anyway;
+            // inside it, protect what it resolves to.
+            if let Ok(target) = std::fs::canonicalize(&git)
+                && target.is_dir()
+                && target.starts_with(workspace)
+            {
+                self.protect_git_dir(&target)?;
+            }
+            return Ok(());
+        }
+        self.pinned.push(git.clone());
+        self.protect_git_dir(&git)
+    }
+
+    fn protect_git_dir(&mut self, git_dir: &Path) -> Result<(), SandboxError> {
+        let mut pending = vec![(git_dir.to_path_buf(), 0usize)];
+        while let Some((dir, depth)) = pending.pop() {
+            let hooks = dir.join("hooks");
+            ensure_dir(&hooks)?;
+            self.protected.push(hooks);
+            let config = dir.join("config");
+            if config.exists() {
+                self.protected.push(config);
+            }
+            if depth >= MODULES_DEPTH {
+                continue;
+            }
+            // Submodules keep their git dirs (hooks and config included) in `modules/`,
+            // nested by name, possibly with slashes: every directory holding a `HEAD`.
+            let mut stack = vec![dir.join("modules")];
+            while let Some(candidate) = stack.pop() {
+                let Ok(entries) = std::fs::read_dir(&candidate) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        continue;
+                    }
+                    if path.join("HEAD").is_file() {
+                        pending.push((path, depth + 1));
+                    } else {
+                        stack.push(path);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lays the mounts out; call inside the new mount namespace.
+    pub(super) fn apply(&self) -> Result<(), SandboxError> {
+        mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_REC | libc::MS_SLAVE,
+            None,
+        )
+        .map_err(|err| SandboxError::setup("making / a slave mount", err))?;
+        // Clones of the device nodes, taken before everything turns `nodev`.
+        let devices: Vec<(&str, OwnedFd)> = DEVICES
+            .iter()
+            .filter_map(|name| Some((*name, clone_tree(&Path::new("/dev").join(name)).ok()?)))
+            .collect();
+        for dir in &self.writable {
+            bind(dir, "binding a writable directory")?;
+        }
+        set_attr(
+            Path::new("/"),
+            true,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            0,
+        )
+        .map_err(|err| SandboxError::setup("making every mount read-only", err))?;
+        for dir in &self.writable {
+            set_attr(dir, false, 0, MOUNT_ATTR_RDONLY).map_err(|err| {
+                SandboxError::setup(format!("making {} writable", dir.display()), err)
+            })?;
+        }
+        for path in &self.pinned {
+            bind(path, "pinning .git")?;
+        }
+        for path in &self.protected {
+            bind(path, "binding a protected path")?;
+            set_attr(path, true, MOUNT_ATTR_RDONLY, 0).map_err(|err| {
+                SandboxError::setup(format!("protecting {}", path.display()), err)
+            })?;
+        }
+        for socket in &self.hidden_sockets {
+            bind_over(Path::new("/dev/null"), socket)?;
+        }
+        minimal_dev(devices)?;
+        for dir in &self.hidden {
+            mount(
+                Some("tmpfs"),
+                dir,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("mode=000,size=4k"),
+            )
+            .map_err(|err| SandboxError::setup(format!("hiding {}", dir.display()), err))?;
+        }
+        // The working directory still points into the mount it was entered through (now
+        // read-only under the workspace's own bind): enter it again through the new tree.
+        if let Some(cwd) = &self.cwd {
+            std::env::set_current_dir(cwd)
+                .map_err(|err| SandboxError::setup("re-entering the working directory", err))?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates an empty directory to mount over when nothing is there yet.
+fn ensure_dir(path: &Path) -> Result<(), SandboxError> {
+    if std::fs::symlink_metadata(path).is_err() {
+        std::fs::create_dir(path)
+            .map_err(|err| SandboxError::setup(format!("creating {}", path.display()), err))?;
+    }
+    Ok(())
+}
+
+/// A fresh tmpfs `/dev` holding only [`DEVICES`], a private devpts, a private shm and the
+/// usual links; read-only itself.
+fn minimal_dev(devices: Vec<(&str, OwnedFd)>) -> Result<(), SandboxError> {
+    let dev = Path::new("/dev");
+    let step = |what: &str| format!("building /dev ({what})");
+    mount(
+        Some("tmpfs"),
+        dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(|err| SandboxError::setup(step("tmpfs"), err))?;
+    for (name, tree) in devices {
+        let node = dev.join(name);
+        std::fs::File::create(&node).map_err(|err| SandboxError::setup(step(name), err))?;
+        move_tree(&tree, &node).map_err(|err| SandboxError::setup(step(name), err))?;
+    }
+    let shm = dev.join("shm");
+    std::fs::create_dir(&shm).map_err(|err| SandboxError::setup(step("shm"), err))?;
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .map_err(|err| SandboxError::setup(step("shm"), err))?;
+    let pts = dev.join("pts");
+    std::fs::create_dir(&pts).map_err(|err| SandboxError::setup(step("pts"), err))?;
+    // A private pts instance for programs that open a pseudo-terminal; optional.
+    if mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .is_ok()
+    {
+        let _ = std::os::unix::fs::symlink("pts/ptmx", dev.join("ptmx"));
+    }
+    for (link, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(link))
+            .map_err(|err| SandboxError::setup(step(link), err))?;
+    }
+    set_attr(dev, false, MOUNT_ATTR_RDONLY, 0)
+        .map_err(|err| SandboxError::setup(step("read-only"), err))?;
+    Ok(())
+}
+
+fn cstr(path: &Path) -> std::io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)
+}
+
+fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> std::io::Result<()> {
+    let source = source
+        .map(CString::new)
+        .transpose()
+        .map_err(std::io::Error::other)?;
+    let fstype = fstype
+        .map(CString::new)
+        .transpose()
+        .map_err(std::io::Error::other)?;
+    let data = data
+        .map(CString::new)
+        .transpose()
+        .map_err(std::io::Error::other)?;
+    let target = cstr(target)?;
+    let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string alive for the call, or null.
+    let rc = unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Binds `path` over itself (recursively), making it a mount of its own.
+fn bind(path: &Path, step: &str) -> Result<(), SandboxError> {
+    bind_mount(path, path, libc::MS_BIND | libc::MS_REC)
+        .map_err(|err| SandboxError::setup(format!("{step} {}", path.display()), err))
+}
+
+/// Binds `source` over `target` (a file over a file).
+fn bind_over(source: &Path, target: &Path) -> Result<(), SandboxError> {
+    bind_mount(source, target, libc::MS_BIND)
+        .map_err(|err| SandboxError::setup(format!("hiding {}", target.display()), err))
+}
+
+fn bind_mount(source: &Path, target: &Path, flags: libc::c_ulong) -> std::io::Result<()> {
+    let source = cstr(source)?;
+    let target = cstr(target)?;
+    // SAFETY: valid path strings alive for the call; no type or data for a bind.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    check_io(rc.into())
+}
+
+fn set_attr(path: &Path, recursive: bool, set: u64, clear: u64) -> std::io::Result<()> {
+    let path = cstr(path)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: a valid path string and a mount_attr of the size passed, alive for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check_io(rc)
+}
+
+/// A detached copy of the mount at `path` (`open_tree(OPEN_TREE_CLONE)`).
+fn clone_tree(path: &Path) -> std::io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // SAFETY: a valid path string; the returned descriptor is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    check_io(fd)?;
+    let fd = libc::c_int::try_from(fd).map_err(std::io::Error::other)?;
+    // SAFETY: open_tree returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Attaches a detached mount at `target`.
+fn move_tree(tree: &OwnedFd, target: &Path) -> std::io::Result<()> {
+    let target = cstr(target)?;
+    // SAFETY: a live descriptor, an empty path with F_EMPTY_PATH, a valid target string.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check_io(rc)
+}
+
+fn check_io(rc: libc::c_long) -> std::io::Result<()> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

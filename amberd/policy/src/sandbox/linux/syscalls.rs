@@ -1,0 +1,154 @@
+//! The seccomp filter, installed last: whatever the other layers leave possible, these
+//! system calls fail with `EPERM` — new namespaces and mounts (which could undo the view),
+//! ptrace and cross-process memory access (which could steer amberd or a process outside),
+//! io_uring (which performs operations around this filter), kernel keyrings, BPF, perf,
+//! modules, terminal input injection (`TIOCSTI`, `TIOCLINUX`) — and, with the network off,
+//! every socket but netlink (so no IP or Unix socket, loopback and amberd's own included;
+//! `socketpair` stays, it reaches nothing). `clone3` answers `ENOSYS` so that libc falls back
+//! to `clone`, whose namespace flags the filter can see.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use crate::sandbox::SandboxError;
+
+/// Always refused.
+const DENIED: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_mount_setattr,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_acct,
+    libc::SYS_open_by_handle_at,
+];
+
+/// `clone` flags that create namespaces.
+const NAMESPACE_FLAGS: &[libc::c_int] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWCGROUP,
+];
+
+/// ioctl requests that push input into a terminal.
+const TIOCLINUX: u64 = 0x541C;
+
+pub(super) fn install(network: bool) -> Result<(), SandboxError> {
+    let err = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| err(&e))?;
+
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
+    let clone_rules = NAMESPACE_FLAGS
+        .iter()
+        .map(|flag| {
+            let flag = u64::from(flag.unsigned_abs());
+            rule(vec![cond(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(flag),
+                flag,
+            )?])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_clone, clone_rules);
+    let tiocsti = u64::from(libc::TIOCSTI as u32);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                tiocsti,
+            )?])?,
+            rule(vec![cond(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                TIOCLINUX,
+            )?])?,
+        ],
+    );
+    if !network {
+        let netlink = u64::from(libc::AF_NETLINK.unsigned_abs());
+        rules.insert(
+            libc::SYS_socket,
+            vec![rule(vec![cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                netlink,
+            )?])?],
+        );
+    }
+    let main = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM.unsigned_abs()),
+        arch,
+    )
+    .map_err(|e| err(&e))?;
+    let clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS.unsigned_abs()),
+        arch,
+    )
+    .map_err(|e| err(&e))?;
+    for filter in [clone3, main] {
+        let program: BpfProgram = filter
+            .try_into()
+            .map_err(|e: seccompiler::BackendError| err(&e))?;
+        seccompiler::apply_filter(&program).map_err(|e| err(&e))?;
+    }
+    Ok(())
+}
+
+fn cond(
+    arg: u8,
+    len: SeccompCmpArgLen,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompCondition, SandboxError> {
+    SeccompCondition::new(arg, len, op, value).map_err(|e| SandboxError::Seccomp(e.to_string()))
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
+    SeccompRule::new(conditions).map_err(|e| SandboxError::Seccomp(e.to_string()))
+}
