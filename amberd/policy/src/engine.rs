@@ -9,10 +9,9 @@
 //!    finds read-only that read nothing outside the workspace), and a `fetch` from a host
 //!    that no allow rule names;
 //! 4. a read of a secret location (`secrets`) that no rule allows asks, never granted, in
-//!    every mode, yolo included, for commands and file tools alike;
-//! 4b. while the session has an OS sandbox, a file tool's write to the workspace rules file
-//!    asks, never granted, in every mode, yolo included: a `sandbox = false` rule written
-//!    there would let commands escape the sandbox unasked;
+//!    every mode, yolo included, for commands and file tools alike; and while the session
+//!    has an OS sandbox, so does a file tool's write to the workspace rules file (a
+//!    `sandbox = false` rule written there would let commands escape the sandbox unasked);
 //! 5. yolo allows the rest without asking;
 //! 6. an ask rule asks (`allow_always` then counts for the session only);
 //! 7. read mode allows the rest: it is read-only;
