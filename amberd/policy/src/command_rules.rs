@@ -16,6 +16,12 @@
 //! script was fully parsed and EVERY simple command that is not read-only is matched (in
 //! its `plain` form) by some allow rule; otherwise the call falls through to the mode and
 //! the classifier. Allow rules of the config and of the workspace combine.
+//!
+//! Running a command without the OS sandbox needs more ([`allows_unsandboxed`]): the
+//! script fully parsed, and either a `sandbox = false` allow rule whose pattern (without
+//! `*`) is the whole command text, or every simple command that is not read-only (every
+//! one, when all are) matched by a `sandbox = false` allow rule. Other allow rules never
+//! count for it.
 
 use super::rules::{Rule, RuleDecision, RuleSet, applies};
 use super::shell::CommandLine;
@@ -63,6 +69,40 @@ pub(crate) fn decide<'r>(
         first.get_or_insert(allow);
     }
     first.map(|rule| (RuleDecision::Allow, rule))
+}
+
+/// The `sandbox = false` allow rule that lets `tool` run `facts` without the OS sandbox, if
+/// the rules in `sets` allow that (see the module header). Deny and ask rules are the
+/// engine's business before this is asked.
+pub(crate) fn allows_unsandboxed<'r>(
+    sets: &[&'r RuleSet],
+    tool: &str,
+    facts: &CommandFacts<'_>,
+) -> Option<&'r Rule> {
+    if !facts.complete {
+        return None;
+    }
+    let rules = || {
+        sets.iter()
+            .flat_map(|set| set.rules())
+            .filter(|r| r.unsandboxed() && applies(&r.tool, tool))
+    };
+    let whole = facts.raw.trim();
+    if let Some(rule) = rules().find(|r| !r.pattern.contains('*') && r.pattern == whole) {
+        return Some(rule);
+    }
+    let changing: Vec<&CommandLine> = facts.lines.iter().filter(|l| !l.read_only).collect();
+    let lines = if changing.is_empty() {
+        facts.lines.iter().collect()
+    } else {
+        changing
+    };
+    let mut first = None;
+    for line in lines {
+        let rule = rules().find(|r| prefix_match(&r.pattern, &line.plain))?;
+        first.get_or_insert(rule);
+    }
+    first
 }
 
 fn matches_any(pattern: &str, facts: &CommandFacts<'_>) -> bool {
@@ -128,6 +168,7 @@ mod tests {
             tool: tool.into(),
             pattern: pattern.into(),
             host: None,
+            sandbox: None,
             decision,
         }
     }

@@ -9,7 +9,9 @@
 //!    finds read-only that read nothing outside the workspace), and a `fetch` from a host
 //!    that no allow rule names;
 //! 4. a read of a secret location (`secrets`) that no rule allows asks, never granted, in
-//!    every mode, yolo included, for commands and file tools alike;
+//!    every mode, yolo included, for commands and file tools alike; and while the session
+//!    has an OS sandbox, so does a file tool's write to the workspace rules file (a
+//!    `sandbox = false` rule written there would let commands escape the sandbox unasked);
 //! 5. yolo allows the rest without asking;
 //! 6. an ask rule asks (`allow_always` then counts for the session only);
 //! 7. read mode allows the rest: it is read-only;
@@ -28,6 +30,10 @@
 //! 13. a `fetch` runs when an allow rule names its host, and asks otherwise (granted per
 //!     host).
 //!
+//! Last, a command that would run without the OS sandbox (`sandbox: false`, or the session's
+//! sandbox unavailable) is settled by `escalation`: it asks in every mode unless a
+//! `sandbox = false` rule or an exact grant covers it, whatever the steps above allowed.
+//!
 //! An ask is answered at once (allowed) when a session grant covers every scope of the call,
 //! unless it is never granted. Which rules match is `in_force`'s business: besides a tool's
 //! own rules, the `write`/`edit` path rules judge what a command writes and the `read` ones
@@ -39,7 +45,9 @@ use std::path::Path;
 use amber_proto::{Mode, ResolvedBy};
 use serde_json::Value;
 
+use super::escalation::{Escalation, SessionSandbox};
 use super::grants::{Grants, Scope};
+use super::protected::RULES_FILE;
 use super::rules::{Rule, RuleDecision, RuleSet};
 use super::secrets::SecretLocations;
 use super::shell::ShellClass;
@@ -55,6 +63,8 @@ pub struct Request<'a> {
     pub args: &'a Value,
     pub mode: Mode,
     pub workspace: &'a Path,
+    /// The session's OS sandbox, for commands that would run without it (`escalation`).
+    pub sandbox: SessionSandbox<'a>,
 }
 
 /// The rules in force: the config's and the workspace's (`Err` when its file is broken —
@@ -68,6 +78,9 @@ pub struct Rules<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
+    /// Allowed to run without the OS sandbox: a `sandbox = false` rule or a session grant
+    /// of exactly this command unsandboxed covers it (`escalation`).
+    AllowUnsandboxed,
     Deny {
         reason: String,
         by: ResolvedBy,
@@ -80,6 +93,8 @@ pub enum Verdict {
         /// an allow rule would lose to it (ask > allow), so the answer counts for the
         /// session only.
         persist: bool,
+        /// The call would run without the OS sandbox: an answer that allows it allows that.
+        unsandboxed: bool,
     },
 }
 
@@ -96,10 +111,14 @@ pub(crate) fn decide_with(
     secrets: &SecretLocations,
 ) -> Verdict {
     let call = Call::new(req, rules, grants, secrets);
-    DECISION_ORDER
+    let verdict = DECISION_ORDER
         .iter()
         .find_map(|step| step(&call))
-        .unwrap_or(Verdict::Allow)
+        .unwrap_or(Verdict::Allow);
+    match &call.escalation {
+        Some(escalation) => escalation.settle(verdict),
+        None => verdict,
+    }
 }
 
 /// One step of the decision: settles the call, or leaves it to the next step (`None`).
@@ -112,6 +131,7 @@ const DECISION_ORDER: &[Step] = &[
     read_mode_refuses_changes,
     read_mode_fetches_only_allowed_hosts,
     secret_reads_ask,
+    rules_file_write_asks_while_sandboxed,
     yolo_allows,
     ask_rule_asks,
     read_mode_allows,
@@ -140,6 +160,8 @@ struct Call<'a> {
     read_only: bool,
     /// What an `allow_session` answer would grant.
     scopes: Vec<Scope>,
+    /// The command would run without the OS sandbox.
+    escalation: Option<Escalation<'a>>,
 }
 
 impl<'a> Call<'a> {
@@ -154,6 +176,7 @@ impl<'a> Call<'a> {
         let (outside_reads, secret_reads) = unallowed_reads(rules, &target, rule.as_ref());
         let read_only = req.tool_read_only || read_only_command(req.tool, &target, &outside_reads);
         let scopes = scopes(req.tool, &target);
+        let escalation = Escalation::of(req, &target, rules, grants);
         Call {
             req,
             rules,
@@ -164,6 +187,7 @@ impl<'a> Call<'a> {
             secret_reads,
             read_only,
             scopes,
+            escalation,
         }
     }
 
@@ -183,6 +207,7 @@ impl<'a> Call<'a> {
                 reason,
                 scopes: self.scopes.clone(),
                 persist,
+                unsandboxed: false,
             }
         }
     }
@@ -194,6 +219,7 @@ fn never_granted(reason: String) -> Verdict {
         reason,
         scopes: Vec::new(),
         persist: false,
+        unsandboxed: false,
     }
 }
 
@@ -322,6 +348,27 @@ fn secret_reads_ask(call: &Call<'_>) -> Option<Verdict> {
     )))
 }
 
+/// While commands are sandboxed, the sandbox keeps `.amber/` read-only for them; a file tool
+/// (which runs in the daemon, outside any sandbox) writing the rules file asks in every
+/// mode, never granted: a `sandbox = false` rule there would let commands escape unasked.
+fn rules_file_write_asks_while_sandboxed(call: &Call<'_>) -> Option<Verdict> {
+    if call.req.sandbox == SessionSandbox::Off || call.read_only {
+        return None;
+    }
+    let writes_rules = match &call.target {
+        Target::Path { relative, .. } => relative == RULES_FILE,
+        Target::Files(files) => files.iter().any(|f| f.relative == RULES_FILE),
+        Target::Command(_) | Target::Host(_) | Target::Nothing => false,
+    };
+    writes_rules.then(|| {
+        never_granted(format!(
+            "`{}` writes {RULES_FILE}, the workspace rules file: a rule there can let \
+             commands run without the OS sandbox, so it always asks",
+            call.req.tool
+        ))
+    })
+}
+
 /// Yolo asks nothing: what no rule denied and no secret read stopped runs.
 fn yolo_allows(call: &Call<'_>) -> Option<Verdict> {
     (call.req.mode == Mode::Yolo).then_some(Verdict::Allow)
@@ -377,7 +424,8 @@ fn ungrantable_command_asks(call: &Call<'_>) -> Option<Verdict> {
 /// destructive and unknown commands ask. This settles every command.
 fn command_by_rule_and_class(call: &Call<'_>) -> Option<Verdict> {
     let c = call.command()?;
-    if matches!(call.rule, Some((RuleDecision::Allow, _))) {
+    let unsandboxed_rule = call.escalation.as_ref().is_some_and(|e| e.rule.is_some());
+    if matches!(call.rule, Some((RuleDecision::Allow, _))) || unsandboxed_rule {
         return Some(Verdict::Allow);
     }
     Some(match c.class {

@@ -11,6 +11,7 @@ fn host_rule(host: &str, decision: RuleDecision) -> Rule {
         tool: "fetch".into(),
         pattern: String::new(),
         host: Some(host.into()),
+        sandbox: None,
         decision,
     }
 }

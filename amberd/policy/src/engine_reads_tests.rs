@@ -52,6 +52,7 @@ impl Reads {
             args: &args,
             mode,
             workspace: &ws,
+            sandbox: crate::SessionSandbox::Off,
         };
         let rules = Rules {
             config: &self.case.config,
@@ -118,12 +119,14 @@ fn a_read_rule_naming_an_outside_directory_allows_reads_there_only() {
                     tool: "read".into(),
                     pattern,
                     host: None,
+                    sandbox: None,
                     decision: RuleDecision::Allow,
                 },
                 Rule {
                     tool: "read".into(),
                     pattern: "**".into(),
                     host: None,
+                    sandbox: None,
                     decision: RuleDecision::Allow,
                 },
             ])

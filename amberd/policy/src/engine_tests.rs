@@ -16,6 +16,7 @@ struct Case {
     config: RuleSet,
     workspace: RuleSet,
     grants: Grants,
+    sandbox: crate::SessionSandbox<'static>,
 }
 
 impl Case {
@@ -25,6 +26,7 @@ impl Case {
             config: RuleSet::default(),
             workspace: RuleSet::default(),
             grants: Grants::default(),
+            sandbox: crate::SessionSandbox::Off,
         }
     }
 
@@ -35,6 +37,7 @@ impl Case {
                 tool: (*tool).into(),
                 pattern: (*pattern).into(),
                 host: None,
+                sandbox: None,
                 decision: *decision,
             })
             .collect();
@@ -50,6 +53,7 @@ impl Case {
             args: &args,
             mode,
             workspace: self.ws.path(),
+            sandbox: self.sandbox,
         };
         let rules = Rules {
             config: &self.config,
@@ -210,6 +214,7 @@ fn a_broken_workspace_rules_file_makes_writes_ask() {
         args: &json!({"path": "a", "content": ""}),
         mode: Mode::Write,
         workspace: c.ws.path(),
+        sandbox: crate::SessionSandbox::Off,
     };
     let rules = Rules {
         config: &c.config,
@@ -233,6 +238,7 @@ fn a_broken_workspace_rules_file_lets_read_only_calls_run_and_its_asks_persist()
             args: &args,
             mode: Mode::Write,
             workspace: c.ws.path(),
+            sandbox: crate::SessionSandbox::Off,
         };
         decide(&request, &rules, &c.grants)
     };
@@ -325,6 +331,7 @@ fn plugin_tools_are_not_read_as_shell_commands_and_destructive_ones_ask() {
         args: &Value::Null,
         mode,
         workspace: c.ws.path(),
+        sandbox: crate::SessionSandbox::Off,
     };
     let rules = Rules {
         config: &c.config,
@@ -516,3 +523,6 @@ mod reads;
 
 #[path = "engine_fetch_tests.rs"]
 mod fetch;
+
+#[path = "engine_escalation_tests.rs"]
+mod escalation;

@@ -73,6 +73,17 @@ impl<'a> Rules<'a> {
         }
     }
 
+    /// The `sandbox = false` allow rule that lets `tool` run this command without the OS
+    /// sandbox (`command_rules::allows_unsandboxed`), if any.
+    pub(crate) fn unsandboxed_rule(&self, tool: &str, c: &CommandTarget) -> Option<Rule> {
+        let facts = CommandFacts {
+            raw: &c.command,
+            lines: &c.lines,
+            complete: c.complete,
+        };
+        command_rules::allows_unsandboxed(&self.sets(), tool, &facts).cloned()
+    }
+
     /// Whether a `read` allow rule covers this read (and no `read` deny or ask rule matches
     /// it). Outside the workspace only rules naming an absolute or `~/` path count: a
     /// workspace glob such as `**` never reaches out.

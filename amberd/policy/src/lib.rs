@@ -3,7 +3,8 @@
 //! commands), the session's [`Grants`] and the `shell` classification of commands, with
 //! `target` describing what the call touches; [`confine`] keeps file arguments inside the
 //! workspace; `protected` names the paths whose writes always ask, `secrets` the locations
-//! whose reads always ask. The approval round trip itself lives in amberd (`session::gate`).
+//! whose reads always ask, `escalation` what a command run without the OS sandbox needs.
+//! The approval round trip itself lives in amberd (`session::gate`).
 //!
 //! The crate does no I/O beyond resolving paths (`canonicalize`, reading symlinks) and the
 //! workspace's own rules file ([`WorkspaceRules`]); shell classification touches no file
@@ -11,6 +12,7 @@
 
 mod command_rules;
 mod engine;
+mod escalation;
 mod grants;
 mod in_force;
 mod mode;
@@ -24,6 +26,7 @@ mod shell;
 mod target;
 
 pub use engine::{Request, Rules, Verdict, decide};
+pub use escalation::SessionSandbox;
 pub use grants::{Grants, Scope};
 pub use mode::mode_allows;
 pub use patch_paths::{PatchHeader, patch_header};

@@ -7,6 +7,10 @@
 
 use std::path::{Component, Path};
 
+/// The workspace rules file (workspace-relative): besides being protected, a write to it
+/// asks in every mode while the session has an OS sandbox (`engine`).
+pub(crate) const RULES_FILE: &str = ".amber/rules.toml";
+
 /// Whether a workspace-relative path is protected.
 pub(crate) fn is_protected(relative: &Path) -> bool {
     let names: Vec<&str> = relative

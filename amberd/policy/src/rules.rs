@@ -9,6 +9,10 @@
 //! (`docs.rs`), or a glob over it (`*.example.com` matches every subdomain, not
 //! `example.com` itself), compared case-insensitively; a `fetch` rule with `pattern = "*"`
 //! covers every host. When several rules match, the strongest wins: deny > ask > allow.
+//!
+//! A `bash`/`process` allow rule with `sandbox = false` also lets the commands it covers run
+//! without the OS sandbox (`command_rules::allows_unsandboxed`); no other rule ever does.
+//! `command` is another name for `pattern` (the spelling for command rules).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -32,21 +36,35 @@ pub enum RuleDecision {
 pub struct Rule {
     pub tool: String,
     /// A command prefix pattern or a path glob; empty in a `host` rule.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty", alias = "command")]
     pub pattern: String,
     /// The host a `fetch` rule is about (exact, or a glob such as `*.example.com`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// `Some(false)` on a `bash`/`process` allow rule: the commands it covers may also run
+    /// without the OS sandbox. Absent (or `true`): the rule never allows an unsandboxed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
     pub decision: RuleDecision,
 }
 
 impl Rule {
     /// The rule as reasons show it: `bash git push*`, `fetch host=docs.rs`.
     pub(crate) fn shown(&self) -> String {
-        match &self.host {
+        let shown = match &self.host {
             Some(host) => format!("{} host={host}", self.tool),
             None => format!("{} {}", self.tool, self.pattern),
+        };
+        if self.unsandboxed() {
+            format!("{shown} (sandbox = false)")
+        } else {
+            shown
         }
+    }
+
+    /// The rule allows the commands it covers to run without the OS sandbox.
+    pub(crate) fn unsandboxed(&self) -> bool {
+        self.sandbox == Some(false) && self.decision == RuleDecision::Allow
     }
 }
 
@@ -160,6 +178,8 @@ impl RuleSet {
 
 /// The tool whose rules may name a `host`.
 const HOST_TOOL: &str = "fetch";
+/// The tools whose rules may say `sandbox`: they start commands.
+const SANDBOX_TOOLS: &[&str] = &["bash", "process"];
 
 /// Checks a rule's shape and compiles its glob.
 fn compile(rule: &Rule) -> Result<Compiled, RuleError> {
@@ -172,6 +192,16 @@ fn compile(rule: &Rule) -> Result<Compiled, RuleError> {
         pattern: pattern.to_owned(),
         message: e.kind().to_string(),
     };
+    if let Some(sandbox) = rule.sandbox {
+        if !SANDBOX_TOOLS.contains(&rule.tool.as_str()) {
+            return Err(shape("`sandbox` is for `bash` and `process` rules only"));
+        }
+        if !sandbox && rule.decision != RuleDecision::Allow {
+            return Err(shape(
+                "`sandbox = false` is for allow rules only (it allows a command to run without the OS sandbox)",
+            ));
+        }
+    }
     if let Some(host) = &rule.host {
         if rule.tool != HOST_TOOL {
             return Err(shape("`host` is for `fetch` rules only"));
@@ -321,6 +351,7 @@ mod tests {
             tool: tool.into(),
             pattern: pattern.into(),
             host: None,
+            sandbox: None,
             decision,
         }
     }

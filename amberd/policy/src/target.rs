@@ -359,7 +359,8 @@ pub(crate) fn scopes(tool: &str, target: &Target) -> Vec<Scope> {
     }
 }
 
-/// The rules an `allow_always` answer persists for these scopes.
+/// The rules an `allow_always` answer persists for these scopes (an unsandboxed run: a
+/// `sandbox = false` allow rule for its command).
 pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
     scopes
         .iter()
@@ -368,6 +369,7 @@ pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
                 tool: tool.clone(),
                 pattern: program.clone(),
                 host: None,
+                sandbox: None,
                 decision: RuleDecision::Allow,
             },
             Scope::Folder { tool, folder } => Rule {
@@ -378,18 +380,31 @@ pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
                     format!("{folder}/**")
                 },
                 host: None,
+                sandbox: None,
                 decision: RuleDecision::Allow,
             },
             Scope::Host { tool, host } => Rule {
                 tool: tool.clone(),
                 pattern: String::new(),
                 host: Some(host.clone()),
+                sandbox: None,
                 decision: RuleDecision::Allow,
             },
             Scope::Tool { tool } => Rule {
                 tool: tool.clone(),
                 pattern: "*".to_owned(),
                 host: None,
+                sandbox: None,
+                decision: RuleDecision::Allow,
+            },
+            // The command as its pattern: it matches the command itself (and, like every
+            // command pattern, with further arguments). `escalation` offers no `allow_always`
+            // for a command with a `*`, which a pattern would read as a wildcard.
+            Scope::Unsandboxed { tool, command } => Rule {
+                tool: tool.clone(),
+                pattern: command.trim().to_owned(),
+                host: None,
+                sandbox: Some(false),
                 decision: RuleDecision::Allow,
             },
         })

@@ -125,6 +125,7 @@ impl FakeSession {
                 updated_at: String::new(),
                 usage: Usage::default(),
                 provider: None,
+                sandbox: None,
                 agent: None,
                 sandbox: None,
             }),

@@ -1,7 +1,7 @@
 //! The session's gate: the policy engine decides; calls that need approval are asked over
 //! the socket (SEED.md "approvals"), and answers become session grants or stored rules.
 
-use amber_policy::{Request, Rules, Scope, Verdict};
+use amber_policy::{Request, Rules, Scope, SessionSandbox, Verdict};
 use amber_proto::{Approval, Decision, EventKind, Mode, ResolvedBy, SessionState};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::SessionShared;
 use super::deps::Deps;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
+use crate::tools::sandbox::ToolSandbox;
 use crate::tools::session::DeniedPaths;
 
 /// The session's path deny rules (config and workspace), for `search` to filter what it
@@ -55,17 +56,27 @@ impl SessionGate<'_> {
     async fn check_call(&self, call: GateCall<'_>) -> GateVerdict {
         match self.decide(&call) {
             Verdict::Allow => GateVerdict::Allow,
+            Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
             Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
             Verdict::Ask {
                 reason,
                 scopes,
                 persist,
-            } => self.ask(&call, reason, scopes, persist).await,
+                unsandboxed,
+            } => {
+                let verdict = self.ask(&call, reason, scopes, persist, unsandboxed).await;
+                // Approving a call that runs unsandboxed approves exactly that.
+                match verdict {
+                    GateVerdict::Allow if unsandboxed => GateVerdict::AllowUnsandboxed,
+                    other => other,
+                }
+            }
         }
     }
 
     fn decide(&self, call: &GateCall<'_>) -> Verdict {
         let shared = self.shared;
+        let tool_sandbox = shared.tools.sandbox();
         let request = Request {
             tool: &call.call.name,
             tool_read_only: call.tool.read_only(),
@@ -73,6 +84,7 @@ impl SessionGate<'_> {
             args: call.args,
             mode: self.mode(),
             workspace: &shared.workspace,
+            sandbox: session_sandbox(&tool_sandbox),
         };
         let mut workspace_rules = shared.lock_rules();
         let workspace = workspace_rules.current().map_err(|e| e.to_string());
@@ -96,13 +108,15 @@ impl SessionGate<'_> {
 
     /// Asks the approvers. `persist`: whether `allow_always` may store allow rules; when an
     /// ask rule asked it may not (the rule would still ask), so `allow_always` is taken as
-    /// `allow_session` — the reason says so and `approval_resolved` reports it.
+    /// `allow_session` — the reason says so and `approval_resolved` reports it. The same
+    /// for an `unsandboxed` run whose command no stored rule could name.
     async fn ask(
         &self,
         call: &GateCall<'_>,
         reason: String,
         scopes: Vec<Scope>,
         persist: bool,
+        unsandboxed: bool,
     ) -> GateVerdict {
         let shared = self.shared;
         let request_id = format!("apr_{}", uuid::Uuid::new_v4().simple());
@@ -115,12 +129,12 @@ impl SessionGate<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let reason = if !persist && !scopes.is_empty() {
-            format!(
+        let reason = match (persist || scopes.is_empty(), unsandboxed) {
+            (true, _) => reason,
+            (false, true) => format!("{reason} (allow_always counts for this session only)"),
+            (false, false) => format!(
                 "{reason} (allow_always counts for this session only: the rule would still ask)"
-            )
-        } else {
-            reason
+            ),
         };
         let approval = Approval {
             request_id: request_id.clone(),
@@ -208,5 +222,14 @@ impl SessionGate<'_> {
                 tracing::warn!(%err, "could not persist an allow_always rule");
             }
         }
+    }
+}
+
+/// The session's sandbox as the policy weighs commands.
+fn session_sandbox(sandbox: &ToolSandbox) -> SessionSandbox<'_> {
+    match sandbox {
+        ToolSandbox::Off => SessionSandbox::Off,
+        ToolSandbox::On(_) => SessionSandbox::On,
+        ToolSandbox::Unavailable { reason, .. } => SessionSandbox::Unavailable(reason),
     }
 }

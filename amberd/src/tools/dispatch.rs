@@ -109,6 +109,8 @@ struct Prepared<'a> {
     call: &'a ToolCall,
     tool: Arc<dyn Tool>,
     args: Value,
+    /// The gate allowed this call to run without the OS sandbox.
+    unsandboxed_approved: bool,
 }
 
 /// Shared, per-dispatch state for running calls.
@@ -155,6 +157,7 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
                 call,
                 tool,
                 args,
+                unsandboxed_approved: false,
             }),
             Err(reason) => {
                 let outcome = ToolOutcome::denied(reason);
@@ -166,7 +169,7 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
     // Ask the gate in call order, one at a time: an approval answered for one call (say,
     // allow for this session) already covers the next call of the same scope.
     let mut allowed = Vec::with_capacity(runnable.len());
-    for prepared in runnable {
+    for mut prepared in runnable {
         let verdict = req
             .gate
             .check(GateCall {
@@ -177,6 +180,10 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
             .await;
         match verdict {
             GateVerdict::Allow => allowed.push(prepared),
+            GateVerdict::AllowUnsandboxed => {
+                prepared.unsandboxed_approved = true;
+                allowed.push(prepared);
+            }
             GateVerdict::Deny(reason) => {
                 let outcome = ToolOutcome::denied(reason);
                 results[prepared.index] = Some(runner.complete(prepared.call, outcome, 0));
@@ -378,8 +385,8 @@ impl Runner<'_> {
                 output: Some(tx),
                 limits: *self.limits,
                 session: self.session.clone(),
-                // TODO(sandbox escalation): set from the approval of an unsandboxed run.
-                unsandboxed_approved: false,
+                // For this call only: the gate approved running it without the OS sandbox.
+                unsandboxed_approved: prepared.unsandboxed_approved,
             };
             let call = AssertUnwindSafe(prepared.tool.call(prepared.args, &ctx)).catch_unwind();
             tokio::pin!(call);

@@ -20,6 +20,9 @@ pub struct GateCall<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateVerdict {
     Allow,
+    /// Allowed to run without the OS sandbox (an approval of the unsandboxed run, or a
+    /// `sandbox = false` rule): the call's `ToolContext::unsandboxed_approved`.
+    AllowUnsandboxed,
     /// Denied; the reason is what the model sees.
     Deny(String),
 }

@@ -5,6 +5,7 @@
 
 mod bash;
 mod dispatch;
+mod escalation;
 mod process;
 mod skills;
 mod todowrite;

@@ -1,0 +1,247 @@
+//! End-to-end: escalation out of the OS sandbox through the real daemon, in yolo mode with
+//! `[sandbox] mode = "workspace-write"`. `bash {command, sandbox: false}` always asks, and
+//! the request says it runs unsandboxed; allowed once it runs without the sandbox (it can
+//! write outside the workspace); denied it does not run; with no approver it is denied
+//! (`no_approver`); a `sandbox = false` allow rule in the config lets it run unasked;
+//! `allow_always` stores such a rule in the workspace's rules file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::{Decision, Mode};
+use amber_tests::TestDaemon;
+use amber_tests::steps::{
+    Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn_config,
+    stop_reason,
+};
+use amber_tests::tool_calls::{
+    call, calls, connect_approver, envelope_for, next_approval, request_id, respond, result_of,
+};
+use serde_json::{Value, json};
+
+/// The daemon's config: every session's commands run in the workspace-write sandbox.
+fn config(rules: &str) -> String {
+    format!("{FAST_RETRIES}\n[sandbox]\nmode = \"workspace-write\"\n{rules}")
+}
+
+/// Writes the marker in the workspace and one beside it, outside: only an unsandboxed run
+/// can write the second.
+const ESCAPE: &str = "touch unsandboxed_marker ../unsandboxed_outside";
+
+fn escape_call(id: &str) -> MockTurn {
+    calls(vec![call(
+        id,
+        "bash",
+        &json!({ "command": ESCAPE, "sandbox": false }),
+    )])
+}
+
+/// First a sandboxed write outside the workspace (it must fail: the session really is
+/// sandboxed), then the escalation.
+fn script() -> Vec<MockTurn> {
+    vec![
+        calls(vec![call(
+            "c_sandboxed",
+            "bash",
+            &json!({ "command": "touch ../sandboxed_outside" }),
+        )]),
+        escape_call("c_escape"),
+        MockTurn::text("Done."),
+        done(),
+    ]
+}
+
+fn outside(daemon: &TestDaemon, name: &str) -> PathBuf {
+    daemon.workspace.parent().unwrap().join(name)
+}
+
+fn ran(daemon: &TestDaemon) -> bool {
+    daemon.workspace.join("unsandboxed_marker").exists()
+}
+
+/// The sandboxed call ran (inside the sandbox, so it could not write outside).
+fn assert_sandboxed_call_was_contained(events: &[Value], daemon: &TestDaemon) {
+    let (status, output) = result_of(events, "c_sandboxed");
+    assert_ne!(status, "denied", "yolo runs it sandboxed: {output}");
+    assert!(
+        !outside(daemon, "sandboxed_outside").exists(),
+        "the session is not sandboxed; this suite needs `[sandbox]` (issue 17): {output}"
+    );
+}
+
+fn assert_asks_unsandboxed(asked: &Value) {
+    assert_eq!(asked["callId"], "c_escape", "{asked}");
+    assert_eq!(asked["tool"], "bash");
+    assert_eq!(
+        asked["arguments"],
+        json!({ "command": ESCAPE, "sandbox": false })
+    );
+    let reason = asked["reason"].as_str().unwrap();
+    assert!(reason.contains("unsandboxed"), "{asked}");
+    let scope = asked["scope"].as_str().unwrap();
+    assert!(
+        scope.contains("unsandboxed") && scope.contains(ESCAPE),
+        "the scope is this command unsandboxed: {asked}"
+    );
+}
+
+async fn yolo_session(client: &amber_client::Client, daemon: &TestDaemon) -> (String, Events) {
+    let sid = new_session(client, daemon, Some(Mode::Yolo)).await;
+    let events = Events::live(client, &sid).await;
+    (sid, events)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sandbox_false_asks_in_yolo_and_allow_once_runs_it_unsandboxed() {
+    let mock = MockLlm::start(script()).await;
+    let daemon = spawn_config(&mock, &config(""));
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+
+    client.session_prompt(&sid, "publish").await.unwrap();
+    let (before, asked) = next_approval(&mut events).await;
+    assert_sandboxed_call_was_contained(&before, &daemon);
+    assert_asks_unsandboxed(&asked);
+    assert!(!ran(&daemon), "ran before it was approved");
+
+    let rid = request_id(&asked);
+    assert!(
+        respond(&client, &sid, &rid, Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+    let rest = events.turn().await;
+    let resolved = of_type(&rest, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{rest:#?}");
+    assert_eq!(resolved[0]["decision"], "allow_once");
+    assert_eq!(resolved[0]["by"], "client");
+    let (status, output) = result_of(&rest, "c_escape");
+    assert_eq!(status, "ok", "{output}");
+    assert!(ran(&daemon), "the approved command did not run");
+    assert!(
+        outside(&daemon, "unsandboxed_outside").exists(),
+        "the approved command ran inside the sandbox: {output}"
+    );
+    assert_eq!(stop_reason(&rest), "end_turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_unsandboxed_run_does_not_run() {
+    let mock = MockLlm::start(script()).await;
+    let daemon = spawn_config(&mock, &config(""));
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+
+    client.session_prompt(&sid, "publish").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_asks_unsandboxed(&asked);
+    let rid = request_id(&asked);
+    assert!(respond(&client, &sid, &rid, Decision::Deny).await.unwrap());
+    let rest = events.turn().await;
+    let (status, output) = result_of(&rest, "c_escape");
+    assert_eq!(status, "denied", "{output}");
+    assert_eq!(envelope_for(&mock, "c_escape")["status"], "denied");
+    assert!(!ran(&daemon), "a denied command ran");
+    assert!(!outside(&daemon, "unsandboxed_outside").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_no_approver_an_unsandboxed_run_is_denied() {
+    let mock = MockLlm::start(script()).await;
+    let daemon = spawn_config(&mock, &config(""));
+    let plain = connect(&daemon).await;
+    let (sid, mut events) = yolo_session(&plain, &daemon).await;
+
+    let turn = prompt_turn(&plain, &mut events, &sid, "publish").await;
+    assert_sandboxed_call_was_contained(&turn, &daemon);
+    let asked = of_type(&turn, "approval_requested");
+    assert_eq!(asked.len(), 1, "{turn:#?}");
+    assert_asks_unsandboxed(asked[0]);
+    let resolved = of_type(&turn, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{turn:#?}");
+    assert_eq!(resolved[0]["decision"], "deny");
+    assert_eq!(resolved[0]["by"], "no_approver");
+    let (status, output) = result_of(&turn, "c_escape");
+    assert_eq!(status, "denied", "{output}");
+    assert!(output.contains("approver"), "{output}");
+    assert!(!ran(&daemon), "ran with nobody to approve it");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_false_rule_in_the_config_lets_the_command_run_unasked() {
+    let rules = r#"
+[[rules]]
+tool = "bash"
+command = "touch unsandboxed_marker*"
+sandbox = false
+decision = "allow"
+"#;
+    let mock = MockLlm::start(script()).await;
+    let daemon = spawn_config(&mock, &config(rules));
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+
+    let turn = prompt_turn(&client, &mut events, &sid, "publish").await;
+    assert_sandboxed_call_was_contained(&turn, &daemon);
+    assert!(
+        of_type(&turn, "approval_requested").is_empty(),
+        "the rule allows it: {turn:#?}"
+    );
+    let (status, output) = result_of(&turn, "c_escape");
+    assert_eq!(status, "ok", "{output}");
+    assert!(ran(&daemon));
+    assert!(
+        outside(&daemon, "unsandboxed_outside").exists(),
+        "it ran inside the sandbox: {output}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_always_stores_a_sandbox_false_rule_that_answers_the_next_call() {
+    let mock = MockLlm::start(vec![
+        escape_call("c_escape"),
+        MockTurn::text("Once."),
+        done(),
+        escape_call("c_again"),
+        MockTurn::text("Twice."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config(""));
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+
+    client.session_prompt(&sid, "publish").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_asks_unsandboxed(&asked);
+    let rid = request_id(&asked);
+    assert!(
+        respond(&client, &sid, &rid, Decision::AllowAlways)
+            .await
+            .unwrap()
+    );
+    let first = events.turn().await;
+    assert_eq!(result_of(&first, "c_escape").0, "ok");
+    let stored = std::fs::read_to_string(rules_file(&daemon.workspace)).unwrap();
+    assert!(
+        stored.contains("sandbox = false") && stored.contains(ESCAPE),
+        "{stored}"
+    );
+
+    // A new session: no grant of the first one carries over, only the stored rule.
+    std::fs::remove_file(outside(&daemon, "unsandboxed_outside")).unwrap();
+    let (next, mut next_events) = yolo_session(&client, &daemon).await;
+    let second = prompt_turn(&client, &mut next_events, &next, "again").await;
+    assert!(
+        of_type(&second, "approval_requested").is_empty(),
+        "the stored rule answers it: {second:#?}"
+    );
+    assert_eq!(result_of(&second, "c_again").0, "ok");
+    assert!(outside(&daemon, "unsandboxed_outside").exists());
+}
+
+fn rules_file(workspace: &Path) -> PathBuf {
+    workspace.join(".amber/rules.toml")
+}
