@@ -132,8 +132,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     let mut sink = Sink::new(ctx);
     let end = supervise(&mut child, reader, &group, &mut sink, ctx, timeout).await;
     let mut body = sink.finish();
-    if matches!(chosen, sandbox::Chosen::Sandboxed(_))
-        && let Some(note) = refusal_note(session_sandbox.info(), &body)
+    if let sandbox::Chosen::Sandboxed(spec) = &chosen
+        && let Some(note) = refusal_note(session_sandbox.info(), &spec.hidden, command, &body)
     {
         if !body.is_empty() && !body.ends_with('\n') {
             body.push('\n');

@@ -4,6 +4,8 @@
 //! those errors in a command's output and names them as the sandbox's, with the paths the
 //! output names and the way to ask for more.
 
+use std::path::PathBuf;
+
 use amber_proto::{SandboxInfo, SandboxMode};
 
 /// Messages of a refused write (EROFS, EACCES, EPERM as tools print them).
@@ -47,20 +49,38 @@ const NETWORK_SIGNS: &[&str] = &[
 const SOCKET_WORDS: &[&str] = &["socket", "Socket", "/dev/tcp/", "/dev/udp/", "connect"];
 
 /// The note to append to a sandboxed command's output when it shows a refusal, or `None`.
-pub fn refusal_note(sandbox: SandboxInfo, output: &str) -> Option<String> {
+/// `hidden`: the paths the sandbox hides (amberd's socket directory); a command or output
+/// that names one is told so, whatever its error said.
+pub fn refusal_note(
+    sandbox: SandboxInfo,
+    hidden: &[PathBuf],
+    command: &str,
+    output: &str,
+) -> Option<String> {
     if sandbox.mode == SandboxMode::Off {
         return None;
     }
+    let named_hidden: Vec<String> = hidden
+        .iter()
+        .map(|p| p.display().to_string())
+        .filter(|p| command.contains(p.as_str()) || output.contains(p.as_str()))
+        .collect();
     let socket_words = contains_any(output, SOCKET_WORDS);
     let permission = contains_any(output, PERMISSION_SIGNS);
     let network =
         !sandbox.network && (contains_any(output, NETWORK_SIGNS) || (permission && socket_words));
     let paths = refused_paths(output);
     let write = contains_any(output, WRITE_SIGNS) || !paths.is_empty() || (permission && !network);
-    if !write && !network {
+    if !write && !network && named_hidden.is_empty() {
         return None;
     }
     let mut parts = Vec::new();
+    if !named_hidden.is_empty() {
+        parts.push(format!(
+            "{} is amberd's own runtime directory and is hidden from sandboxed commands (a command that could reach amberd could approve its own requests); this is never allowed",
+            named_hidden.join(", ")
+        ));
+    }
     if write {
         let whom = match sandbox.mode {
             SandboxMode::ReadOnly => {
@@ -182,6 +202,8 @@ mod tests {
     fn a_read_only_file_system_error_names_the_path() {
         let note = refusal_note(
             on(false),
+            &[],
+            "",
             "/bin/bash: line 1: /tmp/sentinel: Read-only file system\n",
         )
         .unwrap();
@@ -193,7 +215,7 @@ mod tests {
     fn tool_quoting_styles_are_read() {
         let out = "touch: cannot touch '/outside/x': Read-only file system\n\
                    OSError: [Errno 30] Read-only file system: '/outside/y'\n";
-        let note = refusal_note(on(false), out).unwrap();
+        let note = refusal_note(on(false), &[], "", out).unwrap();
         assert!(note.contains("/outside/x, /outside/y"), "{note}");
     }
 
@@ -201,17 +223,17 @@ mod tests {
     fn network_errors_count_only_when_the_network_is_off() {
         let out = "curl: (7) Failed to connect to 127.0.0.1 port 8080: Network is unreachable";
         assert!(
-            refusal_note(on(false), out)
+            refusal_note(on(false), &[], "", out)
                 .unwrap()
                 .contains("network access to 127.0.0.1 was refused")
         );
-        assert_eq!(refusal_note(on(true), out), None);
+        assert_eq!(refusal_note(on(true), &[], "", out), None);
     }
 
     #[test]
     fn a_refused_socket_is_a_network_refusal_naming_the_address() {
         let out = "/bin/bash: socket: Operation not permitted\n/bin/bash: line 1: /dev/tcp/127.0.0.1/22: Operation not permitted\n";
-        let note = refusal_note(on(false), out).unwrap();
+        let note = refusal_note(on(false), &[], "", out).unwrap();
         assert!(
             note.contains("network access to 127.0.0.1:22 was refused"),
             "{note}"
@@ -220,12 +242,31 @@ mod tests {
     }
 
     #[test]
+    fn a_command_naming_amberds_socket_is_told_it_is_hidden() {
+        let hidden = [PathBuf::from("/run/user/0/amber")];
+        let note = refusal_note(
+            SandboxInfo {
+                mode: SandboxMode::WorkspaceWrite,
+                network: true,
+            },
+            &hidden,
+            "curl --unix-socket /run/user/0/amber/amberd.sock http://x/",
+            "curl: (7) Couldn't connect to server",
+        )
+        .unwrap();
+        assert!(
+            note.contains("/run/user/0/amber is amberd's own runtime directory"),
+            "{note}"
+        );
+    }
+
+    #[test]
     fn clean_output_and_an_off_sandbox_get_no_note() {
-        assert_eq!(refusal_note(on(false), "all good\n"), None);
+        assert_eq!(refusal_note(on(false), &[], "", "all good\n"), None);
         let off = SandboxInfo {
             mode: SandboxMode::Off,
             network: true,
         };
-        assert_eq!(refusal_note(off, "x: Read-only file system"), None);
+        assert_eq!(refusal_note(off, &[], "", "x: Read-only file system"), None);
     }
 }

@@ -1,0 +1,610 @@
+//! End-to-end: the OS sandbox holds where the classifier does not. Through the real daemon,
+//! in yolo mode (nothing asks) with the default sandbox (`workspace-write`, no network),
+//! every case tries to reach past the workspace: writes by redirection, copies, links,
+//! `/proc` magic links, symlinked directories, other interpreters, git, detached and
+//! background processes; connections to servers the test runs on loopback (TCP, UDP, IPv6),
+//! to a Unix socket outside the workspace and to amberd's own socket. The sentinels live
+//! beside the workspace, never in a real system path.
+//!
+//! Zero escapes: after every case the sentinel tree, the home directory and the workspace's
+//! protected paths are exactly as before, and no listener saw a byte; every synchronous
+//! case's tool result names the refusal (`[sandbox: …]`). Inside the workspace everything
+//! keeps working: builds, temp files through `$TMPDIR`, `git commit` (objects writable,
+//! hooks and config not).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::{Mode, SandboxMode, SandboxRequest, SessionNewParams};
+use amber_tests::TestDaemon;
+use amber_tests::steps::{Events, FAST_RETRIES, connect, done, prompt_turn, spawn_config, within};
+use amber_tests::tool_calls::{call, calls, put, result_of};
+use serde_json::json;
+
+/// Every session in yolo, with the default sandbox spelled out.
+const CONFIG: &str = "[sandbox]\nmode = \"workspace-write\"\nnetwork = false\n";
+
+/// What a snapshot records of one path: kind, content, mode, owner, mtime.
+type Snapshot = BTreeMap<PathBuf, String>;
+
+fn snapshot(root: &Path) -> Snapshot {
+    let mut out = Snapshot::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let kind = if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap().flatten() {
+                stack.push(entry.path());
+            }
+            "dir".to_owned()
+        } else if meta.is_file() {
+            format!(
+                "file:{}",
+                std::fs::read_to_string(&path).unwrap_or_default()
+            )
+        } else if meta.file_type().is_symlink() {
+            format!("link:{}", std::fs::read_link(&path).unwrap().display())
+        } else {
+            "other".to_owned()
+        };
+        let mtime = if meta.is_dir() { 0 } else { meta.mtime() };
+        out.insert(
+            path,
+            format!(
+                "{kind} mode={:o} uid={} gid={} mtime={mtime}",
+                meta.mode(),
+                meta.uid(),
+                meta.gid()
+            ),
+        );
+    }
+    out
+}
+
+/// The world outside the workspace that the cases aim at, and the servers they try to reach.
+struct Targets {
+    /// `<daemon dir>/outside`: holds `inner/` (the sentinels) and `repo/` (a git repository).
+    outside: PathBuf,
+    inner: PathBuf,
+    tcp: TcpListener,
+    udp: UdpSocket,
+    tcp6: Option<TcpListener>,
+    unix: UnixListener,
+    unix_path: PathBuf,
+}
+
+impl Targets {
+    fn new(daemon: &TestDaemon) -> Targets {
+        let outside = daemon.dir.path().canonicalize().unwrap().join("outside");
+        let inner = outside.join("inner");
+        put(&inner.join("sentinel"), "original\n");
+        put(&inner.join("keep/file"), "keep\n");
+        std::fs::create_dir_all(inner.join("emptydir")).unwrap();
+        std::fs::set_permissions(
+            inner.join("sentinel"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let repo = outside.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        put(&repo.join("a.txt"), "a\n");
+        git(&repo, &["add", "a.txt"]);
+        git(&repo, &["commit", "-qm", "first"]);
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let tcp6 = TcpListener::bind("[::1]:0").ok();
+        if let Some(l) = &tcp6 {
+            l.set_nonblocking(true).unwrap();
+        }
+        let unix_path = outside.join("peer.sock");
+        let unix = UnixListener::bind(&unix_path).unwrap();
+        unix.set_nonblocking(true).unwrap();
+        Targets {
+            outside,
+            inner,
+            tcp,
+            udp,
+            tcp6,
+            unix,
+            unix_path,
+        }
+    }
+
+    /// `{O}` the sentinel dir, `{OUT}` its parent, `{PORT}`, `{UPORT}`, `{P6}` the loopback
+    /// servers, `{USOCK}` the Unix socket, `{PID}` amberd, `{SOCK}` amberd's socket, `{HOME}`.
+    fn fill(&self, template: &str, daemon: &TestDaemon) -> String {
+        template
+            .replace("{O}", &self.inner.display().to_string())
+            .replace("{OUT}", &self.outside.display().to_string())
+            .replace("{PORT}", &self.tcp.local_addr().unwrap().port().to_string())
+            .replace(
+                "{UPORT}",
+                &self.udp.local_addr().unwrap().port().to_string(),
+            )
+            .replace(
+                "{P6}",
+                &self
+                    .tcp6
+                    .as_ref()
+                    .map_or(1, |l| l.local_addr().unwrap().port())
+                    .to_string(),
+            )
+            .replace("{USOCK}", &self.unix_path.display().to_string())
+            .replace("{PID}", &daemon.pid().to_string())
+            .replace("{SOCK}", &daemon.socket.display().to_string())
+            .replace(
+                "{HOME}",
+                &daemon.dir.path().join("home").display().to_string(),
+            )
+    }
+
+    /// No listener accepted a connection or received a datagram.
+    fn assert_untouched(&self) {
+        assert_eq!(
+            self.tcp.accept().map(|_| ()).unwrap_err().kind(),
+            ErrorKind::WouldBlock,
+            "a sandboxed command reached the loopback TCP server"
+        );
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            self.udp.recv(&mut buf).map(|_| ()).unwrap_err().kind(),
+            ErrorKind::WouldBlock,
+            "a sandboxed command reached the loopback UDP server"
+        );
+        if let Some(l) = &self.tcp6 {
+            assert_eq!(
+                l.accept().map(|_| ()).unwrap_err().kind(),
+                ErrorKind::WouldBlock,
+                "a sandboxed command reached the IPv6 loopback server"
+            );
+        }
+        assert_eq!(
+            self.unix.accept().map(|_| ()).unwrap_err().kind(),
+            ErrorKind::WouldBlock,
+            "a sandboxed command reached the Unix socket outside the workspace"
+        );
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+/// The synchronous escape attempts: `(call id, command)`. Each must fail and say why.
+const ESCAPES: &[(&str, &str)] = &[
+    // Redirections and shell builtins.
+    ("redirect", "echo pwned > {O}/sentinel"),
+    ("append", "echo pwned >> {O}/sentinel"),
+    ("redirect_new", "echo pwned > {O}/new_file"),
+    (
+        "noclobber_off",
+        "set +o noclobber; echo pwned >| {O}/sentinel",
+    ),
+    ("exec_fd", "exec 3<>{O}/sentinel && echo pwned >&3"),
+    ("dev_fd", "exec 3<{O}/sentinel && echo pwned > /dev/fd/3"),
+    (
+        "proc_self_fd",
+        "exec 4<{O}/sentinel && echo pwned > /proc/self/fd/4",
+    ),
+    // Core utilities.
+    ("cp_into", "echo x > w1.txt && cp w1.txt {O}/new_cp"),
+    ("cp_over", "echo pwned > w2.txt && cp w2.txt {O}/sentinel"),
+    (
+        "cp_r",
+        "mkdir -p d1 && echo x > d1/f && cp -r d1 {O}/new_dir_cp",
+    ),
+    ("mv_out", "echo x > mv.txt && mv mv.txt {O}/new_mv"),
+    ("mv_in", "mv {O}/sentinel ./stolen"),
+    ("rm", "rm -f {O}/sentinel"),
+    ("rm_r", "rm -rf {O}/keep"),
+    ("rmdir", "rmdir {O}/emptydir"),
+    ("tee", "echo pwned | tee {O}/sentinel"),
+    ("tee_a", "echo pwned | tee -a {O}/sentinel"),
+    (
+        "dd",
+        "dd if=/dev/zero of={O}/sentinel bs=1 count=1 conv=notrunc",
+    ),
+    ("dd_new", "dd if=/dev/zero of={O}/new_dd bs=1 count=1"),
+    ("truncate", "truncate -s 0 {O}/sentinel"),
+    ("touch_new", "touch {O}/new_touch"),
+    ("touch_time", "touch -d 2000-01-01 {O}/sentinel"),
+    ("mkdir", "mkdir {O}/new_mkdir"),
+    ("mkdir_p", "mkdir -p {O}/a/b/c"),
+    ("chmod", "chmod 777 {O}/sentinel"),
+    ("chmod_dir", "chmod 700 {O}"),
+    ("chown", "chown 65534 {O}/sentinel"),
+    ("chgrp", "chgrp 65534 {O}/sentinel"),
+    ("mkfifo", "mkfifo {O}/new_fifo"),
+    ("mknod", "mknod {O}/new_node c 1 3"),
+    (
+        "install",
+        "echo x > w3.txt && install -m 644 w3.txt {O}/new_install",
+    ),
+    ("sed_i", "sed -i s/original/pwned/ {O}/sentinel"),
+    ("ln_outside", "ln -s {O}/sentinel {O}/new_link"),
+    // Links from the workspace.
+    (
+        "symlink_write",
+        "ln -s {O}/sentinel link1 && echo pwned > link1",
+    ),
+    (
+        "symlink_dir_write",
+        "ln -s {O} linkdir && echo x > linkdir/new_via_dir",
+    ),
+    (
+        "symlink_cp",
+        "ln -s {O}/new_via_cp l2 && echo x > w4.txt && cp w4.txt l2",
+    ),
+    ("hardlink", "ln {O}/sentinel hard1 && echo pwned > hard1"),
+    (
+        "dotdot_symlink",
+        "ln -s {O} sl && echo x > sl/../new_dotdot",
+    ),
+    // /proc magic links.
+    ("proc_self_root", "echo pwned > /proc/self/root{O}/sentinel"),
+    (
+        "proc_self_cwd",
+        "cd {O} && echo pwned > /proc/self/cwd/sentinel",
+    ),
+    ("proc_1_root", "echo pwned > /proc/1/root{O}/sentinel"),
+    (
+        "proc_amberd_root",
+        "echo pwned > /proc/{PID}/root{O}/sentinel",
+    ),
+    (
+        "proc_amberd_cwd",
+        "echo pwned > /proc/{PID}/cwd/new_amberd_cwd",
+    ),
+    ("proc_amberd_environ", "cat /proc/{PID}/environ"),
+    ("proc_amberd_mem", "echo x > /proc/{PID}/mem"),
+    // Other interpreters and programs.
+    (
+        "python_open",
+        "python3 -c \"open('{O}/sentinel','w').write('pwned')\"",
+    ),
+    (
+        "python_rename",
+        "python3 -c \"import os; os.rename('{O}/sentinel','{O}/moved')\"",
+    ),
+    (
+        "python_copy",
+        "echo x > w5.txt && python3 -c \"import shutil; shutil.copy('w5.txt','{O}/new_py')\"",
+    ),
+    (
+        "perl_open",
+        "perl -e 'open(F, \">\", \"{O}/new_perl\") or die \"open: $!\\n\"'",
+    ),
+    (
+        "git_commit",
+        "git -C {OUT}/repo -c user.name=x -c user.email=x@x commit --allow-empty -qm pwned",
+    ),
+    ("git_config", "git -C {OUT}/repo config user.name pwned"),
+    // Leaving the working directory, the environment or the session.
+    ("cd_root", "cd / && echo pwned > .{O}/sentinel"),
+    ("cd_out", "cd {O} && touch new_cd"),
+    ("env_i", "env -i /bin/sh -c 'echo pwned > {O}/sentinel'"),
+    ("setsid", "setsid -w sh -c 'echo pwned > {O}/sentinel'"),
+    ("sh_c", "sh -c 'echo pwned > {O}/new_sh'"),
+    ("home", "echo x > {HOME}/new_home"),
+    ("signal_amberd", "kill -CONT {PID}"),
+    // The workspace's protected paths.
+    (
+        "git_hook",
+        "echo 'touch {O}/hooked' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+    ),
+    ("git_hooks_path", "git config core.hooksPath /tmp"),
+    ("git_dir_rename", "mv .git .git_moved"),
+    (
+        "amber_rules",
+        "printf '[[rules]]\\ntool = \"bash\"\\ndecision = \"allow\"\\n' > .amber/rules.toml",
+    ),
+    ("amber_rename", "mv .amber .amber_moved"),
+    // Network: loopback TCP, UDP, IPv6, a Unix socket outside, amberd's own socket.
+    ("curl", "curl -sS -m 3 http://127.0.0.1:{PORT}/"),
+    ("dev_tcp", "echo x > /dev/tcp/127.0.0.1/{PORT}"),
+    ("nc", "nc -v -w 2 127.0.0.1 {PORT} < /dev/null"),
+    (
+        "python_tcp",
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {PORT}), 3)\"",
+    ),
+    (
+        "python_udp",
+        "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {UPORT}))\"",
+    ),
+    ("nc_udp", "echo x | nc -v -u -w 1 127.0.0.1 {UPORT}"),
+    (
+        "ipv6",
+        "python3 -c \"import socket; socket.create_connection(('::1', {P6}), 3)\"",
+    ),
+    (
+        "unix_socket",
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{USOCK}')\"",
+    ),
+    (
+        "amberd_socket",
+        "curl -sS -m 3 --unix-socket {SOCK} http://localhost/ -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/status\"}'",
+    ),
+];
+
+/// Asynchronous attempts: they write after the call returned.
+const LATER: &[(&str, &str)] = &[
+    (
+        "nohup",
+        "nohup sh -c 'sleep 1; echo pwned > {O}/new_nohup' > /dev/null 2>&1 &",
+    ),
+    (
+        "setsid_bg",
+        "setsid sh -c 'sleep 1; echo pwned > {O}/new_setsid' > /dev/null 2>&1 < /dev/null &",
+    ),
+];
+
+async fn yolo_session(
+    daemon: &TestDaemon,
+    sandbox: Option<SandboxRequest>,
+) -> (amber_client::Client, String) {
+    let client = connect(daemon).await;
+    let params = SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(Mode::Yolo),
+        sandbox,
+        ..SessionNewParams::default()
+    };
+    let info = within("session/new", client.session_new(&params))
+        .await
+        .expect("session/new");
+    (client, info.session_id)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_command_escapes_the_default_sandbox_in_yolo() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}\n{CONFIG}"));
+    git(&daemon.workspace, &["init", "-q"]);
+    let targets = Targets::new(&daemon);
+    let home = daemon.dir.path().join("home");
+    let before_outside = snapshot(&targets.outside);
+    let before_home = snapshot(&home);
+    let protected = |ws: &Path| {
+        let mut s = snapshot(&ws.join(".git/hooks"));
+        s.extend(snapshot(&ws.join(".git/config")));
+        s.extend(snapshot(&ws.join(".amber")));
+        s
+    };
+
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let info = client.session_get(&sid).await.unwrap();
+    assert_eq!(
+        info.session.sandbox.map(|s| (s.mode, s.network)),
+        Some((SandboxMode::WorkspaceWrite, false))
+    );
+    let before_protected = protected(&daemon.workspace);
+    let mut events = Events::live(&client, &sid).await;
+    let mut script: Vec<MockTurn> = ESCAPES
+        .chunks(8)
+        .map(|chunk| {
+            calls(
+                chunk
+                    .iter()
+                    .map(|(id, cmd)| {
+                        call(
+                            id,
+                            "bash",
+                            &json!({ "command": targets.fill(cmd, &daemon) }),
+                        )
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    script.push(calls(
+        LATER
+            .iter()
+            .map(|(id, cmd)| {
+                call(
+                    id,
+                    "bash",
+                    &json!({ "command": targets.fill(cmd, &daemon) }),
+                )
+            })
+            .chain([call(
+                "process_later",
+                "process",
+                &json!({
+                    "action": "start",
+                    "command": targets.fill("sleep 1; echo pwned > {O}/new_process", &daemon),
+                }),
+            )])
+            .collect(),
+    ));
+    script.push(MockTurn::text("Tried everything."));
+    script.push(done());
+    mock.push(script);
+    let turn = prompt_turn(&client, &mut events, &sid, "try to get out").await;
+
+    let mut unnamed = Vec::new();
+    for (id, _) in ESCAPES {
+        let (status, output) = result_of(&turn, id);
+        assert_ne!(
+            status, "denied",
+            "{id} was denied by the policy, not tried: {output}"
+        );
+        if !output.contains("[sandbox:") {
+            unnamed.push(format!("{id} ({status}): {output}"));
+        }
+    }
+    // Background writers had a second to try after their call returned.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    assert_eq!(
+        snapshot(&targets.outside),
+        before_outside,
+        "something outside the workspace changed"
+    );
+    assert_eq!(snapshot(&home), before_home, "the home directory changed");
+    assert_eq!(
+        protected(&daemon.workspace),
+        before_protected,
+        "a protected path changed"
+    );
+    targets.assert_untouched();
+    assert!(
+        !daemon.log().contains("pwned"),
+        "a sandboxed command reached the daemon's log"
+    );
+    assert!(
+        unnamed.is_empty(),
+        "results that do not name the refusal:\n{}",
+        unnamed.join("\n")
+    );
+    // amberd's environment was not readable (it holds the provider key).
+    let (_, environ) = result_of(&turn, "proc_amberd_environ");
+    assert!(!environ.contains("test-key"), "{environ}");
+    // The daemon is alive and unstopped.
+    within("daemon/status", client.daemon_status())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_network_allowed_loopback_works_but_amberd_stays_unreachable() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}\n{CONFIG}"));
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let accept = std::thread::spawn(move || server.accept().map(|_| ()).is_ok());
+    let (client, sid) = yolo_session(
+        &daemon,
+        Some(SandboxRequest {
+            mode: None,
+            network: Some(true),
+        }),
+    )
+    .await;
+    let mut events = Events::live(&client, &sid).await;
+    mock.push([
+        calls(vec![
+            call("loopback", "bash", &json!({ "command": format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo connected") })),
+            call("amberd", "bash", &json!({ "command": format!("curl -sS -m 3 --unix-socket {} http://localhost/ -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon/status\"}}'", daemon.socket.display()) })),
+            call("outside", "bash", &json!({ "command": "touch ../outside_with_network" })),
+        ]),
+        MockTurn::text("Done."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "connect").await;
+    let (status, output) = result_of(&turn, "loopback");
+    assert_eq!(status, "ok", "{output}");
+    assert!(accept.join().unwrap());
+    let (status, output) = result_of(&turn, "amberd");
+    assert_eq!(status, "error", "{output}");
+    assert!(
+        !output.contains("\"result\""),
+        "amberd answered a sandboxed command: {output}"
+    );
+    assert!(output.contains("[sandbox:"), "{output}");
+    let (status, output) = result_of(&turn, "outside");
+    assert_eq!(status, "error", "{output}");
+    assert!(
+        !daemon
+            .workspace
+            .parent()
+            .unwrap()
+            .join("outside_with_network")
+            .exists()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inside_the_workspace_builds_temp_files_and_git_keep_working() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}\n{CONFIG}"));
+    let ws = daemon.workspace.clone();
+    git(&ws, &["init", "-q"]);
+    put(&ws.join("README.md"), "hello\n");
+    git(&ws, &["add", "README.md"]);
+    git(&ws, &["commit", "-qm", "first"]);
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let commands = [
+        (
+            "make",
+            "printf 'all:\\n\\tmkdir -p build && echo built > build/out.txt\\n' > Makefile && make -s && cat build/out.txt",
+        ),
+        (
+            "npm_like",
+            "mkdir -p node_modules/left-pad && echo 'module.exports = 1' > node_modules/left-pad/index.js && printf '{\"name\":\"x\"}' > package.json && cat node_modules/left-pad/index.js",
+        ),
+        (
+            "tmpdir",
+            "f=$(mktemp) && echo temp > \"$f\" && cat \"$f\" && case \"$f\" in \"$TMPDIR\"/*) echo in-tmpdir;; esac",
+        ),
+        (
+            "python_tmp",
+            "python3 -c \"import tempfile; f = tempfile.NamedTemporaryFile(delete=False); f.write(b'x'); print('py-tmp-ok')\"",
+        ),
+        (
+            "git_commit",
+            "echo more >> README.md && git add README.md && git -c user.name=a -c user.email=a@a commit -qm second && git log --oneline | wc -l",
+        ),
+    ];
+    // The daemon's HOME is the test's own; rustup and cargo live in the real one.
+    let real_home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let rustup = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{real_home}/.rustup"));
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{real_home}/.cargo"));
+    let cargo = format!(
+        "export RUSTUP_HOME={rustup} CARGO_HOME={cargo_home} PATH={cargo_home}/bin:$PATH; \
+         mkdir -p crate && cd crate && cargo init -q --name demo --vcs none . && cargo build -q --offline && ls target/debug/demo"
+    );
+    let commands: Vec<(&str, &str)> = commands
+        .into_iter()
+        .chain([("cargo", cargo.as_str())])
+        .collect();
+    mock.push([
+        calls(
+            commands
+                .iter()
+                .map(|(id, cmd)| call(id, "bash", &json!({ "command": cmd, "timeout_ms": 240000 })))
+                .collect(),
+        ),
+        MockTurn::text("Built."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "build").await;
+    for (id, _) in &commands {
+        let (status, output) = result_of(&turn, id);
+        assert_eq!(status, "ok", "{id}: {output}");
+        assert!(!output.contains("[sandbox:"), "{id}: {output}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("build/out.txt")).unwrap(),
+        "built\n"
+    );
+    assert!(result_of(&turn, "tmpdir").1.contains("in-tmpdir"));
+    assert!(result_of(&turn, "git_commit").1.contains('2'));
+    assert!(ws.join("crate/target/debug/demo").exists());
+}
