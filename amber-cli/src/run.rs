@@ -158,6 +158,14 @@ enum Ended {
     Abandoned,
 }
 
+/// How this client answers one approval request.
+enum Reply {
+    Allow,
+    Deny,
+    /// Ask the user at the terminal, showing this description.
+    Ask(String),
+}
+
 struct Follow<'a> {
     client: &'a Client,
     session_id: &'a str,
@@ -259,14 +267,25 @@ impl Follow<'_> {
             arguments,
             reason,
             scope,
+            unsandboxed,
             ..
         } = &event.kind
         {
-            if self.yes {
-                self.answer(request_id.clone(), None);
+            if self.yes && !unsandboxed {
+                self.answer(request_id.clone(), Reply::Allow);
+            } else if self.yes && !self.interactive {
+                // `--yes` answers for the policy's questions, never for leaving the sandbox:
+                // with nobody at a terminal to ask, the escape is denied.
+                note(&format!(
+                    "denied {tool}: it would run without the OS sandbox, which --yes never approves (add a `sandbox = false` rule to allow it)"
+                ));
+                self.answer(request_id.clone(), Reply::Deny);
             } else if self.interactive {
-                let description = ask::describe(tool, arguments, reason, scope);
-                self.answer(request_id.clone(), Some(description));
+                let mut description = ask::describe(tool, arguments, reason, scope);
+                if *unsandboxed {
+                    description.push_str("\n  ! this runs WITHOUT the OS sandbox: it can write anywhere you can and reach the network");
+                }
+                self.answer(request_id.clone(), Reply::Ask(description));
             }
         }
         if let EventKind::ApprovalResolved {
@@ -335,17 +354,18 @@ impl Follow<'_> {
 
     /// Answers an approval request without holding up the events: `allow_once` for
     /// `--yes` (no description), or whatever the user picks at the terminal prompt.
-    fn answer(&self, request_id: String, ask_user: Option<String>) {
+    fn answer(&self, request_id: String, reply: Reply) {
         let client = self.client.clone();
         let session_id = self.session_id.to_owned();
         let prompted = Arc::clone(&self.prompted);
-        if ask_user.is_some() {
+        if matches!(reply, Reply::Ask(_)) {
             lock(&prompted).insert(request_id.clone());
         }
         tokio::spawn(async move {
-            let decision = match ask_user {
-                None => Decision::AllowOnce,
-                Some(description) => {
+            let decision = match reply {
+                Reply::Allow => Decision::AllowOnce,
+                Reply::Deny => Decision::Deny,
+                Reply::Ask(description) => {
                     let decision = match tokio::task::spawn_blocking(move || {
                         ask::prompt(&description)
                     })

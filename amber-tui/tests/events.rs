@@ -97,6 +97,7 @@ fn samples() -> Vec<EventKind> {
             arguments: json!({"command": "ls"}),
             reason: "not in the rules".into(),
             scope: "bash: ls".into(),
+            unsandboxed: false,
         },
         EventKind::ApprovalResolved {
             request_id: "r_1".into(),

@@ -79,6 +79,7 @@ fn every_view() -> Vec<(&'static str, App)> {
             arguments: json!({"path": "a.rs", "old_string": "a\nb", "new_string": "a\nc"}),
             reason: "outside the write rules".into(),
             scope: "write: a.rs".into(),
+            unsandboxed: false,
         }],
         Vec::new(),
     );

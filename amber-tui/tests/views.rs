@@ -138,6 +138,7 @@ fn approval(id: &str, tool: &str, args: serde_json::Value) -> Approval {
         arguments: args,
         reason: "destructive command".into(),
         scope: "bash: rm".into(),
+        unsandboxed: false,
     }
 }
 

@@ -177,6 +177,9 @@ pub enum EventKind {
         arguments: Value,
         reason: String,
         scope: String,
+        /// amber extension: approving runs the command without the OS sandbox.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unsandboxed: bool,
     },
     ApprovalResolved {
         request_id: String,

@@ -152,6 +152,10 @@ pub struct Approval {
     pub arguments: Value,
     pub reason: String,
     pub scope: String,
+    /// amber extension: approving runs the command without the OS sandbox (`sandbox: false`,
+    /// or a sandbox the kernel cannot give). `amber-cli run --yes` never approves these.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsandboxed: bool,
 }
 
 /// Progress of one todo item.

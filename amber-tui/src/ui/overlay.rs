@@ -72,8 +72,14 @@ pub fn approval(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .flat_map(|l| wrap_line(l, inner))
         .collect();
-    let footer: Vec<Line<'static>> = vec![
-        Line::from(""),
+    let mut footer: Vec<Line<'static>> = vec![Line::from("")];
+    if a.unsandboxed {
+        footer.push(Line::from(Span::styled(
+            "! runs WITHOUT the OS sandbox: it can write anywhere you can and reach the network",
+            style::err(),
+        )));
+    }
+    footer.extend([
         Line::from(vec![
             Span::styled("reason  ", style::dim()),
             Span::raw(a.reason.clone()),
@@ -93,7 +99,7 @@ pub fn approval(app: &App, area: Rect, buf: &mut Buffer) {
             Span::styled("n", style::bold()),
             Span::raw(" deny"),
         ]),
-    ];
+    ]);
     let room =
         usize::from(area.height.saturating_sub(2)).saturating_sub(lines.len() + footer.len());
     let shown = details.len().min(room);

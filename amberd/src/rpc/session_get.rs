@@ -195,6 +195,7 @@ mod tests {
             arguments: serde_json::json!({"n": vec![7; 10_000]}),
             reason: "why".into(),
             scope: "write".into(),
+            unsandboxed: false,
         };
         let fitted = fit_typed(&approval, limits);
         assert!(elide::json_len(&fitted) <= limits.budget());

@@ -134,6 +134,7 @@ mod tests {
             arguments: serde_json::json!({"command": "rm -rf x"}),
             reason: "destructive".into(),
             scope: "bash: rm".into(),
+            unsandboxed: false,
         }
     }
 

@@ -143,6 +143,7 @@ impl SessionGate<'_> {
             arguments: call.args.clone(),
             reason: reason.clone(),
             scope,
+            unsandboxed,
         };
         // Register (and show as waiting) before announcing: an approver may answer the
         // moment it sees the event.
@@ -160,6 +161,7 @@ impl SessionGate<'_> {
             arguments: approval.arguments.clone(),
             reason: approval.reason.clone(),
             scope: approval.scope.clone(),
+            unsandboxed,
         });
         let Some(answer) = answer else {
             shared.approvals.close(&request_id);

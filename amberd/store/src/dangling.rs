@@ -167,6 +167,7 @@ mod tests {
             arguments: json!({"command": "make"}),
             reason: "runs a command".into(),
             scope: "command".into(),
+            unsandboxed: false,
         }
     }
 

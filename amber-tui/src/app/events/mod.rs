@@ -96,6 +96,7 @@ impl App {
                 arguments,
                 reason,
                 scope,
+                unsandboxed,
             } => self.approval_requested(Approval {
                 request_id,
                 call_id,
@@ -103,6 +104,7 @@ impl App {
                 arguments,
                 reason,
                 scope,
+                unsandboxed,
             }),
             EventKind::ApprovalResolved {
                 request_id,
