@@ -48,6 +48,7 @@ fn app() -> App {
         usage: Usage::default(),
         provider: None,
         agent: None,
+        sandbox: None,
     };
     app.load_snapshot(info, Vec::new(), Vec::new());
     app

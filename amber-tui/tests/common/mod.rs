@@ -46,6 +46,7 @@ pub fn info(state: SessionState) -> SessionInfo {
         usage: Usage::default(),
         provider: None,
         agent: None,
+        sandbox: None,
     }
 }
 

@@ -43,9 +43,11 @@ fn meta(id: &str) -> SessionMeta {
             usage: Usage::default(),
             provider: None,
             agent: None,
+            sandbox: None,
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
         agent: None,
+        sandbox: None,
     }
 }
 
