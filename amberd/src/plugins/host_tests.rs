@@ -294,6 +294,8 @@ async fn segments_and_panels_render_through_the_host() {
     assert_eq!(segment("context"), Some("ctx 25%"));
     assert_eq!(segment("model"), Some("m1"));
     assert_eq!(segment("mode"), Some("write"));
+    // A detached session's tools run unsandboxed.
+    assert_eq!(segment("sandbox"), Some("sandbox: off"));
     assert_eq!(segment("processes"), None);
 
     session.tools.set_todos(vec![amber_proto::Todo {
