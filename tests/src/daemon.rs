@@ -277,6 +277,8 @@ fn isolate_env(cmd: &mut Command, root: &Path) {
         "LISTEN_PID",
         "LISTEN_FDNAMES",
         "NOTIFY_SOCKET",
+        // Only a test that asks for it simulates a kernel without Landlock (`opts.env`).
+        "AMBER_TEST_SANDBOX_NO_LANDLOCK",
     ] {
         cmd.env_remove(var);
     }
