@@ -34,7 +34,11 @@ impl FakeHost {
         }
         Arc::new(FakeHost {
             plugins,
-            mcp: McpHost::new(&McpConfig::default(), Arc::new(LogSink)),
+            mcp: McpHost::new(
+                &McpConfig::default(),
+                Arc::new(LogSink),
+                crate::tools::sandbox_env::SandboxEnv::for_tests(),
+            ),
             published: Mutex::new(Vec::new()),
         })
     }
