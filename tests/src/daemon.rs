@@ -307,7 +307,7 @@ fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
     let mut cmd = Command::new(bin_path("amberd"));
     isolate_env(&mut cmd, root);
     cmd.arg("--socket")
-        .arg(socket_path(&root))
+        .arg(socket_path(root))
         .arg("--data-dir")
         .arg(root.join("data"))
         .arg("--config")
