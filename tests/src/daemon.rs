@@ -89,8 +89,10 @@ impl TestDaemon {
         for sub in ["data", "home", "run", "workspace"] {
             fs::create_dir_all(root.join(sub)).expect("create test dirs");
         }
-        fs::set_permissions(root.join("run"), fs::Permissions::from_mode(0o700))
-            .expect("chmod run dir");
+        // Private, as amber's own directories are (clients trust a socket only in one).
+        for dir in [root.clone(), root.join("run")] {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).expect("chmod test dirs");
+        }
         fs::write(root.join("config.toml"), &opts.config_toml).expect("write config.toml");
         let child = start_child(&root, &opts);
         let mut daemon = TestDaemon {
