@@ -113,12 +113,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
 
     let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
     let session_sandbox = ctx.session.sandbox();
-    let chosen = sandbox::choose(
-        &session_sandbox,
-        wants_unsandboxed,
-        ctx.unsandboxed_approved,
-    )
-    .map_err(ToolOutcome::denied)?;
+    let chosen = sandbox::choose(&session_sandbox, wants_unsandboxed, ctx.unsandboxed_approved)
+        .map_err(ToolOutcome::denied)?;
     let env = ctx.session.tool_env();
     let (reader, mut child) = spawn_shell(command, &cwd, &env, chosen.spawn())
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;

@@ -108,28 +108,15 @@ mod tests {
     #[test]
     fn an_unapproved_unsandboxed_run_never_happens() {
         let on = ToolSandbox::On(spec());
-        assert!(matches!(
-            choose(&on, false, false),
-            Ok(Chosen::Sandboxed(_))
-        ));
+        assert!(matches!(choose(&on, false, false), Ok(Chosen::Sandboxed(_))));
         assert!(choose(&on, true, false).is_err());
         assert!(matches!(choose(&on, true, true), Ok(Chosen::Unsandboxed)));
         let unavailable = ToolSandbox::Unavailable {
             info: SandboxInfo::default(),
             reason: "no Landlock".into(),
         };
-        assert!(
-            choose(&unavailable, false, false)
-                .unwrap_err()
-                .contains("no Landlock")
-        );
-        assert!(matches!(
-            choose(&unavailable, false, true),
-            Ok(Chosen::Unsandboxed)
-        ));
-        assert!(matches!(
-            choose(&ToolSandbox::Off, true, false),
-            Ok(Chosen::Unsandboxed)
-        ));
+        assert!(choose(&unavailable, false, false).unwrap_err().contains("no Landlock"));
+        assert!(matches!(choose(&unavailable, false, true), Ok(Chosen::Unsandboxed)));
+        assert!(matches!(choose(&ToolSandbox::Off, true, false), Ok(Chosen::Unsandboxed)));
     }
 }

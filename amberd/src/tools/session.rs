@@ -100,10 +100,7 @@ impl SessionTools {
 
     /// The sandbox of the session's next command.
     pub fn sandbox(&self) -> ToolSandbox {
-        self.sandbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.sandbox.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Installs the environment of this session's tool processes (once; later calls are

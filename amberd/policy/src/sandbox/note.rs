@@ -54,19 +54,16 @@ pub fn refusal_note(sandbox: SandboxInfo, output: &str) -> Option<String> {
     if write || permission {
         let paths = refused_paths(output);
         let whom = match sandbox.mode {
-            SandboxMode::ReadOnly => {
-                "this session's sandbox is read-only: only the session temp dir ($TMPDIR) is writable"
-            }
-            _ => {
-                "this session's sandbox lets commands write only inside the workspace, $TMPDIR and the configured writable roots (.git/hooks, .git/config and .amber/ stay read-only)"
-            }
+            SandboxMode::ReadOnly => "this session's sandbox is read-only: only the session temp dir ($TMPDIR) is writable",
+            _ => "this session's sandbox lets commands write only inside the workspace, $TMPDIR and the configured writable roots (.git/hooks, .git/config and .amber/ stay read-only)",
         };
         if paths.is_empty() {
-            parts.push(format!(
-                "a write or privileged operation was refused: {whom}"
-            ));
+            parts.push(format!("a write or privileged operation was refused: {whom}"));
         } else {
-            parts.push(format!("writing {} was refused: {whom}", paths.join(", ")));
+            parts.push(format!(
+                "writing {} was refused: {whom}",
+                paths.join(", ")
+            ));
         }
     }
     if network {
@@ -93,9 +90,7 @@ fn refused_paths(output: &str) -> Vec<String> {
         if !contains_any(line, WRITE_SIGNS) && !contains_any(line, PERMISSION_SIGNS) {
             continue;
         }
-        for token in
-            line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’'))
-        {
+        for token in line.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '‘' | '’')) {
             let token = token.trim_end_matches([':', ',', ';', ')']);
             if token.starts_with('/') && token.len() > 1 && !paths.iter().any(|p| p == token) {
                 paths.push(token.to_owned());
@@ -137,11 +132,7 @@ mod tests {
     #[test]
     fn network_errors_count_only_when_the_network_is_off() {
         let out = "curl: (7) Failed to connect to 127.0.0.1 port 8080: Network is unreachable";
-        assert!(
-            refusal_note(on(false), out)
-                .unwrap()
-                .contains("network access was refused")
-        );
+        assert!(refusal_note(on(false), out).unwrap().contains("network access was refused"));
         assert_eq!(refusal_note(on(true), out), None);
     }
 
