@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use amber_proto::Mode;
+use amber_proto::{Mode, SandboxMode, SandboxRequest};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Headless amber client: run prompts, manage sessions, bridge JSON-RPC over stdio.
@@ -170,6 +170,13 @@ pub struct RunArgs {
     /// model, provider and mode are defaults the flags above override
     #[arg(long, value_name = "NAME", conflicts_with = "session")]
     pub agent: Option<String>,
+    /// OS sandbox of a new session's commands (default: `[sandbox] mode` of amberd's
+    /// config; read mode is always read-only)
+    #[arg(long, value_enum, value_name = "MODE", conflicts_with = "session")]
+    pub sandbox: Option<SandboxArg>,
+    /// Let a new session's sandboxed commands use the network (default: `[sandbox] network`)
+    #[arg(long, conflicts_with = "session")]
+    pub network: bool,
     /// Answer every approval request with allow_once
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -196,6 +203,34 @@ impl From<ModeArg> for Mode {
             ModeArg::Write => Mode::Write,
             ModeArg::Yolo => Mode::Yolo,
         }
+    }
+}
+
+/// `--sandbox`: the three sandbox modes, as the protocol names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    WorkspaceWrite,
+    ReadOnly,
+    Off,
+}
+
+impl From<SandboxArg> for SandboxMode {
+    fn from(m: SandboxArg) -> SandboxMode {
+        match m {
+            SandboxArg::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            SandboxArg::ReadOnly => SandboxMode::ReadOnly,
+            SandboxArg::Off => SandboxMode::Off,
+        }
+    }
+}
+
+impl RunArgs {
+    /// `session/new {sandbox}` of `--sandbox` / `--network`; `None` when neither is given.
+    pub fn sandbox_request(&self) -> Option<SandboxRequest> {
+        (self.sandbox.is_some() || self.network).then(|| SandboxRequest {
+            mode: self.sandbox.map(Into::into),
+            network: self.network.then_some(true),
+        })
     }
 }
 
@@ -246,6 +281,47 @@ mod tests {
         assert_eq!(run.model.as_deref(), Some("m1"));
         assert_eq!(run.agent.as_deref(), Some("plan"));
         assert!(run.yes && run.json);
+        assert_eq!(run.sandbox_request(), None);
+    }
+
+    #[test]
+    fn run_sandbox_takes_the_three_modes_and_network() {
+        let request = |args: &[&str]| {
+            let cli = parse(&[&["run", "x"], args].concat())?;
+            let Command::Run(run) = cli.command else {
+                panic!("not run")
+            };
+            Ok::<_, clap::Error>(run.sandbox_request())
+        };
+        for (name, mode) in [
+            ("workspace-write", SandboxMode::WorkspaceWrite),
+            ("read-only", SandboxMode::ReadOnly),
+            ("off", SandboxMode::Off),
+        ] {
+            let got = request(&["--sandbox", name]).unwrap();
+            assert_eq!(
+                got,
+                Some(SandboxRequest {
+                    mode: Some(mode),
+                    network: None
+                })
+            );
+        }
+        let got = request(&["--sandbox", "read-only", "--network"]).unwrap();
+        assert_eq!(got.and_then(|r| r.network), Some(true));
+        let got = request(&["--network"]).unwrap();
+        assert_eq!(
+            got,
+            Some(SandboxRequest {
+                mode: None,
+                network: Some(true)
+            })
+        );
+        let err = request(&["--sandbox", "strict"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidValue);
+        assert!(err.to_string().contains("workspace-write"), "{err}");
+        let err = request(&["--sandbox", "off", "--session", "s"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
     }
 
     #[test]

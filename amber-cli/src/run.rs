@@ -128,6 +128,7 @@ async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Resu
                 model: args.model.clone(),
                 provider: args.provider.clone(),
                 agent: args.agent.clone(),
+                sandbox: args.sandbox_request(),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?.session_id, 0)

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use amber_proto::Mode;
+use amber_proto::{Mode, SandboxMode, SandboxRequest};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -24,6 +24,13 @@ pub struct Args {
     /// Custom agent of a new session (`plan`, `review`, or `.amber/agents/NAME.md`).
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
+    /// OS sandbox of a new session's commands: workspace-write, read-only or off
+    /// (default: amberd's `[sandbox] mode`; read mode is always read-only).
+    #[arg(long, value_name = "MODE", value_parser = parse_sandbox)]
+    pub sandbox: Option<SandboxMode>,
+    /// Let a new session's sandboxed commands use the network (default: `[sandbox] network`).
+    #[arg(long)]
+    pub network: bool,
     /// Attach to this session instead of starting one.
     #[arg(long, value_name = "ID", conflicts_with = "resume")]
     pub session: Option<String>,
@@ -52,6 +59,10 @@ fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse()
 }
 
+fn parse_sandbox(s: &str) -> Result<SandboxMode, String> {
+    s.parse()
+}
+
 /// What `amber` was asked to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
@@ -62,6 +73,14 @@ pub enum Start {
 }
 
 impl Args {
+    /// `session/new {sandbox}` of `--sandbox` / `--network`; `None` when neither is given.
+    pub fn sandbox_request(&self) -> Option<SandboxRequest> {
+        (self.sandbox.is_some() || self.network).then(|| SandboxRequest {
+            mode: self.sandbox,
+            network: self.network.then_some(true),
+        })
+    }
+
     pub fn start(&self) -> Start {
         match (&self.command, &self.session) {
             (Some(Command::Attach { id }), _) => Start::Attach(id.clone()),
@@ -83,5 +102,25 @@ mod tests {
         assert_eq!(args.agent.as_deref(), Some("review"));
         assert_eq!(args.mode, Some(Mode::Read));
         assert_eq!(args.start(), Start::New);
+        assert_eq!(args.sandbox_request(), None);
+    }
+
+    #[test]
+    fn a_new_session_may_ask_for_a_sandbox() {
+        let args = Args::try_parse_from(["amber", "--sandbox", "read-only", "--network"]).unwrap();
+        assert_eq!(
+            args.sandbox_request(),
+            Some(SandboxRequest {
+                mode: Some(SandboxMode::ReadOnly),
+                network: Some(true)
+            })
+        );
+        let args = Args::try_parse_from(["amber", "--sandbox", "off"]).unwrap();
+        assert_eq!(
+            args.sandbox_request().and_then(|r| r.mode),
+            Some(SandboxMode::Off)
+        );
+        let err = Args::try_parse_from(["amber", "--sandbox", "none"]).unwrap_err();
+        assert!(err.to_string().contains("workspace-write"), "{err}");
     }
 }

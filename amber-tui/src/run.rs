@@ -77,6 +77,7 @@ async fn new_session(client: &Client, cwd: &Path, args: &Args) -> Result<Session
         mode: args.mode,
         model: args.model.clone(),
         agent: args.agent.clone(),
+        sandbox: args.sandbox_request(),
         ..SessionNewParams::default()
     };
     Ok(client.session_new(&params).await?)

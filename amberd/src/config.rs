@@ -46,6 +46,36 @@ pub struct Config {
     pub plugins: crate::plugins::PluginsConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
     pub rules: Vec<amber_policy::Rule>,
+    /// `[sandbox]`: the OS sandbox of the commands sessions run (`session::sandbox`).
+    pub sandbox: SandboxConfig,
+}
+
+/// `[sandbox]`: the OS sandbox every `bash` call and `process` start runs in, unless a
+/// session asks otherwise (`session/new {sandbox}`); a session in read mode is always
+/// `read-only`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `workspace-write` (default), `read-only` or `off`.
+    pub mode: amber_proto::SandboxMode,
+    /// Let sandboxed commands use the network (IP sockets, Unix sockets outside the
+    /// workspace); off by default.
+    pub network: bool,
+    /// More directories `workspace-write` commands may write (a cache, say): absolute.
+    pub writable_roots: Vec<PathBuf>,
+}
+
+impl SandboxConfig {
+    fn check(&self) -> Result<(), String> {
+        if let Some(relative) = self.writable_roots.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "sandbox.writable_roots: `{}` is not an absolute path (write the whole path, \
+                 e.g. `/home/me/.cache/pip`)",
+                relative.display()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `[agent]`: the loop's limits and prompts.
@@ -283,6 +313,7 @@ impl Config {
             crate::instructions::check_name(name)?;
         }
         config.tools.check()?;
+        config.sandbox.check()?;
         Ok(config)
     }
 

@@ -160,3 +160,45 @@ fn fetch_is_off_by_default_and_its_keys_parse_and_are_checked() {
             .unwrap();
     assert_eq!(cfg.rules[0].host.as_deref(), Some("docs.rs"));
 }
+
+#[test]
+fn sandbox_defaults_to_workspace_write_without_network() {
+    let config = Config::parse("").unwrap();
+    assert_eq!(
+        config.sandbox.mode,
+        amber_proto::SandboxMode::WorkspaceWrite
+    );
+    assert!(!config.sandbox.network);
+    assert!(config.sandbox.writable_roots.is_empty());
+}
+
+#[test]
+fn sandbox_keys_parse_and_relative_roots_unknown_modes_and_typos_are_rejected() {
+    let config = Config::parse(
+        "[sandbox]\nmode = \"read-only\"\nnetwork = true\nwritable_roots = [\"/var/cache/x\"]",
+    )
+    .unwrap();
+    assert_eq!(config.sandbox.mode, amber_proto::SandboxMode::ReadOnly);
+    assert!(config.sandbox.network);
+    assert_eq!(
+        config.sandbox.writable_roots,
+        [PathBuf::from("/var/cache/x")]
+    );
+    let off = Config::parse("[sandbox]\nmode = \"off\"").unwrap();
+    assert_eq!(off.sandbox.mode, amber_proto::SandboxMode::Off);
+
+    let err = Config::parse("[sandbox]\nwritable_roots = [\"/ok\", \"cache\"]").unwrap_err();
+    assert!(
+        err.contains("sandbox.writable_roots")
+            && err.contains("`cache`")
+            && err.contains("absolute"),
+        "{err}"
+    );
+    let err = Config::parse("[sandbox]\nmode = \"strict\"").unwrap_err();
+    assert!(
+        err.contains("strict") && err.contains("workspace-write"),
+        "{err}"
+    );
+    let err = Config::parse("[sandbox]\nnetwrok = true").unwrap_err();
+    assert!(err.contains("netwrok"), "{err}");
+}

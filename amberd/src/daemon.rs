@@ -47,7 +47,11 @@ impl Daemon {
             for spec in &deps.config.plugins.external {
                 // Loading the config rejects duplicate and bundled names; this catches
                 // configs built in code.
-                if let Err(err) = plugins.register(external::plugin(spec, &deps.config.plugins)) {
+                if let Err(err) = plugins.register(external::plugin(
+                    spec,
+                    &deps.config.plugins,
+                    deps.sandbox.clone(),
+                )) {
                     tracing::error!(%err, "external plugin not registered");
                 }
             }
@@ -55,7 +59,7 @@ impl Daemon {
             let host: Weak<dyn Host> = weak.clone();
             let bridge = Arc::new(McpBridge::new(host, registries));
             Daemon {
-                mcp: McpHost::new(&deps.config.mcp, bridge),
+                mcp: McpHost::new(&deps.config.mcp, bridge, deps.sandbox.clone()),
                 plugins,
                 sessions: SessionManager::new(deps),
                 started: Instant::now(),

@@ -145,6 +145,7 @@ async fn run(
     let store = amber_store::Store::open(&data)?;
     let mut deps = Deps::new(config, &env, data.clone())?;
     deps.store = Some(store);
+    hide_socket_dir(&mut deps, &socket_path);
     let daemon = Daemon::new(deps);
     daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
@@ -183,6 +184,15 @@ async fn run(
     served?;
     tracing::info!("amberd stopped");
     Ok(())
+}
+
+/// No sandboxed process may see the directory of amberd's socket: one that could connect
+/// could approve its own requests.
+fn hide_socket_dir(deps: &mut Deps, socket_path: &std::path::Path) {
+    if let Some(dir) = socket_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+        Arc::make_mut(&mut deps.sandbox).hidden.push(dir);
+    }
 }
 
 /// Kills the tool process groups a daemon that died without cleaning up left running, then

@@ -55,9 +55,11 @@ pub struct DaemonOptions {
 /// A running `amberd` in a temp dir of its own. SIGTERM, then SIGKILL, on drop; when the test
 /// is panicking the daemon log is printed to stderr.
 pub struct TestDaemon {
-    /// Holds the socket, `data/`, `config.toml`, `amberd.log`, `home/`, `run/` and `workspace/`.
+    /// Holds `data/`, `config.toml`, `amberd.log`, `home/`, `run/` (the socket) and `workspace/`.
     pub dir: TempDir,
-    /// `<dir>/amberd.sock`.
+    /// `<dir>/run/amber/amberd.sock`, where amberd puts it by default
+    /// (`$XDG_RUNTIME_DIR/amber`): a directory of its own, apart from the workspace, which
+    /// sandboxed commands must not see.
     pub socket: PathBuf,
     /// A fresh, empty workspace directory (`<dir>/workspace`, canonical path).
     pub workspace: PathBuf,
@@ -87,12 +89,14 @@ impl TestDaemon {
         for sub in ["data", "home", "run", "workspace"] {
             fs::create_dir_all(root.join(sub)).expect("create test dirs");
         }
-        fs::set_permissions(root.join("run"), fs::Permissions::from_mode(0o700))
-            .expect("chmod run dir");
+        // Private, as amber's own directories are (clients trust a socket only in one).
+        for dir in [root.clone(), root.join("run")] {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).expect("chmod test dirs");
+        }
         fs::write(root.join("config.toml"), &opts.config_toml).expect("write config.toml");
         let child = start_child(&root, &opts);
         let mut daemon = TestDaemon {
-            socket: root.join("amberd.sock"),
+            socket: socket_path(&root),
             dir: tmp,
             workspace,
             child,
@@ -277,6 +281,8 @@ fn isolate_env(cmd: &mut Command, root: &Path) {
         "LISTEN_PID",
         "LISTEN_FDNAMES",
         "NOTIFY_SOCKET",
+        // Only a test that asks for it simulates a kernel without Landlock (`opts.env`).
+        "AMBER_TEST_SANDBOX_NO_LANDLOCK",
     ] {
         cmd.env_remove(var);
     }
@@ -286,6 +292,11 @@ fn isolate_env(cmd: &mut Command, root: &Path) {
         .env("XDG_STATE_HOME", home.join(".local/state"))
         .env("XDG_CACHE_HOME", home.join(".cache"))
         .env("XDG_RUNTIME_DIR", root.join("run"));
+}
+
+/// Where the daemon of `root` binds.
+fn socket_path(root: &Path) -> PathBuf {
+    root.join("run").join("amber").join("amberd.sock")
 }
 
 fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
@@ -298,7 +309,7 @@ fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
     let mut cmd = Command::new(bin_path("amberd"));
     isolate_env(&mut cmd, root);
     cmd.arg("--socket")
-        .arg(root.join("amberd.sock"))
+        .arg(socket_path(root))
         .arg("--data-dir")
         .arg(root.join("data"))
         .arg("--config")

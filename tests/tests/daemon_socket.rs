@@ -131,7 +131,13 @@ fn a_peer_with_another_uid_is_refused() {
     };
     let daemon = TestDaemon::spawn_with(DaemonOptions::default());
     // Let uid 65534 reach the socket at all: the refusal must come from the daemon.
-    for path in [daemon.dir.path(), daemon.socket.as_path()] {
+    let run = daemon.dir.path().join("run");
+    for path in [
+        daemon.dir.path(),
+        &run,
+        &run.join("amber"),
+        daemon.socket.as_path(),
+    ] {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}});
@@ -259,7 +265,7 @@ fn clients_refuse_a_socket_directory_that_is_not_private() {
         "the private directory is trusted: {stdout}{stderr}"
     );
 
-    chmod(daemon.dir.path(), 0o755);
+    chmod(daemon.socket.parent().unwrap(), 0o755);
     let (code, stdout, stderr) = status_via(&daemon, &daemon.socket);
     assert_ne!(
         code,
@@ -283,7 +289,7 @@ fn clients_refuse_a_socket_directory_that_is_not_private() {
     let (code, _, stderr) = run_bounded(cmd);
     assert_ne!(code, Some(0));
     assert!(stderr.contains("not trusted"), "{stderr}");
-    chmod(daemon.dir.path(), 0o700);
+    chmod(daemon.socket.parent().unwrap(), 0o700);
 }
 
 /// A process of uid 65534 listening on `socket` (bound as root in a directory 65534 cannot
@@ -422,10 +428,10 @@ fn the_tui_says_why_it_refuses_an_untrusted_socket_when_reconnecting() {
     tmux.start("t", &daemon, &[]);
     tmux.wait("t", "the welcome screen", |s| s.contains("Type a prompt"));
     daemon.kill(libc::SIGKILL);
-    chmod(daemon.dir.path(), 0o755);
+    chmod(daemon.socket.parent().unwrap(), 0o755);
     let screen = tmux.wait("t", "the refusal", |s| {
         s.contains("refusing to talk to amberd") || s.contains("[amber exited")
     });
     assert!(screen.contains("refusing to talk to amberd"), "{screen}");
-    chmod(daemon.dir.path(), 0o700);
+    chmod(daemon.socket.parent().unwrap(), 0o700);
 }

@@ -353,7 +353,7 @@ fn marker(daemon: &TestDaemon, n: u32) -> String {
 
 /// The daemon's orphan registry: `$XDG_RUNTIME_DIR/amber/children` of its isolated env.
 fn records_dir(daemon: &TestDaemon) -> PathBuf {
-    daemon.socket.parent().unwrap().join("run/amber/children")
+    daemon.dir.path().join("run/amber/children")
 }
 
 fn records(daemon: &TestDaemon) -> usize {

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use amber_proto::McpTransport;
+use amber_proto::{McpTransport, SandboxInfo};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, Implementation, PingRequest, ProtocolVersion,
 };
@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::McpPrompt;
 use super::McpPromptArgument;
 pub(super) use super::error_text::describe as chain;
+use crate::tools::sandbox_env::SandboxEnv;
 
 pub(super) type Peer = rmcp::Peer<RoleClient>;
 
@@ -74,6 +75,7 @@ impl Connection {
     pub async fn open(
         server: &str,
         transport: &McpTransport,
+        sandbox: Option<(&SandboxEnv, SandboxInfo)>,
         timeout: Duration,
         stop: &CancellationToken,
     ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), String> {
@@ -86,7 +88,18 @@ impl Connection {
         let mut pgid = None;
         let handshake = match transport {
             McpTransport::Stdio { command, args, env } => {
-                let mut cmd = tokio::process::Command::new(command);
+                let mut cmd = match sandbox {
+                    // In the daemon's working directory, which is its workspace.
+                    Some((sandbox, info)) => tokio::process::Command::from(
+                        std::env::current_dir()
+                            .map_err(|e| format!("no working directory: {e}"))
+                            .and_then(|cwd| {
+                                sandbox.extension_command("mcp", server, command, info, &cwd)
+                            })
+                            .map_err(|e| format!("cannot start `{command}` sandboxed: {e}"))?,
+                    ),
+                    None => tokio::process::Command::new(command),
+                };
                 cmd.args(args)
                     .envs(env)
                     .stdin(Stdio::piped())

@@ -69,6 +69,10 @@ impl McpConfig {
 pub struct McpServerEntry {
     pub name: String,
     pub transport: McpTransport,
+    /// `sandbox = "workspace-write" | "read-only"` (a stdio server only; `network` stays
+    /// on unless `network = false`); `None`: unsandboxed, the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<amber_proto::SandboxInfo>,
 }
 
 /// The keys a `[mcp.servers.NAME]` table may hold; which ones make sense together is
@@ -81,9 +85,22 @@ struct RawServer {
     env: BTreeMap<String, String>,
     url: Option<String>,
     headers: BTreeMap<String, String>,
+    sandbox: Option<amber_proto::SandboxMode>,
+    network: Option<bool>,
 }
 
 impl RawServer {
+    /// The server's sandbox: only a stdio server (a child of amberd) has one.
+    fn sandbox(&self, name: &str) -> Result<Option<amber_proto::SandboxInfo>, String> {
+        if self.url.is_some() && (self.sandbox.is_some() || self.network.is_some()) {
+            return Err(format!(
+                "[mcp.servers.{name}]: `sandbox` and `network` only apply to `command` servers"
+            ));
+        }
+        crate::tools::sandbox_env::extension_sandbox(self.sandbox, self.network)
+            .map_err(|message| format!("[mcp.servers.{name}]: {message}"))
+    }
+
     fn into_transport(self, name: &str) -> Result<McpTransport, String> {
         let transport = match (self.command, self.url) {
             (Some(_), Some(_)) => {
@@ -210,8 +227,13 @@ fn servers_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<McpServerEntr
                         "invalid MCP server name `{name}`: {problem}"
                     )));
                 }
+                let sandbox = raw.sandbox(&name).map_err(de::Error::custom)?;
                 let transport = raw.into_transport(&name).map_err(de::Error::custom)?;
-                servers.push(McpServerEntry { name, transport });
+                servers.push(McpServerEntry {
+                    name,
+                    transport,
+                    sandbox,
+                });
             }
             Ok(servers)
         }
@@ -270,6 +292,34 @@ mod tests {
         assert!(err.contains("only applies to `url`"), "{err}");
         let err = parse("[servers.x]\ncommand = \"a\"\ntypo = 1").unwrap_err();
         assert!(err.contains("typo"), "{err}");
+    }
+
+    #[test]
+    fn a_stdio_server_may_be_sandboxed_with_the_network_on_unless_said_otherwise() {
+        let cfg = parse(
+            "[servers.a]\ncommand = \"a\"\nsandbox = \"workspace-write\"\n\
+             [servers.b]\ncommand = \"b\"\nsandbox = \"read-only\"\nnetwork = false\n\
+             [servers.c]\ncommand = \"c\"\nsandbox = \"off\"\n\
+             [servers.d]\ncommand = \"d\"",
+        )
+        .unwrap();
+        let sandboxes: Vec<_> = cfg.servers.iter().map(|s| s.sandbox).collect();
+        let info = |mode, network| Some(amber_proto::SandboxInfo { mode, network });
+        assert_eq!(
+            sandboxes,
+            [
+                info(amber_proto::SandboxMode::WorkspaceWrite, true),
+                info(amber_proto::SandboxMode::ReadOnly, false),
+                None,
+                None
+            ]
+        );
+        let err = parse("[servers.x]\nurl = \"http://h\"\nsandbox = \"read-only\"").unwrap_err();
+        assert!(err.contains("only apply to `command`"), "{err}");
+        let err = parse("[servers.x]\ncommand = \"a\"\nnetwork = false").unwrap_err();
+        assert!(err.contains("`network` only applies with"), "{err}");
+        let err = parse("[servers.x]\ncommand = \"a\"\nsandbox = \"tight\"").unwrap_err();
+        assert!(err.contains("tight"), "{err}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::client::chain;
 use super::config::{name_problem, validate_transport};
 use super::supervisor::{self, Server, Settings};
 use super::{McpConfig, McpError, McpSink, render};
+use crate::tools::sandbox_env::SandboxEnv;
 
 /// The MCP host. Owned by the daemon (`Arc`), shared by every session.
 pub struct McpHost {
@@ -32,13 +33,20 @@ struct Entry {
 impl McpHost {
     /// A host knowing the configured servers; nothing connects before
     /// [`McpHost::start_configured`].
-    pub fn new(config: &McpConfig, sink: Arc<dyn McpSink>) -> Arc<Self> {
-        let settings = Arc::new(Settings::from(config));
+    /// `sandbox`: the daemon-wide part of the sandbox of configured stdio servers that
+    /// ask for one (`sandbox = …` in their table).
+    pub fn new(config: &McpConfig, sink: Arc<dyn McpSink>, sandbox: Arc<SandboxEnv>) -> Arc<Self> {
+        let settings = Arc::new(Settings::new(config, sandbox));
         let servers = config
             .servers
             .iter()
             .map(|entry| Entry {
-                server: Server::new(&entry.name, entry.transport.clone(), settings.clone()),
+                server: Server::new(
+                    &entry.name,
+                    entry.transport.clone(),
+                    entry.sandbox,
+                    settings.clone(),
+                ),
                 task: None,
             })
             .collect();
@@ -79,7 +87,7 @@ impl McpHost {
         if servers.iter().any(|e| e.server.name == name) {
             return Err(McpError::NameTaken(name.to_owned()));
         }
-        let server = Server::new(name, transport, self.settings.clone());
+        let server = Server::new(name, transport, None, self.settings.clone());
         let info = server.info();
         let task = Some(self.spawn(&server));
         servers.push(Entry { server, task });

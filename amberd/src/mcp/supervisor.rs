@@ -3,6 +3,9 @@
 //! backoff with jitter) and reconnect — until the server is removed or the host shuts
 //! down. [`Server`] is the state the host, the task and the tool adapters share.
 
+use amber_proto::SandboxInfo;
+
+use crate::tools::sandbox_env::SandboxEnv;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -24,12 +27,15 @@ pub(super) struct Settings {
     pub backoff_base: Duration,
     pub backoff_max: Duration,
     pub ping_interval: Option<Duration>,
+    /// The daemon-wide part of a sandboxed stdio server's sandbox.
+    pub sandbox: Arc<SandboxEnv>,
 }
 
-impl From<&McpConfig> for Settings {
-    fn from(c: &McpConfig) -> Self {
+impl Settings {
+    pub fn new(c: &McpConfig, sandbox: Arc<SandboxEnv>) -> Self {
         let (backoff_base, backoff_max) = c.reconnect_backoff();
         Self {
+            sandbox,
             call_timeout: c.call_timeout(),
             connect_timeout: c.connect_timeout(),
             backoff_base,
@@ -43,6 +49,8 @@ impl From<&McpConfig> for Settings {
 pub(super) struct Server {
     pub name: String,
     pub transport: McpTransport,
+    /// A configured stdio server's `sandbox` (servers added by `mcp/add` have none).
+    pub sandbox: Option<SandboxInfo>,
     pub settings: Arc<Settings>,
     /// Cancelled by remove/shutdown; the task then closes the connection and ends.
     pub closed: CancellationToken,
@@ -61,10 +69,16 @@ struct State {
 }
 
 impl Server {
-    pub fn new(name: &str, transport: McpTransport, settings: Arc<Settings>) -> Arc<Server> {
+    pub fn new(
+        name: &str,
+        transport: McpTransport,
+        sandbox: Option<SandboxInfo>,
+        settings: Arc<Settings>,
+    ) -> Arc<Server> {
         Arc::new(Server {
             name: name.to_owned(),
             transport,
+            sandbox,
             settings,
             closed: CancellationToken::new(),
             state: Mutex::new(State {
@@ -191,6 +205,7 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
         let opened = Connection::open(
             &server.name,
             &server.transport,
+            server.sandbox.map(|info| (&*settings.sandbox, info)),
             settings.connect_timeout,
             &server.closed,
         )
@@ -411,6 +426,7 @@ mod tests {
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_millis(1000),
             ping_interval: None,
+            sandbox: SandboxEnv::for_tests(),
         };
         for (failures, max) in [(1, 100), (2, 200), (3, 400), (5, 1000), (40, 1000)] {
             let d = backoff(&s, failures);

@@ -21,7 +21,11 @@ pub(super) async fn ready_host(
     transport: McpTransport,
 ) -> (Arc<McpHost>, Arc<RecordingSink>) {
     let sink = Arc::new(RecordingSink::default());
-    let host = McpHost::new(config, sink.clone());
+    let host = McpHost::new(
+        config,
+        sink.clone(),
+        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+    );
     let info = host.add(S, transport).unwrap();
     assert_eq!(info.status, McpStatus::Connecting);
     let ready = sink.wait_status(S, McpStatus::Ready, 15).await;
@@ -384,7 +388,11 @@ async fn remove_closes_the_server_and_empties_its_contributions() {
 #[tokio::test]
 async fn add_validates_before_connecting() {
     let sink = Arc::new(RecordingSink::default());
-    let host = McpHost::new(&fast_config(), sink.clone());
+    let host = McpHost::new(
+        &fast_config(),
+        sink.clone(),
+        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+    );
     let stdio = || McpTransport::Stdio {
         command: "true".into(),
         args: vec![],
@@ -416,16 +424,22 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
             McpServerEntry {
                 name: "zeta".into(),
                 transport: stdio_everything(),
+                sandbox: None,
             },
             McpServerEntry {
                 name: "alpha".into(),
                 transport: stdio_everything(),
+                sandbox: None,
             },
         ],
         ..fast_config()
     };
     let sink = Arc::new(RecordingSink::default());
-    let host = McpHost::new(&config, sink.clone());
+    let host = McpHost::new(
+        &config,
+        sink.clone(),
+        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+    );
     let listed: Vec<_> = host
         .list()
         .into_iter()

@@ -68,7 +68,11 @@ async fn an_unreachable_url_fails_with_a_clear_error() {
         listener.local_addr().unwrap().port()
     };
     let sink = std::sync::Arc::new(RecordingSink::default());
-    let host = super::McpHost::new(&fast_config(), sink.clone());
+    let host = super::McpHost::new(
+        &fast_config(),
+        sink.clone(),
+        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+    );
     let url = format!("http://127.0.0.1:{port}/mcp");
     host.add(
         "down",

@@ -69,6 +69,8 @@ impl PluginsConfig {
                     "{entry}: an earlier [[plugins.external]] entry has the same name"
                 ));
             }
+            spec.sandbox()
+                .map_err(|message| format!("{entry}: {message}"))?;
             known.push(&spec.name);
         }
         for (key, names) in [("disabled", &self.disabled), ("enabled", &self.enabled)] {
@@ -127,9 +129,20 @@ pub struct ExternalPluginConfig {
     /// Per-call timeout for this plugin's tools.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// `workspace-write` or `read-only`: the plugin runs in the OS sandbox, with its `cwd`
+    /// as the workspace (default: unsandboxed, as `off`).
+    #[serde(default)]
+    pub sandbox: Option<amber_proto::SandboxMode>,
+    /// With `sandbox`: `false` takes the network away (default: on).
+    #[serde(default)]
+    pub network: Option<bool>,
 }
 
 impl ExternalPluginConfig {
+    /// Its sandbox (`sandbox` and `network`); `None`: unsandboxed.
+    pub fn sandbox(&self) -> Result<Option<amber_proto::SandboxInfo>, String> {
+        crate::tools::sandbox_env::extension_sandbox(self.sandbox, self.network)
+    }
     /// The per-call timeout: the plugin's own, else `[plugins] call_timeout_ms`.
     pub fn call_timeout(&self, plugins: &PluginsConfig) -> Duration {
         Duration::from_millis(self.timeout_ms.unwrap_or(plugins.call_timeout_ms))
@@ -163,6 +176,31 @@ mod tests {
         );
         let fine = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}");
         assert_eq!(Config::parse(&fine).unwrap().plugins.external.len(), 1);
+    }
+
+    #[test]
+    fn an_external_plugin_may_be_sandboxed_and_network_needs_sandbox() {
+        let sandboxed =
+            format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}sandbox = \"read-only\"\n");
+        let config = Config::parse(&sandboxed).unwrap();
+        assert_eq!(
+            config.plugins.external[0].sandbox(),
+            Ok(Some(amber_proto::SandboxInfo {
+                mode: amber_proto::SandboxMode::ReadOnly,
+                network: true
+            }))
+        );
+        let fine = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}");
+        assert_eq!(
+            Config::parse(&fine).unwrap().plugins.external[0].sandbox(),
+            Ok(None)
+        );
+        let loose = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}network = false\n");
+        let err = Config::parse(&loose).unwrap_err();
+        assert!(
+            err.contains("entry 1 (`wc`)") && err.contains("`network` only"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -34,7 +34,11 @@ impl FakeHost {
         }
         Arc::new(FakeHost {
             plugins,
-            mcp: McpHost::new(&McpConfig::default(), Arc::new(LogSink)),
+            mcp: McpHost::new(
+                &McpConfig::default(),
+                Arc::new(LogSink),
+                crate::tools::sandbox_env::SandboxEnv::for_tests(),
+            ),
             published: Mutex::new(Vec::new()),
         })
     }
@@ -127,6 +131,7 @@ impl FakeSession {
                 provider: None,
                 sandbox: None,
                 agent: None,
+                sandbox: None,
             }),
             workspace: PathBuf::from("/nonexistent/workspace"),
             tools: SessionTools::detached(),
@@ -294,6 +299,8 @@ async fn segments_and_panels_render_through_the_host() {
     assert_eq!(segment("context"), Some("ctx 25%"));
     assert_eq!(segment("model"), Some("m1"));
     assert_eq!(segment("mode"), Some("write"));
+    // A detached session's tools run unsandboxed.
+    assert_eq!(segment("sandbox"), Some("sandbox: off"));
     assert_eq!(segment("processes"), None);
 
     session.tools.set_todos(vec![amber_proto::Todo {

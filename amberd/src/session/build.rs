@@ -14,6 +14,7 @@ use super::approvals::Approvals;
 use super::deps::Deps;
 use super::hub::EventHub;
 use super::persist::Persistence;
+use super::sandbox::SessionSandbox;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::agent::prompt::PromptHead;
@@ -28,6 +29,8 @@ pub(super) struct Parts {
     pub system_prompt: String,
     /// The custom agent's limits, when the session has one.
     pub agent: Option<AgentLimits>,
+    /// What `session/new {sandbox}` asked for explicitly.
+    pub sandbox: Option<amber_proto::SandboxRequest>,
     /// The context, journaled to the store when there is one.
     pub context: Context,
     pub hub: EventHub,
@@ -41,6 +44,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         workspace,
         system_prompt,
         agent,
+        sandbox,
         context,
         hub,
         persistence,
@@ -58,6 +62,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
                 }
             }
         })),
+        sandbox: SessionSandbox::new(sandbox, &deps.config.sandbox, deps.sandbox.clone()),
         id,
         skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         head: PromptHead::new(
@@ -90,6 +95,8 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         }),
     });
     shared.tools.set_session_id(&shared.id);
+    // Before the actor can run a command: every one starts in the session's sandbox.
+    shared.install_sandbox(None);
     shared.tools.set_tool_env(deps.tool_env.clone());
     shared.tools.set_subagents(Arc::new(SessionSubagents {
         shared: Arc::downgrade(&shared),

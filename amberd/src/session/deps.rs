@@ -11,6 +11,7 @@ use amber_store::Store;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
+use crate::tools::sandbox_env::SandboxEnv;
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.
@@ -32,6 +33,9 @@ pub struct Deps {
     pub store: Option<Store>,
     /// The environment of tool processes, from `[tools.env]` and the daemon's own.
     pub tool_env: Arc<crate::tools::env_policy::ToolEnv>,
+    /// The daemon-wide part of every sandbox: hidden directories (`main` adds the
+    /// socket's), the test switch, the kernel's verdict, the private temp directories.
+    pub sandbox: Arc<SandboxEnv>,
 }
 
 impl Deps {
@@ -100,6 +104,7 @@ impl Deps {
             data_dir,
             store: None,
             tool_env,
+            sandbox: Arc::new(SandboxEnv::from_env(env)),
         })
     }
 }

@@ -100,6 +100,7 @@ mod tests {
             provider: None,
             sandbox: None,
             agent: None,
+            sandbox: None,
         }
     }
 

@@ -21,7 +21,7 @@ use amber_store::context::Context;
 use super::deps::Deps;
 use super::hub::{EventHub, EventStore, now_rfc3339};
 use super::persist::{self, Persistence};
-use super::{Command, SessionError, SessionHandle, build, listing, restore};
+use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 
@@ -80,6 +80,13 @@ impl SessionManager {
                         // Nothing runs before a session is loaded (older daemons could
                         // save `running`; a crash left it so).
                         meta.info.state = SessionState::Idle;
+                        // As it will be when loaded: its request over today's config (a
+                        // file from before the sandbox has neither).
+                        meta.info.sandbox = Some(sandbox_of(
+                            &deps.config.sandbox,
+                            meta.sandbox,
+                            meta.info.mode,
+                        ));
                         stored.insert(meta.info.session_id.clone(), meta.info);
                     }
                 }
@@ -158,15 +165,20 @@ impl SessionManager {
             usage: Usage::default(),
             provider,
             agent: agent.as_ref().map(|a| a.name.clone()),
-            // TODO(sandbox plumbing): the effective sandbox from [sandbox] and params.
+            // Set with the tools' sandbox when the session starts (`build::spawn`).
             sandbox: None,
         };
+        let sandbox = params.sandbox;
         let persistence = match &deps.store {
             Some(store) => {
                 let meta = SessionMeta {
-                    info: info.clone(),
+                    info: SessionInfo {
+                        sandbox: Some(sandbox_of(&deps.config.sandbox, sandbox, info.mode)),
+                        ..info.clone()
+                    },
                     system_prompt: system_prompt.clone(),
                     agent: limits.as_ref().map(AgentLimits::to_meta),
+                    sandbox: sandbox::explicit(sandbox),
                 };
                 let log = store
                     .create(&meta)
@@ -201,15 +213,17 @@ impl SessionManager {
         let handle = build::spawn(
             &self.deps,
             build::Parts {
-                info: info.clone(),
+                info,
                 workspace,
                 system_prompt,
                 agent: limits,
+                sandbox,
                 context,
                 hub,
                 persistence,
             },
         );
+        let info = handle.shared.info();
         self.registry().loaded.insert(id, handle);
         Ok(info)
     }
@@ -501,6 +515,8 @@ impl SessionManager {
             None if was_stored => {}
             None => return Err(SessionError::NotFound(id.to_owned())),
         }
+        // Its commands are gone with it: so is their temp directory.
+        self.deps.sandbox.tmp.remove(id);
         if let Some(store) = &self.deps.store
             && let Err(err) = store.delete(id)
         {
@@ -522,6 +538,16 @@ impl SessionManager {
             tracing::warn!("some sessions did not stop within {grace:?}");
         }
     }
+}
+
+/// The effective sandbox (as `SessionInfo` reports it) of a session in `mode` that asked
+/// for `request`, without building it: for sessions not loaded.
+fn sandbox_of(
+    config: &crate::config::SandboxConfig,
+    request: Option<amber_proto::SandboxRequest>,
+    mode: amber_proto::Mode,
+) -> amber_proto::SandboxInfo {
+    sandbox::effective(sandbox::requested(config, request.as_ref()), mode)
 }
 
 /// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents.

@@ -16,6 +16,7 @@ mod manager;
 pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
+pub(crate) mod sandbox;
 pub(crate) mod subagents;
 mod view;
 pub(crate) mod workspace_root;
@@ -73,8 +74,10 @@ pub struct SessionShared {
     /// Cancelled when the session is deleted or the daemon stops.
     pub closed: CancellationToken,
     pub approvals: Approvals,
-    /// Tool state of this session (todos, processes).
+    /// Tool state of this session (todos, processes, the sandbox of its commands).
     pub tools: Arc<SessionTools>,
+    /// The session's OS sandbox settings; `tools` holds the one in force.
+    pub(crate) sandbox: sandbox::SessionSandbox,
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
@@ -195,15 +198,29 @@ impl SessionShared {
         self.lock_live().messages.clone()
     }
 
+    /// Switches the mode of later tool calls, and the sandbox with it (read mode is always
+    /// `read-only`).
     pub fn set_mode(&self, mode: Mode) -> SessionInfo {
-        let info = {
-            let mut live = self.lock_live();
-            live.info.mode = mode;
-            live.info.updated_at = now_rfc3339();
-            live.info.clone()
-        };
+        let info = self.install_sandbox(Some(mode));
         self.save_meta();
         info
+    }
+
+    /// Builds the sandbox of the session's mode (`mode`, else the current one) and installs
+    /// it in the tools and `SessionInfo.sandbox` together: at creation, restore and every
+    /// mode change.
+    pub(crate) fn install_sandbox(&self, mode: Option<Mode>) -> SessionInfo {
+        let _switching = self.sandbox.lock();
+        let in_force = mode.unwrap_or_else(|| self.mode());
+        let tool_sandbox = self.sandbox.build(&self.id, &self.workspace, in_force);
+        let mut live = self.lock_live();
+        if mode.is_some() {
+            live.info.mode = in_force;
+            live.info.updated_at = now_rfc3339();
+        }
+        live.info.sandbox = Some(tool_sandbox.info());
+        self.tools.set_sandbox(tool_sandbox);
+        live.info.clone()
     }
 
     /// Switches the model and/or provider of later requests (`None` keeps the current).
@@ -286,6 +303,7 @@ impl SessionShared {
                 info,
                 system_prompt: self.system_prompt.clone(),
                 agent: self.agent.as_ref().map(AgentLimits::to_meta),
+                sandbox: self.sandbox.request(),
             };
             persist::blocking(|| p.save_meta(&meta));
         }

@@ -64,6 +64,7 @@ pub(super) fn load(
             info,
             system_prompt: meta.system_prompt,
             agent: meta.agent.as_ref().map(AgentLimits::from_meta),
+            sandbox: meta.sandbox,
             context,
             hub,
             persistence: Some(persistence),
@@ -386,6 +387,7 @@ mod tests {
                 info: info("s"),
                 system_prompt: "sys".into(),
                 agent: None,
+                sandbox: None,
             },
             events: vec![stored(1, "t", started)],
             context: context.into_iter().map(|m| (m, 0)).collect(),
@@ -449,6 +451,7 @@ mod tests {
                 info: info("s"),
                 system_prompt: "sys".into(),
                 agent: None,
+                sandbox: None,
             };
             let mut log = store.create(&meta).unwrap();
             for seq in 1..=5000 {

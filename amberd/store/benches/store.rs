@@ -47,6 +47,7 @@ fn meta(id: &str) -> SessionMeta {
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
         agent: None,
+        sandbox: None,
     }
 }
 

@@ -32,6 +32,10 @@ pub struct SessionMeta {
     /// it has none, and in files written before agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<SessionAgent>,
+    /// What `session/new {sandbox}` asked for explicitly; an unset field (and a file
+    /// written before the sandbox) takes the daemon's `[sandbox]` configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<amber_proto::SandboxRequest>,
 }
 
 /// A custom agent's limits as a session keeps them: fixed when the session is created, so a

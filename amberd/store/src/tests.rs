@@ -30,6 +30,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
         },
         system_prompt: "sys".into(),
         agent: None,
+        sandbox: None,
     }
 }
 
@@ -606,4 +607,23 @@ pub(super) fn log(events: Vec<Event>) -> Vec<StoredEvent> {
             .unwrap(),
         })
         .collect()
+}
+
+#[test]
+fn a_sessions_sandbox_request_round_trips_and_older_meta_has_none() {
+    let f = Fixture::new();
+    let mut m = meta("s", "1");
+    m.sandbox = Some(amber_proto::SandboxRequest {
+        mode: Some(amber_proto::SandboxMode::Off),
+        network: None,
+    });
+    drop(f.store.create(&m).unwrap());
+    assert_eq!(f.store.load("s").unwrap().meta, m);
+    let path = f.store.sessions_dir().join("s").join("meta.json");
+    let mut raw: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(raw["sandbox"], serde_json::json!({"mode": "off"}), "{raw}");
+    // A file written before the sandbox reads as a session that asked for nothing.
+    raw.as_object_mut().unwrap().remove("sandbox");
+    fs::write(&path, serde_json::to_vec(&raw).unwrap()).unwrap();
+    assert_eq!(f.store.load("s").unwrap().meta.sandbox, None);
 }

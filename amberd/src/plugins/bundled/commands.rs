@@ -222,9 +222,11 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         provider: info.provider,
         // A new session like this one: with its agent too.
         agent: info.agent,
-        // Its sandbox too (read mode gives read-only anyway).
+        // Its sandbox too. In read mode the one in force is read-only whatever was asked,
+        // and the new session is in read mode as well: its mode then follows the config,
+        // not to stay read-only once it leaves read mode.
         sandbox: info.sandbox.map(|s| amber_proto::SandboxRequest {
-            mode: Some(s.mode),
+            mode: (info.mode != Mode::Read).then_some(s.mode),
             network: Some(s.network),
         }),
     })?;

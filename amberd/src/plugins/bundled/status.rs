@@ -1,12 +1,13 @@
-//! The `status` plugin: status-line segments (model, mode, state, context use, tokens,
-//! git branch, running processes), rendered per session by the daemon.
+//! The `status` plugin: status-line segments (model, mode, OS sandbox, state, context use,
+//! tokens, git branch, running processes), rendered per session by the daemon.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use amber_proto::SessionState;
+use amber_proto::{SandboxMode, SessionState};
 
 use crate::plugins::{Contributions, SessionView, StatusSegment, View};
+use crate::tools::sandbox::ToolSandbox;
 
 type Render = fn(&View<'_>, &dyn SessionView) -> Option<String>;
 
@@ -27,7 +28,7 @@ impl StatusSegment for Segment {
 }
 
 pub(super) fn install(c: &mut Contributions) {
-    let segments: [(&'static str, Render); 7] = [
+    let segments: [(&'static str, Render); 8] = [
         ("model", |_, s| {
             let info = s.info();
             Some(match info.provider {
@@ -40,6 +41,7 @@ pub(super) fn install(c: &mut Contributions) {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
         }),
+        ("sandbox", |_, s| Some(sandbox_text(&s.tools().sandbox()))),
         ("state", |_, s| {
             Some(
                 match s.state() {
@@ -77,6 +79,22 @@ pub(super) fn install(c: &mut Contributions) {
     for (name, render) in segments {
         c.status(Arc::new(Segment { name, render }));
     }
+}
+
+/// `sandbox: workspace-write`, `sandbox: read-only +net`, `sandbox: off`, and
+/// `(unavailable)` when the kernel cannot give the sandbox (commands then ask first).
+fn sandbox_text(sandbox: &ToolSandbox) -> String {
+    let info = sandbox.info();
+    let net = if info.network && info.mode != SandboxMode::Off {
+        " +net"
+    } else {
+        ""
+    };
+    let unavailable = match sandbox {
+        ToolSandbox::Unavailable { .. } => " (unavailable)",
+        _ => "",
+    };
+    format!("sandbox: {}{net}{unavailable}", info.mode)
 }
 
 /// 950, 1.2k, 34k, 1.5M.
@@ -121,6 +139,39 @@ pub fn git_branch(dir: &Path) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_sandbox_segment_names_the_mode_the_network_and_an_unavailable_kernel() {
+        use amber_policy::sandbox::{SandboxInfo, SandboxSpec};
+        let spec = |mode, network| {
+            ToolSandbox::On(Arc::new(SandboxSpec {
+                mode,
+                network,
+                workspace: "/ws".into(),
+                tmp_dir: "/t".into(),
+                writable_roots: vec![],
+                hidden: vec![],
+                simulate_no_landlock: false,
+            }))
+        };
+        assert_eq!(
+            sandbox_text(&spec(SandboxMode::WorkspaceWrite, false)),
+            "sandbox: workspace-write"
+        );
+        assert_eq!(
+            sandbox_text(&spec(SandboxMode::ReadOnly, true)),
+            "sandbox: read-only +net"
+        );
+        assert_eq!(sandbox_text(&ToolSandbox::Off), "sandbox: off");
+        let unavailable = ToolSandbox::Unavailable {
+            info: SandboxInfo::default(),
+            reason: "no Landlock".into(),
+        };
+        assert_eq!(
+            sandbox_text(&unavailable),
+            "sandbox: workspace-write (unavailable)"
+        );
+    }
 
     #[test]
     fn numbers_are_short() {

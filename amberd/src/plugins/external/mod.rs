@@ -19,6 +19,7 @@ mod tool;
 #[cfg(test)]
 mod tests;
 
+use crate::tools::sandbox_env::SandboxEnv;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -33,8 +34,13 @@ use super::contrib::Contributions;
 use super::runtime::{Plugin, PluginContext};
 
 /// The plugin for one `[[plugins.external]]` entry.
-pub fn plugin(spec: &ExternalPluginConfig, config: &PluginsConfig) -> Arc<dyn Plugin> {
-    Arc::new(ExternalPlugin::new(spec, config))
+/// `sandbox`: the daemon-wide part of the plugin's sandbox, if its table asks for one.
+pub fn plugin(
+    spec: &ExternalPluginConfig,
+    config: &PluginsConfig,
+    sandbox: Arc<SandboxEnv>,
+) -> Arc<dyn Plugin> {
+    Arc::new(ExternalPlugin::new(spec, config, sandbox))
 }
 
 /// An external plugin: a command to run and, while enabled, its running process.
@@ -43,6 +49,7 @@ pub struct ExternalPlugin {
     init_timeout: Duration,
     call_timeout: Duration,
     slot: Arc<Mutex<Slot>>,
+    sandbox: Arc<SandboxEnv>,
 }
 
 #[derive(Default)]
@@ -63,8 +70,13 @@ struct Running {
 }
 
 impl ExternalPlugin {
-    pub fn new(spec: &ExternalPluginConfig, config: &PluginsConfig) -> Self {
+    pub fn new(
+        spec: &ExternalPluginConfig,
+        config: &PluginsConfig,
+        sandbox: Arc<SandboxEnv>,
+    ) -> Self {
         Self {
+            sandbox,
             spec: spec.clone(),
             init_timeout: config.init_timeout(),
             call_timeout: spec.call_timeout(config),
@@ -90,7 +102,7 @@ impl ExternalPlugin {
         if let Some(previous) = previous {
             previous.conn.close().await;
         }
-        let conn = Arc::new(Connection::spawn(name, &self.spec)?);
+        let conn = Arc::new(Connection::spawn(name, &self.spec, &self.sandbox)?);
         let serial = {
             let mut slot = lock(&self.slot);
             slot.serial += 1;

@@ -7,6 +7,7 @@
 //! child is reaped by the supervisor. A death is reported to the runtime only after the
 //! handshake (the connection is "armed") and never while we are closing it ourselves.
 
+use crate::tools::sandbox_env::SandboxEnv;
 use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -97,8 +98,27 @@ pub struct Connection {
 
 impl Connection {
     /// Starts the process and its tasks. `Err` is a one-line reason (not found, …).
-    pub fn spawn(plugin: &str, spec: &ExternalPluginConfig) -> Result<Self, String> {
-        let mut cmd = tokio::process::Command::new(&spec.command);
+    pub fn spawn(
+        plugin: &str,
+        spec: &ExternalPluginConfig,
+        sandbox: &SandboxEnv,
+    ) -> Result<Self, String> {
+        let mut cmd = match spec.sandbox()? {
+            // Its workspace is its working directory: its `cwd`, else the daemon's.
+            Some(info) => {
+                let cwd = match &spec.cwd {
+                    Some(cwd) => cwd.clone(),
+                    None => {
+                        std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?
+                    }
+                };
+                let std_cmd = sandbox
+                    .extension_command("plugin", plugin, &spec.command, info, &cwd)
+                    .map_err(|e| format!("cannot start `{}` sandboxed: {e}", spec.command))?;
+                tokio::process::Command::from(std_cmd)
+            }
+            None => tokio::process::Command::new(&spec.command),
+        };
         cmd.args(&spec.args)
             .envs(&spec.env)
             .stdin(Stdio::piped())

@@ -64,10 +64,16 @@ impl Harness {
             env,
             cwd: Some(dir.path().to_owned()),
             timeout_ms: None,
+            sandbox: None,
+            network: None,
         };
         let registries = Registries::new();
         let runtime = PluginRuntime::new(registries.clone(), || {});
-        let plugin = Arc::new(ExternalPlugin::new(&spec, config));
+        let plugin = Arc::new(ExternalPlugin::new(
+            &spec,
+            config,
+            crate::tools::sandbox_env::SandboxEnv::for_tests(),
+        ));
         runtime.register(plugin.clone()).unwrap();
         Self {
             dir,

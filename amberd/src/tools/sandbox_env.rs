@@ -1,0 +1,227 @@
+//! What the daemon as a whole knows about the OS sandbox, shared by every session and every
+//! sandboxed extension (MCP stdio server, external plugin): the directories sandboxed
+//! processes must not see, the test-only switch, whether the kernel can sandbox at all,
+//! and where their private temp directories go. A [`SandboxSpec`] is built from it here,
+//! and the command of a sandboxed extension ([`SandboxEnv::extension_command`]).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+#[cfg(test)]
+use std::sync::Arc;
+
+use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
+
+use super::tmp_dirs::TmpDirs;
+
+/// The environment variable that makes every spec say `simulate_no_landlock` (tests of the
+/// fail-closed path): set to a non-empty value in amberd's environment at start.
+pub const SIMULATE_NO_LANDLOCK_VAR: &str = "AMBER_TEST_SANDBOX_NO_LANDLOCK";
+
+/// The daemon-wide part of every sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxEnv {
+    /// Hidden inside every sandbox: the directory of amberd's own socket (a sandboxed
+    /// process that could reach amberd could approve its own requests). Set by `main`.
+    pub hidden: Vec<PathBuf>,
+    /// `AMBER_TEST_SANDBOX_NO_LANDLOCK` was set when the daemon started.
+    pub simulate_no_landlock: bool,
+    /// Why the kernel cannot sandbox here (`None`: it can, or nobody asked yet). While
+    /// `Some`, no command runs sandboxed: each needs an approval to run without it, and
+    /// sandboxed extensions do not start. The daemon's kernel probe fills it at start
+    /// (wired by the lead: `crate::sandbox_probe::availability()`); until then `None`.
+    pub unavailable: Option<String>,
+    /// The private temp directories (`<temp>/amber-tmp-UID/NAME`).
+    pub tmp: TmpDirs,
+}
+
+impl SandboxEnv {
+    /// From the daemon's environment; nothing hidden yet (`main` adds the socket's
+    /// directory once it knows it).
+    pub fn from_env(env: &impl Fn(&str) -> Option<OsString>) -> Self {
+        Self {
+            hidden: Vec::new(),
+            simulate_no_landlock: env(SIMULATE_NO_LANDLOCK_VAR).is_some_and(|v| !v.is_empty()),
+            unavailable: None,
+            tmp: TmpDirs::for_current_user(),
+        }
+    }
+
+    /// Nothing hidden, no switch, the kernel taken as able (unit tests).
+    #[cfg(test)]
+    pub fn for_tests() -> Arc<Self> {
+        Arc::new(Self::from_env(&|_| None))
+    }
+
+    /// The spec of a sandbox `info` (not `off`) over `workspace`, with `tmp_dir` as its
+    /// temp directory and `writable_roots` writable too in `workspace-write`.
+    pub fn spec(
+        &self,
+        info: SandboxInfo,
+        workspace: &Path,
+        tmp_dir: PathBuf,
+        writable_roots: &[PathBuf],
+    ) -> SandboxSpec {
+        SandboxSpec {
+            mode: info.mode,
+            network: info.network,
+            workspace: workspace.to_owned(),
+            tmp_dir,
+            // Written only in `workspace-write` (`SandboxSpec::writable`).
+            writable_roots: writable_roots.to_vec(),
+            hidden: self.hidden.clone(),
+            simulate_no_landlock: self.simulate_no_landlock,
+        }
+    }
+}
+
+/// An extension table's `sandbox = "…"` and `network = …` (MCP stdio server, external
+/// plugin): `None` runs it unsandboxed (no `sandbox`, or `off`); the network stays on
+/// unless `network = false`, since extensions usually need it.
+pub fn extension_sandbox(
+    mode: Option<SandboxMode>,
+    network: Option<bool>,
+) -> Result<Option<SandboxInfo>, String> {
+    match mode {
+        None if network.is_some() => Err(
+            "`network` only applies with `sandbox = \"workspace-write\"` or \"read-only\"".into(),
+        ),
+        None | Some(SandboxMode::Off) => Ok(None),
+        Some(mode) => Ok(Some(SandboxInfo {
+            mode,
+            network: network.unwrap_or(true),
+        })),
+    }
+}
+
+/// Why a sandboxed extension cannot start yet. The tool-exec helper takes its stdin as the
+/// lifeline and gives the program /dev/null, while an MCP stdio server or a plugin speaks
+/// JSON-RPC on its stdin; the helper needs a mode that reads the lifeline from another
+/// descriptor and leaves stdin to the program (`tools::lifeline`), then
+/// [`extension_spawn`] returns `lifeline::sandboxed_command(program, spec)`.
+const EXTENSION_STDIN_UNSUPPORTED: &str = "a sandboxed extension cannot start yet: amberd's \
+     tool-exec helper keeps stdin for its lifeline, and the extension needs stdin for \
+     JSON-RPC; remove `sandbox` from its table to run it unsandboxed";
+
+impl SandboxEnv {
+    /// The command that starts extension `name` (`kind`: `mcp`, `plugin`) inside `info`,
+    /// with `cwd` as its workspace and `<temp>/amber-tmp-UID/KIND-NAME` as its temp
+    /// directory. Fails closed: when the kernel cannot sandbox, or the spec cannot be
+    /// made, it does not start.
+    pub fn extension_command(
+        &self,
+        kind: &str,
+        name: &str,
+        program: &str,
+        info: SandboxInfo,
+        cwd: &Path,
+    ) -> Result<std::process::Command, String> {
+        if let Some(reason) = &self.unavailable {
+            return Err(format!(
+                "the OS sandbox is unavailable ({reason}), so `{name}` (sandbox = \"{}\") does not start",
+                info.mode
+            ));
+        }
+        let workspace = std::fs::canonicalize(cwd)
+            .map_err(|e| format!("its working directory {}: {e}", cwd.display()))?;
+        let tmp = self
+            .tmp
+            .ensure(&format!("{kind}-{name}"))
+            .map_err(|e| e.to_string())?;
+        extension_spawn(program, &self.spec(info, &workspace, tmp, &[]))
+    }
+}
+
+/// The helper command of a sandboxed extension (see [`EXTENSION_STDIN_UNSUPPORTED`]).
+fn extension_spawn(program: &str, spec: &SandboxSpec) -> Result<std::process::Command, String> {
+    tracing::debug!(program, spec = %spec.to_arg(), "a sandboxed extension was refused");
+    Err(EXTENSION_STDIN_UNSUPPORTED.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_test_switch_needs_a_non_empty_value() {
+        let set = SandboxEnv::from_env(&|k| (k == SIMULATE_NO_LANDLOCK_VAR).then(|| "1".into()));
+        assert!(set.simulate_no_landlock);
+        let empty = SandboxEnv::from_env(&|k| (k == SIMULATE_NO_LANDLOCK_VAR).then(|| "".into()));
+        assert!(!empty.simulate_no_landlock);
+        assert!(!SandboxEnv::from_env(&|_| None).simulate_no_landlock);
+    }
+
+    #[test]
+    fn writable_roots_are_written_only_in_workspace_write() {
+        let mut env = SandboxEnv::from_env(&|_| None);
+        env.hidden = vec!["/run/user/1/amber".into()];
+        let roots = [PathBuf::from("/cache")];
+        let info = |mode| SandboxInfo {
+            mode,
+            network: false,
+        };
+        let spec = env.spec(
+            info(SandboxMode::WorkspaceWrite),
+            Path::new("/ws"),
+            "/t".into(),
+            &roots,
+        );
+        assert_eq!(spec.writable(), ["/t", "/ws", "/cache"].map(PathBuf::from));
+        assert_eq!(spec.hidden, env.hidden);
+        let spec = env.spec(
+            info(SandboxMode::ReadOnly),
+            Path::new("/ws"),
+            "/t".into(),
+            &roots,
+        );
+        assert_eq!(spec.writable(), [PathBuf::from("/t")]);
+    }
+}
+
+#[cfg(test)]
+mod extension_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_extension_is_unsandboxed_unless_its_table_says_otherwise_and_keeps_the_network() {
+        assert_eq!(extension_sandbox(None, None), Ok(None));
+        assert_eq!(extension_sandbox(Some(SandboxMode::Off), None), Ok(None));
+        assert_eq!(
+            extension_sandbox(Some(SandboxMode::WorkspaceWrite), None),
+            Ok(Some(SandboxInfo {
+                mode: SandboxMode::WorkspaceWrite,
+                network: true
+            }))
+        );
+        assert_eq!(
+            extension_sandbox(Some(SandboxMode::ReadOnly), Some(false)),
+            Ok(Some(SandboxInfo {
+                mode: SandboxMode::ReadOnly,
+                network: false
+            }))
+        );
+        assert!(
+            extension_sandbox(None, Some(false))
+                .unwrap_err()
+                .contains("network")
+        );
+    }
+
+    #[test]
+    fn a_sandboxed_extension_fails_closed_with_the_reason() {
+        let mut env = SandboxEnv::from_env(&|_| None);
+        env.unavailable = Some("no Landlock".into());
+        let info = SandboxInfo::default();
+        let err = env
+            .extension_command("mcp", "fs", "srv", info, Path::new("/"))
+            .unwrap_err();
+        assert!(err.contains("no Landlock") && err.contains("`fs`"), "{err}");
+        env.unavailable = None;
+        let missing = Path::new("/nonexistent-amber-dir");
+        let err = env
+            .extension_command("mcp", "fs", "srv", info, missing)
+            .unwrap_err();
+        assert!(err.contains("nonexistent-amber-dir"), "{err}");
+    }
+}

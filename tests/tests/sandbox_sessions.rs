@@ -1,0 +1,210 @@
+//! End-to-end: every session's effective OS sandbox through the real daemon — `[sandbox]`
+//! and `session/new {sandbox}` give the requested one, read mode makes it `read-only` (also
+//! when `session/setMode` switches mid-session, and back again), `off` reports the network
+//! on, `session/get` and `session/list` report it, a restart restores it, `amber-cli run
+//! --sandbox` asks for it, and a sandboxed session's private temp directory exists while
+//! the session does. (What the sandbox refuses is the escape suite's.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::steps::{FAST_RETRIES, done, run_bounded, spawn, spawn_config};
+use amber_tests::{DaemonOptions, TestDaemon};
+use serde_json::{Value, json};
+
+fn new_session(daemon: &TestDaemon, extra: Value) -> Value {
+    let mut params = json!({"cwd": daemon.workspace.display().to_string()});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    daemon.rpc_ok("session/new", params)
+}
+
+fn id(info: &Value) -> String {
+    info["sessionId"].as_str().unwrap().to_owned()
+}
+
+fn got(daemon: &TestDaemon, id: &str) -> Value {
+    daemon.rpc_ok("session/get", json!({"sessionId": id}))["session"]["sandbox"].clone()
+}
+
+fn listed(daemon: &TestDaemon, id: &str) -> Value {
+    let list = daemon.rpc_ok("session/list", json!({}));
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == id)
+        .unwrap_or_else(|| panic!("{id} not listed: {list}"))["sandbox"]
+        .clone()
+}
+
+fn sandbox(mode: &str, network: bool) -> Value {
+    json!({"mode": mode, "network": network})
+}
+
+#[tokio::test]
+async fn the_effective_sandbox_follows_request_and_mode_and_survives_a_restart() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let mut daemon = spawn(&mock);
+
+    let default = new_session(&daemon, json!({}));
+    assert_eq!(
+        default["sandbox"],
+        sandbox("workspace-write", false),
+        "{default}"
+    );
+    let off = new_session(&daemon, json!({"sandbox": {"mode": "off"}}));
+    assert_eq!(off["sandbox"], sandbox("off", true), "{off}");
+    let read = new_session(
+        &daemon,
+        json!({"mode": "read", "sandbox": {"network": true}}),
+    );
+    assert_eq!(read["sandbox"], sandbox("read-only", true), "{read}");
+    // Read mode wins over an explicit `off` too.
+    let read_off = new_session(&daemon, json!({"mode": "read", "sandbox": {"mode": "off"}}));
+    assert_eq!(
+        read_off["sandbox"],
+        sandbox("read-only", false),
+        "{read_off}"
+    );
+
+    // Into read mode and out again: read-only, then what was asked.
+    let (default, off, read, read_off) = (id(&default), id(&off), id(&read), id(&read_off));
+    let switched = daemon.rpc_ok(
+        "session/setMode",
+        json!({"sessionId": default, "mode": "read"}),
+    );
+    assert_eq!(
+        switched["sandbox"],
+        sandbox("read-only", false),
+        "{switched}"
+    );
+    assert_eq!(got(&daemon, &default), sandbox("read-only", false));
+    let back = daemon.rpc_ok(
+        "session/setMode",
+        json!({"sessionId": read_off, "mode": "yolo"}),
+    );
+    assert_eq!(back["sandbox"], sandbox("off", true), "{back}");
+    assert_eq!(listed(&daemon, &read_off), sandbox("off", true));
+    assert_eq!(listed(&daemon, &read), sandbox("read-only", true));
+
+    daemon.restart();
+    // Listed from the store before any is loaded, then loaded by session/get: the same.
+    let expected = [
+        (&default, sandbox("read-only", false)),
+        (&off, sandbox("off", true)),
+        (&read, sandbox("read-only", true)),
+        (&read_off, sandbox("off", true)),
+    ];
+    for (id, want) in &expected {
+        assert_eq!(&listed(&daemon, id), want, "{id} listed after the restart");
+        assert_eq!(&got(&daemon, id), want, "{id} loaded after the restart");
+    }
+    // The restored session still goes back to what it asked for when it leaves read mode.
+    let back = daemon.rpc_ok(
+        "session/setMode",
+        json!({"sessionId": default, "mode": "write"}),
+    );
+    assert_eq!(back["sandbox"], sandbox("workspace-write", false), "{back}");
+}
+
+#[tokio::test]
+async fn the_config_sets_the_default_and_a_request_overrides_it_field_by_field() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let config = format!("{FAST_RETRIES}[sandbox]\nmode = \"read-only\"\nnetwork = true\n");
+    let daemon = spawn_config(&mock, &config);
+    let default = new_session(&daemon, json!({}));
+    assert_eq!(default["sandbox"], sandbox("read-only", true), "{default}");
+    let asked = new_session(&daemon, json!({"sandbox": {"mode": "workspace-write"}}));
+    assert_eq!(
+        asked["sandbox"],
+        sandbox("workspace-write", true),
+        "{asked}"
+    );
+}
+
+#[test]
+fn a_relative_writable_root_stops_the_daemon_with_a_config_error() {
+    let mut cmd = std::process::Command::new(amber_tests::bin_path("amberd"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[sandbox]\nwritable_roots = [\"cache\"]\n").unwrap();
+    cmd.arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"));
+    let (code, _, stderr) = run_bounded(cmd);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("sandbox.writable_roots") && stderr.contains("absolute"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_sandboxed_session_has_a_private_temp_dir_until_it_is_deleted() {
+    let mock = MockLlm::start(Vec::new()).await;
+    // The daemon's own temp dir, so its `amber-tmp-UID` is this test's.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: FAST_RETRIES.to_owned(),
+        env: vec![("TMPDIR".into(), tmp.path().display().to_string())],
+    });
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let root = tmp.path().join(format!("amber-tmp-{uid}"));
+    let sandboxed = id(&new_session(&daemon, json!({})));
+    let dir: PathBuf = root.join(&sandboxed);
+    for d in [&root, &dir] {
+        let meta = std::fs::symlink_metadata(d)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", d.display(), daemon.log()));
+        assert!(meta.is_dir(), "{}", d.display());
+        assert_eq!(meta.mode() & 0o7777, 0o700, "{}", d.display());
+        assert_eq!(meta.uid(), uid);
+    }
+    // Unsandboxed: nothing to give it.
+    let off = id(&new_session(&daemon, json!({"sandbox": {"mode": "off"}})));
+    assert!(!root.join(&off).exists());
+
+    std::fs::write(dir.join("left-behind"), "x").unwrap();
+    daemon.rpc_ok("session/delete", json!({"sessionId": sandboxed}));
+    assert!(!dir.exists(), "the temp dir outlived its session");
+}
+
+#[test]
+fn amber_cli_run_asks_for_the_sandbox_it_is_given() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("ok"), done()]);
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.args([
+        "run",
+        "--json",
+        "--no-autostart",
+        "--sandbox",
+        "read-only",
+        "--network",
+        "--cwd",
+    ])
+    .arg(&daemon.workspace)
+    .arg("hello");
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let session = result["sessionId"].as_str().unwrap();
+    assert_eq!(got(&daemon, session), sandbox("read-only", true));
+
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--no-autostart", "--sandbox", "strict", "hi"]);
+    let (code, _, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("workspace-write"), "{stderr}");
+}
