@@ -1,16 +1,21 @@
 //! The daemon's root state shared by every connection and method handler.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use amber_proto::{EventKind, SessionCompactResult, SessionInfo, SessionNewParams};
+use amber_proto::{
+    EventKind, ProviderStatus, SandboxInfo, SandboxMode, SandboxStatus, SessionCompactResult,
+    SessionInfo, SessionNewParams,
+};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpHost;
 use crate::plugins::bridge::McpBridge;
 use crate::plugins::{Host, HostError, PluginRuntime, SessionView, bundled, external};
+use crate::sandbox_probe::Availability;
 use crate::session::SessionManager;
 use crate::session::deps::Deps;
 
@@ -139,6 +144,39 @@ impl Daemon {
         Ok(session.set_model(model, provider))
     }
 
+    /// Starts the sandbox probe in the background (`sandbox_probe`); `hidden`: the
+    /// directories sandboxed commands must not see (amberd's socket directory).
+    pub fn start_sandbox_probe(&self, hidden: Vec<PathBuf>) {
+        self.sessions.deps().sandbox.start(hidden);
+    }
+
+    /// Whether the OS sandbox works here: `None` while the start-up probe runs, else
+    /// `Ok(())` or why not. Never waits.
+    pub fn sandbox_availability(&self) -> Option<Availability> {
+        self.sessions.deps().sandbox.availability()
+    }
+
+    /// [`Daemon::sandbox_availability`], waiting for the probe at most `max`.
+    pub async fn sandbox_availability_wait(&self, max: Duration) -> Option<Availability> {
+        self.sessions.deps().sandbox.wait(max).await
+    }
+
+    /// `daemon/status.sandbox`.
+    pub(crate) fn sandbox_status(&self) -> SandboxStatus {
+        let deps = self.sessions.deps();
+        deps.sandbox.status(default_sandbox(&deps.config))
+    }
+
+    /// `daemon/status.provider`: the default endpoint, without its key.
+    pub(crate) fn provider_status(&self) -> ProviderStatus {
+        let endpoint = &self.sessions.deps().endpoint;
+        ProviderStatus {
+            base_url: endpoint.base_url.clone(),
+            model: endpoint.model.clone(),
+            key_set: endpoint.api_key.is_some(),
+        }
+    }
+
     pub(crate) fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
     }
@@ -222,6 +260,16 @@ impl Host for Daemon {
             .deps()
             .llm
             .context_window(session.provider().as_deref())
+    }
+}
+
+/// The sandbox sessions get unless they ask for another.
+// TODO(sandbox plumbing): `[sandbox] mode` and `network` from `config` once the section
+// exists; this is the one place `daemon/status` reads them.
+fn default_sandbox(_config: &crate::config::Config) -> SandboxInfo {
+    SandboxInfo {
+        mode: SandboxMode::WorkspaceWrite,
+        network: false,
     }
 }
 

@@ -11,6 +11,7 @@ use amber_store::Store;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
+use crate::sandbox_probe::SandboxProbe;
 use crate::tools::{ToolLimits, ToolRegistry};
 
 /// Shared, read-only dependencies of the session actors.
@@ -32,6 +33,9 @@ pub struct Deps {
     pub store: Option<Store>,
     /// The environment of tool processes, from `[tools.env]` and the daemon's own.
     pub tool_env: Arc<crate::tools::env_policy::ToolEnv>,
+    /// Whether the OS sandbox works here (probed once at start, in the background):
+    /// `sandbox.availability()` for a session's `ToolSandbox`.
+    pub sandbox: Arc<SandboxProbe>,
 }
 
 impl Deps {
@@ -100,6 +104,7 @@ impl Deps {
             data_dir,
             store: None,
             tool_env,
+            sandbox: SandboxProbe::new(env),
         })
     }
 }
