@@ -126,6 +126,7 @@ impl FakeSession {
                 usage: Usage::default(),
                 provider: None,
                 agent: None,
+                sandbox: None,
             }),
             workspace: PathBuf::from("/nonexistent/workspace"),
             tools: SessionTools::detached(),

@@ -99,6 +99,7 @@ mod tests {
             usage: amber_proto::Usage::default(),
             provider: None,
             agent: None,
+            sandbox: None,
         }
     }
 
