@@ -38,12 +38,16 @@ pub async fn get(url: &str) -> Reach {
         Err(err) if err.is_timeout() => {
             Reach::Failed(format!("no answer within {} s", TIMEOUT.as_secs()))
         }
-        Err(err) => Reach::Failed(chain(&err)),
+        // reqwest's own text only repeats the URL; its causes say what went wrong.
+        Err(err) => Reach::Failed(match std::error::Error::source(&err) {
+            Some(cause) => chain(cause),
+            None => chain(&err),
+        }),
     }
 }
 
-/// An error and its causes, `a: b: c`, each said once (reqwest's own text is generic; the
-/// cause — connection refused, DNS, certificate — is what helps).
+/// An error and its causes, `a: b: c`, each said once (the cause — connection refused, DNS,
+/// certificate — is what helps).
 fn chain(err: &dyn std::error::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut next: Option<&dyn std::error::Error> = Some(err);
