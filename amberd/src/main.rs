@@ -148,7 +148,13 @@ async fn run(
     let daemon = Daemon::new(deps);
     // In the background from here: readiness never waits for it. Sandboxed commands must
     // not see amberd's socket directory.
-    daemon.start_sandbox_probe(socket_path.parent().map(PathBuf::from).into_iter().collect());
+    daemon.start_sandbox_probe(
+        socket_path
+            .parent()
+            .map(PathBuf::from)
+            .into_iter()
+            .collect(),
+    );
     daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
     // Sessions are listable since Daemon::new and plugins are up: clients may come.

@@ -28,8 +28,9 @@ fn doctor_json(daemon: &TestDaemon) -> (Option<i32>, Value, String) {
         !stdout.contains("test-key") && !stderr.contains("test-key"),
         "doctor printed the API key:\n{stdout}\n{stderr}"
     );
-    let report: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("doctor --json is not one JSON object ({e}):\n{stdout}\n{stderr}"));
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("doctor --json is not one JSON object ({e}):\n{stdout}\n{stderr}")
+    });
     (code, report, stderr)
 }
 
@@ -72,7 +73,10 @@ fn daemon_status_names_the_provider_without_its_key_and_the_sandbox() {
     assert!(sandbox["seccomp"].is_boolean(), "{sandbox}");
     // Either verdict is a verdict; an unavailable one says why.
     if sandbox["available"] == false {
-        assert!(sandbox["reason"].as_str().is_some_and(|r| !r.is_empty()), "{sandbox}");
+        assert!(
+            sandbox["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{sandbox}"
+        );
     }
 }
 
@@ -120,8 +124,16 @@ fn doctor_prints_a_readable_report() {
     cmd.args(["--no-autostart", "doctor"]);
     let (_, stdout, stderr) = run_bounded(cmd);
     for label in [
-        "amber-cli", "amberd", "socket", "provider", "reachable", "sandbox", "landlock",
-        "seccomp", "namespaces", "self-test",
+        "amber-cli",
+        "amberd",
+        "socket",
+        "provider",
+        "reachable",
+        "sandbox",
+        "landlock",
+        "seccomp",
+        "namespaces",
+        "self-test",
     ] {
         assert!(
             stdout.lines().any(|l| l.starts_with(label)),
@@ -164,7 +176,10 @@ fn without_landlock_doctor_reports_the_sandbox_unavailable_and_exits_1() {
     let sandbox = &report["sandbox"];
     assert_eq!(sandbox["available"], false, "{sandbox}");
     assert!(
-        sandbox["reason"].as_str().unwrap_or("").contains("Landlock"),
+        sandbox["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Landlock"),
         "{sandbox}"
     );
     assert!(sandbox.get("landlockAbi").is_none(), "{sandbox}");

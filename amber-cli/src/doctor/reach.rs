@@ -27,7 +27,11 @@ pub async fn get(url: &str) -> Reach {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = match reqwest::Client::builder()
         .timeout(TIMEOUT)
-        .user_agent(concat!("amber-cli/", env!("CARGO_PKG_VERSION"), " (doctor)"))
+        .user_agent(concat!(
+            "amber-cli/",
+            env!("CARGO_PKG_VERSION"),
+            " (doctor)"
+        ))
         .build()
     {
         Ok(client) => client,
@@ -87,9 +91,11 @@ mod tests {
             let (mut conn, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 1024];
             let _ = conn.read(&mut buf).await.unwrap();
-            conn.write_all(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                .await
-                .unwrap();
+            conn.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            )
+            .await
+            .unwrap();
         });
         let url = models_url(&format!("http://127.0.0.1:{port}/v1"));
         assert_eq!(get(&url).await, Reach::Answered(401));

@@ -110,7 +110,10 @@ impl SelftestPart {
 pub fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart) -> Vec<String> {
     let mut out = Vec::new();
     match sandbox {
-        None => out.push("amberd does not report its OS sandbox (an amberd older than this amber-cli?)".to_owned()),
+        None => out.push(
+            "amberd does not report its OS sandbox (an amberd older than this amber-cli?)"
+                .to_owned(),
+        ),
         Some(s) => match s.available {
             Some(true) => {}
             Some(false) => out.push(format!(
@@ -208,10 +211,7 @@ pub fn text(r: &Report) -> String {
             let network = if s.network { "on" } else { "off" };
             lines.push(row(
                 "sandbox",
-                &format!(
-                    "{verdict} · default {}, network {network}",
-                    s.default_mode
-                ),
+                &format!("{verdict} · default {}, network {network}", s.default_mode),
             ));
             let landlock = s
                 .landlock_abi
@@ -326,11 +326,20 @@ mod tests {
 
     #[test]
     fn an_available_sandbox_with_every_check_passing_is_ok() {
-        let r = report(Some(sandbox(Some(true), None)), selftest(&[true, true, true]));
+        let r = report(
+            Some(sandbox(Some(true), None)),
+            selftest(&[true, true, true]),
+        );
         assert!(r.ok, "{:?}", r.problems);
         let text = text(&r);
-        assert!(text.contains("amberd       0.1.0 · pid 42 · up 1m 05s"), "{text}");
-        assert!(text.contains("yes (GET http://127.0.0.1:8080/v1/models → HTTP 200)"), "{text}");
+        assert!(
+            text.contains("amberd       0.1.0 · pid 42 · up 1m 05s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("yes (GET http://127.0.0.1:8080/v1/models → HTTP 200)"),
+            "{text}"
+        );
         assert!(text.contains("API key set"), "{text}");
         assert!(text.contains("landlock     ABI 7"), "{text}");
         assert!(text.contains("  ok   check_0  detail 0"), "{text}");
@@ -339,20 +348,33 @@ mod tests {
     #[test]
     fn an_unavailable_sandbox_or_a_failed_check_is_not_ok() {
         let down = report(
-            Some(sandbox(Some(false), Some("Landlock is not available in this kernel"))),
+            Some(sandbox(
+                Some(false),
+                Some("Landlock is not available in this kernel"),
+            )),
             selftest(&[false, false, false]),
         );
         assert!(!down.ok);
-        assert!(down.problems[0].contains("Landlock is not available"), "{:?}", down.problems);
+        assert!(
+            down.problems[0].contains("Landlock is not available"),
+            "{:?}",
+            down.problems
+        );
         assert!(text(&down).contains("UNAVAILABLE: Landlock"));
 
-        let leak = report(Some(sandbox(Some(true), None)), selftest(&[true, false, true]));
+        let leak = report(
+            Some(sandbox(Some(true), None)),
+            selftest(&[true, false, true]),
+        );
         assert_eq!(leak.problems, ["the sandbox self-test failed: check_1"]);
         assert!(text(&leak).contains("  FAIL check_1  detail 1"));
 
         let probing = report(Some(sandbox(None, None)), selftest(&[true, true, true]));
         assert!(!probing.ok);
-        let old = report(None, SelftestPart::from_call(Err("method not found".into())));
+        let old = report(
+            None,
+            SelftestPart::from_call(Err("method not found".into())),
+        );
         assert_eq!(old.problems.len(), 2, "{:?}", old.problems);
     }
 

@@ -69,7 +69,11 @@ pub fn module(
     })?;
 
     m.async_method::<methods::SandboxSelftest, _, _>(|proto::Empty {}, d, _| async move {
-        Ok(d.sessions.deps().sandbox.selftest(SELFTEST_PROBE_WAIT).await)
+        Ok(d.sessions
+            .deps()
+            .sandbox
+            .selftest(SELFTEST_PROBE_WAIT)
+            .await)
     })?;
 
     m.method::<methods::DaemonShutdown>(|proto::Empty {}, d, _| {

@@ -149,9 +149,21 @@ mod tests {
     #[test]
     fn a_program_exiting_125_on_its_own_is_a_run() {
         let got = classify(Some(125), "x".into(), "bash: oops\n".into());
-        assert!(matches!(got, Outcome::Ran(Ran { code: Some(125), .. })), "{got:?}");
+        assert!(
+            matches!(
+                got,
+                Outcome::Ran(Ran {
+                    code: Some(125),
+                    ..
+                })
+            ),
+            "{got:?}"
+        );
         let got = classify(Some(1), String::new(), format!("{SANDBOX_FAILED_PREFIX} x"));
-        assert!(matches!(got, Outcome::Ran(_)), "only exit 125 is the helper's");
+        assert!(
+            matches!(got, Outcome::Ran(_)),
+            "only exit 125 is the helper's"
+        );
     }
 
     #[test]

@@ -142,10 +142,13 @@ impl SandboxProbe {
     }
 
     fn settings(&self) -> ProbeSettings {
-        self.settings.get().cloned().unwrap_or_else(|| ProbeSettings {
-            hidden: Vec::new(),
-            simulate_no_landlock: self.simulate_no_landlock,
-        })
+        self.settings
+            .get()
+            .cloned()
+            .unwrap_or_else(|| ProbeSettings {
+                hidden: Vec::new(),
+                simulate_no_landlock: self.simulate_no_landlock,
+            })
     }
 
     /// The probe's verdict; `None` while it runs (or before it started). Never waits.
@@ -298,9 +301,11 @@ mod tests {
             stderr: "amberd: cannot start the tool process watcher: x\n".into(),
         });
         assert!(probe_verdict(&failed).unwrap_err().contains("exit 126"));
-        assert!(probe_verdict(&Outcome::TimedOut(PROBE_TIMEOUT))
-            .unwrap_err()
-            .contains("within 5 s"));
+        assert!(
+            probe_verdict(&Outcome::TimedOut(PROBE_TIMEOUT))
+                .unwrap_err()
+                .contains("within 5 s")
+        );
     }
 
     #[test]
@@ -319,9 +324,17 @@ mod tests {
         assert_eq!((up.available, up.namespaces), (Some(true), Some(true)));
 
         let down: Availability = Err("Landlock is not available in this kernel".into());
-        let down = status(Some(&down), KernelSupport::default(), Some(false), default());
+        let down = status(
+            Some(&down),
+            KernelSupport::default(),
+            Some(false),
+            default(),
+        );
         assert_eq!(down.available, Some(false));
-        assert_eq!(down.reason.as_deref(), Some("Landlock is not available in this kernel"));
+        assert_eq!(
+            down.reason.as_deref(),
+            Some("Landlock is not available in this kernel")
+        );
         assert_eq!(down.namespaces, Some(false));
         assert_eq!(down.landlock_abi, None);
     }
@@ -342,7 +355,11 @@ mod tests {
         assert_eq!(userns_allowed(&read(max0), 0), Some(false));
         let debian: &[(&str, &str)] = &[("/proc/sys/kernel/unprivileged_userns_clone", "0\n")];
         assert_eq!(userns_allowed(&read(debian), 1000), Some(false));
-        assert_eq!(userns_allowed(&read(debian), 0), None, "root is not unprivileged");
+        assert_eq!(
+            userns_allowed(&read(debian), 0),
+            None,
+            "root is not unprivileged"
+        );
     }
 
     #[tokio::test]

@@ -54,7 +54,12 @@ pub(crate) async fn run(settings: &ProbeSettings) -> SandboxSelftestResult {
     let (outside, connect, written) = tokio::join!(
         write_to(&spec, &scratch, &sentinel),
         connect_to(&spec, &scratch, port),
-        bash(&spec, &scratch, r#"echo "$2" > "$1" && cat "$1""#, &inside_args),
+        bash(
+            &spec,
+            &scratch,
+            r#"echo "$2" > "$1" && cat "$1""#,
+            &inside_args
+        ),
     );
     let checks = vec![
         write_outside_verdict(&outside, &sentinel, sentinel.exists()),
@@ -249,7 +254,10 @@ mod tests {
         assert!(ok.detail.contains("Read-only file system"), "{ok:?}");
         // A failing command that still left the file behind is an escape.
         let escaped = write_outside_verdict(&refused, sentinel, true);
-        assert!(!escaped.ok && escaped.detail.starts_with("ESCAPE"), "{escaped:?}");
+        assert!(
+            !escaped.ok && escaped.detail.starts_with("ESCAPE"),
+            "{escaped:?}"
+        );
         assert!(!write_outside_verdict(&ran(0, ""), sentinel, false).ok);
     }
 
@@ -281,7 +289,10 @@ mod tests {
         assert!(write_inside_verdict(&ran(0, ""), Some("amber-selftest\n")).ok);
         assert!(!write_inside_verdict(&ran(0, ""), None).ok);
         let denied = write_inside_verdict(&ran(1, "bash: inside: Permission denied"), None);
-        assert!(!denied.ok && denied.detail.contains("Permission denied"), "{denied:?}");
+        assert!(
+            !denied.ok && denied.detail.contains("Permission denied"),
+            "{denied:?}"
+        );
     }
 
     #[test]
@@ -289,6 +300,10 @@ mod tests {
         let got = all_failed("no temp dir");
         assert!(!got.ok);
         assert_eq!(got.checks.len(), 3);
-        assert!(got.checks.iter().all(|c| !c.ok && c.detail == "no temp dir"));
+        assert!(
+            got.checks
+                .iter()
+                .all(|c| !c.ok && c.detail == "no temp dir")
+        );
     }
 }
