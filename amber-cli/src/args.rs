@@ -89,6 +89,15 @@ pub enum Command {
         #[command(subcommand)]
         action: DaemonAction,
     },
+    /// Check the setup: versions, socket, provider reachability, the OS sandbox and its self-test
+    ///
+    /// Exits 0 when the sandbox is available and every self-test check passed, 1 otherwise
+    /// (and when amberd cannot be reached). The provider is reported, never its key.
+    Doctor {
+        /// Print one JSON object
+        #[arg(long)]
+        json: bool,
+    },
     /// Bridge stdin/stdout to the daemon: one JSON-RPC message per line each way
     ///
     /// Send `initialize` first; lines behind it wait until it is answered, so they can all be
@@ -322,6 +331,14 @@ mod tests {
         assert!(err.to_string().contains("workspace-write"), "{err}");
         let err = request(&["--sandbox", "off", "--session", "s"]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn doctor_takes_json_and_the_global_flags() {
+        let cli = parse(&["doctor", "--json", "--no-autostart", "--socket", "/d"]).unwrap();
+        assert!(matches!(cli.command, Command::Doctor { json: true }));
+        assert!(cli.conn.no_autostart);
+        assert_eq!(cli.conn.socket, Some(PathBuf::from("/d")));
     }
 
     #[test]

@@ -227,6 +227,8 @@ mod tests {
             sessions: 2,
             connections: 1,
             sessions_loaded: None,
+            provider: None,
+            sandbox: None,
         };
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),

@@ -5,6 +5,7 @@
 mod args;
 mod ask;
 mod daemon;
+mod doctor;
 mod logs;
 mod output;
 mod render;
@@ -114,6 +115,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 }
                 DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
             },
+            Command::Doctor { json } => doctor::doctor(&conn, json).await,
             Command::Rpc => rpc::rpc(&conn).await,
             Command::Completions { .. } => Ok(exit::OK),
         }

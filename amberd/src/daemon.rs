@@ -4,13 +4,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use amber_proto::{EventKind, SessionCompactResult, SessionInfo, SessionNewParams};
+use amber_proto::{
+    EventKind, ProviderStatus, SandboxInfo, SandboxMode, SandboxStatus, SessionCompactResult,
+    SessionInfo, SessionNewParams,
+};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::McpHost;
 use crate::plugins::bridge::McpBridge;
 use crate::plugins::{Host, HostError, PluginRuntime, SessionView, bundled, external};
+use crate::sandbox_probe::Availability;
 use crate::session::SessionManager;
 use crate::session::deps::Deps;
 
@@ -143,6 +147,42 @@ impl Daemon {
         Ok(session.set_model(model, provider))
     }
 
+    /// Starts the sandbox probe in the background (`sandbox_probe`), over the same hidden
+    /// directories as the sessions' sandboxes; its verdict reaches them through
+    /// `SandboxEnv::unavailable`.
+    pub fn start_sandbox_probe(&self) {
+        let deps = self.sessions.deps();
+        deps.sandbox_probe
+            .start(deps.sandbox.hidden.clone(), Arc::clone(&deps.sandbox.unavailable));
+    }
+
+    /// Whether the OS sandbox works here: `None` while the start-up probe runs, else
+    /// `Ok(())` or why not. Never waits.
+    pub fn sandbox_availability(&self) -> Option<Availability> {
+        self.sessions.deps().sandbox_probe.availability()
+    }
+
+    /// [`Daemon::sandbox_availability`], waiting for the probe at most `max`.
+    pub async fn sandbox_availability_wait(&self, max: Duration) -> Option<Availability> {
+        self.sessions.deps().sandbox_probe.wait(max).await
+    }
+
+    /// `daemon/status.sandbox`.
+    pub(crate) fn sandbox_status(&self) -> SandboxStatus {
+        let deps = self.sessions.deps();
+        deps.sandbox_probe.status(default_sandbox(&deps.config))
+    }
+
+    /// `daemon/status.provider`: the default endpoint, without its key.
+    pub(crate) fn provider_status(&self) -> ProviderStatus {
+        let endpoint = &self.sessions.deps().endpoint;
+        ProviderStatus {
+            base_url: endpoint.base_url.clone(),
+            model: endpoint.model.clone(),
+            key_set: endpoint.api_key.is_some(),
+        }
+    }
+
     pub(crate) fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
     }
@@ -226,6 +266,15 @@ impl Host for Daemon {
             .deps()
             .llm
             .context_window(session.provider().as_deref())
+    }
+}
+
+/// The sandbox sessions get unless they ask for another (`[sandbox]`), as `daemon/status`
+/// reports it; `off` reports the network on, as `SessionInfo.sandbox` does.
+fn default_sandbox(config: &crate::config::Config) -> SandboxInfo {
+    SandboxInfo {
+        mode: config.sandbox.mode,
+        network: config.sandbox.network || config.sandbox.mode == SandboxMode::Off,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod instructions;
 pub(crate) mod mcp;
 pub(crate) mod plugins;
 pub mod rpc;
+pub mod sandbox_probe;
 pub mod service;
 pub mod session;
 pub mod tools;

@@ -38,6 +38,10 @@ fn main() -> ExitCode {
     if let Some(code) = amberd::tools::lifeline::run_if_requested() {
         return code;
     }
+    // As `amberd sandbox-exec`, it applies a sandbox and execs a program (an extension).
+    if let Some(code) = amberd::tools::sandbox_exec::run_if_requested() {
+        return code;
+    }
     let args = Args::parse();
     // Before any thread exists (the runtime's, the log writer's): reading what systemd
     // passed also removes it from the environment, which is only sound single-threaded.
@@ -147,6 +151,8 @@ async fn run(
     deps.store = Some(store);
     hide_socket_dir(&mut deps, &socket_path);
     let daemon = Daemon::new(deps);
+    // In the background from here: readiness never waits for it.
+    daemon.start_sandbox_probe();
     daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
     // Sessions are listable since Daemon::new and plugins are up: clients may come.

@@ -22,7 +22,9 @@ pub use events::{
 pub use extensions::*;
 pub use message::{Message, Role, ToolCall};
 pub use methods_types::*;
-pub use sandbox::{SandboxInfo, SandboxMode, SandboxRequest};
+pub use sandbox::{
+    SandboxInfo, SandboxMode, SandboxRequest, SandboxSelftestResult, SandboxStatus, SelftestCheck,
+};
 pub use subscription::*;
 pub use types::*;
 

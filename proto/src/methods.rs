@@ -15,11 +15,11 @@ use crate::{
     CommandListResult, CommandRunParams, CommandRunResult, Empty, Event, InitializeParams,
     InitializeResult, McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams,
     PanelGetResult, PanelListResult, PluginInfo, PluginListResult, ProviderListResult,
-    SessionCancelResult, SessionCompactResult, SessionGetParams, SessionGetResult, SessionIdParams,
-    SessionInfo, SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
-    SessionPromptResult, SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams,
-    SessionVerifyResult, StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams,
-    ToolListResult, UnsubscribeParams,
+    SandboxSelftestResult, SessionCancelResult, SessionCompactResult, SessionGetParams,
+    SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
+    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionSetModeParams,
+    SessionSetModelParams, SessionSubscribeParams, SessionVerifyResult, StatusGetResult,
+    SubscriptionId, SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -148,6 +148,11 @@ method!(
     /// amber extension: the LLM providers a session can select.
     ProviderList = "provider/list", Empty => ProviderListResult
 );
+method!(
+    /// amber extension: a two-second check, through the real sandbox, that a write outside a
+    /// workspace and a loopback connect are refused and a write inside it is not.
+    SandboxSelftest = "sandbox/selftest", Empty => SandboxSelftestResult
+);
 
 /// Carries a subscribed session's events: one per notification, or the error that ended
 /// the subscription.
@@ -207,6 +212,8 @@ pub const PANEL_GET: &str = PanelGet::NAME;
 pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
 /// amber extension: the LLM providers a session can select.
 pub const PROVIDER_LIST: &str = ProviderList::NAME;
+/// amber extension: check the OS sandbox's enforcement through the real helper.
+pub const SANDBOX_SELFTEST: &str = SandboxSelftest::NAME;
 /// Every method a v1 daemon may serve, in the order PROTOCOL.md lists them.
 pub const ALL: &[&str] = &[
     INITIALIZE,
@@ -243,4 +250,5 @@ pub const EXTENSIONS: &[&str] = &[
     PANEL_LIST,
     PANEL_GET,
     PROVIDER_LIST,
+    SANDBOX_SELFTEST,
 ];

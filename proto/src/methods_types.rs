@@ -62,6 +62,24 @@ pub struct DaemonStatus {
     /// amber: how many of `sessions` are loaded in memory (the rest are only in the store).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions_loaded: Option<u64>,
+    /// The daemon's default LLM endpoint (PROTOCOL.md's second wave); never the key itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderStatus>,
+    /// What the OS sandbox can enforce here (PROTOCOL.md's second wave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::SandboxStatus>,
+}
+
+/// `daemon/status.provider`: the default endpoint the daemon's sessions use.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderStatus {
+    /// The OpenAI-compatible base URL; absent when no endpoint is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    pub model: String,
+    /// Whether an API key was found (in `AMBER_API_KEY` or the provider's key variable).
+    pub key_set: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! The OS sandbox as the protocol names it (second wave, issue "sandbox"): the mode a
-//! session's commands run in, what `session/new {sandbox}` asks for, and what
-//! `session/get` / `SessionInfo` / `daemon/status` report.
+//! session's commands run in, what `session/new {sandbox}` asks for, what
+//! `session/get` / `SessionInfo` / `daemon/status` report, and the result of amber's
+//! `sandbox/selftest`.
 
 use serde::{Deserialize, Serialize};
 
@@ -66,4 +67,49 @@ pub struct SandboxRequest {
     pub mode: Option<SandboxMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
+}
+
+/// `daemon/status.sandbox`: what the kernel offers and whether the daemon's start-up probe
+/// could run a command in the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxStatus {
+    /// `true`: a probe command ran sandboxed; `false`: it could not (see `reason`); `null`
+    /// while the probe still runs (it starts with the daemon and takes milliseconds).
+    pub available: Option<bool>,
+    /// Why the sandbox is unavailable (the sandbox setup's own message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The kernel's Landlock ABI version; absent without Landlock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landlock_abi: Option<u32>,
+    /// seccomp filters can be installed.
+    pub seccomp: bool,
+    /// Unprivileged user, mount and network namespaces can be created: `true` once the probe
+    /// ran sandboxed, `false` when the kernel forbids them; absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<bool>,
+    /// The sandbox sessions get unless they ask for another (`[sandbox] mode`).
+    pub default_mode: SandboxMode,
+    /// Whether sessions get the network by default (`[sandbox] network`).
+    pub network: bool,
+}
+
+/// `sandbox/selftest`'s result: `ok` when every check passed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSelftestResult {
+    pub ok: bool,
+    pub checks: Vec<SelftestCheck>,
+}
+
+/// One check of `sandbox/selftest`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelftestCheck {
+    /// A stable name (`write_outside_workspace`, `loopback_connect`, `write_inside_workspace`).
+    pub name: String,
+    pub ok: bool,
+    /// What happened, in a line.
+    pub detail: String,
 }

@@ -293,6 +293,7 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "SessionSetModelParams" => check::<SessionSetModelParams>(value),
         "AgentListParams" => check::<AgentListParams>(value),
         "AgentListResult" => check::<AgentListResult>(value),
+        "SandboxSelftestResult" => check::<SandboxSelftestResult>(value),
         _ => return None,
     })
 }

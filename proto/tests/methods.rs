@@ -68,6 +68,7 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<PanelList>(), "panel/list"),
         (row::<PanelGet>(), "panel/get"),
         (row::<ProviderList>(), "provider/list"),
+        (row::<SandboxSelftest>(), "sandbox/selftest"),
     ]
 }
 
@@ -104,6 +105,7 @@ fn the_name_constants_are_the_types_names() {
         (SESSION_SET_MODEL, SessionSetModel::NAME),
         (PROVIDER_LIST, ProviderList::NAME),
         (AGENT_LIST, AgentList::NAME),
+        (SANDBOX_SELFTEST, SandboxSelftest::NAME),
     ];
     for (constant, name) in table {
         assert_eq!(constant, name);

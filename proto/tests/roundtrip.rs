@@ -16,10 +16,11 @@ use amber_proto::{
     ClientCapabilities, CommandListResult, DaemonStatus, Decision, Empty, InitializeParams,
     InitializeResult, McpAddParams, McpListResult, McpServerInfo, McpStatus, McpTransport, Message,
     Mode, NameParams, PeerInfo, PluginInfo, PluginKind, PluginListResult, PluginState, ResolvedBy,
-    Role, SessionCancelResult, SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo,
-    SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
-    SessionPromptResult, SessionSetModeParams, SessionState, SessionSubscribeParams, SteerReason,
-    StopReason, TodoStatus, ToolInfo, ToolListParams, ToolListResult, ToolStatus, Usage,
+    Role, SandboxSelftestResult, SessionCancelResult, SessionGetParams, SessionGetResult,
+    SessionIdParams, SessionInfo, SessionListParams, SessionListResult, SessionNewParams,
+    SessionPromptParams, SessionPromptResult, SessionSetModeParams, SessionState,
+    SessionSubscribeParams, SteerReason, StopReason, TodoStatus, ToolInfo, ToolListParams,
+    ToolListResult, ToolStatus, Usage,
 };
 use common::{Check, rt, run_table};
 use serde_json::{Value, json};
@@ -79,6 +80,40 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
             "daemon/status result",
             rt::<DaemonStatus>,
             json!({"version": "0.1.0", "pid": 4242, "uptimeMs": 91000, "sessions": 3, "connections": 2}),
+        ),
+        (
+            "daemon/status result (provider, sandbox)",
+            rt::<DaemonStatus>,
+            json!({"version": "0.1.0", "pid": 4242, "uptimeMs": 91000, "sessions": 3, "connections": 2,
+                   "sessionsLoaded": 1,
+                   "provider": {"baseUrl": "http://127.0.0.1:8080/v1", "model": "qwen3", "keySet": false},
+                   "sandbox": {"available": true, "landlockAbi": 7, "seccomp": true, "namespaces": true,
+                               "defaultMode": "workspace-write", "network": false}}),
+        ),
+        (
+            "daemon/status result (sandbox probing, no endpoint)",
+            rt::<DaemonStatus>,
+            json!({"version": "0.1.0", "pid": 4242, "uptimeMs": 3, "sessions": 0, "connections": 1,
+                   "provider": {"model": "gpt-4o-mini", "keySet": false},
+                   "sandbox": {"available": null, "seccomp": true,
+                               "defaultMode": "read-only", "network": true}}),
+        ),
+        (
+            "daemon/status result (sandbox unavailable)",
+            rt::<DaemonStatus>,
+            json!({"version": "0.1.0", "pid": 4242, "uptimeMs": 91000, "sessions": 3, "connections": 2,
+                   "sandbox": {"available": false, "reason": "Landlock is not available in this kernel",
+                               "seccomp": false, "namespaces": false, "defaultMode": "off", "network": true}}),
+        ),
+        ("sandbox/selftest params", rt::<Empty>, json!({})),
+        (
+            "sandbox/selftest result",
+            rt::<SandboxSelftestResult>,
+            json!({"ok": false, "checks": [
+                {"name": "write_outside_workspace", "ok": true, "detail": "refused: Read-only file system"},
+                {"name": "loopback_connect", "ok": false, "detail": "connected to 127.0.0.1:40123"},
+                {"name": "write_inside_workspace", "ok": true, "detail": "written"}
+            ]}),
         ),
         ("daemon/shutdown params", rt::<Empty>, json!({})),
         ("daemon/shutdown result", rt::<Empty>, json!({})),
@@ -550,6 +585,12 @@ fn required_fields_are_required() {
             "approval/respond without decision",
             rt::<ApprovalRespondParams>,
             json!({"sessionId": "s", "requestId": "r"}),
+        ),
+        (
+            "daemon/status sandbox without defaultMode",
+            rt::<DaemonStatus>,
+            json!({"version": "0.1.0", "pid": 1, "uptimeMs": 1, "sessions": 0, "connections": 0,
+                   "sandbox": {"available": true, "seccomp": true, "network": false}}),
         ),
         (
             "mcp transport without type",

@@ -131,7 +131,6 @@ impl FakeSession {
                 provider: None,
                 sandbox: None,
                 agent: None,
-                sandbox: None,
             }),
             workspace: PathBuf::from("/nonexistent/workspace"),
             tools: SessionTools::detached(),

@@ -16,6 +16,9 @@ pub mod session_get;
 use crate::daemon::Daemon;
 use crate::{NAME, VERSION};
 
+/// How long `sandbox/selftest` waits for the start-up probe before its checks.
+const SELFTEST_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Builds the module served on every connection.
 pub fn module(
     daemon: Arc<Daemon>,
@@ -60,7 +63,17 @@ pub fn module(
             sessions: d.sessions.count() as u64,
             connections: d.connections(),
             sessions_loaded: Some(d.sessions.loaded() as u64),
+            provider: Some(d.provider_status()),
+            sandbox: Some(d.sandbox_status()),
         })
+    })?;
+
+    m.async_method::<methods::SandboxSelftest, _, _>(|proto::Empty {}, d, _| async move {
+        Ok(d.sessions
+            .deps()
+            .sandbox_probe
+            .selftest(SELFTEST_PROBE_WAIT)
+            .await)
     })?;
 
     m.method::<methods::DaemonShutdown>(|proto::Empty {}, d, _| {
@@ -177,6 +190,7 @@ pub const SERVED: &[&str] = &[
     methods::PROVIDER_LIST,
     methods::SESSION_SET_MODEL,
     methods::AGENT_LIST,
+    methods::SANDBOX_SELFTEST,
 ];
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use amber_store::Store;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
+use crate::sandbox_probe::SandboxProbe;
 use crate::tools::sandbox_env::SandboxEnv;
 use crate::tools::{ToolLimits, ToolRegistry};
 
@@ -34,8 +35,11 @@ pub struct Deps {
     /// The environment of tool processes, from `[tools.env]` and the daemon's own.
     pub tool_env: Arc<crate::tools::env_policy::ToolEnv>,
     /// The daemon-wide part of every sandbox: hidden directories (`main` adds the
-    /// socket's), the test switch, the kernel's verdict, the private temp directories.
+    /// socket's), the test switch, the private temp directories.
     pub sandbox: Arc<SandboxEnv>,
+    /// Whether the OS sandbox works here (probed once at start, in the background): a
+    /// session's `ToolSandbox` is `Unavailable` when it does not.
+    pub sandbox_probe: Arc<SandboxProbe>,
 }
 
 impl Deps {
@@ -105,6 +109,7 @@ impl Deps {
             store: None,
             tool_env,
             sandbox: Arc::new(SandboxEnv::from_env(env)),
+            sandbox_probe: SandboxProbe::new(env),
         })
     }
 }

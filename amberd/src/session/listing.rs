@@ -100,7 +100,6 @@ mod tests {
             provider: None,
             sandbox: None,
             agent: None,
-            sandbox: None,
         }
     }
 

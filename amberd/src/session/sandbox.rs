@@ -135,7 +135,7 @@ impl SessionSandbox {
     /// is created if needed (only when the sandbox is on).
     pub(crate) fn build(&self, id: &str, workspace: &Path, mode: Mode) -> ToolSandbox {
         let effective = self.effective(mode);
-        let tmp_dir = if effective.mode == SandboxMode::Off || self.env.unavailable.is_some() {
+        let tmp_dir = if effective.mode == SandboxMode::Off || self.env.unavailable().is_some() {
             Err(String::new())
         } else {
             self.env.tmp.ensure(id).map_err(|e| e.to_string())
@@ -148,7 +148,7 @@ impl SessionSandbox {
                 tmp_dir,
                 writable_roots: &self.writable_roots,
             },
-            self.env.unavailable.as_deref(),
+            self.env.unavailable(),
         )
     }
 

@@ -81,6 +81,11 @@ pub fn install() -> io::Result<()> {
         .map_err(|_| io::Error::other("the tool lifeline is already installed"))
 }
 
+/// The helper executable (amberd itself) once the lifeline is installed.
+pub(crate) fn helper_path() -> Option<&'static std::path::Path> {
+    INSTALLED.get().map(|l| l.helper.as_path())
+}
+
 /// A command that runs `program` in a tool process group guarded by the lifeline, or
 /// `program` itself when no lifeline is installed. Stdin is /dev/null for the program
 /// either way; the caller sets the rest (args, env, cwd, stdout, process group).

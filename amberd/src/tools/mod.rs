@@ -20,6 +20,7 @@ pub(crate) mod read;
 pub mod reaper;
 pub mod sandbox;
 pub mod sandbox_env;
+pub mod sandbox_exec;
 pub mod search;
 pub(crate) mod session;
 pub mod skills;

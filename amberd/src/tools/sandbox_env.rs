@@ -6,8 +6,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-#[cfg(test)]
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 
@@ -25,11 +24,12 @@ pub struct SandboxEnv {
     pub hidden: Vec<PathBuf>,
     /// `AMBER_TEST_SANDBOX_NO_LANDLOCK` was set when the daemon started.
     pub simulate_no_landlock: bool,
-    /// Why the kernel cannot sandbox here (`None`: it can, or nobody asked yet). While
-    /// `Some`, no command runs sandboxed: each needs an approval to run without it, and
-    /// sandboxed extensions do not start. The daemon's kernel probe fills it at start
-    /// (wired by the lead: `crate::sandbox_probe::availability()`); until then `None`.
-    pub unavailable: Option<String>,
+    /// Why the kernel cannot sandbox here: set once by the daemon's start-up probe
+    /// (`sandbox_probe`) when it fails; unset while it runs or when it passed. While set, no
+    /// command runs sandboxed: each needs an approval to run without it, and sandboxed
+    /// extensions do not start. (A command started before the verdict fails closed in the
+    /// helper all the same: it never runs unsandboxed.)
+    pub unavailable: Arc<OnceLock<String>>,
     /// The private temp directories (`<temp>/amber-tmp-UID/NAME`).
     pub tmp: TmpDirs,
 }
@@ -41,9 +41,14 @@ impl SandboxEnv {
         Self {
             hidden: Vec::new(),
             simulate_no_landlock: env(SIMULATE_NO_LANDLOCK_VAR).is_some_and(|v| !v.is_empty()),
-            unavailable: None,
+            unavailable: Arc::new(OnceLock::new()),
             tmp: TmpDirs::for_current_user(),
         }
+    }
+
+    /// Why the kernel cannot sandbox here, once the probe said so.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.get().map(String::as_str)
     }
 
     /// Nothing hidden, no switch, the kernel taken as able (unit tests).
@@ -93,15 +98,6 @@ pub fn extension_sandbox(
     }
 }
 
-/// Why a sandboxed extension cannot start yet. The tool-exec helper takes its stdin as the
-/// lifeline and gives the program /dev/null, while an MCP stdio server or a plugin speaks
-/// JSON-RPC on its stdin; the helper needs a mode that reads the lifeline from another
-/// descriptor and leaves stdin to the program (`tools::lifeline`), then
-/// [`extension_spawn`] returns `lifeline::sandboxed_command(program, spec)`.
-const EXTENSION_STDIN_UNSUPPORTED: &str = "a sandboxed extension cannot start yet: amberd's \
-     tool-exec helper keeps stdin for its lifeline, and the extension needs stdin for \
-     JSON-RPC; remove `sandbox` from its table to run it unsandboxed";
-
 impl SandboxEnv {
     /// The command that starts extension `name` (`kind`: `mcp`, `plugin`) inside `info`,
     /// with `cwd` as its workspace and `<temp>/amber-tmp-UID/KIND-NAME` as its temp
@@ -115,7 +111,7 @@ impl SandboxEnv {
         info: SandboxInfo,
         cwd: &Path,
     ) -> Result<std::process::Command, String> {
-        if let Some(reason) = &self.unavailable {
+        if let Some(reason) = self.unavailable.get() {
             return Err(format!(
                 "the OS sandbox is unavailable ({reason}), so `{name}` (sandbox = \"{}\") does not start",
                 info.mode
@@ -131,10 +127,10 @@ impl SandboxEnv {
     }
 }
 
-/// The helper command of a sandboxed extension (see [`EXTENSION_STDIN_UNSUPPORTED`]).
+/// The helper command of a sandboxed extension: `amberd sandbox-exec` (its stdin stays the
+/// extension's, for JSON-RPC).
 fn extension_spawn(program: &str, spec: &SandboxSpec) -> Result<std::process::Command, String> {
-    tracing::debug!(program, spec = %spec.to_arg(), "a sandboxed extension was refused");
-    Err(EXTENSION_STDIN_UNSUPPORTED.to_owned())
+    super::sandbox_exec::command(program, spec)
 }
 
 #[cfg(test)]
@@ -210,14 +206,14 @@ mod extension_tests {
 
     #[test]
     fn a_sandboxed_extension_fails_closed_with_the_reason() {
-        let mut env = SandboxEnv::from_env(&|_| None);
-        env.unavailable = Some("no Landlock".into());
+        let unable = SandboxEnv::from_env(&|_| None);
+        unable.unavailable.set("no Landlock".into()).unwrap();
         let info = SandboxInfo::default();
-        let err = env
+        let err = unable
             .extension_command("mcp", "fs", "srv", info, Path::new("/"))
             .unwrap_err();
         assert!(err.contains("no Landlock") && err.contains("`fs`"), "{err}");
-        env.unavailable = None;
+        let env = SandboxEnv::from_env(&|_| None);
         let missing = Path::new("/nonexistent-amber-dir");
         let err = env
             .extension_command("mcp", "fs", "srv", info, missing)

@@ -1,0 +1,220 @@
+//! End-to-end: `amber-cli doctor` and what it reads, with the real binaries — `daemon/status`
+//! names the provider (never its key) and the sandbox, whose probe settles in the background;
+//! `doctor --json` reports the provider reachable, and its exit code follows the sandbox and
+//! the self-test; with the test switch `AMBER_TEST_SANDBOX_NO_LANDLOCK` the sandbox is
+//! unavailable naming Landlock and doctor exits 1; without a daemon doctor says so, exit 1.
+//!
+//! Two cases need the kernel enforcement (`amber_policy::sandbox::enforce` on Linux) and fail
+//! until it lands: `doctor_finds_a_working_sandbox_…` (an available sandbox whose checks all
+//! pass) and `without_landlock_…` (the reason naming Landlock comes from the enforcement's
+//! handling of `simulate_no_landlock`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::steps::{run_bounded, spawn};
+use amber_tests::{DaemonOptions, TestDaemon, bin_path};
+use serde_json::{Value, json};
+
+/// What `amber-cli --no-autostart doctor --json` printed: (exit code, the JSON, stderr).
+fn doctor_json(daemon: &TestDaemon) -> (Option<i32>, Value, String) {
+    let mut cmd = daemon.cli();
+    cmd.args(["--no-autostart", "doctor", "--json"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert!(
+        !stdout.contains("test-key") && !stderr.contains("test-key"),
+        "doctor printed the API key:\n{stdout}\n{stderr}"
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("doctor --json is not one JSON object ({e}):\n{stdout}\n{stderr}")
+    });
+    (code, report, stderr)
+}
+
+/// `daemon/status.sandbox` once the start-up probe has a verdict.
+fn settled_sandbox(daemon: &TestDaemon) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let sandbox = daemon.rpc_ok("daemon/status", json!({}))["sandbox"].clone();
+        if !sandbox["available"].is_null() {
+            return sandbox;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox probe never settled: {sandbox}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mock() -> MockLlm {
+    MockLlm::start_blocking(vec![MockTurn::text("unused")])
+}
+
+#[test]
+fn daemon_status_names_the_provider_without_its_key_and_the_sandbox() {
+    let mock = mock();
+    let daemon = spawn(&mock);
+    let (_, body) = daemon.raw_http(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "daemon/status", "params": {}}).to_string(),
+    );
+    assert!(!body.contains("test-key"), "the key leaked: {body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status["result"]["provider"],
+        json!({"baseUrl": mock.base_url(), "model": "mock-model", "keySet": true})
+    );
+    let sandbox = settled_sandbox(&daemon);
+    assert_eq!(sandbox["defaultMode"], "workspace-write", "{sandbox}");
+    assert_eq!(sandbox["network"], false, "{sandbox}");
+    assert!(sandbox["seccomp"].is_boolean(), "{sandbox}");
+    // Either verdict is a verdict; an unavailable one says why.
+    if sandbox["available"] == false {
+        assert!(
+            sandbox["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{sandbox}"
+        );
+    }
+}
+
+#[test]
+fn doctor_reports_the_daemon_and_a_reachable_provider_and_exits_by_the_sandbox() {
+    let mock = mock();
+    let daemon = spawn(&mock);
+    let (code, report, stderr) = doctor_json(&daemon);
+    assert_eq!(report["client"]["name"], "amber-cli");
+    assert_eq!(report["daemon"]["pid"], daemon.pid());
+    assert_eq!(report["daemon"]["version"], report["client"]["version"]);
+    assert_eq!(
+        report["daemon"]["socket"],
+        daemon.socket.display().to_string()
+    );
+    let provider = &report["provider"];
+    assert_eq!(provider["baseUrl"], mock.base_url());
+    assert_eq!(provider["model"], "mock-model");
+    assert_eq!(provider["keySet"], true);
+    assert_eq!(provider["reachable"], true, "{provider}");
+    assert_eq!(provider["httpStatus"], 200, "{provider}");
+    // The self-test waited for the probe: the verdict is in.
+    let available = report["sandbox"]["available"].as_bool();
+    assert!(available.is_some(), "{report}");
+    let checks = report["selftest"]["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "write_outside_workspace",
+            "loopback_connect",
+            "write_inside_workspace"
+        ]
+    );
+    let fine = available == Some(true) && report["selftest"]["ok"] == true;
+    assert_eq!(report["ok"], fine, "{report}");
+    assert_eq!(code, Some(if fine { 0 } else { 1 }), "{report}\n{stderr}");
+}
+
+#[test]
+fn doctor_prints_a_readable_report() {
+    let mock = mock();
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.args(["--no-autostart", "doctor"]);
+    let (_, stdout, stderr) = run_bounded(cmd);
+    for label in [
+        "amber-cli",
+        "amberd",
+        "socket",
+        "provider",
+        "reachable",
+        "sandbox",
+        "landlock",
+        "seccomp",
+        "namespaces",
+        "self-test",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(label)),
+            "no `{label}` line:\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(stdout.contains("API key set"), "{stdout}");
+    assert!(stdout.contains("→ HTTP 200"), "{stdout}");
+    assert!(!stdout.contains("test-key"), "{stdout}");
+}
+
+/// Needs the kernel enforcement: fails until `enforce` lands.
+#[test]
+fn doctor_finds_a_working_sandbox_and_every_check_passing() {
+    let mock = mock();
+    let daemon = spawn(&mock);
+    let (code, report, stderr) = doctor_json(&daemon);
+    assert_eq!(report["sandbox"]["available"], true, "{report}\n{stderr}");
+    assert_eq!(report["sandbox"]["namespaces"], true, "{report}");
+    for check in report["selftest"]["checks"].as_array().unwrap() {
+        assert_eq!(check["ok"], true, "{check}");
+    }
+    assert_eq!(report["selftest"]["ok"], true, "{report}");
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(code, Some(0), "{report}\n{stderr}");
+}
+
+/// Needs the kernel enforcement (its handling of `simulate_no_landlock`): fails until then.
+#[test]
+fn without_landlock_doctor_reports_the_sandbox_unavailable_and_exits_1() {
+    let mock = mock();
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        env: vec![("AMBER_TEST_SANDBOX_NO_LANDLOCK".into(), "1".into())],
+        ..DaemonOptions::default()
+    });
+    let (code, report, stderr) = doctor_json(&daemon);
+    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(report["ok"], false);
+    let sandbox = &report["sandbox"];
+    assert_eq!(sandbox["available"], false, "{sandbox}");
+    assert!(
+        sandbox["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Landlock"),
+        "{sandbox}"
+    );
+    assert!(sandbox.get("landlockAbi").is_none(), "{sandbox}");
+    assert_eq!(report["selftest"]["ok"], false);
+    assert!(stderr.contains("Landlock"), "{stderr}");
+    // Failing closed: every check failed because nothing could run sandboxed.
+    for check in report["selftest"]["checks"].as_array().unwrap() {
+        assert_eq!(check["ok"], false, "{check}");
+    }
+}
+
+#[test]
+fn doctor_without_a_daemon_says_so_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    // A private directory, as clients demand of a socket's: nothing answers there.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = dir.path().join("amberd.sock");
+    for json in [false, true] {
+        let mut cmd = std::process::Command::new(bin_path("amber-cli"));
+        cmd.env("AMBER_SOCKET", &socket)
+            .env("HOME", dir.path())
+            .args(["--no-autostart", "doctor"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let (code, stdout, stderr) = run_bounded(cmd);
+        assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+        assert!(
+            stderr.contains("cannot reach amberd") && stderr.contains("not running"),
+            "{stderr}"
+        );
+        if json {
+            let report: Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(report["ok"], false);
+            assert!(report["error"].as_str().unwrap().contains("not running"));
+        }
+    }
+}
