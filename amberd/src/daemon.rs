@@ -152,8 +152,10 @@ impl Daemon {
     /// `SandboxEnv::unavailable`.
     pub fn start_sandbox_probe(&self) {
         let deps = self.sessions.deps();
-        deps.sandbox_probe
-            .start(deps.sandbox.hidden.clone(), Arc::clone(&deps.sandbox.unavailable));
+        deps.sandbox_probe.start(
+            deps.sandbox.hidden.clone(),
+            Arc::clone(&deps.sandbox.unavailable),
+        );
     }
 
     /// Whether the OS sandbox works here: `None` while the start-up probe runs, else

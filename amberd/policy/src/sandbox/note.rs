@@ -45,6 +45,13 @@ const NETWORK_SIGNS: &[&str] = &[
     "Connection refused",
 ];
 
+/// Programs whose only work is the network: with the network off, a command that runs one is
+/// told so even when the program failed silently (`nc -z`).
+const NETWORK_PROGRAMS: &[&str] = &[
+    "curl", "wget", "nc", "ncat", "netcat", "socat", "telnet", "ssh", "scp", "sftp", "ftp", "ping",
+    "ping6", "dig", "nslookup",
+];
+
 /// Words that make a permission error a network one.
 const SOCKET_WORDS: &[&str] = &["socket", "Socket", "/dev/tcp/", "/dev/udp/", "connect"];
 
@@ -67,8 +74,10 @@ pub fn refusal_note(
         .collect();
     let socket_words = contains_any(output, SOCKET_WORDS);
     let permission = contains_any(output, PERMISSION_SIGNS);
-    let network =
-        !sandbox.network && (contains_any(output, NETWORK_SIGNS) || (permission && socket_words));
+    let network = !sandbox.network
+        && (contains_any(output, NETWORK_SIGNS)
+            || (permission && socket_words)
+            || runs_network_program(command));
     let paths = refused_paths(output);
     let write = contains_any(output, WRITE_SIGNS) || !paths.is_empty() || (permission && !network);
     if !write && !network && named_hidden.is_empty() {
@@ -113,6 +122,12 @@ pub fn refusal_note(
         "[sandbox: {}. If the task needs it, call the tool again with `sandbox: false` to ask the user to run it unsandboxed.]",
         parts.join("; ")
     ))
+}
+
+fn runs_network_program(command: &str) -> bool {
+    command
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+        .any(|word| NETWORK_PROGRAMS.contains(&word))
 }
 
 fn contains_any(text: &str, needles: &[&str]) -> bool {
@@ -258,6 +273,17 @@ mod tests {
             note.contains("/run/user/0/amber is amberd's own runtime directory"),
             "{note}"
         );
+    }
+
+    #[test]
+    fn a_silent_network_program_is_still_told_the_network_is_off() {
+        let note = refusal_note(on(false), &[], "nc -z -w 2 127.0.0.1 8080", "").unwrap();
+        assert!(note.contains("network access was refused"), "{note}");
+        assert_eq!(
+            refusal_note(on(true), &[], "nc -z 127.0.0.1 8080", ""),
+            None
+        );
+        assert_eq!(refusal_note(on(false), &[], "sync && ls", ""), None);
     }
 
     #[test]
