@@ -417,7 +417,10 @@ async fn crash_and_restart(daemon: &mut TestDaemon, marker: &str) {
     .await;
     // The orphans' records go at start; the start-up sandbox probe's own group has one while
     // it runs (a few milliseconds).
-    eventually("the records to be deleted at start", WITHIN, || records(daemon) == 0).await;
+    eventually("the records to be deleted at start", WITHIN, || {
+        records(daemon) == 0
+    })
+    .await;
     let log = daemon.log();
     assert!(
         log.contains("killed a tool process group left by a previous daemon"),

@@ -14,7 +14,7 @@ use amber_proto::{Decision, Mode};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, new_session, of_type, prompt_turn, spawn_config,
-    stop_reason,
+    stop_reason, within,
 };
 use amber_tests::tool_calls::{
     call, calls, connect_approver, envelope_for, next_approval, request_id, respond, result_of,
@@ -244,4 +244,106 @@ async fn allow_always_stores_a_sandbox_false_rule_that_answers_the_next_call() {
 
 fn rules_file(workspace: &Path) -> PathBuf {
     workspace.join(".amber/rules.toml")
+}
+
+/// A daemon on a kernel without Landlock (the test-only switch): its sandbox is unavailable.
+fn spawn_without_landlock(mock: &MockLlm) -> TestDaemon {
+    TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: config(""),
+        env: vec![("AMBER_TEST_SANDBOX_NO_LANDLOCK".to_owned(), "1".to_owned())],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_landlock_every_command_asks_even_in_yolo_and_no_approver_denies_it() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "c_plain",
+            "bash",
+            &json!({ "command": "touch made_without_sandbox" }),
+        )]),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_without_landlock(&mock);
+    let plain = connect(&daemon).await;
+    // Made at once, while the start-up probe may still run: the turn settles the verdict.
+    let (sid, mut events) = yolo_session(&plain, &daemon).await;
+    let turn = prompt_turn(&plain, &mut events, &sid, "touch").await;
+
+    let asked = of_type(&turn, "approval_requested");
+    assert_eq!(asked.len(), 1, "{turn:#?}");
+    assert_eq!(asked[0]["unsandboxed"], true, "{}", asked[0]);
+    let reason = asked[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("Landlock"), "{reason}");
+    let (status, output) = result_of(&turn, "c_plain");
+    assert_eq!(status, "denied", "{output}");
+    assert!(
+        !daemon.workspace.join("made_without_sandbox").exists(),
+        "ran unsandboxed without an approval"
+    );
+    let status = within("daemon/status", plain.daemon_status())
+        .await
+        .unwrap();
+    let sandbox = serde_json::to_value(status.sandbox).unwrap();
+    assert_eq!(sandbox["available"], false, "{sandbox}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_landlock_an_approved_command_runs_unsandboxed() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "c_plain",
+            "bash",
+            &json!({ "command": "touch made_without_sandbox" }),
+        )]),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_without_landlock(&mock);
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+    client.session_prompt(&sid, "touch").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(asked["unsandboxed"], true, "{asked}");
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+    let turn = events.turn().await;
+    assert_eq!(result_of(&turn, "c_plain").0, "ok");
+    assert!(daemon.workspace.join("made_without_sandbox").exists());
+}
+
+#[test]
+fn amber_cli_run_yes_never_approves_an_unsandboxed_run() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mock = runtime.block_on(MockLlm::start(script()));
+    let daemon = spawn_config(&mock, &config(""));
+    let mut cmd = daemon.cli();
+    cmd.args([
+        "run",
+        "--json",
+        "--no-autostart",
+        "--mode",
+        "yolo",
+        "--yes",
+        "publish",
+    ]);
+    let (code, stdout, stderr) = amber_tests::steps::run_bounded(cmd);
+    assert!(!ran(&daemon), "--yes approved an escape from the sandbox");
+    assert!(stderr.contains("never approves"), "{stderr}");
+    let resolved: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "approval_resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1, "{stdout}");
+    assert_eq!(resolved[0]["decision"], "deny");
+    assert_eq!(resolved[0]["by"], "client");
+    assert_eq!(code, Some(0), "{stderr}");
 }

@@ -170,6 +170,8 @@ impl SandboxProbe {
     /// The verdict, waiting for the probe at most `max`; `None` if it has not finished by
     /// then (or was never started).
     pub async fn wait(&self, max: Duration) -> Option<Availability> {
+        // Never started (tests of the library): nothing to wait for.
+        self.settings.get()?;
         let mut rx = self.verdict.subscribe();
         let waited = tokio::time::timeout(max, rx.wait_for(Option::is_some)).await;
         match waited {

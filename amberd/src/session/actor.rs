@@ -72,6 +72,25 @@ pub async fn run(
     tracing::debug!(session = %shared.id, "session actor stopped");
 }
 
+/// How long a turn waits for the start-up sandbox probe (it takes milliseconds; this bounds
+/// a hung one).
+const SANDBOX_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A session made while the daemon's sandbox probe still ran got a sandbox before the
+/// kernel's verdict; once the probe says the kernel cannot sandbox, its commands must ask
+/// (unavailable) rather than fail in the helper. Immediate after the probe's first answer.
+async fn settle_sandbox(shared: &Arc<SessionShared>, deps: &Deps) {
+    let verdict = deps.sandbox_probe.wait(SANDBOX_PROBE_WAIT).await;
+    if matches!(verdict, Some(Err(_)))
+        && matches!(
+            shared.tools.sandbox(),
+            crate::tools::sandbox::ToolSandbox::On(_)
+        )
+    {
+        shared.install_sandbox(None);
+    }
+}
+
 async fn run_prompt(
     shared: &Arc<SessionShared>,
     deps: &Deps,
@@ -95,6 +114,7 @@ async fn run_prompt(
     hooks.emit(EventKind::TurnStarted {
         prompt: text.to_owned(),
     });
+    settle_sandbox(shared, deps).await;
     ensure_system_prompt(shared, context);
     // Stats the instruction files (reads them only if they changed): before the turn's
     // first request, so an edited AGENTS.md applies from this turn on.
