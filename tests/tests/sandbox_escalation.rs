@@ -246,6 +246,19 @@ fn rules_file(workspace: &Path) -> PathBuf {
     workspace.join(".amber/rules.toml")
 }
 
+/// One ordinary command, the kind that runs sandboxed without asking in yolo.
+fn touch_script() -> Vec<MockTurn> {
+    vec![
+        calls(vec![call(
+            "c_plain",
+            "bash",
+            &json!({ "command": "touch made_without_sandbox" }),
+        )]),
+        MockTurn::text("Done."),
+        done(),
+    ]
+}
+
 /// A daemon on a kernel without Landlock (the test-only switch): its sandbox is unavailable.
 fn spawn_without_landlock(mock: &MockLlm) -> TestDaemon {
     TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
@@ -257,16 +270,7 @@ fn spawn_without_landlock(mock: &MockLlm) -> TestDaemon {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_landlock_every_command_asks_even_in_yolo_and_no_approver_denies_it() {
-    let mock = MockLlm::start(vec![
-        calls(vec![call(
-            "c_plain",
-            "bash",
-            &json!({ "command": "touch made_without_sandbox" }),
-        )]),
-        MockTurn::text("Done."),
-        done(),
-    ])
-    .await;
+    let mock = MockLlm::start(touch_script()).await;
     let daemon = spawn_without_landlock(&mock);
     let plain = connect(&daemon).await;
     // Made at once, while the start-up probe may still run: the turn settles the verdict.
@@ -293,16 +297,7 @@ async fn without_landlock_every_command_asks_even_in_yolo_and_no_approver_denies
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_landlock_an_approved_command_runs_unsandboxed() {
-    let mock = MockLlm::start(vec![
-        calls(vec![call(
-            "c_plain",
-            "bash",
-            &json!({ "command": "touch made_without_sandbox" }),
-        )]),
-        MockTurn::text("Done."),
-        done(),
-    ])
-    .await;
+    let mock = MockLlm::start(touch_script()).await;
     let daemon = spawn_without_landlock(&mock);
     let client = connect_approver(&daemon).await;
     let (sid, mut events) = yolo_session(&client, &daemon).await;
