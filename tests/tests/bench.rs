@@ -125,6 +125,8 @@ const ONE_PER_GROUP: &[&str] = &[
     "grep_tool_ms_median",                          // search
     "semantic_cold_ms_median",                      // search
     "tool_success_pct",                             // tools
+    "sandbox_added_ms_median",                      // sandbox, spawn
+    "sandbox_bash_added_wall_ms_median",            // sandbox, through amberd
 ];
 
 const CHEAP_FULL_RUN: &[&str] = &[
@@ -177,6 +179,44 @@ fn amber_bench_reports_the_selected_kpis_as_numbers() {
 }
 
 #[test]
+fn the_sandbox_kpi_measures_the_helper_and_the_daemon() {
+    let (code, stdout, stderr) = bench(&["--runs", "2", "--only", "sandbox", "--json"]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    for key in [
+        "sandbox_spawn_plain_ms_median",
+        "sandbox_spawn_ms_median",
+        "sandbox_spawn_ms_p99",
+        "sandbox_spawn_network_ms_median",
+        "sandbox_spawn_cpu_ms_median",
+        "sandbox_bash_off_wall_ms_median",
+        "sandbox_bash_wall_ms_median",
+        "sandbox_bash_wall_ms_p99",
+    ] {
+        let value = number(&object, key, &stdout);
+        assert!(value > 0.0, "{key} = {value}");
+    }
+    // The added costs are differences: measured, of either sign.
+    for key in [
+        "sandbox_added_ms_median",
+        "sandbox_added_ms_p99",
+        "sandbox_added_network_ms_median",
+        "sandbox_bash_added_wall_ms_median",
+    ] {
+        number(&object, key, &stdout);
+    }
+    assert_eq!(object["sandbox_spawn_runs_count"], 2.0, "{stdout}");
+    // Two tasks per setting, twenty `bash true` calls each, every one ok.
+    assert_eq!(object["sandbox_bash_calls_count"], 80.0, "{stdout}");
+    assert_eq!(object["sandbox_bash_failures_count"], 0.0, "{stdout}");
+    assert_eq!(object["tool_success_pct"], 100.0, "{stdout}");
+    // Nothing else measured, and no session got another sandbox than it asked for.
+    assert!(object.get("daemon_ready_ms_median").is_none(), "{stdout}");
+    assert!(!stderr.contains("another sandbox"), "{stderr}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
 fn every_kpi_group_as_json() {
     let (code, stdout, stderr) = bench(&[CHEAP_FULL_RUN, &["--json"]].concat());
     assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
@@ -222,6 +262,8 @@ fn every_kpi_group_in_the_human_table() {
         "### --compare on two_request",
         "### search tool on a generated tree (200 files)",
         "### tool calls (every task run of the suite)",
+        "### OS sandbox: spawn cost",
+        "### OS sandbox through amberd",
         "### goals",
         "### notes",
     ] {

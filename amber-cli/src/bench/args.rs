@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: Option<u32>,
     /// A scenario file (repeatable). The files given for a role (task, stream, paced,
-    /// search) replace every built-in scenario of that role; roles no file names keep their
+    /// search, sandbox) replace every built-in scenario of that role; roles no file names keep their
     /// built-ins. The first task scenario is the one relay, cli, memory and compare use
     #[arg(long, value_name = "FILE")]
     pub scenario: Vec<PathBuf>,
@@ -86,6 +86,9 @@ pub enum Kpi {
     Search,
     /// Tool-call success rate and model requests per task
     Tools,
+    /// The OS sandbox's cost: `amberd __tool-exec /bin/true` with and without it, and
+    /// `bash true` through the daemon in sessions with the sandbox off and on
+    Sandbox,
     /// `--compare CMD` beside `amber-cli run`
     Compare,
 }
@@ -118,11 +121,11 @@ mod tests {
         let a = Args::try_parse_from(["amber-bench", "--only", "ready,e2e,relay", "--runs", "1"])
             .unwrap();
         assert!(a.wants(Kpi::Ready) && a.wants(Kpi::Relay));
-        assert!(!a.wants(Kpi::Memory) && !a.wants(Kpi::Compare));
+        assert!(!a.wants(Kpi::Memory) && !a.wants(Kpi::Compare) && !a.wants(Kpi::Sandbox));
         assert_eq!(a.runs(20), 1);
         let all =
             Args::try_parse_from(["amber-bench", "--compare", "codex exec {prompt}"]).unwrap();
-        assert!(all.wants(Kpi::Compare) && all.wants(Kpi::Search));
+        assert!(all.wants(Kpi::Compare) && all.wants(Kpi::Search) && all.wants(Kpi::Sandbox));
         assert_eq!(all.runs(20), 20);
         assert!(Args::try_parse_from(["amber-bench", "--runs", "0"]).is_err());
         assert!(Args::try_parse_from(["amber-bench", "--only", "nope"]).is_err());

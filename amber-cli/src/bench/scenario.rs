@@ -30,6 +30,7 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../bench/stream_paced.toml"),
     ),
     ("search.toml", include_str!("../../bench/search.toml")),
+    ("sandbox.toml", include_str!("../../bench/sandbox.toml")),
 ];
 
 /// Characters per content delta when a turn gives its reply as one `text`.
@@ -48,6 +49,9 @@ pub enum Role {
     Paced,
     /// `search` tool calls on the generated tree: grep vs `rg`, semantic index.
     Search,
+    /// `bash` calls run with the session's OS sandbox off and on: what the sandbox adds to a
+    /// tool call through the daemon.
+    Sandbox,
 }
 
 /// Where a scenario's session works.
@@ -260,7 +264,8 @@ mod tests {
                 "multi_tool",
                 "stream_20k",
                 "stream_paced",
-                "search"
+                "search",
+                "sandbox"
             ]
         );
         let two = &all[0];

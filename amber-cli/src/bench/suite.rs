@@ -133,7 +133,10 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         (None, Some(e)) => e.base_url(),
         (None, None) => return Err(BenchError::Failed("no endpoint".into())),
     };
-    let needs_amberd = args.socket.is_none() || args.wants(Kpi::Ready) || args.wants(Kpi::Memory);
+    let needs_amberd = args.socket.is_none()
+        || args.wants(Kpi::Ready)
+        || args.wants(Kpi::Memory)
+        || args.wants(Kpi::Sandbox);
     let amberd = if needs_amberd {
         daemon::sibling(args.amberd.clone(), "amberd", "amberd")?
     } else {
@@ -182,6 +185,11 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         let r = kpi::memory::measure(&mut s).await;
         s.record("memory", r);
     }
+    // The sandbox's spawn cost needs no daemon: amberd's helper is exec'd directly.
+    if s.args.wants(Kpi::Sandbox) {
+        let r = kpi::sandbox::spawn_cost(&mut s).await;
+        s.record("sandbox", r);
+    }
 
     let needs_daemon = [
         Kpi::E2e,
@@ -192,6 +200,7 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         Kpi::Cli,
         Kpi::Search,
         Kpi::Compare,
+        Kpi::Sandbox,
     ]
     .iter()
     .any(|k| s.args.wants(*k));
@@ -220,6 +229,10 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         if s.args.wants(Kpi::Search) {
             let r = kpi::search::measure(&mut s).await;
             s.record("search", r);
+        }
+        if s.args.wants(Kpi::Sandbox) {
+            let r = kpi::sandbox::through_daemon(&mut s).await;
+            s.record("sandbox (through amberd)", r);
         }
         kpi::e2e::tool_summary(&mut s);
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use amber_client::{Client, ClientError, ConnectOptions, RawEventStream};
-use amber_proto::{EventKind, SessionNewParams, StopReason, ToolStatus};
+use amber_proto::{EventKind, SessionInfo, SessionNewParams, StopReason, ToolStatus};
 use futures::StreamExt;
 
 use crate::error::BenchError;
@@ -27,6 +27,11 @@ pub struct Observed {
     pub completed: Vec<(String, String)>,
     /// Each `tool_call_completed`: status and `durationMs`.
     pub tools: Vec<(ToolStatus, u64)>,
+    /// Each completed tool call that was seen starting: `tool_call_started` received →
+    /// `tool_call_completed` received, with its status.
+    pub tool_walls: Vec<(ToolStatus, Duration)>,
+    /// The output of the first tool call that did not end `ok` (for notes).
+    pub first_tool_failure: Option<String>,
     pub stop: Option<StopReason>,
     pub error: Option<String>,
     pub completed_at: Option<Instant>,
@@ -129,16 +134,29 @@ pub async fn run(
     scenario: &Scenario,
     cwd: String,
 ) -> Result<TaskRun, BenchError> {
-    let started = Instant::now();
     let params = SessionNewParams {
         cwd,
         ..SessionNewParams::default()
     };
-    let session = client.session_new(&params).await?.session_id;
+    run_with(client, subscribers, scenario, &params)
+        .await
+        .map(|(run, _)| run)
+}
+
+/// [`run`] in a session made with `params`; also the session as `session/new` answered.
+pub async fn run_with(
+    client: &Client,
+    subscribers: &[Client],
+    scenario: &Scenario,
+    params: &SessionNewParams,
+) -> Result<(TaskRun, SessionInfo), BenchError> {
+    let started = Instant::now();
+    let info = client.session_new(params).await?;
+    let session = info.session_id.clone();
     let created = started.elapsed();
     let mut run = run_in(client, subscribers, scenario, &session).await?;
     run.setup += created;
-    Ok(run)
+    Ok((run, info))
 }
 
 /// Runs `scenario` once in the existing idle session `session`.
@@ -189,6 +207,7 @@ pub async fn run_in(
 async fn read_turn(mut events: RawEventStream) -> Result<Observed, ClientError> {
     let mut seen = Observed::default();
     let mut length = 0usize;
+    let mut tools_started: HashMap<String, Instant> = HashMap::new();
     while let Some(item) = events.next().await {
         let now = Instant::now();
         let Some(event) = item?.event else { continue };
@@ -201,11 +220,24 @@ async fn read_turn(mut events: RawEventStream) -> Result<Observed, ClientError> 
             EventKind::MessageCompleted { item_id, text, .. } => {
                 seen.completed.push((item_id, text));
             }
+            EventKind::ToolCallStarted { call_id, .. } => {
+                tools_started.insert(call_id, now);
+            }
             EventKind::ToolCallCompleted {
+                call_id,
                 status,
+                output,
                 duration_ms,
                 ..
-            } => seen.tools.push((status, duration_ms)),
+            } => {
+                seen.tools.push((status, duration_ms));
+                if let Some(at) = tools_started.remove(&call_id) {
+                    seen.tool_walls.push((status, now.duration_since(at)));
+                }
+                if status != ToolStatus::Ok && seen.first_tool_failure.is_none() {
+                    seen.first_tool_failure = Some(output);
+                }
+            }
             EventKind::TurnCompleted {
                 stop_reason, error, ..
             } => {

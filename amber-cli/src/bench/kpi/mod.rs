@@ -5,6 +5,7 @@ pub mod cli;
 pub mod e2e;
 pub mod memory;
 pub mod ready;
+pub mod sandbox;
 pub mod search;
 pub mod stream;
 
@@ -131,6 +132,23 @@ pub fn goals(r: &mut Report, args: &Args) {
         "semantic query < 20 ms warm (median)",
         "semantic_warm_ms_median",
         |v| v < 20.0,
+    );
+    sandbox_goals(r);
+}
+
+/// Issue 17: the OS sandbox adds < 3 ms to starting a `bash` (median), measured at the
+/// helper's spawn and per `bash` call through the daemon.
+pub fn sandbox_goals(r: &mut Report) {
+    let limit = sandbox::GOAL_ADDED_MS;
+    r.goal(
+        "the OS sandbox adds < 3 ms to a `bash` spawn (`amberd __tool-exec /bin/true`, median)",
+        "sandbox_added_ms_median",
+        |v| v < limit,
+    );
+    r.goal(
+        "the OS sandbox adds < 3 ms per `bash true` call through amberd (wall, median)",
+        "sandbox_bash_added_wall_ms_median",
+        |v| v < limit,
     );
 }
 
