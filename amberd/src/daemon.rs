@@ -147,17 +147,6 @@ impl Daemon {
         Ok(session.set_model(model, provider))
     }
 
-    /// Starts the sandbox probe in the background (`sandbox_probe`), over the same hidden
-    /// directories as the sessions' sandboxes; its verdict reaches them through
-    /// `SandboxEnv::unavailable`.
-    pub fn start_sandbox_probe(&self) {
-        let deps = self.sessions.deps();
-        deps.sandbox_probe.start(
-            deps.sandbox.hidden.clone(),
-            Arc::clone(&deps.sandbox.unavailable),
-        );
-    }
-
     /// Whether the OS sandbox works here: `None` while the start-up probe runs, else
     /// `Ok(())` or why not. Never waits.
     pub fn sandbox_availability(&self) -> Option<Availability> {
@@ -171,6 +160,8 @@ impl Daemon {
 
     /// `daemon/status.sandbox`.
     pub(crate) fn sandbox_status(&self) -> SandboxStatus {
+        // Reports; never starts the probe (`available: null` until a session, a turn or
+        // `sandbox/selftest` needed it), so a status query spawns nothing.
         let deps = self.sessions.deps();
         deps.sandbox_probe.status(default_sandbox(&deps.config))
     }

@@ -151,8 +151,8 @@ async fn run(
     deps.store = Some(store);
     hide_socket_dir(&mut deps, &socket_path);
     let daemon = Daemon::new(deps);
-    // In the background from here: readiness never waits for it.
-    daemon.start_sandbox_probe();
+    // The sandbox probe starts on first need (`Deps::start_sandbox_probe`): an idle daemon
+    // spawns nothing.
     daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
     // Sessions are listable since Daemon::new and plugins are up: clients may come.

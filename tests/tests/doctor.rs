@@ -34,8 +34,10 @@ fn doctor_json(daemon: &TestDaemon) -> (Option<i32>, Value, String) {
     (code, report, stderr)
 }
 
-/// `daemon/status.sandbox` once the start-up probe has a verdict.
+/// `daemon/status.sandbox` once the sandbox probe has a verdict (`sandbox/selftest` starts it
+/// and waits for it).
 fn settled_sandbox(daemon: &TestDaemon) -> Value {
+    daemon.rpc_ok("sandbox/selftest", json!({}));
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let sandbox = daemon.rpc_ok("daemon/status", json!({}))["sandbox"].clone();
@@ -66,6 +68,11 @@ fn daemon_status_names_the_provider_without_its_key_and_the_sandbox() {
     assert_eq!(
         status["result"]["provider"],
         json!({"baseUrl": mock.base_url(), "model": "mock-model", "keySet": true})
+    );
+    // An idle daemon has not probed (nothing spawned yet), and a status query does not start it.
+    assert!(
+        status["result"]["sandbox"]["available"].is_null(),
+        "{status}"
     );
     let sandbox = settled_sandbox(&daemon);
     assert_eq!(sandbox["defaultMode"], "workspace-write", "{sandbox}");

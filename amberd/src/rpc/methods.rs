@@ -69,11 +69,9 @@ pub fn module(
     })?;
 
     m.async_method::<methods::SandboxSelftest, _, _>(|proto::Empty {}, d, _| async move {
-        Ok(d.sessions
-            .deps()
-            .sandbox_probe
-            .selftest(SELFTEST_PROBE_WAIT)
-            .await)
+        let deps = d.sessions.deps();
+        deps.start_sandbox_probe();
+        Ok(deps.sandbox_probe.selftest(SELFTEST_PROBE_WAIT).await)
     })?;
 
     m.method::<methods::DaemonShutdown>(|proto::Empty {}, d, _| {

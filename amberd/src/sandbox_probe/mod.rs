@@ -111,11 +111,15 @@ impl SandboxProbe {
             hidden,
             simulate_no_landlock: self.simulate_no_landlock,
         };
+        // Outside a runtime (unit tests of the library) there is nothing to run it on.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         if self.settings.set(settings).is_err() {
             return;
         }
         let probe = Arc::clone(self);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let verdict = probe.run_probe().await;
             match &verdict {
                 Ok(()) => tracing::info!("OS sandbox available"),

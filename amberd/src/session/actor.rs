@@ -80,6 +80,7 @@ const SANDBOX_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3
 /// kernel's verdict; once the probe says the kernel cannot sandbox, its commands must ask
 /// (unavailable) rather than fail in the helper. Immediate after the probe's first answer.
 async fn settle_sandbox(shared: &Arc<SessionShared>, deps: &Deps) {
+    deps.start_sandbox_probe();
     let verdict = deps.sandbox_probe.wait(SANDBOX_PROBE_WAIT).await;
     if matches!(verdict, Some(Err(_)))
         && matches!(

@@ -115,6 +115,17 @@ impl Deps {
 }
 
 impl Deps {
+    /// Starts the daemon's sandbox probe if it has not started (idempotent; needs a tokio
+    /// runtime). Lazy, so an idle daemon that never runs a command never spawns one: at the
+    /// first session, turn or `sandbox/selftest`. Its failed verdict is
+    /// published into `SandboxEnv::unavailable`.
+    pub fn start_sandbox_probe(&self) {
+        self.sandbox_probe.start(
+            self.sandbox.hidden.clone(),
+            Arc::clone(&self.sandbox.unavailable),
+        );
+    }
+
     /// The tools in force right now (plugins may change them between turns).
     pub fn tools(&self) -> ToolRegistry {
         self.registries.tools()

@@ -119,6 +119,8 @@ impl SessionManager {
     }
 
     pub fn create(&self, params: SessionNewParams) -> Result<SessionInfo, SessionError> {
+        // Its verdict is usually in before the session's first turn asks for it.
+        self.deps.start_sandbox_probe();
         if self.closing.load(Ordering::SeqCst) {
             return Err(SessionError::ShuttingDown);
         }
