@@ -8,9 +8,18 @@ use amber_mock_llm::{MockLlm, MockTurn};
 use serde_json::{Value, json};
 
 fn respond(request: &Value) -> MockTurn {
+    // The last message that is not amberd's per-turn tail (a `<system-reminder>` user
+    // message after a tool result; on a user prompt the tail is appended to its text).
     let last = request["messages"]
         .as_array()
-        .and_then(|m| m.last())
+        .and_then(|m| {
+            m.iter().rev().find(|m| {
+                !(m["role"] == "user"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.trim_start().starts_with("<system-reminder>")))
+            })
+        })
         .cloned()
         .unwrap_or_default();
     let role = last["role"].as_str().unwrap_or("");
