@@ -186,7 +186,8 @@ pub struct RunArgs {
     /// Let a new session's sandboxed commands use the network (default: `[sandbox] network`)
     #[arg(long, conflicts_with = "session")]
     pub network: bool,
-    /// Answer every approval request with allow_once
+    /// Answer every approval request with allow_once, except running a command without the OS
+    /// sandbox, which it denies
     #[arg(long, short = 'y')]
     pub yes: bool,
     /// Print every event as one JSON line (`synced` included), then a result line (always,
