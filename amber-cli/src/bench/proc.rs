@@ -96,6 +96,31 @@ pub fn run_measured(cmd: &mut Command, what: &str) -> Result<ChildRun, BenchErro
     })
 }
 
+/// Reaps our child `pid` (retrying on EINTR): its exit code (128 + signal when a signal
+/// ended it) and its resource usage.
+pub fn wait_child(pid: libc::pid_t) -> std::io::Result<(i32, libc::rusage)> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: pid is our own unreaped child; status and usage point to live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    Ok((code, usage))
+}
+
 /// The trampoline: `args` = OUT PROGRAM ARGS…; runs PROGRAM with the inherited stdio, writes
 /// `wall_ns max_rss_kib cpu_us code` to OUT, and returns the code to exit with.
 pub fn trampoline(args: &[OsString]) -> i32 {
@@ -117,25 +142,10 @@ pub fn trampoline(args: &[OsString]) -> i32 {
     let Ok(pid) = libc::pid_t::try_from(child.id()) else {
         return 127;
     };
-    let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: pid is our own unreaped child; status and usage point to live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return 127;
-        }
-    }
-    let wall = started.elapsed();
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
+    let Ok((code, usage)) = wait_child(pid) else {
+        return 127;
     };
+    let wall = started.elapsed();
     let cpu = timeval(usage.ru_utime) + timeval(usage.ru_stime);
     let figures = format!(
         "{} {} {} {code}\n",

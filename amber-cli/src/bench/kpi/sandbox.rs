@@ -150,23 +150,10 @@ fn spawn_once(
     let Ok(pid) = libc::pid_t::try_from(child.id()) else {
         return Err(BenchError::Failed("sandbox: no process id".into()));
     };
-    let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: pid is our own unreaped child; status and usage point to live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(BenchError::Io {
-                what: "wait for amberd's helper".into(),
-                source: err,
-            });
-        }
-    }
+    let (code, usage) = crate::proc::wait_child(pid).map_err(|source| BenchError::Io {
+        what: "wait for amberd's helper".into(),
+        source,
+    })?;
     let wall = started.elapsed();
     // SAFETY: killpg only sends a signal; `pid` leads the group spawned above
     // (process_group(0)), which the watcher still pins.
@@ -177,11 +164,6 @@ fn spawn_once(
     if let Some(mut pipe) = child.stderr.take() {
         let _ = pipe.read_to_string(&mut stderr);
     }
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    };
     if code == SANDBOX_FAILED && sandbox.is_some() {
         return Err(BenchError::Skipped(format!(
             "the sandbox cannot be set up here: {}",
