@@ -17,6 +17,7 @@
 //! depends on `amber-proto` only.
 
 mod busy;
+mod checkpoint;
 pub mod context;
 mod dangling;
 mod decode;
@@ -44,6 +45,11 @@ use std::sync::atomic::AtomicU64;
 use amber_proto::Message;
 use serde_json::value::RawValue;
 
+pub use self::checkpoint::{
+    Applied, BlobStore, Change, ChangeStatus, CheckpointError, DEFAULT_MAX_FILE_BYTES, Entry,
+    EntryKind, Hash, Missing, RelPath, RestorePlan, SkipReason, Skipped, Snapshot, SweepStats,
+    TakeStats,
+};
 pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;
 use self::load::Replay;
