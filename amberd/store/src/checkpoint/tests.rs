@@ -403,3 +403,28 @@ fn a_hash_parses_from_its_own_display_only() {
     assert!("zz".parse::<Hash>().is_err());
     assert!(hash.to_hex().to_uppercase().parse::<Hash>().is_err());
 }
+
+#[test]
+fn restore_swaps_a_file_and_a_directory_of_the_same_name_both_ways() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let root = ws.path();
+    write(root, "a", "a file\n");
+    let file = Snapshot::take(root, None, &store, MAX).unwrap();
+    let file_tree = tree_hash(root, &[]);
+    fs::remove_file(root.join("a")).unwrap();
+    write(root, "a/b", "now a directory\n");
+    let dir = Snapshot::take(root, Some(&file), &store, MAX).unwrap();
+    let dir_tree = tree_hash(root, &[]);
+    RestorePlan::new(&dir, &file)
+        .unwrap()
+        .apply(root, &store)
+        .unwrap();
+    assert_eq!(tree_hash(root, &[]), file_tree);
+    RestorePlan::new(&file, &dir)
+        .unwrap()
+        .apply(root, &store)
+        .unwrap();
+    assert_eq!(tree_hash(root, &[]), dir_tree);
+}
