@@ -1,5 +1,6 @@
 //! amber-store: the daemon's durable session store and the hash-chained [`context::Context`]
-//! it persists. One directory per session under `<data_dir>/sessions/`, holding
+//! it persists, and the checkpoint content store (`checkpoint/`: blobs, workspace snapshots,
+//! diff, restore plan; issue 18). One directory per session under `<data_dir>/sessions/`, holding
 //! `meta.json` (replaced atomically) and `log` (append-only records).
 //!
 //! ```text
@@ -17,6 +18,7 @@
 //! depends on `amber-proto` only.
 
 mod busy;
+mod checkpoint;
 pub mod context;
 mod dangling;
 mod decode;
@@ -44,6 +46,11 @@ use std::sync::atomic::AtomicU64;
 use amber_proto::Message;
 use serde_json::value::RawValue;
 
+pub use self::checkpoint::{
+    Applied, BlobStore, Change, ChangeStatus, CheckpointError, DEFAULT_MAX_FILE_BYTES, Entry,
+    EntryKind, Hash, Missing, RelPath, RestorePlan, SkipReason, Skipped, Snapshot, SweepStats,
+    TakeStats,
+};
 pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;
 use self::load::Replay;

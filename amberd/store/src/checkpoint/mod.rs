@@ -1,0 +1,36 @@
+//! The checkpoint content store (issue 18, first step): a content-addressed, compressed
+//! [`BlobStore`] and the [`Snapshot`] of a workspace recorded in it, with the diff of two
+//! snapshots and the [`RestorePlan`] that brings a workspace back to one.
+//!
+//! ```text
+//! <dir>/<2 hex>/<62 hex>   one blob, named by the BLAKE3 hash of its uncompressed bytes
+//! <dir>/tmp/               blobs being written (temp file + fsync + rename into place)
+//! ```
+//!
+//! **Invariants:** a blob's name is the hash of its content, so writing one that exists is
+//! a no-op and `get` verifies what it read; a snapshot's entries are sorted by path bytes
+//! and never include `.git/` or ignored files; a file that could not be read is listed in
+//! [`Snapshot::missing`], never silently left out, and a snapshot with any such entry is
+//! refused as a restore target. Nothing here touches the workspace except
+//! [`RestorePlan::apply`]. The crate knows no session or turn: when to take a snapshot,
+//! where the store lives and what to keep is the daemon's.
+
+mod blob;
+mod diff;
+mod error;
+mod hash;
+mod path;
+mod restore;
+mod snapshot;
+mod take;
+#[cfg(test)]
+mod tests;
+
+pub use self::blob::{BlobStore, SweepStats};
+pub use self::diff::{Change, ChangeStatus};
+pub use self::error::CheckpointError;
+pub use self::hash::Hash;
+pub use self::path::RelPath;
+pub use self::restore::{Applied, RestorePlan};
+pub use self::snapshot::{Entry, EntryKind, Missing, SkipReason, Skipped, Snapshot, TakeStats};
+pub use self::take::DEFAULT_MAX_FILE_BYTES;

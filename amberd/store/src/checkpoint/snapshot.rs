@@ -1,0 +1,153 @@
+//! [`Snapshot`]: the manifest of a workspace at one moment — its recorded files and
+//! symlinks sorted by path, what was deliberately left out (`skipped`) and what could not be
+//! read (`missing`). Serialised as JSON and stored as a blob itself.
+
+use serde::{Deserialize, Serialize};
+
+use super::blob::BlobStore;
+use super::error::CheckpointError;
+use super::hash::Hash;
+use super::path::RelPath;
+
+/// The format version written in every snapshot.
+const SNAPSHOT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    File,
+    /// Its blob holds the link target's bytes.
+    Symlink,
+}
+
+/// One recorded file or symlink. `size`, `mtime_ns`, `ino` and `mode` are what an
+/// incremental snapshot compares to reuse `hash` without reading the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub path: RelPath,
+    pub kind: EntryKind,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ino: u64,
+    pub hash: Hash,
+}
+
+impl Entry {
+    /// Whether restoring `self` over `other` would change anything (content, kind or mode).
+    pub fn same_content(&self, other: &Entry) -> bool {
+        self.kind == other.kind && self.hash == other.hash && self.mode == other.mode
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "reason")]
+pub enum SkipReason {
+    /// Larger than the snapshot's `max_file_bytes`.
+    Oversized { size: u64 },
+    /// Not a regular file or symlink (a FIFO, socket or device).
+    Special,
+}
+
+/// A path deliberately not recorded: a restore leaves it as it finds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: RelPath,
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+/// A path that should have been recorded but could not be (unreadable, vanished mid-scan,
+/// the store failed): the snapshot is incomplete and cannot be restored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Missing {
+    pub path: RelPath,
+    pub reason: String,
+}
+
+/// What taking a snapshot cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TakeStats {
+    /// Files (and symlinks) read and hashed because the previous snapshot did not match.
+    pub files_read: u64,
+    pub bytes_read: u64,
+    /// Entries whose hash was reused from the previous snapshot without reading.
+    pub reused: u64,
+    /// New blobs written, and their size on disk (compressed).
+    pub blobs_written: u64,
+    pub blob_bytes_written: u64,
+}
+
+/// The manifest of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub version: u32,
+    /// The file-size limit it was taken with.
+    pub max_file_bytes: u64,
+    /// The filesystem clock when the walk started: an entry whose `mtime_ns` is not older
+    /// is read again by the next snapshot even if its metadata did not change.
+    #[serde(default)]
+    pub clock_ns: i64,
+    /// Sorted by path bytes, one per path.
+    pub entries: Vec<Entry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<Missing>,
+    #[serde(default)]
+    pub stats: TakeStats,
+}
+
+impl Snapshot {
+    pub(crate) fn new(max_file_bytes: u64, clock_ns: i64) -> Self {
+        Self {
+            version: SNAPSHOT_VERSION,
+            max_file_bytes,
+            clock_ns,
+            entries: Vec::new(),
+            skipped: Vec::new(),
+            missing: Vec::new(),
+            stats: TakeStats::default(),
+        }
+    }
+
+    /// Whether every file that should be recorded was (a restore needs that).
+    pub fn is_complete(&self) -> bool {
+        self.missing.is_empty()
+    }
+
+    /// The entry at `path`.
+    pub fn get(&self, path: &RelPath) -> Option<&Entry> {
+        self.entries
+            .binary_search_by(|e| e.path.cmp(path))
+            .ok()
+            .and_then(|i| self.entries.get(i))
+    }
+
+    /// Every blob this snapshot refers to (for [`BlobStore::sweep`]'s keep set).
+    pub fn blobs(&self) -> impl Iterator<Item = Hash> + '_ {
+        self.entries.iter().map(|e| e.hash)
+    }
+
+    /// Stores the snapshot itself as a blob; its hash names the checkpoint.
+    pub fn save(&self, store: &BlobStore) -> Result<Hash, CheckpointError> {
+        let json = serde_json::to_vec(self)
+            .map_err(|e| CheckpointError::io(store.dir(), std::io::Error::other(e.to_string())))?;
+        let hash = store.put(&json)?;
+        store.sync()?;
+        Ok(hash)
+    }
+
+    /// The snapshot stored as `hash`.
+    pub fn load(store: &BlobStore, hash: &Hash) -> Result<Self, CheckpointError> {
+        let bytes = store.get(hash)?;
+        serde_json::from_slice(&bytes).map_err(|e| CheckpointError::SnapshotCorrupt {
+            hash: *hash,
+            reason: e.to_string(),
+        })
+    }
+}

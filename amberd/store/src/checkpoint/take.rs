@@ -1,0 +1,302 @@
+//! [`Snapshot::take`]: walk the workspace (`.gitignore`/`.ignore`-aware through `ignore`,
+//! hidden files included, `.git` never entered), reuse the previous snapshot's hash for
+//! every file whose `(size, mtime_ns, ino, mode)` did not change, and read, hash and store
+//! the others — on several threads, since a new blob costs an fsync. An entry that was not
+//! older than the previous snapshot's start (`clock_ns`) is read again whatever its
+//! metadata says: timestamps are coarse, so it may have changed within the same tick.
+//!
+//! A file that cannot be read never fails the snapshot: it is listed in `missing` with the
+//! reason. Only a failure of the store's directory sync is an error.
+
+use std::fs::{self, File, Metadata};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+
+use super::blob::BlobStore;
+use super::error::CheckpointError;
+use super::hash::Hash;
+use super::path::RelPath;
+use super::snapshot::{Entry, EntryKind, Missing, SkipReason, Skipped, Snapshot};
+
+/// The default for `[checkpoints] max_file_bytes`: 8 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Below this many files to read, reading stays on the calling thread.
+const PARALLEL_FROM: usize = 32;
+/// Threads reading at most; more than cores, since a new blob waits on an fsync.
+const MAX_READERS: usize = 8;
+
+/// A path found by the walk whose content must be read.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub(crate) path: RelPath,
+    pub(crate) abs: PathBuf,
+    pub(crate) kind: EntryKind,
+}
+
+/// What reading one candidate gave.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Entry { entry: Entry, blob_bytes: u64 },
+    Skipped(Skipped),
+    Missing(Missing),
+}
+
+impl Snapshot {
+    /// Records the workspace at `root` into `store`. With `previous` (a snapshot of the same
+    /// root whose blobs are in `store`), unchanged files are not read again.
+    pub fn take(
+        root: &Path,
+        previous: Option<&Snapshot>,
+        store: &BlobStore,
+        max_file_bytes: u64,
+    ) -> Result<Snapshot, CheckpointError> {
+        let mut snap = Snapshot::new(max_file_bytes, store.clock_ns());
+        let mut to_read = Vec::new();
+        for found in walker(root).build() {
+            let dent = match found {
+                Ok(dent) => dent,
+                Err(err) => {
+                    walk_error(root, &err, &mut snap);
+                    continue;
+                }
+            };
+            if dent.depth() == 0 {
+                continue;
+            }
+            let Some(path) = RelPath::under(root, dent.path()) else {
+                continue;
+            };
+            let Some(file_type) = dent.file_type() else {
+                continue;
+            };
+            if file_type.is_dir() {
+                continue;
+            }
+            let kind = if file_type.is_symlink() {
+                EntryKind::Symlink
+            } else if file_type.is_file() {
+                EntryKind::File
+            } else {
+                snap.skipped.push(Skipped {
+                    path,
+                    reason: SkipReason::Special,
+                });
+                continue;
+            };
+            let meta = match dent.metadata() {
+                Ok(meta) => meta,
+                Err(err) => {
+                    snap.missing.push(Missing {
+                        path,
+                        reason: err.to_string(),
+                    });
+                    continue;
+                }
+            };
+            if kind == EntryKind::File && meta.len() > max_file_bytes {
+                snap.skipped.push(Skipped {
+                    path,
+                    reason: SkipReason::Oversized { size: meta.len() },
+                });
+                continue;
+            }
+            let reused = previous.and_then(|p| {
+                p.get(&path)
+                    .filter(|old| old.mtime_ns < p.clock_ns)
+                    .filter(|old| old.kind == kind && unchanged(old, &meta))
+            });
+            match reused {
+                Some(old) => {
+                    snap.stats.reused += 1;
+                    snap.entries.push(old.clone());
+                }
+                None => to_read.push(Candidate {
+                    path,
+                    abs: dent.into_path(),
+                    kind,
+                }),
+            }
+        }
+        for outcome in read_all(&to_read, store, max_file_bytes) {
+            match outcome {
+                Outcome::Entry { entry, blob_bytes } => {
+                    snap.stats.files_read += 1;
+                    snap.stats.bytes_read += entry.size;
+                    if blob_bytes > 0 {
+                        snap.stats.blobs_written += 1;
+                        snap.stats.blob_bytes_written += blob_bytes;
+                    }
+                    snap.entries.push(entry);
+                }
+                Outcome::Skipped(s) => snap.skipped.push(s),
+                Outcome::Missing(m) => snap.missing.push(m),
+            }
+        }
+        store.sync()?;
+        snap.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        snap.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        snap.missing.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(snap)
+    }
+}
+
+fn walker(root: &Path) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(root);
+    builder
+        .hidden(false)
+        .follow_links(false)
+        .require_git(false)
+        .filter_entry(|dent| dent.file_name().as_bytes() != b".git");
+    builder
+}
+
+fn unchanged(old: &Entry, meta: &Metadata) -> bool {
+    old.size == meta.len()
+        && old.mtime_ns == mtime_ns(meta)
+        && old.ino == meta.ino()
+        && old.mode == mode(meta)
+}
+
+fn mtime_ns(meta: &Metadata) -> i64 {
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
+}
+
+fn mode(meta: &Metadata) -> u32 {
+    meta.mode() & 0o7777
+}
+
+/// A walk error: an I/O one makes what it is about missing; a bad ignore file only warns.
+fn walk_error(root: &Path, err: &ignore::Error, snap: &mut Snapshot) {
+    if err.io_error().is_none() {
+        tracing::warn!(error = %err, "checkpoint walk");
+        return;
+    }
+    let path = error_path(err)
+        .and_then(|p| RelPath::under(root, p))
+        .unwrap_or_else(|| RelPath::from("."));
+    snap.missing.push(Missing {
+        path,
+        reason: err.to_string(),
+    });
+}
+
+fn error_path(err: &ignore::Error) -> Option<&Path> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child),
+        ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
+        _ => None,
+    }
+}
+
+/// Reads every candidate, on up to [`MAX_READERS`] threads when there are many.
+fn read_all(to_read: &[Candidate], store: &BlobStore, max_file_bytes: u64) -> Vec<Outcome> {
+    if to_read.len() < PARALLEL_FROM {
+        return to_read
+            .iter()
+            .map(|c| read_one(c, store, max_file_bytes))
+            .collect();
+    }
+    let readers = thread::available_parallelism()
+        .map_or(2, |n| n.get() * 2)
+        .min(MAX_READERS);
+    let next = AtomicUsize::new(0);
+    thread::scope(|scope| {
+        let workers: Vec<_> = (0..readers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    while let Some(c) = to_read.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        done.push(read_one(c, store, max_file_bytes));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    vec![Outcome::Missing(Missing {
+                        path: RelPath::from("."),
+                        reason: "a checkpoint reader thread panicked".into(),
+                    })]
+                })
+            })
+            .collect()
+    })
+}
+
+/// Reads, hashes and stores one file or symlink target. The metadata recorded is the
+/// open file's own (fstat), so a file replaced between walk and read is recorded as read.
+pub(crate) fn read_one(c: &Candidate, store: &BlobStore, max_file_bytes: u64) -> Outcome {
+    let missing = |reason: String| {
+        Outcome::Missing(Missing {
+            path: c.path.clone(),
+            reason,
+        })
+    };
+    let read = match c.kind {
+        EntryKind::Symlink => fs::symlink_metadata(&c.abs).and_then(|meta| {
+            let target = fs::read_link(&c.abs)?;
+            Ok((meta, target.as_os_str().as_bytes().to_vec()))
+        }),
+        EntryKind::File => (|| {
+            let mut file = File::open(&c.abs)?;
+            let meta = file.metadata()?;
+            let mut bytes = Vec::new();
+            if meta.is_file() && meta.len() <= max_file_bytes {
+                bytes.reserve_exact(usize::try_from(meta.len()).unwrap_or(0));
+                file.read_to_end(&mut bytes)?;
+            }
+            Ok((meta, bytes))
+        })(),
+    };
+    let (meta, bytes) = match read {
+        Ok(read) => read,
+        Err(err) => return missing(err.to_string()),
+    };
+    if c.kind == EntryKind::File {
+        if !meta.is_file() {
+            return Outcome::Skipped(Skipped {
+                path: c.path.clone(),
+                reason: SkipReason::Special,
+            });
+        }
+        if meta.len() > max_file_bytes || bytes.len() as u64 > max_file_bytes {
+            return Outcome::Skipped(Skipped {
+                path: c.path.clone(),
+                reason: SkipReason::Oversized {
+                    size: meta.len().max(bytes.len() as u64),
+                },
+            });
+        }
+    }
+    let hash = Hash::of(&bytes);
+    let blob_bytes = match store.put_hashed(hash, &bytes) {
+        Ok(n) => n,
+        Err(err) => return missing(err.to_string()),
+    };
+    Outcome::Entry {
+        entry: Entry {
+            path: c.path.clone(),
+            kind: c.kind,
+            mode: mode(&meta),
+            size: bytes.len() as u64,
+            mtime_ns: mtime_ns(&meta),
+            ino: meta.ino(),
+            hash,
+        },
+        blob_bytes,
+    }
+}
