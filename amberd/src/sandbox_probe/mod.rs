@@ -20,7 +20,6 @@ mod exec;
 mod scratch;
 pub(crate) mod selftest;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -31,9 +30,6 @@ use tokio::sync::watch;
 
 use exec::{Outcome, run_sandboxed};
 use scratch::Scratch;
-
-/// The test-only switch (see the module doc).
-pub use crate::tools::sandbox_env::SIMULATE_NO_LANDLOCK_VAR;
 
 /// How long the probe command may take before it counts as a failure.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,19 +46,9 @@ pub struct ProbeSettings {
     pub simulate_no_landlock: bool,
 }
 
-impl ProbeSettings {
-    /// The test switch from the daemon's environment; nothing hidden yet.
-    pub fn from_env(env: &impl Fn(&str) -> Option<OsString>) -> Self {
-        Self {
-            hidden: Vec::new(),
-            simulate_no_landlock: env(SIMULATE_NO_LANDLOCK_VAR).is_some_and(|v| !v.is_empty()),
-        }
-    }
-}
-
 /// The daemon's sandbox probe and what it found.
 pub struct SandboxProbe {
-    /// Read from the environment when the daemon was built.
+    /// The test switch, as `SandboxEnv` read it from the daemon's environment.
     simulate_no_landlock: bool,
     /// Set by [`SandboxProbe::start`]; the specs of the probe and the self-test.
     settings: OnceLock<ProbeSettings>,
@@ -84,9 +70,8 @@ impl std::fmt::Debug for SandboxProbe {
 
 impl SandboxProbe {
     /// Reads what the kernel offers (no fork, nothing changed); the probe itself waits for
-    /// [`SandboxProbe::start`].
-    pub fn new(env: &impl Fn(&str) -> Option<OsString>) -> Arc<Self> {
-        let simulate_no_landlock = ProbeSettings::from_env(env).simulate_no_landlock;
+    /// [`SandboxProbe::start`]. `simulate_no_landlock`: the test switch (`SandboxEnv`'s).
+    pub fn new(simulate_no_landlock: bool) -> Arc<Self> {
         let mut kernel = kernel_support();
         if simulate_no_landlock {
             // Report what the simulated kernel has.
@@ -282,14 +267,8 @@ mod tests {
     }
 
     #[test]
-    fn the_test_switch_needs_a_non_empty_value() {
-        let set = |v: &'static str| {
-            move |k: &str| (k == SIMULATE_NO_LANDLOCK_VAR).then(|| OsString::from(v))
-        };
-        assert!(ProbeSettings::from_env(&set("1")).simulate_no_landlock);
-        assert!(!ProbeSettings::from_env(&set("")).simulate_no_landlock);
-        assert!(!ProbeSettings::from_env(&|_| None).simulate_no_landlock);
-        let probe = SandboxProbe::new(&set("1"));
+    fn the_test_switch_hides_landlock_from_the_report() {
+        let probe = SandboxProbe::new(true);
         assert_eq!(probe.kernel().landlock_abi, None, "simulated: no Landlock");
     }
 
@@ -375,7 +354,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_probe_never_started_answers_none_without_waiting_long() {
-        let probe = SandboxProbe::new(&|_| None);
+        let probe = SandboxProbe::new(false);
         assert_eq!(probe.availability(), None);
         let started = std::time::Instant::now();
         assert_eq!(probe.wait(Duration::from_millis(50)).await, None);
@@ -385,7 +364,7 @@ mod tests {
     #[tokio::test]
     async fn without_the_helper_the_probe_fails_closed() {
         // Unit tests have no lifeline installed: nothing can be sandboxed.
-        let probe = SandboxProbe::new(&|_| None);
+        let probe = SandboxProbe::new(false);
         probe.start(Vec::new(), Arc::new(OnceLock::new()));
         let verdict = probe.wait(Duration::from_secs(10)).await.unwrap();
         assert!(verdict.unwrap_err().contains("helper is not installed"));

@@ -97,6 +97,7 @@ impl Deps {
             crate::tools::env_policy::ToolEnv::minimal()
         });
         let tool_env = Arc::new(tool_env);
+        let sandbox = Arc::new(SandboxEnv::from_env(env));
         Ok(Deps {
             compaction,
             config,
@@ -108,8 +109,8 @@ impl Deps {
             data_dir,
             store: None,
             tool_env,
-            sandbox: Arc::new(SandboxEnv::from_env(env)),
-            sandbox_probe: SandboxProbe::new(env),
+            sandbox_probe: SandboxProbe::new(sandbox.simulate_no_landlock),
+            sandbox,
         })
     }
 }
