@@ -212,6 +212,22 @@ impl HumanRenderer {
                     out.push(err(format!("■ {}{detail}", stop_reason.as_str())));
                 }
             }
+            EventKind::Rewound {
+                restored,
+                conflicts,
+                removed_turns,
+                ..
+            } => {
+                self.end_line(&mut out);
+                let mut line = format!(
+                    "↶ rewound: {removed_turns} turn(s) removed, {} file(s) restored",
+                    restored.len()
+                );
+                if !conflicts.is_empty() {
+                    line.push_str(&format!(", conflicts left alone: {}", conflicts.join(", ")));
+                }
+                out.push(err(line));
+            }
             // A prompt is announced when its turn starts; queueing it shows nothing.
             EventKind::PromptQueued { .. }
             | EventKind::ReasoningDelta { .. }

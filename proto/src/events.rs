@@ -236,6 +236,14 @@ pub enum EventKind {
         message: String,
         retryable: bool,
     },
+    /// `session/rewind` restored the workspace and/or popped the conversation back to
+    /// before `turn_id` (durable: replay shows history as it happened).
+    Rewound {
+        turn_id: String,
+        restored: Vec<String>,
+        conflicts: Vec<String>,
+        removed_turns: u32,
+    },
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
@@ -312,6 +320,7 @@ impl EventKind {
             EventKind::McpStatus(_) => "mcp_status",
             EventKind::TurnCompleted { .. } => "turn_completed",
             EventKind::Error { .. } => "error",
+            EventKind::Rewound { .. } => "rewound",
             EventKind::Synced { .. } => "synced",
         }
     }

@@ -4,6 +4,7 @@
 //!
 //! Everything is camelCase on the wire; events are tagged by `type`.
 
+pub mod checkpoints;
 pub mod errors;
 pub mod events;
 pub mod extensions;
@@ -16,6 +17,7 @@ pub mod socket_trust;
 pub mod subscription;
 pub mod types;
 
+pub use checkpoints::*;
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
 };

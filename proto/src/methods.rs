@@ -12,14 +12,16 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     AgentListParams, AgentListResult, ApprovalRespondParams, ApprovalRespondResult,
-    CommandListResult, CommandRunParams, CommandRunResult, Empty, Event, InitializeParams,
-    InitializeResult, McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams,
-    PanelGetResult, PanelListResult, PluginInfo, PluginListResult, ProviderListResult,
-    SandboxSelftestResult, SessionCancelResult, SessionCompactResult, SessionGetParams,
+    CheckpointDiffParams, CheckpointDiffResult, CheckpointListResult, CommandListResult,
+    CommandRunParams, CommandRunResult, Empty, Event, InitializeParams, InitializeResult,
+    McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams, PanelGetResult,
+    PanelListResult, PluginInfo, PluginListResult, ProviderListResult, SandboxSelftestResult,
+    SessionCancelResult, SessionCompactResult, SessionForkParams, SessionGetParams,
     SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
-    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionSetModeParams,
-    SessionSetModelParams, SessionSubscribeParams, SessionVerifyResult, StatusGetResult,
-    SubscriptionId, SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
+    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionRewindParams,
+    SessionRewindResult, SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams,
+    SessionVerifyResult, StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams,
+    ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -154,6 +156,24 @@ method!(
     SandboxSelftest = "sandbox/selftest", Empty => SandboxSelftestResult
 );
 
+method!(
+    /// PROTOCOL.md's second wave: one row per turn that had a checkpoint, oldest first.
+    CheckpointList = "checkpoint/list", SessionIdParams => CheckpointListResult
+);
+method!(
+    /// PROTOCOL.md's second wave: the unified diff of what one turn changed.
+    CheckpointDiff = "checkpoint/diff", CheckpointDiffParams => CheckpointDiffResult
+);
+method!(
+    /// PROTOCOL.md's second wave: restore the workspace and/or the conversation to before a
+    /// turn (idle sessions only).
+    SessionRewind = "session/rewind", SessionRewindParams => SessionRewindResult
+);
+method!(
+    /// PROTOCOL.md's second wave: a new session with the history before a turn.
+    SessionFork = "session/fork", SessionForkParams => SessionInfo
+);
+
 /// Carries a subscribed session's events: one per notification, or the error that ended
 /// the subscription.
 #[derive(Debug)]
@@ -214,6 +234,11 @@ pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
 pub const PROVIDER_LIST: &str = ProviderList::NAME;
 /// amber extension: check the OS sandbox's enforcement through the real helper.
 pub const SANDBOX_SELFTEST: &str = SandboxSelftest::NAME;
+/// PROTOCOL.md's second wave (issue 12): checkpoints.
+pub const CHECKPOINT_LIST: &str = CheckpointList::NAME;
+pub const CHECKPOINT_DIFF: &str = CheckpointDiff::NAME;
+pub const SESSION_REWIND: &str = SessionRewind::NAME;
+pub const SESSION_FORK: &str = SessionFork::NAME;
 /// Every method a v1 daemon may serve, in the order PROTOCOL.md lists them.
 pub const ALL: &[&str] = &[
     INITIALIZE,
@@ -238,6 +263,10 @@ pub const ALL: &[&str] = &[
     PLUGIN_DISABLE,
     COMMAND_LIST,
     AGENT_LIST,
+    CHECKPOINT_LIST,
+    CHECKPOINT_DIFF,
+    SESSION_REWIND,
+    SESSION_FORK,
 ];
 
 /// Methods amber adds to protocol v1 (PROTOCOL.md allows additions).

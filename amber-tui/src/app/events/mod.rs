@@ -142,11 +142,38 @@ impl App {
                 stop_reason, error, ..
             } => self.turn_completed(stop_reason, error),
             EventKind::Error { code, message, .. } => self.error_event(code, message),
+            EventKind::Rewound {
+                restored,
+                conflicts,
+                removed_turns,
+                ..
+            } => self.rewound(&restored, &conflicts, removed_turns),
             EventKind::Synced {
                 last_seq,
                 in_progress,
             } => self.synced(last_seq, in_progress),
         }
+    }
+
+    /// `rewound`: one line saying what the rewind did (the transcript keeps the history as
+    /// it happened, as replay does).
+    fn rewound(&mut self, restored: &[String], conflicts: &[String], removed_turns: u32) {
+        let mut text = format!(
+            "rewound: {removed_turns} turn(s) removed from the conversation, {} file(s) restored",
+            restored.len()
+        );
+        if !conflicts.is_empty() {
+            text.push_str(&format!(
+                ", {} conflict(s) left alone: {}",
+                conflicts.len(),
+                conflicts.join(", ")
+            ));
+        }
+        self.transcript.push(Cell::Info {
+            text,
+            kind: InfoKind::Note,
+        });
+        self.request(Action::RefreshStatus);
     }
 
     /// An event this build cannot read: one dimmed line says so (a run of the same type
