@@ -17,7 +17,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 23;
+const VARIANTS: usize = 24;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -47,6 +47,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::TurnCompleted { .. } => 20,
         EventKind::Error { .. } => 21,
         EventKind::Synced { .. } => 22,
+        EventKind::Rewound { .. } => 23,
     }
 }
 
@@ -171,6 +172,11 @@ fn samples() -> Vec<EventKind> {
                 message: "too many failures".into(),
             }),
             usage,
+        },
+        EventKind::Rewound {
+            restored: vec!["src/lib.rs".into()],
+            conflicts: vec!["notes.md".into()],
+            removed_turns: 1,
         },
         EventKind::Synced {
             last_seq: 0,
