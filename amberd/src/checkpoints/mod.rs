@@ -25,6 +25,8 @@ mod gc;
 pub(crate) mod rewind;
 mod rows;
 mod session;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};

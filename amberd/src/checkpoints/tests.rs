@@ -1,0 +1,166 @@
+//! Checkpoints of one session without the daemon around it: retention and collection, an
+//! untakeable checkpoint that never stops the turn and refuses a rewind, rows across a
+//! reload.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use amber_store::context::Context;
+
+use super::{Checkpoints, SessionCheckpoints};
+use crate::config::{CheckpointsConfig, RetentionConfig};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    data: std::path::PathBuf,
+    workspace: std::path::PathBuf,
+    daemon: Arc<Checkpoints>,
+}
+
+fn setup(retention_turns: u32) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let workspace = dir.path().join("ws");
+    fs::create_dir_all(data.join("sessions/s1")).unwrap();
+    fs::create_dir_all(&workspace).unwrap();
+    let config = CheckpointsConfig {
+        retention: RetentionConfig {
+            turns: retention_turns,
+            days: 14,
+        },
+        ..CheckpointsConfig::default()
+    };
+    let daemon = Checkpoints::new(config, &data);
+    Setup {
+        _dir: dir,
+        data,
+        workspace,
+        daemon,
+    }
+}
+
+fn session(s: &Setup) -> Arc<SessionCheckpoints> {
+    Arc::new(SessionCheckpoints::new(
+        s.daemon.clone(),
+        s.workspace.clone(),
+        Some(s.data.join("sessions/s1")),
+    ))
+}
+
+/// One turn that writes `content` to `path` after its checkpoint.
+async fn turn(cps: &Arc<SessionCheckpoints>, id: &str, ws: &Path, path: &str, content: &str) {
+    cps.begin_turn(id, 1, id, &Context::new());
+    cps.before_changes().await;
+    fs::write(ws.join(path), content).unwrap();
+    cps.end_turn().await;
+}
+
+fn blob_files(data: &Path) -> usize {
+    let objects = data.join("checkpoints/objects");
+    fs::read_dir(objects)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != "tmp")
+        .map(|shard| fs::read_dir(shard.path()).unwrap().count())
+        .sum()
+}
+
+#[tokio::test]
+async fn retention_forgets_old_checkpoints_and_collection_removes_only_their_content() {
+    let s = setup(2);
+    let cps = session(&s);
+    for n in 1..=4 {
+        // A new large-ish file per turn: each turn adds content only it refers to.
+        let content = format!("turn {n}\n").repeat(200);
+        turn(
+            &cps,
+            &format!("t{n}"),
+            &s.workspace,
+            &format!("f{n}.txt"),
+            &content,
+        )
+        .await;
+    }
+    let listed: Vec<String> = cps.list().into_iter().map(|c| c.turn_id).collect();
+    assert_eq!(listed, ["t3", "t4"], "the last two are kept");
+    let turns: Vec<u32> = cps.list().into_iter().map(|c| c.turn).collect();
+    assert_eq!(turns, [3, 4], "numbers count every turn of the history");
+
+    let before = blob_files(&s.data);
+    let swept = s.daemon.collect(&s.data.join("sessions")).unwrap();
+    assert!(swept.removed > 0, "{swept:?}");
+    assert_eq!(blob_files(&s.data), before - swept.removed);
+    // What is kept still works: the newest turn's diff reads its blobs.
+    let diff = cps.diff_blocking("t4", None).unwrap();
+    assert!(diff.diff.contains("+++ b/f4.txt"), "{}", diff.diff);
+    assert!(cps.diff_blocking("t1", None).is_err(), "forgotten");
+
+    // A deleted session's content goes at the next collection.
+    fs::remove_dir_all(s.data.join("sessions/s1")).unwrap();
+    s.daemon.collect(&s.data.join("sessions")).unwrap();
+    assert_eq!(blob_files(&s.data), 0);
+}
+
+#[tokio::test]
+async fn an_untakeable_checkpoint_never_stops_the_turn_and_says_why() {
+    let s = setup(200);
+    // The store cannot be opened: its directory is a file.
+    fs::create_dir_all(s.data.join("checkpoints")).unwrap();
+    fs::write(s.data.join("checkpoints/objects"), "not a directory").unwrap();
+    let cps = session(&s);
+    turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
+    let rows = cps.list();
+    assert_eq!(rows.len(), 1);
+    let why = rows[0].incomplete.clone().expect("incomplete");
+    assert!(why.contains("checkpoint store"), "{why}");
+    let refused = cps.plan_files(&cps.rows(), 0, false).unwrap_err();
+    assert!(refused.to_string().contains("incomplete"), "{refused}");
+    assert_eq!(
+        fs::read_to_string(s.workspace.join("a.txt")).unwrap(),
+        "a\n"
+    );
+}
+
+#[tokio::test]
+async fn rows_survive_a_reload_and_the_next_snapshot_is_incremental() {
+    let s = setup(200);
+    fs::write(s.workspace.join("big.txt"), "x".repeat(10_000)).unwrap();
+    {
+        let cps = session(&s);
+        turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
+    }
+    let cps = session(&s);
+    assert_eq!(cps.list().len(), 1);
+    assert_eq!(cps.list()[0].changed.len(), 1);
+    let written_before = s.daemon.store().unwrap().written();
+    turn(&cps, "t2", &s.workspace, "a.txt", "b\n").await;
+    let (blobs, _) = s.daemon.store().unwrap().written();
+    // The changed file, and the two snapshot manifests: big.txt is not read again.
+    assert!(
+        blobs - written_before.0 <= 3,
+        "{blobs} vs {written_before:?}"
+    );
+    let changed = &cps.list()[1].changed;
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].path, "a.txt");
+}
+
+#[test]
+fn checkpoints_are_off_without_a_session_directory_or_when_disabled() {
+    let s = setup(200);
+    assert!(!SessionCheckpoints::new(s.daemon.clone(), s.workspace.clone(), None).enabled());
+    let off = Checkpoints::new(
+        CheckpointsConfig {
+            enabled: false,
+            ..CheckpointsConfig::default()
+        },
+        &s.data,
+    );
+    let cps = SessionCheckpoints::new(off, s.workspace.clone(), Some(s.data.join("sessions/s1")));
+    assert!(!cps.enabled());
+    assert!(
+        !s.data.join("checkpoints").exists(),
+        "nothing is created until first use"
+    );
+}
