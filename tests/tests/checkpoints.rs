@@ -583,3 +583,76 @@ async fn kill_9_in_the_middle_of_a_rewind_is_finished_by_the_restart() {
         "the journal is gone once the rewind is done"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_without_file_changing_calls_takes_no_checkpoint() {
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call("r", "read", &json!({"path": "a.txt"})),
+            call("s", "search", &json!({"pattern": "alpha"})),
+        ]),
+        MockTurn::text("Read it."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    put(&daemon.workspace.join("a.txt"), "alpha\n");
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "read a.txt").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    assert!(list(&daemon, &sid).is_empty());
+    let store = daemon.dir.path().join("data/checkpoints");
+    assert!(!store.exists(), "no snapshot was taken, nothing was stored");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_sub_agent_writes_belongs_to_its_parent_turn() {
+    const SUBAGENT_MARK: &str = "You are a sub-agent of amber";
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let sub = messages[0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(SUBAGENT_MARK));
+        let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
+        if messages
+            .iter()
+            .rev()
+            .take(2)
+            .any(|m| text(m).contains("Are you finished"))
+        {
+            return MockTurn::text("DONE");
+        }
+        let after_tool = messages.iter().rev().take(2).any(|m| m["role"] == "tool");
+        match (sub, after_tool) {
+            (true, false) => MockTurn::tool_call(
+                "write",
+                &json!({"path": "from_sub.txt", "content": "written by a sub-agent\n"}),
+            ),
+            (true, true) => MockTurn::text("wrote it"),
+            (false, false) => MockTurn::tool_call("task", &json!({"prompt": "write the file"})),
+            (false, true) => MockTurn::text("the sub-agent wrote it"),
+        }
+    });
+    let daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    assert!(daemon.workspace.join("from_sub.txt").exists());
+    let rows = list(&daemon, &sid);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(
+        changed(&rows[0]),
+        vec![("from_sub.txt".to_owned(), "added".to_owned())]
+    );
+    let turn_id = rows[0]["turnId"].as_str().unwrap();
+    daemon.rpc_ok(
+        "session/rewind",
+        json!({"sessionId": sid, "turnId": turn_id}),
+    );
+    assert!(!daemon.workspace.join("from_sub.txt").exists());
+}
