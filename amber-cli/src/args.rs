@@ -94,10 +94,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Undo a turn and every later one: restore the files to their state before TURN and drop
-    /// those turns from the conversation
+    /// Undo TURN and every later turn: the files and the conversation go back to before it
     ///
-    /// A file changed outside amber since a turn touched it is a conflict: it is left alone
+    /// The files are restored to their state before TURN (files the turns created are removed,
+    /// deleted ones come back), and TURN and every later turn leave the conversation. A file changed outside amber since a turn touched it is a conflict: it is left alone
     /// (and listed) unless --force. Only an idle session can be rewound.
     ///
     /// Exit status: 0 when everything was restored, 1 when conflicts were left alone (the rest
