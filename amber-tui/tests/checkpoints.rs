@@ -471,12 +471,15 @@ fn diff_of_a_turn_resolves_numbers_and_ids() {
                 "diff".into(),
                 "no checkpoint for turn 3: only turns that changed files have one (a turn id names any turn)".into()
             ),
-            (
-                "diff".into(),
-                "no checkpoints yet: a turn gets one when it first changes files".into()
-            ),
             ("diff".into(), "unknown turn".into()),
         ]
+    );
+    assert_eq!(
+        infos(&app),
+        [(
+            "no checkpoints yet: a turn gets one when it first changes files".into(),
+            InfoKind::Note
+        )]
     );
 }
 

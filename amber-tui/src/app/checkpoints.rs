@@ -236,6 +236,8 @@ impl App {
         };
         match purpose {
             CheckpointsFor::Rewind => self.fill_picker(rows, now),
+            // Nothing to show is a fact, not a failure: a note, as `/rewind` says it.
+            CheckpointsFor::Diff(None) if rows.is_empty() => self.note(no_checkpoints()),
             CheckpointsFor::Diff(turn) => {
                 let chosen = match turn.as_deref() {
                     Some(arg) => resolve_turn(&rows, arg),
