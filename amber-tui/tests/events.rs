@@ -173,11 +173,11 @@ fn samples() -> Vec<EventKind> {
             }),
             usage,
         },
-        // From its JSON, so the sample survives the fix of `rewound_decodes_from_the_wire`
-        // whichever way proto goes (its own `turnId` field or the envelope's).
-        serde_json::from_value(json!({"type": "rewound", "turnId": "t_1",
-            "restored": ["src/lib.rs"], "conflicts": ["notes.md"], "removedTurns": 1}))
-        .expect("a rewound event kind"),
+        EventKind::Rewound {
+            restored: vec!["src/lib.rs".into()],
+            conflicts: vec!["notes.md".into()],
+            removed_turns: 1,
+        },
         EventKind::Synced {
             last_seq: 0,
             in_progress: vec![InProgressItem {
@@ -235,9 +235,6 @@ fn every_event_type_decodes_to_itself_and_is_applied() {
     );
     let mut seq = 0;
     for kind in samples() {
-        if !decodes_today(&kind) {
-            continue;
-        }
         let json = wire(kind.clone(), &mut seq);
         let incoming = Incoming::from_json(&json);
         let Incoming::Known(event) = &incoming else {
@@ -278,19 +275,9 @@ fn every_event_type_decodes_to_itself_and_is_applied() {
     );
 }
 
-/// `rewound` does not decode with the proto of this commit: its `turnId` field has the
-/// envelope's name, and the envelope takes the key first (see
-/// `rewound_decodes_from_the_wire`). Skipped until proto is fixed.
-fn decodes_today(kind: &EventKind) -> bool {
-    let mut seq = 0;
-    let json = wire(kind.clone(), &mut seq);
-    kind.type_name() != "rewound" || matches!(Incoming::from_json(&json), Incoming::Known(_))
-}
-
-/// A `rewound` event as the daemon sends it: decoded, and one note line saying what the
-/// rewind did (the transcript keeps the history as it happened).
+/// A `rewound` event as the daemon sends it (its `turnId` is the envelope's): decoded, and
+/// one note line saying what the rewind did (the transcript keeps the history as it happened).
 #[test]
-#[ignore = "proto bug: EventKind::Rewound's turnId collides with the envelope's turnId, so the event never decodes"]
 fn rewound_decodes_from_the_wire() {
     let wire = envelope(
         Some(7),

@@ -48,6 +48,50 @@ pub struct Config {
     pub rules: Vec<amber_policy::Rule>,
     /// `[sandbox]`: the OS sandbox of the commands sessions run (`session::sandbox`).
     pub sandbox: SandboxConfig,
+    /// `[checkpoints]`: the workspace snapshots taken before file-changing turns
+    /// (`checkpoints/`).
+    pub checkpoints: CheckpointsConfig,
+}
+
+/// `[checkpoints]`: before the first file-changing tool call of a turn the session records
+/// the workspace, so the turn can be diffed and rewound.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointsConfig {
+    pub enabled: bool,
+    /// Files larger than this are not recorded (a turn that changed one lists it `skipped`).
+    pub max_file_bytes: u64,
+    /// `[checkpoints.retention]`: which checkpoints are kept; older ones are forgotten and
+    /// their content collected.
+    pub retention: RetentionConfig,
+}
+
+impl Default for CheckpointsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_file_bytes: amber_store::DEFAULT_MAX_FILE_BYTES,
+            retention: RetentionConfig::default(),
+        }
+    }
+}
+
+/// `[checkpoints.retention]`: a checkpoint is kept while it is among its session's last
+/// `turns` checkpoints and younger than `days` (0 disables either limit).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    pub turns: u32,
+    pub days: u32,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            turns: 200,
+            days: 14,
+        }
+    }
 }
 
 /// `[sandbox]`: the OS sandbox every `bash` call and `process` start runs in, unless a

@@ -3,6 +3,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod agents;
+pub mod checkpoints;
 pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;

@@ -238,7 +238,11 @@ fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
 /// the daemon stopped, so their queued prompts run without a client attaching.
 fn spawn_resume_busy(daemon: &Arc<Daemon>) {
     let daemon = daemon.clone();
-    tokio::task::spawn_blocking(move || daemon.sessions.resume_busy());
+    tokio::task::spawn_blocking(move || {
+        daemon.sessions.resume_busy();
+        // After the resumed sessions finished any interrupted rewind.
+        daemon.sessions.collect_checkpoints();
+    });
 }
 
 /// Unloads idle sessions from memory now and then (they stay in the store); never when

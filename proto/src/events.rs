@@ -237,9 +237,10 @@ pub enum EventKind {
         retryable: bool,
     },
     /// `session/rewind` restored the workspace and/or popped the conversation back to
-    /// before `turn_id` (durable: replay shows history as it happened).
+    /// before the envelope's `turnId` (PROTOCOL.md's `rewound {turnId, …}`: the field is the
+    /// envelope's, so it is read as every event's is). Durable: replay shows history as it
+    /// happened.
     Rewound {
-        turn_id: String,
         restored: Vec<String>,
         conflicts: Vec<String>,
         removed_turns: u32,

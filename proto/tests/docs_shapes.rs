@@ -294,6 +294,12 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "AgentListParams" => check::<AgentListParams>(value),
         "AgentListResult" => check::<AgentListResult>(value),
         "SandboxSelftestResult" => check::<SandboxSelftestResult>(value),
+        "CheckpointListResult" => check::<CheckpointListResult>(value),
+        "CheckpointDiffParams" => check::<CheckpointDiffParams>(value),
+        "CheckpointDiffResult" => check::<CheckpointDiffResult>(value),
+        "SessionRewindParams" => check::<SessionRewindParams>(value),
+        "SessionRewindResult" => check::<SessionRewindResult>(value),
+        "SessionForkParams" => check::<SessionForkParams>(value),
         _ => return None,
     })
 }

@@ -37,6 +37,7 @@ const PROTOCOL_EVENTS: &[(&str, bool)] = &[
     ("error", true),
     // PROTOCOL.md's second-wave table.
     ("prompt_queued", true),
+    ("rewound", true),
 ];
 
 /// amber's own event types beyond the table, with their durability.
@@ -68,9 +69,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::Synced { .. } => 20,
         EventKind::Retrying { .. } => 21,
         EventKind::PromptQueued { .. } => 22,
+        EventKind::Rewound { .. } => 23,
     }
 }
-const VARIANTS: usize = 23;
+const VARIANTS: usize = 24;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -244,6 +246,11 @@ fn event_cases() -> Vec<Value> {
         durable(
             25,
             json!({"type": "prompt_queued", "prompt": "and then the docs"}),
+        ),
+        durable(
+            26,
+            json!({"type": "rewound", "restored": ["src/lib.rs"],
+                   "conflicts": [], "removedTurns": 2}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

@@ -69,6 +69,10 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<PanelGet>(), "panel/get"),
         (row::<ProviderList>(), "provider/list"),
         (row::<SandboxSelftest>(), "sandbox/selftest"),
+        (row::<CheckpointList>(), "checkpoint/list"),
+        (row::<CheckpointDiff>(), "checkpoint/diff"),
+        (row::<SessionRewind>(), "session/rewind"),
+        (row::<SessionFork>(), "session/fork"),
     ]
 }
 
@@ -106,6 +110,10 @@ fn the_name_constants_are_the_types_names() {
         (PROVIDER_LIST, ProviderList::NAME),
         (AGENT_LIST, AgentList::NAME),
         (SANDBOX_SELFTEST, SandboxSelftest::NAME),
+        (CHECKPOINT_LIST, CheckpointList::NAME),
+        (CHECKPOINT_DIFF, CheckpointDiff::NAME),
+        (SESSION_REWIND, SessionRewind::NAME),
+        (SESSION_FORK, SessionFork::NAME),
     ];
     for (constant, name) in table {
         assert_eq!(constant, name);

@@ -40,6 +40,12 @@ pub trait AgentHooks: Send + Sync {
     fn context_changed(&self, context: &Context);
     /// Policy and approvals for tool calls.
     fn gate(&self) -> &dyn Gate;
+    /// A batch about to run has a call that may change files: the turn's checkpoint is
+    /// taken now if it was not yet (issue 18). Nothing by default (sub-agents: their
+    /// parent's `task` call already took it).
+    fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// Everything one turn needs besides the context.
@@ -423,6 +429,9 @@ impl Turn<'_, '_> {
             limits: env.limits,
             events: &sink,
         };
+        if may_change_files(env.tools, calls) {
+            env.hooks.before_changes().await;
+        }
         let results = dispatch(request).await;
         let mut statuses = Vec::with_capacity(results.len());
         for result in results {
@@ -533,6 +542,17 @@ fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
             diff,
         },
     }
+}
+
+/// Whether any of `calls` may change files (unknown tools and unparsable arguments do
+/// not run, so they change nothing).
+fn may_change_files(tools: &ToolRegistry, calls: &[ToolCall]) -> bool {
+    calls.iter().any(|call| {
+        tools.get(&call.name).is_some_and(|tool| {
+            let args = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+            tool.may_change_files(&args)
+        })
+    })
 }
 
 /// The tool schemas sent to the model.

@@ -120,6 +120,22 @@ pub fn module(
 
     m.method::<methods::SessionVerify>(|p, d, _| Ok(d.sessions.verify(&p.session_id)?))?;
 
+    m.method::<methods::CheckpointList>(|p, d, _| {
+        let handle = d.sessions.get(&p.session_id)?;
+        Ok(proto::CheckpointListResult {
+            checkpoints: handle.shared.checkpoints.list(),
+        })
+    })?;
+    m.async_method::<methods::CheckpointDiff, _, _>(|p, d, _| async move {
+        Ok(d.sessions.checkpoint_diff(p).await?)
+    })?;
+    m.async_method::<methods::SessionRewind, _, _>(|p, d, _| async move {
+        Ok(d.sessions.rewind(p).await?)
+    })?;
+    m.method::<methods::SessionFork>(|p, d, _| {
+        Ok(d.sessions.fork(&p.session_id, p.turn_id.as_deref())?)
+    })?;
+
     m.method::<methods::SessionCancel>(|p, d, _| {
         let cancelled = d.sessions.get(&p.session_id)?.shared.cancel();
         Ok(proto::SessionCancelResult { cancelled })
@@ -189,6 +205,10 @@ pub const SERVED: &[&str] = &[
     methods::SESSION_SET_MODEL,
     methods::AGENT_LIST,
     methods::SANDBOX_SELFTEST,
+    methods::CHECKPOINT_LIST,
+    methods::CHECKPOINT_DIFF,
+    methods::SESSION_REWIND,
+    methods::SESSION_FORK,
 ];
 
 #[cfg(test)]

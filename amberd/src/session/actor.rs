@@ -35,6 +35,11 @@ pub enum Command {
     Clear {
         reply: oneshot::Sender<usize>,
     },
+    /// `session/rewind`, between turns.
+    Rewind {
+        params: amber_proto::SessionRewindParams,
+        reply: oneshot::Sender<Result<amber_proto::SessionRewindResult, super::SessionError>>,
+    },
 }
 
 /// Runs until the command queue closes (session deleted or daemon shutting down).
@@ -44,6 +49,8 @@ pub async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
     mut context: Context,
 ) {
+    // Before any command: a rewind a crash cut short is finished first.
+    super::rewind::recover(&shared, &mut context).await;
     loop {
         let command = tokio::select! {
             // Closing first: a stopping session starts no queued prompt. Those stay
@@ -65,6 +72,10 @@ pub async fn run(
             Command::Clear { reply } => {
                 let removed = clear_context(&shared, &mut context);
                 let _ = reply.send(removed);
+            }
+            Command::Rewind { params, reply } => {
+                let result = super::rewind::rewind(&shared, &mut context, params).await;
+                let _ = reply.send(result);
             }
         }
     }
@@ -112,11 +123,17 @@ async fn run_prompt(
             mode_ceiling: None,
         },
     };
-    hooks.emit(EventKind::TurnStarted {
-        prompt: text.to_owned(),
-    });
+    let started_seq = shared.hub.publish(
+        Some(turn_id),
+        EventKind::TurnStarted {
+            prompt: text.to_owned(),
+        },
+    );
     settle_sandbox(shared, deps).await;
     ensure_system_prompt(shared, context);
+    shared
+        .checkpoints
+        .begin_turn(turn_id, started_seq.unwrap_or(0), text, context);
     // Stats the instruction files (reads them only if they changed): before the turn's
     // first request, so an edited AGENTS.md applies from this turn on.
     shared.head.refresh(&deps.tool_env).await;
@@ -143,6 +160,8 @@ async fn run_prompt(
         hooks: &hooks,
     };
     let outcome = agent::run_turn(context, text, &env).await;
+    // Before `turn_completed`: a client that lists checkpoints then sees what it changed.
+    shared.checkpoints.end_turn().await;
     shared.publish_messages(context);
     shared.end_turn();
     hooks.emit(EventKind::TurnCompleted {
@@ -263,6 +282,10 @@ impl AgentHooks for TurnHooks<'_> {
 
     fn gate(&self) -> &dyn Gate {
         &self.gate
+    }
+
+    fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(self.shared.checkpoints.before_changes())
     }
 }
 

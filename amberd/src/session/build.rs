@@ -19,6 +19,7 @@ use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::agent::prompt::PromptHead;
 use crate::agents::AgentLimits;
+use crate::checkpoints::SessionCheckpoints;
 use crate::instructions::Instructions;
 use crate::tools::SessionTools;
 
@@ -63,6 +64,11 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             }
         })),
         sandbox: SessionSandbox::new(sandbox, &deps.config.sandbox, deps.sandbox.clone()),
+        checkpoints: Arc::new(SessionCheckpoints::new(
+            deps.checkpoints.clone(),
+            workspace.clone(),
+            deps.store.as_ref().map(|s| s.sessions_dir().join(&id)),
+        )),
         id,
         skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         head: PromptHead::new(

@@ -40,6 +40,8 @@ pub struct Deps {
     /// Whether the OS sandbox works here (probed once at start, in the background): a
     /// session's `ToolSandbox` is `Unavailable` when it does not.
     pub sandbox_probe: Arc<SandboxProbe>,
+    /// The checkpoint store every session shares (`checkpoints/`).
+    pub checkpoints: Arc<crate::checkpoints::Checkpoints>,
 }
 
 impl Deps {
@@ -98,7 +100,10 @@ impl Deps {
         });
         let tool_env = Arc::new(tool_env);
         let sandbox = Arc::new(SandboxEnv::from_env(env));
+        let checkpoints =
+            crate::checkpoints::Checkpoints::new(config.checkpoints.clone(), &data_dir);
         Ok(Deps {
+            checkpoints,
             compaction,
             config,
             endpoint,

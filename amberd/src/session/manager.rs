@@ -24,6 +24,7 @@ use super::persist::{self, Persistence};
 use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
+use crate::checkpoints::DiffError;
 
 /// How long a load waits for an unloading session's actor to let go of its log.
 const UNLOAD_WAIT: Duration = Duration::from_secs(10);
@@ -119,6 +120,15 @@ impl SessionManager {
     }
 
     pub fn create(&self, params: SessionNewParams) -> Result<SessionInfo, SessionError> {
+        self.create_with(params, Vec::new())
+    }
+
+    /// A new session whose context holds `history` after its system prompt.
+    fn create_with(
+        &self,
+        params: SessionNewParams,
+        history: Vec<Message>,
+    ) -> Result<SessionInfo, SessionError> {
         // Its verdict is usually in before the session's first turn asks for it.
         self.deps.start_sandbox_probe();
         if self.closing.load(Ordering::SeqCst) {
@@ -203,6 +213,9 @@ impl SessionManager {
             context.set_journal(p.journal());
         }
         context.push(Message::system(system_prompt.clone()));
+        for message in history {
+            context.push(message);
+        }
         let hub = EventHub::restored(
             id.clone(),
             deps.config.server.subscriber_buffer,
@@ -503,6 +516,96 @@ impl SessionManager {
             .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
+    /// `checkpoint/diff`: what one turn changed.
+    pub async fn checkpoint_diff(
+        &self,
+        params: amber_proto::CheckpointDiffParams,
+    ) -> Result<amber_proto::CheckpointDiffResult, SessionError> {
+        let checkpoints = self.get(&params.session_id)?.shared.checkpoints.clone();
+        tokio::task::spawn_blocking(move || {
+            checkpoints.diff_blocking(&params.turn_id, params.path.as_deref())
+        })
+        .await
+        .map_err(|e| SessionError::Store(format!("the diff task failed: {e}")))?
+        .map_err(|e| match e {
+            DiffError::NoCheckpoint(message) => SessionError::InvalidParams(message),
+            DiffError::Store(message) => SessionError::Store(message),
+        })
+    }
+
+    /// `session/rewind`: run by the session's actor between turns (it owns the context).
+    pub async fn rewind(
+        &self,
+        params: amber_proto::SessionRewindParams,
+    ) -> Result<amber_proto::SessionRewindResult, SessionError> {
+        let id = params.session_id.clone();
+        let handle = self.get(&id)?;
+        if handle.shared.state() != SessionState::Idle {
+            return Err(SessionError::InvalidParams(
+                "sessionId: the session is running; only an idle session can be rewound —                  wait for its turn to end or cancel it first"
+                    .into(),
+            ));
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        handle
+            .commands
+            .send(Command::Rewind { params, reply })
+            .map_err(|_| SessionError::NotFound(id.clone()))?;
+        answer.await.map_err(|_| SessionError::NotFound(id))?
+    }
+
+    /// `session/fork`: a new session with the same cwd and settings whose conversation is
+    /// the history before `turn_id` (the whole history without it). The original is
+    /// untouched; the workspace is shared, not copied.
+    pub fn fork(&self, id: &str, turn_id: Option<&str>) -> Result<SessionInfo, SessionError> {
+        let source = self.get(id)?;
+        let shared = &source.shared;
+        let messages = shared.messages();
+        let len = match turn_id {
+            None => messages.len(),
+            Some(turn_id) => {
+                let rows = shared.checkpoints.rows();
+                let row = rows.iter().find(|r| r.turn_id == turn_id).ok_or_else(|| {
+                    SessionError::InvalidParams(format!(
+                        "turnId: no turn {turn_id} in this session's history"
+                    ))
+                })?;
+                if !prefix_matches(&messages, row.context_len, &row.context_head) {
+                    return Err(SessionError::InvalidParams(format!(
+                        "turnId: the conversation was compacted or cleared after turn                          {turn_id} began, so its history before that turn is gone"
+                    )));
+                }
+                row.context_len
+            }
+        };
+        let skip = usize::from(
+            messages
+                .first()
+                .is_some_and(|m| m.role == amber_proto::Role::System),
+        );
+        let history: Vec<Message> = messages
+            .get(skip..len)
+            .map(<[Message]>::to_vec)
+            .unwrap_or_default();
+        let info = shared.info();
+        let title = if info.title.is_empty() {
+            String::new()
+        } else {
+            format!("fork: {}", info.title)
+        };
+        let params = SessionNewParams {
+            cwd: info.cwd.clone(),
+            mode: Some(info.mode),
+            model: Some(info.model.clone()),
+            title: Some(title),
+            system_prompt: Some(shared.system_prompt.clone()),
+            provider: info.provider.clone(),
+            agent: info.agent.clone(),
+            sandbox: shared.sandbox.request(),
+        };
+        self.create_with(params, history)
+    }
+
     /// Removes a session: cancels its turn, stops its actor, ends its subscriptions.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
         let (handle, was_stored) = {
@@ -519,12 +622,33 @@ impl SessionManager {
         }
         // Its commands are gone with it: so is their temp directory.
         self.deps.sandbox.tmp.remove(id);
-        if let Some(store) = &self.deps.store
-            && let Err(err) = store.delete(id)
-        {
-            tracing::error!(session = id, %err, "cannot delete the session from the store");
+        if let Some(store) = &self.deps.store {
+            if let Err(err) = store.delete(id) {
+                tracing::error!(session = id, %err, "cannot delete the session from the store");
+            }
+            // Its checkpoints went with its directory; their content goes now.
+            self.collect_checkpoints();
         }
         Ok(())
+    }
+
+    /// Removes checkpoint content no kept checkpoint of any session refers to, in the
+    /// background (at start and after a deletion).
+    pub fn collect_checkpoints(&self) {
+        let Some(store) = &self.deps.store else {
+            return;
+        };
+        let checkpoints = self.deps.checkpoints.clone();
+        let sessions = store.sessions_dir().to_owned();
+        tokio::task::spawn_blocking(move || match checkpoints.collect(&sessions) {
+            Ok(stats) if stats.removed > 0 => tracing::info!(
+                removed = stats.removed,
+                bytes = stats.bytes_freed,
+                "collected unreferenced checkpoint content"
+            ),
+            Ok(_) => {}
+            Err(err) => tracing::warn!(%err, "cannot collect checkpoint content"),
+        });
     }
 
     /// Cancels every turn and waits (bounded) for the actors to wind down.
@@ -550,6 +674,19 @@ fn sandbox_of(
     mode: amber_proto::Mode,
 ) -> amber_proto::SandboxInfo {
     sandbox::effective(sandbox::requested(config, request.as_ref()), mode)
+}
+
+/// Whether `messages` still begin with the `len` messages whose last chain link is `head`
+/// (a compaction or `/clear` rebuilds the chain).
+fn prefix_matches(messages: &[Message], len: usize, head: &str) -> bool {
+    if len > messages.len() {
+        return false;
+    }
+    let mut chain = Context::new();
+    for message in &messages[..len] {
+        chain.push(message.clone());
+    }
+    len == 0 || format!("{:016x}", chain.head()) == head
 }
 
 /// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents.

@@ -16,6 +16,7 @@ mod manager;
 pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
+mod rewind;
 pub(crate) mod sandbox;
 pub(crate) mod subagents;
 mod view;
@@ -78,6 +79,8 @@ pub struct SessionShared {
     pub tools: Arc<SessionTools>,
     /// The session's OS sandbox settings; `tools` holds the one in force.
     pub(crate) sandbox: sandbox::SessionSandbox,
+    /// What each turn did to the workspace, and the way back (`checkpoints/`).
+    pub(crate) checkpoints: Arc<crate::checkpoints::SessionCheckpoints>,
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
@@ -146,6 +149,18 @@ impl SessionShared {
         if live.info.state == SessionState::Idle {
             live.info.state = SessionState::Running;
             live.info.updated_at = now_rfc3339();
+        }
+    }
+
+    /// A rewind is starting: the busy marker makes a daemon that crashes before it ends
+    /// load the session at its next start, which finishes the rewind (`rewind::recover`).
+    pub(crate) fn mark_busy(&self) {
+        let mut live = self.lock_live();
+        if !live.marked
+            && let Some(p) = &self.persistence
+        {
+            p.set_busy(true);
+            live.marked = true;
         }
     }
 

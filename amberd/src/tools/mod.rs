@@ -209,6 +209,11 @@ pub trait Tool: Send + Sync {
             .map(|path| vec![path.to_owned()])
             .unwrap_or_default()
     }
+    /// Whether the call may change files in the workspace, so the turn takes its
+    /// checkpoint before it runs (issue 18). By default: any tool that is not read-only.
+    fn may_change_files(&self, _args: &serde_json::Value) -> bool {
+        !self.read_only()
+    }
     /// Run the call. Failures are outcomes (`error`), never panics.
     fn call<'a>(
         &'a self,

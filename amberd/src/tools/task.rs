@@ -57,6 +57,11 @@ impl Tool for TaskTool {
         true
     }
 
+    /// Its sub-agents may write: their changes belong to this turn's checkpoint.
+    fn may_change_files(&self, _args: &Value) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let (tasks, parallel) = match parse(&args) {

@@ -56,6 +56,11 @@ impl Tool for ProcessTool {
         false
     }
 
+    /// Only starting a process runs anything; list, output and kill change no file.
+    fn may_change_files(&self, args: &Value) -> bool {
+        args.get("action").and_then(Value::as_str) == Some("start")
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             match run(&args, ctx).await {

@@ -1,0 +1,83 @@
+//! Checkpoints, diff, rewind and fork (issue 18): what each turn did to the workspace,
+//! whatever did it, and the way back.
+//!
+//! ```text
+//! <data_dir>/checkpoints/objects/      the daemon's blob store (amber-store `BlobStore`):
+//!                                      file contents and snapshots, shared by every session
+//! <data_dir>/sessions/<id>/checkpoints the session's rows (`rows.rs`): turn, before, after, …
+//! <data_dir>/sessions/<id>/rewind.json a rewind in progress (`rewind.rs`), until it is done
+//! ```
+//!
+//! Before the first tool call of a turn that may change files (`Tool::may_change_files`),
+//! the session takes a snapshot of its workspace (`session.rs`, incremental from the
+//! previous one) and records it; when the turn ends it takes another and records what
+//! changed between the two. A turn that calls no such tool takes none and costs nothing.
+//!
+//! **Invariants:** nothing here touches the user's `.git` (snapshots exclude it and never
+//! run git); the workspace is changed only by a rewind, which journals its plan before it
+//! writes anything and is finished on restart if a crash cut it short; a snapshot with
+//! files it could not read is never a restore target; blobs are swept (`gc.rs`) only under
+//! the store's write lock, which every snapshot and restore holds for reading, so a sweep
+//! never removes what a snapshot being taken has just written.
+
+mod diff;
+mod gc;
+pub(crate) mod rewind;
+mod rows;
+mod session;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use amber_store::BlobStore;
+
+use crate::config::CheckpointsConfig;
+
+pub(crate) use self::diff::DiffError;
+pub(crate) use self::session::SessionCheckpoints;
+
+/// The daemon-wide part: configuration and the blob store every session shares.
+pub struct Checkpoints {
+    config: CheckpointsConfig,
+    dir: PathBuf,
+    /// Opened on first use, so a daemon that never checkpoints creates nothing.
+    store: OnceLock<Result<BlobStore, String>>,
+    /// Read: taking a snapshot, restoring, diffing. Write: sweeping unreferenced blobs.
+    sweep: RwLock<()>,
+}
+
+impl Checkpoints {
+    /// Checkpoints stored under `<data_dir>/checkpoints`.
+    pub fn new(config: CheckpointsConfig, data_dir: &Path) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            dir: data_dir.join("checkpoints"),
+            store: OnceLock::new(),
+            sweep: RwLock::new(()),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    pub(crate) fn config(&self) -> &CheckpointsConfig {
+        &self.config
+    }
+
+    /// The blob store, or why it cannot be opened.
+    pub(crate) fn store(&self) -> Result<&BlobStore, String> {
+        self.store
+            .get_or_init(|| BlobStore::open(self.dir.join("objects")).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| format!("the checkpoint store cannot be opened: {e}"))
+    }
+
+    fn reading(&self) -> RwLockReadGuard<'_, ()> {
+        self.sweep.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sweeping(&self) -> RwLockWriteGuard<'_, ()> {
+        self.sweep.write().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,343 @@
+//! [`SessionCheckpoints`]: one session's checkpoints — its rows, the snapshot a turn takes
+//! before its first file-changing call and after it ends, and the list and diff read from
+//! them. Snapshots run on the blocking pool (they read the workspace); the turn waits for
+//! the first one, since it is the state a rewind restores.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use amber_proto::{ChangedPath, CheckpointInfo};
+use amber_store::context::Context;
+use amber_store::{Hash, Snapshot};
+
+use super::Checkpoints;
+use super::rows::{self, After, Record, RowsFile, TurnRow};
+use crate::session::hub::now_rfc3339;
+
+/// One session's checkpoints.
+pub(crate) struct SessionCheckpoints {
+    pub(super) daemon: Arc<Checkpoints>,
+    pub(super) workspace: PathBuf,
+    /// The session's directory in the store; `None` when checkpoints are off for it
+    /// (disabled in the config, or a daemon without a store).
+    pub(super) dir: Option<PathBuf>,
+    rows_file: Option<RowsFile>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) rows: Vec<TurnRow>,
+    /// The newest snapshot taken (or loaded): the next one is incremental from it.
+    latest: Option<Arc<Snapshot>>,
+    /// The running turn.
+    turn: Option<RunningTurn>,
+}
+
+struct RunningTurn {
+    turn_id: String,
+    /// A checkpoint was attempted (taken or failed): the turn takes at most one.
+    tried: bool,
+    before: Option<Arc<Snapshot>>,
+}
+
+impl SessionCheckpoints {
+    /// The checkpoints of the session stored in `session_dir` (rows read from there), for
+    /// its workspace; off when `session_dir` is `None` or the config disables them.
+    pub(crate) fn new(
+        daemon: Arc<Checkpoints>,
+        workspace: PathBuf,
+        session_dir: Option<PathBuf>,
+    ) -> Self {
+        let dir = session_dir.filter(|_| daemon.enabled());
+        let rows_file = dir.as_ref().map(|d| RowsFile::new(d.join(rows::ROWS_FILE)));
+        let rows = rows_file
+            .as_ref()
+            .map(|f| {
+                rows::load(f.path()).unwrap_or_else(|err| {
+                    tracing::warn!(path = %f.path().display(), %err, "cannot read checkpoint rows");
+                    Vec::new()
+                })
+            })
+            .unwrap_or_default();
+        Self {
+            daemon,
+            workspace,
+            dir,
+            rows_file,
+            state: Mutex::new(State {
+                rows,
+                ..State::default()
+            }),
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.rows_file.is_some()
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // Every writer leaves the state consistent between statements.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn append(&self, record: Record, sync: bool) {
+        let Some(file) = &self.rows_file else { return };
+        if let Err(err) = file.append(&record, sync) {
+            tracing::warn!(path = %file.path().display(), %err, "cannot record a checkpoint row");
+        }
+        rows::apply(&mut self.lock().rows, record);
+    }
+
+    /// A turn begins: its row (the context it starts from, for a rewind of the conversation).
+    /// `seq` is its `turn_started` event's.
+    pub(crate) fn begin_turn(&self, turn_id: &str, seq: u64, prompt: &str, context: &Context) {
+        if !self.enabled() {
+            return;
+        }
+        self.lock().turn = Some(RunningTurn {
+            turn_id: turn_id.to_owned(),
+            tried: false,
+            before: None,
+        });
+        let record = Record::Turn {
+            turn_id: turn_id.to_owned(),
+            seq,
+            time: now_rfc3339(),
+            prompt: prompt.to_owned(),
+            context_len: context.len(),
+            context_head: format!("{:016x}", context.head()),
+        };
+        // Not synced: the turn's events are; a row lost to a crash only makes that turn
+        // unknown to rewind.
+        self.append(record, false);
+    }
+
+    /// Before a tool call that may change files: the turn's checkpoint, once per turn.
+    /// Never fails the turn: a snapshot that cannot be taken is recorded as incomplete.
+    pub(crate) async fn before_changes(self: &Arc<Self>) {
+        let turn_id = {
+            let mut state = self.lock();
+            let Some(turn) = state.turn.as_mut().filter(|t| !t.tried) else {
+                return;
+            };
+            turn.tried = true;
+            turn.turn_id.clone()
+        };
+        let this = self.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            let previous = this.latest_blocking();
+            // Held until the row names the snapshot: a sweep never sees its blobs unnamed.
+            let _reading = this.daemon.reading();
+            let (snapshot, incomplete) = match this.take_with(previous.as_deref()) {
+                Ok((snap, hash)) => {
+                    let incomplete = incomplete_reason(&snap);
+                    let snap = Arc::new(snap);
+                    let mut state = this.lock();
+                    if let Some(turn) = state.turn.as_mut() {
+                        turn.before = Some(snap.clone());
+                    }
+                    state.latest = Some(snap);
+                    (Some(hash.to_hex()), incomplete)
+                }
+                Err(reason) => {
+                    tracing::warn!(workspace = %this.workspace.display(), %reason, "no checkpoint");
+                    (None, Some(reason))
+                }
+            };
+            let record = Record::Before {
+                turn_id,
+                time: now_rfc3339(),
+                snapshot,
+                incomplete,
+            };
+            this.append(record, true);
+        })
+        .await;
+        if let Err(err) = recorded {
+            tracing::error!(%err, "the checkpoint task failed");
+        }
+    }
+
+    /// The turn ended: if it took a checkpoint, what it changed is recorded.
+    pub(crate) async fn end_turn(self: &Arc<Self>) {
+        let Some(turn) = self.lock().turn.take() else {
+            return;
+        };
+        if !turn.tried {
+            return;
+        }
+        let this = self.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            let previous = this.latest_blocking();
+            let _reading = this.daemon.reading();
+            let after = match this.take_with(previous.as_deref()) {
+                Ok((after, hash)) => {
+                    let (changed, skipped) = match &turn.before {
+                        Some(before) => changes(before, &after),
+                        None => (Vec::new(), Vec::new()),
+                    };
+                    this.lock().latest = Some(Arc::new(after));
+                    After {
+                        snapshot: Some(hash.to_hex()),
+                        changed,
+                        skipped,
+                    }
+                }
+                Err(reason) => {
+                    tracing::warn!(workspace = %this.workspace.display(), %reason, "no snapshot after the turn");
+                    After {
+                        snapshot: None,
+                        changed: Vec::new(),
+                        skipped: Vec::new(),
+                    }
+                }
+            };
+            let record = Record::After {
+                turn_id: turn.turn_id,
+                snapshot: after.snapshot,
+                changed: after.changed,
+                skipped: after.skipped,
+            };
+            this.append(record, true);
+            this.expire();
+        })
+        .await;
+        if let Err(err) = recorded {
+            tracing::error!(%err, "the checkpoint task failed");
+        }
+    }
+
+    /// Takes and saves a snapshot of the workspace now, incremental from the newest one,
+    /// for a reader (not recorded in a row, so not the base of later ones). Blocking.
+    pub(super) fn snapshot_now(&self) -> Result<(Snapshot, Hash), String> {
+        let previous = self.latest_blocking();
+        let _reading = self.daemon.reading();
+        self.take_with(previous.as_deref())
+    }
+
+    /// Takes and saves a snapshot; the caller holds the store's read lock. Blocking.
+    fn take_with(&self, previous: Option<&Snapshot>) -> Result<(Snapshot, Hash), String> {
+        let store = self.daemon.store()?;
+        let snap = Snapshot::take(
+            &self.workspace,
+            previous,
+            store,
+            self.daemon.config().max_file_bytes,
+        )
+        .map_err(|e| e.to_string())?;
+        let hash = snap.save(store).map_err(|e| e.to_string())?;
+        Ok((snap, hash))
+    }
+
+    /// The newest snapshot: cached, else the newest one the rows name (after a restart).
+    fn latest_blocking(&self) -> Option<Arc<Snapshot>> {
+        let newest = {
+            let state = self.lock();
+            if let Some(latest) = &state.latest {
+                return Some(latest.clone());
+            }
+            state.rows.iter().rev().find_map(|r| {
+                r.after
+                    .as_ref()
+                    .and_then(|a| a.snapshot.clone())
+                    .or_else(|| r.before.as_ref().and_then(|b| b.snapshot.clone()))
+            })?
+        };
+        let snap = Arc::new(self.load(&newest).ok()?);
+        self.lock().latest = Some(snap.clone());
+        Some(snap)
+    }
+
+    /// The snapshot stored as `hex`. Blocking.
+    pub(super) fn load(&self, hex: &str) -> Result<Snapshot, String> {
+        let hash = Hash::from_str(hex).map_err(|e| e.to_string())?;
+        let store = self.daemon.store()?;
+        let _reading = self.daemon.reading();
+        Snapshot::load(store, &hash).map_err(|e| e.to_string())
+    }
+
+    /// `checkpoint/list`: one row per turn that had a checkpoint, oldest first.
+    pub(crate) fn list(&self) -> Vec<CheckpointInfo> {
+        let state = self.lock();
+        state
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.has_checkpoint())
+            .filter_map(|(i, r)| {
+                let before = r.before.as_ref()?;
+                let after = r.after.as_ref();
+                Some(CheckpointInfo {
+                    turn_id: r.turn_id.clone(),
+                    seq: r.seq,
+                    time: before.time.clone(),
+                    prompt: r.prompt.clone(),
+                    changed: after.map(|a| a.changed.clone()).unwrap_or_default(),
+                    skipped: after.map(|a| a.skipped.clone()).unwrap_or_default(),
+                    turn: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                    incomplete: before.incomplete.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The rows of the live history (every turn, with or without a checkpoint).
+    pub(crate) fn rows(&self) -> Vec<TurnRow> {
+        self.lock().rows.clone()
+    }
+
+    /// The turn `turn_id` and every later one were rewound away (synced).
+    pub(crate) fn forget_from(&self, turn_id: &str) {
+        let known = self.lock().rows.iter().any(|r| r.turn_id == turn_id);
+        if known {
+            self.append(
+                Record::Rewound {
+                    turn_id: turn_id.to_owned(),
+                },
+                true,
+            );
+        }
+        // The cached one may be a dropped row's: the next snapshot starts from a kept one.
+        self.set_latest(None);
+    }
+
+    /// Replaces the cached newest snapshot (`None`: reload it from the rows).
+    fn set_latest(&self, snap: Option<Arc<Snapshot>>) {
+        self.lock().latest = snap;
+    }
+}
+
+/// Why a rewind to `snap` would be refused, if it would.
+fn incomplete_reason(snap: &Snapshot) -> Option<String> {
+    let first = snap.missing.first()?;
+    Some(format!(
+        "{} file(s) could not be recorded (first: {}: {})",
+        snap.missing.len(),
+        first.path,
+        first.reason
+    ))
+}
+
+/// What a turn changed between its two snapshots: the recorded paths, and the ones it
+/// changed that are not recorded.
+pub(super) fn changes(before: &Snapshot, after: &Snapshot) -> (Vec<ChangedPath>, Vec<String>) {
+    let changed = super::diff::changed_paths(&before.diff(after));
+    let skipped = skipped_changes(before, after);
+    (changed, skipped)
+}
+
+/// Paths not recorded in either snapshot (too large, not regular files) that appeared,
+/// disappeared or changed size between them.
+fn skipped_changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    let key = |s: &amber_store::Skipped| (s.path.to_string(), format!("{:?}", s.reason));
+    let old: std::collections::BTreeSet<_> = before.skipped.iter().map(key).collect();
+    let new: std::collections::BTreeSet<_> = after.skipped.iter().map(key).collect();
+    let mut paths: Vec<String> = old
+        .symmetric_difference(&new)
+        .map(|(p, _)| p.clone())
+        .collect();
+    paths.dedup();
+    paths
+}

@@ -1,0 +1,181 @@
+//! `session/rewind`, run by the session's actor between turns: the files (planned and
+//! journaled by `checkpoints::rewind`), then the conversation popped back to where the
+//! turn began, then the durable `rewound` event. A rewind a crash interrupted is finished
+//! by [`recover`] when the session's actor starts.
+
+use std::sync::Arc;
+
+use amber_proto::{EventKind, SessionRewindParams, SessionRewindResult};
+use amber_store::context::Context;
+
+use super::{SessionError, SessionShared};
+use crate::checkpoints::rewind::{FilesPlan, Journal, RewindError};
+
+/// Rewinds the session to before `params.turn_id`.
+pub(super) async fn rewind(
+    shared: &Arc<SessionShared>,
+    context: &mut Context,
+    params: SessionRewindParams,
+) -> Result<SessionRewindResult, SessionError> {
+    if shared.lock_live().queued > 0 {
+        return Err(SessionError::InvalidParams(
+            "sessionId: the session is running (a turn is queued); only an idle session can \
+             be rewound — wait for it or cancel it first"
+                .into(),
+        ));
+    }
+    let checkpoints = shared.checkpoints.clone();
+    if !checkpoints.enabled() {
+        return Err(SessionError::InvalidParams(
+            "sessionId: checkpoints are off for this session ([checkpoints] enabled = false, \
+             or the daemon keeps no store), so it has nothing to rewind to"
+                .into(),
+        ));
+    }
+    if !params.files && !params.conversation {
+        return Err(SessionError::InvalidParams(
+            "files, conversation: at least one of them must be true".into(),
+        ));
+    }
+    let rows = checkpoints.rows();
+    let Some(at) = rows.iter().position(|r| r.turn_id == params.turn_id) else {
+        return Err(SessionError::InvalidParams(format!(
+            "turnId: no turn {} in this session's history (checkpoint/list names them; a \
+             turn already rewound away is gone)",
+            params.turn_id
+        )));
+    };
+    let row = rows[at].clone();
+    let context_len = if params.conversation {
+        if !starts_with(context, row.context_len, &row.context_head) {
+            return Err(SessionError::InvalidParams(format!(
+                "turnId: the conversation was compacted or cleared after turn {} began, so it \
+                 cannot be popped back to it; rewind the files only (conversation: false) or \
+                 fork the session",
+                params.turn_id
+            )));
+        }
+        Some(row.context_len)
+    } else {
+        None
+    };
+    let removed_turns = if params.conversation {
+        u32::try_from(rows.len() - at).unwrap_or(u32::MAX)
+    } else {
+        0
+    };
+    let files = if params.files {
+        let cps = checkpoints.clone();
+        let force = params.force;
+        let planned = tokio::task::spawn_blocking(move || cps.plan_files(&rows, at, force))
+            .await
+            .map_err(|e| SessionError::Store(format!("the rewind task failed: {e}")))?;
+        Some(planned.map_err(|e| match e {
+            RewindError::Refused(reason) => {
+                SessionError::InvalidParams(format!("turnId: {reason}"))
+            }
+            RewindError::Store(reason) => SessionError::Store(reason),
+        })?)
+    } else {
+        None
+    };
+    let journal = Journal::new(
+        &params.turn_id,
+        files.as_ref(),
+        context_len,
+        shared.hub.last_seq(),
+        removed_turns,
+    );
+    // A crash from here on is finished at the next start: the busy marker makes the
+    // daemon load the session then, and loading finds the journal.
+    shared.mark_busy();
+    let written = {
+        let cps = checkpoints.clone();
+        let journal = journal.clone();
+        tokio::task::spawn_blocking(move || cps.write_journal(&journal)).await
+    };
+    if let Err(err) = written
+        .map_err(|e| e.to_string())
+        .and_then(|written| written)
+    {
+        shared.settle_marker();
+        return Err(SessionError::Store(err));
+    }
+    let result = finish(shared, context, journal, true).await;
+    shared.settle_marker();
+    result.map(|()| SessionRewindResult {
+        restored: files
+            .as_ref()
+            .map(|f| f.restored.clone())
+            .unwrap_or_default(),
+        conflicts: files.map(|f: FilesPlan| f.conflicts).unwrap_or_default(),
+        removed_turns,
+    })
+}
+
+/// Carries out a journaled rewind: files, context, event, rows; then drops the journal.
+/// Every step can run again after a crash.
+async fn finish(
+    shared: &Arc<SessionShared>,
+    context: &mut Context,
+    journal: Journal,
+    live: bool,
+) -> Result<(), SessionError> {
+    let checkpoints = shared.checkpoints.clone();
+    let applied = {
+        let cps = checkpoints.clone();
+        let journal = journal.clone();
+        tokio::task::spawn_blocking(move || cps.apply_journal(&journal, live)).await
+    };
+    if let Err(err) = applied.map_err(|e| e.to_string()).and_then(|a| a) {
+        // The journal stays: the next load of the session finishes the restore.
+        return Err(SessionError::Store(format!(
+            "the rewind could not restore the files: {err}; it is retried when the session \
+             is next loaded"
+        )));
+    }
+    if let Some(len) = journal.context_len {
+        while context.len() > len {
+            context.pop();
+        }
+        shared.publish_messages(context);
+    }
+    if shared.hub.last_seq() <= journal.last_seq {
+        shared.hub.publish(
+            Some(&journal.turn_id),
+            EventKind::Rewound {
+                restored: journal.restored.clone(),
+                conflicts: journal.conflicts.clone(),
+                removed_turns: journal.removed_turns,
+            },
+        );
+    }
+    if journal.context_len.is_some() {
+        checkpoints.forget_from(&journal.turn_id);
+    }
+    checkpoints.remove_journal();
+    Ok(())
+}
+
+/// Finishes a rewind a crash interrupted (its journal is still there). At actor start.
+pub(super) async fn recover(shared: &Arc<SessionShared>, context: &mut Context) {
+    let Some(journal) = shared.checkpoints.pending_journal() else {
+        return;
+    };
+    tracing::warn!(session = %shared.id, turn = %journal.turn_id, "finishing an interrupted rewind");
+    if let Err(err) = finish(shared, context, journal, false).await {
+        tracing::error!(session = %shared.id, %err, "cannot finish an interrupted rewind");
+    }
+    shared.settle_marker();
+}
+
+/// Whether `context` still begins with the `len` messages whose last link is `head`.
+fn starts_with(context: &Context, len: usize, head: &str) -> bool {
+    if len == 0 {
+        return true;
+    }
+    context
+        .links()
+        .nth(len - 1)
+        .is_some_and(|(_, hash)| format!("{hash:016x}") == head)
+}
