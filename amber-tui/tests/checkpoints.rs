@@ -211,6 +211,12 @@ fn rewind_result_lists_paths_and_gives_the_prompt_back() {
     let [Action::Rewind(request)] = &app.on_key(key(KeyCode::Enter))[..] else {
         panic!("no rewind")
     };
+    // The durable event arrives on the subscription, the answer on the call.
+    app.apply_event(ev(
+        Some(4),
+        json!({"type": "rewound", "turnId": "turn_d", "restored": ["src/lib.rs", "tests/a.rs"],
+               "conflicts": ["notes.md"], "removedTurns": 1}),
+    ));
     app.on_rewound(
         request.clone(),
         Ok(SessionRewindResult {
