@@ -97,8 +97,10 @@ pub enum Command {
     /// Undo TURN and every later turn: the files and the conversation go back to before it
     ///
     /// The files are restored to their state before TURN (files the turns created are removed,
-    /// deleted ones come back), and TURN and every later turn leave the conversation. A file changed outside amber since a turn touched it is a conflict: it is left alone
-    /// (and listed) unless --force. Only an idle session can be rewound.
+    /// deleted ones come back), and TURN and every later turn leave the conversation. A file
+    /// changed outside amber since a turn touched it is a conflict: it is left alone and
+    /// listed, unless --force (then it is put back too, and still listed). Only an idle
+    /// session can be rewound.
     ///
     /// Exit status: 0 when everything was restored, 1 when conflicts were left alone (the rest
     /// was rewound) or the rewind failed, 2 on a usage error.

@@ -146,28 +146,43 @@ pub fn table(rows: &[CheckpointInfo]) -> String {
     out
 }
 
-/// `rewind`'s report: one line per path, then a summary line.
-pub fn rewind_text(turn: &str, result: &SessionRewindResult) -> String {
+/// `rewind`'s report: one line per path, then a summary line. With `force` the daemon still
+/// lists the conflicts, but it put them back like the rest.
+pub fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> String {
     let mut out = String::new();
     for path in &result.restored {
         out.push_str(&format!("restored  {path}\n"));
     }
+    let mark = if force { "forced  " } else { "conflict" };
     for path in &result.conflicts {
-        out.push_str(&format!("conflict  {path}\n"));
+        out.push_str(&format!("{mark}  {path}\n"));
     }
     out.push_str(&format!(
         "rewound to before turn {turn}: {} file(s) restored, {} turn(s) removed from the conversation",
         result.restored.len(),
         result.removed_turns
     ));
-    if !result.conflicts.is_empty() {
-        out.push_str(&format!(
-            "; {} conflict(s) left alone (changed outside amber since; not overwritten without --force)",
-            result.conflicts.len()
-        ));
+    match (result.conflicts.len(), force) {
+        (0, _) => {}
+        (n, true) => out.push_str(&format!(
+            "; {n} path(s) changed outside amber since were put back too (--force)"
+        )),
+        (n, false) => out.push_str(&format!(
+            "; {n} conflict(s) left alone (changed outside amber since; not overwritten without --force)"
+        )),
     }
     out.push('\n');
     out
+}
+
+/// `rewind`'s exit code: 1 when conflicts were left alone, so a script notices the
+/// workspace is not all back (with `force` they were put back, though still listed).
+pub fn rewind_exit(result: &SessionRewindResult, force: bool) -> u8 {
+    if result.conflicts.is_empty() || force {
+        exit::OK
+    } else {
+        exit::ERROR
+    }
 }
 
 /// Whether a string ends with amberd's elision marker (`…[amber: N bytes elided to K]`):
@@ -261,8 +276,7 @@ pub struct RewindWhat {
     pub force: bool,
 }
 
-/// `rewind ID TURN [--files-only | --conversation-only] [--force] [--json]`: exit 1 when
-/// conflicts were left alone, so a script notices the workspace is not all back.
+/// `rewind ID TURN [--files-only | --conversation-only] [--force] [--json]`.
 pub async fn rewind(
     conn: &ConnectArgs,
     id: &str,
@@ -289,13 +303,9 @@ pub async fn rewind(
     if json {
         output::line(&serde_json::to_string_pretty(&raw)?)?;
     } else {
-        output::line(rewind_text(turn, &got).trim_end())?;
+        output::line(rewind_text(turn, &got, what.force).trim_end())?;
     }
-    Ok(if got.conflicts.is_empty() {
-        exit::OK
-    } else {
-        exit::ERROR
-    })
+    Ok(rewind_exit(&got, what.force))
 }
 
 /// `fork ID [TURN] [--json]`: prints the new session's id.
@@ -416,8 +426,9 @@ mod tests {
             conflicts: vec!["b.rs".into()],
             removed_turns: 2,
         };
+        assert_eq!(rewind_exit(&result, false), exit::ERROR);
         assert_eq!(
-            rewind_text("3", &result),
+            rewind_text("3", &result, false),
             "restored  a.rs\nrestored  gone.md\nconflict  b.rs\n\
              rewound to before turn 3: 2 file(s) restored, 2 turn(s) removed from the conversation; \
              1 conflict(s) left alone (changed outside amber since; not overwritten without --force)\n"
@@ -426,8 +437,17 @@ mod tests {
             removed_turns: 1,
             ..SessionRewindResult::default()
         };
+        // Forced: still listed by the daemon, but put back, so not a failure.
+        assert_eq!(rewind_exit(&result, true), exit::OK);
         assert_eq!(
-            rewind_text("turn_x", &clean),
+            rewind_text("3", &result, true),
+            "restored  a.rs\nrestored  gone.md\nforced    b.rs\n\
+             rewound to before turn 3: 2 file(s) restored, 2 turn(s) removed from the conversation; \
+             1 path(s) changed outside amber since were put back too (--force)\n"
+        );
+        assert_eq!(rewind_exit(&clean, false), exit::OK);
+        assert_eq!(
+            rewind_text("turn_x", &clean, false),
             "rewound to before turn turn_x: 0 file(s) restored, 1 turn(s) removed from the conversation\n"
         );
     }

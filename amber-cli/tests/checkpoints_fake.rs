@@ -85,13 +85,14 @@ fn module(calls: Calls) -> RpcModule<Calls> {
             .unwrap()
             .push(("session/rewind".into(), p.clone()));
         known(&p)?;
-        let conflicts = if p["force"] == true {
-            json!([])
+        // As amberd does: a forced conflict is put back, and still listed.
+        let restored = if p["force"] == true {
+            json!(["notes.md", "src/lib.rs"])
         } else {
-            json!(["src/lib.rs"])
+            json!(["notes.md"])
         };
         Ok::<_, ErrorObjectOwned>(
-            json!({"restored": ["notes.md"], "conflicts": conflicts, "removedTurns": 2}),
+            json!({"restored": restored, "conflicts": ["src/lib.rs"], "removedTurns": 2}),
         )
     })
     .unwrap();
@@ -244,7 +245,7 @@ async fn diff_defaults_to_the_last_checkpoint_and_resolves_turns() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn rewind_exits_1_when_conflicts_were_left_alone() {
+async fn rewind_exits_1_when_conflicts_were_left_alone_not_when_forced() {
     let (_dir, socket, calls, _h) = daemon();
     let (code, out, err) = cli(&socket, &["rewind", "s1", "3"]).await;
     assert_eq!(code, 1, "{err}");
@@ -268,9 +269,14 @@ async fn rewind_exits_1_when_conflicts_were_left_alone() {
     let got: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         got,
-        json!({"restored": ["notes.md"], "conflicts": [], "removedTurns": 2})
+        json!({"restored": ["notes.md", "src/lib.rs"], "conflicts": ["src/lib.rs"], "removedTurns": 2})
     );
     assert_eq!(methods(&calls)[0].1["force"], true);
+    let (code, out, err) = cli(&socket, &["rewind", "s1", "1", "--force"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("forced    src/lib.rs\n"), "{out}");
+    assert!(out.ends_with("were put back too (--force)\n"), "{out}");
+    methods(&calls);
 
     let (_, _, _) = cli(&socket, &["rewind", "s1", "turn_a", "--files-only"]).await;
     let (_, _, _) = cli(&socket, &["rewind", "s1", "turn_a", "--conversation-only"]).await;

@@ -260,6 +260,25 @@ fn rewind_of_files_only_keeps_the_editor_and_says_so_plainly() {
             InfoKind::Command
         )
     );
+    // Forced: the daemon still lists the conflicts, but they were put back.
+    app.on_rewound(
+        RewindRequest {
+            force: true,
+            ..request.clone()
+        },
+        Ok(SessionRewindResult {
+            restored: vec!["a.rs".into()],
+            conflicts: vec!["a.rs".into()],
+            removed_turns: 0,
+        }),
+    );
+    assert_eq!(
+        infos(&app).pop().unwrap(),
+        (
+            "rewound to before turn 1 (files only)\nrestored: a.rs\nchanged outside amber since, put back too: a.rs".into(),
+            InfoKind::Command
+        )
+    );
     // A prompt already being typed is not replaced.
     app.input.set("my draft");
     app.on_rewound(

@@ -362,11 +362,15 @@ impl App {
                 text.push_str(&format!("\nrestored: {}", result.restored.join(", ")));
             }
         }
+        // With force the daemon still lists the conflicts, but it put them back too.
+        let left_alone = !result.conflicts.is_empty() && !request.force;
         if !result.conflicts.is_empty() {
-            text.push_str(&format!(
-                "\nleft alone, changed outside amber since: {}",
-                result.conflicts.join(", ")
-            ));
+            let how = if request.force {
+                "changed outside amber since, put back too"
+            } else {
+                "left alone, changed outside amber since"
+            };
+            text.push_str(&format!("\n{how}: {}", result.conflicts.join(", ")));
         }
         // The undone prompt comes back to be edited and sent again, as an editor would.
         if request.conversation && self.input.is_empty() && !request.prompt.is_empty() {
@@ -375,10 +379,10 @@ impl App {
         }
         self.transcript.push(Cell::Info {
             text,
-            kind: if result.conflicts.is_empty() {
-                InfoKind::Command
-            } else {
+            kind: if left_alone {
                 InfoKind::Warn
+            } else {
+                InfoKind::Command
             },
         });
         self.scroll = Scroll::Follow;
