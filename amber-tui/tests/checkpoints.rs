@@ -511,7 +511,13 @@ fn diff_of_a_turn_resolves_numbers_and_ids() {
 #[test]
 fn fork_switches_to_the_new_session() {
     let mut app = app_with(&[]);
-    assert_eq!(submit(&mut app, "/fork"), [Action::Fork { turn_id: None }]);
+    assert_eq!(
+        submit(&mut app, "/fork"),
+        [Action::Fork {
+            turn_id: None,
+            label: None
+        }]
+    );
     let mut forked = info(SessionState::Idle);
     forked.session_id = "s_2".into();
     app.on_forked(None, Ok(forked.clone()));
@@ -524,7 +530,8 @@ fn fork_switches_to_the_new_session() {
     assert_eq!(
         submit(&mut app, "/fork turn_b"),
         [Action::Fork {
-            turn_id: Some("turn_b".into())
+            turn_id: Some("turn_b".into()),
+            label: Some("turn_b".into())
         }]
     );
     assert_eq!(
@@ -535,10 +542,16 @@ fn fork_switches_to_the_new_session() {
     assert_eq!(
         app.drain_actions(),
         [Action::Fork {
-            turn_id: Some("turn_b".into())
+            turn_id: Some("turn_b".into()),
+            label: Some("turn 2".into())
         }]
     );
-    app.on_forked(Some("turn_b".into()), Err("unknown turn".into()));
+    app.on_forked(Some("turn 2".into()), Ok(forked));
+    assert_eq!(
+        app.switch_note.as_deref(),
+        Some("forked from session s_1 (the conversation before turn 2); the original is unchanged")
+    );
+    app.on_forked(Some("turn 2".into()), Err("unknown turn".into()));
     assert_eq!(errors(&app), [("fork".into(), "unknown turn".into())]);
 }
 

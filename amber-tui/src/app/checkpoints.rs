@@ -199,7 +199,10 @@ impl App {
                 let turn = (!args.is_empty()).then(|| args.to_owned());
                 self.request(Action::ListCheckpoints(CheckpointsFor::Diff(turn)));
             }
-            "fork" if args.is_empty() => self.request(Action::Fork { turn_id: None }),
+            "fork" if args.is_empty() => self.request(Action::Fork {
+                turn_id: None,
+                label: None,
+            }),
             "fork" if args.bytes().all(|b| b.is_ascii_digit()) => {
                 self.request(Action::ListCheckpoints(CheckpointsFor::Fork(
                     args.to_owned(),
@@ -207,6 +210,7 @@ impl App {
             }
             "fork" => self.request(Action::Fork {
                 turn_id: Some(args.to_owned()),
+                label: Some(args.to_owned()),
             }),
             _ => return false,
         }
@@ -260,6 +264,7 @@ impl App {
             CheckpointsFor::Fork(arg) => match resolve_turn(&rows, &arg) {
                 Ok((turn_id, _)) => self.request(Action::Fork {
                     turn_id: Some(turn_id),
+                    label: Some(format!("turn {arg}")),
                 }),
                 Err(e) => self.call_failed("fork", e),
             },
@@ -391,10 +396,10 @@ impl App {
 
     /// The answer to [`Action::Fork`]: switches to the new session, which says where it came
     /// from once its history is on screen.
-    pub fn on_forked(&mut self, turn_id: Option<String>, result: Result<SessionInfo, String>) {
+    pub fn on_forked(&mut self, label: Option<String>, result: Result<SessionInfo, String>) {
         match result {
             Ok(info) => {
-                let from = match turn_id {
+                let from = match label {
                     Some(t) => format!("the conversation before {t}"),
                     None => "the whole conversation".to_owned(),
                 };

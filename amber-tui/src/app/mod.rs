@@ -63,8 +63,11 @@ pub enum Action {
     CheckpointDiff { turn_id: String, into: DiffFor },
     /// `session/rewind` → [`App::on_rewound`].
     Rewind(RewindRequest),
-    /// `session/fork` → [`App::on_forked`].
-    Fork { turn_id: Option<String> },
+    /// `session/fork` → [`App::on_forked`] with `label` (how the turn was named: "turn 2").
+    Fork {
+        turn_id: Option<String>,
+        label: Option<String>,
+    },
 }
 
 /// Where the transcript view is.

@@ -66,6 +66,7 @@ enum Msg {
     Checkpoints(CheckpointsFor, Result<Vec<CheckpointInfo>, String>),
     Diff(String, DiffFor, Result<CheckpointDiffResult, String>),
     Rewound(RewindRequest, Result<SessionRewindResult, String>),
+    /// The fork's label (see [`Action::Fork`]) and the answer.
     Forked(Option<String>, Result<SessionInfo, String>),
     Error(String),
     Reconnected(Client),
@@ -386,7 +387,7 @@ async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventSt
         Msg::Checkpoints(purpose, r) => app.on_checkpoints(purpose, r, crate::run::now_unix()),
         Msg::Diff(turn_id, into, r) => app.on_checkpoint_diff(turn_id, into, r),
         Msg::Rewound(request, r) => app.on_rewound(request, r),
-        Msg::Forked(turn_id, r) => app.on_forked(turn_id, r),
+        Msg::Forked(label, r) => app.on_forked(label, r),
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
@@ -515,17 +516,17 @@ async fn perform(
                     let _ = tx.send(Msg::Rewound(request, r));
                 });
             }
-            Action::Fork { turn_id } => {
+            Action::Fork { turn_id, label } => {
                 tokio::spawn(async move {
                     let params = SessionForkParams {
                         session_id: id,
-                        turn_id: turn_id.clone(),
+                        turn_id,
                     };
                     let r = c
                         .request::<m::SessionFork>(&params)
                         .await
                         .map_err(|e| e.to_string());
-                    let _ = tx.send(Msg::Forked(turn_id, r));
+                    let _ = tx.send(Msg::Forked(label, r));
                 });
             }
             Action::RefreshStatus => spawn_status(ctx),
