@@ -67,6 +67,77 @@ pub enum Command {
         /// Session id
         id: String,
     },
+    /// List a session's checkpoints: one row per turn that changed files
+    ///
+    /// Columns: the turn number (the TURN of `diff`, `rewind` and `fork`), when the
+    /// checkpoint was taken, the paths the turn added, modified and deleted, those it changed
+    /// but that are not recorded (ignored or too large: a rewind leaves them as they are), and
+    /// the prompt; `incomplete` marks a checkpoint a files rewind would refuse.
+    Checkpoints {
+        /// Session id
+        id: String,
+        /// Print the daemon's answer (`checkpoint/list`) as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the unified diff of what one turn changed (commands' changes included)
+    #[command(after_help = TURN_HELP)]
+    Diff {
+        /// Session id
+        id: String,
+        /// The turn (default: the last one with a checkpoint)
+        turn: Option<String>,
+        /// Only this path (relative to the workspace)
+        #[arg(last = true, value_name = "PATH")]
+        path: Option<String>,
+        /// Print the daemon's answer (`checkpoint/diff`) as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo TURN and every later turn: the files and the conversation go back to before it
+    ///
+    /// The files are restored to their state before TURN (files the turns created are removed,
+    /// deleted ones come back), and TURN and every later turn leave the conversation. A file
+    /// changed outside amber since a turn touched it is a conflict: it is left alone and
+    /// listed, unless --force (then it is put back too, and still listed). Only an idle
+    /// session can be rewound.
+    ///
+    /// Exit status: 0 when everything was restored, 1 when conflicts were left alone (the rest
+    /// was rewound) or the rewind failed, 2 on a usage error.
+    #[command(after_help = TURN_HELP)]
+    Rewind {
+        /// Session id
+        id: String,
+        /// The turn to go back to (it is undone too)
+        turn: String,
+        /// Restore the files only; the conversation keeps every turn
+        #[arg(long, conflicts_with = "conversation_only")]
+        files_only: bool,
+        /// Drop the turns from the conversation only; the files stay as they are
+        #[arg(long)]
+        conversation_only: bool,
+        /// Overwrite files changed outside amber since the turns touched them
+        #[arg(long)]
+        force: bool,
+        /// Print the daemon's answer (`session/rewind`) as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a new session from a session's conversation before TURN (default: all of it)
+    ///
+    /// The fork has the same workspace and settings and a log of its own; the original is
+    /// untouched, and so are the files (the two share the workspace). Prints the new session's
+    /// id (`amber --session ID` attaches to it).
+    #[command(after_help = TURN_HELP)]
+    Fork {
+        /// Session id
+        id: String,
+        /// The fork's conversation ends before this turn (default: the whole history)
+        turn: Option<String>,
+        /// Print the new session (`session/fork`'s SessionInfo) as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a slash command in the daemon (`help`, `plugins enable hello`, `mcp list`, …)
     ///
     /// `amber-cli command help` lists them. Commands that act on a session need --session.
@@ -110,6 +181,13 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
 }
+
+/// How a TURN argument is read (the help of `diff`, `rewind` and `fork`).
+const TURN_HELP: &str = "\
+TURN is a turn number as `amber-cli checkpoints ID` prints it, or a turn id (`turn_…`).
+A number is looked up in the session's checkpoints, so only a turn that changed files has
+one; name any other turn by its id (the `turnId` of its `turn_started` event, e.g. from
+`amber-cli attach ID --replay --json`).";
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsAction {
@@ -393,6 +471,90 @@ mod tests {
                 }
             }
         ));
+    }
+
+    #[test]
+    fn checkpoint_commands_take_a_session_and_a_turn() {
+        assert!(matches!(
+            parse(&["checkpoints", "s1", "--json"]).unwrap().command,
+            Command::Checkpoints { id, json: true } if id == "s1"
+        ));
+        let diff = |args: &[&str]| match parse(args).unwrap().command {
+            Command::Diff {
+                id,
+                turn,
+                path,
+                json,
+            } => (id, turn, path, json),
+            other => panic!("not diff: {other:?}"),
+        };
+        assert_eq!(diff(&["diff", "s1"]), ("s1".into(), None, None, false));
+        assert_eq!(
+            diff(&["diff", "s1", "3", "--json"]),
+            ("s1".into(), Some("3".into()), None, true)
+        );
+        // The path comes after `--`, so one that looks like a turn or a flag is a path.
+        assert_eq!(
+            diff(&["diff", "s1", "--", "--odd-name"]),
+            ("s1".into(), None, Some("--odd-name".into()), false)
+        );
+        assert_eq!(
+            diff(&["diff", "s1", "turn_a", "--", "src/lib.rs"]),
+            (
+                "s1".into(),
+                Some("turn_a".into()),
+                Some("src/lib.rs".into()),
+                false
+            )
+        );
+        assert!(matches!(
+            parse(&["fork", "s1"]).unwrap().command,
+            Command::Fork {
+                turn: None,
+                json: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&["fork", "s1", "2", "--json"]).unwrap().command,
+            Command::Fork { turn: Some(t), json: true, .. } if t == "2"
+        ));
+    }
+
+    #[test]
+    fn rewind_flags_choose_files_or_conversation_not_both() {
+        let Command::Rewind {
+            id,
+            turn,
+            files_only,
+            conversation_only,
+            force,
+            json,
+        } = parse(&["rewind", "s1", "2", "--files-only", "--force"])
+            .unwrap()
+            .command
+        else {
+            panic!("not rewind")
+        };
+        assert_eq!((id.as_str(), turn.as_str()), ("s1", "2"));
+        assert!(files_only && !conversation_only && force && !json);
+        assert!(matches!(
+            parse(&["rewind", "s1", "turn_x", "--conversation-only", "--json"])
+                .unwrap()
+                .command,
+            Command::Rewind {
+                conversation_only: true,
+                files_only: false,
+                force: false,
+                json: true,
+                ..
+            }
+        ));
+        let err = parse(&["rewind", "s1", "2", "--files-only", "--conversation-only"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        let err = parse(&["rewind", "s1"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]

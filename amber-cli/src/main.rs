@@ -4,6 +4,7 @@
 
 mod args;
 mod ask;
+mod checkpoints;
 mod daemon;
 mod doctor;
 mod logs;
@@ -100,6 +101,31 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 sessions::attach(&conn, &id, json, replay).await
             }
             Command::Cancel { id } => sessions::cancel(&conn, &id).await,
+            Command::Checkpoints { id, json } => checkpoints::checkpoints(&conn, &id, json).await,
+            Command::Diff {
+                id,
+                turn,
+                path,
+                json,
+            } => checkpoints::diff(&conn, &id, turn.as_deref(), path.as_deref(), json).await,
+            Command::Rewind {
+                id,
+                turn,
+                files_only,
+                conversation_only,
+                force,
+                json,
+            } => {
+                let what = checkpoints::RewindWhat {
+                    files: !conversation_only,
+                    conversation: !files_only,
+                    force,
+                };
+                checkpoints::rewind(&conn, &id, &turn, what, json).await
+            }
+            Command::Fork { id, turn, json } => {
+                checkpoints::fork(&conn, &id, turn.as_deref(), json).await
+            }
             Command::Slash {
                 name,
                 args,

@@ -94,7 +94,8 @@ async fn newest_in(client: &Client, cwd: &Path) -> Result<Option<String>, Error>
         .map(|s| s.session_id))
 }
 
-fn now_unix() -> i64 {
+/// Unix seconds now (for "5m ago").
+pub(crate) fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)

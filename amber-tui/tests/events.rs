@@ -275,6 +275,30 @@ fn every_event_type_decodes_to_itself_and_is_applied() {
     );
 }
 
+/// A `rewound` event as the daemon sends it (its `turnId` is the envelope's): decoded, and
+/// one note line saying what the rewind did (the transcript keeps the history as it happened).
+#[test]
+fn rewound_decodes_from_the_wire() {
+    let wire = envelope(
+        Some(7),
+        json!({"type": "rewound", "restored": ["src/lib.rs"], "conflicts": ["notes.md"],
+               "removedTurns": 1}),
+    );
+    let incoming = Incoming::from_json(&wire.to_string());
+    assert!(matches!(incoming, Incoming::Known(_)), "{incoming:?}");
+    let app = app_with(&[incoming]);
+    let rewound = app.transcript.cells().find_map(|c| match c {
+        Cell::Info { text, .. } if text.starts_with("rewound") => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        rewound.as_deref(),
+        Some(
+            "rewound: 1 turn(s) removed from the conversation, 1 file(s) restored, 1 conflict(s) left alone: notes.md"
+        )
+    );
+}
+
 #[test]
 fn a_sub_agents_call_is_attributed_to_it() {
     let mut seq = 0;

@@ -6,11 +6,14 @@
 mod common;
 
 use amber_proto::{
-    Approval, CommandInfo, PanelGetResult, PanelInfo, SessionState, StatusSegmentInfo,
+    Approval, CheckpointDiffResult, CommandInfo, PanelGetResult, PanelInfo, SessionState,
+    StatusSegmentInfo,
 };
-use amber_tui::app::{App, NoticeKind, Scroll};
+use amber_tui::app::{App, CheckpointsFor, DiffFor, NoticeKind, Scroll};
 use amber_tui::picker::Picker;
-use common::{app_with, draw, ev, every_cell, info, screen};
+use common::{
+    CHECKPOINTS_NOW, TURN_DIFF, app_with, checkpoint_rows, draw, ev, every_cell, info, screen,
+};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;
@@ -125,7 +128,52 @@ fn every_view() -> Vec<(&'static str, App)> {
     queued.on_key(key(KeyCode::Enter));
     queued.on_error("approval failed: the daemon went away");
     views.push(("queued and notice", queued));
+
+    // The `/rewind` picker at each step, and a `/diff` cell.
+    let mut rewind = app_with(&every_cell()[..3]);
+    type_text(&mut rewind, "/rewind");
+    rewind.on_key(key(KeyCode::Enter));
+    views.push(("rewind loading", clone_rewind(&rewind)));
+    let mut rows = checkpoint_rows();
+    rows[0].incomplete = Some("a file could not be read, which is a long reason".into());
+    rewind.on_checkpoints(CheckpointsFor::Rewind, Ok(rows), CHECKPOINTS_NOW);
+    let long: String = (0..40)
+        .map(|i| format!("+a long diff line {i} {}\n", "x".repeat(90)))
+        .collect();
+    rewind.on_checkpoint_diff(
+        "turn_d".into(),
+        DiffFor::Preview,
+        Ok(CheckpointDiffResult {
+            diff: long,
+            changed: Vec::new(),
+        }),
+    );
+    rewind.on_key(key(KeyCode::PageDown));
+    views.push(("rewind picker", clone_rewind(&rewind)));
+    rewind.on_key(key(KeyCode::End));
+    rewind.on_key(key(KeyCode::Enter));
+    views.push(("rewind confirm", rewind));
+
+    let mut diff = app_with(&every_cell()[..3]);
+    diff.on_checkpoint_diff(
+        "turn_d".into(),
+        DiffFor::Transcript {
+            title: "turn 4 · a title long enough to be cut on a narrow terminal".into(),
+        },
+        Ok(CheckpointDiffResult {
+            diff: TURN_DIFF.into(),
+            changed: Vec::new(),
+        }),
+    );
+    views.push(("diff cell", diff));
     views
+}
+
+/// A fresh app showing the same picker as `app` (an `App` is not `Clone`).
+fn clone_rewind(app: &App) -> App {
+    let mut copy = app_with(&every_cell()[..3]);
+    copy.rewind = app.rewind.clone();
+    copy
 }
 
 #[test]

@@ -21,7 +21,7 @@ impl App {
 
     /// Bracketed paste: the text goes into the editor as is (newlines included).
     pub fn on_paste(&mut self, text: &str) -> Vec<Action> {
-        if self.approvals.is_empty() {
+        if self.approvals.is_empty() && self.rewind.is_none() {
             self.input.insert_str(text);
             self.update_popup();
         }
@@ -40,6 +40,11 @@ impl App {
         if !(ctrl && key.code == KeyCode::Char('c')) && self.ctrl_c_armed > 0 {
             self.ctrl_c_armed = 0;
             self.clear_notice(NoticeKind::QuitArmed);
+        }
+        // The rewind picker takes every key (PgUp/PgDn scroll its preview), unless an
+        // approval, which is drawn over it, needs an answer first.
+        if self.rewind.is_some() && self.approvals.is_empty() {
+            return self.rewind_key(key);
         }
         // Keys that work whatever is on screen.
         match key.code {
@@ -200,6 +205,9 @@ impl App {
             if name == "detach" {
                 // Detaching needs no daemon round trip; the session keeps running either way.
                 self.request(Action::Detach);
+                return;
+            }
+            if self.local_command(name, args) {
                 return;
             }
             self.request(Action::RunCommand {

@@ -2,6 +2,7 @@
 //! ([`App::apply_event`]), keys ([`App::on_key`]) and the answers to the [`Action`]s it asked
 //! the runtime to perform. No I/O here, so every view can be driven and snapshot in tests.
 
+mod checkpoints;
 mod complete;
 mod events;
 mod incoming;
@@ -16,6 +17,10 @@ use amber_proto::{
     SessionInfo, SessionState, StatusSegmentInfo, Todo,
 };
 
+pub use checkpoints::{
+    CheckpointsFor, DiffFor, LOCAL_COMMANDS, Preview, RewindRequest, RewindStage, RewindView,
+    change_counts, one_line, resolve_turn,
+};
 pub use complete::{Popup, PopupKind, match_files, popup_for};
 pub use incoming::{Incoming, UnknownEvent};
 pub use input::Input;
@@ -52,6 +57,17 @@ pub enum Action {
     SwitchSession(String),
     /// Read the session again from the start (after `/clear`).
     Reload,
+    /// `checkpoint/list` → [`App::on_checkpoints`].
+    ListCheckpoints(CheckpointsFor),
+    /// `checkpoint/diff` → [`App::on_checkpoint_diff`].
+    CheckpointDiff { turn_id: String, into: DiffFor },
+    /// `session/rewind` → [`App::on_rewound`].
+    Rewind(RewindRequest),
+    /// `session/fork` → [`App::on_forked`] with `label` (how the turn was named: "turn 2").
+    Fork {
+        turn_id: Option<String>,
+        label: Option<String>,
+    },
 }
 
 /// Where the transcript view is.
@@ -98,6 +114,8 @@ pub struct App {
     pub panels: Vec<PanelInfo>,
     pub panel: Option<PanelView>,
     pub help: bool,
+    /// The `/rewind` picker, when open.
+    pub rewind: Option<RewindView>,
     /// Tool outputs, diffs and reasoning shown in full.
     pub expanded: bool,
     /// A turn is running (from events; seeded by `session/get`).
@@ -129,6 +147,8 @@ pub struct App {
     pending: Vec<Action>,
     /// A note to add once the transcript has been reloaded.
     pub(crate) reload_note: Option<String>,
+    /// A note for the session this one switches to (a fork says where it came from).
+    pub switch_note: Option<String>,
 }
 
 impl App {
@@ -148,6 +168,7 @@ impl App {
             panels: Vec::new(),
             panel: None,
             help: false,
+            rewind: None,
             expanded: false,
             running: false,
             synced: false,
@@ -165,6 +186,7 @@ impl App {
             ctrl_c_armed: 0,
             pending: Vec::new(),
             reload_note: None,
+            switch_note: None,
         }
     }
 

@@ -8,14 +8,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use amber_client::{Client, ClientError, ConnectOptions, RawEvent, RawEventStream};
-use amber_proto::{CommandInfo, CommandRunResult, PanelGetResult, PanelInfo, StatusGetResult};
+use amber_proto::methods as m;
+use amber_proto::{
+    CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, CommandInfo, CommandRunResult,
+    PanelGetResult, PanelInfo, SessionForkParams, SessionIdParams, SessionInfo,
+    SessionRewindParams, SessionRewindResult, StatusGetResult,
+};
 use futures::{FutureExt, StreamExt};
 use ratatui::crossterm::event::{Event, MouseEventKind};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Error;
-use crate::app::{Action, App, NoticeKind, TICK_MS};
+use crate::app::{Action, App, CheckpointsFor, DiffFor, NoticeKind, RewindRequest, TICK_MS};
 use crate::terminal::Tui;
 use crate::{files, rpc, ui};
 
@@ -39,12 +44,14 @@ pub enum Outcome {
     Deleted,
 }
 
-/// What survives switching sessions: the prompt history and the command list.
+/// What survives switching sessions: the prompt history, the command list, and a note for
+/// the next session (where a fork came from).
 #[derive(Debug, Default)]
 pub struct Carry {
     pub history: Vec<String>,
     pub commands: Vec<CommandInfo>,
     pub panels: Vec<PanelInfo>,
+    pub note: Option<String>,
 }
 
 /// Answers from tasks.
@@ -56,6 +63,11 @@ enum Msg {
     Commands(Vec<CommandInfo>),
     Panels(Vec<PanelInfo>),
     Files(Vec<String>),
+    Checkpoints(CheckpointsFor, Result<Vec<CheckpointInfo>, String>),
+    Diff(String, DiffFor, Result<CheckpointDiffResult, String>),
+    Rewound(RewindRequest, Result<SessionRewindResult, String>),
+    /// The fork's label (see [`Action::Fork`]) and the answer.
+    Forked(Option<String>, Result<SessionInfo, String>),
     Error(String),
     Reconnected(Client),
     /// A call said the session does not exist any more.
@@ -98,7 +110,7 @@ pub async fn attached(
     let mut stream = Some(attach(&ctx.client, &mut app).await?);
     spawn_lists(&ctx, &app);
     let outcome = run_screen(&mut ctx, &mut app, &mut stream, tui, keys, &mut rx).await?;
-    carry.keep_from(&app);
+    carry.keep_from(&mut app);
     if let Some(s) = stream {
         // Best effort: the daemon drops the subscription with the connection anyway.
         let _ = tokio::time::timeout(Duration::from_millis(300), s.unsubscribe()).await;
@@ -110,16 +122,19 @@ impl Carry {
     /// Hands what survives to the next session's app.
     fn take_into(&mut self, mut app: App) -> App {
         app.input.set_history(std::mem::take(&mut self.history));
-        app.commands = self.commands.clone();
+        // Merged with the client's own commands even before `command/list` answers.
+        app.set_commands(self.commands.clone());
         app.panels = self.panels.clone();
+        app.reload_note = self.note.take();
         app
     }
 
     /// Keeps what survives from the app that is leaving.
-    fn keep_from(&mut self, app: &App) {
+    fn keep_from(&mut self, app: &mut App) {
         self.history = app.input.history().to_vec();
         self.commands = app.commands.clone();
         self.panels = app.panels.clone();
+        self.note = app.switch_note.take();
     }
 }
 
@@ -368,7 +383,11 @@ async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventSt
         Msg::Command(r) => app.on_command_result(r),
         Msg::Status(s) => app.set_status(s.segments),
         Msg::Panel(p) => app.set_panel(p),
-        Msg::Commands(c) => app.commands = c,
+        Msg::Commands(c) => app.set_commands(c),
+        Msg::Checkpoints(purpose, r) => app.on_checkpoints(purpose, r, crate::run::now_unix()),
+        Msg::Diff(turn_id, into, r) => app.on_checkpoint_diff(turn_id, into, r),
+        Msg::Rewound(request, r) => app.on_rewound(request, r),
+        Msg::Forked(label, r) => app.on_forked(label, r),
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
@@ -454,6 +473,60 @@ async fn perform(
                         .await
                         .map_err(|e| e.to_string());
                     let _ = tx.send(Msg::Command(r));
+                });
+            }
+            Action::ListCheckpoints(purpose) => {
+                tokio::spawn(async move {
+                    let params = SessionIdParams { session_id: id };
+                    let r = c
+                        .request::<m::CheckpointList>(&params)
+                        .await
+                        .map(|l| l.checkpoints)
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Checkpoints(purpose, r));
+                });
+            }
+            Action::CheckpointDiff { turn_id, into } => {
+                tokio::spawn(async move {
+                    let params = CheckpointDiffParams {
+                        session_id: id,
+                        turn_id: turn_id.clone(),
+                        path: None,
+                    };
+                    let r = c
+                        .request::<m::CheckpointDiff>(&params)
+                        .await
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Diff(turn_id, into, r));
+                });
+            }
+            Action::Rewind(request) => {
+                tokio::spawn(async move {
+                    let params = SessionRewindParams {
+                        session_id: id,
+                        turn_id: request.turn_id.clone(),
+                        files: request.files,
+                        conversation: request.conversation,
+                        force: request.force,
+                    };
+                    let r = c
+                        .request::<m::SessionRewind>(&params)
+                        .await
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Rewound(request, r));
+                });
+            }
+            Action::Fork { turn_id, label } => {
+                tokio::spawn(async move {
+                    let params = SessionForkParams {
+                        session_id: id,
+                        turn_id,
+                    };
+                    let r = c
+                        .request::<m::SessionFork>(&params)
+                        .await
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Forked(label, r));
                 });
             }
             Action::RefreshStatus => spawn_status(ctx),

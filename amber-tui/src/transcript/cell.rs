@@ -76,6 +76,12 @@ pub enum Cell {
         text: String,
         kind: InfoKind,
     },
+    /// A turn's unified diff, asked for with `/diff` (client-side: replay does not bring it
+    /// back).
+    Diff {
+        title: String,
+        diff: String,
+    },
     /// Events this build cannot decode (from a newer daemon), `count` of the same type in a
     /// row: shown, never silently dropped.
     Unknown {
@@ -182,6 +188,7 @@ fn render(cell: &Cell, width: u16, expanded: bool) -> Vec<Line<'static>> {
             outcome,
         } => approval(tool, summary, reason, scope, outcome.as_deref(), text_width),
         Cell::Info { text, kind } => info(text, *kind, text_width),
+        Cell::Diff { title, diff } => super::diff::cell_lines(title, diff, width, expanded),
         Cell::Unknown { type_name, count } => unknown(type_name, *count, text_width),
     }
 }

@@ -4,6 +4,7 @@
 //! frame touch only the cells on screen — never the whole history.
 
 pub mod cell;
+pub mod diff;
 pub mod style;
 pub mod tool;
 

@@ -288,7 +288,7 @@ pub fn diff_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
 
 /// Keeps at most `max` lines unless `expanded`: the head (diffs) or head and tail (output)
 /// around a "… N more lines" marker.
-fn collapse(
+pub(crate) fn collapse(
     lines: Vec<Line<'static>>,
     max: usize,
     expanded: bool,
@@ -315,7 +315,7 @@ fn collapse(
     out
 }
 
-fn truncate_line(line: Line<'static>, width: usize) -> Line<'static> {
+pub(crate) fn truncate_line(line: Line<'static>, width: usize) -> Line<'static> {
     let total: usize = line.spans.iter().map(|s| str_width(&s.content)).sum();
     if total <= width {
         return line;

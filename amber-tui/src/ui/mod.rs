@@ -5,6 +5,7 @@
 mod bottom;
 mod overlay;
 pub mod picker;
+mod rewind;
 mod transcript;
 
 use ratatui::Frame;
@@ -40,8 +41,13 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     if app.popup.is_some() {
         overlay::popup(app, main, frame.buffer_mut());
     }
+    if app.rewind.is_some() {
+        rewind::draw(app, main, frame.buffer_mut());
+    }
     if !app.approvals.is_empty() && !main.is_empty() {
         overlay::approval(app, main, frame.buffer_mut());
+    } else if app.rewind.is_some() {
+        // The picker has the keys: no cursor in the editor.
     } else if app.help && !main.is_empty() {
         overlay::help(main, frame.buffer_mut());
     } else if let Some(pos) = cursor {

@@ -192,3 +192,28 @@ pub fn every_cell() -> Vec<Incoming> {
         ),
     ]
 }
+
+/// Three checkpoint rows as `checkpoint/list` answers them (oldest first): turns 1, 2 and 4
+/// (turn 3 changed no files), the last one with a skipped path.
+pub fn checkpoint_rows() -> Vec<amber_proto::CheckpointInfo> {
+    serde_json::from_value(json!([
+        {"turnId": "turn_a", "seq": 1, "time": "2025-01-02T03:04:05Z", "turn": 1,
+         "prompt": "write the notes", "skipped": [],
+         "changed": [{"path": "notes.md", "status": "added"}]},
+        {"turnId": "turn_b", "seq": 9, "time": "2025-01-02T03:10:05Z", "turn": 2,
+         "prompt": "fix the build\nand run the tests", "skipped": [],
+         "changed": [{"path": "src/lib.rs", "status": "modified"},
+                     {"path": "old.rs", "status": "deleted"}]},
+        {"turnId": "turn_d", "seq": 30, "time": "2025-01-02T03:20:05Z", "turn": 4,
+         "prompt": "add a test", "skipped": ["target/big.bin"],
+         "changed": [{"path": "tests/a.rs", "status": "added"},
+                     {"path": "src/lib.rs", "status": "modified"}]}
+    ]))
+    .expect("checkpoint rows")
+}
+
+/// Unix seconds five minutes after the last checkpoint of [`checkpoint_rows`].
+pub const CHECKPOINTS_NOW: i64 = 1_735_788_005 + 300;
+
+/// A unified diff as `checkpoint/diff` answers it.
+pub const TURN_DIFF: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n fn a() {\n-    1\n+    2\n }\ndiff --git a/tests/a.rs b/tests/a.rs\nnew file mode 100644\n--- /dev/null\n+++ b/tests/a.rs\n@@ -0,0 +1 @@\n+#[test] fn a() {}\n";
