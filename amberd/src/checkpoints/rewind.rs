@@ -172,12 +172,18 @@ impl SessionCheckpoints {
             })
             .cloned()
             .collect();
+        let target = &befores[0];
+        // A path already as it was before the target turn has nothing to restore: whatever
+        // happened to it in between, it is no conflict.
+        let conflicts: BTreeSet<RelPath> = conflicts
+            .into_iter()
+            .filter(|path| !same(current.get(path), target.get(path)))
+            .collect();
         let restore: BTreeSet<RelPath> = if force {
             touched
         } else {
             touched.difference(&conflicts).cloned().collect()
         };
-        let target = &befores[0];
         let plan = RestorePlan::new(
             &restricted(&current, &restore),
             &restricted(target, &restore),

@@ -232,15 +232,35 @@ impl EventHub {
         kind: EventKind,
     ) -> Option<u64> {
         // Lenient: a store error is logged inside, never returned.
-        self.publish_inner(turn_id, agent_id, kind, false)
+        self.publish_inner(turn_id, agent_id, kind, false, None)
             .unwrap_or_default()
+    }
+
+    /// Appends a copy of another session's durable event, keeping its turn, agent and time
+    /// (a fork's history).
+    pub fn publish_copy(&self, event: Event) -> Option<u64> {
+        let Event {
+            turn_id,
+            agent_id,
+            time,
+            kind,
+            ..
+        } = event;
+        self.publish_inner(
+            turn_id.as_deref(),
+            agent_id.as_deref(),
+            kind,
+            false,
+            Some(time),
+        )
+        .unwrap_or_default()
     }
 
     /// Publishes a durable event only once the store holds it (synced if the kind asks):
     /// on a store error nothing is broadcast or kept, and the error is returned. For what a
     /// caller acknowledges to a client (`prompt_queued`).
     pub fn publish_stored(&self, turn_id: Option<&str>, kind: EventKind) -> Result<u64, String> {
-        match self.publish_inner(turn_id, None, kind, true)? {
+        match self.publish_inner(turn_id, None, kind, true, None)? {
             Some(seq) => Ok(seq),
             None => Err("only durable events can be published as stored".to_owned()),
         }
@@ -254,6 +274,7 @@ impl EventHub {
         agent_id: Option<&str>,
         kind: EventKind,
         strict: bool,
+        time: Option<String>,
     ) -> Result<Option<u64>, String> {
         let durable = kind.is_durable();
         let mut log = self.lock();
@@ -264,7 +285,7 @@ impl EventHub {
             session_id: self.session_id.clone(),
             turn_id: turn_id.map(str::to_owned),
             agent_id: agent_id.map(str::to_owned),
-            time: now_rfc3339(),
+            time: time.unwrap_or_else(now_rfc3339),
             kind,
         };
         if is_delta(&event.kind) {

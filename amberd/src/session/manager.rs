@@ -561,8 +561,8 @@ impl SessionManager {
         let source = self.get(id)?;
         let shared = &source.shared;
         let messages = shared.messages();
-        let len = match turn_id {
-            None => messages.len(),
+        let (len, cut) = match turn_id {
+            None => (messages.len(), u64::MAX),
             Some(turn_id) => {
                 let rows = shared.checkpoints.rows();
                 let row = rows.iter().find(|r| r.turn_id == turn_id).ok_or_else(|| {
@@ -575,7 +575,7 @@ impl SessionManager {
                         "turnId: the conversation was compacted or cleared after turn                          {turn_id} began, so its history before that turn is gone"
                     )));
                 }
-                row.context_len
+                (row.context_len, row.seq)
             }
         };
         let skip = usize::from(
@@ -603,7 +603,45 @@ impl SessionManager {
             agent: info.agent.clone(),
             sandbox: shared.sandbox.request(),
         };
-        self.create_with(params, history)
+        let fork = self.create_with(params, history)?;
+        self.copy_history(id, &fork.session_id, cut);
+        Ok(fork)
+    }
+
+    /// Gives a fork the events of its source's finished turns before `cut` (a seq), so
+    /// a client attaching to it sees the conversation it continues.
+    fn copy_history(&self, source: &str, fork: &str, cut: u64) {
+        let (Some(store), Some(handle)) =
+            (&self.deps.store, self.registry().loaded.get(fork).cloned())
+        else {
+            return;
+        };
+        let stored = match store.events_after(source, 0) {
+            Ok(stored) => stored,
+            Err(err) => {
+                tracing::warn!(%source, %fork, %err, "the fork starts without its history's events");
+                return;
+            }
+        };
+        let events: Vec<amber_proto::Event> = stored
+            .iter()
+            .filter(|e| e.seq < cut)
+            .filter_map(|e| serde_json::from_str(e.json.get()).ok())
+            .collect();
+        // Only whole turns: a turn still running (or cut short) would read as interrupted.
+        let finished: std::collections::HashSet<&str> = events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::TurnCompleted { .. }))
+            .filter_map(|e| e.turn_id.as_deref())
+            .collect();
+        let copies: Vec<amber_proto::Event> = events
+            .iter()
+            .filter(|e| e.turn_id.as_deref().is_some_and(|t| finished.contains(t)))
+            .cloned()
+            .collect();
+        for event in copies {
+            handle.shared.hub.publish_copy(event);
+        }
     }
 
     /// Removes a session: cancels its turn, stops its actor, ends its subscriptions.
