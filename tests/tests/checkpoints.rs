@@ -665,3 +665,46 @@ async fn what_a_sub_agent_writes_belongs_to_its_parent_turn() {
     );
     assert!(!daemon.workspace.join("from_sub.txt").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_checkpoints_disabled_only_the_conversation_rewinds() {
+    let mock = MockLlm::start(vec![
+        bash("b", "echo one > one.txt"),
+        MockTurn::text("one"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(
+        &mock,
+        &format!("{FAST_RETRIES}[checkpoints]\nenabled = false\n"),
+    );
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "one").await;
+    let turn_id = of_type(&turn, "turn_started")[0]["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(list(&daemon, &sid).is_empty());
+    assert!(!daemon.dir.path().join("data/checkpoints").exists());
+    let files = daemon.rpc(
+        "session/rewind",
+        json!({"sessionId": sid, "turnId": turn_id}),
+    );
+    assert_eq!(error_code(&files), -32602, "{files}");
+    assert!(
+        files["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("files: false"),
+        "{files}"
+    );
+    let talk = daemon.rpc_ok(
+        "session/rewind",
+        json!({"sessionId": sid, "turnId": turn_id, "files": false}),
+    );
+    assert_eq!(talk["removedTurns"], 1, "{talk}");
+    assert!(user_texts(&messages(&daemon, &sid)).is_empty());
+    assert!(daemon.workspace.join("one.txt").exists(), "files untouched");
+}

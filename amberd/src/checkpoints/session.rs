@@ -19,9 +19,12 @@ use crate::session::hub::now_rfc3339;
 pub(crate) struct SessionCheckpoints {
     pub(super) daemon: Arc<Checkpoints>,
     pub(super) workspace: PathBuf,
-    /// The session's directory in the store; `None` when checkpoints are off for it
-    /// (disabled in the config, or a daemon without a store).
+    /// The session's directory in the store; `None` for a daemon without a store (then
+    /// nothing is recorded).
     pub(super) dir: Option<PathBuf>,
+    /// Whether turns take snapshots (`[checkpoints] enabled`). Without, the rows still
+    /// record each turn, so the conversation can be rewound and forked.
+    snapshots: bool,
     rows_file: Option<RowsFile>,
     state: Mutex<State>,
 }
@@ -44,13 +47,15 @@ struct RunningTurn {
 
 impl SessionCheckpoints {
     /// The checkpoints of the session stored in `session_dir` (rows read from there), for
-    /// its workspace; off when `session_dir` is `None` or the config disables them.
+    /// its workspace; nothing is recorded when `session_dir` is `None`, and no snapshot is
+    /// taken when the config disables them.
     pub(crate) fn new(
         daemon: Arc<Checkpoints>,
         workspace: PathBuf,
         session_dir: Option<PathBuf>,
     ) -> Self {
-        let dir = session_dir.filter(|_| daemon.enabled());
+        let snapshots = daemon.enabled() && session_dir.is_some();
+        let dir = session_dir;
         let rows_file = dir.as_ref().map(|d| RowsFile::new(d.join(rows::ROWS_FILE)));
         let rows = rows_file
             .as_ref()
@@ -65,6 +70,7 @@ impl SessionCheckpoints {
             daemon,
             workspace,
             dir,
+            snapshots,
             rows_file,
             state: Mutex::new(State {
                 rows,
@@ -73,8 +79,14 @@ impl SessionCheckpoints {
         }
     }
 
+    /// Whether turns are recorded at all (the session is in a store).
     pub(crate) fn enabled(&self) -> bool {
         self.rows_file.is_some()
+    }
+
+    /// Whether turns take snapshots of the workspace (`[checkpoints] enabled`).
+    pub(crate) fn snapshots(&self) -> bool {
+        self.snapshots
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
@@ -119,7 +131,7 @@ impl SessionCheckpoints {
     pub(crate) async fn before_changes(self: &Arc<Self>) {
         let turn_id = {
             let mut state = self.lock();
-            let Some(turn) = state.turn.as_mut().filter(|t| !t.tried) else {
+            let Some(turn) = state.turn.as_mut().filter(|t| !t.tried && self.snapshots) else {
                 return;
             };
             turn.tried = true;

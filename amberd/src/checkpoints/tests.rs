@@ -146,8 +146,8 @@ async fn rows_survive_a_reload_and_the_next_snapshot_is_incremental() {
     assert_eq!(changed[0].path, "a.txt");
 }
 
-#[test]
-fn checkpoints_are_off_without_a_session_directory_or_when_disabled() {
+#[tokio::test]
+async fn without_a_store_nothing_is_recorded_and_disabled_checkpoints_still_record_turns() {
     let s = setup(200);
     assert!(!SessionCheckpoints::new(s.daemon.clone(), s.workspace.clone(), None).enabled());
     let off = Checkpoints::new(
@@ -157,10 +157,21 @@ fn checkpoints_are_off_without_a_session_directory_or_when_disabled() {
         },
         &s.data,
     );
-    let cps = SessionCheckpoints::new(off, s.workspace.clone(), Some(s.data.join("sessions/s1")));
-    assert!(!cps.enabled());
+    let cps = Arc::new(SessionCheckpoints::new(
+        off,
+        s.workspace.clone(),
+        Some(s.data.join("sessions/s1")),
+    ));
     assert!(
-        !s.data.join("checkpoints").exists(),
-        "nothing is created until first use"
+        cps.enabled() && !cps.snapshots(),
+        "turns recorded, no snapshots"
     );
+    turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
+    assert!(cps.list().is_empty(), "no checkpoint");
+    assert_eq!(
+        cps.rows().len(),
+        1,
+        "the turn is known (conversation rewind, fork)"
+    );
+    assert!(!s.data.join("checkpoints").exists(), "nothing is stored");
 }

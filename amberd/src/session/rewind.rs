@@ -27,8 +27,14 @@ pub(super) async fn rewind(
     let checkpoints = shared.checkpoints.clone();
     if !checkpoints.enabled() {
         return Err(SessionError::InvalidParams(
-            "sessionId: checkpoints are off for this session ([checkpoints] enabled = false, \
-             or the daemon keeps no store), so it has nothing to rewind to"
+            "sessionId: this daemon keeps no session store, so it records no turns to rewind to"
+                .into(),
+        ));
+    }
+    if params.files && !checkpoints.snapshots() {
+        return Err(SessionError::InvalidParams(
+            "files: checkpoints are disabled ([checkpoints] enabled = false), so no files can \
+             be restored; rewind the conversation only (files: false)"
                 .into(),
         ));
     }
