@@ -54,7 +54,7 @@ const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Every generated prompt starts with this; none contains another (`[edit 1]` is not in
 /// `[edit 10]`), as the endpoint finds a conversation by its prompt.
 const PROMPT_PREFIX: &str = "amber-bench checkpoint [";
-/// The seed of sample `j`'s trees is this plus `j`: new content for the store each sample.
+/// The seeds of the samples' trees start here.
 const SEED: u64 = 0xc4ec_0000;
 
 /// Issue 18's goals and the tree size they are stated for.
@@ -84,6 +84,13 @@ impl Plan {
             files: args.tree_files,
         }
     }
+}
+
+/// The seed of sample `j`'s trees: new content for the store each sample. Steps of 2, as
+/// the tree's generator sets the seed's low bit (`SEED + 1` would repeat `SEED`'s tree, and
+/// its first checkpoint would find every blob already stored).
+fn seed(j: usize) -> u64 {
+    SEED + 2 * j as u64
 }
 
 /// The prompt of the turn tagged `tag` (`first`, `edit 3`, `read 0`, `warm-up`).
@@ -807,7 +814,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
         for dir in trees(j) {
             let files = plan.files;
             let info = blocking("generate a tree", move || {
-                tree::generate(&dir, files, SEED + j as u64)
+                tree::generate(&dir, files, seed(j))
             })
             .await?;
             m.tree_bytes = info.bytes;
@@ -914,6 +921,12 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     m.off_store = objects_now(&sides[OFF]).await?.values().sum();
 
     report(&mut s.report, &m);
+    if let Some(g) = m.first_growth.iter().find(|g| g.blobs < plan.files) {
+        s.report.note(format!(
+            "checkpoint: a first checkpoint wrote {} blobs for {} files: the store already held some of the tree",
+            g.blobs, plan.files
+        ));
+    }
     if let Some(why) = &first_failure {
         s.report.note(format!(
             "checkpoint: {} turn(s) failed; first: {why}",
@@ -1015,6 +1028,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("overlaps the checkpoint KPI"), "{err}");
+    }
+
+    #[test]
+    fn each_sample_gets_a_tree_of_its_own() {
+        let dirs = [0, 1, 2].map(|_| tempfile::tempdir().unwrap());
+        for (j, dir) in dirs.iter().enumerate() {
+            tree::generate(dir.path(), 3, seed(j)).unwrap();
+        }
+        let text = |j: usize| std::fs::read(dirs[j].path().join(tree::rel_path(2))).unwrap();
+        assert_ne!(text(0), text(1));
+        assert_ne!(text(1), text(2));
+        assert_ne!(text(0), text(2));
     }
 
     #[test]
