@@ -1,7 +1,8 @@
 //! Checkpoints through the daemon (issue 18 "Performance"). Two amberds run the same turns:
-//! one with `[checkpoints] enabled = true`, one with `enabled = false`, each in its own
-//! generated tree (`--tree-files`, the same seed: identical content), turns alternating
-//! between them; what checkpoints cost is the difference.
+//! one with `[checkpoints] enabled = true`, one with `enabled = false`, each in generated
+//! trees of its own (`--tree-files`), turns alternating between them; what checkpoints cost
+//! is the difference. The daemon with checkpoints gets a fresh tree (new content) per first
+//! turn; the other one's sessions share one, as nothing it does depends on the tree.
 //!
 //! - **first**: a fresh tree and session, the first turn with a file-changing call (`bash`
 //!   appending a line to 10 files): turn time (prompt → `turn_completed`) on − off. It holds
@@ -340,8 +341,13 @@ fn times(seen: &Seen, sent: Instant) -> Option<TurnTimes> {
 }
 
 /// The files under `dir` (relative paths, `/`-separated) and their sizes; empty if `dir`
-/// does not exist. The store's `tmp/` (blobs being written) is left out.
-fn store_files(dir: &Path) -> Result<BTreeMap<String, u64>, BenchError> {
+/// does not exist. The store's `tmp/` (blobs being written) is left out. A file in `known`
+/// keeps its size there without a `stat` (blobs are immutable), so listing a store of tens
+/// of thousands of blobs after every turn costs directory reads, not a `stat` per blob.
+fn store_files(
+    dir: &Path,
+    known: &BTreeMap<String, u64>,
+) -> Result<BTreeMap<String, u64>, BenchError> {
     let mut out = BTreeMap::new();
     let mut pending = vec![(dir.to_owned(), String::new())];
     while let Some((path, rel)) = pending.pop() {
@@ -363,6 +369,10 @@ fn store_files(dir: &Path) -> Result<BTreeMap<String, u64>, BenchError> {
             } else {
                 format!("{rel}/{name}")
             };
+            if let Some(size) = known.get(&rel) {
+                out.insert(rel, *size);
+                continue;
+            }
             let meta = entry
                 .metadata()
                 .map_err(BenchError::io(format!("stat {}", entry.path().display())))?;
@@ -759,9 +769,145 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| BenchError::Failed(format!("checkpoint: {what}: {e}")))?
 }
 
-async fn objects_now(side: &Side) -> Result<BTreeMap<String, u64>, BenchError> {
-    let dir = side.objects();
-    blocking("list the store", move || store_files(&dir)).await
+/// The measurement in progress: the two daemons, their sessions, what the store held after
+/// the last turn of the daemon with checkpoints, and the samples.
+struct Run {
+    plan: Plan,
+    root: PathBuf,
+    sides: [Side; 2],
+    /// Per side, the sessions made; the first one also runs the later turns.
+    sessions: [Vec<String>; 2],
+    store: BTreeMap<String, u64>,
+    m: Samples,
+    first_failure: Option<String>,
+    /// Per edit and read-only turn, the files the store gained (checkpoints on).
+    edit_added: Vec<Vec<(String, u64)>>,
+    read_added: Vec<Vec<(String, u64)>>,
+}
+
+impl Run {
+    /// The tree of the daemon with checkpoints for sample `j`; the other daemon's sessions
+    /// all share one tree, as nothing it does depends on a tree being new.
+    fn tree(&self, side: usize, j: usize) -> PathBuf {
+        match side {
+            ON => self.root.join(format!("tree-on-{j}")),
+            _ => self.root.join("tree-off"),
+        }
+    }
+
+    async fn generate(&mut self, dir: PathBuf, j: usize) -> Result<(), BenchError> {
+        let files = self.plan.files;
+        let info = blocking("generate a tree", move || {
+            tree::generate(&dir, files, seed(j))
+        })
+        .await?;
+        self.m.tree_bytes = info.bytes;
+        Ok(())
+    }
+
+    /// Runs `tag`'s turn in `session` of `side`; its times, if it ran as scripted.
+    async fn turn(
+        &mut self,
+        side: usize,
+        session: &str,
+        tag: &str,
+    ) -> Result<Option<TurnTimes>, BenchError> {
+        match turn(&self.sides[side].client, session, tag).await? {
+            Ok(t) => Ok(Some(t)),
+            Err(why) => {
+                self.m.failures += 1;
+                self.first_failure.get_or_insert(why);
+                Ok(None)
+            }
+        }
+    }
+
+    /// The files the store gained since the last call.
+    async fn store_growth(&mut self) -> Result<Vec<(String, u64)>, BenchError> {
+        let dir = self.sides[ON].objects();
+        let known = std::mem::take(&mut self.store);
+        let (now, known) = blocking("list the store", move || {
+            let now = store_files(&dir, &known)?;
+            Ok((now, known))
+        })
+        .await?;
+        let new = added(&known, &now);
+        self.store = now;
+        Ok(new)
+    }
+
+    /// An unmeasured turn in a small workspace on each daemon: the first turn of a daemon
+    /// pays one-off costs (the sandbox probe, opening the store).
+    async fn warm_up(&mut self) -> Result<(), BenchError> {
+        for side in [ON, OFF] {
+            let dir = self.root.join(format!("warm-{}", SIDES[side]));
+            std::fs::create_dir_all(&dir)
+                .map_err(BenchError::io(format!("create {}", dir.display())))?;
+            let session = self.sides[side].session(&dir).await?;
+            self.turn(side, &session, "warm-up").await?;
+        }
+        self.store_growth().await?;
+        Ok(())
+    }
+
+    /// Sample `j` of the first checkpoint: a new session on each daemon, its first turn.
+    async fn first(&mut self, j: usize) -> Result<(), BenchError> {
+        for k in 0..2 {
+            let side = (j + k) % 2;
+            let session = self.sides[side].session(&self.tree(side, j)).await?;
+            if let Some(t) = self.turn(side, &session, "first").await? {
+                self.m.first[side].push(t);
+            }
+            if side == ON {
+                let new = self.store_growth().await?;
+                self.m.first_growth.push(Growth::of(&new, None));
+            }
+            self.sessions[side].push(session);
+        }
+        Ok(())
+    }
+
+    /// The incremental turns, then the read-only ones, in the first sessions.
+    async fn later_turns(&mut self) -> Result<(), BenchError> {
+        let first = [0, 1].map(|side| self.sessions[side].first().cloned());
+        let [Some(on), Some(off)] = first else {
+            return Err(BenchError::Failed("checkpoint: no first session".into()));
+        };
+        let sessions = [on, off];
+        for k in 0..self.plan.edits {
+            for o in 0..2 {
+                let side = (k + o) % 2;
+                let t = self
+                    .turn(side, &sessions[side], &format!("edit {k}"))
+                    .await?;
+                if let Some(t) = t {
+                    self.m.edit[side].push(t);
+                }
+                if side == ON {
+                    let new = self.store_growth().await?;
+                    self.edit_added.push(new);
+                    let changed = block_bytes(&self.tree(ON, 0), k + 1, self.plan.files)?;
+                    self.m.changed.push(changed);
+                }
+            }
+        }
+        for k in 0..self.plan.reads {
+            for o in 0..2 {
+                let side = (k + o) % 2;
+                let t = self
+                    .turn(side, &sessions[side], &format!("read {k}"))
+                    .await?;
+                if let Some(t) = t {
+                    self.m.read[side].push(t);
+                }
+                if side == ON {
+                    let new = self.store_growth().await?;
+                    self.read_added.push(new);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
@@ -778,125 +924,60 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
             plan.files
         )));
     }
-    let sides = [
-        Side::start(&s.spec, true).await?,
-        Side::start(&s.spec, false).await?,
-    ];
-    let root = s.scratch.path().join("checkpoint");
-    let mut m = Samples {
-        tree_files: plan.files,
-        ..Samples::default()
+    let mut run = Run {
+        plan,
+        root: s.scratch.path().join("checkpoint"),
+        sides: [
+            Side::start(&s.spec, true).await?,
+            Side::start(&s.spec, false).await?,
+        ],
+        sessions: [Vec::new(), Vec::new()],
+        store: BTreeMap::new(),
+        m: Samples {
+            tree_files: plan.files,
+            ..Samples::default()
+        },
+        first_failure: None,
+        edit_added: Vec::new(),
+        read_added: Vec::new(),
     };
-    let mut first_failure = None;
-    let mut fail = |m: &mut Samples, why: String| {
-        m.failures += 1;
-        first_failure.get_or_insert(why);
-    };
-
-    // The first turn of a daemon pays one-off costs (the sandbox probe, opening the store):
-    // an unmeasured turn in a small workspace first.
-    for (side, name) in sides.iter().zip(SIDES) {
-        let dir = root.join(format!("warm-{name}"));
-        std::fs::create_dir_all(&dir)
-            .map_err(BenchError::io(format!("create {}", dir.display())))?;
-        let session = side.session(&dir).await?;
-        if let Err(why) = turn(&side.client, &session, "warm-up").await? {
-            fail(&mut m, why);
-        }
-    }
-
-    // First checkpoints: per sample, a fresh tree for each daemon; the first session's
-    // trees stay for the later turns.
-    let mut sessions: [Vec<String>; 2] = [Vec::new(), Vec::new()];
-    let trees = |j: usize| [0, 1].map(|side| root.join(format!("tree-{}-{j}", SIDES[side])));
-    let mut store = objects_now(&sides[ON]).await?;
+    run.warm_up().await?;
+    // The first sample, then the later turns in its sessions, then the other samples'
+    // first turns, each on a tree of its own (removed once used, to spare the disk).
+    run.generate(run.tree(OFF, 0), 0).await?;
     for j in 0..plan.firsts {
-        for dir in trees(j) {
-            let files = plan.files;
-            let info = blocking("generate a tree", move || {
-                tree::generate(&dir, files, seed(j))
-            })
-            .await?;
-            m.tree_bytes = info.bytes;
-        }
-        for k in 0..2 {
-            let side = (j + k) % 2;
-            let session = sides[side].session(&trees(j)[side]).await?;
-            match turn(&sides[side].client, &session, "first").await? {
-                Ok(t) => m.first[side].push(t),
-                Err(why) => fail(&mut m, why),
-            }
-            if side == ON {
-                let now = objects_now(&sides[ON]).await?;
-                m.first_growth.push(Growth::of(&added(&store, &now), None));
-                store = now;
-            }
-            sessions[side].push(session);
-        }
-        if j > 0 {
-            // Only the first sample's trees are used again: free the disk.
-            for dir in trees(j) {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-        }
-    }
-
-    // Incremental checkpoints, then read-only turns, in the first sample's sessions.
-    let mut edit_added = Vec::new();
-    for k in 0..plan.edits {
-        for o in 0..2 {
-            let side = (k + o) % 2;
-            match turn(
-                &sides[side].client,
-                &sessions[side][0],
-                &format!("edit {k}"),
-            )
-            .await?
-            {
-                Ok(t) => m.edit[side].push(t),
-                Err(why) => fail(&mut m, why),
-            }
-            if side == ON {
-                let now = objects_now(&sides[ON]).await?;
-                edit_added.push(added(&store, &now));
-                store = now;
-                m.changed
-                    .push(block_bytes(&trees(0)[ON], k + 1, plan.files)?);
-            }
-        }
-    }
-    let mut read_added = Vec::new();
-    for k in 0..plan.reads {
-        for o in 0..2 {
-            let side = (k + o) % 2;
-            match turn(
-                &sides[side].client,
-                &sessions[side][0],
-                &format!("read {k}"),
-            )
-            .await?
-            {
-                Ok(t) => m.read[side].push(t),
-                Err(why) => fail(&mut m, why),
-            }
-            if side == ON {
-                let now = objects_now(&sides[ON]).await?;
-                read_added.push(added(&store, &now));
-                store = now;
-            }
+        run.generate(run.tree(ON, j), j).await?;
+        run.first(j).await?;
+        if j == 0 {
+            run.later_turns().await?;
+        } else {
+            let _ = std::fs::remove_dir_all(run.tree(ON, j));
         }
     }
     // One call per turn; a turn that did not run as scripted counts as a failed call.
     let calls = 2 * (1 + plan.firsts + plan.edits + plan.reads);
-    s.count_tools(calls.saturating_sub(m.failures), calls);
+    s.count_tools(calls.saturating_sub(run.m.failures), calls);
 
     // The snapshot manifests among the new blobs: the hashes the first session's rows name.
-    let rows_text = std::fs::read_to_string(sides[ON].rows_file(&sessions[ON][0]));
-    let manifests = match &rows_text {
-        Ok(text) => Some(snapshot_blobs(text)),
-        Err(e) => {
+    let Run {
+        sides,
+        sessions,
+        mut m,
+        first_failure,
+        edit_added,
+        read_added,
+        ..
+    } = run;
+    let rows_file = sessions[ON].first().map(|id| sides[ON].rows_file(id));
+    let manifests = match rows_file.map(std::fs::read_to_string) {
+        Some(Ok(text)) => Some(snapshot_blobs(&text)),
+        other => {
+            let why = match other {
+                Some(Err(e)) => e.to_string(),
+                _ => "no session".to_owned(),
+            };
             s.report.note(format!(
-                "checkpoint: the session's rows file cannot be read ({e}): store growth not split into manifests and contents"
+                "checkpoint: the session's rows file cannot be read ({why}): store growth not split into manifests and contents"
             ));
             None
         }
@@ -918,7 +999,13 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     for session in &sessions[OFF] {
         m.off_rows += sides[OFF].rows(session).await?.len();
     }
-    m.off_store = objects_now(&sides[OFF]).await?.values().sum();
+    let off_objects = sides[OFF].objects();
+    m.off_store = blocking("list the store", move || {
+        store_files(&off_objects, &BTreeMap::new())
+    })
+    .await?
+    .values()
+    .sum();
 
     report(&mut s.report, &m);
     if let Some(g) = m.first_growth.iter().find(|g| g.blobs < plan.files) {
@@ -1070,22 +1157,32 @@ mod tests {
     fn store_growth_is_the_new_files() {
         let dir = tempfile::tempdir().unwrap();
         let objects = dir.path().join("objects");
-        assert!(store_files(&objects).unwrap().is_empty(), "missing: empty");
+        let none = BTreeMap::new();
+        assert!(
+            store_files(&objects, &none).unwrap().is_empty(),
+            "missing: empty"
+        );
         std::fs::create_dir_all(objects.join("ab")).unwrap();
         std::fs::create_dir_all(objects.join("tmp")).unwrap();
         std::fs::write(objects.join("ab/cdef"), [0u8; 100]).unwrap();
         std::fs::write(objects.join("tmp/partial"), [0u8; 7]).unwrap();
-        let before = store_files(&objects).unwrap();
+        let before = store_files(&objects, &none).unwrap();
         assert_eq!(
-            before.into_iter().collect::<Vec<_>>(),
+            before.clone().into_iter().collect::<Vec<_>>(),
             [("ab/cdef".to_owned(), 100)]
         );
-        let before = store_files(&objects).unwrap();
         std::fs::create_dir_all(objects.join("cd")).unwrap();
         std::fs::write(objects.join("cd/0123"), [0u8; 30]).unwrap();
         std::fs::write(objects.join("ab/9999"), [0u8; 5]).unwrap();
-        let after = store_files(&objects).unwrap();
+        let after = store_files(&objects, &before).unwrap();
         let new = added(&before, &after);
+        // A known blob keeps its known size (no stat); a vanished one is gone.
+        let mut stale = before.clone();
+        stale.insert("ab/cdef".to_owned(), 1);
+        stale.insert("ff/gone".to_owned(), 9);
+        let relisted = store_files(&objects, &stale).unwrap();
+        assert_eq!(relisted.get("ab/cdef"), Some(&1));
+        assert!(!relisted.contains_key("ff/gone"));
         assert_eq!(new, [("ab/9999".to_owned(), 5), ("cd/0123".to_owned(), 30)]);
         let manifests: HashSet<String> = ["cd/0123".to_owned()].into();
         assert_eq!(
