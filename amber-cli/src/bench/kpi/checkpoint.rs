@@ -42,7 +42,8 @@ use crate::stats::{Summary, ms};
 use crate::suite::Suite;
 use crate::{task, tree};
 
-/// Fresh trees (first checkpoints) by default, and at most: each costs two trees.
+/// Fresh trees (first checkpoints) by default, and at most: each costs a tree and a full
+/// snapshot.
 const FIRST_RUNS: usize = 3;
 /// Incremental turns of each daemon.
 const EDIT_RUNS: usize = 20;
@@ -1115,6 +1116,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("overlaps the checkpoint KPI"), "{err}");
+    }
+
+    #[test]
+    fn a_turn_splits_at_its_call_and_counts_only_if_it_ran_as_scripted() {
+        let sent = Instant::now();
+        let at = |millis: u64| Some(sent + Duration::from_millis(millis));
+        let mut seen = Seen {
+            started: at(1),
+            tool_started: at(41),
+            tool_completed: at(45),
+            completed: at(90),
+            tools: vec![ToolStatus::Ok],
+            stop: Some(StopReason::EndTurn),
+            ..Seen::default()
+        };
+        assert_eq!(
+            times(&seen, sent),
+            Some(TurnTimes {
+                total: 90.0,
+                before: 40.0,
+                after: 45.0
+            })
+        );
+        seen.tools = vec![ToolStatus::Denied];
+        assert_eq!(times(&seen, sent), None);
+        seen.tools = vec![ToolStatus::Ok, ToolStatus::Ok];
+        assert_eq!(times(&seen, sent), None);
+        seen.tools = vec![ToolStatus::Ok];
+        seen.stop = Some(StopReason::Error);
+        assert_eq!(times(&seen, sent), None);
+        seen.stop = Some(StopReason::EndTurn);
+        seen.tool_started = None;
+        assert_eq!(times(&seen, sent), None);
     }
 
     #[test]
