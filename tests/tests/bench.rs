@@ -1,5 +1,5 @@
 //! Smoke tests of `amber-bench`, each a quick end-to-end run (its own scripted endpoint, its
-//! own `amberd` next to it, `--runs 1`): the selected KPIs come out as one JSON object of
+//! own `amberd` next to it, `--runs 1` or 2): the selected KPIs come out as one JSON object of
 //! finite numbers whose keys name their unit, or as the human Markdown tables; every KPI
 //! group runs cheaply (`--sessions 3 --tree-files 200 --compare true`); a custom `--scenario`
 //! replaces the built-in tasks; `--delay-ms` leaves the goals unjudged; `--base-url` skips
@@ -127,6 +127,8 @@ const ONE_PER_GROUP: &[&str] = &[
     "tool_success_pct",                             // tools
     "sandbox_added_ms_median",                      // sandbox, spawn
     "sandbox_bash_added_wall_ms_median",            // sandbox, through amberd
+    "checkpoint_incremental_ms_median",             // checkpoint
+    "checkpoint_growth_kib_median",                 // checkpoint, store growth
 ];
 
 const CHEAP_FULL_RUN: &[&str] = &[
@@ -217,6 +219,63 @@ fn the_sandbox_kpi_measures_the_helper_and_the_daemon() {
 }
 
 #[test]
+fn the_checkpoint_kpi_measures_checkpoints_that_were_taken() {
+    let (code, stdout, stderr) = bench(&[
+        "--runs",
+        "2",
+        "--only",
+        "checkpoint",
+        "--tree-files",
+        "200",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    for key in [
+        "checkpoint_first_turn_on_ms_median",
+        "checkpoint_first_turn_off_ms_median",
+        "checkpoint_edit_turn_on_ms_median",
+        "checkpoint_edit_turn_off_ms_p99",
+        "checkpoint_read_turn_on_ms_median",
+        "checkpoint_first_store_mib_median",
+        "checkpoint_changed_kib_median",
+        "checkpoint_growth_kib_median",
+        "checkpoint_growth_manifest_kib_median",
+        "checkpoint_growth_ratio_median",
+    ] {
+        let value = number(&object, key, &stdout);
+        assert!(value > 0.0, "{key} = {value}");
+    }
+    // Differences of two daemons' times: measured, of either sign.
+    for key in [
+        "checkpoint_first_ms_median",
+        "checkpoint_first_before_ms_median",
+        "checkpoint_edit_added_ms_median",
+        "checkpoint_incremental_ms_median",
+        "checkpoint_incremental_before_ms_median",
+        "checkpoint_incremental_after_ms_median",
+        "checkpoint_read_added_ms_median",
+        "checkpoint_growth_content_kib_median",
+    ] {
+        number(&object, key, &stdout);
+    }
+    assert_eq!(object["checkpoint_tree_files_count"], 200.0, "{stdout}");
+    assert_eq!(object["checkpoint_first_runs_count"], 2.0, "{stdout}");
+    assert_eq!(object["checkpoint_edit_runs_count"], 2.0, "{stdout}");
+    assert_eq!(object["checkpoint_read_runs_count"], 2.0, "{stdout}");
+    // One row per file-changing turn with checkpoints on (two fresh sessions, one of them
+    // with two more turns), none with them off; read-only turns add nothing to the store.
+    assert_eq!(object["checkpoint_rows_count"], 4.0, "{stdout}");
+    assert_eq!(object["checkpoint_rows_expected_count"], 4.0, "{stdout}");
+    assert_eq!(object["checkpoint_off_rows_count"], 0.0, "{stdout}");
+    assert_eq!(object["checkpoint_off_store_kib"], 0.0, "{stdout}");
+    assert_eq!(object["checkpoint_read_growth_kib_max"], 0.0, "{stdout}");
+    assert_eq!(object["checkpoint_failures_count"], 0.0, "{stdout}");
+    assert!(object.get("daemon_ready_ms_median").is_none(), "{stdout}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
 fn every_kpi_group_as_json() {
     let (code, stdout, stderr) = bench(&[CHEAP_FULL_RUN, &["--json"]].concat());
     assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
@@ -264,6 +323,7 @@ fn every_kpi_group_in_the_human_table() {
         "### tool calls (every task run of the suite)",
         "### OS sandbox: spawn cost",
         "### OS sandbox through amberd",
+        "### checkpoints through amberd (200-file tree",
         "### goals",
         "### notes",
     ] {

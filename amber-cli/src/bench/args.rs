@@ -48,7 +48,7 @@ pub struct Args {
     /// Keep amberd's silent confirm turn (`[agent] confirm_finish = true`, one more request)
     #[arg(long)]
     pub confirm_finish: bool,
-    /// Files in the generated search tree
+    /// Files in the generated tree (the search and checkpoint KPIs)
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub tree_files: usize,
     /// Sessions of the memory KPI (idle, then all running a turn at once)
@@ -89,6 +89,10 @@ pub enum Kpi {
     /// The OS sandbox's cost: `amberd __tool-exec /bin/true` with and without it, and
     /// `bash true` through the daemon in sessions with the sandbox off and on
     Sandbox,
+    /// Checkpoints through amberd on the generated tree: the first checkpoint, incremental
+    /// ones (10 files changed per turn), store growth, and a read-only turn's cost; two
+    /// daemons, `[checkpoints] enabled` on and off
+    Checkpoint,
     /// `--compare CMD` beside `amber-cli run`
     Compare,
 }
@@ -122,10 +126,14 @@ mod tests {
             .unwrap();
         assert!(a.wants(Kpi::Ready) && a.wants(Kpi::Relay));
         assert!(!a.wants(Kpi::Memory) && !a.wants(Kpi::Compare) && !a.wants(Kpi::Sandbox));
+        assert!(!a.wants(Kpi::Checkpoint));
         assert_eq!(a.runs(20), 1);
         let all =
             Args::try_parse_from(["amber-bench", "--compare", "codex exec {prompt}"]).unwrap();
         assert!(all.wants(Kpi::Compare) && all.wants(Kpi::Search) && all.wants(Kpi::Sandbox));
+        assert!(all.wants(Kpi::Checkpoint));
+        let one = Args::try_parse_from(["amber-bench", "--only", "checkpoint"]).unwrap();
+        assert!(one.wants(Kpi::Checkpoint) && !one.wants(Kpi::Search));
         assert_eq!(all.runs(20), 20);
         assert!(Args::try_parse_from(["amber-bench", "--runs", "0"]).is_err());
         assert!(Args::try_parse_from(["amber-bench", "--only", "nope"]).is_err());

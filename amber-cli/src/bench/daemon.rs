@@ -30,6 +30,9 @@ pub struct DaemonSpec {
     pub api_key: Option<String>,
     /// `[agent] confirm_finish`.
     pub confirm_finish: bool,
+    /// More `config.toml` text after the `[agent]` section (a KPI's own settings, e.g.
+    /// `[checkpoints]`); empty for the suite's daemons.
+    pub extra_config: String,
 }
 
 /// A started `amberd`, stopped (SIGTERM) and its temp dir removed when dropped.
@@ -38,6 +41,8 @@ pub struct DaemonProc {
     pub socket: PathBuf,
     pub pid: u32,
     pub log: PathBuf,
+    /// Its `--data-dir` (sessions, the checkpoint store).
+    pub data_dir: PathBuf,
     /// When `exec` was called.
     pub spawned: Instant,
     _dir: TempDir,
@@ -58,13 +63,17 @@ impl DaemonProc {
             )))?;
         }
         let config = root.join("config.toml");
-        let text = format!("[agent]\nconfirm_finish = {}\n", spec.confirm_finish);
+        let text = format!(
+            "[agent]\nconfirm_finish = {}\n{}",
+            spec.confirm_finish, spec.extra_config
+        );
         std::fs::write(&config, text).map_err(BenchError::io("write amberd's config"))?;
         // amberd binds, and clients connect, only in a private socket directory.
         std::fs::set_permissions(root.join("run"), std::fs::Permissions::from_mode(0o700))
             .map_err(BenchError::io("make the socket directory private"))?;
         let socket = root.join("run").join("amberd.sock");
         let log = root.join("amberd.log");
+        let data_dir = root.join("data");
         let log_file = std::fs::File::create(&log).map_err(BenchError::io("create amberd.log"))?;
         let mut cmd = Command::new(&spec.amberd);
         cmd.arg("--socket")
@@ -72,7 +81,7 @@ impl DaemonProc {
             .arg("--config")
             .arg(&config)
             .arg("--data-dir")
-            .arg(root.join("data"))
+            .arg(&data_dir)
             .env("HOME", root.join("home"))
             .env("XDG_CONFIG_HOME", root.join("config"))
             .env("XDG_DATA_HOME", root.join("data"))
@@ -112,6 +121,7 @@ impl DaemonProc {
             child,
             socket,
             log,
+            data_dir,
             spawned,
             _dir: dir,
         })

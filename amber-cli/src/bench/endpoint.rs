@@ -12,16 +12,18 @@ use amber_mock_llm::{Conversation, MockLlm, MockToolCall, MockTurn};
 use crate::error::BenchError;
 use crate::scenario::{Scenario, Turn};
 
-/// Serves `scenarios` on `listen` (port 0: any free port), answering as `model`; a turn
-/// without a `delay_ms` waits `default_delay_ms`.
+/// Serves `scenarios`, and the conversations a KPI generates (`generated`, e.g. the
+/// checkpoint KPI's per-turn commands), on `listen` (port 0: any free port), answering as
+/// `model`; a turn without a `delay_ms` waits `default_delay_ms`.
 pub fn start(
     scenarios: &[Scenario],
+    generated: Vec<Conversation>,
     listen: SocketAddr,
     model: &str,
     default_delay_ms: u64,
 ) -> Result<MockLlm, BenchError> {
     MockLlm::builder()
-        .conversations(scenarios.iter().map(conversation))
+        .conversations(scenarios.iter().map(conversation).chain(generated))
         .listen(listen)
         .model(model)
         .default_delay(Duration::from_millis(default_delay_ms))

@@ -1,7 +1,7 @@
 //! The run: load the scenarios, start the endpoint and the daemon, measure the selected KPIs
-//! in an order that keeps them from disturbing each other (ready and memory on daemons of
-//! their own, first), then judge the goals. A KPI that fails becomes a note and a non-zero
-//! exit, and the others still run.
+//! in an order that keeps them from disturbing each other (ready, memory and checkpoint on
+//! daemons of their own, first), then judge the goals. A KPI that fails becomes a note and a
+//! non-zero exit, and the others still run.
 
 use std::path::PathBuf;
 
@@ -123,6 +123,7 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         Some(_) => None,
         None => Some(endpoint::start(
             &scenarios,
+            kpi::checkpoint::conversations(&args, &scenarios)?,
             args.listen,
             &args.model,
             args.delay_ms,
@@ -136,7 +137,8 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
     let needs_amberd = args.socket.is_none()
         || args.wants(Kpi::Ready)
         || args.wants(Kpi::Memory)
-        || args.wants(Kpi::Sandbox);
+        || args.wants(Kpi::Sandbox)
+        || args.wants(Kpi::Checkpoint);
     let amberd = if needs_amberd {
         daemon::sibling(args.amberd.clone(), "amberd", "amberd")?
     } else {
@@ -148,6 +150,7 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         model: args.model.clone(),
         api_key: args.base_url.is_none().then(|| "amber-bench".to_owned()),
         confirm_finish: args.confirm_finish,
+        extra_config: String::new(),
     };
     let amber_cli = daemon::sibling(args.amber_cli.clone(), "amber-cli", "amber-cli").ok();
     let scratch = tempfile::Builder::new()
@@ -189,6 +192,11 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
     if s.args.wants(Kpi::Sandbox) {
         let r = kpi::sandbox::spawn_cost(&mut s).await;
         s.record("sandbox", r);
+    }
+    // Two daemons of its own, with checkpoints on and off.
+    if s.args.wants(Kpi::Checkpoint) {
+        let r = kpi::checkpoint::measure(&mut s).await;
+        s.record("checkpoint", r);
     }
 
     let needs_daemon = [

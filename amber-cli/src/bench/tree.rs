@@ -100,6 +100,11 @@ fn file_text(rng: &mut Rng, i: usize) -> String {
     out
 }
 
+/// The path of file `i` of a generated tree, relative to its root.
+pub fn rel_path(i: usize) -> String {
+    format!("src/mod_{:03}/file_{i:05}.rs", i / FILES_PER_DIR)
+}
+
 /// How far in the past the tree's mtimes are set. amberd does not trust an mtime younger
 /// than 2 s (it could hide a later change in the same tick) and re-reads such files on
 /// every query: a tree queried right after it was written would never be warm.
@@ -114,11 +119,11 @@ pub fn generate(root: &Path, files: usize, seed: u64) -> Result<TreeInfo, BenchE
     let mut bytes = 0u64;
     let mut needles = 0;
     for i in 0..files {
-        let dir = root
-            .join("src")
-            .join(format!("mod_{:03}", i / FILES_PER_DIR));
-        if i.is_multiple_of(FILES_PER_DIR) {
-            std::fs::create_dir_all(&dir)
+        let path = root.join(rel_path(i));
+        if i.is_multiple_of(FILES_PER_DIR)
+            && let Some(dir) = path.parent()
+        {
+            std::fs::create_dir_all(dir)
                 .map_err(BenchError::io(format!("create {}", dir.display())))?;
         }
         let text = file_text(&mut rng, i);
@@ -126,7 +131,6 @@ pub fn generate(root: &Path, files: usize, seed: u64) -> Result<TreeInfo, BenchE
         if i.is_multiple_of(NEEDLE_EVERY) {
             needles += 1;
         }
-        let path = dir.join(format!("file_{i:05}.rs"));
         let mut file =
             File::create(&path).map_err(BenchError::io(format!("create {}", path.display())))?;
         file.write_all(text.as_bytes())
@@ -165,7 +169,8 @@ mod tests {
         let first = std::fs::read_to_string(dir.path().join("src/mod_000/file_00000.rs")).unwrap();
         assert!(first.contains("needle_marker_0"), "{first}");
         assert!(first.contains("pub fn "), "{first}");
-        let last = dir.path().join("src/mod_004/file_00400.rs");
+        let last = dir.path().join(rel_path(400));
+        assert_eq!(rel_path(400), "src/mod_004/file_00400.rs");
         assert!(
             std::fs::read_to_string(last)
                 .unwrap()

@@ -1,6 +1,7 @@
 //! The measurements, one module per KPI group, and the goals they are judged against
 //! (DESIGN.md "Performance targets", issue 7 "Goals").
 
+pub mod checkpoint;
 pub mod cli;
 pub mod e2e;
 pub mod memory;
@@ -134,6 +135,7 @@ pub fn goals(r: &mut Report, args: &Args) {
         |v| v < 20.0,
     );
     sandbox_goals(r);
+    checkpoint_goals(r, args);
 }
 
 /// Issue 17: the OS sandbox adds < 3 ms to starting a `bash` (median), measured at the
@@ -149,6 +151,38 @@ pub fn sandbox_goals(r: &mut Report) {
         "the OS sandbox adds < 3 ms per `bash true` call through amberd (wall, median)",
         "sandbox_bash_added_wall_ms_median",
         |v| v < limit,
+    );
+}
+
+/// Issue 18: a checkpoint of a 10,000-file workspace with 10 files changed < 50 ms p50, the
+/// first one < 2 s, store growth the changed bytes (compressed), not the tree; a turn with
+/// no file-changing call costs nothing. The first three are stated for the 10k-file tree.
+pub fn checkpoint_goals(r: &mut Report, args: &Args) {
+    let first = "first checkpoint of the 10k-file tree < 2 s (first file-changing turn, checkpoints on − off, median)";
+    let incremental = "a checkpoint with 10 files changed < 50 ms p50 (half the time checkpoints add to such a turn: it takes two)";
+    let growth = "store growth per 10-file turn ≤ the changed files' size (their content compressed, not the tree)";
+    if args.tree_files >= checkpoint::GOAL_TREE_FILES {
+        r.goal(first, "checkpoint_first_ms_median", |v| {
+            v < checkpoint::GOAL_FIRST_MS
+        });
+        r.goal(incremental, "checkpoint_incremental_ms_median", |v| {
+            v < checkpoint::GOAL_INCREMENTAL_MS
+        });
+        r.goal(growth, "checkpoint_growth_ratio_median", |v| v <= 1.0);
+    } else {
+        let why = format!(
+            "--tree-files {}: stated for {}",
+            args.tree_files,
+            checkpoint::GOAL_TREE_FILES
+        );
+        r.goal_not_judged(first, "checkpoint_first_ms_median", &why);
+        r.goal_not_judged(incremental, "checkpoint_incremental_ms_median", &why);
+        r.goal_not_judged(growth, "checkpoint_growth_ratio_median", &why);
+    }
+    r.goal(
+        "a turn with no file-changing call takes no checkpoint: no store growth",
+        "checkpoint_read_growth_kib_max",
+        |v| v == 0.0,
     );
 }
 
