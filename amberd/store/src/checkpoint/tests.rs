@@ -251,6 +251,61 @@ fn a_corrupt_or_absent_blob_is_an_error_naming_it() {
     assert!(!store.contains(&absent));
 }
 
+/// Writes `bytes` as the blob file of `hash` in the store at `dir`, replacing what is there.
+fn plant_blob(dir: &Path, hash: &Hash, bytes: &[u8]) {
+    let hex = hash.to_hex();
+    fs::create_dir_all(dir.join(&hex[..2])).unwrap();
+    fs::write(dir.join(&hex[..2]).join(&hex[2..]), bytes).unwrap();
+}
+
+#[test]
+fn a_blob_declaring_a_huge_lz4_size_is_corrupt_without_being_allocated() {
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let hash = Hash::of(b"whatever");
+    // Tag 1 (LZ4), then a size prefix of almost 4 GiB ahead of a few bytes of block.
+    let mut crafted = vec![1u8];
+    crafted.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    crafted.extend_from_slice(b"\x10abc");
+    plant_blob(data.path(), &hash, &crafted);
+    match store.get(&hash) {
+        Err(CheckpointError::BlobCorrupt { hash: h, reason }) => {
+            assert_eq!(h, hash);
+            assert!(reason.contains("declared size"), "{reason}");
+        }
+        other => panic!("expected a corrupt blob, got {other:?}"),
+    }
+    // Within the 1 GiB cap but beyond what 4 bytes of LZ4 can expand to.
+    let mut crafted = vec![1u8];
+    crafted.extend_from_slice(&(64u32 << 20).to_le_bytes());
+    crafted.extend_from_slice(b"\x10abc");
+    plant_blob(data.path(), &hash, &crafted);
+    assert!(matches!(
+        store.get(&hash),
+        Err(CheckpointError::BlobCorrupt { .. })
+    ));
+    // Too short to hold the prefix at all.
+    plant_blob(data.path(), &hash, b"\x01\x00\x01");
+    assert!(matches!(
+        store.get(&hash),
+        Err(CheckpointError::BlobCorrupt { .. })
+    ));
+}
+
+#[test]
+fn a_blob_at_lz4s_best_ratio_still_reads_back() {
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let zeros = vec![0u8; 16 << 20];
+    let hash = store.put(&zeros).unwrap();
+    assert!(
+        store.written().1 < (16 << 20) / 200,
+        "{:?}",
+        store.written()
+    );
+    assert_eq!(store.get(&hash).unwrap(), zeros);
+}
+
 #[test]
 fn sweep_removes_exactly_the_unreferenced_blobs() {
     let data = tempfile::tempdir().unwrap();
