@@ -483,3 +483,62 @@ fn restore_swaps_a_file_and_a_directory_of_the_same_name_both_ways() {
         .unwrap();
     assert_eq!(tree_hash(root, &[]), dir_tree);
 }
+
+#[test]
+fn a_plan_cut_short_by_a_crash_is_finished_by_applying_it_again() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "swap/file_becomes_dir", "a file\n");
+    write(root, "swap/dir_becomes_file/inner", "in a dir\n");
+    for i in 0..8 {
+        write(root, &format!("many/f{i}.txt"), &format!("before {i}\n"));
+    }
+    age(root);
+    let target = Snapshot::take(root, None, &store, MAX).unwrap();
+    let target_tree = tree_hash(root, &[]);
+
+    fs::remove_file(root.join("swap/file_becomes_dir")).unwrap();
+    write(root, "swap/file_becomes_dir/inner", "now a dir\n");
+    fs::remove_dir_all(root.join("swap/dir_becomes_file")).unwrap();
+    write(root, "swap/dir_becomes_file", "now a file\n");
+    for i in 0..8 {
+        write(root, &format!("many/f{i}.txt"), &format!("after {i}\n"));
+    }
+    fs::remove_file(root.join("README.md")).unwrap();
+    symlink("src/main.rs", root.join("src/link")).unwrap();
+    let current = Snapshot::take(root, Some(&target), &store, MAX).unwrap();
+
+    let plan = RestorePlan::new(&current, &target).unwrap();
+    assert!(plan.write.len() >= 10, "{plan:?}");
+    // The journal's copy of the plan, and a crash halfway through its writes that left a
+    // temp file beside one of its targets.
+    let journaled: RestorePlan =
+        serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+    assert_eq!(journaled, plan);
+    let mut half = plan.clone();
+    half.write.truncate(plan.write.len() / 2);
+    half.apply(root, &store).unwrap();
+    let stale = root.join("many/.f7.txt.amber-restore-4242");
+    fs::write(&stale, "left by the crash").unwrap();
+    assert_ne!(tree_hash(root, &[]), target_tree);
+
+    journaled.apply(root, &store).unwrap();
+    assert!(!stale.exists(), "the stale temp file is left behind");
+    assert_eq!(tree_hash(root, &[]), target_tree);
+    // Applying a finished plan again changes nothing.
+    journaled.apply(root, &store).unwrap();
+    assert_eq!(tree_hash(root, &[]), target_tree);
+}
+
+#[test]
+fn a_restore_temp_name_gives_its_target_only_when_it_has_the_exact_shape() {
+    use super::restore::temp_target;
+    assert_eq!(
+        temp_target(b".a.txt.amber-restore-123"),
+        Some(&b"a.txt"[..])
+    );
+    assert_eq!(temp_target(b"a.txt.amber-restore-123"), None);
+    assert_eq!(temp_target(b".a.txt.amber-restore-"), None);
+    assert_eq!(temp_target(b".a.txt.amber-restore-12x"), None);
+    assert_eq!(temp_target(b"..amber-restore-1"), None);
+}
