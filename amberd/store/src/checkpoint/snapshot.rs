@@ -1,6 +1,7 @@
 //! [`Snapshot`]: the manifest of a workspace at one moment — its recorded files and
-//! symlinks sorted by path, what was deliberately left out (`skipped`) and what could not be
-//! read (`missing`). Serialised as JSON and stored as a blob itself.
+//! symlinks sorted by path, what was deliberately left out (`skipped`: too large or not a
+//! file; `ignored`: left out by the ignore rules, known by metadata only) and what could not
+//! be read (`missing`). Serialised as JSON and stored as a blob itself.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,10 +44,19 @@ impl Entry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "reason")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "reason"
+)]
 pub enum SkipReason {
-    /// Larger than the snapshot's `max_file_bytes`.
-    Oversized { size: u64 },
+    /// Larger than the snapshot's `max_file_bytes`. `mtime_ns` tells a change that kept the
+    /// size (0 in snapshots written before it was recorded).
+    Oversized {
+        size: u64,
+        #[serde(default)]
+        mtime_ns: i64,
+    },
     /// Not a regular file or symlink (a FIFO, socket or device).
     Special,
 }
@@ -57,6 +67,26 @@ pub struct Skipped {
     pub path: RelPath,
     #[serde(flatten)]
     pub reason: SkipReason,
+}
+
+/// A direct child of a walked directory that the ignore rules leave out (`.git` aside),
+/// known only by its `lstat`: its content is not read and an ignored directory is not
+/// entered, so it shows a change only through its own size or mtime (for a directory,
+/// a child added, removed or renamed directly inside it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ignored {
+    pub path: RelPath,
+    pub dir: bool,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl Ignored {
+    /// Whether `other` (the same path at another moment) looks unchanged.
+    pub fn same_metadata(&self, other: &Ignored) -> bool {
+        self.dir == other.dir && self.size == other.size && self.mtime_ns == other.mtime_ns
+    }
 }
 
 /// A path that should have been recorded but could not be (unreadable, vanished mid-scan,
@@ -94,8 +124,12 @@ pub struct Snapshot {
     pub clock_ns: i64,
     /// Sorted by path bytes, one per path.
     pub entries: Vec<Entry>,
+    /// Sorted by path bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// Sorted by path bytes; never below another ignored path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<Ignored>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<Missing>,
     #[serde(default)]
@@ -110,6 +144,7 @@ impl Snapshot {
             clock_ns,
             entries: Vec::new(),
             skipped: Vec::new(),
+            ignored: Vec::new(),
             missing: Vec::new(),
             stats: TakeStats::default(),
         }

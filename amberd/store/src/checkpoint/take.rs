@@ -7,7 +7,17 @@
 //!
 //! A file that cannot be read never fails the snapshot: it is listed in `missing` with the
 //! reason. Only a failure of the store's directory sync is an error.
+//!
+//! **Ignored paths** are listed too, cheaply, so that a turn that changed one can say so:
+//! after the walk, each directory it entered is listed again and every direct child the
+//! walk did not yield (other than `.git`) is ignored, recorded by its `lstat` alone. An
+//! ignored directory is never entered (`target/` or `node_modules/` can be huge), so only
+//! its own mtime tells of a change, and that moves only when a child is added, removed or
+//! renamed directly inside it: a file edited, or created deeper down, goes unseen. An
+//! ignored file rewritten within one clock tick at the same size is unseen too, and a path
+//! created while the walk runs may be listed as ignored once.
 
+use std::collections::HashSet;
 use std::fs::{self, File, Metadata};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -20,7 +30,7 @@ use super::blob::BlobStore;
 use super::error::CheckpointError;
 use super::hash::Hash;
 use super::path::RelPath;
-use super::snapshot::{Entry, EntryKind, Missing, SkipReason, Skipped, Snapshot};
+use super::snapshot::{Entry, EntryKind, Ignored, Missing, SkipReason, Skipped, Snapshot};
 
 /// The default for `[checkpoints] max_file_bytes`: 8 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
@@ -57,11 +67,17 @@ impl Snapshot {
     ) -> Result<Snapshot, CheckpointError> {
         let mut snap = Snapshot::new(max_file_bytes, store.clock_ns());
         let mut to_read = Vec::new();
+        // What the walk yielded (relative path bytes) and the directories it entered: the
+        // rest of those directories' children is what the ignore rules left out.
+        let mut yielded: HashSet<Vec<u8>> = HashSet::new();
+        let mut walked_dirs: Vec<Option<RelPath>> = vec![None];
         for found in walker(root).build() {
             let dent = match found {
                 Ok(dent) => dent,
                 Err(err) => {
-                    walk_error(root, &err, &mut snap);
+                    if let Some(path) = walk_error(root, &err, &mut snap) {
+                        yielded.insert(path.as_bytes().to_vec());
+                    }
                     continue;
                 }
             };
@@ -71,10 +87,12 @@ impl Snapshot {
             let Some(path) = RelPath::under(root, dent.path()) else {
                 continue;
             };
+            yielded.insert(path.as_bytes().to_vec());
             let Some(file_type) = dent.file_type() else {
                 continue;
             };
             if file_type.is_dir() {
+                walked_dirs.push(Some(path));
                 continue;
             }
             let kind = if file_type.is_symlink() {
@@ -101,7 +119,10 @@ impl Snapshot {
             if kind == EntryKind::File && meta.len() > max_file_bytes {
                 snap.skipped.push(Skipped {
                     path,
-                    reason: SkipReason::Oversized { size: meta.len() },
+                    reason: SkipReason::Oversized {
+                        size: meta.len(),
+                        mtime_ns: mtime_ns(&meta),
+                    },
                 });
                 continue;
             }
@@ -122,6 +143,8 @@ impl Snapshot {
                 }),
             }
         }
+        snap.ignored = ignored_children(root, &walked_dirs, &yielded);
+        drop(yielded);
         for outcome in read_all(&to_read, store, max_file_bytes) {
             match outcome {
                 Outcome::Entry { entry, blob_bytes } => {
@@ -140,9 +163,56 @@ impl Snapshot {
         store.sync()?;
         snap.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         snap.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        snap.ignored.sort_by(|a, b| a.path.cmp(&b.path));
         snap.missing.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(snap)
     }
+}
+
+/// The direct children of `dirs` (`None` is the root) not in `yielded`, `.git` aside: what
+/// the walk's ignore rules left out. One that vanished since is simply not listed.
+fn ignored_children(
+    root: &Path,
+    dirs: &[Option<RelPath>],
+    yielded: &HashSet<Vec<u8>>,
+) -> Vec<Ignored> {
+    let mut ignored = Vec::new();
+    let mut rel = Vec::new();
+    for dir in dirs {
+        let abs = dir
+            .as_ref()
+            .map_or_else(|| root.to_path_buf(), |d| d.join_to(root));
+        // Unreadable: the walk already listed it as missing.
+        let Ok(children) = fs::read_dir(&abs) else {
+            continue;
+        };
+        for child in children.flatten() {
+            let name = child.file_name();
+            if name.as_bytes() == b".git" {
+                continue;
+            }
+            rel.clear();
+            if let Some(dir) = dir {
+                rel.extend_from_slice(dir.as_bytes());
+                rel.push(b'/');
+            }
+            rel.extend_from_slice(name.as_bytes());
+            if yielded.contains(rel.as_slice()) {
+                continue;
+            }
+            // `DirEntry::metadata` does not follow a symlink: this is the `lstat`.
+            let Ok(meta) = child.metadata() else {
+                continue;
+            };
+            ignored.push(Ignored {
+                path: RelPath::from_bytes(rel.clone()),
+                dir: meta.is_dir(),
+                size: meta.len(),
+                mtime_ns: mtime_ns(&meta),
+            });
+        }
+    }
+    ignored
 }
 
 fn walker(root: &Path) -> ignore::WalkBuilder {
@@ -172,19 +242,19 @@ fn mode(meta: &Metadata) -> u32 {
     meta.mode() & 0o7777
 }
 
-/// A walk error: an I/O one makes what it is about missing; a bad ignore file only warns.
-fn walk_error(root: &Path, err: &ignore::Error, snap: &mut Snapshot) {
+/// A walk error: an I/O one makes what it is about missing (and returns its path, when it
+/// has one); a bad ignore file only warns.
+fn walk_error(root: &Path, err: &ignore::Error, snap: &mut Snapshot) -> Option<RelPath> {
     if err.io_error().is_none() {
         tracing::warn!(error = %err, "checkpoint walk");
-        return;
+        return None;
     }
-    let path = error_path(err)
-        .and_then(|p| RelPath::under(root, p))
-        .unwrap_or_else(|| RelPath::from("."));
+    let path = error_path(err).and_then(|p| RelPath::under(root, p));
     snap.missing.push(Missing {
-        path,
+        path: path.clone().unwrap_or_else(|| RelPath::from(".")),
         reason: err.to_string(),
     });
+    path
 }
 
 fn error_path(err: &ignore::Error) -> Option<&Path> {
@@ -278,6 +348,7 @@ pub(crate) fn read_one(c: &Candidate, store: &BlobStore, max_file_bytes: u64) ->
                 path: c.path.clone(),
                 reason: SkipReason::Oversized {
                     size: meta.len().max(bytes.len() as u64),
+                    mtime_ns: mtime_ns(&meta),
                 },
             });
         }

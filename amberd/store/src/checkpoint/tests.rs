@@ -76,6 +76,11 @@ fn tree_hash(root: &Path, except: &[&str]) -> Hash {
     Hash::of(&out)
 }
 
+fn mtime_of(path: &Path) -> i64 {
+    let meta = fs::symlink_metadata(path).unwrap();
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+}
+
 fn setup() -> (tempfile::TempDir, tempfile::TempDir, BlobStore) {
     let ws = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
@@ -145,12 +150,16 @@ fn diff_of_two_snapshots_is_exactly_the_changes_made_and_restore_undoes_them() {
             ("script.sh", ChangeStatus::Modified),
         ])
     );
+    let big_mtime = mtime_of(&root.join("big.bin"));
     assert_eq!(
         second.skipped,
         vec![
             Skipped {
                 path: "big.bin".into(),
-                reason: SkipReason::Oversized { size: MAX + 1 }
+                reason: SkipReason::Oversized {
+                    size: MAX + 1,
+                    mtime_ns: big_mtime
+                }
             },
             Skipped {
                 path: "fifo".into(),
@@ -541,4 +550,55 @@ fn a_restore_temp_name_gives_its_target_only_when_it_has_the_exact_shape() {
     assert_eq!(temp_target(b".a.txt.amber-restore-"), None);
     assert_eq!(temp_target(b".a.txt.amber-restore-12x"), None);
     assert_eq!(temp_target(b"..amber-restore-1"), None);
+}
+
+#[test]
+fn ignored_children_are_listed_by_metadata_without_entering_ignored_dirs() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "src/scratch.log", "ignored, in a walked directory\n");
+    write(root, ".git/HEAD", "ref: refs/heads/main\n");
+    symlink("nowhere", root.join("link.log")).unwrap();
+    let snap = Snapshot::take(root, None, &store, MAX).unwrap();
+    let listed: Vec<(String, bool)> = snap
+        .ignored
+        .iter()
+        .map(|i| (i.path.to_string(), i.dir))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("link.log".to_owned(), false),
+            ("src/scratch.log".to_owned(), false),
+            ("target".to_owned(), true),
+        ]
+    );
+    let log = &snap.ignored[1];
+    assert_eq!(log.size, 31);
+    assert_eq!(log.mtime_ns, mtime_of(&root.join("src/scratch.log")));
+    assert_eq!(
+        snap.ignored[0].size,
+        "nowhere".len() as u64,
+        "lstat, not stat"
+    );
+    assert_eq!(snap.ignored[2].mtime_ns, mtime_of(&root.join("target")));
+    assert!(snap.get(&"src/scratch.log".into()).is_none());
+}
+
+#[test]
+fn a_snapshot_written_before_ignored_paths_and_skip_mtimes_still_loads() {
+    let json = r#"{"version":1,"maxFileBytes":1024,"clockNs":5,"entries":[],
+        "skipped":[{"path":"big.bin","reason":"oversized","size":2048}]}"#;
+    let snap: Snapshot = serde_json::from_str(json).unwrap();
+    assert!(snap.ignored.is_empty());
+    assert_eq!(
+        snap.skipped[0].reason,
+        SkipReason::Oversized {
+            size: 2048,
+            mtime_ns: 0
+        }
+    );
+    let round: serde_json::Value = serde_json::to_value(&snap).unwrap();
+    assert!(round.get("ignored").is_none(), "{round}");
+    assert_eq!(round["skipped"][0]["mtimeNs"], 0);
 }
