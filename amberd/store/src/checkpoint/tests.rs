@@ -602,3 +602,45 @@ fn a_snapshot_written_before_ignored_paths_and_skip_mtimes_still_loads() {
     assert!(round.get("ignored").is_none(), "{round}");
     assert_eq!(round["skipped"][0]["mtimeNs"], 0);
 }
+
+#[test]
+fn ignored_paths_are_listed_at_every_depth_the_walk_enters_and_returns_to() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let root = ws.path();
+    write(root, ".gitignore", "*.log\nbuild/\n");
+    for rel in [
+        "a/b/c/d.txt",
+        "a/b/c/deep.log",
+        "a/b/mid.log",
+        "a/b/build/x.txt",
+        "a/e/f.txt",
+        "a/e/g.log",
+        "a/z.log",
+        "top.log",
+        "zz/w.log",
+        "zz/v.txt",
+    ] {
+        write(root, rel, "x\n");
+    }
+    let snap = Snapshot::take(root, None, &store, MAX).unwrap();
+    let listed: Vec<String> = snap.ignored.iter().map(|i| i.path.to_string()).collect();
+    assert_eq!(
+        listed,
+        [
+            "a/b/build",
+            "a/b/c/deep.log",
+            "a/b/mid.log",
+            "a/e/g.log",
+            "a/z.log",
+            "top.log",
+            "zz/w.log"
+        ]
+    );
+    let recorded: Vec<String> = snap.entries.iter().map(|e| e.path.to_string()).collect();
+    assert_eq!(
+        recorded,
+        [".gitignore", "a/b/c/d.txt", "a/e/f.txt", "zz/v.txt"]
+    );
+}
