@@ -3,6 +3,10 @@
 //! files and symlinks to write from blobs — and [`RestorePlan::apply`], which carries out
 //! exactly the lists it is given (a caller drops conflicting paths first).
 //!
+//! A path either snapshot did not record — skipped or ignored, inside an ignored directory,
+//! or a directory holding such a path — is never deleted or written: the restore leaves it
+//! as it finds it, and [`Snapshot::skipped_changes`] is what tells that it differs.
+//!
 //! Every blob the plan writes is read and verified before the workspace is touched, so a
 //! missing or corrupt blob refuses the restore instead of leaving it half done. Each write
 //! is a temp file (or symlink) beside its target, renamed over it.
@@ -52,7 +56,8 @@ pub struct Applied {
 }
 
 impl RestorePlan {
-    /// The plan from `current` to `target`; refused when `target` is incomplete.
+    /// The plan from `current` to `target`; refused when `target` is incomplete. Paths
+    /// either snapshot did not record are left out (see the module header).
     pub fn new(current: &Snapshot, target: &Snapshot) -> Result<Self, CheckpointError> {
         if let Some(first) = target.missing.first() {
             return Err(CheckpointError::Incomplete {
@@ -61,22 +66,25 @@ impl RestorePlan {
                 reason: first.reason.clone(),
             });
         }
+        let recorded_by_both =
+            |path: &RelPath| !current.off_record(path) && !target.off_record(path);
         let delete: Vec<RelPath> = current
             .entries
             .iter()
-            .filter(|e| target.get(&e.path).is_none())
+            .filter(|e| target.get(&e.path).is_none() && recorded_by_both(&e.path))
             .map(|e| e.path.clone())
             .collect();
         let write: Vec<Entry> = target
             .entries
             .iter()
             .filter(|t| current.get(&t.path).is_none_or(|c| !c.same_content(t)))
+            .filter(|t| recorded_by_both(&t.path))
             .cloned()
             .collect();
         let target_dirs = ancestors(target.entries.iter().map(|e| &e.path));
         let mut remove_dirs: Vec<RelPath> = ancestors(delete.iter())
             .into_iter()
-            .filter(|d| !target_dirs.contains(d))
+            .filter(|d| !target_dirs.contains(d) && recorded_by_both(d))
             .collect();
         remove_dirs.sort_by_key(|d| std::cmp::Reverse(d.depth()));
         let mut create_dirs: Vec<RelPath> = ancestors(write.iter().map(|e| &e.path))

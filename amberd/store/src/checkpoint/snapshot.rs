@@ -163,6 +163,20 @@ impl Snapshot {
             .and_then(|i| self.entries.get(i))
     }
 
+    /// Whether a restore must leave `path` alone because this snapshot did not record what
+    /// is there: the path is skipped or ignored, lies inside an ignored directory, or is a
+    /// directory holding a skipped or ignored path.
+    pub(crate) fn off_record(&self, path: &RelPath) -> bool {
+        if self.skipped.is_empty() && self.ignored.is_empty() {
+            return false;
+        }
+        let path = path.as_bytes();
+        let mut below = path.to_vec();
+        below.push(b'/');
+        near(&self.skipped, |s| s.path.as_bytes(), path, &below)
+            || near(&self.ignored, |i| i.path.as_bytes(), path, &below)
+    }
+
     /// Every blob this snapshot refers to (for [`BlobStore::sweep`]'s keep set).
     pub fn blobs(&self) -> impl Iterator<Item = Hash> + '_ {
         self.entries.iter().map(|e| e.hash)
@@ -185,4 +199,21 @@ impl Snapshot {
             reason: e.to_string(),
         })
     }
+}
+
+/// Whether `sorted` (by path bytes) holds `path`, one of its ancestors, or a path below it
+/// (`below` is `path` followed by `/`).
+fn near<T>(sorted: &[T], key: impl Fn(&T) -> &[u8], path: &[u8], below: &[u8]) -> bool {
+    let holds = |p: &[u8]| sorted.binary_search_by(|t| key(t).cmp(p)).is_ok();
+    let ancestor = path
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'/' && holds(&path[..i]));
+    // Paths starting with `below` sort together, right after everything that sorts before it.
+    let first_below = sorted.partition_point(|t| key(t) < below);
+    holds(path)
+        || ancestor
+        || sorted
+            .get(first_below)
+            .is_some_and(|t| key(t).starts_with(below))
 }

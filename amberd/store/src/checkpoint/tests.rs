@@ -22,8 +22,9 @@ fn write(root: &Path, rel: &str, body: &str) {
     fs::write(path, body).unwrap();
 }
 
-/// Sets every file's mtime an hour back, as in a workspace edited long before the first
-/// snapshot (so the racy-clean rule does not make a snapshot re-read them).
+/// Sets every file's and directory's mtime an hour back, as in a workspace edited long
+/// before the first snapshot (so the racy-clean rule does not make a snapshot re-read them,
+/// and a change made right after a snapshot cannot share its mtime).
 fn age(root: &Path) {
     let past = SystemTime::now() - Duration::from_secs(3600);
     for dent in ignore::WalkBuilder::new(root)
@@ -33,14 +34,12 @@ fn age(root: &Path) {
         .build()
     {
         let dent = dent.unwrap();
-        if dent.file_type().is_some_and(|t| t.is_file()) {
-            fs::File::options()
-                .write(true)
-                .open(dent.path())
-                .unwrap()
-                .set_modified(past)
-                .unwrap();
-        }
+        let file = match dent.file_type() {
+            Some(t) if t.is_file() => fs::File::options().write(true).open(dent.path()),
+            Some(t) if t.is_dir() => fs::File::open(dent.path()),
+            _ => continue,
+        };
+        file.unwrap().set_modified(past).unwrap();
     }
 }
 
@@ -601,6 +600,170 @@ fn a_snapshot_written_before_ignored_paths_and_skip_mtimes_still_loads() {
     let round: serde_json::Value = serde_json::to_value(&snap).unwrap();
     assert!(round.get("ignored").is_none(), "{round}");
     assert_eq!(round["skipped"][0]["mtimeNs"], 0);
+}
+
+fn paths(list: &[&str]) -> Vec<RelPath> {
+    list.iter().map(|p| RelPath::from(*p)).collect()
+}
+
+#[test]
+fn a_gitignored_file_created_modified_or_deleted_is_a_skipped_change_not_a_diff() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "kept.log", "unchanged\n");
+    write(root, "src/edited.log", "before\n");
+    write(root, "doomed.log", "to be deleted\n");
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    write(root, "src/edited.log", "after!\n");
+    fs::remove_file(root.join("doomed.log")).unwrap();
+    write(root, "created.log", "new\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(before.diff(&after), []);
+    assert_eq!(
+        before.skipped_changes(&after),
+        paths(&["created.log", "doomed.log", "src/edited.log"]),
+        "an edit that kept the size is told by its mtime"
+    );
+    assert_eq!(after.skipped_changes(&before).len(), 3, "either way round");
+}
+
+#[test]
+fn an_unchanged_ignored_or_oversized_path_is_not_a_skipped_change() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "notes.log", "ignored\n");
+    write(root, "big.bin", &"x".repeat(MAX as usize + 1));
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    assert_eq!(before.ignored.len(), 2, "{:?}", before.ignored);
+    assert_eq!(before.skipped.len(), 1, "{:?}", before.skipped);
+    write(root, "src/main.rs", "fn main() { changed(); }\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(before.skipped_changes(&after), []);
+    assert_eq!(
+        before.diff(&after),
+        changes(&[("src/main.rs", ChangeStatus::Modified)])
+    );
+}
+
+#[test]
+fn a_file_created_inside_an_ignored_directory_reports_the_directory() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    write(root, "target/fresh.o", "built\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(before.skipped_changes(&after), paths(&["target"]));
+    assert_eq!(before.diff(&after), []);
+    // Deeper down only the directory holding it changes, and that one is never listed.
+    let again = Snapshot::take(root, Some(&after), &store, MAX).unwrap();
+    write(root, "target/debug/deeper.o", "built\n");
+    let deeper = Snapshot::take(root, Some(&again), &store, MAX).unwrap();
+    assert_eq!(again.skipped_changes(&deeper), []);
+}
+
+#[test]
+fn an_oversized_file_rewritten_at_the_same_size_is_a_skipped_change() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "big.bin", &"x".repeat(MAX as usize + 1));
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    write(root, "big.bin", &"y".repeat(MAX as usize + 1));
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert!(matches!(
+        after.skipped[0].reason,
+        SkipReason::Oversized { size, .. } if size == MAX + 1
+    ));
+    assert_eq!(before.skipped_changes(&after), paths(&["big.bin"]));
+    assert_eq!(before.diff(&after), []);
+}
+
+#[test]
+fn a_file_grown_over_the_limit_is_a_skipped_change_neither_deleted_nor_written_back() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    let grown = "y".repeat(MAX as usize + 1);
+    write(root, "README.md", &grown);
+    write(root, "src/main.rs", "fn main() { changed(); }\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(
+        before.diff(&after),
+        changes(&[("src/main.rs", ChangeStatus::Modified)]),
+        "README.md was not deleted"
+    );
+    assert_eq!(before.skipped_changes(&after), paths(&["README.md"]));
+
+    let rewind = RestorePlan::new(&after, &before).unwrap();
+    assert_eq!(rewind.write.len(), 1, "{rewind:?}");
+    assert_eq!(rewind.write[0].path, RelPath::from("src/main.rs"));
+    assert_eq!(rewind.delete, []);
+    let redo = RestorePlan::new(&before, &after).unwrap();
+    assert_eq!(redo.delete, [], "{redo:?}");
+    rewind.apply(root, &store).unwrap();
+    assert_eq!(fs::read_to_string(root.join("README.md")).unwrap(), grown);
+    assert_eq!(
+        fs::read_to_string(root.join("src/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+}
+
+#[test]
+fn restore_never_touches_a_path_either_snapshot_did_not_record() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "gen/out.rs", "// generated\n");
+    write(root, "becomes_ignored.txt", "recorded at first\n");
+    write(root, "holder", "a file at first\n");
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    assert!(before.get(&"gen/out.rs".into()).is_some());
+
+    // The turn ignores a directory and a file that were recorded, and puts a directory
+    // holding an ignored file where a recorded file was.
+    write(
+        root,
+        ".gitignore",
+        "target/\n*.log\ngen/\nbecomes_ignored.txt\n",
+    );
+    write(root, "gen/out.rs", "// regenerated\n");
+    write(root, "becomes_ignored.txt", "changed while ignored\n");
+    fs::remove_file(root.join("holder")).unwrap();
+    write(root, "holder/inside.log", "ignored\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(
+        before.diff(&after),
+        changes(&[(".gitignore", ChangeStatus::Modified)])
+    );
+    assert_eq!(
+        before.skipped_changes(&after),
+        paths(&[
+            "becomes_ignored.txt",
+            "gen",
+            "gen/out.rs",
+            "holder",
+            "holder/inside.log"
+        ])
+    );
+
+    let rewind = RestorePlan::new(&after, &before).unwrap();
+    let written: Vec<&RelPath> = rewind.write.iter().map(|e| &e.path).collect();
+    assert_eq!(written, [&RelPath::from(".gitignore")], "{rewind:?}");
+    assert_eq!(rewind.delete, []);
+    let redo = RestorePlan::new(&before, &after).unwrap();
+    assert_eq!(redo.delete, [], "{redo:?}");
+    rewind.apply(root, &store).unwrap();
+    assert_eq!(
+        fs::read_to_string(root.join("gen/out.rs")).unwrap(),
+        "// regenerated\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("becomes_ignored.txt")).unwrap(),
+        "changed while ignored\n"
+    );
+    assert!(root.join("holder/inside.log").exists());
 }
 
 #[test]
