@@ -7,7 +7,8 @@
 //! from the other, but in `skipped_changes` when the other side did not record what is there
 //! (a file that grew over the size limit, became ignored, or is now inside an ignored
 //! directory has not been deleted, and a restore leaves it alone). Missing (unreadable)
-//! paths are in neither: a snapshot with any cannot be restored to.
+//! paths are not off the record in this sense: the diff counts one as absent, and a rewind
+//! from a snapshot that could not read it still writes it back.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
