@@ -9,8 +9,9 @@
 //! reason. Only a failure of the store's directory sync is an error.
 //!
 //! **Ignored paths** are listed too, cheaply, so that a turn that changed one can say so:
-//! after the walk, each directory it entered is listed again and every direct child the
-//! walk did not yield (other than `.git`) is ignored, recorded by its `lstat` alone. An
+//! as the (depth-first) walk leaves a directory, another thread lists it again, and every
+//! direct child the walk did not yield there (other than `.git`) is ignored, recorded by
+//! its `lstat` alone; that thread's work overlaps the walk, the reads and the sync. An
 //! ignored directory is never entered (`target/` or `node_modules/` can be huge), so only
 //! its own mtime tells of a change, and that moves only when a child is added, removed or
 //! renamed directly inside it: a file edited, or created deeper down, goes unseen. An
