@@ -10,7 +10,9 @@
 //!
 //! Before criterion's runs it prints the incremental p50/p90 over its own 50 runs and the
 //! store growth of one incremental snapshot. The tree: 100 directories of 100 source-like
-//! files (0.6–6 KiB, 35 MB in all), mtimes an hour old, as in a workspace not edited just now.
+//! files (0.6–6 KiB, 35 MB in all), mtimes an hour old, as in a workspace not edited just now;
+//! plus what the ignore rules leave out, which a snapshot lists by metadata only: an ignored
+//! `target/` of 2,000 files (never entered) and one ignored `.log` in each source directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,6 +27,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 const DIRS: usize = 100;
 const FILES_PER_DIR: usize = 100;
 const CHANGED: usize = 10;
+const TARGET_DIRS: usize = 20;
 
 fn bench_dir() -> tempfile::TempDir {
     match std::env::var_os("AMBER_BENCH_DIR") {
@@ -47,10 +50,18 @@ fn source(d: usize, f: usize, salt: u64) -> String {
 
 fn generate(root: &Path) {
     let past = SystemTime::now() - Duration::from_secs(3600);
-    fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
+    for t in 0..TARGET_DIRS {
+        let dir = root.join(format!("target/debug/deps{t:02}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..FILES_PER_DIR {
+            fs::write(dir.join(format!("artifact{f:03}.o")), source(t, f, 0)).unwrap();
+        }
+    }
     for d in 0..DIRS {
         let dir = root.join(format!("src/mod{d:03}"));
         fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("build.log"), "ignored\n").unwrap();
         for f in 0..FILES_PER_DIR {
             let path = dir.join(format!("file{f:03}.rs"));
             fs::write(&path, source(d, f, 0)).unwrap();
@@ -84,8 +95,9 @@ fn report(ws: &Path, data: &Path) {
     let first = start.elapsed();
     let tree_bytes: u64 = base.entries.iter().map(|e| e.size).sum();
     eprintln!(
-        "checkpoint first: {} files, {} bytes, {:?}, store {} bytes in {} blobs",
+        "checkpoint first: {} files ({} ignored paths listed), {} bytes, {:?}, store {} bytes in {} blobs",
         base.entries.len(),
+        base.ignored.len(),
         tree_bytes,
         first,
         base.stats.blob_bytes_written,

@@ -3,6 +3,10 @@
 //! (size-prefixed block); raw is kept when compression does not make it smaller.
 //! Writes go to `tmp/`, are fsynced and renamed into place; the directories renamed into
 //! are fsynced by [`BlobStore::sync`], once per batch rather than once per blob.
+//!
+//! Reading trusts no size a blob file declares: an LZ4 size prefix above [`MAX_BLOB_BYTES`]
+//! or above what its payload could expand to (LZ4 expands at most 255 to 1) is corrupt,
+//! and is refused before anything is allocated for it.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File};
@@ -18,6 +22,12 @@ use super::hash::Hash;
 const TMP_DIR: &str = "tmp";
 const TAG_RAW: u8 = 0;
 const TAG_LZ4: u8 = 1;
+
+/// The largest blob [`BlobStore::get`] decompresses: well above any file a snapshot
+/// records or any snapshot's own JSON, far below what a corrupt size prefix could ask for.
+pub(crate) const MAX_BLOB_BYTES: usize = 1 << 30;
+/// LZ4's block format expands one input byte into at most 255 output bytes.
+const LZ4_MAX_RATIO: usize = 255;
 
 /// A content-addressed store of compressed blobs under one directory.
 #[derive(Debug)]
@@ -255,10 +265,31 @@ fn encode(bytes: &[u8]) -> Vec<u8> {
 fn decode(raw: &[u8]) -> Result<Vec<u8>, String> {
     match raw.split_first() {
         Some((&TAG_RAW, payload)) => Ok(payload.to_vec()),
-        Some((&TAG_LZ4, payload)) => {
-            lz4_flex::block::decompress_size_prepended(payload).map_err(|e| e.to_string())
-        }
+        Some((&TAG_LZ4, payload)) => decode_lz4(payload),
         Some((tag, _)) => Err(format!("unknown encoding tag {tag}")),
         None => Err("empty blob file".into()),
     }
+}
+
+/// A size-prefixed LZ4 block whose prefix is checked before the output is allocated.
+fn decode_lz4(payload: &[u8]) -> Result<Vec<u8>, String> {
+    let (prefix, block) = payload
+        .split_first_chunk::<4>()
+        .ok_or("LZ4 blob shorter than its size prefix")?;
+    let size = usize::try_from(u32::from_le_bytes(*prefix)).unwrap_or(usize::MAX);
+    let limit = MAX_BLOB_BYTES.min(block.len().saturating_mul(LZ4_MAX_RATIO));
+    if size > limit {
+        return Err(format!(
+            "declared size {size} exceeds the {limit} bytes a {}-byte LZ4 block can hold",
+            block.len()
+        ));
+    }
+    let bytes = lz4_flex::block::decompress(block, size).map_err(|e| e.to_string())?;
+    if bytes.len() != size {
+        return Err(format!(
+            "decompressed to {} bytes, {size} declared",
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
 }

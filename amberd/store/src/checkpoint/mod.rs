@@ -9,11 +9,14 @@
 //!
 //! **Invariants:** a blob's name is the hash of its content, so writing one that exists is
 //! a no-op and `get` verifies what it read; a snapshot's entries are sorted by path bytes
-//! and never include `.git/` or ignored files; a file that could not be read is listed in
-//! [`Snapshot::missing`], never silently left out, and a snapshot with any such entry is
-//! refused as a restore target. Nothing here touches the workspace except
-//! [`RestorePlan::apply`]. The crate knows no session or turn: when to take a snapshot,
-//! where the store lives and what to keep is the daemon's.
+//! and never include `.git/` or ignored files; what it leaves out is listed, never silently
+//! dropped: too large or not a file in [`Snapshot::skipped`], ignored (by metadata only) in
+//! [`Snapshot::ignored`], unreadable in [`Snapshot::missing`], and a snapshot with any
+//! missing path is refused as a restore target. A restore never deletes or writes a path
+//! either snapshot left out; [`Snapshot::skipped_changes`] names those a turn changed.
+//! Nothing here touches the workspace except [`RestorePlan::apply`]. The crate knows no
+//! session or turn: when to take a snapshot, where the store lives and what to keep is the
+//! daemon's.
 
 mod blob;
 mod diff;
@@ -33,4 +36,7 @@ pub use self::hash::Hash;
 pub use self::path::RelPath;
 pub use self::restore::{Applied, RestorePlan};
 pub use self::snapshot::{Entry, EntryKind, Missing, SkipReason, Skipped, Snapshot, TakeStats};
+// Unused until the crate root's re-export list (outside this module) names it.
+#[allow(unused_imports)]
+pub use self::snapshot::Ignored;
 pub use self::take::DEFAULT_MAX_FILE_BYTES;

@@ -25,6 +25,11 @@ impl RelPath {
         Some(Self(bytes.to_vec()))
     }
 
+    /// A path from its bytes, which the caller made relative and `/`-joined.
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }

@@ -3,18 +3,29 @@
 //! files and symlinks to write from blobs — and [`RestorePlan::apply`], which carries out
 //! exactly the lists it is given (a caller drops conflicting paths first).
 //!
+//! A path either snapshot did not record — skipped or ignored, inside an ignored directory,
+//! or a directory holding such a path — is never deleted or written: the restore leaves it
+//! as it finds it, and [`Snapshot::skipped_changes`] is what tells that it differs.
+//!
 //! Every blob the plan writes is read and verified before the workspace is touched, so a
 //! missing or corrupt blob refuses the restore instead of leaving it half done. Each write
-//! is a temp file (or symlink) beside its target, renamed over it. Crash safety across the
-//! whole plan (a journal) is a later step.
+//! is a temp file (or symlink) beside its target, renamed over it.
+//!
+//! **Re-appliable:** a plan serialises (so the daemon can journal it) and `apply` is
+//! idempotent: run again over a tree a crash left half restored, it finishes the job. A
+//! path already deleted, a file already removed from a directory that became a file, or a
+//! deleted file whose place the plan has since made a directory counts as done; the
+//! `.NAME.amber-restore-PID` temp files a crash left beside the plan's targets are removed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::{self, File, Permissions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use super::blob::BlobStore;
 use super::error::CheckpointError;
@@ -23,7 +34,8 @@ use super::path::RelPath;
 use super::snapshot::{Entry, EntryKind, Snapshot};
 
 /// The steps from the current workspace to a target snapshot, in the order `apply` runs them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RestorePlan {
     /// Files and symlinks the target does not have.
     pub delete: Vec<RelPath>,
@@ -44,7 +56,8 @@ pub struct Applied {
 }
 
 impl RestorePlan {
-    /// The plan from `current` to `target`; refused when `target` is incomplete.
+    /// The plan from `current` to `target`; refused when `target` is incomplete. Paths
+    /// either snapshot did not record are left out (see the module header).
     pub fn new(current: &Snapshot, target: &Snapshot) -> Result<Self, CheckpointError> {
         if let Some(first) = target.missing.first() {
             return Err(CheckpointError::Incomplete {
@@ -53,22 +66,25 @@ impl RestorePlan {
                 reason: first.reason.clone(),
             });
         }
+        let recorded_by_both =
+            |path: &RelPath| !current.off_record(path) && !target.off_record(path);
         let delete: Vec<RelPath> = current
             .entries
             .iter()
-            .filter(|e| target.get(&e.path).is_none())
+            .filter(|e| target.get(&e.path).is_none() && recorded_by_both(&e.path))
             .map(|e| e.path.clone())
             .collect();
         let write: Vec<Entry> = target
             .entries
             .iter()
             .filter(|t| current.get(&t.path).is_none_or(|c| !c.same_content(t)))
+            .filter(|t| recorded_by_both(&t.path))
             .cloned()
             .collect();
         let target_dirs = ancestors(target.entries.iter().map(|e| &e.path));
         let mut remove_dirs: Vec<RelPath> = ancestors(delete.iter())
             .into_iter()
-            .filter(|d| !target_dirs.contains(d))
+            .filter(|d| !target_dirs.contains(d) && recorded_by_both(d))
             .collect();
         remove_dirs.sort_by_key(|d| std::cmp::Reverse(d.depth()));
         let mut create_dirs: Vec<RelPath> = ancestors(write.iter().map(|e| &e.path))
@@ -100,7 +116,10 @@ impl RestorePlan {
             let abs = path.join_to(root);
             match fs::remove_file(&abs) {
                 Ok(()) => applied.deleted.push(path.clone()),
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                // Gone already, or its directory was replaced by a file: done before a crash.
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
+                // A directory the plan itself creates: an earlier apply got that far.
+                Err(_) if abs.is_dir() && self.create_dirs.contains(path) => {}
                 Err(e) => return Err(CheckpointError::io(abs, e)),
             }
         }
@@ -112,6 +131,7 @@ impl RestorePlan {
             let abs = dir.join_to(root);
             fs::create_dir_all(&abs).map_err(|e| CheckpointError::io(abs, e))?;
         }
+        self.remove_stale_temps(root);
         for entry in &self.write {
             let bytes = blobs
                 .get(&entry.hash)
@@ -122,6 +142,44 @@ impl RestorePlan {
         }
         Ok(applied)
     }
+}
+
+impl RestorePlan {
+    /// Removes the temp files an apply that crashed left beside this plan's targets (best
+    /// effort: one left behind is only clutter).
+    fn remove_stale_temps(&self, root: &Path) {
+        let mut names: BTreeMap<Option<RelPath>, HashSet<&[u8]>> = BTreeMap::new();
+        for entry in &self.write {
+            let bytes = entry.path.as_bytes();
+            let name = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+            names.entry(entry.path.parent()).or_default().insert(name);
+        }
+        for (dir, targets) in names {
+            let dir = dir.map_or_else(|| root.to_path_buf(), |d| d.join_to(root));
+            let Ok(children) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for child in children.flatten() {
+                let name = child.file_name();
+                if temp_target(name.as_bytes()).is_some_and(|t| targets.contains(t))
+                    && let Err(e) = fs::remove_file(child.path())
+                    && e.kind() != ErrorKind::NotFound
+                {
+                    tracing::warn!(path = %child.path().display(), error = %e, "stale restore temp file");
+                }
+            }
+        }
+    }
+}
+
+/// The target name of a restore temp file name (`.NAME.amber-restore-PID` gives `NAME`).
+pub(crate) fn temp_target(name: &[u8]) -> Option<&[u8]> {
+    let rest = name.strip_prefix(b".")?;
+    let at = rest
+        .windows(TEMP_MARK.len())
+        .rposition(|w| w == TEMP_MARK.as_bytes())?;
+    let (target, pid) = (&rest[..at], &rest[at + TEMP_MARK.len()..]);
+    (!target.is_empty() && !pid.is_empty() && pid.iter().all(u8::is_ascii_digit)).then_some(target)
 }
 
 /// Every proper ancestor directory of `paths`.
@@ -159,9 +217,13 @@ fn write_entry(abs: &Path, entry: &Entry, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What a restore temp file's name has between its target's name and the writer's pid.
+const TEMP_MARK: &str = ".amber-restore-";
+
 fn tmp_beside(abs: &Path) -> PathBuf {
     let mut name = OsString::from(".");
     name.push(abs.file_name().unwrap_or_default());
-    name.push(format!(".amber-restore-{}", std::process::id()));
+    name.push(TEMP_MARK);
+    name.push(std::process::id().to_string());
     abs.with_file_name(name)
 }

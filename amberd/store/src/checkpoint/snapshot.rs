@@ -1,6 +1,7 @@
 //! [`Snapshot`]: the manifest of a workspace at one moment — its recorded files and
-//! symlinks sorted by path, what was deliberately left out (`skipped`) and what could not be
-//! read (`missing`). Serialised as JSON and stored as a blob itself.
+//! symlinks sorted by path, what was deliberately left out (`skipped`: too large or not a
+//! file; `ignored`: left out by the ignore rules, known by metadata only) and what could not
+//! be read (`missing`). Serialised as JSON and stored as a blob itself.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,10 +44,19 @@ impl Entry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "reason")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "reason"
+)]
 pub enum SkipReason {
-    /// Larger than the snapshot's `max_file_bytes`.
-    Oversized { size: u64 },
+    /// Larger than the snapshot's `max_file_bytes`. `mtime_ns` tells a change that kept the
+    /// size (0 in snapshots written before it was recorded).
+    Oversized {
+        size: u64,
+        #[serde(default)]
+        mtime_ns: i64,
+    },
     /// Not a regular file or symlink (a FIFO, socket or device).
     Special,
 }
@@ -57,6 +67,26 @@ pub struct Skipped {
     pub path: RelPath,
     #[serde(flatten)]
     pub reason: SkipReason,
+}
+
+/// A direct child of a walked directory that the ignore rules leave out (`.git` aside),
+/// known only by its `lstat`: its content is not read and an ignored directory is not
+/// entered, so it shows a change only through its own size or mtime (for a directory,
+/// a child added, removed or renamed directly inside it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ignored {
+    pub path: RelPath,
+    pub dir: bool,
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl Ignored {
+    /// Whether `other` (the same path at another moment) looks unchanged.
+    pub fn same_metadata(&self, other: &Ignored) -> bool {
+        self.dir == other.dir && self.size == other.size && self.mtime_ns == other.mtime_ns
+    }
 }
 
 /// A path that should have been recorded but could not be (unreadable, vanished mid-scan,
@@ -94,8 +124,12 @@ pub struct Snapshot {
     pub clock_ns: i64,
     /// Sorted by path bytes, one per path.
     pub entries: Vec<Entry>,
+    /// Sorted by path bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// Sorted by path bytes; never below another ignored path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<Ignored>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<Missing>,
     #[serde(default)]
@@ -110,6 +144,7 @@ impl Snapshot {
             clock_ns,
             entries: Vec::new(),
             skipped: Vec::new(),
+            ignored: Vec::new(),
             missing: Vec::new(),
             stats: TakeStats::default(),
         }
@@ -126,6 +161,20 @@ impl Snapshot {
             .binary_search_by(|e| e.path.cmp(path))
             .ok()
             .and_then(|i| self.entries.get(i))
+    }
+
+    /// Whether a restore must leave `path` alone because this snapshot did not record what
+    /// is there: the path is skipped or ignored, lies inside an ignored directory, or is a
+    /// directory holding a skipped or ignored path.
+    pub(crate) fn off_record(&self, path: &RelPath) -> bool {
+        if self.skipped.is_empty() && self.ignored.is_empty() {
+            return false;
+        }
+        let path = path.as_bytes();
+        let mut below = path.to_vec();
+        below.push(b'/');
+        near(&self.skipped, |s| s.path.as_bytes(), path, &below)
+            || near(&self.ignored, |i| i.path.as_bytes(), path, &below)
     }
 
     /// Every blob this snapshot refers to (for [`BlobStore::sweep`]'s keep set).
@@ -150,4 +199,21 @@ impl Snapshot {
             reason: e.to_string(),
         })
     }
+}
+
+/// Whether `sorted` (by path bytes) holds `path`, one of its ancestors, or a path below it
+/// (`below` is `path` followed by `/`).
+fn near<T>(sorted: &[T], key: impl Fn(&T) -> &[u8], path: &[u8], below: &[u8]) -> bool {
+    let holds = |p: &[u8]| sorted.binary_search_by(|t| key(t).cmp(p)).is_ok();
+    let ancestor = path
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'/' && holds(&path[..i]));
+    // Paths starting with `below` sort together, right after everything that sorts before it.
+    let first_below = sorted.partition_point(|t| key(t) < below);
+    holds(path)
+        || ancestor
+        || sorted
+            .get(first_below)
+            .is_some_and(|t| key(t).starts_with(below))
 }

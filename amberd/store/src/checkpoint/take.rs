@@ -7,6 +7,16 @@
 //!
 //! A file that cannot be read never fails the snapshot: it is listed in `missing` with the
 //! reason. Only a failure of the store's directory sync is an error.
+//!
+//! **Ignored paths** are listed too, cheaply, so that a turn that changed one can say so:
+//! as the (depth-first) walk leaves a directory, another thread lists it again, and every
+//! direct child the walk did not yield there (other than `.git`) is ignored, recorded by
+//! its `lstat` alone; that thread's work overlaps the walk, the reads and the sync. An
+//! ignored directory is never entered (`target/` or `node_modules/` can be huge), so only
+//! its own mtime tells of a change, and that moves only when a child is added, removed or
+//! renamed directly inside it: a file edited, or created deeper down, goes unseen. An
+//! ignored file rewritten within one clock tick at the same size is unseen too, and a path
+//! created while the walk runs may be listed as ignored once.
 
 use std::fs::{self, File, Metadata};
 use std::io::Read;
@@ -14,13 +24,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::thread;
 
 use super::blob::BlobStore;
 use super::error::CheckpointError;
 use super::hash::Hash;
 use super::path::RelPath;
-use super::snapshot::{Entry, EntryKind, Missing, SkipReason, Skipped, Snapshot};
+use super::snapshot::{Entry, EntryKind, Ignored, Missing, SkipReason, Skipped, Snapshot};
 
 /// The default for `[checkpoints] max_file_bytes`: 8 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
@@ -56,93 +67,236 @@ impl Snapshot {
         max_file_bytes: u64,
     ) -> Result<Snapshot, CheckpointError> {
         let mut snap = Snapshot::new(max_file_bytes, store.clock_ns());
-        let mut to_read = Vec::new();
-        for found in walker(root).build() {
-            let dent = match found {
-                Ok(dent) => dent,
-                Err(err) => {
-                    walk_error(root, &err, &mut snap);
-                    continue;
+        thread::scope(|scope| {
+            // Ignored paths are listed on another thread as the walk leaves each directory,
+            // so that listing overlaps the walk, the reads and the final sync.
+            let (done, inbox) = mpsc::channel();
+            let lister = scope.spawn(|| list_ignored(root, inbox));
+            let to_read = walk(root, previous, max_file_bytes, &mut snap, Dirs::new(done));
+            for outcome in read_all(&to_read, store, max_file_bytes) {
+                match outcome {
+                    Outcome::Entry { entry, blob_bytes } => {
+                        snap.stats.files_read += 1;
+                        snap.stats.bytes_read += entry.size;
+                        if blob_bytes > 0 {
+                            snap.stats.blobs_written += 1;
+                            snap.stats.blob_bytes_written += blob_bytes;
+                        }
+                        snap.entries.push(entry);
+                    }
+                    Outcome::Skipped(s) => snap.skipped.push(s),
+                    Outcome::Missing(m) => snap.missing.push(m),
                 }
-            };
-            if dent.depth() == 0 {
-                continue;
             }
-            let Some(path) = RelPath::under(root, dent.path()) else {
-                continue;
-            };
-            let Some(file_type) = dent.file_type() else {
-                continue;
-            };
-            if file_type.is_dir() {
-                continue;
-            }
-            let kind = if file_type.is_symlink() {
-                EntryKind::Symlink
-            } else if file_type.is_file() {
-                EntryKind::File
-            } else {
-                snap.skipped.push(Skipped {
-                    path,
-                    reason: SkipReason::Special,
-                });
-                continue;
-            };
-            let meta = match dent.metadata() {
-                Ok(meta) => meta,
-                Err(err) => {
-                    snap.missing.push(Missing {
-                        path,
-                        reason: err.to_string(),
-                    });
-                    continue;
+            store.sync()?;
+            snap.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+            snap.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+            match lister.join() {
+                Ok(mut ignored) => {
+                    ignored.sort_by(|a, b| a.path.cmp(&b.path));
+                    snap.ignored = ignored;
                 }
-            };
-            if kind == EntryKind::File && meta.len() > max_file_bytes {
-                snap.skipped.push(Skipped {
-                    path,
-                    reason: SkipReason::Oversized { size: meta.len() },
-                });
-                continue;
-            }
-            let reused = previous.and_then(|p| {
-                p.get(&path)
-                    .filter(|old| old.mtime_ns < p.clock_ns)
-                    .filter(|old| old.kind == kind && unchanged(old, &meta))
-            });
-            match reused {
-                Some(old) => {
-                    snap.stats.reused += 1;
-                    snap.entries.push(old.clone());
-                }
-                None => to_read.push(Candidate {
-                    path,
-                    abs: dent.into_path(),
-                    kind,
+                Err(_) => snap.missing.push(Missing {
+                    path: RelPath::from("."),
+                    reason: "the checkpoint thread listing ignored paths panicked".into(),
                 }),
             }
-        }
-        for outcome in read_all(&to_read, store, max_file_bytes) {
-            match outcome {
-                Outcome::Entry { entry, blob_bytes } => {
-                    snap.stats.files_read += 1;
-                    snap.stats.bytes_read += entry.size;
-                    if blob_bytes > 0 {
-                        snap.stats.blobs_written += 1;
-                        snap.stats.blob_bytes_written += blob_bytes;
-                    }
-                    snap.entries.push(entry);
-                }
-                Outcome::Skipped(s) => snap.skipped.push(s),
-                Outcome::Missing(m) => snap.missing.push(m),
-            }
-        }
-        store.sync()?;
-        snap.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-        snap.skipped.sort_by(|a, b| a.path.cmp(&b.path));
-        snap.missing.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(snap)
+            snap.missing.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(snap)
+        })
     }
+}
+
+/// Walks the workspace into `snap` (entries reused from `previous`, skipped, missing) and
+/// returns the files to read; every directory it enters goes through `dirs`.
+fn walk(
+    root: &Path,
+    previous: Option<&Snapshot>,
+    max_file_bytes: u64,
+    snap: &mut Snapshot,
+    mut dirs: Dirs,
+) -> Vec<Candidate> {
+    let mut to_read = Vec::new();
+    for found in walker(root).build() {
+        let dent = match found {
+            Ok(dent) => dent,
+            Err(err) => {
+                if let Some((depth, name)) = walk_error(root, &err, snap) {
+                    dirs.yielded(depth, &name);
+                }
+                continue;
+            }
+        };
+        if dent.depth() == 0 {
+            continue;
+        }
+        let Some(path) = RelPath::under(root, dent.path()) else {
+            continue;
+        };
+        dirs.yielded(dent.depth(), dent.file_name().as_bytes());
+        let Some(file_type) = dent.file_type() else {
+            continue;
+        };
+        if file_type.is_dir() {
+            dirs.enter(path, dent.depth());
+            continue;
+        }
+        let kind = if file_type.is_symlink() {
+            EntryKind::Symlink
+        } else if file_type.is_file() {
+            EntryKind::File
+        } else {
+            snap.skipped.push(Skipped {
+                path,
+                reason: SkipReason::Special,
+            });
+            continue;
+        };
+        let meta = match dent.metadata() {
+            Ok(meta) => meta,
+            Err(err) => {
+                snap.missing.push(Missing {
+                    path,
+                    reason: err.to_string(),
+                });
+                continue;
+            }
+        };
+        if kind == EntryKind::File && meta.len() > max_file_bytes {
+            snap.skipped.push(Skipped {
+                path,
+                reason: SkipReason::Oversized {
+                    size: meta.len(),
+                    mtime_ns: mtime_ns(&meta),
+                },
+            });
+            continue;
+        }
+        let reused = previous.and_then(|p| {
+            p.get(&path)
+                .filter(|old| old.mtime_ns < p.clock_ns)
+                .filter(|old| old.kind == kind && unchanged(old, &meta))
+        });
+        match reused {
+            Some(old) => {
+                snap.stats.reused += 1;
+                snap.entries.push(old.clone());
+            }
+            None => to_read.push(Candidate {
+                path,
+                abs: dent.into_path(),
+                kind,
+            }),
+        }
+    }
+    to_read
+}
+
+/// A directory the walk entered (`None`: the root) and the names of the children it
+/// yielded there, each followed by a 0 byte (which no name holds).
+#[derive(Debug)]
+struct Dir {
+    path: Option<RelPath>,
+    depth: usize,
+    names: Vec<u8>,
+}
+
+/// The directories the walk is inside. The walk is depth first, so a directory is complete
+/// once an entry no deeper than it comes: then it goes to the lister.
+struct Dirs {
+    open: Vec<Dir>,
+    done: mpsc::Sender<Dir>,
+}
+
+impl Dirs {
+    fn new(done: mpsc::Sender<Dir>) -> Self {
+        let root = Dir {
+            path: None,
+            depth: 0,
+            names: Vec::new(),
+        };
+        Self {
+            open: vec![root],
+            done,
+        }
+    }
+
+    /// The walk yielded `name` at `depth` (1 for the root's children).
+    fn yielded(&mut self, depth: usize, name: &[u8]) {
+        while self.open.last().is_some_and(|d| d.depth >= depth) {
+            self.close();
+        }
+        if let Some(parent) = self.open.last_mut().filter(|d| d.depth + 1 == depth) {
+            parent.names.extend_from_slice(name);
+            parent.names.push(0);
+        }
+    }
+
+    fn enter(&mut self, path: RelPath, depth: usize) {
+        self.open.push(Dir {
+            path: Some(path),
+            depth,
+            names: Vec::new(),
+        });
+    }
+
+    fn close(&mut self) {
+        if let Some(dir) = self.open.pop() {
+            // The lister only hangs up by panicking, which `take` reports.
+            let _ = self.done.send(dir);
+        }
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        while !self.open.is_empty() {
+            self.close();
+        }
+    }
+}
+
+/// The children of each directory from `inbox` that the walk did not yield, `.git` aside:
+/// what its ignore rules left out. One that vanished since is simply not listed.
+fn list_ignored(root: &Path, inbox: mpsc::Receiver<Dir>) -> Vec<Ignored> {
+    let mut ignored = Vec::new();
+    let mut rel = Vec::new();
+    for dir in inbox {
+        let abs = dir
+            .path
+            .as_ref()
+            .map_or_else(|| root.to_path_buf(), |d| d.join_to(root));
+        // Unreadable: the walk already listed it as missing.
+        let Ok(children) = fs::read_dir(&abs) else {
+            continue;
+        };
+        let mut yielded: Vec<&[u8]> = dir.names.split(|&b| b == 0).collect();
+        yielded.sort_unstable();
+        for child in children.flatten() {
+            let name = child.file_name();
+            let name = name.as_bytes();
+            if name == b".git" || yielded.binary_search(&name).is_ok() {
+                continue;
+            }
+            // `DirEntry::metadata` does not follow a symlink: this is the `lstat`.
+            let Ok(meta) = child.metadata() else {
+                continue;
+            };
+            rel.clear();
+            if let Some(dir) = &dir.path {
+                rel.extend_from_slice(dir.as_bytes());
+                rel.push(b'/');
+            }
+            rel.extend_from_slice(name);
+            ignored.push(Ignored {
+                path: RelPath::from_bytes(rel.clone()),
+                dir: meta.is_dir(),
+                size: meta.len(),
+                mtime_ns: mtime_ns(&meta),
+            });
+        }
+    }
+    ignored
 }
 
 fn walker(root: &Path) -> ignore::WalkBuilder {
@@ -173,18 +327,29 @@ fn mode(meta: &Metadata) -> u32 {
 }
 
 /// A walk error: an I/O one makes what it is about missing; a bad ignore file only warns.
-fn walk_error(root: &Path, err: &ignore::Error, snap: &mut Snapshot) {
+/// Returns the depth and name of the path it is about, when it tells them.
+fn walk_error(root: &Path, err: &ignore::Error, snap: &mut Snapshot) -> Option<(usize, Vec<u8>)> {
     if err.io_error().is_none() {
         tracing::warn!(error = %err, "checkpoint walk");
-        return;
+        return None;
     }
-    let path = error_path(err)
-        .and_then(|p| RelPath::under(root, p))
-        .unwrap_or_else(|| RelPath::from("."));
+    let path = error_path(err).and_then(|p| RelPath::under(root, p));
     snap.missing.push(Missing {
-        path,
+        path: path.clone().unwrap_or_else(|| RelPath::from(".")),
         reason: err.to_string(),
     });
+    let name = path?.as_bytes().rsplit(|&b| b == b'/').next()?.to_vec();
+    Some((error_depth(err)?, name))
+}
+
+fn error_depth(err: &ignore::Error) -> Option<usize> {
+    match err {
+        ignore::Error::WithDepth { depth, .. } => Some(*depth),
+        ignore::Error::WithPath { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_depth(err)
+        }
+        _ => None,
+    }
 }
 
 fn error_path(err: &ignore::Error) -> Option<&Path> {
@@ -278,6 +443,7 @@ pub(crate) fn read_one(c: &Candidate, store: &BlobStore, max_file_bytes: u64) ->
                 path: c.path.clone(),
                 reason: SkipReason::Oversized {
                     size: meta.len().max(bytes.len() as u64),
+                    mtime_ns: mtime_ns(&meta),
                 },
             });
         }

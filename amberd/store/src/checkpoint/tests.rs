@@ -22,8 +22,9 @@ fn write(root: &Path, rel: &str, body: &str) {
     fs::write(path, body).unwrap();
 }
 
-/// Sets every file's mtime an hour back, as in a workspace edited long before the first
-/// snapshot (so the racy-clean rule does not make a snapshot re-read them).
+/// Sets every file's and directory's mtime an hour back, as in a workspace edited long
+/// before the first snapshot (so the racy-clean rule does not make a snapshot re-read them,
+/// and a change made right after a snapshot cannot share its mtime).
 fn age(root: &Path) {
     let past = SystemTime::now() - Duration::from_secs(3600);
     for dent in ignore::WalkBuilder::new(root)
@@ -33,14 +34,12 @@ fn age(root: &Path) {
         .build()
     {
         let dent = dent.unwrap();
-        if dent.file_type().is_some_and(|t| t.is_file()) {
-            fs::File::options()
-                .write(true)
-                .open(dent.path())
-                .unwrap()
-                .set_modified(past)
-                .unwrap();
-        }
+        let file = match dent.file_type() {
+            Some(t) if t.is_file() => fs::File::options().write(true).open(dent.path()),
+            Some(t) if t.is_dir() => fs::File::open(dent.path()),
+            _ => continue,
+        };
+        file.unwrap().set_modified(past).unwrap();
     }
 }
 
@@ -74,6 +73,11 @@ fn tree_hash(root: &Path, except: &[&str]) -> Hash {
     let mut out = Vec::new();
     visit(root, root, except, &mut out);
     Hash::of(&out)
+}
+
+fn mtime_of(path: &Path) -> i64 {
+    let meta = fs::symlink_metadata(path).unwrap();
+    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
 }
 
 fn setup() -> (tempfile::TempDir, tempfile::TempDir, BlobStore) {
@@ -145,12 +149,16 @@ fn diff_of_two_snapshots_is_exactly_the_changes_made_and_restore_undoes_them() {
             ("script.sh", ChangeStatus::Modified),
         ])
     );
+    let big_mtime = mtime_of(&root.join("big.bin"));
     assert_eq!(
         second.skipped,
         vec![
             Skipped {
                 path: "big.bin".into(),
-                reason: SkipReason::Oversized { size: MAX + 1 }
+                reason: SkipReason::Oversized {
+                    size: MAX + 1,
+                    mtime_ns: big_mtime
+                }
             },
             Skipped {
                 path: "fifo".into(),
@@ -249,6 +257,61 @@ fn a_corrupt_or_absent_blob_is_an_error_naming_it() {
     let absent = Hash::of(b"never stored");
     assert!(matches!(store.get(&absent), Err(CheckpointError::BlobNotFound(h)) if h == absent));
     assert!(!store.contains(&absent));
+}
+
+/// Writes `bytes` as the blob file of `hash` in the store at `dir`, replacing what is there.
+fn plant_blob(dir: &Path, hash: &Hash, bytes: &[u8]) {
+    let hex = hash.to_hex();
+    fs::create_dir_all(dir.join(&hex[..2])).unwrap();
+    fs::write(dir.join(&hex[..2]).join(&hex[2..]), bytes).unwrap();
+}
+
+#[test]
+fn a_blob_declaring_a_huge_lz4_size_is_corrupt_without_being_allocated() {
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let hash = Hash::of(b"whatever");
+    // Tag 1 (LZ4), then a size prefix of almost 4 GiB ahead of a few bytes of block.
+    let mut crafted = vec![1u8];
+    crafted.extend_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    crafted.extend_from_slice(b"\x10abc");
+    plant_blob(data.path(), &hash, &crafted);
+    match store.get(&hash) {
+        Err(CheckpointError::BlobCorrupt { hash: h, reason }) => {
+            assert_eq!(h, hash);
+            assert!(reason.contains("declared size"), "{reason}");
+        }
+        other => panic!("expected a corrupt blob, got {other:?}"),
+    }
+    // Within the 1 GiB cap but beyond what 4 bytes of LZ4 can expand to.
+    let mut crafted = vec![1u8];
+    crafted.extend_from_slice(&(64u32 << 20).to_le_bytes());
+    crafted.extend_from_slice(b"\x10abc");
+    plant_blob(data.path(), &hash, &crafted);
+    assert!(matches!(
+        store.get(&hash),
+        Err(CheckpointError::BlobCorrupt { .. })
+    ));
+    // Too short to hold the prefix at all.
+    plant_blob(data.path(), &hash, b"\x01\x00\x01");
+    assert!(matches!(
+        store.get(&hash),
+        Err(CheckpointError::BlobCorrupt { .. })
+    ));
+}
+
+#[test]
+fn a_blob_at_lz4s_best_ratio_still_reads_back() {
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let zeros = vec![0u8; 16 << 20];
+    let hash = store.put(&zeros).unwrap();
+    assert!(
+        store.written().1 < (16 << 20) / 200,
+        "{:?}",
+        store.written()
+    );
+    assert_eq!(store.get(&hash).unwrap(), zeros);
 }
 
 #[test]
@@ -427,4 +490,320 @@ fn restore_swaps_a_file_and_a_directory_of_the_same_name_both_ways() {
         .apply(root, &store)
         .unwrap();
     assert_eq!(tree_hash(root, &[]), dir_tree);
+}
+
+#[test]
+fn a_plan_cut_short_by_a_crash_is_finished_by_applying_it_again() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "swap/file_becomes_dir", "a file\n");
+    write(root, "swap/dir_becomes_file/inner", "in a dir\n");
+    for i in 0..8 {
+        write(root, &format!("many/f{i}.txt"), &format!("before {i}\n"));
+    }
+    age(root);
+    let target = Snapshot::take(root, None, &store, MAX).unwrap();
+    let target_tree = tree_hash(root, &[]);
+
+    fs::remove_file(root.join("swap/file_becomes_dir")).unwrap();
+    write(root, "swap/file_becomes_dir/inner", "now a dir\n");
+    fs::remove_dir_all(root.join("swap/dir_becomes_file")).unwrap();
+    write(root, "swap/dir_becomes_file", "now a file\n");
+    for i in 0..8 {
+        write(root, &format!("many/f{i}.txt"), &format!("after {i}\n"));
+    }
+    fs::remove_file(root.join("README.md")).unwrap();
+    symlink("src/main.rs", root.join("src/link")).unwrap();
+    let current = Snapshot::take(root, Some(&target), &store, MAX).unwrap();
+
+    let plan = RestorePlan::new(&current, &target).unwrap();
+    assert!(plan.write.len() >= 10, "{plan:?}");
+    // The journal's copy of the plan, and a crash halfway through its writes that left a
+    // temp file beside one of its targets.
+    let journaled: RestorePlan =
+        serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+    assert_eq!(journaled, plan);
+    let mut half = plan.clone();
+    half.write.truncate(plan.write.len() / 2);
+    half.apply(root, &store).unwrap();
+    let stale = root.join("many/.f7.txt.amber-restore-4242");
+    fs::write(&stale, "left by the crash").unwrap();
+    assert_ne!(tree_hash(root, &[]), target_tree);
+
+    journaled.apply(root, &store).unwrap();
+    assert!(!stale.exists(), "the stale temp file is left behind");
+    assert_eq!(tree_hash(root, &[]), target_tree);
+    // Applying a finished plan again changes nothing.
+    journaled.apply(root, &store).unwrap();
+    assert_eq!(tree_hash(root, &[]), target_tree);
+}
+
+#[test]
+fn a_restore_temp_name_gives_its_target_only_when_it_has_the_exact_shape() {
+    use super::restore::temp_target;
+    assert_eq!(
+        temp_target(b".a.txt.amber-restore-123"),
+        Some(&b"a.txt"[..])
+    );
+    assert_eq!(temp_target(b"a.txt.amber-restore-123"), None);
+    assert_eq!(temp_target(b".a.txt.amber-restore-"), None);
+    assert_eq!(temp_target(b".a.txt.amber-restore-12x"), None);
+    assert_eq!(temp_target(b"..amber-restore-1"), None);
+}
+
+#[test]
+fn ignored_children_are_listed_by_metadata_without_entering_ignored_dirs() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "src/scratch.log", "ignored, in a walked directory\n");
+    write(root, ".git/HEAD", "ref: refs/heads/main\n");
+    symlink("nowhere", root.join("link.log")).unwrap();
+    let snap = Snapshot::take(root, None, &store, MAX).unwrap();
+    let listed: Vec<(String, bool)> = snap
+        .ignored
+        .iter()
+        .map(|i| (i.path.to_string(), i.dir))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("link.log".to_owned(), false),
+            ("src/scratch.log".to_owned(), false),
+            ("target".to_owned(), true),
+        ]
+    );
+    let log = &snap.ignored[1];
+    assert_eq!(log.size, 31);
+    assert_eq!(log.mtime_ns, mtime_of(&root.join("src/scratch.log")));
+    assert_eq!(
+        snap.ignored[0].size,
+        "nowhere".len() as u64,
+        "lstat, not stat"
+    );
+    assert_eq!(snap.ignored[2].mtime_ns, mtime_of(&root.join("target")));
+    assert!(snap.get(&"src/scratch.log".into()).is_none());
+}
+
+#[test]
+fn a_snapshot_written_before_ignored_paths_and_skip_mtimes_still_loads() {
+    let json = r#"{"version":1,"maxFileBytes":1024,"clockNs":5,"entries":[],
+        "skipped":[{"path":"big.bin","reason":"oversized","size":2048}]}"#;
+    let snap: Snapshot = serde_json::from_str(json).unwrap();
+    assert!(snap.ignored.is_empty());
+    assert_eq!(
+        snap.skipped[0].reason,
+        SkipReason::Oversized {
+            size: 2048,
+            mtime_ns: 0
+        }
+    );
+    let round: serde_json::Value = serde_json::to_value(&snap).unwrap();
+    assert!(round.get("ignored").is_none(), "{round}");
+    assert_eq!(round["skipped"][0]["mtimeNs"], 0);
+}
+
+fn paths(list: &[&str]) -> Vec<RelPath> {
+    list.iter().map(|p| RelPath::from(*p)).collect()
+}
+
+#[test]
+fn a_gitignored_file_created_modified_or_deleted_is_a_skipped_change_not_a_diff() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "kept.log", "unchanged\n");
+    write(root, "src/edited.log", "before\n");
+    write(root, "doomed.log", "to be deleted\n");
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    write(root, "src/edited.log", "after!\n");
+    fs::remove_file(root.join("doomed.log")).unwrap();
+    write(root, "created.log", "new\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(before.diff(&after), []);
+    assert_eq!(
+        before.skipped_changes(&after),
+        paths(&["created.log", "doomed.log", "src/edited.log"]),
+        "an edit that kept the size is told by its mtime"
+    );
+    assert_eq!(after.skipped_changes(&before).len(), 3, "either way round");
+}
+
+#[test]
+fn an_unchanged_ignored_or_oversized_path_is_not_a_skipped_change() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "notes.log", "ignored\n");
+    write(root, "big.bin", &"x".repeat(MAX as usize + 1));
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    assert_eq!(before.ignored.len(), 2, "{:?}", before.ignored);
+    assert_eq!(before.skipped.len(), 1, "{:?}", before.skipped);
+    write(root, "src/main.rs", "fn main() { changed(); }\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(before.skipped_changes(&after), []);
+    assert_eq!(
+        before.diff(&after),
+        changes(&[("src/main.rs", ChangeStatus::Modified)])
+    );
+}
+
+#[test]
+fn a_file_created_inside_an_ignored_directory_reports_the_directory() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    write(root, "target/fresh.o", "built\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(before.skipped_changes(&after), paths(&["target"]));
+    assert_eq!(before.diff(&after), []);
+    // Deeper down only the directory holding it changes, and that one is never listed.
+    let again = Snapshot::take(root, Some(&after), &store, MAX).unwrap();
+    write(root, "target/debug/deeper.o", "built\n");
+    let deeper = Snapshot::take(root, Some(&again), &store, MAX).unwrap();
+    assert_eq!(again.skipped_changes(&deeper), []);
+}
+
+#[test]
+fn an_oversized_file_rewritten_at_the_same_size_is_a_skipped_change() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "big.bin", &"x".repeat(MAX as usize + 1));
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    write(root, "big.bin", &"y".repeat(MAX as usize + 1));
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert!(matches!(
+        after.skipped[0].reason,
+        SkipReason::Oversized { size, .. } if size == MAX + 1
+    ));
+    assert_eq!(before.skipped_changes(&after), paths(&["big.bin"]));
+    assert_eq!(before.diff(&after), []);
+}
+
+#[test]
+fn a_file_grown_over_the_limit_is_a_skipped_change_neither_deleted_nor_written_back() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    let grown = "y".repeat(MAX as usize + 1);
+    write(root, "README.md", &grown);
+    write(root, "src/main.rs", "fn main() { changed(); }\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(
+        before.diff(&after),
+        changes(&[("src/main.rs", ChangeStatus::Modified)]),
+        "README.md was not deleted"
+    );
+    assert_eq!(before.skipped_changes(&after), paths(&["README.md"]));
+
+    let rewind = RestorePlan::new(&after, &before).unwrap();
+    assert_eq!(rewind.write.len(), 1, "{rewind:?}");
+    assert_eq!(rewind.write[0].path, RelPath::from("src/main.rs"));
+    assert_eq!(rewind.delete, []);
+    let redo = RestorePlan::new(&before, &after).unwrap();
+    assert_eq!(redo.delete, [], "{redo:?}");
+    rewind.apply(root, &store).unwrap();
+    assert_eq!(fs::read_to_string(root.join("README.md")).unwrap(), grown);
+    assert_eq!(
+        fs::read_to_string(root.join("src/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+}
+
+#[test]
+fn restore_never_touches_a_path_either_snapshot_did_not_record() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    write(root, "gen/out.rs", "// generated\n");
+    write(root, "becomes_ignored.txt", "recorded at first\n");
+    write(root, "holder", "a file at first\n");
+    age(root);
+    let before = Snapshot::take(root, None, &store, MAX).unwrap();
+    assert!(before.get(&"gen/out.rs".into()).is_some());
+
+    // The turn ignores a directory and a file that were recorded, and puts a directory
+    // holding an ignored file where a recorded file was.
+    write(
+        root,
+        ".gitignore",
+        "target/\n*.log\ngen/\nbecomes_ignored.txt\n",
+    );
+    write(root, "gen/out.rs", "// regenerated\n");
+    write(root, "becomes_ignored.txt", "changed while ignored\n");
+    fs::remove_file(root.join("holder")).unwrap();
+    write(root, "holder/inside.log", "ignored\n");
+    let after = Snapshot::take(root, Some(&before), &store, MAX).unwrap();
+    assert_eq!(
+        before.diff(&after),
+        changes(&[(".gitignore", ChangeStatus::Modified)])
+    );
+    assert_eq!(
+        before.skipped_changes(&after),
+        paths(&[
+            "becomes_ignored.txt",
+            "gen",
+            "gen/out.rs",
+            "holder",
+            "holder/inside.log"
+        ])
+    );
+
+    let rewind = RestorePlan::new(&after, &before).unwrap();
+    let written: Vec<&RelPath> = rewind.write.iter().map(|e| &e.path).collect();
+    assert_eq!(written, [&RelPath::from(".gitignore")], "{rewind:?}");
+    assert_eq!(rewind.delete, []);
+    let redo = RestorePlan::new(&before, &after).unwrap();
+    assert_eq!(redo.delete, [], "{redo:?}");
+    rewind.apply(root, &store).unwrap();
+    assert_eq!(
+        fs::read_to_string(root.join("gen/out.rs")).unwrap(),
+        "// regenerated\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("becomes_ignored.txt")).unwrap(),
+        "changed while ignored\n"
+    );
+    assert!(root.join("holder/inside.log").exists());
+}
+
+#[test]
+fn ignored_paths_are_listed_at_every_depth_the_walk_enters_and_returns_to() {
+    let ws = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    let root = ws.path();
+    write(root, ".gitignore", "*.log\nbuild/\n");
+    for rel in [
+        "a/b/c/d.txt",
+        "a/b/c/deep.log",
+        "a/b/mid.log",
+        "a/b/build/x.txt",
+        "a/e/f.txt",
+        "a/e/g.log",
+        "a/z.log",
+        "top.log",
+        "zz/w.log",
+        "zz/v.txt",
+    ] {
+        write(root, rel, "x\n");
+    }
+    let snap = Snapshot::take(root, None, &store, MAX).unwrap();
+    let listed: Vec<String> = snap.ignored.iter().map(|i| i.path.to_string()).collect();
+    assert_eq!(
+        listed,
+        [
+            "a/b/build",
+            "a/b/c/deep.log",
+            "a/b/mid.log",
+            "a/e/g.log",
+            "a/z.log",
+            "top.log",
+            "zz/w.log"
+        ]
+    );
+    let recorded: Vec<String> = snap.entries.iter().map(|e| e.path.to_string()).collect();
+    assert_eq!(
+        recorded,
+        [".gitignore", "a/b/c/d.txt", "a/e/f.txt", "zz/v.txt"]
+    );
 }
