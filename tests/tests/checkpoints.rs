@@ -207,6 +207,7 @@ async fn a_turn_of_every_kind_of_change_is_listed_diffed_and_rewound_byte_for_by
         .map(|s| s.as_str().unwrap())
         .collect();
     assert!(skipped.contains(&"big.bin"), "oversized is skipped: {row}");
+    assert!(skipped.contains(&"build.log"), "ignored is skipped: {row}");
     let turn_id = row["turnId"].as_str().unwrap().to_owned();
 
     let diff = daemon.rpc_ok(

@@ -336,20 +336,10 @@ fn incomplete_reason(snap: &Snapshot) -> Option<String> {
 /// changed that are not recorded.
 pub(super) fn changes(before: &Snapshot, after: &Snapshot) -> (Vec<ChangedPath>, Vec<String>) {
     let changed = super::diff::changed_paths(&before.diff(after));
-    let skipped = skipped_changes(before, after);
-    (changed, skipped)
-}
-
-/// Paths not recorded in either snapshot (too large, not regular files) that appeared,
-/// disappeared or changed size between them.
-fn skipped_changes(before: &Snapshot, after: &Snapshot) -> Vec<String> {
-    let key = |s: &amber_store::Skipped| (s.path.to_string(), format!("{:?}", s.reason));
-    let old: std::collections::BTreeSet<_> = before.skipped.iter().map(key).collect();
-    let new: std::collections::BTreeSet<_> = after.skipped.iter().map(key).collect();
-    let mut paths: Vec<String> = old
-        .symmetric_difference(&new)
-        .map(|(p, _)| p.clone())
+    let skipped = before
+        .skipped_changes(after)
+        .into_iter()
+        .map(|p| p.to_string())
         .collect();
-    paths.dedup();
-    paths
+    (changed, skipped)
 }

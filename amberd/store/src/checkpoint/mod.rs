@@ -35,8 +35,7 @@ pub use self::error::CheckpointError;
 pub use self::hash::Hash;
 pub use self::path::RelPath;
 pub use self::restore::{Applied, RestorePlan};
-pub use self::snapshot::{Entry, EntryKind, Missing, SkipReason, Skipped, Snapshot, TakeStats};
-// Unused until the crate root's re-export list (outside this module) names it.
-#[allow(unused_imports)]
-pub use self::snapshot::Ignored;
+pub use self::snapshot::{
+    Entry, EntryKind, Ignored, Missing, SkipReason, Skipped, Snapshot, TakeStats,
+};
 pub use self::take::DEFAULT_MAX_FILE_BYTES;
