@@ -76,12 +76,11 @@ impl Checkpoints {
                     let Ok(hash) = Hash::from_str(hex) else {
                         continue;
                     };
-                    // A snapshot that cannot be read keeps nothing but itself; the rewind
-                    // that needs it fails either way.
-                    if let Ok(snap) = Snapshot::load(store, &hash) {
-                        keep.extend(snap.blobs());
+                    // A snapshot that cannot be read keeps what was reached of it; the
+                    // rewind that needs it fails either way.
+                    if let Err(err) = Snapshot::reach(store, &hash, &mut keep) {
+                        tracing::warn!(snapshot = %hash, %err, "a kept checkpoint is unreadable");
                     }
-                    keep.insert(hash);
                 }
             }
         }

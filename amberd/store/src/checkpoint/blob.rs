@@ -35,6 +35,10 @@ pub struct BlobStore {
     dir: PathBuf,
     /// Shard directories a blob was renamed into since the last [`BlobStore::sync`].
     dirty: Mutex<BTreeSet<PathBuf>>,
+    /// Blobs known to be stored (written or found by this handle): a snapshot puts every
+    /// directory of the tree, and most are there already — this spares a `stat` each.
+    /// Cleared by [`BlobStore::sweep`].
+    known: Mutex<HashSet<Hash>>,
     written: AtomicU64,
     written_bytes: AtomicU64,
     tmp_seq: AtomicU64,
@@ -57,6 +61,7 @@ impl BlobStore {
         Ok(Self {
             dir,
             dirty: Mutex::new(BTreeSet::new()),
+            known: Mutex::new(HashSet::new()),
             written: AtomicU64::new(0),
             written_bytes: AtomicU64::new(0),
             tmp_seq: AtomicU64::new(0),
@@ -77,8 +82,12 @@ impl BlobStore {
     /// Stores `bytes` whose hash the caller computed as `hash`.
     /// Returns the bytes written on disk, 0 when the blob was already there.
     pub(crate) fn put_hashed(&self, hash: Hash, bytes: &[u8]) -> Result<u64, CheckpointError> {
+        if self.is_known(&hash) {
+            return Ok(0);
+        }
         let path = self.path_of(&hash);
         if path.exists() {
+            self.remember(hash);
             return Ok(0);
         }
         let encoded = encode(bytes);
@@ -98,6 +107,7 @@ impl BlobStore {
             let _ = fs::remove_file(&tmp);
             return Err(CheckpointError::io(&path, e));
         }
+        self.remember(hash);
         self.written.fetch_add(1, Ordering::Relaxed);
         self.written_bytes
             .fetch_add(encoded.len() as u64, Ordering::Relaxed);
@@ -105,6 +115,20 @@ impl BlobStore {
             dirty.insert(shard);
         }
         Ok(encoded.len() as u64)
+    }
+
+    fn is_known(&self, hash: &Hash) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(hash)
+    }
+
+    fn remember(&self, hash: Hash) {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(hash);
     }
 
     /// The bytes of the blob `hash`, verified against it.
@@ -165,6 +189,7 @@ impl BlobStore {
     /// Must not run while a snapshot is being taken into the same store.
     pub fn sweep(&self, keep: &HashSet<Hash>) -> Result<SweepStats, CheckpointError> {
         let mut stats = SweepStats::default();
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let read = |dir: &Path| fs::read_dir(dir).map_err(|e| CheckpointError::io(dir, e));
         for shard in read(&self.dir)? {
             let shard = shard.map_err(|e| CheckpointError::io(&self.dir, e))?;

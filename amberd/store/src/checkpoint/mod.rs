@@ -22,6 +22,7 @@ mod blob;
 mod diff;
 mod error;
 mod hash;
+mod manifest;
 mod path;
 mod restore;
 mod snapshot;

@@ -10,8 +10,9 @@ use super::error::CheckpointError;
 use super::hash::Hash;
 use super::path::RelPath;
 
-/// The format version written in every snapshot.
-const SNAPSHOT_VERSION: u32 = 1;
+/// The format version of new snapshots (`manifest.rs` stores them as trees; version 1
+/// snapshots were one flat blob and still load).
+const SNAPSHOT_VERSION: u32 = super::manifest::TREE_VERSION;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -177,27 +178,33 @@ impl Snapshot {
             || near(&self.ignored, |i| i.path.as_bytes(), path, &below)
     }
 
-    /// Every blob this snapshot refers to (for [`BlobStore::sweep`]'s keep set).
+    /// The content blobs of its files (the blobs of the stored snapshot itself, its root
+    /// and directories, are [`Snapshot::reach`]'s).
     pub fn blobs(&self) -> impl Iterator<Item = Hash> + '_ {
         self.entries.iter().map(|e| e.hash)
     }
 
-    /// Stores the snapshot itself as a blob; its hash names the checkpoint.
+    /// Stores the snapshot (one blob per directory and a root record: `manifest.rs`);
+    /// the root's hash names the checkpoint.
     pub fn save(&self, store: &BlobStore) -> Result<Hash, CheckpointError> {
-        let json = serde_json::to_vec(self)
-            .map_err(|e| CheckpointError::io(store.dir(), std::io::Error::other(e.to_string())))?;
-        let hash = store.put(&json)?;
-        store.sync()?;
-        Ok(hash)
+        super::manifest::save(self, store)
     }
 
     /// The snapshot stored as `hash`.
     pub fn load(store: &BlobStore, hash: &Hash) -> Result<Self, CheckpointError> {
-        let bytes = store.get(hash)?;
-        serde_json::from_slice(&bytes).map_err(|e| CheckpointError::SnapshotCorrupt {
-            hash: *hash,
-            reason: e.to_string(),
-        })
+        super::manifest::load(store, hash, &mut Vec::new())
+    }
+
+    /// Adds every blob the snapshot stored as `hash` reaches — its own, its directories',
+    /// its files' — to `reached` (for [`BlobStore::sweep`]'s keep set). Directories already
+    /// in `reached` are not read again, so marking many snapshots that share most of their
+    /// tree is cheap.
+    pub fn reach(
+        store: &BlobStore,
+        hash: &Hash,
+        reached: &mut std::collections::HashSet<Hash>,
+    ) -> Result<(), CheckpointError> {
+        super::manifest::reach(store, hash, reached)
     }
 }
 
