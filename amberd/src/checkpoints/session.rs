@@ -232,14 +232,17 @@ impl SessionCheckpoints {
     /// Takes and saves a snapshot; the caller holds the store's read lock. Blocking.
     fn take_with(&self, previous: Option<&Snapshot>) -> Result<(Snapshot, Hash), String> {
         let store = self.daemon.store()?;
-        let snap = Snapshot::take(
+        let mut snap = Snapshot::take(
             &self.workspace,
             previous,
             store,
             self.daemon.config().max_file_bytes,
         )
         .map_err(|e| e.to_string())?;
-        let hash = snap.save(store).map_err(|e| e.to_string())?;
+        // Stored as what changed since the previous one (recorded in a row, or loaded).
+        let hash = snap
+            .save_after(previous, store)
+            .map_err(|e| e.to_string())?;
         Ok((snap, hash))
     }
 

@@ -70,31 +70,37 @@ fn blob_files(data: &Path) -> usize {
 async fn retention_forgets_old_checkpoints_and_collection_removes_only_their_content() {
     let s = setup(2);
     let cps = session(&s);
-    for n in 1..=4 {
-        // A new large-ish file per turn: each turn adds content only it refers to.
+    // Each turn rewrites one file: its old content is only in older checkpoints. Forty
+    // turns are 80 snapshots, so the delta chains start from a full tree again twice.
+    let turns = 40;
+    for n in 1..=turns {
         let content = format!("turn {n}\n").repeat(200);
-        turn(
-            &cps,
-            &format!("t{n}"),
-            &s.workspace,
-            &format!("f{n}.txt"),
-            &content,
-        )
-        .await;
+        turn(&cps, &format!("t{n}"), &s.workspace, "f.txt", &content).await;
     }
     let listed: Vec<String> = cps.list().into_iter().map(|c| c.turn_id).collect();
-    assert_eq!(listed, ["t3", "t4"], "the last two are kept");
-    let turns: Vec<u32> = cps.list().into_iter().map(|c| c.turn).collect();
-    assert_eq!(turns, [3, 4], "numbers count every turn of the history");
+    assert_eq!(listed, ["t39", "t40"], "the last two are kept");
+    let numbers: Vec<u32> = cps.list().into_iter().map(|c| c.turn).collect();
+    assert_eq!(numbers, [39, 40], "numbers count every turn of the history");
 
     let before = blob_files(&s.data);
     let swept = s.daemon.collect(&s.data.join("sessions")).unwrap();
-    assert!(swept.removed > 0, "{swept:?}");
+    // The early turns' contents and snapshots are reached by no kept chain any more.
+    assert!(swept.removed >= 20, "{swept:?}");
     assert_eq!(blob_files(&s.data), before - swept.removed);
-    // What is kept still works: the newest turn's diff reads its blobs.
-    let diff = cps.diff_blocking("t4", None).unwrap();
-    assert!(diff.diff.contains("+++ b/f4.txt"), "{}", diff.diff);
+    // What is kept still works: the kept turns' diffs read their blobs.
+    for kept in ["t39", "t40"] {
+        let diff = cps.diff_blocking(kept, None).unwrap();
+        assert!(diff.diff.contains("+++ b/f.txt"), "{}", diff.diff);
+    }
     assert!(cps.diff_blocking("t1", None).is_err(), "forgotten");
+    let plan = cps
+        .plan_files(&cps.rows(), cps.rows().len() - 2, false)
+        .unwrap();
+    assert_eq!(
+        plan.restored,
+        ["f.txt"],
+        "the kept checkpoint can be restored"
+    );
 
     // A deleted session's content goes at the next collection.
     fs::remove_dir_all(s.data.join("sessions/s1")).unwrap();

@@ -91,7 +91,7 @@ fn change(root: &Path, salt: u64) -> u64 {
 fn report(ws: &Path, data: &Path) {
     let store = BlobStore::open(data.join("objects-report")).unwrap();
     let start = Instant::now();
-    let base = Snapshot::take(ws, None, &store, DEFAULT_MAX_FILE_BYTES).unwrap();
+    let mut base = Snapshot::take(ws, None, &store, DEFAULT_MAX_FILE_BYTES).unwrap();
     let first = start.elapsed();
     let tree_bytes: u64 = base.entries.iter().map(|e| e.size).sum();
     eprintln!(
@@ -103,13 +103,20 @@ fn report(ws: &Path, data: &Path) {
         base.stats.blob_bytes_written,
         base.stats.blobs_written,
     );
+    base.save(&store).unwrap();
     let mut times = Vec::new();
+    let mut saved = Vec::new();
     let mut last = base;
     for salt in 1..=50u64 {
         let changed = change(ws, salt);
         let start = Instant::now();
-        let snap = Snapshot::take(ws, Some(&last), &store, DEFAULT_MAX_FILE_BYTES).unwrap();
+        let mut snap = Snapshot::take(ws, Some(&last), &store, DEFAULT_MAX_FILE_BYTES).unwrap();
         times.push(start.elapsed());
+        // What the daemon does next: store the snapshot itself (a delta from the last one).
+        let (_, bytes_before) = store.written();
+        let start = Instant::now();
+        snap.save_after(Some(&last), &store).unwrap();
+        saved.push((start.elapsed(), store.written().1 - bytes_before));
         if salt == 1 {
             eprintln!(
                 "checkpoint incremental: read {} files ({} bytes changed), reused {}, store growth {} bytes in {} blobs",
@@ -129,6 +136,13 @@ fn report(ws: &Path, data: &Path) {
         times[times.len() * 9 / 10],
         times[times.len() - 1],
         times.len()
+    );
+    saved.sort();
+    let mean_bytes = saved.iter().map(|(_, b)| b).sum::<u64>() / saved.len() as u64;
+    eprintln!(
+        "checkpoint save (delta from the previous snapshot): p50 {:?}, max {:?}, {mean_bytes} bytes stored per snapshot on average",
+        saved[saved.len() / 2].0,
+        saved[saved.len() - 1].0,
     );
 }
 

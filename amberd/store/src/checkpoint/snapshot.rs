@@ -135,7 +135,24 @@ pub struct Snapshot {
     pub missing: Vec<Missing>,
     #[serde(default)]
     pub stats: TakeStats,
+    /// Where it is stored, once saved or loaded: the next snapshot can be stored as a delta
+    /// from it (`manifest.rs`). Not part of its value.
+    #[serde(skip)]
+    pub(crate) stored: StoredAt,
 }
+
+/// A snapshot's stored hash and how many deltas lead from it to a full tree; equal to any
+/// other (two snapshots of the same workspace state are equal however they were stored).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StoredAt(pub(crate) Option<(Hash, u32)>);
+
+impl PartialEq for StoredAt {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for StoredAt {}
 
 impl Snapshot {
     pub(crate) fn new(max_file_bytes: u64, clock_ns: i64) -> Self {
@@ -148,6 +165,7 @@ impl Snapshot {
             ignored: Vec::new(),
             missing: Vec::new(),
             stats: TakeStats::default(),
+            stored: StoredAt::default(),
         }
     }
 
@@ -184,15 +202,26 @@ impl Snapshot {
         self.entries.iter().map(|e| e.hash)
     }
 
-    /// Stores the snapshot (one blob per directory and a root record: `manifest.rs`);
-    /// the root's hash names the checkpoint.
-    pub fn save(&self, store: &BlobStore) -> Result<Hash, CheckpointError> {
-        super::manifest::save(self, store)
+    /// Stores the snapshot in full (one blob per directory and a root record:
+    /// `manifest.rs`); the root's hash names the checkpoint.
+    pub fn save(&mut self, store: &BlobStore) -> Result<Hash, CheckpointError> {
+        super::manifest::save(self, None, store)
+    }
+
+    /// Stores the snapshot as what changed since `base` (a snapshot saved or loaded from
+    /// `store`, usually the one this was taken incrementally from) when that is small, else
+    /// in full: a checkpoint then costs about the entries that changed.
+    pub fn save_after(
+        &mut self,
+        base: Option<&Snapshot>,
+        store: &BlobStore,
+    ) -> Result<Hash, CheckpointError> {
+        super::manifest::save(self, base, store)
     }
 
     /// The snapshot stored as `hash`.
     pub fn load(store: &BlobStore, hash: &Hash) -> Result<Self, CheckpointError> {
-        super::manifest::load(store, hash, &mut Vec::new())
+        super::manifest::load(store, hash)
     }
 
     /// Adds every blob the snapshot stored as `hash` reaches — its own, its directories',

@@ -447,7 +447,7 @@ fn a_snapshot_round_trips_through_the_store_with_a_non_utf8_path() {
     let root = ws.path();
     let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
     fs::write(root.join(odd), b"latin-1 name").unwrap();
-    let snap = Snapshot::take(root, None, &store, MAX).unwrap();
+    let mut snap = Snapshot::take(root, None, &store, MAX).unwrap();
     assert!(
         snap.entries
             .iter()
@@ -823,21 +823,28 @@ fn a_snapshot_stores_only_the_directories_that_changed() {
     let root = ws.path();
     for d in 0..40 {
         for f in 0..25 {
-            write(root, &format!("dir{d}/file{f}.txt"), &format!("content {d} {f}\n"));
+            write(
+                root,
+                &format!("dir{d}/file{f}.txt"),
+                &format!("content {d} {f}\n"),
+            );
         }
     }
-    let first = Snapshot::take(root, None, &store, MAX).unwrap();
+    let mut first = Snapshot::take(root, None, &store, MAX).unwrap();
     first.save(&store).unwrap();
     let (_, after_first) = store.written();
     write(root, "dir7/file3.txt", "changed\n");
-    let second = Snapshot::take(root, Some(&first), &store, MAX).unwrap();
+    let mut second = Snapshot::take(root, Some(&first), &store, MAX).unwrap();
     let hash = second.save(&store).unwrap();
     let (blobs, bytes) = store.written();
     let grown = bytes - after_first;
     // The changed file, dir7's tree, the top tree and the root record: a few kilobytes,
     // against a whole-tree manifest of over a hundred.
     let flat = serde_json::to_vec(&second).unwrap().len() as u64;
-    assert!(grown * 10 < flat, "{grown} bytes for one changed file ({flat} flat)");
+    assert!(
+        grown * 10 < flat,
+        "{grown} bytes for one changed file ({flat} flat)"
+    );
     assert!(blobs <= 1000 + 41 + 1 + 4, "{blobs}");
     assert_eq!(Snapshot::load(&store, &hash).unwrap(), second);
     assert_eq!(
@@ -860,4 +867,61 @@ fn a_version_1_snapshot_still_loads_and_is_reached() {
     let mut reached = HashSet::new();
     Snapshot::reach(&store, &hash, &mut reached).unwrap();
     assert!(reached.contains(&hash) && snap.blobs().all(|b| reached.contains(&b)));
+}
+
+#[test]
+fn a_chain_of_deltas_loads_back_every_snapshot_and_collection_keeps_its_links() {
+    let (ws, _data, store) = setup();
+    let root = ws.path();
+    for f in 0..40 {
+        write(root, &format!("src/file{f}.rs"), &format!("// {f}\n"));
+    }
+    let mut last = Snapshot::take(root, None, &store, MAX).unwrap();
+    let first_hash = last.save(&store).unwrap();
+    let mut saved = vec![(first_hash, last.clone())];
+    for step in 0..(super::manifest::MAX_DEPTH as usize + 5) {
+        write(
+            root,
+            &format!("src/file{}.rs", step % 40),
+            &format!("// step {step}\n"),
+        );
+        if step % 7 == 3 {
+            fs::remove_file(root.join(format!("src/file{}.rs", (step + 1) % 40))).ok();
+        }
+        let mut next = Snapshot::take(root, Some(&last), &store, MAX).unwrap();
+        let (_, before) = store.written();
+        let hash = next.save_after(Some(&last), &store).unwrap();
+        let grown = store.written().1 - before;
+        let depth = next.stored.0.map(|(_, d)| d);
+        if step == super::manifest::MAX_DEPTH as usize {
+            assert_eq!(depth, Some(0), "past the longest chain, a full tree again");
+        } else {
+            assert_eq!(depth, Some((step as u32 % 33) + 1), "step {step}");
+            assert!(
+                grown < 2048,
+                "step {step}: a delta of a file or two took {grown} bytes"
+            );
+        }
+        saved.push((hash, next.clone()));
+        last = next;
+    }
+    for (hash, snap) in &saved {
+        let loaded = Snapshot::load(&store, hash).unwrap();
+        assert_eq!(loaded.entries, snap.entries);
+        assert_eq!(loaded.clock_ns, snap.clock_ns);
+    }
+    // Keep only the newest: its whole chain (and the full tree under it) survives a sweep.
+    let (newest, snap) = saved.last().unwrap();
+    let mut keep = HashSet::new();
+    Snapshot::reach(&store, newest, &mut keep).unwrap();
+    store.sweep(&keep).unwrap();
+    assert_eq!(
+        Snapshot::load(&store, newest).unwrap().entries,
+        snap.entries
+    );
+    let plan = RestorePlan::new(&Snapshot::new(MAX, 0), snap).unwrap();
+    assert!(
+        plan.write.iter().all(|e| store.get(&e.hash).is_ok()),
+        "contents kept"
+    );
 }
