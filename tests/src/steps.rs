@@ -283,3 +283,22 @@ pub fn run_bounded_with_stdin(
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// `git ARGS` in `dir` with a fixed identity and default branch (no user config needed);
+/// it must succeed.
+pub fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .expect("run git");
+    assert!(status.success(), "git {args:?}");
+}

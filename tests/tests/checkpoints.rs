@@ -17,12 +17,11 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{
-    Events, FAST_RETRIES, connect, done, eventually, new_session, of_type, prompt_turn, spawn,
+    Events, FAST_RETRIES, connect, done, eventually, git, new_session, of_type, prompt_turn, spawn,
     spawn_config, stop_reason,
 };
 use amber_tests::tool_calls::{bash, call, calls, put};
@@ -64,23 +63,6 @@ fn tree(root: &Path, with_git: bool, skip: &dyn Fn(&str) -> bool) -> BTreeMap<St
         }
     }
     out
-}
-
-fn git(ws: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(ws)
-        .status()
-        .expect("run git");
-    assert!(status.success(), "git {args:?}");
 }
 
 fn changed(row: &Value) -> Vec<(String, String)> {

@@ -25,7 +25,9 @@ use std::time::Duration;
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Mode, SandboxMode, SandboxRequest, SessionNewParams};
 use amber_tests::TestDaemon;
-use amber_tests::steps::{Events, FAST_RETRIES, connect, done, prompt_turn, spawn_config, within};
+use amber_tests::steps::{
+    Events, FAST_RETRIES, connect, done, git, prompt_turn, spawn_config, within,
+};
 use amber_tests::tool_calls::{call, calls, put, result_of};
 use serde_json::json;
 
@@ -185,23 +187,6 @@ impl Targets {
             "a sandboxed command reached the Unix socket outside the workspace"
         );
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
 }
 
 /// The synchronous escape attempts: `(call id, command)`. Each must fail and say why.

@@ -5,8 +5,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::style;
-use super::tool::{collapse, truncate_line};
-use crate::wrap::wrap_line;
+use super::tool::{collapse, push_behind_bar};
 
 /// Diff lines a `/diff` cell shows while details are collapsed.
 const COLLAPSED_LINES: usize = 24;
@@ -57,18 +56,7 @@ pub fn cell_lines(title: &str, diff: &str, width: u16, expanded: bool) -> Vec<Li
     } else {
         collapse(unified_lines(diff), COLLAPSED_LINES, expanded, true)
     };
-    for line in body {
-        let pieces = if expanded {
-            wrap_line(&line, body_width)
-        } else {
-            vec![truncate_line(line, body_width)]
-        };
-        for piece in pieces {
-            let mut spans = vec![Span::styled("  │ ", style::dim())];
-            spans.extend(piece.spans);
-            out.push(Line::from(spans));
-        }
-    }
+    push_behind_bar(&mut out, body, body_width, expanded);
     out
 }
 

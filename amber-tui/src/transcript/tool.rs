@@ -70,18 +70,7 @@ impl ToolCell {
                 .collect();
             body.extend(collapse(out, COLLAPSED_OUTPUT, expanded, false));
         }
-        for line in body {
-            let pieces = if expanded {
-                wrap_line(&line, body_width)
-            } else {
-                vec![truncate_line(line, body_width)]
-            };
-            for piece in pieces {
-                let mut spans = vec![Span::styled("  │ ", style::dim())];
-                spans.extend(piece.spans);
-                lines.push(Line::from(spans));
-            }
-        }
+        push_behind_bar(&mut lines, body, body_width, expanded);
         lines
     }
 
@@ -284,6 +273,28 @@ pub fn diff_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
     out.extend(new[head..new.len() - tail].iter().map(|l| plus(l)));
     out.extend(old[old.len() - tail..].iter().map(|l| ctx(l)));
     out
+}
+
+/// Appends `body` to `out` behind the dimmed `  │ ` bar of a cell: wrapped at `width` when
+/// `expanded`, else each line cut to it.
+pub(crate) fn push_behind_bar(
+    out: &mut Vec<Line<'static>>,
+    body: Vec<Line<'static>>,
+    width: usize,
+    expanded: bool,
+) {
+    for line in body {
+        let pieces = if expanded {
+            wrap_line(&line, width)
+        } else {
+            vec![truncate_line(line, width)]
+        };
+        for piece in pieces {
+            let mut spans = vec![Span::styled("  │ ", style::dim())];
+            spans.extend(piece.spans);
+            out.push(Line::from(spans));
+        }
+    }
 }
 
 /// Keeps at most `max` lines unless `expanded`: the head (diffs) or head and tail (output)
