@@ -42,6 +42,9 @@ pub(crate) use self::session::SessionCheckpoints;
 pub struct Checkpoints {
     config: CheckpointsConfig,
     dir: PathBuf,
+    /// amber's data directory (resolved): never part of a snapshot, should it lie inside a
+    /// workspace — the store would record itself.
+    data_dir: PathBuf,
     /// Opened on first use, so a daemon that never checkpoints creates nothing.
     store: OnceLock<Result<BlobStore, String>>,
     /// Read: taking a snapshot, restoring, diffing. Write: sweeping unreferenced blobs.
@@ -54,6 +57,7 @@ impl Checkpoints {
         Arc::new(Self {
             config,
             dir: data_dir.join("checkpoints"),
+            data_dir: std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned()),
             store: OnceLock::new(),
             sweep: RwLock::new(()),
         })

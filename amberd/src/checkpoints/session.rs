@@ -232,11 +232,12 @@ impl SessionCheckpoints {
     /// Takes and saves a snapshot; the caller holds the store's read lock. Blocking.
     fn take_with(&self, previous: Option<&Snapshot>) -> Result<(Snapshot, Hash), String> {
         let store = self.daemon.store()?;
-        let mut snap = Snapshot::take(
+        let mut snap = Snapshot::take_excluding(
             &self.workspace,
             previous,
             store,
             self.daemon.config().max_file_bytes,
+            std::slice::from_ref(&self.daemon.data_dir),
         )
         .map_err(|e| e.to_string())?;
         // Stored as what changed since the previous one (recorded in a row, or loaded).

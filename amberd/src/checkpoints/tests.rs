@@ -182,3 +182,26 @@ async fn without_a_store_nothing_is_recorded_and_disabled_checkpoints_still_reco
     );
     assert!(!s.data.join("checkpoints").exists(), "nothing is stored");
 }
+
+#[tokio::test]
+async fn amber_s_own_data_directory_inside_the_workspace_is_never_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().canonicalize().unwrap().join("ws");
+    let data = workspace.join(".amber-data");
+    fs::create_dir_all(data.join("sessions/s1")).unwrap();
+    let daemon = Checkpoints::new(CheckpointsConfig::default(), &data);
+    let cps = Arc::new(SessionCheckpoints::new(
+        daemon,
+        workspace.clone(),
+        Some(data.join("sessions/s1")),
+    ));
+    turn(&cps, "t1", &workspace, "a.txt", "a\n").await;
+    turn(&cps, "t2", &workspace, "a.txt", "b\n").await;
+    for row in cps.list() {
+        let paths: Vec<&str> = row.changed.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, ["a.txt"], "{row:?}");
+        assert!(row.skipped.is_empty(), "{row:?}");
+    }
+    let plan = cps.plan_files(&cps.rows(), 0, false).unwrap();
+    assert_eq!(plan.restored, ["a.txt"]);
+}

@@ -66,13 +66,36 @@ impl Snapshot {
         store: &BlobStore,
         max_file_bytes: u64,
     ) -> Result<Snapshot, CheckpointError> {
+        Self::take_excluding(root, previous, store, max_file_bytes, &[])
+    }
+
+    /// [`Snapshot::take`], leaving out the paths in `exclude` (absolute, inside `root`: amber's
+    /// own data directory when it lies in the workspace) as if they did not exist.
+    pub fn take_excluding(
+        root: &Path,
+        previous: Option<&Snapshot>,
+        store: &BlobStore,
+        max_file_bytes: u64,
+        exclude: &[PathBuf],
+    ) -> Result<Snapshot, CheckpointError> {
+        let excluded: Vec<RelPath> = exclude
+            .iter()
+            .filter_map(|p| RelPath::under(root, p))
+            .collect();
         let mut snap = Snapshot::new(max_file_bytes, store.clock_ns());
         thread::scope(|scope| {
             // Ignored paths are listed on another thread as the walk leaves each directory,
             // so that listing overlaps the walk, the reads and the final sync.
             let (done, inbox) = mpsc::channel();
-            let lister = scope.spawn(|| list_ignored(root, inbox));
-            let to_read = walk(root, previous, max_file_bytes, &mut snap, Dirs::new(done));
+            let lister = scope.spawn(|| list_ignored(root, inbox, &excluded));
+            let to_read = walk(
+                root,
+                previous,
+                max_file_bytes,
+                &mut snap,
+                Dirs::new(done),
+                exclude,
+            );
             for outcome in read_all(&to_read, store, max_file_bytes) {
                 match outcome {
                     Outcome::Entry { entry, blob_bytes } => {
@@ -115,9 +138,10 @@ fn walk(
     max_file_bytes: u64,
     snap: &mut Snapshot,
     mut dirs: Dirs,
+    exclude: &[PathBuf],
 ) -> Vec<Candidate> {
     let mut to_read = Vec::new();
-    for found in walker(root).build() {
+    for found in walker(root, exclude).build() {
         let dent = match found {
             Ok(dent) => dent,
             Err(err) => {
@@ -258,7 +282,7 @@ impl Drop for Dirs {
 
 /// The children of each directory from `inbox` that the walk did not yield, `.git` aside:
 /// what its ignore rules left out. One that vanished since is simply not listed.
-fn list_ignored(root: &Path, inbox: mpsc::Receiver<Dir>) -> Vec<Ignored> {
+fn list_ignored(root: &Path, inbox: mpsc::Receiver<Dir>, excluded: &[RelPath]) -> Vec<Ignored> {
     let mut ignored = Vec::new();
     let mut rel = Vec::new();
     for dir in inbox {
@@ -288,6 +312,9 @@ fn list_ignored(root: &Path, inbox: mpsc::Receiver<Dir>) -> Vec<Ignored> {
                 rel.push(b'/');
             }
             rel.extend_from_slice(name);
+            if excluded.iter().any(|e| e.as_bytes() == rel.as_slice()) {
+                continue;
+            }
             ignored.push(Ignored {
                 path: RelPath::from_bytes(rel.clone()),
                 dir: meta.is_dir(),
@@ -299,13 +326,16 @@ fn list_ignored(root: &Path, inbox: mpsc::Receiver<Dir>) -> Vec<Ignored> {
     ignored
 }
 
-fn walker(root: &Path) -> ignore::WalkBuilder {
+fn walker(root: &Path, exclude: &[PathBuf]) -> ignore::WalkBuilder {
     let mut builder = ignore::WalkBuilder::new(root);
+    let exclude = exclude.to_vec();
     builder
         .hidden(false)
         .follow_links(false)
         .require_git(false)
-        .filter_entry(|dent| dent.file_name().as_bytes() != b".git");
+        .filter_entry(move |dent| {
+            dent.file_name().as_bytes() != b".git" && !exclude.iter().any(|p| p == dent.path())
+        });
     builder
 }
 
