@@ -208,3 +208,35 @@ fn amber_cli_run_asks_for_the_sandbox_it_is_given() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("workspace-write"), "{stderr}");
 }
+
+/// The sandbox mounts `.amber/` read-only and creates it first when the workspace has none:
+/// commands of one batch start side by side, and every one of them must run although
+/// another's helper created it a moment before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_of_commands_in_a_workspace_without_amber_dir_all_run() {
+    let batch: Vec<_> = (0..8)
+        .map(|n| {
+            amber_tests::tool_calls::call(
+                &format!("b{n}"),
+                "bash",
+                &json!({"command": format!("echo {n} > out{n}.txt")}),
+            )
+        })
+        .collect();
+    let mock = MockLlm::start(vec![
+        amber_tests::tool_calls::calls(batch),
+        MockTurn::text("ran"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    assert!(!daemon.workspace.join(".amber").exists());
+    let client = amber_tests::steps::connect(&daemon).await;
+    let sid = amber_tests::steps::new_session(&client, &daemon, None).await;
+    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
+    let turn = amber_tests::steps::prompt_turn(&client, &mut events, &sid, "run").await;
+    for n in 0..8 {
+        let (status, output) = amber_tests::tool_calls::result_of(&turn, &format!("b{n}"));
+        assert_eq!(status, "ok", "b{n}: {output}");
+    }
+}

@@ -242,11 +242,20 @@ impl Plan {
     }
 }
 
-/// Creates an empty directory to mount over when nothing is there yet.
+/// Creates an empty directory to mount over when nothing is there yet. Commands of one
+/// batch start side by side, so another one's helper may create it first: that is fine.
 fn ensure_dir(path: &Path) -> Result<(), SandboxError> {
     if std::fs::symlink_metadata(path).is_err() {
-        std::fs::create_dir(path)
-            .map_err(|err| SandboxError::setup(format!("creating {}", path.display()), err))?;
+        match std::fs::create_dir(path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => {
+                return Err(SandboxError::setup(
+                    format!("creating {}", path.display()),
+                    err,
+                ));
+            }
+        }
     }
     Ok(())
 }
