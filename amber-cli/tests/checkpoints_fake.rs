@@ -4,14 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use jsonrpsee::server::{RpcModule, Server, serve_with_graceful_shutdown, stop_channel};
+use jsonrpsee::server::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::{Value, json};
-use tokio::net::UnixListener;
 
 /// Every call the fake daemon got: (method, params).
 type Calls = Arc<Mutex<Vec<(String, Value)>>>;
@@ -110,21 +111,7 @@ fn module(calls: Calls) -> RpcModule<Calls> {
 }
 
 fn serve(socket: &Path, calls: Calls) -> jsonrpsee::server::ServerHandle {
-    let listener = UnixListener::bind(socket).unwrap();
-    let methods = module(calls);
-    let (stop_handle, handle) = stop_channel();
-    tokio::spawn(async move {
-        let builder = Server::builder().to_service_builder();
-        while let Ok((stream, _)) = listener.accept().await {
-            let svc = builder.clone().build(methods.clone(), stop_handle.clone());
-            tokio::spawn(serve_with_graceful_shutdown(
-                stream,
-                svc,
-                stop_handle.clone().shutdown(),
-            ));
-        }
-    });
-    handle
+    support::serve_module(socket, module(calls))
 }
 
 /// Runs `amber-cli --socket S --no-autostart ARGS…`: (exit code, stdout, stderr).

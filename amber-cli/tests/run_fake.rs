@@ -4,16 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jsonrpsee::server::{
-    RpcModule, Server, SubscriptionMessage, serve_with_graceful_shutdown, stop_channel,
-};
+use jsonrpsee::server::{RpcModule, SubscriptionMessage};
 use serde_json::{Value, json};
-use tokio::net::UnixListener;
 use tokio::sync::{Notify, broadcast};
 
 #[derive(Default)]
@@ -146,21 +145,7 @@ fn module(state: Arc<State>, stop: &'static str) -> RpcModule<Arc<State>> {
 
 fn serve(socket: &Path, state: Arc<State>, stop: &'static str) -> jsonrpsee::server::ServerHandle {
     *state.events.lock().unwrap() = Some(broadcast::channel(64).0);
-    let listener = UnixListener::bind(socket).unwrap();
-    let methods = module(state, stop);
-    let (stop_handle, handle) = stop_channel();
-    tokio::spawn(async move {
-        let builder = Server::builder().to_service_builder();
-        while let Ok((stream, _)) = listener.accept().await {
-            let svc = builder.clone().build(methods.clone(), stop_handle.clone());
-            tokio::spawn(serve_with_graceful_shutdown(
-                stream,
-                svc,
-                stop_handle.clone().shutdown(),
-            ));
-        }
-    });
-    handle
+    support::serve_module(socket, module(state, stop))
 }
 
 async fn run_cli(socket: &Path, extra: &[&str]) -> (i32, Vec<Value>, String) {
