@@ -16,6 +16,7 @@ pub mod sandbox;
 pub mod socket_trust;
 pub mod subscription;
 pub mod types;
+pub mod watch;
 
 pub use checkpoints::*;
 pub use events::{
@@ -29,6 +30,7 @@ pub use sandbox::{
 };
 pub use subscription::*;
 pub use types::*;
+pub use watch::*;
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -189,6 +189,29 @@ impl Subscription for SessionSubscribe {
     type Unsubscribe = SessionUnsubscribe;
 }
 
+method!(
+    /// amber extension: every session's changes, as [`SessionChanged`] notifications.
+    SessionWatch = "session/watch", crate::SessionWatchParams => SubscriptionId
+);
+method!(
+    /// `false` when the connection holds no such watch.
+    SessionUnwatch = "session/unwatch", UnsubscribeParams => bool
+);
+
+/// Carries one session's change of a `session/watch`.
+#[derive(Debug)]
+pub enum SessionChanged {}
+
+impl Notification for SessionChanged {
+    const NAME: &'static str = "session/changed";
+    type Params = SubscriptionParams<crate::SessionChange>;
+}
+
+impl Subscription for SessionWatch {
+    type Notification = SessionChanged;
+    type Unsubscribe = SessionUnwatch;
+}
+
 pub const INITIALIZE: &str = Initialize::NAME;
 pub const DAEMON_STATUS: &str = DaemonStatus::NAME;
 pub const DAEMON_SHUTDOWN: &str = DaemonShutdown::NAME;
@@ -234,6 +257,11 @@ pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
 pub const PROVIDER_LIST: &str = ProviderList::NAME;
 /// amber extension: check the OS sandbox's enforcement through the real helper.
 pub const SANDBOX_SELFTEST: &str = SandboxSelftest::NAME;
+/// amber extension: every session's changes (the TUI's switcher and notifications).
+pub const SESSION_WATCH: &str = SessionWatch::NAME;
+pub const SESSION_UNWATCH: &str = SessionUnwatch::NAME;
+/// Notification carrying a watched session's change.
+pub const SESSION_CHANGED: &str = SessionChanged::NAME;
 /// PROTOCOL.md's second wave (issue 12): checkpoints.
 pub const CHECKPOINT_LIST: &str = CheckpointList::NAME;
 pub const CHECKPOINT_DIFF: &str = CheckpointDiff::NAME;
@@ -280,4 +308,6 @@ pub const EXTENSIONS: &[&str] = &[
     PANEL_GET,
     PROVIDER_LIST,
     SANDBOX_SELFTEST,
+    SESSION_WATCH,
+    SESSION_UNWATCH,
 ];
