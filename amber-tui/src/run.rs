@@ -94,6 +94,13 @@ async fn newest_in(client: &Client, cwd: &Path) -> Result<Option<String>, Error>
         .map(|s| s.session_id))
 }
 
+/// Unix milliseconds now (the running turn's elapsed time).
+pub(crate) fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Unix seconds now (for "5m ago").
 pub(crate) fn now_unix() -> i64 {
     std::time::SystemTime::now()

@@ -45,20 +45,23 @@ fn type_text(app: &mut App, text: &str) {
 }
 
 fn with_status(mut app: App) -> App {
-    app.set_status(vec![
-        StatusSegmentInfo {
-            name: "model".into(),
-            text: "mock-model".into(),
-        },
-        StatusSegmentInfo {
-            name: "mode".into(),
-            text: "write".into(),
-        },
-        StatusSegmentInfo {
-            name: "context".into(),
-            text: "ctx 12%".into(),
-        },
-    ]);
+    app.set_status(
+        vec![
+            StatusSegmentInfo {
+                name: "model".into(),
+                text: "mock-model".into(),
+            },
+            StatusSegmentInfo {
+                name: "mode".into(),
+                text: "write".into(),
+            },
+            StatusSegmentInfo {
+                name: "context".into(),
+                text: "ctx 12%".into(),
+            },
+        ],
+        None,
+    );
     app
 }
 

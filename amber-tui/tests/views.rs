@@ -6,7 +6,8 @@
 mod common;
 
 use amber_proto::{
-    Approval, CommandInfo, PanelGetResult, PanelInfo, SessionState, StatusSegmentInfo,
+    Approval, CommandInfo, ContextUse, PanelGetResult, PanelInfo, SessionState, StatusSegmentInfo,
+    Usage,
 };
 use amber_tui::app::{App, Scroll};
 use amber_tui::picker::Picker;
@@ -35,14 +36,24 @@ fn with_status(mut app: App) -> App {
         name: name.into(),
         text: text.into(),
     };
-    app.set_status(vec![
-        seg("model", "mock-model"),
-        seg("mode", "write"),
-        seg("state", "idle"),
-        seg("context", "ctx 12%"),
-        seg("tokens", "15k tok"),
-        seg("git", "⎇ main"),
-    ]);
+    app.set_status(
+        vec![
+            seg("model", "mock-model"),
+            seg("mode", "write"),
+            seg("state", "idle"),
+            seg("context", "ctx 12%"),
+            seg("tokens", "15k tok"),
+            seg("git", "⎇ main"),
+        ],
+        Some(ContextUse {
+            tokens: 15_360,
+            window: 128_000,
+        }),
+    );
+    app.live.seed(&Usage {
+        total_tokens: 15_000,
+        ..Usage::default()
+    });
     app
 }
 
@@ -83,7 +94,7 @@ fn transcript_scrolled_up_shows_more_below() {
 }
 
 #[test]
-fn streaming_reply_shows_only_complete_lines() {
+fn streaming_reply_shows_the_partial_line_but_never_raw_markup() {
     let mut app = app_with(&[ev(
         Some(1),
         json!({"type": "turn_started", "prompt": "explain"}),
@@ -394,4 +405,49 @@ fn status_line_shows_a_retry_wait() {
     ));
     let s = screen(&mut app, 80, 24);
     assert_snapshot!("status_retrying", s.lines().last().unwrap());
+}
+
+#[test]
+fn status_line_moves_while_a_reply_streams() {
+    let mut app = with_status(app_with(&[
+        ev(
+            Some(1),
+            json!({"type": "prompt_queued", "prompt": "explain", "turnId": "t_1"}),
+        ),
+        ev(
+            Some(2),
+            json!({"type": "prompt_queued", "prompt": "then test", "turnId": "t_2"}),
+        ),
+        ev(
+            Some(3),
+            json!({"type": "prompt_queued", "prompt": "then commit", "turnId": "t_3"}),
+        ),
+        ev(
+            Some(4),
+            json!({"type": "turn_started", "prompt": "explain", "turnId": "t_1"}),
+        ),
+    ]));
+    // The envelope's time is 2025-01-02T03:04:05Z: 75 s later.
+    app.now_ms = (amber_tui::picker::parse_rfc3339("2025-01-02T03:04:05Z").unwrap() + 75) * 1000;
+    let idle_status = screen(&mut app, 80, 12);
+    assert!(idle_status.contains("ctx 12% · 15k tok"), "{idle_status}");
+    for _ in 0..200 {
+        app.apply_event(ev(
+            None,
+            json!({"type": "message_delta", "itemId": "i_1", "delta": "The build fails because the "}),
+        ));
+    }
+    let s = screen(&mut app, 80, 12);
+    assert!(s.contains("working 1m15s · 2 queued"), "{s}");
+    assert!(s.contains("ctx ~13% · ~16k tok"), "{s}");
+    assert_snapshot!(s);
+    // The call's usage replaces the estimate.
+    app.apply_event(ev(
+        Some(5),
+        json!({"type": "usage", "promptTokens": 16000, "completionTokens": 1500, "cachedTokens": 0, "totalTokens": 17500,
+               "usage": {"promptTokens": 16000, "completionTokens": 1500, "cachedTokens": 0, "totalTokens": 17500},
+               "total": {"promptTokens": 30000, "completionTokens": 2500, "cachedTokens": 0, "totalTokens": 32500}}),
+    ));
+    let s = screen(&mut app, 80, 12);
+    assert!(s.contains("ctx 13% · 32k tok"), "{s}");
 }

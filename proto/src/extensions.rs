@@ -183,6 +183,21 @@ pub struct StatusSegmentInfo {
 pub struct StatusGetResult {
     /// In registration order; segments with nothing to show are left out.
     pub segments: Vec<StatusSegmentInfo>,
+    /// The session's context use in numbers (the `context` segment's percentage comes
+    /// from them): a client estimates it live while a reply streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextUse>,
+}
+
+/// How full a session's context is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUse {
+    /// Tokens the context holds now (the last request's prompt and reply, plus an estimate
+    /// of what was added since).
+    pub tokens: u64,
+    /// The provider's context window.
+    pub window: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

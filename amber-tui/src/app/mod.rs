@@ -8,13 +8,14 @@ mod events;
 mod incoming;
 mod input;
 mod keys;
+mod live;
 mod notice;
 
 use std::collections::{HashSet, VecDeque};
 
 use amber_proto::{
-    Approval, CommandAction, CommandInfo, CommandRunResult, Decision, PanelGetResult, PanelInfo,
-    SessionInfo, SessionState, StatusSegmentInfo, Todo,
+    Approval, CommandAction, CommandInfo, CommandRunResult, ContextUse, Decision, PanelGetResult,
+    PanelInfo, SessionInfo, SessionState, StatusSegmentInfo, Todo,
 };
 
 pub use checkpoints::{
@@ -24,6 +25,7 @@ pub use checkpoints::{
 pub use complete::{Popup, PopupKind, match_files, popup_for};
 pub use incoming::{Incoming, UnknownEvent};
 pub use input::Input;
+pub use live::{LiveStatus, elapsed};
 pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
 
 use crate::transcript::{Cell, InfoKind, Transcript};
@@ -111,6 +113,10 @@ pub struct App {
     /// Workspace paths for `@` completion (relative, `/`-separated).
     pub files: Vec<String>,
     pub status: Vec<StatusSegmentInfo>,
+    /// Tokens, context use, elapsed time and queue as they move between status refreshes.
+    pub live: LiveStatus,
+    /// Now, in Unix milliseconds: set by the runtime before each frame (tests set it).
+    pub now_ms: i64,
     pub panels: Vec<PanelInfo>,
     pub panel: Option<PanelView>,
     pub help: bool,
@@ -165,6 +171,8 @@ impl App {
             commands: Vec::new(),
             files: Vec::new(),
             status: Vec::new(),
+            live: LiveStatus::default(),
+            now_ms: 0,
             panels: Vec::new(),
             panel: None,
             help: false,
@@ -199,6 +207,7 @@ impl App {
         todos: Vec<Todo>,
     ) {
         self.running = session.state != SessionState::Idle;
+        self.live.seed(&session.usage);
         self.session_id = session.session_id.clone();
         self.session = Some(session);
         for a in approvals {
@@ -213,6 +222,7 @@ impl App {
     /// Forgets the transcript (before replaying it again), keeping input, history and caches.
     pub fn reset_transcript(&mut self) {
         self.transcript = Transcript::new();
+        self.live = LiveStatus::default();
         self.approvals.clear();
         self.synced = false;
         self.last_seq = 0;
@@ -316,9 +326,16 @@ impl App {
         self.scroll = Scroll::Follow;
     }
 
-    /// The answer to [`Action::RefreshStatus`].
-    pub fn set_status(&mut self, segments: Vec<StatusSegmentInfo>) {
+    /// The answer to [`Action::RefreshStatus`]: the daemon's segments and, when it sends
+    /// them, the context numbers the live estimate starts from.
+    pub fn set_status(&mut self, segments: Vec<StatusSegmentInfo>, context: Option<ContextUse>) {
         self.status = segments;
+        self.live.set_context(context);
+    }
+
+    /// The status line's segments: the daemon's, with tokens and context use live.
+    pub fn status_texts(&self) -> Vec<String> {
+        self.live.segments(&self.status)
     }
 
     /// The answer to [`Action::RefreshPanel`]; ignored if another panel is open by now.

@@ -67,6 +67,11 @@ impl Chunker {
         closed
     }
 
+    /// Whether the lines fed so far leave a code fence open.
+    pub(crate) fn in_fence(&self) -> bool {
+        self.fence.is_some()
+    }
+
     /// Start of the chunk still open (the tail), if any line was non-blank.
     pub(crate) fn open_start(&self) -> Option<usize> {
         self.start

@@ -1,10 +1,11 @@
 //! Markdown rendering for the transcript: assistant replies as styled, word-wrapped lines.
 //!
 //! - [`render`] turns a whole markdown text into lines for a given width.
-//! - [`StreamingMarkdown`] does the same for a reply arriving in deltas: it shows only
-//!   complete source lines, renders each finished top-level block once per width, and after
-//!   a delta re-renders only the still-open last block. After `finish` its lines equal
-//!   `render(source, width)`.
+//! - [`StreamingMarkdown`] does the same for a reply arriving in deltas: it shows the
+//!   complete source lines and as much of the unterminated last one as renders the same
+//!   once complete (`partial.rs`), renders each finished top-level block once per width,
+//!   and after a delta re-renders only the still-open last block. After `finish` its lines
+//!   equal `render(source, width)`.
 //!
 //! The output is final layout: every [`Line`] fits in `width` columns (measured per
 //! grapheme exactly as ratatui's buffer draws them), so draw the lines as they are, without
@@ -26,6 +27,7 @@
 
 mod ast;
 mod chunk;
+mod partial;
 mod render;
 mod stream;
 mod table;

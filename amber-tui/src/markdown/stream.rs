@@ -1,15 +1,17 @@
 //! Incremental rendering of a reply that arrives in deltas.
 //!
-//! Only complete source lines are rendered while streaming (a half-written `**bo` never
-//! shows as raw markup). Complete lines are fed to a [`Chunker`]; each chunk it closes is
-//! rendered once per width and its lines kept, and only the still-open tail chunk is
-//! rendered again after a delta, so the cost of a delta is O(tail), not O(reply).
+//! Complete source lines are fed to a [`Chunker`]; each chunk it closes is rendered once
+//! per width and its lines kept, and only the still-open tail chunk is rendered again after
+//! a delta, so the cost of a frame is O(tail), not O(reply). The unterminated last line is
+//! part of the tail up to what [`partial::shown_prefix`] lets through (a half-written `**bo`
+//! never shows as raw markup), so a paragraph written as one long line grows on screen.
 
 use std::ops::Range;
 
 use ratatui::text::Line;
 
 use super::chunk::Chunker;
+use super::partial;
 use super::render::append_chunk;
 
 /// A markdown reply being streamed, rendered incrementally and cached per width.
@@ -69,9 +71,8 @@ impl StreamingMarkdown {
         }
         let searched = self.source.len();
         self.source.push_str(delta);
-        if self.finished {
-            self.cache.tail_valid = false;
-        }
+        // The unterminated last line is shown (in part) too: the tail changed.
+        self.cache.tail_valid = false;
         let Some(last_nl) = self.source[searched..].rfind('\n') else {
             return;
         };
@@ -154,23 +155,28 @@ impl StreamingMarkdown {
     }
 }
 
-/// The not-yet-closed source: the chunker's open chunk up to the last complete line, or,
-/// once finished, up to the end, including the unterminated last line (which may itself
-/// close the open chunk and start another).
+/// The not-yet-closed source: the chunker's open chunk up to the last complete line, plus
+/// the unterminated last line — all of it once finished, else what may be shown of it
+/// ([`partial::shown_prefix`]). That line may itself close the open chunk and start another.
 fn tail_ranges(
     chunker: &Chunker,
     source: &str,
     committed: usize,
     finished: bool,
 ) -> Vec<Range<usize>> {
+    let end = if finished {
+        source.len()
+    } else {
+        committed + partial::shown_prefix(&source[committed..], chunker.in_fence())
+    };
     let mut ranges = Vec::with_capacity(2);
-    if finished && committed < source.len() {
+    if end > committed {
         let mut chunker = chunker.clone();
-        if let Some(range) = chunker.feed(&source[committed..], committed) {
+        if let Some(range) = chunker.feed(&source[committed..end], committed) {
             ranges.push(range);
         }
         if let Some(start) = chunker.open_start() {
-            ranges.push(start..source.len());
+            ranges.push(start..end);
         }
     } else if let Some(start) = chunker.open_start() {
         ranges.push(start..committed);

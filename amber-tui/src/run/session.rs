@@ -154,6 +154,7 @@ impl Frames {
 
     fn draw_if_due(&mut self, tui: &mut Tui, app: &mut App) -> Result<(), Error> {
         if self.dirty && self.last.elapsed() >= FRAME {
+            app.now_ms = crate::run::now_unix_ms();
             tui.terminal.draw(|f| ui::draw(app, f))?;
             self.last = Instant::now();
             self.dirty = false;
@@ -381,7 +382,7 @@ async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventSt
     match msg {
         Msg::Prompted(id, r) => app.on_prompt_sent(id, r),
         Msg::Command(r) => app.on_command_result(r),
-        Msg::Status(s) => app.set_status(s.segments),
+        Msg::Status(s) => app.set_status(s.segments, s.context),
         Msg::Panel(p) => app.set_panel(p),
         Msg::Commands(c) => app.set_commands(c),
         Msg::Checkpoints(purpose, r) => app.on_checkpoints(purpose, r, crate::run::now_unix()),

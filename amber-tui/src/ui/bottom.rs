@@ -47,7 +47,16 @@ pub fn rule(app: &App, area: Rect, buf: &mut Buffer) {
     } else if !app.approvals.is_empty() {
         Some((" waiting for approval ".to_owned(), style::warn()))
     } else if app.running {
-        Some((" working · Esc to cancel ".to_owned(), style::warn()))
+        let mut text = " working".to_owned();
+        if let Some(ms) = app.live.elapsed_ms(app.now_ms) {
+            text.push_str(&format!(" {}", crate::app::elapsed(ms)));
+        }
+        let queued = app.live.queued().max(app.queued.len());
+        if queued > 0 {
+            text.push_str(&format!(" · {queued} queued"));
+        }
+        text.push_str(" · Esc to cancel ");
+        Some((text, style::warn()))
     } else if !app.synced {
         Some((" attaching… ".to_owned(), style::dim()))
     } else {
@@ -135,12 +144,7 @@ pub fn status(app: &App, area: Rect, buf: &mut Buffer) {
     } else {
         width
     };
-    let segments = app
-        .status
-        .iter()
-        .map(|s| s.text.as_str())
-        .collect::<Vec<_>>()
-        .join(" · ");
+    let segments = app.status_texts().join(" · ");
     let mut spans = Vec::new();
     let mut used = 0;
     if let Some(notice) = &app.notice {

@@ -147,7 +147,11 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
                 })
             })
             .collect();
-        Ok(proto::StatusGetResult { segments })
+        let context = view.session.map(|s| proto::ContextUse {
+            tokens: view.host.context_tokens(s),
+            window: view.host.context_window(s),
+        });
+        Ok(proto::StatusGetResult { segments, context })
     })?;
 
     m.method::<methods::PanelList>(|proto::Empty {}, d, _| {

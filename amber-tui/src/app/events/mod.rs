@@ -53,19 +53,27 @@ impl App {
         let Event {
             turn_id,
             agent_id,
+            time,
             kind,
             ..
         } = event;
         match kind {
-            // Nothing to show yet: this client's prompts are on screen as queued from the
-            // moment they are sent (`send_prompt`), and every prompt appears with its
-            // `turn_started`.
-            EventKind::PromptQueued { .. } => {}
+            // Counted in the status (prompts of every client wait behind the running turn);
+            // this client's prompts are on screen as queued from the moment they are sent
+            // (`send_prompt`), and every prompt appears with its `turn_started`.
+            EventKind::PromptQueued { .. } => self.live.prompt_queued(turn_id.as_deref()),
             EventKind::TurnStarted { prompt } => {
+                self.live.turn_started(turn_id.as_deref(), &time);
                 self.turn_started(turn_id.unwrap_or_default(), prompt)
             }
-            EventKind::MessageDelta { item_id, delta } => self.message_delta(&item_id, &delta),
-            EventKind::ReasoningDelta { item_id, delta } => self.reasoning_delta(&item_id, &delta),
+            EventKind::MessageDelta { item_id, delta } => {
+                self.live.streamed(&delta);
+                self.message_delta(&item_id, &delta)
+            }
+            EventKind::ReasoningDelta { item_id, delta } => {
+                self.live.streamed(&delta);
+                self.reasoning_delta(&item_id, &delta)
+            }
             EventKind::MessageCompleted { item_id, text, .. } => {
                 self.message_completed(item_id, text)
             }
@@ -128,7 +136,11 @@ impl App {
                 tokens_before,
                 error,
             } => self.compaction_ended(tokens_before, None, Some(error)),
-            EventKind::Usage { .. } | EventKind::McpStatus(_) => self.refresh_status_and_panel(),
+            EventKind::Usage { call, total, .. } => {
+                self.live.usage(&call, &total);
+                self.refresh_status_and_panel()
+            }
+            EventKind::McpStatus(_) => self.refresh_status_and_panel(),
             EventKind::TodoUpdated { todos } => self.todos_updated(todos),
             EventKind::SubagentStarted { agent_id, task } => {
                 self.subagent(agent_id, task, None, false)
@@ -140,7 +152,10 @@ impl App {
             } => self.subagent(agent_id, task, result, true),
             EventKind::TurnCompleted {
                 stop_reason, error, ..
-            } => self.turn_completed(stop_reason, error),
+            } => {
+                self.live.turn_completed(turn_id.as_deref());
+                self.turn_completed(stop_reason, error)
+            }
             EventKind::Error { code, message, .. } => self.error_event(code, message),
             EventKind::Rewound {
                 restored,
