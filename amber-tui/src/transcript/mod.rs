@@ -5,6 +5,7 @@
 
 pub mod cell;
 pub mod diff;
+pub mod hunks;
 pub mod style;
 pub mod tool;
 
