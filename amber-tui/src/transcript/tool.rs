@@ -16,7 +16,7 @@ use crate::wrap::{str_width, truncate, wrap_line};
 /// Lines of output shown at most while collapsed (head and tail around a marker).
 const COLLAPSED_OUTPUT: usize = 5;
 /// Lines of diff shown at most while collapsed (the last one then says how many are hidden).
-const COLLAPSED_DIFF: usize = 14;
+const COLLAPSED_DIFF: usize = 16;
 
 /// One tool call as the transcript shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +200,22 @@ pub fn summary(tool: &str, args: &Value) -> String {
             format!("{} ({n} lines)", s("path"))
         }
         "edit" => s("path"),
+        "apply_patch" => {
+            let patch = s("patch");
+            let paths: Vec<&str> = patch
+                .lines()
+                .filter_map(|l| {
+                    ["*** Add File: ", "*** Delete File: ", "*** Update File: "]
+                        .iter()
+                        .find_map(|p| l.strip_prefix(p))
+                })
+                .map(str::trim)
+                .collect();
+            match paths.as_slice() {
+                [one] => (*one).to_owned(),
+                many => format!("{} files: {}", many.len(), many.join(", ")),
+            }
+        }
         "search" => {
             let mut out = format!("\"{}\"", s("pattern"));
             for k in ["path", "glob", "mode"] {
@@ -392,13 +408,17 @@ mod tests {
             Some(&diff),
         );
         let collapsed = texts(&cell.render(80, false));
-        // The tool's header, then 13 of the 41 rows (file header + 40 lines) and the marker.
+        // The tool's header, then the head of the 41 rows (file header + 40 lines) and the
+        // marker.
         assert_eq!(collapsed.len(), 1 + COLLAPSED_DIFF);
         assert_eq!(collapsed[1], "  │ n.txt (new)  +40 −0");
         assert_eq!(collapsed[2], "  │  1 + line 1");
         assert_eq!(
             collapsed[COLLAPSED_DIFF],
-            format!("  │ {}", crate::transcript::more_lines(41 - 13))
+            format!(
+                "  │ {}",
+                crate::transcript::more_lines(41 - (COLLAPSED_DIFF - 1))
+            )
         );
         let expanded = texts(&cell.render(80, true));
         assert_eq!(expanded.len(), 1 + 41);
@@ -438,6 +458,15 @@ mod tests {
         }
         let ok = completed("bash", json!({"command": "ls"}), ToolStatus::Ok, None);
         assert_eq!(texts(&ok.render(80, false))[1..], ["  │ the output"]);
+    }
+
+    #[test]
+    fn a_patch_is_summed_up_by_its_files() {
+        let one =
+            json!({"patch": "*** Begin Patch\n*** Update File: a.rs\n@@\n-x\n+y\n*** End Patch"});
+        assert_eq!(summary("apply_patch", &one), "a.rs");
+        let two = json!({"patch": "*** Add File: n.md\n+hi\n*** Delete File: old.md\n"});
+        assert_eq!(summary("apply_patch", &two), "2 files: n.md, old.md");
     }
 
     #[test]
