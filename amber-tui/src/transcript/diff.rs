@@ -199,7 +199,7 @@ fn file_rows(
 }
 
 /// `path  +N −M`; an added or deleted file says so, a moved one names both paths, a binary
-/// one has no counts. A long path loses its head.
+/// one says it is (no counts, no rows). A long path loses its head.
 fn file_header(file: &FileDiff, width: usize) -> Line<'static> {
     let label = match file.status() {
         FileStatus::Moved => format!(
@@ -209,15 +209,23 @@ fn file_header(file: &FileDiff, width: usize) -> Line<'static> {
         ),
         _ => file.path().to_owned(),
     };
-    let mut tail: Vec<Span<'static>> = Vec::new();
+    let mut tags: Vec<&str> = Vec::new();
     match file.status() {
-        FileStatus::Added => tail.push(Span::styled(" (new)", style::dim())),
-        FileStatus::Deleted => tail.push(Span::styled(" (deleted)", style::dim())),
+        FileStatus::Added => tags.push("new"),
+        FileStatus::Deleted => tags.push("deleted"),
         FileStatus::Moved | FileStatus::Modified => {}
     }
     if file.binary {
-        tail.push(Span::styled("  binary, not shown", style::dim()));
-    } else {
+        tags.push("binary");
+    }
+    let mut tail: Vec<Span<'static>> = Vec::new();
+    if !tags.is_empty() {
+        tail.push(Span::styled(
+            format!(" ({})", tags.join(", ")),
+            style::dim(),
+        ));
+    }
+    if !file.binary {
         tail.push(Span::raw("  "));
         tail.push(Span::styled(format!("+{}", file.added()), style::added()));
         tail.push(Span::raw(" "));
@@ -438,7 +446,7 @@ mod tests {
         assert_eq!(
             texts(&lines),
             [
-                "img.png  binary, not shown",
+                "img.png (binary)",
                 "",
                 "a (deleted)  +0 −1",
                 "1 - x",
