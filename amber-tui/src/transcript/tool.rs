@@ -212,6 +212,7 @@ pub fn summary(tool: &str, args: &Value) -> String {
                 .map(str::trim)
                 .collect();
             match paths.as_slice() {
+                [] => String::new(),
                 [one] => (*one).to_owned(),
                 many => format!("{} files: {}", many.len(), many.join(", ")),
             }
@@ -467,6 +468,7 @@ mod tests {
         assert_eq!(summary("apply_patch", &one), "a.rs");
         let two = json!({"patch": "*** Add File: n.md\n+hi\n*** Delete File: old.md\n"});
         assert_eq!(summary("apply_patch", &two), "2 files: n.md, old.md");
+        assert_eq!(summary("apply_patch", &json!({"patch": "oops"})), "");
     }
 
     #[test]
