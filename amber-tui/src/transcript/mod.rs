@@ -3,8 +3,10 @@
 //! (plus one blank separator row above every cell but the first), so scrolling and drawing a
 //! frame touch only the cells on screen — never the whole history.
 
+pub mod argdiff;
 pub mod cell;
 pub mod diff;
+pub mod hunks;
 pub mod style;
 pub mod tool;
 

@@ -1,18 +1,22 @@
 //! Tool-call cells: a one-line header (status, tool, argument summary, duration) and a body
-//! that is the call's output, or a coloured diff for `edit` / `write`, collapsed to a few lines
-//! unless details are expanded. The argument views are shared with the approval overlay.
+//! that is the call's output, or — for a call that changes files and did not fail — its diff:
+//! the daemon's (`tool_call_completed.diff`, with line numbers) once it completed, else the
+//! one its arguments imply (`edit`, `write`, `apply_patch`; no line numbers). Collapsed to a
+//! few lines unless details are expanded. The argument views are shared with the approval
+//! overlay.
 
 use amber_proto::ToolStatus;
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use super::style;
+use super::diff::{self, DiffView};
+use super::{argdiff, hunks, style};
 use crate::wrap::{str_width, truncate, wrap_line};
 
 /// Lines of output shown at most while collapsed (head and tail around a marker).
 const COLLAPSED_OUTPUT: usize = 5;
-/// Lines of diff shown at most while collapsed.
-const COLLAPSED_DIFF: usize = 12;
+/// Lines of diff shown at most while collapsed (the last one then says how many are hidden).
+const COLLAPSED_DIFF: usize = 16;
 
 /// One tool call as the transcript shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +31,9 @@ pub struct ToolCell {
     /// The final output once completed, else what streamed so far.
     pub output: String,
     pub duration_ms: Option<u64>,
+    /// What the call changed, as the daemon's unified diff (`tool_call_completed.diff`):
+    /// `None` while it runs, and for calls without one.
+    pub diff: Option<String>,
     /// The output is shown by other cells (a `task` call's sub-agent results): not repeated.
     pub output_elsewhere: bool,
 }
@@ -41,6 +48,7 @@ impl ToolCell {
             status: None,
             output: String::new(),
             duration_ms: None,
+            diff: None,
             output_elsewhere: false,
         }
     }
@@ -50,17 +58,11 @@ impl ToolCell {
         let mut lines = vec![self.header(width)];
         let body_width = width.saturating_sub(4).max(4);
         let mut body: Vec<Line<'static>> = Vec::new();
-        let diff = matches!(self.name.as_str(), "edit" | "write")
-            && self.status != Some(ToolStatus::Denied);
-        if diff {
-            body.extend(collapse(
-                diff_lines(&self.name, &self.arguments),
-                COLLAPSED_DIFF,
-                expanded,
-                true,
-            ));
+        let diff = self.diff_body(body_width, expanded);
+        let show_output = diff.is_none();
+        if let Some(diff) = diff {
+            body.extend(collapse(diff, COLLAPSED_DIFF, expanded, true));
         }
-        let show_output = !diff || self.failed();
         if show_output && !self.output_elsewhere && !self.output.trim().is_empty() {
             let out: Vec<Line<'static>> = self
                 .output
@@ -72,6 +74,27 @@ impl ToolCell {
         }
         push_behind_bar(&mut lines, body, body_width, expanded);
         lines
+    }
+
+    /// The diff to show instead of the output, at `width` columns: `None` for a call that
+    /// failed or changes no files.
+    fn diff_body(&self, width: usize, expanded: bool) -> Option<Vec<Line<'static>>> {
+        if self.failed() {
+            return None;
+        }
+        if let Some(d) = &self.diff {
+            if d.trim().is_empty() {
+                return Some(vec![Line::from(Span::styled("no changes", style::dim()))]);
+            }
+            return Some(diff::render(
+                &hunks::parse(d),
+                width,
+                expanded,
+                DiffView::DAEMON,
+            ));
+        }
+        let d = argdiff::from_arguments(&self.name, &self.arguments)?;
+        Some(diff::render(&d, width, expanded, argument_view(&self.name)))
     }
 
     /// Completed other than `ok` (an error, or denied).
@@ -177,6 +200,23 @@ pub fn summary(tool: &str, args: &Value) -> String {
             format!("{} ({n} lines)", s("path"))
         }
         "edit" => s("path"),
+        "apply_patch" => {
+            let patch = s("patch");
+            let paths: Vec<&str> = patch
+                .lines()
+                .filter_map(|l| {
+                    ["*** Add File: ", "*** Delete File: ", "*** Update File: "]
+                        .iter()
+                        .find_map(|p| l.strip_prefix(p))
+                })
+                .map(str::trim)
+                .collect();
+            match paths.as_slice() {
+                [] => String::new(),
+                [one] => (*one).to_owned(),
+                many => format!("{} files: {}", many.len(), many.join(", ")),
+            }
+        }
         "search" => {
             let mut out = format!("\"{}\"", s("pattern"));
             for k in ["path", "glob", "mode"] {
@@ -238,6 +278,7 @@ pub fn detail_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
             out.extend(diff_lines(tool, args));
             out
         }
+        "apply_patch" => diff_lines(tool, args),
         _ => serde_json::to_string_pretty(args)
             .unwrap_or_default()
             .split('\n')
@@ -246,33 +287,20 @@ pub fn detail_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
     }
 }
 
-/// `edit`: the old lines in red and the new in green, with common leading and trailing
-/// lines as dim context; `write`: the content as added lines.
+/// The diff a call's arguments imply (see [`argdiff`]), unwrapped: no line numbers (they would
+/// count from the start of the strings, not the file); per-file headers only for a patch (an
+/// `edit`'s or `write`'s header names its one file already). Empty for other tools.
 pub fn diff_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
-    let plus = |l: &str| Line::from(Span::styled(format!("+ {l}"), style::added()));
-    let minus = |l: &str| Line::from(Span::styled(format!("- {l}"), style::removed()));
-    let ctx = |l: &str| Line::from(Span::styled(format!("  {l}"), style::dim()));
-    if tool == "write" {
-        return arg(args, "content")
-            .unwrap_or("")
-            .lines()
-            .map(plus)
-            .collect();
+    argdiff::from_arguments(tool, args).map_or_else(Vec::new, |d| {
+        diff::render(&d, usize::MAX / 4, true, argument_view(tool))
+    })
+}
+
+fn argument_view(tool: &str) -> DiffView {
+    DiffView {
+        numbers: false,
+        headers: tool == "apply_patch",
     }
-    let old: Vec<&str> = arg(args, "old_string").unwrap_or("").lines().collect();
-    let new: Vec<&str> = arg(args, "new_string").unwrap_or("").lines().collect();
-    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let tail = old[head..]
-        .iter()
-        .rev()
-        .zip(new[head..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut out: Vec<Line<'static>> = old[..head].iter().map(|l| ctx(l)).collect();
-    out.extend(old[head..old.len() - tail].iter().map(|l| minus(l)));
-    out.extend(new[head..new.len() - tail].iter().map(|l| plus(l)));
-    out.extend(old[old.len() - tail..].iter().map(|l| ctx(l)));
-    out
 }
 
 /// Appends `body` to `out` behind the dimmed `  │ ` bar of a cell: wrapped at `width` when
@@ -347,4 +375,120 @@ pub(crate) fn truncate_line(line: Line<'static>, width: usize) -> Line<'static> 
         }
     }
     Line::from(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn texts(lines: &[Line<'_>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    fn completed(name: &str, args: Value, status: ToolStatus, diff: Option<&str>) -> ToolCell {
+        let mut cell = ToolCell::new("c_1".into(), name.into(), args, None);
+        cell.status = Some(status);
+        cell.output = "the output".into();
+        cell.duration_ms = Some(3);
+        cell.diff = diff.map(str::to_owned);
+        cell
+    }
+
+    #[test]
+    fn a_long_diff_folds_to_its_head_with_a_count_of_the_rest() {
+        let body: String = (1..=40).map(|i| format!("+line {i}\n")).collect();
+        let diff = format!("--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1,40 @@\n{body}");
+        let cell = completed(
+            "write",
+            json!({"path": "n.txt"}),
+            ToolStatus::Ok,
+            Some(&diff),
+        );
+        let collapsed = texts(&cell.render(80, false));
+        // The tool's header, then the head of the 41 rows (file header + 40 lines) and the
+        // marker.
+        assert_eq!(collapsed.len(), 1 + COLLAPSED_DIFF);
+        assert_eq!(collapsed[1], "  │ n.txt (new)  +40 −0");
+        assert_eq!(collapsed[2], "  │  1 + line 1");
+        assert_eq!(
+            collapsed[COLLAPSED_DIFF],
+            format!(
+                "  │ {}",
+                crate::transcript::more_lines(41 - (COLLAPSED_DIFF - 1))
+            )
+        );
+        let expanded = texts(&cell.render(80, true));
+        assert_eq!(expanded.len(), 1 + 41);
+        assert_eq!(expanded[41], "  │ 40 + line 40");
+    }
+
+    #[test]
+    fn a_completed_diff_replaces_the_one_from_the_arguments() {
+        let args = json!({"path": "a.rs", "old_string": "x", "new_string": "y"});
+        let mut cell = ToolCell::new("c_1".into(), "edit".into(), args.clone(), None);
+        // Running: from the arguments, without line numbers.
+        assert_eq!(texts(&cell.render(80, false))[1..], ["  │ - x", "  │ + y"]);
+        cell = completed(
+            "edit",
+            args.clone(),
+            ToolStatus::Ok,
+            Some("--- a/a.rs\n+++ b/a.rs\n@@ -12 +12 @@\n-x\n+y\n"),
+        );
+        assert_eq!(
+            texts(&cell.render(80, false))[1..],
+            ["  │ a.rs  +1 −1", "  │ 12 - x", "  │ 12 + y"]
+        );
+        // Completed by a daemon that sends no diff: still the arguments' diff.
+        cell = completed("edit", args.clone(), ToolStatus::Ok, None);
+        assert_eq!(texts(&cell.render(80, false))[1..], ["  │ - x", "  │ + y"]);
+        // A change to nothing.
+        cell = completed("write", args, ToolStatus::Ok, Some(""));
+        assert_eq!(texts(&cell.render(80, false))[1..], ["  │ no changes"]);
+    }
+
+    #[test]
+    fn failed_and_denied_calls_show_their_output_not_a_diff() {
+        let args = json!({"path": "a.rs", "old_string": "x", "new_string": "y"});
+        for status in [ToolStatus::Error, ToolStatus::Denied] {
+            let cell = completed("edit", args.clone(), status, None);
+            assert_eq!(texts(&cell.render(80, false))[1..], ["  │ the output"]);
+        }
+        let ok = completed("bash", json!({"command": "ls"}), ToolStatus::Ok, None);
+        assert_eq!(texts(&ok.render(80, false))[1..], ["  │ the output"]);
+    }
+
+    #[test]
+    fn a_patch_is_summed_up_by_its_files() {
+        let one =
+            json!({"patch": "*** Begin Patch\n*** Update File: a.rs\n@@\n-x\n+y\n*** End Patch"});
+        assert_eq!(summary("apply_patch", &one), "a.rs");
+        let two = json!({"patch": "*** Add File: n.md\n+hi\n*** Delete File: old.md\n"});
+        assert_eq!(summary("apply_patch", &two), "2 files: n.md, old.md");
+        assert_eq!(summary("apply_patch", &json!({"patch": "oops"})), "");
+    }
+
+    #[test]
+    fn a_running_patch_shows_its_files() {
+        let patch =
+            "*** Begin Patch\n*** Add File: n.md\n+hi\n*** Delete File: old.md\n*** End Patch";
+        let cell = ToolCell::new(
+            "c_1".into(),
+            "apply_patch".into(),
+            json!({ "patch": patch }),
+            None,
+        );
+        assert_eq!(
+            texts(&cell.render(80, false))[1..],
+            [
+                "  │ n.md (new)  +1 −0",
+                "  │ + hi",
+                "  │ ",
+                "  │ old.md (deleted)  +0 −0"
+            ]
+        );
+    }
 }

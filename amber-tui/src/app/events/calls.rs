@@ -36,6 +36,7 @@ impl App {
         status: ToolStatus,
         output: String,
         duration_ms: u64,
+        diff: Option<String>,
     ) {
         let mut process = false;
         if let Some(&idx) = self.transcript.calls.get(call_id)
@@ -44,6 +45,7 @@ impl App {
             t.status = Some(status);
             t.output = output;
             t.duration_ms = Some(duration_ms);
+            t.diff = diff;
             process = t.name == "process";
         }
         self.hide_task_output_shown_by_subagents(call_id);

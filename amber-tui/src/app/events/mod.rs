@@ -94,9 +94,8 @@ impl App {
                 status,
                 output,
                 duration_ms,
-                // Rendered by issue 19.
-                diff: _,
-            } => self.tool_call_completed(&call_id, status, output, duration_ms),
+                diff,
+            } => self.tool_call_completed(&call_id, status, output, duration_ms, diff),
             EventKind::ApprovalRequested {
                 request_id,
                 call_id,
