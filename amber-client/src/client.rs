@@ -10,7 +10,8 @@ use amber_proto::{
     Empty, InitializeParams, InitializeResult, Mode, PROTOCOL_VERSION, PeerInfo,
     SessionCancelResult, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
     SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
-    SessionSetModeParams, SessionSubscribeParams, ToolListParams, ToolListResult,
+    SessionSetModeParams, SessionSubscribeParams, SessionWatchParams, ToolListParams,
+    ToolListResult,
 };
 use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT, SubscriptionKind};
 use jsonrpsee::core::traits::ToRpcParams;
@@ -21,6 +22,7 @@ use tokio::net::UnixStream;
 
 use crate::events::{EventStream, RawEventStream};
 use crate::transport::{self, CloseReasons, WatchedReceiver};
+use crate::watch::SessionWatchStream;
 use crate::{ClientError, autostart};
 
 /// How long one call may take before `ClientError::Timeout`.
@@ -321,13 +323,57 @@ impl Client {
             session_id: session_id.to_owned(),
             after_seq,
         };
-        type S = m::SessionSubscribe;
+        let (sub, sub_id) = self
+            .open_subscription::<m::SessionSubscribe>(&params)
+            .await?;
+        Ok(RawEventStream::new(
+            sub,
+            sub_id,
+            self.clone(),
+            self.inner.reasons.clone(),
+        ))
+    }
+
+    /// Watches every session of the daemon (`session/watch`): one [`amber_proto::SessionChange`]
+    /// per change — created, state, title, mode, a turn queued, started or ended, an approval
+    /// asked or answered, usage, a rewind, deleted — until [`SessionWatchStream::unsubscribe`].
+    ///
+    /// The watch only reports changes: call [`Client::session_list`] after this returns, then
+    /// apply the changes in arrival order over the list (a session's changes arrive in the
+    /// order they happened, each with its whole info after the change).
+    ///
+    /// `approvals`: on a connection made with [`ConnectOptions::approvals`], it is an
+    /// approver of every session while the watch lasts (their approval requests wait for
+    /// its `approval/respond` instead of being denied for want of an approver); elsewhere
+    /// the flag counts for nothing.
+    pub async fn watch_sessions(&self, approvals: bool) -> Result<SessionWatchStream, ClientError> {
+        let params = SessionWatchParams { approvals };
+        let (sub, sub_id) = self.open_subscription::<m::SessionWatch>(&params).await?;
+        Ok(SessionWatchStream::new(
+            sub,
+            sub_id,
+            self.clone(),
+            self.inner.reasons.clone(),
+        ))
+    }
+
+    /// Opens subscription `S`; its id as [`CloseReasons`] keys it.
+    async fn open_subscription<S: Subscription>(
+        &self,
+        params: &S::Params,
+    ) -> Result<
+        (
+            jsonrpsee::core::client::Subscription<Box<RawValue>>,
+            Option<String>,
+        ),
+        ClientError,
+    > {
         let sub = self
             .inner
             .rpc
             .subscribe::<Box<RawValue>, _>(
                 S::NAME,
-                raw_params(S::NAME, &params)?,
+                raw_params(S::NAME, params)?,
                 <<S as Subscription>::Unsubscribe as Method>::NAME,
             )
             .await
@@ -338,12 +384,7 @@ impl Client {
                 .map(|v| transport::sub_id_key(&v)),
             _ => None,
         };
-        Ok(RawEventStream::new(
-            sub,
-            sub_id,
-            self.clone(),
-            self.inner.reasons.clone(),
-        ))
+        Ok((sub, sub_id))
     }
 }
 

@@ -81,24 +81,38 @@ impl RawEventStream {
     }
 
     fn close_error(&self) -> ClientError {
-        if let Some(reason) = self.sub_id.as_deref().and_then(|id| self.reasons.take(id)) {
-            return ClientError::SubscriptionClosed { reason };
-        }
-        if matches!(
-            self.sub.close_reason(),
-            Some(SubscriptionCloseReason::Lagged)
-        ) {
-            return ClientError::SubscriptionClosed {
-                reason: "this client fell behind the event stream; resubscribe with afterSeq"
-                    .into(),
-            };
-        }
-        if !self.client.is_connected() {
-            return ClientError::Transport("amberd closed the connection".into());
-        }
-        ClientError::SubscriptionClosed {
-            reason: "the subscription ended".into(),
-        }
+        close_error(
+            &self.sub,
+            self.sub_id.as_deref(),
+            &self.client,
+            &self.reasons,
+            "this client fell behind the event stream; resubscribe with afterSeq",
+        )
+    }
+}
+
+/// Why a subscription's stream ended: the daemon's close reason if it sent one, else this
+/// client's own lag (`lagged`: what to do about it), else the connection or a plain end.
+pub(crate) fn close_error(
+    sub: &Subscription<Box<RawValue>>,
+    sub_id: Option<&str>,
+    client: &Client,
+    reasons: &CloseReasons,
+    lagged: &str,
+) -> ClientError {
+    if let Some(reason) = sub_id.and_then(|id| reasons.take(id)) {
+        return ClientError::SubscriptionClosed { reason };
+    }
+    if matches!(sub.close_reason(), Some(SubscriptionCloseReason::Lagged)) {
+        return ClientError::SubscriptionClosed {
+            reason: lagged.into(),
+        };
+    }
+    if !client.is_connected() {
+        return ClientError::Transport("amberd closed the connection".into());
+    }
+    ClientError::SubscriptionClosed {
+        reason: "the subscription ended".into(),
     }
 }
 

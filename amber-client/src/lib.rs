@@ -4,6 +4,7 @@
 //! - [`Client`]: a WebSocket connection over the Unix socket, `initialize`d, with typed calls
 //!   (`client.request::<amber_proto::methods::M>(&params)`, and a convenience method per common call);
 //! - [`EventStream`] / [`RawEventStream`]: `session/subscribe` as a `futures::Stream`;
+//! - [`SessionWatchStream`]: `session/watch`, every session's changes, as a `futures::Stream`;
 //! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`.
 
 pub mod autostart;
@@ -13,11 +14,13 @@ mod error;
 mod events;
 mod history;
 mod transport;
+mod watch;
 
 pub use client::{Client, ConnectOptions, REQUEST_TIMEOUT, SUBSCRIPTION_BUFFER};
 pub use error::ClientError;
 pub use events::{EventStream, RawEvent, RawEventStream};
 pub use transport::resolve_socket;
+pub use watch::SessionWatchStream;
 
 /// Whether something answers at `socket` right now (no handshake, no autostart).
 pub async fn daemon_answers(socket: &std::path::Path) -> bool {

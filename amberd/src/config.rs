@@ -51,6 +51,34 @@ pub struct Config {
     /// `[checkpoints]`: the workspace snapshots taken before file-changing turns
     /// (`checkpoints/`).
     pub checkpoints: CheckpointsConfig,
+    /// `[tui]`: read by the TUI (`amber`) from this same file; the daemon only checks it,
+    /// so a config that sets it still starts the daemon.
+    pub tui: TuiConfig,
+}
+
+/// `[tui]`: settings of the TUI. Unused by the daemon; parsed here so `deny_unknown_fields`
+/// accepts the table and a bad value is reported like any other.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TuiConfig {
+    /// How the TUI tells about an approval request or a finished turn the user is not
+    /// looking at (docs/configuration.md "TUI").
+    pub notify: TuiNotify,
+}
+
+/// `[tui] notify`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TuiNotify {
+    /// The bell and a desktop notification, where the terminal supports them.
+    #[default]
+    Auto,
+    /// The terminal bell only.
+    Bell,
+    /// A desktop notification only (OSC 9, or OSC 777).
+    Osc,
+    /// Nothing.
+    Off,
 }
 
 /// `[checkpoints]`: before the first file-changing tool call of a turn the session records

@@ -202,3 +202,22 @@ fn sandbox_keys_parse_and_relative_roots_unknown_modes_and_typos_are_rejected() 
     let err = Config::parse("[sandbox]\nnetwrok = true").unwrap_err();
     assert!(err.contains("netwrok"), "{err}");
 }
+
+#[test]
+fn the_tui_table_is_accepted_and_checked() {
+    assert_eq!(Config::default().tui.notify, TuiNotify::Auto);
+    for (value, notify) in [
+        ("auto", TuiNotify::Auto),
+        ("bell", TuiNotify::Bell),
+        ("osc", TuiNotify::Osc),
+        ("off", TuiNotify::Off),
+    ] {
+        let config = Config::parse(&format!("[tui]\nnotify = \"{value}\"\n")).unwrap();
+        assert_eq!(config.tui.notify, notify, "{value}");
+    }
+    assert_eq!(Config::parse("[tui]\n").unwrap().tui, TuiConfig::default());
+    let err = Config::parse("[tui]\nnotify = \"loud\"\n").unwrap_err();
+    assert!(err.contains("loud") && err.contains("bell"), "{err}");
+    let err = Config::parse("[tui]\nnotfy = \"off\"\n").unwrap_err();
+    assert!(err.contains("notfy"), "{err}");
+}

@@ -71,7 +71,7 @@ fn the_document_names_no_unknown_method() {
         .iter()
         .chain(methods::EXTENSIONS)
         .copied()
-        .chain([methods::SESSION_EVENT])
+        .chain([methods::SESSION_EVENT, methods::SESSION_CHANGED])
         .collect();
     let mentioned = mentioned_methods(&doc());
     assert!(

@@ -300,6 +300,7 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "SessionRewindParams" => check::<SessionRewindParams>(value),
         "SessionRewindResult" => check::<SessionRewindResult>(value),
         "SessionForkParams" => check::<SessionForkParams>(value),
+        "SessionWatchParams" => check::<SessionWatchParams>(value),
         _ => return None,
     })
 }

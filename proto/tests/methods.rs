@@ -73,6 +73,8 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<CheckpointDiff>(), "checkpoint/diff"),
         (row::<SessionRewind>(), "session/rewind"),
         (row::<SessionFork>(), "session/fork"),
+        (row::<SessionWatch>(), "session/watch"),
+        (row::<SessionUnwatch>(), "session/unwatch"),
     ]
 }
 
@@ -114,6 +116,9 @@ fn the_name_constants_are_the_types_names() {
         (CHECKPOINT_DIFF, CheckpointDiff::NAME),
         (SESSION_REWIND, SessionRewind::NAME),
         (SESSION_FORK, SessionFork::NAME),
+        (SESSION_WATCH, SessionWatch::NAME),
+        (SESSION_UNWATCH, SessionUnwatch::NAME),
+        (SESSION_CHANGED, SessionChanged::NAME),
     ];
     for (constant, name) in table {
         assert_eq!(constant, name);
@@ -134,6 +139,48 @@ fn session_subscribe_streams_session_events_until_session_unsubscribe() {
         parts::<methods::SessionSubscribe>(),
         ["session/subscribe", "session/event", "session/unsubscribe"]
     );
+    assert_eq!(
+        parts::<methods::SessionWatch>(),
+        ["session/watch", "session/changed", "session/unwatch"]
+    );
+}
+
+type SessionChangedParams = <methods::SessionChanged as Notification>::Params;
+
+#[test]
+fn session_changed_params_carry_a_change_or_the_close() {
+    let info = json!({"sessionId": "s_02", "cwd": "/w", "mode": "write", "model": "m",
+        "title": "t", "state": "idle", "createdAt": "1", "updatedAt": "2",
+        "usage": {"promptTokens": 1, "completionTokens": 2, "cachedTokens": 0, "totalTokens": 3}});
+    let changed = json!({
+        "subscription": "sub_3c1d",
+        "result": {"change": "updated", "session": info,
+                   "event": {"seq": 9, "sessionId": "s_02", "turnId": "t_1",
+                             "time": "2025-01-02T03:04:09.120Z", "type": "turn_completed",
+                             "stopReason": "end_turn", "usage": info["usage"]}}
+    });
+    let parsed: SessionChangedParams = serde_json::from_value(changed.clone()).unwrap();
+    let SubscriptionPayload::Result(change) = &parsed.payload else {
+        panic!("{parsed:?}");
+    };
+    assert_eq!(change.change, amber_proto::SessionChangeKind::Updated);
+    assert!(matches!(
+        change.event.as_ref().map(|e| &e.kind),
+        Some(EventKind::TurnCompleted { .. })
+    ));
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), changed);
+
+    // A deletion has no event, and says none.
+    let deleted = json!({"subscription": 3, "result": {"change": "deleted", "session": info}});
+    let parsed: SessionChangedParams = serde_json::from_value(deleted.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), deleted);
+
+    // Params: `approvals` is left out when false.
+    let params = amber_proto::SessionWatchParams::default();
+    assert_eq!(serde_json::to_value(&params).unwrap(), json!({}));
+    let params: amber_proto::SessionWatchParams =
+        serde_json::from_value(json!({"approvals": true})).unwrap();
+    assert!(params.approvals);
 }
 
 /// docs/protocol.md's "## Methods" table: (method names, params cell, result cell).

@@ -6,11 +6,13 @@
 //!   sends `initialize`, every other method — unknown ones included, as PROTOCOL.md says
 //!   "every other method" — gets -32002. Plain HTTP POSTs carry none: they are stateless
 //!   and need no handshake.
-//! - `session/subscribe` / `session/unsubscribe` over HTTP get -32600 saying a WebSocket
-//!   is needed (jsonrpsee would answer -32603).
-//! - `session/unsubscribe {"subscription": id}` is rewritten to jsonrpsee's positional
-//!   `[id]`, which is all its unsubscribe handler parses; a `false` is retried for up to
-//!   50 ms, since jsonrpsee answers a subscribe before it registers the subscription.
+//! - The subscriptions (`session/subscribe`, `session/watch`) and their unsubscribe
+//!   methods over HTTP get -32600 saying a WebSocket is needed (jsonrpsee would answer
+//!   -32603).
+//! - `session/unsubscribe {"subscription": id}` (and `session/unwatch`'s) is rewritten to
+//!   jsonrpsee's positional `[id]`, which is all its unsubscribe handler parses; a `false`
+//!   is retried for up to 50 ms, since jsonrpsee answers a subscribe before it registers
+//!   the subscription.
 //! - The per-connection subscription cap (jsonrpsee: -32006, which PROTOCOL.md reserves for
 //!   MCP server errors) is answered -32003, overloaded.
 
@@ -76,6 +78,16 @@ impl<S> InitGate<S> {
     }
 }
 
+/// Methods that open a subscription.
+fn is_subscribe(method: &str) -> bool {
+    method == methods::SESSION_SUBSCRIBE || method == methods::SESSION_WATCH
+}
+
+/// Methods that end one.
+fn is_unsubscribe(method: &str) -> bool {
+    method == methods::SESSION_UNSUBSCRIBE || method == methods::SESSION_UNWATCH
+}
+
 /// The error a request gets before it reaches its method, if any.
 fn refusal(extensions: &http::Extensions, method: &str) -> Option<ErrorObject<'static>> {
     match extensions.get::<Arc<WsConn>>() {
@@ -83,9 +95,7 @@ fn refusal(extensions: &http::Extensions, method: &str) -> Option<ErrorObject<'s
             Some(not_initialized(method))
         }
         Some(_) => None,
-        None if method == methods::SESSION_SUBSCRIBE || method == methods::SESSION_UNSUBSCRIBE => {
-            Some(needs_websocket(method))
-        }
+        None if is_subscribe(method) || is_unsubscribe(method) => Some(needs_websocket(method)),
         None => None,
     }
 }
@@ -145,15 +155,16 @@ fn answered_false(response: &MethodResponse) -> bool {
         .is_ok_and(|reply| reply.result == Some(false))
 }
 
-/// `session/unsubscribe {"subscription": id}` → `[id]`: jsonrpsee's unsubscribe handler
-/// reads only the positional form (and answers `false` to anything else).
+/// `session/unsubscribe {"subscription": id}` → `[id]` (and `session/unwatch`'s):
+/// jsonrpsee's unsubscribe handler reads only the positional form (and answers `false` to
+/// anything else).
 fn positional_unsubscribe(request: &mut Request<'_>) {
     #[derive(serde::Deserialize)]
     struct Named<'a> {
         #[serde(borrow)]
         subscription: &'a RawValue,
     }
-    if request.method_name() != methods::SESSION_UNSUBSCRIBE {
+    if !is_unsubscribe(request.method_name()) {
         return;
     }
     let Some(params) = request.params.as_deref() else {
@@ -193,9 +204,9 @@ where
                 return MethodResponse::error(request.id, err);
             }
             positional_unsubscribe(&mut request);
-            let subscribe = request.method_name() == methods::SESSION_SUBSCRIBE;
+            let subscribe = is_subscribe(request.method_name());
             let id = request.id.clone().into_owned();
-            if request.method_name() == methods::SESSION_UNSUBSCRIBE {
+            if is_unsubscribe(request.method_name()) {
                 return unsubscribe(&inner, request).await;
             }
             let response = inner.call(request).await;
@@ -263,7 +274,10 @@ mod tests {
             positional_unsubscribe(&mut req);
             assert_eq!(req.params.as_deref().unwrap().get(), expected, "{params}");
         }
-        // Only `session/unsubscribe` is touched.
+        let mut req = request(methods::SESSION_UNWATCH, r#"{"subscription": 3}"#);
+        positional_unsubscribe(&mut req);
+        assert_eq!(req.params.as_deref().unwrap().get(), "[3]");
+        // Only the unsubscribe methods are touched.
         let mut req = request(methods::SESSION_GET, r#"{"subscription": "x"}"#);
         positional_unsubscribe(&mut req);
         assert_eq!(
@@ -289,7 +303,12 @@ mod tests {
 
         let http = http::Extensions::new();
         assert!(refusal(&http, methods::DAEMON_STATUS).is_none());
-        for method in [methods::SESSION_SUBSCRIBE, methods::SESSION_UNSUBSCRIBE] {
+        for method in [
+            methods::SESSION_SUBSCRIBE,
+            methods::SESSION_UNSUBSCRIBE,
+            methods::SESSION_WATCH,
+            methods::SESSION_UNWATCH,
+        ] {
             let err = refusal(&http, method).unwrap();
             assert_eq!(err.code(), errors::INVALID_REQUEST);
             assert!(err.message().contains("WebSocket"), "{}", err.message());

@@ -169,6 +169,7 @@ pub fn module(
     super::plugins::register(&mut m)?;
     super::mcp::register(&mut m)?;
     subscribe::register(&mut m)?;
+    super::watch::register(&mut m)?;
     Ok(m.into_module())
 }
 
@@ -209,6 +210,8 @@ pub const SERVED: &[&str] = &[
     methods::CHECKPOINT_DIFF,
     methods::SESSION_REWIND,
     methods::SESSION_FORK,
+    methods::SESSION_WATCH,
+    methods::SESSION_UNWATCH,
 ];
 
 #[cfg(test)]

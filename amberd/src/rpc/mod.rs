@@ -15,6 +15,7 @@ mod plugins;
 pub mod socket;
 pub(crate) mod subscribe;
 mod table;
+mod watch;
 mod ws_frames;
 mod ws_guard;
 

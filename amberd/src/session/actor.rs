@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use amber_proto::SessionCompactResult;
-use amber_proto::{EventKind, Mode, SessionState, Usage};
+use amber_proto::{EventKind, Mode, SessionChangeKind, SessionState, Usage};
 use amber_store::context::Context;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -186,6 +186,8 @@ async fn compact_now(
     let settings = deps.compaction_for(provider.as_deref());
     let cancel = shared.closed.child_token();
     shared.begin_turn("", cancel.clone());
+    // No turn event tells the watchers: the session runs while it compacts.
+    shared.hub.notify_watchers(SessionChangeKind::Updated);
     let hooks = TurnHooks {
         shared,
         turn_id: "",
@@ -215,6 +217,7 @@ async fn compact_now(
     let result = compact_context(context, &env, &mut amber_proto::Usage::default()).await;
     shared.publish_messages(context);
     shared.end_turn();
+    shared.hub.notify_watchers(SessionChangeKind::Updated);
     result
         .map(|(tokens_before, tokens_after)| SessionCompactResult {
             tokens_before,

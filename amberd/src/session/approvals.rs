@@ -4,6 +4,10 @@
 //! ones get `accepted: false`; a request nobody can answer is never opened (the caller
 //! checks `has_approver` first, so a headless session never hangs); cancelling the turn or
 //! deleting the session resolves every pending request as denied.
+//!
+//! Two counts make the session's approvers: approver connections subscribed to it, and the
+//! daemon-wide count of `session/watch {approvals: true}` watches (`watch.rs`), which
+//! approve for every session. `has_approver` and `no_approver_left` read both.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -34,14 +38,14 @@ pub struct Approvals {
     inner: Mutex<Inner>,
     /// How many approver connections are subscribed to the session.
     approvers: watch::Sender<usize>,
+    /// How many approver watches the daemon has: they approve for every session.
+    everywhere: watch::Sender<usize>,
 }
 
 impl Default for Approvals {
+    /// A session whose only approvers are its own subscribers.
     fn default() -> Self {
-        Self {
-            inner: Mutex::default(),
-            approvers: watch::Sender::new(0),
-        }
+        Self::new(watch::Sender::new(0))
     }
 }
 
@@ -51,21 +55,47 @@ impl Approvals {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `everywhere`: the daemon-wide approver count (`Watchers::approvers`).
+    pub fn new(everywhere: watch::Sender<usize>) -> Self {
+        Self {
+            inner: Mutex::default(),
+            approvers: watch::Sender::new(0),
+            everywhere,
+        }
+    }
+
     /// Counts an approver subscribed to this session while the guard lives.
     pub fn approver(&self) -> ApproverGuard {
-        self.approvers.send_modify(|n| *n += 1);
-        ApproverGuard(self.approvers.clone())
+        ApproverGuard::count(&self.approvers)
     }
 
+    /// Whether anyone can answer a request now: an approver subscribed to this session or
+    /// an approver watch of the daemon.
     pub fn has_approver(&self) -> bool {
-        *self.approvers.borrow() > 0
+        *self.approvers.borrow() > 0 || *self.everywhere.borrow() > 0
     }
 
-    /// Resolves once no approver is left (at once if there is none).
+    /// Resolves once no approver of either kind is left (at once if there is none).
     pub async fn no_approver_left(&self) {
-        let mut count = self.approvers.subscribe();
-        // The sender lives in `self`, so the channel cannot close while we wait.
-        let _ = count.wait_for(|n| *n == 0).await;
+        let mut here = self.approvers.subscribe();
+        let mut everywhere = self.everywhere.subscribe();
+        loop {
+            // Read-and-mark both before waiting: a change after this wakes `changed`, so
+            // the last approver leaving between the check and the wait is not missed.
+            let none_here = *here.borrow_and_update() == 0;
+            let none_everywhere = *everywhere.borrow_and_update() == 0;
+            if none_here && none_everywhere {
+                return;
+            }
+            // The senders live in `self`, so neither channel can close while we wait.
+            let closed = tokio::select! {
+                changed = here.changed() => changed.is_err(),
+                changed = everywhere.changed() => changed.is_err(),
+            };
+            if closed {
+                return;
+            }
+        }
     }
 
     /// Registers a request; the receiver yields the first answer.
@@ -114,6 +144,14 @@ impl Approvals {
 
 /// Keeps an approver counted.
 pub struct ApproverGuard(watch::Sender<usize>);
+
+impl ApproverGuard {
+    /// Adds one to `count` until the guard drops.
+    pub(crate) fn count(count: &watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count.clone())
+    }
+}
 
 impl Drop for ApproverGuard {
     fn drop(&mut self) {
@@ -166,5 +204,39 @@ mod tests {
         assert!(a.has_approver());
         drop(g);
         assert!(!a.has_approver());
+    }
+
+    #[tokio::test]
+    async fn a_daemon_wide_approver_counts_until_both_counts_are_zero() {
+        let everywhere = watch::Sender::new(0);
+        let a = Approvals::new(everywhere.clone());
+        let b = Approvals::new(everywhere.clone());
+        let watch = ApproverGuard::count(&everywhere);
+        assert!(
+            a.has_approver() && b.has_approver(),
+            "one watch approves everywhere"
+        );
+        let local = a.approver();
+        drop(watch);
+        assert!(a.has_approver(), "its own subscriber still approves for a");
+        assert!(!b.has_approver(), "b had only the watch");
+        // b's wait ends at once; a's only when its subscriber leaves too.
+        tokio::time::timeout(std::time::Duration::from_secs(1), b.no_approver_left())
+            .await
+            .unwrap();
+        let watch = ApproverGuard::count(&everywhere);
+        let waiting = a.no_approver_left();
+        tokio::pin!(waiting);
+        let pending = futures::poll!(waiting.as_mut());
+        assert!(pending.is_pending(), "two approvers left");
+        drop(local);
+        assert!(
+            futures::poll!(waiting.as_mut()).is_pending(),
+            "the watch is left"
+        );
+        drop(watch);
+        tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
+            .await
+            .unwrap();
     }
 }

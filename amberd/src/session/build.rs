@@ -86,7 +86,8 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         hub,
         persistence,
         closed: CancellationToken::new(),
-        approvals: Approvals::default(),
+        // Approver watches approve for every session, this one included.
+        approvals: Approvals::new(deps.watchers.approvers()),
         grants: Mutex::new(Grants::default()),
         rules: Mutex::new(rules),
         live: Mutex::new(Live {
@@ -101,6 +102,11 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         }),
     });
     shared.tools.set_session_id(&shared.id);
+    // Before the actor runs: a restore's closing events are news to the watchers.
+    shared.hub.watch_with(super::watch::WatchTap::new(
+        deps.watchers.clone(),
+        Arc::downgrade(&shared),
+    ));
     // Before the actor can run a command: every one starts in the session's sandbox.
     shared.install_sandbox(None);
     shared.tools.set_tool_env(deps.tool_env.clone());

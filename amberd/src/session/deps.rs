@@ -42,6 +42,9 @@ pub struct Deps {
     pub sandbox_probe: Arc<SandboxProbe>,
     /// The checkpoint store every session shares (`checkpoints/`).
     pub checkpoints: Arc<crate::checkpoints::Checkpoints>,
+    /// `session/watch`: every session's changes to every watcher, and the approver watches
+    /// every session's `Approvals` counts (`session/watch.rs`).
+    pub watchers: Arc<super::watch::Watchers>,
 }
 
 impl Deps {
@@ -102,7 +105,12 @@ impl Deps {
         let sandbox = Arc::new(SandboxEnv::from_env(env));
         let checkpoints =
             crate::checkpoints::Checkpoints::new(config.checkpoints.clone(), &data_dir);
+        let watchers = Arc::new(super::watch::Watchers::new(
+            config.server.subscriber_buffer,
+            crate::elide::WireLimits::from_config(&config.server),
+        ));
         Ok(Deps {
+            watchers,
             checkpoints,
             compaction,
             config,

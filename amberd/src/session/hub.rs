@@ -5,17 +5,22 @@
 //! subscriber's replay (`seq > afterSeq`) followed by its live queue has no gap and no
 //! duplicate at the seam. Publishing never waits for a subscriber: each has its own
 //! coalescing queue (`queue.rs`), cut off as `lagged` only when it overflows.
+//!
+//! The hub is also where a session's changes reach `session/watch` (`watch.rs`): its tap
+//! sees the durable events a console cares about ([`is_watched`]), under the same lock,
+//! after the subscribers; deltas return before it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use amber_proto::{Event, EventKind, InProgressItem, StreamKind};
+use amber_proto::{Event, EventKind, InProgressItem, SessionChangeKind, StreamKind};
 use serde_json::value::RawValue;
 
 use crate::elide::{self, WireLimits};
 
 pub use super::queue::End;
 use super::queue::{QueueReceiver, QueueSender, SharedDelta, queue};
+use super::watch::WatchTap;
 
 /// An event serialised once, shared by every subscriber.
 #[derive(Debug, Clone)]
@@ -90,6 +95,21 @@ fn is_delta(kind: &EventKind) -> bool {
         )
 }
 
+/// The durable events that tell `session/watch` something about the session: it queued or
+/// ran a turn, asks for or got an approval, spent tokens, or was rewound.
+pub fn is_watched(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::PromptQueued { .. }
+            | EventKind::TurnStarted { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalResolved { .. }
+            | EventKind::TurnCompleted { .. }
+            | EventKind::Usage { .. }
+            | EventKind::Rewound { .. }
+    )
+}
+
 /// The durable events worth an fsync: a crash must never lose them.
 fn must_sync(kind: &EventKind) -> bool {
     matches!(
@@ -111,6 +131,8 @@ struct Log {
     closed: bool,
     /// The main agent's replies streaming now (sub-agent text is not streamed).
     streaming: Vec<InProgressItem>,
+    /// Set with the session's `deleted` item: the watchers hear nothing of it after that.
+    unwatched: bool,
 }
 
 impl Log {
@@ -157,6 +179,8 @@ pub struct EventHub {
     store: Option<Arc<dyn EventStore>>,
     /// What every event a client receives fits in.
     limits: WireLimits,
+    /// The way to `session/watch`, once the session is built (`watch_with`).
+    watch: OnceLock<WatchTap>,
 }
 
 impl EventHub {
@@ -192,9 +216,11 @@ impl EventHub {
                 subscribers: Vec::new(),
                 closed: false,
                 streaming: Vec::new(),
+                unwatched: false,
             }),
             store,
             limits: WireLimits::default(),
+            watch: OnceLock::new(),
         }
     }
 
@@ -210,6 +236,31 @@ impl EventHub {
 
     pub fn limits(&self) -> WireLimits {
         self.limits
+    }
+
+    /// Connects the hub to `session/watch`: from now on its watched events, and the
+    /// changes `notify_watchers` reports, reach every watcher. Once; a second tap is
+    /// ignored.
+    pub fn watch_with(&self, tap: WatchTap) {
+        let _ = self.watch.set(tap);
+    }
+
+    /// Tells the watchers the session changed (`updated`: created, or its info changed
+    /// without an event; `deleted`: its last info, and nothing after it). Under the log's
+    /// lock, so it is ordered with the session's event items and reads the info after
+    /// every change before it.
+    pub fn notify_watchers(&self, change: SessionChangeKind) {
+        let Some(tap) = self.watch.get() else {
+            return;
+        };
+        let mut log = self.lock();
+        if log.unwatched {
+            return;
+        }
+        tap.send(change, None);
+        if change == SessionChangeKind::Deleted {
+            log.unwatched = true;
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Log> {
@@ -237,7 +288,7 @@ impl EventHub {
     }
 
     /// Appends a copy of another session's durable event, keeping its turn, agent and time
-    /// (a fork's history).
+    /// (a fork's history). Watchers are not told: the copy is history, not a change.
     pub fn publish_copy(&self, event: Event) -> Option<u64> {
         let Event {
             turn_id,
@@ -277,6 +328,8 @@ impl EventHub {
         time: Option<String>,
     ) -> Result<Option<u64>, String> {
         let durable = kind.is_durable();
+        // A fork's copied history (`time` given) is not news to a watcher.
+        let copy = time.is_some();
         let mut log = self.lock();
         let seq = durable.then(|| log.last_seq + 1);
         log.track(agent_id, &kind);
@@ -308,6 +361,13 @@ impl EventHub {
             tracing::error!(session = %self.session_id, seq, %err, "cannot persist event");
         }
         log.subscribers.retain(|sub| sub.push(&wire));
+        if !copy
+            && is_watched(&event.kind)
+            && !log.unwatched
+            && let Some(tap) = self.watch.get().filter(|tap| tap.watched())
+        {
+            tap.send(SessionChangeKind::Updated, Some(&wire.json));
+        }
         if let Some(seq) = seq {
             log.last_seq = seq;
             log.events.push_back(wire);

@@ -13,7 +13,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use amber_proto::{
-    EventKind, Message, SessionCompactResult, SessionInfo, SessionNewParams, SessionState, Usage,
+    EventKind, Message, SessionChangeKind, SessionCompactResult, SessionInfo, SessionNewParams,
+    SessionState, Usage,
 };
 use amber_store::SessionMeta;
 use amber_store::context::Context;
@@ -120,15 +121,21 @@ impl SessionManager {
     }
 
     pub fn create(&self, params: SessionNewParams) -> Result<SessionInfo, SessionError> {
-        self.create_with(params, Vec::new())
+        let handle = self.create_with(params, Vec::new())?;
+        handle
+            .shared
+            .hub
+            .notify_watchers(SessionChangeKind::Updated);
+        Ok(handle.shared.info())
     }
 
-    /// A new session whose context holds `history` after its system prompt.
+    /// A new session whose context holds `history` after its system prompt. The watchers
+    /// are not told yet: the caller does, once the session is complete.
     fn create_with(
         &self,
         params: SessionNewParams,
         history: Vec<Message>,
-    ) -> Result<SessionInfo, SessionError> {
+    ) -> Result<Arc<SessionHandle>, SessionError> {
         // Its verdict is usually in before the session's first turn asks for it.
         self.deps.start_sandbox_probe();
         if self.closing.load(Ordering::SeqCst) {
@@ -238,9 +245,8 @@ impl SessionManager {
                 persistence,
             },
         );
-        let info = handle.shared.info();
-        self.registry().loaded.insert(id, handle);
-        Ok(info)
+        self.registry().loaded.insert(id, handle.clone());
+        Ok(handle)
     }
 
     /// `agent/list`: the agents a session in `cwd` can use (validated as `session/new`'s
@@ -308,9 +314,7 @@ impl SessionManager {
     pub fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
         let handle = self.get(id)?;
         let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
-        let title_from = text.clone();
         handle.queue_prompt(&turn_id, text)?;
-        handle.shared.set_title_if_empty(&title_from);
         Ok(turn_id)
     }
 
@@ -604,8 +608,10 @@ impl SessionManager {
             sandbox: shared.sandbox.request(),
         };
         let fork = self.create_with(params, history)?;
-        self.copy_history(id, &fork.session_id, cut);
-        Ok(fork)
+        self.copy_history(id, &fork.shared.id, cut);
+        // After its history: the copies are not news, the fork is.
+        fork.shared.hub.notify_watchers(SessionChangeKind::Updated);
+        Ok(fork.shared.info())
     }
 
     /// Gives a fork the events of its source's finished turns before `cut` (a seq), so
@@ -648,14 +654,11 @@ impl SessionManager {
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
         let (handle, was_stored) = {
             let mut registry = self.registry();
-            (
-                registry.loaded.remove(id),
-                registry.stored.remove(id).is_some(),
-            )
+            (registry.loaded.remove(id), registry.stored.remove(id))
         };
-        match handle {
-            Some(handle) => stop_session(&handle).await,
-            None if was_stored => {}
+        match &handle {
+            Some(handle) => stop_session(handle).await,
+            None if was_stored.is_some() => {}
             None => return Err(SessionError::NotFound(id.to_owned())),
         }
         // Its commands are gone with it: so is their temp directory.
@@ -666,6 +669,19 @@ impl SessionManager {
             }
             // Its checkpoints went with its directory; their content goes now.
             self.collect_checkpoints();
+        }
+        // Last: its final events (a cancelled turn's end) went out before this.
+        match (handle, was_stored) {
+            (Some(handle), _) => handle
+                .shared
+                .hub
+                .notify_watchers(SessionChangeKind::Deleted),
+            (None, Some(info)) => {
+                self.deps
+                    .watchers
+                    .send(SessionChangeKind::Deleted, &info, None);
+            }
+            (None, None) => {}
         }
         Ok(())
     }
@@ -701,6 +717,8 @@ impl SessionManager {
         {
             tracing::warn!("some sessions did not stop within {grace:?}");
         }
+        // After the sessions' last changes: the watchers send those, then end.
+        self.deps.watchers.close();
     }
 }
 

@@ -20,6 +20,7 @@ mod rewind;
 pub(crate) mod sandbox;
 pub(crate) mod subagents;
 mod view;
+pub(crate) mod watch;
 pub(crate) mod workspace_root;
 
 use std::path::PathBuf;
@@ -27,7 +28,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use amber_policy::{Grants, WorkspaceRules};
-use amber_proto::{EventKind, Message, Mode, SessionInfo, SessionState, StopReason, Usage};
+use amber_proto::{
+    EventKind, Message, Mode, SessionChangeKind, SessionInfo, SessionState, StopReason, Usage,
+};
 use amber_store::SessionMeta;
 use amber_store::context::Context;
 use tokio::sync::mpsc;
@@ -125,9 +128,13 @@ impl SessionShared {
 
     /// Idle long enough, unwatched and with nothing running that unloading would kill.
     fn unloadable(&self, idle: Duration) -> bool {
-        let live = self.lock_live();
-        live.info.state == SessionState::Idle
-            && live.touched.elapsed() >= idle
+        let quiet = {
+            let live = self.lock_live();
+            live.info.state == SessionState::Idle && live.touched.elapsed() >= idle
+        };
+        // `live` is released first: the hub's lock is taken before `live` (its watch tap
+        // reads the info under it), never after.
+        quiet
             && self.hub.subscriber_count() == 0
             && self.approvals.pending().is_empty()
             && self.tools.processes.running() == 0
@@ -173,6 +180,8 @@ impl SessionShared {
         }
         drop(live);
         self.settle_marker();
+        // No event says the session went back to idle.
+        self.hub.notify_watchers(SessionChangeKind::Updated);
     }
 
     /// Removes the busy marker once nothing runs and nothing waits. Called when a turn
@@ -217,6 +226,7 @@ impl SessionShared {
     /// `read-only`).
     pub fn set_mode(&self, mode: Mode) -> SessionInfo {
         let info = self.install_sandbox(Some(mode));
+        self.hub.notify_watchers(SessionChangeKind::Updated);
         self.save_meta();
         info
     }
@@ -251,6 +261,7 @@ impl SessionShared {
             live.info.updated_at = now_rfc3339();
             live.info.clone()
         };
+        self.hub.notify_watchers(SessionChangeKind::Updated);
         self.save_meta();
         info
     }
@@ -348,11 +359,19 @@ impl SessionShared {
         }
     }
 
-    fn set_title_if_empty(&self, prompt: &str) {
+    /// Titles an untitled session after `prompt`; whether it did.
+    fn set_title_if_empty(&self, prompt: &str) -> bool {
         let mut live = self.lock_live();
-        if live.info.title.is_empty() {
+        let untitled = live.info.title.is_empty();
+        if untitled {
             live.info.title = title_of(prompt);
         }
+        untitled
+    }
+
+    /// Undoes `set_title_if_empty` for a prompt that was not queued after all.
+    fn clear_title(&self) {
+        self.lock_live().info.title.clear();
     }
 }
 
@@ -384,7 +403,12 @@ impl SessionHandle {
         // Counted (and the busy marker created) before the event's fdatasync, which then
         // carries the marker's directory entry to disk (`amber-store`'s `busy.rs`).
         self.shared.prompt_queued();
+        // Titled before the event, so the watchers' `prompt_queued` carries the title.
+        let titled = self.shared.set_title_if_empty(&text);
         if let Err(e) = self.shared.hub.publish_stored(Some(turn_id), queued) {
+            if titled {
+                self.shared.clear_title();
+            }
             self.shared.prompt_dropped();
             return Err(SessionError::Store(format!(
                 "the prompt was not queued: {e}"
@@ -422,6 +446,9 @@ impl SessionHandle {
             .is_err()
         {
             self.shared.prompt_dropped();
+        } else {
+            // Its `prompt_queued` is old news in the log: the session is running again.
+            self.shared.hub.notify_watchers(SessionChangeKind::Updated);
         }
     }
 }
