@@ -1,7 +1,9 @@
 //! Frame time of the TUI, drawn to ratatui's `TestBackend` (the work a real frame does, minus
 //! the terminal write): a 10k-message transcript (following the bottom, scrolled to the
-//! middle, and right after a resize), and a 50k-character reply streaming in with a delta
-//! applied between frames. Goal: < 16 ms per frame; results in docs/benchmarks.md.
+//! middle, and right after a resize), a 50k-character reply streaming in with a delta
+//! applied between frames, and a 20k-character reply written as one paragraph on one line
+//! (shown as it grows: its open line is laid out again each frame). Goal: < 16 ms per frame;
+//! results in docs/benchmarks.md.
 //!
 //! `cargo bench -p amber-tui --bench frame`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,6 +23,9 @@ const HEIGHT: u16 = 40;
 /// Delta size of the streaming reply (a typical provider chunk is a few tokens).
 const DELTA: usize = 40;
 const REPLY_CHARS: usize = 50_000;
+/// The one-line paragraph: models write paragraphs of a few thousand characters; this is
+/// several times the longest.
+const PARAGRAPH_CHARS: usize = 20_000;
 
 /// An event as the daemon sends it, decoded as the runtime decodes it (outside the timing,
 /// as amber-client decodes before the app sees it).
@@ -95,6 +100,20 @@ fn reply_deltas() -> Vec<String> {
             "### Part {n}\n\nThis paragraph explains **step {n}** with `inline code` and a [link](https://example.com/{n}). \
              It is long enough to wrap across the width of the terminal a couple of times, like real prose does.\n\n\
              - first point of {n}\n- second point with *emphasis*\n\n```rust\nfn part_{n}() -> u32 {{\n    {n}\n}}\n```\n\n"
+        ));
+    }
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(DELTA).map(|c| c.iter().collect()).collect()
+}
+
+/// ~20k characters of prose with inline markup and no newline, in `DELTA`-sized deltas.
+fn paragraph_deltas() -> Vec<String> {
+    let mut text = String::new();
+    let mut n = 0;
+    while text.len() < PARAGRAPH_CHARS {
+        n += 1;
+        text.push_str(&format!(
+            "Sentence {n} says **something** about `module_{n}` and goes on for a while. "
         ));
     }
     let chars: Vec<char> = text.chars().collect();
@@ -187,6 +206,29 @@ fn benches(c: &mut Criterion) {
                 }
                 frame(&mut terminal, &mut app);
                 for d in &deltas[deltas.len() - tail..] {
+                    if done == iters {
+                        break;
+                    }
+                    let start = Instant::now();
+                    app.apply_event(d.clone());
+                    frame(&mut terminal, &mut app);
+                    total += start.elapsed();
+                    done += 1;
+                }
+            }
+            total
+        })
+    });
+    // A 20k-char reply on one line: every delta moves the open line, which is wrapped
+    // again per frame (the worst case: a frame per delta; the runtime caps at ~60 fps).
+    let paragraph: Vec<Incoming> = paragraph_deltas().iter().map(|d| delta(d)).collect();
+    g.bench_function("stream_20k_paragraph_delta_and_frame", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut done = 0u64;
+            while done < iters {
+                let mut app = big_transcript();
+                for d in &paragraph {
                     if done == iters {
                         break;
                     }

@@ -4,12 +4,14 @@
 //! - [`app`]: the pure state (events, keys → [`app::Action`]s);
 //! - [`ui`]: `draw(&mut App, &mut Frame)`, snapshot-tested on `TestBackend`;
 //! - [`transcript`]: cells, their cached lines, visible-row arithmetic;
-//! - [`run`]: the async runtime that owns the terminal, the connection and the subscription.
+//! - [`run`]: the async runtime that owns the terminal, the connection and the subscription;
+//! - [`notify`]: bell and desktop notifications when a session needs the user.
 
 pub mod app;
 pub mod cli;
 pub mod error;
 pub mod files;
+pub mod notify;
 pub mod picker;
 pub mod rpc;
 pub mod run;

@@ -15,7 +15,7 @@ use crate::Error;
 use crate::cli::{Args, Start};
 use crate::picker::{Picker, PickerAction};
 use crate::terminal::Tui;
-use session::{Carry, Outcome};
+use session::{Carry, Console, Outcome};
 
 /// Runs `amber` with parsed arguments; returns the session it left (detached from).
 pub async fn run(args: Args) -> Result<Option<String>, Error> {
@@ -43,8 +43,14 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         }),
         Start::Picker => None,
     };
+    // The console over every session: the watch makes this TUI an approver of each, so a
+    // background session's approval waits for the user (and notifies) instead of failing.
+    let watch = session::start_watch(&client).await;
     let (mut tui, mut keys) = Tui::enter()?;
-    let mut carry = Carry::default();
+    let mut carry = Carry::new(Console {
+        watch,
+        notifier: crate::notify::Notifier::from_env(),
+    });
     let mut next = match first {
         Some(id) => id,
         None => match pick(&client, &cwd, &args, &mut tui, &mut keys).await? {

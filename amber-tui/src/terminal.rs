@@ -1,6 +1,7 @@
-//! Owning the terminal: raw mode, alternate screen, mouse capture, bracketed paste and (where
-//! the terminal supports it) disambiguated keys so Shift-Enter is seen. Restored on every way
-//! out — drop, error, and panic (a hook restores before the panic message prints).
+//! Owning the terminal: raw mode, alternate screen, mouse capture, bracketed paste, focus
+//! reports and (where the terminal supports it) disambiguated keys so Shift-Enter is seen.
+//! Restored on every way out — drop, error, and panic (a hook restores before the panic
+//! message prints).
 
 use std::io::{self, Stdout};
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use std::time::Duration;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{
-    self, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
-    Event, KeyboardEnhancementFlags, PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
+    self, DisableBracketedPaste, DisableFocusChange, DisableMouseCapture, EnableBracketedPaste,
+    EnableFocusChange, EnableMouseCapture, Event, KeyboardEnhancementFlags,
+    PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use ratatui::crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
@@ -42,7 +44,9 @@ impl Tui {
             out,
             EnterAlternateScreen,
             EnableMouseCapture,
-            EnableBracketedPaste
+            EnableBracketedPaste,
+            // Focus in/out reports: notifications are for when the user is not looking.
+            EnableFocusChange
         ) {
             restore();
             return Err(e);
@@ -88,6 +92,7 @@ pub fn restore() {
     }
     let _ = execute!(
         out,
+        DisableFocusChange,
         DisableBracketedPaste,
         DisableMouseCapture,
         LeaveAlternateScreen,

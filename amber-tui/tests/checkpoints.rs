@@ -570,7 +570,7 @@ fn the_local_commands_are_in_the_popup_once() {
         },
     ]);
     let names: Vec<&str> = app.commands.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["help", "diff", "rewind", "fork"]);
+    assert_eq!(names, ["help", "diff", "sessions", "rewind", "fork"]);
     for ch in "/re".chars() {
         app.on_key(char(ch));
     }

@@ -451,3 +451,82 @@ fn status_line_moves_while_a_reply_streams() {
     let s = screen(&mut app, 80, 12);
     assert!(s.contains("ctx 13% · 32k tok"), "{s}");
 }
+
+/// Three sessions: the attached one idle, one running, one waiting for an approval.
+fn three_sessions(app: &mut App) {
+    let other = |id: &str, title: &str, cwd: &str, state: SessionState, updated: &str| {
+        let mut s = info(state);
+        s.session_id = id.into();
+        s.title = title.into();
+        s.cwd = cwd.into();
+        s.updated_at = updated.into();
+        s
+    };
+    app.sessions.set_listed(vec![
+        info(SessionState::Idle),
+        other(
+            "s_2",
+            "upgrade tokio",
+            "/srv/api",
+            SessionState::Running,
+            "2025-01-02T03:05:00Z",
+        ),
+        other(
+            "s_3",
+            "",
+            "/srv/web",
+            SessionState::WaitingApproval,
+            "2025-01-02T03:00:00Z",
+        ),
+    ]);
+    app.sessions.live = true;
+    app.now_ms = (amber_tui::picker::parse_rfc3339("2025-01-02T03:10:00Z").unwrap()) * 1000;
+}
+
+#[test]
+fn session_switcher_lists_waiting_sessions_first() {
+    let mut app = with_status(app_with(&[]));
+    three_sessions(&mut app);
+    let rule = screen(&mut app, 80, 24);
+    assert!(
+        rule.contains("1 other waiting for approval · Ctrl-S"),
+        "{rule}"
+    );
+    let actions = app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL));
+    assert!(
+        actions.contains(&amber_tui::app::Action::ListSessions),
+        "{actions:?}"
+    );
+    let s = screen(&mut app, 80, 24);
+    let rows: Vec<&str> = s.lines().filter(|l| l.contains("ago")).collect();
+    assert_eq!(rows.len(), 3, "{s}");
+    assert!(
+        rows[0].contains("approval") && rows[0].contains("web (s_3)"),
+        "{s}"
+    );
+    assert!(
+        rows[1].contains("running") && rows[1].contains("upgrade tokio"),
+        "{s}"
+    );
+    assert!(rows[2].contains("fix the build (here)"), "{s}");
+    assert_snapshot!(s);
+    // Up twice from the attached row, Enter: switch to the waiting one.
+    app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
+    app.on_key(KeyEvent::new(KeyCode::Up, KeyModifiers::NONE));
+    let actions = app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(
+        actions,
+        [amber_tui::app::Action::SwitchSession("s_3".into())]
+    );
+    assert!(app.switcher.is_none());
+    // Enter on the attached session only closes it.
+    app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL));
+    let actions = app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, amber_tui::app::Action::SwitchSession(_))),
+        "{actions:?}"
+    );
+    assert!(app.switcher.is_none());
+}

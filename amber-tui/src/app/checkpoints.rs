@@ -21,6 +21,10 @@ use crate::transcript::{Cell, InfoKind};
 /// The slash commands this client runs itself: (name, description) for the `/` popup.
 pub const LOCAL_COMMANDS: &[(&str, &str)] = &[
     (
+        "sessions",
+        "switch to another session of the daemon (also Ctrl-S)",
+    ),
+    (
         "rewind",
         "undo turns: pick one, preview its diff, restore files and/or conversation",
     ),
@@ -191,6 +195,8 @@ impl App {
     pub(crate) fn local_command(&mut self, name: &str, args: &str) -> bool {
         let args = args.trim();
         match name {
+            // The daemon's `/sessions` prints a list; here the switcher does better.
+            "sessions" => self.toggle_switcher(),
             "rewind" => {
                 self.rewind = Some(RewindView::new());
                 self.request(Action::ListCheckpoints(CheckpointsFor::Rewind));

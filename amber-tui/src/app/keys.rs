@@ -21,7 +21,7 @@ impl App {
 
     /// Bracketed paste: the text goes into the editor as is (newlines included).
     pub fn on_paste(&mut self, text: &str) -> Vec<Action> {
-        if self.approvals.is_empty() && self.rewind.is_none() {
+        if self.approvals.is_empty() && self.rewind.is_none() && self.switcher.is_none() {
             self.input.insert_str(text);
             self.update_popup();
         }
@@ -40,6 +40,13 @@ impl App {
         if !(ctrl && key.code == KeyCode::Char('c')) && self.ctrl_c_armed > 0 {
             self.ctrl_c_armed = 0;
             self.clear_notice(NoticeKind::QuitArmed);
+        }
+        if key.code == KeyCode::Char('s') && ctrl {
+            return self.toggle_switcher();
+        }
+        // The switcher is drawn over everything and takes every key while open.
+        if self.switcher.is_some() {
+            return self.switcher_key(key);
         }
         // The rewind picker takes every key (PgUp/PgDn scroll its preview), unless an
         // approval, which is drawn over it, needs an answer first.

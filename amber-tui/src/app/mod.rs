@@ -10,6 +10,7 @@ mod input;
 mod keys;
 mod live;
 mod notice;
+mod sessions;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -27,6 +28,7 @@ pub use incoming::{Incoming, UnknownEvent};
 pub use input::Input;
 pub use live::{LiveStatus, elapsed};
 pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
+pub use sessions::{Sessions, Switcher, alert_for, label as session_label};
 
 use crate::transcript::{Cell, InfoKind, Transcript};
 
@@ -57,6 +59,8 @@ pub enum Action {
     Detach,
     /// Attach to another session.
     SwitchSession(String),
+    /// `session/list` → [`Sessions::set_listed`] (the switcher opened).
+    ListSessions,
     /// Read the session again from the start (after `/clear`).
     Reload,
     /// `checkpoint/list` → [`App::on_checkpoints`].
@@ -122,6 +126,14 @@ pub struct App {
     pub help: bool,
     /// The `/rewind` picker, when open.
     pub rewind: Option<RewindView>,
+    /// Every session of the daemon (from `session/watch`), for the switcher and the rule.
+    pub sessions: Sessions,
+    /// The session switcher, when open.
+    pub switcher: Option<Switcher>,
+    /// The terminal has the focus (focus reporting; assumed until it says otherwise).
+    pub focused: bool,
+    /// Live events of the attached session worth a notification, for the runtime.
+    pub alerts: Vec<crate::notify::Alert>,
     /// Tool outputs, diffs and reasoning shown in full.
     pub expanded: bool,
     /// A turn is running (from events; seeded by `session/get`).
@@ -177,6 +189,10 @@ impl App {
             panel: None,
             help: false,
             rewind: None,
+            sessions: Sessions::default(),
+            switcher: None,
+            focused: true,
+            alerts: Vec::new(),
             expanded: false,
             running: false,
             synced: false,
@@ -208,6 +224,7 @@ impl App {
     ) {
         self.running = session.state != SessionState::Idle;
         self.live.seed(&session.usage);
+        self.sessions.update(&session);
         self.session_id = session.session_id.clone();
         self.session = Some(session);
         for a in approvals {

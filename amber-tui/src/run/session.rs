@@ -7,11 +7,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use amber_client::{Client, ClientError, ConnectOptions, RawEvent, RawEventStream};
+use amber_client::{
+    Client, ClientError, ConnectOptions, RawEvent, RawEventStream, SessionWatchStream,
+};
 use amber_proto::methods as m;
 use amber_proto::{
     CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, CommandInfo, CommandRunResult,
-    PanelGetResult, PanelInfo, SessionForkParams, SessionIdParams, SessionInfo,
+    PanelGetResult, PanelInfo, SessionChange, SessionForkParams, SessionIdParams, SessionInfo,
     SessionRewindParams, SessionRewindResult, StatusGetResult,
 };
 use futures::{FutureExt, StreamExt};
@@ -20,7 +22,10 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Error;
-use crate::app::{Action, App, CheckpointsFor, DiffFor, NoticeKind, RewindRequest, TICK_MS};
+use crate::app::{
+    Action, App, CheckpointsFor, DiffFor, NoticeKind, RewindRequest, Sessions, TICK_MS, alert_for,
+};
+use crate::notify::{Alert, Notifier};
 use crate::terminal::Tui;
 use crate::{files, rpc, ui};
 
@@ -44,14 +49,45 @@ pub enum Outcome {
     Deleted,
 }
 
-/// What survives switching sessions: the prompt history, the command list, and a note for
-/// the next session (where a fork came from).
-#[derive(Debug, Default)]
+/// What survives switching sessions: the prompt history, the command list, a note for the
+/// next session (where a fork came from), and the console over every session — the watch,
+/// the sessions it keeps current, the focus and the notifier.
 pub struct Carry {
     pub history: Vec<String>,
     pub commands: Vec<CommandInfo>,
     pub panels: Vec<PanelInfo>,
     pub note: Option<String>,
+    pub sessions: Sessions,
+    pub focused: bool,
+    pub console: Console,
+}
+
+/// The daemon-wide side of the screen, outside any one session.
+pub struct Console {
+    /// `session/watch {approvals: true}`: every session's changes; `None` while it is down
+    /// (an older daemon, or the connection was lost).
+    pub watch: Option<SessionWatchStream>,
+    pub notifier: Notifier,
+}
+
+impl Carry {
+    pub fn new(console: Console) -> Self {
+        Carry {
+            history: Vec::new(),
+            commands: Vec::new(),
+            panels: Vec::new(),
+            note: None,
+            sessions: Sessions::default(),
+            focused: true,
+            console,
+        }
+    }
+}
+
+/// Starts the watch; `None` (logged in the notice line by the caller) when the daemon
+/// cannot: the TUI then works as before, without the live list and other sessions' alerts.
+pub async fn start_watch(client: &Client) -> Option<SessionWatchStream> {
+    client.watch_sessions(true).await.ok()
 }
 
 /// Answers from tasks.
@@ -68,6 +104,10 @@ enum Msg {
     Rewound(RewindRequest, Result<SessionRewindResult, String>),
     /// The fork's label (see [`Action::Fork`]) and the answer.
     Forked(Option<String>, Result<SessionInfo, String>),
+    /// `session/list`'s answer, for the switcher.
+    Sessions(Vec<SessionInfo>),
+    /// A new watch (after a reconnection), with the list read after it.
+    Watch(SessionWatchStream, Vec<SessionInfo>),
     Error(String),
     Reconnected(Client),
     /// A call said the session does not exist any more.
@@ -109,7 +149,16 @@ pub async fn attached(
     let mut app = carry.take_into(App::new(session_id));
     let mut stream = Some(attach(&ctx.client, &mut app).await?);
     spawn_lists(&ctx, &app);
-    let outcome = run_screen(&mut ctx, &mut app, &mut stream, tui, keys, &mut rx).await?;
+    let outcome = run_screen(
+        &mut ctx,
+        &mut app,
+        &mut stream,
+        tui,
+        keys,
+        &mut rx,
+        &mut carry.console,
+    )
+    .await?;
     carry.keep_from(&mut app);
     if let Some(s) = stream {
         // Best effort: the daemon drops the subscription with the connection anyway.
@@ -126,6 +175,9 @@ impl Carry {
         app.set_commands(self.commands.clone());
         app.panels = self.panels.clone();
         app.reload_note = self.note.take();
+        app.sessions = std::mem::take(&mut self.sessions);
+        app.sessions.live = self.console.watch.is_some();
+        app.focused = self.focused;
         app
     }
 
@@ -135,6 +187,8 @@ impl Carry {
         self.commands = app.commands.clone();
         self.panels = app.panels.clone();
         self.note = app.switch_note.take();
+        self.sessions = std::mem::take(&mut app.sessions);
+        self.focused = app.focused;
     }
 }
 
@@ -177,6 +231,7 @@ async fn run_screen(
     tui: &mut Tui,
     keys: &mut mpsc::UnboundedReceiver<Event>,
     rx: &mut mpsc::UnboundedReceiver<Msg>,
+    console: &mut Console,
 ) -> Result<Outcome, Error> {
     let mut tick = tokio::time::interval(Duration::from_millis(TICK_MS));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -196,12 +251,19 @@ async fn run_screen(
             }
             msg = rx.recv() => {
                 if let Some(msg) = msg {
-                    on_msg(ctx, app, stream, msg).await;
+                    on_msg(ctx, app, stream, console, msg).await;
                     frames.dirty = true;
                 }
             }
+            change = next_change(&mut console.watch) => {
+                on_change(app, console, tui, change);
+                frames.dirty = true;
+            }
             _ = tick.tick() => {
                 app.tick();
+                if let Some(bytes) = console.notifier.flush(std::time::Instant::now()) {
+                    ring(tui, &bytes);
+                }
                 ticks += 1;
                 if ticks.is_multiple_of(STATUS_TICKS) && ctx.client.is_connected() {
                     spawn_status(ctx);
@@ -210,6 +272,7 @@ async fn run_screen(
             }
             _ = tokio::time::sleep_until(frames.due()), if frames.dirty => {}
         }
+        notify_attached(app, console, tui);
         match perform(ctx, app, stream).await {
             Some(outcome) => return Ok(outcome),
             None if ctx.deleted => return Ok(Outcome::Deleted),
@@ -233,6 +296,62 @@ async fn next_event(stream: &mut Option<RawEventStream>) -> Option<Result<RawEve
         Some(s) => s.next().await,
         None => std::future::pending().await,
     }
+}
+
+async fn next_change(
+    watch: &mut Option<SessionWatchStream>,
+) -> Option<Result<SessionChange, ClientError>> {
+    match watch.as_mut() {
+        Some(w) => w.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One change of the watch: the sessions list follows it, and an approval requested or a
+/// turn ended notifies when the user is not looking at that session. The end of the watch
+/// (a lost connection) leaves the list as it was until the reconnection restarts it.
+fn on_change(
+    app: &mut App,
+    console: &mut Console,
+    tui: &mut Tui,
+    change: Option<Result<SessionChange, ClientError>>,
+) {
+    let Some(Ok(change)) = change else {
+        console.watch = None;
+        app.sessions.live = false;
+        return;
+    };
+    app.sessions.apply(&change);
+    app.clamp_switcher();
+    let elsewhere = change.session.session_id != app.session_id;
+    if let Some(alert) = alert_for(&change)
+        && (elsewhere || !app.focused)
+    {
+        notify(console, tui, alert);
+    }
+}
+
+/// The attached session's own live alerts: only when the terminal is not focused.
+fn notify_attached(app: &mut App, console: &mut Console, tui: &mut Tui) {
+    for alert in std::mem::take(&mut app.alerts) {
+        if !app.focused {
+            notify(console, tui, alert);
+        }
+    }
+}
+
+fn notify(console: &mut Console, tui: &mut Tui, alert: Alert) {
+    if let Some(bytes) = console.notifier.alert(alert, std::time::Instant::now()) {
+        ring(tui, &bytes);
+    }
+}
+
+/// Writes a bell / desktop notification to the terminal, between frames.
+fn ring(tui: &mut Tui, bytes: &[u8]) {
+    use std::io::Write;
+    let out = tui.terminal.backend_mut();
+    // A terminal that cannot take it now loses one notification, nothing else.
+    let _ = out.write_all(bytes).and_then(|()| out.flush());
 }
 
 /// One item of the subscription: an event, applied with whatever else has already arrived
@@ -286,6 +405,8 @@ fn on_terminal_event(app: &mut App, ev: Event) {
                 app.request(a);
             }
         }
+        Event::FocusGained => app.focused = true,
+        Event::FocusLost => app.focused = false,
         Event::Mouse(m) => match m.kind {
             MouseEventKind::ScrollUp => app.on_wheel(-1),
             MouseEventKind::ScrollDown => app.on_wheel(1),
@@ -378,8 +499,24 @@ fn spawn_recover(ctx: &Ctx<'_>) {
     });
 }
 
-async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventStream>, msg: Msg) {
+async fn on_msg(
+    ctx: &mut Ctx<'_>,
+    app: &mut App,
+    stream: &mut Option<RawEventStream>,
+    console: &mut Console,
+    msg: Msg,
+) {
     match msg {
+        Msg::Sessions(list) => {
+            app.sessions.set_listed(list);
+            app.clamp_switcher();
+        }
+        Msg::Watch(watch, list) => {
+            console.watch = Some(watch);
+            app.sessions.live = true;
+            app.sessions.set_listed(list);
+            app.clamp_switcher();
+        }
         Msg::Prompted(id, r) => app.on_prompt_sent(id, r),
         Msg::Command(r) => app.on_command_result(r),
         Msg::Status(s) => app.set_status(s.segments, s.context),
@@ -405,6 +542,9 @@ async fn on_msg(ctx: &mut Ctx<'_>, app: &mut App, stream: &mut Option<RawEventSt
                     app.reconnecting = false;
                     app.set_notice(NoticeKind::Info, "reconnected to amberd");
                     spawn_status(ctx);
+                    if console.watch.is_none() {
+                        spawn_watch(ctx);
+                    }
                 }
                 Err(e) => {
                     resubscribe(ctx, app, stream, e).await;
@@ -531,6 +671,7 @@ async fn perform(
                 });
             }
             Action::RefreshStatus => spawn_status(ctx),
+            Action::ListSessions => spawn_session_list(ctx),
             Action::RefreshPanel(name) => {
                 tokio::spawn(async move {
                     match rpc::panel_get(&c, &id, &name).await {
@@ -557,8 +698,36 @@ fn spawn_status(ctx: &Ctx<'_>) {
     });
 }
 
+fn spawn_session_list(ctx: &Ctx<'_>) {
+    let (c, tx) = (ctx.client.clone(), ctx.tx.clone());
+    tokio::spawn(async move {
+        match c.session_list_all().await {
+            Ok(list) => {
+                let _ = tx.send(Msg::Sessions(list));
+            }
+            Err(e) => {
+                let _ = tx.send(Msg::Error(format!("listing sessions failed: {e}")));
+            }
+        }
+    });
+}
+
+/// A new watch on the (new) connection, then the list read after it: changes the list
+/// missed arrive on the watch.
+fn spawn_watch(ctx: &Ctx<'_>) {
+    let (c, tx) = (ctx.client.clone(), ctx.tx.clone());
+    tokio::spawn(async move {
+        if let Some(watch) = start_watch(&c).await
+            && let Ok(list) = c.session_list_all().await
+        {
+            let _ = tx.send(Msg::Watch(watch, list));
+        }
+    });
+}
+
 /// Commands, panels and workspace files, fetched once per attach in the background.
 fn spawn_lists(ctx: &Ctx<'_>, app: &App) {
+    spawn_session_list(ctx);
     let (c, tx) = (ctx.client.clone(), ctx.tx.clone());
     tokio::spawn(async move {
         if let Ok(list) = rpc::command_list(&c).await {

@@ -5,8 +5,7 @@
 //! additions, the old line for removals) and the sign, additions green, removals red, `⋮`
 //! between hunks; binary files named; the cut marker and notes dimmed. Tabs are expanded and
 //! control characters replaced; long lines wrap under the text column when details are
-//! expanded, else are cut with `…`. [`unified_lines`] is the raw coloured form (the `/rewind`
-//! preview).
+//! expanded, else are cut with `…`. The `/rewind` preview draws with it too.
 
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
@@ -37,35 +36,6 @@ impl DiffView {
         numbers: true,
         headers: true,
     };
-}
-
-/// The style of one line of a unified diff.
-fn line_style(line: &str) -> Style {
-    if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
-        style::bold()
-    } else if line.starts_with('+') {
-        style::added()
-    } else if line.starts_with('-') {
-        style::removed()
-    } else if line.starts_with("@@") {
-        style::accent()
-    } else if line.starts_with(' ') || line.is_empty() {
-        Style::default()
-    } else {
-        // `index …`, `new file mode …`, `Binary files … differ`, `\ No newline …`.
-        style::dim()
-    }
-}
-
-/// Every line of `diff` as it is, coloured; tabs become four spaces.
-pub fn unified_lines(diff: &str) -> Vec<Line<'static>> {
-    diff.trim_end_matches('\n')
-        .split('\n')
-        .map(|l| {
-            let l = l.strip_suffix('\r').unwrap_or(l);
-            Line::from(Span::styled(l.replace('\t', "    "), line_style(l)))
-        })
-        .collect()
 }
 
 /// `diff` drawn at `width` columns (every line fits): all of it — folding is the caller's.
@@ -355,30 +325,6 @@ pub fn cell_lines(title: &str, diff: &str, width: u16, expanded: bool) -> Vec<Li
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lines_are_coloured_by_their_first_characters() {
-        let diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n ctx\n\tBinary files a/y and b/y differ\n";
-        let lines = unified_lines(diff);
-        let styles: Vec<Style> = lines.iter().map(|l| l.spans[0].style).collect();
-        assert_eq!(
-            styles,
-            [
-                style::bold(),
-                style::bold(),
-                style::bold(),
-                style::accent(),
-                style::removed(),
-                style::added(),
-                Style::default(),
-                style::dim(),
-            ]
-        );
-        assert_eq!(
-            lines[7].spans[0].content,
-            "    Binary files a/y and b/y differ"
-        );
-    }
 
     #[test]
     fn a_cell_collapses_long_diffs_to_their_head() {

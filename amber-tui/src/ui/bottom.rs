@@ -68,6 +68,12 @@ pub fn rule(app: &App, area: Rect, buf: &mut Buffer) {
         used += str_width(&text);
         spans.push(Span::styled(text, st));
     }
+    let waiting = app.sessions.waiting_elsewhere(&app.session_id);
+    if waiting > 0 {
+        let text = format!(" {waiting} other waiting for approval · Ctrl-S ");
+        used += str_width(&text);
+        spans.push(Span::styled(text, style::warn()));
+    }
     if app.expanded {
         let text = " details ";
         used += text.len();

@@ -6,6 +6,7 @@ mod bottom;
 mod overlay;
 pub mod picker;
 mod rewind;
+mod switcher;
 mod transcript;
 
 use ratatui::Frame;
@@ -44,7 +45,10 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     if app.rewind.is_some() {
         rewind::draw(app, main, frame.buffer_mut());
     }
-    if !app.approvals.is_empty() && !main.is_empty() {
+    if app.switcher.is_some() {
+        // Over everything, approvals included: it was opened on purpose, and has the keys.
+        switcher::draw(app, main, frame.buffer_mut());
+    } else if !app.approvals.is_empty() && !main.is_empty() {
         overlay::approval(app, main, frame.buffer_mut());
     } else if app.rewind.is_some() {
         // The picker has the keys: no cursor in the editor.

@@ -29,6 +29,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     ("Ctrl-O", "expand / collapse outputs, diffs, thoughts"),
     ("Ctrl-T", "cycle panels: todos, MCP, processes, off"),
+    (
+        "Ctrl-S, /sessions",
+        "switch to another session of the daemon",
+    ),
     ("y / a / A / n", "approve once / session / always; deny"),
     ("Ctrl-A/E/U/K/W", "start / end; delete to start / end, word"),
     ("? or F1", "this help (Esc closes)"),

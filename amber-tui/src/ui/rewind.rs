@@ -9,7 +9,8 @@ use ratatui::widgets::{Block, Borders, Clear, Widget};
 
 use crate::app::{App, Preview, RewindStage, RewindView, change_counts, one_line};
 use crate::picker::ago;
-use crate::transcript::diff::unified_lines;
+use crate::transcript::diff::{DiffView, render as render_diff};
+use crate::transcript::hunks;
 use crate::transcript::style;
 use crate::transcript::tool::truncate_line;
 use crate::wrap::{str_width, truncate};
@@ -75,7 +76,7 @@ pub fn draw(app: &App, area: Rect, buf: &mut Buffer) {
     )));
     let room = usize::from(bottom).saturating_sub(rows.next);
     let body = match view.stage {
-        RewindStage::Pick => preview_lines(view, &row.turn_id, room),
+        RewindStage::Pick => preview_lines(view, &row.turn_id, room, width),
         _ => confirm_lines(view, width),
     };
     for line in body.into_iter().take(room) {
@@ -166,7 +167,12 @@ fn list_line(
     Line::from(spans)
 }
 
-fn preview_lines(view: &RewindView, turn_id: &str, room: usize) -> Vec<Line<'static>> {
+fn preview_lines(
+    view: &RewindView,
+    turn_id: &str,
+    room: usize,
+    width: usize,
+) -> Vec<Line<'static>> {
     match view.previews.get(turn_id) {
         None | Some(Preview::Loading) => vec![hint("loading the diff…")],
         Some(Preview::Failed(e)) => vec![Line::from(Span::styled(
@@ -177,7 +183,8 @@ fn preview_lines(view: &RewindView, turn_id: &str, room: usize) -> Vec<Line<'sta
             vec![hint("no changes recorded for this turn")]
         }
         Some(Preview::Ready(diff)) => {
-            let lines = unified_lines(diff);
+            // Drawn as the transcript draws diffs: numbered, one header per file.
+            let lines = render_diff(&hunks::parse(diff), width, true, DiffView::DAEMON);
             // Scrolled no further than a last page.
             let first = view
                 .preview_scroll

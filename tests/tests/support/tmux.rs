@@ -49,6 +49,18 @@ impl Tmux {
 
     /// Starts `amber ARGS` in a new 80×24 session `name`; the pane stays after amber exits.
     pub fn start(&self, name: &str, daemon: &TestDaemon, args: &[&str]) {
+        self.start_in(name, daemon, args, &daemon.workspace, (80, 24));
+    }
+
+    /// Like [`Tmux::start`], in directory `cwd` on a `size` (columns, rows) screen.
+    pub fn start_in(
+        &self,
+        name: &str,
+        daemon: &TestDaemon,
+        args: &[&str],
+        cwd: &Path,
+        size: (u16, u16),
+    ) {
         let amber = bin_path("amber");
         let home = daemon.dir.path().join("home");
         let mut shell = format!(
@@ -62,7 +74,8 @@ impl Tmux {
         shell.push_str("; echo \"[amber exited $?]\"; sleep 600");
         let env = |k: &str, v: &Path| format!("{k}={}", v.display());
         let mut cmd = self.cmd();
-        cmd.args(["new-session", "-d", "-s", name, "-x", "80", "-y", "24"])
+        let (width, height) = (size.0.to_string(), size.1.to_string());
+        cmd.args(["new-session", "-d", "-s", name, "-x", &width, "-y", &height])
             .args(["-e", &env("HOME", &home)])
             .args([
                 "-e",
@@ -70,7 +83,7 @@ impl Tmux {
             ])
             .args(["-e", &env("XDG_CONFIG_HOME", &home.join(".config"))])
             .args(["-e", &env("XDG_STATE_HOME", &home.join(".local/state"))])
-            .args(["-c", &daemon.workspace.display().to_string()])
+            .args(["-c", &cwd.display().to_string()])
             .arg(shell)
             .env("TERM", "xterm-256color");
         let out = cmd.output().expect("tmux new-session");
@@ -79,6 +92,13 @@ impl Tmux {
             "tmux new-session: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Copies everything the program in pane `name` writes (escape sequences included, as
+    /// tmux reads them) to `file`.
+    pub fn pipe_output(&self, name: &str, file: &Path) {
+        let sink = format!("cat >> '{}'", file.display());
+        self.run(&["pipe-pane", "-O", "-t", name, &sink]);
     }
 
     pub fn keys(&self, name: &str, keys: &[&str]) {

@@ -104,15 +104,21 @@ impl App {
                 reason,
                 scope,
                 unsandboxed,
-            } => self.approval_requested(Approval {
-                request_id,
-                call_id,
-                tool,
-                arguments,
-                reason,
-                scope,
-                unsandboxed,
-            }),
+            } => {
+                self.alert_live(
+                    format!("approval:{request_id}"),
+                    format!("approval needed for {tool} ({reason})"),
+                );
+                self.approval_requested(Approval {
+                    request_id,
+                    call_id,
+                    tool,
+                    arguments,
+                    reason,
+                    scope,
+                    unsandboxed,
+                })
+            }
             EventKind::ApprovalResolved {
                 request_id,
                 decision,
@@ -152,6 +158,10 @@ impl App {
             EventKind::TurnCompleted {
                 stop_reason, error, ..
             } => {
+                self.alert_live(
+                    format!("turn:{}", turn_id.as_deref().unwrap_or_default()),
+                    format!("turn ended ({})", stop_reason.as_str().replace('_', " ")),
+                );
                 self.live.turn_completed(turn_id.as_deref());
                 self.turn_completed(stop_reason, error)
             }
@@ -167,6 +177,22 @@ impl App {
                 in_progress,
             } => self.synced(last_seq, in_progress),
         }
+    }
+
+    /// A live event (not the replay) the user may want to hear about when not looking: the
+    /// runtime decides, knowing the focus ([`crate::notify`]).
+    fn alert_live(&mut self, key: String, what: String) {
+        if !self.synced {
+            return;
+        }
+        let name = self
+            .session
+            .as_ref()
+            .map_or_else(|| self.session_id.clone(), super::session_label);
+        self.alerts.push(crate::notify::Alert {
+            key,
+            text: format!("{name}: {what}"),
+        });
     }
 
     /// `rewound`: one line saying what the rewind did (the transcript keeps the history as
