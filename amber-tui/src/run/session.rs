@@ -256,7 +256,10 @@ async fn run_screen(
                 }
             }
             change = next_change(&mut console.watch) => {
-                on_change(app, console, tui, change);
+                if !on_change(app, console, tui, change) && ctx.client.is_connected() {
+                    // Closed under us (a watcher that fell behind): watch again and re-list.
+                    spawn_watch(ctx);
+                }
                 frames.dirty = true;
             }
             _ = tick.tick() => {
@@ -308,18 +311,19 @@ async fn next_change(
 }
 
 /// One change of the watch: the sessions list follows it, and an approval requested or a
-/// turn ended notifies when the user is not looking at that session. The end of the watch
-/// (a lost connection) leaves the list as it was until the reconnection restarts it.
+/// turn ended notifies when the user is not looking at that session. Returns `false` when
+/// the watch ended: the list stays as it was until a new watch (on this connection, or the
+/// reconnection's) takes over.
 fn on_change(
     app: &mut App,
     console: &mut Console,
     tui: &mut Tui,
     change: Option<Result<SessionChange, ClientError>>,
-) {
+) -> bool {
     let Some(Ok(change)) = change else {
         console.watch = None;
         app.sessions.live = false;
-        return;
+        return false;
     };
     app.sessions.apply(&change);
     app.clamp_switcher();
@@ -329,6 +333,7 @@ fn on_change(
     {
         notify(console, tui, alert);
     }
+    true
 }
 
 /// The attached session's own live alerts: only when the terminal is not focused.
