@@ -229,6 +229,7 @@ mod tests {
             sessions_loaded: None,
             provider: None,
             sandbox: None,
+            config_error: None,
         };
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),

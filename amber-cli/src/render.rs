@@ -228,6 +228,18 @@ impl HumanRenderer {
                 }
                 out.push(err(line));
             }
+            EventKind::HookFailed {
+                hook_event,
+                command,
+                reason,
+                ..
+            } => {
+                self.end_line(&mut out);
+                out.push(err(format!(
+                    "! {hook_event} hook `{}` failed: {reason}",
+                    command.join(" ")
+                )));
+            }
             // A prompt is announced when its turn starts; queueing it shows nothing.
             EventKind::PromptQueued { .. }
             | EventKind::ReasoningDelta { .. }

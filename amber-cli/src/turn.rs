@@ -202,6 +202,7 @@ impl TurnTracker {
                 stop_reason,
                 error,
                 usage,
+                ..
             } => {
                 self.completion = Some(Completion {
                     stop_reason: *stop_reason,

@@ -8,10 +8,10 @@ use amber_proto::methods::{self as m, Method, Subscription};
 use amber_proto::{
     ApprovalRespondParams, ApprovalRespondResult, ClientCapabilities, DaemonStatus, Decision,
     Empty, InitializeParams, InitializeResult, Mode, PROTOCOL_VERSION, PeerInfo,
-    SessionCancelResult, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
-    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
-    SessionSetModeParams, SessionSubscribeParams, SessionWatchParams, ToolListParams,
-    ToolListResult,
+    SessionCancelResult, SessionDeleteParams, SessionGetResult, SessionIdParams, SessionInfo,
+    SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
+    SessionPromptResult, SessionSetModeParams, SessionSubscribeParams, SessionWatchParams,
+    ToolListParams, ToolListResult,
 };
 use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT, SubscriptionKind};
 use jsonrpsee::core::traits::ToRpcParams;
@@ -245,8 +245,11 @@ impl Client {
     }
 
     pub async fn session_delete(&self, session_id: &str) -> Result<Empty, ClientError> {
-        self.request::<m::SessionDelete>(&session_id_params(session_id))
-            .await
+        let params = SessionDeleteParams {
+            session_id: session_id.to_owned(),
+            ..SessionDeleteParams::default()
+        };
+        self.request::<m::SessionDelete>(&params).await
     }
 
     pub async fn session_prompt(
@@ -257,6 +260,8 @@ impl Client {
         let params = SessionPromptParams {
             session_id: session_id.to_owned(),
             text: text.to_owned(),
+            output_schema: None,
+            max_iterations: None,
         };
         self.request::<m::SessionPrompt>(&params).await
     }

@@ -54,6 +54,7 @@ fn app() -> App {
         provider: None,
         agent: None,
         sandbox: None,
+        worktree: None,
     };
     app.load_snapshot(info, Vec::new(), Vec::new());
     app

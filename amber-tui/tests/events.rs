@@ -17,7 +17,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 24;
+const VARIANTS: usize = 25;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -48,6 +48,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::Error { .. } => 21,
         EventKind::Synced { .. } => 22,
         EventKind::Rewound { .. } => 23,
+        EventKind::HookFailed { .. } => 24,
     }
 }
 
@@ -172,6 +173,13 @@ fn samples() -> Vec<EventKind> {
                 message: "too many failures".into(),
             }),
             usage,
+            output: None,
+        },
+        EventKind::HookFailed {
+            hook_event: "post_tool_use".into(),
+            command: vec!["notify-send".into(), "done".into()],
+            reason: "exited with status 1: no display".into(),
+            tool_call_id: Some("c_1".into()),
         },
         EventKind::Rewound {
             restored: vec!["src/lib.rs".into()],

@@ -230,6 +230,9 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ErrorInfo>,
         usage: Usage,
+        /// The final answer parsed and valid against the prompt's `outputSchema`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
     },
     Error {
         code: String,
@@ -244,6 +247,18 @@ pub enum EventKind {
         restored: Vec<String>,
         conflicts: Vec<String>,
         removed_turns: u32,
+    },
+    /// A hook (`[[hooks]]`) timed out, crashed, or answered what could not be read; the
+    /// session went on (fail-open), except a `pre_tool_use` hook's call, which was denied.
+    HookFailed {
+        /// The hook's event: `pre_tool_use`, `post_tool_use`, `user_prompt`, …
+        hook_event: String,
+        /// The hook's argv.
+        command: Vec<String>,
+        reason: String,
+        /// The tool call the hook ran for, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
     },
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
@@ -322,6 +337,7 @@ impl EventKind {
             EventKind::TurnCompleted { .. } => "turn_completed",
             EventKind::Error { .. } => "error",
             EventKind::Rewound { .. } => "rewound",
+            EventKind::HookFailed { .. } => "hook_failed",
             EventKind::Synced { .. } => "synced",
         }
     }

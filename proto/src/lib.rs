@@ -4,6 +4,7 @@
 //!
 //! Everything is camelCase on the wire; events are tagged by `type`.
 
+pub mod automation;
 pub mod checkpoints;
 pub mod errors;
 pub mod events;
@@ -18,6 +19,7 @@ pub mod subscription;
 pub mod types;
 pub mod watch;
 
+pub use automation::*;
 pub use checkpoints::*;
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,

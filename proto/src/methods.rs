@@ -16,12 +16,12 @@ use crate::{
     CommandRunParams, CommandRunResult, Empty, Event, InitializeParams, InitializeResult,
     McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams, PanelGetResult,
     PanelListResult, PluginInfo, PluginListResult, ProviderListResult, SandboxSelftestResult,
-    SessionCancelResult, SessionCompactResult, SessionForkParams, SessionGetParams,
-    SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
-    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionRewindParams,
-    SessionRewindResult, SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams,
-    SessionVerifyResult, StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams,
-    ToolListResult, UnsubscribeParams,
+    SessionCancelResult, SessionCompactResult, SessionDeleteParams, SessionForkParams,
+    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
+    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
+    SessionRewindParams, SessionRewindResult, SessionSetModeParams, SessionSetModelParams,
+    SessionSubscribeParams, SessionVerifyResult, StatusGetResult, SubscriptionId,
+    SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -81,7 +81,7 @@ method!(
     /// A session's snapshot and one page of its messages.
     SessionGet = "session/get", SessionGetParams => SessionGetResult
 );
-method!(SessionDelete = "session/delete", SessionIdParams => Empty);
+method!(SessionDelete = "session/delete", SessionDeleteParams => Empty);
 method!(
     /// Answers at once; prompts queue while a turn runs.
     SessionPrompt = "session/prompt", SessionPromptParams => SessionPromptResult

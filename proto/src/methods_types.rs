@@ -68,6 +68,10 @@ pub struct DaemonStatus {
     /// What the OS sandbox can enforce here (PROTOCOL.md's second wave).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::SandboxStatus>,
+    /// Why the config file's last change was not applied (the last good config stays in
+    /// force); absent while the file in force is the file on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<String>,
 }
 
 /// `daemon/status.provider`: the default endpoint the daemon's sessions use.
@@ -105,6 +109,9 @@ pub struct SessionNewParams {
     /// amber extension: the session's OS sandbox (default: `[sandbox]` of the config).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::SandboxRequest>,
+    /// Work in a new git worktree of the cwd's repository (PROTOCOL.md's second wave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::WorktreeRequest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -172,6 +179,14 @@ pub struct SessionGetResult {
 pub struct SessionPromptParams {
     pub session_id: String,
     pub text: String,
+    /// A JSON Schema the turn's final answer must be valid against (PROTOCOL.md's second
+    /// wave): `turn_completed` then carries the parsed value as `output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    /// amber extension: at most this many model calls in this turn (default: the session's
+    /// limit, `[agent] max_tool_iterations`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -108,6 +108,9 @@ pub struct SessionInfo {
     /// amber extension: the session's effective OS sandbox (read mode is always `read-only`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::SandboxInfo>,
+    /// The git worktree the session works in (`session/new {worktree}`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::WorktreeInfo>,
 }
 
 /// Where a tool comes from.

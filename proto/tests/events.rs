@@ -38,6 +38,7 @@ const PROTOCOL_EVENTS: &[(&str, bool)] = &[
     // PROTOCOL.md's second-wave table.
     ("prompt_queued", true),
     ("rewound", true),
+    ("hook_failed", true),
 ];
 
 /// amber's own event types beyond the table, with their durability.
@@ -70,9 +71,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::Retrying { .. } => 21,
         EventKind::PromptQueued { .. } => 22,
         EventKind::Rewound { .. } => 23,
+        EventKind::HookFailed { .. } => 24,
     }
 }
-const VARIANTS: usize = 24;
+const VARIANTS: usize = 25;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -251,6 +253,12 @@ fn event_cases() -> Vec<Value> {
             26,
             json!({"type": "rewound", "restored": ["src/lib.rs"],
                    "conflicts": [], "removedTurns": 2}),
+        ),
+        durable(
+            27,
+            json!({"type": "hook_failed", "hookEvent": "pre_tool_use",
+                   "command": ["./guard.sh"], "reason": "timed out after 10000 ms",
+                   "toolCallId": "c_3"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

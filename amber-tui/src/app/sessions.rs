@@ -226,6 +226,7 @@ mod tests {
             provider: None,
             agent: None,
             sandbox: None,
+            worktree: None,
         }
     }
 

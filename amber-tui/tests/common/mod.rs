@@ -47,6 +47,7 @@ pub fn info(state: SessionState) -> SessionInfo {
         provider: None,
         agent: None,
         sandbox: None,
+        worktree: None,
     }
 }
 

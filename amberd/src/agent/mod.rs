@@ -75,6 +75,8 @@ pub struct TurnOutcome {
     pub stop: StopReason,
     pub error: Option<ErrorInfo>,
     pub usage: Usage,
+    /// The final answer parsed and valid against the prompt's output schema, if it had one.
+    pub output: Option<serde_json::Value>,
 }
 
 /// Runs one prompt to completion. The caller has already ensured the system prompt.
@@ -104,6 +106,7 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
         stop,
         error,
         usage: turn.usage,
+        output: None,
     }
 }
 

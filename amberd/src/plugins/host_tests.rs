@@ -131,6 +131,7 @@ impl FakeSession {
                 provider: None,
                 sandbox: None,
                 agent: None,
+                worktree: None,
             }),
             workspace: PathBuf::from("/nonexistent/workspace"),
             tools: SessionTools::detached(),

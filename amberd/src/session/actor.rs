@@ -168,6 +168,7 @@ async fn run_prompt(
         stop_reason: outcome.stop,
         error: outcome.error,
         usage: outcome.usage,
+        output: outcome.output,
     });
     // After the event, not before: the log is the record of the turn (recovery reads it),
     // the metadata only its summary, and its atomic replace (two fsyncs) need not delay

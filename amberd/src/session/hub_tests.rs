@@ -160,6 +160,7 @@ fn only_events_that_matter_are_synced() {
             stop_reason: amber_proto::StopReason::EndTurn,
             error: None,
             usage: amber_proto::Usage::default(),
+            output: None,
         },
     );
     let stored = store.0.lock().unwrap().clone();
@@ -220,6 +221,7 @@ fn a_late_subscriber_gets_the_streaming_text_it_missed_and_live_continues_there(
             stop_reason: amber_proto::StopReason::Cancelled,
             error: None,
             usage: Default::default(),
+            output: None,
         },
     );
     assert!(hub.subscribe(None).in_progress.is_empty());

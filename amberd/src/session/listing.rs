@@ -98,6 +98,7 @@ mod tests {
             updated_at: created.into(),
             usage: amber_proto::Usage::default(),
             provider: None,
+            worktree: None,
             sandbox: None,
             agent: None,
         }

@@ -186,6 +186,7 @@ impl SessionManager {
             agent: agent.as_ref().map(|a| a.name.clone()),
             // Set with the tools' sandbox when the session starts (`build::spawn`).
             sandbox: None,
+            worktree: None,
         };
         let sandbox = params.sandbox;
         let persistence = match &deps.store {
@@ -606,6 +607,8 @@ impl SessionManager {
             provider: info.provider.clone(),
             agent: info.agent.clone(),
             sandbox: shared.sandbox.request(),
+            // The fork shares the original's workspace, its worktree included.
+            worktree: None,
         };
         let fork = self.create_with(params, history)?;
         self.copy_history(id, &fork.shared.id, cut);

@@ -427,6 +427,7 @@ impl SessionHandle {
                     stop_reason: StopReason::Cancelled,
                     error: None,
                     usage: Usage::default(),
+                    output: None,
                 },
             );
             return Err(SessionError::NotFound(self.shared.id.clone()));

@@ -272,6 +272,7 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
                 message: "the daemon stopped while this turn was running".into(),
             }),
             usage,
+            output: None,
         },
     );
 }
@@ -305,6 +306,7 @@ fn settle_queued(deps: &Deps, handle: &SessionHandle, waiting: Vec<QueuedPrompt>
                             .into(),
                     }),
                     usage: Usage::default(),
+                    output: None,
                 },
             );
         }

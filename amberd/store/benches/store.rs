@@ -44,6 +44,7 @@ fn meta(id: &str) -> SessionMeta {
             provider: None,
             agent: None,
             sandbox: None,
+            worktree: None,
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
         agent: None,
@@ -98,6 +99,7 @@ fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
             stop_reason: StopReason::EndTurn,
             error: None,
             usage,
+            output: None,
         },
     ];
     kinds

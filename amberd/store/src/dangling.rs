@@ -196,6 +196,7 @@ mod tests {
                     stop_reason: StopReason::EndTurn,
                     error: None,
                     usage: Usage::default(),
+                    output: None,
                 },
             ),
             // The interrupted turn: one finished call, a `task` call with two sub-agents,

@@ -59,6 +59,7 @@ mod tests {
             stop_reason,
             error: None,
             usage: Usage::default(),
+            output: None,
         };
         turn_event(turn, None, kind)
     }

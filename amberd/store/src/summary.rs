@@ -102,6 +102,7 @@ mod tests {
                     stop_reason: amber_proto::StopReason::EndTurn,
                     error: None,
                     usage: total(5),
+                    output: None,
                 },
             ),
         ]);

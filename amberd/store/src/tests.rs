@@ -27,6 +27,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             provider: None,
             agent: None,
             sandbox: None,
+            worktree: None,
         },
         system_prompt: "sys".into(),
         agent: None,
@@ -64,6 +65,7 @@ fn completed(seq: u64, turn: &str) -> Box<RawValue> {
             stop_reason: StopReason::EndTurn,
             error: None,
             usage: Usage::default(),
+            output: None,
         },
     )
 }

@@ -172,6 +172,18 @@ impl App {
                 removed_turns,
                 ..
             } => self.rewound(&restored, &conflicts, removed_turns),
+            // A hook's failure is worth a line but not the turn's error list.
+            EventKind::HookFailed {
+                hook_event,
+                command,
+                reason,
+                ..
+            } => {
+                self.transcript.push(Cell::Error {
+                    code: "hook_failed".into(),
+                    message: format!("{hook_event} hook `{}`: {reason}", command.join(" ")),
+                });
+            }
             EventKind::Synced {
                 last_seq,
                 in_progress,

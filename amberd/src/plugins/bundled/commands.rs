@@ -229,6 +229,8 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
             mode: (info.mode != Mode::Read).then_some(s.mode),
             network: Some(s.network),
         }),
+        // `/new` starts beside this one: in its cwd, without a worktree of its own.
+        worktree: None,
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),
