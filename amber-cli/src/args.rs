@@ -206,6 +206,9 @@ pub enum DaemonAction {
     Start,
     /// Ask amberd to shut down and wait until it has
     Stop,
+    /// Stop amberd, then start it again with this shell's environment (AMBER_BASE_URL,
+    /// AMBER_MODEL, keys, …); sessions are persisted and come back
+    Restart,
     /// Show version, pid, uptime, sessions and connections
     Status {
         /// Print JSON

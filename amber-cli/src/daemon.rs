@@ -1,4 +1,4 @@
-//! `daemon start|stop|status|install-systemd`. `stop` and `status` never autostart: asking a
+//! `daemon start|stop|restart|status|install-systemd`. `stop` and `status` never autostart: asking a
 //! daemon that is not running for its status or to stop must not start one. (`daemon logs`
 //! lives in `logs.rs`, the unit files in `systemd.rs`.)
 
@@ -37,17 +37,59 @@ pub async fn start(conn: &ConnectArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// How a stop went.
+enum Stopped {
+    NotRunning(PathBuf),
+    Done,
+    /// Stopped, and amberd.socket listens on: the next connection starts it again.
+    UnderSystemd,
+}
+
 /// `daemon stop`: `daemon/shutdown`, then wait until the socket stops answering.
 pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
+    match shut_down(conn).await? {
+        Stopped::NotRunning(socket) => {
+            output::line(&format!("amberd is not running at {}", socket.display()))?;
+        }
+        Stopped::Done => output::line("amberd stopped")?,
+        Stopped::UnderSystemd => output::line(
+            "amberd stopped; amberd.socket still listens and starts it on the next connection \
+             (`systemctl --user stop amberd.socket` stops that too)",
+        )?,
+    }
+    Ok(exit::OK)
+}
+
+/// `daemon restart`: stop (persisting every session), then start with this process's
+/// environment, so `AMBER_BASE_URL` and friends exported since take effect.
+pub async fn restart(conn: &ConnectArgs) -> anyhow::Result<u8> {
+    let stopped = shut_down(conn).await?;
+    if matches!(stopped, Stopped::UnderSystemd) {
+        output::note(
+            "amberd runs under systemd: it starts with the unit's environment, not this \
+             shell's (`systemctl --user import-environment AMBER_BASE_URL AMBER_MODEL` first)",
+        );
+    }
+    let mut opts = connect_options(conn, false);
+    opts.autostart = true;
+    let client = Client::connect(opts).await?;
+    let status = client.daemon_status().await?;
+    output::line(&format!(
+        "amberd restarted: pid {} on {}",
+        status.pid,
+        client.socket().display()
+    ))?;
+    Ok(exit::OK)
+}
+
+/// Asks the daemon to shut down and waits until it has.
+async fn shut_down(conn: &ConnectArgs) -> anyhow::Result<Stopped> {
     let socket = resolve_socket(conn.socket.clone());
     let mut opts = connect_options(conn, false);
     opts.autostart = false;
     let client = match Client::connect(opts).await {
         Ok(client) => client,
-        Err(ClientError::DaemonNotRunning { socket }) => {
-            output::line(&format!("amberd is not running at {}", socket.display()))?;
-            return Ok(exit::OK);
-        }
+        Err(ClientError::DaemonNotRunning { socket }) => return Ok(Stopped::NotRunning(socket)),
         Err(e) => return Err(e.into()),
     };
     // Under systemd the socket keeps answering after amberd exits (the next connection
@@ -73,11 +115,7 @@ pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        output::line(
-            "amberd stopped; amberd.socket still listens and starts it on the next connection \
-             (`systemctl --user stop amberd.socket` stops that too)",
-        )?;
-        return Ok(exit::OK);
+        return Ok(Stopped::UnderSystemd);
     }
     while daemon_answers(&socket).await {
         if Instant::now() >= deadline {
@@ -89,8 +127,7 @@ pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    output::line("amberd stopped")?;
-    Ok(exit::OK)
+    Ok(Stopped::Done)
 }
 
 /// `daemon status [--json]`.
@@ -169,14 +206,30 @@ fn process_alive(pid: u32) -> bool {
 /// `daemon status`'s human text.
 pub fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String {
     let name = if name.is_empty() { "amberd" } else { name };
-    format!(
+    let mut text = format!(
         "{name} {}\npid          {}\nsocket       {socket}\nuptime       {}\nsessions     {}\nconnections  {}",
         s.version,
         s.pid,
         uptime(s.uptime_ms),
         s.sessions,
         s.connections
-    )
+    );
+    if let Some(p) = &s.provider {
+        let key = if p.key_set { "key set" } else { "no key" };
+        let url = p.base_url.as_deref().unwrap_or("not configured");
+        let model = if p.model.is_empty() {
+            "(server's)"
+        } else {
+            &p.model
+        };
+        text.push_str(&format!("\nprovider     {url} · {model} · {key}"));
+    }
+    if let Some(error) = &s.config_error {
+        text.push_str(&format!(
+            "\nconfig       not reloaded (the last good one is in force): {error}"
+        ));
+    }
+    text
 }
 
 /// `3d 4h`, `2h 05m`, `4m 07s`, `12s`.
@@ -234,6 +287,24 @@ mod tests {
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),
             "amberd 0.1.0\npid          42\nsocket       /tmp/a.sock\nuptime       5s\nsessions     2\nconnections  1"
+        );
+        let s = DaemonStatus {
+            provider: Some(amber_proto::ProviderStatus {
+                base_url: Some("http://127.0.0.1:8080/v1".into()),
+                model: "qwen".into(),
+                key_set: false,
+                flavor: None,
+            }),
+            config_error: Some("invalid config file c.toml: expected `=`".into()),
+            ..s
+        };
+        let text = status_text(&s, "amberd", "/tmp/a.sock");
+        assert!(
+            text.ends_with(
+                "\nprovider     http://127.0.0.1:8080/v1 · qwen · no key\nconfig       not reloaded \
+                 (the last good one is in force): invalid config file c.toml: expected `=`"
+            ),
+            "{text}"
         );
     }
 }

@@ -135,6 +135,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             Command::Daemon { action } => match action {
                 DaemonAction::Start => daemon::start(&conn).await,
                 DaemonAction::Stop => daemon::stop(&conn).await,
+                DaemonAction::Restart => daemon::restart(&conn).await,
                 DaemonAction::Status { json } => daemon::status(&conn, json).await,
                 DaemonAction::InstallSystemd { dir, amberd, force } => {
                     daemon::install_systemd(dir, amberd, force)

@@ -112,6 +112,9 @@ async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Resu
     let interactive =
         !args.yes && std::io::stdin().is_terminal() && !prompt_from_stdin(&args.prompt);
     let client = Client::connect(connect_options(conn, args.yes || interactive)).await?;
+    if let Some(warning) = amber_client::drift::check(&client).await {
+        crate::output::note(&format!("warning: {warning}"));
+    }
 
     let (session_id, after_seq) = match &args.session {
         Some(id) => {

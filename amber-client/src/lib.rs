@@ -5,11 +5,13 @@
 //!   (`client.request::<amber_proto::methods::M>(&params)`, and a convenience method per common call);
 //! - [`EventStream`] / [`RawEventStream`]: `session/subscribe` as a `futures::Stream`;
 //! - [`SessionWatchStream`]: `session/watch`, every session's changes, as a `futures::Stream`;
-//! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`.
+//! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`;
+//! - [`drift`]: whether the running daemon follows the caller's provider variables.
 
 pub mod autostart;
 pub mod bridge;
 mod client;
+pub mod drift;
 mod error;
 mod events;
 mod history;

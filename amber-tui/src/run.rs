@@ -24,6 +24,8 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
     opts.autostart = !args.no_autostart;
     opts.approvals = true;
     let client = Client::connect(opts.clone()).await?;
+    // Shown in the first session's transcript (the screen is not up yet).
+    let drift = amber_client::drift::check(&client).await;
     let cwd = workspace(args.cwd.as_deref())?;
     let first = match args.start() {
         Start::New => Some(new_session(&client, &cwd, &args).await?.session_id),
@@ -51,6 +53,7 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         watch,
         notifier: crate::notify::Notifier::from_env(),
     });
+    carry.note = drift.map(|warning| format!("warning: {warning}"));
     let mut next = match first {
         Some(id) => id,
         None => match pick(&client, &cwd, &args, &mut tui, &mut keys).await? {

@@ -43,17 +43,17 @@ impl Daemon {
         Arc::new_cyclic(|weak: &Weak<Daemon>| {
             let pool = deps.llm.clone();
             let plugins = PluginRuntime::new(registries.clone(), move || pool.invalidate());
-            let fetch = deps.config.tools.fetch_settings();
+            let fetch = deps.live().config.tools.fetch_settings();
             for plugin in bundled::all(deps.data_dir.clone(), fetch) {
                 // Bundled names are distinct constants.
                 let _ = plugins.register(plugin);
             }
-            for spec in &deps.config.plugins.external {
+            for spec in &deps.live().config.plugins.external {
                 // Loading the config rejects duplicate and bundled names; this catches
                 // configs built in code.
                 if let Err(err) = plugins.register(external::plugin(
                     spec,
-                    &deps.config.plugins,
+                    &deps.live().config.plugins,
                     deps.sandbox.clone(),
                 )) {
                     tracing::error!(%err, "external plugin not registered");
@@ -63,7 +63,7 @@ impl Daemon {
             let host: Weak<dyn Host> = weak.clone();
             let bridge = Arc::new(McpBridge::new(host, registries));
             Daemon {
-                mcp: McpHost::new(&deps.config.mcp, bridge, deps.sandbox.clone()),
+                mcp: McpHost::new(&deps.live().config.mcp, bridge, deps.sandbox.clone()),
                 plugins,
                 sessions: SessionManager::new(deps),
                 started: Instant::now(),
@@ -79,7 +79,7 @@ impl Daemon {
     /// servers (in the background). External plugins get a bounded wait so their tools
     /// are there for the first request, but a slow one never holds the daemon back.
     pub async fn start(self: &Arc<Self>) {
-        let config = &self.sessions.deps().config.plugins;
+        let config = &self.sessions.deps().live().config.plugins;
         let names: Vec<String> = self
             .plugins
             .names()
@@ -163,16 +163,18 @@ impl Daemon {
         // Reports; never starts the probe (`available: null` until a session, a turn or
         // `sandbox/selftest` needed it), so a status query spawns nothing.
         let deps = self.sessions.deps();
-        deps.sandbox_probe.status(default_sandbox(&deps.config))
+        deps.sandbox_probe
+            .status(default_sandbox(&deps.live().config))
     }
 
     /// `daemon/status.provider`: the default endpoint, without its key.
     pub(crate) fn provider_status(&self) -> ProviderStatus {
-        let endpoint = &self.sessions.deps().endpoint;
+        let endpoint = &self.sessions.deps().live().endpoint;
         ProviderStatus {
             base_url: endpoint.base_url.clone(),
             model: endpoint.model.clone(),
             key_set: endpoint.api_key.is_some(),
+            flavor: Some(endpoint.flavor.clone()),
         }
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod elide;
 pub mod instructions;
 pub(crate) mod mcp;
 pub(crate) mod plugins;
+pub mod reload;
 pub mod rpc;
 pub mod sandbox_probe;
 pub mod service;

@@ -105,6 +105,10 @@ async fn run(
     let env = |key: &str| std::env::var_os(key);
     let (config_file, explicit) = config_path(args.config, &env);
     let mut config = Config::load(config_file.as_deref(), explicit)?;
+    let config_source = amberd::reload::ConfigSource {
+        path: config_file.clone(),
+        explicit,
+    };
     config.apply_env(&env)?;
     let data = data_dir(args.data_dir, &env);
     // Reading amber's own files, like ~/.ssh, asks in every mode (amber-policy's secrets).
@@ -168,6 +172,7 @@ async fn run(
 
     spawn_idle_unloader(&daemon);
     spawn_resume_busy(&daemon);
+    amberd::reload::spawn(daemon.clone(), config_source, daemon.shutdown.clone());
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
@@ -220,7 +225,7 @@ fn reap_orphaned_tools(env: &impl Fn(&str) -> Option<std::ffi::OsString>) {
 
 /// `[server] idle_exit_secs`, honoured only under socket activation (see `service::idle`).
 fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
-    let secs = daemon.sessions.deps().config.server.idle_exit_secs;
+    let secs = daemon.sessions.deps().live().config.server.idle_exit_secs;
     if secs == 0 {
         return;
     }
@@ -248,7 +253,13 @@ fn spawn_resume_busy(daemon: &Arc<Daemon>) {
 /// Unloads idle sessions from memory now and then (they stay in the store); never when
 /// `idle_unload_secs` is 0.
 fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
-    let secs = daemon.sessions.deps().config.sessions.idle_unload_secs;
+    let secs = daemon
+        .sessions
+        .deps()
+        .live()
+        .config
+        .sessions
+        .idle_unload_secs;
     if secs == 0 {
         return;
     }

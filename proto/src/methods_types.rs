@@ -84,6 +84,9 @@ pub struct ProviderStatus {
     pub model: String,
     /// Whether an API key was found (in `AMBER_API_KEY` or the provider's key variable).
     pub key_set: bool,
+    /// amber extension: the wire dialect (`openai`, a preset's name, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use super::dialect::make_dialect_with;
@@ -19,7 +19,9 @@ use super::{LlmClient, LlmSettings};
 pub const NOT_CONFIGURED: &str = "no LLM endpoint configured: set AMBER_BASE_URL (an \
 OpenAI-compatible base such as http://127.0.0.1:8080/v1), AMBER_API_KEY and AMBER_MODEL in \
 amberd's environment, or [provider] base_url / api_key_env / model in config.toml, or \
-OPENAI_API_KEY for api.openai.com; then restart amberd";
+OPENAI_API_KEY for api.openai.com. amberd reads config.toml again when it changes; a \
+variable takes effect when amberd starts: `amber-cli daemon restart` starts it again with \
+your shell's environment";
 
 /// The name that always means the default provider (unless a `[providers.default]` exists).
 pub(crate) const DEFAULT_PROVIDER: &str = "default";
@@ -34,15 +36,46 @@ pub struct LlmPool {
 }
 
 struct Inner {
-    /// `[provider]`: the default provider, and the retry/timeout knobs of every provider.
-    provider: ProviderSettings,
-    /// The default provider's endpoint, resolved once at start like before pools existed.
-    endpoint: Endpoint,
-    tables: BTreeMap<String, NamedProviderSettings>,
-    /// Key variables read at start (the pool outlives the `env` reference it was given).
-    env: HashMap<String, String>,
+    /// Replaced whole by [`LlmPool::reconfigure`] (a config file edit); each call reads
+    /// one snapshot, so a resolution never mixes an old and a new setting.
+    settings: RwLock<Arc<PoolSettings>>,
     providers: ProviderLookup,
     state: Mutex<State>,
+}
+
+/// What the config file and the daemon's environment say about providers.
+struct PoolSettings {
+    /// `[provider]`: the default provider, and the retry/timeout knobs of every provider.
+    provider: ProviderSettings,
+    /// The default provider's endpoint, resolved when the settings were read.
+    endpoint: Endpoint,
+    tables: BTreeMap<String, NamedProviderSettings>,
+    /// Key variables read then (the pool outlives the `env` reference it was given).
+    env: HashMap<String, String>,
+}
+
+impl PoolSettings {
+    fn read(
+        provider: &ProviderSettings,
+        named: &BTreeMap<String, NamedProviderSettings>,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> PoolSettings {
+        let endpoint = Endpoint::resolve(provider, &env);
+        let key_vars = all_presets()
+            .iter()
+            .map(|p| p.api_key_env)
+            .chain(provider.api_key_env.as_deref())
+            .chain(named.values().filter_map(|t| t.api_key_env.as_deref()));
+        let env = key_vars
+            .filter_map(|k| Some((k.to_owned(), non_blank(env(k))?)))
+            .collect();
+        PoolSettings {
+            provider: provider.clone(),
+            endpoint,
+            tables: named.clone(),
+            env,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -67,9 +100,10 @@ struct Resolved {
 impl std::fmt::Debug for LlmPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let cached: Vec<String> = self.state().clients.keys().cloned().collect();
+        let settings = self.settings();
         f.debug_struct("LlmPool")
-            .field("default", &self.inner.endpoint.flavor)
-            .field("tables", &self.inner.tables.keys().collect::<Vec<_>>())
+            .field("default", &settings.endpoint.flavor)
+            .field("tables", &settings.tables.keys().collect::<Vec<_>>())
             .field("cached", &cached)
             .finish_non_exhaustive()
     }
@@ -86,25 +120,44 @@ impl LlmPool {
         env: &dyn Fn(&str) -> Option<OsString>,
         providers: ProviderLookup,
     ) -> LlmPool {
-        let endpoint = Endpoint::resolve(provider, &env);
-        let key_vars = all_presets()
-            .iter()
-            .map(|p| p.api_key_env)
-            .chain(provider.api_key_env.as_deref())
-            .chain(named.values().filter_map(|t| t.api_key_env.as_deref()));
-        let env = key_vars
-            .filter_map(|k| Some((k.to_owned(), non_blank(env(k))?)))
-            .collect();
         LlmPool {
             inner: Arc::new(Inner {
-                provider: provider.clone(),
-                endpoint,
-                tables: named.clone(),
-                env,
+                settings: RwLock::new(Arc::new(PoolSettings::read(provider, named, env))),
                 providers,
                 state: Mutex::new(State::default()),
             }),
         }
+    }
+
+    /// Takes new `[provider]` / `[providers.*]` settings (a config file edit): every
+    /// clone of the pool sees them, and clients are built anew from the next request on.
+    /// Requests already running finish with the client they have.
+    pub fn reconfigure(
+        &self,
+        provider: &ProviderSettings,
+        named: &BTreeMap<String, NamedProviderSettings>,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) {
+        let settings = Arc::new(PoolSettings::read(provider, named, env));
+        *self
+            .inner
+            .settings
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = settings;
+        self.invalidate();
+    }
+
+    /// The default provider's endpoint as the pool resolves it now.
+    pub fn endpoint(&self) -> Endpoint {
+        self.settings().endpoint.clone()
+    }
+
+    fn settings(&self) -> Arc<PoolSettings> {
+        self.inner
+            .settings
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Lets `names()` (and the unknown-provider message) list a registry's providers, not
@@ -143,14 +196,18 @@ impl LlmPool {
     /// The context window of `provider` (unknown names: the default's).
     pub fn context_window(&self, provider: Option<&str>) -> u64 {
         self.resolve(provider)
-            .map_or(self.inner.provider.context_window, |r| r.context_window)
+            .map_or(self.settings().provider.context_window, |r| {
+                r.context_window
+            })
     }
 
     /// The model `provider` uses when a request names none (unknown names: the default's).
     /// Empty: the server picks (local servers serve what they have loaded).
     pub fn default_model(&self, provider: Option<&str>) -> String {
-        self.resolve(provider)
-            .map_or_else(|_| self.inner.endpoint.model.clone(), |r| r.settings.model)
+        self.resolve(provider).map_or_else(
+            |_| self.settings().endpoint.model.clone(),
+            |r| r.settings.model,
+        )
     }
 
     /// A session's `provider` choice: `Ok(None)` for the default (empty or `default`), the
@@ -178,7 +235,7 @@ impl LlmPool {
     /// Every provider name a session may pick, sorted.
     pub fn names(&self) -> Vec<String> {
         let catalog = self.state().catalog.clone();
-        let mut names: BTreeSet<String> = self.inner.tables.keys().cloned().collect();
+        let mut names: BTreeSet<String> = self.settings().tables.keys().cloned().collect();
         match catalog {
             Some(catalog) => names.extend(catalog()),
             None => names.extend(
@@ -194,13 +251,14 @@ impl LlmPool {
     /// The default provider (named `default`, flagged) and every named one, for
     /// `provider/list`.
     pub fn infos(&self) -> Vec<amber_proto::ProviderInfo> {
-        let ep = &self.inner.endpoint;
+        let settings = self.settings();
+        let ep = &settings.endpoint;
         let default = amber_proto::ProviderInfo {
             name: DEFAULT_PROVIDER.to_owned(),
             flavor: ep.flavor.clone(),
             base_url: ep.base_url.clone(),
             default_model: ep.model.clone(),
-            context_window: self.inner.provider.context_window,
+            context_window: settings.provider.context_window,
             default: true,
         };
         let named = self.names().into_iter().filter_map(|name| {
@@ -251,7 +309,8 @@ impl LlmPool {
     fn named<'n>(&self, provider: Option<&'n str>) -> Option<&'n str> {
         provider.map(str::trim).filter(|n| {
             !n.is_empty()
-                && (!n.eq_ignore_ascii_case(DEFAULT_PROVIDER) || self.inner.tables.contains_key(*n))
+                && (!n.eq_ignore_ascii_case(DEFAULT_PROVIDER)
+                    || self.settings().tables.contains_key(*n))
         })
     }
 
@@ -264,8 +323,9 @@ impl LlmPool {
 
     /// `[provider]` + `AMBER_*`; the quirks are those of its flavor's preset.
     fn resolve_default(&self) -> Resolved {
-        let p = &self.inner.provider;
-        let ep = &self.inner.endpoint;
+        let settings = self.settings();
+        let p = &settings.provider;
+        let ep = &settings.endpoint;
         let preset = self.flavor_preset(&ep.flavor);
         let mut settings = self.base_settings();
         settings.flavor = ep.flavor.clone();
@@ -291,7 +351,8 @@ impl LlmPool {
     /// flavor).
     fn resolve_named(&self, name: &str) -> Result<Resolved, String> {
         let lookup = &self.inner.providers;
-        let table = self.inner.tables.get(name);
+        let pool = self.settings();
+        let table = pool.tables.get(name);
         let spec = lookup(name).or_else(|| {
             let flavor = table?.flavor.as_deref()?;
             lookup(flavor)
@@ -355,7 +416,7 @@ impl LlmPool {
             context_window: table
                 .context_window
                 .or(preset.map(|p| p.context_window))
-                .unwrap_or(self.inner.provider.context_window),
+                .unwrap_or(pool.provider.context_window),
             settings,
             dialect,
         })
@@ -370,7 +431,8 @@ impl LlmPool {
 
     /// Retries and timeouts, shared by every provider.
     fn base_settings(&self) -> LlmSettings {
-        let p = &self.inner.provider;
+        let settings = self.settings();
+        let p = &settings.provider;
         LlmSettings {
             max_retries: p.max_retries,
             retry_base: Duration::from_millis(p.retry_base_ms),
@@ -382,7 +444,7 @@ impl LlmPool {
     }
 
     fn env(&self, var: &str) -> Option<String> {
-        self.inner
+        self.settings()
             .env
             .get(var)
             .cloned()

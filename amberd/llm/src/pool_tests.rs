@@ -405,3 +405,35 @@ async fn quirks_and_headers_reach_the_wire() {
     assert_eq!(body["max_tokens"], 99);
     assert!(body.get("stream_options").is_none(), "{body}");
 }
+
+/// A config file edit reaches every clone of the pool: the default endpoint, the named
+/// tables and the context windows are the new ones, and no client of the old settings is
+/// handed out again.
+#[test]
+fn reconfigure_replaces_the_settings_for_every_clone() {
+    let p = pool(
+        "[provider]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"old\"\n",
+        &[],
+    );
+    let clone = p.clone();
+    let before = p.client(None).unwrap();
+    assert_eq!(before.settings().model, "old");
+    let t = tables(
+        "[provider]\nbase_url = \"http://127.0.0.1:2/v1\"\nmodel = \"new\"\ncontext_window = 9000\n\
+         [providers.local]\nbase_url = \"http://127.0.0.1:3/v1\"\nmodel = \"l\"\n",
+    );
+    p.reconfigure(&t.provider, &t.providers, &env(&[]));
+    let after = clone.client(None).unwrap();
+    assert_eq!(after.settings().model, "new");
+    assert_eq!(
+        after.settings().base_url.as_deref(),
+        Some("http://127.0.0.1:2/v1")
+    );
+    assert_eq!(clone.endpoint().model, "new");
+    assert_eq!(clone.context_window(None), 9000);
+    assert_eq!(clone.client(Some("local")).unwrap().settings().model, "l");
+    // Back to nothing configured: the how-to message again.
+    let empty = tables("");
+    p.reconfigure(&empty.provider, &empty.providers, &env(&[]));
+    assert_eq!(clone.client(None).unwrap_err(), NOT_CONFIGURED);
+}

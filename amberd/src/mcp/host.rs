@@ -70,6 +70,16 @@ impl McpHost {
     /// Adds a server and starts connecting it in the background. Returns at once with
     /// status `connecting`; `ready` or `failed` follow through the sink.
     pub fn add(&self, name: &str, transport: McpTransport) -> Result<McpServerInfo, McpError> {
+        self.add_with_sandbox(name, transport, None)
+    }
+
+    /// [`McpHost::add`] with a configured server's sandbox.
+    fn add_with_sandbox(
+        &self,
+        name: &str,
+        transport: McpTransport,
+        sandbox: Option<amber_proto::SandboxInfo>,
+    ) -> Result<McpServerInfo, McpError> {
         if let Some(problem) = name_problem(name) {
             return Err(McpError::InvalidName {
                 name: name.to_owned(),
@@ -87,7 +97,7 @@ impl McpHost {
         if servers.iter().any(|e| e.server.name == name) {
             return Err(McpError::NameTaken(name.to_owned()));
         }
-        let server = Server::new(name, transport, None, self.settings.clone());
+        let server = Server::new(name, transport, sandbox, self.settings.clone());
         let info = server.info();
         let task = Some(self.spawn(&server));
         servers.push(Entry { server, task });
@@ -109,6 +119,31 @@ impl McpHost {
         self.sink.contributions(name, Vec::new(), Vec::new());
         self.sink.status(&info);
         Ok(())
+    }
+
+    /// Follows a config file edit: servers the old `[mcp.servers]` had and the new one
+    /// lacks (or changed) are removed, new (or changed) ones are added and start
+    /// connecting. Servers added with `mcp/add` are left alone, even when the new file
+    /// names one of theirs (that name stays taken, and the file's entry is skipped with a
+    /// warning). The call timeouts and backoff are read at start only.
+    pub async fn reconcile(&self, old: &McpConfig, new: &McpConfig) {
+        let unchanged = |entry: &super::config::McpServerEntry, other: &McpConfig| {
+            other.servers.iter().any(|e| e == entry)
+        };
+        for gone in old.servers.iter().filter(|e| !unchanged(e, new)) {
+            match self.remove(&gone.name).await {
+                Ok(()) => tracing::info!(server = %gone.name, "MCP server removed (config edit)"),
+                Err(err) => tracing::debug!(server = %gone.name, %err, "MCP server not removed"),
+            }
+        }
+        for added in new.servers.iter().filter(|e| !unchanged(e, old)) {
+            match self.add_with_sandbox(&added.name, added.transport.clone(), added.sandbox) {
+                Ok(_) => tracing::info!(server = %added.name, "MCP server added (config edit)"),
+                Err(err) => {
+                    tracing::warn!(server = %added.name, %err, "MCP server from the edited config not added")
+                }
+            }
+        }
     }
 
     /// Every server's current state: configured ones in file order, then added ones.

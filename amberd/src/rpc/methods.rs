@@ -65,7 +65,7 @@ pub fn module(
             sessions_loaded: Some(d.sessions.loaded() as u64),
             provider: Some(d.provider_status()),
             sandbox: Some(d.sandbox_status()),
-            config_error: None,
+            config_error: d.sessions.deps().config_error(),
         })
     })?;
 

@@ -144,6 +144,8 @@ async fn run_prompt(
     let llm = deps.llm.client(provider.as_deref());
     let compaction = deps.compaction_for(provider.as_deref());
     let tools = shared.offered_tools(deps.tools());
+    // One snapshot of the settings for the whole turn (a config edit applies to the next).
+    let live = deps.live();
     let env = TurnEnv {
         llm: llm.as_ref().map_err(String::as_str),
         model: &model,
@@ -151,9 +153,9 @@ async fn run_prompt(
         session_tools: &shared.tools,
         head: &head,
         workspace: &shared.workspace,
-        limits: &deps.limits,
-        max_iterations: shared.max_iterations(deps.config.agent.max_tool_iterations),
-        confirm_finish: deps.config.agent.confirm_finish,
+        limits: &live.limits,
+        max_iterations: shared.max_iterations(live.config.agent.max_tool_iterations),
+        confirm_finish: live.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,

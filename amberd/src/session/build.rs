@@ -63,7 +63,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
                 }
             }
         })),
-        sandbox: SessionSandbox::new(sandbox, &deps.config.sandbox, deps.sandbox.clone()),
+        sandbox: SessionSandbox::new(sandbox, &deps.live().config.sandbox, deps.sandbox.clone()),
         checkpoints: Arc::new(SessionCheckpoints::new(
             deps.checkpoints.clone(),
             workspace.clone(),
@@ -76,8 +76,8 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             &deps.data_dir,
             Instructions::new(
                 &workspace,
-                &deps.config.agent.instruction_files,
-                deps.config.agent.instructions_max_bytes,
+                &deps.live().config.agent.instruction_files,
+                deps.live().config.agent.instructions_max_bytes,
             ),
         ),
         workspace,

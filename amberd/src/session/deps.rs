@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use amber_llm::{Endpoint, LlmPool};
 use amber_policy::{RuleError, RuleSet};
@@ -15,19 +15,54 @@ use crate::sandbox_probe::SandboxProbe;
 use crate::tools::sandbox_env::SandboxEnv;
 use crate::tools::{ToolLimits, ToolRegistry};
 
-/// Shared, read-only dependencies of the session actors.
-pub struct Deps {
+/// The settings a config file edit changes (`crate::reload`): each turn, session and
+/// request reads one snapshot ([`Deps::live`]), so none mixes old and new settings.
+#[derive(Debug)]
+pub struct LiveConfig {
     pub config: Config,
+    /// The default provider's endpoint, as `config` and the daemon's environment resolve it.
     pub endpoint: Endpoint,
+    /// `[[rules]]` of the config file, compiled.
+    pub rules: RuleSet,
+    pub compaction: CompactionSettings,
+    pub limits: ToolLimits,
+}
+
+impl LiveConfig {
+    /// Everything derived from `config`; Err when its rules do not compile.
+    pub fn new(
+        config: Config,
+        env: &impl Fn(&str) -> Option<OsString>,
+    ) -> Result<LiveConfig, RuleError> {
+        let rules = RuleSet::new(&config.rules)?;
+        Ok(LiveConfig {
+            endpoint: Endpoint::resolve(&config.provider, env),
+            limits: ToolLimits {
+                max_output_bytes: config.tools.max_output_bytes,
+                bash_default_timeout: config.bash_timeout(),
+            },
+            compaction: CompactionSettings {
+                threshold: config.compaction.threshold,
+                headroom: config.compaction.headroom,
+                context_window: config.provider.context_window,
+            },
+            rules,
+            config,
+        })
+    }
+}
+
+/// Shared dependencies of the session actors. Read-only but for [`LiveConfig`], which a
+/// config file edit replaces whole.
+pub struct Deps {
+    live: RwLock<Arc<LiveConfig>>,
+    /// Why the config file on disk is not the one in force (`daemon/status.configError`).
+    config_error: Mutex<Option<String>>,
     /// One client per provider; `llm.client(None)` is the default provider's, or the
     /// message that tells the user how to configure one.
     pub llm: LlmPool,
     /// What the plugins contributed: tools, providers, commands, status segments, panels.
     pub registries: Arc<Registries>,
-    pub limits: ToolLimits,
-    /// `[[rules]]` of the config file, compiled.
-    pub config_rules: RuleSet,
-    pub compaction: CompactionSettings,
     /// The daemon's data directory (sessions, extracted skills).
     pub data_dir: PathBuf,
     /// The durable session store; `None` keeps sessions in memory only.
@@ -53,7 +88,6 @@ impl Deps {
         env: &impl Fn(&str) -> Option<OsString>,
         data_dir: PathBuf,
     ) -> Result<Deps, RuleError> {
-        let endpoint = Endpoint::resolve(&config.provider, env);
         let registries = Registries::new();
         // Providers come from the provider registry (plugins may add and remove them).
         let providers = registries.clone();
@@ -75,16 +109,6 @@ impl Deps {
         if let Err(message) = llm.client(None) {
             tracing::warn!("{message}");
         }
-        let limits = ToolLimits {
-            max_output_bytes: config.tools.max_output_bytes,
-            bash_default_timeout: config.bash_timeout(),
-        };
-        let config_rules = RuleSet::new(&config.rules)?;
-        let compaction = CompactionSettings {
-            threshold: config.compaction.threshold,
-            headroom: config.compaction.headroom,
-            context_window: config.provider.context_window,
-        };
         let configured_keys = config.provider.api_key_env.as_deref().into_iter().chain(
             config
                 .providers
@@ -110,15 +134,12 @@ impl Deps {
             crate::elide::WireLimits::from_config(&config.server),
         ));
         Ok(Deps {
+            live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
+            config_error: Mutex::new(None),
             watchers,
             checkpoints,
-            compaction,
-            config,
-            endpoint,
             llm,
             registries,
-            limits,
-            config_rules,
             data_dir,
             store: None,
             tool_env,
@@ -129,6 +150,38 @@ impl Deps {
 }
 
 impl Deps {
+    /// The settings in force now: read once per turn, session or request.
+    pub fn live(&self) -> Arc<LiveConfig> {
+        self.live
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts `live` in force for new turns, sessions and requests (a config file edit), the
+    /// providers' pool included; clears the config error.
+    pub fn replace_live(&self, live: LiveConfig, env: &dyn Fn(&str) -> Option<OsString>) {
+        self.llm
+            .reconfigure(&live.config.provider, &live.config.providers, env);
+        *self.live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(live);
+        self.set_config_error(None);
+    }
+
+    /// Why the config file's last edit is not in force, if it is not.
+    pub fn config_error(&self) -> Option<String> {
+        self.config_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_config_error(&self, error: Option<String>) {
+        *self
+            .config_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
     /// Starts the daemon's sandbox probe if it has not started (idempotent; needs a tokio
     /// runtime). Lazy, so an idle daemon that never runs a command never spawns one: at the
     /// first session, turn or `sandbox/selftest`. Its failed verdict is
@@ -149,7 +202,7 @@ impl Deps {
     pub fn compaction_for(&self, provider: Option<&str>) -> CompactionSettings {
         CompactionSettings {
             context_window: self.llm.context_window(provider),
-            ..self.compaction
+            ..self.live().compaction
         }
     }
 

@@ -21,7 +21,7 @@ pub struct SessionDeniedPaths {
 
 impl DeniedPaths for SessionDeniedPaths {
     fn denied(&self, tool: &str, relative: &str) -> bool {
-        if self.deps.config_rules.denies_path(&[tool], relative) {
+        if self.deps.live().rules.denies_path(&[tool], relative) {
             return true;
         }
         let Some(shared) = self.shared.upgrade() else {
@@ -89,7 +89,7 @@ impl SessionGate<'_> {
         let mut workspace_rules = shared.lock_rules();
         let workspace = workspace_rules.current().map_err(|e| e.to_string());
         let rules = Rules {
-            config: &self.deps.config_rules,
+            config: &self.deps.live().rules,
             workspace,
         };
         amber_policy::decide(&request, &rules, &shared.lock_grants())

@@ -85,7 +85,7 @@ impl SessionManager {
                         // As it will be when loaded: its request over today's config (a
                         // file from before the sandbox has neither).
                         meta.info.sandbox = Some(sandbox_of(
-                            &deps.config.sandbox,
+                            &deps.live().config.sandbox,
                             meta.sandbox,
                             meta.info.mode,
                         ));
@@ -145,7 +145,7 @@ impl SessionManager {
         let workspace = build::validate_workspace(
             &params.cwd,
             home.as_deref(),
-            self.deps.config.sessions.allow_broad_workspace,
+            self.deps.live().config.sessions.allow_broad_workspace,
         )?;
         let agent = agent_param(&workspace, params.agent.as_deref())?;
         let defaults = agent.as_ref().map(|a| &a.definition);
@@ -158,7 +158,7 @@ impl SessionManager {
             .system_prompt
             .clone()
             .or_else(|| defaults.map(|d| d.prompt.clone()))
-            .or_else(|| deps.config.agent.system_prompt.clone())
+            .or_else(|| deps.live().config.agent.system_prompt.clone())
             .unwrap_or_else(default_system_prompt);
         let model = params
             .model
@@ -175,7 +175,7 @@ impl SessionManager {
                 .unwrap_or_default(),
             model: model.unwrap_or_else(|| match &provider {
                 Some(p) => deps.llm.default_model(Some(p)),
-                None => deps.endpoint.model.clone(),
+                None => deps.live().endpoint.model.clone(),
             }),
             title: params.title.unwrap_or_default(),
             state: SessionState::Idle,
@@ -193,7 +193,7 @@ impl SessionManager {
             Some(store) => {
                 let meta = SessionMeta {
                     info: SessionInfo {
-                        sandbox: Some(sandbox_of(&deps.config.sandbox, sandbox, info.mode)),
+                        sandbox: Some(sandbox_of(&deps.live().config.sandbox, sandbox, info.mode)),
                         ..info.clone()
                     },
                     system_prompt: system_prompt.clone(),
@@ -226,13 +226,15 @@ impl SessionManager {
         }
         let hub = EventHub::restored(
             id.clone(),
-            deps.config.server.subscriber_buffer,
-            deps.config.sessions.memory_events,
+            deps.live().config.server.subscriber_buffer,
+            deps.live().config.sessions.memory_events,
             0,
             Vec::new(),
             persistence.clone().map(|p| p as Arc<dyn EventStore>),
         )
-        .with_limits(crate::elide::WireLimits::from_config(&deps.config.server));
+        .with_limits(crate::elide::WireLimits::from_config(
+            &deps.live().config.server,
+        ));
         let handle = build::spawn(
             &self.deps,
             build::Parts {
@@ -259,7 +261,7 @@ impl SessionManager {
                 Some(build::validate_workspace(
                     cwd,
                     home.as_deref(),
-                    self.deps.config.sessions.allow_broad_workspace,
+                    self.deps.live().config.sessions.allow_broad_workspace,
                 )?)
             }
             None => None,

@@ -195,7 +195,7 @@ fn restored_hub(
     events: Vec<StoredEvent>,
     persistence: Arc<Persistence>,
 ) -> EventHub {
-    let memory = deps.config.sessions.memory_events;
+    let memory = deps.live().config.sessions.memory_events;
     let last_seq = events.last().map_or(0, |e| e.seq);
     // Only the events the hub keeps are copied into wire events.
     let skip = events.len().saturating_sub(memory);
@@ -209,13 +209,13 @@ fn restored_hub(
         .collect();
     EventHub::restored(
         id.to_owned(),
-        deps.config.server.subscriber_buffer,
+        deps.live().config.server.subscriber_buffer,
         memory,
         last_seq,
         tail,
         Some(persistence as Arc<dyn EventStore>),
     )
-    .with_limits(WireLimits::from_config(&deps.config.server))
+    .with_limits(WireLimits::from_config(&deps.live().config.server))
 }
 
 /// The session's info as restored: idle, and with the usage and an empty title taken from
@@ -284,7 +284,7 @@ fn settle_queued(deps: &Deps, handle: &SessionHandle, waiting: Vec<QueuedPrompt>
     if waiting.is_empty() {
         return;
     }
-    let resume = deps.config.sessions.resume_queued;
+    let resume = deps.live().config.sessions.resume_queued;
     tracing::info!(
         session = %handle.shared.id,
         prompts = waiting.len(),

@@ -57,7 +57,7 @@ impl SubagentRunner for SessionSubagents {
                 .zip(profiles)
                 .map(|(task, profile)| run_one(&shared, deps, &turn_id, task, profile, cancel));
             if parallel {
-                let cap = deps.config.agent.subagent_parallel.max(1);
+                let cap = deps.live().config.agent.subagent_parallel.max(1);
                 // `buffered` keeps results in task order while running up to `cap` at once.
                 Ok(futures::stream::iter(runs).buffered(cap).collect().await)
             } else {
@@ -90,7 +90,7 @@ impl Profile {
         let plain = subagent_prompt(&shared.workspace);
         // Within the session agent's allow-list, if it has one.
         let tools = shared.offered_tools(deps.subagent_tools());
-        let max_iterations = deps.config.agent.subagent_max_iterations;
+        let max_iterations = deps.live().config.agent.subagent_max_iterations;
         let Some(name) = agent else {
             return Ok(Profile {
                 system_prompt: plain,
@@ -165,6 +165,7 @@ async fn run_one(
     context.push(Message::system(profile.system_prompt));
     let llm = deps.llm.client(profile.provider.as_deref());
     let compaction = deps.compaction_for(profile.provider.as_deref());
+    let live = deps.live();
     let env = TurnEnv {
         llm: llm.as_ref().map_err(String::as_str),
         model: &profile.model,
@@ -172,9 +173,9 @@ async fn run_one(
         session_tools: &shared.tools,
         head: &head,
         workspace: &shared.workspace,
-        limits: &deps.limits,
+        limits: &live.limits,
         max_iterations: profile.max_iterations,
-        confirm_finish: deps.config.agent.confirm_finish,
+        confirm_finish: live.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel,

@@ -1,0 +1,159 @@
+//! Environment drift: the running daemon was started with another provider setup than the
+//! caller's shell now has (the trap of an autostarted, unconfigured amberd and an
+//! `AMBER_BASE_URL` exported afterwards). Compares `daemon/status.provider` with the
+//! caller's `AMBER_BASE_URL`, `AMBER_MODEL`, `AMBER_FLAVOR` and `AMBER_API_KEY` /
+//! `OPENAI_API_KEY` (set or not — a key is never sent or compared).
+
+use amber_proto::ProviderStatus;
+
+/// The variables that decide the daemon's default provider.
+pub const PROVIDER_VARIABLES: [&str; 5] = [
+    "AMBER_BASE_URL",
+    "AMBER_MODEL",
+    "AMBER_FLAVOR",
+    "AMBER_API_KEY",
+    "OPENAI_API_KEY",
+];
+
+/// Whether the caller's environment sets any provider variable (no need to ask the daemon
+/// otherwise).
+pub fn sets_provider(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    PROVIDER_VARIABLES.iter().any(|v| value(env, v).is_some())
+}
+
+/// One warning naming each variable the daemon does not follow, and the way out; `None`
+/// when the daemon already uses what the environment says.
+pub fn provider_drift(
+    daemon: &ProviderStatus,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let mut differs = Vec::new();
+    if let Some(url) = value(env, "AMBER_BASE_URL")
+        && daemon.base_url.as_deref().map(normalize_url) != Some(normalize_url(&url))
+    {
+        let uses = daemon.base_url.as_deref().unwrap_or("no endpoint");
+        differs.push(format!("AMBER_BASE_URL={url} (amberd uses {uses})"));
+    }
+    if let Some(model) = value(env, "AMBER_MODEL")
+        && model != daemon.model
+    {
+        differs.push(format!(
+            "AMBER_MODEL={model} (amberd uses {})",
+            daemon.model
+        ));
+    }
+    if let Some(flavor) = value(env, "AMBER_FLAVOR")
+        && let Some(uses) = daemon.flavor.as_deref()
+        && !flavor.eq_ignore_ascii_case(uses)
+    {
+        differs.push(format!("AMBER_FLAVOR={flavor} (amberd uses {uses})"));
+    }
+    if !daemon.key_set {
+        // OPENAI_API_KEY is only the key of the default `openai` flavor.
+        let openai = daemon
+            .flavor
+            .as_deref()
+            .is_none_or(|f| f.eq_ignore_ascii_case("openai"));
+        let keys = ["AMBER_API_KEY"]
+            .into_iter()
+            .chain(openai.then_some("OPENAI_API_KEY"));
+        for key in keys.filter(|k| value(env, k).is_some()) {
+            differs.push(format!("{key} is set (amberd has no key)"));
+        }
+    }
+    if differs.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the running amberd was started with another provider setup than this shell: {}; \
+         `amber-cli daemon restart` starts it again with this environment",
+        differs.join(", ")
+    ))
+}
+
+/// The warning for this process's environment against the daemon `client` talks to; asks
+/// the daemon only when a provider variable is set. `None` too when the daemon cannot say
+/// (an older daemon without `provider`).
+pub async fn check(client: &crate::Client) -> Option<String> {
+    let env = |key: &str| std::env::var(key).ok();
+    if !sets_provider(&env) {
+        return None;
+    }
+    let status = client.daemon_status().await.ok()?;
+    provider_drift(status.provider.as_ref()?, &env)
+}
+
+fn value(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<String> {
+    env(key)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn normalize_url(url: &str) -> &str {
+    url.trim().trim_end_matches('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(base_url: Option<&str>, model: &str, flavor: &str, key_set: bool) -> ProviderStatus {
+        ProviderStatus {
+            base_url: base_url.map(str::to_owned),
+            model: model.to_owned(),
+            key_set,
+            flavor: Some(flavor.to_owned()),
+        }
+    }
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            vars.iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn the_same_setup_is_no_drift() {
+        let daemon = status(Some("http://127.0.0.1:8080/v1/"), "m", "openai", true);
+        let shell = env(&[
+            ("AMBER_BASE_URL", "http://127.0.0.1:8080/v1"),
+            ("AMBER_MODEL", "m"),
+            ("AMBER_FLAVOR", "OpenAI"),
+            ("AMBER_API_KEY", "k"),
+        ]);
+        assert_eq!(provider_drift(&daemon, &shell), None);
+        assert!(sets_provider(&shell));
+        assert!(!sets_provider(&env(&[("AMBER_MODEL", "  ")])));
+    }
+
+    #[test]
+    fn an_unconfigured_daemon_names_every_variable_and_the_restart() {
+        let daemon = status(None, "gpt-4o-mini", "openai", false);
+        let shell = env(&[
+            ("AMBER_BASE_URL", "http://127.0.0.1:8080/v1"),
+            ("AMBER_MODEL", "qwen"),
+            ("OPENAI_API_KEY", "sk"),
+        ]);
+        let warning = provider_drift(&daemon, &shell).unwrap();
+        assert!(
+            warning.contains("AMBER_BASE_URL=http://127.0.0.1:8080/v1 (amberd uses no endpoint)"),
+            "{warning}"
+        );
+        assert!(warning.contains("AMBER_MODEL=qwen (amberd uses gpt-4o-mini)"));
+        assert!(warning.contains("OPENAI_API_KEY is set"));
+        assert!(warning.contains("`amber-cli daemon restart`"));
+        assert!(!warning.contains("sk"), "never the key: {warning}");
+    }
+
+    #[test]
+    fn openai_key_matters_only_for_the_openai_flavor() {
+        let daemon = status(Some("http://127.0.0.1:1"), "m", "anthropic", false);
+        assert_eq!(
+            provider_drift(&daemon, &env(&[("OPENAI_API_KEY", "sk")])),
+            None
+        );
+        assert!(provider_drift(&daemon, &env(&[("AMBER_API_KEY", "k")])).is_some());
+    }
+}

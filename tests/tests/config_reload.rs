@@ -1,0 +1,259 @@
+//! End-to-end: config that follows the user (issue 14). amberd re-reads its config file
+//! when it changes — providers, `[[rules]]` and MCP servers apply to new turns without a
+//! restart; an invalid edit (even while a turn runs) is reported by `daemon/status
+//! .configError` and the last good config stays in force. And the trap the issue names: an
+//! unconfigured amberd, a shell that exports `AMBER_BASE_URL` afterwards — amber-cli warns,
+//! the `not_configured` error names `amber-cli daemon restart`, and that command starts the
+//! daemon again with the shell's environment.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::Mode;
+use amber_tests::mcp_plugins::everything;
+use amber_tests::steps::{
+    Events, connect, done, eventually, new_session, of_type, prompt_turn, run_bounded, stop_reason,
+};
+use amber_tests::tool_calls::{bash, envelope_for};
+use amber_tests::{DaemonOptions, TestDaemon};
+use serde_json::{Value, json};
+
+/// How long a config edit may take to apply (the daemon polls every 500 ms).
+const RELOAD: Duration = Duration::from_secs(10);
+
+fn provider(mock: &MockLlm, model: &str) -> String {
+    format!(
+        "[provider]\nbase_url = {:?}\nmodel = {model:?}\nmax_retries = 0\n",
+        mock.base_url()
+    )
+}
+
+/// A daemon whose provider comes from its config file alone (no `AMBER_*`).
+fn spawn_from_file(config_toml: &str) -> TestDaemon {
+    TestDaemon::spawn_with(DaemonOptions {
+        base_url: None,
+        config_toml: config_toml.to_owned(),
+        env: Vec::new(),
+    })
+}
+
+fn write_config(daemon: &TestDaemon, text: &str) {
+    // Saved as editors do: a new file renamed over the old one.
+    let path = daemon.dir.path().join("config.toml");
+    let tmp = daemon.dir.path().join("config.toml.swp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, &path).unwrap();
+}
+
+fn status(daemon: &TestDaemon) -> Value {
+    daemon.rpc_ok("daemon/status", json!({}))
+}
+
+async fn wait_for_status(daemon: &TestDaemon, what: &str, cond: impl Fn(&Value) -> bool) {
+    eventually(what, RELOAD, || cond(&status(daemon))).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edited_provider_applies_to_the_next_turn_without_a_restart() {
+    let first = MockLlm::start(vec![MockTurn::text("from the first"), done()]).await;
+    let second = MockLlm::start(vec![MockTurn::text("from the second"), done()]).await;
+    let daemon = spawn_from_file("");
+    let client = connect(&daemon).await;
+    let id = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut events = Events::live(&client, &id).await;
+
+    // Unconfigured: the error says how to fix it, the restart included.
+    let turn = prompt_turn(&client, &mut events, &id, "hello").await;
+    assert_eq!(stop_reason(&turn), "error");
+    let completed = of_type(&turn, "turn_completed")[0];
+    assert_eq!(completed["error"]["code"], "not_configured");
+    let message = completed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("amber-cli daemon restart"), "{message}");
+    assert!(message.contains("config.toml"), "{message}");
+
+    write_config(&daemon, &provider(&first, "model-one"));
+    let url = first.base_url();
+    wait_for_status(&daemon, "the first provider in force", |s| {
+        s["provider"]["baseUrl"] == url.as_str()
+    })
+    .await;
+    // The session goes on with the new endpoint; it keeps the model it was created with
+    // (a session's model is its own: `session/setModel` changes it).
+    let turn = prompt_turn(&client, &mut events, &id, "hello again").await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    assert_eq!(first.request_count(), 2);
+
+    write_config(&daemon, &provider(&second, "model-two"));
+    let url = second.base_url();
+    wait_for_status(&daemon, "the second provider in force", |s| {
+        s["provider"]["baseUrl"] == url.as_str() && s["provider"]["model"] == "model-two"
+    })
+    .await;
+    // A new session gets the new default model.
+    let fresh = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut fresh_events = Events::live(&client, &fresh).await;
+    let turn = prompt_turn(&client, &mut fresh_events, &fresh, "and again").await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    assert_eq!(second.requests()[0]["model"], "model-two");
+    assert_eq!(
+        first.request_count(),
+        2,
+        "the first provider got nothing more"
+    );
+    assert!(status(&daemon).get("configError").is_none());
+    assert!(daemon.log().contains("config reloaded"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_edit_while_a_turn_runs_keeps_the_last_good_config() {
+    let mock = MockLlm::start(vec![
+        bash("c1", "sleep 1.5; echo slept"),
+        MockTurn::text("first done"),
+        done(),
+        MockTurn::text("second done"),
+        done(),
+    ])
+    .await;
+    let good = provider(&mock, "good-model");
+    let daemon = spawn_from_file(&good);
+    let client = connect(&daemon).await;
+    let id = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &id).await;
+
+    client.session_prompt(&id, "run it").await.unwrap();
+    events.until("tool_call_started").await;
+    write_config(&daemon, "[provider\nmodel = \"broken\"\n");
+    wait_for_status(&daemon, "the config error reported", |s| {
+        s["configError"]
+            .as_str()
+            .is_some_and(|e| e.contains("config.toml"))
+    })
+    .await;
+    let turn = events.turn().await;
+    assert_eq!(stop_reason(&turn), "end_turn", "the running turn went on");
+    assert_eq!(envelope_for(&mock, "c1")["status"], "ok");
+
+    // The next turn still uses the last good provider and model.
+    let before = mock.request_count();
+    let turn = prompt_turn(&client, &mut events, &id, "again").await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    assert_eq!(mock.requests()[before]["model"], "good-model");
+
+    // `daemon status` says so, in words.
+    let out = daemon.cli().args(["daemon", "status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("config       not reloaded"), "{text}");
+
+    // Fixed: the error goes away.
+    write_config(&daemon, &good.replace("good-model", "fixed-model"));
+    wait_for_status(&daemon, "the config error cleared", |s| {
+        s.get("configError").is_none() && s["provider"]["model"] == "fixed-model"
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_and_mcp_servers_follow_the_config_file() {
+    let mock = MockLlm::start(vec![
+        bash("c1", "echo allowed"),
+        MockTurn::text("ran"),
+        done(),
+        bash("c2", "echo allowed"),
+        MockTurn::text("denied now"),
+        done(),
+    ])
+    .await;
+    let base = provider(&mock, "m");
+    let daemon = spawn_from_file(&base);
+    let client = connect(&daemon).await;
+    let id = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &id).await;
+    prompt_turn(&client, &mut events, &id, "first").await;
+    assert_eq!(envelope_for(&mock, "c1")["status"], "ok");
+
+    let server = format!(
+        "[mcp.servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+        everything().display().to_string()
+    );
+    let rule = "[[rules]]\ntool = \"bash\"\npattern = \"echo*\"\ndecision = \"deny\"\n";
+    write_config(&daemon, &format!("{base}{rule}{server}"));
+    let listed = |daemon: &TestDaemon| {
+        daemon.rpc_ok("mcp/list", json!({}))["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "everything")
+    };
+    eventually("the MCP server added by the edit", RELOAD, || {
+        listed(&daemon)
+    })
+    .await;
+    prompt_turn(&client, &mut events, &id, "second").await;
+    let denied = envelope_for(&mock, "c2");
+    assert_eq!(denied["status"], "denied", "{denied}");
+
+    write_config(&daemon, &base);
+    eventually("the MCP server removed by the edit", RELOAD, || {
+        !listed(&daemon)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amber_cli_warns_of_a_shell_the_daemon_does_not_follow_and_restart_applies_it() {
+    let mock = MockLlm::start(vec![MockTurn::text("configured at last"), done()]).await;
+    let daemon = spawn_from_file("");
+    let config = daemon.dir.path().join("config.toml");
+    let data = daemon.dir.path().join("data");
+    let shell = |cmd: &mut std::process::Command| {
+        cmd.env("AMBER_CONFIG", &config)
+            .env("AMBER_DATA_DIR", &data)
+            .env("AMBER_BASE_URL", mock.base_url())
+            .env("AMBER_MODEL", "shell-model")
+            .env("AMBER_API_KEY", "k");
+    };
+
+    let mut run = daemon.cli();
+    shell(&mut run);
+    run.args(["run", "--mode", "write", "hello"]);
+    let (code, _, stderr) = run_bounded(run);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("amber-cli daemon restart").count(),
+        2,
+        "one warning, and the error names it too: {stderr}"
+    );
+    assert!(stderr.contains("warning: the running amberd"), "{stderr}");
+    assert!(stderr.contains("AMBER_BASE_URL="), "{stderr}");
+    assert!(!stderr.contains("=k"), "never a key: {stderr}");
+    assert_eq!(mock.request_count(), 0);
+
+    let mut restart = daemon.cli();
+    shell(&mut restart);
+    restart.args(["daemon", "restart"]);
+    let (code, stdout, stderr) = run_bounded(restart);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("amberd restarted: pid"), "{stdout}");
+    // Stop the restarted daemon whatever happens below.
+    struct StopOnDrop(std::process::Command);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.output();
+        }
+    }
+    let mut stop = daemon.cli();
+    stop.args(["daemon", "stop"]);
+    let _stop = StopOnDrop(stop);
+
+    let mut run = daemon.cli();
+    shell(&mut run);
+    run.args(["run", "--mode", "write", "hello"]);
+    let (code, stdout, stderr) = run_bounded(run);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("configured at last"), "{stdout}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert_eq!(mock.requests()[0]["model"], "shell-model");
+}
