@@ -1,14 +1,18 @@
-//! `amber-cli run`: create (or continue) a session, send one prompt, follow that turn's
-//! events until its `turn_completed`, and exit with a code that says how it ended.
+//! `amber-cli run`: create (or continue) a session, send one prompt (with `--output-schema`
+//! and `--max-iterations` as `session/prompt`'s `outputSchema` / `maxIterations`), follow
+//! that turn's events until its `turn_completed`, and exit with a code that says how it
+//! ended. `--timeout` cancels the turn when it runs out (exit 124).
 
 use std::collections::HashSet;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use amber_client::{Client, ClientError, RawEventStream};
-use amber_proto::{Decision, EventKind, SessionNewParams};
+use amber_proto::{
+    Decision, ErrorInfo, EventKind, SessionNewParams, SessionPromptParams, StopReason,
+};
 use anyhow::Context;
 use futures::{FutureExt, StreamExt};
 use tokio::signal::unix::{SignalKind, signal};
@@ -23,6 +27,9 @@ use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
 const MAX_RESUBSCRIBES: u32 = 5;
 
+/// After `--timeout` cancelled the turn, how long its `turn_completed` may take to come.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
 pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let begun = Instant::now();
     // `--json` always ends with a result line, even when no turn began; a failed write of
@@ -34,7 +41,13 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         }
     };
     let prompt = read_prompt(&args.prompt).map_err(|e| not_started(e.into()))?;
-    let turn = start(&args, conn, &prompt).await.map_err(not_started)?;
+    let schema = match &args.output_schema {
+        Some(path) => Some(read_output_schema(path).map_err(|e| not_started(e.into()))?),
+        None => None,
+    };
+    let turn = start(&args, conn, &prompt, schema)
+        .await
+        .map_err(not_started)?;
     let Started {
         client,
         session_id,
@@ -57,6 +70,10 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         renderer: HumanRenderer::new(false),
         last_seq: after_seq,
         stdout: String::new(),
+        deadline: args
+            .timeout
+            .map(|secs| started + Duration::from_secs_f64(secs)),
+        timed_out: false,
     };
     let result = follow.follow(events, &mut interrupts).await;
     follow.flush()?;
@@ -67,16 +84,32 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             note(&summary);
         }
     }
+    let timeout_note = args
+        .timeout
+        .map(|secs| format!("the run timed out after {secs} s and its turn was cancelled"));
     match result {
         Ok(Ended::Completed) => {
             let stop = follow
                 .tracker
                 .completion()
                 .map(|c| c.stop_reason)
-                .unwrap_or(amber_proto::StopReason::Error);
+                .unwrap_or(StopReason::Error);
+            // Timed out: the cancel it sent is how the turn ended (a turn that ended on its
+            // own as the cancel went out keeps its own code).
+            let timed_out = follow.timed_out && stop == StopReason::Cancelled;
             if args.json {
-                let line = follow.tracker.result_line(&session_id, elapsed);
+                let mut line = follow.tracker.result_line(&session_id, elapsed);
+                if timed_out && line.error.is_none() {
+                    line.error = Some(ErrorInfo {
+                        code: "timeout".into(),
+                        message: timeout_note.clone().unwrap_or_default(),
+                    });
+                }
                 output::line(&serde_json::to_string(&line)?)?;
+            }
+            if timed_out {
+                note(&timeout_note.unwrap_or_default());
+                return Ok(exit::TIMED_OUT);
             }
             Ok(exit_code(stop))
         }
@@ -88,9 +121,29 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
                     .failed_line(&session_id, elapsed, format!("{e:#}"));
                 output::line(&serde_json::to_string(&line)?)?;
             }
+            if follow.timed_out {
+                note(&format!("{e:#}"));
+                return Ok(exit::TIMED_OUT);
+            }
             Err(e)
         }
     }
+}
+
+/// The JSON of an `--output-schema` file (the daemon checks that it is a schema).
+fn read_output_schema(path: &Path) -> Result<serde_json::Value, UsageError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        UsageError(format!(
+            "--output-schema {}: cannot read it: {e}",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "--output-schema {}: not a JSON file: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// A turn that has been prompted, with its event stream.
@@ -106,7 +159,12 @@ struct Started {
 }
 
 /// Connects, opens or creates the session, subscribes and sends the prompt.
-async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Result<Started> {
+async fn start(
+    args: &RunArgs,
+    conn: &ConnectArgs,
+    prompt: &str,
+    output_schema: Option<serde_json::Value>,
+) -> anyhow::Result<Started> {
     // On a terminal (and with the prompt not read from stdin) approvals are asked inline;
     // otherwise only `--yes` answers them, and denials show in the result.
     let interactive =
@@ -139,7 +197,22 @@ async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Resu
     // first ones would be lost to a subscription the daemon set up after it began.
     let events = client.subscribe_raw(&session_id, Some(after_seq)).await?;
     let started = Instant::now();
-    let turn_id = client.session_prompt(&session_id, prompt).await?.turn_id;
+    let params = SessionPromptParams {
+        session_id: session_id.clone(),
+        text: prompt.to_owned(),
+        output_schema,
+        max_iterations: args.max_iterations,
+    };
+    let turn_id = match client.session_prompt_with(&params).await {
+        Ok(result) => result.turn_id,
+        Err(e) => {
+            // Refused (an invalid schema): a session made for this run goes again.
+            if args.session.is_none() {
+                let _ = client.session_delete(&session_id).await;
+            }
+            return Err(e.into());
+        }
+    };
     Ok(Started {
         client,
         session_id,
@@ -183,6 +256,10 @@ struct Follow<'a> {
     /// Output of the events handled since the last flush: a burst of events costs one
     /// write(2), not one per delta (a 20k-chunk stream was mostly syscalls).
     stdout: String,
+    /// `--timeout`: when the turn is cancelled; after that, when following gives up.
+    deadline: Option<Instant>,
+    /// `--timeout` ran out and the turn was cancelled.
+    timed_out: bool,
 }
 
 impl Follow<'_> {
@@ -226,6 +303,24 @@ impl Follow<'_> {
                     Some(Err(e)) => return Err(e.into()),
                     None => anyhow::bail!("the event stream ended before the turn completed"),
                 },
+                () = sleep_until(self.deadline) => {
+                    if self.timed_out {
+                        anyhow::bail!(
+                            "the turn did not end within {} s of its cancel",
+                            CANCEL_GRACE.as_secs()
+                        );
+                    }
+                    self.timed_out = true;
+                    self.deadline = Some(Instant::now() + CANCEL_GRACE);
+                    if !self.json {
+                        let pieces = self.renderer.finish();
+                        self.write(pieces)?;
+                    }
+                    self.flush()?;
+                    if let Err(e) = self.client.session_cancel(self.session_id).await {
+                        note(&format!("cancel failed: {e}"));
+                    }
+                }
                 _ = interrupts.recv() => {
                     if cancel_sent {
                         return Ok(Ended::Abandoned);
@@ -398,6 +493,14 @@ impl Follow<'_> {
     /// Forgets an open terminal prompt for `request_id`; true if there was one.
     fn dismiss_prompt(&self, request_id: &str) -> bool {
         lock(&self.prompted).remove(request_id)
+    }
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -174,6 +174,7 @@ async fn run_one(
         workspace: &shared.workspace,
         limits: &deps.limits,
         max_iterations: profile.max_iterations,
+        output_schema: None,
         confirm_finish: deps.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
