@@ -13,6 +13,7 @@ mod output;
 mod render;
 mod rpc;
 mod run;
+mod run_input;
 mod sessions;
 mod systemd;
 mod turn;

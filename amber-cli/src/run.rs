@@ -4,8 +4,7 @@
 //! ended. `--timeout` cancels the turn when it runs out (exit 124).
 
 use std::collections::HashSet;
-use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,7 @@ use crate::args::{ConnectArgs, RunArgs};
 use crate::ask;
 use crate::output::{self, connect_options, note};
 use crate::render::{HumanRenderer, Out};
+use crate::run_input::{prompt_from_stdin, read_output_schema, read_prompt, workspace};
 use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
@@ -128,22 +128,6 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             Err(e)
         }
     }
-}
-
-/// The JSON of an `--output-schema` file (the daemon checks that it is a schema).
-fn read_output_schema(path: &Path) -> Result<serde_json::Value, UsageError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        UsageError(format!(
-            "--output-schema {}: cannot read it: {e}",
-            path.display()
-        ))
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "--output-schema {}: not a JSON file: {e}",
-            path.display()
-        ))
-    })
 }
 
 /// A turn that has been prompted, with its event stream.
@@ -510,12 +494,6 @@ fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<Strin
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Whether the prompt comes from stdin (`-`, or no argument with piped stdin).
-fn prompt_from_stdin(words: &[String]) -> bool {
-    matches!(words, []) || matches!(words, [dash] if dash == "-")
-}
-
-/// The prompt from the arguments, or from stdin for `-` or no argument with piped stdin.
 /// The result line of a run that failed before its turn began.
 fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyhow::Result<()> {
     let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -530,68 +508,4 @@ fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyho
     let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
     output::line(&serde_json::to_string(&line)?)?;
     Ok(())
-}
-
-fn read_prompt(words: &[String]) -> Result<String, UsageError> {
-    let from_stdin = match words {
-        [] => {
-            if std::io::stdin().is_terminal() {
-                return Err(UsageError(
-                    "no prompt given (pass PROMPT, or `-` to read stdin)".into(),
-                ));
-            }
-            true
-        }
-        [dash] if dash == "-" => true,
-        _ => false,
-    };
-    let prompt = if from_stdin {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| UsageError(format!("cannot read the prompt from stdin: {e}")))?;
-        text
-    } else {
-        words.join(" ")
-    };
-    if prompt.trim().is_empty() {
-        return Err(UsageError("the prompt is empty".into()));
-    }
-    Ok(prompt)
-}
-
-/// The absolute workspace root: `--cwd` or the current directory, symlinks resolved.
-fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
-    let dir = match cwd {
-        Some(dir) => dir.to_owned(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let abs: PathBuf =
-        std::fs::canonicalize(&dir).with_context(|| format!("workspace {}", dir.display()))?;
-    abs.into_os_string().into_string().map_err(|p| {
-        anyhow::anyhow!(
-            "workspace path is not UTF-8: {}",
-            PathBuf::from(p).display()
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prompt_words_are_joined() {
-        let words = vec!["fix".to_owned(), "the".to_owned(), "bug".to_owned()];
-        assert_eq!(read_prompt(&words).unwrap(), "fix the bug");
-        assert!(read_prompt(&["  ".to_owned()]).is_err());
-    }
-
-    #[test]
-    fn workspace_is_absolute() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = workspace(Some(dir.path())).unwrap();
-        assert!(Path::new(&ws).is_absolute());
-        assert!(workspace(Some(&dir.path().join("missing"))).is_err());
-    }
 }

@@ -124,10 +124,7 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
     }
 }
 
-/// The model requests a repair round may make at least: its answer and the confirm
-/// exchange.
-const REPAIR_ROUNDS: u32 = 2;
-
+/// One running turn; `output_schema.rs` adds its final-answer check.
 struct Turn<'e, 'a> {
     env: &'e TurnEnv<'a>,
     usage: Usage,
@@ -378,40 +375,6 @@ impl Turn<'_, '_> {
             return ControlFlow::Break((StopReason::Cancelled, None));
         }
         self.stop_checks(context, verdict, &statuses)
-    }
-
-    /// A turn with an output schema that ended with `end_turn`: the final answer parsed and
-    /// validated; an invalid one gets one repair round (the errors as a user message, in
-    /// the same turn), and is `invalid_output` when still invalid.
-    async fn final_output(
-        &mut self,
-        context: &mut Context,
-        schema: &OutputSchema,
-    ) -> (StopReason, Option<ErrorInfo>, Option<serde_json::Value>) {
-        let errors = match schema.check(&self.final_text) {
-            Ok(value) => return (StopReason::EndTurn, None, Some(value)),
-            Err(errors) => errors,
-        };
-        tracing::debug!(
-            ?errors,
-            "final answer invalid against the output schema; repairing"
-        );
-        context.push(Message::user(output_schema::repair_prompt(&errors)));
-        self.env.hooks.context_changed(context);
-        self.final_text.clear();
-        let remaining = self.env.max_iterations.saturating_sub(self.rounds);
-        let (stop, error) = self.run(context, remaining.max(REPAIR_ROUNDS)).await;
-        if stop != StopReason::EndTurn {
-            return (stop, error, None);
-        }
-        match schema.check(&self.final_text) {
-            Ok(value) => (StopReason::EndTurn, None, Some(value)),
-            Err(errors) => {
-                let message = output_schema::invalid_output_message(&errors);
-                let (stop, error) = self.fail("invalid_output", message, false);
-                (stop, error, None)
-            }
-        }
     }
 
     /// After a tool round: the reply's guard verdict first, then the results'.

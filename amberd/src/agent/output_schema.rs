@@ -1,7 +1,8 @@
 //! Structured output (`session/prompt {outputSchema}`): the JSON Schema a turn's final
 //! answer must satisfy — checked once when the prompt arrives, sent to the provider as
 //! `response_format` or as an instruction, and applied to the final answer (a ```json fence
-//! and surrounding whitespace tolerated) with the `jsonschema` crate.
+//! and surrounding whitespace tolerated) with the `jsonschema` crate; `Turn::final_output`
+//! is the end of such a turn: the check, the one repair round, `invalid_output`.
 //!
 //! **Invariants:** a schema that does not compile is refused before anything is queued
 //! (`OutputSchema::new`); an answer is valid only when it parses as one JSON value and the
@@ -9,13 +10,21 @@
 //! crate is built without its resolvers).
 
 use amber_llm::ResponseFormat;
+use amber_proto::{ErrorInfo, Message, StopReason};
+use amber_store::context::Context;
 use serde_json::Value;
+
+use super::Turn;
 
 /// The name of the schema in `response_format.json_schema.name`.
 const FORMAT_NAME: &str = "output";
 
 /// At most this many validation errors are listed (to the model and in `invalid_output`).
 const MAX_ERRORS: usize = 10;
+
+/// The model requests a repair round may make at least: its answer and the confirm
+/// exchange.
+const REPAIR_ROUNDS: u32 = 2;
 
 /// Why an output schema was refused.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +101,42 @@ impl OutputSchema {
             Ok(value)
         } else {
             Err(errors)
+        }
+    }
+}
+
+impl Turn<'_, '_> {
+    /// A turn with an output schema that ended with `end_turn`: the final answer parsed and
+    /// validated; an invalid one gets one repair round (the errors as a user message, in
+    /// the same turn), and is `invalid_output` when still invalid.
+    pub(super) async fn final_output(
+        &mut self,
+        context: &mut Context,
+        schema: &OutputSchema,
+    ) -> (StopReason, Option<ErrorInfo>, Option<serde_json::Value>) {
+        let errors = match schema.check(&self.final_text) {
+            Ok(value) => return (StopReason::EndTurn, None, Some(value)),
+            Err(errors) => errors,
+        };
+        tracing::debug!(
+            ?errors,
+            "final answer invalid against the output schema; repairing"
+        );
+        context.push(Message::user(repair_prompt(&errors)));
+        self.env.hooks.context_changed(context);
+        self.final_text.clear();
+        let remaining = self.env.max_iterations.saturating_sub(self.rounds);
+        let (stop, error) = self.run(context, remaining.max(REPAIR_ROUNDS)).await;
+        if stop != StopReason::EndTurn {
+            return (stop, error, None);
+        }
+        match schema.check(&self.final_text) {
+            Ok(value) => (StopReason::EndTurn, None, Some(value)),
+            Err(errors) => {
+                let message = invalid_output_message(&errors);
+                let (stop, error) = self.fail("invalid_output", message, false);
+                (stop, error, None)
+            }
         }
     }
 }
