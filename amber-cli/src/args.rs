@@ -287,7 +287,8 @@ pub struct RunArgs {
     /// `invalid_output`)
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
-    /// Cancel the turn after SECS seconds, print its result and exit 124
+    /// Cancel the turn after SECS seconds, print its result and exit 124 (a prompt still
+    /// queued behind another turn of the session is left queued)
     #[arg(long, value_name = "SECS", value_parser = positive_secs)]
     pub timeout: Option<f64>,
     /// At most N model requests in this turn (replaces `[agent] max_tool_iterations` for

@@ -74,6 +74,7 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             .timeout
             .map(|secs| started + Duration::from_secs_f64(secs)),
         timed_out: false,
+        turn_started: false,
     };
     let result = follow.follow(events, &mut interrupts).await;
     follow.flush()?;
@@ -114,6 +115,25 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             Ok(exit_code(stop))
         }
         Ok(Ended::Abandoned) => Ok(exit::CANCELLED),
+        Ok(Ended::TimedOutQueued) => {
+            let message = format!(
+                "the run timed out after {} s before its turn started (another turn of the \
+                 session ran); the prompt stays queued",
+                args.timeout.unwrap_or_default()
+            );
+            if args.json {
+                let mut line = follow
+                    .tracker
+                    .failed_line(&session_id, elapsed, message.clone());
+                line.error = Some(ErrorInfo {
+                    code: "timeout".into(),
+                    message: message.clone(),
+                });
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            note(&message);
+            Ok(exit::TIMED_OUT)
+        }
         Err(e) => {
             if args.json {
                 let line = follow
@@ -214,6 +234,9 @@ enum Ended {
     Completed,
     /// A second Ctrl-C: leave at once.
     Abandoned,
+    /// `--timeout` ran out while the prompt still waited behind another turn: nothing of
+    /// ours to cancel (`session/cancel` would end the other turn).
+    TimedOutQueued,
 }
 
 /// How this client answers one approval request.
@@ -244,6 +267,8 @@ struct Follow<'a> {
     deadline: Option<Instant>,
     /// `--timeout` ran out and the turn was cancelled.
     timed_out: bool,
+    /// This run's `turn_started` was seen.
+    turn_started: bool,
 }
 
 impl Follow<'_> {
@@ -293,6 +318,9 @@ impl Follow<'_> {
                             "the turn did not end within {} s of its cancel",
                             CANCEL_GRACE.as_secs()
                         );
+                    }
+                    if !self.turn_started {
+                        return Ok(Ended::TimedOutQueued);
                     }
                     self.timed_out = true;
                     self.deadline = Some(Instant::now() + CANCEL_GRACE);
@@ -396,6 +424,9 @@ impl Follow<'_> {
         } else {
             let pieces = self.renderer.render(event);
             self.write(pieces)?;
+        }
+        if matches!(event.kind, EventKind::TurnStarted { .. }) {
+            self.turn_started = true;
         }
         self.tracker.observe(event);
         Ok(self.tracker.completion().is_some())

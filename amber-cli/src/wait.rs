@@ -34,6 +34,10 @@ const MAX_RESUBSCRIBES: u32 = 5;
 /// published just after the state changes, so it is given this long to arrive.
 const COMPLETION_GRACE: Duration = Duration::from_secs(1);
 
+/// While the session is busy, its state is asked again this often too: a session can be
+/// busy without a turn (a manual compaction), and ends that with no `turn_completed`.
+const POLL: Duration = Duration::from_secs(2);
+
 pub async fn wait(args: WaitArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let client = Client::connect(connect_options(conn, false)).await?;
     let waiting = wait_idle(&client, &args.id);
@@ -151,8 +155,8 @@ async fn follow(
     loop {
         tokio::select! {
             () = sleep_until(check_at) => {
-                check_at = None;
                 if !is_idle(client, id).await? {
+                    check_at = Some(Instant::now() + POLL);
                     continue;
                 }
                 if turns.open == 0 || grace_used {

@@ -1,5 +1,7 @@
 //! End-to-end: `amber-cli run --timeout SECS` cancels the turn when the time is up (its
 //! `turn_completed` says `cancelled`), still prints the result line and exits 124;
+//! a timeout while the prompt waits behind another client's turn cancels nothing (that turn
+//! is not ours) and exits 124 too;
 //! `--max-iterations N` caps that run's model requests (`session/prompt {maxIterations}`)
 //! and the turn stops with `max_iterations` (exit 3), while the session's own cap holds for
 //! the next prompt.
@@ -52,6 +54,48 @@ fn run_timeout_cancels_the_turn_and_exits_124() {
     let got = daemon.rpc_ok("session/get", json!({"sessionId": session}));
     assert_eq!(got["session"]["state"], "idle", "{got}");
     assert!(stderr.contains("timed out"), "{stderr}");
+}
+
+#[test]
+fn a_timeout_while_queued_behind_another_turn_cancels_nothing() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::Delay {
+        ms: 30_000,
+        then: Box::new(MockTurn::text("first, late")),
+    }]);
+    let daemon = spawn(&mock);
+    let info = daemon.rpc_ok(
+        "session/new",
+        json!({"cwd": daemon.workspace.display().to_string()}),
+    );
+    let session = info["sessionId"].as_str().unwrap();
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": session, "text": "first"}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.request_count() < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the first turn never asked the model"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (code, lines, stderr) = run_json(
+        &daemon,
+        &["--session", session, "--timeout", "0.5", "second"],
+    );
+    assert_eq!(code, Some(124), "{stderr}");
+    let result = lines.last().unwrap();
+    assert_eq!(result["error"]["code"], "timeout", "{result}");
+    assert!(stderr.contains("stays queued"), "{stderr}");
+    // The other client's turn was left alone: no turn ended.
+    assert!(
+        !lines.iter().any(|e| e["type"] == "turn_completed"),
+        "{lines:?}"
+    );
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": session}));
+    assert_eq!(got["session"]["state"], "running", "{got}");
+    daemon.rpc_ok("session/cancel", json!({"sessionId": session}));
 }
 
 #[test]
