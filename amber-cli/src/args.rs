@@ -62,6 +62,13 @@ pub enum Command {
         #[arg(long)]
         replay: bool,
     },
+    /// Wait until a session is idle, then print its last turn's result
+    ///
+    /// Idle: no turn running and no prompt queued. The exit status is `run`'s for how that
+    /// turn ended (0 end_turn, 1 error, 3 stopped by a guard or the iteration cap, 130
+    /// cancelled), 124 when --timeout ran out first, 1 when the session does not exist or
+    /// is deleted while waiting. A session that never had a turn is idle: exit 0.
+    Wait(WaitArgs),
     /// Cancel a session's running turn
     Cancel {
         /// Session id
@@ -278,6 +285,40 @@ pub struct RunArgs {
     /// Continue an existing session instead of creating one
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// A JSON Schema file: the final answer must be a JSON value valid against it; the
+    /// result line carries it parsed as `output` (else stopReason `error`, code
+    /// `invalid_output`)
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+    /// Cancel the turn after SECS seconds, print its result and exit 124 (a prompt still
+    /// queued behind another turn of the session is left queued)
+    #[arg(long, value_name = "SECS", value_parser = positive_secs)]
+    pub timeout: Option<f64>,
+    /// At most N model requests in this turn (replaces `[agent] max_tool_iterations` for
+    /// this run); the turn then stops with `max_iterations` (exit 3)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_iterations: Option<u32>,
+}
+
+/// `amber-cli wait`.
+#[derive(Debug, Clone, Args)]
+pub struct WaitArgs {
+    /// Session id
+    pub id: String,
+    /// Give up after SECS seconds (exit 124); the session keeps running
+    #[arg(long, value_name = "SECS", value_parser = positive_secs)]
+    pub timeout: Option<f64>,
+    /// Print the last turn's result line (as `run --json` ends with) instead of its text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A `--timeout`: a positive number of seconds (fractions allowed).
+fn positive_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs < 1e9 => Ok(secs),
+        _ => Err(format!("`{text}` is not a positive number of seconds")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -558,6 +599,48 @@ mod tests {
         let err = parse(&["rewind", "s1"]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn run_takes_the_automation_flags_and_wait_its_own() {
+        let Command::Run(run) = parse(&[
+            "run",
+            "x",
+            "--output-schema",
+            "s.json",
+            "--timeout",
+            "1.5",
+            "--max-iterations",
+            "4",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not run")
+        };
+        assert_eq!(run.output_schema, Some(PathBuf::from("s.json")));
+        assert_eq!(run.timeout, Some(1.5));
+        assert_eq!(run.max_iterations, Some(4));
+        let Command::Wait(wait) = parse(&["wait", "s1", "--timeout", "3", "--json"])
+            .unwrap()
+            .command
+        else {
+            panic!("not wait")
+        };
+        assert_eq!(
+            (wait.id.as_str(), wait.timeout, wait.json),
+            ("s1", Some(3.0), true)
+        );
+        for bad in [
+            &["run", "x", "--timeout", "0"][..],
+            &["run", "x", "--timeout", "-1"],
+            &["run", "x", "--timeout", "soon"],
+            &["run", "x", "--max-iterations", "0"],
+            &["wait"],
+            &["wait", "s1", "--timeout", "nan"],
+        ] {
+            assert_eq!(parse(bad).unwrap_err().exit_code(), 2, "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! amber-cli: the headless amber client. Parses arguments, runs one subcommand on a
 //! tokio runtime, prints `amber-cli: <message>` for errors, and exits with the codes of
-//! `turn::exit` (0 ok, 1 error, 2 usage, 3 stopped by a guard, 130 cancelled).
+//! `turn::exit` (0 ok, 1 error, 2 usage, 3 stopped by a guard, 124 timed out, 130
+//! cancelled).
 
 mod args;
 mod ask;
@@ -12,9 +13,11 @@ mod output;
 mod render;
 mod rpc;
 mod run;
+mod run_input;
 mod sessions;
 mod systemd;
 mod turn;
+mod wait;
 
 use std::io::Write;
 
@@ -100,6 +103,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             Command::Attach { id, json, replay } => {
                 sessions::attach(&conn, &id, json, replay).await
             }
+            Command::Wait(args) => wait::wait(args, &conn).await,
             Command::Cancel { id } => sessions::cancel(&conn, &id).await,
             Command::Checkpoints { id, json } => checkpoints::checkpoints(&conn, &id, json).await,
             Command::Diff {

@@ -1,14 +1,17 @@
-//! `amber-cli run`: create (or continue) a session, send one prompt, follow that turn's
-//! events until its `turn_completed`, and exit with a code that says how it ended.
+//! `amber-cli run`: create (or continue) a session, send one prompt (with `--output-schema`
+//! and `--max-iterations` as `session/prompt`'s `outputSchema` / `maxIterations`), follow
+//! that turn's events until its `turn_completed`, and exit with a code that says how it
+//! ended. `--timeout` cancels the turn when it runs out (exit 124).
 
 use std::collections::HashSet;
-use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use amber_client::{Client, ClientError, RawEventStream};
-use amber_proto::{Decision, EventKind, SessionNewParams};
+use amber_proto::{
+    Decision, ErrorInfo, EventKind, SessionNewParams, SessionPromptParams, StopReason,
+};
 use anyhow::Context;
 use futures::{FutureExt, StreamExt};
 use tokio::signal::unix::{SignalKind, signal};
@@ -18,10 +21,14 @@ use crate::args::{ConnectArgs, RunArgs};
 use crate::ask;
 use crate::output::{self, connect_options, note};
 use crate::render::{HumanRenderer, Out};
+use crate::run_input::{prompt_from_stdin, read_output_schema, read_prompt, workspace};
 use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
 const MAX_RESUBSCRIBES: u32 = 5;
+
+/// After `--timeout` cancelled the turn, how long its `turn_completed` may take to come.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let begun = Instant::now();
@@ -34,7 +41,13 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         }
     };
     let prompt = read_prompt(&args.prompt).map_err(|e| not_started(e.into()))?;
-    let turn = start(&args, conn, &prompt).await.map_err(not_started)?;
+    let schema = match &args.output_schema {
+        Some(path) => Some(read_output_schema(path).map_err(|e| not_started(e.into()))?),
+        None => None,
+    };
+    let turn = start(&args, conn, &prompt, schema)
+        .await
+        .map_err(not_started)?;
     let Started {
         client,
         session_id,
@@ -57,6 +70,11 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         renderer: HumanRenderer::new(false),
         last_seq: after_seq,
         stdout: String::new(),
+        deadline: args
+            .timeout
+            .map(|secs| started + Duration::from_secs_f64(secs)),
+        timed_out: false,
+        turn_started: false,
     };
     let result = follow.follow(events, &mut interrupts).await;
     follow.flush()?;
@@ -67,26 +85,65 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             note(&summary);
         }
     }
+    let timeout_note = args
+        .timeout
+        .map(|secs| format!("the run timed out after {secs} s and its turn was cancelled"));
     match result {
         Ok(Ended::Completed) => {
             let stop = follow
                 .tracker
                 .completion()
                 .map(|c| c.stop_reason)
-                .unwrap_or(amber_proto::StopReason::Error);
+                .unwrap_or(StopReason::Error);
+            // Timed out: the cancel it sent is how the turn ended (a turn that ended on its
+            // own as the cancel went out keeps its own code).
+            let timed_out = follow.timed_out && stop == StopReason::Cancelled;
             if args.json {
-                let line = follow.tracker.result_line(&session_id, elapsed);
+                let mut line = follow.tracker.result_line(&session_id, elapsed);
+                if timed_out && line.error.is_none() {
+                    line.error = Some(ErrorInfo {
+                        code: "timeout".into(),
+                        message: timeout_note.clone().unwrap_or_default(),
+                    });
+                }
                 output::line(&serde_json::to_string(&line)?)?;
+            }
+            if timed_out {
+                note(&timeout_note.unwrap_or_default());
+                return Ok(exit::TIMED_OUT);
             }
             Ok(exit_code(stop))
         }
         Ok(Ended::Abandoned) => Ok(exit::CANCELLED),
+        Ok(Ended::TimedOutQueued) => {
+            let message = format!(
+                "the run timed out after {} s before its turn started (another turn of the \
+                 session ran); the prompt stays queued",
+                args.timeout.unwrap_or_default()
+            );
+            if args.json {
+                let mut line = follow
+                    .tracker
+                    .failed_line(&session_id, elapsed, message.clone());
+                line.error = Some(ErrorInfo {
+                    code: "timeout".into(),
+                    message: message.clone(),
+                });
+                output::line(&serde_json::to_string(&line)?)?;
+            }
+            note(&message);
+            Ok(exit::TIMED_OUT)
+        }
         Err(e) => {
             if args.json {
                 let line = follow
                     .tracker
                     .failed_line(&session_id, elapsed, format!("{e:#}"));
                 output::line(&serde_json::to_string(&line)?)?;
+            }
+            if follow.timed_out {
+                note(&format!("{e:#}"));
+                return Ok(exit::TIMED_OUT);
             }
             Err(e)
         }
@@ -106,7 +163,12 @@ struct Started {
 }
 
 /// Connects, opens or creates the session, subscribes and sends the prompt.
-async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Result<Started> {
+async fn start(
+    args: &RunArgs,
+    conn: &ConnectArgs,
+    prompt: &str,
+    output_schema: Option<serde_json::Value>,
+) -> anyhow::Result<Started> {
     // On a terminal (and with the prompt not read from stdin) approvals are asked inline;
     // otherwise only `--yes` answers them, and denials show in the result.
     let interactive =
@@ -142,7 +204,22 @@ async fn start(args: &RunArgs, conn: &ConnectArgs, prompt: &str) -> anyhow::Resu
     // first ones would be lost to a subscription the daemon set up after it began.
     let events = client.subscribe_raw(&session_id, Some(after_seq)).await?;
     let started = Instant::now();
-    let turn_id = client.session_prompt(&session_id, prompt).await?.turn_id;
+    let params = SessionPromptParams {
+        session_id: session_id.clone(),
+        text: prompt.to_owned(),
+        output_schema,
+        max_iterations: args.max_iterations,
+    };
+    let turn_id = match client.session_prompt_with(&params).await {
+        Ok(result) => result.turn_id,
+        Err(e) => {
+            // Refused (an invalid schema): a session made for this run goes again.
+            if args.session.is_none() {
+                let _ = client.session_delete(&session_id).await;
+            }
+            return Err(e.into());
+        }
+    };
     Ok(Started {
         client,
         session_id,
@@ -160,6 +237,9 @@ enum Ended {
     Completed,
     /// A second Ctrl-C: leave at once.
     Abandoned,
+    /// `--timeout` ran out while the prompt still waited behind another turn: nothing of
+    /// ours to cancel (`session/cancel` would end the other turn).
+    TimedOutQueued,
 }
 
 /// How this client answers one approval request.
@@ -186,6 +266,12 @@ struct Follow<'a> {
     /// Output of the events handled since the last flush: a burst of events costs one
     /// write(2), not one per delta (a 20k-chunk stream was mostly syscalls).
     stdout: String,
+    /// `--timeout`: when the turn is cancelled; after that, when following gives up.
+    deadline: Option<Instant>,
+    /// `--timeout` ran out and the turn was cancelled.
+    timed_out: bool,
+    /// This run's `turn_started` was seen.
+    turn_started: bool,
 }
 
 impl Follow<'_> {
@@ -229,6 +315,27 @@ impl Follow<'_> {
                     Some(Err(e)) => return Err(e.into()),
                     None => anyhow::bail!("the event stream ended before the turn completed"),
                 },
+                () = sleep_until(self.deadline) => {
+                    if self.timed_out {
+                        anyhow::bail!(
+                            "the turn did not end within {} s of its cancel",
+                            CANCEL_GRACE.as_secs()
+                        );
+                    }
+                    if !self.turn_started {
+                        return Ok(Ended::TimedOutQueued);
+                    }
+                    self.timed_out = true;
+                    self.deadline = Some(Instant::now() + CANCEL_GRACE);
+                    if !self.json {
+                        let pieces = self.renderer.finish();
+                        self.write(pieces)?;
+                    }
+                    self.flush()?;
+                    if let Err(e) = self.client.session_cancel(self.session_id).await {
+                        note(&format!("cancel failed: {e}"));
+                    }
+                }
                 _ = interrupts.recv() => {
                     if cancel_sent {
                         return Ok(Ended::Abandoned);
@@ -321,6 +428,9 @@ impl Follow<'_> {
             let pieces = self.renderer.render(event);
             self.write(pieces)?;
         }
+        if matches!(event.kind, EventKind::TurnStarted { .. }) {
+            self.turn_started = true;
+        }
         self.tracker.observe(event);
         Ok(self.tracker.completion().is_some())
     }
@@ -404,18 +514,20 @@ impl Follow<'_> {
     }
 }
 
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The open-prompt set; a poisoned lock still holds a usable set.
 fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
     set.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Whether the prompt comes from stdin (`-`, or no argument with piped stdin).
-fn prompt_from_stdin(words: &[String]) -> bool {
-    matches!(words, []) || matches!(words, [dash] if dash == "-")
-}
-
-/// The prompt from the arguments, or from stdin for `-` or no argument with piped stdin.
 /// The result line of a run that failed before its turn began.
 fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyhow::Result<()> {
     let elapsed = u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -430,68 +542,4 @@ fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyho
     let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
     output::line(&serde_json::to_string(&line)?)?;
     Ok(())
-}
-
-fn read_prompt(words: &[String]) -> Result<String, UsageError> {
-    let from_stdin = match words {
-        [] => {
-            if std::io::stdin().is_terminal() {
-                return Err(UsageError(
-                    "no prompt given (pass PROMPT, or `-` to read stdin)".into(),
-                ));
-            }
-            true
-        }
-        [dash] if dash == "-" => true,
-        _ => false,
-    };
-    let prompt = if from_stdin {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| UsageError(format!("cannot read the prompt from stdin: {e}")))?;
-        text
-    } else {
-        words.join(" ")
-    };
-    if prompt.trim().is_empty() {
-        return Err(UsageError("the prompt is empty".into()));
-    }
-    Ok(prompt)
-}
-
-/// The absolute workspace root: `--cwd` or the current directory, symlinks resolved.
-fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
-    let dir = match cwd {
-        Some(dir) => dir.to_owned(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let abs: PathBuf =
-        std::fs::canonicalize(&dir).with_context(|| format!("workspace {}", dir.display()))?;
-    abs.into_os_string().into_string().map_err(|p| {
-        anyhow::anyhow!(
-            "workspace path is not UTF-8: {}",
-            PathBuf::from(p).display()
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prompt_words_are_joined() {
-        let words = vec!["fix".to_owned(), "the".to_owned(), "bug".to_owned()];
-        assert_eq!(read_prompt(&words).unwrap(), "fix the bug");
-        assert!(read_prompt(&["  ".to_owned()]).is_err());
-    }
-
-    #[test]
-    fn workspace_is_absolute() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = workspace(Some(dir.path())).unwrap();
-        assert!(Path::new(&ws).is_absolute());
-        assert!(workspace(Some(&dir.path().join("missing"))).is_err());
-    }
 }

@@ -13,6 +13,8 @@ pub mod exit {
     pub const ERROR: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const STOPPED: u8 = 3;
+    /// `--timeout` ran out (as timeout(1) exits).
+    pub const TIMED_OUT: u8 = 124;
     pub const CANCELLED: u8 = 130;
 }
 
@@ -56,6 +58,9 @@ pub struct ResultLine {
     pub permission_denials: Vec<Denial>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
+    /// The final answer parsed and valid against `--output-schema` (`turn_completed.output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 impl ResultLine {
@@ -73,7 +78,19 @@ impl ResultLine {
             duration_ms,
             permission_denials: Vec::new(),
             error: Some(ErrorInfo { code, message }),
+            output: None,
         }
+    }
+}
+
+impl ResultLine {
+    /// The result line of `wait` on a session that has had no turn: nothing ran, nothing
+    /// failed (`turnId` empty, stopReason `end_turn`).
+    pub fn no_turn(session_id: &str) -> Self {
+        let mut line = Self::not_started(session_id, 0, String::new(), String::new());
+        line.stop_reason = StopReason::EndTurn.as_str();
+        line.error = None;
+        line
     }
 }
 
@@ -118,6 +135,7 @@ pub struct Completion {
     pub stop_reason: StopReason,
     pub error: Option<ErrorInfo>,
     pub usage: Usage,
+    pub output: Option<Value>,
 }
 
 /// Collects what matters of one turn from its events.
@@ -202,12 +220,13 @@ impl TurnTracker {
                 stop_reason,
                 error,
                 usage,
-                ..
+                output,
             } => {
                 self.completion = Some(Completion {
                     stop_reason: *stop_reason,
                     error: error.clone(),
                     usage: *usage,
+                    output: output.clone(),
                 });
             }
             _ => {}
@@ -225,8 +244,8 @@ impl TurnTracker {
 
     /// The result line once the turn completed; a client-side failure otherwise.
     pub fn result_line(&self, session_id: &str, duration_ms: u64) -> ResultLine {
-        let (stop, error, usage) = match &self.completion {
-            Some(c) => (c.stop_reason, c.error.clone(), c.usage),
+        let (stop, error, usage, output) = match &self.completion {
+            Some(c) => (c.stop_reason, c.error.clone(), c.usage, c.output.clone()),
             None => (
                 StopReason::Error,
                 Some(ErrorInfo {
@@ -234,6 +253,7 @@ impl TurnTracker {
                     message: "the turn did not complete".into(),
                 }),
                 Usage::default(),
+                None,
             ),
         };
         ResultLine {
@@ -247,7 +267,13 @@ impl TurnTracker {
             duration_ms,
             permission_denials: self.denials.clone(),
             error,
+            output,
         }
+    }
+
+    /// The final text of the turn so far (its last assistant message).
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The result line for a run that failed on the client side (connection lost, ...).
@@ -430,6 +456,21 @@ mod tests {
         assert_eq!(one, "1 tool call was denied: write (read mode)");
         let two = denials_summary(&[denial("write", "a"), denial("bash", "b")]).unwrap();
         assert_eq!(two, "2 tool calls were denied: write (a); bash (b)");
+    }
+
+    #[test]
+    fn the_result_line_carries_the_turns_output() {
+        let mut t = TurnTracker::new("t1");
+        t.observe(&ev("t1", json!({"seq": 1, "type": "turn_completed", "stopReason": "end_turn", "usage": {}, "output": {"ok": true}})));
+        let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
+        assert_eq!(line["output"], json!({"ok": true}));
+        let mut t = TurnTracker::new("t2");
+        t.observe(&ev(
+            "t2",
+            json!({"seq": 1, "type": "turn_completed", "stopReason": "end_turn", "usage": {}}),
+        ));
+        let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
+        assert!(line.get("output").is_none(), "{line}");
     }
 
     #[test]

@@ -266,6 +266,14 @@ impl Client {
         self.request::<m::SessionPrompt>(&params).await
     }
 
+    /// `session/prompt` with every parameter: an output schema, an iteration cap.
+    pub async fn session_prompt_with(
+        &self,
+        params: &SessionPromptParams,
+    ) -> Result<SessionPromptResult, ClientError> {
+        self.request::<m::SessionPrompt>(params).await
+    }
+
     pub async fn session_cancel(
         &self,
         session_id: &str,

@@ -162,6 +162,7 @@ fn llm(c: &mut Criterion) {
         model: "bench".into(),
         messages: vec![Message::user("count")],
         tools: Vec::new(),
+        response_format: None,
     };
     let cancel = CancellationToken::new();
     g.throughput(Throughput::Elements(STREAM_CHUNKS as u64));

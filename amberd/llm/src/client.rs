@@ -97,6 +97,13 @@ impl LlmClient {
         self.inner.dialect.as_ref()
     }
 
+    /// Whether this provider takes a request's `response_format` (structured output): its
+    /// dialect sends it and its quirks (or `structured_output` in its settings) say it is
+    /// understood.
+    pub fn structured_output(&self) -> bool {
+        self.dialect().structured_output(self.settings())
+    }
+
     /// Whether both are clones of one client (the pool's cache tests).
     #[cfg(test)]
     pub(crate) fn same_client(&self, other: &LlmClient) -> bool {
@@ -355,6 +362,7 @@ mod tests {
             model: String::new(),
             messages: vec![Message::user("hi")],
             tools: vec![],
+            response_format: None,
         };
         let cancel = CancellationToken::new();
         let mut sink = |_: StreamEvent| {};
@@ -398,6 +406,7 @@ mod tests {
             model: String::new(),
             messages: vec![],
             tools: vec![],
+            response_format: None,
         };
         let err = client
             .stream_chat(&req, &CancellationToken::new(), &mut |_| {})

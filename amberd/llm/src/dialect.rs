@@ -60,6 +60,13 @@ pub trait Dialect: Send + Sync {
     /// A whole non-streamed response body → internal shape.
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError>;
 
+    /// Whether `body` sends a request's `response_format` (structured output) to this
+    /// provider. A dialect that does not gets an output schema as an instruction instead.
+    fn structured_output(&self, settings: &LlmSettings) -> bool {
+        let _ = settings;
+        false
+    }
+
     /// Every header of a request: `headers(api_key)`, then the quirks' extra headers, then
     /// the configured ones (later wins; an empty configured value removes the header).
     fn request_headers(&self, settings: &LlmSettings) -> Result<HeaderMap, ApiError> {
@@ -162,6 +169,10 @@ impl Dialect for OpenAiDialect {
 
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError> {
         chunk::parse_response(body)
+    }
+
+    fn structured_output(&self, settings: &LlmSettings) -> bool {
+        settings.quirks.structured_output
     }
 }
 

@@ -285,6 +285,7 @@ fn request_shape_per_flavor() {
         model: String::new(),
         messages: vec![Message::user("hi")],
         tools: vec![],
+        response_format: None,
     };
     for &(name, field, include_usage, headers) in REQUEST_SHAPES {
         let settings = settings_for(name);
@@ -331,6 +332,7 @@ fn no_max_tokens_means_neither_field() {
         model: String::new(),
         messages: vec![],
         tools: vec![],
+        response_format: None,
     };
     for p in all_presets() {
         let settings = LlmSettings {

@@ -79,6 +79,20 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// Empty → `tools` is omitted from the body.
     pub tools: Vec<ToolSpec>,
+    /// Structured output: the reply's text must be JSON valid against this schema. Sent only
+    /// by dialects whose provider supports it ([`LlmClient::structured_output`]).
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// A JSON Schema the reply must follow (OpenAI's `response_format: {type: "json_schema"}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseFormat {
+    /// The schema's name as the provider sees it (`[a-zA-Z0-9_-]`, at most 64 characters).
+    pub name: String,
+    pub schema: serde_json::Value,
+    /// OpenAI's strict mode, which accepts only a subset of JSON Schema; amber sends
+    /// `false` and validates the answer itself.
+    pub strict: bool,
 }
 
 /// What `stream_chat` reports while a reply is being produced.

@@ -335,8 +335,11 @@ impl LlmPool {
         settings.max_tokens = p.max_tokens;
         settings.quirks = override_quirks(
             quirks_for(preset.as_ref(), ep.base_url.as_deref()),
-            p.include_usage,
-            p.max_tokens_field,
+            QuirkOverrides {
+                include_usage: p.include_usage,
+                max_tokens_field: p.max_tokens_field,
+                structured_output: p.structured_output,
+            },
         );
         settings.extra_headers = headers(&p.headers);
         Resolved {
@@ -392,8 +395,11 @@ impl LlmPool {
         let mut settings = self.base_settings();
         settings.quirks = override_quirks(
             quirks_for(preset.as_ref(), base_url.as_deref()),
-            table.include_usage,
-            table.max_tokens_field,
+            QuirkOverrides {
+                include_usage: table.include_usage,
+                max_tokens_field: table.max_tokens_field,
+                structured_output: table.structured_output,
+            },
         );
         settings.base_url = base_url;
         settings.api_key = api_key;
@@ -467,16 +473,22 @@ fn same_url(a: Option<&str>, b: &str) -> bool {
     a.is_some_and(|a| a.trim().trim_end_matches('/') == b.trim_end_matches('/'))
 }
 
-fn override_quirks(
-    mut quirks: Quirks,
+/// The quirks a provider's settings override (unset: the preset's).
+struct QuirkOverrides {
     include_usage: Option<bool>,
     max_tokens_field: Option<MaxTokensField>,
-) -> Quirks {
-    if let Some(v) = include_usage {
+    structured_output: Option<bool>,
+}
+
+fn override_quirks(mut quirks: Quirks, overrides: QuirkOverrides) -> Quirks {
+    if let Some(v) = overrides.include_usage {
         quirks.include_usage = v;
     }
-    if let Some(v) = max_tokens_field {
+    if let Some(v) = overrides.max_tokens_field {
         quirks.max_tokens_field = v;
+    }
+    if let Some(v) = overrides.structured_output {
+        quirks.structured_output = v;
     }
     quirks
 }

@@ -100,6 +100,29 @@ fn default_provider_quirks_follow_its_flavor() {
 }
 
 #[test]
+fn structured_output_follows_the_preset_and_the_settings() {
+    // A generic OpenAI-compatible server takes `response_format`; DeepSeek does not.
+    let generic = pool("", &[("AMBER_BASE_URL", "http://127.0.0.1:9/v1")]);
+    assert!(generic.client(None).unwrap().structured_output());
+    let deepseek = pool(
+        "",
+        &[("AMBER_FLAVOR", "deepseek"), ("DEEPSEEK_API_KEY", "d")],
+    );
+    assert!(!deepseek.client(None).unwrap().structured_output());
+    // `structured_output` in the settings wins either way.
+    let off = pool(
+        "[provider]\nstructured_output = false\n[providers.ds]\nflavor = \"deepseek\"\n\
+         structured_output = true\n",
+        &[
+            ("AMBER_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("DEEPSEEK_API_KEY", "d"),
+        ],
+    );
+    assert!(!off.client(None).unwrap().structured_output());
+    assert!(off.client(Some("ds")).unwrap().structured_output());
+}
+
+#[test]
 fn named_preset_provider() {
     let p = pool(
         "[provider]\nmax_retries = 2\n",
@@ -390,6 +413,7 @@ async fn quirks_and_headers_reach_the_wire() {
         model: String::new(),
         messages: vec![Message::user("hi")],
         tools: vec![],
+        response_format: None,
     };
     let reply = client
         .stream_chat(&req, &CancellationToken::new(), &mut |_| {})

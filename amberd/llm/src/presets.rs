@@ -48,6 +48,9 @@ pub struct Quirks {
     pub max_tokens_field: MaxTokensField,
     /// Sent with every request; `[providers.NAME] headers` adds to or overrides them.
     pub extra_headers: &'static [(&'static str, &'static str)],
+    /// Accepts `response_format: {type: "json_schema"}` (structured output). Without it an
+    /// output schema reaches the model as an instruction instead.
+    pub structured_output: bool,
 }
 
 impl Quirks {
@@ -58,6 +61,7 @@ impl Quirks {
         include_usage: true,
         max_tokens_field: MaxTokensField::MaxTokens,
         extra_headers: &[],
+        structured_output: true,
     };
 }
 
@@ -89,6 +93,7 @@ const LOCAL: Quirks = Quirks {
     include_usage: true,
     max_tokens_field: MaxTokensField::MaxTokens,
     extra_headers: &[],
+    structured_output: true,
 };
 
 const PRESETS: &[Preset] = &[
@@ -106,6 +111,7 @@ const PRESETS: &[Preset] = &[
             include_usage: true,
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             extra_headers: &[],
+            structured_output: true,
         },
     },
     // OpenRouter streams `reasoning` (string) plus `reasoning_details` (objects) and asks
@@ -125,6 +131,7 @@ const PRESETS: &[Preset] = &[
                 ("HTTP-Referer", "https://github.com/amber-agent/amber"),
                 ("X-Title", "amber"),
             ],
+            structured_output: true,
         },
     },
     // Ollama's OpenAI layer: `reasoning` for thinking models; usage only when asked (older
@@ -193,6 +200,8 @@ const PRESETS: &[Preset] = &[
             include_usage: false,
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             extra_headers: &[],
+            // Structured output on some models only: the schema goes as an instruction.
+            structured_output: false,
         },
     },
     // DeepSeek: `reasoning_content` (deepseek-reasoner), cache hits in
@@ -209,6 +218,8 @@ const PRESETS: &[Preset] = &[
             include_usage: true,
             max_tokens_field: MaxTokensField::MaxTokens,
             extra_headers: &[],
+            // Only `json_object`, no `json_schema`: the schema goes as an instruction.
+            structured_output: false,
         },
     },
     // Together puts usage on the final chunk unasked; not sending `stream_options` avoids
@@ -225,6 +236,8 @@ const PRESETS: &[Preset] = &[
             include_usage: false,
             max_tokens_field: MaxTokensField::MaxTokens,
             extra_headers: &[],
+            // Its `response_format` takes the schema in another shape: an instruction instead.
+            structured_output: false,
         },
     },
     // Mistral rejects request fields it does not know (so no `stream_options`), always sends
@@ -241,6 +254,7 @@ const PRESETS: &[Preset] = &[
             include_usage: false,
             max_tokens_field: MaxTokensField::MaxTokens,
             extra_headers: &[],
+            structured_output: true,
         },
     },
     // Fireworks: `reasoning_content`, usage on the final chunk unasked.
@@ -256,6 +270,7 @@ const PRESETS: &[Preset] = &[
             include_usage: false,
             max_tokens_field: MaxTokensField::MaxTokens,
             extra_headers: &[],
+            structured_output: true,
         },
     },
     // xAI: `reasoning_content` on its reasoning models, OpenAI-style usage.
@@ -271,6 +286,7 @@ const PRESETS: &[Preset] = &[
             include_usage: true,
             max_tokens_field: MaxTokensField::MaxTokens,
             extra_headers: &[],
+            structured_output: true,
         },
     },
 ];

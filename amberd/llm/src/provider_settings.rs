@@ -33,6 +33,9 @@ pub struct ProviderSettings {
     pub include_usage: Option<bool>,
     /// Overrides the flavor's `max_tokens` / `max_completion_tokens` quirk.
     pub max_tokens_field: Option<MaxTokensField>,
+    /// Overrides the flavor's structured-output quirk: `false` sends an output schema as an
+    /// instruction instead of `response_format`.
+    pub structured_output: Option<bool>,
 }
 
 /// One named provider. Unset values come from the preset of that name (else of `flavor`);
@@ -50,6 +53,7 @@ pub struct NamedProviderSettings {
     pub headers: BTreeMap<String, String>,
     pub include_usage: Option<bool>,
     pub max_tokens_field: Option<MaxTokensField>,
+    pub structured_output: Option<bool>,
 }
 
 impl Default for ProviderSettings {
@@ -69,6 +73,7 @@ impl Default for ProviderSettings {
             headers: BTreeMap::new(),
             include_usage: None,
             max_tokens_field: None,
+            structured_output: None,
         }
     }
 }

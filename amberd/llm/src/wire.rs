@@ -3,7 +3,7 @@
 use amber_proto::{Message, Role};
 use serde_json::{Map, Value, json};
 
-use super::{ChatRequest, LlmSettings, ToolSpec};
+use super::{ChatRequest, LlmSettings, ResponseFormat, ToolSpec};
 
 /// The streaming request body.
 pub(crate) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
@@ -35,7 +35,23 @@ pub(crate) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
         let field = settings.quirks.max_tokens_field.as_str();
         body.insert(field.into(), json!(max));
     }
+    if let Some(format) = &req.response_format {
+        body.insert("response_format".into(), response_format(format));
+    }
     Value::Object(body)
+}
+
+/// `response_format` of structured output: `{type: "json_schema", json_schema: {name,
+/// schema, strict}}`.
+pub(crate) fn response_format(format: &ResponseFormat) -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": format.name,
+            "schema": format.schema,
+            "strict": format.strict,
+        },
+    })
 }
 
 fn role(role: Role) -> &'static str {
@@ -120,6 +136,7 @@ mod tests {
                 description: "Read a file".into(),
                 parameters: json!({"type": "object"}),
             }],
+            response_format: None,
         };
         let settings = LlmSettings {
             model: "m1".into(),
@@ -156,10 +173,32 @@ mod tests {
             model: "override".into(),
             messages: vec![Message::user("x")],
             tools: vec![],
+            response_format: None,
         };
         let body = request_body(&req, &LlmSettings::default());
         assert!(body.get("tools").is_none());
+        assert!(body.get("response_format").is_none());
         assert!(body.get("max_tokens").is_none());
         assert_eq!(body["model"], "override");
+    }
+
+    #[test]
+    fn response_format_is_sent_as_a_json_schema() {
+        let schema = json!({"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}});
+        let req = ChatRequest {
+            model: String::new(),
+            messages: vec![Message::user("x")],
+            tools: vec![],
+            response_format: Some(ResponseFormat {
+                name: "output".into(),
+                schema: schema.clone(),
+                strict: false,
+            }),
+        };
+        let body = request_body(&req, &LlmSettings::default());
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}})
+        );
     }
 }

@@ -108,6 +108,7 @@ mod llm {
                 description: "Read a file".into(),
                 parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
             }],
+            response_format: None,
         }
     }
 

@@ -4,10 +4,12 @@
 //! **Invariants:** the system prompt is always the first message; every assistant message
 //! with tool calls is followed by exactly one tool message per call before any other
 //! message; a failed or cancelled LLM call pushes nothing; the silent confirm exchange is
-//! popped again when the model confirms it is finished.
+//! popped again when the model confirms it is finished; a turn with an output schema ends
+//! with `end_turn` only with a valid `output` (one repair round, else `invalid_output`).
 
 pub mod compact;
 pub mod guards;
+pub mod output_schema;
 pub mod prompt;
 
 use std::ops::ControlFlow;
@@ -27,6 +29,7 @@ use crate::tools::gate::Gate;
 use crate::tools::{SessionTools, ToolLimits, ToolRegistry};
 use compact::{CompactEnv, CompactionGate, compact_context};
 use guards::{Guards, Verdict};
+use output_schema::OutputSchema;
 
 /// How the loop reports to the session that runs it.
 pub trait AgentHooks: Send + Sync {
@@ -60,7 +63,11 @@ pub struct TurnEnv<'a> {
     pub head: &'a str,
     pub workspace: &'a Path,
     pub limits: &'a ToolLimits,
+    /// Model requests of the turn at most (the session's cap, or the prompt's
+    /// `maxIterations`, which replaces it).
     pub max_iterations: u32,
+    /// The prompt's output schema: the final answer must be valid against it.
+    pub output_schema: Option<&'a OutputSchema>,
     pub confirm_finish: bool,
     pub compaction: &'a CompactionSettings,
     /// Where skills extracted by compaction are saved.
@@ -88,10 +95,17 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
         items: 0,
         confirm_at: None,
         steers: Vec::new(),
+        rounds: 0,
+        final_text: String::new(),
+        output_instruction: env.output_schema.map(OutputSchema::instruction),
     };
     context.push(Message::user(prompt));
     env.hooks.context_changed(context);
-    let (stop, error) = turn.run(context).await;
+    let (mut stop, mut error) = turn.run(context, env.max_iterations).await;
+    let mut output = None;
+    if let (Some(schema), StopReason::EndTurn) = (env.output_schema, stop) {
+        (stop, error, output) = turn.final_output(context, schema).await;
+    }
     // Not by text alone: a user may well type the confirm question as a prompt.
     let unanswered = turn.confirm_at.is_some()
         && context
@@ -106,10 +120,11 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
         stop,
         error,
         usage: turn.usage,
-        output: None,
+        output,
     }
 }
 
+/// One running turn; `output_schema.rs` adds its final-answer check.
 struct Turn<'e, 'a> {
     env: &'e TurnEnv<'a>,
     usage: Usage,
@@ -119,6 +134,12 @@ struct Turn<'e, 'a> {
     confirm_at: Option<usize>,
     /// This turn's steers, restated in the tail of every later request.
     steers: Vec<String>,
+    /// Model requests made so far.
+    rounds: u32,
+    /// The text of the last reply shown to the user: the final answer once the turn ends.
+    final_text: String,
+    /// The output schema as an instruction, for providers without structured output.
+    output_instruction: Option<String>,
 }
 
 /// Whether the model's reply is streamed to clients or is the silent confirm exchange.
@@ -147,8 +168,8 @@ struct LoopState {
 }
 
 impl Turn<'_, '_> {
-    /// The loop: at most `max_iterations` rounds of one model request each.
-    async fn run(&mut self, context: &mut Context) -> TurnEnd {
+    /// The loop: at most `budget` rounds of one model request each.
+    async fn run(&mut self, context: &mut Context, budget: u32) -> TurnEnd {
         let env = self.env;
         let llm = match env.llm {
             Ok(llm) => llm,
@@ -166,7 +187,8 @@ impl Turn<'_, '_> {
             hooks: env.hooks,
         };
         let mut state = LoopState::default();
-        for _ in 0..env.max_iterations {
+        for _ in 0..budget {
+            self.rounds += 1;
             let round = self.round(context, &compact_env, &mut state).await;
             if let ControlFlow::Break(end) = round {
                 return end;
@@ -197,15 +219,24 @@ impl Turn<'_, '_> {
         };
         // The tail: the todo list, the mode right now, this turn's steers.
         let todos = env.session_tools.todos();
+        // The output schema: `response_format` where the provider takes it (not on the
+        // confirm exchange, whose answer is DONE), else an instruction in the tail.
+        let structured = compact_env.llm.structured_output();
+        let response_format = env
+            .output_schema
+            .filter(|_| structured && visibility == Visibility::Streamed)
+            .map(OutputSchema::response_format);
         let tail = prompt::Tail {
             todos: &todos,
             mode: env.hooks.mode(),
             steers: &self.steers,
+            output_instruction: self.output_instruction.as_deref().filter(|_| !structured),
         };
         let request = ChatRequest {
             model: env.model.to_owned(),
             messages: prompt::assemble(snapshot, env.head, &tail),
             tools: compact_env.tools.to_vec(),
+            response_format,
         };
         let item_id = self.next_item();
         let reply = match self
@@ -295,6 +326,7 @@ impl Turn<'_, '_> {
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
         context.push(Message::assistant(text.to_owned(), Vec::new()));
+        text.clone_into(&mut self.final_text);
         self.emit_message(item_id, text);
         env.hooks.context_changed(context);
         match self.guards.on_reply(text, &[]) {

@@ -213,6 +213,7 @@ async fn ask(
         model: model.to_owned(),
         messages,
         tools: Vec::new(),
+        response_format: None,
     };
     let mut on_event = |event: StreamEvent| {
         if matches!(event, StreamEvent::Retrying { .. }) {

@@ -6,7 +6,7 @@ use amber_proto::{self as proto, errors, methods};
 use jsonrpsee::RpcModule;
 
 use super::gate::WsConn;
-use super::params::error;
+use super::params::{error, prompt_options};
 use super::subscribe;
 use super::table::MethodTable;
 
@@ -105,7 +105,8 @@ pub fn module(
                 "invalid params: text: must not be empty",
             ));
         }
-        let turn_id = d.sessions.prompt(&p.session_id, p.text)?;
+        let options = prompt_options(p.output_schema, p.max_iterations)?;
+        let turn_id = d.sessions.prompt_with(&p.session_id, p.text, options)?;
         Ok(proto::SessionPromptResult { turn_id })
     })?;
 

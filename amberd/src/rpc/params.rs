@@ -5,7 +5,10 @@ use amber_proto::errors;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde::de::DeserializeOwned;
 
-use crate::session::SessionError;
+use std::sync::Arc;
+
+use crate::agent::output_schema::OutputSchema;
+use crate::session::{PromptOptions, SessionError};
 
 /// Parses params into `T`; absent params count as `{}`. Errors are -32602 and name the
 /// offending field (`sessionId: invalid type: integer, expected a string`).
@@ -51,6 +54,35 @@ impl From<SessionError> for ErrorObjectOwned {
     }
 }
 
+/// `session/prompt`'s turn options, checked before anything is queued: the output schema
+/// compiled (an invalid one is -32602 with the reason), `maxIterations` at least 1.
+pub fn prompt_options(
+    output_schema: Option<serde_json::Value>,
+    max_iterations: Option<u32>,
+) -> Result<PromptOptions, ErrorObjectOwned> {
+    if max_iterations == Some(0) {
+        return Err(error(
+            errors::INVALID_PARAMS,
+            "invalid params: maxIterations: must be at least 1",
+        ));
+    }
+    let output_schema = output_schema
+        .map(|schema| {
+            OutputSchema::new(schema).map_err(|e| {
+                error(
+                    errors::INVALID_PARAMS,
+                    format!("invalid params: outputSchema: {e}"),
+                )
+            })
+        })
+        .transpose()?
+        .map(Arc::new);
+    Ok(PromptOptions {
+        output_schema,
+        max_iterations,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -75,5 +107,22 @@ mod tests {
         let p = Params::new(None);
         parse::<amber_proto::Empty>(&p).unwrap();
         parse::<amber_proto::SessionListParams>(&p).unwrap();
+    }
+
+    #[test]
+    fn prompt_options_refuse_a_bad_schema_and_zero_iterations() {
+        let err = prompt_options(Some(serde_json::json!({"type": 5})), None).unwrap_err();
+        assert_eq!(err.code(), errors::INVALID_PARAMS);
+        assert!(
+            err.message()
+                .starts_with("invalid params: outputSchema: invalid JSON Schema:"),
+            "{}",
+            err.message()
+        );
+        let err = prompt_options(None, Some(0)).unwrap_err();
+        assert!(err.message().contains("maxIterations"), "{}", err.message());
+        let ok = prompt_options(Some(serde_json::json!({"type": "object"})), Some(3)).unwrap();
+        assert!(ok.output_schema.is_some());
+        assert_eq!(ok.max_iterations, Some(3));
     }
 }

@@ -17,8 +17,19 @@ use super::SessionShared;
 use super::deps::Deps;
 use super::gate::SessionGate;
 use crate::agent::compact::{CompactEnv, compact_context};
+use crate::agent::output_schema::OutputSchema;
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::tools::gate::Gate;
+
+/// What a prompt asks of its turn besides its text (`session/prompt`'s extensions). Not
+/// persisted: a prompt restored from the log after a restart runs without them.
+#[derive(Debug, Clone, Default)]
+pub struct PromptOptions {
+    /// `outputSchema`, compiled when the prompt was accepted.
+    pub output_schema: Option<Arc<OutputSchema>>,
+    /// `maxIterations`: replaces the session's cap for this turn only.
+    pub max_iterations: Option<u32>,
+}
 
 /// Work for the actor.
 #[derive(Debug)]
@@ -26,15 +37,14 @@ pub enum Command {
     Prompt {
         turn_id: String,
         text: String,
+        options: PromptOptions,
     },
     /// `session/compact`: compact now, between turns.
     Compact {
         reply: oneshot::Sender<Result<SessionCompactResult, String>>,
     },
     /// `/clear`: forget the conversation (the system prompt stays), between turns.
-    Clear {
-        reply: oneshot::Sender<usize>,
-    },
+    Clear { reply: oneshot::Sender<usize> },
     /// `session/rewind`, between turns.
     Rewind {
         params: amber_proto::SessionRewindParams,
@@ -61,8 +71,12 @@ pub async fn run(
         };
         let Some(command) = command else { break };
         match command {
-            Command::Prompt { turn_id, text } => {
-                run_prompt(&shared, &deps, &mut context, &turn_id, &text).await;
+            Command::Prompt {
+                turn_id,
+                text,
+                options,
+            } => {
+                run_prompt(&shared, &deps, &mut context, &turn_id, &text, &options).await;
             }
             Command::Compact { reply } => {
                 let result = compact_now(&shared, &deps, &mut context).await;
@@ -109,6 +123,7 @@ async fn run_prompt(
     context: &mut Context,
     turn_id: &str,
     text: &str,
+    options: &PromptOptions,
 ) {
     let cancel = shared.closed.child_token();
     shared.begin_turn(turn_id, cancel.clone());
@@ -154,7 +169,10 @@ async fn run_prompt(
         head: &head,
         workspace: &shared.workspace,
         limits: &live.limits,
-        max_iterations: shared.max_iterations(live.config.agent.max_tool_iterations),
+        max_iterations: options
+            .max_iterations
+            .unwrap_or_else(|| shared.max_iterations(live.config.agent.max_tool_iterations)),
+        output_schema: options.output_schema.as_deref(),
         confirm_finish: live.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),

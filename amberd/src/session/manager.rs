@@ -315,9 +315,19 @@ impl SessionManager {
     /// Queues a prompt; returns its turn id once the prompt is durable (its
     /// `prompt_queued` is on disk), so an acknowledged prompt survives a crash.
     pub fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
+        self.prompt_with(id, text, super::PromptOptions::default())
+    }
+
+    /// `prompt` with the turn's options (`session/prompt {outputSchema, maxIterations}`).
+    pub(crate) fn prompt_with(
+        &self,
+        id: &str,
+        text: String,
+        options: super::PromptOptions,
+    ) -> Result<String, SessionError> {
         let handle = self.get(id)?;
         let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
-        handle.queue_prompt(&turn_id, text)?;
+        handle.queue_prompt(&turn_id, text, options)?;
         Ok(turn_id)
     }
 

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::AgentLimits;
 use crate::tools::{SessionTools, ToolRegistry};
 use actor::Command;
+pub(crate) use actor::PromptOptions;
 use approvals::Approvals;
 use hub::{EventHub, now_rfc3339};
 pub use manager::SessionManager;
@@ -395,7 +396,12 @@ impl SessionHandle {
     /// Queues an accepted prompt: durable first (`prompt_queued`, on disk before this
     /// returns), then handed to the actor. Err: the store refused it (nothing queued) or
     /// the actor is gone (the prompt is closed as cancelled, so it never runs later).
-    fn queue_prompt(&self, turn_id: &str, text: String) -> Result<(), SessionError> {
+    fn queue_prompt(
+        &self,
+        turn_id: &str,
+        text: String,
+        options: PromptOptions,
+    ) -> Result<(), SessionError> {
         let _order = self.prompt_order.lock().unwrap_or_else(|e| e.into_inner());
         let queued = EventKind::PromptQueued {
             prompt: text.clone(),
@@ -417,6 +423,7 @@ impl SessionHandle {
         let sent = self.commands.send(Command::Prompt {
             turn_id: turn_id.to_owned(),
             text,
+            options,
         });
         if sent.is_err() {
             // Deleted or stopping: acknowledged nowhere, so it must not run after a restart.
@@ -443,7 +450,11 @@ impl SessionHandle {
         // prompt stays waiting in the log for the next load.
         if self
             .commands
-            .send(Command::Prompt { turn_id, text })
+            .send(Command::Prompt {
+                turn_id,
+                text,
+                options: PromptOptions::default(),
+            })
             .is_err()
         {
             self.shared.prompt_dropped();

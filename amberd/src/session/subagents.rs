@@ -175,6 +175,7 @@ async fn run_one(
         workspace: &shared.workspace,
         limits: &live.limits,
         max_iterations: profile.max_iterations,
+        output_schema: None,
         confirm_finish: live.config.agent.confirm_finish,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),

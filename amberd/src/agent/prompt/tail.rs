@@ -1,6 +1,7 @@
 //! The tail of the prompt: what changes from turn to turn, after the context's last message
 //! on the copy sent to the model — the todo list when it is not empty, a one-line reminder
-//! of the session's mode, and the steers of this turn restated.
+//! of the session's mode, the steers of this turn restated, and the turn's output schema
+//! when its provider takes no `response_format` (`agent/output_schema.rs`).
 //!
 //! Its role: one `user`-role block wrapped in `<system-reminder>…</system-reminder>`,
 //! appended to the last message when that is a user message, else a message of its own.
@@ -28,6 +29,8 @@ pub(crate) struct Tail<'a> {
     pub mode: Mode,
     /// The guards' notes to the model during this turn, oldest first.
     pub steers: &'a [String],
+    /// The output schema as an instruction (providers without structured output).
+    pub output_instruction: Option<&'a str>,
 }
 
 impl Tail<'_> {
@@ -57,6 +60,11 @@ impl Tail<'_> {
             for steer in self.steers {
                 out.push_str(&format!("- {steer}\n"));
             }
+        }
+        if let Some(instruction) = self.output_instruction {
+            out.push('\n');
+            out.push_str(instruction);
+            out.push('\n');
         }
         out.push_str("</system-reminder>");
         out

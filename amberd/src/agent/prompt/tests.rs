@@ -10,6 +10,7 @@ fn tail(mode: Mode) -> Tail<'static> {
         todos: &[],
         mode,
         steers: &[],
+        output_instruction: None,
     }
 }
 
@@ -83,6 +84,7 @@ fn the_tail_lists_todos_with_their_status_and_restates_steers() {
         todos: &todos,
         mode: Mode::Write,
         steers: &steers,
+        output_instruction: Some("Answer in JSON."),
     }
     .render();
     assert!(
@@ -90,6 +92,10 @@ fn the_tail_lists_todos_with_their_status_and_restates_steers() {
         "{text}"
     );
     assert!(text.contains("- You repeated yourself."), "{text}");
+    assert!(
+        text.ends_with("\nAnswer in JSON.\n</system-reminder>"),
+        "{text}"
+    );
     let empty = tail(Mode::Write).render();
     assert!(!empty.contains("todo"), "{empty}");
 }
