@@ -5,7 +5,9 @@
 //!   (`client.request::<amber_proto::methods::M>(&params)`, and a convenience method per common call);
 //! - [`EventStream`] / [`RawEventStream`]: `session/subscribe` as a `futures::Stream`;
 //! - [`SessionWatchStream`]: `session/watch`, every session's changes, as a `futures::Stream`;
-//! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`.
+//! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`;
+//! - [`remote`]: the same protocol over a command's stdin/stdout (`ssh HOST amber-cli rpc`),
+//!   when [`ConnectOptions::remote`] is set.
 
 pub mod autostart;
 pub mod bridge;
@@ -13,12 +15,14 @@ mod client;
 mod error;
 mod events;
 mod history;
+pub mod remote;
 mod transport;
 mod watch;
 
 pub use client::{Client, ConnectOptions, REQUEST_TIMEOUT, SUBSCRIPTION_BUFFER};
 pub use error::ClientError;
 pub use events::{EventStream, RawEvent, RawEventStream};
+pub use remote::Remote;
 pub use transport::resolve_socket;
 pub use watch::SessionWatchStream;
 
