@@ -7,6 +7,7 @@ mod ask;
 mod checkpoints;
 mod daemon;
 mod doctor;
+mod gap;
 mod logs;
 mod output;
 mod reconnect;

@@ -259,6 +259,7 @@ impl Follow<'_> {
                             Some((client, resumed)) => {
                                 *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
                                 events = resumed;
+                                self.renderer.resumed();
                                 self.answer_pending().await;
                             }
                             None => return Ok(Ended::Abandoned),
@@ -338,6 +339,9 @@ impl Follow<'_> {
                 "approval {request_id} was answered elsewhere ({}): ignore the prompt above",
                 crate::render::decision_name(*decision)
             ));
+        }
+        if matches!(event.kind, EventKind::Synced { .. }) {
+            self.renderer.synced();
         }
         // The replay marker has no turn; `--json` prints every event, so it too.
         if self.json && matches!(event.kind, EventKind::Synced { .. }) {

@@ -316,7 +316,7 @@ pub async fn command(
 
 /// `attach ID [--json] [--replay]`: events live until Ctrl-C (which leaves the session running).
 pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> anyhow::Result<u8> {
-    let client = connect(conn).await?;
+    let mut client = connect(conn).await?;
     let got = client.session_snapshot(id).await?;
     let mut last_seq = if replay { 0 } else { got.last_seq };
     let mut renderer = HumanRenderer::new(true);
@@ -344,7 +344,24 @@ pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> a
                     if json {
                         output::line(raw.json())?;
                     } else if let Some(event) = &raw.event {
+                        if matches!(event.kind, amber_proto::EventKind::Synced { .. }) {
+                            renderer.synced();
+                        }
                         output::emit(renderer.render(event))?;
+                    }
+                }
+                Some(Err(e)) if crate::reconnect::is_connection_loss(&e, &client) => {
+                    let interrupted = async {
+                        interrupts.recv().await;
+                    };
+                    let opts = connect_options(conn, false);
+                    match crate::reconnect::resume(&opts, id, last_seq, &e, interrupted).await? {
+                        Some((again, resumed)) => {
+                            client = again;
+                            events = resumed;
+                            renderer.resumed();
+                        }
+                        None => return Ok(exit::OK),
                     }
                 }
                 Some(Err(ClientError::SubscriptionClosed { reason })) if client.is_connected() && resubscribes < 5 => {

@@ -13,7 +13,6 @@ use amber_proto::{
     SessionPromptResult, SessionSetModeParams, SessionSubscribeParams, SessionWatchParams,
     ToolListParams, ToolListResult,
 };
-use futures::FutureExt;
 use jsonrpsee::core::client::{ClientBuilder, ClientT, SubscriptionClientT, SubscriptionKind};
 use jsonrpsee::core::traits::ToRpcParams;
 use serde::Serialize;
@@ -173,12 +172,10 @@ impl Client {
             (Ok(info), _) => info,
             // The command failed before the daemon could answer: say what it printed.
             (Err(e), Some((remote, stderr))) => {
-                let ended = rpc.on_disconnect().now_or_never().map(|e| e.to_string());
                 let said = stderr.text();
-                let reason = match (ended, said.is_empty()) {
-                    (_, false) => format!("{e} ({said})"),
-                    (Some(ended), true) => format!("{e} ({ended})"),
-                    (None, true) => e.to_string(),
+                let reason = match said.is_empty() {
+                    true => e.to_string(),
+                    false => format!("it ended before the daemon answered: {said}"),
                 };
                 return Err(ClientError::Remote {
                     command: remote.display(),

@@ -393,7 +393,8 @@ mod tests {
         .unwrap();
         std::fs::write(made.cwd.join("new.txt"), "x").unwrap();
         std::fs::write(made.cwd.join("sub/a.txt"), "changed").unwrap();
-        let dirty = uncommitted(&made.info).unwrap();
+        let mut dirty = uncommitted(&made.info).unwrap();
+        dirty.sort();
         assert_eq!(dirty, ["new.txt", "sub/a.txt"].map(String::from).to_vec());
         let refusal = dirty_refusal(&made.info, &dirty).to_string();
         assert!(
