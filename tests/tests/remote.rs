@@ -55,6 +55,7 @@ if [ -f "$dir/drop-after" ] && [ "$n" = 1 ]; then
   }
   exit 255
 fi
+echo "$$" >> "$dir/pids"
 exec "$@"
 "#;
 
@@ -94,6 +95,22 @@ impl StandIn {
 
     fn read(&self, file: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(file)).unwrap_or_default()
+    }
+
+    /// Kills the remote command of connection `n` (1-based; it runs as the stand-in's pid).
+    fn kill_connection(&self, n: usize) {
+        let pids = self.read("pids");
+        let pid: i32 = pids
+            .lines()
+            .nth(n - 1)
+            .unwrap_or_else(|| panic!("no connection {n}: {pids}"))
+            .trim()
+            .parse()
+            .unwrap();
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is the stand-in's.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
     }
 
     fn connections(&self) -> usize {
@@ -399,4 +416,39 @@ fn the_tui_attaches_over_a_remote_connection_and_shows_a_streamed_reply() {
     });
     assert!(screen.contains("› say something"), "{screen}");
     assert_eq!(ssh.read("hosts").trim(), "box");
+}
+
+#[test]
+fn the_tui_reconnects_after_the_ssh_connection_drops_mid_reply() {
+    let chunks: Vec<String> = (1..=12).map(|i| format!("part{i} ")).collect();
+    let whole = chunks.concat();
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 150,
+        },
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let ssh = StandIn::new();
+    let made = daemon.rpc_ok(
+        "session/new",
+        json!({"cwd": daemon.workspace.display().to_string()}),
+    );
+    let id = made["sessionId"].as_str().unwrap().to_owned();
+    let tmux = Tmux::new("remote-drop");
+    start_remote_tui(&tmux, &daemon, &ssh, &["--session", &id]);
+    tmux.wait("remote", "the attached session", |s| {
+        s.contains("Type a prompt")
+    });
+    tmux.type_text("remote", "tell me");
+    tmux.keys("remote", &["Enter"]);
+    tmux.wait("remote", "the reply streaming", |s| s.contains("part2"));
+    ssh.kill_connection(1);
+    let screen = tmux.wait("remote", "the whole reply after the reconnection", |s| {
+        s.contains(whole.trim_end()) && !s.contains("reconnecting")
+    });
+    assert_eq!(screen.matches("part1 ").count(), 1, "{screen}");
+    assert!(ssh.connections() >= 2, "{screen}");
+    assert!(!screen.contains("amber exited"), "{screen}");
 }

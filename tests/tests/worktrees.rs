@@ -112,6 +112,51 @@ fn run_worktree_writes_in_the_worktree_and_not_in_the_checkout() {
 }
 
 #[test]
+fn a_sandboxed_command_writes_in_the_worktree() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::tool_call(
+            "bash",
+            &json!({"command": "printf 'by a command\\n' > made.txt"}),
+        ),
+        MockTurn::text("Made it."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let repo = repo(&daemon);
+    let (code, stdout, stderr) = cli_in(
+        &daemon,
+        &repo,
+        &[
+            "run",
+            "--json",
+            "--worktree",
+            "--sandbox",
+            "workspace-write",
+            "make a file",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}\n{stdout}");
+    let completed: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_call_completed")
+        .collect();
+    assert_eq!(completed[0]["status"], "ok", "{stdout}");
+    let id = result_line(&stdout, &stderr)["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let info = session(&daemon, &id);
+    assert_eq!(info["sandbox"]["mode"], "workspace-write", "{info}");
+    let cwd = PathBuf::from(info["cwd"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("made.txt")).unwrap(),
+        "by a command\n"
+    );
+    assert!(!repo.join("made.txt").exists());
+}
+
+#[test]
 fn two_sessions_with_worktrees_edit_the_same_file_apart() {
     let mock = MockLlm::start_blocking(vec![]);
     let daemon = spawn(&mock);
@@ -248,4 +293,84 @@ fn rm_remove_worktree_refuses_a_dirty_one_and_deletes_nothing() {
     );
     assert!(forced["error"].is_null(), "{forced}");
     assert!(!path.exists());
+}
+
+/// `amber-cli --no-autostart ARGS` on a terminal (a pty from script(1)) whose keyboard
+/// types `answers`: exit code and everything the terminal showed.
+fn rm_on_a_terminal(daemon: &TestDaemon, args: &[&str], answers: &str) -> (Option<i32>, String) {
+    use std::io::{Read, Write};
+    let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+    let mut line = vec![
+        quote(&amber_tests::bin_path("amber-cli").display().to_string()),
+        "--no-autostart".to_owned(),
+    ];
+    line.extend(args.iter().map(|a| quote(a)));
+    let cli = daemon.cli();
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &line.join(" "), "/dev/null"]);
+    for (key, value) in cli.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let mut child = cmd
+        .current_dir(&daemon.workspace)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(answers.as_bytes()).unwrap();
+    let mut out = String::new();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "amber-cli {args:?} still runs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(stdin);
+    (status.code(), reader.join().unwrap())
+}
+
+#[test]
+fn rm_on_a_terminal_removes_a_dirty_worktree_only_after_a_second_yes() {
+    let mock = MockLlm::start_blocking(vec![]);
+    let daemon = spawn(&mock);
+    let repo = repo(&daemon);
+    let made = new_worktree_session(&daemon, &repo, json!(true))["result"].clone();
+    let path = PathBuf::from(made["worktree"]["path"].as_str().unwrap());
+    let id = made["sessionId"].as_str().unwrap();
+    std::fs::write(path.join("sub/a.txt"), "unsaved work\n").unwrap();
+
+    // Yes to removing it, no to losing the changes: nothing is deleted.
+    let (code, shown) = rm_on_a_terminal(&daemon, &["rm", id], "y\nn\n");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(shown.contains("Remove the worktree?"), "{shown}");
+    assert!(
+        shown.contains("uncommitted changes") && shown.contains("sub/a.txt"),
+        "{shown}"
+    );
+    assert!(shown.contains("nothing was deleted"), "{shown}");
+    assert!(path.join("sub/a.txt").is_file());
+    session(&daemon, id);
+
+    // Yes twice: removed, the session too.
+    let (code, shown) = rm_on_a_terminal(&daemon, &["rm", id, "--remove-worktree"], "y\n");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("lose those changes"), "{shown}");
+    assert!(!path.exists(), "{shown}");
+    let gone = daemon.rpc("session/get", json!({"sessionId": id}));
+    assert_eq!(gone["error"]["code"], -32001);
 }
