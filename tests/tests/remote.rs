@@ -194,6 +194,17 @@ fn remote_sessions_and_attach_show_the_daemons_sessions() {
         stdout.contains(&id) && stdout.contains("far away"),
         "{stdout}"
     );
+    let (code, stdout, stderr) = run_bounded(remote_cli(
+        &daemon,
+        &ssh,
+        &["--remote", "box", "daemon", "status"],
+    ));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("on the remote host box"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("pid          {}", daemon.pid())),
+        "{stdout}"
+    );
 
     // attach follows the session live over the remote connection.
     let mut attach = remote_cli(&daemon, &ssh, &["--remote", "box", "attach", &id, "--json"])

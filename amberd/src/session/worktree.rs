@@ -151,7 +151,9 @@ pub(crate) fn create(
     let commit = commit.stdout.trim().to_owned();
 
     let parent = data_dir.join("worktrees");
-    std::fs::create_dir_all(&parent)
+    // Absolute: git reads a relative path from the repository, not from here.
+    let parent = std::fs::create_dir_all(&parent)
+        .and_then(|()| parent.canonicalize())
         .map_err(|e| SessionError::Store(format!("cannot create {}: {e}", parent.display())))?;
     let path = parent.join(id);
     let path_text = path.display().to_string();
