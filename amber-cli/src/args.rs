@@ -24,6 +24,10 @@ pub struct ConnectArgs {
     /// Fail instead of starting amberd when nothing answers at the socket
     #[arg(long, global = true)]
     pub no_autostart: bool,
+    /// Use the amberd of HOST: speak to it through `ssh -T HOST amber-cli rpc` (the command:
+    /// $AMBER_REMOTE_COMMAND, `{host}` replaced); `rpc` itself always bridges the local socket
+    #[arg(long, global = true, value_name = "HOST", env = "AMBER_REMOTE")]
+    pub remote: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -46,10 +50,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a session
+    /// Delete a session (and, if asked, its worktree)
+    ///
+    /// A session with a worktree of its own (`run --worktree`): with neither flag, a terminal
+    /// is asked whether to remove it; without one it is kept and its path printed. A worktree
+    /// with uncommitted changes is removed only after a second question on a terminal; off a
+    /// terminal `--remove-worktree` then fails (exit 1) and nothing is deleted. The branch
+    /// is always kept.
+    #[command(visible_alias = "delete")]
     Rm {
         /// Session id
         id: String,
+        /// Keep the session's worktree (and its branch)
+        #[arg(long, conflicts_with = "remove_worktree")]
+        keep_worktree: bool,
+        /// Remove the session's worktree too (the branch stays)
+        #[arg(long)]
+        remove_worktree: bool,
     },
     /// Print a session's events live; Ctrl-C detaches and leaves it running
     Attach {
@@ -285,6 +302,18 @@ pub struct RunArgs {
     /// Continue an existing session instead of creating one
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
+    /// `--worktree=BRANCH`), under amberd's data dir, so parallel sessions never edit the
+    /// same files
+    #[arg(
+        long,
+        value_name = "BRANCH",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        conflicts_with = "session"
+    )]
+    pub worktree: Option<String>,
     /// A JSON Schema file: the final answer must be a JSON value valid against it; the
     /// result line carries it parsed as `output` (else stopReason `error`, code
     /// `invalid_output`)
@@ -357,6 +386,17 @@ impl From<SandboxArg> for SandboxMode {
 }
 
 impl RunArgs {
+    /// `session/new {worktree}` of `--worktree[=BRANCH]`.
+    pub fn worktree_request(&self) -> Option<amber_proto::WorktreeRequest> {
+        self.worktree.as_ref().map(|branch| match branch.trim() {
+            "" => amber_proto::WorktreeRequest::Enabled(true),
+            branch => amber_proto::WorktreeRequest::Options(amber_proto::WorktreeOptions {
+                branch: Some(branch.to_owned()),
+                base: None,
+            }),
+        })
+    }
+
     /// `session/new {sandbox}` of `--sandbox` / `--network`; `None` when neither is given.
     pub fn sandbox_request(&self) -> Option<SandboxRequest> {
         (self.sandbox.is_some() || self.network).then(|| SandboxRequest {

@@ -151,11 +151,11 @@ pub async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     }
     let status: DaemonStatus = serde_json::from_value(raw)?;
     let server = &client.server_info().server_info;
-    output::line(&status_text(
-        &status,
-        &server.name,
-        &client.socket().display().to_string(),
-    ))?;
+    let at = match client.remote() {
+        Some(host) => format!("(on the remote host {host})"),
+        None => client.socket().display().to_string(),
+    };
+    output::line(&status_text(&status, &server.name, &at))?;
     Ok(exit::OK)
 }
 

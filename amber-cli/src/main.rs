@@ -8,8 +8,10 @@ mod ask;
 mod checkpoints;
 mod daemon;
 mod doctor;
+mod gap;
 mod logs;
 mod output;
+mod reconnect;
 mod render;
 mod rpc;
 mod run;
@@ -18,6 +20,7 @@ mod sessions;
 mod systemd;
 mod turn;
 mod wait;
+mod worktree_rm;
 
 use std::io::Write;
 
@@ -87,6 +90,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Completions { shell } = command {
         return completions(shell);
     }
+    if conn.remote.as_deref().is_some_and(|h| !h.trim().is_empty())
+        && let Some(what) = local_only(&command)
+    {
+        return Err(UsageError(format!(
+            "`{what}` acts on this machine's amberd and does not take --remote (or AMBER_REMOTE); \
+             run it on the remote host"
+        ))
+        .into());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -99,7 +111,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             } => sessions::verify(&conn, &id, json).await,
             Command::Sessions { action: None, json } => sessions::list(&conn, json).await,
             Command::Show { id, json } => sessions::show(&conn, &id, json).await,
-            Command::Rm { id } => sessions::remove(&conn, &id).await,
+            Command::Rm {
+                id,
+                keep_worktree,
+                remove_worktree,
+            } => {
+                let choice =
+                    worktree_rm::WorktreeChoice::from_flags(keep_worktree, remove_worktree);
+                sessions::remove(&conn, &id, choice).await
+            }
             Command::Attach { id, json, replay } => {
                 sessions::attach(&conn, &id, json, replay).await
             }
@@ -155,6 +175,23 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     // still reading the terminal (answered elsewhere) never finishes.
     runtime.shutdown_background();
     result
+}
+
+/// The subcommands that act on this machine's daemon and files, never a remote one's.
+/// (`rpc` is the far end of `--remote`: it always bridges the local socket.)
+fn local_only(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Daemon { action } => match action {
+            DaemonAction::Start => Some("daemon start"),
+            DaemonAction::Stop => Some("daemon stop"),
+            DaemonAction::Restart => Some("daemon restart"),
+            DaemonAction::InstallSystemd { .. } => Some("daemon install-systemd"),
+            DaemonAction::Logs { .. } => Some("daemon logs"),
+            DaemonAction::Status { .. } => None,
+        },
+        Command::Doctor { .. } => Some("doctor"),
+        _ => None,
+    }
 }
 
 /// `completions SHELL`: the script is generated into memory (clap_complete panics on a

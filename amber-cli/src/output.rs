@@ -14,6 +14,11 @@ pub fn connect_options(conn: &ConnectArgs, approvals: bool) -> ConnectOptions {
         socket: conn.socket.clone(),
         autostart: !conn.no_autostart,
         approvals,
+        remote: conn
+            .remote
+            .as_deref()
+            .filter(|h| !h.trim().is_empty())
+            .map(amber_client::Remote::from_env),
         ..ConnectOptions::new("amber-cli", env!("CARGO_PKG_VERSION"))
     }
 }

@@ -30,6 +30,8 @@ pub struct HumanRenderer {
     tools: HashMap<String, String>,
     /// Message of the last `error` event of this turn: the turn's end repeats it otherwise.
     last_error: Option<String>,
+    /// Messages held back after a reconnection (`gap.rs`).
+    gap: crate::gap::DeltaGap,
 }
 
 impl HumanRenderer {
@@ -40,8 +42,22 @@ impl HumanRenderer {
         }
     }
 
+    /// The connection was lost and is back: messages that spanned the gap print from
+    /// their durable end (`gap.rs`).
+    pub fn resumed(&mut self) {
+        self.gap.resume(self.printed.keys());
+    }
+
+    /// The new subscription's replay is over (`synced`).
+    pub fn synced(&mut self) {
+        self.gap.synced();
+    }
+
     /// Output for one event.
     pub fn render(&mut self, event: &Event) -> Vec<Out> {
+        if event.seq.is_some() {
+            self.gap.durable();
+        }
         let mut out = Vec::new();
         match &event.kind {
             EventKind::TurnStarted { prompt } => {
@@ -51,6 +67,9 @@ impl HumanRenderer {
                 }
             }
             EventKind::MessageDelta { item_id, delta } => {
+                if self.gap.holds(item_id, self.printed.contains_key(item_id)) {
+                    return out;
+                }
                 self.printed
                     .entry(item_id.clone())
                     .or_default()
@@ -58,6 +77,7 @@ impl HumanRenderer {
                 self.stdout(&mut out, delta.clone());
             }
             EventKind::MessageCompleted { item_id, text, .. } => {
+                self.gap.completed(item_id);
                 let shown = self.printed.remove(item_id).unwrap_or_default();
                 if let Some(rest) = text.strip_prefix(shown.as_str()) {
                     self.stdout(&mut out, rest.to_owned());

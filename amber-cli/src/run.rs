@@ -20,8 +20,11 @@ use crate::UsageError;
 use crate::args::{ConnectArgs, RunArgs};
 use crate::ask;
 use crate::output::{self, connect_options, note};
+use crate::reconnect;
 use crate::render::{HumanRenderer, Out};
-use crate::run_input::{prompt_from_stdin, read_output_schema, read_prompt, workspace};
+use crate::run_input::{
+    prompt_from_stdin, read_output_schema, read_prompt, remote_workspace, workspace,
+};
 use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
@@ -60,7 +63,8 @@ pub async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
 
     let mut follow = Follow {
-        client: &client,
+        client: Arc::new(Mutex::new(client)),
+        opts: connect_options(conn, args.yes || interactive),
         session_id: &session_id,
         json: args.json,
         yes: args.yes,
@@ -177,6 +181,7 @@ async fn start(
     if let Some(warning) = amber_client::drift::check(&client).await {
         crate::output::note(&format!("warning: {warning}"));
     }
+    let remote = client.remote().is_some();
 
     let (session_id, after_seq) = match &args.session {
         Some(id) => {
@@ -187,13 +192,18 @@ async fn start(
             (id.clone(), got.last_seq)
         }
         None => {
+            let cwd = match remote {
+                true => remote_workspace(args.cwd.as_deref())?,
+                false => workspace(args.cwd.as_deref())?,
+            };
             let params = SessionNewParams {
-                cwd: workspace(args.cwd.as_deref())?,
+                cwd,
                 mode: args.mode.map(Into::into),
                 model: args.model.clone(),
                 provider: args.provider.clone(),
                 agent: args.agent.clone(),
                 sandbox: args.sandbox_request(),
+                worktree: args.worktree_request(),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?.session_id, 0)
@@ -251,7 +261,11 @@ enum Reply {
 }
 
 struct Follow<'a> {
-    client: &'a Client,
+    /// The connection in use: a new one after a reconnection (answers to approvals
+    /// still open go out on it).
+    client: Arc<Mutex<Client>>,
+    /// How to connect again when the connection is lost.
+    opts: amber_client::ConnectOptions,
     session_id: &'a str,
     json: bool,
     yes: bool,
@@ -275,6 +289,14 @@ struct Follow<'a> {
 }
 
 impl Follow<'_> {
+    /// The connection in use.
+    fn client(&self) -> Client {
+        self.client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     async fn follow(
         &mut self,
         mut events: RawEventStream,
@@ -306,11 +328,33 @@ impl Follow<'_> {
                         }
                     }
                     Some(Err(ClientError::SubscriptionClosed { reason }))
-                        if self.client.is_connected() && resubscribes < MAX_RESUBSCRIBES =>
+                        if self.client().is_connected() && resubscribes < MAX_RESUBSCRIBES =>
                     {
                         resubscribes += 1;
                         note(&format!("event stream closed ({reason}); resuming after seq {}", self.last_seq));
-                        events = self.client.subscribe_raw(self.session_id, Some(self.last_seq)).await?;
+                        match self.client().subscribe_raw(self.session_id, Some(self.last_seq)).await {
+                            Ok(resumed) => events = resumed,
+                            // The connection went too: reconnect (the next round).
+                            Err(e) if reconnect::is_connection_loss(&e, &self.client()) => {
+                                stashed = Some(Some(Err(e)));
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    Some(Err(e)) if reconnect::is_connection_loss(&e, &self.client()) => {
+                        self.flush()?;
+                        let interrupted = async {
+                            interrupts.recv().await;
+                        };
+                        match reconnect::resume(&self.opts, self.session_id, self.last_seq, &e, interrupted).await? {
+                            Some((client, resumed)) => {
+                                *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
+                                events = resumed;
+                                self.renderer.resumed();
+                                self.answer_pending().await;
+                            }
+                            None => return Ok(Ended::Abandoned),
+                        }
                     }
                     Some(Err(e)) => return Err(e.into()),
                     None => anyhow::bail!("the event stream ended before the turn completed"),
@@ -332,7 +376,7 @@ impl Follow<'_> {
                         self.write(pieces)?;
                     }
                     self.flush()?;
-                    if let Err(e) = self.client.session_cancel(self.session_id).await {
+                    if let Err(e) = self.client().session_cancel(self.session_id).await {
                         note(&format!("cancel failed: {e}"));
                     }
                 }
@@ -347,7 +391,7 @@ impl Follow<'_> {
                     }
                     self.flush()?;
                     note("cancelling the turn (Ctrl-C again to exit at once)");
-                    if let Err(e) = self.client.session_cancel(self.session_id).await {
+                    if let Err(e) = self.client().session_cancel(self.session_id).await {
                         note(&format!("cancel failed: {e}"));
                     }
                 }
@@ -374,6 +418,7 @@ impl Follow<'_> {
         }
         if let EventKind::ApprovalRequested {
             request_id,
+            call_id,
             tool,
             arguments,
             reason,
@@ -382,22 +427,15 @@ impl Follow<'_> {
             ..
         } = &event.kind
         {
-            if self.yes && !unsandboxed {
-                self.answer(request_id.clone(), Reply::Allow);
-            } else if self.yes && !self.interactive {
-                // `--yes` answers for the policy's questions, never for leaving the sandbox:
-                // with nobody at a terminal to ask, the escape is denied.
-                note(&format!(
-                    "denied {tool}: it would run without the OS sandbox, which --yes never approves (add a `sandbox = false` rule to allow it)"
-                ));
-                self.answer(request_id.clone(), Reply::Deny);
-            } else if self.interactive {
-                let mut description = ask::describe(tool, arguments, reason, scope);
-                if *unsandboxed {
-                    description.push_str("\n  ! this runs WITHOUT the OS sandbox: it can write anywhere you can and reach the network");
-                }
-                self.answer(request_id.clone(), Reply::Ask(description));
-            }
+            self.on_approval(&amber_proto::Approval {
+                request_id: request_id.clone(),
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+                reason: reason.clone(),
+                scope: scope.clone(),
+                unsandboxed: *unsandboxed,
+            });
         }
         if let EventKind::ApprovalResolved {
             request_id,
@@ -413,6 +451,9 @@ impl Follow<'_> {
                 "approval {request_id} was answered elsewhere ({}): ignore the prompt above",
                 crate::render::decision_name(*decision)
             ));
+        }
+        if matches!(event.kind, EventKind::Synced { .. }) {
+            self.renderer.synced();
         }
         // The replay marker has no turn; `--json` prints every event, so it too.
         if self.json && matches!(event.kind, EventKind::Synced { .. }) {
@@ -466,10 +507,49 @@ impl Follow<'_> {
         out.flush()
     }
 
+    /// Answers (or asks about) one approval request, as this run answers them.
+    fn on_approval(&self, a: &amber_proto::Approval) {
+        if self.yes && !a.unsandboxed {
+            self.answer(a.request_id.clone(), Reply::Allow);
+        } else if self.yes && !self.interactive {
+            // `--yes` answers for the policy's questions, never for leaving the sandbox:
+            // with nobody at a terminal to ask, the escape is denied.
+            note(&format!(
+                "denied {}: it would run without the OS sandbox, which --yes never approves (add a `sandbox = false` rule to allow it)",
+                a.tool
+            ));
+            self.answer(a.request_id.clone(), Reply::Deny);
+        } else if self.interactive {
+            let mut description = ask::describe(&a.tool, &a.arguments, &a.reason, &a.scope);
+            if a.unsandboxed {
+                description.push_str("\n  ! this runs WITHOUT the OS sandbox: it can write anywhere you can and reach the network");
+            }
+            self.answer(a.request_id.clone(), Reply::Ask(description));
+        }
+    }
+
+    /// After a reconnection: the approval requests still open that this run saw before
+    /// (their answer may have been lost with the old connection) are answered again; a
+    /// terminal prompt still open answers on the new connection by itself.
+    async fn answer_pending(&self) {
+        let pending = match self.client().session_snapshot(self.session_id).await {
+            Ok(got) => got.pending_approvals,
+            Err(e) => {
+                note(&format!("cannot read the open approval requests: {e}"));
+                return;
+            }
+        };
+        for approval in pending {
+            if !lock(&self.prompted).contains(&approval.request_id) {
+                self.on_approval(&approval);
+            }
+        }
+    }
+
     /// Answers an approval request without holding up the events: `allow_once` for
     /// `--yes` (no description), or whatever the user picks at the terminal prompt.
     fn answer(&self, request_id: String, reply: Reply) {
-        let client = self.client.clone();
+        let client = Arc::clone(&self.client);
         let session_id = self.session_id.to_owned();
         let prompted = Arc::clone(&self.prompted);
         if matches!(reply, Reply::Ask(_)) {
@@ -495,6 +575,10 @@ impl Follow<'_> {
                     decision
                 }
             };
+            let client = client
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
             match client
                 .approval_respond(&session_id, &request_id, decision)
                 .await

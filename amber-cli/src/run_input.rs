@@ -58,6 +58,28 @@ pub fn read_prompt(words: &[String]) -> Result<String, UsageError> {
     Ok(prompt)
 }
 
+/// The workspace on a remote host (`--remote`): `--cwd` (absolute) or the current
+/// directory's path, as it is — the daemon there resolves it.
+pub fn remote_workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
+    let dir = match cwd {
+        Some(dir) if dir.is_absolute() => dir.to_owned(),
+        Some(dir) => {
+            return Err(UsageError(format!(
+                "with --remote, --cwd must be an absolute path on the remote host (got {})",
+                dir.display()
+            ))
+            .into());
+        }
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    dir.into_os_string().into_string().map_err(|p| {
+        anyhow::anyhow!(
+            "workspace path is not UTF-8: {}",
+            PathBuf::from(p).display()
+        )
+    })
+}
+
 /// The absolute workspace root: `--cwd` or the current directory, symlinks resolved.
 pub fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
     let dir = match cwd {

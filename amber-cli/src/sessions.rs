@@ -12,6 +12,7 @@ use crate::args::ConnectArgs;
 use crate::output::{self, connect_options, note};
 use crate::render::{HumanRenderer, one_line};
 use crate::turn::exit;
+use crate::worktree_rm::WorktreeChoice;
 
 async fn connect(conn: &ConnectArgs) -> Result<Client, ClientError> {
     Client::connect(connect_options(conn, false)).await
@@ -51,23 +52,37 @@ pub async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// The `sessions` table.
+/// The `sessions` table. A BRANCH column (the session's worktree branch, `-` for none)
+/// comes before TITLE when any session has a worktree.
 pub fn table(sessions: &[SessionInfo]) -> String {
-    let header = ["ID", "STATE", "MODE", "UPDATED", "CWD", "TITLE"];
-    let rows: Vec<[String; 6]> = sessions
+    let branches = sessions.iter().any(|s| s.worktree.is_some());
+    let mut header = vec!["ID", "STATE", "MODE", "UPDATED", "CWD"];
+    if branches {
+        header.push("BRANCH");
+    }
+    header.push("TITLE");
+    let rows: Vec<Vec<String>> = sessions
         .iter()
         .map(|s| {
-            [
+            let mut row = vec![
                 s.session_id.clone(),
                 enum_name(&s.state),
                 s.mode.as_str().to_owned(),
                 s.updated_at.clone(),
                 s.cwd.clone(),
-                one_line(&s.title, 60),
-            ]
+            ];
+            if branches {
+                row.push(
+                    s.worktree
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), |w| w.branch.clone()),
+                );
+            }
+            row.push(one_line(&s.title, 60));
+            row
         })
         .collect();
-    let mut widths = header.map(|h| h.chars().count());
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -86,7 +101,8 @@ pub fn table(sessions: &[SessionInfo]) -> String {
         }
         line.trim_end().to_owned() + "\n"
     };
-    let mut out = fmt_row(&header.map(str::to_owned));
+    let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
+    let mut out = fmt_row(&header);
     for row in &rows {
         out.push_str(&fmt_row(row));
     }
@@ -137,6 +153,12 @@ pub fn show_text(got: &SessionGetResult) -> String {
         u.cached_tokens,
         got.last_seq,
     );
+    if let Some(tree) = &s.worktree {
+        out.push_str(&format!(
+            "worktree  {} (branch {})\n",
+            tree.path, tree.branch
+        ));
+    }
     for msg in &got.messages {
         out.push('\n');
         out.push_str(&message_text(msg));
@@ -249,9 +271,11 @@ pub async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<
     Ok(if report.ok { 0 } else { 1 })
 }
 
-pub async fn remove(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
-    connect(conn).await?.session_delete(id).await?;
-    Ok(exit::OK)
+/// `rm ID [--keep-worktree | --remove-worktree]` (`worktree_rm.rs` decides about the
+/// worktree).
+pub async fn remove(conn: &ConnectArgs, id: &str, choice: WorktreeChoice) -> anyhow::Result<u8> {
+    let client = connect(conn).await?;
+    crate::worktree_rm::delete(&client, id, choice).await
 }
 
 /// `cancel ID`.
@@ -292,7 +316,7 @@ pub async fn command(
 
 /// `attach ID [--json] [--replay]`: events live until Ctrl-C (which leaves the session running).
 pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> anyhow::Result<u8> {
-    let client = connect(conn).await?;
+    let mut client = connect(conn).await?;
     let got = client.session_snapshot(id).await?;
     let mut last_seq = if replay { 0 } else { got.last_seq };
     let mut renderer = HumanRenderer::new(true);
@@ -320,7 +344,24 @@ pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> a
                     if json {
                         output::line(raw.json())?;
                     } else if let Some(event) = &raw.event {
+                        if matches!(event.kind, amber_proto::EventKind::Synced { .. }) {
+                            renderer.synced();
+                        }
                         output::emit(renderer.render(event))?;
+                    }
+                }
+                Some(Err(e)) if crate::reconnect::is_connection_loss(&e, &client) => {
+                    let interrupted = async {
+                        interrupts.recv().await;
+                    };
+                    let opts = connect_options(conn, false);
+                    match crate::reconnect::resume(&opts, id, last_seq, &e, interrupted).await? {
+                        Some((again, resumed)) => {
+                            client = again;
+                            events = resumed;
+                            renderer.resumed();
+                        }
+                        None => return Ok(exit::OK),
                     }
                 }
                 Some(Err(ClientError::SubscriptionClosed { reason })) if client.is_connected() && resubscribes < 5 => {
@@ -364,6 +405,22 @@ mod tests {
             "ID    STATE  MODE   UPDATED               CWD  TITLE\n\
              s-1   idle   write  2026-01-01T00:00:01Z  /ws  first\n\
              s-22  idle   write  2026-01-01T00:00:01Z  /ws\n"
+        );
+    }
+
+    #[test]
+    fn table_shows_the_worktree_branch_when_a_session_has_one() {
+        let mut with = info("s-1", "first");
+        with.worktree = Some(amber_proto::WorktreeInfo {
+            path: "/data/worktrees/s-1".into(),
+            branch: "amber/s-1".into(),
+        });
+        let t = table(&[with, info("s-22", "")]);
+        assert_eq!(
+            t,
+            "ID    STATE  MODE   UPDATED               CWD  BRANCH     TITLE\n\
+             s-1   idle   write  2026-01-01T00:00:01Z  /ws  amber/s-1  first\n\
+             s-22  idle   write  2026-01-01T00:00:01Z  /ws  -\n"
         );
     }
 

@@ -41,6 +41,10 @@ pub struct ConnectOptions {
     pub client_version: String,
     /// This connection answers approval requests.
     pub approvals: bool,
+    /// Reach a daemon on another host through a command (`--remote`, `AMBER_REMOTE`)
+    /// instead of the local socket; `socket` and `autostart` are then the far end's
+    /// business.
+    pub remote: Option<crate::Remote>,
 }
 
 impl ConnectOptions {
@@ -52,6 +56,7 @@ impl ConnectOptions {
             client_name: client_name.into(),
             client_version: client_version.into(),
             approvals: false,
+            remote: None,
         }
     }
 }
@@ -65,6 +70,8 @@ pub struct Client {
 struct Inner {
     rpc: jsonrpsee::core::client::Client,
     socket: PathBuf,
+    /// The remote daemon's host, when connected through `--remote`.
+    remote: Option<String>,
     server_info: InitializeResult,
     reasons: CloseReasons,
 }
@@ -73,6 +80,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("socket", &self.inner.socket)
+            .field("remote", &self.inner.remote)
             .field("server_info", &self.inner.server_info)
             .finish_non_exhaustive()
     }
@@ -115,21 +123,41 @@ pub(crate) async fn open_stream(socket: &Path, autostart: bool) -> Result<UnixSt
 
 impl Client {
     /// Finds the socket, autostarts if allowed, upgrades to WebSocket and sends `initialize`.
+    /// With [`ConnectOptions::remote`], runs the remote command and speaks over its
+    /// stdin/stdout instead (`remote.rs`).
     pub async fn connect(opts: ConnectOptions) -> Result<Client, ClientError> {
         let socket = transport::resolve_socket(opts.socket.clone());
-        let stream = open_stream(&socket, opts.autostart).await?;
-        let (sender, receiver) = transport::handshake(stream).await?;
         let reasons = CloseReasons::default();
-        let rpc = ClientBuilder::default()
-            .request_timeout(REQUEST_TIMEOUT)
-            .max_buffer_capacity_per_subscription(SUBSCRIPTION_BUFFER)
-            .build_with_tokio(
-                sender,
-                WatchedReceiver {
-                    inner: receiver,
-                    reasons: reasons.clone(),
-                },
-            );
+        let builder = || {
+            ClientBuilder::default()
+                .request_timeout(REQUEST_TIMEOUT)
+                .max_buffer_capacity_per_subscription(SUBSCRIPTION_BUFFER)
+        };
+        let (rpc, remote) = match &opts.remote {
+            Some(remote) => {
+                let (sender, receiver, stderr) = crate::remote::spawn(remote)?;
+                let rpc = builder().build_with_tokio(
+                    sender,
+                    WatchedReceiver {
+                        inner: receiver,
+                        reasons: reasons.clone(),
+                    },
+                );
+                (rpc, Some((remote.clone(), stderr)))
+            }
+            None => {
+                let stream = open_stream(&socket, opts.autostart).await?;
+                let (sender, receiver) = transport::handshake(stream).await?;
+                let rpc = builder().build_with_tokio(
+                    sender,
+                    WatchedReceiver {
+                        inner: receiver,
+                        reasons: reasons.clone(),
+                    },
+                );
+                (rpc, None)
+            }
+        };
         let params = InitializeParams {
             protocol_version: PROTOCOL_VERSION,
             client_info: PeerInfo {
@@ -140,7 +168,22 @@ impl Client {
                 approvals: opts.approvals,
             },
         };
-        let server_info = call_on::<m::Initialize>(&rpc, &params).await?;
+        let server_info = match (call_on::<m::Initialize>(&rpc, &params).await, &remote) {
+            (Ok(info), _) => info,
+            // The command failed before the daemon could answer: say what it printed.
+            (Err(e), Some((remote, stderr))) => {
+                let said = stderr.text();
+                let reason = match said.is_empty() {
+                    true => e.to_string(),
+                    false => format!("it ended before the daemon answered: {said}"),
+                };
+                return Err(ClientError::Remote {
+                    command: remote.display(),
+                    reason,
+                });
+            }
+            (Err(e), None) => return Err(e),
+        };
         if server_info.protocol_version != PROTOCOL_VERSION {
             return Err(ClientError::VersionMismatch {
                 server: server_info.protocol_version,
@@ -151,6 +194,7 @@ impl Client {
             inner: Arc::new(Inner {
                 rpc,
                 socket,
+                remote: remote.map(|(r, _)| r.host),
                 server_info,
                 reasons,
             }),
@@ -160,6 +204,11 @@ impl Client {
     /// The socket this client is connected to.
     pub fn socket(&self) -> &Path {
         &self.inner.socket
+    }
+
+    /// The host of the remote daemon this client reaches through `--remote`, if it does.
+    pub fn remote(&self) -> Option<&str> {
+        self.inner.remote.as_deref()
     }
 
     /// What the daemon answered to `initialize`.

@@ -74,9 +74,11 @@ pub fn provider_drift(
 /// The warning for this process's environment against the daemon `client` talks to; asks
 /// the daemon only when a provider variable is set. `None` too when the daemon cannot say
 /// (an older daemon without `provider`).
+/// A remote daemon (`--remote`) is never compared: this shell's variables are not the
+/// remote host's business.
 pub async fn check(client: &crate::Client) -> Option<String> {
     let env = |key: &str| std::env::var(key).ok();
-    if !sets_provider(&env) {
+    if client.remote().is_some() || !sets_provider(&env) {
         return None;
     }
     let status = client.daemon_status().await.ok()?;

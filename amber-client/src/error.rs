@@ -33,6 +33,10 @@ pub enum ClientError {
     #[error("refusing to talk to amberd at {}: {reason}; nothing was sent", socket.display())]
     UntrustedSocket { socket: PathBuf, reason: String },
 
+    /// The remote command (`--remote`) could not be run, or ended.
+    #[error("remote daemon through `{command}`: {reason}")]
+    Remote { command: String, reason: String },
+
     /// The daemon answered a call with a JSON-RPC error.
     #[error("daemon error {code}: {message}")]
     Rpc { code: i32, message: String },

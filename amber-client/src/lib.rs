@@ -6,7 +6,9 @@
 //! - [`EventStream`] / [`RawEventStream`]: `session/subscribe` as a `futures::Stream`;
 //! - [`SessionWatchStream`]: `session/watch`, every session's changes, as a `futures::Stream`;
 //! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`;
-//! - [`drift`]: whether the running daemon follows the caller's provider variables.
+//! - [`drift`]: whether the running daemon follows the caller's provider variables;
+//! - [`remote`]: the same protocol over a command's stdin/stdout (`ssh HOST amber-cli rpc`),
+//!   when [`ConnectOptions::remote`] is set.
 
 pub mod autostart;
 pub mod bridge;
@@ -15,12 +17,14 @@ pub mod drift;
 mod error;
 mod events;
 mod history;
+pub mod remote;
 mod transport;
 mod watch;
 
 pub use client::{Client, ConnectOptions, REQUEST_TIMEOUT, SUBSCRIPTION_BUFFER};
 pub use error::ClientError;
 pub use events::{EventStream, RawEvent, RawEventStream};
+pub use remote::Remote;
 pub use transport::resolve_socket;
 pub use watch::SessionWatchStream;
 

@@ -205,14 +205,15 @@ fn error_text(error: &Value) -> String {
     }
 }
 
-/// The receiving half, recording subscription close reasons on the way through.
-pub(crate) struct WatchedReceiver {
-    pub(crate) inner: WsReceiver,
+/// The receiving half (of any transport), recording subscription close reasons on the
+/// way through.
+pub(crate) struct WatchedReceiver<R> {
+    pub(crate) inner: R,
     pub(crate) reasons: CloseReasons,
 }
 
-impl TransportReceiverT for WatchedReceiver {
-    type Error = ws::WsError;
+impl<R: TransportReceiverT + Send> TransportReceiverT for WatchedReceiver<R> {
+    type Error = R::Error;
 
     async fn receive(&mut self) -> Result<ReceivedMessage, Self::Error> {
         let msg = self.inner.receive().await?;

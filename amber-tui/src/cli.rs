@@ -31,6 +31,17 @@ pub struct Args {
     /// Let a new session's sandboxed commands use the network (default: `[sandbox] network`).
     #[arg(long)]
     pub network: bool,
+    /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
+    /// `--worktree=BRANCH`) under amberd's data dir, so parallel sessions never edit the
+    /// same files.
+    #[arg(
+        long,
+        value_name = "BRANCH",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = ""
+    )]
+    pub worktree: Option<String>,
     /// Attach to this session instead of starting one.
     #[arg(long, value_name = "ID", conflicts_with = "resume")]
     pub session: Option<String>,
@@ -43,6 +54,10 @@ pub struct Args {
     /// Fail instead of starting amberd when it is not running.
     #[arg(long, global = true)]
     pub no_autostart: bool,
+    /// Use the amberd of HOST through `ssh -T HOST amber-cli rpc` (the command:
+    /// $AMBER_REMOTE_COMMAND, `{host}` replaced). `--cwd` then names a directory there.
+    #[arg(long, value_name = "HOST", global = true, env = "AMBER_REMOTE")]
+    pub remote: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -81,6 +96,22 @@ impl Args {
         })
     }
 
+    /// `session/new {worktree}` of `--worktree[=BRANCH]`.
+    pub fn worktree_request(&self) -> Option<amber_proto::WorktreeRequest> {
+        self.worktree.as_ref().map(|branch| match branch.trim() {
+            "" => amber_proto::WorktreeRequest::Enabled(true),
+            branch => amber_proto::WorktreeRequest::Options(amber_proto::WorktreeOptions {
+                branch: Some(branch.to_owned()),
+                base: None,
+            }),
+        })
+    }
+
+    /// The remote host (`--remote`, `AMBER_REMOTE`), if one is named.
+    pub fn remote_host(&self) -> Option<&str> {
+        self.remote.as_deref().filter(|h| !h.trim().is_empty())
+    }
+
     pub fn start(&self) -> Start {
         match (&self.command, &self.session) {
             (Some(Command::Attach { id }), _) => Start::Attach(id.clone()),
@@ -103,6 +134,24 @@ mod tests {
         assert_eq!(args.mode, Some(Mode::Read));
         assert_eq!(args.start(), Start::New);
         assert_eq!(args.sandbox_request(), None);
+    }
+
+    #[test]
+    fn a_new_session_may_ask_for_a_worktree_and_a_branch() {
+        let args = Args::try_parse_from(["amber", "--worktree"]).unwrap();
+        assert_eq!(
+            args.worktree_request(),
+            Some(amber_proto::WorktreeRequest::Enabled(true))
+        );
+        let args = Args::try_parse_from(["amber", "--worktree=fix/x"]).unwrap();
+        assert_eq!(
+            args.worktree_request()
+                .and_then(|w| w.options())
+                .and_then(|o| o.branch),
+            Some("fix/x".to_owned())
+        );
+        let args = Args::try_parse_from(["amber"]).unwrap();
+        assert_eq!(args.worktree_request(), None);
     }
 
     #[test]

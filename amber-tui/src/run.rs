@@ -23,10 +23,15 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
     opts.socket = args.socket.clone();
     opts.autostart = !args.no_autostart;
     opts.approvals = true;
+    opts.remote = args.remote_host().map(amber_client::Remote::from_env);
     let client = Client::connect(opts.clone()).await?;
     // Shown in the first session's transcript (the screen is not up yet).
     let drift = amber_client::drift::check(&client).await;
-    let cwd = workspace(args.cwd.as_deref())?;
+    let cwd = match opts.remote {
+        // A directory on the remote host: the daemon there resolves it.
+        Some(_) => remote_workspace(args.cwd.as_deref())?,
+        None => workspace(args.cwd.as_deref())?,
+    };
     let first = match args.start() {
         Start::New => Some(new_session(&client, &cwd, &args).await?.session_id),
         Start::Attach(id) => {
@@ -80,6 +85,19 @@ fn workspace(cwd: Option<&Path>) -> Result<PathBuf, Error> {
         .map_err(|e| Error::Usage(format!("workspace {}: {e}", dir.display())))
 }
 
+/// The workspace on a remote host: `--cwd` (absolute) or the current directory's path, as
+/// it is — the daemon there resolves it.
+fn remote_workspace(cwd: Option<&Path>) -> Result<PathBuf, Error> {
+    match cwd {
+        Some(d) if d.is_absolute() => Ok(d.to_owned()),
+        Some(d) => Err(Error::Usage(format!(
+            "with --remote, --cwd must be an absolute path on the remote host (got {})",
+            d.display()
+        ))),
+        None => Ok(std::env::current_dir()?),
+    }
+}
+
 async fn new_session(client: &Client, cwd: &Path, args: &Args) -> Result<SessionInfo, Error> {
     let params = SessionNewParams {
         cwd: cwd.display().to_string(),
@@ -87,6 +105,7 @@ async fn new_session(client: &Client, cwd: &Path, args: &Args) -> Result<Session
         model: args.model.clone(),
         agent: args.agent.clone(),
         sandbox: args.sandbox_request(),
+        worktree: args.worktree_request(),
         ..SessionNewParams::default()
     };
     Ok(client.session_new(&params).await?)
@@ -140,8 +159,22 @@ async fn pick(
                 return Ok(Some(new_session(client, cwd, args).await?.session_id));
             }
             Some(PickerAction::Delete(id)) => {
+                // The picker never removes a worktree: `amber-cli rm` asks about that.
+                let tree = picker
+                    .sessions
+                    .iter()
+                    .find(|s| s.session_id == id)
+                    .and_then(|s| s.worktree.clone());
                 match client.session_delete(&id).await {
-                    Ok(_) => picker.notice = Some(format!("deleted {id}")),
+                    Ok(_) => {
+                        picker.notice = Some(match tree {
+                            Some(t) => format!(
+                                "deleted {id}; kept its worktree {} (branch {})",
+                                t.path, t.branch
+                            ),
+                            None => format!("deleted {id}"),
+                        })
+                    }
                     Err(e) => picker.notice = Some(format!("delete failed: {e}")),
                 }
                 picker.now = now_unix();

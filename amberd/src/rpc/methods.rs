@@ -94,7 +94,10 @@ pub fn module(
     m.method::<methods::SessionGet>(|p, d, _| session_get::handle(d, p))?;
 
     m.async_method::<methods::SessionDelete, _, _>(|p, d, _| async move {
-        d.sessions.delete(&p.session_id).await?;
+        let remove = p.remove_worktree.unwrap_or(false);
+        d.sessions
+            .delete_with(&p.session_id, remove, p.force)
+            .await?;
         Ok(proto::Empty {})
     })?;
 

@@ -22,7 +22,7 @@ use amber_store::context::Context;
 use super::deps::Deps;
 use super::hub::{EventHub, EventStore, now_rfc3339};
 use super::persist::{self, Persistence};
-use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox};
+use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox, worktree};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 use crate::checkpoints::DiffError;
@@ -151,8 +151,19 @@ impl SessionManager {
         let defaults = agent.as_ref().map(|a| &a.definition);
         let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
         let id = uuid::Uuid::new_v4().to_string();
-        let now = now_rfc3339();
         let deps = &self.deps;
+        // Last of the checks, since it is the one that makes something.
+        let worktree = match params.worktree.as_ref().and_then(|w| w.options()) {
+            Some(options) => Some(persist::blocking(|| {
+                worktree::create(&workspace, &deps.data_dir, &id, &options)
+            })?),
+            None => None,
+        };
+        let (workspace, worktree) = match worktree {
+            Some(made) => (made.cwd, Some(made.info)),
+            None => (workspace, None),
+        };
+        let now = now_rfc3339();
         // Explicit params first, then the agent's defaults, then the configuration's.
         let system_prompt = params
             .system_prompt
@@ -186,7 +197,7 @@ impl SessionManager {
             agent: agent.as_ref().map(|a| a.name.clone()),
             // Set with the tools' sandbox when the session starts (`build::spawn`).
             sandbox: None,
-            worktree: None,
+            worktree,
         };
         let sandbox = params.sandbox;
         let persistence = match &deps.store {
@@ -200,9 +211,12 @@ impl SessionManager {
                     agent: limits.as_ref().map(AgentLimits::to_meta),
                     sandbox: sandbox::explicit(sandbox),
                 };
-                let log = store
-                    .create(&meta)
-                    .map_err(|e| SessionError::Store(e.to_string()))?;
+                let log = store.create(&meta).map_err(|e| {
+                    if let Some(made) = &info.worktree {
+                        persist::blocking(|| worktree::discard(made));
+                    }
+                    SessionError::Store(e.to_string())
+                })?;
                 // The new files' fsyncs, off the request's path (the log's first sync
                 // waits for them if they are not done by then).
                 let owed = log.creation_sync();
@@ -665,8 +679,63 @@ impl SessionManager {
         }
     }
 
-    /// Removes a session: cancels its turn, stops its actor, ends its subscriptions.
+    /// Removes a session: cancels its turn, stops its actor, ends its subscriptions. Its
+    /// worktree, if it has one, stays.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
+        self.delete_with(id, false, false).await
+    }
+
+    /// `session/delete`: removes the session, and with `remove_worktree` its worktree —
+    /// refused, with the session left as it was, while the worktree has uncommitted
+    /// changes, unless `force`.
+    pub async fn delete_with(
+        &self,
+        id: &str,
+        remove_worktree: bool,
+        force: bool,
+    ) -> Result<(), SessionError> {
+        let tree = match remove_worktree {
+            true => self.worktree_of(id)?,
+            false => None,
+        };
+        if let Some(tree) = tree.clone().filter(|_| !force) {
+            let dirty = blocking_git(move || {
+                let paths = worktree::uncommitted(&tree)?;
+                Ok((tree, paths))
+            })
+            .await?;
+            if !dirty.1.is_empty() {
+                return Err(worktree::dirty_refusal(&dirty.0, &dirty.1));
+            }
+        }
+        self.delete_session(id).await?;
+        if let Some(tree) = tree {
+            // `git worktree remove` checks again without `force`: a change made since the
+            // check above keeps the worktree.
+            blocking_git(move || worktree::remove(&tree, force))
+                .await
+                .map_err(|e| {
+                    SessionError::InvalidParams(format!(
+                        "the session was deleted but its worktree was kept: {e}"
+                    ))
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The worktree of a session, loaded or stored.
+    fn worktree_of(&self, id: &str) -> Result<Option<amber_proto::WorktreeInfo>, SessionError> {
+        let registry = self.registry();
+        if let Some(handle) = registry.loaded.get(id) {
+            return Ok(handle.shared.info().worktree);
+        }
+        match registry.stored.get(id) {
+            Some(info) => Ok(info.worktree.clone()),
+            None => Err(SessionError::NotFound(id.to_owned())),
+        }
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<(), SessionError> {
         let (handle, was_stored) = {
             let mut registry = self.registry();
             (registry.loaded.remove(id), registry.stored.remove(id))
@@ -770,6 +839,15 @@ fn agent_param(
             .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))
     })
     .transpose()
+}
+
+/// Runs git work off the runtime's threads.
+async fn blocking_git<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, SessionError> + Send + 'static,
+) -> Result<T, SessionError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| SessionError::Store(format!("the git task failed: {e}")))?
 }
 
 async fn stop_session(handle: &SessionHandle) {

@@ -22,6 +22,7 @@ pub(crate) mod subagents;
 mod view;
 pub(crate) mod watch;
 pub(crate) mod workspace_root;
+pub(crate) mod worktree;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
