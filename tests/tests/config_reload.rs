@@ -21,6 +21,9 @@ use amber_tests::tool_calls::{bash, envelope_for};
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
+#[path = "support/tmux.rs"]
+mod tmux;
+
 /// How long a config edit may take to apply (the daemon polls every 500 ms).
 const RELOAD: Duration = Duration::from_secs(10);
 
@@ -256,4 +259,25 @@ async fn amber_cli_warns_of_a_shell_the_daemon_does_not_follow_and_restart_appli
     assert!(stdout.contains("configured at last"), "{stdout}");
     assert!(!stderr.contains("warning"), "{stderr}");
     assert_eq!(mock.requests()[0]["model"], "shell-model");
+}
+
+/// The TUI says it too: the warning is the first thing in the transcript.
+#[test]
+fn the_tui_warns_of_a_shell_the_daemon_does_not_follow() {
+    let daemon = spawn_from_file("");
+    let tmux = tmux::Tmux::new("drift");
+    tmux.start_env(
+        "drift",
+        &daemon,
+        &[
+            ("AMBER_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("AMBER_MODEL", "shell-model"),
+        ],
+        &[],
+    );
+    let screen = tmux.wait("drift", "the drift warning", |s| {
+        s.contains("amber-cli daemon restart")
+    });
+    assert!(screen.contains("warning: the running amberd"), "{screen}");
+    assert!(screen.contains("AMBER_MODEL=shell-model"), "{screen}");
 }

@@ -61,6 +61,23 @@ impl Tmux {
         cwd: &Path,
         size: (u16, u16),
     ) {
+        self.start_with(name, daemon, args, cwd, size, &[]);
+    }
+
+    /// Like [`Tmux::start`], with these variables in amber's environment.
+    pub fn start_env(&self, name: &str, daemon: &TestDaemon, env: &[(&str, &str)], args: &[&str]) {
+        self.start_with(name, daemon, args, &daemon.workspace, (80, 24), env);
+    }
+
+    fn start_with(
+        &self,
+        name: &str,
+        daemon: &TestDaemon,
+        args: &[&str],
+        cwd: &Path,
+        size: (u16, u16),
+        vars: &[(&str, &str)],
+    ) {
         let amber = bin_path("amber");
         let home = daemon.dir.path().join("home");
         let mut shell = format!(
@@ -83,6 +100,10 @@ impl Tmux {
             ])
             .args(["-e", &env("XDG_CONFIG_HOME", &home.join(".config"))])
             .args(["-e", &env("XDG_STATE_HOME", &home.join(".local/state"))])
+            .args(
+                vars.iter()
+                    .flat_map(|(k, v)| ["-e".to_owned(), format!("{k}={v}")]),
+            )
             .args(["-c", &cwd.display().to_string()])
             .arg(shell)
             .env("TERM", "xterm-256color");
