@@ -45,6 +45,10 @@ pub struct Deps {
     /// `session/watch`: every session's changes to every watcher, and the approver watches
     /// every session's `Approvals` counts (`session/watch.rs`).
     pub watchers: Arc<super::watch::Watchers>,
+    /// `[[hooks]]` of the config file (one cell a config reload replaces:
+    /// `hooks.replace_config_hooks`), the trust of workspace hooks files, the hooks'
+    /// scratch directory (`hooks/`).
+    pub hooks: crate::hooks::Hooks,
 }
 
 impl Deps {
@@ -109,7 +113,9 @@ impl Deps {
             config.server.subscriber_buffer,
             crate::elide::WireLimits::from_config(&config.server),
         ));
+        let hooks = crate::hooks::Hooks::new(config.hooks.clone(), &data_dir);
         Ok(Deps {
+            hooks,
             watchers,
             checkpoints,
             compaction,

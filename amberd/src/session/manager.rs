@@ -247,6 +247,10 @@ impl SessionManager {
             },
         );
         self.registry().loaded.insert(id, handle.clone());
+        handle
+            .shared
+            .hooks
+            .session_started(&handle.shared, &self.deps);
         Ok(handle)
     }
 

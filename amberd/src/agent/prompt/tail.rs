@@ -28,6 +28,8 @@ pub(crate) struct Tail<'a> {
     pub mode: Mode,
     /// The guards' notes to the model during this turn, oldest first.
     pub steers: &'a [String],
+    /// What the user's `user_prompt` hooks add to this turn (`additionalContext`).
+    pub hook_context: Option<&'a str>,
 }
 
 impl Tail<'_> {
@@ -52,6 +54,11 @@ impl Tail<'_> {
             Mode::Yolo => YOLO_MODE,
         });
         out.push('\n');
+        if let Some(context) = self.hook_context {
+            out.push_str("\nContext from the user's hooks for this prompt:\n");
+            out.push_str(context.trim_end());
+            out.push('\n');
+        }
         if !self.steers.is_empty() {
             out.push_str("\nNotes from amber during this turn:\n");
             for steer in self.steers {
