@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, Weak};
 
-use amber_proto::{Approval, Decision, EventKind, StopReason, ToolStatus};
+use amber_proto::{Approval, Decision, EventKind, StopReason};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -231,7 +231,7 @@ impl SessionHooks {
         outcome
     }
 
-    /// `post_tool_use`, in the background.
+    /// `post_tool_use`, in the background. `result`: `{status, output}` as the model saw it.
     pub(crate) fn post_tool_use(
         &self,
         shared: &SessionShared,
@@ -239,14 +239,13 @@ impl SessionHooks {
         turn_id: &str,
         call: &amber_proto::ToolCall,
         arguments: &Value,
-        status: ToolStatus,
-        output: &str,
+        result: Value,
     ) {
         let event = HookEvent::PostToolUse;
         let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
         input.tool = Some(call.name.clone());
         input.arguments = Some(arguments.clone());
-        input.result = Some(json!({"status": status, "output": output}));
+        input.result = Some(result);
         self.fire(shared, deps, input, Some(&call.name), Some(&call.id));
     }
 

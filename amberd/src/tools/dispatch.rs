@@ -425,7 +425,7 @@ impl Runner<'_> {
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (result, output) = self.complete_with_output(prepared.call, outcome, duration_ms);
         self.gate
-            .after_call(prepared.call, &arguments, result.status, &output);
+            .after_call(prepared.call, arguments, result.status, &output);
         result
     }
 
