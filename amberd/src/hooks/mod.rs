@@ -112,6 +112,12 @@ pub async fn pre_tool_use(
     let mut ask: Option<String> = None;
     let mut allow = false;
     for hook in hooks {
+        if cancel.is_some_and(CancellationToken::is_cancelled) {
+            outcome.verdict = PreToolVerdict::Deny(
+                "the turn was cancelled before its pre_tool_use hooks finished".to_owned(),
+            );
+            return outcome;
+        }
         let run = process::run(hook, &input.to_json(), env, cancel).await;
         let answer = match decision::pre_tool_use(&run, hook.timeout_ms) {
             Ok(answer) => answer,
@@ -192,6 +198,10 @@ pub async fn user_prompt(
     let mut outcome = PromptOutcome::default();
     let json = input.to_json();
     for hook in hooks {
+        // A cancelled turn does not start; its remaining hooks need not run.
+        if cancel.is_some_and(CancellationToken::is_cancelled) {
+            break;
+        }
         let run = process::run(hook, &json, env, cancel).await;
         match decision::user_prompt(&run, hook.timeout_ms) {
             Ok(answer) => {
