@@ -59,14 +59,13 @@ impl Gate for SessionGate<'_> {
         status: amber_proto::ToolStatus,
         output: &str,
     ) {
-        let result = serde_json::json!({"status": status, "output": output});
         self.shared.hooks.post_tool_use(
             self.shared,
             self.deps,
             self.turn_id,
             call,
             arguments,
-            result,
+            (status, output),
         );
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, Weak};
 
-use amber_proto::{Approval, Decision, EventKind, StopReason};
+use amber_proto::{Approval, Decision, EventKind, StopReason, ToolStatus};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -231,7 +231,8 @@ impl SessionHooks {
         outcome
     }
 
-    /// `post_tool_use`, in the background. `result`: `{status, output}` as the model saw it.
+    /// `post_tool_use`, in the background. `result`: the status and the output as the model
+    /// saw it (copied only when a hook applies).
     pub(crate) fn post_tool_use(
         &self,
         shared: &SessionShared,
@@ -239,14 +240,27 @@ impl SessionHooks {
         turn_id: &str,
         call: &amber_proto::ToolCall,
         arguments: &Value,
-        result: Value,
+        (status, output): (ToolStatus, &str),
     ) {
-        let event = HookEvent::PostToolUse;
-        let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
-        input.tool = Some(call.name.clone());
-        input.arguments = Some(arguments.clone());
-        input.result = Some(result);
-        self.fire(shared, deps, input, Some(&call.name), Some(&call.id));
+        self.fire(
+            shared,
+            deps,
+            HookEvent::PostToolUse,
+            Some(&call.name),
+            Some(&call.id),
+            || {
+                let mut input = HookInput::new(
+                    HookEvent::PostToolUse,
+                    &shared.id,
+                    Some(turn_id),
+                    &shared.workspace,
+                );
+                input.tool = Some(call.name.clone());
+                input.arguments = Some(arguments.clone());
+                input.result = Some(json!({"status": status, "output": output}));
+                input
+            },
+        );
     }
 
     /// `turn_completed`, in the background.
@@ -257,14 +271,12 @@ impl SessionHooks {
         turn_id: &str,
         stop: StopReason,
     ) {
-        let mut input = HookInput::new(
-            HookEvent::TurnCompleted,
-            &shared.id,
-            Some(turn_id),
-            &shared.workspace,
-        );
-        input.stop_reason = Some(stop);
-        self.fire(shared, deps, input, None, None);
+        let event = HookEvent::TurnCompleted;
+        self.fire(shared, deps, event, None, None, || {
+            let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
+            input.stop_reason = Some(stop);
+            input
+        });
     }
 
     /// `approval_requested`, in the background.
@@ -275,27 +287,22 @@ impl SessionHooks {
         turn_id: &str,
         approval: &Approval,
     ) {
-        let mut input = HookInput::new(
-            HookEvent::ApprovalRequested,
-            &shared.id,
-            Some(turn_id),
-            &shared.workspace,
-        );
-        input.tool = Some(approval.tool.clone());
-        input.arguments = Some(approval.arguments.clone());
+        let event = HookEvent::ApprovalRequested;
         let call_id = (!approval.call_id.is_empty()).then_some(approval.call_id.as_str());
-        self.fire(shared, deps, input, Some(&approval.tool), call_id);
+        self.fire(shared, deps, event, Some(&approval.tool), call_id, || {
+            let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
+            input.tool = Some(approval.tool.clone());
+            input.arguments = Some(approval.arguments.clone());
+            input
+        });
     }
 
     /// `session_started`, in the background (a new session; a restored one is not new).
     pub(crate) fn session_started(&self, shared: &SessionShared, deps: &Deps) {
-        let input = HookInput::new(
-            HookEvent::SessionStarted,
-            &shared.id,
-            None,
-            &shared.workspace,
-        );
-        self.fire(shared, deps, input, None, None);
+        let event = HookEvent::SessionStarted;
+        self.fire(shared, deps, event, None, None, || {
+            HookInput::new(event, &shared.id, None, &shared.workspace)
+        });
     }
 
     /// Runs the hooks of a fire-and-forget event in a background task: the caller only
@@ -304,11 +311,11 @@ impl SessionHooks {
         &self,
         shared: &SessionShared,
         deps: &Deps,
-        input: HookInput,
+        event: HookEvent,
         tool: Option<&str>,
         call_id: Option<&str>,
+        input: impl FnOnce() -> HookInput,
     ) {
-        let event = input.event;
         let hooks = self.applicable(shared, deps, event, tool);
         if hooks.is_empty() {
             return;
@@ -316,6 +323,7 @@ impl SessionHooks {
         let Some(me) = self.me.upgrade() else {
             return;
         };
+        let input = input();
         let env = Self::env(shared, deps);
         let call_id = call_id.map(str::to_owned);
         tokio::spawn(async move {
