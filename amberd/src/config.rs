@@ -51,6 +51,9 @@ pub struct Config {
     /// `[checkpoints]`: the workspace snapshots taken before file-changing turns
     /// (`checkpoints/`).
     pub checkpoints: CheckpointsConfig,
+    /// `[[hooks]]`: the user's commands around tool calls and turns (`hooks/`); the
+    /// workspace's `.amber/hooks.toml` adds more once trusted.
+    pub hooks: Vec<crate::hooks::HookSpec>,
     /// `[tui]`: read by the TUI (`amber`) from this same file; the daemon only checks it,
     /// so a config that sets it still starts the daemon.
     pub tui: TuiConfig,
@@ -386,6 +389,7 @@ impl Config {
         }
         config.tools.check()?;
         config.sandbox.check()?;
+        crate::hooks::spec::check_all(&config.hooks)?;
         Ok(config)
     }
 

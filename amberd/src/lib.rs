@@ -8,6 +8,7 @@ pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;
 pub(crate) mod elide;
+pub mod hooks;
 pub mod instructions;
 pub(crate) mod mcp;
 pub(crate) mod plugins;

@@ -281,3 +281,35 @@ fn the_tui_warns_of_a_shell_the_daemon_does_not_follow() {
     assert!(screen.contains("warning: the running amberd"), "{screen}");
     assert!(screen.contains("AMBER_MODEL=shell-model"), "{screen}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_follow_the_config_file() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|_| MockTurn::text("DONE"));
+    let base = provider(&mock, "m");
+    let daemon = spawn_from_file(&base);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let hook = "[[hooks]]\nevent = \"user_prompt\"\ncommand = [\"sh\", \"-c\", \"echo '{\\\"additionalContext\\\": \\\"reloaded hook ran\\\"}'\"]\n";
+    write_config(&daemon, &format!("{base}{hook}"));
+    eventually("the reload", RELOAD, || {
+        daemon.log().matches("config reloaded").count() >= 1
+    })
+    .await;
+    prompt_turn(&client, &mut events, &sid, "one").await;
+    let saw = |from: usize| {
+        mock.requests()[from..]
+            .iter()
+            .any(|r| r.to_string().contains("reloaded hook ran"))
+    };
+    assert!(saw(0), "the added hook ran");
+    write_config(&daemon, &base);
+    eventually("the second reload", RELOAD, || {
+        daemon.log().matches("config reloaded").count() >= 2
+    })
+    .await;
+    let before = mock.requests().len();
+    prompt_turn(&client, &mut events, &sid, "two").await;
+    assert!(!saw(before), "the removed hook no longer runs");
+}

@@ -43,6 +43,11 @@ pub trait AgentHooks: Send + Sync {
     fn context_changed(&self, context: &Context);
     /// Policy and approvals for tool calls.
     fn gate(&self) -> &dyn Gate;
+    /// What the `user_prompt` hooks added to this turn's model input: restated in the tail
+    /// of every request of the turn, never pushed into the context. None by default.
+    fn extra_context(&self) -> Option<&str> {
+        None
+    }
     /// A batch about to run has a call that may change files: the turn's checkpoint is
     /// taken now if it was not yet (issue 18). Nothing by default (sub-agents: their
     /// parent's `task` call already took it).
@@ -231,6 +236,7 @@ impl Turn<'_, '_> {
             mode: env.hooks.mode(),
             steers: &self.steers,
             output_instruction: self.output_instruction.as_deref().filter(|_| !structured),
+            hook_context: env.hooks.extra_context(),
         };
         let request = ChatRequest {
             model: env.model.to_owned(),

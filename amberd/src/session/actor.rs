@@ -127,9 +127,10 @@ async fn run_prompt(
 ) {
     let cancel = shared.closed.child_token();
     shared.begin_turn(turn_id, cancel.clone());
-    let hooks = TurnHooks {
+    let mut hooks = TurnHooks {
         shared,
         turn_id,
+        extra_context: None,
         gate: SessionGate {
             shared,
             deps,
@@ -145,6 +146,22 @@ async fn run_prompt(
         },
     );
     settle_sandbox(shared, deps).await;
+    // Before the prompt's hooks: a new or changed workspace hooks file is put to the user.
+    shared
+        .hooks
+        .trust_for_turn(shared, deps, turn_id, &cancel)
+        .await;
+    let prompted = shared
+        .hooks
+        .user_prompt(shared, deps, turn_id, &cancel, text)
+        .await;
+    if let Some(reason) = prompted.blocked {
+        prompt_blocked(shared, deps, &hooks, turn_id, reason);
+        return;
+    }
+    if !prompted.context.is_empty() {
+        hooks.extra_context = Some(prompted.context.join("\n\n"));
+    }
     ensure_system_prompt(shared, context);
     shared
         .checkpoints
@@ -190,11 +207,48 @@ async fn run_prompt(
         usage: outcome.usage,
         output: outcome.output,
     });
+    shared
+        .hooks
+        .turn_completed(shared, deps, turn_id, outcome.stop);
     // After the event, not before: the log is the record of the turn (recovery reads it),
     // the metadata only its summary, and its atomic replace (two fsyncs) need not delay
     // what the client waits for.
     shared.save_meta();
 }
+
+/// A `user_prompt` hook blocked the prompt: the turn ends at once, `error` with code
+/// `hook_denied` and the hook's reason; the prompt never reaches the context or the model.
+fn prompt_blocked(
+    shared: &Arc<SessionShared>,
+    deps: &Deps,
+    hooks: &TurnHooks<'_>,
+    turn_id: &str,
+    reason: String,
+) {
+    let message = format!("a user_prompt hook blocked this prompt: {reason}");
+    hooks.emit(EventKind::Error {
+        code: HOOK_DENIED.to_owned(),
+        message: message.clone(),
+        retryable: false,
+    });
+    shared.end_turn();
+    hooks.emit(EventKind::TurnCompleted {
+        stop_reason: amber_proto::StopReason::Error,
+        error: Some(amber_proto::ErrorInfo {
+            code: HOOK_DENIED.to_owned(),
+            message,
+        }),
+        usage: Usage::default(),
+        output: None,
+    });
+    shared
+        .hooks
+        .turn_completed(shared, deps, turn_id, amber_proto::StopReason::Error);
+    shared.save_meta();
+}
+
+/// The error code of a prompt a `user_prompt` hook blocked.
+pub const HOOK_DENIED: &str = "hook_denied";
 
 /// A manual compaction (`session/compact`), run by the actor between turns.
 async fn compact_now(
@@ -212,6 +266,7 @@ async fn compact_now(
     let hooks = TurnHooks {
         shared,
         turn_id: "",
+        extra_context: None,
         gate: SessionGate {
             shared,
             deps,
@@ -278,6 +333,8 @@ fn ensure_system_prompt(shared: &SessionShared, context: &mut Context) {
 struct TurnHooks<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
+    /// What the `user_prompt` hooks added to this turn's model input.
+    extra_context: Option<String>,
     gate: SessionGate<'a>,
 }
 
@@ -306,6 +363,10 @@ impl AgentHooks for TurnHooks<'_> {
 
     fn gate(&self) -> &dyn Gate {
         &self.gate
+    }
+
+    fn extra_context(&self) -> Option<&str> {
+        self.extra_context.as_deref()
     }
 
     fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {

@@ -69,6 +69,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             workspace.clone(),
             deps.store.as_ref().map(|s| s.sessions_dir().join(&id)),
         )),
+        hooks: super::hooks::SessionHooks::new(weak.clone()),
         id,
         skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         head: PromptHead::new(

@@ -80,6 +80,10 @@ pub struct Deps {
     /// `session/watch`: every session's changes to every watcher, and the approver watches
     /// every session's `Approvals` counts (`session/watch.rs`).
     pub watchers: Arc<super::watch::Watchers>,
+    /// `[[hooks]]` of the config file (one cell a config reload replaces:
+    /// `hooks.replace_config_hooks`), the trust of workspace hooks files, the hooks'
+    /// scratch directory (`hooks/`).
+    pub hooks: crate::hooks::Hooks,
 }
 
 impl Deps {
@@ -133,9 +137,11 @@ impl Deps {
             config.server.subscriber_buffer,
             crate::elide::WireLimits::from_config(&config.server),
         ));
+        let hooks = crate::hooks::Hooks::new(config.hooks.clone(), &data_dir);
         Ok(Deps {
             live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
             config_error: Mutex::new(None),
+            hooks,
             watchers,
             checkpoints,
             llm,
@@ -163,6 +169,7 @@ impl Deps {
     pub fn replace_live(&self, live: LiveConfig, env: &dyn Fn(&str) -> Option<OsString>) {
         self.llm
             .reconfigure(&live.config.provider, &live.config.providers, env);
+        self.hooks.replace_config_hooks(live.config.hooks.clone());
         *self.live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(live);
         self.set_config_error(None);
     }

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
+use crate::hooks::PreToolVerdict;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
 use crate::tools::sandbox::ToolSandbox;
 use crate::tools::session::DeniedPaths;
@@ -50,11 +51,94 @@ impl Gate for SessionGate<'_> {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, GateVerdict> {
         Box::pin(self.check_call(call))
     }
+
+    fn after_call(
+        &self,
+        call: &amber_proto::ToolCall,
+        arguments: &serde_json::Value,
+        status: amber_proto::ToolStatus,
+        output: &str,
+    ) {
+        self.shared.hooks.post_tool_use(
+            self.shared,
+            self.deps,
+            self.turn_id,
+            call,
+            arguments,
+            (status, output),
+        );
+    }
 }
 
 impl SessionGate<'_> {
+    /// The `pre_tool_use` hooks first (they may deny, rewrite the arguments, ask or
+    /// pre-approve), then policy on the arguments the call will run with. A hook's `allow`
+    /// skips an approval policy asks for, but never one for running unsandboxed, and never
+    /// overrides a deny (rules, read mode); its `ask` asks where policy would allow.
     async fn check_call(&self, call: GateCall<'_>) -> GateVerdict {
-        match self.decide(&call) {
+        let hooked = self
+            .shared
+            .hooks
+            .pre_tool_use(self.shared, self.deps, self.turn_id, self.cancel, &call)
+            .await;
+        let call = match &hooked.arguments {
+            Some(arguments) => GateCall {
+                call: call.call,
+                tool: call.tool,
+                args: arguments,
+            },
+            None => call,
+        };
+        let verdict = match hooked.verdict {
+            PreToolVerdict::Deny(reason) => return GateVerdict::Deny(reason),
+            PreToolVerdict::NoOpinion => self.policy(&call).await,
+            PreToolVerdict::Allow => match self.decide(&call) {
+                Verdict::Allow
+                | Verdict::Ask {
+                    unsandboxed: false, ..
+                } => GateVerdict::Allow,
+                Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
+                Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
+                ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
+            },
+            PreToolVerdict::Ask(reason) => match self.decide(&call) {
+                Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
+                ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
+                allowed => {
+                    let unsandboxed = allowed == Verdict::AllowUnsandboxed;
+                    let reason = format!("a pre_tool_use hook asks: {reason}");
+                    let verdict = self
+                        .ask(&call, reason, Vec::new(), false, unsandboxed)
+                        .await;
+                    match verdict {
+                        GateVerdict::Allow if unsandboxed => GateVerdict::AllowUnsandboxed,
+                        other => other,
+                    }
+                }
+            },
+        };
+        match (verdict, hooked.arguments) {
+            (GateVerdict::Allow, Some(arguments)) => GateVerdict::AllowWith {
+                arguments,
+                unsandboxed: false,
+            },
+            (GateVerdict::AllowUnsandboxed, Some(arguments)) => GateVerdict::AllowWith {
+                arguments,
+                unsandboxed: true,
+            },
+            (verdict, _) => verdict,
+        }
+    }
+
+    /// Policy alone: allow, deny, or ask the approvers.
+    async fn policy(&self, call: &GateCall<'_>) -> GateVerdict {
+        let verdict = self.decide(call);
+        self.policy_ask(call, verdict).await
+    }
+
+    /// A policy verdict carried out (an `Ask` asks).
+    async fn policy_ask(&self, call: &GateCall<'_>, verdict: Verdict) -> GateVerdict {
+        match verdict {
             Verdict::Allow => GateVerdict::Allow,
             Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
             Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
@@ -64,7 +148,7 @@ impl SessionGate<'_> {
                 persist,
                 unsandboxed,
             } => {
-                let verdict = self.ask(&call, reason, scopes, persist, unsandboxed).await;
+                let verdict = self.ask(call, reason, scopes, persist, unsandboxed).await;
                 // Approving a call that runs unsandboxed approves exactly that.
                 match verdict {
                     GateVerdict::Allow if unsandboxed => GateVerdict::AllowUnsandboxed,
@@ -93,10 +177,6 @@ impl SessionGate<'_> {
             workspace,
         };
         amber_policy::decide(&request, &rules, &shared.lock_grants())
-    }
-
-    fn emit(&self, kind: EventKind) {
-        self.shared.hub.publish(Some(self.turn_id), kind);
     }
 
     /// The mode calls are judged in: the session's, never above the ceiling.
@@ -137,7 +217,7 @@ impl SessionGate<'_> {
             ),
         };
         let approval = Approval {
-            request_id: request_id.clone(),
+            request_id,
             call_id: call.call.id.clone(),
             tool: call.call.name.clone(),
             arguments: call.args.clone(),
@@ -145,54 +225,33 @@ impl SessionGate<'_> {
             scope,
             unsandboxed,
         };
-        // Register (and show as waiting) before announcing: an approver may answer the
-        // moment it sees the event.
-        let answer = shared
-            .approvals
-            .has_approver()
-            .then(|| shared.approvals.open(approval.clone()));
-        if answer.is_some() {
-            shared.set_state(SessionState::WaitingApproval);
-        }
-        self.emit(EventKind::ApprovalRequested {
-            request_id: approval.request_id.clone(),
-            call_id: approval.call_id.clone(),
-            tool: approval.tool.clone(),
-            arguments: approval.arguments.clone(),
-            reason: approval.reason.clone(),
-            scope: approval.scope.clone(),
-            unsandboxed,
-        });
-        let Some(answer) = answer else {
-            shared.approvals.close(&request_id);
-            self.resolved(&request_id, Decision::Deny, ResolvedBy::NoApprover);
-            return GateVerdict::Deny(format!(
-                "needs approval ({reason}), and no approver is connected to this session"
-            ));
-        };
-        let decision = tokio::select! {
-            answer = answer => answer.ok(),
-            () = self.cancel.cancelled() => None,
-            () = shared.approvals.no_approver_left() => {
-                shared.approvals.close(&request_id);
-                shared.set_state(SessionState::Running);
-                self.resolved(&request_id, Decision::Deny, ResolvedBy::NoApprover);
+        let answer = request_approval(
+            shared,
+            self.deps,
+            self.turn_id,
+            self.cancel,
+            approval,
+            persist,
+        )
+        .await;
+        let decision = match answer {
+            Answer::Decided(decision) => decision,
+            Answer::NoApprover => {
+                return GateVerdict::Deny(format!(
+                    "needs approval ({reason}), and no approver is connected to this session"
+                ));
+            }
+            Answer::ApproverLeft => {
                 return GateVerdict::Deny(format!(
                     "needs approval ({reason}), and the last approver disconnected"
                 ));
             }
+            Answer::Cancelled => {
+                return GateVerdict::Deny(
+                    "the turn was cancelled while waiting for approval".into(),
+                );
+            }
         };
-        shared.set_state(SessionState::Running);
-        let Some(decision) = decision else {
-            shared.approvals.close(&request_id);
-            self.resolved(&request_id, Decision::Deny, ResolvedBy::Policy);
-            return GateVerdict::Deny("the turn was cancelled while waiting for approval".into());
-        };
-        let decision = match decision {
-            Decision::AllowAlways if !persist => Decision::AllowSession,
-            other => other,
-        };
-        self.resolved(&request_id, decision, ResolvedBy::Client);
         match decision {
             Decision::AllowOnce => GateVerdict::Allow,
             Decision::AllowSession => {
@@ -206,14 +265,6 @@ impl SessionGate<'_> {
             }
             Decision::Deny => GateVerdict::Deny("the user denied this call".into()),
         }
-    }
-
-    fn resolved(&self, request_id: &str, decision: Decision, by: ResolvedBy) {
-        self.emit(EventKind::ApprovalResolved {
-            request_id: request_id.to_owned(),
-            decision,
-            by,
-        });
     }
 
     /// `allow_always`: the scopes become allow rules in the workspace's rules file.
@@ -234,4 +285,92 @@ fn session_sandbox(sandbox: &ToolSandbox) -> SessionSandbox<'_> {
         ToolSandbox::On(_) => SessionSandbox::On,
         ToolSandbox::Unavailable { reason, .. } => SessionSandbox::Unavailable(reason),
     }
+}
+
+/// How an approval request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// An approver answered (`allow_always` already narrowed to `allow_session` when it
+    /// may not persist).
+    Decided(Decision),
+    /// Nobody could answer: no approver was connected.
+    NoApprover,
+    /// The last approver left before answering.
+    ApproverLeft,
+    /// The turn was cancelled while waiting.
+    Cancelled,
+}
+
+/// Asks the session's approvers: registers the request, announces it
+/// (`approval_requested`, and the `approval_requested` hooks), waits for the first answer,
+/// the turn's cancel or the last approver leaving, and announces how it was resolved. With
+/// no approver connected it is resolved at once (`by: no_approver`). `persist`: whether
+/// `allow_always` may stand (else it counts as `allow_session`).
+pub(crate) async fn request_approval(
+    shared: &SessionShared,
+    deps: &Deps,
+    turn_id: &str,
+    cancel: &CancellationToken,
+    approval: Approval,
+    persist: bool,
+) -> Answer {
+    let request_id = approval.request_id.clone();
+    let emit = |kind: EventKind| {
+        shared.hub.publish(Some(turn_id), kind);
+    };
+    let resolved = |decision: Decision, by: ResolvedBy| {
+        emit(EventKind::ApprovalResolved {
+            request_id: request_id.clone(),
+            decision,
+            by,
+        });
+    };
+    // Register (and show as waiting) before announcing: an approver may answer the
+    // moment it sees the event.
+    let answer = shared
+        .approvals
+        .has_approver()
+        .then(|| shared.approvals.open(approval.clone()));
+    if answer.is_some() {
+        shared.set_state(SessionState::WaitingApproval);
+    }
+    emit(EventKind::ApprovalRequested {
+        request_id: approval.request_id.clone(),
+        call_id: approval.call_id.clone(),
+        tool: approval.tool.clone(),
+        arguments: approval.arguments.clone(),
+        reason: approval.reason.clone(),
+        scope: approval.scope.clone(),
+        unsandboxed: approval.unsandboxed,
+    });
+    shared
+        .hooks
+        .approval_requested(shared, deps, turn_id, &approval);
+    let Some(answer) = answer else {
+        shared.approvals.close(&request_id);
+        resolved(Decision::Deny, ResolvedBy::NoApprover);
+        return Answer::NoApprover;
+    };
+    let decision = tokio::select! {
+        answer = answer => answer.ok(),
+        () = cancel.cancelled() => None,
+        () = shared.approvals.no_approver_left() => {
+            shared.approvals.close(&request_id);
+            shared.set_state(SessionState::Running);
+            resolved(Decision::Deny, ResolvedBy::NoApprover);
+            return Answer::ApproverLeft;
+        }
+    };
+    shared.set_state(SessionState::Running);
+    let Some(decision) = decision else {
+        shared.approvals.close(&request_id);
+        resolved(Decision::Deny, ResolvedBy::Policy);
+        return Answer::Cancelled;
+    };
+    let decision = match decision {
+        Decision::AllowAlways if !persist => Decision::AllowSession,
+        other => other,
+    };
+    resolved(decision, ResolvedBy::Client);
+    Answer::Decided(decision)
 }

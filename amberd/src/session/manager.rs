@@ -263,6 +263,10 @@ impl SessionManager {
             },
         );
         self.registry().loaded.insert(id, handle.clone());
+        handle
+            .shared
+            .hooks
+            .session_started(&handle.shared, &self.deps);
         Ok(handle)
     }
 

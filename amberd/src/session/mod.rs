@@ -10,6 +10,7 @@ pub(crate) mod approvals;
 mod build;
 pub mod deps;
 pub(crate) mod gate;
+pub(crate) mod hooks;
 pub mod hub;
 mod listing;
 mod manager;
@@ -86,6 +87,8 @@ pub struct SessionShared {
     pub(crate) sandbox: sandbox::SessionSandbox,
     /// What each turn did to the workspace, and the way back (`checkpoints/`).
     pub(crate) checkpoints: Arc<crate::checkpoints::SessionCheckpoints>,
+    /// The session's side of hooks: which apply, trust of the workspace's file.
+    pub(crate) hooks: hooks::SessionHooks,
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,

@@ -115,6 +115,7 @@ struct Prepared<'a> {
 
 /// Shared, per-dispatch state for running calls.
 struct Runner<'a> {
+    gate: &'a dyn Gate,
     session: &'a Arc<SessionTools>,
     workspace: &'a Path,
     cancel: &'a CancellationToken,
@@ -126,6 +127,7 @@ struct Runner<'a> {
 /// order of `req.calls`.
 pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
     let runner = Runner {
+        gate: req.gate,
         session: req.session,
         workspace: req.workspace,
         cancel: req.cancel,
@@ -182,6 +184,14 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
             GateVerdict::Allow => allowed.push(prepared),
             GateVerdict::AllowUnsandboxed => {
                 prepared.unsandboxed_approved = true;
+                allowed.push(prepared);
+            }
+            GateVerdict::AllowWith {
+                arguments,
+                unsandboxed,
+            } => {
+                prepared.args = arguments;
+                prepared.unsandboxed_approved = unsandboxed;
                 allowed.push(prepared);
             }
             GateVerdict::Deny(reason) => {
@@ -374,6 +384,7 @@ impl Runner<'_> {
     async fn run(&self, prepared: Prepared<'_>) -> DispatchResult {
         let started = Instant::now();
         let name = prepared.call.name.as_str();
+        let arguments = &prepared.args;
         let outcome = if self.cancel.is_cancelled() {
             ToolOutcome::error("[cancelled] the turn was cancelled before this call ran")
         } else {
@@ -388,7 +399,8 @@ impl Runner<'_> {
                 // For this call only: the gate approved running it without the OS sandbox.
                 unsandboxed_approved: prepared.unsandboxed_approved,
             };
-            let call = AssertUnwindSafe(prepared.tool.call(prepared.args, &ctx)).catch_unwind();
+            let call =
+                AssertUnwindSafe(prepared.tool.call(prepared.args.clone(), &ctx)).catch_unwind();
             tokio::pin!(call);
             let finished = loop {
                 tokio::select! {
@@ -411,24 +423,38 @@ impl Runner<'_> {
             })
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.complete(prepared.call, outcome, duration_ms)
+        let (result, output) = self.complete_with_output(prepared.call, outcome, duration_ms);
+        self.gate
+            .after_call(prepared.call, arguments, result.status, &output);
+        result
     }
 
     /// Truncate the output, emit `Completed` and build the result.
     fn complete(&self, call: &ToolCall, outcome: ToolOutcome, duration_ms: u64) -> DispatchResult {
+        self.complete_with_output(call, outcome, duration_ms).0
+    }
+
+    /// [`Runner::complete`], also giving the output as the model sees it.
+    fn complete_with_output(
+        &self,
+        call: &ToolCall,
+        outcome: ToolOutcome,
+        duration_ms: u64,
+    ) -> (DispatchResult, String) {
         let output = truncate_middle(&outcome.output, self.limits.max_output_bytes).into_owned();
         let envelope = envelope(outcome.status, &output);
         self.send(DispatchEvent::Completed {
             call_id: call.id.clone(),
             status: outcome.status,
-            output,
+            output: output.clone(),
             duration_ms,
             diff: outcome.diff,
         });
-        DispatchResult {
+        let result = DispatchResult {
             call_id: call.id.clone(),
             status: outcome.status,
             envelope,
-        }
+        };
+        (result, output)
     }
 }

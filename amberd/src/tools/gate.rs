@@ -3,7 +3,7 @@
 //! over the socket); `ModeGate` is the plain mode check for in-process use and tests.
 
 use amber_policy::mode_allows;
-use amber_proto::{Mode, ToolCall};
+use amber_proto::{Mode, ToolCall, ToolStatus};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -23,6 +23,12 @@ pub enum GateVerdict {
     /// Allowed to run without the OS sandbox (an approval of the unsandboxed run, or a
     /// `sandbox = false` rule): the call's `ToolContext::unsandboxed_approved`.
     AllowUnsandboxed,
+    /// Allowed with other arguments than the model's (a `pre_tool_use` hook rewrote them,
+    /// already checked against the tool's schema); `unsandboxed` as `AllowUnsandboxed`.
+    AllowWith {
+        arguments: Value,
+        unsandboxed: bool,
+    },
     /// Denied; the reason is what the model sees.
     Deny(String),
 }
@@ -30,6 +36,11 @@ pub enum GateVerdict {
 /// Decides, possibly after asking someone, whether a call may run.
 pub trait Gate: Send + Sync {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, GateVerdict>;
+
+    /// A call the gate let through has run (`post_tool_use` hooks); `arguments` are the
+    /// ones it ran with, `output` what the model sees. Must not block. Nothing by default.
+    fn after_call(&self, _call: &ToolCall, _arguments: &Value, _status: ToolStatus, _output: &str) {
+    }
 }
 
 /// Read mode denies every tool that is not read-only; nothing asks.

@@ -40,6 +40,9 @@ pub const HELPER_ARG: &str = "__tool-exec";
 
 /// Before the program, in the helper's arguments: the next argument is a `SandboxSpec`.
 const SANDBOX_ARG: &str = "--sandbox";
+/// Before the program, after any sandbox: the next argument is a file the program gets as
+/// its stdin instead of /dev/null (a hook's input; opened before the sandbox applies).
+const STDIN_ARG: &str = "--stdin-file";
 /// Exit status of the helper when it could not set up the sandbox (nothing ran).
 pub const SANDBOX_FAILED: u8 = 125;
 /// What the helper prints (before the reason) when the sandbox could not be set up.
@@ -100,24 +103,50 @@ pub(crate) fn sandboxed_command(program: &str, spec: &SandboxSpec) -> io::Result
     helper_command(program, Some(spec))
 }
 
+/// [`command`] (or [`sandboxed_command`] with `spec`) whose program reads `stdin_file` as
+/// its stdin rather than /dev/null: how hooks get their input (`hooks::process`). The
+/// helper opens the file before the sandbox applies, so it may lie outside what the
+/// sandbox lets the program read.
+pub(crate) fn command_with_stdin(
+    program: &str,
+    spec: Option<&SandboxSpec>,
+    stdin_file: &std::path::Path,
+) -> io::Result<Command> {
+    if INSTALLED.get().is_none() && spec.is_none() {
+        let mut cmd = Command::new(program);
+        cmd.stdin(Stdio::from(std::fs::File::open(stdin_file)?));
+        return Ok(cmd);
+    }
+    let mut cmd = helper_prefix(spec)?;
+    cmd.arg(STDIN_ARG).arg(stdin_file).arg(program);
+    Ok(cmd)
+}
+
 fn helper_command(program: &str, spec: Option<&SandboxSpec>) -> io::Result<Command> {
-    let Some(lifeline) = INSTALLED.get() else {
-        if spec.is_some() {
-            return Err(io::Error::other(
-                "cannot sandbox the command: amberd's tool-exec helper is not installed",
-            ));
-        }
+    if INSTALLED.get().is_none() && spec.is_none() {
         let mut cmd = Command::new(program);
         cmd.stdin(Stdio::null());
         return Ok(cmd);
+    }
+    let mut cmd = helper_prefix(spec)?;
+    cmd.arg(program);
+    Ok(cmd)
+}
+
+/// `amberd __tool-exec [--sandbox SPEC]`, with the lifeline as stdin; the caller adds the
+/// rest. Without an installed lifeline a sandboxed command cannot be made (fail closed).
+fn helper_prefix(spec: Option<&SandboxSpec>) -> io::Result<Command> {
+    let Some(lifeline) = INSTALLED.get() else {
+        return Err(io::Error::other(
+            "cannot sandbox the command: amberd's tool-exec helper is not installed",
+        ));
     };
     let mut cmd = Command::new(&lifeline.helper);
     cmd.arg0("amberd").arg(HELPER_ARG);
     if let Some(spec) = spec {
         cmd.arg(SANDBOX_ARG).arg(spec.to_arg());
     }
-    cmd.arg(program)
-        .stdin(Stdio::from(lifeline.read.try_clone()?));
+    cmd.stdin(Stdio::from(lifeline.read.try_clone()?));
     Ok(cmd)
 }
 
@@ -152,6 +181,27 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
     } else {
         None
     };
+    // Opened now, before the sandbox: the file is the daemon's, and may be hidden from the
+    // program.
+    let stdin = if args.first().is_some_and(|a| a == STDIN_ARG) {
+        let Some(path) = args.get(1).cloned() else {
+            eprintln!("amberd {HELPER_ARG}: no stdin file given");
+            return ExitCode::from(EXEC_FAILED);
+        };
+        args.drain(..2);
+        match std::fs::File::open(&path) {
+            Ok(file) => Stdio::from(file),
+            Err(err) => {
+                eprintln!(
+                    "amberd {HELPER_ARG}: cannot open {}: {err}",
+                    path.to_string_lossy()
+                );
+                return ExitCode::from(EXEC_FAILED);
+            }
+        }
+    } else {
+        Stdio::null()
+    };
     let Some((program, program_args)) = args.split_first() else {
         eprintln!("amberd {HELPER_ARG}: no program given");
         return ExitCode::from(EXEC_FAILED);
@@ -173,10 +223,7 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
         eprintln!("{SANDBOX_FAILED_PREFIX} {err}");
         return ExitCode::from(SANDBOX_FAILED);
     }
-    let err = Command::new(program)
-        .args(program_args)
-        .stdin(Stdio::null())
-        .exec();
+    let err = Command::new(program).args(program_args).stdin(stdin).exec();
     eprintln!("amberd: cannot run {}: {err}", program.to_string_lossy());
     ExitCode::from(EXEC_FAILED)
 }

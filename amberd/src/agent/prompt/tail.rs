@@ -31,6 +31,8 @@ pub(crate) struct Tail<'a> {
     pub steers: &'a [String],
     /// The output schema as an instruction (providers without structured output).
     pub output_instruction: Option<&'a str>,
+    /// What the user's `user_prompt` hooks add to this turn (`additionalContext`).
+    pub hook_context: Option<&'a str>,
 }
 
 impl Tail<'_> {
@@ -55,6 +57,11 @@ impl Tail<'_> {
             Mode::Yolo => YOLO_MODE,
         });
         out.push('\n');
+        if let Some(context) = self.hook_context {
+            out.push_str("\nContext from the user's hooks for this prompt:\n");
+            out.push_str(context.trim_end());
+            out.push('\n');
+        }
         if !self.steers.is_empty() {
             out.push_str("\nNotes from amber during this turn:\n");
             for steer in self.steers {

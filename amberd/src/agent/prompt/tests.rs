@@ -11,6 +11,7 @@ fn tail(mode: Mode) -> Tail<'static> {
         mode,
         steers: &[],
         output_instruction: None,
+        hook_context: None,
     }
 }
 
@@ -85,8 +86,15 @@ fn the_tail_lists_todos_with_their_status_and_restates_steers() {
         mode: Mode::Write,
         steers: &steers,
         output_instruction: Some("Answer in JSON."),
+        hook_context: Some("ticket ABC-1 is in progress"),
     }
     .render();
+    assert!(
+        text.contains(
+            "Context from the user's hooks for this prompt:\nticket ABC-1 is in progress\n"
+        ),
+        "{text}"
+    );
     assert!(
         text.contains("[x] write the parser (1)\n[~] test it (2)"),
         "{text}"

@@ -1,0 +1,703 @@
+//! End-to-end: hooks (issue 20) through the real amberd, against the scripted LLM. The
+//! hooks are real programs (one python3 script with a mode per behaviour) written by each
+//! test beside its daemon: `pre_tool_use` blocking `git push` by exit 2, deciding by JSON
+//! (deny, allow with rewritten arguments, a rewrite into an invalid shape), hanging,
+//! crashing and printing garbage (each denies the call: fail closed, with `hook_failed`);
+//! matcher globs; `user_prompt` blocking a prompt and adding context the model receives;
+//! `turn_completed`, `session_started`, `post_tool_use` and `approval_requested` getting
+//! their event JSON in the background; a workspace `.amber/hooks.toml` asking for trust
+//! once, remembered, and asking again after it changed; and a hook held by the sandbox.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::{Decision, Mode};
+use amber_tests::TestDaemon;
+use amber_tests::steps::{
+    Events, FAST_RETRIES, connect, done, eventually, messages, new_session, of_type, prompt_turn,
+    spawn_config, stop_reason, within,
+};
+use amber_tests::tool_calls::{
+    bash, call, calls, connect_approver, envelope_for, next_approval, request_id, respond,
+    result_of,
+};
+use serde_json::{Value, json};
+
+/// The one hook program: `hook.py MODE [ARG]`, reading the event JSON on stdin.
+const HOOK_PY: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+mode = sys.argv[1]
+event = json.load(sys.stdin)
+args = event.get("arguments") or {}
+command = args.get("command", "") if isinstance(args, dict) else ""
+if mode == "block-push":
+    if "git push" in command:
+        sys.stderr.write("pushing is not allowed from amber sessions\n")
+        sys.exit(2)
+elif mode == "always-block":
+    sys.stderr.write("blocked by the always-block hook\n")
+    sys.exit(2)
+elif mode == "json":
+    if "original" in command:
+        print(json.dumps({"decision": "allow", "arguments": {"command": "echo rewritten > rewritten.txt"}}))
+    elif "forbidden" in command:
+        print(json.dumps({"decision": "deny", "reason": "forbidden commands stay forbidden"}))
+    elif "invalid" in command:
+        print(json.dumps({"decision": "allow", "arguments": {"command": 42}}))
+    elif "askme" in command:
+        print(json.dumps({"decision": "ask", "reason": "the hook wants a human to look"}))
+    else:
+        print(json.dumps({"decision": "allow", "reason": "pre-approved"}))
+elif mode == "hang":
+    time.sleep(60)
+elif mode == "crash":
+    sys.stderr.write("the hook crashed\n")
+    sys.exit(1)
+elif mode == "garbage":
+    print("this is not json")
+elif mode == "prompt":
+    prompt = event.get("prompt", "")
+    if "forbidden" in prompt:
+        print(json.dumps({"decision": "deny", "reason": "prompts about forbidden things are blocked"}))
+    else:
+        print(json.dumps({"additionalContext": "ticket ABC-123 is in progress"}))
+elif mode == "context":
+    print(json.dumps({"additionalContext": sys.argv[2]}))
+elif mode == "record":
+    with open(sys.argv[2], "a") as out:
+        out.write(json.dumps(event) + "\n")
+elif mode == "escape":
+    try:
+        with open(sys.argv[2], "w") as out:
+            out.write("escaped")
+        result = "wrote"
+    except OSError as err:
+        result = "refused: " + str(err)
+    with open("escape-attempt.txt", "w") as out:
+        out.write(result)
+"#;
+
+/// A directory with `hook.py`, made before the daemon (the config names it).
+struct HookBin {
+    _dir: tempfile::TempDir,
+    script: PathBuf,
+}
+
+impl HookBin {
+    fn new() -> HookBin {
+        let dir = tempfile::Builder::new()
+            .prefix("amber-hooks-")
+            .tempdir()
+            .unwrap();
+        let script = dir.path().canonicalize().unwrap().join("hook.py");
+        std::fs::write(&script, HOOK_PY).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        HookBin { _dir: dir, script }
+    }
+
+    /// A `[[hooks]]` entry running `hook.py args…`.
+    fn hook(&self, event: &str, args: &[&str], extra: &str) -> String {
+        let mut command = vec![json!(self.script.display().to_string())];
+        command.extend(args.iter().map(|a| json!(a)));
+        format!(
+            "[[hooks]]\nevent = \"{event}\"\ncommand = {}\n{extra}\n",
+            Value::Array(command)
+        )
+    }
+}
+
+fn daemon(mock: &MockLlm, hooks: &str) -> TestDaemon {
+    spawn_config(mock, &format!("{FAST_RETRIES}{hooks}"))
+}
+
+fn hook_failed(events: &[Value]) -> Vec<&Value> {
+    of_type(events, "hook_failed")
+}
+
+/// Reads the JSON lines a `record` hook appended to `path`, waiting for `n` of them.
+async fn recorded(path: &Path, n: usize) -> Vec<Value> {
+    eventually(
+        &format!("{n} lines in {}", path.display()),
+        Duration::from_secs(20),
+        || {
+            std::fs::read_to_string(path)
+                .map(|t| t.lines().count() >= n)
+                .unwrap_or(false)
+        },
+    )
+    .await;
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pre_tool_use_hook_blocks_git_push_by_exit_2_and_matchers_pick_the_tools() {
+    let bin = HookBin::new();
+    let hooks = format!(
+        "{}{}",
+        bin.hook("pre_tool_use", &["block-push"], "matcher = \"ba*\""),
+        // Never runs: no MCP tool is called.
+        bin.hook("pre_tool_use", &["always-block"], "matcher = \"mcp__*\""),
+    );
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call(
+                "call_push",
+                "bash",
+                &json!({"command": "git push origin main"}),
+            ),
+            call(
+                "call_echo",
+                "bash",
+                &json!({"command": "echo fine > fine.txt"}),
+            ),
+        ]),
+        MockTurn::text("Pushing was refused."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon(&mock, &hooks);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "push it").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let (status, output) = result_of(&turn, "call_push");
+    assert_eq!(status, "denied", "{output}");
+    assert!(
+        output.contains("pushing is not allowed from amber sessions"),
+        "the hook's stderr is the reason: {output}"
+    );
+    let envelope = envelope_for(&mock, "call_push");
+    assert_eq!(envelope["status"], "denied");
+    assert!(
+        envelope["output"]
+            .as_str()
+            .unwrap()
+            .contains("pushing is not allowed")
+    );
+    assert_eq!(result_of(&turn, "call_echo").0, "ok");
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("fine.txt")).unwrap(),
+        "fine\n"
+    );
+    assert!(
+        hook_failed(&turn).is_empty(),
+        "a block is a decision: {turn:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_answers_deny_rewrite_and_an_invalid_rewrite_is_denied_with_hook_failed() {
+    let bin = HookBin::new();
+    let hooks = bin.hook("pre_tool_use", &["json"], "matcher = \"bash\"");
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call(
+                "call_orig",
+                "bash",
+                &json!({"command": "echo original > original.txt"}),
+            ),
+            call(
+                "call_forbidden",
+                "bash",
+                &json!({"command": "echo forbidden > forbidden.txt"}),
+            ),
+            call(
+                "call_invalid",
+                "bash",
+                &json!({"command": "echo invalid > invalid.txt"}),
+            ),
+        ]),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon(&mock, &hooks);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "run them").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+
+    // allow + arguments: the tool ran with the hook's arguments, not the model's.
+    assert_eq!(result_of(&turn, "call_orig").0, "ok");
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("rewritten.txt")).unwrap(),
+        "rewritten\n"
+    );
+    assert!(!daemon.workspace.join("original.txt").exists());
+
+    let (status, output) = result_of(&turn, "call_forbidden");
+    assert_eq!(status, "denied");
+    assert!(
+        output.contains("forbidden commands stay forbidden"),
+        "{output}"
+    );
+    assert!(!daemon.workspace.join("forbidden.txt").exists());
+
+    let (status, output) = result_of(&turn, "call_invalid");
+    assert_eq!(status, "denied");
+    assert!(output.contains("invalid shape"), "{output}");
+    assert!(output.contains("command"), "names the field: {output}");
+    assert!(!daemon.workspace.join("invalid.txt").exists());
+    let failed = hook_failed(&turn);
+    assert_eq!(failed.len(), 1, "{turn:#?}");
+    assert_eq!(failed[0]["hookEvent"], "pre_tool_use");
+    assert_eq!(failed[0]["toolCallId"], "call_invalid");
+    assert_eq!(failed[0]["command"][0], bin.script.display().to_string());
+    assert_eq!(failed[0]["command"][1], "json");
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid shape")
+    );
+    assert!(failed[0]["seq"].is_u64(), "hook_failed is durable");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_may_ask_or_pre_approve_but_never_overrides_a_deny() {
+    let bin = HookBin::new();
+    let hooks = bin.hook("pre_tool_use", &["json"], "");
+    let mock = MockLlm::start(vec![
+        // Yolo would run it; the hook asks.
+        bash("call_ask", "echo askme > asked.txt"),
+        MockTurn::text("Asked."),
+        done(),
+        // Write mode would ask; the hook pre-approves.
+        bash("call_rm", "rm -rf build"),
+        MockTurn::text("Removed."),
+        done(),
+        // Read mode denies writes; the hook's allow does not change that.
+        bash("call_write", "echo x > w.txt"),
+        MockTurn::text("Refused."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon(&mock, &hooks);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &sid).await;
+
+    client.session_prompt(&sid, "ask").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(asked["callId"], "call_ask");
+    assert!(
+        asked["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the hook wants a human to look"),
+        "{asked}"
+    );
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+    let turn = within("the asking turn", events.turn()).await;
+    assert_eq!(result_of(&turn, "call_ask").0, "ok");
+    assert!(daemon.workspace.join("asked.txt").exists());
+
+    client.session_set_mode(&sid, Mode::Write).await.unwrap();
+    let turn = prompt_turn(&client, &mut events, &sid, "remove build").await;
+    assert!(of_type(&turn, "approval_requested").is_empty(), "{turn:#?}");
+    assert_eq!(result_of(&turn, "call_rm").0, "ok");
+    assert!(!daemon.workspace.join("build").exists());
+
+    client.session_set_mode(&sid, Mode::Read).await.unwrap();
+    let turn = prompt_turn(&client, &mut events, &sid, "write").await;
+    let (status, output) = result_of(&turn, "call_write");
+    assert_eq!(status, "denied", "{turn:#?}");
+    assert!(output.contains("read mode"), "{output}");
+    assert!(!daemon.workspace.join("w.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hanging_crashing_and_garbage_hooks_deny_the_call_and_the_session_goes_on() {
+    let bin = HookBin::new();
+    let hooks = format!(
+        "{}{}{}{}",
+        bin.hook(
+            "pre_tool_use",
+            &["hang"],
+            "matcher = \"bash\"\ntimeout_ms = 500"
+        ),
+        bin.hook("pre_tool_use", &["crash"], "matcher = \"write\""),
+        bin.hook("pre_tool_use", &["garbage"], "matcher = \"edit\""),
+        // Fail open: a hanging post_tool_use hook changes nothing for the call.
+        bin.hook(
+            "post_tool_use",
+            &["hang"],
+            "matcher = \"read\"\ntimeout_ms = 300"
+        ),
+    );
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call(
+                "call_bash",
+                "bash",
+                &json!({"command": "echo ran > ran.txt"}),
+            ),
+            call(
+                "call_write",
+                "write",
+                &json!({"path": "w.txt", "content": "x"}),
+            ),
+            call(
+                "call_edit",
+                "edit",
+                &json!({"path": "r.txt", "old_string": "a", "new_string": "b"}),
+            ),
+            call("call_read", "read", &json!({"path": "r.txt"})),
+        ]),
+        MockTurn::text("Some calls were refused."),
+        done(),
+        MockTurn::text("Still here."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon(&mock, &hooks);
+    std::fs::write(daemon.workspace.join("r.txt"), "a\n").unwrap();
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &sid).await;
+    let started = Instant::now();
+    let turn = prompt_turn(&client, &mut events, &sid, "try everything").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "a 60 s hook held the turn: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let cases = [
+        ("call_bash", "timed out after 500 ms"),
+        ("call_write", "exited with code 1: the hook crashed"),
+        ("call_edit", "not a JSON object on stdout: this is not json"),
+    ];
+    for (call_id, why) in cases {
+        let (status, output) = result_of(&turn, call_id);
+        assert_eq!(status, "denied", "{call_id}: {output}");
+        assert!(output.contains(why), "{call_id}: {output}");
+        assert!(output.contains("pre_tool_use hook"), "{output}");
+        let failed = hook_failed(&turn)
+            .into_iter()
+            .find(|e| e["toolCallId"] == call_id)
+            .unwrap_or_else(|| panic!("no hook_failed for {call_id}: {turn:#?}"));
+        assert!(failed["reason"].as_str().unwrap().contains(why), "{failed}");
+    }
+    assert!(!daemon.workspace.join("ran.txt").exists());
+    assert!(!daemon.workspace.join("w.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("r.txt")).unwrap(),
+        "a\n"
+    );
+    // The read ran; its hanging post_tool_use hook is killed in the background.
+    assert_eq!(result_of(&turn, "call_read").0, "ok");
+    let mut later = Vec::new();
+    let post = loop {
+        let event = events.next().await;
+        if event["type"] == "hook_failed" && event["hookEvent"] == "post_tool_use" {
+            break event;
+        }
+        later.push(event);
+    };
+    assert_eq!(post["toolCallId"], "call_read");
+    assert!(
+        post["reason"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 300 ms")
+    );
+
+    let second = prompt_turn(&client, &mut events, &sid, "still there?").await;
+    assert_eq!(stop_reason(&second), "end_turn", "{second:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn user_prompt_hooks_block_a_prompt_and_add_context_the_model_receives() {
+    let bin = HookBin::new();
+    let hooks = format!(
+        "{}{}",
+        // Fails open: logged as hook_failed, the prompt goes on.
+        bin.hook("user_prompt", &["garbage"], ""),
+        bin.hook("user_prompt", &["prompt"], ""),
+    );
+    let mock = MockLlm::start(vec![MockTurn::text("On it."), done()]).await;
+    let daemon = daemon(&mock, &hooks);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+
+    let blocked = prompt_turn(&client, &mut events, &sid, "do the forbidden thing").await;
+    assert_eq!(stop_reason(&blocked), "error", "{blocked:#?}");
+    let completed = blocked.last().unwrap();
+    assert_eq!(completed["error"]["code"], "hook_denied", "{completed}");
+    let message = completed["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("prompts about forbidden things are blocked"),
+        "{message}"
+    );
+    let errors = of_type(&blocked, "error");
+    assert_eq!(errors.len(), 1, "{blocked:#?}");
+    assert_eq!(errors[0]["code"], "hook_denied");
+    assert_eq!(
+        hook_failed(&blocked).len(),
+        1,
+        "the garbage hook: {blocked:#?}"
+    );
+    assert_eq!(hook_failed(&blocked)[0]["hookEvent"], "user_prompt");
+    assert!(
+        mock.requests().is_empty(),
+        "a blocked prompt reaches no model"
+    );
+
+    let turn = prompt_turn(&client, &mut events, &sid, "fix the bug").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let requests = mock.requests();
+    let first = &requests[0];
+    let sent: Vec<&str> = messages(first)
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        sent.iter()
+            .any(|t| t.contains("fix the bug") && t.contains("ticket ABC-123 is in progress")),
+        "the model got the hook's context with the prompt: {sent:#?}"
+    );
+    assert!(
+        !sent.iter().any(|t| t.contains("forbidden thing")),
+        "the blocked prompt never entered the context: {sent:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fire_and_forget_hooks_get_their_event_json() {
+    let bin = HookBin::new();
+    let hooks = format!(
+        "{}{}{}",
+        bin.hook("session_started", &["record", "started.jsonl"], ""),
+        bin.hook("turn_completed", &["record", "completed.jsonl"], ""),
+        bin.hook(
+            "post_tool_use",
+            &["record", "post.jsonl"],
+            "matcher = \"bash\""
+        ),
+    );
+    let mock = MockLlm::start(vec![
+        bash("call_echo", "echo hello"),
+        MockTurn::text("Said hello."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon(&mock, &hooks);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let ws = daemon.workspace.clone();
+
+    let started = recorded(&ws.join("started.jsonl"), 1).await;
+    assert_eq!(started[0]["event"], "session_started");
+    assert_eq!(started[0]["sessionId"], sid.as_str());
+    assert_eq!(started[0]["turnId"], Value::Null);
+    assert_eq!(started[0]["cwd"], ws.display().to_string());
+
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "say hello").await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    let turn_id = turn.last().unwrap()["turnId"].as_str().unwrap().to_owned();
+
+    let completed = recorded(&ws.join("completed.jsonl"), 1).await;
+    let c = &completed[0];
+    assert_eq!(c["event"], "turn_completed");
+    assert_eq!(c["sessionId"], sid.as_str());
+    assert_eq!(c["turnId"], turn_id.as_str());
+    assert_eq!(c["cwd"], ws.display().to_string());
+    assert_eq!(c["stopReason"], "end_turn");
+    assert!(c.get("tool").is_none(), "{c}");
+
+    let post = recorded(&ws.join("post.jsonl"), 1).await;
+    let p = &post[0];
+    assert_eq!(p["event"], "post_tool_use");
+    assert_eq!(p["tool"], "bash");
+    assert_eq!(p["arguments"], json!({"command": "echo hello"}));
+    assert_eq!(p["result"]["status"], "ok");
+    assert!(
+        p["result"]["output"].as_str().unwrap().contains("hello"),
+        "{p}"
+    );
+    assert_eq!(p["turnId"], turn_id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_request_runs_the_approval_requested_hooks() {
+    let bin = HookBin::new();
+    let hooks = bin.hook("approval_requested", &["record", "asked.jsonl"], "");
+    let mock = MockLlm::start(vec![
+        bash("call_rm", "rm -rf build"),
+        MockTurn::text("Left it."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon(&mock, &hooks);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "clean").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    let lines = recorded(&daemon.workspace.join("asked.jsonl"), 1).await;
+    assert_eq!(lines[0]["event"], "approval_requested");
+    assert_eq!(lines[0]["tool"], "bash");
+    assert_eq!(lines[0]["arguments"], json!({"command": "rm -rf build"}));
+    assert_eq!(lines[0]["turnId"], asked["turnId"]);
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::Deny)
+            .await
+            .unwrap()
+    );
+    let rest = within("the turn", events.turn()).await;
+    assert_eq!(result_of(&rest, "call_rm").0, "denied");
+    assert!(daemon.workspace.join("build").exists());
+}
+
+fn workspace_hooks(daemon: &TestDaemon, bin: &HookBin, context: &str) {
+    let file = daemon.workspace.join(".amber/hooks.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, bin.hook("user_prompt", &["context", context], "")).unwrap();
+}
+
+/// Whether the last model request of the turn that began at request `from` carried `text`.
+fn model_saw(mock: &MockLlm, from: usize, text: &str) -> bool {
+    mock.requests()[from..].iter().any(|r| {
+        messages(r)
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains(text)))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workspace_hooks_ask_for_trust_once_and_again_after_the_file_changes() {
+    let bin = HookBin::new();
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|_| MockTurn::text("DONE"));
+    let daemon = daemon(&mock, "");
+    workspace_hooks(&daemon, &bin, "workspace hook v1");
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &sid).await;
+
+    // First use: asked (even in yolo), trusted always.
+    client.session_prompt(&sid, "one").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(asked["tool"], "hooks", "{asked}");
+    let path = daemon.workspace.join(".amber/hooks.toml");
+    assert_eq!(asked["arguments"]["trust"], path.display().to_string());
+    assert_eq!(asked["arguments"]["hooks"][0]["event"], "user_prompt");
+    assert!(
+        asked["reason"]
+            .as_str()
+            .unwrap()
+            .contains(".amber/hooks.toml")
+    );
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::AllowAlways)
+            .await
+            .unwrap()
+    );
+    let turn = within("turn one", events.turn()).await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    assert!(model_saw(&mock, 0, "workspace hook v1"));
+    let trusted = std::fs::read_to_string(daemon.dir.path().join("data/trusted-hooks.json"))
+        .expect("the trust is remembered in the data dir");
+    assert!(trusted.contains(&path.display().to_string()), "{trusted}");
+
+    // Remembered: no question, the hook runs.
+    let before = mock.requests().len();
+    let turn = prompt_turn(&client, &mut events, &sid, "two").await;
+    assert!(of_type(&turn, "approval_requested").is_empty(), "{turn:#?}");
+    assert!(model_saw(&mock, before, "workspace hook v1"));
+
+    // Changed: asked again; denied, the hook is skipped.
+    workspace_hooks(&daemon, &bin, "workspace hook v2");
+    let before = mock.requests().len();
+    client.session_prompt(&sid, "three").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(asked["tool"], "hooks");
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::Deny)
+            .await
+            .unwrap()
+    );
+    let turn = within("turn three", events.turn()).await;
+    assert_eq!(stop_reason(&turn), "end_turn", "a denied trust is no error");
+    assert!(!model_saw(&mock, before, "workspace hook v2"));
+    assert!(!model_saw(&mock, before, "workspace hook v1"));
+
+    // Still untrusted: asked again next time; allowed once, it runs.
+    let before = mock.requests().len();
+    client.session_prompt(&sid, "four").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+    within("turn four", events.turn()).await;
+    assert!(model_saw(&mock, before, "workspace hook v2"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_an_approver_workspace_hooks_stay_untrusted_and_the_turn_goes_on() {
+    let bin = HookBin::new();
+    let mock = MockLlm::start(vec![MockTurn::text("ok"), done()]).await;
+    let daemon = daemon(&mock, "");
+    workspace_hooks(&daemon, &bin, "never seen");
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "hello").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let resolved = of_type(&turn, "approval_resolved");
+    assert_eq!(resolved.len(), 1, "{turn:#?}");
+    assert_eq!(resolved[0]["by"], "no_approver");
+    assert!(of_type(&turn, "error").is_empty(), "{turn:#?}");
+    assert!(!model_saw(&mock, 0, "never seen"));
+    assert!(!daemon.dir.path().join("data/trusted-hooks.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_runs_in_the_sandbox_and_cannot_write_outside_the_workspace() {
+    let bin = HookBin::new();
+    let outside = tempfile::Builder::new()
+        .prefix("amber-hooks-outside-")
+        .tempdir()
+        .unwrap();
+    let sentinel = outside.path().canonicalize().unwrap().join("sentinel.txt");
+    let hooks = format!(
+        "[sandbox]\nmode = \"workspace-write\"\n{}",
+        bin.hook(
+            "user_prompt",
+            &["escape", &sentinel.display().to_string()],
+            ""
+        )
+    );
+    let mock = MockLlm::start(vec![MockTurn::text("ok"), done()]).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}{hooks}"));
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "hello").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let attempt = std::fs::read_to_string(daemon.workspace.join("escape-attempt.txt"))
+        .expect("the hook ran and wrote inside the workspace");
+    assert!(attempt.starts_with("refused"), "{attempt}");
+    assert!(!sentinel.exists(), "the hook wrote outside the workspace");
+}
