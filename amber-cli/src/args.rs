@@ -303,13 +303,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
     /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
-    /// `--worktree=BRANCH`), under amberd's data dir, so parallel sessions never edit the
-    /// same files
+    /// BRANCH), under amberd's data dir, so parallel sessions never edit the same files. A
+    /// word after it is the branch when a prompt follows (`--worktree fix/x "fix it"`), else
+    /// the prompt (`--worktree "fix it"`); `--worktree=BRANCH` is always the branch
     #[arg(
         long,
         value_name = "BRANCH",
         num_args = 0..=1,
-        require_equals = true,
         default_missing_value = "",
         conflicts_with = "session"
     )]
@@ -386,7 +386,22 @@ impl From<SandboxArg> for SandboxMode {
 }
 
 impl RunArgs {
-    /// `session/new {worktree}` of `--worktree[=BRANCH]`.
+    /// Gives back to the prompt a word `--worktree` took that cannot be a branch: one with
+    /// whitespace (no branch name has any), or the only word when no other prompt word
+    /// follows and the prompt is not piped (`run --worktree "fix it"`, `run --worktree fixit`).
+    pub fn settle_worktree(&mut self, stdin_is_terminal: bool) {
+        let Some(word) = self.worktree.as_deref().filter(|w| !w.trim().is_empty()) else {
+            return;
+        };
+        let is_prompt =
+            word.chars().any(char::is_whitespace) || (self.prompt.is_empty() && stdin_is_terminal);
+        if is_prompt {
+            self.prompt.insert(0, word.to_owned());
+            self.worktree = Some(String::new());
+        }
+    }
+
+    /// `session/new {worktree}` of `--worktree [BRANCH]`.
     pub fn worktree_request(&self) -> Option<amber_proto::WorktreeRequest> {
         self.worktree.as_ref().map(|branch| match branch.trim() {
             "" => amber_proto::WorktreeRequest::Enabled(true),
@@ -414,6 +429,58 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("amber-cli").chain(args.iter().copied()))
+    }
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        let cli = parse(&[&["run"], args].concat()).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        run
+    }
+
+    #[test]
+    fn worktree_takes_a_branch_or_gives_the_prompt_back() {
+        let branch_of = |args: &[&str], terminal: bool| {
+            let mut run = run_args(args);
+            run.settle_worktree(terminal);
+            (run.worktree_request(), run.prompt)
+        };
+        let default = Some(amber_proto::WorktreeRequest::Enabled(true));
+        let named = |b: &str| {
+            Some(amber_proto::WorktreeRequest::Options(
+                amber_proto::WorktreeOptions {
+                    branch: Some(b.into()),
+                    base: None,
+                },
+            ))
+        };
+        assert_eq!(
+            branch_of(&["--worktree", "fix/x", "fix it"], true),
+            (named("fix/x"), vec!["fix it".to_owned()])
+        );
+        assert_eq!(
+            branch_of(&["--worktree=fix/x", "fix it"], true),
+            (named("fix/x"), vec!["fix it".to_owned()])
+        );
+        assert_eq!(
+            branch_of(&["--worktree", "fix it"], true),
+            (default.clone(), vec!["fix it".to_owned()])
+        );
+        assert_eq!(
+            branch_of(&["--worktree", "fixit"], true),
+            (default.clone(), vec!["fixit".to_owned()])
+        );
+        // The prompt comes from a pipe: the word is the branch.
+        assert_eq!(
+            branch_of(&["--worktree", "fix/x"], false),
+            (named("fix/x"), vec![])
+        );
+        assert_eq!(
+            branch_of(&["fix it", "--worktree"], true),
+            (default, vec!["fix it".to_owned()])
+        );
+        assert_eq!(branch_of(&["fix it"], true).0, None);
     }
 
     #[test]

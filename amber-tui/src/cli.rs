@@ -32,15 +32,9 @@ pub struct Args {
     #[arg(long)]
     pub network: bool,
     /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
-    /// `--worktree=BRANCH`) under amberd's data dir, so parallel sessions never edit the
+    /// `--worktree BRANCH`) under amberd's data dir, so parallel sessions never edit the
     /// same files.
-    #[arg(
-        long,
-        value_name = "BRANCH",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = ""
-    )]
+    #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = "")]
     pub worktree: Option<String>,
     /// Attach to this session instead of starting one.
     #[arg(long, value_name = "ID", conflicts_with = "resume")]
@@ -149,6 +143,13 @@ mod tests {
                 .and_then(|w| w.options())
                 .and_then(|o| o.branch),
             Some("fix/x".to_owned())
+        );
+        let args = Args::try_parse_from(["amber", "--worktree", "fix/y"]).unwrap();
+        assert_eq!(
+            args.worktree_request()
+                .and_then(|w| w.options())
+                .and_then(|o| o.branch),
+            Some("fix/y".to_owned())
         );
         let args = Args::try_parse_from(["amber"]).unwrap();
         assert_eq!(args.worktree_request(), None);

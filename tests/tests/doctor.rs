@@ -67,7 +67,7 @@ fn daemon_status_names_the_provider_without_its_key_and_the_sandbox() {
     let status: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
         status["result"]["provider"],
-        json!({"baseUrl": mock.base_url(), "model": "mock-model", "keySet": true})
+        json!({"baseUrl": mock.base_url(), "model": "mock-model", "keySet": true, "flavor": "openai"})
     );
     // An idle daemon has not probed (nothing spawned yet), and a status query does not start it.
     assert!(
