@@ -129,6 +129,8 @@ const ONE_PER_GROUP: &[&str] = &[
     "sandbox_bash_added_wall_ms_median",            // sandbox, through amberd
     "checkpoint_incremental_ms_median",             // checkpoint
     "checkpoint_growth_kib_median",                 // checkpoint, store growth
+    "hooks_added_true_wall_ms_median",              // hooks
+    "worktree_new_added_ms_median",                 // worktree
 ];
 
 const CHEAP_FULL_RUN: &[&str] = &[
@@ -215,6 +217,67 @@ fn the_sandbox_kpi_measures_the_helper_and_the_daemon() {
     // Nothing else measured, and no session got another sandbox than it asked for.
     assert!(object.get("daemon_ready_ms_median").is_none(), "{stdout}");
     assert!(!stderr.contains("another sandbox"), "{stderr}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
+fn the_hooks_kpi_measures_bash_calls_with_and_without_hooks() {
+    let (code, stdout, stderr) = bench(&["--runs", "1", "--only", "hooks", "--json"]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    for variant in ["none", "true", "allow"] {
+        for stat in ["wall_ms_median", "wall_ms_p99", "task_ms_median"] {
+            let key = format!("hooks_bash_{variant}_{stat}");
+            let value = number(&object, &key, &stdout);
+            assert!(value > 0.0, "{key} = {value}");
+        }
+    }
+    // The added costs are differences: measured, of either sign.
+    for key in [
+        "hooks_added_true_wall_ms_median",
+        "hooks_added_true_wall_ms_p99",
+        "hooks_added_allow_wall_ms_median",
+        "hooks_added_allow_task_ms_median",
+    ] {
+        number(&object, key, &stdout);
+    }
+    // One task per variant, twenty `bash true` calls each, every one ok: the hooks let
+    // every call through (a failed pre_tool_use hook would deny it).
+    assert_eq!(object["hooks_bash_calls_count"], 60.0, "{stdout}");
+    assert_eq!(object["hooks_bash_failures_count"], 0.0, "{stdout}");
+    assert!(
+        object.get("sandbox_bash_wall_ms_median").is_none(),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
+fn the_worktree_kpi_makes_and_removes_worktrees() {
+    let (code, stdout, stderr) = bench(&["--runs", "2", "--only", "worktree", "--json"]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    for key in [
+        "worktree_plain_new_ms_median",
+        "worktree_plain_delete_ms_median",
+        "worktree_new_ms_median",
+        "worktree_new_ms_p99",
+        "worktree_delete_ms_median",
+        "worktree_repo_kib",
+    ] {
+        let value = number(&object, key, &stdout);
+        assert!(value > 0.0, "{key} = {value}");
+    }
+    for key in [
+        "worktree_new_added_ms_median",
+        "worktree_new_added_ms_p99",
+        "worktree_delete_added_ms_median",
+    ] {
+        number(&object, key, &stdout);
+    }
+    assert_eq!(object["worktree_repo_files_count"], 300.0, "{stdout}");
+    assert_eq!(object["worktree_sessions_count"], 2.0, "{stdout}");
+    assert!(object.get("daemon_ready_ms_median").is_none(), "{stdout}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
 }
 

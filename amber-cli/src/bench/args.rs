@@ -93,6 +93,13 @@ pub enum Kpi {
     /// ones (10 files changed per turn), store growth, and a read-only turn's cost; two
     /// daemons, `[checkpoints] enabled` on and off
     Checkpoint,
+    /// What `[[hooks]]` add per tool call: `bash true` calls through three daemons of its
+    /// own, no hooks vs a `pre_tool_use` + `post_tool_use` hook (`/bin/true`, or a pre hook
+    /// answering `{"decision":"allow"}`), all in the default sandbox
+    Hooks,
+    /// `session/new {worktree: true}` vs a plain `session/new` in a scratch git repository,
+    /// and `session/delete {removeWorktree: true}` vs a plain delete
+    Worktree,
     /// `--compare CMD` beside `amber-cli run`
     Compare,
 }
@@ -134,6 +141,13 @@ mod tests {
         assert!(all.wants(Kpi::Checkpoint));
         let one = Args::try_parse_from(["amber-bench", "--only", "checkpoint"]).unwrap();
         assert!(one.wants(Kpi::Checkpoint) && !one.wants(Kpi::Search));
+        assert!(all.wants(Kpi::Hooks) && all.wants(Kpi::Worktree));
+        assert!(!a.wants(Kpi::Hooks) && !a.wants(Kpi::Worktree));
+        let hooks = Args::try_parse_from(["amber-bench", "--only", "hooks"]).unwrap();
+        assert!(hooks.wants(Kpi::Hooks) && !hooks.wants(Kpi::Worktree));
+        assert!(!hooks.wants(Kpi::Sandbox));
+        let wt = Args::try_parse_from(["amber-bench", "--only", "worktree"]).unwrap();
+        assert!(wt.wants(Kpi::Worktree) && !wt.wants(Kpi::Hooks));
         assert_eq!(all.runs(20), 20);
         assert!(Args::try_parse_from(["amber-bench", "--runs", "0"]).is_err());
         assert!(Args::try_parse_from(["amber-bench", "--only", "nope"]).is_err());

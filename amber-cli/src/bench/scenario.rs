@@ -50,7 +50,8 @@ pub enum Role {
     /// `search` tool calls on the generated tree: grep vs `rg`, semantic index.
     Search,
     /// `bash` calls run with the session's OS sandbox off and on: what the sandbox adds to a
-    /// tool call through the daemon.
+    /// tool call through the daemon. The hooks KPI runs the same scenario with and without
+    /// hooks.
     Sandbox,
 }
 

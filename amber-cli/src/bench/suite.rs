@@ -1,5 +1,5 @@
 //! The run: load the scenarios, start the endpoint and the daemon, measure the selected KPIs
-//! in an order that keeps them from disturbing each other (ready, memory and checkpoint on
+//! in an order that keeps them from disturbing each other (ready, memory, checkpoint and hooks on
 //! daemons of their own, first), then judge the goals. A KPI that fails becomes a note and a
 //! non-zero exit, and the others still run.
 
@@ -138,7 +138,8 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         || args.wants(Kpi::Ready)
         || args.wants(Kpi::Memory)
         || args.wants(Kpi::Sandbox)
-        || args.wants(Kpi::Checkpoint);
+        || args.wants(Kpi::Checkpoint)
+        || args.wants(Kpi::Hooks);
     let amberd = if needs_amberd {
         daemon::sibling(args.amberd.clone(), "amberd", "amberd")?
     } else {
@@ -198,6 +199,11 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         let r = kpi::checkpoint::measure(&mut s).await;
         s.record("checkpoint", r);
     }
+    // Three daemons of its own, differing only in their hooks.
+    if s.args.wants(Kpi::Hooks) {
+        let r = kpi::hooks::measure(&mut s).await;
+        s.record("hooks", r);
+    }
 
     let needs_daemon = [
         Kpi::E2e,
@@ -209,6 +215,7 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         Kpi::Search,
         Kpi::Compare,
         Kpi::Sandbox,
+        Kpi::Worktree,
     ]
     .iter()
     .any(|k| s.args.wants(*k));
@@ -241,6 +248,10 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         if s.args.wants(Kpi::Sandbox) {
             let r = kpi::sandbox::through_daemon(&mut s).await;
             s.record("sandbox (through amberd)", r);
+        }
+        if s.args.wants(Kpi::Worktree) {
+            let r = kpi::worktree::measure(&mut s).await;
+            s.record("worktree", r);
         }
         kpi::e2e::tool_summary(&mut s);
     }

@@ -4,11 +4,13 @@
 pub mod checkpoint;
 pub mod cli;
 pub mod e2e;
+pub mod hooks;
 pub mod memory;
 pub mod ready;
 pub mod sandbox;
 pub mod search;
 pub mod stream;
+pub mod worktree;
 
 use crate::args::Args;
 use crate::report::Report;
