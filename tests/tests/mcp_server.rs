@@ -379,3 +379,70 @@ async fn amberd_going_away_is_a_tool_error_and_the_server_stays_up() {
     assert_eq!(tools.len(), 2);
     client.cancel().await.unwrap();
 }
+
+/// The MCP Inspector's CLI (`@modelcontextprotocol/inspector`, installed by `.ci/run` under
+/// tests/mcp-servers) running `amber-cli mcp-server` for `daemon` with one `--method` call.
+fn inspector(daemon: &TestDaemon, method_args: &[&str]) -> Value {
+    let bin = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp-servers/node_modules/.bin/mcp-inspector");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `npm ci --prefix tests/mcp-servers` (.ci/run does)",
+        bin.display()
+    );
+    let amber_cli = amber_tests::bin_path("amber-cli");
+    let socket = daemon.socket.display().to_string();
+    let mut cmd = std::process::Command::new(bin);
+    // The inspector passes the server only a default environment: the socket goes as a flag.
+    cmd.arg("--cli")
+        .arg(&amber_cli)
+        .args(["mcp-server", "--no-autostart", "--socket", &socket])
+        .args(method_args)
+        .current_dir(&daemon.workspace);
+    let (code, stdout, stderr) = amber_tests::steps::run_bounded(cmd);
+    assert_eq!(code, Some(0), "inspector failed:\n{stdout}\n{stderr}");
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("inspector output is not JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_the_tools_and_runs_amber_run() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Inspected the workspace."), done()]);
+    let daemon = spawn(&mock);
+    let listed = inspector(&daemon, &["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["amber_run", "amber_reply"], "{listed}");
+    assert!(listed["tools"][0]["outputSchema"].is_object(), "{listed}");
+
+    let cwd = format!("cwd={}", workspace(&daemon));
+    let called = inspector(
+        &daemon,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "amber_run",
+            "--tool-arg",
+            "prompt=look around",
+            "--tool-arg",
+            &cwd,
+        ],
+    );
+    assert_ne!(called["isError"], true, "{called}");
+    assert_eq!(
+        called["content"][0]["text"], "Inspected the workspace.",
+        "{called}"
+    );
+    assert_eq!(
+        called["structuredContent"]["stopReason"], "end_turn",
+        "{called}"
+    );
+    let sid = called["structuredContent"]["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(got["session"]["state"], "idle", "{got}");
+}
