@@ -484,6 +484,12 @@ mod tests {
     }
 
     #[test]
+    fn yes_allows_once_but_never_an_unsandboxed_command() {
+        assert_eq!(yes_decision(false), amber_proto::Decision::AllowOnce);
+        assert_eq!(yes_decision(true), amber_proto::Decision::Deny);
+    }
+
+    #[test]
     fn exit_codes() {
         assert_eq!(exit_code(StopReason::EndTurn), 0);
         assert_eq!(exit_code(StopReason::Error), 1);
