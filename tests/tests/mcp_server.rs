@@ -3,7 +3,8 @@
 //! tools' schemas, `amber_run` returning the final text and `structuredContent`, progress
 //! notifications for the client's progress token, `amber_reply` continuing the session, an
 //! unknown session and bad arguments, cancellation of an in-flight `amber_run` cancelling
-//! the turn in amberd, approvals denied without `--yes` and allowed with it, and the server
+//! the turn in amberd, approvals denied without `--yes` and allowed with it (never a command
+//! without the OS sandbox), the MCP Inspector CLI from npm, and the server
 //! staying up when amberd goes away.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +16,7 @@ use std::time::Duration;
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{Events, connect, done, eventually, messages, spawn, within};
-use amber_tests::tool_calls::bash;
+use amber_tests::tool_calls::{bash, call, calls};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -67,7 +68,7 @@ fn params(tool: &'static str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(tool).with_arguments(map)
 }
 
-async fn call(client: &McpClient, tool: &'static str, arguments: Value) -> CallToolResult {
+async fn call_tool(client: &McpClient, tool: &'static str, arguments: Value) -> CallToolResult {
     within(tool, client.call_tool(params(tool, arguments)))
         .await
         .unwrap_or_else(|e| panic!("{tool} failed as a protocol error: {e}"))
@@ -122,7 +123,7 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
     }
 
     // amber_run: a new session in the workspace, one turn, the final text.
-    let first = call(
+    let first = call_tool(
         &client,
         "amber_run",
         json!({"prompt": "write notes.txt", "cwd": workspace(&daemon)}),
@@ -173,7 +174,7 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
     );
 
     // amber_reply: the same session; the model sees the earlier turn.
-    let second = call(
+    let second = call_tool(
         &client,
         "amber_reply",
         json!({"sessionId": session_id, "prompt": "what does it say?"}),
@@ -196,7 +197,7 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
     assert!(history.contains("Wrote notes.txt for you."), "{history}");
 
     // An unknown session: a tool error naming it.
-    let unknown = call(
+    let unknown = call_tool(
         &client,
         "amber_reply",
         json!({"sessionId": "no-such-session", "prompt": "hi"}),
@@ -227,7 +228,7 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
     }
 
     // A workspace that does not exist: a tool error, not a protocol error.
-    let missing = call(
+    let missing = call_tool(
         &client,
         "amber_run",
         json!({"prompt": "x", "cwd": "/no/such/dir/for/amber"}),
@@ -287,7 +288,7 @@ async fn cancelling_the_request_cancels_the_turn_in_amberd() {
     let turn = events.until("turn_completed").await;
     assert_eq!(turn.last().unwrap()["stopReason"], "cancelled", "{turn:#?}");
     // The server is still up: the session can go on.
-    let next = call(
+    let next = call_tool(
         &client,
         "amber_reply",
         json!({"sessionId": session_id, "prompt": "go on"}),
@@ -307,13 +308,20 @@ async fn approvals_are_denied_without_yes_and_allowed_with_it() {
         bash("call_rm2", "rm -rf build"),
         MockTurn::text("Removed build."),
         done(),
+        calls(vec![call(
+            "call_escape",
+            "bash",
+            &json!({"command": "touch unsandboxed_marker", "sandbox": false}),
+        )]),
+        MockTurn::text("Stayed in the sandbox."),
+        done(),
     ])
     .await;
     let daemon = spawn(&mock);
     std::fs::create_dir_all(daemon.workspace.join("build/deep")).unwrap();
 
     let (headless, _) = mcp_server(&daemon, &[]).await;
-    let denied = call(
+    let denied = call_tool(
         &headless,
         "amber_run",
         json!({"prompt": "remove build", "cwd": workspace(&daemon)}),
@@ -343,7 +351,7 @@ async fn approvals_are_denied_without_yes_and_allowed_with_it() {
     headless.cancel().await.unwrap();
 
     let (approver, _) = mcp_server(&daemon, &["--yes"]).await;
-    let allowed = call(
+    let allowed = call_tool(
         &approver,
         "amber_run",
         json!({"prompt": "remove build", "cwd": workspace(&daemon)}),
@@ -354,6 +362,34 @@ async fn approvals_are_denied_without_yes_and_allowed_with_it() {
     assert!(
         !daemon.workspace.join("build").exists(),
         "--yes let the command run"
+    );
+
+    // `--yes` never approves leaving the OS sandbox, as `run --yes`.
+    let escape = call_tool(
+        &approver,
+        "amber_run",
+        json!({"prompt": "touch it unsandboxed", "cwd": workspace(&daemon), "mode": "yolo"}),
+    )
+    .await;
+    assert_eq!(text(&escape), "Stayed in the sandbox.", "{escape:?}");
+    assert!(
+        !daemon.workspace.join("unsandboxed_marker").exists(),
+        "--yes approved an unsandboxed command"
+    );
+    let sid = escape.structured_content.as_ref().unwrap()["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    let tool_message = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the escape's result in the history");
+    assert!(
+        tool_message["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"status\":\"denied\""),
+        "{tool_message}"
     );
     approver.cancel().await.unwrap();
 }
@@ -366,7 +402,7 @@ async fn amberd_going_away_is_a_tool_error_and_the_server_stays_up() {
     daemon.kill(libc::SIGKILL);
     daemon.wait_exit(Duration::from_secs(10));
     for _ in 0..2 {
-        let result = call(
+        let result = call_tool(
             &client,
             "amber_run",
             json!({"prompt": "hello", "cwd": workspace(&daemon)}),
