@@ -199,6 +199,16 @@ pub enum Command {
     /// written at once. Exits once stdin has ended and every request has been answered; keep
     /// stdin open to go on receiving notifications.
     Rpc,
+    /// Serve amber to other agents as an MCP server over stdio (tools `amber_run`, `amber_reply`)
+    ///
+    /// stdout carries only the MCP protocol; notes go to stderr. A headless client: approval
+    /// requests of its turns are denied unless `--yes` is given.
+    McpServer {
+        /// Answer approval requests of the turns it runs with allow_once (as `run --yes`:
+        /// running a command without the OS sandbox is still denied)
+        #[arg(long)]
+        yes: bool,
+    },
     /// Print shell completions
     Completions {
         /// Target shell

@@ -10,6 +10,7 @@ mod daemon;
 mod doctor;
 mod gap;
 mod logs;
+mod mcp_server;
 mod output;
 mod reconnect;
 mod render;
@@ -168,6 +169,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             },
             Command::Doctor { json } => doctor::doctor(&conn, json).await,
             Command::Rpc => rpc::rpc(&conn).await,
+            Command::McpServer { yes } => mcp_server::serve(&conn, yes).await,
             Command::Completions { .. } => Ok(exit::OK),
         }
     });

@@ -25,7 +25,7 @@ use crate::render::{HumanRenderer, Out};
 use crate::run_input::{
     prompt_from_stdin, read_output_schema, read_prompt, remote_workspace, workspace,
 };
-use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code};
+use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code, yes_decision};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
 const MAX_RESUBSCRIBES: u32 = 5;
@@ -510,7 +510,7 @@ impl Follow<'_> {
 
     /// Answers (or asks about) one approval request, as this run answers them.
     fn on_approval(&self, a: &amber_proto::Approval) {
-        if self.yes && !a.unsandboxed {
+        if self.yes && yes_decision(a.unsandboxed) == Decision::AllowOnce {
             self.answer(a.request_id.clone(), Reply::Allow);
         } else if self.yes && !self.interactive {
             // `--yes` answers for the policy's questions, never for leaving the sandbox:

@@ -30,6 +30,16 @@ pub fn exit_code(stop: StopReason) -> u8 {
     }
 }
 
+/// How `--yes` answers an approval request (`run --yes`, `mcp-server --yes`): allow_once,
+/// except leaving the OS sandbox, which nobody at a terminal confirmed.
+pub fn yes_decision(unsandboxed: bool) -> amber_proto::Decision {
+    if unsandboxed {
+        amber_proto::Decision::Deny
+    } else {
+        amber_proto::Decision::AllowOnce
+    }
+}
+
 /// A tool call of the turn that was denied.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -471,6 +481,12 @@ mod tests {
         ));
         let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
         assert!(line.get("output").is_none(), "{line}");
+    }
+
+    #[test]
+    fn yes_allows_once_but_never_an_unsandboxed_command() {
+        assert_eq!(yes_decision(false), amber_proto::Decision::AllowOnce);
+        assert_eq!(yes_decision(true), amber_proto::Decision::Deny);
     }
 
     #[test]

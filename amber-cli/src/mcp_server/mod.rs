@@ -1,0 +1,114 @@
+//! `amber-cli mcp-server [--yes]`: amber as an MCP server over stdio, for other agents to
+//! delegate to. Tools `amber_run` (a new session, one turn) and `amber_reply` (the next turn
+//! of a session), each answered with the turn's final text and `structuredContent:
+//! {sessionId, stopReason, usage}`.
+//!
+//! Invariants: stdout carries only MCP messages (logs and notes go to stderr); it is a
+//! headless amberd client, an approver only with `--yes` (then it answers as `run --yes`
+//! does); a failing call is a tool result with `isError`, bad arguments the invalid-params
+//! error, and the server outlives both (and amberd going away).
+
+mod progress;
+mod runner;
+mod tools;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+
+use crate::args::ConnectArgs;
+use crate::output::{connect_options, note};
+use crate::turn::exit;
+use progress::Progress;
+use runner::{Call, Target};
+
+/// Serves MCP on stdin/stdout until the client goes away.
+pub async fn serve(conn: &ConnectArgs, yes: bool) -> anyhow::Result<u8> {
+    let server = AmberServer {
+        opts: connect_options(conn, yes),
+        yes,
+    };
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| anyhow::anyhow!("MCP server stopped: {e}"))?;
+    Ok(exit::OK)
+}
+
+/// The MCP server: how to reach amberd and whether it approves.
+#[derive(Clone)]
+struct AmberServer {
+    opts: amber_client::ConnectOptions,
+    yes: bool,
+}
+
+impl ServerHandler for AmberServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("amber", env!("CARGO_PKG_VERSION")).with_title("amber"),
+            )
+            .with_instructions(
+                "amber is a coding agent. Call amber_run to hand it a self-contained coding task \
+                 in a project directory; it returns its final answer and a sessionId. Call \
+                 amber_reply with that sessionId to follow up in the same conversation.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::all().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let target = match request.name.as_ref() {
+            tools::RUN => Target::New(tools::parse_run(request.arguments)?),
+            tools::REPLY => Target::Reply(tools::parse_reply(request.arguments)?),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "unknown tool `{other}` (amber offers {} and {})",
+                        tools::RUN,
+                        tools::REPLY
+                    ),
+                    None,
+                ));
+            }
+        };
+        let call = Call {
+            opts: self.opts.clone(),
+            yes: self.yes,
+            progress: Progress::new(context.peer.clone(), context.meta.get_progress_token()),
+            ct: context.ct.clone(),
+        };
+        let result = runner::run(call, target).await;
+        if result.is_error == Some(true) {
+            let text = result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone())
+                .unwrap_or_default();
+            note(&format!("{}: {text}", request.name));
+        }
+        Ok(result.into())
+    }
+}

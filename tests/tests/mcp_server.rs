@@ -1,0 +1,485 @@
+//! End-to-end: `amber-cli mcp-server` driven by a real MCP client (rmcp's client side over
+//! the child's stdio) against the real `amberd` and a scripted model — tools/list with both
+//! tools' schemas, `amber_run` returning the final text and `structuredContent`, progress
+//! notifications for the client's progress token, `amber_reply` continuing the session, an
+//! unknown session and bad arguments, cancellation of an in-flight `amber_run` cancelling
+//! the turn in amberd, approvals denied without `--yes` and allowed with it (never a command
+//! without the OS sandbox), the MCP Inspector CLI from npm, and the server
+//! staying up when amberd goes away.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
+use amber_tests::steps::{Events, connect, done, eventually, messages, spawn, within};
+use amber_tests::tool_calls::{bash, call, calls};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceError};
+use serde_json::{Value, json};
+
+/// Records the progress notifications the server sends.
+#[derive(Clone, Default)]
+struct Recorder {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+type McpClient = RunningService<RoleClient, Recorder>;
+
+/// `amber-cli --no-autostart mcp-server ARGS` for `daemon`, connected and initialized.
+async fn mcp_server(daemon: &TestDaemon, args: &[&str]) -> (McpClient, Recorder) {
+    let mut cmd = daemon.cli();
+    cmd.args(["--no-autostart", "mcp-server"]).args(args);
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.kill_on_drop(true);
+    let (child, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn amber-cli mcp-server");
+    let recorder = Recorder::default();
+    let client = within(
+        "MCP initialize",
+        rmcp::serve_client(recorder.clone(), child),
+    )
+    .await
+    .expect("MCP handshake with amber-cli mcp-server");
+    (client, recorder)
+}
+
+fn params(tool: &'static str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(map) = arguments else {
+        panic!("arguments must be an object")
+    };
+    CallToolRequestParams::new(tool).with_arguments(map)
+}
+
+async fn call_tool(client: &McpClient, tool: &'static str, arguments: Value) -> CallToolResult {
+    within(tool, client.call_tool(params(tool, arguments)))
+        .await
+        .unwrap_or_else(|e| panic!("{tool} failed as a protocol error: {e}"))
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn workspace(daemon: &TestDaemon) -> String {
+    daemon.workspace.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
+    let mock = MockLlm::start(vec![
+        MockTurn::tool_call(
+            "write",
+            &json!({"path": "notes.txt", "content": "from mcp\n"}),
+        ),
+        MockTurn::text("Wrote notes.txt for you."),
+        done(),
+        MockTurn::text("The file says: from mcp."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let (client, recorder) = mcp_server(&daemon, &[]).await;
+
+    // tools/list: both tools, with input and output schemas.
+    let tools = within("tools/list", client.list_all_tools()).await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["amber_run", "amber_reply"]);
+    let run_tool = &tools[0];
+    assert_eq!(run_tool.input_schema["required"], json!(["prompt", "cwd"]));
+    assert_eq!(
+        run_tool.input_schema["properties"]["mode"]["enum"],
+        json!(["read", "write", "yolo"])
+    );
+    assert_eq!(
+        tools[1].input_schema["required"],
+        json!(["sessionId", "prompt"])
+    );
+    for tool in &tools {
+        let out = tool.output_schema.as_ref().expect("an outputSchema");
+        assert!(out["properties"]["sessionId"].is_object(), "{out:?}");
+    }
+
+    // amber_run: a new session in the workspace, one turn, the final text.
+    let first = call_tool(
+        &client,
+        "amber_run",
+        json!({"prompt": "write notes.txt", "cwd": workspace(&daemon)}),
+    )
+    .await;
+    assert_ne!(first.is_error, Some(true), "{}", text(&first));
+    assert_eq!(text(&first), "Wrote notes.txt for you.");
+    let data = first.structured_content.clone().expect("structuredContent");
+    assert_eq!(data["stopReason"], "end_turn", "{data}");
+    assert!(data["usage"]["totalTokens"].as_u64().unwrap() > 0, "{data}");
+    let session_id = data["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("notes.txt")).unwrap(),
+        "from mcp\n"
+    );
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": session_id}));
+    assert_eq!(got["session"]["cwd"], workspace(&daemon));
+
+    // Progress for the call's token, rising, naming what happened.
+    eventually("progress notifications", Duration::from_secs(10), || {
+        recorder
+            .progress
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.message.as_deref() == Some("turn completed: end_turn"))
+    })
+    .await;
+    // rmcp's client handles each notification on a task of its own, so they may be
+    // recorded out of order: in the order of their values they count 1, 2, 3, ….
+    let mut progress = recorder.progress.lock().unwrap().clone();
+    progress.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+    let values: Vec<f64> = progress.iter().map(|p| p.progress).collect();
+    let counted: Vec<f64> = (1..=values.len()).map(|n| n as f64).collect();
+    assert_eq!(values, counted, "progress must rise by one");
+    let said: Vec<&str> = progress
+        .iter()
+        .filter_map(|p| p.message.as_deref())
+        .collect();
+    assert_eq!(said.first(), Some(&"turn started"), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|m| m.starts_with("running write: notes.txt")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|m| m.starts_with("tool call done")),
+        "{said:?}"
+    );
+
+    // amber_reply: the same session; the model sees the earlier turn.
+    let second = call_tool(
+        &client,
+        "amber_reply",
+        json!({"sessionId": session_id, "prompt": "what does it say?"}),
+    )
+    .await;
+    assert_ne!(second.is_error, Some(true), "{}", text(&second));
+    assert_eq!(text(&second), "The file says: from mcp.");
+    assert_eq!(
+        second.structured_content.as_ref().unwrap()["sessionId"],
+        session_id.as_str()
+    );
+    let requests = mock.requests();
+    let last = requests
+        .iter()
+        .rev()
+        .find(|r| r.to_string().contains("what does it say?"))
+        .expect("the reply reached the model");
+    let history = serde_json::to_string(messages(last)).unwrap();
+    assert!(history.contains("write notes.txt"), "{history}");
+    assert!(history.contains("Wrote notes.txt for you."), "{history}");
+
+    // An unknown session: a tool error naming it.
+    let unknown = call_tool(
+        &client,
+        "amber_reply",
+        json!({"sessionId": "no-such-session", "prompt": "hi"}),
+    )
+    .await;
+    assert_eq!(unknown.is_error, Some(true));
+    assert!(
+        text(&unknown).contains("no-such-session"),
+        "{}",
+        text(&unknown)
+    );
+
+    // Invalid arguments: the protocol's invalid-params error.
+    let bad = within(
+        "bad call",
+        client.call_tool(params(
+            "amber_run",
+            json!({"prompt": "x", "cwd": "relative/dir"}),
+        )),
+    )
+    .await;
+    match bad {
+        Err(ServiceError::McpError(e)) => {
+            assert_eq!(e.code.0, -32602, "{e:?}");
+            assert!(e.message.contains("absolute"), "{e:?}");
+        }
+        other => panic!("expected invalid params, got {other:?}"),
+    }
+
+    // A workspace that does not exist: a tool error, not a protocol error.
+    let missing = call_tool(
+        &client,
+        "amber_run",
+        json!({"prompt": "x", "cwd": "/no/such/dir/for/amber"}),
+    )
+    .await;
+    assert_eq!(missing.is_error, Some(true));
+    assert!(
+        text(&missing).contains("/no/such/dir/for/amber"),
+        "{}",
+        text(&missing)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_the_request_cancels_the_turn_in_amberd() {
+    let chunks = (0..30).map(|i| format!("slow{i} ")).collect();
+    let mock = MockLlm::start(vec![
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 1_000,
+        },
+        MockTurn::text("after the cancel"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let (client, _) = mcp_server(&daemon, &[]).await;
+    let peer = client.peer().clone();
+    let ws = workspace(&daemon);
+    let in_flight = tokio::spawn(async move {
+        peer.call_tool(params(
+            "amber_run",
+            json!({"prompt": "talk slowly", "cwd": ws}),
+        ))
+        .await
+    });
+    // Wait until the turn streams: a running session, the model asked.
+    let mut session_id = String::new();
+    eventually("the turn to stream", Duration::from_secs(20), || {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if list["sessions"][0]["state"] == "running" && mock.request_count() == 1 {
+            session_id = list["sessions"][0]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            true
+        } else {
+            false
+        }
+    })
+    .await;
+    // Another client watches the session; dropping the call sends notifications/cancelled.
+    let watcher = connect(&daemon).await;
+    let mut events = Events::subscribe(&watcher, &session_id, Some(0)).await;
+    in_flight.abort();
+    let turn = events.until("turn_completed").await;
+    assert_eq!(turn.last().unwrap()["stopReason"], "cancelled", "{turn:#?}");
+    // The server is still up: the session can go on.
+    let next = call_tool(
+        &client,
+        "amber_reply",
+        json!({"sessionId": session_id, "prompt": "go on"}),
+    )
+    .await;
+    assert_ne!(next.is_error, Some(true), "{}", text(&next));
+    assert_eq!(text(&next), "after the cancel");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_are_denied_without_yes_and_allowed_with_it() {
+    let mock = MockLlm::start(vec![
+        bash("call_rm1", "rm -rf build"),
+        MockTurn::text("Could not remove build."),
+        done(),
+        bash("call_rm2", "rm -rf build"),
+        MockTurn::text("Removed build."),
+        done(),
+        calls(vec![call(
+            "call_escape",
+            "bash",
+            &json!({"command": "touch unsandboxed_marker", "sandbox": false}),
+        )]),
+        MockTurn::text("Stayed in the sandbox."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build/deep")).unwrap();
+
+    let (headless, _) = mcp_server(&daemon, &[]).await;
+    let denied = call_tool(
+        &headless,
+        "amber_run",
+        json!({"prompt": "remove build", "cwd": workspace(&daemon)}),
+    )
+    .await;
+    assert_ne!(denied.is_error, Some(true), "{}", text(&denied));
+    assert_eq!(text(&denied), "Could not remove build.");
+    assert!(
+        daemon.workspace.join("build/deep").exists(),
+        "denied without --yes"
+    );
+    let sid = denied.structured_content.as_ref().unwrap()["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    let tool_message = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the call's result in the history");
+    assert!(
+        tool_message["content"]
+            .as_str()
+            .unwrap()
+            .contains("no approver is connected"),
+        "{tool_message}"
+    );
+    headless.cancel().await.unwrap();
+
+    let (approver, _) = mcp_server(&daemon, &["--yes"]).await;
+    let allowed = call_tool(
+        &approver,
+        "amber_run",
+        json!({"prompt": "remove build", "cwd": workspace(&daemon)}),
+    )
+    .await;
+    assert_ne!(allowed.is_error, Some(true), "{}", text(&allowed));
+    assert_eq!(text(&allowed), "Removed build.");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "--yes let the command run"
+    );
+
+    // `--yes` never approves leaving the OS sandbox, as `run --yes`.
+    let escape = call_tool(
+        &approver,
+        "amber_run",
+        json!({"prompt": "touch it unsandboxed", "cwd": workspace(&daemon), "mode": "yolo"}),
+    )
+    .await;
+    assert_eq!(text(&escape), "Stayed in the sandbox.", "{escape:?}");
+    assert!(
+        !daemon.workspace.join("unsandboxed_marker").exists(),
+        "--yes approved an unsandboxed command"
+    );
+    let sid = escape.structured_content.as_ref().unwrap()["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    let tool_message = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the escape's result in the history");
+    assert!(
+        tool_message["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"status\":\"denied\""),
+        "{tool_message}"
+    );
+    approver.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amberd_going_away_is_a_tool_error_and_the_server_stays_up() {
+    let mock = MockLlm::start(vec![MockTurn::text("hi"), done()]).await;
+    let mut daemon = spawn(&mock);
+    let (client, _) = mcp_server(&daemon, &[]).await;
+    daemon.kill(libc::SIGKILL);
+    daemon.wait_exit(Duration::from_secs(10));
+    for _ in 0..2 {
+        let result = call_tool(
+            &client,
+            "amber_run",
+            json!({"prompt": "hello", "cwd": workspace(&daemon)}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(true));
+        assert!(text(&result).contains("amberd"), "{}", text(&result));
+    }
+    let tools = within("tools/list", client.list_all_tools()).await.unwrap();
+    assert_eq!(tools.len(), 2);
+    client.cancel().await.unwrap();
+}
+
+/// The MCP Inspector's CLI (`@modelcontextprotocol/inspector`, installed by `.ci/run` under
+/// tests/mcp-servers) running `amber-cli mcp-server` for `daemon` with one `--method` call.
+fn inspector(daemon: &TestDaemon, method_args: &[&str]) -> Value {
+    let bin = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp-servers/node_modules/.bin/mcp-inspector");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `npm ci --prefix tests/mcp-servers` (.ci/run does)",
+        bin.display()
+    );
+    let amber_cli = amber_tests::bin_path("amber-cli");
+    let socket = daemon.socket.display().to_string();
+    let mut cmd = std::process::Command::new(bin);
+    // The inspector passes the server only a default environment: the socket goes as a flag.
+    cmd.arg("--cli")
+        .arg(&amber_cli)
+        .args(["mcp-server", "--no-autostart", "--socket", &socket])
+        .args(method_args)
+        .current_dir(&daemon.workspace);
+    let (code, stdout, stderr) = amber_tests::steps::run_bounded(cmd);
+    assert_eq!(code, Some(0), "inspector failed:\n{stdout}\n{stderr}");
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("inspector output is not JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_the_tools_and_runs_amber_run() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Inspected the workspace."), done()]);
+    let daemon = spawn(&mock);
+    let listed = inspector(&daemon, &["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["amber_run", "amber_reply"], "{listed}");
+    assert!(listed["tools"][0]["outputSchema"].is_object(), "{listed}");
+
+    let cwd = format!("cwd={}", workspace(&daemon));
+    let called = inspector(
+        &daemon,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "amber_run",
+            "--tool-arg",
+            "prompt=look around",
+            "--tool-arg",
+            &cwd,
+        ],
+    );
+    assert_ne!(called["isError"], true, "{called}");
+    assert_eq!(
+        called["content"][0]["text"], "Inspected the workspace.",
+        "{called}"
+    );
+    assert_eq!(
+        called["structuredContent"]["stopReason"], "end_turn",
+        "{called}"
+    );
+    let sid = called["structuredContent"]["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(got["session"]["state"], "idle", "{got}");
+}
