@@ -199,6 +199,11 @@ pub enum Command {
     /// written at once. Exits once stdin has ended and every request has been answered; keep
     /// stdin open to go on receiving notifications.
     Rpc,
+    /// Be an Agent Client Protocol (ACP v1) agent on stdin/stdout, for editors (Zed, Neovim, …)
+    ///
+    /// One JSON-RPC message per line each way; logs go to stderr. Sessions are amberd's: a
+    /// session the editor loads is the same one the TUI and amber-cli see.
+    Acp,
     /// Print shell completions
     Completions {
         /// Target shell
