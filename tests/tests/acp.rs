@@ -511,3 +511,72 @@ async fn a_client_that_goes_away_mid_turn_leaves_the_turn_running() {
         "{got}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loading_a_session_started_by_amber_cli_run_replays_its_history_then_goes_live() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "c_w",
+            "write",
+            &json!({"path": "hist.txt", "content": "x\n"}),
+        )]),
+        MockTurn::text("Wrote hist.txt."),
+        done(),
+        MockTurn::text("Second answer."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let mut run = daemon.cli();
+    run.args(["run", "--json", "--no-autostart", "write hist.txt"]);
+    let (code, stdout, stderr) = run_bounded(run);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let sid = result["sessionId"].as_str().unwrap().to_owned();
+
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "load", "session": sid, "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "again"},
+        ]),
+        &[],
+    );
+    let loaded = position(&log, |l| l["kind"] == "result" && l["op"] == "load");
+    assert_eq!(results(&log, "load")[0]["modes"]["currentModeId"], "write");
+    let history: Vec<&Value> = log[..loaded]
+        .iter()
+        .filter(|l| l["kind"] == "update")
+        .collect();
+    let kinds: Vec<&str> = history
+        .iter()
+        .filter_map(|l| l["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ],
+        "{history:#?}"
+    );
+    assert_eq!(history[0]["update"]["content"]["text"], "write hist.txt");
+    assert_eq!(history[1]["update"]["toolCallId"], "c_w");
+    assert_eq!(history[1]["update"]["kind"], "edit");
+    assert_eq!(history[2]["update"]["status"], "completed");
+    assert_eq!(history[3]["update"]["content"]["text"], "Wrote hist.txt.");
+
+    // Live traffic follows on the loaded session.
+    let live = text_of(
+        &log[loaded..]
+            .iter()
+            .filter(|l| l["update"]["sessionUpdate"] == "agent_message_chunk")
+            .map(|l| &l["update"])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(live, "Second answer.");
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+}
