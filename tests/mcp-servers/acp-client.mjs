@@ -7,7 +7,7 @@
 //   ACP_ANSWERS='allow_once,reject_once'   (permission answers, in order; default reject_once)
 //   node acp-client.mjs -- amber-cli --socket S acp
 //
-// Steps: initialize · new {cwd} · load {session} · prompt {text, session?, cancelOnChunk?,
+// Steps: initialize · new {cwd} · load {session} · list {cwd?} · prompt {text, session?, cancelOnChunk?,
 // blocks?} · set_mode {mode, session?}. A step's session defaults to the last one created.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -74,6 +74,11 @@ await app.connectWith(stream, async (ctx) => {
           }
           const prompt = step.blocks ?? [{ type: "text", text: step.text }];
           const r = await ctx.request(acp.methods.agent.session.prompt, { sessionId: sid, prompt });
+          log({ kind: "result", op: step.op, result: r });
+          break;
+        }
+        case "list": {
+          const r = await ctx.request(acp.methods.agent.session.list, step.cwd ? { cwd: step.cwd } : {});
           log({ kind: "result", op: step.op, result: r });
           break;
         }

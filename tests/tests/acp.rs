@@ -1,8 +1,9 @@
 //! End-to-end: `amber-cli acp` driven by the official ACP client SDK
 //! (`@agentclientprotocol/sdk`, tests/mcp-servers/acp-client.mjs), which parses every
 //! message it receives against ACP v1, against the real amberd and a scripted model:
-//! initialize, a streamed answer, a tool call with a diff, permissions answered allow and
-//! reject, cancel mid-stream, set_mode, load, an unknown session id; and, spoken raw, a
+//! initialize, a streamed answer, a tool call with a diff, permissions answered allow, reject
+//! and allow always (a stored rule), cancel mid-stream, set_mode, list, load, an unknown
+//! session id; and, spoken raw, a
 //! malformed line (a parse error, the bridge stays up) and a client that goes away
 //! mid-turn (the turn goes on).
 
@@ -295,6 +296,36 @@ async fn permission_requests_answered_allow_once_run_and_reject_once_are_denied(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn allow_always_stores_a_rule_so_the_same_scope_is_not_asked_again() {
+    let mock = MockLlm::start(vec![
+        bash("c_first", "rm -rf build"),
+        bash("c_second", "rm -rf dist"),
+        MockTurn::text("Handled."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    std::fs::create_dir_all(daemon.workspace.join("dist")).unwrap();
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "clean up"},
+        ]),
+        &["allow_always"],
+    );
+    let asked: Vec<&Value> = log.iter().filter(|l| l["kind"] == "permission").collect();
+    assert_eq!(asked.len(), 1, "the second rm was asked again: {log:#?}");
+    assert!(!daemon.workspace.join("build").exists());
+    assert!(!daemon.workspace.join("dist").exists());
+    let rules = std::fs::read_to_string(daemon.workspace.join(".amber/rules.toml"))
+        .expect("allow_always wrote no rules file");
+    assert!(rules.contains("rm"), "{rules}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cancel_mid_stream_answers_the_prompt_cancelled() {
     let chunks: Vec<String> = (0..40).map(|i| format!("word{i} ")).collect();
     let mock = MockLlm::start(vec![
@@ -332,7 +363,7 @@ async fn cancel_mid_stream_answers_the_prompt_cancelled() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn set_mode_changes_the_amber_mode_and_unknown_sessions_are_not_found() {
+async fn set_mode_changes_the_amber_mode_list_finds_the_session_and_unknown_ids_are_not_found() {
     let mock = MockLlm::start(vec![done()]).await;
     let daemon = spawn(&mock);
     let log = run_client(
@@ -344,6 +375,7 @@ async fn set_mode_changes_the_amber_mode_and_unknown_sessions_are_not_found() {
             {"op": "set_mode", "mode": "nonsense"},
             {"op": "prompt", "text": "hi", "session": "no-such-session"},
             {"op": "set_mode", "mode": "yolo", "session": "no-such-session"},
+            {"op": "list", "cwd": workspace(&daemon)},
         ]),
         &[],
     );
@@ -356,6 +388,17 @@ async fn set_mode_changes_the_amber_mode_and_unknown_sessions_are_not_found() {
     assert_eq!(mode_updates[0]["currentModeId"], "read");
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
     assert_eq!(got["session"]["mode"], "read");
+
+    let listed = results(&log, "list")[0]["sessions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        listed
+            .iter()
+            .any(|s| s["sessionId"] == sid.as_str() && s["cwd"] == workspace(&daemon)),
+        "{listed:?}"
+    );
 
     let set_errors = errors(&log, "set_mode");
     assert_eq!(set_errors[0]["code"], -32602, "{set_errors:?}");

@@ -118,6 +118,15 @@ struct SessionIdParams {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct ListParams {
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct SetModeParams {
     session_id: String,
     mode_id: String,
@@ -200,6 +209,7 @@ impl Bridge {
             "session/load" => self.session_load(wire::params(params)?).await,
             "session/prompt" => self.session_prompt(wire::params(params)?).await,
             "session/set_mode" => self.set_mode(wire::params(params)?).await,
+            "session/list" => self.session_list(wire::params(params)?).await,
             other => Err(RpcError::new(
                 wire::METHOD_NOT_FOUND,
                 format!("method not found: {other}"),
@@ -263,6 +273,38 @@ impl Bridge {
         Ok(json!({"stopReason": stop}))
     }
 
+    /// `session/list`: amberd's sessions (every client's), one page per call, filtered by
+    /// `cwd` when given.
+    async fn session_list(self: Arc<Self>, p: Option<ListParams>) -> Result<Value, RpcError> {
+        let p = p.unwrap_or(ListParams {
+            cwd: None,
+            cursor: None,
+        });
+        let params = amber_proto::SessionListParams {
+            cursor: p.cursor,
+            limit: None,
+        };
+        let page = self.client.session_list(&params).await?;
+        let sessions: Vec<Value> = page
+            .sessions
+            .iter()
+            .filter(|s| p.cwd.as_deref().is_none_or(|cwd| s.cwd == cwd))
+            .map(|s| {
+                json!({
+                    "sessionId": s.session_id,
+                    "cwd": s.cwd,
+                    "title": s.title,
+                    "updatedAt": s.updated_at,
+                })
+            })
+            .collect();
+        let mut result = json!({"sessions": sessions});
+        if let Some(cursor) = page.next_cursor {
+            result["nextCursor"] = json!(cursor);
+        }
+        Ok(result)
+    }
+
     async fn set_mode(self: Arc<Self>, p: SetModeParams) -> Result<Value, RpcError> {
         self.followed(&p.session_id)?;
         let mode: Mode = p.mode_id.parse().map_err(RpcError::invalid_params)?;
@@ -299,6 +341,7 @@ fn initialize_result() -> Value {
             "loadSession": true,
             "promptCapabilities": {"embeddedContext": true, "image": false, "audio": false},
             "mcpCapabilities": {"http": true, "sse": false},
+            "sessionCapabilities": {"list": {}},
         },
         "authMethods": [],
     })

@@ -21,12 +21,22 @@ pub struct Asked<'a> {
     pub scope: &'a str,
 }
 
-/// `session/request_permission` params: the tool call (pending) and the three options.
+/// The scope amberd names for a call that can never be granted beyond itself.
+const THIS_CALL_ONLY: &str = "this call only";
+
+/// `session/request_permission` params: the tool call (pending) and the options —
+/// `allow_always` only when the approval's scope can be granted beyond this call.
 pub fn request_params(session_id: &str, asked: &Asked<'_>, cwd: &Path) -> Value {
-    let always = match asked.scope {
-        "" => "Allow for this session".to_owned(),
-        scope => format!("Allow for this session ({scope})"),
-    };
+    let mut options =
+        vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
+    if asked.scope != THIS_CALL_ONLY {
+        let always = match asked.scope {
+            "" => "Always allow".to_owned(),
+            scope => format!("Always allow {scope}"),
+        };
+        options.push(json!({"optionId": ALLOW_ALWAYS, "name": always, "kind": "allow_always"}));
+    }
+    options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
     json!({
         "sessionId": session_id,
         "toolCall": {
@@ -38,16 +48,13 @@ pub fn request_params(session_id: &str, asked: &Asked<'_>, cwd: &Path) -> Value 
             "rawInput": asked.arguments,
             "content": [{"type": "content", "content": updates::text_block(asked.reason)}],
         },
-        "options": [
-            {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
-            {"optionId": ALLOW_ALWAYS, "name": always, "kind": "allow_always"},
-            {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
-        ],
+        "options": options,
     })
 }
 
 /// The amber decision for the client's answer (`RequestPermissionResponse`): a selected
-/// allow option allows, everything else (reject, `cancelled`, an error, an answer we
+/// allow option allows (`allow_always` as amber's `allow_always`: a stored rule for the
+/// scope, which amberd itself narrows to the session when a rule could not hold), everything else (reject, `cancelled`, an error, an answer we
 /// cannot read) denies.
 pub fn decision(answer: &Result<Value, Value>) -> Decision {
     let Ok(result) = answer else {
@@ -59,7 +66,7 @@ pub fn decision(answer: &Result<Value, Value>) -> Decision {
     }
     match outcome["optionId"].as_str() {
         Some(ALLOW_ONCE) => Decision::AllowOnce,
-        Some(ALLOW_ALWAYS) => Decision::AllowSession,
+        Some(ALLOW_ALWAYS) => Decision::AllowAlways,
         _ => Decision::Deny,
     }
 }
@@ -75,7 +82,7 @@ mod tests {
     #[test]
     fn the_clients_choice_becomes_the_amber_decision() {
         assert_eq!(decision(&selected(ALLOW_ONCE)), Decision::AllowOnce);
-        assert_eq!(decision(&selected(ALLOW_ALWAYS)), Decision::AllowSession);
+        assert_eq!(decision(&selected(ALLOW_ALWAYS)), Decision::AllowAlways);
         assert_eq!(decision(&selected(REJECT_ONCE)), Decision::Deny);
         assert_eq!(
             decision(&Ok(json!({"outcome": {"outcome": "cancelled"}}))),
@@ -104,5 +111,25 @@ mod tests {
         assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
         assert_eq!(p["toolCall"]["kind"], "execute");
         assert_eq!(p["toolCall"]["toolCallId"], "c1");
+    }
+
+    #[test]
+    fn a_call_that_cannot_be_granted_beyond_itself_offers_no_allow_always() {
+        let args = json!({"command": "cp x /etc/y"});
+        let asked = Asked {
+            call_id: "c1",
+            tool: "bash",
+            arguments: &args,
+            reason: "writes outside the workspace",
+            scope: THIS_CALL_ONLY,
+        };
+        let p = request_params("s1", &asked, Path::new("/w"));
+        let ids: Vec<&str> = p["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["optionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [ALLOW_ONCE, REJECT_ONCE]);
     }
 }
