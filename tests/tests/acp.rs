@@ -623,3 +623,31 @@ async fn loading_a_session_started_by_amber_cli_run_replays_its_history_then_goe
     assert_eq!(live, "Second answer.");
     assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_turn_answers_the_prompt_with_a_json_rpc_error() {
+    let mock = MockLlm::start(vec![MockTurn::Status {
+        code: 400,
+        retry_after: None,
+        body: r#"{"error":{"message":"model refuses this request"}}"#.into(),
+    }])
+    .await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "hi"},
+        ]),
+        &[],
+    );
+    assert!(results(&log, "prompt").is_empty(), "{log:#?}");
+    let failed = errors(&log, "prompt");
+    assert_eq!(failed[0]["code"], -32603, "{failed:?}");
+    assert!(
+        failed[0]["message"].as_str().unwrap().contains("400")
+            || failed[0]["message"].as_str().unwrap().contains("refuses"),
+        "{failed:?}"
+    );
+}
