@@ -4,7 +4,8 @@
 // (and so checks against the v1 schema) every message it receives.
 //
 //   ACP_STEPS='[{"op":"initialize"},{"op":"new"},{"op":"prompt","text":"hi"}]'
-//   ACP_ANSWERS='allow_once,reject_once'   (permission answers, in order; default reject_once)
+//   ACP_ANSWERS='allow_once,reject_once'   (permission answers, in order; default reject_once;
+//   `wait`: answer nothing until the agent withdraws the request)
 //   node acp-client.mjs -- amber-cli --socket S acp
 //
 // Steps: initialize · new {cwd} · load {session} · list {cwd?} · prompt {text, session?, cancelOnChunk?,
@@ -32,9 +33,15 @@ const app = acp
       f();
     }
   })
-  .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
+  .onRequest(acp.methods.client.session.requestPermission, async ({ params, signal }) => {
     const answer = answers.shift() ?? "reject_once";
     log({ kind: "permission", params, answer });
+    if (answer === "wait") {
+      // Answered elsewhere: wait until the agent withdraws the request ($/cancel_request).
+      await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      log({ kind: "permission_withdrawn", toolCallId: params.toolCall.toolCallId });
+      return { outcome: { outcome: "cancelled" } };
+    }
     if (answer === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: answer } };
   });

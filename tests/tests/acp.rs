@@ -15,8 +15,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::Decision;
+use amber_tests::steps::Events;
 use amber_tests::steps::{done, run_bounded, spawn};
-use amber_tests::tool_calls::{bash, call, calls};
+use amber_tests::tool_calls::{bash, call, calls, connect_approver, respond};
 use amber_tests::{TestDaemon, bin_path};
 use serde_json::{Value, json};
 
@@ -650,4 +652,70 @@ async fn a_failed_turn_answers_the_prompt_with_a_json_rpc_error() {
             || failed[0]["message"].as_str().unwrap().contains("refuses"),
         "{failed:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_answered_by_another_client_withdraws_the_permission_request() {
+    let mock = MockLlm::start(vec![
+        bash("c_rm", "rm -rf build"),
+        MockTurn::text("Handled."),
+        done(),
+    ])
+    .await;
+    let daemon = std::sync::Arc::new(spawn(&mock));
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let steps = json!([
+        {"op": "initialize"},
+        {"op": "new", "cwd": workspace(&daemon)},
+        {"op": "prompt", "text": "clean up"},
+    ]);
+    let d = daemon.clone();
+    let editor = std::thread::spawn(move || run_client(&d, steps, &["wait"]));
+
+    // Another approver (the TUI, say) finds the waiting request and answers it.
+    let mut waiting = None;
+    for _ in 0..200 {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        waiting = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["state"] == "waiting_approval")
+            .map(|s| s["sessionId"].as_str().unwrap().to_owned());
+        if waiting.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sid = waiting.expect("no session waited for an approval");
+    let tui = connect_approver(&daemon).await;
+    let _events = Events::live(&tui, &sid).await;
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    let request_id = got["pendingApprovals"][0]["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        respond(&tui, &sid, &request_id, Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+
+    let log = editor.join().unwrap();
+    let withdrawn: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["kind"] == "permission_withdrawn")
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "{log:#?}");
+    assert_eq!(withdrawn[0]["toolCallId"], "c_rm");
+    let status = updates(&log, "tool_call_update")
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == "c_rm")
+        .map(|u| u["status"].clone());
+    assert_eq!(status, Some(json!("completed")), "{log:#?}");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "the approved call did not run"
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
 }

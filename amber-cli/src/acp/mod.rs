@@ -145,17 +145,39 @@ impl Bridge {
         ));
     }
 
-    /// Sends a request to the client and waits for its answer (`Err` when the bridge
-    /// ends first).
-    pub(crate) async fn ask(&self, method: &str, params: Value) -> Result<Value, Value> {
+    /// Sends a request to the client: its id, and the answer to come (`None` when the
+    /// request was withdrawn or the bridge ended first).
+    pub(crate) fn ask(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> (
+        u64,
+        impl Future<Output = Option<Result<Value, Value>>> + use<>,
+    ) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut asked) = self.asked.lock() {
             asked.insert(id, tx);
         }
         self.send(wire::request(id, method, params));
-        rx.await
-            .unwrap_or_else(|_| Err(json!({"message": "the client went away"})))
+        (id, async move { rx.await.ok() })
+    }
+
+    /// Withdraws request `id` if the client has not answered it yet (`$/cancel_request`).
+    pub(crate) fn withdraw(&self, id: u64) {
+        let pending = self
+            .asked
+            .lock()
+            .ok()
+            .and_then(|mut asked| asked.remove(&id))
+            .is_some();
+        if pending {
+            self.send(wire::notification(
+                "$/cancel_request",
+                json!({"requestId": id}),
+            ));
+        }
     }
 
     fn handle(self: Arc<Self>, incoming: Incoming) {

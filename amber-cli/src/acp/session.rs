@@ -109,6 +109,12 @@ impl Followed {
     }
 }
 
+/// An approval we asked the client about: its call, and our request's id.
+struct Asking {
+    call_id: String,
+    rpc_id: u64,
+}
+
 /// A tool call seen starting: what its end needs to describe it.
 struct Call {
     name: String,
@@ -123,8 +129,7 @@ async fn follow(
     mut events: EventStream,
 ) {
     let mut calls: HashMap<String, Call> = HashMap::new();
-    // Approval request id → the call it is about.
-    let mut approvals: HashMap<String, String> = HashMap::new();
+    let mut approvals: HashMap<String, Asking> = HashMap::new();
     let error = loop {
         let event = match events.next().await {
             Some(Ok(event)) => event,
@@ -155,7 +160,7 @@ fn on_event(
     cwd: &Path,
     event: Event,
     calls: &mut HashMap<String, Call>,
-    approvals: &mut HashMap<String, String>,
+    approvals: &mut HashMap<String, Asking>,
 ) {
     // A sub-agent's own stream stays inside its `task` call.
     if event.agent_id.is_some() {
@@ -190,7 +195,6 @@ fn on_event(
             scope,
             ..
         } => {
-            approvals.insert(request_id.clone(), call_id.clone());
             let asked = Asked {
                 call_id: &call_id,
                 tool: &tool,
@@ -199,10 +203,15 @@ fn on_event(
                 scope: &scope,
             };
             let params = permissions::request_params(session_id, &asked, cwd);
+            let (rpc_id, answer) = bridge.ask("session/request_permission", params);
+            approvals.insert(request_id.clone(), Asking { call_id, rpc_id });
             let bridge = bridge.clone();
             let session_id = session_id.to_owned();
             tokio::spawn(async move {
-                let answer = bridge.ask("session/request_permission", params).await;
+                // Withdrawn (answered elsewhere) or the bridge ended: nothing to say.
+                let Some(answer) = answer.await else {
+                    return;
+                };
                 let decision = permissions::decision(&answer);
                 if let Err(e) = bridge
                     .client
@@ -218,10 +227,12 @@ fn on_event(
             decision,
             ..
         } => {
-            if let Some(call_id) = approvals.remove(&request_id)
-                && decision != Decision::Deny
-            {
-                bridge.update(session_id, updates::tool_running(&call_id));
+            if let Some(asking) = approvals.remove(&request_id) {
+                // Answered by another client (or by policy): the client's question is moot.
+                bridge.withdraw(asking.rpc_id);
+                if decision != Decision::Deny {
+                    bridge.update(session_id, updates::tool_running(&asking.call_id));
+                }
             }
         }
         EventKind::ToolCallCompleted {
