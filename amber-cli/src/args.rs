@@ -209,6 +209,11 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Be an Agent Client Protocol (ACP v1) agent on stdin/stdout, for editors (Zed, Neovim, …)
+    ///
+    /// One JSON-RPC message per line each way; logs go to stderr. Sessions are amberd's: a
+    /// session the editor loads is the same one the TUI and amber-cli see.
+    Acp,
     /// Print shell completions
     Completions {
         /// Target shell

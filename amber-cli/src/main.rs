@@ -3,6 +3,7 @@
 //! `turn::exit` (0 ok, 1 error, 2 usage, 3 stopped by a guard, 124 timed out, 130
 //! cancelled).
 
+mod acp;
 mod args;
 mod ask;
 mod checkpoints;
@@ -170,6 +171,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             Command::Doctor { json } => doctor::doctor(&conn, json).await,
             Command::Rpc => rpc::rpc(&conn).await,
             Command::McpServer { yes } => mcp_server::serve(&conn, yes).await,
+            Command::Acp => acp::acp(&conn).await,
             Command::Completions { .. } => Ok(exit::OK),
         }
     });

@@ -1,0 +1,135 @@
+//! amber approvals as ACP permission requests: the `session/request_permission` params
+//! for an `approval_requested`, and the amber decision for the client's outcome. Pure.
+
+use std::path::Path;
+
+use amber_proto::Decision;
+use serde_json::{Value, json};
+
+use super::updates;
+
+pub const ALLOW_ONCE: &str = "allow_once";
+pub const ALLOW_ALWAYS: &str = "allow_always";
+pub const REJECT_ONCE: &str = "reject_once";
+
+/// What an approval asks about, as the event carries it.
+pub struct Asked<'a> {
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub reason: &'a str,
+    pub scope: &'a str,
+}
+
+/// The scope amberd names for a call that can never be granted beyond itself.
+const THIS_CALL_ONLY: &str = "this call only";
+
+/// `session/request_permission` params: the tool call (pending) and the options —
+/// `allow_always` only when the approval's scope can be granted beyond this call.
+pub fn request_params(session_id: &str, asked: &Asked<'_>, cwd: &Path) -> Value {
+    let mut options =
+        vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
+    if asked.scope != THIS_CALL_ONLY {
+        let always = match asked.scope {
+            "" => "Always allow".to_owned(),
+            scope => format!("Always allow {scope}"),
+        };
+        options.push(json!({"optionId": ALLOW_ALWAYS, "name": always, "kind": "allow_always"}));
+    }
+    options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
+    json!({
+        "sessionId": session_id,
+        "toolCall": {
+            "toolCallId": asked.call_id,
+            "title": updates::tool_title(asked.tool, asked.arguments),
+            "kind": updates::tool_kind(asked.tool),
+            "status": "pending",
+            "locations": updates::locations(asked.tool, asked.arguments, cwd),
+            "rawInput": asked.arguments,
+            "content": [{"type": "content", "content": updates::text_block(asked.reason)}],
+        },
+        "options": options,
+    })
+}
+
+/// The amber decision for the client's answer (`RequestPermissionResponse`): a selected
+/// allow option allows (`allow_always` as amber's `allow_always`: a stored rule for the
+/// scope, which amberd itself narrows to the session when a rule could not hold), everything else (reject, `cancelled`, an error, an answer we
+/// cannot read) denies.
+pub fn decision(answer: &Result<Value, Value>) -> Decision {
+    let Ok(result) = answer else {
+        return Decision::Deny;
+    };
+    let outcome = &result["outcome"];
+    if outcome["outcome"] != "selected" {
+        return Decision::Deny;
+    }
+    match outcome["optionId"].as_str() {
+        Some(ALLOW_ONCE) => Decision::AllowOnce,
+        Some(ALLOW_ALWAYS) => Decision::AllowAlways,
+        _ => Decision::Deny,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn selected(id: &str) -> Result<Value, Value> {
+        Ok(json!({"outcome": {"outcome": "selected", "optionId": id}}))
+    }
+
+    #[test]
+    fn the_clients_choice_becomes_the_amber_decision() {
+        assert_eq!(decision(&selected(ALLOW_ONCE)), Decision::AllowOnce);
+        assert_eq!(decision(&selected(ALLOW_ALWAYS)), Decision::AllowAlways);
+        assert_eq!(decision(&selected(REJECT_ONCE)), Decision::Deny);
+        assert_eq!(
+            decision(&Ok(json!({"outcome": {"outcome": "cancelled"}}))),
+            Decision::Deny
+        );
+        assert_eq!(decision(&Err(json!({"code": -1}))), Decision::Deny);
+    }
+
+    #[test]
+    fn the_request_offers_allow_once_allow_always_and_reject_once() {
+        let args = json!({"command": "rm -rf build"});
+        let asked = Asked {
+            call_id: "c1",
+            tool: "bash",
+            arguments: &args,
+            reason: "deletes files",
+            scope: "bash:rm",
+        };
+        let p = request_params("s1", &asked, Path::new("/w"));
+        let kinds: Vec<&str> = p["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+        assert_eq!(p["toolCall"]["kind"], "execute");
+        assert_eq!(p["toolCall"]["toolCallId"], "c1");
+    }
+
+    #[test]
+    fn a_call_that_cannot_be_granted_beyond_itself_offers_no_allow_always() {
+        let args = json!({"command": "cp x /etc/y"});
+        let asked = Asked {
+            call_id: "c1",
+            tool: "bash",
+            arguments: &args,
+            reason: "writes outside the workspace",
+            scope: THIS_CALL_ONLY,
+        };
+        let p = request_params("s1", &asked, Path::new("/w"));
+        let ids: Vec<&str> = p["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["optionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [ALLOW_ONCE, REJECT_ONCE]);
+    }
+}

@@ -1,0 +1,212 @@
+//! The ACP wire: JSON-RPC 2.0, one message per line on stdin/stdout. Parsing a line
+//! into what it is (request, notification, response), building the lines we send, and
+//! the error codes ACP uses. Pure: no I/O.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// JSON-RPC: the line was not JSON.
+pub const PARSE_ERROR: i32 = -32700;
+/// JSON-RPC: JSON, but not a request, notification or response.
+pub const INVALID_REQUEST: i32 = -32600;
+pub const METHOD_NOT_FOUND: i32 = -32601;
+pub const INVALID_PARAMS: i32 = -32602;
+pub const INTERNAL_ERROR: i32 = -32603;
+/// ACP's "resource not found" (an unknown session id).
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
+
+/// An error answer to a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(INTERNAL_ERROR, message)
+    }
+
+    pub fn session_not_found(session_id: &str) -> Self {
+        Self::new(
+            RESOURCE_NOT_FOUND,
+            format!("session not found: {session_id}"),
+        )
+    }
+}
+
+/// An amberd error as ACP sees it: amber's "session not found" is ACP's resource not
+/// found; everything else keeps its message.
+impl From<amber_client::ClientError> for RpcError {
+    fn from(e: amber_client::ClientError) -> Self {
+        match e.code() {
+            Some(-32001) => RpcError::new(RESOURCE_NOT_FOUND, e.to_string()),
+            Some(INVALID_PARAMS) | Some(-32004) => RpcError::invalid_params(e.to_string()),
+            _ => RpcError::internal(e.to_string()),
+        }
+    }
+}
+
+/// One incoming line, classified.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+    /// The client's answer to one of our requests (`session/request_permission`).
+    Response {
+        id: Value,
+        result: Result<Value, Value>,
+    },
+    /// Not something we can act on: answered with this error (`id` null when unknown).
+    Invalid {
+        id: Value,
+        error: RpcError,
+    },
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// Classifies one line. Blank lines are `None`.
+pub fn parse_line(line: &str) -> Option<Incoming> {
+    if line.trim().is_empty() {
+        return None;
+    }
+    let value: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(Incoming::Invalid {
+                id: Value::Null,
+                error: RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
+            });
+        }
+    };
+    let id_of = |v: &Value| v.get("id").cloned().unwrap_or(Value::Null);
+    let invalid = |v: &Value, why: &str| Incoming::Invalid {
+        id: id_of(v),
+        error: RpcError::new(INVALID_REQUEST, why.to_owned()),
+    };
+    if !value.is_object() {
+        return Some(invalid(&value, "invalid request: not a JSON-RPC object"));
+    }
+    let env: Envelope = match serde_json::from_value(value.clone()) {
+        Ok(env) => env,
+        Err(e) => return Some(invalid(&value, &format!("invalid request: {e}"))),
+    };
+    let params = env.params.unwrap_or(Value::Null);
+    Some(match (env.method, env.id) {
+        (Some(method), Some(id)) if !id.is_null() => Incoming::Request { id, method, params },
+        (Some(method), _) => Incoming::Notification { method, params },
+        (None, Some(id)) => match (env.result, env.error) {
+            (_, Some(error)) => Incoming::Response {
+                id,
+                result: Err(error),
+            },
+            (Some(result), None) => Incoming::Response {
+                id,
+                result: Ok(result),
+            },
+            (None, None) => invalid(&value, "invalid request: neither method nor result"),
+        },
+        (None, None) => invalid(&value, "invalid request: no method"),
+    })
+}
+
+/// A success answer.
+pub fn response(id: &Value, result: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+/// An error answer.
+pub fn error_response(id: &Value, error: &RpcError) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": error.code, "message": error.message},
+    })
+    .to_string()
+}
+
+/// A request of ours to the client.
+pub fn request(id: u64, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// A notification of ours to the client.
+pub fn notification(method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
+}
+
+/// Params of a request, typed; a shape that does not fit is invalid params.
+pub fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_not_json_is_a_parse_error_with_a_null_id() {
+        let Some(Incoming::Invalid { id, error }) = parse_line("{nope") else {
+            panic!("not invalid");
+        };
+        assert_eq!(id, Value::Null);
+        assert_eq!(error.code, PARSE_ERROR);
+    }
+
+    #[test]
+    fn requests_notifications_and_responses_are_told_apart() {
+        assert!(matches!(
+            parse_line(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#),
+            Some(Incoming::Request { method, .. }) if method == "initialize"
+        ));
+        assert!(matches!(
+            parse_line(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#),
+            Some(Incoming::Notification { method, .. }) if method == "session/cancel"
+        ));
+        assert!(matches!(
+            parse_line(r#"{"jsonrpc":"2.0","id":7,"result":{"outcome":{"outcome":"cancelled"}}}"#),
+            Some(Incoming::Response { result: Ok(_), .. })
+        ));
+        assert!(matches!(
+            parse_line(r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"x"}}"#),
+            Some(Incoming::Response { result: Err(_), .. })
+        ));
+        assert!(matches!(
+            parse_line(r#"[1,2]"#),
+            Some(Incoming::Invalid { error, .. }) if error.code == INVALID_REQUEST
+        ));
+        assert_eq!(parse_line("   "), None);
+    }
+}

@@ -1,0 +1,721 @@
+//! End-to-end: `amber-cli acp` driven by the official ACP client SDK
+//! (`@agentclientprotocol/sdk`, tests/mcp-servers/acp-client.mjs), which parses every
+//! message it receives against ACP v1, against the real amberd and a scripted model:
+//! initialize, a streamed answer, a tool call with a diff, permissions answered allow, reject
+//! and allow always (a stored rule), cancel mid-stream, set_mode, list, load, an unknown
+//! session id; and, spoken raw, a
+//! malformed line (a parse error, the bridge stays up) and a client that goes away
+//! mid-turn (the turn goes on).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::Decision;
+use amber_tests::steps::Events;
+use amber_tests::steps::{done, run_bounded, spawn};
+use amber_tests::tool_calls::{bash, call, calls, connect_approver, respond};
+use amber_tests::{TestDaemon, bin_path};
+use serde_json::{Value, json};
+
+/// The SDK driver script.
+fn driver() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-servers");
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
+        "the ACP SDK is missing: run `npm ci --prefix tests/mcp-servers` (.ci/run does)"
+    );
+    dir.join("acp-client.mjs")
+}
+
+/// Runs the SDK client through `steps` against `amber-cli --no-autostart acp`; every line
+/// it logged.
+fn run_client(daemon: &TestDaemon, steps: Value, answers: &[&str]) -> Vec<Value> {
+    let cli = daemon.cli();
+    let mut node = Command::new("node");
+    for (k, v) in cli.get_envs() {
+        match v {
+            Some(v) => node.env(k, v),
+            None => node.env_remove(k),
+        };
+    }
+    if let Some(dir) = cli.get_current_dir() {
+        node.current_dir(dir);
+    }
+    node.env("ACP_STEPS", steps.to_string())
+        .env("ACP_ANSWERS", answers.join(","))
+        .arg(driver())
+        .arg("--")
+        .arg(bin_path("amber-cli"))
+        .args(["--no-autostart", "acp"]);
+    let (code, stdout, stderr) = run_bounded(node);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{stderr}")))
+        .collect();
+    assert_eq!(code, Some(0), "driver failed:\n{stdout}\n{stderr}");
+    assert_eq!(
+        lines.last().map(|l| &l["kind"]),
+        Some(&json!("done")),
+        "{stdout}\n{stderr}"
+    );
+    lines
+}
+
+fn results<'a>(log: &'a [Value], op: &str) -> Vec<&'a Value> {
+    log.iter()
+        .filter(|l| l["kind"] == "result" && l["op"] == op)
+        .map(|l| &l["result"])
+        .collect()
+}
+
+fn errors<'a>(log: &'a [Value], op: &str) -> Vec<&'a Value> {
+    log.iter()
+        .filter(|l| l["kind"] == "error" && l["op"] == op)
+        .collect()
+}
+
+fn updates<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter()
+        .filter(|l| l["kind"] == "update" && l["update"]["sessionUpdate"] == kind)
+        .map(|l| &l["update"])
+        .collect()
+}
+
+fn text_of(chunks: &[&Value]) -> String {
+    chunks
+        .iter()
+        .map(|c| c["content"]["text"].as_str().unwrap())
+        .collect()
+}
+
+fn position(log: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    log.iter()
+        .position(pred)
+        .expect("an entry that is not in the log")
+}
+
+fn workspace(daemon: &TestDaemon) -> String {
+    daemon.workspace.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_streams_message_chunks_then_answers_end_turn() {
+    let mock = MockLlm::start(vec![
+        MockTurn::Reasoning {
+            reasoning: "Think first.".into(),
+            text: "Hello from amber, in several chunks.".into(),
+        },
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "blocks": [
+                {"type": "text", "text": "say hello"},
+                {"type": "resource", "resource": {"uri": "file:///w/notes.md", "text": "NOTES BODY"}},
+            ]},
+        ]),
+        &[],
+    );
+    let init = results(&log, "initialize")[0];
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentInfo"]["name"], "amber");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        false
+    );
+    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
+    assert_eq!(init["authMethods"], json!([]));
+
+    let new = results(&log, "new")[0];
+    assert!(new["sessionId"].is_string(), "{new}");
+    assert_eq!(new["modes"]["currentModeId"], "write");
+    let ids: Vec<&str> = new["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["read", "write", "yolo"]);
+
+    let chunks = updates(&log, "agent_message_chunk");
+    assert!(!chunks.is_empty(), "no message chunks: {log:#?}");
+    assert_eq!(text_of(&chunks), "Hello from amber, in several chunks.");
+    assert_eq!(
+        text_of(&updates(&log, "agent_thought_chunk")),
+        "Think first."
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+    let last_chunk = log
+        .iter()
+        .rposition(|l| l["update"]["sessionUpdate"] == "agent_message_chunk")
+        .unwrap();
+    let answered = position(&log, |l| l["kind"] == "result" && l["op"] == "prompt");
+    assert!(last_chunk < answered, "chunks came after the stop reason");
+    // The embedded resource reached the model with its URI.
+    let sent = mock.requests()[0].to_string();
+    assert!(
+        sent.contains("file:///w/notes.md") && sent.contains("NOTES BODY"),
+        "{sent}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn file_changes_show_as_tool_calls_with_diff_blocks() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "c_w",
+            "write",
+            &json!({"path": "a.txt", "content": "one\ntwo\n"}),
+        )]),
+        calls(vec![call(
+            "c_e",
+            "edit",
+            &json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+        )]),
+        MockTurn::text("Edited."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "edit a.txt"},
+        ]),
+        &[],
+    );
+    let file = daemon.workspace.join("a.txt");
+    let started = updates(&log, "tool_call")
+        .into_iter()
+        .find(|u| u["toolCallId"] == "c_e")
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert_eq!(started["kind"], "edit");
+    assert_eq!(started["rawInput"]["old_string"], "two");
+    assert_eq!(started["locations"][0]["path"], json!(file));
+
+    let ended = |id: &str| -> Value {
+        (*updates(&log, "tool_call_update")
+            .into_iter()
+            .rfind(|u| u["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("no update of {id}: {log:#?}")))
+        .clone()
+    };
+    let edit = ended("c_e");
+    assert_eq!(edit["status"], "completed", "{edit}");
+    let diff = edit["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "diff")
+        .unwrap_or_else(|| panic!("no diff block: {edit}"));
+    assert_eq!(diff["path"], json!(file));
+    assert_eq!(diff["oldText"], "one\ntwo\n");
+    assert_eq!(diff["newText"], "one\nTWO\n");
+
+    let write = ended("c_w");
+    let diff = write["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "diff")
+        .unwrap_or_else(|| panic!("no diff block: {write}"));
+    assert!(
+        diff["oldText"].is_null(),
+        "a created file has no old text: {diff}"
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn permission_requests_answered_allow_once_run_and_reject_once_are_denied() {
+    let mock = MockLlm::start(vec![
+        bash("c_allowed", "rm -rf build"),
+        bash("c_rejected", "rm -rf dist"),
+        MockTurn::text("Handled."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    std::fs::create_dir_all(daemon.workspace.join("dist")).unwrap();
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "clean up"},
+        ]),
+        &["allow_once", "reject_once"],
+    );
+    let asked: Vec<&Value> = log.iter().filter(|l| l["kind"] == "permission").collect();
+    assert_eq!(asked.len(), 2, "{log:#?}");
+    let first = &asked[0]["params"];
+    assert_eq!(first["toolCall"]["toolCallId"], "c_allowed");
+    assert_eq!(first["toolCall"]["kind"], "execute");
+    let kinds: Vec<&str> = first["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(asked[1]["params"]["toolCall"]["toolCallId"], "c_rejected");
+
+    let status = |id: &str| {
+        updates(&log, "tool_call_update")
+            .into_iter()
+            .rfind(|u| u["toolCallId"] == id)
+            .map(|u| u["status"].clone())
+    };
+    assert_eq!(status("c_allowed"), Some(json!("completed")));
+    assert_eq!(status("c_rejected"), Some(json!("failed")));
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "the allowed call did not run"
+    );
+    assert!(
+        daemon.workspace.join("dist").exists(),
+        "the rejected call ran"
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_always_stores_a_rule_so_the_same_scope_is_not_asked_again() {
+    let mock = MockLlm::start(vec![
+        bash("c_first", "rm -rf build"),
+        bash("c_second", "rm -rf dist"),
+        MockTurn::text("Handled."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    std::fs::create_dir_all(daemon.workspace.join("dist")).unwrap();
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "clean up"},
+        ]),
+        &["allow_always"],
+    );
+    let asked: Vec<&Value> = log.iter().filter(|l| l["kind"] == "permission").collect();
+    assert_eq!(asked.len(), 1, "the second rm was asked again: {log:#?}");
+    assert!(!daemon.workspace.join("build").exists());
+    assert!(!daemon.workspace.join("dist").exists());
+    let rules = std::fs::read_to_string(daemon.workspace.join(".amber/rules.toml"))
+        .expect("allow_always wrote no rules file");
+    assert!(rules.contains("rm"), "{rules}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_mid_stream_answers_the_prompt_cancelled() {
+    let chunks: Vec<String> = (0..40).map(|i| format!("word{i} ")).collect();
+    let mock = MockLlm::start(vec![
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 150,
+        },
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "talk", "cancelOnChunk": true},
+        ]),
+        &[],
+    );
+    assert_eq!(
+        results(&log, "prompt")[0]["stopReason"],
+        "cancelled",
+        "{log:#?}"
+    );
+    let streamed = text_of(&updates(&log, "agent_message_chunk"));
+    assert!(
+        streamed.starts_with("word0 "),
+        "nothing streamed before the cancel: {log:#?}"
+    );
+    assert!(
+        !streamed.contains("word39"),
+        "the stream ran to its end: {streamed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn set_mode_changes_the_amber_mode_list_finds_the_session_and_unknown_ids_are_not_found() {
+    let mock = MockLlm::start(vec![done()]).await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "set_mode", "mode": "read"},
+            {"op": "set_mode", "mode": "nonsense"},
+            {"op": "prompt", "text": "hi", "session": "no-such-session"},
+            {"op": "set_mode", "mode": "yolo", "session": "no-such-session"},
+            {"op": "list", "cwd": workspace(&daemon)},
+        ]),
+        &[],
+    );
+    let sid = results(&log, "new")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(results(&log, "set_mode").len(), 1, "{log:#?}");
+    let mode_updates = updates(&log, "current_mode_update");
+    assert_eq!(mode_updates[0]["currentModeId"], "read");
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(got["session"]["mode"], "read");
+
+    let listed = results(&log, "list")[0]["sessions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        listed
+            .iter()
+            .any(|s| s["sessionId"] == sid.as_str() && s["cwd"] == workspace(&daemon)),
+        "{listed:?}"
+    );
+
+    let set_errors = errors(&log, "set_mode");
+    assert_eq!(set_errors[0]["code"], -32602, "{set_errors:?}");
+    assert_eq!(set_errors[1]["code"], -32002, "{set_errors:?}");
+    let prompt_errors = errors(&log, "prompt");
+    assert_eq!(prompt_errors[0]["code"], -32002, "{prompt_errors:?}");
+    assert!(
+        prompt_errors[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-session")
+            || prompt_errors[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not found"),
+        "{prompt_errors:?}"
+    );
+}
+
+/// `amber-cli --no-autostart acp` spoken to raw, line by line.
+struct RawAgent {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::sync::mpsc::Receiver<String>,
+}
+
+impl RawAgent {
+    fn start(daemon: &TestDaemon) -> RawAgent {
+        let mut cmd = daemon.cli();
+        let mut child = cmd
+            .args(["--no-autostart", "acp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        RawAgent {
+            child,
+            stdin,
+            stdout: rx,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&self) -> Value {
+        let line = self
+            .stdout
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line from the agent");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {line}"))
+    }
+
+    /// Lines until the answer to request `id`.
+    fn until_answer(&self, id: u64) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let v = self.next();
+            if v["id"] == id && v.get("method").is_none() {
+                return (before, v);
+            }
+            before.push(v);
+        }
+    }
+}
+
+impl Drop for RawAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_line_is_a_parse_error_and_the_bridge_stays_up() {
+    let mock = MockLlm::start(vec![done()]).await;
+    let daemon = spawn(&mock);
+    let mut agent = RawAgent::start(&daemon);
+    agent.send("{this is not json");
+    let err = agent.next();
+    assert_eq!(err["error"]["code"], -32700, "{err}");
+    assert_eq!(err["id"], Value::Null, "{err}");
+    agent.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+    let (_, init) = agent.until_answer(1);
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    agent.send(r#"{"jsonrpc":"2.0","id":2,"method":"no/such_method","params":{}}"#);
+    let (_, unknown) = agent.until_answer(2);
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_goes_away_mid_turn_leaves_the_turn_running() {
+    let chunks: Vec<String> = (0..12).map(|i| format!("part{i} ")).collect();
+    let mock = MockLlm::start(vec![
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 100,
+        },
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let mut agent = RawAgent::start(&daemon);
+    agent.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+    agent.until_answer(1);
+    let new = json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": workspace(&daemon), "mcpServers": []}});
+    agent.send(&new.to_string());
+    let (_, new) = agent.until_answer(2);
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}});
+    agent.send(&prompt.to_string());
+    let first = agent.next();
+    assert_eq!(
+        first["params"]["update"]["sessionUpdate"], "agent_message_chunk",
+        "{first}"
+    );
+    // The editor closes the pipe: the bridge ends, the turn does not.
+    agent.stdin = None;
+    let status = agent.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut ended = None;
+    for _ in 0..100 {
+        let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+        if got["session"]["state"] == "idle" {
+            ended = Some(got);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let got = ended.expect("the turn never ended");
+    let last = got["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["content"],
+        "part0 part1 part2 part3 part4 part5 part6 part7 part8 part9 part10 part11 ",
+        "{got}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loading_a_session_started_by_amber_cli_run_replays_its_history_then_goes_live() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "c_w",
+            "write",
+            &json!({"path": "hist.txt", "content": "x\n"}),
+        )]),
+        MockTurn::text("Wrote hist.txt."),
+        done(),
+        MockTurn::text("Second answer."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let mut run = daemon.cli();
+    run.args(["run", "--json", "--no-autostart", "write hist.txt"]);
+    let (code, stdout, stderr) = run_bounded(run);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let sid = result["sessionId"].as_str().unwrap().to_owned();
+
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "load", "session": sid, "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "again"},
+        ]),
+        &[],
+    );
+    let loaded = position(&log, |l| l["kind"] == "result" && l["op"] == "load");
+    assert_eq!(results(&log, "load")[0]["modes"]["currentModeId"], "write");
+    let history: Vec<&Value> = log[..loaded]
+        .iter()
+        .filter(|l| l["kind"] == "update")
+        .collect();
+    let kinds: Vec<&str> = history
+        .iter()
+        .filter_map(|l| l["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ],
+        "{history:#?}"
+    );
+    assert_eq!(history[0]["update"]["content"]["text"], "write hist.txt");
+    assert_eq!(history[1]["update"]["toolCallId"], "c_w");
+    assert_eq!(history[1]["update"]["kind"], "edit");
+    assert_eq!(history[2]["update"]["status"], "completed");
+    assert_eq!(history[3]["update"]["content"]["text"], "Wrote hist.txt.");
+
+    // Live traffic follows on the loaded session.
+    let live = text_of(
+        &log[loaded..]
+            .iter()
+            .filter(|l| l["update"]["sessionUpdate"] == "agent_message_chunk")
+            .map(|l| &l["update"])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(live, "Second answer.");
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_turn_answers_the_prompt_with_a_json_rpc_error() {
+    let mock = MockLlm::start(vec![MockTurn::Status {
+        code: 400,
+        retry_after: None,
+        body: r#"{"error":{"message":"model refuses this request"}}"#.into(),
+    }])
+    .await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "hi"},
+        ]),
+        &[],
+    );
+    assert!(results(&log, "prompt").is_empty(), "{log:#?}");
+    let failed = errors(&log, "prompt");
+    assert_eq!(failed[0]["code"], -32603, "{failed:?}");
+    assert!(
+        failed[0]["message"].as_str().unwrap().contains("400")
+            || failed[0]["message"].as_str().unwrap().contains("refuses"),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_answered_by_another_client_withdraws_the_permission_request() {
+    let mock = MockLlm::start(vec![
+        bash("c_rm", "rm -rf build"),
+        MockTurn::text("Handled."),
+        done(),
+    ])
+    .await;
+    let daemon = std::sync::Arc::new(spawn(&mock));
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let steps = json!([
+        {"op": "initialize"},
+        {"op": "new", "cwd": workspace(&daemon)},
+        {"op": "prompt", "text": "clean up"},
+    ]);
+    let d = daemon.clone();
+    let editor = std::thread::spawn(move || run_client(&d, steps, &["wait"]));
+
+    // Another approver (the TUI, say) finds the waiting request and answers it.
+    let mut waiting = None;
+    for _ in 0..200 {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        waiting = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["state"] == "waiting_approval")
+            .map(|s| s["sessionId"].as_str().unwrap().to_owned());
+        if waiting.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sid = waiting.expect("no session waited for an approval");
+    let tui = connect_approver(&daemon).await;
+    let _events = Events::live(&tui, &sid).await;
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    let request_id = got["pendingApprovals"][0]["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        respond(&tui, &sid, &request_id, Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+
+    let log = editor.join().unwrap();
+    let withdrawn: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["kind"] == "permission_withdrawn")
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "{log:#?}");
+    assert_eq!(withdrawn[0]["toolCallId"], "c_rm");
+    let status = updates(&log, "tool_call_update")
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == "c_rm")
+        .map(|u| u["status"].clone());
+    assert_eq!(status, Some(json!("completed")), "{log:#?}");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "the approved call did not run"
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+}
