@@ -38,7 +38,10 @@ const app = acp
     log({ kind: "permission", params, answer });
     if (answer === "wait") {
       // Answered elsewhere: wait until the agent withdraws the request ($/cancel_request).
-      await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      // The withdrawal may arrive in the same read as the request, before this handler runs.
+      if (!signal.aborted) {
+        await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      }
       log({ kind: "permission_withdrawn", toolCallId: params.toolCall.toolCallId });
       return { outcome: { outcome: "cancelled" } };
     }
