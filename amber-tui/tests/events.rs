@@ -55,6 +55,7 @@ fn variant_index(kind: &EventKind) -> usize {
 /// One event of every type, in an order a session could produce them.
 fn samples() -> Vec<EventKind> {
     let usage = Usage {
+        cache_write_tokens: 0,
         prompt_tokens: 1200,
         completion_tokens: 80,
         cached_tokens: 1000,

@@ -163,6 +163,7 @@ fn llm(c: &mut Criterion) {
         messages: vec![Message::user("count")],
         tools: Vec::new(),
         response_format: None,
+        cache_key: None,
     };
     let cancel = CancellationToken::new();
     g.throughput(Throughput::Elements(STREAM_CHUNKS as u64));

@@ -222,6 +222,9 @@ pub fn elide_message(message: &Message, cap: usize) -> Message {
             })
             .collect(),
         tool_call_id: message.tool_call_id.as_deref().map(|id| elided(id, cap)),
+        // Provider-opaque (encrypted or signed) and only meaningful to the provider: the
+        // copy a client sees leaves it out rather than cutting it.
+        reasoning_items: Vec::new(),
     }
 }
 

@@ -25,7 +25,7 @@ pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
 };
 pub use extensions::*;
-pub use message::{Message, Role, ToolCall};
+pub use message::{Message, ReasoningItem, Role, ToolCall};
 pub use methods_types::*;
 pub use sandbox::{
     SandboxInfo, SandboxMode, SandboxRequest, SandboxSelftestResult, SandboxStatus, SelftestCheck,

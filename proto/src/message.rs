@@ -26,6 +26,19 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// Reasoning a provider wants back verbatim on the next request: an Anthropic `thinking`
+/// block with its signature, an OpenAI Responses `reasoning` item with its
+/// `encrypted_content`. Opaque to everything but the dialect that made it: `format` names
+/// that dialect (`anthropic`, `openai-responses`) and other dialects leave the item out.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningItem {
+    pub format: String,
+    /// The provider's JSON object, as compact text (kept as text so a message stays `Eq`
+    /// and `Hash`, and is sent back byte for byte).
+    pub data: String,
+}
+
 /// One message of a session's conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -38,6 +51,9 @@ pub struct Message {
     /// For `role: tool`: the call this message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For `role: assistant`: the provider's reasoning items, in reply order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_items: Vec<ReasoningItem>,
 }
 
 impl Message {
@@ -55,6 +71,7 @@ impl Message {
             content: content.into(),
             tool_calls,
             tool_call_id: None,
+            reasoning_items: Vec::new(),
         }
     }
 
@@ -64,7 +81,15 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            reasoning_items: Vec::new(),
         }
+    }
+
+    /// This message with the provider's reasoning items attached.
+    #[must_use]
+    pub fn with_reasoning_items(mut self, items: Vec<ReasoningItem>) -> Self {
+        self.reasoning_items = items;
+        self
     }
 
     fn plain(role: Role, content: impl Into<String>) -> Self {
@@ -73,6 +98,7 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            reasoning_items: Vec::new(),
         }
     }
 }

@@ -53,6 +53,14 @@ pub struct Usage {
     pub cached_tokens: u64,
     #[serde(default)]
     pub total_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`); absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -61,6 +69,7 @@ impl Usage {
         self.completion_tokens += other.completion_tokens;
         self.cached_tokens += other.cached_tokens;
         self.total_tokens += other.total_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
 }
 

@@ -269,6 +269,7 @@ async fn kill_mid_tool_leaves_a_consistent_context() {
                 })
                 .unwrap_or_default(),
             tool_call_id: m["tool_call_id"].as_str().map(str::to_owned),
+            reasoning_items: Vec::new(),
         })
         .collect();
     assert_consistent(&sent);

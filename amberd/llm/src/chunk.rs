@@ -359,6 +359,7 @@ fn usage(v: &Value) -> Option<Usage> {
         .unwrap_or(0);
     let total_tokens = count(v, &["total_tokens"]).unwrap_or(prompt_tokens + completion_tokens);
     Some(Usage {
+        cache_write_tokens: 0,
         prompt_tokens,
         completion_tokens,
         cached_tokens,

@@ -363,6 +363,7 @@ mod tests {
             messages: vec![Message::user("hi")],
             tools: vec![],
             response_format: None,
+            cache_key: None,
         };
         let cancel = CancellationToken::new();
         let mut sink = |_: StreamEvent| {};
@@ -407,6 +408,7 @@ mod tests {
             messages: vec![],
             tools: vec![],
             response_format: None,
+            cache_key: None,
         };
         let err = client
             .stream_chat(&req, &CancellationToken::new(), &mut |_| {})

@@ -6,7 +6,7 @@
 //! relays costs one event per burst instead of one per token. Text and reasoning are
 //! forwarded in the order they arrived (a switch of kind flushes what was pending).
 
-use amber_proto::Usage;
+use amber_proto::{ReasoningItem, Usage};
 
 use super::accumulate::{ToolCallAccumulator, ToolCallDelta};
 use super::{ApiError, ChatResponse, StreamEvent};
@@ -19,6 +19,8 @@ pub struct ChunkDelta {
     pub tool_calls: Vec<ToolCallDelta>,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
+    /// Complete reasoning items (a dialect assembles each across its events).
+    pub reasoning_items: Vec<ReasoningItem>,
 }
 
 /// What one SSE event meant.
@@ -51,6 +53,7 @@ pub(crate) struct StreamState {
     calls: ToolCallAccumulator,
     usage: Option<Usage>,
     finish_reason: Option<String>,
+    reasoning_items: Vec<ReasoningItem>,
     done: bool,
 }
 
@@ -75,6 +78,7 @@ impl StreamState {
         if delta.finish_reason.is_some() {
             self.finish_reason = delta.finish_reason;
         }
+        self.reasoning_items.extend(delta.reasoning_items);
     }
 
     fn switch_to(&mut self, kind: Pending, emit: &mut dyn FnMut(StreamEvent)) {
@@ -129,6 +133,7 @@ impl StreamState {
             tool_calls: self.calls.finish(),
             usage: self.usage,
             finish_reason: self.finish_reason,
+            reasoning_items: self.reasoning_items,
         })
     }
 }

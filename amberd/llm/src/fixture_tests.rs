@@ -98,6 +98,7 @@ async fn text_basic() {
     assert_eq!(
         r.usage,
         Some(Usage {
+            cache_write_tokens: 0,
             prompt_tokens: 12,
             completion_tokens: 4,
             cached_tokens: 0,
@@ -224,6 +225,7 @@ async fn usage_only_final_chunk_with_cached_tokens() {
     assert_eq!(
         r.unwrap().usage,
         Some(Usage {
+            cache_write_tokens: 0,
             prompt_tokens: 1000,
             completion_tokens: 20,
             cached_tokens: 768,

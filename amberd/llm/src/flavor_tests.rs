@@ -30,6 +30,7 @@ fn reasoning_of(events: &[StreamEvent]) -> String {
 
 fn usage(prompt: u64, completion: u64, cached: u64, total: u64) -> Option<Usage> {
     Some(Usage {
+        cache_write_tokens: 0,
         prompt_tokens: prompt,
         completion_tokens: completion,
         cached_tokens: cached,
@@ -286,6 +287,7 @@ fn request_shape_per_flavor() {
         messages: vec![Message::user("hi")],
         tools: vec![],
         response_format: None,
+        cache_key: None,
     };
     for &(name, field, include_usage, headers) in REQUEST_SHAPES {
         let settings = settings_for(name);
@@ -333,6 +335,7 @@ fn no_max_tokens_means_neither_field() {
         messages: vec![],
         tools: vec![],
         response_format: None,
+        cache_key: None,
     };
     for p in all_presets() {
         let settings = LlmSettings {

@@ -46,7 +46,7 @@ mod test_support;
 
 use std::time::Duration;
 
-use amber_proto::{Message, ToolCall, Usage};
+use amber_proto::{Message, ReasoningItem, ToolCall, Usage};
 
 pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
 pub use chunk_scan::ChunkMemo;
@@ -82,6 +82,9 @@ pub struct ChatRequest {
     /// Structured output: the reply's text must be JSON valid against this schema. Sent only
     /// by dialects whose provider supports it ([`LlmClient::structured_output`]).
     pub response_format: Option<ResponseFormat>,
+    /// A key the provider may use to route requests to the same prompt cache (the session
+    /// id; OpenAI Responses' `prompt_cache_key`). `None` → not sent.
+    pub cache_key: Option<String>,
 }
 
 /// A JSON Schema the reply must follow (OpenAI's `response_format: {type: "json_schema"}`).
@@ -122,4 +125,7 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// Reasoning the provider wants back verbatim on the next request (see
+    /// [`ReasoningItem`]); the caller stores it on the assistant message.
+    pub reasoning_items: Vec<ReasoningItem>,
 }

@@ -414,6 +414,7 @@ async fn quirks_and_headers_reach_the_wire() {
         messages: vec![Message::user("hi")],
         tools: vec![],
         response_format: None,
+        cache_key: None,
     };
     let reply = client
         .stream_chat(&req, &CancellationToken::new(), &mut |_| {})

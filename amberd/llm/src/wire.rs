@@ -137,6 +137,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             response_format: None,
+            cache_key: None,
         };
         let settings = LlmSettings {
             model: "m1".into(),
@@ -174,6 +175,7 @@ mod tests {
             messages: vec![Message::user("x")],
             tools: vec![],
             response_format: None,
+            cache_key: None,
         };
         let body = request_body(&req, &LlmSettings::default());
         assert!(body.get("tools").is_none());
@@ -194,6 +196,7 @@ mod tests {
                 schema: schema.clone(),
                 strict: false,
             }),
+            cache_key: None,
         };
         let body = request_body(&req, &LlmSettings::default());
         assert_eq!(

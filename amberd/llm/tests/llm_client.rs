@@ -109,6 +109,7 @@ mod llm {
                 parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
             }],
             response_format: None,
+            cache_key: None,
         }
     }
 

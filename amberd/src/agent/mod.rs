@@ -58,6 +58,8 @@ pub trait AgentHooks: Send + Sync {
 
 /// Everything one turn needs besides the context.
 pub struct TurnEnv<'a> {
+    /// The session's id: the provider's prompt-cache key.
+    pub session_id: &'a str,
     /// The client, or why there is none (no endpoint configured).
     pub llm: Result<&'a LlmClient, &'a str>,
     pub model: &'a str,
@@ -243,6 +245,7 @@ impl Turn<'_, '_> {
             messages: prompt::assemble(snapshot, env.head, &tail),
             tools: compact_env.tools.to_vec(),
             response_format,
+            cache_key: Some(env.session_id.to_owned()),
         };
         let item_id = self.next_item();
         let reply = match self
@@ -256,7 +259,7 @@ impl Turn<'_, '_> {
             state.compaction.observed(usage.prompt_tokens, estimated);
         }
         if reply.tool_calls.is_empty() {
-            self.text_reply(context, &reply.text, &item_id, &mut state.confirming)
+            self.text_reply(context, reply, &item_id, &mut state.confirming)
         } else {
             self.tool_round(context, reply, &item_id, visibility, state)
                 .await
@@ -319,11 +322,12 @@ impl Turn<'_, '_> {
     fn text_reply(
         &mut self,
         context: &mut Context,
-        text: &str,
+        reply: ChatResponse,
         item_id: &str,
         confirming: &mut bool,
     ) -> Step {
         let env = self.env;
+        let text = reply.text.as_str();
         if *confirming {
             // Confirmed: the silent exchange leaves no trace in the context. Only the
             // confirm prompt was pushed; the answer never was.
@@ -331,7 +335,10 @@ impl Turn<'_, '_> {
             env.hooks.context_changed(context);
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
-        context.push(Message::assistant(text.to_owned(), Vec::new()));
+        context.push(
+            Message::assistant(text.to_owned(), Vec::new())
+                .with_reasoning_items(reply.reasoning_items.clone()),
+        );
         text.clone_into(&mut self.final_text);
         self.emit_message(item_id, text);
         env.hooks.context_changed(context);
@@ -367,7 +374,10 @@ impl Turn<'_, '_> {
         state.confirming = false;
         self.confirm_at = None;
         let calls = reply.tool_calls;
-        context.push(Message::assistant(reply.text.clone(), calls.clone()));
+        context.push(
+            Message::assistant(reply.text.clone(), calls.clone())
+                .with_reasoning_items(reply.reasoning_items),
+        );
         if visibility == Visibility::Streamed {
             self.emit_message(item_id, &reply.text);
         }

@@ -214,6 +214,7 @@ async fn ask(
         messages,
         tools: Vec::new(),
         response_format: None,
+        cache_key: None,
     };
     let mut on_event = |event: StreamEvent| {
         if matches!(event, StreamEvent::Retrying { .. }) {

@@ -179,6 +179,7 @@ async fn run_prompt(
     // One snapshot of the settings for the whole turn (a config edit applies to the next).
     let live = deps.live();
     let env = TurnEnv {
+        session_id: &shared.id,
         llm: llm.as_ref().map_err(String::as_str),
         model: &model,
         tools: &tools,

@@ -167,6 +167,7 @@ async fn run_one(
     let compaction = deps.compaction_for(profile.provider.as_deref());
     let live = deps.live();
     let env = TurnEnv {
+        session_id: &shared.id,
         llm: llm.as_ref().map_err(String::as_str),
         model: &profile.model,
         tools: &profile.tools,

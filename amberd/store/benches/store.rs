@@ -67,6 +67,7 @@ fn encode(seq: u64, turn: u64, kind: EventKind) -> Box<RawValue> {
 /// The six durable events of turn `turn`, starting at `seq`.
 fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
     let usage = Usage {
+        cache_write_tokens: 0,
         prompt_tokens: 12_000,
         completion_tokens: 300,
         cached_tokens: 11_000,
