@@ -32,6 +32,10 @@ pub enum McpTransport {
 pub struct McpAddParams {
     pub name: String,
     pub transport: McpTransport,
+    /// amber extension: connect the server for this session only (its tools are offered to
+    /// its turns alone, and it goes when the session does). Absent: daemon-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -14,6 +14,7 @@ pub mod methods;
 pub mod methods_types;
 pub mod paths;
 pub mod sandbox;
+pub mod session_mcp;
 pub mod socket_trust;
 pub mod subscription;
 pub mod types;
@@ -30,6 +31,7 @@ pub use methods_types::*;
 pub use sandbox::{
     SandboxInfo, SandboxMode, SandboxRequest, SandboxSelftestResult, SandboxStatus, SelftestCheck,
 };
+pub use session_mcp::SessionMcpServer;
 pub use subscription::*;
 pub use types::*;
 pub use watch::*;

@@ -115,6 +115,11 @@ pub struct SessionNewParams {
     /// Work in a new git worktree of the cwd's repository (PROTOCOL.md's second wave).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::WorktreeRequest>,
+    /// MCP servers for this session only (PROTOCOL.md's second wave; the ACP bridge's):
+    /// connected in the background like `mcp/add`, offered to its turns alone, kept with
+    /// the session (reconnected when it is loaded again) and removed with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::SessionMcpServer>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -719,3 +719,63 @@ async fn an_approval_answered_by_another_client_withdraws_the_permission_request
     );
     assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_servers_given_to_session_new_serve_that_session_and_go_with_it() {
+    use amber_tests::mcp_plugins::{children_of, everything};
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "e1",
+            "mcp__everything__echo",
+            &json!({"message": "from the editor's server"}),
+        )]),
+        MockTurn::text("Echoed."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let server = json!({"name": "everything", "command": everything(), "args": ["stdio"], "env": []});
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon), "mcpServers": [server]},
+            {"op": "prompt", "text": "echo something"},
+        ]),
+        &[],
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn", "{log:#?}");
+    let sid = results(&log, "new")[0]["sessionId"].as_str().unwrap().to_owned();
+    // The first prompt, sent as soon as session/new answered, already had the tool.
+    let offered = amber_tests::steps::offered_tools(&mock.requests()[0]);
+    assert!(
+        offered.iter().any(|t| t == "mcp__everything__echo"),
+        "{offered:?}"
+    );
+    let done_call = updates(&log, "tool_call_update")
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == "e1")
+        .cloned()
+        .unwrap();
+    assert_eq!(done_call["status"], "completed", "{done_call}");
+    assert!(
+        done_call.to_string().contains("from the editor's server"),
+        "{done_call}"
+    );
+    // Not daemon-wide, and gone with the session.
+    assert!(
+        !daemon
+            .rpc_ok("tool/list", json!({}))
+            .to_string()
+            .contains("mcp__everything__echo")
+    );
+    let running = |d: &TestDaemon| {
+        children_of(d.pid())
+            .iter()
+            .filter(|(_, cmd)| cmd.contains("mcp-server-everything"))
+            .count()
+    };
+    assert_eq!(running(&daemon), 1);
+    daemon.rpc_ok("session/delete", json!({"sessionId": sid}));
+    assert_eq!(running(&daemon), 0, "the editor's server outlived its session");
+}

@@ -92,7 +92,7 @@ pub(crate) struct Bridge {
 struct NewSessionParams {
     cwd: PathBuf,
     #[serde(default)]
-    mcp_servers: Vec<Value>,
+    mcp_servers: Vec<amber_proto::SessionMcpServer>,
 }
 
 #[derive(Deserialize)]
@@ -100,7 +100,7 @@ struct NewSessionParams {
 struct LoadSessionParams {
     session_id: String,
     #[serde(default)]
-    mcp_servers: Vec<Value>,
+    mcp_servers: Vec<amber_proto::SessionMcpServer>,
 }
 
 #[derive(Deserialize)]
@@ -251,7 +251,6 @@ impl Bridge {
         if !p.cwd.is_absolute() {
             return Err(RpcError::invalid_params("cwd must be an absolute path"));
         }
-        note_mcp_servers(&p.mcp_servers);
         let params = SessionNewParams {
             cwd: p.cwd.to_string_lossy().into_owned(),
             mode: None,
@@ -262,6 +261,8 @@ impl Bridge {
             agent: None,
             sandbox: None,
             worktree: None,
+            // The editor's servers, for this session only (amberd connects them).
+            mcp_servers: p.mcp_servers,
         };
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);
@@ -270,8 +271,18 @@ impl Bridge {
     }
 
     async fn session_load(self: Arc<Self>, p: LoadSessionParams) -> Result<Value, RpcError> {
-        note_mcp_servers(&p.mcp_servers);
         let got = self.client.session_get_all(&p.session_id).await?;
+        // The editor's servers join the session's own (one it already has stays connected).
+        for server in p.mcp_servers {
+            let params = amber_proto::McpAddParams {
+                name: server.name,
+                transport: server.transport,
+                session_id: Some(p.session_id.clone()),
+            };
+            self.client
+                .request::<amber_proto::methods::McpAdd>(&params)
+                .await?;
+        }
         let cwd = PathBuf::from(&got.session.cwd);
         session::replay(&self, &p.session_id, &got.messages, &cwd);
         if !got.todos.is_empty() {
@@ -336,21 +347,6 @@ impl Bridge {
             json!({"sessionUpdate": "current_mode_update", "currentModeId": info.mode.as_str()}),
         );
         Ok(json!({}))
-    }
-}
-
-/// MCP servers passed by the client are not connected yet (amberd's per-session MCP
-/// servers come later); the session works without them.
-fn note_mcp_servers(servers: &[Value]) {
-    if !servers.is_empty() {
-        let names: Vec<&str> = servers
-            .iter()
-            .filter_map(|s| s.get("name").and_then(Value::as_str))
-            .collect();
-        crate::output::note(&format!(
-            "acp: MCP servers from the client are not connected yet: {}",
-            names.join(", ")
-        ));
     }
 }
 

@@ -1,4 +1,5 @@
-//! `mcp/add`, `mcp/list` and `mcp/remove` over the daemon's [`crate::mcp::McpHost`].
+//! `mcp/add`, `mcp/list` and `mcp/remove` over the daemon's [`crate::mcp::McpHost`];
+//! `mcp/add {sessionId}` over that session's own servers (`session/mcp.rs`).
 //! `mcp/add` answers at once with status `connecting`; the outcome arrives as
 //! `mcp_status` events and in `mcp/list`.
 
@@ -16,7 +17,22 @@ impl From<McpError> for ErrorObjectOwned {
 }
 
 pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
-    m.method::<methods::McpAdd>(|p, d, _| Ok(d.mcp.add(&p.name, p.transport)?))?;
+    m.async_method::<methods::McpAdd, _, _>(|p, d, _| async move {
+        let Some(session_id) = p.session_id else {
+            return Ok(d.mcp.add(&p.name, p.transport)?);
+        };
+        // For one session only: kept in its metadata, gone with it.
+        let session = d.sessions.get(&session_id)?;
+        let server = proto::SessionMcpServer {
+            name: p.name,
+            transport: p.transport,
+        };
+        let (info, changed) = session.shared.mcp.add(server).await?;
+        if changed {
+            session.shared.save_meta();
+        }
+        Ok(info)
+    })?;
 
     m.method::<methods::McpList>(|proto::Empty {}, d, _| {
         Ok(proto::McpListResult {

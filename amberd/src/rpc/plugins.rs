@@ -69,11 +69,18 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
             .as_ref()
             .map(|id| d.sessions.get(id))
             .transpose()?;
-        let tools = d
-            .sessions
-            .deps()
-            .registries
-            .tool_entries()
+        let mut entries = d.sessions.deps().registries.tool_entries();
+        if let Some(s) = &session {
+            // The session's own MCP servers' tools, over daemon-wide ones of the same name.
+            for (server, tool) in s.shared.mcp.tools() {
+                entries.retain(|e| e.tool.name() != tool.name());
+                entries.push(crate::plugins::registry::ToolEntry {
+                    tool,
+                    source: format!("mcp:{server}"),
+                });
+            }
+        }
+        let tools = entries
             .into_iter()
             .filter(|e| {
                 session

@@ -175,6 +175,8 @@ async fn run_prompt(
     let provider = shared.provider();
     let llm = deps.llm.client(provider.as_deref());
     let compaction = deps.compaction_for(provider.as_deref());
+    // The session's own MCP servers, just given by `session/new`, may still be starting.
+    shared.mcp.first_connections().await;
     let tools = shared.offered_tools(deps.tools());
     // One snapshot of the settings for the whole turn (a config edit applies to the next).
     let live = deps.live();

@@ -32,6 +32,8 @@ pub(super) struct Parts {
     pub agent: Option<AgentLimits>,
     /// What `session/new {sandbox}` asked for explicitly.
     pub sandbox: Option<amber_proto::SandboxRequest>,
+    /// The session's own MCP servers, connected once it runs.
+    pub mcp_servers: Vec<amber_proto::SessionMcpServer>,
     /// The context, journaled to the store when there is one.
     pub context: Context,
     pub hub: EventHub,
@@ -46,6 +48,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         system_prompt,
         agent,
         sandbox,
+        mcp_servers,
         context,
         hub,
         persistence,
@@ -70,6 +73,11 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             deps.store.as_ref().map(|s| s.sessions_dir().join(&id)),
         )),
         hooks: super::hooks::SessionHooks::new(weak.clone()),
+        mcp: super::mcp::SessionMcp::new(
+            weak.clone(),
+            &deps.live().config.mcp,
+            deps.sandbox.clone(),
+        ),
         id,
         skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         head: PromptHead::new(
@@ -121,6 +129,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             shared: Arc::downgrade(&shared),
             deps: deps.clone(),
         }));
+    shared.mcp.start(mcp_servers);
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(actor::run(shared.clone(), deps.clone(), rx, context));
     Arc::new(SessionHandle {

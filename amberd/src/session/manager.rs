@@ -150,6 +150,7 @@ impl SessionManager {
         let agent = agent_param(&workspace, params.agent.as_deref())?;
         let defaults = agent.as_ref().map(|a| &a.definition);
         let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
+        validate_mcp_servers(&params.mcp_servers)?;
         let id = uuid::Uuid::new_v4().to_string();
         let deps = &self.deps;
         // Last of the checks, since it is the one that makes something.
@@ -210,6 +211,7 @@ impl SessionManager {
                     system_prompt: system_prompt.clone(),
                     agent: limits.as_ref().map(AgentLimits::to_meta),
                     sandbox: sandbox::explicit(sandbox),
+                    mcp_servers: params.mcp_servers.clone(),
                 };
                 let log = store.create(&meta).map_err(|e| {
                     if let Some(made) = &info.worktree {
@@ -257,6 +259,7 @@ impl SessionManager {
                 system_prompt,
                 agent: limits,
                 sandbox,
+                mcp_servers: params.mcp_servers,
                 context,
                 hub,
                 persistence,
@@ -637,6 +640,8 @@ impl SessionManager {
             provider: info.provider.clone(),
             agent: info.agent.clone(),
             sandbox: shared.sandbox.request(),
+            // The conversation used the session's MCP servers: the fork keeps them.
+            mcp_servers: shared.mcp.servers(),
             // The fork shares the original's workspace, its worktree included.
             worktree: None,
         };
@@ -854,6 +859,21 @@ async fn blocking_git<T: Send + 'static>(
         .map_err(|e| SessionError::Store(format!("the git task failed: {e}")))?
 }
 
+/// `session/new {mcpServers}`: valid names and transports, each name once.
+fn validate_mcp_servers(servers: &[amber_proto::SessionMcpServer]) -> Result<(), SessionError> {
+    for (i, server) in servers.iter().enumerate() {
+        super::mcp::SessionMcp::validate(server)
+            .map_err(|e| SessionError::InvalidParams(format!("mcpServers: {e}")))?;
+        if servers[..i].iter().any(|s| s.name == server.name) {
+            return Err(SessionError::InvalidParams(format!(
+                "mcpServers: the name `{}` is given twice",
+                server.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn stop_session(handle: &SessionHandle) {
     // Closing cancels the running turn (its token is a child) and ends the actor loop
     // and every subscription of the session.
@@ -871,4 +891,6 @@ async fn stop_session(handle: &SessionHandle) {
     handle.shared.finish();
     // Background processes belong to the session and end with it.
     handle.shared.tools.shutdown_and_wait().await;
+    // So do its own MCP servers (their children are gone when this returns).
+    handle.shared.mcp.shutdown().await;
 }

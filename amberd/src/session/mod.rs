@@ -14,6 +14,7 @@ pub(crate) mod hooks;
 pub mod hub;
 mod listing;
 mod manager;
+pub(crate) mod mcp;
 pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
@@ -89,6 +90,8 @@ pub struct SessionShared {
     pub(crate) checkpoints: Arc<crate::checkpoints::SessionCheckpoints>,
     /// The session's side of hooks: which apply, trust of the workspace's file.
     pub(crate) hooks: hooks::SessionHooks,
+    /// The session's own MCP servers and their tools (`mcp.rs`).
+    pub(crate) mcp: mcp::SessionMcp,
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
@@ -272,7 +275,8 @@ impl SessionShared {
     }
 
     /// The tools this session's turns are offered: `all` less what its agent withholds.
-    pub(crate) fn offered_tools(&self, all: ToolRegistry) -> ToolRegistry {
+    pub(crate) fn offered_tools(&self, mut all: ToolRegistry) -> ToolRegistry {
+        self.mcp.offer(&mut all);
         match &self.agent {
             Some(agent) => agent.restrict(all),
             None => all,
@@ -335,6 +339,7 @@ impl SessionShared {
                 system_prompt: self.system_prompt.clone(),
                 agent: self.agent.as_ref().map(AgentLimits::to_meta),
                 sandbox: self.sandbox.request(),
+                mcp_servers: self.mcp.servers(),
             };
             persist::blocking(|| p.save_meta(&meta));
         }

@@ -65,6 +65,7 @@ pub(super) fn load(
             system_prompt: meta.system_prompt,
             agent: meta.agent.as_ref().map(AgentLimits::from_meta),
             sandbox: meta.sandbox,
+            mcp_servers: meta.mcp_servers,
             context,
             hub,
             persistence: Some(persistence),
@@ -390,6 +391,7 @@ mod tests {
                 system_prompt: "sys".into(),
                 agent: None,
                 sandbox: None,
+                mcp_servers: Vec::new(),
             },
             events: vec![stored(1, "t", started)],
             context: context.into_iter().map(|m| (m, 0)).collect(),
@@ -454,6 +456,7 @@ mod tests {
                 system_prompt: "sys".into(),
                 agent: None,
                 sandbox: None,
+                mcp_servers: Vec::new(),
             };
             let mut log = store.create(&meta).unwrap();
             for seq in 1..=5000 {

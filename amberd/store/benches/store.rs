@@ -49,6 +49,7 @@ fn meta(id: &str) -> SessionMeta {
         system_prompt: "You are amber, a coding agent. ".repeat(40),
         agent: None,
         sandbox: None,
+        mcp_servers: Vec::new(),
     }
 }
 

@@ -36,6 +36,10 @@ pub struct SessionMeta {
     /// written before the sandbox) takes the daemon's `[sandbox]` configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<amber_proto::SandboxRequest>,
+    /// The session's own MCP servers (`session/new {mcpServers}`, `mcp/add {sessionId}`),
+    /// reconnected whenever the session is loaded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<amber_proto::SessionMcpServer>,
 }
 
 /// A custom agent's limits as a session keeps them: fixed when the session is created, so a

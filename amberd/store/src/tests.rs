@@ -32,6 +32,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
         system_prompt: "sys".into(),
         agent: None,
         sandbox: None,
+        mcp_servers: Vec::new(),
     }
 }
 

@@ -231,6 +231,8 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         }),
         // `/new` starts beside this one: in its cwd, without a worktree of its own.
         worktree: None,
+        // A session's own MCP servers came from its client for it alone.
+        mcp_servers: Vec::new(),
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),
