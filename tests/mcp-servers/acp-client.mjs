@@ -9,7 +9,8 @@
 //   node acp-client.mjs -- amber-cli --socket S acp
 //
 // Steps: initialize · new {cwd} · load {session} · list {cwd?} · prompt {text, session?, cancelOnChunk?,
-// blocks?} · set_mode {mode, session?}. A step's session defaults to the last one created.
+// blocks?} · set_mode {mode, session?} · wait_update {update, mode?} (until such a session/update
+// arrived). A step's session defaults to the last one created.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -17,7 +18,11 @@ import * as acp from "@agentclientprotocol/sdk";
 const argv = process.argv.slice(process.argv.indexOf("--") + 1);
 const steps = JSON.parse(process.env.ACP_STEPS ?? "[]");
 const answers = (process.env.ACP_ANSWERS ?? "").split(",").filter((a) => a);
-const log = (entry) => process.stdout.write(JSON.stringify(entry) + "\n");
+const lines = [];
+const log = (entry) => {
+  lines.push(entry);
+  process.stdout.write(JSON.stringify(entry) + "\n");
+};
 
 const agent = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
 const stream = acp.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
@@ -95,6 +100,20 @@ await app.connectWith(stream, async (ctx) => {
         case "set_mode": {
           const r = await ctx.request(acp.methods.agent.session.setMode, { sessionId: sid, modeId: step.mode });
           log({ kind: "result", op: step.op, result: r });
+          break;
+        }
+        case "wait_update": {
+          // Until a session/update of this kind (and mode, if given) arrives, at most 20 s.
+          const seen = () =>
+            lines.some(
+              (l) =>
+                l.kind === "update" &&
+                l.update.sessionUpdate === step.update &&
+                (step.mode === undefined || l.update.currentModeId === step.mode),
+            );
+          const deadline = Date.now() + 20000;
+          while (!seen() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+          log({ kind: "result", op: step.op, result: { seen: seen() } });
           break;
         }
         default:

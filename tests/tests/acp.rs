@@ -527,6 +527,11 @@ async fn a_client_that_goes_away_mid_turn_leaves_the_turn_running() {
     agent.send(&new.to_string());
     let (_, new) = agent.until_answer(2);
     let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let commands = agent.next();
+    assert_eq!(
+        commands["params"]["update"]["sessionUpdate"], "available_commands_update",
+        "{commands}"
+    );
     let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
         "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}});
     agent.send(&prompt.to_string());
@@ -734,7 +739,8 @@ async fn mcp_servers_given_to_session_new_serve_that_session_and_go_with_it() {
     ])
     .await;
     let daemon = spawn(&mock);
-    let server = json!({"name": "everything", "command": everything(), "args": ["stdio"], "env": []});
+    let server =
+        json!({"name": "everything", "command": everything(), "args": ["stdio"], "env": []});
     let log = run_client(
         &daemon,
         json!([
@@ -744,8 +750,15 @@ async fn mcp_servers_given_to_session_new_serve_that_session_and_go_with_it() {
         ]),
         &[],
     );
-    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn", "{log:#?}");
-    let sid = results(&log, "new")[0]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        results(&log, "prompt")[0]["stopReason"],
+        "end_turn",
+        "{log:#?}"
+    );
+    let sid = results(&log, "new")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     // The first prompt, sent as soon as session/new answered, already had the tool.
     let offered = amber_tests::steps::offered_tools(&mock.requests()[0]);
     assert!(
@@ -777,5 +790,139 @@ async fn mcp_servers_given_to_session_new_serve_that_session_and_go_with_it() {
     };
     assert_eq!(running(&daemon), 1);
     daemon.rpc_ok("session/delete", json!({"sessionId": sid}));
-    assert_eq!(running(&daemon), 0, "the editor's server outlived its session");
+    assert_eq!(
+        running(&daemon),
+        0,
+        "the editor's server outlived its session"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_are_offered_and_a_slash_prompt_runs_one() {
+    let mock = MockLlm::start(vec![]).await;
+    let daemon = spawn(&mock);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "wait_update", "update": "available_commands_update"},
+            {"op": "prompt", "text": "/mode yolo"},
+            {"op": "wait_update", "update": "current_mode_update", "mode": "yolo"},
+        ]),
+        &[],
+    );
+    let offered = updates(&log, "available_commands_update");
+    assert_eq!(offered.len(), 1, "{log:#?}");
+    let commands = offered[0]["availableCommands"].as_array().unwrap();
+    let named = |n: &str| commands.iter().find(|c| c["name"] == n);
+    assert!(named("compact").is_some(), "{commands:?}");
+    assert_eq!(named("mode").unwrap()["input"]["hint"], "[read|write|yolo]");
+    assert!(
+        named("detach").is_none(),
+        "a client-only command was offered"
+    );
+    // It came after the answer that named the session.
+    let answered = position(&log, |l| l["kind"] == "result" && l["op"] == "new");
+    let update = position(&log, |l| {
+        l["update"]["sessionUpdate"] == "available_commands_update"
+    });
+    assert!(answered < update);
+
+    // `/mode yolo` ran as amberd's command, not as a prompt to the model.
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+    assert!(mock.requests().is_empty(), "the command reached the model");
+    assert!(
+        text_of(&updates(&log, "agent_message_chunk")).contains("yolo"),
+        "{log:#?}"
+    );
+    let sid = results(&log, "new")[0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(got["session"]["mode"], "yolo");
+    assert_eq!(results(&log, "wait_update")[1]["seen"], true, "{log:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mode_changed_by_another_client_reaches_the_editor() {
+    let mock = MockLlm::start(vec![]).await;
+    let daemon = std::sync::Arc::new(spawn(&mock));
+    let d = daemon.clone();
+    let steps = json!([
+        {"op": "initialize"},
+        {"op": "new", "cwd": workspace(&daemon)},
+        {"op": "wait_update", "update": "current_mode_update", "mode": "read"},
+    ]);
+    let editor = std::thread::spawn(move || run_client(&d, steps, &[]));
+    let sid = loop {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if let Some(s) = list["sessions"].as_array().unwrap().first() {
+            break s["sessionId"].as_str().unwrap().to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The TUI (say) switches the session to read mode.
+    daemon.rpc_ok("session/setMode", json!({"sessionId": sid, "mode": "read"}));
+    let log = editor.join().unwrap();
+    assert_eq!(results(&log, "wait_update")[0]["seen"], true, "{log:#?}");
+    let told = updates(&log, "current_mode_update");
+    assert_eq!(told.len(), 1, "told once: {told:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_reasons_map_to_acp_and_resource_links_reach_the_prompt() {
+    let failing: Vec<_> = (0..6)
+        .map(|i| {
+            call(
+                &format!("r{i}"),
+                "read",
+                &json!({"path": format!("missing-{i}.txt")}),
+            )
+        })
+        .collect();
+    let mock = MockLlm::start(vec![
+        // Turn 1: six failed calls in a row stop the turn (tool_failures).
+        calls(failing),
+        // Turn 2: the iteration cap (1 request) ends it after one tool round.
+        calls(vec![call("l1", "read", &json!({"path": "missing.txt"}))]),
+    ])
+    .await;
+    let daemon = amber_tests::steps::spawn_config(
+        &mock,
+        &format!(
+            "{}\n[agent]\nmax_tool_iterations = 1\n",
+            amber_tests::steps::FAST_RETRIES
+        ),
+    );
+    let link = json!({"type": "resource_link", "uri": "file:///src/lib.rs", "name": "lib.rs"});
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "blocks": [{"type": "text", "text": "read these"}, link]},
+            {"op": "prompt", "text": "list the files"},
+        ]),
+        &[],
+    );
+    let stops: Vec<&Value> = results(&log, "prompt")
+        .iter()
+        .map(|r| &r["stopReason"])
+        .collect();
+    assert_eq!(
+        stops,
+        [&json!("end_turn"), &json!("max_turn_requests")],
+        "{log:#?}"
+    );
+    assert!(
+        text_of(&updates(&log, "agent_message_chunk")).contains("tool_failures"),
+        "the reason is told as a final agent message: {log:#?}"
+    );
+    let first = mock.requests()[0].to_string();
+    assert!(
+        first.contains("file:///src/lib.rs"),
+        "the link reached the model"
+    );
 }

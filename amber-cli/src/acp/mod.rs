@@ -8,6 +8,7 @@
 //! - [`permissions`]: approvals as `session/request_permission`.
 //! - [`session`]: one followed session: its event stream, its waiting prompts.
 
+mod commands;
 mod permissions;
 mod session;
 mod updates;
@@ -43,6 +44,8 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
         sessions: Mutex::default(),
         asked: Mutex::default(),
         next_id: AtomicU64::new(1),
+        modes: Mutex::default(),
+        watching: std::sync::atomic::AtomicBool::new(false),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -85,6 +88,27 @@ pub(crate) struct Bridge {
     /// Our requests to the client awaiting its answer, by id.
     asked: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Value>>>>,
     next_id: AtomicU64,
+    /// The last mode told to the client per followed session: a mode changed by another
+    /// client (seen through `session/watch`) becomes a `current_mode_update`.
+    modes: Mutex<HashMap<String, Mode>>,
+    /// Whether the mode watch runs (started with the first followed session).
+    watching: std::sync::atomic::AtomicBool,
+}
+
+/// A request's answer, and notifications that must follow it (a session's first updates
+/// are only meaningful once the client knows the session).
+struct Answer {
+    result: Value,
+    then: Vec<String>,
+}
+
+impl From<Value> for Answer {
+    fn from(result: Value) -> Self {
+        Answer {
+            result,
+            then: Vec::new(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -199,11 +223,15 @@ impl Bridge {
             }
             Incoming::Request { id, method, params } => {
                 tokio::spawn(async move {
-                    let line = match self.clone().request(&method, params).await {
-                        Ok(result) => wire::response(&id, result),
-                        Err(error) => wire::error_response(&id, &error),
-                    };
-                    self.send(line);
+                    match self.clone().request(&method, params).await {
+                        Ok(answer) => {
+                            self.send(wire::response(&id, answer.result));
+                            for line in answer.then {
+                                self.send(line);
+                            }
+                        }
+                        Err(error) => self.send(wire::error_response(&id, &error)),
+                    }
                 });
             }
         }
@@ -223,15 +251,21 @@ impl Bridge {
         }
     }
 
-    async fn request(self: Arc<Self>, method: &str, params: Value) -> Result<Value, RpcError> {
+    async fn request(self: Arc<Self>, method: &str, params: Value) -> Result<Answer, RpcError> {
         match method {
-            "initialize" => Ok(initialize_result()),
-            "authenticate" => Ok(json!({})),
+            "initialize" => Ok(initialize_result().into()),
+            "authenticate" => Ok(json!({}).into()),
             "session/new" => self.session_new(wire::params(params)?).await,
             "session/load" => self.session_load(wire::params(params)?).await,
-            "session/prompt" => self.session_prompt(wire::params(params)?).await,
-            "session/set_mode" => self.set_mode(wire::params(params)?).await,
-            "session/list" => self.session_list(wire::params(params)?).await,
+            "session/prompt" => self
+                .session_prompt(wire::params(params)?)
+                .await
+                .map(Into::into),
+            "session/set_mode" => self.set_mode(wire::params(params)?).await.map(Into::into),
+            "session/list" => self
+                .session_list(wire::params(params)?)
+                .await
+                .map(Into::into),
             other => Err(RpcError::new(
                 wire::METHOD_NOT_FOUND,
                 format!("method not found: {other}"),
@@ -247,7 +281,7 @@ impl Bridge {
             .ok_or_else(|| RpcError::session_not_found(session_id))
     }
 
-    async fn session_new(self: Arc<Self>, p: NewSessionParams) -> Result<Value, RpcError> {
+    async fn session_new(self: Arc<Self>, p: NewSessionParams) -> Result<Answer, RpcError> {
         if !p.cwd.is_absolute() {
             return Err(RpcError::invalid_params("cwd must be an absolute path"));
         }
@@ -267,10 +301,14 @@ impl Bridge {
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);
         Followed::start(self.clone(), info.session_id.clone(), cwd, None).await?;
-        Ok(json!({"sessionId": info.session_id, "modes": modes(info.mode)}))
+        self.follow_mode(&info.session_id, info.mode);
+        Ok(Answer {
+            result: json!({"sessionId": info.session_id, "modes": modes(info.mode)}),
+            then: self.commands_update(&info.session_id).await,
+        })
     }
 
-    async fn session_load(self: Arc<Self>, p: LoadSessionParams) -> Result<Value, RpcError> {
+    async fn session_load(self: Arc<Self>, p: LoadSessionParams) -> Result<Answer, RpcError> {
         let got = self.client.session_get_all(&p.session_id).await?;
         // The editor's servers join the session's own (one it already has stays connected).
         for server in p.mcp_servers {
@@ -292,14 +330,39 @@ impl Bridge {
         if !already {
             Followed::start(self.clone(), p.session_id.clone(), cwd, Some(got.last_seq)).await?;
         }
-        Ok(json!({"modes": modes(got.session.mode)}))
+        self.follow_mode(&p.session_id, got.session.mode);
+        Ok(Answer {
+            result: json!({"modes": modes(got.session.mode)}),
+            then: self.commands_update(&p.session_id).await,
+        })
     }
 
     async fn session_prompt(self: Arc<Self>, p: PromptParams) -> Result<Value, RpcError> {
         let followed = self.followed(&p.session_id)?;
         let text = updates::prompt_text(&p.prompt)?;
-        let result = self.client.session_prompt(&p.session_id, &text).await?;
-        let (stop, note) = followed.wait_turn(&result.turn_id).await?;
+        let turn_id = match self.command_in(&text).await {
+            Some((name, args)) => {
+                let ran = commands::run(&self.client, &p.session_id, &name, &args).await?;
+                if !ran.output.is_empty() {
+                    self.update(
+                        &p.session_id,
+                        updates::chunk("agent_message_chunk", &ran.output),
+                    );
+                }
+                match ran.turn_id {
+                    Some(turn_id) => turn_id,
+                    // Done when it answered (`/compact`, `/mode`, `/help`, …).
+                    None => return Ok(json!({"stopReason": "end_turn"})),
+                }
+            }
+            None => {
+                self.client
+                    .session_prompt(&p.session_id, &text)
+                    .await?
+                    .turn_id
+            }
+        };
+        let (stop, note) = followed.wait_turn(&turn_id).await?;
         if let Some(note) = note {
             self.update(&p.session_id, updates::chunk("agent_message_chunk", &note));
         }
@@ -342,11 +405,84 @@ impl Bridge {
         self.followed(&p.session_id)?;
         let mode: Mode = p.mode_id.parse().map_err(RpcError::invalid_params)?;
         let info = self.client.session_set_mode(&p.session_id, mode).await?;
+        if let Ok(mut modes) = self.modes.lock() {
+            modes.insert(p.session_id.clone(), info.mode);
+        }
         self.update(
             &p.session_id,
             json!({"sessionUpdate": "current_mode_update", "currentModeId": info.mode.as_str()}),
         );
         Ok(json!({}))
+    }
+}
+
+impl Bridge {
+    /// `/NAME args` when the prompt's text runs one of amberd's commands.
+    async fn command_in(&self, text: &str) -> Option<(String, String)> {
+        if !text.trim_start().starts_with('/') {
+            return None;
+        }
+        let offered = commands::offered(&self.client).await.ok()?;
+        commands::parse(text, &offered).map(|(n, a)| (n.to_owned(), a.to_owned()))
+    }
+
+    /// The session's `available_commands_update`, as a line to send after the answer.
+    async fn commands_update(&self, session_id: &str) -> Vec<String> {
+        match commands::offered(&self.client).await {
+            Ok(offered) => vec![wire::notification(
+                "session/update",
+                json!({"sessionId": session_id, "update": commands::update(&offered)}),
+            )],
+            Err(e) => {
+                tracing::warn!("acp: command/list: {}", e.message);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Remembers the mode the client was told, and starts the mode watch once.
+    fn follow_mode(self: &Arc<Self>, session_id: &str, mode: Mode) {
+        if let Ok(mut modes) = self.modes.lock() {
+            modes.insert(session_id.to_owned(), mode);
+        }
+        if self.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let bridge = self.clone();
+        tokio::spawn(async move { bridge.watch_modes().await });
+    }
+
+    /// Follows `session/watch`: a followed session whose mode changed elsewhere (the TUI, a
+    /// `/mode` command, another editor) gets a `current_mode_update`.
+    async fn watch_modes(self: Arc<Self>) {
+        use futures::StreamExt;
+        let mut changes = match self.client.watch_sessions(false).await {
+            Ok(changes) => changes,
+            Err(e) => {
+                tracing::warn!(
+                    "acp: session/watch: {e}; mode changes by other clients are not shown"
+                );
+                return;
+            }
+        };
+        while let Some(Ok(change)) = changes.next().await {
+            let session = change.session;
+            let changed = self.modes.lock().ok().is_some_and(|mut modes| {
+                match modes.get_mut(&session.session_id) {
+                    Some(known) if *known != session.mode => {
+                        *known = session.mode;
+                        true
+                    }
+                    _ => false,
+                }
+            });
+            if changed {
+                self.update(
+                    &session.session_id,
+                    json!({"sessionUpdate": "current_mode_update", "currentModeId": session.mode.as_str()}),
+                );
+            }
+        }
     }
 }
 
