@@ -10,7 +10,7 @@
 //
 // Steps: initialize · new {cwd} · load {session} · list {cwd?} · prompt {text, session?, cancelOnChunk?,
 // blocks?} · set_mode {mode, session?} · wait_update {update, mode?} (until such a session/update
-// arrived). A step's session defaults to the last one created.
+// arrived) · sleep {ms}. A step's session defaults to the last one created.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -100,6 +100,10 @@ await app.connectWith(stream, async (ctx) => {
         case "set_mode": {
           const r = await ctx.request(acp.methods.agent.session.setMode, { sessionId: sid, modeId: step.mode });
           log({ kind: "result", op: step.op, result: r });
+          break;
+        }
+        case "sleep": {
+          await new Promise((r) => setTimeout(r, step.ms));
           break;
         }
         case "wait_update": {

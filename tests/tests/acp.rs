@@ -926,3 +926,44 @@ async fn stop_reasons_map_to_acp_and_resource_links_reach_the_prompt() {
         "the link reached the model"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loading_a_session_mid_reply_shows_what_streamed_before_then_the_rest() {
+    let chunks: Vec<String> = (0..12).map(|i| format!("part{i} ")).collect();
+    let whole: String = chunks.concat();
+    let mock = MockLlm::start(vec![
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 100,
+        },
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let made = daemon.rpc_ok("session/new", json!({"cwd": workspace(&daemon)}));
+    let sid = made["sessionId"].as_str().unwrap().to_owned();
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": sid, "text": "write slowly"}),
+    );
+    // Part of the reply is out before the editor loads the session.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "load", "session": sid, "cwd": workspace(&daemon)},
+            {"op": "sleep", "ms": 2500},
+        ]),
+        &[],
+    );
+    let replayed = text_of(&updates(&log, "user_message_chunk"));
+    assert_eq!(replayed, "write slowly");
+    // Nothing lost, nothing twice: the missed part, then the live deltas.
+    let said = text_of(&updates(&log, "agent_message_chunk"));
+    assert_eq!(said, whole, "{log:#?}");
+    assert!(
+        updates(&log, "agent_message_chunk").len() > 1,
+        "the live part streamed on"
+    );
+}

@@ -253,6 +253,16 @@ fn on_event(
             );
         }
         EventKind::TodoUpdated { todos } => bridge.update(session_id, updates::plan(&todos)),
+        // Loaded mid-reply: what streamed before the editor came, then the live deltas.
+        EventKind::Synced { in_progress, .. } => {
+            for item in in_progress.iter().filter(|i| !i.text.is_empty()) {
+                let kind = match item.kind {
+                    amber_proto::StreamKind::Message => "agent_message_chunk",
+                    amber_proto::StreamKind::Reasoning => "agent_thought_chunk",
+                };
+                bridge.update(session_id, updates::chunk(kind, &item.text));
+            }
+        }
         EventKind::TurnCompleted {
             stop_reason, error, ..
         } => {
