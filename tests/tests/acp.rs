@@ -5,7 +5,8 @@
 //! and allow always (a stored rule), cancel mid-stream, set_mode, list, load, an unknown
 //! session id; and, spoken raw, a
 //! malformed line (a parse error, the bridge stays up) and a client that goes away
-//! mid-turn (the turn goes on).
+//! mid-turn (the turn goes on). Also the same session in the TUI (tmux) and an editor at
+//! once: both see the stream, and the TUI's answer resolves the editor's permission request.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,6 +22,9 @@ use amber_tests::steps::{done, run_bounded, spawn};
 use amber_tests::tool_calls::{bash, call, calls, connect_approver, respond};
 use amber_tests::{TestDaemon, bin_path};
 use serde_json::{Value, json};
+
+#[path = "support/tmux.rs"]
+mod tmux;
 
 /// The SDK driver script.
 fn driver() -> PathBuf {
@@ -966,4 +970,66 @@ async fn loading_a_session_mid_reply_shows_what_streamed_before_then_the_rest() 
         updates(&log, "agent_message_chunk").len() > 1,
         "the live part streamed on"
     );
+}
+
+#[test]
+fn the_tui_and_an_editor_share_a_session_and_the_tui_answers_its_approval() {
+    let mock = MockLlm::start_blocking(vec![
+        bash("c_rm", "rm -rf build"),
+        MockTurn::text("Cleaned up the build directory."),
+        done(),
+    ]);
+    let daemon = std::sync::Arc::new(spawn(&mock));
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let d = daemon.clone();
+    let steps = json!([
+        {"op": "initialize"},
+        {"op": "new", "cwd": workspace(&daemon)},
+        {"op": "prompt", "text": "clean up the build"},
+    ]);
+    // The editor never answers: it waits for the request to be withdrawn.
+    let editor = std::thread::spawn(move || run_client(&d, steps, &["wait"]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let sid = loop {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if let Some(s) = list["sessions"].as_array().unwrap().first() {
+            break s["sessionId"].as_str().unwrap().to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no session");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+
+    let tui = tmux::Tmux::new("acp");
+    tui.start("t", &daemon, &["--session", &sid]);
+    let screen = tui.wait("t", "the editor's approval in the TUI", |s| {
+        s.contains("Approval needed")
+    });
+    assert!(screen.contains("rm -rf build"), "{screen}");
+    assert!(
+        screen.contains("clean up the build"),
+        "the editor's prompt: {screen}"
+    );
+    tui.keys("t", &["y"]);
+    let screen = tui.wait("t", "the reply in the TUI", |s| {
+        s.contains("Cleaned up the build directory.")
+    });
+    assert!(!screen.contains("Approval needed"), "{screen}");
+
+    let log = editor.join().unwrap();
+    let withdrawn: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["kind"] == "permission_withdrawn")
+        .collect();
+    assert_eq!(withdrawn.len(), 1, "{log:#?}");
+    assert_eq!(
+        text_of(&updates(&log, "agent_message_chunk")),
+        "Cleaned up the build directory."
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "the approved call did not run"
+    );
+    tui.keys("t", &["C-d"]);
+    tui.wait("t", "amber to exit", |s| s.contains("[amber exited 0]"));
 }

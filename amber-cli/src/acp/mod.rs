@@ -285,6 +285,7 @@ impl Bridge {
         if !p.cwd.is_absolute() {
             return Err(RpcError::invalid_params("cwd must be an absolute path"));
         }
+        self.ensure_watch().await;
         let params = SessionNewParams {
             cwd: p.cwd.to_string_lossy().into_owned(),
             mode: None,
@@ -301,7 +302,7 @@ impl Bridge {
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);
         Followed::start(self.clone(), info.session_id.clone(), cwd, None).await?;
-        self.follow_mode(&info.session_id, info.mode);
+        self.follow_mode(&info.session_id, info.mode).await;
         Ok(Answer {
             result: json!({"sessionId": info.session_id, "modes": modes(info.mode)}),
             then: self.commands_update(&info.session_id).await,
@@ -309,6 +310,7 @@ impl Bridge {
     }
 
     async fn session_load(self: Arc<Self>, p: LoadSessionParams) -> Result<Answer, RpcError> {
+        self.ensure_watch().await;
         let got = self.client.session_get_all(&p.session_id).await?;
         // The editor's servers join the session's own (one it already has stays connected).
         for server in p.mcp_servers {
@@ -330,7 +332,7 @@ impl Bridge {
         if !already {
             Followed::start(self.clone(), p.session_id.clone(), cwd, Some(got.last_seq)).await?;
         }
-        self.follow_mode(&p.session_id, got.session.mode);
+        self.follow_mode(&p.session_id, got.session.mode).await;
         Ok(Answer {
             result: json!({"modes": modes(got.session.mode)}),
             then: self.commands_update(&p.session_id).await,
@@ -440,48 +442,67 @@ impl Bridge {
         }
     }
 
-    /// Remembers the mode the client was told, and starts the mode watch once.
-    fn follow_mode(self: &Arc<Self>, session_id: &str, mode: Mode) {
-        if let Ok(mut modes) = self.modes.lock() {
-            modes.insert(session_id.to_owned(), mode);
-        }
+    /// Starts following `session/watch` once, and returns when it is subscribed: called
+    /// before a session is made or read, so no later mode change can slip past.
+    async fn ensure_watch(self: &Arc<Self>) {
         if self.watching.swap(true, Ordering::SeqCst) {
             return;
         }
-        let bridge = self.clone();
-        tokio::spawn(async move { bridge.watch_modes().await });
+        match self.client.watch_sessions(false).await {
+            Ok(changes) => {
+                let bridge = self.clone();
+                tokio::spawn(async move { bridge.watch_modes(changes).await });
+            }
+            Err(e) => tracing::warn!(
+                "acp: session/watch: {e}; mode changes by other clients are not shown"
+            ),
+        }
+    }
+
+    /// Remembers the mode the client was told. A change made between reading the session
+    /// and this (the watch passed it over: the session was not followed yet) is caught by
+    /// reading the mode once more.
+    async fn follow_mode(self: &Arc<Self>, session_id: &str, told: Mode) {
+        if let Ok(mut modes) = self.modes.lock() {
+            modes.insert(session_id.to_owned(), told);
+        }
+        if let Ok(now) = self
+            .client
+            .session_get_page(session_id, Some(0), None)
+            .await
+        {
+            self.mode_seen(session_id, now.session.mode);
+        }
+    }
+
+    /// A mode amberd reports for `session_id`: told to the client when it differs from
+    /// what the client was last told.
+    fn mode_seen(&self, session_id: &str, mode: Mode) {
+        let changed =
+            self.modes
+                .lock()
+                .ok()
+                .is_some_and(|mut modes| match modes.get_mut(session_id) {
+                    Some(known) if *known != mode => {
+                        *known = mode;
+                        true
+                    }
+                    _ => false,
+                });
+        if changed {
+            self.update(
+                session_id,
+                json!({"sessionUpdate": "current_mode_update", "currentModeId": mode.as_str()}),
+            );
+        }
     }
 
     /// Follows `session/watch`: a followed session whose mode changed elsewhere (the TUI, a
     /// `/mode` command, another editor) gets a `current_mode_update`.
-    async fn watch_modes(self: Arc<Self>) {
+    async fn watch_modes(self: Arc<Self>, mut changes: amber_client::SessionWatchStream) {
         use futures::StreamExt;
-        let mut changes = match self.client.watch_sessions(false).await {
-            Ok(changes) => changes,
-            Err(e) => {
-                tracing::warn!(
-                    "acp: session/watch: {e}; mode changes by other clients are not shown"
-                );
-                return;
-            }
-        };
         while let Some(Ok(change)) = changes.next().await {
-            let session = change.session;
-            let changed = self.modes.lock().ok().is_some_and(|mut modes| {
-                match modes.get_mut(&session.session_id) {
-                    Some(known) if *known != session.mode => {
-                        *known = session.mode;
-                        true
-                    }
-                    _ => false,
-                }
-            });
-            if changed {
-                self.update(
-                    &session.session_id,
-                    json!({"sessionUpdate": "current_mode_update", "currentModeId": session.mode.as_str()}),
-                );
-            }
+            self.mode_seen(&change.session.session_id, change.session.mode);
         }
     }
 }
