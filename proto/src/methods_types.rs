@@ -115,6 +115,14 @@ pub struct SessionNewParams {
     /// Work in a new git worktree of the cwd's repository (PROTOCOL.md's second wave).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::WorktreeRequest>,
+    /// amber extension: stop the session's turns once its cost reaches this many US
+    /// dollars (`budget_exceeded`); refused (-32602) when the model has no known price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<crate::CostUsd>,
+    /// amber extension: stop the session's turns once its `usage.totalTokens` reaches
+    /// this many (`budget_exceeded`), whatever the price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_total: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -369,6 +369,7 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
 fn usage_event_puts_the_last_call_at_the_top_level() {
     let last = Usage {
         cache_write_tokens: 0,
+        cost_usd: None,
         prompt_tokens: 900,
         completion_tokens: 50,
         cached_tokens: 7,

@@ -262,6 +262,8 @@ impl Bridge {
             agent: None,
             sandbox: None,
             worktree: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
         };
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);

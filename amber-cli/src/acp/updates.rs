@@ -273,6 +273,15 @@ pub fn stop_reason(
                     .into(),
             ),
         )),
+        // ACP has no budget reason; `max_turn_requests` is the nearest: a limit on the
+        // requests the agent may make was reached, and the turn ended cleanly, not failed.
+        StopReason::BudgetExceeded => Ok((
+            "max_turn_requests",
+            Some(format!(
+                "\n\n[amber stopped the turn: {} (budget_exceeded)]",
+                error.map_or("the session's budget is spent", |e| e.message.as_str())
+            )),
+        )),
         StopReason::Error => Err(RpcError::internal(
             error
                 .map(|e| format!("{}: {}", e.code, e.message))

@@ -231,6 +231,9 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         }),
         // `/new` starts beside this one: in its cwd, without a worktree of its own.
         worktree: None,
+        // A fresh session gets fresh budgets of the same size.
+        max_budget_usd: info.max_budget_usd,
+        max_tokens_total: info.max_tokens_total,
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),
