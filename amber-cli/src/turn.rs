@@ -518,6 +518,7 @@ mod tests {
         assert_eq!(exit_code(StopReason::LoopDetected), 3);
         assert_eq!(exit_code(StopReason::ToolFailures), 3);
         assert_eq!(exit_code(StopReason::MaxIterations), 3);
+        assert_eq!(exit_code(StopReason::BudgetExceeded), 3);
         assert_eq!(exit_code(StopReason::Cancelled), 130);
     }
 }
