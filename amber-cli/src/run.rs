@@ -90,7 +90,10 @@ pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             note(&summary);
         }
         if let Some(completion) = follow.tracker.completion() {
-            note(&cost_summary(completion.cost_usd, completion.session_cost_usd));
+            note(&cost_summary(
+                completion.cost_usd,
+                completion.session_cost_usd,
+            ));
         }
     }
     let timeout_note = args
@@ -635,7 +638,10 @@ fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyho
 }
 
 /// The closing stderr line of a human run: what the turn cost, or that nobody knows.
-fn cost_summary(turn: Option<amber_proto::CostUsd>, session: Option<amber_proto::CostUsd>) -> String {
+fn cost_summary(
+    turn: Option<amber_proto::CostUsd>,
+    session: Option<amber_proto::CostUsd>,
+) -> String {
     match (turn, session) {
         (Some(turn), Some(session)) if session != turn => {
             format!("cost {turn} (session {session})")

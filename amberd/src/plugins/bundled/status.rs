@@ -69,7 +69,9 @@ pub(super) fn install(c: &mut Contributions) {
             ))
         }),
         // Only for a model with a known price: an unknown cost is no cost to show.
-        ("cost", |_, s| s.info().usage.cost_usd.map(|c| c.to_string())),
+        ("cost", |_, s| {
+            s.info().usage.cost_usd.map(|c| c.to_string())
+        }),
         ("git", |_, s| {
             git_branch(s.workspace()).map(|b| format!("⎇ {b}"))
         }),
