@@ -86,14 +86,15 @@ pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !args.json {
         output::emit(follow.renderer.finish())?;
-        if let Some(summary) = denials_summary(follow.tracker.denials()) {
-            note(&summary);
-        }
+        // Before the denials: a run that had some ends with their line (scripts read it).
         if let Some(completion) = follow.tracker.completion() {
             note(&cost_summary(
                 completion.cost_usd,
                 completion.session_cost_usd,
             ));
+        }
+        if let Some(summary) = denials_summary(follow.tracker.denials()) {
+            note(&summary);
         }
     }
     let timeout_note = args
