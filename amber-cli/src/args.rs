@@ -342,6 +342,14 @@ pub struct RunArgs {
     /// this run); the turn then stops with `max_iterations` (exit 3)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_iterations: Option<u32>,
+    /// Stop the new session's turns once its cost reaches USD dollars (stopReason
+    /// `budget_exceeded`, exit 3). Refused when the model has no known price
+    #[arg(long, value_name = "USD", value_parser = budget_usd, conflicts_with = "session")]
+    pub max_budget_usd: Option<amber_proto::CostUsd>,
+    /// Stop the new session's turns once it has used N tokens in all (stopReason
+    /// `budget_exceeded`, exit 3), whatever the price
+    #[arg(long, value_name = "N", conflicts_with = "session")]
+    pub max_tokens_total: Option<u64>,
 }
 
 /// `amber-cli wait`.
@@ -363,6 +371,13 @@ fn positive_secs(text: &str) -> Result<f64, String> {
         Ok(secs) if secs.is_finite() && secs > 0.0 && secs < 1e9 => Ok(secs),
         _ => Err(format!("`{text}` is not a positive number of seconds")),
     }
+}
+
+fn budget_usd(text: &str) -> Result<amber_proto::CostUsd, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(amber_proto::CostUsd::from_usd)
+        .ok_or_else(|| format!("`{text}` is not an amount of dollars >= 0"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -734,6 +749,10 @@ mod tests {
             "1.5",
             "--max-iterations",
             "4",
+            "--max-budget-usd",
+            "0.25",
+            "--max-tokens-total",
+            "9000",
         ])
         .unwrap()
         .command
@@ -743,6 +762,8 @@ mod tests {
         assert_eq!(run.output_schema, Some(PathBuf::from("s.json")));
         assert_eq!(run.timeout, Some(1.5));
         assert_eq!(run.max_iterations, Some(4));
+        assert_eq!(run.max_budget_usd.map(|c| c.usd()), Some(0.25));
+        assert_eq!(run.max_tokens_total, Some(9000));
         let Command::Wait(wait) = parse(&["wait", "s1", "--timeout", "3", "--json"])
             .unwrap()
             .command
@@ -758,6 +779,9 @@ mod tests {
             &["run", "x", "--timeout", "-1"],
             &["run", "x", "--timeout", "soon"],
             &["run", "x", "--max-iterations", "0"],
+            &["run", "x", "--max-budget-usd", "-1"],
+            &["run", "x", "--max-budget-usd", "lots"],
+            &["run", "x", "--session", "s1", "--max-tokens-total", "5"],
             &["wait"],
             &["wait", "s1", "--timeout", "nan"],
         ] {

@@ -86,6 +86,13 @@ pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !args.json {
         output::emit(follow.renderer.finish())?;
+        // Before the denials: a run that had some ends with their line (scripts read it).
+        if let Some(completion) = follow.tracker.completion() {
+            note(&cost_summary(
+                completion.cost_usd,
+                completion.session_cost_usd,
+            ));
+        }
         if let Some(summary) = denials_summary(follow.tracker.denials()) {
             note(&summary);
         }
@@ -205,6 +212,8 @@ async fn start(
                 agent: args.agent.clone(),
                 sandbox: args.sandbox_request(),
                 worktree: args.worktree_request(),
+                max_budget_usd: args.max_budget_usd,
+                max_tokens_total: args.max_tokens_total,
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?.session_id, 0)
@@ -627,4 +636,18 @@ fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyho
     let line = ResultLine::not_started(&session_id, elapsed, code, format!("{e:#}"));
     output::line(&serde_json::to_string(&line)?)?;
     Ok(())
+}
+
+/// The closing stderr line of a human run: what the turn cost, or that nobody knows.
+fn cost_summary(
+    turn: Option<amber_proto::CostUsd>,
+    session: Option<amber_proto::CostUsd>,
+) -> String {
+    match (turn, session) {
+        (Some(turn), Some(session)) if session != turn => {
+            format!("cost {turn} (session {session})")
+        }
+        (Some(turn), _) => format!("cost {turn}"),
+        (None, _) => "cost unknown (no price for the model: see [[provider.prices]])".to_owned(),
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use amber_proto::{ErrorInfo, Event, EventKind, Role, StopReason, ToolStatus, Usage};
+use amber_proto::{CostUsd, ErrorInfo, Event, EventKind, Role, StopReason, ToolStatus, Usage};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,9 +23,10 @@ pub fn exit_code(stop: StopReason) -> u8 {
     match stop {
         StopReason::EndTurn => exit::OK,
         StopReason::Error => exit::ERROR,
-        StopReason::LoopDetected | StopReason::ToolFailures | StopReason::MaxIterations => {
-            exit::STOPPED
-        }
+        StopReason::LoopDetected
+        | StopReason::ToolFailures
+        | StopReason::MaxIterations
+        | StopReason::BudgetExceeded => exit::STOPPED,
         StopReason::Cancelled => exit::CANCELLED,
     }
 }
@@ -71,6 +72,13 @@ pub struct ResultLine {
     /// The final answer parsed and valid against `--output-schema` (`turn_completed.output`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// What the turn cost (`turn_completed.costUsd`); absent when the model's price is
+    /// unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<CostUsd>,
+    /// The session's total cost after the turn (`turn_completed.sessionCostUsd`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_cost_usd: Option<CostUsd>,
 }
 
 impl ResultLine {
@@ -89,6 +97,8 @@ impl ResultLine {
             permission_denials: Vec::new(),
             error: Some(ErrorInfo { code, message }),
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         }
     }
 }
@@ -146,6 +156,8 @@ pub struct Completion {
     pub error: Option<ErrorInfo>,
     pub usage: Usage,
     pub output: Option<Value>,
+    pub cost_usd: Option<CostUsd>,
+    pub session_cost_usd: Option<CostUsd>,
 }
 
 /// Collects what matters of one turn from its events.
@@ -231,12 +243,16 @@ impl TurnTracker {
                 error,
                 usage,
                 output,
+                cost_usd,
+                session_cost_usd,
             } => {
                 self.completion = Some(Completion {
                     stop_reason: *stop_reason,
                     error: error.clone(),
                     usage: *usage,
                     output: output.clone(),
+                    cost_usd: *cost_usd,
+                    session_cost_usd: *session_cost_usd,
                 });
             }
             _ => {}
@@ -254,6 +270,10 @@ impl TurnTracker {
 
     /// The result line once the turn completed; a client-side failure otherwise.
     pub fn result_line(&self, session_id: &str, duration_ms: u64) -> ResultLine {
+        let (cost_usd, session_cost_usd) = self
+            .completion
+            .as_ref()
+            .map_or((None, None), |c| (c.cost_usd, c.session_cost_usd));
         let (stop, error, usage, output) = match &self.completion {
             Some(c) => (c.stop_reason, c.error.clone(), c.usage, c.output.clone()),
             None => (
@@ -278,6 +298,8 @@ impl TurnTracker {
             permission_denials: self.denials.clone(),
             error,
             output,
+            cost_usd,
+            session_cost_usd,
         }
     }
 
@@ -496,6 +518,7 @@ mod tests {
         assert_eq!(exit_code(StopReason::LoopDetected), 3);
         assert_eq!(exit_code(StopReason::ToolFailures), 3);
         assert_eq!(exit_code(StopReason::MaxIterations), 3);
+        assert_eq!(exit_code(StopReason::BudgetExceeded), 3);
         assert_eq!(exit_code(StopReason::Cancelled), 130);
     }
 }

@@ -55,6 +55,8 @@ fn app() -> App {
         agent: None,
         sandbox: None,
         worktree: None,
+        max_budget_usd: None,
+        max_tokens_total: None,
     };
     app.load_snapshot(info, Vec::new(), Vec::new());
     app

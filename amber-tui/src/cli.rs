@@ -36,6 +36,13 @@ pub struct Args {
     /// same files.
     #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = "")]
     pub worktree: Option<String>,
+    /// Stop a new session's turns once its cost reaches USD dollars (`budget_exceeded`);
+    /// refused when the model has no known price.
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    pub max_budget_usd: Option<amber_proto::CostUsd>,
+    /// Stop a new session's turns once it has used N tokens in all (`budget_exceeded`).
+    #[arg(long, value_name = "N")]
+    pub max_tokens_total: Option<u64>,
     /// Attach to this session instead of starting one.
     #[arg(long, value_name = "ID", conflicts_with = "resume")]
     pub session: Option<String>,
@@ -66,6 +73,13 @@ pub enum Command {
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse()
+}
+
+fn parse_budget(s: &str) -> Result<amber_proto::CostUsd, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(amber_proto::CostUsd::from_usd)
+        .ok_or_else(|| format!("`{s}` is not an amount of dollars >= 0"))
 }
 
 fn parse_sandbox(s: &str) -> Result<SandboxMode, String> {

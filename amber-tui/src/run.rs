@@ -106,6 +106,8 @@ async fn new_session(client: &Client, cwd: &Path, args: &Args) -> Result<Session
         agent: args.agent.clone(),
         sandbox: args.sandbox_request(),
         worktree: args.worktree_request(),
+        max_budget_usd: args.max_budget_usd,
+        max_tokens_total: args.max_tokens_total,
         ..SessionNewParams::default()
     };
     Ok(client.session_new(&params).await?)

@@ -56,6 +56,7 @@ fn variant_index(kind: &EventKind) -> usize {
 fn samples() -> Vec<EventKind> {
     let usage = Usage {
         cache_write_tokens: 0,
+        cost_usd: None,
         prompt_tokens: 1200,
         completion_tokens: 80,
         cached_tokens: 1000,
@@ -175,6 +176,8 @@ fn samples() -> Vec<EventKind> {
             }),
             usage,
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         },
         EventKind::HookFailed {
             hook_event: "post_tool_use".into(),

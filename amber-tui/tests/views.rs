@@ -530,3 +530,35 @@ fn session_switcher_lists_waiting_sessions_first() {
     );
     assert!(app.switcher.is_none());
 }
+
+#[test]
+fn status_line_shows_the_session_cost_when_the_model_has_a_price() {
+    let mut app = app_with(&every_cell()[..3]);
+    let seg = |name: &str, text: &str| StatusSegmentInfo {
+        name: name.into(),
+        text: text.into(),
+    };
+    app.set_status(
+        vec![
+            seg("model", "claude-sonnet-4-5"),
+            seg("tokens", "0 tok"),
+            seg("cost", "$0.00"),
+        ],
+        None,
+    );
+    app.live.seed(&Usage::default());
+    // A `usage` event's session total (`total.costUsd`) moves the segment at once.
+    app.apply_event(ev(
+        Some(9),
+        json!({"type": "usage", "turnId": "t_1",
+               "promptTokens": 1000, "completionTokens": 200, "cachedTokens": 0,
+               "totalTokens": 1200, "costUsd": 0.2,
+               "usage": {"promptTokens": 1000, "completionTokens": 200, "cachedTokens": 0,
+                         "totalTokens": 1200, "costUsd": 0.2},
+               "total": {"promptTokens": 30000, "completionTokens": 2000, "cachedTokens": 0,
+                         "totalTokens": 32000, "costUsd": 0.4213},
+               "sessionCostUsd": 0.4213}),
+    ));
+    let s = screen(&mut app, 80, 24);
+    assert_snapshot!("status_line_cost", s.lines().last().unwrap());
+}

@@ -171,6 +171,12 @@ pub struct AgentConfig {
     pub instruction_files: Vec<String>,
     /// Most bytes of instruction file text in the prompt (nearest files kept first).
     pub instructions_max_bytes: usize,
+    /// Every new session's spending cap in US dollars (`session/new {maxBudgetUsd}`
+    /// replaces it); sessions whose model has no known price are refused while it is set.
+    pub max_budget_usd: Option<amber_proto::CostUsd>,
+    /// Every new session's cap on its total tokens (`session/new {maxTokensTotal}`
+    /// replaces it).
+    pub max_tokens_total: Option<u64>,
 }
 
 impl Default for AgentConfig {
@@ -185,6 +191,8 @@ impl Default for AgentConfig {
                 .map(String::from)
                 .to_vec(),
             instructions_max_bytes: crate::instructions::DEFAULT_MAX_BYTES,
+            max_budget_usd: None,
+            max_tokens_total: None,
         }
     }
 }
@@ -390,7 +398,25 @@ impl Config {
         config.tools.check()?;
         config.sandbox.check()?;
         crate::hooks::spec::check_all(&config.hooks)?;
+        config.check_prices()?;
         Ok(config)
+    }
+
+    /// A price that cannot be used (no model, a negative number) is a config error, not a
+    /// model silently left without a price.
+    fn check_prices(&self) -> Result<(), String> {
+        let named = self
+            .providers
+            .iter()
+            .map(|(name, p)| (format!("providers.{name}"), &p.prices));
+        for (table, prices) in
+            std::iter::once(("provider".to_owned(), &self.provider.prices)).chain(named)
+        {
+            if let Some(why) = prices.iter().find_map(amber_llm::PriceSetting::invalid) {
+                return Err(format!("[[{table}.prices]]: {why}"));
+            }
+        }
+        Ok(())
     }
 
     /// Applies the `AMBER_*` overrides that are not about the endpoint.

@@ -80,6 +80,9 @@ pub enum StopReason {
     ToolFailures,
     MaxIterations,
     Error,
+    /// amber extension: the session's cost (`maxBudgetUsd`) or tokens (`maxTokensTotal`)
+    /// reached its budget; the turn stopped before its next model request.
+    BudgetExceeded,
 }
 
 impl StopReason {
@@ -91,6 +94,7 @@ impl StopReason {
             StopReason::ToolFailures => "tool_failures",
             StopReason::MaxIterations => "max_iterations",
             StopReason::Error => "error",
+            StopReason::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -204,12 +208,16 @@ pub enum EventKind {
     /// Usage of the last LLM call (`usage`) and the session's running total (`total`).
     /// The last call's fields are also at the top level of the event (`call`, flattened:
     /// PROTOCOL.md calls the event itself the last call's usage). Build it with
-    /// [`EventKind::usage`], which keeps the two copies equal.
+    /// [`EventKind::usage`], which keeps the two copies equal. With a known price the
+    /// call's cost is `costUsd` (from `call`) and the session's `sessionCostUsd`.
     Usage {
         usage: Usage,
         total: Usage,
         #[serde(flatten)]
         call: Usage,
+        /// amber extension: the session's total cost so far (`total.costUsd`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_cost_usd: Option<crate::CostUsd>,
     },
     TodoUpdated {
         todos: Vec<Todo>,
@@ -233,6 +241,13 @@ pub enum EventKind {
         /// The final answer parsed and valid against the prompt's `outputSchema`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<Value>,
+        /// amber extension: what the turn cost (`usage.costUsd`; 0 for a turn that made
+        /// no request), when the model's price is known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<crate::CostUsd>,
+        /// amber extension: the session's total cost after the turn, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_cost_usd: Option<crate::CostUsd>,
     },
     Error {
         code: String,
@@ -308,6 +323,7 @@ impl EventKind {
             usage: last,
             total,
             call: last,
+            session_cost_usd: total.cost_usd,
         }
     }
 

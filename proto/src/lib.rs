@@ -6,6 +6,7 @@
 
 pub mod automation;
 pub mod checkpoints;
+pub mod cost;
 pub mod errors;
 pub mod events;
 pub mod extensions;
@@ -22,6 +23,7 @@ pub mod watch;
 
 pub use automation::*;
 pub use checkpoints::*;
+pub use cost::CostUsd;
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
 };

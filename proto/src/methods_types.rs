@@ -120,6 +120,14 @@ pub struct SessionNewParams {
     /// the session (reconnected when it is loaded again) and removed with it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<crate::SessionMcpServer>,
+    /// amber extension: stop the session's turns once its cost reaches this many US
+    /// dollars (`budget_exceeded`); refused (-32602) when the model has no known price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<crate::CostUsd>,
+    /// amber extension: stop the session's turns once its `usage.totalTokens` reaches
+    /// this many (`budget_exceeded`), whatever the price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_total: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -42,6 +42,12 @@ impl std::str::FromStr for Mode {
 }
 
 /// Token accounting, for one LLM call or a session total.
+///
+/// `promptTokens` counts every input token of the request, cached ones included:
+/// `cachedTokens` (read from the provider's prompt cache) and `cacheWriteTokens` (written
+/// to it) are parts of it, as OpenAI's `prompt_tokens` includes its cached tokens. Dialects
+/// whose provider reports them apart (Anthropic's `input_tokens` excludes both) add them up;
+/// pricing (`amber_llm::prices`) relies on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
@@ -57,6 +63,10 @@ pub struct Usage {
     /// `cache_creation_input_tokens`); absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// amber extension: what these tokens cost at the model's price; absent when the
+    /// model has no known price. A sum counts the calls that had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<crate::CostUsd>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -70,6 +80,10 @@ impl Usage {
         self.cached_tokens += other.cached_tokens;
         self.total_tokens += other.total_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -120,6 +134,14 @@ pub struct SessionInfo {
     /// The git worktree the session works in (`session/new {worktree}`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::WorktreeInfo>,
+    /// amber extension: the session's spending cap (`session/new {maxBudgetUsd}`, else
+    /// `[agent] max_budget_usd`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<crate::CostUsd>,
+    /// amber extension: the session's cap on `usage.totalTokens` (`session/new
+    /// {maxTokensTotal}`, else `[agent] max_tokens_total`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_total: Option<u64>,
 }
 
 /// Where a tool comes from.

@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use amber_proto::{Event, EventKind, McpStatus, StopReason, Usage, methods};
+use amber_proto::{CostUsd, Event, EventKind, McpStatus, StopReason, Usage, methods};
 use common::{Check, rt, run_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -80,6 +80,13 @@ const T: &str = "2025-01-02T03:04:05.678Z";
 
 fn usage(p: u64, c: u64) -> Value {
     json!({"promptTokens": p, "completionTokens": c, "cachedTokens": 0, "totalTokens": p + c})
+}
+
+/// A `Usage` with a cost (amber extension `costUsd`).
+fn priced(p: u64, c: u64, cost: f64) -> Value {
+    let mut u = usage(p, c);
+    u["costUsd"] = json!(cost);
+    u
 }
 
 /// A durable event: envelope with `seq` and `turnId`, then the type's fields.
@@ -260,6 +267,20 @@ fn event_cases() -> Vec<Value> {
                    "command": ["./guard.sh"], "reason": "timed out after 10000 ms",
                    "toolCallId": "c_3"}),
         ),
+        // amber: costs with a known price, and a turn stopped by its budget.
+        durable(
+            28,
+            json!({"type": "usage", "usage": priced(900, 50, 0.0031), "total": priced(2900, 150, 0.0102),
+                   "promptTokens": 900, "completionTokens": 50, "cachedTokens": 0,
+                   "totalTokens": 950, "costUsd": 0.0031, "sessionCostUsd": 0.0102}),
+        ),
+        durable(
+            29,
+            json!({"type": "turn_completed", "stopReason": "budget_exceeded",
+                   "error": {"code": "budget_exceeded", "message": "budget exceeded: the session \
+                             has spent $0.010200 of its $0.010000 budget (maxBudgetUsd)"},
+                   "usage": priced(0, 0, 0.0), "costUsd": 0.0, "sessionCostUsd": 0.0102}),
+        ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),
     ]
@@ -369,6 +390,7 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
 fn usage_event_puts_the_last_call_at_the_top_level() {
     let last = Usage {
         cache_write_tokens: 0,
+        cost_usd: None,
         prompt_tokens: 900,
         completion_tokens: 50,
         cached_tokens: 7,
@@ -389,6 +411,40 @@ fn usage_event_puts_the_last_call_at_the_top_level() {
         assert_eq!(value["usage"][key], json!(n), "{key}: {value}");
     }
     assert_eq!(value["total"]["promptTokens"], json!(2900));
+}
+
+#[test]
+fn costs_are_plain_usd_numbers_and_absent_without_a_price() {
+    let mut last = Usage {
+        prompt_tokens: 1000,
+        cached_tokens: 400,
+        completion_tokens: 100,
+        total_tokens: 1100,
+        ..Usage::default()
+    };
+    // No price: no cost field anywhere.
+    let value = serde_json::to_value(EventKind::usage(last, last)).unwrap();
+    for place in [&value, &value["usage"], &value["total"]] {
+        assert!(place.get("costUsd").is_none(), "{value}");
+    }
+    assert!(value.get("sessionCostUsd").is_none(), "{value}");
+
+    last.cost_usd = CostUsd::from_usd(0.001);
+    let mut total = last;
+    total.add(&last);
+    let value = serde_json::to_value(EventKind::usage(last, total)).unwrap();
+    assert_eq!(value["costUsd"], json!(0.001), "the call's: {value}");
+    assert_eq!(value["usage"]["costUsd"], json!(0.001));
+    assert_eq!(
+        value["total"]["costUsd"],
+        json!(0.002),
+        "the session's: {value}"
+    );
+    assert_eq!(value["sessionCostUsd"], json!(0.002));
+    // A sum with a call that had no price keeps the known part.
+    let mut mixed = total;
+    mixed.add(&Usage::default());
+    assert_eq!(mixed.cost_usd, total.cost_usd);
 }
 
 #[test]

@@ -133,6 +133,18 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
             rt::<SessionNewParams>,
             json!({"cwd": "/home/u/proj", "agent": "plan"}),
         ),
+        (
+            "session/new params (budgets)",
+            rt::<SessionNewParams>,
+            json!({"cwd": "/home/u/proj", "maxBudgetUsd": 2.5, "maxTokensTotal": 500000}),
+        ),
+        ("session/new result (budgets, cost)", rt::<SessionInfo>, {
+            let mut info = session_info();
+            info["maxBudgetUsd"] = json!(2.5);
+            info["maxTokensTotal"] = json!(500_000);
+            info["usage"]["costUsd"] = json!(0.0421);
+            info
+        }),
         ("session/new result (agent)", rt::<SessionInfo>, {
             let mut info = session_info();
             info["agent"] = json!("plan");
@@ -424,6 +436,7 @@ fn enum_values_are_snake_case() {
         "tool_failures",
         "max_iterations",
         "error",
+        "budget_exceeded",
     ] {
         cases.push(("StopReason", rt::<StopReason>, s(v)));
     }
@@ -475,6 +488,7 @@ fn enum_string_helpers_match_the_wire() {
         StopReason::ToolFailures,
         StopReason::MaxIterations,
         StopReason::Error,
+        StopReason::BudgetExceeded,
     ] {
         assert_eq!(
             serde_json::to_value(reason).unwrap(),

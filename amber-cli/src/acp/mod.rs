@@ -298,6 +298,8 @@ impl Bridge {
             worktree: None,
             // The editor's servers, for this session only (amberd connects them).
             mcp_servers: p.mcp_servers,
+            max_budget_usd: None,
+            max_tokens_total: None,
         };
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);

@@ -273,6 +273,15 @@ pub fn stop_reason(
                     .into(),
             ),
         )),
+        // ACP has no budget reason; `max_turn_requests` is the nearest: a limit on the
+        // requests the agent may make was reached, and the turn ended cleanly, not failed.
+        StopReason::BudgetExceeded => Ok((
+            "max_turn_requests",
+            Some(format!(
+                "\n\n[amber stopped the turn: {} (budget_exceeded)]",
+                error.map_or("the session's budget is spent", |e| e.message.as_str())
+            )),
+        )),
         StopReason::Error => Err(RpcError::internal(
             error
                 .map(|e| format!("{}: {}", e.code, e.message))
@@ -403,6 +412,14 @@ mod tests {
         assert_eq!(reason, "end_turn");
         assert!(note.unwrap().contains("loop_detected"));
         assert!(stop_reason(StopReason::Error, None).is_err());
+        // A spent budget is a clean stop with the reason said, not a failed prompt.
+        let spent = amber_proto::ErrorInfo {
+            code: "budget_exceeded".into(),
+            message: "budget exceeded: the session has spent $0.5 of its $0.5 budget".into(),
+        };
+        let (reason, note) = stop_reason(StopReason::BudgetExceeded, Some(&spent)).unwrap();
+        assert_eq!(reason, "max_turn_requests");
+        assert!(note.unwrap().contains("of its $0.5 budget"));
     }
 
     #[test]

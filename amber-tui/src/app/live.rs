@@ -8,7 +8,7 @@
 //! of what streamed since — a quarter token per character, the usual rule of thumb — until
 //! the next `usage` event replaces the estimate with the truth.
 
-use amber_proto::{ContextUse, StatusSegmentInfo, Usage};
+use amber_proto::{ContextUse, CostUsd, StatusSegmentInfo, Usage};
 
 use crate::transcript::cell::tokens;
 
@@ -20,6 +20,8 @@ const CHARS_PER_TOKEN: u64 = 4;
 pub struct LiveStatus {
     /// The session's total tokens as last reported.
     total_tokens: Option<u64>,
+    /// The session's total cost as last reported (none: the model has no known price).
+    cost: Option<CostUsd>,
     /// The context use as `status/get` last reported it (its window is what matters).
     context: Option<ContextUse>,
     /// Characters of replies and reasoning streamed since the last report.
@@ -37,6 +39,7 @@ impl LiveStatus {
     /// The session's info at attach: its total so far.
     pub fn seed(&mut self, usage: &Usage) {
         self.total_tokens = Some(total_of(usage));
+        self.cost = usage.cost_usd;
     }
 
     /// `status/get` answered: its `context` numbers are the new baseline.
@@ -80,6 +83,7 @@ impl LiveStatus {
     /// A `usage` event: the truth about the call that just ended.
     pub fn usage(&mut self, call: &Usage, total: &Usage) {
         self.total_tokens = Some(total_of(total));
+        self.cost = total.cost_usd.or(self.cost);
         if let Some(ctx) = &mut self.context {
             ctx.tokens = call.prompt_tokens + call.completion_tokens;
         }
@@ -102,7 +106,7 @@ impl LiveStatus {
         self.streamed_chars.div_ceil(CHARS_PER_TOKEN)
     }
 
-    /// The daemon's segments with `tokens` and `context` replaced by the live numbers
+    /// The daemon's segments with `tokens`, `cost` and `context` replaced by the live numbers
     /// (marked `~` while they include an estimate) when those are newer.
     pub fn segments(&self, daemon: &[StatusSegmentInfo]) -> Vec<String> {
         let estimate = self.estimate();
@@ -116,6 +120,8 @@ impl LiveStatus {
                     Some(total) => format!("{approx}{} tok", tokens(total + estimate)),
                     None => s.text.clone(),
                 },
+                // Only the cost of what ended: streamed text has no price yet.
+                "cost" => self.cost.map_or_else(|| s.text.clone(), |c| c.to_string()),
                 "context" => match self.context {
                     Some(ctx) if ctx.window > 0 => {
                         let pct = (ctx.tokens + estimate).saturating_mul(100) / ctx.window;
@@ -201,6 +207,25 @@ mod tests {
         live.set_context(None);
         // A status refresh after the usage event: the daemon's text is as new.
         assert_eq!(live.segments(&daemon), ["ctx 5%", "1.2k tok"]);
+    }
+
+    #[test]
+    fn the_cost_segment_follows_the_session_total_of_usage_events() {
+        let daemon = [seg("tokens", "0 tok"), seg("cost", "$0.00")];
+        let mut live = LiveStatus::default();
+        live.seed(&Usage {
+            cost_usd: CostUsd::from_usd(0.0),
+            ..Usage::default()
+        });
+        let priced = |usd: f64| Usage {
+            cost_usd: CostUsd::from_usd(usd),
+            ..usage(1000, 200)
+        };
+        live.usage(&priced(0.2), &priced(0.4213));
+        assert_eq!(live.segments(&daemon), ["1.2k tok", "$0.42"]);
+        // Streaming moves the tokens, never the cost: nothing is billed until usage says so.
+        live.streamed(&"x".repeat(4000));
+        assert_eq!(live.segments(&daemon)[1], "$0.42");
     }
 
     #[test]

@@ -227,6 +227,8 @@ mod tests {
             agent: None,
             sandbox: None,
             worktree: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
         }
     }
 

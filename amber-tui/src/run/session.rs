@@ -103,7 +103,8 @@ enum Msg {
     Diff(String, DiffFor, Result<CheckpointDiffResult, String>),
     Rewound(RewindRequest, Result<SessionRewindResult, String>),
     /// The fork's label (see [`Action::Fork`]) and the answer.
-    Forked(Option<String>, Result<SessionInfo, String>),
+    // Boxed: a SessionInfo is several times the size of every other message.
+    Forked(Option<String>, Result<Box<SessionInfo>, String>),
     /// `session/list`'s answer, for the switcher.
     Sessions(Vec<SessionInfo>),
     /// A new watch (after a reconnection), with the list read after it.
@@ -530,7 +531,7 @@ async fn on_msg(
         Msg::Checkpoints(purpose, r) => app.on_checkpoints(purpose, r, crate::run::now_unix()),
         Msg::Diff(turn_id, into, r) => app.on_checkpoint_diff(turn_id, into, r),
         Msg::Rewound(request, r) => app.on_rewound(request, r),
-        Msg::Forked(label, r) => app.on_forked(label, r),
+        Msg::Forked(label, r) => app.on_forked(label, r.map(|info| *info)),
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
@@ -671,6 +672,7 @@ async fn perform(
                     let r = c
                         .request::<m::SessionFork>(&params)
                         .await
+                        .map(Box::new)
                         .map_err(|e| e.to_string());
                     let _ = tx.send(Msg::Forked(label, r));
                 });

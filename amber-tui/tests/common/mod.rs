@@ -48,6 +48,8 @@ pub fn info(state: SessionState) -> SessionInfo {
         agent: None,
         sandbox: None,
         worktree: None,
+        max_budget_usd: None,
+        max_tokens_total: None,
     }
 }
 

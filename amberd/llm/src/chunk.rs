@@ -360,6 +360,7 @@ fn usage(v: &Value) -> Option<Usage> {
     let total_tokens = count(v, &["total_tokens"]).unwrap_or(prompt_tokens + completion_tokens);
     Some(Usage {
         cache_write_tokens: 0,
+        cost_usd: None,
         prompt_tokens,
         completion_tokens,
         cached_tokens,

@@ -99,6 +99,7 @@ async fn text_basic() {
         r.usage,
         Some(Usage {
             cache_write_tokens: 0,
+            cost_usd: None,
             prompt_tokens: 12,
             completion_tokens: 4,
             cached_tokens: 0,
@@ -226,6 +227,7 @@ async fn usage_only_final_chunk_with_cached_tokens() {
         r.unwrap().usage,
         Some(Usage {
             cache_write_tokens: 0,
+            cost_usd: None,
             prompt_tokens: 1000,
             completion_tokens: 20,
             cached_tokens: 768,

@@ -31,6 +31,7 @@ fn reasoning_of(events: &[StreamEvent]) -> String {
 fn usage(prompt: u64, completion: u64, cached: u64, total: u64) -> Option<Usage> {
     Some(Usage {
         cache_write_tokens: 0,
+        cost_usd: None,
         prompt_tokens: prompt,
         completion_tokens: completion,
         cached_tokens: cached,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::dialect::make_dialect_with;
 use super::endpoint::{Endpoint, non_blank};
 use super::presets::{MaxTokensField, Preset, Quirks, all_presets, preset};
+use super::prices::{Price, price_for};
 use super::provider::{DialectFactory, ProviderLookup};
 use super::provider_settings::{NamedProviderSettings, ProviderSettings};
 use super::{LlmClient, LlmSettings};
@@ -208,6 +209,28 @@ impl LlmPool {
             |_| self.settings().endpoint.model.clone(),
             |r| r.settings.model,
         )
+    }
+
+    /// The price of `model` on `provider` (`None`: the default): the provider's
+    /// `prices` entries, else the built-in table for its preset name or flavor. `None`:
+    /// unknown (and for a provider name that does not resolve).
+    pub fn price(&self, provider: Option<&str>, model: &str) -> Option<Price> {
+        let settings = self.settings();
+        match self.named(provider) {
+            None => price_for(
+                &settings.provider.prices,
+                &[settings.endpoint.flavor.as_str()],
+                model,
+            ),
+            Some(name) => {
+                let flavor = self.resolve_named(name).ok()?.settings.flavor;
+                let own = settings
+                    .tables
+                    .get(name)
+                    .map_or(&[][..], |t| t.prices.as_slice());
+                price_for(own, &[name, flavor.as_str()], model)
+            }
+        }
     }
 
     /// A session's `provider` choice: `Ok(None)` for the default (empty or `default`), the

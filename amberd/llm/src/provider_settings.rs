@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::MaxTokensField;
+use super::prices::PriceSetting;
 
 /// The default provider: an OpenAI-compatible endpoint, plus the retry and timeout knobs
 /// of every provider.
@@ -36,6 +37,8 @@ pub struct ProviderSettings {
     /// Overrides the flavor's structured-output quirk: `false` sends an output schema as an
     /// instruction instead of `response_format`.
     pub structured_output: Option<bool>,
+    /// `[[provider.prices]]`: model prices that win over the built-in table.
+    pub prices: Vec<PriceSetting>,
 }
 
 /// One named provider. Unset values come from the preset of that name (else of `flavor`);
@@ -54,6 +57,8 @@ pub struct NamedProviderSettings {
     pub include_usage: Option<bool>,
     pub max_tokens_field: Option<MaxTokensField>,
     pub structured_output: Option<bool>,
+    /// `[[providers.NAME.prices]]`: model prices that win over the built-in table.
+    pub prices: Vec<PriceSetting>,
 }
 
 impl Default for ProviderSettings {
@@ -74,6 +79,7 @@ impl Default for ProviderSettings {
             include_usage: None,
             max_tokens_field: None,
             structured_output: None,
+            prices: Vec::new(),
         }
     }
 }

@@ -54,7 +54,20 @@ pub trait AgentHooks: Send + Sync {
     fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
     }
+    /// The price of the loop's model, when known: each call's usage then carries its cost.
+    /// None by default.
+    fn price(&self) -> Option<amber_llm::Price> {
+        None
+    }
+    /// Why no further model request may be made (the session's budget is spent), if so.
+    /// Asked before every request. Never by default.
+    fn budget_exceeded(&self) -> Option<String> {
+        None
+    }
 }
+
+/// The error code (and `error` event) of a turn stopped by its session's budget.
+pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
 
 /// Everything one turn needs besides the context.
 pub struct TurnEnv<'a> {
@@ -215,6 +228,11 @@ impl Turn<'_, '_> {
         let env = self.env;
         if env.cancel.is_cancelled() {
             return ControlFlow::Break((StopReason::Cancelled, None));
+        }
+        // Before the request, compaction's included: a spent budget pays for nothing more.
+        if let Some(message) = env.hooks.budget_exceeded() {
+            let (_, error) = self.fail(BUDGET_EXCEEDED, message, false);
+            return ControlFlow::Break((StopReason::BudgetExceeded, error));
         }
         let (snapshot, estimated) = self
             .compaction_gate(context, compact_env, &mut state.compaction)
@@ -531,9 +549,13 @@ impl Turn<'_, '_> {
     }
 }
 
-/// Accounts one LLM call's usage: the turn's (`spent`), the session total, and a durable
-/// `usage` event. Every request the loop makes goes through here, compaction's included.
-pub(crate) fn record_usage(hooks: &dyn AgentHooks, spent: &mut Usage, usage: Usage) {
+/// Accounts one LLM call's usage, with its cost when the model has a price: the turn's
+/// (`spent`), the session total, and a durable `usage` event. Every request the loop makes goes through here, compaction's included.
+pub(crate) fn record_usage(hooks: &dyn AgentHooks, spent: &mut Usage, mut usage: Usage) {
+    // Priced here, once, so that every sum of it (turn, sub-agents, session) adds costs.
+    if let Some(price) = hooks.price() {
+        usage.cost_usd = Some(price.cost(&usage));
+    }
     spent.add(&usage);
     let total = hooks.add_usage(&usage);
     hooks.emit(EventKind::usage(usage, total));

@@ -132,6 +132,8 @@ impl FakeSession {
                 sandbox: None,
                 agent: None,
                 worktree: None,
+                max_budget_usd: None,
+                max_tokens_total: None,
             }),
             workspace: PathBuf::from("/nonexistent/workspace"),
             tools: SessionTools::detached(),

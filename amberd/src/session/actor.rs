@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use amber_proto::SessionCompactResult;
-use amber_proto::{EventKind, Mode, SessionChangeKind, SessionState, Usage};
+use amber_proto::{CostUsd, EventKind, Mode, SessionChangeKind, SessionState, Usage};
 use amber_store::context::Context;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -130,6 +130,9 @@ async fn run_prompt(
     let mut hooks = TurnHooks {
         shared,
         turn_id,
+        price: deps
+            .llm
+            .price(shared.provider().as_deref(), &shared.model()),
         extra_context: None,
         gate: SessionGate {
             shared,
@@ -209,6 +212,8 @@ async fn run_prompt(
         error: outcome.error,
         usage: outcome.usage,
         output: outcome.output,
+        cost_usd: None,
+        session_cost_usd: None,
     });
     shared
         .hooks
@@ -243,6 +248,8 @@ fn prompt_blocked(
         }),
         usage: Usage::default(),
         output: None,
+        cost_usd: None,
+        session_cost_usd: None,
     });
     shared
         .hooks
@@ -269,6 +276,7 @@ async fn compact_now(
     let hooks = TurnHooks {
         shared,
         turn_id: "",
+        price: deps.llm.price(provider.as_deref(), &shared.model()),
         extra_context: None,
         gate: SessionGate {
             shared,
@@ -336,6 +344,8 @@ fn ensure_system_prompt(shared: &SessionShared, context: &mut Context) {
 struct TurnHooks<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
+    /// The session model's price, read when the turn began.
+    price: Option<amber_llm::Price>,
     /// What the `user_prompt` hooks added to this turn's model input.
     extra_context: Option<String>,
     gate: SessionGate<'a>,
@@ -344,8 +354,20 @@ struct TurnHooks<'a> {
 impl AgentHooks for TurnHooks<'_> {
     fn emit(&self, mut kind: EventKind) {
         // The loop counts its own calls; its sub-agents' run inside the `task` tool.
-        if let EventKind::TurnCompleted { usage, .. } = &mut kind {
+        if let EventKind::TurnCompleted {
+            usage,
+            cost_usd,
+            session_cost_usd,
+            ..
+        } = &mut kind
+        {
             usage.add(&self.shared.take_subagent_usage());
+            // A priced turn that made no request cost nothing, which is worth saying.
+            if self.price.is_some() {
+                usage.cost_usd.get_or_insert(CostUsd::ZERO);
+            }
+            *cost_usd = usage.cost_usd;
+            *session_cost_usd = self.shared.info().usage.cost_usd.or(*cost_usd);
         }
         // A manual compaction runs outside any turn.
         let turn = Some(self.turn_id).filter(|t| !t.is_empty());
@@ -358,6 +380,14 @@ impl AgentHooks for TurnHooks<'_> {
 
     fn add_usage(&self, usage: &Usage) -> Usage {
         self.shared.add_usage(usage)
+    }
+
+    fn price(&self) -> Option<amber_llm::Price> {
+        self.price
+    }
+
+    fn budget_exceeded(&self) -> Option<String> {
+        self.shared.budget_exceeded()
     }
 
     fn context_changed(&self, context: &Context) {

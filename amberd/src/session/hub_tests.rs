@@ -161,6 +161,8 @@ fn only_events_that_matter_are_synced() {
             error: None,
             usage: amber_proto::Usage::default(),
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         },
     );
     let stored = store.0.lock().unwrap().clone();
@@ -222,6 +224,8 @@ fn a_late_subscriber_gets_the_streaming_text_it_missed_and_live_continues_there(
             error: None,
             usage: Default::default(),
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         },
     );
     assert!(hub.subscribe(None).in_progress.is_empty());

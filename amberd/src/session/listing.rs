@@ -101,6 +101,8 @@ mod tests {
             worktree: None,
             sandbox: None,
             agent: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
         }
     }
 

@@ -153,6 +153,16 @@ impl SessionManager {
         validate_mcp_servers(&params.mcp_servers)?;
         let id = uuid::Uuid::new_v4().to_string();
         let deps = &self.deps;
+        let model = params
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| defaults.and_then(|d| d.model.clone()))
+            .unwrap_or_else(|| match &provider {
+                Some(p) => deps.llm.default_model(Some(p)),
+                None => deps.live().endpoint.model.clone(),
+            });
+        let budgets = self.budgets(&params, provider.as_deref(), &model)?;
         // Last of the checks, since it is the one that makes something.
         let worktree = match params.worktree.as_ref().and_then(|w| w.options()) {
             Some(options) => Some(persist::blocking(|| {
@@ -172,11 +182,6 @@ impl SessionManager {
             .or_else(|| defaults.map(|d| d.prompt.clone()))
             .or_else(|| deps.live().config.agent.system_prompt.clone())
             .unwrap_or_else(default_system_prompt);
-        let model = params
-            .model
-            .clone()
-            .filter(|m| !m.trim().is_empty())
-            .or_else(|| defaults.and_then(|d| d.model.clone()));
         let limits = agent.as_ref().map(AgentLimits::of);
         let info = SessionInfo {
             session_id: id.clone(),
@@ -185,20 +190,22 @@ impl SessionManager {
                 .mode
                 .or_else(|| defaults.and_then(|d| d.mode))
                 .unwrap_or_default(),
-            model: model.unwrap_or_else(|| match &provider {
-                Some(p) => deps.llm.default_model(Some(p)),
-                None => deps.live().endpoint.model.clone(),
-            }),
+            model,
             title: params.title.unwrap_or_default(),
             state: SessionState::Idle,
             created_at: now.clone(),
             updated_at: now,
-            usage: Usage::default(),
+            usage: Usage {
+                cost_usd: budgets.priced.then_some(amber_proto::CostUsd::ZERO),
+                ..Usage::default()
+            },
             provider,
             agent: agent.as_ref().map(|a| a.name.clone()),
             // Set with the tools' sandbox when the session starts (`build::spawn`).
             sandbox: None,
             worktree,
+            max_budget_usd: budgets.max_budget_usd,
+            max_tokens_total: budgets.max_tokens_total,
         };
         let sandbox = params.sandbox;
         let persistence = match &deps.store {
@@ -510,6 +517,40 @@ impl SessionManager {
             .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
+    /// A new session's budgets: the params', else `[agent]`'s. A budget in dollars needs
+    /// a price: without one it could never be enforced, and a cap that silently does
+    /// nothing is worse than a refusal.
+    fn budgets(
+        &self,
+        params: &SessionNewParams,
+        provider: Option<&str>,
+        model: &str,
+    ) -> Result<Budgets, SessionError> {
+        let config = &self.deps.live().config.agent;
+        let mut budgets = Budgets {
+            max_budget_usd: params.max_budget_usd.or(config.max_budget_usd),
+            max_tokens_total: params.max_tokens_total.or(config.max_tokens_total),
+            priced: false,
+        };
+        let priced = self.deps.llm.price(provider, model).is_some();
+        if let Some(budget) = budgets.max_budget_usd
+            && !priced
+        {
+            let from = if params.max_budget_usd.is_some() {
+                "maxBudgetUsd"
+            } else {
+                "maxBudgetUsd ([agent] max_budget_usd)"
+            };
+            return Err(SessionError::InvalidParams(format!(
+                "{from}: the model `{model}` has no known price, so a budget of {budget} \
+                 cannot be kept; give it one with [[provider.prices]] in config.toml, or cap \
+                 tokens with maxTokensTotal instead"
+            )));
+        }
+        budgets.priced = priced;
+        Ok(budgets)
+    }
+
     /// The provider of a new session: the params', else its agent's (an error then names
     /// the agent), else the default.
     fn provider_for(
@@ -644,6 +685,9 @@ impl SessionManager {
             mcp_servers: shared.mcp.servers(),
             // The fork shares the original's workspace, its worktree included.
             worktree: None,
+            // The fork starts its own spend (its usage is its own) under the same caps.
+            max_budget_usd: info.max_budget_usd,
+            max_tokens_total: info.max_tokens_total,
         };
         let fork = self.create_with(params, history)?;
         self.copy_history(id, &fork.shared.id, cut);
@@ -893,4 +937,12 @@ async fn stop_session(handle: &SessionHandle) {
     handle.shared.tools.shutdown_and_wait().await;
     // So do its own MCP servers (their children are gone when this returns).
     handle.shared.mcp.shutdown().await;
+}
+
+/// A session's caps, fixed at creation (and kept in its `SessionInfo`).
+struct Budgets {
+    max_budget_usd: Option<amber_proto::CostUsd>,
+    max_tokens_total: Option<u64>,
+    /// The model has a price: the session's cost starts at $0 rather than unknown.
+    priced: bool,
 }

@@ -300,6 +300,35 @@ impl SessionShared {
         self.lock_live().info.provider.clone()
     }
 
+    /// Why the session may make no further model request: its cost or its tokens reached
+    /// the budget it was created with. The spend includes its sub-agents'.
+    pub(crate) fn budget_exceeded(&self) -> Option<String> {
+        let live = self.lock_live();
+        let info = &live.info;
+        let usage = info.usage;
+        if let Some(budget) = info.max_budget_usd {
+            let spent = usage.cost_usd.unwrap_or_default();
+            if spent >= budget {
+                return Some(format!(
+                    "budget exceeded: the session has spent ${:.6} of its ${:.6} budget \
+                     (maxBudgetUsd)",
+                    spent.usd(),
+                    budget.usd()
+                ));
+            }
+        }
+        if let Some(cap) = info.max_tokens_total
+            && usage.total_tokens >= cap
+        {
+            return Some(format!(
+                "budget exceeded: the session has used {} tokens of its {cap}-token budget \
+                 (maxTokensTotal)",
+                usage.total_tokens
+            ));
+        }
+        None
+    }
+
     fn add_usage(&self, usage: &Usage) -> Usage {
         let mut live = self.lock_live();
         live.info.usage.add(usage);
@@ -444,6 +473,8 @@ impl SessionHandle {
                     error: None,
                     usage: Usage::default(),
                     output: None,
+                    cost_usd: None,
+                    session_cost_usd: None,
                 },
             );
             return Err(SessionError::NotFound(self.shared.id.clone()));

@@ -261,6 +261,7 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
     } = turn;
     tracing::warn!(session = %handle.shared.id, turn = %turn_id, "ending a turn the daemon was running when it stopped");
     let hub = &handle.shared.hub;
+    let session_cost_usd = handle.shared.info().usage.cost_usd;
     for item in closing {
         hub.publish_as(Some(&turn_id), item.agent.as_deref(), item.kind);
     }
@@ -274,6 +275,8 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
             }),
             usage,
             output: None,
+            cost_usd: usage.cost_usd,
+            session_cost_usd,
         },
     );
 }
@@ -308,6 +311,8 @@ fn settle_queued(deps: &Deps, handle: &SessionHandle, waiting: Vec<QueuedPrompt>
                     }),
                     usage: Usage::default(),
                     output: None,
+                    cost_usd: None,
+                    session_cost_usd: None,
                 },
             );
         }

@@ -145,6 +145,7 @@ async fn run_one(
         shared,
         turn_id,
         agent_id: &agent_id,
+        price: deps.llm.price(profile.provider.as_deref(), &profile.model),
         gate: SessionGate {
             shared,
             deps,
@@ -233,6 +234,8 @@ struct SubagentHooks<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
     agent_id: &'a str,
+    /// The sub-agent model's price (it may differ from the session's).
+    price: Option<amber_llm::Price>,
     gate: SessionGate<'a>,
 }
 
@@ -265,6 +268,15 @@ impl AgentHooks for SubagentHooks<'_> {
 
     fn add_usage(&self, usage: &Usage) -> Usage {
         self.shared.add_subagent_usage(usage)
+    }
+
+    fn price(&self) -> Option<amber_llm::Price> {
+        self.price
+    }
+
+    /// The session's budget binds its sub-agents too: they spend from it.
+    fn budget_exceeded(&self) -> Option<String> {
+        self.shared.budget_exceeded()
     }
 
     fn context_changed(&self, _context: &Context) {}

@@ -45,6 +45,8 @@ fn meta(id: &str) -> SessionMeta {
             agent: None,
             sandbox: None,
             worktree: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
         agent: None,
@@ -69,6 +71,7 @@ fn encode(seq: u64, turn: u64, kind: EventKind) -> Box<RawValue> {
 fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
     let usage = Usage {
         cache_write_tokens: 0,
+        cost_usd: None,
         prompt_tokens: 12_000,
         completion_tokens: 300,
         cached_tokens: 11_000,
@@ -102,6 +105,8 @@ fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
             error: None,
             usage,
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         },
     ];
     kinds

@@ -197,6 +197,8 @@ mod tests {
                     error: None,
                     usage: Usage::default(),
                     output: None,
+                    cost_usd: None,
+                    session_cost_usd: None,
                 },
             ),
             // The interrupted turn: one finished call, a `task` call with two sub-agents,

@@ -60,6 +60,8 @@ mod tests {
             error: None,
             usage: Usage::default(),
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         };
         turn_event(turn, None, kind)
     }

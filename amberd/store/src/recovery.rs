@@ -121,6 +121,7 @@ mod tests {
     fn usage(turn: &str, agent: Option<&str>, prompt_tokens: u64, total: u64) -> Event {
         let call = |p: u64| Usage {
             cache_write_tokens: 0,
+            cost_usd: None,
             prompt_tokens: p,
             completion_tokens: 1,
             cached_tokens: 0,

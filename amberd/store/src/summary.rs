@@ -103,6 +103,8 @@ mod tests {
                     error: None,
                     usage: total(5),
                     output: None,
+                    cost_usd: None,
+                    session_cost_usd: None,
                 },
             ),
         ]);

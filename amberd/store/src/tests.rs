@@ -28,6 +28,8 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             agent: None,
             sandbox: None,
             worktree: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
         },
         system_prompt: "sys".into(),
         agent: None,
@@ -67,6 +69,8 @@ fn completed(seq: u64, turn: &str) -> Box<RawValue> {
             error: None,
             usage: Usage::default(),
             output: None,
+            cost_usd: None,
+            session_cost_usd: None,
         },
     )
 }

@@ -233,6 +233,9 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         worktree: None,
         // A session's own MCP servers came from its client for it alone.
         mcp_servers: Vec::new(),
+        // A fresh session gets fresh budgets of the same size.
+        max_budget_usd: info.max_budget_usd,
+        max_tokens_total: info.max_tokens_total,
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),

@@ -1,5 +1,5 @@
 //! The `status` plugin: status-line segments (model, mode, OS sandbox, state, context use,
-//! tokens, git branch, running processes), rendered per session by the daemon.
+//! tokens, cost, git branch, running processes), rendered per session by the daemon.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,7 +28,7 @@ impl StatusSegment for Segment {
 }
 
 pub(super) fn install(c: &mut Contributions) {
-    let segments: [(&'static str, Render); 8] = [
+    let segments: [(&'static str, Render); 9] = [
         ("model", |_, s| {
             let info = s.info();
             Some(match info.provider {
@@ -67,6 +67,10 @@ pub(super) fn install(c: &mut Contributions) {
                         .max(usage.prompt_tokens + usage.completion_tokens)
                 )
             ))
+        }),
+        // Only for a model with a known price: an unknown cost is no cost to show.
+        ("cost", |_, s| {
+            s.info().usage.cost_usd.map(|c| c.to_string())
         }),
         ("git", |_, s| {
             git_branch(s.workspace()).map(|b| format!("⎇ {b}"))
