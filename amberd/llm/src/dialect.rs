@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
-use super::decode::{ChunkDelta, Decoded};
 use super::anthropic::{self, AnthropicDialect};
+use super::decode::{ChunkDelta, Decoded};
 use super::presets::{Preset, all_presets, preset};
 use super::provider::DialectFactory;
 use super::{ApiError, ChatRequest, ChunkMemo, LlmSettings, chunk, wire};

@@ -119,7 +119,11 @@ mod tests {
         let e = classify_status(400, bad, None);
         assert!(matches!(e, ApiError::Http { status: 400, .. }), "{e:?}");
         assert!(!e.is_retryable());
-        let e = classify_status(401, r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#, None);
+        let e = classify_status(
+            401,
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+            None,
+        );
         assert_eq!(e.code(), "http_error");
         assert!(e.to_string().contains("invalid x-api-key"));
         assert_eq!(classify_status(500, "", None).code(), "server_error");
@@ -130,7 +134,9 @@ mod tests {
         let e = stream_error(OVERLOADED);
         assert!(matches!(e, ApiError::Overloaded { .. }) && e.is_retryable());
         assert_eq!(stream_error(TOO_LONG).code(), "context_length_exceeded");
-        let e = stream_error(r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"}}"#);
+        let e = stream_error(
+            r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"}}"#,
+        );
         assert_eq!(e.code(), "stream_error");
         assert!(e.to_string().contains("Internal server error (api_error)"));
         assert_eq!(stream_error("not json").code(), "stream_error");

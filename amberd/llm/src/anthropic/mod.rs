@@ -122,6 +122,28 @@ mod tests {
     }
 
     #[test]
+    fn the_preset_reaches_the_messages_endpoint_with_its_key_variable() {
+        let p = crate::preset("anthropic").unwrap();
+        assert_eq!(p.flavor, FLAVOR);
+        assert_eq!(p.api_key_env, "ANTHROPIC_API_KEY");
+        let dialect = crate::make_dialect(p.flavor);
+        assert_eq!(
+            dialect.endpoint(p.base_url),
+            "https://api.anthropic.com/v1/messages"
+        );
+        let settings = LlmSettings {
+            flavor: p.flavor.into(),
+            api_key: Some("sk-ant".into()),
+            quirks: p.quirks,
+            ..LlmSettings::default()
+        };
+        let h = dialect.request_headers(&settings).unwrap();
+        assert_eq!(h.len(), 4, "{h:?}");
+        // No `response_format` for this API: output schemas go as instructions.
+        assert!(!dialect.structured_output(&settings));
+    }
+
+    #[test]
     fn headers_carry_the_key_and_the_version() {
         let d = AnthropicDialect;
         let h = d.headers(Some("sk-ant-1")).unwrap();

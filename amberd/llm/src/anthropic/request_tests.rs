@@ -213,8 +213,14 @@ fn arguments_that_are_not_an_object_are_sent_as_an_empty_input() {
                 call("c", "bash", ""),
             ],
         ),
-        Message::tool("a", r#"{"status":"denied","output":"invalid JSON arguments"}"#),
-        Message::tool("b", r#"{"status":"denied","output":"invalid JSON arguments"}"#),
+        Message::tool(
+            "a",
+            r#"{"status":"denied","output":"invalid JSON arguments"}"#,
+        ),
+        Message::tool(
+            "b",
+            r#"{"status":"denied","output":"invalid JSON arguments"}"#,
+        ),
         Message::tool("c", r#"{"status":"ok","output":""}"#),
     ];
     let body = request_body(&request(messages, vec![]), &settings());
@@ -233,16 +239,14 @@ fn breakpoints_are_at_most_four_and_never_on_thinking() {
         Message::tool("a", r#"{"status":"ok","output":"x"}"#),
         Message::user("reminder"),
     ];
-    let body = request_body(&request(messages, vec![read_tool(), read_tool()]), &settings());
+    let body = request_body(
+        &request(messages, vec![read_tool(), read_tool()]),
+        &settings(),
+    );
     let found = breakpoints(&body);
     assert_eq!(
         found,
-        [
-            "tools[1]",
-            "system[0]",
-            "messages[2][0]",
-            "messages[2][1]"
-        ]
+        ["tools[1]", "system[0]", "messages[2][0]", "messages[2][1]"]
     );
     assert!(found.len() <= MAX_BREAKPOINTS);
 
@@ -270,7 +274,10 @@ fn max_tokens_from_settings_else_by_model_family() {
     let mut req = request(vec![Message::user("x")], vec![]);
     req.model = "claude-3-5-haiku-latest".into();
     assert_eq!(request_body(&req, &settings())["max_tokens"], 8192);
-    assert_eq!(request_body(&req, &settings())["model"], "claude-3-5-haiku-latest");
+    assert_eq!(
+        request_body(&req, &settings())["model"],
+        "claude-3-5-haiku-latest"
+    );
     for (model, want) in [
         ("claude-opus-4-1-20250805", 32_000),
         ("claude-sonnet-4-20250514", 32_000),

@@ -46,7 +46,9 @@ enum OpenBlock {
     /// Kept verbatim: its `data` is sent back as it came.
     Redacted(Value),
     /// A call whose `input` came whole in its start (no `input_json_delta` followed yet).
-    ToolUse { start_input: Option<String> },
+    ToolUse {
+        start_input: Option<String>,
+    },
 }
 
 /// Usage as the API reports it; every count optional, since `message_delta` may repeat
@@ -70,7 +72,10 @@ impl WireUsage {
         };
         over(&mut self.input_tokens, later.input_tokens);
         over(&mut self.output_tokens, later.output_tokens);
-        over(&mut self.cache_read_input_tokens, later.cache_read_input_tokens);
+        over(
+            &mut self.cache_read_input_tokens,
+            later.cache_read_input_tokens,
+        );
         over(
             &mut self.cache_creation_input_tokens,
             later.cache_creation_input_tokens,
@@ -252,10 +257,12 @@ impl AnthropicStream {
                 text: Some(text),
                 ..ChunkDelta::default()
             },
-            (BlockDelta::InputJsonDelta { partial_json }, block) => {
-                if let Some(OpenBlock::ToolUse { start_input }) = block {
-                    *start_input = None;
-                }
+            // Input of a block amber does not run (a server tool's) is not a call.
+            (
+                BlockDelta::InputJsonDelta { partial_json },
+                Some(OpenBlock::ToolUse { start_input }),
+            ) => {
+                *start_input = None;
                 ChunkDelta {
                     tool_calls: vec![ToolCallDelta {
                         index: Some(index),
@@ -280,7 +287,7 @@ impl AnthropicStream {
                 }
                 ChunkDelta::default()
             }
-            (BlockDelta::Other, _) => ChunkDelta::default(),
+            (BlockDelta::InputJsonDelta { .. } | BlockDelta::Other, _) => ChunkDelta::default(),
         }
     }
 
@@ -295,7 +302,9 @@ impl AnthropicStream {
             OpenBlock::Thinking {
                 thinking,
                 signature,
-            } => out.reasoning_items.push(thinking_item(&thinking, &signature)),
+            } => out
+                .reasoning_items
+                .push(thinking_item(&thinking, &signature)),
             OpenBlock::Redacted(block) => out.reasoning_items.push(ReasoningItem {
                 format: REASONING_FORMAT.to_owned(),
                 data: block.to_string(),
@@ -318,8 +327,7 @@ impl AnthropicStream {
 fn thinking_item(thinking: &str, signature: &str) -> ReasoningItem {
     ReasoningItem {
         format: REASONING_FORMAT.to_owned(),
-        data: json!({"type": "thinking", "thinking": thinking, "signature": signature})
-            .to_string(),
+        data: json!({"type": "thinking", "thinking": thinking, "signature": signature}).to_string(),
     }
 }
 
