@@ -14,31 +14,38 @@ use amber_tests::steps::{
 use serde_json::{Value, json};
 
 /// The provider as these tests configure it: the Anthropic dialect, fast retries.
-const ANTHROPIC: &str = "[provider]\nflavor = \"anthropic\"\nmax_retries = 1\nretry_base_ms = 10\nretry_max_ms = 50\n";
+const ANTHROPIC: &str =
+    "[provider]\nflavor = \"anthropic\"\nmax_retries = 1\nretry_base_ms = 10\nretry_max_ms = 50\n";
 
 /// One SSE event of a hand-written Messages stream.
 fn event(data: &Value) -> String {
-    format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap())
+    format!(
+        "event: {}\ndata: {data}\n\n",
+        data["type"].as_str().unwrap()
+    )
 }
 
 /// A Messages stream, as Anthropic sends one: `message_start` with this input usage, the
 /// given content blocks (each: its start, its deltas), `message_delta` with the stop reason
 /// and output tokens, `message_stop`.
 fn stream(usage: &Value, blocks: &[(Value, Vec<Value>)], stop: &str, output: u64) -> MockTurn {
-    let mut body = event(&json!({"type": "message_start", "message": {"id": "msg_e2e",
+    let mut body = event(
+        &json!({"type": "message_start", "message": {"id": "msg_e2e",
         "type": "message", "role": "assistant", "model": "mock-model", "content": [],
-        "stop_reason": null, "usage": usage}}));
+        "stop_reason": null, "usage": usage}}),
+    );
     for (index, (start, deltas)) in blocks.iter().enumerate() {
-        body += &event(
-            &json!({"type": "content_block_start", "index": index, "content_block": start}),
-        );
+        body +=
+            &event(&json!({"type": "content_block_start", "index": index, "content_block": start}));
         for delta in deltas {
             body += &event(&json!({"type": "content_block_delta", "index": index, "delta": delta}));
         }
         body += &event(&json!({"type": "content_block_stop", "index": index}));
     }
-    body += &event(&json!({"type": "message_delta", "delta": {"stop_reason": stop},
-        "usage": {"output_tokens": output}}));
+    body += &event(
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop},
+        "usage": {"output_tokens": output}}),
+    );
     body += &event(&json!({"type": "message_stop"}));
     MockTurn::Raw(body)
 }
@@ -149,7 +156,10 @@ async fn a_tool_task_sends_back_the_pairing_and_the_signed_thinking() {
         assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
         assert!(r.header("authorization").is_none());
         assert_eq!(r.body["stream"], true);
-        assert_eq!(r.body["max_tokens"], 8192, "the default for an unknown model");
+        assert_eq!(
+            r.body["max_tokens"], 8192,
+            "the default for an unknown model"
+        );
         assert_eq!(r.body["system"][0]["type"], "text");
         assert_alternating(&r.body);
     }
