@@ -337,4 +337,32 @@ mod tests {
         let (answer, name) = all.answer(Api::ChatCompletions, &chat(json!([])));
         assert_eq!((name, answer.delay), (None, None));
     }
+
+    #[test]
+    fn messages_requests_count_assistant_turns_past_their_tool_results() {
+        let list = conversations(&[("the task", 2)]);
+        // Anthropic's shape: system apart, text blocks, tool results as user messages.
+        let after_call = json!({"system": [{"type": "text", "text": "rules"}], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "<env/> the task"}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "the task is done"},
+                {"type": "text", "text": "<system-reminder>mode</system-reminder>"}]},
+        ]});
+        assert_eq!(
+            choose_chat(&after_call, &list),
+            Choice::Turn {
+                conversation: 0,
+                step: 1
+            }
+        );
+        let confirm = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "the task"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+            {"role": "user", "content": [{"type": "text", "text": format!("{CONFIRM_PREFIX} …")}]},
+        ]});
+        assert_eq!(choose_chat(&confirm, &list), Choice::Confirm);
+    }
 }
