@@ -41,6 +41,8 @@ pub(super) fn scan_stream_chunk(data: &str, memo: &mut ChunkMemo) -> Option<Chun
 pub struct ChunkMemo {
     prefix: String,
     suffix: String,
+    /// The Anthropic dialect's state of one stream (its open content blocks and usage).
+    pub(crate) anthropic: super::anthropic::AnthropicStream,
 }
 
 impl ChunkMemo {

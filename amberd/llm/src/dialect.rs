@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
+use super::anthropic::{self, AnthropicDialect};
 use super::decode::{ChunkDelta, Decoded};
-use super::presets::{all_presets, preset};
+use super::presets::{Preset, all_presets, preset};
 use super::provider::DialectFactory;
 use super::{ApiError, ChatRequest, ChunkMemo, LlmSettings, chunk, wire};
 
@@ -19,13 +20,20 @@ const OPENAI_FLAVORS: &[&str] = &["openai-compatible", "openai_compatible", "sgl
 
 /// Whether `flavor` is known to speak OpenAI chat-completions (no fallback warning).
 fn is_openai_flavor(flavor: &str) -> bool {
-    OPENAI_FLAVORS
-        .iter()
-        .any(|k| k.eq_ignore_ascii_case(flavor))
-        || preset(flavor).is_some()
-        || all_presets()
+    let openai_preset = |p: &Preset| !is_anthropic(p.flavor);
+    !is_anthropic(flavor)
+        && (OPENAI_FLAVORS
             .iter()
-            .any(|p| p.flavor.eq_ignore_ascii_case(flavor))
+            .any(|k| k.eq_ignore_ascii_case(flavor))
+            || preset(flavor).is_some_and(openai_preset)
+            || all_presets()
+                .iter()
+                .any(|p| openai_preset(p) && p.flavor.eq_ignore_ascii_case(flavor)))
+}
+
+/// Whether `flavor` selects the Anthropic Messages dialect.
+fn is_anthropic(flavor: &str) -> bool {
+    flavor.eq_ignore_ascii_case(anthropic::FLAVOR)
 }
 
 /// A provider wire format.
@@ -102,6 +110,9 @@ pub trait Dialect: Send + Sync {
 /// Resolve a flavor to its dialect. Never fails: unknown → openai, with a warning.
 pub fn make_dialect(flavor: &str) -> Arc<dyn Dialect> {
     let f = flavor.trim();
+    if is_anthropic(f) {
+        return Arc::new(AnthropicDialect);
+    }
     if !f.is_empty() && !is_openai_flavor(f) {
         tracing::warn!(flavor = f, "unknown LLM flavor, using the openai dialect");
     }
@@ -188,9 +199,23 @@ mod tests {
     }
 
     #[test]
+    fn anthropic_flavor_has_its_own_dialect() {
+        assert_eq!(make_dialect("anthropic").name(), "anthropic");
+        assert_eq!(make_dialect(" Anthropic ").name(), "anthropic");
+        assert!(!is_openai_flavor("anthropic"));
+        let lookup = |_: &str| None;
+        assert_eq!(make_dialect_with("anthropic", &lookup).name(), "anthropic");
+    }
+
+    #[test]
     fn every_preset_flavor_is_known() {
         for p in all_presets() {
-            assert!(is_openai_flavor(p.flavor), "{}", p.flavor);
+            let dialect = make_dialect(p.flavor).name();
+            if is_anthropic(p.flavor) {
+                assert_eq!(dialect, "anthropic");
+            } else {
+                assert!(is_openai_flavor(p.flavor), "{}", p.flavor);
+            }
         }
         assert!(is_openai_flavor("llama.cpp"));
         assert!(!is_openai_flavor("no-such-provider"));

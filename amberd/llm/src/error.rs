@@ -51,6 +51,13 @@ pub enum ApiError {
     /// The prompt does not fit the model's context window (HTTP 400 or an in-stream error).
     #[error("context length exceeded: {message}")]
     ContextLengthExceeded { message: String },
+    /// The provider is overloaded for now (Anthropic's HTTP 529, or its `overloaded_error`
+    /// event inside a 200 stream): worth another attempt after a pause.
+    #[error("LLM provider is overloaded: {message}")]
+    Overloaded {
+        message: String,
+        retry_after: Option<Duration>,
+    },
     /// An `{"error": ...}` object inside a 200 stream.
     #[error("LLM stream reported an error: {message}")]
     Stream { message: String },
@@ -73,6 +80,7 @@ impl ApiError {
             ApiError::Connect(_)
             | ApiError::Timeout(_)
             | ApiError::Idle { .. }
+            | ApiError::Overloaded { .. }
             | ApiError::Stream { .. }
             | ApiError::Truncated => true,
             ApiError::Http { status, .. } => {
@@ -96,6 +104,7 @@ impl ApiError {
             ApiError::Http { status, .. } if (500..=599).contains(status) => "server_error",
             ApiError::Http { .. } => "http_error",
             ApiError::ContextLengthExceeded { .. } => "context_length_exceeded",
+            ApiError::Overloaded { .. } => "overloaded",
             ApiError::Stream { .. } => "stream_error",
             ApiError::Truncated => "stream_truncated",
             ApiError::Decode(_) => "decode",
@@ -106,7 +115,9 @@ impl ApiError {
     /// The server's requested delay before the next attempt, if it gave one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            ApiError::Http { retry_after, .. } => *retry_after,
+            ApiError::Http { retry_after, .. } | ApiError::Overloaded { retry_after, .. } => {
+                *retry_after
+            }
             _ => None,
         }
     }
@@ -134,6 +145,7 @@ impl ApiError {
                 "connection lost".into()
             }
             ApiError::Connect(_) => "connection failed".into(),
+            ApiError::Overloaded { .. } => "provider overloaded".into(),
             ApiError::Stream { message } => format!("stream error: {message}"),
             ApiError::Truncated => "stream ended early".into(),
             other => other.to_string(),
@@ -313,6 +325,13 @@ mod tests {
                 "stream error: overloaded",
             ),
             (ApiError::Truncated, "stream ended early"),
+            (
+                ApiError::Overloaded {
+                    message: "Overloaded".into(),
+                    retry_after: None,
+                },
+                "provider overloaded",
+            ),
         ];
         for (err, want) in cases {
             assert_eq!(err.retry_reason(), want, "{err:?}");

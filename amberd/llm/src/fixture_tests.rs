@@ -12,7 +12,7 @@ use super::dialect::OpenAiDialect;
 use super::sse::read_sse;
 use super::{ApiError, ChatResponse, Dialect, StreamEvent};
 
-pub(super) type Outcome = (Result<ChatResponse, ApiError>, Vec<StreamEvent>);
+pub(crate) type Outcome = (Result<ChatResponse, ApiError>, Vec<StreamEvent>);
 
 /// Cut `bytes` into pieces whose sizes cycle through `sizes`.
 fn pieces(bytes: &[u8], sizes: &[usize]) -> Vec<Result<Vec<u8>, std::io::Error>> {
@@ -49,7 +49,7 @@ async fn decode(text: &str) -> Outcome {
 }
 
 /// Decode `text` whole and split many ways; every way must agree. Returns the outcome.
-pub(super) async fn decode_with(dialect: &dyn Dialect, text: &str) -> Outcome {
+pub(crate) async fn decode_with(dialect: &dyn Dialect, text: &str) -> Outcome {
     let whole = run_split(dialect, text, &[usize::MAX]).await;
     let reference = format!("{whole:?}");
     let splits: &[&[usize]] = &[
@@ -68,7 +68,7 @@ pub(super) async fn decode_with(dialect: &dyn Dialect, text: &str) -> Outcome {
     whole
 }
 
-pub(super) fn text_of(events: &[StreamEvent]) -> String {
+pub(crate) fn text_of(events: &[StreamEvent]) -> String {
     events
         .iter()
         .filter_map(|e| match e {
@@ -78,7 +78,7 @@ pub(super) fn text_of(events: &[StreamEvent]) -> String {
         .collect()
 }
 
-pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
+pub(crate) fn call(id: &str, name: &str, args: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),

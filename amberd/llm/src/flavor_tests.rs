@@ -278,11 +278,12 @@ const REQUEST_SHAPES: &[(&str, &str, bool, &[&str])] = &[
 
 #[test]
 fn request_shape_per_flavor() {
-    assert_eq!(
-        REQUEST_SHAPES.len(),
-        all_presets().len(),
-        "a preset untested"
-    );
+    // Presets of another dialect (anthropic) have their own request tests.
+    let chat_presets = all_presets()
+        .iter()
+        .filter(|p| make_dialect(p.flavor).name() == "openai")
+        .count();
+    assert_eq!(REQUEST_SHAPES.len(), chat_presets, "a preset untested");
     let req = ChatRequest {
         model: String::new(),
         messages: vec![Message::user("hi")],
@@ -339,11 +340,16 @@ fn no_max_tokens_means_neither_field() {
         cache_key: None,
     };
     for p in all_presets() {
+        let dialect = make_dialect(p.flavor);
+        // The Messages API requires `max_tokens`: that dialect always sends it.
+        if dialect.name() != "openai" {
+            continue;
+        }
         let settings = LlmSettings {
             max_tokens: None,
             ..settings_for(p.name)
         };
-        let body = make_dialect(p.flavor).body(&req, &settings);
+        let body = dialect.body(&req, &settings);
         assert!(body.get("max_tokens").is_none(), "{}", p.name);
         assert!(body.get("max_completion_tokens").is_none(), "{}", p.name);
     }

@@ -3,7 +3,7 @@
 //! `LlmClient::stream_chat` sends one chat request, streams text and reasoning deltas to a
 //! callback, and returns the assembled reply (text, tool calls in the internal shape, usage).
 //! Inside: a `Dialect` chosen once per client from the flavor (`dialect.rs`, a provider's
-//! dialect factory first, unknown flavor → openai), provider presets with their flavor's
+//! dialect factory first, unknown flavor → openai; Anthropic Messages in `anthropic/`), provider presets with their flavor's
 //! quirks (`presets.rs`, `provider.rs`), the `[provider]` / `[providers.NAME]` settings and
 //! the default endpoint they resolve to (`provider_settings.rs`, `endpoint.rs`), one cached
 //! client per provider (`pool.rs`), a reqwest transport with retry/backoff, timeouts and
@@ -15,6 +15,7 @@
 //! types from its own config and hands them in.
 
 mod accumulate;
+mod anthropic;
 mod chunk;
 mod chunk_scan;
 mod client;

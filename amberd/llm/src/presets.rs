@@ -289,6 +289,25 @@ const PRESETS: &[Preset] = &[
             structured_output: true,
         },
     },
+    // Anthropic's Messages API (its own dialect, `anthropic/`): the key goes in `x-api-key`;
+    // `max_tokens` is required, and when unset comes from the model's family
+    // (`anthropic::default_max_tokens`); no `response_format`, so an output schema goes as an
+    // instruction.
+    Preset {
+        name: "anthropic",
+        flavor: "anthropic",
+        base_url: "https://api.anthropic.com",
+        api_key_env: "ANTHROPIC_API_KEY",
+        default_model: "claude-sonnet-4-5",
+        context_window: 200_000,
+        quirks: Quirks {
+            reasoning_fields: &[],
+            include_usage: false,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            extra_headers: &[],
+            structured_output: false,
+        },
+    },
 ];
 
 /// Other spellings of preset names.
@@ -331,6 +350,7 @@ mod tests {
             "deepseek",
             "together",
             "mistral",
+            "anthropic",
         ] {
             assert!(preset(name).is_some(), "{name}");
         }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::reply::Reply;
 use crate::turn::MockTurn;
-use crate::{chat, responses};
+use crate::{chat, messages, responses};
 
 /// The confirm prompt of amberd's silent confirm turn starts with this
 /// (amberd/src/agent/prompt/mod.rs); it is answered `DONE`.
@@ -140,6 +140,7 @@ pub(crate) struct Answer {
     pub delay: Option<std::time::Duration>,
     chat: [Reply; 2],
     responses: [Reply; 2],
+    messages: [Reply; 2],
 }
 
 impl Answer {
@@ -148,6 +149,7 @@ impl Answer {
             delay: turn.split_delay().0,
             chat: [false, true].map(|stream| chat::render(turn, ctx, stream)),
             responses: [false, true].map(|stream| responses::render(turn, ctx, stream)),
+            messages: [false, true].map(|stream| messages::render(turn, ctx, stream)),
         }
     }
 
@@ -156,6 +158,7 @@ impl Answer {
         let replies = match api {
             Api::ChatCompletions => &self.chat,
             Api::Responses => &self.responses,
+            Api::Messages => &self.messages,
         };
         &replies[usize::from(stream)]
     }
@@ -166,6 +169,8 @@ impl Answer {
 pub(crate) enum Api {
     ChatCompletions,
     Responses,
+    /// Anthropic's Messages API.
+    Messages,
 }
 
 /// Every conversation, pre-rendered.
@@ -210,7 +215,9 @@ impl Conversations {
     /// for the confirm prompt and an unknown conversation).
     pub fn answer(&self, api: Api, body: &Value) -> (&Answer, Option<&str>) {
         let choice = match api {
-            Api::ChatCompletions => choose_chat(body, &self.prompts),
+            // Its `messages` read as chat's do: tool results are user messages without
+            // text, and the model's turns are `assistant` messages.
+            Api::ChatCompletions | Api::Messages => choose_chat(body, &self.prompts),
             Api::Responses => choose_responses(body, &self.prompts),
         };
         match choice {
@@ -329,5 +336,33 @@ mod tests {
         assert_eq!(answer.delay, Some(std::time::Duration::from_millis(3)));
         let (answer, name) = all.answer(Api::ChatCompletions, &chat(json!([])));
         assert_eq!((name, answer.delay), (None, None));
+    }
+
+    #[test]
+    fn messages_requests_count_assistant_turns_past_their_tool_results() {
+        let list = conversations(&[("the task", 2)]);
+        // Anthropic's shape: system apart, text blocks, tool results as user messages.
+        let after_call = json!({"system": [{"type": "text", "text": "rules"}], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "<env/> the task"}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "the task is done"},
+                {"type": "text", "text": "<system-reminder>mode</system-reminder>"}]},
+        ]});
+        assert_eq!(
+            choose_chat(&after_call, &list),
+            Choice::Turn {
+                conversation: 0,
+                step: 1
+            }
+        );
+        let confirm = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "the task"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+            {"role": "user", "content": [{"type": "text", "text": format!("{CONFIRM_PREFIX} …")}]},
+        ]});
+        assert_eq!(choose_chat(&confirm, &list), Choice::Confirm);
     }
 }

@@ -1,6 +1,6 @@
 //! amber-mock-llm: the one scripted OpenAI-compatible endpoint, for the end-to-end suites and
-//! for amber-bench. [`MockLlm`] serves chat completions and the Responses API on
-//! `127.0.0.1`, records every request ([`RecordedRequest`]: headers, body, and the times the
+//! for amber-bench. [`MockLlm`] serves chat completions, the Responses API and Anthropic's
+//! Messages API on `127.0.0.1`, records every request ([`RecordedRequest`]: headers, body, and the times the
 //! bench subtracts), and answers from, in order:
 //!
 //! - a **script** of [`MockTurn`]s, one per request: text, reasoning, tool calls, and the
@@ -27,6 +27,7 @@ mod chat;
 mod conversation;
 mod ctx;
 mod error;
+mod messages;
 mod record;
 mod reply;
 mod responses;

@@ -1,5 +1,6 @@
 //! The server ([`MockLlm`], started through [`MockLlmBuilder`]): axum on `127.0.0.1`, serving
-//! `POST /v1/chat/completions` and `POST /v1/responses` (also without the `/v1`) and
+//! `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/messages` (Anthropic; each
+//! also without the `/v1`) and
 //! `GET /v1/models`. Each request is recorded, then answered from the first source that has
 //! an answer: the script's next turn, the responder, the conversations; else 500
 //! `mock script exhausted`. A script's turn is rendered for its request; a conversation's
@@ -25,7 +26,7 @@ use crate::error::MockError;
 use crate::record::RecordedRequest;
 use crate::reply::{self, Body, Reply};
 use crate::turn::MockTurn;
-use crate::{chat, responses, stream};
+use crate::{chat, messages, responses, stream};
 
 /// Answers a request when the script is empty (see [`MockLlm::set_responder`]).
 pub type Responder = Arc<dyn Fn(&Value) -> MockTurn + Send + Sync>;
@@ -413,6 +414,8 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/chat/completions", post(chat_completions))
         .route("/v1/responses", post(responses_api))
         .route("/responses", post(responses_api))
+        .route("/v1/messages", post(messages_api))
+        .route("/messages", post(messages_api))
         .route("/v1/models", get(models))
         .fallback(fallback)
         // Requests carry whatever the session's context holds (a 17 MiB tool call included);
@@ -450,6 +453,15 @@ async fn responses_api(
     body: Bytes,
 ) -> Response {
     answer(shared, Api::Responses, &uri, &headers, body).await
+}
+
+async fn messages_api(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(shared, Api::Messages, &uri, &headers, body).await
 }
 
 /// One request: record it, take its answer, wait out the model latency, send the reply.
@@ -518,6 +530,7 @@ fn render(api: Api, turn: &MockTurn, ctx: &Ctx, stream: bool) -> (Option<Duratio
     let reply = match api {
         Api::ChatCompletions => chat::render(turn, ctx, stream),
         Api::Responses => responses::render(turn, ctx, stream),
+        Api::Messages => messages::render(turn, ctx, stream),
     };
     (turn.split_delay().0, reply)
 }
