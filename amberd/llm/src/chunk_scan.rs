@@ -41,6 +41,8 @@ pub(super) fn scan_stream_chunk(data: &str, memo: &mut ChunkMemo) -> Option<Chun
 pub struct ChunkMemo {
     prefix: String,
     suffix: String,
+    /// The Responses dialect's state of one stream.
+    pub(crate) responses: super::responses::ResponsesStream,
 }
 
 impl ChunkMemo {

@@ -11,6 +11,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, H
 use super::decode::{ChunkDelta, Decoded};
 use super::presets::{all_presets, preset};
 use super::provider::DialectFactory;
+use super::responses::{self, ResponsesDialect};
 use super::{ApiError, ChatRequest, ChunkMemo, LlmSettings, chunk, wire};
 
 /// Flavors without a preset that still speak plain OpenAI chat-completions (every preset's
@@ -26,6 +27,12 @@ fn is_openai_flavor(flavor: &str) -> bool {
         || all_presets()
             .iter()
             .any(|p| p.flavor.eq_ignore_ascii_case(flavor))
+}
+
+/// Whether `flavor` names OpenAI's Responses API (by flavor, or by its preset's name).
+fn is_responses_flavor(flavor: &str) -> bool {
+    flavor.eq_ignore_ascii_case(responses::FLAVOR)
+        || preset(flavor).is_some_and(|p| p.flavor == responses::FLAVOR)
 }
 
 /// A provider wire format.
@@ -102,6 +109,9 @@ pub trait Dialect: Send + Sync {
 /// Resolve a flavor to its dialect. Never fails: unknown → openai, with a warning.
 pub fn make_dialect(flavor: &str) -> Arc<dyn Dialect> {
     let f = flavor.trim();
+    if is_responses_flavor(f) {
+        return Arc::new(ResponsesDialect);
+    }
     if !f.is_empty() && !is_openai_flavor(f) {
         tracing::warn!(flavor = f, "unknown LLM flavor, using the openai dialect");
     }
@@ -185,6 +195,16 @@ mod tests {
         assert_eq!(make_dialect("no-such-provider").name(), "openai");
         assert_eq!(make_dialect("OpenRouter").name(), "openai");
         assert_eq!(make_dialect("").name(), "openai");
+    }
+
+    #[test]
+    fn the_responses_flavor_has_its_own_dialect() {
+        assert_eq!(make_dialect("openai-responses").name(), "openai-responses");
+        assert_eq!(make_dialect(" OpenAI-Responses ").name(), "openai-responses");
+        // The chat-completions preset keeps chat completions.
+        assert_eq!(make_dialect("openai").name(), "openai");
+        let d = make_dialect("openai-responses");
+        assert_eq!(d.endpoint("http://h:1/v1/"), "http://h:1/v1/responses");
     }
 
     #[test]

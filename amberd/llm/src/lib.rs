@@ -29,6 +29,7 @@ mod pool;
 mod presets;
 mod provider;
 mod provider_settings;
+mod responses;
 mod retry;
 mod settings;
 mod sse;
