@@ -200,7 +200,10 @@ mod tests {
     #[test]
     fn the_responses_flavor_has_its_own_dialect() {
         assert_eq!(make_dialect("openai-responses").name(), "openai-responses");
-        assert_eq!(make_dialect(" OpenAI-Responses ").name(), "openai-responses");
+        assert_eq!(
+            make_dialect(" OpenAI-Responses ").name(),
+            "openai-responses"
+        );
         // The chat-completions preset keeps chat completions.
         assert_eq!(make_dialect("openai").name(), "openai");
         let d = make_dialect("openai-responses");

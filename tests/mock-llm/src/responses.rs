@@ -39,8 +39,9 @@ pub(crate) fn render(turn: &MockTurn, ctx: &Ctx, stream: bool) -> Reply {
     }
 }
 
-/// The encrypted reasoning of answer `seq`: opaque to the client, which must send it back.
-pub(crate) fn encrypted_reasoning(seq: usize) -> String {
+/// The `encrypted_content` of the reasoning item of answer `seq` (a script's request number,
+/// 1-based): opaque to the client, which must send it back.
+pub fn encrypted_reasoning(seq: usize) -> String {
     format!("gAAAAA-mock-encrypted-reasoning-{seq}")
 }
 
@@ -307,7 +308,10 @@ mod tests {
             .filter(|e| e["type"] == "response.function_call_arguments.done")
             .collect();
         assert_eq!(done[0]["arguments"], arguments);
-        assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("response.completed")));
+        assert_eq!(
+            events.last().map(|e| e["type"].clone()),
+            Some(json!("response.completed"))
+        );
     }
 
     #[test]

@@ -62,6 +62,12 @@ pub enum MockTurn {
     /// `then`, its usage reporting `tokens` of the prompt as read from the provider's
     /// prompt cache (`cached_tokens`). Put a `Delay` outside it, not inside.
     Cached { tokens: u64, then: Box<MockTurn> },
+    /// `reasoning` streamed before `then`'s answer: a reasoning model's tool calls (over
+    /// the Responses API, a reasoning item with `encrypted_content`).
+    Thinking {
+        reasoning: String,
+        then: Box<MockTurn>,
+    },
 }
 
 impl MockTurn {
@@ -233,6 +239,16 @@ impl MockTurn {
                 },
                 ..deltas(Vec::new(), chunks.clone(), Vec::new())
             },
+            MockTurn::Thinking { reasoning, then } => {
+                let shape = then.shape();
+                let Shape::Deltas(inner) = shape else {
+                    return shape;
+                };
+                Deltas {
+                    reasoning: text(reasoning),
+                    ..inner
+                }
+            }
             MockTurn::Cached { tokens, then } => {
                 let shape = then.shape();
                 let Shape::Deltas(inner) = shape else {

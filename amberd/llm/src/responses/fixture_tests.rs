@@ -98,7 +98,10 @@ async fn reasoning_summary_streams_and_the_encrypted_item_is_kept() {
 
 #[tokio::test]
 async fn an_error_event_mid_stream_fails_after_the_text_so_far() {
-    let (r, events) = decode(include_str!("../../fixtures/responses/error_mid_stream.sse")).await;
+    let (r, events) = decode(include_str!(
+        "../../fixtures/responses/error_mid_stream.sse"
+    ))
+    .await;
     let err = r.unwrap_err();
     assert!(matches!(err, ApiError::Stream { .. }), "{err:?}");
     assert!(err.to_string().contains("server had an error"), "{err}");

@@ -138,8 +138,7 @@ pub(super) fn decode_response(body: &str) -> Result<ChunkDelta, ApiError> {
     let response: Value = serde_json::from_str(body)
         .map_err(|e| ApiError::Decode(format!("{e} in response {}", clip(body))))?;
     if response.get("status").and_then(Value::as_str) == Some("failed")
-        || (response.get("error").is_some_and(|e| !e.is_null())
-            && response.get("output").is_none())
+        || (response.get("error").is_some_and(|e| !e.is_null()) && response.get("output").is_none())
     {
         return Err(failure(response.get("error"), body));
     }
@@ -235,7 +234,13 @@ mod tests {
         let r = json!({"status": "incomplete",
             "incomplete_details": {"reason": "max_output_tokens"}});
         assert_eq!(finish_reason(&r, true), "length");
-        assert_eq!(finish_reason(&json!({"status": "completed"}), true), "tool_calls");
-        assert_eq!(finish_reason(&json!({"status": "completed"}), false), "stop");
+        assert_eq!(
+            finish_reason(&json!({"status": "completed"}), true),
+            "tool_calls"
+        );
+        assert_eq!(
+            finish_reason(&json!({"status": "completed"}), false),
+            "stop"
+        );
     }
 }

@@ -67,7 +67,11 @@ pub(super) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
 /// Whether `model` is one of OpenAI's reasoning families, which accept `reasoning`
 /// options (other models refuse the field).
 fn reasons(model: &str) -> bool {
-    let m = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    let m = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
     ["o1", "o3", "o4", "gpt-5", "codex"]
         .iter()
         .any(|family| m.starts_with(family))

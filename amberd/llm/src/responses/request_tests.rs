@@ -99,7 +99,8 @@ fn a_tool_turn_maps_to_items_in_order() {
 #[test]
 fn reasoning_items_go_back_with_the_turn_that_made_them() {
     let first = json!({"type": "reasoning", "id": "rs_a", "encrypted_content": "A", "summary": []});
-    let second = json!({"type": "reasoning", "id": "rs_b", "encrypted_content": "B", "summary": []});
+    let second =
+        json!({"type": "reasoning", "id": "rs_b", "encrypted_content": "B", "summary": []});
     let req = request(vec![
         Message::user("go"),
         Message::assistant("", vec![call("c1", "ls", "{}")])
@@ -155,7 +156,12 @@ fn outputs_pair_with_calls_by_call_id_and_orphans_are_dropped() {
         .unwrap()
         .iter()
         .filter(|i| i["type"] == "function_call_output")
-        .map(|i| (i["call_id"].as_str().unwrap(), i["output"].as_str().unwrap()))
+        .map(|i| {
+            (
+                i["call_id"].as_str().unwrap(),
+                i["output"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(outputs, [("c2", "two"), ("c1", "one")]);
     assert!(!input.to_string().contains("stale"));
@@ -171,7 +177,10 @@ fn a_system_message_after_the_history_stays_in_place() {
     let body = request_body(&req, &settings());
     assert_eq!(body["instructions"], "sys");
     assert_eq!(body["input"][1]["role"], "developer");
-    assert_eq!(body["input"][1]["content"][0]["text"], "reminder: mode is read");
+    assert_eq!(
+        body["input"][1]["content"][0]["text"],
+        "reminder: mode is read"
+    );
 }
 
 #[test]

@@ -248,10 +248,15 @@ mod tests {
     fn summary_parts_are_paragraphs() {
         let mut s = ResponsesStream::default();
         let ev = |i: u64, d: &str| {
-            format!(r#"{{"type":"response.reasoning_summary_text.delta","output_index":0,"summary_index":{i},"delta":"{d}"}}"#)
+            format!(
+                r#"{{"type":"response.reasoning_summary_text.delta","output_index":0,"summary_index":{i},"delta":"{d}"}}"#
+            )
         };
         assert_eq!(step(&mut s, &ev(0, "A")).reasoning.as_deref(), Some("A"));
         assert_eq!(step(&mut s, &ev(0, "b")).reasoning.as_deref(), Some("b"));
-        assert_eq!(step(&mut s, &ev(1, "C")).reasoning.as_deref(), Some("\n\nC"));
+        assert_eq!(
+            step(&mut s, &ev(1, "C")).reasoning.as_deref(),
+            Some("\n\nC")
+        );
     }
 }
