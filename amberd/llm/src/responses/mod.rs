@@ -69,8 +69,8 @@ impl Dialect for ResponsesDialect {
     }
 
     fn structured_output(&self, settings: &LlmSettings) -> bool {
-        // The Responses API takes a JSON schema under `text.format` for every model.
-        let _ = settings;
-        true
+        // The Responses API takes a JSON schema under `text.format` for every model; the
+        // quirk stays, so `structured_output = false` in config still turns it off.
+        settings.quirks.structured_output
     }
 }

@@ -216,6 +216,11 @@ fn optional_fields_only_when_set() {
     assert_eq!(body["model"], "gpt-5-mini");
     assert_eq!(body["max_output_tokens"], 256);
     assert_eq!(body["reasoning"], json!({"summary": "auto"}));
+    let chat = ChatRequest {
+        model: "gpt-5-chat-latest".into(),
+        ..request(vec![Message::user("x")])
+    };
+    assert!(request_body(&chat, &settings()).get("reasoning").is_none());
     assert_eq!(
         body["text"],
         json!({"format": {"type": "json_schema", "name": "output",
