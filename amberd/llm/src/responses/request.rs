@@ -65,7 +65,7 @@ pub(super) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
 }
 
 /// Whether `model` is one of OpenAI's reasoning families, which accept `reasoning`
-/// options (other models refuse the field).
+/// options (other models, `gpt-5-chat` included, refuse the field).
 fn reasons(model: &str) -> bool {
     let m = model
         .rsplit('/')
@@ -75,6 +75,7 @@ fn reasons(model: &str) -> bool {
     ["o1", "o3", "o4", "gpt-5", "codex"]
         .iter()
         .any(|family| m.starts_with(family))
+        && !m.contains("-chat")
 }
 
 /// The leading system messages, joined, and the messages after them.
