@@ -7,7 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use amber_mock_llm::{MockLlm, MockToolCall, MockTurn, encrypted_reasoning};
+use amber_mock_llm::{Conversation, MockLlm, MockToolCall, MockTurn, encrypted_reasoning};
+use amber_proto::Mode;
 use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, connect, done, new_session, of_type, prompt_turn, spawn_config, stop_reason,
@@ -224,4 +225,39 @@ async fn a_context_overflow_in_the_stream_compacts_then_succeeds() {
     let retried = requests[7].to_string().len();
     assert!(retried < rejected, "{retried} >= {rejected}");
     assert!(requests.iter().all(|r| r["store"] == false));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_conversation_is_answered_over_the_responses_api() {
+    // The bench's way of scripting (answers chosen from the request alone), through this
+    // dialect: the follow-up is recognised by its model items, the confirm turn by its prompt.
+    let mock = MockLlm::builder()
+        .conversations([Conversation {
+            name: "list".into(),
+            prompt: "list the workspace".into(),
+            turns: vec![
+                MockTurn::tool_call("bash", &json!({"command": "ls"})),
+                MockTurn::text("Listed."),
+            ],
+        }])
+        .start()
+        .await
+        .unwrap();
+    let daemon = daemon(&mock);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "please list the workspace").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    assert_eq!(of_type(&turn, "message_completed")[0]["text"], "Listed.");
+    let recorded = mock.recorded();
+    let names: Vec<Option<&str>> = recorded.iter().map(|r| r.conversation.as_deref()).collect();
+    // The confirm request is answered as the confirm turn (no conversation), not as the
+    // conversation's end.
+    assert_eq!(
+        names,
+        [Some("list"), Some("list"), None],
+        "call, answer, confirm"
+    );
+    assert!(recorded.iter().all(|r| r.path == "/v1/responses"));
 }
