@@ -88,14 +88,17 @@ pub(super) fn reasoning_text(item: &Value) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-/// The text of a `message` output item.
+/// The text of a `message` output item (a refusal counts as its text).
 pub(super) fn message_text(item: &Value) -> Option<String> {
     let text: String = item
         .get("content")
         .and_then(Value::as_array)?
         .iter()
-        .filter(|p| p.get("type").and_then(Value::as_str) == Some("output_text"))
-        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+            Some("output_text") => p.get("text").and_then(Value::as_str),
+            Some("refusal") => p.get("refusal").and_then(Value::as_str),
+            _ => None,
+        })
         .collect();
     (!text.is_empty()).then_some(text)
 }

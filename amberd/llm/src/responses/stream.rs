@@ -107,7 +107,8 @@ pub(super) fn decode(
     let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
     let mut out = ChunkDelta::default();
     match kind {
-        "response.output_text.delta" => {
+        // A refusal is what the model said instead of an answer: shown as its text.
+        "response.output_text.delta" | "response.refusal.delta" => {
             state.mark_streamed(output_index);
             out.text = Some(text("delta").to_owned());
         }
@@ -230,6 +231,16 @@ mod tests {
         );
         assert_eq!(d.tool_calls[0].arguments, None);
         assert_eq!(d.tool_calls[0].id.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn a_refusal_is_text() {
+        let mut s = ResponsesStream::default();
+        let d = step(
+            &mut s,
+            r#"{"type":"response.refusal.delta","output_index":0,"delta":"I can't help with that."}"#,
+        );
+        assert_eq!(d.text.as_deref(), Some("I can't help with that."));
     }
 
     #[test]
