@@ -43,6 +43,8 @@ pub struct ChunkMemo {
     suffix: String,
     /// The Anthropic dialect's state of one stream (its open content blocks and usage).
     pub(crate) anthropic: super::anthropic::AnthropicStream,
+    /// The Responses dialect's state of one stream.
+    pub(crate) responses: super::responses::ResponsesStream,
 }
 
 impl ChunkMemo {

@@ -12,6 +12,7 @@ use super::anthropic::{self, AnthropicDialect};
 use super::decode::{ChunkDelta, Decoded};
 use super::presets::{Preset, all_presets, preset};
 use super::provider::DialectFactory;
+use super::responses::{self, ResponsesDialect};
 use super::{ApiError, ChatRequest, ChunkMemo, LlmSettings, chunk, wire};
 
 /// Flavors without a preset that still speak plain OpenAI chat-completions (every preset's
@@ -34,6 +35,12 @@ fn is_openai_flavor(flavor: &str) -> bool {
 /// Whether `flavor` selects the Anthropic Messages dialect.
 fn is_anthropic(flavor: &str) -> bool {
     flavor.eq_ignore_ascii_case(anthropic::FLAVOR)
+}
+
+/// Whether `flavor` names OpenAI's Responses API (by flavor, or by its preset's name).
+fn is_responses_flavor(flavor: &str) -> bool {
+    flavor.eq_ignore_ascii_case(responses::FLAVOR)
+        || preset(flavor).is_some_and(|p| p.flavor == responses::FLAVOR)
 }
 
 /// A provider wire format.
@@ -112,6 +119,9 @@ pub fn make_dialect(flavor: &str) -> Arc<dyn Dialect> {
     let f = flavor.trim();
     if is_anthropic(f) {
         return Arc::new(AnthropicDialect);
+    }
+    if is_responses_flavor(f) {
+        return Arc::new(ResponsesDialect);
     }
     if !f.is_empty() && !is_openai_flavor(f) {
         tracing::warn!(flavor = f, "unknown LLM flavor, using the openai dialect");
@@ -205,6 +215,19 @@ mod tests {
         assert!(!is_openai_flavor("anthropic"));
         let lookup = |_: &str| None;
         assert_eq!(make_dialect_with("anthropic", &lookup).name(), "anthropic");
+    }
+
+    #[test]
+    fn the_responses_flavor_has_its_own_dialect() {
+        assert_eq!(make_dialect("openai-responses").name(), "openai-responses");
+        assert_eq!(
+            make_dialect(" OpenAI-Responses ").name(),
+            "openai-responses"
+        );
+        // The chat-completions preset keeps chat completions.
+        assert_eq!(make_dialect("openai").name(), "openai");
+        let d = make_dialect("openai-responses");
+        assert_eq!(d.endpoint("http://h:1/v1/"), "http://h:1/v1/responses");
     }
 
     #[test]

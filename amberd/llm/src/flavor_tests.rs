@@ -274,6 +274,8 @@ const REQUEST_SHAPES: &[(&str, &str, bool, &[&str])] = &[
     ("mistral", "max_tokens", false, &[]),
     ("fireworks", "max_tokens", false, &[]),
     ("xai", "max_tokens", true, &[]),
+    // The Responses API's cap; it has no `stream_options`.
+    ("openai-responses", "max_output_tokens", false, &[]),
 ];
 
 #[test]
@@ -296,7 +298,7 @@ fn request_shape_per_flavor() {
         let dialect = make_dialect(&settings.flavor);
         let body = dialect.body(&req, &settings);
         assert_eq!(body[field], 256, "{name}");
-        let other = if field == "max_tokens" {
+        let other = if field != "max_completion_tokens" {
             "max_completion_tokens"
         } else {
             "max_tokens"
@@ -323,9 +325,14 @@ fn request_shape_per_flavor() {
         }
         // content-type and accept, nothing else without a key.
         assert_eq!(h.len(), 2 + headers.len(), "{name}: {h:?}");
+        let path = if dialect.name() == "openai-responses" {
+            "responses"
+        } else {
+            "chat/completions"
+        };
         assert_eq!(
             dialect.endpoint(settings.base_url.as_deref().unwrap()),
-            format!("{}/chat/completions", preset(name).unwrap().base_url)
+            format!("{}/{path}", preset(name).unwrap().base_url)
         );
     }
 }

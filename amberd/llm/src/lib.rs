@@ -1,4 +1,5 @@
-//! amber-llm: the LLM port of amberd, an OpenAI-compatible streaming chat client.
+//! amber-llm: the LLM port of amberd, an OpenAI-compatible streaming chat client (chat
+//! completions, and OpenAI's Responses API in `responses/`).
 //!
 //! `LlmClient::stream_chat` sends one chat request, streams text and reasoning deltas to a
 //! callback, and returns the assembled reply (text, tool calls in the internal shape, usage).
@@ -31,6 +32,7 @@ mod presets;
 pub mod prices;
 mod provider;
 mod provider_settings;
+mod responses;
 mod retry;
 mod settings;
 mod sse;

@@ -114,6 +114,25 @@ const PRESETS: &[Preset] = &[
             structured_output: true,
         },
     },
+    // OpenAI's Responses API: its own dialect (`responses/`), reasoning items kept across
+    // turns encrypted, `max_output_tokens` (the quirks below are chat-completions fields the
+    // dialect does not read, except `structured_output`).
+    Preset {
+        name: "openai-responses",
+        flavor: "openai-responses",
+        base_url: "https://api.openai.com/v1",
+        api_key_env: "OPENAI_API_KEY",
+        default_model: "gpt-5-mini",
+        // 400K in all, of which 272K input: the window compaction must respect.
+        context_window: 272_000,
+        quirks: Quirks {
+            reasoning_fields: &[],
+            include_usage: false,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            extra_headers: &[],
+            structured_output: true,
+        },
+    },
     // OpenRouter streams `reasoning` (string) plus `reasoning_details` (objects) and asks
     // apps to identify themselves with these attribution headers.
     Preset {
@@ -351,6 +370,7 @@ mod tests {
             "together",
             "mistral",
             "anthropic",
+            "openai-responses",
         ] {
             assert!(preset(name).is_some(), "{name}");
         }

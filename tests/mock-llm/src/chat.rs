@@ -21,10 +21,14 @@ pub(crate) fn render(turn: &MockTurn, ctx: &Ctx, stream: bool) -> Reply {
     if stream {
         return Reply::event_stream(stream_steps(&deltas, ctx));
     }
+    if let Ending::Fail { code, message } = &deltas.ending {
+        let error = json!({"error": {"code": code, "message": message, "type": code}});
+        return Reply::ok_json(Body::Whole(Bytes::from(error.to_string())));
+    }
     let whole = Bytes::from(completion(&deltas, ctx).to_string());
     match deltas.ending {
         Ending::Cut => Reply::ok_json(Body::steps(reply::cut_in_half(&whole))),
-        Ending::Finish(_) => Reply {
+        Ending::Finish(_) | Ending::Fail { .. } => Reply {
             pause: deltas.total_pause(),
             ..Reply::ok_json(Body::Whole(whole))
         },
@@ -79,7 +83,7 @@ impl<'a> Frames<'a> {
     }
 
     /// Final chunk with `finish_reason`, the usage-only chunk, then `[DONE]`.
-    fn finish(mut self, reason: &str, chars: usize) -> Vec<Step> {
+    fn finish(mut self, reason: &str, chars: usize, cached: u64) -> Vec<Step> {
         self.chunk(json!({}), Some(reason), Frame::Other);
         let usage = json!({
             "id": self.ctx.chat_id,
@@ -87,7 +91,7 @@ impl<'a> Frames<'a> {
             "created": CREATED,
             "model": self.ctx.model,
             "choices": [],
-            "usage": usage(self.ctx, chars),
+            "usage": usage(self.ctx, chars, cached),
         });
         self.data(&usage, Frame::Usage);
         self.steps.push(Step::Data(
@@ -98,13 +102,13 @@ impl<'a> Frames<'a> {
     }
 }
 
-fn usage(ctx: &Ctx, chars: usize) -> Value {
+fn usage(ctx: &Ctx, chars: usize, cached: u64) -> Value {
     let (completion, total) = ctx.tokens(chars);
     json!({
         "prompt_tokens": ctx.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": total,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached.min(ctx.prompt_tokens)},
     })
 }
 
@@ -133,8 +137,15 @@ fn stream_steps(deltas: &Deltas, ctx: &Ctx) -> Vec<Step> {
         f.chunk(json!({"content": piece}), None, Frame::Content);
     }
     f.tool_calls(&deltas.calls);
-    match deltas.ending {
-        Ending::Finish(reason) => f.finish(reason, deltas.chars()),
+    match &deltas.ending {
+        Ending::Finish(reason) => f.finish(reason, deltas.chars(), deltas.cached_tokens),
+        Ending::Fail { code, message } => {
+            f.data(
+                &json!({"error": {"code": code, "message": message, "type": code}}),
+                Frame::Other,
+            );
+            f.steps
+        }
         Ending::Cut => {
             let mut steps = f.steps;
             steps.push(Step::Sleep(FLUSH_PAUSE));
@@ -171,7 +182,7 @@ fn completion(deltas: &Deltas, ctx: &Ctx) -> Value {
     }
     let finish_reason = match deltas.ending {
         Ending::Finish(reason) => reason,
-        Ending::Cut => "stop",
+        Ending::Cut | Ending::Fail { .. } => "stop",
     };
     json!({
         "id": ctx.chat_id,
@@ -179,7 +190,7 @@ fn completion(deltas: &Deltas, ctx: &Ctx) -> Value {
         "created": CREATED,
         "model": ctx.model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": usage(ctx, deltas.chars()),
+        "usage": usage(ctx, deltas.chars(), deltas.cached_tokens),
     })
 }
 

@@ -108,6 +108,13 @@ pub(crate) fn choose_responses(body: &Value, conversations: &[(String, usize)]) 
     let Some(items) = body["input"].as_array() else {
         return Choice::Unknown;
     };
+    // amberd's confirm turn, as over chat completions (its `openai-responses` dialect).
+    if let Some(last) = items.last()
+        && last["role"] == "user"
+        && text_of(last).starts_with(CONFIRM_PREFIX)
+    {
+        return Choice::Confirm;
+    }
     for (at, item) in items.iter().enumerate().rev() {
         if item["role"] != "user" {
             continue;
@@ -312,6 +319,14 @@ mod tests {
             choose_responses(&json!({"input": "hi"}), &list),
             Choice::Unknown
         );
+        // amberd's confirm prompt, as its Responses dialect sends it.
+        let confirm = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "the task"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+            {"type": "message", "role": "user",
+             "content": [{"type": "input_text", "text": format!("{CONFIRM_PREFIX} If it is complete…")}]},
+        ]});
+        assert_eq!(choose_responses(&confirm, &list), Choice::Confirm);
     }
 
     #[test]

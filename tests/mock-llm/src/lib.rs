@@ -38,5 +38,6 @@ mod turn;
 pub use conversation::Conversation;
 pub use error::MockError;
 pub use record::RecordedRequest;
+pub use responses::encrypted_reasoning;
 pub use server::{MockLlm, MockLlmBuilder, Responder};
 pub use turn::{MockToolCall, MockTurn, pieces};

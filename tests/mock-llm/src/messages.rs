@@ -45,10 +45,14 @@ pub(crate) fn render(turn: &MockTurn, ctx: &Ctx, stream: bool) -> Reply {
     if stream {
         return Reply::event_stream(stream_steps(&deltas, ctx));
     }
+    if let Ending::Fail { code, message } = &deltas.ending {
+        let error = json!({"type": "error", "error": {"type": code, "message": message}});
+        return Reply::ok_json(Body::Whole(Bytes::from(error.to_string())));
+    }
     let whole = Bytes::from(message(&deltas, ctx).to_string());
     match deltas.ending {
         Ending::Cut => Reply::ok_json(Body::steps(reply::cut_in_half(&whole))),
-        Ending::Finish(_) => Reply {
+        Ending::Finish(_) | Ending::Fail { .. } => Reply {
             pause: deltas.total_pause(),
             ..Reply::ok_json(Body::Whole(whole))
         },
@@ -193,6 +197,14 @@ fn stream_steps(deltas: &Deltas, ctx: &Ctx) -> Vec<Step> {
             return e.cut();
         }
         e.stop_block(index);
+    }
+    // A scripted in-stream failure: Anthropic's `error` event ends the stream.
+    if let Ending::Fail { code, message } = &deltas.ending {
+        e.event(
+            &json!({"type": "error", "error": {"type": code, "message": message}}),
+            Frame::Other,
+        );
+        return e.steps;
     }
     for (i, call) in deltas.calls.iter().enumerate() {
         let id = ctx.call_id(i, call.id.as_deref());

@@ -51,6 +51,23 @@ pub enum MockTurn {
     Drop { chunks: Vec<String> },
     /// This exact body text (for recorded provider quirks), sent as `text/event-stream`.
     Raw(String),
+    /// These content deltas, then an error inside the 200 stream: chat completions'
+    /// `{"error": {code, message}}` chunk, the Responses API's `error` event followed by
+    /// `response.failed`. A non-streamed request gets the error object whole.
+    StreamError {
+        chunks: Vec<String>,
+        code: String,
+        message: String,
+    },
+    /// `then`, its usage reporting `tokens` of the prompt as read from the provider's
+    /// prompt cache (`cached_tokens`). Put a `Delay` outside it, not inside.
+    Cached { tokens: u64, then: Box<MockTurn> },
+    /// `reasoning` streamed before `then`'s answer: a reasoning model's tool calls (over
+    /// the Responses API, a reasoning item with `encrypted_content`).
+    Thinking {
+        reasoning: String,
+        then: Box<MockTurn>,
+    },
 }
 
 impl MockTurn {
@@ -111,12 +128,14 @@ pub fn pieces(text: &str, n: usize) -> Vec<String> {
 pub(crate) const TEXT_PIECE_CHARS: usize = 8;
 
 /// How its deltas end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Ending {
     /// A finish reason, usage, and the end of the stream.
     Finish(&'static str),
     /// The connection is cut after the last delta.
     Cut,
+    /// An error reported inside the stream after the last delta, then the end of the body.
+    Fail { code: String, message: String },
 }
 
 /// A turn that streams deltas, reduced to what every renderer draws: reasoning pieces,
@@ -129,6 +148,8 @@ pub(crate) struct Deltas {
     /// Pause before each content delta but the first.
     pub interval: Option<Duration>,
     pub ending: Ending,
+    /// Prompt tokens the usage reports as cached.
+    pub cached_tokens: u64,
 }
 
 /// What a turn draws, its `Delay` and `Paced` wrappers seen through (the server waits for
@@ -158,6 +179,7 @@ impl MockTurn {
             }),
             calls,
             interval: None,
+            cached_tokens: 0,
         };
         Shape::Deltas(match self {
             MockTurn::Status {
@@ -206,6 +228,37 @@ impl MockTurn {
                 ending: Ending::Cut,
                 ..deltas(Vec::new(), chunks.clone(), Vec::new())
             },
+            MockTurn::StreamError {
+                chunks,
+                code,
+                message,
+            } => Deltas {
+                ending: Ending::Fail {
+                    code: code.clone(),
+                    message: message.clone(),
+                },
+                ..deltas(Vec::new(), chunks.clone(), Vec::new())
+            },
+            MockTurn::Thinking { reasoning, then } => {
+                let shape = then.shape();
+                let Shape::Deltas(inner) = shape else {
+                    return shape;
+                };
+                Deltas {
+                    reasoning: text(reasoning),
+                    ..inner
+                }
+            }
+            MockTurn::Cached { tokens, then } => {
+                let shape = then.shape();
+                let Shape::Deltas(inner) = shape else {
+                    return shape;
+                };
+                Deltas {
+                    cached_tokens: *tokens,
+                    ..inner
+                }
+            }
         })
     }
 }
