@@ -131,6 +131,7 @@ const ONE_PER_GROUP: &[&str] = &[
     "checkpoint_growth_kib_median",                 // checkpoint, store growth
     "hooks_added_true_wall_ms_median",              // hooks
     "worktree_new_added_ms_median",                 // worktree
+    "dialect_anthropic_vs_chat_ratio",              // dialects
 ];
 
 const CHEAP_FULL_RUN: &[&str] = &[
@@ -278,6 +279,30 @@ fn the_worktree_kpi_makes_and_removes_worktrees() {
     assert_eq!(object["worktree_repo_files_count"], 300.0, "{stdout}");
     assert_eq!(object["worktree_sessions_count"], 2.0, "{stdout}");
     assert!(object.get("daemon_ready_ms_median").is_none(), "{stdout}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
+fn the_dialects_kpi_runs_the_scenario_through_each_dialect() {
+    let (code, stdout, stderr) = bench(&["--runs", "2", "--only", "dialects", "--json"]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    for flavor in ["openai", "anthropic", "openai_responses"] {
+        let value = number(&object, &format!("dialect_{flavor}_e2e_ms_median"), &stdout);
+        assert!(value > 0.0, "{flavor}: {value}");
+        number(
+            &object,
+            &format!("dialect_{flavor}_daemon_ms_per_request_median"),
+            &stdout,
+        );
+        assert!(
+            object.get(&format!("dialect_{flavor}_errors_count")).is_none(),
+            "{flavor} failed runs: {stdout}"
+        );
+    }
+    for flavor in ["anthropic", "openai_responses"] {
+        number(&object, &format!("dialect_{flavor}_vs_chat_ratio"), &stdout);
+    }
     assert!(!stderr.contains("FAILED"), "{stderr}");
 }
 

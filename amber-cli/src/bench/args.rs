@@ -100,6 +100,9 @@ pub enum Kpi {
     /// `session/new {worktree: true}` vs a plain `session/new` in a scratch git repository,
     /// and `session/delete {removeWorktree: true}` vs a plain delete
     Worktree,
+    /// The primary scenario end to end through one daemon per model dialect (`openai`,
+    /// `anthropic`, `openai-responses`) against the embedded endpoint, which speaks them all
+    Dialects,
     /// `--compare CMD` beside `amber-cli run`
     Compare,
 }

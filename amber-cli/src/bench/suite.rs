@@ -199,6 +199,11 @@ pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         let r = kpi::checkpoint::measure(&mut s).await;
         s.record("checkpoint", r);
     }
+    // A daemon of its own per dialect.
+    if s.args.wants(Kpi::Dialects) {
+        let r = kpi::dialects::measure(&mut s).await;
+        s.record("dialects", r);
+    }
     // Three daemons of its own, differing only in their hooks.
     if s.args.wants(Kpi::Hooks) {
         let r = kpi::hooks::measure(&mut s).await;

@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod dialects;
 pub mod e2e;
 pub mod hooks;
 pub mod memory;
@@ -138,6 +139,22 @@ pub fn goals(r: &mut Report, args: &Args) {
     );
     sandbox_goals(r);
     checkpoint_goals(r, args);
+    dialect_goals(r);
+}
+
+/// Issue 22: the native dialects are not slower than chat completions (daemon's share per
+/// model request, median, same scenario and endpoint).
+pub fn dialect_goals(r: &mut Report) {
+    for flavor in &dialects::FLAVORS[1..] {
+        let key = flavor.replace('-', "_");
+        r.goal(
+            &format!(
+                "the {flavor} dialect ≤ 1.25× chat completions' daemon time per request (median)"
+            ),
+            &format!("dialect_{key}_vs_chat_ratio"),
+            |v| v <= dialects::GOAL_RATIO,
+        );
+    }
 }
 
 /// Issue 17: the OS sandbox adds < 3 ms to starting a `bash` (median), measured at the
