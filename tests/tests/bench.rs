@@ -296,7 +296,9 @@ fn the_dialects_kpi_runs_the_scenario_through_each_dialect() {
             &stdout,
         );
         assert!(
-            object.get(&format!("dialect_{flavor}_errors_count")).is_none(),
+            object
+                .get(&format!("dialect_{flavor}_errors_count"))
+                .is_none(),
             "{flavor} failed runs: {stdout}"
         );
     }
