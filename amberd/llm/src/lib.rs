@@ -92,6 +92,17 @@ pub struct ChatRequest {
     pub cache_key: Option<String>,
 }
 
+impl ChatRequest {
+    /// The model this request names, else the settings' (empty when neither names one).
+    pub(crate) fn model_for<'a>(&'a self, settings: &'a LlmSettings) -> &'a str {
+        if self.model.is_empty() {
+            &settings.model
+        } else {
+            &self.model
+        }
+    }
+}
+
 /// A JSON Schema the reply must follow (OpenAI's `response_format: {type: "json_schema"}`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResponseFormat {

@@ -8,11 +8,7 @@ use super::{ChatRequest, LlmSettings, ResponseFormat, ToolSpec};
 /// The streaming request body.
 pub(crate) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
     let mut body = Map::new();
-    let model = if req.model.is_empty() {
-        &settings.model
-    } else {
-        &req.model
-    };
+    let model = req.model_for(settings);
     if !model.is_empty() {
         body.insert("model".into(), json!(model));
     }

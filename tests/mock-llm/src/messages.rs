@@ -235,16 +235,7 @@ mod tests {
     use crate::turn::MockToolCall;
 
     fn body_of(reply: &Reply) -> String {
-        let Body::Steps { steps, .. } = &reply.body else {
-            return String::new();
-        };
-        steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Data(b, _) => Some(String::from_utf8_lossy(b).into_owned()),
-                _ => None,
-            })
-            .collect()
+        reply.streamed_text()
     }
 
     /// The `data` of every event, parsed.

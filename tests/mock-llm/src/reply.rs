@@ -73,6 +73,21 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
+    /// Every data frame of a streamed reply as text (tests read what a client would).
+    #[cfg(test)]
+    pub(crate) fn streamed_text(&self) -> String {
+        let Body::Steps { steps, .. } = &self.body else {
+            return String::new();
+        };
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Data(b, _) => Some(String::from_utf8_lossy(b).into_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A 200 `text/event-stream` of these steps (sent with `Cache-Control: no-cache`).
     pub fn event_stream(steps: Vec<Step>) -> Reply {
         Reply {

@@ -55,11 +55,7 @@ pub(crate) fn default_max_tokens(model: &str) -> u32 {
 
 /// The streaming request body.
 pub(super) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
-    let model = if req.model.is_empty() {
-        &settings.model
-    } else {
-        &req.model
-    };
+    let model = req.model_for(settings);
     let mut system: Vec<Value> = req
         .messages
         .iter()
