@@ -414,6 +414,42 @@ async fn a_replaced_system_prompt_still_gets_the_environment_and_instructions() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_configured_system_prompt_replaces_the_built_in_one_and_a_session_s_beats_it() {
+    let mock = MockLlm::start(vec![
+        MockTurn::text("one"),
+        done(),
+        MockTurn::text("two"),
+        done(),
+    ])
+    .await;
+    let config = format!("{FAST_RETRIES}[agent]\nsystem_prompt = \"You follow CONFIG-PROMPT.\"\n");
+    let daemon = spawn_config(&mock, &config);
+    std::fs::write(daemon.workspace.join("AGENTS.md"), "CONFIG-RULES\n").unwrap();
+    let client = connect(&daemon).await;
+
+    let configured = session_at(&client, &daemon.workspace, None).await;
+    let mut events = Events::live(&client, &configured).await;
+    prompt_turn(&client, &mut events, &configured, "go").await;
+    let text = head(&mock.requests()[0]);
+    assert!(
+        text.starts_with("You follow CONFIG-PROMPT.\n\n# Environment"),
+        "{text}"
+    );
+    assert!(text.contains("CONFIG-RULES"), "{text}");
+    assert!(!text.contains("You are amber"), "{text}");
+
+    let own = session_at(&client, &daemon.workspace, Some("SESSION-PROMPT")).await;
+    let mut events = Events::live(&client, &own).await;
+    prompt_turn(&client, &mut events, &own, "go").await;
+    let text = head(mock.requests().last().unwrap());
+    assert!(
+        text.starts_with("SESSION-PROMPT\n\n# Environment"),
+        "{text}"
+    );
+    assert!(!text.contains("CONFIG-PROMPT"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_restored_session_sends_the_same_head() {
     let mock = MockLlm::start(two_plain_turns()).await;
     let mut daemon = spawn(&mock);

@@ -226,3 +226,38 @@ fn a_session_deleted_elsewhere_ends_amber_cleanly() {
     );
     assert!(!screen.contains("reconnecting"), "{screen}");
 }
+
+#[test]
+fn amber_agent_and_sandbox_flags_shape_the_new_session() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Looks fine."), done()]);
+    let daemon = spawn(&mock);
+    let tmux = Tmux::new("agentflag");
+    tmux.start(
+        "review",
+        &daemon,
+        &["--agent", "review", "--sandbox", "read-only"],
+    );
+    tmux.wait("review", "the welcome screen", |s| {
+        s.contains("Type a prompt")
+    });
+    tmux.type_text("review", "review my changes");
+    tmux.keys("review", &["Enter"]);
+    tmux.wait("review", "the reply", |s| {
+        s.contains("Looks fine.") && !s.contains("working")
+    });
+
+    let list = daemon.rpc_ok("session/list", json!({}));
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{list}");
+    let session = &sessions[0];
+    assert_eq!(session["agent"], "review", "{session}");
+    assert_eq!(session["mode"], "read", "{session}");
+    assert_eq!(session["sandbox"]["mode"], "read-only", "{session}");
+    // The bundled review agent's body is the system prompt the model gets.
+    let request = &mock.requests()[0];
+    let system = request["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You are amber's code review agent."),
+        "{system}"
+    );
+}

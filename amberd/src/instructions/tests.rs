@@ -271,3 +271,67 @@ fn the_environment_block_names_the_repository_facts_or_says_there_is_none() {
     assert!(repo.contains("- Last commit: Fix the parser"), "{repo}");
     assert_eq!(environment::today(std::time::UNIX_EPOCH), "1970-01-01");
 }
+
+/// A directory holding only an executable `git` script with `body`.
+fn fake_git(body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let git = dir.path().join("git");
+    fs::write(&git, format!("#!/bin/sh\n{body}\n")).unwrap();
+    fs::set_permissions(&git, fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn path_env(dir: &Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    vec![("PATH".into(), dir.as_os_str().to_owned())]
+}
+
+#[tokio::test]
+async fn a_missing_git_leaves_the_repository_facts_unknown_not_an_error() {
+    let (_tmp, workspace) = nested();
+    let empty = tempfile::tempdir().unwrap();
+    let block = environment::environment_block(&workspace, &path_env(empty.path())).await;
+    assert!(
+        block.contains("- Git branch: (detached HEAD or unknown)"),
+        "{block}"
+    );
+    assert!(
+        block.contains("- Changed files (git status): unknown"),
+        "{block}"
+    );
+    assert!(block.contains("- Last commit: (none)"), "{block}");
+}
+
+#[tokio::test]
+async fn a_git_that_hangs_is_killed_after_the_timeout() {
+    let (_tmp, workspace) = nested();
+    let bin = fake_git("exec /bin/sleep 30");
+    let started = std::time::Instant::now();
+    let block = environment::environment_block(&workspace, &path_env(bin.path())).await;
+    // The three calls run side by side, each cut at GIT_TIMEOUT: far less than the sleep.
+    let took = started.elapsed();
+    assert!(
+        took >= environment::GIT_TIMEOUT,
+        "took {took:?}: git did not hang"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        block.contains("- Changed files (git status): unknown"),
+        "{block}"
+    );
+}
+
+#[tokio::test]
+async fn the_facts_come_from_git_s_output() {
+    let (_tmp, workspace) = nested();
+    let bin = fake_git(
+        "case \"$1\" in\n  branch) echo feature/x ;;\n  status) printf ' M a\\n?? b\\n' ;;\n  log) echo 'Fix the parser' ;;\nesac",
+    );
+    let block = environment::environment_block(&workspace, &path_env(bin.path())).await;
+    assert!(block.contains("- Git branch: feature/x"), "{block}");
+    assert!(block.contains("- Changed files (git status): 2"), "{block}");
+    assert!(block.contains("- Last commit: Fix the parser"), "{block}");
+}
