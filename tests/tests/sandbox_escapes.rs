@@ -607,3 +607,74 @@ async fn inside_the_workspace_builds_temp_files_and_git_keep_working() {
     assert!(result_of(&turn, "git_commit").1.contains('2'));
     assert!(ws.join("crate/target/debug/demo").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_process_refused_by_the_sandbox_is_told_so_in_its_output() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}\n{CONFIG}"));
+    let outside = daemon.dir.path().canonicalize().unwrap().join("outside");
+    put(&outside.join("sentinel"), "original\n");
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let write = format!("echo pwned > {}/sentinel; echo tried", outside.display());
+    mock.push([
+        calls(vec![
+            call(
+                "refused",
+                "process",
+                &json!({ "action": "start", "command": write }),
+            ),
+            call(
+                "clean",
+                "process",
+                &json!({ "action": "start", "command": "echo all-good" }),
+            ),
+        ]),
+        // Both have finished after a second.
+        calls(vec![call("wait", "bash", &json!({ "command": "sleep 1" }))]),
+        calls(vec![
+            call(
+                "out_refused",
+                "process",
+                &json!({ "action": "output", "id": "p1" }),
+            ),
+            call(
+                "out_clean",
+                "process",
+                &json!({ "action": "output", "id": "p2" }),
+            ),
+        ]),
+        calls(vec![
+            call(
+                "again",
+                "process",
+                &json!({ "action": "output", "id": "p1" }),
+            ),
+            call("list", "process", &json!({ "action": "list" })),
+        ]),
+        MockTurn::text("Read."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "start").await;
+    let (status, output) = result_of(&turn, "out_refused");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("tried"), "the process ran: {output}");
+    assert!(
+        output.contains("[sandbox: writing ") && output.contains("/outside/sentinel was refused"),
+        "{output}"
+    );
+    let (_, output) = result_of(&turn, "out_clean");
+    assert!(output.contains("all-good"), "{output}");
+    assert!(!output.contains("[sandbox:"), "{output}");
+    // Said once: a read with nothing new does not repeat it; the list remembers it.
+    let (_, output) = result_of(&turn, "again");
+    assert!(!output.contains("[sandbox:"), "{output}");
+    let (_, output) = result_of(&turn, "list");
+    let lines: Vec<&str> = output.lines().collect();
+    assert!(lines[0].contains("sandbox refused"), "{output}");
+    assert!(!lines[1].contains("sandbox refused"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("sentinel")).unwrap(),
+        "original\n"
+    );
+}
