@@ -678,3 +678,73 @@ async fn a_background_process_refused_by_the_sandbox_is_told_so_in_its_output() 
         "original\n"
     );
 }
+
+/// On a kernel without Landlock's signal scope (ABI < 6, simulated by the test switch) the
+/// seccomp filter keeps amberd out of reach of signals — its pid, its process group, and
+/// every process at once (`kill -1`) — while a command may still signal itself; the rest of
+/// the sandbox holds as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_landlock_signal_scoping_amberd_still_cannot_be_signalled() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = amber_tests::TestDaemon::spawn_with(amber_tests::DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!("{FAST_RETRIES}\n{CONFIG}"),
+        env: vec![("AMBER_TEST_SANDBOX_LANDLOCK_ABI".into(), "5".into())],
+    });
+    let pid = daemon.pid();
+    // SAFETY: getpgid only reads the process group of a live child.
+    let pgid = unsafe { libc::getpgid(libc::pid_t::try_from(pid).unwrap()) };
+    assert!(pgid > 0);
+    let outside = daemon.dir.path().canonicalize().unwrap().join("outside");
+    put(&outside.join("sentinel"), "original\n");
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    // SIGCONT: harmless should the filter fail.
+    let attempts = [
+        ("kill_pid", format!("kill -CONT {pid}")),
+        ("kill_group", format!("kill -CONT -- -{pgid}")),
+        ("kill_all", "kill -CONT -- -1".to_owned()),
+        (
+            "python_kill",
+            format!("python3 -c \"import os, signal; os.kill({pid}, signal.SIGCONT)\""),
+        ),
+        (
+            "write",
+            format!("echo pwned > {}/sentinel", outside.display()),
+        ),
+    ];
+    let attempt = |cmd: &str| format!("( {cmd} ); echo \"[attempt exited $?]\"");
+    mock.push([
+        calls(
+            attempts
+                .iter()
+                .map(|(id, cmd)| call(id, "bash", &json!({ "command": attempt(cmd) })))
+                .chain([call(
+                    "self",
+                    "bash",
+                    &json!({ "command": "kill -CONT $$ && echo self-signalled" }),
+                )])
+                .collect(),
+        ),
+        MockTurn::text("Tried."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "signal").await;
+    for (id, _) in &attempts {
+        let (_, output) = result_of(&turn, id);
+        assert!(
+            output.contains("[attempt exited 1]") && output.contains("[sandbox:"),
+            "{id}: {output}"
+        );
+    }
+    let (status, output) = result_of(&turn, "self");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("self-signalled"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("sentinel")).unwrap(),
+        "original\n"
+    );
+    within("daemon/status", client.daemon_status())
+        .await
+        .unwrap();
+}

@@ -154,7 +154,7 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec![],
             hidden: vec![],
-            simulate_no_landlock: false,
+            simulate_landlock_abi: None,
         })
     }
 
