@@ -306,6 +306,19 @@ const ESCAPES: &[(&str, &str)] = &[
     ("sh_c", "sh -c 'echo pwned > {O}/new_sh'"),
     ("home", "echo x > {HOME}/new_home"),
     ("signal_amberd", "kill -CONT {PID}"),
+    // New namespaces: a fresh network or mount namespace would undo the sandbox's.
+    (
+        "unshare_net",
+        "unshare -n sh -c 'ip link set lo up; echo x > /dev/tcp/127.0.0.1/{PORT}'",
+    ),
+    (
+        "unshare_mount",
+        "unshare -m sh -c 'mount -o remount,rw / && echo pwned > {O}/sentinel'",
+    ),
+    (
+        "unshare_user",
+        "unshare -Urm sh -c 'mount -t tmpfs none {O} && echo pwned > {O}/sentinel'",
+    ),
     // The workspace's protected paths.
     (
         "git_hook",

@@ -2,10 +2,10 @@
 //! and `session/new {sandbox}` give the requested one, read mode makes it `read-only` (also
 //! when `session/setMode` switches mid-session, and back again), `off` reports the network
 //! on, `session/get` and `session/list` report it, a restart restores it, `amber-cli run
-//! --sandbox` asks for it, and a sandboxed session's private temp directory exists while
-//! the session does. A read-only session refuses workspace writes but keeps `$TMPDIR`
-//! writable; a `writable_roots` directory is writable in workspace-write only. (The rest of
-//! what the sandbox refuses is the escape suite's.)
+//! --sandbox` and `amber --sandbox` (the TUI, in tmux) ask for it, and a sandboxed session's
+//! private temp directory exists while the session does. A read-only session refuses
+//! workspace writes but keeps `$TMPDIR` writable; a `writable_roots` directory is writable in
+//! workspace-write only. (The rest of what the sandbox refuses is the escape suite's.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +16,9 @@ use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{FAST_RETRIES, done, run_bounded, spawn, spawn_config};
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
+
+#[path = "support/tmux.rs"]
+mod tmux;
 
 fn new_session(daemon: &TestDaemon, extra: Value) -> Value {
     let mut params = json!({"cwd": daemon.workspace.display().to_string()});
@@ -209,6 +212,21 @@ fn amber_cli_run_asks_for_the_sandbox_it_is_given() {
     let (code, _, stderr) = run_bounded(cmd);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("workspace-write"), "{stderr}");
+}
+
+#[test]
+fn amber_asks_for_the_sandbox_it_is_given() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let daemon = spawn(&mock);
+    let tmux = tmux::Tmux::new("sandbox");
+    tmux.start("ro", &daemon, &["--sandbox", "read-only", "--network"]);
+    tmux.wait("ro", "the sandbox on the status line", |s| {
+        s.contains("read-only +net")
+    });
+    let list = daemon.rpc_ok("session/list", json!({}));
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{list}");
+    assert_eq!(sessions[0]["sandbox"], sandbox("read-only", true), "{list}");
 }
 
 /// The sandbox mounts `.amber/` read-only and creates it first when the workspace has none:
