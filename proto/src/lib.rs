@@ -31,7 +31,8 @@ pub use extensions::*;
 pub use message::{Message, ReasoningItem, Role, ToolCall};
 pub use methods_types::*;
 pub use sandbox::{
-    SandboxInfo, SandboxMode, SandboxRequest, SandboxSelftestResult, SandboxStatus, SelftestCheck,
+    LandlockEnforcement, LandlockGap, SandboxInfo, SandboxMode, SandboxRequest,
+    SandboxSelftestResult, SandboxStatus, SelftestCheck,
 };
 pub use session_mcp::SessionMcpServer;
 pub use subscription::*;

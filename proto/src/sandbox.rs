@@ -83,6 +83,14 @@ pub struct SandboxStatus {
     /// The kernel's Landlock ABI version; absent without Landlock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landlock_abi: Option<u32>,
+    /// How much of amber's Landlock rules this kernel's ABI enforces: `full`, or `partial`
+    /// (see `landlock_missing`); absent without Landlock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landlock_enforcement: Option<LandlockEnforcement>,
+    /// The Landlock features the sandbox would use that this kernel's ABI lacks, and what
+    /// holds instead; empty (absent) when every one is enforced or there is no Landlock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub landlock_missing: Vec<LandlockGap>,
     /// seccomp filters can be installed.
     pub seccomp: bool,
     /// Unprivileged user, mount and network namespaces can be created: `true` once the probe
@@ -93,6 +101,38 @@ pub struct SandboxStatus {
     pub default_mode: SandboxMode,
     /// Whether sessions get the network by default (`[sandbox] network`).
     pub network: bool,
+}
+
+/// How much of amber's Landlock rules the kernel's ABI enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LandlockEnforcement {
+    /// Every Landlock feature the sandbox uses.
+    Full,
+    /// Some are missing (an older ABI): the other layers hold for them, as far as they reach.
+    Partial,
+}
+
+impl LandlockEnforcement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandlockEnforcement::Full => "full",
+            LandlockEnforcement::Partial => "partial",
+        }
+    }
+}
+
+/// One Landlock feature the sandbox would use that the kernel's ABI lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LandlockGap {
+    /// A stable name: `refer`, `truncate`, `net_tcp`, `ioctl_dev`, `scope_abstract_unix_socket`,
+    /// `scope_signal`.
+    pub feature: String,
+    /// The Landlock ABI that brings it.
+    pub abi: u32,
+    /// What holds without it, in a line.
+    pub fallback: String,
 }
 
 /// `sandbox/selftest`'s result: `ok` when every check passed.

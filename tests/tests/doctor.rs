@@ -2,12 +2,10 @@
 //! names the provider (never its key) and the sandbox, whose probe settles in the background;
 //! `doctor --json` reports the provider reachable, and its exit code follows the sandbox and
 //! the self-test; with the test switch `AMBER_TEST_SANDBOX_NO_LANDLOCK` the sandbox is
-//! unavailable naming Landlock and doctor exits 1; without a daemon doctor says so, exit 1.
-//!
-//! Two cases need the kernel enforcement (`amber_policy::sandbox::enforce` on Linux) and fail
-//! until it lands: `doctor_finds_a_working_sandbox_…` (an available sandbox whose checks all
-//! pass) and `without_landlock_…` (the reason naming Landlock comes from the enforcement's
-//! handling of `simulate_no_landlock`).
+//! unavailable naming Landlock and doctor exits 1; with `AMBER_TEST_SANDBOX_LANDLOCK_ABI=5`
+//! (an older kernel, simulated) Landlock's enforcement is reported partial, naming the
+//! missing features, with a warning each, and doctor still passes (the other layers hold);
+//! without a daemon doctor says so, exit 1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -78,6 +76,11 @@ fn daemon_status_names_the_provider_without_its_key_and_the_sandbox() {
     assert_eq!(sandbox["defaultMode"], "workspace-write", "{sandbox}");
     assert_eq!(sandbox["network"], false, "{sandbox}");
     assert!(sandbox["seccomp"].is_boolean(), "{sandbox}");
+    // This machine's kernel (ABI 7) enforces every Landlock feature the sandbox uses.
+    if sandbox["landlockAbi"].as_u64().is_some_and(|abi| abi >= 6) {
+        assert_eq!(sandbox["landlockEnforcement"], "full", "{sandbox}");
+        assert!(sandbox.get("landlockMissing").is_none(), "{sandbox}");
+    }
     // Either verdict is a verdict; an unavailable one says why.
     if sandbox["available"] == false {
         assert!(
@@ -168,7 +171,6 @@ fn doctor_finds_a_working_sandbox_and_every_check_passing() {
     assert_eq!(code, Some(0), "{report}\n{stderr}");
 }
 
-/// Needs the kernel enforcement (its handling of `simulate_no_landlock`): fails until then.
 #[test]
 fn without_landlock_doctor_reports_the_sandbox_unavailable_and_exits_1() {
     let mock = mock();
@@ -196,6 +198,52 @@ fn without_landlock_doctor_reports_the_sandbox_unavailable_and_exits_1() {
     for check in report["selftest"]["checks"].as_array().unwrap() {
         assert_eq!(check["ok"], false, "{check}");
     }
+}
+
+#[test]
+fn an_older_landlock_abi_is_reported_partial_and_doctor_still_passes() {
+    let mock = mock();
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        env: vec![("AMBER_TEST_SANDBOX_LANDLOCK_ABI".into(), "5".into())],
+        ..DaemonOptions::default()
+    });
+    let sandbox = settled_sandbox(&daemon);
+    assert_eq!(sandbox["available"], true, "{sandbox}");
+    assert_eq!(sandbox["landlockAbi"], 5, "{sandbox}");
+    assert_eq!(sandbox["landlockEnforcement"], "partial", "{sandbox}");
+    let missing: Vec<&str> = sandbox["landlockMissing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["feature"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        missing,
+        ["scope_abstract_unix_socket", "scope_signal"],
+        "{sandbox}"
+    );
+    assert_eq!(sandbox["landlockMissing"][1]["abi"], 6, "{sandbox}");
+
+    let (code, report, stderr) = doctor_json(&daemon);
+    assert_eq!(code, Some(0), "{report}\n{stderr}");
+    assert_eq!(report["selftest"]["ok"], true, "{report}");
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("Landlock ABI 5 lacks scope_signal"),
+        "{report}"
+    );
+    let mut cmd = daemon.cli();
+    cmd.args(["--no-autostart", "doctor"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let text = format!("{stdout}{stderr}");
+    assert!(
+        text.contains(
+            "ABI 5 · partial enforcement (missing: scope_abstract_unix_socket, scope_signal)"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

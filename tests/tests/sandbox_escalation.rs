@@ -3,7 +3,9 @@
 //! the request says it runs unsandboxed; allowed once it runs without the sandbox (it can
 //! write outside the workspace); denied it does not run; with no approver it is denied
 //! (`no_approver`); a `sandbox = false` allow rule in the config lets it run unasked;
-//! `allow_always` stores such a rule in the workspace's rules file.
+//! `allow_always` stores such a rule in the workspace's rules file. `process {action: "start",
+//! sandbox: false}` asks the same way: approved, the process runs unsandboxed; denied, it
+//! never starts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -341,4 +343,121 @@ fn amber_cli_run_yes_never_approves_an_unsandboxed_run() {
     assert_eq!(resolved[0]["decision"], "deny");
     assert_eq!(resolved[0]["by"], "client");
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+// `process {action: "start", sandbox: false}`: the same escalation for background processes.
+
+/// Writes a marker in the workspace and one beside it, outside: only an unsandboxed process
+/// can write the second.
+const PROCESS_ESCAPE: &str = "touch process_marker ../process_unsandboxed_outside";
+
+fn process_escape_args() -> Value {
+    json!({ "action": "start", "command": PROCESS_ESCAPE, "sandbox": false })
+}
+
+/// A sandboxed start that tries the same outside write (and then says it is done), then the
+/// escalated start.
+fn process_script() -> Vec<MockTurn> {
+    vec![
+        calls(vec![call(
+            "p_sandboxed",
+            "process",
+            &json!({
+                "action": "start",
+                "command": "touch ../process_sandboxed_outside; touch sandboxed_process_done",
+            }),
+        )]),
+        calls(vec![call("p_escape", "process", &process_escape_args())]),
+        MockTurn::text("Started."),
+        done(),
+    ]
+}
+
+/// Waits until the sandboxed process has tried its outside write; it must have failed.
+async fn assert_sandboxed_process_was_contained(daemon: &TestDaemon) {
+    let done_marker = daemon.workspace.join("sandboxed_process_done");
+    amber_tests::steps::eventually(
+        "the sandboxed process ran",
+        std::time::Duration::from_secs(10),
+        || done_marker.exists(),
+    )
+    .await;
+    assert!(
+        !outside(daemon, "process_sandboxed_outside").exists(),
+        "a sandboxed process wrote outside the workspace"
+    );
+}
+
+fn assert_asks_process_unsandboxed(asked: &Value) {
+    assert_eq!(asked["callId"], "p_escape", "{asked}");
+    assert_eq!(asked["tool"], "process");
+    assert_eq!(asked["arguments"], process_escape_args());
+    assert_eq!(asked["unsandboxed"], true, "{asked}");
+    let reason = asked["reason"].as_str().unwrap();
+    assert!(reason.contains("unsandboxed"), "{asked}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn process_start_sandbox_false_asks_in_yolo_and_allow_once_runs_it_unsandboxed() {
+    let mock = MockLlm::start(process_script()).await;
+    let daemon = spawn_config(&mock, &config(""));
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+
+    client.session_prompt(&sid, "serve").await.unwrap();
+    let (before, asked) = next_approval(&mut events).await;
+    let (status, output) = result_of(&before, "p_sandboxed");
+    assert_eq!(status, "ok", "yolo starts it sandboxed: {output}");
+    assert_asks_process_unsandboxed(&asked);
+    assert!(
+        !daemon.workspace.join("process_marker").exists(),
+        "started before it was approved"
+    );
+    assert_sandboxed_process_was_contained(&daemon).await;
+
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
+            .await
+            .unwrap()
+    );
+    let rest = events.turn().await;
+    let (status, output) = result_of(&rest, "p_escape");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("started"), "{output}");
+    let escaped = outside(&daemon, "process_unsandboxed_outside");
+    amber_tests::steps::eventually(
+        "the approved process wrote outside the workspace",
+        std::time::Duration::from_secs(10),
+        || escaped.exists(),
+    )
+    .await;
+    assert!(daemon.workspace.join("process_marker").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_unsandboxed_process_start_does_not_run() {
+    let mock = MockLlm::start(process_script()).await;
+    let daemon = spawn_config(&mock, &config(""));
+    let client = connect_approver(&daemon).await;
+    let (sid, mut events) = yolo_session(&client, &daemon).await;
+
+    client.session_prompt(&sid, "serve").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_asks_process_unsandboxed(&asked);
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::Deny)
+            .await
+            .unwrap()
+    );
+    let rest = events.turn().await;
+    let (status, output) = result_of(&rest, "p_escape");
+    assert_eq!(status, "denied", "{output}");
+    assert_sandboxed_process_was_contained(&daemon).await;
+    // Give a wrongly started process the time to write.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !daemon.workspace.join("process_marker").exists(),
+        "a denied process ran"
+    );
+    assert!(!outside(&daemon, "process_unsandboxed_outside").exists());
 }

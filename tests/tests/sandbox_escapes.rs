@@ -306,6 +306,19 @@ const ESCAPES: &[(&str, &str)] = &[
     ("sh_c", "sh -c 'echo pwned > {O}/new_sh'"),
     ("home", "echo x > {HOME}/new_home"),
     ("signal_amberd", "kill -CONT {PID}"),
+    // New namespaces: a fresh network or mount namespace would undo the sandbox's.
+    (
+        "unshare_net",
+        "unshare -n sh -c 'ip link set lo up; echo x > /dev/tcp/127.0.0.1/{PORT}'",
+    ),
+    (
+        "unshare_mount",
+        "unshare -m sh -c 'mount -o remount,rw / && echo pwned > {O}/sentinel'",
+    ),
+    (
+        "unshare_user",
+        "unshare -Urm sh -c 'mount -t tmpfs none {O} && echo pwned > {O}/sentinel'",
+    ),
     // The workspace's protected paths.
     (
         "git_hook",
@@ -606,4 +619,145 @@ async fn inside_the_workspace_builds_temp_files_and_git_keep_working() {
     assert!(result_of(&turn, "tmpdir").1.contains("in-tmpdir"));
     assert!(result_of(&turn, "git_commit").1.contains('2'));
     assert!(ws.join("crate/target/debug/demo").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_process_refused_by_the_sandbox_is_told_so_in_its_output() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}\n{CONFIG}"));
+    let outside = daemon.dir.path().canonicalize().unwrap().join("outside");
+    put(&outside.join("sentinel"), "original\n");
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let write = format!("echo pwned > {}/sentinel; echo tried", outside.display());
+    mock.push([
+        calls(vec![
+            call(
+                "refused",
+                "process",
+                &json!({ "action": "start", "command": write }),
+            ),
+            call(
+                "clean",
+                "process",
+                &json!({ "action": "start", "command": "echo all-good" }),
+            ),
+        ]),
+        // Both have finished after a second.
+        calls(vec![call("wait", "bash", &json!({ "command": "sleep 1" }))]),
+        calls(vec![
+            call(
+                "out_refused",
+                "process",
+                &json!({ "action": "output", "id": "p1" }),
+            ),
+            call(
+                "out_clean",
+                "process",
+                &json!({ "action": "output", "id": "p2" }),
+            ),
+        ]),
+        calls(vec![
+            call(
+                "again",
+                "process",
+                &json!({ "action": "output", "id": "p1" }),
+            ),
+            call("list", "process", &json!({ "action": "list" })),
+        ]),
+        MockTurn::text("Read."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "start").await;
+    let (status, output) = result_of(&turn, "out_refused");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("tried"), "the process ran: {output}");
+    assert!(
+        output.contains("[sandbox: writing ") && output.contains("/outside/sentinel was refused"),
+        "{output}"
+    );
+    let (_, output) = result_of(&turn, "out_clean");
+    assert!(output.contains("all-good"), "{output}");
+    assert!(!output.contains("[sandbox:"), "{output}");
+    // Said once: a read with nothing new does not repeat it; the list remembers it.
+    let (_, output) = result_of(&turn, "again");
+    assert!(!output.contains("[sandbox:"), "{output}");
+    let (_, output) = result_of(&turn, "list");
+    let lines: Vec<&str> = output.lines().collect();
+    assert!(lines[0].contains("sandbox refused"), "{output}");
+    assert!(!lines[1].contains("sandbox refused"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("sentinel")).unwrap(),
+        "original\n"
+    );
+}
+
+/// On a kernel without Landlock's signal scope (ABI < 6, simulated by the test switch) the
+/// seccomp filter keeps amberd out of reach of signals — its pid, its process group, and
+/// every process at once (`kill -1`) — while a command may still signal itself; the rest of
+/// the sandbox holds as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_landlock_signal_scoping_amberd_still_cannot_be_signalled() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = amber_tests::TestDaemon::spawn_with(amber_tests::DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!("{FAST_RETRIES}\n{CONFIG}"),
+        env: vec![("AMBER_TEST_SANDBOX_LANDLOCK_ABI".into(), "5".into())],
+    });
+    let pid = daemon.pid();
+    // SAFETY: getpgid only reads the process group of a live child.
+    let pgid = unsafe { libc::getpgid(libc::pid_t::try_from(pid).unwrap()) };
+    assert!(pgid > 0);
+    let outside = daemon.dir.path().canonicalize().unwrap().join("outside");
+    put(&outside.join("sentinel"), "original\n");
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    // SIGCONT: harmless should the filter fail.
+    let attempts = [
+        ("kill_pid", format!("kill -CONT {pid}")),
+        ("kill_group", format!("kill -CONT -- -{pgid}")),
+        ("kill_all", "kill -CONT -- -1".to_owned()),
+        (
+            "python_kill",
+            format!("python3 -c \"import os, signal; os.kill({pid}, signal.SIGCONT)\""),
+        ),
+        (
+            "write",
+            format!("echo pwned > {}/sentinel", outside.display()),
+        ),
+    ];
+    let attempt = |cmd: &str| format!("( {cmd} ); echo \"[attempt exited $?]\"");
+    mock.push([
+        calls(
+            attempts
+                .iter()
+                .map(|(id, cmd)| call(id, "bash", &json!({ "command": attempt(cmd) })))
+                .chain([call(
+                    "self",
+                    "bash",
+                    &json!({ "command": "kill -CONT $$ && echo self-signalled" }),
+                )])
+                .collect(),
+        ),
+        MockTurn::text("Tried."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "signal").await;
+    for (id, _) in &attempts {
+        let (_, output) = result_of(&turn, id);
+        assert!(
+            output.contains("[attempt exited 1]") && output.contains("[sandbox:"),
+            "{id}: {output}"
+        );
+    }
+    let (status, output) = result_of(&turn, "self");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("self-signalled"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("sentinel")).unwrap(),
+        "original\n"
+    );
+    within("daemon/status", client.daemon_status())
+        .await
+        .unwrap();
 }

@@ -2,8 +2,10 @@
 //! and `session/new {sandbox}` give the requested one, read mode makes it `read-only` (also
 //! when `session/setMode` switches mid-session, and back again), `off` reports the network
 //! on, `session/get` and `session/list` report it, a restart restores it, `amber-cli run
-//! --sandbox` asks for it, and a sandboxed session's private temp directory exists while
-//! the session does. (What the sandbox refuses is the escape suite's.)
+//! --sandbox` and `amber --sandbox` (the TUI, in tmux) ask for it, and a sandboxed session's
+//! private temp directory exists while the session does. A read-only session refuses
+//! workspace writes but keeps `$TMPDIR` writable; a `writable_roots` directory is writable in
+//! workspace-write only. (The rest of what the sandbox refuses is the escape suite's.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,6 +16,9 @@ use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{FAST_RETRIES, done, run_bounded, spawn, spawn_config};
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
+
+#[path = "support/tmux.rs"]
+mod tmux;
 
 fn new_session(daemon: &TestDaemon, extra: Value) -> Value {
     let mut params = json!({"cwd": daemon.workspace.display().to_string()});
@@ -209,6 +214,21 @@ fn amber_cli_run_asks_for_the_sandbox_it_is_given() {
     assert!(stderr.contains("workspace-write"), "{stderr}");
 }
 
+#[test]
+fn amber_asks_for_the_sandbox_it_is_given() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let daemon = spawn(&mock);
+    let tmux = tmux::Tmux::new("sandbox");
+    tmux.start("ro", &daemon, &["--sandbox", "read-only", "--network"]);
+    tmux.wait("ro", "the sandbox on the status line", |s| {
+        s.contains("read-only +net")
+    });
+    let list = daemon.rpc_ok("session/list", json!({}));
+    let sessions = list["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{list}");
+    assert_eq!(sessions[0]["sandbox"], sandbox("read-only", true), "{list}");
+}
+
 /// The sandbox mounts `.amber/` read-only and creates it first when the workspace has none:
 /// commands of one batch start side by side, and every one of them must run although
 /// another's helper created it a moment before.
@@ -239,4 +259,152 @@ async fn a_batch_of_commands_in_a_workspace_without_amber_dir_all_run() {
         let (status, output) = amber_tests::tool_calls::result_of(&turn, &format!("b{n}"));
         assert_eq!(status, "ok", "b{n}: {output}");
     }
+}
+
+/// A yolo session with `sandbox` (as `session/new` takes it) that runs `batch` — `(call id,
+/// command)` pairs, side by side in one turn — and returns the turn's events.
+async fn run_batch(
+    daemon: &TestDaemon,
+    mock: &MockLlm,
+    sandbox: Value,
+    batch: &[(&str, String)],
+) -> Vec<Value> {
+    let client = amber_tests::steps::connect(daemon).await;
+    let params = amber_proto::SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        sandbox: Some(serde_json::from_value(sandbox).unwrap()),
+        ..amber_proto::SessionNewParams::default()
+    };
+    let sid = amber_tests::steps::within("session/new", client.session_new(&params))
+        .await
+        .unwrap()
+        .session_id;
+    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
+    mock.push([
+        amber_tests::tool_calls::calls(
+            batch
+                .iter()
+                .map(|(id, cmd)| {
+                    amber_tests::tool_calls::call(id, "bash", &json!({ "command": cmd }))
+                })
+                .collect(),
+        ),
+        MockTurn::text("Ran."),
+        done(),
+    ]);
+    amber_tests::steps::prompt_turn(&client, &mut events, &sid, "run").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_session_refuses_a_workspace_write_but_tmpdir_stays_writable() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn(&mock);
+    let ws = &daemon.workspace;
+    amber_tests::tool_calls::put(&ws.join("existing.txt"), "original\n");
+    let turn = run_batch(
+        &daemon,
+        &mock,
+        json!({"mode": "read-only"}),
+        &[
+            ("new_file", "echo pwned > ro_new.txt".to_owned()),
+            ("overwrite", "echo pwned > existing.txt".to_owned()),
+            ("mkdir", "mkdir ro_dir".to_owned()),
+            (
+                "tmpdir",
+                "f=$(mktemp) && echo temp-ok > \"$f\" && cat \"$f\" && case \"$f\" in \"$TMPDIR\"/*) echo in-tmpdir;; esac"
+                    .to_owned(),
+            ),
+        ],
+    )
+    .await;
+    for id in ["new_file", "overwrite", "mkdir"] {
+        let (status, output) = amber_tests::tool_calls::result_of(&turn, id);
+        assert_eq!(status, "error", "{id}: {output}");
+        assert!(output.contains("[sandbox:"), "{id}: {output}");
+        assert!(output.contains("read-only"), "{id}: {output}");
+    }
+    assert!(!ws.join("ro_new.txt").exists(), "a read-only session wrote");
+    assert!(
+        !ws.join("ro_dir").exists(),
+        "a read-only session made a dir"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("existing.txt")).unwrap(),
+        "original\n"
+    );
+    let (status, output) = amber_tests::tool_calls::result_of(&turn, "tmpdir");
+    assert_eq!(status, "ok", "{output}");
+    assert!(
+        output.contains("temp-ok") && output.contains("in-tmpdir"),
+        "{output}"
+    );
+    assert!(!output.contains("[sandbox:"), "{output}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writable_root_is_writable_in_workspace_write_and_not_in_read_only() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path().canonicalize().unwrap();
+    // A sibling directory that is no writable root: the sandbox still refuses it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = elsewhere.path().canonicalize().unwrap();
+    let config = format!(
+        "{FAST_RETRIES}[sandbox]\nmode = \"workspace-write\"\nwritable_roots = [{:?}]\n",
+        root.display().to_string()
+    );
+    let daemon = spawn_config(&mock, &config);
+
+    let turn = run_batch(
+        &daemon,
+        &mock,
+        json!({}),
+        &[
+            (
+                "root",
+                format!(
+                    "echo ok > {0}/from_ws_write && mkdir {0}/dir",
+                    root.display()
+                ),
+            ),
+            (
+                "elsewhere",
+                format!("echo pwned > {}/not_a_root", elsewhere.display()),
+            ),
+        ],
+    )
+    .await;
+    let (status, output) = amber_tests::tool_calls::result_of(&turn, "root");
+    assert_eq!(status, "ok", "{output}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("from_ws_write")).unwrap(),
+        "ok\n"
+    );
+    assert!(root.join("dir").is_dir());
+    let (status, output) = amber_tests::tool_calls::result_of(&turn, "elsewhere");
+    assert_eq!(status, "error", "{output}");
+    assert!(output.contains("[sandbox:"), "{output}");
+    assert!(!elsewhere.join("not_a_root").exists());
+
+    let turn = run_batch(
+        &daemon,
+        &mock,
+        json!({"mode": "read-only"}),
+        &[(
+            "root_ro",
+            format!("echo pwned > {}/from_read_only", root.display()),
+        )],
+    )
+    .await;
+    let (status, output) = amber_tests::tool_calls::result_of(&turn, "root_ro");
+    assert_eq!(status, "error", "{output}");
+    assert!(
+        output.contains("[sandbox:") && output.contains("read-only"),
+        "{output}"
+    );
+    assert!(
+        !root.join("from_read_only").exists(),
+        "a read-only session wrote into a writable root"
+    );
 }

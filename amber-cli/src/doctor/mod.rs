@@ -94,7 +94,7 @@ fn build(
             uptime_ms: status.uptime_ms,
             socket: client.socket().display().to_string(),
         },
-        warnings: report::warnings(provider.as_ref()),
+        warnings: report::warnings(provider.as_ref(), status.sandbox.as_ref()),
         provider,
         sandbox: status.sandbox,
         selftest,

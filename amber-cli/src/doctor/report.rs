@@ -142,9 +142,26 @@ pub fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart) -> Vec
     out
 }
 
-/// Provider findings worth a warning (they do not fail the check: amber works offline
-/// until a prompt needs the model).
-pub fn warnings(provider: Option<&ProviderPart>) -> Vec<String> {
+/// Findings worth a warning that do not fail the check: the provider's (amber works
+/// offline until a prompt needs the model), and each Landlock feature an older kernel ABI
+/// lacks (the sandbox's other layers still hold; the warning says how far).
+pub fn warnings(provider: Option<&ProviderPart>, sandbox: Option<&SandboxStatus>) -> Vec<String> {
+    let mut out = provider_warnings(provider);
+    if let Some(s) = sandbox {
+        for gap in &s.landlock_missing {
+            out.push(format!(
+                "Landlock ABI {} lacks {} (ABI {}): {}",
+                s.landlock_abi.unwrap_or(0),
+                gap.feature,
+                gap.abi,
+                gap.fallback
+            ));
+        }
+    }
+    out
+}
+
+fn provider_warnings(provider: Option<&ProviderPart>) -> Vec<String> {
     let Some(p) = provider else {
         return Vec::new();
     };
@@ -213,9 +230,25 @@ pub fn text(r: &Report) -> String {
                 "sandbox",
                 &format!("{verdict} · default {}, network {network}", s.default_mode),
             ));
-            let landlock = s
-                .landlock_abi
-                .map_or_else(|| "not available".to_owned(), |abi| format!("ABI {abi}"));
+            let landlock = match (s.landlock_abi, s.landlock_enforcement) {
+                (None, _) => "not available".to_owned(),
+                (Some(abi), None) => format!("ABI {abi}"),
+                (Some(abi), Some(level)) if s.landlock_missing.is_empty() => {
+                    format!("ABI {abi} · {} enforcement", level.as_str())
+                }
+                (Some(abi), Some(level)) => {
+                    let missing: Vec<&str> = s
+                        .landlock_missing
+                        .iter()
+                        .map(|g| g.feature.as_str())
+                        .collect();
+                    format!(
+                        "ABI {abi} · {} enforcement (missing: {})",
+                        level.as_str(),
+                        missing.join(", ")
+                    )
+                }
+            };
             lines.push(row("landlock", &landlock));
             lines.push(row("seccomp", yes_no(Some(s.seccomp))));
             lines.push(row("namespaces", yes_no(s.namespaces)));
@@ -269,6 +302,8 @@ mod tests {
             available,
             reason: reason.map(str::to_owned),
             landlock_abi: Some(7),
+            landlock_enforcement: Some(amber_proto::LandlockEnforcement::Full),
+            landlock_missing: Vec::new(),
             seccomp: true,
             namespaces: Some(true),
             default_mode: SandboxMode::WorkspaceWrite,
@@ -317,7 +352,7 @@ mod tests {
                 uptime_ms: 65_000,
                 socket: "/run/amber/amberd.sock".into(),
             },
-            warnings: warnings(provider.as_ref()),
+            warnings: warnings(provider.as_ref(), sandbox.as_ref()),
             provider,
             sandbox,
             selftest,
@@ -342,7 +377,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("API key set"), "{text}");
-        assert!(text.contains("landlock     ABI 7"), "{text}");
+        assert!(
+            text.contains("landlock     ABI 7 · full enforcement"),
+            "{text}"
+        );
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
         assert!(text.contains("  ok   check_0  detail 0"), "{text}");
     }
 
@@ -394,6 +433,33 @@ mod tests {
     }
 
     #[test]
+    fn a_partial_landlock_is_shown_and_warned_about_but_passes() {
+        let mut older = sandbox(Some(true), None);
+        older.landlock_abi = Some(5);
+        older.landlock_enforcement = Some(amber_proto::LandlockEnforcement::Partial);
+        older.landlock_missing = vec![amber_proto::LandlockGap {
+            feature: "scope_signal".into(),
+            abi: 6,
+            fallback: "seccomp refuses signals to amberd".into(),
+        }];
+        let r = report(Some(older), selftest(&[true]));
+        assert!(r.ok, "the other layers hold: {:?}", r.problems);
+        let text = text(&r);
+        assert!(
+            text.contains("landlock     ABI 5 · partial enforcement (missing: scope_signal)"),
+            "{text}"
+        );
+        assert_eq!(
+            r.warnings,
+            ["Landlock ABI 5 lacks scope_signal (ABI 6): seccomp refuses signals to amberd"]
+        );
+        assert!(
+            text.contains("warning: Landlock ABI 5 lacks scope_signal"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn provider_trouble_is_a_warning() {
         let unconfigured = ProviderPart::new(
             ProviderStatus {
@@ -405,7 +471,7 @@ mod tests {
             None,
             None,
         );
-        assert!(warnings(Some(&unconfigured))[0].contains("no LLM endpoint"));
+        assert!(warnings(Some(&unconfigured), None)[0].contains("no LLM endpoint"));
         let down = ProviderPart::new(
             ProviderStatus {
                 base_url: Some("http://127.0.0.1:9/v1".into()),
@@ -417,7 +483,7 @@ mod tests {
             Some(Reach::Failed("connection refused".into())),
         );
         assert_eq!(
-            warnings(Some(&down)),
+            warnings(Some(&down), None),
             ["the provider did not answer at http://127.0.0.1:9/v1/models: connection refused"]
         );
     }

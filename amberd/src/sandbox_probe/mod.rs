@@ -13,8 +13,9 @@
 //! scratch directory.
 //!
 //! `AMBER_TEST_SANDBOX_NO_LANDLOCK` (non-empty in amberd's environment) is a test-only
-//! switch: every spec built here says `simulate_no_landlock`, so the helper refuses as on a
-//! kernel without Landlock.
+//! switch: every spec built here says `simulate_landlock_abi: 0`, so the helper refuses as
+//! on a kernel without Landlock; `AMBER_TEST_SANDBOX_LANDLOCK_ABI=N` simulates an older ABI
+//! the same way (the report and the helper's rules both use it).
 
 mod exec;
 mod scratch;
@@ -24,7 +25,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use amber_policy::sandbox::{KernelSupport, SandboxInfo, kernel_support};
+use amber_policy::sandbox::{
+    KernelSupport, SandboxInfo, effective_abi, kernel_support, landlock_enforcement,
+};
 use amber_proto::{SandboxSelftestResult, SandboxStatus};
 use tokio::sync::watch;
 
@@ -42,14 +45,14 @@ pub type Availability = Result<(), String>;
 pub struct ProbeSettings {
     /// Directories hidden inside the sandbox (amberd's socket directory).
     pub hidden: Vec<PathBuf>,
-    /// `AMBER_TEST_SANDBOX_NO_LANDLOCK` was set.
-    pub simulate_no_landlock: bool,
+    /// The simulated Landlock ABI (`SandboxEnv`'s test switches).
+    pub simulate_landlock_abi: Option<u32>,
 }
 
 /// The daemon's sandbox probe and what it found.
 pub struct SandboxProbe {
-    /// The test switch, as `SandboxEnv` read it from the daemon's environment.
-    simulate_no_landlock: bool,
+    /// The test switches, as `SandboxEnv` read them from the daemon's environment.
+    simulate_landlock_abi: Option<u32>,
     /// Set by [`SandboxProbe::start`]; the specs of the probe and the self-test.
     settings: OnceLock<ProbeSettings>,
     kernel: KernelSupport,
@@ -70,15 +73,18 @@ impl std::fmt::Debug for SandboxProbe {
 
 impl SandboxProbe {
     /// Reads what the kernel offers (no fork, nothing changed); the probe itself waits for
-    /// [`SandboxProbe::start`]. `simulate_no_landlock`: the test switch (`SandboxEnv`'s).
-    pub fn new(simulate_no_landlock: bool) -> Arc<Self> {
+    /// [`SandboxProbe::start`]. `simulate_landlock_abi`: the test switches (`SandboxEnv`'s).
+    pub fn new(simulate_landlock_abi: Option<u32>) -> Arc<Self> {
         let mut kernel = kernel_support();
-        if simulate_no_landlock {
+        if let Some(cap) = simulate_landlock_abi {
             // Report what the simulated kernel has.
-            kernel.landlock_abi = None;
+            kernel.landlock_abi = kernel
+                .landlock_abi
+                .map(|abi| abi.min(cap))
+                .filter(|a| *a > 0);
         }
         Arc::new(SandboxProbe {
-            simulate_no_landlock,
+            simulate_landlock_abi,
             settings: OnceLock::new(),
             kernel,
             userns: userns_allowed(&|path| std::fs::read_to_string(path).ok(), current_uid()),
@@ -94,7 +100,7 @@ impl SandboxProbe {
     pub fn start(self: &Arc<Self>, hidden: Vec<PathBuf>, publish: Arc<OnceLock<String>>) {
         let settings = ProbeSettings {
             hidden,
-            simulate_no_landlock: self.simulate_no_landlock,
+            simulate_landlock_abi: self.simulate_landlock_abi,
         };
         // Outside a runtime (unit tests of the library) there is nothing to run it on.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -141,7 +147,7 @@ impl SandboxProbe {
             .cloned()
             .unwrap_or_else(|| ProbeSettings {
                 hidden: Vec::new(),
-                simulate_no_landlock: self.simulate_no_landlock,
+                simulate_landlock_abi: self.simulate_landlock_abi,
             })
     }
 
@@ -221,10 +227,14 @@ pub(crate) fn status(
         Some(Ok(())) => Some(true),
         _ => userns.filter(|allowed| !allowed),
     };
+    let (landlock_enforcement, landlock_missing) =
+        landlock_enforcement(kernel.landlock_abi.and_then(effective_abi));
     SandboxStatus {
         available: verdict.map(Result::is_ok),
         reason: verdict.and_then(|v| v.clone().err()),
         landlock_abi: kernel.landlock_abi,
+        landlock_enforcement,
+        landlock_missing,
         seccomp: kernel.seccomp,
         namespaces,
         default_mode: default.mode,
@@ -268,8 +278,11 @@ mod tests {
 
     #[test]
     fn the_test_switch_hides_landlock_from_the_report() {
-        let probe = SandboxProbe::new(true);
+        let probe = SandboxProbe::new(Some(0));
         assert_eq!(probe.kernel().landlock_abi, None, "simulated: no Landlock");
+        let real = kernel_support().landlock_abi;
+        let older = SandboxProbe::new(Some(5));
+        assert_eq!(older.kernel().landlock_abi, real.map(|abi| abi.min(5)));
     }
 
     #[test]
@@ -312,6 +325,26 @@ mod tests {
 
         let up = status(Some(&Ok(())), kernel, None, default());
         assert_eq!((up.available, up.namespaces), (Some(true), Some(true)));
+        assert_eq!(
+            up.landlock_enforcement,
+            Some(amber_proto::LandlockEnforcement::Full)
+        );
+        assert!(up.landlock_missing.is_empty());
+        let older = KernelSupport {
+            landlock_abi: Some(5),
+            seccomp: true,
+        };
+        let partial = status(Some(&Ok(())), older, None, default());
+        assert_eq!(
+            partial.landlock_enforcement,
+            Some(amber_proto::LandlockEnforcement::Partial)
+        );
+        let missing: Vec<&str> = partial
+            .landlock_missing
+            .iter()
+            .map(|g| g.feature.as_str())
+            .collect();
+        assert_eq!(missing, ["scope_abstract_unix_socket", "scope_signal"]);
 
         let down: Availability = Err("Landlock is not available in this kernel".into());
         let down = status(
@@ -327,6 +360,7 @@ mod tests {
         );
         assert_eq!(down.namespaces, Some(false));
         assert_eq!(down.landlock_abi, None);
+        assert_eq!(down.landlock_enforcement, None);
     }
 
     #[test]
@@ -354,7 +388,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_probe_never_started_answers_none_without_waiting_long() {
-        let probe = SandboxProbe::new(false);
+        let probe = SandboxProbe::new(None);
         assert_eq!(probe.availability(), None);
         let started = std::time::Instant::now();
         assert_eq!(probe.wait(Duration::from_millis(50)).await, None);
@@ -364,7 +398,7 @@ mod tests {
     #[tokio::test]
     async fn without_the_helper_the_probe_fails_closed() {
         // Unit tests have no lifeline installed: nothing can be sandboxed.
-        let probe = SandboxProbe::new(false);
+        let probe = SandboxProbe::new(None);
         probe.start(Vec::new(), Arc::new(OnceLock::new()));
         let verdict = probe.wait(Duration::from_secs(10)).await.unwrap();
         assert!(verdict.unwrap_err().contains("helper is not installed"));

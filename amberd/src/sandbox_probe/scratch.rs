@@ -58,7 +58,7 @@ impl Scratch {
             tmp_dir: self.tmp.clone(),
             writable_roots: Vec::new(),
             hidden: settings.hidden.clone(),
-            simulate_no_landlock: settings.simulate_no_landlock,
+            simulate_landlock_abi: settings.simulate_landlock_abi,
         }
     }
 }
@@ -130,11 +130,11 @@ mod tests {
         }
         let settings = ProbeSettings {
             hidden: vec!["/run/amber".into()],
-            simulate_no_landlock: true,
+            simulate_landlock_abi: Some(0),
         };
         let spec = scratch.spec(&settings);
         assert!(!spec.writable().contains(&scratch.outside));
-        assert!(spec.simulate_no_landlock);
+        assert_eq!(spec.simulate_landlock_abi, Some(0));
         assert_eq!(spec.hidden, settings.hidden);
         drop(scratch);
         assert!(!root.exists());

@@ -149,7 +149,7 @@ impl Deps {
             data_dir,
             store: None,
             tool_env,
-            sandbox_probe: SandboxProbe::new(sandbox.simulate_no_landlock),
+            sandbox_probe: SandboxProbe::new(sandbox.simulate_landlock_abi),
             sandbox,
         })
     }

@@ -15,8 +15,6 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::Child;
 
-use amber_policy::sandbox::refusal_note;
-
 use super::args::Args;
 use super::sandbox;
 use super::spawn::spawn_shell;
@@ -132,13 +130,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     let mut sink = Sink::new(ctx);
     let end = supervise(&mut child, reader, &group, &mut sink, ctx, timeout).await;
     let mut body = sink.finish();
-    if let sandbox::Chosen::Sandboxed(spec) = &chosen
-        && let Some(note) = refusal_note(session_sandbox.info(), &spec.hidden, command, &body)
-    {
-        if !body.is_empty() && !body.ends_with('\n') {
-            body.push('\n');
-        }
-        body.push_str(&note);
+    if let Some(check) = chosen.refusal_check() {
+        check.append_note(command, &mut body);
     }
     Ok(finish(end, body, timeout))
 }

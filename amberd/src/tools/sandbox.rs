@@ -2,11 +2,13 @@
 //! by the session (from `[sandbox]`, `session/new {sandbox}`, its mode and the daemon's
 //! probe of the kernel) and read by `bash` and `process` for every start. A command asked
 //! to run with `sandbox: false` gets [`SpawnSandbox::Unsandboxed`] only after the policy
-//! approved exactly that.
+//! approved exactly that. [`RefusalCheck`] reads a sandboxed command's output for a refusal
+//! of the sandbox, the same way for a `bash` result and a background process's `output`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
+use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec, refusal_note};
 
 /// A session's sandbox for the commands it runs.
 #[derive(Debug, Clone, Default)]
@@ -48,6 +50,52 @@ pub enum SpawnSandbox<'a> {
     Unsandboxed,
 }
 
+/// What a sandboxed command's output is read against for a refusal of its sandbox: the
+/// sandbox it runs in. A command that runs unsandboxed has none (nothing of it is refused
+/// by a sandbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalCheck {
+    info: SandboxInfo,
+    /// The directories hidden from it (amberd's socket directory).
+    hidden: Vec<PathBuf>,
+}
+
+impl RefusalCheck {
+    /// The check of a command spawned in `sandbox`; `None` when it runs unsandboxed.
+    pub fn of(sandbox: SpawnSandbox<'_>) -> Option<Self> {
+        match sandbox {
+            SpawnSandbox::Sandboxed(spec) => Some(Self {
+                info: SandboxInfo {
+                    mode: spec.mode,
+                    network: spec.network,
+                },
+                hidden: spec.hidden.clone(),
+            }),
+            SpawnSandbox::Unsandboxed => None,
+        }
+    }
+
+    /// The `[sandbox: …]` note for `output` of `command`, when it shows a refusal.
+    pub fn note(&self, command: &str, output: &str) -> Option<String> {
+        refusal_note(self.info, &self.hidden, command, output)
+    }
+
+    /// Appends the note for `body` (on a line of its own), when it shows a refusal.
+    pub fn append_note(&self, command: &str, body: &mut String) {
+        if let Some(note) = self.note(command, body) {
+            append_line(body, &note);
+        }
+    }
+}
+
+/// Appends `line` to `body`, starting a new line first when `body` has an unfinished one.
+pub(crate) fn append_line(body: &mut String, line: &str) {
+    if !body.is_empty() && !body.ends_with('\n') {
+        body.push('\n');
+    }
+    body.push_str(line);
+}
+
 /// The sandbox one command starts in, chosen from the session's and the call's.
 #[derive(Debug, Clone)]
 pub(crate) enum Chosen {
@@ -61,6 +109,11 @@ impl Chosen {
             Chosen::Sandboxed(spec) => SpawnSandbox::Sandboxed(spec),
             Chosen::Unsandboxed => SpawnSandbox::Unsandboxed,
         }
+    }
+
+    /// How the command's output is read for a refusal of its sandbox.
+    pub(crate) fn refusal_check(&self) -> Option<RefusalCheck> {
+        RefusalCheck::of(self.spawn())
     }
 }
 
@@ -101,8 +154,25 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec![],
             hidden: vec![],
-            simulate_no_landlock: false,
+            simulate_landlock_abi: None,
         })
+    }
+
+    #[test]
+    fn only_a_sandboxed_command_is_checked_for_refusals() {
+        assert_eq!(Chosen::Unsandboxed.refusal_check(), None);
+        let check = Chosen::Sandboxed(spec()).refusal_check().unwrap();
+        let mut body = "touch: cannot touch '/outside/x': Read-only file system".to_owned();
+        check.append_note("touch /outside/x", &mut body);
+        let (output, note) = body.split_once('\n').unwrap();
+        assert!(output.ends_with("Read-only file system"), "{body}");
+        assert!(
+            note.starts_with("[sandbox: writing /outside/x was refused"),
+            "{body}"
+        );
+        let mut clean = "all good\n".to_owned();
+        check.append_note("ls", &mut clean);
+        assert_eq!(clean, "all good\n");
     }
 
     #[test]

@@ -12,9 +12,14 @@ use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 
 use super::tmp_dirs::TmpDirs;
 
-/// The environment variable that makes every spec say `simulate_no_landlock` (tests of the
-/// fail-closed path): set to a non-empty value in amberd's environment at start.
+/// The environment variable that makes every spec simulate a kernel without Landlock
+/// (`simulate_landlock_abi: Some(0)`; tests of the fail-closed path): set to a non-empty
+/// value in amberd's environment at start.
 pub const SIMULATE_NO_LANDLOCK_VAR: &str = "AMBER_TEST_SANDBOX_NO_LANDLOCK";
+/// The environment variable that makes every spec simulate a kernel whose Landlock ABI is at
+/// most this number (tests of the per-ABI degradation); ignored when not a number, and
+/// under `AMBER_TEST_SANDBOX_NO_LANDLOCK`.
+pub const SIMULATE_LANDLOCK_ABI_VAR: &str = "AMBER_TEST_SANDBOX_LANDLOCK_ABI";
 
 /// The daemon-wide part of every sandbox.
 #[derive(Debug, Clone)]
@@ -22,8 +27,9 @@ pub struct SandboxEnv {
     /// Hidden inside every sandbox: the directory of amberd's own socket (a sandboxed
     /// process that could reach amberd could approve its own requests). Set by `main`.
     pub hidden: Vec<PathBuf>,
-    /// `AMBER_TEST_SANDBOX_NO_LANDLOCK` was set when the daemon started.
-    pub simulate_no_landlock: bool,
+    /// The Landlock ABI to simulate (`0`: none), from `AMBER_TEST_SANDBOX_NO_LANDLOCK` or
+    /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI` when the daemon started; `None`: the kernel's.
+    pub simulate_landlock_abi: Option<u32>,
     /// Why the kernel cannot sandbox here: set once by the daemon's start-up probe
     /// (`sandbox_probe`) when it fails; unset while it runs or when it passed. While set, no
     /// command runs sandboxed: each needs an approval to run without it, and sandboxed
@@ -40,7 +46,7 @@ impl SandboxEnv {
     pub fn from_env(env: &impl Fn(&str) -> Option<OsString>) -> Self {
         Self {
             hidden: Vec::new(),
-            simulate_no_landlock: env(SIMULATE_NO_LANDLOCK_VAR).is_some_and(|v| !v.is_empty()),
+            simulate_landlock_abi: simulated_landlock_abi(env),
             unavailable: Arc::new(OnceLock::new()),
             tmp: TmpDirs::for_current_user(),
         }
@@ -74,9 +80,22 @@ impl SandboxEnv {
             // Written only in `workspace-write` (`SandboxSpec::writable`).
             writable_roots: writable_roots.to_vec(),
             hidden: self.hidden.clone(),
-            simulate_no_landlock: self.simulate_no_landlock,
+            simulate_landlock_abi: self.simulate_landlock_abi,
         }
     }
+}
+
+/// The test switches' Landlock ABI: `Some(0)` under `AMBER_TEST_SANDBOX_NO_LANDLOCK`, else
+/// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`'s number, else `None` (the kernel's).
+fn simulated_landlock_abi(env: &impl Fn(&str) -> Option<OsString>) -> Option<u32> {
+    if env(SIMULATE_NO_LANDLOCK_VAR).is_some_and(|v| !v.is_empty()) {
+        return Some(0);
+    }
+    env(SIMULATE_LANDLOCK_ABI_VAR)?
+        .to_str()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// An extension table's `sandbox = "…"` and `network = …` (MCP stdio server, external
@@ -141,10 +160,30 @@ mod tests {
     #[test]
     fn the_test_switch_needs_a_non_empty_value() {
         let set = SandboxEnv::from_env(&|k| (k == SIMULATE_NO_LANDLOCK_VAR).then(|| "1".into()));
-        assert!(set.simulate_no_landlock);
+        assert_eq!(set.simulate_landlock_abi, Some(0));
         let empty = SandboxEnv::from_env(&|k| (k == SIMULATE_NO_LANDLOCK_VAR).then(|| "".into()));
-        assert!(!empty.simulate_no_landlock);
-        assert!(!SandboxEnv::from_env(&|_| None).simulate_no_landlock);
+        assert_eq!(empty.simulate_landlock_abi, None);
+        assert_eq!(SandboxEnv::from_env(&|_| None).simulate_landlock_abi, None);
+    }
+
+    #[test]
+    fn a_lower_landlock_abi_may_be_simulated_and_no_landlock_wins() {
+        let abi =
+            |v: &'static str| move |k: &str| (k == SIMULATE_LANDLOCK_ABI_VAR).then(|| v.into());
+        assert_eq!(
+            SandboxEnv::from_env(&abi("5")).simulate_landlock_abi,
+            Some(5)
+        );
+        assert_eq!(
+            SandboxEnv::from_env(&abi("five")).simulate_landlock_abi,
+            None
+        );
+        let both = |k: &str| match k {
+            SIMULATE_NO_LANDLOCK_VAR => Some("1".into()),
+            SIMULATE_LANDLOCK_ABI_VAR => Some("5".into()),
+            _ => None,
+        };
+        assert_eq!(SandboxEnv::from_env(&both).simulate_landlock_abi, Some(0));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! This module is the one place of the crate that makes system calls beyond resolving
 //! paths; it runs only in the helper process, never in the daemon.
 
+mod landlock_abi;
 mod note;
 mod spec;
 mod support;
@@ -23,6 +24,10 @@ mod support;
 mod linux;
 
 pub use amber_proto::{SandboxInfo, SandboxMode};
+pub use landlock_abi::{
+    LANDLOCK_TARGET_ABI, LandlockFeature, effective_abi, enforcement as landlock_enforcement,
+    missing_features,
+};
 pub use note::refusal_note;
 pub use spec::{SandboxSpec, SpecError};
 pub use support::{KernelSupport, kernel_support};

@@ -24,10 +24,11 @@ pub struct SandboxSpec {
     /// Directories that must be invisible inside: amberd's runtime (socket) directory.
     #[serde(default)]
     pub hidden: Vec<PathBuf>,
-    /// Test-only: behave as on a kernel without Landlock (amberd sets it only from
-    /// `AMBER_TEST_SANDBOX_NO_LANDLOCK`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub simulate_no_landlock: bool,
+    /// Test-only: behave as on a kernel whose Landlock ABI is at most this (`0`: no
+    /// Landlock). amberd sets it only from `AMBER_TEST_SANDBOX_NO_LANDLOCK` (0) or
+    /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulate_landlock_abi: Option<u32>,
 }
 
 /// A spec argument that cannot be read.
@@ -45,6 +46,17 @@ impl SandboxSpec {
     /// Reads the helper's argument.
     pub fn from_arg(arg: &str) -> Result<Self, SpecError> {
         Ok(serde_json::from_str(arg)?)
+    }
+
+    /// The Landlock ABI the sandbox uses on a kernel of ABI `kernel` (`None`: no Landlock):
+    /// the kernel's, lowered to the simulated one, capped at the newest the sandbox knows;
+    /// `None` when there is no Landlock to use.
+    pub fn landlock_abi(&self, kernel: Option<u32>) -> Option<u32> {
+        let kernel = kernel.unwrap_or(0);
+        let kernel = self
+            .simulate_landlock_abi
+            .map_or(kernel, |cap| kernel.min(cap));
+        super::landlock_abi::effective_abi(kernel)
     }
 
     /// The directories a command may write: the temp dir always, the workspace and the
@@ -72,11 +84,30 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec!["/cache".into()],
             hidden: vec!["/run/user/0/amber".into()],
-            simulate_no_landlock: false,
+            simulate_landlock_abi: None,
         };
         let arg = spec.to_arg();
         assert!(!arg.contains("simulate"));
         assert_eq!(SandboxSpec::from_arg(&arg).unwrap(), spec);
+        assert_eq!(spec.landlock_abi(Some(7)), Some(7));
+        assert_eq!(spec.landlock_abi(Some(12)), Some(7), "capped at the target");
+        assert_eq!(spec.landlock_abi(None), None);
+        let lower = SandboxSpec {
+            simulate_landlock_abi: Some(5),
+            ..spec.clone()
+        };
+        assert_eq!(lower.landlock_abi(Some(7)), Some(5));
+        assert_eq!(
+            lower.landlock_abi(Some(4)),
+            Some(4),
+            "never above the kernel"
+        );
+        assert!(lower.to_arg().contains("\"simulateLandlockAbi\":5"));
+        let none = SandboxSpec {
+            simulate_landlock_abi: Some(0),
+            ..spec.clone()
+        };
+        assert_eq!(none.landlock_abi(Some(7)), None);
         assert_eq!(
             spec.writable(),
             vec![PathBuf::from("/tmp/t"), "/ws".into(), "/cache".into()]
@@ -92,7 +123,7 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec!["/cache".into()],
             hidden: vec![],
-            simulate_no_landlock: false,
+            simulate_landlock_abi: None,
         };
         assert_eq!(spec.writable(), vec![PathBuf::from("/tmp/t")]);
         assert!(SandboxSpec::from_arg("{\"mode\":\"off\"}").is_err());

@@ -155,7 +155,7 @@ mod tests {
                 tmp_dir: "/t".into(),
                 writable_roots: vec![],
                 hidden: vec![],
-                simulate_no_landlock: false,
+                simulate_landlock_abi: None,
             }))
         };
         assert_eq!(

@@ -16,6 +16,7 @@ pub use table::{
 };
 
 use super::args::Args;
+use super::sandbox::append_line;
 use super::truncate::truncate_middle;
 use super::{Tool, ToolContext, ToolOutcome};
 
@@ -179,8 +180,13 @@ fn render_list(processes: &[ProcessInfo]) -> String {
         } else {
             format!("ran {}", human(p.uptime))
         };
+        let refused = if p.sandbox_refused {
+            "  [sandbox refused an access: see its output]"
+        } else {
+            ""
+        };
         out.push_str(&format!(
-            "{}  pid {}  {}  {}  {}\n",
+            "{}  pid {}  {}  {}  {}{refused}\n",
             p.id,
             p.pid,
             p.state,
@@ -209,8 +215,16 @@ fn render_output(read: &OutputRead, ctx: &ToolContext) -> String {
     if read.text.is_empty() {
         out.push_str("(no new output)");
     } else {
-        let max = ctx.limits.max_output_bytes.saturating_sub(HEADER_RESERVE);
+        // The note, like the header, is kept whole: the text makes room for it.
+        let note = read.note.as_ref().map_or(0, |n| n.len() + 1);
+        let max = ctx
+            .limits
+            .max_output_bytes
+            .saturating_sub(HEADER_RESERVE + note);
         out.push_str(&truncate_middle(&read.text, max));
+    }
+    if let Some(note) = &read.note {
+        append_line(&mut out, note);
     }
     out
 }

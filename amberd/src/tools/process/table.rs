@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::ring::Ring;
 use crate::tools::bash::{GroupGuard, decode};
 use crate::tools::env_policy::ToolEnv;
-use crate::tools::sandbox::SpawnSandbox;
+use crate::tools::sandbox::{RefusalCheck, SpawnSandbox};
 use crate::tools::spawn::spawn_shell;
 
 /// Processes that may run at once in one session.
@@ -85,6 +85,8 @@ pub struct ProcessInfo {
     pub state: ProcessState,
     /// Time since start while running, else how long it ran.
     pub uptime: Duration,
+    /// Output read so far showed a refusal of its OS sandbox (a `[sandbox: …]` note).
+    pub sandbox_refused: bool,
 }
 
 /// Output not yet read by `output`.
@@ -94,6 +96,9 @@ pub struct OutputRead {
     /// Unread bytes that the ring dropped before they were read.
     pub dropped: u64,
     pub text: String,
+    /// The `[sandbox: …]` note when `text` shows a refusal of the process's OS sandbox
+    /// (not repeated on a read with no new output).
+    pub note: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +138,8 @@ struct Inner {
     read_pos: u64,
     state: ProcessState,
     ended: Option<Instant>,
+    /// The last `[sandbox: …]` note `output` gave.
+    last_note: Option<String>,
 }
 
 impl Shared {
@@ -147,6 +154,8 @@ struct Entry {
     command: String,
     started: Instant,
     shared: Arc<Shared>,
+    /// How its output is read for refusals of its sandbox; `None`: unsandboxed.
+    refusal: Option<RefusalCheck>,
 }
 
 impl Entry {
@@ -163,6 +172,7 @@ impl Entry {
             command: self.command.clone(),
             state: inner.state.clone(),
             uptime: end.saturating_duration_since(self.started),
+            sandbox_refused: inner.last_note.is_some(),
         }
     }
 
@@ -246,6 +256,7 @@ impl ProcessTable {
                 read_pos: 0,
                 state: ProcessState::Running,
                 ended: None,
+                last_note: None,
             }),
             terminate: CancellationToken::new(),
             finished: CancellationToken::new(),
@@ -256,6 +267,7 @@ impl ProcessTable {
             command: command.to_owned(),
             started: Instant::now(),
             shared: Arc::clone(&shared),
+            refusal: RefusalCheck::of(sandbox),
         };
         let info = entry.info();
         table.entries.push(entry);
@@ -305,10 +317,16 @@ impl ProcessTable {
             let text = decode(&mut pending, finished);
             let consumed = (skipped + available - pending.len()) as u64;
             inner.read_pos = slice.start + consumed;
+            let note = entry
+                .refusal
+                .as_ref()
+                .and_then(|check| check.note(&entry.command, &text));
+            let note = fresh_note(note, text.is_empty(), &mut inner.last_note);
             OutputRead {
                 info: entry.info_with(&inner),
                 dropped: slice.dropped,
                 text,
+                note,
             }
         })
     }
@@ -374,6 +392,22 @@ impl Drop for ProcessTable {
     fn drop(&mut self) {
         terminate_all(&self.lock());
     }
+}
+
+/// The note to give for one `output` read: `note` (what the new text, and the command,
+/// show), but not once more for a read with no new output when it was the last one given
+/// (a silent network program is told once, not at every read). Remembers what it gives.
+fn fresh_note(
+    note: Option<String>,
+    no_new_text: bool,
+    last: &mut Option<String>,
+) -> Option<String> {
+    let note = note?;
+    if no_new_text && last.as_deref() == Some(note.as_str()) {
+        return None;
+    }
+    *last = Some(note.clone());
+    Some(note)
 }
 
 /// Send `signal` to the group `pgid`.
@@ -464,5 +498,22 @@ fn state_of(status: ExitStatus) -> ProcessState {
         (None, None) => ProcessState::Unknown {
             reason: "no code and no signal".to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_given_for_each_new_refusal_but_not_again_for_silence() {
+        let mut last = None;
+        assert_eq!(fresh_note(None, false, &mut last), None);
+        assert_eq!(last, None);
+        let note = || Some("[sandbox: network access was refused]".to_owned());
+        assert_eq!(fresh_note(note(), true, &mut last), note());
+        assert_eq!(fresh_note(note(), true, &mut last), None, "said already");
+        assert_eq!(fresh_note(note(), false, &mut last), note(), "new output");
+        assert_eq!(last, note(), "remembered: the process is marked refused");
     }
 }

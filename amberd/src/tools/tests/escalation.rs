@@ -43,7 +43,7 @@ fn sandbox_on(workspace: &Path) -> ToolSandbox {
         tmp_dir: std::env::temp_dir(),
         writable_roots: vec![],
         hidden: vec![],
-        simulate_no_landlock: false,
+        simulate_landlock_abi: None,
     }))
 }
 

@@ -5,9 +5,11 @@
 //! also refuses TCP bind and connect, and it always keeps the command from signalling
 //! processes outside its sandbox (amberd, the user's shell).
 //!
-//! The rules target ABI 7 (the newest these machines run); on an older kernel the `landlock`
-//! crate drops what the kernel lacks (best effort), but a kernel that enforces none of it
-//! is refused.
+//! The rules are those of one ABI, chosen by the caller (`min(kernel, 7)`,
+//! `sandbox::landlock_abi`): every access right and scope of that ABI and none newer, as a
+//! hard requirement — nothing is silently dropped, and what an older ABI lacks is known
+//! in advance (`missing_features`, reported by `daemon/status`). A ruleset the kernel does
+//! not enforce in full is refused.
 
 use std::path::Path;
 
@@ -17,9 +19,9 @@ use landlock::{
 };
 
 use super::mounts::Plan;
+use crate::sandbox::landlock_abi::{LandlockFeature, has};
 use crate::sandbox::{SandboxError, SandboxSpec};
 
-const TARGET_ABI: ABI = ABI::V7;
 /// Device nodes of the minimal `/dev` that may be written.
 const WRITABLE_DEVICES: &[&str] = &[
     "/dev/null",
@@ -31,21 +33,39 @@ const WRITABLE_DEVICES: &[&str] = &[
     "/dev/ptmx",
 ];
 
-pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan) -> Result<(), SandboxError> {
+/// The `landlock` crate's name of ABI `version` (1 to 7; newer is used as 7).
+fn crate_abi(version: u32) -> ABI {
+    match version {
+        0 | 1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        6 => ABI::V6,
+        _ => ABI::V7,
+    }
+}
+
+/// Restricts the calling process with the rules of Landlock ABI `version` (at least 1).
+pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<(), SandboxError> {
     let err = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
-    let abi = TARGET_ABI;
+    let abi = crate_abi(version);
     let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
+        .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?
-        .scope(Scope::Signal)
         .map_err(err)?;
+    if has(version, LandlockFeature::ScopeSignal) {
+        ruleset = ruleset.scope(Scope::Signal).map_err(err)?;
+    }
     if !spec.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .map_err(err)?
-            .scope(Scope::AbstractUnixSocket)
-            .map_err(err)?;
+        if has(version, LandlockFeature::NetTcp) {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(err)?;
+        }
+        if has(version, LandlockFeature::ScopeAbstractUnixSocket) {
+            ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
+        }
     }
     let mut created = ruleset.create().map_err(err)?;
     created = created
@@ -72,10 +92,13 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan) -> Result<(), SandboxErr
         }
     }
     let status = created.restrict_self().map_err(err)?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        return Err(SandboxError::NoLandlock);
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok(()),
+        RulesetStatus::NotEnforced => Err(SandboxError::NoLandlock),
+        _ => Err(SandboxError::Landlock(format!(
+            "the kernel enforced only part of the rules of ABI {version}"
+        ))),
     }
-    Ok(())
 }
 
 fn beneath(
@@ -84,4 +107,49 @@ fn beneath(
 ) -> Result<PathBeneath<PathFd>, SandboxError> {
     let fd = PathFd::new(path).map_err(|e| SandboxError::Landlock(e.to_string()))?;
     Ok(PathBeneath::new(fd, access))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_abi_asks_for_exactly_its_own_rights() {
+        assert_eq!(crate_abi(1), ABI::V1);
+        assert_eq!(crate_abi(5), ABI::V5);
+        assert_eq!(crate_abi(7), ABI::V7);
+        assert_eq!(
+            crate_abi(9),
+            ABI::V7,
+            "newer kernels are used at the target"
+        );
+        // The per-ABI table and the crate agree on what each ABI brings.
+        assert!(!AccessFs::from_all(crate_abi(2)).contains(AccessFs::Truncate));
+        assert!(AccessFs::from_all(crate_abi(3)).contains(AccessFs::Truncate));
+        assert!(!AccessFs::from_all(crate_abi(4)).contains(AccessFs::IoctlDev));
+        assert!(AccessFs::from_all(crate_abi(5)).contains(AccessFs::IoctlDev));
+        assert!(AccessNet::from_all(crate_abi(3)).is_empty());
+        assert!(!AccessNet::from_all(crate_abi(4)).is_empty());
+        assert!(!AccessFs::from_all(crate_abi(1)).contains(AccessFs::Refer));
+        for feature in LandlockFeature::ALL {
+            let (before, at) = (feature.since() - 1, feature.since());
+            let present = |v: u32| match feature {
+                LandlockFeature::Refer => {
+                    AccessFs::from_all(crate_abi(v)).contains(AccessFs::Refer)
+                }
+                LandlockFeature::Truncate => {
+                    AccessFs::from_all(crate_abi(v)).contains(AccessFs::Truncate)
+                }
+                LandlockFeature::NetTcp => !AccessNet::from_all(crate_abi(v)).is_empty(),
+                LandlockFeature::IoctlDev => {
+                    AccessFs::from_all(crate_abi(v)).contains(AccessFs::IoctlDev)
+                }
+                LandlockFeature::ScopeAbstractUnixSocket | LandlockFeature::ScopeSignal => {
+                    !Scope::from_all(crate_abi(v)).is_empty()
+                }
+            };
+            assert!(!present(before), "{feature:?} before ABI {at}");
+            assert!(present(at), "{feature:?} at ABI {at}");
+        }
+    }
 }

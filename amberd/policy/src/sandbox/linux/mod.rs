@@ -12,20 +12,24 @@ mod mounts;
 mod namespaces;
 mod syscalls;
 
+use super::landlock_abi::{LandlockFeature, has};
 use super::{SandboxError, SandboxSpec};
 
 pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
-    // Landlock is a required wall: without it nothing is changed and nothing runs.
-    if spec.simulate_no_landlock || super::kernel_support().landlock_abi.is_none() {
+    // Landlock is a required wall: without it nothing is changed and nothing runs. Its
+    // rules are those of this ABI exactly (`landlock_abi`), not the crate's best effort.
+    let Some(abi) = spec.landlock_abi(super::kernel_support().landlock_abi) else {
         return Err(SandboxError::NoLandlock);
-    }
+    };
+    // Without Landlock's signal scope, seccomp keeps amberd (our parent) out of reach.
+    let guard = (!has(abi, LandlockFeature::ScopeSignal)).then(syscalls::SignalGuard::of_parent);
     let plan = mounts::Plan::new(spec)?;
     namespaces::enter(spec.network)?;
     plan.apply()?;
     caps::drop_all()?;
     set_no_new_privs()?;
-    fs_rules::restrict(spec, &plan)?;
-    syscalls::install(spec.network)?;
+    fs_rules::restrict(spec, &plan, abi)?;
+    syscalls::install(spec.network, guard)?;
     Ok(())
 }
 

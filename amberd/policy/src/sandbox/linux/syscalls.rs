@@ -6,6 +6,13 @@
 //! every socket but netlink (so no IP or Unix socket, loopback and amberd's own included;
 //! `socketpair` stays, it reaches nothing). `clone3` answers `ENOSYS` so that libc falls back
 //! to `clone`, whose namespace flags the filter can see.
+//!
+//! On a kernel without Landlock's signal scope (ABI < 6) it also keeps amberd out of reach
+//! of signals ([`SignalGuard`]): `kill` of amberd's pid, of its process group and of every
+//! process (`-1`), `tgkill`/`rt_sigqueueinfo`/`rt_tgsigqueueinfo` to amberd, and `tkill`
+//! and `pidfd_send_signal` altogether (their targets cannot be told apart here). What it
+//! cannot refuse: `kill` of one of amberd's thread ids, and signals to other processes of
+//! the same user outside the sandbox (docs/security.md).
 
 use std::collections::BTreeMap;
 
@@ -68,7 +75,51 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
 /// ioctl requests that push input into a terminal.
 const TIOCLINUX: u64 = 0x541C;
 
-pub(super) fn install(network: bool) -> Result<(), SandboxError> {
+/// Whom signals must not reach when Landlock cannot scope them: amberd, the helper's parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SignalGuard {
+    pid: libc::pid_t,
+    pgid: libc::pid_t,
+}
+
+impl SignalGuard {
+    /// The calling helper's parent (amberd, which spawned it) and its process group.
+    pub(super) fn of_parent() -> Self {
+        // SAFETY: getppid has no preconditions; getpgid of a pid only reads.
+        let pid = unsafe { libc::getppid() };
+        // SAFETY: as above.
+        let pgid = unsafe { libc::getpgid(pid) };
+        SignalGuard { pid, pgid }
+    }
+
+    /// The rules refusing signals to amberd, by system call.
+    fn rules(self) -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SandboxError> {
+        let pid_is = |arg: u8, pid: libc::pid_t| -> Result<SeccompRule, SandboxError> {
+            // pid_t is an int: compare the low 32 bits, as the kernel reads it.
+            rule(vec![cond(
+                arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                u64::from(pid as u32),
+            )?])
+        };
+        let mut kill = vec![pid_is(0, self.pid)?, pid_is(0, -1)?];
+        if self.pgid > 0 {
+            kill.push(pid_is(0, -self.pgid)?);
+        }
+        Ok(vec![
+            (libc::SYS_kill, kill),
+            (libc::SYS_tgkill, vec![pid_is(0, self.pid)?]),
+            (libc::SYS_rt_sigqueueinfo, vec![pid_is(0, self.pid)?]),
+            (libc::SYS_rt_tgsigqueueinfo, vec![pid_is(0, self.pid)?]),
+            (libc::SYS_tkill, Vec::new()),
+            (libc::SYS_pidfd_send_signal, Vec::new()),
+        ])
+    }
+}
+
+/// Installs the filter; `signals`: also refuse signals to amberd (no Landlock signal scope).
+pub(super) fn install(network: bool, signals: Option<SignalGuard>) -> Result<(), SandboxError> {
     let err = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| err(&e))?;
 
@@ -116,6 +167,9 @@ pub(super) fn install(network: bool) -> Result<(), SandboxError> {
                 netlink,
             )?])?],
         );
+    }
+    if let Some(guard) = signals {
+        rules.extend(guard.rules()?);
     }
     let main = SeccompFilter::new(
         rules,
