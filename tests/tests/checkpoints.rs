@@ -440,6 +440,17 @@ async fn fork_at_a_middle_turn_keeps_the_history_before_it() {
     assert_eq!(error_code(&unknown), -32602, "{unknown}");
     let missing = daemon.rpc("session/fork", json!({"sessionId": "nope"}));
     assert_eq!(error_code(&missing), -32001, "{missing}");
+
+    // Cleared since: the history before a turn is gone, and the refusal says so.
+    daemon.rpc_ok("command/run", json!({"sessionId": sid, "name": "clear"}));
+    let cleared = daemon.rpc(
+        "session/fork",
+        json!({"sessionId": sid, "turnId": turn_ids[1]}),
+    );
+    assert_eq!(error_code(&cleared), -32602, "{cleared}");
+    let why = cleared["error"]["message"].as_str().unwrap();
+    assert!(why.contains("compacted or cleared after turn"), "{why}");
+    assert!(!why.contains("  "), "no gap in the message: {why}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -466,10 +477,9 @@ async fn a_running_session_refuses_a_rewind() {
     events.until("tool_call_started").await;
     let busy = daemon.rpc("session/rewind", json!({"sessionId": sid, "turnId": first}));
     assert_eq!(error_code(&busy), -32602, "{busy}");
-    assert!(
-        busy["error"]["message"].as_str().unwrap().contains("idle"),
-        "{busy}"
-    );
+    let why = busy["error"]["message"].as_str().unwrap();
+    assert!(why.contains("idle"), "{busy}");
+    assert!(!why.contains("  "), "no gap in the message: {why}");
     events.turn().await;
     let unknown = daemon.rpc(
         "session/rewind",

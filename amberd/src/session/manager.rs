@@ -621,7 +621,8 @@ impl SessionManager {
         let handle = self.get(&id)?;
         if handle.shared.state() != SessionState::Idle {
             return Err(SessionError::InvalidParams(
-                "sessionId: the session is running; only an idle session can be rewound —                  wait for its turn to end or cancel it first"
+                "sessionId: the session is running; only an idle session can be rewound — \
+                 wait for its turn to end or cancel it first"
                     .into(),
             ));
         }
@@ -651,7 +652,8 @@ impl SessionManager {
                 })?;
                 if !prefix_matches(&messages, row.context_len, &row.context_head) {
                     return Err(SessionError::InvalidParams(format!(
-                        "turnId: the conversation was compacted or cleared after turn                          {turn_id} began, so its history before that turn is gone"
+                        "turnId: the conversation was compacted or cleared after turn \
+                         {turn_id} began, so its history before that turn is gone"
                     )));
                 }
                 (row.context_len, row.seq)
