@@ -120,6 +120,7 @@ impl SessionCheckpoints {
             prompt: prompt.to_owned(),
             context_len: context.len(),
             context_head: format!("{:016x}", context.head()),
+            no_snapshots: !self.snapshots,
         };
         // Not synced: the turn's events are; a row lost to a crash only makes that turn
         // unknown to rewind.
@@ -213,11 +214,19 @@ impl SessionCheckpoints {
                 skipped: after.skipped,
             };
             this.append(record, true);
-            this.expire();
+            this.expire()
         })
         .await;
-        if let Err(err) = recorded {
-            tracing::error!(%err, "the checkpoint task failed");
+        match recorded {
+            // Their content goes in the background; the turn does not wait for it. Every
+            // session's directory is in the store's sessions directory.
+            Ok(expired) if expired > 0 => {
+                if let Some(sessions) = self.dir.as_deref().and_then(|d| d.parent()) {
+                    self.daemon.collect_soon(sessions.to_owned(), true);
+                }
+            }
+            Ok(_) => {}
+            Err(err) => tracing::error!(%err, "the checkpoint task failed"),
         }
     }
 

@@ -826,22 +826,15 @@ impl SessionManager {
     }
 
     /// Removes checkpoint content no kept checkpoint of any session refers to, in the
-    /// background (at start and after a deletion).
+    /// background (at start and after a deletion; a turn that expired checkpoints asks
+    /// for one itself).
     pub fn collect_checkpoints(&self) {
         let Some(store) = &self.deps.store else {
             return;
         };
-        let checkpoints = self.deps.checkpoints.clone();
-        let sessions = store.sessions_dir().to_owned();
-        tokio::task::spawn_blocking(move || match checkpoints.collect(&sessions) {
-            Ok(stats) if stats.removed > 0 => tracing::info!(
-                removed = stats.removed,
-                bytes = stats.bytes_freed,
-                "collected unreferenced checkpoint content"
-            ),
-            Ok(_) => {}
-            Err(err) => tracing::warn!(%err, "cannot collect checkpoint content"),
-        });
+        self.deps
+            .checkpoints
+            .collect_soon(store.sessions_dir().to_owned(), false);
     }
 
     /// Cancels every turn and waits (bounded) for the actors to wind down.
