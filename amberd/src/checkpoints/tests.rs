@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use amber_proto::NoCheckpoint;
 use amber_store::context::Context;
 
 use super::rewind::{Journal, RewindError};
@@ -93,9 +94,9 @@ async fn retention_forgets_old_checkpoints_and_collection_removes_only_their_con
         let content = format!("turn {n}\n").repeat(200);
         turn(&cps, &format!("t{n}"), &s.workspace, "f.txt", &content).await;
     }
-    let listed: Vec<String> = cps.list().into_iter().map(|c| c.turn_id).collect();
+    let listed: Vec<String> = cps.list(false).into_iter().map(|c| c.turn_id).collect();
     assert_eq!(listed, ["t39", "t40"], "the last two are kept");
-    let numbers: Vec<u32> = cps.list().into_iter().map(|c| c.turn).collect();
+    let numbers: Vec<u32> = cps.list(false).into_iter().map(|c| c.turn).collect();
     assert_eq!(numbers, [39, 40], "numbers count every turn of the history");
 
     for _ in 0..1000 {
@@ -139,7 +140,7 @@ async fn an_untakeable_checkpoint_never_stops_the_turn_and_says_why() {
     fs::write(s.data.join("checkpoints/objects"), "not a directory").unwrap();
     let cps = session(&s);
     turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
-    let rows = cps.list();
+    let rows = cps.list(false);
     assert_eq!(rows.len(), 1);
     let why = rows[0].incomplete.clone().expect("incomplete");
     assert!(why.contains("checkpoint store"), "{why}");
@@ -160,8 +161,8 @@ async fn rows_survive_a_reload_and_the_next_snapshot_is_incremental() {
         turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
     }
     let cps = session(&s);
-    assert_eq!(cps.list().len(), 1);
-    assert_eq!(cps.list()[0].changed.len(), 1);
+    assert_eq!(cps.list(false).len(), 1);
+    assert_eq!(cps.list(false)[0].changed.len(), 1);
     let written_before = s.daemon.store().unwrap().written();
     turn(&cps, "t2", &s.workspace, "a.txt", "b\n").await;
     let (blobs, _) = s.daemon.store().unwrap().written();
@@ -171,7 +172,7 @@ async fn rows_survive_a_reload_and_the_next_snapshot_is_incremental() {
         blobs - written_before.0 <= 4,
         "{blobs} vs {written_before:?}"
     );
-    let changed = &cps.list()[1].changed;
+    let changed = &cps.list(false)[1].changed;
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].path, "a.txt");
 }
@@ -197,7 +198,7 @@ async fn without_a_store_nothing_is_recorded_and_disabled_checkpoints_still_reco
         "turns recorded, no snapshots"
     );
     turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
-    assert!(cps.list().is_empty(), "no checkpoint");
+    assert!(cps.list(false).is_empty(), "no checkpoint");
     assert_eq!(
         cps.rows().len(),
         1,
@@ -220,7 +221,7 @@ async fn amber_s_own_data_directory_inside_the_workspace_is_never_recorded() {
     ));
     turn(&cps, "t1", &workspace, "a.txt", "a\n").await;
     turn(&cps, "t2", &workspace, "a.txt", "b\n").await;
-    for row in cps.list() {
+    for row in cps.list(false) {
         let paths: Vec<&str> = row.changed.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["a.txt"], "{row:?}");
         assert!(row.skipped.is_empty(), "{row:?}");
@@ -251,6 +252,28 @@ async fn a_files_rewind_across_an_expired_checkpoint_is_refused_naming_the_turn(
         .map(|r| r.turn_id.as_str())
         .collect();
     assert_eq!(expired, ["t1", "t2"], "retention keeps the last two");
+    let listed: Vec<(u32, Option<NoCheckpoint>)> = cps
+        .list(true)
+        .iter()
+        .map(|r| (r.turn, r.checkpoint))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (1, Some(NoCheckpoint::Expired)),
+            (2, Some(NoCheckpoint::Expired)),
+            (3, Some(NoCheckpoint::None)),
+            (4, None),
+            (5, None),
+        ],
+        "every turn, with why it has no checkpoint"
+    );
+    let shown: Vec<u32> = cps.list(false).iter().map(|r| r.turn).collect();
+    assert_eq!(shown, [4, 5], "without `all`: the checkpoints only");
+    assert!(
+        cps.list(true)[0].changed.is_empty(),
+        "an expired row names no changes"
+    );
 
     for (from, named) in [(0, "turn 1 (t1)"), (1, "turn 2 (t2)")] {
         let refused = cps.plan_files(&rows, from, false).unwrap_err();
@@ -292,6 +315,12 @@ async fn a_files_rewind_across_a_turn_run_without_checkpoints_is_refused() {
     let rows = cps.rows();
     assert_eq!(rows.len(), 2);
     assert!(rows[0].no_snapshots && !rows[1].no_snapshots, "{rows:?}");
+    assert_eq!(
+        cps.list(true)[0].checkpoint,
+        Some(NoCheckpoint::Disabled),
+        "{:?}",
+        cps.list(true)
+    );
     let why = cps.plan_files(&rows, 0, false).unwrap_err().to_string();
     assert!(
         why.contains("turn 1 (t1)") && why.contains("checkpoints disabled"),
