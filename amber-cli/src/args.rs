@@ -224,9 +224,8 @@ pub enum Command {
 /// How a TURN argument is read (the help of `diff`, `rewind` and `fork`).
 const TURN_HELP: &str = "\
 TURN is a turn number as `amber-cli checkpoints ID` prints it, or a turn id (`turn_…`).
-A number is looked up in the session's checkpoints, so only a turn that changed files has
-one; name any other turn by its id (the `turnId` of its `turn_started` event, e.g. from
-`amber-cli attach ID --replay --json`).";
+Every turn of the session's history has a number (1 is its first turn), one that changed no
+files too: `checkpoints` lists only the turns with a checkpoint, so its numbers may skip one.";
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsAction {

@@ -1,15 +1,15 @@
 //! Checkpoint subcommands (issue 18): `checkpoints`, `diff`, `rewind`, `fork`. A TURN
 //! argument is a turn number (the `turn` field of `checkpoint/list`, as `checkpoints`
-//! prints it) or a turn id passed through as is; the table, the rewind report and the
-//! resolution are pure functions, tested below.
+//! prints it; any turn of the history, looked up with `all`) or a turn id passed through
+//! as is; the table, the rewind report and the resolution are pure functions, tested below.
 
 use std::io::Write;
 
 use amber_client::{Client, ClientError};
 use amber_proto::methods as m;
 use amber_proto::{
-    ChangeStatus, CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, CheckpointListResult,
-    SessionForkParams, SessionIdParams, SessionInfo, SessionRewindParams, SessionRewindResult,
+    ChangeStatus, CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, CheckpointListParams,
+    CheckpointListResult, SessionForkParams, SessionInfo, SessionRewindParams, SessionRewindResult,
 };
 use anyhow::Context;
 
@@ -25,9 +25,11 @@ async fn connect(conn: &ConnectArgs) -> Result<Client, ClientError> {
     Client::connect(connect_options(conn, false)).await
 }
 
-async fn list(client: &Client, id: &str) -> Result<Vec<CheckpointInfo>, ClientError> {
-    let params = SessionIdParams {
+/// The session's checkpoints; with `all`, every turn of its history.
+async fn list(client: &Client, id: &str, all: bool) -> Result<Vec<CheckpointInfo>, ClientError> {
+    let params = CheckpointListParams {
         session_id: id.to_owned(),
+        all,
     };
     Ok(client
         .request::<m::CheckpointList>(&params)
@@ -52,8 +54,8 @@ impl TurnArg {
     }
 }
 
-/// The turn id `turn` names in `session`: an id as is, a number through the checkpoint
-/// rows (which are fetched only then).
+/// The turn id `turn` names in `session`: an id as is, a number through the rows of every
+/// turn (`checkpoint/list {all}`, fetched only then).
 pub fn resolve(turn: &TurnArg, session: &str, rows: &[CheckpointInfo]) -> anyhow::Result<String> {
     match turn {
         TurnArg::Id(id) => Ok(id.clone()),
@@ -66,15 +68,14 @@ pub fn resolve(turn: &TurnArg, session: &str, rows: &[CheckpointInfo]) -> anyhow
 }
 
 fn no_such_turn(n: u64, session: &str, rows: &[CheckpointInfo]) -> String {
-    let known = if rows.is_empty() {
-        "it has none yet".to_owned()
-    } else {
-        let turns: Vec<String> = rows.iter().map(|r| r.turn.to_string()).collect();
-        format!("its checkpoints are turns {}", turns.join(", "))
+    let known = match (rows.first(), rows.last()) {
+        (Some(first), Some(last)) if first.turn == last.turn => {
+            format!("it has turn {}", first.turn)
+        }
+        (Some(first), Some(last)) => format!("its turns are {} to {}", first.turn, last.turn),
+        _ => "it has none yet".to_owned(),
     };
-    format!(
-        "session {session} has no checkpoint for turn {n} ({known}); a turn that changed no files is named by its turn id"
-    )
+    format!("session {session} has no turn {n} ({known})")
 }
 
 /// `(added, modified, deleted)` of one row.
@@ -198,8 +199,9 @@ fn elided(text: &str) -> bool {
 /// `checkpoints ID [--json]`.
 pub async fn checkpoints(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
-    let params = SessionIdParams {
+    let params = CheckpointListParams {
         session_id: id.to_owned(),
+        all: false,
     };
     let raw = client.request_json::<m::CheckpointList>(&params).await?;
     if json {
@@ -229,8 +231,8 @@ pub async fn diff(
     let client = connect(conn).await?;
     let turn_id = match turn.map(TurnArg::parse) {
         Some(TurnArg::Id(turn_id)) => turn_id,
-        Some(number) => resolve(&number, id, &list(&client, id).await?)?,
-        None => match list(&client, id).await?.pop() {
+        Some(number) => resolve(&number, id, &list(&client, id, true).await?)?,
+        None => match list(&client, id, false).await?.pop() {
             Some(last) => last.turn_id,
             None => anyhow::bail!(
                 "session {id} has no checkpoints yet (a turn gets one when it first changes files)"
@@ -288,7 +290,7 @@ pub async fn rewind(
     let arg = TurnArg::parse(turn);
     let turn_id = match &arg {
         TurnArg::Id(turn_id) => turn_id.clone(),
-        TurnArg::Number(_) => resolve(&arg, id, &list(&client, id).await?)?,
+        TurnArg::Number(_) => resolve(&arg, id, &list(&client, id, true).await?)?,
     };
     let params = SessionRewindParams {
         session_id: id.to_owned(),
@@ -319,7 +321,7 @@ pub async fn fork(
     let turn_id = match turn.map(TurnArg::parse) {
         None => None,
         Some(TurnArg::Id(turn_id)) => Some(turn_id),
-        Some(number) => Some(resolve(&number, id, &list(&client, id).await?)?),
+        Some(number) => Some(resolve(&number, id, &list(&client, id, true).await?)?),
     };
     let params = SessionForkParams {
         session_id: id.to_owned(),
@@ -363,14 +365,16 @@ mod tests {
 
     #[test]
     fn resolve_numbers_through_the_turn_field_and_ids_as_is() {
-        let rows = [row(1, "turn_a", &[], &[]), row(4, "turn_d", &[], &[])];
+        let rows = [row(2, "turn_b", &[], &[]), row(4, "turn_d", &[], &[])];
         assert_eq!(resolve(&TurnArg::Number(4), "s1", &rows).unwrap(), "turn_d");
         // Not the 2nd row: the turn number the daemon gave it.
-        let err = resolve(&TurnArg::Number(2), "s1", &rows).unwrap_err();
+        let err = resolve(&TurnArg::Number(3), "s1", &rows).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "session s1 has no checkpoint for turn 2 (its checkpoints are turns 1, 4); a turn that changed no files is named by its turn id"
+            "session s1 has no turn 3 (its turns are 2 to 4)"
         );
+        let err = resolve(&TurnArg::Number(3), "s1", &rows[..1]).unwrap_err();
+        assert_eq!(err.to_string(), "session s1 has no turn 3 (it has turn 2)");
         assert_eq!(
             resolve(&TurnArg::Id("turn_zz".into()), "s1", &[]).unwrap(),
             "turn_zz"

@@ -1,6 +1,7 @@
 //! The real `amber-cli` binary's `checkpoints`, `diff`, `rewind` and `fork` against a fake
 //! daemon that answers the four methods and records their params: output, `--json`, how
-//! a TURN is resolved (a number through `checkpoint/list`, an id as is), and exit codes.
+//! a TURN is resolved (a number through `checkpoint/list {all}`, an id as is), and exit
+//! codes. The real daemon's answers are `tests/tests/checkpoints_cli.rs`'s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -60,7 +61,15 @@ fn module(calls: Calls) -> RpcModule<Calls> {
             .unwrap()
             .push(("checkpoint/list".into(), p.clone()));
         known(&p)?;
-        Ok::<_, ErrorObjectOwned>(json!({"checkpoints": checkpoints()}))
+        let mut rows = checkpoints();
+        if p["all"] == true {
+            // Every turn: the one between them changed no files.
+            let between = json!({"turnId": "turn_b", "seq": 10, "time": "2026-01-02T03:10:05Z",
+                                 "turn": 2, "prompt": "explain", "skipped": [], "changed": [],
+                                 "checkpoint": "none"});
+            rows.as_array_mut().unwrap().insert(1, between);
+        }
+        Ok::<_, ErrorObjectOwned>(json!({"checkpoints": rows}))
     })
     .unwrap();
     m.register_method("checkpoint/diff", |params, calls, _| {
@@ -192,7 +201,11 @@ async fn diff_defaults_to_the_last_checkpoint_and_resolves_turns() {
         "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-turn_c\n+new\n"
     );
     let sent = methods(&calls);
-    assert_eq!(sent[0].0, "checkpoint/list");
+    assert_eq!(
+        sent[0],
+        ("checkpoint/list".into(), json!({"sessionId": "s1"})),
+        "the last checkpoint, not the last turn"
+    );
     assert_eq!(
         sent[1],
         (
@@ -204,10 +217,16 @@ async fn diff_defaults_to_the_last_checkpoint_and_resolves_turns() {
     // A number is the `turn` of a row, not its position; the path goes after `--`.
     let (code, _, err) = cli(&socket, &["diff", "s1", "1", "--", "notes.md"]).await;
     assert_eq!(code, 0, "{err}");
+    let sent = methods(&calls);
+    assert_eq!(sent[0].1, json!({"sessionId": "s1", "all": true}));
     assert_eq!(
-        methods(&calls)[1].1,
+        sent[1].1,
         json!({"sessionId": "s1", "turnId": "turn_a", "path": "notes.md"})
     );
+    // Any turn of the history has a number, one without a checkpoint too.
+    let (code, _, err) = cli(&socket, &["diff", "s1", "2"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(methods(&calls)[1].1["turnId"], "turn_b");
 
     // An id goes as is, without a list.
     let (code, out, _) = cli(&socket, &["diff", "s1", "turn_zz", "--json"]).await;
@@ -222,10 +241,10 @@ async fn diff_defaults_to_the_last_checkpoint_and_resolves_turns() {
     assert_eq!(sent[0].1["turnId"], "turn_zz");
 
     // A number without a row: exit 1, and no diff asked for.
-    let (code, out, err) = cli(&socket, &["diff", "s1", "2"]).await;
+    let (code, out, err) = cli(&socket, &["diff", "s1", "7"]).await;
     assert_eq!((code, out.as_str()), (1, ""));
     assert!(
-        err.contains("no checkpoint for turn 2 (its checkpoints are turns 1, 3)"),
+        err.contains("session s1 has no turn 7 (its turns are 1 to 3)"),
         "{err}"
     );
     assert_eq!(methods(&calls).len(), 1);

@@ -6,7 +6,9 @@
 
 mod common;
 
-use amber_proto::{Approval, CheckpointDiffResult, CommandInfo, SessionRewindResult, SessionState};
+use amber_proto::{
+    Approval, CheckpointDiffResult, CommandInfo, NoCheckpoint, SessionRewindResult, SessionState,
+};
 use amber_tui::app::{
     Action, App, CheckpointsFor, DiffFor, RewindRequest, RewindStage, resolve_turn,
 };
@@ -114,6 +116,13 @@ fn rewind_picker_lists_turns_newest_first_with_the_diff() {
 #[test]
 fn rewind_picker_fetches_each_preview_once() {
     let mut app = picker();
+    // Turn 3 has no checkpoint: no diff to ask for, the picker says why.
+    assert_eq!(app.on_key(key(KeyCode::Down)), []);
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("no checkpoint: it changed no files (no file-changing tool call)"),
+        "{s}"
+    );
     let actions = app.on_key(key(KeyCode::Down));
     assert_eq!(
         actions,
@@ -124,6 +133,8 @@ fn rewind_picker_fetches_each_preview_once() {
     );
     // Back to a turn whose diff is here: no second call.
     assert_eq!(app.on_key(key(KeyCode::Up)), []);
+    assert_eq!(app.on_key(key(KeyCode::Up)), []);
+    assert_eq!(app.on_key(char('j')), []);
     assert_eq!(app.on_key(char('j')), []);
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("loading the diff…"), "{s}");
@@ -149,6 +160,7 @@ fn rewind_picker_scrolls_the_preview_not_the_transcript() {
 #[test]
 fn rewind_asks_files_conversation_or_both() {
     let mut app = picker();
+    app.on_key(key(KeyCode::Down));
     app.on_key(key(KeyCode::Down));
     app.on_key(key(KeyCode::Enter));
     assert_eq!(
@@ -324,7 +336,7 @@ fn rewind_of_an_incomplete_checkpoint_offers_the_conversation_only() {
     let mut app = app_with(&[]);
     submit(&mut app, "/rewind");
     let mut rows = checkpoint_rows();
-    rows[2].incomplete = Some("big.bin could not be read".into());
+    rows[3].incomplete = Some("big.bin could not be read".into());
     app.on_checkpoints(CheckpointsFor::Rewind, Ok(rows), CHECKPOINTS_NOW);
     app.drain_actions();
     let s = screen(&mut app, 80, 24);
@@ -332,16 +344,73 @@ fn rewind_of_an_incomplete_checkpoint_offers_the_conversation_only() {
     app.on_key(key(KeyCode::Enter));
     let s = screen(&mut app, 80, 24);
     assert!(
-        s.contains("! incomplete checkpoint (big.bin could not be read): only c"),
+        s.contains("! files cannot be restored (turn 4: incomplete checkpoint: big.bin"),
         "{s}"
     );
     assert_eq!(app.on_key(char('b')), []);
     assert_eq!(app.on_key(char('f')), []);
     let notice = app.notice.as_ref().map(|n| n.text.clone()).unwrap();
-    assert!(notice.contains("cannot restore files"), "{notice}");
+    assert!(notice.contains("the files cannot be restored"), "{notice}");
+    // An earlier turn cannot have its files back either: the rewind would cross turn 4.
+    app.on_key(key(KeyCode::Esc));
+    app.on_key(key(KeyCode::End));
+    app.on_key(key(KeyCode::Enter));
+    assert_eq!(app.on_key(char('f')), []);
+    let notice = app.notice.as_ref().map(|n| n.text.clone()).unwrap();
+    assert!(notice.contains("turn 4: incomplete checkpoint"), "{notice}");
     let actions = app.on_key(char('c'));
     assert!(
-        matches!(&actions[..], [Action::Rewind(r)] if !r.files && r.conversation),
+        matches!(&actions[..], [Action::Rewind(r)] if r.turn_id == "turn_a" && !r.files && r.conversation),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn rewind_lists_every_turn_and_an_expired_one_offers_the_conversation_only() {
+    let mut app = app_with(&[]);
+    submit(&mut app, "/rewind");
+    let mut rows = checkpoint_rows();
+    rows[0].checkpoint = Some(NoCheckpoint::Expired);
+    rows[0].changed.clear();
+    app.on_checkpoints(CheckpointsFor::Rewind, Ok(rows), CHECKPOINTS_NOW);
+    app.drain_actions();
+    assert_snapshot!(screen(&mut app, 80, 24));
+
+    // A turn that changed no files: a files rewind to it puts back the later turns'.
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Enter));
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("files go back to before it: src/lib.rs, tests/a.rs"),
+        "{s}"
+    );
+    assert!(!s.contains("cannot be restored"), "{s}");
+    let actions = app.on_key(char('b'));
+    assert!(
+        matches!(&actions[..], [Action::Rewind(r)] if r.turn_id == "turn_c" && r.files && r.conversation),
+        "{actions:?}"
+    );
+
+    // The expired one: its files are gone, its conversation is not.
+    let mut app = app_with(&[]);
+    submit(&mut app, "/rewind");
+    let mut rows = checkpoint_rows();
+    rows[0].checkpoint = Some(NoCheckpoint::Expired);
+    app.on_checkpoints(CheckpointsFor::Rewind, Ok(rows), CHECKPOINTS_NOW);
+    app.on_key(key(KeyCode::End));
+    assert_eq!(app.drain_actions(), [], "no diff asked for an expired turn");
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("no checkpoint: it expired"), "{s}");
+    app.on_key(key(KeyCode::Enter));
+    assert_eq!(app.on_key(char('f')), []);
+    let notice = app.notice.as_ref().map(|n| n.text.clone()).unwrap();
+    assert!(
+        notice.contains("turn 1: its checkpoint expired"),
+        "{notice}"
+    );
+    let actions = app.on_key(char('c'));
+    assert!(
+        matches!(&actions[..], [Action::Rewind(r)] if r.turn_id == "turn_a" && !r.files),
         "{actions:?}"
     );
 }
@@ -370,17 +439,14 @@ fn rewind_esc_goes_back_then_closes() {
 }
 
 #[test]
-fn rewind_without_checkpoints_says_why() {
+fn rewind_without_turns_says_so() {
     let mut app = app_with(&[]);
     submit(&mut app, "/rewind");
     app.on_checkpoints(CheckpointsFor::Rewind, Ok(Vec::new()), 0);
     assert!(app.rewind.is_none());
     assert_eq!(
         infos(&app),
-        [(
-            "no checkpoints yet: a turn gets one when it first changes files".into(),
-            InfoKind::Note
-        )]
+        [("no turns yet: nothing to rewind".into(), InfoKind::Note)]
     );
 }
 
@@ -483,6 +549,21 @@ fn diff_of_a_turn_resolves_numbers_and_ids() {
         Ok(checkpoint_rows()),
         0,
     );
+    app.on_checkpoints(
+        CheckpointsFor::Diff(Some("7".into())),
+        Ok(checkpoint_rows()),
+        0,
+    );
+    // The last checkpoint, not the last turn.
+    let mut rows = checkpoint_rows();
+    rows.pop();
+    app.on_checkpoints(CheckpointsFor::Diff(None), Ok(rows), 0);
+    assert!(
+        matches!(&app.drain_actions()[..], [Action::CheckpointDiff { turn_id, .. }] if turn_id == "turn_b")
+    );
+    let mut rows = checkpoint_rows();
+    rows.retain(|r| r.checkpoint.is_some());
+    app.on_checkpoints(CheckpointsFor::Diff(None), Ok(rows), 0);
     app.on_checkpoints(CheckpointsFor::Diff(None), Ok(Vec::new()), 0);
     app.on_checkpoint_diff(
         "turn_b".into(),
@@ -494,18 +575,17 @@ fn diff_of_a_turn_resolves_numbers_and_ids() {
         [
             (
                 "diff".into(),
-                "no checkpoint for turn 3: only turns that changed files have one (a turn id names any turn)".into()
+                "turn 3 has no checkpoint: it changed no files (no file-changing tool call)".into()
             ),
+            ("diff".into(), "no turn 7 in this session".into()),
             ("diff".into(), "unknown turn".into()),
         ]
     );
-    assert_eq!(
-        infos(&app),
-        [(
-            "no checkpoints yet: a turn gets one when it first changes files".into(),
-            InfoKind::Note
-        )]
+    let note = (
+        "no checkpoints yet: a turn gets one when it first changes files".to_owned(),
+        InfoKind::Note,
     );
+    assert_eq!(infos(&app), [note.clone(), note]);
 }
 
 #[test]
@@ -553,6 +633,17 @@ fn fork_switches_to_the_new_session() {
     );
     app.on_forked(Some("turn 2".into()), Err("unknown turn".into()));
     assert_eq!(errors(&app), [("fork".into(), "unknown turn".into())]);
+    // Any turn forks, one that changed no files too.
+    submit(&mut app, "/fork 3");
+    app.drain_actions();
+    app.on_checkpoints(CheckpointsFor::Fork("3".into()), Ok(checkpoint_rows()), 0);
+    assert_eq!(
+        app.drain_actions(),
+        [Action::Fork {
+            turn_id: Some("turn_c".into()),
+            label: Some("turn 3".into())
+        }]
+    );
 }
 
 #[test]
@@ -584,10 +675,12 @@ fn turn_arguments_resolve_through_the_turn_numbers() {
     assert_eq!(resolve_turn(&rows, "4").unwrap().0, "turn_d");
     assert_eq!(resolve_turn(&rows, "004").unwrap().0, "turn_d");
     assert_eq!(resolve_turn(&rows, " 1 ").unwrap().0, "turn_a");
-    assert!(
-        resolve_turn(&rows, "3").is_err(),
-        "turn 3 has no checkpoint"
+    assert_eq!(
+        resolve_turn(&rows, "3").unwrap().0,
+        "turn_c",
+        "a turn without a checkpoint has its number too"
     );
+    assert!(resolve_turn(&rows, "5").is_err());
     assert!(resolve_turn(&rows, "0").is_err());
     let (id, row) = resolve_turn(&rows, "turn_b").unwrap();
     assert_eq!((id.as_str(), row.map(|r| r.turn)), ("turn_b", Some(2)));

@@ -248,7 +248,8 @@ impl CompactionConfig {
         for (key, v) in [("threshold", self.threshold), ("headroom", self.headroom)] {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(format!(
-                    "compaction.{key} must be a share of the context window, above 0 and at                      most 1 (got {v})"
+                    "compaction.{key} must be a share of the context window, above 0 and at \
+                     most 1 (got {v})"
                 ));
             }
         }

@@ -58,6 +58,10 @@ fn compaction_shares_outside_zero_to_one_are_rejected() {
     ] {
         let err = Config::parse(&format!("[compaction]\n{key} = {v}")).unwrap_err();
         assert!(err.contains(&format!("compaction.{key} must be")), "{err}");
+        assert!(
+            err.contains("above 0 and at most 1"),
+            "one line, no gap: {err}"
+        );
     }
     assert!(Config::parse("[compaction]\nheadroom = nan").is_err());
     assert!(Config::parse("[compaction]\nthreshold = 1.0\nheadroom = 0.1").is_ok());

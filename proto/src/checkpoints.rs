@@ -21,15 +21,45 @@ pub struct ChangedPath {
     pub status: ChangeStatus,
 }
 
+/// Why a turn listed by `checkpoint/list {all: true}` has no checkpoint (amber extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoCheckpoint {
+    /// It called no file-changing tool: it changed nothing a files rewind would put back.
+    None,
+    /// Retention (`[checkpoints.retention]`) dropped it: what it changed cannot be restored.
+    Expired,
+    /// It ran with `[checkpoints] enabled = false`: what it changed is unknown.
+    Disabled,
+}
+
+impl NoCheckpoint {
+    /// Whether a files rewind to this turn (or an earlier one) is refused because of it.
+    pub fn blocks_files(self) -> bool {
+        !matches!(self, NoCheckpoint::None)
+    }
+}
+
+/// `checkpoint/list`'s params.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointListParams {
+    pub session_id: String,
+    /// amber extension: list every turn of the session's history, those without a
+    /// checkpoint too (they carry `checkpoint`), not only the turns that had one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
+
 /// One turn that had a checkpoint: the workspace as it was before the turn's first
-/// file-changing tool call.
+/// file-changing tool call (with `all`, any turn of the history).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointInfo {
     pub turn_id: String,
     /// The seq of the turn's `turn_started` event.
     pub seq: u64,
-    /// When the checkpoint was taken (RFC 3339).
+    /// When the checkpoint was taken (RFC 3339); for a turn without one, when it began.
     pub time: String,
     pub prompt: String,
     /// What the turn changed (by any tool, commands included), sorted by path.
@@ -45,6 +75,10 @@ pub struct CheckpointInfo {
     /// be recorded); absent when it is complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// amber extension, only in `all` lists: why this turn has no checkpoint; absent when
+    /// it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<NoCheckpoint>,
 }
 
 /// Result of `checkpoint/list`: oldest first.

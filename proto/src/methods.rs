@@ -12,16 +12,16 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     AgentListParams, AgentListResult, ApprovalRespondParams, ApprovalRespondResult,
-    CheckpointDiffParams, CheckpointDiffResult, CheckpointListResult, CommandListResult,
-    CommandRunParams, CommandRunResult, Empty, Event, InitializeParams, InitializeResult,
-    McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams, PanelGetResult,
-    PanelListResult, PluginInfo, PluginListResult, ProviderListResult, SandboxSelftestResult,
-    SessionCancelResult, SessionCompactResult, SessionDeleteParams, SessionForkParams,
-    SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo, SessionListParams,
-    SessionListResult, SessionNewParams, SessionPromptParams, SessionPromptResult,
-    SessionRewindParams, SessionRewindResult, SessionSetModeParams, SessionSetModelParams,
-    SessionSubscribeParams, SessionVerifyResult, StatusGetResult, SubscriptionId,
-    SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
+    CheckpointDiffParams, CheckpointDiffResult, CheckpointListParams, CheckpointListResult,
+    CommandListResult, CommandRunParams, CommandRunResult, Empty, Event, InitializeParams,
+    InitializeResult, McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams,
+    PanelGetResult, PanelListResult, PluginInfo, PluginListResult, ProviderListResult,
+    SandboxSelftestResult, SessionCancelResult, SessionCompactResult, SessionDeleteParams,
+    SessionForkParams, SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo,
+    SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
+    SessionPromptResult, SessionRewindParams, SessionRewindResult, SessionSetModeParams,
+    SessionSetModelParams, SessionSubscribeParams, SessionVerifyResult, StatusGetResult,
+    SubscriptionId, SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -157,8 +157,9 @@ method!(
 );
 
 method!(
-    /// PROTOCOL.md's second wave: one row per turn that had a checkpoint, oldest first.
-    CheckpointList = "checkpoint/list", SessionIdParams => CheckpointListResult
+    /// PROTOCOL.md's second wave: one row per turn that had a checkpoint, oldest first
+    /// (amber extension: with `all`, one per turn of the history).
+    CheckpointList = "checkpoint/list", CheckpointListParams => CheckpointListResult
 );
 method!(
     /// PROTOCOL.md's second wave: the unified diff of what one turn changed.

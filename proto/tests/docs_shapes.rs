@@ -294,6 +294,7 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "AgentListParams" => check::<AgentListParams>(value),
         "AgentListResult" => check::<AgentListResult>(value),
         "SandboxSelftestResult" => check::<SandboxSelftestResult>(value),
+        "CheckpointListParams" => check::<CheckpointListParams>(value),
         "CheckpointListResult" => check::<CheckpointListResult>(value),
         "CheckpointDiffParams" => check::<CheckpointDiffParams>(value),
         "CheckpointDiffResult" => check::<CheckpointDiffResult>(value),

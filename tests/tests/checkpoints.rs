@@ -14,9 +14,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+#[path = "support/checkpoints.rs"]
+mod support;
+
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockTurn};
@@ -27,85 +28,7 @@ use amber_tests::steps::{
 use amber_tests::tool_calls::{bash, call, calls, put};
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
-
-/// Every file under `root` (relative path → bytes, symlinks as their target), skipping
-/// `.git` unless `with_git`, and any path `skip` accepts.
-fn tree(root: &Path, with_git: bool, skip: &dyn Fn(&str) -> bool) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let entry = entry.unwrap();
-            let path = entry.path();
-            let rel = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if (!with_git && rel == ".git") || skip(&rel) {
-                continue;
-            }
-            let kind = entry.file_type().unwrap();
-            if kind.is_dir() {
-                out.insert(format!("{rel}/"), Vec::new());
-                stack.push(path);
-            } else if kind.is_symlink() {
-                out.insert(
-                    rel,
-                    fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                );
-            } else {
-                out.insert(rel, fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
-fn changed(row: &Value) -> Vec<(String, String)> {
-    row["changed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["path"].as_str().unwrap().to_owned(),
-                c["status"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
-fn list(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
-    daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid}))["checkpoints"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-fn messages(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
-    daemon.rpc_ok("session/get", json!({"sessionId": sid}))["messages"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-fn user_texts(messages: &[Value]) -> Vec<String> {
-    messages
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
-fn error_code(response: &Value) -> i64 {
-    response["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("not an error: {response}"))
-}
+use support::{changed, error_code, list, messages, tree, user_texts};
 
 const SMALL_FILES: &str = "[provider]\nmax_retries = 1\nretry_base_ms = 10\nretry_max_ms = 50\n\
                            [checkpoints]\nmax_file_bytes = 1024\n";
@@ -361,6 +284,42 @@ async fn rewind_across_three_turns_reports_a_conflict_then_force_overwrites_it()
     assert_eq!(forced["removedTurns"], 3);
     assert_eq!(tree(&ws, false, &|_| false), before);
     assert!(user_texts(&messages(&daemon, &sid)).is_empty());
+
+    // Replay shows the history as it happened: the three turns with their calls, as they
+    // were, then the two rewinds in order.
+    let mut replay = Events::subscribe(&client, &sid, Some(0)).await;
+    let history = replay.until("synced").await;
+    let prompts: Vec<&str> = of_type(&history, "turn_started")
+        .iter()
+        .map(|e| e["prompt"].as_str().unwrap())
+        .collect();
+    assert_eq!(prompts, ["turn 1", "turn 2", "turn 3"], "{history:#?}");
+    assert_eq!(of_type(&history, "turn_completed").len(), 3);
+    let commands: Vec<&str> = of_type(&history, "tool_call_started")
+        .iter()
+        .map(|e| e["arguments"]["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands.len(), 3, "{history:#?}");
+    assert!(commands[2].contains("f3.txt"), "{commands:?}");
+    let rewinds = of_type(&history, "rewound");
+    assert_eq!(rewinds.len(), 2, "{history:#?}");
+    assert_eq!(
+        (&rewinds[0]["removedTurns"], &rewinds[0]["conflicts"]),
+        (&json!(0), &json!(["shared.txt"]))
+    );
+    assert_eq!(rewinds[1]["removedTurns"], 3);
+    assert!(rewinds.iter().all(|r| r["turnId"] == first.as_str()));
+    let seq = |e: &Value| e["seq"].as_u64().unwrap();
+    let last_turn_event = of_type(&history, "turn_completed")
+        .iter()
+        .map(|e| seq(e))
+        .max()
+        .unwrap();
+    assert!(
+        last_turn_event < seq(rewinds[0]) && seq(rewinds[0]) < seq(rewinds[1]),
+        "the rewinds come after the turns they undo: {history:#?}"
+    );
+
     // Gone from the history: no second rewind to it.
     let again = daemon.rpc("session/rewind", json!({"sessionId": sid, "turnId": first}));
     assert_eq!(error_code(&again), -32602, "{again}");
@@ -440,6 +399,17 @@ async fn fork_at_a_middle_turn_keeps_the_history_before_it() {
     assert_eq!(error_code(&unknown), -32602, "{unknown}");
     let missing = daemon.rpc("session/fork", json!({"sessionId": "nope"}));
     assert_eq!(error_code(&missing), -32001, "{missing}");
+
+    // Cleared since: the history before a turn is gone, and the refusal says so.
+    daemon.rpc_ok("command/run", json!({"sessionId": sid, "name": "clear"}));
+    let cleared = daemon.rpc(
+        "session/fork",
+        json!({"sessionId": sid, "turnId": turn_ids[1]}),
+    );
+    assert_eq!(error_code(&cleared), -32602, "{cleared}");
+    let why = cleared["error"]["message"].as_str().unwrap();
+    assert!(why.contains("compacted or cleared after turn"), "{why}");
+    assert!(!why.contains("  "), "no gap in the message: {why}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -466,10 +436,9 @@ async fn a_running_session_refuses_a_rewind() {
     events.until("tool_call_started").await;
     let busy = daemon.rpc("session/rewind", json!({"sessionId": sid, "turnId": first}));
     assert_eq!(error_code(&busy), -32602, "{busy}");
-    assert!(
-        busy["error"]["message"].as_str().unwrap().contains("idle"),
-        "{busy}"
-    );
+    let why = busy["error"]["message"].as_str().unwrap();
+    assert!(why.contains("idle"), "{busy}");
+    assert!(!why.contains("  "), "no gap in the message: {why}");
     events.turn().await;
     let unknown = daemon.rpc(
         "session/rewind",

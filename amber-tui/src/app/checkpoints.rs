@@ -1,9 +1,11 @@
 //! Checkpoints in the TUI (issue 18), handled by the client rather than `command/run`:
-//! `/rewind` opens a picker of the session's checkpointed turns with a preview of each one's
-//! diff, then asks files / conversation / both and calls `session/rewind`; `/diff [TURN]`
-//! puts a turn's diff (the last one by default) in the transcript; `/fork [TURN]` calls
-//! `session/fork` and switches to the fork. A TURN is a turn number as the picker shows it
-//! (the `turn` field of `checkpoint/list`) or a turn id, as for `amber-cli`.
+//! `/rewind` opens a picker of the session's turns (`checkpoint/list {all}`: those without a
+//! checkpoint too) with a preview of each one's diff, then asks files / conversation / both
+//! and calls `session/rewind` — only the conversation when the files cannot be restored
+//! (a checkpoint from that turn on expired, is incomplete, or was never recorded); `/diff
+//! [TURN]` puts a turn's diff (the last checkpoint's by default) in the transcript; `/fork
+//! [TURN]` calls `session/fork` and switches to the fork. A TURN is a turn number as the
+//! picker shows it (the `turn` field of `checkpoint/list`) or a turn id, as for `amber-cli`.
 //!
 //! Every call is an [`Action`] whose answer comes back through an `on_*` method here, so
 //! the whole flow is pure state and tested without a daemon.
@@ -11,7 +13,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use amber_proto::{
-    ChangeStatus, CheckpointDiffResult, CheckpointInfo, SessionInfo, SessionRewindResult,
+    ChangeStatus, CheckpointDiffResult, CheckpointInfo, NoCheckpoint, SessionInfo,
+    SessionRewindResult,
 };
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -38,7 +41,7 @@ pub const LOCAL_COMMANDS: &[(&str, &str)] = &[
 /// Rows the preview scrolls per PgUp / PgDn.
 const PREVIEW_PAGE: usize = 10;
 
-/// Why `checkpoint/list` was asked for.
+/// Why `checkpoint/list {all: true}` was asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointsFor {
     /// To fill the `/rewind` picker.
@@ -95,7 +98,7 @@ pub enum RewindStage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RewindView {
     pub stage: RewindStage,
-    /// Newest first.
+    /// Every turn of the history, newest first.
     pub rows: Vec<CheckpointInfo>,
     pub selected: usize,
     /// By turn id: fetched once per turn while the picker is open.
@@ -125,6 +128,22 @@ impl RewindView {
         self.rows.get(self.selected)
     }
 
+    /// Why a files rewind to the selected turn would be refused, if it would: the first
+    /// turn from it on (the newest first) whose changes cannot be put back, as the daemon
+    /// judges it.
+    pub fn files_refusal(&self) -> Option<String> {
+        let rows = self.rows.get(..=self.selected).unwrap_or_default();
+        rows.iter().rev().find_map(|r| {
+            let why = match (r.checkpoint, &r.incomplete) {
+                (Some(NoCheckpoint::Expired), _) => "its checkpoint expired".to_owned(),
+                (Some(NoCheckpoint::Disabled), _) => "it ran with checkpoints disabled".into(),
+                (_, Some(why)) => format!("incomplete checkpoint: {why}"),
+                _ => return None,
+            };
+            Some(format!("turn {}: {why}", r.turn))
+        })
+    }
+
     /// The paths the selected turn and every later one changed: what a files rewind puts
     /// back (as far as the checkpoints know).
     pub fn paths_to_restore(&self) -> Vec<String> {
@@ -147,9 +166,9 @@ pub fn change_counts(row: &CheckpointInfo) -> (usize, usize, usize) {
     )
 }
 
-/// The turn id `arg` names: digits only are a turn number, looked up in `rows` (oldest
-/// first, as `checkpoint/list` answers); anything else is a turn id as is. Also the row, when
-/// one matches.
+/// The turn id `arg` names: digits only are a turn number, looked up in `rows` (every turn,
+/// oldest first, as `checkpoint/list {all}` answers); anything else is a turn id as is. Also
+/// the row, when one matches.
 pub fn resolve_turn<'a>(
     rows: &'a [CheckpointInfo],
     arg: &str,
@@ -160,9 +179,7 @@ pub fn resolve_turn<'a>(
         let row = rows.iter().find(|r| Some(u64::from(r.turn)) == n);
         return match row {
             Some(r) => Ok((r.turn_id.clone(), Some(r))),
-            None => Err(format!(
-                "no checkpoint for turn {arg}: only turns that changed files have one (a turn id names any turn)"
-            )),
+            None => Err(format!("no turn {arg} in this session")),
         };
     }
     Ok((arg.to_owned(), rows.iter().find(|r| r.turn_id == arg)))
@@ -246,15 +263,19 @@ impl App {
         };
         match purpose {
             CheckpointsFor::Rewind => self.fill_picker(rows, now),
-            // Nothing to show is a fact, not a failure: a note, as `/rewind` says it.
-            CheckpointsFor::Diff(None) if rows.is_empty() => self.note(no_checkpoints()),
             CheckpointsFor::Diff(turn) => {
                 let chosen = match turn.as_deref() {
-                    Some(arg) => resolve_turn(&rows, arg),
-                    None => rows
-                        .last()
-                        .map(|r| (r.turn_id.clone(), Some(r)))
-                        .ok_or_else(no_checkpoints),
+                    Some(arg) => resolve_turn(&rows, arg).and_then(|(id, row)| {
+                        match row.and_then(|r| r.checkpoint.map(|why| (r.turn, why))) {
+                            Some((n, why)) => Err(no_diff(n, why)),
+                            None => Ok((id, row)),
+                        }
+                    }),
+                    // Nothing to show is a fact, not a failure: a note, as `/rewind` says it.
+                    None => match rows.iter().rfind(|r| r.checkpoint.is_none()) {
+                        Some(r) => Ok((r.turn_id.clone(), Some(r))),
+                        None => return self.note(no_checkpoints()),
+                    },
                 };
                 match chosen {
                     Ok((turn_id, row)) => {
@@ -286,7 +307,7 @@ impl App {
         }
         if rows.is_empty() {
             self.rewind = None;
-            self.note(no_checkpoints());
+            self.note("no turns yet: nothing to rewind".to_owned());
             return;
         }
         rows.reverse();
@@ -302,7 +323,12 @@ impl App {
             return;
         };
         view.preview_scroll = 0;
-        let Some(turn_id) = view.selected_row().map(|r| r.turn_id.clone()) else {
+        // A turn without a checkpoint has no diff to ask for: the picker says why.
+        let Some(turn_id) = view
+            .selected_row()
+            .filter(|r| r.checkpoint.is_none())
+            .map(|r| r.turn_id.clone())
+        else {
             return;
         };
         if view.previews.contains_key(&turn_id) {
@@ -488,16 +514,16 @@ impl App {
                     KeyCode::Char('c') => (false, true),
                     _ => return,
                 };
-                let Some(row) = view.selected_row() else {
-                    return;
-                };
-                if files && let Some(why) = &row.incomplete {
+                if files && let Some(why) = view.files_refusal() {
                     let text = format!(
-                        "this checkpoint cannot restore files ({why}); c rewinds the conversation only"
+                        "the files cannot be restored ({why}); c rewinds the conversation only"
                     );
                     self.set_notice(NoticeKind::Error, text);
                     return;
                 }
+                let Some(row) = view.selected_row() else {
+                    return;
+                };
                 let request = RewindRequest {
                     turn_id: row.turn_id.clone(),
                     turn: row.turn,
@@ -520,4 +546,22 @@ pub fn one_line(text: &str) -> String {
 
 fn no_checkpoints() -> String {
     "no checkpoints yet: a turn gets one when it first changes files".to_owned()
+}
+
+/// Why turn `n` has no diff to show.
+fn no_diff(n: u32, why: NoCheckpoint) -> String {
+    format!("turn {n} has no checkpoint: {}", no_checkpoint_text(why))
+}
+
+/// What a turn without a checkpoint means, for the picker and `/diff`.
+pub fn no_checkpoint_text(why: NoCheckpoint) -> &'static str {
+    match why {
+        NoCheckpoint::None => "it changed no files (no file-changing tool call)",
+        NoCheckpoint::Expired => {
+            "it expired ([checkpoints.retention]); what the turn changed can no longer be restored"
+        }
+        NoCheckpoint::Disabled => {
+            "it ran with checkpoints disabled; what the turn changed was not recorded"
+        }
+    }
 }

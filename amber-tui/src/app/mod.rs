@@ -21,7 +21,7 @@ use amber_proto::{
 
 pub use checkpoints::{
     CheckpointsFor, DiffFor, LOCAL_COMMANDS, Preview, RewindRequest, RewindStage, RewindView,
-    change_counts, one_line, resolve_turn,
+    change_counts, no_checkpoint_text, one_line, resolve_turn,
 };
 pub use complete::{Popup, PopupKind, match_files, popup_for};
 pub use incoming::{Incoming, UnknownEvent};

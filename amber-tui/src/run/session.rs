@@ -12,8 +12,8 @@ use amber_client::{
 };
 use amber_proto::methods as m;
 use amber_proto::{
-    CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, CommandInfo, CommandRunResult,
-    PanelGetResult, PanelInfo, SessionChange, SessionForkParams, SessionIdParams, SessionInfo,
+    CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, CheckpointListParams, CommandInfo,
+    CommandRunResult, PanelGetResult, PanelInfo, SessionChange, SessionForkParams, SessionInfo,
     SessionRewindParams, SessionRewindResult, StatusGetResult,
 };
 use futures::{FutureExt, StreamExt};
@@ -624,7 +624,11 @@ async fn perform(
             }
             Action::ListCheckpoints(purpose) => {
                 tokio::spawn(async move {
-                    let params = SessionIdParams { session_id: id };
+                    // Every turn: the picker offers those without a checkpoint too.
+                    let params = CheckpointListParams {
+                        session_id: id,
+                        all: true,
+                    };
                     let r = c
                         .request::<m::CheckpointList>(&params)
                         .await

@@ -1,13 +1,18 @@
-//! Draws the `/rewind` picker over the transcript: the checkpointed turns (newest first:
-//! number, age, files changed, prompt), then the selected turn's diff — or, once a turn is
-//! chosen, what a rewind to it does and the keys that choose files / conversation / both.
+//! Draws the `/rewind` picker over the transcript: the session's turns (newest first:
+//! number, age, files changed — or why it has no checkpoint —, prompt), then the selected
+//! turn's diff — or, once a turn is chosen, what a rewind to it does and the keys that choose
+//! files / conversation / both.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Widget};
 
-use crate::app::{App, Preview, RewindStage, RewindView, change_counts, one_line};
+use amber_proto::NoCheckpoint;
+
+use crate::app::{
+    App, Preview, RewindStage, RewindView, change_counts, no_checkpoint_text, one_line,
+};
 use crate::picker::ago;
 use crate::transcript::diff::{DiffView, render as render_diff};
 use crate::transcript::hunks;
@@ -42,7 +47,7 @@ pub fn draw(app: &App, area: Rect, buf: &mut Buffer) {
     let bottom = inner.height.saturating_sub(1);
     if view.stage == RewindStage::Loading {
         rows.put(Line::from(Span::styled(
-            "loading the session's checkpoints…",
+            "loading the session's turns…",
             style::dim(),
         )));
         rows.put_at(bottom, hint("Esc close"));
@@ -75,8 +80,11 @@ pub fn draw(app: &App, area: Rect, buf: &mut Buffer) {
         style::dim(),
     )));
     let room = usize::from(bottom).saturating_sub(rows.next);
-    let body = match view.stage {
-        RewindStage::Pick => preview_lines(view, &row.turn_id, room, width),
+    let body = match (view.stage, row.checkpoint) {
+        (RewindStage::Pick, Some(why)) => {
+            vec![hint(&format!("no checkpoint: {}", no_checkpoint_text(why)))]
+        }
+        (RewindStage::Pick, None) => preview_lines(view, &row.turn_id, room, width),
         _ => confirm_lines(view, width),
     };
     for line in body.into_iter().take(room) {
@@ -120,10 +128,15 @@ fn hint(text: &str) -> Line<'static> {
     Line::from(Span::styled(text.to_owned(), style::dim()))
 }
 
-/// "+2 ~1 -0" (and skipped paths) of a row, and its width.
+/// "+2 ~1 -0" (and skipped paths) of a row — or why it has no checkpoint — and its width.
 fn counts(row: &amber_proto::CheckpointInfo) -> (String, usize) {
     let (added, modified, deleted) = change_counts(row);
-    let mut text = format!("+{added} ~{modified} -{deleted}");
+    let mut text = match row.checkpoint {
+        None => format!("+{added} ~{modified} -{deleted}"),
+        Some(NoCheckpoint::None) => "no files".to_owned(),
+        Some(NoCheckpoint::Expired) => "expired".to_owned(),
+        Some(NoCheckpoint::Disabled) => "not recorded".to_owned(),
+    };
     if !row.skipped.is_empty() {
         text.push_str(&format!(" ({} skipped)", row.skipped.len()));
     }
@@ -230,9 +243,12 @@ fn confirm_lines(view: &RewindView, width: usize) -> Vec<Line<'static>> {
         ),
         style::dim(),
     )));
-    if let Some(why) = &row.incomplete {
+    if let Some(why) = view.files_refusal() {
         out.push(Line::from(Span::styled(
-            format!("  ! incomplete checkpoint ({why}): only c is possible"),
+            truncate(
+                &format!("  ! files cannot be restored ({why}): only c is possible"),
+                width,
+            ),
             style::warn(),
         )));
     }

@@ -196,8 +196,9 @@ pub fn every_cell() -> Vec<Incoming> {
     ]
 }
 
-/// Three checkpoint rows as `checkpoint/list` answers them (oldest first): turns 1, 2 and 4
-/// (turn 3 changed no files), the last one with a skipped path.
+/// The rows of a session's four turns as `checkpoint/list {all: true}` answers them (oldest
+/// first): turns 1, 2 and 4 with a checkpoint (the last one with a skipped path), turn 3
+/// without (it changed no files).
 pub fn checkpoint_rows() -> Vec<amber_proto::CheckpointInfo> {
     serde_json::from_value(json!([
         {"turnId": "turn_a", "seq": 1, "time": "2025-01-02T03:04:05Z", "turn": 1,
@@ -207,6 +208,8 @@ pub fn checkpoint_rows() -> Vec<amber_proto::CheckpointInfo> {
          "prompt": "fix the build\nand run the tests", "skipped": [],
          "changed": [{"path": "src/lib.rs", "status": "modified"},
                      {"path": "old.rs", "status": "deleted"}]},
+        {"turnId": "turn_c", "seq": 20, "time": "2025-01-02T03:15:05Z", "turn": 3,
+         "prompt": "explain the error", "skipped": [], "changed": [], "checkpoint": "none"},
         {"turnId": "turn_d", "seq": 30, "time": "2025-01-02T03:20:05Z", "turn": 4,
          "prompt": "add a test", "skipped": ["target/big.bin"],
          "changed": [{"path": "tests/a.rs", "status": "added"},

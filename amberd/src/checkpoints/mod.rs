@@ -16,9 +16,11 @@
 //! **Invariants:** nothing here touches the user's `.git` (snapshots exclude it and never
 //! run git); the workspace is changed only by a rewind, which journals its plan before it
 //! writes anything and is finished on restart if a crash cut it short; a snapshot with
-//! files it could not read is never a restore target; blobs are swept (`gc.rs`) only under
-//! the store's write lock, which every snapshot and restore holds for reading, so a sweep
-//! never removes what a snapshot being taken has just written.
+//! files it could not read is never a restore target; blobs are swept (`gc.rs`, in the
+//! background: at start, after a session is deleted, after a turn expired checkpoints)
+//! only under the store's write lock, which every snapshot and restore holds for reading
+//! until the row naming its snapshot is written, so a sweep never removes what a snapshot
+//! being taken has just written.
 
 mod diff;
 mod gc;
@@ -29,7 +31,7 @@ mod session;
 mod tests;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use amber_store::BlobStore;
 
@@ -49,6 +51,8 @@ pub struct Checkpoints {
     store: OnceLock<Result<BlobStore, String>>,
     /// Read: taking a snapshot, restoring, diffing. Write: sweeping unreferenced blobs.
     sweep: RwLock<()>,
+    /// The background collections (`gc.rs`).
+    collector: Mutex<gc::Collector>,
 }
 
 impl Checkpoints {
@@ -60,6 +64,7 @@ impl Checkpoints {
             data_dir: std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned()),
             store: OnceLock::new(),
             sweep: RwLock::new(()),
+            collector: Mutex::new(gc::Collector::default()),
         })
     }
 

@@ -127,24 +127,32 @@ impl SessionCheckpoints {
         from: usize,
         force: bool,
     ) -> Result<FilesPlan, RewindError> {
-        let turns: Vec<&TurnRow> = rows[from..].iter().filter(|r| r.has_checkpoint()).collect();
+        // A rewind never claims more than it can restore: every turn from the target on
+        // must have left what it changed recoverable (a turn without a checkpoint called no
+        // file-changing tool, so it changed nothing to put back).
+        let later = rows.get(from..).unwrap_or_default();
+        for (i, row) in later.iter().enumerate() {
+            if let Some(reason) = row.unrestorable(from + i + 1) {
+                return Err(RewindError::Refused(format!(
+                    "{reason}; rewind the conversation only (files: false)"
+                )));
+            }
+        }
+        let turns: Vec<&TurnRow> = later.iter().filter(|r| r.has_checkpoint()).collect();
         if turns.is_empty() {
             // No turn from there on changed files through amber: nothing to restore.
             return Ok(FilesPlan::default());
         }
         let mut befores = Vec::with_capacity(turns.len());
         for row in &turns {
-            let before = row.before.as_ref();
-            if let Some(reason) = before.and_then(|b| b.incomplete.clone()) {
-                return Err(RewindError::Refused(format!(
-                    "the checkpoint of turn {} is incomplete, so a rewind could not restore \
-                     everything: {reason}",
-                    row.turn_id
-                )));
-            }
-            let hash = before.and_then(|b| b.snapshot.clone()).ok_or_else(|| {
-                RewindError::Refused(format!("turn {} has no checkpoint", row.turn_id))
-            })?;
+            // Checked above: every one names a complete snapshot.
+            let hash = row
+                .before
+                .as_ref()
+                .and_then(|b| b.snapshot.clone())
+                .ok_or_else(|| {
+                    RewindError::Refused(format!("turn {} has no checkpoint", row.turn_id))
+                })?;
             befores.push(self.load(&hash).map_err(RewindError::Store)?);
         }
         let (current, _) = self.snapshot_now().map_err(RewindError::Store)?;

@@ -2,7 +2,8 @@
 //! JSON record per line, appended as things happen and replayed on load.
 //!
 //! ```text
-//! {"k":"turn","turnId":…,"seq":…,"time":…,"prompt":…,"contextLen":…,"contextHead":…}  a turn began
+//! {"k":"turn","turnId":…,"seq":…,"time":…,"prompt":…,"contextLen":…,"contextHead":…,
+//!  "noSnapshots":true?}                    a turn began (`noSnapshots`: checkpoints were off)
 //! {"k":"before","turnId":…,"time":…,"snapshot":"<hash>"|null,"incomplete":…}      its checkpoint
 //! {"k":"after","turnId":…,"snapshot":…,"changed":[…],"skipped":[…]}               it ended
 //! {"k":"rewound","turnId":…}              that turn and every later one were rewound away
@@ -37,6 +38,10 @@ pub(crate) enum Record {
         /// The chain hash of the last of them (16 hex digits): tells whether the context
         /// still starts with that prefix (a compaction or `/clear` rebuilds it).
         context_head: String,
+        /// The turn ran with `[checkpoints] enabled = false`: whatever it changed is
+        /// unknown, so no files rewind can reach across it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_snapshots: bool,
     },
     Before {
         turn_id: String,
@@ -90,12 +95,46 @@ pub(crate) struct TurnRow {
     pub(crate) after: Option<After>,
     /// Retention dropped its snapshots: listed no more, not a rewind target for files.
     pub(crate) expired: bool,
+    /// It ran without snapshots (`[checkpoints] enabled = false`): what it changed is
+    /// unknown.
+    pub(crate) no_snapshots: bool,
 }
 
 impl TurnRow {
     /// Whether `checkpoint/list` shows it.
     pub(crate) fn has_checkpoint(&self) -> bool {
         self.before.is_some() && !self.expired
+    }
+
+    /// Why the files this turn changed cannot be put back, if they cannot: its checkpoint
+    /// expired, was never taken while checkpoints were off, could not be taken (in full).
+    /// `None` also for a turn that called no file-changing tool: it changed nothing to
+    /// put back. `number` is its 1-based place in the history.
+    pub(crate) fn unrestorable(&self, number: usize) -> Option<String> {
+        let turn = format!("turn {number} ({})", self.turn_id);
+        if self.expired {
+            return Some(format!(
+                "the checkpoint of {turn} expired ([checkpoints.retention]), so the files it \
+                 changed can no longer be restored"
+            ));
+        }
+        if self.no_snapshots {
+            return Some(format!(
+                "{turn} ran with checkpoints disabled ([checkpoints] enabled = false), so \
+                 what it changed is unknown and cannot be restored"
+            ));
+        }
+        let before = self.before.as_ref()?;
+        if let Some(reason) = &before.incomplete {
+            return Some(format!(
+                "the checkpoint of {turn} is incomplete, so a rewind could not restore \
+                 everything: {reason}"
+            ));
+        }
+        if before.snapshot.is_none() {
+            return Some(format!("the checkpoint of {turn} could not be taken"));
+        }
+        None
     }
 }
 
@@ -109,6 +148,7 @@ pub(crate) fn apply(rows: &mut Vec<TurnRow>, record: Record) {
             prompt,
             context_len,
             context_head,
+            no_snapshots,
         } => {
             // A turn id appears once; a repeated record (a retried append) replaces it.
             rows.retain(|r| r.turn_id != turn_id);
@@ -122,6 +162,7 @@ pub(crate) fn apply(rows: &mut Vec<TurnRow>, record: Record) {
                 before: None,
                 after: None,
                 expired: false,
+                no_snapshots,
             });
         }
         Record::Before {
@@ -236,6 +277,7 @@ mod tests {
             prompt: format!("prompt {id}"),
             context_len: len,
             context_head: "0".into(),
+            no_snapshots: false,
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use amber_proto::{ChangedPath, CheckpointInfo};
+use amber_proto::{ChangedPath, CheckpointInfo, NoCheckpoint};
 use amber_store::context::Context;
 use amber_store::{Hash, Snapshot};
 
@@ -120,6 +120,7 @@ impl SessionCheckpoints {
             prompt: prompt.to_owned(),
             context_len: context.len(),
             context_head: format!("{:016x}", context.head()),
+            no_snapshots: !self.snapshots,
         };
         // Not synced: the turn's events are; a row lost to a crash only makes that turn
         // unknown to rewind.
@@ -213,11 +214,19 @@ impl SessionCheckpoints {
                 skipped: after.skipped,
             };
             this.append(record, true);
-            this.expire();
+            this.expire()
         })
         .await;
-        if let Err(err) = recorded {
-            tracing::error!(%err, "the checkpoint task failed");
+        match recorded {
+            // Their content goes in the background; the turn does not wait for it. Every
+            // session's directory is in the store's sessions directory.
+            Ok(expired) if expired > 0 => {
+                if let Some(sessions) = self.dir.as_deref().and_then(|d| d.parent()) {
+                    self.daemon.collect_soon(sessions.to_owned(), true);
+                }
+            }
+            Ok(_) => {}
+            Err(err) => tracing::error!(%err, "the checkpoint task failed"),
         }
     }
 
@@ -274,27 +283,35 @@ impl SessionCheckpoints {
         Snapshot::load(store, &hash).map_err(|e| e.to_string())
     }
 
-    /// `checkpoint/list`: one row per turn that had a checkpoint, oldest first.
-    pub(crate) fn list(&self) -> Vec<CheckpointInfo> {
+    /// `checkpoint/list`: one row per turn that had a checkpoint, oldest first; with `all`
+    /// one per turn of the history, those without a checkpoint saying why.
+    pub(crate) fn list(&self, all: bool) -> Vec<CheckpointInfo> {
         let state = self.lock();
         state
             .rows
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.has_checkpoint())
-            .filter_map(|(i, r)| {
-                let before = r.before.as_ref()?;
-                let after = r.after.as_ref();
-                Some(CheckpointInfo {
+            .filter(|(_, r)| all || r.has_checkpoint())
+            .map(|(i, r)| {
+                let before = r.before.as_ref().filter(|_| !r.expired);
+                let after = r.after.as_ref().filter(|_| before.is_some());
+                let missing = match before {
+                    Some(_) => None,
+                    None if r.expired => Some(NoCheckpoint::Expired),
+                    None if r.no_snapshots => Some(NoCheckpoint::Disabled),
+                    None => Some(NoCheckpoint::None),
+                };
+                CheckpointInfo {
                     turn_id: r.turn_id.clone(),
                     seq: r.seq,
-                    time: before.time.clone(),
+                    time: before.map_or_else(|| r.time.clone(), |b| b.time.clone()),
                     prompt: r.prompt.clone(),
                     changed: after.map(|a| a.changed.clone()).unwrap_or_default(),
                     skipped: after.map(|a| a.skipped.clone()).unwrap_or_default(),
                     turn: u32::try_from(i + 1).unwrap_or(u32::MAX),
-                    incomplete: before.incomplete.clone(),
-                })
+                    incomplete: before.and_then(|b| b.incomplete.clone()),
+                    checkpoint: missing,
+                }
             })
             .collect()
     }

@@ -1,13 +1,17 @@
 //! Checkpoints of one session without the daemon around it: retention and collection, an
-//! untakeable checkpoint that never stops the turn and refuses a rewind, rows across a
-//! reload.
+//! untakeable checkpoint that never stops the turn and refuses a rewind, a files rewind
+//! across an expired checkpoint or a turn run without checkpoints refused, expired content
+//! collected in the background while turns go on, rows across a reload.
 
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
+use amber_proto::NoCheckpoint;
 use amber_store::context::Context;
 
+use super::rewind::{Journal, RewindError};
 use super::{Checkpoints, SessionCheckpoints};
 use crate::config::{CheckpointsConfig, RetentionConfig};
 
@@ -66,9 +70,22 @@ fn blob_files(data: &Path) -> usize {
         .sum()
 }
 
+/// Waits (bounded) until no background collection is queued or running; how many ran.
+async fn collections_done(daemon: &Checkpoints) -> u64 {
+    for _ in 0..1000 {
+        match daemon.collections() {
+            (true, runs) => return runs,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    panic!("a checkpoint collection is still queued or running");
+}
+
 #[tokio::test]
 async fn retention_forgets_old_checkpoints_and_collection_removes_only_their_content() {
     let s = setup(2);
+    // Only the first expiry collects in the background here; the rest is this test's.
+    s.daemon.set_collect_interval(Duration::from_secs(3600));
     let cps = session(&s);
     // Each turn rewrites one file: its old content is only in older checkpoints. Forty
     // turns are 80 snapshots, so the delta chains start from a full tree again twice.
@@ -77,11 +94,18 @@ async fn retention_forgets_old_checkpoints_and_collection_removes_only_their_con
         let content = format!("turn {n}\n").repeat(200);
         turn(&cps, &format!("t{n}"), &s.workspace, "f.txt", &content).await;
     }
-    let listed: Vec<String> = cps.list().into_iter().map(|c| c.turn_id).collect();
+    let listed: Vec<String> = cps.list(false).into_iter().map(|c| c.turn_id).collect();
     assert_eq!(listed, ["t39", "t40"], "the last two are kept");
-    let numbers: Vec<u32> = cps.list().into_iter().map(|c| c.turn).collect();
+    let numbers: Vec<u32> = cps.list(false).into_iter().map(|c| c.turn).collect();
     assert_eq!(numbers, [39, 40], "numbers count every turn of the history");
 
+    for _ in 0..1000 {
+        if s.daemon.collections().1 == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.daemon.collections().1, 1, "the first expiry collected");
     let before = blob_files(&s.data);
     let swept = s.daemon.collect(&s.data.join("sessions")).unwrap();
     // The early turns' contents and snapshots are reached by no kept chain any more.
@@ -116,7 +140,7 @@ async fn an_untakeable_checkpoint_never_stops_the_turn_and_says_why() {
     fs::write(s.data.join("checkpoints/objects"), "not a directory").unwrap();
     let cps = session(&s);
     turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
-    let rows = cps.list();
+    let rows = cps.list(false);
     assert_eq!(rows.len(), 1);
     let why = rows[0].incomplete.clone().expect("incomplete");
     assert!(why.contains("checkpoint store"), "{why}");
@@ -137,8 +161,8 @@ async fn rows_survive_a_reload_and_the_next_snapshot_is_incremental() {
         turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
     }
     let cps = session(&s);
-    assert_eq!(cps.list().len(), 1);
-    assert_eq!(cps.list()[0].changed.len(), 1);
+    assert_eq!(cps.list(false).len(), 1);
+    assert_eq!(cps.list(false)[0].changed.len(), 1);
     let written_before = s.daemon.store().unwrap().written();
     turn(&cps, "t2", &s.workspace, "a.txt", "b\n").await;
     let (blobs, _) = s.daemon.store().unwrap().written();
@@ -148,7 +172,7 @@ async fn rows_survive_a_reload_and_the_next_snapshot_is_incremental() {
         blobs - written_before.0 <= 4,
         "{blobs} vs {written_before:?}"
     );
-    let changed = &cps.list()[1].changed;
+    let changed = &cps.list(false)[1].changed;
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].path, "a.txt");
 }
@@ -174,7 +198,7 @@ async fn without_a_store_nothing_is_recorded_and_disabled_checkpoints_still_reco
         "turns recorded, no snapshots"
     );
     turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
-    assert!(cps.list().is_empty(), "no checkpoint");
+    assert!(cps.list(false).is_empty(), "no checkpoint");
     assert_eq!(
         cps.rows().len(),
         1,
@@ -197,11 +221,167 @@ async fn amber_s_own_data_directory_inside_the_workspace_is_never_recorded() {
     ));
     turn(&cps, "t1", &workspace, "a.txt", "a\n").await;
     turn(&cps, "t2", &workspace, "a.txt", "b\n").await;
-    for row in cps.list() {
+    for row in cps.list(false) {
         let paths: Vec<&str> = row.changed.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["a.txt"], "{row:?}");
         assert!(row.skipped.is_empty(), "{row:?}");
     }
     let plan = cps.plan_files(&cps.rows(), 0, false).unwrap();
     assert_eq!(plan.restored, ["a.txt"]);
+}
+
+/// A turn that calls no file-changing tool: its row, no checkpoint.
+async fn talk(cps: &Arc<SessionCheckpoints>, id: &str) {
+    cps.begin_turn(id, 1, id, &Context::new());
+    cps.end_turn().await;
+}
+
+#[tokio::test]
+async fn a_files_rewind_across_an_expired_checkpoint_is_refused_naming_the_turn() {
+    let s = setup(2);
+    let cps = session(&s);
+    turn(&cps, "t1", &s.workspace, "f1.txt", "1\n").await;
+    turn(&cps, "t2", &s.workspace, "f2.txt", "2\n").await;
+    talk(&cps, "t3").await;
+    turn(&cps, "t4", &s.workspace, "f4.txt", "4\n").await;
+    turn(&cps, "t5", &s.workspace, "f5.txt", "5\n").await;
+    let rows = cps.rows();
+    let expired: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.expired)
+        .map(|r| r.turn_id.as_str())
+        .collect();
+    assert_eq!(expired, ["t1", "t2"], "retention keeps the last two");
+    let listed: Vec<(u32, Option<NoCheckpoint>)> = cps
+        .list(true)
+        .iter()
+        .map(|r| (r.turn, r.checkpoint))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (1, Some(NoCheckpoint::Expired)),
+            (2, Some(NoCheckpoint::Expired)),
+            (3, Some(NoCheckpoint::None)),
+            (4, None),
+            (5, None),
+        ],
+        "every turn, with why it has no checkpoint"
+    );
+    let shown: Vec<u32> = cps.list(false).iter().map(|r| r.turn).collect();
+    assert_eq!(shown, [4, 5], "without `all`: the checkpoints only");
+    assert!(
+        cps.list(true)[0].changed.is_empty(),
+        "an expired row names no changes"
+    );
+
+    for (from, named) in [(0, "turn 1 (t1)"), (1, "turn 2 (t2)")] {
+        let refused = cps.plan_files(&rows, from, false).unwrap_err();
+        let why = refused.to_string();
+        assert!(matches!(refused, RewindError::Refused(_)), "{why}");
+        assert!(why.contains(named) && why.contains("expired"), "{why}");
+        assert!(why.contains("files: false"), "says what still works: {why}");
+    }
+    for n in [1, 2, 4, 5] {
+        assert!(s.workspace.join(format!("f{n}.txt")).exists(), "untouched");
+    }
+    // From the turn without a checkpoint on, every change is still recorded.
+    let plan = cps.plan_files(&rows, 2, false).unwrap();
+    assert_eq!(plan.restored, ["f4.txt", "f5.txt"]);
+    assert!(plan.conflicts.is_empty());
+}
+
+#[tokio::test]
+async fn a_files_rewind_across_a_turn_run_without_checkpoints_is_refused() {
+    let s = setup(200);
+    let off = Checkpoints::new(
+        CheckpointsConfig {
+            enabled: false,
+            ..CheckpointsConfig::default()
+        },
+        &s.data,
+    );
+    {
+        let cps = Arc::new(SessionCheckpoints::new(
+            off,
+            s.workspace.clone(),
+            Some(s.data.join("sessions/s1")),
+        ));
+        turn(&cps, "t1", &s.workspace, "a.txt", "a\n").await;
+    }
+    // Enabled again (a restart with another config): the same session goes on.
+    let cps = session(&s);
+    turn(&cps, "t2", &s.workspace, "b.txt", "b\n").await;
+    let rows = cps.rows();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0].no_snapshots && !rows[1].no_snapshots, "{rows:?}");
+    assert_eq!(
+        cps.list(true)[0].checkpoint,
+        Some(NoCheckpoint::Disabled),
+        "{:?}",
+        cps.list(true)
+    );
+    let why = cps.plan_files(&rows, 0, false).unwrap_err().to_string();
+    assert!(
+        why.contains("turn 1 (t1)") && why.contains("checkpoints disabled"),
+        "{why}"
+    );
+    assert!(s.workspace.join("a.txt").exists() && s.workspace.join("b.txt").exists());
+    let plan = cps.plan_files(&rows, 1, false).unwrap();
+    assert_eq!(plan.restored, ["b.txt"]);
+}
+
+#[tokio::test]
+async fn expired_content_is_collected_in_the_background_while_turns_go_on() {
+    let s = setup(2);
+    // Every expiry collects: each collection runs beside the next turn's snapshots.
+    s.daemon.set_collect_interval(Duration::ZERO);
+    let cps = session(&s);
+    let content = |n: u32| format!("turn {n}\n").repeat(200);
+    for n in 1..=40 {
+        turn(&cps, &format!("t{n}"), &s.workspace, "f.txt", &content(n)).await;
+    }
+    let runs = collections_done(&s.daemon).await;
+    assert!(runs >= 1, "expiry collected");
+    let left = s.daemon.collect(&s.data.join("sessions")).unwrap();
+    assert_eq!(left.removed, 0, "nothing was left to collect: {left:?}");
+
+    // Nothing a kept checkpoint or the next snapshot needs went: the kept turn rewinds.
+    let rows = cps.rows();
+    let last = rows.len() - 1;
+    let plan = cps.plan_files(&rows, last, false).unwrap();
+    assert_eq!(plan.restored, ["f.txt"]);
+    let journal = Journal::new("t40", Some(&plan), None, 0, 0);
+    cps.apply_journal(&journal, false).unwrap();
+    assert_eq!(
+        fs::read_to_string(s.workspace.join("f.txt")).unwrap(),
+        content(39)
+    );
+    turn(&cps, "t41", &s.workspace, "g.txt", "g\n").await;
+    let diff = cps.diff_blocking("t41", None).unwrap();
+    assert!(diff.diff.contains("+++ b/g.txt"), "{}", diff.diff);
+}
+
+#[tokio::test]
+async fn expiry_collects_at_most_once_an_interval_and_a_deletion_does_not_wait() {
+    let s = setup(1);
+    let cps = session(&s);
+    turn(&cps, "t1", &s.workspace, "a.txt", "1\n").await;
+    assert_eq!(collections_done(&s.daemon).await, 0, "nothing expired yet");
+    turn(&cps, "t2", &s.workspace, "a.txt", "2\n").await;
+    assert_eq!(
+        collections_done(&s.daemon).await,
+        1,
+        "the first expiry collects"
+    );
+    turn(&cps, "t3", &s.workspace, "a.txt", "3\n").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        s.daemon.collections(),
+        (false, 1),
+        "the next one waits for the interval"
+    );
+    // A deletion's collection (or the start's) runs now, and covers the queued one.
+    s.daemon.collect_soon(s.data.join("sessions"), false);
+    assert_eq!(collections_done(&s.daemon).await, 2);
 }

@@ -128,7 +128,7 @@ pub fn module(
     m.method::<methods::CheckpointList>(|p, d, _| {
         let handle = d.sessions.get(&p.session_id)?;
         Ok(proto::CheckpointListResult {
-            checkpoints: handle.shared.checkpoints.list(),
+            checkpoints: handle.shared.checkpoints.list(p.all),
         })
     })?;
     m.async_method::<methods::CheckpointDiff, _, _>(|p, d, _| async move {

@@ -621,7 +621,8 @@ impl SessionManager {
         let handle = self.get(&id)?;
         if handle.shared.state() != SessionState::Idle {
             return Err(SessionError::InvalidParams(
-                "sessionId: the session is running; only an idle session can be rewound —                  wait for its turn to end or cancel it first"
+                "sessionId: the session is running; only an idle session can be rewound — \
+                 wait for its turn to end or cancel it first"
                     .into(),
             ));
         }
@@ -651,7 +652,8 @@ impl SessionManager {
                 })?;
                 if !prefix_matches(&messages, row.context_len, &row.context_head) {
                     return Err(SessionError::InvalidParams(format!(
-                        "turnId: the conversation was compacted or cleared after turn                          {turn_id} began, so its history before that turn is gone"
+                        "turnId: the conversation was compacted or cleared after turn \
+                         {turn_id} began, so its history before that turn is gone"
                     )));
                 }
                 (row.context_len, row.seq)
@@ -824,22 +826,15 @@ impl SessionManager {
     }
 
     /// Removes checkpoint content no kept checkpoint of any session refers to, in the
-    /// background (at start and after a deletion).
+    /// background (at start and after a deletion; a turn that expired checkpoints asks
+    /// for one itself).
     pub fn collect_checkpoints(&self) {
         let Some(store) = &self.deps.store else {
             return;
         };
-        let checkpoints = self.deps.checkpoints.clone();
-        let sessions = store.sessions_dir().to_owned();
-        tokio::task::spawn_blocking(move || match checkpoints.collect(&sessions) {
-            Ok(stats) if stats.removed > 0 => tracing::info!(
-                removed = stats.removed,
-                bytes = stats.bytes_freed,
-                "collected unreferenced checkpoint content"
-            ),
-            Ok(_) => {}
-            Err(err) => tracing::warn!(%err, "cannot collect checkpoint content"),
-        });
+        self.deps
+            .checkpoints
+            .collect_soon(store.sessions_dir().to_owned(), false);
     }
 
     /// Cancels every turn and waits (bounded) for the actors to wind down.

@@ -29,7 +29,7 @@ use amber_client::{Client, ClientError, RawEventStream};
 use amber_mock_llm::{Conversation, MockTurn};
 use amber_proto::methods as m;
 use amber_proto::{
-    CheckpointInfo, EventKind, SessionIdParams, SessionNewParams, StopReason, ToolStatus,
+    CheckpointInfo, CheckpointListParams, EventKind, SessionNewParams, StopReason, ToolStatus,
 };
 use futures::StreamExt;
 
@@ -225,8 +225,9 @@ impl Side {
     }
 
     async fn rows(&self, session: &str) -> Result<Vec<CheckpointInfo>, BenchError> {
-        let params = SessionIdParams {
+        let params = CheckpointListParams {
             session_id: session.to_owned(),
+            all: false,
         };
         Ok(self
             .client
@@ -1263,6 +1264,7 @@ mod tests {
             skipped: Vec::new(),
             turn,
             incomplete: None,
+            checkpoint: None,
         }
     }
 
