@@ -94,10 +94,8 @@ async fn shut_down(conn: &ConnectArgs) -> anyhow::Result<Stopped> {
     };
     // Under systemd the socket keeps answering after amberd exits (the next connection
     // starts it again), so there the wait is for the process, not for a quiet socket.
-    let systemd_pid = match client.daemon_status().await {
-        Ok(status) if runs_under_systemd(status.pid) => Some(status.pid),
-        _ => None,
-    };
+    let pid = client.daemon_status().await.ok().map(|status| status.pid);
+    let systemd_pid = pid.filter(|pid| runs_under_systemd(*pid));
     match client.daemon_shutdown().await {
         // The daemon may close the connection before its answer gets out.
         Ok(_) | Err(ClientError::Transport(_)) => {}
@@ -126,6 +124,13 @@ async fn shut_down(conn: &ConnectArgs) -> anyhow::Result<Stopped> {
             );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The socket goes quiet before the daemon has written its last session and let go of
+    // its data dir's lock: a daemon started right after must not find it still held.
+    if let Some(pid) = pid {
+        while process_alive(pid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     Ok(Stopped::Done)
 }

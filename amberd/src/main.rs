@@ -43,6 +43,12 @@ fn main() -> ExitCode {
         return code;
     }
     let args = Args::parse();
+    // Before any secret is read: no core of the daemon, and no same-uid process may read its
+    // memory or environment through /proc or ptrace.
+    if let Err(err) = amberd::service::harden::no_core_dumps() {
+        eprintln!("amberd: cannot turn off core dumps: {err}");
+        return ExitCode::FAILURE;
+    }
     // Before any thread exists (the runtime's, the log writer's): reading what systemd
     // passed also removes it from the environment, which is only sound single-threaded.
     // SAFETY: nothing has spawned a thread yet.
@@ -119,6 +125,9 @@ async fn run(
     .install();
     std::fs::create_dir_all(&data)
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data.display()))?;
+    make_private(&data)?;
+    // Before the socket: a second daemon on this store must not get as far as serving.
+    let _instance = amberd::service::harden::InstanceLock::acquire(&data)?;
 
     let socket_path = amber_proto::paths::socket_path(args.socket, env, socket::current_uid());
     let owns_socket_file = activated.is_none();
@@ -194,6 +203,20 @@ async fn run(
     watchdog_stop.cancel();
     served?;
     tracing::info!("amberd stopped");
+    Ok(())
+}
+
+/// The data dir holds sessions, checkpoint blobs (copies of workspace files, `.env` among
+/// them) and the log: only its owner may enter it. A directory of another owner is left
+/// alone (its owner chose its mode).
+fn make_private(data: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(data)
+        .map_err(|e| anyhow::anyhow!("cannot read data dir {}: {e}", data.display()))?;
+    if meta.uid() == socket::current_uid() && meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| anyhow::anyhow!("cannot make data dir {} private: {e}", data.display()))?;
+    }
     Ok(())
 }
 

@@ -158,6 +158,23 @@ impl TestDaemon {
         cmd
     }
 
+    /// Another `amberd` on this daemon's data dir and config, serving `socket`: for tests of
+    /// what a second daemon may do. Not started; stdio is the caller's.
+    pub fn second_amberd(&self, socket: &Path) -> Command {
+        let root = self.dir.path();
+        let mut cmd = Command::new(bin_path("amberd"));
+        isolate_env(&mut cmd, root);
+        cmd.arg("--socket")
+            .arg(socket)
+            .arg("--data-dir")
+            .arg(root.join("data"))
+            .arg("--config")
+            .arg(root.join("config.toml"))
+            .current_dir(root)
+            .stdin(Stdio::null());
+        cmd
+    }
+
     /// One JSON-RPC call as an HTTP POST on the socket; the whole response object.
     pub fn rpc(&self, method: &str, params: Value) -> Value {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);

@@ -2,10 +2,14 @@
 //! system calls fail with `EPERM` — new namespaces and mounts (which could undo the view),
 //! ptrace and cross-process memory access (which could steer amberd or a process outside),
 //! io_uring (which performs operations around this filter), kernel keyrings, BPF, perf,
-//! modules, terminal input injection (`TIOCSTI`, `TIOCLINUX`) — and, with the network off,
+//! modules, terminal input injection (`TIOCSTI`, `TIOCLINUX`), resource limits, priorities
+//! and CPU or memory placement of any process but the caller itself (`prlimit --pid`,
+//! `renice`, `taskset -p`, `ionice -p` would reach amberd: same uid, no ptrace check), and
+//! setting the setuid or setgid bit (a root daemon's command could leave a setuid binary
+//! in the workspace) — and, with the network off,
 //! every socket but netlink (so no IP or Unix socket, loopback and amberd's own included;
-//! `socketpair` stays, it reaches nothing). `clone3` answers `ENOSYS` so that libc falls back
-//! to `clone`, whose namespace flags the filter can see.
+//! `socketpair` stays, it reaches nothing). `clone3` and `openat2` answer `ENOSYS` so that
+//! libc falls back to `clone` and `openat`, whose flags and mode the filter can see.
 //!
 //! On a kernel without Landlock's signal scope (ABI < 6) it also keeps amberd out of reach
 //! of signals ([`SignalGuard`]): `kill` of amberd's pid, of its process group and of every
@@ -70,6 +74,45 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWIPC,
     libc::CLONE_NEWUTS,
     libc::CLONE_NEWCGROUP,
+];
+
+/// System calls whose first argument is a pid, `0` meaning the caller: refused for any
+/// other pid.
+const OWN_PID_ONLY: &[libc::c_long] = &[
+    libc::SYS_prlimit64,
+    libc::SYS_sched_setaffinity,
+    libc::SYS_sched_setscheduler,
+    libc::SYS_sched_setparam,
+    libc::SYS_sched_setattr,
+    libc::SYS_migrate_pages,
+    libc::SYS_move_pages,
+];
+
+/// `setpriority`'s and `ioprio_set`'s "every process of a user" selector.
+const PRIO_USER: u64 = 2;
+const IOPRIO_WHO_USER: u64 = 3;
+
+/// System calls that set a mode, with the index of their mode argument.
+const MODE_SETTING: &[(libc::c_long, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (libc::SYS_fchmodat2, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
+];
+
+/// `(nr, flags arg, mode arg)` of the opens whose mode counts only with `O_CREAT` or
+/// `O_TMPFILE`. `openat2` keeps its mode in a struct the filter cannot read: it answers
+/// `ENOSYS`, so callers fall back to `openat`.
+const OPENS: &[(libc::c_long, u8, u8)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 1, 2),
+    (libc::SYS_openat, 2, 3),
 ];
 
 /// ioctl requests that push input into a terminal.
@@ -156,6 +199,68 @@ pub(super) fn install(network: bool, signals: Option<SignalGuard>) -> Result<(),
             )?])?,
         ],
     );
+    for nr in OWN_PID_ONLY {
+        rules.insert(*nr, vec![rule(vec![not_self(0)?])?]);
+    }
+    // (which, who): refused when `who` is another process, group or user, or the user.
+    for (nr, every_of_user) in [
+        (libc::SYS_setpriority, PRIO_USER),
+        (libc::SYS_ioprio_set, IOPRIO_WHO_USER),
+    ] {
+        rules.insert(
+            nr,
+            vec![
+                rule(vec![not_self(1)?])?,
+                rule(vec![cond(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    every_of_user,
+                )?])?,
+            ],
+        );
+    }
+    let set_id_bits = |arg: u8| -> Result<Vec<SeccompRule>, SandboxError> {
+        [libc::S_ISUID, libc::S_ISGID]
+            .into_iter()
+            .map(|bit| {
+                let bit = u64::from(bit);
+                rule(vec![cond(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(bit),
+                    bit,
+                )?])
+            })
+            .collect()
+    };
+    for (nr, mode_arg) in MODE_SETTING {
+        rules.insert(*nr, set_id_bits(*mode_arg)?);
+    }
+    for (nr, flags_arg, mode_arg) in OPENS {
+        let mut open_rules = Vec::new();
+        for creating in [libc::O_CREAT, libc::O_TMPFILE] {
+            let creating = u64::from(creating.unsigned_abs());
+            for bit in [libc::S_ISUID, libc::S_ISGID] {
+                let bit = u64::from(bit);
+                open_rules.push(rule(vec![
+                    cond(
+                        *flags_arg,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::MaskedEq(creating),
+                        creating,
+                    )?,
+                    cond(
+                        *mode_arg,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::MaskedEq(bit),
+                        bit,
+                    )?,
+                ])?);
+            }
+        }
+        rules.insert(*nr, open_rules);
+    }
     if !network {
         let netlink = u64::from(libc::AF_NETLINK.unsigned_abs());
         rules.insert(
@@ -178,20 +283,28 @@ pub(super) fn install(network: bool, signals: Option<SignalGuard>) -> Result<(),
         arch,
     )
     .map_err(|e| err(&e))?;
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+    let fall_back = SeccompFilter::new(
+        BTreeMap::from([
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+        ]),
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS.unsigned_abs()),
         arch,
     )
     .map_err(|e| err(&e))?;
-    for filter in [clone3, main] {
+    for filter in [fall_back, main] {
         let program: BpfProgram = filter
             .try_into()
             .map_err(|e: seccompiler::BackendError| err(&e))?;
         seccompiler::apply_filter(&program).map_err(|e| err(&e))?;
     }
     Ok(())
+}
+
+/// Argument `arg` (a pid or an id) names someone other than the caller (`0`).
+fn not_self(arg: u8) -> Result<SeccompCondition, SandboxError> {
+    cond(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
 }
 
 fn cond(
