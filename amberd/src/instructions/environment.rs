@@ -4,13 +4,15 @@
 //!
 //! Computed once per session load (the head must stay byte-identical across turns, so the
 //! block says "at session start"). Each `git` call has [`GIT_TIMEOUT`] and is killed after
-//! it; `git` runs with the tool processes' environment (no provider secret), and a missing
-//! `git` or a workspace outside a repository is a line saying so, never an error.
+//! it; `git` runs as all of amberd's own git does (`workspace_git`: in the read-only,
+//! offline sandbox, with the repository's programs pinned off, without provider secrets),
+//! and a missing `git`, a sandbox the kernel cannot give or a workspace outside a
+//! repository is a line saying so, never an error.
 
-use std::ffi::OsString;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, SystemTime};
+
+use crate::workspace_git::WorkspaceGit;
 
 /// Longest one `git` call may take.
 pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -25,10 +27,10 @@ pub(crate) struct GitFacts {
     pub last_commit: Option<String>,
 }
 
-/// The block for `workspace`; `env` is the tool processes' environment `git` runs with.
-pub(crate) async fn environment_block(workspace: &Path, env: &[(OsString, OsString)]) -> String {
+/// The block for `workspace`, its git facts asked of `git`.
+pub(crate) async fn environment_block(workspace: &Path, git: &WorkspaceGit) -> String {
     let git = if super::discover::in_repository(workspace) {
-        Some(git_facts(workspace, env).await)
+        Some(git_facts(workspace, git).await)
     } else {
         None
     };
@@ -76,11 +78,21 @@ pub(crate) fn today(now: SystemTime) -> String {
     stamp.get(..10).unwrap_or(&stamp).to_owned()
 }
 
-async fn git_facts(workspace: &Path, env: &[(OsString, OsString)]) -> GitFacts {
+async fn git_facts(workspace: &Path, git: &WorkspaceGit) -> GitFacts {
+    let query = |args: &'static [&'static str]| async move {
+        match git.query(workspace, args, GIT_TIMEOUT).await {
+            Ok(out) if out.ok => Some(out.stdout),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::debug!(%err, ?args, "git for the environment block");
+                None
+            }
+        }
+    };
     let (branch, status, subject) = tokio::join!(
-        git(workspace, env, &["branch", "--show-current"]),
-        git(workspace, env, &["status", "--porcelain"]),
-        git(workspace, env, &["log", "-1", "--format=%s"]),
+        query(&["branch", "--show-current"]),
+        query(&["status", "--porcelain", "--ignore-submodules=dirty"]),
+        query(&["log", "-1", "--format=%s"]),
     );
     GitFacts {
         branch: branch
@@ -90,41 +102,5 @@ async fn git_facts(workspace: &Path, env: &[(OsString, OsString)]) -> GitFacts {
         last_commit: subject
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty()),
-    }
-}
-
-/// `git ARGS` in `workspace`: its stdout when it exits 0 within [`GIT_TIMEOUT`]; killed
-/// (and `None`) when it takes longer.
-async fn git(workspace: &Path, env: &[(OsString, OsString)], args: &[&str]) -> Option<String> {
-    let mut command = tokio::process::Command::new("git");
-    command
-        .args(args)
-        .current_dir(workspace)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        // Reading must not take the index lock a concurrent `git` in the workspace needs.
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let child = match command.spawn() {
-        Ok(child) => child,
-        Err(err) => {
-            tracing::debug!(%err, "git unavailable for the environment block");
-            return None;
-        }
-    };
-    match tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output()).await {
-        Ok(Ok(output)) if output.status.success() => {
-            Some(String::from_utf8_lossy(&output.stdout).into_owned())
-        }
-        Ok(_) => None,
-        Err(_) => {
-            // Dropping the future kills the child (`kill_on_drop`).
-            tracing::warn!(?args, "git took longer than {GIT_TIMEOUT:?}; killed");
-            None
-        }
     }
 }

@@ -281,15 +281,20 @@ fn fake_git(body: &str) -> tempfile::TempDir {
     dir
 }
 
-fn path_env(dir: &Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    vec![("PATH".into(), dir.as_os_str().to_owned())]
+/// amberd's git, unsandboxed (the test runner has no sandbox helper), finding `git` only in
+/// `dir`.
+fn git_in(dir: &Path) -> crate::workspace_git::WorkspaceGit {
+    crate::workspace_git::WorkspaceGit::direct_for_tests(&[(
+        "PATH".into(),
+        dir.as_os_str().to_owned(),
+    )])
 }
 
 #[tokio::test]
 async fn a_missing_git_leaves_the_repository_facts_unknown_not_an_error() {
     let (_tmp, workspace) = nested();
     let empty = tempfile::tempdir().unwrap();
-    let block = environment::environment_block(&workspace, &path_env(empty.path())).await;
+    let block = environment::environment_block(&workspace, &git_in(empty.path())).await;
     assert!(
         block.contains("- Git branch: (detached HEAD or unknown)"),
         "{block}"
@@ -306,7 +311,7 @@ async fn a_git_that_hangs_is_killed_after_the_timeout() {
     let (_tmp, workspace) = nested();
     let bin = fake_git("exec /bin/sleep 30");
     let started = std::time::Instant::now();
-    let block = environment::environment_block(&workspace, &path_env(bin.path())).await;
+    let block = environment::environment_block(&workspace, &git_in(bin.path())).await;
     // The three calls run side by side, each cut at GIT_TIMEOUT: far less than the sleep.
     let took = started.elapsed();
     assert!(
@@ -327,10 +332,11 @@ async fn a_git_that_hangs_is_killed_after_the_timeout() {
 #[tokio::test]
 async fn the_facts_come_from_git_s_output() {
     let (_tmp, workspace) = nested();
+    // The subcommand follows amberd's `-C DIR` and `-c KEY=VALUE` pins.
     let bin = fake_git(
-        "case \"$1\" in\n  branch) echo feature/x ;;\n  status) printf ' M a\\n?? b\\n' ;;\n  log) echo 'Fix the parser' ;;\nesac",
+        "while [ \"$1\" = -C ] || [ \"$1\" = -c ]; do shift 2; done\ncase \"$1\" in\n  branch) echo feature/x ;;\n  status) printf ' M a\\n?? b\\n' ;;\n  log) echo 'Fix the parser' ;;\nesac",
     );
-    let block = environment::environment_block(&workspace, &path_env(bin.path())).await;
+    let block = environment::environment_block(&workspace, &git_in(bin.path())).await;
     assert!(block.contains("- Git branch: feature/x"), "{block}");
     assert!(block.contains("- Changed files (git status): 2"), "{block}");
     assert!(block.contains("- Last commit: Fix the parser"), "{block}");

@@ -171,7 +171,7 @@ async fn run_prompt(
         .begin_turn(turn_id, started_seq.unwrap_or(0), text, context);
     // Stats the instruction files (reads them only if they changed): before the turn's
     // first request, so an edited AGENTS.md applies from this turn on.
-    shared.head.refresh(&deps.tool_env).await;
+    shared.head.refresh(&deps.workspace_git()).await;
     let head = shared.head.head(&shared.system_prompt);
 
     let model = shared.model();
@@ -288,7 +288,7 @@ async fn compact_now(
     };
     let specs = crate::agent::tool_specs(&shared.offered_tools(deps.tools()));
     let model = shared.model();
-    shared.head.refresh(&deps.tool_env).await;
+    shared.head.refresh(&deps.workspace_git()).await;
     let head = shared.head.head(&shared.system_prompt);
     let env = CompactEnv {
         llm,

@@ -189,6 +189,11 @@ impl Deps {
             .unwrap_or_else(PoisonError::into_inner) = error;
     }
 
+    /// amberd's own git on a workspace: sandboxed, offline, its programs pinned off.
+    pub(crate) fn workspace_git(&self) -> crate::workspace_git::WorkspaceGit {
+        crate::workspace_git::WorkspaceGit::new(Arc::clone(&self.sandbox), &self.tool_env)
+    }
+
     /// Starts the daemon's sandbox probe if it has not started (idempotent; needs a tokio
     /// runtime). Lazy, so an idle daemon that never runs a command never spawns one: at the
     /// first session, turn or `sandbox/selftest`. Its failed verdict is

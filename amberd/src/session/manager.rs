@@ -166,7 +166,13 @@ impl SessionManager {
         // Last of the checks, since it is the one that makes something.
         let worktree = match params.worktree.as_ref().and_then(|w| w.options()) {
             Some(options) => Some(persist::blocking(|| {
-                worktree::create(&workspace, &deps.data_dir, &id, &options)
+                worktree::create(
+                    &deps.workspace_git(),
+                    &workspace,
+                    &deps.data_dir,
+                    &id,
+                    &options,
+                )
             })?),
             None => None,
         };
@@ -222,7 +228,7 @@ impl SessionManager {
                 };
                 let log = store.create(&meta).map_err(|e| {
                     if let Some(made) = &info.worktree {
-                        persist::blocking(|| worktree::discard(made));
+                        persist::blocking(|| worktree::discard(&deps.workspace_git(), made));
                     }
                     SessionError::Store(e.to_string())
                 })?;
@@ -753,9 +759,11 @@ impl SessionManager {
             true => self.worktree_of(id)?,
             false => None,
         };
+        let runner = self.deps.workspace_git();
         if let Some(tree) = tree.clone().filter(|_| !force) {
+            let runner = runner.clone();
             let dirty = blocking_git(move || {
-                let paths = worktree::uncommitted(&tree)?;
+                let paths = worktree::uncommitted(&runner, &tree)?;
                 Ok((tree, paths))
             })
             .await?;
@@ -767,7 +775,7 @@ impl SessionManager {
         if let Some(tree) = tree {
             // `git worktree remove` checks again without `force`: a change made since the
             // check above keeps the worktree.
-            blocking_git(move || worktree::remove(&tree, force))
+            blocking_git(move || worktree::remove(&runner, &tree, force))
                 .await
                 .map_err(|e| {
                     SessionError::InvalidParams(format!(

@@ -13,16 +13,18 @@
 //! **Invariants:** a failed creation leaves nothing behind (no worktree, no directory, no
 //! branch it made); an existing branch is never reused or moved; a worktree with
 //! uncommitted changes (modified, staged or untracked files) is never removed without
-//! `force`; the branch is always kept (its commits are the session's work). Repository
-//! hooks do not run (`core.hooksPath=/dev/null`): creating a worktree is amber's act, not
-//! the user's checkout.
+//! `force`; the branch is always kept (its commits are the session's work). Every git
+//! here is amberd's own (`workspace_git`): sandboxed and offline — queries read-only, the
+//! creation and removal writable only in the worktrees directory and the repository's git
+//! dir — with the repository's hooks, fsmonitor and filter drivers pinned off: creating a
+//! worktree is amber's act, not the user's checkout, and runs nothing the repository says.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use amber_proto::{WorktreeInfo, WorktreeOptions};
 
 use super::SessionError;
+use crate::workspace_git::{Access, GitOutput, WorkspaceGit};
 
 /// How many uncommitted paths a refusal names before "and N more".
 const NAMED_PATHS: usize = 10;
@@ -35,34 +37,27 @@ pub(crate) struct Created {
     pub cwd: PathBuf,
 }
 
-/// What a `git` run said.
-struct Output {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+/// `git ARGS` in `dir`, read-only.
+fn git(runner: &WorkspaceGit, dir: &Path, args: &[&str]) -> Result<GitOutput, String> {
+    runner
+        .run_without_filters(dir, Access::Read, args)
+        .map_err(|e| e.to_string())
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<Output, String> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "core.hooksPath=/dev/null"])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    Ok(Output {
-        ok: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-    })
+/// `git ARGS` in `dir`, writing only in `writable`.
+fn git_writing(
+    runner: &WorkspaceGit,
+    dir: &Path,
+    writable: &[PathBuf],
+    args: &[&str],
+) -> Result<GitOutput, String> {
+    runner
+        .run_without_filters(dir, Access::Write(writable), args)
+        .map_err(|e| e.to_string())
 }
 
 /// `git`'s first line of complaint, for an error message.
-fn complaint(output: &Output) -> &str {
+fn complaint(output: &GitOutput) -> &str {
     output.stderr.lines().next().unwrap_or("no message")
 }
 
@@ -74,6 +69,7 @@ pub(crate) fn default_branch(session_id: &str) -> String {
 
 /// Creates the worktree of session `id` for a session asked for in `cwd` (canonical).
 pub(crate) fn create(
+    runner: &WorkspaceGit,
     cwd: &Path,
     data_dir: &Path,
     id: &str,
@@ -83,8 +79,18 @@ pub(crate) fn create(
         path: cwd.display().to_string(),
         reason,
     };
-    let found = git(cwd, &["rev-parse", "--show-toplevel", "--show-prefix"])
-        .map_err(|e| not_a_repo(format!("worktree: {e}")))?;
+    let found = git(
+        runner,
+        cwd,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--show-toplevel",
+            "--git-common-dir",
+            "--show-prefix",
+        ],
+    )
+    .map_err(|e| not_a_repo(format!("worktree: {e}")))?;
     if !found.ok {
         return Err(not_a_repo(format!(
             "worktree: not inside a git repository, so no worktree can be made for it \
@@ -94,6 +100,7 @@ pub(crate) fn create(
     }
     let mut lines = found.stdout.lines();
     let repo = PathBuf::from(lines.next().unwrap_or_default());
+    let common = PathBuf::from(lines.next().unwrap_or_default());
     let prefix = lines.next().unwrap_or_default().to_owned();
 
     let branch = options
@@ -101,7 +108,7 @@ pub(crate) fn create(
         .clone()
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| default_branch(id));
-    let format = git(&repo, &["check-ref-format", "--branch", &branch])
+    let format = git(runner, &repo, &["check-ref-format", "--branch", &branch])
         .map_err(|e| not_a_repo(format!("worktree: {e}")))?;
     if !format.ok {
         return Err(SessionError::InvalidParams(format!(
@@ -109,6 +116,7 @@ pub(crate) fn create(
         )));
     }
     let exists = git(
+        runner,
         &repo,
         &[
             "rev-parse",
@@ -126,6 +134,7 @@ pub(crate) fn create(
     }
     let base = options.base.clone().unwrap_or_else(|| "HEAD".to_owned());
     let commit = git(
+        runner,
         &repo,
         &[
             "rev-parse",
@@ -157,15 +166,19 @@ pub(crate) fn create(
         .map_err(|e| SessionError::Store(format!("cannot create {}: {e}", parent.display())))?;
     let path = parent.join(id);
     let path_text = path.display().to_string();
-    let added = git(
+    let common = common.canonicalize().unwrap_or(common);
+    let writable = [parent.clone(), common.clone()];
+    let added = git_writing(
+        runner,
         &repo,
+        &writable,
         &[
             "worktree", "add", "--quiet", "-b", &branch, &path_text, &commit,
         ],
     )
     .map_err(|e| not_a_repo(format!("worktree: {e}")))?;
     if !added.ok {
-        undo(&repo, &path, &branch);
+        undo(runner, &common, &path, &branch);
         return Err(SessionError::Store(format!(
             "git worktree add {path_text} failed: {}",
             complaint(&added)
@@ -175,7 +188,7 @@ pub(crate) fn create(
     let cwd = std::fs::create_dir_all(&inside)
         .and_then(|()| inside.canonicalize())
         .map_err(|e| {
-            undo(&repo, &path, &branch);
+            undo(runner, &common, &path, &branch);
             SessionError::Store(format!("cannot prepare {}: {e}", inside.display()))
         })?;
     let path = path.canonicalize().unwrap_or(path);
@@ -189,24 +202,45 @@ pub(crate) fn create(
 }
 
 /// Takes back a creation that failed half-way: the worktree, its directory and the branch
-/// it made (which did not exist before: `create` checked).
-fn undo(repo: &Path, path: &Path, branch: &str) {
+/// it made (which did not exist before: `create` checked). `common`: the repository's git
+/// dir.
+fn undo(runner: &WorkspaceGit, common: &Path, path: &Path, branch: &str) {
     let path_text = path.display().to_string();
-    let _ = git(repo, &["worktree", "remove", "--force", &path_text]);
+    let mut writable = vec![common.to_path_buf()];
+    writable.extend(path.parent().map(Path::to_path_buf));
+    writable.reverse();
+    let _ = git_writing(
+        runner,
+        common,
+        &writable,
+        &["worktree", "remove", "--force", &path_text],
+    );
     let _ = std::fs::remove_dir_all(path);
-    let _ = git(repo, &["worktree", "prune"]);
-    let _ = git(repo, &["branch", "-D", branch]);
+    let _ = git_writing(runner, common, &writable, &["worktree", "prune"]);
+    let _ = git_writing(runner, common, &writable, &["branch", "-D", branch]);
 }
 
 /// The uncommitted paths of a worktree (modified, staged, untracked), as `git status`
 /// names them; empty when it is clean or gone.
-pub(crate) fn uncommitted(worktree: &WorktreeInfo) -> Result<Vec<String>, SessionError> {
+pub(crate) fn uncommitted(
+    runner: &WorkspaceGit,
+    worktree: &WorktreeInfo,
+) -> Result<Vec<String>, SessionError> {
     let path = Path::new(&worktree.path);
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let status = git(path, &["status", "--porcelain", "--untracked-files=all"])
-        .map_err(SessionError::Store)?;
+    let status = git(
+        runner,
+        path,
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--ignore-submodules=dirty",
+        ],
+    )
+    .map_err(SessionError::Store)?;
     if !status.ok {
         return Err(SessionError::Store(format!(
             "git status in {} failed: {}",
@@ -241,9 +275,10 @@ pub(crate) fn dirty_refusal(worktree: &WorktreeInfo, paths: &[String]) -> Sessio
 }
 
 /// The repository's git directory (`.git` of the main checkout) a worktree belongs to.
-fn common_dir(worktree: &WorktreeInfo) -> Result<PathBuf, SessionError> {
+fn common_dir(runner: &WorkspaceGit, worktree: &WorktreeInfo) -> Result<PathBuf, SessionError> {
     let path = Path::new(&worktree.path);
     let common = git(
+        runner,
         path,
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
     )
@@ -255,33 +290,40 @@ fn common_dir(worktree: &WorktreeInfo) -> Result<PathBuf, SessionError> {
             complaint(&common)
         )));
     }
-    Ok(PathBuf::from(common.stdout.trim()))
+    let common = PathBuf::from(common.stdout.trim());
+    Ok(common.canonicalize().unwrap_or(common))
 }
 
 /// Takes back a worktree made for a session that then failed to start: the worktree and
 /// its branch, which nothing has used yet.
-pub(crate) fn discard(worktree: &WorktreeInfo) {
-    let Ok(common) = common_dir(worktree) else {
+pub(crate) fn discard(runner: &WorkspaceGit, worktree: &WorktreeInfo) {
+    let Ok(common) = common_dir(runner, worktree) else {
         return;
     };
     let path = PathBuf::from(&worktree.path);
-    undo(&common, &path, &worktree.branch);
+    undo(runner, &common, &path, &worktree.branch);
 }
 
 /// Removes a session's worktree (`force`: even with uncommitted changes, which `git`
 /// otherwise refuses). The branch stays. A worktree already gone is not an error.
-pub(crate) fn remove(worktree: &WorktreeInfo, force: bool) -> Result<(), SessionError> {
+pub(crate) fn remove(
+    runner: &WorkspaceGit,
+    worktree: &WorktreeInfo,
+    force: bool,
+) -> Result<(), SessionError> {
     let path = Path::new(&worktree.path);
     if !path.exists() {
         return Ok(());
     }
-    let common = common_dir(worktree)?;
+    let common = common_dir(runner, worktree)?;
+    let mut writable: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
+    writable.push(common.clone());
     let mut args = vec!["worktree", "remove"];
     if force {
         args.push("--force");
     }
     args.push(&worktree.path);
-    let removed = git(&common, &args).map_err(SessionError::Store)?;
+    let removed = git_writing(runner, &common, &writable, &args).map_err(SessionError::Store)?;
     if !removed.ok {
         return Err(SessionError::InvalidParams(format!(
             "removeWorktree: git would not remove {}: {}",
@@ -297,6 +339,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// amberd's git, unsandboxed: the test runner has no sandbox helper (the sandboxed
+    /// runs are the end-to-end tests').
+    fn runner() -> WorkspaceGit {
+        WorkspaceGit::direct_for_tests(&[(
+            "PATH".into(),
+            std::env::var_os("PATH").unwrap_or_default(),
+        )])
+    }
 
     fn repo() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
@@ -317,13 +368,13 @@ mod tests {
                 "init",
             ],
         ] {
-            assert!(git(&repo, args).unwrap().ok);
+            assert!(git(&runner(), &repo, args).unwrap().ok);
         }
         (tmp, repo)
     }
 
     fn branches(repo: &Path) -> String {
-        git(repo, &["branch", "--list"]).unwrap().stdout
+        git(&runner(), repo, &["branch", "--list"]).unwrap().stdout
     }
 
     #[test]
@@ -331,6 +382,7 @@ mod tests {
         let (tmp, repo) = repo();
         let data = tmp.path().join("data");
         let made = create(
+            &runner(),
             &repo.join("sub"),
             &data,
             "0123456789abcdef",
@@ -341,8 +393,8 @@ mod tests {
         assert!(made.cwd.ends_with("worktrees/0123456789abcdef/sub"));
         assert!(made.cwd.join("a.txt").is_file());
         assert!(branches(&repo).contains("amber/01234567"));
-        assert!(uncommitted(&made.info).unwrap().is_empty());
-        remove(&made.info, false).unwrap();
+        assert!(uncommitted(&runner(), &made.info).unwrap().is_empty());
+        remove(&runner(), &made.info, false).unwrap();
         assert!(!Path::new(&made.info.path).exists());
         // The branch is the session's work: it stays.
         assert!(branches(&repo).contains("amber/01234567"));
@@ -356,8 +408,12 @@ mod tests {
             branch: Some("master-copy".into()),
             base: None,
         };
-        assert!(git(&repo, &["branch", "master-copy"]).unwrap().ok);
-        let err = create(&repo, &data, "id1", &options).unwrap_err();
+        assert!(
+            git(&runner(), &repo, &["branch", "master-copy"])
+                .unwrap()
+                .ok
+        );
+        let err = create(&runner(), &repo, &data, "id1", &options).unwrap_err();
         assert!(
             matches!(&err, SessionError::InvalidParams(m) if m.contains("already exists")),
             "{err}"
@@ -367,7 +423,7 @@ mod tests {
             branch: None,
             base: Some("no-such-ref".into()),
         };
-        let err = create(&repo, &data, "id2", &bad_base).unwrap_err();
+        let err = create(&runner(), &repo, &data, "id2", &bad_base).unwrap_err();
         assert!(err.to_string().contains("worktree.base"), "{err}");
         assert!(!branches(&repo).contains("amber/id2"));
     }
@@ -376,7 +432,14 @@ mod tests {
     fn outside_a_repository_is_an_invalid_workspace() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().canonicalize().unwrap();
-        let err = create(&dir, &dir.join("data"), "id", &WorktreeOptions::default()).unwrap_err();
+        let err = create(
+            &runner(),
+            &dir,
+            &dir.join("data"),
+            "id",
+            &WorktreeOptions::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(&err, SessionError::InvalidWorkspace { reason, .. } if reason.contains("not inside a git repository")),
             "{err}"
@@ -387,6 +450,7 @@ mod tests {
     fn a_dirty_worktree_is_named_and_removed_only_by_force() {
         let (tmp, repo) = repo();
         let made = create(
+            &runner(),
             &repo,
             &tmp.path().join("data"),
             "id",
@@ -395,7 +459,7 @@ mod tests {
         .unwrap();
         std::fs::write(made.cwd.join("new.txt"), "x").unwrap();
         std::fs::write(made.cwd.join("sub/a.txt"), "changed").unwrap();
-        let mut dirty = uncommitted(&made.info).unwrap();
+        let mut dirty = uncommitted(&runner(), &made.info).unwrap();
         dirty.sort();
         assert_eq!(dirty, ["new.txt", "sub/a.txt"].map(String::from).to_vec());
         let refusal = dirty_refusal(&made.info, &dirty).to_string();
@@ -403,9 +467,9 @@ mod tests {
             refusal.contains("new.txt") && refusal.contains("sub/a.txt"),
             "{refusal}"
         );
-        assert!(remove(&made.info, false).is_err());
+        assert!(remove(&runner(), &made.info, false).is_err());
         assert!(Path::new(&made.info.path).exists());
-        remove(&made.info, true).unwrap();
+        remove(&runner(), &made.info, true).unwrap();
         assert!(!Path::new(&made.info.path).exists());
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::instructions::{Instructions, environment};
-use crate::tools::env_policy::ToolEnv;
+use crate::workspace_git::WorkspaceGit;
 
 /// One session's head blocks.
 pub(crate) struct PromptHead {
@@ -52,12 +52,12 @@ impl PromptHead {
     }
 
     /// At the start of a turn (or a manual compaction): the environment block on the first
-    /// call of this session load (its `git` calls run with `tool_env`), then the
+    /// call of this session load (its `git` calls run through `git`, sandboxed), then the
     /// instructions (`stat` only, unless they changed) and the skills summary.
-    pub async fn refresh(&self, tool_env: &ToolEnv) {
+    pub async fn refresh(&self, git: &WorkspaceGit) {
         let needs_environment = self.lock().environment.is_none();
         let computed = if needs_environment {
-            Some(environment::environment_block(&self.workspace, tool_env.vars()).await)
+            Some(environment::environment_block(&self.workspace, git).await)
         } else {
             None
         };

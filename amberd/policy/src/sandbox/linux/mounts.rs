@@ -24,6 +24,19 @@ const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 /// Device nodes a command may use; everything else under `/dev` is gone.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// What a git dir holds that decides what git runs or where it reads its configuration;
+/// each one that exists is read-only (`hooks` is created when missing: a new hook would run
+/// at the user's next commit).
+const GIT_CONTROL: &[&str] = &[
+    "config",
+    "config.worktree",
+    "commondir",
+    "info",
+    "objects/info/alternates",
+    "objects/info/http-alternates",
+];
+/// The same for a linked worktree's admin directory (`.git/worktrees/NAME`).
+const WORKTREE_CONTROL: &[&str] = &["config.worktree", "commondir", "gitdir"];
 /// How deep `.git/modules` (submodules of submodules…) is searched for git directories.
 const MODULES_DEPTH: usize = 6;
 
@@ -120,18 +133,33 @@ impl Plan {
         }
     }
 
-    /// `.amber/` and the workspace repository's hooks and config (and its submodules').
+    /// `.amber/` when there is one (nothing is created in the workspace for it: workspace
+    /// configuration counts only once the user trusted it) and what the workspace
+    /// repository's git reads to decide what it runs (and its submodules').
     fn protect_workspace(&mut self, workspace: &Path) -> Result<(), SandboxError> {
         let amber = workspace.join(".amber");
-        ensure_dir(&amber)?;
-        self.protected.push(amber);
+        if std::fs::symlink_metadata(&amber).is_ok_and(|m| m.is_dir()) {
+            self.protected.push(amber);
+        }
         let git = workspace.join(".git");
-        let is_git_dir = std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir());
-        if !is_git_dir {
+        let Ok(meta) = std::fs::symlink_metadata(&git) else {
+            return Ok(());
+        };
+        if meta.is_file() {
+            // A worktree's or submodule's `gitdir: …` file: rewritten, it would send git to
+            // a git dir (and config) of the command's making.
+            self.protected.push(git.clone());
+        }
+        if !meta.is_dir() {
             // A `.git` file (worktree, submodule) points to a git dir elsewhere, and a
             // symlink resolves elsewhere: outside the workspace both are read-only anyway;
             // inside it, protect what it resolves to.
-            if let Ok(target) = std::fs::canonicalize(&git)
+            let target = if meta.is_file() {
+                gitdir_of(&git, workspace)
+            } else {
+                std::fs::canonicalize(&git).ok()
+            };
+            if let Some(target) = target
                 && target.is_dir()
                 && target.starts_with(workspace)
             {
@@ -149,9 +177,14 @@ impl Plan {
             let hooks = dir.join("hooks");
             ensure_dir(&hooks)?;
             self.protected.push(hooks);
-            let config = dir.join("config");
-            if config.exists() {
-                self.protected.push(config);
+            self.protect_existing(&dir, GIT_CONTROL);
+            // Linked worktrees' admin directories name their own git dir and config.
+            if let Ok(entries) = std::fs::read_dir(dir.join("worktrees")) {
+                for entry in entries.flatten() {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        self.protect_existing(&entry.path(), WORKTREE_CONTROL);
+                    }
+                }
             }
             if depth >= MODULES_DEPTH {
                 continue;
@@ -177,6 +210,17 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// Protects each of `names` under `dir` that exists as a file or directory (not a link:
+    /// a bind through it would protect where it points instead).
+    fn protect_existing(&mut self, dir: &Path, names: &[&str]) {
+        for name in names {
+            let path = dir.join(name);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() || m.is_dir()) {
+                self.protected.push(path);
+            }
+        }
     }
 
     /// Lays the mounts out; call inside the new mount namespace.
@@ -240,6 +284,16 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// The git dir a `.git` file (`gitdir: PATH`) names, canonical, when it lies inside
+/// `workspace` (outside it, everything is read-only already).
+fn gitdir_of(file: &Path, workspace: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    let base = file.parent()?;
+    let target = std::fs::canonicalize(base.join(named)).ok()?;
+    (target.is_dir() && target.starts_with(workspace)).then_some(target)
 }
 
 /// Creates an empty directory to mount over when nothing is there yet. Commands of one

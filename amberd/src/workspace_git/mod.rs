@@ -1,0 +1,255 @@
+//! amberd's own `git` on workspace content: the environment block's facts and session
+//! worktrees. A repository is content that a model or a downloaded tree controls, and git
+//! runs what that content says (`core.fsmonitor`, filter drivers, hooks, signature checks).
+//! amberd runs git with its own uid and the provider's key in its memory, so every such git:
+//!
+//! 1. runs **inside the OS sandbox**, offline: read-only for queries ([`Access::Read`]);
+//!    for worktree creation and removal writable only where git must write
+//!    ([`Access::Write`]: the worktree directory and the repository's git dir);
+//! 2. has **every program git could start pinned off** on its command line (`-c` outranks
+//!    every config file, and reaches the gits it starts through `GIT_CONFIG_PARAMETERS`):
+//!    [`PINNED`] plus the `clean`, `smudge` and `process` commands of every filter driver
+//!    the configuration defines ([`pins::filter_drivers`]); submodules are not entered;
+//! 3. gets the tool processes' environment (no provider key) minus every `GIT_*` variable,
+//!    so nothing from amberd's own environment redirects it.
+//!
+//! `safe.directory` is never relaxed: a repository another user owns stays refused. When the
+//! kernel cannot sandbox, nothing runs ([`GitError::Unavailable`]): callers report the
+//! facts as unknown or refuse the worktree.
+
+mod pins;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use amber_policy::sandbox::{SandboxInfo, SandboxMode};
+
+use crate::tools::env_policy::ToolEnv;
+use crate::tools::lifeline;
+use crate::tools::sandbox_env::SandboxEnv;
+
+pub(crate) use pins::PINNED;
+
+/// The name of the shared temp directory amberd's own git calls get as `$TMPDIR`.
+const TMP_NAME: &str = "git";
+
+/// Where one git call may write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Access<'a> {
+    /// Nowhere but its temp directory.
+    Read,
+    /// These directories too (canonical, existing).
+    Write(&'a [PathBuf]),
+}
+
+/// Why a git call did not run or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GitError {
+    #[error("the OS sandbox is unavailable ({0}), so amberd does not run git on this workspace")]
+    Unavailable(String),
+    #[error("cannot run git: {0}")]
+    Spawn(String),
+    #[error("git took longer than {0:?} and was killed")]
+    TimedOut(Duration),
+}
+
+/// What a finished git said.
+#[derive(Debug, Clone)]
+pub(crate) struct GitOutput {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// How git processes are started: sandboxed (the daemon), or directly (unit tests of the
+/// callers' parsing, whose test runner has no sandbox helper).
+#[derive(Debug, Clone)]
+enum Launch {
+    Sandboxed(Arc<SandboxEnv>),
+    #[cfg(test)]
+    Direct,
+}
+
+/// amberd's way to run git on a workspace.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkspaceGit {
+    launch: Launch,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl WorkspaceGit {
+    /// Sandboxed by `sandbox`, with `env` (the tool processes' environment) minus `GIT_*`.
+    pub(crate) fn new(sandbox: Arc<SandboxEnv>, env: &ToolEnv) -> Self {
+        Self {
+            launch: Launch::Sandboxed(sandbox),
+            env: git_env(env.vars()),
+        }
+    }
+
+    /// Unsandboxed, for unit tests of what callers make of git's answers.
+    #[cfg(test)]
+    pub(crate) fn direct_for_tests(env: &[(OsString, OsString)]) -> Self {
+        Self {
+            launch: Launch::Direct,
+            env: git_env(env),
+        }
+    }
+
+    /// `git ARGS` in `dir` with `access`, every program pinned off; stdin empty, stdout and
+    /// stderr piped. The caller runs it (in its own process group, so the lifeline watcher
+    /// kills only this git).
+    pub(crate) fn command(
+        &self,
+        dir: &Path,
+        access: Access<'_>,
+        args: &[&str],
+    ) -> Result<Command, GitError> {
+        let mut cmd = self.launcher(dir, access)?;
+        cmd.arg("-C").arg(dir);
+        for pin in PINNED {
+            cmd.arg("-c").arg(pin);
+        }
+        cmd.args(args)
+            .current_dir(dir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(pins::FIXED_ENV.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        Ok(cmd)
+    }
+
+    /// [`WorkspaceGit::command`] with the filter drivers of `dir`'s configuration pinned off
+    /// as well (one more git call, read-only, to learn their names).
+    pub(crate) fn command_without_filters(
+        &self,
+        dir: &Path,
+        access: Access<'_>,
+        args: &[&str],
+    ) -> Result<Command, GitError> {
+        let listed = self.run(dir, Access::Read, pins::LIST_FILTERS)?;
+        let drivers = pins::filter_drivers(&listed.stdout);
+        let mut full: Vec<String> = pins::filter_pins(&drivers);
+        full.extend(args.iter().map(|a| (*a).to_owned()));
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
+        self.command(dir, access, &full)
+    }
+
+    /// Runs `git ARGS` to completion (blocking; for worktree work on a blocking thread).
+    pub(crate) fn run(
+        &self,
+        dir: &Path,
+        access: Access<'_>,
+        args: &[&str],
+    ) -> Result<GitOutput, GitError> {
+        let mut cmd = self.command(dir, access, args)?;
+        output(cmd.output().map_err(|e| GitError::Spawn(e.to_string()))?)
+    }
+
+    /// [`WorkspaceGit::run`] with the filter drivers pinned off too.
+    pub(crate) fn run_without_filters(
+        &self,
+        dir: &Path,
+        access: Access<'_>,
+        args: &[&str],
+    ) -> Result<GitOutput, GitError> {
+        let mut cmd = self.command_without_filters(dir, access, args)?;
+        output(cmd.output().map_err(|e| GitError::Spawn(e.to_string()))?)
+    }
+
+    /// A read-only query with filters pinned off, killed after `timeout` (async).
+    pub(crate) async fn query(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<GitOutput, GitError> {
+        let this = self.clone();
+        let owned_dir = dir.to_owned();
+        let owned: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let listed = self.spawn_async(dir, pins::LIST_FILTERS, timeout).await?;
+        let drivers = pins::filter_drivers(&listed.stdout);
+        let mut full = pins::filter_pins(&drivers);
+        full.extend(owned);
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
+        this.spawn_async(&owned_dir, &full, timeout).await
+    }
+
+    async fn spawn_async(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<GitOutput, GitError> {
+        let mut cmd = tokio::process::Command::from(self.command(dir, Access::Read, args)?);
+        cmd.kill_on_drop(true);
+        let child = cmd.spawn().map_err(|e| GitError::Spawn(e.to_string()))?;
+        match tokio::time::timeout(timeout, child.wait_with_output()).await {
+            Ok(Ok(out)) => output(out),
+            Ok(Err(err)) => Err(GitError::Spawn(err.to_string())),
+            // Dropping the future kills the child (`kill_on_drop`).
+            Err(_) => Err(GitError::TimedOut(timeout)),
+        }
+    }
+
+    /// The command that starts `git` inside the sandbox of `access` over `dir`.
+    fn launcher(&self, dir: &Path, access: Access<'_>) -> Result<Command, GitError> {
+        // Outside tests `Sandboxed` is the only variant.
+        #[allow(clippy::infallible_destructuring_match)]
+        let sandbox = match &self.launch {
+            Launch::Sandboxed(sandbox) => sandbox,
+            #[cfg(test)]
+            Launch::Direct => {
+                let mut cmd = Command::new("git");
+                cmd.stdin(Stdio::null());
+                return Ok(cmd);
+            }
+        };
+        if let Some(reason) = sandbox.unavailable() {
+            return Err(GitError::Unavailable(reason.to_owned()));
+        }
+        let tmp = sandbox
+            .tmp
+            .ensure(TMP_NAME)
+            .map_err(|e| GitError::Spawn(format!("its temp directory: {e}")))?;
+        let (mode, workspace, writable): (SandboxMode, &Path, &[PathBuf]) = match access {
+            Access::Read => (SandboxMode::ReadOnly, dir, &[]),
+            // The first writable directory stands as the workspace; it holds no `.git` of
+            // its own, so no protected path is laid over it.
+            Access::Write(dirs) => (
+                SandboxMode::WorkspaceWrite,
+                dirs.first().map_or(dir, PathBuf::as_path),
+                dirs.get(1..).unwrap_or(&[]),
+            ),
+        };
+        let info = SandboxInfo {
+            mode,
+            network: false,
+        };
+        let spec = sandbox.spec(info, workspace, tmp, writable);
+        lifeline::sandboxed_command("git", &spec).map_err(|e| GitError::Spawn(e.to_string()))
+    }
+}
+
+/// `env` without any `GIT_*` variable (`GIT_DIR`, `GIT_CONFIG_*`, `GIT_EXEC_PATH`, …).
+fn git_env(env: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
+    env.iter()
+        .filter(|(k, _)| !k.to_string_lossy().starts_with("GIT_"))
+        .cloned()
+        .collect()
+}
+
+fn output(out: std::process::Output) -> Result<GitOutput, GitError> {
+    Ok(GitOutput {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
