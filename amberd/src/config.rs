@@ -138,14 +138,48 @@ pub struct SandboxConfig {
     pub network: bool,
     /// More directories `workspace-write` commands may write (a cache, say): absolute.
     pub writable_roots: Vec<PathBuf>,
+    /// More secret locations (absolute, or `~/…` under the daemon's home): reading them asks
+    /// in every mode, and sandboxed commands do not see them. Read at start.
+    pub secret_paths: Vec<PathBuf>,
+    /// With `network = true`: the Unix sockets commands may use. Empty (the default): no
+    /// Unix socket at all, since the user's other sockets (an SSH agent, a Docker daemon,
+    /// another amberd) are not the network. Read at start.
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl SandboxConfig {
+    /// `secret_paths` with `~/` resolved under `home`.
+    pub fn secret_paths_under(&self, home: Option<&std::path::Path>) -> Vec<PathBuf> {
+        self.secret_paths
+            .iter()
+            .filter_map(|p| match p.strip_prefix("~") {
+                Ok(rest) => home.map(|h| h.join(rest)),
+                Err(_) => Some(p.clone()),
+            })
+            .collect()
+    }
+
     fn check(&self) -> Result<(), String> {
         if let Some(relative) = self.writable_roots.iter().find(|p| !p.is_absolute()) {
             return Err(format!(
                 "sandbox.writable_roots: `{}` is not an absolute path (write the whole path, \
                  e.g. `/home/me/.cache/pip`)",
+                relative.display()
+            ));
+        }
+        if let Some(relative) = self
+            .secret_paths
+            .iter()
+            .find(|p| !p.is_absolute() && !p.starts_with("~"))
+        {
+            return Err(format!(
+                "sandbox.secret_paths: `{}` is neither absolute nor `~/…`",
+                relative.display()
+            ));
+        }
+        if let Some(relative) = self.allow_unix_sockets.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "sandbox.allow_unix_sockets: `{}` is not an absolute path",
                 relative.display()
             ));
         }

@@ -118,9 +118,12 @@ async fn run(
     config.apply_env(&env)?;
     let data = data_dir(args.data_dir, &env);
     // Reading amber's own files, like ~/.ssh, asks in every mode (amber-policy's secrets).
+    let home = env("HOME").map(PathBuf::from);
     amber_policy::SecretLocations::from_env(
         &env,
-        std::iter::once(data.clone()).chain(config_file.clone()),
+        std::iter::once(data.clone())
+            .chain(config_file.clone())
+            .chain(config.sandbox.secret_paths_under(home.as_deref())),
     )
     .install();
     std::fs::create_dir_all(&data)

@@ -111,7 +111,11 @@ async fn amberds_own_git_runs_nothing_the_repository_configures() {
     assert!(head.contains("- Git branch: main"), "{head}");
     assert!(head.contains("- Changed files (git status): 1"), "{head}");
     assert!(head.contains("- Last commit: init"), "{head}");
-    assert!(ran_in(&ran).is_empty(), "amberd's git ran: {:?}", ran_in(&ran));
+    assert!(
+        ran_in(&ran).is_empty(),
+        "amberd's git ran: {:?}",
+        ran_in(&ran)
+    );
 
     // A session worktree of the same repository: made and removed, running nothing.
     let made = daemon.rpc_ok(

@@ -83,6 +83,12 @@ impl SecretLocations {
         Self::new(home, amber)
     }
 
+    /// Every secret location but `.env` files (which belong to projects): what the OS
+    /// sandbox masks.
+    pub fn locations(&self) -> &[PathBuf] {
+        &self.places
+    }
+
     pub(crate) fn home(&self) -> Option<&Path> {
         self.home.as_deref()
     }
@@ -119,7 +125,7 @@ impl SecretLocations {
     }
 
     /// The installed locations, or those of the process environment.
-    pub(crate) fn installed() -> &'static SecretLocations {
+    pub fn installed() -> &'static SecretLocations {
         INSTALLED.get_or_init(|| SecretLocations::from_env(&|k| std::env::var_os(k), []))
     }
 }

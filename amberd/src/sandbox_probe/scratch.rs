@@ -58,6 +58,8 @@ impl Scratch {
             tmp_dir: self.tmp.clone(),
             writable_roots: Vec::new(),
             hidden: settings.hidden.clone(),
+            masked: Vec::new(),
+            allow_unix_sockets: Vec::new(),
             simulate_landlock_abi: settings.simulate_landlock_abi,
         }
     }

@@ -130,7 +130,11 @@ impl Deps {
             crate::tools::env_policy::ToolEnv::minimal()
         });
         let tool_env = Arc::new(tool_env);
-        let sandbox = Arc::new(SandboxEnv::from_env(env));
+        let sandbox = Arc::new(SandboxEnv {
+            masked: amber_policy::SecretLocations::installed().locations().to_vec(),
+            allow_unix_sockets: config.sandbox.allow_unix_sockets.clone(),
+            ..SandboxEnv::from_env(env)
+        });
         let checkpoints =
             crate::checkpoints::Checkpoints::new(config.checkpoints.clone(), &data_dir);
         let watchers = Arc::new(super::watch::Watchers::new(

@@ -184,7 +184,7 @@ mod tests {
         let config = SandboxConfig {
             mode: SandboxMode::ReadOnly,
             network: true,
-            writable_roots: vec![],
+            ..SandboxConfig::default()
         };
         let only_mode = SandboxRequest {
             mode: Some(SandboxMode::Off),

@@ -148,6 +148,8 @@ mod tests {
 
     fn spec() -> Arc<SandboxSpec> {
         Arc::new(SandboxSpec {
+            masked: Vec::new(),
+            allow_unix_sockets: Vec::new(),
             mode: SandboxMode::WorkspaceWrite,
             network: false,
             workspace: "/ws".into(),

@@ -38,6 +38,10 @@ pub struct SandboxEnv {
     pub unavailable: Arc<OnceLock<String>>,
     /// The private temp directories (`<temp>/amber-tmp-UID/NAME`).
     pub tmp: TmpDirs,
+    /// Masked inside every sandbox: the secret locations (`amber_policy::SecretLocations`).
+    pub masked: Vec<PathBuf>,
+    /// `[sandbox] allow_unix_sockets`.
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl SandboxEnv {
@@ -49,6 +53,8 @@ impl SandboxEnv {
             simulate_landlock_abi: simulated_landlock_abi(env),
             unavailable: Arc::new(OnceLock::new()),
             tmp: TmpDirs::for_current_user(),
+            masked: Vec::new(),
+            allow_unix_sockets: Vec::new(),
         }
     }
 
@@ -80,6 +86,8 @@ impl SandboxEnv {
             // Written only in `workspace-write` (`SandboxSpec::writable`).
             writable_roots: writable_roots.to_vec(),
             hidden: self.hidden.clone(),
+            masked: self.masked.clone(),
+            allow_unix_sockets: self.allow_unix_sockets.clone(),
             simulate_landlock_abi: self.simulate_landlock_abi,
         }
     }

@@ -24,6 +24,17 @@ pub struct SandboxSpec {
     /// Directories that must be invisible inside: amberd's runtime (socket) directory.
     #[serde(default)]
     pub hidden: Vec<PathBuf>,
+    /// Secret locations (`~/.ssh`, `~/.aws`, amber's config and data, `[sandbox]
+    /// secret_paths`…): masked inside, a directory by an empty one, a file by an empty file,
+    /// so no glob, link, archive or interpreter reads them. One that holds a path the
+    /// command uses (its workspace, cwd or a writable directory) is masked around it.
+    #[serde(default)]
+    pub masked: Vec<PathBuf>,
+    /// `[sandbox] allow_unix_sockets`: with the network on, Unix sockets may be created
+    /// only when this names at least one (otherwise every socket of the user, another
+    /// amberd's among them, would be reachable).
+    #[serde(default)]
+    pub allow_unix_sockets: Vec<PathBuf>,
     /// Test-only: behave as on a kernel whose Landlock ABI is at most this (`0`: no
     /// Landlock). amberd sets it only from `AMBER_TEST_SANDBOX_NO_LANDLOCK` (0) or
     /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`.
@@ -84,6 +95,8 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec!["/cache".into()],
             hidden: vec!["/run/user/0/amber".into()],
+            masked: vec!["/home/u/.ssh".into()],
+            allow_unix_sockets: Vec::new(),
             simulate_landlock_abi: None,
         };
         let arg = spec.to_arg();
@@ -123,6 +136,8 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec!["/cache".into()],
             hidden: vec![],
+            masked: vec![],
+            allow_unix_sockets: Vec::new(),
             simulate_landlock_abi: None,
         };
         assert_eq!(spec.writable(), vec![PathBuf::from("/tmp/t")]);

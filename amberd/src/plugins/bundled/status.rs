@@ -155,6 +155,8 @@ mod tests {
                 tmp_dir: "/t".into(),
                 writable_roots: vec![],
                 hidden: vec![],
+                masked: vec![],
+                allow_unix_sockets: vec![],
                 simulate_landlock_abi: None,
             }))
         };

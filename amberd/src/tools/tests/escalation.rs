@@ -37,6 +37,8 @@ impl Gate for Answers {
 
 fn sandbox_on(workspace: &Path) -> ToolSandbox {
     ToolSandbox::On(Arc::new(SandboxSpec {
+        masked: Vec::new(),
+        allow_unix_sockets: Vec::new(),
         mode: SandboxMode::WorkspaceWrite,
         network: false,
         workspace: workspace.to_owned(),

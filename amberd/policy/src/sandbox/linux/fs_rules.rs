@@ -3,7 +3,8 @@
 //! where the mounts do not reach: a path through `/proc/PID/root` of a process outside the
 //! namespace, a mount the kernel would not let us make read-only. With the network off it
 //! also refuses TCP bind and connect, and it always keeps the command from signalling
-//! processes outside its sandbox (amberd, the user's shell).
+//! processes outside its sandbox (amberd, the user's shell) and from connecting to their
+//! abstract Unix sockets.
 //!
 //! The rules are those of one ABI, chosen by the caller (`min(kernel, 7)`,
 //! `sandbox::landlock_abi`): every access right and scope of that ABI and none newer, as a
@@ -57,15 +58,15 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
     if has(version, LandlockFeature::ScopeSignal) {
         ruleset = ruleset.scope(Scope::Signal).map_err(err)?;
     }
-    if !spec.network {
-        if has(version, LandlockFeature::NetTcp) {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(abi))
-                .map_err(err)?;
-        }
-        if has(version, LandlockFeature::ScopeAbstractUnixSocket) {
-            ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
-        }
+    // Network on or off: abstract sockets of processes outside the sandbox (another amberd,
+    // a desktop bus) are not the network a command was given.
+    if has(version, LandlockFeature::ScopeAbstractUnixSocket) {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
+    }
+    if !spec.network && has(version, LandlockFeature::NetTcp) {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
     }
     let mut created = ruleset.create().map_err(err)?;
     created = created

@@ -29,7 +29,7 @@ pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
     caps::drop_all()?;
     set_no_new_privs()?;
     fs_rules::restrict(spec, &plan, abi)?;
-    syscalls::install(spec.network, guard)?;
+    syscalls::install(spec.network, !spec.allow_unix_sockets.is_empty(), guard)?;
     Ok(())
 }
 

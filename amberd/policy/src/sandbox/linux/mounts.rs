@@ -2,8 +2,9 @@
 //! read-only (and `nodev`, `nosuid`), the writable directories bound read-write over
 //! themselves, the protected paths inside the workspace bound read-only over those (and
 //! `.git` pinned by a mount of its own, so it cannot be renamed away and replaced), a
-//! minimal `/dev` (null, zero, full, random, urandom, tty, a private pts and shm), and
-//! amberd's runtime directory covered by an empty read-only tmpfs.
+//! minimal `/dev` (null, zero, full, random, urandom, tty, a private pts and shm), amberd's
+//! runtime directory covered by an empty read-only tmpfs, and the secret locations masked
+//! (a directory by such a tmpfs, a file by `/dev/null`).
 //!
 //! [`Plan::new`] resolves every path before the namespace exists (creating the empty
 //! `.amber/` and `.git/hooks` a protected mount needs as its mount point); [`Plan::apply`]
@@ -35,6 +36,8 @@ const GIT_CONTROL: &[&str] = &[
     "objects/info/alternates",
     "objects/info/http-alternates",
 ];
+/// How deep a secret directory that holds a used path is masked around it.
+const MASK_DEPTH: usize = 8;
 /// The same for a linked worktree's admin directory (`.git/worktrees/NAME`).
 const WORKTREE_CONTROL: &[&str] = &["config.worktree", "commondir", "gitdir"];
 /// How deep `.git/modules` (submodules of submodules…) is searched for git directories.
@@ -62,6 +65,8 @@ pub(super) struct Plan {
     /// Sockets covered by `/dev/null` (a hidden directory that holds a writable one cannot
     /// be covered as a whole: its sockets are).
     hidden_sockets: Vec<PathBuf>,
+    /// Secret files covered by `/dev/null` (read as empty).
+    masked_files: Vec<PathBuf>,
     /// The working directory to enter again once the mounts exist.
     cwd: Option<PathBuf>,
 }
@@ -80,6 +85,7 @@ impl Plan {
             protected: Vec::new(),
             hidden: Vec::new(),
             hidden_sockets: Vec::new(),
+            masked_files: Vec::new(),
             cwd: std::env::current_dir().ok(),
         };
         let workspace = std::fs::canonicalize(&spec.workspace).ok();
@@ -89,6 +95,16 @@ impl Plan {
             .filter_map(|p| std::fs::canonicalize(p).ok())
         {
             plan.hide(&path, workspace.as_deref());
+        }
+        let mut masked: Vec<PathBuf> = spec
+            .masked
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        masked.sort();
+        masked.dedup();
+        for path in masked {
+            plan.mask(&path, workspace.as_deref(), 0);
         }
         if spec.mode == SandboxMode::WorkspaceWrite {
             let workspace = std::fs::canonicalize(&spec.workspace)
@@ -130,6 +146,46 @@ impl Plan {
             if entry.file_type().is_ok_and(|t| t.is_socket()) {
                 self.hidden_sockets.push(entry.path());
             }
+        }
+    }
+
+    /// Masks the secret location `path`: a directory by an empty read-only tmpfs, a file by
+    /// `/dev/null`. A directory that holds a path the command uses (the workspace inside
+    /// amber's data dir, say) is masked around it: each entry that does not hold one.
+    fn mask(&mut self, path: &Path, workspace: Option<&Path>, depth: usize) {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_file() {
+            self.masked_files.push(path.to_path_buf());
+            return;
+        }
+        if !meta.is_dir() {
+            return;
+        }
+        let used: Vec<&Path> = self
+            .writable
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(workspace)
+            .chain(self.cwd.as_deref())
+            .collect();
+        if used.iter().any(|u| path.starts_with(u)) {
+            // The secret lies inside what the command works on: the user chose to work there.
+            return;
+        }
+        if !used.iter().any(|u| u.starts_with(path)) {
+            self.hidden.push(path.to_path_buf());
+            return;
+        }
+        if depth >= MASK_DEPTH {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            self.mask(&entry.path(), workspace, depth + 1);
         }
     }
 
@@ -262,8 +318,8 @@ impl Plan {
                 SandboxError::setup(format!("protecting {}", path.display()), err)
             })?;
         }
-        for socket in &self.hidden_sockets {
-            bind_over(Path::new("/dev/null"), socket)?;
+        for path in self.hidden_sockets.iter().chain(&self.masked_files) {
+            bind_over(Path::new("/dev/null"), path)?;
         }
         minimal_dev(devices)?;
         for dir in &self.hidden {

@@ -6,7 +6,9 @@
 //! and CPU or memory placement of any process but the caller itself (`prlimit --pid`,
 //! `renice`, `taskset -p`, `ionice -p` would reach amberd: same uid, no ptrace check), and
 //! setting the setuid or setgid bit (a root daemon's command could leave a setuid binary
-//! in the workspace) — and, with the network off,
+//! in the workspace) — with the network on, Unix sockets unless `[sandbox]
+//! allow_unix_sockets` names some (the user's other sockets are not the network) — and,
+//! with the network off,
 //! every socket but netlink (so no IP or Unix socket, loopback and amberd's own included;
 //! `socketpair` stays, it reaches nothing). `clone3` and `openat2` answer `ENOSYS` so that
 //! libc falls back to `clone` and `openat`, whose flags and mode the filter can see.
@@ -161,8 +163,14 @@ impl SignalGuard {
     }
 }
 
-/// Installs the filter; `signals`: also refuse signals to amberd (no Landlock signal scope).
-pub(super) fn install(network: bool, signals: Option<SignalGuard>) -> Result<(), SandboxError> {
+/// Installs the filter; `unix_sockets`: with the network on, Unix sockets may be created
+/// (`[sandbox] allow_unix_sockets` names some); `signals`: also refuse signals to amberd
+/// (no Landlock signal scope).
+pub(super) fn install(
+    network: bool,
+    unix_sockets: bool,
+    signals: Option<SignalGuard>,
+) -> Result<(), SandboxError> {
     let err = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| err(&e))?;
 
@@ -270,6 +278,17 @@ pub(super) fn install(network: bool, signals: Option<SignalGuard>) -> Result<(),
                 SeccompCmpArgLen::Dword,
                 SeccompCmpOp::Ne,
                 netlink,
+            )?])?],
+        );
+    } else if !unix_sockets {
+        let unix = u64::from(libc::AF_UNIX.unsigned_abs());
+        rules.insert(
+            libc::SYS_socket,
+            vec![rule(vec![cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                unix,
             )?])?],
         );
     }
