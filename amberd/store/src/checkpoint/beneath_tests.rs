@@ -303,3 +303,33 @@ fn a_directory_swapped_for_a_symlink_during_writes_never_redirects_one() {
         assert!(refused > 0, "{resolver:?}: the symlink was never met");
     }
 }
+
+/// Through `RestorePlan::apply`: a plan made while `d` was a directory, applied after it
+/// became a link out of the workspace, writes the rest and lists what it refused.
+#[test]
+fn a_restore_plan_lists_what_it_refused_and_writes_the_rest() {
+    use super::{BlobStore, RestorePlan, Snapshot};
+    let scene = Scene::new();
+    let data = tempfile::tempdir().unwrap();
+    let store = BlobStore::open(data.path()).unwrap();
+    fs::create_dir_all(scene.ws.join("d")).unwrap();
+    fs::write(scene.ws.join("d/f"), "in d\n").unwrap();
+    fs::write(scene.ws.join("ok.txt"), "ok\n").unwrap();
+    let target = Snapshot::take(&scene.ws, None, &store, 1 << 20).unwrap();
+    fs::remove_dir_all(scene.ws.join("d")).unwrap();
+    fs::remove_file(scene.ws.join("ok.txt")).unwrap();
+    let current = Snapshot::take(&scene.ws, Some(&target), &store, 1 << 20).unwrap();
+    let plan = RestorePlan::new(&current, &target).unwrap();
+    symlink(&scene.outside, scene.ws.join("d")).unwrap();
+
+    let applied = plan.apply(&scene.ws, &store).unwrap();
+    assert_eq!(applied.written, [rel("ok.txt")]);
+    let refused: Vec<_> = applied
+        .refused
+        .iter()
+        .map(|r| (r.path.clone(), r.refusal.clone()))
+        .collect();
+    assert_eq!(refused, [(rel("d/f"), Refusal::Symlink { at: rel("d") })]);
+    assert_eq!(fs::read_to_string(scene.ws.join("ok.txt")).unwrap(), "ok\n");
+    scene.assert_untouched();
+}
