@@ -154,8 +154,12 @@ pub fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> Str
     for path in &result.restored {
         out.push_str(&format!("restored  {path}\n"));
     }
-    let mark = if force { "forced  " } else { "conflict" };
     for path in &result.conflicts {
+        let mark = if result.restored.contains(path) {
+            "forced  "
+        } else {
+            "conflict"
+        };
         out.push_str(&format!("{mark}  {path}\n"));
     }
     out.push_str(&format!(
@@ -163,10 +167,18 @@ pub fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> Str
         result.restored.len(),
         result.removed_turns
     ));
-    match (result.conflicts.len(), force) {
+    let left = left_alone(result);
+    match result.conflicts.len() - left {
+        0 => {}
+        n => out.push_str(&format!(
+            "; {n} path(s) changed outside amber since were put back too (--force)"
+        )),
+    }
+    match (left, force) {
         (0, _) => {}
         (n, true) => out.push_str(&format!(
-            "; {n} path(s) changed outside amber since were put back too (--force)"
+            "; {n} path(s) left alone (inside .git or .amber, or under a symlink or a file: \
+             never restored)"
         )),
         (n, false) => out.push_str(&format!(
             "; {n} conflict(s) left alone (changed outside amber since; not overwritten without --force)"
@@ -177,13 +189,23 @@ pub fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> Str
 }
 
 /// `rewind`'s exit code: 1 when conflicts were left alone, so a script notices the
-/// workspace is not all back (with `force` they were put back, though still listed).
-pub fn rewind_exit(result: &SessionRewindResult, force: bool) -> u8 {
-    if result.conflicts.is_empty() || force {
+/// workspace is not all back. With `force` they were put back, though still listed (and in
+/// `restored`) — all but the paths a rewind never writes (`.git`, `.amber`, under a link).
+pub fn rewind_exit(result: &SessionRewindResult) -> u8 {
+    if left_alone(result) == 0 {
         exit::OK
     } else {
         exit::ERROR
     }
+}
+
+/// How many conflicts were not put back.
+fn left_alone(result: &SessionRewindResult) -> usize {
+    result
+        .conflicts
+        .iter()
+        .filter(|c| !result.restored.contains(c))
+        .count()
 }
 
 /// Whether a string ends with amberd's elision marker (`…[amber: N bytes elided to K]`):
@@ -307,7 +329,7 @@ pub async fn rewind(
     } else {
         output::line(rewind_text(turn, &got, what.force).trim_end())?;
     }
-    Ok(rewind_exit(&got, what.force))
+    Ok(rewind_exit(&got))
 }
 
 /// `fork ID [TURN] [--json]`: prints the new session's id.
@@ -430,7 +452,7 @@ mod tests {
             conflicts: vec!["b.rs".into()],
             removed_turns: 2,
         };
-        assert_eq!(rewind_exit(&result, false), exit::ERROR);
+        assert_eq!(rewind_exit(&result), exit::ERROR);
         assert_eq!(
             rewind_text("3", &result, false),
             "restored  a.rs\nrestored  gone.md\nconflict  b.rs\n\
@@ -441,15 +463,35 @@ mod tests {
             removed_turns: 1,
             ..SessionRewindResult::default()
         };
-        // Forced: still listed by the daemon, but put back, so not a failure.
-        assert_eq!(rewind_exit(&result, true), exit::OK);
+        // Forced: still listed by the daemon, but put back (restored), so not a failure.
+        let forced = SessionRewindResult {
+            restored: vec!["a.rs".into(), "b.rs".into()],
+            ..result.clone()
+        };
+        assert_eq!(rewind_exit(&forced), exit::OK);
         assert_eq!(
-            rewind_text("3", &result, true),
-            "restored  a.rs\nrestored  gone.md\nforced    b.rs\n\
+            rewind_text("3", &forced, true),
+            "restored  a.rs\nrestored  b.rs\nforced    b.rs\n\
              rewound to before turn 3: 2 file(s) restored, 2 turn(s) removed from the conversation; \
              1 path(s) changed outside amber since were put back too (--force)\n"
         );
-        assert_eq!(rewind_exit(&clean, false), exit::OK);
+        // Forced, but a path a rewind never writes stays a failure.
+        let refused = SessionRewindResult {
+            conflicts: vec![".amber/rules.toml".into(), "b.rs".into()],
+            ..forced
+        };
+        assert_eq!(rewind_exit(&refused), exit::ERROR);
+        assert!(
+            rewind_text("3", &refused, true).contains(
+                "conflict  .amber/rules.toml\nforced    b.rs\n"
+            ) && rewind_text("3", &refused, true).ends_with(
+                "put back too (--force); 1 path(s) left alone (inside .git or .amber, or under a \
+                 symlink or a file: never restored)\n"
+            ),
+            "{}",
+            rewind_text("3", &refused, true)
+        );
+        assert_eq!(rewind_exit(&clean), exit::OK);
         assert_eq!(
             rewind_text("turn_x", &clean, false),
             "rewound to before turn turn_x: 0 file(s) restored, 1 turn(s) removed from the conversation\n"

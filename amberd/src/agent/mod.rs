@@ -54,6 +54,12 @@ pub trait AgentHooks: Send + Sync {
     fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
     }
+    /// That batch is done: what changed since `before_changes` was the turn's tools'. A
+    /// change outside these windows was made by someone else during the turn, and a rewind
+    /// leaves it alone. Nothing by default.
+    fn after_changes(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
     /// The price of the loop's model, when known: each call's usage then carries its cost.
     /// None by default.
     fn price(&self) -> Option<amber_llm::Price> {
@@ -498,10 +504,14 @@ impl Turn<'_, '_> {
             limits: env.limits,
             events: &sink,
         };
-        if may_change_files(env.tools, calls) {
+        let changes = may_change_files(env.tools, calls);
+        if changes {
             env.hooks.before_changes().await;
         }
         let results = dispatch(request).await;
+        if changes {
+            env.hooks.after_changes().await;
+        }
         let mut statuses = Vec::with_capacity(results.len());
         for result in results {
             statuses.push(result.status);

@@ -29,6 +29,7 @@ mod rows;
 mod session;
 #[cfg(test)]
 mod tests;
+mod windows;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -5,7 +5,13 @@
 //!
 //! A path is a conflict when, at any point after a turn touched it, its content is not
 //! what that turn left: between one checkpointed turn's end and the next one's checkpoint,
-//! or between the last turn's end and now. Conflicts are left alone unless `force`.
+//! or between the last turn's end and now; or when a turn recorded it as changed by
+//! someone else while the turn ran (`outside`, `windows.rs`). Conflicts are left alone
+//! unless `force`. Never restored, even with `force`: a path in `.git` or `.amber`, and a
+//! path whose directory is now a symlink or a file the rewind does not itself replace;
+//! the restore (`amber_store::RestorePlan::apply`) enforces both again as it writes, so a
+//! directory swapped for a link after the plan was made is refused too, and the paths it
+//! refused join the conflicts.
 //!
 //! **Crash safety:** the plan is written to `rewind.json` in the session's directory and
 //! synced before the workspace is touched; the journal is removed only after the files,
@@ -20,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use amber_store::{Entry, RelPath, RestorePlan, Snapshot};
+use amber_store::{Applied, Entry, RelPath, RestorePlan, Snapshot, protected};
 use serde::{Deserialize, Serialize};
 
 use super::rows::TurnRow;
@@ -91,6 +97,20 @@ impl Journal {
         }
     }
 
+    /// The paths restored and the conflicts, once the restore left `refused` alone.
+    pub(crate) fn outcome(&self, refused: &[String]) -> (Vec<String>, Vec<String>) {
+        let restored = self
+            .restored
+            .iter()
+            .filter(|p| !refused.contains(p))
+            .cloned()
+            .collect();
+        let mut conflicts: Vec<String> = self.conflicts.iter().chain(refused).cloned().collect();
+        conflicts.sort();
+        conflicts.dedup();
+        (restored, conflicts)
+    }
+
     fn plan(&self) -> RestorePlan {
         RestorePlan {
             delete: self.delete.clone(),
@@ -108,6 +128,19 @@ fn same(a: Option<&Entry>, b: Option<&Entry>) -> bool {
         (Some(a), Some(b)) => a.same_content(b),
         _ => false,
     }
+}
+
+/// Whether a directory above `path` is a file or symlink in `current` that the rewind does
+/// not itself restore (delete or replace): writing `path` would need to go through it.
+fn blocked_parent(current: &Snapshot, restore: &BTreeSet<RelPath>, path: &RelPath) -> bool {
+    let mut at = path.parent();
+    while let Some(dir) = at {
+        if current.get(&dir).is_some() && !restore.contains(&dir) {
+            return true;
+        }
+        at = dir.parent();
+    }
+    false
 }
 
 /// `snap` with only the entries at `paths` (its skipped and missing lists kept whole).
@@ -169,14 +202,22 @@ impl SessionCheckpoints {
         for (before, after) in befores.iter().zip(&afters) {
             touched.extend(before.diff(after).into_iter().map(|c| c.path));
         }
+        // Changed during a turn, but not by its tools (`windows.rs`).
+        let outside: BTreeSet<&RelPath> = turns
+            .iter()
+            .filter_map(|r| r.after.as_ref())
+            .flat_map(|a| &a.outside)
+            .collect();
         let conflicts: BTreeSet<RelPath> = touched
             .iter()
             .filter(|path| {
                 let gaps = afters
                     .iter()
                     .zip(befores.iter().skip(1).chain(std::iter::once(&current)));
-                gaps.into_iter()
-                    .any(|(left, next)| !same(left.get(path), next.get(path)))
+                outside.contains(path)
+                    || gaps
+                        .into_iter()
+                        .any(|(left, next)| !same(left.get(path), next.get(path)))
             })
             .cloned()
             .collect();
@@ -187,11 +228,21 @@ impl SessionCheckpoints {
             .into_iter()
             .filter(|path| !same(current.get(path), target.get(path)))
             .collect();
-        let restore: BTreeSet<RelPath> = if force {
-            touched
+        let mut restore: BTreeSet<RelPath> = if force {
+            touched.clone()
         } else {
             touched.difference(&conflicts).cloned().collect()
         };
+        // Never restored, even with `force`: a protected path, and a path whose directory
+        // is now a file or symlink the rewind would not replace (it is not restored
+        // itself): that link is never followed (`amber_store::Refusal`).
+        let refused: BTreeSet<RelPath> = restore
+            .iter()
+            .filter(|path| protected(path) || blocked_parent(&current, &restore, path))
+            .cloned()
+            .collect();
+        restore.retain(|path| !refused.contains(path));
+        let conflicts: BTreeSet<RelPath> = conflicts.into_iter().chain(refused).collect();
         let plan = RestorePlan::new(
             &restricted(&current, &restore),
             &restricted(target, &restore),
@@ -271,10 +322,16 @@ impl SessionCheckpoints {
     /// Carries out the journal's plan on the workspace. Blocking; safe to run again on a
     /// workspace it already changed in part. `live`: a rewind being asked for now (the
     /// test pause applies), not one finished after a restart.
-    pub(crate) fn apply_journal(&self, journal: &Journal, live: bool) -> Result<(), String> {
+    /// Returns the paths it left alone (`amber_store::Refused`): their directory became a
+    /// symlink or a file after the plan was made, or they are protected.
+    pub(crate) fn apply_journal(
+        &self,
+        journal: &Journal,
+        live: bool,
+    ) -> Result<Vec<String>, String> {
         let plan = journal.plan();
         if plan.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let store = self.daemon.store()?;
         let _reading = self.daemon.reading();
@@ -297,15 +354,27 @@ impl SessionCheckpoints {
             ),
             None => (plan, None),
         };
-        first
-            .apply(&self.workspace, store)
-            .map_err(|e| e.to_string())?;
+        let mut refused = self.refused(first.apply(&self.workspace, store))?;
         if let (Some(second), Some(pause)) = (second, pause) {
             std::thread::sleep(pause);
-            second
-                .apply(&self.workspace, store)
-                .map_err(|e| e.to_string())?;
+            refused.extend(self.refused(second.apply(&self.workspace, store))?);
         }
-        Ok(())
+        Ok(refused)
+    }
+
+    /// The paths an apply left alone, each logged with the reason.
+    fn refused(
+        &self,
+        applied: Result<Applied, amber_store::CheckpointError>,
+    ) -> Result<Vec<String>, String> {
+        let applied = applied.map_err(|e| e.to_string())?;
+        Ok(applied
+            .refused
+            .into_iter()
+            .map(|r| {
+                tracing::warn!(workspace = %self.workspace.display(), path = %r.path, reason = %r.refusal, "rewind left a path alone");
+                r.path.to_string()
+            })
+            .collect())
     }
 }

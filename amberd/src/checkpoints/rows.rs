@@ -5,7 +5,7 @@
 //! {"k":"turn","turnId":…,"seq":…,"time":…,"prompt":…,"contextLen":…,"contextHead":…,
 //!  "noSnapshots":true?}                    a turn began (`noSnapshots`: checkpoints were off)
 //! {"k":"before","turnId":…,"time":…,"snapshot":"<hash>"|null,"incomplete":…}      its checkpoint
-//! {"k":"after","turnId":…,"snapshot":…,"changed":[…],"skipped":[…]}               it ended
+//! {"k":"after","turnId":…,"snapshot":…,"changed":[…],"skipped":[…],"outside":[…]?} it ended
 //! {"k":"rewound","turnId":…}              that turn and every later one were rewound away
 //! {"k":"expired","turnId":…}              retention dropped that turn's snapshots
 //! ```
@@ -19,6 +19,7 @@ use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
 use amber_proto::ChangedPath;
+use amber_store::RelPath;
 use serde::{Deserialize, Serialize};
 
 /// The file name in the session's directory.
@@ -57,6 +58,10 @@ pub(crate) enum Record {
         snapshot: Option<String>,
         changed: Vec<ChangedPath>,
         skipped: Vec<String>,
+        /// Changed paths whose last change was made while none of the turn's file-changing
+        /// calls ran: by someone else (a hand edit, a background process) during the turn.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outside: Vec<RelPath>,
     },
     Rewound {
         turn_id: String,
@@ -80,6 +85,8 @@ pub(crate) struct After {
     pub(crate) snapshot: Option<String>,
     pub(crate) changed: Vec<ChangedPath>,
     pub(crate) skipped: Vec<String>,
+    /// See [`Record::After`]: a rewind leaves these alone unless `force`.
+    pub(crate) outside: Vec<RelPath>,
 }
 
 /// One turn of the session's live history.
@@ -184,12 +191,14 @@ pub(crate) fn apply(rows: &mut Vec<TurnRow>, record: Record) {
             snapshot,
             changed,
             skipped,
+            outside,
         } => {
             if let Some(row) = rows.iter_mut().find(|r| r.turn_id == turn_id) {
                 row.after = Some(After {
                     snapshot,
                     changed,
                     skipped,
+                    outside,
                 });
             }
         }

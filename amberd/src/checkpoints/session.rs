@@ -13,6 +13,7 @@ use amber_store::{Hash, Snapshot};
 
 use super::Checkpoints;
 use super::rows::{self, After, Record, RowsFile, TurnRow};
+use super::windows::{self, Window};
 use crate::session::hub::now_rfc3339;
 
 /// One session's checkpoints.
@@ -43,6 +44,9 @@ struct RunningTurn {
     /// A checkpoint was attempted (taken or failed): the turn takes at most one.
     tried: bool,
     before: Option<Arc<Snapshot>>,
+    /// When its file-changing batches ran (`windows.rs`), and the start of the one running.
+    windows: Vec<Window>,
+    open: Option<i64>,
 }
 
 impl SessionCheckpoints {
@@ -112,6 +116,8 @@ impl SessionCheckpoints {
             turn_id: turn_id.to_owned(),
             tried: false,
             before: None,
+            windows: Vec::new(),
+            open: None,
         });
         let record = Record::Turn {
             turn_id: turn_id.to_owned(),
@@ -127,17 +133,51 @@ impl SessionCheckpoints {
         self.append(record, false);
     }
 
-    /// Before a tool call that may change files: the turn's checkpoint, once per turn.
-    /// Never fails the turn: a snapshot that cannot be taken is recorded as incomplete.
+    /// Before a batch with a tool call that may change files: the turn's checkpoint, once
+    /// per turn, then the start of the batch's window. Never fails the turn: a snapshot
+    /// that cannot be taken is recorded as incomplete.
     pub(crate) async fn before_changes(self: &Arc<Self>) {
-        let turn_id = {
+        let first = {
             let mut state = self.lock();
-            let Some(turn) = state.turn.as_mut().filter(|t| !t.tried && self.snapshots) else {
+            let Some(turn) = state.turn.as_mut().filter(|_| self.snapshots) else {
                 return;
             };
+            let first = !turn.tried;
             turn.tried = true;
-            turn.turn_id.clone()
+            first.then(|| turn.turn_id.clone())
         };
+        if let Some(turn_id) = first {
+            self.checkpoint(turn_id).await;
+        }
+        let start = self.clock().await;
+        if let Some(turn) = self.lock().turn.as_mut() {
+            turn.open = Some(start);
+        }
+    }
+
+    /// The batch `before_changes` opened is done: its window closes.
+    pub(crate) async fn after_changes(self: &Arc<Self>) {
+        let start = match self.lock().turn.as_mut() {
+            Some(turn) => turn.open.take(),
+            None => None,
+        };
+        let Some(start) = start else { return };
+        let end = self.clock().await;
+        if let Some(turn) = self.lock().turn.as_mut() {
+            turn.windows.push(Window::new(start, end));
+        }
+    }
+
+    /// The filesystem clock (`BlobStore::clock_ns`); `i64::MIN` when it cannot be read.
+    async fn clock(self: &Arc<Self>) -> i64 {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.daemon.store().map_or(i64::MIN, |s| s.clock_ns()))
+            .await
+            .unwrap_or(i64::MIN)
+    }
+
+    /// Takes the turn's checkpoint and records it.
+    async fn checkpoint(self: &Arc<Self>, turn_id: String) {
         let this = self.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let previous = this.latest_blocking();
@@ -175,11 +215,16 @@ impl SessionCheckpoints {
 
     /// The turn ended: if it took a checkpoint, what it changed is recorded.
     pub(crate) async fn end_turn(self: &Arc<Self>) {
-        let Some(turn) = self.lock().turn.take() else {
+        let Some(mut turn) = self.lock().turn.take() else {
             return;
         };
         if !turn.tried {
             return;
+        }
+        // A batch cut short (cancelled) without closing its window: it ran until now.
+        if let Some(start) = turn.open.take() {
+            let end = self.clock().await;
+            turn.windows.push(Window::new(start, end));
         }
         let this = self.clone();
         let recorded = tokio::task::spawn_blocking(move || {
@@ -187,15 +232,22 @@ impl SessionCheckpoints {
             let _reading = this.daemon.reading();
             let after = match this.take_with(previous.as_deref()) {
                 Ok((after, hash)) => {
-                    let (changed, skipped) = match &turn.before {
-                        Some(before) => changes(before, &after),
-                        None => (Vec::new(), Vec::new()),
+                    let (changed, skipped, outside) = match &turn.before {
+                        Some(before) => {
+                            let (changed, skipped) = changes(before, &after);
+                            let root = &this.workspace;
+                            let ctime = |e: &amber_store::Entry| windows::ctime_now(root, e);
+                            let outside = windows::outside(before, &after, &turn.windows, ctime);
+                            (changed, skipped, outside)
+                        }
+                        None => (Vec::new(), Vec::new(), Vec::new()),
                     };
                     this.lock().latest = Some(Arc::new(after));
                     After {
                         snapshot: Some(hash.to_hex()),
                         changed,
                         skipped,
+                        outside,
                     }
                 }
                 Err(reason) => {
@@ -204,6 +256,7 @@ impl SessionCheckpoints {
                         snapshot: None,
                         changed: Vec::new(),
                         skipped: Vec::new(),
+                        outside: Vec::new(),
                     }
                 }
             };
@@ -212,6 +265,7 @@ impl SessionCheckpoints {
                 snapshot: after.snapshot,
                 changed: after.changed,
                 skipped: after.skipped,
+                outside: after.outside,
             };
             this.append(record, true);
             this.expire()

@@ -405,6 +405,10 @@ impl AgentHooks for TurnHooks<'_> {
     fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(self.shared.checkpoints.before_changes())
     }
+
+    fn after_changes(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(self.shared.checkpoints.after_changes())
+    }
 }
 
 impl SessionShared {

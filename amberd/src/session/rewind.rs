@@ -9,7 +9,7 @@ use amber_proto::{EventKind, SessionRewindParams, SessionRewindResult};
 use amber_store::context::Context;
 
 use super::{SessionError, SessionShared};
-use crate::checkpoints::rewind::{FilesPlan, Journal, RewindError};
+use crate::checkpoints::rewind::{Journal, RewindError};
 
 /// Rewinds the session to before `params.turn_id`.
 pub(super) async fn rewind(
@@ -109,37 +109,39 @@ pub(super) async fn rewind(
     }
     let result = finish(shared, context, journal, true).await;
     shared.settle_marker();
-    result.map(|()| SessionRewindResult {
-        restored: files
-            .as_ref()
-            .map(|f| f.restored.clone())
-            .unwrap_or_default(),
-        conflicts: files.map(|f: FilesPlan| f.conflicts).unwrap_or_default(),
+    result.map(|(restored, conflicts)| SessionRewindResult {
+        restored,
+        conflicts,
         removed_turns,
     })
 }
 
 /// Carries out a journaled rewind: files, context, event, rows; then drops the journal.
-/// Every step can run again after a crash.
+/// Every step can run again after a crash. Returns the paths restored and the conflicts:
+/// the journal's, with the paths the restore had to leave alone moved to the conflicts.
 async fn finish(
     shared: &Arc<SessionShared>,
     context: &mut Context,
     journal: Journal,
     live: bool,
-) -> Result<(), SessionError> {
+) -> Result<(Vec<String>, Vec<String>), SessionError> {
     let checkpoints = shared.checkpoints.clone();
     let applied = {
         let cps = checkpoints.clone();
         let journal = journal.clone();
         tokio::task::spawn_blocking(move || cps.apply_journal(&journal, live)).await
     };
-    if let Err(err) = applied.map_err(|e| e.to_string()).and_then(|a| a) {
+    let refused = match applied.map_err(|e| e.to_string()).and_then(|a| a) {
+        Ok(refused) => refused,
         // The journal stays: the next load of the session finishes the restore.
-        return Err(SessionError::Store(format!(
-            "the rewind could not restore the files: {err}; it is retried when the session \
-             is next loaded"
-        )));
-    }
+        Err(err) => {
+            return Err(SessionError::Store(format!(
+                "the rewind could not restore the files: {err}; it is retried when the \
+                 session is next loaded"
+            )));
+        }
+    };
+    let (restored, conflicts) = journal.outcome(&refused);
     if let Some(len) = journal.context_len {
         while context.len() > len {
             context.pop();
@@ -150,8 +152,8 @@ async fn finish(
         shared.hub.publish(
             Some(&journal.turn_id),
             EventKind::Rewound {
-                restored: journal.restored.clone(),
-                conflicts: journal.conflicts.clone(),
+                restored: restored.clone(),
+                conflicts: conflicts.clone(),
                 removed_turns: journal.removed_turns,
             },
         );
@@ -160,7 +162,7 @@ async fn finish(
         checkpoints.forget_from(&journal.turn_id);
     }
     checkpoints.remove_journal();
-    Ok(())
+    Ok((restored, conflicts))
 }
 
 /// Finishes a rewind a crash interrupted (its journal is still there). At actor start.

@@ -226,7 +226,7 @@ impl BlobStore {
     /// snapshot starts may still change unseen within the same tick; the next snapshot
     /// reads it again (git's "racy clean" rule). `i64::MIN` when the marker cannot be
     /// written, so that everything is read again.
-    pub(crate) fn clock_ns(&self) -> i64 {
+    pub fn clock_ns(&self) -> i64 {
         let marker = self.tmp_path();
         let written = File::create(&marker).and_then(|mut f| {
             f.write_all(b"clock")?;

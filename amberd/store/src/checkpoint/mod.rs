@@ -14,10 +14,15 @@
 //! [`Snapshot::ignored`], unreadable in [`Snapshot::missing`], and a snapshot with any
 //! missing path is refused as a restore target. A restore never deletes or writes a path
 //! either snapshot left out; [`Snapshot::skipped_changes`] names those a turn changed.
-//! Nothing here touches the workspace except [`RestorePlan::apply`]. The crate knows no
+//! Nothing here touches the workspace except [`RestorePlan::apply`], and that only through
+//! `beneath.rs`: every change resolved from the root's fd without following a symlink, and
+//! never inside `.git` or `.amber`. The crate knows no
 //! session or turn: when to take a snapshot, where the store lives and what to keep is the
 //! daemon's.
 
+mod beneath;
+#[cfg(test)]
+mod beneath_tests;
 mod blob;
 mod diff;
 mod error;
@@ -30,12 +35,13 @@ mod take;
 #[cfg(test)]
 mod tests;
 
+pub use self::beneath::{Refusal, protected};
 pub use self::blob::{BlobStore, SweepStats};
 pub use self::diff::{Change, ChangeStatus};
 pub use self::error::CheckpointError;
 pub use self::hash::Hash;
 pub use self::path::RelPath;
-pub use self::restore::{Applied, RestorePlan};
+pub use self::restore::{Applied, Refused, RestorePlan};
 pub use self::snapshot::{
     Entry, EntryKind, Ignored, Missing, SkipReason, Skipped, Snapshot, TakeStats,
 };

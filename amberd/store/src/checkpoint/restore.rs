@@ -9,7 +9,10 @@
 //!
 //! Every blob the plan writes is read and verified before the workspace is touched, so a
 //! missing or corrupt blob refuses the restore instead of leaving it half done. Each write
-//! is a temp file (or symlink) beside its target, renamed over it.
+//! is a temp file (or symlink) beside its target, renamed over it, relative to the fd of
+//! its directory (`beneath.rs`): nothing is written through a symlink, outside the
+//! workspace, or in `.git`/`.amber`, whatever the plan says; such paths come back in
+//! [`Applied::refused`].
 //!
 //! **Re-appliable:** a plan serialises (so the daemon can journal it) and `apply` is
 //! idempotent: run again over a tree a crash left half restored, it finishes the job. A
@@ -18,15 +21,12 @@
 //! `.NAME.amber-restore-PID` temp files a crash left beside the plan's targets are removed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::ffi::OsString;
-use std::fs::{self, File, Permissions};
-use std::io::{ErrorKind, Write};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::io::ErrorKind;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::beneath::{BeneathError, Refusal, TEMP_MARK, Tree};
 use super::blob::BlobStore;
 use super::error::CheckpointError;
 use super::hash::Hash;
@@ -53,6 +53,15 @@ pub struct RestorePlan {
 pub struct Applied {
     pub written: Vec<RelPath>,
     pub deleted: Vec<RelPath>,
+    /// Paths left alone: a parent is a symlink or not a directory, or they are protected.
+    pub refused: Vec<Refused>,
+}
+
+/// A path [`RestorePlan::apply`] did not change, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub path: RelPath,
+    pub refusal: Refusal,
 }
 
 impl RestorePlan {
@@ -103,7 +112,9 @@ impl RestorePlan {
         self.delete.is_empty() && self.write.is_empty() && self.remove_dirs.is_empty()
     }
 
-    /// Carries out the plan under `root`, reading blobs from `store`.
+    /// Carries out the plan under `root`, reading blobs from `store`. Every change goes
+    /// through `beneath.rs`: a path whose parent is a symlink or not a directory, or that
+    /// lies in `.git` or `.amber`, is left alone and listed in [`Applied::refused`].
     pub fn apply(&self, root: &Path, store: &BlobStore) -> Result<Applied, CheckpointError> {
         let mut blobs: HashMap<Hash, Vec<u8>> = HashMap::new();
         for entry in &self.write {
@@ -111,63 +122,123 @@ impl RestorePlan {
                 slot.insert(store.get(&entry.hash)?);
             }
         }
+        let tree = Tree::open(root).map_err(|e| CheckpointError::io(root, e))?;
+        let written: HashSet<&RelPath> = self.write.iter().map(|e| &e.path).collect();
         let mut applied = Applied::default();
         for path in &self.delete {
-            let abs = path.join_to(root);
-            match fs::remove_file(&abs) {
-                Ok(()) => applied.deleted.push(path.clone()),
-                // Gone already, or its directory was replaced by a file: done before a crash.
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
-                // A directory the plan itself creates: an earlier apply got that far.
-                Err(_) if abs.is_dir() && self.create_dirs.contains(path) => {}
-                Err(e) => return Err(CheckpointError::io(abs, e)),
+            match self.delete_one(&tree, path, &written) {
+                Ok(true) => applied.deleted.push(path.clone()),
+                Ok(false) => {}
+                Err(e) => applied.refuse(root, path, e)?,
             }
         }
         for dir in &self.remove_dirs {
-            // Not empty (an ignored file) or already gone: either way it stays as it is.
-            let _ = fs::remove_dir(dir.join_to(root));
+            // Not empty (an ignored file), already gone or refused: it stays as it is.
+            if let Ok((parent, name)) = tree.parent_of(dir) {
+                let _ = parent.remove_dir(&name);
+            }
         }
         for dir in &self.create_dirs {
-            let abs = dir.join_to(root);
-            fs::create_dir_all(&abs).map_err(|e| CheckpointError::io(abs, e))?;
+            match tree.make_dirs(dir) {
+                // A refused one refuses the writes below it, which name it.
+                Ok(()) | Err(BeneathError::Refused(_)) => {}
+                Err(BeneathError::Io(e)) => return Err(CheckpointError::io(dir.join_to(root), e)),
+            }
         }
-        self.remove_stale_temps(root);
+        self.remove_stale_temps(&tree);
         for entry in &self.write {
             let bytes = blobs
                 .get(&entry.hash)
                 .ok_or(CheckpointError::BlobNotFound(entry.hash))?;
-            let abs = entry.path.join_to(root);
-            write_entry(&abs, entry, bytes).map_err(|e| CheckpointError::io(&abs, e))?;
+            let (dir, name) = match tree.parent_of(&entry.path) {
+                Ok(found) => found,
+                Err(e) => {
+                    applied.refuse(root, &entry.path, e)?;
+                    continue;
+                }
+            };
+            let made = match entry.kind {
+                EntryKind::File => dir.write_file(&name, bytes, entry.mode),
+                EntryKind::Symlink => dir.write_symlink(&name, bytes),
+            };
+            made.map_err(|e| CheckpointError::io(entry.path.join_to(root), e))?;
             applied.written.push(entry.path.clone());
         }
         Ok(applied)
     }
-}
 
-impl RestorePlan {
+    /// Deletes one file or symlink; `false` when there was nothing to delete.
+    fn delete_one(
+        &self,
+        tree: &Tree,
+        path: &RelPath,
+        written: &HashSet<&RelPath>,
+    ) -> Result<bool, BeneathError> {
+        let (dir, name) =
+            match tree.parent_of(path) {
+                Ok(found) => found,
+                // Its directory became a file or link the plan writes: done before a crash.
+                Err(BeneathError::Refused(
+                    Refusal::Symlink { at } | Refusal::NotADirectory { at },
+                )) if written.contains(&at) => return Ok(false),
+                // Its directory is gone: so is the file.
+                Err(BeneathError::Io(e)) if e.kind() == ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e),
+            };
+        match dir.remove_file(&name) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            // A directory the plan itself creates: an earlier apply got that far.
+            Err(_) if dir.is_dir(&name) && self.create_dirs.contains(path) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Removes the temp files an apply that crashed left beside this plan's targets (best
     /// effort: one left behind is only clutter).
-    fn remove_stale_temps(&self, root: &Path) {
+    fn remove_stale_temps(&self, tree: &Tree) {
         let mut names: BTreeMap<Option<RelPath>, HashSet<&[u8]>> = BTreeMap::new();
         for entry in &self.write {
             let bytes = entry.path.as_bytes();
             let name = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
             names.entry(entry.path.parent()).or_default().insert(name);
         }
-        for (dir, targets) in names {
-            let dir = dir.map_or_else(|| root.to_path_buf(), |d| d.join_to(root));
-            let Ok(children) = fs::read_dir(&dir) else {
+        for (rel, targets) in names {
+            let Ok(dir) = tree.dir(rel.as_ref()) else {
                 continue;
             };
-            for child in children.flatten() {
-                let name = child.file_name();
-                if temp_target(name.as_bytes()).is_some_and(|t| targets.contains(t))
-                    && let Err(e) = fs::remove_file(child.path())
+            let Ok(children) = dir.names() else {
+                continue;
+            };
+            for name in children {
+                if temp_target(&name).is_some_and(|t| targets.contains(t))
+                    && let Err(e) = dir.remove_file(&name)
                     && e.kind() != ErrorKind::NotFound
                 {
-                    tracing::warn!(path = %child.path().display(), error = %e, "stale restore temp file");
+                    tracing::warn!(name = %String::from_utf8_lossy(&name), error = %e, "stale restore temp file");
                 }
             }
+        }
+    }
+}
+
+impl Applied {
+    /// Records `path` as refused, or passes an I/O error on.
+    fn refuse(
+        &mut self,
+        root: &Path,
+        path: &RelPath,
+        err: BeneathError,
+    ) -> Result<(), CheckpointError> {
+        match err {
+            BeneathError::Refused(refusal) => {
+                self.refused.push(Refused {
+                    path: path.clone(),
+                    refusal,
+                });
+                Ok(())
+            }
+            BeneathError::Io(e) => Err(CheckpointError::io(path.join_to(root), e)),
         }
     }
 }
@@ -195,35 +266,4 @@ fn ancestors<'a>(paths: impl Iterator<Item = &'a RelPath>) -> BTreeSet<RelPath> 
         }
     }
     dirs
-}
-
-fn write_entry(abs: &Path, entry: &Entry, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = tmp_beside(abs);
-    let made = match entry.kind {
-        EntryKind::File => (|| {
-            let mut file = File::create(&tmp)?;
-            file.write_all(bytes)?;
-            file.set_permissions(Permissions::from_mode(entry.mode))?;
-            file.sync_all()
-        })(),
-        EntryKind::Symlink => {
-            std::os::unix::fs::symlink(PathBuf::from(OsString::from_vec(bytes.to_vec())), &tmp)
-        }
-    };
-    if let Err(e) = made.and_then(|()| fs::rename(&tmp, abs)) {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// What a restore temp file's name has between its target's name and the writer's pid.
-const TEMP_MARK: &str = ".amber-restore-";
-
-fn tmp_beside(abs: &Path) -> PathBuf {
-    let mut name = OsString::from(".");
-    name.push(abs.file_name().unwrap_or_default());
-    name.push(TEMP_MARK);
-    name.push(std::process::id().to_string());
-    abs.with_file_name(name)
 }
