@@ -164,3 +164,70 @@ async fn tools_env_core_and_set_shape_the_environment() {
     );
     assert!(output.contains("HOME="), "{output}");
 }
+
+/// MCP stdio servers and external plugins start with the tool environment policy too: the
+/// provider keys stay with amberd, unless a server's or plugin's own `env` names one
+/// (`${NAME}`), and their own `env` is added.
+#[test]
+fn mcp_servers_and_external_plugins_get_no_provider_key_unless_named() {
+    let dumps = tempfile::tempdir().unwrap();
+    let dump = |name: &str| dumps.path().join(name);
+    let script = |name: &str| {
+        format!(
+            "[\"-c\", \"env > {}.tmp && mv {0}.tmp {0}; exec sleep 30\"]",
+            dump(name).display()
+        )
+    };
+    let config = format!(
+        "[mcp.servers.envdump]\ncommand = \"sh\"\nargs = {}\n\
+         env = {{ OWN_SETTING = \"own-value\", NAMED_KEY = \"${{GITHUB_TOKEN}}\" }}\n\
+         [[plugins.external]]\nname = \"envplugin\"\ncommand = \"sh\"\nargs = {}\n\
+         env = {{ OWN_SETTING = \"own-value\" }}\n",
+        script("mcp"),
+        script("plugin"),
+    );
+    let mock_url = "http://127.0.0.1:9/v1";
+    let mut env: Vec<(String, String)> = SECRETS
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    env.push((VISIBLE.0.to_owned(), VISIBLE.1.to_owned()));
+    let _daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock_url.to_owned()),
+        config_toml: format!(
+            "[providers.corp]\nflavor = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+             api_key_env = \"CORP_LLM_CREDENTIAL\"\n{config}"
+        ),
+        env,
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    for name in ["mcp", "plugin"] {
+        while !dump(name).exists() {
+            assert!(std::time::Instant::now() < deadline, "{name} never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let seen = std::fs::read_to_string(dump(name)).unwrap();
+        assert!(seen.contains("OWN_SETTING=own-value"), "{name}: {seen}");
+        assert!(
+            seen.contains(&format!("{}={}", VISIBLE.0, VISIBLE.1)),
+            "{name}: {seen}"
+        );
+        assert!(
+            !seen.contains(AMBER_KEY),
+            "{name} got AMBER_API_KEY: {seen}"
+        );
+        for (key, value) in SECRETS {
+            let named = name == "mcp" && *key == "GITHUB_TOKEN";
+            assert_eq!(
+                seen.contains(value),
+                named,
+                "{name}: {key} {}: {seen}",
+                if named {
+                    "was named but is missing"
+                } else {
+                    "reached it"
+                }
+            );
+        }
+    }
+}

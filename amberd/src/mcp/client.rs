@@ -75,7 +75,8 @@ impl Connection {
     pub async fn open(
         server: &str,
         transport: &McpTransport,
-        sandbox: Option<(&SandboxEnv, SandboxInfo)>,
+        extension_env: &SandboxEnv,
+        sandbox: Option<SandboxInfo>,
         timeout: Duration,
         stop: &CancellationToken,
     ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), String> {
@@ -90,18 +91,21 @@ impl Connection {
             McpTransport::Stdio { command, args, env } => {
                 let mut cmd = match sandbox {
                     // In the daemon's working directory, which is its workspace.
-                    Some((sandbox, info)) => tokio::process::Command::from(
+                    Some(info) => tokio::process::Command::from(
                         std::env::current_dir()
                             .map_err(|e| format!("no working directory: {e}"))
                             .and_then(|cwd| {
-                                sandbox.extension_command("mcp", server, command, info, &cwd)
+                                extension_env.extension_command("mcp", server, command, info, &cwd)
                             })
                             .map_err(|e| format!("cannot start `{command}` sandboxed: {e}"))?,
                     ),
                     None => tokio::process::Command::new(command),
                 };
+                // Provider keys stay with amberd: the tool environment policy, then the
+                // server's own `env`.
                 cmd.args(args)
-                    .envs(env)
+                    .env_clear()
+                    .envs(extension_env.extension_vars(env))
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     // Its own process group: a terminal's Ctrl-C does not reach it, and

@@ -205,7 +205,8 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
         let opened = Connection::open(
             &server.name,
             &server.transport,
-            server.sandbox.map(|info| (&*settings.sandbox, info)),
+            &settings.sandbox,
+            server.sandbox,
             settings.connect_timeout,
             &server.closed,
         )

@@ -131,8 +131,11 @@ impl Deps {
         });
         let tool_env = Arc::new(tool_env);
         let sandbox = Arc::new(SandboxEnv {
-            masked: amber_policy::SecretLocations::installed().locations().to_vec(),
+            masked: amber_policy::SecretLocations::installed()
+                .locations()
+                .to_vec(),
             allow_unix_sockets: config.sandbox.allow_unix_sockets.clone(),
+            extension_env: Arc::clone(&tool_env),
             ..SandboxEnv::from_env(env)
         });
         let checkpoints =

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 
+use super::env_policy::ToolEnv;
 use super::tmp_dirs::TmpDirs;
 
 /// The environment variable that makes every spec simulate a kernel without Landlock
@@ -42,6 +43,10 @@ pub struct SandboxEnv {
     pub masked: Vec<PathBuf>,
     /// `[sandbox] allow_unix_sockets`.
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// The environment MCP stdio servers and external plugins start with, sandboxed or
+    /// not: the tool processes' (`[tools.env]`, provider keys removed); their own `env`
+    /// table adds to it.
+    pub extension_env: Arc<ToolEnv>,
 }
 
 impl SandboxEnv {
@@ -55,6 +60,7 @@ impl SandboxEnv {
             tmp: TmpDirs::for_current_user(),
             masked: Vec::new(),
             allow_unix_sockets: Vec::new(),
+            extension_env: ToolEnv::process_default(),
         }
     }
 
@@ -90,6 +96,27 @@ impl SandboxEnv {
             allow_unix_sockets: self.allow_unix_sockets.clone(),
             simulate_landlock_abi: self.simulate_landlock_abi,
         }
+    }
+}
+
+impl SandboxEnv {
+    /// An extension's environment: [`SandboxEnv::extension_env`], then its `env` table,
+    /// where a value that is exactly `${NAME}` is amberd's own variable `NAME` (how a
+    /// config names a key an extension needs without writing it down), empty if unset.
+    pub fn extension_vars(
+        &self,
+        own: &std::collections::BTreeMap<String, String>,
+    ) -> Vec<(OsString, OsString)> {
+        let mut vars: Vec<(OsString, OsString)> = self.extension_env.vars().to_vec();
+        for (name, value) in own {
+            let value = match value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
+                Some(from) => std::env::var_os(from).unwrap_or_default(),
+                None => OsString::from(value),
+            };
+            vars.retain(|(k, _)| k.as_os_str() != std::ffi::OsStr::new(name));
+            vars.push((OsString::from(name), value));
+        }
+        vars
     }
 }
 

@@ -119,8 +119,11 @@ impl Connection {
             }
             None => tokio::process::Command::new(&spec.command),
         };
+        // Provider keys stay with amberd: the tool environment policy, then the plugin's
+        // own `env`.
         cmd.args(&spec.args)
-            .envs(&spec.env)
+            .env_clear()
+            .envs(sandbox.extension_vars(&spec.env))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
