@@ -156,6 +156,16 @@ async fn run(
 
     // Bound: no other daemon serves this socket. Before any tool can run.
     reap_orphaned_tools(&env);
+    match amberd::tools::cgroup::install(&data) {
+        Ok(base) => {
+            let killed = amberd::tools::cgroup::reap(&base);
+            tracing::debug!(base = %base.display(), killed, "tool process trees get cgroups");
+        }
+        Err(err) => tracing::warn!(
+            "no cgroup for tool processes ({err}): a command that leaves its process group \
+             (setsid) outlives its call"
+        ),
+    }
     if let Err(err) = amberd::tools::lifeline::install() {
         tracing::warn!(
             "tool processes are not watched, so a crash leaves them running until the next start: {err}"

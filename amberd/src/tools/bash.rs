@@ -338,6 +338,8 @@ impl GroupGuard {
             unsafe {
                 libc::killpg(self.pgid, libc::SIGKILL);
             }
+            // What left the group (`setsid`, daemons) is still in its cgroup.
+            super::cgroup::kill_group(self.pgid);
         }
     }
 
@@ -350,5 +352,8 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
+        // Everything in it was killed (here or when the call ended): its cgroup goes once
+        // empty.
+        super::cgroup::remove_group(self.pgid);
     }
 }

@@ -38,6 +38,9 @@ use amber_policy::sandbox::SandboxSpec;
 /// The first argument that makes `amberd` the tool-exec helper.
 pub const HELPER_ARG: &str = "__tool-exec";
 
+/// First in the helper's arguments: the next argument is the daemon's cgroup base; the
+/// helper moves itself into a cgroup of its own there (`tools::cgroup`).
+const CGROUP_ARG: &str = "--cgroup";
 /// Before the program, in the helper's arguments: the next argument is a `SandboxSpec`.
 const SANDBOX_ARG: &str = "--sandbox";
 /// Before the program, after any sandbox: the next argument is a file the program gets as
@@ -143,6 +146,9 @@ fn helper_prefix(spec: Option<&SandboxSpec>) -> io::Result<Command> {
     };
     let mut cmd = Command::new(&lifeline.helper);
     cmd.arg0("amberd").arg(HELPER_ARG);
+    if let Some(base) = super::cgroup::base() {
+        cmd.arg(CGROUP_ARG).arg(base);
+    }
     if let Some(spec) = spec {
         cmd.arg(SANDBOX_ARG).arg(spec.to_arg());
     }
@@ -163,6 +169,16 @@ pub fn run_if_requested() -> Option<ExitCode> {
 }
 
 fn run_helper(mut args: Vec<OsString>) -> ExitCode {
+    let cgroup_base = if args.first().is_some_and(|a| a == CGROUP_ARG) {
+        let Some(base) = args.get(1).map(PathBuf::from) else {
+            eprintln!("amberd {HELPER_ARG}: no cgroup given");
+            return ExitCode::from(WATCH_FAILED);
+        };
+        args.drain(..2);
+        Some(base)
+    } else {
+        None
+    };
     let spec = if args.first().is_some_and(|a| a == SANDBOX_ARG) {
         let Some(arg) = args.get(1).and_then(|a| a.to_str()) else {
             eprintln!("{SANDBOX_FAILED_PREFIX} no sandbox spec given");
@@ -211,7 +227,16 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
         eprintln!("amberd {HELPER_ARG}: internal to amberd (stdin must be its lifeline)");
         return ExitCode::from(WATCH_FAILED);
     }
-    if let Err(err) = start_watcher() {
+    // Before the watcher: it and everything the program starts are in the group's cgroup,
+    // which nothing inside can leave. A tool that could not be put there does not run.
+    let cgroup = match cgroup_base.as_deref().map(super::cgroup::join).transpose() {
+        Ok(dir) => dir,
+        Err(err) => {
+            eprintln!("amberd: cannot put the tool in its cgroup: {err}");
+            return ExitCode::from(WATCH_FAILED);
+        }
+    };
+    if let Err(err) = start_watcher(cgroup.as_deref()) {
         eprintln!("amberd: cannot start the tool process watcher: {err}");
         return ExitCode::from(WATCH_FAILED);
     }
@@ -241,7 +266,7 @@ fn stdin_is_fifo() -> bool {
 
 /// Double-forks the watcher (it becomes a child of init, not of the program) and waits for
 /// the intermediate child, so it leaves no zombie.
-fn start_watcher() -> io::Result<()> {
+fn start_watcher(cgroup: Option<&std::path::Path>) -> io::Result<()> {
     // SAFETY: the helper is single-threaded (it runs before any thread is started), so the
     // child may do anything the parent could; fork has no other precondition.
     let middle = unsafe { libc::fork() };
@@ -251,7 +276,7 @@ fn start_watcher() -> io::Result<()> {
             // SAFETY: as above; the middle child only forks again and exits.
             let watcher = unsafe { libc::fork() };
             if watcher == 0 {
-                watch();
+                watch(cgroup);
             }
             let code = if watcher == -1 { 1 } else { 0 };
             // SAFETY: _exit ends this child without running the parent's atexit handlers
@@ -274,10 +299,10 @@ fn start_watcher() -> io::Result<()> {
     }
 }
 
-/// The watcher: waits for EOF on stdin (the lifeline), then SIGKILLs its process group.
-/// Any failure to keep watching kills the group as well: a tool that cannot be stopped
-/// with the daemon does not run on unwatched.
-fn watch() -> ! {
+/// The watcher: waits for EOF on stdin (the lifeline), then SIGKILLs its cgroup (what left
+/// the group too) and its process group. Any failure to keep watching kills them as well:
+/// a tool that cannot be stopped with the daemon does not run on unwatched.
+fn watch(cgroup: Option<&std::path::Path>) -> ! {
     for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
         // SAFETY: setting a standard signal to SIG_IGN installs no handler code.
         unsafe {
@@ -321,6 +346,11 @@ fn watch() -> ! {
             // POLLHUP, POLLERR or POLLNVAL without data: the daemon is gone.
             break;
         }
+    }
+    if let Some(dir) = cgroup {
+        // This process is inside too: the kill may end it here, the group's kill below
+        // covers a cgroup that could not be written.
+        let _ = super::cgroup::kill_dir(dir);
     }
     // SAFETY: kill(0, …) signals this process's own group (the tool's), itself included;
     // _exit is only reached if the signal could not be sent.

@@ -8,6 +8,7 @@ pub mod apply_patch;
 mod args;
 pub(crate) mod atomic_write;
 pub(crate) mod bash;
+pub mod cgroup;
 pub(crate) mod diff;
 pub(crate) mod dispatch;
 pub(crate) mod edit;
