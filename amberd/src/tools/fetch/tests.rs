@@ -373,3 +373,29 @@ async fn a_cancel_ends_the_call_at_once_while_the_page_converts() {
         returned.duration_since(cancelled_at)
     );
 }
+
+/// Not fetch's own: the other parsers the daemon feeds untrusted nesting (LLM tool-call
+/// arguments, MCP results and RPC as JSON; workspace configuration as TOML) keep their
+/// recursion limits as this build configures them — a feature turning serde_json's off
+/// (`unbounded_depth`) would make this test overflow instead of pass.
+#[test]
+fn json_and_toml_refuse_deep_nesting_as_the_daemon_builds_them() {
+    let deep_json = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let err = serde_json::from_str::<Value>(&deep_json).unwrap_err();
+    assert!(
+        err.to_string().contains("recursion limit exceeded"),
+        "{err}"
+    );
+    let err = serde_json::from_slice::<Value>(deep_json.as_bytes()).unwrap_err();
+    assert!(
+        err.to_string().contains("recursion limit exceeded"),
+        "{err}"
+    );
+    let shallow = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    assert!(serde_json::from_str::<Value>(&shallow).is_ok());
+
+    let deep_toml = format!("a = {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(toml::from_str::<toml::Value>(&deep_toml).is_err());
+    let deep_tables = format!("a = {}1{}", "{b = ".repeat(100_000), "}".repeat(100_000));
+    assert!(toml::from_str::<toml::Value>(&deep_tables).is_err());
+}

@@ -2,6 +2,7 @@
 //! owed until the next text (so empty blocks leave nothing), a line prefix for quotes and
 //! list indentation, a block's first-line marker (`- `, `## `) held until its first text,
 //! whitespace collapsed the way a browser shows it, and a ceiling on the output size.
+//! Text is not escaped: a model reads the result, no markdown renderer does.
 
 /// HTML's whitespace (the ASCII set: not U+00A0, which a page uses as a visible space).
 fn is_html_space(c: char) -> bool {
@@ -189,9 +190,14 @@ impl Writer {
         }
         self.breaks = 0;
         if self.line_start {
-            let start = self.first_line.take();
-            let start = start.as_deref().unwrap_or(&self.prefix).to_owned();
-            self.push(&start);
+            match self.first_line.take() {
+                Some(first) => self.push(&first),
+                None => {
+                    let prefix = std::mem::take(&mut self.prefix);
+                    self.push(&prefix);
+                    self.prefix = prefix;
+                }
+            }
             self.line_start = false;
         } else if self.space && !self.out.ends_with(' ') {
             self.push(" ");
