@@ -160,6 +160,14 @@ struct Open {
     role: Role,
 }
 
+struct OpenTable {
+    /// Opened inside a cell (a layout table): its rows and cells run on in that cell as
+    /// plain text, without pipes.
+    nested: bool,
+    /// Its header separator is written.
+    separated: bool,
+}
+
 pub(super) struct Elements {
     style: Style,
     writer: Writer,
@@ -174,8 +182,8 @@ pub(super) struct Elements {
     pre: usize,
     /// The token before was `<pre>`: a newline starting the text is not content.
     pre_just_opened: bool,
-    /// Per open table, innermost last: whether its header separator is written.
-    tables: Vec<bool>,
+    /// The open tables, innermost last.
+    tables: Vec<OpenTable>,
     /// A start tag came past `MAX_DEPTH`.
     too_deep: bool,
 }
@@ -426,7 +434,7 @@ impl Elements {
             }
             return;
         }
-        if matches!(name, "td" | "th") && !self.tables.is_empty() && self.open_row().is_none() {
+        if matches!(name, "td" | "th") && self.in_grid() && self.open_row().is_none() {
             self.push_open(LocalName::from("tr"), Role::Row { cells: 0 });
             self.writer.block(1);
             if self.stack.len() >= MAX_DEPTH {
@@ -447,6 +455,11 @@ impl Elements {
             }
         }
         self.stack.push(Open { name, role });
+    }
+
+    /// The innermost open table lays out rows and cells (it is not inside a cell).
+    fn in_grid(&self) -> bool {
+        self.tables.last().is_some_and(|table| !table.nested)
     }
 
     /// The innermost open row, if it belongs to the innermost open table.
@@ -471,6 +484,7 @@ impl Elements {
     fn role_of(&mut self, tag: &Tag) -> Role {
         let name: &str = &tag.name;
         let markdown = self.markdown();
+        let grid = self.in_grid();
         let w = &mut self.writer;
         match name {
             "p" => {
@@ -554,14 +568,17 @@ impl Elements {
             },
             "table" => {
                 w.block(2);
-                self.tables.push(false);
+                self.tables.push(OpenTable {
+                    nested: w.in_cell(),
+                    separated: false,
+                });
                 Role::Table
             }
-            "tr" if !self.tables.is_empty() => {
+            "tr" if grid => {
                 w.block(1);
                 Role::Row { cells: 0 }
             }
-            "td" | "th" if !self.tables.is_empty() => self.cell(),
+            "td" | "th" if grid => self.cell(),
             "tr" | "td" | "th" => {
                 w.block(1);
                 Role::Block(1)
@@ -591,7 +608,7 @@ impl Elements {
             (Style::Text, false) => "\t",
         };
         if !separator.is_empty() {
-            self.writer.open_inline(separator);
+            self.writer.lead(separator);
         }
         self.writer.enter_cell();
         Role::Cell
@@ -626,7 +643,7 @@ impl Elements {
         let src = attr(tag, "src").filter(|s| shown_href(s) && !s.starts_with("data:"));
         match src {
             Some(src) if self.markdown() => {
-                self.writer.open_inline("![");
+                self.writer.lead("![");
                 self.writer.append(&alt);
                 self.writer.append("](");
                 self.writer.append(&link_target(&src));
@@ -669,11 +686,11 @@ impl Elements {
                 w.block(2);
             }
             Role::Delimited { at, markup } => {
-                w.close_inline(at, markup, markup);
+                w.close_inline(at, markup);
             }
             Role::Link { at, href } => {
                 if markdown {
-                    if w.close_inline(at, "[", "](") {
+                    if w.close_inline(at, "](") {
                         w.append(&link_target(&href));
                         w.append(")");
                     }
@@ -690,10 +707,10 @@ impl Elements {
             Role::Row { cells } => {
                 if cells > 0 && markdown {
                     w.append(" |");
-                    if let Some(separated) = self.tables.last_mut()
-                        && !*separated
+                    if let Some(table) = self.tables.last_mut()
+                        && !table.separated
                     {
-                        *separated = true;
+                        table.separated = true;
                         w.line(&format!("|{}", " --- |".repeat(cells)));
                     }
                 }

@@ -85,6 +85,17 @@ fn elements_take_their_markdown_form() {
             "| a | b |\n| --- | --- |\n| 1 | 2 3 |",
         ),
         ("<table><td>implied row</table>", "| implied row |\n| --- |"),
+        // A table in a cell (a layout table) runs on in that cell.
+        (
+            "<table><tr><td>out<td><table><tr><td>in 1<td>in 2<tr><td>in 3</table></table>",
+            "| out | in 1 in 2 in 3 |\n| --- | --- |",
+        ),
+        // Openings held until text: an empty link or emphasis leaves no line behind.
+        (
+            "<h1>T</h1><div><a href=/x><svg></svg></a><b> </b></div><p>next",
+            "# T\n\nnext",
+        ),
+        ("a<b> bold </b>b", "a **bold** b"),
         ("a<br>b<hr>c", "a\nb\n\n---\n\nc"),
         (
             "<img src=/i.png alt=' an  image '><img src='data:image/png;base64,AAAA' alt=inline>",

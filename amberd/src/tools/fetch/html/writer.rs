@@ -1,6 +1,7 @@
 //! The layout of a converted page, knowing nothing of HTML: blocks apart by line breaks
 //! owed until the next text (so empty blocks leave nothing), a line prefix for quotes and
-//! list indentation, a block's first-line marker (`- `, `## `) held until its first text,
+//! list indentation, a block's first-line marker (`- `, `## `) and inline openings (`**`,
+//! `[`) held until the first text (so an empty link or emphasis leaves nothing),
 //! whitespace collapsed the way a browser shows it, and a ceiling on the output size.
 //! Text is not escaped: a model reads the result, no markdown renderer does.
 
@@ -17,6 +18,8 @@ pub(super) struct Writer {
     breaks: usize,
     /// The next line's start in place of `prefix` (a list marker, a heading's `#`s).
     first_line: Option<String>,
+    /// Inline openings written before the next text.
+    pending: String,
     /// A space owed before the next text.
     space: bool,
     /// Nothing, not even the prefix, is written on the current line yet.
@@ -35,6 +38,7 @@ impl Writer {
             prefix: String::new(),
             breaks: 0,
             first_line: None,
+            pending: String::new(),
             space: false,
             line_start: true,
             one_line: 0,
@@ -96,6 +100,11 @@ impl Writer {
         self.one_line += 1;
     }
 
+    /// Inside a table cell.
+    pub(super) fn in_cell(&self) -> bool {
+        self.one_line > 0
+    }
+
     pub(super) fn leave_cell(&mut self) {
         self.one_line = self.one_line.saturating_sub(1);
     }
@@ -137,24 +146,31 @@ impl Writer {
         }
     }
 
-    /// Markup that opens inline content (`**`, `[`, a backtick): written where the next
-    /// text would go. Returns the position for `close_inline`.
+    /// Markup that opens inline content (`**`, `[`, a backtick), held until the next text.
+    /// Returns what `close_inline` needs.
     pub(super) fn open_inline(&mut self, markup: &str) -> usize {
-        self.begin();
-        let at = self.out.len();
-        self.push(markup);
+        let at = self.pending.len();
+        self.pending.push_str(markup);
         at
     }
 
-    /// Closes what `open_inline(opening)` opened at `at`; when nothing came in between,
-    /// takes the opening back instead and returns false.
-    pub(super) fn close_inline(&mut self, at: usize, opening: &str, closing: &str) -> bool {
-        if self.out.len() == at + opening.len() && self.out.ends_with(opening) {
-            self.out.truncate(at);
+    /// Closes what `open_inline` opened at `at`: the closing markup after the text, or,
+    /// when no text came (the opening is still held), the opening dropped and false.
+    /// Inline elements nest (their ends come in reverse order of their starts), so the
+    /// opening is held exactly when what is held reaches past `at`.
+    pub(super) fn close_inline(&mut self, at: usize, closing: &str) -> bool {
+        if self.pending.len() > at {
+            self.pending.truncate(at);
             return false;
         }
         self.push(closing);
         true
+    }
+
+    /// Markup written at once where the next text would go (a cell's separator, an image).
+    pub(super) fn lead(&mut self, markup: &str) {
+        self.begin();
+        self.push(markup);
     }
 
     /// Markup written right after the text so far (a link's target, a cell's end).
@@ -203,6 +219,10 @@ impl Writer {
             self.push(" ");
         }
         self.space = false;
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.push(&pending);
+        }
     }
 
     fn push(&mut self, text: &str) {
