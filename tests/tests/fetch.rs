@@ -2,12 +2,16 @@
 //! absent unless `[tools] fetch = true`; HTML as markdown, the size cap and a redirect loop
 //! as the model sees them; 127.0.0.1 refused without `fetch_allow_private`; in write mode a
 //! host asks once (`host:NAME`) and `allow_session` covers it, another host asks again; a
-//! `host` rule allows without asking; read mode reaches only the hosts a rule allows.
+//! `host` rule allows without asking; read mode reaches only the hosts a rule allows. A
+//! hostile page cannot hurt the daemon: nesting hundreds of thousands deep comes back
+//! shortened with a note while the daemon and its other sessions go on, and
+//! `session/cancel` during a slow conversion ends the turn at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
+use amber_tests::daemon::{DaemonOptions, TestDaemon};
 use amber_tests::steps::{
     Events, FAST_RETRIES, done, new_session, of_type, offered_tools, prompt_turn, spawn_config,
     stop_reason,
@@ -20,6 +24,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::get;
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 const PAGE: &str = "<!doctype html><html><head><title>Guide</title>\
                     <script>tracking()</script></head><body><h1>Install</h1>\
@@ -318,4 +325,150 @@ async fn read_mode_fetches_only_the_hosts_a_rule_allows() {
         reason.contains("read mode") && reason.contains("localhost"),
         "{reason}"
     );
+}
+
+/// Nested past the converter's depth cap in several shapes, under `fetch_max_bytes`'s
+/// default of 1 MiB.
+fn hostile_page() -> String {
+    let shapes = [
+        ("<div>", "</div>", 30_000),
+        ("<table><tr><td>", "</td></tr></table>", 8_000),
+        ("<ul><li>", "</li></ul>", 8_000),
+        ("<blockquote><b><i>", "", 8_000),
+    ];
+    let mut page = String::new();
+    for (open, close, depth) in shapes {
+        page.push_str(&open.repeat(depth));
+        page.push_str("sentinel ");
+        page.push_str(&close.repeat(depth));
+    }
+    page
+}
+
+/// `/deep` (the hostile page) and `/paragraphs` (20 000 short paragraphs, noting that it
+/// was served). Its port.
+async fn serve_hostile(served: Arc<AtomicBool>) -> u16 {
+    let app = Router::new()
+        .route(
+            "/deep",
+            get(|| async { ([(header::CONTENT_TYPE, "text/html")], hostile_page()) }),
+        )
+        .route(
+            "/paragraphs",
+            get(move || async move {
+                served.store(true, Ordering::SeqCst);
+                (
+                    [(header::CONTENT_TYPE, "text/html")],
+                    "<p>word</p>".repeat(20_000),
+                )
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deeply_nested_page_comes_back_shortened_and_the_daemon_goes_on() {
+    assert!(hostile_page().len() < 1 << 20);
+    let port = serve_hostile(Arc::default()).await;
+    let url = format!("http://127.0.0.1:{port}/deep");
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call("md", "fetch", &json!({"url": url})),
+            call("text", "fetch", &json!({"url": url, "format": "text"})),
+        ]),
+        MockTurn::text("Read it."),
+        done(),
+        MockTurn::text("Second session."),
+        done(),
+    ])
+    .await;
+    let mut daemon = spawn_config(
+        &mock,
+        &config(
+            "fetch = true\nfetch_allow_private = true",
+            ALLOW_LOOPBACK_HOST,
+        ),
+    );
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "read the page").await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    for id in ["md", "text"] {
+        let (status, output) = result_of(&turn, id);
+        assert_eq!(status, "ok", "{id}: {}", &output[..output.len().min(500)]);
+        assert!(
+            output.contains(
+                "Note: the page nests elements deeper than 256; what lies deeper is shown as \
+                 plain text, without its structure."
+            ),
+            "{id}: {}",
+            &output[..output.len().min(500)]
+        );
+        assert_eq!(output.matches("sentinel").count(), 4, "{id}");
+    }
+
+    // The daemon is up, and another session works.
+    assert_eq!(daemon.wait_exit(Duration::ZERO), None, "amberd exited");
+    let other = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut other_events = Events::live(&client, &other).await;
+    let turn = prompt_turn(&client, &mut other_events, &other, "hello").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn session_cancel_during_a_slow_conversion_ends_the_turn_at_once() {
+    let served = Arc::new(AtomicBool::new(false));
+    let port = serve_hostile(Arc::clone(&served)).await;
+    let mock = MockLlm::start(vec![
+        fetch(
+            "slow",
+            json!({"url": format!("http://127.0.0.1:{port}/paragraphs")}),
+        ),
+        MockTurn::text("unused"),
+    ])
+    .await;
+    // Each 16 KiB chunk of the conversion then takes a minute.
+    let mut daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: config(
+            "fetch = true\nfetch_allow_private = true",
+            ALLOW_LOOPBACK_HOST,
+        ),
+        env: vec![("AMBER_TEST_FETCH_CONVERT_PAUSE_MS".into(), "60000".into())],
+    });
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "read").await.unwrap();
+    let started = Instant::now();
+    while !served.load(Ordering::SeqCst) {
+        assert!(started.elapsed() < Duration::from_secs(30), "never fetched");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The body reaches the daemon in milliseconds; the first chunk then converts and the
+    // conversion pauses.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancelled_at = Instant::now();
+    assert!(client.session_cancel(&sid).await.unwrap().cancelled);
+    let rest = events.turn().await;
+    let waited = cancelled_at.elapsed();
+    assert_eq!(stop_reason(&rest), "cancelled", "{rest:#?}");
+    assert!(waited < Duration::from_secs(3), "cancel took {waited:?}");
+    let (status, output) = result_of(&rest, "slow");
+    assert_ne!(status, "ok");
+    assert_eq!(
+        output,
+        "[cancelled] the turn was cancelled while the page was being converted"
+    );
+    assert_eq!(mock.request_count(), 1, "no LLM call after the cancel");
+
+    // The daemon is up and the session takes the next prompt.
+    assert_eq!(daemon.wait_exit(Duration::ZERO), None, "amberd exited");
+    mock.push([MockTurn::text("Still here."), done()]);
+    let turn = prompt_turn(&client, &mut events, &sid, "again").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
 }

@@ -70,8 +70,16 @@ struct OpenLink {
     text: String,
 }
 
+/// The most containers (quotes, lists, items) open at once; deeper ones are not opened
+/// and their content flows into the innermost open one. Layout and drop recurse on the
+/// block tree, so its depth stays this small whatever a message nests (a model can be led
+/// to echo `- - - - …` thousands deep).
+pub(crate) const MAX_CONTAINERS: usize = 32;
+
 struct Builder {
     frames: Vec<Frame>,
+    /// Containers started past `MAX_CONTAINERS` and not yet ended.
+    flattened: usize,
     leaf: Option<Leaf>,
     inlines: Vec<Inline>,
     styles: Vec<Style>,
@@ -83,6 +91,7 @@ pub(crate) fn parse(text: &str) -> Vec<Block> {
     let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let mut b = Builder {
         frames: vec![Frame::Blocks(Vec::new())],
+        flattened: 0,
         leaf: None,
         inlines: Vec::new(),
         styles: Vec::new(),
@@ -147,6 +156,13 @@ impl Builder {
     }
 
     fn start(&mut self, tag: Tag<'_>) {
+        if matches!(tag, Tag::BlockQuote(_) | Tag::List(_) | Tag::Item)
+            && self.frames.len() > MAX_CONTAINERS
+        {
+            self.flush_para();
+            self.flattened += 1;
+            return;
+        }
         match tag {
             Tag::Paragraph => {
                 self.flush_para();
@@ -238,6 +254,15 @@ impl Builder {
     }
 
     fn end(&mut self, tag: TagEnd) {
+        // Events nest, and past the cap every container is flattened: a container's end
+        // while some are flattened is the innermost flattened one's.
+        if matches!(tag, TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::Item)
+            && self.flattened > 0
+        {
+            self.flush_para();
+            self.flattened -= 1;
+            return;
+        }
         match tag {
             TagEnd::Paragraph => self.flush_para(),
             TagEnd::Heading(_) => {

@@ -268,3 +268,23 @@ fn lines_never_exceed_width() {
         }
     }
 }
+
+/// Nesting a message controls cannot overflow the stack: past `MAX_CONTAINERS` quotes,
+/// lists and items flow into the innermost open one, and the text is still shown.
+#[test]
+fn deep_nesting_is_flattened_not_recursed() {
+    for (shape, unit) in [
+        ("list", "- "),
+        ("ordered", "1. "),
+        ("quote", "> "),
+        ("mixed", "> - "),
+    ] {
+        for depth in [100usize, 20_000] {
+            let text = format!("{}sentinel\n\nafter", unit.repeat(depth));
+            let lines = render(&text, 80);
+            let shown = dump(&lines);
+            assert!(shown.contains("sentinel"), "{shape} × {depth}");
+            assert!(shown.contains("after"), "{shape} × {depth}");
+        }
+    }
+}

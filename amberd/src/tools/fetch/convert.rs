@@ -1,9 +1,7 @@
 //! What `fetch` makes of a body: its content type decides (HTML is converted, other text
 //! passes through, binary types are refused before the body is read), its charset decodes
-//! it, and the requested format shapes HTML — markdown (htmd), text (that markdown without
-//! its markup, through pulldown-cmark) or the body as is.
-
-use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+//! it, and the requested format shapes HTML — markdown or text (`html`, bounded) or the
+//! body as is.
 
 /// How the model wants an HTML page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,72 +142,6 @@ pub(crate) fn raw(body: &[u8], cut: bool, content_type: Option<&str>) -> String 
     )
 }
 
-/// HTML as markdown: scripts, styles and other non-content elements dropped.
-pub(crate) fn html_to_markdown(html: &str) -> String {
-    let converter = htmd::HtmlToMarkdown::builder()
-        .skip_tags(vec![
-            "script", "style", "noscript", "template", "svg", "canvas", "iframe", "object",
-            "embed", "link", "meta",
-        ])
-        .build();
-    // htmd's conversion cannot fail on a string (its io::Result is for readers); keep the
-    // page's text if it ever does.
-    converter.convert(html).unwrap_or_else(|_| html.to_owned())
-}
-
-/// Markdown without its markup: the text, blocks on their own lines, link targets kept in
-/// parentheses so the model can follow them.
-pub(crate) fn markdown_to_text(markdown: &str) -> String {
-    let mut out = String::new();
-    let mut links: Vec<String> = Vec::new();
-    for event in Parser::new(markdown) {
-        match event {
-            Event::Text(text) | Event::Code(text) => out.push_str(&text),
-            Event::SoftBreak => out.push(' '),
-            Event::HardBreak | Event::Rule => out.push('\n'),
-            Event::Start(Tag::Link { dest_url, .. }) => links.push(dest_url.into_string()),
-            Event::End(TagEnd::Link) => {
-                if let Some(url) = links.pop().filter(|u| !u.is_empty() && !u.starts_with('#')) {
-                    out.push_str(&format!(" ({url})"));
-                }
-            }
-            Event::Start(Tag::Item) => out.push_str("- "),
-            Event::End(
-                TagEnd::Paragraph
-                | TagEnd::Heading(_)
-                | TagEnd::Item
-                | TagEnd::CodeBlock
-                | TagEnd::BlockQuote(_)
-                | TagEnd::TableRow
-                | TagEnd::TableHead,
-            ) => out.push('\n'),
-            Event::End(TagEnd::TableCell) => out.push('\t'),
-            _ => {}
-        }
-    }
-    collapse_blank_lines(&out)
-}
-
-/// At most one blank line in a row, no trailing whitespace on lines.
-fn collapse_blank_lines(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut blank = 0;
-    for line in text.lines() {
-        let line = line.trim_end();
-        if line.is_empty() {
-            blank += 1;
-            if blank > 1 {
-                continue;
-            }
-        } else {
-            blank = 0;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.trim().to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,26 +173,6 @@ mod tests {
         assert_eq!(sniff(b"plain words", false), Kind::Text);
         assert_eq!(sniff(b"\x89PNG\r\n\x1a\n\0\0", false), Kind::Binary);
         assert_eq!(sniff(b"caf\xe9", false), Kind::Binary);
-    }
-
-    #[test]
-    fn html_becomes_markdown_without_scripts_and_text_without_markup() {
-        let html = "<html><head><title>T</title><style>p{}</style></head><body>\
-                    <h1>Title</h1><p>Some <b>bold</b> and <a href=\"https://x.io/a\">a link</a>.</p>\
-                    <script>alert(1)</script><ul><li>one</li><li>two</li></ul></body></html>";
-        let md = html_to_markdown(html);
-        assert!(md.contains("# Title"), "{md}");
-        assert!(md.contains("**bold**"), "{md}");
-        assert!(md.contains("[a link](https://x.io/a)"), "{md}");
-        assert!(!md.contains("alert") && !md.contains("p{}"), "{md}");
-        let text = markdown_to_text(&md);
-        assert!(text.contains("Title\n"), "{text}");
-        assert!(
-            text.contains("Some bold and a link (https://x.io/a)."),
-            "{text}"
-        );
-        assert!(text.contains("- one\n- two"), "{text}");
-        assert!(!text.contains('#') && !text.contains("**"), "{text}");
     }
 
     #[test]

@@ -9,20 +9,29 @@
 //! followed on the same host only, at most `get::MAX_REDIRECTS`; the whole fetch has one
 //! timeout and the body a size cap (`max_bytes`, at most the configured ceiling). Binary
 //! content types are refused before their body is read (`convert`).
+//!
+//! A page cannot hurt the daemon: HTML is converted off the runtime's workers by `html`,
+//! which recurses nowhere, caps nesting and output, and stops at the fetch's deadline or
+//! when the turn is cancelled — the call itself returns at once on cancel, and a page
+//! past a bound comes back shortened with a note saying so.
 
 mod address;
 mod convert;
 mod get;
+mod html;
 mod resolve;
 
 #[cfg(test)]
 mod tests;
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use self::convert::{Format, Kind};
@@ -46,10 +55,20 @@ pub(crate) struct FetchSettings {
 /// Connecting alone may take this long (within the whole fetch's timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long past the deadline a conversion may take to notice it (it checks between
+/// chunks of a few milliseconds' work) before the call gives up waiting.
+const CONVERSION_GRACE: Duration = Duration::from_secs(2);
+
+/// Test hook: amberd pauses this many milliseconds after each chunk of an HTML conversion,
+/// so that a test can cancel or time out a conversion while it runs.
+const CONVERT_PAUSE_ENV: &str = "AMBER_TEST_FETCH_CONVERT_PAUSE_MS";
+
 pub(crate) struct FetchTool {
     settings: FetchSettings,
     /// Built on first use: loading the system's root certificates costs start-up time.
     client: OnceLock<Result<reqwest::Client, String>>,
+    /// `AMBER_TEST_FETCH_CONVERT_PAUSE_MS`, read once.
+    convert_pause: Option<Duration>,
 }
 
 impl FetchTool {
@@ -57,6 +76,10 @@ impl FetchTool {
         Self {
             settings,
             client: OnceLock::new(),
+            convert_pause: std::env::var(CONVERT_PAUSE_ENV)
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map(Duration::from_millis),
         }
     }
 
@@ -142,6 +165,8 @@ impl Tool for FetchTool {
                 Err(message) => return ToolOutcome::error(message),
             };
             let timeout = self.settings.timeout;
+            // One deadline for the whole call: every hop, the body and the conversion.
+            let deadline = Instant::now() + timeout;
             let fetch = get::get(
                 client,
                 request.url.clone(),
@@ -152,7 +177,7 @@ impl Tool for FetchTool {
                 () = ctx.cancel.cancelled() => {
                     return ToolOutcome::error("[cancelled] the turn was cancelled during the fetch");
                 }
-                fetched = tokio::time::timeout(timeout, fetch) => fetched,
+                fetched = tokio::time::timeout_at(deadline, fetch) => fetched,
             };
             match fetched {
                 Err(_) => ToolOutcome::error(format!(
@@ -161,7 +186,17 @@ impl Tool for FetchTool {
                     timeout.as_millis()
                 )),
                 Ok(Err(err)) => ToolOutcome::error(err.to_string()),
-                Ok(Ok(fetched)) => render(fetched, request.format, request.max_bytes).await,
+                Ok(Ok(fetched)) => {
+                    let shaping = Shaping {
+                        format: request.format,
+                        max_bytes: request.max_bytes,
+                        deadline,
+                        timeout,
+                        cancel: &ctx.cancel,
+                        pause: self.convert_pause,
+                    };
+                    render(fetched, &shaping).await
+                }
             }
         })
     }
@@ -208,8 +243,20 @@ impl FetchTool {
     }
 }
 
+/// How a fetched page becomes the result: the format asked for, and the call's bounds.
+struct Shaping<'a> {
+    format: Format,
+    max_bytes: usize,
+    /// The call's deadline, which the conversion shares.
+    deadline: Instant,
+    timeout: Duration,
+    cancel: &'a CancellationToken,
+    /// The test hook's pause between chunks of a conversion.
+    pause: Option<Duration>,
+}
+
 /// The result the model sees: a header naming where the fetch ended, then the content.
-async fn render(fetched: Fetched, format: Format, max_bytes: usize) -> ToolOutcome {
+async fn render(fetched: Fetched, shaping: &Shaping<'_>) -> ToolOutcome {
     match fetched {
         Fetched::OffHost { page, to } => {
             let host = to.host_str().unwrap_or_default().to_owned();
@@ -226,11 +273,11 @@ async fn render(fetched: Fetched, format: Format, max_bytes: usize) -> ToolOutco
                 header(&head)
             ))
         }
-        Fetched::Page(page) => render_page(page, format, max_bytes).await,
+        Fetched::Page(page) => render_page(page, shaping).await,
     }
 }
 
-async fn render_page(page: Page, format: Format, max_bytes: usize) -> ToolOutcome {
+async fn render_page(page: Page, shaping: &Shaping<'_>) -> ToolOutcome {
     let Page {
         head,
         kind,
@@ -242,7 +289,14 @@ async fn render_page(page: Page, format: Format, max_bytes: usize) -> ToolOutcom
         known => known,
     };
     let content_type = head.content_type.clone();
-    let content = match (kind, format) {
+    let mut notes = Vec::new();
+    if cut {
+        notes.push(format!(
+            "the body was cut at {} bytes (max_bytes); the rest was not read",
+            shaping.max_bytes
+        ));
+    }
+    let content = match (kind, shaping.format) {
         (Kind::Binary, _) => {
             return ToolOutcome::error(format!(
                 "{}\nrefused: the response names no content type and its body is not text",
@@ -251,33 +305,28 @@ async fn render_page(page: Page, format: Format, max_bytes: usize) -> ToolOutcom
         }
         (_, Format::Raw) => convert::raw(&body, cut, content_type.as_deref()),
         (Kind::Html, format) => {
-            // Parsing a large page is CPU work: off the runtime's threads.
-            let converted = tokio::task::spawn_blocking(move || {
-                let markdown = convert::html_to_markdown(&convert::decode(
-                    &body,
-                    cut,
-                    content_type.as_deref(),
-                ));
-                match format {
-                    Format::Text => convert::markdown_to_text(&markdown),
-                    Format::Markdown | Format::Raw => markdown,
-                }
-            })
-            .await;
-            match converted {
-                Ok(text) => text,
-                Err(err) => {
-                    return ToolOutcome::error(format!("fetch: converting the page failed: {err}"));
-                }
-            }
+            let style = match format {
+                Format::Text => html::Style::Text,
+                Format::Markdown | Format::Raw => html::Style::Markdown,
+            };
+            let converted = match convert_off_runtime(body, cut, content_type, style, shaping).await
+            {
+                Ok(converted) => converted,
+                Err(outcome) => return outcome,
+            };
+            notes.extend(
+                converted
+                    .limits
+                    .iter()
+                    .map(|limit| limit_note(*limit, shaping)),
+            );
+            converted.text
         }
         (Kind::Text | Kind::Unknown, _) => convert::decode(&body, cut, content_type.as_deref()),
     };
     let mut out = header(&head);
-    if cut {
-        out.push_str(&format!(
-            "Note: the body was cut at {max_bytes} bytes (max_bytes); the rest was not read.\n"
-        ));
+    for note in notes {
+        out.push_str(&format!("Note: {note}.\n"));
     }
     out.push('\n');
     if content.trim().is_empty() {
@@ -289,6 +338,83 @@ async fn render_page(page: Page, format: Format, max_bytes: usize) -> ToolOutcom
         ToolOutcome::ok(out)
     } else {
         ToolOutcome::error(out)
+    }
+}
+
+/// Decodes and converts the page on a blocking thread, within the call's deadline; the
+/// turn's cancellation returns at once and tells the conversion to stop.
+async fn convert_off_runtime(
+    body: Vec<u8>,
+    cut: bool,
+    content_type: Option<String>,
+    style: html::Style,
+    shaping: &Shaping<'_>,
+) -> Result<html::Converted, ToolOutcome> {
+    let stop = Arc::new(AtomicBool::new(false));
+    // However this call ends (returned, cancelled, its future dropped), the conversion
+    // stops at its next check rather than running on for nobody.
+    let _stop_on_exit = StopOnDrop(Arc::clone(&stop));
+    let deadline = shaping.deadline.into_std();
+    let pause = shaping.pause;
+    let task = {
+        let stop = Arc::clone(&stop);
+        tokio::task::spawn_blocking(move || {
+            let page = convert::decode(&body, cut, content_type.as_deref());
+            let budget = html::Budget {
+                deadline,
+                stop: &stop,
+                pause,
+            };
+            html::convert(&page, style, &budget)
+        })
+    };
+    let joined = tokio::select! {
+        () = shaping.cancel.cancelled() => {
+            return Err(ToolOutcome::error(
+                "[cancelled] the turn was cancelled while the page was being converted",
+            ));
+        }
+        joined = tokio::time::timeout_at(shaping.deadline + CONVERSION_GRACE, task) => joined,
+    };
+    match joined {
+        Ok(Ok(converted)) => Ok(converted),
+        Ok(Err(err)) => Err(ToolOutcome::error(format!(
+            "fetch: converting the page failed: {err}"
+        ))),
+        Err(_) => Err(ToolOutcome::error(format!(
+            "fetch: converting the page did not end within {} ms (`[tools] fetch_timeout_ms`)",
+            shaping.timeout.as_millis()
+        ))),
+    }
+}
+
+/// Sets the flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The note saying what a bound left out of a converted page.
+fn limit_note(limit: html::Limit, shaping: &Shaping<'_>) -> String {
+    match limit {
+        html::Limit::Depth => format!(
+            "the page nests elements deeper than {}; what lies deeper is shown as plain \
+             text, without its structure",
+            html::MAX_DEPTH
+        ),
+        html::Limit::Output(bytes) => format!(
+            "the converted page was cut at {bytes} bytes; the rest of the page is not shown"
+        ),
+        html::Limit::Time => format!(
+            "converting the page reached the time limit ({} ms, `[tools] fetch_timeout_ms`); \
+             the converted part is shown, the rest is not",
+            shaping.timeout.as_millis()
+        ),
+        // Only a cancelled or abandoned call sets the stop flag: nobody reads this result.
+        html::Limit::Stopped => "converting the page was stopped".to_owned(),
     }
 }
 

@@ -1,9 +1,10 @@
 //! `fetch` against a local server (axum on 127.0.0.1, reached with `allow_private`): HTML
 //! as markdown, text and raw, the size cap, redirects (followed, looping, too many, to
 //! another host), binary content refused, private addresses refused by default, a status
-//! that is not success, bad arguments.
+//! that is not success, bad arguments; a deeply nested page shortened with a note, the
+//! deadline covering the conversion, and a cancel ending the call while it converts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -57,6 +58,23 @@ async fn serve() -> String {
                     Redirect::temporary(&format!("/chain/{}", n + 1))
                 },
             ),
+        )
+        .route(
+            "/deep",
+            get(|| async {
+                typed(
+                    "text/html",
+                    format!(
+                        "{}sentinel{}",
+                        "<div><ul><li>".repeat(50_000),
+                        "</li></ul></div>".repeat(50_000)
+                    ),
+                )
+            }),
+        )
+        .route(
+            "/paragraphs",
+            get(|| async { typed("text/html", "<p>word</p>".repeat(20_000)) }),
         )
         .route(
             "/elsewhere",
@@ -276,4 +294,108 @@ async fn bad_arguments_are_clear_errors() {
         assert_eq!(out.status, amber_proto::ToolStatus::Error, "{args}");
         assert!(out.output.contains(says), "{args}: {}", out.output);
     }
+}
+
+#[tokio::test]
+async fn a_deeply_nested_page_comes_back_shortened_with_a_note() {
+    let base = serve().await;
+    for format in ["markdown", "text"] {
+        let out = local(json!({"url": format!("{base}/deep"), "format": format})).await;
+        assert_eq!(out.status, amber_proto::ToolStatus::Ok, "{format}");
+        assert!(
+            out.output.contains(
+                "Note: the page nests elements deeper than 256; what lies deeper is shown as \
+                 plain text, without its structure.\n"
+            ),
+            "{format}: {}",
+            &out.output[..out.output.len().min(600)]
+        );
+        assert!(out.output.contains("sentinel"), "{format}");
+    }
+}
+
+/// The test hook slows the conversion down: `pause` after each chunk.
+fn slow(timeout: Duration, pause: Duration) -> FetchTool {
+    let mut tool = FetchTool::new(FetchSettings {
+        allow_private: true,
+        max_bytes: 1 << 20,
+        timeout,
+    });
+    tool.convert_pause = Some(pause);
+    tool
+}
+
+#[tokio::test]
+async fn the_time_limit_covers_the_conversion_and_keeps_what_was_converted() {
+    let base = serve().await;
+    let tool = slow(Duration::from_millis(1500), Duration::from_millis(400));
+    let started = Instant::now();
+    let out = fetch(&tool, json!({"url": format!("{base}/paragraphs")})).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500 + 1000), "{took:?}");
+    assert_eq!(out.status, amber_proto::ToolStatus::Ok, "{}", out.output);
+    assert!(
+        out.output.contains(
+            "Note: converting the page reached the time limit (1500 ms, `[tools] \
+             fetch_timeout_ms`); the converted part is shown, the rest is not.\n"
+        ),
+        "{}",
+        &out.output[..out.output.len().min(600)]
+    );
+    let words = out.output.matches("word").count();
+    assert!(words > 0 && words < 20_000, "{words}");
+}
+
+#[tokio::test]
+async fn a_cancel_ends_the_call_at_once_while_the_page_converts() {
+    let base = serve().await;
+    let tool = slow(Duration::from_secs(60), Duration::from_secs(5));
+    let ctx = ToolContext::new("/nonexistent", "c1");
+    let cancel = ctx.cancel.clone();
+    let call = tool.call(json!({"url": format!("{base}/paragraphs")}), &ctx);
+    let cancelled_at = tokio::spawn(async move {
+        // The loopback fetch takes milliseconds; then the conversion pauses 5 s a chunk.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cancel.cancel();
+        Instant::now()
+    });
+    let out = call.await;
+    let returned = Instant::now();
+    let cancelled_at = cancelled_at.await.unwrap();
+    assert_eq!(out.status, amber_proto::ToolStatus::Error);
+    assert_eq!(
+        out.output,
+        "[cancelled] the turn was cancelled while the page was being converted"
+    );
+    assert!(
+        returned.duration_since(cancelled_at) < Duration::from_millis(300),
+        "{:?}",
+        returned.duration_since(cancelled_at)
+    );
+}
+
+/// Not fetch's own: the other parsers the daemon feeds untrusted nesting (LLM tool-call
+/// arguments, MCP results and RPC as JSON; workspace configuration as TOML) keep their
+/// recursion limits as this build configures them — a feature turning serde_json's off
+/// (`unbounded_depth`) would make this test overflow instead of pass.
+#[test]
+fn json_and_toml_refuse_deep_nesting_as_the_daemon_builds_them() {
+    let deep_json = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let err = serde_json::from_str::<Value>(&deep_json).unwrap_err();
+    assert!(
+        err.to_string().contains("recursion limit exceeded"),
+        "{err}"
+    );
+    let err = serde_json::from_slice::<Value>(deep_json.as_bytes()).unwrap_err();
+    assert!(
+        err.to_string().contains("recursion limit exceeded"),
+        "{err}"
+    );
+    let shallow = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    assert!(serde_json::from_str::<Value>(&shallow).is_ok());
+
+    let deep_toml = format!("a = {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(toml::from_str::<toml::Value>(&deep_toml).is_err());
+    let deep_tables = format!("a = {}1{}", "{b = ".repeat(100_000), "}".repeat(100_000));
+    assert!(toml::from_str::<toml::Value>(&deep_tables).is_err());
 }
