@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,7 +58,12 @@ impl BlobStore {
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, CheckpointError> {
         let dir = dir.into();
         let tmp = dir.join(TMP_DIR);
-        fs::create_dir_all(&tmp).map_err(|e| CheckpointError::io(&tmp, e))?;
+        // Blobs are copies of workspace files (`.env` among them): the owner's alone.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(|e| CheckpointError::io(&tmp, e))?;
         Ok(Self {
             dir,
             dirty: Mutex::new(BTreeSet::new()),
@@ -92,14 +98,14 @@ impl BlobStore {
         }
         let encoded = encode(bytes);
         let shard = self.shard_of(&hash);
-        if let Err(e) = fs::create_dir(&shard)
+        if let Err(e) = fs::DirBuilder::new().mode(0o700).create(&shard)
             && e.kind() != ErrorKind::AlreadyExists
         {
             return Err(CheckpointError::io(&shard, e));
         }
         let tmp = self.tmp_path();
         let written = (|| {
-            let mut file = File::create(&tmp)?;
+            let mut file = private_file(&tmp)?;
             file.write_all(&encoded)?;
             file.sync_all()
         })();
@@ -228,7 +234,7 @@ impl BlobStore {
     /// written, so that everything is read again.
     pub fn clock_ns(&self) -> i64 {
         let marker = self.tmp_path();
-        let written = File::create(&marker).and_then(|mut f| {
+        let written = private_file(&marker).and_then(|mut f| {
             f.write_all(b"clock")?;
             f.metadata()
         });
@@ -317,4 +323,14 @@ fn decode_lz4(payload: &[u8]) -> Result<Vec<u8>, String> {
         ));
     }
     Ok(bytes)
+}
+
+/// A new file only its owner may read (`create`, truncating, mode 0600).
+fn private_file(path: &Path) -> std::io::Result<File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
 }

@@ -245,6 +245,29 @@ fn compressible_blobs_are_stored_smaller_and_read_back_whole() {
 }
 
 #[test]
+fn blobs_and_their_directories_are_the_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("objects");
+    let store = BlobStore::open(&dir).unwrap();
+    store.put(b"PASSWORD=hunter2\n").unwrap();
+    let mut seen = 0;
+    let mut pending = vec![dir];
+    while let Some(path) = pending.pop() {
+        let meta = std::fs::metadata(&path).unwrap();
+        let mode = meta.permissions().mode() & 0o777;
+        if meta.is_dir() {
+            assert_eq!(mode, 0o700, "{}", path.display());
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            assert_eq!(mode, 0o600, "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 1, "no blob was written");
+}
+
+#[test]
 fn a_corrupt_or_absent_blob_is_an_error_naming_it() {
     let data = tempfile::tempdir().unwrap();
     let store = BlobStore::open(data.path()).unwrap();
