@@ -164,6 +164,7 @@ const PLANTS: &[(&str, &str)] = &[
         "echo '* filter=evil' > .git/info/attributes",
     ),
     ("git_dir_swap", "mv .git .git.old && cp -r {EVIL} .git"),
+    ("commondir", "echo {EVIL} > .git/commondir"),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
@@ -252,6 +253,67 @@ async fn a_model_cannot_plant_what_git_runs() {
         .output()
         .unwrap();
     assert!(status.status.success(), "{status:?}");
+    assert!(
+        ran_in(&ran).is_empty(),
+        "a planted program ran: {:?}",
+        ran_in(&ran)
+    );
+    assert!(!ws.join(".git/commondir").exists());
+}
+
+/// Where there is no repository yet, one command makes one and fills its config and hooks
+/// (nothing existed to be protected while it ran): afterwards the user's own git runs none
+/// of it, and the command's result says what amber undid.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_a_command_creates_keeps_no_program_the_command_planted() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn(&mock);
+    let ran = sentinels(&daemon);
+    let ws = daemon.workspace.clone();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    let payload = format!("env > {}/planted", ran.display());
+    let command = format!(
+        "git init -q && git config core.fsmonitor '{payload}' && git config user.name model && \
+         printf '#!/bin/sh\\n{payload}\\n' > .git/hooks/pre-commit && \
+         chmod +x .git/hooks/pre-commit && echo made"
+    );
+    let client = connect(&daemon).await;
+    let sid = session_in(&daemon, &client, Mode::Yolo).await;
+    let mut events = Events::live(&client, &sid).await;
+    mock.push(vec![
+        calls(vec![call("init", "bash", &json!({ "command": command }))]),
+        MockTurn::text("made"),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "make a repository").await;
+    let (status, output) = result_of(&turn, "init");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("made"), "{output}");
+    assert!(
+        output.contains("core.fsmonitor"),
+        "the result does not say: {output}"
+    );
+    // The user's own git in the new repository: status, add, commit (the pre-commit hook).
+    for args in [
+        &["status", "--porcelain"][..],
+        &["add", "a.txt"],
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@u",
+            "commit",
+            "-qm",
+            "x",
+        ],
+    ] {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
     assert!(
         ran_in(&ran).is_empty(),
         "a planted program ran: {:?}",

@@ -118,6 +118,16 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     )
     .map_err(ToolOutcome::denied)?;
     let env = ctx.session.tool_env();
+    // What the mounts cannot protect (names that do not exist yet) is checked around a
+    // command that may write the workspace.
+    let git_guard = match chosen.spawn() {
+        super::sandbox::SpawnSandbox::Sandboxed(spec)
+            if spec.mode == amber_policy::sandbox::SandboxMode::WorkspaceWrite =>
+        {
+            Some(super::git_guard::GitGuard::before(&ctx.workspace))
+        }
+        _ => None,
+    };
     let (reader, mut child) = spawn_shell(command, &cwd, &env, chosen.spawn())
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;
     let Some(pid) = child.id().and_then(|id| libc::pid_t::try_from(id).ok()) else {
@@ -132,6 +142,9 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     let mut body = sink.finish();
     if let Some(check) = chosen.refusal_check() {
         check.append_note(command, &mut body);
+    }
+    if let Some(note) = git_guard.and_then(|guard| guard.after()) {
+        body.push_str(&note);
     }
     Ok(finish(end, body, timeout))
 }

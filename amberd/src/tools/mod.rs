@@ -15,6 +15,7 @@ pub(crate) mod edit;
 pub(crate) mod env_policy;
 pub(crate) mod fetch;
 pub mod gate;
+pub(crate) mod git_guard;
 pub mod lifeline;
 pub mod process;
 pub(crate) mod read;
