@@ -205,6 +205,33 @@ fn sandbox_keys_parse_and_relative_roots_unknown_modes_and_typos_are_rejected() 
     );
     let err = Config::parse("[sandbox]\nnetwrok = true").unwrap_err();
     assert!(err.contains("netwrok"), "{err}");
+
+    let keys = Config::parse(
+        "[sandbox]\nsecret_paths = [\"~/vault\", \"/etc/token\"]\nallow_unix_sockets = [\"/run/d.sock\"]",
+    )
+    .unwrap();
+    assert_eq!(
+        keys.sandbox
+            .secret_paths_under(Some(std::path::Path::new("/home/u"))),
+        [
+            std::path::PathBuf::from("/home/u/vault"),
+            std::path::PathBuf::from("/etc/token")
+        ]
+    );
+    assert_eq!(
+        keys.sandbox.allow_unix_sockets,
+        ["/run/d.sock"].map(std::path::PathBuf::from)
+    );
+    for (text, named) in [
+        ("secret_paths = [\"vault\"]", "sandbox.secret_paths"),
+        (
+            "allow_unix_sockets = [\"d.sock\"]",
+            "sandbox.allow_unix_sockets",
+        ),
+    ] {
+        let err = Config::parse(&format!("[sandbox]\n{text}")).unwrap_err();
+        assert!(err.contains(named), "{err}");
+    }
 }
 
 #[test]

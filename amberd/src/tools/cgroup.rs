@@ -207,7 +207,9 @@ mod tests {
         )
         .unwrap_or_default();
         assert!(
-            base.starts_with("/sys/fs/cgroup/unified/user.slice/amberd.service/amber-"),
+            base.display()
+                .to_string()
+                .starts_with("/sys/fs/cgroup/unified/user.slice/amberd.service/amber-"),
             "{}",
             base.display()
         );
@@ -232,7 +234,9 @@ mod tests {
         let nested = "40 1 0:30 /ctr /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         let base = base_dir(nested, "0::/ctr/app\n", data).unwrap_or_default();
         assert!(
-            base.starts_with("/sys/fs/cgroup/app/amber-"),
+            base.display()
+                .to_string()
+                .starts_with("/sys/fs/cgroup/app/amber-"),
             "{}",
             base.display()
         );
