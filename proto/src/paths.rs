@@ -1,5 +1,6 @@
-//! Where the daemon's socket lives (PROTOCOL.md "Transport") and where it writes its log file,
-//! shared by daemon and clients.
+//! Where the daemon's socket lives (PROTOCOL.md "Transport"), where it writes its log file,
+//! and where a process's own cgroup (v2) is (amberd puts tool process trees below it; the
+//! benchmark measures that), shared by daemon and clients.
 //!
 //! Pure: the caller passes the environment lookup and its uid, so the rule is testable.
 
@@ -29,6 +30,38 @@ pub fn socket_path(
     PathBuf::from(format!("/tmp/amber-{uid}")).join(SOCKET_FILE)
 }
 
+/// The directory of the calling process's own cgroup in the cgroup2 file system, from the
+/// text of `/proc/self/mountinfo` and `/proc/self/cgroup`; `None` without a cgroup2 mount
+/// that holds it.
+pub fn own_cgroup2_dir(mountinfo: &str, own_cgroup: &str) -> Option<PathBuf> {
+    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS… - FSTYPE SOURCE SUPER
+    let (root, point) = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next() != Some("cgroup2") {
+            return None;
+        }
+        let mut fields = left.split_whitespace();
+        let root = fields.nth(3)?;
+        let point = fields.next()?;
+        Some((root.to_owned(), PathBuf::from(unescape_mount_field(point))))
+    })?;
+    let path = own_cgroup
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))?
+        .trim();
+    let inside = std::path::Path::new(path).strip_prefix(&root).ok()?;
+    Some(point.join(inside))
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape_mount_field(field: &str) -> String {
+    field
+        .replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
 /// amberd's log file (when stderr is not the journal): `$XDG_STATE_HOME/amber/amberd.log`
 /// (an absolute one), else `~/.local/state/amber/amberd.log`; `None` without either variable.
 /// `amber-cli daemon logs` reads the same file.
@@ -51,6 +84,16 @@ mod tests {
                 .find(|(k, _)| *k == key)
                 .map(|(_, v)| OsString::from(v))
         }
+    }
+
+    #[test]
+    fn the_own_cgroup_is_found_in_the_cgroup2_mount_and_escapes_are_read_back() {
+        let info = "35 22 0:30 / /sys/fs/cgroup/un\\040ified rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            own_cgroup2_dir(info, "0::/a.slice/b\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/un ified/a.slice/b"))
+        );
+        assert_eq!(unescape_mount_field("/a\\040b\\134c"), "/a b\\c");
     }
 
     #[test]

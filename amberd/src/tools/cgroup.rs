@@ -60,38 +60,9 @@ pub(crate) fn base() -> Option<&'static Path> {
 /// `<mount>/<own cgroup>/amber-<hash of data_dir>`, from `/proc/self/mountinfo` and
 /// `/proc/self/cgroup` (pure, for tests).
 pub(crate) fn base_dir(mountinfo: &str, own_cgroup: &str, data_dir: &Path) -> Option<PathBuf> {
-    // mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS… - FSTYPE SOURCE SUPER
-    let mount = mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        if right.split_whitespace().next() != Some("cgroup2") {
-            return None;
-        }
-        let mut fields = left.split_whitespace();
-        let root = fields.nth(3)?;
-        let point = fields.next()?;
-        Some((root.to_owned(), PathBuf::from(unescape(point))))
-    })?;
-    let path = own_cgroup
-        .lines()
-        .find_map(|line| line.strip_prefix("0::"))?
-        .trim();
-    let (root, point) = mount;
-    let inside = Path::new(path).strip_prefix(&root).ok()?;
+    let own = amber_proto::paths::own_cgroup2_dir(mountinfo, own_cgroup)?;
     let hash = blake3::hash(data_dir.as_os_str().as_encoded_bytes()).to_hex();
-    Some(
-        point
-            .join(inside)
-            .join(format!("amber-{}", hash.get(..16).unwrap_or_default())),
-    )
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(field: &str) -> String {
-    field
-        .replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
+    Some(own.join(format!("amber-{}", hash.get(..16).unwrap_or_default())))
 }
 
 /// The cgroup of the group `pgid`.
@@ -241,10 +212,5 @@ mod tests {
             base.display()
         );
         assert_eq!(base_dir(nested, "0::/elsewhere\n", data), None);
-    }
-
-    #[test]
-    fn escaped_mount_points_are_read_back() {
-        assert_eq!(unescape("/a\\040b\\134c"), "/a b\\c");
     }
 }

@@ -38,6 +38,7 @@ const DAEMON_RUNS: usize = 10;
 /// amberd's helper mode and its sandbox flag (`amberd/src/tools/lifeline.rs`).
 const HELPER_ARG: &str = "__tool-exec";
 const SANDBOX_ARG: &str = "--sandbox";
+const CGROUP_ARG: &str = "--cgroup";
 /// The helper's exit status when it could not set the sandbox up (nothing ran).
 const SANDBOX_FAILED: i32 = 125;
 /// The program every spawn runs.
@@ -52,9 +53,49 @@ enum Variant {
     Plain,
     Sandboxed,
     Network,
+    /// The default sandbox in a cgroup of its own, as amberd starts tools where it can.
+    Cgroup,
 }
 
-const VARIANTS: [Variant; 3] = [Variant::Plain, Variant::Sandboxed, Variant::Network];
+const VARIANTS: [Variant; 4] = [
+    Variant::Plain,
+    Variant::Sandboxed,
+    Variant::Network,
+    Variant::Cgroup,
+];
+
+/// A cgroup base for the spawns (below this process's own cgroup), removed when dropped.
+struct CgroupBase(PathBuf);
+
+impl CgroupBase {
+    /// `None` where this process may not make cgroups (no cgroup2, not delegated).
+    fn create() -> Option<CgroupBase> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let dir = amber_proto::paths::own_cgroup2_dir(&mountinfo, &own)?
+            .join(format!("amber-bench-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(CgroupBase(dir))
+    }
+
+    /// Kills and removes the cgroup the helper `pid` made, as amberd does at a call's end.
+    fn clean(&self, pid: libc::pid_t) {
+        let dir = self.0.join(pid.to_string());
+        let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+        for _ in 0..100 {
+            if std::fs::remove_dir(&dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for CgroupBase {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
 
 /// Where the sandboxed spawns work: the spec's paths, and the runtime directory's socket,
 /// kept bound while they run.
@@ -126,11 +167,15 @@ struct Spawn {
 fn spawn_once(
     amberd: &Path,
     sandbox: Option<&str>,
+    cgroup: Option<&CgroupBase>,
     cwd: &Path,
     lifeline: &OwnedFd,
 ) -> Result<Spawn, BenchError> {
     let mut cmd = Command::new(amberd);
     cmd.arg0("amberd").arg(HELPER_ARG);
+    if let Some(base) = cgroup {
+        cmd.arg(CGROUP_ARG).arg(&base.0);
+    }
     if let Some(spec) = sandbox {
         cmd.arg(SANDBOX_ARG).arg(spec);
     }
@@ -159,6 +204,9 @@ fn spawn_once(
     // (process_group(0)), which the watcher still pins.
     unsafe {
         libc::killpg(pid, libc::SIGKILL);
+    }
+    if let Some(base) = cgroup {
+        base.clean(pid);
     }
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
@@ -196,8 +244,8 @@ fn timeval(t: libc::timeval) -> Duration {
 /// Wall and CPU times (ms) of each variant.
 #[derive(Debug, Default)]
 struct SpawnSamples {
-    wall: [Vec<f64>; 3],
-    cpu: [Vec<f64>; 3],
+    wall: [Vec<f64>; 4],
+    cpu: [Vec<f64>; 4],
 }
 
 /// The spawn cost: the helper with and without the sandbox.
@@ -216,16 +264,21 @@ pub async fn spawn_cost(s: &mut Suite) -> Result<(), BenchError> {
         let (read, write) = std::io::pipe().map_err(BenchError::io("create the lifeline"))?;
         let lifeline: OwnedFd = read.into();
         let mut m = SpawnSamples::default();
+        let cgroup = CgroupBase::create();
         for i in 0..warmup + runs {
             // Rotate the order, so no variant always runs right after another.
             for k in 0..VARIANTS.len() {
                 let v = (i + k) % VARIANTS.len();
-                let spec = match VARIANTS[v] {
-                    Variant::Plain => None,
-                    Variant::Sandboxed => Some(sandboxed.as_str()),
-                    Variant::Network => Some(network.as_str()),
+                let (spec, group) = match VARIANTS[v] {
+                    Variant::Plain => (None, None),
+                    Variant::Sandboxed => (Some(sandboxed.as_str()), None),
+                    Variant::Network => (Some(network.as_str()), None),
+                    Variant::Cgroup => match &cgroup {
+                        Some(base) => (Some(sandboxed.as_str()), Some(base)),
+                        None => continue,
+                    },
                 };
-                let run = spawn_once(&amberd, spec, &layout.workspace, &lifeline)?;
+                let run = spawn_once(&amberd, spec, group, &layout.workspace, &lifeline)?;
                 if i >= warmup {
                     m.wall[v].push(ms(run.wall));
                     m.cpu[v].push(ms(run.cpu));
@@ -284,6 +337,21 @@ fn report_spawn(r: &mut Report, m: &SpawnSamples) {
         "added by the sandbox with the network allowed, p99",
         network.p99 - plain.p99,
     );
+    match Summary::of(&m.wall[3]) {
+        Some(grouped) => {
+            r.put_summary(
+                "sandbox_spawn_cgroup_ms",
+                &format!("{what}, default sandbox in a cgroup of its own"),
+                &grouped,
+            );
+            r.put(
+                "sandbox_added_cgroup_ms_median",
+                "added by the cgroup (in a cgroup − default sandbox), median",
+                grouped.median - sandboxed.median,
+            );
+        }
+        None => r.note("sandbox: no cgroup could be made here; the cgroup spawn was not measured"),
+    }
     if let [Some(plain_cpu), Some(sandboxed_cpu), Some(network_cpu)] =
         [0, 1, 2].map(|v| Summary::of(&m.cpu[v]))
     {
@@ -492,9 +560,11 @@ mod tests {
         m.wall[0] = vec![2.0, 2.5, 3.0];
         m.wall[1] = vec![3.0, 3.5, 6.0];
         m.wall[2] = vec![2.5, 3.0, 4.0];
-        m.cpu = [vec![1.0], vec![1.5], vec![1.25]];
+        m.wall[3] = vec![3.5, 4.0, 6.5];
+        m.cpu = [vec![1.0], vec![1.5], vec![1.25], vec![1.6]];
         let mut r = Report::default();
         report_spawn(&mut r, &m);
+        assert_eq!(r.get("sandbox_added_cgroup_ms_median"), Some(0.5));
         assert_eq!(r.get("sandbox_spawn_plain_ms_median"), Some(2.5));
         assert_eq!(r.get("sandbox_added_ms_median"), Some(1.0));
         assert_eq!(r.get("sandbox_added_ms_p99"), Some(3.0));
