@@ -761,3 +761,33 @@ async fn without_landlock_signal_scoping_amberd_still_cannot_be_signalled() {
         .await
         .unwrap();
 }
+
+/// The sandbox protects what exists without creating anything: a command in a workspace
+/// that is neither a repository nor has `.amber/` leaves only what it made itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_command_leaves_nothing_in_the_workspace_it_did_not_make() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}\n{CONFIG}"));
+    put(&daemon.workspace.join("README.md"), "hello\n");
+    let before = snapshot(&daemon.workspace);
+    let (client, sid) = yolo_session(&daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    mock.push([
+        calls(vec![call(
+            "touch",
+            "bash",
+            &json!({ "command": "cat README.md && echo made > made.txt" }),
+        )]),
+        MockTurn::text("Done."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "make one file").await;
+    let (status, output) = result_of(&turn, "touch");
+    assert_eq!(status, "ok", "{output}");
+    let mut after: Vec<PathBuf> = snapshot(&daemon.workspace).into_keys().collect();
+    let made = daemon.workspace.join("made.txt");
+    assert!(after.contains(&made), "{after:?}");
+    after.retain(|p| *p != made);
+    let before: Vec<PathBuf> = before.into_keys().collect();
+    assert_eq!(after, before, "the sandbox left something in the workspace");
+}
