@@ -206,6 +206,7 @@ async fn run(
     });
 
     let served = rpc::serve(listener, daemon).await;
+    amberd::tools::cgroup::remove_base();
     if owns_socket_file {
         // A socket systemd owns stays for the next activation.
         socket::remove_if_ours(&socket_path, inode);

@@ -131,6 +131,22 @@ pub(crate) fn remove_group(pgid: libc::pid_t) {
     }
 }
 
+/// At a graceful stop, after every tool is gone: removes the daemon's base (and any empty
+/// group cgroup left in it). Best effort.
+pub fn remove_base() {
+    let Some(base) = base() else {
+        return;
+    };
+    if let Ok(entries) = std::fs::read_dir(base) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(base);
+}
+
 /// At start, before any tool runs: kills and removes every cgroup a previous daemon on this
 /// data dir left under `base`. Returns how many held processes.
 pub fn reap(base: &Path) -> usize {
