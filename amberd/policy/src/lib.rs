@@ -25,7 +25,7 @@ mod secrets;
 mod shell;
 mod target;
 
-pub use engine::{Request, Rules, Verdict, decide};
+pub use engine::{PersonOnly, Request, Rules, Verdict, decide};
 pub use escalation::SessionSandbox;
 pub use grants::{Grants, Scope};
 pub use mode::mode_allows;

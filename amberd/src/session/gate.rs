@@ -1,7 +1,7 @@
 //! The session's gate: the policy engine decides; calls that need approval are asked over
 //! the socket (SEED.md "approvals"), and answers become session grants or stored rules.
 
-use amber_policy::{Request, Rules, Scope, SessionSandbox, Verdict};
+use amber_policy::{PersonOnly, Request, Rules, Scope, SessionSandbox, Verdict};
 use amber_proto::{Approval, Decision, EventKind, Mode, ResolvedBy, SessionState};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -73,8 +73,9 @@ impl Gate for SessionGate<'_> {
 impl SessionGate<'_> {
     /// The `pre_tool_use` hooks first (they may deny, rewrite the arguments, ask or
     /// pre-approve), then policy on the arguments the call will run with. A hook's `allow`
-    /// skips an approval policy asks for, but never one for running unsandboxed, and never
-    /// overrides a deny (rules, read mode); its `ask` asks where policy would allow.
+    /// answers an ask policy would put to the approvers, never one only a person may answer
+    /// ([`Verdict::AskPerson`]: secret reads, protected writes, runs without the sandbox),
+    /// and never overrides a deny (rules, read mode); its `ask` asks where policy would allow.
     async fn check_call(&self, call: GateCall<'_>) -> GateVerdict {
         let hooked = self
             .shared
@@ -93,17 +94,15 @@ impl SessionGate<'_> {
             PreToolVerdict::Deny(reason) => return GateVerdict::Deny(reason),
             PreToolVerdict::NoOpinion => self.policy(&call).await,
             PreToolVerdict::Allow => match self.decide(&call) {
-                Verdict::Allow
-                | Verdict::Ask {
-                    unsandboxed: false, ..
-                } => GateVerdict::Allow,
+                Verdict::Allow | Verdict::Ask { .. } => GateVerdict::Allow,
                 Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
-                ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
+                Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
             },
             PreToolVerdict::Ask(reason) => match self.decide(&call) {
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
                 ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
+                Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
                 allowed => {
                     let unsandboxed = allowed == Verdict::AllowUnsandboxed;
                     let reason = format!("a pre_tool_use hook asks: {reason}");
@@ -136,7 +135,7 @@ impl SessionGate<'_> {
         self.policy_ask(call, verdict).await
     }
 
-    /// A policy verdict carried out (an `Ask` asks).
+    /// A policy verdict carried out (an ask asks).
     async fn policy_ask(&self, call: &GateCall<'_>, verdict: Verdict) -> GateVerdict {
         match verdict {
             Verdict::Allow => GateVerdict::Allow,
@@ -146,14 +145,45 @@ impl SessionGate<'_> {
                 reason,
                 scopes,
                 persist,
-                unsandboxed,
-            } => {
-                let verdict = self.ask(call, reason, scopes, persist, unsandboxed).await;
-                // Approving a call that runs unsandboxed approves exactly that.
-                match verdict {
-                    GateVerdict::Allow if unsandboxed => GateVerdict::AllowUnsandboxed,
-                    other => other,
-                }
+            } => self.ask(call, reason, scopes, persist, false).await,
+            Verdict::AskPerson(ask) => self.ask_person(call, ask).await,
+        }
+    }
+
+    /// Puts a person-only ask to the approvers (`personOnly` in the request, which
+    /// automatic approvers such as `--yes` leave to a person). Whatever allowing answer
+    /// comes back covers this call only: nothing is granted or stored.
+    async fn ask_person(&self, call: &GateCall<'_>, ask: PersonOnly) -> GateVerdict {
+        let unsandboxed = ask.unsandboxed();
+        let approval = Approval {
+            request_id: format!("apr_{}", uuid::Uuid::new_v4().simple()),
+            call_id: call.call.id.clone(),
+            tool: call.call.name.clone(),
+            arguments: call.args.clone(),
+            reason: ask.reason().to_owned(),
+            scope: "this call only".to_owned(),
+            unsandboxed,
+            person_only: true,
+        };
+        let answer = request_approval(
+            self.shared,
+            self.deps,
+            self.turn_id,
+            self.cancel,
+            approval,
+            false,
+        )
+        .await;
+        match refusal(answer, ask.reason()) {
+            Err(denied) => denied,
+            Ok(Decision::Deny) => GateVerdict::Deny("the user denied this call".into()),
+            Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways)
+                if unsandboxed =>
+            {
+                GateVerdict::AllowUnsandboxed
+            }
+            Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways) => {
+                GateVerdict::Allow
             }
         }
     }
@@ -188,8 +218,9 @@ impl SessionGate<'_> {
 
     /// Asks the approvers. `persist`: whether `allow_always` may store allow rules; when an
     /// ask rule asked it may not (the rule would still ask), so `allow_always` is taken as
-    /// `allow_session` — the reason says so and `approval_resolved` reports it. The same
-    /// for an `unsandboxed` run whose command no stored rule could name.
+    /// `allow_session` — the reason says so and `approval_resolved` reports it.
+    /// `unsandboxed`: the call runs without the OS sandbox by a `sandbox = false` rule and a
+    /// hook asked about it.
     async fn ask(
         &self,
         call: &GateCall<'_>,
@@ -209,12 +240,12 @@ impl SessionGate<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let reason = match (persist || scopes.is_empty(), unsandboxed) {
-            (true, _) => reason,
-            (false, true) => format!("{reason} (allow_always counts for this session only)"),
-            (false, false) => format!(
+        let reason = if persist || scopes.is_empty() {
+            reason
+        } else {
+            format!(
                 "{reason} (allow_always counts for this session only: the rule would still ask)"
-            ),
+            )
         };
         let approval = Approval {
             request_id,
@@ -224,6 +255,7 @@ impl SessionGate<'_> {
             reason: reason.clone(),
             scope,
             unsandboxed,
+            person_only: false,
         };
         let answer = request_approval(
             shared,
@@ -234,23 +266,9 @@ impl SessionGate<'_> {
             persist,
         )
         .await;
-        let decision = match answer {
-            Answer::Decided(decision) => decision,
-            Answer::NoApprover => {
-                return GateVerdict::Deny(format!(
-                    "needs approval ({reason}), and no approver is connected to this session"
-                ));
-            }
-            Answer::ApproverLeft => {
-                return GateVerdict::Deny(format!(
-                    "needs approval ({reason}), and the last approver disconnected"
-                ));
-            }
-            Answer::Cancelled => {
-                return GateVerdict::Deny(
-                    "the turn was cancelled while waiting for approval".into(),
-                );
-            }
+        let decision = match refusal(answer, &reason) {
+            Ok(decision) => decision,
+            Err(denied) => return denied,
         };
         match decision {
             Decision::AllowOnce => GateVerdict::Allow,
@@ -275,6 +293,22 @@ impl SessionGate<'_> {
                 tracing::warn!(%err, "could not persist an allow_always rule");
             }
         }
+    }
+}
+
+/// The decision of an answered request, or the denial of one nobody answered.
+fn refusal(answer: Answer, reason: &str) -> Result<Decision, GateVerdict> {
+    match answer {
+        Answer::Decided(decision) => Ok(decision),
+        Answer::NoApprover => Err(GateVerdict::Deny(format!(
+            "needs approval ({reason}), and no approver is connected to this session"
+        ))),
+        Answer::ApproverLeft => Err(GateVerdict::Deny(format!(
+            "needs approval ({reason}), and the last approver disconnected"
+        ))),
+        Answer::Cancelled => Err(GateVerdict::Deny(
+            "the turn was cancelled while waiting for approval".into(),
+        )),
     }
 }
 
@@ -342,6 +376,7 @@ pub(crate) async fn request_approval(
         reason: approval.reason.clone(),
         scope: approval.scope.clone(),
         unsandboxed: approval.unsandboxed,
+        person_only: approval.person_only,
     });
     shared
         .hooks

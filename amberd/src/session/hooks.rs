@@ -157,6 +157,7 @@ impl SessionHooks {
             ),
             scope: format!("this version of {}", trust::WORKSPACE_FILE),
             unsandboxed: false,
+            person_only: false,
         };
         let answer = request_approval(shared, deps, turn_id, cancel, approval, true).await;
         match answer {
