@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
+use super::trust::Level as TrustLevel;
 use crate::hooks::PreToolVerdict;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
 use crate::tools::sandbox::ToolSandbox;
@@ -30,9 +31,10 @@ impl DeniedPaths for SessionDeniedPaths {
         };
         let mut rules = shared.lock_rules();
         // A broken workspace file denies nothing here; the gate already asks for writes.
+        // Deny rules count whether the file is trusted or not.
         rules
             .current()
-            .is_ok_and(|set| set.denies_path(&[tool], relative))
+            .is_ok_and(|loaded| loaded.in_force(false).denies_path(&[tool], relative))
     }
 }
 
@@ -201,7 +203,18 @@ impl SessionGate<'_> {
             sandbox: session_sandbox(&tool_sandbox),
         };
         let mut workspace_rules = shared.lock_rules();
-        let workspace = workspace_rules.current().map_err(|e| e.to_string());
+        let path = workspace_rules.path().to_path_buf();
+        // Its allow rules count only once that version of the file is trusted.
+        let workspace = workspace_rules
+            .current()
+            .map(|loaded| {
+                let trusted = loaded
+                    .hash
+                    .as_deref()
+                    .is_some_and(|hash| shared.trust.is_trusted(self.deps, &path, hash));
+                loaded.in_force(trusted)
+            })
+            .map_err(|e| e.to_string());
         let rules = Rules {
             config: &self.deps.live().rules,
             workspace,
@@ -285,13 +298,30 @@ impl SessionGate<'_> {
         }
     }
 
-    /// `allow_always`: the scopes become allow rules in the workspace's rules file.
+    /// `allow_always`: the scopes become allow rules in the workspace's rules file. The
+    /// file amber rewrote stays as trusted as it was before (a new file, being amber's own,
+    /// as trusted as `allow_always` is); an untrusted file stays untrusted, appended rule
+    /// and all, until a person trusts it.
     fn persist(&self, scopes: &[Scope]) {
-        let mut rules = self.shared.lock_rules();
+        let shared = self.shared;
+        let mut rules = shared.lock_rules();
+        let path = rules.path().to_path_buf();
+        let level = match rules.current() {
+            Ok(loaded) => match loaded.hash.as_deref() {
+                None => Some(TrustLevel::Always),
+                Some(hash) => shared.trust.level(self.deps, &path, hash),
+            },
+            Err(_) => None,
+        };
         for rule in amber_policy::rules_for(scopes) {
             if let Err(err) = rules.append(rule) {
                 tracing::warn!(%err, "could not persist an allow_always rule");
             }
+        }
+        if let (Some(level), Ok(loaded)) = (level, rules.current())
+            && let Some(hash) = loaded.hash.as_deref()
+        {
+            shared.trust.trust(self.deps, &path, hash, level);
         }
     }
 }
