@@ -157,13 +157,19 @@ impl SessionGate<'_> {
     /// comes back covers this call only: nothing is granted or stored.
     async fn ask_person(&self, call: &GateCall<'_>, ask: PersonOnly) -> GateVerdict {
         let unsandboxed = ask.unsandboxed();
+        let scope = match call.args.get("command").and_then(serde_json::Value::as_str) {
+            Some(command) if unsandboxed => {
+                format!("{} unsandboxed: {command} (this call only)", call.call.name)
+            }
+            _ => "this call only".to_owned(),
+        };
         let approval = Approval {
             request_id: format!("apr_{}", uuid::Uuid::new_v4().simple()),
             call_id: call.call.id.clone(),
             tool: call.call.name.clone(),
             arguments: call.args.clone(),
             reason: ask.reason().to_owned(),
-            scope: "this call only".to_owned(),
+            scope,
             unsandboxed,
             person_only: true,
         };
