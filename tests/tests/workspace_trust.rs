@@ -429,3 +429,65 @@ async fn doctor_shows_what_the_workspace_would_load_and_what_is_untrusted() {
         "{warnings}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn task_naming_an_untrusted_workspace_agent_asks_a_person_and_runs_only_the_trusted_version()
+{
+    let task = || {
+        calls(vec![call(
+            "c_task",
+            "task",
+            &json!({"prompt": "help me", "agent": "helper"}),
+        )])
+    };
+    let mock = MockLlm::start(vec![task(), MockTurn::text("Could not delegate."), done()]).await;
+    let daemon = spawn_config(&mock, &config());
+    Hostile::plant(&daemon);
+    // Only the agent is in question here.
+    std::fs::remove_file(daemon.workspace.join(".amber/rules.toml")).unwrap();
+    std::fs::remove_file(daemon.workspace.join(".amber/hooks.toml")).unwrap();
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut events = Events::live(&client, &sid).await;
+
+    // Denied: the task runs nothing and says why.
+    let (seen, asked) = turn(&client, &mut events, &sid, "delegate", deny).await;
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(asked[0]["tool"], "trust");
+    assert_eq!(asked[0]["arguments"]["kind"], "agent");
+    assert_eq!(asked[0]["arguments"]["mode"], "yolo");
+    assert_eq!(asked[0]["personOnly"], true);
+    let (status, output) = result_of(&seen, "c_task");
+    assert_eq!(status, "error", "{output}");
+    assert!(output.contains("not trusted"), "{output}");
+    assert!(!seen.iter().any(|e| e["type"] == "subagent_started"));
+    assert!(!model_saw(&mock, "helper-mark"));
+
+    // Allowed for the session: the sub-agent runs as that version, and is not asked again.
+    mock.push([
+        task(),
+        MockTurn::text("helped"),
+        MockTurn::text("Delegated."),
+        done(),
+        task(),
+        MockTurn::text("helped again"),
+        MockTurn::text("Delegated again."),
+        done(),
+    ]);
+    let (seen, asked) = turn(&client, &mut events, &sid, "delegate", |_| {
+        Decision::AllowSession
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(result_of(&seen, "c_task").0, "ok");
+    assert!(
+        model_saw(&mock, "helper-mark"),
+        "the sub-agent ran as helper"
+    );
+    let (_, asked) = turn(&client, &mut events, &sid, "again", deny).await;
+    assert!(asked.is_empty(), "trusted for the session: {asked:#?}");
+    // The session's trust is not remembered: `session/new` still refuses it.
+    let ws = daemon.workspace.display().to_string();
+    let helper = session_error(&daemon, json!({"cwd": ws, "agent": "helper"}));
+    assert!(helper.contains("not trusted"), "{helper}");
+}
