@@ -491,3 +491,54 @@ async fn task_naming_an_untrusted_workspace_agent_asks_a_person_and_runs_only_th
     let helper = session_error(&daemon, json!({"cwd": ws, "agent": "helper"}));
     assert!(helper.contains("not trusted"), "{helper}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allow_always_rule_appended_to_an_untrusted_rules_file_leaves_it_untrusted() {
+    let rm = |id: &str, dir: &str| {
+        calls(vec![call(
+            id,
+            "bash",
+            &json!({"command": format!("rm -rf {dir}")}),
+        )])
+    };
+    let mock = MockLlm::start(vec![
+        rm("c_rm", "build"),
+        MockTurn::text("Removed."),
+        done(),
+        rm("c_rm_again", "build2"),
+        MockTurn::text("Asked."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config());
+    // The repository's file: a deny rule only (it applies untrusted; nothing to trust yet).
+    put(
+        &daemon.workspace.join(".amber/rules.toml"),
+        "[[rules]]\ntool = \"write\"\npattern = \"protected/**\"\ndecision = \"deny\"\n",
+    );
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    std::fs::create_dir_all(daemon.workspace.join("build2")).unwrap();
+    let client = connect_approver(&daemon).await;
+    let sid = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut events = Events::live(&client, &sid).await;
+    let (_, asked) = turn(&client, &mut events, &sid, "clean", |_| {
+        Decision::AllowAlways
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    let stored = std::fs::read_to_string(daemon.workspace.join(".amber/rules.toml")).unwrap();
+    assert!(stored.contains("pattern = \"rm\""), "{stored}");
+
+    // A new session: the file (the repository's rules plus amber's) is a version nobody
+    // trusted, so the turn asks about it, and denied, the stored allow rule does not count.
+    let next = new_session(&client, &daemon, Some(Mode::Write)).await;
+    let mut next_events = Events::live(&client, &next).await;
+    let (seen, asked) = turn(&client, &mut next_events, &next, "clean again", deny).await;
+    assert_eq!(asked[0]["tool"], "trust", "{asked:#?}");
+    assert!(
+        asked.iter().any(|a| a["callId"] == "c_rm_again"),
+        "the appended rule is not in force: {asked:#?}"
+    );
+    assert_eq!(result_of(&seen, "c_rm_again").0, "denied");
+    assert!(daemon.workspace.join("build2").exists());
+}

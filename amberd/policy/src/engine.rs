@@ -93,7 +93,7 @@ pub enum Verdict {
     /// Ask the approvers; what they allow may be granted for the session or stored.
     Ask {
         reason: String,
-        /// What an `allow_session` answer grants (never empty).
+        /// What an `allow_session` answer grants.
         scopes: Vec<Scope>,
         /// Whether `allow_always` may persist allow rules. Not when an ask rule asked:
         /// an allow rule would lose to it (ask > allow), so the answer counts for the

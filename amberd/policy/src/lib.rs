@@ -31,6 +31,6 @@ pub use grants::{Grants, Scope};
 pub use mode::mode_allows;
 pub use patch_paths::{PatchHeader, patch_header};
 pub use paths::{PathError, confine};
-pub use rules::{LoadedRules, Rule, RuleDecision, RuleError, RuleSet, WorkspaceRules};
+pub use rules::{Appended, LoadedRules, Rule, RuleDecision, RuleError, RuleSet, WorkspaceRules};
 pub use secrets::SecretLocations;
 pub use target::{UrlError, rules_for, url_host};

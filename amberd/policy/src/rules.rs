@@ -373,11 +373,30 @@ impl WorkspaceRules {
         Ok(loaded)
     }
 
-    /// Appends a rule (an `allow_always` answer) to the file, creating it if needed.
-    pub fn append(&mut self, rule: Rule) -> Result<(), RuleError> {
-        let mut file = match std::fs::metadata(&self.path) {
-            Ok(_) => read_file(&self.path)?,
-            Err(_) => RulesFile::default(),
+    /// Appends a rule (an `allow_always` answer) to the file, creating it if needed. Says
+    /// which version it extended and which it wrote, by the hashes of the very bytes read and
+    /// written, so a caller can carry the first one's trust over to the second and to nothing
+    /// else (a file swapped in between is a version nobody trusted).
+    pub fn append(&mut self, rule: Rule) -> Result<Appended, RuleError> {
+        let (before, mut file) = match std::fs::read(&self.path) {
+            Ok(bytes) => {
+                let text = std::str::from_utf8(&bytes).map_err(|e| RuleError::Read {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })?;
+                let file: RulesFile = toml::from_str(text).map_err(|e| RuleError::Read {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })?;
+                (Some(blake3::hash(&bytes).to_hex().to_string()), file)
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => (None, RulesFile::default()),
+            Err(err) => {
+                return Err(RuleError::Read {
+                    path: self.path.clone(),
+                    message: err.to_string(),
+                });
+            }
         };
         if !file.rules.contains(&rule) {
             file.rules.push(rule);
@@ -392,20 +411,22 @@ impl WorkspaceRules {
         }
         let header = "# amber: rules for this workspace (deny > ask > allow).\n\
                       # `allow_always` answers are appended here.\n\n";
-        std::fs::write(&self.path, format!("{header}{text}"))
-            .map_err(|e| write_err(e.to_string()))?;
+        let written = format!("{header}{text}");
+        std::fs::write(&self.path, &written).map_err(|e| write_err(e.to_string()))?;
         self.loaded = None;
-        Ok(())
+        Ok(Appended {
+            before,
+            after: blake3::hash(written.as_bytes()).to_hex().to_string(),
+        })
     }
 }
 
-fn read_file(path: &Path) -> Result<RulesFile, RuleError> {
-    let read_err = |message: String| RuleError::Read {
-        path: path.to_owned(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
-    toml::from_str(&text).map_err(|e| read_err(e.to_string()))
+/// What [`WorkspaceRules::append`] did: the version it extended (`None`: there was no file)
+/// and the version it wrote (blake3 hashes, hex).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    pub before: Option<String>,
+    pub after: String,
 }
 
 #[cfg(test)]

@@ -305,29 +305,29 @@ impl SessionGate<'_> {
     }
 
     /// `allow_always`: the scopes become allow rules in the workspace's rules file. The
-    /// file amber rewrote stays as trusted as it was before (a new file, being amber's own,
-    /// as trusted as `allow_always` is); an untrusted file stays untrusted, appended rule
-    /// and all, until a person trusts it.
+    /// version amber extended keeps the trust it had (a new file, being amber's own, as
+    /// trusted as `allow_always` is) and passes it to the version amber wrote, judged by the
+    /// hashes of the very bytes `append` read and wrote: an untrusted file stays untrusted,
+    /// appended rule and all, and a file swapped in meanwhile gets nothing.
     fn persist(&self, scopes: &[Scope]) {
         let shared = self.shared;
         let mut rules = shared.lock_rules();
         let path = rules.path().to_path_buf();
-        let level = match rules.current() {
-            Ok(loaded) => match loaded.hash.as_deref() {
+        for rule in amber_policy::rules_for(scopes) {
+            let appended = match rules.append(rule) {
+                Ok(appended) => appended,
+                Err(err) => {
+                    tracing::warn!(%err, "could not persist an allow_always rule");
+                    continue;
+                }
+            };
+            let level = match appended.before.as_deref() {
                 None => Some(TrustLevel::Always),
                 Some(hash) => shared.trust.level(self.deps, &path, hash),
-            },
-            Err(_) => None,
-        };
-        for rule in amber_policy::rules_for(scopes) {
-            if let Err(err) = rules.append(rule) {
-                tracing::warn!(%err, "could not persist an allow_always rule");
+            };
+            if let Some(level) = level {
+                shared.trust.trust(self.deps, &path, &appended.after, level);
             }
-        }
-        if let (Some(level), Ok(loaded)) = (level, rules.current())
-            && let Some(hash) = loaded.hash.as_deref()
-        {
-            shared.trust.trust(self.deps, &path, hash, level);
         }
     }
 }
