@@ -685,6 +685,32 @@ mod tests {
     }
 
     #[test]
+    fn trust_lists_or_decides_one_file() {
+        assert!(matches!(
+            parse(&["trust"]).unwrap().command,
+            Command::Trust {
+                path: None,
+                deny: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&["trust", ".amber/rules.toml", "--deny", "--cwd", "/w"]).unwrap().command,
+            Command::Trust { path: Some(p), deny: true, cwd: Some(_), hash: None, .. } if p == ".amber/rules.toml"
+        ));
+        // `--hash` and `--deny` are about one file.
+        assert!(parse(&["trust", "--deny"]).is_err());
+        assert!(parse(&["trust", "--hash", "h"]).is_err());
+        assert!(matches!(
+            parse(&["doctor", "--cwd", "/w"]).unwrap().command,
+            Command::Doctor {
+                cwd: Some(_),
+                json: false
+            }
+        ));
+    }
+
+    #[test]
     fn checkpoint_commands_take_a_session_and_a_turn() {
         assert!(matches!(
             parse(&["checkpoints", "s1", "--json"]).unwrap().command,

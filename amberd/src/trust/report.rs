@@ -225,3 +225,107 @@ fn agent_effects(workspace: &Path, file: &WorkspaceFile) -> Effects {
     }
     Ok((vec![effect], true))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn workspace() -> (tempfile::TempDir, std::path::PathBuf, TrustStore) {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(ws.join(".amber/agents")).unwrap();
+        let store = TrustStore::new(&root.path().join("data"));
+        (root, ws, store)
+    }
+
+    fn state(files: &[TrustFile], path: &str) -> TrustState {
+        files.iter().find(|f| f.path == path).unwrap().state
+    }
+
+    #[test]
+    fn configuration_paths_and_nothing_else() {
+        for (path, kind) in [
+            (".amber/rules.toml", Some(ConfigKind::Rules)),
+            (".amber/hooks.toml", Some(ConfigKind::Hooks)),
+            (".amber/agents/a.md", Some(ConfigKind::Agent)),
+            (".amber/agents/sub/a.md", None),
+            (".amber/agents/a.txt", None),
+            (".amber/skills/x/SKILL.md", None),
+            ("Makefile", None),
+            ("../.amber/rules.toml", None),
+        ] {
+            assert_eq!(kind_of(path), kind, "{path}");
+        }
+    }
+
+    #[test]
+    fn states_follow_the_content_and_the_decisions() {
+        let (_root, ws, store) = workspace();
+        let rules = ".amber/rules.toml";
+        std::fs::write(
+            ws.join(rules),
+            "[[rules]]\ntool = \"write\"\npattern = \"x/**\"\ndecision = \"deny\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            ws.join(".amber/hooks.toml"),
+            "[[hooks]]\nevent = \"nope\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            ws.join(".amber/agents/review.md"),
+            "---\ndescription: d\n---\nbody\n",
+        )
+        .unwrap();
+        let files = list(&ws, &store);
+        assert_eq!(state(&files, rules), TrustState::Inert, "deny rules only");
+        assert_eq!(state(&files, ".amber/hooks.toml"), TrustState::Invalid);
+        assert_eq!(
+            state(&files, ".amber/agents/review.md"),
+            TrustState::Refused
+        );
+
+        std::fs::write(
+            ws.join(rules),
+            "[[rules]]\ntool = \"bash\"\npattern = \"make\"\nsandbox = false\ndecision = \"allow\"\n",
+        )
+        .unwrap();
+        let files = list(&ws, &store);
+        assert_eq!(state(&files, rules), TrustState::Untrusted);
+        let hash = files[0].hash.clone().unwrap();
+        let err = respond(&ws, &store, rules, "stale", TrustDecision::Trust).unwrap_err();
+        assert!(matches!(err, RespondError::Changed { .. }), "{err}");
+        let trusted = respond(&ws, &store, rules, &hash, TrustDecision::Trust).unwrap();
+        assert_eq!(trusted.state, TrustState::Trusted);
+        assert!(store.is_trusted(&ws.join(rules), &hash));
+        let denied = respond(&ws, &store, rules, &hash, TrustDecision::Deny).unwrap();
+        assert_eq!(denied.state, TrustState::Denied);
+        // An invalid or refused file cannot be trusted; a path that is none cannot be decided.
+        let hooks_hash = list(&ws, &store)[1].hash.clone().unwrap();
+        assert!(
+            respond(
+                &ws,
+                &store,
+                ".amber/hooks.toml",
+                &hooks_hash,
+                TrustDecision::Trust
+            )
+            .is_err()
+        );
+        assert!(matches!(
+            respond(&ws, &store, "Makefile", "h", TrustDecision::Trust),
+            Err(RespondError::NotConfiguration(_))
+        ));
+        assert!(matches!(
+            respond(
+                &ws,
+                &store,
+                ".amber/agents/gone.md",
+                "h",
+                TrustDecision::Trust
+            ),
+            Err(RespondError::Missing(_))
+        ));
+    }
+}
