@@ -228,7 +228,7 @@ fn turn_questions(workspace: &Path) -> Vec<Question> {
 
 /// The question about a rules file, when trusting it would allow anything.
 pub(crate) fn rules_question(file: WorkspaceFile) -> Option<Question> {
-    let loaded = amber_policy::LoadedRules::parse(&file.path, file.text().as_bytes()).ok()?;
+    let loaded = amber_policy::LoadedRules::parse(&file.path, file.utf8()?.as_bytes()).ok()?;
     if !loaded.all().allows_anything() {
         return None;
     }

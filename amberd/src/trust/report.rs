@@ -153,7 +153,10 @@ fn describe(workspace: &Path, file: &WorkspaceFile, store: &TrustStore) -> Trust
 type Effects = Result<(Vec<String>, bool), (TrustState, String)>;
 
 fn rules_effects(file: &WorkspaceFile) -> Effects {
-    let loaded = amber_policy::LoadedRules::parse(&file.path, file.text().as_bytes())
+    let bytes = file
+        .utf8()
+        .ok_or_else(|| (TrustState::Invalid, "not valid UTF-8".to_owned()))?;
+    let loaded = amber_policy::LoadedRules::parse(&file.path, bytes.as_bytes())
         .map_err(|e| (TrustState::Invalid, e.to_string()))?;
     let effects = loaded
         .all()
