@@ -256,6 +256,12 @@ async fn a_hostile_repository_configuration_does_nothing_before_trust() {
     assert!(helper.contains("not trusted"), "{helper}");
     let plan = session_error(&daemon, json!({"cwd": ws, "agent": "plan"}));
     assert!(plan.contains("bundled agent `plan`"), "{plan}");
+    // `agent/list` marks the untrusted one and leaves the refused name out.
+    let listed = daemon.rpc_ok("agent/list", json!({"cwd": ws}));
+    let agents = listed["agents"].as_array().unwrap();
+    let helper = agents.iter().find(|a| a["name"] == "helper").unwrap();
+    assert_eq!(helper["untrusted"], true, "{listed}");
+    assert!(!agents.iter().any(|a| a["name"] == "plan"), "{listed}");
 
     // Nothing was remembered: every file still waits for trust (the look-alike is refused).
     assert_eq!(repo.state(".amber/rules.toml"), "untrusted");
@@ -339,6 +345,10 @@ async fn trusted_with_amber_cli_it_applies_and_a_changed_file_is_ignored_until_t
     let ws = daemon.workspace.display().to_string();
     let info = daemon.rpc_ok("session/new", json!({"cwd": ws, "agent": "helper"}));
     assert_eq!(info["mode"], "yolo", "{info}");
+    let listed = daemon.rpc_ok("agent/list", json!({"cwd": ws}));
+    let helper = &listed["agents"].as_array().unwrap()[0];
+    assert_eq!(helper["name"], "helper");
+    assert!(helper.get("untrusted").is_none(), "{listed}");
     let plan = session_error(&daemon, json!({"cwd": ws, "agent": "plan"}));
     assert!(plan.contains("bundled agent `plan`"), "{plan}");
 

@@ -96,6 +96,7 @@ impl Agent {
             name: self.name.clone(),
             description: self.definition.description.clone(),
             source: self.source,
+            untrusted: false,
         }
     }
 }
@@ -165,7 +166,7 @@ pub(crate) fn find(dirs: &AgentDirs, name: &str) -> Result<Agent, AgentError> {
         Some((_, text)) => parse_bundled(name, text),
         None => Err(AgentError::Unknown {
             name: name.to_owned(),
-            known: list(dirs)
+            known: list(dirs, &|_| true)
                 .iter()
                 .map(|a| a.name.as_str())
                 .collect::<Vec<_>>()
@@ -174,8 +175,9 @@ pub(crate) fn find(dirs: &AgentDirs, name: &str) -> Result<Agent, AgentError> {
     }
 }
 
-/// Every usable agent, by name. A file that cannot be used is logged and its name left out.
-pub(crate) fn list(dirs: &AgentDirs) -> Vec<AgentInfo> {
+/// Every usable agent, by name. A file that cannot be used is logged and its name left out;
+/// a workspace agent whose version `trusted` does not accept is marked `untrusted`.
+pub(crate) fn list(dirs: &AgentDirs, trusted: &dyn Fn(&Pinned) -> bool) -> Vec<AgentInfo> {
     let mut files: BTreeMap<String, (AgentSource, PathBuf)> = BTreeMap::new();
     for (source, dir) in dirs.sources() {
         for (name, path) in agent_files(&dir) {
@@ -191,7 +193,13 @@ pub(crate) fn list(dirs: &AgentDirs) -> Vec<AgentInfo> {
                 |err| tracing::warn!(target: "amberd::agents", %err, "ignoring an agent file"),
             )
             .ok();
-        agents.insert(name, agent.map(|a| a.info()));
+        agents.insert(
+            name,
+            agent.map(|a| AgentInfo {
+                untrusted: a.pinned.as_ref().is_some_and(|p| !trusted(p)),
+                ..a.info()
+            }),
+        );
     }
     for (name, text) in BUNDLED {
         if agents.contains_key(name) {

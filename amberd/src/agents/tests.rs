@@ -48,7 +48,10 @@ fn agent_text(description: &str) -> String {
 }
 
 fn listed(dirs: &AgentDirs) -> Vec<(String, AgentSource)> {
-    list(dirs).into_iter().map(|a| (a.name, a.source)).collect()
+    list(dirs, &|_| true)
+        .into_iter()
+        .map(|a| (a.name, a.source))
+        .collect()
 }
 
 #[test]

@@ -294,7 +294,11 @@ impl SessionManager {
             }
             None => None,
         };
-        Ok(agents::list(&AgentDirs::new(workspace.as_deref())))
+        let trust = &self.deps.trust;
+        Ok(agents::list(
+            &AgentDirs::new(workspace.as_deref()),
+            &|pinned| trust.is_trusted(&pinned.path, &pinned.hash),
+        ))
     }
 
     /// `trust/list`: the configuration files of the workspace `cwd` (validated as
