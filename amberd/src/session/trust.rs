@@ -85,19 +85,21 @@ impl SessionTrust {
         self.trusted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How far the version of `path` with `hash` is trusted, if at all.
+    /// How far the version of `path` with `hash` is trusted, if at all: the widest level
+    /// that holds (remembered beats this session beats this turn).
     pub(crate) fn level(&self, deps: &Deps, path: &Path, hash: &str) -> Option<Level> {
-        let version = (path.to_path_buf(), hash.to_owned());
-        {
-            let trusted = self.lock();
-            if trusted.session.contains(&version) {
-                return Some(Level::Session);
-            }
-            if trusted.turn.contains(&version) {
-                return Some(Level::Turn);
-            }
+        if deps.trust.is_trusted(path, hash) {
+            return Some(Level::Always);
         }
-        deps.trust.is_trusted(path, hash).then_some(Level::Always)
+        let version = (path.to_path_buf(), hash.to_owned());
+        let trusted = self.lock();
+        if trusted.session.contains(&version) {
+            Some(Level::Session)
+        } else if trusted.turn.contains(&version) {
+            Some(Level::Turn)
+        } else {
+            None
+        }
     }
 
     pub(crate) fn is_trusted(&self, deps: &Deps, path: &Path, hash: &str) -> bool {
@@ -337,4 +339,37 @@ pub(crate) fn untrusted_agent(name: &str, relative: &str) -> String {
          trusted: review it, then trust it with `amber-cli trust {relative}` (or allow the \
          question a `task` naming it asks)"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_widest_level_holds_and_a_new_version_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let deps = Deps::new(
+            crate::config::Config::default(),
+            &|_| None,
+            dir.path().to_owned(),
+        )
+        .unwrap();
+        let trust = SessionTrust::default();
+        let path = Path::new("/ws/.amber/rules.toml");
+        assert_eq!(trust.level(&deps, path, "a"), None);
+        for level in [Level::Turn, Level::Session, Level::Always] {
+            trust.trust(&deps, path, "a", level);
+            assert_eq!(trust.level(&deps, path, "a"), Some(level));
+        }
+        assert_eq!(trust.level(&deps, path, "b"), None, "another version");
+        // Another session (or a restarted daemon) knows only what was remembered.
+        assert_eq!(
+            SessionTrust::default().level(&deps, path, "a"),
+            Some(Level::Always)
+        );
+        let other = SessionTrust::default();
+        other.trust(&deps, path, "c", Level::Session);
+        assert_eq!(trust.level(&deps, path, "c"), None, "sessions trust apart");
+    }
 }
