@@ -192,6 +192,31 @@ pub enum Command {
         /// Print one JSON object
         #[arg(long)]
         json: bool,
+        /// The workspace whose configuration (.amber/) is shown (default: the current directory)
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+    },
+    /// List a workspace's configuration files (.amber/rules.toml, hooks.toml, agents/) and
+    /// their trust, or trust (or `--deny`) the current version of one
+    ///
+    /// A workspace's allow rules, hooks and agents count only once you trusted that version
+    /// of the file (its blake3 hash); a changed file is untrusted again. Review the file
+    /// before trusting it: it is code.
+    Trust {
+        /// The file to decide on, workspace-relative (as the listing names it)
+        path: Option<String>,
+        /// The workspace (default: the current directory)
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Only this version (refused when the file's hash differs)
+        #[arg(long, requires = "path")]
+        hash: Option<String>,
+        /// Deny this version: it stays ignored, and turns no longer ask about it
+        #[arg(long, requires = "path")]
+        deny: bool,
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
     },
     /// Bridge stdin/stdout to the daemon: one JSON-RPC message per line each way
     ///
@@ -595,7 +620,13 @@ mod tests {
     #[test]
     fn doctor_takes_json_and_the_global_flags() {
         let cli = parse(&["doctor", "--json", "--no-autostart", "--socket", "/d"]).unwrap();
-        assert!(matches!(cli.command, Command::Doctor { json: true }));
+        assert!(matches!(
+            cli.command,
+            Command::Doctor {
+                json: true,
+                cwd: None
+            }
+        ));
         assert!(cli.conn.no_autostart);
         assert_eq!(cli.conn.socket, Some(PathBuf::from("/d")));
     }
@@ -649,6 +680,32 @@ mod tests {
                     lines: 5,
                     follow: true
                 }
+            }
+        ));
+    }
+
+    #[test]
+    fn trust_lists_or_decides_one_file() {
+        assert!(matches!(
+            parse(&["trust"]).unwrap().command,
+            Command::Trust {
+                path: None,
+                deny: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(&["trust", ".amber/rules.toml", "--deny", "--cwd", "/w"]).unwrap().command,
+            Command::Trust { path: Some(p), deny: true, cwd: Some(_), hash: None, .. } if p == ".amber/rules.toml"
+        ));
+        // `--hash` and `--deny` are about one file.
+        assert!(parse(&["trust", "--deny"]).is_err());
+        assert!(parse(&["trust", "--hash", "h"]).is_err());
+        assert!(matches!(
+            parse(&["doctor", "--cwd", "/w"]).unwrap().command,
+            Command::Doctor {
+                cwd: Some(_),
+                json: false
             }
         ));
     }

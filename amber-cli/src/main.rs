@@ -20,6 +20,7 @@ mod run;
 mod run_input;
 mod sessions;
 mod systemd;
+mod trust;
 mod turn;
 mod wait;
 mod worktree_rm;
@@ -168,7 +169,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 }
                 DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
             },
-            Command::Doctor { json } => doctor::doctor(&conn, json).await,
+            Command::Doctor { json, cwd } => doctor::doctor(&conn, json, cwd.as_deref()).await,
+            Command::Trust {
+                path,
+                cwd,
+                hash,
+                deny,
+                json,
+            } => {
+                trust::trust(
+                    &conn,
+                    cwd.as_deref(),
+                    path.as_deref(),
+                    hash.as_deref(),
+                    deny,
+                    json,
+                )
+                .await
+            }
             Command::Rpc => rpc::rpc(&conn).await,
             Command::McpServer { yes } => mcp_server::serve(&conn, yes).await,
             Command::Acp => acp::acp(&conn).await,

@@ -25,7 +25,9 @@ use crate::render::{HumanRenderer, Out};
 use crate::run_input::{
     prompt_from_stdin, read_output_schema, read_prompt, remote_workspace, workspace,
 };
-use crate::turn::{ResultLine, TurnTracker, denials_summary, exit, exit_code, yes_decision};
+use crate::turn::{
+    ResultLine, TurnTracker, denials_summary, exit, exit_code, yes_decision, yes_refusal,
+};
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
 const MAX_RESUBSCRIBES: u32 = 5;
@@ -434,7 +436,7 @@ impl Follow<'_> {
             reason,
             scope,
             unsandboxed,
-            ..
+            person_only,
         } = &event.kind
         {
             self.on_approval(&amber_proto::Approval {
@@ -445,6 +447,7 @@ impl Follow<'_> {
                 reason: reason.clone(),
                 scope: scope.clone(),
                 unsandboxed: *unsandboxed,
+                person_only: *person_only,
             });
         }
         if let EventKind::ApprovalResolved {
@@ -519,20 +522,22 @@ impl Follow<'_> {
 
     /// Answers (or asks about) one approval request, as this run answers them.
     fn on_approval(&self, a: &amber_proto::Approval) {
-        if self.yes && yes_decision(a.unsandboxed) == Decision::AllowOnce {
+        if self.yes && yes_decision(a.unsandboxed, a.person_only) == Decision::AllowOnce {
             self.answer(a.request_id.clone(), Reply::Allow);
         } else if self.yes && !self.interactive {
-            // `--yes` answers for the policy's questions, never for leaving the sandbox:
-            // with nobody at a terminal to ask, the escape is denied.
-            note(&format!(
-                "denied {}: it would run without the OS sandbox, which --yes never approves (add a `sandbox = false` rule to allow it)",
-                a.tool
-            ));
+            // `--yes` answers for the policy's questions, never for what only a person may
+            // answer: with nobody at a terminal to ask, it is denied.
+            note(&format!("denied {}: {}", a.tool, yes_refusal(a)));
             self.answer(a.request_id.clone(), Reply::Deny);
         } else if self.interactive {
             let mut description = ask::describe(&a.tool, &a.arguments, &a.reason, &a.scope);
             if a.unsandboxed {
                 description.push_str("\n  ! this runs WITHOUT the OS sandbox: it can write anywhere you can and reach the network");
+            }
+            if a.person_only {
+                description.push_str(
+                    "\n  ! only you can answer this, and the answer covers this call only",
+                );
             }
             self.answer(a.request_id.clone(), Reply::Ask(description));
         }

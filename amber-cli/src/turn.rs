@@ -32,12 +32,25 @@ pub fn exit_code(stop: StopReason) -> u8 {
 }
 
 /// How `--yes` answers an approval request (`run --yes`, `mcp-server --yes`): allow_once,
-/// except leaving the OS sandbox, which nobody at a terminal confirmed.
-pub fn yes_decision(unsandboxed: bool) -> amber_proto::Decision {
-    if unsandboxed {
+/// except leaving the OS sandbox and what only a person may answer (secret reads, protected
+/// writes, trusting workspace configuration), which nobody at a terminal confirmed.
+pub fn yes_decision(unsandboxed: bool, person_only: bool) -> amber_proto::Decision {
+    if unsandboxed || person_only {
         amber_proto::Decision::Deny
     } else {
         amber_proto::Decision::AllowOnce
+    }
+}
+
+/// Why `--yes` denied a request, for stderr.
+pub fn yes_refusal(a: &amber_proto::Approval) -> String {
+    if a.unsandboxed {
+        "it would run without the OS sandbox, which --yes never approves (a `sandbox = false` rule allows it)".to_owned()
+    } else {
+        format!(
+            "only a person may answer it, which --yes never does ({}); answer it in `amber` or at `amber-cli run` without --yes",
+            a.reason
+        )
     }
 }
 
@@ -506,9 +519,20 @@ mod tests {
     }
 
     #[test]
-    fn yes_allows_once_but_never_an_unsandboxed_command() {
-        assert_eq!(yes_decision(false), amber_proto::Decision::AllowOnce);
-        assert_eq!(yes_decision(true), amber_proto::Decision::Deny);
+    fn yes_allows_once_but_never_an_unsandboxed_command_or_a_person_only_ask() {
+        use amber_proto::Decision::{AllowOnce, Deny};
+        for (unsandboxed, person_only, expected) in [
+            (false, false, AllowOnce),
+            (true, false, Deny),
+            (false, true, Deny),
+            (true, true, Deny),
+        ] {
+            assert_eq!(
+                yes_decision(unsandboxed, person_only),
+                expected,
+                "{unsandboxed} {person_only}"
+            );
+        }
     }
 
     #[test]

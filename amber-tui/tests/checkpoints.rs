@@ -463,6 +463,7 @@ fn an_approval_is_answered_over_the_picker() {
             reason: "asks".into(),
             scope: "bash: ls".into(),
             unsandboxed: false,
+            person_only: false,
         }],
         Vec::new(),
     );

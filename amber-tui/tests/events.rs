@@ -102,6 +102,7 @@ fn samples() -> Vec<EventKind> {
             reason: "not in the rules".into(),
             scope: "bash: ls".into(),
             unsandboxed: false,
+            person_only: false,
         },
         EventKind::ApprovalResolved {
             request_id: "r_1".into(),

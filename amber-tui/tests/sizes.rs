@@ -86,6 +86,7 @@ fn every_view() -> Vec<(&'static str, App)> {
             reason: "outside the write rules".into(),
             scope: "write: a.rs".into(),
             unsandboxed: false,
+            person_only: false,
         }],
         Vec::new(),
     );

@@ -150,6 +150,7 @@ fn approval(id: &str, tool: &str, args: serde_json::Value) -> Approval {
         reason: "destructive command".into(),
         scope: "bash: rm".into(),
         unsandboxed: false,
+        person_only: false,
     }
 }
 

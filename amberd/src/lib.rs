@@ -18,6 +18,7 @@ pub mod sandbox_probe;
 pub mod service;
 pub mod session;
 pub mod tools;
+pub mod trust;
 pub(crate) mod workspace_git;
 
 /// Name reported in `initialize`, `daemon/status` and to plugins.

@@ -184,6 +184,9 @@ pub enum EventKind {
         /// amber extension: approving runs the command without the OS sandbox.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         unsandboxed: bool,
+        /// amber extension: only a person may answer it, for this request only.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        person_only: bool,
     },
     ApprovalResolved {
         request_id: String,

@@ -18,6 +18,7 @@ pub mod sandbox;
 pub mod session_mcp;
 pub mod socket_trust;
 pub mod subscription;
+pub mod trust;
 pub mod types;
 pub mod watch;
 
@@ -36,6 +37,7 @@ pub use sandbox::{
 };
 pub use session_mcp::SessionMcpServer;
 pub use subscription::*;
+pub use trust::*;
 pub use types::*;
 pub use watch::*;
 

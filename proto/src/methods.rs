@@ -119,6 +119,14 @@ method!(
     AgentList = "agent/list", AgentListParams => AgentListResult
 );
 method!(
+    /// amber extension: a workspace's configuration files and where their trust stands.
+    TrustList = "trust/list", crate::TrustListParams => crate::TrustListResult
+);
+method!(
+    /// amber extension: trust or deny one version of a workspace configuration file.
+    TrustRespond = "trust/respond", crate::TrustRespondParams => crate::TrustFile
+);
+method!(
     /// amber extension: compact a session's context now.
     SessionCompact = "session/compact", SessionIdParams => SessionCompactResult
 );
@@ -241,6 +249,10 @@ pub const AGENT_LIST: &str = AgentList::NAME;
 
 /// amber extension: compact a session's context now.
 pub const SESSION_COMPACT: &str = SessionCompact::NAME;
+/// amber extension: a workspace's configuration files and their trust.
+pub const TRUST_LIST: &str = TrustList::NAME;
+/// amber extension: trust or deny one version of a workspace configuration file.
+pub const TRUST_RESPOND: &str = TrustRespond::NAME;
 /// amber extension: re-walk a session's persisted hash chain.
 pub const SESSION_VERIFY: &str = SessionVerify::NAME;
 
@@ -300,6 +312,8 @@ pub const ALL: &[&str] = &[
 
 /// Methods amber adds to protocol v1 (PROTOCOL.md allows additions).
 pub const EXTENSIONS: &[&str] = &[
+    TRUST_LIST,
+    TRUST_RESPOND,
     SESSION_COMPACT,
     SESSION_VERIFY,
     SESSION_SET_MODEL,

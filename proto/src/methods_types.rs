@@ -326,6 +326,10 @@ pub struct AgentInfo {
     pub name: String,
     pub description: String,
     pub source: AgentSource,
+    /// amber extension: a workspace agent whose current version the user has not trusted
+    /// (`trust/respond`); `session/new` refuses it until then. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 /// Where an agent file comes from; on a name clash the first of these wins.

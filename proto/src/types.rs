@@ -190,6 +190,11 @@ pub struct Approval {
     /// or a sandbox the kernel cannot give). `amber-cli run --yes` never approves these.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsandboxed: bool,
+    /// amber extension: only a person may answer it (a secret read, a protected write, a run
+    /// without the OS sandbox, trusting workspace configuration); whatever the answer, it
+    /// covers this request only. `amber-cli run --yes` never approves these.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub person_only: bool,
 }
 
 /// Progress of one todo item.

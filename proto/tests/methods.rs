@@ -60,6 +60,8 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<PluginDisable>(), "plugin/disable"),
         (row::<CommandList>(), "command/list"),
         (row::<AgentList>(), "agent/list"),
+        (row::<TrustList>(), "trust/list"),
+        (row::<TrustRespond>(), "trust/respond"),
         (row::<SessionCompact>(), "session/compact"),
         (row::<SessionVerify>(), "session/verify"),
         (row::<SessionSetModel>(), "session/setModel"),

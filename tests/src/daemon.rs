@@ -194,6 +194,31 @@ impl TestDaemon {
         }
     }
 
+    /// The workspace's configuration files as `trust/list` reports them.
+    pub fn trust_list(&self) -> Vec<Value> {
+        let listed = self.rpc_ok("trust/list", json!({"cwd": self.workspace}));
+        listed["files"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Trusts the current version of the workspace configuration file `relative` (as a
+    /// person would with `amber-cli trust`), when it is one waiting for trust; returns
+    /// whether it was.
+    pub fn trust_if_pending(&self, relative: &str) -> bool {
+        let files = self.trust_list();
+        let Some(file) = files
+            .iter()
+            .find(|f| f["path"] == relative && f["state"] == "untrusted")
+        else {
+            return false;
+        };
+        let decided = self.rpc_ok(
+            "trust/respond",
+            json!({"cwd": self.workspace, "path": relative, "hash": file["hash"], "decision": "trust"}),
+        );
+        assert_eq!(decided["state"], "trusted", "{decided}");
+        true
+    }
+
     /// POSTs an arbitrary body; returns HTTP status and body.
     pub fn raw_http(&self, body: &str) -> (u16, String) {
         unix_http::post(&self.socket, body, RPC_TIMEOUT).unwrap_or_else(|e| {

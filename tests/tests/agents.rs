@@ -32,12 +32,15 @@ fn docs_agent() -> String {
     )
 }
 
+/// Writes a workspace agent and, when it is usable, trusts this version (as the user would
+/// with `amber-cli trust`): an untrusted workspace agent is never used.
 fn workspace_agent(daemon: &TestDaemon, name: &str, text: &str) -> PathBuf {
     let path = daemon
         .workspace
         .join(".amber/agents")
         .join(format!("{name}.md"));
     put(&path, text);
+    daemon.trust_if_pending(&format!(".amber/agents/{name}.md"));
     path
 }
 

@@ -598,6 +598,7 @@ async fn workspace_hooks_ask_for_trust_once_and_again_after_the_file_changes() {
     client.session_prompt(&sid, "one").await.unwrap();
     let (_, asked) = next_approval(&mut events).await;
     assert_eq!(asked["tool"], "hooks", "{asked}");
+    assert_eq!(asked["personOnly"], true, "{asked}");
     let path = daemon.workspace.join(".amber/hooks.toml");
     assert_eq!(asked["arguments"]["trust"], path.display().to_string());
     assert_eq!(asked["arguments"]["hooks"][0]["event"], "user_prompt");
@@ -615,7 +616,7 @@ async fn workspace_hooks_ask_for_trust_once_and_again_after_the_file_changes() {
     let turn = within("turn one", events.turn()).await;
     assert_eq!(stop_reason(&turn), "end_turn");
     assert!(model_saw(&mock, 0, "workspace hook v1"));
-    let trusted = std::fs::read_to_string(daemon.dir.path().join("data/trusted-hooks.json"))
+    let trusted = std::fs::read_to_string(daemon.dir.path().join("data/workspace-trust.json"))
         .expect("the trust is remembered in the data dir");
     assert!(trusted.contains(&path.display().to_string()), "{trusted}");
 
@@ -670,7 +671,7 @@ async fn without_an_approver_workspace_hooks_stay_untrusted_and_the_turn_goes_on
     assert_eq!(resolved[0]["by"], "no_approver");
     assert!(of_type(&turn, "error").is_empty(), "{turn:#?}");
     assert!(!model_saw(&mock, 0, "never seen"));
-    assert!(!daemon.dir.path().join("data/trusted-hooks.json").exists());
+    assert!(!daemon.dir.path().join("data/workspace-trust.json").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]

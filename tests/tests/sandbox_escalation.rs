@@ -3,7 +3,7 @@
 //! the request says it runs unsandboxed; allowed once it runs without the sandbox (it can
 //! write outside the workspace); denied it does not run; with no approver it is denied
 //! (`no_approver`); a `sandbox = false` allow rule in the config lets it run unasked;
-//! `allow_always` stores such a rule in the workspace's rules file. `process {action: "start",
+//! an answer covers that call only (`allow_always` stores nothing). `process {action: "start",
 //! sandbox: false}` asks the same way: approved, the process runs unsandboxed; denied, it
 //! never starts.
 
@@ -84,8 +84,12 @@ fn assert_asks_unsandboxed(asked: &Value) {
     assert!(reason.contains("unsandboxed"), "{asked}");
     let scope = asked["scope"].as_str().unwrap();
     assert!(
-        scope.contains("unsandboxed") && scope.contains(ESCAPE),
-        "the scope is this command unsandboxed: {asked}"
+        scope.contains("unsandboxed") && scope.contains(ESCAPE) && scope.contains("this call only"),
+        "the scope is this command unsandboxed, once: {asked}"
+    );
+    assert_eq!(
+        asked["personOnly"], true,
+        "only a person answers it: {asked}"
     );
 }
 
@@ -200,14 +204,20 @@ decision = "allow"
     );
 }
 
+/// An answer to an unsandboxed run covers that call only: the command runs whatever the
+/// workspace holds when it starts (a Makefile the model edited since, a script it wrote), so
+/// neither `allow_session` nor `allow_always` grants or stores anything.
 #[tokio::test(flavor = "multi_thread")]
-async fn allow_always_stores_a_sandbox_false_rule_that_answers_the_next_call() {
+async fn allow_always_and_allow_session_on_an_unsandboxed_run_count_for_that_call_only() {
     let mock = MockLlm::start(vec![
         escape_call("c_escape"),
         MockTurn::text("Once."),
         done(),
         escape_call("c_again"),
         MockTurn::text("Twice."),
+        done(),
+        escape_call("c_third"),
+        MockTurn::text("Thrice."),
         done(),
     ])
     .await;
@@ -218,30 +228,47 @@ async fn allow_always_stores_a_sandbox_false_rule_that_answers_the_next_call() {
     client.session_prompt(&sid, "publish").await.unwrap();
     let (_, asked) = next_approval(&mut events).await;
     assert_asks_unsandboxed(&asked);
-    let rid = request_id(&asked);
     assert!(
-        respond(&client, &sid, &rid, Decision::AllowAlways)
+        respond(&client, &sid, &request_id(&asked), Decision::AllowAlways)
             .await
             .unwrap()
     );
     let first = events.turn().await;
     assert_eq!(result_of(&first, "c_escape").0, "ok");
-    let stored = std::fs::read_to_string(rules_file(&daemon.workspace)).unwrap();
+    assert!(outside(&daemon, "unsandboxed_outside").exists());
     assert!(
-        stored.contains("sandbox = false") && stored.contains(ESCAPE),
-        "{stored}"
+        !rules_file(&daemon.workspace).exists(),
+        "nothing is stored for an unsandboxed run"
     );
 
-    // A new session: no grant of the first one carries over, only the stored rule.
+    // The same command again, in the same session: asked again; `allow_session` too covers
+    // only that call.
     std::fs::remove_file(outside(&daemon, "unsandboxed_outside")).unwrap();
-    let (next, mut next_events) = yolo_session(&client, &daemon).await;
-    let second = prompt_turn(&client, &mut next_events, &next, "again").await;
+    client.session_prompt(&sid, "again").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(asked["callId"], "c_again", "{asked}");
     assert!(
-        of_type(&second, "approval_requested").is_empty(),
-        "the stored rule answers it: {second:#?}"
+        respond(&client, &sid, &request_id(&asked), Decision::AllowSession)
+            .await
+            .unwrap()
     );
+    let second = events.turn().await;
     assert_eq!(result_of(&second, "c_again").0, "ok");
-    assert!(outside(&daemon, "unsandboxed_outside").exists());
+
+    client.session_prompt(&sid, "thrice").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(
+        asked["callId"], "c_third",
+        "asked again after allow_session: {asked}"
+    );
+    assert!(
+        respond(&client, &sid, &request_id(&asked), Decision::Deny)
+            .await
+            .unwrap()
+    );
+    let third = events.turn().await;
+    assert_eq!(result_of(&third, "c_third").0, "denied");
+    assert!(!rules_file(&daemon.workspace).exists());
 }
 
 fn rules_file(workspace: &Path) -> PathBuf {

@@ -21,7 +21,8 @@ pub struct Asked<'a> {
     pub scope: &'a str,
 }
 
-/// The scope amberd names for a call that can never be granted beyond itself.
+/// What amberd's scope says of a call that can never be granted beyond itself (the whole
+/// scope, or its end: `bash unsandboxed: make (this call only)`).
 const THIS_CALL_ONLY: &str = "this call only";
 
 /// `session/request_permission` params: the tool call (pending) and the options —
@@ -29,7 +30,7 @@ const THIS_CALL_ONLY: &str = "this call only";
 pub fn request_params(session_id: &str, asked: &Asked<'_>, cwd: &Path) -> Value {
     let mut options =
         vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
-    if asked.scope != THIS_CALL_ONLY {
+    if !asked.scope.contains(THIS_CALL_ONLY) {
         let always = match asked.scope {
             "" => "Always allow".to_owned(),
             scope => format!("Always allow {scope}"),
@@ -116,20 +117,25 @@ mod tests {
     #[test]
     fn a_call_that_cannot_be_granted_beyond_itself_offers_no_allow_always() {
         let args = json!({"command": "cp x /etc/y"});
-        let asked = Asked {
-            call_id: "c1",
-            tool: "bash",
-            arguments: &args,
-            reason: "writes outside the workspace",
-            scope: THIS_CALL_ONLY,
-        };
-        let p = request_params("s1", &asked, Path::new("/w"));
-        let ids: Vec<&str> = p["options"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o["optionId"].as_str().unwrap())
-            .collect();
-        assert_eq!(ids, [ALLOW_ONCE, REJECT_ONCE]);
+        for scope in [
+            THIS_CALL_ONLY,
+            "bash unsandboxed: make test (this call only)",
+        ] {
+            let asked = Asked {
+                call_id: "c1",
+                tool: "bash",
+                arguments: &args,
+                reason: "writes outside the workspace",
+                scope,
+            };
+            let p = request_params("s1", &asked, Path::new("/w"));
+            let ids: Vec<&str> = p["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["optionId"].as_str().unwrap())
+                .collect();
+            assert_eq!(ids, [ALLOW_ONCE, REJECT_ONCE], "{scope}");
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! autostarts amberd unless `--no-autostart`), reads `daemon/status` (versions, pid, uptime,
 //! the provider, what the kernel offers the sandbox), GETs the provider's `/models` from
 //! here ([`reach`]) while the daemon runs `sandbox/selftest`, then reads `daemon/status`
-//! again (the self-test waits for the daemon's start-up probe, so its verdict is in) and
+//! again (the self-test waits for the daemon's start-up probe, so its verdict is in), asks
+//! `trust/list` what the workspace (`--cwd`, else the current directory) would load, and
 //! prints one report ([`report`]): human text, or one JSON object with `--json`.
 //!
 //! Exit 0 when the sandbox is available and every self-test check passed; 1 when not, and
@@ -17,10 +18,14 @@ use amber_proto::{DaemonStatus, Empty, methods};
 use crate::args::ConnectArgs;
 use crate::output::{self, connect_options};
 use crate::turn::exit;
-use report::{DaemonPart, Peer, ProviderPart, Report, SelftestPart};
+use report::{DaemonPart, Peer, ProviderPart, Report, SelftestPart, WorkspacePart};
 
-/// `doctor [--json]`.
-pub async fn doctor(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
+/// `doctor [--json] [--cwd DIR]`.
+pub async fn doctor(
+    conn: &ConnectArgs,
+    json: bool,
+    cwd: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
     let client = match Client::connect(connect_options(conn, false)).await {
         Ok(client) => client,
         Err(err) => return unreachable(&err, json),
@@ -52,12 +57,17 @@ pub async fn doctor(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
         .request::<methods::DaemonStatus>(&Empty {})
         .await
         .unwrap_or(status);
-    let report = build(
+    let workspace = workspace_part(&client, cwd).await;
+    let mut report = build(
         &client,
         status,
         provider.map(|p| ProviderPart::new(p, url, reach)),
         SelftestPart::from_call(selftest),
     );
+    report
+        .warnings
+        .extend(report::workspace_warnings(&workspace));
+    report.workspace = Some(workspace);
     if json {
         output::line(&serde_json::to_string_pretty(&report)?)?;
     } else {
@@ -99,6 +109,24 @@ fn build(
         sandbox: status.sandbox,
         selftest,
         problems,
+        workspace: None,
+    }
+}
+
+/// What the workspace would load (`trust/list`); a directory amber would not take as a
+/// workspace is reported, never a failure.
+async fn workspace_part(client: &Client, cwd: Option<&std::path::Path>) -> WorkspacePart {
+    let dir = match crate::run_input::workspace(cwd) {
+        Ok(dir) => dir,
+        Err(err) => return WorkspacePart::error(cwd, format!("{err:#}")),
+    };
+    match crate::trust::list(client, &dir).await {
+        Ok(listed) => WorkspacePart {
+            cwd: listed.cwd,
+            files: listed.files,
+            error: None,
+        },
+        Err(err) => WorkspacePart::error(Some(std::path::Path::new(&dir)), format!("{err:#}")),
     }
 }
 

@@ -23,9 +23,51 @@ pub struct Report {
     /// Why `ok` is false, one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
-    /// What is worth knowing but does not fail the check (the provider).
+    /// What is worth knowing but does not fail the check (the provider, untrusted
+    /// workspace configuration).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// What the workspace would load, and what of it is untrusted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspacePart>,
+}
+
+/// The workspace's configuration files, as `trust/list` reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacePart {
+    pub cwd: String,
+    pub files: Vec<amber_proto::TrustFile>,
+    /// Why it could not be listed (not a directory amber takes as a workspace …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl WorkspacePart {
+    pub fn error(cwd: Option<&std::path::Path>, error: String) -> WorkspacePart {
+        WorkspacePart {
+            cwd: cwd
+                .map(|c| c.display().to_string())
+                .unwrap_or_else(|| ".".to_owned()),
+            files: Vec::new(),
+            error: Some(error),
+        }
+    }
+}
+
+/// A warning per untrusted workspace configuration file.
+pub fn workspace_warnings(w: &WorkspacePart) -> Vec<String> {
+    w.files
+        .iter()
+        .filter(|f| f.state == amber_proto::TrustState::Untrusted)
+        .map(|f| {
+            format!(
+                "{} is untrusted: it is ignored (a rules file's deny and ask rules still apply) \
+                 until you review it and run `amber-cli trust {}`",
+                f.path, f.path
+            )
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -273,6 +315,32 @@ pub fn text(r: &Report) -> String {
             }
         }
     }
+    if let Some(w) = &r.workspace {
+        lines.push(row("workspace", &w.cwd));
+        match &w.error {
+            Some(error) => lines.push(format!("  not listed: {error}")),
+            None if w.files.is_empty() => {
+                lines
+                    .push("  no configuration (.amber/rules.toml, hooks.toml, agents/)".to_owned());
+            }
+            None => {
+                for f in &w.files {
+                    lines.push(format!(
+                        "  {:<9} {} ({})",
+                        f.state.as_str(),
+                        f.path,
+                        f.kind.as_str()
+                    ));
+                    for effect in &f.effects {
+                        lines.push(format!("      {effect}"));
+                    }
+                    if let Some(error) = &f.error {
+                        lines.push(format!("      {error}"));
+                    }
+                }
+            }
+        }
+    }
     for w in &r.warnings {
         lines.push(format!("warning: {w}"));
     }
@@ -353,6 +421,7 @@ mod tests {
                 socket: "/run/amber/amberd.sock".into(),
             },
             warnings: warnings(provider.as_ref(), sandbox.as_ref()),
+            workspace: None,
             provider,
             sandbox,
             selftest,

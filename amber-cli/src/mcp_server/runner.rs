@@ -83,9 +83,9 @@ async fn run_inner(mut call: Call, target: Target) -> Result<CallToolResult, Str
                         last_seq = seq;
                     }
                     if call.yes
-                        && let EventKind::ApprovalRequested { request_id, unsandboxed, .. } = &event.kind
+                        && let EventKind::ApprovalRequested { request_id, unsandboxed, person_only, .. } = &event.kind
                     {
-                        answer(&client, &session_id, request_id, yes_decision(*unsandboxed));
+                        answer(&client, &session_id, request_id, yes_decision(*unsandboxed, *person_only));
                     }
                     if !tracker.is_mine(&event) {
                         continue;

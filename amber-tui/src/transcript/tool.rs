@@ -279,12 +279,60 @@ pub fn detail_lines(tool: &str, args: &Value) -> Vec<Line<'static>> {
             out
         }
         "apply_patch" => diff_lines(tool, args),
+        // A question to trust one version of a workspace configuration file.
+        "trust" | "hooks" if args.get("trust").is_some() => trust_lines(args),
         _ => serde_json::to_string_pretty(args)
             .unwrap_or_default()
             .split('\n')
             .map(|l| Line::from(l.to_owned()))
             .collect(),
     }
+}
+
+/// A trust question: the file and the version, then what it would allow or run once trusted
+/// (a rules file's allow rules, a hooks file's commands, an agent's mode and tools).
+fn trust_lines(args: &Value) -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(Span::styled(
+        arg(args, "trust").unwrap_or("").to_owned(),
+        style::bold(),
+    ))];
+    let hash = arg(args, "hash").unwrap_or("");
+    out.push(Line::from(Span::styled(
+        format!(
+            "{} · version {}",
+            arg(args, "kind").unwrap_or("configuration"),
+            &hash[..12.min(hash.len())]
+        ),
+        style::dim(),
+    )));
+    let list = |key: &str| {
+        args.get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    for rule in list("allows") {
+        out.push(Line::from(format!(
+            "allows: {}",
+            rule.as_str().unwrap_or_default()
+        )));
+    }
+    for hook in list("hooks") {
+        let command: Vec<&str> = hook["command"]
+            .as_array()
+            .map(|c| c.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        out.push(Line::from(format!(
+            "runs on {}: {}",
+            hook["event"].as_str().unwrap_or("?"),
+            command.join(" ")
+        )));
+    }
+    if let Some(agent) = arg(args, "agent") {
+        let mode = arg(args, "mode").unwrap_or("the session's");
+        out.push(Line::from(format!("agent {agent}, mode {mode}")));
+    }
+    out
 }
 
 /// The diff a call's arguments imply (see [`argdiff`]), unwrapped: no line numbers (they would
@@ -396,6 +444,31 @@ mod tests {
         cell.duration_ms = Some(3);
         cell.diff = diff.map(str::to_owned);
         cell
+    }
+
+    #[test]
+    fn a_trust_question_shows_the_file_its_version_and_what_it_would_allow() {
+        let rules = json!({
+            "trust": "/w/.amber/rules.toml", "kind": "rules", "hash": "0123456789abcdef",
+            "allows": ["bash make test (sandbox = false)", "fetch *"],
+        });
+        assert_eq!(
+            texts(&detail_lines("trust", &rules)),
+            [
+                "/w/.amber/rules.toml",
+                "rules · version 0123456789ab",
+                "allows: bash make test (sandbox = false)",
+                "allows: fetch *",
+            ]
+        );
+        let hooks = json!({
+            "trust": "/w/.amber/hooks.toml", "kind": "hooks", "hash": "ff",
+            "hooks": [{"event": "user_prompt", "command": ["sh", "-c", "x"]}],
+        });
+        assert_eq!(
+            texts(&detail_lines("hooks", &hooks))[2],
+            "runs on user_prompt: sh -c x"
+        );
     }
 
     #[test]

@@ -83,6 +83,12 @@ pub fn approval(app: &App, area: Rect, buf: &mut Buffer) {
             style::err(),
         )));
     }
+    if a.person_only {
+        footer.push(Line::from(Span::styled(
+            "! only you can answer this; any allow covers this request only",
+            style::err(),
+        )));
+    }
     footer.extend([
         Line::from(vec![
             Span::styled("reason  ", style::dim()),

@@ -8,10 +8,12 @@
 //! 3. read mode denies what is not read-only (read-only tools, and commands `shell_classify`
 //!    finds read-only that read nothing outside the workspace), and a `fetch` from a host
 //!    that no allow rule names;
-//! 4. a read of a secret location (`secrets`) that no rule allows asks, never granted, in
-//!    every mode, yolo included, for commands and file tools alike; and while the session
-//!    has an OS sandbox, so does a file tool's write to the workspace rules file (a
-//!    `sandbox = false` rule written there would let commands escape the sandbox unasked);
+//! 4. a read of a secret location (`secrets`) asks a person, in every mode, yolo included,
+//!    for commands and file tools alike, whatever the rules say; and while the session has
+//!    an OS sandbox, so does a file tool's write to a protected path (`protected`): the
+//!    sandbox keeps those read-only for commands, and a file tool (which runs in the daemon)
+//!    must not be the way around it (a `sandbox = false` rule in `.amber/rules.toml` would
+//!    let commands escape unasked, a git hook would run at the user's next commit);
 //! 5. yolo allows the rest without asking;
 //! 6. an ask rule asks (`allow_always` then counts for the session only);
 //! 7. read mode allows the rest: it is read-only;
@@ -21,21 +23,24 @@
 //! 9. a command that writes outside the workspace (lexically, or through a symlink inside
 //!    it), writes a protected path (`protected`), reads outside the workspace (unless a
 //!    `read` allow rule naming the path allows it) or writes where the classifier cannot
-//!    resolve asks, never granted: no allow rule or session grant covers it;
+//!    resolve asks a person: no allow rule, session grant or hook covers it;
 //! 10. any other command runs when an allow rule covers it or it is read-only or benign;
 //!     destructive and unknown commands ask;
 //! 11. a file tool writing a protected path (for `apply_patch`: any path its patch names)
-//!     asks, never granted;
+//!     asks a person (with the sandbox off too);
 //! 12. a tool that says it may destroy data (an MCP `destructiveHint`) asks;
 //! 13. a `fetch` runs when an allow rule names its host, and asks otherwise (granted per
 //!     host).
 //!
 //! Last, a command that would run without the OS sandbox (`sandbox: false`, or the session's
-//! sandbox unavailable) is settled by `escalation`: it asks in every mode unless a
-//! `sandbox = false` rule or an exact grant covers it, whatever the steps above allowed.
+//! sandbox unavailable) is settled by `escalation`: it asks a person in every mode unless a
+//! `sandbox = false` rule covers it, whatever the steps above allowed.
 //!
-//! An ask is answered at once (allowed) when a session grant covers every scope of the call,
-//! unless it is never granted. Which rules match is `in_force`'s business: besides a tool's
+//! Two kinds of ask: [`Verdict::Ask`] is answered at once (allowed) when a session grant
+//! covers every scope of the call, and a `pre_tool_use` hook's `allow` or an automatic
+//! approver may answer it; [`Verdict::AskPerson`] ("never granted") carries a
+//! [`PersonOnly`], which nothing but a person's answer in the approval flow turns into a
+//! run: no rule, grant, hook or `--yes`, and that answer covers that one call. Which rules match is `in_force`'s business: besides a tool's
 //! own rules, the `write`/`edit` path rules judge what a command writes and the `read` ones
 //! what it reads. Confinement is not decided here: the tools themselves refuse paths outside
 //! the workspace.
@@ -85,17 +90,49 @@ pub enum Verdict {
         reason: String,
         by: ResolvedBy,
     },
+    /// Ask the approvers; what they allow may be granted for the session or stored.
     Ask {
         reason: String,
-        /// What an `allow_session` answer grants (empty: nothing can be granted).
+        /// What an `allow_session` answer grants.
         scopes: Vec<Scope>,
         /// Whether `allow_always` may persist allow rules. Not when an ask rule asked:
         /// an allow rule would lose to it (ask > allow), so the answer counts for the
         /// session only.
         persist: bool,
-        /// The call would run without the OS sandbox: an answer that allows it allows that.
-        unsandboxed: bool,
     },
+    /// Ask a person, for this call only (see [`PersonOnly`]).
+    AskPerson(PersonOnly),
+}
+
+/// An ask that only a person's answer in the approval flow settles, for that one call:
+/// a secret read, a write the sandbox would refuse a command (a protected path), a command
+/// reaching outside the workspace, a run without the OS sandbox. Its fields are private and
+/// it converts to nothing: whoever holds one can only put it to a person (amberd's gate),
+/// so a new path through the code (a hook, a rule, a grant, an automatic approver) cannot
+/// quietly turn it into an allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonOnly {
+    reason: String,
+    unsandboxed: bool,
+}
+
+impl PersonOnly {
+    pub(crate) fn new(reason: String, unsandboxed: bool) -> PersonOnly {
+        PersonOnly {
+            reason,
+            unsandboxed,
+        }
+    }
+
+    /// Why it asks, as the approval request says it.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The call would run without the OS sandbox: an answer that allows it allows that.
+    pub fn unsandboxed(&self) -> bool {
+        self.unsandboxed
+    }
 }
 
 /// Decides one call, with the daemon's installed secret locations.
@@ -131,7 +168,7 @@ const DECISION_ORDER: &[Step] = &[
     read_mode_refuses_changes,
     read_mode_fetches_only_allowed_hosts,
     secret_reads_ask,
-    rules_file_write_asks_while_sandboxed,
+    protected_write_asks_while_sandboxed,
     yolo_allows,
     ask_rule_asks,
     read_mode_allows,
@@ -173,10 +210,10 @@ impl<'a> Call<'a> {
     ) -> Self {
         let target = target(req.tool, req.args, req.workspace, secrets);
         let rule = rules.strongest(req.tool, &target);
-        let (outside_reads, secret_reads) = unallowed_reads(rules, &target, rule.as_ref());
+        let (outside_reads, secret_reads) = unallowed_reads(rules, &target);
         let read_only = req.tool_read_only || read_only_command(req.tool, &target, &outside_reads);
         let scopes = scopes(req.tool, &target);
-        let escalation = Escalation::of(req, &target, rules, grants);
+        let escalation = Escalation::of(req, &target, rules);
         Call {
             req,
             rules,
@@ -207,29 +244,20 @@ impl<'a> Call<'a> {
                 reason,
                 scopes: self.scopes.clone(),
                 persist,
-                unsandboxed: false,
             }
         }
     }
 }
 
-/// Asks with nothing to grant: no session grant or allow rule ever covers such a call.
+/// Asks a person: no session grant, rule or hook ever covers such a call.
 fn never_granted(reason: String) -> Verdict {
-    Verdict::Ask {
-        reason,
-        scopes: Vec::new(),
-        persist: false,
-        unsandboxed: false,
-    }
+    Verdict::AskPerson(PersonOnly::new(reason, false))
 }
 
 /// The reads that no rule allows: a command's reads outside the workspace, as shown (only a
-/// rule naming an absolute or `~/` path reaches out), and why each secret read is secret.
-fn unallowed_reads(
-    rules: &Rules<'_>,
-    target: &Target,
-    rule: Option<&(RuleDecision, Rule)>,
-) -> (Vec<String>, Vec<String>) {
+/// rule naming an absolute or `~/` path reaches out), and why each secret read is secret
+/// (no rule allows those: only a person's answer does).
+fn unallowed_reads(rules: &Rules<'_>, target: &Target) -> (Vec<String>, Vec<String>) {
     match target {
         Target::Command(c) => (
             c.reads
@@ -237,22 +265,16 @@ fn unallowed_reads(
                 .filter(|r| r.outside && !rules.read_allowed(r, true))
                 .map(|r| r.shown.clone())
                 .collect(),
-            c.reads
-                .iter()
-                .filter(|r| r.secret.is_some() && !rules.read_allowed(r, r.outside))
-                .filter_map(|r| r.secret.clone())
-                .collect(),
+            c.reads.iter().filter_map(|r| r.secret.clone()).collect(),
         ),
         Target::Path {
             secret: Some(why), ..
-        } if !matches!(rule, Some((RuleDecision::Allow, _))) => (Vec::new(), vec![why.clone()]),
-        Target::Files(files) if !matches!(rule, Some((RuleDecision::Allow, _))) => (
+        } => (Vec::new(), vec![why.clone()]),
+        Target::Files(files) => (
             Vec::new(),
             files.iter().filter_map(|f| f.secret.clone()).collect(),
         ),
-        Target::Path { .. } | Target::Files(_) | Target::Host(_) | Target::Nothing => {
-            (Vec::new(), Vec::new())
-        }
+        Target::Path { .. } | Target::Host(_) | Target::Nothing => (Vec::new(), Vec::new()),
     }
 }
 
@@ -337,36 +359,60 @@ fn read_mode_fetches_only_allowed_hosts(call: &Call<'_>) -> Option<Verdict> {
     })
 }
 
-/// Secret locations ask in every mode, yolo included; no grant covers them.
+/// Secret locations ask a person in every mode, yolo included; no rule or grant covers them.
 fn secret_reads_ask(call: &Call<'_>) -> Option<Verdict> {
     if call.secret_reads.is_empty() {
         return None;
     }
     Some(never_granted(format!(
-        "reads a secret location ({}); a `read` allow rule for the path lets it through",
+        "reads a secret location ({}); only your answer lets it through, for this call",
         call.secret_reads.join("; ")
     )))
 }
 
-/// While commands are sandboxed, the sandbox keeps `.amber/` read-only for them; a file tool
-/// (which runs in the daemon, outside any sandbox) writing the rules file asks in every
-/// mode, never granted: a `sandbox = false` rule there would let commands escape unasked.
-fn rules_file_write_asks_while_sandboxed(call: &Call<'_>) -> Option<Verdict> {
+/// While commands are sandboxed, the sandbox keeps the protected paths (`.amber/`, git's
+/// hooks and config) read-only for them; a file tool (which runs in the daemon, outside any
+/// sandbox) writing one asks a person in every mode: a `sandbox = false` rule in the rules
+/// file would let commands escape unasked, a hook would run at the user's next `git commit`.
+fn protected_write_asks_while_sandboxed(call: &Call<'_>) -> Option<Verdict> {
     if call.req.sandbox == SessionSandbox::Off || call.read_only {
         return None;
     }
-    let writes_rules = match &call.target {
-        Target::Path { relative, .. } => relative == RULES_FILE,
-        Target::Files(files) => files.iter().any(|f| f.relative == RULES_FILE),
-        Target::Command(_) | Target::Host(_) | Target::Nothing => false,
+    let relative = protected_written(&call.target)?;
+    let why = if relative.split(", ").any(|r| r == RULES_FILE) {
+        format!(
+            "{RULES_FILE} is the workspace rules file: a rule there can let commands run \
+             without the OS sandbox"
+        )
+    } else {
+        "the OS sandbox keeps it read-only for commands, so a file tool may write it only \
+         with your answer"
+            .to_owned()
     };
-    writes_rules.then(|| {
-        never_granted(format!(
-            "`{}` writes {RULES_FILE}, the workspace rules file: a rule there can let \
-             commands run without the OS sandbox, so it always asks",
-            call.req.tool
-        ))
-    })
+    Some(never_granted(format!(
+        "`{}` writes {relative}, a protected path ({why}); it always asks",
+        call.req.tool
+    )))
+}
+
+/// The protected paths a file tool's call writes, joined; `None` when it writes none.
+fn protected_written(target: &Target) -> Option<String> {
+    match target {
+        Target::Path {
+            relative,
+            protected: true,
+            ..
+        } => Some(relative.clone()),
+        Target::Files(files) if files.iter().any(|f| f.protected) => Some(
+            files
+                .iter()
+                .filter(|f| f.protected)
+                .map(|f| f.relative.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => None,
+    }
 }
 
 /// Yolo asks nothing: what no rule denied and no secret read stopped runs.
@@ -436,20 +482,7 @@ fn command_by_rule_and_class(call: &Call<'_>) -> Option<Verdict> {
 
 /// A file tool's write to a protected path always asks; no grant or rule covers it.
 fn protected_path_write_asks(call: &Call<'_>) -> Option<Verdict> {
-    let relative = match &call.target {
-        Target::Path {
-            relative,
-            protected: true,
-            ..
-        } => relative.clone(),
-        Target::Files(files) if files.iter().any(|f| f.protected) => files
-            .iter()
-            .filter(|f| f.protected)
-            .map(|f| f.relative.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => return None,
-    };
+    let relative = protected_written(&call.target)?;
     (!call.read_only).then(|| {
         never_granted(format!(
             "`{}` writes {relative}, a protected path (amber rules and skills, git hooks \

@@ -1,8 +1,8 @@
 //! Engine tests for escalation: a command that would run without the OS sandbox
 //! (`sandbox: false`, or the session's sandbox unavailable) asks in every mode, yolo
 //! included, unless the sandbox is off; read mode refuses `sandbox: false`; only
-//! `sandbox = false` allow rules and exact grants let it run unasked; `allow_always` stores
-//! such a rule; the workspace rules file is guarded while commands are sandboxed.
+//! `sandbox = false` allow rules let it run unasked; the ask is a person's, for that call
+//! (no grant, no stored rule); protected paths are guarded while commands are sandboxed.
 
 use super::*;
 use crate::SessionSandbox;
@@ -54,23 +54,11 @@ impl Case {
     }
 }
 
-fn unsandboxed_scope(command: &str) -> Scope {
-    Scope::Unsandboxed {
-        tool: "bash".into(),
-        command: command.into(),
-    }
-}
-
-/// The reason, scopes and persist flag of an ask about an unsandboxed run.
-fn unsandboxed_ask(v: Verdict) -> (String, Vec<Scope>, bool) {
+/// The reason of a person-only ask about an unsandboxed run.
+fn unsandboxed_ask(v: Verdict) -> String {
     match v {
-        Verdict::Ask {
-            reason,
-            scopes,
-            persist,
-            unsandboxed: true,
-        } => (reason, scopes, persist),
-        other => panic!("expected an ask about an unsandboxed run, got {other:?}"),
+        Verdict::AskPerson(ask) if ask.unsandboxed() => ask.reason().to_owned(),
+        other => panic!("expected a person's ask about an unsandboxed run, got {other:?}"),
     }
 }
 
@@ -78,19 +66,10 @@ fn unsandboxed_ask(v: Verdict) -> (String, Vec<Scope>, bool) {
 fn sandbox_false_asks_in_every_mode_but_read_and_says_it_runs_unsandboxed() {
     let c = sandboxed();
     for mode in [Mode::Yolo, Mode::Write] {
-        let (reason, scopes, persist) = unsandboxed_ask(c.unsandboxed(mode, "touch marker"));
+        let reason = unsandboxed_ask(c.unsandboxed(mode, "touch marker"));
         assert!(reason.contains("unsandboxed"), "{mode:?}: {reason}");
         assert!(reason.contains("sandbox: false"), "{mode:?}: {reason}");
-        assert_eq!(scopes, vec![unsandboxed_scope("touch marker")], "{mode:?}");
-        assert_eq!(
-            scopes[0].describe(),
-            "bash unsandboxed: touch marker",
-            "the scope shows it too"
-        );
-        assert!(
-            persist,
-            "{mode:?}: allow_always may store a sandbox = false rule"
-        );
+        assert!(reason.contains("this call only"), "{mode:?}: {reason}");
     }
     // The same command inside the sandbox follows the mode.
     assert_eq!(c.bash(Mode::Yolo, "touch marker"), Verdict::Allow);
@@ -118,14 +97,7 @@ fn with_the_sandbox_off_sandbox_false_changes_nothing() {
     assert_eq!(c.unsandboxed(Mode::Write, "touch marker"), Verdict::Allow);
     assert_eq!(c.unsandboxed(Mode::Read, "ls"), Verdict::Allow);
     match c.unsandboxed(Mode::Write, "rm -rf build") {
-        Verdict::Ask {
-            unsandboxed,
-            scopes,
-            ..
-        } => {
-            assert!(!unsandboxed, "the ordinary ask");
-            assert_eq!(ask_scopes_of_rm(), scopes);
-        }
+        Verdict::Ask { scopes, .. } => assert_eq!(ask_scopes_of_rm(), scopes, "the ordinary ask"),
         other => panic!("{other:?}"),
     }
 }
@@ -193,12 +165,11 @@ fn deny_and_ask_rules_beat_a_sandbox_false_allow_rule() {
             ..
         }
     ));
-    let (reason, _, persist) = unsandboxed_ask(c.unsandboxed(Mode::Write, "git push origin"));
+    let reason = unsandboxed_ask(c.unsandboxed(Mode::Write, "git push origin"));
     assert!(
         reason.contains("unsandboxed") && reason.contains("git push*"),
         "both reasons: {reason}"
     );
-    assert!(!persist, "an ask rule's answer is not stored");
     assert_eq!(
         c.unsandboxed(Mode::Write, "git fetch"),
         Verdict::AllowUnsandboxed
@@ -260,82 +231,34 @@ fn sandbox_false_is_for_command_allow_rules_only_and_command_names_the_pattern()
 }
 
 #[test]
-fn a_session_grant_covers_only_the_identical_command_unsandboxed() {
+fn no_grant_or_stored_answer_covers_an_unsandboxed_run() {
     let mut c = sandboxed();
     // An ordinary grant of the program does not cover the unsandboxed run.
     c.grants.grant(&ask_scopes_of_rm());
     assert_eq!(c.bash(Mode::Write, "rm -rf build"), Verdict::Allow);
-    let (_, scopes, _) = unsandboxed_ask(c.unsandboxed(Mode::Write, "rm -rf build"));
-
-    c.grants.grant(&scopes);
     for mode in [Mode::Yolo, Mode::Write] {
-        assert_eq!(
-            c.unsandboxed(mode, "rm -rf build"),
-            Verdict::AllowUnsandboxed,
-            "{mode:?}"
-        );
-        unsandboxed_ask(c.unsandboxed(mode, "rm -rf build2"));
-        unsandboxed_ask(c.unsandboxed(mode, "rm -rf build; touch x"));
+        unsandboxed_ask(c.unsandboxed(mode, "rm -rf build"));
+        // What the mode never grants is named in the same person-only ask.
+        let reason = unsandboxed_ask(c.unsandboxed(mode, "touch ../outside"));
+        if mode == Mode::Write {
+            assert!(reason.contains("outside the workspace"), "{reason}");
+        }
     }
-    // The grant is for `bash`: a `process` start of the same command still asks.
-    unsandboxed_ask(c.decide(
-        Mode::Yolo,
-        "process",
-        false,
-        json!({"action": "start", "command": "rm -rf build", "sandbox": false}),
-    ));
-}
-
-#[test]
-fn a_grant_never_covers_what_the_mode_never_grants() {
-    let mut c = sandboxed();
-    let (reason, scopes, persist) = unsandboxed_ask(c.unsandboxed(Mode::Write, "touch ../outside"));
-    assert!(scopes.is_empty() && !persist, "never granted: {scopes:?}");
-    assert!(
-        reason.contains("unsandboxed") && reason.contains("outside the workspace"),
-        "{reason}"
-    );
-    c.grants.grant(&[unsandboxed_scope("touch ../outside")]);
-    unsandboxed_ask(c.unsandboxed(Mode::Write, "touch ../outside"));
-    // Yolo lets an outside write through, so the grant answers it there.
-    assert_eq!(
-        c.unsandboxed(Mode::Yolo, "touch ../outside"),
-        Verdict::AllowUnsandboxed
-    );
-}
-
-#[test]
-fn allow_always_stores_a_sandbox_false_rule_that_answers_the_same_command_next_time() {
-    let mut c = sandboxed();
-    for command in ["touch marker", "cd sub && make install PREFIX=x"] {
-        let (_, scopes, persist) = unsandboxed_ask(c.unsandboxed(Mode::Yolo, command));
-        assert!(persist, "{command}");
-        let stored = rules_for(&scopes);
-        assert_eq!(stored, vec![unsandboxed_allow(command)], "{command}");
-        c.workspace = RuleSet::new(&stored).unwrap();
-        assert_eq!(
-            c.unsandboxed(Mode::Yolo, command),
-            Verdict::AllowUnsandboxed,
-            "{command}"
-        );
-        unsandboxed_ask(c.unsandboxed(Mode::Yolo, "touch other; rm -rf x"));
-    }
-    // A `*` would be a wildcard in the stored pattern: allow_always is for the session.
-    let (_, scopes, persist) = unsandboxed_ask(c.unsandboxed(Mode::Yolo, "rm *.o"));
-    assert!(!persist && !scopes.is_empty());
+    // An ordinary allow rule (what `allow_always` stores for a grantable ask) never does.
+    c.workspace = RuleSet::new(&[rule("bash", "make*", None, RuleDecision::Allow)]).unwrap();
+    unsandboxed_ask(c.unsandboxed(Mode::Yolo, "make test"));
 }
 
 #[test]
 fn an_unavailable_sandbox_sends_every_command_to_approval_in_every_mode() {
     let c = unavailable();
     for mode in [Mode::Yolo, Mode::Write, Mode::Read] {
-        let (reason, scopes, _) = unsandboxed_ask(c.bash(mode, "ls"));
+        let reason = unsandboxed_ask(c.bash(mode, "ls"));
         assert!(
             reason.contains("unavailable") && reason.contains(NO_LANDLOCK),
             "{mode:?}: {reason}"
         );
         assert!(reason.contains("unsandboxed"), "{mode:?}: {reason}");
-        assert_eq!(scopes, vec![unsandboxed_scope("ls")]);
     }
     unsandboxed_ask(c.unsandboxed(Mode::Yolo, "ls"));
     let start = json!({"action": "start", "command": "sleep 1"});
@@ -364,25 +287,36 @@ fn an_unavailable_sandbox_runs_what_a_sandbox_false_rule_allows() {
 }
 
 #[test]
-fn writing_the_rules_file_asks_in_yolo_while_commands_are_sandboxed() {
-    let write = || json!({"path": ".amber/rules.toml", "content": "[[rules]]\n"});
+fn writing_a_protected_path_asks_a_person_in_yolo_while_commands_are_sandboxed() {
+    let write = |path: &str| json!({"path": path, "content": "[[rules]]\n"});
     let patch = || json!({"patch": "*** Begin Patch\n*** Add File: .amber/rules.toml\n+x\n*** End Patch\n"});
     for c in [sandboxed(), unavailable()] {
-        for (tool, args) in [("write", write()), ("apply_patch", patch())] {
-            match c.decide(Mode::Yolo, tool, false, args) {
-                Verdict::Ask { reason, scopes, .. } => {
-                    assert!(scopes.is_empty(), "never granted");
-                    assert!(reason.contains(".amber/rules.toml"), "{reason}");
+        let calls = [
+            ("write", write(".amber/rules.toml")),
+            ("apply_patch", patch()),
+            ("write", write(".git/hooks/pre-commit")),
+            ("write", write(".git/config")),
+            ("write", write(".amber/agents/plan.md")),
+            ("write", write(".amber/hooks.toml")),
+        ];
+        for (tool, args) in calls {
+            match c.decide(Mode::Yolo, tool, false, args.clone()) {
+                Verdict::AskPerson(ask) => {
+                    assert!(!ask.unsandboxed());
+                    let path = args["path"].as_str().unwrap_or(".amber/rules.toml");
+                    assert!(ask.reason().contains(path), "{}", ask.reason());
                 }
-                other => panic!("{tool}: {other:?}"),
+                other => panic!("{tool} {args}: {other:?}"),
             }
         }
-        let skill = json!({"path": ".amber/skills/x/SKILL.md", "content": "x"});
-        assert_eq!(c.decide(Mode::Yolo, "write", false, skill), Verdict::Allow);
+        assert_eq!(
+            c.decide(Mode::Yolo, "write", false, write("src/a.rs")),
+            Verdict::Allow
+        );
     }
     let off = Case::new();
     assert_eq!(
-        off.decide(Mode::Yolo, "write", false, write()),
+        off.decide(Mode::Yolo, "write", false, write(".amber/rules.toml")),
         Verdict::Allow
     );
 }

@@ -7,8 +7,9 @@ use super::*;
 use crate::engine::decide_with;
 use crate::secrets::SecretLocations;
 
+/// An ask only a person may answer: no rule, grant or hook covers it.
 fn never_granted(v: &Verdict) -> bool {
-    matches!(v, Verdict::Ask { scopes, persist: false, .. } if scopes.is_empty())
+    matches!(v, Verdict::AskPerson(_))
 }
 
 /// A workspace, a sibling `outside/` and a `home/` (with `.ssh/id_x`), all in one temp dir.
@@ -143,7 +144,7 @@ fn a_read_rule_naming_an_outside_directory_allows_reads_there_only() {
 }
 
 #[test]
-fn secret_locations_ask_in_every_mode_unless_a_rule_allows_them() {
+fn secret_locations_ask_a_person_in_every_mode_whatever_the_rules() {
     let r = Reads::new(&[]);
     let home = r.root.join("home");
     let key = home.join(".ssh/id_x");
@@ -177,13 +178,23 @@ fn secret_locations_ask_in_every_mode_unless_a_rule_allows_them() {
         r.decide(Mode::Yolo, "read", true, json!({ "path": ".env.example" })),
         Verdict::Allow
     );
-    // A rule allows them.
-    let allowed = Reads::new(&[("read", ".env", RuleDecision::Allow)]);
-    assert_eq!(allowed.bash(Mode::Yolo, "cat .env"), Verdict::Allow);
-    assert_eq!(
-        allowed.decide(Mode::Read, "read", true, json!({ "path": ".env" })),
-        Verdict::Allow
-    );
+    // No rule allows them, not even one naming the path, nor a rule for every path.
+    for rules in [
+        &[("read", ".env", RuleDecision::Allow)][..],
+        &[("*", "**", RuleDecision::Allow)][..],
+        &[("bash", "cat", RuleDecision::Allow)][..],
+    ] {
+        let allowed = Reads::new(rules);
+        assert!(
+            never_granted(&allowed.bash(Mode::Yolo, "cat .env")),
+            "{rules:?}"
+        );
+        let v = allowed.decide(Mode::Read, "read", true, json!({ "path": ".env" }));
+        assert!(never_granted(&v), "{rules:?}: {v:?}");
+    }
+    // A deny rule still denies.
+    let denied = Reads::new(&[("read", ".env", RuleDecision::Deny)]);
+    assert!(is_deny(&denied.bash(Mode::Yolo, "cat .env")));
     // `~` stands for the daemon's home.
     let v = r.bash(Mode::Yolo, "cat ~/.ssh/id_x");
     assert!(never_granted(&v), "{v:?}");

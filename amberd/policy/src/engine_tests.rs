@@ -67,8 +67,14 @@ impl Case {
     }
 }
 
+/// Any ask: one the approvers may grant, or one only a person may answer.
 fn is_ask(v: &Verdict) -> bool {
-    matches!(v, Verdict::Ask { .. })
+    matches!(v, Verdict::Ask { .. } | Verdict::AskPerson(_))
+}
+
+/// An ask only a person may answer: nothing is granted or stored from it.
+fn is_person_ask(v: &Verdict) -> bool {
+    matches!(v, Verdict::AskPerson(_))
 }
 
 #[test]
@@ -124,7 +130,7 @@ fn a_session_grant_covers_the_program_inside_the_workspace_only() {
     }]);
     assert_eq!(c.bash(Mode::Write, "rm -rf build2"), Verdict::Allow);
     match c.bash(Mode::Write, "rm -rf /etc/amber-test") {
-        Verdict::Ask { scopes, .. } => assert!(scopes.is_empty()),
+        Verdict::AskPerson(_) => {}
         other => panic!("outside the workspace must still ask: {other:?}"),
     }
 }
@@ -201,7 +207,7 @@ fn rule_precedence_is_deny_then_ask_then_allow() {
 fn an_allow_rule_never_reaches_outside_the_workspace() {
     let c = Case::new().rules(&[("bash", "rm", RuleDecision::Allow)]);
     assert_eq!(c.bash(Mode::Write, "rm -rf build"), Verdict::Allow);
-    assert!(is_ask(&c.bash(Mode::Write, "rm -rf /etc/x")));
+    assert!(is_person_ask(&c.bash(Mode::Write, "rm -rf /etc/x")));
 }
 
 #[test]
@@ -360,9 +366,11 @@ fn plugin_tools_are_not_read_as_shell_commands_and_destructive_ones_ask() {
     );
 }
 
+/// What an ask grants: nothing for an ask only a person may answer.
 fn ask_scopes(v: &Verdict) -> &[Scope] {
     match v {
         Verdict::Ask { scopes, .. } => scopes,
+        Verdict::AskPerson(_) => &[],
         other => panic!("expected ask, got {other:?}"),
     }
 }

@@ -5,8 +5,9 @@
 
 use super::*;
 
+/// An ask only a person may answer: no rule, grant or hook covers it.
 fn never_granted(v: &Verdict) -> bool {
-    matches!(v, Verdict::Ask { scopes, persist: false, .. } if scopes.is_empty())
+    matches!(v, Verdict::AskPerson(_))
 }
 
 #[test]
@@ -162,10 +163,10 @@ fn apply_patch_is_judged_by_every_path_its_headers_name() {
         );
         let v = patch(&c, Mode::Write, &text);
         assert!(never_granted(&v), "{protected}: {v:?}");
-        let Verdict::Ask { reason, .. } = v else {
+        let Verdict::AskPerson(ask) = v else {
             unreachable!()
         };
-        assert!(reason.contains(shown), "{reason}");
+        assert!(ask.reason().contains(shown), "{}", ask.reason());
         assert_eq!(
             patch(&c, Mode::Yolo, &text),
             Verdict::Allow,

@@ -1,4 +1,4 @@
-//! Escalation: a command that would run without the OS sandbox always goes to approval.
+//! Escalation: a command that would run without the OS sandbox always goes to a person.
 //!
 //! A `bash` call or `process` start runs unsandboxed when it says `sandbox: false`, or when
 //! the session's sandbox is unavailable (the kernel cannot enforce it: amber fails closed).
@@ -6,23 +6,25 @@
 //! - is denied when the mode's own verdict denies it, and in read mode when it asked for
 //!   `sandbox: false` (read mode always runs commands in the read-only sandbox);
 //! - runs unsandboxed ([`Verdict::AllowUnsandboxed`]) without asking only when a
-//!   `sandbox = false` allow rule covers it (`command_rules::allows_unsandboxed`) or a session
-//!   grant covers exactly this command unsandboxed, and the mode's verdict would let it run
-//!   (or, for the grant, would ask with something to grant);
-//! - otherwise asks, in every mode, yolo included, with a reason that says it runs
-//!   unsandboxed. What an `allow_session` answer grants is this command's exact text
-//!   unsandboxed ([`Scope::Unsandboxed`]), nothing else; `allow_always` stores a
-//!   `sandbox = false` allow rule for it (not for a command with a `*`, which a pattern would
-//!   read as a wildcard, nor for one the parser cannot fully read, which no rule allows). A
-//!   request the mode would never grant (a write outside the workspace …) stays ungrantable.
+//!   `sandbox = false` allow rule covers it (`command_rules::allows_unsandboxed`) and the
+//!   mode's verdict would let it run;
+//! - otherwise asks a person ([`Verdict::AskPerson`]), in every mode, yolo included, with a
+//!   reason that says it runs unsandboxed; the answer covers that call only.
 //!
-//! Ordinary allow rules and grants never cover an unsandboxed run.
+//! Why no grant: an unsandboxed command runs workspace content with all of the user's
+//! access — `make test` runs the Makefile, every script and included file its recipes name,
+//! and the code the model wrote that the tests build. No list of files recorded with a grant
+//! covers that (a recipe's script sources another; a test is code), so a grant or stored
+//! rule made from an answer would stay valid after the model changed what the command runs.
+//! `allow_session` and `allow_always` therefore count for this call only (the reason says
+//! so), and only a `sandbox = false` rule a person wrote (config.toml, or a trusted
+//! `.amber/rules.toml`) lets a command out unasked. Ordinary allow rules never do.
 
 use amber_proto::{Mode, ResolvedBy};
 use serde_json::Value;
 
+use super::engine::PersonOnly;
 use super::engine::{Request, Rules, Verdict};
-use super::grants::{Grants, Scope};
 use super::rules::Rule;
 use super::target::Target;
 
@@ -44,17 +46,12 @@ pub enum SessionSandbox<'a> {
 pub(crate) struct Escalation<'a> {
     tool: &'a str,
     mode: Mode,
-    command: String,
     /// The call says `sandbox: false`.
     asked: bool,
     /// Why the session's sandbox is unavailable, when it is.
     unavailable: Option<&'a str>,
     /// The `sandbox = false` allow rule covering the command.
     pub(crate) rule: Option<Rule>,
-    /// A session grant covers exactly this command unsandboxed.
-    granted: bool,
-    /// An `allow_always` rule for the command would match it again.
-    storable: bool,
 }
 
 impl<'a> Escalation<'a> {
@@ -63,7 +60,6 @@ impl<'a> Escalation<'a> {
         req: &'a Request<'a>,
         target: &Target,
         rules: &Rules<'_>,
-        grants: &Grants,
     ) -> Option<Escalation<'a>> {
         let Target::Command(c) = target else {
             return None;
@@ -78,27 +74,13 @@ impl<'a> Escalation<'a> {
             SessionSandbox::On => None,
             SessionSandbox::Unavailable(why) => Some(why),
         };
-        let scope = Scope::Unsandboxed {
-            tool: req.tool.to_owned(),
-            command: c.command.clone(),
-        };
         Some(Escalation {
             tool: req.tool,
             mode: req.mode,
-            command: c.command.clone(),
             asked,
             unavailable,
             rule: rules.unsandboxed_rule(req.tool, c),
-            granted: grants.covers(std::slice::from_ref(&scope)),
-            storable: c.complete && !c.command.contains('*'),
         })
-    }
-
-    fn scope(&self) -> Scope {
-        Scope::Unsandboxed {
-            tool: self.tool.to_owned(),
-            command: self.command.clone(),
-        }
     }
 
     /// What the approval says: that the command runs unsandboxed, and why.
@@ -129,39 +111,26 @@ impl<'a> Escalation<'a> {
                 by: ResolvedBy::Policy,
             };
         }
-        let (also, grantable, persist) = match verdict {
+        let also = match verdict {
             Verdict::Deny { .. } => return verdict,
-            Verdict::Allow | Verdict::AllowUnsandboxed if self.rule.is_some() || self.granted => {
+            Verdict::Allow | Verdict::AllowUnsandboxed if self.rule.is_some() => {
                 return Verdict::AllowUnsandboxed;
             }
-            Verdict::Allow | Verdict::AllowUnsandboxed => (None, true, true),
-            Verdict::Ask {
-                reason,
-                scopes,
-                persist,
-                ..
-            } => {
-                let grantable = !scopes.is_empty();
-                if grantable && self.granted {
-                    return Verdict::AllowUnsandboxed;
-                }
-                (Some(reason), grantable, persist)
-            }
+            Verdict::Allow | Verdict::AllowUnsandboxed => None,
+            Verdict::Ask { reason, .. } => Some(reason),
+            Verdict::AskPerson(ask) => Some(ask.reason().to_owned()),
         };
         let reason = match also {
             Some(also) => format!("{}; it also needs approval because: {also}", self.reason()),
             None => self.reason(),
         };
-        Verdict::Ask {
-            reason,
-            scopes: if grantable {
-                vec![self.scope()]
-            } else {
-                Vec::new()
-            },
-            persist: grantable && persist && self.storable,
-            unsandboxed: true,
-        }
+        Verdict::AskPerson(PersonOnly::new(
+            format!(
+                "{reason} (an answer counts for this call only: the command runs what the \
+                 workspace holds when it starts)"
+            ),
+            true,
+        ))
     }
 }
 

@@ -2,9 +2,8 @@
 //!
 //! Commands are granted by program scope (`rm`, `git push`) and only inside the workspace;
 //! file tools by folder, which covers its subfolders; `fetch` by host (exactly that host,
-//! no subdomain); an unsandboxed run by its exact command text (`Scope::Unsandboxed`: that
-//! command, and no other, may run without the OS sandbox). A grant never outlives its
-//! session.
+//! no subdomain). Nothing grants a run without the OS sandbox (`escalation` says why). A
+//! grant never outlives its session.
 
 use std::collections::HashSet;
 
@@ -19,9 +18,6 @@ pub enum Scope {
     Host { tool: String, host: String },
     /// Anything else: the tool as a whole.
     Tool { tool: String },
-    /// Exactly this command, run without the OS sandbox (`escalation`). Covered only by a
-    /// grant of the identical text.
-    Unsandboxed { tool: String, command: String },
 }
 
 impl Scope {
@@ -32,7 +28,6 @@ impl Scope {
             Scope::Folder { tool, folder } => format!("{tool}: {folder}/"),
             Scope::Host { host, .. } => format!("host:{host}"),
             Scope::Tool { tool } => tool.clone(),
-            Scope::Unsandboxed { tool, command } => format!("{tool} unsandboxed: {command}"),
         }
     }
 }

@@ -25,12 +25,12 @@ mod secrets;
 mod shell;
 mod target;
 
-pub use engine::{Request, Rules, Verdict, decide};
+pub use engine::{PersonOnly, Request, Rules, Verdict, decide};
 pub use escalation::SessionSandbox;
 pub use grants::{Grants, Scope};
 pub use mode::mode_allows;
 pub use patch_paths::{PatchHeader, patch_header};
 pub use paths::{PathError, confine};
-pub use rules::{Rule, RuleDecision, RuleError, RuleSet, WorkspaceRules};
+pub use rules::{Appended, LoadedRules, Rule, RuleDecision, RuleError, RuleSet, WorkspaceRules};
 pub use secrets::SecretLocations;
 pub use target::{UrlError, rules_for, url_host};

@@ -50,7 +50,7 @@ pub struct Rule {
 
 impl Rule {
     /// The rule as reasons show it: `bash git push*`, `fetch host=docs.rs`.
-    pub(crate) fn shown(&self) -> String {
+    pub fn shown(&self) -> String {
         let shown = match &self.host {
             Some(host) => format!("{} host={host}", self.tool),
             None => format!("{} {}", self.tool, self.pattern),
@@ -137,8 +137,28 @@ impl RuleSet {
     }
 
     /// Every rule, in file order.
-    pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule> {
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter().map(|c| &c.rule)
+    }
+
+    /// Only the deny and ask rules: what an untrusted rules file may still say (it can
+    /// narrow what runs, never widen it).
+    pub fn restrictions(&self) -> RuleSet {
+        RuleSet {
+            rules: self
+                .rules
+                .iter()
+                .filter(|c| c.rule.decision != RuleDecision::Allow)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Whether any rule allows something (and so needs trust to count).
+    pub fn allows_anything(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|c| c.rule.decision == RuleDecision::Allow)
     }
 
     /// The strongest decision among matching rules, with the rule that made it.
@@ -258,11 +278,55 @@ fn matches(compiled: &Compiled, subject: Subject<'_>) -> bool {
     }
 }
 
+/// The workspace's rules file as last read: its rules, and the blake3 hash of the bytes
+/// they were parsed from (`None` when there is no file), so a caller can tell whether that
+/// version was trusted before it lets the allow rules count.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedRules {
+    pub hash: Option<String>,
+    all: RuleSet,
+    restrictions: RuleSet,
+}
+
+impl LoadedRules {
+    /// Parses one version of a rules file (`bytes`, as read).
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<LoadedRules, RuleError> {
+        let read_err = |message: String| RuleError::Read {
+            path: path.to_owned(),
+            message,
+        };
+        let text = std::str::from_utf8(bytes).map_err(|e| read_err(e.to_string()))?;
+        let file: RulesFile = toml::from_str(text).map_err(|e| read_err(e.to_string()))?;
+        let all = RuleSet::new(&file.rules)?;
+        Ok(LoadedRules {
+            hash: Some(blake3::hash(bytes).to_hex().to_string()),
+            restrictions: all.restrictions(),
+            all,
+        })
+    }
+
+    /// The rules in force: all of them once this version is trusted, else only its deny and
+    /// ask rules.
+    pub fn in_force(&self, trusted: bool) -> &RuleSet {
+        if trusted {
+            &self.all
+        } else {
+            &self.restrictions
+        }
+    }
+
+    /// Every rule of the file, trusted or not (to show what trusting it would allow).
+    pub fn all(&self) -> &RuleSet {
+        &self.all
+    }
+}
+
 /// The workspace's rules file, re-read when it changes on disk.
 #[derive(Debug)]
 pub struct WorkspaceRules {
     path: PathBuf,
-    loaded: Option<(Option<SystemTime>, RuleSet)>,
+    /// The file's (mtime, length) when it was read, and what was read.
+    loaded: Option<(Option<(SystemTime, u64)>, LoadedRules)>,
 }
 
 impl WorkspaceRules {
@@ -273,31 +337,66 @@ impl WorkspaceRules {
         }
     }
 
-    /// The current rules; a missing file is an empty set, a broken one an error (callers
-    /// treat it as "ask", never as "allow").
-    pub fn current(&mut self) -> Result<&RuleSet, RuleError> {
-        let mtime = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
-        let fresh = matches!(&self.loaded, Some((seen, _)) if *seen == mtime);
-        if !fresh {
-            let set = match mtime {
-                None => RuleSet::default(),
-                Some(_) => RuleSet::new(&read_file(&self.path)?.rules)?,
-            };
-            self.loaded = Some((mtime, set));
-        }
-        let (_, set) = self
-            .loaded
-            .get_or_insert_with(|| (mtime, RuleSet::default()));
-        Ok(set)
+    /// The rules file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
-    /// Appends a rule (an `allow_always` answer) to the file, creating it if needed.
-    pub fn append(&mut self, rule: Rule) -> Result<(), RuleError> {
-        let mut file = match std::fs::metadata(&self.path) {
-            Ok(_) => read_file(&self.path)?,
-            Err(_) => RulesFile::default(),
+    /// The current rules; a missing file is an empty set, a broken one an error (callers
+    /// treat it as "ask", never as "allow").
+    pub fn current(&mut self) -> Result<&LoadedRules, RuleError> {
+        let stamp = std::fs::metadata(&self.path)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        let fresh = matches!(&self.loaded, Some((seen, _)) if *seen == stamp);
+        if !fresh {
+            let loaded = match stamp {
+                None => LoadedRules::default(),
+                Some(_) => match std::fs::read(&self.path) {
+                    Ok(bytes) => LoadedRules::parse(&self.path, &bytes)?,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                        LoadedRules::default()
+                    }
+                    Err(err) => {
+                        return Err(RuleError::Read {
+                            path: self.path.clone(),
+                            message: err.to_string(),
+                        });
+                    }
+                },
+            };
+            self.loaded = Some((stamp, loaded));
+        }
+        let (_, loaded) = self
+            .loaded
+            .get_or_insert_with(|| (stamp, LoadedRules::default()));
+        Ok(loaded)
+    }
+
+    /// Appends a rule (an `allow_always` answer) to the file, creating it if needed. Says
+    /// which version it extended and which it wrote, by the hashes of the very bytes read and
+    /// written, so a caller can carry the first one's trust over to the second and to nothing
+    /// else (a file swapped in between is a version nobody trusted).
+    pub fn append(&mut self, rule: Rule) -> Result<Appended, RuleError> {
+        let (before, mut file) = match std::fs::read(&self.path) {
+            Ok(bytes) => {
+                let text = std::str::from_utf8(&bytes).map_err(|e| RuleError::Read {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })?;
+                let file: RulesFile = toml::from_str(text).map_err(|e| RuleError::Read {
+                    path: self.path.clone(),
+                    message: e.to_string(),
+                })?;
+                (Some(blake3::hash(&bytes).to_hex().to_string()), file)
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => (None, RulesFile::default()),
+            Err(err) => {
+                return Err(RuleError::Read {
+                    path: self.path.clone(),
+                    message: err.to_string(),
+                });
+            }
         };
         if !file.rules.contains(&rule) {
             file.rules.push(rule);
@@ -312,20 +411,22 @@ impl WorkspaceRules {
         }
         let header = "# amber: rules for this workspace (deny > ask > allow).\n\
                       # `allow_always` answers are appended here.\n\n";
-        std::fs::write(&self.path, format!("{header}{text}"))
-            .map_err(|e| write_err(e.to_string()))?;
+        let written = format!("{header}{text}");
+        std::fs::write(&self.path, &written).map_err(|e| write_err(e.to_string()))?;
         self.loaded = None;
-        Ok(())
+        Ok(Appended {
+            before,
+            after: blake3::hash(written.as_bytes()).to_hex().to_string(),
+        })
     }
 }
 
-fn read_file(path: &Path) -> Result<RulesFile, RuleError> {
-    let read_err = |message: String| RuleError::Read {
-        path: path.to_owned(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
-    toml::from_str(&text).map_err(|e| read_err(e.to_string()))
+/// What [`WorkspaceRules::append`] did: the version it extended (`None`: there was no file)
+/// and the version it wrote (blake3 hashes, hex).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    pub before: Option<String>,
+    pub after: String,
 }
 
 #[cfg(test)]
@@ -404,11 +505,27 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let file = ws.path().join(".amber/rules.toml");
         let mut rules = WorkspaceRules::new(ws.path());
-        assert!(rules.current().unwrap().rules().next().is_none());
+        assert!(rules.current().unwrap().all().rules().next().is_none());
+        assert_eq!(rules.current().unwrap().hash, None);
         rules
             .append(rule("bash", "rm", RuleDecision::Allow))
             .unwrap();
-        let got = command_rules::decide(&[rules.current().unwrap()], "bash", &rm_x());
+        let got =
+            command_rules::decide(&[rules.current().unwrap().in_force(true)], "bash", &rm_x());
+        assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Allow));
+        // Untrusted, the allow rule does not count.
+        let got =
+            command_rules::decide(&[rules.current().unwrap().in_force(false)], "bash", &rm_x());
+        assert_eq!(got, None);
+        let hash = rules.current().unwrap().hash.clone().unwrap();
+        assert_eq!(
+            hash,
+            blake3::hash(&std::fs::read(&file).unwrap())
+                .to_hex()
+                .to_string()
+        );
+        let got =
+            command_rules::decide(&[rules.current().unwrap().in_force(true)], "bash", &rm_x());
         assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Allow));
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(
@@ -429,7 +546,14 @@ mod tests {
             .unwrap()
             .set_modified(later)
             .unwrap();
-        let got = command_rules::decide(&[rules.current().unwrap()], "bash", &rm_x());
-        assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Deny));
+        // A deny rule counts trusted or not.
+        for trusted in [true, false] {
+            let got = command_rules::decide(
+                &[rules.current().unwrap().in_force(trusted)],
+                "bash",
+                &rm_x(),
+            );
+            assert_eq!(got.map(|(d, _)| d), Some(RuleDecision::Deny));
+        }
     }
 }

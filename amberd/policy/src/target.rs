@@ -397,16 +397,6 @@ pub fn rules_for(scopes: &[Scope]) -> Vec<Rule> {
                 sandbox: None,
                 decision: RuleDecision::Allow,
             },
-            // The command as its pattern: it matches the command itself (and, like every
-            // command pattern, with further arguments). `escalation` offers no `allow_always`
-            // for a command with a `*`, which a pattern would read as a wildcard.
-            Scope::Unsandboxed { tool, command } => Rule {
-                tool: tool.clone(),
-                pattern: command.trim().to_owned(),
-                host: None,
-                sandbox: Some(false),
-                decision: RuleDecision::Allow,
-            },
         })
         .collect()
 }

@@ -9,8 +9,12 @@
 //! **Invariants:** a name resolves to the first source that has a file of that name, good or
 //! bad — a broken workspace file is an error naming it, never a silent fall-back to the
 //! user's or the bundled agent of the same name (and `agent/list` leaves that name out); a
-//! workspace agent file must resolve inside the workspace (symlinks confined as for `read`);
-//! files are read when used, never cached, so an edit applies to the next session.
+//! workspace agent may not take a bundled agent's name (`plan`, `review`): such a file is
+//! refused with an error saying so, never used in the bundled one's place; a workspace
+//! agent file must resolve inside the workspace (symlinks confined as for `read`) and is
+//! read as a pinned version (`crate::trust`): its [`Agent::pinned`] names the hash of the
+//! bytes it was parsed from, which callers check is trusted before using it; files are
+//! read when used, never cached, so an edit applies to the next session.
 
 mod front_matter;
 mod limits;
@@ -48,6 +52,11 @@ pub(crate) enum AgentError {
     InvalidName(String),
     #[error("unknown agent `{name}`; available: {known}")]
     Unknown { name: String, known: String },
+    #[error(
+        "agent `{name}` ({file}): a workspace agent may not take the name of the bundled agent \
+         `{name}`; it is refused (rename the file to use it)"
+    )]
+    ShadowsBundled { name: String, file: String },
     #[error("agent `{name}` ({file}): {reason}")]
     Bad {
         name: String,
@@ -62,6 +71,23 @@ pub(crate) struct Agent {
     pub name: String,
     pub source: AgentSource,
     pub definition: Definition,
+    /// A workspace agent's file version (path and hash): it needs trust before use.
+    pub pinned: Option<Pinned>,
+}
+
+/// The version of a workspace agent's file an [`Agent`] was parsed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pinned {
+    /// The absolute path in the workspace (the key trust is remembered under).
+    pub path: PathBuf,
+    /// Workspace-relative (`.amber/agents/NAME.md`).
+    pub relative: String,
+    pub hash: String,
+}
+
+/// Whether `name` is a bundled agent's, which no workspace agent may take.
+pub(crate) fn is_bundled(name: &str) -> bool {
+    BUNDLED.iter().any(|(bundled, _)| *bundled == name)
 }
 
 impl Agent {
@@ -70,6 +96,7 @@ impl Agent {
             name: self.name.clone(),
             description: self.definition.description.clone(),
             source: self.source,
+            untrusted: false,
         }
     }
 }
@@ -139,7 +166,7 @@ pub(crate) fn find(dirs: &AgentDirs, name: &str) -> Result<Agent, AgentError> {
         Some((_, text)) => parse_bundled(name, text),
         None => Err(AgentError::Unknown {
             name: name.to_owned(),
-            known: list(dirs)
+            known: list(dirs, &|_| true)
                 .iter()
                 .map(|a| a.name.as_str())
                 .collect::<Vec<_>>()
@@ -148,8 +175,9 @@ pub(crate) fn find(dirs: &AgentDirs, name: &str) -> Result<Agent, AgentError> {
     }
 }
 
-/// Every usable agent, by name. A file that cannot be used is logged and its name left out.
-pub(crate) fn list(dirs: &AgentDirs) -> Vec<AgentInfo> {
+/// Every usable agent, by name. A file that cannot be used is logged and its name left out;
+/// a workspace agent whose version `trusted` does not accept is marked `untrusted`.
+pub(crate) fn list(dirs: &AgentDirs, trusted: &dyn Fn(&Pinned) -> bool) -> Vec<AgentInfo> {
     let mut files: BTreeMap<String, (AgentSource, PathBuf)> = BTreeMap::new();
     for (source, dir) in dirs.sources() {
         for (name, path) in agent_files(&dir) {
@@ -165,7 +193,13 @@ pub(crate) fn list(dirs: &AgentDirs) -> Vec<AgentInfo> {
                 |err| tracing::warn!(target: "amberd::agents", %err, "ignoring an agent file"),
             )
             .ok();
-        agents.insert(name, agent.map(|a| a.info()));
+        agents.insert(
+            name,
+            agent.map(|a| AgentInfo {
+                untrusted: a.pinned.as_ref().is_some_and(|p| !trusted(p)),
+                ..a.info()
+            }),
+        );
     }
     for (name, text) in BUNDLED {
         if agents.contains_key(name) {
@@ -218,15 +252,10 @@ fn load(
         file: path.display().to_string(),
         reason,
     };
-    let resolved = match (&dirs.workspace, source) {
-        (Some(root), AgentSource::Workspace) => {
-            let relative = format!("{WORKSPACE_AGENTS}/{name}.md");
-            amber_policy::confine(root, &relative)
-                .map_err(|e| bad(format!("not inside the workspace: {e}")))?
-        }
-        _ => path.to_path_buf(),
-    };
-    let meta = std::fs::metadata(&resolved).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if let (Some(root), AgentSource::Workspace) = (&dirs.workspace, source) {
+        return load_workspace(root, name, path);
+    }
+    let meta = std::fs::metadata(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
     if !meta.is_file() {
         return Err(bad("not a regular file".into()));
     }
@@ -236,13 +265,60 @@ fn load(
             meta.len()
         )));
     }
-    let bytes = std::fs::read(&resolved).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
     let text = String::from_utf8(bytes).map_err(|_| bad("not valid UTF-8".into()))?;
     let definition = front_matter::parse(name, &text).map_err(bad)?;
     Ok(Agent {
         name: name.to_owned(),
         source,
         definition,
+        pinned: None,
+    })
+}
+
+/// Reads a workspace agent as a pinned version: confined to the workspace, parsed from the
+/// bytes its hash was taken of; a bundled agent's name is refused.
+fn load_workspace(root: &Path, name: &str, path: &Path) -> Result<Agent, AgentError> {
+    let bad = |reason: String| AgentError::Bad {
+        name: name.to_owned(),
+        file: path.display().to_string(),
+        reason,
+    };
+    if is_bundled(name) {
+        return Err(AgentError::ShadowsBundled {
+            name: name.to_owned(),
+            file: path.display().to_string(),
+        });
+    }
+    let relative = format!("{WORKSPACE_AGENTS}/{name}.md");
+    let file = match crate::trust::read(root, crate::trust::ConfigKind::Agent, &relative) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Err(bad("cannot read it: it is gone".into())),
+        Err(crate::trust::TrustFileError::Outside { reason, .. }) => {
+            return Err(bad(format!("not inside the workspace: {reason}")));
+        }
+        Err(crate::trust::TrustFileError::NotAFile { .. }) => {
+            return Err(bad("not a regular file".into()));
+        }
+        Err(err) => return Err(bad(err.to_string())),
+    };
+    let text = file.utf8().ok_or_else(|| bad("not valid UTF-8".into()))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(bad(format!(
+            "{} bytes, more than the {MAX_FILE_BYTES} an agent file may have",
+            text.len()
+        )));
+    }
+    let definition = front_matter::parse(name, text).map_err(bad)?;
+    Ok(Agent {
+        name: name.to_owned(),
+        source: AgentSource::Workspace,
+        definition,
+        pinned: Some(Pinned {
+            path: file.path.clone(),
+            relative,
+            hash: file.hash.clone(),
+        }),
     })
 }
 
@@ -256,6 +332,7 @@ fn parse_bundled(name: &str, text: &str) -> Result<Agent, AgentError> {
         name: name.to_owned(),
         source: AgentSource::Bundled,
         definition,
+        pinned: None,
     })
 }
 

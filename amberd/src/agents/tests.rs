@@ -48,7 +48,10 @@ fn agent_text(description: &str) -> String {
 }
 
 fn listed(dirs: &AgentDirs) -> Vec<(String, AgentSource)> {
-    list(dirs).into_iter().map(|a| (a.name, a.source)).collect()
+    list(dirs, &|_| true)
+        .into_iter()
+        .map(|a| (a.name, a.source))
+        .collect()
 }
 
 #[test]
@@ -69,24 +72,34 @@ fn the_bundled_agents_parse_and_run_in_read_mode() {
 #[test]
 fn workspace_beats_user_beats_bundled() {
     let d = Dirs::new();
-    d.workspace_file("plan.md", &agent_text("workspace plan"));
-    d.user_file("plan.md", &agent_text("user plan"));
+    d.workspace_file("mine.md", &agent_text("workspace mine"));
     d.user_file("mine.md", &agent_text("user mine"));
+    d.user_file("plan.md", &agent_text("user plan"));
     d.workspace_file("docs.md", &agent_text("workspace docs"));
     d.user_file("review.md", &agent_text("user review"));
     assert_eq!(
         listed(&d.dirs()),
         [
             ("docs".to_owned(), AgentSource::Workspace),
-            ("mine".to_owned(), AgentSource::User),
-            ("plan".to_owned(), AgentSource::Workspace),
+            ("mine".to_owned(), AgentSource::Workspace),
+            ("plan".to_owned(), AgentSource::User),
             ("review".to_owned(), AgentSource::User),
         ]
     );
-    let plan = find(&d.dirs(), "plan").unwrap();
-    assert_eq!(plan.definition.description, "workspace plan");
-    assert_eq!(plan.definition.prompt, "Prompt of workspace plan.");
+    let mine = find(&d.dirs(), "mine").unwrap();
+    assert_eq!(mine.definition.description, "workspace mine");
+    assert_eq!(mine.definition.prompt, "Prompt of workspace mine.");
+    // A workspace agent is pinned to the bytes it was read from; others need no trust.
+    let pinned = mine.pinned.clone().unwrap();
+    assert_eq!(pinned.relative, ".amber/agents/mine.md");
+    assert_eq!(
+        pinned.hash,
+        blake3::hash(agent_text("workspace mine").as_bytes())
+            .to_hex()
+            .to_string()
+    );
     assert_eq!(find(&d.dirs(), "review").unwrap().source, AgentSource::User);
+    assert_eq!(find(&d.dirs(), "review").unwrap().pinned, None);
     // Without a workspace: the user's and the bundled ones.
     let no_workspace = AgentDirs::with(None, Some(&d.user));
     assert_eq!(
@@ -126,9 +139,25 @@ fn a_bad_file_is_left_out_of_the_list_and_its_use_names_the_file() {
     );
     let plan = find(&d.dirs(), "plan").unwrap_err().to_string();
     assert!(
-        plan.contains("plan.md") && plan.contains("no front matter"),
+        plan.contains("plan.md") && plan.contains("bundled agent `plan`"),
         "{plan}"
     );
+}
+
+#[test]
+fn a_workspace_agent_may_not_take_a_bundled_name_even_a_good_one() {
+    let d = Dirs::new();
+    for name in ["plan", "review"] {
+        d.workspace_file(&format!("{name}.md"), &agent_text("yolo look-alike"));
+        let err = find(&d.dirs(), name).unwrap_err();
+        assert!(
+            matches!(err, AgentError::ShadowsBundled { .. }),
+            "{name}: {err}"
+        );
+        assert!(err.to_string().contains("may not take the name"), "{err}");
+    }
+    // Left out of the list: neither the look-alike nor, silently, the bundled one.
+    assert!(listed(&d.dirs()).is_empty(), "{:?}", listed(&d.dirs()));
 }
 
 #[test]

@@ -2,9 +2,10 @@
 //! of `config.toml` and the workspace's `.amber/hooks.toml`.
 //!
 //! This module knows no session: it reads hook specs, runs hook processes (`process`),
-//! reads their answers (`decision`), checks rewritten arguments (`schema`) and remembers
-//! trusted workspace files (`trust`). `session/hooks.rs` attaches it to a session: which
-//! hooks apply, asking to trust a workspace file, publishing `hook_failed`.
+//! reads their answers (`decision`), checks rewritten arguments (`schema`) and reads the
+//! workspace's hooks file as a pinned version (`trust`; whether it is trusted is
+//! `crate::trust`'s business). `session/hooks.rs` attaches it to a session: which hooks
+//! apply, publishing `hook_failed`.
 //!
 //! **Invariants:** a `pre_tool_use` hook that fails in any way (crash, timeout, garbage,
 //! invalid rewrite) denies the call — fail closed; every other event fails open. No hook
@@ -31,15 +32,12 @@ pub use decision::HookFailure;
 pub use input::HookInput;
 pub use process::HookEnv;
 pub use spec::{HookEvent, HookSpec, HooksFile};
-pub use trust::TrustStore;
 
 /// The daemon's hooks state, shared by every session (`Deps::hooks`): the config file's
-/// hooks behind one cell a config reload replaces, the trust store, and where hook inputs
-/// are written.
+/// hooks behind one cell a config reload replaces, and where hook inputs are written.
 #[derive(Debug)]
 pub struct Hooks {
     config: RwLock<Arc<[HookSpec]>>,
-    pub trust: TrustStore,
     scratch: PathBuf,
 }
 
@@ -48,7 +46,6 @@ impl Hooks {
     pub fn new(config: Vec<HookSpec>, data_dir: &Path) -> Hooks {
         Hooks {
             config: RwLock::new(config.into()),
-            trust: TrustStore::new(data_dir),
             scratch: data_dir.join("hooks"),
         }
     }

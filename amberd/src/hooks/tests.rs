@@ -13,6 +13,7 @@ use super::process::{self, Exit, HookRun, MAX_STDOUT};
 use super::*;
 use crate::tools::env_policy::ToolEnv;
 use crate::tools::sandbox::ToolSandbox;
+use crate::trust::TrustStore;
 
 fn spec(event: HookEvent, command: &[&str]) -> HookSpec {
     HookSpec {

@@ -151,6 +151,9 @@ pub fn module(
         Ok(proto::AgentListResult { agents })
     })?;
 
+    m.method::<methods::TrustList>(|p, d, _| Ok(d.sessions.trust_list(&p.cwd)?))?;
+    m.method::<methods::TrustRespond>(|p, d, _| Ok(d.sessions.trust_respond(&p)?))?;
+
     m.method::<methods::SessionSetMode>(|p, d, _| {
         Ok(d.sessions.get(&p.session_id)?.shared.set_mode(p.mode))
     })?;
@@ -210,6 +213,8 @@ pub const SERVED: &[&str] = &[
     methods::PROVIDER_LIST,
     methods::SESSION_SET_MODEL,
     methods::AGENT_LIST,
+    methods::TRUST_LIST,
+    methods::TRUST_RESPOND,
     methods::SANDBOX_SELFTEST,
     methods::CHECKPOINT_LIST,
     methods::CHECKPOINT_DIFF,

@@ -196,6 +196,7 @@ mod tests {
             reason: "why".into(),
             scope: "write".into(),
             unsandboxed: false,
+            person_only: false,
         };
         let fitted = fit_typed(&approval, limits);
         assert!(elide::json_len(&fitted) <= limits.budget());

@@ -149,9 +149,10 @@ async fn run_prompt(
         },
     );
     settle_sandbox(shared, deps).await;
-    // Before the prompt's hooks: a new or changed workspace hooks file is put to the user.
+    // Before the prompt's hooks: new or changed workspace configuration is put to the user.
+    shared.hooks.report_unusable(shared, turn_id);
     shared
-        .hooks
+        .trust
         .trust_for_turn(shared, deps, turn_id, &cancel)
         .await;
     let prompted = shared

@@ -173,6 +173,7 @@ mod tests {
             reason: "destructive".into(),
             scope: "bash: rm".into(),
             unsandboxed: false,
+            person_only: false,
         }
     }
 

@@ -73,6 +73,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             deps.store.as_ref().map(|s| s.sessions_dir().join(&id)),
         )),
         hooks: super::hooks::SessionHooks::new(weak.clone()),
+        trust: super::trust::SessionTrust::default(),
         mcp: super::mcp::SessionMcp::new(
             weak.clone(),
             &deps.live().config.mcp,

@@ -84,6 +84,8 @@ pub struct Deps {
     /// `hooks.replace_config_hooks`), the trust of workspace hooks files, the hooks'
     /// scratch directory (`hooks/`).
     pub hooks: crate::hooks::Hooks,
+    /// What the user decided about workspace configuration files (`crate::trust`).
+    pub trust: crate::trust::TrustStore,
 }
 
 impl Deps {
@@ -149,6 +151,7 @@ impl Deps {
             live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
             config_error: Mutex::new(None),
             hooks,
+            trust: crate::trust::TrustStore::new(&data_dir),
             watchers,
             checkpoints,
             llm,

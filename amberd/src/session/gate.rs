@@ -1,13 +1,14 @@
 //! The session's gate: the policy engine decides; calls that need approval are asked over
 //! the socket (SEED.md "approvals"), and answers become session grants or stored rules.
 
-use amber_policy::{Request, Rules, Scope, SessionSandbox, Verdict};
+use amber_policy::{PersonOnly, Request, Rules, Scope, SessionSandbox, Verdict};
 use amber_proto::{Approval, Decision, EventKind, Mode, ResolvedBy, SessionState};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
+use super::trust::Level as TrustLevel;
 use crate::hooks::PreToolVerdict;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
 use crate::tools::sandbox::ToolSandbox;
@@ -30,9 +31,10 @@ impl DeniedPaths for SessionDeniedPaths {
         };
         let mut rules = shared.lock_rules();
         // A broken workspace file denies nothing here; the gate already asks for writes.
+        // Deny rules count whether the file is trusted or not.
         rules
             .current()
-            .is_ok_and(|set| set.denies_path(&[tool], relative))
+            .is_ok_and(|loaded| loaded.in_force(false).denies_path(&[tool], relative))
     }
 }
 
@@ -73,8 +75,9 @@ impl Gate for SessionGate<'_> {
 impl SessionGate<'_> {
     /// The `pre_tool_use` hooks first (they may deny, rewrite the arguments, ask or
     /// pre-approve), then policy on the arguments the call will run with. A hook's `allow`
-    /// skips an approval policy asks for, but never one for running unsandboxed, and never
-    /// overrides a deny (rules, read mode); its `ask` asks where policy would allow.
+    /// answers an ask policy would put to the approvers, never one only a person may answer
+    /// ([`Verdict::AskPerson`]: secret reads, protected writes, runs without the sandbox),
+    /// and never overrides a deny (rules, read mode); its `ask` asks where policy would allow.
     async fn check_call(&self, call: GateCall<'_>) -> GateVerdict {
         let hooked = self
             .shared
@@ -93,17 +96,15 @@ impl SessionGate<'_> {
             PreToolVerdict::Deny(reason) => return GateVerdict::Deny(reason),
             PreToolVerdict::NoOpinion => self.policy(&call).await,
             PreToolVerdict::Allow => match self.decide(&call) {
-                Verdict::Allow
-                | Verdict::Ask {
-                    unsandboxed: false, ..
-                } => GateVerdict::Allow,
+                Verdict::Allow | Verdict::Ask { .. } => GateVerdict::Allow,
                 Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
-                ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
+                Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
             },
             PreToolVerdict::Ask(reason) => match self.decide(&call) {
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
                 ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
+                Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
                 allowed => {
                     let unsandboxed = allowed == Verdict::AllowUnsandboxed;
                     let reason = format!("a pre_tool_use hook asks: {reason}");
@@ -136,7 +137,7 @@ impl SessionGate<'_> {
         self.policy_ask(call, verdict).await
     }
 
-    /// A policy verdict carried out (an `Ask` asks).
+    /// A policy verdict carried out (an ask asks).
     async fn policy_ask(&self, call: &GateCall<'_>, verdict: Verdict) -> GateVerdict {
         match verdict {
             Verdict::Allow => GateVerdict::Allow,
@@ -146,14 +147,51 @@ impl SessionGate<'_> {
                 reason,
                 scopes,
                 persist,
-                unsandboxed,
-            } => {
-                let verdict = self.ask(call, reason, scopes, persist, unsandboxed).await;
-                // Approving a call that runs unsandboxed approves exactly that.
-                match verdict {
-                    GateVerdict::Allow if unsandboxed => GateVerdict::AllowUnsandboxed,
-                    other => other,
-                }
+            } => self.ask(call, reason, scopes, persist, false).await,
+            Verdict::AskPerson(ask) => self.ask_person(call, ask).await,
+        }
+    }
+
+    /// Puts a person-only ask to the approvers (`personOnly` in the request, which
+    /// automatic approvers such as `--yes` leave to a person). Whatever allowing answer
+    /// comes back covers this call only: nothing is granted or stored.
+    async fn ask_person(&self, call: &GateCall<'_>, ask: PersonOnly) -> GateVerdict {
+        let unsandboxed = ask.unsandboxed();
+        let scope = match call.args.get("command").and_then(serde_json::Value::as_str) {
+            Some(command) if unsandboxed => {
+                format!("{} unsandboxed: {command} (this call only)", call.call.name)
+            }
+            _ => "this call only".to_owned(),
+        };
+        let approval = Approval {
+            request_id: format!("apr_{}", uuid::Uuid::new_v4().simple()),
+            call_id: call.call.id.clone(),
+            tool: call.call.name.clone(),
+            arguments: call.args.clone(),
+            reason: ask.reason().to_owned(),
+            scope,
+            unsandboxed,
+            person_only: true,
+        };
+        let answer = request_approval(
+            self.shared,
+            self.deps,
+            self.turn_id,
+            self.cancel,
+            approval,
+            false,
+        )
+        .await;
+        match refusal(answer, ask.reason()) {
+            Err(denied) => denied,
+            Ok(Decision::Deny) => GateVerdict::Deny("the user denied this call".into()),
+            Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways)
+                if unsandboxed =>
+            {
+                GateVerdict::AllowUnsandboxed
+            }
+            Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways) => {
+                GateVerdict::Allow
             }
         }
     }
@@ -171,7 +209,18 @@ impl SessionGate<'_> {
             sandbox: session_sandbox(&tool_sandbox),
         };
         let mut workspace_rules = shared.lock_rules();
-        let workspace = workspace_rules.current().map_err(|e| e.to_string());
+        let path = workspace_rules.path().to_path_buf();
+        // Its allow rules count only once that version of the file is trusted.
+        let workspace = workspace_rules
+            .current()
+            .map(|loaded| {
+                let trusted = loaded
+                    .hash
+                    .as_deref()
+                    .is_some_and(|hash| shared.trust.is_trusted(self.deps, &path, hash));
+                loaded.in_force(trusted)
+            })
+            .map_err(|e| e.to_string());
         let rules = Rules {
             config: &self.deps.live().rules,
             workspace,
@@ -188,8 +237,9 @@ impl SessionGate<'_> {
 
     /// Asks the approvers. `persist`: whether `allow_always` may store allow rules; when an
     /// ask rule asked it may not (the rule would still ask), so `allow_always` is taken as
-    /// `allow_session` — the reason says so and `approval_resolved` reports it. The same
-    /// for an `unsandboxed` run whose command no stored rule could name.
+    /// `allow_session` — the reason says so and `approval_resolved` reports it.
+    /// `unsandboxed`: the call runs without the OS sandbox by a `sandbox = false` rule and a
+    /// hook asked about it.
     async fn ask(
         &self,
         call: &GateCall<'_>,
@@ -209,12 +259,12 @@ impl SessionGate<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let reason = match (persist || scopes.is_empty(), unsandboxed) {
-            (true, _) => reason,
-            (false, true) => format!("{reason} (allow_always counts for this session only)"),
-            (false, false) => format!(
+        let reason = if persist || scopes.is_empty() {
+            reason
+        } else {
+            format!(
                 "{reason} (allow_always counts for this session only: the rule would still ask)"
-            ),
+            )
         };
         let approval = Approval {
             request_id,
@@ -224,6 +274,7 @@ impl SessionGate<'_> {
             reason: reason.clone(),
             scope,
             unsandboxed,
+            person_only: false,
         };
         let answer = request_approval(
             shared,
@@ -234,23 +285,9 @@ impl SessionGate<'_> {
             persist,
         )
         .await;
-        let decision = match answer {
-            Answer::Decided(decision) => decision,
-            Answer::NoApprover => {
-                return GateVerdict::Deny(format!(
-                    "needs approval ({reason}), and no approver is connected to this session"
-                ));
-            }
-            Answer::ApproverLeft => {
-                return GateVerdict::Deny(format!(
-                    "needs approval ({reason}), and the last approver disconnected"
-                ));
-            }
-            Answer::Cancelled => {
-                return GateVerdict::Deny(
-                    "the turn was cancelled while waiting for approval".into(),
-                );
-            }
+        let decision = match refusal(answer, &reason) {
+            Ok(decision) => decision,
+            Err(denied) => return denied,
         };
         match decision {
             Decision::AllowOnce => GateVerdict::Allow,
@@ -267,14 +304,47 @@ impl SessionGate<'_> {
         }
     }
 
-    /// `allow_always`: the scopes become allow rules in the workspace's rules file.
+    /// `allow_always`: the scopes become allow rules in the workspace's rules file. The
+    /// version amber extended keeps the trust it had (a new file, being amber's own, as
+    /// trusted as `allow_always` is) and passes it to the version amber wrote, judged by the
+    /// hashes of the very bytes `append` read and wrote: an untrusted file stays untrusted,
+    /// appended rule and all, and a file swapped in meanwhile gets nothing.
     fn persist(&self, scopes: &[Scope]) {
-        let mut rules = self.shared.lock_rules();
+        let shared = self.shared;
+        let mut rules = shared.lock_rules();
+        let path = rules.path().to_path_buf();
         for rule in amber_policy::rules_for(scopes) {
-            if let Err(err) = rules.append(rule) {
-                tracing::warn!(%err, "could not persist an allow_always rule");
+            let appended = match rules.append(rule) {
+                Ok(appended) => appended,
+                Err(err) => {
+                    tracing::warn!(%err, "could not persist an allow_always rule");
+                    continue;
+                }
+            };
+            let level = match appended.before.as_deref() {
+                None => Some(TrustLevel::Always),
+                Some(hash) => shared.trust.level(self.deps, &path, hash),
+            };
+            if let Some(level) = level {
+                shared.trust.trust(self.deps, &path, &appended.after, level);
             }
         }
+    }
+}
+
+/// The decision of an answered request, or the denial of one nobody answered.
+fn refusal(answer: Answer, reason: &str) -> Result<Decision, GateVerdict> {
+    match answer {
+        Answer::Decided(decision) => Ok(decision),
+        Answer::NoApprover => Err(GateVerdict::Deny(format!(
+            "needs approval ({reason}), and no approver is connected to this session"
+        ))),
+        Answer::ApproverLeft => Err(GateVerdict::Deny(format!(
+            "needs approval ({reason}), and the last approver disconnected"
+        ))),
+        Answer::Cancelled => Err(GateVerdict::Deny(
+            "the turn was cancelled while waiting for approval".into(),
+        )),
     }
 }
 
@@ -342,6 +412,7 @@ pub(crate) async fn request_approval(
         reason: approval.reason.clone(),
         scope: approval.scope.clone(),
         unsandboxed: approval.unsandboxed,
+        person_only: approval.person_only,
     });
     shared
         .hooks

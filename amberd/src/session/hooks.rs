@@ -1,59 +1,31 @@
 //! A session's hooks (`hooks/` does the running): which hooks apply to an event — the
-//! config file's, then the workspace's `.amber/hooks.toml` once trusted —, asking the user
-//! to trust that file at the start of a turn, running the deciding events in line and the
-//! others in the background, and a durable `hook_failed` for every failure.
-//!
-//! Trust: the first turn that finds an untrusted (new or changed) workspace hooks file asks
-//! through the approval flow (tool `hooks`). `allow_once` trusts it for that turn,
-//! `allow_session` for the session, `allow_always` remembers its hash in the data dir. A
-//! denial, or no approver, leaves it untrusted: the file's hooks are skipped (and the next
-//! turn asks again). Outside a turn (`session_started`) only an already trusted file runs.
+//! config file's, then the workspace's `.amber/hooks.toml` once that version is trusted
+//! (`session/trust.rs` asks at the start of a turn) —, running the deciding events in line
+//! and the others in the background, and a durable `hook_failed` for every failure.
 
-use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::Weak;
 
-use amber_proto::{Approval, Decision, EventKind, StopReason, ToolStatus};
+use amber_proto::{Approval, EventKind, StopReason, ToolStatus};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
 use super::deps::Deps;
-use super::gate::{Answer, request_approval};
-use crate::hooks::trust::{self, WorkspaceHooks};
+use crate::hooks::trust;
 use crate::hooks::{
     self, Failed, HookEnv, HookEvent, HookInput, HookSpec, PreToolOutcome, PromptOutcome,
 };
 use crate::tools::gate::GateCall;
 
-/// The tool name of the approval that asks to trust a workspace's hooks file.
-pub const TRUST_TOOL: &str = "hooks";
-
-/// Which versions of the workspace hooks file this session trusts beyond the trust store.
-#[derive(Debug, Default)]
-struct Trusted {
-    /// `allow_session` answers: hashes trusted until the session ends.
-    session: HashSet<String>,
-    /// An `allow_once` answer: the hash trusted for the running turn.
-    turn: Option<String>,
-}
-
 /// The hooks side of one session.
 pub(crate) struct SessionHooks {
     /// The session itself, for the background tasks of fire-and-forget hooks.
     me: Weak<SessionShared>,
-    trusted: Mutex<Trusted>,
 }
 
 impl SessionHooks {
     pub(crate) fn new(me: Weak<SessionShared>) -> SessionHooks {
-        SessionHooks {
-            me,
-            trusted: Mutex::new(Trusted::default()),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Trusted> {
-        self.trusted.lock().unwrap_or_else(|e| e.into_inner())
+        SessionHooks { me }
     }
 
     fn env(shared: &SessionShared, deps: &Deps) -> HookEnv {
@@ -64,18 +36,6 @@ impl SessionHooks {
             env: shared.tools.tool_env(),
             scratch: deps.hooks.scratch().to_path_buf(),
         }
-    }
-
-    fn is_trusted(&self, deps: &Deps, file: &WorkspaceHooks) -> bool {
-        {
-            let trusted = self.lock();
-            if trusted.turn.as_deref() == Some(file.hash.as_str())
-                || trusted.session.contains(&file.hash)
-            {
-                return true;
-            }
-        }
-        deps.hooks.trust.is_trusted(&file.path, &file.hash)
     }
 
     /// The hooks that run for `event` on `tool`: the config file's, then the trusted
@@ -97,85 +57,31 @@ impl SessionHooks {
             .collect();
         match trust::read_workspace(&shared.workspace) {
             Ok(Some(file)) if file.hooks.iter().any(|h| h.applies(event, tool)) => {
-                if self.is_trusted(deps, &file) {
+                if shared.trust.is_trusted(deps, &file.path, &file.hash) {
                     hooks.extend(file.hooks.into_iter().filter(|h| h.applies(event, tool)));
                 } else {
                     tracing::debug!(session = %shared.id, event = event.as_str(), "skipping the untrusted workspace hooks");
                 }
             }
             Ok(_) => {}
-            // Reported when a turn starts (`trust_for_turn`).
+            // Reported when a turn starts (`report_unusable`).
             Err(err) => tracing::debug!(session = %shared.id, %err, "skipping the workspace hooks"),
         }
         hooks
     }
 
-    /// At the start of a turn: an untrusted workspace hooks file is put to the user.
-    pub(crate) async fn trust_for_turn(
-        &self,
-        shared: &SessionShared,
-        deps: &Deps,
-        turn_id: &str,
-        cancel: &CancellationToken,
-    ) {
-        self.lock().turn = None;
-        let file = match trust::read_workspace(&shared.workspace) {
-            Ok(Some(file)) if !file.hooks.is_empty() => file,
-            Ok(_) => return,
-            Err(err) => {
-                report(
-                    shared,
-                    Some(turn_id),
-                    HookEvent::UserPrompt,
-                    &[],
-                    format!("the workspace hooks are skipped: {err}"),
-                    None,
-                );
-                return;
-            }
-        };
-        if self.is_trusted(deps, &file) {
-            return;
-        }
-        let commands: Vec<Value> = file
-            .hooks
-            .iter()
-            .map(|h| json!({"event": h.event, "command": h.command, "matcher": h.matcher}))
-            .collect();
-        let approval = Approval {
-            request_id: format!("apr_{}", uuid::Uuid::new_v4().simple()),
-            call_id: format!("hooks_{}", &file.hash[..12.min(file.hash.len())]),
-            tool: TRUST_TOOL.to_owned(),
-            arguments: json!({
-                "trust": file.path.display().to_string(),
-                "hash": file.hash,
-                "hooks": commands,
-            }),
-            reason: format!(
-                "trust the workspace's hooks file {}? Its commands would run around this session's tool calls and turns",
-                trust::WORKSPACE_FILE
-            ),
-            scope: format!("this version of {}", trust::WORKSPACE_FILE),
-            unsandboxed: false,
-        };
-        let answer = request_approval(shared, deps, turn_id, cancel, approval, true).await;
-        match answer {
-            Answer::Decided(Decision::AllowOnce) => self.lock().turn = Some(file.hash),
-            Answer::Decided(Decision::AllowSession) => {
-                self.lock().session.insert(file.hash);
-            }
-            Answer::Decided(Decision::AllowAlways) => {
-                if let Err(err) = deps.hooks.trust.remember(&file.path, &file.hash) {
-                    tracing::warn!(%err, "cannot remember the trusted workspace hooks; trusted for this session");
-                }
-                self.lock().session.insert(file.hash);
-            }
-            Answer::Decided(Decision::Deny) => {
-                tracing::info!(session = %shared.id, path = %file.path.display(), "workspace hooks not trusted (denied); skipped");
-            }
-            Answer::NoApprover | Answer::ApproverLeft | Answer::Cancelled => {
-                tracing::info!(session = %shared.id, path = %file.path.display(), ?answer, "workspace hooks not trusted (nobody answered); skipped this turn");
-            }
+    /// At the start of a turn: a workspace hooks file that cannot be used is reported
+    /// (whether a usable one is trusted is asked by `session/trust.rs`).
+    pub(crate) fn report_unusable(&self, shared: &SessionShared, turn_id: &str) {
+        if let Err(err) = trust::read_workspace(&shared.workspace) {
+            report(
+                shared,
+                Some(turn_id),
+                HookEvent::UserPrompt,
+                &[],
+                format!("the workspace hooks are skipped: {err}"),
+                None,
+            );
         }
     }
 

@@ -147,7 +147,7 @@ impl SessionManager {
             home.as_deref(),
             self.deps.live().config.sessions.allow_broad_workspace,
         )?;
-        let agent = agent_param(&workspace, params.agent.as_deref())?;
+        let agent = agent_param(&workspace, params.agent.as_deref(), &self.deps.trust)?;
         let defaults = agent.as_ref().map(|a| &a.definition);
         let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
         validate_mcp_servers(&params.mcp_servers)?;
@@ -300,7 +300,46 @@ impl SessionManager {
             }
             None => None,
         };
-        Ok(agents::list(&AgentDirs::new(workspace.as_deref())))
+        let trust = &self.deps.trust;
+        Ok(agents::list(
+            &AgentDirs::new(workspace.as_deref()),
+            &|pinned| trust.is_trusted(&pinned.path, &pinned.hash),
+        ))
+    }
+
+    /// `trust/list`: the configuration files of the workspace `cwd` (validated as
+    /// `session/new`'s) and where their trust stands.
+    pub fn trust_list(&self, cwd: &str) -> Result<amber_proto::TrustListResult, SessionError> {
+        let workspace = self.trust_workspace(cwd)?;
+        Ok(amber_proto::TrustListResult {
+            cwd: workspace.display().to_string(),
+            files: crate::trust::report::list(&workspace, &self.deps.trust),
+        })
+    }
+
+    /// `trust/respond`: a person's decision on one version of one file.
+    pub fn trust_respond(
+        &self,
+        params: &amber_proto::TrustRespondParams,
+    ) -> Result<amber_proto::TrustFile, SessionError> {
+        let workspace = self.trust_workspace(&params.cwd)?;
+        crate::trust::report::respond(
+            &workspace,
+            &self.deps.trust,
+            &params.path,
+            &params.hash,
+            params.decision,
+        )
+        .map_err(|e| SessionError::InvalidParams(format!("path: {e}")))
+    }
+
+    fn trust_workspace(&self, cwd: &str) -> Result<std::path::PathBuf, SessionError> {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        build::validate_workspace(
+            cwd,
+            home.as_deref(),
+            self.deps.live().config.sessions.allow_broad_workspace,
+        )
     }
 
     /// The live session, loading it from the store on first use.
@@ -885,16 +924,28 @@ fn prefix_matches(messages: &[Message], len: usize, head: &str) -> bool {
     len == 0 || format!("{:016x}", chain.head()) == head
 }
 
-/// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents.
+/// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents. A
+/// workspace agent must be a version the user trusted (remembered in the data dir: there is
+/// no session yet to ask in).
 fn agent_param(
     workspace: &std::path::Path,
     name: Option<&str>,
+    trust: &crate::trust::TrustStore,
 ) -> Result<Option<Agent>, SessionError> {
-    name.map(|name| {
-        agents::find(&AgentDirs::new(Some(workspace)), name)
-            .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))
-    })
-    .transpose()
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let agent = agents::find(&AgentDirs::new(Some(workspace)), name)
+        .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))?;
+    if let Some(pinned) = &agent.pinned
+        && !trust.is_trusted(&pinned.path, &pinned.hash)
+    {
+        return Err(SessionError::InvalidParams(format!(
+            "agent: {}",
+            super::trust::untrusted_agent(&agent.name, &pinned.relative)
+        )));
+    }
+    Ok(Some(agent))
 }
 
 /// Runs git work off the runtime's threads.

@@ -21,6 +21,7 @@ mod restore;
 mod rewind;
 pub(crate) mod sandbox;
 pub(crate) mod subagents;
+pub(crate) mod trust;
 mod view;
 pub(crate) mod watch;
 pub(crate) mod workspace_root;
@@ -88,8 +89,10 @@ pub struct SessionShared {
     pub(crate) sandbox: sandbox::SessionSandbox,
     /// What each turn did to the workspace, and the way back (`checkpoints/`).
     pub(crate) checkpoints: Arc<crate::checkpoints::SessionCheckpoints>,
-    /// The session's side of hooks: which apply, trust of the workspace's file.
+    /// The session's side of hooks: which apply.
     pub(crate) hooks: hooks::SessionHooks,
+    /// The workspace configuration versions this session trusts beyond the daemon's store.
+    pub(crate) trust: trust::SessionTrust,
     /// The session's own MCP servers and their tools (`mcp.rs`).
     pub(crate) mcp: mcp::SessionMcp,
     grants: Mutex<Grants>,

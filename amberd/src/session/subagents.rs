@@ -47,10 +47,25 @@ impl SubagentRunner for SessionSubagents {
             };
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
             let deps = &self.deps;
-            // Every agent is resolved before any task runs: one bad name runs nothing.
-            let profiles = tasks
+            // Every agent is found, and a workspace agent trusted, before any task runs: one
+            // bad or untrusted name runs nothing. Each profile comes from the version that
+            // was trusted.
+            let agents = tasks
                 .iter()
-                .map(|task| Profile::resolve(&shared, deps, task.agent.as_deref()))
+                .map(|task| {
+                    task.agent
+                        .as_deref()
+                        .map(|name| {
+                            agents::find(&AgentDirs::new(Some(&shared.workspace)), name)
+                                .map_err(|e| e.to_string())
+                        })
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            super::trust::ensure_agents_trusted(&shared, deps, &turn_id, cancel, &agents).await?;
+            let profiles = agents
+                .into_iter()
+                .map(|agent| Profile::resolve(&shared, deps, agent))
                 .collect::<Result<Vec<_>, String>>()?;
             let runs = tasks
                 .into_iter()
@@ -85,13 +100,13 @@ impl Profile {
     fn resolve(
         shared: &SessionShared,
         deps: &Deps,
-        agent: Option<&str>,
+        agent: Option<agents::Agent>,
     ) -> Result<Profile, String> {
         let plain = subagent_prompt(&shared.workspace);
         // Within the session agent's allow-list, if it has one.
         let tools = shared.offered_tools(deps.subagent_tools());
         let max_iterations = deps.live().config.agent.subagent_max_iterations;
-        let Some(name) = agent else {
+        let Some(agent) = agent else {
             return Ok(Profile {
                 system_prompt: plain,
                 model: shared.model(),
@@ -101,8 +116,7 @@ impl Profile {
                 max_iterations,
             });
         };
-        let agent = agents::find(&AgentDirs::new(Some(&shared.workspace)), name)
-            .map_err(|e| e.to_string())?;
+        let name = &agent.name;
         let definition = &agent.definition;
         let provider = match definition.provider.as_deref() {
             Some(wanted) => deps

@@ -168,6 +168,7 @@ mod tests {
             reason: "runs a command".into(),
             scope: "command".into(),
             unsandboxed: false,
+            person_only: false,
         }
     }
 

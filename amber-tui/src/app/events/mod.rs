@@ -104,6 +104,7 @@ impl App {
                 reason,
                 scope,
                 unsandboxed,
+                person_only,
             } => {
                 self.alert_live(
                     format!("approval:{request_id}"),
@@ -117,6 +118,7 @@ impl App {
                     reason,
                     scope,
                     unsandboxed,
+                    person_only,
                 })
             }
             EventKind::ApprovalResolved {
