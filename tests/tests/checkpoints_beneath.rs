@@ -244,6 +244,9 @@ async fn a_hand_edit_made_during_a_turn_is_a_conflict_not_undone() {
     let mut events = Events::live(&client, &sid).await;
     client.session_prompt(&sid, "work").await.unwrap();
     events.until("tool_call_completed").await;
+    // The batch's window closes right after its calls complete: the user's edit comes
+    // later, while the model thinks (3 s).
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     put(&ws.join("notes.md"), "edited by hand during the turn\n");
     put(&ws.join("hand.txt"), "made by hand during the turn\n");
     events.turn().await;
