@@ -162,6 +162,26 @@ pub fn is_alive(pid: u32) -> bool {
     }
 }
 
+/// SIGKILLs whatever is left with one of its markers when dropped, so a failing test
+/// leaves no sleeper behind.
+pub struct Sweep(pub Vec<String>);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        for marker in &self.0 {
+            for pid in live_processes_with_arg(marker) {
+                if let Ok(pid) = libc::pid_t::try_from(pid) {
+                    // SAFETY: kill(2) has no memory-safety preconditions; the pid runs our
+                    // marker.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A `sleep` argument unique to this daemon and `n`, to find the process in /proc.
 pub fn sleep_marker(daemon: &TestDaemon, n: u32) -> String {
     format!("3{n}.{}", daemon.pid())

@@ -16,7 +16,7 @@ use amber_tests::TestDaemon;
 use amber_tests::steps::{
     Events, connect, done, eventually, new_session, prompt_turn, spawn, within,
 };
-use amber_tests::tool_calls::{call, calls, is_alive, live_processes_with_arg, result_of};
+use amber_tests::tool_calls::{Sweep, call, calls, is_alive, live_processes_with_arg, result_of};
 use serde_json::json;
 
 const GONE_WITHIN: Duration = Duration::from_secs(5);
@@ -34,22 +34,6 @@ const DETACH: &[(&str, &str)] = &[
 
 fn marker(daemon: &TestDaemon, n: usize) -> String {
     format!("4{n}.{}", daemon.pid())
-}
-
-/// Kills whatever a failed test left running.
-struct Sweep(Vec<String>);
-
-impl Drop for Sweep {
-    fn drop(&mut self) {
-        for marker in &self.0 {
-            for pid in live_processes_with_arg(marker) {
-                // SAFETY: kill(2) with a pid just found in /proc.
-                unsafe {
-                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                }
-            }
-        }
-    }
 }
 
 fn cgroup_base_exists(daemon: &TestDaemon) -> bool {

@@ -25,7 +25,7 @@ use amber_tests::steps::{
     within,
 };
 use amber_tests::tool_calls::{
-    bash, call, calls, is_alive, live_processes_with_arg, result_of, sleep_marker,
+    Sweep, bash, call, calls, is_alive, live_processes_with_arg, result_of, sleep_marker,
 };
 use serde_json::{Value, json};
 
@@ -232,22 +232,6 @@ async fn daemon_shutdown_kills_every_background_process() {
 
 /// How long the groups may outlive the daemon (the promise is one second; polled).
 const GONE_WITHIN: Duration = Duration::from_secs(2);
-
-/// SIGKILLs whatever is left with `marker`, so a failing test leaves no sleeper behind.
-struct Sweep(Vec<String>);
-
-impl Drop for Sweep {
-    fn drop(&mut self) {
-        for marker in &self.0 {
-            for pid in live_processes_with_arg(marker) {
-                // SAFETY: kill(2) has no memory-safety preconditions; the pid runs our marker.
-                unsafe {
-                    libc::kill(libc::pid_t::try_from(pid).unwrap(), libc::SIGKILL);
-                }
-            }
-        }
-    }
-}
 
 /// Live (non-zombie) processes whose process group is `pgid`.
 fn group_members(pgid: u32) -> Vec<u32> {

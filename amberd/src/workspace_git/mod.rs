@@ -9,7 +9,7 @@
 //! 2. has **every program git could start pinned off** on its command line (`-c` outranks
 //!    every config file, and reaches the gits it starts through `GIT_CONFIG_PARAMETERS`):
 //!    [`PINNED`] plus the `clean`, `smudge` and `process` commands of every filter driver
-//!    the configuration defines ([`pins::filter_drivers`]); submodules are not entered;
+//!    the configuration defines ([`pins::with_filter_pins`]); submodules are not entered;
 //! 3. gets the tool processes' environment (no provider key) minus every `GIT_*` variable,
 //!    so nothing from amberd's own environment redirects it.
 //!
@@ -123,22 +123,6 @@ impl WorkspaceGit {
         Ok(cmd)
     }
 
-    /// [`WorkspaceGit::command`] with the filter drivers of `dir`'s configuration pinned off
-    /// as well (one more git call, read-only, to learn their names).
-    pub(crate) fn command_without_filters(
-        &self,
-        dir: &Path,
-        access: Access<'_>,
-        args: &[&str],
-    ) -> Result<Command, GitError> {
-        let listed = self.run(dir, Access::Read, pins::LIST_FILTERS)?;
-        let drivers = pins::filter_drivers(&listed.stdout);
-        let mut full: Vec<String> = pins::filter_pins(&drivers);
-        full.extend(args.iter().map(|a| (*a).to_owned()));
-        let full: Vec<&str> = full.iter().map(String::as_str).collect();
-        self.command(dir, access, &full)
-    }
-
     /// Runs `git ARGS` to completion (blocking; for worktree work on a blocking thread).
     pub(crate) fn run(
         &self,
@@ -150,15 +134,21 @@ impl WorkspaceGit {
         output(cmd.output().map_err(|e| GitError::Spawn(e.to_string()))?)
     }
 
-    /// [`WorkspaceGit::run`] with the filter drivers pinned off too.
+    /// [`WorkspaceGit::run`] with the filter drivers of `dir`'s configuration pinned off as
+    /// well (one more git call, read-only, to learn their names).
     pub(crate) fn run_without_filters(
         &self,
         dir: &Path,
         access: Access<'_>,
         args: &[&str],
     ) -> Result<GitOutput, GitError> {
-        let mut cmd = self.command_without_filters(dir, access, args)?;
-        output(cmd.output().map_err(|e| GitError::Spawn(e.to_string()))?)
+        let listed = self.run(dir, Access::Read, pins::LIST_FILTERS)?;
+        let full = pins::with_filter_pins(&listed.stdout, args);
+        self.run(
+            dir,
+            access,
+            &full.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
     }
 
     /// A read-only query with filters pinned off, killed after `timeout` (async).
@@ -168,15 +158,10 @@ impl WorkspaceGit {
         args: &[&str],
         timeout: Duration,
     ) -> Result<GitOutput, GitError> {
-        let this = self.clone();
-        let owned_dir = dir.to_owned();
-        let owned: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         let listed = self.spawn_async(dir, pins::LIST_FILTERS, timeout).await?;
-        let drivers = pins::filter_drivers(&listed.stdout);
-        let mut full = pins::filter_pins(&drivers);
-        full.extend(owned);
+        let full = pins::with_filter_pins(&listed.stdout, args);
         let full: Vec<&str> = full.iter().map(String::as_str).collect();
-        this.spawn_async(&owned_dir, &full, timeout).await
+        self.spawn_async(dir, &full, timeout).await
     }
 
     async fn spawn_async(
