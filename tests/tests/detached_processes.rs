@@ -53,7 +53,10 @@ async fn a_detached_process_dies_when_its_bash_call_ends() {
         .iter()
         .zip(&markers)
         .map(|((id, cmd), m)| {
-            let wait = format!("sleep 0.3; pgrep -f 'sleep {m}' > /dev/null && echo detached-ok");
+            let wait = format!(
+                "sleep 0.3; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done \
+                 | grep -q '^sleep {m} ' && echo detached-ok"
+            );
             call(
                 id,
                 "bash",
