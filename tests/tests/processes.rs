@@ -255,13 +255,14 @@ fn group_members(pgid: u32) -> Vec<u32> {
     members
 }
 
-/// The pid the shell wrote to `file` (its `$$`: the group id), once it is there.
+/// The process group of the shell that wrote its pid (`$$`) to `file`, once it is there.
 async fn group_of(file: &Path) -> u32 {
     let mut pgid = None;
     eventually("the shell to write its pid", WITHIN, || {
         pgid = std::fs::read_to_string(file)
             .ok()
-            .and_then(|text| text.trim().parse().ok());
+            .and_then(|text| text.trim().parse().ok())
+            .and_then(pgrp_of);
         pgid.is_some()
     })
     .await;
@@ -308,7 +309,8 @@ async fn no_tool_process_outlives_a_killed_daemon() {
     })
     .await;
     for group in [bash_group, bg_group] {
-        // The shell and its two sleeps (and, with the lifeline, the group's watcher).
+        // The shell and its two sleeps (and, with the lifeline, the group's watcher and the
+        // helper that waits for the shell in its cgroup).
         assert!(
             group_members(group).len() >= 3,
             "{:?}",

@@ -9,8 +9,10 @@
 //! ```
 //!
 //! The tool-exec helper (`tools::lifeline`) makes `<base>/<its pid>` (its pid is the group
-//! id) and moves itself in before it forks the lifeline watcher and `exec`s the program, so
-//! the watcher, the program and all it starts are inside. Killing a group
+//! id), forks the lifeline watcher, then starts the program's process *inside* that cgroup
+//! with `clone3(CLONE_INTO_CGROUP)` and stays as its proxy, ending as it ends: the program and
+//! all it starts are inside (moving a running process in costs an RCU grace period, several
+//! milliseconds per call; a kernel without `CLONE_INTO_CGROUP` gets that move instead). Killing a group
 //! (`GroupGuard::kill`: the call's end, `process kill`, the session's end, a hook's
 //! timeout) writes `cgroup.kill` as well as signalling the group; the watcher does the
 //! same when amberd dies; the next daemon kills what a crash left ([`reap`]). An empty
@@ -70,16 +72,91 @@ fn group_dir(base: &Path, pgid: libc::pid_t) -> PathBuf {
     base.join(pgid.to_string())
 }
 
-/// In the helper, before the watcher: makes `<base>/<own pid>` and moves this process in.
-pub(crate) fn join(base: &Path) -> io::Result<PathBuf> {
+/// A tool group's cgroup, made by the helper (`<base>/<its pid>`: its pid is the group id).
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub(crate) dir: PathBuf,
+    fd: std::os::fd::OwnedFd,
+}
+
+/// In the helper, before the watcher: makes `<base>/<own pid>`.
+pub(crate) fn make_group(base: &Path) -> io::Result<Group> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = group_dir(base, std::process::id() as libc::pid_t);
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(err),
     }
-    std::fs::write(dir.join("cgroup.procs"), "0")?;
-    Ok(dir)
+    let fd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(&dir)?;
+    Ok(Group { dir, fd: fd.into() })
+}
+
+/// Where a fork into a group left the caller.
+pub(crate) enum Forked {
+    /// The new process, already in the group's cgroup.
+    Child,
+    /// The caller, with the new process's pid.
+    Parent(libc::pid_t),
+}
+
+/// `clone3(CLONE_INTO_CGROUP)`: a fork whose child starts inside `group`. Cheap where moving
+/// a running process is not (a migration takes a lock that waits for an RCU grace period,
+/// milliseconds on an idle machine). Call only single-threaded (the helper).
+pub(crate) fn fork_into(group: &Group) -> io::Result<Forked> {
+    use std::os::fd::AsRawFd;
+    #[repr(C)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+        set_tid: u64,
+        set_tid_size: u64,
+        cgroup: u64,
+    }
+    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: group.fd.as_raw_fd() as u64,
+    };
+    // SAFETY: a clone_args of the size passed, alive for the call; no stack and no shared
+    // memory, so the child is a fork of this single-threaded process and may go on running
+    // its code.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match rc {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid as libc::pid_t)),
+    }
+}
+
+/// Moves the calling process into `group` (where `clone3` cannot start one there: a kernel
+/// before 5.7).
+pub(crate) fn migrate(group: &Group) -> io::Result<()> {
+    std::fs::write(group.dir.join("cgroup.procs"), "0")
 }
 
 /// SIGKILLs every process in the cgroup `dir` (the writer too, when it is inside).

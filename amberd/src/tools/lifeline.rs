@@ -11,8 +11,11 @@
 //! the tool's new process group. That helper ([`run_if_requested`], decided in `main`
 //! before anything else) double-forks the watcher, so the watcher is nobody's visible child
 //! and stays in the group (it pins the group id: a pgid is not reused while a member
-//! lives), then execs `PROGRAM` with stdin from /dev/null. The tool's pid, `$$`, exit
-//! status, output pipe and signals are the program's own, as without the helper. The
+//! lives), then execs `PROGRAM` with stdin from /dev/null. The tool's exit status, output
+//! pipe, group and signals are the program's own, as without the helper; its pid and `$$`
+//! too, unless the daemon has a cgroup base (`tools::cgroup`): then the helper starts the
+//! program in the group's cgroup (`clone3`) and stays as a proxy that ends as it ends, so
+//! `$$` is the program's and the group's leader is the helper. The
 //! watcher ignores the terminating signals a `process kill` sends the group first, so it
 //! goes only with the daemon's SIGKILL of the group, or with its own.
 //!
@@ -227,18 +230,37 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
         eprintln!("amberd {HELPER_ARG}: internal to amberd (stdin must be its lifeline)");
         return ExitCode::from(WATCH_FAILED);
     }
-    // Before the watcher: it and everything the program starts are in the group's cgroup,
-    // which nothing inside can leave. A tool that could not be put there does not run.
-    let cgroup = match cgroup_base.as_deref().map(super::cgroup::join).transpose() {
-        Ok(dir) => dir,
+    // The group's cgroup, which nothing inside can leave. A tool that could not be put there
+    // does not run.
+    let group = match cgroup_base
+        .as_deref()
+        .map(super::cgroup::make_group)
+        .transpose()
+    {
+        Ok(group) => group,
         Err(err) => {
-            eprintln!("amberd: cannot put the tool in its cgroup: {err}");
+            eprintln!("amberd: cannot make the tool's cgroup: {err}");
             return ExitCode::from(WATCH_FAILED);
         }
     };
-    if let Err(err) = start_watcher(cgroup.as_deref()) {
+    if let Err(err) = start_watcher(group.as_ref().map(|g| g.dir.as_path())) {
         eprintln!("amberd: cannot start the tool process watcher: {err}");
         return ExitCode::from(WATCH_FAILED);
+    }
+    // The program starts inside the cgroup, in a process of its own; this one mirrors how
+    // it ends.
+    if let Some(group) = &group {
+        match super::cgroup::fork_into(group) {
+            Ok(super::cgroup::Forked::Parent(child)) => return proxy(child),
+            Ok(super::cgroup::Forked::Child) => {}
+            Err(err) => {
+                let moved = super::cgroup::migrate(group);
+                if let Err(moved) = moved {
+                    eprintln!("amberd: cannot put the tool in its cgroup: {err}; {moved}");
+                    return ExitCode::from(WATCH_FAILED);
+                }
+            }
+        }
     }
     // After the watcher (it stays outside: it only reads the lifeline and kills the group),
     // before the program: the sandbox holds for the program and all it starts.
@@ -251,6 +273,49 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
     let err = Command::new(program).args(program_args).stdin(stdin).exec();
     eprintln!("amberd: cannot run {}: {err}", program.to_string_lossy());
     ExitCode::from(EXEC_FAILED)
+}
+
+/// The helper as its program's proxy: waits for `child` and ends the way it ended (the same
+/// exit code, or the same signal), so amberd sees the program's status. Signals meant for the
+/// tool reach the program through its process group; the proxy ignores the terminating ones
+/// and goes with the group's SIGKILL or the program's end.
+fn proxy(child: libc::pid_t) -> ExitCode {
+    for signal in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGPIPE,
+    ] {
+        // SAFETY: setting a standard signal to SIG_IGN installs no handler code.
+        unsafe {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+    }
+    name_self(c"amber-tool");
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child; `status` is a valid out pointer.
+        let waited = unsafe { libc::waitpid(child, &mut status, 0) };
+        if waited == child {
+            break;
+        }
+        if waited == -1 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return ExitCode::from(EXEC_FAILED);
+    }
+    if libc::WIFEXITED(status) {
+        return ExitCode::from(u8::try_from(libc::WEXITSTATUS(status)).unwrap_or(u8::MAX));
+    }
+    let signal = libc::WTERMSIG(status);
+    // SAFETY: restores the default action of the signal the program died of and sends it to
+    // this process, which then dies the same way (no core: the core limit is 0).
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::kill(libc::getpid(), signal);
+    }
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX))
 }
 
 fn stdin_is_fifo() -> bool {

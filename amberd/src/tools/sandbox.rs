@@ -156,6 +156,7 @@ mod tests {
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec![],
             hidden: vec![],
+            daemon_pid: None,
             simulate_landlock_abi: None,
         })
     }

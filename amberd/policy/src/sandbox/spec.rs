@@ -35,6 +35,10 @@ pub struct SandboxSpec {
     /// amberd's among them, would be reachable).
     #[serde(default)]
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// amberd's pid: what the seccomp filter keeps signals from when Landlock cannot scope
+    /// them (the command's parent may be a helper, not amberd). `None`: the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_pid: Option<u32>,
     /// Test-only: behave as on a kernel whose Landlock ABI is at most this (`0`: no
     /// Landlock). amberd sets it only from `AMBER_TEST_SANDBOX_NO_LANDLOCK` (0) or
     /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`.
@@ -97,6 +101,7 @@ mod tests {
             hidden: vec!["/run/user/0/amber".into()],
             masked: vec!["/home/u/.ssh".into()],
             allow_unix_sockets: Vec::new(),
+            daemon_pid: None,
             simulate_landlock_abi: None,
         };
         let arg = spec.to_arg();
@@ -138,6 +143,7 @@ mod tests {
             hidden: vec![],
             masked: vec![],
             allow_unix_sockets: Vec::new(),
+            daemon_pid: None,
             simulate_landlock_abi: None,
         };
         assert_eq!(spec.writable(), vec![PathBuf::from("/tmp/t")]);

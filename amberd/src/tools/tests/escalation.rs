@@ -45,6 +45,7 @@ fn sandbox_on(workspace: &Path) -> ToolSandbox {
         tmp_dir: std::env::temp_dir(),
         writable_roots: vec![],
         hidden: vec![],
+        daemon_pid: None,
         simulate_landlock_abi: None,
     }))
 }

@@ -22,7 +22,11 @@ pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
         return Err(SandboxError::NoLandlock);
     };
     // Without Landlock's signal scope, seccomp keeps amberd (our parent) out of reach.
-    let guard = (!has(abi, LandlockFeature::ScopeSignal)).then(syscalls::SignalGuard::of_parent);
+    let guard = (!has(abi, LandlockFeature::ScopeSignal)).then(|| {
+        spec.daemon_pid
+            .and_then(|pid| libc::pid_t::try_from(pid).ok())
+            .map_or_else(syscalls::SignalGuard::of_parent, syscalls::SignalGuard::of)
+    });
     let plan = mounts::Plan::new(spec)?;
     namespaces::enter(spec.network)?;
     plan.apply()?;

@@ -130,9 +130,13 @@ pub(super) struct SignalGuard {
 impl SignalGuard {
     /// The calling helper's parent (amberd, which spawned it) and its process group.
     pub(super) fn of_parent() -> Self {
-        // SAFETY: getppid has no preconditions; getpgid of a pid only reads.
-        let pid = unsafe { libc::getppid() };
-        // SAFETY: as above.
+        // SAFETY: getppid has no preconditions.
+        Self::of(unsafe { libc::getppid() })
+    }
+
+    /// `pid` (amberd) and its process group.
+    pub(super) fn of(pid: libc::pid_t) -> Self {
+        // SAFETY: getpgid of a pid only reads.
         let pgid = unsafe { libc::getpgid(pid) };
         SignalGuard { pid, pgid }
     }
