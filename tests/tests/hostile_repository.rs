@@ -320,3 +320,65 @@ async fn a_repository_a_command_creates_keeps_no_program_the_command_planted() {
         ran_in(&ran)
     );
 }
+
+/// A background process plants `.git/commondir` after its call returned: once it ends the
+/// plant is undone and its output says so; the user's own git then runs nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_process_cannot_plant_a_commondir_either() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn(&mock);
+    let ran = sentinels(&daemon);
+    let ws = daemon.workspace.clone();
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "a.txt"]);
+    git(&ws, &["commit", "-qm", "one"]);
+    let evil = daemon.dir.path().canonicalize().unwrap().join("evil-git");
+    std::fs::create_dir_all(&evil).unwrap();
+    std::fs::write(
+        evil.join("config"),
+        format!("[core]\n\tfsmonitor = env > {}/planted\n", ran.display()),
+    )
+    .unwrap();
+    let client = connect(&daemon).await;
+    let sid = session_in(&daemon, &client, Mode::Yolo).await;
+    let mut events = Events::live(&client, &sid).await;
+    let command = format!("sleep 0.3; echo {} > .git/commondir", evil.display());
+    mock.push(vec![
+        calls(vec![call(
+            "bg",
+            "process",
+            &json!({"action": "start", "command": command}),
+        )]),
+        MockTurn::text("started"),
+        done(),
+    ]);
+    prompt_turn(&client, &mut events, &sid, "plant later").await;
+    // It plants at 0.3 s and ends right after; the guard runs as it ends.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // The process's output names what was undone.
+    mock.push(vec![
+        calls(vec![call(
+            "out",
+            "process",
+            &json!({"action": "output", "id": "p1"}),
+        )]),
+        MockTurn::text("read"),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "read it").await;
+    let (_, output) = result_of(&turn, "out");
+    assert!(output.contains("commondir"), "{output}");
+    assert!(!ws.join(".git/commondir").exists());
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        ran_in(&ran).is_empty(),
+        "a planted program ran: {:?}",
+        ran_in(&ran)
+    );
+}

@@ -152,6 +152,8 @@ async fn spawn_and_wait(
     if let Some(spec) = spec {
         std_cmd.env("TMPDIR", &spec.tmp_dir);
     }
+    // Taken before it starts: what the hook plants that the mounts cannot protect.
+    let git_guard = spec.and_then(crate::tools::git_guard::GitGuard::for_spec);
     let mut cmd = tokio::process::Command::from(std_cmd);
     cmd.process_group(0).kill_on_drop(true);
     let mut child = match cmd.spawn() {
@@ -191,6 +193,9 @@ async fn spawn_and_wait(
     };
     // Leftovers (`sleep 100 &`) must not outlive the hook or hold its pipes.
     group.kill();
+    if let Some(note) = git_guard.and_then(|guard| guard.after()) {
+        tracing::warn!(hook = %program, "a hook planted what git would run:{note}");
+    }
     if matches!(exit, Exit::TimedOut | Exit::Cancelled)
         && tokio::time::timeout(REAP_WAIT, child.wait()).await.is_err()
     {

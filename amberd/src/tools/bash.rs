@@ -121,12 +121,8 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     // What the mounts cannot protect (names that do not exist yet) is checked around a
     // command that may write the workspace.
     let git_guard = match chosen.spawn() {
-        super::sandbox::SpawnSandbox::Sandboxed(spec)
-            if spec.mode == amber_policy::sandbox::SandboxMode::WorkspaceWrite =>
-        {
-            Some(super::git_guard::GitGuard::before(&ctx.workspace))
-        }
-        _ => None,
+        super::sandbox::SpawnSandbox::Sandboxed(spec) => super::git_guard::GitGuard::for_spec(spec),
+        super::sandbox::SpawnSandbox::Unsandboxed => None,
     };
     let (reader, mut child) = spawn_shell(command, &cwd, &env, chosen.spawn())
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;

@@ -12,7 +12,8 @@
 //!   executable hooks lose their execute bits; a `.git` *file* (`gitdir: …`, sending git
 //!   elsewhere) is set aside as `.git.refused-by-amber`.
 //!
-//! The result of the command says what was done. From the next command on, the new
+//! The result of the command says what was done (a `bash` call's result, a background
+//! process's output, the daemon's log for a hook). From the next command on, the new
 //! repository's config and hooks exist and are protected by the sandbox's mounts.
 
 use std::path::{Path, PathBuf};
@@ -44,6 +45,13 @@ pub(crate) struct GitGuard {
 }
 
 impl GitGuard {
+    /// The guard of a command spawned with `sandbox`: only one that may write the workspace
+    /// (the default sandbox) needs one.
+    pub(crate) fn for_spec(spec: &amber_policy::sandbox::SandboxSpec) -> Option<Self> {
+        (spec.mode == amber_policy::sandbox::SandboxMode::WorkspaceWrite)
+            .then(|| Self::before(&spec.workspace))
+    }
+
     /// Before the command: remembers whether the workspace had a `.git`.
     pub(crate) fn before(workspace: &Path) -> Self {
         Self {

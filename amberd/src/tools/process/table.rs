@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::ring::Ring;
 use crate::tools::bash::{GroupGuard, decode};
 use crate::tools::env_policy::ToolEnv;
+use crate::tools::git_guard::GitGuard;
 use crate::tools::sandbox::{RefusalCheck, SpawnSandbox};
 use crate::tools::spawn::spawn_shell;
 
@@ -235,6 +236,10 @@ impl ProcessTable {
         {
             table.entries.remove(oldest);
         }
+        let git_guard = match sandbox {
+            SpawnSandbox::Sandboxed(spec) => GitGuard::for_spec(spec),
+            SpawnSandbox::Unsandboxed => None,
+        };
         let (reader, child) = {
             let _enter = runtime.enter();
             spawn_shell(command, cwd, env, sandbox).map_err(ProcessError::Spawn)?
@@ -271,7 +276,7 @@ impl ProcessTable {
         };
         let info = entry.info();
         table.entries.push(entry);
-        runtime.spawn(supervise(child, reader, group, pgid, shared));
+        runtime.spawn(supervise(child, reader, group, pgid, shared, git_guard));
         Ok(info)
     }
 
@@ -431,6 +436,7 @@ async fn supervise(
     group: GroupGuard,
     pgid: libc::pid_t,
     shared: Arc<Shared>,
+    git_guard: Option<GitGuard>,
 ) {
     let far = || tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
     let escalate = tokio::time::sleep_until(far());
@@ -483,8 +489,13 @@ async fn supervise(
             reason: "no exit status".to_owned(),
         },
     };
+    // What the mounts could not protect, undone once it ended; its output says so.
+    let undone = git_guard.and_then(|guard| guard.after());
     {
         let mut inner = shared.lock();
+        if let Some(note) = undone {
+            inner.ring.push(note.as_bytes());
+        }
         inner.state = state;
         inner.ended = Some(Instant::now());
     }
