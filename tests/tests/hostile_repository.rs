@@ -81,6 +81,21 @@ fn hostile_repository(daemon: &TestDaemon) -> PathBuf {
     ran
 }
 
+/// The user's own `git status` in `ws` succeeds and runs nothing planted.
+fn users_git_runs_nothing(ws: &Path, ran: &Path) {
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        ran_in(ran).is_empty(),
+        "a planted program ran: {:?}",
+        ran_in(ran)
+    );
+}
+
 async fn session_in(daemon: &TestDaemon, client: &amber_client::Client, mode: Mode) -> String {
     let params = SessionNewParams {
         cwd: daemon.workspace.display().to_string(),
@@ -247,17 +262,7 @@ async fn a_model_cannot_plant_what_git_runs() {
     let mut events = Events::live(&client, &second).await;
     prompt_turn(&client, &mut events, &second, "hello").await;
     std::fs::write(ws.join("sub/a.txt"), "changed again\n").unwrap();
-    let status = std::process::Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(&ws)
-        .output()
-        .unwrap();
-    assert!(status.status.success(), "{status:?}");
-    assert!(
-        ran_in(&ran).is_empty(),
-        "a planted program ran: {:?}",
-        ran_in(&ran)
-    );
+    users_git_runs_nothing(&ws, &ran);
     assert!(!ws.join(".git/commondir").exists());
 }
 
@@ -370,15 +375,5 @@ async fn a_background_process_cannot_plant_a_commondir_either() {
     let (_, output) = result_of(&turn, "out");
     assert!(output.contains("commondir"), "{output}");
     assert!(!ws.join(".git/commondir").exists());
-    let status = std::process::Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(&ws)
-        .output()
-        .unwrap();
-    assert!(status.status.success(), "{status:?}");
-    assert!(
-        ran_in(&ran).is_empty(),
-        "a planted program ran: {:?}",
-        ran_in(&ran)
-    );
+    users_git_runs_nothing(&ws, &ran);
 }
