@@ -161,18 +161,7 @@ impl TestDaemon {
     /// Another `amberd` on this daemon's data dir and config, serving `socket`: for tests of
     /// what a second daemon may do. Not started; stdio is the caller's.
     pub fn second_amberd(&self, socket: &Path) -> Command {
-        let root = self.dir.path();
-        let mut cmd = Command::new(bin_path("amberd"));
-        isolate_env(&mut cmd, root);
-        cmd.arg("--socket")
-            .arg(socket)
-            .arg("--data-dir")
-            .arg(root.join("data"))
-            .arg("--config")
-            .arg(root.join("config.toml"))
-            .current_dir(root)
-            .stdin(Stdio::null());
-        cmd
+        amberd_command(self.dir.path(), socket)
     }
 
     /// One JSON-RPC call as an HTTP POST on the socket; the whole response object.
@@ -341,6 +330,22 @@ fn socket_path(root: &Path) -> PathBuf {
     root.join("run").join("amber").join("amberd.sock")
 }
 
+/// `amberd` isolated in `root` (its HOME, data dir and config), serving `socket`; stdin
+/// empty, the rest the caller's.
+fn amberd_command(root: &Path, socket: &Path) -> Command {
+    let mut cmd = Command::new(bin_path("amberd"));
+    isolate_env(&mut cmd, root);
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--data-dir")
+        .arg(root.join("data"))
+        .arg("--config")
+        .arg(root.join("config.toml"))
+        .current_dir(root)
+        .stdin(Stdio::null());
+    cmd
+}
+
 fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
     let log = OpenOptions::new()
         .create(true)
@@ -348,19 +353,8 @@ fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
         .open(root.join("amberd.log"))
         .expect("open amberd.log");
     let log_out: File = log.try_clone().expect("clone log handle");
-    let mut cmd = Command::new(bin_path("amberd"));
-    isolate_env(&mut cmd, root);
-    cmd.arg("--socket")
-        .arg(socket_path(root))
-        .arg("--data-dir")
-        .arg(root.join("data"))
-        .arg("--config")
-        .arg(root.join("config.toml"))
-        .env("AMBER_LOG", "debug")
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(log_out)
-        .stderr(log);
+    let mut cmd = amberd_command(root, &socket_path(root));
+    cmd.env("AMBER_LOG", "debug").stdout(log_out).stderr(log);
     if let Some(base_url) = &opts.base_url {
         cmd.env("AMBER_BASE_URL", base_url)
             .env("AMBER_MODEL", "mock-model")

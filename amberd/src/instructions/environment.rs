@@ -79,13 +79,24 @@ pub(crate) fn today(now: SystemTime) -> String {
 }
 
 async fn git_facts(workspace: &Path, git: &WorkspaceGit) -> GitFacts {
-    let query = |args: &'static [&'static str]| async move {
-        match git.query(workspace, args, GIT_TIMEOUT).await {
-            Ok(out) if out.ok => Some(out.stdout),
-            Ok(_) => None,
-            Err(err) => {
-                tracing::debug!(%err, ?args, "git for the environment block");
-                None
+    // The filter drivers' names once, for the three queries side by side.
+    let git = match git.unfiltered_async(workspace, GIT_TIMEOUT).await {
+        Ok(git) => Some(git),
+        Err(err) => {
+            tracing::debug!(%err, "git for the environment block");
+            None
+        }
+    };
+    let query = |args: &'static [&'static str]| {
+        let git = git.as_ref();
+        async move {
+            match git?.query(workspace, args, GIT_TIMEOUT).await {
+                Ok(out) if out.ok => Some(out.stdout),
+                Ok(_) => None,
+                Err(err) => {
+                    tracing::debug!(%err, ?args, "git for the environment block");
+                    None
+                }
             }
         }
     };

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use amber_proto::{WorktreeInfo, WorktreeOptions};
 
 use super::SessionError;
-use crate::workspace_git::{Access, GitOutput, WorkspaceGit};
+use crate::workspace_git::{Access, GitOutput, Unfiltered, WorkspaceGit};
 
 /// How many uncommitted paths a refusal names before "and N more".
 const NAMED_PATHS: usize = 10;
@@ -37,22 +37,27 @@ pub(crate) struct Created {
     pub cwd: PathBuf,
 }
 
+/// amberd's git for the repository holding `dir`, its filter drivers learned once.
+fn for_repository(runner: &WorkspaceGit, dir: &Path) -> Result<Unfiltered, String> {
+    runner.unfiltered(dir).map_err(|e| e.to_string())
+}
+
 /// `git ARGS` in `dir`, read-only.
-fn git(runner: &WorkspaceGit, dir: &Path, args: &[&str]) -> Result<GitOutput, String> {
+fn git(runner: &Unfiltered, dir: &Path, args: &[&str]) -> Result<GitOutput, String> {
     runner
-        .run_without_filters(dir, Access::Read, args)
+        .run(dir, Access::Read, args)
         .map_err(|e| e.to_string())
 }
 
 /// `git ARGS` in `dir`, writing only in `writable`.
 fn git_writing(
-    runner: &WorkspaceGit,
+    runner: &Unfiltered,
     dir: &Path,
     writable: &[PathBuf],
     args: &[&str],
 ) -> Result<GitOutput, String> {
     runner
-        .run_without_filters(dir, Access::Write(writable), args)
+        .run(dir, Access::Write(writable), args)
         .map_err(|e| e.to_string())
 }
 
@@ -79,6 +84,7 @@ pub(crate) fn create(
         path: cwd.display().to_string(),
         reason,
     };
+    let runner = &for_repository(runner, cwd).map_err(|e| not_a_repo(format!("worktree: {e}")))?;
     let found = git(
         runner,
         cwd,
@@ -204,7 +210,7 @@ pub(crate) fn create(
 /// Takes back a creation that failed half-way: the worktree, its directory and the branch
 /// it made (which did not exist before: `create` checked). `common`: the repository's git
 /// dir.
-fn undo(runner: &WorkspaceGit, common: &Path, path: &Path, branch: &str) {
+fn undo(runner: &Unfiltered, common: &Path, path: &Path, branch: &str) {
     let path_text = path.display().to_string();
     let mut writable = vec![common.to_path_buf()];
     writable.extend(path.parent().map(Path::to_path_buf));
@@ -230,6 +236,7 @@ pub(crate) fn uncommitted(
     if !path.exists() {
         return Ok(Vec::new());
     }
+    let runner = &for_repository(runner, path).map_err(SessionError::Store)?;
     let status = git(
         runner,
         path,
@@ -275,7 +282,7 @@ pub(crate) fn dirty_refusal(worktree: &WorktreeInfo, paths: &[String]) -> Sessio
 }
 
 /// The repository's git directory (`.git` of the main checkout) a worktree belongs to.
-fn common_dir(runner: &WorkspaceGit, worktree: &WorktreeInfo) -> Result<PathBuf, SessionError> {
+fn common_dir(runner: &Unfiltered, worktree: &WorktreeInfo) -> Result<PathBuf, SessionError> {
     let path = Path::new(&worktree.path);
     let common = git(
         runner,
@@ -297,6 +304,9 @@ fn common_dir(runner: &WorkspaceGit, worktree: &WorktreeInfo) -> Result<PathBuf,
 /// Takes back a worktree made for a session that then failed to start: the worktree and
 /// its branch, which nothing has used yet.
 pub(crate) fn discard(runner: &WorkspaceGit, worktree: &WorktreeInfo) {
+    let Ok(runner) = &for_repository(runner, Path::new(&worktree.path)) else {
+        return;
+    };
     let Ok(common) = common_dir(runner, worktree) else {
         return;
     };
@@ -315,6 +325,7 @@ pub(crate) fn remove(
     if !path.exists() {
         return Ok(());
     }
+    let runner = &for_repository(runner, path).map_err(SessionError::Store)?;
     let common = common_dir(runner, worktree)?;
     let mut writable: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
     writable.push(common.clone());
@@ -342,6 +353,10 @@ mod tests {
 
     /// amberd's git, unsandboxed: the test runner has no sandbox helper (the sandboxed
     /// runs are the end-to-end tests').
+    fn unfiltered(dir: &Path) -> Unfiltered {
+        runner().unfiltered(dir).unwrap()
+    }
+
     fn runner() -> WorkspaceGit {
         WorkspaceGit::direct_for_tests(&[(
             "PATH".into(),
@@ -368,13 +383,15 @@ mod tests {
                 "init",
             ],
         ] {
-            assert!(git(&runner(), &repo, args).unwrap().ok);
+            assert!(git(&unfiltered(&repo), &repo, args).unwrap().ok);
         }
         (tmp, repo)
     }
 
     fn branches(repo: &Path) -> String {
-        git(&runner(), repo, &["branch", "--list"]).unwrap().stdout
+        git(&unfiltered(repo), repo, &["branch", "--list"])
+            .unwrap()
+            .stdout
     }
 
     #[test]
@@ -409,7 +426,7 @@ mod tests {
             base: None,
         };
         assert!(
-            git(&runner(), &repo, &["branch", "master-copy"])
+            git(&unfiltered(&repo), &repo, &["branch", "master-copy"])
                 .unwrap()
                 .ok
         );

@@ -9,7 +9,8 @@
 //! 2. has **every program git could start pinned off** on its command line (`-c` outranks
 //!    every config file, and reaches the gits it starts through `GIT_CONFIG_PARAMETERS`):
 //!    [`PINNED`] plus the `clean`, `smudge` and `process` commands of every filter driver
-//!    the configuration defines ([`pins::with_filter_pins`]); submodules are not entered;
+//!    the configuration defines (learned once per repository: [`Unfiltered`]); submodules
+//!    are not entered;
 //! 3. gets the tool processes' environment (no provider key) minus every `GIT_*` variable,
 //!    so nothing from amberd's own environment redirects it.
 //!
@@ -134,34 +135,28 @@ impl WorkspaceGit {
         output(cmd.output().map_err(|e| GitError::Spawn(e.to_string()))?)
     }
 
-    /// [`WorkspaceGit::run`] with the filter drivers of `dir`'s configuration pinned off as
-    /// well (one more git call, read-only, to learn their names).
-    pub(crate) fn run_without_filters(
-        &self,
-        dir: &Path,
-        access: Access<'_>,
-        args: &[&str],
-    ) -> Result<GitOutput, GitError> {
+    /// This git for the repository holding `dir`, with its filter drivers pinned off too:
+    /// their names learned once, by one read-only call (blocking).
+    pub(crate) fn unfiltered(&self, dir: &Path) -> Result<Unfiltered, GitError> {
         let listed = self.run(dir, Access::Read, pins::LIST_FILTERS)?;
-        let full = pins::with_filter_pins(&listed.stdout, args);
-        self.run(
-            dir,
-            access,
-            &full.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
+        Ok(self.with_pins(&listed.stdout))
     }
 
-    /// A read-only query with filters pinned off, killed after `timeout` (async).
-    pub(crate) async fn query(
+    /// [`WorkspaceGit::unfiltered`], async, the listing killed after `timeout`.
+    pub(crate) async fn unfiltered_async(
         &self,
         dir: &Path,
-        args: &[&str],
         timeout: Duration,
-    ) -> Result<GitOutput, GitError> {
+    ) -> Result<Unfiltered, GitError> {
         let listed = self.spawn_async(dir, pins::LIST_FILTERS, timeout).await?;
-        let full = pins::with_filter_pins(&listed.stdout, args);
-        let full: Vec<&str> = full.iter().map(String::as_str).collect();
-        self.spawn_async(dir, &full, timeout).await
+        Ok(self.with_pins(&listed.stdout))
+    }
+
+    fn with_pins(&self, listed: &str) -> Unfiltered {
+        Unfiltered {
+            git: self.clone(),
+            pins: pins::filter_pins(&pins::filter_drivers(listed)),
+        }
     }
 
     async fn spawn_async(
@@ -217,6 +212,47 @@ impl WorkspaceGit {
         };
         let spec = sandbox.spec(info, workspace, tmp, writable);
         lifeline::sandboxed_command("git", &spec).map_err(|e| GitError::Spawn(e.to_string()))
+    }
+}
+
+/// [`WorkspaceGit`] for one repository, every filter driver its configuration names pinned
+/// off as well (`-c filter.NAME.{clean,smudge,process}=`).
+#[derive(Debug, Clone)]
+pub(crate) struct Unfiltered {
+    git: WorkspaceGit,
+    pins: Vec<String>,
+}
+
+impl Unfiltered {
+    /// Runs `git ARGS` to completion (blocking; for worktree work on a blocking thread).
+    pub(crate) fn run(
+        &self,
+        dir: &Path,
+        access: Access<'_>,
+        args: &[&str],
+    ) -> Result<GitOutput, GitError> {
+        self.git.run(dir, access, &self.with_pins(args))
+    }
+
+    /// A read-only query, killed after `timeout` (async).
+    pub(crate) async fn query(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<GitOutput, GitError> {
+        self.git
+            .spawn_async(dir, &self.with_pins(args), timeout)
+            .await
+    }
+
+    /// The pins, then `args`.
+    fn with_pins<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        self.pins
+            .iter()
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect()
     }
 }
 

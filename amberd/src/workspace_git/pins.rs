@@ -67,11 +67,3 @@ pub(crate) fn filter_pins(drivers: &[String]) -> Vec<String> {
         })
         .collect()
 }
-
-/// `args` after the `-c` pins of every driver `listed` (the output of [`LIST_FILTERS`])
-/// names.
-pub(crate) fn with_filter_pins(listed: &str, args: &[&str]) -> Vec<String> {
-    let mut full = filter_pins(&filter_drivers(listed));
-    full.extend(args.iter().map(|a| (*a).to_owned()));
-    full
-}

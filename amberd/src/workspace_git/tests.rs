@@ -115,7 +115,11 @@ fn the_pins_keep_git_from_running_the_repository_s_programs() {
         &["branch", "--show-current"],
         &["checkout", "--", "a.txt"],
     ] {
-        let out = git.run_without_filters(&repo, Access::Read, args).unwrap();
+        let out = git
+            .unfiltered(&repo)
+            .unwrap()
+            .run(&repo, Access::Read, args)
+            .unwrap();
         assert!(out.ok, "git {args:?}: {}", out.stderr);
         assert!(!sentinel.exists(), "git {args:?} ran a repository program");
     }
