@@ -266,6 +266,83 @@ async fn a_model_cannot_plant_what_git_runs() {
     assert!(!ws.join(".git/commondir").exists());
 }
 
+/// A repository with a submodule: the model rewrites the submodule's `.git` file and its
+/// git dir's config (refused: the mounts protect what existed), and in one command adds a
+/// gitlink without `.gitmodules` whose `.git` names a git dir of its making (undone as the
+/// command ends, and the result says so). The user's own `git status`, which descends into
+/// both, runs nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn nested_checkouts_cannot_send_the_users_git_to_a_planted_config() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn(&mock);
+    let ran = sentinels(&daemon);
+    let ws = daemon.workspace.clone();
+    let lib = daemon.dir.path().canonicalize().unwrap().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q"]);
+    git(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+    std::fs::write(ws.join("a.txt"), "a\n").unwrap();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "a.txt"]);
+    git(
+        &ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    git(&ws, &["commit", "-qm", "one"]);
+    let config = format!(
+        "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = env > {}/planted\n",
+        ran.display()
+    );
+    let rewrites = format!(
+        "mkdir -p planted.git && printf '{config}' > planted.git/config && echo x > planted.git/HEAD; \
+         printf 'gitdir: ../../planted.git\\n' > vendor/lib/.git; \
+         printf '{config}' >> .git/modules/vendor/lib/config; echo tried"
+    );
+    let gitlink = format!(
+        "git init -q --bare evil.git && printf '{config}' > evil.git/config && \
+         git update-index --add --cacheinfo 160000,1234567890123456789012345678901234567890,sub && \
+         mkdir sub && echo \"gitdir: $PWD/evil.git\" > sub/.git && echo planted"
+    );
+    let client = connect(&daemon).await;
+    let sid = session_in(&daemon, &client, Mode::Yolo).await;
+    let mut events = Events::live(&client, &sid).await;
+    mock.push(vec![
+        calls(vec![call(
+            "rewrite",
+            "bash",
+            &json!({ "command": rewrites }),
+        )]),
+        calls(vec![call(
+            "gitlink",
+            "bash",
+            &json!({ "command": gitlink }),
+        )]),
+        MockTurn::text("planted"),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "plant below").await;
+    let (_, output) = result_of(&turn, "rewrite");
+    assert!(output.contains("Read-only file system"), "{output}");
+    let (status, output) = result_of(&turn, "gitlink");
+    assert_eq!(status, "ok", "{output}");
+    assert!(
+        output.contains("planted") && output.contains("sub/.git"),
+        "{output}"
+    );
+    assert!(!ws.join("sub/.git").exists());
+    let module_config = std::fs::read_to_string(ws.join(".git/modules/vendor/lib/config")).unwrap();
+    assert!(!module_config.contains("fsmonitor"), "{module_config}");
+    users_git_runs_nothing(&ws, &ran);
+}
+
 /// Where there is no repository yet, one command makes one and fills its config and hooks
 /// (nothing existed to be protected while it ran): afterwards the user's own git runs none
 /// of it, and the command's result says what amber undid.

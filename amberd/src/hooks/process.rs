@@ -133,8 +133,14 @@ async fn spawn_and_wait(
     let Some((program, args)) = hook.command.split_first() else {
         return HookRun::failed(Exit::SpawnFailed("its command is empty".into()));
     };
+    // Taken before it starts: what the hook plants that the mounts cannot protect.
+    let (git_guard, guarded_spec) = match &env.sandbox {
+        ToolSandbox::On(spec) => crate::tools::git_guard::GitGuard::around(spec)
+            .map_or((None, None), |(guard, spec)| (Some(guard), Some(spec))),
+        ToolSandbox::Off | ToolSandbox::Unavailable { .. } => (None, None),
+    };
     let spec = match &env.sandbox {
-        ToolSandbox::On(spec) => Some(spec.as_ref()),
+        ToolSandbox::On(spec) => Some(guarded_spec.as_ref().unwrap_or(spec)),
         ToolSandbox::Off | ToolSandbox::Unavailable { .. } => None,
     };
     let mut std_cmd = match crate::tools::lifeline::command_with_stdin(program, spec, stdin_file) {
@@ -152,8 +158,6 @@ async fn spawn_and_wait(
     if let Some(spec) = spec {
         std_cmd.env("TMPDIR", &spec.tmp_dir);
     }
-    // Taken before it starts: what the hook plants that the mounts cannot protect.
-    let git_guard = spec.and_then(crate::tools::git_guard::GitGuard::for_spec);
     let mut cmd = tokio::process::Command::from(std_cmd);
     cmd.process_group(0).kill_on_drop(true);
     let mut child = match cmd.spawn() {

@@ -60,6 +60,7 @@ impl Scratch {
             hidden: settings.hidden.clone(),
             masked: Vec::new(),
             allow_unix_sockets: Vec::new(),
+            nested_checkouts: Vec::new(),
             daemon_pid: Some(std::process::id()),
             simulate_landlock_abi: settings.simulate_landlock_abi,
         }

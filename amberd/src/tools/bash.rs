@@ -120,11 +120,15 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     let env = ctx.session.tool_env();
     // What the mounts cannot protect (names that do not exist yet) is checked around a
     // command that may write the workspace.
-    let git_guard = match chosen.spawn() {
-        super::sandbox::SpawnSandbox::Sandboxed(spec) => super::git_guard::GitGuard::for_spec(spec),
+    let guarded = match chosen.spawn() {
+        super::sandbox::SpawnSandbox::Sandboxed(spec) => super::git_guard::GitGuard::around(spec),
         super::sandbox::SpawnSandbox::Unsandboxed => None,
     };
-    let (reader, mut child) = spawn_shell(command, &cwd, &env, chosen.spawn())
+    let spawn = match &guarded {
+        Some((_, spec)) => super::sandbox::SpawnSandbox::Sandboxed(spec),
+        None => chosen.spawn(),
+    };
+    let (reader, mut child) = spawn_shell(command, &cwd, &env, spawn)
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;
     let Some(pid) = child.id().and_then(|id| libc::pid_t::try_from(id).ok()) else {
         return Err(ToolOutcome::error(
@@ -139,7 +143,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
     if let Some(check) = chosen.refusal_check() {
         check.append_note(command, &mut body);
     }
-    if let Some(note) = git_guard.and_then(|guard| guard.after()) {
+    if let Some(note) = guarded.and_then(|(guard, _)| guard.after()) {
         body.push_str(&note);
     }
     Ok(finish(end, body, timeout))

@@ -150,6 +150,7 @@ mod tests {
         Arc::new(SandboxSpec {
             masked: Vec::new(),
             allow_unix_sockets: Vec::new(),
+            nested_checkouts: Vec::new(),
             mode: SandboxMode::WorkspaceWrite,
             network: false,
             workspace: "/ws".into(),

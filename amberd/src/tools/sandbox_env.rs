@@ -94,6 +94,7 @@ impl SandboxEnv {
             hidden: self.hidden.clone(),
             masked: self.masked.clone(),
             allow_unix_sockets: self.allow_unix_sockets.clone(),
+            nested_checkouts: Vec::new(),
             daemon_pid: Some(std::process::id()),
             simulate_landlock_abi: self.simulate_landlock_abi,
         }

@@ -35,6 +35,11 @@ pub struct SandboxSpec {
     /// amberd's among them, would be reachable).
     #[serde(default)]
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Checkouts nested in the workspace (relative to it: its submodules and gitlinks, which
+    /// a user's `git status` descends into) whose `.git` is protected as the workspace's
+    /// own; amberd names them per command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nested_checkouts: Vec<PathBuf>,
     /// amberd's pid: what the seccomp filter keeps signals from when Landlock cannot scope
     /// them (the command's parent may be a helper, not amberd). `None`: the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +106,7 @@ mod tests {
             hidden: vec!["/run/user/0/amber".into()],
             masked: vec!["/home/u/.ssh".into()],
             allow_unix_sockets: Vec::new(),
+            nested_checkouts: Vec::new(),
             daemon_pid: None,
             simulate_landlock_abi: None,
         };
@@ -143,6 +149,7 @@ mod tests {
             hidden: vec![],
             masked: vec![],
             allow_unix_sockets: Vec::new(),
+            nested_checkouts: Vec::new(),
             daemon_pid: None,
             simulate_landlock_abi: None,
         };

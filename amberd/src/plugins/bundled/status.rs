@@ -157,6 +157,7 @@ mod tests {
                 hidden: vec![],
                 masked: vec![],
                 allow_unix_sockets: vec![],
+                nested_checkouts: vec![],
                 daemon_pid: None,
                 simulate_landlock_abi: None,
             }))

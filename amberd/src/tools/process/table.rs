@@ -236,14 +236,19 @@ impl ProcessTable {
         {
             table.entries.remove(oldest);
         }
-        let git_guard = match sandbox {
-            SpawnSandbox::Sandboxed(spec) => GitGuard::for_spec(spec),
+        let guarded = match sandbox {
+            SpawnSandbox::Sandboxed(spec) => GitGuard::around(spec),
             SpawnSandbox::Unsandboxed => None,
+        };
+        let spawn = match &guarded {
+            Some((_, spec)) => SpawnSandbox::Sandboxed(spec),
+            None => sandbox,
         };
         let (reader, child) = {
             let _enter = runtime.enter();
-            spawn_shell(command, cwd, env, sandbox).map_err(ProcessError::Spawn)?
+            spawn_shell(command, cwd, env, spawn).map_err(ProcessError::Spawn)?
         };
+        let git_guard = guarded.map(|(guard, _)| guard);
         let Some(pid) = child.id() else {
             return Err(ProcessError::Spawn(io::Error::other("no process id")));
         };

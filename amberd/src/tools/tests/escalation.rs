@@ -39,6 +39,7 @@ fn sandbox_on(workspace: &Path) -> ToolSandbox {
     ToolSandbox::On(Arc::new(SandboxSpec {
         masked: Vec::new(),
         allow_unix_sockets: Vec::new(),
+        nested_checkouts: Vec::new(),
         mode: SandboxMode::WorkspaceWrite,
         network: false,
         workspace: workspace.to_owned(),

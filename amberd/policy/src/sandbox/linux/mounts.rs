@@ -109,7 +109,11 @@ impl Plan {
         if spec.mode == SandboxMode::WorkspaceWrite {
             let workspace = std::fs::canonicalize(&spec.workspace)
                 .map_err(|err| SandboxError::setup("resolving the workspace", err))?;
-            plan.protect_workspace(&workspace)?;
+            plan.protect_workspace(&workspace, &spec.nested_checkouts)?;
+            // A submodule's git dir is reached from its checkout and from `.git/modules`;
+            // sorted, a parent is bound before what lies in it.
+            plan.protected.sort();
+            plan.protected.dedup();
         }
         Ok(plan)
     }
@@ -192,39 +196,58 @@ impl Plan {
     /// `.amber/` when there is one (nothing is created in the workspace for it: workspace
     /// configuration counts only once the user trusted it) and what the workspace
     /// repository's git reads to decide what it runs (and its submodules').
-    fn protect_workspace(&mut self, workspace: &Path) -> Result<(), SandboxError> {
+    fn protect_workspace(
+        &mut self,
+        workspace: &Path,
+        nested: &[PathBuf],
+    ) -> Result<(), SandboxError> {
         let amber = workspace.join(".amber");
         if std::fs::symlink_metadata(&amber).is_ok_and(|m| m.is_dir()) {
             self.protected.push(amber);
         }
-        let git = workspace.join(".git");
+        self.protect_checkout(workspace, workspace)?;
+        for rel in nested {
+            // Only a real directory inside the workspace: git does not descend through a
+            // link, and what lies outside is read-only.
+            let path = workspace.join(rel);
+            if std::fs::canonicalize(&path).is_ok_and(|real| real == path && real != workspace) {
+                self.protect_checkout(&path, workspace)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What git reads in the checkout at `root` to decide what it runs: its `.git` (a
+    /// directory, or a `gitdir: …` file) and the git dir that names.
+    fn protect_checkout(&mut self, root: &Path, workspace: &Path) -> Result<(), SandboxError> {
+        let git = root.join(".git");
         let Ok(meta) = std::fs::symlink_metadata(&git) else {
             return Ok(());
         };
+        if meta.is_dir() {
+            self.pinned.push(git.clone());
+            return self.protect_git_dir(&git);
+        }
         if meta.is_file() {
             // A worktree's or submodule's `gitdir: …` file: rewritten, it would send git to
             // a git dir (and config) of the command's making.
             self.protected.push(git.clone());
         }
-        if !meta.is_dir() {
-            // A `.git` file (worktree, submodule) points to a git dir elsewhere, and a
-            // symlink resolves elsewhere: outside the workspace both are read-only anyway;
-            // inside it, protect what it resolves to.
-            let target = if meta.is_file() {
-                gitdir_of(&git, workspace)
-            } else {
-                std::fs::canonicalize(&git).ok()
-            };
-            if let Some(target) = target
-                && target.is_dir()
-                && target.starts_with(workspace)
-            {
-                self.protect_git_dir(&target)?;
-            }
-            return Ok(());
+        // A `.git` file (worktree, submodule) points to a git dir elsewhere, and a symlink
+        // resolves elsewhere: outside the workspace both are read-only anyway; inside it,
+        // protect what it resolves to.
+        let target = if meta.is_file() {
+            gitdir_of(&git)
+        } else {
+            std::fs::canonicalize(&git).ok()
+        };
+        if let Some(target) = target
+            && target.is_dir()
+            && target.starts_with(workspace)
+        {
+            self.protect_git_dir(&target)?;
         }
-        self.pinned.push(git.clone());
-        self.protect_git_dir(&git)
+        Ok(())
     }
 
     fn protect_git_dir(&mut self, git_dir: &Path) -> Result<(), SandboxError> {
@@ -342,14 +365,22 @@ impl Plan {
     }
 }
 
-/// The git dir a `.git` file (`gitdir: PATH`) names, canonical, when it lies inside
-/// `workspace` (outside it, everything is read-only already).
-fn gitdir_of(file: &Path, workspace: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
+/// The git dir a `.git` file (`gitdir: PATH`) names, canonical.
+fn gitdir_of(file: &Path) -> Option<PathBuf> {
+    let text = read_bounded(file, 4096)?;
+    let text = String::from_utf8(text).ok()?;
     let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     let base = file.parent()?;
     let target = std::fs::canonicalize(base.join(named)).ok()?;
-    (target.is_dir() && target.starts_with(workspace)).then_some(target)
+    target.is_dir().then_some(target)
+}
+
+/// A regular file's content when it is at most `max` bytes (not through a link).
+fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    (meta.is_file() && meta.len() <= max)
+        .then(|| std::fs::read(path).ok())
+        .flatten()
 }
 
 /// Creates an empty directory to mount over when nothing is there yet. Commands of one
