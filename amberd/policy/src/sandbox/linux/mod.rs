@@ -10,6 +10,7 @@ mod caps;
 mod fs_rules;
 mod mounts;
 mod namespaces;
+mod sockets;
 mod syscalls;
 
 use super::landlock_abi::{LandlockFeature, has};

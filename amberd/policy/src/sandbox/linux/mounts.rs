@@ -65,6 +65,9 @@ pub(super) struct Plan {
     /// Sockets covered by `/dev/null` (a hidden directory that holds a writable one cannot
     /// be covered as a whole: its sockets are).
     hidden_sockets: Vec<PathBuf>,
+    /// The user's other sockets covered by `/dev/null` when `allow_unix_sockets` lets Unix
+    /// sockets be created: one that is gone by then is skipped.
+    other_sockets: Vec<PathBuf>,
     /// Secret files covered by `/dev/null` (read as empty).
     masked_files: Vec<PathBuf>,
     /// The working directory to enter again once the mounts exist.
@@ -85,6 +88,7 @@ impl Plan {
             protected: Vec::new(),
             hidden: Vec::new(),
             hidden_sockets: Vec::new(),
+            other_sockets: Vec::new(),
             masked_files: Vec::new(),
             cwd: std::env::current_dir().ok(),
         };
@@ -105,6 +109,9 @@ impl Plan {
         masked.dedup();
         for path in masked {
             plan.mask(&path, workspace.as_deref(), 0);
+        }
+        if spec.network && !spec.allow_unix_sockets.is_empty() {
+            plan.cover_other_sockets(&spec.allow_unix_sockets)?;
         }
         if spec.mode == SandboxMode::WorkspaceWrite {
             let workspace = std::fs::canonicalize(&spec.workspace)
@@ -151,6 +158,40 @@ impl Plan {
                 self.hidden_sockets.push(entry.path());
             }
         }
+    }
+
+    /// Covers every socket bound on the host but those `allowed` names and those in the
+    /// directories the command may write (which it could have bound itself).
+    fn cover_other_sockets(&mut self, allowed: &[PathBuf]) -> Result<(), SandboxError> {
+        use std::os::unix::fs::FileTypeExt;
+        let allowed: Vec<PathBuf> = allowed
+            .iter()
+            .filter_map(|path| std::fs::canonicalize(path).ok())
+            .collect();
+        let bound = super::sockets::bound_paths()
+            .map_err(|err| SandboxError::setup("listing the host's Unix sockets", err))?;
+        for path in bound {
+            let Ok(real) = std::fs::canonicalize(&path) else {
+                continue;
+            };
+            let own = self.writable.iter().any(|dir| real.starts_with(dir));
+            let is_socket = std::fs::metadata(&real).is_ok_and(|m| m.file_type().is_socket());
+            if is_socket && !own && !allowed.contains(&real) && !self.other_sockets.contains(&real)
+            {
+                self.other_sockets.push(real);
+            }
+        }
+        if self.other_sockets.len() > super::sockets::MAX_SOCKETS {
+            return Err(SandboxError::setup(
+                "covering the host's other Unix sockets",
+                std::io::Error::other(format!(
+                    "{} sockets are bound, more than the {} the sandbox covers",
+                    self.other_sockets.len(),
+                    super::sockets::MAX_SOCKETS
+                )),
+            ));
+        }
+        Ok(())
     }
 
     /// Masks the secret location `path`: a directory by an empty read-only tmpfs, a file by
@@ -343,6 +384,14 @@ impl Plan {
         }
         for path in self.hidden_sockets.iter().chain(&self.masked_files) {
             bind_over(Path::new("/dev/null"), path)?;
+        }
+        for path in &self.other_sockets {
+            match bind_mount(Path::new("/dev/null"), path, libc::MS_BIND) {
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                other => other.map_err(|err| {
+                    SandboxError::setup(format!("covering the socket {}", path.display()), err)
+                })?,
+            }
         }
         minimal_dev(devices)?;
         for dir in &self.hidden {
