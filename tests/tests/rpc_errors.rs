@@ -479,7 +479,16 @@ async fn initialize_with_an_unsupported_protocol_version_is_invalid_params() {
 // Edge cases answered as the RFCs say.
 
 /// The ids JSON-RPC allows but jsonrpsee cannot hold, or JSON-RPC does not allow.
-const BAD_IDS: [&str; 5] = ["1.5", "true", "[1]", "18446744073709551616", "-0"];
+const BAD_IDS: [&str; 7] = [
+    "1.5",
+    "true",
+    "[1]",
+    "18446744073709551616",
+    "-0",
+    // Strings that do not decode to text: lone surrogates.
+    r#""\ud800""#,
+    r#""a\udc00""#,
+];
 
 fn assert_invalid_request_with_null_id(response: &Value, what: &str) {
     assert_eq!(response["jsonrpc"], "2.0", "{what}: {response}");
@@ -580,5 +589,78 @@ fn a_text_frame_that_is_not_utf8_closes_with_1007() {
     let (code, reason) = ws.close_frame();
     assert_eq!(code, 1007, "{reason}");
     assert!(ws.closed());
+    assert_eq!(d.rpc_ok("daemon/status", json!({}))["pid"], d.pid());
+}
+
+/// A raw HTTP POST of `body` bytes; the response's status and body.
+fn post_bytes(d: &TestDaemon, body: &[u8]) -> (u16, String) {
+    let mut stream = UnixStream::connect(&d.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+#[test]
+fn a_body_that_is_not_utf8_is_a_parse_error_with_a_null_id() {
+    let d = daemon();
+    let mut body = br#"{"jsonrpc":"2.0","id":"a"#.to_vec();
+    body.extend_from_slice(&[0xff, 0xc0, 0x80]);
+    body.extend_from_slice(br#"","method":"daemon/status","params":{}}"#);
+    let (status, text) = post_bytes(&d, &body);
+    assert_eq!(status, 200, "{text}");
+    let response: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(response["error"]["code"], -32700, "{response}");
+    assert!(response["id"].is_null(), "{response}");
+    // Over a WebSocket the same bytes in a binary frame get the same answer.
+    let mut ws = frame_ws::connect(&d.socket);
+    ws.initialize();
+    ws.send_raw(&frame(true, 0x2, true, &body));
+    let response = ws.recv_json();
+    assert_eq!(response["error"]["code"], -32700, "{response}");
+    assert_eq!(
+        ws.call(3, "daemon/status", json!({}))["result"]["pid"],
+        d.pid()
+    );
+}
+
+#[test]
+fn close_frames_are_checked_as_rfc_6455_says() {
+    let d = daemon();
+    let mut not_utf8 = 1000u16.to_be_bytes().to_vec();
+    not_utf8.extend_from_slice(&[0xce, 0xba, 0xff]);
+    for (name, payload, code) in [
+        ("one-byte body", vec![0x03], 1002),
+        ("reserved code 1005", 1005u16.to_be_bytes().to_vec(), 1002),
+        ("code 999", 999u16.to_be_bytes().to_vec(), 1002),
+        ("reason not UTF-8", not_utf8, 1007),
+        ("a normal close", 1000u16.to_be_bytes().to_vec(), 1000),
+    ] {
+        let mut ws = frame_ws::connect(&d.socket);
+        ws.initialize();
+        ws.send_raw(&frame(true, frame_ws::CLOSE, true, &payload));
+        let (got, reason) = ws.close_frame();
+        assert_eq!(got, code, "{name}: {reason}");
+        assert!(ws.closed(), "{name}");
+    }
     assert_eq!(d.rpc_ok("daemon/status", json!({}))["pid"], d.pid());
 }

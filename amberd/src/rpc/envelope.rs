@@ -78,11 +78,12 @@ fn entry(raw: &str) -> Entry {
 }
 
 /// null, a string, or a plain non-negative integer that fits a `u64` — what jsonrpsee's
-/// `Id` can hold and echo back exactly.
+/// `Id` can hold and echo back exactly. A string must decode to text: a lone surrogate
+/// (`"\ud800"`) passes a raw read but fails jsonrpsee's, which then cannot answer at all.
 fn representable_id(raw: &str) -> bool {
     match raw.as_bytes() {
         b"null" => true,
-        [b'"', ..] => true,
+        [b'"', ..] => serde_json::from_str::<String>(raw).is_ok(),
         [b'0'] => true,
         digits @ [b'1'..=b'9', ..] => {
             digits.iter().all(u8::is_ascii_digit) && raw.parse::<u64>().is_ok()
@@ -109,12 +110,23 @@ const BAD_ID: &str = "invalid request: `id` must be a string, a non-negative int
 const NOT_A_REQUEST: &str =
     "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": …, \"id\": …}";
 
+/// The answer for a message that is not JSON text at all: -32700 with `id: null`.
+pub fn parse_error(message: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": amber_proto::errors::PARSE_ERROR, "message": message},
+    })
+    .to_string()
+}
+
+const NOT_UTF8: &str = "parse error: a JSON-RPC message must be UTF-8 text";
+
 /// Checks one message; see the module header.
 pub fn check(body: &[u8]) -> Verdict {
     let Ok(text) = std::str::from_utf8(body) else {
-        return Verdict::Pass {
-            expects_reply: true,
-        };
+        // JSON is UTF-8 (RFC 8259); jsonrpsee would read no id from it and stay silent.
+        return Verdict::Answer(parse_error(NOT_UTF8));
     };
     match first_byte(body) {
         Some(b'{') => match entry(text) {
@@ -190,6 +202,31 @@ mod tests {
             let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon/status"}}"#);
             assert!(answered_invalid(&check(body.as_bytes())), "id {id}");
         }
+    }
+
+    #[test]
+    fn ids_and_bodies_that_do_not_decode_to_text_are_answered_with_a_null_id() {
+        for id in [r#""\ud800""#, r#""a\udfffb""#, r#""\ud800\u0041""#] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon/status"}}"#);
+            assert!(answered_invalid(&check(body.as_bytes())), "id {id}");
+        }
+        let mut body = br#"{"jsonrpc":"2.0","id":"a"#.to_vec();
+        body.extend_from_slice(&[0xff, 0xfe]);
+        body.extend_from_slice(br#"","method":"daemon/status"}"#);
+        let Verdict::Answer(text) = check(&body) else {
+            panic!("not answered");
+        };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["code"], -32700);
+        assert!(v["id"].is_null());
+        // A surrogate pair is text.
+        let body = r#"{"jsonrpc":"2.0","id":"\ud83d\ude00","method":"daemon/status"}"#;
+        assert_eq!(
+            check(body.as_bytes()),
+            Verdict::Pass {
+                expects_reply: true
+            }
+        );
     }
 
     #[test]

@@ -127,6 +127,9 @@ impl FrameReader {
                 }
             }
             if let Some(event) = self.take_payload(input) {
+                if let Event::Control(raw) = &event {
+                    check_close(raw)?;
+                }
                 return Ok(Some(event));
             }
             if self.frame.is_some() {
@@ -279,6 +282,50 @@ impl FrameReader {
             },
         })
     }
+}
+
+/// RFC 6455 §5.5.1 and §7.4 for a client's close frame (`raw`: header and masked payload):
+/// a body is empty or a valid status code and a UTF-8 reason; one byte is no body at all.
+fn check_close(raw: &[u8]) -> Result<(), Violation> {
+    if raw.first().is_none_or(|b0| b0 & 0x0f != OP_CLOSE) || raw.len() < 6 {
+        return Ok(());
+    }
+    // Control frames are at most 125 bytes: a 7-bit length, then the mask.
+    let len = usize::from(raw[1] & 0x7f);
+    let mask = [raw[2], raw[3], raw[4], raw[5]];
+    let payload: Vec<u8> = raw[6..]
+        .iter()
+        .take(len)
+        .enumerate()
+        .map(|(i, b)| b ^ mask[i % 4])
+        .collect();
+    match payload.len() {
+        0 => Ok(()),
+        1 => Err(Violation::protocol(
+            "a close frame's body is a two-byte status code, not one byte",
+        )),
+        _ => {
+            let code = u16::from_be_bytes([payload[0], payload[1]]);
+            if !sendable_close_code(code) {
+                return Err(Violation::protocol(
+                    "the close frame's status code is not one a peer may send",
+                ));
+            }
+            if std::str::from_utf8(&payload[2..]).is_err() {
+                return Err(Violation {
+                    code: close::INVALID_PAYLOAD,
+                    reason: "the close frame's reason must be UTF-8",
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Status codes a peer may put in a close frame: the defined ones (1004–1006 and 1015 are
+/// reserved for local use), the registered 1012–1014, and the application ranges.
+fn sendable_close_code(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
 }
 
 /// A client frame carrying a whole message, masked with a zero key (masking with zeros is

@@ -77,10 +77,50 @@ fn what_rfc_6455_forbids_fails_the_connection_with_1002() {
         ("long ping", frame(true, 0x9, &[0; 126])),
         ("stray continuation", frame(true, OP_CONTINUATION, b"x")),
         ("new message mid-fragment", new_message_mid_fragment),
+        ("one-byte close body", frame(true, OP_CLOSE, &[0x03])),
+        (
+            "close code 999",
+            frame(true, OP_CLOSE, &999u16.to_be_bytes()),
+        ),
+        (
+            "close code 1005",
+            frame(true, OP_CLOSE, &1005u16.to_be_bytes()),
+        ),
+        (
+            "close code 1006",
+            frame(true, OP_CLOSE, &1006u16.to_be_bytes()),
+        ),
+        (
+            "close code 1015",
+            frame(true, OP_CLOSE, &1015u16.to_be_bytes()),
+        ),
+        (
+            "close code 2999",
+            frame(true, OP_CLOSE, &2999u16.to_be_bytes()),
+        ),
+        (
+            "close code 5000",
+            frame(true, OP_CLOSE, &5000u16.to_be_bytes()),
+        ),
     ] {
         let err = events(&bytes, 1).unwrap_err();
         assert_eq!(err.code, close::PROTOCOL_ERROR, "{name}: {err:?}");
     }
+}
+
+#[test]
+fn close_frames_a_peer_may_send_pass_and_a_reason_that_is_not_utf8_gets_1007() {
+    for code in [1000u16, 1001, 1003, 1007, 1011, 1012, 3000, 4999] {
+        let mut body = code.to_be_bytes().to_vec();
+        body.extend_from_slice("bye é".as_bytes());
+        let got = events(&frame(true, OP_CLOSE, &body), 1).unwrap();
+        assert_eq!(got.len(), 1, "{code}");
+    }
+    assert_eq!(events(&frame(true, OP_CLOSE, b""), 3).unwrap().len(), 1);
+    let mut body = 1000u16.to_be_bytes().to_vec();
+    body.extend_from_slice(&[0xce, 0xba, 0xe1, 0xbd, 0xb9, 0xcf, 0x83, 0xff]);
+    let err = events(&frame(true, OP_CLOSE, &body), 2).unwrap_err();
+    assert_eq!(err.code, close::INVALID_PAYLOAD, "{err:?}");
 }
 
 #[test]
