@@ -339,3 +339,79 @@ fn concurrent_large_bodies_are_held_within_the_bytes_in_flight_budget() {
     // The default budget is 64 MiB in flight; the rest is copies and allocator slack.
     assert!(peak < 192 * MIB, "peak +{peak} bytes");
 }
+
+/// The daemon's count of open connections (`daemon/status`, asked over HTTP: that one
+/// connection included).
+fn open_connections(d: &TestDaemon) -> u64 {
+    d.rpc_ok("daemon/status", json!({}))["connections"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Waits (generously) until the daemon counts at most `n` connections; the last count.
+fn connections_fall_to(d: &TestDaemon, n: u64) -> u64 {
+    let mut count = open_connections(d);
+    for _ in 0..600 {
+        if count <= n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        count = open_connections(d);
+    }
+    count
+}
+
+#[test]
+fn websockets_that_flood_past_the_cap_and_close_give_their_slots_back() {
+    let d = daemon_with("[server]\nmax_connections = 12\nmax_unanswered_calls = 64\n");
+    let request = frame(
+        true,
+        TEXT,
+        true,
+        br#"{"jsonrpc":"2.0","id":7,"method":"daemon/status","params":{}}"#,
+    );
+    for round in 0..3 {
+        let mut sockets = Vec::new();
+        for _ in 0..8 {
+            let mut ws = frame_ws::connect(&d.socket);
+            ws.initialize();
+            ws.stream.set_nonblocking(true).unwrap();
+            // Far more calls than the cap, and far more replies than the socket buffers
+            // hold; none of them read.
+            let mut sent = 0;
+            let mut offset = 0;
+            while sent < 2000 {
+                match ws.stream.write(&request[offset..]) {
+                    Ok(n) => {
+                        offset += n;
+                        if offset == request.len() {
+                            offset = 0;
+                            sent += 1;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        if !writable_within(&ws.stream, Duration::from_millis(250)) {
+                            break;
+                        }
+                    }
+                    Err(e) => panic!("send: {e}"),
+                }
+            }
+            sockets.push(ws);
+        }
+        drop(sockets);
+        let left = connections_fall_to(&d, 1);
+        assert_eq!(left, 1, "round {round}: closed WebSockets still hold slots");
+    }
+    // Every slot is free: as many WebSockets as allowed open and answer.
+    let mut all = Vec::new();
+    for _ in 0..8 {
+        let mut ws = frame_ws::connect(&d.socket);
+        ws.initialize();
+        assert_eq!(
+            ws.call(1, "daemon/status", json!({}))["result"]["pid"],
+            d.pid()
+        );
+        all.push(ws);
+    }
+}

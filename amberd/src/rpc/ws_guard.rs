@@ -51,6 +51,9 @@ pub struct WsLimits {
 /// How long a failing connection waits for its close frame to go out.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 16 * 1024;
+/// While reading is paused, at most this much more input is taken in, only so that a
+/// client that hung up is seen to be gone (its end of file lies behind what it sent).
+const PAUSED_READ_AHEAD: usize = 64 * 1024;
 
 enum CloseState {
     Open,
@@ -81,6 +84,9 @@ pub struct WsGuard {
     inject_pos: usize,
     unanswered: usize,
     paused: bool,
+    /// The client hung up (end of file while paused, or a failed write): jsonrpsee reads
+    /// end of file, so the connection ends even with replies still queued for it.
+    peer_gone: bool,
     initialize_by: Option<Instant>,
     message_started: Option<Instant>,
     closing: CloseState,
@@ -107,6 +113,7 @@ impl WsGuard {
             inject_pos: 0,
             unanswered: 0,
             paused: false,
+            peer_gone: false,
             initialize_by: None,
             message_started: None,
             closing: CloseState::Open,
@@ -123,6 +130,9 @@ impl WsGuard {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
+            if self.peer_gone {
+                return Poll::Ready(Ok(()));
+            }
             if !self.inject.is_empty() && self.poll_inject(inner, cx).is_ready() {
                 // The writer may wait for these bytes to be out (or for the socket).
                 wake(&mut self.write_waker);
@@ -170,6 +180,9 @@ impl WsGuard {
             if self.unanswered >= self.limits.max_unanswered {
                 self.paused = true;
                 self.read_waker = Some(cx.waker().clone());
+                if self.poll_hangup(inner, cx) {
+                    continue;
+                }
                 if let Some(at) = self.next_deadline()
                     && self.timer_fired(at, cx)
                 {
@@ -221,9 +234,16 @@ impl WsGuard {
         }
         let n = match Pin::new(&mut *inner).poll_write(cx, buf) {
             Poll::Ready(Ok(n)) => n,
-            other => {
+            Poll::Ready(Err(err)) => {
+                // The client is gone: the reader must see it too, or a paused one would
+                // hold the connection (and its slot) forever.
+                self.peer_gone = true;
+                wake(&mut self.read_waker);
+                return Poll::Ready(Err(err));
+            }
+            Poll::Pending => {
                 self.write_waker = Some(cx.waker().clone());
-                return other;
+                return Poll::Pending;
             }
         };
         let before = self.writes.phase();
@@ -291,6 +311,23 @@ impl WsGuard {
         self.inject.clear();
         self.inject_pos = 0;
         Poll::Ready(Ok(()))
+    }
+
+    /// While paused: reads a little ahead (into the input, not through the reader) to see
+    /// a hang-up; true once the client is known to be gone.
+    fn poll_hangup(&mut self, inner: &mut UnixStream, cx: &mut Context<'_>) -> bool {
+        if self.input.len() - self.input_pos >= PAUSED_READ_AHEAD {
+            return false;
+        }
+        let mut chunk = [0u8; READ_CHUNK];
+        let mut chunk_buf = ReadBuf::new(&mut chunk);
+        match Pin::new(&mut *inner).poll_read(cx, &mut chunk_buf) {
+            Poll::Ready(Ok(())) if chunk_buf.filled().is_empty() => self.peer_gone = true,
+            Poll::Ready(Ok(())) => self.input.extend_from_slice(chunk_buf.filled()),
+            Poll::Ready(Err(_)) => self.peer_gone = true,
+            Poll::Pending => {}
+        }
+        self.peer_gone
     }
 
     /// Runs buffered input through the reader; whether anything happened.
