@@ -283,8 +283,11 @@ async fn open_websockets_count_against_max_connections() {
     for ws in [&mut first.tx, &mut second.tx] {
         ws.send_ping().await.unwrap();
     }
-    let init = first.call(1, "initialize", initialize_params()).await;
-    assert!(init["result"].is_object(), "{init}");
+    // Both initialized: neither gives its slot up to a newcomer.
+    for ws in [&mut first, &mut second] {
+        let init = ws.call(1, "initialize", initialize_params()).await;
+        assert!(init["result"].is_object(), "{init}");
+    }
     let (status, body) = d.raw_http(&request("daemon/status", json!({})));
     assert_eq!(status, 503, "a third connection is over the limit: {body}");
     let refused: Value = serde_json::from_str(&body).unwrap();

@@ -1,9 +1,9 @@
 //! One accepted connection, from its first byte to its close. amber reads the first request
 //! head itself (it must be whole within `frame_timeout`) to tell the two kinds apart:
 //!
-//! - a WebSocket upgrade takes one of the WebSocket slots (`max_connections` less
-//!   `reserved_http_connections`; none free: 503, -32003) and is served through the
-//!   WebSocket guard; it carries that one request, the upgrade;
+//! - a WebSocket upgrade makes its slot a WebSocket's (`max_connections` less
+//!   `reserved_http_connections` of them; none free, none pending to evict: 503, -32003)
+//!   and is served through the WebSocket guard; it carries that one request, the upgrade;
 //! - anything else is plain HTTP: keep-alive requests, each body read by `http_intake`;
 //!   a later request on it may not upgrade (the guard must see a WebSocket's first frame).
 //!
@@ -18,9 +18,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use jsonrpsee::server::{HttpBody, ws};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio::sync::Semaphore;
 use tower::Service;
 
+use super::admission::{Activity, SlotState, Slots};
 use super::budget::ByteBudget;
 use super::conn_io::ConnIo;
 use super::gate::WsConn;
@@ -32,17 +32,19 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// What every connection shares.
 pub struct Shared {
-    pub ws_slots: Arc<Semaphore>,
+    pub slots: Arc<Slots>,
     pub budget: ByteBudget,
     pub ws_limits: WsLimits,
     pub body_limits: BodyLimits,
 }
 
-/// Serves `stream` until it closes or `stopped` fires; `lease` lives as long as the
-/// connection (for a WebSocket: until the upgraded connection closes).
+/// Serves `stream` until it closes, `stopped` fires or its slot is evicted; `lease` lives
+/// as long as the connection (for a WebSocket: until the upgraded connection closes), and
+/// `slot` follows what it does.
 pub async fn serve<S>(
     mut stream: UnixStream,
     lease: Arc<dyn Send + Sync>,
+    slot: Arc<SlotState>,
     shared: Arc<Shared>,
     rpc: S,
     stopped: impl std::future::Future<Output = ()>,
@@ -55,7 +57,10 @@ pub async fn serve<S>(
     S::Future: Send,
 {
     let timeout = shared.body_limits.timeout;
-    let first = tokio::time::timeout(timeout, read_head(&mut stream)).await;
+    let first = tokio::select! {
+        first = tokio::time::timeout(timeout, read_head(&mut stream)) => first,
+        () = slot.evicted().cancelled() => return,
+    };
     let (read, head_len) = match first {
         Ok(Ok(Some(head))) => head,
         Ok(Ok(None)) | Ok(Err(_)) => return,
@@ -65,18 +70,19 @@ pub async fn serve<S>(
         }
     };
     let ws_conn = if is_websocket_upgrade(&read[..head_len]) {
-        let Ok(ws_slot) = shared.ws_slots.clone().try_acquire_owned() else {
+        if !shared.slots.upgrade(&slot) {
             let message = "too many WebSocket connections; plain HTTP requests still answer";
             let refusal =
                 super::socket::refusal("503 Service Unavailable", errors::OVERLOADED, message);
             super::refuse(stream, refusal).await;
             return;
-        };
-        let lease: Arc<dyn Send + Sync> = Arc::new((lease.clone(), ws_slot));
-        Some(Arc::new(WsConn::new(lease)))
+        }
+        Some(Arc::new(WsConn::new(lease.clone(), slot.clone())))
     } else {
+        slot.set(Activity::Busy);
         None
     };
+    let upgrading = ws_conn.is_some();
     let io = match &ws_conn {
         Some(conn) => {
             let mut head = read;
@@ -91,11 +97,23 @@ pub async fn serve<S>(
         }
         None => ConnIo::http(stream, read),
     };
+    let http_slot = ws_conn.is_none().then(|| slot.clone());
     let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
         let rpc = rpc.clone();
         let shared = shared.clone();
         let ws_conn = ws_conn.clone();
-        async move { Ok::<_, std::convert::Infallible>(answer(request, rpc, &shared, ws_conn).await) }
+        let http_slot = http_slot.clone();
+        async move {
+            // Plain HTTP is busy while it answers, idle (evictable) between requests.
+            if let Some(slot) = &http_slot {
+                slot.set(Activity::Busy);
+            }
+            let response = answer(request, rpc, &shared, ws_conn).await;
+            if let Some(slot) = &http_slot {
+                slot.set(Activity::Idle);
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -112,6 +130,8 @@ pub async fn serve<S>(
             connection.as_mut().graceful_shutdown();
             connection.await
         }
+        // Evicted while idle between requests (a WebSocket's guard sees its own eviction).
+        () = slot.evicted().cancelled(), if !upgrading => Ok(()),
     };
     if let Err(err) = result {
         tracing::debug!(%err, "connection ended with an error");

@@ -27,6 +27,8 @@ use jsonrpsee::types::error::TOO_MANY_SUBSCRIPTIONS_CODE;
 use jsonrpsee::types::{ErrorObject, Request};
 use serde_json::value::RawValue;
 
+use super::admission::{Activity, SlotState};
+
 /// State of one WebSocket connection. It lives as long as the connection (jsonrpsee keeps
 /// the upgrade request's extensions), so it also carries the connection's lease.
 #[derive(Default)]
@@ -34,16 +36,24 @@ pub struct WsConn {
     initialized: AtomicBool,
     approver: AtomicBool,
     upgrade_claimed: AtomicBool,
+    slot: Option<Arc<SlotState>>,
     _lease: Option<Arc<dyn Send + Sync>>,
 }
 
 impl WsConn {
-    /// `lease` is held until the WebSocket closes (connection slot, connection count).
-    pub fn new(lease: Arc<dyn Send + Sync>) -> Self {
+    /// `lease` is held until the WebSocket closes (connection slot, connection count);
+    /// `slot` learns when the connection is initialized (no longer evictable).
+    pub fn new(lease: Arc<dyn Send + Sync>, slot: Arc<SlotState>) -> Self {
         Self {
             _lease: Some(lease),
+            slot: Some(slot),
             ..Self::default()
         }
+    }
+
+    /// The connection's slot was given to another client.
+    pub fn evicted(&self) -> Option<&tokio_util::sync::CancellationToken> {
+        self.slot.as_deref().map(SlotState::evicted)
     }
 
     /// True for the first caller only: a WebSocket connection carries one upgrade.
@@ -54,6 +64,9 @@ impl WsConn {
     pub fn mark_initialized(&self, approver: bool) {
         self.approver.store(approver, Ordering::SeqCst);
         self.initialized.store(true, Ordering::SeqCst);
+        if let Some(slot) = &self.slot {
+            slot.set(Activity::Established);
+        }
     }
 
     pub fn is_initialized(&self) -> bool {

@@ -2,6 +2,7 @@
 //! connection (`conn`: HTTP POST and WebSocket on the same socket, answered by jsonrpsee
 //! behind amber's own layers), shut down gracefully.
 
+mod admission;
 mod budget;
 mod conn;
 mod conn_io;
@@ -27,7 +28,6 @@ use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{HttpBody, Methods, Server, ServerHandle, stop_channel};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tower::Service;
 
@@ -52,8 +52,12 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         .set_rpc_middleware(RpcServiceBuilder::new().layer_fn(InitGate::new))
         .to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
-    let shared = Arc::new(connection_limits(cfg));
-    let admission = Admission::new(cfg);
+    let slots = admission::Slots::new(
+        cfg.max_connections as usize,
+        cfg.reserved_http_connections as usize,
+    );
+    let shared = Arc::new(connection_limits(cfg, &slots));
+    let admission = Admission::new(slots);
     let mut connections = JoinSet::new();
 
     while let Some(stream) = accept(&listener, &daemon).await {
@@ -76,9 +80,17 @@ pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), Se
         });
         // The slot and the count live until both the HTTP task and any WebSocket it was
         // upgraded to (served on a task of jsonrpsee's own, holding its WsConn) are gone.
+        let state = slot.state().clone();
         let lease: Arc<dyn Send + Sync> = Arc::new((slot, daemon.connection_guard()));
         let stopped = stop_handle.clone().shutdown();
-        connections.spawn(conn::serve(stream, lease, shared.clone(), rpc, stopped));
+        connections.spawn(conn::serve(
+            stream,
+            lease,
+            state,
+            shared.clone(),
+            rpc,
+            stopped,
+        ));
     }
 
     wind_down(&daemon, server_handle, connections).await;
@@ -98,13 +110,9 @@ fn jsonrpsee_config(cfg: &ServerConfig) -> jsonrpsee::server::ServerConfig {
 
 /// amber's limits in front of jsonrpsee, from `[server]`, and what every connection shares
 /// to enforce them (the WebSocket slots, the byte budget).
-fn connection_limits(cfg: &ServerConfig) -> conn::Shared {
-    let ws_slots = cfg
-        .max_connections
-        .saturating_sub(cfg.reserved_http_connections)
-        .max(1);
+fn connection_limits(cfg: &ServerConfig, slots: &Arc<admission::Slots>) -> conn::Shared {
     conn::Shared {
-        ws_slots: Arc::new(Semaphore::new(ws_slots as usize)),
+        slots: slots.clone(),
         budget: budget::ByteBudget::new(cfg.max_bytes_in_flight),
         ws_limits: ws_guard::WsLimits {
             max_message: cfg.max_message_bytes as usize,
@@ -137,9 +145,10 @@ async fn accept(listener: &UnixListener, daemon: &Daemon) -> Option<UnixStream> 
     }
 }
 
-/// Who is served: the daemon's own user (PROTOCOL.md), while a connection slot is free.
+/// Who is served: the daemon's own user (PROTOCOL.md), with a connection slot
+/// (`admission`: when all are held, the oldest that proved nothing yet gives its slot up).
 struct Admission {
-    slots: Arc<Semaphore>,
+    slots: Arc<admission::Slots>,
     own_uid: u32,
 }
 
@@ -152,15 +161,15 @@ enum Refusal {
 }
 
 impl Admission {
-    fn new(cfg: &ServerConfig) -> Self {
+    fn new(slots: Arc<admission::Slots>) -> Self {
         Self {
-            slots: Arc::new(Semaphore::new(cfg.max_connections as usize)),
+            slots,
             own_uid: socket::current_uid(),
         }
     }
 
     /// The connection slot `stream` holds while it is served.
-    fn admit(&self, stream: &UnixStream) -> Result<OwnedSemaphorePermit, Refusal> {
+    fn admit(&self, stream: &UnixStream) -> Result<admission::Slot, Refusal> {
         let uid = match stream.peer_cred() {
             Ok(cred) => cred.uid(),
             Err(err) => {
@@ -176,8 +185,8 @@ impl Admission {
             );
             return Err(Refusal::Told(refused.response()));
         }
-        self.slots.clone().try_acquire_owned().map_err(|_| {
-            let message = "too many connections; retry later";
+        self.slots.take().ok_or_else(|| {
+            let message = "too many connections, each busy or initialized; retry later";
             Refusal::Told(socket::refusal(
                 "503 Service Unavailable",
                 errors::OVERLOADED,

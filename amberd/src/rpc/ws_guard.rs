@@ -30,6 +30,7 @@ use amber_proto::errors;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 use tokio::time::{Instant, Sleep};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::budget::{ByteBudget, Reserved};
 use super::envelope::{self, Verdict};
@@ -90,6 +91,8 @@ pub struct WsGuard {
     initialize_by: Option<Instant>,
     message_started: Option<Instant>,
     closing: CloseState,
+    /// Fires when the connection's slot went to another client (only before `initialize`).
+    evicted: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     timer: Pin<Box<Sleep>>,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
@@ -98,6 +101,9 @@ pub struct WsGuard {
 impl WsGuard {
     /// `leftover`: bytes the client sent after its upgrade request's head.
     pub fn new(limits: WsLimits, conn: Arc<WsConn>, budget: ByteBudget, leftover: Vec<u8>) -> Self {
+        let evicted = conn
+            .evicted()
+            .map(|token| Box::pin(token.clone().cancelled_owned()));
         Self {
             limits,
             conn,
@@ -117,6 +123,7 @@ impl WsGuard {
             initialize_by: None,
             message_started: None,
             closing: CloseState::Open,
+            evicted,
             timer: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             read_waker: None,
             write_waker: None,
@@ -171,6 +178,18 @@ impl WsGuard {
                     return Poll::Pending;
                 }
                 Phase::Frames => {}
+            }
+            if self
+                .evicted
+                .as_mut()
+                .is_some_and(|evicted| evicted.as_mut().poll(cx).is_ready())
+            {
+                self.evicted = None;
+                self.fail(Violation {
+                    code: close::POLICY_VIOLATION,
+                    reason: "every slot was taken: this connection had not sent `initialize`, so it gave its slot up",
+                });
+                continue;
             }
             let now = Instant::now();
             if let Some(violation) = self.expired(now) {
