@@ -378,6 +378,14 @@ pub struct ServerConfig {
     pub max_unanswered_calls: u32,
     /// Request bytes being read or parsed, over all connections; past it -32003.
     pub max_bytes_in_flight: u64,
+    /// Reply and notification bytes queued for one WebSocket and not yet written; a reply
+    /// past it is -32003 (one always goes when nothing is queued), a notification waits.
+    pub max_unread_bytes_per_connection: u64,
+    /// The same over every connection, HTTP response bodies included.
+    pub max_unread_bytes: u64,
+    /// Calls of one WebSocket that run at once; later ones wait their turn (what a burst of
+    /// large results costs before any is queued is this many of them).
+    pub max_concurrent_calls_per_connection: u32,
 }
 
 impl Default for ServerConfig {
@@ -394,6 +402,9 @@ impl Default for ServerConfig {
             reserved_http_connections: 4,
             max_unanswered_calls: 1024,
             max_bytes_in_flight: 64 * 1024 * 1024,
+            max_unread_bytes_per_connection: 16 * 1024 * 1024,
+            max_unread_bytes: 64 * 1024 * 1024,
+            max_concurrent_calls_per_connection: 16,
         }
     }
 }

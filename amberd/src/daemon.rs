@@ -79,6 +79,8 @@ impl Daemon {
     /// servers (in the background). External plugins get a bounded wait so their tools
     /// are there for the first request, but a slow one never holds the daemon back.
     pub async fn start(self: &Arc<Self>) {
+        let memory = self.sessions.deps().memory.clone();
+        tokio::spawn(memory.run(self.shutdown.clone()));
         let config = &self.sessions.deps().live().config.plugins;
         let names: Vec<String> = self
             .plugins
@@ -305,5 +307,7 @@ pub(crate) struct ConnectionCount(Arc<Daemon>);
 impl Drop for ConnectionCount {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
+        // What the connection held (queued replies, buffers) is freed by now.
+        self.0.sessions.deps().memory.soon();
     }
 }

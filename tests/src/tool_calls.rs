@@ -33,6 +33,24 @@ pub fn call(id: &str, name: &str, arguments: &Value) -> MockToolCall {
     }
 }
 
+/// A streamed completion that makes `arguments` one `write` call in a single chunk (the
+/// mock's usual 8-char pieces would be millions of events for megabytes).
+pub fn one_chunk_write(arguments: &str) -> MockTurn {
+    let frame = |delta: Value, finish: Value| {
+        let chunk = json!({"id": "chatcmpl-big", "object": "chat.completion.chunk",
+            "created": 1_700_000_000, "model": "mock-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let call = json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_write",
+        "type": "function", "function": {"name": "write", "arguments": arguments}}]});
+    MockTurn::Raw(format!(
+        "{}{}data: [DONE]\n\n",
+        frame(call, Value::Null),
+        frame(json!({}), json!("tool_calls"))
+    ))
+}
+
 /// A turn of these tool calls (run in parallel by the daemon, results in order).
 pub fn calls(list: Vec<MockToolCall>) -> MockTurn {
     MockTurn::ToolCalls(list)

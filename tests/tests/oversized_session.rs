@@ -18,7 +18,7 @@ use amber_tests::steps::{
     FAST_RETRIES, connect, done, messages, new_session, run_bounded, spawn_config, stop_reason,
     within,
 };
-use amber_tests::tool_calls::{call, calls};
+use amber_tests::tool_calls::{call, calls, one_chunk_write};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -34,24 +34,6 @@ const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// history fits in (no compaction eats the script).
 fn provider() -> String {
     format!("{FAST_RETRIES}context_window = 1000000000\n")
-}
-
-/// A streamed completion that makes `arguments` one `write` call in a single chunk (the
-/// mock's usual 8-char pieces would be two million events for 17 MiB).
-fn one_chunk_write(arguments: &str) -> MockTurn {
-    let frame = |delta: Value, finish: Value| {
-        let chunk = json!({"id": "chatcmpl-big", "object": "chat.completion.chunk",
-            "created": 1_700_000_000, "model": "mock-model",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {chunk}\n\n")
-    };
-    let call = json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_write",
-        "type": "function", "function": {"name": "write", "arguments": arguments}}]});
-    MockTurn::Raw(format!(
-        "{}{}data: [DONE]\n\n",
-        frame(call, Value::Null),
-        frame(json!({}), json!("tool_calls"))
-    ))
 }
 
 /// `FILE_BYTES` of numbered lines.

@@ -25,6 +25,7 @@ use super::budget::ByteBudget;
 use super::conn_io::ConnIo;
 use super::gate::WsConn;
 use super::http_intake::{self, BodyLimits};
+use super::unread::{ConnUnread, UnreadBudget};
 use super::ws_guard::{WsGuard, WsLimits};
 
 /// A request head longer than this is refused (431).
@@ -33,6 +34,11 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// What every connection shares.
 pub struct Shared {
     pub slots: Arc<Slots>,
+    /// Reply bytes not yet written, daemon-wide, and each WebSocket's own bound.
+    pub unread: Arc<UnreadBudget>,
+    pub unread_per_connection: u64,
+    /// Calls of one WebSocket that run at once.
+    pub concurrent_calls: usize,
     pub budget: ByteBudget,
     pub ws_limits: WsLimits,
     pub body_limits: BodyLimits,
@@ -77,7 +83,13 @@ pub async fn serve<S>(
             super::refuse(stream, refusal).await;
             return;
         }
-        Some(Arc::new(WsConn::new(lease.clone(), slot.clone())))
+        let unread = ConnUnread::new(shared.unread.clone(), shared.unread_per_connection);
+        Some(Arc::new(WsConn::new(
+            lease.clone(),
+            slot.clone(),
+            unread,
+            shared.concurrent_calls,
+        )))
     } else {
         slot.set(Activity::Busy);
         None
@@ -187,7 +199,63 @@ where
     if upgrade && response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
         return closing(response);
     }
-    response
+    if upgrade {
+        return response;
+    }
+    held_while_written(response, &shared.unread)
+}
+
+/// A plain HTTP reply's body counts among the daemon's unread bytes until it is written;
+/// one that does not fit is replaced by 503/-32003 (dropped here, not held).
+fn held_while_written(
+    response: http::Response<HttpBody>,
+    unread: &Arc<UnreadBudget>,
+) -> http::Response<HttpBody> {
+    use hyper::body::Body as _;
+    // jsonrpsee's bodies are whole: their size is exact.
+    let hint = response.body().size_hint();
+    let len = hint.upper().unwrap_or(hint.lower());
+    let Some(reservation) = unread.reserve_body(len) else {
+        drop(response);
+        return http_intake::json_error(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            errors::OVERLOADED,
+            "overloaded: clients have not read the daemon's replies (`[server] \
+             max_unread_bytes`); the reply was dropped — retry later",
+        );
+    };
+    response.map(|body| {
+        HttpBody::new(Reserved {
+            body,
+            _reservation: reservation,
+        })
+    })
+}
+
+/// A body that holds its bytes' reservation until it is dropped.
+struct Reserved {
+    body: HttpBody,
+    _reservation: super::unread::BodyReservation,
+}
+
+impl hyper::body::Body for Reserved {
+    type Data = <HttpBody as hyper::body::Body>::Data;
+    type Error = <HttpBody as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn bad_request(message: &str) -> http::Response<HttpBody> {

@@ -28,26 +28,75 @@ use jsonrpsee::types::{ErrorObject, Request};
 use serde_json::value::RawValue;
 
 use super::admission::{Activity, SlotState};
+use super::unread::{ConnUnread, Full};
 
 /// State of one WebSocket connection. It lives as long as the connection (jsonrpsee keeps
 /// the upgrade request's extensions), so it also carries the connection's lease.
-#[derive(Default)]
 pub struct WsConn {
     initialized: AtomicBool,
     approver: AtomicBool,
     upgrade_claimed: AtomicBool,
     slot: Option<Arc<SlotState>>,
+    /// Reply and notification bytes queued for this connection, not yet written.
+    pub unread: ConnUnread,
+    /// Calls of this connection running now (`max_concurrent_calls_per_connection`).
+    running: tokio::sync::Semaphore,
+    /// The size of each method's last reply here: what its next one is expected to cost.
+    reply_sizes: std::sync::Mutex<std::collections::HashMap<String, u64>>,
     _lease: Option<Arc<dyn Send + Sync>>,
 }
 
 impl WsConn {
     /// `lease` is held until the WebSocket closes (connection slot, connection count);
     /// `slot` learns when the connection is initialized (no longer evictable).
-    pub fn new(lease: Arc<dyn Send + Sync>, slot: Arc<SlotState>) -> Self {
+    pub fn new(
+        lease: Arc<dyn Send + Sync>,
+        slot: Arc<SlotState>,
+        unread: ConnUnread,
+        concurrent_calls: usize,
+    ) -> Self {
         Self {
-            _lease: Some(lease),
+            initialized: AtomicBool::new(false),
+            approver: AtomicBool::new(false),
+            upgrade_claimed: AtomicBool::new(false),
             slot: Some(slot),
-            ..Self::default()
+            unread,
+            running: tokio::sync::Semaphore::new(concurrent_calls.max(1)),
+            reply_sizes: std::sync::Mutex::default(),
+            _lease: Some(lease),
+        }
+    }
+
+    /// A connection with no slot and its own budget (unit tests).
+    #[cfg(test)]
+    pub fn detached() -> Self {
+        Self {
+            initialized: AtomicBool::new(false),
+            approver: AtomicBool::new(false),
+            upgrade_claimed: AtomicBool::new(false),
+            slot: None,
+            unread: ConnUnread::new(super::unread::UnreadBudget::new(u64::MAX), u64::MAX),
+            running: tokio::sync::Semaphore::new(16),
+            reply_sizes: std::sync::Mutex::default(),
+            _lease: None,
+        }
+    }
+
+    /// What `method`'s next reply is expected to cost: its last one's size here.
+    fn expected_reply(&self, method: &str) -> u64 {
+        self.reply_sizes
+            .lock()
+            .ok()
+            .and_then(|sizes| sizes.get(method).copied())
+            .unwrap_or(0)
+    }
+
+    fn reply_was(&self, method: &str, len: u64) {
+        if let Ok(mut sizes) = self.reply_sizes.lock() {
+            // Bounded by the methods that exist: an unknown one is not remembered.
+            if sizes.len() < 256 || sizes.contains_key(method) {
+                sizes.insert(method.to_owned(), len);
+            }
         }
     }
 
@@ -141,6 +190,60 @@ fn too_many_subscriptions() -> ErrorObject<'static> {
     )
 }
 
+/// `response` as it goes out on `conn`: counted among the connection's unread bytes, or,
+/// when it does not fit, replaced by -32003 (the large result is dropped here, not queued).
+fn queued(
+    conn: &WsConn,
+    id: jsonrpsee::types::Id<'static>,
+    response: MethodResponse,
+) -> MethodResponse {
+    let len = response.as_json().get().len() as u64;
+    match conn.unread.try_take(len) {
+        Ok(()) => response,
+        Err(full) => {
+            let extensions = response.extensions().clone();
+            drop(response);
+            counted(
+                Some(conn),
+                MethodResponse::error(id, unread_overloaded(full, len, conn.unread.queued()))
+                    .with_extensions(extensions),
+            )
+        }
+    }
+}
+
+/// A short reply that goes out whatever the bounds say, counted so the books stay even.
+fn counted(conn: Option<&WsConn>, response: MethodResponse) -> MethodResponse {
+    if let Some(conn) = conn {
+        conn.unread.add(response.as_json().get().len() as u64);
+    }
+    response
+}
+
+/// What became of the call: not run (`len` 0), or its reply dropped.
+fn dropped(len: u64) -> String {
+    match len {
+        0 => "the call was not run".to_owned(),
+        len => format!("the {len}-byte reply was dropped"),
+    }
+}
+
+fn unread_overloaded(full: Full, len: u64, queued: u64) -> ErrorObject<'static> {
+    let message = match full {
+        Full::Connection => format!(
+            "overloaded: this connection has {queued} bytes of replies its client has not read \
+             (`[server] max_unread_bytes_per_connection`); {} — read the replies, then retry",
+            dropped(len)
+        ),
+        Full::Daemon => format!(
+            "overloaded: clients have not read the daemon's replies (`[server] \
+             max_unread_bytes`); {} — retry later",
+            dropped(len)
+        ),
+    };
+    ErrorObject::owned(errors::OVERLOADED, message, None::<()>)
+}
+
 /// jsonrpsee sends a subscribe response a moment before it registers the subscription, so
 /// an unsubscribe sent the instant the response arrives can find nothing (`false`) and the
 /// subscription would live on. A `false` is therefore retried a few times, briefly.
@@ -222,13 +325,38 @@ where
             if is_unsubscribe(request.method_name()) {
                 return unsubscribe(&inner, request).await;
             }
+            let conn = request.extensions().get::<Arc<WsConn>>().cloned();
+            // A WebSocket's calls run a few at a time, and not at all while its client
+            // leaves a full queue of replies unread: a burst of large results is built
+            // only as fast as it is read.
+            let _running = match &conn {
+                Some(conn) => conn.running.acquire().await.ok(),
+                None => None,
+            };
+            let method = request.method_name().to_owned();
+            if let Some(conn) = &conn
+                && let Err(full) = conn.unread.has_room(conn.expected_reply(&method))
+            {
+                return counted(
+                    Some(conn),
+                    MethodResponse::error(id, unread_overloaded(full, 0, conn.unread.queued())),
+                );
+            }
             let response = inner.call(request).await;
             if subscribe && response.as_error_code() == Some(TOO_MANY_SUBSCRIPTIONS_CODE) {
                 let extensions = response.extensions().clone();
-                return MethodResponse::error(id, too_many_subscriptions())
-                    .with_extensions(extensions);
+                return counted(
+                    conn.as_deref(),
+                    MethodResponse::error(id, too_many_subscriptions()).with_extensions(extensions),
+                );
             }
-            response
+            match &conn {
+                Some(conn) => {
+                    conn.reply_was(&method, response.as_json().get().len() as u64);
+                    queued(conn, id, response)
+                }
+                None => response,
+            }
         }
     }
 
@@ -248,7 +376,19 @@ where
                 *entry = Err(BatchEntryErr::new(id, err));
             }
         }
-        self.inner.batch(batch)
+        let conn = batch.iter().find_map(|entry| match entry {
+            Ok(BatchEntry::Call(req)) => req.extensions().get::<Arc<WsConn>>().cloned(),
+            Ok(BatchEntry::Notification(n)) => n.extensions().get::<Arc<WsConn>>().cloned(),
+            Err(_) => None,
+        });
+        let inner = self.inner.clone();
+        async move {
+            let response = inner.batch(batch).await;
+            match conn {
+                Some(conn) => queued(&conn, jsonrpsee::types::Id::Null, response),
+                None => response,
+            }
+        }
     }
 
     fn notification<'a>(
@@ -302,7 +442,7 @@ mod tests {
     #[test]
     fn before_initialize_every_method_is_refused_and_http_cannot_subscribe() {
         let mut ws = http::Extensions::new();
-        ws.insert(Arc::new(WsConn::default()));
+        ws.insert(Arc::new(WsConn::detached()));
         for method in [methods::DAEMON_STATUS, "no/such/method"] {
             let err = refusal(&ws, method).unwrap();
             assert_eq!(err.code(), errors::NOT_INITIALIZED, "{method}");

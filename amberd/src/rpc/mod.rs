@@ -16,6 +16,7 @@ mod plugins;
 pub mod socket;
 pub(crate) mod subscribe;
 mod table;
+mod unread;
 mod watch;
 mod ws_frames;
 mod ws_guard;
@@ -113,6 +114,9 @@ fn jsonrpsee_config(cfg: &ServerConfig) -> jsonrpsee::server::ServerConfig {
 fn connection_limits(cfg: &ServerConfig, slots: &Arc<admission::Slots>) -> conn::Shared {
     conn::Shared {
         slots: slots.clone(),
+        unread: unread::UnreadBudget::new(cfg.max_unread_bytes),
+        unread_per_connection: cfg.max_unread_bytes_per_connection,
+        concurrent_calls: cfg.max_concurrent_calls_per_connection as usize,
         budget: budget::ByteBudget::new(cfg.max_bytes_in_flight),
         ws_limits: ws_guard::WsLimits {
             max_message: cfg.max_message_bytes as usize,

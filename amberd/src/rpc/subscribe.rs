@@ -18,8 +18,8 @@ use crate::session::hub::{End, Subscription, WireEvent, now_rfc3339};
 
 pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
     m.subscription::<methods::SessionSubscribe, _, _>(|p, pending, daemon, ext| async move {
-        let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
-        subscribe(p, pending, daemon, approver).await
+        let conn = ext.get::<Arc<WsConn>>().cloned();
+        subscribe(p, pending, daemon, conn).await
     })
 }
 
@@ -27,8 +27,9 @@ async fn subscribe(
     p: SessionSubscribeParams,
     pending: PendingSubscriptionSink,
     daemon: Arc<Daemon>,
-    approver: bool,
+    conn: Option<Arc<WsConn>>,
 ) -> Result<(), SubscriptionError> {
+    let approver = conn.as_ref().is_some_and(|c| c.is_approver());
     let shared = match daemon.sessions.get(&p.session_id) {
         Ok(handle) => handle.shared.clone(),
         Err(err) => {
@@ -46,14 +47,48 @@ async fn subscribe(
     let Ok(sink) = pending.accept().await else {
         return Ok(());
     };
-    forward(&sink, &shared, subscription).await
+    let out = Outlet {
+        sink: &sink,
+        conn: conn.as_deref(),
+    };
+    forward(out, &shared, subscription).await
+}
+
+/// Where a subscription's notifications go: the sink, counted among the connection's
+/// unread bytes (a notification waits until it fits; see `unread.rs`).
+#[derive(Clone, Copy)]
+pub(super) struct Outlet<'a> {
+    pub sink: &'a SubscriptionSink,
+    pub conn: Option<&'a WsConn>,
+}
+
+/// What jsonrpsee wraps around a notification's result (`{"jsonrpc":"2.0","method":…,
+/// "params":{"subscription":…,"result":…}}`), at most.
+const NOTIFICATION_ENVELOPE: u64 = 192;
+
+impl Outlet<'_> {
+    /// Sends `raw`, once it fits; `Err` when the subscription is gone.
+    pub async fn send(self, raw: Box<serde_json::value::RawValue>) -> Result<(), ()> {
+        if let Some(conn) = self.conn {
+            let len = raw.get().len() as u64 + NOTIFICATION_ENVELOPE;
+            tokio::select! {
+                () = conn.unread.take(len) => {}
+                () = self.sink.closed() => return Err(()),
+            }
+        }
+        self.sink
+            .send(SubscriptionMessage::from(raw))
+            .await
+            .map_err(|_| ())
+    }
 }
 
 async fn forward(
-    sink: &SubscriptionSink,
+    out: Outlet<'_>,
     shared: &SessionShared,
     sub: Subscription,
 ) -> Result<(), SubscriptionError> {
+    let sink = out.sink;
     let Subscription {
         replay,
         last_seq,
@@ -62,11 +97,11 @@ async fn forward(
     } = sub;
     let mut delivered = last_seq;
     for event in replay {
-        if send(sink, &event).await.is_err() {
+        if send(out, &event).await.is_err() {
             return Ok(());
         }
     }
-    if send(sink, &synced_event(shared, last_seq, in_progress))
+    if send(out, &synced_event(shared, last_seq, in_progress))
         .await
         .is_err()
     {
@@ -79,7 +114,7 @@ async fn forward(
         };
         match received {
             Ok(event) => {
-                if send(sink, &event).await.is_err() {
+                if send(out, &event).await.is_err() {
                     return Ok(());
                 }
                 if let Some(seq) = event.seq {
@@ -105,11 +140,8 @@ async fn forward(
     }
 }
 
-async fn send(sink: &SubscriptionSink, event: &WireEvent) -> Result<(), ()> {
-    let raw: Box<serde_json::value::RawValue> = event.json.as_ref().to_owned();
-    sink.send(SubscriptionMessage::from(raw))
-        .await
-        .map_err(|_| ())
+async fn send(out: Outlet<'_>, event: &WireEvent) -> Result<(), ()> {
+    out.send(event.json.as_ref().to_owned()).await
 }
 
 fn synced_event(

@@ -15,10 +15,11 @@
 use std::sync::Arc;
 
 use amber_proto::{CloseCode, SessionWatchParams, SubscriptionClosed, methods};
+use jsonrpsee::PendingSubscriptionSink;
 use jsonrpsee::core::SubscriptionError;
-use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage, SubscriptionSink};
 
 use super::gate::WsConn;
+use super::subscribe::Outlet;
 use super::table::MethodTable;
 use crate::daemon::Daemon;
 use crate::session::watch::{WatchEnd, WatchReceiver};
@@ -26,8 +27,8 @@ use crate::session::watch::{WatchEnd, WatchReceiver};
 pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
     m.subscription::<methods::SessionWatch, _, _>(|p, pending, daemon, ext| async move {
         // Only a WebSocket connection carries a `WsConn`; an HTTP POST never approves.
-        let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
-        watch(p, pending, daemon, approver).await
+        let conn = ext.get::<Arc<WsConn>>().cloned();
+        watch(p, pending, daemon, conn).await
     })
 }
 
@@ -35,8 +36,9 @@ async fn watch(
     p: SessionWatchParams,
     pending: PendingSubscriptionSink,
     daemon: Arc<Daemon>,
-    approver: bool,
+    conn: Option<Arc<WsConn>>,
 ) -> Result<(), SubscriptionError> {
+    let approver = conn.as_ref().is_some_and(|c| c.is_approver());
     let watchers = daemon.sessions.deps().watchers.clone();
     // Shutdown waits for this guard, so the sessions' last changes reach the client
     // before the connection is stopped.
@@ -48,13 +50,15 @@ async fn watch(
     let Ok(sink) = pending.accept().await else {
         return Ok(());
     };
-    forward(&sink, changes).await
+    let out = Outlet {
+        sink: &sink,
+        conn: conn.as_deref(),
+    };
+    forward(out, changes).await
 }
 
-async fn forward(
-    sink: &SubscriptionSink,
-    mut changes: WatchReceiver,
-) -> Result<(), SubscriptionError> {
+async fn forward(out: Outlet<'_>, mut changes: WatchReceiver) -> Result<(), SubscriptionError> {
+    let sink = out.sink;
     loop {
         let received = tokio::select! {
             received = changes.recv() => received,
@@ -62,8 +66,7 @@ async fn forward(
         };
         match received {
             Ok(change) => {
-                let raw: Box<serde_json::value::RawValue> = change.as_ref().to_owned();
-                if sink.send(SubscriptionMessage::from(raw)).await.is_err() {
+                if out.send(change.as_ref().to_owned()).await.is_err() {
                     return Ok(());
                 }
             }

@@ -401,6 +401,17 @@ pub struct WriteTracker {
     /// The first bytes of the current frame's payload, while it may still be a reply.
     prefix: Vec<u8>,
     classify: bool,
+    /// The current frame carries data (a reply or notification, or part of one).
+    data: bool,
+}
+
+/// What one write carried.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Replies it completed the classification of (each counted once).
+    pub replies: usize,
+    /// Payload bytes of data frames in it.
+    pub data_bytes: u64,
 }
 
 impl Default for WriteTracker {
@@ -413,6 +424,7 @@ impl Default for WriteTracker {
             remaining: 0,
             prefix: Vec::new(),
             classify: false,
+            data: false,
         }
     }
 }
@@ -427,13 +439,13 @@ impl WriteTracker {
         self.phase == Phase::Frames && self.header.is_empty() && self.remaining == 0
     }
 
-    /// Follows `written`; returns how many replies it completed.
-    pub fn advance(&mut self, mut written: &[u8]) -> usize {
-        let mut replies = 0;
+    /// Follows `written`; what it carried.
+    pub fn advance(&mut self, mut written: &[u8]) -> Written {
+        let mut out = Written::default();
         while !written.is_empty() {
             match self.phase {
                 Phase::ResponseHead => written = self.head(written),
-                Phase::Refused => return replies,
+                Phase::Refused => return out,
                 Phase::Frames if self.remaining == 0 => written = self.frame_header(written),
                 Phase::Frames => {
                     let take = usize::try_from(self.remaining)
@@ -442,6 +454,9 @@ impl WriteTracker {
                     if self.classify {
                         let want = NOTIFICATION_PREFIX.len() - self.prefix.len();
                         self.prefix.extend_from_slice(&written[..take.min(want)]);
+                    }
+                    if self.data {
+                        out.data_bytes += take as u64;
                     }
                     self.remaining -= take as u64;
                     written = &written[take..];
@@ -453,11 +468,11 @@ impl WriteTracker {
             {
                 self.classify = false;
                 if self.prefix != NOTIFICATION_PREFIX {
-                    replies += 1;
+                    out.replies += 1;
                 }
             }
         }
-        replies
+        out
     }
 
     fn head<'a>(&mut self, written: &'a [u8]) -> &'a [u8] {
@@ -513,6 +528,7 @@ impl WriteTracker {
             };
             let opcode = header[0] & 0x0f;
             self.classify = opcode == OP_TEXT || opcode == OP_BINARY;
+            self.data = self.classify || opcode == OP_CONTINUATION;
             self.prefix.clear();
             break;
         }

@@ -175,11 +175,23 @@ fn the_tracker_counts_replies_not_notifications_and_finds_boundaries() {
         all.extend_from_slice(f);
     }
     let mut replies = 0;
+    let mut data_bytes = 0;
     for piece in all.chunks(5) {
-        replies += tracker.advance(piece);
+        let written = tracker.advance(piece);
+        replies += written.replies;
+        data_bytes += written.data_bytes;
         assert!(tracker.phase() != Phase::Refused);
     }
     assert_eq!(replies, 3);
+    // Every payload byte of the four data frames, no header byte, no head byte.
+    let payloads = 2 * 36 + 54 + 200;
+    assert_eq!(data_bytes, payloads);
+    let close = server_close_frame(1000, "bye");
+    assert_eq!(
+        tracker.advance(&close).data_bytes,
+        0,
+        "a close frame is no data"
+    );
     assert!(tracker.at_frame_boundary());
     tracker.advance(&reply[..3]);
     assert!(!tracker.at_frame_boundary());

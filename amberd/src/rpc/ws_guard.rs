@@ -266,9 +266,10 @@ impl WsGuard {
             }
         };
         let before = self.writes.phase();
-        let replies = self.writes.advance(&buf[..n]);
-        if replies > 0 {
-            self.unanswered = self.unanswered.saturating_sub(replies);
+        let written = self.writes.advance(&buf[..n]);
+        self.conn.unread.written(written.data_bytes);
+        if written.replies > 0 {
+            self.unanswered = self.unanswered.saturating_sub(written.replies);
             wake(&mut self.read_waker);
         }
         if before == Phase::ResponseHead && self.writes.phase() != Phase::ResponseHead {

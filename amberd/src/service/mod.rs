@@ -1,11 +1,13 @@
 //! Running as a service: hardening the daemon process and one daemon per data dir
 //! ([`harden`]), systemd notifications and the watchdog ([`notify`]), exiting when
 //! idle under socket activation ([`idle`]), the size-rotated log file used when no journal
-//! collects stderr ([`logfile`]), and the rules deciding which applies.
+//! collects stderr ([`logfile`]), giving memory back after a burst ([`memory`]), and the
+//! rules deciding which applies.
 
 pub mod harden;
 pub mod idle;
 pub mod logfile;
+pub mod memory;
 pub mod notify;
 
 use std::ffi::OsString;

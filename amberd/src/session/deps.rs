@@ -86,6 +86,8 @@ pub struct Deps {
     pub hooks: crate::hooks::Hooks,
     /// What the user decided about workspace configuration files (`crate::trust`).
     pub trust: crate::trust::TrustStore,
+    /// Asks for freed memory to go back to the system after a burst (`service::memory`).
+    pub memory: Arc<crate::service::memory::Trim>,
 }
 
 impl Deps {
@@ -152,6 +154,7 @@ impl Deps {
             config_error: Mutex::new(None),
             hooks,
             trust: crate::trust::TrustStore::new(&data_dir),
+            memory: crate::service::memory::Trim::new(),
             watchers,
             checkpoints,
             llm,

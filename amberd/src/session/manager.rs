@@ -447,6 +447,7 @@ impl SessionManager {
             unloading.finish();
         });
         futures::future::join_all(stops).await;
+        self.deps.memory.soon();
     }
 
     /// Loads every stored session marked busy (`amber-store`'s `busy.rs`: it had a turn
@@ -869,6 +870,8 @@ impl SessionManager {
             }
             (None, None) => {}
         }
+        // What the session held (its history, its buffers) is freed by now.
+        self.deps.memory.soon();
         Ok(())
     }
 
