@@ -15,7 +15,8 @@
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{
-    Events, FAST_RETRIES, connect, of_type, prompt_turn, spawn_config, within,
+    EVENT_TIMEOUT, Events, FAST_RETRIES, connect, eventually, of_type, prompt_turn, spawn_config,
+    within,
 };
 use serde_json::{Value, json};
 
@@ -57,14 +58,19 @@ fn config(provider_extra: &str) -> String {
 
 /// One streamed chat-completions reply with the fixed usage.
 fn reply(delta: Value, finish: &str) -> MockTurn {
+    let usage = json!({"prompt_tokens": 1000, "completion_tokens": 100,
+        "total_tokens": CALL_TOKENS, "prompt_tokens_details": {"cached_tokens": 400}});
+    reply_with_usage(delta, finish, &usage)
+}
+
+/// One streamed chat-completions reply reporting `usage`.
+fn reply_with_usage(delta: Value, finish: &str, usage: &Value) -> MockTurn {
     let chunk = |delta: Value, finish: Value| {
         json!({"id": "c1", "object": "chat.completion.chunk", "model": "mock-model",
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
     let usage = json!({"id": "c1", "object": "chat.completion.chunk", "model": "mock-model",
-        "choices": [],
-        "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": CALL_TOKENS,
-                  "prompt_tokens_details": {"cached_tokens": 400}}});
+        "choices": [], "usage": usage});
     MockTurn::Raw(format!(
         "data: {}\n\ndata: {}\n\ndata: {usage}\n\ndata: [DONE]\n\n",
         chunk(delta, Value::Null),
@@ -139,27 +145,52 @@ fn assert_budget_stop(turn: &[Value]) {
     assert_eq!(completed["error"]["code"], "budget_exceeded", "{completed}");
 }
 
-/// The parent hands 16 tasks to parallel sub-agents; each sub-agent answers after a delay,
-/// so all of them would be in flight at once if nothing held them back.
-fn sixteen_subagents(request: &Value) -> MockTurn {
-    if is_subagent(request) {
-        return MockTurn::Delay {
-            ms: 200,
-            then: Box::new(text("a report")),
-        };
+/// The parent hands `count` tasks to sub-agents (`mode`); each sub-agent answers `answer`
+/// after `delay_ms`, so in parallel all of them would be in flight at once if nothing held
+/// them back.
+fn delegating(
+    mode: &'static str,
+    count: usize,
+    delay_ms: u64,
+    answer: fn() -> MockTurn,
+) -> impl Fn(&Value) -> MockTurn + Send + Sync + 'static {
+    move |request: &Value| {
+        if is_subagent(request) {
+            return MockTurn::Delay {
+                ms: delay_ms,
+                then: Box::new(answer()),
+            };
+        }
+        if request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")
+        {
+            return text("all reports are in");
+        }
+        let tasks: Vec<Value> = (0..count)
+            .map(|i| json!({"prompt": format!("look at part {i}"), "description": format!("part {i}")}))
+            .collect();
+        tool_call("task", &json!({"mode": mode, "tasks": tasks}))
     }
-    if request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["role"] == "tool")
-    {
-        return text("all reports are in");
-    }
-    let tasks: Vec<Value> = (0..16)
-        .map(|i| json!({"prompt": format!("look at part {i}"), "description": format!("part {i}")}))
-        .collect();
-    tool_call("task", &json!({"mode": "parallel", "tasks": tasks}))
+}
+
+fn a_report() -> MockTurn {
+    text("a report")
+}
+
+/// A daemon against `mock`, a session with `budget` requests' worth in `unit`, its events.
+async fn started(
+    mock: &MockLlm,
+    unit: Unit,
+    budget: f64,
+) -> (TestDaemon, amber_client::Client, String, Events) {
+    let daemon = spawn_config(mock, &config(""));
+    let client = connect(&daemon).await;
+    let session = session_with(&client, &daemon, unit.budget(budget)).await;
+    let events = Events::live(&client, &session).await;
+    (daemon, client, session, events)
 }
 
 /// Budgets of 6 requests (whole) and 6.5 (the crossing request may finish: one past it).
@@ -172,11 +203,8 @@ async fn parallel_subagents_spend_at_most_one_request_past_the_budget() {
         (Unit::Usd, 6.5, 7),
     ] {
         let mock = MockLlm::start(Vec::new()).await;
-        mock.set_responder(sixteen_subagents);
-        let daemon = spawn_config(&mock, &config(""));
-        let client = connect(&daemon).await;
-        let session = session_with(&client, &daemon, unit.budget(budget)).await;
-        let mut events = Events::live(&client, &session).await;
+        mock.set_responder(delegating("parallel", 16, 200, a_report));
+        let (_daemon, client, session, mut events) = started(&mock, unit, budget).await;
         let turn = prompt_turn(&client, &mut events, &session, "review all parts").await;
         let case = format!("{unit:?} budget of {budget} requests");
 
@@ -216,6 +244,138 @@ async fn parallel_subagents_spend_at_most_one_request_past_the_budget() {
         .unwrap();
         let tokens = info["session"]["usage"]["totalTokens"].as_u64().unwrap();
         assert_eq!(tokens, expected as u64 * CALL_TOKENS, "{case}");
+    }
+}
+
+/// Serial sub-agents: the tasks after the budget ran out are not started at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn serial_subagents_stop_starting_once_the_budget_is_spent() {
+    for unit in [Unit::Tokens, Unit::Usd] {
+        let mock = MockLlm::start(Vec::new()).await;
+        mock.set_responder(delegating("serial", 16, 0, a_report));
+        let (_daemon, client, session, mut events) = started(&mock, unit, 6.0).await;
+        let turn = prompt_turn(&client, &mut events, &session, "review all parts").await;
+        assert_eq!(sent(&mock), 6, "{unit:?}");
+        assert_budget_stop(&turn);
+        assert_eq!(of_type(&turn, "subagent_started").len(), 5, "{unit:?}");
+        let task = of_type(&turn, "tool_call_completed")
+            .into_iter()
+            .find(|e| e["agentId"].is_null())
+            .unwrap();
+        let output = task["output"].as_str().unwrap();
+        assert_eq!(
+            output
+                .matches("[sub-agent not started: budget_exceeded")
+                .count(),
+            11,
+            "{unit:?}: {output}"
+        );
+    }
+}
+
+/// Sub-agents waiting for the requests in flight to settle end at once when the turn is
+/// cancelled, and none of them asks afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_ends_the_requests_waiting_on_the_budget() {
+    let mock = MockLlm::start(Vec::new()).await;
+    // Longer than any wait below: the admitted sub-agents stay in flight until the cancel,
+    // and the others wait for them.
+    mock.set_responder(delegating("parallel", 16, 120_000, a_report));
+    let (_daemon, client, session, mut events) = started(&mock, Unit::Tokens, 6.0).await;
+    within(
+        "session/prompt",
+        client.session_prompt(&session, "review all parts"),
+    )
+    .await
+    .unwrap();
+    // All sixteen started; the admitted ones are in flight (held by the mock), the rest
+    // wait for them: nothing settles before the cancel, so the count cannot move.
+    let mut seen = Vec::new();
+    while of_type(&seen, "subagent_started").len() < 16 {
+        seen.push(events.next().await);
+    }
+    eventually("a sub-agent's request in flight", EVENT_TIMEOUT, || {
+        sent(&mock) >= 2
+    })
+    .await;
+    let in_flight = sent(&mock);
+    assert!(in_flight <= 6, "{in_flight} requests for a budget of 6");
+    let _: Value = within(
+        "session/cancel",
+        client.call("session/cancel", json!({"sessionId": session})),
+    )
+    .await
+    .unwrap();
+    let turn = events.turn().await;
+    assert_eq!(turn.last().unwrap()["stopReason"], "cancelled", "{turn:#?}");
+    assert_eq!(
+        sent(&mock),
+        in_flight,
+        "a request went out after the cancel"
+    );
+}
+
+/// A budget in dollars cannot be kept for a model without a price: a session switched to
+/// one makes no request (its turn ends `budget_exceeded`, saying why).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dollar_budget_sends_nothing_to_a_model_without_a_price() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|_: &Value| text("hello"));
+    let (_daemon, client, session, mut events) = started(&mock, Unit::Usd, 6.0).await;
+    let _: Value = within(
+        "session/setModel",
+        client.call(
+            "session/setModel",
+            json!({"sessionId": session, "model": "unpriced-model"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let turn = prompt_turn(&client, &mut events, &session, "hello").await;
+    assert_budget_stop(&turn);
+    let message = turn.last().unwrap()["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`unpriced-model` has no known price"),
+        "{message}"
+    );
+    assert_eq!(sent(&mock), 0);
+}
+
+/// Absurd usage reports from the provider saturate the spend: no panic, no wrap back under
+/// the budget.
+#[tokio::test(flavor = "multi_thread")]
+async fn absurd_usage_saturates_the_spend_and_the_budget_still_holds() {
+    fn absurd() -> MockTurn {
+        let huge = u64::MAX - 5;
+        let usage = json!({"prompt_tokens": huge, "completion_tokens": 5, "total_tokens": huge});
+        reply_with_usage(
+            json!({"role": "assistant", "content": "a costly report"}),
+            "stop",
+            &usage,
+        )
+    }
+    for unit in [Unit::Tokens, Unit::Usd] {
+        let mock = MockLlm::start(Vec::new()).await;
+        mock.set_responder(delegating("parallel", 2, 200, absurd));
+        let (_daemon, client, session, mut events) = started(&mock, unit, 6.0).await;
+        let turn = prompt_turn(&client, &mut events, &session, "review two parts").await;
+        assert_budget_stop(&turn);
+        assert_eq!(sent(&mock), 3, "{unit:?}");
+        let info: Value = within(
+            "session/get",
+            client.call("session/get", json!({"sessionId": session})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            info["session"]["usage"]["totalTokens"],
+            u64::MAX,
+            "{unit:?}"
+        );
+        // Still spent on the next prompt.
+        let turn = prompt_turn(&client, &mut events, &session, "again").await;
+        assert_budget_stop(&turn);
+        assert_eq!(sent(&mock), 3, "{unit:?}");
     }
 }
 

@@ -51,6 +51,9 @@ impl<'a> Reservation<'a> {
 pub enum Refusal {
     /// The session's budget is spent; the message names the spend and the budget.
     BudgetExceeded(String),
+    /// The session has a budget in dollars and the request's model no price: its cost
+    /// could not be counted, so the budget could not be kept.
+    Unpriced,
     /// The turn was cancelled while the request waited for in-flight requests to settle.
     Cancelled,
 }
@@ -64,10 +67,15 @@ pub enum RequestError {
     Api(ApiError),
 }
 
-impl From<Refusal> for RequestError {
-    fn from(refusal: Refusal) -> Self {
+impl RequestError {
+    fn refused(refusal: Refusal, model: &str) -> Self {
         match refusal {
             Refusal::BudgetExceeded(message) => RequestError::BudgetExceeded(message),
+            Refusal::Unpriced => RequestError::BudgetExceeded(format!(
+                "budget exceeded: the model `{model}` has no known price, so the session's \
+                 budget in dollars (maxBudgetUsd) cannot be kept; give it one with \
+                 [[provider.prices]] in config.toml"
+            )),
             Refusal::Cancelled => RequestError::Api(ApiError::Cancelled),
         }
     }
@@ -109,7 +117,11 @@ impl<'a> Metered<'a> {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, RequestError> {
         let estimate = self.estimate(request);
-        let reservation = self.hooks.reserve(estimate, cancel).await?;
+        let reservation = self
+            .hooks
+            .reserve(estimate, cancel)
+            .await
+            .map_err(|refusal| RequestError::refused(refusal, &request.model))?;
         let mut reply = self
             .llm
             .stream_chat(request, cancel, on_event)

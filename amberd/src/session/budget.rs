@@ -93,6 +93,9 @@ pub(super) enum Admission {
     Wait,
     /// The budget is spent; the message names the spend and the budget.
     Spent(String),
+    /// A budget in dollars, and a request whose model has no price: never sent, since
+    /// its cost could not be counted.
+    Unpriced,
 }
 
 impl Ledger {
@@ -105,6 +108,10 @@ impl Ledger {
     ) -> Admission {
         if let Some(message) = spent_message(caps, spent) {
             return Admission::Spent(message);
+        }
+        // A sub-agent's agent, or `session/setModel`, may name a model without a price.
+        if caps.usd.is_some() && estimate.cost.is_none() {
+            return Admission::Unpriced;
         }
         let spent = Amount::spent(spent);
         if self.in_flight > 0 && caps.reached(spent.plus(self.reserved)) {
@@ -215,6 +222,7 @@ impl SessionShared {
                     });
                 }
                 Admission::Spent(message) => return Err(Refusal::BudgetExceeded(message)),
+                Admission::Unpriced => return Err(Refusal::Unpriced),
                 Admission::Wait => {
                     tokio::select! {
                         () = &mut settled => {}
@@ -257,6 +265,13 @@ mod tests {
 
     fn estimate(tokens: u64) -> RequestEstimate {
         RequestEstimate { tokens, cost: None }
+    }
+
+    fn priced_estimate(tokens: u64) -> RequestEstimate {
+        RequestEstimate {
+            tokens,
+            cost: Some(CostUsd::ZERO),
+        }
     }
 
     fn priced(usd: f64) -> Usage {
@@ -324,6 +339,23 @@ mod tests {
     }
 
     #[test]
+    fn a_dollar_budget_sends_no_request_it_cannot_price() {
+        let mut ledger = Ledger::default();
+        let usd = caps(None, Some(1.0));
+        assert_eq!(
+            ledger.admit(usd, &Usage::default(), estimate(10)),
+            Admission::Unpriced
+        );
+        assert_eq!(ledger.in_flight, 0);
+        // A token budget needs no price.
+        let tokens = caps(Some(10_000), None);
+        assert!(matches!(
+            ledger.admit(tokens, &Usage::default(), estimate(10)),
+            Admission::Go(_)
+        ));
+    }
+
+    #[test]
     fn without_a_budget_nothing_waits() {
         let mut ledger = Ledger::default();
         for _ in 0..100 {
@@ -339,8 +371,8 @@ mod tests {
         let caps = caps(None, Some(0.006));
         let mut spent = Usage::default();
         let mut ledger = Ledger::default();
-        // Nothing observed yet: the estimate (unpriced here) reserves no dollars.
-        let Admission::Go(first) = ledger.admit(caps, &spent, estimate(10)) else {
+        // Nothing observed yet: the estimate (priced at $0 here) reserves no dollars.
+        let Admission::Go(first) = ledger.admit(caps, &spent, priced_estimate(10)) else {
             panic!("the first request waits");
         };
         spent.add(&priced(0.001));
@@ -349,7 +381,10 @@ mod tests {
         assert_eq!(ledger.in_flight, 0);
         assert_eq!(ledger.reserved, Amount::default());
         // $0.001 spent, each reservation $0.001: five more at once, then a wait.
-        assert_eq!(admitted_at_once(&mut ledger, caps, &spent, estimate(10)), 5);
+        assert_eq!(
+            admitted_at_once(&mut ledger, caps, &spent, priced_estimate(10)),
+            5
+        );
     }
 
     #[test]
@@ -359,7 +394,7 @@ mod tests {
         let mut ledger = Ledger::default();
         ledger.observe(&priced(0.001));
         assert!(matches!(
-            ledger.admit(caps, &spent, estimate(10)),
+            ledger.admit(caps, &spent, priced_estimate(10)),
             Admission::Go(_)
         ));
         let (usd, tokens) = ledger.remainder(caps, &spent);
