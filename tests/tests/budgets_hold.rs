@@ -274,7 +274,8 @@ async fn serial_subagents_stop_starting_once_the_budget_is_spent() {
 }
 
 /// Sub-agents waiting for the requests in flight to settle end at once when the turn is
-/// cancelled, and none of them asks afterwards.
+/// cancelled, and none of them asks afterwards; a fork taken meanwhile does not get what
+/// the requests in flight hold.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_ends_the_requests_waiting_on_the_budget() {
     let mock = MockLlm::start(Vec::new()).await;
@@ -300,6 +301,20 @@ async fn a_cancel_ends_the_requests_waiting_on_the_budget() {
     .await;
     let in_flight = sent(&mock);
     assert!(in_flight <= 6, "{in_flight} requests for a budget of 6");
+    // A fork taken now gets the remainder less what the requests in flight hold (each at
+    // least the parent's 1100 tokens).
+    let fork: Value = within(
+        "session/fork",
+        client.call("session/fork", json!({"sessionId": session})),
+    )
+    .await
+    .unwrap();
+    let left = fork["maxTokensTotal"].as_u64().unwrap();
+    let subagents_in_flight = in_flight as u64 - 1;
+    assert!(
+        left <= 6 * CALL_TOKENS - CALL_TOKENS - subagents_in_flight * CALL_TOKENS,
+        "the fork got {left} tokens with {subagents_in_flight} sub-agent requests in flight"
+    );
     let _: Value = within(
         "session/cancel",
         client.call("session/cancel", json!({"sessionId": session})),
@@ -360,7 +375,10 @@ async fn absurd_usage_saturates_the_spend_and_the_budget_still_holds() {
         let (_daemon, client, session, mut events) = started(&mock, unit, 6.0).await;
         let turn = prompt_turn(&client, &mut events, &session, "review two parts").await;
         assert_budget_stop(&turn);
-        assert_eq!(sent(&mock), 3, "{unit:?}");
+        // Both sub-agents' requests are normally in flight together; on a loaded machine
+        // the first may settle (spending everything) before the second is admitted.
+        let requests = sent(&mock);
+        assert!((2..=3).contains(&requests), "{unit:?}: {requests} requests");
         let info: Value = within(
             "session/get",
             client.call("session/get", json!({"sessionId": session})),
@@ -375,7 +393,7 @@ async fn absurd_usage_saturates_the_spend_and_the_budget_still_holds() {
         // Still spent on the next prompt.
         let turn = prompt_turn(&client, &mut events, &session, "again").await;
         assert_budget_stop(&turn);
-        assert_eq!(sent(&mock), 3, "{unit:?}");
+        assert_eq!(sent(&mock), requests, "{unit:?}");
     }
 }
 

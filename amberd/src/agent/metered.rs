@@ -1,4 +1,4 @@
-//! The one way a session's model requests go out: [`Metered::stream_chat`] reserves the
+//! The one way a session's model requests go out: [`Metered::request`] reserves the
 //! request's share of the session's budget before it is sent ([`AgentHooks::reserve`]),
 //! records its usage when it ends, and only then lets the reservation go. The turn's
 //! requests, the confirm exchange, compaction's classify and extract requests and every
@@ -110,7 +110,7 @@ impl<'a> Metered<'a> {
 
     /// Reserves, sends, records. The reply's `usage`, when the provider reported one, is
     /// priced and already in the session's total; the caller adds it to its turn's.
-    pub async fn stream_chat(
+    pub async fn request(
         &self,
         request: &ChatRequest,
         cancel: &CancellationToken,
@@ -155,6 +155,50 @@ impl ModelRequests for Metered<'_> {
         cancel: &'a CancellationToken,
         on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
     ) -> BoxFuture<'a, Result<ChatResponse, RequestError>> {
-        Box::pin(self.stream_chat(request, cancel, on_event))
+        Box::pin(self.request(request, cancel, on_event))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::Path;
+
+    /// Files that may call `LlmClient::stream_chat`: this one, and compaction's tests of
+    /// the bare pipeline.
+    const ALLOWED: &[&str] = &["agent/metered.rs", "compaction/tests.rs"];
+
+    fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// A request sent around `Metered` would spend past the session's budget unseen.
+    #[test]
+    fn no_request_bypasses_the_meter() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        assert!(files.len() > 50, "the source tree was not found");
+        let bypassing: Vec<String> = files
+            .iter()
+            .filter_map(|path| {
+                let relative = path.strip_prefix(&root).unwrap().to_string_lossy();
+                let text = std::fs::read_to_string(path).unwrap();
+                (text.contains(".stream_chat(") && !ALLOWED.contains(&relative.as_ref()))
+                    .then(|| relative.into_owned())
+            })
+            .collect();
+        assert!(
+            bypassing.is_empty(),
+            "these files call stream_chat outside agent::metered: {bypassing:?}"
+        );
     }
 }

@@ -504,9 +504,7 @@ impl Turn<'_, '_> {
             }
             _ => {}
         };
-        let reply = llm
-            .stream_chat(request, self.env.cancel, &mut on_event)
-            .await?;
+        let reply = llm.request(request, self.env.cancel, &mut on_event).await?;
         if let Some(usage) = &reply.usage {
             self.usage.add(usage);
         }
