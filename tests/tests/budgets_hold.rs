@@ -4,11 +4,13 @@
 //! Every reply the mock sends reports the same usage (1000 prompt tokens of which 400
 //! cached, 100 completion tokens: 1100 tokens), which at the configured price
 //! ($1 / $2 / $0.50 per million input / output / cached) costs exactly $0.001. A budget of
-//! "n requests" is then `maxTokensTotal = n × 1100` or `maxBudgetUsd = n × 0.001`, and each
-//! case runs in both units. What is checked: parallel sub-agents spend at most one request
-//! past the budget (none when it is a whole number of requests); compaction's requests are
-//! metered like the turn's, and a turn the budget stops ends `budget_exceeded`; a fork
-//! inherits what its source has left, so a fork of a spent session makes no request.
+//! "n requests" is then `maxTokensTotal = n × 1100` or `maxBudgetUsd = n × 0.001`, and most
+//! cases run in both units. What is checked: parallel sub-agents spend at most one request
+//! past the budget (none when it is a whole number of requests), serial ones stop starting;
+//! the confirm exchange and compaction's requests are metered like the turn's, and a turn
+//! the budget stops ends `budget_exceeded`; a cancel ends requests waiting on the budget; a
+//! fork inherits what its source has left, so a fork of a spent session makes no request;
+//! a dollar budget sends nothing to a model without a price; absurd usage reports saturate.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -394,6 +396,33 @@ async fn absurd_usage_saturates_the_spend_and_the_budget_still_holds() {
         let turn = prompt_turn(&client, &mut events, &session, "again").await;
         assert_budget_stop(&turn);
         assert_eq!(sent(&mock), requests, "{unit:?}");
+    }
+}
+
+/// The silent confirm exchange is a request like any other: with the budget spent by the
+/// answer, it is not sent, the turn ends `budget_exceeded`, and the unanswered question
+/// does not stay in the context.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_confirm_exchange_is_metered_too() {
+    for unit in [Unit::Tokens, Unit::Usd] {
+        let mock = MockLlm::start(Vec::new()).await;
+        mock.set_responder(|_: &Value| text("DONE"));
+        let config = config("").replace("confirm_finish = false", "confirm_finish = true");
+        let daemon = spawn_config(&mock, &config);
+        let client = connect(&daemon).await;
+        let session = session_with(&client, &daemon, unit.budget(1.0)).await;
+        let mut events = Events::live(&client, &session).await;
+        let turn = prompt_turn(&client, &mut events, &session, "hello").await;
+        assert_eq!(sent(&mock), 1, "{unit:?}: the confirm question was asked");
+        assert_budget_stop(&turn);
+        let got: Value = within(
+            "session/get",
+            client.call("session/get", json!({"sessionId": session})),
+        )
+        .await
+        .unwrap();
+        let last = got["messages"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["role"], "assistant", "{unit:?}: {last}");
     }
 }
 
