@@ -75,11 +75,17 @@ fn is_zero(n: &u64) -> bool {
 
 impl Usage {
     pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.total_tokens += other.total_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
+        // Saturating: a provider's absurd counts must neither panic nor wrap a session's
+        // spend back under its budget.
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
@@ -218,3 +224,27 @@ pub struct Todo {
 /// `{}`: the result of methods that return nothing, and params of methods that take nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Empty {}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::Usage;
+    use crate::CostUsd;
+
+    #[test]
+    fn sums_saturate_instead_of_wrapping() {
+        let absurd = Usage {
+            prompt_tokens: u64::MAX - 1,
+            completion_tokens: u64::MAX,
+            cached_tokens: u64::MAX,
+            total_tokens: u64::MAX - 1,
+            cache_write_tokens: u64::MAX,
+            cost_usd: Some(CostUsd::from_nanos(u64::MAX)),
+        };
+        let mut total = Usage::default();
+        total.add(&absurd);
+        total.add(&absurd);
+        assert_eq!(total.total_tokens, u64::MAX);
+        assert_eq!(total.prompt_tokens, u64::MAX);
+        assert_eq!(total.cost_usd, Some(CostUsd::from_nanos(u64::MAX)));
+    }
+}

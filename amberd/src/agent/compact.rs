@@ -4,19 +4,21 @@
 
 use std::path::Path;
 
-use amber_llm::{LlmClient, ToolSpec};
+use amber_llm::ToolSpec;
 use amber_proto::{EventKind, Usage};
 use amber_store::context::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentHooks, record_usage};
+use super::AgentHooks;
+use super::metered::Metered;
 use crate::compaction::{
     self, CompactionError, CompactionSettings, PromptUsage, estimate_tokens, needs_compaction,
 };
 
 /// What one compaction needs besides the context.
 pub struct CompactEnv<'a> {
-    pub llm: &'a LlmClient,
+    /// The session's metered client: compaction's requests reserve its budget too.
+    pub llm: &'a Metered<'a>,
     pub model: &'a str,
     pub tools: &'a [ToolSpec],
     /// The head of the session's requests: the compaction requests start with it too, so
@@ -32,7 +34,8 @@ pub struct CompactEnv<'a> {
 /// Runs the pipeline and, on success, rebuilds the context. Any failure leaves the context
 /// untouched and is reported as `compaction_failed`. Returns (before, after) estimates.
 /// The classify and extract requests' usage is accounted like any LLM call's (session
-/// total, `usage` events) and added to `spent`, whatever the outcome.
+/// total, `usage` events, by the metered client) and added to `spent`, whatever the
+/// outcome. A request the budget refuses fails the compaction with `BudgetExceeded`.
 pub async fn compact_context(
     context: &mut Context,
     env: &CompactEnv<'_>,
@@ -47,7 +50,7 @@ pub async fn compact_context(
     env.hooks
         .emit(EventKind::CompactionStarted { tokens_before });
     let target = compaction::RequestTarget {
-        llm: env.llm,
+        requests: env.llm,
         model: env.model,
         head: env.head,
     };
@@ -58,7 +61,7 @@ pub async fn compact_context(
         env.settings,
         env.cancel,
         &mut |progress| match progress {
-            compaction::Progress::Usage(usage) => record_usage(env.hooks, spent, usage),
+            compaction::Progress::Usage(usage) => spent.add(&usage),
             compaction::Progress::Retrying(event) => {
                 if let Some(retrying) = super::retrying_event(event) {
                     env.hooks.emit(retrying);

@@ -9,6 +9,7 @@
 
 pub mod compact;
 pub mod guards;
+pub mod metered;
 pub mod output_schema;
 pub mod prompt;
 
@@ -21,14 +22,16 @@ use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
 };
 use amber_store::context::{Context, PushKind};
+use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{CompactionSettings, estimate_tokens};
+use crate::compaction::{CompactionError, CompactionSettings, estimate_tokens};
 use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
 use crate::tools::gate::Gate;
 use crate::tools::{SessionTools, ToolLimits, ToolRegistry};
 use compact::{CompactEnv, CompactionGate, compact_context};
 use guards::{Guards, Verdict};
+use metered::{Metered, Refusal, RequestError, RequestEstimate, Reservation};
 use output_schema::OutputSchema;
 
 /// How the loop reports to the session that runs it.
@@ -66,9 +69,20 @@ pub trait AgentHooks: Send + Sync {
         None
     }
     /// Why no further model request may be made (the session's budget is spent), if so.
-    /// Asked before every request. Never by default.
+    /// Asked before each round, so a spent budget starts nothing (compaction included).
+    /// Never by default.
     fn budget_exceeded(&self) -> Option<String> {
         None
+    }
+    /// Reserves the session's budget for one request expected to cost `estimate`, waiting
+    /// while requests in flight hold what is left; refused once the budget is spent.
+    /// Every request is reserved (`metered.rs`). Unmetered by default.
+    fn reserve<'a>(
+        &'a self,
+        _estimate: RequestEstimate,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
+        Box::pin(std::future::ready(Ok(Reservation::unmetered())))
     }
 }
 
@@ -202,8 +216,9 @@ impl Turn<'_, '_> {
             Err(hint) => return self.fail("not_configured", hint.to_owned(), false),
         };
         let specs = tool_specs(env.tools);
+        let metered = Metered::new(llm, env.hooks);
         let compact_env = CompactEnv {
-            llm,
+            llm: &metered,
             model: env.model,
             tools: &specs,
             head: env.head,
@@ -235,10 +250,10 @@ impl Turn<'_, '_> {
         if env.cancel.is_cancelled() {
             return ControlFlow::Break((StopReason::Cancelled, None));
         }
-        // Before the request, compaction's included: a spent budget pays for nothing more.
+        // Before the round, compaction's included: a spent budget starts nothing more.
+        // (Each request also reserves its share as it goes out: `metered.rs`.)
         if let Some(message) = env.hooks.budget_exceeded() {
-            let (_, error) = self.fail(BUDGET_EXCEEDED, message, false);
-            return ControlFlow::Break((StopReason::BudgetExceeded, error));
+            return ControlFlow::Break(self.budget_stop(message));
         }
         let (snapshot, estimated) = self
             .compaction_gate(context, compact_env, &mut state.compaction)
@@ -302,9 +317,16 @@ impl Turn<'_, '_> {
         let mut snapshot = context.snapshot();
         let mut estimated = estimate_tokens(&snapshot, compact_env.tools);
         if gate.should_compact(estimated, env.compaction) {
-            if let Ok((_, after)) = compact_context(context, compact_env, &mut self.usage).await {
-                snapshot = context.snapshot();
-                estimated = after;
+            match compact_context(context, compact_env, &mut self.usage).await {
+                Ok((_, after)) => {
+                    snapshot = context.snapshot();
+                    estimated = after;
+                }
+                // The turn's own request would be refused too: stop here, said once.
+                Err(CompactionError::BudgetExceeded(message)) => {
+                    return ControlFlow::Break(self.budget_stop(message));
+                }
+                Err(_) => {}
             }
             gate.attempted(estimated, env.compaction);
             if env.cancel.is_cancelled() {
@@ -319,19 +341,31 @@ impl Turn<'_, '_> {
     /// fails the turn.
     async fn request_failed(
         &mut self,
-        err: ApiError,
+        err: RequestError,
         context: &mut Context,
         compact_env: &CompactEnv<'_>,
         state: &mut LoopState,
     ) -> Step {
+        let err = match err {
+            RequestError::BudgetExceeded(message) => {
+                return ControlFlow::Break(self.budget_stop(message));
+            }
+            RequestError::Api(err) => err,
+        };
         match err {
             ApiError::Cancelled => ControlFlow::Break((StopReason::Cancelled, None)),
             ApiError::ContextLengthExceeded { .. } if !state.overflow_retried => {
                 state.overflow_retried = true;
                 let compacted = compact_context(context, compact_env, &mut self.usage).await;
-                if let Ok((_, after)) = compacted {
-                    state.compaction.attempted(after, self.env.compaction);
-                    return ControlFlow::Continue(());
+                match compacted {
+                    Ok((_, after)) => {
+                        state.compaction.attempted(after, self.env.compaction);
+                        return ControlFlow::Continue(());
+                    }
+                    Err(CompactionError::BudgetExceeded(message)) => {
+                        return ControlFlow::Break(self.budget_stop(message));
+                    }
+                    Err(_) => {}
                 }
                 let message = "the request exceeds the model's context window and \
                                compaction failed";
@@ -443,11 +477,11 @@ impl Turn<'_, '_> {
 
     async fn call_llm(
         &mut self,
-        llm: &LlmClient,
+        llm: &Metered<'_>,
         request: &ChatRequest,
         item_id: &str,
         visibility: Visibility,
-    ) -> Result<ChatResponse, ApiError> {
+    ) -> Result<ChatResponse, RequestError> {
         let hooks = self.env.hooks;
         let mut on_event = |event: StreamEvent| match event {
             StreamEvent::TextDelta(delta) if visibility == Visibility::Streamed => {
@@ -470,11 +504,9 @@ impl Turn<'_, '_> {
             }
             _ => {}
         };
-        let reply = llm
-            .stream_chat(request, self.env.cancel, &mut on_event)
-            .await?;
-        if let Some(usage) = reply.usage {
-            record_usage(hooks, &mut self.usage, usage);
+        let reply = llm.request(request, self.env.cancel, &mut on_event).await?;
+        if let Some(usage) = &reply.usage {
+            self.usage.add(usage);
         }
         Ok(reply)
     }
@@ -538,6 +570,13 @@ impl Turn<'_, '_> {
         self.env.hooks.emit(EventKind::Steer { reason, text });
     }
 
+    /// The session's budget is spent: an `error` event naming it, and the turn (or the
+    /// sub-agent) ends `budget_exceeded`.
+    fn budget_stop(&self, message: String) -> TurnEnd {
+        let (_, error) = self.fail(BUDGET_EXCEEDED, message, false);
+        (StopReason::BudgetExceeded, error)
+    }
+
     fn fail(&self, code: &str, message: String, retryable: bool) -> TurnEnd {
         self.env.hooks.emit(EventKind::Error {
             code: code.to_owned(),
@@ -559,16 +598,17 @@ impl Turn<'_, '_> {
     }
 }
 
-/// Accounts one LLM call's usage, with its cost when the model has a price: the turn's
-/// (`spent`), the session total, and a durable `usage` event. Every request the loop makes goes through here, compaction's included.
-pub(crate) fn record_usage(hooks: &dyn AgentHooks, spent: &mut Usage, mut usage: Usage) {
+/// Accounts one LLM call's usage, with its cost when the model has a price: the session
+/// total and a durable `usage` event. Every request goes through here (`metered.rs`);
+/// the priced usage is returned for the caller's turn total.
+pub(crate) fn record_usage(hooks: &dyn AgentHooks, mut usage: Usage) -> Usage {
     // Priced here, once, so that every sum of it (turn, sub-agents, session) adds costs.
     if let Some(price) = hooks.price() {
         usage.cost_usd = Some(price.cost(&usage));
     }
-    spent.add(&usage);
     let total = hooks.add_usage(&usage);
     hooks.emit(EventKind::usage(usage, total));
+    usage
 }
 
 /// The live `retrying` event for a retry wait (logged with the whole error); `None` for

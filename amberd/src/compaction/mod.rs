@@ -22,10 +22,11 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-use amber_llm::{ApiError, ChatRequest, LlmClient, StreamEvent, ToolSpec};
+use amber_llm::{ApiError, ChatRequest, StreamEvent, ToolSpec};
 use amber_proto::{Message, Usage};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::metered::{ModelRequests, RequestError};
 pub use estimate::{PromptUsage, estimate_tokens, needs_compaction};
 pub use store::save_skills;
 
@@ -97,6 +98,9 @@ pub enum CompactionError {
     NothingToCompact,
     #[error("compaction cancelled")]
     Cancelled,
+    /// A request was refused: the session's budget is spent (the message names it).
+    #[error("{0}")]
+    BudgetExceeded(String),
 }
 
 impl CompactionError {
@@ -107,6 +111,7 @@ impl CompactionError {
             CompactionError::Parse { .. } => "compaction_parse",
             CompactionError::NothingToCompact => "nothing_to_compact",
             CompactionError::Cancelled => "cancelled",
+            CompactionError::BudgetExceeded(_) => crate::agent::BUDGET_EXCEEDED,
         }
     }
 }
@@ -120,6 +125,15 @@ impl From<ApiError> for CompactionError {
     }
 }
 
+impl From<RequestError> for CompactionError {
+    fn from(err: RequestError) -> Self {
+        match err {
+            RequestError::BudgetExceeded(message) => CompactionError::BudgetExceeded(message),
+            RequestError::Api(err) => err.into(),
+        }
+    }
+}
+
 /// Whether `compact` would find anything to remove (no request is made to find out).
 pub fn has_compactable(messages: &[Message]) -> bool {
     apply::has_compactable(&collapse::collapse(messages))
@@ -128,7 +142,8 @@ pub fn has_compactable(messages: &[Message]) -> bool {
 /// What a compaction reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
-    /// The provider's usage of one request (success or not), accounted like any call's.
+    /// The provider's usage of one request (success or not), already in the session's
+    /// total (the requests are metered), for the caller's turn total.
     Usage(Usage),
     /// A request failed before it streamed and waits to be retried
     /// ([`StreamEvent::Retrying`]), so the wait can be shown instead of silence.
@@ -138,7 +153,9 @@ pub enum Progress {
 /// Where the compaction requests go, and the head they start with.
 #[derive(Clone, Copy)]
 pub struct RequestTarget<'a> {
-    pub llm: &'a LlmClient,
+    /// How the requests go out: the session's metered client, so each reserves its
+    /// budget before it is sent.
+    pub requests: &'a dyn ModelRequests,
     pub model: &'a str,
     /// The session's request head (system prompt and head blocks): the first message of
     /// both requests, as of every request of the session, so the provider's cached
@@ -166,7 +183,11 @@ pub async fn compact(
         return Err(CompactionError::NothingToCompact);
     }
 
-    let RequestTarget { llm, model, head } = target;
+    let RequestTarget {
+        requests: llm,
+        model,
+        head,
+    } = target;
     let classify = requests::classify_messages(head, &collapsed, s.context_window);
     let classify_answer = ask(llm, model, classify.clone(), cancel, on_progress).await?;
     let classes = parse::classification(&classify_answer, collapsed.len())?;
@@ -203,7 +224,7 @@ pub async fn compact(
 
 /// One tool-less request; the reply's text. Its usage and retry waits go to `on_progress`.
 async fn ask(
-    llm: &LlmClient,
+    llm: &dyn ModelRequests,
     model: &str,
     messages: Vec<Message>,
     cancel: &CancellationToken,
@@ -221,7 +242,7 @@ async fn ask(
             on_progress(Progress::Retrying(event));
         }
     };
-    let reply = llm.stream_chat(&request, cancel, &mut on_event).await?;
+    let reply = llm.send(&request, cancel, &mut on_event).await?;
     if let Some(usage) = reply.usage {
         on_progress(Progress::Usage(usage));
     }

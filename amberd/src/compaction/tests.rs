@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use amber_llm::LlmSettings;
+use amber_llm::{ChatResponse, LlmClient, LlmSettings};
 use amber_proto::{Message, Role, ToolCall};
 use axum::Router;
 use axum::body::Body;
@@ -18,7 +18,24 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::MEMORIES_HEADING;
 use super::*;
+use crate::agent::metered::{ModelRequests, RequestError};
 use crate::tools::skills::workspace_skills_dir;
+
+/// The bare client, unmetered: the pipeline on its own, without a session's budget.
+impl ModelRequests for LlmClient {
+    fn send<'a>(
+        &'a self,
+        request: &'a amber_llm::ChatRequest,
+        cancel: &'a CancellationToken,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> futures::future::BoxFuture<'a, Result<ChatResponse, RequestError>> {
+        Box::pin(async move {
+            self.stream_chat(request, cancel, on_event)
+                .await
+                .map_err(RequestError::Api)
+        })
+    }
+}
 
 /// A scripted reply: an SSE stream carrying this text, or an HTTP status with a body.
 enum Reply {
@@ -411,5 +428,9 @@ async fn the_skills_tool_loads_saved_skills_with_workspace_data_user_precedence(
 }
 
 fn target<'a>(llm: &'a LlmClient, model: &'a str, head: &'a str) -> RequestTarget<'a> {
-    RequestTarget { llm, model, head }
+    RequestTarget {
+        requests: llm,
+        model,
+        head,
+    }
 }

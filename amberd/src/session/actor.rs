@@ -17,6 +17,7 @@ use super::SessionShared;
 use super::deps::Deps;
 use super::gate::SessionGate;
 use crate::agent::compact::{CompactEnv, compact_context};
+use crate::agent::metered::{Metered, Refusal, RequestEstimate, Reservation};
 use crate::agent::output_schema::OutputSchema;
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::tools::gate::Gate;
@@ -267,6 +268,10 @@ async fn compact_now(
     deps: &Deps,
     context: &mut Context,
 ) -> Result<SessionCompactResult, String> {
+    // A spent budget compacts nothing: the classify request would be refused anyway.
+    if let Some(message) = shared.budget_exceeded() {
+        return Err(message);
+    }
     let provider = shared.provider();
     let llm = &deps.llm.client(provider.as_deref())?;
     let settings = deps.compaction_for(provider.as_deref());
@@ -291,8 +296,10 @@ async fn compact_now(
     let model = shared.model();
     shared.head.refresh(&deps.workspace_git()).await;
     let head = shared.head.head(&shared.system_prompt);
+    // Its requests spend the session's budget like a turn's.
+    let metered = Metered::new(llm, &hooks);
     let env = CompactEnv {
-        llm,
+        llm: &metered,
         model: &model,
         tools: &specs,
         head: &head,
@@ -389,6 +396,17 @@ impl AgentHooks for TurnHooks<'_> {
 
     fn budget_exceeded(&self) -> Option<String> {
         self.shared.budget_exceeded()
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        estimate: RequestEstimate,
+        cancel: &'a CancellationToken,
+    ) -> futures::future::BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
+        Box::pin(async move {
+            let hold = self.shared.reserve(estimate, cancel).await?;
+            Ok(Reservation::holding(hold))
+        })
     }
 
     fn context_changed(&self, context: &Context) {

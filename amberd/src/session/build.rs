@@ -100,6 +100,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         approvals: Approvals::new(deps.watchers.approvers()),
         grants: Mutex::new(Grants::default()),
         rules: Mutex::new(rules),
+        budget_settled: tokio::sync::Notify::new(),
         live: Mutex::new(Live {
             info,
             touched: std::time::Instant::now(),
@@ -107,6 +108,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             messages,
             cancel: None,
             subagent_usage: amber_proto::Usage::default(),
+            ledger: super::budget::Ledger::default(),
             queued: 0,
             marked: false,
         }),

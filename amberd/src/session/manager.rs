@@ -715,6 +715,9 @@ impl SessionManager {
             .map(<[Message]>::to_vec)
             .unwrap_or_default();
         let info = shared.info();
+        // What the source has left (spent and in flight taken), not a fresh budget of the
+        // same size: forking is no way around a budget.
+        let (max_budget_usd, max_tokens_total) = shared.budget_remainder();
         let title = if info.title.is_empty() {
             String::new()
         } else {
@@ -733,9 +736,9 @@ impl SessionManager {
             mcp_servers: shared.mcp.servers(),
             // The fork shares the original's workspace, its worktree included.
             worktree: None,
-            // The fork starts its own spend (its usage is its own) under the same caps.
-            max_budget_usd: info.max_budget_usd,
-            max_tokens_total: info.max_tokens_total,
+            // The fork's usage is its own, its budgets the source's remainder.
+            max_budget_usd,
+            max_tokens_total,
         };
         let fork = self.create_with(params, history)?;
         self.copy_history(id, &fork.shared.id, cut);

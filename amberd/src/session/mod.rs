@@ -7,6 +7,7 @@
 
 pub(crate) mod actor;
 pub(crate) mod approvals;
+pub(crate) mod budget;
 mod build;
 pub mod deps;
 pub(crate) mod gate;
@@ -98,6 +99,8 @@ pub struct SessionShared {
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
+    /// Woken whenever a request's reservation is released (`budget.rs`).
+    budget_settled: tokio::sync::Notify,
 }
 
 struct Live {
@@ -110,6 +113,8 @@ struct Live {
     cancel: Option<CancellationToken>,
     /// What the running turn's sub-agents spent: part of the turn's `turn_completed.usage`.
     subagent_usage: Usage,
+    /// What the requests in flight hold of the session's budgets (`budget.rs`).
+    ledger: budget::Ledger,
     /// Prompts accepted by `session/prompt` whose turn has not begun: the session reads
     /// `running` from the moment a prompt is accepted until the last queued turn ends.
     queued: usize,
@@ -303,38 +308,10 @@ impl SessionShared {
         self.lock_live().info.provider.clone()
     }
 
-    /// Why the session may make no further model request: its cost or its tokens reached
-    /// the budget it was created with. The spend includes its sub-agents'.
-    pub(crate) fn budget_exceeded(&self) -> Option<String> {
-        let live = self.lock_live();
-        let info = &live.info;
-        let usage = info.usage;
-        if let Some(budget) = info.max_budget_usd {
-            let spent = usage.cost_usd.unwrap_or_default();
-            if spent >= budget {
-                return Some(format!(
-                    "budget exceeded: the session has spent ${:.6} of its ${:.6} budget \
-                     (maxBudgetUsd)",
-                    spent.usd(),
-                    budget.usd()
-                ));
-            }
-        }
-        if let Some(cap) = info.max_tokens_total
-            && usage.total_tokens >= cap
-        {
-            return Some(format!(
-                "budget exceeded: the session has used {} tokens of its {cap}-token budget \
-                 (maxTokensTotal)",
-                usage.total_tokens
-            ));
-        }
-        None
-    }
-
     fn add_usage(&self, usage: &Usage) -> Usage {
         let mut live = self.lock_live();
         live.info.usage.add(usage);
+        live.ledger.observe(usage);
         live.info.usage
     }
 
@@ -343,6 +320,7 @@ impl SessionShared {
         let mut live = self.lock_live();
         live.subagent_usage.add(usage);
         live.info.usage.add(usage);
+        live.ledger.observe(usage);
         live.info.usage
     }
 

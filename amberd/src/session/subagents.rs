@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::SessionShared;
 use super::deps::Deps;
 use super::gate::SessionGate;
+use crate::agent::metered::{Refusal, RequestEstimate, Reservation};
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::agents::{self, AgentDirs, AgentLimits};
 use crate::tools::ToolRegistry;
@@ -45,6 +46,10 @@ impl SubagentRunner for SessionSubagents {
             let Some(shared) = self.shared.upgrade() else {
                 return Err("the session is closing".into());
             };
+            // A spent budget starts no sub-agent: none could make a request.
+            if let Some(message) = shared.budget_exceeded() {
+                return Err(format!("no sub-agent started: {message}"));
+            }
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
             let deps = &self.deps;
             // Every agent is found, and a workspace agent trusted, before any task runs: one
@@ -150,6 +155,17 @@ async fn run_one(
     profile: Profile,
     cancel: &CancellationToken,
 ) -> SubResult {
+    // A later task of a serial run, or one a parallel run queued behind the others, starts
+    // only while the budget lasts.
+    if let Some(message) = shared.budget_exceeded() {
+        return SubResult {
+            ok: false,
+            text: format!(
+                "[sub-agent not started: {}: {message}]",
+                StopReason::BudgetExceeded.as_str()
+            ),
+        };
+    }
     let agent_id = format!("agent_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let label = task
         .description
@@ -291,6 +307,18 @@ impl AgentHooks for SubagentHooks<'_> {
     /// The session's budget binds its sub-agents too: they spend from it.
     fn budget_exceeded(&self) -> Option<String> {
         self.shared.budget_exceeded()
+    }
+
+    /// And their requests reserve it, alongside their siblings' and the parent's.
+    fn reserve<'a>(
+        &'a self,
+        estimate: RequestEstimate,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
+        Box::pin(async move {
+            let hold = self.shared.reserve(estimate, cancel).await?;
+            Ok(Reservation::holding(hold))
+        })
     }
 
     fn context_changed(&self, _context: &Context) {}
