@@ -5,8 +5,9 @@
 //! is all a server that skips the pieces sends. `ResponsesStream` remembers, per output
 //! index, which tool-call slot a call fills and how much of its arguments was folded in,
 //! so a `.done` adds only what the pieces did not. A finished reply is
-//! `response.completed` (or `.incomplete`); `response.failed` and `error` are typed errors;
-//! any other event type is skipped.
+//! `response.completed` (or `.incomplete`), the stream's final event (`Decoded::Final`:
+//! reading stops there, whether or not the server closes the body); `response.failed` and
+//! `error` are typed errors; any other event type is skipped.
 
 use serde_json::Value;
 
@@ -187,6 +188,8 @@ pub(super) fn decode(
                 r["status"] = Value::from("incomplete");
             }
             out.finish_reason = Some(reply::finish_reason(&r, !state.calls.is_empty()));
+            // The last event of a response: nothing after it is waited for.
+            return Ok(Decoded::Final(out));
         }
         "response.failed" => {
             let error = v.pointer("/response/error").filter(|e| !e.is_null());
