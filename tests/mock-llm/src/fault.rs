@@ -116,7 +116,10 @@ mod tests {
             let text = String::from_utf8_lossy(bytes);
             assert!(text.contains(&piece), "{api}: {text}");
             assert_eq!(
-                steps.iter().filter(|s| matches!(s, Step::Repeat(_))).count(),
+                steps
+                    .iter()
+                    .filter(|s| matches!(s, Step::Repeat(_)))
+                    .count(),
                 1
             );
         }
