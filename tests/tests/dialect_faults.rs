@@ -103,17 +103,20 @@ async fn the_responses_api_ends_at_response_completed_though_the_connection_is_h
 
 /// A `/proc/<pid>/status` field in bytes (`VmRSS`, `VmHWM`).
 fn vm(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
+    try_vm(pid, field).unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// `vm`, or `None` once the process is gone.
+fn try_vm(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
         .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    let kib: u64 = line
+        .find(|l| l.starts_with(field))?
         .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    kib * 1024
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// Samples amberd's RSS every few milliseconds until dropped; `max` is the most seen.
@@ -130,7 +133,10 @@ impl RssSampler {
         let (halt, most) = (stop.clone(), max.clone());
         let thread = std::thread::spawn(move || {
             while !halt.load(Ordering::Relaxed) {
-                most.fetch_max(vm(pid, "VmRSS"), Ordering::Relaxed);
+                let Some(rss) = try_vm(pid, "VmRSS") else {
+                    return;
+                };
+                most.fetch_max(rss, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
