@@ -40,11 +40,16 @@ impl ChunkDelta {
         let items: usize = self
             .reasoning_items
             .iter()
-            .map(|i| i.format.len() + i.data.len())
+            .map(|i| ITEM_BYTES + i.format.len() + i.data.len())
             .sum();
         len(&self.text) + len(&self.reasoning) + calls + items
     }
 }
+
+/// What a tool call or a reasoning item costs a reply beyond its text (its bookkeeping):
+/// no model makes thousands of calls in one reply, and a stream of empty ones stays bounded.
+const CALL_BYTES: usize = 1024;
+const ITEM_BYTES: usize = 64;
 
 /// What one SSE event meant.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +106,7 @@ impl StreamState {
         delta: ChunkDelta,
         emit: &mut dyn FnMut(StreamEvent),
     ) -> Result<(), ApiError> {
+        let slots = self.calls.len();
         self.budget.charge(delta.size())?;
         if let Some(r) = delta.reasoning.filter(|r| !r.is_empty()) {
             self.switch_to(Pending::Reasoning, emit);
@@ -113,6 +119,10 @@ impl StreamState {
         for call in delta.tool_calls {
             self.calls.push(call);
         }
+        // A call costs more than its text: charged by the call, so a stream of empty calls
+        // (each a new index) is bounded too.
+        let new_calls = self.calls.len() - slots;
+        self.budget.charge(new_calls.saturating_mul(CALL_BYTES))?;
         if delta.usage.is_some() {
             self.usage = delta.usage;
         }

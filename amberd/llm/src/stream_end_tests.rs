@@ -252,3 +252,66 @@ async fn a_whole_delta_over_the_reply_bound_ends_the_reply_before_it_is_kept() {
         assert_eq!(forwarded, 0, "{what}: nothing of it was forwarded");
     }
 }
+
+/// Events built from a counter, forever: each one new to the stream.
+fn counting(event: impl Fn(usize) -> String + Send + 'static) -> Body {
+    let mut n = 0;
+    futures::stream::repeat_with(move || {
+        n += 1;
+        Ok(event(n).into_bytes())
+    })
+    .boxed()
+}
+
+#[tokio::test]
+async fn an_endless_stream_of_empty_tool_calls_ends_at_the_reply_bound() {
+    let limits = ReplyLimits::new(256 * 1024);
+    let body = counting(|n| {
+        format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{n}}}]}}}}]}}\n\n"
+        )
+    });
+    let (reply, _, _) = read(&OpenAiDialect, body, limits).await;
+    let err = reply.unwrap_err();
+    assert_eq!(err.code(), "reply_too_large", "{err}");
+}
+
+#[tokio::test]
+async fn items_numbered_past_any_reply_s_end_the_stream() {
+    let cases: [(&dyn Dialect, Body); 3] = [
+        (
+            &AnthropicDialect,
+            counting(|n| {
+                format!(
+                    "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{n},\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n"
+                )
+            }),
+        ),
+        (
+            &ResponsesDialect,
+            counting(|n| {
+                format!(
+                    "data: {{\"type\":\"response.output_text.delta\",\"output_index\":{n},\"delta\":\"\"}}\n\n"
+                )
+            }),
+        ),
+        (
+            &ResponsesDialect,
+            counting(|n| {
+                format!(
+                    "data: {{\"type\":\"response.output_item.added\",\"output_index\":{n},\"item\":{{\"type\":\"function_call\",\"call_id\":\"c{n}\",\"name\":\"\"}}}}\n\n"
+                )
+            }),
+        ),
+    ];
+    for (dialect, body) in cases {
+        let (reply, _, _) = read(dialect, body, ReplyLimits::default()).await;
+        let err = reply.unwrap_err();
+        assert!(
+            matches!(err.code(), "decode" | "reply_too_large"),
+            "{}: {err}",
+            dialect.name()
+        );
+        assert!(!err.is_retryable(), "{}", dialect.name());
+    }
+}

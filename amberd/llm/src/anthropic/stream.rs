@@ -25,6 +25,11 @@ use crate::ApiError;
 use crate::accumulate::ToolCallDelta;
 use crate::decode::{ChunkDelta, Decoded};
 
+/// Content blocks are numbered from 0 in the order they start; a message has a handful. A
+/// block index past this is no message's, and would let a stream grow the open blocks
+/// without bound.
+const MAX_BLOCK_INDEX: usize = 4096;
+
 /// What one stream remembers between its events.
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicStream {
@@ -183,6 +188,11 @@ pub(super) fn decode(
                 usage: Some(state.usage.to_usage()),
                 ..ChunkDelta::default()
             }
+        }
+        Event::ContentBlockStart { index, .. } if index >= MAX_BLOCK_INDEX => {
+            return Err(ApiError::Decode(format!(
+                "content block {index}: a message has fewer than {MAX_BLOCK_INDEX}"
+            )));
         }
         Event::ContentBlockStart {
             index,

@@ -16,6 +16,10 @@ use crate::accumulate::ToolCallDelta;
 use crate::decode::{ChunkDelta, Decoded};
 use crate::error::ApiError;
 
+/// Output items are numbered from 0; a response has a handful. An `output_index` past this
+/// is no response's, and would let a stream grow what is remembered per item without bound.
+const MAX_OUTPUT_INDEX: u64 = 4096;
+
 /// What one stream's decoding remembers between events (kept in `ChunkMemo::responses`).
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesStream {
@@ -105,6 +109,11 @@ pub(super) fn decode(
     // The payload's `type` names the event; the SSE `event:` line only when it is missing.
     let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
     let output_index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
+    if output_index >= MAX_OUTPUT_INDEX {
+        return Err(ApiError::Decode(format!(
+            "output item {output_index}: a response has fewer than {MAX_OUTPUT_INDEX}"
+        )));
+    }
     let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
     let mut out = ChunkDelta::default();
     match kind {
