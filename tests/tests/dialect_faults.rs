@@ -32,7 +32,7 @@ const MIB: u64 = 1024 * 1024;
 /// cost about 250 MB.
 const PEAK: u64 = 128 * MIB;
 /// How far above its baseline amberd's RSS may stay once the faulty turn is over.
-const AFTER: u64 = 48 * MIB;
+const AFTER: u64 = 32 * MIB;
 
 /// The provider as these tests configure it: `flavor`, fast retries (so a retry of the
 /// faulty reply would show in the request count), the default idle timeout and reply bound.

@@ -1,9 +1,10 @@
 //! The size bound of one model reply: its text, reasoning, tool calls and reasoning items
-//! together ([`ReplyLimits::reply`], `[provider] max_reply_bytes`), and of any one piece of
-//! the wire that carries it — an SSE line or event, a whole JSON body
-//! ([`ReplyLimits::event`]). Past either the request ends with
-//! [`ApiError::ReplyTooLarge`], so a stream that never ends, or one delta of 50 MB, costs a
-//! bounded amount of memory instead of growing until the turn is cancelled.
+//! together ([`ReplyLimits::reply`], `[provider] max_reply_bytes`), any one piece of the wire
+//! that carries it — an SSE line or event, a whole JSON body ([`ReplyLimits::event`]) — and
+//! the whole stream, framing and keep-alives included ([`ReplyLimits::wire`]). Past any of
+//! them the request ends with [`ApiError::ReplyTooLarge`], so a stream that never ends, or
+//! one delta of 50 MB, costs a bounded amount of memory (and of the LLM I/O thread's time)
+//! instead of growing until the turn is cancelled.
 //!
 //! The default is far above what any model sends: the largest output windows are about
 //! 128k tokens, half a MiB of text.
@@ -19,6 +20,10 @@ const MIN_MAX_REPLY_BYTES: usize = 64 * 1024;
 /// Room an event has beyond twice the reply bound: its JSON framing, ids and usage.
 const EVENT_OVERHEAD_BYTES: usize = 1024 * 1024;
 
+/// Wire bytes a stream may take per byte of reply: a chat-completions chunk carries a token
+/// of about 4 bytes in about 250 bytes of JSON, so a reply at the bound needs about this.
+const WIRE_PER_REPLY_BYTE: usize = 64;
+
 /// What was too large (the error message names it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Oversized {
@@ -26,6 +31,8 @@ pub enum Oversized {
     Reply,
     /// One line or event of the SSE stream.
     Event,
+    /// The whole SSE stream, framing and keep-alives included.
+    Stream,
     /// A whole (non-streamed) JSON response body.
     Body,
 }
@@ -35,6 +42,7 @@ impl std::fmt::Display for Oversized {
         f.write_str(match self {
             Oversized::Reply => "the reply (text, reasoning and tool-call arguments together)",
             Oversized::Event => "one event of the stream",
+            Oversized::Stream => "the stream (framing and keep-alives included)",
             Oversized::Body => "the response body",
         })
     }
@@ -48,6 +56,9 @@ pub(crate) struct ReplyLimits {
     /// Most bytes of one SSE line, one event's data, or a whole JSON body. An event may
     /// carry the whole reply again (the Responses API's `response.completed`), escaped.
     pub event: usize,
+    /// Most bytes of a whole SSE body: what a stream of keep-alives, or of empty chunks,
+    /// may take of the I/O thread before it is ended.
+    pub wire: usize,
 }
 
 impl ReplyLimits {
@@ -56,6 +67,7 @@ impl ReplyLimits {
         ReplyLimits {
             reply,
             event: reply.saturating_mul(2).saturating_add(EVENT_OVERHEAD_BYTES),
+            wire: reply.saturating_mul(WIRE_PER_REPLY_BYTE),
         }
     }
 
@@ -64,6 +76,7 @@ impl ReplyLimits {
         let limit = match what {
             Oversized::Reply => self.reply,
             Oversized::Event | Oversized::Body => self.event,
+            Oversized::Stream => self.wire,
         };
         ApiError::ReplyTooLarge { what, limit }
     }
@@ -128,6 +141,7 @@ mod tests {
         let l = ReplyLimits::default();
         assert_eq!(l.reply, 8 << 20);
         assert_eq!(l.event, 17 << 20);
+        assert_eq!(l.wire, 512 << 20);
         let huge = ReplyLimits::new(usize::MAX);
         assert_eq!(huge.event, usize::MAX);
     }

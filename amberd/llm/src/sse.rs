@@ -46,8 +46,8 @@ enum Waited<B, E> {
 /// never waits for the end of a body a proxy may hold open. A `finish_reason` alone makes
 /// the reply complete, and reading continues for the usage chunk until the final event, end
 /// of body, a transport error or the idle timeout (all fine then). Without either, the end
-/// of the body is `Truncated`. A line or event past `limits.event`, or a reply past
-/// `limits.reply`, is `ReplyTooLarge`.
+/// of the body is `Truncated`. A line or event past `limits.event`, a reply past
+/// `limits.reply`, or a body past `limits.wire` is `ReplyTooLarge`.
 ///
 /// Body chunks already in hand are decoded as one burst and their text is forwarded as one
 /// delta, just before the reader waits for more, so latency is that of the first chunk.
@@ -87,6 +87,7 @@ where
         reader,
         pacer,
         burst: 0,
+        taken: 0,
         ended: false,
         idle,
         cancelled,
@@ -108,6 +109,8 @@ struct SseRead<'r, 'c, S> {
     pacer: Pacer,
     /// Body bytes taken since the last wait.
     burst: usize,
+    /// Body bytes taken in all (bounded by `limits.wire`).
+    taken: usize,
     /// The body has ended (its last event is in the decoder).
     ended: bool,
     idle: Duration,
@@ -262,7 +265,13 @@ where
     ) -> Result<Step, ApiError> {
         match piece {
             Some(Ok(bytes)) => {
-                self.burst += bytes.as_ref().len();
+                let len = bytes.as_ref().len();
+                self.burst += len;
+                self.taken = self.taken.saturating_add(len);
+                if self.taken > self.limits.wire {
+                    self.reader.state.flush(emit);
+                    return Err(self.limits.exceeded(Oversized::Stream));
+                }
                 self.decoder.feed(bytes.as_ref());
             }
             None => {

@@ -315,3 +315,39 @@ async fn items_numbered_past_any_reply_s_end_the_stream() {
         assert!(!err.is_retryable(), "{}", dialect.name());
     }
 }
+
+#[tokio::test]
+async fn an_endless_stream_of_keep_alives_ends_at_the_wire_bound() {
+    let limits = ReplyLimits::new(64 * 1024);
+    let cases: [(&dyn Dialect, &str); 3] = [
+        (&OpenAiDialect, ": keep-alive\n\n"),
+        (
+            &AnthropicDialect,
+            "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        ),
+        (
+            &ResponsesDialect,
+            "data: {\"type\":\"response.in_progress\",\"response\":{}}\n\n",
+        ),
+    ];
+    for (dialect, ping) in cases {
+        let (reply, _, pulled) = read(dialect, endless("", ping.repeat(64)), limits).await;
+        let err = reply.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ApiError::ReplyTooLarge {
+                    what: Oversized::Stream,
+                    ..
+                }
+            ),
+            "{}: {err}",
+            dialect.name()
+        );
+        assert!(
+            pulled <= limits.wire + 64 * ping.len(),
+            "{}",
+            dialect.name()
+        );
+    }
+}
