@@ -285,3 +285,24 @@ async fn a_line_that_never_ends_is_refused() {
     let line = MockTurn::EndlessRaw("data: {\"choices\":[{\"delta\":{\"content\":\"".repeat(64));
     a_faulty_reply_is_refused_within_bounded_memory("openai", line).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keep_alives_forever_end_the_request_at_the_configured_bound() {
+    let mock = MockLlm::start(vec![MockTurn::EndlessRaw(": keep-alive\n\n".repeat(256))]).await;
+    // 64 KiB replies: a stream of at most 4 MiB.
+    let config = format!("{}max_reply_bytes = 65536\n", config("openai"));
+    let daemon = spawn_config(&mock, &config);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "hello?").await;
+    assert_eq!(stop_reason(&turn), "error", "{}", summary(&turn));
+    let error = &turn.last().unwrap()["error"];
+    assert_eq!(error["code"], "reply_too_large", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("the stream") && message.contains("4 MiB"),
+        "{message}"
+    );
+    assert_eq!(mock.request_count(), 1, "not retried");
+}
