@@ -6,9 +6,11 @@
 //!   `message_stop`, `response.completed`) does not hold the turn: each request of a
 //!   three-request task has its connection held for a minute, and the turn still ends in
 //!   well under that.
-//! - An endless reasoning stream, and a single 50 MB delta, end the request with
-//!   `reply_too_large` (reported, not retried), while amberd's memory stays bounded — its
-//!   high-water mark, read from `/proc/<pid>/status` — and comes back afterwards.
+//! - An endless reasoning stream, a single 50 MB delta and a line that never ends end the
+//!   request with `reply_too_large` (reported, not retried), while amberd's memory stays
+//!   bounded — its high-water mark, read from `/proc/<pid>/status` — and comes back
+//!   afterwards.
+//! - Keep-alives forever end the request at the whole-stream bound `max_reply_bytes` sets.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
