@@ -25,6 +25,10 @@ pub struct ChunkDelta {
     pub usage: Option<Usage>,
     /// Complete reasoning items (a dialect assembles each across its events).
     pub reasoning_items: Vec<ReasoningItem>,
+    /// Bytes the dialect keeps for the reply that no field above carries yet (an Anthropic
+    /// thinking block's signature, held until the block completes): charged to the reply's
+    /// bound like its text, so nothing a stream sends grows unbounded.
+    pub held_bytes: usize,
 }
 
 impl ChunkDelta {
@@ -42,7 +46,7 @@ impl ChunkDelta {
             .iter()
             .map(|i| ITEM_BYTES + i.format.len() + i.data.len())
             .sum();
-        len(&self.text) + len(&self.reasoning) + calls + items
+        len(&self.text) + len(&self.reasoning) + calls + items + self.held_bytes
     }
 }
 

@@ -351,3 +351,16 @@ async fn an_endless_stream_of_keep_alives_ends_at_the_wire_bound() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_endless_thinking_signature_ends_at_the_reply_bound() {
+    let limits = ReplyLimits::new(64 * 1024);
+    let head = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n";
+    let piece = "s".repeat(4096);
+    let event = format!(
+        "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"signature_delta\",\"signature\":\"{piece}\"}}}}\n\n"
+    );
+    let (reply, _, pulled) = read(&AnthropicDialect, endless(head, event), limits).await;
+    assert_eq!(reply.unwrap_err().code(), "reply_too_large");
+    assert!(pulled < 2 * limits.reply, "read {pulled}");
+}

@@ -293,10 +293,12 @@ impl AnthropicStream {
                 }
             }
             (BlockDelta::SignatureDelta { signature }, block) => {
+                let mut out = ChunkDelta::default();
                 if let Some(OpenBlock::Thinking { signature: all, .. }) = block {
                     all.push_str(&signature);
+                    out.held_bytes = signature.len();
                 }
-                ChunkDelta::default()
+                out
             }
             (BlockDelta::InputJsonDelta { .. } | BlockDelta::Other, _) => ChunkDelta::default(),
         }
