@@ -42,6 +42,11 @@ impl ToolCallAccumulator {
         self.slots.is_empty()
     }
 
+    /// How many calls the fragments so far started.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Fold one fragment in.
     ///
     /// Matching rules: with an `index`, the slot with that index (unless it already has a

@@ -1,7 +1,9 @@
 //! `LlmClient`: the reqwest transport. One request per attempt, run on the LLM I/O thread;
 //! retries with jittered exponential backoff while nothing has been streamed yet; connect
 //! and idle timeouts; the cancel token is raced against every await, the backoff sleep
-//! included.
+//! included. A reply is returned at its final event; what is left of its body is read in
+//! the background (`release_connection`), so the connection goes back to the pool when the
+//! body ends and is closed when a server holds it open.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +14,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::error_chain::error_chain as chain;
 use super::io_thread;
+use super::limits::{Oversized, ReplyLimits};
 use super::retry::{Backoff, parse_retry_after};
 use super::sse::{read_buffered, read_sse};
 use super::{ApiError, ChatRequest, ChatResponse, Dialect, LlmSettings, StreamEvent, make_dialect};
 
 /// Most of an error body we keep for the message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-/// Most of a non-streamed JSON completion we accept.
-const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
+/// How long the rest of a body read to its final event may take to end (normally it is
+/// just the end of the chunked encoding, there already) before its connection is closed.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+/// Most bytes read past a reply's final event while waiting for its body to end.
+const RELEASE_MAX_BYTES: usize = 64 * 1024;
 
 /// Streaming chat client for one configured endpoint. Cheap to clone.
 #[derive(Clone)]
@@ -227,6 +233,7 @@ impl LlmClient {
     ) -> Result<ChatResponse, ApiError> {
         let inner = &*self.inner;
         let idle = inner.settings.idle_timeout;
+        let limits = ReplyLimits::new(inner.settings.max_reply_bytes);
         let send = inner
             .http
             .post(url)
@@ -249,7 +256,7 @@ impl LlmClient {
         let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());
         if !status.is_success() {
             let retry_after = parse_retry_after(header("retry-after"), header("retry-after-ms"));
-            let text = read_capped(resp, MAX_ERROR_BODY, idle, cancel).await?;
+            let (text, _cut) = read_capped(resp, MAX_ERROR_BODY, idle, cancel).await?;
             return Err(inner
                 .dialect
                 .classify_error(status.as_u16(), &text, retry_after));
@@ -260,17 +267,26 @@ impl LlmClient {
                 .starts_with("application/json")
         });
         if is_json {
-            let text = read_capped(resp, MAX_JSON_BODY, idle, cancel).await?;
-            return read_buffered(&text, inner.dialect.as_ref(), emit);
+            let (text, cut) = read_capped(resp, limits.event, idle, cancel).await?;
+            if cut {
+                return Err(limits.exceeded(Oversized::Body));
+            }
+            return read_buffered(&text, inner.dialect.as_ref(), limits, emit);
         }
-        read_sse(
-            resp.bytes_stream(),
+        let mut body = Box::pin(resp.bytes_stream());
+        let reply = read_sse(
+            body.as_mut(),
             inner.dialect.as_ref(),
             idle,
+            limits,
             cancel,
             emit,
         )
-        .await
+        .await;
+        if reply.is_ok() {
+            release_connection(body);
+        }
+        reply
     }
 }
 
@@ -296,13 +312,37 @@ fn merge_adjacent(events: impl Iterator<Item = StreamEvent>) -> Vec<StreamEvent>
     out
 }
 
-/// Read at most `cap` bytes of a body (lossy UTF-8), honouring idle timeout and cancel.
+/// The rest of a body whose reply ended at its final event, read in the background: a body
+/// that ends (within `RELEASE_WAIT` and `RELEASE_MAX_BYTES`) leaves its connection in the
+/// pool; one a server holds open, or keeps sending on, is dropped with its connection. The
+/// reply never waits for this.
+fn release_connection<S, B, E>(mut body: std::pin::Pin<Box<S>>)
+where
+    S: futures::Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]>,
+{
+    tokio::spawn(async move {
+        let drain = async {
+            let mut read = 0usize;
+            while let Some(Ok(piece)) = body.next().await {
+                read += piece.as_ref().len();
+                if read > RELEASE_MAX_BYTES {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(RELEASE_WAIT, drain).await;
+    });
+}
+
+/// Read at most `cap` bytes of a body (lossy UTF-8), honouring idle timeout and cancel;
+/// `true` when the body had more (the rest is not read).
 async fn read_capped(
     resp: reqwest::Response,
     cap: usize,
     idle: Duration,
     cancel: &CancellationToken,
-) -> Result<String, ApiError> {
+) -> Result<(String, bool), ApiError> {
     let mut body = resp.bytes_stream();
     let mut buf = Vec::new();
     loop {
@@ -328,13 +368,13 @@ async fn read_capped(
             Ok(Some(Ok(bytes))) => {
                 let room = cap.saturating_sub(buf.len());
                 buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
-                if buf.len() >= cap {
-                    break;
+                if bytes.len() > room {
+                    return Ok((String::from_utf8_lossy(&buf).into_owned(), true));
                 }
             }
         }
     }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+    Ok((String::from_utf8_lossy(&buf).into_owned(), false))
 }
 
 fn map_send_error(e: &reqwest::Error) -> ApiError {

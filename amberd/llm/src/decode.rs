@@ -5,10 +5,14 @@
 //! already in hand and then calls `flush`, so a provider that streams faster than amber
 //! relays costs one event per burst instead of one per token. Text and reasoning are
 //! forwarded in the order they arrived (a switch of kind flushes what was pending).
+//!
+//! Every chunk is charged to the reply's budget (`limits.rs`) before it is kept: a reply
+//! past `max_reply_bytes` ends with `ReplyTooLarge` instead of growing.
 
 use amber_proto::{ReasoningItem, Usage};
 
 use super::accumulate::{ToolCallAccumulator, ToolCallDelta};
+use super::limits::{ReplyBudget, ReplyLimits};
 use super::{ApiError, ChatResponse, StreamEvent};
 
 /// One decoded chunk, dialect-independent.
@@ -21,13 +25,44 @@ pub struct ChunkDelta {
     pub usage: Option<Usage>,
     /// Complete reasoning items (a dialect assembles each across its events).
     pub reasoning_items: Vec<ReasoningItem>,
+    /// Bytes the dialect keeps for the reply that no field above carries yet (an Anthropic
+    /// thinking block's signature, held until the block completes): charged to the reply's
+    /// bound like its text, so nothing a stream sends grows unbounded.
+    pub held_bytes: usize,
 }
+
+impl ChunkDelta {
+    /// Bytes this chunk adds to a reply: its text, reasoning, tool-call pieces and
+    /// reasoning items (what the reply keeps).
+    pub(crate) fn size(&self) -> usize {
+        let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .map(|c| len(&c.id) + len(&c.name) + len(&c.arguments))
+            .sum();
+        let items: usize = self
+            .reasoning_items
+            .iter()
+            .map(|i| ITEM_BYTES + i.format.len() + i.data.len())
+            .sum();
+        len(&self.text) + len(&self.reasoning) + calls + items + self.held_bytes
+    }
+}
+
+/// What a tool call or a reasoning item costs a reply beyond its text (its bookkeeping):
+/// no model makes thousands of calls in one reply, and a stream of empty ones stays bounded.
+const CALL_BYTES: usize = 1024;
+const ITEM_BYTES: usize = 64;
 
 /// What one SSE event meant.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {
     Chunk(ChunkDelta),
-    /// The `[DONE]` sentinel.
+    /// The dialect's last event, carrying the end of the reply (the Responses API's
+    /// `response.completed`): nothing after it is read.
+    Final(ChunkDelta),
+    /// The `[DONE]` sentinel (Anthropic's `message_stop`): nothing after it is read.
     Done,
     /// Keep-alive or other payload without meaning.
     Skip,
@@ -55,12 +90,28 @@ pub(crate) struct StreamState {
     finish_reason: Option<String>,
     reasoning_items: Vec<ReasoningItem>,
     done: bool,
+    budget: ReplyBudget,
 }
 
 impl StreamState {
+    /// An empty reply bounded by `limits`.
+    pub(crate) fn new(limits: ReplyLimits) -> Self {
+        StreamState {
+            budget: ReplyBudget::new(limits),
+            ..StreamState::default()
+        }
+    }
+
     /// Fold a chunk in. Its text and reasoning are forwarded by the next `flush` (or
-    /// sooner, when the other kind arrives first).
-    pub(crate) fn apply(&mut self, delta: ChunkDelta, emit: &mut dyn FnMut(StreamEvent)) {
+    /// sooner, when the other kind arrives first). A chunk that takes the reply past its
+    /// bound is not kept: `ReplyTooLarge`.
+    pub(crate) fn apply(
+        &mut self,
+        delta: ChunkDelta,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> Result<(), ApiError> {
+        let slots = self.calls.len();
+        self.budget.charge(delta.size())?;
         if let Some(r) = delta.reasoning.filter(|r| !r.is_empty()) {
             self.switch_to(Pending::Reasoning, emit);
             self.reasoning.push_str(&r);
@@ -72,6 +123,10 @@ impl StreamState {
         for call in delta.tool_calls {
             self.calls.push(call);
         }
+        // A call costs more than its text: charged by the call, so a stream of empty calls
+        // (each a new index) is bounded too.
+        let new_calls = self.calls.len() - slots;
+        self.budget.charge(new_calls.saturating_mul(CALL_BYTES))?;
         if delta.usage.is_some() {
             self.usage = delta.usage;
         }
@@ -79,6 +134,7 @@ impl StreamState {
             self.finish_reason = delta.finish_reason;
         }
         self.reasoning_items.extend(delta.reasoning_items);
+        Ok(())
     }
 
     fn switch_to(&mut self, kind: Pending, emit: &mut dyn FnMut(StreamEvent)) {
@@ -152,7 +208,8 @@ mod tests {
                 ..ChunkDelta::default()
             },
             &mut |e| seen.push(e),
-        );
+        )
+        .unwrap();
         assert!(matches!(
             st.finish(&mut |e| seen.push(e)),
             Err(ApiError::Truncated)
@@ -169,7 +226,8 @@ mod tests {
                 ..ChunkDelta::default()
             },
             &mut |_| {},
-        );
+        )
+        .unwrap();
         st.mark_done();
         let mut seen = Vec::new();
         let r = st.finish(&mut |e| seen.push(e)).unwrap();
@@ -191,15 +249,15 @@ mod tests {
         let mut st = StreamState::default();
         let mut seen = Vec::new();
         let mut emit = |e: StreamEvent| seen.push(e);
-        st.apply(said(None, Some("th")), &mut emit);
-        st.apply(said(None, Some("ink")), &mut emit);
+        st.apply(said(None, Some("th")), &mut emit).unwrap();
+        st.apply(said(None, Some("ink")), &mut emit).unwrap();
         // Reasoning and text in one chunk: the reasoning comes first.
-        st.apply(said(Some("A"), Some("!")), &mut emit);
-        st.apply(said(Some("B"), None), &mut emit);
+        st.apply(said(Some("A"), Some("!")), &mut emit).unwrap();
+        st.apply(said(Some("B"), None), &mut emit).unwrap();
         st.flush(&mut emit);
         st.flush(&mut emit); // nothing pending: nothing sent
-        st.apply(said(Some("C"), None), &mut emit);
-        st.apply(said(None, Some("?")), &mut emit);
+        st.apply(said(Some("C"), None), &mut emit).unwrap();
+        st.apply(said(None, Some("?")), &mut emit).unwrap();
         st.mark_done();
         let reply = st.finish(&mut emit).unwrap();
         let got: Vec<String> = seen
@@ -218,5 +276,53 @@ mod tests {
             (reply.text.as_str(), reply.reasoning.as_str()),
             ("ABC", "think!?")
         );
+    }
+
+    #[test]
+    fn every_part_of_a_reply_counts_against_its_bound() {
+        let limits = ReplyLimits::new(0); // raised to the smallest bound
+        let third = limits.reply / 3;
+        let call = |args: usize| ChunkDelta {
+            tool_calls: vec![ToolCallDelta {
+                index: Some(0),
+                id: Some("c".into()),
+                name: Some("n".into()),
+                arguments: Some("a".repeat(args)),
+            }],
+            ..ChunkDelta::default()
+        };
+        let item = |data: usize| ChunkDelta {
+            reasoning_items: vec![ReasoningItem {
+                format: String::new(),
+                data: "d".repeat(data),
+            }],
+            ..ChunkDelta::default()
+        };
+        let parts: [(&str, ChunkDelta); 4] = [
+            ("text", said(Some(&"t".repeat(third + 2)), None)),
+            ("reasoning", said(None, Some(&"r".repeat(third + 2)))),
+            ("arguments", call(third)),
+            ("reasoning items", item(third + 2)),
+        ];
+        for (name, over) in parts {
+            let mut st = StreamState::new(limits);
+            let mut seen = Vec::new();
+            st.apply(said(Some(&"x".repeat(third)), None), &mut |e| seen.push(e))
+                .unwrap();
+            st.apply(said(None, Some(&"y".repeat(third))), &mut |e| seen.push(e))
+                .unwrap();
+            let err = st.apply(over, &mut |e| seen.push(e)).unwrap_err();
+            assert_eq!(err.code(), "reply_too_large", "{name}");
+            // What came before the chunk over the bound was forwarded; nothing of it.
+            st.flush(&mut |e| seen.push(e));
+            let forwarded: usize = seen
+                .iter()
+                .map(|e| match e {
+                    StreamEvent::TextDelta(t) | StreamEvent::ReasoningDelta(t) => t.len(),
+                    _ => 0,
+                })
+                .sum();
+            assert_eq!(forwarded, 2 * third, "{name}");
+        }
     }
 }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::limits::{Oversized, human_bytes};
+
 /// How to point amberd at an endpoint; part of every "not configured" message.
 const CONFIGURE_HINT: &str = "set AMBER_BASE_URL (e.g. http://127.0.0.1:8080/v1), AMBER_API_KEY and \
      AMBER_MODEL in amberd's environment, or `base_url` under `[provider]` in config.toml";
@@ -64,6 +66,14 @@ pub enum ApiError {
     /// The stream ended before any `finish_reason` and before `[DONE]`.
     #[error("LLM stream ended before the response was complete")]
     Truncated,
+    /// The reply, or one event of its stream, passed its size bound (`limits.rs`): no model
+    /// sends that much, so the endpoint is broken or hostile. Not retried.
+    #[error(
+        "LLM reply too large: {what} passed {} ({limit} bytes), more than any model sends; \
+         the bound is `[provider] max_reply_bytes`",
+        human_bytes(*limit)
+    )]
+    ReplyTooLarge { what: Oversized, limit: usize },
     /// A chunk or body that could not be understood.
     #[error("could not decode the LLM response: {0}")]
     Decode(String),
@@ -89,6 +99,7 @@ impl ApiError {
             ApiError::NotConfigured { .. }
             | ApiError::InvalidConfig(_)
             | ApiError::ContextLengthExceeded { .. }
+            | ApiError::ReplyTooLarge { .. }
             | ApiError::Decode(_)
             | ApiError::Cancelled => false,
         }
@@ -107,6 +118,7 @@ impl ApiError {
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::Stream { .. } => "stream_error",
             ApiError::Truncated => "stream_truncated",
+            ApiError::ReplyTooLarge { .. } => "reply_too_large",
             ApiError::Decode(_) => "decode",
             ApiError::Cancelled => "cancelled",
         }

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::dialect::OpenAiDialect;
+use super::limits::ReplyLimits;
 use super::sse::read_sse;
 use super::{ApiError, ChatResponse, Dialect, StreamEvent};
 
@@ -35,7 +36,16 @@ where
 {
     let mut events = Vec::new();
     let mut sink = |e: StreamEvent| events.push(e);
-    let r = read_sse(body, dialect, idle, &CancellationToken::new(), &mut sink).await;
+    let limits = ReplyLimits::default();
+    let r = read_sse(
+        body,
+        dialect,
+        idle,
+        limits,
+        &CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
     (r, events)
 }
 
@@ -365,6 +375,7 @@ async fn cancel_while_waiting_for_data() {
         body,
         &OpenAiDialect,
         Duration::from_secs(60),
+        ReplyLimits::default(),
         &cancel,
         &mut sink,
     )

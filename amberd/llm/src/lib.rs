@@ -9,8 +9,8 @@
 //! the default endpoint they resolve to (`provider_settings.rs`, `endpoint.rs`), one cached
 //! client per provider (`pool.rs`), a reqwest transport with retry/backoff, timeouts and
 //! cancellation (`client.rs`, `retry.rs`, `io_thread.rs`), the SSE decoder (`sse.rs`,
-//! `sse_decoder.rs`, `chunk.rs`, `decode.rs`, `pace.rs`) and the tool-call delta accumulator
-//! (`accumulate.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
+//! `sse_decoder.rs`, `chunk.rs`, `decode.rs`, `pace.rs`), the tool-call delta accumulator
+//! (`accumulate.rs`) and the size bound of one reply (`limits.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
 //!
 //! The crate knows no session, tool or config file: the daemon deserialises its settings
 //! types from its own config and hands them in.
@@ -26,6 +26,7 @@ mod endpoint;
 mod error;
 mod error_chain;
 mod io_thread;
+mod limits;
 mod pace;
 mod pool;
 mod presets;
@@ -46,6 +47,8 @@ mod flavor_tests;
 #[cfg(test)]
 mod pool_tests;
 #[cfg(test)]
+mod stream_end_tests;
+#[cfg(test)]
 mod test_support;
 
 use std::time::Duration;
@@ -60,6 +63,7 @@ pub use dialect::{Dialect, make_dialect};
 pub use endpoint::Endpoint;
 pub use error::ApiError;
 pub use error_chain::error_chain;
+pub use limits::{DEFAULT_MAX_REPLY_BYTES, Oversized};
 pub use pool::{LlmPool, NOT_CONFIGURED, ProviderCatalog};
 pub use presets::{MaxTokensField, Preset, Quirks, all_presets, preset};
 pub use prices::{Price, PriceSetting};

@@ -458,7 +458,7 @@ impl LlmPool {
             .or_else(|| preset(flavor).copied())
     }
 
-    /// Retries and timeouts, shared by every provider.
+    /// Retries, timeouts and the reply bound, shared by every provider.
     fn base_settings(&self) -> LlmSettings {
         let settings = self.settings();
         let p = &settings.provider;
@@ -468,6 +468,7 @@ impl LlmPool {
             retry_max: Duration::from_millis(p.retry_max_ms),
             connect_timeout: Duration::from_millis(p.connect_timeout_ms),
             idle_timeout: Duration::from_millis(p.idle_timeout_ms),
+            max_reply_bytes: usize::try_from(p.max_reply_bytes).unwrap_or(usize::MAX),
             ..LlmSettings::default()
         }
     }

@@ -137,6 +137,7 @@ fn named_preset_provider() {
     assert_eq!(s.model, pr.default_model);
     assert_eq!(s.quirks, pr.quirks);
     assert_eq!(s.max_retries, 2, "transport knobs come from [provider]");
+    assert_eq!(s.max_reply_bytes, crate::DEFAULT_MAX_REPLY_BYTES);
     assert_eq!(p.context_window(Some("openrouter")), pr.context_window);
     assert_eq!(p.default_model(Some("openrouter")), pr.default_model);
     // Case and aliases resolve through the lookup.
@@ -146,6 +147,18 @@ fn named_preset_provider() {
         Some("http://127.0.0.1:8080/v1")
     );
     assert_eq!(c.settings().api_key, None);
+}
+
+#[test]
+fn the_reply_bound_is_read_from_provider_for_every_provider() {
+    let p = pool(
+        "[provider]\nmax_reply_bytes = 1048576\n",
+        &[("OPENROUTER_API_KEY", "or-key")],
+    );
+    for name in ["openrouter", "llama.cpp"] {
+        let c = p.client(Some(name)).unwrap();
+        assert_eq!(c.settings().max_reply_bytes, 1 << 20, "{name}");
+    }
 }
 
 #[test]

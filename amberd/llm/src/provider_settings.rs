@@ -28,6 +28,9 @@ pub struct ProviderSettings {
     pub retry_max_ms: u64,
     pub connect_timeout_ms: u64,
     pub idle_timeout_ms: u64,
+    /// Most bytes of one model reply (text, reasoning and tool-call arguments together);
+    /// past it the request ends with `reply_too_large`.
+    pub max_reply_bytes: u64,
     /// Extra request headers; an empty value removes a preset's header.
     pub headers: BTreeMap<String, String>,
     /// Overrides the flavor's `stream_options.include_usage` quirk.
@@ -42,7 +45,7 @@ pub struct ProviderSettings {
 }
 
 /// One named provider. Unset values come from the preset of that name (else of `flavor`);
-/// retries and timeouts are the default provider's.
+/// retries, timeouts and the reply bound are the default provider's.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NamedProviderSettings {
@@ -75,6 +78,7 @@ impl Default for ProviderSettings {
             retry_max_ms: 30_000,
             connect_timeout_ms: 10_000,
             idle_timeout_ms: 120_000,
+            max_reply_bytes: super::DEFAULT_MAX_REPLY_BYTES as u64,
             headers: BTreeMap::new(),
             include_usage: None,
             max_tokens_field: None,

@@ -23,6 +23,9 @@ pub struct LlmSettings {
     /// Longest silence allowed while waiting for headers or between stream chunks.
     pub idle_timeout: Duration,
     pub max_tokens: Option<u32>,
+    /// Most bytes of one reply (text, reasoning, tool calls), and so of its stream's events
+    /// (`limits.rs`); past it the request fails with `ReplyTooLarge`.
+    pub max_reply_bytes: usize,
     /// Body shape and headers of the flavor (default: a generic OpenAI-compatible server).
     pub quirks: Quirks,
     /// Headers from config, after the quirks' own; an empty value removes a header.
@@ -42,6 +45,7 @@ impl Default for LlmSettings {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             max_tokens: None,
+            max_reply_bytes: super::DEFAULT_MAX_REPLY_BYTES,
             quirks: Quirks::GENERIC,
             extra_headers: Vec::new(),
         }
@@ -61,6 +65,7 @@ impl std::fmt::Debug for LlmSettings {
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_tokens", &self.max_tokens)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .field("quirks", &self.quirks)
             // Header values may carry credentials too.
             .field(

@@ -1,6 +1,8 @@
 //! Response body → reply: bytes are framed by `SseDecoder`, decoded by the dialect and
 //! folded by `StreamState`. The idle timeout is measured between body chunks (keep-alive
-//! comments count as life); the cancel token is checked at every await.
+//! comments count as life); the cancel token is checked at every await. The reply ends at
+//! its dialect's final event, not at the end of the body, and is bounded in size
+//! (`limits.rs`): its lines and events by the decoder, its content by `StreamState`.
 
 use std::fmt::Display;
 use std::pin::Pin;
@@ -12,8 +14,9 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use super::decode::{Decoded, StreamState};
 use super::error::CONNECTION_LOST;
+use super::limits::{Oversized, ReplyLimits};
 use super::pace::{Next, Pacer};
-use super::sse_decoder::{SseDecoder, SseEvent};
+use super::sse_decoder::{SseDecoder, SseEvent, TooLong};
 use super::{ApiError, ChatResponse, ChunkMemo, Dialect, StreamEvent};
 
 /// Most body bytes taken without waiting before deltas are forwarded and cancel checked.
@@ -23,7 +26,8 @@ const MAX_BURST_BYTES: usize = 256 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Continue,
-    /// End of the reply: `[DONE]`, or a wait or transport error after it was complete.
+    /// End of the reply: the dialect's final event (`[DONE]`, `message_stop`,
+    /// `response.completed`), or a wait or transport error after it was complete.
     Stop,
 }
 
@@ -37,9 +41,13 @@ enum Waited<B, E> {
 
 /// Read an SSE body to the end of the reply.
 ///
-/// Completion rules: `[DONE]` ends reading; a `finish_reason` makes the reply complete, and
-/// reading continues for the usage chunk until `[DONE]`, end of body, a transport error or
-/// the idle timeout (all fine then). Without either, the end of the body is `Truncated`.
+/// Completion rules: the dialect's final event (`[DONE]`, Anthropic's `message_stop`, the
+/// Responses API's `response.completed` / `.incomplete`) ends reading at once — the reader
+/// never waits for the end of a body a proxy may hold open. A `finish_reason` alone makes
+/// the reply complete, and reading continues for the usage chunk until the final event, end
+/// of body, a transport error or the idle timeout (all fine then). Without either, the end
+/// of the body is `Truncated`. A line or event past `limits.event`, a reply past
+/// `limits.reply`, or a body past `limits.wire` is `ReplyTooLarge`.
 ///
 /// Body chunks already in hand are decoded as one burst and their text is forwarded as one
 /// delta, just before the reader waits for more, so latency is that of the first chunk.
@@ -49,6 +57,7 @@ pub(crate) async fn read_sse<S, B, E>(
     body: S,
     dialect: &dyn Dialect,
     idle: Duration,
+    limits: ReplyLimits,
     cancel: &CancellationToken,
     emit: &mut (dyn FnMut(StreamEvent) + Send),
 ) -> Result<ChatResponse, ApiError>
@@ -58,11 +67,11 @@ where
     E: Display + Send,
 {
     let body = std::pin::pin!(body);
-    let decoder = SseDecoder::default();
+    let decoder = SseDecoder::new(limits.event);
     let reader = Reader {
         dialect,
         memo: ChunkMemo::default(),
-        state: StreamState::default(),
+        state: StreamState::new(limits),
         undecodable: None,
     };
     let pacer = Pacer::new(Instant::now());
@@ -74,9 +83,11 @@ where
     SseRead {
         body,
         decoder,
+        limits,
         reader,
         pacer,
         burst: 0,
+        taken: 0,
         ended: false,
         idle,
         cancelled,
@@ -93,10 +104,13 @@ where
 struct SseRead<'r, 'c, S> {
     body: Pin<&'r mut S>,
     decoder: SseDecoder,
+    limits: ReplyLimits,
     reader: Reader<'r>,
     pacer: Pacer,
     /// Body bytes taken since the last wait.
     burst: usize,
+    /// Body bytes taken in all (bounded by `limits.wire`).
+    taken: usize,
     /// The body has ended (its last event is in the decoder).
     ended: bool,
     idle: Duration,
@@ -140,7 +154,15 @@ where
     /// Decodes and folds every complete event the decoder holds; their text waits for the
     /// next flush. A decode error forwards what came before it.
     fn decode_in_hand(&mut self, emit: &mut dyn FnMut(StreamEvent)) -> Result<Step, ApiError> {
-        while let Some(event) = self.decoder.next_event() {
+        loop {
+            let event = match self.decoder.next_event() {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(TooLong) => {
+                    self.reader.state.flush(emit);
+                    return Err(self.limits.exceeded(Oversized::Event));
+                }
+            };
             self.pacer.on_event();
             match self.reader.step(&event, emit) {
                 Ok(Step::Continue) => {}
@@ -243,7 +265,13 @@ where
     ) -> Result<Step, ApiError> {
         match piece {
             Some(Ok(bytes)) => {
-                self.burst += bytes.as_ref().len();
+                let len = bytes.as_ref().len();
+                self.burst += len;
+                self.taken = self.taken.saturating_add(len);
+                if self.taken > self.limits.wire {
+                    self.reader.state.flush(emit);
+                    return Err(self.limits.exceeded(Oversized::Stream));
+                }
                 self.decoder.feed(bytes.as_ref());
             }
             None => {
@@ -298,8 +326,13 @@ impl Reader<'_> {
                 self.state.mark_done();
                 return Ok(Step::Stop);
             }
+            Ok(Decoded::Final(delta)) => {
+                self.state.apply(delta, emit)?;
+                self.state.mark_done();
+                return Ok(Step::Stop);
+            }
             Ok(Decoded::Skip) => {}
-            Ok(Decoded::Chunk(delta)) => self.state.apply(delta, emit),
+            Ok(Decoded::Chunk(delta)) => self.state.apply(delta, emit)?,
             Err(e @ ApiError::Decode(_)) => self.undecodable = Some(e),
             Err(e) => return Err(e),
         }
@@ -311,11 +344,12 @@ impl Reader<'_> {
 pub(crate) fn read_buffered(
     body: &str,
     dialect: &dyn Dialect,
+    limits: ReplyLimits,
     emit: &mut (dyn FnMut(StreamEvent) + Send),
 ) -> Result<ChatResponse, ApiError> {
     let delta = dialect.decode_response(body)?;
-    let mut state = StreamState::default();
-    state.apply(delta, emit);
+    let mut state = StreamState::new(limits);
+    state.apply(delta, emit)?;
     state.mark_done();
     state.finish(emit)
 }

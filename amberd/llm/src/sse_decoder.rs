@@ -8,11 +8,18 @@
 //! Text is decoded per line, so a code point split between pieces is whole again by the
 //! time its line ends; invalid UTF-8 becomes U+FFFD instead of failing the stream.
 //!
+//! Bounded: a line, finished or not, and the data of one event may not pass the decoder's
+//! `max` bytes (`limits.rs`), so a peer that never sends a line end, or one event of 50 MB,
+//! ends the stream with `TooLong` instead of filling memory. A long line is scanned for its
+//! end once, however many pieces it comes in.
+//!
 //! Hand-written rather than eventsource-stream: that crate re-parses its buffer with nom
 //! and allocates per line, which was half of amberd's cost per streamed chunk (see
 //! docs/benchmarks.md).
 
 use std::borrow::Cow;
+
+use super::limits::ReplyLimits;
 
 /// One dispatched event: its type (`message` unless an `event:` line named another) and
 /// its data.
@@ -22,12 +29,19 @@ pub(crate) struct SseEvent<'a> {
     pub data: &'a str,
 }
 
+/// A line, or the data of one event, is longer than the decoder's bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooLong;
+
 /// Incremental decoder; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SseDecoder {
     buf: Vec<u8>,
     /// Start of the bytes not yet read as lines.
     pos: usize,
+    /// `buf[pos..scanned]` holds no line end: a search goes on from `scanned`, so a long
+    /// line fed in many pieces is scanned once, not once per piece.
+    scanned: usize,
     /// The last line ended with CR: an LF right after it belongs to that line end.
     skip_lf: bool,
     /// The first line was seen (its BOM, if any, is dropped).
@@ -37,13 +51,37 @@ pub(crate) struct SseDecoder {
     data: String,
     /// The previous call returned an event: clear its buffers before reading on.
     dispatched: bool,
+    /// Most bytes of one line, and of one event's data: what is buffered stays near it.
+    max: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        SseDecoder::new(ReplyLimits::default().event)
+    }
 }
 
 impl SseDecoder {
+    /// A decoder whose lines and events may not pass `max` bytes.
+    pub(crate) fn new(max: usize) -> Self {
+        SseDecoder {
+            buf: Vec::new(),
+            pos: 0,
+            scanned: 0,
+            skip_lf: false,
+            started: false,
+            event: String::new(),
+            data: String::new(),
+            dispatched: false,
+            max,
+        }
+    }
+
     /// Appends body bytes.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         if self.pos > 0 {
             self.buf.drain(..self.pos);
+            self.scanned -= self.pos;
             self.pos = 0;
         }
         self.buf.extend_from_slice(bytes);
@@ -55,8 +93,9 @@ impl SseDecoder {
         self.feed(b"\n\n");
     }
 
-    /// The next complete event, or `None` until more bytes are fed.
-    pub(crate) fn next_event(&mut self) -> Option<SseEvent<'_>> {
+    /// The next complete event, or `None` until more bytes are fed; `TooLong` once a line
+    /// (complete or not) or an event's data passes the bound — the stream is then over.
+    pub(crate) fn next_event(&mut self) -> Result<Option<SseEvent<'_>>, TooLong> {
         if self.dispatched {
             self.dispatched = false;
             self.event.clear();
@@ -69,11 +108,21 @@ impl SseDecoder {
                 }
                 self.skip_lf = false;
             }
-            let rest = &self.buf[self.pos..];
-            let end = memchr::memchr2(b'\n', b'\r', rest)?;
-            self.skip_lf = rest[end] == b'\r';
-            let (start, stop) = (self.pos, self.pos + end);
+            let from = self.scanned.max(self.pos);
+            let Some(end) = memchr::memchr2(b'\n', b'\r', &self.buf[from..]) else {
+                self.scanned = self.buf.len();
+                if self.buf.len() - self.pos > self.max {
+                    return Err(TooLong);
+                }
+                return Ok(None);
+            };
+            let (start, stop) = (self.pos, from + end);
+            if stop - start > self.max {
+                return Err(TooLong);
+            }
+            self.skip_lf = self.buf[stop] == b'\r';
             self.pos = stop + 1;
+            self.scanned = self.pos;
             let mut line = &self.buf[start..stop];
             if !self.started {
                 self.started = true;
@@ -91,7 +140,7 @@ impl SseDecoder {
                 } else {
                     self.event.as_str()
                 };
-                return Some(SseEvent { event, data });
+                return Ok(Some(SseEvent { event, data }));
             }
             let (field, value) = match memchr::memchr(b':', line) {
                 Some(0) => continue, // a comment
@@ -104,6 +153,9 @@ impl SseDecoder {
             match field {
                 b"data" => {
                     self.data.push_str(&text(value));
+                    if self.data.len() > self.max {
+                        return Err(TooLong);
+                    }
                     self.data.push('\n');
                 }
                 b"event" => {
@@ -134,7 +186,7 @@ mod tests {
         let mut d = SseDecoder::default();
         let mut out = Vec::new();
         let mut drain = |d: &mut SseDecoder| {
-            while let Some(e) = d.next_event() {
+            while let Some(e) = d.next_event().unwrap() {
                 out.push((e.event.to_owned(), e.data.to_owned()));
             }
         };
@@ -187,6 +239,65 @@ mod tests {
         assert_eq!(
             events(b"data: a\xffb\n\n", 2),
             vec![ev("message", "a\u{FFFD}b")]
+        );
+    }
+
+    /// Events of `input` fed in pieces of `size` to a decoder bounded at `max`, up to the
+    /// first error.
+    fn bounded(input: &[u8], size: usize, max: usize) -> Result<Vec<String>, TooLong> {
+        let mut d = SseDecoder::new(max);
+        let mut out = Vec::new();
+        for piece in input.chunks(size).chain([&b""[..]]) {
+            if piece.is_empty() {
+                d.finish();
+            } else {
+                d.feed(piece);
+            }
+            while let Some(e) = d.next_event()? {
+                out.push(e.data.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn lines_and_events_are_bounded_however_they_are_split() {
+        let at_bound = format!("data:{}\n\n", "x".repeat(11));
+        let over = format!("data:{}\n\n", "x".repeat(12));
+        let many_lines = "data: xxx\n".repeat(4) + "\n";
+        let no_line_end = "data: ".to_owned() + &"x".repeat(100);
+        for size in [1, 2, 7, 64, 1024] {
+            // A 16-byte line (`data:` and 11 bytes) is at the bound; one more is over.
+            assert_eq!(
+                bounded(at_bound.as_bytes(), size, 16),
+                Ok(vec!["x".repeat(11)])
+            );
+            assert_eq!(bounded(over.as_bytes(), size, 16), Err(TooLong), "{size}");
+            // Short lines, one event: its data (15 bytes joined) passes 12.
+            assert_eq!(bounded(many_lines.as_bytes(), size, 12), Err(TooLong));
+            assert!(bounded(many_lines.as_bytes(), size, 16).is_ok());
+            // A line that never ends fails before the body does.
+            let mut d = SseDecoder::new(16);
+            let mut failed = false;
+            for piece in no_line_end.as_bytes().chunks(size) {
+                d.feed(piece);
+                if d.next_event() == Err(TooLong) {
+                    failed = true;
+                    break;
+                }
+            }
+            assert!(failed, "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn comments_count_against_the_bound_too() {
+        let long_comment = format!(":{}\ndata: ok\n\n", " ".repeat(64));
+        assert_eq!(bounded(long_comment.as_bytes(), 8, 32), Err(TooLong));
+        let short_comments = ": ping\n".repeat(100) + "data: ok\n\n";
+        assert_eq!(
+            bounded(short_comments.as_bytes(), 8, 32),
+            Ok(vec!["ok".into()])
         );
     }
 

@@ -392,4 +392,72 @@ mod llm {
         assert!(matches!(r, Err(ApiError::Cancelled)), "{r:?}");
         assert!(started.elapsed() < Duration::from_secs(10));
     }
+
+    #[tokio::test]
+    async fn a_reply_ends_at_done_though_the_server_holds_the_connection() {
+        // The connection stays open after `[DONE]`: the reply does not wait for its end,
+        // and the next request gets a connection of its own.
+        let (mock, base) = serve(vec![
+            Reply::SseThenHang(hello_stream()),
+            Reply::SseThenHang(hello_stream()),
+        ])
+        .await;
+        let client = LlmClient::new(LlmSettings {
+            idle_timeout: Duration::from_secs(3600),
+            ..settings(&base)
+        })
+        .unwrap();
+        for _ in 0..2 {
+            let reply = tokio::time::timeout(
+                Duration::from_secs(60),
+                run(&client, &CancellationToken::new()),
+            )
+            .await
+            .expect("the reply ends at [DONE]");
+            assert_eq!(reply.0.unwrap().text, "Hello");
+        }
+        assert_eq!(mock.hits(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_json_body_past_the_bound_is_reply_too_large_and_not_retried() {
+        let text = "x".repeat(4 << 20);
+        let body = serde_json::json!({
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text}}],
+        });
+        let (mock, base) = serve(vec![
+            Reply::Json(body.to_string()),
+            Reply::Sse(hello_stream()),
+        ])
+        .await;
+        // The reply may be 1 MiB; a body 2 MiB and more.
+        let client = LlmClient::new(LlmSettings {
+            max_reply_bytes: 1 << 20,
+            ..settings(&base)
+        })
+        .unwrap();
+        let (r, events) = run(&client, &CancellationToken::new()).await;
+        let err = r.unwrap_err();
+        assert_eq!(err.code(), "reply_too_large", "{err}");
+        assert!(err.to_string().contains("max_reply_bytes"), "{err}");
+        assert!(events.is_empty(), "{events:?}");
+        assert_eq!(mock.hits(), 1, "not retried");
+
+        // Under the event bound but over the reply's: the same error, from the reply.
+        let text = "x".repeat((1 << 20) + 1);
+        let body = serde_json::json!({
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text}}],
+        });
+        let (_mock, base) = serve(vec![Reply::Json(body.to_string())]).await;
+        let client = LlmClient::new(LlmSettings {
+            max_reply_bytes: 1 << 20,
+            ..settings(&base)
+        })
+        .unwrap();
+        let (r, _) = run(&client, &CancellationToken::new()).await;
+        let err = r.unwrap_err();
+        assert!(err.to_string().contains("the reply"), "{err}");
+    }
 }

@@ -126,7 +126,7 @@ fn stream_steps(deltas: &Deltas, ctx: &Ctx) -> Vec<Step> {
         Frame::Other,
     );
     for piece in &deltas.reasoning {
-        f.chunk(json!({"reasoning_content": piece}), None, Frame::Other);
+        f.chunk(json!({"reasoning_content": piece}), None, Frame::Reasoning);
     }
     for (i, piece) in deltas.content.iter().enumerate() {
         if let Some(interval) = deltas.interval

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::reply::Reply;
 use crate::turn::MockTurn;
-use crate::{chat, messages, responses};
+use crate::{chat, fault, messages, responses};
 
 /// The confirm prompt of amberd's silent confirm turn starts with this
 /// (amberd/src/agent/prompt/mod.rs); it is answered `DONE`.
@@ -154,9 +154,11 @@ impl Answer {
     fn render(turn: &MockTurn, ctx: &Ctx) -> Answer {
         Answer {
             delay: turn.split_delay().0,
-            chat: [false, true].map(|stream| chat::render(turn, ctx, stream)),
-            responses: [false, true].map(|stream| responses::render(turn, ctx, stream)),
-            messages: [false, true].map(|stream| messages::render(turn, ctx, stream)),
+            chat: [false, true].map(|stream| fault::apply(turn, chat::render(turn, ctx, stream))),
+            responses: [false, true]
+                .map(|stream| fault::apply(turn, responses::render(turn, ctx, stream))),
+            messages: [false, true]
+                .map(|stream| fault::apply(turn, messages::render(turn, ctx, stream))),
         }
     }
 

@@ -5,7 +5,8 @@
 //!
 //! - a **script** of [`MockTurn`]s, one per request: text, reasoning, tool calls, and the
 //!   quirks of real endpoints — error statuses with `Retry-After`, model latency, paced or
-//!   slow streams, a connection cut mid-body, raw bodies. Rendered for each request;
+//!   slow streams, a connection cut mid-body, raw bodies, a connection held open after the
+//!   final event, endless streams. Rendered for each request;
 //! - a **responder** called with the request body ([`MockLlm::set_responder`]);
 //! - **conversations** ([`Conversation`]): stateless scripts found by their prompt in the
 //!   request, rendered once at start so that answering costs the bench nothing but picking
@@ -27,6 +28,7 @@ mod chat;
 mod conversation;
 mod ctx;
 mod error;
+mod fault;
 mod messages;
 mod record;
 mod reply;

@@ -169,7 +169,7 @@ fn stream_steps(deltas: &Deltas, ctx: &Ctx) -> Vec<Step> {
             e.delta(
                 index,
                 json!({"type": "thinking_delta", "thinking": piece}),
-                Frame::Other,
+                Frame::Reasoning,
             );
         }
         e.delta(

@@ -24,6 +24,8 @@ pub(crate) enum Frame {
     /// The usage-only chunk: sent only when the request asked for it
     /// (`stream_options.include_usage`).
     Usage,
+    /// A reasoning delta (what an endless reasoning turn repeats).
+    Reasoning,
     /// Anything else.
     Other,
 }
@@ -37,6 +39,11 @@ pub(crate) enum Step {
     Sleep(Duration),
     /// Close the connection mid-body (no terminating chunk).
     Cut,
+    /// Keep the connection open this long without a byte (a proxy that does not close
+    /// after the final event), then end the body. The answer counts as complete before it.
+    Hold(Duration),
+    /// These bytes again and again, as fast as the client reads, until it goes away.
+    Repeat(Bytes),
 }
 
 /// A response body.

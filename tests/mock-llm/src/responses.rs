@@ -123,7 +123,7 @@ fn stream_steps(deltas: &Deltas, ctx: &Ctx) -> Vec<Step> {
                     steps.push(event(
                         &json!({"type": "response.reasoning_summary_text.delta", "item_id": id,
                             "output_index": index, "summary_index": 0, "delta": piece}),
-                        Frame::Other,
+                        Frame::Reasoning,
                     ));
                 }
             }

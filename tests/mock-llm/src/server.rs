@@ -26,7 +26,7 @@ use crate::error::MockError;
 use crate::record::RecordedRequest;
 use crate::reply::{self, Body, Reply};
 use crate::turn::MockTurn;
-use crate::{chat, messages, responses, stream};
+use crate::{chat, fault, messages, responses, stream};
 
 /// Answers a request when the script is empty (see [`MockLlm::set_responder`]).
 pub type Responder = Arc<dyn Fn(&Value) -> MockTurn + Send + Sync>;
@@ -532,7 +532,7 @@ fn render(api: Api, turn: &MockTurn, ctx: &Ctx, stream: bool) -> (Option<Duratio
         Api::Responses => responses::render(turn, ctx, stream),
         Api::Messages => messages::render(turn, ctx, stream),
     };
-    (turn.split_delay().0, reply)
+    (turn.split_delay().0, fault::apply(turn, reply))
 }
 
 /// Sends `reply` as the answer recorded at `index`.

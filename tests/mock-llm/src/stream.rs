@@ -2,7 +2,8 @@
 //! connection takes them, pauses slept, a scripted cut as an I/O error. Each content frame is
 //! timestamped, and the request's record is completed as the last frame is handed over (not
 //! when the stream is polled once more: by then the client may already have the whole answer
-//! and be reading the record). A stream dropped before its end counts as interrupted.
+//! and be reading the record), or before a scripted hold. A stream dropped before its end
+//! counts as interrupted; a repeated frame is sent until the client goes away.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,10 +52,16 @@ impl Playing {
                     if *frame == Frame::Content {
                         self.times.push(now);
                     }
-                    if self.at == self.steps.len() {
+                    // The last frame, or the last before a hold: the answer is all sent.
+                    if matches!(self.steps.get(self.at), None | Some(Step::Hold(_))) {
                         self.finish(Some(now));
                     }
                     return Some(Ok(bytes));
+                }
+                Step::Hold(pause) => tokio::time::sleep(*pause).await,
+                Step::Repeat(bytes) => {
+                    self.at -= 1;
+                    return Some(Ok(bytes.clone()));
                 }
                 Step::Cut => {
                     self.finish(None);

@@ -68,6 +68,16 @@ pub enum MockTurn {
         reasoning: String,
         then: Box<MockTurn>,
     },
+    /// `then`, streamed, and the connection then held open `hold_ms` after its final event
+    /// (`[DONE]`, `message_stop`, `response.completed`) before the body ends: a proxy
+    /// that keeps connections open. Put a `Delay` outside it, not inside.
+    Held { hold_ms: u64, then: Box<MockTurn> },
+    /// A reasoning model that never stops: `piece` as one reasoning delta, again and again
+    /// until the client goes away (the dialect's events before it are sent first).
+    EndlessReasoning { piece: String },
+    /// This exact text, sent as `text/event-stream` again and again until the client goes
+    /// away (say, a `data:` line that never ends).
+    EndlessRaw(String),
 }
 
 impl MockTurn {
@@ -193,8 +203,11 @@ impl MockTurn {
                     body,
                 };
             }
-            MockTurn::Raw(body) => return Shape::Raw(body),
-            MockTurn::Delay { then, .. } => return then.shape(),
+            MockTurn::Raw(body) | MockTurn::EndlessRaw(body) => return Shape::Raw(body),
+            MockTurn::Delay { then, .. } | MockTurn::Held { then, .. } => return then.shape(),
+            MockTurn::EndlessReasoning { piece } => {
+                deltas(vec![piece.clone()], Vec::new(), Vec::new())
+            }
             MockTurn::Paced { interval_ms, then } => {
                 let shape = then.shape();
                 let Shape::Deltas(inner) = shape else {

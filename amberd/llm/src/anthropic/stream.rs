@@ -25,6 +25,11 @@ use crate::ApiError;
 use crate::accumulate::ToolCallDelta;
 use crate::decode::{ChunkDelta, Decoded};
 
+/// Content blocks are numbered from 0 in the order they start; a message has a handful. A
+/// block index past this is no message's, and would let a stream grow the open blocks
+/// without bound.
+const MAX_BLOCK_INDEX: usize = 4096;
+
 /// What one stream remembers between its events.
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicStream {
@@ -184,6 +189,11 @@ pub(super) fn decode(
                 ..ChunkDelta::default()
             }
         }
+        Event::ContentBlockStart { index, .. } if index >= MAX_BLOCK_INDEX => {
+            return Err(ApiError::Decode(format!(
+                "content block {index}: a message has fewer than {MAX_BLOCK_INDEX}"
+            )));
+        }
         Event::ContentBlockStart {
             index,
             content_block,
@@ -283,10 +293,12 @@ impl AnthropicStream {
                 }
             }
             (BlockDelta::SignatureDelta { signature }, block) => {
+                let mut out = ChunkDelta::default();
                 if let Some(OpenBlock::Thinking { signature: all, .. }) = block {
                     all.push_str(&signature);
+                    out.held_bytes = signature.len();
                 }
-                ChunkDelta::default()
+                out
             }
             (BlockDelta::InputJsonDelta { .. } | BlockDelta::Other, _) => ChunkDelta::default(),
         }

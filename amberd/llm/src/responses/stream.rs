@@ -5,8 +5,9 @@
 //! is all a server that skips the pieces sends. `ResponsesStream` remembers, per output
 //! index, which tool-call slot a call fills and how much of its arguments was folded in,
 //! so a `.done` adds only what the pieces did not. A finished reply is
-//! `response.completed` (or `.incomplete`); `response.failed` and `error` are typed errors;
-//! any other event type is skipped.
+//! `response.completed` (or `.incomplete`), the stream's final event (`Decoded::Final`:
+//! reading stops there, whether or not the server closes the body); `response.failed` and
+//! `error` are typed errors; any other event type is skipped.
 
 use serde_json::Value;
 
@@ -14,6 +15,10 @@ use super::reply;
 use crate::accumulate::ToolCallDelta;
 use crate::decode::{ChunkDelta, Decoded};
 use crate::error::ApiError;
+
+/// Output items are numbered from 0; a response has a handful. An `output_index` past this
+/// is no response's, and would let a stream grow what is remembered per item without bound.
+const MAX_OUTPUT_INDEX: u64 = 4096;
 
 /// What one stream's decoding remembers between events (kept in `ChunkMemo::responses`).
 #[derive(Debug, Default)]
@@ -104,6 +109,11 @@ pub(super) fn decode(
     // The payload's `type` names the event; the SSE `event:` line only when it is missing.
     let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
     let output_index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
+    if output_index >= MAX_OUTPUT_INDEX {
+        return Err(ApiError::Decode(format!(
+            "output item {output_index}: a response has fewer than {MAX_OUTPUT_INDEX}"
+        )));
+    }
     let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
     let mut out = ChunkDelta::default();
     match kind {
@@ -187,6 +197,8 @@ pub(super) fn decode(
                 r["status"] = Value::from("incomplete");
             }
             out.finish_reason = Some(reply::finish_reason(&r, !state.calls.is_empty()));
+            // The last event of a response: nothing after it is waited for.
+            return Ok(Decoded::Final(out));
         }
         "response.failed" => {
             let error = v.pointer("/response/error").filter(|e| !e.is_null());
