@@ -20,10 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use amber_client::Client;
+use amber_client::bridge::lines::{BoundedLines, MAX_LINE_BYTES};
 use amber_proto::{Mode, SessionNewParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::args::ConnectArgs;
@@ -57,7 +58,9 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
             }
         }
     });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    // Each line on its own, never held whole past the limit: a bad one is answered and the
+    // next is read; only end of input (or a signal) ends the bridge.
+    let mut lines = BoundedLines::new(BufReader::new(tokio::io::stdin()), MAX_LINE_BYTES);
     loop {
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
@@ -67,9 +70,10 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
                 break;
             }
         };
-        let Some(incoming) = wire::parse_line(&line) else {
+        let Some(incoming) = wire::parse_input(&line, lines.limit()) else {
             continue;
         };
+        drop(line);
         bridge.clone().handle(incoming);
     }
     // The client went away: turns go on in amberd; pending answers are dropped.
