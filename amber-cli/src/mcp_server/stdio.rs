@@ -210,7 +210,11 @@ fn is_initialize(message: &ClientJsonRpcMessage) -> bool {
 /// Judges one line; `initialized`: an `initialize` request was already passed on.
 fn judge(line: &Line, limit: usize, initialized: bool) -> Verdict {
     let bytes = match line {
-        Line::Complete(bytes) => bytes.strip_suffix(b"\r").unwrap_or(bytes),
+        Line::Complete(bytes) => {
+            let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            // A byte-order mark some writers put first is no part of the message.
+            bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes)
+        }
         Line::Oversized { head, len } => {
             return Verdict::Answer(error_line(
                 Envelope::of(head).reply_id(),
@@ -235,6 +239,20 @@ fn judge(line: &Line, limit: usize, initialized: bool) -> Verdict {
             ));
         }
     };
+    // The common case parses once, into the message itself; only a line that does not
+    // parse is looked at again to say what is wrong with it.
+    let message = match serde_json::from_str::<ClientJsonRpcMessage>(text) {
+        Ok(message) => message,
+        Err(e) => return diagnose(text, &e),
+    };
+    if !initialized && !matches!(message, ClientJsonRpcMessage::Request(_)) {
+        return Verdict::Drop("the client has not sent `initialize` yet");
+    }
+    Verdict::Serve(Box::new(message))
+}
+
+/// What to answer a line that is no MCP message (`error`: why rmcp's types refused it).
+fn diagnose(text: &str, error: &serde_json::Error) -> Verdict {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => {
@@ -256,28 +274,17 @@ fn judge(line: &Line, limit: usize, initialized: bool) -> Verdict {
         .get("id")
         .filter(|id| id.is_string() || id.is_number())
         .cloned();
-    let is_request = object.contains_key("method") && id.is_some();
-    let message = match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        Ok(message) => message,
-        Err(e) => {
-            return match id {
-                Some(id)
-                    if is_request || !object.contains_key("method") && !is_response(object) =>
-                {
-                    Verdict::Answer(error_line(
-                        id,
-                        INVALID_REQUEST,
-                        format!("Invalid request: {e}"),
-                    ))
-                }
-                _ => Verdict::Drop("not an MCP message"),
-            };
-        }
-    };
-    if !initialized && !matches!(message, ClientJsonRpcMessage::Request(_)) {
-        return Verdict::Drop("the client has not sent `initialize` yet");
+    let has_method = object.contains_key("method");
+    match id {
+        // A request, or an object that is neither a notification nor a response: it is owed
+        // an answer, with its id.
+        Some(id) if has_method || !is_response(object) => Verdict::Answer(error_line(
+            id,
+            INVALID_REQUEST,
+            format!("Invalid request: {error}"),
+        )),
+        _ => Verdict::Drop("not an MCP message"),
     }
-    Verdict::Serve(Box::new(message))
 }
 
 fn is_response(object: &serde_json::Map<String, Value>) -> bool {
@@ -386,6 +393,11 @@ mod tests {
         assert!(matches!(
             judge(&complete(b"  \r"), MAX_LINE_BYTES, false),
             Verdict::Drop("")
+        ));
+        let with_bom = [&b"\xef\xbb\xbf"[..], INIT].concat();
+        assert!(matches!(
+            judge(&complete(&with_bom), MAX_LINE_BYTES, false),
+            Verdict::Serve(_)
         ));
         // A stray response is never answered.
         let stray = complete(br#"{"jsonrpc":"2.0","id":9,"result":{}}"#);
