@@ -210,8 +210,13 @@ fn hostile_lines() -> Vec<Hostile> {
     vec![
         Hostile {
             name: "invalid UTF-8",
-            line: b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}\n".to_vec(),
+            line: b"\xff\xfe{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\n".to_vec(),
             answer: |_| Some((-32700, Value::Null)),
+        },
+        Hostile {
+            name: "invalid UTF-8 after the id",
+            line: b"{\"jsonrpc\":\"2.0\",\"id\":\"utf8\",\"method\":\"\xff\xfe\"}\n".to_vec(),
+            answer: |_| Some((-32700, json!("utf8"))),
         },
         Hostile {
             name: "not JSON",
@@ -227,6 +232,12 @@ fn hostile_lines() -> Vec<Hostile> {
             name: "a JSON number",
             line: b"42\n".to_vec(),
             answer: |kind| (kind != Kind::Rpc).then_some((-32600, Value::Null)),
+        },
+        Hostile {
+            name: "a lone surrogate in the params",
+            line: b"{\"jsonrpc\":\"2.0\",\"id\":\"sur\",\"method\":\"x\",\"params\":{\"a\":\"\\udc00\"}}\n"
+                .to_vec(),
+            answer: |_| Some((-32700, json!("sur"))),
         },
         Hostile {
             name: "a lone-surrogate id",

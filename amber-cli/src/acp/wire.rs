@@ -3,7 +3,7 @@
 //! the error codes ACP uses. Pure: no I/O.
 //!
 //! Every line is answered on its own: one that is not UTF-8 or not JSON gets a parse error
-//! (`id` null), JSON that is not a request, notification or response an invalid-request
+//! (with the line's id when it was read before the fault, else `id` null), JSON that is not a request, notification or response an invalid-request
 //! error, and a line over the bridge's limit (read without holding it:
 //! `amber_client::bridge::lines`) an invalid-request error naming the limit, with the
 //! request's id when its head shows one.
@@ -125,7 +125,7 @@ pub fn parse_input(line: &Line, limit: usize) -> Option<Incoming> {
     match std::str::from_utf8(bytes) {
         Ok(text) => parse_line(text),
         Err(e) => Some(Incoming::Invalid {
-            id: Value::Null,
+            id: Head::of(bytes).reply_id(),
             error: RpcError::new(
                 PARSE_ERROR,
                 format!("parse error: the line is not UTF-8: {e}"),
@@ -142,8 +142,9 @@ pub fn parse_line(line: &str) -> Option<Incoming> {
     let value: Value = match serde_json::from_str(line) {
         Ok(v) => v,
         Err(e) => {
+            // The id, when it was read before the fault, lets the client match the error.
             return Some(Incoming::Invalid {
-                id: Value::Null,
+                id: Head::of(line.as_bytes()).reply_id(),
                 error: RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
             });
         }
@@ -256,6 +257,16 @@ mod tests {
         };
         // (line, expected code, expected id)
         let cases: Vec<(Line, i32, Value)> = vec![
+            (
+                Line::Complete(b"{\"id\":8,\"method\":\"\xff\"}".to_vec()),
+                PARSE_ERROR,
+                json!(8),
+            ),
+            (
+                Line::Complete(br#"{"id":9,"params":{"t":"\ud800"}}"#.to_vec()),
+                PARSE_ERROR,
+                json!(9),
+            ),
             (
                 Line::Complete(b"\xff\xfe{}".to_vec()),
                 PARSE_ERROR,

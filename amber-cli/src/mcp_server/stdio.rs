@@ -3,7 +3,8 @@
 //!
 //! - A line over [`MAX_LINE_BYTES`] is never held whole (`amber_client::bridge::lines`): it
 //!   gets an invalid-request error naming the limit, with its id when its head shows one.
-//! - Not UTF-8, not JSON (a lone-surrogate id included): a parse error, `id` null.
+//! - Not UTF-8, not JSON (a lone surrogate included): a parse error, with the line's id when
+//!   it was read before the fault, else `id` null.
 //! - JSON that is not an object: an invalid-request error, `id` null.
 //! - An object that is no MCP message: a request (it has an id) gets an invalid-request
 //!   error with its id; a notification or a response is dropped (JSON-RPC answers neither).
@@ -233,7 +234,7 @@ fn judge(line: &Line, limit: usize, initialized: bool) -> Verdict {
         Ok(text) => text,
         Err(e) => {
             return Verdict::Answer(error_line(
-                Value::Null,
+                Envelope::of(bytes).reply_id(),
                 PARSE_ERROR,
                 format!("Parse error: the line is not UTF-8: {e}"),
             ));
@@ -257,7 +258,7 @@ fn diagnose(text: &str, error: &serde_json::Error) -> Verdict {
         Ok(value) => value,
         Err(e) => {
             return Verdict::Answer(error_line(
-                Value::Null,
+                Envelope::of(text.as_bytes()).reply_id(),
                 PARSE_ERROR,
                 format!("Parse error: {e}"),
             ));
@@ -319,6 +320,16 @@ mod tests {
         // (line, code, id)
         let cases: Vec<(Line, i32, Value)> = vec![
             (complete(b"\xff{}"), PARSE_ERROR, Value::Null),
+            (
+                complete(b"{\"id\":2,\"method\":\"\xff\"}"),
+                PARSE_ERROR,
+                json!(2),
+            ),
+            (
+                complete(br#"{"id":3,"method":"tools/call","params":{"a":"\ud800"}}"#),
+                PARSE_ERROR,
+                json!(3),
+            ),
             (complete(b"{oops"), PARSE_ERROR, Value::Null),
             (
                 complete(br#"{"jsonrpc":"2.0","id":"\ud800","method":"ping"}"#),

@@ -6,7 +6,9 @@
 //! as jsonrpsee reads ids). A notification, a request with an invalid id (`1.5`, `true`,
 //! `[1]`, `-0`, `2^64`, `null`) or a bare value gets what the daemon makes of it, printed if
 //! it comes, but end of input never waits for it. A line that is not UTF-8 or not JSON is
-//! never forwarded: the bridge answers it with a `-32700` error line (`id: null`) and goes on.
+//! never forwarded: the bridge answers it with a `-32700` error line and goes on (its `id`
+//! is the line's when it comes before the fault, as in `{"id":3,"params":"\ud800"}`, else
+//! `null`).
 //! Nor is a line over the bridge's limit (`lines.rs`): it is answered `-32007` naming the
 //! limit, with the request's id when its head shows one.
 //!
@@ -68,9 +70,10 @@ pub(crate) fn classify_line(line: &Line, number: u64, limit: usize) -> Option<In
 pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return Some(InputLine::Unparsable(parse_error(format!(
-            "input line {number} is not valid UTF-8"
-        ))));
+        return Some(InputLine::Unparsable(parse_error(
+            bytes,
+            format!("input line {number} is not valid UTF-8"),
+        )));
     };
     if text.trim().is_empty() {
         return None;
@@ -78,9 +81,10 @@ pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
     let msg = match serde_json::from_str::<Value>(text) {
         Ok(msg) => msg,
         Err(e) => {
-            return Some(InputLine::Unparsable(parse_error(format!(
-                "input line {number} is not JSON: {e}"
-            ))));
+            return Some(InputLine::Unparsable(parse_error(
+                bytes,
+                format!("input line {number} is not JSON: {e}"),
+            )));
         }
     };
     let answers = match &msg {
@@ -97,11 +101,12 @@ pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
     }))
 }
 
-/// The JSON-RPC parse error line the bridge prints for a line it cannot forward.
-fn parse_error(message: String) -> String {
+/// The JSON-RPC parse error line the bridge prints for a line it cannot forward: with the
+/// line's id when it was read before the fault, else `id: null`.
+fn parse_error(bytes: &[u8], message: String) -> String {
     json!({
         "jsonrpc": "2.0",
-        "id": null,
+        "id": Envelope::of(bytes).reply_id(),
         "error": { "code": amber_proto::errors::PARSE_ERROR, "message": format!("Parse error: {message}") },
     })
     .to_string()
@@ -300,20 +305,29 @@ mod tests {
 
     #[test]
     fn unparsable_lines_are_answered_here_with_a_parse_error() {
-        for (bytes, what) in [
-            (&b"\xff\xfe{}"[..], "not valid UTF-8"),
+        // (line, what the message says, the id answered)
+        let cases: &[(&[u8], &str, Value)] = &[
+            (b"\xff\xfe{}", "not valid UTF-8", Value::Null),
             (
-                &b"{\"id\":1,\"method\":\"a\xc3\x28\"}"[..],
+                b"{\"id\":1,\"method\":\"a\xc3\x28\"}",
                 "not valid UTF-8",
+                json!(1),
             ),
-            (&b"{not json"[..], "not JSON"),
-        ] {
+            (b"{not json", "not JSON", Value::Null),
+            (br#"{"id":"\ud800","method":"x"}"#, "not JSON", Value::Null),
+            (
+                br#"{"id":"q","params":{"text":"\ud800"}}"#,
+                "not JSON",
+                json!("q"),
+            ),
+        ];
+        for (bytes, what, id) in cases {
             let Some(InputLine::Unparsable(line)) = classify(bytes, 4) else {
                 panic!("{bytes:?} should be unparsable");
             };
             let v: Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["error"]["code"], -32700, "{line}");
-            assert!(v["id"].is_null(), "{line}");
+            assert_eq!(&v["id"], id, "{line}");
             let message = v["error"]["message"].as_str().unwrap();
             assert!(
                 message.contains("line 4") && message.contains(what),
