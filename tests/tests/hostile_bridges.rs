@@ -304,12 +304,27 @@ async fn mcp_tolerates_a_bad_line_and_a_notification_before_initialize() {
         .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
     bridge.write(b"\xff\n").await;
+    // Each bad line is answered (the notification is dropped, unanswered, as JSON-RPC says).
+    for _ in 0..2 {
+        let line = tokio::time::timeout(ANSWER_TIMEOUT, bridge.lines.recv())
+            .await
+            .expect("an answer to each bad line")
+            .unwrap();
+        let error: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(error["error"]["code"], -32700, "{error}");
+    }
+    // A request before the handshake, and a handshake that does not fit: each answered.
+    let early = bridge.call(Kind::Mcp.probe("early")).await;
+    assert!(early.get("error").is_some(), "{early}");
+    let malformed = bridge
+        .call(json!({"jsonrpc": "2.0", "id": "bad-init", "method": "initialize", "params": 5}))
+        .await;
+    assert_eq!(malformed["error"]["code"], -32600, "{malformed}");
     bridge.send(&Kind::Mcp.initialize()).await;
     let seen = bridge.until_answer(&json!("init")).await;
     let answer = seen.last().unwrap();
     assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
-    let parse_errors = seen.iter().filter(|l| l["error"]["code"] == -32700).count();
-    assert_eq!(parse_errors, 2, "{seen:#?}");
+    bridge.assert_running("a failed handshake");
     // A second handshake attempt on the same server is refused, not fatal.
     let again = bridge.call(Kind::Mcp.initialize().tap_id("init2")).await;
     assert!(
