@@ -935,12 +935,14 @@ async fn stop_reasons_map_to_acp_and_resource_links_reach_the_prompt() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn loading_a_session_mid_reply_shows_what_streamed_before_then_the_rest() {
-    let chunks: Vec<String> = (0..12).map(|i| format!("part{i} ")).collect();
+    // Six seconds of reply: the editor (node, started after the first part is out) loads the
+    // session while it streams, however slow the machine.
+    let chunks: Vec<String> = (0..30).map(|i| format!("part{i} ")).collect();
     let whole: String = chunks.concat();
     let mock = MockLlm::start(vec![
         MockTurn::Slow {
             chunks,
-            interval_ms: 100,
+            interval_ms: 200,
         },
         done(),
     ])
