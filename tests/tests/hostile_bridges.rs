@@ -343,6 +343,49 @@ async fn mcp_tolerates_a_bad_line_and_a_notification_before_initialize() {
     bridge.assert_running("a notification before initialize");
 }
 
+/// A flood of requests written at once: every one answered exactly once (a result, or an
+/// error such as ACP's `-32003` past its requests in flight), the bridge still up.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_requests_gets_one_answer_each() {
+    const FLOOD: usize = 3000;
+    let mock = MockLlm::start(vec![]).await;
+    let daemon = spawn(&mock);
+    for kind in Kind::ALL {
+        let mut bridge = kind.open(&daemon).await;
+        let mut burst = Vec::new();
+        for n in 0..FLOOD {
+            burst.extend_from_slice(kind.probe(&format!("f{n}")).to_string().as_bytes());
+            burst.push(b'\n');
+        }
+        bridge.write(&burst).await;
+        let mut answered = std::collections::HashMap::<String, usize>::new();
+        let deadline = tokio::time::Instant::now() + ANSWER_TIMEOUT;
+        while answered.len() < FLOOD {
+            let line = tokio::time::timeout_at(deadline, bridge.lines.recv())
+                .await
+                .unwrap_or_else(|_| panic!("{kind:?}: {} of {FLOOD} answered", answered.len()))
+                .expect("the bridge's stdout ended");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if let Some(id) = value["id"].as_str() {
+                assert!(
+                    value.get("result").is_some() || value.get("error").is_some(),
+                    "{value}"
+                );
+                *answered.entry(id.to_owned()).or_default() += 1;
+            }
+        }
+        let twice: Vec<_> = answered.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{kind:?}: answered more than once: {twice:?}"
+        );
+        // And it still serves.
+        let after = bridge.call(kind.probe("after-flood")).await;
+        assert!(after.get("result").is_some(), "{kind:?}: {after}");
+        bridge.assert_running("a flood");
+    }
+}
+
 trait TapId {
     fn tap_id(self, id: &str) -> Value;
 }

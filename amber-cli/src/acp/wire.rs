@@ -22,6 +22,8 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// ACP's "resource not found" (an unknown session id).
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// Too many of the client's requests in flight (amber's `-32003`, as amberd says it).
+pub const OVERLOADED: i32 = amber_proto::errors::OVERLOADED;
 
 /// An error answer to a request.
 #[derive(Debug, Clone, PartialEq)]
