@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 use tokio::net::UnixStream;
 
 use crate::events::{EventStream, RawEventStream};
+use crate::in_flight::{InFlight, TrackedSender};
 use crate::transport::{self, CloseReasons, WatchedReceiver};
 use crate::watch::SessionWatchStream;
 use crate::{ClientError, autostart};
@@ -95,10 +96,24 @@ impl ToRpcParams for RawParams {
     }
 }
 
+/// Room the request's envelope (`jsonrpc`, `id`, `method`) takes besides its params.
+const ENVELOPE_BYTES: usize = 1024;
+
+/// Params encoded for a call. Params the transport would refuse to send are refused here:
+/// a send that fails ends the whole connection, a call refused here ends only itself.
 pub(crate) fn raw_params<P: Serialize>(method: &str, params: &P) -> Result<RawParams, ClientError> {
-    serde_json::value::to_raw_value(params)
-        .map(RawParams)
-        .map_err(|e| ClientError::Protocol(format!("cannot encode params of `{method}`: {e}")))
+    let raw = serde_json::value::to_raw_value(params)
+        .map_err(|e| ClientError::Protocol(format!("cannot encode params of `{method}`: {e}")))?;
+    let limit = transport::MAX_REQUEST_BYTES as usize;
+    let bytes = raw.get().len() + method.len() + ENVELOPE_BYTES;
+    if bytes > limit {
+        return Err(ClientError::TooLarge {
+            method: method.to_owned(),
+            bytes,
+            limit,
+        });
+    }
+    Ok(RawParams(raw))
 }
 
 /// Connects the raw stream, starting the daemon first if allowed and needed.
@@ -128,6 +143,7 @@ impl Client {
     pub async fn connect(opts: ConnectOptions) -> Result<Client, ClientError> {
         let socket = transport::resolve_socket(opts.socket.clone());
         let reasons = CloseReasons::default();
+        let in_flight = InFlight::default();
         let builder = || {
             ClientBuilder::default()
                 .request_timeout(REQUEST_TIMEOUT)
@@ -137,10 +153,14 @@ impl Client {
             Some(remote) => {
                 let (sender, receiver, stderr) = crate::remote::spawn(remote)?;
                 let rpc = builder().build_with_tokio(
-                    sender,
+                    TrackedSender {
+                        inner: sender,
+                        in_flight: in_flight.clone(),
+                    },
                     WatchedReceiver {
                         inner: receiver,
                         reasons: reasons.clone(),
+                        in_flight: in_flight.clone(),
                     },
                 );
                 (rpc, Some((remote.clone(), stderr)))
@@ -149,10 +169,14 @@ impl Client {
                 let stream = open_stream(&socket, opts.autostart).await?;
                 let (sender, receiver) = transport::handshake(stream).await?;
                 let rpc = builder().build_with_tokio(
-                    sender,
+                    TrackedSender {
+                        inner: sender,
+                        in_flight: in_flight.clone(),
+                    },
                     WatchedReceiver {
                         inner: receiver,
                         reasons: reasons.clone(),
+                        in_flight: in_flight.clone(),
                     },
                 );
                 (rpc, None)

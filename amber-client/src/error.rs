@@ -41,6 +41,16 @@ pub enum ClientError {
     #[error("daemon error {code}: {message}")]
     Rpc { code: i32, message: String },
 
+    /// A call too large to send; nothing was sent and the connection stays up.
+    #[error(
+        "the request `{method}` has {bytes} bytes, over the {limit}-byte limit of a message; nothing was sent"
+    )]
+    TooLarge {
+        method: String,
+        bytes: usize,
+        limit: usize,
+    },
+
     /// The daemon speaks another protocol version.
     #[error("protocol version mismatch: amberd speaks {server}, this client speaks {client}")]
     VersionMismatch { server: u32, client: u32 },

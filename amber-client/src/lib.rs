@@ -17,6 +17,7 @@ pub mod drift;
 mod error;
 mod events;
 mod history;
+mod in_flight;
 pub mod remote;
 mod transport;
 mod watch;

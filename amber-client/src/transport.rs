@@ -23,6 +23,7 @@ use tokio::net::UnixStream;
 use tokio_util::compat::Compat;
 
 use crate::ClientError;
+use crate::in_flight::{InFlight, Placement};
 
 /// Largest message the client sends.
 pub const MAX_REQUEST_BYTES: u32 = 64 * 1024 * 1024;
@@ -206,21 +207,30 @@ fn error_text(error: &Value) -> String {
 }
 
 /// The receiving half (of any transport), recording subscription close reasons on the
-/// way through.
+/// way through, and placing each answer (`in_flight.rs`): one nothing waits for is dropped
+/// here instead of ending the connection.
 pub(crate) struct WatchedReceiver<R> {
     pub(crate) inner: R,
     pub(crate) reasons: CloseReasons,
+    pub(crate) in_flight: InFlight,
 }
 
 impl<R: TransportReceiverT + Send> TransportReceiverT for WatchedReceiver<R> {
     type Error = R::Error;
 
     async fn receive(&mut self) -> Result<ReceivedMessage, Self::Error> {
-        let msg = self.inner.receive().await?;
-        if let ReceivedMessage::Text(text) = &msg {
-            self.reasons.inspect(text);
+        loop {
+            let msg = self.inner.receive().await?;
+            let ReceivedMessage::Text(text) = msg else {
+                return Ok(msg);
+            };
+            self.reasons.inspect(&text);
+            match self.in_flight.place(&text) {
+                Placement::Deliver => return Ok(ReceivedMessage::Text(text)),
+                Placement::Rewrite(answer) => return Ok(ReceivedMessage::Text(answer)),
+                Placement::Drop => continue,
+            }
         }
-        Ok(msg)
     }
 }
 

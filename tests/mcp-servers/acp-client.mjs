@@ -10,7 +10,7 @@
 //
 // Steps: initialize · new {cwd} · load {session} · list {cwd?} · prompt {text, session?, cancelOnChunk?,
 // blocks?} · set_mode {mode, session?} · wait_update {update, mode?} (until such a session/update
-// arrived) · sleep {ms}. A step's session defaults to the last one created.
+// arrived) · wait_text {text} (until the agent_message_chunks so far contain it) · sleep {ms}. A step's session defaults to the last one created.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -118,6 +118,18 @@ await app.connectWith(stream, async (ctx) => {
           const deadline = Date.now() + 20000;
           while (!seen() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
           log({ kind: "result", op: step.op, result: { seen: seen() } });
+          break;
+        }
+        case "wait_text": {
+          // Until the agent's message chunks, joined, contain `text`, at most 60 s.
+          const said = () =>
+            lines
+              .filter((l) => l.kind === "update" && l.update.sessionUpdate === "agent_message_chunk")
+              .map((l) => l.update.content?.text ?? "")
+              .join("");
+          const deadline = Date.now() + 60000;
+          while (!said().includes(step.text) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+          log({ kind: "result", op: step.op, result: { seen: said().includes(step.text) } });
           break;
         }
         default:

@@ -20,11 +20,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use amber_client::Client;
+use amber_client::bridge::lines::{BoundedLines, MAX_LINE_BYTES};
 use amber_proto::{Mode, SessionNewParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::args::ConnectArgs;
 use crate::output::connect_options;
@@ -46,6 +47,7 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
         next_id: AtomicU64::new(1),
         modes: Mutex::default(),
         watching: std::sync::atomic::AtomicBool::new(false),
+        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -57,7 +59,9 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
             }
         }
     });
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    // Each line on its own, never held whole past the limit: a bad one is answered and the
+    // next is read; only end of input (or a signal) ends the bridge.
+    let mut lines = BoundedLines::new(BufReader::new(tokio::io::stdin()), MAX_LINE_BYTES);
     loop {
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
@@ -67,9 +71,10 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
                 break;
             }
         };
-        let Some(incoming) = wire::parse_line(&line) else {
+        let Some(incoming) = wire::parse_input(&line, lines.limit()) else {
             continue;
         };
+        drop(line);
         bridge.clone().handle(incoming);
     }
     // The client went away: turns go on in amberd; pending answers are dropped.
@@ -93,7 +98,13 @@ pub(crate) struct Bridge {
     modes: Mutex<HashMap<String, Mode>>,
     /// Whether the mode watch runs (started with the first followed session).
     watching: std::sync::atomic::AtomicBool,
+    /// Requests and notifications of the client being handled: a flood is refused past
+    /// [`MAX_IN_FLIGHT`] instead of growing without end.
+    in_flight: Arc<Semaphore>,
 }
+
+/// How many of the client's messages are handled at once.
+const MAX_IN_FLIGHT: usize = 1024;
 
 /// A request's answer, and notifications that must follow it (a session's first updates
 /// are only meaningful once the client knows the session).
@@ -219,10 +230,32 @@ impl Bridge {
                 }
             }
             Incoming::Notification { method, params } => {
-                tokio::spawn(async move { self.notification(&method, params).await });
+                let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+                    tracing::warn!(
+                        "acp: {MAX_IN_FLIGHT} messages in flight: notification {method} dropped"
+                    );
+                    return;
+                };
+                tokio::spawn(async move {
+                    self.notification(&method, params).await;
+                    drop(permit);
+                });
             }
             Incoming::Request { id, method, params } => {
+                // Refused at once rather than queued: reading must go on, for the answers
+                // to our own requests that the ones in flight may wait for.
+                let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+                    let error = RpcError::new(
+                        wire::OVERLOADED,
+                        format!(
+                            "overloaded: {MAX_IN_FLIGHT} requests in flight; send this again once some are answered"
+                        ),
+                    );
+                    self.send(wire::error_response(&id, &error));
+                    return;
+                };
                 tokio::spawn(async move {
+                    let _permit = permit;
                     match self.clone().request(&method, params).await {
                         Ok(answer) => {
                             self.send(wire::response(&id, answer.result));

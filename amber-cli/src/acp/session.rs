@@ -121,6 +121,19 @@ struct Call {
     arguments: Value,
 }
 
+/// What the follower remembers of the stream so far.
+#[derive(Default)]
+struct Seen {
+    /// Tool calls started and not completed, by call id.
+    calls: HashMap<String, Call>,
+    /// Approvals asked of the client, by amber's request id.
+    approvals: HashMap<String, Asking>,
+    /// Bytes of each assistant message shown so far (its deltas, or the `synced` text), by
+    /// item id: its `message_completed` shows whatever of the text was not (the deltas sent
+    /// while the editor was loading the session are gone, the completed text is not).
+    shown: HashMap<String, usize>,
+}
+
 async fn follow(
     bridge: Arc<Bridge>,
     followed: Arc<Followed>,
@@ -128,23 +141,14 @@ async fn follow(
     cwd: PathBuf,
     mut events: EventStream,
 ) {
-    let mut calls: HashMap<String, Call> = HashMap::new();
-    let mut approvals: HashMap<String, Asking> = HashMap::new();
+    let mut seen = Seen::default();
     let error = loop {
         let event = match events.next().await {
             Some(Ok(event)) => event,
             Some(Err(e)) => break RpcError::internal(format!("lost the session's events: {e}")),
             None => break RpcError::internal("the session's events ended"),
         };
-        on_event(
-            &bridge,
-            &followed,
-            &session_id,
-            &cwd,
-            event,
-            &mut calls,
-            &mut approvals,
-        );
+        on_event(&bridge, &followed, &session_id, &cwd, event, &mut seen);
     };
     tracing::warn!("acp: session {session_id}: {}", error.message);
     followed.close(error);
@@ -159,17 +163,32 @@ fn on_event(
     session_id: &str,
     cwd: &Path,
     event: Event,
-    calls: &mut HashMap<String, Call>,
-    approvals: &mut HashMap<String, Asking>,
+    seen: &mut Seen,
 ) {
+    let Seen {
+        calls,
+        approvals,
+        shown,
+    } = seen;
     // A sub-agent's own stream stays inside its `task` call.
     if event.agent_id.is_some() {
         return;
     }
     let turn_id = event.turn_id;
     match event.kind {
-        EventKind::MessageDelta { delta, .. } => {
+        EventKind::MessageDelta { item_id, delta } => {
+            *shown.entry(item_id).or_default() += delta.len();
             bridge.update(session_id, updates::chunk("agent_message_chunk", &delta));
+        }
+        EventKind::MessageCompleted {
+            item_id,
+            role: Role::Assistant,
+            text,
+        } => {
+            let done = shown.remove(&item_id).unwrap_or(0);
+            if let Some(rest) = text.get(done..).filter(|rest| !rest.is_empty()) {
+                bridge.update(session_id, updates::chunk("agent_message_chunk", rest));
+            }
         }
         EventKind::ReasoningDelta { delta, .. } => {
             bridge.update(session_id, updates::chunk("agent_thought_chunk", &delta));
@@ -257,7 +276,10 @@ fn on_event(
         EventKind::Synced { in_progress, .. } => {
             for item in in_progress.iter().filter(|i| !i.text.is_empty()) {
                 let kind = match item.kind {
-                    amber_proto::StreamKind::Message => "agent_message_chunk",
+                    amber_proto::StreamKind::Message => {
+                        *shown.entry(item.item_id.clone()).or_default() += item.text.len();
+                        "agent_message_chunk"
+                    }
                     amber_proto::StreamKind::Reasoning => "agent_thought_chunk",
                 };
                 bridge.update(session_id, updates::chunk(kind, &item.text));

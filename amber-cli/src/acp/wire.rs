@@ -1,7 +1,15 @@
 //! The ACP wire: JSON-RPC 2.0, one message per line on stdin/stdout. Parsing a line
 //! into what it is (request, notification, response), building the lines we send, and
 //! the error codes ACP uses. Pure: no I/O.
+//!
+//! Every line is answered on its own: one that is not UTF-8 or not JSON gets a parse error
+//! (with the line's id when it was read before the fault, else `id` null), JSON that is not a request, notification or response an invalid-request
+//! error, and a line over the bridge's limit (read without holding it:
+//! `amber_client::bridge::lines`) an invalid-request error naming the limit, with the
+//! request's id when its head shows one.
 
+use amber_client::bridge::envelope::Envelope as Head;
+use amber_client::bridge::lines::Line;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -14,6 +22,8 @@ pub const INVALID_PARAMS: i32 = -32602;
 pub const INTERNAL_ERROR: i32 = -32603;
 /// ACP's "resource not found" (an unknown session id).
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// Too many of the client's requests in flight (amber's `-32003`, as amberd says it).
+pub const OVERLOADED: i32 = amber_proto::errors::OVERLOADED;
 
 /// An error answer to a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +106,36 @@ struct Envelope {
     error: Option<Value>,
 }
 
+/// Classifies one line as read from stdin (`limit`: the bridge's, named in the answer).
+pub fn parse_input(line: &Line, limit: usize) -> Option<Incoming> {
+    let bytes = match line {
+        Line::Complete(bytes) => bytes,
+        Line::Oversized { head, len } => {
+            return Some(Incoming::Invalid {
+                id: Head::of(head).reply_id(),
+                error: RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "invalid request: the message has {len} bytes, over this agent's limit of \
+                         {limit} bytes per line; it was not read"
+                    ),
+                ),
+            });
+        }
+    };
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_line(text),
+        Err(e) => Some(Incoming::Invalid {
+            id: Head::of(bytes).reply_id(),
+            error: RpcError::new(
+                PARSE_ERROR,
+                format!("parse error: the line is not UTF-8: {e}"),
+            ),
+        }),
+    }
+}
+
 /// Classifies one line. Blank lines are `None`.
 pub fn parse_line(line: &str) -> Option<Incoming> {
     if line.trim().is_empty() {
@@ -104,8 +144,9 @@ pub fn parse_line(line: &str) -> Option<Incoming> {
     let value: Value = match serde_json::from_str(line) {
         Ok(v) => v,
         Err(e) => {
+            // The id, when it was read before the fault, lets the client match the error.
             return Some(Incoming::Invalid {
-                id: Value::Null,
+                id: Head::of(line.as_bytes()).reply_id(),
                 error: RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
             });
         }
@@ -208,5 +249,66 @@ mod tests {
             Some(Incoming::Invalid { error, .. }) if error.code == INVALID_REQUEST
         ));
         assert_eq!(parse_line("   "), None);
+    }
+
+    #[test]
+    fn every_bad_line_gets_its_error() {
+        let long = Line::Oversized {
+            head: br#"{"jsonrpc":"2.0","id":12,"method":"session/prompt","params":{"#.to_vec(),
+            len: 17 << 20,
+        };
+        // (line, expected code, expected id)
+        let cases: Vec<(Line, i32, Value)> = vec![
+            (
+                Line::Complete(b"{\"id\":8,\"method\":\"\xff\"}".to_vec()),
+                PARSE_ERROR,
+                json!(8),
+            ),
+            (
+                Line::Complete(br#"{"id":9,"params":{"t":"\ud800"}}"#.to_vec()),
+                PARSE_ERROR,
+                json!(9),
+            ),
+            (
+                Line::Complete(b"\xff\xfe{}".to_vec()),
+                PARSE_ERROR,
+                Value::Null,
+            ),
+            (Line::Complete(b"{nope".to_vec()), PARSE_ERROR, Value::Null),
+            (
+                Line::Complete(br#"{"jsonrpc":"2.0","id":"\ud800","method":"x"}"#.to_vec()),
+                PARSE_ERROR,
+                Value::Null,
+            ),
+            (
+                Line::Complete(b"[1,2]".to_vec()),
+                INVALID_REQUEST,
+                Value::Null,
+            ),
+            (Line::Complete(b"42".to_vec()), INVALID_REQUEST, Value::Null),
+            (
+                Line::Complete(br#"{"id":3}"#.to_vec()),
+                INVALID_REQUEST,
+                json!(3),
+            ),
+            (long, INVALID_REQUEST, json!(12)),
+        ];
+        for (line, code, id) in cases {
+            let Some(Incoming::Invalid { id: got, error }) = parse_input(&line, 16 << 20) else {
+                panic!("{line:?} is not invalid");
+            };
+            assert_eq!((error.code, &got), (code, &id), "{line:?}: {error:?}");
+        }
+        let Some(Incoming::Invalid { error, .. }) = parse_input(
+            &Line::Oversized {
+                head: Vec::new(),
+                len: 5,
+            },
+            16 << 20,
+        ) else {
+            panic!()
+        };
+        assert!(error.message.contains("16777216"), "{}", error.message);
+        assert_eq!(parse_input(&Line::Complete(b"\r".to_vec()), 10), None);
     }
 }

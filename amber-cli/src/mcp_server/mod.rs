@@ -10,6 +10,7 @@
 
 mod progress;
 mod runner;
+mod stdio;
 mod tools;
 
 use rmcp::model::{
@@ -24,21 +25,35 @@ use crate::output::{connect_options, note};
 use crate::turn::exit;
 use progress::Progress;
 use runner::{Call, Target};
+use stdio::Stdio;
 
-/// Serves MCP on stdin/stdout until the client goes away.
+/// Serves MCP on stdin/stdout until the client goes away (end of input). A handshake that
+/// fails (an `initialize` rmcp refuses) is answered and the next one awaited: only end of
+/// input or a signal ends the server.
 pub async fn serve(conn: &ConnectArgs, yes: bool) -> anyhow::Result<u8> {
     let server = AmberServer {
         opts: connect_options(conn, yes),
         yes,
     };
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| anyhow::anyhow!("MCP server stopped: {e}"))?;
+    let stdio = Stdio::start(
+        tokio::io::BufReader::new(tokio::io::stdin()),
+        tokio::io::stdout(),
+    );
+    loop {
+        match server.clone().serve(stdio.transport()).await {
+            Ok(running) => {
+                if let Err(e) = running.waiting().await {
+                    note(&format!("MCP server stopped: {e}"));
+                }
+                break;
+            }
+            Err(_) if stdio.input_ended() => break,
+            Err(e) => note(&format!(
+                "MCP handshake failed: {e}; waiting for another `initialize`"
+            )),
+        }
+    }
+    stdio.finish().await;
     Ok(exit::OK)
 }
 

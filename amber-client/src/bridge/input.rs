@@ -6,11 +6,22 @@
 //! as jsonrpsee reads ids). A notification, a request with an invalid id (`1.5`, `true`,
 //! `[1]`, `-0`, `2^64`, `null`) or a bare value gets what the daemon makes of it, printed if
 //! it comes, but end of input never waits for it. A line that is not UTF-8 or not JSON is
-//! never forwarded: the bridge answers it with a `-32700` error line (`id: null`) and goes on.
+//! never forwarded: the bridge answers it with a `-32700` error line and goes on (its `id`
+//! is the line's when it comes before the fault, as in `{"id":3,"params":"\ud800"}`, else
+//! `null`).
+//! Nor is a line over the bridge's limit (`lines.rs`): it is answered `-32007` naming the
+//! limit, with the request's id when its head shows one.
+//!
+//! A request over a limit the daemon was configured lower than the bridge's gets the
+//! daemon's `-32007` with `id: null`; the bridge stops waiting for the largest request in
+//! flight then, the one that answer is for (`in_flight.rs` in the client explains why).
 
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
+
+use super::envelope::Envelope;
+use super::lines::Line;
 
 /// One non-blank input line, classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,14 +42,38 @@ pub(crate) struct Outgoing {
     pub(crate) initialize: Option<String>,
 }
 
+/// Classifies one line as read: a line over the limit is answered here without being
+/// parsed. `limit` is the bridge's, named in the answer.
+pub(crate) fn classify_line(line: &Line, number: u64, limit: usize) -> Option<InputLine> {
+    match line {
+        Line::Complete(bytes) => classify(bytes, number),
+        Line::Oversized { head, len } => Some(InputLine::Unparsable(
+            json!({
+                "jsonrpc": "2.0",
+                "id": Envelope::of(head).reply_id(),
+                "error": {
+                    "code": amber_proto::errors::REQUEST_TOO_BIG,
+                    "message": format!(
+                        "Request is too big: input line {number} has {len} bytes, over the \
+                         bridge's limit of {limit} bytes; it was not sent to amberd"
+                    ),
+                    "data": {"limit": limit},
+                },
+            })
+            .to_string(),
+        )),
+    }
+}
+
 /// Classifies one line (without its newline); `None` for a blank one. `number` (1-based)
 /// names the line in the error message.
 pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return Some(InputLine::Unparsable(parse_error(format!(
-            "input line {number} is not valid UTF-8"
-        ))));
+        return Some(InputLine::Unparsable(parse_error(
+            bytes,
+            format!("input line {number} is not valid UTF-8"),
+        )));
     };
     if text.trim().is_empty() {
         return None;
@@ -46,9 +81,10 @@ pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
     let msg = match serde_json::from_str::<Value>(text) {
         Ok(msg) => msg,
         Err(e) => {
-            return Some(InputLine::Unparsable(parse_error(format!(
-                "input line {number} is not JSON: {e}"
-            ))));
+            return Some(InputLine::Unparsable(parse_error(
+                bytes,
+                format!("input line {number} is not JSON: {e}"),
+            )));
         }
     };
     let answers = match &msg {
@@ -65,11 +101,12 @@ pub(crate) fn classify(bytes: &[u8], number: u64) -> Option<InputLine> {
     }))
 }
 
-/// The JSON-RPC parse error line the bridge prints for a line it cannot forward.
-fn parse_error(message: String) -> String {
+/// The JSON-RPC parse error line the bridge prints for a line it cannot forward: with the
+/// line's id when it was read before the fault, else `id: null`.
+fn parse_error(bytes: &[u8], message: String) -> String {
     json!({
         "jsonrpc": "2.0",
-        "id": null,
+        "id": Envelope::of(bytes).reply_id(),
         "error": { "code": amber_proto::errors::PARSE_ERROR, "message": format!("Parse error: {message}") },
     })
     .to_string()
@@ -95,34 +132,82 @@ fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
-/// Answers still owed by the daemon, by id key (an id may be in flight more than once).
+/// Answers still owed by the daemon, by id key (an id may be in flight more than once),
+/// each with the size of the message that asked for it.
 #[derive(Debug, Default)]
 pub struct Pending {
-    by_id: HashMap<String, usize>,
+    by_id: HashMap<String, Vec<usize>>,
 }
 
 impl Pending {
     /// Counts the answers a forwarded message is owed.
     pub(crate) fn sent(&mut self, outgoing: &Outgoing) {
         for key in &outgoing.answers {
-            *self.by_id.entry(key.clone()).or_default() += 1;
+            self.by_id
+                .entry(key.clone())
+                .or_default()
+                .push(outgoing.text.len());
         }
     }
 
     /// Ticks off the answers one incoming frame carries.
     pub fn received(&mut self, frame: &str) {
-        match serde_json::from_str::<Value>(frame) {
-            Ok(Value::Array(items)) => items.iter().for_each(|item| self.received_one(item)),
-            Ok(other) => self.received_one(&other),
-            Err(_) => {}
+        if frame.trim_start().starts_with('[') {
+            if let Ok(Value::Array(items)) = serde_json::from_str::<Value>(frame) {
+                items.iter().for_each(|item| self.received_one(item));
+            }
+            return;
+        }
+        // Read without parsing what the answer carries (a result may be megabytes).
+        let envelope = Envelope::of(frame.as_bytes());
+        if !envelope.is_answer() {
+            return;
+        }
+        match envelope.id {
+            Some(id) => {
+                if let Some(key) = valid_id(&id) {
+                    self.tick(&key);
+                }
+            }
+            None if envelope.null_id && is_too_big(frame) => self.tick_largest(),
+            None => {}
         }
     }
 
     fn received_one(&mut self, msg: &Value) {
-        let Some(key) = answer_id(msg) else { return };
-        if let Some(n) = self.by_id.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(key) = answer_id(msg) {
+            self.tick(&key);
+        }
+    }
+
+    fn tick(&mut self, key: &str) {
+        if let Some(sizes) = self.by_id.get_mut(key) {
+            sizes.pop();
+            if sizes.is_empty() {
+                self.by_id.remove(key);
+            }
+        }
+    }
+
+    /// The daemon refused a message as too big without reading its id: the largest one
+    /// in flight is the one refused.
+    fn tick_largest(&mut self) {
+        let largest = self
+            .by_id
+            .iter()
+            .flat_map(|(key, sizes)| {
+                sizes
+                    .iter()
+                    .enumerate()
+                    .map(move |(at, size)| (*size, key, at))
+            })
+            .max()
+            .map(|(_, key, at)| (key.clone(), at));
+        if let Some((key, at)) = largest
+            && let Some(sizes) = self.by_id.get_mut(&key)
+        {
+            sizes.swap_remove(at);
+            if sizes.is_empty() {
                 self.by_id.remove(&key);
             }
         }
@@ -133,8 +218,16 @@ impl Pending {
     }
 
     pub fn len(&self) -> usize {
-        self.by_id.values().sum()
+        self.by_id.values().map(Vec::len).sum()
     }
+}
+
+/// A `-32007` error (request too big).
+fn is_too_big(frame: &str) -> bool {
+    serde_json::from_str::<Value>(frame)
+        .ok()
+        .and_then(|v| v.get("error")?.get("code")?.as_i64())
+        == Some(i64::from(amber_proto::errors::REQUEST_TOO_BIG))
 }
 
 /// The id key of a response (`None` for notifications and answers with an invalid id).
@@ -212,20 +305,29 @@ mod tests {
 
     #[test]
     fn unparsable_lines_are_answered_here_with_a_parse_error() {
-        for (bytes, what) in [
-            (&b"\xff\xfe{}"[..], "not valid UTF-8"),
+        // (line, what the message says, the id answered)
+        let cases: &[(&[u8], &str, Value)] = &[
+            (b"\xff\xfe{}", "not valid UTF-8", Value::Null),
             (
-                &b"{\"id\":1,\"method\":\"a\xc3\x28\"}"[..],
+                b"{\"id\":1,\"method\":\"a\xc3\x28\"}",
                 "not valid UTF-8",
+                json!(1),
             ),
-            (&b"{not json"[..], "not JSON"),
-        ] {
+            (b"{not json", "not JSON", Value::Null),
+            (br#"{"id":"\ud800","method":"x"}"#, "not JSON", Value::Null),
+            (
+                br#"{"id":"q","params":{"text":"\ud800"}}"#,
+                "not JSON",
+                json!("q"),
+            ),
+        ];
+        for (bytes, what, id) in cases {
             let Some(InputLine::Unparsable(line)) = classify(bytes, 4) else {
                 panic!("{bytes:?} should be unparsable");
             };
             let v: Value = serde_json::from_str(&line).unwrap();
             assert_eq!(v["error"]["code"], -32700, "{line}");
-            assert!(v["id"].is_null(), "{line}");
+            assert_eq!(&v["id"], id, "{line}");
             let message = v["error"]["message"].as_str().unwrap();
             assert!(
                 message.contains("line 4") && message.contains(what),
@@ -287,5 +389,62 @@ mod tests {
             r#"[{"jsonrpc":"2.0","id":"a","result":{}},{"jsonrpc":"2.0","id":"a","result":{}}]"#,
         );
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn an_oversized_line_is_answered_with_its_id_and_the_limit() {
+        let cases: &[(&[u8], Value)] = &[
+            (
+                br#"{"jsonrpc":"2.0","id":41,"method":"session/prompt","params":{"text":"xx"#,
+                json!(41),
+            ),
+            (
+                br#"{"method":"session/prompt","id":"p","params":{"text":"xx"#,
+                json!("p"),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","method":"session/prompt","params":{"text":"xx"#,
+                Value::Null,
+            ),
+            (b"\xff\xfe\xfd", Value::Null),
+        ];
+        for (head, id) in cases {
+            let line = Line::Oversized {
+                head: head.to_vec(),
+                len: 17 << 20,
+            };
+            let Some(InputLine::Unparsable(answer)) = classify_line(&line, 3, 16 << 20) else {
+                panic!("not answered")
+            };
+            let v: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(&v["id"], id, "{answer}");
+            assert_eq!(v["error"]["code"], -32007);
+            assert_eq!(v["error"]["data"]["limit"], 16 << 20);
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("16777216") && message.contains("line 3"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_too_big_answer_with_a_null_id_ticks_off_the_largest_request() {
+        let mut p = Pending::default();
+        let small = r#"{"jsonrpc":"2.0","id":1,"method":"daemon/status"}"#;
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{{"text":"{}"}}}}"#,
+            "x".repeat(1000)
+        );
+        p.sent(&forward(small));
+        p.sent(&forward(&big));
+        p.received(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}"#);
+        assert_eq!(p.len(), 2, "only a too-big error is placed");
+        p.received(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32007,"message":"Request is too big"}}"#,
+        );
+        assert_eq!(p.len(), 1);
+        p.received(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert!(p.is_empty(), "the small request was still waited for");
     }
 }

@@ -3,20 +3,25 @@
 //!
 //! Each input line of JSON becomes one text frame; each received frame becomes one output
 //! line, responses and notifications alike. A line that is not UTF-8 or not JSON is answered
-//! here with a `-32700` line and the bridge goes on. At end of input the bridge keeps reading
-//! until every request the daemon owes an answer (`input.rs`) has one, then closes.
+//! here with a `-32700` line, one over [`lines::MAX_LINE_BYTES`] with a `-32007` line (it
+//! is never held whole: `lines.rs`), and the bridge goes on. At end of input the bridge
+//! keeps reading until every request the daemon owes an answer (`input.rs`) has one, then
+//! closes.
 
+pub mod envelope;
 mod input;
+pub mod lines;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 pub use input::Pending;
-use input::{InputLine, classify, frame_answer_id};
+use input::{InputLine, classify_line, frame_answer_id};
+use lines::{BoundedLines, MAX_LINE_BYTES};
 use tokio::sync::mpsc;
 
 use crate::ClientError;
@@ -82,7 +87,7 @@ async fn write_line<O: AsyncWrite + Unpin>(
 /// every request has its answer, or the daemon closes the connection.
 pub async fn run_bridge<I, O>(
     conn: RawConnection,
-    mut input: I,
+    input: I,
     mut output: O,
 ) -> Result<(), ClientError>
 where
@@ -112,10 +117,9 @@ where
         }
     });
 
-    // Kept across iterations: `read_until` appends what it has read when the other branch
-    // wins the select, and goes on from there on the next call.
-    let mut buf = Vec::new();
-    let mut line_number = 0u64;
+    // Cancel-safe: a line half read when the other branch wins the select goes on from
+    // where it was on the next call.
+    let mut input = BoundedLines::new(input, MAX_LINE_BYTES);
     let mut pending = Pending::default();
     let mut input_open = true;
     // The daemon handles a connection's requests concurrently, so a line sent right behind
@@ -129,19 +133,17 @@ where
         }
         let drain = tokio::time::sleep(DRAIN_TIMEOUT);
         tokio::select! {
-            read = input.read_until(b'\n', &mut buf), if input_open && handshake.is_none() => {
-                match read {
-                    Ok(0) => {
+            read = input.next_line(), if input_open && handshake.is_none() => {
+                let line = match read {
+                    Ok(Some(line)) => line,
+                    Ok(None) => {
                         input_open = false;
                         continue;
                     }
-                    Ok(_) => {}
                     Err(e) => break Err(ClientError::io("cannot read input", e)),
-                }
-                line_number += 1;
-                let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-                let classified = classify(line, line_number);
-                buf.clear();
+                };
+                let classified = classify_line(&line, input.number(), input.limit());
+                drop(line);
                 match classified {
                     None => {}
                     Some(InputLine::Unparsable(answer)) => {
