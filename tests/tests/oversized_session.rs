@@ -30,10 +30,10 @@ const FILE_BYTES: usize = 17 * 1024 * 1024;
 /// The default `[server] max_message_bytes`.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// The provider settings of every daemon here: fast retries, and a context window the
-/// history fits in (no compaction eats the script).
+/// The provider settings of every daemon here: fast retries, a context window the history
+/// fits in (no compaction eats the script), and a reply bound the 17 MiB write fits under.
 fn provider() -> String {
-    format!("{FAST_RETRIES}context_window = 1000000000\n")
+    format!("{FAST_RETRIES}context_window = 1000000000\nmax_reply_bytes = 67108864\n")
 }
 
 /// `FILE_BYTES` of numbered lines.
