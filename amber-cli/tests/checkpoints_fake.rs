@@ -4,6 +4,8 @@
 //! codes. The real daemon's answers are `tests/tests/checkpoints_cli.rs`'s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start the real binaries and git as the user.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

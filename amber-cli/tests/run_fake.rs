@@ -3,6 +3,8 @@
 //! sends from issue 3 on).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Tests start the real binaries and git as the user.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -143,6 +143,8 @@ pub(crate) fn spawn(
         command: remote.command.clone(),
         reason: "the command is empty".into(),
     })?;
+    // The user's own transport command (ssh, kubectl exec…), started as the user.
+    #[allow(clippy::disallowed_methods)]
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())

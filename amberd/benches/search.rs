@@ -14,6 +14,9 @@
 //! `.gitignore` outside git repositories too), once with stdout on /dev/null
 //! and once into a pipe that is read to the end.
 
+// The bench compares with the `rg` binary, started as the user.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;

@@ -307,7 +307,7 @@ pub struct ToolsConfig {
     pub max_output_bytes: usize,
     pub bash_timeout_ms: u64,
     /// `[tools.env]`: the environment of tool processes (`tools::env_policy`).
-    pub env: crate::tools::env_policy::ToolEnvConfig,
+    pub env: amber_exec::env_policy::ToolEnvConfig,
     /// Offer the `fetch` tool (off by default).
     pub fetch: bool,
     /// Let `fetch` reach loopback, private, link-local … addresses.
@@ -341,7 +341,7 @@ impl Default for ToolsConfig {
         Self {
             max_output_bytes: 30_000,
             bash_timeout_ms: 120_000,
-            env: crate::tools::env_policy::ToolEnvConfig::default(),
+            env: amber_exec::env_policy::ToolEnvConfig::default(),
             fetch: false,
             fetch_allow_private: false,
             fetch_max_bytes: 1024 * 1024,

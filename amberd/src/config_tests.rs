@@ -133,10 +133,7 @@ fn tools_env_and_broad_workspace_keys_parse_and_are_checked() {
     )
     .unwrap();
     assert!(cfg.sessions.allow_broad_workspace);
-    assert_eq!(
-        cfg.tools.env.inherit,
-        crate::tools::env_policy::Inherit::Core
-    );
+    assert_eq!(cfg.tools.env.inherit, amber_exec::env_policy::Inherit::Core);
     assert_eq!(cfg.tools.env.exclude, ["AWS_*"]);
     assert!(!Config::default().sessions.allow_broad_workspace);
     let err = Config::parse("[tools.env]\nexclude = [\"[oops\"]\n").unwrap_err();

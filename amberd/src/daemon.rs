@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::mcp::McpHost;
 use crate::plugins::bridge::McpBridge;
 use crate::plugins::{Host, HostError, PluginRuntime, SessionView, bundled, external};
-use crate::sandbox_probe::Availability;
 use crate::session::SessionManager;
 use crate::session::deps::Deps;
+use amber_exec::probe::Availability;
 
 /// How long `start` waits for plugins before serving anyway.
 const STARTUP_PLUGIN_WAIT: Duration = Duration::from_secs(3);

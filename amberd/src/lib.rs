@@ -14,7 +14,6 @@ pub(crate) mod mcp;
 pub(crate) mod plugins;
 pub mod reload;
 pub mod rpc;
-pub mod sandbox_probe;
 pub mod service;
 pub mod session;
 pub mod tools;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use amber_exec::reaper;
 use amberd::config::{Config, config_path, data_dir};
 use amberd::daemon::Daemon;
 use amberd::rpc::{self, socket};
@@ -13,7 +14,6 @@ use amberd::service::logfile::{self, RotatingFile};
 use amberd::service::notify::Notifier;
 use amberd::service::{self, idle};
 use amberd::session::deps::Deps;
-use amberd::tools::reaper;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -35,11 +35,11 @@ struct Args {
 
 fn main() -> ExitCode {
     // First: as the tool-exec helper this process only forks the watcher and execs the tool.
-    if let Some(code) = amberd::tools::lifeline::run_if_requested() {
+    if let Some(code) = amber_exec::lifeline::run_if_requested() {
         return code;
     }
     // As `amberd sandbox-exec`, it applies a sandbox and execs a program (an extension).
-    if let Some(code) = amberd::tools::sandbox_exec::run_if_requested() {
+    if let Some(code) = amber_exec::sandbox_exec::run_if_requested() {
         return code;
     }
     let args = Args::parse();
@@ -156,9 +156,9 @@ async fn run(
 
     // Bound: no other daemon serves this socket. Before any tool can run.
     reap_orphaned_tools(&env);
-    match amberd::tools::cgroup::install(&data) {
+    match amber_exec::cgroup::install(&data) {
         Ok(base) => {
-            let killed = amberd::tools::cgroup::reap(&base);
+            let killed = amber_exec::cgroup::reap(&base);
             tracing::debug!(base = %base.display(), killed, "tool process trees get cgroups");
         }
         Err(err) => tracing::warn!(
@@ -166,7 +166,7 @@ async fn run(
              (setsid) outlives its call"
         ),
     }
-    if let Err(err) = amberd::tools::lifeline::install() {
+    if let Err(err) = amber_exec::lifeline::install() {
         tracing::warn!(
             "tool processes are not watched, so a crash leaves them running until the next start: {err}"
         );
@@ -206,7 +206,7 @@ async fn run(
     });
 
     let served = rpc::serve(listener, daemon).await;
-    amberd::tools::cgroup::remove_base();
+    amber_exec::cgroup::remove_base();
     if owns_socket_file {
         // A socket systemd owns stays for the next activation.
         socket::remove_if_ours(&socket_path, inode);

@@ -9,6 +9,8 @@
 //! once: both see the stream, and the TUI's answer resolves the editor's permission request.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -7,6 +7,8 @@
 //! thresholds here: that is the benchmark's job (docs/benchmarks.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

@@ -7,6 +7,8 @@
 //! ends, instead of waiting for the terminal read.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -11,6 +11,8 @@
 //! (uid 65534 via `setuid`); elsewhere those tests say so and return.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

@@ -9,6 +9,8 @@
 //! neither amberd's git nor the user's own `git status` runs anything.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

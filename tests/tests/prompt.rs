@@ -7,6 +7,8 @@
 //! stored.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Command;

@@ -9,6 +9,8 @@
 //! `amber-cli daemon logs` shows.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;

@@ -6,6 +6,8 @@
 //! terminal, `--remove-worktree` removes a clean one and refuses (exit 1) a dirty one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The suite starts the real binaries, git and shells as the user.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 

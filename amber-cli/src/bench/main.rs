@@ -8,6 +8,9 @@
 //! Like amber-cli it talks to the daemon only through amber-client and the protocol types;
 //! it shares no module with amber-cli's `main`.
 
+// The bench starts amberd, amber-cli, git and shells as the user, on the user's command.
+#![allow(clippy::disallowed_methods)]
+
 mod args;
 mod daemon;
 mod direct;

@@ -20,7 +20,6 @@ mod patch_paths;
 mod paths;
 mod protected;
 mod rules;
-pub mod sandbox;
 mod secrets;
 mod shell;
 mod target;

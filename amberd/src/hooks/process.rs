@@ -15,9 +15,11 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::HookSpec;
-use crate::tools::bash::GroupGuard;
-use crate::tools::env_policy::ToolEnv;
 use crate::tools::sandbox::ToolSandbox;
+use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
+use amber_exec::containment::SpawnSandbox;
+use amber_exec::env_policy::ToolEnv;
+use amber_exec::group::GroupGuard;
 
 /// At most this much of a hook's stdout is kept (a decision is small; the rest is read and
 /// dropped so the hook never blocks on a full pipe).
@@ -139,27 +141,26 @@ async fn spawn_and_wait(
             .map_or((None, None), |(guard, spec)| (Some(guard), Some(spec))),
         ToolSandbox::Off | ToolSandbox::Unavailable { .. } => (None, None),
     };
-    let spec = match &env.sandbox {
-        ToolSandbox::On(spec) => Some(guarded_spec.as_ref().unwrap_or(spec)),
-        ToolSandbox::Off | ToolSandbox::Unavailable { .. } => None,
+    let contained = match &env.sandbox {
+        ToolSandbox::On(spec) => SpawnSandbox::Sandboxed(guarded_spec.as_ref().unwrap_or(spec)),
+        // A hook is the user's own (or a trusted repository's) configuration.
+        ToolSandbox::Off | ToolSandbox::Unavailable { .. } => {
+            SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user())
+        }
     };
-    let mut std_cmd = match crate::tools::lifeline::command_with_stdin(program, spec, stdin_file) {
+    let made = ChildSpec::new(program, contained)
+        .args(args)
+        .cwd(&env.workspace)
+        .envs(env.env.vars().iter().map(|(k, v)| (k, v)))
+        .env("AMBER_SESSION_ID", &env.session_id)
+        .stdin(ChildInput::File(stdin_file.to_owned()))
+        .own_group()
+        .tokio_command();
+    let mut cmd = match made {
         Ok(cmd) => cmd,
         Err(err) => return HookRun::failed(Exit::SpawnFailed(err.to_string())),
     };
-    std_cmd
-        .args(args)
-        .current_dir(&env.workspace)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_clear()
-        .envs(env.env.vars().iter().map(|(k, v)| (k, v)))
-        .env("AMBER_SESSION_ID", &env.session_id);
-    if let Some(spec) = spec {
-        std_cmd.env("TMPDIR", &spec.tmp_dir);
-    }
-    let mut cmd = tokio::process::Command::from(std_cmd);
-    cmd.process_group(0).kill_on_drop(true);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(err) => return HookRun::failed(Exit::SpawnFailed(format!("{program}: {err}"))),

@@ -11,9 +11,9 @@ use serde_json::json;
 use super::decision::{self, Decision, HookFailure};
 use super::process::{self, Exit, HookRun, MAX_STDOUT};
 use super::*;
-use crate::tools::env_policy::ToolEnv;
 use crate::tools::sandbox::ToolSandbox;
 use crate::trust::TrustStore;
+use amber_exec::env_policy::ToolEnv;
 
 fn spec(event: HookEvent, command: &[&str]) -> HookSpec {
     HookSpec {

@@ -25,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 use super::McpPrompt;
 use super::McpPromptArgument;
 pub(super) use super::error_text::describe as chain;
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
+use amber_exec::containment::SpawnSandbox;
+use amber_exec::sandbox_env::SandboxEnv;
 
 pub(super) type Peer = rmcp::Peer<RoleClient>;
 
@@ -89,29 +91,31 @@ impl Connection {
         let mut pgid = None;
         let handshake = match transport {
             McpTransport::Stdio { command, args, env } => {
-                let mut cmd = match sandbox {
-                    // In the daemon's working directory, which is its workspace.
-                    Some(info) => tokio::process::Command::from(
+                // In the daemon's working directory, which is its workspace.
+                let spec = match sandbox {
+                    Some(info) => Some(
                         std::env::current_dir()
                             .map_err(|e| format!("no working directory: {e}"))
-                            .and_then(|cwd| {
-                                extension_env.extension_command("mcp", server, command, info, &cwd)
-                            })
+                            .and_then(|cwd| extension_env.extension_spec("mcp", server, info, &cwd))
                             .map_err(|e| format!("cannot start `{command}` sandboxed: {e}"))?,
                     ),
-                    None => tokio::process::Command::new(command),
+                    None => None,
+                };
+                let contained = match &spec {
+                    Some(spec) => SpawnSandbox::Sandboxed(spec),
+                    None => SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user()),
                 };
                 // Provider keys stay with amberd: the tool environment policy, then the
-                // server's own `env`.
-                cmd.args(args)
-                    .env_clear()
+                // server's own `env`. Its own process group: a terminal's Ctrl-C does not
+                // reach it, and close() can kill everything it started.
+                let mut cmd = ChildSpec::new(command, contained)
+                    .args(args)
                     .envs(extension_env.extension_vars(env))
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    // Its own process group: a terminal's Ctrl-C does not reach it, and
-                    // close() can kill everything it started.
-                    .process_group(0)
-                    .kill_on_drop(true);
+                    .stdin(ChildInput::Piped)
+                    .own_group()
+                    .tokio_command()
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                cmd.stdout(Stdio::piped());
                 let (child, child_stderr) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::piped())
                     .spawn()

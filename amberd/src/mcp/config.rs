@@ -97,7 +97,7 @@ impl RawServer {
                 "[mcp.servers.{name}]: `sandbox` and `network` only apply to `command` servers"
             ));
         }
-        crate::tools::sandbox_env::extension_sandbox(self.sandbox, self.network)
+        amber_exec::sandbox_env::extension_sandbox(self.sandbox, self.network)
             .map_err(|message| format!("[mcp.servers.{name}]: {message}"))
     }
 

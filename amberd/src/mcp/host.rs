@@ -13,7 +13,7 @@ use super::client::chain;
 use super::config::{name_problem, validate_transport};
 use super::supervisor::{self, Server, Settings};
 use super::{McpConfig, McpError, McpSink, render};
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::sandbox_env::SandboxEnv;
 
 /// The MCP host. Owned by the daemon (`Arc`), shared by every session.
 pub struct McpHost {

@@ -5,7 +5,7 @@
 
 use amber_proto::SandboxInfo;
 
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::sandbox_env::SandboxEnv;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 

@@ -24,7 +24,7 @@ pub(super) async fn ready_host(
     let host = McpHost::new(
         config,
         sink.clone(),
-        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+        amber_exec::sandbox_env::SandboxEnv::for_tests(),
     );
     let info = host.add(S, transport).unwrap();
     assert_eq!(info.status, McpStatus::Connecting);
@@ -391,7 +391,7 @@ async fn add_validates_before_connecting() {
     let host = McpHost::new(
         &fast_config(),
         sink.clone(),
-        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+        amber_exec::sandbox_env::SandboxEnv::for_tests(),
     );
     let stdio = || McpTransport::Stdio {
         command: "true".into(),
@@ -438,7 +438,7 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
     let host = McpHost::new(
         &config,
         sink.clone(),
-        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+        amber_exec::sandbox_env::SandboxEnv::for_tests(),
     );
     let listed: Vec<_> = host
         .list()

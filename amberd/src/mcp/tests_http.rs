@@ -71,7 +71,7 @@ async fn an_unreachable_url_fails_with_a_clear_error() {
     let host = super::McpHost::new(
         &fast_config(),
         sink.clone(),
-        crate::tools::sandbox_env::SandboxEnv::for_tests(),
+        amber_exec::sandbox_env::SandboxEnv::for_tests(),
     );
     let url = format!("http://127.0.0.1:{port}/mcp");
     host.add(

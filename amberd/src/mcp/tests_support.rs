@@ -1,6 +1,9 @@
 //! Test helpers for the MCP host: where the reference server is, a sink that records
 //! what the host reports and can wait for it, and a streamable HTTP reference server on
 //! a free loopback port that can be killed and restarted.
+
+// Tests start real servers and git of their own.
+#![allow(clippy::disallowed_methods)]
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

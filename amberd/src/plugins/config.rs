@@ -141,7 +141,7 @@ pub struct ExternalPluginConfig {
 impl ExternalPluginConfig {
     /// Its sandbox (`sandbox` and `network`); `None`: unsandboxed.
     pub fn sandbox(&self) -> Result<Option<amber_proto::SandboxInfo>, String> {
-        crate::tools::sandbox_env::extension_sandbox(self.sandbox, self.network)
+        amber_exec::sandbox_env::extension_sandbox(self.sandbox, self.network)
     }
     /// The per-call timeout: the plugin's own, else `[plugins] call_timeout_ms`.
     pub fn call_timeout(&self, plugins: &PluginsConfig) -> Duration {

@@ -37,7 +37,7 @@ impl FakeHost {
             mcp: McpHost::new(
                 &McpConfig::default(),
                 Arc::new(LogSink),
-                crate::tools::sandbox_env::SandboxEnv::for_tests(),
+                amber_exec::sandbox_env::SandboxEnv::for_tests(),
             ),
             published: Mutex::new(Vec::new()),
         })

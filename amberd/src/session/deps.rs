@@ -1,5 +1,6 @@
 //! What every session shares: configuration, the LLM client pool, the tool registry.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -11,9 +12,9 @@ use amber_store::Store;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
-use crate::sandbox_probe::SandboxProbe;
-use crate::tools::sandbox_env::SandboxEnv;
 use crate::tools::{ToolLimits, ToolRegistry};
+use amber_exec::probe::SandboxProbe;
+use amber_exec::sandbox_env::SandboxEnv;
 
 /// The settings a config file edit changes (`crate::reload`): each turn, session and
 /// request reads one snapshot ([`Deps::live`]), so none mixes old and new settings.
@@ -68,7 +69,7 @@ pub struct Deps {
     /// The durable session store; `None` keeps sessions in memory only.
     pub store: Option<Store>,
     /// The environment of tool processes, from `[tools.env]` and the daemon's own.
-    pub tool_env: Arc<crate::tools::env_policy::ToolEnv>,
+    pub tool_env: Arc<amber_exec::env_policy::ToolEnv>,
     /// The daemon-wide part of every sandbox: hidden directories (`main` adds the
     /// socket's), the test switch, the private temp directories.
     pub sandbox: Arc<SandboxEnv>,
@@ -117,21 +118,15 @@ impl Deps {
         if let Err(message) = llm.client(None) {
             tracing::warn!("{message}");
         }
-        let configured_keys = config.provider.api_key_env.as_deref().into_iter().chain(
-            config
-                .providers
-                .values()
-                .filter_map(|p| p.api_key_env.as_deref()),
-        );
-        let tool_env = crate::tools::env_policy::ToolEnv::new(
+        let tool_env = amber_exec::env_policy::ToolEnv::new(
             &config.tools.env,
-            &crate::tools::env_policy::provider_key_vars(configured_keys),
+            &provider_key_vars(&config),
             std::env::vars_os(),
         )
         .unwrap_or_else(|err| {
             // Config::parse checked it; a config built in code may still be wrong.
             tracing::error!("{err}; tool processes get nothing but PATH");
-            crate::tools::env_policy::ToolEnv::minimal()
+            amber_exec::env_policy::ToolEnv::minimal()
         });
         let tool_env = Arc::new(tool_env);
         let sandbox = Arc::new(SandboxEnv {
@@ -241,3 +236,40 @@ impl Deps {
 
 /// The turn error when no endpoint is configured.
 pub use amber_llm::NOT_CONFIGURED;
+
+/// The variables a provider may read its key from — `AMBER_API_KEY`, each preset's
+/// `api_key_env` and those `[provider]` and `[providers.*]` name: removed from every tool
+/// process's environment whatever `[tools.env]` says.
+fn provider_key_vars(config: &Config) -> BTreeSet<String> {
+    let presets = amber_llm::all_presets().iter().map(|p| p.api_key_env);
+    let configured = config.provider.api_key_env.as_deref().into_iter().chain(
+        config
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.as_deref()),
+    );
+    amber_exec::env_policy::provider_key_vars(presets.chain(configured))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_key_the_amber_key_and_configured_keys_are_provider_keys() {
+        let config = Config::parse(
+            "[provider]\napi_key_env = \"MY_PROVIDER_KEY\"\n[providers.other]\napi_key_env = \"OTHER_KEY\"\n",
+        )
+        .unwrap();
+        let keys = provider_key_vars(&config);
+        for name in [
+            "AMBER_API_KEY",
+            "OPENAI_API_KEY",
+            "GROQ_API_KEY",
+            "MY_PROVIDER_KEY",
+            "OTHER_KEY",
+        ] {
+            assert!(keys.contains(name), "{name} missing from {keys:?}");
+        }
+    }
+}

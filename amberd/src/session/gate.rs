@@ -11,7 +11,7 @@ use super::deps::Deps;
 use super::trust::Level as TrustLevel;
 use crate::hooks::PreToolVerdict;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
-use crate::tools::sandbox::ToolSandbox;
+use crate::tools::sandbox::{ToolSandbox, Unsandboxed};
 use crate::tools::session::DeniedPaths;
 
 /// The session's path deny rules (config and workspace), for `search` to filter what it
@@ -97,7 +97,7 @@ impl SessionGate<'_> {
             PreToolVerdict::NoOpinion => self.policy(&call).await,
             PreToolVerdict::Allow => match self.decide(&call) {
                 Verdict::Allow | Verdict::Ask { .. } => GateVerdict::Allow,
-                Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
+                Verdict::AllowUnsandboxed => approved_unsandboxed(),
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
                 Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
             },
@@ -112,7 +112,7 @@ impl SessionGate<'_> {
                         .ask(&call, reason, Vec::new(), false, unsandboxed)
                         .await;
                     match verdict {
-                        GateVerdict::Allow if unsandboxed => GateVerdict::AllowUnsandboxed,
+                        GateVerdict::Allow if unsandboxed => approved_unsandboxed(),
                         other => other,
                     }
                 }
@@ -121,11 +121,11 @@ impl SessionGate<'_> {
         match (verdict, hooked.arguments) {
             (GateVerdict::Allow, Some(arguments)) => GateVerdict::AllowWith {
                 arguments,
-                unsandboxed: false,
+                unsandboxed: None,
             },
-            (GateVerdict::AllowUnsandboxed, Some(arguments)) => GateVerdict::AllowWith {
+            (GateVerdict::AllowUnsandboxed(leave), Some(arguments)) => GateVerdict::AllowWith {
                 arguments,
-                unsandboxed: true,
+                unsandboxed: Some(leave),
             },
             (verdict, _) => verdict,
         }
@@ -141,7 +141,7 @@ impl SessionGate<'_> {
     async fn policy_ask(&self, call: &GateCall<'_>, verdict: Verdict) -> GateVerdict {
         match verdict {
             Verdict::Allow => GateVerdict::Allow,
-            Verdict::AllowUnsandboxed => GateVerdict::AllowUnsandboxed,
+            Verdict::AllowUnsandboxed => approved_unsandboxed(),
             Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
             Verdict::Ask {
                 reason,
@@ -188,7 +188,7 @@ impl SessionGate<'_> {
             Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways)
                 if unsandboxed =>
             {
-                GateVerdict::AllowUnsandboxed
+                approved_unsandboxed()
             }
             Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways) => {
                 GateVerdict::Allow
@@ -333,6 +333,12 @@ impl SessionGate<'_> {
 }
 
 /// The decision of an answered request, or the denial of one nobody answered.
+/// The one place a leave to run without the OS sandbox is minted from a person's decision:
+/// their answer to this call's approval, or a `sandbox = false` rule they stored.
+fn approved_unsandboxed() -> GateVerdict {
+    GateVerdict::AllowUnsandboxed(Unsandboxed::approved_by_person())
+}
+
 fn refusal(answer: Answer, reason: &str) -> Result<Decision, GateVerdict> {
     match answer {
         Answer::Decided(decision) => Ok(decision),

@@ -17,7 +17,7 @@ use amber_proto::{Mode, SandboxInfo, SandboxMode, SandboxRequest};
 
 use crate::config::SandboxConfig;
 use crate::tools::sandbox::ToolSandbox;
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::sandbox_env::SandboxEnv;
 
 /// `session/new {sandbox}` over `[sandbox]`: each unset field takes the config's.
 pub(crate) fn requested(config: &SandboxConfig, request: Option<&SandboxRequest>) -> SandboxInfo {
@@ -269,7 +269,7 @@ mod tests {
         let mut env = SandboxEnv::from_env(&|_| None);
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
-        env.tmp = crate::tools::tmp_dirs::TmpDirs::under(parent.path(), uid);
+        env.tmp = amber_exec::tmp_dirs::TmpDirs::under(parent.path(), uid);
         let config = SandboxConfig {
             writable_roots: vec!["/cache".into()],
             ..SandboxConfig::default()

@@ -15,11 +15,13 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::process::Child;
 
+use amber_exec::group::GroupGuard;
+
 use super::args::Args;
 use super::sandbox;
-use super::spawn::spawn_shell;
 use super::truncate::CappedText;
 use super::{Tool, ToolContext, ToolOutcome};
+use amber_exec::spawn::spawn_shell;
 
 /// How long to wait for the killed shell to be reaped.
 const REAP_WAIT: Duration = Duration::from_millis(200);
@@ -111,18 +113,14 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
 
     let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
     let session_sandbox = ctx.session.sandbox();
-    let chosen = sandbox::choose(
-        &session_sandbox,
-        wants_unsandboxed,
-        ctx.unsandboxed_approved,
-    )
-    .map_err(ToolOutcome::denied)?;
+    let chosen = sandbox::choose(&session_sandbox, wants_unsandboxed, ctx.unsandboxed)
+        .map_err(ToolOutcome::denied)?;
     let env = ctx.session.tool_env();
     // What the mounts cannot protect (names that do not exist yet) is checked around a
     // command that may write the workspace.
     let guarded = match chosen.spawn() {
         super::sandbox::SpawnSandbox::Sandboxed(spec) => super::git_guard::GitGuard::around(spec),
-        super::sandbox::SpawnSandbox::Unsandboxed => None,
+        super::sandbox::SpawnSandbox::Unsandboxed(_) => None,
     };
     let spawn = match &guarded {
         Some((_, spec)) => super::sandbox::SpawnSandbox::Sandboxed(spec),
@@ -190,7 +188,7 @@ async fn supervise(
     group.kill();
     if !matches!(end, End::Exited(_)) {
         if tokio::time::timeout(REAP_WAIT, child.wait()).await.is_err() {
-            tracing::warn!(pid = group.pgid, "bash: killed shell not reaped in time");
+            tracing::warn!(pid = group.pgid(), "bash: killed shell not reaped in time");
         }
         // Keep what was already written before the kill.
         let _ = tokio::time::timeout(DRAIN_WAIT, async {
@@ -320,53 +318,4 @@ pub(crate) fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
     }
     pending.drain(..consumed);
     out
-}
-
-/// Kills the shell's process group when the call ends, including when the
-/// call's future is dropped mid-run. While it lives, the group is recorded for
-/// the next daemon to kill should this one die first (`reaper`).
-pub(crate) struct GroupGuard {
-    pgid: libc::pid_t,
-    armed: std::sync::atomic::AtomicBool,
-    /// Dropped after `Drop::drop` has killed the group: the record goes last.
-    _record: Option<super::reaper::Registration>,
-}
-
-impl GroupGuard {
-    /// Guards the group `pgid` just spawned (its leader not yet reaped) for `session`.
-    pub(crate) fn new(pgid: libc::pid_t, session: &str) -> Self {
-        Self {
-            pgid,
-            armed: std::sync::atomic::AtomicBool::new(true),
-            _record: super::reaper::register(pgid, session),
-        }
-    }
-
-    pub(crate) fn kill(&self) {
-        if self.armed.load(std::sync::atomic::Ordering::Relaxed) && self.pgid > 0 {
-            // SAFETY: killpg only sends a signal. `pgid` is the group this call
-            // created for its shell (process_group(0)); it is positive, so it
-            // never targets our own group or every process, and the guard is
-            // disarmed once the call is over.
-            unsafe {
-                libc::killpg(self.pgid, libc::SIGKILL);
-            }
-            // What left the group (`setsid`, daemons) is still in its cgroup.
-            super::cgroup::kill_group(self.pgid);
-        }
-    }
-
-    pub(crate) fn disarm(&self) {
-        self.armed
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-        // Everything in it was killed (here or when the call ended): its cgroup goes once
-        // empty.
-        super::cgroup::remove_group(self.pgid);
-    }
 }

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::describe;
 use super::gate::{Gate, GateCall, GateVerdict};
+use super::sandbox::Unsandboxed;
 use super::truncate::truncate_middle;
 use super::{OutputChunk, SessionTools, Tool, ToolContext, ToolLimits, ToolOutcome, ToolRegistry};
 
@@ -110,7 +111,7 @@ struct Prepared<'a> {
     tool: Arc<dyn Tool>,
     args: Value,
     /// The gate allowed this call to run without the OS sandbox.
-    unsandboxed_approved: bool,
+    unsandboxed: Option<Unsandboxed>,
 }
 
 /// Shared, per-dispatch state for running calls.
@@ -159,7 +160,7 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
                 call,
                 tool,
                 args,
-                unsandboxed_approved: false,
+                unsandboxed: None,
             }),
             Err(reason) => {
                 let outcome = ToolOutcome::denied(reason);
@@ -182,8 +183,8 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
             .await;
         match verdict {
             GateVerdict::Allow => allowed.push(prepared),
-            GateVerdict::AllowUnsandboxed => {
-                prepared.unsandboxed_approved = true;
+            GateVerdict::AllowUnsandboxed(leave) => {
+                prepared.unsandboxed = Some(leave);
                 allowed.push(prepared);
             }
             GateVerdict::AllowWith {
@@ -191,7 +192,7 @@ pub async fn dispatch(req: DispatchRequest<'_>) -> Vec<DispatchResult> {
                 unsandboxed,
             } => {
                 prepared.args = arguments;
-                prepared.unsandboxed_approved = unsandboxed;
+                prepared.unsandboxed = unsandboxed;
                 allowed.push(prepared);
             }
             GateVerdict::Deny(reason) => {
@@ -397,7 +398,7 @@ impl Runner<'_> {
                 limits: *self.limits,
                 session: self.session.clone(),
                 // For this call only: the gate approved running it without the OS sandbox.
-                unsandboxed_approved: prepared.unsandboxed_approved,
+                unsandboxed: prepared.unsandboxed,
             };
             let call =
                 AssertUnwindSafe(prepared.tool.call(prepared.args.clone(), &ctx)).catch_unwind();

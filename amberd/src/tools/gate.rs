@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::Tool;
+use super::sandbox::Unsandboxed;
 
 /// A validated call waiting for permission.
 pub struct GateCall<'a> {
@@ -21,13 +22,13 @@ pub struct GateCall<'a> {
 pub enum GateVerdict {
     Allow,
     /// Allowed to run without the OS sandbox (an approval of the unsandboxed run, or a
-    /// `sandbox = false` rule): the call's `ToolContext::unsandboxed_approved`.
-    AllowUnsandboxed,
+    /// `sandbox = false` rule): the leave becomes the call's `ToolContext::unsandboxed`.
+    AllowUnsandboxed(Unsandboxed),
     /// Allowed with other arguments than the model's (a `pre_tool_use` hook rewrote them,
     /// already checked against the tool's schema); `unsandboxed` as `AllowUnsandboxed`.
     AllowWith {
         arguments: Value,
-        unsandboxed: bool,
+        unsandboxed: Option<Unsandboxed>,
     },
     /// Denied; the reason is what the model sees.
     Deny(String),

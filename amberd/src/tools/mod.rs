@@ -8,27 +8,19 @@ pub mod apply_patch;
 mod args;
 pub(crate) mod atomic_write;
 pub(crate) mod bash;
-pub mod cgroup;
 pub(crate) mod diff;
 pub(crate) mod dispatch;
 pub(crate) mod edit;
-pub(crate) mod env_policy;
 pub(crate) mod fetch;
 pub mod gate;
 pub(crate) mod git_guard;
-pub mod lifeline;
 pub mod process;
 pub(crate) mod read;
-pub mod reaper;
 pub mod sandbox;
-pub mod sandbox_env;
-pub mod sandbox_exec;
 pub mod search;
 pub(crate) mod session;
 pub mod skills;
-mod spawn;
 pub(crate) mod task;
-pub mod tmp_dirs;
 pub(crate) mod todowrite;
 pub(crate) mod truncate;
 pub(crate) mod write;
@@ -88,10 +80,10 @@ pub struct ToolContext {
     pub limits: ToolLimits,
     /// The session's tool state (todos, processes).
     pub session: Arc<SessionTools>,
-    /// An approval (or a stored rule) allowed this call to run without the OS sandbox
-    /// (`bash`/`process` with `sandbox: false`, or any command while the sandbox is
-    /// unavailable). Set by dispatch only.
-    pub unsandboxed_approved: bool,
+    /// The leave an approval (or a stored rule) gave this call to run without the OS
+    /// sandbox (`bash`/`process` with `sandbox: false`, or any command while the sandbox is
+    /// unavailable). Set by dispatch only, from the gate's verdict.
+    pub unsandboxed: Option<sandbox::Unsandboxed>,
 }
 
 impl ToolContext {
@@ -104,7 +96,7 @@ impl ToolContext {
             output: None,
             limits: ToolLimits::default(),
             session: Arc::new(SessionTools::detached()),
-            unsandboxed_approved: false,
+            unsandboxed: None,
         }
     }
 

@@ -5,10 +5,11 @@
 //! approved exactly that. [`RefusalCheck`] reads a sandboxed command's output for a refusal
 //! of the sandbox, the same way for a `bash` result and a background process's `output`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec, refusal_note};
+pub use amber_exec::child::Unsandboxed;
+pub use amber_exec::containment::{RefusalCheck, SpawnSandbox, append_line};
+use amber_exec::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 
 /// A session's sandbox for the commands it runs.
 #[derive(Debug, Clone, Default)]
@@ -41,73 +42,18 @@ impl ToolSandbox {
     }
 }
 
-/// How one spawn is contained.
-#[derive(Debug, Clone, Copy)]
-pub enum SpawnSandbox<'a> {
-    /// Inside the session's sandbox.
-    Sandboxed(&'a SandboxSpec),
-    /// Without one: the session's sandbox is off, or an approval allowed `sandbox: false`.
-    Unsandboxed,
-}
-
-/// What a sandboxed command's output is read against for a refusal of its sandbox: the
-/// sandbox it runs in. A command that runs unsandboxed has none (nothing of it is refused
-/// by a sandbox).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefusalCheck {
-    info: SandboxInfo,
-    /// The directories hidden from it (amberd's socket directory).
-    hidden: Vec<PathBuf>,
-}
-
-impl RefusalCheck {
-    /// The check of a command spawned in `sandbox`; `None` when it runs unsandboxed.
-    pub fn of(sandbox: SpawnSandbox<'_>) -> Option<Self> {
-        match sandbox {
-            SpawnSandbox::Sandboxed(spec) => Some(Self {
-                info: SandboxInfo {
-                    mode: spec.mode,
-                    network: spec.network,
-                },
-                hidden: spec.hidden.clone(),
-            }),
-            SpawnSandbox::Unsandboxed => None,
-        }
-    }
-
-    /// The `[sandbox: …]` note for `output` of `command`, when it shows a refusal.
-    pub fn note(&self, command: &str, output: &str) -> Option<String> {
-        refusal_note(self.info, &self.hidden, command, output)
-    }
-
-    /// Appends the note for `body` (on a line of its own), when it shows a refusal.
-    pub fn append_note(&self, command: &str, body: &mut String) {
-        if let Some(note) = self.note(command, body) {
-            append_line(body, &note);
-        }
-    }
-}
-
-/// Appends `line` to `body`, starting a new line first when `body` has an unfinished one.
-pub(crate) fn append_line(body: &mut String, line: &str) {
-    if !body.is_empty() && !body.ends_with('\n') {
-        body.push('\n');
-    }
-    body.push_str(line);
-}
-
 /// The sandbox one command starts in, chosen from the session's and the call's.
 #[derive(Debug, Clone)]
 pub(crate) enum Chosen {
     Sandboxed(Arc<SandboxSpec>),
-    Unsandboxed,
+    Unsandboxed(Unsandboxed),
 }
 
 impl Chosen {
     pub(crate) fn spawn(&self) -> SpawnSandbox<'_> {
         match self {
             Chosen::Sandboxed(spec) => SpawnSandbox::Sandboxed(spec),
-            Chosen::Unsandboxed => SpawnSandbox::Unsandboxed,
+            Chosen::Unsandboxed(leave) => SpawnSandbox::Unsandboxed(*leave),
         }
     }
 
@@ -118,25 +64,27 @@ impl Chosen {
 }
 
 /// Chooses the sandbox of one `bash` call or `process` start. `wants_unsandboxed`: the call
-/// says `sandbox: false`; `approved_unsandboxed`: an approval (or a stored rule) allowed
-/// this call to run without the sandbox. Never runs a command unsandboxed that was not
-/// approved so, unless the session's sandbox is off: the policy asks first, and this is
-/// the wall behind it.
+/// says `sandbox: false`; `approved`: the leave an approval (or a stored rule) gave this
+/// call to run without the sandbox. Never runs a command unsandboxed that was not approved
+/// so, unless the session's sandbox is off: the policy asks first, and this is the wall
+/// behind it.
 pub(crate) fn choose(
     session: &ToolSandbox,
     wants_unsandboxed: bool,
-    approved_unsandboxed: bool,
+    approved: Option<Unsandboxed>,
 ) -> Result<Chosen, String> {
-    match session {
-        ToolSandbox::Off => Ok(Chosen::Unsandboxed),
-        ToolSandbox::On(spec) if !wants_unsandboxed => Ok(Chosen::Sandboxed(Arc::clone(spec))),
-        ToolSandbox::On(_) if approved_unsandboxed => Ok(Chosen::Unsandboxed),
-        ToolSandbox::On(_) => Err(
+    match (session, approved) {
+        (ToolSandbox::Off, _) => Ok(Chosen::Unsandboxed(Unsandboxed::configured_by_user())),
+        (ToolSandbox::On(spec), _) if !wants_unsandboxed => {
+            Ok(Chosen::Sandboxed(Arc::clone(spec)))
+        }
+        (ToolSandbox::On(_), Some(leave)) => Ok(Chosen::Unsandboxed(leave)),
+        (ToolSandbox::On(_), None) => Err(
             "`sandbox: false` runs the command without the OS sandbox and needs the user's approval; it was not approved, so the command did not run"
                 .to_owned(),
         ),
-        ToolSandbox::Unavailable { .. } if approved_unsandboxed => Ok(Chosen::Unsandboxed),
-        ToolSandbox::Unavailable { reason, .. } => Err(format!(
+        (ToolSandbox::Unavailable { .. }, Some(leave)) => Ok(Chosen::Unsandboxed(leave)),
+        (ToolSandbox::Unavailable { reason, .. }, None) => Err(format!(
             "the OS sandbox is unavailable ({reason}); commands need the user's approval to run without it, and this one was not approved, so it did not run"
         )),
     }
@@ -164,7 +112,10 @@ mod tests {
 
     #[test]
     fn only_a_sandboxed_command_is_checked_for_refusals() {
-        assert_eq!(Chosen::Unsandboxed.refusal_check(), None);
+        assert_eq!(
+            Chosen::Unsandboxed(Unsandboxed::approved_by_person()).refusal_check(),
+            None
+        );
         let check = Chosen::Sandboxed(spec()).refusal_check().unwrap();
         let mut body = "touch: cannot touch '/outside/x': Read-only file system".to_owned();
         check.append_note("touch /outside/x", &mut body);
@@ -181,29 +132,30 @@ mod tests {
 
     #[test]
     fn an_unapproved_unsandboxed_run_never_happens() {
+        let approved = Some(Unsandboxed::approved_by_person());
         let on = ToolSandbox::On(spec());
+        assert!(matches!(choose(&on, false, None), Ok(Chosen::Sandboxed(_))));
+        assert!(choose(&on, true, None).is_err());
         assert!(matches!(
-            choose(&on, false, false),
-            Ok(Chosen::Sandboxed(_))
+            choose(&on, true, approved),
+            Ok(Chosen::Unsandboxed(leave)) if leave.by_approval()
         ));
-        assert!(choose(&on, true, false).is_err());
-        assert!(matches!(choose(&on, true, true), Ok(Chosen::Unsandboxed)));
         let unavailable = ToolSandbox::Unavailable {
             info: SandboxInfo::default(),
             reason: "no Landlock".into(),
         };
         assert!(
-            choose(&unavailable, false, false)
+            choose(&unavailable, false, None)
                 .unwrap_err()
                 .contains("no Landlock")
         );
         assert!(matches!(
-            choose(&unavailable, false, true),
-            Ok(Chosen::Unsandboxed)
+            choose(&unavailable, false, approved),
+            Ok(Chosen::Unsandboxed(leave)) if leave.by_approval()
         ));
         assert!(matches!(
-            choose(&ToolSandbox::Off, true, false),
-            Ok(Chosen::Unsandboxed)
+            choose(&ToolSandbox::Off, true, None),
+            Ok(Chosen::Unsandboxed(leave)) if !leave.by_approval()
         ));
     }
 }

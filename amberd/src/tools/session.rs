@@ -10,9 +10,9 @@ use amber_proto::{EventKind, Todo};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::env_policy::ToolEnv;
 use super::process::ProcessTable;
 use super::sandbox::ToolSandbox;
+use amber_exec::env_policy::ToolEnv;
 
 /// One sub-agent task of a `task` call.
 #[derive(Debug, Clone, PartialEq, Eq)]

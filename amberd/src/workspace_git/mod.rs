@@ -26,11 +26,12 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use amber_policy::sandbox::{SandboxInfo, SandboxMode};
+use amber_exec::child::{ChildSpec, Unsandboxed};
+use amber_exec::containment::SpawnSandbox;
+use amber_exec::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 
-use crate::tools::env_policy::ToolEnv;
-use crate::tools::lifeline;
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::env_policy::ToolEnv;
+use amber_exec::sandbox_env::SandboxEnv;
 
 pub(crate) use pins::PINNED;
 
@@ -108,19 +109,23 @@ impl WorkspaceGit {
         access: Access<'_>,
         args: &[&str],
     ) -> Result<Command, GitError> {
-        let mut cmd = self.launcher(dir, access)?;
-        cmd.arg("-C").arg(dir);
-        for pin in PINNED {
-            cmd.arg("-c").arg(pin);
-        }
-        cmd.args(args)
-            .current_dir(dir)
-            .env_clear()
+        let spec = self.spec(dir, access)?;
+        let contained = match &spec {
+            Some(spec) => SpawnSandbox::Sandboxed(spec),
+            None => SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user()),
+        };
+        let mut cmd = ChildSpec::new("git", contained)
+            .arg("-C")
+            .arg(dir)
+            .args(PINNED.iter().flat_map(|pin| ["-c", pin]))
+            .args(args)
+            .cwd(dir)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(pins::FIXED_ENV.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+            .own_group()
+            .std_command()
+            .map_err(|e| GitError::Spawn(e.to_string()))?;
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         Ok(cmd)
     }
 
@@ -176,18 +181,15 @@ impl WorkspaceGit {
         }
     }
 
-    /// The command that starts `git` inside the sandbox of `access` over `dir`.
-    fn launcher(&self, dir: &Path, access: Access<'_>) -> Result<Command, GitError> {
+    /// The sandbox `git` runs in for `access` over `dir` (`None` only in unit tests, which
+    /// run git directly).
+    fn spec(&self, dir: &Path, access: Access<'_>) -> Result<Option<SandboxSpec>, GitError> {
         // Outside tests `Sandboxed` is the only variant.
         #[allow(clippy::infallible_destructuring_match)]
         let sandbox = match &self.launch {
             Launch::Sandboxed(sandbox) => sandbox,
             #[cfg(test)]
-            Launch::Direct => {
-                let mut cmd = Command::new("git");
-                cmd.stdin(Stdio::null());
-                return Ok(cmd);
-            }
+            Launch::Direct => return Ok(None),
         };
         if let Some(reason) = sandbox.unavailable() {
             return Err(GitError::Unavailable(reason.to_owned()));
@@ -210,8 +212,7 @@ impl WorkspaceGit {
             mode,
             network: false,
         };
-        let spec = sandbox.spec(info, workspace, tmp, writable);
-        lifeline::sandboxed_command("git", &spec).map_err(|e| GitError::Spawn(e.to_string()))
+        Ok(Some(sandbox.spec(info, workspace, tmp, writable)))
     }
 }
 

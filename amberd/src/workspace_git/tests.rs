@@ -1,4 +1,6 @@
 #![allow(clippy::unwrap_used)]
+// Tests set up repositories with git of their own.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::Path;
 

@@ -143,7 +143,7 @@ impl Layout {
     }
 }
 
-/// The helper's `--sandbox` argument: `amber_policy::sandbox::SandboxSpec` as JSON.
+/// The helper's `--sandbox` argument: `amber_exec::sandbox::SandboxSpec` as JSON.
 fn spec_arg(network: bool, workspace: &Path, tmp_dir: &Path, hidden: &[&Path]) -> String {
     serde_json::json!({
         "mode": SandboxMode::WorkspaceWrite.as_str(),

@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn the_sandbox_segment_names_the_mode_the_network_and_an_unavailable_kernel() {
-        use amber_policy::sandbox::{SandboxInfo, SandboxSpec};
+        use amber_exec::sandbox::{SandboxInfo, SandboxSpec};
         let spec = |mode, network| {
             ToolSandbox::On(Arc::new(SandboxSpec {
                 mode,

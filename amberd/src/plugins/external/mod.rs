@@ -19,7 +19,7 @@ mod tool;
 #[cfg(test)]
 mod tests;
 
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::sandbox_env::SandboxEnv;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 

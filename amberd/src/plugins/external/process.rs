@@ -7,7 +7,9 @@
 //! child is reaped by the supervisor. A death is reported to the runtime only after the
 //! handshake (the connection is "armed") and never while we are closing it ourselves.
 
-use crate::tools::sandbox_env::SandboxEnv;
+use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
+use amber_exec::containment::SpawnSandbox;
+use amber_exec::sandbox_env::SandboxEnv;
 use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -103,7 +105,7 @@ impl Connection {
         spec: &ExternalPluginConfig,
         sandbox: &SandboxEnv,
     ) -> Result<Self, String> {
-        let mut cmd = match spec.sandbox()? {
+        let sandboxed = match spec.sandbox()? {
             // Its workspace is its working directory: its `cwd`, else the daemon's.
             Some(info) => {
                 let cwd = match &spec.cwd {
@@ -112,28 +114,32 @@ impl Connection {
                         std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?
                     }
                 };
-                let std_cmd = sandbox
-                    .extension_command("plugin", plugin, &spec.command, info, &cwd)
+                let contained = sandbox
+                    .extension_spec("plugin", plugin, info, &cwd)
                     .map_err(|e| format!("cannot start `{}` sandboxed: {e}", spec.command))?;
-                tokio::process::Command::from(std_cmd)
+                Some(contained)
             }
-            None => tokio::process::Command::new(&spec.command),
+            None => None,
+        };
+        let contained = match &sandboxed {
+            Some(contained) => SpawnSandbox::Sandboxed(contained),
+            None => SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user()),
         };
         // Provider keys stay with amberd: the tool environment policy, then the plugin's
-        // own `env`.
-        cmd.args(&spec.args)
-            .env_clear()
+        // own `env`. Its own process group: a terminal's Ctrl-C does not reach it, and
+        // killing the group also stops whatever it started.
+        let mut child_spec = ChildSpec::new(&spec.command, contained)
+            .args(&spec.args)
             .envs(sandbox.extension_vars(&spec.env))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group: a terminal's Ctrl-C does not reach it, and killing
-            // the group also stops whatever it started.
-            .process_group(0)
-            .kill_on_drop(true);
+            .stdin(ChildInput::Piped)
+            .own_group();
         if let Some(cwd) = &spec.cwd {
-            cmd.current_dir(cwd);
+            child_spec = child_spec.cwd(cwd);
         }
+        let mut cmd = child_spec
+            .tokio_command()
+            .map_err(|e| format!("cannot start `{}`: {e}", spec.command))?;
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| match &spec.cwd {
             // Spawn reports a missing working directory like a missing program.
             Some(cwd) if !cwd.is_dir() => {

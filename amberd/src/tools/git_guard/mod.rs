@@ -30,7 +30,7 @@ mod git_admin;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use amber_policy::sandbox::{SandboxMode, SandboxSpec};
+use amber_exec::sandbox::{SandboxMode, SandboxSpec};
 
 use checkouts::{CheckoutStamp, Kind};
 use config::{first_refused_key, minimal_config};

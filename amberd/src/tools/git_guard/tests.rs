@@ -1,5 +1,8 @@
 //! The guard against what git reads, on real directories (and real git).
 
+// Tests start real servers and git of their own.
+#![allow(clippy::disallowed_methods)]
+
 use super::config::{first_refused_key, minimal_config};
 use super::*;
 

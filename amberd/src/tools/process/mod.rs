@@ -143,12 +143,8 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
         None => ctx.workspace.clone(),
     };
     let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
-    let chosen = super::sandbox::choose(
-        &ctx.session.sandbox(),
-        wants_unsandboxed,
-        ctx.unsandboxed_approved,
-    )
-    .map_err(ToolOutcome::denied)?;
+    let chosen = super::sandbox::choose(&ctx.session.sandbox(), wants_unsandboxed, ctx.unsandboxed)
+        .map_err(ToolOutcome::denied)?;
     let info = ctx
         .session
         .processes

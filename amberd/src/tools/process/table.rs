@@ -18,11 +18,12 @@ use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
 use super::ring::Ring;
-use crate::tools::bash::{GroupGuard, decode};
-use crate::tools::env_policy::ToolEnv;
+use crate::tools::bash::decode;
 use crate::tools::git_guard::GitGuard;
 use crate::tools::sandbox::{RefusalCheck, SpawnSandbox};
-use crate::tools::spawn::spawn_shell;
+use amber_exec::env_policy::ToolEnv;
+use amber_exec::group::GroupGuard;
+use amber_exec::spawn::spawn_shell;
 
 /// Processes that may run at once in one session.
 pub const MAX_RUNNING: usize = 16;
@@ -238,7 +239,7 @@ impl ProcessTable {
         }
         let guarded = match sandbox {
             SpawnSandbox::Sandboxed(spec) => GitGuard::around(spec),
-            SpawnSandbox::Unsandboxed => None,
+            SpawnSandbox::Unsandboxed(_) => None,
         };
         let spawn = match &guarded {
             Some((_, spec)) => SpawnSandbox::Sandboxed(spec),

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
+use amber_exec::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 use amber_proto::{ToolCall, ToolStatus};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::workspace;
 use crate::tools::gate::{Gate, GateCall, GateVerdict};
-use crate::tools::sandbox::ToolSandbox;
+use crate::tools::sandbox::{ToolSandbox, Unsandboxed};
 use crate::tools::{
     DispatchEvent, DispatchRequest, DispatchResult, SessionTools, ToolLimits, ToolRegistry,
     dispatch,
@@ -110,7 +110,10 @@ async fn an_unsandboxed_approval_lets_that_call_run_and_no_other() {
     let session = Arc::new(SessionTools::detached());
     session.set_sandbox(sandbox_on(&ws));
     let gate = Answers(HashMap::from([
-        ("approved", GateVerdict::AllowUnsandboxed),
+        (
+            "approved",
+            GateVerdict::AllowUnsandboxed(Unsandboxed::approved_by_person()),
+        ),
         ("plain", GateVerdict::Allow),
     ]));
     let calls = [touch("approved", "approved"), touch("plain", "plain")];
@@ -145,7 +148,10 @@ async fn an_unavailable_sandbox_runs_a_command_only_when_approved_unsandboxed() 
     let session = Arc::new(SessionTools::detached());
     session.set_sandbox(unavailable());
     let gate = Answers(HashMap::from([
-        ("approved", GateVerdict::AllowUnsandboxed),
+        (
+            "approved",
+            GateVerdict::AllowUnsandboxed(Unsandboxed::approved_by_person()),
+        ),
         ("plain", GateVerdict::Allow),
     ]));
     let calls = [
@@ -172,7 +178,10 @@ async fn a_process_start_approved_unsandboxed_runs_and_an_unapproved_one_does_no
     let session = Arc::new(SessionTools::detached());
     session.set_sandbox(sandbox_on(&ws));
     let gate = Answers(HashMap::from([
-        ("approved", GateVerdict::AllowUnsandboxed),
+        (
+            "approved",
+            GateVerdict::AllowUnsandboxed(Unsandboxed::approved_by_person()),
+        ),
         ("plain", GateVerdict::Allow),
     ]));
     let start = |file: &str| json!({"action": "start", "command": format!("touch {file}"), "sandbox": false});

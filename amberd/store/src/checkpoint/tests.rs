@@ -2,6 +2,8 @@
 //! sweep, exclusions, incremental reads and the paths that cannot be recorded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// `mkfifo` makes a file the store cannot record.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::HashSet;
 use std::fs;

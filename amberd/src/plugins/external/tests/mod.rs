@@ -72,7 +72,7 @@ impl Harness {
         let plugin = Arc::new(ExternalPlugin::new(
             &spec,
             config,
-            crate::tools::sandbox_env::SandboxEnv::for_tests(),
+            amber_exec::sandbox_env::SandboxEnv::for_tests(),
         ));
         runtime.register(plugin.clone()).unwrap();
         Self {

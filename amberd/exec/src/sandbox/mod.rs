@@ -12,8 +12,8 @@
 //! and Landlock as the second wall for the filesystem (and TCP, and signals). Sub-processes
 //! inherit all of it; none of it can be dropped from inside.
 //!
-//! This module is the one place of the crate that makes system calls beyond resolving
-//! paths; it runs only in the helper process, never in the daemon.
+//! This module holds every system call that confines a process; [`enforce`] runs only in the
+//! helper process, never in the daemon.
 
 mod landlock_abi;
 mod note;

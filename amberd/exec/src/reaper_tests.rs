@@ -1,6 +1,9 @@
 //! The orphan registry against real processes: records come and go with their groups, and
 //! at start only a group that is provably the recorded one is killed.
 
+// The registry is tried against processes the test starts itself.
+#![allow(clippy::disallowed_methods)]
+
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //!     <pgid>/                                                one per tool process group
 //! ```
 //!
-//! The tool-exec helper (`tools::lifeline`) makes `<base>/<its pid>` (its pid is the group
+//! The tool-exec helper (`lifeline`) makes `<base>/<its pid>` (its pid is the group
 //! id), forks the lifeline watcher, then starts the program's process *inside* that cgroup
 //! with `clone3(CLONE_INTO_CGROUP)` and stays as its proxy, ending as it ends: the program and
 //! all it starts are inside (moving a running process in costs an RCU grace period, several
@@ -165,7 +165,7 @@ pub(crate) fn kill_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Kills the cgroup of group `pgid`, if there is one.
-pub(crate) fn kill_group(pgid: libc::pid_t) {
+pub fn kill_group(pgid: libc::pid_t) {
     let Some(base) = base() else {
         return;
     };
@@ -178,7 +178,7 @@ pub(crate) fn kill_group(pgid: libc::pid_t) {
 }
 
 /// Removes the (killed) cgroup of group `pgid` once it is empty, off the caller's thread.
-pub(crate) fn remove_group(pgid: libc::pid_t) {
+pub fn remove_group(pgid: libc::pid_t) {
     let Some(base) = base() else {
         return;
     };

@@ -25,8 +25,22 @@ fn daemon_env() -> Vec<(OsString, OsString)> {
     .collect()
 }
 
+/// The provider keys as the daemon names them: two presets' and `extra`.
 fn secrets(extra: &[&str]) -> BTreeSet<String> {
-    provider_key_vars(extra.iter().copied())
+    provider_key_vars(
+        ["OPENAI_API_KEY", "GROQ_API_KEY"]
+            .into_iter()
+            .chain(extra.iter().copied()),
+    )
+}
+
+#[test]
+fn the_amber_key_and_every_named_key_are_provider_keys() {
+    let keys = secrets(&["MY_PROVIDER_KEY"]);
+    for name in ["AMBER_API_KEY", "OPENAI_API_KEY", "MY_PROVIDER_KEY"] {
+        assert!(keys.contains(name), "{name} missing from {keys:?}");
+    }
+    assert!(!keys.contains("GITHUB_TOKEN"), "{keys:?}");
 }
 
 fn names(env: &ToolEnv) -> Vec<String> {
@@ -128,20 +142,6 @@ fn values_come_from_the_daemon_or_set() {
     assert_eq!(env.get("AMBER_API_KEY"), None);
     let none = ToolEnv::new(&parse("inherit = \"none\""), &secrets(&[]), daemon_env()).unwrap();
     assert_eq!(none.get("PATH"), Some(OsStr::new(DEFAULT_PATH)));
-}
-
-#[test]
-fn every_preset_key_and_the_amber_key_are_provider_keys() {
-    let keys = secrets(&["MY_PROVIDER_KEY", "OTHER_KEY"]);
-    for name in [
-        "AMBER_API_KEY",
-        "OPENAI_API_KEY",
-        "GROQ_API_KEY",
-        "MY_PROVIDER_KEY",
-        "OTHER_KEY",
-    ] {
-        assert!(keys.contains(name), "{name} missing from {keys:?}");
-    }
 }
 
 #[test]

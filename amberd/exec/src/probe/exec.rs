@@ -8,10 +8,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use amber_policy::sandbox::SandboxSpec;
+use crate::sandbox::SandboxSpec;
 
-use crate::tools::bash::GroupGuard;
-use crate::tools::lifeline::{self, SANDBOX_FAILED, SANDBOX_FAILED_PREFIX};
+use crate::child::ChildSpec;
+use crate::containment::SpawnSandbox;
+use crate::group::GroupGuard;
+use crate::lifeline::{SANDBOX_FAILED, SANDBOX_FAILED_PREFIX};
 
 /// `PATH` of the commands run here: nothing of the daemon's environment reaches them.
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -73,22 +75,19 @@ pub(crate) async fn run_sandboxed(
     timeout: Duration,
     label: &str,
 ) -> Outcome {
-    let mut std_cmd = match lifeline::sandboxed_command(program, spec) {
+    // Its own group, so the group kill below (and the watcher's, should the daemon die)
+    // reaches only what this run started.
+    let made = ChildSpec::new(program, SpawnSandbox::Sandboxed(spec))
+        .args(args)
+        .cwd(cwd)
+        .env("PATH", PATH)
+        .own_group()
+        .tokio_command();
+    let mut cmd = match made {
         Ok(cmd) => cmd,
         Err(err) => return Outcome::NotStarted(err.to_string()),
     };
-    std_cmd
-        .args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .env("PATH", PATH)
-        .env("TMPDIR", &spec.tmp_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut cmd = tokio::process::Command::from(std_cmd);
-    // Its own group, so the group kill below (and the watcher's, should the daemon die)
-    // reaches only what this run started.
-    cmd.process_group(0).kill_on_drop(true);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = match cmd.spawn() {
         Ok(child) => child,
         Err(err) => return Outcome::NotStarted(format!("cannot start {program}: {err}")),

@@ -1,17 +1,21 @@
 //! `amberd sandbox-exec SPEC PROGRAM ARGS…`: the sandbox without the tool lifeline, for
 //! programs that keep their standard streams — MCP stdio servers and external plugins with
 //! `sandbox = "…"` in their table speak JSON-RPC on stdin, which the tool-exec helper
-//! (`tools::lifeline`) reserves for its lifeline. It applies the spec in the fresh,
+//! (`lifeline`) reserves for its lifeline. It applies the spec in the fresh,
 //! single-threaded helper process and `exec`s the program, its pid, streams and exit status
 //! the program's own. Such a program is the daemon's child and ends with its pipes.
+
+// The helper itself: `ChildSpec` builds on this command, and the helper `exec`s the program
+// after the sandbox applies.
+#![allow(clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
 
-use amber_policy::sandbox::SandboxSpec;
+use crate::sandbox::SandboxSpec;
 
-use super::lifeline;
+use crate::lifeline;
 
 /// The first argument that makes `amberd` this helper.
 pub const SANDBOX_EXEC_ARG: &str = "sandbox-exec";
@@ -56,7 +60,7 @@ fn run(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(lifeline::SANDBOX_FAILED);
         }
     };
-    if let Err(err) = amber_policy::sandbox::enforce(&spec) {
+    if let Err(err) = crate::sandbox::enforce(&spec) {
         eprintln!("{} {err}", lifeline::SANDBOX_FAILED_PREFIX);
         return ExitCode::from(lifeline::SANDBOX_FAILED);
     }

@@ -42,14 +42,14 @@ pub fn registry_dir(env: impl Fn(&str) -> Option<OsString>, uid: u32) -> PathBuf
     base.join("children")
 }
 
-/// Makes `registry` the one [`GroupGuard`](super::bash::GroupGuard)s record into (once;
+/// Makes `registry` the one [`GroupGuard`](crate::group::GroupGuard)s record into (once;
 /// later calls are ignored).
 pub fn install(registry: ChildRegistry) {
     let _ = INSTALLED.set(registry);
 }
 
 /// Records a group just spawned by a tool, if a registry is installed.
-pub(crate) fn register(pgid: libc::pid_t, session: &str) -> Option<Registration> {
+pub fn register(pgid: libc::pid_t, session: &str) -> Option<Registration> {
     INSTALLED.get()?.record(pgid, session)
 }
 
@@ -259,7 +259,7 @@ fn group_is_ours(record: &Record) -> bool {
 
 /// A group's record; dropping it deletes the file (the group is gone or killed by then).
 #[derive(Debug)]
-pub(crate) struct Registration {
+pub struct Registration {
     path: PathBuf,
 }
 

@@ -14,7 +14,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
-use amber_policy::sandbox::SandboxSpec;
+use crate::sandbox::SandboxSpec;
 use amber_proto::{SandboxSelftestResult, SelftestCheck};
 
 use super::ProbeSettings;
@@ -235,7 +235,7 @@ pub(crate) fn write_inside_verdict(outcome: &Outcome, content: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox_probe::exec::Ran;
+    use crate::probe::exec::Ran;
 
     fn ran(code: i32, stderr: &str) -> Outcome {
         Outcome::Ran(Ran {

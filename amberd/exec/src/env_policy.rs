@@ -15,7 +15,7 @@
 //!    would fall back to a built-in search path that ends in `.` (the workspace).
 //!
 //! The spawner then sets what every tool shell gets (`PAGER=cat`, no `CDPATH`, …); see
-//! `tools::spawn`.
+//! `spawn`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -113,14 +113,11 @@ impl ToolEnvConfig {
     }
 }
 
-/// The variables every provider may read its key from: [`AMBER_KEY_VAR`], each preset's
-/// `api_key_env`, and `configured` (the `api_key_env`s `[provider]` and `[providers.*]`
-/// name).
-pub fn provider_key_vars<'a>(configured: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
-    let presets = amber_llm::all_presets().iter().map(|p| p.api_key_env);
+/// The variables every provider may read its key from: [`AMBER_KEY_VAR`] and `named` (each
+/// preset's `api_key_env`, and those `[provider]` and `[providers.*]` name).
+pub fn provider_key_vars<'a>(named: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
     std::iter::once(AMBER_KEY_VAR)
-        .chain(presets)
-        .chain(configured)
+        .chain(named)
         .map(str::to_owned)
         .collect()
 }

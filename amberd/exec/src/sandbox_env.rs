@@ -2,16 +2,16 @@
 //! sandboxed extension (MCP stdio server, external plugin): the directories sandboxed
 //! processes must not see, the test-only switch, whether the kernel can sandbox at all,
 //! and where their private temp directories go. A [`SandboxSpec`] is built from it here,
-//! and the command of a sandboxed extension ([`SandboxEnv::extension_command`]).
+//! and the sandbox of an extension ([`SandboxEnv::extension_spec`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use amber_policy::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
+use crate::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
 
-use super::env_policy::ToolEnv;
-use super::tmp_dirs::TmpDirs;
+use crate::env_policy::ToolEnv;
+use crate::tmp_dirs::TmpDirs;
 
 /// The environment variable that makes every spec simulate a kernel without Landlock
 /// (`simulate_landlock_abi: Some(0)`; tests of the fail-closed path): set to a non-empty
@@ -32,7 +32,7 @@ pub struct SandboxEnv {
     /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI` when the daemon started; `None`: the kernel's.
     pub simulate_landlock_abi: Option<u32>,
     /// Why the kernel cannot sandbox here: set once by the daemon's start-up probe
-    /// (`sandbox_probe`) when it fails; unset while it runs or when it passed. While set, no
+    /// (`probe`) when it fails; unset while it runs or when it passed. While set, no
     /// command runs sandboxed: each needs an approval to run without it, and sandboxed
     /// extensions do not start. (A command started before the verdict fails closed in the
     /// helper all the same: it never runs unsandboxed.)
@@ -70,7 +70,7 @@ impl SandboxEnv {
     }
 
     /// Nothing hidden, no switch, the kernel taken as able (unit tests).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     pub fn for_tests() -> Arc<Self> {
         Arc::new(Self::from_env(&|_| None))
     }
@@ -155,18 +155,17 @@ pub fn extension_sandbox(
 }
 
 impl SandboxEnv {
-    /// The command that starts extension `name` (`kind`: `mcp`, `plugin`) inside `info`,
-    /// with `cwd` as its workspace and `<temp>/amber-tmp-UID/KIND-NAME` as its temp
-    /// directory. Fails closed: when the kernel cannot sandbox, or the spec cannot be
-    /// made, it does not start.
-    pub fn extension_command(
+    /// The sandbox extension `name` (`kind`: `mcp`, `plugin`) starts in: `info`, with
+    /// `cwd` as its workspace and `<temp>/amber-tmp-UID/KIND-NAME` as its temp directory.
+    /// Fails closed: when the kernel cannot sandbox, or the spec cannot be made, the
+    /// extension does not start.
+    pub fn extension_spec(
         &self,
         kind: &str,
         name: &str,
-        program: &str,
         info: SandboxInfo,
         cwd: &Path,
-    ) -> Result<std::process::Command, String> {
+    ) -> Result<SandboxSpec, String> {
         if let Some(reason) = self.unavailable.get() {
             return Err(format!(
                 "the OS sandbox is unavailable ({reason}), so `{name}` (sandbox = \"{}\") does not start",
@@ -179,14 +178,8 @@ impl SandboxEnv {
             .tmp
             .ensure(&format!("{kind}-{name}"))
             .map_err(|e| e.to_string())?;
-        extension_spawn(program, &self.spec(info, &workspace, tmp, &[]))
+        Ok(self.spec(info, &workspace, tmp, &[]))
     }
-}
-
-/// The helper command of a sandboxed extension: `amberd sandbox-exec` (its stdin stays the
-/// extension's, for JSON-RPC).
-fn extension_spawn(program: &str, spec: &SandboxSpec) -> Result<std::process::Command, String> {
-    super::sandbox_exec::command(program, spec)
 }
 
 #[cfg(test)]
@@ -286,14 +279,12 @@ mod extension_tests {
         unable.unavailable.set("no Landlock".into()).unwrap();
         let info = SandboxInfo::default();
         let err = unable
-            .extension_command("mcp", "fs", "srv", info, Path::new("/"))
+            .extension_spec("mcp", "fs", info, Path::new("/"))
             .unwrap_err();
         assert!(err.contains("no Landlock") && err.contains("`fs`"), "{err}");
         let env = SandboxEnv::from_env(&|_| None);
         let missing = Path::new("/nonexistent-amber-dir");
-        let err = env
-            .extension_command("mcp", "fs", "srv", info, missing)
-            .unwrap_err();
+        let err = env.extension_spec("mcp", "fs", info, missing).unwrap_err();
         assert!(err.contains("nonexistent-amber-dir"), "{err}");
     }
 }

@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use amber_policy::sandbox::{SandboxMode, SandboxSpec};
+use crate::sandbox::{SandboxMode, SandboxSpec};
 
 use super::ProbeSettings;
 

@@ -13,7 +13,7 @@
 //! and stays in the group (it pins the group id: a pgid is not reused while a member
 //! lives), then execs `PROGRAM` with stdin from /dev/null. The tool's exit status, output
 //! pipe, group and signals are the program's own, as without the helper; its pid and `$$`
-//! too, unless the daemon has a cgroup base (`tools::cgroup`): then the helper starts the
+//! too, unless the daemon has a cgroup base (`cgroup`): then the helper starts the
 //! program in the group's cgroup (`clone3`) and stays as a proxy that ends as it ends, so
 //! `$$` is the program's and the group's leader is the helper. The
 //! watcher ignores the terminating signals a `process kill` sends the group first, so it
@@ -26,7 +26,11 @@
 //!
 //! Without an installed lifeline (unit tests of this library, whose executable is the test
 //! runner, or a failed install) tools spawn `PROGRAM` directly and only the reaper
-//! (`tools::reaper`) cleans up after a crash.
+//! (`reaper`) cleans up after a crash.
+
+// The helper itself: `ChildSpec` builds on these commands, and the helper `exec`s the
+// program after the sandbox applies.
+#![allow(clippy::disallowed_methods)]
 
 use std::ffi::OsString;
 use std::io;
@@ -36,13 +40,13 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::OnceLock;
 
-use amber_policy::sandbox::SandboxSpec;
+use crate::sandbox::SandboxSpec;
 
 /// The first argument that makes `amberd` the tool-exec helper.
 pub const HELPER_ARG: &str = "__tool-exec";
 
 /// First in the helper's arguments: the next argument is the daemon's cgroup base; the
-/// helper moves itself into a cgroup of its own there (`tools::cgroup`).
+/// helper moves itself into a cgroup of its own there (`cgroup`).
 const CGROUP_ARG: &str = "--cgroup";
 /// Before the program, in the helper's arguments: the next argument is a `SandboxSpec`.
 const SANDBOX_ARG: &str = "--sandbox";
@@ -149,7 +153,7 @@ fn helper_prefix(spec: Option<&SandboxSpec>) -> io::Result<Command> {
     };
     let mut cmd = Command::new(&lifeline.helper);
     cmd.arg0("amberd").arg(HELPER_ARG);
-    if let Some(base) = super::cgroup::base() {
+    if let Some(base) = crate::cgroup::base() {
         cmd.arg(CGROUP_ARG).arg(base);
     }
     if let Some(spec) = spec {
@@ -234,7 +238,7 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
     // does not run.
     let group = match cgroup_base
         .as_deref()
-        .map(super::cgroup::make_group)
+        .map(crate::cgroup::make_group)
         .transpose()
     {
         Ok(group) => group,
@@ -250,11 +254,11 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
     // The program starts inside the cgroup, in a process of its own; this one mirrors how
     // it ends.
     if let Some(group) = &group {
-        match super::cgroup::fork_into(group) {
-            Ok(super::cgroup::Forked::Parent(child)) => return proxy(child),
-            Ok(super::cgroup::Forked::Child) => {}
+        match crate::cgroup::fork_into(group) {
+            Ok(crate::cgroup::Forked::Parent(child)) => return proxy(child),
+            Ok(crate::cgroup::Forked::Child) => {}
             Err(err) => {
-                let moved = super::cgroup::migrate(group);
+                let moved = crate::cgroup::migrate(group);
                 if let Err(moved) = moved {
                     eprintln!("amberd: cannot put the tool in its cgroup: {err}; {moved}");
                     return ExitCode::from(WATCH_FAILED);
@@ -265,7 +269,7 @@ fn run_helper(mut args: Vec<OsString>) -> ExitCode {
     // After the watcher (it stays outside: it only reads the lifeline and kills the group),
     // before the program: the sandbox holds for the program and all it starts.
     if let Some(spec) = &spec
-        && let Err(err) = amber_policy::sandbox::enforce(spec)
+        && let Err(err) = crate::sandbox::enforce(spec)
     {
         eprintln!("{SANDBOX_FAILED_PREFIX} {err}");
         return ExitCode::from(SANDBOX_FAILED);
@@ -415,7 +419,7 @@ fn watch(cgroup: Option<&std::path::Path>) -> ! {
     if let Some(dir) = cgroup {
         // This process is inside too: the kill may end it here, the group's kill below
         // covers a cgroup that could not be written.
-        let _ = super::cgroup::kill_dir(dir);
+        let _ = crate::cgroup::kill_dir(dir);
     }
     // SAFETY: kill(0, …) signals this process's own group (the tool's), itself included;
     // _exit is only reached if the signal could not be sent.

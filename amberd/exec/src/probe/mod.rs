@@ -3,7 +3,7 @@
 //! sandbox (workspace-write, no network, over a scratch directory) in the background, never
 //! delaying readiness; the verdict is cached — available, or unavailable with the helper's
 //! reason (`Landlock is not available in this kernel`). Also here: what the kernel offers
-//! (`amber_policy::sandbox::kernel_support`), `daemon/status.sandbox`, and
+//! (`crate::sandbox::kernel_support`), `daemon/status.sandbox`, and
 //! `sandbox/selftest` ([`selftest`]).
 //!
 //! **Invariants:** the probe runs at most once per daemon and never blocks a caller that
@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use amber_policy::sandbox::{
+use crate::sandbox::{
     KernelSupport, SandboxInfo, effective_abi, kernel_support, landlock_enforcement,
 };
 use amber_proto::{SandboxSelftestResult, SandboxStatus};
@@ -266,7 +266,7 @@ fn current_uid() -> u32 {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use amber_policy::sandbox::SandboxMode;
+    use crate::sandbox::SandboxMode;
     use exec::Ran;
 
     fn default() -> SandboxInfo {

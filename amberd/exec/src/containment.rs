@@ -1,0 +1,63 @@
+//! How one child is contained: [`SpawnSandbox`] (inside a sandbox, or not) and the
+//! [`RefusalCheck`] its output is read against for a refusal of that sandbox (the
+//! `[sandbox: …]` note the model sees).
+
+use std::path::PathBuf;
+
+use crate::child::Unsandboxed;
+use crate::sandbox::{SandboxInfo, SandboxSpec, refusal_note};
+
+/// How one spawn is contained.
+#[derive(Debug, Clone, Copy)]
+pub enum SpawnSandbox<'a> {
+    /// Inside the session's sandbox.
+    Sandboxed(&'a SandboxSpec),
+    /// Without one: the session's sandbox is off, or an approval allowed `sandbox: false`.
+    Unsandboxed(Unsandboxed),
+}
+
+/// What a sandboxed command's output is read against for a refusal of its sandbox: the
+/// sandbox it runs in. A command that runs unsandboxed has none (nothing of it is refused
+/// by a sandbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalCheck {
+    info: SandboxInfo,
+    /// The directories hidden from it (amberd's socket directory).
+    hidden: Vec<PathBuf>,
+}
+
+impl RefusalCheck {
+    /// The check of a command spawned in `sandbox`; `None` when it runs unsandboxed.
+    pub fn of(sandbox: SpawnSandbox<'_>) -> Option<Self> {
+        match sandbox {
+            SpawnSandbox::Sandboxed(spec) => Some(Self {
+                info: SandboxInfo {
+                    mode: spec.mode,
+                    network: spec.network,
+                },
+                hidden: spec.hidden.clone(),
+            }),
+            SpawnSandbox::Unsandboxed(_) => None,
+        }
+    }
+
+    /// The `[sandbox: …]` note for `output` of `command`, when it shows a refusal.
+    pub fn note(&self, command: &str, output: &str) -> Option<String> {
+        refusal_note(self.info, &self.hidden, command, output)
+    }
+
+    /// Appends the note for `body` (on a line of its own), when it shows a refusal.
+    pub fn append_note(&self, command: &str, body: &mut String) {
+        if let Some(note) = self.note(command, body) {
+            append_line(body, &note);
+        }
+    }
+}
+
+/// Appends `line` to `body`, starting a new line first when `body` has an unfinished one.
+pub fn append_line(body: &mut String, line: &str) {
+    if !body.is_empty() && !body.ends_with('\n') {
+        body.push('\n');
+    }
+    body.push_str(line);
+}

@@ -1,0 +1,111 @@
+//! The walls inside the daemon, read from the source tree: which crate may depend on the
+//! kernel's sandbox interfaces, and where a leave to run a child without the OS sandbox may
+//! be minted. (That only amber-exec builds a `Command` is clippy's `disallowed-methods`.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The files (relative to the workspace) that call `needle`, test modules included.
+fn callers(needle: &str) -> Vec<String> {
+    let root = root();
+    let mut files = Vec::new();
+    for dir in ["amberd", "amber-cli", "amber-client", "amber-tui", "proto"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut found: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains(needle))
+        .map(|f| {
+            f.strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
+    let cases: &[(&str, &[&str])] = &[
+        // A person's answer, or a `sandbox = false` rule they stored: the approval gate.
+        (
+            "Unsandboxed::approved_by_person()",
+            &[
+                "amberd/exec/src/child.rs",
+                "amberd/src/session/gate.rs",
+                "amberd/src/tools/sandbox.rs",
+                "amberd/src/tools/tests/escalation.rs",
+            ],
+        ),
+        // The user's own (or a trusted) configuration: the session's sandbox is off, or an
+        // extension's or hook's table names no sandbox.
+        (
+            "Unsandboxed::configured_by_user()",
+            &[
+                "amberd/exec/src/child.rs",
+                "amberd/src/hooks/process.rs",
+                "amberd/src/mcp/client.rs",
+                "amberd/src/plugins/external/process.rs",
+                "amberd/src/tools/sandbox.rs",
+                "amberd/src/workspace_git/mod.rs",
+            ],
+        ),
+    ];
+    for (mint, allowed) in cases {
+        assert_eq!(callers(mint), *allowed, "who calls {mint}");
+    }
+}
+
+#[test]
+fn only_amber_exec_depends_on_the_kernels_sandbox_interfaces() {
+    let root = root();
+    for manifest in [
+        "proto",
+        "amberd",
+        "amberd/llm",
+        "amberd/policy",
+        "amberd/store",
+        "amber-client",
+        "amber-cli",
+        "amber-tui",
+    ] {
+        let text = std::fs::read_to_string(root.join(manifest).join("Cargo.toml")).unwrap();
+        for dependency in ["landlock", "seccompiler"] {
+            assert!(
+                !text.contains(&format!("\n{dependency}")),
+                "{manifest} depends on {dependency}: the OS sandbox lives in amber-exec"
+            );
+        }
+    }
+    let policy = std::fs::read_to_string(root.join("amberd/policy/Cargo.toml")).unwrap();
+    assert!(
+        !policy.contains("cfg(target_os") && !policy.contains("\nlibc"),
+        "amber-policy is pure: no platform-specific dependency, no libc"
+    );
+    let exec = std::fs::read_to_string(root.join("amberd/exec/Cargo.toml")).unwrap();
+    assert!(exec.contains("\nlandlock") && exec.contains("\nseccompiler"));
+}
