@@ -11,6 +11,8 @@ use std::time::Duration;
 use amber_llm::{NamedProviderSettings, ProviderSettings};
 use serde::Deserialize;
 
+use crate::dirs::env_str;
+
 /// Errors while loading configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -488,64 +490,6 @@ impl Config {
     pub fn bash_timeout(&self) -> Duration {
         Duration::from_millis(self.tools.bash_timeout_ms)
     }
-}
-
-fn env_str(env: &impl Fn(&str) -> Option<OsString>, key: &str) -> Option<String> {
-    env(key)
-        .and_then(|v| v.into_string().ok())
-        .filter(|v| !v.trim().is_empty())
-}
-
-/// amber's folder of the user's configuration: `$XDG_CONFIG_HOME/amber`, else
-/// `$HOME/.config/amber` (a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec says).
-/// Home of `config.toml`, the global `AGENTS.md`, `agents/` and `skills/`.
-pub fn user_config_dir(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let absolute = |key: &str| {
-        env_str(env, key)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    absolute("XDG_CONFIG_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".config")))
-        .map(|config| config.join("amber"))
-}
-
-/// The process environment, as [`user_config_dir`] and [`config_path`] take it.
-pub fn process_env(key: &str) -> Option<OsString> {
-    std::env::var_os(key)
-}
-
-/// `--config`, else `$AMBER_CONFIG`, else `$XDG_CONFIG_HOME/amber/config.toml`
-/// (`~/.config` when unset). The bool says whether the path was asked for explicitly.
-pub fn config_path(
-    explicit: Option<PathBuf>,
-    env: &impl Fn(&str) -> Option<OsString>,
-) -> (Option<PathBuf>, bool) {
-    if let Some(path) = explicit {
-        return (Some(path), true);
-    }
-    if let Some(path) = env_str(env, "AMBER_CONFIG") {
-        return (Some(path.into()), true);
-    }
-    (
-        user_config_dir(env).map(|dir| dir.join("config.toml")),
-        false,
-    )
-}
-
-/// `--data-dir`, else `$AMBER_DATA_DIR`, else `$XDG_DATA_HOME/amber` (`~/.local/share`).
-pub fn data_dir(explicit: Option<PathBuf>, env: &impl Fn(&str) -> Option<OsString>) -> PathBuf {
-    if let Some(path) = explicit {
-        return path;
-    }
-    if let Some(path) = env_str(env, "AMBER_DATA_DIR") {
-        return path.into();
-    }
-    env_str(env, "XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env_str(env, "HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
-        .join("amber")
 }
 
 #[cfg(test)]

@@ -73,27 +73,6 @@ fn unknown_keys_are_rejected_with_their_name() {
     assert!(err.contains("max_iterations"), "{err}");
 }
 
-#[test]
-fn paths_follow_the_protocol() {
-    let (p, explicit) = config_path(None, &env(&[("XDG_CONFIG_HOME", "/c")]));
-    assert_eq!(p.unwrap(), PathBuf::from("/c/amber/config.toml"));
-    assert!(!explicit);
-    let relative_xdg = env(&[("XDG_CONFIG_HOME", "rel"), ("HOME", "/h")]);
-    assert_eq!(
-        user_config_dir(&relative_xdg),
-        Some(PathBuf::from("/h/.config/amber"))
-    );
-    assert_eq!(user_config_dir(&env(&[])), None);
-    assert_eq!(
-        data_dir(None, &env(&[("AMBER_DATA_DIR", "/d")])),
-        PathBuf::from("/d")
-    );
-    assert_eq!(
-        data_dir(None, &env(&[("XDG_DATA_HOME", "/x")])),
-        PathBuf::from("/x/amber")
-    );
-}
-
 /// Every ```toml block of docs/configuration.md is a valid config file, with its
 /// commented-out example lines switched on too, so the documented keys are the real ones.
 #[test]

@@ -4,9 +4,11 @@
 pub(crate) mod agent;
 pub(crate) mod agents;
 pub mod checkpoints;
+pub(crate) mod clock;
 pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;
+pub mod dirs;
 pub(crate) mod elide;
 pub mod hooks;
 pub mod instructions;

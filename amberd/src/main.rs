@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use amber_exec::reaper;
-use amberd::config::{Config, config_path, data_dir};
+use amberd::config::Config;
 use amberd::daemon::Daemon;
+use amberd::dirs::{config_path, data_dir};
 use amberd::rpc::{self, socket};
 use amberd::service::logfile::{self, RotatingFile};
 use amberd::service::notify::Notifier;

@@ -22,8 +22,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, process_env};
+use crate::config::Config;
 use crate::daemon::Daemon;
+use crate::dirs::process_env;
 use crate::session::deps::LiveConfig;
 
 /// How often the config file is stat'ed.

@@ -109,3 +109,30 @@ fn only_amber_exec_depends_on_the_kernels_sandbox_interfaces() {
     let exec = std::fs::read_to_string(root.join("amberd/exec/Cargo.toml")).unwrap();
     assert!(exec.contains("\nlandlock") && exec.contains("\nseccompiler"));
 }
+
+#[test]
+fn the_leaves_import_nothing_of_the_daemon() {
+    let root = root();
+    for leaf in ["amberd/src/dirs.rs", "amberd/src/clock.rs"] {
+        let text = std::fs::read_to_string(root.join(leaf)).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        assert!(!code.contains("crate::"), "{leaf} imports the daemon");
+    }
+    let mut tools = Vec::new();
+    rust_files(&root.join("amberd/src/tools"), &mut tools);
+    for file in tools {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for room in [
+            "crate::config",
+            "crate::session",
+            "crate::daemon",
+            "crate::compaction",
+        ] {
+            assert!(
+                !text.contains(room),
+                "{} imports {room}: the tools know no session, daemon or config file",
+                file.display()
+            );
+        }
+    }
+}

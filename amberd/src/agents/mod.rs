@@ -140,7 +140,7 @@ impl AgentDirs {
 
 /// `$XDG_CONFIG_HOME/amber/agents`, else `$HOME/.config/amber/agents`.
 fn user_agents_dir() -> Option<PathBuf> {
-    crate::config::user_config_dir(&crate::config::process_env).map(|dir| dir.join("agents"))
+    crate::dirs::user_config_dir(&crate::dirs::process_env).map(|dir| dir.join("agents"))
 }
 
 /// Whether `name` can name an agent (and so a file stem in an agents folder).

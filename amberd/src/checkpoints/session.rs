@@ -14,7 +14,7 @@ use amber_store::{Hash, Snapshot};
 use super::Checkpoints;
 use super::rows::{self, After, Record, RowsFile, TurnRow};
 use super::windows::{self, Window};
-use crate::session::hub::now_rfc3339;
+use crate::clock::now_rfc3339;
 
 /// One session's checkpoints.
 pub(crate) struct SessionCheckpoints {

@@ -58,7 +58,7 @@ pub(crate) fn in_repository(workspace: &Path) -> bool {
 }
 
 /// The user's global instruction file, `AGENTS.md` in amber's user config folder
-/// (`config::user_config_dir`), shown by its `~/…` path under `home`; `None` without
+/// (`dirs::user_config_dir`), shown by its `~/…` path under `home`; `None` without
 /// that folder.
 pub(crate) fn global_file(config_dir: Option<&Path>, home: Option<&Path>) -> Option<Candidate> {
     let path = config_dir?.join("AGENTS.md");

@@ -45,7 +45,7 @@ impl Instructions {
     /// The instruction files of `workspace` named `file_names`, plus the user's global
     /// file (from `$XDG_CONFIG_HOME` / `$HOME`). Nothing is read until [`Self::refresh`].
     pub fn new(workspace: &Path, file_names: &[String], max_bytes: usize) -> Self {
-        let config_dir = crate::config::user_config_dir(&crate::config::process_env);
+        let config_dir = crate::dirs::user_config_dir(&crate::dirs::process_env);
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let global = discover::global_file(config_dir.as_deref(), home.as_deref());
         Self::with_global(workspace, file_names, max_bytes, global)

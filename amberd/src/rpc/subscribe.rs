@@ -12,9 +12,10 @@ use jsonrpsee::{PendingSubscriptionSink, SubscriptionMessage, SubscriptionSink};
 
 use super::gate::WsConn;
 use super::table::MethodTable;
+use crate::clock::now_rfc3339;
 use crate::daemon::Daemon;
 use crate::session::SessionShared;
-use crate::session::hub::{End, Subscription, WireEvent, now_rfc3339};
+use crate::session::hub::{End, Subscription, WireEvent};
 
 pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::RegisterMethodError> {
     m.subscription::<methods::SessionSubscribe, _, _>(|p, pending, daemon, ext| async move {

@@ -439,7 +439,7 @@ impl SessionShared {
         live.queued = live.queued.saturating_sub(1);
         live.subagent_usage = Usage::default();
         live.info.state = SessionState::Running;
-        live.info.updated_at = super::hub::now_rfc3339();
+        live.info.updated_at = crate::clock::now_rfc3339();
     }
 
     fn end_turn(&self) {
@@ -453,7 +453,7 @@ impl SessionShared {
         } else {
             SessionState::Idle
         };
-        live.info.updated_at = super::hub::now_rfc3339();
+        live.info.updated_at = crate::clock::now_rfc3339();
         drop(live);
         self.settle_marker();
     }

@@ -338,7 +338,7 @@ impl EventHub {
             session_id: self.session_id.clone(),
             turn_id: turn_id.map(str::to_owned),
             agent_id: agent_id.map(str::to_owned),
-            time: time.unwrap_or_else(now_rfc3339),
+            time: time.unwrap_or_else(crate::clock::now_rfc3339),
             kind,
         };
         if is_delta(&event.kind) {
@@ -453,11 +453,6 @@ impl EventHub {
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
-}
-
-/// Current time as RFC 3339 with millisecond precision, UTC.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::clock::now_rfc3339;
 use crate::elide::WireLimits;
 
 /// Durable events the tests' hubs keep in memory beside their store.

@@ -20,12 +20,13 @@ use amber_store::SessionMeta;
 use amber_store::context::Context;
 
 use super::deps::Deps;
-use super::hub::{EventHub, EventStore, now_rfc3339};
+use super::hub::{EventHub, EventStore};
 use super::persist::{self, Persistence};
 use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox, worktree};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 use crate::checkpoints::DiffError;
+use crate::clock::now_rfc3339;
 
 /// How long a load waits for an unloading session's actor to let go of its log.
 const UNLOAD_WAIT: Duration = Duration::from_secs(10);

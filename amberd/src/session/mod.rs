@@ -43,11 +43,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentLimits;
+use crate::clock::now_rfc3339;
 use crate::tools::{SessionTools, ToolRegistry};
 use actor::Command;
 pub(crate) use actor::PromptOptions;
 use approvals::Approvals;
-use hub::{EventHub, now_rfc3339};
+use hub::EventHub;
 pub use manager::SessionManager;
 use persist::Persistence;
 

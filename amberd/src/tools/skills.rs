@@ -53,7 +53,7 @@ pub struct Skill {
 /// The user's skills folder from the environment: `$XDG_CONFIG_HOME/amber/skills`,
 /// else `$HOME/.config/amber/skills`.
 pub fn user_skills_dir() -> Option<PathBuf> {
-    crate::config::user_config_dir(&crate::config::process_env).map(|dir| dir.join("skills"))
+    crate::dirs::user_config_dir(&crate::dirs::process_env).map(|dir| dir.join("skills"))
 }
 
 /// Folder under the data dir holding the per-workspace skill folders.
