@@ -25,6 +25,11 @@ pub fn user_config_dir(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBu
         .map(|config| config.join("amber"))
 }
 
+/// The user's skills folder: `skills/` in [`user_config_dir`] of this process.
+pub fn user_skills_dir() -> Option<PathBuf> {
+    user_config_dir(&process_env).map(|dir| dir.join("skills"))
+}
+
 /// The process environment, as [`user_config_dir`] and [`config_path`] take it.
 pub fn process_env(key: &str) -> Option<OsString> {
     std::env::var_os(key)

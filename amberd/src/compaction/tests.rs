@@ -423,7 +423,8 @@ async fn the_skills_tool_loads_saved_skills_with_workspace_data_user_precedence(
         .call(json!({"action": "load", "name": "saved"}), &ctx)
         .await;
     assert!(out.output.ends_with("from the user"), "{}", out.output);
-    let summary = crate::tools::skills::summary_with_data_dir(&workspace, data.path()).unwrap();
+    let summary =
+        crate::tools::skills::summary_with_data_dir(&workspace, data.path(), None).unwrap();
     assert!(summary.contains("- saved: d"), "{summary}");
 }
 

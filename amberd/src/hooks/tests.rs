@@ -272,7 +272,7 @@ fn rewrites_are_checked_against_the_tool_schema() {
         assert!(err.contains(expected), "{value}: {err}");
     }
     // The real bash schema accepts what bash takes.
-    let bash = crate::tools::builtin_tools(None)
+    let bash = crate::tools::builtin_tools(Default::default())
         .into_iter()
         .find(|t| t.name() == "bash")
         .unwrap();

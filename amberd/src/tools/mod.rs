@@ -216,12 +216,21 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, ToolOutcome>;
 }
 
-/// The built-in tools of PROTOCOL.md, in the order the model sees them. `data_dir` is
-/// where skills extracted by compaction live (the `skills` tool reads them too).
-pub fn builtin_tools(data_dir: Option<&Path>) -> Vec<Arc<dyn Tool>> {
-    let skills = match data_dir {
-        Some(dir) => skills::SkillsTool::new().with_data_dir(dir.to_owned()),
-        None => skills::SkillsTool::new(),
+/// Where the `skills` tool finds skills besides the workspace's own.
+#[derive(Debug, Clone, Default)]
+pub struct SkillDirs {
+    /// The daemon's data dir: the skills compaction extracted live under it.
+    pub data_dir: Option<PathBuf>,
+    /// The user's skills folder.
+    pub user_dir: Option<PathBuf>,
+}
+
+/// The built-in tools of PROTOCOL.md, in the order the model sees them.
+pub fn builtin_tools(dirs: SkillDirs) -> Vec<Arc<dyn Tool>> {
+    let skills = skills::SkillsTool::with_user_dir(dirs.user_dir);
+    let skills = match dirs.data_dir {
+        Some(dir) => skills.with_data_dir(dir),
+        None => skills,
     };
     vec![
         Arc::new(read::ReadTool),
@@ -255,7 +264,7 @@ impl ToolRegistry {
     /// A registry of the built-in tools (tests; the daemon gets them from the plugins).
     pub fn builtin() -> Self {
         let mut registry = Self::new();
-        for tool in builtin_tools(None) {
+        for tool in builtin_tools(SkillDirs::default()) {
             registry.register(tool);
         }
         registry

@@ -50,12 +50,6 @@ pub struct Skill {
     pub origin: SkillOrigin,
 }
 
-/// The user's skills folder from the environment: `$XDG_CONFIG_HOME/amber/skills`,
-/// else `$HOME/.config/amber/skills`.
-pub fn user_skills_dir() -> Option<PathBuf> {
-    crate::dirs::user_config_dir(&crate::dirs::process_env).map(|dir| dir.join("skills"))
-}
-
 /// Folder under the data dir holding the per-workspace skill folders.
 const SKILLS_DIR: &str = "skills";
 
@@ -272,20 +266,20 @@ fn unquote(value: &str) -> String {
     value.to_owned()
 }
 
-/// A block for the system prompt listing the skills, or None when there are none.
-pub fn summary(workspace: &Path) -> Option<String> {
-    summary_with(workspace, user_skills_dir().as_deref())
-}
-
-/// [`summary`] with an explicit user skills folder.
+/// A block for the system prompt listing the skills of `workspace` and `user_dir` (the
+/// user's skills folder), or None when there are none.
 pub fn summary_with(workspace: &Path, user_dir: Option<&Path>) -> Option<String> {
     summary_all(workspace, None, user_dir)
 }
 
-/// [`summary`] including the skills compaction saved for `workspace` under `data_dir`.
-pub fn summary_with_data_dir(workspace: &Path, data_dir: &Path) -> Option<String> {
+/// [`summary_with`] including the skills compaction saved for `workspace` under `data_dir`.
+pub fn summary_with_data_dir(
+    workspace: &Path,
+    data_dir: &Path,
+    user_dir: Option<&Path>,
+) -> Option<String> {
     let data_skills = workspace_skills_dir(data_dir, workspace);
-    summary_all(workspace, Some(&data_skills), user_skills_dir().as_deref())
+    summary_all(workspace, Some(&data_skills), user_dir)
 }
 
 fn summary_all(
@@ -316,39 +310,18 @@ fn summary_all(
     Some(out)
 }
 
-/// Where the user skills folder comes from.
-#[derive(Debug, Clone)]
-enum UserDir {
-    /// The environment, read at call time.
-    FromEnv,
-    Fixed(Option<PathBuf>),
-}
-
 pub struct SkillsTool {
-    user_dir: UserDir,
+    /// The user's skills folder (the daemon names it: `$XDG_CONFIG_HOME/amber/skills`).
+    user_dir: Option<PathBuf>,
     /// The daemon's data dir: compaction's skills for the workspace live under it.
     data_dir: Option<PathBuf>,
 }
 
-impl Default for SkillsTool {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl SkillsTool {
-    /// User skills from `$XDG_CONFIG_HOME` / `$HOME`, read at call time.
-    pub fn new() -> Self {
+    /// Skills of the workspace and of `user_dir` (None: workspace skills only).
+    pub fn with_user_dir(user_dir: Option<PathBuf>) -> Self {
         Self {
-            user_dir: UserDir::FromEnv,
-            data_dir: None,
-        }
-    }
-
-    /// User skills from `dir` (None: workspace skills only).
-    pub fn with_user_dir(dir: Option<PathBuf>) -> Self {
-        Self {
-            user_dir: UserDir::Fixed(dir),
+            user_dir,
             data_dir: None,
         }
     }
@@ -360,10 +333,7 @@ impl SkillsTool {
     }
 
     fn user_dir(&self) -> Option<PathBuf> {
-        match &self.user_dir {
-            UserDir::FromEnv => user_skills_dir(),
-            UserDir::Fixed(dir) => dir.clone(),
-        }
+        self.user_dir.clone()
     }
 }
 

@@ -61,7 +61,11 @@ impl PromptHead {
         } else {
             None
         };
-        let skills = crate::tools::skills::summary_with_data_dir(&self.workspace, &self.data_dir);
+        let skills = crate::tools::skills::summary_with_data_dir(
+            &self.workspace,
+            &self.data_dir,
+            crate::dirs::user_skills_dir().as_deref(),
+        );
         let mut state = self.lock();
         let mut changed = false;
         if state.environment.is_none() {

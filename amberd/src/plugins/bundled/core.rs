@@ -8,7 +8,11 @@ use crate::plugins::Contributions;
 use crate::tools::fetch::{FetchSettings, FetchTool};
 
 pub(super) fn install(c: &mut Contributions, data_dir: &Path, fetch: Option<FetchSettings>) {
-    for tool in crate::tools::builtin_tools(Some(data_dir)) {
+    let dirs = crate::tools::SkillDirs {
+        data_dir: Some(data_dir.to_owned()),
+        user_dir: crate::dirs::user_skills_dir(),
+    };
+    for tool in crate::tools::builtin_tools(dirs) {
         c.tool(tool);
     }
     if let Some(settings) = fetch {
