@@ -10,8 +10,8 @@
 
 use std::hint::black_box;
 
-use amberd::tools::apply_patch::{ApplyPatchTool, FileOp, apply_hunks, parse_patch};
-use amberd::tools::{Tool, ToolContext};
+use amber_tools::apply_patch::{ApplyPatchTool, FileOp, apply_hunks, parse_patch};
+use amber_tools::{Tool, ToolContext};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
@@ -55,7 +55,7 @@ fn patch(indent: &str) -> String {
     text
 }
 
-fn hunks_of(patch: &str) -> Vec<amberd::tools::apply_patch::Hunk> {
+fn hunks_of(patch: &str) -> Vec<amber_tools::apply_patch::Hunk> {
     match parse_patch(patch).unwrap().files.remove(0) {
         FileOp::Update { hunks, .. } => hunks,
         other => panic!("{other:?}"),

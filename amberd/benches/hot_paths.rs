@@ -29,10 +29,10 @@ use amber_llm::{
 };
 use amber_proto::{EventKind, Message, ToolCall};
 use amber_store::context::Context;
+use amber_tools::search::semantic::tokenize::query_terms;
+use amber_tools::search::semantic::{Bm25Index, MAX_HITS_PER_FILE, WHOLE_IDENT_BOOST};
+use amber_tools::search::walk::{WalkSpec, threads};
 use amberd::session::hub::EventHub;
-use amberd::tools::search::semantic::tokenize::query_terms;
-use amberd::tools::search::semantic::{Bm25Index, MAX_HITS_PER_FILE, WHOLE_IDENT_BOOST};
-use amberd::tools::search::walk::{WalkSpec, threads};
 use axum::body::{Body, Bytes};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;

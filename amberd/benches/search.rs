@@ -22,11 +22,11 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use amberd::tools::search::SearchTool;
-use amberd::tools::search::semantic::tokenize::query_terms;
-use amberd::tools::search::semantic::{Bm25Index, RefreshStats};
-use amberd::tools::search::walk::{GlobFilter, WalkSpec, threads};
-use amberd::tools::{Tool, ToolContext};
+use amber_tools::search::SearchTool;
+use amber_tools::search::semantic::tokenize::query_terms;
+use amber_tools::search::semantic::{Bm25Index, RefreshStats};
+use amber_tools::search::walk::{GlobFilter, WalkSpec, threads};
+use amber_tools::{Tool, ToolContext};
 use anyhow::{Context, bail};
 use serde_json::json;
 

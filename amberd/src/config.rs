@@ -322,8 +322,8 @@ pub struct ToolsConfig {
 
 impl ToolsConfig {
     /// The `fetch` tool's settings, when it is on.
-    pub(crate) fn fetch_settings(&self) -> Option<crate::tools::fetch::FetchSettings> {
-        self.fetch.then(|| crate::tools::fetch::FetchSettings {
+    pub(crate) fn fetch_settings(&self) -> Option<amber_tools::fetch::FetchSettings> {
+        self.fetch.then(|| amber_tools::fetch::FetchSettings {
             allow_private: self.fetch_allow_private,
             max_bytes: self.fetch_max_bytes,
             timeout: Duration::from_millis(self.fetch_timeout_ms),

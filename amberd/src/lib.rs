@@ -18,7 +18,7 @@ pub mod reload;
 pub mod rpc;
 pub mod service;
 pub mod session;
-pub mod tools;
+
 pub mod trust;
 pub(crate) mod workspace_git;
 

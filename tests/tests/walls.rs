@@ -57,8 +57,8 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
             &[
                 "amberd/exec/src/child.rs",
                 "amberd/src/session/gate.rs",
-                "amberd/src/tools/sandbox.rs",
-                "amberd/src/tools/tests/escalation.rs",
+                "amberd/tools/src/sandbox.rs",
+                "amberd/tools/src/tests/escalation.rs",
             ],
         ),
         // The user's own (or a trusted) configuration: the session's sandbox is off, or an
@@ -70,13 +70,15 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
                 "amberd/src/hooks/process.rs",
                 "amberd/src/mcp/client.rs",
                 "amberd/src/plugins/external/process.rs",
-                "amberd/src/tools/sandbox.rs",
+                "amberd/tools/src/sandbox.rs",
                 "amberd/src/workspace_git/mod.rs",
             ],
         ),
     ];
     for (mint, allowed) in cases {
-        assert_eq!(callers(mint), *allowed, "who calls {mint}");
+        let mut allowed = allowed.to_vec();
+        allowed.sort_unstable();
+        assert_eq!(callers(mint), allowed, "who calls {mint}");
     }
 }
 
@@ -89,6 +91,7 @@ fn only_amber_exec_depends_on_the_kernels_sandbox_interfaces() {
         "amberd/llm",
         "amberd/policy",
         "amberd/store",
+        "amberd/tools",
         "amber-client",
         "amber-cli",
         "amber-tui",
@@ -118,21 +121,61 @@ fn the_leaves_import_nothing_of_the_daemon() {
         let code = text.split("#[cfg(test)]").next().unwrap();
         assert!(!code.contains("crate::"), "{leaf} imports the daemon");
     }
-    let mut tools = Vec::new();
-    rust_files(&root.join("amberd/src/tools"), &mut tools);
-    for file in tools {
-        let text = std::fs::read_to_string(&file).unwrap();
-        for room in [
-            "crate::config",
-            "crate::session",
-            "crate::daemon",
-            "crate::compaction",
-        ] {
-            assert!(
-                !text.contains(room),
-                "{} imports {room}: the tools know no session, daemon or config file",
-                file.display()
-            );
+}
+
+/// The crates' own (non-dev) dependencies on each other, as `Cargo.toml` names them.
+fn amber_dependencies(manifest: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(manifest).join("Cargo.toml")).unwrap();
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]"
+                || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
+        } else if in_dependencies && (line.starts_with("amber-") || line.starts_with("amberd")) {
+            let name = line.split(['.', ' ', '=']).next().unwrap();
+            found.push(name.to_owned());
         }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn the_crate_graph_runs_one_way() {
+    // proto ← client ← clients; proto ← llm, policy, store, exec ← tools ← amberd.
+    let graph: &[(&str, &[&str])] = &[
+        ("proto", &[]),
+        ("amber-client", &["amber-proto"]),
+        ("amberd/llm", &["amber-proto"]),
+        ("amberd/policy", &["amber-proto"]),
+        ("amberd/store", &["amber-proto"]),
+        ("amberd/exec", &["amber-proto"]),
+        (
+            "amberd/tools",
+            &["amber-exec", "amber-llm", "amber-policy", "amber-proto"],
+        ),
+        (
+            "amberd",
+            &[
+                "amber-exec",
+                "amber-llm",
+                "amber-policy",
+                "amber-proto",
+                "amber-store",
+                "amber-tools",
+            ],
+        ),
+        ("amber-tui", &["amber-client", "amber-proto"]),
+        // The bench lives in amber-cli for now and drives the scripted endpoint.
+        (
+            "amber-cli",
+            &["amber-client", "amber-mock-llm", "amber-proto"],
+        ),
+        ("tests", &["amber-client", "amber-mock-llm", "amber-proto"]),
+        ("tests/mock-llm", &[]),
+    ];
+    for (manifest, allowed) in graph {
+        assert_eq!(amber_dependencies(manifest), *allowed, "{manifest}");
     }
 }

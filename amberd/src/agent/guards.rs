@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use amber_proto::{SteerReason, StopReason, ToolCall, ToolStatus};
 
-use crate::tools::dispatch::normalized_arguments;
+use amber_tools::dispatch::normalized_arguments;
 
 /// Identical tool-call sets in a row that count as a loop.
 pub const IDENTICAL_CALL_SETS: usize = 3;

@@ -26,9 +26,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactionError, CompactionSettings, estimate_tokens};
-use crate::tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
-use crate::tools::gate::Gate;
-use crate::tools::{SessionTools, ToolLimits, ToolRegistry};
+use amber_tools::dispatch::{DispatchEvent, DispatchRequest, dispatch};
+use amber_tools::gate::Gate;
+use amber_tools::{SessionTools, ToolLimits, ToolRegistry};
 use compact::{CompactEnv, CompactionGate, compact_context};
 use guards::{Guards, Verdict};
 use metered::{Metered, Refusal, RequestError, RequestEstimate, Reservation};

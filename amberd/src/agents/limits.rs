@@ -8,7 +8,7 @@
 use amber_store::SessionAgent;
 
 use super::{Agent, ToolFilter};
-use crate::tools::ToolRegistry;
+use amber_tools::ToolRegistry;
 
 /// A session's (or sub-agent's) agent limits.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
-use crate::tools::ToolRegistry;
+use amber_tools::ToolRegistry;
 
 /// A compiled allow-list.
 #[derive(Debug, Clone)]

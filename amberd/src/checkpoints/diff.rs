@@ -9,7 +9,7 @@ use amber_proto::{ChangedPath, CheckpointDiffResult};
 use amber_store::{ChangeStatus, Entry, Snapshot};
 
 use super::session::{SessionCheckpoints, changes};
-use crate::tools::diff::{FileChange, unified};
+use amber_tools::diff::{FileChange, unified};
 
 /// Why a diff cannot be given.
 #[derive(Debug, thiserror::Error)]

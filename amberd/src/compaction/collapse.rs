@@ -15,7 +15,7 @@ use std::ops::Range;
 use amber_proto::{Message, Role, ToolStatus};
 use serde_json::Value;
 
-use crate::tools::dispatch::envelope;
+use amber_tools::dispatch::envelope;
 
 /// Arguments that identify what a call works on, in order of preference.
 const PRIMARY_ARGS: &[&str] = &[

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::ExtractedSkill;
-use crate::tools::skills::SKILL_FILE;
+use amber_tools::skills::SKILL_FILE;
 
 /// Longest sanitised skill name.
 const MAX_NAME: usize = 64;
@@ -101,7 +101,7 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::tools::skills;
+    use amber_tools::skills;
 
     fn skill(name: &str, description: &str, body: &str) -> ExtractedSkill {
         ExtractedSkill {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::apply::MEMORIES_HEADING;
 use super::*;
 use crate::agent::metered::{ModelRequests, RequestError};
-use crate::tools::skills::workspace_skills_dir;
+use amber_tools::skills::workspace_skills_dir;
 
 /// The bare client, unmetered: the pipeline on its own, without a session's budget.
 impl ModelRequests for LlmClient {
@@ -226,7 +226,7 @@ async fn extract_request_replays_the_classify_request_as_its_prefix() {
     let dir = workspace_skills_dir(data.path(), ws.path());
     let written = save_skills(&dir, &out.skills).unwrap();
     assert_eq!(written, vec![dir.join("run-tests").join("SKILL.md")]);
-    let found = crate::tools::skills::discover_all(ws.path(), Some(&dir), None);
+    let found = amber_tools::skills::discover_all(ws.path(), Some(&dir), None);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].name, "run-tests");
     assert_eq!(found[0].description, "How to run the tests");
@@ -367,8 +367,8 @@ fn budget_follows_headroom() {
 
 #[tokio::test]
 async fn the_skills_tool_loads_saved_skills_with_workspace_data_user_precedence() {
-    use crate::tools::skills::{SkillOrigin, SkillsTool, discover_all};
-    use crate::tools::{Tool, ToolContext};
+    use amber_tools::skills::{SkillOrigin, SkillsTool, discover_all};
+    use amber_tools::{Tool, ToolContext};
 
     let ws = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
@@ -424,7 +424,7 @@ async fn the_skills_tool_loads_saved_skills_with_workspace_data_user_precedence(
         .await;
     assert!(out.output.ends_with("from the user"), "{}", out.output);
     let summary =
-        crate::tools::skills::summary_with_data_dir(&workspace, data.path(), None).unwrap();
+        amber_tools::skills::summary_with_data_dir(&workspace, data.path(), None).unwrap();
     assert!(summary.contains("- saved: d"), "{summary}");
 }
 

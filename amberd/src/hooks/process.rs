@@ -15,11 +15,11 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::HookSpec;
-use crate::tools::sandbox::ToolSandbox;
 use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
 use amber_exec::containment::SpawnSandbox;
 use amber_exec::env_policy::ToolEnv;
 use amber_exec::group::GroupGuard;
+use amber_tools::sandbox::ToolSandbox;
 
 /// At most this much of a hook's stdout is kept (a decision is small; the rest is read and
 /// dropped so the hook never blocks on a full pipe).
@@ -137,7 +137,7 @@ async fn spawn_and_wait(
     };
     // Taken before it starts: what the hook plants that the mounts cannot protect.
     let (git_guard, guarded_spec) = match &env.sandbox {
-        ToolSandbox::On(spec) => crate::tools::git_guard::GitGuard::around(spec)
+        ToolSandbox::On(spec) => amber_tools::git_guard::GitGuard::around(spec)
             .map_or((None, None), |(guard, spec)| (Some(guard), Some(spec))),
         ToolSandbox::Off | ToolSandbox::Unavailable { .. } => (None, None),
     };

@@ -11,9 +11,9 @@ use serde_json::json;
 use super::decision::{self, Decision, HookFailure};
 use super::process::{self, Exit, HookRun, MAX_STDOUT};
 use super::*;
-use crate::tools::sandbox::ToolSandbox;
 use crate::trust::TrustStore;
 use amber_exec::env_policy::ToolEnv;
+use amber_tools::sandbox::ToolSandbox;
 
 fn spec(event: HookEvent, command: &[&str]) -> HookSpec {
     HookSpec {
@@ -272,7 +272,7 @@ fn rewrites_are_checked_against_the_tool_schema() {
         assert!(err.contains(expected), "{value}: {err}");
     }
     // The real bash schema accepts what bash takes.
-    let bash = crate::tools::builtin_tools(Default::default())
+    let bash = amber_tools::builtin_tools(Default::default())
         .into_iter()
         .find(|t| t.name() == "bash")
         .unwrap();

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::client::{Peer, chain};
 use super::render;
 use super::supervisor::Server;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 /// Longest tool name OpenAI-compatible APIs accept.
 const MAX_NAME: usize = 64;

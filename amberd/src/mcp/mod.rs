@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use amber_proto::{McpServerInfo, errors};
 
-use crate::tools::Tool;
+use amber_tools::Tool;
 
 pub use adapters::tool_name;
 pub use config::McpConfig;

@@ -11,7 +11,7 @@ use serde_json::{Map, json};
 use super::config::McpServerEntry;
 use super::tests_support::*;
 use super::{McpConfig, McpError, McpHost};
-use crate::tools::ToolContext;
+use amber_tools::ToolContext;
 
 const S: &str = "everything";
 

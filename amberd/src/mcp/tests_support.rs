@@ -13,7 +13,7 @@ use amber_proto::{McpServerInfo, McpStatus, McpTransport};
 use serde_json::Value;
 
 use super::{McpConfig, McpPrompt, McpSink};
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 /// `@modelcontextprotocol/server-everything`, installed by `.ci/run` (npm ci).
 pub fn everything_bin() -> PathBuf {

@@ -13,7 +13,7 @@ use super::contrib::{Command, CommandError, Contributions, View};
 use super::host::Host;
 use super::registry::{Owner, Registries};
 use crate::mcp::{McpPrompt, McpSink};
-use crate::tools::Tool;
+use amber_tools::Tool;
 
 pub struct McpBridge {
     /// Weak: the host owns the MCP host that owns this bridge.

@@ -8,7 +8,7 @@ use amber_proto::{Capability, CommandRunResult};
 use futures::future::BoxFuture;
 
 use super::host::{Host, HostError, SessionView};
-use crate::tools::Tool;
+use amber_tools::Tool;
 
 /// The five kinds of contribution the ledger records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

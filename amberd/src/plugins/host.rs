@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 
 use super::runtime::PluginRuntime;
 use crate::mcp::McpHost;
-use crate::tools::SessionTools;
+use amber_tools::SessionTools;
 
 /// What the daemon offers plugins.
 pub trait Host: Send + Sync {

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use super::bridge::McpBridge;
 use super::*;
 use crate::mcp::{LogSink, McpConfig, McpHost, McpSink};
-use crate::tools::SessionTools;
+use amber_tools::SessionTools;
 
 /// Records what plugins ask of it; compaction fails with a fixed message.
 struct FakeHost {

@@ -14,7 +14,7 @@ use amber_llm::ProviderSpec;
 use amber_proto::Capability;
 
 use super::contrib::{CapabilityKind, Command, Contributions, Panel, StatusSegment};
-use crate::tools::{Tool, ToolRegistry};
+use amber_tools::{Tool, ToolRegistry};
 
 /// Who contributed an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::registry::Owner;
 use super::runtime::{FailureReporter, Plugin, PluginContext};
 use super::*;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 struct NamedTool(&'static str);
 

@@ -20,7 +20,7 @@ use crate::agent::compact::{CompactEnv, compact_context};
 use crate::agent::metered::{Metered, Refusal, RequestEstimate, Reservation};
 use crate::agent::output_schema::OutputSchema;
 use crate::agent::{self, AgentHooks, TurnEnv};
-use crate::tools::gate::Gate;
+use amber_tools::gate::Gate;
 
 /// What a prompt asks of its turn besides its text (`session/prompt`'s extensions). Not
 /// persisted: a prompt restored from the log after a restart runs without them.
@@ -111,7 +111,7 @@ async fn settle_sandbox(shared: &Arc<SessionShared>, deps: &Deps) {
     if matches!(verdict, Some(Err(_)))
         && matches!(
             shared.tools.sandbox(),
-            crate::tools::sandbox::ToolSandbox::On(_)
+            amber_tools::sandbox::ToolSandbox::On(_)
         )
     {
         shared.install_sandbox(None);

@@ -21,7 +21,7 @@ use crate::agent::prompt::PromptHead;
 use crate::agents::AgentLimits;
 use crate::checkpoints::SessionCheckpoints;
 use crate::instructions::Instructions;
-use crate::tools::SessionTools;
+use amber_tools::SessionTools;
 
 /// Everything a session starts from.
 pub(super) struct Parts {
@@ -80,7 +80,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
             deps.sandbox.clone(),
         ),
         id,
-        skills_dir: crate::tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
+        skills_dir: amber_tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
         head: PromptHead::new(
             &workspace,
             &deps.data_dir,

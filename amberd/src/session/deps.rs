@@ -12,9 +12,9 @@ use amber_store::Store;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::plugins::Registries;
-use crate::tools::{ToolLimits, ToolRegistry};
 use amber_exec::probe::SandboxProbe;
 use amber_exec::sandbox_env::SandboxEnv;
+use amber_tools::{ToolLimits, ToolRegistry};
 
 /// The settings a config file edit changes (`crate::reload`): each turn, session and
 /// request reads one snapshot ([`Deps::live`]), so none mixes old and new settings.

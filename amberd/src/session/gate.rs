@@ -10,9 +10,9 @@ use super::SessionShared;
 use super::deps::Deps;
 use super::trust::Level as TrustLevel;
 use crate::hooks::PreToolVerdict;
-use crate::tools::gate::{Gate, GateCall, GateVerdict};
-use crate::tools::sandbox::{ToolSandbox, Unsandboxed};
-use crate::tools::session::DeniedPaths;
+use amber_tools::gate::{Gate, GateCall, GateVerdict};
+use amber_tools::sandbox::{ToolSandbox, Unsandboxed};
+use amber_tools::session::DeniedPaths;
 
 /// The session's path deny rules (config and workspace), for `search` to filter what it
 /// shows. Holds the session weakly: the session owns its tool state.

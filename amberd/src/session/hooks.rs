@@ -15,7 +15,7 @@ use crate::hooks::trust;
 use crate::hooks::{
     self, Failed, HookEnv, HookEvent, HookInput, HookSpec, PreToolOutcome, PromptOutcome,
 };
-use crate::tools::gate::GateCall;
+use amber_tools::gate::GateCall;
 
 /// The hooks side of one session.
 pub(crate) struct SessionHooks {

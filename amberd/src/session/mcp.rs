@@ -18,8 +18,8 @@ use tokio::sync::Notify;
 
 use super::SessionShared;
 use crate::mcp::{McpConfig, McpError, McpHost, McpPrompt, McpSink};
-use crate::tools::{Tool, ToolRegistry};
 use amber_exec::sandbox_env::SandboxEnv;
+use amber_tools::{Tool, ToolRegistry};
 
 /// The session's servers and what they contribute.
 pub(crate) struct SessionMcp {

@@ -44,9 +44,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentLimits;
 use crate::clock::now_rfc3339;
-use crate::tools::{SessionTools, ToolRegistry};
 use actor::Command;
 pub(crate) use actor::PromptOptions;
+use amber_tools::{SessionTools, ToolRegistry};
 use approvals::Approvals;
 use hub::EventHub;
 pub use manager::SessionManager;

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use amber_proto::{Mode, SandboxInfo, SandboxMode, SandboxRequest};
 
 use crate::config::SandboxConfig;
-use crate::tools::sandbox::ToolSandbox;
 use amber_exec::sandbox_env::SandboxEnv;
+use amber_tools::sandbox::ToolSandbox;
 
 /// `session/new {sandbox}` over `[sandbox]`: each unset field takes the config's.
 pub(crate) fn requested(config: &SandboxConfig, request: Option<&SandboxRequest>) -> SandboxInfo {

@@ -25,9 +25,9 @@ use super::gate::SessionGate;
 use crate::agent::metered::{Refusal, RequestEstimate, Reservation};
 use crate::agent::{self, AgentHooks, TurnEnv};
 use crate::agents::{self, AgentDirs, AgentLimits};
-use crate::tools::ToolRegistry;
-use crate::tools::gate::Gate;
-use crate::tools::session::{SubResult, SubTask, SubagentRunner};
+use amber_tools::ToolRegistry;
+use amber_tools::gate::Gate;
+use amber_tools::session::{SubResult, SubTask, SubagentRunner};
 
 /// The runner a session installs into its `SessionTools`.
 pub struct SessionSubagents {

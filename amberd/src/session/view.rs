@@ -8,7 +8,7 @@ use amber_proto::{Message, Mode, SessionInfo, SessionState};
 
 use super::SessionShared;
 use crate::plugins::SessionView;
-use crate::tools::SessionTools;
+use amber_tools::SessionTools;
 
 impl SessionView for SessionShared {
     fn id(&self) -> &str {

@@ -12,7 +12,7 @@ use super::*;
 use crate::session::SessionManager;
 use crate::session::deps::Deps;
 use crate::session::gate::SessionGate;
-use crate::tools::gate::{Gate, GateCall, GateVerdict};
+use amber_tools::gate::{Gate, GateCall, GateVerdict};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -192,7 +192,7 @@ fn ask_rm(s: &Setup, id: &str) -> (tokio::task::JoinHandle<GateVerdict>, Arc<Ses
         };
         gate.check(GateCall {
             call: &call,
-            tool: &crate::tools::bash::BashTool,
+            tool: &amber_tools::bash::BashTool,
             args: &args,
         })
         .await

@@ -118,7 +118,7 @@ impl TrustStore {
         if let Some(dir) = self.file.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        crate::tools::atomic_write::replace_file_sync(&self.file, &bytes)?;
+        amber_tools::atomic_write::replace_file_sync(&self.file, &bytes)?;
         // The legacy file's entries now live in the new one; a stale legacy entry must not
         // outlive a denial of the same path.
         if self.legacy.exists() {

@@ -35,7 +35,7 @@ const WARMUP: usize = 20;
 /// Tasks of each sandbox setting through the daemon.
 const DAEMON_RUNS: usize = 10;
 
-/// amberd's helper mode and its sandbox flag (`amberd/src/tools/lifeline.rs`).
+/// amberd's helper mode and its sandbox flag (`amberd/tools/src/lifeline.rs`).
 const HELPER_ARG: &str = "__tool-exec";
 const SANDBOX_ARG: &str = "--sandbox";
 const CGROUP_ARG: &str = "--cgroup";

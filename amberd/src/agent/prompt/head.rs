@@ -61,7 +61,7 @@ impl PromptHead {
         } else {
             None
         };
-        let skills = crate::tools::skills::summary_with_data_dir(
+        let skills = amber_tools::skills::summary_with_data_dir(
             &self.workspace,
             &self.data_dir,
             crate::dirs::user_skills_dir().as_deref(),

@@ -5,14 +5,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::plugins::Contributions;
-use crate::tools::fetch::{FetchSettings, FetchTool};
+use amber_tools::fetch::{FetchSettings, FetchTool};
 
 pub(super) fn install(c: &mut Contributions, data_dir: &Path, fetch: Option<FetchSettings>) {
-    let dirs = crate::tools::SkillDirs {
+    let dirs = amber_tools::SkillDirs {
         data_dir: Some(data_dir.to_owned()),
         user_dir: crate::dirs::user_skills_dir(),
     };
-    for tool in crate::tools::builtin_tools(dirs) {
+    for tool in amber_tools::builtin_tools(dirs) {
         c.tool(tool);
     }
     if let Some(settings) = fetch {

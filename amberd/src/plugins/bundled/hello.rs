@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::plugins::{Command, CommandError, Contributions, View};
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 pub const HELLO: &str = "hello";
 

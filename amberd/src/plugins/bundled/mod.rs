@@ -33,7 +33,7 @@ pub const OPT_IN: [&str; 1] = [HELLO];
 /// when `[tools] fetch` is on, how the `fetch` tool behaves.
 pub fn all(
     data_dir: PathBuf,
-    fetch: Option<crate::tools::fetch::FetchSettings>,
+    fetch: Option<amber_tools::fetch::FetchSettings>,
 ) -> Vec<Arc<dyn Plugin>> {
     vec![
         Arc::new(StaticPlugin::new(CORE_TOOLS, "builtin", move |c| {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use amber_proto::{SandboxMode, SessionState};
 
 use crate::plugins::{Contributions, SessionView, StatusSegment, View};
-use crate::tools::sandbox::ToolSandbox;
+use amber_tools::sandbox::ToolSandbox;
 
 type Render = fn(&View<'_>, &dyn SessionView) -> Option<String>;
 

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::ToolOutcome;
+use amber_tools::ToolOutcome;
 
 /// The protocol version the daemon speaks (`initialize.params.protocolVersion`).
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::process::{CallError, Connection};
 use super::protocol::{self, ToolDecl};
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 /// A tool of an external plugin, bound to the process that declared it.
 pub struct PluginTool {

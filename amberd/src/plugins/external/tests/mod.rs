@@ -19,7 +19,7 @@ use tempfile::TempDir;
 use super::ExternalPlugin;
 use crate::plugins::config::ExternalPluginConfig;
 use crate::plugins::{PluginRuntime, PluginsConfig, Registries};
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 const MOCK: &str = include_str!("mock.py");
 

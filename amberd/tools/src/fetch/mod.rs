@@ -42,14 +42,14 @@ use super::{Tool, ToolContext, ToolOutcome};
 
 /// How `fetch` behaves, from `[tools]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FetchSettings {
+pub struct FetchSettings {
     /// Reach loopback, private, link-local … addresses (`fetch_allow_private`).
-    pub(crate) allow_private: bool,
+    pub allow_private: bool,
     /// The most body bytes one call reads (`fetch_max_bytes`): the default and the ceiling
     /// of a call's `max_bytes`.
-    pub(crate) max_bytes: usize,
+    pub max_bytes: usize,
     /// The whole fetch, every hop and the body included (`fetch_timeout_ms`).
-    pub(crate) timeout: Duration,
+    pub timeout: Duration,
 }
 
 /// Connecting alone may take this long (within the whole fetch's timeout).
@@ -63,7 +63,7 @@ const CONVERSION_GRACE: Duration = Duration::from_secs(2);
 /// so that a test can cancel or time out a conversion while it runs.
 const CONVERT_PAUSE_ENV: &str = "AMBER_TEST_FETCH_CONVERT_PAUSE_MS";
 
-pub(crate) struct FetchTool {
+pub struct FetchTool {
     settings: FetchSettings,
     /// Built on first use: loading the system's root certificates costs start-up time.
     client: OnceLock<Result<reqwest::Client, String>>,
@@ -72,7 +72,7 @@ pub(crate) struct FetchTool {
 }
 
 impl FetchTool {
-    pub(crate) fn new(settings: FetchSettings) -> Self {
+    pub fn new(settings: FetchSettings) -> Self {
         Self {
             settings,
             client: OnceLock::new(),

@@ -9,8 +9,8 @@
 use std::borrow::Cow;
 
 use super::parse::{Hunk, HunkLine};
-use crate::tools::edit::near_miss;
-use crate::tools::edit::whitespace::{Fuzz, Reindent};
+use crate::edit::near_miss;
+use crate::edit::whitespace::{Fuzz, Reindent};
 
 /// The new text of a file and how its hunks matched when not exactly.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::workspace;
-use crate::tools::gate::{Gate, GateCall, GateVerdict};
-use crate::tools::sandbox::{ToolSandbox, Unsandboxed};
-use crate::tools::{
+use crate::gate::{Gate, GateCall, GateVerdict};
+use crate::sandbox::{ToolSandbox, Unsandboxed};
+use crate::{
     DispatchEvent, DispatchRequest, DispatchResult, SessionTools, ToolLimits, ToolRegistry,
     dispatch,
 };

@@ -19,15 +19,15 @@ const DIFF_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One file's change: its path before and after (the same unless moved), and its content
 /// before and after (`None`: the file did not exist / no longer exists).
-pub(crate) struct FileChange<'a> {
-    pub(crate) old_path: &'a str,
-    pub(crate) new_path: &'a str,
-    pub(crate) old: Option<&'a [u8]>,
-    pub(crate) new: Option<&'a [u8]>,
+pub struct FileChange<'a> {
+    pub old_path: &'a str,
+    pub new_path: &'a str,
+    pub old: Option<&'a [u8]>,
+    pub new: Option<&'a [u8]>,
 }
 
 /// The unified diff of these changes, in order, capped at [`MAX_DIFF_BYTES`].
-pub(crate) fn unified(changes: &[FileChange<'_>]) -> String {
+pub fn unified(changes: &[FileChange<'_>]) -> String {
     let mut out = String::new();
     for change in changes {
         file_diff(change, &mut out);

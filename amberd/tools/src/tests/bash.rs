@@ -7,8 +7,8 @@ use amber_proto::ToolStatus;
 use serde_json::json;
 
 use super::workspace;
-use crate::tools::bash::BashTool;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use crate::bash::BashTool;
+use crate::{Tool, ToolContext, ToolOutcome};
 
 async fn bash(ctx: &ToolContext, args: serde_json::Value) -> ToolOutcome {
     BashTool.call(args, ctx).await

@@ -10,8 +10,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use super::workspace;
-use crate::tools::gate::ModeGate;
-use crate::tools::{
+use crate::gate::ModeGate;
+use crate::{
     DispatchEvent, DispatchRequest, DispatchResult, Tool, ToolContext, ToolLimits, ToolOutcome,
     ToolRegistry, dispatch,
 };
@@ -130,7 +130,7 @@ impl Harness {
             calls,
             previous_calls: previous,
             gate: &ModeGate(mode),
-            session: &Arc::new(crate::tools::SessionTools::detached()),
+            session: &Arc::new(crate::SessionTools::detached()),
             workspace: &self.ctx.workspace,
             cancel: &self.cancel,
             limits: &self.limits,

@@ -9,7 +9,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::tools::atomic_write::replace_file_sync;
+use crate::atomic_write::replace_file_sync;
 
 /// Marks a deleted file kept aside until the patch is done (after the file's name).
 const DELETED_MARKER: &str = ".amber-del-";

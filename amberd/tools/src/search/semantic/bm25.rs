@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::SystemTime;
 
-use crate::tools::search::walk::WalkSpec;
+use crate::search::walk::WalkSpec;
 
 mod build;
 mod postings;

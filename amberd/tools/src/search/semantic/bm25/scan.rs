@@ -24,7 +24,7 @@ use ignore::WalkState;
 
 use super::watch::{Adder, Dirty, Watcher};
 use super::{FileEntry, MAX_FILE_BYTES};
-use crate::tools::search::walk::WalkSpec;
+use crate::search::walk::WalkSpec;
 
 /// Ignore files whose changes force a full walk.
 const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];

@@ -18,9 +18,9 @@ use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
 use super::ring::Ring;
-use crate::tools::bash::decode;
-use crate::tools::git_guard::GitGuard;
-use crate::tools::sandbox::{RefusalCheck, SpawnSandbox};
+use crate::bash::decode;
+use crate::git_guard::GitGuard;
+use crate::sandbox::{RefusalCheck, SpawnSandbox};
 use amber_exec::env_policy::ToolEnv;
 use amber_exec::group::GroupGuard;
 use amber_exec::spawn::spawn_shell;

@@ -7,8 +7,8 @@ use amber_proto::{EventKind, Todo, TodoStatus, ToolStatus};
 use serde_json::json;
 
 use super::workspace;
-use crate::tools::todowrite::TodoWriteTool;
-use crate::tools::{SessionTools, Tool, ToolContext};
+use crate::todowrite::TodoWriteTool;
+use crate::{SessionTools, Tool, ToolContext};
 
 /// A context whose session records every notified event.
 fn recording() -> (tempfile::TempDir, ToolContext, Arc<Mutex<Vec<EventKind>>>) {

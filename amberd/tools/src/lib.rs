@@ -6,19 +6,19 @@
 
 pub mod apply_patch;
 mod args;
-pub(crate) mod atomic_write;
-pub(crate) mod bash;
-pub(crate) mod diff;
-pub(crate) mod dispatch;
+pub mod atomic_write;
+pub mod bash;
+pub mod diff;
+pub mod dispatch;
 pub(crate) mod edit;
-pub(crate) mod fetch;
+pub mod fetch;
 pub mod gate;
-pub(crate) mod git_guard;
+pub mod git_guard;
 pub mod process;
 pub(crate) mod read;
 pub mod sandbox;
 pub mod search;
-pub(crate) mod session;
+pub mod session;
 pub mod skills;
 pub(crate) mod task;
 pub(crate) mod todowrite;

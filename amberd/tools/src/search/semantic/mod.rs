@@ -227,7 +227,7 @@ mod tests {
         assert_eq!(res.refresh.indexed, 0, "warm: nothing re-indexed");
         assert_eq!(backend.cached(), 1);
         for i in 0..MAX_CACHED_INDEXES + 2 {
-            s.glob = Some(crate::tools::search::walk::GlobFilter::new(&format!("*.r{i}")).unwrap());
+            s.glob = Some(crate::search::walk::GlobFilter::new(&format!("*.r{i}")).unwrap());
             backend.query(&s, "user", 5, &stop).unwrap();
         }
         assert_eq!(backend.cached(), MAX_CACHED_INDEXES);

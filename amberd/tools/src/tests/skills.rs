@@ -8,8 +8,8 @@ use amber_proto::ToolStatus;
 use serde_json::json;
 
 use super::workspace;
-use crate::tools::skills::{self, SkillOrigin, SkillsTool};
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use crate::skills::{self, SkillOrigin, SkillsTool};
+use crate::{Tool, ToolContext, ToolOutcome};
 
 fn write_skill(root: &Path, folder: &str, text: &str) {
     let dir = root.join(folder);

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::bash::{assert_group_gone, live_members};
 use super::workspace;
-use crate::tools::process::{MAX_RUNNING, ProcessInfo, ProcessState, ProcessTool};
-use crate::tools::{SessionTools, Tool, ToolContext, ToolOutcome};
+use crate::process::{MAX_RUNNING, ProcessInfo, ProcessState, ProcessTool};
+use crate::{SessionTools, Tool, ToolContext, ToolOutcome};
 
 async fn process(ctx: &ToolContext, args: Value) -> ToolOutcome {
     ProcessTool.call(args, ctx).await

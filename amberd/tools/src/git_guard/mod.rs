@@ -37,7 +37,7 @@ use config::{first_refused_key, minimal_config};
 
 /// The workspace's git administration as a command found it.
 #[derive(Debug)]
-pub(crate) struct GitGuard {
+pub struct GitGuard {
     workspace: PathBuf,
     had_git: bool,
     had_worktree_config: bool,
@@ -52,7 +52,7 @@ impl GitGuard {
     /// with: `spec` naming the nested checkouts whose `.git` the mounts protect as the
     /// workspace's own. Only a command that may write the workspace (the default sandbox)
     /// needs either.
-    pub(crate) fn around(spec: &SandboxSpec) -> Option<(Self, SandboxSpec)> {
+    pub fn around(spec: &SandboxSpec) -> Option<(Self, SandboxSpec)> {
         if spec.mode != SandboxMode::WorkspaceWrite {
             return None;
         }
@@ -94,7 +94,7 @@ impl GitGuard {
 
     /// After the command: undoes what would make the user's own git run the command's
     /// programs; the note for the tool result, when something was undone.
-    pub(crate) fn after(&self) -> Option<String> {
+    pub fn after(&self) -> Option<String> {
         let mut done = self.own_repository();
         done.extend(self.nested_checkouts());
         (!done.is_empty()).then(|| {

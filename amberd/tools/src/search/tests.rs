@@ -341,7 +341,7 @@ async fn cancelling_mid_search_returns_promptly() {
 
 #[tokio::test]
 async fn is_registered_as_a_read_only_builtin() {
-    let registry = crate::tools::ToolRegistry::builtin();
+    let registry = crate::ToolRegistry::builtin();
     let tool = registry.get("search").expect("search is built in");
     assert!(tool.read_only());
     assert_eq!(tool.input_schema()["required"], json!(["pattern"]));
@@ -350,7 +350,7 @@ async fn is_registered_as_a_read_only_builtin() {
 /// Hides `secrets/` from `search`, as a session's `secrets/**` deny rule would.
 struct HideSecrets;
 
-impl crate::tools::session::DeniedPaths for HideSecrets {
+impl crate::session::DeniedPaths for HideSecrets {
     fn denied(&self, tool: &str, relative: &str) -> bool {
         tool == "search" && relative.starts_with("secrets/")
     }
@@ -359,7 +359,7 @@ impl crate::tools::session::DeniedPaths for HideSecrets {
 #[tokio::test]
 async fn files_hidden_by_deny_rules_never_show_in_either_mode() {
     let (_dir, mut ctx) = workspace();
-    let session = crate::tools::SessionTools::detached();
+    let session = crate::SessionTools::detached();
     session.set_denied_paths(std::sync::Arc::new(HideSecrets));
     ctx.session = std::sync::Arc::new(session);
     put(&ctx, "secrets/key.env", b"API_KEY=sk-live-123\n");
