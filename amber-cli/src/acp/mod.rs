@@ -501,12 +501,12 @@ impl Bridge {
         if let Ok(mut modes) = self.modes.lock() {
             modes.insert(session_id.to_owned(), told);
         }
-        if let Ok(now) = self
-            .client
-            .session_get_page(session_id, Some(0), None)
-            .await
-        {
-            self.mode_seen(session_id, now.session.mode);
+        // The info with the newest message only: the smallest page amberd serves.
+        match self.client.session_snapshot(session_id).await {
+            Ok(now) => self.mode_seen(session_id, now.session.mode),
+            Err(e) => tracing::warn!(
+                "acp: session/get {session_id}: {e}; a mode changed meanwhile is not shown"
+            ),
         }
     }
 
