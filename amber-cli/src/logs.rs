@@ -199,7 +199,6 @@ fn systemd_unit_active() -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn numbered(range: std::ops::Range<usize>) -> String {

@@ -238,7 +238,6 @@ fn write_quietly(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<u8> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -188,7 +188,6 @@ pub fn report(done: &[(PathBuf, Outcome)], default_dir: bool) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -210,7 +210,6 @@ fn reap_in_background(mut child: Child) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -138,7 +138,6 @@ impl<S: TransportSenderT + Send> TransportSenderT for TrackedSender<S> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use serde_json::json;
 

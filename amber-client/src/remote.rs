@@ -247,7 +247,6 @@ impl ChildReceiver {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -236,7 +236,6 @@ impl<R: TransportReceiverT + Send> TransportReceiverT for WatchedReceiver<R> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -122,7 +122,6 @@ impl Stream for SessionWatchStream {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     const INFO: &str = r#"{"sessionId":"s","cwd":"/w","mode":"write","model":"m","title":"t",

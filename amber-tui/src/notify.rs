@@ -205,7 +205,6 @@ pub fn read_mode(path: Option<&Path>) -> NotifyMode {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn alert(key: &str) -> Alert {

@@ -2,7 +2,6 @@
 //! docs/configuration.md is a real config file. How `[provider]` and `AMBER_*` resolve to
 //! an endpoint is amber-llm's (`Endpoint::resolve`) and tested there.
 
-#![allow(clippy::unwrap_used)]
 use super::*;
 
 /// An environment of these variables only (tests of env-dependent rules share it).

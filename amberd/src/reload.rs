@@ -166,7 +166,6 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

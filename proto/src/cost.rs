@@ -103,7 +103,6 @@ impl<'de> Deserialize<'de> for CostUsd {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -67,7 +67,6 @@ fn chain(err: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

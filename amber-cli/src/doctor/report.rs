@@ -361,7 +361,6 @@ fn yes_no(value: Option<bool>) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use amber_proto::{SandboxMode, SelftestCheck};
 

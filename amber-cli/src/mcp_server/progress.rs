@@ -102,7 +102,6 @@ impl Progress {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use serde_json::json;

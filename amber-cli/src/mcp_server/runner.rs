@@ -267,7 +267,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -298,7 +298,6 @@ fn error_line(id: Value, code: i32, message: String) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

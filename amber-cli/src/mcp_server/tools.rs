@@ -189,7 +189,6 @@ fn non_blank(tool: &str, field: &str, value: &str) -> Result<(), ErrorData> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use rmcp::model::ErrorCode;

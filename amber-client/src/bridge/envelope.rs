@@ -127,7 +127,6 @@ impl Visitor<'_> for KeyVisitor {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use serde_json::json;
 

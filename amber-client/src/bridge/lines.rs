@@ -112,7 +112,6 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

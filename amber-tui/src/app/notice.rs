@@ -106,7 +106,6 @@ pub(crate) fn wait_text(ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use crate::app::{Action, Incoming};

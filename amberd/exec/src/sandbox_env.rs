@@ -184,7 +184,6 @@ impl SandboxEnv {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -245,7 +244,6 @@ mod tests {
 
 #[cfg(test)]
 mod extension_tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

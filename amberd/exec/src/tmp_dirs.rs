@@ -154,7 +154,6 @@ fn untrusted(path: &Path, why: Distrust) -> TmpDirError {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn own_uid() -> u32 {

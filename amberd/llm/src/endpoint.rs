@@ -67,7 +67,6 @@ pub(crate) fn non_blank(value: Option<OsString>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::test_support::{env, tables};
 

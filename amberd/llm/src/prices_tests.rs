@@ -1,7 +1,5 @@
 //! The price table's matching rules and the cost arithmetic.
 
-#![allow(clippy::unwrap_used)]
-
 use amber_proto::{CostUsd, Usage};
 
 use super::{Price, PriceSetting, price_for};

@@ -1,8 +1,6 @@
 //! Test helpers: an environment of chosen variables only, and provider settings read from
 //! TOML as the daemon's config file holds them (`[provider]`, `[providers.NAME]`).
 
-#![allow(clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 

@@ -157,7 +157,6 @@ fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use std::path::Path;
 
     use super::*;

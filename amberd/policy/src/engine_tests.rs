@@ -1,8 +1,6 @@
 //! Engine tests: modes, rules (deny rules on wrapped and opaque commands too), grants and
 //! their scopes, protected paths, plugin tools.
 
-#![allow(clippy::unwrap_used)]
-
 use amber_proto::{Mode, ResolvedBy};
 use serde_json::{Value, json};
 

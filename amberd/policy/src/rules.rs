@@ -431,7 +431,6 @@ pub struct Appended {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::command_rules::{self, CommandFacts};
 

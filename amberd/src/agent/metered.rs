@@ -161,7 +161,6 @@ impl ModelRequests for Metered<'_> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use std::path::Path;
 

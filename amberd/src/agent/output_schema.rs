@@ -188,7 +188,6 @@ fn bullet_list(errors: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
     use serde_json::json;

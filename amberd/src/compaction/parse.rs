@@ -137,7 +137,6 @@ pub(crate) fn extraction(answer: &str) -> Result<Extraction, CompactionError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -99,7 +99,6 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use amber_tools::skills;
 

@@ -1,8 +1,6 @@
 //! Unit tests of hooks: the spec and its checks, matchers, reading answers, the schema
 //! check of rewrites, the trust store, and real hook processes (stdin, caps, timeouts).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

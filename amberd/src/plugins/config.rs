@@ -151,7 +151,6 @@ impl ExternalPluginConfig {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use crate::config::Config;
 

@@ -183,7 +183,6 @@ fn evict_oldest(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -174,7 +174,6 @@ fn batch(text: &str) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -401,7 +401,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use jsonrpsee::types::Id;
 

@@ -85,7 +85,6 @@ pub fn prompt_options(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use amber_proto::SessionPromptParams;
 

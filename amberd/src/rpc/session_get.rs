@@ -125,7 +125,6 @@ fn fit_typed<T: Serialize + DeserializeOwned + Clone>(value: &T, limits: WireLim
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use amber_proto::{self as proto, Role};
 

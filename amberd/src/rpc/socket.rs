@@ -234,7 +234,6 @@ pub fn refusal(status: &str, code: i32, message: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -1,5 +1,4 @@
 //! Unit tests of the frame reader and the write tracker.
-#![allow(clippy::unwrap_used)]
 
 use super::*;
 

@@ -118,7 +118,6 @@ impl InstanceLock {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -125,7 +125,6 @@ fn open_append(path: &Path) -> io::Result<File> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;

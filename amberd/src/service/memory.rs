@@ -60,7 +60,6 @@ pub fn trim_now() {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

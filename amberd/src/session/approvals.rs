@@ -161,7 +161,6 @@ impl Drop for ApproverGuard {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn approval(id: &str) -> Approval {

@@ -244,7 +244,6 @@ impl SessionShared {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     const CALL: Usage = Usage {

@@ -1,7 +1,6 @@
 //! Tests of `hub.rs`: seqs, replay without gap or duplicate (from memory and the store),
 //! slow subscribers, what is synced, and late subscribers of a streaming reply.
 
-#![allow(clippy::unwrap_used)]
 use super::*;
 use crate::clock::now_rfc3339;
 use crate::elide::WireLimits;

@@ -83,7 +83,6 @@ fn decode(cursor: &str) -> Result<(String, String), SessionError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn info(id: &str, created: &str) -> SessionInfo {

@@ -281,7 +281,6 @@ impl Drop for QueueReceiver {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn event(kind: EventKind) -> Event {

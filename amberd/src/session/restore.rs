@@ -358,7 +358,6 @@ fn without_confirm(loaded: &Loaded, keep: usize, interrupted: Option<&str>) -> u
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn info(id: &str) -> SessionInfo {

@@ -159,7 +159,6 @@ impl SessionSandbox {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn info(mode: SandboxMode, network: bool) -> SandboxInfo {

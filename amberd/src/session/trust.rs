@@ -343,7 +343,6 @@ pub(crate) fn untrusted_agent(name: &str, relative: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -2,7 +2,6 @@
 //! changes reach a watcher and with which info, the bounded fan-out, and approver watches
 //! as the session gate sees them.
 
-#![allow(clippy::unwrap_used)]
 use std::time::Duration;
 
 use amber_proto::{Decision, Mode, SessionNewParams, SessionState, ToolCall};

@@ -347,7 +347,6 @@ pub(crate) fn remove(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -175,7 +175,6 @@ fn agent_files(workspace: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

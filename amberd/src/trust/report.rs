@@ -231,7 +231,6 @@ fn agent_effects(workspace: &Path, file: &WorkspaceFile) -> Effects {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn workspace() -> (tempfile::TempDir, std::path::PathBuf, TrustStore) {

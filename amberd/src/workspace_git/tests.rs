@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used)]
 // Tests set up repositories with git of their own.
 #![allow(clippy::disallowed_methods)]
 

@@ -228,7 +228,6 @@ impl Fnv {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use amber_proto::ToolCall;
 

@@ -113,7 +113,6 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use amber_proto::{Event, Role, StopReason, Usage};
     use serde_json::json;

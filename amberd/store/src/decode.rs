@@ -40,7 +40,6 @@ impl StoredEvent {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use amber_proto::EventKind;
     use serde_json::json;

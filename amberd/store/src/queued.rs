@@ -37,7 +37,6 @@ pub fn queued_prompts(events: &[StoredEvent]) -> Vec<QueuedPrompt> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use amber_proto::{Event, Role, StopReason, Usage};
 

@@ -256,7 +256,6 @@ fn itoa(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

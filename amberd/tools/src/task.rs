@@ -173,7 +173,6 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -264,7 +264,6 @@ fn current_uid() -> u32 {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::sandbox::SandboxMode;
     use exec::Ran;

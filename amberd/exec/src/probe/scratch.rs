@@ -117,7 +117,6 @@ fn current_uid() -> u32 {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -141,7 +141,6 @@ pub fn git_branch(dir: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

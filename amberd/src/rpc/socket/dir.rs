@@ -105,7 +105,6 @@ fn is_amber_dir(dir: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::super::bind;
     use super::*;
 

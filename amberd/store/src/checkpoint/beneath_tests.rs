@@ -2,8 +2,6 @@
 //! a protected directory, with both resolvers, and a directory swapped for a symlink while
 //! writes run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;

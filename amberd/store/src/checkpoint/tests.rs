@@ -1,7 +1,6 @@
 //! Tests of the checkpoint store: snapshot → changes → snapshot → diff → restore, dedup,
 //! sweep, exclusions, incremental reads and the paths that cannot be recorded.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 // `mkfifo` makes a file the store cannot record.
 #![allow(clippy::disallowed_methods)]
 

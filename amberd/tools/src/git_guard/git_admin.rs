@@ -155,7 +155,6 @@ fn relative_inside(raw: &[u8]) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     // The index is read from a repository real git made.
     #![allow(clippy::disallowed_methods)]
 

@@ -1,8 +1,6 @@
 //! Tests that run real processes (bash, process) and whole dispatches, and the
 //! session tools (todowrite, skills).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod bash;
 mod dispatch;
 mod escalation;

@@ -2,8 +2,6 @@
 //! `examples/plugins/wordcount`, and `mock.py` (written to a temp dir) which misbehaves on
 //! request. Each test drives a real `PluginRuntime` over real `Registries`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod failures;
 mod lifecycle;
 
