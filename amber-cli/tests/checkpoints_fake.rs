@@ -3,12 +3,6 @@
 //! a TURN is resolved (a number through `checkpoint/list {all}`, an id as is), and exit
 //! codes. The real daemon's answers are `tests/tests/checkpoints_cli.rs`'s.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// Tests start the real binaries and git as the user.
-#![allow(clippy::disallowed_methods)]
-
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -122,7 +116,7 @@ fn module(calls: Calls) -> RpcModule<Calls> {
 }
 
 fn serve(socket: &Path, calls: Calls) -> jsonrpsee::server::ServerHandle {
-    support::serve_module(socket, module(calls))
+    crate::support::serve_module(socket, module(calls))
 }
 
 /// Runs `amber-cli --socket S --no-autostart ARGS…`: (exit code, stdout, stderr).

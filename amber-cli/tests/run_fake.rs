@@ -2,12 +2,6 @@
 //! exit codes, and `--yes` answering approval requests (which the real daemon only
 //! sends from issue 3 on).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// Tests start the real binaries and git as the user.
-#![allow(clippy::disallowed_methods)]
-
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -147,7 +141,7 @@ fn module(state: Arc<State>, stop: &'static str) -> RpcModule<Arc<State>> {
 
 fn serve(socket: &Path, state: Arc<State>, stop: &'static str) -> jsonrpsee::server::ServerHandle {
     *state.events.lock().unwrap() = Some(broadcast::channel(64).0);
-    support::serve_module(socket, module(state, stop))
+    crate::support::serve_module(socket, module(state, stop))
 }
 
 async fn run_cli(socket: &Path, extra: &[&str]) -> (i32, Vec<Value>, String) {

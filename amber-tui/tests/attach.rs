@@ -1,14 +1,11 @@
 //! The attach seam and the app's reactions, without a terminal: replay, `synced` with
 //! `inProgress`, live deltas, authoritative `message_completed`, resubscription after a lag,
 //! queued prompts, and the keys that cancel, quit and detach.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{ev, info, screen};
 use amber_proto::{CommandAction, CommandRunResult, SessionState};
 use amber_tui::app::{Action, App, Incoming, Scroll};
 use amber_tui::transcript::{Assistant, Cell};
-use common::{ev, info, screen};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;
 

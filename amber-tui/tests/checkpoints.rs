@@ -2,10 +2,8 @@
 //! [`Action`], the test answers it as the runtime would, and the screen is snapshot — the
 //! picker with its diff preview, the files / conversation / both choice, the result, a
 //! turn's diff in the transcript, and the switch to a fork.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{CHECKPOINTS_NOW, TURN_DIFF, app_with, checkpoint_rows, ev, info, screen};
 use amber_proto::{
     Approval, CheckpointDiffResult, CommandInfo, NoCheckpoint, SessionRewindResult, SessionState,
 };
@@ -13,7 +11,6 @@ use amber_tui::app::{
     Action, App, CheckpointsFor, DiffFor, RewindRequest, RewindStage, resolve_turn,
 };
 use amber_tui::transcript::{Cell, InfoKind};
-use common::{CHECKPOINTS_NOW, TURN_DIFF, app_with, checkpoint_rows, ev, info, screen};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;

@@ -2,12 +2,9 @@
 //! `tool_call_completed.diff` for an `edit` with two hunks, a `write` of a new file and an
 //! `apply_patch` over two files with a delete; a long diff folded and expanded; and a running
 //! `edit`, drawn from its arguments without line numbers.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{app_with, draw, ev, screen};
 use amber_tui::app::Incoming;
-use common::{app_with, draw, ev, screen};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;

@@ -2,17 +2,14 @@
 //! sends it, decodes to itself and is applied as a known event; an event type this build does
 //! not know shows as one dimmed transcript line, is counted when it repeats, and is skipped
 //! when replayed — never a crash, never silently dropped.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{app_with, draw, envelope, ev, info};
 use amber_proto::{
     Decision, ErrorInfo, Event, EventKind, InProgressItem, McpServerInfo, McpStatus, ResolvedBy,
     Role, SteerReason, StopReason, StreamKind, Todo, TodoStatus, ToolStatus, Usage,
 };
 use amber_tui::app::{App, Incoming, UnknownEvent};
 use amber_tui::transcript::Cell;
-use common::{app_with, draw, envelope, ev, info};
 use ratatui::style::Color;
 use serde_json::json;
 
@@ -406,7 +403,7 @@ fn unknown_events_in_a_row_are_counted_and_a_replay_adds_none() {
         [("plan_updated".to_owned(), 3), ("plan_delta".to_owned(), 1)]
     );
     assert_eq!(app.transcript.len(), 2);
-    let s = common::screen(&mut app, 60, 8);
+    let s = crate::common::screen(&mut app, 60, 8);
     assert!(s.contains("· unknown event: plan_updated (×3)"), "{s}");
     assert!(s.contains("· unknown event: plan_delta"), "{s}");
     assert!(!s.contains("plan_delta (×"), "{s}");

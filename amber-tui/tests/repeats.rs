@@ -1,13 +1,10 @@
 //! Nothing said twice, nothing shown raw: an endpoint error appears once, a `task` call's
 //! output is left to its sub-agent cells (rendered as markdown), the replayed prompts feed the
 //! editor's history once, and a replay short of `session/get`'s `lastSeq` is pointed out.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{app_with, ev, info, screen};
 use amber_proto::SessionState;
 use amber_tui::app::{App, Incoming};
-use common::{app_with, ev, info, screen};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;

@@ -1,19 +1,16 @@
 //! Every view drawn on terminals too small for it (down to 1×1) must not panic: a resize to
 //! a sliver is a normal event, not a crash. Also the status line with a notice beside the
 //! segments and the hint row of a scrolled-up transcript.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{
+    CHECKPOINTS_NOW, TURN_DIFF, app_with, checkpoint_rows, draw, ev, every_cell, info, screen,
+};
 use amber_proto::{
     Approval, CheckpointDiffResult, CommandInfo, PanelGetResult, PanelInfo, SessionState,
     StatusSegmentInfo,
 };
 use amber_tui::app::{App, CheckpointsFor, DiffFor, NoticeKind, Scroll};
 use amber_tui::picker::Picker;
-use common::{
-    CHECKPOINTS_NOW, TURN_DIFF, app_with, checkpoint_rows, draw, ev, every_cell, info, screen,
-};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;

@@ -1,17 +1,14 @@
 //! Snapshot tests of every view on ratatui's `TestBackend`: the transcript with each cell
 //! type (narrow 80×24 and wide 140×40), streaming, the approval overlay, the picker, the
 //! status line, panels, the input popups and the help overlay.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::{app_with, draw, ev, every_cell, info, screen};
 use amber_proto::{
     Approval, CommandInfo, ContextUse, PanelGetResult, PanelInfo, SessionState, StatusSegmentInfo,
     Usage,
 };
 use amber_tui::app::{App, Scroll};
 use amber_tui::picker::Picker;
-use common::{app_with, draw, ev, every_cell, info, screen};
 use insta::assert_snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;
@@ -231,7 +228,7 @@ fn picker_screen(p: &Picker, w: u16, h: u16) -> String {
     terminal
         .draw(|f| amber_tui::ui::picker::draw(p, f))
         .unwrap();
-    common::assert_ansi_only(&terminal);
+    crate::common::assert_ansi_only(&terminal);
     terminal.backend().to_string()
 }
 

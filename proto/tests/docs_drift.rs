@@ -2,8 +2,6 @@
 //! amber's extensions), every event type and every error code is documented there, and the
 //! document names no method this crate does not define.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 
 use amber_proto::{errors, methods};

@@ -6,8 +6,6 @@
 //! the codes of `amber_proto::errors`; every params/result example of a method section is an
 //! instance of the types the methods table names for it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 
 use amber_proto::{Approval, Event, McpServerInfo, Message, SessionInfo, Todo, Usage};

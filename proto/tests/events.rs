@@ -2,14 +2,10 @@
 //! round trips, `type_name()` against the serialized `type`, durable/live classification
 //! against the table's "durable" column, and the `session/event` notification shape.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::BTreeSet;
 
+use crate::common::{Check, rt, run_table};
 use amber_proto::{CostUsd, Event, EventKind, McpStatus, StopReason, Usage, methods};
-use common::{Check, rt, run_table};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -297,7 +293,10 @@ fn every_event_round_trips_inside_the_envelope() {
 
 #[test]
 fn every_variant_and_every_protocol_type_has_a_case() {
-    let events: Vec<Event> = event_cases().into_iter().map(common::parse).collect();
+    let events: Vec<Event> = event_cases()
+        .into_iter()
+        .map(crate::common::parse)
+        .collect();
     let covered: BTreeSet<usize> = events.iter().map(|e| variant_index(&e.kind)).collect();
     assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no case");
 
@@ -311,7 +310,7 @@ fn every_variant_and_every_protocol_type_has_a_case() {
 #[test]
 fn type_name_equals_serialized_type() {
     for literal in event_cases() {
-        let event: Event = common::parse(literal.clone());
+        let event: Event = crate::common::parse(literal.clone());
         let serialized = serde_json::to_value(&event).unwrap();
         assert_eq!(serialized["type"], json!(event.kind.type_name()));
         assert_eq!(literal["type"], json!(event.kind.type_name()));
@@ -326,7 +325,7 @@ fn type_name_equals_serialized_type() {
 #[test]
 fn durability_matches_the_protocol_table() {
     for literal in event_cases() {
-        let event: Event = common::parse(literal);
+        let event: Event = crate::common::parse(literal);
         let name = event.kind.type_name();
         let (_, expected) = PROTOCOL_EVENTS
             .iter()
@@ -341,7 +340,7 @@ fn durability_matches_the_protocol_table() {
 
 #[test]
 fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
-    let event: Event = common::parse(json!({
+    let event: Event = crate::common::parse(json!({
         "sessionId": "s", "time": T, "type": "message_delta", "itemId": "i", "delta": "d"
     }));
     assert_eq!((event.seq, event.turn_id.as_deref()), (None, None));
@@ -350,7 +349,7 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
         json!({"sessionId": "s", "time": T, "type": "message_delta", "itemId": "i", "delta": "d"})
     );
 
-    let event: Event = common::parse(json!({
+    let event: Event = crate::common::parse(json!({
         "seq": 3, "sessionId": "s", "time": T, "type": "turn_completed", "stopReason": "cancelled",
         "usage": {"promptTokens": 1, "completionTokens": 1, "cachedTokens": 0, "totalTokens": 2}
     }));
@@ -365,7 +364,7 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
     }
 
     // "You may add fields": an event with a field this crate does not know still parses.
-    let event: Event = common::parse(json!({
+    let event: Event = crate::common::parse(json!({
         "seq": 4, "sessionId": "s", "time": T, "type": "usage", "futureField": [1, 2],
         "usage": {"promptTokens": 5}, "total": {}
     }));
@@ -377,7 +376,7 @@ fn envelope_optional_fields_default_and_extra_fields_are_tolerated() {
         other => panic!("expected usage, got {other:?}"),
     }
 
-    let event: Event = common::parse(json!({
+    let event: Event = crate::common::parse(json!({
         "seq": 5, "sessionId": "s", "time": T, "type": "mcp_status", "name": "m", "status": "closed"
     }));
     match event.kind {
@@ -511,7 +510,7 @@ fn session_event_notification_carries_an_event() {
             "method": "session/event",
             "params": {"subscription": subscription, "result": literal}
         });
-        let parsed: Notification = common::parse(notification.clone());
+        let parsed: Notification = crate::common::parse(notification.clone());
         assert_eq!(parsed.method, methods::SESSION_EVENT);
         assert_eq!(parsed.jsonrpc, "2.0");
         assert_eq!(

@@ -2,8 +2,6 @@
 //! each under the name PROTOCOL.md spells, with the params and result types docs/protocol.md's
 //! methods table names; and the wire shapes of the subscription types.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 
 use amber_proto::methods::{self, Method, Notification, Subscription};

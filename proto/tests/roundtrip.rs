@@ -5,12 +5,9 @@
 //! Events, the `session/event` notification and durable/live classification are in `events.rs`;
 //! method names, error codes and the protocol version in `names.rs`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::{Check, rt, run_table};
 use amber_proto::{
     AgentListParams, AgentListResult, ApprovalRespondParams, ApprovalRespondResult,
     ClientCapabilities, CommandListResult, DaemonStatus, Decision, Empty, InitializeParams,
@@ -22,7 +19,6 @@ use amber_proto::{
     SessionSubscribeParams, SteerReason, StopReason, TodoStatus, ToolInfo, ToolListParams,
     ToolListResult, ToolStatus, Usage,
 };
-use common::{Check, rt, run_table};
 use serde_json::{Value, json};
 
 fn usage() -> Value {
@@ -499,7 +495,7 @@ fn enum_string_helpers_match_the_wire() {
 
 #[test]
 fn omitted_optional_fields_take_defaults() {
-    let p: SessionNewParams = common::parse(json!({"cwd": "/w"}));
+    let p: SessionNewParams = crate::common::parse(json!({"cwd": "/w"}));
     assert_eq!(
         p,
         SessionNewParams {
@@ -508,35 +504,36 @@ fn omitted_optional_fields_take_defaults() {
         }
     );
 
-    let p: InitializeParams = common::parse(json!({"protocolVersion": 1}));
+    let p: InitializeParams = crate::common::parse(json!({"protocolVersion": 1}));
     assert_eq!(p.client_info, PeerInfo::default());
     assert!(!p.capabilities.approvals);
-    let p: InitializeParams = common::parse(json!({"protocolVersion": 1, "capabilities": {}}));
+    let p: InitializeParams =
+        crate::common::parse(json!({"protocolVersion": 1, "capabilities": {}}));
     assert!(!p.capabilities.approvals);
 
-    let r: InitializeResult = common::parse(
+    let r: InitializeResult = crate::common::parse(
         json!({"protocolVersion": 1, "serverInfo": {"name": "amberd", "version": "0"}}),
     );
     assert!(r.capabilities.methods.is_empty());
 
-    let p: SessionListParams = common::parse(json!({}));
+    let p: SessionListParams = crate::common::parse(json!({}));
     assert_eq!((p.cursor, p.limit), (None, None));
-    let r: SessionListResult = common::parse(json!({"sessions": []}));
+    let r: SessionListResult = crate::common::parse(json!({"sessions": []}));
     assert_eq!(r.next_cursor, None);
-    let p: SessionSubscribeParams = common::parse(json!({"sessionId": "s"}));
+    let p: SessionSubscribeParams = crate::common::parse(json!({"sessionId": "s"}));
     assert_eq!(p.after_seq, None);
-    let p: ToolListParams = common::parse(json!({}));
+    let p: ToolListParams = crate::common::parse(json!({}));
     assert_eq!(p.session_id, None);
 
-    let u: Usage = common::parse(json!({}));
+    let u: Usage = crate::common::parse(json!({}));
     assert_eq!(u, Usage::default());
 
     let mut info = session_info();
     info.as_object_mut().unwrap().remove("usage");
-    let s: SessionInfo = common::parse(info);
+    let s: SessionInfo = crate::common::parse(info);
     assert_eq!(s.usage, Usage::default());
 
-    let m: McpServerInfo = common::parse(json!({"name": "x", "status": "connecting"}));
+    let m: McpServerInfo = crate::common::parse(json!({"name": "x", "status": "connecting"}));
     assert_eq!(
         m,
         McpServerInfo {
@@ -550,7 +547,7 @@ fn omitted_optional_fields_take_defaults() {
         }
     );
 
-    let t: McpTransport = common::parse(json!({"type": "stdio", "command": "c"}));
+    let t: McpTransport = crate::common::parse(json!({"type": "stdio", "command": "c"}));
     assert_eq!(
         t,
         McpTransport::Stdio {
@@ -559,7 +556,7 @@ fn omitted_optional_fields_take_defaults() {
             env: BTreeMap::new(),
         }
     );
-    let t: McpTransport = common::parse(json!({"type": "http", "url": "u"}));
+    let t: McpTransport = crate::common::parse(json!({"type": "http", "url": "u"}));
     assert_eq!(
         t,
         McpTransport::Http {
@@ -569,11 +566,11 @@ fn omitted_optional_fields_take_defaults() {
     );
 
     let p: PluginInfo =
-        common::parse(json!({"name": "p", "state": "registered", "kind": "external"}));
+        crate::common::parse(json!({"name": "p", "state": "registered", "kind": "external"}));
     assert!(p.capabilities.is_empty());
     assert_eq!(p.error, None);
 
-    let m: Message = common::parse(json!({"role": "assistant"}));
+    let m: Message = crate::common::parse(json!({"role": "assistant"}));
     assert_eq!(m, Message::assistant("", Vec::new()));
 }
 

@@ -8,10 +8,6 @@
 //! mid-turn (the turn goes on). Also the same session in the TUI (tmux) and an editor at
 //! once: both see the stream, and the TUI's answer resolves the editor's permission request.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -25,8 +21,7 @@ use amber_tests::tool_calls::{bash, call, calls, connect_approver, respond};
 use amber_tests::{TestDaemon, bin_path};
 use serde_json::{Value, json};
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 
 /// The SDK driver script.
 fn driver() -> PathBuf {

@@ -5,8 +5,6 @@
 //! tools and (never looser) mode; bad names and files are invalid params; a restored session
 //! keeps its agent, limits included, even after the file changed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 
 use amber_mock_llm::{MockLlm, MockTurn};

@@ -6,8 +6,6 @@
 //! workspace. Each is refused while the same calls on the command itself still work. A
 //! second `amberd` on the same data dir refuses to start and names the first.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::Duration;

@@ -6,10 +6,6 @@
 //! what needs the embedded endpoint without failing. Timings are never compared with
 //! thresholds here: that is the benchmark's job (docs/benchmarks.md).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -12,8 +12,6 @@
 //! fork inherits what its source has left, so a fork of a spent session makes no request;
 //! a dollar budget sends nothing to a model without a price; absurd usage reports saturate.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{

@@ -12,10 +12,7 @@
 //! - A turn without file-changing calls takes no checkpoint; a running session refuses a
 //!   rewind; kill -9 in the middle of a rewind, then a restart, finishes it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/checkpoints.rs"]
-mod support;
+use crate::support::checkpoints as support;
 
 use std::fs;
 use std::time::Duration;

@@ -11,10 +11,7 @@
 //! - A hand edit made during a turn, between the agent's calls, is a conflict left alone,
 //!   not undone; `--force` puts it back.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/checkpoints.rs"]
-mod support;
+use crate::support::checkpoints as support;
 
 use std::fs;
 use std::os::unix::fs::symlink;

@@ -3,10 +3,7 @@
 //! Turn numbers are 1-based as `checkpoints` prints them; a number names any turn of the
 //! history (the middle one too); `--json` prints the method's answer.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/checkpoints.rs"]
-mod support;
+use crate::support::checkpoints as support;
 
 use std::fs;
 

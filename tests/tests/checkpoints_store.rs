@@ -8,10 +8,7 @@
 //! - A checkpoint that could not be taken (the store cannot be opened) never stops the turn,
 //!   and a files rewind to it is refused with that reason.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "support/checkpoints.rs"]
-mod support;
+use crate::support::checkpoints as support;
 
 use std::fs;
 use std::time::Duration;

@@ -6,8 +6,6 @@
 //! on; at end of input it waits only for the answers the daemon owes (valid ids), so invalid
 //! ids never keep it from exiting.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;

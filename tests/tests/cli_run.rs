@@ -6,10 +6,6 @@
 //! open prompt is dismissed ("answered elsewhere") and amber-cli exits as soon as the turn
 //! ends, instead of waiting for the terminal read.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

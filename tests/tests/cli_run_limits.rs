@@ -6,8 +6,6 @@
 //! and the turn stops with `max_iterations` (exit 3), while the session's own cap holds for
 //! the next prompt.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use amber_mock_llm::{MockLlm, MockTurn};

@@ -5,8 +5,6 @@
 //! -32001 (exit 1); a session another client deletes mid-wait ends the wait (exit 1) instead
 //! of hanging it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,6 @@
 //! request as a prefix, both starting with the session's head like every turn's request), one that fails (context untouched), and one triggered by the
 //! provider rejecting a request for its length (compact, then retry once).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, messages, new_session, prompt_turn, spawn, within,

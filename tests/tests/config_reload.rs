@@ -6,8 +6,6 @@
 //! the `not_configured` error names `amber-cli daemon restart`, and that command starts the
 //! daemon again with the shell's environment.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::time::Duration;
 
@@ -21,8 +19,7 @@ use amber_tests::tool_calls::{bash, envelope_for};
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 
 /// How long a config edit may take to apply (the daemon polls every 500 ms).
 const RELOAD: Duration = Duration::from_secs(10);

@@ -14,8 +14,6 @@
 //!   `[sessions] allow_broad_workspace = true` they are accepted, and a project directory
 //!   under the home directory always is.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};

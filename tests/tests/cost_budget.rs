@@ -10,8 +10,6 @@
 //! next model request with `budget_exceeded` (amber-cli exit 3); a budget in dollars on a
 //! model without a price is refused (-32602); the spend survives a daemon restart.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{FAST_RETRIES, run_bounded, spawn_config};

@@ -10,10 +10,6 @@
 //! Sentinel sockets and directories live in temp dirs only. Acting as another user needs root
 //! (uid 65534 via `setuid`); elsewhere those tests say so and return.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -26,8 +22,7 @@ use amber_tests::steps::{Events, connect, new_session, run_bounded, spawn, stop_
 use amber_tests::{DaemonOptions, TestDaemon, bin_path};
 use serde_json::json;
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
 

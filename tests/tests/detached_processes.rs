@@ -6,8 +6,6 @@
 //! (by the lifeline watcher; and, when the watcher was killed first, at the next start).
 //! Each tool's process tree lives in a cgroup of its own (`tools::cgroup`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockTurn};

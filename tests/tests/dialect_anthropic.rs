@@ -5,8 +5,6 @@
 //! prompt-too-long 400 compacting the context before the turn succeeds; the cache counts in
 //! the `usage` events.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, new_session, of_type, prompt_turn, spawn_config, stop_reason,

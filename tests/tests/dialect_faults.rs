@@ -12,8 +12,6 @@
 //!   afterwards.
 //! - Keep-alives forever end the request at the whole-stream bound `max_reply_bytes` sets.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -5,8 +5,6 @@
 //! an in-stream server error; a context overflow reported in the stream that compacts and
 //! then succeeds.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{Conversation, MockLlm, MockToolCall, MockTurn, encrypted_reasoning};
 use amber_proto::Mode;
 use amber_tests::TestDaemon;

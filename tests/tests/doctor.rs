@@ -7,10 +7,6 @@
 //! missing features, with a warning each, and doctor still passes (the other layers hold);
 //! without a daemon doctor says so, exit 1.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,6 @@
 //! random moments in a loop; after each restart every durable event a client had received
 //! is replayed exactly, the context is consistent, and the session takes new prompts.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 

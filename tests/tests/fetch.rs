@@ -7,8 +7,6 @@
 //! shortened with a note while the daemon and its other sessions go on, and
 //! `session/cancel` during a slow conversion ends the turn at once.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::daemon::{DaemonOptions, TestDaemon};

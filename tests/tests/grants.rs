@@ -3,8 +3,6 @@
 //! `.amber/rules.toml` and holds for new sessions; cancelling the turn or deleting the
 //! session resolves a pending request as denied.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
 use amber_tests::steps::{

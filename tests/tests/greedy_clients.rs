@@ -13,8 +13,6 @@
 //!   the cap); 24 concurrent 15 MB bodies stay within the bytes-in-flight budget (the rest
 //!   are -32003). Each of these tests prints its figures (docs/benchmarks.md records them).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -25,8 +23,7 @@ use amber_tests::{DaemonOptions, TestDaemon};
 use frame_ws::{TEXT, Upgrade, frame};
 use serde_json::{Value, json};
 
-#[path = "support/frame_ws.rs"]
-mod frame_ws;
+use crate::support::frame_ws;
 
 fn daemon_with(config_toml: &str) -> TestDaemon {
     TestDaemon::spawn_with(DaemonOptions {

@@ -1,8 +1,6 @@
 //! End-to-end: the agent loop's guards (identical call sets, repeated text, consecutive tool
 //! failures, the iteration cap) as a client and the model see them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_tests::steps::{
     Events, FAST_RETRIES, connect, done, envelope, last_message, messages, new_session, of_type,

@@ -8,8 +8,6 @@
 //! their event JSON in the background; a workspace `.amber/hooks.toml` asking for trust
 //! once, remembered, and asking again after it changed; and a hook held by the sandbox.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

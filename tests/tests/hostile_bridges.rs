@@ -9,8 +9,6 @@
 //! running `amber_run` ending the turn and killing its command, destructive commands denied
 //! without `--yes`, and a huge `prompt` refused at once.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

@@ -8,10 +8,6 @@
 //! reads (config, hooks, a worktree's `.git` file, `info/`), by every route; afterwards
 //! neither amberd's git nor the user's own `git status` runs anything.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 

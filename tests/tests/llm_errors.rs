@@ -5,8 +5,6 @@
 //! stream that went silent past the idle timeout), `amber-cli run` prints it on stderr, and it
 //! is never stored or replayed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{
     Events, connect, done, new_session, of_type, prompt_turn, run_bounded, spawn, spawn_config,

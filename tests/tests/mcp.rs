@@ -10,8 +10,6 @@
 //!   the model — and a small scripted stdio server for what the reference server lacks: a
 //!   tool list change and a `destructiveHint` tool, which asks for approval in write mode.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Mode;
 use amber_tests::mcp_plugins::{

@@ -7,10 +7,6 @@
 //! without the OS sandbox), the MCP Inspector CLI from npm, and the server
 //! staying up when amberd goes away.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -6,8 +6,6 @@
 //! session's turns only, never daemon-wide; it is kept with the session across a daemon
 //! restart and goes (its child process too) when the session is deleted.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use amber_mock_llm::{MockLlm, MockTurn};

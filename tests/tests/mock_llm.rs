@@ -1,7 +1,5 @@
 //! Tests of the test kit's scripted OpenAI-compatible endpoint, driven by a plain HTTP client.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};

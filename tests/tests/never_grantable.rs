@@ -6,8 +6,6 @@
 //! --yes`. Each time each call asks a person (`personOnly`), and denied, nothing was written
 //! and the model never saw the key.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::TestDaemon;

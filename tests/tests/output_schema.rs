@@ -5,8 +5,6 @@
 //! ends with stopReason `error`, code `invalid_output`; an invalid schema is refused before
 //! anything runs; a provider without structured output gets the schema as an instruction.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{FAST_RETRIES, done, messages, run_bounded, spawn, spawn_config};

@@ -5,8 +5,6 @@
 //! log), `amber-cli show` and `attach` and the TUI open it — while the file on disk and the context the
 //! model sees keep every byte.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -22,8 +20,7 @@ use amber_tests::tool_calls::{call, calls, one_chunk_write};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 
 /// The size of the file the model writes.
 const FILE_BYTES: usize = 17 * 1024 * 1024;

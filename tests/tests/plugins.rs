@@ -15,8 +15,6 @@
 //!   on stdout, a call hanging past the per-call timeout, and an exit right after
 //!   `initialize` (with the in-crate tests' mock plugin).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

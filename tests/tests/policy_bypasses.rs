@@ -16,9 +16,6 @@
 //! then denied at once with `by: "no_approver"`, after an `approval_requested` — which
 //! tells "asked" from "denied by rule" from "ran".
 
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::unix::fs::symlink;
 
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};

@@ -12,8 +12,6 @@
 //!   the crash (so the check means something), restart the daemon on the same dirs and see it
 //!   gone.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

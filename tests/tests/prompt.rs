@@ -6,10 +6,6 @@
 //! with the todo list and the mode) on the copy only — `session/get` shows the context as
 //! stored.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 use std::process::Command;
 

@@ -8,8 +8,6 @@
 //! - What a crash or a damaged file leaves behind: a kill during the silent confirm turn, a
 //!   session listed after a crash mid-turn, and a log record edited without fixing its CRC.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashSet;
 use std::time::Duration;
 

@@ -7,8 +7,6 @@
 //! a custom command; a command that fails and a host that would be an option; and the TUI
 //! attached over the remote connection, showing a streamed reply.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -20,8 +18,7 @@ use amber_tests::steps::{done, run_bounded, spawn};
 use amber_tests::{TestDaemon, bin_path};
 use serde_json::{Value, json};
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 use tmux::Tmux;
 
 /// The stand-in `ssh`: skips its options, records the host and counts connections in its

@@ -14,8 +14,6 @@
 //!   unmasked client frame fails the connection with 1002, a text frame that is not UTF-8
 //!   with 1007.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
@@ -26,10 +24,8 @@ use jsonrpsee::core::client::TransportSenderT;
 use raw_ws::{initialize_params, raw_ws};
 use serde_json::{Value, json};
 
-#[path = "support/frame_ws.rs"]
-mod frame_ws;
-#[path = "support/raw_ws.rs"]
-mod raw_ws;
+use crate::support::frame_ws;
+use crate::support::raw_ws;
 
 fn daemon() -> TestDaemon {
     // No endpoint needed: nothing here reaches the model.

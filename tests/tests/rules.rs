@@ -3,10 +3,6 @@
 //! included), an ask rule asks even where an allow rule matches, an allow rule lets an
 //! otherwise-asking command run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 
 use amber_mock_llm::{MockLlm, MockTurn};

@@ -7,8 +7,6 @@
 //! sandbox: false}` asks the same way: approved, the process runs unsandboxed; denied, it
 //! never starts.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 
 use amber_mock_llm::{MockLlm, MockTurn};

@@ -12,8 +12,6 @@
 //! keeps working: builds, temp files through `$TMPDIR`, `git commit` (objects writable,
 //! hooks and config not).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{TcpListener, UdpSocket};

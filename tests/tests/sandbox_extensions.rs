@@ -4,8 +4,6 @@
 //! same server or plugin without `sandbox` can (it runs with the daemon's access, the
 //! default).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 
 use amber_mock_llm::{MockLlm, MockTurn};

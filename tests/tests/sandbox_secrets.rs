@@ -7,8 +7,6 @@
 //! Unix socket outside, an abstract socket and amberd's socket are refused, and a socket
 //! `[sandbox] allow_unix_sockets` names is reachable while the others stay refused.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixListener;
 

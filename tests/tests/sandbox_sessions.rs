@@ -7,10 +7,6 @@
 //! workspace writes but keeps `$TMPDIR` writable; a `writable_roots` directory is writable in
 //! workspace-write only. (The rest of what the sandbox refuses is the escape suite's.)
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 
@@ -19,8 +15,7 @@ use amber_tests::steps::{FAST_RETRIES, done, run_bounded, spawn, spawn_config};
 use amber_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 
 fn new_session(daemon: &TestDaemon, extra: Value) -> Value {
     let mut params = json!({"cwd": daemon.workspace.display().to_string()});

@@ -12,10 +12,6 @@
 //!
 //! Sentinels live in temp dirs outside the workspace; the daemon's HOME is its own.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 use std::process::Command;
 

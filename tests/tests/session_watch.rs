@@ -6,8 +6,6 @@
 //! denied `no_approver` at once; an approver watch that disconnects while a request waits
 //! leaves it denied.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_client::{Client, SessionWatchStream};

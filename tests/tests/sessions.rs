@@ -2,8 +2,6 @@
 //! not shift when sessions are created between pages, and sessions that never vanish from
 //! `session/list`, `session/get` or `session/verify` while idle ones unload and reload.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -1,8 +1,6 @@
 //! Sub-agents (`task` tool): serial and parallel runs, each with its own context, tagged
 //! events, and the final replies returned to the parent as the tool output.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{Events, connect, messages, new_session, prompt_turn, spawn};
 use serde_json::{Value, json};

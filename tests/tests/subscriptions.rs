@@ -10,8 +10,6 @@
 //!   dropped with a `lagged` close reason and loses nothing durable when it resubscribes with
 //!   `afterSeq`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};

@@ -8,10 +8,6 @@
 //! and that a daemon which bound its own socket ignores idle exit and logs to a file that
 //! `amber-cli daemon logs` shows.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};

@@ -5,16 +5,13 @@
 //! the session's prompts with Up, and a session deleted by another client while on screen
 //! (amber says so and exits 1). All at 80×24, the size the TUI must be readable at.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::steps::{done, spawn};
 use serde_json::json;
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 use tmux::{SCREEN_TIMEOUT, Tmux};
 
 const MARKDOWN: &str = "# Release plan\n\nShip **three fixes** and `cargo test` first.\n\n- update the changelog\n- tag the release\n";

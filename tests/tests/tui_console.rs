@@ -6,8 +6,6 @@
 //! bell with an OSC 9 desktop notification goes out exactly once per approval while the
 //! terminal is unfocused (focus reports simulated) or the session is not the attached one.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -16,8 +14,7 @@ use amber_tests::TestDaemon;
 use amber_tests::steps::{done, spawn};
 use serde_json::{Value, json};
 
-#[path = "support/tmux.rs"]
-mod tmux;
+use crate::support::tmux;
 use tmux::{SCREEN_TIMEOUT, Tmux};
 
 const WORDS: usize = 40;

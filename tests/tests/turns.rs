@@ -7,8 +7,6 @@
 //!   `cancelled`, the stream is abandoned, no process is left behind, and the session keeps
 //!   working.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, Instant};
 
 use amber_mock_llm::{MockLlm, MockToolCall, MockTurn};

@@ -11,8 +11,6 @@
 //! RSS is read from `/proc/<pid>/status` (VmRSS now, VmHWM the peak) and printed; the
 //! bounds are generous for a loaded machine and far below what the floods cost unbounded.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Write};
 use std::os::fd::AsRawFd;
@@ -25,8 +23,7 @@ use amber_tests::tool_calls::one_chunk_write;
 use frame_ws::{FrameWs, TEXT, frame};
 use serde_json::{Value, json};
 
-#[path = "support/frame_ws.rs"]
-mod frame_ws;
+use crate::support::frame_ws;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -2,8 +2,6 @@
 //! kernel's sandbox interfaces, and where a leave to run a child without the OS sandbox may
 //! be minted. (That only amber-exec builds a `Command` is clippy's `disallowed-methods`.)
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {

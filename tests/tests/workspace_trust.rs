@@ -7,8 +7,6 @@
 //! it narrows); trusted through `amber-cli trust` it applies — `~/.ssh` still asks, that is
 //! never granted; changed, it is ignored again until trusted again.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 
 use amber_client::Client;

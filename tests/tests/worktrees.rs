@@ -5,10 +5,6 @@
 //! the worktree survives a daemon restart; `amber-cli rm` keeps it by default off a
 //! terminal, `--remove-worktree` removes a clean one and refuses (exit 1) a dirty one.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-// The suite starts the real binaries, git and shells as the user.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::{Path, PathBuf};
 
 use amber_mock_llm::{MockLlm, MockTurn};

@@ -1,7 +1,6 @@
 //! Shared by the checkpoint suites (`checkpoints.rs`, `checkpoints_store.rs`,
 //! `checkpoints_cli.rs`): a workspace tree read byte for byte, the rows and messages of a
 //! session, and what the checkpoint store holds.
-#![allow(dead_code)] // Each suite uses its own part.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;

@@ -1,7 +1,6 @@
 //! A blocking WebSocket client on the daemon's socket that writes frames byte by byte as
 //! the test says — unmasked, half-sent, not UTF-8 — and reads the daemon's frames, close
 //! frames included, so RFC 6455 edge cases are visible.
-#![allow(dead_code)] // Each suite uses its own part.
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -1,6 +1,5 @@
 //! A raw WebSocket client on the daemon's socket for the wire suites: text frames in and
 //! out, no client library in between, so exact error codes and ids are visible.
-#![allow(dead_code)] // Each suite uses its own part.
 
 use std::path::Path;
 

@@ -1,6 +1,5 @@
 //! A private tmux server for the TUI suites: start the real `amber` in an 80×24 pane against
 //! a [`TestDaemon`], send keys, read the screen, wait for it to show something.
-#![allow(dead_code)] // Each suite uses its own part.
 // The suite starts the real binaries, git and shells as the user.
 #![allow(clippy::disallowed_methods)]
 
