@@ -122,12 +122,12 @@ impl HumanRenderer {
                     }
                 }));
             }
-            EventKind::ApprovalRequested {
+            EventKind::ApprovalRequested(amber_proto::Approval {
                 tool,
                 arguments,
                 reason,
                 ..
-            } => {
+            }) => {
                 self.end_line(&mut out);
                 out.push(err(format!(
                     "? approval needed: {tool}  {} ({reason})",

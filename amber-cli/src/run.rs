@@ -428,27 +428,8 @@ impl Follow<'_> {
             }
             self.last_seq = seq;
         }
-        if let EventKind::ApprovalRequested {
-            request_id,
-            call_id,
-            tool,
-            arguments,
-            reason,
-            scope,
-            unsandboxed,
-            person_only,
-        } = &event.kind
-        {
-            self.on_approval(&amber_proto::Approval {
-                request_id: request_id.clone(),
-                call_id: call_id.clone(),
-                tool: tool.clone(),
-                arguments: arguments.clone(),
-                reason: reason.clone(),
-                scope: scope.clone(),
-                unsandboxed: *unsandboxed,
-                person_only: *person_only,
-            });
+        if let EventKind::ApprovalRequested(approval) = &event.kind {
+            self.on_approval(approval);
         }
         if let EventKind::ApprovalResolved {
             request_id,

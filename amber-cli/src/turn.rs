@@ -221,9 +221,9 @@ impl TurnTracker {
                 self.tools
                     .insert(call_id.clone(), (name.clone(), arguments.clone()));
             }
-            EventKind::ApprovalRequested {
+            EventKind::ApprovalRequested(amber_proto::Approval {
                 call_id, reason, ..
-            } => {
+            }) => {
                 self.approval_reasons
                     .insert(call_id.clone(), reason.clone());
             }

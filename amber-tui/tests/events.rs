@@ -30,7 +30,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::ToolOutputDelta { .. } => 6,
         EventKind::Retrying { .. } => 7,
         EventKind::ToolCallCompleted { .. } => 8,
-        EventKind::ApprovalRequested { .. } => 9,
+        EventKind::ApprovalRequested(_) => 9,
         EventKind::ApprovalResolved { .. } => 10,
         EventKind::Steer { .. } => 11,
         EventKind::CompactionStarted { .. } => 12,
@@ -91,7 +91,7 @@ fn samples() -> Vec<EventKind> {
             name: "bash".into(),
             arguments: json!({"command": "ls"}),
         },
-        EventKind::ApprovalRequested {
+        EventKind::ApprovalRequested(amber_proto::Approval {
             request_id: "r_1".into(),
             call_id: "c_1".into(),
             tool: "bash".into(),
@@ -100,7 +100,7 @@ fn samples() -> Vec<EventKind> {
             scope: "bash: ls".into(),
             unsandboxed: false,
             person_only: false,
-        },
+        }),
         EventKind::ApprovalResolved {
             request_id: "r_1".into(),
             decision: Decision::AllowSession,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Decision, McpServerInfo, ResolvedBy, Role, Todo, ToolStatus, Usage};
+use crate::{Approval, Decision, McpServerInfo, ResolvedBy, Role, Todo, ToolStatus, Usage};
 
 /// One event of a session, as carried by `session/event` notifications.
 ///
@@ -174,20 +174,9 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<String>,
     },
-    ApprovalRequested {
-        request_id: String,
-        call_id: String,
-        tool: String,
-        arguments: Value,
-        reason: String,
-        scope: String,
-        /// amber extension: approving runs the command without the OS sandbox.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        unsandboxed: bool,
-        /// amber extension: only a person may answer it, for this request only.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        person_only: bool,
-    },
+    /// A call waits for an answer (`session/approve`); the same shape as the pending
+    /// approvals `session/get` lists.
+    ApprovalRequested(Approval),
     ApprovalResolved {
         request_id: String,
         decision: Decision,
@@ -342,7 +331,7 @@ impl EventKind {
             EventKind::ToolOutputDelta { .. } => "tool_output_delta",
             EventKind::Retrying { .. } => "retrying",
             EventKind::ToolCallCompleted { .. } => "tool_call_completed",
-            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalRequested(_) => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::Steer { .. } => "steer",
             EventKind::CompactionStarted { .. } => "compaction_started",

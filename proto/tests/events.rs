@@ -50,7 +50,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::ToolCallStarted { .. } => 4,
         EventKind::ToolOutputDelta { .. } => 5,
         EventKind::ToolCallCompleted { .. } => 6,
-        EventKind::ApprovalRequested { .. } => 7,
+        EventKind::ApprovalRequested(_) => 7,
         EventKind::ApprovalResolved { .. } => 8,
         EventKind::Steer { .. } => 9,
         EventKind::CompactionStarted { .. } => 10,

@@ -112,7 +112,9 @@ async fn prompt_rm(client: &Client, daemon: &TestDaemon) -> String {
 /// The `requestId` of an `approval_requested` change.
 fn request_of(change: &SessionChange) -> String {
     match change.event.as_ref().map(|e| &e.kind) {
-        Some(EventKind::ApprovalRequested { request_id, .. }) => request_id.clone(),
+        Some(EventKind::ApprovalRequested(amber_proto::Approval { request_id, .. })) => {
+            request_id.clone()
+        }
         _ => panic!("not an approval request: {change:?}"),
     }
 }

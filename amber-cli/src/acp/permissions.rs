@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use amber_proto::Decision;
+use amber_proto::{Approval, Decision};
 use serde_json::{Value, json};
 
 use super::updates;
@@ -12,26 +12,17 @@ pub const ALLOW_ONCE: &str = "allow_once";
 pub const ALLOW_ALWAYS: &str = "allow_always";
 pub const REJECT_ONCE: &str = "reject_once";
 
-/// What an approval asks about, as the event carries it.
-pub struct Asked<'a> {
-    pub call_id: &'a str,
-    pub tool: &'a str,
-    pub arguments: &'a Value,
-    pub reason: &'a str,
-    pub scope: &'a str,
-}
-
 /// What amberd's scope says of a call that can never be granted beyond itself (the whole
 /// scope, or its end: `bash unsandboxed: make (this call only)`).
 const THIS_CALL_ONLY: &str = "this call only";
 
 /// `session/request_permission` params: the tool call (pending) and the options —
 /// `allow_always` only when the approval's scope can be granted beyond this call.
-pub fn request_params(session_id: &str, asked: &Asked<'_>, cwd: &Path) -> Value {
+pub fn request_params(session_id: &str, asked: &Approval, cwd: &Path) -> Value {
     let mut options =
         vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
     if !asked.scope.contains(THIS_CALL_ONLY) {
-        let always = match asked.scope {
+        let always = match asked.scope.as_str() {
             "" => "Always allow".to_owned(),
             scope => format!("Always allow {scope}"),
         };
@@ -42,12 +33,12 @@ pub fn request_params(session_id: &str, asked: &Asked<'_>, cwd: &Path) -> Value 
         "sessionId": session_id,
         "toolCall": {
             "toolCallId": asked.call_id,
-            "title": updates::tool_title(asked.tool, asked.arguments),
-            "kind": updates::tool_kind(asked.tool),
+            "title": updates::tool_title(&asked.tool, &asked.arguments),
+            "kind": updates::tool_kind(&asked.tool),
             "status": "pending",
-            "locations": updates::locations(asked.tool, asked.arguments, cwd),
+            "locations": updates::locations(&asked.tool, &asked.arguments, cwd),
             "rawInput": asked.arguments,
-            "content": [{"type": "content", "content": updates::text_block(asked.reason)}],
+            "content": [{"type": "content", "content": updates::text_block(&asked.reason)}],
         },
         "options": options,
     })
@@ -92,16 +83,23 @@ mod tests {
         assert_eq!(decision(&Err(json!({"code": -1}))), Decision::Deny);
     }
 
+    fn approval(arguments: Value, reason: &str, scope: &str) -> Approval {
+        Approval {
+            request_id: "r1".into(),
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            arguments,
+            reason: reason.into(),
+            scope: scope.into(),
+            unsandboxed: false,
+            person_only: false,
+        }
+    }
+
     #[test]
     fn the_request_offers_allow_once_allow_always_and_reject_once() {
         let args = json!({"command": "rm -rf build"});
-        let asked = Asked {
-            call_id: "c1",
-            tool: "bash",
-            arguments: &args,
-            reason: "deletes files",
-            scope: "bash:rm",
-        };
+        let asked = approval(args, "deletes files", "bash:rm");
         let p = request_params("s1", &asked, Path::new("/w"));
         let kinds: Vec<&str> = p["options"]
             .as_array()
@@ -121,13 +119,7 @@ mod tests {
             THIS_CALL_ONLY,
             "bash unsandboxed: make test (this call only)",
         ] {
-            let asked = Asked {
-                call_id: "c1",
-                tool: "bash",
-                arguments: &args,
-                reason: "writes outside the workspace",
-                scope,
-            };
+            let asked = approval(args.clone(), "writes outside the workspace", scope);
             let p = request_params("s1", &asked, Path::new("/w"));
             let ids: Vec<&str> = p["options"]
                 .as_array()

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::Bridge;
-use super::permissions::{self, Asked};
+use super::permissions;
 use super::updates;
 use super::wire::RpcError;
 
@@ -205,24 +205,11 @@ fn on_event(
             );
             calls.insert(call_id, Call { name, arguments });
         }
-        EventKind::ApprovalRequested {
-            request_id,
-            call_id,
-            tool,
-            arguments,
-            reason,
-            scope,
-            ..
-        } => {
-            let asked = Asked {
-                call_id: &call_id,
-                tool: &tool,
-                arguments: &arguments,
-                reason: &reason,
-                scope: &scope,
-            };
+        EventKind::ApprovalRequested(asked) => {
             let params = permissions::request_params(session_id, &asked, cwd);
             let (rpc_id, answer) = bridge.ask("session/request_permission", params);
+            let request_id = asked.request_id;
+            let call_id = asked.call_id;
             approvals.insert(request_id.clone(), Asking { call_id, rpc_id });
             let bridge = bridge.clone();
             let session_id = session_id.to_owned();

@@ -32,7 +32,9 @@ pub fn message(event: &Event) -> Option<String> {
         EventKind::MessageCompleted { text, .. } => {
             format!("message: {}", first_line(text, 120))
         }
-        EventKind::ApprovalRequested { tool, .. } => format!("approval requested for {tool}"),
+        EventKind::ApprovalRequested(amber_proto::Approval { tool, .. }) => {
+            format!("approval requested for {tool}")
+        }
         EventKind::ApprovalResolved { decision, .. } => {
             format!(
                 "approval answered: {}",

@@ -83,7 +83,7 @@ async fn run_inner(mut call: Call, target: Target) -> Result<CallToolResult, Str
                         last_seq = seq;
                     }
                     if call.yes
-                        && let EventKind::ApprovalRequested { request_id, unsandboxed, person_only, .. } = &event.kind
+                        && let EventKind::ApprovalRequested(amber_proto::Approval { request_id, unsandboxed, person_only, .. }) = &event.kind
                     {
                         answer(&client, &session_id, request_id, yes_decision(*unsandboxed, *person_only));
                     }

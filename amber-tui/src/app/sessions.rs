@@ -123,12 +123,12 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
     let event = change.event.as_ref()?;
     let name = label(&change.session);
     match &event.kind {
-        EventKind::ApprovalRequested {
+        EventKind::ApprovalRequested(amber_proto::Approval {
             request_id,
             tool,
             reason,
             ..
-        } => Some(Alert {
+        }) => Some(Alert {
             key: format!("approval:{request_id}"),
             text: format!("{name}: approval needed for {tool} ({reason})"),
         }),

@@ -410,16 +410,7 @@ pub(crate) async fn request_approval(
     if answer.is_some() {
         shared.set_state(SessionState::WaitingApproval);
     }
-    emit(EventKind::ApprovalRequested {
-        request_id: approval.request_id.clone(),
-        call_id: approval.call_id.clone(),
-        tool: approval.tool.clone(),
-        arguments: approval.arguments.clone(),
-        reason: approval.reason.clone(),
-        scope: approval.scope.clone(),
-        unsandboxed: approval.unsandboxed,
-        person_only: approval.person_only,
-    });
+    emit(EventKind::ApprovalRequested(approval.clone()));
     shared
         .hooks
         .approval_requested(shared, deps, turn_id, &approval);

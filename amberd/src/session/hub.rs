@@ -102,7 +102,7 @@ pub fn is_watched(kind: &EventKind) -> bool {
         kind,
         EventKind::PromptQueued { .. }
             | EventKind::TurnStarted { .. }
-            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalRequested(_)
             | EventKind::ApprovalResolved { .. }
             | EventKind::TurnCompleted { .. }
             | EventKind::Usage { .. }
@@ -116,7 +116,7 @@ fn must_sync(kind: &EventKind) -> bool {
         kind,
         EventKind::PromptQueued { .. }
             | EventKind::ToolCallCompleted { .. }
-            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalRequested(_)
             | EventKind::ApprovalResolved { .. }
             | EventKind::TurnCompleted { .. }
             | EventKind::CompactionCompleted { .. }

@@ -98,10 +98,12 @@ pub fn closing_events(events: &[StoredEvent], turn_id: &str) -> Vec<Closing> {
             EventKind::SubagentCompleted { agent_id, .. } => {
                 open.retain(|o| !matches!(o, Open::Subagent { id, .. } if *id == agent_id));
             }
-            EventKind::ApprovalRequested { request_id, .. } => open.push(Open::Approval {
-                agent,
-                id: request_id,
-            }),
+            EventKind::ApprovalRequested(amber_proto::Approval { request_id, .. }) => {
+                open.push(Open::Approval {
+                    agent,
+                    id: request_id,
+                })
+            }
             EventKind::ApprovalResolved { request_id, .. } => {
                 open.retain(|o| !matches!(o, Open::Approval { id, .. } if *id == request_id));
             }
@@ -159,7 +161,7 @@ mod tests {
     }
 
     fn asked(request_id: &str, call_id: &str) -> EventKind {
-        EventKind::ApprovalRequested {
+        EventKind::ApprovalRequested(amber_proto::Approval {
             request_id: request_id.into(),
             call_id: call_id.into(),
             tool: "bash".into(),
@@ -168,7 +170,7 @@ mod tests {
             scope: "command".into(),
             unsandboxed: false,
             person_only: false,
-        }
+        })
     }
 
     fn completed(call_id: &str, agent: Option<&str>) -> Closing {

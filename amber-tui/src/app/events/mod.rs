@@ -11,7 +11,7 @@
 mod calls;
 mod stream;
 
-use amber_proto::{Approval, ErrorInfo, Event, EventKind, SteerReason, StopReason, Todo};
+use amber_proto::{ErrorInfo, Event, EventKind, SteerReason, StopReason, Todo};
 
 use super::incoming::{Incoming, UnknownEvent};
 use super::{Action, App, NoticeKind};
@@ -96,30 +96,15 @@ impl App {
                 duration_ms,
                 diff,
             } => self.tool_call_completed(&call_id, status, output, duration_ms, diff),
-            EventKind::ApprovalRequested {
-                request_id,
-                call_id,
-                tool,
-                arguments,
-                reason,
-                scope,
-                unsandboxed,
-                person_only,
-            } => {
+            EventKind::ApprovalRequested(approval) => {
                 self.alert_live(
-                    format!("approval:{request_id}"),
-                    format!("approval needed for {tool} ({reason})"),
+                    format!("approval:{}", approval.request_id),
+                    format!(
+                        "approval needed for {} ({})",
+                        approval.tool, approval.reason
+                    ),
                 );
-                self.approval_requested(Approval {
-                    request_id,
-                    call_id,
-                    tool,
-                    arguments,
-                    reason,
-                    scope,
-                    unsandboxed,
-                    person_only,
-                })
+                self.approval_requested(approval)
             }
             EventKind::ApprovalResolved {
                 request_id,
