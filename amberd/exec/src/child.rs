@@ -17,43 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use crate::containment::SpawnSandbox;
+pub use crate::containment::Unsandboxed;
 use crate::lifeline;
 use crate::sandbox_exec;
-
-/// Leave to start one child without the OS sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unsandboxed {
-    why: Why,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Why {
-    PersonApproved,
-    UserConfigured,
-}
-
-impl Unsandboxed {
-    /// A person approved exactly this run without the sandbox: their answer in the approval
-    /// flow, or a `sandbox = false` rule they stored. Only the approval gate mints it.
-    pub fn approved_by_person() -> Self {
-        Self {
-            why: Why::PersonApproved,
-        }
-    }
-
-    /// The user's own configuration (or one they trusted) starts this child without a
-    /// sandbox: the session's sandbox is off, or an extension's or hook's table names none.
-    pub fn configured_by_user() -> Self {
-        Self {
-            why: Why::UserConfigured,
-        }
-    }
-
-    /// Whether a person's answer (rather than the configuration) let it out.
-    pub fn by_approval(self) -> bool {
-        self.why == Why::PersonApproved
-    }
-}
 
 /// What the child reads on its stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]

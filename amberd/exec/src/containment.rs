@@ -1,11 +1,46 @@
-//! How one child is contained: [`SpawnSandbox`] (inside a sandbox, or not) and the
-//! [`RefusalCheck`] its output is read against for a refusal of that sandbox (the
-//! `[sandbox: …]` note the model sees).
+//! How one child is contained: [`SpawnSandbox`] (inside a sandbox, or not with an
+//! [`Unsandboxed`] leave, which only a person's decision mints) and the [`RefusalCheck`] its
+//! output is read against for a refusal of that sandbox (the `[sandbox: …]` note the model
+//! sees).
 
 use std::path::PathBuf;
 
-use crate::child::Unsandboxed;
 use crate::sandbox::{SandboxInfo, SandboxSpec, refusal_note};
+
+/// Leave to start one child without the OS sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsandboxed {
+    why: Why,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    PersonApproved,
+    UserConfigured,
+}
+
+impl Unsandboxed {
+    /// A person approved exactly this run without the sandbox: their answer in the approval
+    /// flow, or a `sandbox = false` rule they stored. Only the approval gate mints it.
+    pub fn approved_by_person() -> Self {
+        Self {
+            why: Why::PersonApproved,
+        }
+    }
+
+    /// The user's own configuration (or one they trusted) starts this child without a
+    /// sandbox: the session's sandbox is off, or an extension's or hook's table names none.
+    pub fn configured_by_user() -> Self {
+        Self {
+            why: Why::UserConfigured,
+        }
+    }
+
+    /// Whether a person's answer (rather than the configuration) let it out.
+    pub fn by_approval(self) -> bool {
+        self.why == Why::PersonApproved
+    }
+}
 
 /// How one spawn is contained.
 #[derive(Debug, Clone, Copy)]
