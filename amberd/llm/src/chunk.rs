@@ -357,7 +357,9 @@ fn usage(v: &Value) -> Option<Usage> {
         .find_map(|k| v.get(*k).and_then(|d| count(d, &["cached_tokens"])))
         .or_else(|| count(v, &["prompt_cache_hit_tokens", "cached_tokens"]))
         .unwrap_or(0);
-    let total_tokens = count(v, &["total_tokens"]).unwrap_or(prompt_tokens + completion_tokens);
+    // An endpoint names the counts: a sum past u64 is its nonsense, not a reason to panic.
+    let total_tokens =
+        count(v, &["total_tokens"]).unwrap_or(prompt_tokens.saturating_add(completion_tokens));
     Some(Usage {
         cache_write_tokens: 0,
         cost_usd: None,

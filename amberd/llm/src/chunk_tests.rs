@@ -34,6 +34,9 @@ fn usage_variants() {
     .unwrap();
     assert_eq!((u.cached_tokens, u.total_tokens), (2, 9));
     assert!(usage(&Value::Null).is_none());
+    // Counts whose sum overflows are capped, never a panic.
+    let u = usage(&json!({"prompt_tokens": u64::MAX, "completion_tokens": 2})).unwrap();
+    assert_eq!(u.total_tokens, u64::MAX);
 }
 
 #[test]

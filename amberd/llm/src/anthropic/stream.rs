@@ -91,14 +91,19 @@ impl WireUsage {
     fn to_usage(self) -> Usage {
         let cached = self.cache_read_input_tokens.unwrap_or(0);
         let written = self.cache_creation_input_tokens.unwrap_or(0);
-        let prompt = self.input_tokens.unwrap_or(0) + cached + written;
+        // The endpoint's counts: a sum past u64 is capped, never a panic.
+        let prompt = self
+            .input_tokens
+            .unwrap_or(0)
+            .saturating_add(cached)
+            .saturating_add(written);
         let completion = self.output_tokens.unwrap_or(0);
         Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
             cached_tokens: cached,
             cache_write_tokens: written,
-            total_tokens: prompt + completion,
+            total_tokens: prompt.saturating_add(completion),
             cost_usd: None,
         }
     }
@@ -413,5 +418,25 @@ fn clip(s: &str) -> String {
     match s.char_indices().nth(MAX) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_whose_sum_overflows_are_capped() {
+        let wire = WireUsage {
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(5),
+            cache_read_input_tokens: Some(7),
+            cache_creation_input_tokens: None,
+        };
+        let usage = wire.to_usage();
+        assert_eq!(
+            (usage.prompt_tokens, usage.total_tokens),
+            (u64::MAX, u64::MAX)
+        );
     }
 }

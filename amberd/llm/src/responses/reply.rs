@@ -29,7 +29,7 @@ pub(super) fn usage(v: &Value) -> Option<Usage> {
         cached_tokens,
         cache_write_tokens: 0,
         total_tokens: if total == 0 {
-            prompt_tokens + completion_tokens
+            prompt_tokens.saturating_add(completion_tokens)
         } else {
             total
         },

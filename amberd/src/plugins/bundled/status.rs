@@ -64,7 +64,7 @@ pub(super) fn install(c: &mut Contributions) {
                 compact_number(
                     usage
                         .total_tokens
-                        .max(usage.prompt_tokens + usage.completion_tokens)
+                        .max(usage.prompt_tokens.saturating_add(usage.completion_tokens))
                 )
             ))
         }),
