@@ -308,7 +308,7 @@ impl Default for CompactionConfig {
 pub struct ToolsConfig {
     pub max_output_bytes: usize,
     pub bash_timeout_ms: u64,
-    /// `[tools.env]`: the environment of tool processes (`tools::env_policy`).
+    /// `[tools.env]`: the environment of tool processes (`amber_exec::env_policy`).
     pub env: amber_exec::env_policy::ToolEnvConfig,
     /// Offer the `fetch` tool (off by default).
     pub fetch: bool,

@@ -245,7 +245,7 @@ fn hide_socket_dir(deps: &mut Deps, socket_path: &std::path::Path) {
 }
 
 /// Kills the tool process groups a daemon that died without cleaning up left running, then
-/// records this daemon's own (`tools::reaper`). Never fatal: without `/proc` or the
+/// records this daemon's own (`amber_exec::reaper`). Never fatal: without `/proc` or the
 /// directory, tools just run unrecorded.
 fn reap_orphaned_tools(env: &impl Fn(&str) -> Option<std::ffi::OsString>) {
     let dir = reaper::registry_dir(env, socket::current_uid());

@@ -215,7 +215,7 @@ impl ProcessTable {
 
     /// Start `/bin/bash -c command` in `cwd` (already confined by the caller) with the
     /// environment `env`; `session` names the owner in the group's orphan record
-    /// (`tools::reaper`).
+    /// (`amber_exec::reaper`).
     pub fn start(
         &self,
         command: &str,
