@@ -15,7 +15,7 @@ use crate::mcp::McpHost;
 use crate::plugins::bridge::McpBridge;
 use crate::plugins::{Host, HostError, PluginRuntime, SessionView, bundled, external};
 use crate::session::SessionManager;
-use crate::session::deps::Deps;
+use crate::session::services::Services;
 use amber_exec::probe::Availability;
 
 /// How long `start` waits for plugins before serving anyway.
@@ -24,7 +24,7 @@ const STARTUP_PLUGIN_WAIT: Duration = Duration::from_secs(3);
 /// Root of everything the daemon owns.
 pub struct Daemon {
     pub sessions: SessionManager,
-    /// Plugins and what they contributed (the registries live in `Deps`).
+    /// Plugins and what they contributed (the registries live in `Services`).
     pub(crate) plugins: Arc<PluginRuntime>,
     /// MCP connections, shared by every session.
     pub(crate) mcp: Arc<McpHost>,
@@ -37,24 +37,24 @@ pub struct Daemon {
 
 impl Daemon {
     /// Builds the daemon with every plugin Registered; [`Daemon::start`] enables them.
-    pub fn new(deps: Deps) -> Arc<Daemon> {
-        let deps = Arc::new(deps);
-        let registries = deps.registries.clone();
+    pub fn new(services: Services) -> Arc<Daemon> {
+        let services = Arc::new(services);
+        let registries = services.registries.clone();
         Arc::new_cyclic(|weak: &Weak<Daemon>| {
-            let pool = deps.llm.clone();
+            let pool = services.llm.clone();
             let plugins = PluginRuntime::new(registries.clone(), move || pool.invalidate());
-            let fetch = deps.live().config.tools.fetch_settings();
-            for plugin in bundled::all(deps.data_dir.clone(), fetch) {
+            let fetch = services.live().config.tools.fetch_settings();
+            for plugin in bundled::all(services.data_dir.clone(), fetch) {
                 // Bundled names are distinct constants.
                 let _ = plugins.register(plugin);
             }
-            for spec in &deps.live().config.plugins.external {
+            for spec in &services.live().config.plugins.external {
                 // Loading the config rejects duplicate and bundled names; this catches
                 // configs built in code.
                 if let Err(err) = plugins.register(external::plugin(
                     spec,
-                    &deps.live().config.plugins,
-                    deps.sandbox.clone(),
+                    &services.live().config.plugins,
+                    services.sandbox.clone(),
                 )) {
                     tracing::error!(%err, "external plugin not registered");
                 }
@@ -63,9 +63,13 @@ impl Daemon {
             let host: Weak<dyn Host> = weak.clone();
             let bridge = Arc::new(McpBridge::new(host, registries));
             Daemon {
-                mcp: McpHost::new(&deps.live().config.mcp, bridge, deps.sandbox.clone()),
+                mcp: McpHost::new(
+                    &services.live().config.mcp,
+                    bridge,
+                    services.sandbox.clone(),
+                ),
                 plugins,
-                sessions: SessionManager::new(deps),
+                sessions: SessionManager::new(services),
                 started: Instant::now(),
                 connections: AtomicU64::new(0),
                 subscriptions: Arc::new(AtomicU64::new(0)),
@@ -79,9 +83,9 @@ impl Daemon {
     /// servers (in the background). External plugins get a bounded wait so their tools
     /// are there for the first request, but a slow one never holds the daemon back.
     pub async fn start(self: &Arc<Self>) {
-        let memory = self.sessions.deps().memory.clone();
+        let memory = self.sessions.services().memory.clone();
         tokio::spawn(memory.run(self.shutdown.clone()));
-        let config = &self.sessions.deps().live().config.plugins;
+        let config = &self.sessions.services().live().config.plugins;
         let names: Vec<String> = self
             .plugins
             .names()
@@ -135,7 +139,7 @@ impl Daemon {
         model: Option<String>,
         provider: Option<String>,
     ) -> Result<SessionInfo, String> {
-        let pool = &self.sessions.deps().llm;
+        let pool = &self.sessions.services().llm;
         let model = model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty());
         // Some("") goes back to the configured provider.
         let provider = match provider {
@@ -152,26 +156,27 @@ impl Daemon {
     /// Whether the OS sandbox works here: `None` while the start-up probe runs, else
     /// `Ok(())` or why not. Never waits.
     pub fn sandbox_availability(&self) -> Option<Availability> {
-        self.sessions.deps().sandbox_probe.availability()
+        self.sessions.services().sandbox_probe.availability()
     }
 
     /// [`Daemon::sandbox_availability`], waiting for the probe at most `max`.
     pub async fn sandbox_availability_wait(&self, max: Duration) -> Option<Availability> {
-        self.sessions.deps().sandbox_probe.wait(max).await
+        self.sessions.services().sandbox_probe.wait(max).await
     }
 
     /// `daemon/status.sandbox`.
     pub(crate) fn sandbox_status(&self) -> SandboxStatus {
         // Reports; never starts the probe (`available: null` until a session, a turn or
         // `sandbox/selftest` needed it), so a status query spawns nothing.
-        let deps = self.sessions.deps();
-        deps.sandbox_probe
-            .status(default_sandbox(&deps.live().config))
+        let services = self.sessions.services();
+        services
+            .sandbox_probe
+            .status(default_sandbox(&services.live().config))
     }
 
     /// `daemon/status.provider`: the default endpoint, without its key.
     pub(crate) fn provider_status(&self) -> ProviderStatus {
-        let endpoint = &self.sessions.deps().live().endpoint;
+        let endpoint = &self.sessions.services().live().endpoint;
         ProviderStatus {
             base_url: endpoint.base_url.clone(),
             model: endpoint.model.clone(),
@@ -241,7 +246,7 @@ impl Host for Daemon {
     }
 
     fn provider_names(&self) -> Vec<String> {
-        self.sessions.deps().llm.names()
+        self.sessions.services().llm.names()
     }
 
     fn set_model(
@@ -254,13 +259,13 @@ impl Host for Daemon {
     }
 
     fn context_tokens(&self, session: &dyn SessionView) -> u64 {
-        let specs = crate::agent::tool_specs(&self.sessions.deps().tools());
+        let specs = crate::agent::tool_specs(&self.sessions.services().tools());
         crate::compaction::estimate_tokens(&session.messages(), &specs)
     }
 
     fn context_window(&self, session: &dyn SessionView) -> u64 {
         self.sessions
-            .deps()
+            .services()
             .llm
             .context_window(session.provider().as_deref())
     }
@@ -308,6 +313,6 @@ impl Drop for ConnectionCount {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
         // What the connection held (queued replies, buffers) is freed by now.
-        self.0.sessions.deps().memory.soon();
+        self.0.sessions.services().memory.soon();
     }
 }

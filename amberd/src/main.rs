@@ -14,7 +14,7 @@ use amberd::rpc::{self, socket};
 use amberd::service::logfile::{self, RotatingFile};
 use amberd::service::notify::Notifier;
 use amberd::service::{self, idle};
-use amberd::session::deps::Deps;
+use amberd::session::services::Services;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -174,11 +174,11 @@ async fn run(
     }
 
     let store = amber_store::Store::open(&data)?;
-    let mut deps = Deps::new(config, &env, data.clone())?;
-    deps.store = Some(store);
-    hide_socket_dir(&mut deps, &socket_path);
-    let daemon = Daemon::new(deps);
-    // The sandbox probe starts on first need (`Deps::start_sandbox_probe`): an idle daemon
+    let mut services = Services::new(config, &env, data.clone())?;
+    services.store = Some(store);
+    hide_socket_dir(&mut services, &socket_path);
+    let daemon = Daemon::new(services);
+    // The sandbox probe starts on first need (`Services::start_sandbox_probe`): an idle daemon
     // spawns nothing.
     daemon.start().await;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
@@ -237,10 +237,10 @@ fn make_private(data: &std::path::Path) -> anyhow::Result<()> {
 
 /// No sandboxed process may see the directory of amberd's socket: one that could connect
 /// could approve its own requests.
-fn hide_socket_dir(deps: &mut Deps, socket_path: &std::path::Path) {
+fn hide_socket_dir(services: &mut Services, socket_path: &std::path::Path) {
     if let Some(dir) = socket_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
-        Arc::make_mut(&mut deps.sandbox).hidden.push(dir);
+        Arc::make_mut(&mut services.sandbox).hidden.push(dir);
     }
 }
 
@@ -263,7 +263,13 @@ fn reap_orphaned_tools(env: &impl Fn(&str) -> Option<std::ffi::OsString>) {
 
 /// `[server] idle_exit_secs`, honoured only under socket activation (see `service::idle`).
 fn arm_idle_exit(daemon: &Arc<Daemon>, owns_socket_file: bool) {
-    let secs = daemon.sessions.deps().live().config.server.idle_exit_secs;
+    let secs = daemon
+        .sessions
+        .services()
+        .live()
+        .config
+        .server
+        .idle_exit_secs;
     if secs == 0 {
         return;
     }
@@ -293,7 +299,7 @@ fn spawn_resume_busy(daemon: &Arc<Daemon>) {
 fn spawn_idle_unloader(daemon: &Arc<Daemon>) {
     let secs = daemon
         .sessions
-        .deps()
+        .services()
         .live()
         .config
         .sessions

@@ -4,7 +4,7 @@
 //! is logged and reported by `daemon/status.configError`; the last good config stays in
 //! force until the file loads again.
 //!
-//! **Invariants:** a turn reads one snapshot of the settings (`Deps::live`), so a reload
+//! **Invariants:** a turn reads one snapshot of the settings (`Services::live`), so a reload
 //! never changes a turn halfway; the daemon's `AMBER_*` environment is applied on top of
 //! every reload exactly as at start; settings read only at start (`[server]`, `[plugins]`,
 //! `[tools.env]`, `[checkpoints]`, the MCP timeouts) are named in a log line saying they
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::dirs::process_env;
-use crate::session::deps::LiveConfig;
+use crate::session::services::LiveConfig;
 
 /// How often the config file is stat'ed.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -92,7 +92,7 @@ pub async fn reload(
     source: &ConfigSource,
     env: &(dyn Fn(&str) -> Option<OsString> + Sync),
 ) -> bool {
-    let deps = daemon.sessions.deps();
+    let services = daemon.sessions.services();
     let shown = source.path.as_deref().map_or_else(
         || "(no config file)".to_owned(),
         |p| p.display().to_string(),
@@ -109,11 +109,11 @@ pub async fn reload(
         Ok(live) => live,
         Err(error) => {
             tracing::warn!("config not reloaded, the last good one stays in force: {error}");
-            deps.set_config_error(Some(error));
+            services.set_config_error(Some(error));
             return false;
         }
     };
-    let old = deps.live();
+    let old = services.live();
     let waiting = needs_restart(&old.config, &live.config);
     if !waiting.is_empty() {
         tracing::warn!(
@@ -125,7 +125,7 @@ pub async fn reload(
         .mcp
         .reconcile(&old.config.mcp, &live.config.mcp)
         .await;
-    deps.replace_live(live, env);
+    services.replace_live(live, env);
     tracing::info!(config = %shown, "config reloaded");
     true
 }

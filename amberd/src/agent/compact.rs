@@ -9,7 +9,7 @@ use amber_proto::{EventKind, Usage};
 use amber_store::context::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::AgentHooks;
+use super::TurnHost;
 use super::metered::Metered;
 use crate::compaction::{
     self, CompactionError, CompactionSettings, PromptUsage, estimate_tokens, needs_compaction,
@@ -28,7 +28,7 @@ pub struct CompactEnv<'a> {
     /// Where extracted skills are saved (`None`: not saved).
     pub skills_dir: Option<&'a Path>,
     pub cancel: &'a CancellationToken,
-    pub hooks: &'a dyn AgentHooks,
+    pub host: &'a dyn TurnHost,
 }
 
 /// Runs the pipeline and, on success, rebuilds the context. Any failure leaves the context
@@ -47,7 +47,7 @@ pub async fn compact_context(
         return Err(CompactionError::NothingToCompact);
     }
     let tokens_before = estimate_tokens(&snapshot, env.tools);
-    env.hooks
+    env.host
         .emit(EventKind::CompactionStarted { tokens_before });
     let target = compaction::RequestTarget {
         requests: env.llm,
@@ -64,7 +64,7 @@ pub async fn compact_context(
             compaction::Progress::Usage(usage) => spent.add(&usage),
             compaction::Progress::Retrying(event) => {
                 if let Some(retrying) = super::retrying_event(event) {
-                    env.hooks.emit(retrying);
+                    env.host.emit(retrying);
                 }
             }
         },
@@ -76,8 +76,8 @@ pub async fn compact_context(
             for message in compacted.messages {
                 context.push(message);
             }
-            env.hooks.context_changed(context);
-            env.hooks.emit(EventKind::CompactionCompleted {
+            env.host.context_changed(context);
+            env.host.emit(EventKind::CompactionCompleted {
                 tokens_before: compacted.tokens_before,
                 tokens_after: compacted.tokens_after,
             });
@@ -90,7 +90,7 @@ pub async fn compact_context(
             Ok((compacted.tokens_before, compacted.tokens_after))
         }
         Err(err) => {
-            env.hooks.emit(EventKind::CompactionFailed {
+            env.host.emit(EventKind::CompactionFailed {
                 tokens_before,
                 error: format!("{} ({})", err, err.code()),
             });

@@ -1,5 +1,5 @@
 //! The one way a session's model requests go out: [`Metered::request`] reserves the
-//! request's share of the session's budget before it is sent ([`AgentHooks::reserve`]),
+//! request's share of the session's budget before it is sent ([`TurnHost::reserve`]),
 //! records its usage when it ends, and only then lets the reservation go. The turn's
 //! requests, the confirm exchange, compaction's classify and extract requests and every
 //! sub-agent's go through it; nothing else in the daemon calls `LlmClient::stream_chat`.
@@ -14,7 +14,7 @@ use amber_proto::{CostUsd, Usage};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::AgentHooks;
+use super::TurnHost;
 use crate::compaction::estimate_tokens;
 
 /// What a request is expected to cost before it is sent: its estimated prompt, priced at
@@ -95,12 +95,12 @@ pub trait ModelRequests: Sync {
 /// A client whose every request is reserved against, and recorded in, a session's spend.
 pub struct Metered<'a> {
     llm: &'a LlmClient,
-    hooks: &'a dyn AgentHooks,
+    host: &'a dyn TurnHost,
 }
 
 impl<'a> Metered<'a> {
-    pub fn new(llm: &'a LlmClient, hooks: &'a dyn AgentHooks) -> Self {
-        Metered { llm, hooks }
+    pub fn new(llm: &'a LlmClient, host: &'a dyn TurnHost) -> Self {
+        Metered { llm, host }
     }
 
     /// Whether the provider takes `response_format` (structured output).
@@ -118,7 +118,7 @@ impl<'a> Metered<'a> {
     ) -> Result<ChatResponse, RequestError> {
         let estimate = self.estimate(request);
         let reservation = self
-            .hooks
+            .host
             .reserve(estimate, cancel)
             .await
             .map_err(|refusal| RequestError::refused(refusal, &request.model))?;
@@ -128,7 +128,7 @@ impl<'a> Metered<'a> {
             .await
             .map_err(RequestError::Api)?;
         if let Some(usage) = reply.usage.take() {
-            reply.usage = Some(super::record_usage(self.hooks, usage));
+            reply.usage = Some(super::record_usage(self.host, usage));
         }
         // Settled: the real usage is in the session's total before the hold goes.
         drop(reservation);
@@ -137,7 +137,7 @@ impl<'a> Metered<'a> {
 
     fn estimate(&self, request: &ChatRequest) -> RequestEstimate {
         let tokens = estimate_tokens(&request.messages, &request.tools);
-        let cost = self.hooks.price().map(|price| {
+        let cost = self.host.price().map(|price| {
             price.cost(&Usage {
                 prompt_tokens: tokens,
                 total_tokens: tokens,

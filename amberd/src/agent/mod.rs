@@ -35,7 +35,7 @@ use metered::{Metered, Refusal, RequestError, RequestEstimate, Reservation};
 use output_schema::OutputSchema;
 
 /// How the loop reports to the session that runs it.
-pub trait AgentHooks: Send + Sync {
+pub trait TurnHost: Send + Sync {
     /// Publishes an event of the running turn.
     fn emit(&self, kind: EventKind);
     /// The session's mode right now (it may change mid-turn).
@@ -113,7 +113,7 @@ pub struct TurnEnv<'a> {
     /// Where skills extracted by compaction are saved.
     pub skills_dir: Option<&'a Path>,
     pub cancel: &'a CancellationToken,
-    pub hooks: &'a dyn AgentHooks,
+    pub host: &'a dyn TurnHost,
 }
 
 /// How a turn ended.
@@ -140,7 +140,7 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
         output_instruction: env.output_schema.map(OutputSchema::instruction),
     };
     context.push(Message::user(prompt));
-    env.hooks.context_changed(context);
+    env.host.context_changed(context);
     let (mut stop, mut error) = turn.run(context, env.max_iterations).await;
     let mut output = None;
     if let (Some(schema), StopReason::EndTurn) = (env.output_schema, stop) {
@@ -154,7 +154,7 @@ pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) ->
     if unanswered {
         // An unanswered confirm prompt (error, cancel, iteration cap) must not linger.
         context.pop();
-        env.hooks.context_changed(context);
+        env.host.context_changed(context);
     }
     TurnOutcome {
         stop,
@@ -216,7 +216,7 @@ impl Turn<'_, '_> {
             Err(hint) => return self.fail("not_configured", hint.to_owned(), false),
         };
         let specs = tool_specs(env.tools);
-        let metered = Metered::new(llm, env.hooks);
+        let metered = Metered::new(llm, env.host);
         let compact_env = CompactEnv {
             llm: &metered,
             model: env.model,
@@ -225,7 +225,7 @@ impl Turn<'_, '_> {
             settings: env.compaction,
             skills_dir: env.skills_dir,
             cancel: env.cancel,
-            hooks: env.hooks,
+            host: env.host,
         };
         let mut state = LoopState::default();
         for _ in 0..budget {
@@ -252,7 +252,7 @@ impl Turn<'_, '_> {
         }
         // Before the round, compaction's included: a spent budget starts nothing more.
         // (Each request also reserves its share as it goes out: `metered.rs`.)
-        if let Some(message) = env.hooks.budget_exceeded() {
+        if let Some(message) = env.host.budget_exceeded() {
             return ControlFlow::Break(self.budget_stop(message));
         }
         let (snapshot, estimated) = self
@@ -274,10 +274,10 @@ impl Turn<'_, '_> {
             .map(OutputSchema::response_format);
         let tail = prompt::Tail {
             todos: &todos,
-            mode: env.hooks.mode(),
+            mode: env.host.mode(),
             steers: &self.steers,
             output_instruction: self.output_instruction.as_deref().filter(|_| !structured),
-            hook_context: env.hooks.extra_context(),
+            hook_context: env.host.extra_context(),
         };
         let request = ChatRequest {
             model: env.model.to_owned(),
@@ -390,7 +390,7 @@ impl Turn<'_, '_> {
             // Confirmed: the silent exchange leaves no trace in the context. Only the
             // confirm prompt was pushed; the answer never was.
             context.pop();
-            env.hooks.context_changed(context);
+            env.host.context_changed(context);
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
         context.push(
@@ -399,7 +399,7 @@ impl Turn<'_, '_> {
         );
         text.clone_into(&mut self.final_text);
         self.emit_message(item_id, text);
-        env.hooks.context_changed(context);
+        env.host.context_changed(context);
         match self.guards.on_reply(text, &[]) {
             Verdict::Stop(reason) => return ControlFlow::Break((reason, None)),
             Verdict::Steer { reason, text } => {
@@ -439,11 +439,11 @@ impl Turn<'_, '_> {
         if visibility == Visibility::Streamed {
             self.emit_message(item_id, &reply.text);
         }
-        env.hooks.context_changed(context);
+        env.host.context_changed(context);
         let verdict = self.guards.on_reply(&reply.text, &calls);
 
         let statuses = self.run_tools(context, &calls, &state.previous_calls).await;
-        env.hooks.context_changed(context);
+        env.host.context_changed(context);
         state.previous_calls = calls;
         if env.cancel.is_cancelled() {
             return ControlFlow::Break((StopReason::Cancelled, None));
@@ -482,16 +482,16 @@ impl Turn<'_, '_> {
         item_id: &str,
         visibility: Visibility,
     ) -> Result<ChatResponse, RequestError> {
-        let hooks = self.env.hooks;
+        let host = self.env.host;
         let mut on_event = |event: StreamEvent| match event {
             StreamEvent::TextDelta(delta) if visibility == Visibility::Streamed => {
-                hooks.emit(EventKind::MessageDelta {
+                host.emit(EventKind::MessageDelta {
                     item_id: item_id.to_owned(),
                     delta,
                 });
             }
             StreamEvent::ReasoningDelta(delta) if visibility == Visibility::Streamed => {
-                hooks.emit(EventKind::ReasoningDelta {
+                host.emit(EventKind::ReasoningDelta {
                     item_id: item_id.to_owned(),
                     delta,
                 });
@@ -499,7 +499,7 @@ impl Turn<'_, '_> {
             // Live, so a client can show the wait (up to `retry_max`) instead of silence.
             event @ StreamEvent::Retrying { .. } => {
                 if let Some(retrying) = retrying_event(event) {
-                    hooks.emit(retrying);
+                    host.emit(retrying);
                 }
             }
             _ => {}
@@ -523,13 +523,13 @@ impl Turn<'_, '_> {
         // Events are published as dispatch reports them, not through a queue read later:
         // a call's `tool_call_started` must precede its approval request and whatever its
         // tool publishes (a `task` call's `subagent_started`).
-        let hooks = env.hooks;
-        let sink = move |event: DispatchEvent| hooks.emit(dispatch_event_kind(event));
+        let host = env.host;
+        let sink = move |event: DispatchEvent| host.emit(dispatch_event_kind(event));
         let request = DispatchRequest {
             registry: env.tools,
             calls,
             previous_calls,
-            gate: env.hooks.gate(),
+            gate: env.host.gate(),
             session: env.session_tools,
             workspace: env.workspace,
             cancel: env.cancel,
@@ -538,11 +538,11 @@ impl Turn<'_, '_> {
         };
         let changes = may_change_files(env.tools, calls);
         if changes {
-            env.hooks.before_changes().await;
+            env.host.before_changes().await;
         }
         let results = dispatch(request).await;
         if changes {
-            env.hooks.after_changes().await;
+            env.host.after_changes().await;
         }
         let mut statuses = Vec::with_capacity(results.len());
         for result in results {
@@ -556,7 +556,7 @@ impl Turn<'_, '_> {
         if text.is_empty() {
             return;
         }
-        self.env.hooks.emit(EventKind::MessageCompleted {
+        self.env.host.emit(EventKind::MessageCompleted {
             item_id: item_id.to_owned(),
             role: Role::Assistant,
             text: text.to_owned(),
@@ -566,8 +566,8 @@ impl Turn<'_, '_> {
     fn steer(&mut self, context: &mut Context, reason: amber_proto::SteerReason, text: String) {
         context.push(Message::user(format!("[amber] {text}")));
         self.steers.push(text.clone());
-        self.env.hooks.context_changed(context);
-        self.env.hooks.emit(EventKind::Steer { reason, text });
+        self.env.host.context_changed(context);
+        self.env.host.emit(EventKind::Steer { reason, text });
     }
 
     /// The session's budget is spent: an `error` event naming it, and the turn (or the
@@ -578,7 +578,7 @@ impl Turn<'_, '_> {
     }
 
     fn fail(&self, code: &str, message: String, retryable: bool) -> TurnEnd {
-        self.env.hooks.emit(EventKind::Error {
+        self.env.host.emit(EventKind::Error {
             code: code.to_owned(),
             message: message.clone(),
             retryable,
@@ -601,13 +601,13 @@ impl Turn<'_, '_> {
 /// Accounts one LLM call's usage, with its cost when the model has a price: the session
 /// total and a durable `usage` event. Every request goes through here (`metered.rs`);
 /// the priced usage is returned for the caller's turn total.
-pub(crate) fn record_usage(hooks: &dyn AgentHooks, mut usage: Usage) -> Usage {
+pub(crate) fn record_usage(host: &dyn TurnHost, mut usage: Usage) -> Usage {
     // Priced here, once, so that every sum of it (turn, sub-agents, session) adds costs.
-    if let Some(price) = hooks.price() {
+    if let Some(price) = host.price() {
         usage.cost_usd = Some(price.cost(&usage));
     }
-    let total = hooks.add_usage(&usage);
-    hooks.emit(EventKind::usage(usage, total));
+    let total = host.add_usage(&usage);
+    host.emit(EventKind::usage(usage, total));
     usage
 }
 

@@ -123,7 +123,7 @@ impl Turn<'_, '_> {
             "final answer invalid against the output schema; repairing"
         );
         context.push(Message::user(repair_prompt(&errors)));
-        self.env.hooks.context_changed(context);
+        self.env.host.context_changed(context);
         self.final_text.clear();
         let remaining = self.env.max_iterations.saturating_sub(self.rounds);
         let (stop, error) = self.run(context, remaining.max(REPAIR_ROUNDS)).await;

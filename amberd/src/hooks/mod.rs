@@ -33,7 +33,7 @@ pub use input::HookInput;
 pub use process::HookEnv;
 pub use spec::{HookEvent, HookSpec, HooksFile};
 
-/// The daemon's hooks state, shared by every session (`Deps::hooks`): the config file's
+/// The daemon's hooks state, shared by every session (`Services::hooks`): the config file's
 /// hooks behind one cell a config reload replaces, and where hook inputs are written.
 #[derive(Debug)]
 pub struct Hooks {

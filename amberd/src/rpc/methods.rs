@@ -65,14 +65,14 @@ pub fn module(
             sessions_loaded: Some(d.sessions.loaded() as u64),
             provider: Some(d.provider_status()),
             sandbox: Some(d.sandbox_status()),
-            config_error: d.sessions.deps().config_error(),
+            config_error: d.sessions.services().config_error(),
         })
     })?;
 
     m.async_method::<methods::SandboxSelftest, _, _>(|proto::Empty {}, d, _| async move {
-        let deps = d.sessions.deps();
-        deps.start_sandbox_probe();
-        Ok(deps.sandbox_probe.selftest(SELFTEST_PROBE_WAIT).await)
+        let services = d.sessions.services();
+        services.start_sandbox_probe();
+        Ok(services.sandbox_probe.selftest(SELFTEST_PROBE_WAIT).await)
     })?;
 
     m.method::<methods::DaemonShutdown>(|proto::Empty {}, d, _| {
@@ -247,13 +247,13 @@ mod tests {
     #[tokio::test]
     async fn registers_exactly_the_served_methods() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let deps = crate::session::deps::Deps::new(
+        let services = crate::session::services::Services::new(
             crate::config::Config::default(),
             &|_| None,
             dir.path().to_owned(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let module = module(Daemon::new(deps)).unwrap_or_else(|e| panic!("{e}"));
+        let module = module(Daemon::new(services)).unwrap_or_else(|e| panic!("{e}"));
         let registered: BTreeSet<&str> = module.method_names().collect();
         let served: BTreeSet<&str> = SERVED.iter().copied().collect();
         assert_eq!(registered, served);

@@ -46,7 +46,7 @@ pub enum ServeError {
 /// Serves until `daemon.shutdown` fires, then winds down: sessions first (their turns are
 /// cancelled and end with `turn_completed`), then the connections.
 pub async fn serve(listener: UnixListener, daemon: Arc<Daemon>) -> Result<(), ServeError> {
-    let cfg = &daemon.sessions.deps().live().config.server;
+    let cfg = &daemon.sessions.services().live().config.server;
     let methods: Methods = methods::module(daemon.clone())?.into();
     let builder = Server::builder()
         .set_config(jsonrpsee_config(cfg))

@@ -69,7 +69,7 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
             .as_ref()
             .map(|id| d.sessions.get(id))
             .transpose()?;
-        let mut entries = d.sessions.deps().registries.tool_entries();
+        let mut entries = d.sessions.services().registries.tool_entries();
         if let Some(s) = &session {
             // The session's own MCP servers' tools, over daemon-wide ones of the same name.
             for (server, tool) in s.shared.mcp.tools() {
@@ -199,7 +199,7 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
 
     m.method::<methods::ProviderList>(|proto::Empty {}, d, _| {
         Ok(proto::ProviderListResult {
-            providers: d.sessions.deps().llm.infos(),
+            providers: d.sessions.services().llm.infos(),
         })
     })?;
 

@@ -48,7 +48,7 @@ pub fn handle(d: &Daemon, p: SessionGetParams) -> Result<SessionGetResult, Error
             }
         },
     };
-    let limits = WireLimits::from_config(&d.sessions.deps().live().config.server);
+    let limits = WireLimits::from_config(&d.sessions.services().live().config.server);
     let mut result = SessionGetResult {
         session: fit_typed(&shared.info(), limits),
         messages: Vec::new(),

@@ -39,7 +39,7 @@ async fn watch(
     conn: Option<Arc<WsConn>>,
 ) -> Result<(), SubscriptionError> {
     let approver = conn.as_ref().is_some_and(|c| c.is_approver());
-    let watchers = daemon.sessions.deps().watchers.clone();
+    let watchers = daemon.sessions.services().watchers.clone();
     // Shutdown waits for this guard, so the sessions' last changes reach the client
     // before the connection is stopped.
     let _running = daemon.subscription_guard();

@@ -14,12 +14,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
-use super::deps::Deps;
 use super::gate::SessionGate;
+use super::services::Services;
 use crate::agent::compact::{CompactEnv, compact_context};
 use crate::agent::metered::{Metered, Refusal, RequestEstimate, Reservation};
 use crate::agent::output_schema::OutputSchema;
-use crate::agent::{self, AgentHooks, TurnEnv};
+use crate::agent::{self, TurnEnv, TurnHost};
 use amber_tools::gate::Gate;
 
 /// What a prompt asks of its turn besides its text (`session/prompt`'s extensions). Not
@@ -56,7 +56,7 @@ pub enum Command {
 /// Runs until the command queue closes (session deleted or daemon shutting down).
 pub async fn run(
     shared: Arc<SessionShared>,
-    deps: Arc<Deps>,
+    services: Arc<Services>,
     mut commands: mpsc::UnboundedReceiver<Command>,
     mut context: Context,
 ) {
@@ -77,10 +77,10 @@ pub async fn run(
                 text,
                 options,
             } => {
-                run_prompt(&shared, &deps, &mut context, &turn_id, &text, &options).await;
+                run_prompt(&shared, &services, &mut context, &turn_id, &text, &options).await;
             }
             Command::Compact { reply } => {
-                let result = compact_now(&shared, &deps, &mut context).await;
+                let result = compact_now(&shared, &services, &mut context).await;
                 // The caller may have gone away; the compaction stands either way.
                 let _ = reply.send(result);
             }
@@ -105,9 +105,9 @@ const SANDBOX_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3
 /// A session made while the daemon's sandbox probe still ran got a sandbox before the
 /// kernel's verdict; once the probe says the kernel cannot sandbox, its commands must ask
 /// (unavailable) rather than fail in the helper. Immediate after the probe's first answer.
-async fn settle_sandbox(shared: &Arc<SessionShared>, deps: &Deps) {
-    deps.start_sandbox_probe();
-    let verdict = deps.sandbox_probe.wait(SANDBOX_PROBE_WAIT).await;
+async fn settle_sandbox(shared: &Arc<SessionShared>, services: &Services) {
+    services.start_sandbox_probe();
+    let verdict = services.sandbox_probe.wait(SANDBOX_PROBE_WAIT).await;
     if matches!(verdict, Some(Err(_)))
         && matches!(
             shared.tools.sandbox(),
@@ -120,7 +120,7 @@ async fn settle_sandbox(shared: &Arc<SessionShared>, deps: &Deps) {
 
 async fn run_prompt(
     shared: &Arc<SessionShared>,
-    deps: &Deps,
+    services: &Services,
     context: &mut Context,
     turn_id: &str,
     text: &str,
@@ -128,16 +128,16 @@ async fn run_prompt(
 ) {
     let cancel = shared.closed.child_token();
     shared.begin_turn(turn_id, cancel.clone());
-    let mut hooks = TurnHooks {
+    let mut host = SessionTurnHost {
         shared,
         turn_id,
-        price: deps
+        price: services
             .llm
             .price(shared.provider().as_deref(), &shared.model()),
         extra_context: None,
         gate: SessionGate {
             shared,
-            deps,
+            services,
             turn_id,
             cancel: &cancel,
             mode_ceiling: None,
@@ -149,23 +149,23 @@ async fn run_prompt(
             prompt: text.to_owned(),
         },
     );
-    settle_sandbox(shared, deps).await;
+    settle_sandbox(shared, services).await;
     // Before the prompt's hooks: new or changed workspace configuration is put to the user.
     shared.hooks.report_unusable(shared, turn_id);
     shared
         .trust
-        .trust_for_turn(shared, deps, turn_id, &cancel)
+        .trust_for_turn(shared, services, turn_id, &cancel)
         .await;
     let prompted = shared
         .hooks
-        .user_prompt(shared, deps, turn_id, &cancel, text)
+        .user_prompt(shared, services, turn_id, &cancel, text)
         .await;
     if let Some(reason) = prompted.blocked {
-        prompt_blocked(shared, deps, &hooks, turn_id, reason);
+        prompt_blocked(shared, services, &host, turn_id, reason);
         return;
     }
     if !prompted.context.is_empty() {
-        hooks.extra_context = Some(prompted.context.join("\n\n"));
+        host.extra_context = Some(prompted.context.join("\n\n"));
     }
     ensure_system_prompt(shared, context);
     shared
@@ -173,18 +173,18 @@ async fn run_prompt(
         .begin_turn(turn_id, started_seq.unwrap_or(0), text, context);
     // Stats the instruction files (reads them only if they changed): before the turn's
     // first request, so an edited AGENTS.md applies from this turn on.
-    shared.head.refresh(&deps.workspace_git()).await;
+    shared.head.refresh(&services.workspace_git()).await;
     let head = shared.head.head(&shared.system_prompt);
 
     let model = shared.model();
     let provider = shared.provider();
-    let llm = deps.llm.client(provider.as_deref());
-    let compaction = deps.compaction_for(provider.as_deref());
+    let llm = services.llm.client(provider.as_deref());
+    let compaction = services.compaction_for(provider.as_deref());
     // The session's own MCP servers, just given by `session/new`, may still be starting.
     shared.mcp.first_connections().await;
-    let tools = shared.offered_tools(deps.tools());
+    let tools = shared.offered_tools(services.tools());
     // One snapshot of the settings for the whole turn (a config edit applies to the next).
-    let live = deps.live();
+    let live = services.live();
     let env = TurnEnv {
         session_id: &shared.id,
         llm: llm.as_ref().map_err(String::as_str),
@@ -202,14 +202,14 @@ async fn run_prompt(
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,
-        hooks: &hooks,
+        host: &host,
     };
     let outcome = agent::run_turn(context, text, &env).await;
     // Before `turn_completed`: a client that lists checkpoints then sees what it changed.
     shared.checkpoints.end_turn().await;
     shared.publish_messages(context);
     shared.end_turn();
-    hooks.emit(EventKind::TurnCompleted {
+    host.emit(EventKind::TurnCompleted {
         stop_reason: outcome.stop,
         error: outcome.error,
         usage: outcome.usage,
@@ -219,7 +219,7 @@ async fn run_prompt(
     });
     shared
         .hooks
-        .turn_completed(shared, deps, turn_id, outcome.stop);
+        .turn_completed(shared, services, turn_id, outcome.stop);
     // After the event, not before: the log is the record of the turn (recovery reads it),
     // the metadata only its summary, and its atomic replace (two fsyncs) need not delay
     // what the client waits for.
@@ -230,19 +230,19 @@ async fn run_prompt(
 /// `hook_denied` and the hook's reason; the prompt never reaches the context or the model.
 fn prompt_blocked(
     shared: &Arc<SessionShared>,
-    deps: &Deps,
-    hooks: &TurnHooks<'_>,
+    services: &Services,
+    host: &SessionTurnHost<'_>,
     turn_id: &str,
     reason: String,
 ) {
     let message = format!("a user_prompt hook blocked this prompt: {reason}");
-    hooks.emit(EventKind::Error {
+    host.emit(EventKind::Error {
         code: HOOK_DENIED.to_owned(),
         message: message.clone(),
         retryable: false,
     });
     shared.end_turn();
-    hooks.emit(EventKind::TurnCompleted {
+    host.emit(EventKind::TurnCompleted {
         stop_reason: amber_proto::StopReason::Error,
         error: Some(amber_proto::ErrorInfo {
             code: HOOK_DENIED.to_owned(),
@@ -255,7 +255,7 @@ fn prompt_blocked(
     });
     shared
         .hooks
-        .turn_completed(shared, deps, turn_id, amber_proto::StopReason::Error);
+        .turn_completed(shared, services, turn_id, amber_proto::StopReason::Error);
     shared.save_meta();
 }
 
@@ -265,7 +265,7 @@ pub const HOOK_DENIED: &str = "hook_denied";
 /// A manual compaction (`session/compact`), run by the actor between turns.
 async fn compact_now(
     shared: &Arc<SessionShared>,
-    deps: &Deps,
+    services: &Services,
     context: &mut Context,
 ) -> Result<SessionCompactResult, String> {
     // A spent budget compacts nothing: the classify request would be refused anyway.
@@ -273,31 +273,31 @@ async fn compact_now(
         return Err(message);
     }
     let provider = shared.provider();
-    let llm = &deps.llm.client(provider.as_deref())?;
-    let settings = deps.compaction_for(provider.as_deref());
+    let llm = &services.llm.client(provider.as_deref())?;
+    let settings = services.compaction_for(provider.as_deref());
     let cancel = shared.closed.child_token();
     shared.begin_turn("", cancel.clone());
     // No turn event tells the watchers: the session runs while it compacts.
     shared.hub.notify_watchers(SessionChangeKind::Updated);
-    let hooks = TurnHooks {
+    let host = SessionTurnHost {
         shared,
         turn_id: "",
-        price: deps.llm.price(provider.as_deref(), &shared.model()),
+        price: services.llm.price(provider.as_deref(), &shared.model()),
         extra_context: None,
         gate: SessionGate {
             shared,
-            deps,
+            services,
             turn_id: "",
             cancel: &cancel,
             mode_ceiling: None,
         },
     };
-    let specs = crate::agent::tool_specs(&shared.offered_tools(deps.tools()));
+    let specs = crate::agent::tool_specs(&shared.offered_tools(services.tools()));
     let model = shared.model();
-    shared.head.refresh(&deps.workspace_git()).await;
+    shared.head.refresh(&services.workspace_git()).await;
     let head = shared.head.head(&shared.system_prompt);
     // Its requests spend the session's budget like a turn's.
-    let metered = Metered::new(llm, &hooks);
+    let metered = Metered::new(llm, &host);
     let env = CompactEnv {
         llm: &metered,
         model: &model,
@@ -306,7 +306,7 @@ async fn compact_now(
         settings: &settings,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,
-        hooks: &hooks,
+        host: &host,
     };
     // Manual compaction runs outside a turn: its usage counts only in the session total.
     let result = compact_context(context, &env, &mut amber_proto::Usage::default()).await;
@@ -349,7 +349,7 @@ fn ensure_system_prompt(shared: &SessionShared, context: &mut Context) {
     }
 }
 
-struct TurnHooks<'a> {
+struct SessionTurnHost<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
     /// The session model's price, read when the turn began.
@@ -359,7 +359,7 @@ struct TurnHooks<'a> {
     gate: SessionGate<'a>,
 }
 
-impl AgentHooks for TurnHooks<'_> {
+impl TurnHost for SessionTurnHost<'_> {
     fn emit(&self, mut kind: EventKind) {
         // The loop counts its own calls; its sub-agents' run inside the `task` tool.
         if let EventKind::TurnCompleted {

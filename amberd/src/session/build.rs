@@ -11,10 +11,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::approvals::Approvals;
-use super::deps::Deps;
 use super::hub::EventHub;
 use super::persist::Persistence;
 use super::sandbox::SessionSandbox;
+use super::services::Services;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::agent::prompt::PromptHead;
@@ -41,7 +41,7 @@ pub(super) struct Parts {
 }
 
 /// Builds the shared state, installs the sub-agent runner and starts the actor.
-pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
+pub(super) fn spawn(services: &Arc<Services>, parts: Parts) -> Arc<SessionHandle> {
     let Parts {
         info,
         workspace,
@@ -66,28 +66,32 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
                 }
             }
         })),
-        sandbox: SessionSandbox::new(sandbox, &deps.live().config.sandbox, deps.sandbox.clone()),
+        sandbox: SessionSandbox::new(
+            sandbox,
+            &services.live().config.sandbox,
+            services.sandbox.clone(),
+        ),
         checkpoints: Arc::new(SessionCheckpoints::new(
-            deps.checkpoints.clone(),
+            services.checkpoints.clone(),
             workspace.clone(),
-            deps.store.as_ref().map(|s| s.sessions_dir().join(&id)),
+            services.store.as_ref().map(|s| s.sessions_dir().join(&id)),
         )),
         hooks: super::hooks::SessionHooks::new(weak.clone()),
         trust: super::trust::SessionTrust::default(),
         mcp: super::mcp::SessionMcp::new(
             weak.clone(),
-            &deps.live().config.mcp,
-            deps.sandbox.clone(),
+            &services.live().config.mcp,
+            services.sandbox.clone(),
         ),
         id,
-        skills_dir: amber_tools::skills::workspace_skills_dir(&deps.data_dir, &workspace),
+        skills_dir: amber_tools::skills::workspace_skills_dir(&services.data_dir, &workspace),
         head: PromptHead::new(
             &workspace,
-            &deps.data_dir,
+            &services.data_dir,
             Instructions::new(
                 &workspace,
-                &deps.live().config.agent.instruction_files,
-                deps.live().config.agent.instructions_max_bytes,
+                &services.live().config.agent.instruction_files,
+                services.live().config.agent.instructions_max_bytes,
             ),
         ),
         workspace,
@@ -97,7 +101,7 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
         persistence,
         closed: CancellationToken::new(),
         // Approver watches approve for every session, this one included.
-        approvals: Approvals::new(deps.watchers.approvers()),
+        approvals: Approvals::new(services.watchers.approvers()),
         grants: Mutex::new(Grants::default()),
         rules: Mutex::new(rules),
         budget_settled: tokio::sync::Notify::new(),
@@ -116,25 +120,25 @@ pub(super) fn spawn(deps: &Arc<Deps>, parts: Parts) -> Arc<SessionHandle> {
     shared.tools.set_session_id(&shared.id);
     // Before the actor runs: a restore's closing events are news to the watchers.
     shared.hub.watch_with(super::watch::WatchTap::new(
-        deps.watchers.clone(),
+        services.watchers.clone(),
         Arc::downgrade(&shared),
     ));
     // Before the actor can run a command: every one starts in the session's sandbox.
     shared.install_sandbox(None);
-    shared.tools.set_tool_env(deps.tool_env.clone());
+    shared.tools.set_tool_env(services.tool_env.clone());
     shared.tools.set_subagents(Arc::new(SessionSubagents {
         shared: Arc::downgrade(&shared),
-        deps: deps.clone(),
+        services: services.clone(),
     }));
     shared
         .tools
         .set_denied_paths(Arc::new(super::gate::SessionDeniedPaths {
             shared: Arc::downgrade(&shared),
-            deps: deps.clone(),
+            services: services.clone(),
         }));
     shared.mcp.start(mcp_servers);
     let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(actor::run(shared.clone(), deps.clone(), rx, context));
+    let task = tokio::spawn(actor::run(shared.clone(), services.clone(), rx, context));
     Arc::new(SessionHandle {
         shared,
         commands: tx,

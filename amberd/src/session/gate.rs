@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
-use super::deps::Deps;
+use super::services::Services;
 use super::trust::Level as TrustLevel;
 use crate::hooks::PreToolVerdict;
 use amber_tools::gate::{Gate, GateCall, GateVerdict};
@@ -18,12 +18,12 @@ use amber_tools::session::DeniedPaths;
 /// shows. Holds the session weakly: the session owns its tool state.
 pub struct SessionDeniedPaths {
     pub shared: std::sync::Weak<SessionShared>,
-    pub deps: std::sync::Arc<Deps>,
+    pub services: std::sync::Arc<Services>,
 }
 
 impl DeniedPaths for SessionDeniedPaths {
     fn denied(&self, tool: &str, relative: &str) -> bool {
-        if self.deps.live().rules.denies_path(&[tool], relative) {
+        if self.services.live().rules.denies_path(&[tool], relative) {
             return true;
         }
         let Some(shared) = self.shared.upgrade() else {
@@ -41,7 +41,7 @@ impl DeniedPaths for SessionDeniedPaths {
 /// The gate of one running turn.
 pub struct SessionGate<'a> {
     pub shared: &'a SessionShared,
-    pub deps: &'a Deps,
+    pub services: &'a Services,
     pub turn_id: &'a str,
     pub cancel: &'a CancellationToken,
     /// The most a sub-agent's calls may do (its agent's mode): the session's mode applies,
@@ -63,7 +63,7 @@ impl Gate for SessionGate<'_> {
     ) {
         self.shared.hooks.post_tool_use(
             self.shared,
-            self.deps,
+            self.services,
             self.turn_id,
             call,
             arguments,
@@ -82,7 +82,7 @@ impl SessionGate<'_> {
         let hooked = self
             .shared
             .hooks
-            .pre_tool_use(self.shared, self.deps, self.turn_id, self.cancel, &call)
+            .pre_tool_use(self.shared, self.services, self.turn_id, self.cancel, &call)
             .await;
         let call = match &hooked.arguments {
             Some(arguments) => GateCall {
@@ -175,7 +175,7 @@ impl SessionGate<'_> {
         };
         let answer = request_approval(
             self.shared,
-            self.deps,
+            self.services,
             self.turn_id,
             self.cancel,
             approval,
@@ -217,12 +217,12 @@ impl SessionGate<'_> {
                 let trusted = loaded
                     .hash
                     .as_deref()
-                    .is_some_and(|hash| shared.trust.is_trusted(self.deps, &path, hash));
+                    .is_some_and(|hash| shared.trust.is_trusted(self.services, &path, hash));
                 loaded.in_force(trusted)
             })
             .map_err(|e| e.to_string());
         let rules = Rules {
-            config: &self.deps.live().rules,
+            config: &self.services.live().rules,
             workspace,
         };
         amber_policy::decide(&request, &rules, &shared.lock_grants())
@@ -278,7 +278,7 @@ impl SessionGate<'_> {
         };
         let answer = request_approval(
             shared,
-            self.deps,
+            self.services,
             self.turn_id,
             self.cancel,
             approval,
@@ -323,10 +323,12 @@ impl SessionGate<'_> {
             };
             let level = match appended.before.as_deref() {
                 None => Some(TrustLevel::Always),
-                Some(hash) => shared.trust.level(self.deps, &path, hash),
+                Some(hash) => shared.trust.level(self.services, &path, hash),
             };
             if let Some(level) = level {
-                shared.trust.trust(self.deps, &path, &appended.after, level);
+                shared
+                    .trust
+                    .trust(self.services, &path, &appended.after, level);
             }
         }
     }
@@ -384,7 +386,7 @@ pub(crate) enum Answer {
 /// `allow_always` may stand (else it counts as `allow_session`).
 pub(crate) async fn request_approval(
     shared: &SessionShared,
-    deps: &Deps,
+    services: &Services,
     turn_id: &str,
     cancel: &CancellationToken,
     approval: Approval,
@@ -413,7 +415,7 @@ pub(crate) async fn request_approval(
     emit(EventKind::ApprovalRequested(approval.clone()));
     shared
         .hooks
-        .approval_requested(shared, deps, turn_id, &approval);
+        .approval_requested(shared, services, turn_id, &approval);
     let Some(answer) = answer else {
         shared.approvals.close(&request_id);
         resolved(Decision::Deny, ResolvedBy::NoApprover);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
-use super::deps::Deps;
+use super::services::Services;
 use crate::hooks::trust;
 use crate::hooks::{
     self, Failed, HookEnv, HookEvent, HookInput, HookSpec, PreToolOutcome, PromptOutcome,
@@ -28,13 +28,13 @@ impl SessionHooks {
         SessionHooks { me }
     }
 
-    fn env(shared: &SessionShared, deps: &Deps) -> HookEnv {
+    fn env(shared: &SessionShared, services: &Services) -> HookEnv {
         HookEnv {
             session_id: shared.id.clone(),
             workspace: shared.workspace.clone(),
             sandbox: shared.tools.sandbox(),
             env: shared.tools.tool_env(),
-            scratch: deps.hooks.scratch().to_path_buf(),
+            scratch: services.hooks.scratch().to_path_buf(),
         }
     }
 
@@ -44,11 +44,11 @@ impl SessionHooks {
     fn applicable(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         event: HookEvent,
         tool: Option<&str>,
     ) -> Vec<HookSpec> {
-        let mut hooks: Vec<HookSpec> = deps
+        let mut hooks: Vec<HookSpec> = services
             .hooks
             .config_hooks()
             .iter()
@@ -57,7 +57,7 @@ impl SessionHooks {
             .collect();
         match trust::read_workspace(&shared.workspace) {
             Ok(Some(file)) if file.hooks.iter().any(|h| h.applies(event, tool)) => {
-                if shared.trust.is_trusted(deps, &file.path, &file.hash) {
+                if shared.trust.is_trusted(services, &file.path, &file.hash) {
                     hooks.extend(file.hooks.into_iter().filter(|h| h.applies(event, tool)));
                 } else {
                     tracing::debug!(session = %shared.id, event = event.as_str(), "skipping the untrusted workspace hooks");
@@ -89,20 +89,20 @@ impl SessionHooks {
     pub(crate) async fn pre_tool_use(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         cancel: &CancellationToken,
         call: &GateCall<'_>,
     ) -> PreToolOutcome {
         let event = HookEvent::PreToolUse;
-        let hooks = self.applicable(shared, deps, event, Some(&call.call.name));
+        let hooks = self.applicable(shared, services, event, Some(&call.call.name));
         if hooks.is_empty() {
             return PreToolOutcome::default();
         }
         let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
         input.tool = Some(call.call.name.clone());
         input.arguments = Some(call.args.clone());
-        let env = Self::env(shared, deps);
+        let env = Self::env(shared, services);
         let schema = call.tool.input_schema();
         let outcome = hooks::pre_tool_use(&hooks, input, &schema, &env, Some(cancel)).await;
         report_all(
@@ -119,19 +119,19 @@ impl SessionHooks {
     pub(crate) async fn user_prompt(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         cancel: &CancellationToken,
         prompt: &str,
     ) -> PromptOutcome {
         let event = HookEvent::UserPrompt;
-        let hooks = self.applicable(shared, deps, event, None);
+        let hooks = self.applicable(shared, services, event, None);
         if hooks.is_empty() {
             return PromptOutcome::default();
         }
         let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
         input.prompt = Some(prompt.to_owned());
-        let env = Self::env(shared, deps);
+        let env = Self::env(shared, services);
         let outcome = hooks::user_prompt(&hooks, &input, &env, Some(cancel)).await;
         report_all(shared, Some(turn_id), event, &outcome.failures, None);
         outcome
@@ -142,7 +142,7 @@ impl SessionHooks {
     pub(crate) fn post_tool_use(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         call: &amber_proto::ToolCall,
         arguments: &Value,
@@ -150,7 +150,7 @@ impl SessionHooks {
     ) {
         self.fire(
             shared,
-            deps,
+            services,
             HookEvent::PostToolUse,
             Some(&call.name),
             Some(&call.id),
@@ -173,12 +173,12 @@ impl SessionHooks {
     pub(crate) fn turn_completed(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         stop: StopReason,
     ) {
         let event = HookEvent::TurnCompleted;
-        self.fire(shared, deps, event, None, None, || {
+        self.fire(shared, services, event, None, None, || {
             let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
             input.stop_reason = Some(stop);
             input
@@ -189,24 +189,31 @@ impl SessionHooks {
     pub(crate) fn approval_requested(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         approval: &Approval,
     ) {
         let event = HookEvent::ApprovalRequested;
         let call_id = (!approval.call_id.is_empty()).then_some(approval.call_id.as_str());
-        self.fire(shared, deps, event, Some(&approval.tool), call_id, || {
-            let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
-            input.tool = Some(approval.tool.clone());
-            input.arguments = Some(approval.arguments.clone());
-            input
-        });
+        self.fire(
+            shared,
+            services,
+            event,
+            Some(&approval.tool),
+            call_id,
+            || {
+                let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
+                input.tool = Some(approval.tool.clone());
+                input.arguments = Some(approval.arguments.clone());
+                input
+            },
+        );
     }
 
     /// `session_started`, in the background (a new session; a restored one is not new).
-    pub(crate) fn session_started(&self, shared: &SessionShared, deps: &Deps) {
+    pub(crate) fn session_started(&self, shared: &SessionShared, services: &Services) {
         let event = HookEvent::SessionStarted;
-        self.fire(shared, deps, event, None, None, || {
+        self.fire(shared, services, event, None, None, || {
             HookInput::new(event, &shared.id, None, &shared.workspace)
         });
     }
@@ -216,13 +223,13 @@ impl SessionHooks {
     fn fire(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         event: HookEvent,
         tool: Option<&str>,
         call_id: Option<&str>,
         input: impl FnOnce() -> HookInput,
     ) {
-        let hooks = self.applicable(shared, deps, event, tool);
+        let hooks = self.applicable(shared, services, event, tool);
         if hooks.is_empty() {
             return;
         }
@@ -230,7 +237,7 @@ impl SessionHooks {
             return;
         };
         let input = input();
-        let env = Self::env(shared, deps);
+        let env = Self::env(shared, services);
         let call_id = call_id.map(str::to_owned);
         tokio::spawn(async move {
             let failures = hooks::fire_and_forget(&hooks, &input, &env).await;

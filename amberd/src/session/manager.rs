@@ -19,9 +19,9 @@ use amber_proto::{
 use amber_store::SessionMeta;
 use amber_store::context::Context;
 
-use super::deps::Deps;
 use super::hub::{EventHub, EventStore};
 use super::persist::{self, Persistence};
+use super::services::Services;
 use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox, worktree};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
@@ -33,7 +33,7 @@ const UNLOAD_WAIT: Duration = Duration::from_secs(10);
 
 /// All sessions of the daemon.
 pub struct SessionManager {
-    deps: Arc<Deps>,
+    services: Arc<Services>,
     registry: Mutex<Registry>,
     closing: AtomicBool,
 }
@@ -74,9 +74,9 @@ impl Unloading {
 
 impl SessionManager {
     /// Lists the store's sessions (metadata only; logs are read on first use).
-    pub fn new(deps: Arc<Deps>) -> Self {
+    pub fn new(services: Arc<Services>) -> Self {
         let mut stored = HashMap::new();
-        if let Some(store) = &deps.store {
+        if let Some(store) = &services.store {
             match store.list() {
                 Ok(metas) => {
                     for mut meta in metas {
@@ -86,7 +86,7 @@ impl SessionManager {
                         // As it will be when loaded: its request over today's config (a
                         // file from before the sandbox has neither).
                         meta.info.sandbox = Some(sandbox_of(
-                            &deps.live().config.sandbox,
+                            &services.live().config.sandbox,
                             meta.sandbox,
                             meta.info.mode,
                         ));
@@ -97,7 +97,7 @@ impl SessionManager {
             }
         }
         Self {
-            deps,
+            services,
             registry: Mutex::new(Registry {
                 stored,
                 ..Registry::default()
@@ -111,8 +111,8 @@ impl SessionManager {
         self.registry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn deps(&self) -> &Deps {
-        &self.deps
+    pub fn services(&self) -> &Services {
+        &self.services
     }
 
     /// Sessions known to the daemon, loaded or not.
@@ -138,7 +138,7 @@ impl SessionManager {
         history: Vec<Message>,
     ) -> Result<Arc<SessionHandle>, SessionError> {
         // Its verdict is usually in before the session's first turn asks for it.
-        self.deps.start_sandbox_probe();
+        self.services.start_sandbox_probe();
         if self.closing.load(Ordering::SeqCst) {
             return Err(SessionError::ShuttingDown);
         }
@@ -146,31 +146,31 @@ impl SessionManager {
         let workspace = build::validate_workspace(
             &params.cwd,
             home.as_deref(),
-            self.deps.live().config.sessions.allow_broad_workspace,
+            self.services.live().config.sessions.allow_broad_workspace,
         )?;
-        let agent = agent_param(&workspace, params.agent.as_deref(), &self.deps.trust)?;
+        let agent = agent_param(&workspace, params.agent.as_deref(), &self.services.trust)?;
         let defaults = agent.as_ref().map(|a| &a.definition);
         let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
         validate_mcp_servers(&params.mcp_servers)?;
         let id = uuid::Uuid::new_v4().to_string();
-        let deps = &self.deps;
+        let services = &self.services;
         let model = params
             .model
             .clone()
             .filter(|m| !m.trim().is_empty())
             .or_else(|| defaults.and_then(|d| d.model.clone()))
             .unwrap_or_else(|| match &provider {
-                Some(p) => deps.llm.default_model(Some(p)),
-                None => deps.live().endpoint.model.clone(),
+                Some(p) => services.llm.default_model(Some(p)),
+                None => services.live().endpoint.model.clone(),
             });
         let budgets = self.budgets(&params, provider.as_deref(), &model)?;
         // Last of the checks, since it is the one that makes something.
         let worktree = match params.worktree.as_ref().and_then(|w| w.options()) {
             Some(options) => Some(persist::blocking(|| {
                 worktree::create(
-                    &deps.workspace_git(),
+                    &services.workspace_git(),
                     &workspace,
-                    &deps.data_dir,
+                    &services.data_dir,
                     &id,
                     &options,
                 )
@@ -187,7 +187,7 @@ impl SessionManager {
             .system_prompt
             .clone()
             .or_else(|| defaults.map(|d| d.prompt.clone()))
-            .or_else(|| deps.live().config.agent.system_prompt.clone())
+            .or_else(|| services.live().config.agent.system_prompt.clone())
             .unwrap_or_else(default_system_prompt);
         let limits = agent.as_ref().map(AgentLimits::of);
         let info = SessionInfo {
@@ -215,11 +215,15 @@ impl SessionManager {
             max_tokens_total: budgets.max_tokens_total,
         };
         let sandbox = params.sandbox;
-        let persistence = match &deps.store {
+        let persistence = match &services.store {
             Some(store) => {
                 let meta = SessionMeta {
                     info: SessionInfo {
-                        sandbox: Some(sandbox_of(&deps.live().config.sandbox, sandbox, info.mode)),
+                        sandbox: Some(sandbox_of(
+                            &services.live().config.sandbox,
+                            sandbox,
+                            info.mode,
+                        )),
                         ..info.clone()
                     },
                     system_prompt: system_prompt.clone(),
@@ -229,7 +233,7 @@ impl SessionManager {
                 };
                 let log = store.create(&meta).map_err(|e| {
                     if let Some(made) = &info.worktree {
-                        persist::blocking(|| worktree::discard(&deps.workspace_git(), made));
+                        persist::blocking(|| worktree::discard(&services.workspace_git(), made));
                     }
                     SessionError::Store(e.to_string())
                 })?;
@@ -256,17 +260,17 @@ impl SessionManager {
         }
         let hub = EventHub::restored(
             id.clone(),
-            deps.live().config.server.subscriber_buffer,
-            deps.live().config.sessions.memory_events,
+            services.live().config.server.subscriber_buffer,
+            services.live().config.sessions.memory_events,
             0,
             Vec::new(),
             persistence.clone().map(|p| p as Arc<dyn EventStore>),
         )
         .with_limits(crate::elide::WireLimits::from_config(
-            &deps.live().config.server,
+            &services.live().config.server,
         ));
         let handle = build::spawn(
-            &self.deps,
+            &self.services,
             build::Parts {
                 info,
                 workspace,
@@ -283,7 +287,7 @@ impl SessionManager {
         handle
             .shared
             .hooks
-            .session_started(&handle.shared, &self.deps);
+            .session_started(&handle.shared, &self.services);
         Ok(handle)
     }
 
@@ -296,12 +300,12 @@ impl SessionManager {
                 Some(build::validate_workspace(
                     cwd,
                     home.as_deref(),
-                    self.deps.live().config.sessions.allow_broad_workspace,
+                    self.services.live().config.sessions.allow_broad_workspace,
                 )?)
             }
             None => None,
         };
-        let trust = &self.deps.trust;
+        let trust = &self.services.trust;
         Ok(agents::list(
             &AgentDirs::new(workspace.as_deref()),
             &|pinned| trust.is_trusted(&pinned.path, &pinned.hash),
@@ -314,7 +318,7 @@ impl SessionManager {
         let workspace = self.trust_workspace(cwd)?;
         Ok(amber_proto::TrustListResult {
             cwd: workspace.display().to_string(),
-            files: crate::trust::report::list(&workspace, &self.deps.trust),
+            files: crate::trust::report::list(&workspace, &self.services.trust),
         })
     }
 
@@ -326,7 +330,7 @@ impl SessionManager {
         let workspace = self.trust_workspace(&params.cwd)?;
         crate::trust::report::respond(
             &workspace,
-            &self.deps.trust,
+            &self.services.trust,
             &params.path,
             &params.hash,
             params.decision,
@@ -339,7 +343,7 @@ impl SessionManager {
         build::validate_workspace(
             cwd,
             home.as_deref(),
-            self.deps.live().config.sessions.allow_broad_workspace,
+            self.services.live().config.sessions.allow_broad_workspace,
         )
     }
 
@@ -362,10 +366,11 @@ impl SessionManager {
                 }
                 continue;
             }
-            let (Some(store), true) = (&self.deps.store, registry.stored.contains_key(id)) else {
+            let (Some(store), true) = (&self.services.store, registry.stored.contains_key(id))
+            else {
                 return Err(SessionError::NotFound(id.to_owned()));
             };
-            let handle = persist::blocking(|| restore::load(&self.deps, store, id))?;
+            let handle = persist::blocking(|| restore::load(&self.services, store, id))?;
             registry.stored.remove(id);
             registry.loaded.insert(id.to_owned(), handle.clone());
             return Ok(handle);
@@ -409,7 +414,7 @@ impl SessionManager {
     /// session must be loadable again). Each moves to `stored` in the same critical
     /// section that takes it out of `loaded`; its actor stops afterwards.
     pub async fn unload_idle(&self, idle: Duration) {
-        if self.deps.store.is_none() {
+        if self.services.store.is_none() {
             return;
         }
         let idle_ones: Vec<(Arc<SessionHandle>, Arc<Unloading>)> = {
@@ -448,7 +453,7 @@ impl SessionManager {
             unloading.finish();
         });
         futures::future::join_all(stops).await;
-        self.deps.memory.soon();
+        self.services.memory.soon();
     }
 
     /// Loads every stored session marked busy (`amber-store`'s `busy.rs`: it had a turn
@@ -457,7 +462,7 @@ impl SessionManager {
     /// `stat` per stored session, no log read; the idle unloader leaves each alone while
     /// it has work (`running`) and unloads it as usual afterwards.
     pub fn resume_busy(&self) {
-        let Some(store) = &self.deps.store else {
+        let Some(store) = &self.services.store else {
             return;
         };
         let ids: Vec<String> = self.registry().stored.keys().cloned().collect();
@@ -508,7 +513,7 @@ impl SessionManager {
             let registry = self.registry();
             registry.loaded.contains_key(id) || registry.stored.contains_key(id)
         };
-        let Some(store) = self.deps.store.as_ref().filter(|_| known) else {
+        let Some(store) = self.services.store.as_ref().filter(|_| known) else {
             return Err(SessionError::NotFound(id.to_owned()));
         };
         let report = store
@@ -573,13 +578,13 @@ impl SessionManager {
         provider: Option<&str>,
         model: &str,
     ) -> Result<Budgets, SessionError> {
-        let config = &self.deps.live().config.agent;
+        let config = &self.services.live().config.agent;
         let mut budgets = Budgets {
             max_budget_usd: params.max_budget_usd.or(config.max_budget_usd),
             max_tokens_total: params.max_tokens_total.or(config.max_tokens_total),
             priced: false,
         };
-        let priced = self.deps.llm.price(provider, model).is_some();
+        let priced = self.services.llm.price(provider, model).is_some();
         if let Some(budget) = budgets.max_budget_usd
             && !priced
         {
@@ -609,7 +614,7 @@ impl SessionManager {
             .filter(|_| asked.is_none())
             .and_then(|a| Some((a.name.as_str(), a.definition.provider.as_deref()?)));
         match from_agent {
-            Some((name, wanted)) => self.deps.llm.selection(wanted).map_err(|e| {
+            Some((name, wanted)) => self.services.llm.selection(wanted).map_err(|e| {
                 SessionError::InvalidParams(format!("agent: agent `{name}` sets provider: {e}"))
             }),
             None => self.provider_param(asked),
@@ -620,7 +625,7 @@ impl SessionManager {
     fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
         match provider {
             Some(p) => self
-                .deps
+                .services
                 .llm
                 .selection(p)
                 .map_err(|e| SessionError::InvalidParams(format!("provider: {e}"))),
@@ -751,9 +756,10 @@ impl SessionManager {
     /// Gives a fork the events of its source's finished turns before `cut` (a seq), so
     /// a client attaching to it sees the conversation it continues.
     fn copy_history(&self, source: &str, fork: &str, cut: u64) {
-        let (Some(store), Some(handle)) =
-            (&self.deps.store, self.registry().loaded.get(fork).cloned())
-        else {
+        let (Some(store), Some(handle)) = (
+            &self.services.store,
+            self.registry().loaded.get(fork).cloned(),
+        ) else {
             return;
         };
         let stored = match store.events_after(source, 0) {
@@ -803,7 +809,7 @@ impl SessionManager {
             true => self.worktree_of(id)?,
             false => None,
         };
-        let runner = self.deps.workspace_git();
+        let runner = self.services.workspace_git();
         if let Some(tree) = tree.clone().filter(|_| !force) {
             let runner = runner.clone();
             let dirty = blocking_git(move || {
@@ -853,8 +859,8 @@ impl SessionManager {
             None => return Err(SessionError::NotFound(id.to_owned())),
         }
         // Its commands are gone with it: so is their temp directory.
-        self.deps.sandbox.tmp.remove(id);
-        if let Some(store) = &self.deps.store {
+        self.services.sandbox.tmp.remove(id);
+        if let Some(store) = &self.services.store {
             if let Err(err) = store.delete(id) {
                 tracing::error!(session = id, %err, "cannot delete the session from the store");
             }
@@ -868,14 +874,14 @@ impl SessionManager {
                 .hub
                 .notify_watchers(SessionChangeKind::Deleted),
             (None, Some(info)) => {
-                self.deps
+                self.services
                     .watchers
                     .send(SessionChangeKind::Deleted, &info, None);
             }
             (None, None) => {}
         }
         // What the session held (its history, its buffers) is freed by now.
-        self.deps.memory.soon();
+        self.services.memory.soon();
         Ok(())
     }
 
@@ -883,10 +889,10 @@ impl SessionManager {
     /// background (at start and after a deletion; a turn that expired checkpoints asks
     /// for one itself).
     pub fn collect_checkpoints(&self) {
-        let Some(store) = &self.deps.store else {
+        let Some(store) = &self.services.store else {
             return;
         };
-        self.deps
+        self.services
             .checkpoints
             .collect_soon(store.sessions_dir().to_owned(), false);
     }
@@ -904,7 +910,7 @@ impl SessionManager {
             tracing::warn!("some sessions did not stop within {grace:?}");
         }
         // After the sessions' last changes: the watchers send those, then end.
-        self.deps.watchers.close();
+        self.services.watchers.close();
     }
 }
 

@@ -28,9 +28,9 @@ use amber_store::{
 };
 
 use super::build::{self, Parts};
-use super::deps::Deps;
 use super::hub::{EventHub, EventStore, WireEvent};
 use super::persist::Persistence;
+use super::services::Services;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
 use crate::agents::AgentLimits;
@@ -38,7 +38,7 @@ use crate::elide::WireLimits;
 
 /// Loads session `id` from the store and starts it.
 pub(super) fn load(
-    deps: &Arc<Deps>,
+    services: &Arc<Services>,
     store: &Store,
     id: &str,
 ) -> Result<Arc<SessionHandle>, SessionError> {
@@ -55,10 +55,10 @@ pub(super) fn load(
         ..
     } = loaded;
     let context = rebuild_context(id, context, keep, &meta.system_prompt, &persistence);
-    let hub = restored_hub(deps, id, events, persistence.clone());
+    let hub = restored_hub(services, id, events, persistence.clone());
     let info = restored_info(meta.info, &recap);
     let handle = build::spawn(
-        deps,
+        services,
         Parts {
             workspace: PathBuf::from(&info.cwd),
             info,
@@ -71,7 +71,7 @@ pub(super) fn load(
             persistence: Some(persistence),
         },
     );
-    settle(deps, &handle, recap);
+    settle(services, &handle, recap);
     Ok(handle)
 }
 
@@ -191,12 +191,12 @@ fn rebuild_context(
 /// The session's hub, continuing after the log's last seq with the newest
 /// `[sessions] memory_events` events in memory; replays reaching further back read the log.
 fn restored_hub(
-    deps: &Deps,
+    services: &Services,
     id: &str,
     events: Vec<StoredEvent>,
     persistence: Arc<Persistence>,
 ) -> EventHub {
-    let memory = deps.live().config.sessions.memory_events;
+    let memory = services.live().config.sessions.memory_events;
     let last_seq = events.last().map_or(0, |e| e.seq);
     // Only the events the hub keeps are copied into wire events.
     let skip = events.len().saturating_sub(memory);
@@ -210,13 +210,13 @@ fn restored_hub(
         .collect();
     EventHub::restored(
         id.to_owned(),
-        deps.live().config.server.subscriber_buffer,
+        services.live().config.server.subscriber_buffer,
         memory,
         last_seq,
         tail,
         Some(persistence as Arc<dyn EventStore>),
     )
-    .with_limits(WireLimits::from_config(&deps.live().config.server))
+    .with_limits(WireLimits::from_config(&services.live().config.server))
 }
 
 /// The session's info as restored: idle, and with the usage and an empty title taken from
@@ -237,7 +237,7 @@ fn restored_info(mut info: SessionInfo, recap: &Recap) -> SessionInfo {
 
 /// What the restart left to do once the session runs: its todo list back, the interrupted
 /// turn ended, then the prompts waiting behind it, the busy marker and the metadata.
-fn settle(deps: &Deps, handle: &SessionHandle, recap: Recap) {
+fn settle(services: &Services, handle: &SessionHandle, recap: Recap) {
     if let Some(todos) = recap.todos {
         handle.shared.tools.restore_todos(todos);
     }
@@ -245,7 +245,7 @@ fn settle(deps: &Deps, handle: &SessionHandle, recap: Recap) {
         end_interrupted(handle, turn);
     }
     // After the interrupted turn's end: prompts acknowledged behind it come next.
-    settle_queued(deps, handle, recap.waiting);
+    settle_queued(services, handle, recap.waiting);
     // A crash's marker with nothing left to run (or the prompts ended as cancelled) goes.
     handle.shared.settle_marker();
     handle.shared.save_meta();
@@ -284,11 +284,11 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
 /// Prompts acknowledged before the restart whose turn never began: run again in order with
 /// their own turn ids, or (`[sessions] resume_queued = false`) each ended as cancelled.
 /// Either way every acknowledged `turnId` gets its `turn_completed`.
-fn settle_queued(deps: &Deps, handle: &SessionHandle, waiting: Vec<QueuedPrompt>) {
+fn settle_queued(services: &Services, handle: &SessionHandle, waiting: Vec<QueuedPrompt>) {
     if waiting.is_empty() {
         return;
     }
-    let resume = deps.live().config.sessions.resume_queued;
+    let resume = services.live().config.sessions.resume_queued;
     tracing::info!(
         session = %handle.shared.id,
         prompts = waiting.len(),
@@ -453,8 +453,8 @@ mod tests {
             let store = Store::open(dir.path()).unwrap();
             let mut config = crate::config::Config::default();
             config.sessions.memory_events = memory_events;
-            let mut deps = Deps::new(config, &|_| None, dir.path().to_owned()).unwrap();
-            deps.store = Some(store.clone());
+            let mut services = Services::new(config, &|_| None, dir.path().to_owned()).unwrap();
+            services.store = Some(store.clone());
             let meta = amber_store::SessionMeta {
                 info: info("s"),
                 system_prompt: "sys".into(),
@@ -473,7 +473,7 @@ mod tests {
                     .unwrap();
             }
             drop(log);
-            let handle = load(&Arc::new(deps), &store, "s").unwrap();
+            let handle = load(&Arc::new(services), &store, "s").unwrap();
             // The log gone, a replay from the start serves only what memory holds.
             let log_path = store.sessions_dir().join("s").join("log");
             std::fs::rename(&log_path, dir.path().join("moved")).unwrap();

@@ -20,10 +20,10 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
-use super::deps::Deps;
 use super::gate::SessionGate;
+use super::services::Services;
 use crate::agent::metered::{Refusal, RequestEstimate, Reservation};
-use crate::agent::{self, AgentHooks, TurnEnv};
+use crate::agent::{self, TurnEnv, TurnHost};
 use crate::agents::{self, AgentDirs, AgentLimits};
 use amber_tools::ToolRegistry;
 use amber_tools::gate::Gate;
@@ -32,7 +32,7 @@ use amber_tools::session::{SubResult, SubTask, SubagentRunner};
 /// The runner a session installs into its `SessionTools`.
 pub struct SessionSubagents {
     pub shared: Weak<SessionShared>,
-    pub deps: Arc<Deps>,
+    pub services: Arc<Services>,
 }
 
 impl SubagentRunner for SessionSubagents {
@@ -51,7 +51,7 @@ impl SubagentRunner for SessionSubagents {
                 return Err(format!("no sub-agent started: {message}"));
             }
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
-            let deps = &self.deps;
+            let services = &self.services;
             // Every agent is found, and a workspace agent trusted, before any task runs: one
             // bad or untrusted name runs nothing. Each profile comes from the version that
             // was trusted.
@@ -67,17 +67,18 @@ impl SubagentRunner for SessionSubagents {
                         .transpose()
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-            super::trust::ensure_agents_trusted(&shared, deps, &turn_id, cancel, &agents).await?;
+            super::trust::ensure_agents_trusted(&shared, services, &turn_id, cancel, &agents)
+                .await?;
             let profiles = agents
                 .into_iter()
-                .map(|agent| Profile::resolve(&shared, deps, agent))
+                .map(|agent| Profile::resolve(&shared, services, agent))
                 .collect::<Result<Vec<_>, String>>()?;
             let runs = tasks
                 .into_iter()
                 .zip(profiles)
-                .map(|(task, profile)| run_one(&shared, deps, &turn_id, task, profile, cancel));
+                .map(|(task, profile)| run_one(&shared, services, &turn_id, task, profile, cancel));
             if parallel {
-                let cap = deps.live().config.agent.subagent_parallel.max(1);
+                let cap = services.live().config.agent.subagent_parallel.max(1);
                 // `buffered` keeps results in task order while running up to `cap` at once.
                 Ok(futures::stream::iter(runs).buffered(cap).collect().await)
             } else {
@@ -104,13 +105,13 @@ struct Profile {
 impl Profile {
     fn resolve(
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         agent: Option<agents::Agent>,
     ) -> Result<Profile, String> {
         let plain = subagent_prompt(&shared.workspace);
         // Within the session agent's allow-list, if it has one.
-        let tools = shared.offered_tools(deps.subagent_tools());
-        let max_iterations = deps.live().config.agent.subagent_max_iterations;
+        let tools = shared.offered_tools(services.subagent_tools());
+        let max_iterations = services.live().config.agent.subagent_max_iterations;
         let Some(agent) = agent else {
             return Ok(Profile {
                 system_prompt: plain,
@@ -124,7 +125,7 @@ impl Profile {
         let name = &agent.name;
         let definition = &agent.definition;
         let provider = match definition.provider.as_deref() {
-            Some(wanted) => deps
+            Some(wanted) => services
                 .llm
                 .selection(wanted)
                 .map_err(|e| format!("agent `{name}` sets provider: {e}"))?,
@@ -132,7 +133,7 @@ impl Profile {
         };
         let model = match (&definition.model, &definition.provider) {
             (Some(model), _) => model.clone(),
-            (None, Some(_)) => deps.llm.default_model(provider.as_deref()),
+            (None, Some(_)) => services.llm.default_model(provider.as_deref()),
             (None, None) => shared.model(),
         };
         let limits = AgentLimits::of(&agent);
@@ -149,7 +150,7 @@ impl Profile {
 
 async fn run_one(
     shared: &SessionShared,
-    deps: &Deps,
+    services: &Services,
     turn_id: &str,
     task: SubTask,
     profile: Profile,
@@ -171,20 +172,22 @@ async fn run_one(
         .description
         .clone()
         .unwrap_or_else(|| task.prompt.chars().take(80).collect());
-    let hooks = SubagentHooks {
+    let host = SubagentTurnHost {
         shared,
         turn_id,
         agent_id: &agent_id,
-        price: deps.llm.price(profile.provider.as_deref(), &profile.model),
+        price: services
+            .llm
+            .price(profile.provider.as_deref(), &profile.model),
         gate: SessionGate {
             shared,
-            deps,
+            services,
             turn_id,
             cancel,
             mode_ceiling: profile.mode_ceiling,
         },
     };
-    hooks.publish(EventKind::SubagentStarted {
+    host.publish(EventKind::SubagentStarted {
         agent_id: agent_id.clone(),
         task: label.clone(),
     });
@@ -194,9 +197,9 @@ async fn run_one(
     // sub-agent's prompt: the same bytes for every sub-agent of one agent in the session.
     let head = shared.head.head(&profile.system_prompt);
     context.push(Message::system(profile.system_prompt));
-    let llm = deps.llm.client(profile.provider.as_deref());
-    let compaction = deps.compaction_for(profile.provider.as_deref());
-    let live = deps.live();
+    let llm = services.llm.client(profile.provider.as_deref());
+    let compaction = services.compaction_for(profile.provider.as_deref());
+    let live = services.live();
     let env = TurnEnv {
         session_id: &shared.id,
         llm: llm.as_ref().map_err(String::as_str),
@@ -212,7 +215,7 @@ async fn run_one(
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel,
-        hooks: &hooks,
+        host: &host,
     };
     let outcome = agent::run_turn(&mut context, &task.prompt, &env).await;
     let reply = context
@@ -240,7 +243,7 @@ async fn run_one(
             )
         }
     };
-    hooks.publish(EventKind::SubagentCompleted {
+    host.publish(EventKind::SubagentCompleted {
         agent_id: agent_id.clone(),
         task: label,
         result: Some(text.clone()),
@@ -260,7 +263,7 @@ fn subagent_prompt(workspace: &Path) -> String {
     )
 }
 
-struct SubagentHooks<'a> {
+struct SubagentTurnHost<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
     agent_id: &'a str,
@@ -269,7 +272,7 @@ struct SubagentHooks<'a> {
     gate: SessionGate<'a>,
 }
 
-impl SubagentHooks<'_> {
+impl SubagentTurnHost<'_> {
     fn publish(&self, kind: EventKind) {
         self.shared
             .hub
@@ -277,7 +280,7 @@ impl SubagentHooks<'_> {
     }
 }
 
-impl AgentHooks for SubagentHooks<'_> {
+impl TurnHost for SubagentTurnHost<'_> {
     fn emit(&self, kind: EventKind) {
         // The sub-agent's own text goes back to the parent as the tool output; streaming
         // it too would mix it into the main reply for clients that ignore `agentId`.

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
-use super::deps::Deps;
 use super::gate::{Answer, request_approval};
+use super::services::Services;
 use crate::agents::Pinned;
 use crate::trust::{ConfigKind, Stored, WorkspaceFile};
 
@@ -87,8 +87,8 @@ impl SessionTrust {
 
     /// How far the version of `path` with `hash` is trusted, if at all: the widest level
     /// that holds (remembered beats this session beats this turn).
-    pub(crate) fn level(&self, deps: &Deps, path: &Path, hash: &str) -> Option<Level> {
-        if deps.trust.is_trusted(path, hash) {
+    pub(crate) fn level(&self, services: &Services, path: &Path, hash: &str) -> Option<Level> {
+        if services.trust.is_trusted(path, hash) {
             return Some(Level::Always);
         }
         let version = (path.to_path_buf(), hash.to_owned());
@@ -102,13 +102,13 @@ impl SessionTrust {
         }
     }
 
-    pub(crate) fn is_trusted(&self, deps: &Deps, path: &Path, hash: &str) -> bool {
-        self.level(deps, path, hash).is_some()
+    pub(crate) fn is_trusted(&self, services: &Services, path: &Path, hash: &str) -> bool {
+        self.level(services, path, hash).is_some()
     }
 
     /// Trusts a version as far as `level` (the daemon's own rewrite of a file it trusted:
     /// an `allow_always` rule appended to the rules file).
-    pub(crate) fn trust(&self, deps: &Deps, path: &Path, hash: &str, level: Level) {
+    pub(crate) fn trust(&self, services: &Services, path: &Path, hash: &str, level: Level) {
         let version = (path.to_path_buf(), hash.to_owned());
         match level {
             Level::Turn => {
@@ -118,7 +118,7 @@ impl SessionTrust {
                 self.lock().session.insert(version);
             }
             Level::Always => {
-                if let Err(err) = deps.trust.remember(path, hash) {
+                if let Err(err) = services.trust.remember(path, hash) {
                     tracing::warn!(%err, path = %path.display(), "cannot remember a trusted workspace file; trusted for this session");
                 }
                 self.lock().session.insert(version);
@@ -131,7 +131,7 @@ impl SessionTrust {
     pub(crate) async fn trust_for_turn(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         cancel: &CancellationToken,
     ) {
@@ -140,12 +140,12 @@ impl SessionTrust {
             if cancel.is_cancelled() {
                 return;
             }
-            if self.is_trusted(deps, &question.path, &question.hash)
-                || deps.trust.stored(&question.path, &question.hash) == Stored::Denied
+            if self.is_trusted(services, &question.path, &question.hash)
+                || services.trust.stored(&question.path, &question.hash) == Stored::Denied
             {
                 continue;
             }
-            self.ask(shared, deps, turn_id, cancel, question).await;
+            self.ask(shared, services, turn_id, cancel, question).await;
         }
     }
 
@@ -153,7 +153,7 @@ impl SessionTrust {
     pub(crate) async fn ask(
         &self,
         shared: &SessionShared,
-        deps: &Deps,
+        services: &Services,
         turn_id: &str,
         cancel: &CancellationToken,
         question: Question,
@@ -188,7 +188,7 @@ impl SessionTrust {
             unsandboxed: false,
             person_only: true,
         };
-        let answer = request_approval(shared, deps, turn_id, cancel, approval, true).await;
+        let answer = request_approval(shared, services, turn_id, cancel, approval, true).await;
         let level = match answer {
             Answer::Decided(Decision::AllowOnce) => Level::Turn,
             Answer::Decided(Decision::AllowSession) => Level::Session,
@@ -201,7 +201,7 @@ impl SessionTrust {
                 return false;
             }
         };
-        self.trust(deps, &path, &hash, level);
+        self.trust(services, &path, &hash, level);
         true
     }
 }
@@ -307,7 +307,7 @@ pub(crate) fn agent_question(agent: &crate::agents::Agent, pinned: &Pinned) -> Q
 /// version that is neither trusted nor denied; the error names the first one that is not.
 pub(crate) async fn ensure_agents_trusted(
     shared: &SessionShared,
-    deps: &Deps,
+    services: &Services,
     turn_id: &str,
     cancel: &CancellationToken,
     agents: &[Option<crate::agents::Agent>],
@@ -316,14 +316,23 @@ pub(crate) async fn ensure_agents_trusted(
         let Some(pinned) = &agent.pinned else {
             continue;
         };
-        if shared.trust.is_trusted(deps, &pinned.path, &pinned.hash) {
+        if shared
+            .trust
+            .is_trusted(services, &pinned.path, &pinned.hash)
+        {
             continue;
         }
-        let denied = deps.trust.stored(&pinned.path, &pinned.hash) == Stored::Denied;
+        let denied = services.trust.stored(&pinned.path, &pinned.hash) == Stored::Denied;
         if denied
             || !shared
                 .trust
-                .ask(shared, deps, turn_id, cancel, agent_question(agent, pinned))
+                .ask(
+                    shared,
+                    services,
+                    turn_id,
+                    cancel,
+                    agent_question(agent, pinned),
+                )
                 .await
         {
             return Err(untrusted_agent(&agent.name, &pinned.relative));
@@ -348,7 +357,7 @@ mod tests {
     #[test]
     fn the_widest_level_holds_and_a_new_version_has_none() {
         let dir = tempfile::tempdir().unwrap();
-        let deps = Deps::new(
+        let services = Services::new(
             crate::config::Config::default(),
             &|_| None,
             dir.path().to_owned(),
@@ -356,19 +365,23 @@ mod tests {
         .unwrap();
         let trust = SessionTrust::default();
         let path = Path::new("/ws/.amber/rules.toml");
-        assert_eq!(trust.level(&deps, path, "a"), None);
+        assert_eq!(trust.level(&services, path, "a"), None);
         for level in [Level::Turn, Level::Session, Level::Always] {
-            trust.trust(&deps, path, "a", level);
-            assert_eq!(trust.level(&deps, path, "a"), Some(level));
+            trust.trust(&services, path, "a", level);
+            assert_eq!(trust.level(&services, path, "a"), Some(level));
         }
-        assert_eq!(trust.level(&deps, path, "b"), None, "another version");
+        assert_eq!(trust.level(&services, path, "b"), None, "another version");
         // Another session (or a restarted daemon) knows only what was remembered.
         assert_eq!(
-            SessionTrust::default().level(&deps, path, "a"),
+            SessionTrust::default().level(&services, path, "a"),
             Some(Level::Always)
         );
         let other = SessionTrust::default();
-        other.trust(&deps, path, "c", Level::Session);
-        assert_eq!(trust.level(&deps, path, "c"), None, "sessions trust apart");
+        other.trust(&services, path, "c", Level::Session);
+        assert_eq!(
+            trust.level(&services, path, "c"),
+            None,
+            "sessions trust apart"
+        );
     }
 }

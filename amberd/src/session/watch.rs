@@ -44,7 +44,7 @@ pub enum WatchEnd {
     Closed,
 }
 
-/// The watchers of every session, shared through `Deps`.
+/// The watchers of every session, shared through `Services`.
 pub struct Watchers {
     changes: broadcast::Sender<WireChange>,
     /// Cancelled once the sessions have stopped at shutdown: watchers send what is left,

@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::session::SessionManager;
-use crate::session::deps::Deps;
 use crate::session::gate::SessionGate;
+use crate::session::services::Services;
 use amber_tools::gate::{Gate, GateCall, GateVerdict};
 
 const WAIT: Duration = Duration::from_secs(10);
 
 struct Setup {
-    deps: Arc<Deps>,
+    services: Arc<Services>,
     manager: SessionManager,
     _dir: tempfile::TempDir,
     workspace: tempfile::TempDir,
@@ -24,16 +24,16 @@ struct Setup {
 
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let deps = Deps::new(
+    let services = Services::new(
         crate::config::Config::default(),
         &|_| None,
         dir.path().into(),
     )
     .unwrap();
-    let deps = Arc::new(deps);
+    let services = Arc::new(services);
     Setup {
-        manager: SessionManager::new(deps.clone()),
-        deps,
+        manager: SessionManager::new(services.clone()),
+        services,
         _dir: dir,
         workspace: tempfile::tempdir().unwrap(),
     }
@@ -41,7 +41,7 @@ fn setup() -> Setup {
 
 impl Setup {
     fn watchers(&self) -> &Watchers {
-        &self.deps.watchers
+        &self.services.watchers
     }
 
     fn new_session(&self) -> String {
@@ -172,13 +172,13 @@ fn without_watchers_nothing_is_built_or_kept() {
 /// Asks the session's gate about `rm -rf build` (a destructive command: it asks) in a task.
 fn ask_rm(s: &Setup, id: &str) -> (tokio::task::JoinHandle<GateVerdict>, Arc<SessionShared>) {
     let shared = s.manager.get(id).unwrap().shared.clone();
-    let deps = s.deps.clone();
+    let services = s.services.clone();
     let asking = shared.clone();
     let task = tokio::spawn(async move {
         let cancel = tokio_util::sync::CancellationToken::new();
         let gate = SessionGate {
             shared: &asking,
-            deps: &deps,
+            services: &services,
             turn_id: "t",
             cancel: &cancel,
             mode_ceiling: None,

@@ -1,4 +1,6 @@
-//! What every session shares: configuration, the LLM client pool, the tool registry.
+//! The daemon's services every session uses: the live configuration, the LLM client pool,
+//! the tool registry, the store, the sandbox environment and the daemon-wide state of each
+//! session feature.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -17,7 +19,7 @@ use amber_exec::sandbox_env::SandboxEnv;
 use amber_tools::{ToolLimits, ToolRegistry};
 
 /// The settings a config file edit changes (`crate::reload`): each turn, session and
-/// request reads one snapshot ([`Deps::live`]), so none mixes old and new settings.
+/// request reads one snapshot ([`Services::live`]), so none mixes old and new settings.
 #[derive(Debug)]
 pub struct LiveConfig {
     pub config: Config,
@@ -53,9 +55,9 @@ impl LiveConfig {
     }
 }
 
-/// Shared dependencies of the session actors. Read-only but for [`LiveConfig`], which a
+/// The daemon-level services of the session actors. Read-only but for [`LiveConfig`], which a
 /// config file edit replaces whole.
-pub struct Deps {
+pub struct Services {
     live: RwLock<Arc<LiveConfig>>,
     /// Why the config file on disk is not the one in force (`daemon/status.configError`).
     config_error: Mutex<Option<String>>,
@@ -91,12 +93,12 @@ pub struct Deps {
     pub memory: Arc<crate::service::memory::Trim>,
 }
 
-impl Deps {
+impl Services {
     pub fn new(
         config: Config,
         env: &impl Fn(&str) -> Option<OsString>,
         data_dir: PathBuf,
-    ) -> Result<Deps, RuleError> {
+    ) -> Result<Services, RuleError> {
         let registries = Registries::new();
         // Providers come from the provider registry (plugins may add and remove them).
         let providers = registries.clone();
@@ -144,7 +146,7 @@ impl Deps {
             crate::elide::WireLimits::from_config(&config.server),
         ));
         let hooks = crate::hooks::Hooks::new(config.hooks.clone(), &data_dir);
-        Ok(Deps {
+        Ok(Services {
             live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
             config_error: Mutex::new(None),
             hooks,
@@ -163,7 +165,7 @@ impl Deps {
     }
 }
 
-impl Deps {
+impl Services {
     /// The settings in force now: read once per turn, session or request.
     pub fn live(&self) -> Arc<LiveConfig> {
         self.live
