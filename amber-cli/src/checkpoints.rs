@@ -1,4 +1,4 @@
-//! Checkpoint subcommands (issue 18): `checkpoints`, `diff`, `rewind`, `fork`. A TURN
+//! Checkpoint subcommands: `checkpoints`, `diff`, `rewind`, `fork`. A TURN
 //! argument is a turn number (the `turn` field of `checkpoint/list`, as `checkpoints`
 //! prints it; any turn of the history, looked up with `all`) or a turn id passed through
 //! as is; the table, the rewind report and the resolution are pure functions, tested below.

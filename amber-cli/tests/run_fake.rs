@@ -1,6 +1,6 @@
 //! The real `amber-cli` binary against a scripted fake daemon: `run --json` output,
 //! exit codes, and `--yes` answering approval requests (which the real daemon only
-//! sends from issue 3 on).
+//! sends).
 
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! Snapshot tests of the diffs tool cells draw (issue 19): the daemon's
+//! Snapshot tests of the diffs tool cells draw: the daemon's
 //! `tool_call_completed.diff` for an `edit` with two hunks, a `write` of a new file and an
 //! `apply_patch` over two files with a delete; a long diff folded and expanded; and a running
 //! `edit`, drawn from its arguments without line numbers.

@@ -1,4 +1,4 @@
-//! Wire types of the automation additions (PROTOCOL.md's second wave, issue 14): a git
+//! Wire types of the automation additions (PROTOCOL.md's second wave): a git
 //! worktree per session, deleting one, and how a prompt's structured output is asked for.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Checkpoints, rewind and fork (PROTOCOL.md second wave, issue 12 — tracker issue 18):
+//! Checkpoints, rewind and fork (PROTOCOL.md second wave):
 //! `checkpoint/list`, `checkpoint/diff`, `session/rewind`, `session/fork` and their types.
 //! Names are exact; fields marked "amber extension" are additions a client may ignore.
 

@@ -275,7 +275,7 @@ pub const SESSION_WATCH: &str = SessionWatch::NAME;
 pub const SESSION_UNWATCH: &str = SessionUnwatch::NAME;
 /// Notification carrying a watched session's change.
 pub const SESSION_CHANGED: &str = SessionChanged::NAME;
-/// PROTOCOL.md's second wave (issue 12): checkpoints.
+/// PROTOCOL.md's second wave: checkpoints.
 pub const CHECKPOINT_LIST: &str = CheckpointList::NAME;
 pub const CHECKPOINT_DIFF: &str = CheckpointDiff::NAME;
 pub const SESSION_REWIND: &str = SessionRewind::NAME;

@@ -1,4 +1,4 @@
-//! End-to-end: checkpoints, diff, rewind and fork through the real daemon (issue 18).
+//! End-to-end: checkpoints, diff, rewind and fork through the real daemon.
 //!
 //! - A turn that writes with `write`, edits with `edit` and `apply_patch`, and creates,
 //!   modifies, renames and deletes files with `bash` (one in a new subdirectory): the

@@ -1,5 +1,5 @@
-//! End-to-end: `amber-cli checkpoints`, `diff`, `rewind` and `fork` against the real daemon
-//! (issue 18), after real turns that write files — one turn in the middle changes none.
+//! End-to-end: `amber-cli checkpoints`, `diff`, `rewind` and `fork` against the real daemon,
+//! after real turns that write files — one turn in the middle changes none.
 //! Turn numbers are 1-based as `checkpoints` prints them; a number names any turn of the
 //! history (the middle one too); `--json` prints the method's answer.
 

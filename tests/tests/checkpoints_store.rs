@@ -1,4 +1,4 @@
-//! End-to-end: what the checkpoint store keeps and what a rewind may promise (issue 18),
+//! End-to-end: what the checkpoint store keeps and what a rewind may promise,
 //! through the real daemon.
 //!
 //! - Retention expires a checkpoint while the daemon runs: its content is collected without

@@ -1,4 +1,4 @@
-//! End-to-end: config that follows the user (issue 14). amberd re-reads its config file
+//! End-to-end: config that follows the user. amberd re-reads its config file
 //! when it changes — providers, `[[rules]]` and MCP servers apply to new turns without a
 //! restart; an invalid edit (even while a turn runs) is reported by `daemon/status
 //! .configError` and the last good config stays in force. And the trap the issue names: an

@@ -1,4 +1,4 @@
-//! End-to-end: hooks (issue 20) through the real amberd, against the scripted LLM. The
+//! End-to-end: hooks through the real amberd, against the scripted LLM. The
 //! hooks are real programs (one python3 script with a mode per behaviour) written by each
 //! test beside its daemon: `pre_tool_use` blocking `git push` by exit 2, deciding by JSON
 //! (deny, allow with rewritten arguments, a rewrite into an invalid shape), hanging,

@@ -67,7 +67,7 @@ fn assert_sandboxed_call_was_contained(events: &[Value], daemon: &TestDaemon) {
     assert_ne!(status, "denied", "yolo runs it sandboxed: {output}");
     assert!(
         !outside(daemon, "sandboxed_outside").exists(),
-        "the session is not sandboxed; this suite needs `[sandbox]` (issue 17): {output}"
+        "the session is not sandboxed; this suite needs `[sandbox]`: {output}"
     );
 }
 

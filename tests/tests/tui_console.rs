@@ -1,4 +1,4 @@
-//! End-to-end: the TUI as a console for background agents (issue 19), the real `amber` in
+//! End-to-end: the TUI as a console for background agents, the real `amber` in
 //! tmux against the real daemon and the mock endpoint — a reply written as one long paragraph
 //! grows on screen as it streams (80×24 and 120×40) and survives a detach and re-attach with
 //! each word once; the session switcher lists every session with its state, a background

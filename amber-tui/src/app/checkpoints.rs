@@ -1,4 +1,4 @@
-//! Checkpoints in the TUI (issue 18), handled by the client rather than `command/run`:
+//! Checkpoints in the TUI, handled by the client rather than `command/run`:
 //! `/rewind` opens a picker of the session's turns (`checkpoint/list {all}`: those without a
 //! checkpoint too) with a preview of each one's diff, then asks files / conversation / both
 //! and calls `session/rewind` — only the conversation when the files cannot be restored

@@ -52,7 +52,7 @@ pub trait TurnHost: Send + Sync {
         None
     }
     /// A batch about to run has a call that may change files: the turn's checkpoint is
-    /// taken now if it was not yet (issue 18). Nothing by default (sub-agents: their
+    /// taken now if it was not yet. Nothing by default (sub-agents: their
     /// parent's `task` call already took it).
     fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))

@@ -1,4 +1,4 @@
-//! Checkpoints, diff, rewind and fork (issue 18): what each turn did to the workspace,
+//! Checkpoints, diff, rewind and fork: what each turn did to the workspace,
 //! whatever did it, and the way back.
 //!
 //! ```text

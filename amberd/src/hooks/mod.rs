@@ -1,4 +1,4 @@
-//! Hooks (issue 20): the user's own commands around tool calls and turns, from `[[hooks]]`
+//! Hooks: the user's own commands around tool calls and turns, from `[[hooks]]`
 //! of `config.toml` and the workspace's `.amber/hooks.toml`.
 //!
 //! This module knows no session: it reads hook specs, runs hook processes (`process`),

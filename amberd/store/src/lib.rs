@@ -1,6 +1,6 @@
 //! amber-store: the daemon's durable session store and the hash-chained [`context::Context`]
 //! it persists, and the checkpoint content store (`checkpoint/`: blobs, workspace snapshots,
-//! diff, restore plan; issue 18). One directory per session under `<data_dir>/sessions/`, holding
+//! diff, restore plan). One directory per session under `<data_dir>/sessions/`, holding
 //! `meta.json` (replaced atomically) and `log` (append-only records).
 //!
 //! ```text

@@ -204,7 +204,7 @@ pub trait Tool: Send + Sync {
             .unwrap_or_default()
     }
     /// Whether the call may change files in the workspace, so the turn takes its
-    /// checkpoint before it runs (issue 18). By default: any tool that is not read-only.
+    /// checkpoint before it runs. By default: any tool that is not read-only.
     fn may_change_files(&self, _args: &serde_json::Value) -> bool {
         !self.read_only()
     }

@@ -1,4 +1,4 @@
-//! Checkpoints through the daemon (issue 18 "Performance"). Two amberds run the same turns:
+//! Checkpoints through the daemon. Two amberds run the same turns:
 //! one with `[checkpoints] enabled = true`, one with `enabled = false`, each in generated
 //! trees of its own (`--tree-files`), turns alternating between them; what checkpoints cost
 //! is the difference. The daemon with checkpoints gets a fresh tree (new content) per first
@@ -59,7 +59,7 @@ const PROMPT_PREFIX: &str = "amber-bench checkpoint [";
 /// The seeds of the samples' trees start here.
 const SEED: u64 = 0xc4ec_0000;
 
-/// Issue 18's goals and the tree size they are stated for.
+/// The checkpoint goals and the tree size they are stated for.
 pub const GOAL_FIRST_MS: f64 = 2000.0;
 pub const GOAL_INCREMENTAL_MS: f64 = 50.0;
 pub const GOAL_TREE_FILES: usize = 10_000;

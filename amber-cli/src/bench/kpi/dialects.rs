@@ -1,4 +1,4 @@
-//! The model dialects side by side (issue 22): the primary task scenario end to end through
+//! The model dialects side by side: the primary task scenario end to end through
 //! one fresh daemon per flavor — `openai` (chat completions), `anthropic` (Messages) and
 //! `openai-responses` — against the same embedded endpoint, which answers each API with the
 //! same scripted conversation. Reported per flavor: prompt → `turn_completed` and the

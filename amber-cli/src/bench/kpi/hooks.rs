@@ -1,4 +1,4 @@
-//! What `[[hooks]]` cost per tool call (issue 20): the `sandbox` scenario (role `sandbox`:
+//! What `[[hooks]]` cost per tool call: the `sandbox` scenario (role `sandbox`:
 //! 20 sequential `bash true N` calls) through three daemons of this KPI's own that differ
 //! only in their `config.toml` hooks:
 //!

@@ -60,12 +60,12 @@ pub fn goals(r: &mut Report, args: &Args) {
         |v| v < 5.0,
     );
     r.goal(
-        "≥ 3× faster than a codex app-server turn (~0.2 s, issue 7): `amber-cli run` ≤ 66.7 ms",
+        "≥ 3× faster than a codex app-server turn (~0.2 s): `amber-cli run` ≤ 66.7 ms",
         "cli_run_ms_median",
         |v| v <= 200.0 / 3.0,
     );
     r.goal(
-        "≥ 10× faster than `codex exec` (0.5–1.3 s, issue 7): `amber-cli run` ≤ 50 ms",
+        "≥ 10× faster than `codex exec` (0.5–1.3 s): `amber-cli run` ≤ 50 ms",
         "cli_run_ms_median",
         |v| v <= 50.0,
     );
@@ -142,7 +142,7 @@ pub fn goals(r: &mut Report, args: &Args) {
     dialect_goals(r);
 }
 
-/// Issue 22: the native dialects are not slower than chat completions (daemon's share per
+/// The native dialects are not slower than chat completions (daemon's share per
 /// model request, median, same scenario and endpoint).
 pub fn dialect_goals(r: &mut Report) {
     for flavor in &dialects::FLAVORS[1..] {
@@ -157,7 +157,7 @@ pub fn dialect_goals(r: &mut Report) {
     }
 }
 
-/// Issue 17: the OS sandbox adds < 3 ms to starting a `bash` (median), measured at the
+/// The OS sandbox adds < 3 ms to starting a `bash` (median), measured at the
 /// helper's spawn and per `bash` call through the daemon.
 pub fn sandbox_goals(r: &mut Report) {
     let limit = sandbox::GOAL_ADDED_MS;
@@ -173,7 +173,7 @@ pub fn sandbox_goals(r: &mut Report) {
     );
 }
 
-/// Issue 18: a checkpoint of a 10,000-file workspace with 10 files changed < 50 ms p50, the
+/// A checkpoint of a 10,000-file workspace with 10 files changed < 50 ms p50, the
 /// first one < 2 s, store growth the changed bytes (compressed), not the tree; a turn with
 /// no file-changing call costs nothing. The first three are stated for the 10k-file tree.
 pub fn checkpoint_goals(r: &mut Report, args: &Args) {

@@ -1,4 +1,4 @@
-//! The OS sandbox's cost (issue 17 "Performance"), two ways:
+//! The OS sandbox's cost, two ways:
 //!
 //! - **spawn**: amberd's tool-exec helper run as the daemon runs it — `amberd __tool-exec
 //!   [--sandbox SPEC] /bin/true`, in a new process group, a lifeline pipe as stdin — with no
@@ -44,7 +44,7 @@ const SANDBOX_FAILED: i32 = 125;
 /// The program every spawn runs.
 const PROGRAM: &str = "/bin/true";
 
-/// The added-cost goal of issue 17, in ms (median).
+/// The added-cost goal, in ms (median).
 pub const GOAL_ADDED_MS: f64 = 3.0;
 
 /// One way of starting the helper.

@@ -1,4 +1,4 @@
-//! What a git worktree per session costs (issue 20): `session/new` in a scratch repository
+//! What a git worktree per session costs: `session/new` in a scratch repository
 //! (`git init`, [`REPO_FILES`] small files in one commit) with and without `worktree: true`,
 //! alternately on the run's daemon, each session deleted right after — the worktree one with
 //! `removeWorktree: true`. Round trips at the client: `session/new` → its answer, and

@@ -1,4 +1,4 @@
-//! The checkpoint content store (issue 18, first step): a content-addressed, compressed
+//! The checkpoint content store: a content-addressed, compressed
 //! [`BlobStore`] and the [`Snapshot`] of a workspace recorded in it, with the diff of two
 //! snapshots and the [`RestorePlan`] that brings a workspace back to one.
 //!
