@@ -1,6 +1,7 @@
-//! The walls inside the daemon, read from the source tree: which crate may depend on the
-//! kernel's sandbox interfaces, and where a leave to run a child without the OS sandbox may
-//! be minted. (That only amber-exec builds a `Command` is clippy's `disallowed-methods`.)
+//! The walls inside the daemon, read from the source tree: the crate graph, which crate may
+//! depend on the kernel's sandbox interfaces, where a leave to run a child without the OS
+//! sandbox may be minted, and that every source file opens with a `//!` header. (That only
+//! amber-exec builds a `Command` is clippy's `disallowed-methods`.)
 
 use std::path::{Path, PathBuf};
 
@@ -176,4 +177,39 @@ fn the_crate_graph_runs_one_way() {
     for (manifest, allowed) in graph {
         assert_eq!(amber_dependencies(manifest), *allowed, "{manifest}");
     }
+}
+
+#[test]
+fn every_source_file_opens_with_a_header_saying_what_it_owns() {
+    let root = root();
+    // Every workspace member's `src` folder: its library and binaries, not its integration
+    // tests, benches or examples.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest.lines().find(|l| l.starts_with("members")).unwrap();
+    let mut files = Vec::new();
+    for member in members.split('"').skip(1).step_by(2) {
+        let src = root.join(member).join("src");
+        assert!(src.is_dir(), "{member} has no src folder");
+        rust_files(&src, &mut files);
+    }
+    assert!(files.len() > 400, "the source tree was not found");
+    let mut missing: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+            !first.is_some_and(|l| l.starts_with("//!"))
+        })
+        .map(|f| {
+            f.strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "these files do not open with a `//!` header saying what they own: {missing:?}"
+    );
 }

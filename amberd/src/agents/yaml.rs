@@ -7,6 +7,8 @@
 //! under it) or a block scalar (`|` keeps line breaks, `>` folds them); `#` comments and
 //! blank lines. Anything else — nested mappings, anchors, tags, a key twice — is an error
 //! naming the line, never a guess.
+//!
+//! No YAML crate: serde_yaml is unmaintained, and this subset is a dozen rules.
 
 use serde_json::{Map, Value};
 

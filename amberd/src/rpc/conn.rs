@@ -8,7 +8,10 @@
 //!   a later request on it may not upgrade (the guard must see a WebSocket's first frame).
 //!
 //! hyper serves both (HTTP/1.1 only), with `frame_timeout` as its header-read timeout for
-//! later requests; jsonrpsee answers the requests.
+//! later requests; jsonrpsee answers the requests. amber serves the connection itself, in
+//! front of jsonrpsee's tower service, because jsonrpsee 0.26 offers no header-read timeout,
+//! no per-connection bound on unread replies and no RFC 6455 close codes (`ws_guard.rs`,
+//! `unread.rs`); hyper was already in the tree through jsonrpsee.
 
 use std::sync::Arc;
 

@@ -1,3 +1,6 @@
+//! Tests of amberd's own git: the filter drivers read from a repository's config, the pins
+//! and the environment every such git runs with.
+
 // Tests set up repositories with git of their own.
 #![allow(clippy::disallowed_methods)]
 

@@ -16,6 +16,12 @@
 //! recovery reads events as `amber_proto::Event`s, and an event it cannot decode is
 //! skipped, never an error (`decode.rs`). The crate knows no session, tool or config: it
 //! depends on `amber-proto` only.
+//!
+//! Why a log and not SQLite: the data is appended and read back whole or as a tail, the shape
+//! of a log, which needs no C build; each event is stored byte for byte as it was sent, so a
+//! replay is exact by construction; one file per session keeps sessions independent (a
+//! damaged session never blocks another, delete is a directory removal); and an append costs
+//! a buffered write, plus an fdatasync only where durability is promised.
 
 mod busy;
 mod checkpoint;

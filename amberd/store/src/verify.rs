@@ -5,6 +5,10 @@
 //! before the good prefix replaces `log` in one rename, so at every instant `log` is either
 //! the old file or the salvaged one; verify keeps reporting a salvaged session as broken
 //! for as long as the damaged copy is there.
+//!
+//! Why keep the prefix rather than skip the bad record: what follows it may depend on it
+//! (seqs, pops), and only the prefix is provably consistent. Why not refuse to load: one
+//! edited byte would lose the whole session.
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{ErrorKind, Read, Write};
