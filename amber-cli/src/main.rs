@@ -3,11 +3,10 @@
 //! `turn::exit` (0 ok, 1 error, 2 usage, 3 stopped by a guard, 124 timed out, 130
 //! cancelled).
 
-// A client (and its bench and tests) starts amberd, git and its own binaries as the user, on
-// the user's command: the daemon's rule that children start through amber-exec is not theirs.
+// A client (and its tests) starts amberd, git and its own binaries as the user, on the
+// user's command: the daemon's rule that children start through amber-exec is not theirs.
 #![allow(clippy::disallowed_methods)]
 
-mod acp;
 mod args;
 mod ask;
 mod checkpoints;
@@ -15,7 +14,6 @@ mod daemon;
 mod doctor;
 mod gap;
 mod logs;
-mod mcp_server;
 mod output;
 mod reconnect;
 mod render;
@@ -192,8 +190,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 .await
             }
             Command::Rpc => rpc::rpc(&conn).await,
-            Command::McpServer { yes } => mcp_server::serve(&conn, yes).await,
-            Command::Acp => acp::acp(&conn).await,
+            Command::McpServer { yes } => {
+                amber_mcp_server::serve(output::connect_options(&conn, yes), yes).await;
+                Ok(exit::OK)
+            }
+            Command::Acp => {
+                amber_acp::serve(output::connect_options(&conn, true)).await?;
+                Ok(exit::OK)
+            }
             Command::Completions { .. } => Ok(exit::OK),
         }
     });

@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use amber_proto::{Decision, Event, EventKind, ResolvedBy, StopReason, ToolStatus};
+use amber_client::turn::decision_name;
+use amber_proto::{Event, EventKind, ResolvedBy, StopReason, ToolStatus};
 use serde_json::Value;
 
 /// A piece of output and where it goes.
@@ -366,15 +367,6 @@ pub fn duration(ms: u64) -> String {
         format!("{:.1}s", ms as f64 / 1000.0)
     } else {
         format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
-    }
-}
-
-pub(crate) fn decision_name(d: Decision) -> &'static str {
-    match d {
-        Decision::AllowOnce => "allowed once",
-        Decision::AllowSession => "allowed for the session",
-        Decision::AllowAlways => "allowed always",
-        Decision::Deny => "denied",
     }
 }
 

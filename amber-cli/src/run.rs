@@ -113,7 +113,7 @@ pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             // own as the cancel went out keeps its own code).
             let timed_out = follow.timed_out && stop == StopReason::Cancelled;
             if args.json {
-                let mut line = follow.tracker.result_line(&session_id, elapsed);
+                let mut line = ResultLine::of(&follow.tracker, &session_id, elapsed);
                 if timed_out && line.error.is_none() {
                     line.error = Some(ErrorInfo {
                         code: "timeout".into(),
@@ -136,9 +136,8 @@ pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
                 args.timeout.unwrap_or_default()
             );
             if args.json {
-                let mut line = follow
-                    .tracker
-                    .failed_line(&session_id, elapsed, message.clone());
+                let mut line =
+                    ResultLine::failed(&follow.tracker, &session_id, elapsed, message.clone());
                 line.error = Some(ErrorInfo {
                     code: "timeout".into(),
                     message: message.clone(),
@@ -150,9 +149,8 @@ pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
         }
         Err(e) => {
             if args.json {
-                let line = follow
-                    .tracker
-                    .failed_line(&session_id, elapsed, format!("{e:#}"));
+                let line =
+                    ResultLine::failed(&follow.tracker, &session_id, elapsed, format!("{e:#}"));
                 output::line(&serde_json::to_string(&line)?)?;
             }
             if follow.timed_out {
@@ -443,7 +441,7 @@ impl Follow<'_> {
             eprintln!();
             note(&format!(
                 "approval {request_id} was answered elsewhere ({}): ignore the prompt above",
-                crate::render::decision_name(*decision)
+                amber_client::turn::decision_name(*decision)
             ));
         }
         if matches!(event.kind, EventKind::Synced { .. }) {

@@ -1,11 +1,12 @@
-//! Following one turn: what happened in it (final text, denials, stop reason), the
-//! `--json` result line, and the exit code. Pure: fed events, no I/O.
+//! Ending one turn as amber-cli says it: the `--json` result line, the denials summary,
+//! the `--yes` refusal note, and the exit code. Following the turn's events is amber-client's
+//! `turn::TurnTracker`. Pure: no I/O.
 
-use std::collections::HashMap;
-
-use amber_proto::{CostUsd, ErrorInfo, Event, EventKind, Role, StopReason, ToolStatus, Usage};
+use amber_proto::{CostUsd, ErrorInfo, StopReason, Usage};
 use serde::Serialize;
 use serde_json::Value;
+
+pub use amber_client::turn::{Denial, TurnTracker, yes_decision};
 
 /// Exit codes of `amber-cli`.
 pub mod exit {
@@ -31,17 +32,6 @@ pub fn exit_code(stop: StopReason) -> u8 {
     }
 }
 
-/// How `--yes` answers an approval request (`run --yes`, `mcp-server --yes`): allow_once,
-/// except leaving the OS sandbox and what only a person may answer (secret reads, protected
-/// writes, trusting workspace configuration), which nobody at a terminal confirmed.
-pub fn yes_decision(unsandboxed: bool, person_only: bool) -> amber_proto::Decision {
-    if unsandboxed || person_only {
-        amber_proto::Decision::Deny
-    } else {
-        amber_proto::Decision::AllowOnce
-    }
-}
-
 /// Why `--yes` denied a request, for stderr.
 pub fn yes_refusal(a: &amber_proto::Approval) -> String {
     if a.unsandboxed {
@@ -52,18 +42,6 @@ pub fn yes_refusal(a: &amber_proto::Approval) -> String {
             a.reason
         )
     }
-}
-
-/// A tool call of the turn that was denied.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Denial {
-    pub call_id: String,
-    pub tool: String,
-    pub arguments: Value,
-    /// Why: the approval request's reason when there was one, else the denial output.
-    pub reason: String,
-    pub output: String,
 }
 
 /// The last line of `amber-cli run --json`.
@@ -127,18 +105,57 @@ impl ResultLine {
     }
 }
 
-/// amberd's dispatch refuses malformed calls with `denied` too (unknown tool, arguments
-/// that are not a JSON object, a repeat of the previous turn's call): those are the model's
-/// mistakes, not permission decisions, and stay out of `permissionDenials`.
-fn is_dispatch_refusal(output: &str) -> bool {
-    let reason = output.strip_prefix("denied: ").unwrap_or(output);
-    [
-        "unknown tool `",
-        "the arguments of `",
-        "duplicate of a call made in the previous turn",
-    ]
-    .iter()
-    .any(|prefix| reason.starts_with(prefix))
+impl ResultLine {
+    /// The result line of a turn followed by `tracker`, once it completed; a client-side
+    /// failure otherwise.
+    pub fn of(tracker: &TurnTracker, session_id: &str, duration_ms: u64) -> Self {
+        let completion = tracker.completion();
+        let (cost_usd, session_cost_usd) =
+            completion.map_or((None, None), |c| (c.cost_usd, c.session_cost_usd));
+        let (stop, error, usage, output) = match completion {
+            Some(c) => (c.stop_reason, c.error.clone(), c.usage, c.output.clone()),
+            None => (
+                StopReason::Error,
+                Some(ErrorInfo {
+                    code: "incomplete".into(),
+                    message: "the turn did not complete".into(),
+                }),
+                Usage::default(),
+                None,
+            ),
+        };
+        ResultLine {
+            kind: "result",
+            schema_version: 1,
+            session_id: session_id.to_owned(),
+            turn_id: tracker.turn_id().to_owned(),
+            stop_reason: stop.as_str(),
+            text: tracker.text().to_owned(),
+            usage,
+            duration_ms,
+            permission_denials: tracker.denials().to_vec(),
+            error,
+            output,
+            cost_usd,
+            session_cost_usd,
+        }
+    }
+
+    /// The result line for a run that failed on the client side (connection lost, ...).
+    pub fn failed(
+        tracker: &TurnTracker,
+        session_id: &str,
+        duration_ms: u64,
+        message: String,
+    ) -> Self {
+        let mut line = Self::of(tracker, session_id, duration_ms);
+        line.stop_reason = StopReason::Error.as_str();
+        line.error = Some(ErrorInfo {
+            code: "client".into(),
+            message,
+        });
+        line
+    }
 }
 
 /// The closing stderr line of a human run whose tool calls were denied.
@@ -162,180 +179,10 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-/// How the turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Completion {
-    pub stop_reason: StopReason,
-    pub error: Option<ErrorInfo>,
-    pub usage: Usage,
-    pub output: Option<Value>,
-    pub cost_usd: Option<CostUsd>,
-    pub session_cost_usd: Option<CostUsd>,
-}
-
-/// Collects what matters of one turn from its events.
-#[derive(Debug, Default)]
-pub struct TurnTracker {
-    turn_id: String,
-    tools: HashMap<String, (String, Value)>,
-    approval_reasons: HashMap<String, String>,
-    denials: Vec<Denial>,
-    text: String,
-    completion: Option<Completion>,
-}
-
-impl TurnTracker {
-    pub fn new(turn_id: impl Into<String>) -> Self {
-        Self {
-            turn_id: turn_id.into(),
-            ..Self::default()
-        }
-    }
-
-    pub fn turn_id(&self) -> &str {
-        &self.turn_id
-    }
-
-    /// True for events of this tracker's turn.
-    pub fn is_mine(&self, event: &Event) -> bool {
-        event.turn_id.as_deref() == Some(self.turn_id.as_str())
-    }
-
-    /// Feeds one event; events of other turns are ignored.
-    pub fn observe(&mut self, event: &Event) {
-        if !self.is_mine(event) {
-            return;
-        }
-        match &event.kind {
-            EventKind::MessageCompleted {
-                role: Role::Assistant,
-                text,
-                ..
-            } => self.text.clone_from(text),
-            EventKind::ToolCallStarted {
-                call_id,
-                name,
-                arguments,
-                ..
-            } => {
-                self.tools
-                    .insert(call_id.clone(), (name.clone(), arguments.clone()));
-            }
-            EventKind::ApprovalRequested(amber_proto::Approval {
-                call_id, reason, ..
-            }) => {
-                self.approval_reasons
-                    .insert(call_id.clone(), reason.clone());
-            }
-            EventKind::ToolCallCompleted {
-                call_id,
-                status: ToolStatus::Denied,
-                output,
-                ..
-            } if !is_dispatch_refusal(output) => {
-                let (tool, arguments) = self
-                    .tools
-                    .get(call_id)
-                    .cloned()
-                    .unwrap_or_else(|| (String::new(), Value::Null));
-                let reason = self
-                    .approval_reasons
-                    .get(call_id)
-                    .cloned()
-                    .unwrap_or_else(|| output.clone());
-                self.denials.push(Denial {
-                    call_id: call_id.clone(),
-                    tool,
-                    arguments,
-                    reason,
-                    output: output.clone(),
-                });
-            }
-            EventKind::TurnCompleted {
-                stop_reason,
-                error,
-                usage,
-                output,
-                cost_usd,
-                session_cost_usd,
-            } => {
-                self.completion = Some(Completion {
-                    stop_reason: *stop_reason,
-                    error: error.clone(),
-                    usage: *usage,
-                    output: output.clone(),
-                    cost_usd: *cost_usd,
-                    session_cost_usd: *session_cost_usd,
-                });
-            }
-            _ => {}
-        }
-    }
-
-    pub fn completion(&self) -> Option<&Completion> {
-        self.completion.as_ref()
-    }
-
-    /// The turn's denied tool calls so far.
-    pub fn denials(&self) -> &[Denial] {
-        &self.denials
-    }
-
-    /// The result line once the turn completed; a client-side failure otherwise.
-    pub fn result_line(&self, session_id: &str, duration_ms: u64) -> ResultLine {
-        let (cost_usd, session_cost_usd) = self
-            .completion
-            .as_ref()
-            .map_or((None, None), |c| (c.cost_usd, c.session_cost_usd));
-        let (stop, error, usage, output) = match &self.completion {
-            Some(c) => (c.stop_reason, c.error.clone(), c.usage, c.output.clone()),
-            None => (
-                StopReason::Error,
-                Some(ErrorInfo {
-                    code: "incomplete".into(),
-                    message: "the turn did not complete".into(),
-                }),
-                Usage::default(),
-                None,
-            ),
-        };
-        ResultLine {
-            kind: "result",
-            schema_version: 1,
-            session_id: session_id.to_owned(),
-            turn_id: self.turn_id.clone(),
-            stop_reason: stop.as_str(),
-            text: self.text.clone(),
-            usage,
-            duration_ms,
-            permission_denials: self.denials.clone(),
-            error,
-            output,
-            cost_usd,
-            session_cost_usd,
-        }
-    }
-
-    /// The final text of the turn so far (its last assistant message).
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    /// The result line for a run that failed on the client side (connection lost, ...).
-    pub fn failed_line(&self, session_id: &str, duration_ms: u64, message: String) -> ResultLine {
-        let mut line = self.result_line(session_id, duration_ms);
-        line.stop_reason = StopReason::Error.as_str();
-        line.error = Some(ErrorInfo {
-            code: "client".into(),
-            message,
-        });
-        line
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use amber_proto::Event;
     use serde_json::json;
 
     fn ev(turn: &str, body: Value) -> Event {
@@ -423,7 +270,7 @@ mod tests {
             t.observe(&e);
         }
         assert_eq!(t.completion().unwrap().stop_reason, StopReason::EndTurn);
-        let line = serde_json::to_value(t.result_line("s1", 42)).unwrap();
+        let line = serde_json::to_value(ResultLine::of(&t, "s1", 42)).unwrap();
         assert_eq!(
             line,
             json!({
@@ -438,7 +285,7 @@ mod tests {
             })
         );
         // `type` leads the line.
-        let text = serde_json::to_string(&t.result_line("s1", 42)).unwrap();
+        let text = serde_json::to_string(&ResultLine::of(&t, "s1", 42)).unwrap();
         assert!(
             text.starts_with(r#"{"type":"result","schemaVersion":1,"sessionId":"s1""#),
             "{text}"
@@ -450,9 +297,9 @@ mod tests {
         let mut t = TurnTracker::new("t1");
         t.observe(&turn_events()[0]);
         assert!(t.completion().is_none());
-        let line = t.result_line("s1", 1);
+        let line = ResultLine::of(&t, "s1", 1);
         assert_eq!(line.stop_reason, "error");
-        let failed = t.failed_line("s1", 1, "connection lost".into());
+        let failed = ResultLine::failed(&t, "s1", 1, "connection lost".into());
         assert_eq!(failed.error.unwrap().message, "connection lost");
     }
 
@@ -460,7 +307,7 @@ mod tests {
     fn error_stops_carry_the_error() {
         let mut t = TurnTracker::new("t1");
         t.observe(&ev("t1", json!({"seq": 1, "type": "turn_completed", "stopReason": "error", "error": {"code": "api", "message": "502 from provider"}, "usage": {}})));
-        let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
+        let line = serde_json::to_value(ResultLine::of(&t, "s1", 5)).unwrap();
         assert_eq!(line["stopReason"], "error");
         assert_eq!(
             line["error"],
@@ -507,32 +354,15 @@ mod tests {
     fn the_result_line_carries_the_turns_output() {
         let mut t = TurnTracker::new("t1");
         t.observe(&ev("t1", json!({"seq": 1, "type": "turn_completed", "stopReason": "end_turn", "usage": {}, "output": {"ok": true}})));
-        let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
+        let line = serde_json::to_value(ResultLine::of(&t, "s1", 5)).unwrap();
         assert_eq!(line["output"], json!({"ok": true}));
         let mut t = TurnTracker::new("t2");
         t.observe(&ev(
             "t2",
             json!({"seq": 1, "type": "turn_completed", "stopReason": "end_turn", "usage": {}}),
         ));
-        let line = serde_json::to_value(t.result_line("s1", 5)).unwrap();
+        let line = serde_json::to_value(ResultLine::of(&t, "s1", 5)).unwrap();
         assert!(line.get("output").is_none(), "{line}");
-    }
-
-    #[test]
-    fn yes_allows_once_but_never_an_unsandboxed_command_or_a_person_only_ask() {
-        use amber_proto::Decision::{AllowOnce, Deny};
-        for (unsandboxed, person_only, expected) in [
-            (false, false, AllowOnce),
-            (true, false, Deny),
-            (false, true, Deny),
-            (true, true, Deny),
-        ] {
-            assert_eq!(
-                yes_decision(unsandboxed, person_only),
-                expected,
-                "{unsandboxed} {person_only}"
-            );
-        }
     }
 
     #[test]

@@ -69,7 +69,7 @@ fn report(args: &WaitArgs, finished: Option<Finished>) -> anyhow::Result<u8> {
         }
         return Ok(exit::OK);
     };
-    let line = finished.tracker.result_line(&args.id, finished.duration_ms);
+    let line = ResultLine::of(&finished.tracker, &args.id, finished.duration_ms);
     let stop = finished
         .tracker
         .completion()

@@ -8,7 +8,8 @@
 //! - [`bridge`]: the raw NDJSON bridge behind `amber-cli rpc`;
 //! - [`drift`]: whether the running daemon follows the caller's provider variables;
 //! - [`remote`]: the same protocol over a command's stdin/stdout (`ssh HOST amber-cli rpc`),
-//!   when [`ConnectOptions::remote`] is set.
+//!   when [`ConnectOptions::remote`] is set;
+//! - [`turn`]: one turn followed from its events (pure), for the headless clients.
 
 pub mod autostart;
 pub mod bridge;
@@ -20,6 +21,7 @@ mod history;
 mod in_flight;
 pub mod remote;
 mod transport;
+pub mod turn;
 mod watch;
 
 pub use client::{Client, ConnectOptions, REQUEST_TIMEOUT, SUBSCRIPTION_BUFFER};

@@ -1,18 +1,25 @@
-//! `amber-cli mcp-server [--yes]`: amber as an MCP server over stdio, for other agents to
-//! delegate to. Tools `amber_run` (a new session, one turn) and `amber_reply` (the next turn
-//! of a session), each answered with the turn's final text and `structuredContent:
-//! {sessionId, stopReason, usage}`.
+//! amber-mcp-server: amber as an MCP server over stdio, for other agents to delegate to —
+//! what `amber-cli mcp-server [--yes]` runs ([`serve`]). Tools `amber_run` (a new session,
+//! one turn) and `amber_reply` (the next turn of a session), each answered with the turn's
+//! final text and `structuredContent: {sessionId, stopReason, usage}`.
 //!
 //! Invariants: stdout carries only MCP messages (logs and notes go to stderr); it is a
 //! headless amberd client, an approver only with `--yes` (then it answers as `run --yes`
-//! does); a failing call is a tool result with `isError`, bad arguments the invalid-params
-//! error, and the server outlives both (and amberd going away).
+//! does: amber-client's `turn::yes_decision`); a failing call is a tool result with
+//! `isError`, bad arguments the invalid-params error, and the server outlives both (and
+//! amberd going away).
+//!
+//! - `tools`: the two tools, their schemas and argument parsing.
+//! - `runner`: one call, one turn followed to its end.
+//! - `progress`: `notifications/progress` of a call.
+//! - `stdio`: the transport rmcp serves on, every line it cannot serve answered there.
 
 mod progress;
 mod runner;
 mod stdio;
 mod tools;
 
+use amber_client::ConnectOptions;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -20,9 +27,6 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
-use crate::args::ConnectArgs;
-use crate::output::{connect_options, note};
-use crate::turn::exit;
 use progress::Progress;
 use runner::{Call, Target};
 use stdio::Stdio;
@@ -30,11 +34,13 @@ use stdio::Stdio;
 /// Serves MCP on stdin/stdout until the client goes away (end of input). A handshake that
 /// fails (an `initialize` rmcp refuses) is answered and the next one awaited: only end of
 /// input or a signal ends the server.
-pub async fn serve(conn: &ConnectArgs, yes: bool) -> anyhow::Result<u8> {
-    let server = AmberServer {
-        opts: connect_options(conn, yes),
-        yes,
-    };
+///
+/// `opts` says how to reach amberd (a new connection per call); with `yes` the server is an
+/// approver and answers the approval requests of its turns as `run --yes` does (`approvals`
+/// is set to match).
+pub async fn serve(mut opts: ConnectOptions, yes: bool) {
+    opts.approvals = yes;
+    let server = AmberServer { opts, yes };
     let stdio = Stdio::start(
         tokio::io::BufReader::new(tokio::io::stdin()),
         tokio::io::stdout(),
@@ -54,13 +60,17 @@ pub async fn serve(conn: &ConnectArgs, yes: bool) -> anyhow::Result<u8> {
         }
     }
     stdio.finish().await;
-    Ok(exit::OK)
+}
+
+/// A note on stderr, as the binary that serves this speaks (`amber-cli: …`).
+pub(crate) fn note(text: &str) {
+    eprintln!("amber-cli: {text}");
 }
 
 /// The MCP server: how to reach amberd and whether it approves.
 #[derive(Clone)]
 struct AmberServer {
-    opts: amber_client::ConnectOptions,
+    opts: ConnectOptions,
     yes: bool,
 }
 

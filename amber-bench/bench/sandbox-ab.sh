@@ -2,7 +2,7 @@
 # The sandbox A/B of docs/benchmarks.md ("The OS sandbox (issue 17)"): one amberd with
 # [sandbox] mode = "off" (MODE=off) or the default config (MODE=on), the e2e and tools KPIs
 # measured by amber-bench through --socket against its scripted endpoint on a fixed port.
-# Usage: BIN=target/release amber-cli/bench/sandbox-ab.sh PORT off|on OUT.json
+# Usage: BIN=target/release amber-bench/bench/sandbox-ab.sh PORT off|on OUT.json
 set -u
 BIN=${BIN:-target/release}
 PORT=$1; MODE=$2; OUT=$3

@@ -1,6 +1,6 @@
 //! One tool call of `amber-cli mcp-server`: connect to amberd (as every client, a new
 //! connection per call so a restarted daemon is picked up), open or create the session,
-//! subscribe, prompt, and follow that turn (`crate::turn::TurnTracker`) to its
+//! subscribe, prompt, and follow that turn (amber-client's `turn::TurnTracker`) to its
 //! `turn_completed`, sending progress and answering approvals (`--yes`) on the way. A
 //! cancelled MCP request cancels the turn. Every failure becomes an `isError` tool result:
 //! the server itself never goes down with a call.
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
 use super::tools::{ReplyArgs, RunArgs};
-use crate::turn::{TurnTracker, yes_decision};
+use amber_client::turn::{TurnTracker, yes_decision};
 
 /// JSON-RPC code of amberd's "session not found".
 const SESSION_NOT_FOUND: i32 = -32001;
@@ -200,7 +200,7 @@ fn answer(client: &Client, session_id: &str, request_id: &str, decision: amber_p
             .approval_respond(&session_id, &request_id, decision)
             .await
         {
-            crate::output::note(&format!("could not answer approval {request_id}: {e}"));
+            crate::note(&format!("could not answer approval {request_id}: {e}"));
         }
     });
 }

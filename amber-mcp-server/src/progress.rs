@@ -38,7 +38,7 @@ pub fn message(event: &Event) -> Option<String> {
         EventKind::ApprovalResolved { decision, .. } => {
             format!(
                 "approval answered: {}",
-                crate::render::decision_name(*decision)
+                amber_client::turn::decision_name(*decision)
             )
         }
         EventKind::CompactionStarted { .. } => "compacting the conversation".to_owned(),

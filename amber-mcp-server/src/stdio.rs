@@ -183,7 +183,7 @@ async fn read_lines<I: AsyncBufRead + Unpin>(
             }
             Verdict::Drop(why) => {
                 if !why.is_empty() {
-                    crate::output::note(&format!(
+                    crate::note(&format!(
                         "mcp-server: line {} ignored: {why}",
                         lines.number()
                     ));

@@ -1,12 +1,12 @@
 //! amber-bench: amber's KPI harness (DESIGN.md "Performance targets", docs/benchmarks.md).
 //!
-//! Runs the scenarios of `amber-cli/bench/` against an embedded scripted OpenAI-compatible
+//! Runs the scenarios of `amber-bench/bench/` against an embedded scripted OpenAI-compatible
 //! endpoint (or `--base-url`) through a real `amberd` (started for the run, or `--socket`),
 //! and prints the KPIs as Markdown tables or, with `--json`, as one object of numbers.
 //! Exit code 0, or 1 when a KPI could not be measured (the others are still reported).
 //!
-//! Like amber-cli it talks to the daemon only through amber-client and the protocol types;
-//! it shares no module with amber-cli's `main`.
+//! Like amber-cli it talks to the daemon only through amber-client and the protocol types,
+//! and it measures `amber-cli` by running the binary: it shares no code with amber-cli.
 
 // The bench starts amberd, amber-cli, git and shells as the user, on the user's command.
 #![allow(clippy::disallowed_methods)]

@@ -1,12 +1,14 @@
-//! `amber-cli acp`: an Agent Client Protocol (v1) agent on stdin/stdout that bridges to
-//! amberd. stdout carries only protocol lines (logs go to stderr); the bridge connects to
-//! amberd as an approver, so its client answers approvals while — and only while — it is
-//! connected; the client going away ends the bridge and never cancels a turn.
+//! amber-acp: amber as an Agent Client Protocol (v1) agent on stdin/stdout, bridging to
+//! amberd — what `amber-cli acp` runs ([`serve`]). stdout carries only protocol lines (logs
+//! go to stderr through `tracing`); the bridge connects to amberd as an approver, so its
+//! client answers approvals while — and only while — it is connected; the client going away
+//! ends the bridge and never cancels a turn.
 //!
-//! - [`wire`]: JSON-RPC framing and error codes.
-//! - [`updates`]: amber events as `session/update` payloads, prompts as text.
-//! - [`permissions`]: approvals as `session/request_permission`.
-//! - [`session`]: one followed session: its event stream, its waiting prompts.
+//! - `wire`: JSON-RPC framing and error codes.
+//! - `updates`: amber events as `session/update` payloads, prompts as text.
+//! - `permissions`: approvals as `session/request_permission`.
+//! - `session`: one followed session: its event stream, its waiting prompts.
+//! - `commands`: amberd's slash commands offered to the editor and run from a prompt.
 
 mod commands;
 mod permissions;
@@ -19,25 +21,34 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use amber_client::Client;
 use amber_client::bridge::lines::{BoundedLines, MAX_LINE_BYTES};
+use amber_client::{Client, ConnectOptions};
 use amber_proto::{Mode, SessionNewParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::args::ConnectArgs;
-use crate::output::connect_options;
-use crate::turn::exit;
 use session::Followed;
 use wire::{Incoming, RpcError};
 
 /// The ACP protocol version this agent speaks.
 const PROTOCOL_VERSION: u64 = 1;
 
-pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
-    let client = Client::connect(connect_options(conn, true)).await?;
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    /// amberd could not be reached (or refused the connection).
+    #[error(transparent)]
+    Connect(#[from] amber_client::ClientError),
+}
+
+/// Runs the agent on stdin/stdout until the client goes away (end of input). `opts` says
+/// how to reach amberd; the bridge always connects as an approver (`approvals` is set).
+/// Only a failed connection to amberd is an error: a bad line is answered and the next read.
+pub async fn serve(mut opts: ConnectOptions) -> Result<(), AcpError> {
+    opts.approvals = true;
+    let client = Client::connect(opts).await?;
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
     let bridge = Arc::new(Bridge {
         client,
@@ -80,7 +91,7 @@ pub async fn acp(conn: &ConnectArgs) -> anyhow::Result<u8> {
     // The client went away: turns go on in amberd; pending answers are dropped.
     drop(bridge);
     writer.abort();
-    Ok(exit::OK)
+    Ok(())
 }
 
 /// The bridge's shared state.

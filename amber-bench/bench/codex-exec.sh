@@ -1,6 +1,6 @@
 #!/bin/sh
 # `codex exec` against amber-bench's scripted endpoint, for
-#   amber-bench --compare 'amber-cli/bench/codex-exec.sh {prompt}'
+#   amber-bench --compare 'amber-bench/bench/codex-exec.sh {prompt}'
 # codex 0.17x speaks only the Responses API (it refuses `wire_api = "chat"`); the endpoint
 # serves /v1/responses too. $CODEX is the codex binary (default: `codex` on PATH); each run
 # gets a fresh CODEX_HOME so no state carries over.

@@ -1,5 +1,5 @@
 //! Scenarios: what the scripted model answers, turn by turn, to one prompt. Parsed from the
-//! TOML files in `amber-cli/bench/` (compiled in, so the binary runs from anywhere) or from
+//! TOML files in `amber-bench/bench/` (compiled in, so the binary runs from anywhere) or from
 //! `--scenario FILE`. Pure: text in, validated [`Scenario`] out.
 
 use std::collections::BTreeMap;
@@ -15,22 +15,16 @@ use crate::error::BenchError;
 const BUILTIN: &[(&str, &str)] = &[
     (
         "two_request.toml",
-        include_str!("../../bench/two_request.toml"),
+        include_str!("../bench/two_request.toml"),
     ),
-    (
-        "multi_tool.toml",
-        include_str!("../../bench/multi_tool.toml"),
-    ),
-    (
-        "stream_20k.toml",
-        include_str!("../../bench/stream_20k.toml"),
-    ),
+    ("multi_tool.toml", include_str!("../bench/multi_tool.toml")),
+    ("stream_20k.toml", include_str!("../bench/stream_20k.toml")),
     (
         "stream_paced.toml",
-        include_str!("../../bench/stream_paced.toml"),
+        include_str!("../bench/stream_paced.toml"),
     ),
-    ("search.toml", include_str!("../../bench/search.toml")),
-    ("sandbox.toml", include_str!("../../bench/sandbox.toml")),
+    ("search.toml", include_str!("../bench/search.toml")),
+    ("sandbox.toml", include_str!("../bench/sandbox.toml")),
 ];
 
 /// Characters per content delta when a turn gives its reply as one `text`.
@@ -279,7 +273,7 @@ mod tests {
         assert_eq!(stream.turns[0].content[19_999], "w19999 ");
     }
 
-    /// A file added to amber-cli/bench/ must be compiled in too (BUILTIN is a fixed list).
+    /// A file added to amber-bench/bench/ must be compiled in too (BUILTIN is a fixed list).
     #[test]
     fn builtin_list_matches_the_bench_dir() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench");
