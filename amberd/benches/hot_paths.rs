@@ -24,8 +24,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use amber_llm::{
-    ChatRequest, ChunkMemo, LlmClient, LlmSettings, StreamEvent, ToolCallAccumulator,
-    ToolCallDelta, make_dialect,
+    ChatRequest, LlmClient, LlmSettings, StreamEvent, ToolCallAccumulator, ToolCallDelta,
+    make_dialect,
 };
 use amber_proto::{EventKind, Message, ToolCall};
 use amber_store::context::Context;
@@ -76,12 +76,12 @@ fn llm(c: &mut Criterion) {
             }
         });
     });
-    // As a stream reads them: the chunk shape is remembered across events.
+    // As a stream reads them: the stream's decoder remembers the chunk shape across events.
     g.bench_function("decode_stream_event/1000_content_chunks", |b| {
         b.iter(|| {
-            let mut memo = ChunkMemo::default();
+            let mut decoder = dialect.stream();
             for data in &chunks {
-                black_box(dialect.decode_stream_event(&mut memo, "", data).unwrap());
+                black_box(decoder.decode("", data).unwrap());
             }
         });
     });

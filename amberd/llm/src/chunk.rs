@@ -1,4 +1,5 @@
-//! Chat-completions chunks and responses in: JSON → `ChunkDelta`.
+//! Chat-completions chunks and responses in: JSON → `ChunkDelta`, and `ChunkStream`, the
+//! decoder of one chat-completions stream (it keeps the stream's `ChunkMemo`).
 //!
 //! Three readings, one meaning. The common chunk — one choice with text — is scanned by
 //! `chunk_scan` without serde. Any other deserialises the envelope (`choices`, `delta`)
@@ -13,24 +14,29 @@ use amber_proto::Usage;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::accumulate::ToolCallDelta;
-use super::chunk_scan::{ChunkMemo, scan_simple_chunk, scan_stream_chunk};
-use super::decode::{ChunkDelta, Decoded};
-use super::error::{ApiError, error_message_from_value};
-use super::presets::KNOWN_REASONING_FIELDS;
+use crate::accumulate::ToolCallDelta;
+use crate::chunk_scan::{ChunkMemo, scan_simple_chunk, scan_stream_chunk};
+use crate::decode::{ChunkDelta, Decoded};
+use crate::dialect::StreamDecoder;
+use crate::error::{ApiError, clip, error_message_from_value};
+use crate::presets::KNOWN_REASONING_FIELDS;
 
-/// One SSE event's `data` → internal shape.
+/// One SSE event's `data` → internal shape, read on its own.
 pub(crate) fn parse_chunk(event: &str, data: &str) -> Result<Decoded, ApiError> {
     parse(event, data, None)
 }
 
-/// `parse_chunk` for the events of one stream, in order, `memo` kept across them.
-pub(crate) fn parse_stream_chunk(
-    memo: &mut ChunkMemo,
-    event: &str,
-    data: &str,
-) -> Result<Decoded, ApiError> {
-    parse(event, data, Some(memo))
+/// The decoder of one chat-completions stream: `parse_chunk` for its events, in order,
+/// with the memo of its chunk shapes kept across them.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkStream {
+    memo: ChunkMemo,
+}
+
+impl StreamDecoder for ChunkStream {
+    fn decode(&mut self, event: &str, data: &str) -> Result<Decoded, ApiError> {
+        parse(event, data, Some(&mut self.memo))
+    }
 }
 
 fn parse(event: &str, data: &str, memo: Option<&mut ChunkMemo>) -> Result<Decoded, ApiError> {
@@ -61,7 +67,7 @@ fn parse(event: &str, data: &str, memo: Option<&mut ChunkMemo>) -> Result<Decode
 }
 
 /// A JSON chunk of any shape, through serde (`chunk_scan` answers the common one).
-pub(super) fn parse_chunk_json(data: &str) -> Result<Decoded, ApiError> {
+fn parse_chunk_json(data: &str) -> Result<Decoded, ApiError> {
     let wire = ChunkWire::parse(data)
         .map_err(|e| ApiError::Decode(format!("{e} in chunk {}", clip(data))))?;
     if let Some(error) = &wire.error {
@@ -368,14 +374,6 @@ fn usage(v: &Value) -> Option<Usage> {
         cached_tokens,
         total_tokens,
     })
-}
-
-fn clip(s: &str) -> String {
-    const MAX: usize = 200;
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
 }
 
 #[cfg(test)]

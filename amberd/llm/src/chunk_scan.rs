@@ -10,9 +10,9 @@
 //! duplicate fields, deep nesting. So whenever it answers, the answer is the serde path's
 //! (`chunk_tests.rs` holds it to that on the fixtures and on mutated chunks).
 
-use super::accumulate::ToolCallDelta;
-use super::decode::ChunkDelta;
-use super::presets::KNOWN_REASONING_FIELDS;
+use crate::accumulate::ToolCallDelta;
+use crate::decode::ChunkDelta;
+use crate::presets::KNOWN_REASONING_FIELDS;
 
 /// Nesting deeper than this inside skipped values is left to serde.
 const MAX_DEPTH: usize = 64;
@@ -36,15 +36,11 @@ pub(super) fn scan_stream_chunk(data: &str, memo: &mut ChunkMemo) -> Option<Chun
     Some(delta)
 }
 
-/// See `scan_stream_chunk`.
+/// See `scan_stream_chunk`; one per chat-completions stream (`chunk::ChunkStream`'s).
 #[derive(Debug, Default)]
-pub struct ChunkMemo {
+pub(crate) struct ChunkMemo {
     prefix: String,
     suffix: String,
-    /// The Anthropic dialect's state of one stream (its open content blocks and usage).
-    pub(crate) anthropic: super::anthropic::AnthropicStream,
-    /// The Responses dialect's state of one stream.
-    pub(crate) responses: super::responses::ResponsesStream,
 }
 
 impl ChunkMemo {

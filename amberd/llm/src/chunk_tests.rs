@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::chunk_scan::{ChunkMemo, scan_simple_chunk};
+use crate::chunk_scan::scan_simple_chunk;
 
 fn chunk(data: &str) -> ChunkDelta {
     match parse_chunk("message", data).unwrap() {
@@ -319,11 +319,11 @@ fn the_scanner_agrees_with_serde_on_mutated_chunks() {
     assert!(answered * 10 >= total, "{answered} of {total} answered");
 }
 
-/// What the stream path reads for `data` after `memo`'s history must be what a fresh parse
-/// reads (or both fail).
-fn memo_agrees(memo: &mut ChunkMemo, data: &str) {
+/// What the stream path reads for `data` after `stream`'s history must be what a fresh
+/// parse reads (or both fail).
+fn memo_agrees(stream: &mut ChunkStream, data: &str) {
     let fresh = parse_chunk("message", data);
-    let streamed = parse_stream_chunk(memo, "message", data);
+    let streamed = stream.decode("message", data);
     match (&fresh, &streamed) {
         (Ok(a), Ok(b)) => assert_eq!(a, b, "{data}"),
         (Err(_), Err(_)) => {}
@@ -334,12 +334,12 @@ fn memo_agrees(memo: &mut ChunkMemo, data: &str) {
 #[test]
 fn the_memo_reads_every_recorded_stream_like_a_fresh_parse() {
     let mut learned = 0;
-    for stream in recorded_streams() {
-        let mut memo = ChunkMemo::default();
-        for data in &stream {
-            memo_agrees(&mut memo, data);
+    for events in recorded_streams() {
+        let mut stream = ChunkStream::default();
+        for data in &events {
+            memo_agrees(&mut stream, data);
         }
-        learned += usize::from(memo.is_learned());
+        learned += usize::from(stream.memo.is_learned());
     }
     assert!(learned >= 10, "{learned} streams had plain text chunks");
 }
@@ -357,13 +357,13 @@ fn the_memo_agrees_with_a_fresh_parse_on_mutated_chunks() {
     let alphabet = b"{}[]\":,\\ -.0enul\t\x01a";
     let mut checked = 0;
     for data in one_byte_mutations(&others, alphabet) {
-        let mut memo = ChunkMemo::default();
-        memo_agrees(&mut memo, taught);
-        assert!(memo.is_learned());
-        memo_agrees(&mut memo, &data);
+        let mut stream = ChunkStream::default();
+        memo_agrees(&mut stream, taught);
+        assert!(stream.memo.is_learned());
+        memo_agrees(&mut stream, &data);
         checked += 1;
         // And the same bytes with a content string serde rejects.
-        memo_agrees(&mut memo, &data.replace("w1 ", "\\ud800"));
+        memo_agrees(&mut stream, &data.replace("w1 ", "\\ud800"));
     }
     assert!(checked > 10_000, "{checked}");
 }

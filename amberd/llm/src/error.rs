@@ -1,5 +1,7 @@
 //! `ApiError`: every way an LLM call can fail, with a stable snake_case `code()` for the
-//! protocol's `error` event and the `is_retryable` classification the retry loop uses.
+//! protocol's `error` event and the `is_retryable` classification the retry loop uses; and
+//! what every dialect reads error bodies with (the message, a context-length phrase, a
+//! payload clipped for a message).
 
 use std::time::Duration;
 
@@ -221,6 +223,15 @@ pub(crate) fn human_duration(d: Duration) -> String {
 pub(crate) fn mentions_context_length(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
     CONTEXT_LENGTH_MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// At most the first 200 characters of a payload, for an error message (`…` when cut).
+pub(crate) fn clip(s: &str) -> String {
+    const MAX: usize = 200;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
 }
 
 /// Pull a human message out of an error body: `{"error": {"message": ..}}`,

@@ -8,8 +8,8 @@ use amber_proto::{ToolCall, Usage};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::dialect::OpenAiDialect;
 use super::limits::ReplyLimits;
+use super::openai::OpenAiDialect;
 use super::sse::read_sse;
 use super::{ApiError, ChatResponse, Dialect, StreamEvent};
 

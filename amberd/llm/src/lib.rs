@@ -1,16 +1,20 @@
-//! amber-llm: the LLM port of amberd, an OpenAI-compatible streaming chat client (chat
-//! completions, and OpenAI's Responses API in `responses/`).
+//! amber-llm: the LLM port of amberd, a streaming chat client for three provider dialects
+//! (OpenAI-compatible chat completions, Anthropic Messages, OpenAI's Responses API).
 //!
 //! `LlmClient::stream_chat` sends one chat request, streams text and reasoning deltas to a
 //! callback, and returns the assembled reply (text, tool calls in the internal shape, usage).
-//! Inside: a `Dialect` chosen once per client from the flavor (`dialect.rs`, a provider's
-//! dialect factory first, unknown flavor → openai; Anthropic Messages in `anthropic/`), provider presets with their flavor's
-//! quirks (`presets.rs`, `provider.rs`), the `[provider]` / `[providers.NAME]` settings and
-//! the default endpoint they resolve to (`provider_settings.rs`, `endpoint.rs`), one cached
-//! client per provider (`pool.rs`), a reqwest transport with retry/backoff, timeouts and
-//! cancellation (`client.rs`, `retry.rs`, `io_thread.rs`), the SSE decoder (`sse.rs`,
-//! `sse_decoder.rs`, `chunk.rs`, `decode.rs`, `pace.rs`), the tool-call delta accumulator
-//! (`accumulate.rs`) and the size bound of one reply (`limits.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
+//! Inside: a `Dialect` chosen once per client from the flavor (`flavor.rs`, a provider's
+//! dialect factory first, unknown flavor → openai), each dialect handing out a
+//! `StreamDecoder` per response stream that owns the stream's state (the traits and the
+//! pieces dialects share in `dialect.rs`; chat completions in `openai.rs` with `chunk.rs`,
+//! `chunk_scan.rs` and `wire.rs`; Anthropic Messages in `anthropic/`; OpenAI Responses in
+//! `responses/`), provider presets with their flavor's quirks (`presets.rs`, `provider.rs`),
+//! the `[provider]` / `[providers.NAME]` settings and the default endpoint they resolve to
+//! (`provider_settings.rs`, `endpoint.rs`), one cached client per provider (`pool.rs`), a
+//! reqwest transport with retry/backoff, timeouts and cancellation (`client.rs`, `retry.rs`,
+//! `io_thread.rs`), the SSE reader (`sse.rs`, `sse_decoder.rs`, `decode.rs`, `pace.rs`), the
+//! tool-call delta accumulator (`accumulate.rs`) and the size bound of one reply
+//! (`limits.rs`). Errors are a typed `ApiError` with `is_retryable` and a stable `code`.
 //!
 //! The crate knows no session, tool or config file: the daemon deserialises its settings
 //! types from its own config and hands them in.
@@ -25,8 +29,10 @@ mod dialect;
 mod endpoint;
 mod error;
 mod error_chain;
+mod flavor;
 mod io_thread;
 mod limits;
+mod openai;
 mod pace;
 mod pool;
 mod presets;
@@ -40,6 +46,8 @@ mod sse;
 mod sse_decoder;
 mod wire;
 
+#[cfg(test)]
+mod decoder_tests;
 #[cfg(test)]
 mod fixture_tests;
 #[cfg(test)]
@@ -56,13 +64,13 @@ use std::time::Duration;
 use amber_proto::{Message, ReasoningItem, ToolCall, Usage};
 
 pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
-pub use chunk_scan::ChunkMemo;
 pub use client::LlmClient;
 pub use decode::{ChunkDelta, Decoded};
-pub use dialect::{Dialect, make_dialect};
+pub use dialect::{Dialect, StreamDecoder};
 pub use endpoint::Endpoint;
 pub use error::ApiError;
 pub use error_chain::error_chain;
+pub use flavor::make_dialect;
 pub use limits::{DEFAULT_MAX_REPLY_BYTES, Oversized};
 pub use pool::{LlmPool, NOT_CONFIGURED, ProviderCatalog};
 pub use presets::{MaxTokensField, Preset, Quirks, all_presets, preset};

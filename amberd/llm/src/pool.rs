@@ -8,8 +8,8 @@ use std::ffi::OsString;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
-use super::dialect::make_dialect_with;
 use super::endpoint::{Endpoint, non_blank};
+use super::flavor::make_dialect_with;
 use super::presets::{MaxTokensField, Preset, Quirks, all_presets, preset};
 use super::prices::{Price, price_for};
 use super::provider::{DialectFactory, ProviderLookup};

@@ -15,7 +15,7 @@ use axum::routing::post;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::dialect::OpenAiDialect;
+use super::openai::OpenAiDialect;
 use super::provider::bundled_lookup;
 use super::test_support::{env, tables};
 use super::{
@@ -314,8 +314,8 @@ impl Dialect for Echo {
     fn body(&self, req: &ChatRequest, s: &super::LlmSettings) -> Value {
         OpenAiDialect.body(req, s)
     }
-    fn decode_event(&self, e: &str, d: &str) -> Result<super::Decoded, super::ApiError> {
-        OpenAiDialect.decode_event(e, d)
+    fn stream(&self) -> Box<dyn super::StreamDecoder> {
+        OpenAiDialect.stream()
     }
     fn decode_response(&self, b: &str) -> Result<super::ChunkDelta, super::ApiError> {
         OpenAiDialect.decode_response(b)

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Dialect;
+use super::dialect::Dialect;
 use super::presets::{Preset, all_presets};
 
 /// Builds a provider's own dialect; called once per client.

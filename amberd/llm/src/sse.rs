@@ -1,5 +1,6 @@
-//! Response body → reply: bytes are framed by `SseDecoder`, decoded by the dialect and
-//! folded by `StreamState`. The idle timeout is measured between body chunks (keep-alive
+//! Response body → reply: bytes are framed by `SseDecoder`, decoded by the dialect's
+//! decoder for this stream (`Dialect::stream`, made once per read) and folded by
+//! `StreamState`. The idle timeout is measured between body chunks (keep-alive
 //! comments count as life); the cancel token is checked at every await. The reply ends at
 //! its dialect's final event, not at the end of the body, and is bounded in size
 //! (`limits.rs`): its lines and events by the decoder, its content by `StreamState`.
@@ -13,11 +14,12 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use super::decode::{Decoded, StreamState};
+use super::dialect::{Dialect, StreamDecoder};
 use super::error::CONNECTION_LOST;
 use super::limits::{Oversized, ReplyLimits};
 use super::pace::{Next, Pacer};
 use super::sse_decoder::{SseDecoder, SseEvent, TooLong};
-use super::{ApiError, ChatResponse, ChunkMemo, Dialect, StreamEvent};
+use super::{ApiError, ChatResponse, StreamEvent};
 
 /// Most body bytes taken without waiting before deltas are forwarded and cancel checked.
 const MAX_BURST_BYTES: usize = 256 * 1024;
@@ -69,8 +71,8 @@ where
     let body = std::pin::pin!(body);
     let decoder = SseDecoder::new(limits.event);
     let reader = Reader {
-        dialect,
-        memo: ChunkMemo::default(),
+        // One decoder for the whole stream: its state spans the events, its box is made once.
+        events: dialect.stream(),
         state: StreamState::new(limits),
         undecodable: None,
     };
@@ -105,7 +107,7 @@ struct SseRead<'r, 'c, S> {
     body: Pin<&'r mut S>,
     decoder: SseDecoder,
     limits: ReplyLimits,
-    reader: Reader<'r>,
+    reader: Reader,
     pacer: Pacer,
     /// Body bytes taken since the last wait.
     burst: usize,
@@ -300,16 +302,16 @@ where
 }
 
 /// The decoding state of one `read_sse`.
-struct Reader<'a> {
-    dialect: &'a dyn Dialect,
-    memo: ChunkMemo,
+struct Reader {
+    /// The dialect's decoder of this stream's events.
+    events: Box<dyn StreamDecoder>,
     state: StreamState,
     /// A chunk that failed to parse: an error if more events follow, truncation if it was
     /// the (cut) last one.
     undecodable: Option<ApiError>,
 }
 
-impl Reader<'_> {
+impl Reader {
     fn step(
         &mut self,
         event: &SseEvent<'_>,
@@ -318,10 +320,7 @@ impl Reader<'_> {
         if let Some(err) = self.undecodable.take() {
             return Err(err);
         }
-        match self
-            .dialect
-            .decode_stream_event(&mut self.memo, event.event, event.data)
-        {
+        match self.events.decode(event.event, event.data) {
             Ok(Decoded::Done) => {
                 self.state.mark_done();
                 return Ok(Step::Stop);

@@ -11,8 +11,8 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::anthropic::AnthropicDialect;
-use super::dialect::OpenAiDialect;
 use super::limits::{Oversized, ReplyLimits};
+use super::openai::OpenAiDialect;
 use super::responses::ResponsesDialect;
 use super::sse::read_sse;
 use super::{ApiError, ChatResponse, Dialect, StreamEvent};

@@ -1,8 +1,9 @@
 //! The Anthropic Messages dialect (`flavor = "anthropic"`): `POST {base}/v1/messages` with
 //! `x-api-key` and `anthropic-version`, a request body mapped from the internal messages
-//! (`request.rs`), the stream's typed events folded into `ChunkDelta`s with a per-stream
-//! state kept in `ChunkMemo` (`stream.rs`), and Anthropic's error shapes — 529 and
-//! `overloaded_error`, the prompt-too-long 400 — classified (`error.rs`).
+//! (`request.rs`), the stream's typed events folded into `ChunkDelta`s by an
+//! `AnthropicStream`, the decoder of one stream, which keeps its open blocks and usage
+//! (`stream.rs`), and Anthropic's error shapes — 529 and `overloaded_error`, the
+//! prompt-too-long 400 — classified (`error.rs`).
 //!
 //! Thinking blocks come back as `ReasoningItem`s of format `anthropic` (the block's JSON,
 //! signature included) and are sent back first in their assistant message, as the API
@@ -19,12 +20,13 @@ mod request_tests;
 
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-pub(crate) use stream::AnthropicStream;
-
-use super::decode::{ChunkDelta, Decoded};
-use super::{ApiError, ChatRequest, ChunkMemo, Dialect, LlmSettings};
+use crate::decode::ChunkDelta;
+use crate::dialect::{Dialect, StreamDecoder, api_key, json_sse_headers, secret_value};
+use crate::error::ApiError;
+use crate::{ChatRequest, LlmSettings};
+use stream::AnthropicStream;
 
 /// The flavor name that selects this dialect.
 pub(crate) const FLAVOR: &str = "anthropic";
@@ -55,22 +57,14 @@ impl Dialect for AnthropicDialect {
         }
     }
 
-    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, ApiError> {
-        let mut h = HeaderMap::new();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    fn headers(&self, key: Option<&str>) -> Result<HeaderMap, ApiError> {
+        let mut h = json_sse_headers();
         h.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
-        if let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) {
-            let mut v = HeaderValue::from_str(key).map_err(|_| {
-                ApiError::InvalidConfig(
-                    "the API key contains characters not allowed in an HTTP header".into(),
-                )
-            })?;
-            v.set_sensitive(true);
-            h.insert(HeaderName::from_static("x-api-key"), v);
+        if let Some(key) = api_key(key) {
+            h.insert(HeaderName::from_static("x-api-key"), secret_value(key)?);
         }
         Ok(h)
     }
@@ -79,19 +73,10 @@ impl Dialect for AnthropicDialect {
         request::request_body(req, settings)
     }
 
-    /// One event read on its own: blocks that span events (a thinking block's signature,
-    /// usage split between `message_start` and `message_delta`) need `decode_stream_event`.
-    fn decode_event(&self, event: &str, data: &str) -> Result<Decoded, ApiError> {
-        stream::decode(&mut AnthropicStream::default(), event, data)
-    }
-
-    fn decode_stream_event(
-        &self,
-        memo: &mut ChunkMemo,
-        event: &str,
-        data: &str,
-    ) -> Result<Decoded, ApiError> {
-        stream::decode(&mut memo.anthropic, event, data)
+    /// Blocks that span events (a thinking block's signature, usage split between
+    /// `message_start` and `message_delta`) are kept by the stream's decoder.
+    fn stream(&self) -> Box<dyn StreamDecoder> {
+        Box::new(AnthropicStream::default())
     }
 
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError> {
@@ -105,6 +90,8 @@ impl Dialect for AnthropicDialect {
 
 #[cfg(test)]
 mod tests {
+    use http::header::ACCEPT;
+
     use super::*;
 
     #[test]

@@ -4,7 +4,7 @@
 //! `content_block_start` / `_delta` / `_stop` (text, `tool_use` with its input as JSON
 //! fragments, `thinking` with a signature, `redacted_thinking`), `message_delta` (stop
 //! reason, output usage), `message_stop`, `ping`, `error`. What spans events lives in
-//! [`AnthropicStream`], one per stream (a field of `ChunkMemo`): the input usage, to report
+//! [`AnthropicStream`], the stream's decoder (one per stream): the input usage, to report
 //! whole usage with the output count, and the open thinking blocks, which complete into a
 //! `ReasoningItem` when they stop. Unknown event and block types are skipped, so new API
 //! features do not break a stream.
@@ -21,18 +21,19 @@ use serde_json::{Value, json};
 
 use super::REASONING_FORMAT;
 use super::error::stream_error;
-use crate::ApiError;
 use crate::accumulate::ToolCallDelta;
 use crate::decode::{ChunkDelta, Decoded};
+use crate::dialect::StreamDecoder;
+use crate::error::{ApiError, clip};
 
 /// Content blocks are numbered from 0 in the order they start; a message has a handful. A
 /// block index past this is no message's, and would let a stream grow the open blocks
 /// without bound.
 const MAX_BLOCK_INDEX: usize = 4096;
 
-/// What one stream remembers between its events.
+/// The decoder of one Messages stream: what it remembers between its events.
 #[derive(Debug, Default)]
-pub(crate) struct AnthropicStream {
+pub(super) struct AnthropicStream {
     /// The usage `message_start` reported; `message_delta` adds the output to it.
     usage: WireUsage,
     /// Content blocks started and not yet stopped, by index.
@@ -171,55 +172,53 @@ enum BlockDelta {
     Other,
 }
 
-/// One SSE event of a Messages stream.
-pub(super) fn decode(
-    state: &mut AnthropicStream,
-    event: &str,
-    data: &str,
-) -> Result<Decoded, ApiError> {
-    let data = data.trim();
-    if event == "error" {
-        return Err(stream_error(data));
+impl StreamDecoder for AnthropicStream {
+    /// One SSE event of a Messages stream.
+    fn decode(&mut self, event: &str, data: &str) -> Result<Decoded, ApiError> {
+        let data = data.trim();
+        if event == "error" {
+            return Err(stream_error(data));
+        }
+        if !data.starts_with('{') {
+            return Ok(Decoded::Skip);
+        }
+        let parsed: Event = serde_json::from_str(data)
+            .map_err(|e| ApiError::Decode(format!("{e} in event {}", clip(data))))?;
+        let delta = match parsed {
+            Event::MessageStart { message } => {
+                self.usage = message.usage;
+                ChunkDelta {
+                    usage: Some(self.usage.to_usage()),
+                    ..ChunkDelta::default()
+                }
+            }
+            Event::ContentBlockStart { index, .. } if index >= MAX_BLOCK_INDEX => {
+                return Err(ApiError::Decode(format!(
+                    "content block {index}: a message has fewer than {MAX_BLOCK_INDEX}"
+                )));
+            }
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => self.start_block(index, content_block),
+            Event::ContentBlockDelta { index, delta } => self.block_delta(index, delta),
+            Event::ContentBlockStop { index } => self.stop_block(index),
+            Event::MessageDelta { delta, usage } => {
+                if let Some(usage) = usage {
+                    self.usage.update(usage);
+                }
+                ChunkDelta {
+                    finish_reason: delta.stop_reason.as_deref().map(finish_reason),
+                    usage: Some(self.usage.to_usage()),
+                    ..ChunkDelta::default()
+                }
+            }
+            Event::MessageStop => return Ok(Decoded::Done),
+            Event::Error => return Err(stream_error(data)),
+            Event::Ping | Event::Unknown => return Ok(Decoded::Skip),
+        };
+        Ok(Decoded::Chunk(delta))
     }
-    if !data.starts_with('{') {
-        return Ok(Decoded::Skip);
-    }
-    let parsed: Event = serde_json::from_str(data)
-        .map_err(|e| ApiError::Decode(format!("{e} in event {}", clip(data))))?;
-    let delta = match parsed {
-        Event::MessageStart { message } => {
-            state.usage = message.usage;
-            ChunkDelta {
-                usage: Some(state.usage.to_usage()),
-                ..ChunkDelta::default()
-            }
-        }
-        Event::ContentBlockStart { index, .. } if index >= MAX_BLOCK_INDEX => {
-            return Err(ApiError::Decode(format!(
-                "content block {index}: a message has fewer than {MAX_BLOCK_INDEX}"
-            )));
-        }
-        Event::ContentBlockStart {
-            index,
-            content_block,
-        } => state.start_block(index, content_block),
-        Event::ContentBlockDelta { index, delta } => state.block_delta(index, delta),
-        Event::ContentBlockStop { index } => state.stop_block(index),
-        Event::MessageDelta { delta, usage } => {
-            if let Some(usage) = usage {
-                state.usage.update(usage);
-            }
-            ChunkDelta {
-                finish_reason: delta.stop_reason.as_deref().map(finish_reason),
-                usage: Some(state.usage.to_usage()),
-                ..ChunkDelta::default()
-            }
-        }
-        Event::MessageStop => return Ok(Decoded::Done),
-        Event::Error => return Err(stream_error(data)),
-        Event::Ping | Event::Unknown => return Ok(Decoded::Skip),
-    };
-    Ok(Decoded::Chunk(delta))
 }
 
 impl AnthropicStream {
@@ -411,14 +410,6 @@ pub(super) fn decode_message(body: &str) -> Result<ChunkDelta, ApiError> {
     out.text = Some(text).filter(|t| !t.is_empty());
     out.reasoning = Some(reasoning).filter(|r| !r.is_empty());
     Ok(out)
-}
-
-fn clip(s: &str) -> String {
-    const MAX: usize = 200;
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
 }
 
 #[cfg(test)]

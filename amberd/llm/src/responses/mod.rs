@@ -2,9 +2,10 @@
 //! stateless (`store: false`), reasoning carried across turns as encrypted items.
 //!
 //! `request.rs` maps a `ChatRequest` onto the body (instructions, input items, tools),
-//! `stream.rs` folds the semantic SSE events of one reply into `ChunkDelta`s (its state rides
-//! in `ChunkMemo::responses`), `reply.rs` holds what both a stream and a whole response
-//! object need: usage, the reasoning item, the error of a failed response.
+//! `stream.rs` folds the semantic SSE events of one reply into `ChunkDelta`s (a
+//! `ResponsesStream` per reply, the decoder that keeps its items' state), `reply.rs` holds
+//! what both a stream and a whole response object need: usage, the reasoning item, the
+//! error of a failed response.
 
 mod reply;
 mod request;
@@ -15,11 +16,11 @@ mod fixture_tests;
 
 use http::header::HeaderMap;
 
-pub(crate) use stream::ResponsesStream;
-
-use super::decode::{ChunkDelta, Decoded};
-use super::dialect::OpenAiDialect;
-use super::{ApiError, ChatRequest, ChunkMemo, Dialect, LlmSettings};
+use crate::decode::ChunkDelta;
+use crate::dialect::{Dialect, StreamDecoder, bearer_headers};
+use crate::error::ApiError;
+use crate::{ChatRequest, LlmSettings};
+use stream::ResponsesStream;
 
 /// The `format` of the reasoning items this dialect produces and sends back.
 pub(crate) const REASONING_FORMAT: &str = "openai-responses";
@@ -42,26 +43,17 @@ impl Dialect for ResponsesDialect {
 
     fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, ApiError> {
         // The same bearer auth and content types as chat completions.
-        OpenAiDialect.headers(api_key)
+        bearer_headers(api_key)
     }
 
     fn body(&self, req: &ChatRequest, settings: &LlmSettings) -> serde_json::Value {
         request::request_body(req, settings)
     }
 
-    fn decode_event(&self, event: &str, data: &str) -> Result<Decoded, ApiError> {
-        // Without a memo each event stands alone: argument pieces still accumulate (by
-        // output index), only the `.done` completions cannot tell what was already sent.
-        stream::decode(&mut ResponsesStream::default(), event, data)
-    }
-
-    fn decode_stream_event(
-        &self,
-        memo: &mut ChunkMemo,
-        event: &str,
-        data: &str,
-    ) -> Result<Decoded, ApiError> {
-        stream::decode(&mut memo.responses, event, data)
+    /// What a `.done` completion adds depends on the pieces before it: the decoder keeps,
+    /// per output index, what was already sent.
+    fn stream(&self) -> Box<dyn StreamDecoder> {
+        Box::new(ResponsesStream::default())
     }
 
     fn decode_response(&self, body: &str) -> Result<ChunkDelta, ApiError> {

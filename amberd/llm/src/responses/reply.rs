@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::REASONING_FORMAT;
 use crate::accumulate::ToolCallDelta;
 use crate::decode::ChunkDelta;
-use crate::error::{ApiError, error_message_from_value};
+use crate::error::{ApiError, clip, error_message_from_value};
 
 /// `usage` of a response: input, output and cached input tokens.
 pub(super) fn usage(v: &Value) -> Option<Usage> {
@@ -173,14 +173,6 @@ pub(super) fn decode_response(body: &str) -> Result<ChunkDelta, ApiError> {
     out.usage = response.get("usage").and_then(usage);
     out.finish_reason = Some(finish_reason(&response, !out.tool_calls.is_empty()));
     Ok(out)
-}
-
-pub(super) fn clip(s: &str) -> String {
-    const MAX: usize = 200;
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -14,15 +14,16 @@ use serde_json::Value;
 use super::reply;
 use crate::accumulate::ToolCallDelta;
 use crate::decode::{ChunkDelta, Decoded};
-use crate::error::ApiError;
+use crate::dialect::StreamDecoder;
+use crate::error::{ApiError, clip};
 
 /// Output items are numbered from 0; a response has a handful. An `output_index` past this
 /// is no response's, and would let a stream grow what is remembered per item without bound.
 const MAX_OUTPUT_INDEX: u64 = 4096;
 
-/// What one stream's decoding remembers between events (kept in `ChunkMemo::responses`).
+/// The decoder of one Responses stream: what it remembers between events.
 #[derive(Debug, Default)]
-pub(crate) struct ResponsesStream {
+pub(super) struct ResponsesStream {
     calls: Vec<CallSlot>,
     /// Output indexes whose reasoning or text streamed as deltas (their `.done` items then
     /// add no text).
@@ -90,128 +91,126 @@ impl CallSlot {
     }
 }
 
-/// One SSE event → internal shape.
-pub(super) fn decode(
-    state: &mut ResponsesStream,
-    event: &str,
-    data: &str,
-) -> Result<Decoded, ApiError> {
-    let data = data.trim();
-    if data == "[DONE]" {
-        return Ok(Decoded::Done);
-    }
-    if !data.starts_with('{') {
-        // Keep-alives and other payloads without meaning.
-        return Ok(Decoded::Skip);
-    }
-    let v: Value = serde_json::from_str(data)
-        .map_err(|e| ApiError::Decode(format!("{e} in event {}", reply::clip(data))))?;
-    // The payload's `type` names the event; the SSE `event:` line only when it is missing.
-    let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
-    let output_index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
-    if output_index >= MAX_OUTPUT_INDEX {
-        return Err(ApiError::Decode(format!(
-            "output item {output_index}: a response has fewer than {MAX_OUTPUT_INDEX}"
-        )));
-    }
-    let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
-    let mut out = ChunkDelta::default();
-    match kind {
-        // A refusal is what the model said instead of an answer: shown as its text.
-        "response.output_text.delta" | "response.refusal.delta" => {
-            state.mark_streamed(output_index);
-            out.text = Some(text("delta").to_owned());
+impl StreamDecoder for ResponsesStream {
+    /// One SSE event → internal shape.
+    fn decode(&mut self, event: &str, data: &str) -> Result<Decoded, ApiError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(Decoded::Done);
         }
-        "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-            state.mark_streamed(output_index);
-            let part = v
-                .get("summary_index")
-                .or_else(|| v.get("content_index"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let mut delta = String::new();
-            // A new part of the same item's summary starts a new paragraph.
-            if let Some((at, previous)) = state.reasoning_at
-                && at == output_index
-                && previous != part
-            {
-                delta.push_str("\n\n");
+        if !data.starts_with('{') {
+            // Keep-alives and other payloads without meaning.
+            return Ok(Decoded::Skip);
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ApiError::Decode(format!("{e} in event {}", clip(data))))?;
+        // The payload's `type` names the event; the SSE `event:` line only when it is missing.
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
+        let output_index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
+        if output_index >= MAX_OUTPUT_INDEX {
+            return Err(ApiError::Decode(format!(
+                "output item {output_index}: a response has fewer than {MAX_OUTPUT_INDEX}"
+            )));
+        }
+        let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
+        let mut out = ChunkDelta::default();
+        match kind {
+            // A refusal is what the model said instead of an answer: shown as its text.
+            "response.output_text.delta" | "response.refusal.delta" => {
+                self.mark_streamed(output_index);
+                out.text = Some(text("delta").to_owned());
             }
-            state.reasoning_at = Some((output_index, part));
-            delta.push_str(text("delta"));
-            out.reasoning = Some(delta);
-        }
-        "response.output_item.added" => {
-            let item = v.get("item").unwrap_or(&Value::Null);
-            if item.get("type").and_then(Value::as_str) == Some("function_call") {
-                let call = state.call(output_index);
-                let mut delta = reply::function_call(item, call.slot);
-                delta.arguments = delta.arguments.and_then(|a| call.rest_of(&a));
-                out.tool_calls.push(delta);
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                self.mark_streamed(output_index);
+                let part = v
+                    .get("summary_index")
+                    .or_else(|| v.get("content_index"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let mut delta = String::new();
+                // A new part of the same item's summary starts a new paragraph.
+                if let Some((at, previous)) = self.reasoning_at
+                    && at == output_index
+                    && previous != part
+                {
+                    delta.push_str("\n\n");
+                }
+                self.reasoning_at = Some((output_index, part));
+                delta.push_str(text("delta"));
+                out.reasoning = Some(delta);
             }
-        }
-        "response.function_call_arguments.delta" => {
-            let call = state.call(output_index);
-            call.sent.push_str(text("delta"));
-            out.tool_calls.push(ToolCallDelta {
-                index: Some(call.slot),
-                arguments: Some(text("delta").to_owned()),
-                ..ToolCallDelta::default()
-            });
-        }
-        "response.function_call_arguments.done" => {
-            let call = state.call(output_index);
-            let arguments = call.rest_of(text("arguments"));
-            out.tool_calls.push(ToolCallDelta {
-                index: Some(call.slot),
-                name: v.get("name").and_then(Value::as_str).map(str::to_owned),
-                arguments,
-                ..ToolCallDelta::default()
-            });
-        }
-        "response.output_item.done" => {
-            let item = v.get("item").unwrap_or(&Value::Null);
-            let streamed = state.streamed.contains(&output_index);
-            match item.get("type").and_then(Value::as_str) {
-                Some("function_call") => {
-                    let call = state.call(output_index);
+            "response.output_item.added" => {
+                let item = v.get("item").unwrap_or(&Value::Null);
+                if item.get("type").and_then(Value::as_str) == Some("function_call") {
+                    let call = self.call(output_index);
                     let mut delta = reply::function_call(item, call.slot);
                     delta.arguments = delta.arguments.and_then(|a| call.rest_of(&a));
                     out.tool_calls.push(delta);
                 }
-                Some("reasoning") => {
-                    out.reasoning_items.extend(reply::reasoning_item(item));
-                    if !streamed {
-                        out.reasoning = reply::reasoning_text(item);
+            }
+            "response.function_call_arguments.delta" => {
+                let call = self.call(output_index);
+                call.sent.push_str(text("delta"));
+                out.tool_calls.push(ToolCallDelta {
+                    index: Some(call.slot),
+                    arguments: Some(text("delta").to_owned()),
+                    ..ToolCallDelta::default()
+                });
+            }
+            "response.function_call_arguments.done" => {
+                let call = self.call(output_index);
+                let arguments = call.rest_of(text("arguments"));
+                out.tool_calls.push(ToolCallDelta {
+                    index: Some(call.slot),
+                    name: v.get("name").and_then(Value::as_str).map(str::to_owned),
+                    arguments,
+                    ..ToolCallDelta::default()
+                });
+            }
+            "response.output_item.done" => {
+                let item = v.get("item").unwrap_or(&Value::Null);
+                let streamed = self.streamed.contains(&output_index);
+                match item.get("type").and_then(Value::as_str) {
+                    Some("function_call") => {
+                        let call = self.call(output_index);
+                        let mut delta = reply::function_call(item, call.slot);
+                        delta.arguments = delta.arguments.and_then(|a| call.rest_of(&a));
+                        out.tool_calls.push(delta);
                     }
+                    Some("reasoning") => {
+                        out.reasoning_items.extend(reply::reasoning_item(item));
+                        if !streamed {
+                            out.reasoning = reply::reasoning_text(item);
+                        }
+                    }
+                    Some("message") if !streamed => out.text = reply::message_text(item),
+                    _ => {}
                 }
-                Some("message") if !streamed => out.text = reply::message_text(item),
-                _ => {}
             }
-        }
-        "response.completed" | "response.incomplete" => {
-            let response = v.get("response").unwrap_or(&Value::Null);
-            out.usage = response.get("usage").and_then(reply::usage);
-            let mut r = response.clone();
-            if kind == "response.incomplete" && r.get("status").is_none() {
-                r["status"] = Value::from("incomplete");
+            "response.completed" | "response.incomplete" => {
+                let response = v.get("response").unwrap_or(&Value::Null);
+                out.usage = response.get("usage").and_then(reply::usage);
+                let mut r = response.clone();
+                if kind == "response.incomplete" && r.get("status").is_none() {
+                    r["status"] = Value::from("incomplete");
+                }
+                out.finish_reason = Some(reply::finish_reason(&r, !self.calls.is_empty()));
+                // The last event of a response: nothing after it is waited for.
+                return Ok(Decoded::Final(out));
             }
-            out.finish_reason = Some(reply::finish_reason(&r, !state.calls.is_empty()));
-            // The last event of a response: nothing after it is waited for.
-            return Ok(Decoded::Final(out));
+            "response.failed" => {
+                let error = v.pointer("/response/error").filter(|e| !e.is_null());
+                return Err(reply::failure(error, data));
+            }
+            "error" => {
+                // Published as `{type, code, message, param}`; some servers nest `error`.
+                let error = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
+                return Err(reply::failure(Some(error), data));
+            }
+            _ => return Ok(Decoded::Skip),
         }
-        "response.failed" => {
-            let error = v.pointer("/response/error").filter(|e| !e.is_null());
-            return Err(reply::failure(error, data));
-        }
-        "error" => {
-            // Published as `{type, code, message, param}`; some servers nest `error`.
-            let error = v.get("error").filter(|e| e.is_object()).unwrap_or(&v);
-            return Err(reply::failure(Some(error), data));
-        }
-        _ => return Ok(Decoded::Skip),
+        Ok(Decoded::Chunk(out))
     }
-    Ok(Decoded::Chunk(out))
 }
 
 #[cfg(test)]
@@ -219,7 +218,7 @@ mod tests {
     use super::*;
 
     fn step(state: &mut ResponsesStream, data: &str) -> ChunkDelta {
-        match decode(state, "", data).unwrap() {
+        match state.decode("", data).unwrap() {
             Decoded::Chunk(d) => d,
             other => panic!("a chunk expected, got {other:?}"),
         }
@@ -263,7 +262,7 @@ mod tests {
             r#"{"type":"response.content_part.added","part":{}}"#,
             "ping",
         ] {
-            assert_eq!(decode(&mut s, "", data).unwrap(), Decoded::Skip);
+            assert_eq!(s.decode("", data).unwrap(), Decoded::Skip);
         }
     }
 
