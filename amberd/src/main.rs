@@ -289,8 +289,6 @@ fn spawn_resume_busy(daemon: &Arc<Daemon>) {
     let daemon = daemon.clone();
     tokio::task::spawn_blocking(move || {
         daemon.sessions.resume_busy();
-        // After the resumed sessions finished any interrupted rewind.
-        daemon.sessions.collect_checkpoints();
     });
 }
 

@@ -8,6 +8,10 @@
 //! once (parallel sub-agents) cannot all start on the same remainder: how much a
 //! reservation holds and when a request must wait is the session's business
 //! (`session::budget`).
+//!
+//! A call is priced exactly once, where its usage is recorded (`record_usage`, with the
+//! price the turn's host read when the turn began); from there `Usage.cost_usd` (whole
+//! nano-dollars, so sums are exact) rides every sum of usages and is persisted with them.
 
 use amber_llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent};
 use amber_proto::{CostUsd, Usage};

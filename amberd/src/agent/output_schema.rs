@@ -8,6 +8,11 @@
 //! (`OutputSchema::new`); an answer is valid only when it parses as one JSON value and the
 //! validator reports no error; the validator never fetches anything (no remote `$ref`: the
 //! crate is built without its resolvers).
+//!
+//! Why `jsonschema`: the drafts' keywords (`$ref`, `anyOf`, formats,
+//! `unevaluatedProperties`) are easy to get wrong by hand; the crate is maintained and
+//! tested against the spec's suite, and reports each error's instance path, which the
+//! repair round shows the model.
 
 use amber_llm::ResponseFormat;
 use amber_proto::{ErrorInfo, Message, StopReason};

@@ -8,7 +8,6 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::{ChangedPath, CheckpointInfo, NoCheckpoint};
-use amber_store::context::Context;
 use amber_store::{Hash, Snapshot};
 
 use super::Checkpoints;
@@ -107,8 +106,15 @@ impl SessionCheckpoints {
     }
 
     /// A turn begins: its row (the context it starts from, for a rewind of the conversation).
-    /// `seq` is its `turn_started` event's.
-    pub(crate) fn begin_turn(&self, turn_id: &str, seq: u64, prompt: &str, context: &Context) {
+    /// `seq` is its `turn_started` event's; `context`: the conversation's length and head
+    /// before the prompt.
+    pub(crate) fn begin_turn(
+        &self,
+        turn_id: &str,
+        seq: u64,
+        prompt: &str,
+        (context_len, context_head): (usize, u64),
+    ) {
         if !self.enabled() {
             return;
         }
@@ -124,8 +130,8 @@ impl SessionCheckpoints {
             seq,
             time: now_rfc3339(),
             prompt: prompt.to_owned(),
-            context_len: context.len(),
-            context_head: format!("{:016x}", context.head()),
+            context_len,
+            context_head: format!("{context_head:016x}"),
             no_snapshots: !self.snapshots,
         };
         // Not synced: the turn's events are; a row lost to a crash only makes that turn

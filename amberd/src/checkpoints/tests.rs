@@ -54,7 +54,7 @@ fn session(s: &Setup) -> Arc<SessionCheckpoints> {
 
 /// One turn that writes `content` to `path` after its checkpoint.
 async fn turn(cps: &Arc<SessionCheckpoints>, id: &str, ws: &Path, path: &str, content: &str) {
-    cps.begin_turn(id, 1, id, &Context::new());
+    cps.begin_turn(id, 1, id, (0, Context::new().head()));
     cps.before_changes().await;
     fs::write(ws.join(path), content).unwrap();
     cps.end_turn().await;
@@ -232,7 +232,7 @@ async fn amber_s_own_data_directory_inside_the_workspace_is_never_recorded() {
 
 /// A turn that calls no file-changing tool: its row, no checkpoint.
 async fn talk(cps: &Arc<SessionCheckpoints>, id: &str) {
-    cps.begin_turn(id, 1, id, &Context::new());
+    cps.begin_turn(id, 1, id, (0, Context::new().head()));
     cps.end_turn().await;
 }
 

@@ -3,12 +3,13 @@
 //! `mcp/add` answers at once with status `connecting`; the outcome arrives as
 //! `mcp_status` events and in `mcp/list`.
 
-use amber_proto::{self as proto, methods};
+use amber_proto::{self as proto, errors, methods};
 use jsonrpsee::types::ErrorObjectOwned;
 
 use super::params::error;
 use super::table::MethodTable;
 use crate::mcp::McpError;
+use crate::session::features::mcp::SessionMcp;
 
 impl From<McpError> for ErrorObjectOwned {
     fn from(err: McpError) -> Self {
@@ -27,7 +28,13 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
             name: p.name,
             transport: p.transport,
         };
-        let (info, changed) = session.shared.mcp.add(server).await?;
+        let mcp = session.shared.feature::<SessionMcp>().ok_or_else(|| {
+            error(
+                errors::INTERNAL_ERROR,
+                "this daemon runs no session MCP servers",
+            )
+        })?;
+        let (info, changed) = mcp.add(server).await?;
         if changed {
             session.shared.save_meta();
         }

@@ -14,6 +14,7 @@ use super::table::MethodTable;
 #[path = "session_get.rs"]
 pub mod session_get;
 use crate::daemon::Daemon;
+use crate::session::features::checkpoints;
 use crate::{NAME, VERSION};
 
 /// How long `sandbox/selftest` waits for the start-up probe before its checks.
@@ -128,17 +129,24 @@ pub fn module(
     m.method::<methods::CheckpointList>(|p, d, _| {
         let handle = d.sessions.get(&p.session_id)?;
         Ok(proto::CheckpointListResult {
-            checkpoints: handle.shared.checkpoints.list(p.all),
+            checkpoints: checkpoints::list(&handle, p.all)?,
         })
     })?;
     m.async_method::<methods::CheckpointDiff, _, _>(|p, d, _| async move {
-        Ok(d.sessions.checkpoint_diff(p).await?)
+        Ok(checkpoints::diff(&d.sessions, p).await?)
     })?;
     m.async_method::<methods::SessionRewind, _, _>(|p, d, _| async move {
-        Ok(d.sessions.rewind(p).await?)
+        Ok(checkpoints::rewind(&d.sessions, p).await?)
     })?;
     m.method::<methods::SessionFork>(|p, d, _| {
-        Ok(d.sessions.fork(&p.session_id, p.turn_id.as_deref())?)
+        let at = match p.turn_id.as_deref() {
+            Some(turn_id) => {
+                let source = d.sessions.get(&p.session_id)?;
+                Some(checkpoints::fork_point(&source.shared, turn_id)?)
+            }
+            None => None,
+        };
+        Ok(d.sessions.fork(&p.session_id, at)?)
     })?;
 
     m.method::<methods::SessionCancel>(|p, d, _| {

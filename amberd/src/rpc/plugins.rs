@@ -11,6 +11,7 @@ use super::table::{MethodTable, RpcResult};
 use crate::daemon::Daemon;
 use crate::plugins::{CommandError, PluginError, SessionView, View};
 use crate::session::SessionShared;
+use crate::session::features::mcp::SessionMcp;
 
 impl From<PluginError> for ErrorObjectOwned {
     fn from(err: PluginError) -> Self {
@@ -70,9 +71,12 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
             .map(|id| d.sessions.get(id))
             .transpose()?;
         let mut entries = d.sessions.services().registries.tool_entries();
-        if let Some(s) = &session {
+        if let Some(mcp) = session
+            .as_ref()
+            .and_then(|s| s.shared.feature::<SessionMcp>())
+        {
             // The session's own MCP servers' tools, over daemon-wide ones of the same name.
-            for (server, tool) in s.shared.mcp.tools() {
+            for (server, tool) in mcp.tools() {
                 entries.retain(|e| e.tool.name() != tool.name());
                 entries.push(crate::plugins::registry::ToolEntry {
                     tool,

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
+use super::feature::{Blocked, Turn, TurnStart};
 use super::gate::SessionGate;
 use super::services::Services;
 use crate::agent::compact::{CompactEnv, compact_context};
@@ -21,6 +22,7 @@ use crate::agent::metered::{Metered, Refusal, RequestEstimate, Reservation};
 use crate::agent::output_schema::OutputSchema;
 use crate::agent::{self, TurnEnv, TurnHost};
 use amber_tools::gate::Gate;
+use futures::future::BoxFuture;
 
 /// What a prompt asks of its turn besides its text (`session/prompt`'s extensions). Not
 /// persisted: a prompt restored from the log after a restart runs without them.
@@ -46,11 +48,28 @@ pub enum Command {
     },
     /// `/clear`: forget the conversation (the system prompt stays), between turns.
     Clear { reply: oneshot::Sender<usize> },
-    /// `session/rewind`, between turns.
-    Rewind {
-        params: amber_proto::SessionRewindParams,
-        reply: oneshot::Sender<Result<amber_proto::SessionRewindResult, super::SessionError>>,
-    },
+    /// A feature's own work on the context, between turns (a rewind).
+    BetweenTurns(BetweenTurns),
+}
+
+/// Work the actor runs with the session's context, between turns.
+pub(crate) struct BetweenTurns(pub(crate) Box<dyn ContextWork>);
+
+/// A one-off job on a session's context, run by its actor.
+pub(crate) trait ContextWork:
+    for<'a> FnOnce(&'a Arc<SessionShared>, &'a mut Context) -> BoxFuture<'a, ()> + Send
+{
+}
+
+impl<F> ContextWork for F where
+    F: for<'a> FnOnce(&'a Arc<SessionShared>, &'a mut Context) -> BoxFuture<'a, ()> + Send
+{
+}
+
+impl std::fmt::Debug for BetweenTurns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BetweenTurns")
+    }
 }
 
 /// Runs until the command queue closes (session deleted or daemon shutting down).
@@ -60,8 +79,9 @@ pub async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
     mut context: Context,
 ) {
-    // Before any command: a rewind a crash cut short is finished first.
-    super::rewind::recover(&shared, &mut context).await;
+    // Before any command: what a crash cut short (a rewind) is finished first.
+    let features = &shared.features;
+    features.recover(&shared, &mut context).await;
     loop {
         let command = tokio::select! {
             // Closing first: a stopping session starts no queued prompt. Those stay
@@ -88,10 +108,7 @@ pub async fn run(
                 let removed = clear_context(&shared, &mut context);
                 let _ = reply.send(removed);
             }
-            Command::Rewind { params, reply } => {
-                let result = super::rewind::rewind(&shared, &mut context, params).await;
-                let _ = reply.send(result);
-            }
+            Command::BetweenTurns(BetweenTurns(work)) => work(&shared, &mut context).await,
         }
     }
     shared.finish();
@@ -150,27 +167,32 @@ async fn run_prompt(
         },
     );
     settle_sandbox(shared, services).await;
-    // Before the prompt's hooks: new or changed workspace configuration is put to the user.
-    shared.hooks.report_unusable(shared, turn_id);
+    // Before the features: new or changed workspace configuration is put to the user.
     shared
         .trust
         .trust_for_turn(shared, services, turn_id, &cancel)
         .await;
-    let prompted = shared
-        .hooks
-        .user_prompt(shared, services, turn_id, &cancel, text)
-        .await;
-    if let Some(reason) = prompted.blocked {
-        prompt_blocked(shared, services, &host, turn_id, reason);
-        return;
-    }
-    if !prompted.context.is_empty() {
-        host.extra_context = Some(prompted.context.join("\n\n"));
-    }
     ensure_system_prompt(shared, context);
-    shared
-        .checkpoints
-        .begin_turn(turn_id, started_seq.unwrap_or(0), text, context);
+    let start = TurnStart {
+        turn: Turn {
+            shared,
+            services,
+            turn_id,
+            cancel: &cancel,
+        },
+        prompt: text,
+        started_seq: started_seq.unwrap_or(0),
+        context_len: context.len(),
+        context_head: context.head(),
+    };
+    match shared.features.before_turn(&start).await {
+        Ok(added) if !added.is_empty() => host.extra_context = Some(added.join("\n\n")),
+        Ok(_) => {}
+        Err(blocked) => {
+            prompt_blocked(shared, services, &host, turn_id, blocked);
+            return;
+        }
+    }
     // Stats the instruction files (reads them only if they changed): before the turn's
     // first request, so an edited AGENTS.md applies from this turn on.
     shared.head.refresh(&services.workspace_git()).await;
@@ -180,8 +202,6 @@ async fn run_prompt(
     let provider = shared.provider();
     let llm = services.llm.client(provider.as_deref());
     let compaction = services.compaction_for(provider.as_deref());
-    // The session's own MCP servers, just given by `session/new`, may still be starting.
-    shared.mcp.first_connections().await;
     let tools = shared.offered_tools(services.tools());
     // One snapshot of the settings for the whole turn (a config edit applies to the next).
     let live = services.live();
@@ -205,8 +225,7 @@ async fn run_prompt(
         host: &host,
     };
     let outcome = agent::run_turn(context, text, &env).await;
-    // Before `turn_completed`: a client that lists checkpoints then sees what it changed.
-    shared.checkpoints.end_turn().await;
+    shared.features.turn_ending().await;
     shared.publish_messages(context);
     shared.end_turn();
     host.emit(EventKind::TurnCompleted {
@@ -218,49 +237,62 @@ async fn run_prompt(
         session_cost_usd: None,
     });
     shared
-        .hooks
-        .turn_completed(shared, services, turn_id, outcome.stop);
+        .features
+        .turn_ended(&turn(shared, services, turn_id, &cancel), outcome.stop);
     // After the event, not before: the log is the record of the turn (recovery reads it),
     // the metadata only its summary, and its atomic replace (two fsyncs) need not delay
     // what the client waits for.
     shared.save_meta();
 }
 
-/// A `user_prompt` hook blocked the prompt: the turn ends at once, `error` with code
-/// `hook_denied` and the hook's reason; the prompt never reaches the context or the model.
+/// A feature blocked the prompt: the turn ends at once, `error` with the feature's code
+/// and reason; the prompt never reaches the context or the model.
 fn prompt_blocked(
     shared: &Arc<SessionShared>,
     services: &Services,
     host: &SessionTurnHost<'_>,
     turn_id: &str,
-    reason: String,
+    blocked: Blocked,
 ) {
-    let message = format!("a user_prompt hook blocked this prompt: {reason}");
+    let Blocked { code, reason } = blocked;
     host.emit(EventKind::Error {
-        code: HOOK_DENIED.to_owned(),
-        message: message.clone(),
+        code: code.to_owned(),
+        message: reason.clone(),
         retryable: false,
     });
     shared.end_turn();
     host.emit(EventKind::TurnCompleted {
         stop_reason: amber_proto::StopReason::Error,
         error: Some(amber_proto::ErrorInfo {
-            code: HOOK_DENIED.to_owned(),
-            message,
+            code: code.to_owned(),
+            message: reason,
         }),
         usage: Usage::default(),
         output: None,
         cost_usd: None,
         session_cost_usd: None,
     });
-    shared
-        .hooks
-        .turn_completed(shared, services, turn_id, amber_proto::StopReason::Error);
+    let cancel = CancellationToken::new();
+    shared.features.turn_ended(
+        &turn(shared, services, turn_id, &cancel),
+        amber_proto::StopReason::Error,
+    );
     shared.save_meta();
 }
 
-/// The error code of a prompt a `user_prompt` hook blocked.
-pub const HOOK_DENIED: &str = "hook_denied";
+fn turn<'a>(
+    shared: &'a SessionShared,
+    services: &'a Services,
+    turn_id: &'a str,
+    cancel: &'a CancellationToken,
+) -> Turn<'a> {
+    Turn {
+        shared,
+        services,
+        turn_id,
+        cancel,
+    }
+}
 
 /// A manual compaction (`session/compact`), run by the actor between turns.
 async fn compact_now(
@@ -421,12 +453,12 @@ impl TurnHost for SessionTurnHost<'_> {
         self.extra_context.as_deref()
     }
 
-    fn before_changes(&self) -> futures::future::BoxFuture<'_, ()> {
-        Box::pin(self.shared.checkpoints.before_changes())
+    fn before_changes(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shared.features.before_changes())
     }
 
-    fn after_changes(&self) -> futures::future::BoxFuture<'_, ()> {
-        Box::pin(self.shared.checkpoints.after_changes())
+    fn after_changes(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shared.features.after_changes())
     }
 }
 

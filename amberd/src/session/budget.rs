@@ -10,6 +10,11 @@
 //! under the budget, so the overshoot is at most the request that crosses it, provided the
 //! requests in flight cost no more than they reserved: a reservation is the larger of the
 //! request's estimated prompt and the costliest request the session has made so far.
+//!
+//! Sub-agents reserve from their parent session, so the overshoot is one request per
+//! session, not per agent; a turn asks whether the budget is spent before each round, so a
+//! spent budget starts no compaction; `session/new` refuses a dollar cap for a model with
+//! no price (it could never be enforced); a fork's caps are its source's remainder.
 
 use amber_proto::{CostUsd, SessionInfo, Usage};
 use tokio_util::sync::CancellationToken;

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use amber_policy::{Grants, WorkspaceRules};
-use amber_proto::SessionInfo;
+use amber_store::SessionMeta;
 use amber_store::context::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::approvals::Approvals;
+use super::feature::{Attach, Features};
 use super::hub::EventHub;
 use super::persist::Persistence;
 use super::sandbox::SessionSandbox;
@@ -19,40 +20,36 @@ use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::agent::prompt::PromptHead;
 use crate::agents::AgentLimits;
-use crate::checkpoints::SessionCheckpoints;
 use crate::instructions::Instructions;
 use amber_tools::SessionTools;
 
 /// Everything a session starts from.
 pub(super) struct Parts {
-    pub info: SessionInfo,
+    /// The session as the store keeps it (for a new session: as it will keep it).
+    pub meta: SessionMeta,
     pub workspace: PathBuf,
-    pub system_prompt: String,
     /// The custom agent's limits, when the session has one.
     pub agent: Option<AgentLimits>,
-    /// What `session/new {sandbox}` asked for explicitly.
-    pub sandbox: Option<amber_proto::SandboxRequest>,
-    /// The session's own MCP servers, connected once it runs.
-    pub mcp_servers: Vec<amber_proto::SessionMcpServer>,
     /// The context, journaled to the store when there is one.
     pub context: Context,
     pub hub: EventHub,
     pub persistence: Option<Arc<Persistence>>,
 }
 
-/// Builds the shared state, installs the sub-agent runner and starts the actor.
-pub(super) fn spawn(services: &Arc<Services>, parts: Parts) -> Arc<SessionHandle> {
+/// Builds the shared state, attaches the features, installs the sub-agent runner and
+/// starts the actor. `restored`: the session came back from the store.
+pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> Arc<SessionHandle> {
     let Parts {
-        info,
+        meta,
         workspace,
-        system_prompt,
         agent,
-        sandbox,
-        mcp_servers,
         context,
         hub,
         persistence,
     } = parts;
+    let info = meta.info.clone();
+    let system_prompt = meta.system_prompt.clone();
+    let sandbox = meta.sandbox;
     let rules = WorkspaceRules::new(&workspace);
     let id = info.session_id.clone();
     let messages = Arc::new(context.messages().to_vec());
@@ -71,17 +68,16 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts) -> Arc<SessionHandle
             &services.live().config.sandbox,
             services.sandbox.clone(),
         ),
-        checkpoints: Arc::new(SessionCheckpoints::new(
-            services.checkpoints.clone(),
-            workspace.clone(),
-            services.store.as_ref().map(|s| s.sessions_dir().join(&id)),
-        )),
-        hooks: super::hooks::SessionHooks::new(weak.clone()),
         trust: super::trust::SessionTrust::default(),
-        mcp: super::mcp::SessionMcp::new(
-            weak.clone(),
-            &services.live().config.mcp,
-            services.sandbox.clone(),
+        features: Features::attach(
+            &services.features,
+            &Attach {
+                session: weak.clone(),
+                id: &id,
+                workspace: &workspace,
+                services,
+                meta: &meta,
+            },
         ),
         id,
         skills_dir: amber_tools::skills::workspace_skills_dir(&services.data_dir, &workspace),
@@ -136,7 +132,7 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts) -> Arc<SessionHandle
             shared: Arc::downgrade(&shared),
             services: services.clone(),
         }));
-    shared.mcp.start(mcp_servers);
+    shared.features.started(&shared, restored);
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(actor::run(shared.clone(), services.clone(), rx, context));
     Arc::new(SessionHandle {

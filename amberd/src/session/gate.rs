@@ -7,9 +7,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::SessionShared;
+use super::feature::{AdvisedVerdict, ToolRan, Turn};
 use super::services::Services;
 use super::trust::Level as TrustLevel;
-use crate::hooks::PreToolVerdict;
 use amber_tools::gate::{Gate, GateCall, GateVerdict};
 use amber_tools::sandbox::{ToolSandbox, Unsandboxed};
 use amber_tools::session::DeniedPaths;
@@ -61,29 +61,36 @@ impl Gate for SessionGate<'_> {
         status: amber_proto::ToolStatus,
         output: &str,
     ) {
-        self.shared.hooks.post_tool_use(
-            self.shared,
-            self.services,
-            self.turn_id,
-            call,
-            arguments,
-            (status, output),
+        self.shared.features.after_tool(
+            &self.turn(),
+            &ToolRan {
+                call,
+                arguments,
+                status,
+                output,
+            },
         );
     }
 }
 
 impl SessionGate<'_> {
-    /// The `pre_tool_use` hooks first (they may deny, rewrite the arguments, ask or
-    /// pre-approve), then policy on the arguments the call will run with. A hook's `allow`
-    /// answers an ask policy would put to the approvers, never one only a person may answer
-    /// ([`Verdict::AskPerson`]: secret reads, protected writes, runs without the sandbox),
-    /// and never overrides a deny (rules, read mode); its `ask` asks where policy would allow.
+    fn turn(&self) -> Turn<'_> {
+        Turn {
+            shared: self.shared,
+            services: self.services,
+            turn_id: self.turn_id,
+            cancel: self.cancel,
+        }
+    }
+
+    /// The features' advice first (the `pre_tool_use` hooks may deny, rewrite the
+    /// arguments, ask or pre-approve), then policy on the arguments the call will run with.
+    /// An advised `allow` answers an ask policy would put to the approvers, never one only
+    /// a person may answer ([`Verdict::AskPerson`]: secret reads, protected writes, runs
+    /// without the sandbox), and never overrides a deny (rules, read mode); an advised
+    /// `ask` asks where policy would allow.
     async fn check_call(&self, call: GateCall<'_>) -> GateVerdict {
-        let hooked = self
-            .shared
-            .hooks
-            .pre_tool_use(self.shared, self.services, self.turn_id, self.cancel, &call)
-            .await;
+        let hooked = self.shared.features.before_tool(&self.turn(), &call).await;
         let call = match &hooked.arguments {
             Some(arguments) => GateCall {
                 call: call.call,
@@ -93,21 +100,20 @@ impl SessionGate<'_> {
             None => call,
         };
         let verdict = match hooked.verdict {
-            PreToolVerdict::Deny(reason) => return GateVerdict::Deny(reason),
-            PreToolVerdict::NoOpinion => self.policy(&call).await,
-            PreToolVerdict::Allow => match self.decide(&call) {
+            AdvisedVerdict::Deny(reason) => return GateVerdict::Deny(reason),
+            AdvisedVerdict::NoOpinion => self.policy(&call).await,
+            AdvisedVerdict::Allow => match self.decide(&call) {
                 Verdict::Allow | Verdict::Ask { .. } => GateVerdict::Allow,
                 Verdict::AllowUnsandboxed => approved_unsandboxed(),
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
                 Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
             },
-            PreToolVerdict::Ask(reason) => match self.decide(&call) {
+            AdvisedVerdict::Ask(reason) => match self.decide(&call) {
                 Verdict::Deny { reason, .. } => GateVerdict::Deny(reason),
                 ask @ Verdict::Ask { .. } => self.policy_ask(&call, ask).await,
                 Verdict::AskPerson(ask) => self.ask_person(&call, ask).await,
                 allowed => {
                     let unsandboxed = allowed == Verdict::AllowUnsandboxed;
-                    let reason = format!("a pre_tool_use hook asks: {reason}");
                     let verdict = self
                         .ask(&call, reason, Vec::new(), false, unsandboxed)
                         .await;
@@ -413,9 +419,15 @@ pub(crate) async fn request_approval(
         shared.set_state(SessionState::WaitingApproval);
     }
     emit(EventKind::ApprovalRequested(approval.clone()));
-    shared
-        .hooks
-        .approval_requested(shared, services, turn_id, &approval);
+    shared.features.approval_requested(
+        &Turn {
+            shared,
+            services,
+            turn_id,
+            cancel,
+        },
+        &approval,
+    );
     let Some(answer) = answer else {
         shared.approvals.close(&request_id);
         resolved(Decision::Deny, ResolvedBy::NoApprover);

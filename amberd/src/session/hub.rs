@@ -9,7 +9,12 @@
 //! The hub is also where a session's changes reach `session/watch` (`watch.rs`): its tap
 //! sees the durable events a console cares about ([`is_watched`]), under the same lock,
 //! after the subscribers; deltas return before it.
+//!
+//! The log keeps events already elided (`elide.rs`): the context journal beside them keeps
+//! every message whole, which is what the model and a restore need, so a full copy in each
+//! event would only double the log. Events of an older log are elided as they are replayed.
 
+use amber_store::StoreError;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -78,10 +83,10 @@ impl WireEvent {
 pub trait EventStore: Send + Sync {
     /// Appends one durable event. Called under the hub's lock, so in `seq` order; `sync`
     /// asks for it to be on disk before returning.
-    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String>;
+    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), StoreError>;
     /// Durable events with `after < seq < before`, oldest first, for replays that reach
     /// further back than memory.
-    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String>;
+    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, StoreError>;
 }
 
 /// Live deltas that a slow subscriber may receive merged.
@@ -310,11 +315,16 @@ impl EventHub {
     /// Publishes a durable event only once the store holds it (synced if the kind asks):
     /// on a store error nothing is broadcast or kept, and the error is returned. For what a
     /// caller acknowledges to a client (`prompt_queued`).
-    pub fn publish_stored(&self, turn_id: Option<&str>, kind: EventKind) -> Result<u64, String> {
-        match self.publish_inner(turn_id, None, kind, true, None)? {
-            Some(seq) => Ok(seq),
-            None => Err("only durable events can be published as stored".to_owned()),
-        }
+    /// Only durable events are stored: `kind` must be one.
+    pub fn publish_stored(
+        &self,
+        turn_id: Option<&str>,
+        kind: EventKind,
+    ) -> Result<u64, StoreError> {
+        debug_assert!(kind.is_durable(), "only durable events are stored");
+        Ok(self
+            .publish_inner(turn_id, None, kind, true, None)?
+            .unwrap_or_default())
     }
 
     /// `strict`: a failed append publishes nothing and is returned; otherwise it is logged
@@ -326,7 +336,7 @@ impl EventHub {
         kind: EventKind,
         strict: bool,
         time: Option<String>,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, StoreError> {
         let durable = kind.is_durable();
         // A fork's copied history (`time` given) is not news to a watcher.
         let copy = time.is_some();

@@ -4,6 +4,7 @@
 use super::*;
 use crate::clock::now_rfc3339;
 use crate::elide::WireLimits;
+use amber_store::StoreError;
 
 /// Durable events the tests' hubs keep in memory beside their store.
 const MEMORY: usize = 64;
@@ -75,7 +76,7 @@ fn a_slow_subscriber_gets_merged_deltas_and_lags_only_on_durable_overflow() {
 struct MemoryStore(Mutex<Vec<(u64, String, bool)>>);
 
 impl EventStore for MemoryStore {
-    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
+    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), StoreError> {
         self.0
             .lock()
             .unwrap()
@@ -83,7 +84,7 @@ impl EventStore for MemoryStore {
         Ok(())
     }
 
-    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String> {
+    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, StoreError> {
         let stored = self.0.lock().unwrap();
         Ok(stored
             .iter()
@@ -315,11 +316,14 @@ fn events_of_a_log_written_before_elision_are_elided_on_replay() {
 struct FullStore;
 
 impl EventStore for FullStore {
-    fn append(&self, _seq: u64, _json: &RawValue, _sync: bool) -> Result<(), String> {
-        Err("no space left on device".into())
+    fn append(&self, _seq: u64, _json: &RawValue, _sync: bool) -> Result<(), StoreError> {
+        Err(StoreError::Io {
+            path: "log".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        })
     }
 
-    fn read(&self, _after: u64, _before: u64) -> Result<Vec<WireEvent>, String> {
+    fn read(&self, _after: u64, _before: u64) -> Result<Vec<WireEvent>, StoreError> {
         Ok(Vec::new())
     }
 }
@@ -335,7 +339,7 @@ fn a_queued_prompt_is_synced_and_published_only_once_stored() {
     let store = Arc::new(MemoryStore(Mutex::new(Vec::new())));
     let hub = EventHub::restored("s".into(), 16, MEMORY, 7, Vec::new(), Some(store.clone()));
     let mut sub = hub.subscribe(None);
-    assert_eq!(hub.publish_stored(Some("t"), queued("go")), Ok(8));
+    assert_eq!(hub.publish_stored(Some("t"), queued("go")).ok(), Some(8));
     assert_eq!(store.0.lock().unwrap()[0].0, 8);
     assert!(store.0.lock().unwrap()[0].2, "prompt_queued is synced");
     assert_eq!(sub.live.try_recv().unwrap().unwrap().seq, Some(8));

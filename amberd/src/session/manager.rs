@@ -25,7 +25,6 @@ use super::services::Services;
 use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox, worktree};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
-use crate::checkpoints::DiffError;
 use crate::clock::now_rfc3339;
 
 /// How long a load waits for an unloading session's actor to let go of its log.
@@ -151,7 +150,11 @@ impl SessionManager {
         let agent = agent_param(&workspace, params.agent.as_deref(), &self.services.trust)?;
         let defaults = agent.as_ref().map(|a| &a.definition);
         let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
-        validate_mcp_servers(&params.mcp_servers)?;
+        for feature in &self.services.features {
+            feature
+                .check_new(&params)
+                .map_err(SessionError::InvalidParams)?;
+        }
         let id = uuid::Uuid::new_v4().to_string();
         let services = &self.services;
         let model = params
@@ -214,28 +217,27 @@ impl SessionManager {
             max_budget_usd: budgets.max_budget_usd,
             max_tokens_total: budgets.max_tokens_total,
         };
-        let sandbox = params.sandbox;
+        let meta = SessionMeta {
+            info: SessionInfo {
+                sandbox: Some(sandbox_of(
+                    &services.live().config.sandbox,
+                    params.sandbox,
+                    info.mode,
+                )),
+                ..info
+            },
+            system_prompt: system_prompt.clone(),
+            agent: limits.as_ref().map(AgentLimits::to_meta),
+            sandbox: sandbox::explicit(params.sandbox),
+            mcp_servers: params.mcp_servers,
+        };
         let persistence = match &services.store {
             Some(store) => {
-                let meta = SessionMeta {
-                    info: SessionInfo {
-                        sandbox: Some(sandbox_of(
-                            &services.live().config.sandbox,
-                            sandbox,
-                            info.mode,
-                        )),
-                        ..info.clone()
-                    },
-                    system_prompt: system_prompt.clone(),
-                    agent: limits.as_ref().map(AgentLimits::to_meta),
-                    sandbox: sandbox::explicit(sandbox),
-                    mcp_servers: params.mcp_servers.clone(),
-                };
                 let log = store.create(&meta).map_err(|e| {
-                    if let Some(made) = &info.worktree {
+                    if let Some(made) = &meta.info.worktree {
                         persist::blocking(|| worktree::discard(&services.workspace_git(), made));
                     }
-                    SessionError::Store(e.to_string())
+                    SessionError::Store(e)
                 })?;
                 // The new files' fsyncs, off the request's path (the log's first sync
                 // waits for them if they are not done by then).
@@ -272,22 +274,16 @@ impl SessionManager {
         let handle = build::spawn(
             &self.services,
             build::Parts {
-                info,
+                meta,
                 workspace,
-                system_prompt,
                 agent: limits,
-                sandbox,
-                mcp_servers: params.mcp_servers,
                 context,
                 hub,
                 persistence,
             },
+            false,
         );
         self.registry().loaded.insert(id, handle.clone());
-        handle
-            .shared
-            .hooks
-            .session_started(&handle.shared, &self.services);
         Ok(handle)
     }
 
@@ -360,7 +356,7 @@ impl SessionManager {
                 // Its old actor still holds the log: wait (unlocked) until it lets go.
                 drop(registry);
                 if !persist::blocking(|| unloading.wait(UNLOAD_WAIT)) {
-                    return Err(SessionError::Store(format!(
+                    return Err(SessionError::Internal(format!(
                         "session {id} is still being unloaded; try again"
                     )));
                 }
@@ -456,7 +452,7 @@ impl SessionManager {
         self.services.memory.soon();
     }
 
-    /// Loads every stored session marked busy (`amber-store`'s `busy.rs`: it had a turn
+    /// Loads every stored session marked busy, then tells the features (`amber-store`'s `busy.rs`: it had a turn
     /// running or prompts waiting when the daemon stopped), so restore closes the interrupted
     /// turn and runs the queued prompts (or ends them cancelled) without anyone attaching. One
     /// `stat` per stored session, no log read; the idle unloader leaves each alone while
@@ -475,6 +471,9 @@ impl SessionManager {
             if let Err(err) = self.get(&id) {
                 tracing::error!(session = %id, %err, "cannot resume the session");
             }
+        }
+        for feature in &self.services.features {
+            feature.resumed(&self.services);
         }
     }
 
@@ -516,9 +515,7 @@ impl SessionManager {
         let Some(store) = self.services.store.as_ref().filter(|_| known) else {
             return Err(SessionError::NotFound(id.to_owned()));
         };
-        let report = store
-            .verify(id)
-            .map_err(|e| SessionError::Store(e.to_string()))?;
+        let report = store.verify(id).map_err(SessionError::Store)?;
         let messages = report.messages as u64;
         let link = report.first_broken.map(|b| amber_proto::BrokenLink {
             index: b.index as u64,
@@ -647,69 +644,16 @@ impl SessionManager {
             .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
-    /// `checkpoint/diff`: what one turn changed.
-    pub async fn checkpoint_diff(
-        &self,
-        params: amber_proto::CheckpointDiffParams,
-    ) -> Result<amber_proto::CheckpointDiffResult, SessionError> {
-        let checkpoints = self.get(&params.session_id)?.shared.checkpoints.clone();
-        tokio::task::spawn_blocking(move || {
-            checkpoints.diff_blocking(&params.turn_id, params.path.as_deref())
-        })
-        .await
-        .map_err(|e| SessionError::Store(format!("the diff task failed: {e}")))?
-        .map_err(|e| match e {
-            DiffError::NoCheckpoint(message) => SessionError::InvalidParams(message),
-            DiffError::Store(message) => SessionError::Store(message),
-        })
-    }
-
-    /// `session/rewind`: run by the session's actor between turns (it owns the context).
-    pub async fn rewind(
-        &self,
-        params: amber_proto::SessionRewindParams,
-    ) -> Result<amber_proto::SessionRewindResult, SessionError> {
-        let id = params.session_id.clone();
-        let handle = self.get(&id)?;
-        if handle.shared.state() != SessionState::Idle {
-            return Err(SessionError::InvalidParams(
-                "sessionId: the session is running; only an idle session can be rewound — \
-                 wait for its turn to end or cancel it first"
-                    .into(),
-            ));
-        }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        handle
-            .commands
-            .send(Command::Rewind { params, reply })
-            .map_err(|_| SessionError::NotFound(id.clone()))?;
-        answer.await.map_err(|_| SessionError::NotFound(id))?
-    }
-
     /// `session/fork`: a new session with the same cwd and settings whose conversation is
     /// the history before `turn_id` (the whole history without it). The original is
     /// untouched; the workspace is shared, not copied.
-    pub fn fork(&self, id: &str, turn_id: Option<&str>) -> Result<SessionInfo, SessionError> {
+    pub fn fork(&self, id: &str, at: Option<ForkPoint>) -> Result<SessionInfo, SessionError> {
         let source = self.get(id)?;
         let shared = &source.shared;
         let messages = shared.messages();
-        let (len, cut) = match turn_id {
+        let (len, cut) = match at {
             None => (messages.len(), u64::MAX),
-            Some(turn_id) => {
-                let rows = shared.checkpoints.rows();
-                let row = rows.iter().find(|r| r.turn_id == turn_id).ok_or_else(|| {
-                    SessionError::InvalidParams(format!(
-                        "turnId: no turn {turn_id} in this session's history"
-                    ))
-                })?;
-                if !prefix_matches(&messages, row.context_len, &row.context_head) {
-                    return Err(SessionError::InvalidParams(format!(
-                        "turnId: the conversation was compacted or cleared after turn \
-                         {turn_id} began, so its history before that turn is gone"
-                    )));
-                }
-                (row.context_len, row.seq)
-            }
+            Some(at) => (at.messages, at.before_seq),
         };
         let skip = usize::from(
             messages
@@ -729,7 +673,7 @@ impl SessionManager {
         } else {
             format!("fork: {}", info.title)
         };
-        let params = SessionNewParams {
+        let mut params = SessionNewParams {
             cwd: info.cwd.clone(),
             mode: Some(info.mode),
             model: Some(info.model.clone()),
@@ -738,14 +682,14 @@ impl SessionManager {
             provider: info.provider.clone(),
             agent: info.agent.clone(),
             sandbox: shared.sandbox.request(),
-            // The conversation used the session's MCP servers: the fork keeps them.
-            mcp_servers: shared.mcp.servers(),
+            mcp_servers: Vec::new(),
             // The fork shares the original's workspace, its worktree included.
             worktree: None,
             // The fork's usage is its own, its budgets the source's remainder.
             max_budget_usd,
             max_tokens_total,
         };
+        shared.features.fork(&mut params);
         let fork = self.create_with(params, history)?;
         self.copy_history(id, &fork.shared.id, cut);
         // After its history: the copies are not news, the fork is.
@@ -860,12 +804,13 @@ impl SessionManager {
         }
         // Its commands are gone with it: so is their temp directory.
         self.services.sandbox.tmp.remove(id);
-        if let Some(store) = &self.services.store {
-            if let Err(err) = store.delete(id) {
-                tracing::error!(session = id, %err, "cannot delete the session from the store");
-            }
-            // Its checkpoints went with its directory; their content goes now.
-            self.collect_checkpoints();
+        if let Some(store) = &self.services.store
+            && let Err(err) = store.delete(id)
+        {
+            tracing::error!(session = id, %err, "cannot delete the session from the store");
+        }
+        for feature in &self.services.features {
+            feature.deleted(id, &self.services);
         }
         // Last: its final events (a cancelled turn's end) went out before this.
         match (handle, was_stored) {
@@ -883,18 +828,6 @@ impl SessionManager {
         // What the session held (its history, its buffers) is freed by now.
         self.services.memory.soon();
         Ok(())
-    }
-
-    /// Removes checkpoint content no kept checkpoint of any session refers to, in the
-    /// background (at start and after a deletion; a turn that expired checkpoints asks
-    /// for one itself).
-    pub fn collect_checkpoints(&self) {
-        let Some(store) = &self.services.store else {
-            return;
-        };
-        self.services
-            .checkpoints
-            .collect_soon(store.sessions_dir().to_owned(), false);
     }
 
     /// Cancels every turn and waits (bounded) for the actors to wind down.
@@ -922,19 +855,6 @@ fn sandbox_of(
     mode: amber_proto::Mode,
 ) -> amber_proto::SandboxInfo {
     sandbox::effective(sandbox::requested(config, request.as_ref()), mode)
-}
-
-/// Whether `messages` still begin with the `len` messages whose last chain link is `head`
-/// (a compaction or `/clear` rebuilds the chain).
-fn prefix_matches(messages: &[Message], len: usize, head: &str) -> bool {
-    if len > messages.len() {
-        return false;
-    }
-    let mut chain = Context::new();
-    for message in &messages[..len] {
-        chain.push(message.clone());
-    }
-    len == 0 || format!("{:016x}", chain.head()) == head
 }
 
 /// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents. A
@@ -967,22 +887,7 @@ async fn blocking_git<T: Send + 'static>(
 ) -> Result<T, SessionError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| SessionError::Store(format!("the git task failed: {e}")))?
-}
-
-/// `session/new {mcpServers}`: valid names and transports, each name once.
-fn validate_mcp_servers(servers: &[amber_proto::SessionMcpServer]) -> Result<(), SessionError> {
-    for (i, server) in servers.iter().enumerate() {
-        super::mcp::SessionMcp::validate(server)
-            .map_err(|e| SessionError::InvalidParams(format!("mcpServers: {e}")))?;
-        if servers[..i].iter().any(|s| s.name == server.name) {
-            return Err(SessionError::InvalidParams(format!(
-                "mcpServers: the name `{}` is given twice",
-                server.name
-            )));
-        }
-    }
-    Ok(())
+        .map_err(|e| SessionError::Internal(format!("the git task failed: {e}")))?
 }
 
 async fn stop_session(handle: &SessionHandle) {
@@ -1002,8 +907,15 @@ async fn stop_session(handle: &SessionHandle) {
     handle.shared.finish();
     // Background processes belong to the session and end with it.
     handle.shared.tools.shutdown_and_wait().await;
-    // So do its own MCP servers (their children are gone when this returns).
-    handle.shared.mcp.shutdown().await;
+    // So does what its features run (their children are gone when this returns).
+    handle.shared.features.stop().await;
+}
+
+/// Where a fork's history ends: the first `messages` of the source's conversation, and
+/// its events before seq `before_seq`.
+pub struct ForkPoint {
+    pub messages: usize,
+    pub before_seq: u64,
 }
 
 /// A session's caps, fixed at creation (and kept in its `SessionInfo`).

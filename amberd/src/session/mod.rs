@@ -9,16 +9,15 @@ pub(crate) mod actor;
 pub(crate) mod approvals;
 pub(crate) mod budget;
 mod build;
+pub(crate) mod feature;
+pub(crate) mod features;
 pub(crate) mod gate;
-pub(crate) mod hooks;
 pub mod hub;
 mod listing;
-mod manager;
-pub(crate) mod mcp;
+pub(crate) mod manager;
 pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
-mod rewind;
 pub(crate) mod sandbox;
 pub mod services;
 pub(crate) mod subagents;
@@ -61,8 +60,15 @@ pub enum SessionError {
     InvalidWorkspace { path: String, reason: String },
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The session store failed; its error keeps the source.
     #[error("session store: {0}")]
-    Store(String),
+    Store(#[from] amber_store::StoreError),
+    /// The store refused to log a prompt's `prompt_queued`: nothing was queued.
+    #[error("the prompt was not queued: {0}")]
+    NotQueued(#[source] amber_store::StoreError),
+    /// Work on the daemon's side failed (a background task, git, the file system).
+    #[error("{0}")]
+    Internal(String),
     /// A bad parameter (message starts with the field name).
     #[error("invalid params: {0}")]
     InvalidParams(String),
@@ -89,14 +95,10 @@ pub struct SessionShared {
     pub tools: Arc<SessionTools>,
     /// The session's OS sandbox settings; `tools` holds the one in force.
     pub(crate) sandbox: sandbox::SessionSandbox,
-    /// What each turn did to the workspace, and the way back (`checkpoints/`).
-    pub(crate) checkpoints: Arc<crate::checkpoints::SessionCheckpoints>,
-    /// The session's side of hooks: which apply.
-    pub(crate) hooks: hooks::SessionHooks,
     /// The workspace configuration versions this session trusts beyond the daemon's store.
     pub(crate) trust: trust::SessionTrust,
-    /// The session's own MCP servers and their tools (`mcp.rs`).
-    pub(crate) mcp: mcp::SessionMcp,
+    /// What the daemon's features keep of this session (`feature.rs`).
+    pub(crate) features: feature::Features,
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
@@ -136,6 +138,16 @@ impl SessionShared {
 
     pub fn lock_rules(&self) -> MutexGuard<'_, WorkspaceRules> {
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This session's part of feature `T`, when the daemon has that feature.
+    pub(crate) fn feature<T: feature::SessionFeature>(&self) -> Option<Arc<T>> {
+        self.features.get::<T>()
+    }
+
+    /// Prompts accepted whose turn has not begun.
+    pub(crate) fn queued(&self) -> usize {
+        self.lock_live().queued
     }
 
     /// Marks the session as in use now (it will not be unloaded as idle for a while).
@@ -285,7 +297,7 @@ impl SessionShared {
 
     /// The tools this session's turns are offered: `all` less what its agent withholds.
     pub(crate) fn offered_tools(&self, mut all: ToolRegistry) -> ToolRegistry {
-        self.mcp.offer(&mut all);
+        self.features.offer_tools(&mut all);
         match &self.agent {
             Some(agent) => agent.restrict(all),
             None => all,
@@ -330,7 +342,7 @@ impl SessionShared {
         std::mem::take(&mut self.lock_live().subagent_usage)
     }
 
-    fn publish_messages(&self, context: &Context) {
+    pub(crate) fn publish_messages(&self, context: &Context) {
         // The chain is verified where it matters, when the model's request is built.
         let snapshot = Arc::new(context.messages().to_vec());
         self.lock_live().messages = snapshot;
@@ -345,13 +357,14 @@ impl SessionShared {
             // A session comes back from the store idle (restore.rs): saved mid-turn (a
             // mode switch), `running` would be what a crash leaves listed.
             info.state = SessionState::Idle;
-            let meta = SessionMeta {
+            let mut meta = SessionMeta {
                 info,
                 system_prompt: self.system_prompt.clone(),
                 agent: self.agent.as_ref().map(AgentLimits::to_meta),
                 sandbox: self.sandbox.request(),
-                mcp_servers: self.mcp.servers(),
+                mcp_servers: Vec::new(),
             };
+            self.features.save(&mut meta);
             persist::blocking(|| p.save_meta(&meta));
         }
     }
@@ -413,6 +426,33 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
+    /// Runs `work` in the session's actor between turns, with the context it owns (queued
+    /// behind the prompts already accepted); its answer.
+    pub(crate) async fn between_turns<T: Send + 'static>(
+        &self,
+        work: impl for<'a> FnOnce(
+            &'a Arc<SessionShared>,
+            &'a mut Context,
+        ) -> futures::future::BoxFuture<'a, T>
+        + Send
+        + 'static,
+    ) -> Result<T, SessionError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = actor::BetweenTurns(Box::new(move |shared, context| {
+            Box::pin(async move {
+                let result = work(shared, context).await;
+                // The caller may have gone away; the work stands either way.
+                let _ = reply.send(result);
+            })
+        }));
+        self.commands
+            .send(Command::BetweenTurns(job))
+            .map_err(|_| SessionError::NotFound(self.shared.id.clone()))?;
+        answer
+            .await
+            .map_err(|_| SessionError::NotFound(self.shared.id.clone()))
+    }
+
     /// Queues an accepted prompt: durable first (`prompt_queued`, on disk before this
     /// returns), then handed to the actor. Err: the store refused it (nothing queued) or
     /// the actor is gone (the prompt is closed as cancelled, so it never runs later).
@@ -436,9 +476,7 @@ impl SessionHandle {
                 self.shared.clear_title();
             }
             self.shared.prompt_dropped();
-            return Err(SessionError::Store(format!(
-                "the prompt was not queued: {e}"
-            )));
+            return Err(SessionError::NotQueued(e));
         }
         let sent = self.commands.send(Command::Prompt {
             turn_id: turn_id.to_owned(),

@@ -103,17 +103,13 @@ pub fn blocking<T>(work: impl FnOnce() -> T) -> T {
 }
 
 impl EventStore for Persistence {
-    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), String> {
-        let append = || {
-            self.with_log(|log| log.append_event(seq, json, sync))
-                .map_err(|e| e.to_string())
-        };
+    fn append(&self, seq: u64, json: &RawValue, sync: bool) -> Result<(), StoreError> {
+        let append = || self.with_log(|log| log.append_event(seq, json, sync));
         if sync { blocking(append) } else { append() }
     }
 
-    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, String> {
-        let events = blocking(|| self.store.events_after(&self.session_id, after))
-            .map_err(|e| e.to_string())?;
+    fn read(&self, after: u64, before: u64) -> Result<Vec<WireEvent>, StoreError> {
+        let events = blocking(|| self.store.events_after(&self.session_id, after))?;
         Ok(events
             .into_iter()
             .take_while(|e| e.seq < before)

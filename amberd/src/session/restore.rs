@@ -56,27 +56,28 @@ pub(super) fn load(
     } = loaded;
     let context = rebuild_context(id, context, keep, &meta.system_prompt, &persistence);
     let hub = restored_hub(services, id, events, persistence.clone());
-    let info = restored_info(meta.info, &recap);
+    let meta = amber_store::SessionMeta {
+        info: restored_info(meta.info, &recap),
+        ..meta
+    };
     let handle = build::spawn(
         services,
         Parts {
-            workspace: PathBuf::from(&info.cwd),
-            info,
-            system_prompt: meta.system_prompt,
+            workspace: PathBuf::from(&meta.info.cwd),
             agent: meta.agent.as_ref().map(AgentLimits::from_meta),
-            sandbox: meta.sandbox,
-            mcp_servers: meta.mcp_servers,
+            meta,
             context,
             hub,
             persistence: Some(persistence),
         },
+        true,
     );
     settle(services, &handle, recap);
     Ok(handle)
 }
 
 fn store_err(err: StoreError) -> SessionError {
-    SessionError::Store(err.to_string())
+    SessionError::Store(err)
 }
 
 /// The session as the store has it. Damage in the middle of the log is salvaged first:

@@ -91,6 +91,8 @@ pub struct Services {
     pub trust: crate::trust::TrustStore,
     /// Asks for freed memory to go back to the system after a burst (`service::memory`).
     pub memory: Arc<crate::service::memory::Trim>,
+    /// The session features every session gets, in order (`session/features/`).
+    pub(crate) features: Vec<Arc<dyn super::feature::Feature>>,
 }
 
 impl Services {
@@ -152,6 +154,7 @@ impl Services {
             hooks,
             trust: crate::trust::TrustStore::new(&data_dir),
             memory: crate::service::memory::Trim::new(),
+            features: super::features::all(),
             watchers,
             checkpoints,
             llm,

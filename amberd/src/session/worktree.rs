@@ -18,6 +18,9 @@
 //! creation and removal writable only in the worktrees directory and the repository's git
 //! dir — with the repository's hooks, fsmonitor and filter drivers pinned off: creating a
 //! worktree is amber's act, not the user's checkout, and runs nothing the repository says.
+//!
+//! The main repository's `.git` is not among the sandbox's writable roots of a session in a
+//! worktree: file edits work, a sandboxed `git commit` does not (docs/automation.md).
 
 use std::path::{Path, PathBuf};
 
@@ -169,7 +172,7 @@ pub(crate) fn create(
     // Absolute: git reads a relative path from the repository, not from here.
     let parent = std::fs::create_dir_all(&parent)
         .and_then(|()| parent.canonicalize())
-        .map_err(|e| SessionError::Store(format!("cannot create {}: {e}", parent.display())))?;
+        .map_err(|e| SessionError::Internal(format!("cannot create {}: {e}", parent.display())))?;
     let path = parent.join(id);
     let path_text = path.display().to_string();
     let common = common.canonicalize().unwrap_or(common);
@@ -185,7 +188,7 @@ pub(crate) fn create(
     .map_err(|e| not_a_repo(format!("worktree: {e}")))?;
     if !added.ok {
         undo(runner, &common, &path, &branch);
-        return Err(SessionError::Store(format!(
+        return Err(SessionError::Internal(format!(
             "git worktree add {path_text} failed: {}",
             complaint(&added)
         )));
@@ -195,7 +198,7 @@ pub(crate) fn create(
         .and_then(|()| inside.canonicalize())
         .map_err(|e| {
             undo(runner, &common, &path, &branch);
-            SessionError::Store(format!("cannot prepare {}: {e}", inside.display()))
+            SessionError::Internal(format!("cannot prepare {}: {e}", inside.display()))
         })?;
     let path = path.canonicalize().unwrap_or(path);
     Ok(Created {
@@ -236,7 +239,7 @@ pub(crate) fn uncommitted(
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let runner = &for_repository(runner, path).map_err(SessionError::Store)?;
+    let runner = &for_repository(runner, path).map_err(SessionError::Internal)?;
     let status = git(
         runner,
         path,
@@ -247,9 +250,9 @@ pub(crate) fn uncommitted(
             "--ignore-submodules=dirty",
         ],
     )
-    .map_err(SessionError::Store)?;
+    .map_err(SessionError::Internal)?;
     if !status.ok {
-        return Err(SessionError::Store(format!(
+        return Err(SessionError::Internal(format!(
             "git status in {} failed: {}",
             worktree.path,
             complaint(&status)
@@ -289,9 +292,9 @@ fn common_dir(runner: &Unfiltered, worktree: &WorktreeInfo) -> Result<PathBuf, S
         path,
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
     )
-    .map_err(SessionError::Store)?;
+    .map_err(SessionError::Internal)?;
     if !common.ok {
-        return Err(SessionError::Store(format!(
+        return Err(SessionError::Internal(format!(
             "{} is no longer a git worktree ({}); remove it by hand",
             worktree.path,
             complaint(&common)
@@ -325,7 +328,7 @@ pub(crate) fn remove(
     if !path.exists() {
         return Ok(());
     }
-    let runner = &for_repository(runner, path).map_err(SessionError::Store)?;
+    let runner = &for_repository(runner, path).map_err(SessionError::Internal)?;
     let common = common_dir(runner, worktree)?;
     let mut writable: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
     writable.push(common.clone());
@@ -334,7 +337,7 @@ pub(crate) fn remove(
         args.push("--force");
     }
     args.push(&worktree.path);
-    let removed = git_writing(runner, &common, &writable, &args).map_err(SessionError::Store)?;
+    let removed = git_writing(runner, &common, &writable, &args).map_err(SessionError::Internal)?;
     if !removed.ok {
         return Err(SessionError::InvalidParams(format!(
             "removeWorktree: git would not remove {}: {}",

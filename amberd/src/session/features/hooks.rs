@@ -3,29 +3,37 @@
 //! (`session/trust.rs` asks at the start of a turn) —, running the deciding events in line
 //! and the others in the background, and a durable `hook_failed` for every failure.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use amber_proto::{Approval, EventKind, StopReason, ToolStatus};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::SessionShared;
-use super::services::Services;
 use crate::hooks::trust;
 use crate::hooks::{
     self, Failed, HookEnv, HookEvent, HookInput, HookSpec, PreToolOutcome, PromptOutcome,
 };
 use amber_tools::gate::GateCall;
+use futures::future::BoxFuture;
+
+use crate::hooks::PreToolVerdict;
+use crate::session::SessionShared;
+use crate::session::feature::{
+    Admission, AdvisedVerdict, Attach, Feature, SessionFeature, ToolAdvice, ToolRan, Turn,
+    TurnStart,
+};
+use crate::session::services::Services;
 
 /// The hooks side of one session.
 pub(crate) struct SessionHooks {
     /// The session itself, for the background tasks of fire-and-forget hooks.
     me: Weak<SessionShared>,
+    services: Arc<Services>,
 }
 
 impl SessionHooks {
-    pub(crate) fn new(me: Weak<SessionShared>) -> SessionHooks {
-        SessionHooks { me }
+    pub(crate) fn new(me: Weak<SessionShared>, services: Arc<Services>) -> SessionHooks {
+        SessionHooks { me, services }
     }
 
     fn env(shared: &SessionShared, services: &Services) -> HookEnv {
@@ -186,7 +194,7 @@ impl SessionHooks {
     }
 
     /// `approval_requested`, in the background.
-    pub(crate) fn approval_requested(
+    pub(crate) fn on_approval_requested(
         &self,
         shared: &SessionShared,
         services: &Services,
@@ -290,4 +298,102 @@ fn report(
             tool_call_id: call_id.map(str::to_owned),
         },
     );
+}
+
+/// The error code of a prompt a `user_prompt` hook blocked.
+pub const HOOK_DENIED: &str = "hook_denied";
+
+/// The feature: the config file's `[[hooks]]` and the workspace's trusted hooks file, run
+/// at a session's fixed points.
+pub(crate) struct HooksFeature;
+
+impl Feature for HooksFeature {
+    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature> {
+        Arc::new(SessionHooks::new(
+            session.session.clone(),
+            session.services.clone(),
+        ))
+    }
+}
+
+impl SessionFeature for SessionHooks {
+    /// `session_started` fires for a new session; a restored one is not new.
+    fn started(&self, shared: &Arc<SessionShared>, restored: bool) {
+        if !restored {
+            self.session_started(shared, &self.services);
+        }
+    }
+
+    /// A workspace hooks file that cannot be used is reported, then the `user_prompt`
+    /// hooks run: they may block the prompt or add to the turn's input.
+    fn before_turn<'a>(&'a self, start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
+        Box::pin(async move {
+            let turn = &start.turn;
+            self.report_unusable(turn.shared, turn.turn_id);
+            let prompted = self
+                .user_prompt(
+                    turn.shared,
+                    turn.services,
+                    turn.turn_id,
+                    turn.cancel,
+                    start.prompt,
+                )
+                .await;
+            if let Some(reason) = prompted.blocked {
+                return Admission::Blocked {
+                    code: HOOK_DENIED,
+                    reason: format!("a user_prompt hook blocked this prompt: {reason}"),
+                };
+            }
+            if prompted.context.is_empty() {
+                Admission::Proceed
+            } else {
+                Admission::ProceedWith {
+                    context: prompted.context.join("\n\n"),
+                }
+            }
+        })
+    }
+
+    fn before_tool<'a>(
+        &'a self,
+        turn: &'a Turn<'a>,
+        call: &'a GateCall<'a>,
+    ) -> BoxFuture<'a, ToolAdvice> {
+        Box::pin(async move {
+            let outcome = self
+                .pre_tool_use(turn.shared, turn.services, turn.turn_id, turn.cancel, call)
+                .await;
+            ToolAdvice {
+                verdict: match outcome.verdict {
+                    PreToolVerdict::NoOpinion => AdvisedVerdict::NoOpinion,
+                    PreToolVerdict::Allow => AdvisedVerdict::Allow,
+                    PreToolVerdict::Ask(reason) => {
+                        AdvisedVerdict::Ask(format!("a pre_tool_use hook asks: {reason}"))
+                    }
+                    PreToolVerdict::Deny(reason) => AdvisedVerdict::Deny(reason),
+                },
+                arguments: outcome.arguments,
+            }
+        })
+    }
+
+    fn after_tool(&self, turn: &Turn<'_>, ran: &ToolRan<'_>) {
+        self.post_tool_use(
+            turn.shared,
+            turn.services,
+            turn.turn_id,
+            ran.call,
+            ran.arguments,
+            (ran.status, ran.output),
+        );
+    }
+
+    fn approval_requested(&self, turn: &Turn<'_>, approval: &Approval) {
+        self.on_approval_requested(turn.shared, turn.services, turn.turn_id, approval);
+    }
+
+    fn turn_ended(&self, turn: &Turn<'_>, stop: StopReason) {
+        self.turn_completed(turn.shared, turn.services, turn.turn_id, stop);
+    }
 }

@@ -16,10 +16,13 @@ use std::time::Duration;
 use amber_proto::{EventKind, McpServerInfo, McpStatus, SessionMcpServer};
 use tokio::sync::Notify;
 
-use super::SessionShared;
 use crate::mcp::{McpConfig, McpError, McpHost, McpPrompt, McpSink};
 use amber_exec::sandbox_env::SandboxEnv;
 use amber_tools::{Tool, ToolRegistry};
+use futures::future::BoxFuture;
+
+use crate::session::SessionShared;
+use crate::session::feature::{Admission, Attach, Feature, SessionFeature, TurnStart};
 
 /// The session's servers and what they contribute.
 pub(crate) struct SessionMcp {
@@ -29,6 +32,8 @@ pub(crate) struct SessionMcp {
     servers: Mutex<Vec<SessionMcpServer>>,
     /// How long a turn waits for servers still making their first connection.
     connect_timeout: Duration,
+    /// The servers to connect once the session runs (`SessionFeature::started`).
+    pending: Mutex<Vec<SessionMcpServer>>,
 }
 
 struct SessionSink {
@@ -63,6 +68,7 @@ impl SessionMcp {
             sink,
             servers: Mutex::new(Vec::new()),
             connect_timeout: config.connect_timeout(),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -218,5 +224,69 @@ impl McpSink for SessionSink {
         } else {
             all.insert(server.to_owned(), tools);
         }
+    }
+}
+
+/// The feature: every session gets its own MCP host, the servers its metadata lists.
+pub(crate) struct McpFeature;
+
+impl Feature for McpFeature {
+    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature> {
+        let mcp = SessionMcp::new(
+            session.session.clone(),
+            &session.services.live().config.mcp,
+            session.services.sandbox.clone(),
+        );
+        *mcp.pending.lock().unwrap_or_else(PoisonError::into_inner) =
+            session.meta.mcp_servers.clone();
+        Arc::new(mcp)
+    }
+
+    /// Valid names and transports, each name once.
+    fn check_new(&self, params: &amber_proto::SessionNewParams) -> Result<(), String> {
+        let servers = &params.mcp_servers;
+        for (i, server) in servers.iter().enumerate() {
+            SessionMcp::validate(server).map_err(|e| format!("mcpServers: {e}"))?;
+            if servers[..i].iter().any(|s| s.name == server.name) {
+                return Err(format!(
+                    "mcpServers: the name `{}` is given twice",
+                    server.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SessionFeature for SessionMcp {
+    fn started(&self, _shared: &Arc<SessionShared>, _restored: bool) {
+        let servers =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        self.start(servers);
+    }
+
+    /// Servers just given by `session/new` may still be starting.
+    fn before_turn<'a>(&'a self, _start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
+        Box::pin(async move {
+            self.first_connections().await;
+            Admission::Proceed
+        })
+    }
+
+    fn offer_tools(&self, tools: &mut ToolRegistry) {
+        self.offer(tools);
+    }
+
+    fn save(&self, meta: &mut amber_store::SessionMeta) {
+        meta.mcp_servers = self.servers();
+    }
+
+    /// The conversation used the session's MCP servers: the fork keeps them.
+    fn fork(&self, params: &mut amber_proto::SessionNewParams) {
+        params.mcp_servers = self.servers();
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shutdown())
     }
 }

@@ -8,23 +8,24 @@ use std::sync::Arc;
 use amber_proto::{EventKind, SessionRewindParams, SessionRewindResult};
 use amber_store::context::Context;
 
-use super::{SessionError, SessionShared};
+use crate::checkpoints::SessionCheckpoints;
 use crate::checkpoints::rewind::{Journal, RewindError};
+use crate::session::{SessionError, SessionShared};
 
 /// Rewinds the session to before `params.turn_id`.
 pub(super) async fn rewind(
+    checkpoints: Arc<SessionCheckpoints>,
     shared: &Arc<SessionShared>,
     context: &mut Context,
     params: SessionRewindParams,
 ) -> Result<SessionRewindResult, SessionError> {
-    if shared.lock_live().queued > 0 {
+    if shared.queued() > 0 {
         return Err(SessionError::InvalidParams(
             "sessionId: the session is running (a turn is queued); only an idle session can \
              be rewound — wait for it or cancel it first"
                 .into(),
         ));
     }
-    let checkpoints = shared.checkpoints.clone();
     if !checkpoints.enabled() {
         return Err(SessionError::InvalidParams(
             "sessionId: this daemon keeps no session store, so it records no turns to rewind to"
@@ -75,12 +76,12 @@ pub(super) async fn rewind(
         let force = params.force;
         let planned = tokio::task::spawn_blocking(move || cps.plan_files(&rows, at, force))
             .await
-            .map_err(|e| SessionError::Store(format!("the rewind task failed: {e}")))?;
+            .map_err(|e| SessionError::Internal(format!("the rewind task failed: {e}")))?;
         Some(planned.map_err(|e| match e {
             RewindError::Refused(reason) => {
                 SessionError::InvalidParams(format!("turnId: {reason}"))
             }
-            RewindError::Store(reason) => SessionError::Store(reason),
+            RewindError::Store(reason) => SessionError::Internal(reason),
         })?)
     } else {
         None
@@ -105,9 +106,9 @@ pub(super) async fn rewind(
         .and_then(|written| written)
     {
         shared.settle_marker();
-        return Err(SessionError::Store(err));
+        return Err(SessionError::Internal(err));
     }
-    let result = finish(shared, context, journal, true).await;
+    let result = finish(&checkpoints, shared, context, journal, true).await;
     shared.settle_marker();
     result.map(|(restored, conflicts)| SessionRewindResult {
         restored,
@@ -120,12 +121,12 @@ pub(super) async fn rewind(
 /// Every step can run again after a crash. Returns the paths restored and the conflicts:
 /// the journal's, with the paths the restore had to leave alone moved to the conflicts.
 async fn finish(
+    checkpoints: &Arc<SessionCheckpoints>,
     shared: &Arc<SessionShared>,
     context: &mut Context,
     journal: Journal,
     live: bool,
 ) -> Result<(Vec<String>, Vec<String>), SessionError> {
-    let checkpoints = shared.checkpoints.clone();
     let applied = {
         let cps = checkpoints.clone();
         let journal = journal.clone();
@@ -135,7 +136,7 @@ async fn finish(
         Ok(refused) => refused,
         // The journal stays: the next load of the session finishes the restore.
         Err(err) => {
-            return Err(SessionError::Store(format!(
+            return Err(SessionError::Internal(format!(
                 "the rewind could not restore the files: {err}; it is retried when the \
                  session is next loaded"
             )));
@@ -166,12 +167,16 @@ async fn finish(
 }
 
 /// Finishes a rewind a crash interrupted (its journal is still there). At actor start.
-pub(super) async fn recover(shared: &Arc<SessionShared>, context: &mut Context) {
-    let Some(journal) = shared.checkpoints.pending_journal() else {
+pub(super) async fn recover(
+    checkpoints: &Arc<SessionCheckpoints>,
+    shared: &Arc<SessionShared>,
+    context: &mut Context,
+) {
+    let Some(journal) = checkpoints.pending_journal() else {
         return;
     };
     tracing::warn!(session = %shared.id, turn = %journal.turn_id, "finishing an interrupted rewind");
-    if let Err(err) = finish(shared, context, journal, false).await {
+    if let Err(err) = finish(checkpoints, shared, context, journal, false).await {
         tracing::error!(session = %shared.id, %err, "cannot finish an interrupted rewind");
     }
     shared.settle_marker();

@@ -1,0 +1,326 @@
+//! The seam between the session kernel and the features that extend a session.
+//!
+//! The kernel (the actor, the manager, the builder, restore, the gate) knows a session's
+//! life — created, restored, a turn begins, a tool runs, files are about to change, the turn
+//! ends, the session stops, is forked or deleted — and tells every attached feature at
+//! those fixed points, in the order the daemon composed them ([`Services::new`]). It never
+//! names a feature: a capability is one module implementing [`Feature`] (daemon level) and
+//! [`SessionFeature`] (one per session, holding that session's state), plus one line where
+//! the daemon composes its features. Code outside the kernel (an RPC handler) that needs a
+//! feature's own operations finds its per-session part with [`SessionShared::feature`].
+//!
+//! **Invariant:** no kernel module imports a feature module (test: `walls::`).
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+
+use amber_proto::{Approval, SessionNewParams, StopReason, ToolCall, ToolStatus};
+use amber_store::SessionMeta;
+use amber_store::context::Context;
+use amber_tools::ToolRegistry;
+use amber_tools::gate::GateCall;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::SessionShared;
+use super::services::Services;
+
+/// What a feature reads when it attaches to a session (new or restored).
+pub(crate) struct Attach<'a> {
+    /// The session itself, for a feature's background work (it is being built: upgrade
+    /// it only later).
+    pub session: Weak<SessionShared>,
+    pub id: &'a str,
+    pub workspace: &'a Path,
+    pub services: &'a Arc<Services>,
+    /// What the store keeps of the session (for a new one: what it will keep).
+    pub meta: &'a SessionMeta,
+}
+
+/// A feature at the daemon level: attaches its per-session part to each session.
+pub(crate) trait Feature: Send + Sync {
+    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature>;
+
+    /// Checks `session/new`'s parameters the feature owns, before anything is made.
+    fn check_new(&self, _params: &SessionNewParams) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Every session that had work when the daemon last stopped is loaded again (their
+    /// actors finish what a crash interrupted first).
+    fn resumed(&self, _services: &Services) {}
+
+    /// Session `id` was deleted (loaded or only stored); its actor has stopped.
+    fn deleted(&self, _id: &str, _services: &Services) {}
+}
+
+/// A running turn, as a feature sees it.
+pub(crate) struct Turn<'a> {
+    pub shared: &'a SessionShared,
+    pub services: &'a Services,
+    pub turn_id: &'a str,
+    pub cancel: &'a CancellationToken,
+}
+
+/// A turn about to put its prompt to the model.
+pub(crate) struct TurnStart<'a> {
+    pub turn: Turn<'a>,
+    pub prompt: &'a str,
+    /// The seq of the turn's `turn_started` event.
+    pub started_seq: u64,
+    /// Where the conversation stands before the prompt is pushed: its length and the
+    /// chain hash of its last message.
+    pub context_len: usize,
+    pub context_head: u64,
+}
+
+/// A feature's answer to a turn about to start.
+#[derive(Debug, Default)]
+pub(crate) enum Admission {
+    /// Go on; `context`, if any, is added to this turn's model input (never to the history).
+    #[default]
+    Proceed,
+    ProceedWith {
+        context: String,
+    },
+    /// The turn ends at once with an error naming `reason`; later features are not asked.
+    Blocked {
+        code: &'static str,
+        reason: String,
+    },
+}
+
+/// A feature's advice on one tool call, before policy decides.
+#[derive(Debug, Default)]
+pub(crate) struct ToolAdvice {
+    pub verdict: AdvisedVerdict,
+    /// Arguments the call runs with instead of the model's.
+    pub arguments: Option<Value>,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) enum AdvisedVerdict {
+    #[default]
+    NoOpinion,
+    /// Allowed as far as this feature goes (policy's deny and a person's ask still hold).
+    Allow,
+    /// Put to the approvers with this reason, where policy would allow.
+    Ask(String),
+    Deny(String),
+}
+
+/// One tool call that ran.
+pub(crate) struct ToolRan<'a> {
+    pub call: &'a ToolCall,
+    pub arguments: &'a Value,
+    pub status: ToolStatus,
+    /// The output as the model saw it.
+    pub output: &'a str,
+}
+
+/// A feature's part of one session. Every point has a default that does nothing, so a
+/// feature implements only the points it uses.
+pub(crate) trait SessionFeature: Any + Send + Sync {
+    /// The session started: `restored` when it came back from the store, not new.
+    fn started(&self, _shared: &Arc<SessionShared>, _restored: bool) {}
+
+    /// Run by the actor before its first command, with the context (a restored session
+    /// finishes what a crash interrupted).
+    fn recover<'a>(
+        &'a self,
+        _shared: &'a Arc<SessionShared>,
+        _context: &'a mut Context,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// A turn is about to start; a feature may add to its input or block it.
+    fn before_turn<'a>(&'a self, _start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
+        Box::pin(std::future::ready(Admission::Proceed))
+    }
+
+    /// The tools this session's turns are offered: a feature may add its own.
+    fn offer_tools(&self, _tools: &mut ToolRegistry) {}
+
+    /// Advice on a tool call before policy decides (in line: the call waits).
+    fn before_tool<'a>(
+        &'a self,
+        _turn: &'a Turn<'a>,
+        _call: &'a GateCall<'a>,
+    ) -> BoxFuture<'a, ToolAdvice> {
+        Box::pin(std::future::ready(ToolAdvice::default()))
+    }
+
+    /// A call that may change files is about to run.
+    fn before_changes(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// The calls since `before_changes` are done.
+    fn after_changes(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// A tool call finished.
+    fn after_tool(&self, _turn: &Turn<'_>, _ran: &ToolRan<'_>) {}
+
+    /// An approval is being put to the approvers.
+    fn approval_requested(&self, _turn: &Turn<'_>, _approval: &Approval) {}
+
+    /// The turn's work is done; its `turn_completed` is not published yet.
+    fn turn_ending(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// The turn's `turn_completed` is published.
+    fn turn_ended(&self, _turn: &Turn<'_>, _stop: StopReason) {}
+
+    /// Writes the feature's part of the session's metadata.
+    fn save(&self, _meta: &mut SessionMeta) {}
+
+    /// A fork of this session is being made: the feature's settings it carries over.
+    fn fork(&self, _params: &mut SessionNewParams) {}
+
+    /// The session is stopping (deleted, unloaded, the daemon shutting down).
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// The features attached to one session, in the daemon's order.
+pub(crate) struct Features(Vec<Arc<dyn SessionFeature>>);
+
+impl Features {
+    pub(crate) fn attach(features: &[Arc<dyn Feature>], session: &Attach<'_>) -> Features {
+        Features(features.iter().map(|f| f.attach(session)).collect())
+    }
+
+    /// The attached feature of type `T`.
+    pub(crate) fn get<T: SessionFeature>(&self) -> Option<Arc<T>> {
+        self.0.iter().find_map(|feature| {
+            let any: Arc<dyn Any + Send + Sync> = feature.clone();
+            any.downcast::<T>().ok()
+        })
+    }
+
+    pub(crate) fn started(&self, shared: &Arc<SessionShared>, restored: bool) {
+        for feature in &self.0 {
+            feature.started(shared, restored);
+        }
+    }
+
+    pub(crate) async fn recover(&self, shared: &Arc<SessionShared>, context: &mut Context) {
+        for feature in &self.0 {
+            feature.recover(shared, context).await;
+        }
+    }
+
+    /// Asks each feature in turn; the first block ends the asking.
+    pub(crate) async fn before_turn(&self, start: &TurnStart<'_>) -> Result<Vec<String>, Blocked> {
+        let mut added = Vec::new();
+        for feature in &self.0 {
+            match feature.before_turn(start).await {
+                Admission::Proceed => {}
+                Admission::ProceedWith { context } => added.push(context),
+                Admission::Blocked { code, reason } => return Err(Blocked { code, reason }),
+            }
+        }
+        Ok(added)
+    }
+
+    pub(crate) fn offer_tools(&self, tools: &mut ToolRegistry) {
+        for feature in &self.0 {
+            feature.offer_tools(tools);
+        }
+    }
+
+    /// The first feature with an opinion decides; arguments rewritten by one are what the
+    /// next sees.
+    pub(crate) async fn before_tool(&self, turn: &Turn<'_>, call: &GateCall<'_>) -> ToolAdvice {
+        let mut rewritten: Option<Value> = None;
+        for feature in &self.0 {
+            let seen = GateCall {
+                call: call.call,
+                tool: call.tool,
+                args: rewritten.as_ref().unwrap_or(call.args),
+            };
+            let advice = feature.before_tool(turn, &seen).await;
+            if advice.arguments.is_some() {
+                rewritten = advice.arguments;
+            }
+            if advice.verdict != AdvisedVerdict::NoOpinion {
+                return ToolAdvice {
+                    verdict: advice.verdict,
+                    arguments: rewritten,
+                };
+            }
+        }
+        ToolAdvice {
+            verdict: AdvisedVerdict::NoOpinion,
+            arguments: rewritten,
+        }
+    }
+
+    pub(crate) async fn before_changes(&self) {
+        for feature in &self.0 {
+            feature.before_changes().await;
+        }
+    }
+
+    pub(crate) async fn after_changes(&self) {
+        for feature in &self.0 {
+            feature.after_changes().await;
+        }
+    }
+
+    pub(crate) fn after_tool(&self, turn: &Turn<'_>, ran: &ToolRan<'_>) {
+        for feature in &self.0 {
+            feature.after_tool(turn, ran);
+        }
+    }
+
+    pub(crate) fn approval_requested(&self, turn: &Turn<'_>, approval: &Approval) {
+        for feature in &self.0 {
+            feature.approval_requested(turn, approval);
+        }
+    }
+
+    pub(crate) async fn turn_ending(&self) {
+        for feature in &self.0 {
+            feature.turn_ending().await;
+        }
+    }
+
+    pub(crate) fn turn_ended(&self, turn: &Turn<'_>, stop: StopReason) {
+        for feature in &self.0 {
+            feature.turn_ended(turn, stop);
+        }
+    }
+
+    pub(crate) fn save(&self, meta: &mut SessionMeta) {
+        for feature in &self.0 {
+            feature.save(meta);
+        }
+    }
+
+    pub(crate) fn fork(&self, params: &mut SessionNewParams) {
+        for feature in &self.0 {
+            feature.fork(params);
+        }
+    }
+
+    pub(crate) async fn stop(&self) {
+        for feature in &self.0 {
+            feature.stop().await;
+        }
+    }
+}
+
+/// A turn a feature refused to start.
+#[derive(Debug)]
+pub(crate) struct Blocked {
+    pub code: &'static str,
+    pub reason: String,
+}

@@ -1,0 +1,22 @@
+//! The session features: each one module implementing the kernel's seam (`feature.rs`),
+//! composed in the order [`all`] lists them. Nothing in the kernel names one of them.
+
+pub(crate) mod checkpoints;
+pub(crate) mod hooks;
+pub(crate) mod mcp;
+mod rewind;
+
+use std::sync::Arc;
+
+use super::feature::Feature;
+
+/// The daemon's features, in the order they are told of a session's fixed points: the
+/// hooks may block a turn before a checkpoint row records it, and the MCP servers are
+/// waited for last.
+pub(crate) fn all() -> Vec<Arc<dyn Feature>> {
+    vec![
+        Arc::new(hooks::HooksFeature),
+        Arc::new(checkpoints::CheckpointsFeature),
+        Arc::new(mcp::McpFeature),
+    ]
+}
