@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use amber_proto::{ChangedPath, CheckpointDiffResult};
-use amber_store::{ChangeStatus, Entry, Snapshot};
+use amber_store::{Entry, Snapshot};
 
 use super::session::{SessionCheckpoints, changes};
 use amber_tools::diff::{FileChange, unified};
@@ -107,11 +107,7 @@ pub(super) fn changed_paths(changes: &[amber_store::Change]) -> Vec<ChangedPath>
         .iter()
         .map(|c| ChangedPath {
             path: c.path.to_string(),
-            status: match c.status {
-                ChangeStatus::Added => amber_proto::ChangeStatus::Added,
-                ChangeStatus::Modified => amber_proto::ChangeStatus::Modified,
-                ChangeStatus::Deleted => amber_proto::ChangeStatus::Deleted,
-            },
+            status: c.status,
         })
         .collect()
 }

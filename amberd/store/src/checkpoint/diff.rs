@@ -18,13 +18,8 @@ use serde::{Deserialize, Serialize};
 use super::path::RelPath;
 use super::snapshot::{SkipReason, Snapshot};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeStatus {
-    Added,
-    Modified,
-    Deleted,
-}
+/// How a path changed: the wire's own type, so a diff goes to clients as it is.
+pub use amber_proto::ChangeStatus;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
