@@ -106,7 +106,11 @@ async fn wait_idle(client: &Client, id: &str) -> anyhow::Result<Option<Finished>
     let mut window = FIRST_WINDOW;
     let (mut turns, events) = loop {
         let after = last_seq.saturating_sub(window);
-        let mut events = client.subscribe_raw(id, Some(after)).await?;
+        // The session existed a moment ago: not found now means it was deleted since.
+        let mut events = client
+            .subscribe_raw(id, Some(after))
+            .await
+            .map_err(|e| deleted_or(e, id))?;
         let mut turns = Turns::default();
         replay(&mut events, &mut turns, id).await?;
         if after == 0 || turns.holds_last_turn() {
@@ -180,7 +184,10 @@ async fn follow(
                     }
                     resubscribes += 1;
                     note(&format!("event stream closed ({reason}); resuming after seq {}", turns.last_seq));
-                    events = client.subscribe_raw(id, Some(turns.last_seq)).await?;
+                    events = client
+                        .subscribe_raw(id, Some(turns.last_seq))
+                        .await
+                        .map_err(|e| deleted_or(e, id))?;
                 }
                 Some(Err(e)) => return Err(closed(client, id, e).await),
                 None => anyhow::bail!("the event stream of session {id} ended"),
@@ -197,6 +204,16 @@ async fn closed(client: &Client, id: &str, err: ClientError) -> anyhow::Error {
             anyhow::Error::new(err).context(format!("amberd went away while waiting for {id}"))
         }
         _ => anyhow::Error::new(err).context(format!("waiting for session {id}")),
+    }
+}
+
+/// `err` of a call about a session known to exist when the wait began: -32001 says it
+/// was deleted since.
+fn deleted_or(err: ClientError, id: &str) -> anyhow::Error {
+    if err.code() == Some(errors::SESSION_NOT_FOUND) {
+        anyhow::anyhow!("session {id} was deleted while waiting for it")
+    } else {
+        err.into()
     }
 }
 

@@ -30,7 +30,16 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn callers(needle: &str) -> Vec<String> {
     let root = root();
     let mut files = Vec::new();
-    for dir in ["amberd", "amber-cli", "amber-client", "amber-tui", "proto"] {
+    for dir in [
+        "amberd",
+        "amber-cli",
+        "amber-client",
+        "amber-tui",
+        "amber-acp",
+        "amber-mcp-server",
+        "amber-bench",
+        "proto",
+    ] {
         rust_files(&root.join(dir), &mut files);
     }
     let mut found: Vec<String> = files
@@ -94,6 +103,9 @@ fn only_amber_exec_depends_on_the_kernels_sandbox_interfaces() {
         "amber-client",
         "amber-cli",
         "amber-tui",
+        "amber-acp",
+        "amber-mcp-server",
+        "amber-bench",
     ] {
         let text = std::fs::read_to_string(root.join(manifest).join("Cargo.toml")).unwrap();
         for dependency in ["landlock", "seccompiler"] {
@@ -166,12 +178,31 @@ fn the_crate_graph_runs_one_way() {
             ],
         ),
         ("amber-tui", &["amber-client", "amber-proto"]),
-        // The bench lives in amber-cli for now and drives the scripted endpoint.
         (
             "amber-cli",
+            &[
+                "amber-acp",
+                "amber-client",
+                "amber-mcp-server",
+                "amber-proto",
+            ],
+        ),
+        ("amber-acp", &["amber-client", "amber-proto"]),
+        ("amber-mcp-server", &["amber-client", "amber-proto"]),
+        // Only the bench and the tests drive the scripted endpoint.
+        (
+            "amber-bench",
             &["amber-client", "amber-mock-llm", "amber-proto"],
         ),
-        ("tests", &["amber-client", "amber-mock-llm", "amber-proto"]),
+        (
+            "tests",
+            &[
+                "amber-client",
+                "amber-exec",
+                "amber-mock-llm",
+                "amber-proto",
+            ],
+        ),
         ("tests/mock-llm", &[]),
     ];
     for (manifest, allowed) in graph {
@@ -211,5 +242,123 @@ fn every_source_file_opens_with_a_header_saying_what_it_owns() {
     assert!(
         missing.is_empty(),
         "these files do not open with a `//!` header saying what they own: {missing:?}"
+    );
+}
+
+/// The session kernel: the modules that run every session, whatever it can do.
+const SESSION_KERNEL: &[&str] = &[
+    "actor.rs",
+    "approvals.rs",
+    "build.rs",
+    "feature.rs",
+    "gate.rs",
+    "hub.rs",
+    "listing.rs",
+    "manager.rs",
+    "mod.rs",
+    "persist.rs",
+    "queue.rs",
+    "restore.rs",
+    "view.rs",
+    "watch.rs",
+];
+
+/// What a session can do beyond the kernel: the features (`session/features/`) and the
+/// daemon-level modules they drive. Only `services.rs`, where the daemon is composed,
+/// names them.
+const SESSION_FEATURES: &[&str] = &[
+    "features::",
+    "crate::checkpoints",
+    "crate::hooks",
+    "crate::mcp",
+    "SessionCheckpoints",
+    "SessionHooks",
+    "SessionMcp",
+];
+
+#[test]
+fn the_session_kernel_names_no_feature() {
+    let dir = root().join("amberd/src/session");
+    for file in SESSION_KERNEL {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap();
+            for feature in SESSION_FEATURES {
+                assert!(
+                    !code.contains(feature),
+                    "session/{file} names the feature `{feature}`: {line}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_session_feature_is_composed_where_the_daemon_lists_them() {
+    let dir = root().join("amberd/src/session/features");
+    let list = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+    let mut found = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("impl Feature for ") {
+                let name = rest.trim_end_matches(" {");
+                assert!(
+                    list.contains(&format!("::{name})")),
+                    "{name} is not in features::all()"
+                );
+                found += 1;
+            }
+        }
+    }
+    assert!(found >= 3, "{found} features found");
+}
+
+#[test]
+fn the_test_switches_are_read_only_through_the_feature_gate() {
+    // A release build (no `test-switches` feature) must honour none of them.
+    let mut files = Vec::new();
+    for dir in [
+        "amberd",
+        "amber-cli",
+        "amber-client",
+        "amber-tui",
+        "amber-acp",
+        "amber-mcp-server",
+        "amber-bench",
+        "proto",
+    ] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let mut readers = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if code.contains("\"AMBER_TEST_") {
+            readers.push(
+                file.strip_prefix(root())
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            assert!(
+                code.contains("test_switches::") || code.contains("ENABLED"),
+                "{} names an AMBER_TEST_ switch but does not read it through amber_exec::test_switches",
+                file.display()
+            );
+        }
+    }
+    readers.sort();
+    assert_eq!(
+        readers,
+        [
+            "amberd/exec/src/sandbox_env.rs",
+            "amberd/src/checkpoints/rewind.rs",
+            "amberd/tools/src/fetch/mod.rs",
+        ]
     );
 }

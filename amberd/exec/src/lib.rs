@@ -21,4 +21,5 @@ pub mod sandbox;
 pub mod sandbox_env;
 pub mod sandbox_exec;
 pub mod spawn;
+pub mod test_switches;
 pub mod tmp_dirs;

@@ -124,7 +124,11 @@ impl SandboxEnv {
 
 /// The test switches' Landlock ABI: `Some(0)` under `AMBER_TEST_SANDBOX_NO_LANDLOCK`, else
 /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`'s number, else `None` (the kernel's).
+/// Always `None` in a build without the test switches (`test_switches`).
 fn simulated_landlock_abi(env: &impl Fn(&str) -> Option<OsString>) -> Option<u32> {
+    if !crate::test_switches::ENABLED {
+        return None;
+    }
     if env(SIMULATE_NO_LANDLOCK_VAR).is_some_and(|v| !v.is_empty()) {
         return Some(0);
     }

@@ -335,8 +335,7 @@ impl SessionCheckpoints {
         }
         let store = self.daemon.store()?;
         let _reading = self.daemon.reading();
-        let pause = std::env::var(PAUSE_ENV)
-            .ok()
+        let pause = amber_exec::test_switches::var(PAUSE_ENV)
             .filter(|_| live)
             .and_then(|v| v.parse::<u64>().ok())
             .map(Duration::from_millis);

@@ -76,8 +76,7 @@ impl FetchTool {
         Self {
             settings,
             client: OnceLock::new(),
-            convert_pause: std::env::var(CONVERT_PAUSE_ENV)
-                .ok()
+            convert_pause: amber_exec::test_switches::var(CONVERT_PAUSE_ENV)
                 .and_then(|ms| ms.parse().ok())
                 .map(Duration::from_millis),
         }
