@@ -271,6 +271,7 @@ const SESSION_FEATURES: &[&str] = &[
     "crate::checkpoints",
     "crate::hooks",
     "crate::mcp",
+    "worktree::",
     "SessionCheckpoints",
     "SessionHooks",
     "SessionMcp",

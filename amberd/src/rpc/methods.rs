@@ -14,7 +14,7 @@ use super::table::MethodTable;
 #[path = "session_get.rs"]
 pub mod session_get;
 use crate::daemon::Daemon;
-use crate::session::features::checkpoints;
+use crate::session::features::{checkpoints, worktree};
 use crate::{NAME, VERSION};
 
 /// How long `sandbox/selftest` waits for the start-up probe before its checks.
@@ -96,9 +96,7 @@ pub fn module(
 
     m.async_method::<methods::SessionDelete, _, _>(|p, d, _| async move {
         let remove = p.remove_worktree.unwrap_or(false);
-        d.sessions
-            .delete_with(&p.session_id, remove, p.force)
-            .await?;
+        worktree::delete(&d.sessions, &p.session_id, remove, p.force).await?;
         Ok(proto::Empty {})
     })?;
 

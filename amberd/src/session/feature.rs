@@ -12,10 +12,10 @@
 //! **Invariant:** no kernel module imports a feature module (test: `walls::`).
 
 use std::any::Any;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
-use amber_proto::{Approval, SessionNewParams, StopReason, ToolCall, ToolStatus};
+use amber_proto::{Approval, SessionNewParams, StopReason, ToolCall, ToolStatus, WorktreeInfo};
 use amber_store::SessionMeta;
 use amber_store::context::Context;
 use amber_tools::ToolRegistry;
@@ -24,8 +24,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::SessionShared;
 use super::services::Services;
+use super::{SessionError, SessionShared};
 
 /// What a feature reads when it attaches to a session (new or restored).
 pub(crate) struct Attach<'a> {
@@ -39,13 +39,39 @@ pub(crate) struct Attach<'a> {
     pub meta: &'a SessionMeta,
 }
 
+/// A session being made by `session/new` (or a fork).
+pub(crate) struct NewSession<'a> {
+    pub id: &'a str,
+    pub params: &'a SessionNewParams,
+    /// The validated `cwd`.
+    pub workspace: &'a Path,
+    pub services: &'a Services,
+}
+
+/// Where a new session runs instead of its `cwd`: a place a feature made for it.
+pub(crate) struct Placement {
+    /// The session's workspace root there (canonical).
+    pub cwd: PathBuf,
+    /// What `SessionInfo.worktree` reports of it.
+    pub worktree: Option<WorktreeInfo>,
+    /// Takes the place away again if the session cannot be made after all.
+    pub undo: Box<dyn FnOnce() + Send>,
+}
+
 /// A feature at the daemon level: attaches its per-session part to each session.
 pub(crate) trait Feature: Send + Sync {
-    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature>;
+    /// The feature's part of one session; `None`: it keeps nothing per session.
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>>;
 
     /// Checks `session/new`'s parameters the feature owns, before anything is made.
     fn check_new(&self, _params: &SessionNewParams) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Places a new session elsewhere than its `cwd` (a worktree it makes). Asked last of
+    /// the checks, since it makes something; the first feature that places it wins.
+    fn place(&self, _new: &NewSession<'_>) -> Result<Option<Placement>, SessionError> {
+        Ok(None)
     }
 
     /// Every session that had work when the daemon last stopped is loaded again (their
@@ -194,7 +220,7 @@ pub(crate) struct Features(Vec<Arc<dyn SessionFeature>>);
 
 impl Features {
     pub(crate) fn attach(features: &[Arc<dyn Feature>], session: &Attach<'_>) -> Features {
-        Features(features.iter().map(|f| f.attach(session)).collect())
+        Features(features.iter().filter_map(|f| f.attach(session)).collect())
     }
 
     /// The attached feature of type `T`.

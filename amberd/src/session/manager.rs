@@ -19,10 +19,11 @@ use amber_proto::{
 use amber_store::SessionMeta;
 use amber_store::context::Context;
 
+use super::feature::NewSession;
 use super::hub::{EventHub, EventStore};
 use super::persist::{self, Persistence};
 use super::services::Services;
-use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox, worktree};
+use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox};
 use crate::agent::prompt::default_system_prompt;
 use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 use crate::clock::now_rfc3339;
@@ -168,21 +169,22 @@ impl SessionManager {
             });
         let budgets = self.budgets(&params, provider.as_deref(), &model)?;
         // Last of the checks, since it is the one that makes something.
-        let worktree = match params.worktree.as_ref().and_then(|w| w.options()) {
-            Some(options) => Some(persist::blocking(|| {
-                worktree::create(
-                    &services.workspace_git(),
-                    &workspace,
-                    &services.data_dir,
-                    &id,
-                    &options,
-                )
-            })?),
-            None => None,
-        };
-        let (workspace, worktree) = match worktree {
-            Some(made) => (made.cwd, Some(made.info)),
-            None => (workspace, None),
+        let mut placement = None;
+        for feature in &services.features {
+            let new = NewSession {
+                id: &id,
+                params: &params,
+                workspace: &workspace,
+                services,
+            };
+            placement = feature.place(&new)?;
+            if placement.is_some() {
+                break;
+            }
+        }
+        let (workspace, worktree, undo) = match placement {
+            Some(placed) => (placed.cwd, placed.worktree, Some(placed.undo)),
+            None => (workspace, None, None),
         };
         let now = now_rfc3339();
         // Explicit params first, then the agent's defaults, then the configuration's.
@@ -234,8 +236,8 @@ impl SessionManager {
         let persistence = match &services.store {
             Some(store) => {
                 let log = store.create(&meta).map_err(|e| {
-                    if let Some(made) = &meta.info.worktree {
-                        persist::blocking(|| worktree::discard(&services.workspace_git(), made));
+                    if let Some(undo) = undo {
+                        persist::blocking(undo);
                     }
                     SessionError::Store(e)
                 })?;
@@ -734,62 +736,23 @@ impl SessionManager {
         }
     }
 
-    /// Removes a session: cancels its turn, stops its actor, ends its subscriptions. Its
-    /// worktree, if it has one, stays.
+    /// Removes a session: cancels its turn, stops its actor, ends its subscriptions, and
+    /// tells the features. What a feature made for it outside the store (a worktree) stays.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
-        self.delete_with(id, false, false).await
+        self.delete_session(id).await
     }
 
-    /// `session/delete`: removes the session, and with `remove_worktree` its worktree —
-    /// refused, with the session left as it was, while the worktree has uncommitted
-    /// changes, unless `force`.
-    pub async fn delete_with(
-        &self,
-        id: &str,
-        remove_worktree: bool,
-        force: bool,
-    ) -> Result<(), SessionError> {
-        let tree = match remove_worktree {
-            true => self.worktree_of(id)?,
-            false => None,
-        };
-        let runner = self.services.workspace_git();
-        if let Some(tree) = tree.clone().filter(|_| !force) {
-            let runner = runner.clone();
-            let dirty = blocking_git(move || {
-                let paths = worktree::uncommitted(&runner, &tree)?;
-                Ok((tree, paths))
-            })
-            .await?;
-            if !dirty.1.is_empty() {
-                return Err(worktree::dirty_refusal(&dirty.0, &dirty.1));
-            }
-        }
-        self.delete_session(id).await?;
-        if let Some(tree) = tree {
-            // `git worktree remove` checks again without `force`: a change made since the
-            // check above keeps the worktree.
-            blocking_git(move || worktree::remove(&runner, &tree, force))
-                .await
-                .map_err(|e| {
-                    SessionError::InvalidParams(format!(
-                        "the session was deleted but its worktree was kept: {e}"
-                    ))
-                })?;
-        }
-        Ok(())
-    }
-
-    /// The worktree of a session, loaded or stored.
-    fn worktree_of(&self, id: &str) -> Result<Option<amber_proto::WorktreeInfo>, SessionError> {
+    /// The info of a session, loaded or only stored.
+    pub fn info_of(&self, id: &str) -> Result<SessionInfo, SessionError> {
         let registry = self.registry();
         if let Some(handle) = registry.loaded.get(id) {
-            return Ok(handle.shared.info().worktree);
+            return Ok(handle.shared.info());
         }
-        match registry.stored.get(id) {
-            Some(info) => Ok(info.worktree.clone()),
-            None => Err(SessionError::NotFound(id.to_owned())),
-        }
+        registry
+            .stored
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
     async fn delete_session(&self, id: &str) -> Result<(), SessionError> {
@@ -879,15 +842,6 @@ fn agent_param(
         )));
     }
     Ok(Some(agent))
-}
-
-/// Runs git work off the runtime's threads.
-async fn blocking_git<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, SessionError> + Send + 'static,
-) -> Result<T, SessionError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| SessionError::Internal(format!("the git task failed: {e}")))?
 }
 
 async fn stop_session(handle: &SessionHandle) {

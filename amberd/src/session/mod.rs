@@ -25,7 +25,6 @@ pub(crate) mod trust;
 mod view;
 pub(crate) mod watch;
 pub(crate) mod workspace_root;
-pub(crate) mod worktree;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -21,16 +21,16 @@ use crate::session::{SessionError, SessionHandle, SessionManager, SessionShared}
 pub(crate) struct CheckpointsFeature;
 
 impl Feature for CheckpointsFeature {
-    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature> {
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
         let services = session.services;
-        Arc::new(Checkpointing(Arc::new(SessionCheckpoints::new(
+        Some(Arc::new(Checkpointing(Arc::new(SessionCheckpoints::new(
             services.checkpoints.clone(),
             session.workspace.to_owned(),
             services
                 .store
                 .as_ref()
                 .map(|s| s.sessions_dir().join(session.id)),
-        ))))
+        )))))
     }
 
     /// After the resumed sessions finished any interrupted rewind.

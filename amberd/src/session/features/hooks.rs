@@ -308,11 +308,11 @@ pub const HOOK_DENIED: &str = "hook_denied";
 pub(crate) struct HooksFeature;
 
 impl Feature for HooksFeature {
-    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature> {
-        Arc::new(SessionHooks::new(
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
+        Some(Arc::new(SessionHooks::new(
             session.session.clone(),
             session.services.clone(),
-        ))
+        )))
     }
 }
 

@@ -231,7 +231,7 @@ impl McpSink for SessionSink {
 pub(crate) struct McpFeature;
 
 impl Feature for McpFeature {
-    fn attach(&self, session: &Attach<'_>) -> Arc<dyn SessionFeature> {
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
         let mcp = SessionMcp::new(
             session.session.clone(),
             &session.services.live().config.mcp,
@@ -239,7 +239,7 @@ impl Feature for McpFeature {
         );
         *mcp.pending.lock().unwrap_or_else(PoisonError::into_inner) =
             session.meta.mcp_servers.clone();
-        Arc::new(mcp)
+        Some(Arc::new(mcp))
     }
 
     /// Valid names and transports, each name once.

@@ -5,6 +5,7 @@ pub(crate) mod checkpoints;
 pub(crate) mod hooks;
 pub(crate) mod mcp;
 mod rewind;
+pub(crate) mod worktree;
 
 use std::sync::Arc;
 
@@ -18,5 +19,6 @@ pub(crate) fn all() -> Vec<Arc<dyn Feature>> {
         Arc::new(hooks::HooksFeature),
         Arc::new(checkpoints::CheckpointsFeature),
         Arc::new(mcp::McpFeature),
+        Arc::new(worktree::WorktreeFeature),
     ]
 }

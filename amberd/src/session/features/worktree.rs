@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 
 use amber_proto::{WorktreeInfo, WorktreeOptions};
 
-use super::SessionError;
+use crate::session::feature::{Attach, Feature, NewSession, Placement, SessionFeature};
+use crate::session::persist;
+use crate::session::{SessionError, SessionManager};
 use crate::workspace_git::{Access, GitOutput, Unfiltered, WorkspaceGit};
 
 /// How many uncommitted paths a refusal names before "and N more".
@@ -346,6 +348,82 @@ pub(crate) fn remove(
         )));
     }
     Ok(())
+}
+
+/// The feature: `session/new {worktree}` places the session in a worktree of its own.
+pub(crate) struct WorktreeFeature;
+
+impl Feature for WorktreeFeature {
+    /// A worktree is the session's place, not state the session keeps.
+    fn attach(&self, _session: &Attach<'_>) -> Option<std::sync::Arc<dyn SessionFeature>> {
+        None
+    }
+
+    fn place(&self, new: &NewSession<'_>) -> Result<Option<Placement>, SessionError> {
+        let Some(options) = new.params.worktree.as_ref().and_then(|w| w.options()) else {
+            return Ok(None);
+        };
+        let services = new.services;
+        let runner = services.workspace_git();
+        let made = persist::blocking(|| {
+            create(&runner, new.workspace, &services.data_dir, new.id, &options)
+        })?;
+        let info = made.info.clone();
+        Ok(Some(Placement {
+            cwd: made.cwd,
+            worktree: Some(made.info),
+            undo: Box::new(move || discard(&runner, &info)),
+        }))
+    }
+}
+
+/// `session/delete`: removes the session, and with `remove_worktree` its worktree —
+/// refused, with the session left as it was, while the worktree has uncommitted changes,
+/// unless `force`.
+pub(crate) async fn delete(
+    sessions: &SessionManager,
+    id: &str,
+    remove_worktree: bool,
+    force: bool,
+) -> Result<(), SessionError> {
+    let tree = match remove_worktree {
+        true => sessions.info_of(id)?.worktree,
+        false => None,
+    };
+    let runner = sessions.services().workspace_git();
+    if let Some(tree) = tree.clone().filter(|_| !force) {
+        let runner = runner.clone();
+        let dirty = blocking_git(move || {
+            let paths = uncommitted(&runner, &tree)?;
+            Ok((tree, paths))
+        })
+        .await?;
+        if !dirty.1.is_empty() {
+            return Err(dirty_refusal(&dirty.0, &dirty.1));
+        }
+    }
+    sessions.delete(id).await?;
+    if let Some(tree) = tree {
+        // `git worktree remove` checks again without `force`: a change made since the
+        // check above keeps the worktree.
+        blocking_git(move || remove(&runner, &tree, force))
+            .await
+            .map_err(|e| {
+                SessionError::InvalidParams(format!(
+                    "the session was deleted but its worktree was kept: {e}"
+                ))
+            })?;
+    }
+    Ok(())
+}
+
+/// Runs git work off the runtime's threads.
+async fn blocking_git<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, SessionError> + Send + 'static,
+) -> Result<T, SessionError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| SessionError::Internal(format!("the git task failed: {e}")))?
 }
 
 #[cfg(test)]
