@@ -272,6 +272,8 @@ const SESSION_FEATURES: &[&str] = &[
     "crate::hooks",
     "crate::mcp",
     "worktree::",
+    "crate::agents",
+    "custom_agents",
     "SessionCheckpoints",
     "SessionHooks",
     "SessionMcp",

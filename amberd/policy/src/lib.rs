@@ -27,7 +27,7 @@ mod target;
 pub use engine::{PersonOnly, Request, Rules, Verdict, decide};
 pub use escalation::SessionSandbox;
 pub use grants::{Grants, Scope};
-pub use mode::mode_allows;
+pub use mode::{mode_allows, narrower_mode};
 pub use patch_paths::{PatchHeader, patch_header};
 pub use paths::{PathError, confine};
 pub use rules::{Appended, LoadedRules, Rule, RuleDecision, RuleError, RuleSet, WorkspaceRules};

@@ -16,9 +16,29 @@ pub fn mode_allows(mode: Mode, tool_read_only: bool) -> Result<(), String> {
     }
 }
 
+/// The less permissive of two modes: a sub-agent never runs looser than its parent.
+pub fn narrower_mode(a: Mode, b: Mode) -> Mode {
+    fn rank(mode: Mode) -> u8 {
+        match mode {
+            Mode::Read => 0,
+            Mode::Write => 1,
+            Mode::Yolo => 2,
+        }
+    }
+    if rank(a) <= rank(b) { a } else { b }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_narrower_mode_wins() {
+        assert_eq!(narrower_mode(Mode::Write, Mode::Read), Mode::Read);
+        assert_eq!(narrower_mode(Mode::Read, Mode::Yolo), Mode::Read);
+        assert_eq!(narrower_mode(Mode::Yolo, Mode::Write), Mode::Write);
+        assert_eq!(narrower_mode(Mode::Yolo, Mode::Yolo), Mode::Yolo);
+    }
 
     #[test]
     fn read_mode_denies_writers_only() {

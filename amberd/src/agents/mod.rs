@@ -24,7 +24,7 @@ mod yaml;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use amber_proto::{AgentInfo, AgentSource, Mode};
+use amber_proto::{AgentInfo, AgentSource};
 
 pub(crate) use front_matter::Definition;
 pub(crate) use limits::AgentLimits;
@@ -334,18 +334,6 @@ fn parse_bundled(name: &str, text: &str) -> Result<Agent, AgentError> {
         definition,
         pinned: None,
     })
-}
-
-/// The less permissive of two modes: a sub-agent never runs looser than its parent.
-pub(crate) fn narrower(a: Mode, b: Mode) -> Mode {
-    fn rank(mode: Mode) -> u8 {
-        match mode {
-            Mode::Read => 0,
-            Mode::Write => 1,
-            Mode::Yolo => 2,
-        }
-    }
-    if rank(a) <= rank(b) { a } else { b }
 }
 
 #[cfg(test)]

@@ -231,11 +231,3 @@ fn a_workspace_agent_may_not_lead_outside_the_workspace() {
         "inside"
     );
 }
-
-#[test]
-fn the_narrower_mode_wins() {
-    assert_eq!(narrower(Mode::Write, Mode::Read), Mode::Read);
-    assert_eq!(narrower(Mode::Read, Mode::Yolo), Mode::Read);
-    assert_eq!(narrower(Mode::Yolo, Mode::Write), Mode::Write);
-    assert_eq!(narrower(Mode::Yolo, Mode::Yolo), Mode::Yolo);
-}

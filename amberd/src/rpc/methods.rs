@@ -14,7 +14,7 @@ use super::table::MethodTable;
 #[path = "session_get.rs"]
 pub mod session_get;
 use crate::daemon::Daemon;
-use crate::session::features::{checkpoints, worktree};
+use crate::session::features::{checkpoints, custom_agents, worktree};
 use crate::{NAME, VERSION};
 
 /// How long `sandbox/selftest` waits for the start-up probe before its checks.
@@ -153,7 +153,7 @@ pub fn module(
     })?;
 
     m.method::<methods::AgentList>(|p, d, _| {
-        let agents = d.sessions.agents(p.cwd.as_deref())?;
+        let agents = custom_agents::list(&d.sessions, p.cwd.as_deref())?;
         Ok(proto::AgentListResult { agents })
     })?;
 

@@ -19,7 +19,6 @@ use super::services::Services;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
 use crate::agent::prompt::PromptHead;
-use crate::agents::AgentLimits;
 use crate::instructions::Instructions;
 use amber_tools::SessionTools;
 
@@ -28,8 +27,6 @@ pub(super) struct Parts {
     /// The session as the store keeps it (for a new session: as it will keep it).
     pub meta: SessionMeta,
     pub workspace: PathBuf,
-    /// The custom agent's limits, when the session has one.
-    pub agent: Option<AgentLimits>,
     /// The context, journaled to the store when there is one.
     pub context: Context,
     pub hub: EventHub,
@@ -42,7 +39,6 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
     let Parts {
         meta,
         workspace,
-        agent,
         context,
         hub,
         persistence,
@@ -92,7 +88,6 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
         ),
         workspace,
         system_prompt,
-        agent,
         hub,
         persistence,
         closed: CancellationToken::new(),

@@ -39,6 +39,17 @@ pub(crate) struct Attach<'a> {
     pub meta: &'a SessionMeta,
 }
 
+/// A `session/new` (or a fork) before anything is made: a feature may fill in what the
+/// caller left out and say what the new session's metadata keeps of it.
+pub(crate) struct Draft<'a> {
+    pub params: &'a mut SessionNewParams,
+    /// The validated `cwd`.
+    pub workspace: &'a Path,
+    pub services: &'a Services,
+    /// The metadata being made: a feature sets its own part (read back by `attach`).
+    pub meta: &'a mut SessionMeta,
+}
+
 /// A session being made by `session/new` (or a fork).
 pub(crate) struct NewSession<'a> {
     pub id: &'a str,
@@ -65,6 +76,12 @@ pub(crate) trait Feature: Send + Sync {
 
     /// Checks `session/new`'s parameters the feature owns, before anything is made.
     fn check_new(&self, _params: &SessionNewParams) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Shapes a new session before anything is made (the params' defaults, the feature's
+    /// part of the metadata).
+    fn prepare(&self, _draft: &mut Draft<'_>) -> Result<(), SessionError> {
         Ok(())
     }
 
@@ -167,8 +184,18 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
         Box::pin(std::future::ready(Admission::Proceed))
     }
 
-    /// The tools this session's turns are offered: a feature may add its own.
+    /// The tools this session's turns are offered: a feature may add its own, or withhold.
     fn offer_tools(&self, _tools: &mut ToolRegistry) {}
+
+    /// Whether the session's turns may use `tool` (`tool/list {sessionId}`).
+    fn allows_tool(&self, _tool: &str) -> bool {
+        true
+    }
+
+    /// The iteration cap of the session's turns, given the one so far.
+    fn max_iterations(&self, current: u32) -> u32 {
+        current
+    }
 
     /// Advice on a tool call before policy decides (in line: the call waits).
     fn before_tool<'a>(
@@ -260,6 +287,16 @@ impl Features {
         for feature in &self.0 {
             feature.offer_tools(tools);
         }
+    }
+
+    pub(crate) fn allows_tool(&self, tool: &str) -> bool {
+        self.0.iter().all(|feature| feature.allows_tool(tool))
+    }
+
+    pub(crate) fn max_iterations(&self, default: u32) -> u32 {
+        self.0
+            .iter()
+            .fold(default, |cap, feature| feature.max_iterations(cap))
     }
 
     /// The first feature with an opinion decides; arguments rewritten by one are what the

@@ -238,7 +238,7 @@ impl SessionGate<'_> {
     pub(crate) fn mode(&self) -> Mode {
         let mode = self.shared.mode();
         self.mode_ceiling
-            .map_or(mode, |ceiling| crate::agents::narrower(mode, ceiling))
+            .map_or(mode, |ceiling| amber_policy::narrower_mode(mode, ceiling))
     }
 
     /// Asks the approvers. `persist`: whether `allow_always` may store allow rules; when an

@@ -19,13 +19,12 @@ use amber_proto::{
 use amber_store::SessionMeta;
 use amber_store::context::Context;
 
-use super::feature::NewSession;
+use super::feature::{Draft, NewSession};
 use super::hub::{EventHub, EventStore};
 use super::persist::{self, Persistence};
 use super::services::Services;
 use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox};
 use crate::agent::prompt::default_system_prompt;
-use crate::agents::{self, Agent, AgentDirs, AgentLimits};
 use crate::clock::now_rfc3339;
 
 /// How long a load waits for an unloading session's actor to let go of its log.
@@ -134,7 +133,7 @@ impl SessionManager {
     /// are not told yet: the caller does, once the session is complete.
     fn create_with(
         &self,
-        params: SessionNewParams,
+        mut params: SessionNewParams,
         history: Vec<Message>,
     ) -> Result<Arc<SessionHandle>, SessionError> {
         // Its verdict is usually in before the session's first turn asks for it.
@@ -148,9 +147,16 @@ impl SessionManager {
             home.as_deref(),
             self.services.live().config.sessions.allow_broad_workspace,
         )?;
-        let agent = agent_param(&workspace, params.agent.as_deref(), &self.services.trust)?;
-        let defaults = agent.as_ref().map(|a| &a.definition);
-        let provider = self.provider_for(params.provider.as_deref(), agent.as_ref())?;
+        let mut meta = draft_meta();
+        for feature in &self.services.features {
+            feature.prepare(&mut Draft {
+                params: &mut params,
+                workspace: &workspace,
+                services: &self.services,
+                meta: &mut meta,
+            })?;
+        }
+        let provider = self.provider_param(params.provider.as_deref())?;
         for feature in &self.services.features {
             feature
                 .check_new(&params)
@@ -162,7 +168,6 @@ impl SessionManager {
             .model
             .clone()
             .filter(|m| !m.trim().is_empty())
-            .or_else(|| defaults.and_then(|d| d.model.clone()))
             .unwrap_or_else(|| match &provider {
                 Some(p) => services.llm.default_model(Some(p)),
                 None => services.live().endpoint.model.clone(),
@@ -187,21 +192,16 @@ impl SessionManager {
             None => (workspace, None, None),
         };
         let now = now_rfc3339();
-        // Explicit params first, then the agent's defaults, then the configuration's.
+        // Explicit params first (a feature's defaults among them), then the configuration's.
         let system_prompt = params
             .system_prompt
             .clone()
-            .or_else(|| defaults.map(|d| d.prompt.clone()))
             .or_else(|| services.live().config.agent.system_prompt.clone())
             .unwrap_or_else(default_system_prompt);
-        let limits = agent.as_ref().map(AgentLimits::of);
         let info = SessionInfo {
             session_id: id.clone(),
             cwd: workspace.display().to_string(),
-            mode: params
-                .mode
-                .or_else(|| defaults.and_then(|d| d.mode))
-                .unwrap_or_default(),
+            mode: params.mode.unwrap_or_default(),
             model,
             title: params.title.unwrap_or_default(),
             state: SessionState::Idle,
@@ -212,7 +212,7 @@ impl SessionManager {
                 ..Usage::default()
             },
             provider,
-            agent: agent.as_ref().map(|a| a.name.clone()),
+            agent: params.agent.clone(),
             // Set with the tools' sandbox when the session starts (`build::spawn`).
             sandbox: None,
             worktree,
@@ -229,9 +229,8 @@ impl SessionManager {
                 ..info
             },
             system_prompt: system_prompt.clone(),
-            agent: limits.as_ref().map(AgentLimits::to_meta),
             sandbox: sandbox::explicit(params.sandbox),
-            mcp_servers: params.mcp_servers,
+            ..meta
         };
         let persistence = match &services.store {
             Some(store) => {
@@ -278,7 +277,6 @@ impl SessionManager {
             build::Parts {
                 meta,
                 workspace,
-                agent: limits,
                 context,
                 hub,
                 persistence,
@@ -289,31 +287,10 @@ impl SessionManager {
         Ok(handle)
     }
 
-    /// `agent/list`: the agents a session in `cwd` can use (validated as `session/new`'s
-    /// `cwd`); without one, the user's and the bundled agents only.
-    pub fn agents(&self, cwd: Option<&str>) -> Result<Vec<amber_proto::AgentInfo>, SessionError> {
-        let workspace = match cwd {
-            Some(cwd) => {
-                let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-                Some(build::validate_workspace(
-                    cwd,
-                    home.as_deref(),
-                    self.services.live().config.sessions.allow_broad_workspace,
-                )?)
-            }
-            None => None,
-        };
-        let trust = &self.services.trust;
-        Ok(agents::list(
-            &AgentDirs::new(workspace.as_deref()),
-            &|pinned| trust.is_trusted(&pinned.path, &pinned.hash),
-        ))
-    }
-
     /// `trust/list`: the configuration files of the workspace `cwd` (validated as
     /// `session/new`'s) and where their trust stands.
     pub fn trust_list(&self, cwd: &str) -> Result<amber_proto::TrustListResult, SessionError> {
-        let workspace = self.trust_workspace(cwd)?;
+        let workspace = self.workspace_of(cwd)?;
         Ok(amber_proto::TrustListResult {
             cwd: workspace.display().to_string(),
             files: crate::trust::report::list(&workspace, &self.services.trust),
@@ -325,7 +302,7 @@ impl SessionManager {
         &self,
         params: &amber_proto::TrustRespondParams,
     ) -> Result<amber_proto::TrustFile, SessionError> {
-        let workspace = self.trust_workspace(&params.cwd)?;
+        let workspace = self.workspace_of(&params.cwd)?;
         crate::trust::report::respond(
             &workspace,
             &self.services.trust,
@@ -336,7 +313,8 @@ impl SessionManager {
         .map_err(|e| SessionError::InvalidParams(format!("path: {e}")))
     }
 
-    fn trust_workspace(&self, cwd: &str) -> Result<std::path::PathBuf, SessionError> {
+    /// `cwd` validated as `session/new`'s.
+    pub(crate) fn workspace_of(&self, cwd: &str) -> Result<std::path::PathBuf, SessionError> {
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         build::validate_workspace(
             cwd,
@@ -602,24 +580,6 @@ impl SessionManager {
         Ok(budgets)
     }
 
-    /// The provider of a new session: the params', else its agent's (an error then names
-    /// the agent), else the default.
-    fn provider_for(
-        &self,
-        asked: Option<&str>,
-        agent: Option<&Agent>,
-    ) -> Result<Option<String>, SessionError> {
-        let from_agent = agent
-            .filter(|_| asked.is_none())
-            .and_then(|a| Some((a.name.as_str(), a.definition.provider.as_deref()?)));
-        match from_agent {
-            Some((name, wanted)) => self.services.llm.selection(wanted).map_err(|e| {
-                SessionError::InvalidParams(format!("agent: agent `{name}` sets provider: {e}"))
-            }),
-            None => self.provider_param(asked),
-        }
-    }
-
     /// `session/new`'s `provider`: a known name, or `None` for the default.
     fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
         match provider {
@@ -820,30 +780,6 @@ fn sandbox_of(
     sandbox::effective(sandbox::requested(config, request.as_ref()), mode)
 }
 
-/// `session/new`'s `agent`, read from `workspace`'s, the user's or the bundled agents. A
-/// workspace agent must be a version the user trusted (remembered in the data dir: there is
-/// no session yet to ask in).
-fn agent_param(
-    workspace: &std::path::Path,
-    name: Option<&str>,
-    trust: &crate::trust::TrustStore,
-) -> Result<Option<Agent>, SessionError> {
-    let Some(name) = name else {
-        return Ok(None);
-    };
-    let agent = agents::find(&AgentDirs::new(Some(workspace)), name)
-        .map_err(|e| SessionError::InvalidParams(format!("agent: {e}")))?;
-    if let Some(pinned) = &agent.pinned
-        && !trust.is_trusted(&pinned.path, &pinned.hash)
-    {
-        return Err(SessionError::InvalidParams(format!(
-            "agent: {}",
-            super::trust::untrusted_agent(&agent.name, &pinned.relative)
-        )));
-    }
-    Ok(Some(agent))
-}
-
 async fn stop_session(handle: &SessionHandle) {
     // Closing cancels the running turn (its token is a child) and ends the actor loop
     // and every subscription of the session.
@@ -863,6 +799,34 @@ async fn stop_session(handle: &SessionHandle) {
     handle.shared.tools.shutdown_and_wait().await;
     // So does what its features run (their children are gone when this returns).
     handle.shared.features.stop().await;
+}
+
+/// The metadata of a session being made, before the kernel knows its info: the features
+/// set their parts (`Feature::prepare`), the kernel the rest.
+fn draft_meta() -> SessionMeta {
+    SessionMeta {
+        info: SessionInfo {
+            session_id: String::new(),
+            cwd: String::new(),
+            mode: amber_proto::Mode::default(),
+            model: String::new(),
+            title: String::new(),
+            state: SessionState::Idle,
+            created_at: String::new(),
+            updated_at: String::new(),
+            usage: Usage::default(),
+            provider: None,
+            agent: None,
+            sandbox: None,
+            worktree: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
+        },
+        system_prompt: String::new(),
+        agent: None,
+        sandbox: None,
+        mcp_servers: Vec::new(),
+    }
 }
 
 /// Where a fork's history ends: the first `messages` of the source's conversation, and

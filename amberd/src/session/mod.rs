@@ -40,7 +40,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::agents::AgentLimits;
 use crate::clock::now_rfc3339;
 use actor::Command;
 pub(crate) use actor::PromptOptions;
@@ -80,8 +79,6 @@ pub struct SessionShared {
     /// Where compaction saves the skills it extracts for this workspace.
     pub skills_dir: PathBuf,
     pub system_prompt: String,
-    /// The custom agent's limits (tool allow-list, iteration cap), fixed at creation.
-    pub(crate) agent: Option<AgentLimits>,
     /// The head blocks every request of the session starts with (after a system prompt).
     pub(crate) head: crate::agent::prompt::PromptHead,
     pub hub: EventHub,
@@ -297,22 +294,17 @@ impl SessionShared {
     /// The tools this session's turns are offered: `all` less what its agent withholds.
     pub(crate) fn offered_tools(&self, mut all: ToolRegistry) -> ToolRegistry {
         self.features.offer_tools(&mut all);
-        match &self.agent {
-            Some(agent) => agent.restrict(all),
-            None => all,
-        }
+        all
     }
 
     /// Whether this session's agent lets its turns use `tool` (`tool/list {sessionId}`).
     pub(crate) fn allows_tool(&self, tool: &str) -> bool {
-        self.agent.as_ref().is_none_or(|agent| agent.allows(tool))
+        self.features.allows_tool(tool)
     }
 
     /// The iteration cap of this session's turns: its agent's, else `default`.
     pub(crate) fn max_iterations(&self, default: u32) -> u32 {
-        self.agent
-            .as_ref()
-            .map_or(default, |agent| agent.max_iterations(default))
+        self.features.max_iterations(default)
     }
 
     /// The provider of this session's requests (`None`: the configured default).
@@ -359,7 +351,7 @@ impl SessionShared {
             let mut meta = SessionMeta {
                 info,
                 system_prompt: self.system_prompt.clone(),
-                agent: self.agent.as_ref().map(AgentLimits::to_meta),
+                agent: None,
                 sandbox: self.sandbox.request(),
                 mcp_servers: Vec::new(),
             };

@@ -33,7 +33,6 @@ use super::persist::Persistence;
 use super::services::Services;
 use super::{SessionError, SessionHandle};
 use crate::agent::prompt::CONFIRM_PROMPT;
-use crate::agents::AgentLimits;
 use crate::elide::WireLimits;
 
 /// Loads session `id` from the store and starts it.
@@ -64,7 +63,6 @@ pub(super) fn load(
         services,
         Parts {
             workspace: PathBuf::from(&meta.info.cwd),
-            agent: meta.agent.as_ref().map(AgentLimits::from_meta),
             meta,
             context,
             hub,

@@ -7,7 +7,7 @@
 //! A task may name a custom agent (`task {agent}`): its body leads the system prompt, its
 //! model and provider replace the session's, its `max_iterations` the sub-agent cap.
 //! **A sub-agent never gets more than its parent:** its mode is its agent's narrowed to the
-//! session's (`agents::narrower`, in the gate too), and its tools are its agent's allow-list
+//! session's (`amber_policy::narrower_mode`, in the gate too), and its tools are its agent's allow-list
 //! within the session agent's.
 
 use std::path::Path;

@@ -22,7 +22,7 @@ use amber_tools::{Tool, ToolRegistry};
 use futures::future::BoxFuture;
 
 use crate::session::SessionShared;
-use crate::session::feature::{Admission, Attach, Feature, SessionFeature, TurnStart};
+use crate::session::feature::{Admission, Attach, Draft, Feature, SessionFeature, TurnStart};
 
 /// The session's servers and what they contribute.
 pub(crate) struct SessionMcp {
@@ -240,6 +240,12 @@ impl Feature for McpFeature {
         *mcp.pending.lock().unwrap_or_else(PoisonError::into_inner) =
             session.meta.mcp_servers.clone();
         Some(Arc::new(mcp))
+    }
+
+    /// The servers asked for are the session's, kept in its metadata.
+    fn prepare(&self, draft: &mut Draft<'_>) -> Result<(), crate::session::SessionError> {
+        draft.meta.mcp_servers = draft.params.mcp_servers.clone();
+        Ok(())
     }
 
     /// Valid names and transports, each name once.
