@@ -106,7 +106,7 @@ pub(crate) struct Bridge {
     next_id: AtomicU64,
     /// The last mode told to the client per followed session: a mode changed by another
     /// client (seen through `session/watch`) becomes a `current_mode_update`.
-    modes: Mutex<HashMap<String, Mode>>,
+    modes: Mutex<HashMap<String, Told>>,
     /// Whether the mode watch runs (started with the first followed session).
     watching: std::sync::atomic::AtomicBool,
     /// Requests and notifications of the client being handled: a flood is refused past
@@ -454,7 +454,7 @@ impl Bridge {
         let mode: Mode = p.mode_id.parse().map_err(RpcError::invalid_params)?;
         let info = self.client.session_set_mode(&p.session_id, mode).await?;
         if let Ok(mut modes) = self.modes.lock() {
-            modes.insert(p.session_id.clone(), info.mode);
+            modes.entry(p.session_id.clone()).or_default().mode = info.mode;
         }
         self.update(
             &p.session_id,
@@ -509,12 +509,19 @@ impl Bridge {
     /// and this (the watch passed it over: the session was not followed yet) is caught by
     /// reading the mode once more.
     async fn follow_mode(self: &Arc<Self>, session_id: &str, told: Mode) {
-        if let Ok(mut modes) = self.modes.lock() {
-            modes.insert(session_id.to_owned(), told);
-        }
+        let asked_at = self.modes.lock().ok().map(|mut modes| {
+            let known = modes.entry(session_id.to_owned()).or_default();
+            known.mode = told;
+            known.watched
+        });
         // The info with the newest message only: the smallest page amberd serves.
         match self.client.session_snapshot(session_id).await {
-            Ok(now) => self.mode_seen(session_id, now.session.mode),
+            // A change the watch reported since the snapshot was asked for is at least as
+            // new as it: the snapshot would only tell an older mode again.
+            Ok(now) if self.watched(session_id) == asked_at => {
+                self.mode_seen(session_id, now.session.mode, false);
+            }
+            Ok(_) => {}
             Err(e) => tracing::warn!(
                 "acp: session/get {session_id}: {e}; a mode changed meanwhile is not shown"
             ),
@@ -523,17 +530,20 @@ impl Bridge {
 
     /// A mode amberd reports for `session_id`: told to the client when it differs from
     /// what the client was last told.
-    fn mode_seen(&self, session_id: &str, mode: Mode) {
+    /// `watched`: reported by the watch (counted, so a snapshot asked for earlier defers).
+    fn mode_seen(&self, session_id: &str, mode: Mode, watched: bool) {
         let changed =
             self.modes
                 .lock()
                 .ok()
                 .is_some_and(|mut modes| match modes.get_mut(session_id) {
-                    Some(known) if *known != mode => {
-                        *known = mode;
-                        true
+                    Some(known) => {
+                        known.watched += u64::from(watched);
+                        let changed = known.mode != mode;
+                        known.mode = mode;
+                        changed
                     }
-                    _ => false,
+                    None => false,
                 });
         if changed {
             self.update(
@@ -548,8 +558,24 @@ impl Bridge {
     async fn watch_modes(self: Arc<Self>, mut changes: amber_client::SessionWatchStream) {
         use futures::StreamExt;
         while let Some(Ok(change)) = changes.next().await {
-            self.mode_seen(&change.session.session_id, change.session.mode);
+            self.mode_seen(&change.session.session_id, change.session.mode, true);
         }
+    }
+}
+
+/// What a followed session's client was last told of its mode.
+#[derive(Debug, Default)]
+struct Told {
+    mode: Mode,
+    /// How many of the session's changes the watch reported so far.
+    watched: u64,
+}
+
+impl Bridge {
+    /// How many changes of `session_id` the watch reported so far.
+    fn watched(&self, session_id: &str) -> Option<u64> {
+        let modes = self.modes.lock().ok()?;
+        modes.get(session_id).map(|known| known.watched)
     }
 }
 

@@ -157,6 +157,7 @@ async fn follow(
     }
 }
 
+#[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
 fn on_event(
     bridge: &Arc<Bridge>,
     followed: &Followed,
@@ -279,7 +280,22 @@ fn on_event(
                 followed.turn_ended(&turn_id, updates::stop_reason(stop_reason, error.as_ref()));
             }
         }
-        _ => {}
+        EventKind::PromptQueued { .. }
+        | EventKind::TurnStarted { .. }
+        | EventKind::MessageCompleted { .. }
+        | EventKind::ToolOutputDelta { .. }
+        | EventKind::Retrying { .. }
+        | EventKind::Steer { .. }
+        | EventKind::CompactionStarted { .. }
+        | EventKind::CompactionCompleted { .. }
+        | EventKind::CompactionFailed { .. }
+        | EventKind::Usage { .. }
+        | EventKind::SubagentStarted { .. }
+        | EventKind::SubagentCompleted { .. }
+        | EventKind::McpStatus(_)
+        | EventKind::Error { .. }
+        | EventKind::Rewound { .. }
+        | EventKind::HookFailed { .. } => {}
     }
 }
 

@@ -55,6 +55,7 @@ impl HumanRenderer {
     }
 
     /// Output for one event.
+    #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
     pub fn render(&mut self, event: &Event) -> Vec<Out> {
         if event.seq.is_some() {
             self.gap.durable();
@@ -140,7 +141,9 @@ impl HumanRenderer {
                     ResolvedBy::NoApprover => {
                         "  → denied: no approver connected (run with --yes to allow)".to_owned()
                     }
-                    _ => format!("  → {} (by {})", decision_name(*decision), by_name(*by)),
+                    ResolvedBy::Client | ResolvedBy::Rule | ResolvedBy::Policy => {
+                        format!("  → {} (by {})", decision_name(*decision), by_name(*by))
+                    }
                 }));
             }
             EventKind::Steer { reason, text } => {

@@ -269,6 +269,7 @@ struct Turns {
 
 impl Turns {
     /// Feeds one event; true when it completed a turn.
+    #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
     fn observe(&mut self, raw: &RawEvent) -> bool {
         let Some(event) = &raw.event else {
             return false;
@@ -302,7 +303,29 @@ impl Turns {
                     seen.started = humantime::parse_rfc3339_weak(&event.time).ok();
                 }
             }
-            _ => {}
+            EventKind::MessageDelta { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::MessageCompleted { .. }
+            | EventKind::ToolCallStarted { .. }
+            | EventKind::ToolOutputDelta { .. }
+            | EventKind::Retrying { .. }
+            | EventKind::ToolCallCompleted { .. }
+            | EventKind::ApprovalRequested(_)
+            | EventKind::ApprovalResolved { .. }
+            | EventKind::Steer { .. }
+            | EventKind::CompactionStarted { .. }
+            | EventKind::CompactionCompleted { .. }
+            | EventKind::CompactionFailed { .. }
+            | EventKind::Usage { .. }
+            | EventKind::TodoUpdated { .. }
+            | EventKind::SubagentStarted { .. }
+            | EventKind::SubagentCompleted { .. }
+            | EventKind::McpStatus(_)
+            | EventKind::TurnCompleted { .. }
+            | EventKind::Error { .. }
+            | EventKind::Rewound { .. }
+            | EventKind::HookFailed { .. }
+            | EventKind::Synced { .. } => {}
         }
         seen.tracker.observe(event);
         if !matches!(event.kind, EventKind::TurnCompleted { .. }) {

@@ -100,6 +100,7 @@ impl TurnTracker {
     }
 
     /// Feeds one event; events of other turns are ignored.
+    #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
     pub fn observe(&mut self, event: &Event) {
         if !self.is_mine(event) {
             return;
@@ -166,7 +167,28 @@ impl TurnTracker {
                     session_cost_usd: *session_cost_usd,
                 });
             }
-            _ => {}
+            EventKind::PromptQueued { .. }
+            | EventKind::TurnStarted { .. }
+            | EventKind::MessageDelta { .. }
+            | EventKind::ReasoningDelta { .. }
+            | EventKind::MessageCompleted { .. }
+            | EventKind::ToolOutputDelta { .. }
+            | EventKind::Retrying { .. }
+            | EventKind::ToolCallCompleted { .. }
+            | EventKind::ApprovalResolved { .. }
+            | EventKind::Steer { .. }
+            | EventKind::CompactionStarted { .. }
+            | EventKind::CompactionCompleted { .. }
+            | EventKind::CompactionFailed { .. }
+            | EventKind::Usage { .. }
+            | EventKind::TodoUpdated { .. }
+            | EventKind::SubagentStarted { .. }
+            | EventKind::SubagentCompleted { .. }
+            | EventKind::McpStatus(_)
+            | EventKind::Error { .. }
+            | EventKind::Rewound { .. }
+            | EventKind::HookFailed { .. }
+            | EventKind::Synced { .. } => {}
         }
     }
 

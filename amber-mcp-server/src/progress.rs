@@ -8,6 +8,7 @@ use rmcp::service::{Peer, RoleServer};
 
 /// The progress message for one event of the turn; `None` for events not worth one
 /// (deltas, usage, ...).
+#[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
 pub fn message(event: &Event) -> Option<String> {
     let text = match &event.kind {
         EventKind::TurnStarted { .. } => "turn started".to_owned(),
@@ -45,7 +46,23 @@ pub fn message(event: &Event) -> Option<String> {
         EventKind::TurnCompleted { stop_reason, .. } => {
             format!("turn completed: {}", stop_reason.as_str())
         }
-        _ => return None,
+        EventKind::PromptQueued { .. }
+        | EventKind::MessageDelta { .. }
+        | EventKind::ReasoningDelta { .. }
+        | EventKind::ToolOutputDelta { .. }
+        | EventKind::Retrying { .. }
+        | EventKind::Steer { .. }
+        | EventKind::CompactionCompleted { .. }
+        | EventKind::CompactionFailed { .. }
+        | EventKind::Usage { .. }
+        | EventKind::TodoUpdated { .. }
+        | EventKind::SubagentStarted { .. }
+        | EventKind::SubagentCompleted { .. }
+        | EventKind::McpStatus(_)
+        | EventKind::Error { .. }
+        | EventKind::Rewound { .. }
+        | EventKind::HookFailed { .. }
+        | EventKind::Synced { .. } => return None,
     };
     Some(text)
 }

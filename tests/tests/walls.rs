@@ -365,3 +365,61 @@ fn the_test_switches_are_read_only_through_the_feature_gate() {
         ]
     );
 }
+
+#[test]
+fn every_client_match_on_event_kinds_lists_them_all() {
+    // A `match` over `EventKind` in a client sits in a function that denies wildcard arms,
+    // so a new event kind is a compile error where it must be decided, not a silent `_`.
+    let mut files = Vec::new();
+    for dir in [
+        "amber-tui",
+        "amber-cli",
+        "amber-acp",
+        "amber-mcp-server",
+        "amber-client",
+    ] {
+        rust_files(&root().join(dir).join("src"), &mut files);
+    }
+    let mut matches = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let opens_match = line.trim_start().starts_with("match ")
+                && line.trim_end().ends_with('{')
+                && line.contains("kind");
+            let on_events = lines[i + 1..lines.len().min(i + 6)].iter().any(|l| {
+                let l = l.trim_start();
+                l.starts_with("EventKind::") || l.starts_with("amber_proto::EventKind::")
+            });
+            if !(opens_match && on_events) {
+                continue;
+            }
+            matches += 1;
+            let function = (0..i)
+                .rev()
+                .find(|&j| {
+                    let l = lines[j].trim_start();
+                    l.starts_with("fn ")
+                        || l.starts_with("pub fn ")
+                        || l.starts_with("pub(crate) fn ")
+                        || l.starts_with("async fn ")
+                        || l.starts_with("pub async fn ")
+                })
+                .unwrap();
+            assert!(
+                lines[..function]
+                    .iter()
+                    .rev()
+                    .take_while(
+                        |l| l.trim_start().starts_with("#[") || l.trim_start().starts_with("///")
+                    )
+                    .any(|l| l.contains("deny(clippy::wildcard_enum_match_arm)")),
+                "{}:{}: a match on event kinds in a function that allows a wildcard arm",
+                file.display(),
+                i + 1
+            );
+        }
+    }
+    assert!(matches >= 6, "found {matches} matches on event kinds");
+}

@@ -119,6 +119,7 @@ pub fn label(info: &SessionInfo) -> String {
 
 /// The notification a watched change calls for, if any: an approval requested, or a turn
 /// ended.
+#[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
 pub fn alert_for(change: &SessionChange) -> Option<Alert> {
     let event = change.event.as_ref()?;
     let name = label(&change.session);
@@ -139,7 +140,29 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
                 stop_reason.as_str().replace('_', " ")
             ),
         }),
-        _ => None,
+        EventKind::PromptQueued { .. }
+        | EventKind::TurnStarted { .. }
+        | EventKind::MessageDelta { .. }
+        | EventKind::ReasoningDelta { .. }
+        | EventKind::MessageCompleted { .. }
+        | EventKind::ToolCallStarted { .. }
+        | EventKind::ToolOutputDelta { .. }
+        | EventKind::Retrying { .. }
+        | EventKind::ToolCallCompleted { .. }
+        | EventKind::ApprovalResolved { .. }
+        | EventKind::Steer { .. }
+        | EventKind::CompactionStarted { .. }
+        | EventKind::CompactionCompleted { .. }
+        | EventKind::CompactionFailed { .. }
+        | EventKind::Usage { .. }
+        | EventKind::TodoUpdated { .. }
+        | EventKind::SubagentStarted { .. }
+        | EventKind::SubagentCompleted { .. }
+        | EventKind::McpStatus(_)
+        | EventKind::Error { .. }
+        | EventKind::Rewound { .. }
+        | EventKind::HookFailed { .. }
+        | EventKind::Synced { .. } => None,
     }
 }
 

@@ -416,7 +416,12 @@ fn on_terminal_event(app: &mut App, ev: Event) {
         Event::Mouse(m) => match m.kind {
             MouseEventKind::ScrollUp => app.on_wheel(-1),
             MouseEventKind::ScrollDown => app.on_wheel(1),
-            _ => {}
+            MouseEventKind::Down(_)
+            | MouseEventKind::Up(_)
+            | MouseEventKind::Drag(_)
+            | MouseEventKind::Moved
+            | MouseEventKind::ScrollLeft
+            | MouseEventKind::ScrollRight => {}
         },
         _ => {}
     }

@@ -49,6 +49,7 @@ impl App {
 
     /// One arm per event type, and no catch-all: a new event in `amber_proto` does not
     /// compile here until the TUI decides what it shows.
+    #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
     fn apply_known(&mut self, event: Event) {
         let Event {
             turn_id,
