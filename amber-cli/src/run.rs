@@ -3,6 +3,7 @@
 //! that turn's events until its `turn_completed`, and exit with a code that says how it
 //! ended. `--timeout` cancels the turn when it runs out (exit 124).
 
+use amber_proto::sync::Locked;
 use std::collections::HashSet;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -301,10 +302,7 @@ struct Follow<'a> {
 impl Follow<'_> {
     /// The connection in use.
     fn client(&self) -> Client {
-        self.client
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.client.locked().clone()
     }
 
     async fn follow(
@@ -358,7 +356,7 @@ impl Follow<'_> {
                         };
                         match reconnect::resume(&self.opts, self.session_id, self.last_seq, &e, interrupted).await? {
                             Some((client, resumed)) => {
-                                *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = client;
+                                *self.client.locked() = client;
                                 events = resumed;
                                 self.renderer.resumed();
                                 self.answer_pending().await;
@@ -569,10 +567,7 @@ impl Follow<'_> {
                     decision
                 }
             };
-            let client = client
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
+            let client = client.locked().clone();
             match client
                 .approval_respond(&session_id, &request_id, decision)
                 .await
@@ -602,8 +597,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// The open-prompt set; a poisoned lock still holds a usable set.
 fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
-    set.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    set.locked()
 }
 
 /// The result line of a run that failed before its turn began.

@@ -18,6 +18,7 @@ pub mod sandbox;
 pub mod session_mcp;
 pub mod socket_trust;
 pub mod subscription;
+pub mod sync;
 pub mod trust;
 pub mod types;
 pub mod watch;

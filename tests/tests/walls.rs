@@ -423,3 +423,44 @@ fn every_client_match_on_event_kinds_lists_them_all() {
     }
     assert!(matches >= 6, "found {matches} matches on event kinds");
 }
+
+#[test]
+fn a_poisoned_lock_is_taken_in_one_place() {
+    // `amber_proto::sync` is the one helper; nothing else recovers a poisoned lock by hand.
+    let mut files = Vec::new();
+    for dir in [
+        "amberd",
+        "amber-cli",
+        "amber-client",
+        "amber-tui",
+        "amber-acp",
+        "amber-mcp-server",
+        "amber-bench",
+        "proto",
+    ] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let by_hand: Vec<String> = files
+        .iter()
+        .filter(|f| !f.ends_with("proto/src/sync.rs"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f)
+                .unwrap()
+                .replace(char::is_whitespace, "");
+            [
+                ".lock().unwrap_or_else(",
+                ".read().unwrap_or_else(",
+                ".write().unwrap_or_else(",
+            ]
+            .iter()
+            .any(|call| text.contains(call))
+        })
+        .map(|f| {
+            f.strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert!(by_hand.is_empty(), "locks recovered by hand: {by_hand:?}");
+}

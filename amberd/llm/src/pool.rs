@@ -3,9 +3,10 @@
 //! then the provider lookup (bundled presets, or the plugin registry); no name means the
 //! default provider, its settings + `AMBER_*` exactly as `Endpoint::resolve` resolves them.
 
+use amber_proto::sync::{Locked, RwLocked};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use super::endpoint::{Endpoint, non_blank};
@@ -140,11 +141,7 @@ impl LlmPool {
         env: &dyn Fn(&str) -> Option<OsString>,
     ) {
         let settings = Arc::new(PoolSettings::read(provider, named, env));
-        *self
-            .inner
-            .settings
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = settings;
+        *self.inner.settings.write_locked() = settings;
         self.invalidate();
     }
 
@@ -154,11 +151,7 @@ impl LlmPool {
     }
 
     fn settings(&self) -> Arc<PoolSettings> {
-        self.inner
-            .settings
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.inner.settings.read_locked().clone()
     }
 
     /// Lets `names()` (and the unknown-provider message) list a registry's providers, not
@@ -308,10 +301,7 @@ impl LlmPool {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // The state stays consistent at every step, so a panic elsewhere cannot spoil it.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.state.locked()
     }
 
     fn build(&self, name: Option<&str>) -> Result<LlmClient, String> {

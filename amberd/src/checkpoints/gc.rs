@@ -12,6 +12,7 @@
 //! The newest checkpoint of a session is never expired: the next snapshot is incremental
 //! from it and reuses its blobs.
 
+use amber_proto::sync::Locked;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -97,7 +98,7 @@ impl SessionCheckpoints {
 impl Checkpoints {
     fn collector(&self) -> MutexGuard<'_, Collector> {
         // Every writer leaves it consistent between statements.
-        self.collector.lock().unwrap_or_else(|e| e.into_inner())
+        self.collector.locked()
     }
 
     /// Collects unreferenced content in the background (on the blocking pool), never

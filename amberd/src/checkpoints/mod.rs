@@ -31,6 +31,7 @@ mod session;
 mod tests;
 mod windows;
 
+use amber_proto::sync::RwLocked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -86,10 +87,10 @@ impl Checkpoints {
     }
 
     fn reading(&self) -> RwLockReadGuard<'_, ()> {
-        self.sweep.read().unwrap_or_else(|e| e.into_inner())
+        self.sweep.read_locked()
     }
 
     fn sweeping(&self) -> RwLockWriteGuard<'_, ()> {
-        self.sweep.write().unwrap_or_else(|e| e.into_inner())
+        self.sweep.write_locked()
     }
 }

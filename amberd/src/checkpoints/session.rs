@@ -3,6 +3,7 @@
 //! them. Snapshots run on the blocking pool (they read the workspace); the turn waits for
 //! the first one, since it is the state a rewind restores.
 
+use amber_proto::sync::Locked;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -94,7 +95,7 @@ impl SessionCheckpoints {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         // Every writer leaves the state consistent between statements.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     pub(super) fn append(&self, record: Record, sync: bool) {

@@ -22,6 +22,7 @@ pub mod trust;
 #[cfg(test)]
 mod tests;
 
+use amber_proto::sync::RwLocked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -52,12 +53,12 @@ impl Hooks {
 
     /// The config file's hooks in force now.
     pub fn config_hooks(&self) -> Arc<[HookSpec]> {
-        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.config.read_locked())
     }
 
     /// A reloaded config's hooks: events from now on use these.
     pub fn replace_config_hooks(&self, hooks: Vec<HookSpec>) {
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = hooks.into();
+        *self.config.write_locked() = hooks.into();
     }
 
     /// The directory of hook input files.

@@ -3,9 +3,10 @@
 //! protocol version), list tools/resources/prompts page by page, forward `list_changed`
 //! notifications, and close so that nothing is left running.
 
+use amber_proto::sync::Locked;
 use std::collections::VecDeque;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use amber_proto::{McpTransport, SandboxInfo};
@@ -378,7 +379,7 @@ struct Tail(Arc<Mutex<VecDeque<String>>>);
 
 impl Tail {
     fn push(&self, line: String) {
-        let mut lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut lines = self.0.locked();
         if lines.len() == STDERR_TAIL {
             lines.pop_front();
         }
@@ -386,7 +387,7 @@ impl Tail {
     }
 
     fn joined(&self) -> String {
-        let lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let lines = self.0.locked();
         lines.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 }

@@ -2,8 +2,9 @@
 //! them, fetches prompts, and shuts everything down; each server's connection lives in
 //! its own task (`supervisor.rs`), so nothing here waits for a server to connect.
 
+use amber_proto::sync::Locked;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::{McpServerInfo, McpTransport};
 use rmcp::model::GetPromptRequestParams;
@@ -221,7 +222,7 @@ impl McpHost {
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
-        self.servers.lock().unwrap_or_else(PoisonError::into_inner)
+        self.servers.locked()
     }
 }
 

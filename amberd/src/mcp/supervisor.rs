@@ -4,9 +4,10 @@
 //! down. [`Server`] is the state the host, the task and the tool adapters share.
 
 use amber_proto::SandboxInfo;
+use amber_proto::sync::Locked;
 
 use amber_exec::sandbox_env::SandboxEnv;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use amber_proto::{McpServerInfo, McpStatus, McpTransport};
@@ -162,7 +163,7 @@ impl Server {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.locked()
     }
 
     fn update(&self, f: impl FnOnce(&mut State)) -> McpServerInfo {

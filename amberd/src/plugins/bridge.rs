@@ -2,6 +2,7 @@
 //! every loaded session (through the [`Host`]), and a server's tools and prompts are registered under
 //! `Owner::Mcp(server)` (prompts as commands), replaced whenever its lists change.
 
+use amber_proto::sync::Locked;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -36,7 +37,7 @@ impl McpBridge {
 impl McpSink for McpBridge {
     fn status(&self, info: &McpServerInfo) {
         {
-            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            let mut last = self.last.locked();
             if last.get(&info.name) == Some(info) {
                 return;
             }

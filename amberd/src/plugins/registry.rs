@@ -7,6 +7,7 @@
 //! owner's set under one write lock, so readers see the old set or the new one. The agent, the
 //! clients and the protocol see contributions only through these registries.
 
+use amber_proto::sync::RwLocked;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -227,11 +228,11 @@ impl Registries {
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.read_locked()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        self.inner.write_locked()
     }
 
     /// Registers every contribution for `owner`, or nothing when a name is taken (by

@@ -9,6 +9,7 @@
 //! operations on one plugin run one at a time; a plugin's own failure never takes the
 //! daemon or a session down.
 
+use amber_proto::sync::Locked;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use amber_proto::{PluginInfo, PluginKind, PluginState};
@@ -116,7 +117,7 @@ impl PluginRuntime {
     }
 
     fn slots(&self) -> MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+        self.slots.locked()
     }
 
     /// Adds a plugin in the Registered state.

@@ -11,9 +11,10 @@
 //! 503. WebSockets may hold at most `max_connections - reserved_http_connections` slots,
 //! with the same eviction among themselves.
 
+use amber_proto::sync::Locked;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
@@ -116,7 +117,7 @@ impl Slots {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         // The table holds no invariant a panic could break half-way.
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+        self.table.locked()
     }
 
     /// A slot for a new connection, evicting the oldest evictable one when all are held;

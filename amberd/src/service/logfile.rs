@@ -5,6 +5,7 @@
 //! daemon that idles for weeks and then logs a burst at `debug` needs a size bound. What is
 //! needed here is small: one `Mutex<File>`, a byte count and a rename chain.
 
+use amber_proto::sync::Locked;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -92,7 +93,7 @@ impl RotatingFile {
 impl Write for &RotatingFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // A poisoned lock only means another thread panicked mid-write; the file is fine.
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.locked();
         let len = buf.len() as u64;
         // A line longer than the limit still goes into a file of its own.
         if state.file.is_none() || (state.size > 0 && state.size + len > self.max_bytes) {
@@ -107,7 +108,7 @@ impl Write for &RotatingFile {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.locked();
         match state.file.as_mut() {
             Some(file) => file.flush(),
             None => Ok(()),

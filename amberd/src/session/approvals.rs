@@ -9,6 +9,7 @@
 //! daemon-wide count of `session/watch {approvals: true}` watches (`watch.rs`), which
 //! approve for every session. `has_approver` and `no_approver_left` read both.
 
+use amber_proto::sync::Locked;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
@@ -52,7 +53,7 @@ impl Default for Approvals {
 impl Approvals {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // Every critical section leaves `Inner` consistent.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 
     /// `everywhere`: the daemon-wide approver count (`Watchers::approvers`).

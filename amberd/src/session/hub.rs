@@ -14,6 +14,7 @@
 //! every message whole, which is what the model and a restore need, so a full copy in each
 //! event would only double the log. Events of an older log are elided as they are replayed.
 
+use amber_proto::sync::Locked;
 use amber_store::StoreError;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -271,7 +272,7 @@ impl EventHub {
     fn lock(&self) -> MutexGuard<'_, Log> {
         // A panic while holding this lock cannot leave the log half-written (push is the
         // last step), so a poisoned lock is still consistent.
-        self.log.lock().unwrap_or_else(|e| e.into_inner())
+        self.log.locked()
     }
 
     /// Stamps, serialises, records (if durable) and broadcasts one event; its `seq` if

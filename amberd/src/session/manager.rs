@@ -7,6 +7,7 @@
 //! waits until the old actor has stopped and released its log. A stored session is
 //! listed `idle`: only a loaded session can be running.
 
+use amber_proto::sync::Locked;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -56,13 +57,13 @@ struct Unloading {
 
 impl Unloading {
     fn finish(&self) {
-        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        *self.done.locked() = true;
         self.changed.notify_all();
     }
 
     /// Whether it finished within `timeout`.
     fn wait(&self, timeout: Duration) -> bool {
-        let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        let done = self.done.locked();
         let (done, _) = self
             .changed
             .wait_timeout_while(done, timeout, |done| !*done)
@@ -107,7 +108,7 @@ impl SessionManager {
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // Every writer leaves the maps consistent between statements.
-        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+        self.registry.locked()
     }
 
     pub fn services(&self) -> &Services {
@@ -784,7 +785,7 @@ async fn stop_session(handle: &SessionHandle) {
     // Closing cancels the running turn (its token is a child) and ends the actor loop
     // and every subscription of the session.
     handle.shared.closed.cancel();
-    let task = handle.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let task = handle.task.locked().take();
     if let Some(mut task) = task
         && tokio::time::timeout(Duration::from_secs(2), &mut task)
             .await

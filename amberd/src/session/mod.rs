@@ -26,6 +26,7 @@ mod view;
 pub(crate) mod watch;
 pub(crate) mod workspace_root;
 
+use amber_proto::sync::Locked;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -125,15 +126,15 @@ struct Live {
 impl SessionShared {
     fn lock_live(&self) -> MutexGuard<'_, Live> {
         // Every writer leaves `Live` consistent between statements, so poison is harmless.
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.locked()
     }
 
     pub fn lock_grants(&self) -> MutexGuard<'_, Grants> {
-        self.grants.lock().unwrap_or_else(|e| e.into_inner())
+        self.grants.locked()
     }
 
     pub fn lock_rules(&self) -> MutexGuard<'_, WorkspaceRules> {
-        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+        self.rules.locked()
     }
 
     /// This session's part of feature `T`, when the daemon has that feature.
@@ -453,7 +454,7 @@ impl SessionHandle {
         text: String,
         options: PromptOptions,
     ) -> Result<(), SessionError> {
-        let _order = self.prompt_order.lock().unwrap_or_else(|e| e.into_inner());
+        let _order = self.prompt_order.locked();
         let queued = EventKind::PromptQueued {
             prompt: text.clone(),
         };
@@ -495,7 +496,7 @@ impl SessionHandle {
 
     /// Hands a prompt restored from the log (its `prompt_queued` is there) to the actor.
     fn requeue_prompt(&self, turn_id: String, text: String) {
-        let _order = self.prompt_order.lock().unwrap_or_else(|e| e.into_inner());
+        let _order = self.prompt_order.locked();
         self.shared.prompt_queued();
         // The actor was just started and nobody can have stopped it yet; if it is gone the
         // prompt stays waiting in the log for the next load.

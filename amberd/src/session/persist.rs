@@ -7,6 +7,7 @@
 //! never takes the session down. An unloaded session's log is closed (its lock released)
 //! once its actor has stopped, so the next load can open it.
 
+use amber_proto::sync::Locked;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use amber_proto::Message;
@@ -35,7 +36,7 @@ impl Persistence {
 
     fn lock(&self) -> MutexGuard<'_, Option<SessionLog>> {
         // A panic mid-append leaves at worst a torn record, which loading repairs.
-        self.log.lock().unwrap_or_else(|e| e.into_inner())
+        self.log.locked()
     }
 
     /// Runs `write` on the open log; a closed one refuses.

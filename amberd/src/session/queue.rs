@@ -14,6 +14,7 @@
 //! max_field_bytes` is not made (the delta queues on its own), so merging never builds an
 //! event that would have to be elided.
 
+use amber_proto::sync::Locked;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -111,7 +112,7 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every critical section leaves `State` consistent: poison carries no meaning here.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 }
 

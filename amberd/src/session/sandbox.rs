@@ -10,6 +10,7 @@
 //! creation, restore and every mode change. A sub-agent runs in its session's
 //! `SessionTools`, so in its sandbox.
 
+use amber_proto::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -153,7 +154,7 @@ impl SessionSandbox {
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, ()> {
-        self.switching.lock().unwrap_or_else(|e| e.into_inner())
+        self.switching.locked()
     }
 }
 

@@ -2,10 +2,11 @@
 //! the tool registry, the store, the sandbox environment and the daemon-wide state of each
 //! session feature.
 
+use amber_proto::sync::{Locked, RwLocked};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use amber_llm::{Endpoint, LlmPool};
 use amber_policy::{RuleError, RuleSet};
@@ -171,10 +172,7 @@ impl Services {
 impl Services {
     /// The settings in force now: read once per turn, session or request.
     pub fn live(&self) -> Arc<LiveConfig> {
-        self.live
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.live.read_locked().clone()
     }
 
     /// Puts `live` in force for new turns, sessions and requests (a config file edit), the
@@ -183,23 +181,17 @@ impl Services {
         self.llm
             .reconfigure(&live.config.provider, &live.config.providers, env);
         self.hooks.replace_config_hooks(live.config.hooks.clone());
-        *self.live.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(live);
+        *self.live.write_locked() = Arc::new(live);
         self.set_config_error(None);
     }
 
     /// Why the config file's last edit is not in force, if it is not.
     pub fn config_error(&self) -> Option<String> {
-        self.config_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.config_error.locked().clone()
     }
 
     pub fn set_config_error(&self, error: Option<String>) {
-        *self
-            .config_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = error;
+        *self.config_error.locked() = error;
     }
 
     /// amberd's own git on a workspace: sandboxed, offline, its programs pinned off.

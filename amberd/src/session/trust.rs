@@ -10,6 +10,7 @@
 //! about when `task` names it. The hooks file's question keeps its tool name, `hooks`; the
 //! others use `trust`.
 
+use amber_proto::sync::Locked;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -82,7 +83,7 @@ impl Question {
 
 impl SessionTrust {
     fn lock(&self) -> MutexGuard<'_, Trusted> {
-        self.trusted.lock().unwrap_or_else(|e| e.into_inner())
+        self.trusted.locked()
     }
 
     /// How far the version of `path` with `hash` is trusted, if at all: the widest level

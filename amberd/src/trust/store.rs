@@ -5,6 +5,7 @@
 //! undecided again. Trust remembered by earlier versions for hooks files
 //! (`trusted-hooks.json`, path → hash) still counts.
 
+use amber_proto::sync::Locked;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -81,7 +82,7 @@ impl TrustStore {
 
     /// What is remembered about the file at `path` with content hash `hash`.
     pub fn stored(&self, path: &Path, hash: &str) -> Stored {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.lock.locked();
         match self.load().get(&key(path)) {
             Some(entry) if entry.hash == hash && entry.trusted => Stored::Trusted,
             Some(entry) if entry.hash == hash => Stored::Denied,
@@ -105,7 +106,7 @@ impl TrustStore {
     }
 
     fn decide(&self, path: &Path, hash: &str, trusted: bool) -> std::io::Result<()> {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.lock.locked();
         let mut map = self.load();
         map.insert(
             key(path),

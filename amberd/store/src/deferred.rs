@@ -8,9 +8,10 @@
 //! nothing fsync'd in the log can outlive, after a power loss, the entries that make the
 //! session findable. A daemon crash loses nothing either way (the writes are in the kernel).
 
+use amber_proto::sync::Locked;
 use std::io::ErrorKind;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use super::StoreError;
 use super::log::sync_path;
@@ -29,7 +30,7 @@ impl CreationSync {
     /// owes nothing; on an error the rest stays owed for the next caller.
     pub fn settle(&self) -> Result<(), StoreError> {
         // A panic mid-settle leaves the remaining paths owed, which is still right.
-        let mut owed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut owed = self.0.locked();
         while let Some(path) = owed.first() {
             match sync_path(path) {
                 Ok(()) => {}
@@ -43,9 +44,6 @@ impl CreationSync {
 
     /// Nothing left to do.
     pub fn is_settled(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
+        self.0.locked().is_empty()
     }
 }

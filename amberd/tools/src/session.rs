@@ -4,6 +4,7 @@
 //! Changes that clients must see are reported through the `notify` callback the session
 //! installs (it publishes them as session events).
 
+use amber_proto::sync::Locked;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use amber_proto::{EventKind, Todo};
@@ -95,15 +96,12 @@ impl SessionTools {
     /// Sets the sandbox of the session's next commands (at creation, restore and every
     /// mode change).
     pub fn set_sandbox(&self, sandbox: ToolSandbox) {
-        *self.sandbox.lock().unwrap_or_else(|e| e.into_inner()) = sandbox;
+        *self.sandbox.locked() = sandbox;
     }
 
     /// The sandbox of the session's next command.
     pub fn sandbox(&self) -> ToolSandbox {
-        self.sandbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.sandbox.locked().clone()
     }
 
     /// Installs the environment of this session's tool processes (once; later calls are
@@ -160,7 +158,7 @@ impl SessionTools {
     }
 
     fn lock_todos(&self) -> MutexGuard<'_, Vec<Todo>> {
-        self.todos.lock().unwrap_or_else(|e| e.into_inner())
+        self.todos.locked()
     }
 
     pub fn todos(&self) -> Vec<Todo> {

@@ -8,6 +8,7 @@
 //! them changed**, so every request of a session carries a byte-identical head between
 //! such changes. The main loop, its sub-agents and compaction all build their head here.
 
+use amber_proto::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -48,7 +49,7 @@ impl PromptHead {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // Every writer leaves the state consistent between statements.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// At the start of a turn (or a manual compaction): the environment block on the first

@@ -20,6 +20,7 @@ mod tool;
 mod tests;
 
 use amber_exec::sandbox_env::SandboxEnv;
+use amber_proto::sync::Locked;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -215,5 +216,5 @@ impl Plugin for ExternalPlugin {
 }
 
 fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
-    slot.lock().unwrap_or_else(|p| p.into_inner())
+    slot.locked()
 }

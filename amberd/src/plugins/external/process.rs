@@ -10,6 +10,7 @@
 use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
 use amber_exec::containment::SpawnSandbox;
 use amber_exec::sandbox_env::SandboxEnv;
+use amber_proto::sync::Locked;
 use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -320,10 +321,7 @@ impl Connection {
     }
 
     fn take_supervisor(&self) -> Option<JoinHandle<()>> {
-        self.supervisor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.supervisor.locked().take()
     }
 }
 
@@ -337,7 +335,7 @@ impl Drop for Connection {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     fn die(&self, reason: String) {

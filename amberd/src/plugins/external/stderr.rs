@@ -4,6 +4,7 @@
 //! lines are cut and a chatty plugin is rate limited. The last line is kept so an exit can
 //! say why ("exited with status 1; last stderr line: ModuleNotFoundError: …").
 
+use amber_proto::sync::Locked;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,11 +27,11 @@ pub struct LastLine(Arc<Mutex<Option<String>>>);
 
 impl LastLine {
     pub fn get(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.locked().clone()
     }
 
     fn set(&self, line: String) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(line);
+        *self.0.locked() = Some(line);
     }
 }
 

@@ -9,8 +9,9 @@
 //! again reconnects them. Prompts of session servers are not offered as commands (commands
 //! are daemon-wide).
 
+use amber_proto::sync::Locked;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use amber_proto::{EventKind, McpServerInfo, McpStatus, SessionMcpServer};
@@ -80,11 +81,7 @@ impl SessionMcp {
         loop {
             let notified = self.sink.settled_changed.notified();
             let pending = {
-                let settled = self
-                    .sink
-                    .settled
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let settled = self.sink.settled.locked();
                 self.lock().iter().any(|s| !settled.contains(&s.name))
             };
             if !pending {
@@ -180,20 +177,17 @@ impl SessionMcp {
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<SessionMcpServer>> {
-        self.servers.lock().unwrap_or_else(PoisonError::into_inner)
+        self.servers.locked()
     }
 }
 
 impl SessionSink {
     fn unsettle(&self, name: &str) {
-        self.settled
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(name);
+        self.settled.locked().remove(name);
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Vec<Arc<dyn Tool>>>> {
-        self.tools.lock().unwrap_or_else(PoisonError::into_inner)
+        self.tools.locked()
     }
 }
 
@@ -201,11 +195,7 @@ impl McpSink for SessionSink {
     fn status(&self, info: &McpServerInfo) {
         tracing::info!(server = %info.name, status = ?info.status, error = ?info.error, "session MCP server status");
         if matches!(info.status, McpStatus::Ready | McpStatus::Failed) {
-            let first = self
-                .settled
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(info.name.clone());
+            let first = self.settled.locked().insert(info.name.clone());
             if first {
                 self.settled_changed.notify_waiters();
             }
@@ -237,8 +227,7 @@ impl Feature for McpFeature {
             &session.services.live().config.mcp,
             session.services.sandbox.clone(),
         );
-        *mcp.pending.lock().unwrap_or_else(PoisonError::into_inner) =
-            session.meta.mcp_servers.clone();
+        *mcp.pending.locked() = session.meta.mcp_servers.clone();
         Some(Arc::new(mcp))
     }
 
@@ -266,8 +255,7 @@ impl Feature for McpFeature {
 
 impl SessionFeature for SessionMcp {
     fn started(&self, _shared: &Arc<SessionShared>, _restored: bool) {
-        let servers =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        let servers = std::mem::take(&mut *self.pending.locked());
         self.start(servers);
     }
 

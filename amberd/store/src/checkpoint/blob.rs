@@ -8,6 +8,7 @@
 //! or above what its payload could expand to (LZ4 expands at most 255 to 1) is corrupt,
 //! and is refused before anything is allocated for it.
 
+use amber_proto::sync::Locked;
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
@@ -124,17 +125,11 @@ impl BlobStore {
     }
 
     fn is_known(&self, hash: &Hash) -> bool {
-        self.known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(hash)
+        self.known.locked().contains(hash)
     }
 
     fn remember(&self, hash: Hash) {
-        self.known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(hash);
+        self.known.locked().insert(hash);
     }
 
     /// The bytes of the blob `hash`, verified against it.
@@ -195,7 +190,7 @@ impl BlobStore {
     /// Must not run while a snapshot is being taken into the same store.
     pub fn sweep(&self, keep: &HashSet<Hash>) -> Result<SweepStats, CheckpointError> {
         let mut stats = SweepStats::default();
-        self.known.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.known.locked().clear();
         let read = |dir: &Path| fs::read_dir(dir).map_err(|e| CheckpointError::io(dir, e));
         for shard in read(&self.dir)? {
             let shard = shard.map_err(|e| CheckpointError::io(&self.dir, e))?;

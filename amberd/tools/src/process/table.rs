@@ -5,6 +5,7 @@
 //! turn: a process runs until it ends, is killed, or the table is shut down
 //! or dropped. When the shell ends, whatever it left in its group is killed.
 
+use amber_proto::sync::Locked;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -146,7 +147,7 @@ struct Inner {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.locked()
     }
 }
 
@@ -210,7 +211,7 @@ impl ProcessTable {
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        self.table.locked()
     }
 
     /// Start `/bin/bash -c command` in `cwd` (already confined by the caller) with the

@@ -4,6 +4,7 @@
 //! capped by `limit` (one over the cap is enough to know more exist), sorted
 //! by path and line, and shown as `path:line:text`.
 
+use amber_proto::sync::Locked;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -139,10 +140,7 @@ fn search_file(
     }
     let full = sink.full;
     if !sink.found.is_empty() {
-        let mut all = shared
-            .matches
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut all = shared.matches.locked();
         all.append(&mut sink.found);
     }
     !full && !shared.stop.load(Ordering::Relaxed)

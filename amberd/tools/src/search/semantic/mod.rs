@@ -9,10 +9,11 @@
 pub mod bm25;
 pub mod tokenize;
 
+use amber_proto::sync::Locked;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 pub use bm25::{Bm25Index, Hit, RefreshStats};
 use tokenize::{TokenKind, Tokenizer};
@@ -87,7 +88,7 @@ impl Bm25Backend {
             spec.root.clone(),
             spec.glob.as_ref().map(|g| g.pattern().to_owned()),
         );
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cache = self.cache.locked();
         cache.clock += 1;
         let now = cache.clock;
         if let Some((used, index)) = cache.entries.get_mut(&key) {
@@ -110,11 +111,7 @@ impl Bm25Backend {
 
     /// How many indexes are cached.
     pub fn cached(&self) -> usize {
-        self.cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entries
-            .len()
+        self.cache.locked().entries.len()
     }
 }
 
@@ -132,7 +129,7 @@ impl SemanticBackend for Bm25Backend {
         }
         let index = self.index(spec);
         // Queries on one (root, glob) take turns; others run alongside.
-        let mut index = index.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut index = index.locked();
         let refresh = index.refresh(spec, self.threads, stop);
         let hits = index.search(&terms, limit, MAX_HITS_PER_FILE);
         Ok(SemanticResult {

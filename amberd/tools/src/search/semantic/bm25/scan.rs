@@ -14,6 +14,7 @@
 //! mtimes are not trusted (recorded as the epoch), and the file is re-read or
 //! the directory re-listed by the next scan, until its mtime has settled.
 
+use amber_proto::sync::Locked;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -450,10 +451,7 @@ struct Collector<'a> {
 
 impl Drop for Collector<'_> {
     fn drop(&mut self) {
-        self.out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .append(&mut self.local);
+        self.out.locked().append(&mut self.local);
     }
 }
 
