@@ -15,7 +15,7 @@ use super::wire::RpcError;
 const CLIENT_ONLY: &[&str] = &["detach", "new"];
 
 /// The commands an ACP client is offered.
-pub async fn offered(client: &Client) -> Result<Vec<CommandInfo>, RpcError> {
+pub(crate) async fn offered(client: &Client) -> Result<Vec<CommandInfo>, RpcError> {
     let list: CommandListResult = client.request::<methods::CommandList>(&Empty {}).await?;
     Ok(list
         .commands
@@ -25,7 +25,7 @@ pub async fn offered(client: &Client) -> Result<Vec<CommandInfo>, RpcError> {
 }
 
 /// The `available_commands_update` for `commands`.
-pub fn update(commands: &[CommandInfo]) -> Value {
+pub(crate) fn update(commands: &[CommandInfo]) -> Value {
     let available: Vec<Value> = commands
         .iter()
         .map(|c| {
@@ -53,7 +53,7 @@ fn input_hint(command: &CommandInfo) -> Option<String> {
 }
 
 /// `/NAME args` when `text` names one of `commands`.
-pub fn parse<'t>(text: &'t str, commands: &[CommandInfo]) -> Option<(&'t str, &'t str)> {
+pub(crate) fn parse<'t>(text: &'t str, commands: &[CommandInfo]) -> Option<(&'t str, &'t str)> {
     let rest = text.trim_start().strip_prefix('/')?;
     let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     commands
@@ -63,12 +63,12 @@ pub fn parse<'t>(text: &'t str, commands: &[CommandInfo]) -> Option<(&'t str, &'
 }
 
 /// What running a command asks of the prompt: its output to show, and the turn it started.
-pub struct Ran {
+pub(crate) struct Ran {
     pub output: String,
     pub turn_id: Option<String>,
 }
 
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     session_id: &str,
     name: &str,

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::updates;
 
-pub const ALLOW_ONCE: &str = "allow_once";
-pub const ALLOW_ALWAYS: &str = "allow_always";
-pub const REJECT_ONCE: &str = "reject_once";
+pub(crate) const ALLOW_ONCE: &str = "allow_once";
+pub(crate) const ALLOW_ALWAYS: &str = "allow_always";
+pub(crate) const REJECT_ONCE: &str = "reject_once";
 
 /// What amberd's scope says of a call that can never be granted beyond itself (the whole
 /// scope, or its end: `bash unsandboxed: make (this call only)`).
@@ -18,7 +18,7 @@ const THIS_CALL_ONLY: &str = "this call only";
 
 /// `session/request_permission` params: the tool call (pending) and the options —
 /// `allow_always` only when the approval's scope can be granted beyond this call.
-pub fn request_params(session_id: &str, asked: &Approval, cwd: &Path) -> Value {
+pub(crate) fn request_params(session_id: &str, asked: &Approval, cwd: &Path) -> Value {
     let mut options =
         vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
     if !asked.scope.contains(THIS_CALL_ONLY) {
@@ -48,7 +48,7 @@ pub fn request_params(session_id: &str, asked: &Approval, cwd: &Path) -> Value {
 /// allow option allows (`allow_always` as amber's `allow_always`: a stored rule for the
 /// scope, which amberd itself narrows to the session when a rule could not hold), everything else (reject, `cancelled`, an error, an answer we
 /// cannot read) denies.
-pub fn decision(answer: &Result<Value, Value>) -> Decision {
+pub(crate) fn decision(answer: &Result<Value, Value>) -> Decision {
     let Ok(result) = answer else {
         return Decision::Deny;
     };

@@ -20,12 +20,12 @@ use super::updates;
 use super::wire::RpcError;
 
 /// How a turn ended, as `session/prompt` answers: ACP's stop reason and a last note.
-pub type TurnEnd = Result<(&'static str, Option<String>), RpcError>;
+pub(crate) type TurnEnd = Result<(&'static str, Option<String>), RpcError>;
 
 /// Ends of turns nobody waited for yet, kept at most this many.
 const KEPT_ENDS: usize = 64;
 
-pub struct Followed {
+pub(crate) struct Followed {
     turns: Mutex<Turns>,
 }
 
@@ -40,7 +40,7 @@ struct Turns {
 
 impl Followed {
     /// Subscribes to the session (from `after_seq`, else live) and follows it.
-    pub async fn start(
+    pub(crate) async fn start(
         bridge: Arc<Bridge>,
         session_id: String,
         cwd: PathBuf,
@@ -59,7 +59,7 @@ impl Followed {
     }
 
     /// Waits for turn `turn_id` to end.
-    pub async fn wait_turn(&self, turn_id: &str) -> TurnEnd {
+    pub(crate) async fn wait_turn(&self, turn_id: &str) -> TurnEnd {
         let rx = {
             let Ok(mut turns) = self.turns.lock() else {
                 return Err(RpcError::internal("session state poisoned"));
@@ -301,7 +301,7 @@ fn on_event(
 
 /// `session/load`: the history as `session/update` notifications — user and agent
 /// messages as chunks, tool calls with their final status and output.
-pub fn replay(bridge: &Bridge, session_id: &str, messages: &[Message], cwd: &Path) {
+pub(crate) fn replay(bridge: &Bridge, session_id: &str, messages: &[Message], cwd: &Path) {
     let mut names: HashMap<&str, (&str, Value)> = HashMap::new();
     for m in messages {
         match m.role {

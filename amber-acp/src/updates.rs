@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::wire::RpcError;
 
 /// ACP's `ToolKind` of an amber tool.
-pub fn tool_kind(name: &str) -> &'static str {
+pub(crate) fn tool_kind(name: &str) -> &'static str {
     match name {
         "read" | "skills" => "read",
         "write" | "edit" | "apply_patch" | "multiedit" => "edit",
@@ -28,7 +28,7 @@ fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// A short human title: the tool and what it acts on.
-pub fn tool_title(name: &str, args: &Value) -> String {
+pub(crate) fn tool_title(name: &str, args: &Value) -> String {
     let subject = match name {
         "bash" => str_arg(args, "command"),
         "search" => str_arg(args, "pattern"),
@@ -52,7 +52,7 @@ pub fn tool_title(name: &str, args: &Value) -> String {
 }
 
 /// A tool's path argument made absolute against the session's workspace.
-pub fn absolute(cwd: &Path, path: &str) -> PathBuf {
+pub(crate) fn absolute(cwd: &Path, path: &str) -> PathBuf {
     let p = Path::new(path);
     if p.is_absolute() {
         p.to_path_buf()
@@ -62,7 +62,7 @@ pub fn absolute(cwd: &Path, path: &str) -> PathBuf {
 }
 
 /// The files a call touches: `path` (with `offset` as the line for `read`).
-pub fn locations(name: &str, args: &Value, cwd: &Path) -> Vec<Value> {
+pub(crate) fn locations(name: &str, args: &Value, cwd: &Path) -> Vec<Value> {
     let Some(path) = str_arg(args, "path") else {
         return Vec::new();
     };
@@ -77,7 +77,7 @@ pub fn locations(name: &str, args: &Value, cwd: &Path) -> Vec<Value> {
 
 /// `tool_call`: a call the model made, as it starts (`pending` while it may still wait
 /// for an approval).
-pub fn tool_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Value {
+pub(crate) fn tool_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Value {
     json!({
         "sessionUpdate": "tool_call",
         "toolCallId": call_id,
@@ -90,18 +90,18 @@ pub fn tool_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Value {
 }
 
 /// `tool_call_update` to `in_progress` (an approved call runs).
-pub fn tool_running(call_id: &str) -> Value {
+pub(crate) fn tool_running(call_id: &str) -> Value {
     json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
 }
 
 /// A text content block.
-pub fn text_block(text: &str) -> Value {
+pub(crate) fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
 }
 
 /// `tool_call_update` at the end of a call: `completed` or `failed`, a `diff` block for a
 /// file change, the output as text.
-pub fn tool_done(
+pub(crate) fn tool_done(
     call_id: &str,
     name: &str,
     args: &Value,
@@ -190,7 +190,7 @@ fn hunk_texts(hunks: &[Hunk<'_>]) -> (String, String) {
 
 /// The file before the change: the file as it is now with each hunk undone. `None` when
 /// the file does not match the diff (changed again since).
-pub fn undo_diff(now: &str, diff: &str) -> Option<String> {
+pub(crate) fn undo_diff(now: &str, diff: &str) -> Option<String> {
     let hunks = hunks(diff)?;
     let lines: Vec<&str> = now.lines().collect();
     let mut old: Vec<&str> = Vec::new();
@@ -228,7 +228,7 @@ pub fn undo_diff(now: &str, diff: &str) -> Option<String> {
 
 /// ACP `diff` content for a file change: the whole file before and after when the file
 /// still matches the diff, else the hunks' own text. A created file has no `oldText`.
-pub fn diff_blocks(diff: &str, _name: &str, args: &Value, cwd: &Path) -> Vec<Value> {
+pub(crate) fn diff_blocks(diff: &str, _name: &str, args: &Value, cwd: &Path) -> Vec<Value> {
     let Some(rel) = diff_path(diff).or_else(|| str_arg(args, "path")) else {
         return Vec::new();
     };
@@ -251,7 +251,7 @@ pub fn diff_blocks(diff: &str, _name: &str, args: &Value, cwd: &Path) -> Vec<Val
 
 /// How an amber turn's end answers `session/prompt`: ACP's stop reason and, for the ends
 /// ACP has no reason for, a last agent message saying why; `Err` for a failed turn.
-pub fn stop_reason(
+pub(crate) fn stop_reason(
     stop: StopReason,
     error: Option<&amber_proto::ErrorInfo>,
 ) -> Result<(&'static str, Option<String>), RpcError> {
@@ -291,7 +291,7 @@ pub fn stop_reason(
 }
 
 /// `plan` from the session's todo list.
-pub fn plan(todos: &[Todo]) -> Value {
+pub(crate) fn plan(todos: &[Todo]) -> Value {
     let entries: Vec<Value> = todos
         .iter()
         .map(|t| {
@@ -308,14 +308,14 @@ pub fn plan(todos: &[Todo]) -> Value {
 
 /// A message chunk of `kind` (`agent_message_chunk`, `agent_thought_chunk`,
 /// `user_message_chunk`).
-pub fn chunk(kind: &str, text: &str) -> Value {
+pub(crate) fn chunk(kind: &str, text: &str) -> Value {
     json!({"sessionUpdate": kind, "content": text_block(text)})
 }
 
 /// The prompt text of an ACP prompt: text blocks as they are, resource links as their
 /// URI, embedded text resources inlined under their URI. Images and blobs are refused
 /// (the agent advertises `image: false`).
-pub fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
+pub(crate) fn prompt_text(blocks: &[Value]) -> Result<String, RpcError> {
     let mut parts: Vec<String> = Vec::new();
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {

@@ -14,41 +14,41 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// JSON-RPC: the line was not JSON.
-pub const PARSE_ERROR: i32 = -32700;
+pub(crate) const PARSE_ERROR: i32 = -32700;
 /// JSON-RPC: JSON, but not a request, notification or response.
-pub const INVALID_REQUEST: i32 = -32600;
-pub const METHOD_NOT_FOUND: i32 = -32601;
-pub const INVALID_PARAMS: i32 = -32602;
-pub const INTERNAL_ERROR: i32 = -32603;
+pub(crate) const INVALID_REQUEST: i32 = -32600;
+pub(crate) const METHOD_NOT_FOUND: i32 = -32601;
+pub(crate) const INVALID_PARAMS: i32 = -32602;
+pub(crate) const INTERNAL_ERROR: i32 = -32603;
 /// ACP's "resource not found" (an unknown session id).
-pub const RESOURCE_NOT_FOUND: i32 = -32002;
+pub(crate) const RESOURCE_NOT_FOUND: i32 = -32002;
 /// Too many of the client's requests in flight (amber's `-32003`, as amberd says it).
-pub const OVERLOADED: i32 = amber_proto::errors::OVERLOADED;
+pub(crate) const OVERLOADED: i32 = amber_proto::errors::OVERLOADED;
 
 /// An error answer to a request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
+pub(crate) struct RpcError {
     pub code: i32,
     pub message: String,
 }
 
 impl RpcError {
-    pub fn new(code: i32, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: i32, message: impl Into<String>) -> Self {
         RpcError {
             code,
             message: message.into(),
         }
     }
 
-    pub fn invalid_params(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(INVALID_PARAMS, message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(INTERNAL_ERROR, message)
     }
 
-    pub fn session_not_found(session_id: &str) -> Self {
+    pub(crate) fn session_not_found(session_id: &str) -> Self {
         Self::new(
             RESOURCE_NOT_FOUND,
             format!("session not found: {session_id}"),
@@ -70,7 +70,7 @@ impl From<amber_client::ClientError> for RpcError {
 
 /// One incoming line, classified.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     Request {
         id: Value,
         method: String,
@@ -107,7 +107,7 @@ struct Envelope {
 }
 
 /// Classifies one line as read from stdin (`limit`: the bridge's, named in the answer).
-pub fn parse_input(line: &Line, limit: usize) -> Option<Incoming> {
+pub(crate) fn parse_input(line: &Line, limit: usize) -> Option<Incoming> {
     let bytes = match line {
         Line::Complete(bytes) => bytes,
         Line::Oversized { head, len } => {
@@ -137,7 +137,7 @@ pub fn parse_input(line: &Line, limit: usize) -> Option<Incoming> {
 }
 
 /// Classifies one line. Blank lines are `None`.
-pub fn parse_line(line: &str) -> Option<Incoming> {
+pub(crate) fn parse_line(line: &str) -> Option<Incoming> {
     if line.trim().is_empty() {
         return None;
     }
@@ -183,12 +183,12 @@ pub fn parse_line(line: &str) -> Option<Incoming> {
 }
 
 /// A success answer.
-pub fn response(id: &Value, result: Value) -> String {
+pub(crate) fn response(id: &Value, result: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
 }
 
 /// An error answer.
-pub fn error_response(id: &Value, error: &RpcError) -> String {
+pub(crate) fn error_response(id: &Value, error: &RpcError) -> String {
     json!({
         "jsonrpc": "2.0",
         "id": id,
@@ -198,17 +198,17 @@ pub fn error_response(id: &Value, error: &RpcError) -> String {
 }
 
 /// A request of ours to the client.
-pub fn request(id: u64, method: &str, params: Value) -> String {
+pub(crate) fn request(id: u64, method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
 
 /// A notification of ours to the client.
-pub fn notification(method: &str, params: Value) -> String {
+pub(crate) fn notification(method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
 }
 
 /// Params of a request, typed; a shape that does not fit is invalid params.
-pub fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+pub(crate) fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
     serde_json::from_value(params)
         .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
 }

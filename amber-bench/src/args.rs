@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 /// through a real amberd, measured from the client side.
 #[derive(Debug, Parser)]
 #[command(name = "amber-bench", version)]
-pub struct Args {
+pub(crate) struct Args {
     /// KPIs to measure, comma-separated (default: all; `compare` needs --compare)
     #[arg(long, value_enum, value_delimiter = ',', value_name = "KPI,...")]
     pub only: Vec<Kpi>,
@@ -67,7 +67,7 @@ pub struct Args {
 
 /// The measurements `--only` selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Kpi {
+pub(crate) enum Kpi {
     /// Daemon ready time: exec → first answered `daemon/status`
     Ready,
     /// End-to-end time of each task scenario and the daemon's share per model request
@@ -109,13 +109,13 @@ pub enum Kpi {
 
 impl Args {
     /// Whether `kpi` is selected.
-    pub fn wants(&self, kpi: Kpi) -> bool {
+    pub(crate) fn wants(&self, kpi: Kpi) -> bool {
         let selected = self.only.is_empty() || self.only.contains(&kpi);
         selected && (kpi != Kpi::Compare || self.compare.is_some())
     }
 
     /// Runs of a KPI: `--runs`, else its default.
-    pub fn runs(&self, default: usize) -> usize {
+    pub(crate) fn runs(&self, default: usize) -> usize {
         self.runs.map_or(default, |n| n as usize)
     }
 }

@@ -22,7 +22,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a started daemon talks to.
 #[derive(Debug, Clone)]
-pub struct DaemonSpec {
+pub(crate) struct DaemonSpec {
     pub amberd: PathBuf,
     pub base_url: String,
     pub model: String,
@@ -36,7 +36,7 @@ pub struct DaemonSpec {
 }
 
 /// A started `amberd`, stopped (SIGTERM) and its temp dir removed when dropped.
-pub struct DaemonProc {
+pub(crate) struct DaemonProc {
     child: Child,
     pub socket: PathBuf,
     pub pid: u32,
@@ -50,7 +50,7 @@ pub struct DaemonProc {
 
 impl DaemonProc {
     /// Execs amberd in a fresh temp dir; returns at once (see [`DaemonProc::wait_ready`]).
-    pub fn spawn(spec: &DaemonSpec) -> Result<DaemonProc, BenchError> {
+    pub(crate) fn spawn(spec: &DaemonSpec) -> Result<DaemonProc, BenchError> {
         let dir = tempfile::Builder::new()
             .prefix("amber-bench-")
             .tempdir()
@@ -129,7 +129,7 @@ impl DaemonProc {
 
     /// Spawns amberd and waits until it answers, on a blocking thread; `what` names the
     /// caller in a join error.
-    pub async fn start(spec: &DaemonSpec, what: &str) -> Result<DaemonProc, BenchError> {
+    pub(crate) async fn start(spec: &DaemonSpec, what: &str) -> Result<DaemonProc, BenchError> {
         let spec = spec.clone();
         tokio::task::spawn_blocking(move || {
             let mut daemon = DaemonProc::spawn(&spec)?;
@@ -142,7 +142,7 @@ impl DaemonProc {
 
     /// Polls `daemon/status` over plain HTTP in a tight loop; the time from exec to the first
     /// answer. Blocking: call it from a blocking thread.
-    pub fn wait_ready(&mut self) -> Result<Duration, BenchError> {
+    pub(crate) fn wait_ready(&mut self) -> Result<Duration, BenchError> {
         loop {
             if status_answers(&self.socket) {
                 return Ok(self.spawned.elapsed());
@@ -159,7 +159,7 @@ impl DaemonProc {
     }
 
     /// An error naming the socket, with the tail of the daemon's log.
-    pub fn failure(&self, message: &str) -> BenchError {
+    pub(crate) fn failure(&self, message: &str) -> BenchError {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(5).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
@@ -170,7 +170,7 @@ impl DaemonProc {
     }
 
     /// SIGTERM, then SIGKILL if it has not exited in time. Blocking.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.terminate();
     }
 
@@ -201,7 +201,7 @@ impl Drop for DaemonProc {
 }
 
 /// One JSON-RPC call as an HTTP/1.1 POST on the socket; the response's JSON body.
-pub fn http_call(socket: &Path, method: &str, params: &Value) -> Result<Value, BenchError> {
+pub(crate) fn http_call(socket: &Path, method: &str, params: &Value) -> Result<Value, BenchError> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         .to_string();
     let request = format!(
@@ -238,7 +238,7 @@ fn status_answers(socket: &Path) -> bool {
 }
 
 /// `VmRSS` of a process, in KiB.
-pub fn rss_kib(pid: u32) -> Result<u64, BenchError> {
+pub(crate) fn rss_kib(pid: u32) -> Result<u64, BenchError> {
     let path = format!("/proc/{pid}/status");
     let text = std::fs::read_to_string(&path).map_err(BenchError::io(format!("read {path}")))?;
     text.lines()
@@ -249,7 +249,7 @@ pub fn rss_kib(pid: u32) -> Result<u64, BenchError> {
 }
 
 /// A binary next to this one (`target/<profile>/NAME`), or the path given.
-pub fn sibling(
+pub(crate) fn sibling(
     given: Option<PathBuf>,
     binary: &'static str,
     flag: &'static str,

@@ -30,7 +30,7 @@ struct Delta {
 }
 
 /// Requests the stream for `prompt` and reads it to the end; the time and the reply text.
-pub fn read_stream(
+pub(crate) fn read_stream(
     addr: SocketAddr,
     model: &str,
     prompt: &str,
@@ -87,7 +87,7 @@ fn sse_text(response: &[u8]) -> Result<String, BenchError> {
 }
 
 /// The concatenated deltas of `message_delta` lines in `amber-cli run --json` output.
-pub fn deltas_of_json_lines(stdout: &[u8]) -> String {
+pub(crate) fn deltas_of_json_lines(stdout: &[u8]) -> String {
     #[derive(Deserialize)]
     struct Line {
         #[serde(rename = "type")]

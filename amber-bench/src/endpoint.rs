@@ -15,7 +15,7 @@ use crate::scenario::{Scenario, Turn};
 /// Serves `scenarios`, and the conversations a KPI generates (`generated`, e.g. the
 /// checkpoint KPI's per-turn commands), on `listen` (port 0: any free port), answering as
 /// `model`; a turn without a `delay_ms` waits `default_delay_ms`.
-pub fn start(
+pub(crate) fn start(
     scenarios: &[Scenario],
     generated: Vec<Conversation>,
     listen: SocketAddr,

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     #[error("cannot {what}: {source}")]
     Io {
         what: String,
@@ -36,7 +36,7 @@ pub enum BenchError {
 
 impl BenchError {
     /// An I/O error with what was being done.
-    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
         let what = what.into();
         move |source| BenchError::Io { what, source }
     }

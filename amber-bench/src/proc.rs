@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use crate::error::BenchError;
 
 /// `amber-bench --exec-measured OUT PROGRAM ARGS…`: the trampoline mode (not in `--help`).
-pub const TRAMPOLINE: &str = "--exec-measured";
+pub(crate) const TRAMPOLINE: &str = "--exec-measured";
 
 /// One finished child.
 #[derive(Debug)]
-pub struct ChildRun {
+pub(crate) struct ChildRun {
     /// Spawn → exit, measured in the trampoline (its own start-up is not counted).
     pub wall: Duration,
     /// Peak resident set, KiB (`ru_maxrss`).
@@ -34,7 +34,7 @@ pub struct ChildRun {
 }
 
 /// Runs `cmd` through the trampoline (stdin from /dev/null, stdout and stderr read to the end).
-pub fn run_measured(cmd: &mut Command, what: &str) -> Result<ChildRun, BenchError> {
+pub(crate) fn run_measured(cmd: &mut Command, what: &str) -> Result<ChildRun, BenchError> {
     let out = tempfile::NamedTempFile::new().map_err(BenchError::io("create a temp file"))?;
     let exe = std::env::current_exe().map_err(BenchError::io("find this executable"))?;
     let mut t = Command::new(exe);
@@ -98,7 +98,7 @@ pub fn run_measured(cmd: &mut Command, what: &str) -> Result<ChildRun, BenchErro
 
 /// Reaps our child `pid` (retrying on EINTR): its exit code (128 + signal when a signal
 /// ended it) and its resource usage.
-pub fn wait_child(pid: libc::pid_t) -> std::io::Result<(i32, libc::rusage)> {
+pub(crate) fn wait_child(pid: libc::pid_t) -> std::io::Result<(i32, libc::rusage)> {
     let mut status: libc::c_int = 0;
     // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -123,7 +123,7 @@ pub fn wait_child(pid: libc::pid_t) -> std::io::Result<(i32, libc::rusage)> {
 
 /// The trampoline: `args` = OUT PROGRAM ARGS…; runs PROGRAM with the inherited stdio, writes
 /// `wall_ns max_rss_kib cpu_us code` to OUT, and returns the code to exit with.
-pub fn trampoline(args: &[OsString]) -> i32 {
+pub(crate) fn trampoline(args: &[OsString]) -> i32 {
     let [out, program, rest @ ..] = args else {
         eprintln!("amber-bench: {TRAMPOLINE} OUT PROGRAM [ARGS…]");
         return 2;
@@ -167,7 +167,7 @@ fn timeval(t: libc::timeval) -> Duration {
 }
 
 /// User + system CPU time a running process has used so far (/proc/PID/stat).
-pub fn cpu_time(pid: u32) -> Result<Duration, BenchError> {
+pub(crate) fn cpu_time(pid: u32) -> Result<Duration, BenchError> {
     let path = format!("/proc/{pid}/stat");
     let text = std::fs::read_to_string(&path).map_err(BenchError::io(format!("read {path}")))?;
     // Fields after the `(comm)`, which may itself hold spaces: state is field 3, utime 14.
@@ -185,12 +185,12 @@ pub fn cpu_time(pid: u32) -> Result<Duration, BenchError> {
 }
 
 /// `'text'` for `sh -c`, with embedded single quotes escaped.
-pub fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// Whether `program` is on `$PATH`.
-pub fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

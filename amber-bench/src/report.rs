@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use crate::stats::Summary;
 
 #[derive(Debug, Default)]
-pub struct Report {
+pub(crate) struct Report {
     sections: Vec<Section>,
     notes: Vec<String>,
     goals: Vec<Goal>,
@@ -51,7 +51,7 @@ enum Verdict {
 
 impl Report {
     /// Starts a section of the human table.
-    pub fn section(&mut self, title: &str) {
+    pub(crate) fn section(&mut self, title: &str) {
         self.sections.push(Section {
             title: title.to_owned(),
             rows: Vec::new(),
@@ -59,7 +59,7 @@ impl Report {
     }
 
     /// One figure. `key` carries the unit (see the module's key rule).
-    pub fn put(&mut self, key: &str, label: &str, value: f64) {
+    pub(crate) fn put(&mut self, key: &str, label: &str, value: f64) {
         debug_assert!(has_unit(key), "report key without a unit: {key}");
         if self.sections.is_empty() {
             self.section("results");
@@ -80,7 +80,7 @@ impl Report {
     }
 
     /// `{base}_median` and `{base}_p99` (e.g. base `daemon_ready_ms`).
-    pub fn put_summary(&mut self, base: &str, label: &str, s: &Summary) {
+    pub(crate) fn put_summary(&mut self, base: &str, label: &str, s: &Summary) {
         self.put(
             &format!("{base}_median"),
             &format!("{label}, median"),
@@ -90,7 +90,7 @@ impl Report {
     }
 
     /// `{base}_median` only (where a p99 says nothing more, e.g. a count).
-    pub fn put_median(&mut self, base: &str, label: &str, s: &Summary) {
+    pub(crate) fn put_median(&mut self, base: &str, label: &str, s: &Summary) {
         self.put(
             &format!("{base}_median"),
             &format!("{label}, median"),
@@ -98,13 +98,13 @@ impl Report {
         );
     }
 
-    pub fn note(&mut self, text: impl Into<String>) {
+    pub(crate) fn note(&mut self, text: impl Into<String>) {
         self.notes.push(text.into());
     }
 
     /// A goal: `met` judges the figure `key`. A goal whose figure this run did not measure
     /// (`--only`) is left out.
-    pub fn goal(&mut self, text: &str, key: &str, met: impl Fn(f64) -> bool) {
+    pub(crate) fn goal(&mut self, text: &str, key: &str, met: impl Fn(f64) -> bool) {
         if let Some(value) = self.get(key) {
             let verdict = match (&self.unjudged, met(value)) {
                 (Some(why), _) => Verdict::NotJudged(why.clone()),
@@ -116,7 +116,7 @@ impl Report {
     }
 
     /// A goal this run measured but cannot judge (`why`, e.g. fewer sessions than stated).
-    pub fn goal_not_judged(&mut self, text: &str, key: &str, why: &str) {
+    pub(crate) fn goal_not_judged(&mut self, text: &str, key: &str, why: &str) {
         if let Some(value) = self.get(key) {
             let why = self.unjudged.clone().unwrap_or_else(|| why.to_owned());
             self.push_goal(text, key, value, Verdict::NotJudged(why));
@@ -124,7 +124,7 @@ impl Report {
     }
 
     /// No goal is judged in this run, for `why`.
-    pub fn judge_no_goal(&mut self, why: String) {
+    pub(crate) fn judge_no_goal(&mut self, why: String) {
         self.unjudged = Some(why);
     }
 
@@ -136,7 +136,7 @@ impl Report {
         });
     }
 
-    pub fn get(&self, key: &str) -> Option<f64> {
+    pub(crate) fn get(&self, key: &str) -> Option<f64> {
         self.sections
             .iter()
             .flat_map(|s| &s.rows)
@@ -144,13 +144,13 @@ impl Report {
             .map(|r| r.value)
     }
 
-    pub fn notes(&self) -> &[String] {
+    pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
 
     /// One JSON object, keys in the order measured; a non-finite value is `null` (and
     /// noted when it was put).
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         let mut out = String::from("{");
         let mut first = true;
         for row in self.sections.iter().flat_map(|s| &s.rows) {
@@ -168,7 +168,7 @@ impl Report {
     }
 
     /// Markdown: one table per section, then the goals, then the notes.
-    pub fn human(&self) -> String {
+    pub(crate) fn human(&self) -> String {
         let mut out = String::new();
         for section in &self.sections {
             if section.rows.is_empty() {
@@ -243,7 +243,7 @@ fn unit_of(key: &str) -> Option<&'static (&'static str, &'static str)> {
 }
 
 /// Whether `key` follows the key rule (names its unit).
-pub fn has_unit(key: &str) -> bool {
+pub(crate) fn has_unit(key: &str) -> bool {
     unit_of(key).is_some()
 }
 

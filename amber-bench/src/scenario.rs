@@ -33,7 +33,7 @@ const DEFAULT_CHUNK_CHARS: usize = 8;
 /// Which KPIs use a scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub(crate) enum Role {
     /// A multi-request task: end-to-end time, daemon share, relay latency, tool success.
     Task,
     /// A long streamed reply: event throughput and the `amber-cli run --json` relay.
@@ -52,7 +52,7 @@ pub enum Role {
 /// Where a scenario's session works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Workspace {
+pub(crate) enum Workspace {
     /// A fresh temporary directory per run, with the scenario's `files`.
     #[default]
     Temp,
@@ -104,7 +104,7 @@ struct ToolCallFile {
 
 /// A validated scenario.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     pub name: String,
     pub description: String,
     pub role: Role,
@@ -116,7 +116,7 @@ pub struct Scenario {
 
 /// One scripted model answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Turn {
+pub(crate) struct Turn {
     pub delay_ms: Option<u64>,
     pub chunk_interval_ms: Option<u64>,
     /// Content deltas, in order (their concatenation is the reply text).
@@ -126,14 +126,14 @@ pub struct Turn {
 
 /// One scripted tool call: the name and the arguments' JSON text.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     pub name: String,
     pub arguments: String,
 }
 
 impl Scenario {
     /// Parses and validates one scenario file's text; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Scenario, BenchError> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Scenario, BenchError> {
         let invalid = |message: String| BenchError::Scenario {
             origin: origin.to_owned(),
             message,
@@ -163,7 +163,7 @@ impl Scenario {
     }
 
     /// Reads and parses a scenario file.
-    pub fn load(path: &Path) -> Result<Scenario, BenchError> {
+    pub(crate) fn load(path: &Path) -> Result<Scenario, BenchError> {
         let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
             what: format!("read scenario {}", path.display()),
             source,
@@ -172,7 +172,7 @@ impl Scenario {
     }
 
     /// The compiled-in suite.
-    pub fn builtin() -> Result<Vec<Scenario>, BenchError> {
+    pub(crate) fn builtin() -> Result<Vec<Scenario>, BenchError> {
         BUILTIN
             .iter()
             .map(|(name, text)| Scenario::parse(text, name))
@@ -180,7 +180,7 @@ impl Scenario {
     }
 
     /// The reply text of the last turn that has content (what `message_completed` carries).
-    pub fn final_text(&self) -> String {
+    pub(crate) fn final_text(&self) -> String {
         self.turns
             .iter()
             .rev()
@@ -229,7 +229,7 @@ fn turn(t: TurnFile) -> Result<Turn, String> {
 
 /// Refuses a set where one prompt contains another: the endpoint finds a conversation's
 /// scenario by looking for its prompt in the user messages.
-pub fn check_distinct(scenarios: &[Scenario]) -> Result<(), BenchError> {
+pub(crate) fn check_distinct(scenarios: &[Scenario]) -> Result<(), BenchError> {
     for (i, a) in scenarios.iter().enumerate() {
         for b in &scenarios[i + 1..] {
             if a.name == b.name || a.prompt.contains(&b.prompt) || b.prompt.contains(&a.prompt) {

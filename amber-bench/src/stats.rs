@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// Summary of one measured quantity.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub n: usize,
     pub median: f64,
     pub p99: f64,
@@ -14,7 +14,7 @@ pub struct Summary {
 
 impl Summary {
     /// `None` for an empty sample. NaNs are dropped.
-    pub fn of(values: &[f64]) -> Option<Summary> {
+    pub(crate) fn of(values: &[f64]) -> Option<Summary> {
         let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
         if v.is_empty() {
             return None;
@@ -38,7 +38,7 @@ impl Summary {
 
 /// Nearest-rank percentile of a sorted, non-empty sample: the smallest value with at least
 /// `p`% of the sample at or below it.
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     let n = sorted.len();
     // Nearest rank: ceil(p/100 * n), 1-based; the float is at most n, so the cast is exact.
     let rank = ((p / 100.0) * n as f64).ceil().max(1.0) as usize;
@@ -46,7 +46,7 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Milliseconds as a float.
-pub fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 

@@ -19,7 +19,7 @@ use crate::scenario::{self, Role, Scenario};
 use crate::task;
 
 /// Everything the KPIs share.
-pub struct Suite {
+pub(crate) struct Suite {
     pub args: Args,
     pub scenarios: Vec<Scenario>,
     /// `None` with `--base-url`.
@@ -39,7 +39,7 @@ pub struct Suite {
 
 impl Suite {
     /// The scenarios of a role, in file order.
-    pub fn of_role(&self, role: Role) -> Vec<Scenario> {
+    pub(crate) fn of_role(&self, role: Role) -> Vec<Scenario> {
         self.scenarios
             .iter()
             .filter(|s| s.role == role)
@@ -48,7 +48,7 @@ impl Suite {
     }
 
     /// The task scenario the single-scenario KPIs use (relay, cli, memory, compare).
-    pub fn primary(&self) -> Result<Scenario, BenchError> {
+    pub(crate) fn primary(&self) -> Result<Scenario, BenchError> {
         self.of_role(Role::Task)
             .into_iter()
             .next()
@@ -56,13 +56,13 @@ impl Suite {
     }
 
     /// The connected client of the run's daemon.
-    pub fn client(&self) -> Result<&Client, BenchError> {
+    pub(crate) fn client(&self) -> Result<&Client, BenchError> {
         self.client
             .as_ref()
             .ok_or_else(|| BenchError::Failed("no daemon connection".into()))
     }
 
-    pub fn endpoint(&self) -> Result<&MockLlm, BenchError> {
+    pub(crate) fn endpoint(&self) -> Result<&MockLlm, BenchError> {
         self.endpoint.as_ref().ok_or_else(|| {
             BenchError::Skipped(
                 "needs the embedded endpoint's timestamps and scripted streams (not available with --base-url)"
@@ -71,7 +71,7 @@ impl Suite {
         })
     }
 
-    pub fn amber_cli(&self) -> Result<PathBuf, BenchError> {
+    pub(crate) fn amber_cli(&self) -> Result<PathBuf, BenchError> {
         self.amber_cli
             .clone()
             .ok_or_else(|| BenchError::MissingBinary {
@@ -82,7 +82,7 @@ impl Suite {
     }
 
     /// Records a tool call's outcome for the success rate.
-    pub fn count_tools(&mut self, ok: usize, total: usize) {
+    pub(crate) fn count_tools(&mut self, ok: usize, total: usize) {
         self.tools.0 += ok;
         self.tools.1 += total;
     }
@@ -117,7 +117,7 @@ fn scenarios(args: &Args) -> Result<Vec<Scenario>, BenchError> {
 }
 
 /// Runs the selected KPIs; the report, and whether any KPI failed.
-pub async fn run(args: Args) -> Result<(Report, bool), BenchError> {
+pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
     let scenarios = scenarios(&args)?;
     let endpoint = match &args.base_url {
         Some(_) => None,

@@ -18,7 +18,7 @@ const TASK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What one subscriber saw of a turn.
 #[derive(Debug, Default)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// Each `message_delta`: when it arrived, and the reply's length in bytes after it.
     pub deltas: Vec<(Instant, usize)>,
     /// The concatenated deltas per item.
@@ -40,23 +40,23 @@ pub struct Observed {
 impl Observed {
     /// Completed messages whose text differs from the concatenation of their deltas (text
     /// lost, duplicated or reordered on the way).
-    pub fn mismatches(&self) -> usize {
+    pub(crate) fn mismatches(&self) -> usize {
         self.completed
             .iter()
             .filter(|(item, text)| self.streamed.get(item).is_some_and(|s| s != text))
             .count()
     }
 
-    pub fn first_delta(&self) -> Option<Instant> {
+    pub(crate) fn first_delta(&self) -> Option<Instant> {
         self.deltas.first().map(|(t, _)| *t)
     }
 
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.stop == Some(StopReason::EndTurn)
     }
 
     /// Tool calls that completed with status `ok`.
-    pub fn tools_ok(&self) -> usize {
+    pub(crate) fn tools_ok(&self) -> usize {
         self.tools
             .iter()
             .filter(|(status, _)| *status == ToolStatus::Ok)
@@ -64,7 +64,7 @@ impl Observed {
     }
 
     /// How the turn ended, for error notes: `stop Error: connect: …`.
-    pub fn outcome(&self) -> String {
+    pub(crate) fn outcome(&self) -> String {
         let stop = self
             .stop
             .map_or_else(|| "none".to_owned(), |s| format!("{s:?}"));
@@ -74,7 +74,7 @@ impl Observed {
 
 /// One finished task.
 #[derive(Debug)]
-pub struct TaskRun {
+pub(crate) struct TaskRun {
     /// `session/new` + subscribing.
     pub setup: Duration,
     /// Prompt sent → `turn_completed` received by the first subscriber.
@@ -84,7 +84,7 @@ pub struct TaskRun {
 }
 
 /// Connection options of the harness's clients.
-pub fn connect_options(socket: &Path) -> ConnectOptions {
+pub(crate) fn connect_options(socket: &Path) -> ConnectOptions {
     ConnectOptions {
         socket: Some(socket.to_owned()),
         autostart: false,
@@ -93,7 +93,7 @@ pub fn connect_options(socket: &Path) -> ConnectOptions {
 }
 
 /// A fresh workspace for a run: the generated tree, or a new temp dir with the scenario's files.
-pub fn workspace(
+pub(crate) fn workspace(
     scenario: &Scenario,
     scratch: &Path,
     tree: Option<&Path>,
@@ -128,7 +128,7 @@ pub fn workspace(
 
 /// Runs `scenario` once in a new session. `subscribers` empty: `client` itself subscribes;
 /// otherwise each of them does (and `client` only prompts).
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     subscribers: &[Client],
     scenario: &Scenario,
@@ -144,7 +144,7 @@ pub async fn run(
 }
 
 /// [`run`] in a session made with `params`; also the session as `session/new` answered.
-pub async fn run_with(
+pub(crate) async fn run_with(
     client: &Client,
     subscribers: &[Client],
     scenario: &Scenario,
@@ -160,7 +160,7 @@ pub async fn run_with(
 }
 
 /// Runs `scenario` once in the existing idle session `session`.
-pub async fn run_in(
+pub(crate) async fn run_in(
     client: &Client,
     subscribers: &[Client],
     scenario: &Scenario,

@@ -17,12 +17,12 @@ const WORDS: &[&str] = &[
     "builder", "registry", "snapshot", "journal", "policy", "approval", "render", "layout",
 ];
 /// Every this-many-th file carries a needle.
-pub const NEEDLE_EVERY: usize = 200;
+pub(crate) const NEEDLE_EVERY: usize = 200;
 const FILES_PER_DIR: usize = 100;
 
 /// What was generated.
 #[derive(Debug, Clone, Copy)]
-pub struct TreeInfo {
+pub(crate) struct TreeInfo {
     pub files: usize,
     pub bytes: u64,
     pub needles: usize,
@@ -101,7 +101,7 @@ fn file_text(rng: &mut Rng, i: usize) -> String {
 }
 
 /// The path of file `i` of a generated tree, relative to its root.
-pub fn rel_path(i: usize) -> String {
+pub(crate) fn rel_path(i: usize) -> String {
     format!("src/mod_{:03}/file_{i:05}.rs", i / FILES_PER_DIR)
 }
 
@@ -111,7 +111,7 @@ pub fn rel_path(i: usize) -> String {
 const AGE: Duration = Duration::from_secs(3600);
 
 /// Writes `files` files under `root` (created if missing), with mtimes an hour old.
-pub fn generate(root: &Path, files: usize, seed: u64) -> Result<TreeInfo, BenchError> {
+pub(crate) fn generate(root: &Path, files: usize, seed: u64) -> Result<TreeInfo, BenchError> {
     let past = SystemTime::now()
         .checked_sub(AGE)
         .unwrap_or(SystemTime::UNIX_EPOCH);

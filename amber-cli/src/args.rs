@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Headless amber client: run prompts, manage sessions, bridge JSON-RPC over stdio.
 #[derive(Debug, Parser)]
 #[command(name = "amber-cli", version, about, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub conn: ConnectArgs,
     #[command(subcommand)]
@@ -17,7 +17,7 @@ pub struct Cli {
 
 /// How to reach amberd; accepted on every subcommand.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ConnectArgs {
+pub(crate) struct ConnectArgs {
     /// Socket of amberd (default: $AMBER_SOCKET, $XDG_RUNTIME_DIR/amber/amberd.sock, /tmp/amber-$UID/amberd.sock)
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -31,7 +31,7 @@ pub struct ConnectArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run one prompt and follow its turn to the end
     Run(RunArgs),
     /// List sessions (or `sessions verify ID`)
@@ -253,7 +253,7 @@ Every turn of the session's history has a number (1 is its first turn), one that
 files too: `checkpoints` lists only the turns with a checkpoint, so its numbers may skip one.";
 
 #[derive(Debug, Subcommand)]
-pub enum SessionsAction {
+pub(crate) enum SessionsAction {
     /// Re-walk a session's persisted hash chain and report the first broken link
     Verify {
         id: String,
@@ -264,7 +264,7 @@ pub enum SessionsAction {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum DaemonAction {
+pub(crate) enum DaemonAction {
     /// Start amberd in the background (if it is not running) and print its socket and pid
     Start,
     /// Ask amberd to shut down and wait until it has
@@ -303,7 +303,7 @@ pub enum DaemonAction {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The prompt; `-`, or nothing with piped stdin, reads it from stdin
     #[arg(value_name = "PROMPT")]
     pub prompt: Vec<String>,
@@ -378,7 +378,7 @@ pub struct RunArgs {
 
 /// `amber-cli wait`.
 #[derive(Debug, Clone, Args)]
-pub struct WaitArgs {
+pub(crate) struct WaitArgs {
     /// Session id
     pub id: String,
     /// Give up after SECS seconds (exit 124); the session keeps running
@@ -443,7 +443,7 @@ impl RunArgs {
     /// Gives back to the prompt a word `--worktree` took that cannot be a branch: one with
     /// whitespace (no branch name has any), or the only word when no other prompt word
     /// follows and the prompt is not piped (`run --worktree "fix it"`, `run --worktree fixit`).
-    pub fn settle_worktree(&mut self, stdin_is_terminal: bool) {
+    pub(crate) fn settle_worktree(&mut self, stdin_is_terminal: bool) {
         let Some(word) = self.worktree.as_deref().filter(|w| !w.trim().is_empty()) else {
             return;
         };
@@ -456,7 +456,7 @@ impl RunArgs {
     }
 
     /// `session/new {worktree}` of `--worktree [BRANCH]`.
-    pub fn worktree_request(&self) -> Option<amber_proto::WorktreeRequest> {
+    pub(crate) fn worktree_request(&self) -> Option<amber_proto::WorktreeRequest> {
         self.worktree.as_ref().map(|branch| match branch.trim() {
             "" => amber_proto::WorktreeRequest::Enabled(true),
             branch => amber_proto::WorktreeRequest::Options(amber_proto::WorktreeOptions {
@@ -467,7 +467,7 @@ impl RunArgs {
     }
 
     /// `session/new {sandbox}` of `--sandbox` / `--network`; `None` when neither is given.
-    pub fn sandbox_request(&self) -> Option<SandboxRequest> {
+    pub(crate) fn sandbox_request(&self) -> Option<SandboxRequest> {
         (self.sandbox.is_some() || self.network).then(|| SandboxRequest {
             mode: self.sandbox.map(Into::into),
             network: self.network.then_some(true),

@@ -7,7 +7,7 @@ use amber_proto::Decision;
 use serde_json::Value;
 
 /// What a request is about, in one or two lines.
-pub fn describe(tool: &str, arguments: &Value, reason: &str, scope: &str) -> String {
+pub(crate) fn describe(tool: &str, arguments: &Value, reason: &str, scope: &str) -> String {
     let detail = match arguments.get("command").and_then(Value::as_str) {
         Some(command) => command.to_owned(),
         None => match arguments.get("path").and_then(Value::as_str) {
@@ -19,7 +19,7 @@ pub fn describe(tool: &str, arguments: &Value, reason: &str, scope: &str) -> Str
 }
 
 /// Maps an answer to a decision; `None` for anything unrecognised.
-pub fn parse_answer(answer: &str) -> Option<Decision> {
+pub(crate) fn parse_answer(answer: &str) -> Option<Decision> {
     match answer.trim() {
         "y" | "yes" | "Y" | "1" => Some(Decision::AllowOnce),
         "a" | "s" | "session" | "2" => Some(Decision::AllowSession),
@@ -31,7 +31,7 @@ pub fn parse_answer(answer: &str) -> Option<Decision> {
 
 /// Asks on stderr and reads the answer from stdin (a terminal). Blocking: run it off the
 /// async threads. End of input or an error counts as deny.
-pub fn prompt(description: &str) -> Decision {
+pub(crate) fn prompt(description: &str) -> Decision {
     let stdin = std::io::stdin();
     let mut stderr = std::io::stderr();
     let _ = writeln!(stderr, "\n{description}");

@@ -39,13 +39,13 @@ async fn list(client: &Client, id: &str, all: bool) -> Result<Vec<CheckpointInfo
 
 /// A TURN as typed: digits only are a turn number (turn ids are `turn_<uuid>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnArg {
+pub(crate) enum TurnArg {
     Number(u64),
     Id(String),
 }
 
 impl TurnArg {
-    pub fn parse(text: &str) -> TurnArg {
+    pub(crate) fn parse(text: &str) -> TurnArg {
         let text = text.trim();
         match text.parse::<u64>() {
             Ok(n) if text.bytes().all(|b| b.is_ascii_digit()) => TurnArg::Number(n),
@@ -56,7 +56,11 @@ impl TurnArg {
 
 /// The turn id `turn` names in `session`: an id as is, a number through the rows of every
 /// turn (`checkpoint/list {all}`, fetched only then).
-pub fn resolve(turn: &TurnArg, session: &str, rows: &[CheckpointInfo]) -> anyhow::Result<String> {
+pub(crate) fn resolve(
+    turn: &TurnArg,
+    session: &str,
+    rows: &[CheckpointInfo],
+) -> anyhow::Result<String> {
     match turn {
         TurnArg::Id(id) => Ok(id.clone()),
         TurnArg::Number(n) => rows
@@ -100,7 +104,7 @@ fn short_time(time: &str) -> String {
 }
 
 /// The `checkpoints` table, oldest first as the daemon lists them.
-pub fn table(rows: &[CheckpointInfo]) -> String {
+pub(crate) fn table(rows: &[CheckpointInfo]) -> String {
     let header = [
         "TURN", "TIME", "ADDED", "MODIFIED", "DELETED", "SKIPPED", "PROMPT",
     ]
@@ -149,7 +153,7 @@ pub fn table(rows: &[CheckpointInfo]) -> String {
 
 /// `rewind`'s report: one line per path, then a summary line. With `force` the daemon still
 /// lists the conflicts, but it put them back like the rest.
-pub fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> String {
+pub(crate) fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> String {
     let mut out = String::new();
     for path in &result.restored {
         out.push_str(&format!("restored  {path}\n"));
@@ -191,7 +195,7 @@ pub fn rewind_text(turn: &str, result: &SessionRewindResult, force: bool) -> Str
 /// `rewind`'s exit code: 1 when conflicts were left alone, so a script notices the
 /// workspace is not all back. With `force` they were put back, though still listed (and in
 /// `restored`) — all but the paths a rewind never writes (`.git`, `.amber`, under a link).
-pub fn rewind_exit(result: &SessionRewindResult) -> u8 {
+pub(crate) fn rewind_exit(result: &SessionRewindResult) -> u8 {
     if left_alone(result) == 0 {
         exit::OK
     } else {
@@ -219,7 +223,7 @@ fn elided(text: &str) -> bool {
 }
 
 /// `checkpoints ID [--json]`.
-pub async fn checkpoints(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn checkpoints(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     let params = CheckpointListParams {
         session_id: id.to_owned(),
@@ -243,7 +247,7 @@ pub async fn checkpoints(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Re
 }
 
 /// `diff ID [TURN] [--json] [-- PATH]`: TURN defaults to the last checkpoint.
-pub async fn diff(
+pub(crate) async fn diff(
     conn: &ConnectArgs,
     id: &str,
     turn: Option<&str>,
@@ -294,14 +298,14 @@ pub async fn diff(
 
 /// What `rewind` restores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RewindWhat {
+pub(crate) struct RewindWhat {
     pub files: bool,
     pub conversation: bool,
     pub force: bool,
 }
 
 /// `rewind ID TURN [--files-only | --conversation-only] [--force] [--json]`.
-pub async fn rewind(
+pub(crate) async fn rewind(
     conn: &ConnectArgs,
     id: &str,
     turn: &str,
@@ -333,7 +337,7 @@ pub async fn rewind(
 }
 
 /// `fork ID [TURN] [--json]`: prints the new session's id.
-pub async fn fork(
+pub(crate) async fn fork(
     conn: &ConnectArgs,
     id: &str,
     turn: Option<&str>,

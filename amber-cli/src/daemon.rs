@@ -17,7 +17,7 @@ use crate::turn::exit;
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `daemon start`: autostart explicitly, print socket and pid.
-pub async fn start(conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn start(conn: &ConnectArgs) -> anyhow::Result<u8> {
     let socket = resolve_socket(conn.socket.clone());
     let was_running = daemon_answers(&socket).await;
     let mut opts = connect_options(conn, false);
@@ -46,7 +46,7 @@ enum Stopped {
 }
 
 /// `daemon stop`: `daemon/shutdown`, then wait until the socket stops answering.
-pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
     match shut_down(conn).await? {
         Stopped::NotRunning(socket) => {
             output::line(&format!("amberd is not running at {}", socket.display()))?;
@@ -62,7 +62,7 @@ pub async fn stop(conn: &ConnectArgs) -> anyhow::Result<u8> {
 
 /// `daemon restart`: stop (persisting every session), then start with this process's
 /// environment, so `AMBER_BASE_URL` and friends exported since take effect.
-pub async fn restart(conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn restart(conn: &ConnectArgs) -> anyhow::Result<u8> {
     let stopped = shut_down(conn).await?;
     if matches!(stopped, Stopped::UnderSystemd) {
         output::note(
@@ -136,7 +136,7 @@ async fn shut_down(conn: &ConnectArgs) -> anyhow::Result<Stopped> {
 }
 
 /// `daemon status [--json]`.
-pub async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     let mut opts = connect_options(conn, false);
     opts.autostart = false;
     let client = match Client::connect(opts).await {
@@ -165,7 +165,7 @@ pub async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
 }
 
 /// `daemon install-systemd`.
-pub fn install_systemd(
+pub(crate) fn install_systemd(
     dir: Option<PathBuf>,
     amberd: Option<PathBuf>,
     force: bool,
@@ -189,7 +189,7 @@ fn runs_under_systemd(pid: u32) -> bool {
 }
 
 /// `/proc/PID/cgroup` names the unit: `0::/user.slice/…/app.slice/amberd.service`.
-pub fn in_amberd_service(cgroups: &str) -> bool {
+pub(crate) fn in_amberd_service(cgroups: &str) -> bool {
     cgroups
         .lines()
         .filter_map(|l| l.rsplit(':').next())
@@ -209,7 +209,7 @@ fn process_alive(pid: u32) -> bool {
 }
 
 /// `daemon status`'s human text.
-pub fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String {
+pub(crate) fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String {
     let name = if name.is_empty() { "amberd" } else { name };
     let mut text = format!(
         "{name} {}\npid          {}\nsocket       {socket}\nuptime       {}\nsessions     {}\nconnections  {}",
@@ -238,7 +238,7 @@ pub fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String {
 }
 
 /// `3d 4h`, `2h 05m`, `4m 07s`, `12s`.
-pub fn uptime(ms: u64) -> String {
+pub(crate) fn uptime(ms: u64) -> String {
     let secs = ms / 1000;
     let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     if d > 0 {

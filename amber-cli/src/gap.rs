@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 /// The state of one reconnection's gap.
 #[derive(Debug, Default)]
-pub struct DeltaGap {
+pub(crate) struct DeltaGap {
     /// Messages whose deltas are no longer printed.
     held: HashSet<String>,
     /// A reconnection happened and no durable event has arrived live since.
@@ -24,26 +24,26 @@ pub struct DeltaGap {
 
 impl DeltaGap {
     /// A reconnection: `partial` are the messages printed in part so far.
-    pub fn resume<'a>(&mut self, partial: impl IntoIterator<Item = &'a String>) {
+    pub(crate) fn resume<'a>(&mut self, partial: impl IntoIterator<Item = &'a String>) {
         self.held.extend(partial.into_iter().cloned());
         self.open = true;
         self.synced = false;
     }
 
     /// The replay marker of the new subscription.
-    pub fn synced(&mut self) {
+    pub(crate) fn synced(&mut self) {
         self.synced = true;
     }
 
     /// A durable event: after `synced`, the gap is closed for messages to come.
-    pub fn durable(&mut self) {
+    pub(crate) fn durable(&mut self) {
         if self.synced {
             self.open = false;
         }
     }
 
     /// Whether a delta of `item` must not be printed (`known`: some of it was printed).
-    pub fn holds(&mut self, item: &str, known: bool) -> bool {
+    pub(crate) fn holds(&mut self, item: &str, known: bool) -> bool {
         if self.held.contains(item) {
             return true;
         }
@@ -55,7 +55,7 @@ impl DeltaGap {
     }
 
     /// `item` completed: it is no longer held.
-    pub fn completed(&mut self, item: &str) {
+    pub(crate) fn completed(&mut self, item: &str) {
         self.held.remove(item);
     }
 }

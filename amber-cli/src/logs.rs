@@ -22,7 +22,7 @@ const CHUNK: u64 = 64 * 1024;
 const JOURNAL_HINT: &str = "journalctl --user -u amberd";
 
 /// `daemon logs`.
-pub fn logs(lines: usize, follow: bool) -> anyhow::Result<u8> {
+pub(crate) fn logs(lines: usize, follow: bool) -> anyhow::Result<u8> {
     let env = |key: &str| std::env::var_os(key);
     let path = log_file_path(env);
     let journal = systemd_unit_active();
@@ -81,7 +81,7 @@ fn journal_command(lines: usize, follow: bool) -> Command {
 }
 
 /// The last `n` lines (each with its newline) across the live file and its rotations.
-pub fn tail(path: &Path, n: usize) -> io::Result<Vec<String>> {
+pub(crate) fn tail(path: &Path, n: usize) -> io::Result<Vec<String>> {
     let mut lines: Vec<String> = Vec::new();
     let mut rotation = 0;
     loop {

@@ -9,7 +9,7 @@ use crate::args::ConnectArgs;
 use crate::render::Out;
 
 /// Connect options from the global flags.
-pub fn connect_options(conn: &ConnectArgs, approvals: bool) -> ConnectOptions {
+pub(crate) fn connect_options(conn: &ConnectArgs, approvals: bool) -> ConnectOptions {
     ConnectOptions {
         socket: conn.socket.clone(),
         autostart: !conn.no_autostart,
@@ -24,7 +24,7 @@ pub fn connect_options(conn: &ConnectArgs, approvals: bool) -> ConnectOptions {
 }
 
 /// Writes rendered pieces, flushing stdout so streamed text shows at once.
-pub fn emit(pieces: Vec<Out>) -> io::Result<()> {
+pub(crate) fn emit(pieces: Vec<Out>) -> io::Result<()> {
     for piece in pieces {
         match piece {
             Out::Stdout(s) => {
@@ -42,7 +42,7 @@ pub fn emit(pieces: Vec<Out>) -> io::Result<()> {
 }
 
 /// One line on stdout, flushed.
-pub fn line(text: &str) -> io::Result<()> {
+pub(crate) fn line(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.write_all(b"\n")?;
@@ -50,12 +50,12 @@ pub fn line(text: &str) -> io::Result<()> {
 }
 
 /// A note on stderr.
-pub fn note(text: &str) {
+pub(crate) fn note(text: &str) {
     eprintln!("amber-cli: {text}");
 }
 
 /// The `turnId` of an event this client cannot parse fully.
-pub fn raw_turn_id(json: &str) -> Option<String> {
+pub(crate) fn raw_turn_id(json: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Envelope {

@@ -12,20 +12,20 @@ use amber_client::{Client, ClientError, ConnectOptions, RawEventStream};
 use crate::output::note;
 
 /// How long a lost connection is tried again before the run gives up.
-pub const RECONNECT_FOR: Duration = Duration::from_secs(30);
+pub(crate) const RECONNECT_FOR: Duration = Duration::from_secs(30);
 /// The first pause between attempts; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
 const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// Whether `err` means the connection itself is gone (not an answer the daemon gave).
-pub fn is_connection_loss(err: &ClientError, client: &Client) -> bool {
+pub(crate) fn is_connection_loss(err: &ClientError, client: &Client) -> bool {
     !client.is_connected() || matches!(err, ClientError::Transport(_) | ClientError::Remote { .. })
 }
 
 /// Connects again and resubscribes to `session_id` after `last_seq`, trying for
 /// [`RECONNECT_FOR`]; the last error when it never succeeded. `interrupted` resolves when
 /// the user gives up (Ctrl-C): then `Ok(None)`.
-pub async fn resume(
+pub(crate) async fn resume(
     opts: &ConnectOptions,
     session_id: &str,
     last_seq: u64,

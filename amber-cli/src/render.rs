@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// A piece of output and where it goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Out {
+pub(crate) enum Out {
     Stdout(String),
     Stderr(String),
 }
@@ -20,7 +20,7 @@ const SUMMARY_CHARS: usize = 100;
 
 /// Renders a stream of events for a person.
 #[derive(Debug, Default)]
-pub struct HumanRenderer {
+pub(crate) struct HumanRenderer {
     /// Also announce turn starts (for `attach`, which sees every turn).
     announce_turns: bool,
     /// Stdout has an unfinished line.
@@ -36,7 +36,7 @@ pub struct HumanRenderer {
 }
 
 impl HumanRenderer {
-    pub fn new(announce_turns: bool) -> Self {
+    pub(crate) fn new(announce_turns: bool) -> Self {
         Self {
             announce_turns,
             ..Self::default()
@@ -45,18 +45,18 @@ impl HumanRenderer {
 
     /// The connection was lost and is back: messages that spanned the gap print from
     /// their durable end (`gap.rs`).
-    pub fn resumed(&mut self) {
+    pub(crate) fn resumed(&mut self) {
         self.gap.resume(self.printed.keys());
     }
 
     /// The new subscription's replay is over (`synced`).
-    pub fn synced(&mut self) {
+    pub(crate) fn synced(&mut self) {
         self.gap.synced();
     }
 
     /// Output for one event.
     #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
-    pub fn render(&mut self, event: &Event) -> Vec<Out> {
+    pub(crate) fn render(&mut self, event: &Event) -> Vec<Out> {
         if event.seq.is_some() {
             self.gap.durable();
         }
@@ -275,7 +275,7 @@ impl HumanRenderer {
     }
 
     /// Ends an unfinished stdout line (before the process exits, for example).
-    pub fn finish(&mut self) -> Vec<Out> {
+    pub(crate) fn finish(&mut self) -> Vec<Out> {
         let mut out = Vec::new();
         self.end_line(&mut out);
         out
@@ -302,7 +302,7 @@ fn err(line: String) -> Out {
 }
 
 /// The argument that says most about a call, on one line.
-pub fn summarize(tool: &str, arguments: &Value) -> String {
+pub(crate) fn summarize(tool: &str, arguments: &Value) -> String {
     let field = |key: &str| arguments.get(key).and_then(Value::as_str);
     let text = match tool {
         "bash" => field("command").map(str::to_owned),
@@ -338,13 +338,13 @@ pub fn summarize(tool: &str, arguments: &Value) -> String {
 }
 
 /// `text` on one line (newlines shown as `⏎`), cut to `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.trim().replace('\n', " ⏎ ");
     cut(&flat, max)
 }
 
 /// The first non-empty line of `text`, cut to `max` characters.
-pub fn first_line(text: &str, max: usize) -> String {
+pub(crate) fn first_line(text: &str, max: usize) -> String {
     let line = text
         .lines()
         .map(str::trim)
@@ -363,7 +363,7 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 /// `850ms`, `1.2s`, `2m05s`.
-pub fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
     } else if ms < 60_000 {

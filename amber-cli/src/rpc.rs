@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::args::ConnectArgs;
 use crate::turn::exit;
 
-pub async fn rpc(conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn rpc(conn: &ConnectArgs) -> anyhow::Result<u8> {
     let mut stdin = BufReader::new(tokio::io::stdin());
     // Waits for input without consuming it: the bridge reads the same bytes afterwards.
     let at_eof = stdin.fill_buf().await?.is_empty();

@@ -36,7 +36,7 @@ const MAX_RESUBSCRIBES: u32 = 5;
 /// After `--timeout` cancelled the turn, how long its `turn_completed` may take to come.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
-pub async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let begun = Instant::now();
     args.settle_worktree(std::io::stdin().is_terminal());
     // `--json` always ends with a result line, even when no turn began; a failed write of

@@ -9,7 +9,7 @@ use anyhow::Context;
 use crate::UsageError;
 
 /// The JSON of an `--output-schema` file (the daemon checks that it is a schema).
-pub fn read_output_schema(path: &Path) -> Result<serde_json::Value, UsageError> {
+pub(crate) fn read_output_schema(path: &Path) -> Result<serde_json::Value, UsageError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         UsageError(format!(
             "--output-schema {}: cannot read it: {e}",
@@ -25,12 +25,12 @@ pub fn read_output_schema(path: &Path) -> Result<serde_json::Value, UsageError> 
 }
 
 /// Whether the prompt comes from stdin (`-`, or no argument with piped stdin).
-pub fn prompt_from_stdin(words: &[String]) -> bool {
+pub(crate) fn prompt_from_stdin(words: &[String]) -> bool {
     matches!(words, []) || matches!(words, [dash] if dash == "-")
 }
 
 /// The prompt from the arguments, or from stdin for `-` or no argument with piped stdin.
-pub fn read_prompt(words: &[String]) -> Result<String, UsageError> {
+pub(crate) fn read_prompt(words: &[String]) -> Result<String, UsageError> {
     let from_stdin = match words {
         [] => {
             if std::io::stdin().is_terminal() {
@@ -60,7 +60,7 @@ pub fn read_prompt(words: &[String]) -> Result<String, UsageError> {
 
 /// The workspace on a remote host (`--remote`): `--cwd` (absolute) or the current
 /// directory's path, as it is — the daemon there resolves it.
-pub fn remote_workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
+pub(crate) fn remote_workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
     let dir = match cwd {
         Some(dir) if dir.is_absolute() => dir.to_owned(),
         Some(dir) => {
@@ -81,7 +81,7 @@ pub fn remote_workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
 }
 
 /// The absolute workspace root: `--cwd` or the current directory, symlinks resolved.
-pub fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
+pub(crate) fn workspace(cwd: Option<&Path>) -> anyhow::Result<String> {
     let dir = match cwd {
         Some(dir) => dir.to_owned(),
         None => std::env::current_dir().context("cannot read the current directory")?,

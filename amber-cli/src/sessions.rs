@@ -19,7 +19,7 @@ async fn connect(conn: &ConnectArgs) -> Result<Client, ClientError> {
 }
 
 /// `sessions [--json]`: every session, newest first as the daemon lists them.
-pub async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     let mut rows: Vec<Value> = Vec::new();
     let mut params = SessionListParams::default();
@@ -54,7 +54,7 @@ pub async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
 
 /// The `sessions` table. A BRANCH column (the session's worktree branch, `-` for none)
 /// comes before TITLE when any session has a worktree.
-pub fn table(sessions: &[SessionInfo]) -> String {
+pub(crate) fn table(sessions: &[SessionInfo]) -> String {
     let branches = sessions.iter().any(|s| s.worktree.is_some());
     let mut header = vec!["ID", "STATE", "MODE", "UPDATED", "CWD"];
     if branches {
@@ -118,7 +118,7 @@ fn enum_name<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// `show ID [--json]`.
-pub async fn show(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn show(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     // Page by page: one answer holds at most `max_message_bytes`.
     let got = client.session_get_all(id).await?;
@@ -134,7 +134,7 @@ pub async fn show(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8
 const TOOL_LINES: usize = 12;
 
 /// `show`'s human text: info, then the conversation, pending approvals and todos.
-pub fn show_text(got: &SessionGetResult) -> String {
+pub(crate) fn show_text(got: &SessionGetResult) -> String {
     let s = &got.session;
     let u = &s.usage;
     let mut out = format!(
@@ -234,7 +234,7 @@ fn clip_lines(text: &str, max: usize) -> String {
 
 /// `rm ID`.
 /// `sessions verify ID`: exit 0 when the chain is intact, 1 with the first broken link.
-pub async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     let report = client
         .request::<m::SessionVerify>(&amber_proto::SessionIdParams {
@@ -273,13 +273,17 @@ pub async fn verify(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Result<
 
 /// `rm ID [--keep-worktree | --remove-worktree]` (`worktree_rm.rs` decides about the
 /// worktree).
-pub async fn remove(conn: &ConnectArgs, id: &str, choice: WorktreeChoice) -> anyhow::Result<u8> {
+pub(crate) async fn remove(
+    conn: &ConnectArgs,
+    id: &str,
+    choice: WorktreeChoice,
+) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     crate::worktree_rm::delete(&client, id, choice).await
 }
 
 /// `cancel ID`.
-pub async fn cancel(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
+pub(crate) async fn cancel(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
     let res = connect(conn).await?.session_cancel(id).await?;
     output::line(if res.cancelled {
         "cancelled"
@@ -290,7 +294,7 @@ pub async fn cancel(conn: &ConnectArgs, id: &str) -> anyhow::Result<u8> {
 }
 
 /// `command NAME [ARGS…] [--session ID] [--json]`: `command/run`, output printed.
-pub async fn command(
+pub(crate) async fn command(
     conn: &ConnectArgs,
     name: &str,
     args: &[String],
@@ -315,7 +319,12 @@ pub async fn command(
 }
 
 /// `attach ID [--json] [--replay]`: events live until Ctrl-C (which leaves the session running).
-pub async fn attach(conn: &ConnectArgs, id: &str, json: bool, replay: bool) -> anyhow::Result<u8> {
+pub(crate) async fn attach(
+    conn: &ConnectArgs,
+    id: &str,
+    json: bool,
+    replay: bool,
+) -> anyhow::Result<u8> {
     let mut client = connect(conn).await?;
     let got = client.session_snapshot(id).await?;
     let mut last_seq = if replay { 0 } else { got.last_seq };

@@ -8,14 +8,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The unit files as shipped; `ExecStart=` of the service is replaced on install.
-pub const SOCKET_UNIT: &str = include_str!("../../systemd/amberd.socket");
-pub const SERVICE_UNIT: &str = include_str!("../../systemd/amberd.service");
-pub const SOCKET_NAME: &str = "amberd.socket";
-pub const SERVICE_NAME: &str = "amberd.service";
+pub(crate) const SOCKET_UNIT: &str = include_str!("../../systemd/amberd.socket");
+pub(crate) const SERVICE_UNIT: &str = include_str!("../../systemd/amberd.service");
+pub(crate) const SOCKET_NAME: &str = "amberd.socket";
+pub(crate) const SERVICE_NAME: &str = "amberd.service";
 
 /// What `install-systemd` did to one unit file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Created,
     Unchanged,
     Replaced,
@@ -23,7 +23,7 @@ pub enum Outcome {
 
 /// Why nothing (or not everything) was written.
 #[derive(Debug)]
-pub enum InstallError {
+pub(crate) enum InstallError {
     /// Units that differ from what would be written; nothing was touched.
     Changed(Vec<PathBuf>),
     Io(PathBuf, std::io::Error),
@@ -54,7 +54,7 @@ impl std::fmt::Display for InstallError {
 impl std::error::Error for InstallError {}
 
 /// `$XDG_CONFIG_HOME/systemd/user`, else `~/.config/systemd/user`.
-pub fn default_unit_dir(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+pub(crate) fn default_unit_dir(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     let set = |key: &str| env(key).filter(|v| !v.is_empty()).map(PathBuf::from);
     let config = set("XDG_CONFIG_HOME")
         .filter(|p| p.is_absolute())
@@ -63,7 +63,7 @@ pub fn default_unit_dir(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathB
 }
 
 /// The service unit with `ExecStart=` running `amberd`.
-pub fn service_unit(amberd: &Path) -> String {
+pub(crate) fn service_unit(amberd: &Path) -> String {
     let mut out = String::with_capacity(SERVICE_UNIT.len() + 64);
     for line in SERVICE_UNIT.lines() {
         if line.starts_with("ExecStart=") {
@@ -94,7 +94,7 @@ fn exec_path(path: &Path) -> String {
 
 /// Writes both units into `dir` (created if missing). Checks both first: if either exists
 /// with other content and `force` is false, nothing is written.
-pub fn install(
+pub(crate) fn install(
     dir: &Path,
     amberd: &Path,
     force: bool,
@@ -145,7 +145,7 @@ fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
 
 /// `--amberd`, made absolute, else `amberd` next to this executable. It must exist: a unit
 /// pointing at nothing fails only later, at the first connection.
-pub fn resolve_amberd(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_amberd(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     let path = match explicit {
         Some(path) => path,
         None => std::env::current_exe()?
@@ -163,7 +163,7 @@ pub fn resolve_amberd(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 /// The lines `install-systemd` prints.
-pub fn report(done: &[(PathBuf, Outcome)], default_dir: bool) -> String {
+pub(crate) fn report(done: &[(PathBuf, Outcome)], default_dir: bool) -> String {
     let mut out = String::new();
     for (path, outcome) in done {
         let verb = match outcome {

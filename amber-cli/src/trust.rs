@@ -17,7 +17,7 @@ use crate::output::{self, connect_options, note};
 use crate::turn::exit;
 
 /// `trust [--cwd DIR] [--json]`, or `trust [--cwd DIR] PATH [--hash H] [--deny] [--json]`.
-pub async fn trust(
+pub(crate) async fn trust(
     conn: &ConnectArgs,
     cwd: Option<&Path>,
     path: Option<&str>,
@@ -70,7 +70,7 @@ pub async fn trust(
 }
 
 /// `trust/list` for `cwd`.
-pub async fn list(client: &Client, cwd: &str) -> anyhow::Result<TrustListResult> {
+pub(crate) async fn list(client: &Client, cwd: &str) -> anyhow::Result<TrustListResult> {
     client
         .request::<m::TrustList>(&TrustListParams {
             cwd: cwd.to_owned(),
@@ -80,7 +80,7 @@ pub async fn list(client: &Client, cwd: &str) -> anyhow::Result<TrustListResult>
 }
 
 /// The listing as people read it.
-pub fn text(listed: &TrustListResult) -> String {
+pub(crate) fn text(listed: &TrustListResult) -> String {
     if listed.files.is_empty() {
         return format!(
             "{}: no workspace configuration (.amber/rules.toml, .amber/hooks.toml, .amber/agents/)\n",

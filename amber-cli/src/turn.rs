@@ -6,21 +6,21 @@ use amber_proto::{CostUsd, ErrorInfo, StopReason, Usage};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use amber_client::turn::{Denial, TurnTracker, yes_decision};
+pub(crate) use amber_client::turn::{Denial, TurnTracker, yes_decision};
 
 /// Exit codes of `amber-cli`.
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const ERROR: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const STOPPED: u8 = 3;
+pub(crate) mod exit {
+    pub(crate) const OK: u8 = 0;
+    pub(crate) const ERROR: u8 = 1;
+    pub(crate) const USAGE: u8 = 2;
+    pub(crate) const STOPPED: u8 = 3;
     /// `--timeout` ran out (as timeout(1) exits).
-    pub const TIMED_OUT: u8 = 124;
-    pub const CANCELLED: u8 = 130;
+    pub(crate) const TIMED_OUT: u8 = 124;
+    pub(crate) const CANCELLED: u8 = 130;
 }
 
 /// The exit code for how a turn ended.
-pub fn exit_code(stop: StopReason) -> u8 {
+pub(crate) fn exit_code(stop: StopReason) -> u8 {
     match stop {
         StopReason::EndTurn => exit::OK,
         StopReason::Error => exit::ERROR,
@@ -33,7 +33,7 @@ pub fn exit_code(stop: StopReason) -> u8 {
 }
 
 /// Why `--yes` denied a request, for stderr.
-pub fn yes_refusal(a: &amber_proto::Approval) -> String {
+pub(crate) fn yes_refusal(a: &amber_proto::Approval) -> String {
     if a.unsandboxed {
         "it would run without the OS sandbox, which --yes never approves (a `sandbox = false` rule allows it)".to_owned()
     } else {
@@ -47,7 +47,7 @@ pub fn yes_refusal(a: &amber_proto::Approval) -> String {
 /// The last line of `amber-cli run --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ResultLine {
+pub(crate) struct ResultLine {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub schema_version: u32,
@@ -75,7 +75,12 @@ pub struct ResultLine {
 impl ResultLine {
     /// The result line of a run that failed before its turn began (no such session, no
     /// daemon, …): `code` is the daemon's JSON-RPC code, or `client`.
-    pub fn not_started(session_id: &str, duration_ms: u64, code: String, message: String) -> Self {
+    pub(crate) fn not_started(
+        session_id: &str,
+        duration_ms: u64,
+        code: String,
+        message: String,
+    ) -> Self {
         ResultLine {
             kind: "result",
             schema_version: 1,
@@ -97,7 +102,7 @@ impl ResultLine {
 impl ResultLine {
     /// The result line of `wait` on a session that has had no turn: nothing ran, nothing
     /// failed (`turnId` empty, stopReason `end_turn`).
-    pub fn no_turn(session_id: &str) -> Self {
+    pub(crate) fn no_turn(session_id: &str) -> Self {
         let mut line = Self::not_started(session_id, 0, String::new(), String::new());
         line.stop_reason = StopReason::EndTurn.as_str();
         line.error = None;
@@ -108,7 +113,7 @@ impl ResultLine {
 impl ResultLine {
     /// The result line of a turn followed by `tracker`, once it completed; a client-side
     /// failure otherwise.
-    pub fn of(tracker: &TurnTracker, session_id: &str, duration_ms: u64) -> Self {
+    pub(crate) fn of(tracker: &TurnTracker, session_id: &str, duration_ms: u64) -> Self {
         let completion = tracker.completion();
         let (cost_usd, session_cost_usd) =
             completion.map_or((None, None), |c| (c.cost_usd, c.session_cost_usd));
@@ -142,7 +147,7 @@ impl ResultLine {
     }
 
     /// The result line for a run that failed on the client side (connection lost, ...).
-    pub fn failed(
+    pub(crate) fn failed(
         tracker: &TurnTracker,
         session_id: &str,
         duration_ms: u64,
@@ -159,7 +164,7 @@ impl ResultLine {
 }
 
 /// The closing stderr line of a human run whose tool calls were denied.
-pub fn denials_summary(denials: &[Denial]) -> Option<String> {
+pub(crate) fn denials_summary(denials: &[Denial]) -> Option<String> {
     if denials.is_empty() {
         return None;
     }

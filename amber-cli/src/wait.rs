@@ -38,7 +38,7 @@ const COMPLETION_GRACE: Duration = Duration::from_secs(1);
 /// busy without a turn (a manual compaction), and ends that with no `turn_completed`.
 const POLL: Duration = Duration::from_secs(2);
 
-pub async fn wait(args: WaitArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn wait(args: WaitArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let client = Client::connect(connect_options(conn, false)).await?;
     let waiting = wait_idle(&client, &args.id);
     let finished = match args.timeout {

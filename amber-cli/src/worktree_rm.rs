@@ -17,14 +17,14 @@ use crate::turn::exit;
 
 /// What `rm` was told about the worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorktreeChoice {
+pub(crate) enum WorktreeChoice {
     Ask,
     Keep,
     Remove,
 }
 
 impl WorktreeChoice {
-    pub fn from_flags(keep: bool, remove: bool) -> Self {
+    pub(crate) fn from_flags(keep: bool, remove: bool) -> Self {
         match (keep, remove) {
             (true, _) => WorktreeChoice::Keep,
             (false, true) => WorktreeChoice::Remove,
@@ -34,7 +34,11 @@ impl WorktreeChoice {
 }
 
 /// Deletes session `id`, deciding about its worktree (if it has one) by `choice`.
-pub async fn delete(client: &Client, id: &str, choice: WorktreeChoice) -> anyhow::Result<u8> {
+pub(crate) async fn delete(
+    client: &Client,
+    id: &str,
+    choice: WorktreeChoice,
+) -> anyhow::Result<u8> {
     let tree = client.session_snapshot(id).await?.session.worktree;
     let Some(tree) = tree else {
         send(client, id, false, false).await?;

@@ -26,12 +26,12 @@ use crate::ClientError;
 use crate::in_flight::{InFlight, Placement};
 
 /// Largest message the client sends.
-pub const MAX_REQUEST_BYTES: u32 = 64 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: u32 = 64 * 1024 * 1024;
 /// Largest message the client accepts (events can carry large tool outputs).
-pub const MAX_RESPONSE_BYTES: u32 = 256 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE_BYTES: u32 = 256 * 1024 * 1024;
 
-pub type WsSender = ws::Sender<Compat<UnixStream>>;
-pub type WsReceiver = ws::Receiver<Compat<UnixStream>>;
+pub(crate) type WsSender = ws::Sender<Compat<UnixStream>>;
+pub(crate) type WsReceiver = ws::Receiver<Compat<UnixStream>>;
 
 /// The socket path by PROTOCOL.md's rule: explicit, `$AMBER_SOCKET`, `$XDG_RUNTIME_DIR`, `/tmp/amber-$UID`.
 pub fn resolve_socket(explicit: Option<PathBuf>) -> PathBuf {

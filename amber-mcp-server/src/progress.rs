@@ -9,7 +9,7 @@ use rmcp::service::{Peer, RoleServer};
 /// The progress message for one event of the turn; `None` for events not worth one
 /// (deltas, usage, ...).
 #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
-pub fn message(event: &Event) -> Option<String> {
+pub(crate) fn message(event: &Event) -> Option<String> {
     let text = match &event.kind {
         EventKind::TurnStarted { .. } => "turn started".to_owned(),
         EventKind::ToolCallStarted {
@@ -86,14 +86,14 @@ fn first_line(text: &str, max: usize) -> String {
 }
 
 /// Progress notifications for one request that carried a progress token.
-pub struct Progress {
+pub(crate) struct Progress {
     target: Option<(Peer<RoleServer>, ProgressToken)>,
     count: u32,
 }
 
 impl Progress {
     /// Sends nothing without a token.
-    pub fn new(peer: Peer<RoleServer>, token: Option<ProgressToken>) -> Self {
+    pub(crate) fn new(peer: Peer<RoleServer>, token: Option<ProgressToken>) -> Self {
         Self {
             target: token.map(|token| (peer, token)),
             count: 0,
@@ -101,7 +101,7 @@ impl Progress {
     }
 
     /// Sends the progress for `event`, if it is worth one; the value rises by one each time.
-    pub async fn on_event(&mut self, event: &Event) {
+    pub(crate) async fn on_event(&mut self, event: &Event) {
         if let Some(text) = message(event) {
             self.send(text).await;
         }

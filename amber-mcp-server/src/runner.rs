@@ -25,13 +25,13 @@ const SESSION_NOT_FOUND: i32 = -32001;
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// What a tool call asks for.
-pub enum Target {
+pub(crate) enum Target {
     New(RunArgs),
     Reply(ReplyArgs),
 }
 
 /// How the call behaves.
-pub struct Call {
+pub(crate) struct Call {
     pub opts: ConnectOptions,
     /// `--yes`: answer approvals of the session with allow_once.
     pub yes: bool,
@@ -41,7 +41,7 @@ pub struct Call {
 }
 
 /// Runs one turn; the tool result says how it ended.
-pub async fn run(call: Call, target: Target) -> CallToolResult {
+pub(crate) async fn run(call: Call, target: Target) -> CallToolResult {
     match run_inner(call, target).await {
         Ok(result) => result,
         Err(message) => error_result(message, None),

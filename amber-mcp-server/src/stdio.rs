@@ -37,11 +37,11 @@ const QUEUE: usize = 64;
 /// stdout is gone: nothing more can be said to the client.
 #[derive(Debug, thiserror::Error)]
 #[error("stdout is closed")]
-pub struct OutputClosed;
+pub(crate) struct OutputClosed;
 
 /// The server's stdio: [`Stdio::transport`] gives rmcp a handle (a new one for each
 /// handshake attempt; all share the same lines).
-pub struct Stdio {
+pub(crate) struct Stdio {
     incoming: Arc<Mutex<mpsc::Receiver<ClientJsonRpcMessage>>>,
     out: mpsc::Sender<String>,
     gate: Arc<Gate>,
@@ -60,7 +60,7 @@ struct Gate {
 
 impl Stdio {
     /// Starts reading `input` and writing `output`.
-    pub fn start<I, O>(input: I, output: O) -> Stdio
+    pub(crate) fn start<I, O>(input: I, output: O) -> Stdio
     where
         I: AsyncBufRead + Unpin + Send + 'static,
         O: AsyncWrite + Unpin + Send + 'static,
@@ -85,7 +85,7 @@ impl Stdio {
     }
 
     /// A transport for one handshake attempt (and the session that follows it).
-    pub fn transport(&self) -> StdioTransport {
+    pub(crate) fn transport(&self) -> StdioTransport {
         self.gate.initialize_sent.store(false, Ordering::SeqCst);
         StdioTransport {
             incoming: self.incoming.clone(),
@@ -94,12 +94,12 @@ impl Stdio {
     }
 
     /// stdin has ended.
-    pub fn input_ended(&self) -> bool {
+    pub(crate) fn input_ended(&self) -> bool {
         self.gate.input_ended.load(Ordering::SeqCst)
     }
 
     /// Stops reading and lets the writer finish what was queued.
-    pub async fn finish(self) {
+    pub(crate) async fn finish(self) {
         self.reader.abort();
         drop(self.out);
         let _ = self.writer.await;
@@ -107,7 +107,7 @@ impl Stdio {
 }
 
 /// One rmcp transport over the shared lines.
-pub struct StdioTransport {
+pub(crate) struct StdioTransport {
     incoming: Arc<Mutex<mpsc::Receiver<ClientJsonRpcMessage>>>,
     out: mpsc::Sender<String>,
 }

@@ -12,8 +12,8 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub const RUN: &str = "amber_run";
-pub const REPLY: &str = "amber_reply";
+pub(crate) const RUN: &str = "amber_run";
+pub(crate) const REPLY: &str = "amber_reply";
 
 const RUN_DESCRIPTION: &str = "Delegate a coding task to amber, a coding agent with its own tools \
 (read, write, edit, search, bash, sub-agents). Starts a NEW amber session in `cwd` (an absolute \
@@ -33,7 +33,7 @@ the agent's final answer as text. Use it for follow-ups, corrections and next st
 task instead of starting over.";
 
 /// Both tools, as `tools/list` shows them.
-pub fn all() -> Vec<Tool> {
+pub(crate) fn all() -> Vec<Tool> {
     vec![run_tool(), reply_tool()]
 }
 
@@ -121,7 +121,7 @@ fn object(value: Value) -> Arc<JsonObject> {
 /// `amber_run`'s arguments.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     pub prompt: String,
     pub cwd: PathBuf,
     #[serde(default)]
@@ -133,13 +133,13 @@ pub struct RunArgs {
 /// `amber_reply`'s arguments.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ReplyArgs {
+pub(crate) struct ReplyArgs {
     pub session_id: String,
     pub prompt: String,
 }
 
 /// Parses `amber_run`'s arguments: `cwd` must be absolute, `prompt` not blank.
-pub fn parse_run(arguments: Option<JsonObject>) -> Result<RunArgs, ErrorData> {
+pub(crate) fn parse_run(arguments: Option<JsonObject>) -> Result<RunArgs, ErrorData> {
     let args: RunArgs = parse(RUN, arguments)?;
     non_blank(RUN, "prompt", &args.prompt)?;
     if !args.cwd.is_absolute() {
@@ -161,7 +161,7 @@ pub fn parse_run(arguments: Option<JsonObject>) -> Result<RunArgs, ErrorData> {
 }
 
 /// Parses `amber_reply`'s arguments.
-pub fn parse_reply(arguments: Option<JsonObject>) -> Result<ReplyArgs, ErrorData> {
+pub(crate) fn parse_reply(arguments: Option<JsonObject>) -> Result<ReplyArgs, ErrorData> {
     let args: ReplyArgs = parse(REPLY, arguments)?;
     non_blank(REPLY, "sessionId", &args.session_id)?;
     non_blank(REPLY, "prompt", &args.prompt)?;

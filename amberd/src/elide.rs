@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::config::ServerConfig;
 
 /// The smallest cap: below it the marker alone would not fit.
-pub const MIN_FIELD_BYTES: usize = 256;
+pub(crate) const MIN_FIELD_BYTES: usize = 256;
 
 /// Room left in every message for the JSON-RPC envelope around a result or an event (`id`,
 /// `jsonrpc`, the subscription id), at most this much.
@@ -81,7 +81,7 @@ fn marker(full: usize, kept: usize) -> String {
 
 /// `Some((head length, original length))` when `text` ends with an elision marker whose
 /// head length matches.
-pub fn parse_marker(text: &str) -> Option<(usize, usize)> {
+pub(crate) fn parse_marker(text: &str) -> Option<(usize, usize)> {
     let body = text.strip_suffix(']')?;
     let start = body.rfind(MARKER_OPEN)?;
     let (full, kept) = body[start + MARKER_OPEN.len()..].split_once(MARKER_MIDDLE)?;
@@ -105,7 +105,7 @@ fn floor_boundary(text: &str, at: usize) -> usize {
 
 /// `text` elided to at most `cap` bytes (at least [`MIN_FIELD_BYTES`]), or `None` when it
 /// fits. A string that already carries a marker keeps the original length it names.
-pub fn elide_str(text: &str, cap: usize) -> Option<String> {
+pub(crate) fn elide_str(text: &str, cap: usize) -> Option<String> {
     let cap = cap.max(MIN_FIELD_BYTES);
     if text.len() <= cap {
         return None;
@@ -121,7 +121,7 @@ pub fn elide_str(text: &str, cap: usize) -> Option<String> {
 }
 
 /// Elides every string (and object key) of `value` longer than `cap`; true if any was.
-pub fn elide_value(value: &mut Value, cap: usize) -> bool {
+pub(crate) fn elide_value(value: &mut Value, cap: usize) -> bool {
     match value {
         Value::String(text) => match elide_str(text, cap) {
             Some(short) => {
@@ -155,7 +155,7 @@ pub fn elide_value(value: &mut Value, cap: usize) -> bool {
 /// budget (many long strings), at ever smaller caps; if even that is not enough (a huge
 /// array of small values), its large members become elided strings of their JSON. True if
 /// anything changed.
-pub fn fit_value(value: &mut Value, limits: WireLimits) -> bool {
+pub(crate) fn fit_value(value: &mut Value, limits: WireLimits) -> bool {
     let mut changed = elide_value(value, limits.field_bytes);
     let budget = limits.budget();
     let mut cap = limits.field_bytes;
@@ -192,7 +192,7 @@ fn collapse(value: &mut Value) -> bool {
 
 /// Serialised JSON made to fit the limits, or `None` when it already does. Cheap for what
 /// is shorter than the field cap (and the budget): no string inside it can be longer.
-pub fn fit_json(raw: &RawValue, limits: WireLimits) -> Option<Box<RawValue>> {
+pub(crate) fn fit_json(raw: &RawValue, limits: WireLimits) -> Option<Box<RawValue>> {
     if limits.fits_untouched(raw.get().len()) {
         return None;
     }
@@ -208,7 +208,7 @@ fn elided(text: &str, cap: usize) -> String {
 }
 
 /// A copy of `message` with its string fields elided at `cap` (only the heads are copied).
-pub fn elide_message(message: &Message, cap: usize) -> Message {
+pub(crate) fn elide_message(message: &Message, cap: usize) -> Message {
     Message {
         role: message.role,
         content: elided(&message.content, cap),
@@ -231,7 +231,7 @@ pub fn elide_message(message: &Message, cap: usize) -> Message {
 /// `message` elided at the field cap, and at smaller caps while it is over the budget. A
 /// message with so many tool calls that even the smallest cap leaves it over the budget is
 /// returned at that cap; the caller decides whether it fits.
-pub fn fit_message(message: &Message, limits: WireLimits) -> Message {
+pub(crate) fn fit_message(message: &Message, limits: WireLimits) -> Message {
     let mut cap = limits.field_bytes;
     let mut fitted = elide_message(message, cap);
     while json_len(&fitted) > limits.budget() && cap > MIN_FIELD_BYTES {
@@ -242,7 +242,7 @@ pub fn fit_message(message: &Message, limits: WireLimits) -> Message {
 }
 
 /// Length of `value`'s JSON, counted without building it.
-pub fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
+pub(crate) fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
     let mut counter = Counter(0);
     match serde_json::to_writer(&mut counter, value) {
         Ok(()) => counter.0,

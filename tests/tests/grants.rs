@@ -299,14 +299,14 @@ async fn deleting_the_session_resolves_the_pending_request() {
 
 /// Just enough TOML reading for `[[rules]]` tables of `key = "value"` lines.
 mod toml_like {
-    pub struct Rule {
+    pub(super) struct Rule {
         pub tool: String,
         pub pattern: String,
         pub decision: String,
     }
-    pub type Rules = Vec<Rule>;
+    pub(super) type Rules = Vec<Rule>;
 
-    pub fn parse(text: &str) -> Rules {
+    pub(super) fn parse(text: &str) -> Rules {
         let mut rules: Rules = Vec::new();
         for line in text.lines().map(str::trim) {
             if line == "[[rules]]" {

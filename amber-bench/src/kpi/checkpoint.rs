@@ -50,7 +50,7 @@ const EDIT_RUNS: usize = 20;
 /// Read-only turns of each daemon.
 const READ_RUNS: usize = 10;
 /// Files each file-changing turn appends a line to.
-pub const FILES_PER_TURN: usize = 10;
+pub(crate) const FILES_PER_TURN: usize = 10;
 /// Longest one turn may take.
 const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Every generated prompt starts with this; none contains another (`[edit 1]` is not in
@@ -60,9 +60,9 @@ const PROMPT_PREFIX: &str = "amber-bench checkpoint [";
 const SEED: u64 = 0xc4ec_0000;
 
 /// The checkpoint goals and the tree size they are stated for.
-pub const GOAL_FIRST_MS: f64 = 2000.0;
-pub const GOAL_INCREMENTAL_MS: f64 = 50.0;
-pub const GOAL_TREE_FILES: usize = 10_000;
+pub(crate) const GOAL_FIRST_MS: f64 = 2000.0;
+pub(crate) const GOAL_INCREMENTAL_MS: f64 = 50.0;
+pub(crate) const GOAL_TREE_FILES: usize = 10_000;
 
 const KIB: f64 = 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
@@ -138,7 +138,10 @@ fn one_call(tag: &str, tool: &str, arguments: serde_json::Value) -> Conversation
 /// The scripted turns of the KPI (served by the embedded endpoint beside the scenarios):
 /// the warm-up, the first turn (block 0), edit `k` (block `k + 1`) and read `k`. Empty when
 /// the KPI is not selected. Refused if a prompt overlaps a scenario's.
-pub fn conversations(args: &Args, scenarios: &[Scenario]) -> Result<Vec<Conversation>, BenchError> {
+pub(crate) fn conversations(
+    args: &Args,
+    scenarios: &[Scenario],
+) -> Result<Vec<Conversation>, BenchError> {
     if !args.wants(Kpi::Checkpoint) {
         return Ok(Vec::new());
     }
@@ -912,7 +915,7 @@ impl Run {
     }
 }
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     if s.args.base_url.is_some() {
         return Err(BenchError::Skipped(
             "its turns are scripted: it needs the embedded endpoint (not available with --base-url)"

@@ -53,7 +53,7 @@ impl Runs {
     }
 }
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let scenario = s.primary()?;
     let cwd = task::workspace(&scenario, s.scratch.path(), None, "cli")?;
     let mark = |s: &Suite| s.endpoint.as_ref().map(|e| e.request_count());
@@ -122,7 +122,7 @@ pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
 }
 
 /// `--compare CMD` and `amber-cli run` alternately on the primary task.
-pub async fn compare(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn compare(s: &mut Suite) -> Result<(), BenchError> {
     let Some(template) = s.args.compare.clone() else {
         return Ok(());
     };

@@ -16,13 +16,13 @@ use crate::suite::Suite;
 use crate::task;
 
 /// The flavors compared; the first is the baseline.
-pub const FLAVORS: [&str; 3] = ["openai", "anthropic", "openai-responses"];
+pub(crate) const FLAVORS: [&str; 3] = ["openai", "anthropic", "openai-responses"];
 
 const DEFAULT_RUNS: usize = 30;
 /// Unmeasured runs first on each daemon (its first session, first connections).
 const WARMUP: usize = 2;
 /// The goal: no dialect costs the daemon more per request than this times chat completions.
-pub const GOAL_RATIO: f64 = 1.25;
+pub(crate) const GOAL_RATIO: f64 = 1.25;
 
 /// One flavor's samples.
 #[derive(Default)]
@@ -33,7 +33,7 @@ struct Samples {
     first_error: Option<String>,
 }
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     s.report
         .section("model dialects: the primary scenario per flavor, one daemon each");
     if s.endpoint.is_none() || s.args.socket.is_some() {

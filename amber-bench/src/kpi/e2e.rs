@@ -32,7 +32,7 @@ struct Samples {
     mismatches: usize,
 }
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let full = s.args.wants(Kpi::E2e) || s.args.wants(Kpi::Tools);
     let primary = s.primary()?;
     let scenarios = if full {
@@ -229,7 +229,7 @@ fn report(s: &mut Suite, scenario: &Scenario, m: &Samples) {
 }
 
 /// Tool-call outcomes of every task run in this suite.
-pub fn tool_summary(s: &mut Suite) {
+pub(crate) fn tool_summary(s: &mut Suite) {
     if !s.args.wants(Kpi::Tools) && s.tools.1 == 0 {
         return;
     }

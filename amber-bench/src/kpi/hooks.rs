@@ -141,7 +141,7 @@ struct Side {
 }
 
 /// The three daemons, the alternating runs, the report.
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let scenario =
         s.of_role(Role::Sandbox).into_iter().next().ok_or_else(|| {
             BenchError::Usage("no sandbox scenario (the hooks KPI runs it)".into())

@@ -27,7 +27,7 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let scenario = s.primary()?;
     let n = s.args.sessions.max(1);
     let own = match &s.args.socket {

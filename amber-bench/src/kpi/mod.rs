@@ -1,17 +1,17 @@
 //! The measurements, one module per KPI group, and the goals they are judged against
 //! (DESIGN.md "Performance targets", issue 7 "Goals").
 
-pub mod checkpoint;
-pub mod cli;
-pub mod dialects;
-pub mod e2e;
-pub mod hooks;
-pub mod memory;
-pub mod ready;
-pub mod sandbox;
-pub mod search;
-pub mod stream;
-pub mod worktree;
+pub(crate) mod checkpoint;
+pub(crate) mod cli;
+pub(crate) mod dialects;
+pub(crate) mod e2e;
+pub(crate) mod hooks;
+pub(crate) mod memory;
+pub(crate) mod ready;
+pub(crate) mod sandbox;
+pub(crate) mod search;
+pub(crate) mod stream;
+pub(crate) mod worktree;
 
 use crate::args::Args;
 use crate::report::Report;
@@ -21,7 +21,7 @@ const MB_PER_MIB: f64 = 1.048_576;
 
 /// Why this run's configuration is not the one the goals are stated for (the embedded
 /// zero-latency endpoint, the built-in scenarios and the bench's own daemon), if it is not.
-pub fn unjudged_reason(args: &Args) -> Option<String> {
+pub(crate) fn unjudged_reason(args: &Args) -> Option<String> {
     let mut why = Vec::new();
     if args.base_url.is_some() {
         why.push("--base-url: a real endpoint's latency".to_owned());
@@ -45,7 +45,7 @@ pub fn unjudged_reason(args: &Args) -> Option<String> {
 
 /// Judges every goal whose figure was measured (or marks it not judged: see
 /// [`unjudged_reason`]).
-pub fn goals(r: &mut Report, args: &Args) {
+pub(crate) fn goals(r: &mut Report, args: &Args) {
     if let Some(why) = unjudged_reason(args) {
         r.judge_no_goal(why);
     }
@@ -144,7 +144,7 @@ pub fn goals(r: &mut Report, args: &Args) {
 
 /// The native dialects are not slower than chat completions (daemon's share per
 /// model request, median, same scenario and endpoint).
-pub fn dialect_goals(r: &mut Report) {
+pub(crate) fn dialect_goals(r: &mut Report) {
     for flavor in &dialects::FLAVORS[1..] {
         let key = flavor.replace('-', "_");
         r.goal(
@@ -159,7 +159,7 @@ pub fn dialect_goals(r: &mut Report) {
 
 /// The OS sandbox adds < 3 ms to starting a `bash` (median), measured at the
 /// helper's spawn and per `bash` call through the daemon.
-pub fn sandbox_goals(r: &mut Report) {
+pub(crate) fn sandbox_goals(r: &mut Report) {
     let limit = sandbox::GOAL_ADDED_MS;
     r.goal(
         "the OS sandbox adds < 3 ms to a `bash` spawn (`amberd __tool-exec /bin/true`, median)",
@@ -176,7 +176,7 @@ pub fn sandbox_goals(r: &mut Report) {
 /// A checkpoint of a 10,000-file workspace with 10 files changed < 50 ms p50, the
 /// first one < 2 s, store growth the changed bytes (compressed), not the tree; a turn with
 /// no file-changing call costs nothing. The first three are stated for the 10k-file tree.
-pub fn checkpoint_goals(r: &mut Report, args: &Args) {
+pub(crate) fn checkpoint_goals(r: &mut Report, args: &Args) {
     let first = "first checkpoint of the 10k-file tree < 2 s (first file-changing turn, checkpoints on − off, median)";
     let incremental = "a checkpoint with 10 files changed < 50 ms p50 (half the time checkpoints add to such a turn: it takes two)";
     let growth = "store growth per 10-file turn ≤ the changed files' size (their content compressed, not the tree)";

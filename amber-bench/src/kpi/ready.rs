@@ -10,7 +10,7 @@ use crate::suite::Suite;
 
 const DEFAULT_RUNS: usize = 30;
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let runs = s.args.runs(DEFAULT_RUNS);
     let spec = s.spec.clone();
     let times = tokio::task::spawn_blocking(move || {

@@ -45,7 +45,7 @@ const SANDBOX_FAILED: i32 = 125;
 const PROGRAM: &str = "/bin/true";
 
 /// The added-cost goal, in ms (median).
-pub const GOAL_ADDED_MS: f64 = 3.0;
+pub(crate) const GOAL_ADDED_MS: f64 = 3.0;
 
 /// One way of starting the helper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,7 +249,7 @@ struct SpawnSamples {
 }
 
 /// The spawn cost: the helper with and without the sandbox.
-pub async fn spawn_cost(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn spawn_cost(s: &mut Suite) -> Result<(), BenchError> {
     let runs = s.args.runs(SPAWN_RUNS);
     let warmup = WARMUP.min(runs);
     let amberd = s.spec.amberd.clone();
@@ -410,7 +410,7 @@ impl CallSamples {
 }
 
 /// `bash true` through the daemon, sessions with the sandbox off and on, alternately.
-pub async fn through_daemon(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn through_daemon(s: &mut Suite) -> Result<(), BenchError> {
     let scenario = s
         .of_role(Role::Sandbox)
         .into_iter()

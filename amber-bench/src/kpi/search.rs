@@ -40,7 +40,7 @@ fn grep_pattern(scenario: &Scenario) -> Option<String> {
         })
 }
 
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let scenario = s
         .of_role(Role::Search)
         .into_iter()

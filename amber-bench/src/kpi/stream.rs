@@ -74,7 +74,7 @@ struct Fanout {
     mismatches: usize,
 }
 
-pub async fn throughput(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn throughput(s: &mut Suite) -> Result<(), BenchError> {
     s.endpoint()?;
     let runs = s.args.runs(DEFAULT_THROUGHPUT_RUNS);
     let mut mismatches = 0;
@@ -243,7 +243,7 @@ async fn fanout(
     Ok(f)
 }
 
-pub async fn cli_vs_direct(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn cli_vs_direct(s: &mut Suite) -> Result<(), BenchError> {
     let addr = s.endpoint()?.addr();
     let scenario = scenario(s, Role::Stream)?;
     let amber_cli = s.amber_cli()?;

@@ -20,7 +20,7 @@ use crate::stats::{Summary, ms};
 use crate::suite::Suite;
 
 /// Files committed in the scratch repository.
-pub const REPO_FILES: usize = 300;
+pub(crate) const REPO_FILES: usize = 300;
 /// Directories they are spread over.
 const REPO_DIRS: usize = 10;
 /// Sessions of each kind (after the warm-up).
@@ -167,7 +167,7 @@ async fn one(client: &Client, cwd: &str, worktree: bool) -> Result<(f64, f64), B
 }
 
 /// The repository, the alternating sessions, the report.
-pub async fn measure(s: &mut Suite) -> Result<(), BenchError> {
+pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
     let runs = s.args.runs(RUNS);
     let warmup = WARMUP.min(runs);
     let root = s.scratch.path().join("worktree-repo");

@@ -21,7 +21,7 @@ use crate::turn::exit;
 use report::{DaemonPart, Peer, ProviderPart, Report, SelftestPart, WorkspacePart};
 
 /// `doctor [--json] [--cwd DIR]`.
-pub async fn doctor(
+pub(crate) async fn doctor(
     conn: &ConnectArgs,
     json: bool,
     cwd: Option<&std::path::Path>,

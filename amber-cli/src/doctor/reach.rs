@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 /// The bound of the whole request (connect, TLS, answer head).
-pub const TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What the GET found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
+pub(super) enum Reach {
     /// An HTTP answer with this status.
     Answered(u16),
     /// No answer: why (the error's causes on one line).
@@ -17,12 +17,12 @@ pub enum Reach {
 }
 
 /// `{base}/models`, whatever the base ends with.
-pub fn models_url(base_url: &str) -> String {
+pub(super) fn models_url(base_url: &str) -> String {
     format!("{}/models", base_url.trim().trim_end_matches('/'))
 }
 
 /// GETs `url`.
-pub async fn get(url: &str) -> Reach {
+pub(super) async fn get(url: &str) -> Reach {
     // Err only means a provider is installed already, which is all that is needed.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = match reqwest::Client::builder()

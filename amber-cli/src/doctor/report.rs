@@ -10,7 +10,7 @@ use crate::daemon::uptime;
 /// Everything `doctor` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(super) struct Report {
     /// The sandbox is available and every self-test check passed.
     pub ok: bool,
     pub client: Peer,
@@ -35,7 +35,7 @@ pub struct Report {
 /// The workspace's configuration files, as `trust/list` reports them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkspacePart {
+pub(super) struct WorkspacePart {
     pub cwd: String,
     pub files: Vec<amber_proto::TrustFile>,
     /// Why it could not be listed (not a directory amber takes as a workspace …).
@@ -44,7 +44,7 @@ pub struct WorkspacePart {
 }
 
 impl WorkspacePart {
-    pub fn error(cwd: Option<&std::path::Path>, error: String) -> WorkspacePart {
+    pub(super) fn error(cwd: Option<&std::path::Path>, error: String) -> WorkspacePart {
         WorkspacePart {
             cwd: cwd
                 .map(|c| c.display().to_string())
@@ -56,7 +56,7 @@ impl WorkspacePart {
 }
 
 /// A warning per untrusted workspace configuration file.
-pub fn workspace_warnings(w: &WorkspacePart) -> Vec<String> {
+pub(super) fn workspace_warnings(w: &WorkspacePart) -> Vec<String> {
     w.files
         .iter()
         .filter(|f| f.state == amber_proto::TrustState::Untrusted)
@@ -72,14 +72,14 @@ pub fn workspace_warnings(w: &WorkspacePart) -> Vec<String> {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Peer {
+pub(super) struct Peer {
     pub name: String,
     pub version: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DaemonPart {
+pub(super) struct DaemonPart {
     pub name: String,
     pub version: String,
     pub pid: u32,
@@ -90,7 +90,7 @@ pub struct DaemonPart {
 /// `daemon/status.provider` and what the GET of its `/models` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ProviderPart {
+pub(super) struct ProviderPart {
     #[serde(flatten)]
     pub status: ProviderStatus,
     /// The URL probed; absent without a base URL.
@@ -106,7 +106,7 @@ pub struct ProviderPart {
 }
 
 impl ProviderPart {
-    pub fn new(status: ProviderStatus, url: Option<String>, reach: Option<Reach>) -> Self {
+    pub(super) fn new(status: ProviderStatus, url: Option<String>, reach: Option<Reach>) -> Self {
         let (reachable, http_status, error) = match reach {
             Some(Reach::Answered(code)) => (Some(true), Some(code), None),
             Some(Reach::Failed(why)) => (Some(false), None, Some(why)),
@@ -125,7 +125,7 @@ impl ProviderPart {
 /// `sandbox/selftest`'s result, or why it could not be had.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SelftestPart {
+pub(super) struct SelftestPart {
     #[serde(flatten)]
     pub result: SandboxSelftestResult,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,7 +133,7 @@ pub struct SelftestPart {
 }
 
 impl SelftestPart {
-    pub fn from_call(result: Result<SandboxSelftestResult, String>) -> Self {
+    pub(super) fn from_call(result: Result<SandboxSelftestResult, String>) -> Self {
         match result {
             Ok(result) => SelftestPart {
                 result,
@@ -149,7 +149,7 @@ impl SelftestPart {
 
 /// The problems that fail the check: an unavailable (or unreported) sandbox, a self-test
 /// that failed or could not run.
-pub fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart) -> Vec<String> {
+pub(super) fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart) -> Vec<String> {
     let mut out = Vec::new();
     match sandbox {
         None => out.push(
@@ -187,7 +187,10 @@ pub fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart) -> Vec
 /// Findings worth a warning that do not fail the check: the provider's (amber works
 /// offline until a prompt needs the model), and each Landlock feature an older kernel ABI
 /// lacks (the sandbox's other layers still hold; the warning says how far).
-pub fn warnings(provider: Option<&ProviderPart>, sandbox: Option<&SandboxStatus>) -> Vec<String> {
+pub(super) fn warnings(
+    provider: Option<&ProviderPart>,
+    sandbox: Option<&SandboxStatus>,
+) -> Vec<String> {
     let mut out = provider_warnings(provider);
     if let Some(s) = sandbox {
         for gap in &s.landlock_missing {
@@ -221,7 +224,7 @@ fn provider_warnings(provider: Option<&ProviderPart>) -> Vec<String> {
 }
 
 /// The human text.
-pub fn text(r: &Report) -> String {
+pub(super) fn text(r: &Report) -> String {
     let mut lines = vec![
         row(&r.client.name, &r.client.version),
         row(

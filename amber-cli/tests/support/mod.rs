@@ -9,7 +9,7 @@ use jsonrpsee::server::{
 use tokio::net::UnixListener;
 
 /// Serves `methods` on a new socket at `socket` until the handle is stopped.
-pub fn serve_module<C: Send + Sync + 'static>(
+pub(crate) fn serve_module<C: Send + Sync + 'static>(
     socket: &Path,
     methods: RpcModule<C>,
 ) -> ServerHandle {

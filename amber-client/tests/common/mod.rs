@@ -16,16 +16,16 @@ use tokio::net::UnixListener;
 
 /// A temp dir fit to hold a socket: clients trust only a private (0700) socket directory,
 /// and tempfile leaves the umask's 0755.
-pub fn private_dir() -> tempfile::TempDir {
+pub(crate) fn private_dir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     dir
 }
 
-pub const CLOSE_REASON: &str = "subscriber lagged: resubscribe with afterSeq";
+pub(crate) const CLOSE_REASON: &str = "subscriber lagged: resubscribe with afterSeq";
 
-pub fn events(session: &str) -> Vec<Value> {
+pub(crate) fn events(session: &str) -> Vec<Value> {
     vec![
         json!({"seq": 1, "sessionId": session, "turnId": "t1", "time": "2026-01-01T00:00:00Z", "type": "turn_started", "prompt": "hi"}),
         json!({"sessionId": session, "turnId": "t1", "time": "2026-01-01T00:00:00Z", "type": "from_the_future", "x": 1}),
@@ -87,7 +87,7 @@ fn module(protocol_version: u32) -> RpcModule<()> {
 }
 
 /// Serves the fake daemon on `socket` until the returned handle is dropped.
-pub fn serve(socket: &Path, protocol_version: u32) -> jsonrpsee::server::ServerHandle {
+pub(crate) fn serve(socket: &Path, protocol_version: u32) -> jsonrpsee::server::ServerHandle {
     let listener = UnixListener::bind(socket).unwrap();
     let methods = module(protocol_version);
     let (stop, handle) = stop_channel();

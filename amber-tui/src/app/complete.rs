@@ -4,7 +4,7 @@
 use amber_proto::CommandInfo;
 
 /// Entries shown at most.
-pub const MAX_ITEMS: usize = 50;
+pub(super) const MAX_ITEMS: usize = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PopupKind {

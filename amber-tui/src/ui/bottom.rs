@@ -15,12 +15,12 @@ const PLACEHOLDER: &str = "Ask amber · / commands · @ files · ? help";
 const MIN_SEGMENTS_WIDTH: usize = 12;
 
 /// Rows the editor needs at `width`.
-pub fn input_rows(app: &App, width: u16) -> u16 {
+pub(super) fn input_rows(app: &App, width: u16) -> u16 {
     let (rows, _) = app.input.layout(usize::from(width.saturating_sub(2)));
     rows.len().max(1) as u16
 }
 
-pub fn queued(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn queued(app: &App, area: Rect, buf: &mut Buffer) {
     if area.is_empty() {
         return;
     }
@@ -38,7 +38,7 @@ pub fn queued(app: &App, area: Rect, buf: &mut Buffer) {
     }
 }
 
-pub fn rule(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn rule(app: &App, area: Rect, buf: &mut Buffer) {
     if area.is_empty() {
         return;
     }
@@ -85,7 +85,7 @@ pub fn rule(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 /// Draws the editor; returns where the terminal cursor goes.
-pub fn input(app: &App, area: Rect, buf: &mut Buffer) -> Option<Position> {
+pub(super) fn input(app: &App, area: Rect, buf: &mut Buffer) -> Option<Position> {
     if area.is_empty() {
         return None;
     }
@@ -139,7 +139,7 @@ fn inside(area: Rect, x: u16, y: u16) -> Position {
 
 /// The status segments, with the notice (if any) before them: segments are truncated to make
 /// room, never hidden for good (the notice expires).
-pub fn status(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn status(app: &App, area: Rect, buf: &mut Buffer) {
     if area.is_empty() {
         return;
     }

@@ -11,7 +11,7 @@ use crate::transcript::{style, tool};
 use crate::wrap::{truncate, wrap_line};
 
 /// Help text: (keys, what they do). Also the README's key table.
-pub const KEYS: &[(&str, &str)] = &[
+pub(super) const KEYS: &[(&str, &str)] = &[
     ("Enter", "send (queued while a turn runs)"),
     (
         "Shift-Enter, Alt-Enter, Ctrl-J",
@@ -58,7 +58,7 @@ fn boxed(title: Line<'static>, lines: Vec<Line<'static>>, area: Rect, buf: &mut 
     Paragraph::new(lines).block(block).render(area, buf);
 }
 
-pub fn approval(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn approval(app: &App, area: Rect, buf: &mut Buffer) {
     let Some(a) = app.approvals.front() else {
         return;
     };
@@ -142,7 +142,7 @@ pub fn approval(app: &App, area: Rect, buf: &mut Buffer) {
     );
 }
 
-pub fn help(area: Rect, buf: &mut Buffer) {
+pub(super) fn help(area: Rect, buf: &mut Buffer) {
     let key_w = KEYS.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 2;
     let lines: Vec<Line<'static>> = KEYS
         .iter()
@@ -164,7 +164,7 @@ pub fn help(area: Rect, buf: &mut Buffer) {
 }
 
 /// The completion popup, drawn at the bottom-left of `area` (just above the editor).
-pub fn popup(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn popup(app: &App, area: Rect, buf: &mut Buffer) {
     let Some(p) = &app.popup else { return };
     let visible = p.items.len().min(8);
     let first = (p.selected + 1).saturating_sub(visible);
@@ -219,7 +219,7 @@ pub fn popup(app: &App, area: Rect, buf: &mut Buffer) {
     Paragraph::new(lines).block(block).render(rect, buf);
 }
 
-pub fn panel(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn panel(app: &App, area: Rect, buf: &mut Buffer) {
     let Some(panel) = &app.panel else { return };
     let inner = usize::from(area.width.saturating_sub(2));
     let lines: Vec<Line<'static>> = if panel.lines.is_empty() {

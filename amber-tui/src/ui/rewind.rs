@@ -23,7 +23,7 @@ use crate::wrap::{str_width, truncate};
 /// Paths listed at most in the confirm step before "+N more".
 const LISTED_PATHS: usize = 6;
 
-pub fn draw(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn draw(app: &App, area: Rect, buf: &mut Buffer) {
     let Some(view) = &app.rewind else { return };
     if area.is_empty() {
         return;

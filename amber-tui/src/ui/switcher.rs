@@ -16,7 +16,7 @@ use crate::wrap::truncate;
 /// Widest the box gets.
 const MAX_WIDTH: u16 = 110;
 
-pub fn draw(app: &App, area: Rect, buf: &mut Buffer) {
+pub(super) fn draw(app: &App, area: Rect, buf: &mut Buffer) {
     let Some(switcher) = &app.switcher else {
         return;
     };

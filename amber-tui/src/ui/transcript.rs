@@ -10,7 +10,7 @@ use crate::app::{App, Scroll};
 use crate::transcript::style;
 use crate::wrap::str_width;
 
-pub fn draw(app: &mut App, area: Rect, buf: &mut Buffer) {
+pub(super) fn draw(app: &mut App, area: Rect, buf: &mut Buffer) {
     if area.width == 0 || area.height == 0 {
         return;
     }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 /// An event with the envelope filled in (durable ones get `seq`), decoded from its JSON as
 /// the runtime decodes what the daemon sends. It must be one this build knows.
-pub fn ev(seq: Option<u64>, body: Value) -> Incoming {
+pub(crate) fn ev(seq: Option<u64>, body: Value) -> Incoming {
     let incoming = Incoming::from_json(&envelope(seq, body).to_string());
     assert!(
         matches!(incoming, Incoming::Known(_)),
@@ -21,7 +21,7 @@ pub fn ev(seq: Option<u64>, body: Value) -> Incoming {
 }
 
 /// `body` with the envelope filled in, as JSON.
-pub fn envelope(seq: Option<u64>, mut body: Value) -> Value {
+pub(crate) fn envelope(seq: Option<u64>, mut body: Value) -> Value {
     body["sessionId"] = json!("s_1");
     body["time"] = json!("2025-01-02T03:04:05Z");
     if body.get("turnId").is_none() {
@@ -33,7 +33,7 @@ pub fn envelope(seq: Option<u64>, mut body: Value) -> Value {
     body
 }
 
-pub fn info(state: SessionState) -> SessionInfo {
+pub(crate) fn info(state: SessionState) -> SessionInfo {
     SessionInfo {
         session_id: "s_1".into(),
         cwd: "/home/u/proj".into(),
@@ -54,7 +54,7 @@ pub fn info(state: SessionState) -> SessionInfo {
 }
 
 /// An app attached to `s_1` that has applied `events` and `synced`.
-pub fn app_with(events: &[Incoming]) -> App {
+pub(crate) fn app_with(events: &[Incoming]) -> App {
     let mut app = App::new("s_1");
     app.load_snapshot(info(SessionState::Idle), Vec::new(), Vec::new());
     for e in events {
@@ -66,7 +66,7 @@ pub fn app_with(events: &[Incoming]) -> App {
 }
 
 /// Draws `app` on a `width`×`height` test terminal.
-pub fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+pub(crate) fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
     terminal
         .draw(|f| amber_tui::ui::draw(app, f))
@@ -76,12 +76,12 @@ pub fn draw(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
 }
 
 /// The screen as text (what the snapshots record).
-pub fn screen(app: &mut App, width: u16, height: u16) -> String {
+pub(crate) fn screen(app: &mut App, width: u16, height: u16) -> String {
     draw(app, width, height).backend().to_string()
 }
 
 /// Only the 16 ANSI colours (and the terminal's defaults): the TUI follows the theme.
-pub fn assert_ansi_only(terminal: &Terminal<TestBackend>) {
+pub(crate) fn assert_ansi_only(terminal: &Terminal<TestBackend>) {
     for cell in terminal.backend().buffer().content() {
         for c in [cell.fg, cell.bg] {
             assert!(
@@ -94,10 +94,10 @@ pub fn assert_ansi_only(terminal: &Terminal<TestBackend>) {
 }
 
 /// A long markdown reply used by several views.
-pub const REPLY: &str = "## Plan\n\nI will **fix** the build in `src/lib.rs`:\n\n1. read the error\n2. edit the file\n\n> quoted note\n\n```rust\nfn main() {}\n```\n\nSee [docs](https://example.com).";
+pub(crate) const REPLY: &str = "## Plan\n\nI will **fix** the build in `src/lib.rs`:\n\n1. read the error\n2. edit the file\n\n> quoted note\n\n```rust\nfn main() {}\n```\n\nSee [docs](https://example.com).";
 
 /// One event of every kind that makes a cell.
-pub fn every_cell() -> Vec<Incoming> {
+pub(crate) fn every_cell() -> Vec<Incoming> {
     let out: String = (1..=30).map(|i| format!("line {i}\n")).collect();
     vec![
         ev(
@@ -199,7 +199,7 @@ pub fn every_cell() -> Vec<Incoming> {
 /// The rows of a session's four turns as `checkpoint/list {all: true}` answers them (oldest
 /// first): turns 1, 2 and 4 with a checkpoint (the last one with a skipped path), turn 3
 /// without (it changed no files).
-pub fn checkpoint_rows() -> Vec<amber_proto::CheckpointInfo> {
+pub(crate) fn checkpoint_rows() -> Vec<amber_proto::CheckpointInfo> {
     serde_json::from_value(json!([
         {"turnId": "turn_a", "seq": 1, "time": "2025-01-02T03:04:05Z", "turn": 1,
          "prompt": "write the notes", "skipped": [],
@@ -219,7 +219,7 @@ pub fn checkpoint_rows() -> Vec<amber_proto::CheckpointInfo> {
 }
 
 /// Unix seconds five minutes after the last checkpoint of [`checkpoint_rows`].
-pub const CHECKPOINTS_NOW: i64 = 1_735_788_005 + 300;
+pub(crate) const CHECKPOINTS_NOW: i64 = 1_735_788_005 + 300;
 
 /// A unified diff as `checkpoint/diff` answers it.
-pub const TURN_DIFF: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n fn a() {\n-    1\n+    2\n }\ndiff --git a/tests/a.rs b/tests/a.rs\nnew file mode 100644\n--- /dev/null\n+++ b/tests/a.rs\n@@ -0,0 +1 @@\n+#[test] fn a() {}\n";
+pub(crate) const TURN_DIFF: &str = "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1,3 +1,3 @@\n fn a() {\n-    1\n+    2\n }\ndiff --git a/tests/a.rs b/tests/a.rs\nnew file mode 100644\n--- /dev/null\n+++ b/tests/a.rs\n@@ -0,0 +1 @@\n+#[test] fn a() {}\n";

@@ -14,14 +14,14 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// Upper bound for retry number `retry` (0 = first retry): `base * 2^retry`, capped at `max`.
-    pub fn ceiling(&self, retry: u32) -> Duration {
+    pub(crate) fn ceiling(&self, retry: u32) -> Duration {
         let factor = 1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.max)
     }
 
     /// Delay before retry number `retry`. A server-given `retry_after` wins (capped at `max`);
     /// otherwise full jitter: `unit` (in `[0, 1)`) times the ceiling.
-    pub fn delay(&self, retry: u32, retry_after: Option<Duration>, unit: f64) -> Duration {
+    pub(crate) fn delay(&self, retry: u32, retry_after: Option<Duration>, unit: f64) -> Duration {
         if let Some(after) = retry_after {
             return after.min(self.max);
         }

@@ -16,7 +16,7 @@ use crate::compaction::{
 };
 
 /// What one compaction needs besides the context.
-pub struct CompactEnv<'a> {
+pub(crate) struct CompactEnv<'a> {
     /// The session's metered client: compaction's requests reserve its budget too.
     pub llm: &'a Metered<'a>,
     pub model: &'a str,
@@ -36,7 +36,7 @@ pub struct CompactEnv<'a> {
 /// The classify and extract requests' usage is accounted like any LLM call's (session
 /// total, `usage` events, by the metered client) and added to `spent`, whatever the
 /// outcome. A request the budget refuses fails the compaction with `BudgetExceeded`.
-pub async fn compact_context(
+pub(crate) async fn compact_context(
     context: &mut Context,
     env: &CompactEnv<'_>,
     spent: &mut Usage,
@@ -101,7 +101,7 @@ pub async fn compact_context(
 
 /// Decides, before each LLM call, whether to compact first.
 #[derive(Debug, Default)]
-pub struct CompactionGate {
+pub(crate) struct CompactionGate {
     /// The provider's count of the last request, with our estimate of it.
     last: Option<PromptUsage>,
     /// After a compaction attempt: the estimate the context must grow past before the
@@ -110,7 +110,7 @@ pub struct CompactionGate {
 }
 
 impl CompactionGate {
-    pub fn should_compact(&self, estimated: u64, settings: &CompactionSettings) -> bool {
+    pub(crate) fn should_compact(&self, estimated: u64, settings: &CompactionSettings) -> bool {
         if self.rearm_above.is_some_and(|floor| estimated <= floor) {
             return false;
         }
@@ -118,7 +118,7 @@ impl CompactionGate {
     }
 
     /// The provider reported `prompt_tokens` for a request we estimated at `estimated`.
-    pub fn observed(&mut self, prompt_tokens: u64, estimated: u64) {
+    pub(crate) fn observed(&mut self, prompt_tokens: u64, estimated: u64) {
         if prompt_tokens > 0 {
             self.last = Some(PromptUsage {
                 prompt_tokens,
@@ -129,7 +129,7 @@ impl CompactionGate {
 
     /// A compaction was attempted: forget the stale count and wait for real growth (a
     /// tenth of the window) before trying again.
-    pub fn attempted(&mut self, estimated_after: u64, settings: &CompactionSettings) {
+    pub(crate) fn attempted(&mut self, estimated_after: u64, settings: &CompactionSettings) {
         self.last = None;
         self.rearm_above = Some(estimated_after + settings.context_window / 10);
     }

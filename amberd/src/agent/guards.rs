@@ -10,17 +10,17 @@ use amber_proto::{SteerReason, StopReason, ToolCall, ToolStatus};
 use amber_tools::dispatch::normalized_arguments;
 
 /// Identical tool-call sets in a row that count as a loop.
-pub const IDENTICAL_CALL_SETS: usize = 3;
+pub(crate) const IDENTICAL_CALL_SETS: usize = 3;
 /// Occurrences of the same reply text that trigger a steer, then a stop.
-pub const REPEATED_TEXT_STEER: usize = 2;
-pub const REPEATED_TEXT_STOP: usize = 5;
+pub(crate) const REPEATED_TEXT_STEER: usize = 2;
+pub(crate) const REPEATED_TEXT_STOP: usize = 5;
 /// Consecutive failed tool calls that trigger a recovery steer, then a stop.
-pub const TOOL_FAILURES_STEER: usize = 3;
-pub const TOOL_FAILURES_STOP: usize = 6;
+pub(crate) const TOOL_FAILURES_STEER: usize = 3;
+pub(crate) const TOOL_FAILURES_STOP: usize = 6;
 
 /// What the loop should do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Continue,
     Steer { reason: SteerReason, text: String },
     Stop(StopReason),
@@ -28,7 +28,7 @@ pub enum Verdict {
 
 /// Per-turn guard state.
 #[derive(Debug, Default)]
-pub struct Guards {
+pub(crate) struct Guards {
     last_call_set: Option<Vec<(String, String)>>,
     identical_sets: usize,
     reply_counts: HashMap<String, usize>,
@@ -37,12 +37,12 @@ pub struct Guards {
 }
 
 impl Guards {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Called with every model reply: its text and the tool calls it made.
-    pub fn on_reply(&mut self, text: &str, calls: &[ToolCall]) -> Verdict {
+    pub(crate) fn on_reply(&mut self, text: &str, calls: &[ToolCall]) -> Verdict {
         if !calls.is_empty() {
             let set = call_set(calls);
             if self.last_call_set.as_ref() == Some(&set) {
@@ -78,7 +78,7 @@ impl Guards {
     }
 
     /// Called with the statuses of one dispatched batch, in order.
-    pub fn on_results(&mut self, statuses: &[ToolStatus]) -> Verdict {
+    pub(crate) fn on_results(&mut self, statuses: &[ToolStatus]) -> Verdict {
         for status in statuses {
             if *status == ToolStatus::Ok {
                 self.consecutive_failures = 0;

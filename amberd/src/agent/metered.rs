@@ -24,7 +24,7 @@ use crate::compaction::estimate_tokens;
 /// What a request is expected to cost before it is sent: its estimated prompt, priced at
 /// the loop's model when that has a price.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RequestEstimate {
+pub(crate) struct RequestEstimate {
     pub tokens: u64,
     pub cost: Option<CostUsd>,
 }
@@ -32,18 +32,18 @@ pub struct RequestEstimate {
 /// One request's hold on its session's budget, from before it is sent until its usage is
 /// recorded. Dropping it lets the hold go (whatever the request's fate: done, failed,
 /// cancelled, or its turn dropped mid-flight).
-pub struct Reservation<'a> {
+pub(crate) struct Reservation<'a> {
     _hold: Option<Box<dyn Send + 'a>>,
 }
 
 impl<'a> Reservation<'a> {
     /// A reservation that holds nothing (a loop without a budget).
-    pub fn unmetered() -> Self {
+    pub(crate) fn unmetered() -> Self {
         Reservation { _hold: None }
     }
 
     /// Holds `hold` until the reservation is dropped; its own `Drop` releases it.
-    pub fn holding(hold: impl Send + 'a) -> Self {
+    pub(crate) fn holding(hold: impl Send + 'a) -> Self {
         Reservation {
             _hold: Some(Box::new(hold)),
         }
@@ -52,7 +52,7 @@ impl<'a> Reservation<'a> {
 
 /// Why a request was not sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The session's budget is spent; the message names the spend and the budget.
     BudgetExceeded(String),
     /// The session has a budget in dollars and the request's model no price: its cost
@@ -64,7 +64,7 @@ pub enum Refusal {
 
 /// Why a metered request failed.
 #[derive(Debug)]
-pub enum RequestError {
+pub(crate) enum RequestError {
     /// Never sent: the session's budget is spent (the message names it).
     BudgetExceeded(String),
     /// Sent, and the provider or the connection failed it (or it was cancelled).
@@ -87,7 +87,7 @@ impl RequestError {
 
 /// How compaction (a library that knows no session) sends its requests: in the daemon,
 /// always through [`Metered`].
-pub trait ModelRequests: Sync {
+pub(crate) trait ModelRequests: Sync {
     fn send<'a>(
         &'a self,
         request: &'a ChatRequest,
@@ -97,24 +97,24 @@ pub trait ModelRequests: Sync {
 }
 
 /// A client whose every request is reserved against, and recorded in, a session's spend.
-pub struct Metered<'a> {
+pub(crate) struct Metered<'a> {
     llm: &'a LlmClient,
     host: &'a dyn TurnHost,
 }
 
 impl<'a> Metered<'a> {
-    pub fn new(llm: &'a LlmClient, host: &'a dyn TurnHost) -> Self {
+    pub(crate) fn new(llm: &'a LlmClient, host: &'a dyn TurnHost) -> Self {
         Metered { llm, host }
     }
 
     /// Whether the provider takes `response_format` (structured output).
-    pub fn structured_output(&self) -> bool {
+    pub(crate) fn structured_output(&self) -> bool {
         self.llm.structured_output()
     }
 
     /// Reserves, sends, records. The reply's `usage`, when the provider reported one, is
     /// priced and already in the session's total; the caller adds it to its turn's.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         request: &ChatRequest,
         cancel: &CancellationToken,

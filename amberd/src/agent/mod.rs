@@ -7,11 +7,11 @@
 //! popped again when the model confirms it is finished; a turn with an output schema ends
 //! with `end_turn` only with a valid `output` (one repair round, else `invalid_output`).
 
-pub mod compact;
-pub mod guards;
-pub mod metered;
-pub mod output_schema;
-pub mod prompt;
+pub(crate) mod compact;
+pub(crate) mod guards;
+pub(crate) mod metered;
+pub(crate) mod output_schema;
+pub(crate) mod prompt;
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -35,7 +35,7 @@ use metered::{Metered, Refusal, RequestError, RequestEstimate, Reservation};
 use output_schema::OutputSchema;
 
 /// How the loop reports to the session that runs it.
-pub trait TurnHost: Send + Sync {
+pub(crate) trait TurnHost: Send + Sync {
     /// Publishes an event of the running turn.
     fn emit(&self, kind: EventKind);
     /// The session's mode right now (it may change mid-turn).
@@ -87,10 +87,10 @@ pub trait TurnHost: Send + Sync {
 }
 
 /// The error code (and `error` event) of a turn stopped by its session's budget.
-pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+pub(crate) const BUDGET_EXCEEDED: &str = "budget_exceeded";
 
 /// Everything one turn needs besides the context.
-pub struct TurnEnv<'a> {
+pub(crate) struct TurnEnv<'a> {
     /// The session's id: the provider's prompt-cache key.
     pub session_id: &'a str,
     /// The client, or why there is none (no endpoint configured).
@@ -118,7 +118,7 @@ pub struct TurnEnv<'a> {
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
+pub(crate) struct TurnOutcome {
     pub stop: StopReason,
     pub error: Option<ErrorInfo>,
     pub usage: Usage,
@@ -127,7 +127,11 @@ pub struct TurnOutcome {
 }
 
 /// Runs one prompt to completion. The caller has already ensured the system prompt.
-pub async fn run_turn(context: &mut Context, prompt: &str, env: &TurnEnv<'_>) -> TurnOutcome {
+pub(crate) async fn run_turn(
+    context: &mut Context,
+    prompt: &str,
+    env: &TurnEnv<'_>,
+) -> TurnOutcome {
     let mut turn = Turn {
         env,
         usage: Usage::default(),
@@ -679,7 +683,7 @@ fn may_change_files(tools: &ToolRegistry, calls: &[ToolCall]) -> bool {
 }
 
 /// The tool schemas sent to the model.
-pub fn tool_specs(tools: &ToolRegistry) -> Vec<ToolSpec> {
+pub(crate) fn tool_specs(tools: &ToolRegistry) -> Vec<ToolSpec> {
     tools
         .specs()
         .into_iter()

@@ -33,7 +33,7 @@ const REPAIR_ROUNDS: u32 = 2;
 
 /// Why an output schema was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum OutputSchemaError {
+pub(crate) enum OutputSchemaError {
     #[error("not a JSON Schema: it must be an object or a boolean")]
     NotASchema,
     #[error("invalid JSON Schema: {0}")]
@@ -41,7 +41,7 @@ pub enum OutputSchemaError {
 }
 
 /// A compiled output schema, shared by the prompt's queue entry and its turn.
-pub struct OutputSchema {
+pub(crate) struct OutputSchema {
     schema: Value,
     validator: jsonschema::Validator,
 }
@@ -56,7 +56,7 @@ impl std::fmt::Debug for OutputSchema {
 
 impl OutputSchema {
     /// Compiles `schema` (validated against its draft's meta-schema first).
-    pub fn new(schema: Value) -> Result<Self, OutputSchemaError> {
+    pub(crate) fn new(schema: Value) -> Result<Self, OutputSchemaError> {
         if !(schema.is_object() || schema.is_boolean()) {
             return Err(OutputSchemaError::NotASchema);
         }
@@ -72,7 +72,7 @@ impl OutputSchema {
     }
 
     /// The structured-output request field for providers that take one.
-    pub fn response_format(&self) -> ResponseFormat {
+    pub(crate) fn response_format(&self) -> ResponseFormat {
         ResponseFormat {
             name: FORMAT_NAME.to_owned(),
             schema: self.schema.clone(),
@@ -81,7 +81,7 @@ impl OutputSchema {
     }
 
     /// The instruction for providers without structured output (in the prompt's tail).
-    pub fn instruction(&self) -> String {
+    pub(crate) fn instruction(&self) -> String {
         format!(
             "Your final answer must be a single JSON value valid against this JSON Schema, \
              and nothing else (no prose around it): {}",
@@ -90,7 +90,7 @@ impl OutputSchema {
     }
 
     /// The final answer as a JSON value valid against the schema, or what is wrong with it.
-    pub fn check(&self, answer: &str) -> Result<Value, Vec<String>> {
+    pub(crate) fn check(&self, answer: &str) -> Result<Value, Vec<String>> {
         let value = parse_answer(answer).map_err(|e| vec![e])?;
         let errors: Vec<String> = self
             .validator
@@ -148,7 +148,7 @@ impl Turn<'_, '_> {
 
 /// The final answer as one JSON value: the text itself, or the inside of a fenced code
 /// block (```json or a bare ```) that is all there is, whitespace around either ignored.
-pub fn parse_answer(answer: &str) -> Result<Value, String> {
+pub(crate) fn parse_answer(answer: &str) -> Result<Value, String> {
     let text = answer.trim();
     if text.is_empty() {
         return Err("the final answer is empty; it must be a JSON value".to_owned());
@@ -167,7 +167,7 @@ fn unfence(text: &str) -> Option<&str> {
 }
 
 /// The user message of the repair round: the errors, and what to do about them.
-pub fn repair_prompt(errors: &[String]) -> String {
+pub(crate) fn repair_prompt(errors: &[String]) -> String {
     format!(
         "[amber] Your final answer is not valid against the required output schema:\n{}\n\
          Reply again with only the corrected JSON value.",
@@ -176,7 +176,7 @@ pub fn repair_prompt(errors: &[String]) -> String {
 }
 
 /// The message of the `invalid_output` error that ends a turn whose repair failed too.
-pub fn invalid_output_message(errors: &[String]) -> String {
+pub(crate) fn invalid_output_message(errors: &[String]) -> String {
     format!(
         "the final answer is not valid against the output schema (after one repair):\n{}",
         bullet_list(errors)

@@ -24,7 +24,7 @@ use super::estimate::{message_tokens, tools_tokens};
 use super::parse::Class;
 
 /// Heading of the memories message.
-pub const MEMORIES_HEADING: &str = "Memories from earlier in this session:";
+pub(super) const MEMORIES_HEADING: &str = "Memories from earlier in this session:";
 
 /// The message holding the memories, or None when there are none.
 pub(crate) fn memories_message(memories: &[String]) -> Option<Message> {

@@ -22,7 +22,7 @@ fn text_tokens(bytes: usize) -> u64 {
 }
 
 /// Estimated tokens of one message.
-pub fn message_tokens(message: &Message) -> u64 {
+pub(super) fn message_tokens(message: &Message) -> u64 {
     let mut bytes = message.content.len();
     let mut tokens = MESSAGE_OVERHEAD;
     for call in &message.tool_calls {
@@ -34,7 +34,7 @@ pub fn message_tokens(message: &Message) -> u64 {
 }
 
 /// Estimated tokens of the tool schemas sent with every request.
-pub fn tools_tokens(tools: &[ToolSpec]) -> u64 {
+pub(super) fn tools_tokens(tools: &[ToolSpec]) -> u64 {
     tools
         .iter()
         .map(|t| {
@@ -45,7 +45,7 @@ pub fn tools_tokens(tools: &[ToolSpec]) -> u64 {
 }
 
 /// Estimated prompt tokens of a request carrying `messages` and `tools`.
-pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
+pub(crate) fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
     messages.iter().map(message_tokens).sum::<u64>() + tools_tokens(tools)
 }
 
@@ -53,7 +53,7 @@ pub fn estimate_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
 /// that same request, so the tokens of a later request can be projected from the exact
 /// count plus the estimate of what was added since. Forget it after a compaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PromptUsage {
+pub(crate) struct PromptUsage {
     /// `Usage::prompt_tokens` of the last call.
     pub prompt_tokens: u64,
     /// `estimate_tokens` of the messages and tools of that call.
@@ -63,7 +63,7 @@ pub struct PromptUsage {
 impl PromptUsage {
     /// The projected prompt tokens of a request whose estimate is `estimated_now`: the
     /// provider's count, moved by the change of the estimate since.
-    pub fn project(&self, estimated_now: u64) -> u64 {
+    pub(crate) fn project(&self, estimated_now: u64) -> u64 {
         if estimated_now >= self.estimated {
             self.prompt_tokens
                 .saturating_add(estimated_now - self.estimated)
@@ -77,7 +77,7 @@ impl PromptUsage {
 /// Whether the context must be compacted before the next call: the provider-based count
 /// when known (`last_prompt_tokens`, e.g. [`PromptUsage::project`]), else `estimated`, over
 /// `threshold × context_window`. A window of 0 (unknown) never triggers.
-pub fn needs_compaction(
+pub(crate) fn needs_compaction(
     estimated: u64,
     last_prompt_tokens: Option<u64>,
     s: &CompactionSettings,

@@ -27,8 +27,8 @@ use amber_proto::{Message, Usage};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::metered::{ModelRequests, RequestError};
-pub use estimate::{PromptUsage, estimate_tokens, needs_compaction};
-pub use store::save_skills;
+pub(crate) use estimate::{PromptUsage, estimate_tokens, needs_compaction};
+pub(crate) use store::save_skills;
 
 /// When to compact and how much room to leave.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,7 +65,7 @@ impl CompactionSettings {
 
 /// A reusable procedure the extract request found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExtractedSkill {
+pub(crate) struct ExtractedSkill {
     pub name: String,
     pub description: String,
     /// Markdown instructions.
@@ -74,7 +74,7 @@ pub struct ExtractedSkill {
 
 /// The result of a successful compaction.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Compacted {
+pub(crate) struct Compacted {
     /// The new context, system prompt first, then the memories message (if any).
     pub messages: Vec<Message>,
     pub memories: Vec<String>,
@@ -86,7 +86,7 @@ pub struct Compacted {
 
 /// Why compaction failed; the context must be left as it was.
 #[derive(Debug, thiserror::Error)]
-pub enum CompactionError {
+pub(crate) enum CompactionError {
     #[error("compaction request failed: {0}")]
     Llm(ApiError),
     #[error("compaction {stage} answer could not be parsed: {message}")]
@@ -105,7 +105,7 @@ pub enum CompactionError {
 
 impl CompactionError {
     /// Stable snake_case code for `compaction_failed` and error replies.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             CompactionError::Llm(e) => e.code(),
             CompactionError::Parse { .. } => "compaction_parse",
@@ -135,13 +135,13 @@ impl From<RequestError> for CompactionError {
 }
 
 /// Whether `compact` would find anything to remove (no request is made to find out).
-pub fn has_compactable(messages: &[Message]) -> bool {
+pub(crate) fn has_compactable(messages: &[Message]) -> bool {
     apply::has_compactable(&collapse::collapse(messages))
 }
 
 /// What a compaction reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Progress {
+pub(crate) enum Progress {
     /// The provider's usage of one request (success or not), already in the session's
     /// total (the requests are metered), for the caller's turn total.
     Usage(Usage),
@@ -152,7 +152,7 @@ pub enum Progress {
 
 /// Where the compaction requests go, and the head they start with.
 #[derive(Clone, Copy)]
-pub struct RequestTarget<'a> {
+pub(crate) struct RequestTarget<'a> {
     /// How the requests go out: the session's metered client, so each reserves its
     /// budget before it is sent.
     pub requests: &'a dyn ModelRequests,
@@ -166,7 +166,7 @@ pub struct RequestTarget<'a> {
 /// Runs the pipeline over `messages` (a snapshot; `[0]` is the system prompt). `tools`
 /// are only counted (requests carry no tools). `on_progress` gets each request's usage
 /// and each retry wait. See the module docs.
-pub async fn compact(
+pub(crate) async fn compact(
     target: RequestTarget<'_>,
     messages: &[Message],
     tools: &[ToolSpec],

@@ -15,7 +15,7 @@ const MAX_NAME: usize = 64;
 /// A skill name as one safe folder name: ASCII letters, digits, `-`, `_` and `.` (others
 /// become `-`), lowercase, no leading or trailing `.`/`-`, at most 64 bytes; `skill` when
 /// nothing is left.
-pub fn sanitize_name(name: &str) -> String {
+pub(super) fn sanitize_name(name: &str) -> String {
     let mut out = String::new();
     for c in name.trim().chars() {
         let c = c.to_ascii_lowercase();
@@ -40,7 +40,7 @@ pub fn sanitize_name(name: &str) -> String {
 /// Writes each skill to `<skills_dir>/<sanitised name>/SKILL.md`, replacing a skill of the
 /// same name from an earlier compaction; two skills of one batch that sanitise alike get
 /// `-2`, `-3`, … Returns the files written. A skill folder that is a symlink is refused.
-pub fn save_skills(
+pub(crate) fn save_skills(
     skills_dir: &Path,
     skills: &[ExtractedSkill],
 ) -> Result<Vec<PathBuf>, std::io::Error> {

@@ -30,7 +30,7 @@ pub(crate) struct Stamp {
 impl Stamp {
     /// The stamp of the file `path` names (through symlinks); `None` when there is no
     /// regular file there.
-    pub fn of(path: &Path) -> Option<Stamp> {
+    pub(super) fn of(path: &Path) -> Option<Stamp> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(path).ok()?;
         meta.is_file().then(|| Stamp {

@@ -65,7 +65,7 @@ pub(super) fn tools(
 
 /// `mcp__SERVER__TOOL` (also the command name of a prompt) in `[A-Za-z0-9_-]`, at most 64 characters; a longer name keeps
 /// its head and gets a hash of the whole so distinct tools stay distinct.
-pub fn tool_name(server: &str, tool: &str) -> String {
+pub(crate) fn tool_name(server: &str, tool: &str) -> String {
     let raw = format!("mcp__{server}__{tool}");
     let clean: String = raw
         .chars()

@@ -75,7 +75,7 @@ impl Connection {
     /// Spawns or reaches the server and runs the handshake, within `timeout`; gives up
     /// early when `stop` fires. Errors are one line for `McpServerInfo.error`. The
     /// receiver gets the server's `list_changed` notifications.
-    pub async fn open(
+    pub(super) async fn open(
         server: &str,
         transport: &McpTransport,
         extension_env: &SandboxEnv,
@@ -180,18 +180,18 @@ impl Connection {
         Ok((conn, changes))
     }
 
-    pub fn has_resources(&self) -> bool {
+    pub(super) fn has_resources(&self) -> bool {
         self.has_resources
     }
 
     /// The stdio child's pid (tests kill it to exercise reconnecting).
-    pub fn pid(&self) -> Option<i32> {
+    pub(super) fn pid(&self) -> Option<i32> {
         self.pgid
     }
 
     /// Re-lists one kind, following `nextCursor` to the last page. A kind the server
     /// did not announce in its capabilities stays empty.
-    pub async fn list(&self, kind: ListKind, lists: &mut Lists) -> Result<(), ServiceError> {
+    pub(super) async fn list(&self, kind: ListKind, lists: &mut Lists) -> Result<(), ServiceError> {
         match kind {
             ListKind::Tools if self.has_tools => {
                 lists.tools = self.peer.list_all_tools().await?;
@@ -221,7 +221,7 @@ impl Connection {
 
     /// `ping`; only a transport failure or no answer counts as dead (a server that
     /// answers with an error is alive).
-    pub async fn ping(&self, timeout: Duration) -> Result<(), String> {
+    pub(super) async fn ping(&self, timeout: Duration) -> Result<(), String> {
         let ping = self
             .peer
             .send_request(ClientRequest::PingRequest(PingRequest {
@@ -240,7 +240,7 @@ impl Connection {
 
     /// Resolves when the connection ended by itself (child exited, transport closed),
     /// with the reason for the status line. Pending forever once it has resolved.
-    pub async fn ended(&mut self) -> String {
+    pub(super) async fn ended(&mut self) -> String {
         let Some(quit) = self.quit.as_mut() else {
             return std::future::pending().await;
         };
@@ -258,7 +258,7 @@ impl Connection {
     /// Closes the session and makes sure the child is gone: stdin closed first (the MCP
     /// stdio shutdown), SIGTERM to the group after a grace period, then SIGKILL; finally
     /// the whole process group is swept so no grandchild survives.
-    pub async fn close(mut self) {
+    pub(super) async fn close(mut self) {
         if let Some(cancel) = self.cancel.take() {
             cancel.cancel();
         }

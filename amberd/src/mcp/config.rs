@@ -145,7 +145,7 @@ impl RawServer {
 
 /// Why a server name is refused, if it is: it becomes part of tool names
 /// (`mcp__NAME__TOOL`), which only allow `[A-Za-z0-9_-]`.
-pub fn name_problem(name: &str) -> Option<&'static str> {
+pub(crate) fn name_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() {
         return Some("must not be empty");
     }
@@ -167,7 +167,7 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
 
 /// Checks what can be checked before connecting: a command, an http(s) URL, header
 /// names and values HTTP accepts and that the transport does not set itself.
-pub fn validate_transport(transport: &McpTransport) -> Result<(), String> {
+pub(crate) fn validate_transport(transport: &McpTransport) -> Result<(), String> {
     match transport {
         McpTransport::Stdio { command, env, .. } => {
             if command.trim().is_empty() {

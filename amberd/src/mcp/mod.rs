@@ -17,7 +17,7 @@
 
 mod adapters;
 mod client;
-pub mod config;
+pub(crate) mod config;
 mod error_text;
 mod host;
 mod render;
@@ -36,9 +36,9 @@ use amber_proto::{McpServerInfo, errors};
 
 use amber_tools::Tool;
 
-pub use adapters::tool_name;
-pub use config::McpConfig;
-pub use host::McpHost;
+pub(crate) use adapters::tool_name;
+pub(crate) use config::McpConfig;
+pub(crate) use host::McpHost;
 
 /// Errors of the host's operations. [`McpError::code`] is the JSON-RPC code to answer with.
 #[derive(Debug, thiserror::Error)]
@@ -125,7 +125,7 @@ pub trait McpSink: Send + Sync {
 /// A sink that only logs; for tests that have nowhere else to send.
 #[cfg(test)]
 #[derive(Debug, Default, Clone, Copy)]
-pub struct LogSink;
+pub(crate) struct LogSink;
 
 #[cfg(test)]
 impl McpSink for LogSink {

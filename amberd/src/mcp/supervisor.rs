@@ -33,7 +33,7 @@ pub(super) struct Settings {
 }
 
 impl Settings {
-    pub fn new(c: &McpConfig, sandbox: Arc<SandboxEnv>) -> Self {
+    pub(super) fn new(c: &McpConfig, sandbox: Arc<SandboxEnv>) -> Self {
         let (backoff_base, backoff_max) = c.reconnect_backoff();
         Self {
             sandbox,
@@ -70,7 +70,7 @@ struct State {
 }
 
 impl Server {
-    pub fn new(
+    pub(super) fn new(
         name: &str,
         transport: McpTransport,
         sandbox: Option<SandboxInfo>,
@@ -102,12 +102,12 @@ impl Server {
         })
     }
 
-    pub fn info(&self) -> McpServerInfo {
+    pub(super) fn info(&self) -> McpServerInfo {
         self.lock().info.clone()
     }
 
     /// The live peer, or the reason there is none, phrased for the model.
-    pub fn peer(&self) -> Result<Peer, String> {
+    pub(super) fn peer(&self) -> Result<Peer, String> {
         let state = self.lock();
         match (&state.peer, state.info.status) {
             (Some(peer), McpStatus::Ready) => Ok(peer.clone()),
@@ -130,13 +130,13 @@ impl Server {
     }
 
     /// Whether the last listing had this prompt.
-    pub fn has_prompt(&self, name: &str) -> bool {
+    pub(super) fn has_prompt(&self, name: &str) -> bool {
         self.lock().prompts.iter().any(|p| p == name)
     }
 
     /// Adapters report failed requests here; transport failures make the task check the
     /// connection (HTTP transports stay "open" while every request fails).
-    pub fn report(&self, err: &ServiceError) {
+    pub(super) fn report(&self, err: &ServiceError) {
         if matches!(
             err,
             ServiceError::TransportSend(_) | ServiceError::TransportClosed
@@ -147,12 +147,12 @@ impl Server {
 
     /// The stdio child's pid while connected.
     #[cfg(test)]
-    pub fn pid(&self) -> Option<i32> {
+    pub(super) fn pid(&self) -> Option<i32> {
         self.lock().pid
     }
 
     /// Marks the server closed (after its task ended) and returns the final info.
-    pub fn mark_closed(&self) -> McpServerInfo {
+    pub(super) fn mark_closed(&self) -> McpServerInfo {
         self.update(|s| {
             s.info.status = McpStatus::Closed;
             s.info.error = None;

@@ -16,7 +16,7 @@ use super::{McpConfig, McpPrompt, McpSink};
 use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 /// `@modelcontextprotocol/server-everything`, installed by `.ci/run` (npm ci).
-pub fn everything_bin() -> PathBuf {
+pub(super) fn everything_bin() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/mcp-servers/node_modules/.bin/mcp-server-everything");
     assert!(
@@ -28,7 +28,7 @@ pub fn everything_bin() -> PathBuf {
     bin
 }
 
-pub fn stdio_everything() -> McpTransport {
+pub(super) fn stdio_everything() -> McpTransport {
     McpTransport::Stdio {
         command: everything_bin().display().to_string(),
         args: vec!["stdio".into()],
@@ -37,7 +37,7 @@ pub fn stdio_everything() -> McpTransport {
 }
 
 /// Short timeouts so failures and reconnects happen within a test's budget.
-pub fn fast_config() -> McpConfig {
+pub(super) fn fast_config() -> McpConfig {
     McpConfig {
         call_timeout_ms: 10_000,
         connect_timeout_ms: 10_000,
@@ -50,7 +50,7 @@ pub fn fast_config() -> McpConfig {
 
 /// Everything the host told the sink.
 #[derive(Default)]
-pub struct Recorded {
+pub(super) struct Recorded {
     pub statuses: Vec<McpServerInfo>,
     pub tools: HashMap<String, Vec<Arc<dyn Tool>>>,
     pub prompts: HashMap<String, Vec<McpPrompt>>,
@@ -59,11 +59,11 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    pub fn last(&self, server: &str) -> Option<&McpServerInfo> {
+    pub(super) fn last(&self, server: &str) -> Option<&McpServerInfo> {
         self.statuses.iter().rev().find(|s| s.name == server)
     }
 
-    pub fn statuses_of(&self, server: &str) -> Vec<McpStatus> {
+    pub(super) fn statuses_of(&self, server: &str) -> Vec<McpStatus> {
         self.statuses
             .iter()
             .filter(|s| s.name == server)
@@ -71,7 +71,7 @@ impl Recorded {
             .collect()
     }
 
-    pub fn tool(&self, server: &str, name: &str) -> Option<Arc<dyn Tool>> {
+    pub(super) fn tool(&self, server: &str, name: &str) -> Option<Arc<dyn Tool>> {
         self.tools
             .get(server)?
             .iter()
@@ -81,7 +81,7 @@ impl Recorded {
 }
 
 #[derive(Default)]
-pub struct RecordingSink(Mutex<Recorded>);
+pub(super) struct RecordingSink(Mutex<Recorded>);
 
 impl McpSink for RecordingSink {
     fn status(&self, info: &McpServerInfo) {
@@ -97,12 +97,12 @@ impl McpSink for RecordingSink {
 }
 
 impl RecordingSink {
-    pub fn read<T>(&self, f: impl FnOnce(&Recorded) -> T) -> T {
+    pub(super) fn read<T>(&self, f: impl FnOnce(&Recorded) -> T) -> T {
         f(&self.0.lock().unwrap())
     }
 
     /// Polls until `done` holds; panics after `secs` with what was recorded.
-    pub async fn wait(&self, what: &str, secs: u64, done: impl Fn(&Recorded) -> bool) {
+    pub(super) async fn wait(&self, what: &str, secs: u64, done: impl Fn(&Recorded) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             if self.read(&done) {
@@ -117,7 +117,12 @@ impl RecordingSink {
     }
 
     /// Waits for the server's latest status to be `status`.
-    pub async fn wait_status(&self, server: &str, status: McpStatus, secs: u64) -> McpServerInfo {
+    pub(super) async fn wait_status(
+        &self,
+        server: &str,
+        status: McpStatus,
+        secs: u64,
+    ) -> McpServerInfo {
         let what = format!("{server} to be {status:?}");
         self.wait(&what, secs, |r| {
             r.last(server).is_some_and(|s| s.status == status)
@@ -128,7 +133,12 @@ impl RecordingSink {
 }
 
 /// Calls a recorded tool.
-pub async fn call(sink: &RecordingSink, server: &str, tool: &str, args: Value) -> ToolOutcome {
+pub(super) async fn call(
+    sink: &RecordingSink,
+    server: &str,
+    tool: &str,
+    args: Value,
+) -> ToolOutcome {
     let tool = sink
         .read(|r| r.tool(server, tool))
         .unwrap_or_else(|| panic!("no tool {tool}"));
@@ -137,13 +147,13 @@ pub async fn call(sink: &RecordingSink, server: &str, tool: &str, args: Value) -
 }
 
 /// Whether a process with this pid still exists.
-pub fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
 /// Waits until the process is gone (reaped by its parent, the host).
-pub async fn wait_gone(pid: i32, secs: u64) {
+pub(super) async fn wait_gone(pid: i32, secs: u64) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while alive(pid) {
         assert!(Instant::now() < deadline, "process {pid} is still running");
@@ -152,13 +162,13 @@ pub async fn wait_gone(pid: i32, secs: u64) {
 }
 
 /// `mcp-server-everything streamableHttp` on a loopback port (PORT env var).
-pub struct HttpServer {
+pub(super) struct HttpServer {
     pub port: u16,
     child: Option<tokio::process::Child>,
 }
 
 impl HttpServer {
-    pub async fn start() -> HttpServer {
+    pub(super) async fn start() -> HttpServer {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()
@@ -168,12 +178,12 @@ impl HttpServer {
         server
     }
 
-    pub fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
     /// (Re)starts the server on the same port and waits until it accepts connections.
-    pub async fn restart(&mut self) {
+    pub(super) async fn restart(&mut self) {
         let child = tokio::process::Command::new(everything_bin())
             .arg("streamableHttp")
             .env("PORT", self.port.to_string())
@@ -196,7 +206,7 @@ impl HttpServer {
     }
 
     /// Kills the server (SIGKILL to its group) and waits until it is gone.
-    pub async fn kill(&mut self) {
+    pub(super) async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             if let Some(pid) = child.id() {
                 // SAFETY: only signals the group this test started.

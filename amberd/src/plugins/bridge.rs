@@ -16,7 +16,7 @@ use super::registry::{Owner, Registries};
 use crate::mcp::{McpPrompt, McpSink};
 use amber_tools::Tool;
 
-pub struct McpBridge {
+pub(crate) struct McpBridge {
     /// Weak: the host owns the MCP host that owns this bridge.
     host: Weak<dyn Host>,
     registries: Arc<Registries>,
@@ -25,7 +25,7 @@ pub struct McpBridge {
 }
 
 impl McpBridge {
-    pub fn new(host: Weak<dyn Host>, registries: Arc<Registries>) -> Self {
+    pub(crate) fn new(host: Weak<dyn Host>, registries: Arc<Registries>) -> Self {
         Self {
             host,
             registries,

@@ -14,22 +14,22 @@
 //! - [`config`]: `[plugins]` of config.toml.
 //! - [`external`]: plugins that are child processes speaking JSON-RPC over stdio (tools only).
 
-pub mod bridge;
-pub mod bundled;
-pub mod config;
-pub mod contrib;
-pub mod external;
-pub mod host;
-pub mod registry;
-pub mod runtime;
+pub(crate) mod bridge;
+pub(crate) mod bundled;
+pub(crate) mod config;
+pub(crate) mod contrib;
+pub(crate) mod external;
+pub(crate) mod host;
+pub(crate) mod registry;
+pub(crate) mod runtime;
 
 #[cfg(test)]
 mod host_tests;
 #[cfg(test)]
 mod tests;
 
-pub use config::PluginsConfig;
-pub use contrib::{Command, CommandError, Contributions, Panel, StatusSegment, View};
-pub use host::{Host, HostError, SessionView};
-pub use registry::Registries;
-pub use runtime::{PluginError, PluginRuntime};
+pub(crate) use config::PluginsConfig;
+pub(crate) use contrib::{Command, CommandError, Contributions, Panel, StatusSegment, View};
+pub(crate) use host::{Host, HostError, SessionView};
+pub(crate) use registry::Registries;
+pub(crate) use runtime::{PluginError, PluginRuntime};

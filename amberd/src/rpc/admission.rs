@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 /// What a connection is doing, as eviction sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
-pub enum Activity {
+pub(crate) enum Activity {
     /// Accepted; no whole request head yet, or a WebSocket before `initialize`.
     Pending = 0,
     /// Plain HTTP between two requests.
@@ -49,30 +49,30 @@ impl Activity {
 
 /// One slot's state, shared by its connection and the table.
 #[derive(Debug)]
-pub struct SlotState {
+pub(crate) struct SlotState {
     activity: AtomicU8,
     websocket: AtomicBool,
     evicted: CancellationToken,
 }
 
 impl SlotState {
-    pub fn set(&self, activity: Activity) {
+    pub(crate) fn set(&self, activity: Activity) {
         self.activity.store(activity as u8, Ordering::SeqCst);
     }
 
-    pub fn activity(&self) -> Activity {
+    pub(crate) fn activity(&self) -> Activity {
         Activity::from_u8(self.activity.load(Ordering::SeqCst))
     }
 
     /// Fires when the slot was given to another connection: the connection must close.
-    pub fn evicted(&self) -> &CancellationToken {
+    pub(crate) fn evicted(&self) -> &CancellationToken {
         &self.evicted
     }
 }
 
 /// The slot table every connection shares.
 #[derive(Debug)]
-pub struct Slots {
+pub(super) struct Slots {
     max: usize,
     max_websockets: usize,
     table: Mutex<Table>,
@@ -87,14 +87,14 @@ struct Table {
 
 /// A held slot; released when dropped.
 #[derive(Debug)]
-pub struct Slot {
+pub(super) struct Slot {
     id: u64,
     slots: Arc<Slots>,
     state: Arc<SlotState>,
 }
 
 impl Slot {
-    pub fn state(&self) -> &Arc<SlotState> {
+    pub(super) fn state(&self) -> &Arc<SlotState> {
         &self.state
     }
 }
@@ -106,7 +106,7 @@ impl Drop for Slot {
 }
 
 impl Slots {
-    pub fn new(max: usize, reserved_http: usize) -> Arc<Self> {
+    pub(super) fn new(max: usize, reserved_http: usize) -> Arc<Self> {
         let max = max.max(1);
         Arc::new(Self {
             max,
@@ -122,7 +122,7 @@ impl Slots {
 
     /// A slot for a new connection, evicting the oldest evictable one when all are held;
     /// `None` when every slot is busy or established.
-    pub fn take(self: &Arc<Self>) -> Option<Slot> {
+    pub(super) fn take(self: &Arc<Self>) -> Option<Slot> {
         let mut table = self.lock();
         if table.held.len() >= self.max {
             evict_oldest(&mut table.held, |_| true)?;
@@ -144,7 +144,7 @@ impl Slots {
 
     /// Makes `slot` a WebSocket's, evicting the oldest pending WebSocket when as many as
     /// may be are held; false (refused) when all of them are established.
-    pub fn upgrade(&self, slot: &SlotState) -> bool {
+    pub(super) fn upgrade(&self, slot: &SlotState) -> bool {
         let mut table = self.lock();
         let websockets = table
             .held

@@ -9,16 +9,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Shared by every connection.
 #[derive(Clone, Debug)]
-pub struct ByteBudget {
+pub(super) struct ByteBudget {
     bytes: Arc<Semaphore>,
 }
 
 /// Bytes taken from the budget; they return when this is dropped.
 #[derive(Debug, Default)]
-pub struct Reserved(Option<OwnedSemaphorePermit>);
+pub(super) struct Reserved(Option<OwnedSemaphorePermit>);
 
 impl ByteBudget {
-    pub fn new(total: u64) -> Self {
+    pub(super) fn new(total: u64) -> Self {
         let total = usize::try_from(total)
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
@@ -28,7 +28,7 @@ impl ByteBudget {
     }
 
     /// `n` bytes, if that many are free now.
-    pub fn try_take(&self, n: u64) -> Option<Reserved> {
+    pub(super) fn try_take(&self, n: u64) -> Option<Reserved> {
         if n == 0 {
             return Some(Reserved(None));
         }
@@ -43,7 +43,7 @@ impl ByteBudget {
 
 impl Reserved {
     /// Adds `more` to what this holds.
-    pub fn merge(&mut self, more: Reserved) {
+    pub(super) fn merge(&mut self, more: Reserved) {
         match (&mut self.0, more.0) {
             (Some(held), Some(more)) => held.merge(more),
             (held @ None, more) => *held = more,

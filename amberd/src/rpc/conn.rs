@@ -35,7 +35,7 @@ use super::ws_guard::{WsGuard, WsLimits};
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// What every connection shares.
-pub struct Shared {
+pub(super) struct Shared {
     pub slots: Arc<Slots>,
     /// Reply bytes not yet written, daemon-wide, and each WebSocket's own bound.
     pub unread: Arc<UnreadBudget>,
@@ -50,7 +50,7 @@ pub struct Shared {
 /// Serves `stream` until it closes, `stopped` fires or its slot is evicted; `lease` lives
 /// as long as the connection (for a WebSocket: until the upgraded connection closes), and
 /// `slot` follows what it does.
-pub async fn serve<S>(
+pub(super) async fn serve<S>(
     mut stream: UnixStream,
     lease: Arc<dyn Send + Sync>,
     slot: Arc<SlotState>,

@@ -11,7 +11,7 @@ use tokio::net::UnixStream;
 
 use super::ws_guard::WsGuard;
 
-pub struct ConnIo {
+pub(super) struct ConnIo {
     inner: UnixStream,
     replay: Vec<u8>,
     replay_pos: usize,
@@ -20,7 +20,7 @@ pub struct ConnIo {
 
 impl ConnIo {
     /// Plain HTTP: `read` (head and whatever followed it) is replayed, then the socket.
-    pub fn http(inner: UnixStream, read: Vec<u8>) -> Self {
+    pub(super) fn http(inner: UnixStream, read: Vec<u8>) -> Self {
         Self {
             inner,
             replay: read,
@@ -30,7 +30,7 @@ impl ConnIo {
     }
 
     /// A WebSocket upgrade: `head` is replayed for hyper; what follows goes through `guard`.
-    pub fn websocket(inner: UnixStream, head: Vec<u8>, guard: WsGuard) -> Self {
+    pub(super) fn websocket(inner: UnixStream, head: Vec<u8>, guard: WsGuard) -> Self {
         Self {
             inner,
             replay: head,

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 
 /// What to do with one JSON-RPC message (a WebSocket data message or an HTTP body).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// Hand it to jsonrpsee as it is.
     Pass { expects_reply: bool },
     /// Hand jsonrpsee this batch instead: entries with invalid ids neutralised.
@@ -97,7 +97,7 @@ fn first_byte(body: &[u8]) -> Option<u8> {
 }
 
 /// The answer for a message that is not a request: -32600 with `id: null`.
-pub fn invalid_request(message: &str) -> String {
+pub(super) fn invalid_request(message: &str) -> String {
     serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -111,7 +111,7 @@ const NOT_A_REQUEST: &str =
     "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": …, \"id\": …}";
 
 /// The answer for a message that is not JSON text at all: -32700 with `id: null`.
-pub fn parse_error(message: &str) -> String {
+pub(super) fn parse_error(message: &str) -> String {
     serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -123,7 +123,7 @@ pub fn parse_error(message: &str) -> String {
 const NOT_UTF8: &str = "parse error: a JSON-RPC message must be UTF-8 text";
 
 /// Checks one message; see the module header.
-pub fn check(body: &[u8]) -> Verdict {
+pub(super) fn check(body: &[u8]) -> Verdict {
     let Ok(text) = std::str::from_utf8(body) else {
         // JSON is UTF-8 (RFC 8259); jsonrpsee would read no id from it and stay silent.
         return Verdict::Answer(parse_error(NOT_UTF8));

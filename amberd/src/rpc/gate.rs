@@ -32,7 +32,7 @@ use super::unread::{ConnUnread, Full};
 
 /// State of one WebSocket connection. It lives as long as the connection (jsonrpsee keeps
 /// the upgrade request's extensions), so it also carries the connection's lease.
-pub struct WsConn {
+pub(crate) struct WsConn {
     initialized: AtomicBool,
     approver: AtomicBool,
     upgrade_claimed: AtomicBool,
@@ -49,7 +49,7 @@ pub struct WsConn {
 impl WsConn {
     /// `lease` is held until the WebSocket closes (connection slot, connection count);
     /// `slot` learns when the connection is initialized (no longer evictable).
-    pub fn new(
+    pub(crate) fn new(
         lease: Arc<dyn Send + Sync>,
         slot: Arc<SlotState>,
         unread: ConnUnread,
@@ -69,7 +69,7 @@ impl WsConn {
 
     /// A connection with no slot and its own budget (unit tests).
     #[cfg(test)]
-    pub fn detached() -> Self {
+    pub(crate) fn detached() -> Self {
         Self {
             initialized: AtomicBool::new(false),
             approver: AtomicBool::new(false),
@@ -101,16 +101,16 @@ impl WsConn {
     }
 
     /// The connection's slot was given to another client.
-    pub fn evicted(&self) -> Option<&tokio_util::sync::CancellationToken> {
+    pub(crate) fn evicted(&self) -> Option<&tokio_util::sync::CancellationToken> {
         self.slot.as_deref().map(SlotState::evicted)
     }
 
     /// True for the first caller only: a WebSocket connection carries one upgrade.
-    pub fn claim_upgrade(&self) -> bool {
+    pub(crate) fn claim_upgrade(&self) -> bool {
         !self.upgrade_claimed.swap(true, Ordering::SeqCst)
     }
 
-    pub fn mark_initialized(&self, approver: bool) {
+    pub(crate) fn mark_initialized(&self, approver: bool) {
         self.approver.store(approver, Ordering::SeqCst);
         self.initialized.store(true, Ordering::SeqCst);
         if let Some(slot) = &self.slot {
@@ -118,24 +118,24 @@ impl WsConn {
         }
     }
 
-    pub fn is_initialized(&self) -> bool {
+    pub(crate) fn is_initialized(&self) -> bool {
         self.initialized.load(Ordering::SeqCst)
     }
 
     /// Declared `capabilities.approvals: true` in `initialize`.
-    pub fn is_approver(&self) -> bool {
+    pub(crate) fn is_approver(&self) -> bool {
         self.approver.load(Ordering::SeqCst)
     }
 }
 
 /// RPC middleware enforcing the handshake on WebSocket connections.
 #[derive(Clone)]
-pub struct InitGate<S> {
+pub(crate) struct InitGate<S> {
     inner: S,
 }
 
 impl<S> InitGate<S> {
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Self { inner }
     }
 }

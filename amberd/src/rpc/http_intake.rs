@@ -28,14 +28,14 @@ enum Refusal {
 
 /// The limits a request body is read under (from `[server]`).
 #[derive(Debug, Clone, Copy)]
-pub struct BodyLimits {
+pub(super) struct BodyLimits {
     pub max_bytes: u32,
     pub timeout: Duration,
 }
 
 /// The request with its body read and checked, ready for jsonrpsee, and the budget it holds
 /// (to be dropped once jsonrpsee has answered); or the response that answers it already.
-pub async fn read(
+pub(super) async fn read(
     request: http::Request<Incoming>,
     limits: BodyLimits,
     budget: &ByteBudget,
@@ -159,7 +159,11 @@ fn refused(refusal: Refusal, max_bytes: u32) -> http::Response<HttpBody> {
 }
 
 /// A JSON-RPC error with `id: null` as an HTTP response with `status`.
-pub fn json_error(status: http::StatusCode, code: i32, message: &str) -> http::Response<HttpBody> {
+pub(super) fn json_error(
+    status: http::StatusCode,
+    code: i32,
+    message: &str,
+) -> http::Response<HttpBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

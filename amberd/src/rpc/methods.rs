@@ -12,7 +12,7 @@ use super::table::MethodTable;
 
 // Declared here rather than in `rpc/mod.rs`: `session/get` is one method of this table.
 #[path = "session_get.rs"]
-pub mod session_get;
+pub(crate) mod session_get;
 use crate::daemon::Daemon;
 use crate::session::features::{checkpoints, custom_agents, worktree};
 use crate::{NAME, VERSION};
@@ -21,7 +21,7 @@ use crate::{NAME, VERSION};
 const SELFTEST_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Builds the module served on every connection.
-pub fn module(
+pub(crate) fn module(
     daemon: Arc<Daemon>,
 ) -> Result<RpcModule<Arc<Daemon>>, jsonrpsee::core::RegisterMethodError> {
     let mut m = MethodTable::new(daemon);
@@ -188,7 +188,7 @@ pub fn module(
 }
 
 /// Methods this daemon version serves (reported in `initialize`).
-pub const SERVED: &[&str] = &[
+pub(crate) const SERVED: &[&str] = &[
     methods::INITIALIZE,
     methods::DAEMON_STATUS,
     methods::DAEMON_SHUTDOWN,

@@ -12,7 +12,7 @@ use crate::session::{PromptOptions, SessionError};
 
 /// Parses params into `T`; absent params count as `{}`. Errors are -32602 and name the
 /// offending field (`sessionId: invalid type: integer, expected a string`).
-pub fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
     let raw = params.as_str().unwrap_or("{}");
     let raw = if raw.trim() == "null" { "{}" } else { raw };
     let mut de = serde_json::Deserializer::from_str(raw);
@@ -37,7 +37,7 @@ fn strip_position(err: &serde_json::Error) -> String {
     }
 }
 
-pub fn error(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
+pub(crate) fn error(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(code, message.into(), None::<()>)
 }
 
@@ -58,7 +58,7 @@ impl From<SessionError> for ErrorObjectOwned {
 
 /// `session/prompt`'s turn options, checked before anything is queued: the output schema
 /// compiled (an invalid one is -32602 with the reason), `maxIterations` at least 1.
-pub fn prompt_options(
+pub(crate) fn prompt_options(
     output_schema: Option<serde_json::Value>,
     max_iterations: Option<u32>,
 ) -> Result<PromptOptions, ErrorObjectOwned> {

@@ -20,7 +20,10 @@ use crate::rpc::params::error;
 /// Room kept for `firstIndex`/`hasMore` changing once the page is chosen.
 const SLACK: usize = 32;
 
-pub fn handle(d: &Daemon, p: SessionGetParams) -> Result<SessionGetResult, ErrorObjectOwned> {
+pub(crate) fn handle(
+    d: &Daemon,
+    p: SessionGetParams,
+) -> Result<SessionGetResult, ErrorObjectOwned> {
     if p.messages_limit == Some(0) {
         return Err(error(
             errors::INVALID_PARAMS,
@@ -82,7 +85,7 @@ pub fn handle(d: &Daemon, p: SessionGetParams) -> Result<SessionGetResult, Error
 
 /// The newest of `messages`, at most `limit`, elided, whose JSON array takes at most `room`
 /// bytes; oldest first.
-pub fn newest_that_fit(
+pub(crate) fn newest_that_fit(
     messages: &[Message],
     limit: usize,
     room: usize,

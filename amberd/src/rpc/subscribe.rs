@@ -69,7 +69,7 @@ const NOTIFICATION_ENVELOPE: u64 = 192;
 
 impl Outlet<'_> {
     /// Sends `raw`, once it fits; `Err` when the subscription is gone.
-    pub async fn send(self, raw: Box<serde_json::value::RawValue>) -> Result<(), ()> {
+    pub(super) async fn send(self, raw: Box<serde_json::value::RawValue>) -> Result<(), ()> {
         if let Some(conn) = self.conn {
             let len = raw.get().len() as u64 + NOTIFICATION_ENVELOPE;
             tokio::select! {

@@ -22,11 +22,11 @@ use tokio::sync::Notify;
 
 /// A reply this small goes to a connection with nothing queued whatever the daemon-wide
 /// count (an `initialize`, a `daemon/status`).
-pub const ALWAYS_SMALL: u64 = 64 * 1024;
+pub(super) const ALWAYS_SMALL: u64 = 64 * 1024;
 
 /// The daemon-wide count and its bound.
 #[derive(Debug)]
-pub struct UnreadBudget {
+pub(crate) struct UnreadBudget {
     total: AtomicU64,
     limit: u64,
     /// Woken whenever bytes are written anywhere: waiters for daemon-wide room.
@@ -34,7 +34,7 @@ pub struct UnreadBudget {
 }
 
 impl UnreadBudget {
-    pub fn new(limit: u64) -> Arc<Self> {
+    pub(crate) fn new(limit: u64) -> Arc<Self> {
         Arc::new(Self {
             total: AtomicU64::new(0),
             limit: limit.max(1),
@@ -70,7 +70,7 @@ impl UnreadBudget {
 
     /// `len` bytes of an HTTP response body, held until the returned reservation is
     /// dropped (the body written or abandoned); `None` when they do not fit.
-    pub fn reserve_body(self: &Arc<Self>, len: u64) -> Option<BodyReservation> {
+    pub(crate) fn reserve_body(self: &Arc<Self>, len: u64) -> Option<BodyReservation> {
         self.try_take(len).then(|| BodyReservation {
             budget: self.clone(),
             len,
@@ -79,14 +79,14 @@ impl UnreadBudget {
 
     /// Bytes held now, over every connection.
     #[cfg(test)]
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.total.load(Ordering::SeqCst)
     }
 }
 
 /// Bytes of one HTTP response body in the daemon-wide count.
 #[derive(Debug)]
-pub struct BodyReservation {
+pub(crate) struct BodyReservation {
     budget: Arc<UnreadBudget>,
     len: u64,
 }
@@ -99,7 +99,7 @@ impl Drop for BodyReservation {
 
 /// One WebSocket's queued bytes.
 #[derive(Debug)]
-pub struct ConnUnread {
+pub(crate) struct ConnUnread {
     budget: Arc<UnreadBudget>,
     queued: AtomicU64,
     limit: u64,
@@ -109,7 +109,7 @@ pub struct ConnUnread {
 
 /// Why a reply or notification does not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Full {
+pub(crate) enum Full {
     /// This connection's own bound.
     Connection,
     /// The daemon-wide one.
@@ -117,7 +117,7 @@ pub enum Full {
 }
 
 impl ConnUnread {
-    pub fn new(budget: Arc<UnreadBudget>, limit: u64) -> Self {
+    pub(crate) fn new(budget: Arc<UnreadBudget>, limit: u64) -> Self {
         Self {
             budget,
             queued: AtomicU64::new(0),
@@ -130,7 +130,7 @@ impl ConnUnread {
     /// bound (or nothing is queued on it) and under the daemon's — except that a small one
     /// on a connection with nothing queued always goes, so clients that do not read cannot
     /// starve one that does (at most [`ALWAYS_SMALL`] per connection beyond the bound).
-    pub fn try_take(&self, len: u64) -> Result<(), Full> {
+    pub(crate) fn try_take(&self, len: u64) -> Result<(), Full> {
         let fits_here = |queued: u64| queued == 0 || queued.saturating_add(len) <= self.limit;
         let queued = self.queued.load(Ordering::SeqCst);
         if !fits_here(queued) {
@@ -157,7 +157,7 @@ impl ConnUnread {
     /// same method answered last on this connection): it would fit under this connection's
     /// bound, and the daemon's queue is not full — so a client that keeps asking for large
     /// results without reading them does not have each one built only to be dropped.
-    pub fn has_room(&self, expected: u64) -> Result<(), Full> {
+    pub(crate) fn has_room(&self, expected: u64) -> Result<(), Full> {
         let queued = self.queued();
         if queued > 0 && queued.saturating_add(expected) > self.limit {
             return Err(Full::Connection);
@@ -169,14 +169,14 @@ impl ConnUnread {
     }
 
     /// Counts `len` bytes that go out whatever the bounds say (a short error reply).
-    pub fn add(&self, len: u64) {
+    pub(crate) fn add(&self, len: u64) {
         self.queued.fetch_add(len, Ordering::SeqCst);
         self.budget.add(len);
     }
 
     /// Waits until `len` bytes fit, then takes them (notifications: the subscriber waits,
     /// and falls behind its session if it never reads).
-    pub async fn take(&self, len: u64) {
+    pub(crate) async fn take(&self, len: u64) {
         loop {
             let here = self.room.notified();
             let anywhere = self.budget.room.notified();
@@ -194,7 +194,7 @@ impl ConnUnread {
     }
 
     /// The guard wrote `len` bytes of this connection's data frames.
-    pub fn written(&self, len: u64) {
+    pub(crate) fn written(&self, len: u64) {
         if len == 0 {
             return;
         }
@@ -212,7 +212,7 @@ impl ConnUnread {
     }
 
     /// Bytes queued on this connection now.
-    pub fn queued(&self) -> u64 {
+    pub(crate) fn queued(&self) -> u64 {
         self.queued.load(Ordering::SeqCst)
     }
 }

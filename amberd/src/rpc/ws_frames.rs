@@ -6,10 +6,10 @@
 //! where it may slip in a frame of its own and how many replies have gone out.
 
 /// Close codes the guard sends (RFC 6455 §7.4.1).
-pub mod close {
-    pub const PROTOCOL_ERROR: u16 = 1002;
-    pub const INVALID_PAYLOAD: u16 = 1007;
-    pub const POLICY_VIOLATION: u16 = 1008;
+pub(super) mod close {
+    pub(crate) const PROTOCOL_ERROR: u16 = 1002;
+    pub(crate) const INVALID_PAYLOAD: u16 = 1007;
+    pub(crate) const POLICY_VIOLATION: u16 = 1008;
 }
 
 const OP_CONTINUATION: u8 = 0x0;
@@ -20,7 +20,7 @@ const MAX_HEADER: usize = 14;
 
 /// Why the connection is failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(super) struct Violation {
     pub code: u16,
     pub reason: &'static str,
 }
@@ -36,14 +36,14 @@ impl Violation {
 
 /// Why a data message is read to its end but not handed on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Discard {
+pub(super) enum Discard {
     TooLarge,
     Overloaded,
 }
 
 /// What the reader found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Event {
+pub(super) enum Event {
     /// A data frame begins whose payload is this long (the guard reserves the bytes).
     DataFrame { len: u64 },
     /// A whole control frame, exactly as the client sent it.
@@ -73,7 +73,7 @@ struct Message {
 
 /// Reads client frames; see the module header.
 #[derive(Debug)]
-pub struct FrameReader {
+pub(super) struct FrameReader {
     max_message: usize,
     header: Vec<u8>,
     frame: Option<Frame>,
@@ -83,7 +83,7 @@ pub struct FrameReader {
 }
 
 impl FrameReader {
-    pub fn new(max_message: usize) -> Self {
+    pub(super) fn new(max_message: usize) -> Self {
         Self {
             max_message,
             header: Vec::with_capacity(MAX_HEADER),
@@ -94,12 +94,12 @@ impl FrameReader {
     }
 
     /// A frame or a fragmented message has begun and not ended.
-    pub fn mid_message(&self) -> bool {
+    pub(super) fn mid_message(&self) -> bool {
         !self.header.is_empty() || self.frame.is_some() || self.message.is_some()
     }
 
     /// Reads the current message to its end without keeping it.
-    pub fn discard_message(&mut self, why: Discard) {
+    pub(super) fn discard_message(&mut self, why: Discard) {
         if let Some(message) = &mut self.message {
             message.discard = Some(why);
             message.payload = Vec::new();
@@ -107,7 +107,7 @@ impl FrameReader {
     }
 
     /// Consumes bytes from the front of `input` until an event or the end of the input.
-    pub fn feed(&mut self, input: &mut &[u8]) -> Result<Option<Event>, Violation> {
+    pub(super) fn feed(&mut self, input: &mut &[u8]) -> Result<Option<Event>, Violation> {
         loop {
             if self.frame.is_none() {
                 if input.is_empty() {
@@ -330,7 +330,7 @@ fn sendable_close_code(code: u16) -> bool {
 
 /// A client frame carrying a whole message, masked with a zero key (masking with zeros is
 /// the identity, so the payload goes out as it is), for jsonrpsee's WebSocket reader.
-pub fn client_frame(text: bool, payload_len: usize) -> Vec<u8> {
+pub(super) fn client_frame(text: bool, payload_len: usize) -> Vec<u8> {
     let opcode = if text { OP_TEXT } else { OP_BINARY };
     let mut header = Vec::with_capacity(MAX_HEADER);
     header.push(0x80 | opcode);
@@ -340,7 +340,7 @@ pub fn client_frame(text: bool, payload_len: usize) -> Vec<u8> {
 }
 
 /// A server text frame (unmasked) with `payload`.
-pub fn server_text_frame(payload: &[u8]) -> Vec<u8> {
+pub(super) fn server_text_frame(payload: &[u8]) -> Vec<u8> {
     let mut frame = Vec::with_capacity(payload.len() + MAX_HEADER);
     frame.push(0x80 | OP_TEXT);
     push_len(&mut frame, 0, payload.len());
@@ -349,7 +349,7 @@ pub fn server_text_frame(payload: &[u8]) -> Vec<u8> {
 }
 
 /// A server close frame with `code` and `reason` (cut to fit the 125-byte control limit).
-pub fn server_close_frame(code: u16, reason: &str) -> Vec<u8> {
+pub(super) fn server_close_frame(code: u16, reason: &str) -> Vec<u8> {
     let mut end = reason.len().min(123);
     while !reason.is_char_boundary(end) {
         end -= 1;
@@ -376,7 +376,7 @@ fn push_len(out: &mut Vec<u8>, mask_bit: u8, len: usize) {
 
 /// Where the server's output stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(super) enum Phase {
     /// The HTTP response head is being written.
     ResponseHead,
     /// The head said 101: frames follow.
@@ -391,7 +391,7 @@ const NOTIFICATION_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","method""#;
 
 /// Follows the server's output; see the module header.
 #[derive(Debug)]
-pub struct WriteTracker {
+pub(super) struct WriteTracker {
     phase: Phase,
     /// Response head: the status line so far, and how much of `\r\n\r\n` was just seen.
     status_line: Vec<u8>,
@@ -407,7 +407,7 @@ pub struct WriteTracker {
 
 /// What one write carried.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Written {
+pub(super) struct Written {
     /// Replies it completed the classification of (each counted once).
     pub replies: usize,
     /// Payload bytes of data frames in it.
@@ -430,17 +430,17 @@ impl Default for WriteTracker {
 }
 
 impl WriteTracker {
-    pub fn phase(&self) -> Phase {
+    pub(super) fn phase(&self) -> Phase {
         self.phase
     }
 
     /// Between two server frames: a frame of the guard's own may go out here.
-    pub fn at_frame_boundary(&self) -> bool {
+    pub(super) fn at_frame_boundary(&self) -> bool {
         self.phase == Phase::Frames && self.header.is_empty() && self.remaining == 0
     }
 
     /// Follows `written`; what it carried.
-    pub fn advance(&mut self, mut written: &[u8]) -> Written {
+    pub(super) fn advance(&mut self, mut written: &[u8]) -> Written {
         let mut out = Written::default();
         while !written.is_empty() {
             match self.phase {

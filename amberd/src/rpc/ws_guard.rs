@@ -42,7 +42,7 @@ use super::ws_frames::{
 
 /// The limits one WebSocket runs under (from `[server]`).
 #[derive(Debug, Clone, Copy)]
-pub struct WsLimits {
+pub(super) struct WsLimits {
     pub max_message: usize,
     pub max_unanswered: usize,
     pub initialize_timeout: Duration,
@@ -66,7 +66,7 @@ enum CloseState {
 }
 
 /// One WebSocket's guard state; see the module header.
-pub struct WsGuard {
+pub(super) struct WsGuard {
     limits: WsLimits,
     conn: Arc<WsConn>,
     budget: ByteBudget,
@@ -100,7 +100,12 @@ pub struct WsGuard {
 
 impl WsGuard {
     /// `leftover`: bytes the client sent after its upgrade request's head.
-    pub fn new(limits: WsLimits, conn: Arc<WsConn>, budget: ByteBudget, leftover: Vec<u8>) -> Self {
+    pub(super) fn new(
+        limits: WsLimits,
+        conn: Arc<WsConn>,
+        budget: ByteBudget,
+        leftover: Vec<u8>,
+    ) -> Self {
         let evicted = conn
             .evicted()
             .map(|token| Box::pin(token.clone().cancelled_owned()));
@@ -130,7 +135,7 @@ impl WsGuard {
         }
     }
 
-    pub fn poll_read(
+    pub(super) fn poll_read(
         &mut self,
         inner: &mut UnixStream,
         cx: &mut Context<'_>,
@@ -241,7 +246,7 @@ impl WsGuard {
         }
     }
 
-    pub fn poll_write(
+    pub(super) fn poll_write(
         &mut self,
         inner: &mut UnixStream,
         cx: &mut Context<'_>,
@@ -279,7 +284,7 @@ impl WsGuard {
         Poll::Ready(Ok(n))
     }
 
-    pub fn poll_flush(
+    pub(super) fn poll_flush(
         &mut self,
         inner: &mut UnixStream,
         cx: &mut Context<'_>,

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 /// What a prompt asks of its turn besides its text (`session/prompt`'s extensions). Not
 /// persisted: a prompt restored from the log after a restart runs without them.
 #[derive(Debug, Clone, Default)]
-pub struct PromptOptions {
+pub(crate) struct PromptOptions {
     /// `outputSchema`, compiled when the prompt was accepted.
     pub output_schema: Option<Arc<OutputSchema>>,
     /// `maxIterations`: replaces the session's cap for this turn only.
@@ -36,7 +36,7 @@ pub struct PromptOptions {
 
 /// Work for the actor.
 #[derive(Debug)]
-pub enum Command {
+pub(crate) enum Command {
     Prompt {
         turn_id: String,
         text: String,
@@ -73,7 +73,7 @@ impl std::fmt::Debug for BetweenTurns {
 }
 
 /// Runs until the command queue closes (session deleted or daemon shutting down).
-pub async fn run(
+pub(crate) async fn run(
     shared: Arc<SessionShared>,
     services: Arc<Services>,
     mut commands: mpsc::UnboundedReceiver<Command>,

@@ -16,7 +16,7 @@ use amber_tools::session::DeniedPaths;
 
 /// The session's path deny rules (config and workspace), for `search` to filter what it
 /// shows. Holds the session weakly: the session owns its tool state.
-pub struct SessionDeniedPaths {
+pub(crate) struct SessionDeniedPaths {
     pub shared: std::sync::Weak<SessionShared>,
     pub services: std::sync::Arc<Services>,
 }
@@ -39,7 +39,7 @@ impl DeniedPaths for SessionDeniedPaths {
 }
 
 /// The gate of one running turn.
-pub struct SessionGate<'a> {
+pub(crate) struct SessionGate<'a> {
     pub shared: &'a SessionShared,
     pub services: &'a Services,
     pub turn_id: &'a str,

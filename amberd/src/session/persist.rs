@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use super::hub::{EventStore, WireEvent};
 
 /// A session's handle on the store.
-pub struct Persistence {
+pub(crate) struct Persistence {
     store: Store,
     session_id: String,
     /// `None` once closed: the session was unloaded and its log lock released.
@@ -26,7 +26,7 @@ pub struct Persistence {
 }
 
 impl Persistence {
-    pub fn new(store: Store, session_id: String, log: SessionLog) -> Arc<Persistence> {
+    pub(crate) fn new(store: Store, session_id: String, log: SessionLog) -> Arc<Persistence> {
         Arc::new(Persistence {
             store,
             session_id,
@@ -52,7 +52,7 @@ impl Persistence {
 
     /// Syncs and closes the log, releasing its lock, so the session can be loaded again
     /// (after an idle unload). Later writes through this handle fail (and are logged).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         if let Some(mut log) = self.lock().take()
             && let Err(err) = log.sync()
         {
@@ -60,7 +60,7 @@ impl Persistence {
         }
     }
 
-    pub fn save_meta(&self, meta: &SessionMeta) {
+    pub(crate) fn save_meta(&self, meta: &SessionMeta) {
         if let Err(err) = self.store.save_meta(meta) {
             tracing::error!(session = %self.session_id, %err, "cannot save session metadata");
         }
@@ -68,7 +68,7 @@ impl Persistence {
 
     /// Creates or removes the session's busy marker (`amber-store`'s `busy.rs`); a failure is
     /// logged: without the marker a restart settles the session lazily.
-    pub fn set_busy(&self, busy: bool) {
+    pub(crate) fn set_busy(&self, busy: bool) {
         let result = if busy {
             self.store.mark_busy(&self.session_id)
         } else {
@@ -80,7 +80,7 @@ impl Persistence {
     }
 
     /// A journal for the session's context, writing through this handle.
-    pub fn journal(self: &Arc<Self>) -> Box<dyn Journal> {
+    pub(crate) fn journal(self: &Arc<Self>) -> Box<dyn Journal> {
         Box::new(ContextJournal(self.clone()))
     }
 
@@ -93,7 +93,7 @@ impl Persistence {
 
 /// Runs blocking file work (an fdatasync, a log replay) so it does not stall the other
 /// tasks of a runtime worker: on the multi-threaded runtime tokio moves them elsewhere first.
-pub fn blocking<T>(work: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {

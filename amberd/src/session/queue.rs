@@ -35,14 +35,14 @@ pub enum End {
 
 /// A live delta as published to every subscriber.
 #[derive(Debug)]
-pub struct SharedDelta {
+pub(crate) struct SharedDelta {
     event: Event,
     limits: WireLimits,
     wire: OnceLock<WireEvent>,
 }
 
 impl SharedDelta {
-    pub fn new(event: Event, limits: WireLimits) -> Arc<Self> {
+    pub(crate) fn new(event: Event, limits: WireLimits) -> Arc<Self> {
         Arc::new(Self {
             event,
             limits,
@@ -117,7 +117,7 @@ impl Shared {
 }
 
 /// The publishing side, held by the hub.
-pub struct QueueSender {
+pub(crate) struct QueueSender {
     shared: Arc<Shared>,
 }
 
@@ -126,7 +126,7 @@ pub struct QueueReceiver {
     shared: Arc<Shared>,
 }
 
-pub fn queue(capacity: usize, limits: WireLimits) -> (QueueSender, QueueReceiver) {
+pub(crate) fn queue(capacity: usize, limits: WireLimits) -> (QueueSender, QueueReceiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             items: VecDeque::new(),
@@ -193,13 +193,13 @@ fn append(queued: &mut EventKind, next: &EventKind) {
 impl QueueSender {
     /// Queues a serialised event that never merges. Returns false when this subscriber is
     /// gone or was cut off just now; the hub then forgets it.
-    pub fn push(&self, wire: &WireEvent) -> bool {
+    pub(crate) fn push(&self, wire: &WireEvent) -> bool {
         self.enqueue(self.shared.lock(), Item::Ready(wire.clone()))
     }
 
     /// Queues a delta, merged into the last queued one of the same stream when there is
     /// one. Returns like `push`.
-    pub fn push_delta(&self, delta: &Arc<SharedDelta>) -> bool {
+    pub(crate) fn push_delta(&self, delta: &Arc<SharedDelta>) -> bool {
         let mut state = self.shared.lock();
         if !state.receiver_gone
             && state.end.is_none()
@@ -229,13 +229,13 @@ impl QueueSender {
     }
 
     /// The subscriber still holds its end and has not been cut off.
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         let state = self.shared.lock();
         !state.receiver_gone && state.end.is_none()
     }
 
     /// Ends the queue after what is already in it.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut state = self.shared.lock();
         if state.end.is_none() {
             state.end = Some(End::Closed);

@@ -30,7 +30,7 @@ use amber_tools::gate::Gate;
 use amber_tools::session::{SubResult, SubTask, SubagentRunner};
 
 /// The runner a session installs into its `SessionTools`.
-pub struct SessionSubagents {
+pub(crate) struct SessionSubagents {
     pub shared: Weak<SessionShared>,
     pub services: Arc<Services>,
 }

@@ -26,9 +26,9 @@ use crate::agents::Pinned;
 use crate::trust::{ConfigKind, Stored, WorkspaceFile};
 
 /// The tool name of a trust question about rules or an agent.
-pub const TRUST_TOOL: &str = "trust";
+pub(crate) const TRUST_TOOL: &str = "trust";
 /// The tool name of a trust question about the hooks file (as before it was generalised).
-pub const HOOKS_TRUST_TOOL: &str = "hooks";
+pub(crate) const HOOKS_TRUST_TOOL: &str = "hooks";
 
 /// A file version: its path and hash.
 type Version = (PathBuf, String);

@@ -33,7 +33,7 @@ use super::approvals::ApproverGuard;
 use crate::elide::{self, WireLimits};
 
 /// One `session/changed` item, serialised once for every watcher.
-pub type WireChange = Arc<RawValue>;
+pub(crate) type WireChange = Arc<RawValue>;
 
 /// Why a watcher's stream of changes stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,13 +10,13 @@
 use std::path::{Path, PathBuf};
 
 /// Top-level directories that are never a project.
-pub const SYSTEM_DIRS: &[&str] = &[
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
     "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
     "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
 ];
 
 /// Why `canonical` is too broad a workspace root, if it is (`home`: the daemon's `$HOME`).
-pub fn broad_reason(canonical: &Path, home: Option<&Path>) -> Option<String> {
+pub(crate) fn broad_reason(canonical: &Path, home: Option<&Path>) -> Option<String> {
     if canonical.parent().is_none() {
         return Some("the filesystem root would put every file in the workspace".to_owned());
     }
@@ -49,7 +49,11 @@ pub fn broad_reason(canonical: &Path, home: Option<&Path>) -> Option<String> {
 }
 
 /// [`broad_reason`] as the refusal `session/new` reports, naming the key that allows it.
-pub fn refuse_broad(canonical: &Path, home: Option<&Path>, allowed: bool) -> Result<(), String> {
+pub(crate) fn refuse_broad(
+    canonical: &Path,
+    home: Option<&Path>,
+    allowed: bool,
+) -> Result<(), String> {
     match broad_reason(canonical, home) {
         Some(reason) if !allowed => Err(format!(
             "too broad a workspace: {reason} (set `[sessions] allow_broad_workspace = true` \

@@ -11,9 +11,9 @@ use super::args::Args;
 use super::{Tool, ToolContext, ToolOutcome};
 
 /// Lines shown when the call gives no `limit`.
-pub const DEFAULT_LIMIT: usize = 2000;
+pub(crate) const DEFAULT_LIMIT: usize = 2000;
 /// Longer lines are cut to this many bytes (at a char boundary).
-pub const MAX_LINE_BYTES: usize = 2000;
+pub(crate) const MAX_LINE_BYTES: usize = 2000;
 /// Bytes sniffed for NUL to detect binary files.
 const SNIFF_BYTES: usize = 8192;
 /// Entries listed when the path is a directory.
@@ -21,7 +21,7 @@ const MAX_DIR_ENTRIES: usize = 200;
 /// Room kept under the output cap for the closing note.
 const NOTE_RESERVE: usize = 200;
 
-pub struct ReadTool;
+pub(crate) struct ReadTool;
 
 impl Tool for ReadTool {
     fn name(&self) -> &str {

@@ -12,7 +12,7 @@ use super::{Tool, ToolContext, ToolOutcome};
 /// Most tasks one call may hand out.
 const MAX_TASKS: usize = 16;
 
-pub struct TaskTool;
+pub(crate) struct TaskTool;
 
 impl Tool for TaskTool {
     fn name(&self) -> &str {

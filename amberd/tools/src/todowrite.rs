@@ -10,9 +10,9 @@ use super::args::{Args, describe};
 use super::{Tool, ToolContext, ToolOutcome};
 
 /// Longest list accepted.
-pub const MAX_TODOS: usize = 200;
+pub(crate) const MAX_TODOS: usize = 200;
 
-pub struct TodoWriteTool;
+pub(crate) struct TodoWriteTool;
 
 impl Tool for TodoWriteTool {
     fn name(&self) -> &str {
@@ -72,7 +72,7 @@ fn invalid(message: String) -> ToolOutcome {
 }
 
 /// Validate the arguments into a todo list.
-pub fn parse(args: &Value) -> Result<Vec<Todo>, ToolOutcome> {
+pub(crate) fn parse(args: &Value) -> Result<Vec<Todo>, ToolOutcome> {
     Args::new("todowrite", args)?;
     let Some(value) = args.get("todos").filter(|v| !v.is_null()) else {
         return Err(invalid("missing required field `todos`".to_owned()));
@@ -159,7 +159,7 @@ fn parse_item(index: usize, item: &Value) -> Result<Todo, ToolOutcome> {
 }
 
 /// `[x] done`, `[>] in progress`, `[ ] pending`, one per line, with a count.
-pub fn render(todos: &[Todo]) -> String {
+pub(crate) fn render(todos: &[Todo]) -> String {
     if todos.is_empty() {
         return "todo list cleared".to_owned();
     }

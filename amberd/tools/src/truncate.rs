@@ -6,13 +6,13 @@
 use std::borrow::Cow;
 
 /// The marker put where bytes were cut out.
-pub fn truncation_marker(omitted: usize) -> String {
+pub(crate) fn truncation_marker(omitted: usize) -> String {
     format!("\n… [truncated {omitted} bytes] …\n")
 }
 
 /// `text` if it fits in `max` bytes, else its head and tail around a marker,
 /// at most `max` bytes in all (when `max` is larger than the marker).
-pub fn truncate_middle(text: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn truncate_middle(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }
@@ -51,7 +51,7 @@ fn splice(head: &str, omitted: usize, tail: &str, max: usize) -> String {
 /// Accumulates streamed text in bounded memory and renders it like
 /// [`truncate_middle`] would render the whole stream.
 #[derive(Debug)]
-pub struct CappedText {
+pub(crate) struct CappedText {
     max: usize,
     head: String,
     head_full: bool,
@@ -60,7 +60,7 @@ pub struct CappedText {
 }
 
 impl CappedText {
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             max,
             head: String::new(),
@@ -70,7 +70,7 @@ impl CappedText {
         }
     }
 
-    pub fn push(&mut self, mut text: &str) {
+    pub(crate) fn push(&mut self, mut text: &str) {
         if !self.head_full {
             let room = (self.max / 2).saturating_sub(self.head.len());
             if text.len() <= room {
@@ -92,7 +92,7 @@ impl CappedText {
     }
 
     /// The text, truncated to `max` bytes with a marker if it was longer.
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         splice(&self.head, self.omitted, &self.tail, self.max)
     }
 }

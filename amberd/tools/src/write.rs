@@ -11,7 +11,7 @@ use super::atomic_write::replace_file;
 use super::diff::{OwnedChange, unified_owned};
 use super::{Tool, ToolContext, ToolOutcome};
 
-pub struct WriteTool;
+pub(crate) struct WriteTool;
 
 impl Tool for WriteTool {
     fn name(&self) -> &str {

@@ -163,7 +163,7 @@ impl Answer {
     }
 
     /// The reply for a request of `api`, streamed or not.
-    pub fn reply(&self, api: Api, stream: bool) -> &Reply {
+    pub(crate) fn reply(&self, api: Api, stream: bool) -> &Reply {
         let replies = match api {
             Api::ChatCompletions => &self.chat,
             Api::Responses => &self.responses,
@@ -196,7 +196,7 @@ pub(crate) struct Conversations {
 
 impl Conversations {
     /// Renders every turn of `conversations`, `model` in every chunk.
-    pub fn render(conversations: Vec<Conversation>, model: &str) -> Conversations {
+    pub(crate) fn render(conversations: Vec<Conversation>, model: &str) -> Conversations {
         let text = |t: &str| Answer::render(&MockTurn::text(t), &Ctx::for_step(0, model));
         Conversations {
             names: conversations.iter().map(|c| c.name.clone()).collect(),
@@ -222,7 +222,7 @@ impl Conversations {
 
     /// The answer to a request of `api` and the name of the conversation it belongs to (`None`
     /// for the confirm prompt and an unknown conversation).
-    pub fn answer(&self, api: Api, body: &Value) -> (&Answer, Option<&str>) {
+    pub(crate) fn answer(&self, api: Api, body: &Value) -> (&Answer, Option<&str>) {
         let choice = match api {
             // Its `messages` read as chat's do: tool results are user messages without
             // text, and the model's turns are `assistant` messages.

@@ -27,7 +27,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// For request number `n` (1-based) of a script: its model, a prompt size of a quarter
     /// of its body's bytes, arguments in pieces of 8 chars.
-    pub fn for_request(n: usize, model: &str, body_bytes: usize) -> Ctx {
+    pub(crate) fn for_request(n: usize, model: &str, body_bytes: usize) -> Ctx {
         Ctx {
             chat_id: format!("chatcmpl-mock-{n}"),
             response_id: format!("resp_mock_{n}"),
@@ -40,7 +40,7 @@ impl Ctx {
 
     /// For step `step` (0-based) of a conversation, rendered before any request: fixed ids
     /// and prompt size, arguments in pieces of 16 chars, as providers stream them.
-    pub fn for_step(step: usize, model: &str) -> Ctx {
+    pub(crate) fn for_step(step: usize, model: &str) -> Ctx {
         Ctx {
             chat_id: "chatcmpl-mock".to_owned(),
             response_id: "resp_mock".to_owned(),
@@ -52,12 +52,12 @@ impl Ctx {
     }
 
     /// The id of call `index`: its own, or `call_<seq>_<index>`.
-    pub fn call_id(&self, index: usize, own: Option<&str>) -> String {
+    pub(crate) fn call_id(&self, index: usize, own: Option<&str>) -> String {
         own.map_or_else(|| format!("call_{}_{index}", self.seq), str::to_owned)
     }
 
     /// Completion and total tokens for an answer of `chars` chars.
-    pub fn tokens(&self, chars: usize) -> (u64, u64) {
+    pub(crate) fn tokens(&self, chars: usize) -> (u64, u64) {
         let completion = (chars as u64).div_ceil(4).max(1);
         (completion, self.prompt_tokens + completion)
     }

@@ -56,7 +56,7 @@ pub(crate) enum Body {
 }
 
 impl Body {
-    pub fn steps(steps: Vec<Step>) -> Body {
+    pub(crate) fn steps(steps: Vec<Step>) -> Body {
         let content = steps
             .iter()
             .filter(|s| matches!(s, Step::Data(_, Frame::Content)))
@@ -96,7 +96,7 @@ impl Reply {
     }
 
     /// A 200 `text/event-stream` of these steps (sent with `Cache-Control: no-cache`).
-    pub fn event_stream(steps: Vec<Step>) -> Reply {
+    pub(crate) fn event_stream(steps: Vec<Step>) -> Reply {
         Reply {
             content_type: EVENT_STREAM,
             ..Reply::ok_json(Body::steps(steps))
@@ -117,13 +117,13 @@ impl Reply {
     }
 
     /// This exact body as a 200 `text/event-stream`.
-    pub fn raw(body: &str) -> Reply {
+    pub(crate) fn raw(body: &str) -> Reply {
         let bytes = Bytes::from(body.to_owned());
         Reply::event_stream(vec![Step::Data(bytes, Frame::Other)])
     }
 
     /// A 200 `application/json` answer.
-    pub fn ok_json(body: Body) -> Reply {
+    pub(crate) fn ok_json(body: Body) -> Reply {
         Reply {
             status: StatusCode::OK,
             content_type: "application/json",
@@ -134,7 +134,7 @@ impl Reply {
     }
 
     /// A scripted non-200 answer: JSON if `body` parses as JSON, else plain text.
-    pub fn status(code: u16, retry_after: Option<u64>, body: &str) -> Reply {
+    pub(crate) fn status(code: u16, retry_after: Option<u64>, body: &str) -> Reply {
         let content_type = if serde_json::from_str::<serde_json::Value>(body).is_ok() {
             "application/json"
         } else {

@@ -279,12 +279,12 @@ impl MockTurn {
 impl Deltas {
     /// Whether the first chunk says `content: null`: a turn of tool calls only, as providers
     /// send it.
-    pub fn null_content(&self) -> bool {
+    pub(crate) fn null_content(&self) -> bool {
         self.content.is_empty() && self.reasoning.is_empty() && !self.calls.is_empty()
     }
 
     /// Size of the answer, in chars, for the usage figures.
-    pub fn chars(&self) -> usize {
+    pub(crate) fn chars(&self) -> usize {
         let count = |pieces: &[String]| pieces.iter().map(|p| p.chars().count()).sum::<usize>();
         count(&self.reasoning)
             + count(&self.content)
@@ -296,7 +296,7 @@ impl Deltas {
     }
 
     /// How long a whole (non-streamed) answer takes: every pause of the stream.
-    pub fn total_pause(&self) -> Duration {
+    pub(crate) fn total_pause(&self) -> Duration {
         let pauses = self.content.len().saturating_sub(1) as u32;
         self.interval.map_or(Duration::ZERO, |i| i * pauses)
     }

@@ -12,7 +12,11 @@ use serde_json::{Value, json};
 
 /// Every file under `root` (relative path → bytes, symlinks as their target), skipping
 /// `.git` unless `with_git`, and any path `skip` accepts.
-pub fn tree(root: &Path, with_git: bool, skip: &dyn Fn(&str) -> bool) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn tree(
+    root: &Path,
+    with_git: bool,
+    skip: &dyn Fn(&str) -> bool,
+) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
@@ -47,7 +51,7 @@ pub fn tree(root: &Path, with_git: bool, skip: &dyn Fn(&str) -> bool) -> BTreeMa
     out
 }
 
-pub fn changed(row: &Value) -> Vec<(String, String)> {
+pub(crate) fn changed(row: &Value) -> Vec<(String, String)> {
     row["changed"]
         .as_array()
         .unwrap()
@@ -61,21 +65,21 @@ pub fn changed(row: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-pub fn list(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
+pub(crate) fn list(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
     daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid}))["checkpoints"]
         .as_array()
         .unwrap()
         .clone()
 }
 
-pub fn messages(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
+pub(crate) fn messages(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
     daemon.rpc_ok("session/get", json!({"sessionId": sid}))["messages"]
         .as_array()
         .unwrap()
         .clone()
 }
 
-pub fn user_texts(messages: &[Value]) -> Vec<String> {
+pub(crate) fn user_texts(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
         .filter(|m| m["role"] == "user")
@@ -83,14 +87,14 @@ pub fn user_texts(messages: &[Value]) -> Vec<String> {
         .collect()
 }
 
-pub fn error_code(response: &Value) -> i64 {
+pub(crate) fn error_code(response: &Value) -> i64 {
     response["error"]["code"]
         .as_i64()
         .unwrap_or_else(|| panic!("not an error: {response}"))
 }
 
 /// `checkpoint/list {all: true}`: every turn of the session's history.
-pub fn list_all(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
+pub(crate) fn list_all(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
     daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid, "all": true}))["checkpoints"]
         .as_array()
         .unwrap()
@@ -99,7 +103,7 @@ pub fn list_all(daemon: &TestDaemon, sid: &str) -> Vec<Value> {
 
 /// How many blob files of the daemon's checkpoint store hold `marker` (a file's content
 /// this small is stored raw, so it is there as it was written).
-pub fn blobs_holding(daemon: &TestDaemon, marker: &str) -> usize {
+pub(crate) fn blobs_holding(daemon: &TestDaemon, marker: &str) -> usize {
     let objects = daemon.dir.path().join("data/checkpoints/objects");
     let Ok(shards) = fs::read_dir(&objects) else {
         return 0;

@@ -9,29 +9,29 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub const TEXT: u8 = 0x1;
-pub const CLOSE: u8 = 0x8;
+pub(crate) const TEXT: u8 = 0x1;
+pub(crate) const CLOSE: u8 = 0x8;
 const MASK: [u8; 4] = [0x11, 0x22, 0x33, 0x44];
 /// A test that waits longer than this for a frame fails instead of hanging.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One server frame: opcode and payload.
-pub type Frame = (u8, Vec<u8>);
+pub(crate) type Frame = (u8, Vec<u8>);
 
-pub struct FrameWs {
+pub(crate) struct FrameWs {
     pub stream: UnixStream,
     buf: Vec<u8>,
 }
 
 /// What an upgrade attempt got.
-pub enum Upgrade {
+pub(crate) enum Upgrade {
     Open(FrameWs),
     /// The daemon answered the upgrade with this HTTP status and body.
     Refused(u16, String),
 }
 
 /// Sends the upgrade request; the connection, or the refusal.
-pub fn upgrade(socket: &Path) -> Upgrade {
+pub(crate) fn upgrade(socket: &Path) -> Upgrade {
     let mut stream = UnixStream::connect(socket).expect("connect");
     stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
@@ -71,7 +71,7 @@ pub fn upgrade(socket: &Path) -> Upgrade {
 }
 
 /// An upgraded connection; panics if the upgrade is refused.
-pub fn connect(socket: &Path) -> FrameWs {
+pub(crate) fn connect(socket: &Path) -> FrameWs {
     match upgrade(socket) {
         Upgrade::Open(ws) => ws,
         Upgrade::Refused(status, body) => panic!("upgrade refused: {status} {body}"),
@@ -79,7 +79,7 @@ pub fn connect(socket: &Path) -> FrameWs {
 }
 
 /// A client frame; `masked: false` breaks RFC 6455 on purpose.
-pub fn frame(fin: bool, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(fin: bool, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![if fin { 0x80 } else { 0 } | opcode];
     let mask_bit = if masked { 0x80 } else { 0 };
     match payload.len() {
@@ -103,16 +103,16 @@ pub fn frame(fin: bool, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
 }
 
 impl FrameWs {
-    pub fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send");
     }
 
-    pub fn send_text(&mut self, text: &str) {
+    pub(crate) fn send_text(&mut self, text: &str) {
         self.send_raw(&frame(true, TEXT, true, text.as_bytes()));
     }
 
     /// The next server frame; `None` when the daemon closed the socket.
-    pub fn recv(&mut self) -> Option<Frame> {
+    pub(crate) fn recv(&mut self) -> Option<Frame> {
         loop {
             if let Some((frame, used)) = parse(&self.buf) {
                 self.buf.drain(..used);
@@ -129,7 +129,7 @@ impl FrameWs {
     }
 
     /// The next JSON text message (pings skipped).
-    pub fn recv_json(&mut self) -> Value {
+    pub(crate) fn recv_json(&mut self) -> Value {
         loop {
             let (opcode, payload) = self.recv().expect("a message, not a close");
             match opcode {
@@ -140,13 +140,13 @@ impl FrameWs {
         }
     }
 
-    pub fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_text(&request.to_string());
         self.recv_json()
     }
 
-    pub fn initialize(&mut self) {
+    pub(crate) fn initialize(&mut self) {
         let params = json!({
             "protocolVersion": 1,
             "clientInfo": {"name": "frame-ws", "version": "0"},
@@ -158,7 +158,7 @@ impl FrameWs {
 
     /// Reads until the daemon's close frame: its code and reason. Panics on a close
     /// without a close frame.
-    pub fn close_frame(&mut self) -> (u16, String) {
+    pub(crate) fn close_frame(&mut self) -> (u16, String) {
         loop {
             match self.recv() {
                 Some((CLOSE, payload)) => {
@@ -173,7 +173,7 @@ impl FrameWs {
     }
 
     /// After the close frame the daemon closes the socket too.
-    pub fn closed(&mut self) -> bool {
+    pub(crate) fn closed(&mut self) -> bool {
         loop {
             match self.recv() {
                 None => return true,

@@ -9,12 +9,12 @@ use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSend
 use serde_json::{Value, json};
 
 /// A WebSocket connection on the socket, speaking raw text frames.
-pub struct RawWs<S, R> {
+pub(crate) struct RawWs<S, R> {
     pub tx: S,
     pub rx: R,
 }
 
-pub async fn raw_ws(
+pub(crate) async fn raw_ws(
     socket: &Path,
 ) -> RawWs<
     impl TransportSenderT<Error: std::fmt::Debug>,
@@ -34,11 +34,11 @@ where
     S: TransportSenderT<Error: std::fmt::Debug>,
     R: TransportReceiverT<Error: std::fmt::Debug>,
 {
-    pub async fn send(&mut self, frame: &str) {
+    pub(crate) async fn send(&mut self, frame: &str) {
         self.tx.send(frame.to_owned()).await.expect("send frame");
     }
 
-    pub async fn recv(&mut self) -> Value {
+    pub(crate) async fn recv(&mut self) -> Value {
         loop {
             let msg = within("a websocket frame", self.rx.receive())
                 .await
@@ -51,7 +51,7 @@ where
         }
     }
 
-    pub async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send(&frame.to_string()).await;
         let response = self.recv().await;
@@ -60,7 +60,7 @@ where
     }
 }
 
-pub fn initialize_params() -> Value {
+pub(crate) fn initialize_params() -> Value {
     json!({
         "protocolVersion": 1,
         "clientInfo": {"name": "raw-ws", "version": "0"},

@@ -10,16 +10,16 @@ use std::time::{Duration, Instant};
 use amber_tests::{TestDaemon, bin_path};
 
 /// How long a screen condition may take to hold.
-pub const SCREEN_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const SCREEN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A private tmux server (own `-L` socket), killed on drop.
-pub struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
     /// `tag` keeps the servers of tests running in one process apart.
-    pub fn new(tag: &str) -> Tmux {
+    pub(crate) fn new(tag: &str) -> Tmux {
         assert!(
             Command::new("tmux")
                 .arg("-V")
@@ -32,13 +32,13 @@ impl Tmux {
         }
     }
 
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         let mut cmd = Command::new("tmux");
         cmd.args(["-L", &self.socket, "-f", "/dev/null"]);
         cmd
     }
 
-    pub fn run(&self, args: &[&str]) -> String {
+    pub(crate) fn run(&self, args: &[&str]) -> String {
         let out = self.cmd().args(args).output().expect("run tmux");
         assert!(
             out.status.success(),
@@ -49,12 +49,12 @@ impl Tmux {
     }
 
     /// Starts `amber ARGS` in a new 80×24 session `name`; the pane stays after amber exits.
-    pub fn start(&self, name: &str, daemon: &TestDaemon, args: &[&str]) {
+    pub(crate) fn start(&self, name: &str, daemon: &TestDaemon, args: &[&str]) {
         self.start_in(name, daemon, args, &daemon.workspace, (80, 24));
     }
 
     /// Like [`Tmux::start`], in directory `cwd` on a `size` (columns, rows) screen.
-    pub fn start_in(
+    pub(crate) fn start_in(
         &self,
         name: &str,
         daemon: &TestDaemon,
@@ -66,7 +66,13 @@ impl Tmux {
     }
 
     /// Like [`Tmux::start`], with these variables in amber's environment.
-    pub fn start_env(&self, name: &str, daemon: &TestDaemon, env: &[(&str, &str)], args: &[&str]) {
+    pub(crate) fn start_env(
+        &self,
+        name: &str,
+        daemon: &TestDaemon,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) {
         self.start_with(name, daemon, args, &daemon.workspace, (80, 24), env);
     }
 
@@ -118,33 +124,33 @@ impl Tmux {
 
     /// Copies everything the program in pane `name` writes (escape sequences included, as
     /// tmux reads them) to `file`.
-    pub fn pipe_output(&self, name: &str, file: &Path) {
+    pub(crate) fn pipe_output(&self, name: &str, file: &Path) {
         let sink = format!("cat >> '{}'", file.display());
         self.run(&["pipe-pane", "-O", "-t", name, &sink]);
     }
 
-    pub fn keys(&self, name: &str, keys: &[&str]) {
+    pub(crate) fn keys(&self, name: &str, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", name];
         args.extend_from_slice(keys);
         self.run(&args);
     }
 
     /// Types `text` literally.
-    pub fn type_text(&self, name: &str, text: &str) {
+    pub(crate) fn type_text(&self, name: &str, text: &str) {
         self.run(&["send-keys", "-t", name, "-l", text]);
     }
 
-    pub fn screen(&self, name: &str) -> String {
+    pub(crate) fn screen(&self, name: &str) -> String {
         self.run(&["capture-pane", "-p", "-t", name])
     }
 
     /// Waits until `cond(screen)` holds; returns that screen.
-    pub fn wait(&self, name: &str, what: &str, cond: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait(&self, name: &str, what: &str, cond: impl Fn(&str) -> bool) -> String {
         self.wait_within(name, what, SCREEN_TIMEOUT, cond)
     }
 
     /// Like [`Tmux::wait`], with its own bound.
-    pub fn wait_within(
+    pub(crate) fn wait_within(
         &self,
         name: &str,
         what: &str,

@@ -115,7 +115,7 @@ pub fn missing_features(abi: u32) -> Vec<LandlockFeature> {
 }
 
 /// Whether an ABI-`abi` kernel has `feature`.
-pub fn has(abi: u32, feature: LandlockFeature) -> bool {
+pub(super) fn has(abi: u32, feature: LandlockFeature) -> bool {
     abi >= feature.since()
 }
 

@@ -34,7 +34,7 @@ struct State {
 impl PromptHead {
     /// The head of a session in `workspace` (skills saved by compaction under `data_dir`);
     /// nothing is read or run until [`Self::refresh`].
-    pub fn new(workspace: &Path, data_dir: &Path, instructions: Instructions) -> Self {
+    pub(crate) fn new(workspace: &Path, data_dir: &Path, instructions: Instructions) -> Self {
         Self {
             workspace: workspace.to_path_buf(),
             data_dir: data_dir.to_path_buf(),
@@ -55,7 +55,7 @@ impl PromptHead {
     /// At the start of a turn (or a manual compaction): the environment block on the first
     /// call of this session load (its `git` calls run through `git`, sandboxed), then the
     /// instructions (`stat` only, unless they changed) and the skills summary.
-    pub async fn refresh(&self, git: &WorkspaceGit) {
+    pub(crate) async fn refresh(&self, git: &WorkspaceGit) {
         let needs_environment = self.lock().environment.is_none();
         let computed = if needs_environment {
             Some(environment::environment_block(&self.workspace, git).await)
@@ -94,7 +94,7 @@ impl PromptHead {
     }
 
     /// The head for `system_prompt`: it, then the blocks as of the last refresh.
-    pub fn head(&self, system_prompt: &str) -> String {
+    pub(crate) fn head(&self, system_prompt: &str) -> String {
         let blocks = self.lock().blocks.clone();
         join(system_prompt, &blocks)
     }

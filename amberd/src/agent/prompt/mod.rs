@@ -19,21 +19,21 @@ pub(crate) use head::PromptHead;
 pub(crate) use tail::Tail;
 
 /// The user message of the silent confirm turn.
-pub const CONFIRM_PROMPT: &str = "Are you finished with the task? If it is complete, reply with \
+pub(crate) const CONFIRM_PROMPT: &str = "Are you finished with the task? If it is complete, reply with \
 exactly DONE and nothing else. If anything is left to do, continue working with your tools.";
 
 /// The built-in system prompt (`[agent] system_prompt` and `session/new {systemPrompt}`
 /// replace it; the head blocks follow either).
-pub const SYSTEM_PROMPT: &str = include_str!("system_prompt.md");
+pub(crate) const SYSTEM_PROMPT: &str = include_str!("system_prompt.md");
 
 /// The built-in system prompt, without the trailing newline of its file.
-pub fn default_system_prompt() -> String {
+pub(crate) fn default_system_prompt() -> String {
     SYSTEM_PROMPT.trim_end().to_owned()
 }
 
 /// The messages sent to the model: `context` with its system prompt replaced by `head`
 /// (which starts with it), and `tail` after the last message.
-pub fn assemble(context: Vec<Message>, head: &str, tail: &Tail<'_>) -> Vec<Message> {
+pub(crate) fn assemble(context: Vec<Message>, head: &str, tail: &Tail<'_>) -> Vec<Message> {
     let mut messages = context;
     match messages.first_mut() {
         Some(first) if first.role == Role::System => first.content = head.to_owned(),

@@ -37,7 +37,7 @@ pub(crate) struct Tail<'a> {
 
 impl Tail<'_> {
     /// The `<system-reminder>` block.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::from("<system-reminder>\n");
         if !self.todos.is_empty() {
             out.push_str("Your todo list (update it with todowrite):\n");

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::plugins::{Command, CommandError, Contributions, View};
 use amber_tools::{Tool, ToolContext, ToolOutcome};
 
-pub const HELLO: &str = "hello";
+pub(crate) const HELLO: &str = "hello";
 
 pub(super) fn install(c: &mut Contributions) {
     c.tool(Arc::new(HelloTool)).command(Arc::new(HelloCommand));

@@ -15,23 +15,23 @@ use futures::future::BoxFuture;
 use super::contrib::Contributions;
 use super::runtime::{Plugin, PluginContext};
 
-pub use hello::HELLO;
+pub(crate) use hello::HELLO;
 
 /// Names of the bundled plugins, in registration order.
-pub const CORE_TOOLS: &str = "core-tools";
-pub const PROVIDERS: &str = "providers";
-pub const COMMANDS: &str = "commands";
-pub const STATUS: &str = "status";
-pub const PANELS: &str = "panels";
+pub(crate) const CORE_TOOLS: &str = "core-tools";
+pub(crate) const PROVIDERS: &str = "providers";
+pub(crate) const COMMANDS: &str = "commands";
+pub(crate) const STATUS: &str = "status";
+pub(crate) const PANELS: &str = "panels";
 /// Every bundled plugin's name, in registration order (config validation checks against it).
-pub const NAMES: [&str; 6] = [CORE_TOOLS, PROVIDERS, COMMANDS, STATUS, PANELS, HELLO];
+pub(crate) const NAMES: [&str; 6] = [CORE_TOOLS, PROVIDERS, COMMANDS, STATUS, PANELS, HELLO];
 /// Bundled plugins that start only when `[plugins] enabled` names them (or on
 /// `plugin/enable`): the example stays out of the model's tools by default.
-pub const OPT_IN: [&str; 1] = [HELLO];
+pub(crate) const OPT_IN: [&str; 1] = [HELLO];
 
 /// Every bundled plugin. `data_dir` is where skills extracted by compaction live; `fetch`,
 /// when `[tools] fetch` is on, how the `fetch` tool behaves.
-pub fn all(
+pub(crate) fn all(
     data_dir: PathBuf,
     fetch: Option<amber_tools::fetch::FetchSettings>,
 ) -> Vec<Arc<dyn Plugin>> {
@@ -54,14 +54,14 @@ pub fn all(
 type Installer = Box<dyn Fn(&mut Contributions) + Send + Sync>;
 
 /// A compiled-in plugin: initialize always succeeds, shutdown has nothing to stop.
-pub struct StaticPlugin {
+pub(crate) struct StaticPlugin {
     name: &'static str,
     tool_source: &'static str,
     install: Installer,
 }
 
 impl StaticPlugin {
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         tool_source: &'static str,
         install: impl Fn(&mut Contributions) + Send + Sync + 'static,

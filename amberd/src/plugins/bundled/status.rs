@@ -113,7 +113,7 @@ fn compact_number(n: u64) -> String {
 
 /// The checked-out branch of the repository containing `dir` (short commit when
 /// detached). Reads `.git/HEAD` directly: no process per status refresh.
-pub fn git_branch(dir: &Path) -> Option<String> {
+pub(super) fn git_branch(dir: &Path) -> Option<String> {
     let git = dir
         .ancestors()
         .map(|d| d.join(".git"))

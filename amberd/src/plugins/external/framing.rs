@@ -7,15 +7,15 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
 /// Longest line (one JSON-RPC message) a plugin may print.
-pub const MAX_LINE: usize = 1024 * 1024;
+pub(super) const MAX_LINE: usize = 1024 * 1024;
 /// Sustained output rate above which a plugin is said to flood.
-pub const RATE: u64 = 8 * 1024 * 1024;
+pub(super) const RATE: u64 = 8 * 1024 * 1024;
 /// Bytes a plugin may print in a burst above the rate.
-pub const BURST: u64 = 16 * 1024 * 1024;
+pub(super) const BURST: u64 = 16 * 1024 * 1024;
 
 /// Why the reader gave up on the stream.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(super) enum ReadError {
     #[error("floods its output (a line over {} KiB)", MAX_LINE / 1024)]
     LongLine,
     #[error("floods its output (more than {} MiB/s)", RATE / (1024 * 1024))]
@@ -50,7 +50,7 @@ impl Budget {
 }
 
 /// Reads lines (without the newline, a trailing `\r` removed) from `inner`.
-pub struct LineReader<R> {
+pub(super) struct LineReader<R> {
     inner: R,
     buf: BytesMut,
     /// How much of `buf` is known to hold no newline.
@@ -60,7 +60,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
-    pub fn new(inner: R) -> Self {
+    pub(super) fn new(inner: R) -> Self {
         Self {
             inner,
             buf: BytesMut::with_capacity(64 * 1024),
@@ -72,7 +72,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// The next line; `None` at end of stream (a last line without a newline is still
     /// returned). Cancel safe: what was read stays buffered for the next call.
-    pub async fn next_line(&mut self) -> Result<Option<Bytes>, ReadError> {
+    pub(super) async fn next_line(&mut self) -> Result<Option<Bytes>, ReadError> {
         loop {
             if let Some(at) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let mut line = self.buf.split_to(self.scanned + at + 1);

@@ -36,7 +36,7 @@ use super::runtime::{Plugin, PluginContext};
 
 /// The plugin for one `[[plugins.external]]` entry.
 /// `sandbox`: the daemon-wide part of the plugin's sandbox, if its table asks for one.
-pub fn plugin(
+pub(crate) fn plugin(
     spec: &ExternalPluginConfig,
     config: &PluginsConfig,
     sandbox: Arc<SandboxEnv>,
@@ -45,7 +45,7 @@ pub fn plugin(
 }
 
 /// An external plugin: a command to run and, while enabled, its running process.
-pub struct ExternalPlugin {
+pub(crate) struct ExternalPlugin {
     spec: ExternalPluginConfig,
     init_timeout: Duration,
     call_timeout: Duration,
@@ -71,7 +71,7 @@ struct Running {
 }
 
 impl ExternalPlugin {
-    pub fn new(
+    pub(crate) fn new(
         spec: &ExternalPluginConfig,
         config: &PluginsConfig,
         sandbox: Arc<SandboxEnv>,
@@ -87,7 +87,7 @@ impl ExternalPlugin {
 
     /// The id of the running process, if one runs.
     #[cfg(test)]
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         let slot = lock(&self.slot);
         let running = slot.current.as_ref()?;
         if running.conn.dead().is_some() {

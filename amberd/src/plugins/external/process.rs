@@ -31,7 +31,7 @@ use super::stderr::{self, LastLine};
 use crate::plugins::config::ExternalPluginConfig;
 
 /// How long `shutdown` may take (answer and exit) before the group is killed.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+pub(super) const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// After stdout closes, how long the process may take to exit before it is killed.
 const EOF_GRACE: Duration = Duration::from_secs(1);
 /// After the process exits, how long to keep reading what it printed (a grandchild that
@@ -45,11 +45,11 @@ const WRITE_FAIL_GRACE: Duration = Duration::from_millis(500);
 const GARBAGE_PREVIEW: usize = 200;
 
 /// Called once with the reason when an armed connection dies.
-pub type OnFailure = Box<dyn FnOnce(String) + Send>;
+pub(super) type OnFailure = Box<dyn FnOnce(String) + Send>;
 
 /// Why a request got no result.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
+pub(super) enum CallError {
     #[error("the plugin answered with an error: {0}")]
     Rpc(RpcError),
     /// The plugin is gone (the reason it died).
@@ -87,13 +87,13 @@ struct Shared {
 }
 
 /// A request on its way; await [`Pending::rx`] for the answer.
-pub struct Pending {
+pub(super) struct Pending {
     pub id: u64,
     pub rx: oneshot::Receiver<Result<Value, CallError>>,
 }
 
 /// A running plugin process.
-pub struct Connection {
+pub(super) struct Connection {
     shared: Arc<Shared>,
     pid: Option<u32>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
@@ -101,7 +101,7 @@ pub struct Connection {
 
 impl Connection {
     /// Starts the process and its tasks. `Err` is a one-line reason (not found, …).
-    pub fn spawn(
+    pub(super) fn spawn(
         plugin: &str,
         spec: &ExternalPluginConfig,
         sandbox: &SandboxEnv,
@@ -181,18 +181,18 @@ impl Connection {
     }
 
     /// The process id (for tests and logs).
-    pub fn pid(&self) -> Option<u32> {
+    pub(super) fn pid(&self) -> Option<u32> {
         self.pid
     }
 
     /// Why it died, if it did.
-    pub fn dead(&self) -> Option<String> {
+    pub(super) fn dead(&self) -> Option<String> {
         self.shared.lock().dead.clone()
     }
 
     /// From now on a death is reported through `on_failure`. `Err` when it already died
     /// (say, right after answering `initialize`): then there is nothing to arm.
-    pub fn arm(&self, on_failure: OnFailure) -> Result<(), String> {
+    pub(super) fn arm(&self, on_failure: OnFailure) -> Result<(), String> {
         let mut state = self.shared.lock();
         match &state.dead {
             Some(reason) => Err(reason.clone()),
@@ -204,7 +204,7 @@ impl Connection {
     }
 
     /// Sends a request; the answer arrives on the returned receiver.
-    pub fn send(&self, method: &str, params: Value) -> Result<Pending, CallError> {
+    pub(super) fn send(&self, method: &str, params: Value) -> Result<Pending, CallError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
@@ -224,7 +224,7 @@ impl Connection {
     }
 
     /// Sends a request and waits up to `timeout` for the answer.
-    pub async fn request(
+    pub(super) async fn request(
         &self,
         method: &str,
         params: Value,
@@ -241,7 +241,7 @@ impl Connection {
     }
 
     /// The error for a reply channel dropped without an answer.
-    pub fn gone(&self) -> CallError {
+    pub(super) fn gone(&self) -> CallError {
         CallError::Dead(
             self.dead()
                 .unwrap_or_else(|| "the connection closed".to_owned()),
@@ -249,12 +249,12 @@ impl Connection {
     }
 
     /// Stops waiting for request `id` (a late answer is then ignored).
-    pub fn forget(&self, id: u64) {
+    pub(super) fn forget(&self, id: u64) {
         self.shared.lock().pending.remove(&id);
     }
 
     /// Sends a notification (nothing is answered).
-    pub fn notify(&self, method: &str, params: Value) {
+    pub(super) fn notify(&self, method: &str, params: Value) {
         let _ = self
             .shared
             .outbox
@@ -262,14 +262,14 @@ impl Connection {
     }
 
     /// Declares it dead: answers every pending request, kills the group, reports.
-    pub fn die(&self, reason: impl Into<String>) {
+    pub(super) fn die(&self, reason: impl Into<String>) {
         self.shared.die(reason.into());
     }
 
     /// Shuts it down: `shutdown {}`, then up to [`SHUTDOWN_GRACE`] for the answer and the
     /// exit, then the process group is killed. Returns once the child is reaped (or after
     /// a bounded wait for a process that cannot even be killed). Fine on a dead one.
-    pub async fn close(&self) {
+    pub(super) async fn close(&self) {
         let deadline = Instant::now() + SHUTDOWN_GRACE;
         self.shared.closing.store(true, Ordering::SeqCst);
         if self.dead().is_none() {
@@ -287,7 +287,7 @@ impl Connection {
     }
 
     /// Kills it at once (no `shutdown`): for a process that never finished its handshake.
-    pub async fn kill(&self) {
+    pub(super) async fn kill(&self) {
         self.shared.closing.store(true, Ordering::SeqCst);
         self.shared.die("killed".to_owned());
         self.reap(Instant::now() + SHUTDOWN_GRACE).await;
@@ -495,7 +495,7 @@ async fn supervise(
 }
 
 /// "exited with status N" / "killed by signal N".
-pub fn describe_exit(status: ExitStatus) -> String {
+pub(super) fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),

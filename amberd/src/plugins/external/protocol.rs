@@ -11,34 +11,34 @@ use serde_json::{Value, json};
 use amber_tools::ToolOutcome;
 
 /// The protocol version the daemon speaks (`initialize.params.protocolVersion`).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub(super) const PROTOCOL_VERSION: u32 = 1;
 
-pub const INITIALIZE: &str = "initialize";
-pub const TOOL_CALL: &str = "tool/call";
-pub const SHUTDOWN: &str = "shutdown";
+pub(super) const INITIALIZE: &str = "initialize";
+pub(super) const TOOL_CALL: &str = "tool/call";
+pub(super) const SHUTDOWN: &str = "shutdown";
 /// Notification: the daemon no longer waits for request `id` (the turn was cancelled).
-pub const CANCEL_REQUEST: &str = "$/cancelRequest";
+pub(super) const CANCEL_REQUEST: &str = "$/cancelRequest";
 /// Notification from the plugin: `{level, message}` for the daemon log.
-pub const LOG: &str = "log";
+pub(super) const LOG: &str = "log";
 
 /// JSON-RPC "method not found", for requests the plugin sends us (we serve none).
-pub const METHOD_NOT_FOUND: i64 = -32601;
+pub(super) const METHOD_NOT_FOUND: i64 = -32601;
 
 /// Longest a tool name may be (what LLM APIs accept).
 const MAX_TOOL_NAME: usize = 64;
 
 /// One line to write: a request.
-pub fn request(id: u64, method: &str, params: Value) -> String {
+pub(super) fn request(id: u64, method: &str, params: Value) -> String {
     line(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
 }
 
 /// One line to write: a notification.
-pub fn notification(method: &str, params: Value) -> String {
+pub(super) fn notification(method: &str, params: Value) -> String {
     line(json!({"jsonrpc": "2.0", "method": method, "params": params}))
 }
 
 /// One line to write: an error response to a request the plugin sent.
-pub fn error_response(id: Value, code: i64, message: &str) -> String {
+pub(super) fn error_response(id: Value, code: i64, message: &str) -> String {
     line(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
 }
 
@@ -51,7 +51,7 @@ fn line(message: Value) -> String {
 
 /// A JSON-RPC error object from the plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RpcError {
+pub(super) struct RpcError {
     pub code: i64,
     pub message: String,
 }
@@ -64,7 +64,7 @@ impl std::fmt::Display for RpcError {
 
 /// A classified line from the plugin's stdout.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
+pub(super) enum Incoming {
     /// The answer to one of our requests. `id` is ours when it is a number we sent.
     Response {
         id: Option<u64>,
@@ -82,7 +82,7 @@ pub enum Incoming {
 }
 
 /// Classifies one line; `Err` says why it is not a JSON-RPC message.
-pub fn parse(line: &[u8]) -> Result<Incoming, String> {
+pub(super) fn parse(line: &[u8]) -> Result<Incoming, String> {
     let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
     let Value::Object(mut object) = value else {
         return Err("not a JSON object".to_owned());
@@ -129,7 +129,7 @@ pub fn parse(line: &[u8]) -> Result<Incoming, String> {
 }
 
 /// The `initialize` params.
-pub fn initialize_params(daemon_name: &str, daemon_version: &str) -> Value {
+pub(super) fn initialize_params(daemon_name: &str, daemon_version: &str) -> Value {
     json!({
         "protocolVersion": PROTOCOL_VERSION,
         "daemon": {"name": daemon_name, "version": daemon_version},
@@ -138,7 +138,7 @@ pub fn initialize_params(daemon_name: &str, daemon_version: &str) -> Value {
 
 /// The `initialize` result.
 #[derive(Debug, Clone, Deserialize)]
-pub struct InitializeResult {
+pub(super) struct InitializeResult {
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
@@ -149,7 +149,7 @@ pub struct InitializeResult {
 /// One tool as the plugin declares it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolDecl {
+pub(super) struct ToolDecl {
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -170,7 +170,7 @@ fn empty_object_schema() -> Value {
 impl InitializeResult {
     /// Reads and validates the result: every tool name valid and unique, every schema an
     /// object. Errors name the offending field.
-    pub fn from_value(value: Value) -> Result<Self, String> {
+    pub(super) fn from_value(value: Value) -> Result<Self, String> {
         let result: InitializeResult = serde_path_to_error::deserialize(value).map_err(|e| {
             format!(
                 "malformed initialize result at `{}`: {}",
@@ -194,7 +194,7 @@ impl InitializeResult {
 }
 
 /// Tool names: non-empty, `[A-Za-z0-9_-]`, at most 64 characters (what LLM APIs accept).
-pub fn check_tool_name(name: &str) -> Result<(), String> {
+pub(super) fn check_tool_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("the name is empty".to_owned());
     }
@@ -215,14 +215,14 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
 }
 
 /// The `tool/call` params.
-pub fn call_params(tool: &str, arguments: Value, call_id: &str) -> Value {
+pub(super) fn call_params(tool: &str, arguments: Value, call_id: &str) -> Value {
     json!({"name": tool, "arguments": arguments, "callId": call_id})
 }
 
 /// A `tool/call` result as the model sees it. Liberal in what it accepts: `output` may be
 /// any JSON (non-strings are stringified), a missing `status` means `ok`, and a result that
 /// is not an object is itself the output.
-pub fn call_outcome(result: Value) -> ToolOutcome {
+pub(super) fn call_outcome(result: Value) -> ToolOutcome {
     let Value::Object(mut object) = result else {
         return ToolOutcome::ok(stringify(result));
     };

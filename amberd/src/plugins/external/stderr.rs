@@ -23,10 +23,10 @@ const LINES_PER_SECOND: u32 = 200;
 
 /// The last non-empty stderr line, shared with the supervisor.
 #[derive(Clone, Default)]
-pub struct LastLine(Arc<Mutex<Option<String>>>);
+pub(super) struct LastLine(Arc<Mutex<Option<String>>>);
 
 impl LastLine {
-    pub fn get(&self) -> Option<String> {
+    pub(super) fn get(&self) -> Option<String> {
         self.0.locked().clone()
     }
 
@@ -36,7 +36,7 @@ impl LastLine {
 }
 
 /// Drains `pipe` until it closes, logging each line.
-pub async fn drain(plugin: String, mut pipe: ChildStderr, last: LastLine) {
+pub(super) async fn drain(plugin: String, mut pipe: ChildStderr, last: LastLine) {
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut window = Instant::now();
     let mut logged = 0u32;
@@ -94,7 +94,7 @@ fn cut(text: &str) -> String {
 }
 
 /// A `log` notification from the plugin: `{level, message}` into the daemon log.
-pub fn log(plugin: &str, params: &Value) {
+pub(super) fn log(plugin: &str, params: &Value) {
     let message = match params.get("message") {
         Some(Value::String(text)) => text.clone(),
         Some(other) => other.to_string(),

@@ -13,7 +13,7 @@ use super::protocol::{self, ToolDecl};
 use amber_tools::{Tool, ToolContext, ToolOutcome};
 
 /// A tool of an external plugin, bound to the process that declared it.
-pub struct PluginTool {
+pub(super) struct PluginTool {
     plugin: String,
     decl: ToolDecl,
     conn: Arc<Connection>,
@@ -21,7 +21,12 @@ pub struct PluginTool {
 }
 
 impl PluginTool {
-    pub fn new(plugin: &str, decl: ToolDecl, conn: Arc<Connection>, timeout: Duration) -> Self {
+    pub(super) fn new(
+        plugin: &str,
+        decl: ToolDecl,
+        conn: Arc<Connection>,
+        timeout: Duration,
+    ) -> Self {
         Self {
             plugin: plugin.to_owned(),
             decl,

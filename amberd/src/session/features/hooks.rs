@@ -301,7 +301,7 @@ fn report(
 }
 
 /// The error code of a prompt a `user_prompt` hook blocked.
-pub const HOOK_DENIED: &str = "hook_denied";
+pub(crate) const HOOK_DENIED: &str = "hook_denied";
 
 /// The feature: the config file's `[[hooks]]` and the workspace's trusted hooks file, run
 /// at a session's fixed points.

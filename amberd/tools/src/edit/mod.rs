@@ -21,7 +21,7 @@ use super::{Tool, ToolContext, ToolOutcome};
 use replace::{Replacement, replace};
 use short_diff::MAX_DIFF_LINES;
 
-pub struct EditTool;
+pub(crate) struct EditTool;
 
 impl Tool for EditTool {
     fn name(&self) -> &str {

@@ -16,7 +16,7 @@ use super::walk::WalkSpec;
 
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrepMatch {
+pub(crate) struct GrepMatch {
     pub path: PathBuf,
     pub line: u64,
     /// The line without its terminator, lossily decoded and cut to
@@ -26,7 +26,7 @@ pub struct GrepMatch {
 
 /// What a grep found.
 #[derive(Debug, Default)]
-pub struct GrepResult {
+pub(crate) struct GrepResult {
     /// At most `limit` matches, sorted by path then line.
     pub matches: Vec<GrepMatch>,
     /// More matches exist beyond `limit`.
@@ -42,7 +42,7 @@ pub struct GrepResult {
 /// Compile a pattern the way the tool does: regex syntax of `grep-regex`,
 /// line-oriented (a literal `\n` is refused), NUL banned (binary detection
 /// would make it unmatchable anyway).
-pub fn matcher(pattern: &str) -> Result<RegexMatcher, String> {
+pub(crate) fn matcher(pattern: &str) -> Result<RegexMatcher, String> {
     RegexMatcherBuilder::new()
         .line_terminator(Some(b'\n'))
         .ban_byte(Some(b'\0'))
@@ -53,7 +53,7 @@ pub fn matcher(pattern: &str) -> Result<RegexMatcher, String> {
 /// Search every file of `spec` for `matcher`, stopping at `limit` matches or
 /// when `stop` is raised.
 #[cfg(test)]
-pub fn grep(
+pub(crate) fn grep(
     spec: &WalkSpec,
     matcher: &RegexMatcher,
     limit: usize,
@@ -64,7 +64,7 @@ pub fn grep(
 }
 
 /// [`grep`], skipping (without reading) the files `hidden` says a deny rule hides.
-pub fn grep_except(
+pub(crate) fn grep_except(
     spec: &WalkSpec,
     matcher: &RegexMatcher,
     limit: usize,
