@@ -8,6 +8,7 @@ use std::sync::Arc;
 use amber_proto::{ChangedPath, CheckpointDiffResult};
 use amber_store::{Entry, Snapshot};
 
+use super::CheckpointFailure;
 use super::session::{SessionCheckpoints, changes};
 use amber_tools::diff::{FileChange, unified};
 
@@ -16,8 +17,10 @@ use amber_tools::diff::{FileChange, unified};
 pub(crate) enum DiffError {
     #[error("turnId: {0}")]
     NoCheckpoint(String),
-    #[error("{0}")]
-    Store(String),
+    #[error("the checkpoint of turn {turn_id} could not be taken: {why}")]
+    Untaken { turn_id: String, why: String },
+    #[error(transparent)]
+    Store(#[from] CheckpointFailure),
 }
 
 impl SessionCheckpoints {
@@ -31,18 +34,14 @@ impl SessionCheckpoints {
         let (mut changed, _) = changes(&before, &after);
         let wanted = |p: &str| path.is_none_or(|want| want.trim_end_matches('/') == p);
         changed.retain(|c| wanted(&c.path));
-        let store = self.daemon.store().map_err(DiffError::Store)?;
+        let store = self.daemon.store()?;
         let _reading = self.daemon.reading();
         let mut owned = Vec::with_capacity(changed.len());
         for c in &changed {
             let rel = amber_store::RelPath::from(c.path.as_str());
             let content = |snap: &Snapshot| -> Result<Option<Vec<u8>>, DiffError> {
                 snap.get(&rel)
-                    .map(|e: &Entry| {
-                        store
-                            .get(&e.hash)
-                            .map_err(|e| DiffError::Store(e.to_string()))
-                    })
+                    .map(|e: &Entry| store.get(&e.hash).map_err(|e| DiffError::Store(e.into())))
                     .transpose()
             };
             owned.push((c.path.clone(), content(&before)?, content(&after)?));
@@ -78,12 +77,12 @@ impl SessionCheckpoints {
             .and_then(|b| b.snapshot.clone())
             .ok_or_else(|| {
                 let why = row.before.as_ref().and_then(|b| b.incomplete.clone());
-                DiffError::Store(format!(
-                    "the checkpoint of turn {turn_id} could not be taken: {}",
-                    why.unwrap_or_default()
-                ))
+                DiffError::Untaken {
+                    turn_id: turn_id.to_owned(),
+                    why: why.unwrap_or_default(),
+                }
             })?;
-        let before = self.load(&before_hash).map_err(DiffError::Store)?;
+        let before = self.load(&before_hash)?;
         let after_hash = row
             .after
             .as_ref()
@@ -94,8 +93,8 @@ impl SessionCheckpoints {
                     .find_map(|r| r.before.as_ref().and_then(|b| b.snapshot.clone()))
             });
         let after = match after_hash {
-            Some(hash) => self.load(&hash).map_err(DiffError::Store)?,
-            None => self.snapshot_now().map_err(DiffError::Store)?.0,
+            Some(hash) => self.load(&hash)?,
+            None => self.snapshot_now()?.0,
         };
         Ok((before, after))
     }

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use amber_store::{Hash, Snapshot, SweepStats};
 
-use super::Checkpoints;
 use super::rows::{self, Record};
 use super::session::SessionCheckpoints;
+use super::{CheckpointFailure, Checkpoints};
 
 /// Collections asked for by expiry run at most this often.
 pub(super) const EXPIRY_COLLECT_INTERVAL: Duration = Duration::from_secs(60);
@@ -179,18 +179,23 @@ impl Checkpoints {
 
     /// Removes the blobs that no kept checkpoint of any session under `sessions_dir`
     /// refers to. Blocking; holds the store's write lock while it decides and sweeps.
-    pub(crate) fn collect(&self, sessions_dir: &Path) -> Result<SweepStats, String> {
+    pub(crate) fn collect(&self, sessions_dir: &Path) -> Result<SweepStats, CheckpointFailure> {
         if !self.dir.join("objects").is_dir() {
             return Ok(SweepStats::default());
         }
         let store = self.store()?;
         let _sweeping = self.sweeping();
         let mut keep = HashSet::new();
-        let entries = std::fs::read_dir(sessions_dir)
-            .map_err(|e| format!("{}: {e}", sessions_dir.display()))?;
+        let entries = std::fs::read_dir(sessions_dir).map_err(|source| CheckpointFailure::Io {
+            path: sessions_dir.to_owned(),
+            source,
+        })?;
         for entry in entries.flatten() {
             let path = entry.path().join(rows::ROWS_FILE);
-            let rows = rows::load(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let rows = rows::load(&path).map_err(|source| CheckpointFailure::Io {
+                path: path.clone(),
+                source,
+            })?;
             for row in rows.iter().filter(|r| !r.expired) {
                 let named = [
                     row.before.as_ref().and_then(|b| b.snapshot.as_deref()),
@@ -208,6 +213,6 @@ impl Checkpoints {
                 }
             }
         }
-        store.sweep(&keep).map_err(|e| e.to_string())
+        Ok(store.sweep(&keep)?)
     }
 }

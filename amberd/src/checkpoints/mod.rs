@@ -35,12 +35,29 @@ use amber_proto::sync::RwLocked;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use amber_store::BlobStore;
+use amber_store::{BlobStore, CheckpointError};
 
 use crate::config::CheckpointsConfig;
 
 pub(crate) use self::diff::DiffError;
 pub(crate) use self::session::SessionCheckpoints;
+
+/// What failed on the checkpoint side; the store's error stays the source.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CheckpointFailure {
+    #[error("the checkpoint store cannot be opened: {0}")]
+    Unavailable(#[source] Arc<CheckpointError>),
+    #[error(transparent)]
+    Store(#[from] CheckpointError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("a checkpoint names no snapshot: {0}")]
+    BadName(#[from] amber_store::ParseHashError),
+}
 
 /// The daemon-wide part: configuration and the blob store every session shares.
 pub struct Checkpoints {
@@ -50,7 +67,7 @@ pub struct Checkpoints {
     /// workspace — the store would record itself.
     data_dir: PathBuf,
     /// Opened on first use, so a daemon that never checkpoints creates nothing.
-    store: OnceLock<Result<BlobStore, String>>,
+    store: OnceLock<Result<BlobStore, Arc<CheckpointError>>>,
     /// Read: taking a snapshot, restoring, diffing. Write: sweeping unreferenced blobs.
     sweep: RwLock<()>,
     /// The background collections (`gc.rs`).
@@ -79,11 +96,11 @@ impl Checkpoints {
     }
 
     /// The blob store, or why it cannot be opened.
-    pub(crate) fn store(&self) -> Result<&BlobStore, String> {
+    pub(crate) fn store(&self) -> Result<&BlobStore, CheckpointFailure> {
         self.store
-            .get_or_init(|| BlobStore::open(self.dir.join("objects")).map_err(|e| e.to_string()))
+            .get_or_init(|| BlobStore::open(self.dir.join("objects")).map_err(Arc::new))
             .as_ref()
-            .map_err(|e| format!("the checkpoint store cannot be opened: {e}"))
+            .map_err(|e| CheckpointFailure::Unavailable(e.clone()))
     }
 
     fn reading(&self) -> RwLockReadGuard<'_, ()> {

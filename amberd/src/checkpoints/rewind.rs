@@ -29,6 +29,7 @@ use std::time::Duration;
 use amber_store::{Applied, Entry, RelPath, RestorePlan, Snapshot, protected};
 use serde::{Deserialize, Serialize};
 
+use super::CheckpointFailure;
 use super::rows::TurnRow;
 use super::session::SessionCheckpoints;
 
@@ -44,8 +45,8 @@ pub(crate) enum RewindError {
     /// The target (or a later) checkpoint is incomplete or was never taken.
     #[error("{0}")]
     Refused(String),
-    #[error("{0}")]
-    Store(String),
+    #[error(transparent)]
+    Store(#[from] CheckpointFailure),
 }
 
 /// What restoring the files will do.
@@ -186,13 +187,13 @@ impl SessionCheckpoints {
                 .ok_or_else(|| {
                     RewindError::Refused(format!("turn {} has no checkpoint", row.turn_id))
                 })?;
-            befores.push(self.load(&hash).map_err(RewindError::Store)?);
+            befores.push(self.load(&hash)?);
         }
-        let (current, _) = self.snapshot_now().map_err(RewindError::Store)?;
+        let (current, _) = self.snapshot_now()?;
         let mut afters = Vec::with_capacity(turns.len());
         for (i, row) in turns.iter().enumerate() {
             let after = match row.after.as_ref().and_then(|a| a.snapshot.clone()) {
-                Some(hash) => self.load(&hash).map_err(RewindError::Store)?,
+                Some(hash) => self.load(&hash)?,
                 // Cut short by a crash: the next checkpoint, or now, is its end.
                 None => befores.get(i + 1).unwrap_or(&current).clone(),
             };
@@ -268,11 +269,14 @@ impl SessionCheckpoints {
     }
 
     /// Writes the journal and syncs it (and its directory) before anything is touched.
-    pub(crate) fn write_journal(&self, journal: &Journal) -> Result<(), String> {
+    pub(crate) fn write_journal(&self, journal: &Journal) -> Result<(), CheckpointFailure> {
         let Some(path) = self.journal_path() else {
             return Ok(());
         };
-        let bytes = serde_json::to_vec(journal).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec(journal).map_err(|e| CheckpointFailure::Io {
+            path: path.clone(),
+            source: e.into(),
+        })?;
         let tmp = path.with_extension("json.tmp");
         let written = (|| {
             let mut file = File::create(&tmp)?;
@@ -284,7 +288,7 @@ impl SessionCheckpoints {
             }
             Ok::<_, std::io::Error>(())
         })();
-        written.map_err(|e| format!("cannot journal the rewind: {}: {e}", path.display()))
+        written.map_err(|source| CheckpointFailure::Io { path, source })
     }
 
     /// The journal of a rewind a crash interrupted, if there is one.
@@ -328,7 +332,7 @@ impl SessionCheckpoints {
         &self,
         journal: &Journal,
         live: bool,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, CheckpointFailure> {
         let plan = journal.plan();
         if plan.is_empty() {
             return Ok(Vec::new());
@@ -365,8 +369,8 @@ impl SessionCheckpoints {
     fn refused(
         &self,
         applied: Result<Applied, amber_store::CheckpointError>,
-    ) -> Result<Vec<String>, String> {
-        let applied = applied.map_err(|e| e.to_string())?;
+    ) -> Result<Vec<String>, CheckpointFailure> {
+        let applied = applied?;
         Ok(applied
             .refused
             .into_iter()

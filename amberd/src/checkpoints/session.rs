@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use amber_proto::{ChangedPath, CheckpointInfo, NoCheckpoint};
 use amber_store::{Hash, Snapshot};
 
-use super::Checkpoints;
 use super::rows::{self, After, Record, RowsFile, TurnRow};
 use super::windows::{self, Window};
+use super::{CheckpointFailure, Checkpoints};
 use crate::clock::now_rfc3339;
 
 /// One session's checkpoints.
@@ -203,7 +203,7 @@ impl SessionCheckpoints {
                 }
                 Err(reason) => {
                     tracing::warn!(workspace = %this.workspace.display(), %reason, "no checkpoint");
-                    (None, Some(reason))
+                    (None, Some(reason.to_string()))
                 }
             };
             let record = Record::Before {
@@ -293,14 +293,17 @@ impl SessionCheckpoints {
 
     /// Takes and saves a snapshot of the workspace now, incremental from the newest one,
     /// for a reader (not recorded in a row, so not the base of later ones). Blocking.
-    pub(super) fn snapshot_now(&self) -> Result<(Snapshot, Hash), String> {
+    pub(super) fn snapshot_now(&self) -> Result<(Snapshot, Hash), CheckpointFailure> {
         let previous = self.latest_blocking();
         let _reading = self.daemon.reading();
         self.take_with(previous.as_deref())
     }
 
     /// Takes and saves a snapshot; the caller holds the store's read lock. Blocking.
-    fn take_with(&self, previous: Option<&Snapshot>) -> Result<(Snapshot, Hash), String> {
+    fn take_with(
+        &self,
+        previous: Option<&Snapshot>,
+    ) -> Result<(Snapshot, Hash), CheckpointFailure> {
         let store = self.daemon.store()?;
         let mut snap = Snapshot::take_excluding(
             &self.workspace,
@@ -308,12 +311,9 @@ impl SessionCheckpoints {
             store,
             self.daemon.config().max_file_bytes,
             std::slice::from_ref(&self.daemon.data_dir),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         // Stored as what changed since the previous one (recorded in a row, or loaded).
-        let hash = snap
-            .save_after(previous, store)
-            .map_err(|e| e.to_string())?;
+        let hash = snap.save_after(previous, store)?;
         Ok((snap, hash))
     }
 
@@ -337,11 +337,11 @@ impl SessionCheckpoints {
     }
 
     /// The snapshot stored as `hex`. Blocking.
-    pub(super) fn load(&self, hex: &str) -> Result<Snapshot, String> {
-        let hash = Hash::from_str(hex).map_err(|e| e.to_string())?;
+    pub(super) fn load(&self, hex: &str) -> Result<Snapshot, CheckpointFailure> {
+        let hash = Hash::from_str(hex)?;
         let store = self.daemon.store()?;
         let _reading = self.daemon.reading();
-        Snapshot::load(store, &hash).map_err(|e| e.to_string())
+        Ok(Snapshot::load(store, &hash)?)
     }
 
     /// `checkpoint/list`: one row per turn that had a checkpoint, oldest first; with `all`

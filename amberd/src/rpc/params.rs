@@ -47,9 +47,10 @@ impl From<SessionError> for ErrorObjectOwned {
             SessionError::NotFound(_) => errors::SESSION_NOT_FOUND,
             SessionError::InvalidWorkspace { .. } => errors::INVALID_WORKSPACE,
             SessionError::ShuttingDown => errors::OVERLOADED,
-            SessionError::Store(_) | SessionError::NotQueued(_) | SessionError::Internal(_) => {
-                errors::INTERNAL_ERROR
-            }
+            SessionError::Store(_)
+            | SessionError::NotQueued(_)
+            | SessionError::Internal(_)
+            | SessionError::Failed(_) => errors::INTERNAL_ERROR,
             SessionError::InvalidParams(_) => errors::INVALID_PARAMS,
         };
         error(code, err.to_string())

@@ -68,6 +68,9 @@ pub enum SessionError {
     /// Work on the daemon's side failed (a background task, git, the file system).
     #[error("{0}")]
     Internal(String),
+    /// A feature's own failure, its error (and source chain) kept as it is.
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
     /// A bad parameter (message starts with the field name).
     #[error("invalid params: {0}")]
     InvalidParams(String),

@@ -120,7 +120,9 @@ pub(crate) async fn diff(
     .map_err(|e| SessionError::Internal(format!("the diff task failed: {e}")))?
     .map_err(|e| match e {
         DiffError::NoCheckpoint(message) => SessionError::InvalidParams(message),
-        DiffError::Store(message) => SessionError::Internal(message),
+        failed @ (DiffError::Untaken { .. } | DiffError::Store(_)) => {
+            SessionError::Failed(Box::new(failed))
+        }
     })
 }
 

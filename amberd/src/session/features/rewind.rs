@@ -81,7 +81,7 @@ pub(super) async fn rewind(
             RewindError::Refused(reason) => {
                 SessionError::InvalidParams(format!("turnId: {reason}"))
             }
-            RewindError::Store(reason) => SessionError::Internal(reason),
+            failed @ RewindError::Store(_) => SessionError::Failed(Box::new(failed)),
         })?)
     } else {
         None
@@ -103,7 +103,7 @@ pub(super) async fn rewind(
     };
     if let Err(err) = written
         .map_err(|e| e.to_string())
-        .and_then(|written| written)
+        .and_then(|written| written.map_err(|e| format!("cannot journal the rewind: {e}")))
     {
         shared.settle_marker();
         return Err(SessionError::Internal(err));
@@ -132,7 +132,10 @@ async fn finish(
         let journal = journal.clone();
         tokio::task::spawn_blocking(move || cps.apply_journal(&journal, live)).await
     };
-    let refused = match applied.map_err(|e| e.to_string()).and_then(|a| a) {
+    let refused = match applied
+        .map_err(|e| e.to_string())
+        .and_then(|a| a.map_err(|e| e.to_string()))
+    {
         Ok(refused) => refused,
         // The journal stays: the next load of the session finishes the restore.
         Err(err) => {

@@ -39,7 +39,7 @@ pub use self::beneath::{Refusal, protected};
 pub use self::blob::{BlobStore, SweepStats};
 pub use self::diff::{Change, ChangeStatus};
 pub use self::error::CheckpointError;
-pub use self::hash::Hash;
+pub use self::hash::{Hash, ParseHashError};
 pub use self::path::RelPath;
 pub use self::restore::{Applied, Refused, RestorePlan};
 pub use self::snapshot::{
