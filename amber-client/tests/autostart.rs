@@ -4,10 +4,6 @@
 //! and waits; the test itself then serves the fake daemon on the socket. One test function
 //! per concern, all in this binary, since they set the process environment.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,7 +29,7 @@ async fn serve_when_started(starts: PathBuf, socket: PathBuf) -> jsonrpsee::serv
     }
     // Give a second (wrong) start the chance to show up before the socket answers.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    common::serve(&socket, 1)
+    crate::common::serve(&socket, 1)
 }
 
 #[tokio::test]

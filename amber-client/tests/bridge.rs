@@ -1,17 +1,13 @@
 //! The NDJSON bridge against the fake daemon: lines in, frames out, drains before exit.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use amber_client::bridge::{RawConnection, run_bridge};
 use serde_json::Value;
 
 #[tokio::test]
 async fn bridge_forwards_lines_and_waits_for_answers() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
-    let _server = common::serve(&socket, 1);
+    let _server = crate::common::serve(&socket, 1);
 
     let input = concat!(
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"sh","version":"0"},"capabilities":{"approvals":false}}}"#,

@@ -1,9 +1,5 @@
 //! amber-client against a fake daemon: handshake, typed calls, errors, event streams.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use amber_client::{Client, ClientError, ConnectOptions};
 use amber_proto::{Empty, EventKind, SessionGetParams, methods};
 use futures::StreamExt;
@@ -18,9 +14,9 @@ fn opts(socket: &std::path::Path) -> ConnectOptions {
 
 #[tokio::test]
 async fn connect_initializes_and_calls() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
-    let _server = common::serve(&socket, 1);
+    let _server = crate::common::serve(&socket, 1);
 
     let client = Client::connect(opts(&socket)).await.unwrap();
     assert_eq!(client.server_info().server_info.name, "fake-amberd");
@@ -44,9 +40,9 @@ async fn connect_initializes_and_calls() {
 
 #[tokio::test]
 async fn typed_requests_send_their_methods_params_and_decode_its_result() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
-    let _server = common::serve(&socket, 1);
+    let _server = crate::common::serve(&socket, 1);
     let client = Client::connect(opts(&socket)).await.unwrap();
 
     let status = client
@@ -79,9 +75,9 @@ async fn typed_requests_send_their_methods_params_and_decode_its_result() {
 
 #[tokio::test]
 async fn version_mismatch_fails_clearly() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
-    let _server = common::serve(&socket, 2);
+    let _server = crate::common::serve(&socket, 2);
     let err = Client::connect(opts(&socket)).await.unwrap_err();
     assert!(
         matches!(
@@ -97,7 +93,7 @@ async fn version_mismatch_fails_clearly() {
 
 #[tokio::test]
 async fn nothing_listening_without_autostart() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
     let err = Client::connect(opts(&socket)).await.unwrap_err();
     assert!(matches!(err, ClientError::DaemonNotRunning { .. }), "{err}");
@@ -109,9 +105,9 @@ async fn nothing_listening_without_autostart() {
 
 #[tokio::test]
 async fn typed_stream_skips_unknown_types_and_reports_the_close_reason() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
-    let _server = common::serve(&socket, 1);
+    let _server = crate::common::serve(&socket, 1);
     let client = Client::connect(opts(&socket)).await.unwrap();
 
     let mut events = client.subscribe("s1", Some(0)).await.unwrap();
@@ -121,7 +117,9 @@ async fn typed_stream_skips_unknown_types_and_reports_the_close_reason() {
     let second = events.next().await.unwrap().unwrap();
     assert!(matches!(second.kind, EventKind::MessageDelta { .. }));
     match events.next().await.unwrap() {
-        Err(ClientError::SubscriptionClosed { reason }) => assert_eq!(reason, common::CLOSE_REASON),
+        Err(ClientError::SubscriptionClosed { reason }) => {
+            assert_eq!(reason, crate::common::CLOSE_REASON)
+        }
         other => panic!("expected the close reason, got {other:?}"),
     }
     assert!(events.next().await.is_none());
@@ -131,13 +129,13 @@ async fn typed_stream_skips_unknown_types_and_reports_the_close_reason() {
 
 #[tokio::test]
 async fn raw_stream_keeps_json_as_received() {
-    let dir = common::private_dir();
+    let dir = crate::common::private_dir();
     let socket = dir.path().join("amberd.sock");
-    let _server = common::serve(&socket, 1);
+    let _server = crate::common::serve(&socket, 1);
     let client = Client::connect(opts(&socket)).await.unwrap();
 
     let mut events = client.subscribe_raw("s2", None).await.unwrap();
-    let expected = common::events("s2");
+    let expected = crate::common::events("s2");
     for want in &expected {
         let got = events.next().await.unwrap().unwrap();
         assert_eq!(got.json(), serde_json::to_string(want).unwrap());
