@@ -464,3 +464,27 @@ fn a_poisoned_lock_is_taken_in_one_place() {
         .collect();
     assert!(by_hand.is_empty(), "locks recovered by hand: {by_hand:?}");
 }
+
+#[test]
+fn each_crate_links_its_integration_tests_as_one_binary() {
+    let root = root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest.lines().find(|l| l.starts_with("members")).unwrap();
+    for member in members.split('"').skip(1).step_by(2) {
+        let dir = root.join(member).join("tests");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let files = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+            .count();
+        if files > 1 {
+            let own = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+            assert!(
+                own.contains("autotests = false") && own.contains("path = \"tests/all.rs\""),
+                "{member}: {files} integration-test files, each its own binary; make them modules of tests/all.rs"
+            );
+        }
+    }
+}
