@@ -274,6 +274,8 @@ const SESSION_FEATURES: &[&str] = &[
     "worktree::",
     "crate::agents",
     "custom_agents",
+    "budgets::",
+    "SessionBudget",
     "SessionCheckpoints",
     "SessionHooks",
     "SessionMcp",

@@ -301,7 +301,7 @@ async fn compact_now(
     context: &mut Context,
 ) -> Result<SessionCompactResult, String> {
     // A spent budget compacts nothing: the classify request would be refused anyway.
-    if let Some(message) = shared.budget_exceeded() {
+    if let Some(message) = shared.refuses_requests() {
         return Err(message);
     }
     let provider = shared.provider();
@@ -427,7 +427,7 @@ impl TurnHost for SessionTurnHost<'_> {
     }
 
     fn budget_exceeded(&self) -> Option<String> {
-        self.shared.budget_exceeded()
+        self.shared.refuses_requests()
     }
 
     fn reserve<'a>(
@@ -436,7 +436,7 @@ impl TurnHost for SessionTurnHost<'_> {
         cancel: &'a CancellationToken,
     ) -> futures::future::BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
         Box::pin(async move {
-            let hold = self.shared.reserve(estimate, cancel).await?;
+            let hold = self.shared.features.reserve(estimate, cancel).await?;
             Ok(Reservation::holding(hold))
         })
     }

@@ -95,7 +95,6 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
         approvals: Approvals::new(services.watchers.approvers()),
         grants: Mutex::new(Grants::default()),
         rules: Mutex::new(rules),
-        budget_settled: tokio::sync::Notify::new(),
         live: Mutex::new(Live {
             info,
             touched: std::time::Instant::now(),
@@ -103,7 +102,6 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
             messages,
             cancel: None,
             subagent_usage: amber_proto::Usage::default(),
-            ledger: super::budget::Ledger::default(),
             queued: 0,
             marked: false,
         }),

@@ -15,7 +15,9 @@ use std::any::Any;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
-use amber_proto::{Approval, SessionNewParams, StopReason, ToolCall, ToolStatus, WorktreeInfo};
+use amber_proto::{
+    Approval, SessionInfo, SessionNewParams, StopReason, ToolCall, ToolStatus, Usage, WorktreeInfo,
+};
 use amber_store::SessionMeta;
 use amber_store::context::Context;
 use amber_tools::ToolRegistry;
@@ -26,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::services::Services;
 use super::{SessionError, SessionShared};
+use crate::agent::metered::{Refusal, RequestEstimate};
 
 /// What a feature reads when it attaches to a session (new or restored).
 pub(crate) struct Attach<'a> {
@@ -82,6 +85,16 @@ pub(crate) trait Feature: Send + Sync {
     /// Shapes a new session before anything is made (the params' defaults, the feature's
     /// part of the metadata).
     fn prepare(&self, _draft: &mut Draft<'_>) -> Result<(), SessionError> {
+        Ok(())
+    }
+
+    /// Completes a new session's info once its model is known (the caps it keeps); an error
+    /// refuses the session before anything is made.
+    fn shape_info(
+        &self,
+        _new: &NewSession<'_>,
+        _info: &mut SessionInfo,
+    ) -> Result<(), SessionError> {
         Ok(())
     }
 
@@ -206,6 +219,24 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
         Box::pin(std::future::ready(ToolAdvice::default()))
     }
 
+    /// One model request's usage (the session's or a sub-agent's) was recorded.
+    fn usage_added(&self, _usage: &Usage) {}
+
+    /// Why the session may make no further model request, if it may not.
+    fn refuses_requests(&self) -> Option<String> {
+        None
+    }
+
+    /// A model request is about to be sent: a feature may hold part of it (released when
+    /// the returned value drops), make it wait, or refuse it.
+    fn reserve<'a>(
+        &'a self,
+        _estimate: RequestEstimate,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
     /// A call that may change files is about to run.
     fn before_changes(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
@@ -324,6 +355,31 @@ impl Features {
             verdict: AdvisedVerdict::NoOpinion,
             arguments: rewritten,
         }
+    }
+
+    pub(crate) fn usage_added(&self, usage: &Usage) {
+        for feature in &self.0 {
+            feature.usage_added(usage);
+        }
+    }
+
+    pub(crate) fn refuses_requests(&self) -> Option<String> {
+        self.0.iter().find_map(|feature| feature.refuses_requests())
+    }
+
+    /// Every feature's hold on one request, released together when the result drops.
+    pub(crate) async fn reserve<'a>(
+        &'a self,
+        estimate: RequestEstimate,
+        cancel: &'a CancellationToken,
+    ) -> Result<Vec<Box<dyn Send + 'a>>, Refusal> {
+        let mut holds = Vec::new();
+        for feature in &self.0 {
+            if let Some(hold) = feature.reserve(estimate, cancel).await? {
+                holds.push(hold);
+            }
+        }
+        Ok(holds)
     }
 
     pub(crate) async fn before_changes(&self) {

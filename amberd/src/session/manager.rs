@@ -173,7 +173,39 @@ impl SessionManager {
                 Some(p) => services.llm.default_model(Some(p)),
                 None => services.live().endpoint.model.clone(),
             });
-        let budgets = self.budgets(&params, provider.as_deref(), &model)?;
+        let now = now_rfc3339();
+        let priced = services.llm.price(provider.as_deref(), &model).is_some();
+        let mut info = SessionInfo {
+            session_id: id.clone(),
+            cwd: workspace.display().to_string(),
+            mode: params.mode.unwrap_or_default(),
+            model,
+            title: params.title.clone().unwrap_or_default(),
+            state: SessionState::Idle,
+            created_at: now.clone(),
+            updated_at: now,
+            usage: Usage {
+                // A priced model's session has cost $0 so far, not an unknown amount.
+                cost_usd: priced.then_some(amber_proto::CostUsd::ZERO),
+                ..Usage::default()
+            },
+            provider,
+            agent: params.agent.clone(),
+            // Set with the tools' sandbox when the session starts (`build::spawn`).
+            sandbox: None,
+            worktree: None,
+            max_budget_usd: None,
+            max_tokens_total: None,
+        };
+        for feature in &services.features {
+            let new = NewSession {
+                id: &id,
+                params: &params,
+                workspace: &workspace,
+                services,
+            };
+            feature.shape_info(&new, &mut info)?;
+        }
         // Last of the checks, since it is the one that makes something.
         let mut placement = None;
         for feature in &services.features {
@@ -192,34 +224,14 @@ impl SessionManager {
             Some(placed) => (placed.cwd, placed.worktree, Some(placed.undo)),
             None => (workspace, None, None),
         };
-        let now = now_rfc3339();
         // Explicit params first (a feature's defaults among them), then the configuration's.
         let system_prompt = params
             .system_prompt
             .clone()
             .or_else(|| services.live().config.agent.system_prompt.clone())
             .unwrap_or_else(default_system_prompt);
-        let info = SessionInfo {
-            session_id: id.clone(),
-            cwd: workspace.display().to_string(),
-            mode: params.mode.unwrap_or_default(),
-            model,
-            title: params.title.unwrap_or_default(),
-            state: SessionState::Idle,
-            created_at: now.clone(),
-            updated_at: now,
-            usage: Usage {
-                cost_usd: budgets.priced.then_some(amber_proto::CostUsd::ZERO),
-                ..Usage::default()
-            },
-            provider,
-            agent: params.agent.clone(),
-            // Set with the tools' sandbox when the session starts (`build::spawn`).
-            sandbox: None,
-            worktree,
-            max_budget_usd: budgets.max_budget_usd,
-            max_tokens_total: budgets.max_tokens_total,
-        };
+        info.cwd = workspace.display().to_string();
+        info.worktree = worktree;
         let meta = SessionMeta {
             info: SessionInfo {
                 sandbox: Some(sandbox_of(
@@ -547,40 +559,6 @@ impl SessionManager {
             .map_err(|_| SessionError::NotFound(id.to_owned()))
     }
 
-    /// A new session's budgets: the params', else `[agent]`'s. A budget in dollars needs
-    /// a price: without one it could never be enforced, and a cap that silently does
-    /// nothing is worse than a refusal.
-    fn budgets(
-        &self,
-        params: &SessionNewParams,
-        provider: Option<&str>,
-        model: &str,
-    ) -> Result<Budgets, SessionError> {
-        let config = &self.services.live().config.agent;
-        let mut budgets = Budgets {
-            max_budget_usd: params.max_budget_usd.or(config.max_budget_usd),
-            max_tokens_total: params.max_tokens_total.or(config.max_tokens_total),
-            priced: false,
-        };
-        let priced = self.services.llm.price(provider, model).is_some();
-        if let Some(budget) = budgets.max_budget_usd
-            && !priced
-        {
-            let from = if params.max_budget_usd.is_some() {
-                "maxBudgetUsd"
-            } else {
-                "maxBudgetUsd ([agent] max_budget_usd)"
-            };
-            return Err(SessionError::InvalidParams(format!(
-                "{from}: the model `{model}` has no known price, so a budget of {budget} \
-                 cannot be kept; give it one with [[provider.prices]] in config.toml, or cap \
-                 tokens with maxTokensTotal instead"
-            )));
-        }
-        budgets.priced = priced;
-        Ok(budgets)
-    }
-
     /// `session/new`'s `provider`: a known name, or `None` for the default.
     fn provider_param(&self, provider: Option<&str>) -> Result<Option<String>, SessionError> {
         match provider {
@@ -628,9 +606,6 @@ impl SessionManager {
             .map(<[Message]>::to_vec)
             .unwrap_or_default();
         let info = shared.info();
-        // What the source has left (spent and in flight taken), not a fresh budget of the
-        // same size: forking is no way around a budget.
-        let (max_budget_usd, max_tokens_total) = shared.budget_remainder();
         let title = if info.title.is_empty() {
             String::new()
         } else {
@@ -648,9 +623,9 @@ impl SessionManager {
             mcp_servers: Vec::new(),
             // The fork shares the original's workspace, its worktree included.
             worktree: None,
-            // The fork's usage is its own, its budgets the source's remainder.
-            max_budget_usd,
-            max_tokens_total,
+            // The fork's usage is its own; its budgets are the features' to say.
+            max_budget_usd: None,
+            max_tokens_total: None,
         };
         shared.features.fork(&mut params);
         let fork = self.create_with(params, history)?;
@@ -835,12 +810,4 @@ fn draft_meta() -> SessionMeta {
 pub struct ForkPoint {
     pub messages: usize,
     pub before_seq: u64,
-}
-
-/// A session's caps, fixed at creation (and kept in its `SessionInfo`).
-struct Budgets {
-    max_budget_usd: Option<amber_proto::CostUsd>,
-    max_tokens_total: Option<u64>,
-    /// The model has a price: the session's cost starts at $0 rather than unknown.
-    priced: bool,
 }

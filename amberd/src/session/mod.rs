@@ -7,7 +7,6 @@
 
 pub(crate) mod actor;
 pub(crate) mod approvals;
-pub(crate) mod budget;
 mod build;
 pub(crate) mod feature;
 pub(crate) mod features;
@@ -102,8 +101,6 @@ pub struct SessionShared {
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
-    /// Woken whenever a request's reservation is released (`budget.rs`).
-    budget_settled: tokio::sync::Notify,
 }
 
 struct Live {
@@ -116,8 +113,6 @@ struct Live {
     cancel: Option<CancellationToken>,
     /// What the running turn's sub-agents spent: part of the turn's `turn_completed.usage`.
     subagent_usage: Usage,
-    /// What the requests in flight hold of the session's budgets (`budget.rs`).
-    ledger: budget::Ledger,
     /// Prompts accepted by `session/prompt` whose turn has not begun: the session reads
     /// `running` from the moment a prompt is accepted until the last queued turn ends.
     queued: usize,
@@ -317,19 +312,30 @@ impl SessionShared {
     }
 
     fn add_usage(&self, usage: &Usage) -> Usage {
-        let mut live = self.lock_live();
-        live.info.usage.add(usage);
-        live.ledger.observe(usage);
-        live.info.usage
+        let total = {
+            let mut live = self.lock_live();
+            live.info.usage.add(usage);
+            live.info.usage
+        };
+        self.features.usage_added(usage);
+        total
     }
 
     /// A sub-agent's call: the session total and the running turn's sub-agent share.
     fn add_subagent_usage(&self, usage: &Usage) -> Usage {
-        let mut live = self.lock_live();
-        live.subagent_usage.add(usage);
-        live.info.usage.add(usage);
-        live.ledger.observe(usage);
-        live.info.usage
+        let total = {
+            let mut live = self.lock_live();
+            live.subagent_usage.add(usage);
+            live.info.usage.add(usage);
+            live.info.usage
+        };
+        self.features.usage_added(usage);
+        total
+    }
+
+    /// Why the session may make no further model request (a spent budget), if it may not.
+    pub(crate) fn refuses_requests(&self) -> Option<String> {
+        self.features.refuses_requests()
     }
 
     /// The sub-agent share of the running turn, taken (it is reported once).

@@ -47,7 +47,7 @@ impl SubagentRunner for SessionSubagents {
                 return Err("the session is closing".into());
             };
             // A spent budget starts no sub-agent: none could make a request.
-            if let Some(message) = shared.budget_exceeded() {
+            if let Some(message) = shared.refuses_requests() {
                 return Err(format!("no sub-agent started: {message}"));
             }
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
@@ -158,7 +158,7 @@ async fn run_one(
 ) -> SubResult {
     // A later task of a serial run, or one a parallel run queued behind the others, starts
     // only while the budget lasts.
-    if let Some(message) = shared.budget_exceeded() {
+    if let Some(message) = shared.refuses_requests() {
         return SubResult {
             ok: false,
             text: format!(
@@ -309,7 +309,7 @@ impl TurnHost for SubagentTurnHost<'_> {
 
     /// The session's budget binds its sub-agents too: they spend from it.
     fn budget_exceeded(&self) -> Option<String> {
-        self.shared.budget_exceeded()
+        self.shared.refuses_requests()
     }
 
     /// And their requests reserve it, alongside their siblings' and the parent's.
@@ -319,7 +319,7 @@ impl TurnHost for SubagentTurnHost<'_> {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
         Box::pin(async move {
-            let hold = self.shared.reserve(estimate, cancel).await?;
+            let hold = self.shared.features.reserve(estimate, cancel).await?;
             Ok(Reservation::holding(hold))
         })
     }

@@ -1,6 +1,7 @@
 //! The session features: each one module implementing the kernel's seam (`feature.rs`),
 //! composed in the order [`all`] lists them. Nothing in the kernel names one of them.
 
+pub(crate) mod budgets;
 pub(crate) mod checkpoints;
 pub(crate) mod custom_agents;
 pub(crate) mod hooks;
@@ -18,6 +19,7 @@ use super::feature::Feature;
 pub(crate) fn all() -> Vec<Arc<dyn Feature>> {
     vec![
         Arc::new(hooks::HooksFeature),
+        Arc::new(budgets::BudgetsFeature),
         Arc::new(checkpoints::CheckpointsFeature),
         Arc::new(mcp::McpFeature),
         Arc::new(custom_agents::CustomAgentsFeature),

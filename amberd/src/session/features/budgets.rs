@@ -1,8 +1,9 @@
-//! A session's budgets as its requests spend them (`maxBudgetUsd`, `maxTokensTotal`, fixed
-//! at creation in its `SessionInfo`).
+//! Budgets as a session feature: a session's caps (`maxBudgetUsd`, `maxTokensTotal`, fixed
+//! at creation in its `SessionInfo`) as its requests spend them.
 //!
-//! The settled spend is `SessionInfo.usage` (its sub-agents' included); the [`Ledger`]
-//! beside it, under the same lock, holds what the requests in flight have reserved. Every
+//! The settled spend is every usage the session recorded (its sub-agents' included, the
+//! same sum as `SessionInfo.usage`); the [`Ledger`] beside it, under the same lock, holds
+//! what the requests in flight have reserved. Every
 //! request reserves before it is sent (`agent::metered`) and is admitted only while the
 //! settled spend plus the reservations in flight is under every budget; a request that finds
 //! the remainder held by others waits for them to settle, and one that finds the settled
@@ -16,11 +17,56 @@
 //! spent budget starts no compaction; `session/new` refuses a dollar cap for a model with
 //! no price (it could never be enforced); a fork's caps are its source's remainder.
 
-use amber_proto::{CostUsd, SessionInfo, Usage};
+use std::sync::{Arc, Mutex};
+
+use amber_proto::sync::Locked;
+use amber_proto::{CostUsd, SessionInfo, SessionNewParams, Usage};
+use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::SessionShared;
 use crate::agent::metered::{Refusal, RequestEstimate};
+use crate::session::SessionError;
+use crate::session::feature::{Attach, Feature, NewSession, SessionFeature};
+
+/// The feature: caps from `session/new` (else `[agent]`), kept per request.
+pub(crate) struct BudgetsFeature;
+
+impl Feature for BudgetsFeature {
+    /// A new session's budgets: the params', else `[agent]`'s. A budget in dollars needs a
+    /// price: without one it could never be enforced, and a cap that silently does nothing
+    /// is worse than a refusal.
+    fn shape_info(&self, new: &NewSession<'_>, info: &mut SessionInfo) -> Result<(), SessionError> {
+        let config = &new.services.live().config.agent;
+        let params = new.params;
+        info.max_budget_usd = params.max_budget_usd.or(config.max_budget_usd);
+        info.max_tokens_total = params.max_tokens_total.or(config.max_tokens_total);
+        let priced = new
+            .services
+            .llm
+            .price(info.provider.as_deref(), &info.model)
+            .is_some();
+        if let Some(budget) = info.max_budget_usd
+            && !priced
+        {
+            let from = if params.max_budget_usd.is_some() {
+                "maxBudgetUsd"
+            } else {
+                "maxBudgetUsd ([agent] max_budget_usd)"
+            };
+            return Err(SessionError::InvalidParams(format!(
+                "{from}: the model `{}` has no known price, so a budget of {budget} cannot be \
+                 kept; give it one with [[provider.prices]] in config.toml, or cap tokens with \
+                 maxTokensTotal instead",
+                info.model
+            )));
+        }
+        Ok(())
+    }
+
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
+        Some(Arc::new(SessionBudget::new(&session.meta.info)))
+    }
+}
 
 /// Tokens and dollars together: what one request holds, or all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,13 +107,13 @@ impl Amount {
 
 /// A session's budgets: `SessionInfo.max_budget_usd` and `max_tokens_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct Caps {
+struct Caps {
     usd: Option<CostUsd>,
     tokens: Option<u64>,
 }
 
 impl Caps {
-    pub(super) fn of(info: &SessionInfo) -> Caps {
+    fn of(info: &SessionInfo) -> Caps {
         Caps {
             usd: info.max_budget_usd,
             tokens: info.max_tokens_total,
@@ -83,7 +129,7 @@ impl Caps {
 
 /// What the requests in flight hold, and the costliest request so far.
 #[derive(Debug, Default)]
-pub(super) struct Ledger {
+struct Ledger {
     reserved: Amount,
     in_flight: usize,
     costliest: Amount,
@@ -91,7 +137,7 @@ pub(super) struct Ledger {
 
 /// A request's answer from the ledger.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Admission {
+enum Admission {
     /// Sent now, holding this much until it settles.
     Go(Amount),
     /// The remainder is held by requests in flight: ask again once one settles.
@@ -105,12 +151,7 @@ pub(super) enum Admission {
 
 impl Ledger {
     /// Admits one request expected to cost `estimate` against `caps`, `spent` settled.
-    pub(super) fn admit(
-        &mut self,
-        caps: Caps,
-        spent: &Usage,
-        estimate: RequestEstimate,
-    ) -> Admission {
+    fn admit(&mut self, caps: Caps, spent: &Usage, estimate: RequestEstimate) -> Admission {
         if let Some(message) = spent_message(caps, spent) {
             return Admission::Spent(message);
         }
@@ -132,19 +173,19 @@ impl Ledger {
     }
 
     /// A request settled (its usage, if any, is in the spend already).
-    pub(super) fn release(&mut self, hold: Amount) {
+    fn release(&mut self, hold: Amount) {
         self.reserved = self.reserved.minus(hold);
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
     /// A request's usage was recorded: later reservations hold at least as much.
-    pub(super) fn observe(&mut self, usage: &Usage) {
+    fn observe(&mut self, usage: &Usage) {
         self.costliest = self.costliest.max(Amount::spent(usage));
     }
 
     /// What the budgets leave once the settled spend and the reservations in flight are
     /// taken: a fork's budgets.
-    pub(super) fn remainder(&self, caps: Caps, spent: &Usage) -> (Option<CostUsd>, Option<u64>) {
+    fn remainder(&self, caps: Caps, spent: &Usage) -> (Option<CostUsd>, Option<u64>) {
         let taken = Amount::spent(spent).plus(self.reserved);
         let usd = caps
             .usd
@@ -155,7 +196,7 @@ impl Ledger {
 }
 
 /// Why no request may be made: the settled spend reached a budget.
-pub(super) fn spent_message(caps: Caps, usage: &Usage) -> Option<String> {
+fn spent_message(caps: Caps, usage: &Usage) -> Option<String> {
     if let Some(budget) = caps.usd {
         let spent = usage.cost_usd.unwrap_or_default();
         if spent >= budget {
@@ -179,50 +220,60 @@ pub(super) fn spent_message(caps: Caps, usage: &Usage) -> Option<String> {
     None
 }
 
+/// One session's budgets, its settled spend and the requests in flight.
+pub(crate) struct SessionBudget {
+    caps: Caps,
+    /// The settled spend and the ledger, under one lock.
+    state: Mutex<(Usage, Ledger)>,
+    /// Woken whenever a request's reservation is released.
+    settled: tokio::sync::Notify,
+}
+
 /// One admitted request's hold on the budget; dropping it releases the hold and wakes the
 /// requests waiting for it.
-pub(crate) struct Hold<'a> {
-    shared: &'a SessionShared,
+struct Hold<'a> {
+    budget: &'a SessionBudget,
     amount: Amount,
 }
 
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
-        self.shared.lock_live().ledger.release(self.amount);
-        self.shared.budget_settled.notify_waiters();
+        self.budget.state.locked().1.release(self.amount);
+        self.budget.settled.notify_waiters();
     }
 }
 
-impl SessionShared {
-    /// Why the session may make no further model request: its cost or its tokens reached
-    /// the budget it was created with. The spend includes its sub-agents'.
-    pub(crate) fn budget_exceeded(&self) -> Option<String> {
-        let live = self.lock_live();
-        spent_message(Caps::of(&live.info), &live.info.usage)
+impl SessionBudget {
+    /// The budgets of a session with `info` (its caps, its spend so far).
+    fn new(info: &SessionInfo) -> SessionBudget {
+        SessionBudget {
+            caps: Caps::of(info),
+            state: Mutex::new((info.usage, Ledger::default())),
+            settled: tokio::sync::Notify::new(),
+        }
     }
 
     /// Reserves the budget for one request of the session or its sub-agents, waiting while
     /// requests in flight hold the remainder (see the module docs).
-    pub(crate) async fn reserve(
+    async fn reserve(
         &self,
         estimate: RequestEstimate,
         cancel: &CancellationToken,
     ) -> Result<Hold<'_>, Refusal> {
         loop {
             // Registered before the ledger is read, so a release in between is not missed.
-            let settled = self.budget_settled.notified();
+            let settled = self.settled.notified();
             tokio::pin!(settled);
             settled.as_mut().enable();
             let admission = {
-                let mut live = self.lock_live();
-                let live = &mut *live;
-                live.ledger
-                    .admit(Caps::of(&live.info), &live.info.usage, estimate)
+                let mut state = self.state.locked();
+                let (spent, ledger) = &mut *state;
+                ledger.admit(self.caps, spent, estimate)
             };
             match admission {
                 Admission::Go(amount) => {
                     return Ok(Hold {
-                        shared: self,
+                        budget: self,
                         amount,
                     });
                 }
@@ -237,13 +288,39 @@ impl SessionShared {
             }
         }
     }
+}
 
-    /// What the session's budgets leave now (spent and in flight taken): a fork starts
-    /// with this, so forking is no way around a budget.
-    pub(crate) fn budget_remainder(&self) -> (Option<CostUsd>, Option<u64>) {
-        let live = self.lock_live();
-        live.ledger
-            .remainder(Caps::of(&live.info), &live.info.usage)
+impl SessionFeature for SessionBudget {
+    fn usage_added(&self, usage: &Usage) {
+        let mut state = self.state.locked();
+        state.0.add(usage);
+        state.1.observe(usage);
+    }
+
+    /// Why the session may make no further model request: its cost or its tokens reached
+    /// the budget it was created with. The spend includes its sub-agents'.
+    fn refuses_requests(&self) -> Option<String> {
+        spent_message(self.caps, &self.state.locked().0)
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        estimate: RequestEstimate,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
+        Box::pin(async move {
+            let hold = self.reserve(estimate, cancel).await?;
+            Ok(Some(Box::new(hold) as Box<dyn Send + 'a>))
+        })
+    }
+
+    /// What the budgets leave now (spent and in flight taken), not a fresh budget of the
+    /// same size: forking is no way around a budget.
+    fn fork(&self, params: &mut SessionNewParams) {
+        let state = self.state.locked();
+        let (usd, tokens) = state.1.remainder(self.caps, &state.0);
+        params.max_budget_usd = usd;
+        params.max_tokens_total = tokens;
     }
 }
 
