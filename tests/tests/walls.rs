@@ -276,6 +276,8 @@ const SESSION_FEATURES: &[&str] = &[
     "custom_agents",
     "budgets::",
     "SessionBudget",
+    "SandboxFeature",
+    "crate::session::sandbox",
     "SessionCheckpoints",
     "SessionHooks",
     "SessionMcp",
@@ -317,6 +319,12 @@ fn every_session_feature_is_composed_where_the_daemon_lists_them() {
         }
     }
     assert!(found >= 3, "{found} features found");
+    // The tools start unsandboxed until a mode is put in force: without this feature every
+    // command would run with amberd's rights.
+    assert!(
+        list.contains("sandbox::SandboxFeature"),
+        "the sandbox feature is not composed"
+    );
 }
 
 #[test]

@@ -115,26 +115,6 @@ pub(crate) async fn run(
     tracing::debug!(session = %shared.id, "session actor stopped");
 }
 
-/// How long a turn waits for the start-up sandbox probe (it takes milliseconds; this bounds
-/// a hung one).
-const SANDBOX_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// A session made while the daemon's sandbox probe still ran got a sandbox before the
-/// kernel's verdict; once the probe says the kernel cannot sandbox, its commands must ask
-/// (unavailable) rather than fail in the helper. Immediate after the probe's first answer.
-async fn settle_sandbox(shared: &Arc<SessionShared>, services: &Services) {
-    services.start_sandbox_probe();
-    let verdict = services.sandbox_probe.wait(SANDBOX_PROBE_WAIT).await;
-    if matches!(verdict, Some(Err(_)))
-        && matches!(
-            shared.tools.sandbox(),
-            amber_tools::sandbox::ToolSandbox::On(_)
-        )
-    {
-        shared.install_sandbox(None);
-    }
-}
-
 async fn run_prompt(
     shared: &Arc<SessionShared>,
     services: &Services,
@@ -166,7 +146,6 @@ async fn run_prompt(
             prompt: text.to_owned(),
         },
     );
-    settle_sandbox(shared, services).await;
     // Before the features: new or changed workspace configuration is put to the user.
     shared
         .trust

@@ -14,7 +14,6 @@ use super::approvals::Approvals;
 use super::feature::{Attach, Features};
 use super::hub::EventHub;
 use super::persist::Persistence;
-use super::sandbox::SessionSandbox;
 use super::services::Services;
 use super::subagents::SessionSubagents;
 use super::{Live, SessionError, SessionHandle, SessionShared, actor};
@@ -45,7 +44,6 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
     } = parts;
     let info = meta.info.clone();
     let system_prompt = meta.system_prompt.clone();
-    let sandbox = meta.sandbox;
     let rules = WorkspaceRules::new(&workspace);
     let id = info.session_id.clone();
     let messages = Arc::new(context.messages().to_vec());
@@ -59,11 +57,7 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
                 }
             }
         })),
-        sandbox: SessionSandbox::new(
-            sandbox,
-            &services.live().config.sandbox,
-            services.sandbox.clone(),
-        ),
+        switching: Mutex::new(()),
         trust: super::trust::SessionTrust::default(),
         features: Features::attach(
             &services.features,
@@ -113,7 +107,7 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
         Arc::downgrade(&shared),
     ));
     // Before the actor can run a command: every one starts in the session's sandbox.
-    shared.install_sandbox(None);
+    shared.install_mode(None);
     shared.tools.set_tool_env(services.tool_env.clone());
     shared.tools.set_subagents(Arc::new(SessionSubagents {
         shared: Arc::downgrade(&shared),

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use amber_proto::{
-    Approval, SessionInfo, SessionNewParams, StopReason, ToolCall, ToolStatus, Usage, WorktreeInfo,
+    Approval, Mode, SessionInfo, SessionNewParams, StopReason, ToolCall, ToolStatus, Usage,
+    WorktreeInfo,
 };
 use amber_store::SessionMeta;
 use amber_store::context::Context;
@@ -98,6 +99,9 @@ pub(crate) trait Feature: Send + Sync {
         Ok(())
     }
 
+    /// Completes the info of a session only in the store (not loaded), as listed.
+    fn describe_stored(&self, _meta: &mut SessionMeta, _services: &Services) {}
+
     /// Places a new session elsewhere than its `cwd` (a worktree it makes). Asked last of
     /// the checks, since it makes something; the first feature that places it wins.
     fn place(&self, _new: &NewSession<'_>) -> Result<Option<Placement>, SessionError> {
@@ -167,6 +171,10 @@ pub(crate) enum AdvisedVerdict {
     Deny(String),
 }
 
+/// What a feature installs as a mode takes force, run under the session's lock together
+/// with the mode's own change (so nothing sees the new mode with the old installation).
+pub(crate) type ModeStep<'a> = Box<dyn FnOnce(&mut SessionInfo) + 'a>;
+
 /// One tool call that ran.
 pub(crate) struct ToolRan<'a> {
     pub call: &'a ToolCall,
@@ -195,6 +203,16 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
     /// A turn is about to start; a feature may add to its input or block it.
     fn before_turn<'a>(&'a self, _start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
         Box::pin(std::future::ready(Admission::Proceed))
+    }
+
+    /// Mode `mode` is taking force (at creation, restore, every switch): what the feature
+    /// builds for it now, and the step that installs it.
+    fn mode_in_force<'a>(
+        &'a self,
+        _shared: &'a SessionShared,
+        _mode: Mode,
+    ) -> Option<ModeStep<'a>> {
+        None
     }
 
     /// The tools this session's turns are offered: a feature may add its own, or withhold.
@@ -355,6 +373,17 @@ impl Features {
             verdict: AdvisedVerdict::NoOpinion,
             arguments: rewritten,
         }
+    }
+
+    pub(crate) fn mode_in_force<'a>(
+        &'a self,
+        shared: &'a SessionShared,
+        mode: Mode,
+    ) -> Vec<ModeStep<'a>> {
+        self.0
+            .iter()
+            .filter_map(|feature| feature.mode_in_force(shared, mode))
+            .collect()
     }
 
     pub(crate) fn usage_added(&self, usage: &Usage) {

@@ -24,7 +24,7 @@ use super::feature::{Draft, NewSession};
 use super::hub::{EventHub, EventStore};
 use super::persist::{self, Persistence};
 use super::services::Services;
-use super::{Command, SessionError, SessionHandle, build, listing, restore, sandbox};
+use super::{Command, SessionError, SessionHandle, build, listing, restore};
 use crate::agent::prompt::default_system_prompt;
 use crate::clock::now_rfc3339;
 
@@ -83,13 +83,9 @@ impl SessionManager {
                         // Nothing runs before a session is loaded (older daemons could
                         // save `running`; a crash left it so).
                         meta.info.state = SessionState::Idle;
-                        // As it will be when loaded: its request over today's config (a
-                        // file from before the sandbox has neither).
-                        meta.info.sandbox = Some(sandbox_of(
-                            &services.live().config.sandbox,
-                            meta.sandbox,
-                            meta.info.mode,
-                        ));
+                        for feature in &services.features {
+                            feature.describe_stored(&mut meta, &services);
+                        }
                         stored.insert(meta.info.session_id.clone(), meta.info);
                     }
                 }
@@ -191,7 +187,7 @@ impl SessionManager {
             },
             provider,
             agent: params.agent.clone(),
-            // Set with the tools' sandbox when the session starts (`build::spawn`).
+            // A feature says (the sandbox's, as it will be in force).
             sandbox: None,
             worktree: None,
             max_budget_usd: None,
@@ -233,16 +229,8 @@ impl SessionManager {
         info.cwd = workspace.display().to_string();
         info.worktree = worktree;
         let meta = SessionMeta {
-            info: SessionInfo {
-                sandbox: Some(sandbox_of(
-                    &services.live().config.sandbox,
-                    params.sandbox,
-                    info.mode,
-                )),
-                ..info
-            },
+            info,
             system_prompt: system_prompt.clone(),
-            sandbox: sandbox::explicit(params.sandbox),
             ..meta
         };
         let persistence = match &services.store {
@@ -619,7 +607,7 @@ impl SessionManager {
             system_prompt: Some(shared.system_prompt.clone()),
             provider: info.provider.clone(),
             agent: info.agent.clone(),
-            sandbox: shared.sandbox.request(),
+            sandbox: None,
             mcp_servers: Vec::new(),
             // The fork shares the original's workspace, its worktree included.
             worktree: None,
@@ -744,16 +732,6 @@ impl SessionManager {
         // After the sessions' last changes: the watchers send those, then end.
         self.services.watchers.close();
     }
-}
-
-/// The effective sandbox (as `SessionInfo` reports it) of a session in `mode` that asked
-/// for `request`, without building it: for sessions not loaded.
-fn sandbox_of(
-    config: &crate::config::SandboxConfig,
-    request: Option<amber_proto::SandboxRequest>,
-    mode: amber_proto::Mode,
-) -> amber_proto::SandboxInfo {
-    sandbox::effective(sandbox::requested(config, request.as_ref()), mode)
 }
 
 async fn stop_session(handle: &SessionHandle) {

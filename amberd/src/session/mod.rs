@@ -17,7 +17,6 @@ pub(crate) mod manager;
 pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
-pub(crate) mod sandbox;
 pub mod services;
 pub(crate) mod subagents;
 pub(crate) mod trust;
@@ -92,8 +91,9 @@ pub struct SessionShared {
     pub approvals: Approvals,
     /// Tool state of this session (todos, processes, the sandbox of its commands).
     pub tools: Arc<SessionTools>,
-    /// The session's OS sandbox settings; `tools` holds the one in force.
-    pub(crate) sandbox: sandbox::SessionSandbox,
+    /// Held while a mode is put in force, so two switches at once leave the features'
+    /// installations and `SessionInfo` agreeing.
+    switching: Mutex<()>,
     /// The workspace configuration versions this session trusts beyond the daemon's store.
     pub(crate) trust: trust::SessionTrust,
     /// What the daemon's features keep of this session (`feature.rs`).
@@ -246,29 +246,30 @@ impl SessionShared {
         self.lock_live().messages.clone()
     }
 
-    /// Switches the mode of later tool calls, and the sandbox with it (read mode is always
-    /// `read-only`).
+    /// Switches the mode of later tool calls, and what the features install with it (the
+    /// sandbox: read mode is always `read-only`).
     pub fn set_mode(&self, mode: Mode) -> SessionInfo {
-        let info = self.install_sandbox(Some(mode));
+        let info = self.install_mode(Some(mode));
         self.hub.notify_watchers(SessionChangeKind::Updated);
         self.save_meta();
         info
     }
 
-    /// Builds the sandbox of the session's mode (`mode`, else the current one) and installs
-    /// it in the tools and `SessionInfo.sandbox` together: at creation, restore and every
-    /// mode change.
-    pub(crate) fn install_sandbox(&self, mode: Option<Mode>) -> SessionInfo {
-        let _switching = self.sandbox.lock();
+    /// Puts the session's mode (`mode`, else the current one) in force: the features build
+    /// what it needs (the sandbox), then install it under the session's lock together with
+    /// the mode itself: at creation, restore and every mode change.
+    pub(crate) fn install_mode(&self, mode: Option<Mode>) -> SessionInfo {
+        let _switching = self.switching.locked();
         let in_force = mode.unwrap_or_else(|| self.mode());
-        let tool_sandbox = self.sandbox.build(&self.id, &self.workspace, in_force);
+        let steps = self.features.mode_in_force(self, in_force);
         let mut live = self.lock_live();
         if mode.is_some() {
             live.info.mode = in_force;
             live.info.updated_at = now_rfc3339();
         }
-        live.info.sandbox = Some(tool_sandbox.info());
-        self.tools.set_sandbox(tool_sandbox);
+        for step in steps {
+            step(&mut live.info);
+        }
         live.info.clone()
     }
 
@@ -362,7 +363,7 @@ impl SessionShared {
                 info,
                 system_prompt: self.system_prompt.clone(),
                 agent: None,
-                sandbox: self.sandbox.request(),
+                sandbox: None,
                 mcp_servers: Vec::new(),
             };
             self.features.save(&mut meta);

@@ -7,6 +7,7 @@ pub(crate) mod custom_agents;
 pub(crate) mod hooks;
 pub(crate) mod mcp;
 mod rewind;
+pub(crate) mod sandbox;
 pub(crate) mod worktree;
 
 use std::sync::Arc;
@@ -14,10 +15,11 @@ use std::sync::Arc;
 use super::feature::Feature;
 
 /// The daemon's features, in the order they are told of a session's fixed points: the
-/// hooks may block a turn before a checkpoint row records it, the MCP servers are waited
+/// sandbox is settled before a hook runs in it, the hooks may block a turn before a checkpoint row records it, the MCP servers are waited
 /// for last, and a custom agent's allow-list applies to their tools too.
 pub(crate) fn all() -> Vec<Arc<dyn Feature>> {
     vec![
+        Arc::new(sandbox::SandboxFeature),
         Arc::new(hooks::HooksFeature),
         Arc::new(budgets::BudgetsFeature),
         Arc::new(checkpoints::CheckpointsFeature),

@@ -1,5 +1,5 @@
-//! A session's OS sandbox: what it asked for, what is in force, and the [`ToolSandbox`] its
-//! `bash` calls and `process` starts read.
+//! The per-session OS sandbox as a session feature: what the session asked for, what is in
+//! force, and the [`ToolSandbox`] its `bash` calls, `process` starts and hooks read.
 //!
 //! **Rules:** the *requested* sandbox is `session/new {sandbox}` over `[sandbox]` field by
 //! field, and only the explicit request is persisted (`meta.json`), so an unset field keeps
@@ -10,13 +10,19 @@
 //! creation, restore and every mode change. A sub-agent runs in its session's
 //! `SessionTools`, so in its sandbox.
 
-use amber_proto::sync::Locked;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use amber_proto::{Mode, SandboxInfo, SandboxMode, SandboxRequest};
+use amber_proto::{Mode, SandboxInfo, SandboxMode, SandboxRequest, SessionInfo, SessionNewParams};
+use amber_store::SessionMeta;
+use futures::future::BoxFuture;
 
 use crate::config::SandboxConfig;
+use crate::session::feature::{
+    Admission, Attach, Draft, Feature, ModeStep, NewSession, SessionFeature, TurnStart,
+};
+use crate::session::services::Services;
+use crate::session::{SessionError, SessionShared};
 use amber_exec::sandbox_env::SandboxEnv;
 use amber_tools::sandbox::ToolSandbox;
 
@@ -101,9 +107,6 @@ pub(crate) struct SessionSandbox {
     requested: SandboxInfo,
     writable_roots: Vec<PathBuf>,
     env: Arc<SandboxEnv>,
-    /// Held while a new sandbox is built and installed, so two mode changes at once leave
-    /// the tools and `SessionInfo` with the same one.
-    switching: Mutex<()>,
 }
 
 impl SessionSandbox {
@@ -118,7 +121,6 @@ impl SessionSandbox {
             request,
             writable_roots: config.writable_roots.clone(),
             env,
-            switching: Mutex::new(()),
         }
     }
 
@@ -152,9 +154,103 @@ impl SessionSandbox {
             self.env.unavailable(),
         )
     }
+}
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, ()> {
-        self.switching.locked()
+/// How long a turn waits for the start-up sandbox probe (it takes milliseconds; this bounds
+/// a hung one).
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The feature: the session's requested sandbox over `[sandbox]`, put in force with its mode.
+pub(crate) struct SandboxFeature;
+
+impl Feature for SandboxFeature {
+    /// Only the explicit request is kept, so an unset field follows the config.
+    fn prepare(&self, draft: &mut Draft<'_>) -> Result<(), SessionError> {
+        draft.meta.sandbox = explicit(draft.params.sandbox);
+        Ok(())
+    }
+
+    /// The sandbox `SessionInfo` reports before the session runs (the metadata's copy).
+    fn shape_info(&self, new: &NewSession<'_>, info: &mut SessionInfo) -> Result<(), SessionError> {
+        info.sandbox = Some(sandbox_of(
+            &new.services.live().config.sandbox,
+            new.params.sandbox,
+            info.mode,
+        ));
+        Ok(())
+    }
+
+    /// As it will be when loaded: its request over today's config (a file from before the
+    /// sandbox has neither).
+    fn describe_stored(&self, meta: &mut SessionMeta, services: &Services) {
+        meta.info.sandbox = Some(sandbox_of(
+            &services.live().config.sandbox,
+            meta.sandbox,
+            meta.info.mode,
+        ));
+    }
+
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
+        let services = session.services;
+        Some(Arc::new(SessionSandboxFeature {
+            settings: SessionSandbox::new(
+                session.meta.sandbox,
+                &services.live().config.sandbox,
+                services.sandbox.clone(),
+            ),
+            services: services.clone(),
+        }))
+    }
+}
+
+/// The effective sandbox (as `SessionInfo` reports it) of a session in `mode` that asked
+/// for `request`, without building it.
+fn sandbox_of(config: &SandboxConfig, request: Option<SandboxRequest>, mode: Mode) -> SandboxInfo {
+    effective(requested(config, request.as_ref()), mode)
+}
+
+/// One session's sandbox settings.
+pub(crate) struct SessionSandboxFeature {
+    settings: SessionSandbox,
+    services: Arc<Services>,
+}
+
+impl SessionFeature for SessionSandboxFeature {
+    /// The tools get exactly the effective sandbox of the mode taking force, installed
+    /// together with `SessionInfo.sandbox`.
+    fn mode_in_force<'a>(&'a self, shared: &'a SessionShared, mode: Mode) -> Option<ModeStep<'a>> {
+        let tool_sandbox = self.settings.build(&shared.id, &shared.workspace, mode);
+        Some(Box::new(move |info: &mut SessionInfo| {
+            info.sandbox = Some(tool_sandbox.info());
+            shared.tools.set_sandbox(tool_sandbox);
+        }))
+    }
+
+    /// A session made while the daemon's sandbox probe still ran got a sandbox before the
+    /// kernel's verdict; once the probe says the kernel cannot sandbox, its commands must
+    /// ask (unavailable) rather than fail in the helper. First of the features: a hook
+    /// runs in this sandbox too.
+    fn before_turn<'a>(&'a self, start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
+        Box::pin(async move {
+            let services = &self.services;
+            services.start_sandbox_probe();
+            let verdict = services.sandbox_probe.wait(PROBE_WAIT).await;
+            let shared = start.turn.shared;
+            if matches!(verdict, Some(Err(_)))
+                && matches!(shared.tools.sandbox(), ToolSandbox::On(_))
+            {
+                shared.install_mode(None);
+            }
+            Admission::Proceed
+        })
+    }
+
+    fn save(&self, meta: &mut SessionMeta) {
+        meta.sandbox = self.settings.request();
+    }
+
+    fn fork(&self, params: &mut SessionNewParams) {
+        params.sandbox = self.settings.request();
     }
 }
 
