@@ -48,7 +48,7 @@ pub struct Config {
     pub plugins: crate::plugins::PluginsConfig,
     /// `[[rules]]`: stored policy rules (the workspace's `.amber/rules.toml` adds more).
     pub rules: Vec<amber_policy::Rule>,
-    /// `[sandbox]`: the OS sandbox of the commands sessions run (`session::sandbox`).
+    /// `[sandbox]`: the OS sandbox of the commands sessions run (`session::features::sandbox`).
     pub sandbox: SandboxConfig,
     /// `[checkpoints]`: the workspace snapshots taken before file-changing turns
     /// (`checkpoints/`).
