@@ -7,7 +7,7 @@
 //! A reservation counts as spent while its request is in flight, so requests running at
 //! once (parallel sub-agents) cannot all start on the same remainder: how much a
 //! reservation holds and when a request must wait is the session's business
-//! (`session::budget`).
+//! (`session::features::budgets`).
 //!
 //! A call is priced exactly once, where its usage is recorded (`record_usage`, with the
 //! price the turn's host read when the turn began); from there `Usage.cost_usd` (whole
