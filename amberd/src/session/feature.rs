@@ -108,6 +108,9 @@ pub(crate) trait Feature: Send + Sync {
         Ok(None)
     }
 
+    /// A config file edit is in force from now on: the feature's own section with it.
+    fn config_replaced(&self, _config: &crate::config::Config) {}
+
     /// Every session that had work when the daemon last stopped is loaded again (their
     /// actors finish what a crash interrupted first).
     fn resumed(&self, _services: &Services) {}

@@ -79,15 +79,9 @@ pub struct Services {
     /// Whether the OS sandbox works here (probed once at start, in the background): a
     /// session's `ToolSandbox` is `Unavailable` when it does not.
     pub sandbox_probe: Arc<SandboxProbe>,
-    /// The checkpoint store every session shares (`checkpoints/`).
-    pub checkpoints: Arc<crate::checkpoints::Checkpoints>,
     /// `session/watch`: every session's changes to every watcher, and the approver watches
     /// every session's `Approvals` counts (`session/watch.rs`).
     pub watchers: Arc<super::watch::Watchers>,
-    /// `[[hooks]]` of the config file (one cell a config reload replaces:
-    /// `hooks.replace_config_hooks`), the trust of workspace hooks files, the hooks'
-    /// scratch directory (`hooks/`).
-    pub hooks: crate::hooks::Hooks,
     /// What the user decided about workspace configuration files (`crate::trust`).
     pub trust: crate::trust::TrustStore,
     /// Asks for freed memory to go back to the system after a burst (`service::memory`).
@@ -142,22 +136,18 @@ impl Services {
             extension_env: Arc::clone(&tool_env),
             ..SandboxEnv::from_env(env)
         });
-        let checkpoints =
-            crate::checkpoints::Checkpoints::new(config.checkpoints.clone(), &data_dir);
         let watchers = Arc::new(super::watch::Watchers::new(
             config.server.subscriber_buffer,
             crate::elide::WireLimits::from_config(&config.server),
         ));
-        let hooks = crate::hooks::Hooks::new(config.hooks.clone(), &data_dir);
+        let features = super::features::all(&config, &data_dir);
         Ok(Services {
             live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
             config_error: Mutex::new(None),
-            hooks,
             trust: crate::trust::TrustStore::new(&data_dir),
             memory: crate::service::memory::Trim::new(),
-            features: super::features::all(),
+            features,
             watchers,
-            checkpoints,
             llm,
             registries,
             data_dir,
@@ -180,7 +170,9 @@ impl Services {
     pub fn replace_live(&self, live: LiveConfig, env: &dyn Fn(&str) -> Option<OsString>) {
         self.llm
             .reconfigure(&live.config.provider, &live.config.providers, env);
-        self.hooks.replace_config_hooks(live.config.hooks.clone());
+        for feature in &self.features {
+            feature.config_replaced(&live.config);
+        }
         *self.live.write_locked() = Arc::new(live);
         self.set_config_error(None);
     }

@@ -11,20 +11,44 @@ use amber_proto::{
 use amber_store::context::Context;
 use futures::future::BoxFuture;
 
-use crate::checkpoints::{DiffError, SessionCheckpoints};
+use std::path::Path;
+
+use crate::checkpoints::{Checkpoints, DiffError, SessionCheckpoints};
+use crate::config::Config;
 use crate::session::feature::{Admission, Attach, Feature, SessionFeature, TurnStart};
 use crate::session::manager::ForkPoint;
 use crate::session::services::Services;
 use crate::session::{SessionError, SessionHandle, SessionManager, SessionShared};
 
 /// The feature: the daemon's checkpoint store, a session's rows beside its log.
-pub(crate) struct CheckpointsFeature;
+pub(crate) struct CheckpointsFeature {
+    /// The blob store every session shares (`checkpoints/`).
+    store: Arc<Checkpoints>,
+}
+
+impl CheckpointsFeature {
+    pub(crate) fn new(config: &Config, data_dir: &Path) -> CheckpointsFeature {
+        CheckpointsFeature {
+            store: Checkpoints::new(config.checkpoints.clone(), data_dir),
+        }
+    }
+
+    /// Removes checkpoint content no kept checkpoint of any session refers to, in the
+    /// background (at start and after a deletion; a turn that expired checkpoints asks for
+    /// one itself).
+    fn collect(&self, services: &Services) {
+        if let Some(store) = &services.store {
+            self.store
+                .collect_soon(store.sessions_dir().to_owned(), false);
+        }
+    }
+}
 
 impl Feature for CheckpointsFeature {
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
         let services = session.services;
         Some(Arc::new(Checkpointing(Arc::new(SessionCheckpoints::new(
-            services.checkpoints.clone(),
+            self.store.clone(),
             session.workspace.to_owned(),
             services
                 .store
@@ -35,23 +59,12 @@ impl Feature for CheckpointsFeature {
 
     /// After the resumed sessions finished any interrupted rewind.
     fn resumed(&self, services: &Services) {
-        collect(services);
+        self.collect(services);
     }
 
     /// Its checkpoints went with its directory; their content goes now.
     fn deleted(&self, _id: &str, services: &Services) {
-        collect(services);
-    }
-}
-
-/// Removes checkpoint content no kept checkpoint of any session refers to, in the
-/// background (at start and after a deletion; a turn that expired checkpoints asks for one
-/// itself).
-pub(crate) fn collect(services: &Services) {
-    if let Some(store) = &services.store {
-        services
-            .checkpoints
-            .collect_soon(store.sessions_dir().to_owned(), false);
+        self.collect(services);
     }
 }
 

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hooks::trust;
 use crate::hooks::{
-    self, Failed, HookEnv, HookEvent, HookInput, HookSpec, PreToolOutcome, PromptOutcome,
+    self, Failed, HookEnv, HookEvent, HookInput, HookSpec, Hooks, PreToolOutcome, PromptOutcome,
 };
 use amber_tools::gate::GateCall;
 use futures::future::BoxFuture;
@@ -29,20 +29,30 @@ pub(crate) struct SessionHooks {
     /// The session itself, for the background tasks of fire-and-forget hooks.
     me: Weak<SessionShared>,
     services: Arc<Services>,
+    /// The config file's hooks and the scratch directory (the feature's).
+    hooks: Arc<Hooks>,
 }
 
 impl SessionHooks {
-    pub(crate) fn new(me: Weak<SessionShared>, services: Arc<Services>) -> SessionHooks {
-        SessionHooks { me, services }
+    pub(crate) fn new(
+        me: Weak<SessionShared>,
+        services: Arc<Services>,
+        hooks: Arc<Hooks>,
+    ) -> SessionHooks {
+        SessionHooks {
+            me,
+            services,
+            hooks,
+        }
     }
 
-    fn env(shared: &SessionShared, services: &Services) -> HookEnv {
+    fn env(&self, shared: &SessionShared) -> HookEnv {
         HookEnv {
             session_id: shared.id.clone(),
             workspace: shared.workspace.clone(),
             sandbox: shared.tools.sandbox(),
             env: shared.tools.tool_env(),
-            scratch: services.hooks.scratch().to_path_buf(),
+            scratch: self.hooks.scratch().to_path_buf(),
         }
     }
 
@@ -56,7 +66,7 @@ impl SessionHooks {
         event: HookEvent,
         tool: Option<&str>,
     ) -> Vec<HookSpec> {
-        let mut hooks: Vec<HookSpec> = services
+        let mut hooks: Vec<HookSpec> = self
             .hooks
             .config_hooks()
             .iter()
@@ -110,7 +120,7 @@ impl SessionHooks {
         let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
         input.tool = Some(call.call.name.clone());
         input.arguments = Some(call.args.clone());
-        let env = Self::env(shared, services);
+        let env = self.env(shared);
         let schema = call.tool.input_schema();
         let outcome = hooks::pre_tool_use(&hooks, input, &schema, &env, Some(cancel)).await;
         report_all(
@@ -139,7 +149,7 @@ impl SessionHooks {
         }
         let mut input = HookInput::new(event, &shared.id, Some(turn_id), &shared.workspace);
         input.prompt = Some(prompt.to_owned());
-        let env = Self::env(shared, services);
+        let env = self.env(shared);
         let outcome = hooks::user_prompt(&hooks, &input, &env, Some(cancel)).await;
         report_all(shared, Some(turn_id), event, &outcome.failures, None);
         outcome
@@ -245,7 +255,7 @@ impl SessionHooks {
             return;
         };
         let input = input();
-        let env = Self::env(shared, services);
+        let env = self.env(shared);
         let call_id = call_id.map(str::to_owned);
         tokio::spawn(async move {
             let failures = hooks::fire_and_forget(&hooks, &input, &env).await;
@@ -305,14 +315,32 @@ pub(crate) const HOOK_DENIED: &str = "hook_denied";
 
 /// The feature: the config file's `[[hooks]]` and the workspace's trusted hooks file, run
 /// at a session's fixed points.
-pub(crate) struct HooksFeature;
+pub(crate) struct HooksFeature {
+    /// `[[hooks]]` of the config file (replaced whole by a config reload) and the hooks'
+    /// scratch directory.
+    hooks: Arc<Hooks>,
+}
+
+impl HooksFeature {
+    pub(crate) fn new(config: &crate::config::Config, data_dir: &std::path::Path) -> HooksFeature {
+        HooksFeature {
+            hooks: Arc::new(Hooks::new(config.hooks.clone(), data_dir)),
+        }
+    }
+}
 
 impl Feature for HooksFeature {
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
         Some(Arc::new(SessionHooks::new(
             session.session.clone(),
             session.services.clone(),
+            self.hooks.clone(),
         )))
+    }
+
+    /// A reloaded config's `[[hooks]]`: events from now on use these.
+    fn config_replaced(&self, config: &crate::config::Config) {
+        self.hooks.replace_config_hooks(config.hooks.clone());
     }
 }
 

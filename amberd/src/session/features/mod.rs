@@ -10,19 +10,22 @@ mod rewind;
 pub(crate) mod sandbox;
 pub(crate) mod worktree;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::feature::Feature;
+use crate::config::Config;
 
 /// The daemon's features, in the order they are told of a session's fixed points: the
 /// sandbox is settled before a hook runs in it, the hooks may block a turn before a checkpoint row records it, the MCP servers are waited
 /// for last, and a custom agent's allow-list applies to their tools too.
-pub(crate) fn all() -> Vec<Arc<dyn Feature>> {
+/// Each owns its daemon-wide state, made here from the config and the data directory.
+pub(crate) fn all(config: &Config, data_dir: &Path) -> Vec<Arc<dyn Feature>> {
     vec![
         Arc::new(sandbox::SandboxFeature),
-        Arc::new(hooks::HooksFeature),
+        Arc::new(hooks::HooksFeature::new(config, data_dir)),
         Arc::new(budgets::BudgetsFeature),
-        Arc::new(checkpoints::CheckpointsFeature),
+        Arc::new(checkpoints::CheckpointsFeature::new(config, data_dir)),
         Arc::new(mcp::McpFeature),
         Arc::new(custom_agents::CustomAgentsFeature),
         Arc::new(worktree::WorktreeFeature),
