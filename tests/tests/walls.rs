@@ -26,31 +26,42 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The crates of the product: what the walls hold for (the tests and the scripted endpoint
+/// are not).
+const PRODUCT_CRATES: &[&str] = &[
+    "amberd",
+    "amber-cli",
+    "amber-client",
+    "amber-tui",
+    "amber-acp",
+    "amber-mcp-server",
+    "amber-bench",
+    "proto",
+];
+
+/// Every `.rs` file of the product crates, test modules included.
+fn product_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for krate in PRODUCT_CRATES {
+        rust_files(&root().join(krate), &mut files);
+    }
+    files
+}
+
+/// `path` relative to the workspace.
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// The files (relative to the workspace) that call `needle`, test modules included.
 fn callers(needle: &str) -> Vec<String> {
-    let root = root();
-    let mut files = Vec::new();
-    for dir in [
-        "amberd",
-        "amber-cli",
-        "amber-client",
-        "amber-tui",
-        "amber-acp",
-        "amber-mcp-server",
-        "amber-bench",
-        "proto",
-    ] {
-        rust_files(&root.join(dir), &mut files);
-    }
-    let mut found: Vec<String> = files
+    let mut found: Vec<String> = product_files()
         .iter()
         .filter(|f| std::fs::read_to_string(f).unwrap().contains(needle))
-        .map(|f| {
-            f.strip_prefix(&root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|f| relative(f))
         .collect();
     found.sort();
     found
@@ -231,12 +242,7 @@ fn every_source_file_opens_with_a_header_saying_what_it_owns() {
             let first = text.lines().map(str::trim).find(|l| !l.is_empty());
             !first.is_some_and(|l| l.starts_with("//!"))
         })
-        .map(|f| {
-            f.strip_prefix(&root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|f| relative(f))
         .collect();
     missing.sort();
     assert!(
@@ -331,21 +337,8 @@ fn every_session_feature_is_composed_where_the_daemon_lists_them() {
 #[test]
 fn the_test_switches_are_read_only_through_the_feature_gate() {
     // A release build (no `test-switches` feature) must honour none of them.
-    let mut files = Vec::new();
-    for dir in [
-        "amberd",
-        "amber-cli",
-        "amber-client",
-        "amber-tui",
-        "amber-acp",
-        "amber-mcp-server",
-        "amber-bench",
-        "proto",
-    ] {
-        rust_files(&root().join(dir), &mut files);
-    }
     let mut readers = Vec::new();
-    for file in &files {
+    for file in &product_files() {
         let text = std::fs::read_to_string(file).unwrap();
         let code: String = text
             .lines()
@@ -353,12 +346,7 @@ fn the_test_switches_are_read_only_through_the_feature_gate() {
             .collect::<Vec<_>>()
             .join("\n");
         if code.contains("\"AMBER_TEST_") {
-            readers.push(
-                file.strip_prefix(root())
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned(),
-            );
+            readers.push(relative(file));
             assert!(
                 code.contains("test_switches::") || code.contains("ENABLED"),
                 "{} names an AMBER_TEST_ switch but does not read it through amber_exec::test_switches",
@@ -438,20 +426,7 @@ fn every_client_match_on_event_kinds_lists_them_all() {
 #[test]
 fn a_poisoned_lock_is_taken_in_one_place() {
     // `amber_proto::sync` is the one helper; nothing else recovers a poisoned lock by hand.
-    let mut files = Vec::new();
-    for dir in [
-        "amberd",
-        "amber-cli",
-        "amber-client",
-        "amber-tui",
-        "amber-acp",
-        "amber-mcp-server",
-        "amber-bench",
-        "proto",
-    ] {
-        rust_files(&root().join(dir), &mut files);
-    }
-    let by_hand: Vec<String> = files
+    let by_hand: Vec<String> = product_files()
         .iter()
         .filter(|f| !f.ends_with("proto/src/sync.rs"))
         .filter(|f| {
@@ -466,12 +441,7 @@ fn a_poisoned_lock_is_taken_in_one_place() {
             .iter()
             .any(|call| text.contains(call))
         })
-        .map(|f| {
-            f.strip_prefix(root())
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|f| relative(f))
         .collect();
     assert!(by_hand.is_empty(), "locks recovered by hand: {by_hand:?}");
 }
