@@ -38,11 +38,16 @@ fn main() -> anyhow::Result<()> {
     drop(argv);
     let args = args::Args::parse();
     let json = args.json;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AMBER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // `AMBER_LOG` as target=level pairs; unset or unreadable: nothing is logged.
+    let filter: tracing_subscriber::filter::Targets = std::env::var("AMBER_LOG")
+        .ok()
+        .and_then(|spec| spec.parse().ok())
+        .unwrap_or_default();
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

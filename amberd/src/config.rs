@@ -21,10 +21,24 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("invalid config file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: ConfigInvalid,
+    },
     #[error("invalid value for {key}: {message}")]
     Env { key: String, message: String },
+}
+
+/// Why a configuration text was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigInvalid {
+    /// Not TOML, an unknown key or a value of the wrong type; the message says where.
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// Well-formed, but a value the rules refuse; the message names the key.
+    #[error("{0}")]
+    Value(String),
 }
 
 /// The whole configuration file. Unknown keys are rejected so typos are caught early.
@@ -429,25 +443,30 @@ impl Config {
                 });
             }
         };
-        Config::parse(&text).map_err(|message| ConfigError::Parse {
+        Config::parse(&text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
-            message,
+            source,
         })
     }
 
-    pub fn parse(text: &str) -> Result<Config, String> {
-        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
-        config.plugins.validate()?;
-        config.compaction.check()?;
-        config.tools.env.validate().map_err(|e| e.to_string())?;
-        for name in &config.agent.instruction_files {
+    pub fn parse(text: &str) -> Result<Config, ConfigInvalid> {
+        let config: Config = toml::from_str(text)?;
+        config.check().map_err(ConfigInvalid::Value)?;
+        Ok(config)
+    }
+
+    /// The rules a well-formed file must still keep, each naming its key.
+    fn check(&self) -> Result<(), String> {
+        self.plugins.validate()?;
+        self.compaction.check()?;
+        self.tools.env.validate().map_err(|e| e.to_string())?;
+        for name in &self.agent.instruction_files {
             crate::instructions::check_name(name)?;
         }
-        config.tools.check()?;
-        config.sandbox.check()?;
-        crate::hooks::spec::check_all(&config.hooks)?;
-        config.check_prices()?;
-        Ok(config)
+        self.tools.check()?;
+        self.sandbox.check()?;
+        crate::hooks::spec::check_all(&self.hooks)?;
+        self.check_prices()
     }
 
     /// A price that cannot be used (no model, a negative number) is a config error, not a

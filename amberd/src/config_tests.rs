@@ -35,9 +35,13 @@ fn named_providers_parse_and_reject_typos() {
     assert_eq!(work.include_usage, Some(false));
     assert_eq!(work.headers["X-Team"], "a");
     assert_eq!(cfg.providers["openrouter"].model.as_deref(), Some("x/y"));
-    let err = Config::parse("[providers.x]\nbase = \"u\"").unwrap_err();
+    let err = Config::parse("[providers.x]\nbase = \"u\"")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("base"), "{err}");
-    let err = Config::parse("[provider]\nmax_tokens_field = \"n\"").unwrap_err();
+    let err = Config::parse("[provider]\nmax_tokens_field = \"n\"")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("max_tokens_field"), "{err}");
 }
 
@@ -55,7 +59,9 @@ fn compaction_shares_outside_zero_to_one_are_rejected() {
         ("threshold", "1.5"),
         ("headroom", "-0.1"),
     ] {
-        let err = Config::parse(&format!("[compaction]\n{key} = {v}")).unwrap_err();
+        let err = Config::parse(&format!("[compaction]\n{key} = {v}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(&format!("compaction.{key} must be")), "{err}");
         assert!(
             err.contains("above 0 and at most 1"),
@@ -68,7 +74,9 @@ fn compaction_shares_outside_zero_to_one_are_rejected() {
 
 #[test]
 fn unknown_keys_are_rejected_with_their_name() {
-    let err = Config::parse("[agent]\nmax_iterations = 3").unwrap_err();
+    let err = Config::parse("[agent]\nmax_iterations = 3")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("max_iterations"), "{err}");
 }
 
@@ -114,7 +122,9 @@ fn tools_env_and_broad_workspace_keys_parse_and_are_checked() {
     assert_eq!(cfg.tools.env.inherit, amber_exec::env_policy::Inherit::Core);
     assert_eq!(cfg.tools.env.exclude, ["AWS_*"]);
     assert!(!Config::default().sessions.allow_broad_workspace);
-    let err = Config::parse("[tools.env]\nexclude = [\"[oops\"]\n").unwrap_err();
+    let err = Config::parse("[tools.env]\nexclude = [\"[oops\"]\n")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("tools.env.exclude"), "{err}");
     assert!(Config::parse("[tools.env]\ninherit = \"most\"\n").is_err());
 }
@@ -131,7 +141,9 @@ fn fetch_is_off_by_default_and_its_keys_parse_and_are_checked() {
     assert!(settings.allow_private);
     assert_eq!(settings.max_bytes, 4096);
     assert_eq!(settings.timeout, Duration::from_millis(500));
-    let err = Config::parse("[tools]\nfetch = true\nfetch_max_bytes = 0\n").unwrap_err();
+    let err = Config::parse("[tools]\nfetch = true\nfetch_max_bytes = 0\n")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("fetch_max_bytes"), "{err}");
     // A host rule is a rule without a pattern; a pattern rule still needs its pattern.
     let cfg =
@@ -166,19 +178,25 @@ fn sandbox_keys_parse_and_relative_roots_unknown_modes_and_typos_are_rejected() 
     let off = Config::parse("[sandbox]\nmode = \"off\"").unwrap();
     assert_eq!(off.sandbox.mode, amber_proto::SandboxMode::Off);
 
-    let err = Config::parse("[sandbox]\nwritable_roots = [\"/ok\", \"cache\"]").unwrap_err();
+    let err = Config::parse("[sandbox]\nwritable_roots = [\"/ok\", \"cache\"]")
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("sandbox.writable_roots")
             && err.contains("`cache`")
             && err.contains("absolute"),
         "{err}"
     );
-    let err = Config::parse("[sandbox]\nmode = \"strict\"").unwrap_err();
+    let err = Config::parse("[sandbox]\nmode = \"strict\"")
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("strict") && err.contains("workspace-write"),
         "{err}"
     );
-    let err = Config::parse("[sandbox]\nnetwrok = true").unwrap_err();
+    let err = Config::parse("[sandbox]\nnetwrok = true")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("netwrok"), "{err}");
 
     let keys = Config::parse(
@@ -204,7 +222,9 @@ fn sandbox_keys_parse_and_relative_roots_unknown_modes_and_typos_are_rejected() 
             "sandbox.allow_unix_sockets",
         ),
     ] {
-        let err = Config::parse(&format!("[sandbox]\n{text}")).unwrap_err();
+        let err = Config::parse(&format!("[sandbox]\n{text}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(named), "{err}");
     }
 }
@@ -222,8 +242,12 @@ fn the_tui_table_is_accepted_and_checked() {
         assert_eq!(config.tui.notify, notify, "{value}");
     }
     assert_eq!(Config::parse("[tui]\n").unwrap().tui, TuiConfig::default());
-    let err = Config::parse("[tui]\nnotify = \"loud\"\n").unwrap_err();
+    let err = Config::parse("[tui]\nnotify = \"loud\"\n")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("loud") && err.contains("bell"), "{err}");
-    let err = Config::parse("[tui]\nnotfy = \"off\"\n").unwrap_err();
+    let err = Config::parse("[tui]\nnotfy = \"off\"\n")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("notfy"), "{err}");
 }

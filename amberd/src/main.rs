@@ -43,6 +43,8 @@ fn main() -> ExitCode {
     if let Some(code) = amber_exec::sandbox_exec::run_if_requested() {
         return code;
     }
+    // The loader's relocation table served its purpose before `main`.
+    amberd::service::startup_pages::release_relocation_table();
     let args = Args::parse();
     // Before any secret is read: no core of the daemon, and no same-uid process may read its
     // memory or environment through /proc or ptrace.
@@ -330,14 +332,19 @@ const DEFAULT_LOG: &str = "info,rmcp=warn,rmcp::transport::worker=off";
 /// `file`, size-rotated, when given (main passes one only when no journal collects stderr).
 /// The one filter applies to both.
 fn init_logging(file: Option<&std::path::Path>) {
+    use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
 
     let filter = std::env::var("AMBER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| DEFAULT_LOG.to_owned());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
+    // `Targets` (target=level lists) rather than `EnvFilter`, whose parser compiles regexes
+    // at every start: resident code and heap the daemon keeps for its whole life.
+    let filter: Targets = filter
+        .parse()
+        .or_else(|_| DEFAULT_LOG.parse())
+        .unwrap_or_default();
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));

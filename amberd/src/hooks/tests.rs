@@ -50,7 +50,8 @@ fn a_hooks_table_parses_with_its_defaults() {
 fn an_unknown_event_is_a_config_error_naming_the_known_ones() {
     let err =
         crate::config::Config::parse("[[hooks]]\nevent = \"before_tool\"\ncommand = [\"x\"]\n")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("before_tool"), "{err}");
     assert!(err.contains("pre_tool_use"), "{err}");
 }
@@ -85,13 +86,15 @@ fn bad_hooks_are_config_errors_with_a_clear_message() {
         ("command = [\"x\"]", "event"),
     ];
     for (body, expected) in cases {
-        let err = crate::config::Config::parse(&format!("[[hooks]]\n{body}\n")).unwrap_err();
+        let err = crate::config::Config::parse(&format!("[[hooks]]\n{body}\n"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(expected), "{body}: {err}");
     }
     let err = crate::config::Config::parse(
         "[[hooks]]\nevent = \"turn_completed\"\ncommand = [\"x\"]\n[[hooks]]\nevent = \"pre_tool_use\"\ncommand = []\n",
     )
-    .unwrap_err();
+    .unwrap_err().to_string();
     assert!(err.contains("hooks[1]"), "names the entry: {err}");
 }
 

@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn external_names_must_not_repeat_or_shadow_bundled_plugins() {
         let bundled = format!("[[plugins.external]]\nname = \"hello\"\n{EXTERNAL}");
-        let err = Config::parse(&bundled).unwrap_err();
+        let err = Config::parse(&bundled).unwrap_err().to_string();
         assert!(
             err.contains("[[plugins.external]] entry 1 (`hello`)") && err.contains("bundled"),
             "{err}"
@@ -168,7 +168,7 @@ mod tests {
             "[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}\
              [[plugins.external]]\nname = \"wc\"\n{EXTERNAL}"
         );
-        let err = Config::parse(&twice).unwrap_err();
+        let err = Config::parse(&twice).unwrap_err().to_string();
         assert!(
             err.contains("entry 2 (`wc`)") && err.contains("same name"),
             "{err}"
@@ -195,7 +195,7 @@ mod tests {
             Ok(None)
         );
         let loose = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}network = false\n");
-        let err = Config::parse(&loose).unwrap_err();
+        let err = Config::parse(&loose).unwrap_err().to_string();
         assert!(
             err.contains("entry 1 (`wc`)") && err.contains("`network` only"),
             "{err}"
@@ -211,13 +211,16 @@ mod tests {
             .unwrap()
             .plugins;
         assert!(enabled.starts("hello"));
-        let err = Config::parse("[plugins]\nenabled = [\"helo\"]").unwrap_err();
+        let err = Config::parse("[plugins]\nenabled = [\"helo\"]")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("[plugins] enabled: no plugin named `helo`"),
             "{err}"
         );
-        let err =
-            Config::parse("[plugins]\nenabled = [\"hello\"]\ndisabled = [\"hello\"]").unwrap_err();
+        let err = Config::parse("[plugins]\nenabled = [\"hello\"]\ndisabled = [\"hello\"]")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`hello` both enabled and disabled"), "{err}");
         let off = Config::parse("[plugins]\ndisabled = [\"status\"]")
             .unwrap()
@@ -227,8 +230,9 @@ mod tests {
 
     #[test]
     fn disabled_names_must_be_plugins() {
-        let err =
-            Config::parse("[plugins]\ndisabled = [\"hello\", \"no-such-plugin\"]").unwrap_err();
+        let err = Config::parse("[plugins]\ndisabled = [\"hello\", \"no-such-plugin\"]")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no plugin named `no-such-plugin`"), "{err}");
         assert!(err.contains("known: core-tools, providers"), "{err}");
         assert!(!err.contains("`hello`"), "{err}");

@@ -1,14 +1,15 @@
 //! Running as a service: hardening the daemon process and one daemon per data dir
 //! ([`harden`]), systemd notifications and the watchdog ([`notify`]), exiting when
 //! idle under socket activation ([`idle`]), the size-rotated log file used when no journal
-//! collects stderr ([`logfile`]), giving memory back after a burst ([`memory`]), and the
-//! rules deciding which applies.
+//! collects stderr ([`logfile`]), giving memory back after a burst ([`memory`]) and what
+//! only the start needed ([`startup_pages`]), and the rules deciding which applies.
 
 pub mod harden;
 pub mod idle;
 pub mod logfile;
 pub mod memory;
 pub mod notify;
+pub mod startup_pages;
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
