@@ -11,7 +11,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::Decision;
@@ -104,6 +106,73 @@ fn workspace(daemon: &TestDaemon) -> String {
     daemon.workspace.to_string_lossy().into_owned()
 }
 
+/// initialize, a new session in the workspace, then one prompt of `text`.
+fn prompt_steps(daemon: &TestDaemon, text: &str) -> Value {
+    json!([
+        {"op": "initialize"},
+        {"op": "new", "cwd": workspace(daemon)},
+        {"op": "prompt", "text": text},
+    ])
+}
+
+/// The id of the session `new` made.
+fn session_id(log: &[Value]) -> String {
+    results(log, "new")[0]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session id: {log:#?}"))
+        .to_owned()
+}
+
+/// The entries of `kind` the driver logged (`permission`, `permission_withdrawn`, …).
+fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|l| l["kind"] == kind).collect()
+}
+
+/// The last `tool_call_update` of call `id`.
+fn last_update<'a>(log: &'a [Value], id: &str) -> &'a Value {
+    updates(log, "tool_call_update")
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == id)
+        .unwrap_or_else(|| panic!("no update of {id}: {log:#?}"))
+}
+
+/// The SDK client run through `steps` on a thread of its own, while the test acts as
+/// another client of the same daemon.
+fn editor(
+    daemon: &Arc<TestDaemon>,
+    steps: Value,
+    answers: &'static [&'static str],
+) -> JoinHandle<Vec<Value>> {
+    let daemon = daemon.clone();
+    std::thread::spawn(move || run_client(&daemon, steps, answers))
+}
+
+/// Polls `session/list` until a session matches `pred`, for at most `timeout`: its id.
+fn wait_for_session(
+    daemon: &TestDaemon,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if let Some(s) = list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| pred(s))
+        {
+            return s["sessionId"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {timeout:?}: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_prompt_streams_message_chunks_then_answers_end_turn() {
     let mock = MockLlm::start(vec![
@@ -128,19 +197,25 @@ async fn a_prompt_streams_message_chunks_then_answers_end_turn() {
         &[],
     );
     let init = results(&log, "initialize")[0];
-    assert_eq!(init["protocolVersion"], 1);
-    assert_eq!(init["agentInfo"]["name"], "amber");
-    assert_eq!(init["agentCapabilities"]["loadSession"], true);
-    assert_eq!(
-        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
-        true
-    );
-    assert_eq!(
-        init["agentCapabilities"]["promptCapabilities"]["image"],
-        false
-    );
-    assert_eq!(init["agentCapabilities"]["mcpCapabilities"]["http"], true);
-    assert_eq!(init["authMethods"], json!([]));
+    let answered = [
+        ("/protocolVersion", json!(1)),
+        ("/agentInfo/name", json!("amber")),
+        ("/agentCapabilities/loadSession", json!(true)),
+        (
+            "/agentCapabilities/promptCapabilities/embeddedContext",
+            json!(true),
+        ),
+        ("/agentCapabilities/promptCapabilities/image", json!(false)),
+        ("/agentCapabilities/mcpCapabilities/http", json!(true)),
+        ("/authMethods", json!([])),
+    ];
+    for (field, expected) in answered {
+        assert_eq!(
+            init.pointer(field),
+            Some(&expected),
+            "initialize {field}: {init}"
+        );
+    }
 
     let new = results(&log, "new")[0];
     assert!(new["sessionId"].is_string(), "{new}");
@@ -193,15 +268,7 @@ async fn file_changes_show_as_tool_calls_with_diff_blocks() {
     ])
     .await;
     let daemon = spawn(&mock);
-    let log = run_client(
-        &daemon,
-        json!([
-            {"op": "initialize"},
-            {"op": "new", "cwd": workspace(&daemon)},
-            {"op": "prompt", "text": "edit a.txt"},
-        ]),
-        &[],
-    );
+    let log = run_client(&daemon, prompt_steps(&daemon, "edit a.txt"), &[]);
     let file = daemon.workspace.join("a.txt");
     let started = updates(&log, "tool_call")
         .into_iter()
@@ -211,32 +278,23 @@ async fn file_changes_show_as_tool_calls_with_diff_blocks() {
     assert_eq!(started["rawInput"]["old_string"], "two");
     assert_eq!(started["locations"][0]["path"], json!(file));
 
-    let ended = |id: &str| -> Value {
-        (*updates(&log, "tool_call_update")
-            .into_iter()
-            .rfind(|u| u["toolCallId"] == id)
-            .unwrap_or_else(|| panic!("no update of {id}: {log:#?}")))
-        .clone()
+    let diff_of = |id: &str| -> &Value {
+        let ended = last_update(&log, id);
+        ended["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "diff")
+            .unwrap_or_else(|| panic!("no diff block: {ended}"))
     };
-    let edit = ended("c_e");
+    let edit = last_update(&log, "c_e");
     assert_eq!(edit["status"], "completed", "{edit}");
-    let diff = edit["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "diff")
-        .unwrap_or_else(|| panic!("no diff block: {edit}"));
+    let diff = diff_of("c_e");
     assert_eq!(diff["path"], json!(file));
     assert_eq!(diff["oldText"], "one\ntwo\n");
     assert_eq!(diff["newText"], "one\nTWO\n");
 
-    let write = ended("c_w");
-    let diff = write["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "diff")
-        .unwrap_or_else(|| panic!("no diff block: {write}"));
+    let diff = diff_of("c_w");
     assert!(
         diff["oldText"].is_null(),
         "a created file has no old text: {diff}"
@@ -244,31 +302,31 @@ async fn file_changes_show_as_tool_calls_with_diff_blocks() {
     assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn permission_requests_answered_allow_once_run_and_reject_once_are_denied() {
+/// The model removes `build` (call `c_build`) then `dist` (`c_dist`), each `rm` asking
+/// permission; the editor answers with `answers`, in order.
+async fn remove_build_then_dist(answers: &[&str]) -> (MockLlm, TestDaemon, Vec<Value>) {
     let mock = MockLlm::start(vec![
-        bash("c_allowed", "rm -rf build"),
-        bash("c_rejected", "rm -rf dist"),
+        bash("c_build", "rm -rf build"),
+        bash("c_dist", "rm -rf dist"),
         MockTurn::text("Handled."),
         done(),
     ])
     .await;
     let daemon = spawn(&mock);
-    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
-    std::fs::create_dir_all(daemon.workspace.join("dist")).unwrap();
-    let log = run_client(
-        &daemon,
-        json!([
-            {"op": "initialize"},
-            {"op": "new", "cwd": workspace(&daemon)},
-            {"op": "prompt", "text": "clean up"},
-        ]),
-        &["allow_once", "reject_once"],
-    );
-    let asked: Vec<&Value> = log.iter().filter(|l| l["kind"] == "permission").collect();
+    for dir in ["build", "dist"] {
+        std::fs::create_dir_all(daemon.workspace.join(dir)).unwrap();
+    }
+    let log = run_client(&daemon, prompt_steps(&daemon, "clean up"), answers);
+    (mock, daemon, log)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn permission_requests_answered_allow_once_run_and_reject_once_are_denied() {
+    let (_mock, daemon, log) = remove_build_then_dist(&["allow_once", "reject_once"]).await;
+    let asked = of_kind(&log, "permission");
     assert_eq!(asked.len(), 2, "{log:#?}");
     let first = &asked[0]["params"];
-    assert_eq!(first["toolCall"]["toolCallId"], "c_allowed");
+    assert_eq!(first["toolCall"]["toolCallId"], "c_build");
     assert_eq!(first["toolCall"]["kind"], "execute");
     let kinds: Vec<&str> = first["options"]
         .as_array()
@@ -277,16 +335,10 @@ async fn permission_requests_answered_allow_once_run_and_reject_once_are_denied(
         .map(|o| o["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
-    assert_eq!(asked[1]["params"]["toolCall"]["toolCallId"], "c_rejected");
+    assert_eq!(asked[1]["params"]["toolCall"]["toolCallId"], "c_dist");
 
-    let status = |id: &str| {
-        updates(&log, "tool_call_update")
-            .into_iter()
-            .rfind(|u| u["toolCallId"] == id)
-            .map(|u| u["status"].clone())
-    };
-    assert_eq!(status("c_allowed"), Some(json!("completed")));
-    assert_eq!(status("c_rejected"), Some(json!("failed")));
+    assert_eq!(last_update(&log, "c_build")["status"], "completed");
+    assert_eq!(last_update(&log, "c_dist")["status"], "failed");
     assert!(
         !daemon.workspace.join("build").exists(),
         "the allowed call did not run"
@@ -300,26 +352,8 @@ async fn permission_requests_answered_allow_once_run_and_reject_once_are_denied(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn allow_always_stores_a_rule_so_the_same_scope_is_not_asked_again() {
-    let mock = MockLlm::start(vec![
-        bash("c_first", "rm -rf build"),
-        bash("c_second", "rm -rf dist"),
-        MockTurn::text("Handled."),
-        done(),
-    ])
-    .await;
-    let daemon = spawn(&mock);
-    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
-    std::fs::create_dir_all(daemon.workspace.join("dist")).unwrap();
-    let log = run_client(
-        &daemon,
-        json!([
-            {"op": "initialize"},
-            {"op": "new", "cwd": workspace(&daemon)},
-            {"op": "prompt", "text": "clean up"},
-        ]),
-        &["allow_always"],
-    );
-    let asked: Vec<&Value> = log.iter().filter(|l| l["kind"] == "permission").collect();
+    let (_mock, daemon, log) = remove_build_then_dist(&["allow_always"]).await;
+    let asked = of_kind(&log, "permission");
     assert_eq!(asked.len(), 1, "the second rm was asked again: {log:#?}");
     assert!(!daemon.workspace.join("build").exists());
     assert!(!daemon.workspace.join("dist").exists());
@@ -382,10 +416,7 @@ async fn set_mode_changes_the_amber_mode_list_finds_the_session_and_unknown_ids_
         ]),
         &[],
     );
-    let sid = results(&log, "new")[0]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = session_id(&log);
     assert_eq!(results(&log, "set_mode").len(), 1, "{log:#?}");
     let mode_updates = updates(&log, "current_mode_update");
     assert_eq!(mode_updates[0]["currentModeId"], "read");
@@ -403,23 +434,29 @@ async fn set_mode_changes_the_amber_mode_list_finds_the_session_and_unknown_ids_
         "{listed:?}"
     );
 
-    let set_errors = errors(&log, "set_mode");
-    assert_eq!(set_errors[0]["code"], -32602, "{set_errors:?}");
-    assert_eq!(set_errors[1]["code"], -32002, "{set_errors:?}");
+    // (the call, its op and place among that op's errors, the JSON-RPC error code)
+    let refused = [
+        ("set_mode to an unknown mode", "set_mode", 0, -32602),
+        ("set_mode of an unknown session", "set_mode", 1, -32002),
+        ("a prompt to an unknown session", "prompt", 0, -32002),
+    ];
+    for (case, op, nth, code) in refused {
+        let got = errors(&log, op);
+        let error = got
+            .get(nth)
+            .unwrap_or_else(|| panic!("{case}: not refused: {got:?}"));
+        assert_eq!(error["code"], code, "{case}: {got:?}");
+    }
     let prompt_errors = errors(&log, "prompt");
-    assert_eq!(prompt_errors[0]["code"], -32002, "{prompt_errors:?}");
+    let message = prompt_errors[0]["message"].as_str().unwrap();
     assert!(
-        prompt_errors[0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no-such-session")
-            || prompt_errors[0]["message"]
-                .as_str()
-                .unwrap()
-                .contains("not found"),
+        message.contains("no-such-session") || message.contains("not found"),
         "{prompt_errors:?}"
     );
 }
+
+/// The `initialize` request, raw, with id 1.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#;
 
 /// `amber-cli --no-autostart acp` spoken to raw, line by line.
 struct RawAgent {
@@ -500,7 +537,7 @@ async fn a_malformed_line_is_a_parse_error_and_the_bridge_stays_up() {
     let err = agent.next();
     assert_eq!(err["error"]["code"], -32700, "{err}");
     assert_eq!(err["id"], Value::Null, "{err}");
-    agent.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+    agent.send(INITIALIZE);
     let (_, init) = agent.until_answer(1);
     assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
     agent.send(r#"{"jsonrpc":"2.0","id":2,"method":"no/such_method","params":{}}"#);
@@ -521,7 +558,7 @@ async fn a_client_that_goes_away_mid_turn_leaves_the_turn_running() {
     .await;
     let daemon = spawn(&mock);
     let mut agent = RawAgent::start(&daemon);
-    agent.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#);
+    agent.send(INITIALIZE);
     agent.until_answer(1);
     let new = json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
         "params": {"cwd": workspace(&daemon), "mcpServers": []}});
@@ -642,15 +679,7 @@ async fn a_failed_turn_answers_the_prompt_with_a_json_rpc_error() {
     }])
     .await;
     let daemon = spawn(&mock);
-    let log = run_client(
-        &daemon,
-        json!([
-            {"op": "initialize"},
-            {"op": "new", "cwd": workspace(&daemon)},
-            {"op": "prompt", "text": "hi"},
-        ]),
-        &[],
-    );
+    let log = run_client(&daemon, prompt_steps(&daemon, "hi"), &[]);
     assert!(results(&log, "prompt").is_empty(), "{log:#?}");
     let failed = errors(&log, "prompt");
     assert_eq!(failed[0]["code"], -32603, "{failed:?}");
@@ -661,41 +690,51 @@ async fn a_failed_turn_answers_the_prompt_with_a_json_rpc_error() {
     );
 }
 
+/// The model removes `build` (call `c_rm`), then says `reply`.
+fn rm_build_script(reply: &str) -> Vec<MockTurn> {
+    vec![bash("c_rm", "rm -rf build"), MockTurn::text(reply), done()]
+}
+
+/// An editor, on a thread of its own, prompts `prompt` to a daemon running
+/// [`rm_build_script`]; it never answers the permission request, waiting for it to be
+/// withdrawn when another client answers.
+fn editor_awaiting_rm_build(
+    mock: &MockLlm,
+    prompt: &str,
+) -> (Arc<TestDaemon>, JoinHandle<Vec<Value>>) {
+    let daemon = Arc::new(spawn(mock));
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let editor = editor(&daemon, prompt_steps(&daemon, prompt), &["wait"]);
+    (daemon, editor)
+}
+
+/// Another client allowed `c_rm`: the editor's request was withdrawn, the call ran and the
+/// turn ended.
+fn assert_withdrawn_and_ran(log: &[Value], daemon: &TestDaemon) {
+    let withdrawn = of_kind(log, "permission_withdrawn");
+    assert_eq!(withdrawn.len(), 1, "{log:#?}");
+    assert_eq!(withdrawn[0]["toolCallId"], "c_rm");
+    assert_eq!(last_update(log, "c_rm")["status"], "completed", "{log:#?}");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "the approved call did not run"
+    );
+    assert_eq!(results(log, "prompt")[0]["stopReason"], "end_turn");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_answered_by_another_client_withdraws_the_permission_request() {
-    let mock = MockLlm::start(vec![
-        bash("c_rm", "rm -rf build"),
-        MockTurn::text("Handled."),
-        done(),
-    ])
-    .await;
-    let daemon = std::sync::Arc::new(spawn(&mock));
-    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
-    let steps = json!([
-        {"op": "initialize"},
-        {"op": "new", "cwd": workspace(&daemon)},
-        {"op": "prompt", "text": "clean up"},
-    ]);
-    let d = daemon.clone();
-    let editor = std::thread::spawn(move || run_client(&d, steps, &["wait"]));
+    let mock = MockLlm::start(rm_build_script("Handled.")).await;
+    let (daemon, editor) = editor_awaiting_rm_build(&mock, "clean up");
 
-    // Another approver (the TUI, say) finds the waiting request and answers it.
-    let mut waiting = None;
-    // Up to 60 s on a loaded machine.
-    for _ in 0..1200 {
-        let list = daemon.rpc_ok("session/list", json!({}));
-        waiting = list["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["state"] == "waiting_approval")
-            .map(|s| s["sessionId"].as_str().unwrap().to_owned());
-        if waiting.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let sid = waiting.expect("no session waited for an approval");
+    // Another approver (the TUI, say) finds the waiting request and answers it; up to 60 s
+    // on a loaded machine.
+    let sid = wait_for_session(
+        &daemon,
+        "a session waiting for an approval",
+        Duration::from_secs(60),
+        |s| s["state"] == "waiting_approval",
+    );
     let tui = connect_approver(&daemon).await;
     let _events = Events::live(&tui, &sid).await;
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
@@ -710,22 +749,7 @@ async fn an_approval_answered_by_another_client_withdraws_the_permission_request
     );
 
     let log = editor.join().unwrap();
-    let withdrawn: Vec<&Value> = log
-        .iter()
-        .filter(|l| l["kind"] == "permission_withdrawn")
-        .collect();
-    assert_eq!(withdrawn.len(), 1, "{log:#?}");
-    assert_eq!(withdrawn[0]["toolCallId"], "c_rm");
-    let status = updates(&log, "tool_call_update")
-        .into_iter()
-        .rfind(|u| u["toolCallId"] == "c_rm")
-        .map(|u| u["status"].clone());
-    assert_eq!(status, Some(json!("completed")), "{log:#?}");
-    assert!(
-        !daemon.workspace.join("build").exists(),
-        "the approved call did not run"
-    );
-    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+    assert_withdrawn_and_ran(&log, &daemon);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -758,21 +782,14 @@ async fn mcp_servers_given_to_session_new_serve_that_session_and_go_with_it() {
         "end_turn",
         "{log:#?}"
     );
-    let sid = results(&log, "new")[0]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = session_id(&log);
     // The first prompt, sent as soon as session/new answered, already had the tool.
     let offered = amber_tests::steps::offered_tools(&mock.requests()[0]);
     assert!(
         offered.iter().any(|t| t == "mcp__everything__echo"),
         "{offered:?}"
     );
-    let done_call = updates(&log, "tool_call_update")
-        .into_iter()
-        .rfind(|u| u["toolCallId"] == "e1")
-        .cloned()
-        .unwrap();
+    let done_call = last_update(&log, "e1");
     assert_eq!(done_call["status"], "completed", "{done_call}");
     assert!(
         done_call.to_string().contains("from the editor's server"),
@@ -839,10 +856,7 @@ async fn commands_are_offered_and_a_slash_prompt_runs_one() {
         text_of(&updates(&log, "agent_message_chunk")).contains("yolo"),
         "{log:#?}"
     );
-    let sid = results(&log, "new")[0]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = session_id(&log);
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
     assert_eq!(got["session"]["mode"], "yolo");
     assert_eq!(results(&log, "wait_update")[1]["seen"], true, "{log:#?}");
@@ -851,21 +865,19 @@ async fn commands_are_offered_and_a_slash_prompt_runs_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mode_changed_by_another_client_reaches_the_editor() {
     let mock = MockLlm::start(vec![]).await;
-    let daemon = std::sync::Arc::new(spawn(&mock));
-    let d = daemon.clone();
+    let daemon = Arc::new(spawn(&mock));
     let steps = json!([
         {"op": "initialize"},
         {"op": "new", "cwd": workspace(&daemon)},
         {"op": "wait_update", "update": "current_mode_update", "mode": "read"},
     ]);
-    let editor = std::thread::spawn(move || run_client(&d, steps, &[]));
-    let sid = loop {
-        let list = daemon.rpc_ok("session/list", json!({}));
-        if let Some(s) = list["sessions"].as_array().unwrap().first() {
-            break s["sessionId"].as_str().unwrap().to_owned();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let editor = editor(&daemon, steps, &[]);
+    let sid = wait_for_session(
+        &daemon,
+        "the editor's session",
+        Duration::from_secs(60),
+        |_| true,
+    );
     // The TUI (say) switches the session to read mode.
     daemon.rpc_ok("session/setMode", json!({"sessionId": sid, "mode": "read"}));
     let log = editor.join().unwrap();
@@ -976,30 +988,14 @@ async fn loading_a_session_mid_reply_shows_what_streamed_before_then_the_rest() 
 
 #[test]
 fn the_tui_and_an_editor_share_a_session_and_the_tui_answers_its_approval() {
-    let mock = MockLlm::start_blocking(vec![
-        bash("c_rm", "rm -rf build"),
-        MockTurn::text("Cleaned up the build directory."),
-        done(),
-    ]);
-    let daemon = std::sync::Arc::new(spawn(&mock));
-    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
-    let d = daemon.clone();
-    let steps = json!([
-        {"op": "initialize"},
-        {"op": "new", "cwd": workspace(&daemon)},
-        {"op": "prompt", "text": "clean up the build"},
-    ]);
-    // The editor never answers: it waits for the request to be withdrawn.
-    let editor = std::thread::spawn(move || run_client(&d, steps, &["wait"]));
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let sid = loop {
-        let list = daemon.rpc_ok("session/list", json!({}));
-        if let Some(s) = list["sessions"].as_array().unwrap().first() {
-            break s["sessionId"].as_str().unwrap().to_owned();
-        }
-        assert!(std::time::Instant::now() < deadline, "no session");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mock = MockLlm::start_blocking(rm_build_script("Cleaned up the build directory."));
+    let (daemon, editor) = editor_awaiting_rm_build(&mock, "clean up the build");
+    let sid = wait_for_session(
+        &daemon,
+        "the editor's session",
+        Duration::from_secs(20),
+        |_| true,
+    );
 
     let tui = tmux::Tmux::new("acp");
     tui.start("t", &daemon, &["--session", &sid]);
@@ -1018,19 +1014,10 @@ fn the_tui_and_an_editor_share_a_session_and_the_tui_answers_its_approval() {
     assert!(!screen.contains("Approval needed"), "{screen}");
 
     let log = editor.join().unwrap();
-    let withdrawn: Vec<&Value> = log
-        .iter()
-        .filter(|l| l["kind"] == "permission_withdrawn")
-        .collect();
-    assert_eq!(withdrawn.len(), 1, "{log:#?}");
+    assert_withdrawn_and_ran(&log, &daemon);
     assert_eq!(
         text_of(&updates(&log, "agent_message_chunk")),
         "Cleaned up the build directory."
-    );
-    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
-    assert!(
-        !daemon.workspace.join("build").exists(),
-        "the approved call did not run"
     );
     tui.keys("t", &["C-d"]);
     tui.wait("t", "amber to exit", |s| s.contains("[amber exited 0]"));

@@ -41,6 +41,31 @@ async fn two_turns(
     (daemon, client, session, events)
 }
 
+/// `session/get` of `session`.
+async fn get(client: &amber_client::Client, session: &str) -> amber_proto::SessionGetResult {
+    within("get", client.session_get(session)).await.unwrap()
+}
+
+/// `session/compact` of `session`.
+async fn compact(
+    client: &amber_client::Client,
+    session: &str,
+) -> Result<Value, amber_client::ClientError> {
+    within(
+        "session/compact",
+        client.call("session/compact", json!({ "sessionId": session })),
+    )
+    .await
+}
+
+/// The tokens of these `usage` events together.
+fn tokens(spent: &[&Value]) -> u64 {
+    spent
+        .iter()
+        .map(|u| u["totalTokens"].as_u64().unwrap())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn manual_compaction_keeps_memories_saves_skills_and_shares_the_request_prefix() {
     let mut script = history();
@@ -48,14 +73,9 @@ async fn manual_compaction_keeps_memories_saves_skills_and_shares_the_request_pr
     script.extend([MockTurn::text("third answer"), done()]);
     let mock = MockLlm::start(script).await;
     let (daemon, client, session, mut events) = two_turns(&mock).await;
-    let before = within("get", client.session_get(&session)).await.unwrap();
+    let before = get(&client, &session).await;
 
-    let result: Value = within(
-        "session/compact",
-        client.call("session/compact", json!({ "sessionId": session })),
-    )
-    .await
-    .expect("session/compact");
+    let result = compact(&client, &session).await.expect("session/compact");
     assert!(result["tokensBefore"].as_u64().unwrap() > 0, "{result}");
     let started = events.until("compaction_started").await;
     assert!(started.last().unwrap()["tokensBefore"].is_u64());
@@ -64,15 +84,8 @@ async fn manual_compaction_keeps_memories_saves_skills_and_shares_the_request_pr
     // (the mock reports usage), and the session total grows by exactly their sum.
     let spent = usage_events(&during);
     assert_eq!(spent.len(), 2, "{during:#?}");
-    let total = within("get", client.session_get(&session))
-        .await
-        .unwrap()
-        .session
-        .usage;
-    let spent_tokens: u64 = spent
-        .iter()
-        .map(|u| u["totalTokens"].as_u64().unwrap())
-        .sum();
+    let total = get(&client, &session).await.session.usage;
+    let spent_tokens = tokens(&spent);
     assert!(spent_tokens > 0, "{spent:?}");
     assert_eq!(
         total.total_tokens,
@@ -92,7 +105,7 @@ async fn manual_compaction_keeps_memories_saves_skills_and_shares_the_request_pr
     assert_eq!(classify[0]["role"], "system");
 
     // The rebuilt context: system prompt, then the memories, the pruned turns gone.
-    let after = within("get", client.session_get(&session)).await.unwrap();
+    let after = get(&client, &session).await;
     assert_eq!(after.messages[0], before.messages[0]);
     assert!(
         after.messages[1].content.contains("the user prefers tea"),
@@ -123,14 +136,11 @@ async fn a_failed_compaction_leaves_the_context_untouched() {
     script.push(MockTurn::text("this is not JSON at all"));
     let mock = MockLlm::start(script).await;
     let (_daemon, client, session, mut events) = two_turns(&mock).await;
-    let before = within("get", client.session_get(&session)).await.unwrap();
+    let before = get(&client, &session).await;
 
-    let err = within(
-        "session/compact",
-        client.call::<_, Value>("session/compact", json!({ "sessionId": session })),
-    )
-    .await
-    .expect_err("compaction must fail");
+    let err = compact(&client, &session)
+        .await
+        .expect_err("compaction must fail");
     assert!(err.to_string().contains("compaction"), "{err}");
     let failed = events.until("compaction_failed").await;
     assert!(
@@ -139,16 +149,17 @@ async fn a_failed_compaction_leaves_the_context_untouched() {
             .unwrap()
             .contains("parse")
     );
-    let after = within("get", client.session_get(&session)).await.unwrap();
+    let after = get(&client, &session).await;
     assert_eq!(after.messages, before.messages);
     // The classify request that was answered still cost tokens: accounted.
     let spent = usage_events(&failed);
     assert_eq!(spent.len(), 1, "{failed:#?}");
-    let tokens = spent[0]["totalTokens"].as_u64().unwrap();
-    assert!(tokens > 0);
+    let spent_tokens = tokens(&spent);
+    assert!(spent_tokens > 0, "{spent:?}");
     assert_eq!(
         after.session.usage.total_tokens,
-        before.session.usage.total_tokens + tokens
+        before.session.usage.total_tokens + spent_tokens,
+        "{spent:?}"
     );
 }
 
@@ -189,29 +200,26 @@ async fn a_context_length_rejection_compacts_and_retries_once() {
     let (_daemon, client, session, mut events) = two_turns(&mock).await;
     let turn = prompt_turn(&client, &mut events, &session, "one more thing").await;
     let types: Vec<&str> = turn.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    let started = types
-        .iter()
-        .position(|t| *t == "compaction_started")
-        .expect("compacted");
-    let completed = types
-        .iter()
-        .position(|t| *t == "compaction_completed")
-        .unwrap();
-    let message = types
-        .iter()
-        .position(|t| *t == "message_completed")
-        .unwrap();
+    let at = |ty: &str| {
+        types
+            .iter()
+            .position(|t| *t == ty)
+            .unwrap_or_else(|| panic!("no {ty}: {types:?}"))
+    };
+    let started = at("compaction_started");
+    let completed = at("compaction_completed");
+    let message = at("message_completed");
     assert!(started < completed && completed < message, "{types:?}");
     assert_eq!(turn.last().unwrap()["stopReason"], "end_turn");
     // The turn's usage counts its compaction requests too: classify, extract, the answer
     // and the confirm exchange, one `usage` event each.
     let spent = usage_events(&turn);
     assert_eq!(spent.len(), 4, "{turn:#?}");
-    let sum: u64 = spent
-        .iter()
-        .map(|u| u["totalTokens"].as_u64().unwrap())
-        .sum();
-    assert_eq!(turn.last().unwrap()["usage"]["totalTokens"], sum);
+    assert_eq!(
+        turn.last().unwrap()["usage"]["totalTokens"],
+        tokens(&spent),
+        "{spent:?}"
+    );
     // The retried request is smaller than the rejected one.
     let requests = mock.requests();
     let rejected = requests[4].to_string().len();

@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use amber_client::Client;
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::TestDaemon;
@@ -112,6 +113,33 @@ fn daemon(mock: &MockLlm, hooks: &str) -> TestDaemon {
     spawn_config(mock, &format!("{FAST_RETRIES}{hooks}"))
 }
 
+/// A client of `daemon` (an approver when `approver`) and a new session in `mode`, its
+/// events live.
+async fn session(
+    daemon: &TestDaemon,
+    approver: bool,
+    mode: Option<Mode>,
+) -> (Client, String, Events) {
+    let client = if approver {
+        connect_approver(daemon).await
+    } else {
+        connect(daemon).await
+    };
+    let sid = new_session(&client, daemon, mode).await;
+    let events = Events::live(&client, &sid).await;
+    (client, sid, events)
+}
+
+/// Answers the approval request `asked` with `decision`; it must be accepted.
+async fn answer(client: &Client, sid: &str, asked: &Value, decision: Decision) {
+    assert!(
+        respond(client, sid, &request_id(asked), decision)
+            .await
+            .unwrap(),
+        "{decision:?} was not accepted: {asked}"
+    );
+}
+
 fn hook_failed(events: &[Value]) -> Vec<&Value> {
     of_type(events, "hook_failed")
 }
@@ -162,9 +190,7 @@ async fn a_pre_tool_use_hook_blocks_git_push_by_exit_2_and_matchers_pick_the_too
     ])
     .await;
     let daemon = daemon(&mock, &hooks);
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, false, Some(Mode::Yolo)).await;
     let turn = prompt_turn(&client, &mut events, &sid, "push it").await;
     assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
     let (status, output) = result_of(&turn, "call_push");
@@ -219,9 +245,7 @@ async fn json_answers_deny_rewrite_and_an_invalid_rewrite_is_denied_with_hook_fa
     ])
     .await;
     let daemon = daemon(&mock, &hooks);
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, false, Some(Mode::Yolo)).await;
     let turn = prompt_turn(&client, &mut events, &sid, "run them").await;
     assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
 
@@ -233,19 +257,27 @@ async fn json_answers_deny_rewrite_and_an_invalid_rewrite_is_denied_with_hook_fa
     );
     assert!(!daemon.workspace.join("original.txt").exists());
 
-    let (status, output) = result_of(&turn, "call_forbidden");
-    assert_eq!(status, "denied");
-    assert!(
-        output.contains("forbidden commands stay forbidden"),
-        "{output}"
-    );
-    assert!(!daemon.workspace.join("forbidden.txt").exists());
-
-    let (status, output) = result_of(&turn, "call_invalid");
-    assert_eq!(status, "denied");
-    assert!(output.contains("invalid shape"), "{output}");
-    assert!(output.contains("command"), "names the field: {output}");
-    assert!(!daemon.workspace.join("invalid.txt").exists());
+    // deny, and an allow whose rewrite has an invalid shape (the reason names the field):
+    // (call, what its output says, the file it did not write).
+    let denied: &[(&str, &[&str], &str)] = &[
+        (
+            "call_forbidden",
+            &["forbidden commands stay forbidden"],
+            "forbidden.txt",
+        ),
+        ("call_invalid", &["invalid shape", "command"], "invalid.txt"),
+    ];
+    for &(call_id, says, file) in denied {
+        let (status, output) = result_of(&turn, call_id);
+        assert_eq!(status, "denied", "{call_id}: {output}");
+        for needle in says {
+            assert!(
+                output.contains(needle),
+                "{call_id}: no {needle:?} in {output}"
+            );
+        }
+        assert!(!daemon.workspace.join(file).exists(), "{call_id} ran");
+    }
     let failed = hook_failed(&turn);
     assert_eq!(failed.len(), 1, "{turn:#?}");
     assert_eq!(failed[0]["hookEvent"], "pre_tool_use");
@@ -261,62 +293,107 @@ async fn json_answers_deny_rewrite_and_an_invalid_rewrite_is_denied_with_hook_fa
     assert!(failed[0]["seq"].is_u64(), "hook_failed is durable");
 }
 
+/// One turn of a `json` pre_tool_use hook against the session's mode.
+struct ModeCase {
+    /// Also the prompt.
+    label: &'static str,
+    mode: Mode,
+    call_id: &'static str,
+    command: &'static str,
+    /// The reason of the approval request the hook's `ask` raises (answered allow once).
+    hook_asks: Option<&'static str>,
+    status: &'static str,
+    /// What the call's output says, when it matters.
+    output_says: Option<&'static str>,
+    /// A path the command creates or removes, and whether it exists after the turn.
+    path: &'static str,
+    exists_after: bool,
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hook_may_ask_or_pre_approve_but_never_overrides_a_deny() {
+    let cases = [
+        ModeCase {
+            label: "yolo would run it; the hook asks",
+            mode: Mode::Yolo,
+            call_id: "call_ask",
+            command: "echo askme > asked.txt",
+            hook_asks: Some("the hook wants a human to look"),
+            status: "ok",
+            output_says: None,
+            path: "asked.txt",
+            exists_after: true,
+        },
+        ModeCase {
+            label: "write mode would ask; the hook pre-approves",
+            mode: Mode::Write,
+            call_id: "call_rm",
+            command: "rm -rf build",
+            hook_asks: None,
+            status: "ok",
+            output_says: None,
+            path: "build",
+            exists_after: false,
+        },
+        ModeCase {
+            label: "read mode denies writes; the hook's allow does not change that",
+            mode: Mode::Read,
+            call_id: "call_write",
+            command: "echo x > w.txt",
+            hook_asks: None,
+            status: "denied",
+            output_says: Some("read mode"),
+            path: "w.txt",
+            exists_after: false,
+        },
+    ];
     let bin = HookBin::new();
     let hooks = bin.hook("pre_tool_use", &["json"], "");
-    let mock = MockLlm::start(vec![
-        // Yolo would run it; the hook asks.
-        bash("call_ask", "echo askme > asked.txt"),
-        MockTurn::text("Asked."),
-        done(),
-        // Write mode would ask; the hook pre-approves.
-        bash("call_rm", "rm -rf build"),
-        MockTurn::text("Removed."),
-        done(),
-        // Read mode denies writes; the hook's allow does not change that.
-        bash("call_write", "echo x > w.txt"),
-        MockTurn::text("Refused."),
-        done(),
-    ])
-    .await;
+    let script = cases
+        .iter()
+        .flat_map(|c| [bash(c.call_id, c.command), MockTurn::text(c.label), done()])
+        .collect();
+    let mock = MockLlm::start(script).await;
     let daemon = daemon(&mock, &hooks);
     std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
-    let client = connect_approver(&daemon).await;
-    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, true, Some(Mode::Yolo)).await;
 
-    client.session_prompt(&sid, "ask").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_eq!(asked["callId"], "call_ask");
-    assert!(
-        asked["reason"]
-            .as_str()
-            .unwrap()
-            .contains("the hook wants a human to look"),
-        "{asked}"
-    );
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
-            .await
-            .unwrap()
-    );
-    let turn = within("the asking turn", events.turn()).await;
-    assert_eq!(result_of(&turn, "call_ask").0, "ok");
-    assert!(daemon.workspace.join("asked.txt").exists());
-
-    client.session_set_mode(&sid, Mode::Write).await.unwrap();
-    let turn = prompt_turn(&client, &mut events, &sid, "remove build").await;
-    assert!(of_type(&turn, "approval_requested").is_empty(), "{turn:#?}");
-    assert_eq!(result_of(&turn, "call_rm").0, "ok");
-    assert!(!daemon.workspace.join("build").exists());
-
-    client.session_set_mode(&sid, Mode::Read).await.unwrap();
-    let turn = prompt_turn(&client, &mut events, &sid, "write").await;
-    let (status, output) = result_of(&turn, "call_write");
-    assert_eq!(status, "denied", "{turn:#?}");
-    assert!(output.contains("read mode"), "{output}");
-    assert!(!daemon.workspace.join("w.txt").exists());
+    for c in &cases {
+        let label = c.label;
+        client.session_set_mode(&sid, c.mode).await.unwrap();
+        let turn = match c.hook_asks {
+            Some(reason) => {
+                client.session_prompt(&sid, label).await.unwrap();
+                let (_, asked) = next_approval(&mut events).await;
+                assert_eq!(asked["callId"], c.call_id, "{label}: {asked}");
+                assert!(
+                    asked["reason"].as_str().unwrap().contains(reason),
+                    "{label}: {asked}"
+                );
+                answer(&client, &sid, &asked, Decision::AllowOnce).await;
+                within("the asking turn", events.turn()).await
+            }
+            None => {
+                let turn = prompt_turn(&client, &mut events, &sid, label).await;
+                assert!(
+                    of_type(&turn, "approval_requested").is_empty(),
+                    "{label}: {turn:#?}"
+                );
+                turn
+            }
+        };
+        let (status, output) = result_of(&turn, c.call_id);
+        assert_eq!(status, c.status, "{label}: {turn:#?}");
+        if let Some(says) = c.output_says {
+            assert!(output.contains(says), "{label}: {output}");
+        }
+        assert_eq!(
+            daemon.workspace.join(c.path).exists(),
+            c.exists_after,
+            "{label}: {} after the turn",
+            c.path
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -365,9 +442,7 @@ async fn hanging_crashing_and_garbage_hooks_deny_the_call_and_the_session_goes_o
     .await;
     let daemon = daemon(&mock, &hooks);
     std::fs::write(daemon.workspace.join("r.txt"), "a\n").unwrap();
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, false, Some(Mode::Yolo)).await;
     let started = Instant::now();
     let turn = prompt_turn(&client, &mut events, &sid, "try everything").await;
     assert!(
@@ -431,9 +506,7 @@ async fn user_prompt_hooks_block_a_prompt_and_add_context_the_model_receives() {
     );
     let mock = MockLlm::start(vec![MockTurn::text("On it."), done()]).await;
     let daemon = daemon(&mock, &hooks);
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, false, None).await;
 
     let blocked = prompt_turn(&client, &mut events, &sid, "do the forbidden thing").await;
     assert_eq!(stop_reason(&blocked), "error", "{blocked:#?}");
@@ -501,29 +574,35 @@ async fn fire_and_forget_hooks_get_their_event_json() {
     let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
     let ws = daemon.workspace.clone();
 
+    // Recorded before any prompt.
     let started = recorded(&ws.join("started.jsonl"), 1).await;
-    assert_eq!(started[0]["event"], "session_started");
-    assert_eq!(started[0]["sessionId"], sid.as_str());
-    assert_eq!(started[0]["turnId"], Value::Null);
-    assert_eq!(started[0]["cwd"], ws.display().to_string());
 
     let mut events = Events::live(&client, &sid).await;
     let turn = prompt_turn(&client, &mut events, &sid, "say hello").await;
     assert_eq!(stop_reason(&turn), "end_turn");
     let turn_id = turn.last().unwrap()["turnId"].as_str().unwrap().to_owned();
-
     let completed = recorded(&ws.join("completed.jsonl"), 1).await;
+    let post = recorded(&ws.join("post.jsonl"), 1).await;
+
+    // Every event JSON names the event, the session, the turn (none outside one) and the
+    // workspace.
+    let cases = [
+        ("session_started", &started[0], Value::Null),
+        ("turn_completed", &completed[0], json!(turn_id)),
+        ("post_tool_use", &post[0], json!(turn_id)),
+    ];
+    for (event, got, turn) in cases {
+        assert_eq!(got["event"], event, "{event}: {got}");
+        assert_eq!(got["sessionId"], sid.as_str(), "{event}: {got}");
+        assert_eq!(got["turnId"], turn, "{event}: {got}");
+        assert_eq!(got["cwd"], ws.display().to_string(), "{event}: {got}");
+    }
+
     let c = &completed[0];
-    assert_eq!(c["event"], "turn_completed");
-    assert_eq!(c["sessionId"], sid.as_str());
-    assert_eq!(c["turnId"], turn_id.as_str());
-    assert_eq!(c["cwd"], ws.display().to_string());
     assert_eq!(c["stopReason"], "end_turn");
     assert!(c.get("tool").is_none(), "{c}");
 
-    let post = recorded(&ws.join("post.jsonl"), 1).await;
     let p = &post[0];
-    assert_eq!(p["event"], "post_tool_use");
     assert_eq!(p["tool"], "bash");
     assert_eq!(p["arguments"], json!({"command": "echo hello"}));
     assert_eq!(p["result"]["status"], "ok");
@@ -531,7 +610,6 @@ async fn fire_and_forget_hooks_get_their_event_json() {
         p["result"]["output"].as_str().unwrap().contains("hello"),
         "{p}"
     );
-    assert_eq!(p["turnId"], turn_id.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -546,9 +624,7 @@ async fn an_approval_request_runs_the_approval_requested_hooks() {
     .await;
     let daemon = daemon(&mock, &hooks);
     std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
-    let client = connect_approver(&daemon).await;
-    let sid = new_session(&client, &daemon, Some(Mode::Write)).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, true, Some(Mode::Write)).await;
     client.session_prompt(&sid, "clean").await.unwrap();
     let (_, asked) = next_approval(&mut events).await;
     let lines = recorded(&daemon.workspace.join("asked.jsonl"), 1).await;
@@ -556,11 +632,7 @@ async fn an_approval_request_runs_the_approval_requested_hooks() {
     assert_eq!(lines[0]["tool"], "bash");
     assert_eq!(lines[0]["arguments"], json!({"command": "rm -rf build"}));
     assert_eq!(lines[0]["turnId"], asked["turnId"]);
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::Deny)
-            .await
-            .unwrap()
-    );
+    answer(&client, &sid, &asked, Decision::Deny).await;
     let rest = within("the turn", events.turn()).await;
     assert_eq!(result_of(&rest, "call_rm").0, "denied");
     assert!(daemon.workspace.join("build").exists());
@@ -581,6 +653,47 @@ fn model_saw(mock: &MockLlm, from: usize, text: &str) -> bool {
     })
 }
 
+/// Sends `prompt`, which must ask to trust the workspace's `.amber/hooks.toml` (a person's
+/// question, naming the file and its hooks); answers `decision`: the turn, ended.
+async fn trust_turn(
+    client: &Client,
+    events: &mut Events,
+    sid: &str,
+    daemon: &TestDaemon,
+    prompt: &str,
+    decision: Decision,
+) -> Vec<Value> {
+    client.session_prompt(sid, prompt).await.unwrap();
+    let (_, asked) = next_approval(events).await;
+    assert_eq!(asked["tool"], "hooks", "{prompt}: {asked}");
+    assert_eq!(asked["personOnly"], true, "{prompt}: {asked}");
+    let path = daemon.workspace.join(".amber/hooks.toml");
+    assert_eq!(
+        asked["arguments"]["trust"],
+        path.display().to_string(),
+        "{prompt}: {asked}"
+    );
+    assert_eq!(
+        asked["arguments"]["hooks"][0]["event"], "user_prompt",
+        "{prompt}: {asked}"
+    );
+    assert!(
+        asked["reason"]
+            .as_str()
+            .unwrap()
+            .contains(".amber/hooks.toml"),
+        "{prompt}: {asked}"
+    );
+    answer(client, sid, &asked, decision).await;
+    let turn = within(prompt, events.turn()).await;
+    assert_eq!(
+        stop_reason(&turn),
+        "end_turn",
+        "{prompt}: a denied trust is no error"
+    );
+    turn
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn workspace_hooks_ask_for_trust_once_and_again_after_the_file_changes() {
     let bin = HookBin::new();
@@ -588,32 +701,20 @@ async fn workspace_hooks_ask_for_trust_once_and_again_after_the_file_changes() {
     mock.set_responder(|_| MockTurn::text("DONE"));
     let daemon = daemon(&mock, "");
     workspace_hooks(&daemon, &bin, "workspace hook v1");
-    let client = connect_approver(&daemon).await;
-    let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, true, Some(Mode::Yolo)).await;
 
     // First use: asked (even in yolo), trusted always.
-    client.session_prompt(&sid, "one").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_eq!(asked["tool"], "hooks", "{asked}");
-    assert_eq!(asked["personOnly"], true, "{asked}");
-    let path = daemon.workspace.join(".amber/hooks.toml");
-    assert_eq!(asked["arguments"]["trust"], path.display().to_string());
-    assert_eq!(asked["arguments"]["hooks"][0]["event"], "user_prompt");
-    assert!(
-        asked["reason"]
-            .as_str()
-            .unwrap()
-            .contains(".amber/hooks.toml")
-    );
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowAlways)
-            .await
-            .unwrap()
-    );
-    let turn = within("turn one", events.turn()).await;
-    assert_eq!(stop_reason(&turn), "end_turn");
+    trust_turn(
+        &client,
+        &mut events,
+        &sid,
+        &daemon,
+        "one",
+        Decision::AllowAlways,
+    )
+    .await;
     assert!(model_saw(&mock, 0, "workspace hook v1"));
+    let path = daemon.workspace.join(".amber/hooks.toml");
     let trusted = std::fs::read_to_string(daemon.dir.path().join("data/workspace-trust.json"))
         .expect("the trust is remembered in the data dir");
     assert!(trusted.contains(&path.display().to_string()), "{trusted}");
@@ -627,29 +728,21 @@ async fn workspace_hooks_ask_for_trust_once_and_again_after_the_file_changes() {
     // Changed: asked again; denied, the hook is skipped.
     workspace_hooks(&daemon, &bin, "workspace hook v2");
     let before = mock.requests().len();
-    client.session_prompt(&sid, "three").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_eq!(asked["tool"], "hooks");
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::Deny)
-            .await
-            .unwrap()
-    );
-    let turn = within("turn three", events.turn()).await;
-    assert_eq!(stop_reason(&turn), "end_turn", "a denied trust is no error");
+    trust_turn(&client, &mut events, &sid, &daemon, "three", Decision::Deny).await;
     assert!(!model_saw(&mock, before, "workspace hook v2"));
     assert!(!model_saw(&mock, before, "workspace hook v1"));
 
     // Still untrusted: asked again next time; allowed once, it runs.
     let before = mock.requests().len();
-    client.session_prompt(&sid, "four").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
-            .await
-            .unwrap()
-    );
-    within("turn four", events.turn()).await;
+    trust_turn(
+        &client,
+        &mut events,
+        &sid,
+        &daemon,
+        "four",
+        Decision::AllowOnce,
+    )
+    .await;
     assert!(model_saw(&mock, before, "workspace hook v2"));
 }
 
@@ -659,9 +752,7 @@ async fn without_an_approver_workspace_hooks_stay_untrusted_and_the_turn_goes_on
     let mock = MockLlm::start(vec![MockTurn::text("ok"), done()]).await;
     let daemon = daemon(&mock, "");
     workspace_hooks(&daemon, &bin, "never seen");
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, false, None).await;
     let turn = prompt_turn(&client, &mut events, &sid, "hello").await;
     assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
     let resolved = of_type(&turn, "approval_resolved");
@@ -690,9 +781,7 @@ async fn a_hook_runs_in_the_sandbox_and_cannot_write_outside_the_workspace() {
     );
     let mock = MockLlm::start(vec![MockTurn::text("ok"), done()]).await;
     let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}{hooks}"));
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
+    let (client, sid, mut events) = session(&daemon, false, None).await;
     let turn = prompt_turn(&client, &mut events, &sid, "hello").await;
     assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
     let attempt = std::fs::read_to_string(daemon.workspace.join("escape-attempt.txt"))

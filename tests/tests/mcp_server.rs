@@ -14,7 +14,7 @@ use std::time::Duration;
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_tests::TestDaemon;
 use amber_tests::steps::{Events, connect, done, eventually, messages, spawn, within};
-use amber_tests::tool_calls::{bash, call, calls};
+use amber_tests::tool_calls::{call, calls};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -85,6 +85,33 @@ fn workspace(daemon: &TestDaemon) -> String {
     daemon.workspace.display().to_string()
 }
 
+/// `result` answered the call (no tool error) with `expected` as its text.
+fn assert_answered(result: &CallToolResult, expected: &str) {
+    assert_ne!(result.is_error, Some(true), "{}", text(result));
+    assert_eq!(text(result), expected, "{result:?}");
+}
+
+/// `result` is a tool error (not a protocol error) whose text names `named`.
+fn assert_tool_error(case: &str, result: &CallToolResult, named: &str) {
+    assert_eq!(result.is_error, Some(true), "{case}: {}", text(result));
+    assert!(text(result).contains(named), "{case}: {}", text(result));
+}
+
+/// The content of the first tool message in the history of the session `result` ran.
+fn tool_result_in_history(daemon: &TestDaemon, result: &CallToolResult) -> String {
+    let sid = result.structured_content.as_ref().unwrap()["sessionId"].clone();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("no call's result in the history: {got}"))["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
     let mock = MockLlm::start(vec![
@@ -127,8 +154,7 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
         json!({"prompt": "write notes.txt", "cwd": workspace(&daemon)}),
     )
     .await;
-    assert_ne!(first.is_error, Some(true), "{}", text(&first));
-    assert_eq!(text(&first), "Wrote notes.txt for you.");
+    assert_answered(&first, "Wrote notes.txt for you.");
     let data = first.structured_content.clone().expect("structuredContent");
     assert_eq!(data["stopReason"], "end_turn", "{data}");
     assert!(data["usage"]["totalTokens"].as_u64().unwrap() > 0, "{data}");
@@ -179,8 +205,7 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
         json!({"sessionId": session_id, "prompt": "what does it say?"}),
     )
     .await;
-    assert_ne!(second.is_error, Some(true), "{}", text(&second));
-    assert_eq!(text(&second), "The file says: from mcp.");
+    assert_answered(&second, "The file says: from mcp.");
     assert_eq!(
         second.structured_content.as_ref().unwrap()["sessionId"],
         session_id.as_str()
@@ -195,19 +220,25 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
     assert!(history.contains("write notes.txt"), "{history}");
     assert!(history.contains("Wrote notes.txt for you."), "{history}");
 
-    // An unknown session: a tool error naming it.
-    let unknown = call_tool(
-        &client,
-        "amber_reply",
-        json!({"sessionId": "no-such-session", "prompt": "hi"}),
-    )
-    .await;
-    assert_eq!(unknown.is_error, Some(true));
-    assert!(
-        text(&unknown).contains("no-such-session"),
-        "{}",
-        text(&unknown)
-    );
+    // Calls naming what does not exist: a tool error naming it, not a protocol error.
+    let missing = [
+        (
+            "an unknown session",
+            "amber_reply",
+            json!({"sessionId": "no-such-session", "prompt": "hi"}),
+            "no-such-session",
+        ),
+        (
+            "a workspace that does not exist",
+            "amber_run",
+            json!({"prompt": "x", "cwd": "/no/such/dir/for/amber"}),
+            "/no/such/dir/for/amber",
+        ),
+    ];
+    for (case, tool, arguments, named) in missing {
+        let result = call_tool(&client, tool, arguments).await;
+        assert_tool_error(case, &result, named);
+    }
 
     // Invalid arguments: the protocol's invalid-params error.
     let bad = within(
@@ -225,20 +256,6 @@ async fn amber_run_and_amber_reply_carry_a_session_through_two_turns() {
         }
         other => panic!("expected invalid params, got {other:?}"),
     }
-
-    // A workspace that does not exist: a tool error, not a protocol error.
-    let missing = call_tool(
-        &client,
-        "amber_run",
-        json!({"prompt": "x", "cwd": "/no/such/dir/for/amber"}),
-    )
-    .await;
-    assert_eq!(missing.is_error, Some(true));
-    assert!(
-        text(&missing).contains("/no/such/dir/for/amber"),
-        "{}",
-        text(&missing)
-    );
     client.cancel().await.unwrap();
 }
 
@@ -293,104 +310,114 @@ async fn cancelling_the_request_cancels_the_turn_in_amberd() {
         json!({"sessionId": session_id, "prompt": "go on"}),
     )
     .await;
-    assert_ne!(next.is_error, Some(true), "{}", text(&next));
-    assert_eq!(text(&next), "after the cancel");
+    assert_answered(&next, "after the cancel");
     client.cancel().await.unwrap();
+}
+
+/// One `amber_run` of a command that needs an approval, on a server started with `args`.
+struct ApprovalCase {
+    label: &'static str,
+    args: &'static [&'static str],
+    prompt: &'static str,
+    mode: Option<&'static str>,
+    call_id: &'static str,
+    arguments: Value,
+    /// The final text of the run.
+    answer: &'static str,
+    /// A path the command removes or creates, and whether it exists after the run.
+    path: &'static str,
+    exists_after: bool,
+    /// What the call's result in the session's history says, when it matters.
+    history_says: Option<&'static str>,
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn approvals_are_denied_without_yes_and_allowed_with_it() {
-    let mock = MockLlm::start(vec![
-        bash("call_rm1", "rm -rf build"),
-        MockTurn::text("Could not remove build."),
-        done(),
-        bash("call_rm2", "rm -rf build"),
-        MockTurn::text("Removed build."),
-        done(),
-        calls(vec![call(
-            "call_escape",
-            "bash",
-            &json!({"command": "touch unsandboxed_marker", "sandbox": false}),
-        )]),
-        MockTurn::text("Stayed in the sandbox."),
-        done(),
-    ])
-    .await;
+    let cases = [
+        ApprovalCase {
+            label: "denied without --yes",
+            args: &[],
+            prompt: "remove build",
+            mode: None,
+            call_id: "call_rm1",
+            arguments: json!({"command": "rm -rf build"}),
+            answer: "Could not remove build.",
+            path: "build/deep",
+            exists_after: true,
+            history_says: Some("no approver is connected"),
+        },
+        ApprovalCase {
+            label: "--yes lets the command run",
+            args: &["--yes"],
+            prompt: "remove build",
+            mode: None,
+            call_id: "call_rm2",
+            arguments: json!({"command": "rm -rf build"}),
+            answer: "Removed build.",
+            path: "build",
+            exists_after: false,
+            history_says: None,
+        },
+        // `--yes` never approves leaving the OS sandbox, as `run --yes`.
+        ApprovalCase {
+            label: "--yes never approves an unsandboxed command",
+            args: &["--yes"],
+            prompt: "touch it unsandboxed",
+            mode: Some("yolo"),
+            call_id: "call_escape",
+            arguments: json!({"command": "touch unsandboxed_marker", "sandbox": false}),
+            answer: "Stayed in the sandbox.",
+            path: "unsandboxed_marker",
+            exists_after: false,
+            history_says: Some("\"status\":\"denied\""),
+        },
+    ];
+    let script = cases
+        .iter()
+        .flat_map(|c| {
+            [
+                calls(vec![call(c.call_id, "bash", &c.arguments)]),
+                MockTurn::text(c.answer),
+                done(),
+            ]
+        })
+        .collect();
+    let mock = MockLlm::start(script).await;
     let daemon = spawn(&mock);
     std::fs::create_dir_all(daemon.workspace.join("build/deep")).unwrap();
 
-    let (headless, _) = mcp_server(&daemon, &[]).await;
-    let denied = call_tool(
-        &headless,
-        "amber_run",
-        json!({"prompt": "remove build", "cwd": workspace(&daemon)}),
-    )
-    .await;
-    assert_ne!(denied.is_error, Some(true), "{}", text(&denied));
-    assert_eq!(text(&denied), "Could not remove build.");
-    assert!(
-        daemon.workspace.join("build/deep").exists(),
-        "denied without --yes"
-    );
-    let sid = denied.structured_content.as_ref().unwrap()["sessionId"].clone();
-    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
-    let tool_message = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .expect("the call's result in the history");
-    assert!(
-        tool_message["content"]
-            .as_str()
-            .unwrap()
-            .contains("no approver is connected"),
-        "{tool_message}"
-    );
-    headless.cancel().await.unwrap();
-
-    let (approver, _) = mcp_server(&daemon, &["--yes"]).await;
-    let allowed = call_tool(
-        &approver,
-        "amber_run",
-        json!({"prompt": "remove build", "cwd": workspace(&daemon)}),
-    )
-    .await;
-    assert_ne!(allowed.is_error, Some(true), "{}", text(&allowed));
-    assert_eq!(text(&allowed), "Removed build.");
-    assert!(
-        !daemon.workspace.join("build").exists(),
-        "--yes let the command run"
-    );
-
-    // `--yes` never approves leaving the OS sandbox, as `run --yes`.
-    let escape = call_tool(
-        &approver,
-        "amber_run",
-        json!({"prompt": "touch it unsandboxed", "cwd": workspace(&daemon), "mode": "yolo"}),
-    )
-    .await;
-    assert_eq!(text(&escape), "Stayed in the sandbox.", "{escape:?}");
-    assert!(
-        !daemon.workspace.join("unsandboxed_marker").exists(),
-        "--yes approved an unsandboxed command"
-    );
-    let sid = escape.structured_content.as_ref().unwrap()["sessionId"].clone();
-    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
-    let tool_message = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .expect("the escape's result in the history");
-    assert!(
-        tool_message["content"]
-            .as_str()
-            .unwrap()
-            .contains("\"status\":\"denied\""),
-        "{tool_message}"
-    );
-    approver.cancel().await.unwrap();
+    // One server per run of cases with the same arguments, the one before gone first.
+    let mut server: Option<(&[&str], McpClient)> = None;
+    for c in &cases {
+        let label = c.label;
+        if server.as_ref().map(|(args, _)| *args) != Some(c.args) {
+            if let Some((_, previous)) = server.take() {
+                previous.cancel().await.unwrap();
+            }
+            server = Some((c.args, mcp_server(&daemon, c.args).await.0));
+        }
+        let client = &server.as_ref().unwrap().1;
+        let mut arguments = json!({"prompt": c.prompt, "cwd": workspace(&daemon)});
+        if let Some(mode) = c.mode {
+            arguments["mode"] = json!(mode);
+        }
+        let result = call_tool(client, "amber_run", arguments).await;
+        assert_ne!(result.is_error, Some(true), "{label}: {}", text(&result));
+        assert_eq!(text(&result), c.answer, "{label}: {result:?}");
+        assert_eq!(
+            daemon.workspace.join(c.path).exists(),
+            c.exists_after,
+            "{label}: {} after the run",
+            c.path
+        );
+        if let Some(says) = c.history_says {
+            let content = tool_result_in_history(&daemon, &result);
+            assert!(content.contains(says), "{label}: {content}");
+        }
+    }
+    if let Some((_, last)) = server {
+        last.cancel().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -407,8 +434,7 @@ async fn amberd_going_away_is_a_tool_error_and_the_server_stays_up() {
             json!({"prompt": "hello", "cwd": workspace(&daemon)}),
         )
         .await;
-        assert_eq!(result.is_error, Some(true));
-        assert!(text(&result).contains("amberd"), "{}", text(&result));
+        assert_tool_error("amberd gone", &result, "amberd");
     }
     let tools = within("tools/list", client.list_all_tools()).await.unwrap();
     assert_eq!(tools.len(), 2);

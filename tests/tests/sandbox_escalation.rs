@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use amber_client::Client;
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::{Decision, Mode};
 use amber_tests::TestDaemon;
@@ -24,6 +25,11 @@ use serde_json::{Value, json};
 /// The daemon's config: every session's commands run in the workspace-write sandbox.
 fn config(rules: &str) -> String {
     format!("{FAST_RETRIES}\n[sandbox]\nmode = \"workspace-write\"\n{rules}")
+}
+
+/// A daemon against `mock` with the workspace-write sandbox and no rules.
+fn workspace_write(mock: &MockLlm) -> TestDaemon {
+    spawn_config(mock, &config(""))
 }
 
 /// Writes the marker in the workspace and one beside it, outside: only an unsandboxed run
@@ -61,6 +67,11 @@ fn ran(daemon: &TestDaemon) -> bool {
     daemon.workspace.join("unsandboxed_marker").exists()
 }
 
+/// Whether the escape wrote beside the workspace: it ran without the sandbox.
+fn escaped(daemon: &TestDaemon) -> bool {
+    outside(daemon, "unsandboxed_outside").exists()
+}
+
 /// The sandboxed call ran (inside the sandbox, so it could not write outside).
 fn assert_sandboxed_call_was_contained(events: &[Value], daemon: &TestDaemon) {
     let (status, output) = result_of(events, "c_sandboxed");
@@ -71,12 +82,14 @@ fn assert_sandboxed_call_was_contained(events: &[Value], daemon: &TestDaemon) {
     );
 }
 
-fn assert_asks_unsandboxed(asked: &Value) {
-    assert_eq!(asked["callId"], "c_escape", "{asked}");
-    assert_eq!(asked["tool"], "bash");
+/// `asked` is the request to run the escape of call `call_id` unsandboxed, this call only.
+fn assert_asks_unsandboxed(asked: &Value, call_id: &str) {
+    assert_eq!(asked["callId"], call_id, "{asked}");
+    assert_eq!(asked["tool"], "bash", "{asked}");
     assert_eq!(
         asked["arguments"],
-        json!({ "command": ESCAPE, "sandbox": false })
+        json!({ "command": ESCAPE, "sandbox": false }),
+        "{asked}"
     );
     let reason = asked["reason"].as_str().unwrap();
     assert!(reason.contains("unsandboxed"), "{asked}");
@@ -91,41 +104,81 @@ fn assert_asks_unsandboxed(asked: &Value) {
     );
 }
 
-async fn yolo_session(client: &amber_client::Client, daemon: &TestDaemon) -> (String, Events) {
-    let sid = new_session(client, daemon, Some(Mode::Yolo)).await;
-    let events = Events::live(client, &sid).await;
-    (sid, events)
+/// A daemon running a script, a client of it and a yolo session, its events live.
+struct Yolo {
+    mock: MockLlm,
+    daemon: TestDaemon,
+    client: Client,
+    sid: String,
+    events: Events,
+}
+
+impl Yolo {
+    /// `script` on the daemon `spawn` makes; the client is an approver when `approver`.
+    async fn start(
+        script: Vec<MockTurn>,
+        spawn: impl FnOnce(&MockLlm) -> TestDaemon,
+        approver: bool,
+    ) -> Yolo {
+        let mock = MockLlm::start(script).await;
+        let daemon = spawn(&mock);
+        let client = if approver {
+            connect_approver(&daemon).await
+        } else {
+            connect(&daemon).await
+        };
+        let sid = new_session(&client, &daemon, Some(Mode::Yolo)).await;
+        let events = Events::live(&client, &sid).await;
+        Yolo {
+            mock,
+            daemon,
+            client,
+            sid,
+            events,
+        }
+    }
+
+    /// Sends `prompt`: the events before the first approval request, and that request.
+    async fn ask(&mut self, prompt: &str) -> (Vec<Value>, Value) {
+        self.client.session_prompt(&self.sid, prompt).await.unwrap();
+        next_approval(&mut self.events).await
+    }
+
+    /// Answers `asked` with `decision`: the rest of the turn.
+    async fn answer(&mut self, asked: &Value, decision: Decision) -> Vec<Value> {
+        assert!(
+            respond(&self.client, &self.sid, &request_id(asked), decision)
+                .await
+                .unwrap(),
+            "{decision:?} was not accepted: {asked}"
+        );
+        self.events.turn().await
+    }
+
+    /// Sends `prompt` and collects the whole turn, answering nothing.
+    async fn turn(&mut self, prompt: &str) -> Vec<Value> {
+        prompt_turn(&self.client, &mut self.events, &self.sid, prompt).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sandbox_false_asks_in_yolo_and_allow_once_runs_it_unsandboxed() {
-    let mock = MockLlm::start(script()).await;
-    let daemon = spawn_config(&mock, &config(""));
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
+    let mut s = Yolo::start(script(), workspace_write, true).await;
+    let (before, asked) = s.ask("publish").await;
+    assert_sandboxed_call_was_contained(&before, &s.daemon);
+    assert_asks_unsandboxed(&asked, "c_escape");
+    assert!(!ran(&s.daemon), "ran before it was approved");
 
-    client.session_prompt(&sid, "publish").await.unwrap();
-    let (before, asked) = next_approval(&mut events).await;
-    assert_sandboxed_call_was_contained(&before, &daemon);
-    assert_asks_unsandboxed(&asked);
-    assert!(!ran(&daemon), "ran before it was approved");
-
-    let rid = request_id(&asked);
-    assert!(
-        respond(&client, &sid, &rid, Decision::AllowOnce)
-            .await
-            .unwrap()
-    );
-    let rest = events.turn().await;
+    let rest = s.answer(&asked, Decision::AllowOnce).await;
     let resolved = of_type(&rest, "approval_resolved");
     assert_eq!(resolved.len(), 1, "{rest:#?}");
     assert_eq!(resolved[0]["decision"], "allow_once");
     assert_eq!(resolved[0]["by"], "client");
     let (status, output) = result_of(&rest, "c_escape");
     assert_eq!(status, "ok", "{output}");
-    assert!(ran(&daemon), "the approved command did not run");
+    assert!(ran(&s.daemon), "the approved command did not run");
     assert!(
-        outside(&daemon, "unsandboxed_outside").exists(),
+        escaped(&s.daemon),
         "the approved command ran inside the sandbox: {output}"
     );
     assert_eq!(stop_reason(&rest), "end_turn");
@@ -133,36 +186,25 @@ async fn sandbox_false_asks_in_yolo_and_allow_once_runs_it_unsandboxed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_denied_unsandboxed_run_does_not_run() {
-    let mock = MockLlm::start(script()).await;
-    let daemon = spawn_config(&mock, &config(""));
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
-
-    client.session_prompt(&sid, "publish").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_asks_unsandboxed(&asked);
-    let rid = request_id(&asked);
-    assert!(respond(&client, &sid, &rid, Decision::Deny).await.unwrap());
-    let rest = events.turn().await;
+    let mut s = Yolo::start(script(), workspace_write, true).await;
+    let (_, asked) = s.ask("publish").await;
+    assert_asks_unsandboxed(&asked, "c_escape");
+    let rest = s.answer(&asked, Decision::Deny).await;
     let (status, output) = result_of(&rest, "c_escape");
     assert_eq!(status, "denied", "{output}");
-    assert_eq!(envelope_for(&mock, "c_escape")["status"], "denied");
-    assert!(!ran(&daemon), "a denied command ran");
-    assert!(!outside(&daemon, "unsandboxed_outside").exists());
+    assert_eq!(envelope_for(&s.mock, "c_escape")["status"], "denied");
+    assert!(!ran(&s.daemon), "a denied command ran");
+    assert!(!escaped(&s.daemon));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_no_approver_an_unsandboxed_run_is_denied() {
-    let mock = MockLlm::start(script()).await;
-    let daemon = spawn_config(&mock, &config(""));
-    let plain = connect(&daemon).await;
-    let (sid, mut events) = yolo_session(&plain, &daemon).await;
-
-    let turn = prompt_turn(&plain, &mut events, &sid, "publish").await;
-    assert_sandboxed_call_was_contained(&turn, &daemon);
+    let mut s = Yolo::start(script(), workspace_write, false).await;
+    let turn = s.turn("publish").await;
+    assert_sandboxed_call_was_contained(&turn, &s.daemon);
     let asked = of_type(&turn, "approval_requested");
     assert_eq!(asked.len(), 1, "{turn:#?}");
-    assert_asks_unsandboxed(asked[0]);
+    assert_asks_unsandboxed(asked[0], "c_escape");
     let resolved = of_type(&turn, "approval_resolved");
     assert_eq!(resolved.len(), 1, "{turn:#?}");
     assert_eq!(resolved[0]["decision"], "deny");
@@ -170,7 +212,7 @@ async fn with_no_approver_an_unsandboxed_run_is_denied() {
     let (status, output) = result_of(&turn, "c_escape");
     assert_eq!(status, "denied", "{output}");
     assert!(output.contains("approver"), "{output}");
-    assert!(!ran(&daemon), "ran with nobody to approve it");
+    assert!(!ran(&s.daemon), "ran with nobody to approve it");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -182,24 +224,17 @@ command = "touch unsandboxed_marker*"
 sandbox = false
 decision = "allow"
 "#;
-    let mock = MockLlm::start(script()).await;
-    let daemon = spawn_config(&mock, &config(rules));
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
-
-    let turn = prompt_turn(&client, &mut events, &sid, "publish").await;
-    assert_sandboxed_call_was_contained(&turn, &daemon);
+    let mut s = Yolo::start(script(), |mock| spawn_config(mock, &config(rules)), true).await;
+    let turn = s.turn("publish").await;
+    assert_sandboxed_call_was_contained(&turn, &s.daemon);
     assert!(
         of_type(&turn, "approval_requested").is_empty(),
         "the rule allows it: {turn:#?}"
     );
     let (status, output) = result_of(&turn, "c_escape");
     assert_eq!(status, "ok", "{output}");
-    assert!(ran(&daemon));
-    assert!(
-        outside(&daemon, "unsandboxed_outside").exists(),
-        "it ran inside the sandbox: {output}"
-    );
+    assert!(ran(&s.daemon));
+    assert!(escaped(&s.daemon), "it ran inside the sandbox: {output}");
 }
 
 /// An answer to an unsandboxed run covers that call only: the command runs whatever the
@@ -207,66 +242,48 @@ decision = "allow"
 /// neither `allow_session` nor `allow_always` grants or stores anything.
 #[tokio::test(flavor = "multi_thread")]
 async fn allow_always_and_allow_session_on_an_unsandboxed_run_count_for_that_call_only() {
-    let mock = MockLlm::start(vec![
-        escape_call("c_escape"),
-        MockTurn::text("Once."),
-        done(),
-        escape_call("c_again"),
-        MockTurn::text("Twice."),
-        done(),
-        escape_call("c_third"),
-        MockTurn::text("Thrice."),
-        done(),
-    ])
-    .await;
-    let daemon = spawn_config(&mock, &config(""));
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
+    // The same command three times in one session, each asked again whatever the answer
+    // before it: (prompt, call id, answer, the call's status).
+    let rounds = [
+        ("publish", "c_escape", Decision::AllowAlways, "ok"),
+        ("again", "c_again", Decision::AllowSession, "ok"),
+        ("thrice", "c_third", Decision::Deny, "denied"),
+    ];
+    let script = rounds
+        .iter()
+        .flat_map(|(prompt, call_id, _, _)| {
+            [
+                escape_call(call_id),
+                MockTurn::text(format!("Answered {prompt}.")),
+                done(),
+            ]
+        })
+        .collect();
+    let mut s = Yolo::start(script, workspace_write, true).await;
 
-    client.session_prompt(&sid, "publish").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_asks_unsandboxed(&asked);
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowAlways)
-            .await
-            .unwrap()
-    );
-    let first = events.turn().await;
-    assert_eq!(result_of(&first, "c_escape").0, "ok");
-    assert!(outside(&daemon, "unsandboxed_outside").exists());
-    assert!(
-        !rules_file(&daemon.workspace).exists(),
-        "nothing is stored for an unsandboxed run"
-    );
-
-    // The same command again, in the same session: asked again; `allow_session` too covers
-    // only that call.
-    std::fs::remove_file(outside(&daemon, "unsandboxed_outside")).unwrap();
-    client.session_prompt(&sid, "again").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_eq!(asked["callId"], "c_again", "{asked}");
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowSession)
-            .await
-            .unwrap()
-    );
-    let second = events.turn().await;
-    assert_eq!(result_of(&second, "c_again").0, "ok");
-
-    client.session_prompt(&sid, "thrice").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
-    assert_eq!(
-        asked["callId"], "c_third",
-        "asked again after allow_session: {asked}"
-    );
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::Deny)
-            .await
-            .unwrap()
-    );
-    let third = events.turn().await;
-    assert_eq!(result_of(&third, "c_third").0, "denied");
-    assert!(!rules_file(&daemon.workspace).exists());
+    for (prompt, call_id, decision, status) in rounds {
+        let case = format!("{call_id} answered {decision:?}");
+        let (_, asked) = s.ask(prompt).await;
+        assert_eq!(
+            asked["callId"], call_id,
+            "{case}: asked again after the answer before: {asked}"
+        );
+        assert_asks_unsandboxed(&asked, call_id);
+        let turn = s.answer(&asked, decision).await;
+        assert_eq!(result_of(&turn, call_id).0, status, "{case}: {turn:#?}");
+        assert_eq!(
+            escaped(&s.daemon),
+            status == "ok",
+            "{case}: ran unsandboxed exactly when allowed"
+        );
+        if escaped(&s.daemon) {
+            std::fs::remove_file(outside(&s.daemon, "unsandboxed_outside")).unwrap();
+        }
+        assert!(
+            !rules_file(&s.daemon.workspace).exists(),
+            "{case}: nothing is stored for an unsandboxed run"
+        );
+    }
 }
 
 fn rules_file(workspace: &Path) -> PathBuf {
@@ -297,12 +314,9 @@ fn spawn_without_landlock(mock: &MockLlm) -> TestDaemon {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_landlock_every_command_asks_even_in_yolo_and_no_approver_denies_it() {
-    let mock = MockLlm::start(touch_script()).await;
-    let daemon = spawn_without_landlock(&mock);
-    let plain = connect(&daemon).await;
     // Made at once, while the start-up probe may still run: the turn settles the verdict.
-    let (sid, mut events) = yolo_session(&plain, &daemon).await;
-    let turn = prompt_turn(&plain, &mut events, &sid, "touch").await;
+    let mut s = Yolo::start(touch_script(), spawn_without_landlock, false).await;
+    let turn = s.turn("touch").await;
 
     let asked = of_type(&turn, "approval_requested");
     assert_eq!(asked.len(), 1, "{turn:#?}");
@@ -312,10 +326,10 @@ async fn without_landlock_every_command_asks_even_in_yolo_and_no_approver_denies
     let (status, output) = result_of(&turn, "c_plain");
     assert_eq!(status, "denied", "{output}");
     assert!(
-        !daemon.workspace.join("made_without_sandbox").exists(),
+        !s.daemon.workspace.join("made_without_sandbox").exists(),
         "ran unsandboxed without an approval"
     );
-    let status = within("daemon/status", plain.daemon_status())
+    let status = within("daemon/status", s.client.daemon_status())
         .await
         .unwrap();
     let sandbox = serde_json::to_value(status.sandbox).unwrap();
@@ -324,28 +338,19 @@ async fn without_landlock_every_command_asks_even_in_yolo_and_no_approver_denies
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_landlock_an_approved_command_runs_unsandboxed() {
-    let mock = MockLlm::start(touch_script()).await;
-    let daemon = spawn_without_landlock(&mock);
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
-    client.session_prompt(&sid, "touch").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
+    let mut s = Yolo::start(touch_script(), spawn_without_landlock, true).await;
+    let (_, asked) = s.ask("touch").await;
     assert_eq!(asked["unsandboxed"], true, "{asked}");
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
-            .await
-            .unwrap()
-    );
-    let turn = events.turn().await;
+    let turn = s.answer(&asked, Decision::AllowOnce).await;
     assert_eq!(result_of(&turn, "c_plain").0, "ok");
-    assert!(daemon.workspace.join("made_without_sandbox").exists());
+    assert!(s.daemon.workspace.join("made_without_sandbox").exists());
 }
 
 #[test]
 fn amber_cli_run_yes_never_approves_an_unsandboxed_run() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mock = runtime.block_on(MockLlm::start(script()));
-    let daemon = spawn_config(&mock, &config(""));
+    let daemon = workspace_write(&mock);
     let mut cmd = daemon.cli();
     cmd.args([
         "run",
@@ -424,65 +429,45 @@ fn assert_asks_process_unsandboxed(asked: &Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn process_start_sandbox_false_asks_in_yolo_and_allow_once_runs_it_unsandboxed() {
-    let mock = MockLlm::start(process_script()).await;
-    let daemon = spawn_config(&mock, &config(""));
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
-
-    client.session_prompt(&sid, "serve").await.unwrap();
-    let (before, asked) = next_approval(&mut events).await;
+    let mut s = Yolo::start(process_script(), workspace_write, true).await;
+    let (before, asked) = s.ask("serve").await;
     let (status, output) = result_of(&before, "p_sandboxed");
     assert_eq!(status, "ok", "yolo starts it sandboxed: {output}");
     assert_asks_process_unsandboxed(&asked);
     assert!(
-        !daemon.workspace.join("process_marker").exists(),
+        !s.daemon.workspace.join("process_marker").exists(),
         "started before it was approved"
     );
-    assert_sandboxed_process_was_contained(&daemon).await;
+    assert_sandboxed_process_was_contained(&s.daemon).await;
 
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::AllowOnce)
-            .await
-            .unwrap()
-    );
-    let rest = events.turn().await;
+    let rest = s.answer(&asked, Decision::AllowOnce).await;
     let (status, output) = result_of(&rest, "p_escape");
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("started"), "{output}");
-    let escaped = outside(&daemon, "process_unsandboxed_outside");
+    let escaped = outside(&s.daemon, "process_unsandboxed_outside");
     amber_tests::steps::eventually(
         "the approved process wrote outside the workspace",
         std::time::Duration::from_secs(10),
         || escaped.exists(),
     )
     .await;
-    assert!(daemon.workspace.join("process_marker").exists());
+    assert!(s.daemon.workspace.join("process_marker").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_denied_unsandboxed_process_start_does_not_run() {
-    let mock = MockLlm::start(process_script()).await;
-    let daemon = spawn_config(&mock, &config(""));
-    let client = connect_approver(&daemon).await;
-    let (sid, mut events) = yolo_session(&client, &daemon).await;
-
-    client.session_prompt(&sid, "serve").await.unwrap();
-    let (_, asked) = next_approval(&mut events).await;
+    let mut s = Yolo::start(process_script(), workspace_write, true).await;
+    let (_, asked) = s.ask("serve").await;
     assert_asks_process_unsandboxed(&asked);
-    assert!(
-        respond(&client, &sid, &request_id(&asked), Decision::Deny)
-            .await
-            .unwrap()
-    );
-    let rest = events.turn().await;
+    let rest = s.answer(&asked, Decision::Deny).await;
     let (status, output) = result_of(&rest, "p_escape");
     assert_eq!(status, "denied", "{output}");
-    assert_sandboxed_process_was_contained(&daemon).await;
+    assert_sandboxed_process_was_contained(&s.daemon).await;
     // Give a wrongly started process the time to write.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(
-        !daemon.workspace.join("process_marker").exists(),
+        !s.daemon.workspace.join("process_marker").exists(),
         "a denied process ran"
     );
-    assert!(!outside(&daemon, "process_unsandboxed_outside").exists());
+    assert!(!outside(&s.daemon, "process_unsandboxed_outside").exists());
 }
