@@ -46,6 +46,19 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A run that failed before its turn began: no daemon, no such session, a refused prompt
+/// (exit code 5, so a script tells "never ran" from "ran and failed").
+#[derive(Debug)]
+pub struct NotStarted(pub anyhow::Error);
+
+impl std::fmt::Display for NotStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for NotStarted {}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -62,6 +75,9 @@ fn main() {
             if e.downcast_ref::<UsageError>().is_some() {
                 output::note(&format!("{e}"));
                 exit::USAGE
+            } else if e.downcast_ref::<NotStarted>().is_some() {
+                output::note(&format!("{e}"));
+                exit::NOT_STARTED
             } else {
                 output::note(&format!("{e:#}"));
                 exit::ERROR

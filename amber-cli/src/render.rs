@@ -1,6 +1,6 @@
-//! Human rendering of session events: assistant text to stdout as it streams, everything
-//! else (tool activity, approvals, steers, errors) as short lines on stderr. Pure: events
-//! in, output pieces out.
+//! Human rendering of session events: assistant text to stdout as it streams (or to stderr,
+//! when stdout is kept for the final answer alone), everything else (tool activity,
+//! approvals, steers, errors) as short lines on stderr. Pure: events in, output pieces out.
 
 use std::collections::HashMap;
 
@@ -25,6 +25,8 @@ pub(crate) struct HumanRenderer {
     announce_turns: bool,
     /// Stdout has an unfinished line.
     mid_line: bool,
+    /// Assistant text streams to stderr: stdout gets only the final answer, from the caller.
+    text_on_stderr: bool,
     /// Text already printed per assistant message item (from deltas).
     printed: HashMap<String, String>,
     /// Tool name per call id.
@@ -41,6 +43,12 @@ impl HumanRenderer {
             announce_turns,
             ..Self::default()
         }
+    }
+
+    /// Streams assistant text to stderr, so that stdout can carry the final answer alone.
+    pub(crate) fn text_on_stderr(mut self) -> Self {
+        self.text_on_stderr = true;
+        self
     }
 
     /// The connection was lost and is back: messages that spanned the gap print from
@@ -286,13 +294,20 @@ impl HumanRenderer {
             return;
         }
         self.mid_line = !text.ends_with('\n');
-        out.push(Out::Stdout(text));
+        out.push(self.text(text));
     }
 
     fn end_line(&mut self, out: &mut Vec<Out>) {
         if self.mid_line {
-            out.push(Out::Stdout("\n".into()));
+            out.push(self.text("\n".into()));
             self.mid_line = false;
+        }
+    }
+
+    fn text(&self, text: String) -> Out {
+        match self.text_on_stderr {
+            true => Out::Stderr(text),
+            false => Out::Stdout(text),
         }
     }
 }

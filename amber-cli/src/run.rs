@@ -27,7 +27,8 @@ use crate::run_input::{
     prompt_from_stdin, read_output_schema, read_prompt, remote_workspace, workspace,
 };
 use crate::turn::{
-    ResultLine, TurnTracker, denials_summary, exit, exit_code, yes_decision, yes_refusal,
+    ResultLine, SessionStartedLine, TurnTracker, denials_summary, exit, exit_code, yes_decision,
+    yes_refusal,
 };
 
 /// How often a closed subscription is resumed (with `afterSeq`) before giving up.
@@ -44,7 +45,8 @@ pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result
     let not_started = |e: anyhow::Error| -> anyhow::Error {
         match args.json.then(|| write_not_started(&args, begun, &e)) {
             Some(Err(write)) => write,
-            _ => e,
+            _ if e.downcast_ref::<UsageError>().is_some() => e,
+            _ => crate::NotStarted(e).into(),
         }
     };
     let prompt = read_prompt(&args.prompt).map_err(|e| not_started(e.into()))?;
@@ -65,6 +67,9 @@ pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result
         started,
     } = turn;
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
+    // Redirected, stdout carries the final answer alone (as `codex exec` and `claude -p`);
+    // on a terminal both streams show on one screen, so the text streams where it is read.
+    let answer_only = !args.json && !std::io::stdout().is_terminal();
 
     let mut follow = Follow {
         client: Arc::new(Mutex::new(client)),
@@ -75,7 +80,10 @@ pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result
         interactive,
         prompted: Arc::default(),
         tracker: TurnTracker::new(turn_id),
-        renderer: HumanRenderer::new(false),
+        renderer: match answer_only {
+            true => HumanRenderer::new(false).text_on_stderr(),
+            false => HumanRenderer::new(false),
+        },
         last_seq: after_seq,
         stdout: String::new(),
         deadline: args
@@ -89,12 +97,16 @@ pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !args.json {
         output::emit(follow.renderer.finish())?;
+        if answer_only && !follow.tracker.text().is_empty() {
+            output::line(follow.tracker.text().trim_end_matches('\n'))?;
+        }
         // Before the denials: a run that had some ends with their line (scripts read it).
-        if let Some(completion) = follow.tracker.completion() {
-            note(&cost_summary(
-                completion.cost_usd,
-                completion.session_cost_usd,
-            ));
+        if let Some(cost) = follow
+            .tracker
+            .completion()
+            .and_then(|c| cost_summary(c.cost_usd, c.session_cost_usd))
+        {
+            note(&cost);
         }
         if let Some(summary) = denials_summary(follow.tracker.denials()) {
             note(&summary);
@@ -127,7 +139,7 @@ pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result
                 note(&timeout_note.unwrap_or_default());
                 return Ok(exit::TIMED_OUT);
             }
-            Ok(exit_code(stop))
+            Ok(exit_code(stop, !follow.tracker.denials().is_empty()))
         }
         Ok(Ended::Abandoned) => Ok(exit::CANCELLED),
         Ok(Ended::TimedOutQueued) => {
@@ -192,13 +204,14 @@ async fn start(
     }
     let remote = client.remote().is_some();
 
-    let (session_id, after_seq) = match &args.session {
+    let (info, after_seq) = match &args.session {
         Some(id) => {
             let got = client.session_snapshot(id).await?;
-            if let Some(mode) = args.mode {
-                client.session_set_mode(id, mode.into()).await?;
-            }
-            (id.clone(), got.last_seq)
+            let info = match args.mode {
+                Some(mode) => client.session_set_mode(id, mode.into()).await?,
+                None => got.session,
+            };
+            (info, got.last_seq)
         }
         None => {
             let cwd = match remote {
@@ -217,9 +230,23 @@ async fn start(
                 max_tokens_total: args.max_tokens_total,
                 ..SessionNewParams::default()
             };
-            (client.session_new(&params).await?.session_id, 0)
+            (client.session_new(&params).await?, 0)
         }
     };
+    let session_id = info.session_id.clone();
+    if args.json {
+        // Liberal: a daemon that cannot list tools still runs the prompt.
+        let tools = client
+            .tool_list(Some(&session_id))
+            .await
+            .map_or_else(|_| Vec::new(), |listed| listed.tools);
+        let line = SessionStartedLine::new(
+            &info,
+            args.session.is_some(),
+            tools.into_iter().map(|t| t.name).collect(),
+        );
+        output::line(&serde_json::to_string(&line)?)?;
+    }
 
     // Subscribed before the prompt is sent: live deltas are never replayed, so a turn's
     // first ones would be lost to a subscription the daemon set up after it began.
@@ -616,16 +643,17 @@ fn write_not_started(args: &RunArgs, begun: Instant, e: &anyhow::Error) -> anyho
     Ok(())
 }
 
-/// The closing stderr line of a human run: what the turn cost, or that nobody knows.
+/// The closing stderr line of a human run: what the turn cost, when the model has a price
+/// (a local model has none, and saying so after every run is noise).
 fn cost_summary(
     turn: Option<amber_proto::CostUsd>,
     session: Option<amber_proto::CostUsd>,
-) -> String {
+) -> Option<String> {
     match (turn, session) {
         (Some(turn), Some(session)) if session != turn => {
-            format!("cost {turn} (session {session})")
+            Some(format!("cost {turn} (session {session})"))
         }
-        (Some(turn), _) => format!("cost {turn}"),
-        (None, _) => "cost unknown (no price for the model: see [[provider.prices]])".to_owned(),
+        (Some(turn), _) => Some(format!("cost {turn}")),
+        (None, _) => None,
     }
 }

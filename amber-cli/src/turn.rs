@@ -14,14 +14,20 @@ pub(crate) mod exit {
     pub(crate) const ERROR: u8 = 1;
     pub(crate) const USAGE: u8 = 2;
     pub(crate) const STOPPED: u8 = 3;
+    /// The turn ended, but a tool call it made was denied (nobody could approve it, a
+    /// person or `--yes` said no): the task may be unfinished.
+    pub(crate) const DENIED: u8 = 4;
+    /// The run never started: no daemon, no such session, the prompt refused.
+    pub(crate) const NOT_STARTED: u8 = 5;
     /// `--timeout` ran out (as timeout(1) exits).
     pub(crate) const TIMED_OUT: u8 = 124;
     pub(crate) const CANCELLED: u8 = 130;
 }
 
 /// The exit code for how a turn ended.
-pub(crate) fn exit_code(stop: StopReason) -> u8 {
+pub(crate) fn exit_code(stop: StopReason, denied: bool) -> u8 {
     match stop {
+        StopReason::EndTurn if denied => exit::DENIED,
         StopReason::EndTurn => exit::OK,
         StopReason::Error => exit::ERROR,
         StopReason::LoopDetected
@@ -44,6 +50,50 @@ pub(crate) fn yes_refusal(a: &amber_proto::Approval) -> String {
     }
 }
 
+/// The first line of `amber-cli run --json`: what the run runs with, before any event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionStartedLine {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub schema_version: u32,
+    /// This amber-cli's version.
+    pub amber_version: &'static str,
+    pub session_id: String,
+    /// The session existed (`--session`) rather than being made for this run.
+    pub resumed: bool,
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    pub cwd: String,
+    pub mode: amber_proto::Mode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<amber_proto::SandboxInfo>,
+    /// The tools the session's turns are offered, by name.
+    pub tools: Vec<String>,
+}
+
+impl SessionStartedLine {
+    pub(crate) fn new(info: &amber_proto::SessionInfo, resumed: bool, tools: Vec<String>) -> Self {
+        SessionStartedLine {
+            kind: "session_started",
+            schema_version: 1,
+            amber_version: env!("CARGO_PKG_VERSION"),
+            session_id: info.session_id.clone(),
+            resumed,
+            model: info.model.clone(),
+            provider: info.provider.clone(),
+            agent: info.agent.clone(),
+            cwd: info.cwd.clone(),
+            mode: info.mode,
+            sandbox: info.sandbox,
+            tools,
+        }
+    }
+}
+
 /// The last line of `amber-cli run --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -57,6 +107,10 @@ pub(crate) struct ResultLine {
     pub text: String,
     pub usage: Usage,
     pub duration_ms: u64,
+    /// The model's replies the turn showed (text or tool calls).
+    pub num_turns: u32,
+    /// Model requests the turn made, the silent confirm exchange and compaction included.
+    pub num_requests: u32,
     pub permission_denials: Vec<Denial>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
@@ -90,6 +144,8 @@ impl ResultLine {
             text: String::new(),
             usage: Usage::default(),
             duration_ms,
+            num_turns: 0,
+            num_requests: 0,
             permission_denials: Vec::new(),
             error: Some(ErrorInfo { code, message }),
             output: None,
@@ -138,6 +194,8 @@ impl ResultLine {
             text: tracker.text().to_owned(),
             usage,
             duration_ms,
+            num_turns: tracker.replies(),
+            num_requests: tracker.requests(),
             permission_denials: tracker.denials().to_vec(),
             error,
             output,
@@ -282,7 +340,7 @@ mod tests {
                 "type": "result", "schemaVersion": 1, "sessionId": "s1", "turnId": "t1",
                 "stopReason": "end_turn", "text": "Done.",
                 "usage": {"promptTokens": 10, "completionTokens": 5, "cachedTokens": 0, "totalTokens": 15},
-                "durationMs": 42,
+                "durationMs": 42, "numTurns": 3, "numRequests": 0,
                 "permissionDenials": [
                     {"callId": "c1", "tool": "bash", "arguments": {"command": "rm -rf /"}, "reason": "destructive command", "output": "denied: no approver"},
                     {"callId": "c2", "tool": "write", "arguments": {"path": "a", "content": "x"}, "reason": "read mode", "output": "read mode"},
@@ -372,12 +430,19 @@ mod tests {
 
     #[test]
     fn exit_codes() {
-        assert_eq!(exit_code(StopReason::EndTurn), 0);
-        assert_eq!(exit_code(StopReason::Error), 1);
-        assert_eq!(exit_code(StopReason::LoopDetected), 3);
-        assert_eq!(exit_code(StopReason::ToolFailures), 3);
-        assert_eq!(exit_code(StopReason::MaxIterations), 3);
-        assert_eq!(exit_code(StopReason::BudgetExceeded), 3);
-        assert_eq!(exit_code(StopReason::Cancelled), 130);
+        let table = [
+            (StopReason::EndTurn, false, 0),
+            (StopReason::EndTurn, true, 4),
+            (StopReason::Error, false, 1),
+            (StopReason::Error, true, 1),
+            (StopReason::LoopDetected, false, 3),
+            (StopReason::ToolFailures, true, 3),
+            (StopReason::MaxIterations, false, 3),
+            (StopReason::BudgetExceeded, false, 3),
+            (StopReason::Cancelled, true, 130),
+        ];
+        for (stop, denied, code) in table {
+            assert_eq!(exit_code(stop, denied), code, "{stop:?}, denied {denied}");
+        }
     }
 }

@@ -90,7 +90,7 @@ fn report(args: &WaitArgs, finished: Option<Finished>) -> anyhow::Result<u8> {
             note(&denials);
         }
     }
-    Ok(exit_code(stop))
+    Ok(exit_code(stop, !finished.tracker.denials().is_empty()))
 }
 
 /// The last turn of an idle session.

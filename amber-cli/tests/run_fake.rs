@@ -194,10 +194,11 @@ async fn yes_answers_approvals_with_allow_once() {
         Some("allow_once")
     );
     let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    // `synced` (the end of the subscription's replay) is an event too.
+    // The opening line first; `synced` (the end of the subscription's replay) is an event too.
     assert_eq!(
         types,
         [
+            "session_started",
             "synced",
             "turn_started",
             "tool_call_started",

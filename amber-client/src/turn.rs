@@ -80,6 +80,10 @@ pub struct TurnTracker {
     denials: Vec<Denial>,
     text: String,
     completion: Option<Completion>,
+    /// Items of the model's replies seen (a reply is one item, its text and calls alike).
+    replies: std::collections::HashSet<String>,
+    /// `usage` events: one per model request answered, the silent ones included.
+    requests: u32,
 }
 
 impl TurnTracker {
@@ -109,14 +113,18 @@ impl TurnTracker {
             EventKind::MessageCompleted {
                 role: Role::Assistant,
                 text,
-                ..
-            } => self.text.clone_from(text),
+                item_id,
+            } => {
+                self.text.clone_from(text);
+                self.replies.insert(item_id.clone());
+            }
             EventKind::ToolCallStarted {
                 call_id,
                 name,
                 arguments,
-                ..
+                item_id,
             } => {
+                self.replies.insert(item_id.clone());
                 self.tools
                     .insert(call_id.clone(), (name.clone(), arguments.clone()));
             }
@@ -167,6 +175,7 @@ impl TurnTracker {
                     session_cost_usd: *session_cost_usd,
                 });
             }
+            EventKind::Usage { .. } => self.requests += 1,
             EventKind::PromptQueued { .. }
             | EventKind::TurnStarted { .. }
             | EventKind::MessageDelta { .. }
@@ -180,7 +189,6 @@ impl TurnTracker {
             | EventKind::CompactionStarted { .. }
             | EventKind::CompactionCompleted { .. }
             | EventKind::CompactionFailed { .. }
-            | EventKind::Usage { .. }
             | EventKind::TodoUpdated { .. }
             | EventKind::SubagentStarted { .. }
             | EventKind::SubagentCompleted { .. }
@@ -190,6 +198,18 @@ impl TurnTracker {
             | EventKind::HookFailed { .. }
             | EventKind::Synced { .. } => {}
         }
+    }
+
+    /// The model's replies in this turn that the user saw (text or tool calls); the silent
+    /// confirm exchange is not one.
+    pub fn replies(&self) -> u32 {
+        u32::try_from(self.replies.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Model requests this turn made whose usage the provider reported (every request of
+    /// the loop, the silent confirm exchange and compaction included).
+    pub fn requests(&self) -> u32 {
+        self.requests
     }
 
     /// How the turn ended, once its `turn_completed` was seen.

@@ -19,9 +19,11 @@ use amber_tests::tool_calls::{
 use amber_tests::{TestDaemon, bin_path};
 use serde_json::{Value, json};
 
-/// What one `amber-cli run --json` printed: event lines and the final result line.
+/// What one `amber-cli run --json` printed: the opening `session_started` line, event lines
+/// and the final result line.
 struct Run {
     code: Option<i32>,
+    started: Value,
     events: Vec<Value>,
     result: Value,
     stderr: String,
@@ -43,8 +45,15 @@ fn run_json(daemon: &TestDaemon, args: &[&str]) -> Run {
         .pop()
         .unwrap_or_else(|| panic!("no output (exit {code:?}): {stderr}"));
     assert_eq!(result["type"], "result", "last line: {result}\n{stderr}");
+    assert!(
+        !lines.is_empty(),
+        "no session_started line: {stdout}\n{stderr}"
+    );
+    let started = lines.remove(0);
+    assert_eq!(started["type"], "session_started", "first line: {started}");
     Run {
         code,
+        started,
         events: lines,
         result,
         stderr,
@@ -62,7 +71,11 @@ fn assert_result_shape(run: &Run, stop: &str) {
     assert!(r["text"].is_string(), "{r}");
     assert!(r["usage"]["totalTokens"].is_u64(), "{r}");
     assert!(r["durationMs"].is_u64(), "{r}");
+    assert!(r["numTurns"].is_u64() && r["numRequests"].is_u64(), "{r}");
     assert!(r["permissionDenials"].is_array(), "{r}");
+    // The opening line names the session the result is about, before any event.
+    assert_eq!(run.started["sessionId"], r["sessionId"], "{}", run.started);
+    assert_eq!(run.started["schemaVersion"], 1, "{}", run.started);
     // Every event line is an event of this session; the last is the turn's end.
     assert!(!run.events.is_empty());
     for event in &run.events {
@@ -119,6 +132,67 @@ fn run_json_completes_a_task_and_exits_0() {
         daemon.workspace.display().to_string()
     );
     assert_eq!(mock.request_count(), 3);
+    // Two replies shown (the call, the text); three requests (the silent confirm too).
+    assert_eq!(run.result["numTurns"], 2, "{}", run.result);
+    assert_eq!(run.result["numRequests"], 3, "{}", run.result);
+    // What the run runs with, said before anything else.
+    let started = &run.started;
+    assert_eq!(started["resumed"], false, "{started}");
+    assert_eq!(started["model"], got["session"]["model"], "{started}");
+    assert_eq!(started["mode"], got["session"]["mode"], "{started}");
+    assert_eq!(started["cwd"], got["session"]["cwd"], "{started}");
+    assert_eq!(
+        started["amberVersion"],
+        env!("CARGO_PKG_VERSION"),
+        "{started}"
+    );
+    let tools: Vec<&str> = started["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for tool in ["read", "write", "bash"] {
+        assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+    }
+    // Continuing the session says so.
+    mock.push([MockTurn::text("Again."), done()]);
+    let again = run_json(&daemon, &["--session", sid.as_str().unwrap(), "again"]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(again.started["resumed"], true, "{}", again.started);
+    assert_eq!(again.started["sessionId"], sid);
+}
+
+#[test]
+fn redirected_stdout_carries_the_final_answer_alone_and_the_narration_goes_to_stderr() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::TextAndToolCalls {
+            text: "Let me write the file first.".into(),
+            calls: vec![MockToolCall {
+                id: Some("call_w".into()),
+                name: "write".into(),
+                arguments: json!({"path": "a.txt", "content": "a"}).to_string(),
+            }],
+        },
+        MockTurn::text("The file a.txt now holds `a`."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--no-autostart", "write a.txt"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout, "The file a.txt now holds `a`.\n",
+        "stderr: {stderr}"
+    );
+    assert!(stderr.contains("Let me write the file first."), "{stderr}");
+    assert!(
+        stderr.contains("write"),
+        "tool activity on stderr: {stderr}"
+    );
+    // A model without a price: no cost line to wade through.
+    assert!(!stderr.contains("cost"), "{stderr}");
 }
 
 #[test]
@@ -143,7 +217,7 @@ fn a_failure_before_the_turn_still_ends_with_a_result_line() {
     let mut cmd = daemon.cli();
     cmd.args(["run", "--json", "--no-autostart", "--session", "nope", "hi"]);
     let (code, stdout, stderr) = run_bounded(cmd);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(5), "never started: {stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{stdout}");
     let result: Value = serde_json::from_str(lines[0]).unwrap();
@@ -178,8 +252,8 @@ fn human_mode_ends_with_a_line_listing_the_denials() {
     let mut cmd = daemon.cli();
     cmd.args(["run", "--no-autostart", "--mode", "read", "write nope.txt"]);
     let (code, stdout, stderr) = run_bounded(cmd);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(stdout.contains("Read mode: I could not write."), "{stdout}");
+    assert_eq!(code, Some(4), "a call was denied: {stderr}");
+    assert_eq!(stdout, "Read mode: I could not write.\n");
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("amber-cli: 1 tool call was denied: write ("),
@@ -258,7 +332,7 @@ fn read_mode_denials_are_listed_in_the_result() {
     ]);
     let daemon = spawn(&mock);
     let run = run_json(&daemon, &["--mode", "read", "write nope.txt"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.code, Some(4), "a call was denied: {}", run.stderr);
     assert_result_shape(&run, "end_turn");
     assert!(!daemon.workspace.join("nope.txt").exists());
     let denials = run.result["permissionDenials"].as_array().unwrap();
@@ -279,7 +353,7 @@ fn no_daemon_and_no_autostart_fails_clearly() {
     cmd.env("AMBER_SOCKET", daemon.dir.path().join("nothing-here.sock"))
         .args(["run", "--json", "--no-autostart", "hi"]);
     let (code, _, stderr) = run_bounded(cmd);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(5), "never started: {stderr}");
     assert!(stderr.contains("not running"), "{stderr}");
     assert!(
         !daemon.dir.path().join("nothing-here.sock").exists(),
@@ -398,6 +472,7 @@ fn yes_approves_the_destructive_command_but_not_an_escape() {
         events,
         result,
         stderr,
+        ..
     } = run_json(&daemon, &["--yes", "remove build"]);
 
     assert_eq!(code, Some(0), "{stderr}");
@@ -453,10 +528,11 @@ fn without_yes_and_without_a_terminal_the_call_is_denied_and_reported() {
         events,
         result,
         stderr,
+        ..
     } = run_json(&daemon, &["remove build"]);
 
     assert_eq!(result["stopReason"], "end_turn", "{result}");
-    assert_eq!(code, Some(0), "exit code follows the stop reason: {stderr}");
+    assert_eq!(code, Some(4), "the turn ended with a call denied: {stderr}");
     assert!(daemon.workspace.join("build").exists(), "ran unapproved");
     let resolved = of(&events, "approval_resolved");
     assert_eq!(resolved.len(), 1, "{events:#?}");

@@ -234,7 +234,7 @@ fn wait_on_a_long_turn_reaches_back_to_its_start() {
     let mut run = daemon.cli();
     run.args(["run", "--json", "--no-autostart", "--mode", "read", "try"]);
     let (code, stdout, stderr) = run_bounded(run);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(4), "ended with calls denied: {stderr}");
     let ran: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let session = ran["sessionId"].as_str().unwrap();
     let got = daemon.rpc_ok(
@@ -244,9 +244,10 @@ fn wait_on_a_long_turn_reaches_back_to_its_start() {
     assert!(got["lastSeq"].as_u64().unwrap() > 300, "{}", got["lastSeq"]);
 
     let waited = wait(&daemon, &[session, "--json"]);
-    assert_eq!(waited.code, Some(0), "{}", waited.stderr);
+    assert_eq!(waited.code, Some(4), "the code run had: {}", waited.stderr);
     let result = waited.result();
     assert_eq!(result["turnId"], ran["turnId"]);
+    assert_eq!(result["numTurns"], ran["numTurns"]);
     assert_eq!(result["text"], "summary");
     // Every denial of the turn, the first ones included: the whole turn was read.
     assert_eq!(result["permissionDenials"].as_array().unwrap().len(), 150);

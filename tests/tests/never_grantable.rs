@@ -232,7 +232,7 @@ fn amber_cli_run_yes_never_answers_a_person_only_ask() {
         .last()
         .unwrap_or_else(|| panic!("no output: {stderr}"));
     assert_eq!(result["type"], "result", "{result}");
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(4), "ended with calls denied: {stderr}");
     let asked: Vec<&Value> = lines
         .iter()
         .filter(|e| e["type"] == "approval_requested")

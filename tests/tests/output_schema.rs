@@ -152,7 +152,7 @@ fn an_invalid_schema_file_is_refused_before_anything_runs() {
     // JSON, but not a schema: the daemon's -32602 with the reason, and no session is left.
     let file = schema_file(&daemon, r#"{"type": "bogus"}"#);
     let (code, result, stderr) = run_json(&daemon, &["--output-schema", &file, "hi"]);
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(5), "never started: {stderr}");
     assert_eq!(result["error"]["code"], "-32602", "{result}");
     let message = result["error"]["message"].as_str().unwrap();
     assert!(message.contains("outputSchema"), "{message}");

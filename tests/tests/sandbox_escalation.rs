@@ -372,7 +372,7 @@ fn amber_cli_run_yes_never_approves_an_unsandboxed_run() {
     assert_eq!(resolved.len(), 1, "{stdout}");
     assert_eq!(resolved[0]["decision"], "deny");
     assert_eq!(resolved[0]["by"], "client");
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(4), "ended with the call denied: {stderr}");
 }
 
 // `process {action: "start", sandbox: false}`: the same escalation for background processes.
