@@ -374,6 +374,11 @@ pub(crate) struct RunArgs {
     /// `budget_exceeded`, exit 3), whatever the price
     #[arg(long, value_name = "N", conflicts_with = "session")]
     pub max_tokens_total: Option<u64>,
+    /// Run on a private amberd started for this run alone (its own socket and data
+    /// directory, this shell's environment), stopped and removed when the run ends: parallel
+    /// CI jobs on one machine never share a daemon
+    #[arg(long, conflicts_with_all = ["session", "worktree"])]
+    pub standalone: bool,
 }
 
 /// `amber-cli wait`.

@@ -37,7 +37,41 @@ const MAX_RESUBSCRIBES: u32 = 5;
 /// After `--timeout` cancelled the turn, how long its `turn_completed` may take to come.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
-pub(crate) async fn run(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
+    if !args.standalone {
+        return run_on(args, conn).await;
+    }
+    if conn.remote.is_some() || conn.socket.is_some() {
+        return Err(UsageError(
+            "--standalone starts a daemon of its own: it takes neither --remote nor --socket"
+                .into(),
+        )
+        .into());
+    }
+    let begun = Instant::now();
+    // On this (the main) thread, which lives as long as the run: the daemon is told to stop
+    // when the thread that started it ends.
+    let daemon = match amber_client::standalone::PrivateDaemon::start() {
+        Ok(daemon) => daemon,
+        Err(e) => {
+            let e = anyhow::Error::from(e);
+            if args.json {
+                write_not_started(&args, begun, &e)?;
+            }
+            return Err(crate::NotStarted(e).into());
+        }
+    };
+    let private = ConnectArgs {
+        socket: Some(daemon.socket().to_owned()),
+        no_autostart: true,
+        remote: None,
+    };
+    let code = run_on(args, &private).await;
+    drop(daemon);
+    code
+}
+
+async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let begun = Instant::now();
     args.settle_worktree(std::io::stdin().is_terminal());
     // `--json` always ends with a result line, even when no turn began; a failed write of

@@ -93,7 +93,8 @@ fn ensure_running_blocking(socket: &Path) -> Result<(), ClientError> {
     }
 
     let mut child = spawn_daemon(socket, &log).map_err(fail)?;
-    let result = wait_until_answering(socket, &mut child).map_err(fail);
+    let result =
+        wait_until_answering(socket, &mut child).map_err(|reason| fail(log_tail(reason, &log)));
     reap_in_background(child);
     drop(lock);
     result
@@ -167,7 +168,41 @@ fn spawn_daemon(socket: &Path, log: &Path) -> Result<Child, String> {
     })
 }
 
-fn wait_until_answering(socket: &Path, child: &mut Child) -> Result<(), String> {
+/// `reason`, followed by the last lines the daemon wrote to `log` before it failed (its
+/// own error: a config it refused, a socket it could not bind), so nobody has to go and
+/// read the log to learn why.
+pub(crate) fn log_tail(reason: String, log: &Path) -> String {
+    /// Enough for a few lines of error; the log is the daemon's stderr before its own
+    /// log file took over, so it is short anyway.
+    const TAIL_BYTES: u64 = 4096;
+    const TAIL_LINES: usize = 5;
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return reason;
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut text = Vec::new();
+    let read = io::Seek::seek(
+        &mut file,
+        io::SeekFrom::Start(len.saturating_sub(TAIL_BYTES)),
+    )
+    .and_then(|_| io::Read::read_to_end(&mut io::Read::take(&mut file, TAIL_BYTES), &mut text));
+    if read.is_err() {
+        return reason;
+    }
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return reason;
+    }
+    let tail = &lines[lines.len().saturating_sub(TAIL_LINES)..];
+    format!("{reason}; it said: {}", tail.join(" | "))
+}
+
+pub(crate) fn wait_until_answering(socket: &Path, child: &mut Child) -> Result<(), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     let mut pause = Duration::from_millis(2);
     loop {
@@ -221,6 +256,37 @@ mod tests {
         let mut file = open_startup_log(&log).unwrap();
         io::Write::write_all(&mut file, b"new\n").unwrap();
         assert_eq!(std::fs::read_to_string(&log).unwrap(), "new\n");
+    }
+
+    #[test]
+    fn a_failed_start_quotes_the_end_of_what_the_daemon_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join(LOG_FILE);
+        let cases: &[(&str, &str)] = &[
+            ("", "amberd exited (exit status: 1) before answering"),
+            (
+                "amberd: invalid config file /c.toml: unknown field `modle`\n",
+                "amberd exited (exit status: 1) before answering; it said: amberd: invalid config file /c.toml: unknown field `modle`",
+            ),
+            (
+                "1\n2\n\n3\n4\n5\n6\n",
+                "amberd exited (exit status: 1) before answering; it said: 2 | 3 | 4 | 5 | 6",
+            ),
+        ];
+        for (written, expected) in cases {
+            std::fs::write(&log, written).unwrap();
+            let said = log_tail(
+                "amberd exited (exit status: 1) before answering".into(),
+                &log,
+            );
+            assert_eq!(&said, expected, "{written:?}");
+        }
+        // A long log: only its end is read.
+        std::fs::write(&log, format!("{}\nthe error\n", "x".repeat(100_000))).unwrap();
+        let said = log_tail("r".into(), &log);
+        assert!(said.ends_with(" | the error"), "{said}");
+        assert!(said.len() < 4200, "{} bytes", said.len());
+        assert_eq!(log_tail("r".into(), &dir.path().join("missing")), "r");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - [`drift`]: whether the running daemon follows the caller's provider variables;
 //! - [`remote`]: the same protocol over a command's stdin/stdout (`ssh HOST amber-cli rpc`),
 //!   when [`ConnectOptions::remote`] is set;
-//! - [`turn`]: one turn followed from its events (pure), for the headless clients.
+//! - [`turn`]: one turn followed from its events (pure), for the headless clients;
+//! - [`standalone`]: a private daemon for one client's lifetime (`run --standalone`).
 
 pub mod autostart;
 pub mod bridge;
@@ -20,6 +21,7 @@ mod events;
 mod history;
 mod in_flight;
 pub mod remote;
+pub mod standalone;
 mod transport;
 pub mod turn;
 mod watch;

@@ -32,6 +32,9 @@ struct Args {
     /// Data directory (default: $AMBER_DATA_DIR, $XDG_DATA_HOME/amber).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Log file when stderr is not the journal (default: $XDG_STATE_HOME/amber/amberd.log).
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -69,7 +72,9 @@ fn main() -> ExitCode {
     let log_file = if service::logs_to_journal(activated.is_some(), &env) {
         None
     } else {
-        service::log_file_path(env)
+        args.log_file
+            .clone()
+            .or_else(|| service::log_file_path(env))
     };
     init_logging(log_file.as_deref());
     if ignored_fds > 0 {

@@ -661,3 +661,98 @@ async fn an_approval_answered_elsewhere_dismisses_the_prompt_and_run_exits() {
     assert!(out.contains("Removed build."), "{out}");
     assert!(!daemon.workspace.join("build").exists());
 }
+
+/// Processes whose command line names `needle`.
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) {
+                found.push(cmdline);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn standalone_runs_on_a_private_daemon_with_this_shells_provider_and_leaves_nothing_behind() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("From a private daemon."), done()]);
+    // The shared daemon: its socket's directory is where private ones go too.
+    let shared = spawn(&mock);
+    let socket_dir = shared.socket.parent().unwrap().to_owned();
+    let mut cmd = shared.cli();
+    cmd.env("AMBER_BASE_URL", mock.base_url())
+        .env("AMBER_MODEL", "model-of-this-shell")
+        .env("AMBER_API_KEY", "key-of-this-shell")
+        .args(["run", "--json", "--standalone", "--mode", "read", "hello"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "session_started", "{stdout}");
+    // The run's provider settings are this shell's, not the shared daemon's.
+    assert_eq!(lines[0]["model"], "model-of-this-shell", "{}", lines[0]);
+    let result = lines.last().unwrap();
+    assert_eq!(result["text"], "From a private daemon.", "{result}");
+    assert_eq!(mock.requests()[0]["model"], "model-of-this-shell");
+    // The shared daemon saw nothing of it.
+    let listed = shared.rpc_ok("session/list", json!({}));
+    assert_eq!(listed["sessions"], json!([]), "{listed}");
+    // The private daemon is gone, and its directory (socket, sessions, logs) with it.
+    let left: Vec<_> = std::fs::read_dir(&socket_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("standalone-"))
+        .collect();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "left behind in {}",
+        socket_dir.display()
+    );
+    let running = processes_naming(&format!("{}/standalone-", socket_dir.display()));
+    assert_eq!(running, Vec::<String>::new());
+}
+
+#[test]
+fn standalone_refuses_what_a_private_daemon_cannot_do() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let shared = spawn(&mock);
+    let cases: &[&[&str]] = &[
+        &["--standalone", "--session", "s_1", "hi"],
+        &["--standalone", "--worktree=x", "hi"],
+        &["--standalone", "--remote", "host", "hi"],
+        &["--standalone", "--socket", "/tmp/x.sock", "hi"],
+    ];
+    for args in cases {
+        let mut cmd = shared.cli();
+        cmd.args(["run"]).args(*args);
+        let (code, _, stderr) = run_bounded(cmd);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+    }
+    assert_eq!(mock.request_count(), 0);
+}
+
+#[test]
+fn an_autostart_that_fails_says_why_in_the_daemons_own_words() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let shared = spawn(&mock);
+    // A directory autostart makes itself, private as it must be.
+    let run_dir = shared.dir.path().join("elsewhere");
+    let config = shared.dir.path().join("broken.toml");
+    std::fs::write(&config, "[agent]\nmax_iterations = 3\n").unwrap();
+    let mut cmd = shared.cli();
+    cmd.env("AMBER_SOCKET", run_dir.join("amberd.sock"))
+        .env("AMBER_CONFIG", &config)
+        .args(["run", "hi"]);
+    let (code, _, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(5), "never started: {stderr}");
+    // The daemon's own reason, not just "see the log".
+    assert!(stderr.contains("max_iterations"), "{stderr}");
+    assert!(stderr.contains("broken.toml"), "{stderr}");
+}

@@ -80,8 +80,8 @@ impl ToolEnvConfig {
         self.excludes().map(drop)
     }
 
-    /// The exclude globs in force (defaults first), compiled; also checks `set`.
-    fn excludes(&self) -> Result<GlobSet, EnvPolicyError> {
+    /// The exclude globs in force (defaults first), parsed; also checks `set`.
+    fn excludes(&self) -> Result<Excludes, EnvPolicyError> {
         for (name, value) in &self.set {
             if name.is_empty() || name.contains(['=', '\0']) {
                 return Err(EnvPolicyError::Name { name: name.clone() });
@@ -94,9 +94,9 @@ impl ToolEnvConfig {
             .iter()
             .copied()
             .filter(|_| !self.ignore_default_excludes);
-        let mut builder = GlobSetBuilder::new();
+        let mut globs = Vec::new();
         for glob in defaults.chain(self.exclude.iter().map(String::as_str)) {
-            let compiled = globset::GlobBuilder::new(glob)
+            let parsed = globset::GlobBuilder::new(glob)
                 .case_insensitive(true)
                 .literal_separator(false)
                 .build()
@@ -104,13 +104,88 @@ impl ToolEnvConfig {
                     glob: glob.to_owned(),
                     message: err.kind().to_string(),
                 })?;
-            builder.add(compiled);
+            globs.push(parsed);
         }
-        builder.build().map_err(|err| EnvPolicyError::Glob {
-            glob: self.exclude.join(", "),
-            message: err.to_string(),
-        })
+        Ok(Excludes::new(globs))
     }
+}
+
+/// The exclude globs. Most (the defaults among them) use no wildcard but `*`: those match
+/// ASCII names by hand, so building a tool environment compiles no regex (a daemon's start
+/// builds one, and the regex engine is a fifth of the code it would otherwise touch). The
+/// rest, and any non-ASCII name, go through globset, compiled on first need.
+struct Excludes {
+    /// Each glob as its `*`-separated parts, ASCII-lowercased; `None` when one is not that
+    /// simple.
+    simple: Option<Vec<Vec<String>>>,
+    globs: Vec<globset::Glob>,
+    /// `None`: the parsed globs did not build into a set.
+    compiled: std::sync::OnceLock<Option<GlobSet>>,
+}
+
+impl Excludes {
+    fn new(globs: Vec<globset::Glob>) -> Excludes {
+        let simple = globs
+            .iter()
+            .map(|g| star_parts(g.glob()))
+            .collect::<Option<Vec<_>>>();
+        Excludes {
+            simple,
+            globs,
+            compiled: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn is_match(&self, name: &str) -> bool {
+        match &self.simple {
+            Some(patterns) if name.is_ascii() => {
+                let name = name.to_ascii_lowercase();
+                patterns.iter().any(|parts| star_match(parts, &name))
+            }
+            // Every glob parsed; a set that still fails to build excludes every name
+            // (the safe side for a list of secrets).
+            _ => self
+                .compiled
+                .get_or_init(|| {
+                    let mut builder = GlobSetBuilder::new();
+                    for glob in &self.globs {
+                        builder.add(glob.clone());
+                    }
+                    builder.build().ok()
+                })
+                .as_ref()
+                .is_none_or(|set| set.is_match(name)),
+        }
+    }
+}
+
+/// `glob` split at `*` and lowercased, when `*` is its only special character and it is ASCII.
+fn star_parts(glob: &str) -> Option<Vec<String>> {
+    let plain = glob.is_ascii() && !glob.contains(['?', '[', ']', '{', '}', '\\', '!']);
+    plain.then(|| glob.split('*').map(str::to_ascii_lowercase).collect())
+}
+
+/// Whether `name` matches the glob whose `*`-separated parts are `parts` (a `*` matches any
+/// run of characters, `/` included, as globset does without `literal_separator`).
+fn star_match(parts: &[String], name: &str) -> bool {
+    let (first, rest) = match parts.split_first() {
+        Some(split) => split,
+        None => return name.is_empty(),
+    };
+    let Some(mut tail) = name.strip_prefix(first.as_str()) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        // No `*` at all: the whole name.
+        return tail.is_empty();
+    };
+    for part in middle {
+        match tail.find(part.as_str()) {
+            Some(at) => tail = &tail[at + part.len()..],
+            None => return false,
+        }
+    }
+    tail.len() >= last.len() && tail.ends_with(last.as_str())
 }
 
 /// The variables every provider may read its key from: [`AMBER_KEY_VAR`] and `named` (each

@@ -202,3 +202,99 @@ fn the_process_default_strips_the_default_globs() {
         );
     }
 }
+
+#[test]
+fn star_only_globs_match_names_exactly_as_globset_does() {
+    let globs = [
+        "*_API_KEY",
+        "*_TOKEN",
+        "*SECRET*",
+        "*PASSWORD*",
+        "AWS_*",
+        "exact",
+        "a*b*c",
+        "ab*b",
+        "*",
+        "**",
+        "x*",
+        "*x",
+        "",
+    ];
+    let names = [
+        "OPENAI_API_KEY",
+        "openai_api_key",
+        "API_KEY",
+        "_API_KEY",
+        "GITHUB_TOKEN",
+        "TOKEN",
+        "MY_SECRET",
+        "SecretSauce",
+        "DB_PASSWORD",
+        "AWS_REGION",
+        "aws_",
+        "EXACT",
+        "exactly",
+        "abc",
+        "aXbYc",
+        "acb",
+        "ab",
+        "abb",
+        "abXb",
+        "x",
+        "",
+        "a/b/c",
+        "PATH",
+    ];
+    for glob in globs {
+        let parsed = globset::GlobBuilder::new(glob)
+            .case_insensitive(true)
+            .literal_separator(false)
+            .build()
+            .unwrap();
+        let by_hand = Excludes::new(vec![parsed.clone()]);
+        assert!(by_hand.simple.is_some(), "{glob:?} is star-only");
+        let reference = parsed.compile_matcher();
+        for name in names {
+            assert_eq!(
+                by_hand.is_match(name),
+                reference.is_match(name),
+                "{glob:?} against {name:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn other_globs_and_non_ascii_names_go_through_globset() {
+    let globs: Vec<_> = ["SECRET_?", "KEY_[0-9]", "*SECRET*"]
+        .into_iter()
+        .map(|g| {
+            globset::GlobBuilder::new(g)
+                .case_insensitive(true)
+                .literal_separator(false)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let excludes = Excludes::new(globs);
+    assert!(excludes.simple.is_none());
+    for (name, excluded) in [
+        ("SECRET_A", true),
+        ("SECRE_AB", false),
+        ("KEY_7", true),
+        ("KEY_X", false),
+        ("MY_SECRET_THING", true),
+        ("PATH", false),
+    ] {
+        assert_eq!(excludes.is_match(name), excluded, "{name}");
+    }
+    // A non-ASCII name under star-only globs is globset's to judge (Unicode case folding).
+    let star = Excludes::new(vec![
+        globset::GlobBuilder::new("*SECRET*")
+            .case_insensitive(true)
+            .build()
+            .unwrap(),
+    ]);
+    assert!(star.is_match("mon_sécret_secret"));
+    assert!(!star.is_match("mon_sécret"));
+}

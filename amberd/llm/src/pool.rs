@@ -187,6 +187,16 @@ impl LlmPool {
             .clone())
     }
 
+    /// What [`Self::client`] would refuse for `provider`'s settings (an unknown name, no
+    /// base URL), found without building the HTTP client: the daemon's start reports it
+    /// and leaves the client to the first request.
+    pub fn check(&self, provider: Option<&str>) -> Result<(), String> {
+        match self.resolve(provider)?.missing_base_url {
+            Some(message) => Err(message),
+            None => Ok(()),
+        }
+    }
+
     /// The context window of `provider` (unknown names: the default's).
     pub fn context_window(&self, provider: Option<&str>) -> u64 {
         self.resolve(provider)

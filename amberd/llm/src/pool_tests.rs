@@ -221,6 +221,16 @@ flavor = "something-new"
     let err = p.client(Some("nourl")).unwrap_err();
     assert!(err.contains("provider `nourl` has no base_url"), "{err}");
     assert!(p.names().contains(&"gpu".to_owned()));
+    // `check` refuses what `client` refuses, and accepts what it builds.
+    for name in ["nourl", "nope"] {
+        assert_eq!(
+            p.check(Some(name)).unwrap_err(),
+            p.client(Some(name)).unwrap_err()
+        );
+    }
+    for name in ["gpu", "bare"] {
+        assert_eq!(p.check(Some(name)), Ok(()), "{name}");
+    }
 }
 
 #[test]

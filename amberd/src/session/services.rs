@@ -114,7 +114,7 @@ impl Services {
         llm.set_catalog(Arc::new(move || {
             catalog.providers().into_iter().map(|p| p.name).collect()
         }));
-        if let Err(message) = llm.client(None) {
+        if let Err(message) = llm.check(None) {
             tracing::warn!("{message}");
         }
         let tool_env = amber_exec::env_policy::ToolEnv::new(
