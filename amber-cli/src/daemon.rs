@@ -288,6 +288,8 @@ mod tests {
             provider: None,
             sandbox: None,
             config_error: None,
+            autostarted: None,
+            busy: None,
         };
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),

@@ -232,9 +232,11 @@ async fn start(
     // otherwise only `--yes` answers them, and denials show in the result.
     let interactive =
         !args.yes && std::io::stdin().is_terminal() && !prompt_from_stdin(&args.prompt);
-    let client = Client::connect(connect_options(conn, args.yes || interactive)).await?;
-    if let Some(warning) = amber_client::drift::check(&client).await {
-        crate::output::note(&format!("warning: {warning}"));
+    let opts = connect_options(conn, args.yes || interactive);
+    let client = Client::connect(opts.clone()).await?;
+    let (client, drift) = amber_client::drift::follow(client, &opts).await?;
+    if let Some(note) = drift {
+        crate::output::note(&note);
     }
     let remote = client.remote().is_some();
 

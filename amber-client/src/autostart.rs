@@ -143,6 +143,7 @@ fn spawn_daemon(socket: &Path, log: &Path) -> Result<Child, String> {
     let mut cmd = Command::new(&bin);
     cmd.arg("--socket")
         .arg(socket)
+        .arg("--autostarted")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(stderr));

@@ -2,7 +2,10 @@
 //! caller's shell now has (the trap of an autostarted, unconfigured amberd and an
 //! `AMBER_BASE_URL` exported afterwards). Compares `daemon/status.provider` with the
 //! caller's `AMBER_BASE_URL`, `AMBER_MODEL`, `AMBER_FLAVOR` and `AMBER_API_KEY` /
-//! `OPENAI_API_KEY` (set or not — a key is never sent or compared).
+//! `OPENAI_API_KEY` (set or not — a key is never sent or compared). [`follow`] restarts an
+//! idle autostarted daemon so that it does follow them.
+
+use std::time::Duration;
 
 use amber_proto::ProviderStatus;
 
@@ -27,6 +30,20 @@ pub fn provider_drift(
     daemon: &ProviderStatus,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Option<String> {
+    let differs = differences(daemon, env);
+    if differs.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the running amberd was started with another provider setup than this shell: {}; \
+         `amber-cli daemon restart` starts it again with this environment",
+        differs.join(", ")
+    ))
+}
+
+/// Each provider variable of `env` the daemon does not follow, as `NAME=value (amberd uses
+/// …)` (a key only as "is set").
+fn differences(daemon: &ProviderStatus, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let mut differs = Vec::new();
     if let Some(url) = value(env, "AMBER_BASE_URL")
         && daemon.base_url.as_deref().map(normalize_url) != Some(normalize_url(&url))
@@ -61,14 +78,66 @@ pub fn provider_drift(
             differs.push(format!("{key} is set (amberd has no key)"));
         }
     }
-    if differs.is_empty() {
-        return None;
+    differs
+}
+
+/// How long a daemon asked to stop may take to be gone before the restart gives up.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// Makes the daemon `client` talks to follow this shell's provider variables when it can:
+/// a daemon a client's autostart started (not the user's, not systemd's), with no turn
+/// running, no approval pending and no other client connected, is stopped and started
+/// again with this environment — nothing is lost, sessions live in the store. Otherwise
+/// the connection is kept and the note is [`check`]'s warning. Returns the connection to
+/// use and what to tell the user.
+pub async fn follow(
+    client: crate::Client,
+    opts: &crate::ConnectOptions,
+) -> Result<(crate::Client, Option<String>), crate::ClientError> {
+    let env = |key: &str| std::env::var(key).ok();
+    if client.remote().is_some() || !sets_provider(&env) {
+        return Ok((client, None));
     }
-    Some(format!(
-        "the running amberd was started with another provider setup than this shell: {}; \
-         `amber-cli daemon restart` starts it again with this environment",
-        differs.join(", ")
+    let Ok(status) = client.daemon_status().await else {
+        return Ok((client, None));
+    };
+    let Some(provider) = status.provider.as_ref() else {
+        return Ok((client, None));
+    };
+    let differs = differences(provider, &env);
+    if differs.is_empty() {
+        return Ok((client, None));
+    }
+    let restartable = opts.autostart
+        && status.autostarted == Some(true)
+        && status.busy == Some(0)
+        && status.connections <= 1;
+    if !restartable || client.daemon_shutdown().await.is_err() {
+        let warning = provider_drift(provider, &env).map(|w| format!("warning: {w}"));
+        return Ok((client, warning));
+    }
+    drop(client);
+    wait_until_gone(status.pid).await;
+    let client = crate::Client::connect(opts.clone()).await?;
+    Ok((
+        client,
+        Some(format!(
+            "restarted amberd (it was idle) to follow this shell: {}",
+            differs.join(", ")
+        )),
     ))
+}
+
+/// Waits (bounded) until process `pid` has exited: the socket is free once it has.
+async fn wait_until_gone(pid: u32) {
+    let deadline = tokio::time::Instant::now() + STOP_WAIT;
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The warning for this process's environment against the daemon `client` talks to; asks

@@ -64,8 +64,8 @@ async fn autostart() {
     assert_eq!(recorded.lines().count(), 1, "{recorded}");
     assert_eq!(
         recorded.trim(),
-        format!("--socket {}", socket.display()),
-        "amberd gets --socket"
+        format!("--socket {} --autostarted", socket.display()),
+        "amberd gets --socket, and knows a client started it"
     );
     let mode = std::fs::metadata(socket.parent().unwrap())
         .unwrap()

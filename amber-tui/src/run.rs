@@ -26,7 +26,7 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
     opts.remote = args.remote_host().map(amber_client::Remote::from_env);
     let client = Client::connect(opts.clone()).await?;
     // Shown in the first session's transcript (the screen is not up yet).
-    let drift = amber_client::drift::check(&client).await;
+    let (client, drift) = amber_client::drift::follow(client, &opts).await?;
     let cwd = match opts.remote {
         // A directory on the remote host: the daemon there resolves it.
         Some(_) => remote_workspace(args.cwd.as_deref())?,
@@ -58,7 +58,7 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         watch,
         notifier: crate::notify::Notifier::from_env(),
     });
-    carry.note = drift.map(|warning| format!("warning: {warning}"));
+    carry.note = drift;
     let mut next = match first {
         Some(id) => id,
         None => match pick(&client, &cwd, &args, &mut tui, &mut keys).await? {

@@ -33,6 +33,8 @@ pub struct Daemon {
     subscriptions: Arc<AtomicU64>,
     /// Cancelled by `daemon/shutdown` or a signal.
     pub shutdown: CancellationToken,
+    /// Started by a client's autostart (`--autostarted`), not by the user or systemd.
+    autostarted: std::sync::atomic::AtomicBool,
 }
 
 impl Daemon {
@@ -74,6 +76,7 @@ impl Daemon {
                 connections: AtomicU64::new(0),
                 subscriptions: Arc::new(AtomicU64::new(0)),
                 shutdown: CancellationToken::new(),
+                autostarted: std::sync::atomic::AtomicBool::new(false),
             }
         })
     }
@@ -285,6 +288,15 @@ fn session_error(err: crate::session::SessionError) -> HostError {
 }
 
 impl Daemon {
+    /// Records that a client's autostart started this daemon (`daemon/status.autostarted`).
+    pub fn mark_autostarted(&self) {
+        self.autostarted.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn autostarted(&self) -> bool {
+        self.autostarted.load(Ordering::SeqCst)
+    }
+
     /// Subscriptions whose forwarder is still running.
     pub(crate) fn subscriptions(&self) -> u64 {
         self.subscriptions.load(Ordering::SeqCst)

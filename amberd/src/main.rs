@@ -35,6 +35,10 @@ struct Args {
     /// Log file when stderr is not the journal (default: $XDG_STATE_HOME/amber/amberd.log).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
+    /// Started by a client's autostart: it may restart this daemon, when idle, to follow
+    /// the client's provider settings (`daemon/status.autostarted`).
+    #[arg(long, hide = true)]
+    autostarted: bool,
 }
 
 fn main() -> ExitCode {
@@ -185,6 +189,9 @@ async fn run(
     services.store = Some(store);
     hide_socket_dir(&mut services, &socket_path);
     let daemon = Daemon::new(services);
+    if args.autostarted {
+        daemon.mark_autostarted();
+    }
     // The sandbox probe starts on first need (`Services::start_sandbox_probe`): an idle daemon
     // spawns nothing.
     daemon.start().await;

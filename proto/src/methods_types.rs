@@ -72,6 +72,14 @@ pub struct DaemonStatus {
     /// force); absent while the file in force is the file on disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_error: Option<String>,
+    /// amber: a client started this daemon on demand (autostart), rather than the user or
+    /// systemd; such a daemon may be restarted to follow a client's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autostarted: Option<bool>,
+    /// amber: loaded sessions with a turn running, an approval pending or a background
+    /// process alive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<u64>,
 }
 
 /// `daemon/status.provider`: the default endpoint the daemon's sessions use.

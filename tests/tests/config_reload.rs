@@ -258,6 +258,52 @@ async fn amber_cli_warns_of_a_shell_the_daemon_does_not_follow_and_restart_appli
     assert_eq!(mock.requests()[0]["model"], "shell-model");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_autostarted_daemon_is_restarted_to_follow_the_shell() {
+    let mock = MockLlm::start(vec![MockTurn::text("from the shell's provider"), done()]).await;
+    let daemon = spawn_from_file("");
+    // A socket nobody serves yet: the first run autostarts a daemon there.
+    let socket = daemon.dir.path().join("own-run").join("amberd.sock");
+    let at_socket = |cmd: &mut std::process::Command| {
+        cmd.env("AMBER_SOCKET", &socket)
+            .env("AMBER_DATA_DIR", daemon.dir.path().join("own-data"));
+    };
+    struct StopOnDrop(std::process::Command);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.output();
+        }
+    }
+    let mut stop = daemon.cli();
+    at_socket(&mut stop);
+    stop.args(["daemon", "stop"]);
+    let _stop = StopOnDrop(stop);
+
+    // First try, before the provider is exported: the autostarted daemon has none.
+    let mut first = daemon.cli();
+    at_socket(&mut first);
+    first.args(["run", "hello"]);
+    let (code, _, stderr) = run_bounded(first);
+    assert_eq!(code, Some(1), "no provider yet: {stderr}");
+
+    // Exported now: the idle daemon a client started is started again with this shell.
+    let mut second = daemon.cli();
+    at_socket(&mut second);
+    second
+        .env("AMBER_BASE_URL", mock.base_url())
+        .env("AMBER_MODEL", "shell-model")
+        .env("AMBER_API_KEY", "k")
+        .args(["run", "hello"]);
+    let (code, stdout, stderr) = run_bounded(second);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("restarted amberd"), "{stderr}");
+    assert!(stderr.contains("AMBER_MODEL=shell-model"), "{stderr}");
+    assert!(!stderr.contains("=k"), "never a key: {stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(stdout.contains("from the shell's provider"), "{stdout}");
+    assert_eq!(mock.requests()[0]["model"], "shell-model");
+}
+
 /// The TUI says it too: the warning is the first thing in the transcript.
 #[test]
 fn the_tui_warns_of_a_shell_the_daemon_does_not_follow() {

@@ -67,6 +67,8 @@ pub(crate) fn module(
             provider: Some(d.provider_status()),
             sandbox: Some(d.sandbox_status()),
             config_error: d.sessions.services().config_error(),
+            autostarted: Some(d.autostarted()),
+            busy: Some(d.sessions.busy() as u64),
         })
     })?;
 
