@@ -80,11 +80,14 @@ async fn an_edited_provider_applies_to_the_next_turn_without_a_restart() {
         s["provider"]["baseUrl"] == url.as_str()
     })
     .await;
-    // The session goes on with the new endpoint; it keeps the model it was created with
-    // (a session's model is its own: `session/setModel` changes it).
+    // The session goes on with the new endpoint and, since nobody chose its model, the
+    // model the fixed config names (not the default it was made with under no config).
     let turn = prompt_turn(&client, &mut events, &id, "hello again").await;
     assert_eq!(stop_reason(&turn), "end_turn");
     assert_eq!(first.request_count(), 2);
+    assert_eq!(first.requests()[0]["model"], "model-one");
+    let got = client.session_snapshot(&id).await.unwrap();
+    assert_eq!(got.session.model, "model-one");
 
     write_config(&daemon, &provider(&second, "model-two"));
     let url = second.base_url();
@@ -200,6 +203,52 @@ async fn rules_and_mcp_servers_follow_the_config_file() {
         !listed(&daemon)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_someone_chose_stays_whatever_the_config_says_later() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|_| MockTurn::text("DONE"));
+    let daemon = spawn_from_file(&provider(&mock, "model-one"));
+    let client = connect(&daemon).await;
+    let cwd = daemon.workspace.display().to_string();
+    let chosen = client
+        .session_new(&amber_proto::SessionNewParams {
+            cwd: cwd.clone(),
+            model: Some("chosen-at-creation".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .session_id;
+    let switched = new_session(&client, &daemon, None).await;
+    client
+        .request::<amber_proto::methods::SessionSetModel>(&amber_proto::SessionSetModelParams {
+            session_id: switched.clone(),
+            model: Some("chosen-later".into()),
+            provider: None,
+        })
+        .await
+        .unwrap();
+    let following = new_session(&client, &daemon, None).await;
+
+    write_config(&daemon, &provider(&mock, "model-two"));
+    wait_for_status(&daemon, "model-two in force", |s| {
+        s["provider"]["model"] == "model-two"
+    })
+    .await;
+    let table = [
+        (&chosen, "chosen-at-creation"),
+        (&switched, "chosen-later"),
+        (&following, "model-two"),
+    ];
+    for (id, model) in table {
+        let mut events = Events::live(&client, id).await;
+        let before = mock.request_count();
+        let turn = prompt_turn(&client, &mut events, id, "go").await;
+        assert_eq!(stop_reason(&turn), "end_turn");
+        assert_eq!(mock.requests()[before]["model"], model, "{id}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

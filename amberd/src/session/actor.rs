@@ -177,6 +177,7 @@ async fn run_prompt(
     shared.head.refresh(&services.workspace_git()).await;
     let head = shared.head.head(&shared.system_prompt);
 
+    shared.follow_configured_model(&services.live().endpoint.model);
     let model = shared.model();
     let provider = shared.provider();
     let llm = services.llm.client(provider.as_deref());

@@ -97,6 +97,7 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
             cancel: None,
             subagent_usage: amber_proto::Usage::default(),
             queued: 0,
+            model_follows_config: meta.model_follows_config,
             marked: false,
         }),
     });

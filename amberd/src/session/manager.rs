@@ -161,6 +161,10 @@ impl SessionManager {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let services = &self.services;
+        // Nobody chose a model (a feature's default counts as a choice): it follows the
+        // configuration's.
+        let model_follows_config =
+            params.model.as_deref().is_none_or(|m| m.trim().is_empty()) && provider.is_none();
         let model = params
             .model
             .clone()
@@ -231,6 +235,7 @@ impl SessionManager {
         let meta = SessionMeta {
             info,
             system_prompt: system_prompt.clone(),
+            model_follows_config,
             ..meta
         };
         let persistence = match &services.store {
@@ -780,6 +785,7 @@ fn draft_meta() -> SessionMeta {
         agent: None,
         sandbox: None,
         mcp_servers: Vec::new(),
+        model_follows_config: false,
     }
 }
 

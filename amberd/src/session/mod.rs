@@ -116,6 +116,8 @@ struct Live {
     /// Prompts accepted by `session/prompt` whose turn has not begun: the session reads
     /// `running` from the moment a prompt is accepted until the last queued turn ends.
     queued: usize,
+    /// The model is the configured default's, whatever that becomes (`SessionMeta`).
+    model_follows_config: bool,
     /// Whether this session's busy marker is on disk (`amber-store`'s `busy.rs`): created
     /// when the session goes from idle to having work, removed when it is idle again.
     marked: bool,
@@ -273,10 +275,12 @@ impl SessionShared {
         live.info.clone()
     }
 
-    /// Switches the model and/or provider of later requests (`None` keeps the current).
+    /// Switches the model and/or provider of later requests (`None` keeps the current); a
+    /// model or provider chosen so stays, whatever the configuration says later.
     pub fn set_model(&self, model: Option<String>, provider: Option<String>) -> SessionInfo {
         let info = {
             let mut live = self.lock_live();
+            live.model_follows_config = false;
             if let Some(provider) = provider {
                 live.info.provider = Some(provider).filter(|p| !p.is_empty());
             }
@@ -289,6 +293,26 @@ impl SessionShared {
         self.hub.notify_watchers(SessionChangeKind::Updated);
         self.save_meta();
         info
+    }
+
+    /// A session nobody chose a model for takes the configured default's, as it is now
+    /// (`configured`): a config fixed after the session was made applies to its next turn.
+    /// Whether the model changed.
+    pub(crate) fn follow_configured_model(&self, configured: &str) -> bool {
+        {
+            let mut live = self.lock_live();
+            if !live.model_follows_config
+                || live.info.provider.is_some()
+                || live.info.model == configured
+            {
+                return false;
+            }
+            configured.clone_into(&mut live.info.model);
+            live.info.updated_at = now_rfc3339();
+        }
+        self.hub.notify_watchers(SessionChangeKind::Updated);
+        self.save_meta();
+        true
     }
 
     /// The tools this session's turns are offered: `all` less what its agent withholds.
@@ -359,12 +383,14 @@ impl SessionShared {
             // A session comes back from the store idle (restore.rs): saved mid-turn (a
             // mode switch), `running` would be what a crash leaves listed.
             info.state = SessionState::Idle;
+            let model_follows_config = self.lock_live().model_follows_config;
             let mut meta = SessionMeta {
                 info,
                 system_prompt: self.system_prompt.clone(),
                 agent: None,
                 sandbox: None,
                 mcp_servers: Vec::new(),
+                model_follows_config,
             };
             self.features.save(&mut meta);
             persist::blocking(|| p.save_meta(&meta));

@@ -395,6 +395,7 @@ mod tests {
                 agent: None,
                 sandbox: None,
                 mcp_servers: Vec::new(),
+                model_follows_config: false,
             },
             events: vec![stored(1, "t", started)],
             context: context.into_iter().map(|m| (m, 0)).collect(),
@@ -459,6 +460,7 @@ mod tests {
                 system_prompt: "sys".into(),
                 agent: None,
                 sandbox: None,
+                model_follows_config: false,
                 mcp_servers: Vec::new(),
             };
             let mut log = store.create(&meta).unwrap();

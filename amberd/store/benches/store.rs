@@ -52,6 +52,7 @@ fn meta(id: &str) -> SessionMeta {
         agent: None,
         sandbox: None,
         mcp_servers: Vec::new(),
+        model_follows_config: false,
     }
 }
 

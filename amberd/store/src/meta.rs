@@ -40,6 +40,11 @@ pub struct SessionMeta {
     /// reconnected whenever the session is loaded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<amber_proto::SessionMcpServer>,
+    /// The session's model is the configured default's, whatever that becomes: nobody chose
+    /// one (no `model` or `provider` in `session/new`, no agent's, no `session/setModel`). A
+    /// file written before this is pinned to its model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_follows_config: bool,
 }
 
 /// A custom agent's limits as a session keeps them: fixed when the session is created, so a

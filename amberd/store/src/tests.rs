@@ -35,6 +35,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
         agent: None,
         sandbox: None,
         mcp_servers: Vec::new(),
+        model_follows_config: false,
     }
 }
 
