@@ -52,9 +52,34 @@ pub(crate) async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// Each id as its shortest prefix of at least [`SHORT_ID`] characters that no other of `ids`
+/// starts with: what the table shows, and what every command accepts for the id.
+pub(crate) fn short_ids(ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let chars: Vec<char> = id.chars().collect();
+            (SHORT_ID..chars.len())
+                .map(|n| chars[..n].iter().collect::<String>())
+                .find(|prefix| {
+                    ids.iter()
+                        .filter(|other| other.starts_with(prefix.as_str()))
+                        .count()
+                        == 1
+                })
+                .unwrap_or_else(|| (*id).to_owned())
+        })
+        .collect()
+}
+
+/// The shortest id prefix the table shows.
+const SHORT_ID: usize = 8;
+
 /// The `sessions` table. A BRANCH column (the session's worktree branch, `-` for none)
-/// comes before TITLE when any session has a worktree.
+/// comes before TITLE when any session has a worktree. Ids are shown by their shortest
+/// unique prefix (eight characters or more).
 pub(crate) fn table(sessions: &[SessionInfo]) -> String {
+    let ids: Vec<&str> = sessions.iter().map(|s| s.session_id.as_str()).collect();
+    let mut short = short_ids(&ids).into_iter();
     let branches = sessions.iter().any(|s| s.worktree.is_some());
     let mut header = vec!["ID", "STATE", "MODE", "UPDATED", "CWD"];
     if branches {
@@ -65,7 +90,7 @@ pub(crate) fn table(sessions: &[SessionInfo]) -> String {
         .iter()
         .map(|s| {
             let mut row = vec![
-                s.session_id.clone(),
+                short.next().unwrap_or_else(|| s.session_id.clone()),
                 enum_name(&s.state),
                 s.mode.as_str().to_owned(),
                 s.updated_at.clone(),
@@ -404,6 +429,29 @@ mod tests {
             "usage": {}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn ids_are_shown_by_their_shortest_unique_prefix_of_eight_or_more() {
+        let ids = [
+            "3f2a9c1d-0000-4000-8000-000000000001",
+            "3f2a9c1d-0000-4000-8000-000000000002",
+            "77b0e4aa-1111-4111-8111-111111111111",
+            "s-1",
+            "3f2a9c1e-aaaa",
+        ];
+        assert_eq!(
+            short_ids(&ids),
+            [
+                "3f2a9c1d-0000-4000-8000-000000000001",
+                "3f2a9c1d-0000-4000-8000-000000000002",
+                "77b0e4aa",
+                "s-1",
+                "3f2a9c1e",
+            ]
+        );
+        let near = ["abcdefgh1234", "abcdefgh5678"];
+        assert_eq!(short_ids(&near), ["abcdefgh1", "abcdefgh5"]);
     }
 
     #[test]

@@ -38,8 +38,10 @@ const COMPLETION_GRACE: Duration = Duration::from_secs(1);
 /// busy without a turn (a manual compaction), and ends that with no `turn_completed`.
 const POLL: Duration = Duration::from_secs(2);
 
-pub(crate) async fn wait(args: WaitArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
+pub(crate) async fn wait(mut args: WaitArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let client = Client::connect(connect_options(conn, false)).await?;
+    // The whole id, when given a prefix of it: the result line names the session exactly.
+    args.id = client.session_snapshot(&args.id).await?.session.session_id;
     let waiting = wait_idle(&client, &args.id);
     let finished = match args.timeout {
         Some(secs) => match tokio::time::timeout(Duration::from_secs_f64(secs), waiting).await {

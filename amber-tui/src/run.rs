@@ -35,9 +35,9 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
     let first = match args.start() {
         Start::New => Some(new_session(&client, &cwd, &args).await?.session_id),
         Start::Attach(id) => {
-            // Fails here, before the screen changes, when the id is wrong.
-            client.session_snapshot(&id).await?;
-            Some(id)
+            // Fails here, before the screen changes, when the id is wrong; a prefix of an
+            // id becomes the whole id.
+            Some(client.session_snapshot(&id).await?.session.session_id)
         }
         Start::Continue => Some(match newest_in(&client, &cwd).await? {
             Some(id) => id,

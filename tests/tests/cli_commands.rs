@@ -84,11 +84,13 @@ fn sessions_show_and_rm_manage_sessions() {
         mock.request_count() >= 1 && state(&daemon, &sid) == "idle"
     });
 
+    // The table shows an id by its first eight characters, and every command takes them.
+    let short = &sid[..8];
     let table = cli_ok(&daemon, &["sessions"]);
     let row = table
         .lines()
-        .find(|l| l.starts_with(&sid))
-        .unwrap_or_else(|| panic!("no row for {sid}:\n{table}"));
+        .find(|l| l.starts_with(&format!("{short}  ")))
+        .unwrap_or_else(|| panic!("no row for {short}:\n{table}"));
     assert!(
         row.contains("idle") && row.contains(&daemon.workspace.display().to_string()),
         "{row}"
@@ -96,8 +98,10 @@ fn sessions_show_and_rm_manage_sessions() {
     let listed: Value = serde_json::from_str(&cli_ok(&daemon, &["sessions", "--json"])).unwrap();
     assert_eq!(listed[0]["sessionId"], sid.as_str());
 
-    let shown = cli_ok(&daemon, &["show", &sid]);
+    let shown = cli_ok(&daemon, &["show", short]);
     assert!(shown.contains(&format!("session   {sid}\n")), "{shown}");
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": &sid[..4]}));
+    assert_eq!(got["session"]["sessionId"], sid.as_str());
     assert!(
         shown.contains("say hello") && shown.contains("Hello from the session."),
         "{shown}"
@@ -105,7 +109,7 @@ fn sessions_show_and_rm_manage_sessions() {
     let shown: Value = serde_json::from_str(&cli_ok(&daemon, &["show", &sid, "--json"])).unwrap();
     assert_eq!(shown["session"]["sessionId"], sid.as_str());
 
-    cli_ok(&daemon, &["rm", &sid]);
+    cli_ok(&daemon, &["rm", short]);
     let list = daemon.rpc_ok("session/list", json!({}));
     assert_eq!(list["sessions"], json!([]), "rm left the session");
     let mut cmd = daemon.cli();

@@ -10,10 +10,34 @@ use std::sync::Arc;
 use crate::agent::output_schema::OutputSchema;
 use crate::session::{PromptOptions, SessionError};
 
+/// [`parse`], after a `sessionId` that is a unique prefix of a session's id (`3f2a`, as
+/// `amber-cli sessions` shows them) is replaced by the whole id. A prefix two sessions share
+/// is -32602 naming them; one that matches nothing is left for the handler's -32001.
+pub(crate) fn parse_for<T: DeserializeOwned>(
+    params: &Params<'_>,
+    daemon: &crate::daemon::Daemon,
+) -> Result<T, ErrorObjectOwned> {
+    let raw = params.as_str().unwrap_or("{}");
+    // Cheap test first: only params naming a session are looked at twice.
+    if raw.contains("\"sessionId\"")
+        && let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(raw)
+        && let Some(serde_json::Value::String(id)) = object.get("sessionId")
+        && let Some(whole) = daemon.sessions.resolve_id(id)?
+    {
+        object.insert("sessionId".into(), serde_json::Value::String(whole));
+        let rewritten = serde_json::Value::Object(object).to_string();
+        return parse_str(&rewritten);
+    }
+    parse(params)
+}
+
 /// Parses params into `T`; absent params count as `{}`. Errors are -32602 and name the
 /// offending field (`sessionId: invalid type: integer, expected a string`).
 pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
-    let raw = params.as_str().unwrap_or("{}");
+    parse_str(params.as_str().unwrap_or("{}"))
+}
+
+fn parse_str<T: DeserializeOwned>(raw: &str) -> Result<T, ErrorObjectOwned> {
     let raw = if raw.trim() == "null" { "{}" } else { raw };
     let mut de = serde_json::Deserializer::from_str(raw);
     serde_path_to_error::deserialize(&mut de).map_err(|err| {

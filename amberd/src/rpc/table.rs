@@ -2,8 +2,8 @@
 //! ([`Method`], [`Subscription`]): the name it is served under, the params its handler gets
 //! and the result the handler returns are the ones proto declares and clients call with,
 //! so the three cannot drift. Params are parsed before the handler runs, by
-//! [`params::parse`](super::params::parse) (absent or `null` params count as `{}`; errors
-//! are -32602 naming the field).
+//! [`params::parse_for`](super::params::parse_for) (absent or `null` params count as `{}`;
+//! errors are -32602 naming the field; a `sessionId` may be a unique prefix of one).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use jsonrpsee::core::{RegisterMethodError, SubscriptionError};
 use jsonrpsee::types::ErrorObjectOwned;
 use jsonrpsee::{Extensions, PendingSubscriptionSink, RpcModule};
 
-use super::params::parse;
+use super::params::parse_for;
 use crate::daemon::Daemon;
 
 pub(crate) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -44,7 +44,7 @@ impl MethodTable {
     {
         self.module
             .register_method(M::NAME, move |params, daemon, extensions| {
-                handler(parse(&params)?, daemon, extensions)
+                handler(parse_for(&params, daemon)?, daemon, extensions)
             })?;
         Ok(())
     }
@@ -59,7 +59,8 @@ impl MethodTable {
     {
         self.module
             .register_async_method(M::NAME, move |params, daemon, extensions| {
-                let call = parse(&params).map(|p| handler(p, Arc::clone(&daemon), extensions));
+                let call = parse_for(&params, &daemon)
+                    .map(|p| handler(p, Arc::clone(&daemon), extensions));
                 async move { call?.await }
             })?;
         Ok(())
@@ -85,7 +86,7 @@ impl MethodTable {
             move |params, pending, daemon, extensions| {
                 let handler = handler.clone();
                 async move {
-                    match parse(&params) {
+                    match parse_for(&params, &daemon) {
                         Ok(p) => handler(p, pending, Arc::clone(&daemon), extensions).await,
                         Err(err) => {
                             pending.reject(err).await;

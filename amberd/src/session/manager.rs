@@ -38,6 +38,9 @@ pub struct SessionManager {
     closing: AtomicBool,
 }
 
+/// The shortest prefix of a session id that stands for it (`amber-cli sessions` shows eight).
+pub(crate) const MIN_ID_PREFIX: usize = 4;
+
 #[derive(Default)]
 struct Registry {
     /// Sessions in memory, with their actor running.
@@ -327,6 +330,42 @@ impl SessionManager {
             home.as_deref(),
             self.services.live().config.sessions.allow_broad_workspace,
         )
+    }
+
+    /// The whole id of the one session `id` is a prefix of (at least
+    /// [`MIN_ID_PREFIX`] characters), when `id` is not itself a session's id: `Ok(None)` when
+    /// it is one, or matches none (the caller's lookup then says not found); an error naming
+    /// the candidates when several match.
+    pub fn resolve_id(&self, id: &str) -> Result<Option<String>, SessionError> {
+        if id.chars().count() < MIN_ID_PREFIX {
+            return Ok(None);
+        }
+        let registry = self.registry();
+        if registry.loaded.contains_key(id) || registry.stored.contains_key(id) {
+            return Ok(None);
+        }
+        let mut matches: Vec<&String> = registry
+            .loaded
+            .keys()
+            .chain(registry.stored.keys())
+            .filter(|known| known.starts_with(id))
+            .collect();
+        matches.sort();
+        matches.dedup();
+        match matches.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some((*one).clone())),
+            several => Err(SessionError::InvalidParams(format!(
+                "sessionId: `{id}` is the start of {} sessions' ids ({}): give more of it",
+                several.len(),
+                several
+                    .iter()
+                    .take(5)
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
     }
 
     /// The live session, loading it from the store on first use.
@@ -795,3 +834,7 @@ pub struct ForkPoint {
     pub messages: usize,
     pub before_seq: u64,
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

@@ -1,0 +1,57 @@
+//! Tests of the session manager's own rules: which session an id prefix names.
+
+use super::*;
+
+/// A manager over a store holding sessions with exactly these ids.
+fn manager_with(ids: &[&str]) -> (SessionManager, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = amber_store::Store::open(dir.path()).unwrap();
+    for id in ids {
+        let mut meta = draft_meta();
+        meta.info.session_id = (*id).to_owned();
+        meta.info.cwd = "/w".into();
+        drop(store.create(&meta).unwrap());
+    }
+    let mut services = Services::new(
+        crate::config::Config::default(),
+        &|_| None,
+        dir.path().into(),
+    )
+    .unwrap();
+    services.store = Some(store);
+    (SessionManager::new(Arc::new(services)), dir)
+}
+
+#[test]
+fn a_prefix_names_the_one_session_it_starts_and_no_more() {
+    let (manager, _dir) = manager_with(&["3f2a9c1d-aaaa", "3f2a9c1d-bbbb", "77b0e4aa-cccc", "abc"]);
+    // (given, the whole id it stands for; `None`: left as given)
+    let table: &[(&str, Option<&str>)] = &[
+        ("3f2a9c1d-aaaa", None),
+        ("77b0", Some("77b0e4aa-cccc")),
+        ("77b0e4aa", Some("77b0e4aa-cccc")),
+        ("3f2a9c1d-b", Some("3f2a9c1d-bbbb")),
+        // Too short to stand for anything, even a unique start.
+        ("77b", None),
+        ("ffff", None),
+        ("abc", None),
+    ];
+    for (given, whole) in table {
+        assert_eq!(
+            manager.resolve_id(given).unwrap().as_deref(),
+            *whole,
+            "{given}"
+        );
+    }
+    // Shared by two: refused, naming both.
+    let err = manager.resolve_id("3f2a").unwrap_err();
+    assert!(matches!(err, SessionError::InvalidParams(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("3f2a9c1d-aaaa") && message.contains("3f2a9c1d-bbbb"),
+        "{message}"
+    );
+    // And the prefix reaches the session: its info, loading it.
+    let whole = manager.resolve_id("77b0").unwrap().unwrap();
+    assert_eq!(manager.info_of(&whole).unwrap().session_id, "77b0e4aa-cccc");
+}
