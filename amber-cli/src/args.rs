@@ -261,6 +261,25 @@ pub(crate) enum SessionsAction {
         #[arg(long)]
         json: bool,
     },
+    /// Delete idle sessions not updated for a while (a session with a worktree is kept:
+    /// `amber-cli rm` decides about its checkout)
+    Prune {
+        /// How old, as `7d`, `12h`, `30m`
+        #[arg(long, value_name = "AGE", value_parser = age)]
+        older_than: std::time::Duration,
+        /// List what would go, delete nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the sessions (deleted, or that would be) as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// An `--older-than`: a duration as humantime reads it (`7d`, `36h`, `1w 2d`).
+fn age(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}` is not a duration like `7d` or `12h`: {e}"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -379,6 +398,10 @@ pub(crate) struct RunArgs {
     /// CI jobs on one machine never share a daemon
     #[arg(long, conflicts_with_all = ["session", "worktree"])]
     pub standalone: bool,
+    /// Delete the session when the run ends, however it ends (nothing stays in
+    /// `amber-cli sessions`)
+    #[arg(long, conflicts_with = "session")]
+    pub ephemeral: bool,
 }
 
 /// `amber-cli wait`.

@@ -135,6 +135,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 action: Some(SessionsAction::Verify { id, json }),
                 ..
             } => sessions::verify(&conn, &id, json).await,
+            Command::Sessions {
+                action:
+                    Some(SessionsAction::Prune {
+                        older_than,
+                        dry_run,
+                        json,
+                    }),
+                ..
+            } => sessions::prune(&conn, older_than, dry_run, json).await,
             Command::Sessions { action: None, json } => sessions::list(&conn, json).await,
             Command::Show { id, json } => sessions::show(&conn, &id, json).await,
             Command::Rm {

@@ -128,6 +128,17 @@ async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     };
     let result = follow.follow(events, &mut interrupts).await;
     follow.flush()?;
+    if args.ephemeral {
+        // However the turn ended; a session that is already gone is fine.
+        let client = follow.client.locked().clone();
+        if let Err(e) = client.session_delete(&session_id).await
+            && e.code() != Some(amber_proto::errors::SESSION_NOT_FOUND)
+        {
+            note(&format!(
+                "could not delete the ephemeral session {session_id}: {e}"
+            ));
+        }
+    }
     let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !args.json {
         output::emit(follow.renderer.finish())?;

@@ -52,6 +52,54 @@ pub(crate) async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
+/// `sessions prune --older-than AGE [--dry-run] [--json]`: deletes the idle sessions last
+/// updated before now − AGE that have no worktree (the daemon's `[sessions] retention_days`
+/// applies the same rule on its own, and also spares a session a client is attached to).
+pub(crate) async fn prune(
+    conn: &ConnectArgs,
+    older_than: std::time::Duration,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let client = Client::connect(connect_options(conn, false)).await?;
+    let cutoff = std::time::SystemTime::now()
+        .checked_sub(older_than)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let stale: Vec<SessionInfo> = client
+        .session_list_all()
+        .await?
+        .into_iter()
+        .filter(|s| {
+            s.state == amber_proto::SessionState::Idle
+                && s.worktree.is_none()
+                && humantime::parse_rfc3339_weak(&s.updated_at).is_ok_and(|at| at < cutoff)
+        })
+        .collect();
+    let mut gone = Vec::new();
+    for session in stale {
+        if dry_run {
+            gone.push(session);
+            continue;
+        }
+        match client.session_delete(&session.session_id).await {
+            Ok(_) => gone.push(session),
+            // Deleted meanwhile by someone else: it is gone all the same.
+            Err(e) if e.code() == Some(amber_proto::errors::SESSION_NOT_FOUND) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if json {
+        output::line(&serde_json::to_string_pretty(&gone)?)?;
+    } else if gone.is_empty() {
+        note("no session to prune");
+    } else {
+        output::line(table(&gone).trim_end())?;
+        let verb = if dry_run { "would delete" } else { "deleted" };
+        note(&format!("{verb} {} session(s)", gone.len()));
+    }
+    Ok(exit::OK)
+}
+
 /// Each id as its shortest prefix of at least [`SHORT_ID`] characters that no other of `ids`
 /// starts with: what the table shows, and what every command accepts for the id.
 pub(crate) fn short_ids(ids: &[&str]) -> Vec<String> {

@@ -32,8 +32,13 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         Some(_) => remote_workspace(args.cwd.as_deref())?,
         None => workspace(args.cwd.as_deref())?,
     };
+    let mut made = None;
     let first = match args.start() {
-        Start::New => Some(new_session(&client, &cwd, &args).await?.session_id),
+        Start::New => {
+            let id = new_session(&client, &cwd, &args).await?.session_id;
+            made = Some(id.clone());
+            Some(id)
+        }
         Start::Attach(id) => {
             // Fails here, before the screen changes, when the id is wrong; a prefix of an
             // id becomes the whole id.
@@ -67,12 +72,36 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         },
     };
     loop {
-        match session::attached(&client, &opts, &next, &mut tui, &mut keys, &mut carry).await? {
+        let outcome =
+            session::attached(&client, &opts, &next, &mut tui, &mut keys, &mut carry).await?;
+        // Leaving the session this launch made without ever prompting it: it goes, so that
+        // opening and closing `amber` leaves nothing behind (nor a `--continue` target).
+        let dropped =
+            made.take_if(|made| *made == next).is_some() && drop_if_untouched(&client, &next).await;
+        match outcome {
+            Outcome::Detach if dropped => return Ok(None),
             Outcome::Detach => return Ok(Some(next)),
             Outcome::Switch(id) => next = id,
             Outcome::Deleted => return Err(Error::SessionDeleted(next)),
         }
     }
+}
+
+/// Deletes session `id` if nothing ever happened in it (no message, nothing running or
+/// queued, no worktree); whether it did.
+async fn drop_if_untouched(client: &Client, id: &str) -> bool {
+    let Ok(got) = client.session_snapshot(id).await else {
+        return false;
+    };
+    // The system prompt is the context's first message; anything else is use.
+    let untouched = got
+        .messages
+        .iter()
+        .all(|m| m.role == amber_proto::Role::System)
+        && got.pending_approvals.is_empty()
+        && got.session.state == amber_proto::SessionState::Idle
+        && got.session.worktree.is_none();
+    untouched && client.session_delete(id).await.is_ok()
 }
 
 /// The workspace: `--cwd` or the current directory, absolute and canonical.

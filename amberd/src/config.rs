@@ -264,6 +264,9 @@ pub struct SessionsConfig {
     /// After a restart, prompts that were queued but had not started run in order (true),
     /// or each ends `turn_completed {stopReason: "cancelled"}` (false).
     pub resume_queued: bool,
+    /// Idle sessions not updated for this many days are deleted (checked at start and
+    /// hourly; a session with a worktree is kept); 0 keeps every session.
+    pub retention_days: u64,
 }
 
 impl SessionsConfig {
@@ -278,6 +281,7 @@ impl Default for SessionsConfig {
             memory_events: Self::DEFAULT_MEMORY_EVENTS,
             allow_broad_workspace: false,
             resume_queued: true,
+            retention_days: 0,
         }
     }
 }

@@ -208,6 +208,7 @@ async fn run(
     arm_idle_exit(&daemon, owns_socket_file);
 
     spawn_idle_unloader(&daemon);
+    spawn_retention(&daemon);
     spawn_resume_busy(&daemon);
     amberd::reload::spawn(daemon.clone(), config_source, daemon.shutdown.clone());
     let shutdown = daemon.shutdown.clone();
@@ -303,6 +304,32 @@ fn spawn_resume_busy(daemon: &Arc<Daemon>) {
     let daemon = daemon.clone();
     tokio::task::spawn_blocking(move || {
         daemon.sessions.resume_busy();
+    });
+}
+
+/// Deletes old idle sessions at start and then hourly when `[sessions] retention_days` says
+/// so (read each time: a config edit applies from the next check).
+fn spawn_retention(daemon: &Arc<Daemon>) {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+    let daemon = daemon.clone();
+    tokio::spawn(async move {
+        loop {
+            let days = daemon
+                .sessions
+                .services()
+                .live()
+                .config
+                .sessions
+                .retention_days;
+            if days > 0 {
+                let age = std::time::Duration::from_secs(days.saturating_mul(86_400));
+                daemon.sessions.prune(age).await;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(EVERY) => {}
+                () = daemon.shutdown.cancelled() => return,
+            }
+        }
     });
 }
 

@@ -756,3 +756,79 @@ fn an_autostart_that_fails_says_why_in_the_daemons_own_words() {
     assert!(stderr.contains("max_iterations"), "{stderr}");
     assert!(stderr.contains("broken.toml"), "{stderr}");
 }
+
+#[test]
+fn an_ephemeral_run_leaves_no_session_however_it_ends() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::text("Gone after this."),
+        done(),
+        MockTurn::Status {
+            code: 400,
+            retry_after: None,
+            body: r#"{"error":{"message":"refused"}}"#.into(),
+        },
+    ]);
+    let daemon = spawn(&mock);
+    for (prompt, code) in [("hi", 0), ("fail", 1)] {
+        let run = run_json(&daemon, &["--ephemeral", prompt]);
+        assert_eq!(run.code, Some(code), "{prompt}: {}", run.stderr);
+        let listed = daemon.rpc_ok("session/list", json!({}));
+        assert_eq!(listed["sessions"], json!([]), "{prompt}: {listed}");
+    }
+}
+
+#[test]
+fn sessions_prune_deletes_idle_sessions_older_than_asked_and_a_dry_run_nothing() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    let daemon = spawn(&mock);
+    let cwd = daemon.workspace.display().to_string();
+    let ids: Vec<String> = (0..2)
+        .map(|_| {
+            daemon.rpc_ok("session/new", json!({"cwd": cwd}))["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(50));
+    let prune = |extra: &[&str]| {
+        let mut cmd = daemon.cli();
+        cmd.args(["--no-autostart", "sessions", "prune", "--json"])
+            .args(extra);
+        let (code, stdout, stderr) = run_bounded(cmd);
+        assert_eq!(code, Some(0), "{stderr}");
+        let listed: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+        let mut pruned: Vec<String> = listed
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+            .collect();
+        pruned.sort();
+        pruned
+    };
+    let count = || {
+        daemon.rpc_ok("session/list", json!({}))["sessions"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let mut all = ids.clone();
+    all.sort();
+    // Older than a day: none.
+    assert_eq!(prune(&["--older-than", "1d"]), Vec::<String>::new());
+    // A dry run names them and deletes nothing.
+    assert_eq!(prune(&["--older-than", "10ms", "--dry-run"]), all);
+    assert_eq!(count(), 2);
+    assert_eq!(prune(&["--older-than", "10ms"]), all);
+    assert_eq!(count(), 0);
+    // A bad age is a usage error.
+    let mut cmd = daemon.cli();
+    cmd.args([
+        "--no-autostart",
+        "sessions",
+        "prune",
+        "--older-than",
+        "soon",
+    ]);
+    let (code, _, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(2), "{stderr}");
+}

@@ -258,3 +258,41 @@ fn amber_agent_and_sandbox_flags_shape_the_new_session() {
         "{system}"
     );
 }
+
+#[test]
+fn opening_and_closing_amber_without_a_prompt_leaves_no_session_behind() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Kept."), done()]);
+    let daemon = spawn(&mock);
+    let sessions = || {
+        daemon.rpc_ok("session/list", json!({}))["sessions"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let tmux = Tmux::new("untouched");
+    tmux.start("empty", &daemon, &[]);
+    tmux.wait("empty", "the welcome screen", |s| {
+        s.contains("Type a prompt")
+    });
+    assert_eq!(sessions(), 1, "the session exists while amber is open");
+    tmux.keys("empty", &["C-d"]);
+    let screen = tmux.wait("empty", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("[amber exited 0]"), "{screen}");
+    assert!(!screen.contains("detached from"), "{screen}");
+    assert_eq!(sessions(), 0, "the untouched session went with amber");
+
+    // One that was prompted stays, to come back to.
+    tmux.start("kept", &daemon, &[]);
+    tmux.wait("kept", "the welcome screen", |s| {
+        s.contains("Type a prompt")
+    });
+    tmux.type_text("kept", "hi");
+    tmux.keys("kept", &["Enter"]);
+    tmux.wait("kept", "the reply", |s| {
+        s.contains("Kept.") && !s.contains("working")
+    });
+    tmux.keys("kept", &["C-d"]);
+    let screen = tmux.wait("kept", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("detached from"), "{screen}");
+    assert_eq!(sessions(), 1);
+}

@@ -704,6 +704,52 @@ impl SessionManager {
         }
     }
 
+    /// Deletes the idle sessions last updated more than `age` ago (`[sessions]
+    /// retention_days`). A session with a worktree is kept: deleting it would leave its
+    /// checkout behind, and whether that goes is its owner's decision (`amber-cli rm`).
+    /// Returns the ids deleted.
+    pub async fn prune(&self, age: Duration) -> Vec<String> {
+        let Some(cutoff) = std::time::SystemTime::now().checked_sub(age) else {
+            return Vec::new();
+        };
+        let stale = |info: &SessionInfo| {
+            info.state == SessionState::Idle
+                && info.worktree.is_none()
+                && humantime::parse_rfc3339_weak(&info.updated_at).is_ok_and(|at| at < cutoff)
+        };
+        let candidates: Vec<String> = {
+            let registry = self.registry();
+            registry
+                .loaded
+                .values()
+                // Nobody attached, nothing pending or running, as for unloading.
+                .filter(|h| h.shared.unloadable(Duration::ZERO) && stale(&h.shared.info()))
+                .map(|h| h.shared.id.clone())
+                .chain(
+                    registry
+                        .stored
+                        .values()
+                        .filter(|info| stale(info))
+                        .map(|info| info.session_id.clone()),
+                )
+                .collect()
+        };
+        let mut deleted = Vec::new();
+        for id in candidates {
+            match self.delete_session(&id).await {
+                Ok(()) => deleted.push(id),
+                Err(err) => tracing::warn!(session = %id, %err, "retention: not deleted"),
+            }
+        }
+        if !deleted.is_empty() {
+            tracing::info!(
+                count = deleted.len(),
+                "retention: deleted old idle sessions"
+            );
+        }
+        deleted
+    }
+
     /// Removes a session: cancels its turn, stops its actor, ends its subscriptions, and
     /// tells the features. What a feature made for it outside the store (a worktree) stays.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {

@@ -55,3 +55,52 @@ fn a_prefix_names_the_one_session_it_starts_and_no_more() {
     let whole = manager.resolve_id("77b0").unwrap().unwrap();
     assert_eq!(manager.info_of(&whole).unwrap().session_id, "77b0e4aa-cccc");
 }
+
+#[tokio::test]
+async fn retention_deletes_old_idle_sessions_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = amber_store::Store::open(dir.path()).unwrap();
+    let day = 86_400;
+    let ago = |secs: u64| {
+        humantime::format_rfc3339_millis(std::time::SystemTime::now() - Duration::from_secs(secs))
+            .to_string()
+    };
+    // (id, last updated, has a worktree)
+    let sessions = [
+        ("old", ago(40 * day), false),
+        ("recent", ago(2 * day), false),
+        ("old-with-worktree", ago(40 * day), true),
+        ("unreadable-time", "not a time".to_owned(), false),
+    ];
+    for (id, updated, worktree) in &sessions {
+        let mut meta = draft_meta();
+        meta.info.session_id = (*id).to_owned();
+        meta.info.cwd = "/w".into();
+        meta.info.updated_at.clone_from(updated);
+        meta.info.worktree = worktree.then(|| amber_proto::WorktreeInfo {
+            path: "/data/worktrees/x".into(),
+            branch: "amber/x".into(),
+        });
+        drop(store.create(&meta).unwrap());
+    }
+    let mut services = Services::new(
+        crate::config::Config::default(),
+        &|_| None,
+        dir.path().into(),
+    )
+    .unwrap();
+    services.store = Some(store);
+    let manager = SessionManager::new(Arc::new(services));
+
+    let deleted = manager.prune(Duration::from_secs(30 * day)).await;
+    assert_eq!(deleted, ["old"]);
+    for (id, _, _) in &sessions[1..] {
+        assert!(manager.info_of(id).is_ok(), "{id} kept");
+    }
+    assert!(manager.info_of("old").is_err());
+    assert!(dir.path().join("sessions/recent").exists());
+    assert!(
+        !dir.path().join("sessions/old").exists(),
+        "gone from the store too"
+    );
+}
