@@ -57,13 +57,15 @@ impl RpcError {
 }
 
 /// An amberd error as ACP sees it: amber's "session not found" is ACP's resource not
-/// found; everything else keeps its message.
+/// found; everything else keeps its message, and amberd's own code when ACP has none for it
+/// (an editor's log then says which refusal it was).
 impl From<amber_client::ClientError> for RpcError {
     fn from(e: amber_client::ClientError) -> Self {
         match e.code() {
             Some(-32001) => RpcError::new(RESOURCE_NOT_FOUND, e.to_string()),
             Some(INVALID_PARAMS) | Some(-32004) => RpcError::invalid_params(e.to_string()),
-            _ => RpcError::internal(e.to_string()),
+            Some(code) => RpcError::internal(format!("amberd error {code}: {e}")),
+            None => RpcError::internal(e.to_string()),
         }
     }
 }

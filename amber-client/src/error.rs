@@ -37,8 +37,9 @@ pub enum ClientError {
     #[error("remote daemon through `{command}`: {reason}")]
     Remote { command: String, reason: String },
 
-    /// The daemon answered a call with a JSON-RPC error.
-    #[error("daemon error {code}: {message}")]
+    /// The daemon answered a call with a JSON-RPC error. Shown in the user's words (the
+    /// code stays available as [`ClientError::code`], and in `--json` output).
+    #[error("{}", in_words(*code, message))]
     Rpc { code: i32, message: String },
 
     /// A call too large to send; nothing was sent and the connection stays up.
@@ -78,6 +79,31 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A daemon's JSON-RPC error as a person reads it: the daemon's message, with what to do
+/// next where the code says it, and no protocol number.
+fn in_words(code: i32, message: &str) -> String {
+    use amber_proto::errors;
+    let message = message.trim();
+    match code {
+        errors::SESSION_NOT_FOUND => {
+            format!("{message} (`amber-cli sessions` lists the sessions there are)")
+        }
+        errors::INVALID_PARAMS => message
+            .strip_prefix("invalid params: ")
+            .unwrap_or(message)
+            .to_owned(),
+        errors::METHOD_NOT_FOUND => format!(
+            "amberd does not know this request ({message}): it is probably older than this \
+             client; `amber-cli daemon restart` starts the installed one"
+        ),
+        errors::OVERLOADED => format!("amberd is busy ({message}); try again in a moment"),
+        errors::INTERNAL_ERROR => {
+            format!("amberd failed: {message} (its log says more: `amber-cli daemon logs`)")
+        }
+        _ => message.to_owned(),
+    }
 }
 
 impl ClientError {
@@ -128,10 +154,47 @@ mod tests {
             message: "session not found: s1".into(),
         };
         assert_eq!(err.code(), Some(-32001));
-        assert_eq!(
-            err.to_string(),
-            "daemon error -32001: session not found: s1"
-        );
         assert_eq!(ClientError::Transport("x".into()).code(), None);
+    }
+
+    #[test]
+    fn daemon_errors_read_in_words_without_protocol_numbers() {
+        let table = [
+            (
+                -32001,
+                "session not found: s1",
+                "session not found: s1 (`amber-cli sessions` lists the sessions there are)",
+            ),
+            (
+                -32602,
+                "invalid params: sessionId: missing field",
+                "sessionId: missing field",
+            ),
+            (-32602, "unknown command `exit`", "unknown command `exit`"),
+            (
+                -32601,
+                "Method not found",
+                "amberd does not know this request (Method not found): it is probably older \
+                 than this client; `amber-cli daemon restart` starts the installed one",
+            ),
+            (
+                -32003,
+                "too many connections",
+                "amberd is busy (too many connections); try again in a moment",
+            ),
+            (
+                -32004,
+                "workspace /x: not a directory",
+                "workspace /x: not a directory",
+            ),
+        ];
+        for (code, message, shown) in table {
+            let err = ClientError::Rpc {
+                code,
+                message: message.into(),
+            };
+            assert_eq!(err.to_string(), shown, "{code}");
+            assert!(!err.to_string().contains(&code.to_string()), "{code}");
+        }
     }
 }

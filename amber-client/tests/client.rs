@@ -28,7 +28,7 @@ async fn connect_initializes_and_calls() {
     assert_eq!(err.code(), Some(-32001));
     assert_eq!(
         err.to_string(),
-        "daemon error -32001: session not found: nope"
+        "session not found: nope (`amber-cli sessions` lists the sessions there are)"
     );
 
     let err = client
@@ -69,7 +69,7 @@ async fn typed_requests_send_their_methods_params_and_decode_its_result() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "daemon error -32001: session not found: s9"
+        "session not found: s9 (`amber-cli sessions` lists the sessions there are)"
     );
 }
 

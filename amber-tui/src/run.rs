@@ -74,13 +74,17 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
     loop {
         let outcome =
             session::attached(&client, &opts, &next, &mut tui, &mut keys, &mut carry).await?;
-        // Leaving the session this launch made without ever prompting it: it goes, so that
-        // opening and closing `amber` leaves nothing behind (nor a `--continue` target).
-        let dropped =
-            made.take_if(|made| *made == next).is_some() && drop_if_untouched(&client, &next).await;
         match outcome {
-            Outcome::Detach if dropped => return Ok(None),
-            Outcome::Detach => return Ok(Some(next)),
+            Outcome::Detach => {
+                // Closing with the session this launch made never prompted: it goes, so
+                // that opening and closing `amber` leaves nothing behind (nor a
+                // `--continue` target), wherever the user went in between.
+                let dropped = match made.take() {
+                    Some(made) => drop_if_untouched(&client, &made).await && made == next,
+                    None => false,
+                };
+                return Ok((!dropped).then_some(next));
+            }
             Outcome::Switch(id) => next = id,
             Outcome::Deleted => return Err(Error::SessionDeleted(next)),
         }

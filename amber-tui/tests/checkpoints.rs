@@ -659,7 +659,12 @@ fn the_local_commands_are_in_the_popup_once() {
         },
     ]);
     let names: Vec<&str> = app.commands.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["help", "diff", "sessions", "rewind", "fork"]);
+    assert_eq!(
+        names,
+        [
+            "help", "diff", "sessions", "rewind", "fork", "detach", "quit", "exit"
+        ]
+    );
     for ch in "/re".chars() {
         app.on_key(char(ch));
     }

@@ -116,7 +116,10 @@ fn sessions_show_and_rm_manage_sessions() {
     cmd.args(["--no-autostart", "show", &sid]);
     let (code, _, stderr) = run_bounded(cmd);
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("-32001"), "{stderr}");
+    // In words, with the way on, and no protocol number.
+    assert!(stderr.contains("session not found"), "{stderr}");
+    assert!(stderr.contains("amber-cli sessions"), "{stderr}");
+    assert!(!stderr.contains("-32001"), "{stderr}");
 }
 
 #[test]

@@ -233,7 +233,9 @@ fn a_failure_before_the_turn_still_ends_with_a_result_line() {
         "{result}"
     );
     assert_eq!(result["permissionDenials"], json!([]));
-    assert!(stderr.contains("-32001"), "{stderr}");
+    // The code is the result line's; a person reads words.
+    assert!(stderr.contains("session not found"), "{stderr}");
+    assert!(!stderr.contains("-32001"), "{stderr}");
     assert_eq!(mock.request_count(), 0);
 }
 

@@ -293,7 +293,11 @@ fn wait_on_an_unknown_id_exits_1_with_the_daemons_message() {
     let daemon = spawn(&mock);
     let waited = wait(&daemon, &["nope", "--json"]);
     assert_eq!(waited.code, Some(1), "{}", waited.stderr);
-    assert!(waited.stderr.contains("-32001"), "{}", waited.stderr);
+    assert!(
+        waited.stderr.contains("session not found"),
+        "{}",
+        waited.stderr
+    );
     assert!(waited.stderr.contains("nope"), "{}", waited.stderr);
 }
 

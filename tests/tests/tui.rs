@@ -296,3 +296,50 @@ fn opening_and_closing_amber_without_a_prompt_leaves_no_session_behind() {
     assert!(screen.contains("detached from"), "{screen}");
     assert_eq!(sessions(), 1);
 }
+
+#[test]
+fn help_lists_every_command_shift_tab_cycles_the_mode_and_exit_leaves() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Noted."), done()]);
+    let daemon = spawn(&mock);
+    let tmux = Tmux::new("basics");
+    tmux.start("b", &daemon, &["--mode", "read"]);
+    tmux.wait("b", "the welcome screen", |s| s.contains("Type a prompt"));
+    let id = daemon.rpc_ok("session/list", json!({}))["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mode = || daemon.rpc_ok("session/get", json!({"sessionId": id}))["session"]["mode"].clone();
+
+    tmux.type_text("b", "/help");
+    tmux.keys("b", &["Enter"]);
+    let screen = tmux.wait("b", "the help", |s| s.contains("/rewind"));
+    for command in ["/diff", "/fork", "/quit", "/exit", "/mode", "/model"] {
+        assert!(screen.contains(command), "{command} in /help:\n{screen}");
+    }
+
+    // Shift-Tab: read → write → yolo → read.
+    for want in ["write", "yolo", "read"] {
+        tmux.keys("b", &["BTab"]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while mode() != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "mode never became {want}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    // Prompted, so the session stays; `/exit` leaves as `/detach` does.
+    tmux.type_text("b", "remember this");
+    tmux.keys("b", &["Enter"]);
+    tmux.wait("b", "the reply", |s| {
+        s.contains("Noted.") && !s.contains("working")
+    });
+    tmux.type_text("b", "/exit");
+    tmux.keys("b", &["Enter"]);
+    let screen = tmux.wait("b", "amber to exit", |s| s.contains("[amber exited"));
+    assert!(screen.contains("[amber exited 0]"), "{screen}");
+    assert!(screen.contains("detached from"), "{screen}");
+    assert!(!screen.contains("-32602"), "{screen}");
+}

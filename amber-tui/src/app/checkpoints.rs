@@ -36,6 +36,13 @@ pub const LOCAL_COMMANDS: &[(&str, &str)] = &[
         "fork",
         "continue in a new session with this conversation (/fork TURN: before that turn)",
     ),
+    (
+        "detach",
+        "leave amber; the session keeps running in amberd (also /quit, /exit, Ctrl-D)",
+    ),
+    ("quit", "leave amber (as /detach)"),
+    ("exit", "leave amber (as /detach)"),
+    ("help", "list every command, amber's own and the daemon's"),
 ];
 
 /// Rows the preview scrolls per PgUp / PgDn.

@@ -111,6 +111,23 @@ impl App {
             return;
         }
         match key.code {
+            // Shift-Tab: the next mode, read → write → yolo → read (the daemon's `/mode`).
+            KeyCode::BackTab => {
+                let next = match self.session.as_ref().map(|s| s.mode) {
+                    Some(amber_proto::Mode::Read) => amber_proto::Mode::Write,
+                    Some(amber_proto::Mode::Write) => amber_proto::Mode::Yolo,
+                    Some(amber_proto::Mode::Yolo) | None => amber_proto::Mode::Read,
+                };
+                // Shown at once, and a second press goes on from it; the daemon's answer
+                // (the session's next info) settles it.
+                if let Some(session) = self.session.as_mut() {
+                    session.mode = next;
+                }
+                self.request(Action::RunCommand {
+                    name: "mode".to_owned(),
+                    args: next.as_str().to_owned(),
+                });
+            }
             KeyCode::Enter if shift || alt => self.input.insert('\n'),
             KeyCode::Char('j') if ctrl => self.input.insert('\n'),
             KeyCode::Enter => return self.submit(),
@@ -209,9 +226,13 @@ impl App {
         }
         if let Some(cmd) = trimmed.strip_prefix('/') {
             let (name, args) = cmd.split_once(char::is_whitespace).unwrap_or((cmd, ""));
-            if name == "detach" {
+            if matches!(name, "detach" | "quit" | "exit") {
                 // Detaching needs no daemon round trip; the session keeps running either way.
                 self.request(Action::Detach);
+                return;
+            }
+            if name == "help" {
+                self.show_help();
                 return;
             }
             if self.local_command(name, args) {

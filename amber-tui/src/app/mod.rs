@@ -310,6 +310,39 @@ impl App {
     }
 
     /// The answer to [`Action::RunCommand`].
+    /// `/help`: this client's commands, then the daemon's (`command/list`), and the keys.
+    pub(crate) fn show_help(&mut self) {
+        let local = checkpoints::LOCAL_COMMANDS
+            .iter()
+            .map(|(name, description)| ((*name).to_owned(), (*description).to_owned()));
+        let daemon = self
+            .commands
+            .iter()
+            .filter(|c| {
+                !checkpoints::LOCAL_COMMANDS
+                    .iter()
+                    .any(|(n, _)| *n == c.name)
+            })
+            .map(|c| (c.name.clone(), c.description.clone()));
+        let rows: Vec<(String, String)> = local.chain(daemon).collect();
+        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0) + 1;
+        let mut text: Vec<String> = rows
+            .iter()
+            .map(|(name, description)| format!("/{name:<width$}  {description}"))
+            .collect();
+        text.push(String::new());
+        text.push(
+            "Enter sends · Shift-Enter a new line · Ctrl-C cancels the turn (twice: leave) · \
+             Ctrl-D on an empty prompt leaves · Ctrl-S sessions · @ completes a file"
+                .to_owned(),
+        );
+        self.transcript.push(Cell::Info {
+            text: text.join("\n"),
+            kind: InfoKind::Command,
+        });
+        self.scroll = Scroll::Follow;
+    }
+
     pub fn on_command_result(&mut self, result: Result<CommandRunResult, String>) {
         let result = match result {
             Ok(r) => r,
