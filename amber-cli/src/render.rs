@@ -171,7 +171,12 @@ impl HumanRenderer {
                 retryable,
             } => {
                 self.end_line(&mut out);
-                let retry = if *retryable { " (retrying)" } else { "" };
+                // The turn ends with this error: retries, if any, are behind it.
+                let retry = if *retryable {
+                    " (a later try may work)"
+                } else {
+                    ""
+                };
                 out.push(err(format!("! error {code}: {message}{retry}")));
                 self.last_error = Some(message.clone());
             }
@@ -488,7 +493,7 @@ mod tests {
             "? approval needed: bash  rm -rf build (destructive)\n\
              \x20 → denied: no approver connected (run with --yes to allow)\n\
              \x20 → allowed once (by client)\n\
-             ! error rate_limited: 429 (retrying)\n■ error: boom\n"
+             ! error rate_limited: 429 (a later try may work)\n■ error: boom\n"
         );
         // The turn's end does not repeat the error event it ended on.
         let (_, errs) = render_all(

@@ -127,6 +127,54 @@ async fn a_non_retryable_status_fails_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_provider_refusal_names_the_url_model_and_key_variable_and_what_to_check() {
+    // (the provider's answer, what the error must say beyond the status)
+    let table: &[(u16, &str, &[&str])] = &[
+        (
+            401,
+            r#"{"error":{"message":"invalid api key"}}"#,
+            &["the key from AMBER_API_KEY", "the key was refused"],
+        ),
+        (
+            404,
+            r#"{"error":{"message":"no such route"}}"#,
+            &["endpoint or the model was not found", "/v1"],
+        ),
+        (
+            400,
+            r#"{"error":{"message":"model `mock-model` does not exist"}}"#,
+            &["refused the model", "AMBER_MODEL"],
+        ),
+    ];
+    for (code, body, says) in table {
+        let mock = MockLlm::start(vec![MockTurn::Status {
+            code: *code,
+            retry_after: None,
+            body: (*body).into(),
+        }])
+        .await;
+        let daemon = spawn(&mock);
+        let client = connect(&daemon).await;
+        let sid = new_session(&client, &daemon, None).await;
+        let mut events = Events::live(&client, &sid).await;
+        let turn = prompt_turn(&client, &mut events, &sid, "hi").await;
+        let (_, completed) = turn_error(&turn);
+        let message = completed["message"].as_str().unwrap();
+        let url = mock.base_url();
+        for needle in [url.as_str(), "model `mock-model`"]
+            .iter()
+            .chain(says.iter())
+        {
+            assert!(
+                message.contains(needle),
+                "{code}: no {needle:?} in {message}"
+            );
+        }
+        assert!(!message.contains("test-key"), "never the key: {message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_stream_cut_mid_way_is_an_error_turn_and_the_session_stays_usable() {
     let mock = MockLlm::start(vec![MockTurn::Drop {
         chunks: vec!["Half an ".into(), "answ".into()],

@@ -16,6 +16,8 @@ pub struct Endpoint {
     /// None when nothing usable is configured; turns then fail with a hint.
     pub base_url: Option<String>,
     pub api_key: Option<String>,
+    /// Where the key was read from: `AMBER_API_KEY` when set, else the flavor's variable.
+    pub key_variable: String,
     pub model: String,
 }
 
@@ -37,7 +39,12 @@ impl Endpoint {
             .clone()
             .or_else(|| preset.map(|pr| pr.api_key_env.to_owned()))
             .unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
-        let api_key = var("AMBER_API_KEY").or_else(|| var(&key_var));
+        let amber_key = var("AMBER_API_KEY");
+        let key_variable = match amber_key {
+            Some(_) => "AMBER_API_KEY".to_owned(),
+            None => key_var.clone(),
+        };
+        let api_key = amber_key.or_else(|| var(&key_var));
         let configured_url = var("AMBER_BASE_URL").or_else(|| settings.base_url.clone());
         let base_url = configured_url.or_else(|| {
             preset
@@ -53,6 +60,7 @@ impl Endpoint {
             flavor,
             base_url,
             api_key,
+            key_variable,
             model,
         }
     }

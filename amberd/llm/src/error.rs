@@ -85,6 +85,49 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// What to check, for a failure the endpoint's settings may explain: which URL, model and
+    /// key variable were used, and the likely fix. `None` when the settings are not the
+    /// question (a cancelled request, a reply too large).
+    pub fn explain(&self, settings: &crate::LlmSettings) -> Option<String> {
+        let url = settings.base_url.as_deref().unwrap_or("no endpoint");
+        let model = match settings.model.as_str() {
+            "" => "the server's default model".to_owned(),
+            model => format!("model `{model}`"),
+        };
+        let key = match (&settings.api_key, settings.key_variable.as_deref()) {
+            (Some(_), Some(var)) => format!("the key from {var}"),
+            (Some(_), None) => "a key".to_owned(),
+            (None, Some(var)) => format!("no key ({var} is not set)"),
+            (None, None) => "no key".to_owned(),
+        };
+        let used = format!("sent to {url} with {model} and {key}");
+        let fix = match self {
+            ApiError::Http {
+                status: 401 | 403, ..
+            } => {
+                "the key was refused: check it, or set the provider's key variable \
+                  (`amber-cli doctor` checks it)"
+            }
+            ApiError::Http { status: 404, .. } => {
+                "the endpoint or the model was not found: the base URL usually ends in `/v1`, \
+                 and the model must be one the provider serves (`amber-cli doctor` lists them)"
+            }
+            ApiError::Http {
+                status: 400 | 422,
+                message,
+                ..
+            } if message.to_ascii_lowercase().contains("model") => {
+                "the provider refused the model: set one it serves (AMBER_MODEL, \
+                 `[provider] model`, or `/model`)"
+            }
+            ApiError::Connect(_) | ApiError::Timeout(_) => {
+                "nothing answered there: is the server running, and is the URL right?"
+            }
+            _ => return None,
+        };
+        Some(format!("{used}; {fix}"))
+    }
+
     /// Whether a fresh attempt may succeed (the retry loop also requires that nothing was
     /// streamed to the caller yet).
     pub fn is_retryable(&self) -> bool {

@@ -354,6 +354,7 @@ impl LlmPool {
         settings.flavor = ep.flavor.clone();
         settings.base_url = ep.base_url.clone();
         settings.api_key = ep.api_key.clone();
+        settings.key_variable = Some(ep.key_variable.clone());
         settings.model = ep.model.clone();
         settings.max_tokens = p.max_tokens;
         settings.quirks = override_quirks(
@@ -410,11 +411,11 @@ impl LlmPool {
             .clone()
             .or_else(|| preset.map(|p| p.base_url.to_owned()))
             .filter(|u| !u.trim().is_empty());
-        let api_key = table
+        let key_variable = table
             .api_key_env
             .as_deref()
-            .or(preset.map(|p| p.api_key_env))
-            .and_then(|var| self.env(var));
+            .or(preset.map(|p| p.api_key_env));
+        let api_key = key_variable.and_then(|var| self.env(var));
         let mut settings = self.base_settings();
         settings.quirks = override_quirks(
             quirks_for(preset.as_ref(), base_url.as_deref()),
@@ -426,6 +427,7 @@ impl LlmPool {
         );
         settings.base_url = base_url;
         settings.api_key = api_key;
+        settings.key_variable = key_variable.map(str::to_owned);
         settings.model = table
             .model
             .clone()

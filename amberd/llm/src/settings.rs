@@ -13,6 +13,9 @@ pub struct LlmSettings {
     /// OpenAI-compatible base such as `http://127.0.0.1:8080/v1`. `None` → `NotConfigured`.
     pub base_url: Option<String>,
     pub api_key: Option<String>,
+    /// The variable the key is read from (or would be: `OPENAI_API_KEY` when none is set),
+    /// for errors that must say where the key came from; never the key.
+    pub key_variable: Option<String>,
     /// Default model; a non-empty `ChatRequest::model` wins. Empty → omitted from the body.
     pub model: String,
     /// Retries after the first attempt.
@@ -38,6 +41,7 @@ impl Default for LlmSettings {
             flavor: "openai".to_owned(),
             base_url: None,
             api_key: None,
+            key_variable: None,
             model: String::new(),
             max_retries: 4,
             retry_base: Duration::from_millis(500),

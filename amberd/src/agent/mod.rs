@@ -375,7 +375,20 @@ impl Turn<'_, '_> {
                                compaction failed";
                 ControlFlow::Break(self.fail("context_length_exceeded", message.to_owned(), false))
             }
-            err => ControlFlow::Break(self.fail(err.code(), err.to_string(), err.is_retryable())),
+            err => {
+                // Which URL, model and key variable, and what to check: the error alone does
+                // not say what was asked of whom.
+                let explained = self.env.llm.ok().and_then(|llm| {
+                    let mut settings = llm.settings().clone();
+                    settings.model = self.env.model.to_owned();
+                    err.explain(&settings)
+                });
+                let message = match explained {
+                    Some(why) => format!("{err} ({why})"),
+                    None => err.to_string(),
+                };
+                ControlFlow::Break(self.fail(err.code(), message, err.is_retryable()))
+            }
         }
     }
 
