@@ -265,3 +265,39 @@ pub struct ProviderInfo {
 pub struct ProviderListResult {
     pub providers: Vec<ProviderInfo>,
 }
+
+/// Params of `provider/check`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderCheckParams {
+    /// A name from `provider/list`; absent: the configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// Result of `provider/check`: whether the provider is usable, as the daemon reaches it
+/// (with its key, which is never returned). `None`: the check could not tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderCheckResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The model a new session would use (empty: the server's default).
+    pub model: String,
+    pub key_set: bool,
+    /// An HTTP answer came back.
+    pub reachable: bool,
+    /// The status of `GET {baseUrl}/models`, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_accepted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_known: Option<bool>,
+    /// What the provider lists (at most 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// What is wrong, in words; absent when the provider is usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

@@ -15,13 +15,14 @@ use crate::{
     CheckpointDiffParams, CheckpointDiffResult, CheckpointListParams, CheckpointListResult,
     CommandListResult, CommandRunParams, CommandRunResult, Empty, Event, InitializeParams,
     InitializeResult, McpAddParams, McpListResult, McpServerInfo, NameParams, PanelGetParams,
-    PanelGetResult, PanelListResult, PluginInfo, PluginListResult, ProviderListResult,
-    SandboxSelftestResult, SessionCancelResult, SessionCompactResult, SessionDeleteParams,
-    SessionForkParams, SessionGetParams, SessionGetResult, SessionIdParams, SessionInfo,
-    SessionListParams, SessionListResult, SessionNewParams, SessionPromptParams,
-    SessionPromptResult, SessionRewindParams, SessionRewindResult, SessionSetModeParams,
-    SessionSetModelParams, SessionSubscribeParams, SessionVerifyResult, StatusGetResult,
-    SubscriptionId, SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
+    PanelGetResult, PanelListResult, PluginInfo, PluginListResult, ProviderCheckParams,
+    ProviderCheckResult, ProviderListResult, SandboxSelftestResult, SessionCancelResult,
+    SessionCompactResult, SessionDeleteParams, SessionForkParams, SessionGetParams,
+    SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
+    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionRewindParams,
+    SessionRewindResult, SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams,
+    SessionVerifyResult, StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams,
+    ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -159,6 +160,10 @@ method!(
     ProviderList = "provider/list", Empty => ProviderListResult
 );
 method!(
+    /// amber extension: whether a provider is usable (reachable, key accepted, model served).
+    ProviderCheck = "provider/check", ProviderCheckParams => ProviderCheckResult
+);
+method!(
     /// amber extension: a two-second check, through the real sandbox, that a write outside a
     /// workspace and a loopback connect are refused and a write inside it is not.
     SandboxSelftest = "sandbox/selftest", Empty => SandboxSelftestResult
@@ -268,6 +273,8 @@ pub const PANEL_GET: &str = PanelGet::NAME;
 pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
 /// amber extension: the LLM providers a session can select.
 pub const PROVIDER_LIST: &str = ProviderList::NAME;
+/// amber extension: whether a provider is usable.
+pub const PROVIDER_CHECK: &str = ProviderCheck::NAME;
 /// amber extension: check the OS sandbox's enforcement through the real helper.
 pub const SANDBOX_SELFTEST: &str = SandboxSelftest::NAME;
 /// amber extension: every session's changes (the TUI's switcher and notifications).
@@ -322,6 +329,7 @@ pub const EXTENSIONS: &[&str] = &[
     PANEL_LIST,
     PANEL_GET,
     PROVIDER_LIST,
+    PROVIDER_CHECK,
     SANDBOX_SELFTEST,
     SESSION_WATCH,
     SESSION_UNWATCH,

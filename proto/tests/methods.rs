@@ -68,6 +68,7 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<PanelList>(), "panel/list"),
         (row::<PanelGet>(), "panel/get"),
         (row::<ProviderList>(), "provider/list"),
+        (row::<ProviderCheck>(), "provider/check"),
         (row::<SandboxSelftest>(), "sandbox/selftest"),
         (row::<CheckpointList>(), "checkpoint/list"),
         (row::<CheckpointDiff>(), "checkpoint/diff"),

@@ -271,3 +271,45 @@ fn doctor_without_a_daemon_says_so_and_exits_1() {
         }
     }
 }
+
+#[test]
+fn doctor_fails_on_a_provider_that_cannot_serve_saying_what_to_do() {
+    let mock = mock();
+    // (how the daemon is set up, what doctor must say)
+    let cases: Vec<(DaemonOptions, &str)> = vec![
+        (DaemonOptions::default(), "no LLM endpoint is configured"),
+        (
+            DaemonOptions {
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                ..DaemonOptions::default()
+            },
+            "did not answer at http://127.0.0.1:9/v1/models",
+        ),
+        (
+            DaemonOptions {
+                base_url: Some(mock.base_url()),
+                env: vec![("AMBER_MODEL".into(), "no-such-model".into())],
+                ..DaemonOptions::default()
+            },
+            "does not serve the model `no-such-model`; it lists mock-model",
+        ),
+    ];
+    for (opts, says) in cases {
+        let daemon = TestDaemon::spawn_with(opts);
+        let (code, report, stderr) = doctor_json(&daemon);
+        assert_eq!(code, Some(1), "{says}: {report}\n{stderr}");
+        assert_eq!(report["ok"], false, "{report}");
+        let problems = report["problems"].to_string();
+        assert!(problems.contains(says), "{says}: {report}");
+        assert!(stderr.contains(says), "{says}: {stderr}");
+    }
+    // The mock's own model: served, and the key (amberd's, never shown) accepted.
+    let daemon = spawn(&mock);
+    let (_, report, _) = doctor_json(&daemon);
+    assert_eq!(report["provider"]["keyAccepted"], true, "{report}");
+    assert_eq!(report["provider"]["modelKnown"], true, "{report}");
+    assert!(
+        !report["problems"].to_string().contains("provider"),
+        "{report}"
+    );
+}

@@ -1,13 +1,16 @@
 //! `doctor`: is this amber set up to work, and safely? Connects like every command (it
 //! autostarts amberd unless `--no-autostart`), reads `daemon/status` (versions, pid, uptime,
-//! the provider, what the kernel offers the sandbox), GETs the provider's `/models` from
-//! here ([`reach`]) while the daemon runs `sandbox/selftest`, then reads `daemon/status`
+//! the provider, what the kernel offers the sandbox), has amberd check its provider
+//! (`provider/check`; an older amberd: a keyless GET of `/models` from here, [`reach`])
+//! while the daemon runs `sandbox/selftest`, then reads `daemon/status`
 //! again (the self-test waits for the daemon's start-up probe, so its verdict is in), asks
 //! `trust/list` what the workspace (`--cwd`, else the current directory) would load, and
 //! prints one report ([`report`]): human text, or one JSON object with `--json`.
 //!
-//! Exit 0 when the sandbox is available and every self-test check passed; 1 when not, and
-//! when amberd cannot be reached (with its own message). Provider trouble is a warning.
+//! Exit 0 when the sandbox is available, every self-test check passed and the provider is
+//! usable: configured, answering, amberd's key accepted and the model one it serves (amberd
+//! checks that itself, `provider/check`: the models list, else one token). Exit 1 when any
+//! of these fails, each said with what to do, and when amberd cannot be reached.
 
 mod reach;
 mod report;
@@ -39,10 +42,19 @@ pub(crate) async fn doctor(
         .as_ref()
         .and_then(|p| p.base_url.as_deref())
         .map(reach::models_url);
+    // amberd checks its provider itself (with its key, from where it runs); an older one
+    // without `provider/check` gets this client's keyless GET.
     let probe = async {
-        match &url {
-            Some(url) => Some(reach::get(url).await),
-            None => None,
+        let checked = client
+            .request::<methods::ProviderCheck>(&amber_proto::ProviderCheckParams::default())
+            .await;
+        match checked {
+            Ok(check) => Probe::Checked(check),
+            Err(err) if err.code() == Some(amber_proto::errors::METHOD_NOT_FOUND) => match &url {
+                Some(url) => Probe::Reached(Some(reach::get(url).await)),
+                None => Probe::Reached(None),
+            },
+            Err(err) => Probe::Reached(Some(reach::Reach::Failed(err.to_string()))),
         }
     };
     let selftest = async {
@@ -61,7 +73,10 @@ pub(crate) async fn doctor(
     let mut report = build(
         &client,
         status,
-        provider.map(|p| ProviderPart::new(p, url, reach)),
+        provider.map(|p| match reach {
+            Probe::Checked(check) => ProviderPart::checked(p, url, check),
+            Probe::Reached(reach) => ProviderPart::reached(p, url, reach),
+        }),
         SelftestPart::from_call(selftest),
     );
     report
@@ -86,7 +101,7 @@ fn build(
     selftest: SelftestPart,
 ) -> Report {
     let server = &client.server_info().server_info;
-    let problems = report::problems(status.sandbox.as_ref(), &selftest);
+    let problems = report::problems(provider.as_ref(), status.sandbox.as_ref(), &selftest);
     Report {
         ok: problems.is_empty(),
         client: Peer {
@@ -104,7 +119,7 @@ fn build(
             uptime_ms: status.uptime_ms,
             socket: client.socket().display().to_string(),
         },
-        warnings: report::warnings(provider.as_ref(), status.sandbox.as_ref()),
+        warnings: report::warnings(status.sandbox.as_ref()),
         provider,
         sandbox: status.sandbox,
         selftest,
@@ -128,6 +143,14 @@ async fn workspace_part(client: &Client, cwd: Option<&std::path::Path>) -> Works
         },
         Err(err) => WorkspacePart::error(Some(std::path::Path::new(&dir)), format!("{err:#}")),
     }
+}
+
+/// What was learnt of the provider.
+enum Probe {
+    /// amberd's own `provider/check`.
+    Checked(amber_proto::ProviderCheckResult),
+    /// This client's keyless GET (`None`: no base URL to try).
+    Reached(Option<reach::Reach>),
 }
 
 /// amberd cannot be reached (or started): say so plainly, exit 1.

@@ -1,7 +1,7 @@
 //! What `doctor` found, as one value: its JSON shape (`--json`), its human text, and the
 //! verdict the exit code follows. Pure: no I/O.
 
-use amber_proto::{ProviderStatus, SandboxSelftestResult, SandboxStatus};
+use amber_proto::{ProviderCheckResult, ProviderStatus, SandboxSelftestResult, SandboxStatus};
 use serde::Serialize;
 
 use super::reach::Reach;
@@ -11,7 +11,8 @@ use crate::daemon::uptime;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Report {
-    /// The sandbox is available and every self-test check passed.
+    /// The sandbox is available, every self-test check passed, and the provider is usable
+    /// (configured, reachable, its key accepted, the model one it serves).
     pub ok: bool,
     pub client: Peer,
     pub daemon: DaemonPart,
@@ -103,10 +104,42 @@ pub(super) struct ProviderPart {
     pub http_status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether amberd's key was accepted (`provider/check`); absent when it could not tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_accepted: Option<bool>,
+    /// Whether the provider serves the model; absent when it could not tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_known: Option<bool>,
+    /// What the provider lists (at most 50).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 impl ProviderPart {
-    pub(super) fn new(status: ProviderStatus, url: Option<String>, reach: Option<Reach>) -> Self {
+    /// From amberd's own check (`provider/check`: with its key, from where it runs).
+    pub(super) fn checked(
+        status: ProviderStatus,
+        url: Option<String>,
+        check: ProviderCheckResult,
+    ) -> Self {
+        ProviderPart {
+            status,
+            url,
+            reachable: check.base_url.is_some().then_some(check.reachable),
+            http_status: check.status,
+            error: check.error,
+            key_accepted: check.key_accepted,
+            model_known: check.model_known,
+            models: check.models,
+        }
+    }
+
+    /// From this client's own GET, without a key (an amberd without `provider/check`).
+    pub(super) fn reached(
+        status: ProviderStatus,
+        url: Option<String>,
+        reach: Option<Reach>,
+    ) -> Self {
         let (reachable, http_status, error) = match reach {
             Some(Reach::Answered(code)) => (Some(true), Some(code), None),
             Some(Reach::Failed(why)) => (Some(false), None, Some(why)),
@@ -118,6 +151,9 @@ impl ProviderPart {
             reachable,
             http_status,
             error,
+            key_accepted: None,
+            model_known: None,
+            models: Vec::new(),
         }
     }
 }
@@ -149,8 +185,12 @@ impl SelftestPart {
 
 /// The problems that fail the check: an unavailable (or unreported) sandbox, a self-test
 /// that failed or could not run.
-pub(super) fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart) -> Vec<String> {
-    let mut out = Vec::new();
+pub(super) fn problems(
+    provider: Option<&ProviderPart>,
+    sandbox: Option<&SandboxStatus>,
+    selftest: &SelftestPart,
+) -> Vec<String> {
+    let mut out = provider_problems(provider);
     match sandbox {
         None => out.push(
             "amberd does not report its OS sandbox (an amberd older than this amber-cli?)"
@@ -184,14 +224,10 @@ pub(super) fn problems(sandbox: Option<&SandboxStatus>, selftest: &SelftestPart)
     out
 }
 
-/// Findings worth a warning that do not fail the check: the provider's (amber works
-/// offline until a prompt needs the model), and each Landlock feature an older kernel ABI
-/// lacks (the sandbox's other layers still hold; the warning says how far).
-pub(super) fn warnings(
-    provider: Option<&ProviderPart>,
-    sandbox: Option<&SandboxStatus>,
-) -> Vec<String> {
-    let mut out = provider_warnings(provider);
+/// Findings worth a warning that do not fail the check: each Landlock feature an older
+/// kernel ABI lacks (the sandbox's other layers still hold; the warning says how far).
+pub(super) fn warnings(sandbox: Option<&SandboxStatus>) -> Vec<String> {
+    let mut out = Vec::new();
     if let Some(s) = sandbox {
         for gap in &s.landlock_missing {
             out.push(format!(
@@ -206,19 +242,57 @@ pub(super) fn warnings(
     out
 }
 
-fn provider_warnings(provider: Option<&ProviderPart>) -> Vec<String> {
+/// What keeps the provider from working, each with what to do: nothing configured, no
+/// answer, the key refused, the model not served.
+fn provider_problems(provider: Option<&ProviderPart>) -> Vec<String> {
     let Some(p) = provider else {
         return Vec::new();
     };
     let mut out = Vec::new();
     if p.status.base_url.is_none() {
         out.push(
-            "no LLM endpoint is configured (set [provider] base_url or AMBER_BASE_URL, or a key such as OPENAI_API_KEY)"
+            "no LLM endpoint is configured: set AMBER_BASE_URL (and AMBER_MODEL, AMBER_API_KEY), \
+             or [provider] base_url in config.toml, or a key such as OPENAI_API_KEY"
                 .to_owned(),
         );
+        return out;
     }
-    if let (Some(url), Some(error)) = (&p.url, &p.error) {
-        out.push(format!("the provider did not answer at {url}: {error}"));
+    let url = p.url.as_deref().unwrap_or("the provider");
+    match (p.reachable, p.key_accepted, p.model_known) {
+        (Some(false), _, _) => out.push(format!(
+            "the provider did not answer at {url}: {} (is the server running, the URL right?)",
+            p.error.as_deref().unwrap_or("no answer")
+        )),
+        (_, Some(false), _) => out.push(format!(
+            "the provider refused amberd's key{}: check it (AMBER_API_KEY or the provider's key \
+             variable), then `amber-cli daemon restart`",
+            if p.status.key_set {
+                ""
+            } else {
+                " (none is set)"
+            }
+        )),
+        (_, _, Some(false)) => {
+            let listed = match p.models.len() {
+                0 => String::new(),
+                n => format!(
+                    "; it lists {}{}",
+                    p.models
+                        .iter()
+                        .take(8)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if n > 8 { ", …" } else { "" }
+                ),
+            };
+            out.push(format!(
+                "the provider does not serve the model `{}`{listed}: set AMBER_MODEL or \
+                 [provider] model",
+                p.status.model
+            ));
+        }
+        _ => {}
     }
     out
 }
@@ -257,6 +331,18 @@ pub(super) fn text(r: &Report) -> String {
                 _ => "not checked (no base URL)".to_owned(),
             };
             lines.push(row("reachable", &reach));
+            if let Some(accepted) = p.key_accepted {
+                let verdict = if accepted { "accepted" } else { "REFUSED" };
+                lines.push(row("key", verdict));
+            }
+            if let Some(known) = p.model_known {
+                let verdict = if known {
+                    "served".to_owned()
+                } else {
+                    format!("NOT SERVED ({})", p.status.model)
+                };
+                lines.push(row("model", &verdict));
+            }
         }
     }
     match &r.sandbox {
@@ -398,7 +484,7 @@ mod tests {
     }
 
     fn report(sandbox: Option<SandboxStatus>, selftest: SelftestPart) -> Report {
-        let provider = Some(ProviderPart::new(
+        let provider = Some(ProviderPart::reached(
             ProviderStatus {
                 base_url: Some("http://127.0.0.1:8080/v1".into()),
                 model: "qwen3".into(),
@@ -408,7 +494,7 @@ mod tests {
             Some("http://127.0.0.1:8080/v1/models".into()),
             Some(Reach::Answered(200)),
         ));
-        let problems = problems(sandbox.as_ref(), &selftest);
+        let problems = problems(provider.as_ref(), sandbox.as_ref(), &selftest);
         Report {
             ok: problems.is_empty(),
             client: Peer {
@@ -422,7 +508,7 @@ mod tests {
                 uptime_ms: 65_000,
                 socket: "/run/amber/amberd.sock".into(),
             },
-            warnings: warnings(provider.as_ref(), sandbox.as_ref()),
+            warnings: warnings(sandbox.as_ref()),
             workspace: None,
             provider,
             sandbox,
@@ -531,31 +617,89 @@ mod tests {
     }
 
     #[test]
-    fn provider_trouble_is_a_warning() {
-        let unconfigured = ProviderPart::new(
-            ProviderStatus {
-                base_url: None,
-                model: "gpt-4o-mini".into(),
-                key_set: false,
-                flavor: None,
-            },
-            None,
-            None,
-        );
-        assert!(warnings(Some(&unconfigured), None)[0].contains("no LLM endpoint"));
-        let down = ProviderPart::new(
-            ProviderStatus {
-                base_url: Some("http://127.0.0.1:9/v1".into()),
-                model: "m".into(),
-                key_set: false,
-                flavor: None,
-            },
-            Some("http://127.0.0.1:9/v1/models".into()),
-            Some(Reach::Failed("connection refused".into())),
-        );
-        assert_eq!(
-            warnings(Some(&down), None),
-            ["the provider did not answer at http://127.0.0.1:9/v1/models: connection refused"]
-        );
+    fn provider_trouble_fails_the_check_saying_what_to_do() {
+        let status = |base_url: Option<&str>, key_set: bool| ProviderStatus {
+            base_url: base_url.map(str::to_owned),
+            model: "qwen3".into(),
+            key_set,
+            flavor: None,
+        };
+        let url = Some("http://127.0.0.1:9/v1/models".to_owned());
+        let check = |reachable, key_accepted, model_known, models: &[&str]| ProviderCheckResult {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            model: "qwen3".into(),
+            key_set: true,
+            reachable,
+            status: reachable.then_some(200),
+            key_accepted,
+            model_known,
+            models: models.iter().map(|m| (*m).to_owned()).collect(),
+            error: (!reachable).then(|| "connection refused".to_owned()),
+        };
+        // (what was found, the problem it is, or none)
+        let table: Vec<(ProviderPart, Option<&str>)> = vec![
+            (
+                ProviderPart::reached(status(None, false), None, None),
+                Some("no LLM endpoint is configured"),
+            ),
+            (
+                ProviderPart::checked(
+                    status(Some("x"), true),
+                    url.clone(),
+                    check(false, None, None, &[]),
+                ),
+                Some("did not answer at http://127.0.0.1:9/v1/models: connection refused"),
+            ),
+            (
+                ProviderPart::checked(
+                    status(Some("x"), true),
+                    url.clone(),
+                    check(true, Some(false), None, &[]),
+                ),
+                Some("refused amberd's key"),
+            ),
+            (
+                ProviderPart::checked(
+                    status(Some("x"), false),
+                    url.clone(),
+                    check(true, Some(false), None, &[]),
+                ),
+                Some("(none is set)"),
+            ),
+            (
+                ProviderPart::checked(
+                    status(Some("x"), true),
+                    url.clone(),
+                    check(true, Some(true), Some(false), &["llama3", "mistral"]),
+                ),
+                Some("does not serve the model `qwen3`; it lists llama3, mistral"),
+            ),
+            (
+                ProviderPart::checked(
+                    status(Some("x"), true),
+                    url.clone(),
+                    check(true, Some(true), Some(true), &["qwen3"]),
+                ),
+                None,
+            ),
+            // An older amberd: only this client's GET, which any answer satisfies.
+            (
+                ProviderPart::reached(
+                    status(Some("x"), true),
+                    url.clone(),
+                    Some(Reach::Answered(401)),
+                ),
+                None,
+            ),
+        ];
+        let fine = selftest(&[true]);
+        for (part, problem) in table {
+            let found = problems(Some(&part), None, &fine);
+            // Without a sandbox report there is always that problem; the provider's comes first.
+            match problem {
+                Some(needle) => assert!(found[0].contains(needle), "{needle}: {found:?}"),
+                None => assert_eq!(found.len(), 1, "{found:?}"),
+            }
+        }
     }
 }

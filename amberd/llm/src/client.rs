@@ -103,6 +103,11 @@ impl LlmClient {
         self.inner.dialect.as_ref()
     }
 
+    /// The dialect, to build another client of this provider (`check.rs`'s probe).
+    pub(crate) fn dialect_arc(&self) -> Arc<dyn Dialect> {
+        Arc::clone(&self.inner.dialect)
+    }
+
     /// Whether this provider takes a request's `response_format` (structured output): its
     /// dialect sends it and its quirks (or `structured_output` in its settings) say it is
     /// understood.

@@ -21,6 +21,7 @@
 
 mod accumulate;
 mod anthropic;
+mod check;
 mod chunk;
 mod chunk_scan;
 mod client;
@@ -64,6 +65,7 @@ use std::time::Duration;
 use amber_proto::{Message, ReasoningItem, ToolCall, Usage};
 
 pub use accumulate::{ToolCallAccumulator, ToolCallDelta};
+pub use check::{ProviderCheck, check as check_provider};
 pub use client::LlmClient;
 pub use decode::{ChunkDelta, Decoded};
 pub use dialect::{Dialect, StreamDecoder};

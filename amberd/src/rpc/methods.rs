@@ -219,6 +219,7 @@ pub(crate) const SERVED: &[&str] = &[
     methods::PANEL_LIST,
     methods::PANEL_GET,
     methods::PROVIDER_LIST,
+    methods::PROVIDER_CHECK,
     methods::SESSION_SET_MODEL,
     methods::AGENT_LIST,
     methods::TRUST_LIST,

@@ -207,6 +207,42 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
         })
     })?;
 
+    m.async_method::<methods::ProviderCheck, _, _>(|p, d, _| async move {
+        let pool = d.sessions.services().llm.clone();
+        let provider = p.provider.as_deref();
+        let model = pool.default_model(provider);
+        let client = match pool.client(provider) {
+            Ok(client) => client,
+            // Not configured or unknown: the answer says so; the call itself succeeded.
+            Err(message) => {
+                return Ok(proto::ProviderCheckResult {
+                    base_url: None,
+                    model,
+                    key_set: false,
+                    reachable: false,
+                    status: None,
+                    key_accepted: None,
+                    model_known: None,
+                    models: Vec::new(),
+                    error: Some(message),
+                });
+            }
+        };
+        let found = amber_llm::check_provider(&client, &model).await;
+        let settings = client.settings();
+        Ok(proto::ProviderCheckResult {
+            base_url: settings.base_url.clone(),
+            model,
+            key_set: settings.api_key.is_some(),
+            reachable: found.reachable,
+            status: found.status,
+            key_accepted: found.key_accepted,
+            model_known: found.model_known,
+            models: found.models,
+            error: found.error,
+        })
+    })?;
+
     m.method::<methods::SessionSetModel>(|p, d, _| {
         let shared = d.sessions.get(&p.session_id)?.shared.clone();
         d.set_session_model(&*shared, p.model, p.provider)
