@@ -764,28 +764,68 @@ async fn without_an_approver_workspace_hooks_stay_untrusted_and_the_turn_goes_on
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_hook_runs_in_the_sandbox_and_cannot_write_outside_the_workspace() {
-    let bin = HookBin::new();
-    let outside = tempfile::Builder::new()
-        .prefix("amber-hooks-outside-")
-        .tempdir()
-        .unwrap();
-    let sentinel = outside.path().canonicalize().unwrap().join("sentinel.txt");
-    let hooks = format!(
-        "[sandbox]\nmode = \"workspace-write\"\n{}",
-        bin.hook(
+async fn the_users_own_hooks_run_as_the_user_and_a_workspaces_in_the_sandbox() {
+    // (where the hook is configured, its extra lines, whether it may write outside)
+    let table: &[(&str, &str, bool)] = &[
+        ("config", "", true),
+        ("config", "sandbox = true", false),
+        // A repository cannot take its hooks out of the sandbox.
+        ("workspace", "sandbox = false", false),
+        ("workspace", "", false),
+    ];
+    for (from, extra, escapes) in table {
+        let bin = HookBin::new();
+        let outside = tempfile::Builder::new()
+            .prefix("amber-hooks-outside-")
+            .tempdir()
+            .unwrap();
+        let sentinel = outside.path().canonicalize().unwrap().join("sentinel.txt");
+        let hook = bin.hook(
             "user_prompt",
             &["escape", &sentinel.display().to_string()],
-            ""
-        )
-    );
-    let mock = MockLlm::start(vec![MockTurn::text("ok"), done()]).await;
-    let daemon = spawn_config(&mock, &format!("{FAST_RETRIES}{hooks}"));
-    let (client, sid, mut events) = session(&daemon, false, None).await;
-    let turn = prompt_turn(&client, &mut events, &sid, "hello").await;
-    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
-    let attempt = std::fs::read_to_string(daemon.workspace.join("escape-attempt.txt"))
-        .expect("the hook ran and wrote inside the workspace");
-    assert!(attempt.starts_with("refused"), "{attempt}");
-    assert!(!sentinel.exists(), "the hook wrote outside the workspace");
+            extra,
+        );
+        let config = match *from {
+            "config" => hook.clone(),
+            _ => String::new(),
+        };
+        let mock = MockLlm::start(Vec::new()).await;
+        mock.set_responder(|_| MockTurn::text("ok"));
+        let daemon = spawn_config(
+            &mock,
+            &format!("{FAST_RETRIES}[sandbox]\nmode = \"workspace-write\"\n{config}"),
+        );
+        let (client, sid, mut events) = session(&daemon, true, None).await;
+        let case = format!("{from} hook, `{extra}`");
+        if *from == "workspace" {
+            let file = daemon.workspace.join(".amber/hooks.toml");
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, &hook).unwrap();
+            // Trusted first (a person's answer), so that it runs at all.
+            client.session_prompt(&sid, "trust it").await.unwrap();
+            let (_, asked) = next_approval(&mut events).await;
+            assert_eq!(asked["tool"], "hooks", "{case}: {asked}");
+            answer(&client, &sid, &asked, Decision::AllowAlways).await;
+            within(&case, events.turn()).await;
+            let _ = std::fs::remove_file(daemon.workspace.join("escape-attempt.txt"));
+            let _ = std::fs::remove_file(&sentinel);
+        }
+        let turn = prompt_turn(&client, &mut events, &sid, "hello").await;
+        assert_eq!(stop_reason(&turn), "end_turn", "{case}: {turn:#?}");
+        let attempt = std::fs::read_to_string(daemon.workspace.join("escape-attempt.txt"))
+            .unwrap_or_else(|_| panic!("{case}: the hook did not run"));
+        match escapes {
+            true => {
+                assert_eq!(attempt, "wrote", "{case}");
+                assert!(sentinel.exists(), "{case}");
+            }
+            false => {
+                assert!(attempt.starts_with("refused"), "{case}: {attempt}");
+                assert!(
+                    !sentinel.exists(),
+                    "{case}: the hook wrote outside the workspace"
+                );
+            }
+        }
+    }
 }

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 pub use decision::HookFailure;
 pub use input::HookInput;
 pub use process::HookEnv;
-pub use spec::{HookEvent, HookSpec, HooksFile};
+pub use spec::{HookEvent, HookOrigin, HookSpec, HooksFile};
 
 /// The daemon's hooks state, shared by every session (`Services::hooks`): the config file's
 /// hooks behind one cell a config reload replaces, and where hook inputs are written.
@@ -42,11 +42,19 @@ pub struct Hooks {
     scratch: PathBuf,
 }
 
+/// The config file's hooks, marked as the user's own.
+fn users(mut hooks: Vec<HookSpec>) -> Vec<HookSpec> {
+    for hook in &mut hooks {
+        hook.origin = HookOrigin::UserConfig;
+    }
+    hooks
+}
+
 impl Hooks {
     /// `config`: `[[hooks]]` of config.toml (already checked by `Config::parse`).
     pub fn new(config: Vec<HookSpec>, data_dir: &Path) -> Hooks {
         Hooks {
-            config: RwLock::new(config.into()),
+            config: RwLock::new(users(config).into()),
             scratch: data_dir.join("hooks"),
         }
     }
@@ -58,7 +66,7 @@ impl Hooks {
 
     /// A reloaded config's hooks: events from now on use these.
     pub fn replace_config_hooks(&self, hooks: Vec<HookSpec>) {
-        *self.config.write_locked() = hooks.into();
+        *self.config.write_locked() = users(hooks).into();
     }
 
     /// The directory of hook input files.

@@ -135,15 +135,21 @@ async fn spawn_and_wait(
     let Some((program, args)) = hook.command.split_first() else {
         return HookRun::failed(Exit::SpawnFailed("its command is empty".into()));
     };
+    // The user's own hook runs as the user's command; a workspace's, in the session's sandbox.
+    let sandbox = match hook.runs_as_user() {
+        true => &ToolSandbox::Off,
+        false => &env.sandbox,
+    };
     // Taken before it starts: what the hook plants that the mounts cannot protect.
-    let (git_guard, guarded_spec) = match &env.sandbox {
+    let (git_guard, guarded_spec) = match sandbox {
         ToolSandbox::On(spec) => amber_tools::git_guard::GitGuard::around(spec)
             .map_or((None, None), |(guard, spec)| (Some(guard), Some(spec))),
         ToolSandbox::Off | ToolSandbox::Unavailable { .. } => (None, None),
     };
-    let contained = match &env.sandbox {
+    let contained = match sandbox {
         ToolSandbox::On(spec) => SpawnSandbox::Sandboxed(guarded_spec.as_ref().unwrap_or(spec)),
-        // A hook is the user's own (or a trusted repository's) configuration.
+        // The user's own configuration (or, without a kernel sandbox, a trusted
+        // repository's, which was trusted knowing that).
         ToolSandbox::Off | ToolSandbox::Unavailable { .. } => {
             SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user())
         }

@@ -71,9 +71,33 @@ pub struct HookSpec {
     /// Killed (with everything it started) after this long.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// A hook of the user's own config runs as the user, outside the OS sandbox, unless this
+    /// is `true`. A workspace's hooks always run in the session's sandbox: a repository's
+    /// file cannot say otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
+    /// Where the hook was configured. Never read from a file: every hook is a workspace's
+    /// (sandboxed) until the daemon marks the config file's as the user's.
+    #[serde(skip)]
+    pub origin: HookOrigin,
+}
+
+/// Whose configuration a hook comes from, which decides where it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HookOrigin {
+    /// A workspace's `.amber/hooks.toml`, trusted: in the session's sandbox.
+    #[default]
+    Workspace,
+    /// The user's `config.toml`: as the user's own command (as git runs the user's hooks).
+    UserConfig,
 }
 
 impl HookSpec {
+    /// Whether it runs outside the OS sandbox: the user's own hook that did not ask for it.
+    pub fn runs_as_user(&self) -> bool {
+        self.origin == HookOrigin::UserConfig && self.sandbox != Some(true)
+    }
+
     /// Whether the hook runs for `event` on `tool` (`None` for events without a tool).
     pub fn applies(&self, event: HookEvent, tool: Option<&str>) -> bool {
         if self.event != event {

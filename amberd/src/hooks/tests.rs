@@ -19,6 +19,8 @@ fn spec(event: HookEvent, command: &[&str]) -> HookSpec {
         command: command.iter().map(|s| (*s).to_owned()).collect(),
         matcher: None,
         timeout_ms: 2_000,
+        sandbox: None,
+        origin: HookOrigin::Workspace,
     }
 }
 
