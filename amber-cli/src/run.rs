@@ -249,6 +249,9 @@ async fn start(
     if let Some(note) = drift {
         crate::output::note(&note);
     }
+    if let Some(warning) = amber_client::drift::config_warning(&client).await {
+        crate::output::note(&warning);
+    }
     let remote = client.remote().is_some();
 
     let (info, after_seq) = match &args.session {

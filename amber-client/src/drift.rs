@@ -81,6 +81,19 @@ fn differences(daemon: &ProviderStatus, env: &dyn Fn(&str) -> Option<String>) ->
     differs
 }
 
+/// The daemon's config file was edited but not applied (it did not load): what a client
+/// says at its start so that a rejected edit is never silent (`daemon/status.configError`:
+/// file, line and column, and why).
+pub async fn config_warning(client: &crate::Client) -> Option<String> {
+    let status = client.daemon_status().await.ok()?;
+    let error = status.config_error?;
+    Some(format!(
+        "warning: amberd did not apply the last edit of its config (the one before it is in \
+         force): {}",
+        error.trim_end()
+    ))
+}
+
 /// How long a daemon asked to stop may take to be gone before the restart gives up.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 

@@ -27,6 +27,11 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
     let client = Client::connect(opts.clone()).await?;
     // Shown in the first session's transcript (the screen is not up yet).
     let (client, drift) = amber_client::drift::follow(client, &opts).await?;
+    let config = amber_client::drift::config_warning(&client).await;
+    let drift = match (drift, config) {
+        (Some(drift), Some(config)) => Some(format!("{drift}\n{config}")),
+        (drift, config) => drift.or(config),
+    };
     let cwd = match opts.remote {
         // A directory on the remote host: the daemon there resolves it.
         Some(_) => remote_workspace(args.cwd.as_deref())?,

@@ -149,6 +149,24 @@ async fn an_invalid_edit_while_a_turn_runs_keeps_the_last_good_config() {
     let out = daemon.cli().args(["daemon", "status"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("config       not reloaded"), "{text}");
+    // And so does every run, with the file, the line and the column.
+    mock.push([MockTurn::text("ran anyway"), done()]);
+    let mut run = daemon.cli();
+    run.args(["run", "--no-autostart", "hi"]);
+    let (code, stdout, stderr) = run_bounded(run);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("did not apply the last edit of its config")
+            && stderr.contains("config.toml")
+            && stderr.contains("line 1"),
+        "{stderr}"
+    );
+    // And `doctor` fails on it.
+    let mut doctor = daemon.cli();
+    doctor.args(["--no-autostart", "doctor"]);
+    let (code, stdout, stderr) = run_bounded(doctor);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("was not applied"), "{stderr}");
 
     // Fixed: the error goes away.
     write_config(&daemon, &good.replace("good-model", "fixed-model"));

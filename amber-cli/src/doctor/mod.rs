@@ -101,7 +101,13 @@ fn build(
     selftest: SelftestPart,
 ) -> Report {
     let server = &client.server_info().server_info;
-    let problems = report::problems(provider.as_ref(), status.sandbox.as_ref(), &selftest);
+    let mut problems = report::problems(provider.as_ref(), status.sandbox.as_ref(), &selftest);
+    if let Some(error) = &status.config_error {
+        problems.push(format!(
+            "the last edit of the config was not applied (the one before it is in force): {}",
+            error.trim_end()
+        ));
+    }
     Report {
         ok: problems.is_empty(),
         client: Peer {
