@@ -244,6 +244,12 @@ pub(crate) enum Command {
         /// Target shell
         shell: clap_complete::Shell,
     },
+    /// Write man pages (amber-cli.1 and one per subcommand) into DIR
+    #[command(hide = true)]
+    Man {
+        /// Where the pages go (created if missing)
+        dir: PathBuf,
+    },
 }
 
 /// How a TURN argument is read (the help of `diff`, `rewind` and `fork`).

@@ -116,6 +116,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Completions { shell } = command {
         return completions(shell);
     }
+    if let Command::Man { dir } = &command {
+        std::fs::create_dir_all(dir)?;
+        clap_mangen::generate_to(Cli::command(), dir)?;
+        return Ok(exit::OK);
+    }
     if conn.remote.as_deref().is_some_and(|h| !h.trim().is_empty())
         && let Some(what) = local_only(&command)
     {
@@ -228,7 +233,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 amber_acp::serve(output::connect_options(&conn, true)).await?;
                 Ok(exit::OK)
             }
-            Command::Completions { .. } => Ok(exit::OK),
+            Command::Completions { .. } | Command::Man { .. } => Ok(exit::OK),
         }
     });
     // Dropping the runtime would wait for its blocking tasks, and an inline approval prompt

@@ -59,6 +59,9 @@ pub struct Args {
     /// $AMBER_REMOTE_COMMAND, `{host}` replaced). `--cwd` then names a directory there.
     #[arg(long, value_name = "HOST", global = true, env = "AMBER_REMOTE")]
     pub remote: Option<String>,
+    /// Print amber's man page (roff) and exit (the installer writes it to amber.1).
+    #[arg(long, hide = true)]
+    pub man: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -8,6 +8,13 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {
     let args = amber_tui::cli::Args::parse();
+    if args.man {
+        use clap::CommandFactory;
+        let mut page = Vec::new();
+        clap_mangen::Man::new(amber_tui::cli::Args::command()).render(&mut page)?;
+        std::io::Write::write_all(&mut std::io::stdout().lock(), &page)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let left = amber_tui::run::run(args).await;
     amber_tui::terminal::restore();
     match left {

@@ -43,6 +43,7 @@ mod guards;
 mod hooks;
 mod hostile_bridges;
 mod hostile_repository;
+mod install;
 mod llm_errors;
 mod mcp;
 mod mcp_server;
