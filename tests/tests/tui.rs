@@ -343,3 +343,53 @@ fn help_lists_every_command_shift_tab_cycles_the_mode_and_exit_leaves() {
     assert!(screen.contains("detached from"), "{screen}");
     assert!(!screen.contains("-32602"), "{screen}");
 }
+
+#[test]
+fn init_asks_the_model_for_an_agents_md_and_copy_puts_the_last_reply_on_the_clipboard() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::text("Wrote **AGENTS.md** with the build and test commands."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    let tmux = Tmux::new("initcopy");
+    tmux.start("i", &daemon, &[]);
+    // tmux keeps what a program sets with OSC 52 as a paste buffer.
+    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+    tmux.wait("i", "the welcome screen", |s| s.contains("Type a prompt"));
+
+    tmux.type_text("i", "/copy");
+    tmux.keys("i", &["Enter"]);
+    tmux.wait("i", "nothing to copy", |s| {
+        s.contains("nothing to copy yet")
+    });
+
+    tmux.type_text("i", "/init");
+    tmux.keys("i", &["Enter"]);
+    // (The prompt itself says "working", so the status line's state is what says done.)
+    tmux.wait("i", "the reply", |s| {
+        s.contains("Wrote AGENTS.md") && s.contains("· idle ·")
+    });
+    let asked = mock.requests()[0].to_string();
+    assert!(
+        asked.contains("write an AGENTS.md at its root"),
+        "the /init prompt reached the model: {asked}"
+    );
+
+    tmux.type_text("i", "/copy");
+    tmux.keys("i", &["Enter"]);
+    tmux.wait("i", "the copy note", |s| {
+        s.contains("copied the last reply")
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let buffer = tmux.run(&["show-buffer"]);
+        if buffer.contains("Wrote **AGENTS.md** with the build and test commands.") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clipboard never got the reply: {buffer:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

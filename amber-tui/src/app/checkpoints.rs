@@ -43,7 +43,21 @@ pub const LOCAL_COMMANDS: &[(&str, &str)] = &[
     ("quit", "leave amber (as /detach)"),
     ("exit", "leave amber (as /detach)"),
     ("help", "list every command, amber's own and the daemon's"),
+    (
+        "init",
+        "have the model look at this repository and write (or improve) its AGENTS.md",
+    ),
+    (
+        "copy",
+        "copy the last reply to the clipboard (OSC 52: works over ssh and in tmux)",
+    ),
 ];
+
+/// What `/init` asks the model.
+pub(crate) const INIT_PROMPT: &str = "Look at this repository — its layout, how it is built, tested and \
+linted, its conventions — and write an AGENTS.md at its root for coding agents working in it: \
+the commands to build, test and lint, where things are, and the conventions to follow. If an \
+AGENTS.md exists, improve it, keeping what is still true. Keep it short and concrete.";
 
 /// Rows the preview scrolls per PgUp / PgDn.
 const PREVIEW_PAGE: usize = 10;
@@ -221,6 +235,8 @@ impl App {
         match name {
             // The daemon's `/sessions` prints a list; here the switcher does better.
             "sessions" => self.toggle_switcher(),
+            "init" => self.send_prompt(INIT_PROMPT.to_owned()),
+            "copy" => self.copy_last_reply(),
             "rewind" => {
                 self.rewind = Some(RewindView::new());
                 self.request(Action::ListCheckpoints(CheckpointsFor::Rewind));

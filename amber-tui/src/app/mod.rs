@@ -57,6 +57,8 @@ pub enum Action {
     RefreshPanel(String),
     /// Leave the TUI; the session keeps running in the daemon.
     Detach,
+    /// Put this text on the terminal's clipboard (OSC 52).
+    Copy(String),
     /// Attach to another session.
     SwitchSession(String),
     /// `session/list` → [`Sessions::set_listed`] (the switcher opened).
@@ -310,6 +312,31 @@ impl App {
     }
 
     /// The answer to [`Action::RunCommand`].
+    /// `/copy`: the last reply of the model, as it was written (markdown), to the clipboard.
+    pub(crate) fn copy_last_reply(&mut self) {
+        let last = self.transcript.cells().rev().find_map(|cell| match cell {
+            Cell::Assistant(crate::transcript::cell::Assistant::Done(text)) => Some(text.clone()),
+            _ => None,
+        });
+        match last {
+            Some(text) => {
+                let chars = text.chars().count();
+                self.request(Action::Copy(text));
+                self.transcript.push(Cell::Info {
+                    text: format!("copied the last reply ({chars} characters)"),
+                    kind: InfoKind::Command,
+                });
+            }
+            None => {
+                self.transcript.push(Cell::Info {
+                    text: "nothing to copy yet: no reply of the model in this session".to_owned(),
+                    kind: InfoKind::Command,
+                });
+            }
+        }
+        self.scroll = Scroll::Follow;
+    }
+
     /// `/help`: this client's commands, then the daemon's (`command/list`), and the keys.
     pub(crate) fn show_help(&mut self) {
         let local = checkpoints::LOCAL_COMMANDS

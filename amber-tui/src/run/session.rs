@@ -575,6 +575,18 @@ async fn perform(
         let (c, tx, id) = (ctx.client.clone(), ctx.tx.clone(), ctx.session_id.clone());
         match action {
             Action::Detach => return Some(Outcome::Detach),
+            Action::Copy(text) => {
+                use base64::Engine;
+                // OSC 52: the terminal (or tmux, or the ssh client's terminal) sets its
+                // clipboard; no X or Wayland access needed here.
+                let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                let mut out = std::io::stdout().lock();
+                let _ = std::io::Write::write_all(
+                    &mut out,
+                    format!("\x1b]52;c;{encoded}\x07").as_bytes(),
+                );
+                let _ = std::io::Write::flush(&mut out);
+            }
             Action::SwitchSession(next) => return Some(Outcome::Switch(next)),
             Action::Reload => {
                 *stream = None;

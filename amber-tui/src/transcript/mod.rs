@@ -86,7 +86,7 @@ impl Transcript {
         self.slots.get_mut(idx)
     }
 
-    pub fn cells(&self) -> impl Iterator<Item = &Cell> {
+    pub fn cells(&self) -> impl DoubleEndedIterator<Item = &Cell> {
         self.slots.iter().map(|s| &s.cell)
     }
 
