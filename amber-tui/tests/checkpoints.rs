@@ -662,7 +662,7 @@ fn the_local_commands_are_in_the_popup_once() {
     assert_eq!(
         names,
         [
-            "help", "diff", "sessions", "rewind", "fork", "detach", "quit", "exit"
+            "help", "diff", "sessions", "rewind", "fork", "detach", "quit", "exit", "init", "copy"
         ]
     );
     for ch in "/re".chars() {
