@@ -6,7 +6,7 @@
 #
 #   scripts/release.sh [--target TRIPLE] [--out DIR]   build (release) and package
 #   scripts/release.sh --from DIR [--out DIR]          package binaries built already
-# DEB_COMPRESSION=gzip makes a faster, larger .deb (the default is xz).
+# DEB_COMPRESSION=gzip (or none) makes a faster, larger .deb (the default is xz).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 target=""

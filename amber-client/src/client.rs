@@ -380,10 +380,23 @@ impl Client {
         request_id: &str,
         decision: Decision,
     ) -> Result<ApprovalRespondResult, ClientError> {
+        self.approval_respond_with(session_id, request_id, decision, None)
+            .await
+    }
+
+    /// [`Client::approval_respond`], with what the person said (for a `deny`).
+    pub async fn approval_respond_with(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        decision: Decision,
+        feedback: Option<String>,
+    ) -> Result<ApprovalRespondResult, ClientError> {
         let params = ApprovalRespondParams {
             session_id: session_id.to_owned(),
             request_id: request_id.to_owned(),
             decision,
+            feedback,
         };
         self.request::<m::ApprovalRespond>(&params).await
     }

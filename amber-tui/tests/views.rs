@@ -194,7 +194,8 @@ fn approval_keys_answer_and_queue() {
         actions,
         [amber_tui::app::Action::Approve {
             request_id: "r_1".into(),
-            decision: amber_proto::Decision::Deny
+            decision: amber_proto::Decision::Deny,
+            feedback: None,
         }]
     );
     assert_eq!(app.approvals.len(), 1);

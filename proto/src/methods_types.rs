@@ -247,6 +247,10 @@ pub struct ApprovalRespondParams {
     pub session_id: String,
     pub request_id: String,
     pub decision: Decision,
+    /// amber: with `deny`, what the person wants instead; the model gets it in the denied
+    /// call's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

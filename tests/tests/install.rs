@@ -91,10 +91,12 @@ fn install_puts_everything_under_the_prefix_and_uninstall_takes_exactly_that_bac
 #[test]
 fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
     let scratch = tempfile::tempdir().unwrap();
-    // The real binaries, stripped: what a release ships, small enough to pack quickly.
+    // The real amber-cli and amber, stripped (the script runs them: versions, man pages,
+    // completions, units); amberd, which it only copies, stands in small, so packing stays
+    // quick on a busy machine.
     let bins = scratch.path().join("bins");
     std::fs::create_dir(&bins).unwrap();
-    for bin in ["amberd", "amber", "amber-cli"] {
+    for bin in ["amber", "amber-cli"] {
         let status = Command::new("strip")
             .arg("-o")
             .arg(bins.join(bin))
@@ -103,6 +105,7 @@ fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
             .unwrap();
         assert!(status.success(), "strip {bin}");
     }
+    std::fs::copy("/bin/true", bins.join("amberd")).unwrap();
     let out = scratch.path().join("dist");
     let mut cmd = Command::new("bash");
     cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/release.sh"))
@@ -110,7 +113,7 @@ fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
         .arg(&bins)
         .arg("--out")
         .arg(&out)
-        .env("DEB_COMPRESSION", "gzip");
+        .env("DEB_COMPRESSION", "none");
     let (code, stdout, stderr) = run_bounded(cmd);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let version = env!("CARGO_PKG_VERSION");

@@ -393,3 +393,38 @@ fn init_asks_the_model_for_an_agents_md_and_copy_puts_the_last_reply_on_the_clip
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_denial_with_words_tells_the_model_why() {
+    let mock = MockLlm::start_blocking(vec![
+        MockTurn::tool_call("bash", &json!({"command": "rm -rf build"})),
+        MockTurn::text("Understood: I will use make clean."),
+        done(),
+    ]);
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let tmux = Tmux::new("denywhy");
+    tmux.start("d", &daemon, &[]);
+    tmux.wait("d", "the welcome screen", |s| s.contains("Type a prompt"));
+    tmux.type_text("d", "clean the build");
+    tmux.keys("d", &["Enter"]);
+    let screen = tmux.wait("d", "the approval overlay", |s| {
+        s.contains("Approval needed")
+    });
+    assert!(screen.contains("e deny and say why"), "{screen}");
+    tmux.keys("d", &["e"]);
+    tmux.wait("d", "the words line", |s| s.contains("why:"));
+    tmux.type_text("d", "use make clean instead");
+    tmux.keys("d", &["Enter"]);
+    tmux.wait("d", "the reply", |s| s.contains("I will use make clean"));
+    assert!(
+        daemon.workspace.join("build").exists(),
+        "the denied call ran"
+    );
+    // The model got the words with the denied call's result.
+    let next = mock.requests()[1].to_string();
+    assert!(
+        next.contains("the user denied this call and said: use make clean instead"),
+        "{next}"
+    );
+}

@@ -77,7 +77,15 @@ impl App {
             }
             _ => {}
         }
+        if self.denying.is_some() {
+            // Typing why a call is denied: the overlay's line takes the keys.
+            return self.denying_key(key.code, ctrl);
+        }
         if let Some(approval) = self.approvals.front() {
+            if key.code == KeyCode::Char('e') {
+                self.denying = Some((approval.request_id.clone(), String::new()));
+                return;
+            }
             let decision = match key.code {
                 KeyCode::Char('y') => Some(Decision::AllowOnce),
                 KeyCode::Char('a') => Some(Decision::AllowSession),
@@ -92,6 +100,7 @@ impl App {
                 self.request(Action::Approve {
                     request_id,
                     decision,
+                    feedback: None,
                 });
             } else if key.code == KeyCode::Esc {
                 self.cancel_turn();
@@ -245,6 +254,41 @@ impl App {
             return;
         }
         self.send_prompt(text);
+    }
+
+    /// A key while typing why an approval is denied.
+    fn denying_key(&mut self, code: KeyCode, ctrl: bool) {
+        match code {
+            KeyCode::Enter => {
+                let Some((request_id, words)) = self.denying.take() else {
+                    return;
+                };
+                if self
+                    .approvals
+                    .front()
+                    .is_some_and(|a| a.request_id == request_id)
+                {
+                    self.approvals.pop_front();
+                }
+                self.request(Action::Approve {
+                    request_id,
+                    decision: Decision::Deny,
+                    feedback: Some(words).filter(|w| !w.trim().is_empty()),
+                });
+            }
+            KeyCode::Esc => self.denying = None,
+            KeyCode::Backspace => {
+                if let Some((_, words)) = self.denying.as_mut() {
+                    words.pop();
+                }
+            }
+            KeyCode::Char(c) if !ctrl => {
+                if let Some((_, words)) = self.denying.as_mut() {
+                    words.push(c);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn ctrl_c(&mut self) {

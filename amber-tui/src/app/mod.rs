@@ -48,6 +48,8 @@ pub enum Action {
     Approve {
         request_id: String,
         decision: Decision,
+        /// With a deny: what the person wants instead (the model reads it).
+        feedback: Option<String>,
     },
     /// `command/run`; the answer comes back through [`App::on_command_result`].
     RunCommand { name: String, args: String },
@@ -164,6 +166,9 @@ pub struct App {
     history_seeded: bool,
     next_local_id: u64,
     ctrl_c_armed: u32,
+    /// The approval being denied with words (`e` in the overlay): its request id, and the
+    /// words typed so far.
+    pub denying: Option<(String, String)>,
     pending: Vec<Action>,
     /// A note to add once the transcript has been reloaded.
     pub(crate) reload_note: Option<String>,
@@ -210,6 +215,7 @@ impl App {
             history_seeded: false,
             next_local_id: 1,
             ctrl_c_armed: 0,
+            denying: None,
             pending: Vec::new(),
             reload_note: None,
             switch_note: None,

@@ -616,9 +616,13 @@ async fn perform(
             Action::Approve {
                 request_id,
                 decision,
+                feedback,
             } => {
                 tokio::spawn(async move {
-                    match c.approval_respond(&id, &request_id, decision).await {
+                    match c
+                        .approval_respond_with(&id, &request_id, decision, feedback)
+                        .await
+                    {
                         Ok(r) if !r.accepted => {
                             let _ = tx.send(Msg::Error(
                                 "that approval was already answered elsewhere".into(),

@@ -107,9 +107,23 @@ pub(super) fn approval(app: &App, area: Rect, buf: &mut Buffer) {
             Span::styled("A", style::bold()),
             Span::raw(" always  "),
             Span::styled("n", style::bold()),
-            Span::raw(" deny"),
+            Span::raw(" deny  "),
+            Span::styled("e", style::bold()),
+            Span::raw(" deny and say why"),
         ]),
     ]);
+    if let Some((request_id, words)) = &app.denying
+        && *request_id == a.request_id
+    {
+        footer.push(Line::from(vec![
+            Span::styled("why: ", style::bold()),
+            Span::raw(format!("{words}▏")),
+        ]));
+        footer.push(Line::from(Span::styled(
+            "Enter denies with these words (the model reads them) · Esc back",
+            style::dim(),
+        )));
+    }
     let room =
         usize::from(area.height.saturating_sub(2)).saturating_sub(lines.len() + footer.len());
     let shown = details.len().min(room);

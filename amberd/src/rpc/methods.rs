@@ -176,7 +176,10 @@ pub(crate) fn module(
             ));
         }
         let shared = d.sessions.get(&p.session_id)?.shared.clone();
-        match shared.approvals.respond(&p.request_id, p.decision) {
+        match shared
+            .approvals
+            .respond(&p.request_id, p.decision, p.feedback)
+        {
             Ok(accepted) => Ok(proto::ApprovalRespondResult { accepted }),
             Err(err) => Err(error(errors::APPROVAL_NOT_FOUND, err.to_string())),
         }

@@ -31,6 +31,8 @@ struct Inner {
     pending: HashMap<String, Pending>,
     /// Requests already answered, in order of opening (for `accepted: false`).
     resolved: HashSet<String>,
+    /// What the person who denied a request said about it, until its call takes it.
+    feedback: HashMap<String, String>,
     order: Vec<String>,
 }
 
@@ -111,10 +113,19 @@ impl Approvals {
     }
 
     /// The first answer wins (`Ok(true)`); a later one gets `Ok(false)`.
-    pub fn respond(&self, request_id: &str, decision: Decision) -> Result<bool, UnknownRequest> {
+    pub fn respond(
+        &self,
+        request_id: &str,
+        decision: Decision,
+        feedback: Option<String>,
+    ) -> Result<bool, UnknownRequest> {
         let mut inner = self.lock();
         if let Some(pending) = inner.pending.remove(request_id) {
             inner.resolved.insert(request_id.to_owned());
+            // Before the answer: the waiting call reads it as soon as it wakes.
+            if let Some(feedback) = feedback.filter(|_| decision == Decision::Deny) {
+                inner.feedback.insert(request_id.to_owned(), feedback);
+            }
             // The waiting turn may have just been cancelled; the answer is still "taken".
             let _ = pending.answer.send(decision);
             return Ok(true);
@@ -123,6 +134,11 @@ impl Approvals {
             return Ok(false);
         }
         Err(UnknownRequest(request_id.to_owned()))
+    }
+
+    /// What the person said when denying `request_id` (`approval/respond {feedback}`), once.
+    pub fn take_feedback(&self, request_id: &str) -> Option<String> {
+        self.lock().feedback.remove(request_id)
     }
 
     /// Marks a request resolved without an answer (cancelled turn, no approver).
@@ -182,11 +198,40 @@ mod tests {
         let a = Approvals::default();
         let mut rx = a.open(approval("r1"));
         assert_eq!(a.pending().len(), 1);
-        assert!(a.respond("r1", Decision::Deny).unwrap());
-        assert!(!a.respond("r1", Decision::AllowOnce).unwrap());
+        assert!(a.respond("r1", Decision::Deny, None).unwrap());
+        assert!(!a.respond("r1", Decision::AllowOnce, None).unwrap());
         assert_eq!(rx.try_recv().unwrap(), Decision::Deny);
         assert!(a.pending().is_empty());
-        assert!(a.respond("nope", Decision::Deny).is_err());
+        assert!(a.respond("nope", Decision::Deny, None).is_err());
+    }
+
+    #[test]
+    fn a_denial_keeps_what_the_person_said_for_its_call_once() {
+        let a = Approvals::default();
+        // (the answer, the words given with it, what the call reads)
+        let table = [
+            (
+                Decision::Deny,
+                Some("use cargo nextest instead"),
+                Some("use cargo nextest instead"),
+            ),
+            (Decision::Deny, None, None),
+            // Words with an allow mean nothing: nothing was refused.
+            (Decision::AllowOnce, Some("fine"), None),
+        ];
+        for (i, (decision, words, kept)) in table.into_iter().enumerate() {
+            let id = format!("r{i}");
+            let _rx = a.open(approval(&id));
+            assert!(a.respond(&id, decision, words.map(str::to_owned)).unwrap());
+            assert_eq!(a.take_feedback(&id).as_deref(), kept, "{decision:?}");
+            assert_eq!(a.take_feedback(&id), None, "taken once");
+        }
+        // A later answer to a resolved request leaves no words behind.
+        assert!(
+            !a.respond("r0", Decision::Deny, Some("late".into()))
+                .unwrap()
+        );
+        assert_eq!(a.take_feedback("r0"), None);
     }
 
     #[test]
@@ -194,7 +239,7 @@ mod tests {
         let a = Approvals::default();
         let _rx = a.open(approval("r1"));
         assert!(a.close("r1"));
-        assert!(!a.respond("r1", Decision::AllowOnce).unwrap());
+        assert!(!a.respond("r1", Decision::AllowOnce, None).unwrap());
     }
 
     #[test]

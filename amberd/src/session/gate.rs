@@ -169,8 +169,9 @@ impl SessionGate<'_> {
             }
             _ => "this call only".to_owned(),
         };
+        let request_id = format!("apr_{}", uuid::Uuid::new_v4().simple());
         let approval = Approval {
-            request_id: format!("apr_{}", uuid::Uuid::new_v4().simple()),
+            request_id: request_id.clone(),
             call_id: call.call.id.clone(),
             tool: call.call.name.clone(),
             arguments: call.args.clone(),
@@ -190,7 +191,7 @@ impl SessionGate<'_> {
         .await;
         match refusal(answer, ask.reason()) {
             Err(denied) => denied,
-            Ok(Decision::Deny) => GateVerdict::Deny("the user denied this call".into()),
+            Ok(Decision::Deny) => denied_by_user(self.shared.approvals.take_feedback(&request_id)),
             Ok(Decision::AllowOnce | Decision::AllowSession | Decision::AllowAlways)
                 if unsandboxed =>
             {
@@ -273,7 +274,7 @@ impl SessionGate<'_> {
             )
         };
         let approval = Approval {
-            request_id,
+            request_id: request_id.clone(),
             call_id: call.call.id.clone(),
             tool: call.call.name.clone(),
             arguments: call.args.clone(),
@@ -306,7 +307,7 @@ impl SessionGate<'_> {
                 self.persist(&scopes);
                 GateVerdict::Allow
             }
-            Decision::Deny => GateVerdict::Deny("the user denied this call".into()),
+            Decision::Deny => denied_by_user(shared.approvals.take_feedback(&request_id)),
         }
     }
 
@@ -337,6 +338,24 @@ impl SessionGate<'_> {
                     .trust(self.services, &path, &appended.after, level);
             }
         }
+    }
+}
+
+/// A person's denial as the model reads it: with what they said about it, when they did
+/// (`approval/respond {feedback}`), so the model can do it another way.
+fn denied_by_user(feedback: Option<String>) -> GateVerdict {
+    /// The most of a person's words the model gets back.
+    const MAX_FEEDBACK_CHARS: usize = 2000;
+    match feedback.map(|f| {
+        f.trim()
+            .chars()
+            .take(MAX_FEEDBACK_CHARS)
+            .collect::<String>()
+    }) {
+        Some(feedback) if !feedback.is_empty() => {
+            GateVerdict::Deny(format!("the user denied this call and said: {feedback}"))
+        }
+        _ => GateVerdict::Deny("the user denied this call".into()),
     }
 }
 

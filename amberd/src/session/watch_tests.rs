@@ -248,7 +248,7 @@ async fn an_approver_watch_can_answer_and_without_one_the_request_is_denied_at_o
     assert!(
         shared
             .approvals
-            .respond(&request, Decision::AllowOnce)
+            .respond(&request, Decision::AllowOnce, None)
             .unwrap()
     );
     let verdict = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
