@@ -18,12 +18,17 @@ async fn main() -> anyhow::Result<ExitCode> {
     let left = amber_tui::run::run(args).await;
     amber_tui::terminal::restore();
     match left {
-        Ok(Some(id)) => {
-            println!(
-                "detached from {id}; it keeps running in amberd (reattach: amber --session {id})"
-            );
+        Ok(left) => {
+            // What was on screen stays in the terminal's scrollback, as text.
+            if let Some(text) = &left.scrollback {
+                println!("{text}\n");
+            }
+            if let Some(id) = left.session {
+                println!(
+                    "detached from {id}; it keeps running in amberd (reattach: amber --session {id})"
+                );
+            }
         }
-        Ok(None) => {}
         // Not a failure of amber: said plainly (no error chain), exit status 1.
         Err(e @ amber_tui::Error::SessionDeleted(_)) => {
             eprintln!("amber: {e}");

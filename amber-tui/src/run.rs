@@ -17,8 +17,16 @@ use crate::picker::{Picker, PickerAction};
 use crate::terminal::Tui;
 use session::{Carry, Console, Outcome};
 
-/// Runs `amber` with parsed arguments; returns the session it left (detached from).
-pub async fn run(args: Args) -> Result<Option<String>, Error> {
+/// How `amber` ended: the session it left (detached from; `None`: none, or one it made and
+/// dropped unused), and the transcript to leave in the terminal's scrollback.
+#[derive(Debug, Default)]
+pub struct Left {
+    pub session: Option<String>,
+    pub scrollback: Option<String>,
+}
+
+/// Runs `amber` with parsed arguments.
+pub async fn run(args: Args) -> Result<Left, Error> {
     let mut opts = ConnectOptions::new("amber", env!("CARGO_PKG_VERSION"));
     opts.socket = args.socket.clone();
     opts.autostart = !args.no_autostart;
@@ -73,7 +81,7 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
         Some(id) => id,
         None => match pick(&client, &cwd, &args, &mut tui, &mut keys).await? {
             Some(id) => id,
-            None => return Ok(None),
+            None => return Ok(Left::default()),
         },
     };
     loop {
@@ -88,7 +96,15 @@ pub async fn run(args: Args) -> Result<Option<String>, Error> {
                     Some(made) => drop_if_untouched(&client, &made).await && made == next,
                     None => false,
                 };
-                return Ok((!dropped).then_some(next));
+                // A session dropped unused has nothing worth keeping on screen either.
+                let scrollback = carry
+                    .scrollback
+                    .take()
+                    .filter(|s| !s.is_empty() && !dropped);
+                return Ok(Left {
+                    session: (!dropped).then_some(next),
+                    scrollback,
+                });
             }
             Outcome::Switch(id) => next = id,
             Outcome::Deleted => return Err(Error::SessionDeleted(next)),

@@ -294,6 +294,15 @@ fn opening_and_closing_amber_without_a_prompt_leaves_no_session_behind() {
     tmux.keys("kept", &["C-d"]);
     let screen = tmux.wait("kept", "amber to exit", |s| s.contains("[amber exited"));
     assert!(screen.contains("detached from"), "{screen}");
+    // The conversation stays in the terminal once the TUI's screen is gone, above the note.
+    let prompt = screen
+        .find("› hi")
+        .unwrap_or_else(|| panic!("no prompt left:\n{screen}"));
+    let reply = screen
+        .find("• Kept.")
+        .unwrap_or_else(|| panic!("no reply left:\n{screen}"));
+    let note = screen.find("detached from").unwrap();
+    assert!(prompt < reply && reply < note, "{screen}");
     assert_eq!(sessions(), 1);
 }
 
@@ -312,10 +321,17 @@ fn help_lists_every_command_shift_tab_cycles_the_mode_and_exit_leaves() {
 
     tmux.type_text("b", "/help");
     tmux.keys("b", &["Enter"]);
-    let screen = tmux.wait("b", "the help", |s| s.contains("/rewind"));
-    for command in ["/diff", "/fork", "/quit", "/exit", "/mode", "/model"] {
+    let screen = tmux.wait("b", "the help", |s| s.contains("/plugins"));
+    for command in ["/quit", "/exit", "/init", "/copy", "/mode", "/model"] {
         assert!(screen.contains(command), "{command} in /help:\n{screen}");
     }
+    // Its start, scrolled back to: the TUI's own commands come first.
+    tmux.keys("b", &["PPage"]);
+    let screen = tmux.wait("b", "the start of the help", |s| s.contains("/rewind"));
+    for command in ["/sessions", "/diff", "/fork"] {
+        assert!(screen.contains(command), "{command} in /help:\n{screen}");
+    }
+    tmux.keys("b", &["C-End"]);
 
     // Shift-Tab: read → write → yolo → read.
     for want in ["write", "yolo", "read"] {

@@ -60,6 +60,8 @@ pub struct Carry {
     pub sessions: Sessions,
     pub focused: bool,
     pub console: Console,
+    /// The transcript of the session left last, as text for the terminal's scrollback.
+    pub scrollback: Option<String>,
 }
 
 /// The daemon-wide side of the screen, outside any one session.
@@ -80,6 +82,7 @@ impl Carry {
             sessions: Sessions::default(),
             focused: true,
             console,
+            scrollback: None,
         }
     }
 }
@@ -161,12 +164,19 @@ pub async fn attached(
     )
     .await?;
     carry.keep_from(&mut app);
+    if outcome == Outcome::Detach {
+        let width = ratatui::crossterm::terminal::size().map_or(80, |(w, _)| w);
+        carry.scrollback = Some(app.transcript.plain_text(width, SCROLLBACK_LINES));
+    }
     if let Some(s) = stream {
         // Best effort: the daemon drops the subscription with the connection anyway.
         let _ = tokio::time::timeout(Duration::from_millis(300), s.unsubscribe()).await;
     }
     Ok(outcome)
 }
+
+/// The most of a transcript left in the scrollback on exit.
+const SCROLLBACK_LINES: usize = 2000;
 
 impl Carry {
     /// Hands what survives to the next session's app.

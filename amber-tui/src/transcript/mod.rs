@@ -86,6 +86,32 @@ impl Transcript {
         self.slots.get_mut(idx)
     }
 
+    /// The transcript as plain text at `width` columns, its last `max_lines` lines: what is
+    /// left in the terminal's scrollback when `amber` exits (the screen it drew goes with
+    /// the alternate screen).
+    pub fn plain_text(&mut self, width: u16, max_lines: usize) -> String {
+        let mut out: Vec<String> = Vec::new();
+        for slot in &mut self.slots {
+            let indent = usize::from(slot.indent());
+            let marker = slot.marker().map(|m| m.content.into_owned());
+            let lines = slot.lines(width, false);
+            for (i, line) in lines.iter().enumerate() {
+                let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+                let lead = match (&marker, i) {
+                    (Some(marker), 0) => format!("{marker:<indent$}"),
+                    _ => " ".repeat(indent),
+                };
+                out.push(format!("{lead}{text}").trim_end().to_owned());
+            }
+            out.push(String::new());
+        }
+        while out.last().is_some_and(String::is_empty) {
+            out.pop();
+        }
+        let skip = out.len().saturating_sub(max_lines);
+        out[skip..].join("\n")
+    }
+
     pub fn cells(&self) -> impl DoubleEndedIterator<Item = &Cell> {
         self.slots.iter().map(|s| &s.cell)
     }
