@@ -245,12 +245,9 @@ async fn start(
         !args.yes && std::io::stdin().is_terminal() && !prompt_from_stdin(&args.prompt);
     let opts = connect_options(conn, args.yes || interactive);
     let client = Client::connect(opts.clone()).await?;
-    let (client, drift) = amber_client::drift::follow(client, &opts).await?;
-    if let Some(note) = drift {
+    let (client, notes) = amber_client::drift::follow(client, &opts).await?;
+    for note in notes {
         crate::output::note(&note);
-    }
-    if let Some(warning) = amber_client::drift::config_warning(&client).await {
-        crate::output::note(&warning);
     }
     let remote = client.remote().is_some();
 

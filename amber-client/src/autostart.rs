@@ -157,16 +157,19 @@ fn spawn_daemon(socket: &Path, log: &Path) -> Result<Child, String> {
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| {
-        if e.kind() == io::ErrorKind::NotFound {
-            format!(
-                "`{}` not found (set $AMBER_DAEMON_BIN, or put amberd on PATH)",
-                bin.display()
-            )
-        } else {
-            format!("cannot run `{}`: {e}", bin.display())
-        }
-    })
+    cmd.spawn().map_err(|e| spawn_failure(&bin, &e))
+}
+
+/// Why `bin` (an amberd) could not be started, with the way out when it is not there.
+pub(crate) fn spawn_failure(bin: &Path, e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::NotFound {
+        format!(
+            "`{}` not found (set $AMBER_DAEMON_BIN, or put amberd on PATH)",
+            bin.display()
+        )
+    } else {
+        format!("cannot run `{}`: {e}", bin.display())
+    }
 }
 
 /// `reason`, followed by the last lines the daemon wrote to `log` before it failed (its

@@ -81,17 +81,14 @@ fn differences(daemon: &ProviderStatus, env: &dyn Fn(&str) -> Option<String>) ->
     differs
 }
 
-/// The daemon's config file was edited but not applied (it did not load): what a client
-/// says at its start so that a rejected edit is never silent (`daemon/status.configError`:
-/// file, line and column, and why).
-pub async fn config_warning(client: &crate::Client) -> Option<String> {
-    let status = client.daemon_status().await.ok()?;
-    let error = status.config_error?;
-    Some(format!(
+/// The warning for a config edit the daemon did not apply (`daemon/status.configError`:
+/// file, line and column, and why), so that a rejected edit is never silent.
+fn config_warning(error: &str) -> String {
+    format!(
         "warning: amberd did not apply the last edit of its config (the one before it is in \
          force): {}",
         error.trim_end()
-    ))
+    )
 }
 
 /// How long a daemon asked to stop may take to be gone before the restart gives up.
@@ -101,25 +98,44 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 /// a daemon a client's autostart started (not the user's, not systemd's), with no turn
 /// running, no approval pending and no other client connected, is stopped and started
 /// again with this environment — nothing is lost, sessions live in the store. Otherwise
-/// the connection is kept and the note is [`check`]'s warning. Returns the connection to
-/// use and what to tell the user.
+/// the connection is kept and the note is [`provider_drift`]'s warning (never for a remote
+/// daemon: this shell's variables are not the remote host's business). A config edit the daemon did
+/// not apply is said too. One `daemon/status` for both. Returns the connection to use and
+/// what to tell the user.
 pub async fn follow(
     client: crate::Client,
     opts: &crate::ConnectOptions,
-) -> Result<(crate::Client, Option<String>), crate::ClientError> {
+) -> Result<(crate::Client, Vec<String>), crate::ClientError> {
+    let Ok(status) = client.daemon_status().await else {
+        return Ok((client, Vec::new()));
+    };
+    let (client, drift, restarted) = follow_provider(client, opts, &status).await?;
+    // A restarted daemon read its config afresh: the old one's complaint is stale.
+    let config = status
+        .config_error
+        .as_deref()
+        .filter(|_| !restarted)
+        .map(config_warning);
+    Ok((client, drift.into_iter().chain(config).collect()))
+}
+
+/// [`follow`]'s provider part: the connection, the note, and whether the daemon was
+/// restarted.
+async fn follow_provider(
+    client: crate::Client,
+    opts: &crate::ConnectOptions,
+    status: &amber_proto::DaemonStatus,
+) -> Result<(crate::Client, Option<String>, bool), crate::ClientError> {
     let env = |key: &str| std::env::var(key).ok();
     if client.remote().is_some() || !sets_provider(&env) {
-        return Ok((client, None));
+        return Ok((client, None, false));
     }
-    let Ok(status) = client.daemon_status().await else {
-        return Ok((client, None));
-    };
     let Some(provider) = status.provider.as_ref() else {
-        return Ok((client, None));
+        return Ok((client, None, false));
     };
     let differs = differences(provider, &env);
     if differs.is_empty() {
-        return Ok((client, None));
+        return Ok((client, None, false));
     }
     let restartable = opts.autostart
         && status.autostarted == Some(true)
@@ -127,18 +143,16 @@ pub async fn follow(
         && status.connections <= 1;
     if !restartable || client.daemon_shutdown().await.is_err() {
         let warning = provider_drift(provider, &env).map(|w| format!("warning: {w}"));
-        return Ok((client, warning));
+        return Ok((client, warning, false));
     }
     drop(client);
     wait_until_gone(status.pid).await;
     let client = crate::Client::connect(opts.clone()).await?;
-    Ok((
-        client,
-        Some(format!(
-            "restarted amberd (it was idle) to follow this shell: {}",
-            differs.join(", ")
-        )),
-    ))
+    let note = format!(
+        "restarted amberd (it was idle) to follow this shell: {}",
+        differs.join(", ")
+    );
+    Ok((client, Some(note), true))
 }
 
 /// Waits (bounded) until process `pid` has exited: the socket is free once it has.
@@ -151,20 +165,6 @@ async fn wait_until_gone(pid: u32) {
     while unsafe { libc::kill(pid, 0) } == 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-/// The warning for this process's environment against the daemon `client` talks to; asks
-/// the daemon only when a provider variable is set. `None` too when the daemon cannot say
-/// (an older daemon without `provider`).
-/// A remote daemon (`--remote`) is never compared: this shell's variables are not the
-/// remote host's business.
-pub async fn check(client: &crate::Client) -> Option<String> {
-    let env = |key: &str| std::env::var(key).ok();
-    if client.remote().is_some() || !sets_provider(&env) {
-        return None;
-    }
-    let status = client.daemon_status().await.ok()?;
-    provider_drift(status.provider.as_ref()?, &env)
 }
 
 fn value(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<String> {

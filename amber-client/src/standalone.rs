@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ClientError;
-use crate::autostart::{LOG_FILE, daemon_binary, log_tail, wait_until_answering};
+use crate::autostart::{LOG_FILE, daemon_binary, log_tail, spawn_failure, wait_until_answering};
 use crate::transport::{check_socket_dir, resolve_socket, socket_dir};
 
 /// How long a stopping daemon may take before it is killed.
@@ -129,16 +129,7 @@ impl PrivateDaemon {
                 Ok(())
             });
         }
-        cmd.spawn().map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                format!(
-                    "`{}` not found (set $AMBER_DAEMON_BIN, or put amberd on PATH)",
-                    bin.display()
-                )
-            } else {
-                format!("cannot run `{}`: {e}", bin.display())
-            }
-        })
+        cmd.spawn().map_err(|e| spawn_failure(&bin, &e))
     }
 
     /// SIGTERM (the daemon ends its turns and tool processes and exits), SIGKILL after

@@ -34,12 +34,8 @@ pub async fn run(args: Args) -> Result<Left, Error> {
     opts.remote = args.remote_host().map(amber_client::Remote::from_env);
     let client = Client::connect(opts.clone()).await?;
     // Shown in the first session's transcript (the screen is not up yet).
-    let (client, drift) = amber_client::drift::follow(client, &opts).await?;
-    let config = amber_client::drift::config_warning(&client).await;
-    let drift = match (drift, config) {
-        (Some(drift), Some(config)) => Some(format!("{drift}\n{config}")),
-        (drift, config) => drift.or(config),
-    };
+    let (client, notes) = amber_client::drift::follow(client, &opts).await?;
+    let drift = (!notes.is_empty()).then(|| notes.join("\n"));
     let cwd = match opts.remote {
         // A directory on the remote host: the daemon there resolves it.
         Some(_) => remote_workspace(args.cwd.as_deref())?,

@@ -17,12 +17,20 @@ pub(crate) fn parse_for<T: DeserializeOwned>(
     params: &Params<'_>,
     daemon: &crate::daemon::Daemon,
 ) -> Result<T, ErrorObjectOwned> {
+    /// Just the id: the rest of the params (a prompt's text) is skipped, not built.
+    #[derive(serde::Deserialize)]
+    struct Named<'a> {
+        #[serde(rename = "sessionId", borrow)]
+        session_id: Option<std::borrow::Cow<'a, str>>,
+    }
     let raw = params.as_str().unwrap_or("{}");
-    // Cheap test first: only params naming a session are looked at twice.
+    // Cheap test first; and only a prefix (rare) has the params built and written again.
     if raw.contains("\"sessionId\"")
+        && let Ok(Named {
+            session_id: Some(id),
+        }) = serde_json::from_str::<Named<'_>>(raw)
+        && let Some(whole) = daemon.sessions.resolve_id(&id)?
         && let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(raw)
-        && let Some(serde_json::Value::String(id)) = object.get("sessionId")
-        && let Some(whole) = daemon.sessions.resolve_id(id)?
     {
         object.insert("sessionId".into(), serde_json::Value::String(whole));
         let rewritten = serde_json::Value::Object(object).to_string();

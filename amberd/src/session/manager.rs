@@ -200,24 +200,18 @@ impl SessionManager {
             max_budget_usd: None,
             max_tokens_total: None,
         };
+        let new = NewSession {
+            id: &id,
+            params: &params,
+            workspace: &workspace,
+            services,
+        };
         for feature in &services.features {
-            let new = NewSession {
-                id: &id,
-                params: &params,
-                workspace: &workspace,
-                services,
-            };
             feature.shape_info(&new, &mut info)?;
         }
         // Last of the checks, since it is the one that makes something.
         let mut placement = None;
         for feature in &services.features {
-            let new = NewSession {
-                id: &id,
-                params: &params,
-                workspace: &workspace,
-                services,
-            };
             placement = feature.place(&new)?;
             if placement.is_some() {
                 break;

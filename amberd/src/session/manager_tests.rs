@@ -2,14 +2,19 @@
 
 use super::*;
 
-/// A manager over a store holding sessions with exactly these ids.
-fn manager_with(ids: &[&str]) -> (SessionManager, tempfile::TempDir) {
+/// A manager over a store holding these sessions (each made by `shape` from a draft
+/// with its id and a workspace).
+fn manager_over(
+    sessions: &[&str],
+    shape: impl Fn(&str, &mut SessionMeta),
+) -> (SessionManager, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = amber_store::Store::open(dir.path()).unwrap();
-    for id in ids {
+    for id in sessions {
         let mut meta = draft_meta();
         meta.info.session_id = (*id).to_owned();
         meta.info.cwd = "/w".into();
+        shape(id, &mut meta);
         drop(store.create(&meta).unwrap());
     }
     let mut services = Services::new(
@@ -20,6 +25,11 @@ fn manager_with(ids: &[&str]) -> (SessionManager, tempfile::TempDir) {
     .unwrap();
     services.store = Some(store);
     (SessionManager::new(Arc::new(services)), dir)
+}
+
+/// A manager over a store holding sessions with exactly these ids.
+fn manager_with(ids: &[&str]) -> (SessionManager, tempfile::TempDir) {
+    manager_over(ids, |_, _| {})
 }
 
 #[test]
@@ -58,8 +68,6 @@ fn a_prefix_names_the_one_session_it_starts_and_no_more() {
 
 #[tokio::test]
 async fn retention_deletes_old_idle_sessions_and_keeps_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = amber_store::Store::open(dir.path()).unwrap();
     let day = 86_400;
     let ago = |secs: u64| {
         humantime::format_rfc3339_millis(std::time::SystemTime::now() - Duration::from_secs(secs))
@@ -72,25 +80,15 @@ async fn retention_deletes_old_idle_sessions_and_keeps_the_rest() {
         ("old-with-worktree", ago(40 * day), true),
         ("unreadable-time", "not a time".to_owned(), false),
     ];
-    for (id, updated, worktree) in &sessions {
-        let mut meta = draft_meta();
-        meta.info.session_id = (*id).to_owned();
-        meta.info.cwd = "/w".into();
+    let ids: Vec<&str> = sessions.iter().map(|(id, _, _)| *id).collect();
+    let (manager, dir) = manager_over(&ids, |id, meta| {
+        let (_, updated, worktree) = sessions.iter().find(|(s, _, _)| *s == id).unwrap();
         meta.info.updated_at.clone_from(updated);
         meta.info.worktree = worktree.then(|| amber_proto::WorktreeInfo {
             path: "/data/worktrees/x".into(),
             branch: "amber/x".into(),
         });
-        drop(store.create(&meta).unwrap());
-    }
-    let mut services = Services::new(
-        crate::config::Config::default(),
-        &|_| None,
-        dir.path().into(),
-    )
-    .unwrap();
-    services.store = Some(store);
-    let manager = SessionManager::new(Arc::new(services));
+    });
 
     let deleted = manager.prune(Duration::from_secs(30 * day)).await;
     assert_eq!(deleted, ["old"]);
