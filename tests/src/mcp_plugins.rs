@@ -149,33 +149,77 @@ pub struct HttpEverything {
     child: Child,
 }
 
+/// Whether an MCP server answers `initialize` at `port` (and not some other listener).
+fn answers_as_itself(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"readiness-probe","version":"0"}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..n]);
+        if String::from_utf8_lossy(&answer).contains("serverInfo") {
+            return true;
+        }
+    }
+    false
+}
+
 impl HttpEverything {
-    /// Starts the server and waits until it accepts connections.
+    /// Starts the server and waits until it answers an MCP `initialize` as itself. A free
+    /// port found by binding one may be taken again before the server listens (by another
+    /// test's listener): then the server exits, and a mere connect would have reached the
+    /// other listener. So readiness is the server's own answer, and a server that exited
+    /// is started again on another port.
     pub fn start() -> HttpEverything {
         use std::os::unix::process::CommandExt;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new(everything())
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("start mcp-server-everything");
-        let server = HttpEverything { port, child };
-        let deadline = Instant::now() + POLL_DEADLINE;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the HTTP MCP server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(25));
+        for _attempt in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let child = Command::new(everything())
+                .arg("streamableHttp")
+                .env("PORT", port.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .expect("start mcp-server-everything");
+            let mut server = HttpEverything { port, child };
+            let deadline = Instant::now() + POLL_DEADLINE;
+            loop {
+                if answers_as_itself(port) {
+                    return server;
+                }
+                if server.child.try_wait().ok().flatten().is_some() {
+                    // It could not listen there (the port was taken): another port.
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the HTTP MCP server did not start"
+                );
+                std::thread::sleep(Duration::from_millis(25));
+            }
         }
-        server
+        panic!("the HTTP MCP server could not find a port to listen on");
     }
 
     pub fn url(&self) -> String {
