@@ -146,12 +146,13 @@ async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             output::line(follow.tracker.text().trim_end_matches('\n'))?;
         }
         // Before the denials: a run that had some ends with their line (scripts read it).
-        if let Some(cost) = follow
-            .tracker
-            .completion()
-            .and_then(|c| cost_summary(c.cost_usd, c.session_cost_usd))
-        {
-            note(&cost);
+        if let Some(completion) = follow.tracker.completion() {
+            if let Some(cost) = cost_summary(completion.cost_usd, completion.session_cost_usd) {
+                note(&cost);
+            }
+            if let Some(confirm) = completion.confirm_usage.as_ref().and_then(confirm_summary) {
+                note(&confirm);
+            }
         }
         if let Some(summary) = denials_summary(follow.tracker.denials()) {
             note(&summary);
@@ -703,4 +704,18 @@ fn cost_summary(
         (Some(turn), _) => Some(format!("cost {turn}")),
         (None, _) => None,
     }
+}
+
+/// The line under the cost: what of it the silent confirm exchange took, when priced (a
+/// local model's tokens cost nothing worth a line; `--json` has them in `confirmUsage`).
+fn confirm_summary(confirm: &amber_proto::Usage) -> Option<String> {
+    let cost = confirm.cost_usd?;
+    let cached = match confirm.cached_tokens {
+        0 => String::new(),
+        n => format!(", {n} cached"),
+    };
+    Some(format!(
+        "  of which the confirm exchange: {cost} ({} prompt tokens{cached})",
+        confirm.prompt_tokens
+    ))
 }

@@ -124,6 +124,9 @@ pub(crate) struct ResultLine {
     /// The session's total cost after the turn (`turn_completed.sessionCostUsd`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_cost_usd: Option<CostUsd>,
+    /// The part of `usage` the silent confirm exchange spent (`turn_completed.confirmUsage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm_usage: Option<Usage>,
 }
 
 impl ResultLine {
@@ -151,6 +154,7 @@ impl ResultLine {
             output: None,
             cost_usd: None,
             session_cost_usd: None,
+            confirm_usage: None,
         }
     }
 }
@@ -171,8 +175,10 @@ impl ResultLine {
     /// failure otherwise.
     pub(crate) fn of(tracker: &TurnTracker, session_id: &str, duration_ms: u64) -> Self {
         let completion = tracker.completion();
-        let (cost_usd, session_cost_usd) =
-            completion.map_or((None, None), |c| (c.cost_usd, c.session_cost_usd));
+        let (cost_usd, session_cost_usd, confirm_usage) = completion
+            .map_or((None, None, None), |c| {
+                (c.cost_usd, c.session_cost_usd, c.confirm_usage)
+            });
         let (stop, error, usage, output) = match completion {
             Some(c) => (c.stop_reason, c.error.clone(), c.usage, c.output.clone()),
             None => (
@@ -201,6 +207,7 @@ impl ResultLine {
             output,
             cost_usd,
             session_cost_usd,
+            confirm_usage,
         }
     }
 

@@ -55,6 +55,8 @@ pub struct Completion {
     pub output: Option<Value>,
     pub cost_usd: Option<CostUsd>,
     pub session_cost_usd: Option<CostUsd>,
+    /// The part of `usage` the silent confirm exchange spent, when the turn sent one.
+    pub confirm_usage: Option<Usage>,
 }
 
 /// amberd's dispatch refuses malformed calls with `denied` too (unknown tool, arguments
@@ -165,6 +167,7 @@ impl TurnTracker {
                 output,
                 cost_usd,
                 session_cost_usd,
+                confirm_usage,
             } => {
                 self.completion = Some(Completion {
                     stop_reason: *stop_reason,
@@ -173,6 +176,7 @@ impl TurnTracker {
                     output: output.clone(),
                     cost_usd: *cost_usd,
                     session_cost_usd: *session_cost_usd,
+                    confirm_usage: *confirm_usage,
                 });
             }
             EventKind::Usage { .. } => self.requests += 1,

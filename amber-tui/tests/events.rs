@@ -176,6 +176,7 @@ fn samples() -> Vec<EventKind> {
             output: None,
             cost_usd: None,
             session_cost_usd: None,
+            confirm_usage: None,
         },
         EventKind::HookFailed {
             hook_event: "post_tool_use".into(),

@@ -164,6 +164,7 @@ fn llm(c: &mut Criterion) {
         tools: Vec::new(),
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     };
     let cancel = CancellationToken::new();
     g.throughput(Throughput::Elements(STREAM_CHUNKS as u64));

@@ -212,6 +212,9 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     /// Ask "are you finished?" after a reply without tool calls.
     pub confirm_finish: bool,
+    /// The most tokens the confirm exchange's reply may take (its answer is DONE); a reply
+    /// the cap cuts short is asked again without it. 0: no cap.
+    pub confirm_max_tokens: u32,
     /// Iteration cap of each sub-agent (`task` tool).
     pub subagent_max_iterations: u32,
     /// Sub-agents running at once in a parallel `task` call.
@@ -229,12 +232,16 @@ pub struct AgentConfig {
     pub max_tokens_total: Option<u64>,
 }
 
+/// Room for DONE, dressed up or not; the Responses API takes no cap below 16.
+const DEFAULT_CONFIRM_MAX_TOKENS: u32 = 32;
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             max_tool_iterations: 50,
             system_prompt: None,
             confirm_finish: true,
+            confirm_max_tokens: DEFAULT_CONFIRM_MAX_TOKENS,
             subagent_max_iterations: 20,
             subagent_parallel: 4,
             instruction_files: crate::instructions::DEFAULT_FILE_NAMES

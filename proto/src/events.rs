@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Approval, Decision, McpServerInfo, ResolvedBy, Role, Todo, ToolStatus, Usage};
+use crate::{
+    Approval, Decision, McpServerInfo, ResolvedBy, Role, Todo, ToolStatus, Usage, UsagePurpose,
+};
 
 /// One event of a session, as carried by `session/event` notifications.
 ///
@@ -210,6 +212,10 @@ pub enum EventKind {
         /// amber extension: the session's total cost so far (`total.costUsd`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_cost_usd: Option<crate::CostUsd>,
+        /// amber extension: which request this was, when not one of the turn's own
+        /// (`confirm`, `compaction`); absent for the turn's requests.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        purpose: Option<UsagePurpose>,
     },
     TodoUpdated {
         todos: Vec<Todo>,
@@ -240,6 +246,10 @@ pub enum EventKind {
         /// amber extension: the session's total cost after the turn, when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_cost_usd: Option<crate::CostUsd>,
+        /// amber extension: the part of `usage` spent on the silent confirm exchange
+        /// ("are you finished?"); absent when the turn sent none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirm_usage: Option<Usage>,
     },
     Error {
         code: String,
@@ -311,11 +321,17 @@ impl EventKind {
 
     /// A `usage` event: the last call's `usage` (also at the top level) and the total.
     pub fn usage(last: Usage, total: Usage) -> EventKind {
+        EventKind::usage_of(last, total, None)
+    }
+
+    /// A `usage` event of a request that is not one of the turn's own (`purpose`).
+    pub fn usage_of(last: Usage, total: Usage, purpose: Option<UsagePurpose>) -> EventKind {
         EventKind::Usage {
             usage: last,
             total,
             call: last,
             session_cost_usd: total.cost_usd,
+            purpose,
         }
     }
 

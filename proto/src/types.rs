@@ -69,6 +69,19 @@ pub struct Usage {
     pub cost_usd: Option<crate::CostUsd>,
 }
 
+/// What a request whose `usage` event names it was for, besides the turn's own requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsagePurpose {
+    /// The silent "are you finished?" exchange after a reply without tool calls.
+    Confirm,
+    /// Compaction's classify and extract requests.
+    Compaction,
+    /// A purpose this client does not know (a newer daemon's).
+    #[serde(other)]
+    Other,
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -404,7 +404,8 @@ async fn absurd_usage_saturates_the_spend_and_the_budget_still_holds() {
 async fn the_confirm_exchange_is_metered_too() {
     for unit in [Unit::Tokens, Unit::Usd] {
         let mock = MockLlm::start(Vec::new()).await;
-        mock.set_responder(|_: &Value| text("DONE"));
+        // Not DONE: that would be the finish signal, which needs no confirm exchange.
+        mock.set_responder(|_: &Value| text("Hello."));
         let config = config("").replace("confirm_finish = false", "confirm_finish = true");
         let daemon = spawn_config(&mock, &config);
         let client = connect(&daemon).await;

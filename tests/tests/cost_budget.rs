@@ -131,6 +131,38 @@ fn usage_turn_completed_session_info_and_the_result_line_carry_the_cost() {
 }
 
 #[test]
+fn the_confirm_exchange_is_its_own_line_of_the_cost() {
+    let mock = MockLlm::start_blocking(vec![text("hello"), text("DONE")]);
+    let config = priced_config().replace("confirm_finish = false", "confirm_finish = true");
+    let daemon = spawn_config(&mock, &config);
+    let (code, lines, stderr) = run_json(&daemon, &["say hello"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let result = lines.last().unwrap();
+    assert_usd(&result["costUsd"], 2.0 * CALL_USD);
+    assert_usd(&result["confirmUsage"]["costUsd"], CALL_USD);
+    assert_eq!(result["confirmUsage"]["promptTokens"], 1000, "{result}");
+    assert_eq!(result["confirmUsage"]["cachedTokens"], 400, "{result}");
+
+    // A human run prints it under the cost line.
+    mock.push([text("hello again"), text("DONE")]);
+    let mut cmd = daemon.cli();
+    cmd.args(["run", "--no-autostart", "say it again"]);
+    let (code, stdout, stderr) = run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim(), "hello again");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("cost $0.0020"))
+        .unwrap_or_else(|| panic!("no cost line: {stderr}"));
+    assert!(
+        lines[at + 1]
+            .contains("of which the confirm exchange: $0.0010 (1000 prompt tokens, 400 cached)"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_unpriced_model_has_no_cost_and_amber_cli_says_cost_unknown() {
     let mock = MockLlm::start_blocking(vec![text("hello")]);
     let daemon = spawn_config(&mock, &unpriced_config());

@@ -148,15 +148,17 @@ async fn a_tool_task_sends_back_the_pairing_and_the_signed_thinking() {
 
     let recorded = mock.recorded();
     assert_eq!(recorded.len(), 4);
-    for r in &recorded {
+    for (i, r) in recorded.iter().enumerate() {
         assert_eq!(r.path, "/v1/messages");
         assert_eq!(r.header("x-api-key"), Some("test-key"));
         assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
         assert!(r.header("authorization").is_none());
         assert_eq!(r.body["stream"], true);
+        // The last request is the silent confirm question, whose answer is DONE.
+        let cap = if i == 3 { 32 } else { 8192 };
         assert_eq!(
-            r.body["max_tokens"], 8192,
-            "the default for an unknown model"
+            r.body["max_tokens"], cap,
+            "the default for an unknown model, the confirm question's cap"
         );
         assert_eq!(r.body["system"][0]["type"], "text");
         assert_alternating(&r.body);

@@ -217,6 +217,143 @@ async fn confirm_turn_is_silent_and_leaves_no_trace() {
         (&json!("assistant"), &json!(reply))
     );
     assert_eq!(got.last_seq, *seqs(&turn).last().unwrap());
+
+    // The confirm request is the turn's with one question more and a tiny reply cap; its
+    // usage is labelled and added up on its own.
+    assert!(requests[0].get("max_tokens").is_none(), "{}", requests[0]);
+    assert_eq!(requests[1]["max_tokens"], 32);
+    let first = messages(&requests[0]);
+    let sent = messages(&requests[1]);
+    assert_eq!(sent[0], first[0], "the head is the cached prefix");
+    let usages = of_type(&turn, "usage");
+    assert_eq!(usages.len(), 2);
+    assert!(usages[0].get("purpose").is_none(), "{}", usages[0]);
+    assert_eq!(usages[1]["purpose"], "confirm");
+    let completed = of_type(&turn, "turn_completed");
+    let confirm_usage = &completed[0]["confirmUsage"];
+    assert_eq!(confirm_usage, &usages[1]["usage"], "{}", completed[0]);
+    assert!(confirm_usage["promptTokens"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_ending_with_the_finish_signal_skips_the_confirm_exchange() {
+    let mock = MockLlm::start(vec![MockTurn::Chunks(
+        ["All set: notes.txt ", "is fixed.\n\nDO", "NE\n"]
+            .map(String::from)
+            .to_vec(),
+    )])
+    .await;
+    let daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "fix notes.txt").await;
+
+    assert_eq!(stop_reason(&turn), "end_turn");
+    assert_eq!(mock.requests().len(), 1, "no confirm request after DONE");
+    let reply = "All set: notes.txt is fixed.";
+    let completed = of_type(&turn, "message_completed");
+    assert_eq!(completed.len(), 1);
+    assert_eq!(completed[0]["text"], reply);
+    // The signal line never reached a client, not even in pieces.
+    let streamed: String = of_type(&turn, "message_delta")
+        .iter()
+        .map(|d| d["delta"].as_str().unwrap())
+        .collect();
+    assert!(!streamed.contains("DO"), "{streamed:?}");
+    assert_eq!(streamed.trim_end(), reply);
+    assert!(
+        of_type(&turn, "turn_completed")[0]
+            .get("confirmUsage")
+            .is_none()
+    );
+    let got = within("session/get", client.session_get(&sid))
+        .await
+        .unwrap();
+    assert_eq!(got.messages.last().unwrap().content, reply);
+
+    // A reply that merely mentions DONE gets the confirm question as before.
+    mock.push([
+        MockTurn::text("DONE with the parser; the lexer is next."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "go on").await;
+    assert_eq!(stop_reason(&turn), "end_turn");
+    assert_eq!(mock.requests().len(), 3);
+}
+
+/// A chat-completions stream cut by `max_tokens` in the middle of a tool call's arguments.
+fn cut_tool_call() -> MockTurn {
+    let chunk = |delta: Value, finish: Value| {
+        let body = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {body}\n\n")
+    };
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+        "id": "call_cut", "type": "function",
+        "function": {"name": "write", "arguments": "{\"path\": \"ext"}}]});
+    let usage = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+        "model": "m", "choices": [],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 32, "total_tokens": 82}});
+    MockTurn::Raw(format!(
+        "{}{}data: {usage}\n\ndata: [DONE]\n\n",
+        chunk(call, Value::Null),
+        chunk(json!({}), json!("length")),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_confirm_reply_cut_by_its_cap_is_asked_again_without_it() {
+    let mock = MockLlm::start(vec![
+        MockTurn::text("I think that is all."),
+        cut_tool_call(),
+        call(
+            "call_extra",
+            "write",
+            json!({"path": "extra.txt", "content": "more"}),
+        ),
+        MockTurn::text("Now extra.txt exists too."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "write files").await;
+
+    assert_eq!(stop_reason(&turn), "end_turn");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5);
+    // The cut call never ran: the same question went out again, uncapped.
+    assert_eq!(requests[1]["max_tokens"], 32);
+    assert_eq!(messages(&requests[2]), messages(&requests[1]));
+    assert!(requests[2].get("max_tokens").is_none(), "{}", requests[2]);
+    let started: Vec<_> = of_type(&turn, "tool_call_started")
+        .iter()
+        .map(|e| e["callId"].clone())
+        .collect();
+    assert_eq!(started, [json!("call_extra")]);
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("extra.txt")).unwrap(),
+        "more"
+    );
+    // Every silent request counts as the confirm exchange's: the cut one, the one asked
+    // again, and the last question.
+    let purposes: Vec<_> = of_type(&turn, "usage")
+        .iter()
+        .map(|u| u["purpose"].clone())
+        .collect();
+    assert_eq!(
+        purposes,
+        [
+            Value::Null,
+            json!("confirm"),
+            json!("confirm"),
+            Value::Null,
+            json!("confirm")
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

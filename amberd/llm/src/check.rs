@@ -148,6 +148,7 @@ async fn one_token(client: &LlmClient, model: &str, mut found: ProviderCheck) ->
         tools: Vec::new(),
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     };
     let cancel = CancellationToken::new();
     let asked = tokio::time::timeout(

@@ -409,6 +409,7 @@ mod tests {
             tools: vec![],
             response_format: None,
             cache_key: None,
+            max_tokens: None,
         };
         let cancel = CancellationToken::new();
         let mut sink = |_: StreamEvent| {};
@@ -454,6 +455,7 @@ mod tests {
             tools: vec![],
             response_format: None,
             cache_key: None,
+            max_tokens: None,
         };
         let err = client
             .stream_chat(&req, &CancellationToken::new(), &mut |_| {})

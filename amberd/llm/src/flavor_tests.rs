@@ -292,6 +292,7 @@ fn request_shape_per_flavor() {
         tools: vec![],
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     };
     for &(name, field, include_usage, headers) in REQUEST_SHAPES {
         let settings = settings_for(name);
@@ -345,6 +346,7 @@ fn no_max_tokens_means_neither_field() {
         tools: vec![],
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     };
     for p in all_presets() {
         let dialect = make_dialect(p.flavor);
@@ -376,4 +378,42 @@ fn openrouter_attribution_headers() {
     );
     assert_eq!(h.get("x-title").unwrap(), "amber");
     assert_eq!(h.get("authorization").unwrap(), "Bearer sk-or");
+}
+
+/// A request's own cap goes out in every flavor's field, and never raises the settings'.
+#[test]
+fn request_cap_is_the_lower_of_request_and_settings() {
+    let cases: &[(Option<u32>, Option<u32>, u32)] = &[
+        // request, settings → sent
+        (Some(32), None, 32),
+        (Some(32), Some(256), 32),
+        (Some(512), Some(256), 256),
+    ];
+    for p in all_presets() {
+        let dialect = make_dialect(p.flavor);
+        for &(request_cap, settings_cap, sent) in cases {
+            let req = ChatRequest {
+                model: "m".into(),
+                messages: vec![Message::user("hi")],
+                tools: vec![],
+                response_format: None,
+                cache_key: None,
+                max_tokens: request_cap,
+            };
+            let settings = LlmSettings {
+                max_tokens: settings_cap,
+                ..settings_for(p.name)
+            };
+            let body = dialect.body(&req, &settings);
+            let field = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+                .into_iter()
+                .find(|f| body.get(*f).is_some())
+                .unwrap_or_else(|| panic!("{}: no cap in {body}", p.name));
+            assert_eq!(
+                body[field], sent,
+                "{}: {request_cap:?}/{settings_cap:?}",
+                p.name
+            );
+        }
+    }
 }

@@ -104,9 +104,20 @@ pub struct ChatRequest {
     /// A key the provider may use to route requests to the same prompt cache (the session
     /// id; OpenAI Responses' `prompt_cache_key`). `None` → not sent.
     pub cache_key: Option<String>,
+    /// A cap on this reply's tokens, below the settings' `max_tokens` (the lower of the two
+    /// is sent). `None` → the settings' alone.
+    pub max_tokens: Option<u32>,
 }
 
 impl ChatRequest {
+    /// The reply's token cap to send: the lower of the request's and the settings'.
+    pub(crate) fn max_tokens_for(&self, settings: &LlmSettings) -> Option<u32> {
+        match (self.max_tokens, settings.max_tokens) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The model this request names, else the settings' (empty when neither names one).
     pub(crate) fn model_for<'a>(&'a self, settings: &'a LlmSettings) -> &'a str {
         if self.model.is_empty() {

@@ -438,6 +438,7 @@ async fn quirks_and_headers_reach_the_wire() {
         tools: vec![],
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     };
     let reply = client
         .stream_chat(&req, &CancellationToken::new(), &mut |_| {})

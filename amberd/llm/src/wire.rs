@@ -27,7 +27,7 @@ pub(crate) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
             Value::Array(req.tools.iter().map(tool).collect()),
         );
     }
-    if let Some(max) = settings.max_tokens {
+    if let Some(max) = req.max_tokens_for(settings) {
         let field = settings.quirks.max_tokens_field.as_str();
         body.insert(field.into(), json!(max));
     }
@@ -134,6 +134,7 @@ mod tests {
             }],
             response_format: None,
             cache_key: None,
+            max_tokens: None,
         };
         let settings = LlmSettings {
             model: "m1".into(),
@@ -172,6 +173,7 @@ mod tests {
             tools: vec![],
             response_format: None,
             cache_key: None,
+            max_tokens: None,
         };
         let body = request_body(&req, &LlmSettings::default());
         assert!(body.get("tools").is_none());
@@ -193,6 +195,7 @@ mod tests {
                 strict: false,
             }),
             cache_key: None,
+            max_tokens: None,
         };
         let body = request_body(&req, &LlmSettings::default());
         assert_eq!(

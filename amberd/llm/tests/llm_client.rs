@@ -110,6 +110,7 @@ mod llm {
             }],
             response_format: None,
             cache_key: None,
+            max_tokens: None,
         }
     }
 

@@ -14,7 +14,7 @@
 //! nano-dollars, so sums are exact) rides every sum of usages and is persisted with them.
 
 use amber_llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent};
-use amber_proto::{CostUsd, Usage};
+use amber_proto::{CostUsd, Usage, UsagePurpose};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
@@ -117,6 +117,7 @@ impl<'a> Metered<'a> {
     pub(crate) async fn request(
         &self,
         request: &ChatRequest,
+        purpose: Option<UsagePurpose>,
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, RequestError> {
@@ -132,7 +133,7 @@ impl<'a> Metered<'a> {
             .await
             .map_err(RequestError::Api)?;
         if let Some(usage) = reply.usage.take() {
-            reply.usage = Some(super::record_usage(self.host, usage));
+            reply.usage = Some(super::record_usage(self.host, usage, purpose));
         }
         // Settled: the real usage is in the session's total before the hold goes.
         drop(reservation);
@@ -159,7 +160,7 @@ impl ModelRequests for Metered<'_> {
         cancel: &'a CancellationToken,
         on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
     ) -> BoxFuture<'a, Result<ChatResponse, RequestError>> {
-        Box::pin(self.request(request, cancel, on_event))
+        Box::pin(self.request(request, Some(UsagePurpose::Compaction), cancel, on_event))
     }
 }
 

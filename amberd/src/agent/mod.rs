@@ -4,10 +4,12 @@
 //! **Invariants:** the system prompt is always the first message; every assistant message
 //! with tool calls is followed by exactly one tool message per call before any other
 //! message; a failed or cancelled LLM call pushes nothing; the silent confirm exchange is
-//! popped again when the model confirms it is finished; a turn with an output schema ends
+//! popped again when the model confirms it is finished, and is never sent after a reply
+//! that ends with the finish signal (`finish_signal.rs`); a turn with an output schema ends
 //! with `end_turn` only with a valid `output` (one repair round, else `invalid_output`).
 
 pub(crate) mod compact;
+pub(crate) mod finish_signal;
 pub(crate) mod guards;
 pub(crate) mod metered;
 pub(crate) mod output_schema;
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use amber_llm::{ApiError, ChatRequest, ChatResponse, LlmClient, StreamEvent, ToolSpec};
 use amber_proto::{
     ErrorInfo, EventKind, Message, Mode, Role, StopReason, ToolCall, ToolStatus, Usage,
+    UsagePurpose,
 };
 use amber_store::context::{Context, PushKind};
 use futures::future::BoxFuture;
@@ -109,6 +112,8 @@ pub(crate) struct TurnEnv<'a> {
     /// The prompt's output schema: the final answer must be valid against it.
     pub output_schema: Option<&'a OutputSchema>,
     pub confirm_finish: bool,
+    /// The cap on the confirm exchange's reply (`[agent] confirm_max_tokens`; 0: none).
+    pub confirm_max_tokens: u32,
     pub compaction: &'a CompactionSettings,
     /// Where skills extracted by compaction are saved.
     pub skills_dir: Option<&'a Path>,
@@ -124,6 +129,8 @@ pub(crate) struct TurnOutcome {
     pub usage: Usage,
     /// The final answer parsed and valid against the prompt's output schema, if it had one.
     pub output: Option<serde_json::Value>,
+    /// The part of `usage` the confirm exchange spent, when the turn sent one.
+    pub confirm_usage: Option<Usage>,
 }
 
 /// Runs one prompt to completion. The caller has already ensured the system prompt.
@@ -138,6 +145,7 @@ pub(crate) async fn run_turn(
         guards: Guards::new(),
         items: 0,
         confirm_at: None,
+        confirm_usage: None,
         steers: Vec::new(),
         rounds: 0,
         final_text: String::new(),
@@ -165,6 +173,7 @@ pub(crate) async fn run_turn(
         error,
         usage: turn.usage,
         output,
+        confirm_usage: turn.confirm_usage,
     }
 }
 
@@ -176,6 +185,8 @@ struct Turn<'e, 'a> {
     items: u64,
     /// Where the confirm question was pushed, while it awaits an answer that calls tools.
     confirm_at: Option<usize>,
+    /// What the confirm exchange's requests spent, once one was sent.
+    confirm_usage: Option<Usage>,
     /// This turn's steers, restated in the tail of every later request.
     steers: Vec<String>,
     /// Model requests made so far.
@@ -207,6 +218,9 @@ struct LoopState {
     overflow_retried: bool,
     /// The confirm question is out: the next reply is the silent confirm exchange.
     confirming: bool,
+    /// The capped confirm reply was cut short (the model had more to say than DONE): it
+    /// is asked again without the cap.
+    confirm_uncapped: bool,
     /// The previous round's calls, for dispatch's duplicate check.
     previous_calls: Vec<ToolCall>,
 }
@@ -283,12 +297,18 @@ impl Turn<'_, '_> {
             output_instruction: self.output_instruction.as_deref().filter(|_| !structured),
             hook_context: env.host.extra_context(),
         };
+        // The confirm question's answer is DONE, or tool calls that a truncated reply
+        // would lose: those are asked for again without the cap.
+        let capped = visibility == Visibility::Silent
+            && !state.confirm_uncapped
+            && env.confirm_max_tokens > 0;
         let request = ChatRequest {
             model: env.model.to_owned(),
             messages: prompt::assemble(snapshot, env.head, &tail),
             tools: compact_env.tools.to_vec(),
             response_format,
             cache_key: Some(env.session_id.to_owned()),
+            max_tokens: capped.then_some(env.confirm_max_tokens),
         };
         let item_id = self.next_item();
         let reply = match self
@@ -301,8 +321,12 @@ impl Turn<'_, '_> {
         if let Some(usage) = &reply.usage {
             state.compaction.observed(usage.prompt_tokens, estimated);
         }
+        if capped && truncated_past_done(&reply) {
+            state.confirm_uncapped = true;
+            return ControlFlow::Continue(());
+        }
         if reply.tool_calls.is_empty() {
-            self.text_reply(context, reply, &item_id, &mut state.confirming)
+            self.text_reply(context, reply, &item_id, state)
         } else {
             self.tool_round(context, reply, &item_id, visibility, state)
                 .await
@@ -399,17 +423,19 @@ impl Turn<'_, '_> {
         context: &mut Context,
         reply: ChatResponse,
         item_id: &str,
-        confirming: &mut bool,
+        state: &mut LoopState,
     ) -> Step {
         let env = self.env;
-        let text = reply.text.as_str();
-        if *confirming {
+        if state.confirming {
             // Confirmed: the silent exchange leaves no trace in the context. Only the
             // confirm prompt was pushed; the answer never was.
             context.pop();
             env.host.context_changed(context);
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
+        // The finish signal is amber's, not the user's: the reply is kept without it.
+        let signalled = finish_signal::strip(&reply.text);
+        let text = signalled.unwrap_or(&reply.text);
         context.push(
             Message::assistant(text.to_owned(), Vec::new())
                 .with_reasoning_items(reply.reasoning_items.clone()),
@@ -426,12 +452,13 @@ impl Turn<'_, '_> {
             }
             Verdict::Continue => {}
         }
-        if !env.confirm_finish {
+        if !env.confirm_finish || signalled.is_some() {
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
         self.confirm_at = Some(context.len());
         context.push_kind(Message::user(prompt::CONFIRM_PROMPT), PushKind::Confirm);
-        *confirming = true;
+        state.confirming = true;
+        state.confirm_uncapped = false;
         ControlFlow::Continue(())
     }
 
@@ -500,12 +527,16 @@ impl Turn<'_, '_> {
         visibility: Visibility,
     ) -> Result<ChatResponse, RequestError> {
         let host = self.env.host;
+        let mut hold = finish_signal::Hold::default();
         let mut on_event = |event: StreamEvent| match event {
             StreamEvent::TextDelta(delta) if visibility == Visibility::Streamed => {
-                host.emit(EventKind::MessageDelta {
-                    item_id: item_id.to_owned(),
-                    delta,
-                });
+                let shown = hold.pass(&delta);
+                if !shown.is_empty() {
+                    host.emit(EventKind::MessageDelta {
+                        item_id: item_id.to_owned(),
+                        delta: shown,
+                    });
+                }
             }
             StreamEvent::ReasoningDelta(delta) if visibility == Visibility::Streamed => {
                 host.emit(EventKind::ReasoningDelta {
@@ -521,9 +552,23 @@ impl Turn<'_, '_> {
             }
             _ => {}
         };
-        let reply = llm.request(request, self.env.cancel, &mut on_event).await?;
+        let purpose = (visibility == Visibility::Silent).then_some(UsagePurpose::Confirm);
+        let reply = llm
+            .request(request, purpose, self.env.cancel, &mut on_event)
+            .await?;
+        let signalled = reply.tool_calls.is_empty() && finish_signal::strip(&reply.text).is_some();
+        let held = hold.release(signalled);
+        if !held.is_empty() {
+            host.emit(EventKind::MessageDelta {
+                item_id: item_id.to_owned(),
+                delta: held,
+            });
+        }
         if let Some(usage) = &reply.usage {
             self.usage.add(usage);
+            if purpose.is_some() {
+                self.confirm_usage.get_or_insert_default().add(usage);
+            }
         }
         Ok(reply)
     }
@@ -618,14 +663,25 @@ impl Turn<'_, '_> {
 /// Accounts one LLM call's usage, with its cost when the model has a price: the session
 /// total and a durable `usage` event. Every request goes through here (`metered.rs`);
 /// the priced usage is returned for the caller's turn total.
-pub(crate) fn record_usage(host: &dyn TurnHost, mut usage: Usage) -> Usage {
+pub(crate) fn record_usage(
+    host: &dyn TurnHost,
+    mut usage: Usage,
+    purpose: Option<UsagePurpose>,
+) -> Usage {
     // Priced here, once, so that every sum of it (turn, sub-agents, session) adds costs.
     if let Some(price) = host.price() {
         usage.cost_usd = Some(price.cost(&usage));
     }
     let total = host.add_usage(&usage);
-    host.emit(EventKind::usage(usage, total));
+    host.emit(EventKind::usage_of(usage, total, purpose));
     usage
+}
+
+/// A capped confirm reply the cap cut short, unless it had already said DONE: the model
+/// meant to go on (tool calls whose arguments were cut, or more to say).
+fn truncated_past_done(reply: &ChatResponse) -> bool {
+    let done = reply.tool_calls.is_empty() && finish_signal::begins_with_signal(&reply.text);
+    reply.finish_reason.as_deref() == Some("length") && !done
 }
 
 /// The live `retrying` event for a retry wait (logged with the whole error); `None` for

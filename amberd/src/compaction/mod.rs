@@ -236,6 +236,7 @@ async fn ask(
         tools: Vec::new(),
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     };
     let mut on_event = |event: StreamEvent| {
         if matches!(event, StreamEvent::Retrying { .. }) {

@@ -199,6 +199,7 @@ async fn run_prompt(
             .unwrap_or_else(|| shared.max_iterations(live.config.agent.max_tool_iterations)),
         output_schema: options.output_schema.as_deref(),
         confirm_finish: live.config.agent.confirm_finish,
+        confirm_max_tokens: live.config.agent.confirm_max_tokens,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel: &cancel,
@@ -215,6 +216,7 @@ async fn run_prompt(
         output: outcome.output,
         cost_usd: None,
         session_cost_usd: None,
+        confirm_usage: outcome.confirm_usage,
     });
     shared
         .features
@@ -251,6 +253,7 @@ fn prompt_blocked(
         output: None,
         cost_usd: None,
         session_cost_usd: None,
+        confirm_usage: None,
     });
     let cancel = CancellationToken::new();
     shared.features.turn_ended(

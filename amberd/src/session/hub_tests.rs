@@ -164,6 +164,7 @@ fn only_events_that_matter_are_synced() {
             output: None,
             cost_usd: None,
             session_cost_usd: None,
+            confirm_usage: None,
         },
     );
     let stored = store.0.lock().unwrap().clone();
@@ -227,6 +228,7 @@ fn a_late_subscriber_gets_the_streaming_text_it_missed_and_live_continues_there(
             output: None,
             cost_usd: None,
             session_cost_usd: None,
+            confirm_usage: None,
         },
     );
     assert!(hub.subscribe(None).in_progress.is_empty());

@@ -523,6 +523,7 @@ impl SessionHandle {
                     output: None,
                     cost_usd: None,
                     session_cost_usd: None,
+                    confirm_usage: None,
                 },
             );
             return Err(SessionError::NotFound(self.shared.id.clone()));

@@ -276,6 +276,7 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
             output: None,
             cost_usd: usage.cost_usd,
             session_cost_usd,
+            confirm_usage: None,
         },
     );
 }
@@ -312,6 +313,7 @@ fn settle_queued(services: &Services, handle: &SessionHandle, waiting: Vec<Queue
                     output: None,
                     cost_usd: None,
                     session_cost_usd: None,
+                    confirm_usage: None,
                 },
             );
         }

@@ -212,6 +212,7 @@ async fn run_one(
         max_iterations: profile.max_iterations,
         output_schema: None,
         confirm_finish: live.config.agent.confirm_finish,
+        confirm_max_tokens: live.config.agent.confirm_max_tokens,
         compaction: &compaction,
         skills_dir: Some(&shared.skills_dir),
         cancel,

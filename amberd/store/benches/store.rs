@@ -108,6 +108,7 @@ fn turn_events(seq: u64, turn: u64) -> Vec<Box<RawValue>> {
             output: None,
             cost_usd: None,
             session_cost_usd: None,
+            confirm_usage: None,
         },
     ];
     kinds

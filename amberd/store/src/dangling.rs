@@ -201,6 +201,7 @@ mod tests {
                     output: None,
                     cost_usd: None,
                     session_cost_usd: None,
+                    confirm_usage: None,
                 },
             ),
             // The interrupted turn: one finished call, a `task` call with two sub-agents,

@@ -105,6 +105,7 @@ mod tests {
                     output: None,
                     cost_usd: None,
                     session_cost_usd: None,
+                    confirm_usage: None,
                 },
             ),
         ]);

@@ -72,6 +72,7 @@ fn completed(seq: u64, turn: &str) -> Box<RawValue> {
             output: None,
             cost_usd: None,
             session_cost_usd: None,
+            confirm_usage: None,
         },
     )
 }

@@ -70,8 +70,8 @@ pub(super) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
     if !model.is_empty() {
         body.insert("model".into(), json!(model));
     }
-    let max_tokens = settings
-        .max_tokens
+    let max_tokens = req
+        .max_tokens_for(settings)
         .unwrap_or_else(|| default_max_tokens(model));
     body.insert("max_tokens".into(), json!(max_tokens));
     if !system.is_empty() {

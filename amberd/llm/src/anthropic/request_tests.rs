@@ -23,6 +23,7 @@ fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> ChatRequest {
         tools,
         response_format: None,
         cache_key: Some("session-1".into()),
+        max_tokens: None,
     }
 }
 

@@ -43,7 +43,7 @@ pub(super) fn request_body(req: &ChatRequest, settings: &LlmSettings) -> Value {
     if let Some(key) = req.cache_key.as_deref().filter(|k| !k.is_empty()) {
         body.insert("prompt_cache_key".into(), json!(key));
     }
-    if let Some(max) = settings.max_tokens {
+    if let Some(max) = req.max_tokens_for(settings) {
         body.insert("max_output_tokens".into(), json!(max));
     }
     if let Some(format) = &req.response_format {

@@ -29,6 +29,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         tools: vec![],
         response_format: None,
         cache_key: None,
+        max_tokens: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn a_tool_turn_maps_to_items_in_order() {
             parameters: json!({"type": "object"}),
         }],
         cache_key: Some("sess-1".into()),
+        max_tokens: None,
         ..request(vec![
             Message::system("You are amber."),
             Message::system("Workspace: /w"),
