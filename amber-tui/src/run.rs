@@ -3,6 +3,7 @@
 //! on every way out; the session always keeps running in the daemon.
 
 pub mod session;
+mod shell;
 
 use std::path::{Path, PathBuf};
 

@@ -444,3 +444,45 @@ fn a_denial_with_words_tells_the_model_why() {
         "{next}"
     );
 }
+
+#[test]
+fn a_bang_command_runs_as_the_user_and_its_output_goes_with_the_next_prompt() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("The file says hello."), done()]);
+    let daemon = spawn(&mock);
+    std::fs::write(
+        daemon.workspace.join("greeting.txt"),
+        "hello from the workspace\n",
+    )
+    .unwrap();
+    let tmux = Tmux::new("bang");
+    tmux.start("g", &daemon, &[]);
+    tmux.wait("g", "the welcome screen", |s| s.contains("Type a prompt"));
+
+    // In the session's directory, as the user: a file outside the workspace is written,
+    // which the sandbox would refuse a tool.
+    let outside = daemon.workspace.parent().unwrap().join("bang-sentinel");
+    tmux.type_text(
+        "g",
+        &format!("!cat greeting.txt; touch {}; exit 7", outside.display()),
+    );
+    tmux.keys("g", &["Enter"]);
+    let screen = tmux.wait("g", "the command's output", |s| {
+        s.contains("hello from the workspace") && s.contains("(exit status 7)")
+    });
+    assert!(outside.exists(), "it ran as the user:\n{screen}");
+    assert_eq!(mock.request_count(), 0, "a ! command is no prompt");
+
+    tmux.type_text("g", "what does it say?");
+    tmux.keys("g", &["Enter"]);
+    tmux.wait("g", "the reply", |s| s.contains("The file says hello."));
+    let asked = mock.requests()[0].to_string();
+    assert!(
+        asked.contains("$ cat greeting.txt") && asked.contains("hello from the workspace"),
+        "the output went with the prompt: {asked}"
+    );
+    assert!(asked.contains("what does it say?"), "{asked}");
+
+    tmux.type_text("g", "/help");
+    tmux.keys("g", &["Enter"]);
+    tmux.wait("g", "the help", |s| s.contains("!CMD"));
+}

@@ -233,6 +233,10 @@ impl App {
         if trimmed.is_empty() {
             return;
         }
+        if let Some(command) = trimmed.strip_prefix('!') {
+            self.run_shell(command);
+            return;
+        }
         if let Some(cmd) = trimmed.strip_prefix('/') {
             let (name, args) = cmd.split_once(char::is_whitespace).unwrap_or((cmd, ""));
             if matches!(name, "detach" | "quit" | "exit") {

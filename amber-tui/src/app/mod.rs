@@ -11,6 +11,7 @@ mod keys;
 mod live;
 mod notice;
 mod sessions;
+mod shell;
 
 use std::collections::{HashSet, VecDeque};
 
@@ -29,6 +30,7 @@ pub use input::Input;
 pub use live::{LiveStatus, elapsed};
 pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
 pub use sessions::{Sessions, Switcher, alert_for, label as session_label};
+pub use shell::ShellOutcome;
 
 use crate::transcript::{Cell, InfoKind, Transcript};
 
@@ -61,6 +63,12 @@ pub enum Action {
     Detach,
     /// Put this text on the terminal's clipboard (OSC 52).
     Copy(String),
+    /// Run a `!` command as the user in `cwd` (the session's; `None`: the TUI's own) →
+    /// [`App::on_shell`].
+    Shell {
+        command: String,
+        cwd: Option<String>,
+    },
     /// Attach to another session.
     SwitchSession(String),
     /// `session/list` → [`Sessions::set_listed`] (the switcher opened).
@@ -174,6 +182,8 @@ pub struct App {
     pub(crate) reload_note: Option<String>,
     /// A note for the session this one switches to (a fork says where it came from).
     pub switch_note: Option<String>,
+    /// The `!` commands run since the last prompt, for the next one (`shell.rs`).
+    pub(crate) shell_context: Vec<String>,
 }
 
 impl App {
@@ -219,6 +229,7 @@ impl App {
             pending: Vec::new(),
             reload_note: None,
             switch_note: None,
+            shell_context: Vec::new(),
         }
     }
 
@@ -285,6 +296,7 @@ impl App {
 
     /// A prompt the user sent: shown as queued until its turn starts.
     pub(crate) fn send_prompt(&mut self, text: String) {
+        let text = self.with_shell_context(text);
         let local_id = self.next_local_id;
         self.next_local_id += 1;
         self.queued.push(Queued {
@@ -363,6 +375,12 @@ impl App {
             .iter()
             .map(|(name, description)| format!("/{name:<width$}  {description}"))
             .collect();
+        text.push(format!(
+            "!{:<w$}  run a shell command yourself (as you, in the session's directory); \
+             its output goes with your next prompt",
+            "CMD",
+            w = width - 1
+        ));
         text.push(String::new());
         text.push(
             "Enter sends · Shift-Enter a new line · Ctrl-C cancels the turn (twice: leave) · \

@@ -23,11 +23,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Error;
 use crate::app::{
-    Action, App, CheckpointsFor, DiffFor, NoticeKind, RewindRequest, Sessions, TICK_MS, alert_for,
+    Action, App, CheckpointsFor, DiffFor, NoticeKind, RewindRequest, Sessions, ShellOutcome,
+    TICK_MS, alert_for,
 };
 use crate::notify::{Alert, Notifier};
 use crate::terminal::Tui;
 use crate::{files, rpc, ui};
+
+use super::shell;
 
 /// Shortest time between two frames (~60 fps): bursts of deltas are drawn together.
 const FRAME: Duration = Duration::from_millis(16);
@@ -116,6 +119,8 @@ enum Msg {
     Reconnected(Client),
     /// A call said the session does not exist any more.
     Deleted,
+    /// A `!` command ended: the command and how.
+    Shell(String, Result<ShellOutcome, String>),
 }
 
 struct Ctx<'a> {
@@ -547,6 +552,7 @@ async fn on_msg(
         Msg::Diff(turn_id, into, r) => app.on_checkpoint_diff(turn_id, into, r),
         Msg::Rewound(request, r) => app.on_rewound(request, r),
         Msg::Forked(label, r) => app.on_forked(label, r.map(|info| *info)),
+        Msg::Shell(command, r) => app.on_shell(command, r),
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
@@ -596,6 +602,12 @@ async fn perform(
                     format!("\x1b]52;c;{encoded}\x07").as_bytes(),
                 );
                 let _ = std::io::Write::flush(&mut out);
+            }
+            Action::Shell { command, cwd } => {
+                tokio::spawn(async move {
+                    let r = shell::run(&command, cwd.as_deref()).await;
+                    let _ = tx.send(Msg::Shell(command, r));
+                });
             }
             Action::SwitchSession(next) => return Some(Outcome::Switch(next)),
             Action::Reload => {
