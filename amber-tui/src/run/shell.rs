@@ -13,6 +13,9 @@ const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Runs `command`; `Err` in words when it could not start or ran out of time.
 pub(super) async fn run(command: &str, cwd: Option<&str>) -> Result<ShellOutcome, String> {
+    // The user's own command, typed by them, run as them: no model output reaches it, so
+    // it is not a child of the daemon's (`amber_exec::child::ChildSpec`) kind.
+    #[allow(clippy::disallowed_methods)]
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
