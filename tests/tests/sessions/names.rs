@@ -1,15 +1,16 @@
-//! Session names through the real daemon: a name given by `session/new` or
+//! Session names through the real daemon and amber-cli: a name given by `session/new` or
 //! `session/rename` stands for the session's id wherever params carry a `sessionId`
-//! (`session/get`, `status/get`); a taken name is refused naming the
+//! (`session/get`, `amber-cli run --session NAME`); a taken name is refused naming the
 //! session that has it, an invalid one saying why, and nothing is made; a rename moves or
 //! clears a name and watchers hear of it; a name survives a daemon restart (the stored,
-//! unloaded session is listed and found by it) and a fork does not copy it.
+//! unloaded session is listed and found by it) and a fork does not copy it; `amber-cli
+//! sessions` shows names in its table and its JSON.
 
 use amber_client::Client;
-use amber_mock_llm::MockLlm;
+use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::SessionChangeKind;
 use amber_tests::TestDaemon;
-use amber_tests::steps::{connect, spawn, within};
+use amber_tests::steps::{connect, done, run_bounded, spawn, within};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -227,4 +228,121 @@ async fn a_name_survives_a_restart_and_a_fork_does_not_copy_it() {
         id.as_str(),
         "the name stays with the original"
     );
+}
+
+/// `amber-cli ARGS` against `daemon`: (exit code, stdout, stderr).
+fn cli(daemon: &TestDaemon, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = daemon.cli();
+    cmd.args(args);
+    run_bounded(cmd)
+}
+
+/// The first stdout line of `amber-cli run --json`, the `session_started` record.
+fn started_line(stdout: &str) -> Value {
+    let first = stdout.lines().next().expect("a first line");
+    let line: Value = serde_json::from_str(first).expect("a JSON line");
+    assert_eq!(line["type"], "session_started", "{line}");
+    line
+}
+
+#[test]
+fn amber_cli_names_a_run_continues_it_by_name_renames_and_lists_it() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("First."), done()]);
+    let daemon = spawn(&mock);
+
+    let (code, stdout, stderr) = cli(
+        &daemon,
+        &[
+            "run",
+            "--json",
+            "--no-autostart",
+            "--name",
+            "fix-auth",
+            "hi",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let started = started_line(&stdout);
+    assert_eq!(started["name"], "fix-auth");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+
+    mock.push([MockTurn::text("Again."), done()]);
+    let (code, stdout, stderr) = cli(
+        &daemon,
+        &[
+            "run",
+            "--json",
+            "--no-autostart",
+            "--session",
+            "fix-auth",
+            "again",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let started = started_line(&stdout);
+    assert_eq!(started["sessionId"], id.as_str());
+    assert_eq!(started["resumed"], true);
+    assert_eq!(started["name"], "fix-auth");
+
+    // A taken name: refused before anything runs.
+    let requests = mock.request_count();
+    let (code, stdout, stderr) = cli(
+        &daemon,
+        &["run", "--no-autostart", "--name", "fix-auth", "more"],
+    );
+    assert_eq!(code, Some(5), "the run never started: {stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("`fix-auth` is taken by session {}", short(&id))),
+        "{stderr}"
+    );
+    assert_eq!(mock.request_count(), requests, "no model request");
+    assert_eq!(session_count(&daemon), 1, "no session made");
+
+    let (code, stdout, stderr) = cli(
+        &daemon,
+        &["sessions", "--no-autostart", "rename", "fix-auth", "login"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim_end(), format!("{}  login", short(&id)));
+
+    let (code, stdout, stderr) = cli(&daemon, &["sessions", "--no-autostart"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let mut lines = stdout.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("ID        NAME   STATE"), "{stdout}");
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with(&format!("{}  login  idle", short(&id))),
+        "{stdout}"
+    );
+
+    let (code, stdout, stderr) = cli(&daemon, &["sessions", "--no-autostart", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(rows[0]["name"], "login", "{rows}");
+
+    // Every command takes the name: `show` finds the session by it and shows it.
+    let (code, stdout, stderr) = cli(&daemon, &["show", "--no-autostart", "login"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with(&format!("session   {id}\n")), "{stdout}");
+    assert!(stdout.contains("name      login\n"), "{stdout}");
+
+    let (code, stdout, stderr) = cli(
+        &daemon,
+        &["sessions", "--no-autostart", "rename", "login", "bad name"],
+    );
+    assert_ne!(code, Some(0), "{stdout}");
+    assert!(
+        stderr.contains("name: `bad name` contains whitespace"),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) = cli(
+        &daemon,
+        &["sessions", "--no-autostart", "rename", "login", "--clear"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim_end(), format!("{}  (no name)", short(&id)));
+    let (_, stdout, _) = cli(&daemon, &["sessions", "--no-autostart"]);
+    assert!(!stdout.contains("NAME"), "no name, no column: {stdout}");
 }
