@@ -344,6 +344,7 @@ impl Bridge {
             mcp_servers: p.mcp_servers,
             max_budget_usd: None,
             max_tokens_total: None,
+            name: None,
         };
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);

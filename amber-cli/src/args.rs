@@ -33,8 +33,9 @@ pub(crate) struct ConnectArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run one prompt and follow its turn to the end
-    Run(RunArgs),
-    /// List sessions (or `sessions verify ID`)
+    // Boxed: the largest variant by far, and this enum is built once.
+    Run(Box<RunArgs>),
+    /// List sessions (or `sessions verify ID`, `sessions rename ID NAME`, `sessions prune`)
     Sessions {
         #[command(subcommand)]
         action: Option<SessionsAction>,
@@ -44,7 +45,7 @@ pub(crate) enum Command {
     },
     /// Show a session: info, messages, pending approvals, todos
     Show {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// Print the daemon's answer as JSON
         #[arg(long)]
@@ -59,7 +60,7 @@ pub(crate) enum Command {
     /// is always kept.
     #[command(visible_alias = "delete")]
     Rm {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// Keep the session's worktree (and its branch)
         #[arg(long, conflicts_with = "remove_worktree")]
@@ -70,7 +71,7 @@ pub(crate) enum Command {
     },
     /// Print a session's events live; Ctrl-C detaches and leaves it running
     Attach {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// One JSON event per line, exactly as received
         #[arg(long)]
@@ -88,7 +89,7 @@ pub(crate) enum Command {
     Wait(WaitArgs),
     /// Cancel a session's running turn
     Cancel {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
     },
     /// List a session's checkpoints: one row per turn that changed files
@@ -98,7 +99,7 @@ pub(crate) enum Command {
     /// but that are not recorded (ignored or too large: a rewind leaves them as they are), and
     /// the prompt; `incomplete` marks a checkpoint a files rewind would refuse.
     Checkpoints {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// Print the daemon's answer (`checkpoint/list`) as JSON
         #[arg(long)]
@@ -107,7 +108,7 @@ pub(crate) enum Command {
     /// Print the unified diff of what one turn changed (commands' changes included)
     #[command(after_help = TURN_HELP)]
     Diff {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// The turn (default: the last one with a checkpoint)
         turn: Option<String>,
@@ -130,7 +131,7 @@ pub(crate) enum Command {
     /// was rewound) or the rewind failed, 2 on a usage error.
     #[command(after_help = TURN_HELP)]
     Rewind {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// The turn to go back to (it is undone too)
         turn: String,
@@ -154,7 +155,7 @@ pub(crate) enum Command {
     /// id (`amber --session ID` attaches to it).
     #[command(after_help = TURN_HELP)]
     Fork {
-        /// Session id
+        /// Session: its id, a unique prefix of it, or its name
         id: String,
         /// The fork's conversation ends before this turn (default: the whole history)
         turn: Option<String>,
@@ -267,6 +268,21 @@ pub(crate) enum SessionsAction {
         #[arg(long)]
         json: bool,
     },
+    /// Name a session, or rename it (`--clear` or an empty NAME: no name); its name then
+    /// stands for its id in every command
+    Rename {
+        /// The session: its id, a unique prefix of it, or its current name
+        session: String,
+        /// The new name (1-64 characters, no whitespace, not only hex digits and `-`)
+        #[arg(required_unless_present = "clear", conflicts_with = "clear")]
+        name: Option<String>,
+        /// Remove the session's name
+        #[arg(long)]
+        clear: bool,
+        /// Print the session's info as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete idle sessions not updated for a while (a session with a worktree is kept:
     /// `amber-cli rm` decides about its checkout)
     Prune {
@@ -363,9 +379,15 @@ pub(crate) struct RunArgs {
     /// with `stopReason: "error"` and the error when the run fails before its turn starts)
     #[arg(long)]
     pub json: bool,
-    /// Continue an existing session instead of creating one
+    /// Continue an existing session instead of creating one (its id, a unique prefix of
+    /// it, or its name)
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// Name the new session (1-64 characters, no whitespace, not only hex digits and `-`;
+    /// unique among the daemon's sessions), so `--session NAME` and every other command
+    /// can find it by that name
+    #[arg(long, value_name = "NAME", conflicts_with = "session")]
+    pub name: Option<String>,
     /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
     /// BRANCH), under amberd's data dir, so parallel sessions never edit the same files. A
     /// word after it is the branch when a prompt follows (`--worktree fix/x "fix it"`), else
@@ -413,7 +435,7 @@ pub(crate) struct RunArgs {
 /// `amber-cli wait`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct WaitArgs {
-    /// Session id
+    /// Session: its id, a unique prefix of it, or its name
     pub id: String,
     /// Give up after SECS seconds (exit 124); the session keeps running
     #[arg(long, value_name = "SECS", value_parser = positive_secs)]
@@ -524,7 +546,7 @@ mod tests {
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
-        run
+        *run
     }
 
     #[test]
@@ -895,5 +917,49 @@ mod tests {
         let help = parse(&["--help"]).unwrap_err();
         assert_eq!(help.kind(), ErrorKind::DisplayHelp);
         assert_eq!(help.exit_code(), 0);
+    }
+
+    #[test]
+    fn run_takes_a_name_and_sessions_rename_a_name_or_clear() {
+        assert_eq!(
+            run_args(&["--name", "fix-auth", "x"]).name.as_deref(),
+            Some("fix-auth")
+        );
+        let rename = |args: &[&str]| {
+            let cli = parse(&[&["sessions", "rename"], args].concat())?;
+            let Command::Sessions {
+                action:
+                    Some(SessionsAction::Rename {
+                        session,
+                        name,
+                        clear,
+                        ..
+                    }),
+                ..
+            } = cli.command
+            else {
+                panic!("not rename")
+            };
+            Ok::<_, clap::Error>((session, name, clear))
+        };
+        assert_eq!(
+            rename(&["3f2a", "login"]).unwrap(),
+            ("3f2a".into(), Some("login".into()), false)
+        );
+        assert_eq!(
+            rename(&["login", "--clear"]).unwrap(),
+            ("login".into(), None, true)
+        );
+        assert_eq!(
+            rename(&["login", ""]).unwrap(),
+            ("login".into(), Some(String::new()), false)
+        );
+        for bad in [
+            &["sessions", "rename", "login"][..],
+            &["sessions", "rename", "login", "x", "--clear"],
+            &["run", "--session", "s1", "--name", "x", "hi"],
+        ] {
+            assert_eq!(parse(bad).unwrap_err().exit_code(), 2, "{bad:?}");
+        }
     }
 }

@@ -135,7 +135,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         .build()?;
     let result = runtime.block_on(async move {
         match command {
-            Command::Run(args) => run::run(args, &conn).await,
+            Command::Run(args) => run::run(*args, &conn).await,
             Command::Sessions {
                 action: Some(SessionsAction::Verify { id, json }),
                 ..
@@ -149,6 +149,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                     }),
                 ..
             } => sessions::prune(&conn, older_than, dry_run, json).await,
+            Command::Sessions {
+                action:
+                    Some(SessionsAction::Rename {
+                        session,
+                        name,
+                        clear: _,
+                        json,
+                    }),
+                ..
+            } => sessions::rename(&conn, &session, name, json).await,
             Command::Sessions { action: None, json } => sessions::list(&conn, json).await,
             Command::Show { id, json } => sessions::show(&conn, &id, json).await,
             Command::Rm {

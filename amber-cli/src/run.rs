@@ -276,6 +276,7 @@ async fn start(
                 worktree: args.worktree_request(),
                 max_budget_usd: args.max_budget_usd,
                 max_tokens_total: args.max_tokens_total,
+                name: args.name.clone(),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?, 0)

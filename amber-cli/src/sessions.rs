@@ -1,4 +1,5 @@
-//! Session subcommands: `sessions`, `show`, `rm`, `cancel`, `attach`.
+//! Session subcommands: `sessions` (and its `rename`, `prune`, `verify`), `show`, `rm`,
+//! `cancel`, `attach`.
 
 use amber_client::{Client, ClientError};
 use amber_proto::methods as m;
@@ -100,6 +101,36 @@ pub(crate) async fn prune(
     Ok(exit::OK)
 }
 
+/// `sessions rename SESSION NAME [--json]` (`None` or an empty NAME clears the name):
+/// prints the session's short id and its name, or its info as JSON.
+pub(crate) async fn rename(
+    conn: &ConnectArgs,
+    session: &str,
+    name: Option<String>,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let params = amber_proto::SessionRenameParams {
+        session_id: session.to_owned(),
+        name,
+    };
+    let info = connect(conn)
+        .await?
+        .request::<m::SessionRename>(&params)
+        .await?;
+    if json {
+        output::line(&serde_json::to_string(&info)?)?;
+    } else {
+        output::line(&renamed_line(&info))?;
+    }
+    Ok(exit::OK)
+}
+
+/// What `sessions rename` prints: `3f2a9c1d  fix-auth`, or `3f2a9c1d  (no name)`.
+fn renamed_line(info: &SessionInfo) -> String {
+    let short: String = info.session_id.chars().take(SHORT_ID).collect();
+    format!("{short}  {}", info.name.as_deref().unwrap_or("(no name)"))
+}
+
 /// Each id as its shortest prefix of at least [`SHORT_ID`] characters that no other of `ids`
 /// starts with: what the table shows, and what every command accepts for the id.
 pub(crate) fn short_ids(ids: &[&str]) -> Vec<String> {
@@ -122,14 +153,20 @@ pub(crate) fn short_ids(ids: &[&str]) -> Vec<String> {
 /// The shortest id prefix the table shows.
 const SHORT_ID: usize = 8;
 
-/// The `sessions` table. A BRANCH column (the session's worktree branch, `-` for none)
-/// comes before TITLE when any session has a worktree. Ids are shown by their shortest
-/// unique prefix (eight characters or more).
+/// The `sessions` table. A NAME column (`-` for an unnamed session) follows ID when any
+/// session has a name; a BRANCH column (the session's worktree branch, `-` for none) comes
+/// before TITLE when any session has a worktree. Ids are shown by their shortest unique
+/// prefix (eight characters or more).
 pub(crate) fn table(sessions: &[SessionInfo]) -> String {
     let ids: Vec<&str> = sessions.iter().map(|s| s.session_id.as_str()).collect();
     let mut short = short_ids(&ids).into_iter();
+    let names = sessions.iter().any(|s| s.name.is_some());
     let branches = sessions.iter().any(|s| s.worktree.is_some());
-    let mut header = vec!["ID", "STATE", "MODE", "UPDATED", "CWD"];
+    let mut header = vec!["ID"];
+    if names {
+        header.push("NAME");
+    }
+    header.extend(["STATE", "MODE", "UPDATED", "CWD"]);
     if branches {
         header.push("BRANCH");
     }
@@ -137,13 +174,16 @@ pub(crate) fn table(sessions: &[SessionInfo]) -> String {
     let rows: Vec<Vec<String>> = sessions
         .iter()
         .map(|s| {
-            let mut row = vec![
-                short.next().unwrap_or_else(|| s.session_id.clone()),
+            let mut row = vec![short.next().unwrap_or_else(|| s.session_id.clone())];
+            if names {
+                row.push(s.name.clone().unwrap_or_else(|| "-".to_owned()));
+            }
+            row.extend([
                 enum_name(&s.state),
                 s.mode.as_str().to_owned(),
                 s.updated_at.clone(),
                 s.cwd.clone(),
-            ];
+            ]);
             if branches {
                 row.push(
                     s.worktree
@@ -226,6 +266,9 @@ pub(crate) fn show_text(got: &SessionGetResult) -> String {
         u.cached_tokens,
         got.last_seq,
     );
+    if let Some(name) = &s.name {
+        out.push_str(&format!("name      {name}\n"));
+    }
     if let Some(tree) = &s.worktree {
         out.push_str(&format!(
             "worktree  {} (branch {})\n",
@@ -526,6 +569,24 @@ mod tests {
             "ID    STATE  MODE   UPDATED               CWD  BRANCH     TITLE\n\
              s-1   idle   write  2026-01-01T00:00:01Z  /ws  amber/s-1  first\n\
              s-22  idle   write  2026-01-01T00:00:01Z  /ws  -\n"
+        );
+    }
+
+    #[test]
+    fn table_shows_names_after_the_id_when_a_session_has_one() {
+        let mut named = info("s-1", "first");
+        named.name = Some("fix-auth".into());
+        let t = table(&[named.clone(), info("s-22", "")]);
+        assert_eq!(
+            t,
+            "ID    NAME      STATE  MODE   UPDATED               CWD  TITLE\n\
+             s-1   fix-auth  idle   write  2026-01-01T00:00:01Z  /ws  first\n\
+             s-22  -         idle   write  2026-01-01T00:00:01Z  /ws\n"
+        );
+        assert_eq!(renamed_line(&named), "s-1  fix-auth");
+        assert_eq!(
+            renamed_line(&info("3f2a9c1d-0000", "")),
+            "3f2a9c1d  (no name)"
         );
     }
 

@@ -60,6 +60,9 @@ pub(crate) struct SessionStartedLine {
     /// This amber-cli's version.
     pub amber_version: &'static str,
     pub session_id: String,
+    /// The session's name (`run --name`, or the name of the `--session` continued).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The session existed (`--session`) rather than being made for this run.
     pub resumed: bool,
     pub model: String,
@@ -82,6 +85,7 @@ impl SessionStartedLine {
             schema_version: 1,
             amber_version: env!("CARGO_PKG_VERSION"),
             session_id: info.session_id.clone(),
+            name: info.name.clone(),
             resumed,
             model: info.model.clone(),
             provider: info.provider.clone(),

@@ -47,6 +47,7 @@ fn app() -> App {
         mode: Mode::Write,
         model: "m".into(),
         title: String::new(),
+        name: None,
         state: SessionState::Running,
         created_at: String::new(),
         updated_at: String::new(),

@@ -1,5 +1,6 @@
 //! Params and results of the `mcp/*`, `plugin/*` and `command/*` methods and of amber's
-//! extensions (`status/get`, `panel/*`, `provider/list`, `session/setModel`).
+//! extensions (`status/get`, `panel/*`, `provider/list`, `session/setModel`,
+//! `session/rename`).
 
 use std::collections::BTreeMap;
 
@@ -243,6 +244,17 @@ pub struct SessionSetModelParams {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+}
+
+/// Params of `session/rename`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRenameParams {
+    pub session_id: String,
+    /// The new name; `null` (or absent) and `""` clear it. Written as `null` when clearing,
+    /// so the request says what it does.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// One selectable LLM provider.

@@ -19,10 +19,10 @@ use crate::{
     ProviderCheckResult, ProviderListResult, SandboxSelftestResult, SessionCancelResult,
     SessionCompactResult, SessionDeleteParams, SessionForkParams, SessionGetParams,
     SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
-    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionRewindParams,
-    SessionRewindResult, SessionSetModeParams, SessionSetModelParams, SessionSubscribeParams,
-    SessionVerifyResult, StatusGetResult, SubscriptionId, SubscriptionParams, ToolListParams,
-    ToolListResult, UnsubscribeParams,
+    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionRenameParams,
+    SessionRewindParams, SessionRewindResult, SessionSetModeParams, SessionSetModelParams,
+    SessionSubscribeParams, SessionVerifyResult, StatusGetResult, SubscriptionId,
+    SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
 };
 
 /// A method a client calls: the request's `method`, what its `params` hold and what a
@@ -156,6 +156,11 @@ method!(
     SessionSetModel = "session/setModel", SessionSetModelParams => SessionInfo
 );
 method!(
+    /// amber extension: give a session a name (unique among the daemon's sessions) that
+    /// stands for its id wherever params carry a `sessionId`, or clear it.
+    SessionRename = "session/rename", SessionRenameParams => SessionInfo
+);
+method!(
     /// amber extension: the LLM providers a session can select.
     ProviderList = "provider/list", Empty => ProviderListResult
 );
@@ -271,6 +276,8 @@ pub const PANEL_LIST: &str = PanelList::NAME;
 pub const PANEL_GET: &str = PanelGet::NAME;
 /// amber extension: switch a session's model and/or provider.
 pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
+/// amber extension: name a session, or clear its name.
+pub const SESSION_RENAME: &str = SessionRename::NAME;
 /// amber extension: the LLM providers a session can select.
 pub const PROVIDER_LIST: &str = ProviderList::NAME;
 /// amber extension: whether a provider is usable.
@@ -324,6 +331,7 @@ pub const EXTENSIONS: &[&str] = &[
     SESSION_COMPACT,
     SESSION_VERIFY,
     SESSION_SET_MODEL,
+    SESSION_RENAME,
     COMMAND_RUN,
     STATUS_GET,
     PANEL_LIST,

@@ -136,6 +136,10 @@ pub struct SessionNewParams {
     /// this many (`budget_exceeded`), whatever the price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens_total: Option<u64>,
+    /// amber extension: a name for the session, unique among the daemon's sessions (see
+    /// `session/rename` for the rules); absent or empty: unnamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -134,6 +134,11 @@ pub struct SessionInfo {
     pub mode: Mode,
     pub model: String,
     pub title: String,
+    /// amber extension: the name the user gave the session (`session/new {name}`,
+    /// `session/rename`), unique among the daemon's sessions; absent when unnamed. Params
+    /// carrying a `sessionId` accept it in place of the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub state: SessionState,
     /// RFC 3339.
     pub created_at: String,

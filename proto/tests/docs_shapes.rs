@@ -289,6 +289,7 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "PanelGetResult" => check::<PanelGetResult>(value),
         "ProviderListResult" => check::<ProviderListResult>(value),
         "SessionSetModelParams" => check::<SessionSetModelParams>(value),
+        "SessionRenameParams" => check::<SessionRenameParams>(value),
         "AgentListParams" => check::<AgentListParams>(value),
         "AgentListResult" => check::<AgentListResult>(value),
         "SandboxSelftestResult" => check::<SandboxSelftestResult>(value),

@@ -15,9 +15,9 @@ use amber_proto::{
     Mode, NameParams, PeerInfo, PluginInfo, PluginKind, PluginListResult, PluginState, ResolvedBy,
     Role, SandboxSelftestResult, SessionCancelResult, SessionGetParams, SessionGetResult,
     SessionIdParams, SessionInfo, SessionListParams, SessionListResult, SessionNewParams,
-    SessionPromptParams, SessionPromptResult, SessionSetModeParams, SessionState,
-    SessionSubscribeParams, SteerReason, StopReason, TodoStatus, ToolInfo, ToolListParams,
-    ToolListResult, ToolStatus, Usage,
+    SessionPromptParams, SessionPromptResult, SessionRenameParams, SessionSetModeParams,
+    SessionState, SessionSubscribeParams, SteerReason, StopReason, TodoStatus, ToolInfo,
+    ToolListParams, ToolListResult, ToolStatus, Usage,
 };
 use serde_json::{Value, json};
 
@@ -141,6 +141,26 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
             info["usage"]["costUsd"] = json!(0.0421);
             info
         }),
+        (
+            "session/new params (name)",
+            rt::<SessionNewParams>,
+            json!({"cwd": "/home/u/proj", "name": "fix-auth"}),
+        ),
+        ("session/new result (name)", rt::<SessionInfo>, {
+            let mut info = session_info();
+            info["name"] = json!("fix-auth");
+            info
+        }),
+        (
+            "session/rename params",
+            rt::<SessionRenameParams>,
+            json!({"sessionId": "3f2a", "name": "fix-auth"}),
+        ),
+        (
+            "session/rename params (clear)",
+            rt::<SessionRenameParams>,
+            json!({"sessionId": "fix-auth", "name": null}),
+        ),
         ("session/new result (agent)", rt::<SessionInfo>, {
             let mut info = session_info();
             info["agent"] = json!("plan");

@@ -1,6 +1,9 @@
 //! The session list through the real daemon: paging newest first with a cursor that does
 //! not shift when sessions are created between pages, and sessions that never vanish from
 //! `session/list`, `session/get` or `session/verify` while idle ones unload and reload.
+//! Session names are `names.rs`.
+
+mod names;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

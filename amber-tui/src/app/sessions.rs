@@ -242,6 +242,7 @@ mod tests {
             mode: Mode::Write,
             model: "m".into(),
             title: String::new(),
+            name: None,
             state,
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: updated.into(),

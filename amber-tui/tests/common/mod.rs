@@ -40,6 +40,7 @@ pub(crate) fn info(state: SessionState) -> SessionInfo {
         mode: Mode::Write,
         model: "mock-model".into(),
         title: "fix the build".into(),
+        name: None,
         state,
         created_at: "2025-01-02T03:04:05Z".into(),
         updated_at: "2025-01-02T03:04:05Z".into(),

@@ -124,6 +124,7 @@ impl FakeSession {
                 mode: Mode::Write,
                 model: "m1".to_owned(),
                 title: String::new(),
+                name: None,
                 state: SessionState::Idle,
                 created_at: String::new(),
                 updated_at: String::new(),

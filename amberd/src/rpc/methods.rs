@@ -166,6 +166,8 @@ pub(crate) fn module(
         Ok(d.sessions.get(&p.session_id)?.shared.set_mode(p.mode))
     })?;
 
+    m.method::<methods::SessionRename>(|p, d, _| Ok(d.sessions.rename(&p.session_id, p.name)?))?;
+
     m.method::<methods::ApprovalRespond>(|p, d, ext| {
         let approver = ext.get::<Arc<WsConn>>().is_some_and(|c| c.is_approver());
         if !approver {
@@ -224,6 +226,7 @@ pub(crate) const SERVED: &[&str] = &[
     methods::PROVIDER_LIST,
     methods::PROVIDER_CHECK,
     methods::SESSION_SET_MODEL,
+    methods::SESSION_RENAME,
     methods::AGENT_LIST,
     methods::TRUST_LIST,
     methods::TRUST_RESPOND,

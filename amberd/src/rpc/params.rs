@@ -10,9 +10,11 @@ use std::sync::Arc;
 use crate::agent::output_schema::OutputSchema;
 use crate::session::{PromptOptions, SessionError};
 
-/// [`parse`], after a `sessionId` that is a unique prefix of a session's id (`3f2a`, as
-/// `amber-cli sessions` shows them) is replaced by the whole id. A prefix two sessions share
-/// is -32602 naming them; one that matches nothing is left for the handler's -32001.
+/// [`parse`], after a `sessionId` that is a session's name (`fix-auth`) or a unique prefix
+/// of a session's id (`3f2a`, as `amber-cli sessions` shows them) is replaced by the whole
+/// id; a whole id wins over a name, a name over a prefix (`SessionManager::resolve_id`). A
+/// prefix two sessions share is -32602 naming them; one that matches nothing is left for the
+/// handler's -32001.
 pub(crate) fn parse_for<T: DeserializeOwned>(
     params: &Params<'_>,
     daemon: &crate::daemon::Daemon,
@@ -24,7 +26,8 @@ pub(crate) fn parse_for<T: DeserializeOwned>(
         session_id: Option<std::borrow::Cow<'a, str>>,
     }
     let raw = params.as_str().unwrap_or("{}");
-    // Cheap test first; and only a prefix (rare) has the params built and written again.
+    // Cheap test first; and only a name or a prefix (rare) has the params built and written
+    // again.
     if raw.contains("\"sessionId\"")
         && let Ok(Named {
             session_id: Some(id),

@@ -3,7 +3,8 @@
 //! and the result the handler returns are the ones proto declares and clients call with,
 //! so the three cannot drift. Params are parsed before the handler runs, by
 //! [`params::parse_for`](super::params::parse_for) (absent or `null` params count as `{}`;
-//! errors are -32602 naming the field; a `sessionId` may be a unique prefix of one).
+//! errors are -32602 naming the field; a `sessionId` may be a session's name or a unique
+//! prefix of its id).
 
 use std::future::Future;
 use std::sync::Arc;

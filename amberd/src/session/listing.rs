@@ -92,6 +92,7 @@ mod tests {
             mode: amber_proto::Mode::default(),
             model: "m".into(),
             title: String::new(),
+            name: None,
             state: amber_proto::SessionState::Idle,
             created_at: created.into(),
             updated_at: created.into(),

@@ -22,6 +22,7 @@ use amber_store::context::Context;
 
 use super::feature::{Draft, NewSession};
 use super::hub::{EventHub, EventStore};
+use super::names::{self, NameIndex};
 use super::persist::{self, Persistence};
 use super::services::Services;
 use super::{Command, SessionError, SessionHandle, build, listing, restore};
@@ -49,6 +50,8 @@ struct Registry {
     stored: HashMap<String, SessionInfo>,
     /// Sessions in `stored` whose old actor is still stopping.
     unloading: HashMap<String, Arc<Unloading>>,
+    /// The names of the sessions of both maps (and of sessions being created).
+    names: NameIndex,
 }
 
 /// Set once an unloaded session's actor has stopped and its log is closed.
@@ -79,6 +82,7 @@ impl SessionManager {
     /// Lists the store's sessions (metadata only; logs are read on first use).
     pub fn new(services: Arc<Services>) -> Self {
         let mut stored = HashMap::new();
+        let mut names = NameIndex::default();
         if let Some(store) = &services.store {
             match store.list() {
                 Ok(metas) => {
@@ -88,6 +92,12 @@ impl SessionManager {
                         meta.info.state = SessionState::Idle;
                         for feature in &services.features {
                             feature.describe_stored(&mut meta, &services);
+                        }
+                        if let Some(name) = &meta.info.name
+                            && let Err(err) = names.claim(name, &meta.info.session_id)
+                        {
+                            // Only a hand-edited store gets here: the first one keeps it.
+                            tracing::warn!(session = %meta.info.session_id, %err, "a stored session's name is not unique");
                         }
                         stored.insert(meta.info.session_id.clone(), meta.info);
                     }
@@ -99,6 +109,7 @@ impl SessionManager {
             services,
             registry: Mutex::new(Registry {
                 stored,
+                names,
                 ..Registry::default()
             }),
             closing: AtomicBool::new(false),
@@ -163,6 +174,10 @@ impl SessionManager {
                 .map_err(SessionError::InvalidParams)?;
         }
         let id = uuid::Uuid::new_v4().to_string();
+        // Claimed before anything is made, so a taken name makes nothing; given back if
+        // the session is not made after all.
+        let name = names::requested(params.name.take());
+        let mut claim = self.claim_name(name.as_deref(), &id)?;
         let services = &self.services;
         // Nobody chose a model (a feature's default counts as a choice): it follows the
         // configuration's.
@@ -184,6 +199,7 @@ impl SessionManager {
             mode: params.mode.unwrap_or_default(),
             model,
             title: params.title.clone().unwrap_or_default(),
+            name,
             state: SessionState::Idle,
             created_at: now.clone(),
             updated_at: now,
@@ -287,7 +303,62 @@ impl SessionManager {
             false,
         );
         self.registry().loaded.insert(id, handle.clone());
+        claim.keep();
         Ok(handle)
+    }
+
+    /// Reserves `name` (checked against the rules) for the session `id` being made.
+    fn claim_name(&self, name: Option<&str>, id: &str) -> Result<NameClaim<'_>, SessionError> {
+        if let Some(name) = name {
+            names::check(name).map_err(name_error)?;
+            self.registry().names.claim(name, id).map_err(name_error)?;
+        }
+        Ok(NameClaim {
+            manager: self,
+            name: name.map(str::to_owned),
+            id: id.to_owned(),
+            kept: false,
+        })
+    }
+
+    /// `session/rename`: gives the session `id` the name `name` (`None` or empty: no name).
+    /// Refused when the name breaks the rules or another session has it; the session's own
+    /// name again changes nothing.
+    pub fn rename(&self, id: &str, name: Option<String>) -> Result<SessionInfo, SessionError> {
+        let name = names::requested(name);
+        if let Some(name) = &name {
+            names::check(name).map_err(name_error)?;
+        }
+        loop {
+            let handle = self.get(id)?;
+            let shared = &handle.shared;
+            let info = {
+                let mut registry = self.registry();
+                // Unloaded since `get`: its info now lives in `stored`; load it again.
+                if !registry
+                    .loaded
+                    .get(id)
+                    .is_some_and(|h| Arc::ptr_eq(h, &handle))
+                {
+                    continue;
+                }
+                let old = shared.info().name;
+                if old == name {
+                    return Ok(shared.info());
+                }
+                if let Some(name) = &name {
+                    registry.names.claim(name, id).map_err(name_error)?;
+                }
+                if let Some(old) = &old {
+                    registry.names.release(old, id);
+                }
+                shared.put_name(name)
+            };
+            // Outside the registry's lock: the watch tap takes the session's own locks.
+            shared.hub.notify_watchers(SessionChangeKind::Updated);
+            shared.save_meta();
+            return Ok(info);
+        }
     }
 
     /// `trust/list`: the configuration files of the workspace `cwd` (validated as
@@ -326,16 +397,21 @@ impl SessionManager {
         )
     }
 
-    /// The whole id of the one session `id` is a prefix of (at least
-    /// [`MIN_ID_PREFIX`] characters), when `id` is not itself a session's id: `Ok(None)` when
-    /// it is one, or matches none (the caller's lookup then says not found); an error naming
-    /// the candidates when several match.
+    /// The whole id of the session `id` stands for, when `id` is not itself a session's id:
+    /// the session named `id`, else the one session whose id starts with `id` (at least
+    /// [`MIN_ID_PREFIX`] characters). `Ok(None)` when it is an id, or matches nothing (the
+    /// caller's lookup then says not found); an error naming the candidates when several
+    /// ids start with it.
     pub fn resolve_id(&self, id: &str) -> Result<Option<String>, SessionError> {
-        if id.chars().count() < MIN_ID_PREFIX {
-            return Ok(None);
-        }
         let registry = self.registry();
         if registry.loaded.contains_key(id) || registry.stored.contains_key(id) {
+            return Ok(None);
+        }
+        // A name never looks like an id or a prefix of one (`names.rs`): no ambiguity.
+        if let Some(holder) = registry.names.holder(id) {
+            return Ok(Some(holder.to_owned()));
+        }
+        if id.chars().count() < MIN_ID_PREFIX {
             return Ok(None);
         }
         let mut matches: Vec<&String> = registry
@@ -652,6 +728,8 @@ impl SessionManager {
             // The fork's usage is its own; its budgets are the features' to say.
             max_budget_usd: None,
             max_tokens_total: None,
+            // Names are unique: the fork is unnamed until someone names it.
+            name: None,
         };
         shared.features.fork(&mut params);
         let fork = self.create_with(params, history)?;
@@ -766,6 +844,7 @@ impl SessionManager {
     async fn delete_session(&self, id: &str) -> Result<(), SessionError> {
         let (handle, was_stored) = {
             let mut registry = self.registry();
+            registry.names.release_session(id);
             (registry.loaded.remove(id), registry.stored.remove(id))
         };
         match &handle {
@@ -849,6 +928,7 @@ fn draft_meta() -> SessionMeta {
             mode: amber_proto::Mode::default(),
             model: String::new(),
             title: String::new(),
+            name: None,
             state: SessionState::Idle,
             created_at: String::new(),
             updated_at: String::new(),
@@ -866,6 +946,35 @@ fn draft_meta() -> SessionMeta {
         mcp_servers: Vec::new(),
         model_follows_config: false,
     }
+}
+
+/// A name reserved for a session being made, given back on drop unless the session was.
+struct NameClaim<'a> {
+    manager: &'a SessionManager,
+    name: Option<String>,
+    id: String,
+    kept: bool,
+}
+
+impl NameClaim<'_> {
+    /// The session was made: the name stays with it.
+    fn keep(&mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for NameClaim<'_> {
+    fn drop(&mut self) {
+        if !self.kept
+            && let Some(name) = &self.name
+        {
+            self.manager.registry().names.release(name, &self.id);
+        }
+    }
+}
+
+fn name_error(err: names::NameError) -> SessionError {
+    SessionError::InvalidParams(format!("name: {err}"))
 }
 
 /// Where a fork's history ends: the first `messages` of the source's conversation, and

@@ -1,4 +1,5 @@
-//! Tests of the session manager's own rules: which session an id prefix names.
+//! Tests of the session manager's own rules: which session an id prefix or a name names,
+//! and who may have a name.
 
 use super::*;
 
@@ -101,4 +102,95 @@ async fn retention_deletes_old_idle_sessions_and_keeps_the_rest() {
         !dir.path().join("sessions/old").exists(),
         "gone from the store too"
     );
+}
+
+/// Stored sessions: (id, name).
+fn manager_named(sessions: &[(&str, Option<&str>)]) -> (SessionManager, tempfile::TempDir) {
+    let ids: Vec<&str> = sessions.iter().map(|(id, _)| *id).collect();
+    manager_over(&ids, |id, meta| {
+        let (_, name) = sessions.iter().find(|(s, _)| *s == id).unwrap();
+        meta.info.name = name.map(str::to_owned);
+    })
+}
+
+#[test]
+fn a_whole_id_wins_over_a_name_and_a_name_over_a_prefix() {
+    let (manager, _dir) = manager_named(&[
+        ("3f2a9c1d-aaaa", Some("fix-auth")),
+        // Test ids need not look like real ones: an id that is also another's name.
+        ("v2", None),
+        ("77b0e4aa-cccc", Some("v2")),
+        ("fixer-0001", None),
+        ("88c1d2e3-dddd", Some("fixer")),
+    ]);
+    let table: &[(&str, Option<&str>)] = &[
+        ("fix-auth", Some("3f2a9c1d-aaaa")),
+        ("v2", None),
+        ("fixer", Some("88c1d2e3-dddd")),
+        ("fixer-", Some("fixer-0001")),
+        ("x", None),
+        ("fix-aut", None),
+    ];
+    for (given, whole) in table {
+        assert_eq!(
+            manager.resolve_id(given).unwrap().as_deref(),
+            *whole,
+            "{given}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_name_is_unique_kept_in_the_store_and_freed_on_rename_and_delete() {
+    let first = "3f2a9c1d-0000-4000-8000-000000000001";
+    let second = "77b0e4aa-1111-4111-8111-111111111111";
+    let (manager, dir) = manager_named(&[(first, Some("fix-auth")), (second, None)]);
+
+    let invalid = manager.rename(second, Some("my task".into())).unwrap_err();
+    assert_eq!(
+        invalid.to_string(),
+        "invalid params: name: `my task` contains whitespace"
+    );
+    let taken = manager.rename(second, Some("fix-auth".into())).unwrap_err();
+    assert!(matches!(taken, SessionError::InvalidParams(_)), "{taken}");
+    assert_eq!(
+        taken.to_string(),
+        "invalid params: name: `fix-auth` is taken by session 3f2a9c1d"
+    );
+    // Its own name again: nothing changes.
+    let same = manager.rename(first, Some("fix-auth".into())).unwrap();
+    assert_eq!(same.name.as_deref(), Some("fix-auth"));
+
+    let renamed = manager.rename(first, Some("login".into())).unwrap();
+    assert_eq!(renamed.name.as_deref(), Some("login"));
+    assert_eq!(manager.resolve_id("fix-auth").unwrap(), None, "freed");
+    let given = manager.rename(second, Some("fix-auth".into())).unwrap();
+    assert_eq!(given.name.as_deref(), Some("fix-auth"));
+    assert_eq!(
+        manager.resolve_id("fix-auth").unwrap().as_deref(),
+        Some(second)
+    );
+
+    // An empty name clears it, as `None` does.
+    assert_eq!(
+        manager.rename(first, Some(String::new())).unwrap().name,
+        None
+    );
+    assert_eq!(manager.resolve_id("login").unwrap(), None);
+
+    // The store has the names: a manager started over it knows them.
+    let store = amber_store::Store::open(dir.path()).unwrap();
+    let names: std::collections::HashMap<String, Option<String>> = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.info.session_id, m.info.name))
+        .collect();
+    assert_eq!(names[first], None);
+    assert_eq!(names[second].as_deref(), Some("fix-auth"));
+
+    manager.delete(second).await.unwrap();
+    assert_eq!(manager.resolve_id("fix-auth").unwrap(), None);
+    let again = manager.rename(first, Some("fix-auth".into())).unwrap();
+    assert_eq!(again.name.as_deref(), Some("fix-auth"));
 }

@@ -14,6 +14,7 @@ pub(crate) mod gate;
 pub mod hub;
 mod listing;
 pub(crate) mod manager;
+pub(crate) mod names;
 pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
@@ -293,6 +294,15 @@ impl SessionShared {
         self.hub.notify_watchers(SessionChangeKind::Updated);
         self.save_meta();
         info
+    }
+
+    /// Puts `name` in the session's info (the manager keeps names unique and tells the
+    /// watchers); the info after it.
+    pub(crate) fn put_name(&self, name: Option<String>) -> SessionInfo {
+        let mut live = self.lock_live();
+        live.info.name = name;
+        live.info.updated_at = now_rfc3339();
+        live.info.clone()
     }
 
     /// A session nobody chose a model for takes the configured default's, as it is now

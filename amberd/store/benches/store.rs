@@ -37,6 +37,7 @@ fn meta(id: &str) -> SessionMeta {
             mode: Mode::default(),
             model: "some-model".into(),
             title: "a benchmark session".into(),
+            name: None,
             state: SessionState::Idle,
             created_at: format!("2026-12-02T10:00:00.{id}Z"),
             updated_at: "2026-12-02T10:00:00.000Z".into(),

@@ -20,6 +20,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             mode: Mode::default(),
             model: "m".into(),
             title: "t".into(),
+            name: None,
             state: SessionState::Idle,
             created_at: created_at.into(),
             updated_at: created_at.into(),
@@ -387,6 +388,23 @@ fn a_sessions_agent_round_trips_and_older_meta_has_none() {
     fs::write(&path, serde_json::to_vec(&raw).unwrap()).unwrap();
     let old = f.store.load("s").unwrap().meta;
     assert_eq!((old.agent, old.info.agent), (None, None));
+}
+
+#[test]
+fn a_sessions_name_round_trips_and_older_meta_has_none() {
+    let f = Fixture::new();
+    let mut m = meta("s", "1");
+    m.info.name = Some("fix-auth".into());
+    drop(f.store.create(&m).unwrap());
+    assert_eq!(f.store.load("s").unwrap().meta, m);
+    let path = f.store.sessions_dir().join("s").join("meta.json");
+    let mut raw: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(raw["info"]["name"], "fix-auth", "{raw}");
+    // A file written before names existed reads as an unnamed session.
+    raw["info"].as_object_mut().unwrap().remove("name");
+    fs::write(&path, serde_json::to_vec(&raw).unwrap()).unwrap();
+    assert_eq!(f.store.load("s").unwrap().meta.info.name, None);
+    assert_eq!(f.store.list().unwrap()[0].info.name, None);
 }
 
 #[test]

@@ -236,6 +236,8 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         // A fresh session gets fresh budgets of the same size.
         max_budget_usd: info.max_budget_usd,
         max_tokens_total: info.max_tokens_total,
+        // Names are unique: this one stays with the session that has it.
+        name: None,
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),
