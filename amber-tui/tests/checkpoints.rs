@@ -662,7 +662,8 @@ fn the_local_commands_are_in_the_popup_once() {
     assert_eq!(
         names,
         [
-            "help", "diff", "sessions", "rewind", "fork", "detach", "quit", "exit", "init", "copy"
+            "help", "diff", "sessions", "rewind", "fork", "detach", "quit", "exit", "init", "copy",
+            "model"
         ]
     );
     for ch in "/re".chars() {

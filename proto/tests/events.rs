@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::common::{Check, rt, run_table};
-use amber_proto::{CostUsd, Event, EventKind, McpStatus, StopReason, Usage, methods};
+use amber_proto::{CostUsd, Event, EventKind, McpStatus, StopReason, Usage, UsagePurpose, methods};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -518,5 +518,26 @@ fn session_event_notification_carries_an_event() {
             notification["params"]["result"]
         );
         assert_eq!(serde_json::to_value(&parsed).unwrap(), notification);
+    }
+}
+
+#[test]
+fn a_usage_purpose_is_named_and_one_a_client_does_not_know_reads_as_other() {
+    let usage = Usage::default();
+    let plain = serde_json::to_value(EventKind::usage(usage, usage)).unwrap();
+    assert!(plain.get("purpose").is_none(), "{plain}");
+    let confirm = serde_json::to_value(EventKind::usage_of(
+        usage,
+        usage,
+        Some(UsagePurpose::Confirm),
+    ))
+    .unwrap();
+    assert_eq!(confirm["purpose"], "confirm");
+
+    let mut newer = confirm.clone();
+    newer["purpose"] = json!("speculation");
+    match serde_json::from_value::<EventKind>(newer).unwrap() {
+        EventKind::Usage { purpose, .. } => assert_eq!(purpose, Some(UsagePurpose::Other)),
+        other => panic!("{other:?}"),
     }
 }

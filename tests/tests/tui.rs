@@ -486,3 +486,60 @@ fn a_bang_command_runs_as_the_user_and_its_output_goes_with_the_next_prompt() {
     tmux.keys("g", &["Enter"]);
     tmux.wait("g", "the help", |s| s.contains("!CMD"));
 }
+
+#[test]
+fn the_model_picker_offers_the_providers_models_and_pins_the_choice() {
+    let mock = MockLlm::start_blocking(vec![]);
+    let config = format!(
+        "{}\n[providers.second]\nbase_url = \"{}\"\nmodel = \"second-model\"\n",
+        amber_tests::steps::FAST_RETRIES,
+        mock.base_url()
+    );
+    let daemon = amber_tests::steps::spawn_config(&mock, &config);
+    let tmux = Tmux::new("models");
+    tmux.start("m", &daemon, &[]);
+    tmux.wait("m", "the welcome screen", |s| s.contains("Type a prompt"));
+    let id = daemon.rpc_ok("session/list", json!({}))["sessions"][0]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    tmux.type_text("m", "/model");
+    tmux.keys("m", &["Enter"]);
+    // The session's provider lists its models (the endpoint's `/models`); the other
+    // provider offers its default.
+    let screen = tmux.wait("m", "the picker", |s| {
+        s.contains(" model ") && s.contains("second-model") && s.contains("mock-model")
+    });
+    assert!(screen.contains("Enter use it"), "{screen}");
+    let row = |screen: &str, what: &str| {
+        screen
+            .lines()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what}:\n{screen}"))
+    };
+    // From the first row (under the box's top border) down to `second-model`.
+    tmux.keys("m", &["Home"]);
+    let top = row(&screen, " model ");
+    for _ in 0..(row(&screen, "second-model") - top - 1) {
+        tmux.keys("m", &["Down"]);
+    }
+    tmux.keys("m", &["Enter"]);
+    tmux.wait("m", "the daemon's answer", |s| {
+        s.contains("model: second-model (provider: second)")
+    });
+    let session = &daemon.rpc_ok("session/get", json!({"sessionId": id}))["session"];
+    assert_eq!(session["model"], "second-model", "{session}");
+    assert_eq!(session["provider"], "second", "{session}");
+
+    tmux.type_text("m", "/model");
+    tmux.keys("m", &["Enter"]);
+    tmux.wait("m", "the picker again", |s| s.contains("Enter use it"));
+    tmux.keys("m", &["Escape"]);
+    tmux.wait("m", "the picker closed", |s| !s.contains("Enter use it"));
+    let session = &daemon.rpc_ok("session/get", json!({"sessionId": id}))["session"];
+    assert_eq!(
+        session["model"], "second-model",
+        "Esc changed nothing: {session}"
+    );
+}

@@ -51,6 +51,10 @@ pub const LOCAL_COMMANDS: &[(&str, &str)] = &[
         "copy",
         "copy the last reply to the clipboard (OSC 52: works over ssh and in tmux)",
     ),
+    (
+        "model",
+        "pick the session's model from what its providers offer (/model NAME [@PROVIDER]: set it)",
+    ),
 ];
 
 /// What `/init` asks the model.
@@ -237,6 +241,8 @@ impl App {
             "sessions" => self.toggle_switcher(),
             "init" => self.send_prompt(INIT_PROMPT.to_owned()),
             "copy" => self.copy_last_reply(),
+            // With a name it is the daemon's `/model NAME [@PROVIDER]`.
+            "model" if args.is_empty() => self.open_model_picker(),
             "rewind" => {
                 self.rewind = Some(RewindView::new());
                 self.request(Action::ListCheckpoints(CheckpointsFor::Rewind));

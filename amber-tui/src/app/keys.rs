@@ -21,7 +21,11 @@ impl App {
 
     /// Bracketed paste: the text goes into the editor as is (newlines included).
     pub fn on_paste(&mut self, text: &str) -> Vec<Action> {
-        if self.approvals.is_empty() && self.rewind.is_none() && self.switcher.is_none() {
+        if self.approvals.is_empty()
+            && self.rewind.is_none()
+            && self.switcher.is_none()
+            && self.model_picker.is_none()
+        {
             self.input.insert_str(text);
             self.update_popup();
         }
@@ -47,6 +51,9 @@ impl App {
         // The switcher is drawn over everything and takes every key while open.
         if self.switcher.is_some() {
             return self.switcher_key(key);
+        }
+        if self.model_picker.is_some() {
+            return self.model_picker_key(key);
         }
         // The rewind picker takes every key (PgUp/PgDn scroll its preview), unless an
         // approval, which is drawn over it, needs an answer first.

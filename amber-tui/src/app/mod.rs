@@ -9,6 +9,7 @@ mod incoming;
 mod input;
 mod keys;
 mod live;
+mod models;
 mod notice;
 mod sessions;
 mod shell;
@@ -28,6 +29,7 @@ pub use complete::{Popup, PopupKind, match_files, popup_for};
 pub use incoming::{Incoming, UnknownEvent};
 pub use input::Input;
 pub use live::{LiveStatus, elapsed};
+pub use models::{ModelChoice, ModelPicker, choices as model_choices};
 pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
 pub use sessions::{Sessions, Switcher, alert_for, label as session_label};
 pub use shell::ShellOutcome;
@@ -69,6 +71,8 @@ pub enum Action {
         command: String,
         cwd: Option<String>,
     },
+    /// `provider/list` and `provider/check {provider}` → [`App::on_models`] (`/model`).
+    ListModels { provider: Option<String> },
     /// Attach to another session.
     SwitchSession(String),
     /// `session/list` → [`Sessions::set_listed`] (the switcher opened).
@@ -142,6 +146,8 @@ pub struct App {
     pub sessions: Sessions,
     /// The session switcher, when open.
     pub switcher: Option<Switcher>,
+    /// The `/model` picker, when open.
+    pub model_picker: Option<ModelPicker>,
     /// The terminal has the focus (focus reporting; assumed until it says otherwise).
     pub focused: bool,
     /// Live events of the attached session worth a notification, for the runtime.
@@ -208,6 +214,7 @@ impl App {
             rewind: None,
             sessions: Sessions::default(),
             switcher: None,
+            model_picker: None,
             focused: true,
             alerts: Vec::new(),
             expanded: false,

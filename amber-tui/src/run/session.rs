@@ -23,8 +23,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::Error;
 use crate::app::{
-    Action, App, CheckpointsFor, DiffFor, NoticeKind, RewindRequest, Sessions, ShellOutcome,
-    TICK_MS, alert_for,
+    Action, App, CheckpointsFor, DiffFor, ModelChoice, NoticeKind, RewindRequest, Sessions,
+    ShellOutcome, TICK_MS, alert_for, model_choices,
 };
 use crate::notify::{Alert, Notifier};
 use crate::terminal::Tui;
@@ -121,6 +121,8 @@ enum Msg {
     Deleted,
     /// A `!` command ended: the command and how.
     Shell(String, Result<ShellOutcome, String>),
+    /// The `/model` picker's rows.
+    Models(Result<Vec<ModelChoice>, String>),
 }
 
 struct Ctx<'a> {
@@ -553,6 +555,7 @@ async fn on_msg(
         Msg::Rewound(request, r) => app.on_rewound(request, r),
         Msg::Forked(label, r) => app.on_forked(label, r.map(|info| *info)),
         Msg::Shell(command, r) => app.on_shell(command, r),
+        Msg::Models(r) => app.on_models(r),
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
@@ -607,6 +610,11 @@ async fn perform(
                 tokio::spawn(async move {
                     let r = shell::run(&command, cwd.as_deref()).await;
                     let _ = tx.send(Msg::Shell(command, r));
+                });
+            }
+            Action::ListModels { provider } => {
+                tokio::spawn(async move {
+                    let _ = tx.send(Msg::Models(list_models(&c, provider).await));
                 });
             }
             Action::SwitchSession(next) => return Some(Outcome::Switch(next)),
@@ -741,6 +749,24 @@ async fn perform(
         }
     }
     None
+}
+
+/// The `/model` picker's rows: every provider's default, and what the session's lists.
+async fn list_models(c: &Client, provider: Option<String>) -> Result<Vec<ModelChoice>, String> {
+    let providers = c
+        .request::<m::ProviderList>(&amber_proto::Empty {})
+        .await
+        .map_err(|e| e.to_string())?
+        .providers;
+    // A provider without a models list (or unreachable) still offers its default.
+    let listed = c
+        .request::<m::ProviderCheck>(&amber_proto::ProviderCheckParams {
+            provider: provider.clone(),
+        })
+        .await
+        .map(|check| check.models)
+        .unwrap_or_default();
+    Ok(model_choices(&providers, provider.as_deref(), &listed))
 }
 
 fn spawn_status(ctx: &Ctx<'_>) {

@@ -3,6 +3,7 @@
 //! snapshot-tested on ratatui's `TestBackend`.
 
 mod bottom;
+mod models;
 mod overlay;
 pub mod picker;
 mod rewind;
@@ -48,6 +49,8 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     if app.switcher.is_some() {
         // Over everything, approvals included: it was opened on purpose, and has the keys.
         switcher::draw(app, main, frame.buffer_mut());
+    } else if app.model_picker.is_some() {
+        models::draw(app, main, frame.buffer_mut());
     } else if !app.approvals.is_empty() && !main.is_empty() {
         overlay::approval(app, main, frame.buffer_mut());
     } else if app.rewind.is_some() {
