@@ -321,15 +321,25 @@ fn help_lists_every_command_shift_tab_cycles_the_mode_and_exit_leaves() {
 
     tmux.type_text("b", "/help");
     tmux.keys("b", &["Enter"]);
-    let screen = tmux.wait("b", "the help", |s| s.contains("/plugins"));
-    for command in ["/quit", "/exit", "/init", "/copy", "/mode", "/model"] {
-        assert!(screen.contains(command), "{command} in /help:\n{screen}");
-    }
+    let mut seen = tmux.wait("b", "the help", |s| s.contains("/plugins"));
     // Its start, scrolled back to: the TUI's own commands come first.
     tmux.keys("b", &["PPage"]);
-    let screen = tmux.wait("b", "the start of the help", |s| s.contains("/rewind"));
-    for command in ["/sessions", "/diff", "/fork"] {
-        assert!(screen.contains(command), "{command} in /help:\n{screen}");
+    seen.push_str(&tmux.wait("b", "the start of the help", |s| s.contains("/rewind")));
+    for command in [
+        "/sessions",
+        "/rewind",
+        "/diff",
+        "/fork",
+        "/quit",
+        "/exit",
+        "/init",
+        "/copy",
+        "/model",
+        "/rename",
+        "/mode",
+        "/plugins",
+    ] {
+        assert!(seen.contains(command), "{command} in /help:\n{seen}");
     }
     tmux.keys("b", &["C-End"]);
 
@@ -542,4 +552,39 @@ fn the_model_picker_offers_the_providers_models_and_pins_the_choice() {
         session["model"], "second-model",
         "Esc changed nothing: {session}"
     );
+}
+
+#[test]
+fn rename_names_the_session_and_amber_comes_back_to_it_by_name() {
+    let mock = MockLlm::start_blocking(vec![MockTurn::text("Noted."), done()]);
+    let daemon = spawn(&mock);
+    let tmux = Tmux::new("rename");
+    tmux.start("r", &daemon, &[]);
+    tmux.wait("r", "the welcome screen", |s| s.contains("Type a prompt"));
+    tmux.type_text("r", "remember the login bug");
+    tmux.keys("r", &["Enter"]);
+    tmux.wait("r", "the reply", |s| {
+        s.contains("Noted.") && s.contains("· idle ·")
+    });
+
+    tmux.type_text("r", "/rename fix-auth");
+    tmux.keys("r", &["Enter"]);
+    tmux.wait("r", "the note", |s| {
+        s.contains("this session is named fix-auth")
+    });
+    let listed = daemon.rpc_ok("session/list", json!({}));
+    assert_eq!(listed["sessions"][0]["name"], "fix-auth", "{listed}");
+
+    // A name the daemon refuses is said in words, and changes nothing.
+    tmux.type_text("r", "/rename 3f2a");
+    tmux.keys("r", &["Enter"]);
+    let screen = tmux.wait("r", "the refusal", |s| s.contains("only hex digits"));
+    assert!(!screen.contains("-32602"), "{screen}");
+
+    tmux.keys("r", &["C-d"]);
+    tmux.wait("r", "amber to exit", |s| s.contains("[amber exited"));
+    tmux.start("r2", &daemon, &["--session", "fix-auth"]);
+    tmux.wait("r2", "the session, by its name", |s| {
+        s.contains("remember the login bug") && s.contains("Noted.")
+    });
 }

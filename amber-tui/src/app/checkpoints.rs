@@ -55,6 +55,10 @@ pub const LOCAL_COMMANDS: &[(&str, &str)] = &[
         "model",
         "pick the session's model from what its providers offer (/model NAME [@PROVIDER]: set it)",
     ),
+    (
+        "rename",
+        "name this session (/rename NAME; alone: clear it); amber --session NAME comes back to it",
+    ),
 ];
 
 /// What `/init` asks the model.
@@ -241,6 +245,7 @@ impl App {
             "sessions" => self.toggle_switcher(),
             "init" => self.send_prompt(INIT_PROMPT.to_owned()),
             "copy" => self.copy_last_reply(),
+            "rename" => self.request(Action::Rename((!args.is_empty()).then(|| args.to_owned()))),
             // With a name it is the daemon's `/model NAME [@PROVIDER]`.
             "model" if args.is_empty() => self.open_model_picker(),
             "rewind" => {
@@ -471,6 +476,28 @@ impl App {
                 self.request(Action::SwitchSession(info.session_id));
             }
             Err(e) => self.call_failed("fork", e),
+        }
+    }
+
+    /// The answer to [`Action::Rename`].
+    pub fn on_renamed(&mut self, result: Result<SessionInfo, String>) {
+        match result {
+            Ok(info) => {
+                let text = match info.name.as_deref() {
+                    Some(name) => format!(
+                        "this session is named {name}: `amber --session {name}` comes back to it"
+                    ),
+                    None => "this session has no name now".to_owned(),
+                };
+                self.sessions.update(&info);
+                self.session = Some(info);
+                self.transcript.push(Cell::Info {
+                    text,
+                    kind: InfoKind::Command,
+                });
+                self.scroll = Scroll::Follow;
+            }
+            Err(e) => self.call_failed("rename", e),
         }
     }
 

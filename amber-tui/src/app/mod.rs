@@ -71,6 +71,8 @@ pub enum Action {
         command: String,
         cwd: Option<String>,
     },
+    /// `session/rename` (`None`: clear the name) → [`App::on_renamed`].
+    Rename(Option<String>),
     /// `provider/list` and `provider/check {provider}` → [`App::on_models`] (`/model`).
     ListModels { provider: Option<String> },
     /// Attach to another session.

@@ -106,6 +106,12 @@ fn rank(state: SessionState) -> u8 {
 /// How a session is named in one line: its title, else the last part of its workspace.
 pub fn label(info: &SessionInfo) -> String {
     let title = info.title.trim();
+    if let Some(name) = info.name.as_deref() {
+        return match title {
+            "" => name.to_owned(),
+            title => format!("{name} · {}", title.replace('\n', " ")),
+        };
+    }
     if !title.is_empty() {
         return title.replace('\n', " ");
     }
@@ -254,6 +260,18 @@ mod tests {
             max_budget_usd: None,
             max_tokens_total: None,
         }
+    }
+
+    #[test]
+    fn a_label_leads_with_the_name_then_the_title() {
+        let mut s = info("3f2a9c1d", SessionState::Idle, "2026-01-01T00:00:00Z");
+        assert_eq!(label(&s), "3f2a9c1d (3f2a9c1d)");
+        s.title = "fix the login".into();
+        assert_eq!(label(&s), "fix the login");
+        s.name = Some("fix-auth".into());
+        assert_eq!(label(&s), "fix-auth · fix the login");
+        s.title.clear();
+        assert_eq!(label(&s), "fix-auth");
     }
 
     fn ids(s: &Sessions) -> Vec<&str> {

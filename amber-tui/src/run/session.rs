@@ -123,6 +123,9 @@ enum Msg {
     Shell(String, Result<ShellOutcome, String>),
     /// The `/model` picker's rows.
     Models(Result<Vec<ModelChoice>, String>),
+    /// `session/rename`'s answer.
+    // Boxed: a SessionInfo is several times the size of every other message.
+    Renamed(Result<Box<SessionInfo>, String>),
 }
 
 struct Ctx<'a> {
@@ -556,6 +559,7 @@ async fn on_msg(
         Msg::Forked(label, r) => app.on_forked(label, r.map(|info| *info)),
         Msg::Shell(command, r) => app.on_shell(command, r),
         Msg::Models(r) => app.on_models(r),
+        Msg::Renamed(r) => app.on_renamed(r.map(|info| *info)),
         Msg::Panels(p) => app.panels = p,
         Msg::Files(f) => app.files = f,
         Msg::Error(e) => app.on_error(e),
@@ -610,6 +614,20 @@ async fn perform(
                 tokio::spawn(async move {
                     let r = shell::run(&command, cwd.as_deref()).await;
                     let _ = tx.send(Msg::Shell(command, r));
+                });
+            }
+            Action::Rename(name) => {
+                tokio::spawn(async move {
+                    let params = amber_proto::SessionRenameParams {
+                        session_id: id,
+                        name,
+                    };
+                    let r = c
+                        .request::<m::SessionRename>(&params)
+                        .await
+                        .map(Box::new)
+                        .map_err(|e| e.to_string());
+                    let _ = tx.send(Msg::Renamed(r));
                 });
             }
             Action::ListModels { provider } => {
