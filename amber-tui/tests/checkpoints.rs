@@ -663,7 +663,7 @@ fn the_local_commands_are_in_the_popup_once() {
         names,
         [
             "help", "diff", "sessions", "rewind", "fork", "detach", "quit", "exit", "init", "copy",
-            "model"
+            "model", "rename"
         ]
     );
     for ch in "/re".chars() {
