@@ -58,8 +58,15 @@ pub(crate) struct Hold {
 
 impl Hold {
     /// What of `delta` may be shown now; the rest waits for the next delta or the end.
-    pub(crate) fn pass(&mut self, delta: &str) -> String {
-        self.held.push_str(delta);
+    /// Nothing held and nothing to hold (the common case): `delta` itself, uncopied.
+    pub(crate) fn pass(&mut self, delta: String) -> String {
+        if self.held.is_empty() {
+            let line_start = delta.trim_end().rfind('\n').map_or(0, |at| at + 1);
+            if !may_become_signal(&delta[line_start..]) {
+                return delta;
+            }
+        }
+        self.held.push_str(&delta);
         // The last line with text, and the blank lines after it (a signal may end in them).
         let line_start = self.held.trim_end().rfind('\n').map_or(0, |at| at + 1);
         let keep_from = if may_become_signal(&self.held[line_start..]) {
@@ -108,7 +115,7 @@ mod tests {
     fn shown(pieces: &[&str]) -> String {
         let whole: String = pieces.concat();
         let mut hold = Hold::default();
-        let mut out: String = pieces.iter().map(|p| hold.pass(p)).collect();
+        let mut out: String = pieces.iter().map(|p| hold.pass((*p).to_owned())).collect();
         out.push_str(&hold.release(strip(&whole).is_some()));
         out
     }
@@ -142,8 +149,8 @@ mod tests {
     #[test]
     fn text_that_cannot_become_the_signal_is_not_held() {
         let mut hold = Hold::default();
-        assert_eq!(hold.pass("Reading the file"), "Reading the file");
-        assert_eq!(hold.pass(".\nD"), ".\n");
-        assert_eq!(hold.pass("iff"), "Diff");
+        assert_eq!(hold.pass("Reading the file".into()), "Reading the file");
+        assert_eq!(hold.pass(".\nD".into()), ".\n");
+        assert_eq!(hold.pass("iff".into()), "Diff");
     }
 }

@@ -530,7 +530,7 @@ impl Turn<'_, '_> {
         let mut hold = finish_signal::Hold::default();
         let mut on_event = |event: StreamEvent| match event {
             StreamEvent::TextDelta(delta) if visibility == Visibility::Streamed => {
-                let shown = hold.pass(&delta);
+                let shown = hold.pass(delta);
                 if !shown.is_empty() {
                     host.emit(EventKind::MessageDelta {
                         item_id: item_id.to_owned(),
