@@ -56,6 +56,16 @@ async fn a_name_given_at_creation_stands_for_the_id_and_a_taken_one_is_refused_n
     let got = daemon.rpc_ok("session/get", json!({ "sessionId": "fix-auth" }));
     assert_eq!(got["session"]["sessionId"], id.as_str());
     assert_eq!(got["session"]["name"], "fix-auth");
+    // The daemon's own `/sessions` names it too.
+    let listed = daemon.rpc_ok("command/run", json!({ "name": "sessions" }));
+    let row = listed["output"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(id.as_str()))
+        .unwrap_or_else(|| panic!("no row: {listed}"))
+        .to_owned();
+    assert!(row.contains("[fix-auth]"), "{row}");
     // Other methods resolve it the same way.
     let status = daemon.rpc("status/get", json!({ "sessionId": "fix-auth" }));
     assert!(status.get("error").is_none(), "{status}");

@@ -259,9 +259,15 @@ async fn sessions(view: View<'_>, _args: &str) -> Result<CommandRunResult, Comma
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
+            // A name leads the title: it is what the user chose to call the session by.
+            let title = match s.name.as_deref() {
+                Some(name) if s.title.is_empty() => format!("[{name}]"),
+                Some(name) => format!("[{name}] {}", s.title),
+                None => s.title.clone(),
+            };
             format!(
-                "{}  {:<16}  {}  {}  {}",
-                s.session_id, state, s.updated_at, s.cwd, s.title
+                "{}  {:<16}  {}  {}  {title}",
+                s.session_id, state, s.updated_at, s.cwd
             )
         })
         .collect();
