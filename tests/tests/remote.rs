@@ -424,6 +424,13 @@ fn the_tui_attaches_over_a_remote_connection_and_shows_a_streamed_reply() {
     });
     assert!(screen.contains("› say something"), "{screen}");
     assert_eq!(ssh.read("hosts").trim(), "box");
+
+    // A `!` command would run on this machine, not the session's: refused, in words.
+    let marker = daemon.workspace.join("bang-ran-here");
+    tmux.type_text("remote", &format!("!touch {}", marker.display()));
+    tmux.keys("remote", &["Enter"]);
+    tmux.wait("remote", "the refusal", |s| s.contains("on another host"));
+    assert!(!marker.exists(), "the ! command ran locally");
 }
 
 #[test]

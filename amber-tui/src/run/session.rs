@@ -610,6 +610,13 @@ async fn perform(
                 );
                 let _ = std::io::Write::flush(&mut out);
             }
+            // The session's directory is on the daemon's host: running it here would run
+            // it on the wrong machine.
+            Action::Shell { command, .. } if ctx.opts.remote.is_some() => {
+                let why = "the session is on another host (--remote): run the command there, \
+                           or ask the model to run it";
+                let _ = tx.send(Msg::Shell(command, Err(why.to_owned())));
+            }
             Action::Shell { command, cwd } => {
                 tokio::spawn(async move {
                     let r = shell::run(&command, cwd.as_deref()).await;
