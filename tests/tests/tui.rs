@@ -338,6 +338,8 @@ fn help_lists_every_command_shift_tab_cycles_the_mode_and_exit_leaves() {
         "/rename",
         "/mode",
         "/plugins",
+        "!CMD",
+        "Shift-Tab",
     ] {
         assert!(seen.contains(command), "{command} in /help:\n{seen}");
     }

@@ -393,7 +393,8 @@ impl App {
         text.push(String::new());
         text.push(
             "Enter sends · Shift-Enter a new line · Ctrl-C cancels the turn (twice: leave) · \
-             Ctrl-D on an empty prompt leaves · Ctrl-S sessions · @ completes a file"
+             Ctrl-D on an empty prompt leaves · Shift-Tab cycles the mode · Ctrl-S sessions · \
+             @ completes a file"
                 .to_owned(),
         );
         self.transcript.push(Cell::Info {
