@@ -54,21 +54,19 @@ impl App {
         let (shown, for_model) = match result {
             Ok(outcome) => {
                 let output = tail(outcome.output.trim_end(), MAX_OUTPUT_CHARS);
-                let status = match outcome.code {
-                    Some(0) => String::new(),
+                let exit = match outcome.code {
                     Some(code) => format!("(exit status {code})"),
                     None => "(killed by a signal)".to_owned(),
                 };
-                let shown = [output.as_str(), status.as_str()]
-                    .into_iter()
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let exit = match outcome.code {
-                    Some(code) => format!("exit status {code}"),
-                    None => "killed by a signal".to_owned(),
-                };
-                let for_model = format!("$ {command}\n{output}\n({exit})");
+                // The transcript says how it ended only when that is news; the model always.
+                let mut shown = output.clone();
+                if outcome.code != Some(0) {
+                    if !shown.is_empty() {
+                        shown.push('\n');
+                    }
+                    shown.push_str(&exit);
+                }
+                let for_model = format!("$ {command}\n{output}\n{exit}");
                 (shown, Some(for_model))
             }
             Err(e) => (format!("could not run it: {e}"), None),

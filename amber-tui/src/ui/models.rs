@@ -20,14 +20,8 @@ pub(super) fn draw(app: &App, area: Rect, buf: &mut Buffer) {
     if area.width < 8 || area.height < 3 {
         return;
     }
-    let width = area.width.min(MAX_WIDTH);
-    let height = (picker.choices.len().max(1) as u16 + 3).min(area.height);
-    let boxed = Rect::new(
-        area.x + (area.width - width) / 2,
-        area.y + (area.height - height) / 2,
-        width,
-        height,
-    );
+    let boxed = super::overlay::centered(area, MAX_WIDTH, picker.choices.len().max(1) as u16 + 3);
+    let (width, height) = (boxed.width, boxed.height);
     let inner_w = usize::from(width.saturating_sub(2));
     let rows = usize::from(height.saturating_sub(3));
     let first = (picker.selected + 1).saturating_sub(rows);

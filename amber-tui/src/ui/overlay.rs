@@ -38,7 +38,8 @@ pub(super) const KEYS: &[(&str, &str)] = &[
     ("? or F1", "this help (Esc closes)"),
 ];
 
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
+/// A `width` × `height` box in the middle of `area` (clipped to it).
+pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
     Rect::new(

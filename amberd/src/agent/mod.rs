@@ -556,8 +556,7 @@ impl Turn<'_, '_> {
         let reply = llm
             .request(request, purpose, self.env.cancel, &mut on_event)
             .await?;
-        let signalled = reply.tool_calls.is_empty() && finish_signal::strip(&reply.text).is_some();
-        let held = hold.release(signalled);
+        let held = hold.release(reply.tool_calls.is_empty());
         if !held.is_empty() {
             host.emit(EventKind::MessageDelta {
                 item_id: item_id.to_owned(),
