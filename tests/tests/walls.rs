@@ -75,6 +75,9 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
             "Unsandboxed::approved_by_person()",
             &[
                 "amberd/exec/src/child.rs",
+                // The executor honours the leave its client's gate gave (it crosses the
+                // authenticated link as `unsandboxed: true`).
+                "amberd/executor/src/executor.rs",
                 "amberd/src/session/gate.rs",
                 "amberd/tools/src/sandbox.rs",
                 "amberd/tools/src/tests/escalation.rs",
@@ -111,6 +114,7 @@ fn only_amber_exec_depends_on_the_kernels_sandbox_interfaces() {
         "amberd/policy",
         "amberd/store",
         "amberd/tools",
+        "amberd/executor",
         "amber-client",
         "amber-cli",
         "amber-tui",
@@ -165,7 +169,7 @@ fn amber_dependencies(manifest: &str) -> Vec<String> {
 
 #[test]
 fn the_crate_graph_runs_one_way() {
-    // proto ← client ← clients; proto ← llm, policy, store, exec ← tools ← amberd.
+    // proto ← client ← clients; proto ← llm, policy, store, exec ← tools ← executor, amberd.
     let graph: &[(&str, &[&str])] = &[
         ("proto", &[]),
         ("amber-client", &["amber-proto"]),
@@ -176,6 +180,10 @@ fn the_crate_graph_runs_one_way() {
         (
             "amberd/tools",
             &["amber-exec", "amber-llm", "amber-policy", "amber-proto"],
+        ),
+        (
+            "amberd/executor",
+            &["amber-exec", "amber-policy", "amber-proto", "amber-tools"],
         ),
         (
             "amberd",

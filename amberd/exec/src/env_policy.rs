@@ -41,7 +41,7 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 pub const AMBER_KEY_VAR: &str = "AMBER_API_KEY";
 
 /// Which of the daemon's variables a tool process starts from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Inherit {
     #[default]
@@ -51,7 +51,7 @@ pub enum Inherit {
 }
 
 /// `[tools.env]` as written in the config file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolEnvConfig {
     pub inherit: Inherit,

@@ -14,6 +14,7 @@ pub mod child;
 pub mod containment;
 pub mod env_policy;
 pub mod group;
+pub mod harden;
 pub mod lifeline;
 pub mod probe;
 pub mod reaper;

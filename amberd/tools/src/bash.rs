@@ -64,6 +64,10 @@ impl Tool for BashTool {
         false
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             match run(&args, ctx).await {

@@ -400,8 +400,14 @@ impl Runner<'_> {
                 // For this call only: the gate approved running it without the OS sandbox.
                 unsandboxed: prepared.unsandboxed,
             };
-            let call =
-                AssertUnwindSafe(prepared.tool.call(prepared.args.clone(), &ctx)).catch_unwind();
+            let args = prepared.args.clone();
+            let run = match self.session.host() {
+                Some(host) if prepared.tool.runs_in_workspace() => {
+                    host.call(&prepared.tool, args, &ctx)
+                }
+                _ => prepared.tool.call(args, &ctx),
+            };
+            let call = AssertUnwindSafe(run).catch_unwind();
             tokio::pin!(call);
             let finished = loop {
                 tokio::select! {

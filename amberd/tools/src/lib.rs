@@ -14,6 +14,7 @@ pub(crate) mod edit;
 pub mod fetch;
 pub mod gate;
 pub mod git_guard;
+pub mod host;
 pub mod process;
 pub(crate) mod read;
 pub mod sandbox;
@@ -40,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use args::ArgError;
 pub use dispatch::{DispatchEvent, DispatchRequest, DispatchResult, DispatchSink, dispatch};
+pub use host::{LocalToolHost, ToolHost};
 pub use session::SessionTools;
 
 /// Limits applied to every tool call.
@@ -207,6 +209,12 @@ pub trait Tool: Send + Sync {
     /// checkpoint before it runs. By default: any tool that is not read-only.
     fn may_change_files(&self, _args: &serde_json::Value) -> bool {
         !self.read_only()
+    }
+    /// Whether the call acts on the workspace's files or runs its commands, so that it runs
+    /// where the workspace is (the session's [`ToolHost`]). By default no: a tool runs in
+    /// amberd (todos, sub-agents, MCP and plugin tools, `fetch`).
+    fn runs_in_workspace(&self) -> bool {
+        false
     }
     /// Run the call. Failures are outcomes (`error`), never panics.
     fn call<'a>(

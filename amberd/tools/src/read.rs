@@ -50,6 +50,10 @@ impl Tool for ReadTool {
         true
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let request = match parse(&args, ctx) {

@@ -11,6 +11,7 @@ use amber_proto::{EventKind, Todo};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::host::ToolHost;
 use super::process::ProcessTable;
 use super::sandbox::ToolSandbox;
 use amber_exec::env_policy::ToolEnv;
@@ -68,6 +69,8 @@ pub struct SessionTools {
     tool_env: OnceLock<Arc<ToolEnv>>,
     /// The sandbox its commands start in; changes with the session's mode.
     sandbox: Mutex<ToolSandbox>,
+    /// Where its workspace tools run; this process until set.
+    host: OnceLock<Arc<dyn ToolHost>>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -90,7 +93,18 @@ impl SessionTools {
             session_id: OnceLock::new(),
             tool_env: OnceLock::new(),
             sandbox: Mutex::new(ToolSandbox::Off),
+            host: OnceLock::new(),
         }
+    }
+
+    /// Installs where the session's workspace tools run (once; later calls are ignored).
+    pub fn set_host(&self, host: Arc<dyn ToolHost>) {
+        let _ = self.host.set(host);
+    }
+
+    /// Where the session's workspace tools run, when not in this process.
+    pub fn host(&self) -> Option<&Arc<dyn ToolHost>> {
+        self.host.get()
     }
 
     /// Sets the sandbox of the session's next commands (at creation, restore and every

@@ -38,6 +38,10 @@ impl Tool for WriteTool {
         false
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             match write(&args, ctx).await {

@@ -66,6 +66,10 @@ impl Tool for ApplyPatchTool {
         false
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     /// Every path the headers name, as the policy sees them.
     fn written_paths(&self, args: &Value) -> Vec<String> {
         let Some(patch) = args.get("patch").and_then(Value::as_str) else {

@@ -69,6 +69,10 @@ impl Tool for EditTool {
         false
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             match edit(&args, ctx).await {

@@ -57,6 +57,10 @@ impl Tool for ProcessTool {
         false
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     /// Only starting a process runs anything; list, output and kill change no file.
     fn may_change_files(&self, args: &Value) -> bool {
         args.get("action").and_then(Value::as_str) == Some("start")

@@ -121,6 +121,10 @@ impl Tool for SearchTool {
         true
     }
 
+    fn runs_in_workspace(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let request = match parse(&args, ctx) {

@@ -1,0 +1,560 @@
+//! The executor's state and its answers: the sessions opened on it (workspace, sandbox,
+//! environment policy, background processes), the jobs, and the connection that receives
+//! live output. One process serves one client at a time; a client that attaches again takes
+//! over the live output and reads the rest from the jobs.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use amber_exec::env_policy::{ToolEnv, ToolEnvConfig};
+use amber_exec::probe::SandboxProbe;
+use amber_exec::sandbox_env::SandboxEnv;
+use amber_policy::{Rule, RuleSet};
+use amber_proto::sync::Locked;
+use amber_proto::{SandboxInfo, SandboxMode};
+use amber_tools::sandbox::{ToolSandbox, Unsandboxed};
+use amber_tools::session::DeniedPaths;
+use amber_tools::{SessionTools, SkillDirs, Tool, ToolContext, ToolLimits};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::jobs::{Job, Jobs};
+use crate::wire::{
+    self, InitializeParams, InitializeResult, JobParams, JobReadParams, MachineFacts, RpcError,
+    SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams, ToolCallParams,
+    code, method, notification,
+};
+
+/// How long `session/open` waits for the start-up sandbox probe.
+const PROBE_WAIT: Duration = Duration::from_secs(3);
+
+/// How a connection reached the executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The pipe of the process that started it: trusted without a token.
+    Own,
+    /// Its attach socket: must present the token.
+    Attached,
+}
+
+/// One session's state here.
+struct OpenSession {
+    workspace: PathBuf,
+    writable_roots: Vec<PathBuf>,
+    tools: Arc<SessionTools>,
+    deny: Arc<DenyRules>,
+}
+
+/// The executor.
+pub struct Executor {
+    id: String,
+    token: String,
+    sandbox: Arc<SandboxEnv>,
+    probe: Arc<SandboxProbe>,
+    /// The built-in tools that run where the workspace is.
+    tools: Vec<Arc<dyn Tool>>,
+    sessions: Mutex<HashMap<String, Arc<OpenSession>>>,
+    /// Sessions closed here: their work is refused for the executor's life.
+    closed: Mutex<HashSet<String>>,
+    jobs: Jobs,
+    /// The live connection's outbox, if one is attached.
+    live: Mutex<Option<(u64, UnboundedSender<wire::Frame>)>>,
+    /// Whether a client has initialized before (the next one resumes).
+    served: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    /// An executor whose sandboxed commands see nothing of `hidden` (its own socket
+    /// directory); the probe of this machine's sandbox starts now.
+    pub fn new(id: String, token: String, hidden: Vec<PathBuf>) -> Arc<Self> {
+        let env = |key: &str| std::env::var_os(key);
+        let masked = amber_policy::SecretLocations::installed()
+            .locations()
+            .to_vec();
+        let sandbox = Arc::new(SandboxEnv {
+            hidden,
+            masked,
+            ..SandboxEnv::from_env(&env)
+        });
+        let probe = SandboxProbe::new(sandbox.simulate_landlock_abi);
+        probe.start(sandbox.hidden.clone(), Arc::clone(&sandbox.unavailable));
+        let tools = amber_tools::builtin_tools(SkillDirs::default())
+            .into_iter()
+            .filter(|t| t.runs_in_workspace())
+            .collect();
+        Arc::new(Self {
+            id,
+            token,
+            sandbox,
+            probe,
+            tools,
+            sessions: Mutex::new(HashMap::new()),
+            closed: Mutex::new(HashSet::new()),
+            jobs: Jobs::default(),
+            live: Mutex::new(None),
+            served: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Makes `outbox` (connection `conn`) the one live output goes to.
+    pub(crate) fn attach(&self, conn: u64, outbox: UnboundedSender<wire::Frame>) {
+        *self.live.locked() = Some((conn, outbox));
+    }
+
+    /// Connection `conn` ended: live output waits in the jobs for the next one.
+    pub(crate) fn detach(&self, conn: u64) {
+        let mut live = self.live.locked();
+        if live.as_ref().is_some_and(|(c, _)| *c == conn) {
+            *live = None;
+        }
+    }
+
+    /// Sends a notification to the live connection, if any.
+    fn notify(&self, method: &str, params: Value) {
+        if let Some((_, outbox)) = self.live.locked().as_ref() {
+            let _ = outbox.send(wire::Frame::notification(method, params));
+        }
+    }
+
+    /// Stops everything: every job cancelled, every session's processes killed.
+    pub async fn shut_down(&self) {
+        self.jobs.cancel_all();
+        let sessions: Vec<Arc<OpenSession>> =
+            self.sessions.locked().drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.tools.shutdown_and_wait().await;
+            self.sandbox.tmp.remove(session.tools.session_id());
+        }
+    }
+
+    /// Answers `initialize`.
+    pub(crate) fn initialize(
+        &self,
+        params: InitializeParams,
+        origin: Origin,
+    ) -> Result<InitializeResult, RpcError> {
+        if params.protocol_version != wire::PROTOCOL_VERSION {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                format!(
+                    "this executor speaks protocol {}, the client {}",
+                    wire::PROTOCOL_VERSION,
+                    params.protocol_version
+                ),
+            ));
+        }
+        if origin == Origin::Attached && !tokens_match(params.token.as_deref(), &self.token) {
+            return Err(RpcError::new(
+                code::NOT_INITIALIZED,
+                "a wrong or missing attach token",
+            ));
+        }
+        let resumed = self.served.swap(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(InitializeResult {
+            protocol_version: wire::PROTOCOL_VERSION,
+            executor_id: self.id.clone(),
+            token: self.token.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            machine: self.machine(),
+            resumed,
+        })
+    }
+
+    fn machine(&self) -> MachineFacts {
+        MachineFacts {
+            hostname: hostname(),
+            os: std::env::consts::OS.to_owned(),
+            arch: std::env::consts::ARCH.to_owned(),
+            shell: std::env::var("SHELL").ok().filter(|s| !s.is_empty()),
+            sandbox_unavailable: self.sandbox.unavailable().map(str::to_owned),
+        }
+    }
+
+    /// Answers one request after `initialize`.
+    pub(crate) async fn handle(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, RpcError> {
+        match method {
+            method::PING => Ok(json!({})),
+            method::SESSION_OPEN => {
+                let result = self.open(parse(params)?).await?;
+                to_value(&result)
+            }
+            method::SESSION_SANDBOX => {
+                let params: SessionSandboxParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                let sandbox = self.tool_sandbox(
+                    &params.session,
+                    params.sandbox,
+                    &session.workspace,
+                    &session.writable_roots,
+                );
+                session.tools.set_sandbox(sandbox);
+                Ok(json!({}))
+            }
+            method::SESSION_CLOSE => {
+                let params: SessionParams = parse(params)?;
+                self.close(&params.session).await;
+                Ok(json!({}))
+            }
+            method::TOOL_CALL => {
+                self.call(parse(params)?)?;
+                Ok(json!({}))
+            }
+            method::JOB_READ => {
+                let params: JobReadParams = parse(params)?;
+                let job = self.job(&params.job)?;
+                to_value(&job.read(params.after_seq))
+            }
+            method::JOB_CANCEL => {
+                let params: JobParams = parse(params)?;
+                self.job(&params.job)?.cancel.cancel();
+                Ok(json!({}))
+            }
+            method::JOB_RELEASE => {
+                let params: JobParams = parse(params)?;
+                if !self.jobs.release(&params.job) {
+                    return Err(unknown_job(&params.job));
+                }
+                Ok(json!({}))
+            }
+            method::INITIALIZE => Err(RpcError::new(
+                code::INVALID_REQUEST,
+                "this connection is initialized already",
+            )),
+            other => Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("unknown method `{other}`"),
+            )),
+        }
+    }
+
+    fn job(&self, id: &str) -> Result<Arc<Job>, RpcError> {
+        self.jobs.get(id).ok_or_else(|| unknown_job(id))
+    }
+
+    fn session(&self, id: &str) -> Result<Arc<OpenSession>, RpcError> {
+        if self.closed.locked().contains(id) {
+            return Err(RpcError::new(
+                code::SESSION_GONE,
+                format!("session {id} was closed on this executor; its work is refused"),
+            ));
+        }
+        self.sessions.locked().get(id).cloned().ok_or_else(|| {
+            RpcError::new(
+                code::SESSION_GONE,
+                format!("session {id} is not open on this executor"),
+            )
+        })
+    }
+
+    async fn open(&self, params: SessionOpenParams) -> Result<SessionOpenResult, RpcError> {
+        if !valid_session_id(&params.session) {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                "a session id is 1 to 128 letters, digits, `-` or `_`",
+            ));
+        }
+        if self.closed.locked().contains(&params.session) {
+            return Err(RpcError::new(
+                code::SESSION_GONE,
+                format!("session {} was closed on this executor", params.session),
+            ));
+        }
+        let workspace = valid_workspace(&params.workspace)?;
+        // The first session's sandbox must know whether this kernel can sandbox.
+        if params.sandbox.mode != SandboxMode::Off {
+            self.probe.wait(PROBE_WAIT).await;
+        }
+        let tool_env = tool_env(&params)?;
+        let sandbox = self.tool_sandbox(
+            &params.session,
+            params.sandbox,
+            &workspace,
+            &params.writable_roots,
+        );
+        let mut sessions = self.sessions.locked();
+        let session = sessions.entry(params.session.clone()).or_insert_with(|| {
+            let tools = Arc::new(SessionTools::detached());
+            tools.set_session_id(&params.session);
+            tools.set_tool_env(Arc::new(tool_env));
+            let deny = Arc::new(DenyRules::default());
+            tools.set_denied_paths(Arc::clone(&deny) as Arc<dyn DeniedPaths>);
+            Arc::new(OpenSession {
+                workspace: workspace.clone(),
+                writable_roots: params.writable_roots.clone(),
+                tools,
+                deny,
+            })
+        });
+        session.tools.set_sandbox(sandbox);
+        Ok(SessionOpenResult {
+            workspace: session.workspace.clone(),
+        })
+    }
+
+    async fn close(&self, id: &str) {
+        self.closed.locked().insert(id.to_owned());
+        let session = self.sessions.locked().remove(id);
+        if let Some(session) = session {
+            session.tools.shutdown_and_wait().await;
+            self.sandbox.tmp.remove(id);
+        }
+    }
+
+    /// The sandbox of a session's commands in `info` over `workspace`, from this machine's
+    /// kernel: fail closed (`Unavailable`) when it cannot sandbox.
+    fn tool_sandbox(
+        &self,
+        session: &str,
+        info: SandboxInfo,
+        workspace: &Path,
+        writable_roots: &[PathBuf],
+    ) -> ToolSandbox {
+        if info.mode == SandboxMode::Off {
+            return ToolSandbox::Off;
+        }
+        if let Some(reason) = self.sandbox.unavailable() {
+            return ToolSandbox::Unavailable {
+                info,
+                reason: reason.to_owned(),
+            };
+        }
+        match self.sandbox.tmp.ensure(session) {
+            Ok(tmp) => ToolSandbox::On(Arc::new(self.sandbox.spec(
+                info,
+                workspace,
+                tmp,
+                writable_roots,
+            ))),
+            Err(err) => ToolSandbox::Unavailable {
+                info,
+                reason: format!("the session's temp directory: {err}"),
+            },
+        }
+    }
+
+    /// Starts a `tool/call` job; its output and outcome arrive as notifications.
+    fn call(self: &Arc<Self>, params: ToolCallParams) -> Result<(), RpcError> {
+        let session = self.session(&params.session)?;
+        let Some(job) = self.jobs.start(&params.job) else {
+            return Err(RpcError::new(
+                code::JOB_EXISTS,
+                format!("job {} exists", params.job),
+            ));
+        };
+        session.deny.replace(&params.deny);
+        let executor = Arc::clone(self);
+        tokio::spawn(async move {
+            executor.run_job(session, job, params).await;
+        });
+        Ok(())
+    }
+
+    async fn run_job(&self, session: Arc<OpenSession>, job: Arc<Job>, params: ToolCallParams) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = ToolContext {
+            workspace: session.workspace.clone(),
+            call_id: params.call_id.clone(),
+            cancel: job.cancel.clone(),
+            output: Some(tx),
+            limits: ToolLimits {
+                max_output_bytes: params.limits.max_output_bytes,
+                bash_default_timeout: Duration::from_millis(params.limits.bash_default_timeout_ms),
+            },
+            session: Arc::clone(&session.tools),
+            // The client's gate asked a person (or applied a rule they stored), and the
+            // client is the one this executor serves: its leave holds here.
+            unsandboxed: if params.unsandboxed {
+                Some(Unsandboxed::approved_by_person())
+            } else {
+                None
+            },
+        };
+        let outcome = match self.tools.iter().find(|t| t.name() == params.tool) {
+            None => amber_tools::ToolOutcome::error(format!(
+                "`{}` does not run on an executor",
+                params.tool
+            )),
+            Some(tool) => {
+                let call = tool.call(params.args.clone(), &ctx);
+                tokio::pin!(call);
+                loop {
+                    tokio::select! {
+                        biased;
+                        outcome = &mut call => break outcome,
+                        Some(chunk) = rx.recv() => self.forward(&job, chunk.chunk),
+                    }
+                }
+            }
+        };
+        while let Ok(chunk) = rx.try_recv() {
+            self.forward(&job, chunk.chunk);
+        }
+        let done = job.finish(outcome.status, outcome.output, outcome.diff);
+        self.jobs.finished(&params.job);
+        if let Ok(value) = serde_json::to_value(&done) {
+            self.notify(notification::JOB_DONE, value);
+        }
+    }
+
+    fn forward(&self, job: &Job, text: String) {
+        let chunk = job.push(text);
+        if let Ok(value) = serde_json::to_value(&chunk) {
+            self.notify(notification::JOB_OUTPUT, value);
+        }
+    }
+}
+
+/// The session's deny rules for tools that reveal files, as the last call sent them.
+#[derive(Default)]
+struct DenyRules {
+    rules: Mutex<Option<RuleSet>>,
+}
+
+impl DenyRules {
+    fn replace(&self, rules: &[Rule]) {
+        // Rules amberd compiled already; one that does not compile here hides nothing more.
+        *self.rules.locked() = RuleSet::new(rules).ok();
+    }
+}
+
+impl DeniedPaths for DenyRules {
+    fn denied(&self, tool: &str, relative: &str) -> bool {
+        self.rules
+            .locked()
+            .as_ref()
+            .is_some_and(|rules| rules.denies_path(&[tool], relative))
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, RpcError> {
+    serde_json::to_value(value)
+        .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("unencodable result: {e}")))
+}
+
+fn unknown_job(id: &str) -> RpcError {
+    RpcError::new(code::UNKNOWN_JOB, format!("no job {id} is kept here"))
+}
+
+/// Session ids name temp directories here: nothing that could leave them.
+fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// An absolute, existing directory, symlinks resolved.
+fn valid_workspace(path: &Path) -> Result<PathBuf, RpcError> {
+    let invalid = |why: String| {
+        RpcError::new(
+            code::INVALID_WORKSPACE,
+            format!("workspace {}: {why}", path.display()),
+        )
+    };
+    if !path.is_absolute() {
+        return Err(invalid("not an absolute path".to_owned()));
+    }
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| invalid(format!("cannot resolve: {e}")))?;
+    if !canonical.is_dir() {
+        return Err(invalid("not a directory".to_owned()));
+    }
+    Ok(canonical)
+}
+
+/// The environment policy applied to this process's own environment.
+fn tool_env(params: &SessionOpenParams) -> Result<ToolEnv, RpcError> {
+    let config: ToolEnvConfig = match &params.tool_env.config {
+        Some(value) => serde_json::from_value(value.clone()).map_err(|e| {
+            RpcError::new(code::INVALID_PARAMS, format!("invalid toolEnv.config: {e}"))
+        })?,
+        None => ToolEnvConfig::default(),
+    };
+    let secrets: BTreeSet<String> = amber_exec::env_policy::provider_key_vars(
+        params.tool_env.secret_names.iter().map(String::as_str),
+    );
+    ToolEnv::new(&config, &secrets, std::env::vars_os())
+        .map_err(|e| RpcError::new(code::INVALID_PARAMS, e.to_string()))
+}
+
+/// Compares the tokens in time that does not depend on where they differ.
+fn tokens_match(given: Option<&str>, expected: &str) -> bool {
+    let Some(given) = given else {
+        return false;
+    };
+    given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_cannot_name_a_path() {
+        for bad in ["", "../x", "a/b", "a b", ".", &"x".repeat(129)] {
+            assert!(!valid_session_id(bad), "{bad:?}");
+        }
+        for good in ["019a-7f3e", "s_1", "ABC"] {
+            assert!(valid_session_id(good), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(tokens_match(Some("abc"), "abc"));
+        assert!(!tokens_match(Some("abd"), "abc"));
+        assert!(!tokens_match(Some("ab"), "abc"));
+        assert!(!tokens_match(None, "abc"));
+    }
+
+    #[test]
+    fn a_workspace_is_an_absolute_existing_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        assert!(valid_workspace(Path::new("relative")).is_err());
+        assert!(valid_workspace(&file).is_err());
+        assert!(valid_workspace(&dir.path().join("missing")).is_err());
+        assert_eq!(
+            valid_workspace(dir.path()).unwrap(),
+            dir.path().canonicalize().unwrap()
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! amber's executor: the `amber-exec` binary, which runs a session's workspace tools next to
+//! the files while amberd keeps the conversation, and the protocol amberd speaks to it
+//! (docs/executors.md).
+//!
+//! - [`wire`]: the protocol's types (JSON-RPC over lines), shared with amberd's client.
+//! - [`executor`]: sessions, the sandbox of this machine, jobs and their numbered output.
+//! - [`connection`] / [`server`]: serving one stream / the process (attach socket, linger).
+//! - [`relay`]: `amber-exec --stdio`, the pipe a transport (a child, `ssh`) holds.
+
+pub mod connection;
+pub mod executor;
+mod jobs;
+pub mod relay;
+pub mod server;
+pub mod state_dir;
+pub mod wire;

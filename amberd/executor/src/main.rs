@@ -1,0 +1,229 @@
+//! `amber-exec`: amber's executor. Runs a session's workspace tools (files, commands,
+//! background processes, search) on this machine, in this machine's OS sandbox, for the
+//! amberd that connects over its stdin and stdout (docs/executors.md).
+//!
+//! `amber-exec --stdio` starts a new executor and relays to it; `--attach ID` relays to one
+//! that is running (a client that lost its connection). The executor itself is a separate
+//! process in its own session: it outlives the relay by up to `--linger` seconds.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use amber_executor::executor::Executor;
+use amber_executor::{relay, server, state_dir};
+use clap::Parser;
+
+/// amber's executor: runs a session's workspace tools where the files are.
+#[derive(Debug, Parser)]
+#[command(name = "amber-exec", version, about)]
+struct Args {
+    /// Serve the executor protocol on stdin and stdout (how amberd and `ssh` reach it).
+    #[arg(long)]
+    stdio: bool,
+    /// With --stdio: relay to the running executor ID instead of starting one.
+    #[arg(long, value_name = "ID", requires = "stdio")]
+    attach: Option<String>,
+    /// Seconds a started executor keeps running with no client attached.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    linger: u64,
+    /// Where executors keep their attach sockets and logs (default:
+    /// $XDG_RUNTIME_DIR/amber-exec, /tmp/amber-exec-$UID).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    // First: as the tool-exec helper this process only forks the watcher and execs the tool.
+    if let Some(code) = amber_exec::lifeline::run_if_requested() {
+        return code;
+    }
+    if let Some(code) = amber_exec::sandbox_exec::run_if_requested() {
+        return code;
+    }
+    let args = Args::parse();
+    if !args.stdio {
+        eprintln!("amber-exec: nothing to do; run it with --stdio (see --help)");
+        return ExitCode::from(2);
+    }
+    let dir = args.state_dir.clone().unwrap_or_else(|| {
+        state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())
+    });
+    if let Err(err) = state_dir::ensure(&dir) {
+        eprintln!("amber-exec: state directory: {err}");
+        return ExitCode::FAILURE;
+    }
+    match &args.attach {
+        Some(id) => attach(&dir, id),
+        None => start(&dir, Duration::from_secs(args.linger)),
+    }
+}
+
+fn attach(dir: &std::path::Path, id: &str) -> ExitCode {
+    if !state_dir::valid_id(id) {
+        eprintln!("amber-exec: `{id}` is not an executor id");
+        return ExitCode::from(2);
+    }
+    match UnixStream::connect(state_dir::socket_of(dir, id)) {
+        Ok(stream) => relay::pump(stream),
+        Err(err) => {
+            eprintln!("amber-exec: executor {id} is gone ({err})");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// Starts a new executor in its own session and relays to it.
+fn start(dir: &std::path::Path, linger: Duration) -> ExitCode {
+    let id = uuid::Uuid::new_v4().to_string();
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let socket = state_dir::socket_of(dir, &id);
+    let listener = match UnixListener::bind(&socket) {
+        Ok(l) => l,
+        Err(err) => {
+            eprintln!("amber-exec: cannot listen on {}: {err}", socket.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let (relay_end, executor_end) = match UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(err) => {
+            eprintln!("amber-exec: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // SAFETY: no thread exists yet (no runtime, no relay thread): the child may go on.
+    match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!(
+                "amber-exec: fork failed: {}",
+                std::io::Error::last_os_error()
+            );
+            ExitCode::FAILURE
+        }
+        0 => {
+            drop(relay_end);
+            let code = executor_process(dir, id, token, listener, executor_end, linger);
+            let _ = std::fs::remove_file(&socket);
+            std::process::exit(code);
+        }
+        _ => {
+            drop(executor_end);
+            drop(listener);
+            relay::pump(relay_end)
+        }
+    }
+}
+
+/// The executor: its own session (the relay's death or a signal to the relay's group leaves
+/// it running), its log, the lifeline and reaper of its tool processes, then the server.
+fn executor_process(
+    dir: &std::path::Path,
+    id: String,
+    token: String,
+    listener: UnixListener,
+    own: UnixStream,
+    linger: Duration,
+) -> i32 {
+    // SAFETY: setsid has no preconditions; a fresh fork child is not a group leader.
+    unsafe { libc::setsid() };
+    detach_stdio(&state_dir::log_of(dir, &id));
+    init_logging();
+    if let Err(err) = amber_exec::harden::no_core_dumps() {
+        tracing::error!("cannot turn off core dumps: {err}");
+        return 1;
+    }
+    let env = |k: &str| std::env::var_os(k);
+    let registry_dir = dir.join("children");
+    match amber_exec::reaper::ChildRegistry::open(&registry_dir) {
+        Ok(registry) => {
+            registry.reap_orphans();
+            amber_exec::reaper::install(registry);
+        }
+        Err(err) => tracing::warn!("tool process groups are not recorded: {err}"),
+    }
+    if let Err(err) = amber_exec::cgroup::install(dir) {
+        tracing::warn!("no cgroup for tool processes ({err})");
+    }
+    if let Err(err) = amber_exec::lifeline::install() {
+        tracing::warn!("tool processes are not watched: {err}");
+    }
+    amber_policy::SecretLocations::from_env(&env, std::iter::once(dir.to_owned())).install();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            tracing::error!("cannot start the runtime: {err}");
+            return 1;
+        }
+    };
+    runtime.block_on(async move {
+        let (Ok(()), Ok(())) = (listener.set_nonblocking(true), own.set_nonblocking(true)) else {
+            return 1;
+        };
+        let (Ok(listener), Ok(own)) = (
+            tokio::net::UnixListener::from_std(listener),
+            tokio::net::UnixStream::from_std(own),
+        ) else {
+            return 1;
+        };
+        let executor = Executor::new(id, token, vec![dir.to_owned()]);
+        tracing::info!(
+            id = executor.id(),
+            pid = std::process::id(),
+            "executor ready"
+        );
+        server::run(Arc::clone(&executor), Some(own), listener, linger).await;
+        amber_exec::cgroup::remove_base();
+        0
+    })
+}
+
+/// Stdin and stdout become /dev/null (the relay owns the pipe), stderr the log.
+fn detach_stdio(log: &std::path::Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let null = std::fs::File::open("/dev/null");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(log);
+    // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
+    unsafe {
+        if let Ok(null) = &null {
+            libc::dup2(null.as_raw_fd(), 0);
+            libc::dup2(null.as_raw_fd(), 1);
+        }
+        if let Ok(log) = &log {
+            libc::dup2(log.as_raw_fd(), 2);
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let targets: tracing_subscriber::filter::Targets = std::env::var("AMBER_EXEC_LOG")
+        .ok()
+        .and_then(|spec| spec.parse().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+        });
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(targets)
+        .try_init();
+}

@@ -1,0 +1,339 @@
+//! The executor protocol's wire types (docs/executors.md): JSON-RPC 2.0, one JSON object per
+//! line, amberd the client and the executor the server. Serde only.
+//!
+//! A tool call is a *job*: its live output arrives as `job/output` notifications numbered
+//! from 1 within the job, its end as `job/done` carrying the last number. A client that lost
+//! the connection attaches again and asks `job/read {afterSeq}` for what it missed; nothing
+//! an executor produced is lost while the job is kept (until `job/release`).
+
+use std::path::PathBuf;
+
+use amber_proto::{SandboxInfo, ToolStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The version of this protocol; `initialize` refuses a client that speaks another.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Method names, requests from the client.
+pub mod method {
+    pub const INITIALIZE: &str = "initialize";
+    pub const SESSION_OPEN: &str = "session/open";
+    pub const SESSION_SANDBOX: &str = "session/sandbox";
+    pub const SESSION_CLOSE: &str = "session/close";
+    pub const TOOL_CALL: &str = "tool/call";
+    pub const JOB_READ: &str = "job/read";
+    pub const JOB_CANCEL: &str = "job/cancel";
+    pub const JOB_RELEASE: &str = "job/release";
+    pub const PING: &str = "ping";
+}
+
+/// Notification names, from the executor.
+pub mod notification {
+    pub const JOB_OUTPUT: &str = "job/output";
+    pub const JOB_DONE: &str = "job/done";
+}
+
+/// Error codes besides JSON-RPC's own.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// `initialize` first, and once; or a wrong attach token.
+    pub const NOT_INITIALIZED: i64 = -32002;
+    /// The session is not open here, or was closed: its work is refused.
+    pub const SESSION_GONE: i64 = -32010;
+    /// No such job (never started, or released).
+    pub const UNKNOWN_JOB: i64 = -32011;
+    /// A job id already in use.
+    pub const JOB_EXISTS: i64 = -32012;
+    /// The workspace is not a directory this executor can use.
+    pub const INVALID_WORKSPACE: i64 = -32013;
+}
+
+/// One line of the protocol: a request, a response or a notification. Liberal on input:
+/// fields a kind does not use are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Frame {
+    #[serde(default)]
+    pub jsonrpc: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RpcError>,
+}
+
+impl Frame {
+    pub fn request(id: u64, method: &str, params: Value) -> Self {
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            id: Some(Value::from(id)),
+            method: Some(method.to_owned()),
+            params: Some(params),
+            ..Self::default()
+        }
+    }
+
+    pub fn notification(method: &str, params: Value) -> Self {
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            method: Some(method.to_owned()),
+            params: Some(params),
+            ..Self::default()
+        }
+    }
+
+    pub fn response(id: Value, result: Result<Value, RpcError>) -> Self {
+        let (result, error) = match result {
+            Ok(value) => (Some(value), None),
+            Err(err) => (None, Some(err)),
+        };
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            id: Some(id),
+            result,
+            error,
+            ..Self::default()
+        }
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message} ({code})")]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// `initialize` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    pub protocol_version: u32,
+    /// Who connects (`amberd 0.1.0`), for the executor's log.
+    #[serde(default)]
+    pub client: String,
+    /// The attach token `initialize` returned on the first connection; required on every
+    /// connection that is not the executor's own stdio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// `initialize` result: who the executor is and what its machine offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    pub protocol_version: u32,
+    /// Stable for the executor process's life: what `amber-exec --attach` names.
+    pub executor_id: String,
+    /// The secret a later connection presents to attach.
+    pub token: String,
+    /// The executor's version (`amber-exec --version`).
+    pub version: String,
+    pub pid: u32,
+    pub machine: MachineFacts,
+    /// Whether this connection resumed an executor that had lost its previous one.
+    #[serde(default)]
+    pub resumed: bool,
+}
+
+/// The executor's machine, as the environment block and `session/get` show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineFacts {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    /// `$SHELL`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// Why the OS sandbox is unavailable on this machine; absent when it works (or is not
+    /// probed yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_unavailable: Option<String>,
+}
+
+/// `session/open` params: the session's workspace and sandbox on this executor.
+/// Opening an open session again updates it (a client that attached again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionOpenParams {
+    pub session: String,
+    /// An absolute directory on the executor's machine.
+    pub workspace: PathBuf,
+    pub sandbox: SandboxInfo,
+    /// Writable in `workspace-write` besides the workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_roots: Vec<PathBuf>,
+    /// `[tools.env]` of amberd's config, applied to the executor's own environment.
+    #[serde(default)]
+    pub tool_env: ToolEnvSettings,
+}
+
+/// The environment policy of tool processes, as data (`amber_exec::env_policy`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEnvSettings {
+    /// `[tools.env]` as amberd's config has it (its TOML shape, as JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// The names of provider keys: removed whatever the config says (names, never values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_names: Vec<String>,
+}
+
+/// `session/open` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionOpenResult {
+    /// The workspace with its symlinks resolved: the root every path is confined to.
+    pub workspace: PathBuf,
+}
+
+/// `session/sandbox` params: the sandbox of the session's next commands (a mode change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSandboxParams {
+    pub session: String,
+    pub sandbox: SandboxInfo,
+}
+
+/// `session/close` params: the session is gone; its processes are killed and its work
+/// refused from now on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionParams {
+    pub session: String,
+}
+
+/// `tool/call` params: run one built-in workspace tool as job `job`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallParams {
+    pub session: String,
+    /// Chosen by the client, unique among the executor's kept jobs.
+    pub job: String,
+    /// The model's call id (what the tool's own messages name).
+    pub call_id: String,
+    pub tool: String,
+    pub args: Value,
+    pub limits: CallLimits,
+    /// A person approved running this call without the OS sandbox.
+    #[serde(default)]
+    pub unsandboxed: bool,
+    /// The session's deny rules that hide paths from tools that reveal files without
+    /// naming them (`search`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<amber_policy::Rule>,
+}
+
+/// `amber_tools::ToolLimits` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallLimits {
+    pub max_output_bytes: usize,
+    pub bash_default_timeout_ms: u64,
+}
+
+/// `job/read` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobReadParams {
+    pub job: String,
+    /// The last sequence number the client has; 0 for everything kept.
+    #[serde(default)]
+    pub after_seq: u64,
+}
+
+/// `job/read` result: what the job produced after `afterSeq`, and its end if it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobReadResult {
+    pub chunks: Vec<JobOutput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<JobDone>,
+    /// Chunks the executor no longer kept (its per-job bound overran): their numbers are
+    /// missing from `chunks`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// `job/cancel` and `job/release` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobParams {
+    pub job: String,
+}
+
+/// `job/output` notification: one live chunk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOutput {
+    pub job: String,
+    pub seq: u64,
+    pub text: String,
+}
+
+/// `job/done` notification (and `job/read`'s `done`): the call's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobDone {
+    pub job: String,
+    /// The number of the job's last output chunk (0: none): everything up to it precedes
+    /// the outcome.
+    pub seq: u64,
+    pub status: ToolStatus,
+    pub output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn frames_read_liberally_and_write_only_what_their_kind_uses() {
+        let request = Frame::request(7, method::PING, json!({}));
+        assert_eq!(
+            serde_json::to_value(&request).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {}})
+        );
+        let error = Frame::response(json!("a"), Err(RpcError::new(code::UNKNOWN_JOB, "no")));
+        assert_eq!(
+            serde_json::to_value(&error).unwrap(),
+            json!({"jsonrpc": "2.0", "id": "a", "error": {"code": -32011, "message": "no"}})
+        );
+        let lax: Frame = serde_json::from_str(r#"{"method":"ping","extra":1}"#).unwrap();
+        assert_eq!(lax.method.as_deref(), Some("ping"));
+        assert_eq!(lax.id, None);
+    }
+
+    #[test]
+    fn a_job_read_without_after_seq_reads_everything() {
+        let read: JobReadParams = serde_json::from_value(json!({"job": "j"})).unwrap();
+        assert_eq!(read.after_seq, 0);
+    }
+}
