@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs amber for this user: the binaries (amberd, amber, amber-cli) into PREFIX/bin, shell
+# Installs amber for this user: the binaries (amberd, amber, amber-cli, amber-exec) into PREFIX/bin, shell
 # completions, man pages and the systemd user units (written, not enabled), and a list of what
 # it wrote, which `./install.sh --uninstall` removes again. PREFIX is ~/.local by default.
 #
@@ -28,7 +28,7 @@ case "$prefix" in
     *) prefix="$PWD/$prefix" ;;
 esac
 
-bins=(amberd amber amber-cli)
+bins=(amberd amber amber-cli amber-exec)
 manifest="$prefix/share/amber/installed-files"
 units_dir="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
 

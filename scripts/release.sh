@@ -44,7 +44,7 @@ trap 'rm -rf "$stage"' EXIT
 
 # The tarball: bin/, install.sh (which installs from it with --from), the docs.
 mkdir -p "$stage/$name/bin"
-for bin in amberd amber amber-cli; do
+for bin in amberd amber amber-cli amber-exec; do
     install -m 755 "$from/$bin" "$stage/$name/bin/$bin"
 done
 install -m 755 "$here/install.sh" "$stage/$name/install.sh"
@@ -56,7 +56,7 @@ tar -C "$stage" -czf "$out/$name.tar.gz" "$name"
 deb="$stage/deb"
 mkdir -p "$deb/DEBIAN" "$deb/usr/bin" "$deb/usr/share/man/man1" \
     "$deb/usr/share/bash-completion/completions" "$deb/usr/lib/systemd/user"
-for bin in amberd amber amber-cli; do
+for bin in amberd amber amber-cli amber-exec; do
     install -m 755 "$from/$bin" "$deb/usr/bin/$bin"
 done
 "$from/amber-cli" man "$stage/man"

@@ -345,6 +345,7 @@ impl Bridge {
             max_budget_usd: None,
             max_tokens_total: None,
             name: None,
+            environment: None,
         };
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);

@@ -295,7 +295,10 @@ fn on_event(
         | EventKind::McpStatus(_)
         | EventKind::Error { .. }
         | EventKind::Rewound { .. }
-        | EventKind::HookFailed { .. } => {}
+        | EventKind::HookFailed { .. }
+        | EventKind::EnvironmentConnected { .. }
+        | EventKind::EnvironmentLost { .. }
+        | EventKind::EnvironmentResumed { .. } => {}
     }
 }
 

@@ -388,6 +388,11 @@ pub(crate) struct RunArgs {
     /// can find it by that name
     #[arg(long, value_name = "NAME", conflicts_with = "session")]
     pub name: Option<String>,
+    /// Where the new session's tools run: `local` (default), `ssh://HOST/PATH` (an
+    /// executor started over SSH, PATH its workspace there) or `executor:NAME`
+    /// (`[environments.NAME]` of the daemon's config); `--cwd` is then a path on that machine
+    #[arg(long = "env", value_name = "ENV", conflicts_with = "session")]
+    pub environment: Option<String>,
     /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
     /// BRANCH), under amberd's data dir, so parallel sessions never edit the same files. A
     /// word after it is the branch when a prompt follows (`--worktree fix/x "fix it"`), else

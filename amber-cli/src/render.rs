@@ -192,6 +192,32 @@ impl HumanRenderer {
                     duration(*delay_ms)
                 )));
             }
+            EventKind::EnvironmentLost { environment } => {
+                self.end_line(&mut out);
+                let reason = environment.reason.as_deref().unwrap_or("no reason given");
+                let next = match environment.state {
+                    amber_proto::EnvironmentState::Gone => {
+                        "the next tool call starts a new executor"
+                    }
+                    amber_proto::EnvironmentState::Connecting
+                    | amber_proto::EnvironmentState::Connected
+                    | amber_proto::EnvironmentState::Lost => "attaching again",
+                };
+                out.push(err(format!(
+                    "! lost the link to {} ({reason}); {next}",
+                    environment.spec
+                )));
+            }
+            EventKind::EnvironmentResumed {
+                environment,
+                replayed_chunks,
+            } => {
+                self.end_line(&mut out);
+                out.push(err(format!(
+                    "… attached again to {} ({replayed_chunks} chunks of output read back)",
+                    environment.spec
+                )));
+            }
             EventKind::CompactionStarted { tokens_before } => {
                 out.push(err(format!(
                     "… compacting context ({tokens_before} tokens)"
@@ -282,6 +308,7 @@ impl HumanRenderer {
             | EventKind::ReasoningDelta { .. }
             | EventKind::ToolOutputDelta { .. }
             | EventKind::Usage { .. }
+            | EventKind::EnvironmentConnected { .. }
             | EventKind::Synced { .. } => {}
         }
         out

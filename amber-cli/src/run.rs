@@ -262,9 +262,19 @@ async fn start(
             (info, got.last_seq)
         }
         None => {
-            let cwd = match remote {
-                true => remote_workspace(args.cwd.as_deref())?,
-                false => workspace(args.cwd.as_deref())?,
+            let elsewhere = args
+                .environment
+                .as_deref()
+                .is_some_and(|e| !e.trim().is_empty() && e.trim() != "local");
+            let cwd = match (elsewhere, remote) {
+                // A path on the executor's machine, as given (or the environment's own).
+                (true, _) => args
+                    .cwd
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                (false, true) => remote_workspace(args.cwd.as_deref())?,
+                (false, false) => workspace(args.cwd.as_deref())?,
             };
             let params = SessionNewParams {
                 cwd,
@@ -277,6 +287,7 @@ async fn start(
                 max_budget_usd: args.max_budget_usd,
                 max_tokens_total: args.max_tokens_total,
                 name: args.name.clone(),
+                environment: args.environment.clone(),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?, 0)

@@ -327,6 +327,9 @@ impl Turns {
             | EventKind::Error { .. }
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
+            | EventKind::EnvironmentConnected { .. }
+            | EventKind::EnvironmentLost { .. }
+            | EventKind::EnvironmentResumed { .. }
             | EventKind::Synced { .. } => {}
         }
         seen.tracker.observe(event);

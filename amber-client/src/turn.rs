@@ -198,6 +198,9 @@ impl TurnTracker {
             | EventKind::SubagentCompleted { .. }
             | EventKind::McpStatus(_)
             | EventKind::Error { .. }
+            | EventKind::EnvironmentConnected { .. }
+            | EventKind::EnvironmentLost { .. }
+            | EventKind::EnvironmentResumed { .. }
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
             | EventKind::Synced { .. } => {}

@@ -43,6 +43,12 @@ pub(crate) fn message(event: &Event) -> Option<String> {
             )
         }
         EventKind::CompactionStarted { .. } => "compacting the conversation".to_owned(),
+        EventKind::EnvironmentLost { environment } => {
+            format!("lost the link to {}", environment.spec)
+        }
+        EventKind::EnvironmentResumed { environment, .. } => {
+            format!("attached again to {}", environment.spec)
+        }
         EventKind::TurnCompleted { stop_reason, .. } => {
             format!("turn completed: {}", stop_reason.as_str())
         }
@@ -62,6 +68,7 @@ pub(crate) fn message(event: &Event) -> Option<String> {
         | EventKind::Error { .. }
         | EventKind::Rewound { .. }
         | EventKind::HookFailed { .. }
+        | EventKind::EnvironmentConnected { .. }
         | EventKind::Synced { .. } => return None,
     };
     Some(text)

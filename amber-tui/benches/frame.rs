@@ -58,6 +58,7 @@ fn app() -> App {
         worktree: None,
         max_budget_usd: None,
         max_tokens_total: None,
+        environment: None,
     };
     app.load_snapshot(info, Vec::new(), Vec::new());
     app

@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 28;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -46,6 +46,29 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::Synced { .. } => 22,
         EventKind::Rewound { .. } => 23,
         EventKind::HookFailed { .. } => 24,
+        EventKind::EnvironmentConnected { .. } => 25,
+        EventKind::EnvironmentLost { .. } => 26,
+        EventKind::EnvironmentResumed { .. } => 27,
+    }
+}
+
+/// A session's environment on an executor, in `state`.
+fn environment(
+    state: amber_proto::EnvironmentState,
+    reason: Option<&str>,
+) -> amber_proto::EnvironmentInfo {
+    amber_proto::EnvironmentInfo {
+        spec: "ssh://build1/src/app".into(),
+        state,
+        executor: Some(amber_proto::ExecutorInfo {
+            id: "0f3e".into(),
+            hostname: "build1".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            version: "0.1.0".into(),
+            pid: 4242,
+        }),
+        reason: reason.map(str::to_owned),
     }
 }
 
@@ -183,6 +206,19 @@ fn samples() -> Vec<EventKind> {
             command: vec!["notify-send".into(), "done".into()],
             reason: "exited with status 1: no display".into(),
             tool_call_id: Some("c_1".into()),
+        },
+        EventKind::EnvironmentConnected {
+            environment: environment(amber_proto::EnvironmentState::Connected, None),
+        },
+        EventKind::EnvironmentLost {
+            environment: environment(
+                amber_proto::EnvironmentState::Lost,
+                Some("the link to the executor dropped"),
+            ),
+        },
+        EventKind::EnvironmentResumed {
+            environment: environment(amber_proto::EnvironmentState::Connected, None),
+            replayed_chunks: 3,
         },
         EventKind::Rewound {
             restored: vec!["src/lib.rs".into()],

@@ -73,6 +73,9 @@ pub struct Config {
     /// `[tui]`: read by the TUI (`amber`) from this same file; the daemon only checks it,
     /// so a config that sets it still starts the daemon.
     pub tui: TuiConfig,
+    /// `[environments.NAME]`: executors a session may run its tools on
+    /// (`session/new {environment: "executor:NAME"}`, docs/executors.md).
+    pub environments: BTreeMap<String, crate::environment::EnvironmentConfig>,
 }
 
 /// `[tui]`: settings of the TUI. Unused by the daemon; parsed here so `deny_unknown_fields`

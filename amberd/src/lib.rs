@@ -10,6 +10,7 @@ pub mod config;
 pub mod daemon;
 pub mod dirs;
 pub(crate) mod elide;
+pub mod environment;
 pub mod hooks;
 pub mod instructions;
 pub(crate) mod mcp;

@@ -277,6 +277,23 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<String>,
     },
+    /// amber extension: the session's executor answered (at the session's first need of
+    /// it, or a new one after the last was gone).
+    EnvironmentConnected {
+        environment: crate::EnvironmentInfo,
+    },
+    /// amber extension: the link to the session's executor dropped (`state: lost`, amberd
+    /// attaches again) or the executor is gone for good (`state: gone`: the running call
+    /// failed, the turn was interrupted, and the next call starts a new executor).
+    EnvironmentLost {
+        environment: crate::EnvironmentInfo,
+    },
+    /// amber extension: amberd attached again to the same executor; the output produced
+    /// meanwhile was read back (`replayedChunks`), nothing was lost.
+    EnvironmentResumed {
+        environment: crate::EnvironmentInfo,
+        replayed_chunks: u64,
+    },
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
@@ -362,6 +379,9 @@ impl EventKind {
             EventKind::Error { .. } => "error",
             EventKind::Rewound { .. } => "rewound",
             EventKind::HookFailed { .. } => "hook_failed",
+            EventKind::EnvironmentConnected { .. } => "environment_connected",
+            EventKind::EnvironmentLost { .. } => "environment_lost",
+            EventKind::EnvironmentResumed { .. } => "environment_resumed",
             EventKind::Synced { .. } => "synced",
         }
     }

@@ -7,6 +7,7 @@
 pub mod automation;
 pub mod checkpoints;
 pub mod cost;
+pub mod environment;
 pub mod errors;
 pub mod events;
 pub mod extensions;
@@ -26,6 +27,7 @@ pub mod watch;
 pub use automation::*;
 pub use checkpoints::*;
 pub use cost::CostUsd;
+pub use environment::{EnvironmentInfo, EnvironmentState, ExecutorInfo};
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
 };

@@ -100,7 +100,8 @@ pub struct ProviderStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionNewParams {
-    /// Absolute workspace root.
+    /// Absolute workspace root (on the environment's machine; may be empty when the
+    /// `environment` names the path).
     pub cwd: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
@@ -140,6 +141,11 @@ pub struct SessionNewParams {
     /// `session/rename` for the rules); absent or empty: unnamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// amber extension: where the session's tools run: `local` (the default),
+    /// `ssh://HOST/PATH` (an executor started over SSH; PATH is the workspace there, else
+    /// `cwd`) or `executor:NAME` (`[environments.NAME]` of the config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

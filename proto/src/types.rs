@@ -166,6 +166,10 @@ pub struct SessionInfo {
     /// {maxTokensTotal}`, else `[agent] max_tokens_total`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens_total: Option<u64>,
+    /// amber extension: where the session's tools run, when not here
+    /// (`session/new {environment}`), and the state of its executor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::EnvironmentInfo>,
 }
 
 /// Where a tool comes from.

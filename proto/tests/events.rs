@@ -38,7 +38,13 @@ const PROTOCOL_EVENTS: &[(&str, bool)] = &[
 ];
 
 /// amber's own event types beyond the table, with their durability.
-const EXTENSION_EVENTS: &[(&str, bool)] = &[("synced", false), ("retrying", false)];
+const EXTENSION_EVENTS: &[(&str, bool)] = &[
+    ("synced", false),
+    ("retrying", false),
+    ("environment_connected", true),
+    ("environment_lost", true),
+    ("environment_resumed", true),
+];
 
 /// Exhaustive on purpose: a new variant does not compile until it gets a row below.
 fn variant_index(kind: &EventKind) -> usize {
@@ -68,9 +74,12 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::PromptQueued { .. } => 22,
         EventKind::Rewound { .. } => 23,
         EventKind::HookFailed { .. } => 24,
+        EventKind::EnvironmentConnected { .. } => 25,
+        EventKind::EnvironmentLost { .. } => 26,
+        EventKind::EnvironmentResumed { .. } => 27,
     }
 }
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 28;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -276,6 +285,27 @@ fn event_cases() -> Vec<Value> {
                    "error": {"code": "budget_exceeded", "message": "budget exceeded: the session \
                              has spent $0.010200 of its $0.010000 budget (maxBudgetUsd)"},
                    "usage": priced(0, 0, 0.0), "costUsd": 0.0, "sessionCostUsd": 0.0102}),
+        ),
+        // amber: the session's executor answered, dropped, was attached again.
+        durable(
+            30,
+            json!({"type": "environment_connected", "environment": {
+                "spec": "ssh://build1/src/app", "state": "connected",
+                "executor": {"id": "0f3e", "hostname": "build1", "os": "linux",
+                             "arch": "x86_64", "version": "0.1.0", "pid": 4242}}}),
+        ),
+        durable(
+            31,
+            json!({"type": "environment_lost", "environment": {
+                "spec": "ssh://build1/src/app", "state": "lost",
+                "reason": "the link to the executor dropped"}}),
+        ),
+        durable(
+            32,
+            json!({"type": "environment_resumed", "replayedChunks": 4, "environment": {
+                "spec": "ssh://build1/src/app", "state": "connected",
+                "executor": {"id": "0f3e", "hostname": "build1", "os": "linux",
+                             "arch": "x86_64", "version": "0.1.0", "pid": 4242}}}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

@@ -40,6 +40,25 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
+/// The environment the sessions of a test run under `through_executor::` get
+/// (tests/tests/all.rs): a local `amber-exec` over stdio, configured by [`TestDaemon`].
+pub const TEST_EXECUTOR: &str = "executor:test-executor";
+
+/// Whether this test runs its sessions' tools on an executor: the suites `all.rs` runs a
+/// second time under `through_executor::` do. Read from the test's own thread (named after
+/// the test), where its body and this kit's helpers run.
+pub fn through_executor() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|name| name.starts_with("through_executor::"))
+}
+
+/// `session/new`'s `environment` for this test: [`TEST_EXECUTOR`] under
+/// [`through_executor`], else none (local).
+pub fn test_environment() -> Option<String> {
+    through_executor().then(|| TEST_EXECUTOR.to_owned())
+}
+
 /// How to start a [`TestDaemon`].
 #[derive(Debug, Clone, Default)]
 pub struct DaemonOptions {
@@ -93,7 +112,14 @@ impl TestDaemon {
         for dir in [root.clone(), root.join("run")] {
             fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).expect("chmod test dirs");
         }
-        fs::write(root.join("config.toml"), &opts.config_toml).expect("write config.toml");
+        let mut config = opts.config_toml.clone();
+        if through_executor() {
+            config.push_str(&format!(
+                "\n[environments.test-executor]\nprogram = \"{}\"\nlinger_secs = 30\nreconnect_secs = 10\n",
+                bin_path("amber-exec").display()
+            ));
+        }
+        fs::write(root.join("config.toml"), config).expect("write config.toml");
         let child = start_child(&root, &opts);
         let mut daemon = TestDaemon {
             socket: socket_path(&root),

@@ -60,6 +60,7 @@ pub async fn new_session(client: &Client, daemon: &TestDaemon, mode: Option<Mode
     let params = SessionNewParams {
         cwd: daemon.workspace.display().to_string(),
         mode,
+        environment: crate::daemon::test_environment(),
         ..SessionNewParams::default()
     };
     within("session/new", client.session_new(&params))

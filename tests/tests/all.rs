@@ -36,6 +36,7 @@ mod dialect_responses;
 mod doctor;
 mod durability;
 mod editing;
+mod executors;
 mod fetch;
 mod grants;
 mod greedy_clients;
@@ -81,3 +82,5 @@ mod unread_replies;
 mod walls;
 mod workspace_trust;
 mod worktrees;
+
+mod through_executor;

@@ -44,6 +44,7 @@ fn install_puts_everything_under_the_prefix_and_uninstall_takes_exactly_that_bac
         "bin/amberd",
         "bin/amber",
         "bin/amber-cli",
+        "bin/amber-exec",
         "share/bash-completion/completions/amber-cli",
         "share/zsh/site-functions/_amber-cli",
         "share/fish/vendor_completions.d/amber-cli.fish",
@@ -106,6 +107,7 @@ fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
         assert!(status.success(), "strip {bin}");
     }
     std::fs::copy("/bin/true", bins.join("amberd")).unwrap();
+    std::fs::copy("/bin/true", bins.join("amber-exec")).unwrap();
     let out = scratch.path().join("dist");
     let mut cmd = Command::new("bash");
     cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/release.sh"))
@@ -146,6 +148,7 @@ fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
         "bin/amberd",
         "bin/amber",
         "bin/amber-cli",
+        "bin/amber-exec",
         "install.sh",
         "README.md",
     ] {
@@ -155,6 +158,7 @@ fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
     for file in [
         "./usr/bin/amberd",
         "./usr/bin/amber-cli",
+        "./usr/bin/amber-exec",
         "./usr/share/man/man1/amber.1.gz",
         "./usr/share/man/man1/amber-cli-run.1.gz",
         "./usr/share/bash-completion/completions/amber-cli",

@@ -377,6 +377,7 @@ async fn yolo_session(
         cwd: daemon.workspace.display().to_string(),
         mode: Some(Mode::Yolo),
         sandbox,
+        environment: amber_tests::daemon::test_environment(),
         ..SessionNewParams::default()
     };
     let info = within("session/new", client.session_new(&params))

@@ -89,6 +89,9 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
             "Unsandboxed::configured_by_user()",
             &[
                 "amberd/exec/src/child.rs",
+                // The relay to an executor the user's environment names (the executor
+                // sandboxes each command itself).
+                "amberd/src/environment/link.rs",
                 "amberd/src/hooks/process.rs",
                 "amberd/src/mcp/client.rs",
                 "amberd/src/plugins/external/process.rs",
@@ -189,6 +192,7 @@ fn the_crate_graph_runs_one_way() {
             "amberd",
             &[
                 "amber-exec",
+                "amber-executor",
                 "amber-llm",
                 "amber-policy",
                 "amber-proto",
@@ -291,6 +295,8 @@ const SESSION_FEATURES: &[&str] = &[
     "budgets::",
     "SessionBudget",
     "SandboxFeature",
+    "EnvironmentFeature",
+    "SessionEnvironment",
     "crate::session::sandbox",
     "SessionCheckpoints",
     "SessionHooks",

@@ -168,6 +168,9 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
         | EventKind::Error { .. }
         | EventKind::Rewound { .. }
         | EventKind::HookFailed { .. }
+        | EventKind::EnvironmentConnected { .. }
+        | EventKind::EnvironmentLost { .. }
+        | EventKind::EnvironmentResumed { .. }
         | EventKind::Synced { .. } => None,
     }
 }
@@ -259,6 +262,7 @@ mod tests {
             worktree: None,
             max_budget_usd: None,
             max_tokens_total: None,
+            environment: None,
         }
     }
 

@@ -51,6 +51,7 @@ pub(crate) fn info(state: SessionState) -> SessionInfo {
         worktree: None,
         max_budget_usd: None,
         max_tokens_total: None,
+        environment: None,
     }
 }
 

@@ -177,6 +177,7 @@ mod tests {
             allow_unix_sockets: Vec::new(),
             nested_checkouts: Vec::new(),
             daemon_pid: None,
+            guarded_pids: Vec::new(),
             simulate_landlock_abi: None,
         }
     }

@@ -96,6 +96,7 @@ impl SandboxEnv {
             allow_unix_sockets: self.allow_unix_sockets.clone(),
             nested_checkouts: Vec::new(),
             daemon_pid: Some(std::process::id()),
+            guarded_pids: Vec::new(),
             simulate_landlock_abi: self.simulate_landlock_abi,
         }
     }

@@ -101,6 +101,11 @@ where
             }
             continue;
         }
+        if method == method::TOOL_CALL {
+            // Started as read: a session's calls start in the order they were sent.
+            let _ = outbox.send(Frame::response(id, executor.start_call(params)));
+            continue;
+        }
         let executor = Arc::clone(&executor);
         let outbox = outbox.clone();
         tokio::spawn(async move {

@@ -42,9 +42,34 @@ pub enum Origin {
 /// One session's state here.
 struct OpenSession {
     workspace: PathBuf,
+    /// The sandbox its commands start in, as the client last said.
+    sandbox: Mutex<SandboxInfo>,
     writable_roots: Vec<PathBuf>,
+    /// Hidden and masked in its sandbox besides this machine's own.
+    hidden: Vec<PathBuf>,
+    masked: Vec<PathBuf>,
+    guarded_pids: Vec<u32>,
     tools: Arc<SessionTools>,
     deny: Arc<DenyRules>,
+    order: StartOrder,
+}
+
+/// Jobs of one session start in the order their requests arrived: each takes a ticket as
+/// its request is read and makes its tool's first step (where `process` numbers its
+/// processes) only when the tickets before it have made theirs.
+#[derive(Default)]
+struct StartOrder {
+    issued: std::sync::atomic::AtomicU64,
+    serving: tokio::sync::watch::Sender<u64>,
+}
+
+/// Lets the next ticket start when dropped.
+struct Served<'a>(&'a StartOrder);
+
+impl Drop for Served<'_> {
+    fn drop(&mut self) {
+        self.0.serving.send_modify(|next| *next += 1);
+    }
 }
 
 /// The executor.
@@ -200,13 +225,7 @@ impl Executor {
             method::SESSION_SANDBOX => {
                 let params: SessionSandboxParams = parse(params)?;
                 let session = self.session(&params.session)?;
-                let sandbox = self.tool_sandbox(
-                    &params.session,
-                    params.sandbox,
-                    &session.workspace,
-                    &session.writable_roots,
-                );
-                session.tools.set_sandbox(sandbox);
+                self.change_sandbox(&params.session, &session, params.sandbox);
                 Ok(json!({}))
             }
             method::SESSION_CLOSE => {
@@ -214,10 +233,7 @@ impl Executor {
                 self.close(&params.session).await;
                 Ok(json!({}))
             }
-            method::TOOL_CALL => {
-                self.call(parse(params)?)?;
-                Ok(json!({}))
-            }
+            method::TOOL_CALL => self.start_call(params),
             method::JOB_READ => {
                 let params: JobReadParams = parse(params)?;
                 let job = self.job(&params.job)?;
@@ -284,12 +300,13 @@ impl Executor {
             self.probe.wait(PROBE_WAIT).await;
         }
         let tool_env = tool_env(&params)?;
-        let sandbox = self.tool_sandbox(
-            &params.session,
-            params.sandbox,
-            &workspace,
-            &params.writable_roots,
-        );
+        let extra = Extra {
+            writable_roots: &params.writable_roots,
+            hidden: &params.hidden,
+            masked: &params.masked,
+            guarded_pids: &params.guarded_pids,
+        };
+        let sandbox = self.tool_sandbox(&params.session, params.sandbox, &workspace, &extra);
         let mut sessions = self.sessions.locked();
         let session = sessions.entry(params.session.clone()).or_insert_with(|| {
             let tools = Arc::new(SessionTools::detached());
@@ -299,11 +316,17 @@ impl Executor {
             tools.set_denied_paths(Arc::clone(&deny) as Arc<dyn DeniedPaths>);
             Arc::new(OpenSession {
                 workspace: workspace.clone(),
+                sandbox: Mutex::new(params.sandbox),
                 writable_roots: params.writable_roots.clone(),
+                hidden: params.hidden.clone(),
+                masked: params.masked.clone(),
+                guarded_pids: params.guarded_pids.clone(),
                 tools,
                 deny,
+                order: StartOrder::default(),
             })
         });
+        *session.sandbox.locked() = params.sandbox;
         session.tools.set_sandbox(sandbox);
         Ok(SessionOpenResult {
             workspace: session.workspace.clone(),
@@ -326,7 +349,7 @@ impl Executor {
         session: &str,
         info: SandboxInfo,
         workspace: &Path,
-        writable_roots: &[PathBuf],
+        extra: &Extra<'_>,
     ) -> ToolSandbox {
         if info.mode == SandboxMode::Off {
             return ToolSandbox::Off;
@@ -338,12 +361,15 @@ impl Executor {
             };
         }
         match self.sandbox.tmp.ensure(session) {
-            Ok(tmp) => ToolSandbox::On(Arc::new(self.sandbox.spec(
-                info,
-                workspace,
-                tmp,
-                writable_roots,
-            ))),
+            Ok(tmp) => {
+                let mut spec = self
+                    .sandbox
+                    .spec(info, workspace, tmp, extra.writable_roots);
+                spec.hidden.extend(extra.hidden.iter().cloned());
+                spec.masked.extend(extra.masked.iter().cloned());
+                spec.guarded_pids.extend(extra.guarded_pids.iter().copied());
+                ToolSandbox::On(Arc::new(spec))
+            }
             Err(err) => ToolSandbox::Unavailable {
                 info,
                 reason: format!("the session's temp directory: {err}"),
@@ -351,7 +377,31 @@ impl Executor {
         }
     }
 
-    /// Starts a `tool/call` job; its output and outcome arrive as notifications.
+    /// Puts `sandbox` in force for the session's next commands, if it is not already.
+    fn change_sandbox(&self, id: &str, session: &OpenSession, sandbox: SandboxInfo) {
+        let mut current = session.sandbox.locked();
+        if *current == sandbox {
+            return;
+        }
+        *current = sandbox;
+        let extra = Extra {
+            writable_roots: &session.writable_roots,
+            hidden: &session.hidden,
+            masked: &session.masked,
+            guarded_pids: &session.guarded_pids,
+        };
+        let tool_sandbox = self.tool_sandbox(id, sandbox, &session.workspace, &extra);
+        session.tools.set_sandbox(tool_sandbox);
+    }
+
+    /// Answers `tool/call`: starts the job (its output and outcome arrive as
+    /// notifications). Called as the request is read, so that a session's calls start in
+    /// the order they were sent.
+    pub(crate) fn start_call(self: &Arc<Self>, params: Value) -> Result<Value, RpcError> {
+        self.call(parse(params)?)?;
+        Ok(json!({}))
+    }
+
     fn call(self: &Arc<Self>, params: ToolCallParams) -> Result<(), RpcError> {
         let session = self.session(&params.session)?;
         let Some(job) = self.jobs.start(&params.job) else {
@@ -361,14 +411,27 @@ impl Executor {
             ));
         };
         session.deny.replace(&params.deny);
+        if let Some(sandbox) = params.sandbox {
+            self.change_sandbox(&params.session, &session, sandbox);
+        }
+        let ticket = session
+            .order
+            .issued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let executor = Arc::clone(self);
         tokio::spawn(async move {
-            executor.run_job(session, job, params).await;
+            executor.run_job(session, job, params, ticket).await;
         });
         Ok(())
     }
 
-    async fn run_job(&self, session: Arc<OpenSession>, job: Arc<Job>, params: ToolCallParams) {
+    async fn run_job(
+        &self,
+        session: Arc<OpenSession>,
+        job: Arc<Job>,
+        params: ToolCallParams,
+        ticket: u64,
+    ) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = ToolContext {
             workspace: session.workspace.clone(),
@@ -388,20 +451,30 @@ impl Executor {
                 None
             },
         };
+        let mut serving = session.order.serving.subscribe();
+        let _ = serving.wait_for(|next| *next >= ticket).await;
+        let served = Served(&session.order);
         let outcome = match self.tools.iter().find(|t| t.name() == params.tool) {
-            None => amber_tools::ToolOutcome::error(format!(
-                "`{}` does not run on an executor",
-                params.tool
-            )),
+            None => {
+                drop(served);
+                amber_tools::ToolOutcome::error(format!(
+                    "`{}` does not run on an executor",
+                    params.tool
+                ))
+            }
             Some(tool) => {
-                let call = tool.call(params.args.clone(), &ctx);
-                tokio::pin!(call);
-                loop {
-                    tokio::select! {
-                        biased;
-                        outcome = &mut call => break outcome,
-                        Some(chunk) = rx.recv() => self.forward(&job, chunk.chunk),
-                    }
+                let mut call = tool.call(params.args.clone(), &ctx);
+                let first = futures::poll!(call.as_mut());
+                drop(served);
+                match first {
+                    std::task::Poll::Ready(outcome) => outcome,
+                    std::task::Poll::Pending => loop {
+                        tokio::select! {
+                            biased;
+                            outcome = &mut call => break outcome,
+                            Some(chunk) = rx.recv() => self.forward(&job, chunk.chunk),
+                        }
+                    },
                 }
             }
         };
@@ -421,6 +494,14 @@ impl Executor {
             self.notify(notification::JOB_OUTPUT, value);
         }
     }
+}
+
+/// What a session's sandbox adds to this machine's.
+struct Extra<'a> {
+    writable_roots: &'a [PathBuf],
+    hidden: &'a [PathBuf],
+    masked: &'a [PathBuf],
+    guarded_pids: &'a [u32],
 }
 
 /// The session's deny rules for tools that reveal files, as the last call sent them.

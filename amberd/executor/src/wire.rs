@@ -185,6 +185,18 @@ pub struct SessionOpenParams {
     /// `[tools.env]` of amberd's config, applied to the executor's own environment.
     #[serde(default)]
     pub tool_env: ToolEnvSettings,
+    /// Further paths to hide from sandboxed commands (the client's own socket directory,
+    /// should it be on this machine): only ever more hidden, never less.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<PathBuf>,
+    /// Further paths to mask (the client's data directory and config, its secret
+    /// locations), likewise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masked: Vec<PathBuf>,
+    /// Further processes sandboxed commands may not signal (the client itself, should it
+    /// be on this machine), likewise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarded_pids: Vec<u32>,
 }
 
 /// The environment policy of tool processes, as data (`amber_exec::env_policy`).
@@ -238,6 +250,10 @@ pub struct ToolCallParams {
     /// A person approved running this call without the OS sandbox.
     #[serde(default)]
     pub unsandboxed: bool,
+    /// The session's sandbox as it is now (its mode may have changed since
+    /// `session/open`): the call and the session's later commands run in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
     /// The session's deny rules that hide paths from tools that reveal files without
     /// naming them (`search`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

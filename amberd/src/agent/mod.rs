@@ -91,6 +91,9 @@ pub(crate) trait TurnHost: Send + Sync {
 
 /// The error code (and `error` event) of a turn stopped by its session's budget.
 pub(crate) const BUDGET_EXCEEDED: &str = "budget_exceeded";
+/// The error code of a turn whose environment went away during a tool call (the same code
+/// a turn cut short by a daemon crash ends with).
+pub(crate) const INTERRUPTED: &str = "interrupted";
 
 /// Everything one turn needs besides the context.
 pub(crate) struct TurnEnv<'a> {
@@ -491,6 +494,11 @@ impl Turn<'_, '_> {
         state.previous_calls = calls;
         if env.cancel.is_cancelled() {
             return ControlFlow::Break((StopReason::Cancelled, None));
+        }
+        // The executor went away mid-call: what it did is unknown, so the turn stops here
+        // rather than the model going on from a guess.
+        if let Some(reason) = env.session_tools.host().and_then(|h| h.take_interruption()) {
+            return ControlFlow::Break(self.fail(INTERRUPTED, reason, true));
         }
         self.stop_checks(context, verdict, &statuses)
     }

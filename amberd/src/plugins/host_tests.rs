@@ -135,6 +135,7 @@ impl FakeSession {
                 worktree: None,
                 max_budget_usd: None,
                 max_tokens_total: None,
+                environment: None,
             }),
             workspace: PathBuf::from("/nonexistent/workspace"),
             tools: SessionTools::detached(),

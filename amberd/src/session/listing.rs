@@ -103,6 +103,7 @@ mod tests {
             agent: None,
             max_budget_usd: None,
             max_tokens_total: None,
+            environment: None,
         }
     }
 

@@ -153,11 +153,18 @@ impl SessionManager {
             return Err(SessionError::ShuttingDown);
         }
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let workspace = build::validate_workspace(
-            &params.cwd,
-            home.as_deref(),
-            self.services.live().config.sessions.allow_broad_workspace,
-        )?;
+        let target = crate::environment::Target::parse(params.environment.as_deref())
+            .map_err(SessionError::InvalidParams)?;
+        // An executor's workspace is on its machine: the executor checks it (`place`).
+        let workspace = if target.is_local() {
+            build::validate_workspace(
+                &params.cwd,
+                home.as_deref(),
+                self.services.live().config.sessions.allow_broad_workspace,
+            )?
+        } else {
+            std::path::PathBuf::from(&params.cwd)
+        };
         let mut meta = draft_meta();
         for feature in &self.services.features {
             feature.prepare(&mut Draft {
@@ -215,6 +222,7 @@ impl SessionManager {
             worktree: None,
             max_budget_usd: None,
             max_tokens_total: None,
+            environment: None,
         };
         let new = NewSession {
             id: &id,
@@ -730,6 +738,8 @@ impl SessionManager {
             max_tokens_total: None,
             // Names are unique: the fork is unnamed until someone names it.
             name: None,
+            // The fork works where the original does.
+            environment: info.environment.as_ref().map(|e| e.spec.clone()),
         };
         shared.features.fork(&mut params);
         let fork = self.create_with(params, history)?;
@@ -939,6 +949,7 @@ fn draft_meta() -> SessionMeta {
             worktree: None,
             max_budget_usd: None,
             max_tokens_total: None,
+            environment: None,
         },
         system_prompt: String::new(),
         agent: None,

@@ -229,7 +229,7 @@ pub use amber_llm::NOT_CONFIGURED;
 /// The variables a provider may read its key from — `AMBER_API_KEY`, each preset's
 /// `api_key_env` and those `[provider]` and `[providers.*]` name: removed from every tool
 /// process's environment whatever `[tools.env]` says.
-fn provider_key_vars(config: &Config) -> BTreeSet<String> {
+pub(crate) fn provider_key_vars(config: &Config) -> BTreeSet<String> {
     let presets = amber_llm::all_presets().iter().map(|p| p.api_key_env);
     let configured = config.provider.api_key_env.as_deref().into_iter().chain(
         config

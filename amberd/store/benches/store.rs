@@ -48,6 +48,7 @@ fn meta(id: &str) -> SessionMeta {
             worktree: None,
             max_budget_usd: None,
             max_tokens_total: None,
+            environment: None,
         },
         system_prompt: "You are amber, a coding agent. ".repeat(40),
         agent: None,

@@ -31,6 +31,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
             worktree: None,
             max_budget_usd: None,
             max_tokens_total: None,
+            environment: None,
         },
         system_prompt: "sys".into(),
         agent: None,

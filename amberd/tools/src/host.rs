@@ -21,6 +21,12 @@ pub trait ToolHost: Send + Sync {
         args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, ToolOutcome>;
+
+    /// Why the calls just run could not finish here (the environment was lost), taken
+    /// once: the turn then ends interrupted rather than asking the model again.
+    fn take_interruption(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The tools run in this process, on this machine's files (the default).

@@ -106,6 +106,7 @@ mod tests {
             writable_roots: vec![],
             hidden: vec![],
             daemon_pid: None,
+            guarded_pids: Vec::new(),
             simulate_landlock_abi: None,
         })
     }

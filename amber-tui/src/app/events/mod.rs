@@ -160,6 +160,12 @@ impl App {
                 removed_turns,
                 ..
             } => self.rewound(&restored, &conflicts, removed_turns),
+            EventKind::EnvironmentConnected { environment }
+            | EventKind::EnvironmentLost { environment }
+            | EventKind::EnvironmentResumed { environment, .. } => {
+                let (text, kind) = environment_line(&environment);
+                self.transcript.push(Cell::Info { text, kind });
+            }
             // A hook's failure is worth a line but not the turn's error list.
             EventKind::HookFailed {
                 hook_event,
@@ -341,5 +347,44 @@ fn steer_words(reason: SteerReason) -> &'static str {
     match reason {
         SteerReason::RepeatedText => "repeated text",
         SteerReason::ToolFailures => "tool failures",
+    }
+}
+
+/// The transcript's line for a change of the session's executor link.
+fn environment_line(environment: &amber_proto::EnvironmentInfo) -> (String, InfoKind) {
+    use amber_proto::EnvironmentState;
+    let host = environment
+        .executor
+        .as_ref()
+        .map(|e| format!(" on {}", e.hostname))
+        .unwrap_or_default();
+    let reason = environment
+        .reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    match environment.state {
+        EnvironmentState::Connected => (
+            format!("tools run in {}{host}", environment.spec),
+            InfoKind::Note,
+        ),
+        EnvironmentState::Connecting => (
+            format!("connecting to {}", environment.spec),
+            InfoKind::Note,
+        ),
+        EnvironmentState::Lost => (
+            format!(
+                "lost the link to {}{reason}; attaching again",
+                environment.spec
+            ),
+            InfoKind::Warn,
+        ),
+        EnvironmentState::Gone => (
+            format!(
+                "the executor of {} is gone{reason}; the next tool call starts a new one",
+                environment.spec
+            ),
+            InfoKind::Warn,
+        ),
     }
 }

@@ -62,6 +62,7 @@ impl Scratch {
             allow_unix_sockets: Vec::new(),
             nested_checkouts: Vec::new(),
             daemon_pid: Some(std::process::id()),
+            guarded_pids: Vec::new(),
             simulate_landlock_abi: settings.simulate_landlock_abi,
         }
     }

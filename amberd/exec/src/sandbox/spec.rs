@@ -44,6 +44,10 @@ pub struct SandboxSpec {
     /// them (the command's parent may be a helper, not amberd). `None`: the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_pid: Option<u32>,
+    /// Further processes the filter keeps signals from in the same case: the amberd an
+    /// executor serves, should it share the executor's machine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarded_pids: Vec<u32>,
     /// Test-only: behave as on a kernel whose Landlock ABI is at most this (`0`: no
     /// Landlock). amberd sets it only from `AMBER_TEST_SANDBOX_NO_LANDLOCK` (0) or
     /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`.
@@ -108,6 +112,7 @@ mod tests {
             allow_unix_sockets: Vec::new(),
             nested_checkouts: Vec::new(),
             daemon_pid: None,
+            guarded_pids: Vec::new(),
             simulate_landlock_abi: None,
         };
         let arg = spec.to_arg();
@@ -151,6 +156,7 @@ mod tests {
             allow_unix_sockets: Vec::new(),
             nested_checkouts: Vec::new(),
             daemon_pid: None,
+            guarded_pids: Vec::new(),
             simulate_landlock_abi: None,
         };
         assert_eq!(spec.writable(), vec![PathBuf::from("/tmp/t")]);

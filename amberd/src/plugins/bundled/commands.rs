@@ -238,6 +238,8 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         max_tokens_total: info.max_tokens_total,
         // Names are unique: this one stays with the session that has it.
         name: None,
+        // Beside this one: where its tools run too.
+        environment: info.environment.map(|e| e.spec),
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),

@@ -158,6 +158,7 @@ mod tests {
                 allow_unix_sockets: vec![],
                 nested_checkouts: vec![],
                 daemon_pid: None,
+                guarded_pids: Vec::new(),
                 simulate_landlock_abi: None,
             }))
         };

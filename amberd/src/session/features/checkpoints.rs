@@ -46,6 +46,11 @@ impl CheckpointsFeature {
 
 impl Feature for CheckpointsFeature {
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
+        // The snapshots read the workspace where amberd runs; an executor's workspace is
+        // not here.
+        if session.meta.info.environment.is_some() {
+            return None;
+        }
         let services = session.services;
         Some(Arc::new(Checkpointing(Arc::new(SessionCheckpoints::new(
             self.store.clone(),

@@ -303,6 +303,7 @@ fn the_spawned_spec_names_the_nested_checkouts_that_have_a_git() {
         allow_unix_sockets: Vec::new(),
         nested_checkouts: Vec::new(),
         daemon_pid: None,
+        guarded_pids: Vec::new(),
         simulate_landlock_abi: None,
     };
     let (_, spawned) = GitGuard::around(&spec).unwrap();

@@ -47,6 +47,7 @@ fn sandbox_on(workspace: &Path) -> ToolSandbox {
         writable_roots: vec![],
         hidden: vec![],
         daemon_pid: None,
+        guarded_pids: Vec::new(),
         simulate_landlock_abi: None,
     }))
 }

@@ -24,9 +24,14 @@ pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
     };
     // Without Landlock's signal scope, seccomp keeps amberd (our parent) out of reach.
     let guard = (!has(abi, LandlockFeature::ScopeSignal)).then(|| {
-        spec.daemon_pid
+        let guard = spec
+            .daemon_pid
             .and_then(|pid| libc::pid_t::try_from(pid).ok())
-            .map_or_else(syscalls::SignalGuard::of_parent, syscalls::SignalGuard::of)
+            .map_or_else(syscalls::SignalGuard::of_parent, syscalls::SignalGuard::of);
+        spec.guarded_pids
+            .iter()
+            .filter_map(|pid| libc::pid_t::try_from(*pid).ok())
+            .fold(guard, syscalls::SignalGuard::and)
     });
     let plan = mounts::Plan::new(spec)?;
     namespaces::enter(spec.network)?;

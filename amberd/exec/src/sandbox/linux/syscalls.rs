@@ -121,10 +121,10 @@ const OPENS: &[(libc::c_long, u8, u8)] = &[
 const TIOCLINUX: u64 = 0x541C;
 
 /// Whom signals must not reach when Landlock cannot scope them: amberd, the helper's parent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SignalGuard {
-    pid: libc::pid_t,
-    pgid: libc::pid_t,
+    /// Each guarded process and its process group.
+    targets: Vec<(libc::pid_t, libc::pid_t)>,
 }
 
 impl SignalGuard {
@@ -136,12 +136,20 @@ impl SignalGuard {
 
     /// `pid` (amberd) and its process group.
     pub(super) fn of(pid: libc::pid_t) -> Self {
-        // SAFETY: getpgid of a pid only reads.
-        let pgid = unsafe { libc::getpgid(pid) };
-        SignalGuard { pid, pgid }
+        SignalGuard {
+            targets: vec![(pid, pgid_of(pid))],
+        }
     }
 
-    /// The rules refusing signals to amberd, by system call.
+    /// This guard, also keeping signals from `pid` and its process group.
+    pub(super) fn and(mut self, pid: libc::pid_t) -> Self {
+        if pid > 0 && !self.targets.iter().any(|(p, _)| *p == pid) {
+            self.targets.push((pid, pgid_of(pid)));
+        }
+        self
+    }
+
+    /// The rules refusing signals to the guarded processes, by system call.
     fn rules(self) -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SandboxError> {
         let pid_is = |arg: u8, pid: libc::pid_t| -> Result<SeccompRule, SandboxError> {
             // pid_t is an int: compare the low 32 bits, as the kernel reads it.
@@ -152,19 +160,32 @@ impl SignalGuard {
                 u64::from(pid as u32),
             )?])
         };
-        let mut kill = vec![pid_is(0, self.pid)?, pid_is(0, -1)?];
-        if self.pgid > 0 {
-            kill.push(pid_is(0, -self.pgid)?);
+        let mut kill = vec![pid_is(0, -1)?];
+        let mut to_process = Vec::new();
+        for (pid, pgid) in &self.targets {
+            kill.push(pid_is(0, *pid)?);
+            if *pgid > 0 {
+                kill.push(pid_is(0, -*pgid)?);
+            }
+            to_process.push(*pid);
         }
+        let each = |pids: &[libc::pid_t]| -> Result<Vec<SeccompRule>, SandboxError> {
+            pids.iter().map(|pid| pid_is(0, *pid)).collect()
+        };
         Ok(vec![
             (libc::SYS_kill, kill),
-            (libc::SYS_tgkill, vec![pid_is(0, self.pid)?]),
-            (libc::SYS_rt_sigqueueinfo, vec![pid_is(0, self.pid)?]),
-            (libc::SYS_rt_tgsigqueueinfo, vec![pid_is(0, self.pid)?]),
+            (libc::SYS_tgkill, each(&to_process)?),
+            (libc::SYS_rt_sigqueueinfo, each(&to_process)?),
+            (libc::SYS_rt_tgsigqueueinfo, each(&to_process)?),
             (libc::SYS_tkill, Vec::new()),
             (libc::SYS_pidfd_send_signal, Vec::new()),
         ])
     }
+}
+
+fn pgid_of(pid: libc::pid_t) -> libc::pid_t {
+    // SAFETY: getpgid of a pid only reads.
+    unsafe { libc::getpgid(pid) }
 }
 
 /// Installs the filter; `unix_sockets`: with the network on, Unix sockets may be created

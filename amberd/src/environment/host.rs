@@ -1,0 +1,152 @@
+//! The tool host of a session whose tools run on an executor: each workspace tool call
+//! becomes a job there, its live output is emitted as it arrives, and the call resolves with
+//! the job's outcome. A call whose executor is gone for good fails with a typed error, and
+//! the turn is interrupted (`ToolHost::take_interruption`).
+
+use std::sync::{Arc, Mutex};
+
+use amber_executor::wire::{CallLimits, ToolCallParams, method};
+use amber_proto::sync::Locked;
+use amber_tools::{Tool, ToolContext, ToolHost, ToolOutcome};
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::link::{ExecutorLink, JobEvent};
+
+/// How long a cancelled call waits for the executor to confirm before it gives up.
+const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs a session's workspace tools on its executor.
+pub(crate) struct RemoteToolHost {
+    pub(crate) link: Arc<ExecutorLink>,
+    pub(crate) session: String,
+    /// The session's deny rules for tools that reveal files without naming them.
+    pub(crate) deny: Box<dyn Fn() -> Vec<amber_policy::Rule> + Send + Sync>,
+    /// Why the executor was lost during the last batch of calls, until the turn takes it.
+    interruption: Mutex<Option<String>>,
+}
+
+impl RemoteToolHost {
+    pub(crate) fn new(
+        link: Arc<ExecutorLink>,
+        session: String,
+        deny: Box<dyn Fn() -> Vec<amber_policy::Rule> + Send + Sync>,
+    ) -> Self {
+        Self {
+            link,
+            session,
+            deny,
+            interruption: Mutex::new(None),
+        }
+    }
+
+    async fn run(&self, tool: &Arc<dyn Tool>, args: Value, ctx: &ToolContext) -> ToolOutcome {
+        let job = uuid::Uuid::new_v4().to_string();
+        let mut events = self.link.register(&job);
+        let mut guard = Release {
+            link: &self.link,
+            job: &job,
+            cancel: true,
+        };
+        let params = ToolCallParams {
+            session: self.session.clone(),
+            job: job.clone(),
+            call_id: ctx.call_id.clone(),
+            tool: tool.name().to_owned(),
+            args,
+            limits: CallLimits {
+                max_output_bytes: ctx.limits.max_output_bytes,
+                bash_default_timeout_ms: u64::try_from(ctx.limits.bash_default_timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+            },
+            unsandboxed: ctx.unsandboxed.is_some(),
+            // The mode's sandbox in force now, as this session's own commands would get.
+            sandbox: Some(ctx.session.sandbox().info()),
+            deny: (self.deny)(),
+        };
+        if let Err(err) = self.link.call(method::TOOL_CALL, &params).await {
+            // A link that dropped after the call left is read back once attached again;
+            // anything else never started it.
+            if err.message != "the link dropped" {
+                guard.cancel = false;
+                return self.lost(format!("cannot reach the executor: {}", err.message));
+            }
+        }
+        let mut cancel_deadline = None;
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = ctx.cancel.cancelled(), if cancel_deadline.is_none() => {
+                    cancel_deadline = Some(tokio::time::Instant::now() + CANCEL_WAIT);
+                    let _ = self.link.call(method::JOB_CANCEL, &amber_executor::wire::JobParams { job: job.clone() }).await;
+                    continue;
+                }
+                () = sleep_until(cancel_deadline) => {
+                    return ToolOutcome::error("[cancelled] the executor did not confirm in time");
+                }
+            };
+            match event {
+                Some(JobEvent::Output(text)) => ctx.emit(text),
+                Some(JobEvent::Done(done)) => {
+                    guard.cancel = false;
+                    return ToolOutcome {
+                        status: done.status,
+                        output: done.output,
+                        diff: done.diff,
+                    };
+                }
+                Some(JobEvent::Gone(reason)) => {
+                    guard.cancel = false;
+                    return self.lost(reason);
+                }
+                None => return self.lost("the link to the executor closed".to_owned()),
+            }
+        }
+    }
+
+    fn lost(&self, reason: String) -> ToolOutcome {
+        let message = format!(
+            "[executor lost] {} ({}); the call's effects there are unknown",
+            reason,
+            self.link.info().spec
+        );
+        *self.interruption.locked() = Some(message.clone());
+        ToolOutcome::error(message)
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Forgets the job when the call ends, however it ends (cancelling it on the executor when
+/// the call was dropped before its outcome).
+struct Release<'a> {
+    link: &'a Arc<ExecutorLink>,
+    job: &'a str,
+    cancel: bool,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.link.release(self.job, self.cancel);
+    }
+}
+
+impl ToolHost for RemoteToolHost {
+    fn call<'a>(
+        &'a self,
+        tool: &'a Arc<dyn Tool>,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(self.run(tool, args, ctx))
+    }
+
+    fn take_interruption(&self) -> Option<String> {
+        self.interruption.locked().take()
+    }
+}

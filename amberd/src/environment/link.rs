@@ -1,0 +1,633 @@
+//! amberd's link to one executor: the relay process it talks through (`amber-exec --stdio`,
+//! perhaps behind `ssh`), requests and their answers, and each job's output routed to the
+//! call waiting for it. A link that drops is attached again to the same executor (`--attach
+//! ID` with its token) and every job's missed output read back from its last delivered
+//! number; an executor that is gone for good fails its running jobs, and the next call
+//! starts a new one.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
+use amber_exec::containment::SpawnSandbox;
+use amber_executor::wire::{
+    self, Frame, InitializeParams, InitializeResult, JobDone, JobOutput, JobParams, JobReadParams,
+    JobReadResult, RpcError, SessionOpenParams, SessionOpenResult, code, method, notification,
+};
+use amber_proto::sync::Locked;
+use amber_proto::{EnvironmentInfo, EnvironmentState, EventKind, ExecutorInfo};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::spec::Launch;
+use super::stream::{Delivery, JobStream};
+
+/// How long a request waits for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The stderr lines of the relay (ssh's complaints) kept for an error message.
+const STDERR_LINES: usize = 8;
+
+/// What a waiting call receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JobEvent {
+    Output(String),
+    Done(JobDone),
+    /// The executor is gone for good: the call cannot finish.
+    Gone(String),
+}
+
+struct JobEntry {
+    stream: JobStream,
+    events: mpsc::UnboundedSender<JobEvent>,
+}
+
+/// One connection through one relay process.
+struct Conn {
+    outbox: mpsc::UnboundedSender<Frame>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
+    lost: CancellationToken,
+    stderr: Arc<Mutex<Vec<String>>>,
+    _child: Mutex<Option<tokio::process::Child>>,
+}
+
+impl Conn {
+    fn stderr_tail(&self) -> String {
+        self.stderr.locked().join(" / ")
+    }
+}
+
+/// The link of one session to its executor.
+pub(crate) struct ExecutorLink {
+    spec: String,
+    launch: Launch,
+    /// The environment of the relay process (`ssh` needs the user's agent and home, never a
+    /// provider key).
+    env: Vec<(OsString, OsString)>,
+    conn: Mutex<Option<Arc<Conn>>>,
+    /// Held while connecting or attaching again: calls wait for the outcome.
+    connecting: tokio::sync::Mutex<()>,
+    /// The executor's id and attach token, once one answered.
+    attach: Mutex<Option<(String, String)>>,
+    /// What `session/open` was given, to open it again on a new executor or after attaching.
+    opened: Mutex<Option<SessionOpenParams>>,
+    jobs: Mutex<HashMap<String, JobEntry>>,
+    info: Mutex<EnvironmentInfo>,
+    /// Where its `environment_*` events go, once the session exists.
+    notify: OnceLock<Notify>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for ExecutorLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorLink")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
+
+impl ExecutorLink {
+    /// A link not connected yet.
+    pub(crate) fn new(spec: String, launch: Launch, env: Vec<(OsString, OsString)>) -> Arc<Self> {
+        Arc::new(Self {
+            info: Mutex::new(EnvironmentInfo {
+                spec: spec.clone(),
+                state: EnvironmentState::Connecting,
+                executor: None,
+                reason: None,
+            }),
+            spec,
+            launch,
+            env,
+            conn: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            attach: Mutex::new(None),
+            opened: Mutex::new(None),
+            jobs: Mutex::new(HashMap::new()),
+            notify: OnceLock::new(),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Sends its events to `notify` from now on (once; later calls are ignored).
+    pub(crate) fn bind(&self, notify: Notify) {
+        let _ = self.notify.set(notify);
+    }
+
+    fn emit(&self, kind: EventKind) {
+        if let Some(notify) = self.notify.get() {
+            notify(kind);
+        }
+    }
+
+    /// What to open on the first connection (a session loaded from the store).
+    pub(crate) fn remember(&self, params: SessionOpenParams) {
+        *self.opened.locked() = Some(params);
+    }
+
+    /// The link's state as `SessionInfo.environment` shows it.
+    pub(crate) fn info(&self) -> EnvironmentInfo {
+        self.info.locked().clone()
+    }
+
+    /// Connects if needed and opens the session there; remembered for every later
+    /// connection.
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        params: SessionOpenParams,
+    ) -> Result<SessionOpenResult, String> {
+        *self.opened.locked() = Some(params.clone());
+        let conn = self.connection().await?;
+        let value = request(&conn, &self.next_id, method::SESSION_OPEN, &params)
+            .await
+            .map_err(|e| e.message)?;
+        serde_json::from_value(value).map_err(|e| format!("the executor answered oddly: {e}"))
+    }
+
+    /// The session is gone: the executor closes it (killing its processes) and the relay
+    /// goes. The executor itself stops after its linger time.
+    pub(crate) async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let conn = self.conn.locked().take();
+        let session = self.opened.locked().as_ref().map(|p| p.session.clone());
+        if let (Some(conn), Some(session)) = (conn, session) {
+            let params = wire::SessionParams { session };
+            let _ = request(&conn, &self.next_id, method::SESSION_CLOSE, &params).await;
+        }
+        let jobs: Vec<JobEntry> = self.jobs.locked().drain().map(|(_, e)| e).collect();
+        for job in jobs {
+            let _ = job
+                .events
+                .send(JobEvent::Gone("the session was closed".to_owned()));
+        }
+    }
+
+    /// Registers job `id`: its output and outcome arrive on the returned channel.
+    pub(crate) fn register(&self, id: &str) -> mpsc::UnboundedReceiver<JobEvent> {
+        let (events, rx) = mpsc::unbounded_channel();
+        self.jobs.locked().insert(
+            id.to_owned(),
+            JobEntry {
+                stream: JobStream::default(),
+                events,
+            },
+        );
+        rx
+    }
+
+    /// Forgets job `id` here and on the executor (its outcome arrived, or nobody waits).
+    pub(crate) fn release(self: &Arc<Self>, id: &str, cancel: bool) {
+        self.jobs.locked().remove(id);
+        let Some(conn) = self.conn.locked().clone() else {
+            return;
+        };
+        let id = id.to_owned();
+        let link = Arc::clone(self);
+        tokio::spawn(async move {
+            let params = JobParams { job: id };
+            if cancel {
+                let _ = request(&conn, &link.next_id, method::JOB_CANCEL, &params).await;
+            }
+            let _ = request(&conn, &link.next_id, method::JOB_RELEASE, &params).await;
+        });
+    }
+
+    /// Sends a request on the live connection, connecting first if needed.
+    pub(crate) async fn call<T: serde::Serialize>(
+        self: &Arc<Self>,
+        method: &str,
+        params: &T,
+    ) -> Result<Value, RpcError> {
+        let conn = self
+            .connection()
+            .await
+            .map_err(|e| RpcError::new(code::SESSION_GONE, e))?;
+        request(&conn, &self.next_id, method, params).await
+    }
+
+    /// The live connection: the current one, or a new executor when there is none (the
+    /// first call, or the last executor is gone). Waits while the link attaches again.
+    async fn connection(self: &Arc<Self>) -> Result<Arc<Conn>, String> {
+        let _connecting = self.connecting.lock().await;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err("the session was closed".to_owned());
+        }
+        if let Some(conn) = self
+            .conn
+            .locked()
+            .clone()
+            .filter(|c| !c.lost.is_cancelled())
+        {
+            return Ok(conn);
+        }
+        if self.info.locked().state == EnvironmentState::Lost {
+            return Err(self
+                .info
+                .locked()
+                .reason
+                .clone()
+                .unwrap_or_else(|| "the executor is out of reach".to_owned()));
+        }
+        let (conn, hello) = self.spawn(&self.launch.start(), None).await?;
+        *self.attach.locked() = Some((hello.executor_id.clone(), hello.token.clone()));
+        *self.conn.locked() = Some(Arc::clone(&conn));
+        let reopen = self.opened.locked().clone();
+        if let Some(params) = reopen {
+            request(&conn, &self.next_id, method::SESSION_OPEN, &params)
+                .await
+                .map_err(|e| e.message)?;
+        }
+        let info = self.set_state(
+            EnvironmentState::Connected,
+            Some(executor_info(&hello)),
+            None,
+        );
+        self.emit(EventKind::EnvironmentConnected { environment: info });
+        Ok(conn)
+    }
+
+    /// Starts `argv` and says `initialize` (with the attach token when attaching).
+    async fn spawn(
+        self: &Arc<Self>,
+        argv: &[String],
+        token: Option<String>,
+    ) -> Result<(Arc<Conn>, InitializeResult), String> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err("no executor command".to_owned());
+        };
+        // The user's own configuration names where the session's tools run; the executor
+        // sandboxes each command itself.
+        let mut cmd = ChildSpec::new(
+            program,
+            SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user()),
+        )
+        .args(args)
+        .envs(self.env.iter().cloned())
+        .stdin(ChildInput::Piped)
+        .own_group()
+        .tokio_command()
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(format!("`{program}` has no pipes"));
+        };
+        let (outbox, outgoing) = mpsc::unbounded_channel();
+        let conn = Arc::new(Conn {
+            outbox,
+            pending: Mutex::new(HashMap::new()),
+            lost: CancellationToken::new(),
+            stderr: Arc::new(Mutex::new(Vec::new())),
+            _child: Mutex::new(Some(child)),
+        });
+        tokio::spawn(write_frames(stdin, outgoing, conn.lost.clone()));
+        tokio::spawn(keep_stderr(stderr, Arc::clone(&conn.stderr)));
+        tokio::spawn(Arc::clone(self).read_frames(stdout, Arc::clone(&conn)));
+        let params = InitializeParams {
+            protocol_version: wire::PROTOCOL_VERSION,
+            client: format!("amberd {}", env!("CARGO_PKG_VERSION")),
+            token,
+        };
+        match request(&conn, &self.next_id, method::INITIALIZE, &params).await {
+            Ok(value) => {
+                let hello: InitializeResult = serde_json::from_value(value)
+                    .map_err(|e| format!("the executor answered oddly: {e}"))?;
+                Ok((conn, hello))
+            }
+            Err(err) => {
+                conn.lost.cancel();
+                // Its stderr says why (ssh's refusal, a missing program).
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let tail = conn.stderr_tail();
+                Err(if tail.is_empty() {
+                    err.message
+                } else {
+                    format!("{} ({tail})", err.message)
+                })
+            }
+        }
+    }
+
+    /// Reads one connection's frames until it ends, then attaches again unless the link
+    /// was closed or the connection replaced.
+    async fn read_frames(self: Arc<Self>, stdout: tokio::process::ChildStdout, conn: Arc<Conn>) {
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            let line = tokio::select! {
+                line = lines.next_line() => line,
+                () = conn.lost.cancelled() => break,
+            };
+            let Ok(Some(line)) = line else {
+                break;
+            };
+            let Ok(frame) = serde_json::from_str::<Frame>(&line) else {
+                tracing::warn!(spec = %self.spec, "the executor sent a line that is not JSON-RPC");
+                continue;
+            };
+            self.route(&conn, frame);
+        }
+        conn.lost.cancel();
+        for (_, waiting) in conn.pending.locked().drain() {
+            let _ = waiting.send(Err(RpcError::new(code::SESSION_GONE, "the link dropped")));
+        }
+        let current = self
+            .conn
+            .locked()
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(c, &conn));
+        if current && !self.closed.load(Ordering::SeqCst) {
+            let tail = conn.stderr_tail();
+            tokio::spawn(self.recover(tail));
+        }
+    }
+
+    fn route(&self, conn: &Conn, frame: Frame) {
+        match (frame.id, frame.method.as_deref()) {
+            (Some(id), None) => {
+                let Some(id) = id.as_u64() else {
+                    return;
+                };
+                if let Some(waiting) = conn.pending.locked().remove(&id) {
+                    let answer = match frame.error {
+                        Some(err) => Err(err),
+                        None => Ok(frame.result.unwrap_or(Value::Null)),
+                    };
+                    let _ = waiting.send(answer);
+                }
+            }
+            (None, Some(notification::JOB_OUTPUT)) => {
+                if let Some(Ok(chunk)) = frame.params.map(serde_json::from_value::<JobOutput>) {
+                    self.deliver(&chunk.job.clone(), |s| s.chunk(chunk.seq, chunk.text));
+                }
+            }
+            (None, Some(notification::JOB_DONE)) => {
+                if let Some(Ok(done)) = frame.params.map(serde_json::from_value::<JobDone>) {
+                    self.deliver(&done.job.clone(), |s| s.done(done));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn deliver(&self, job: &str, offer: impl FnOnce(&mut JobStream) -> Vec<Delivery>) {
+        let mut jobs = self.jobs.locked();
+        let Some(entry) = jobs.get_mut(job) else {
+            return;
+        };
+        for delivery in offer(&mut entry.stream) {
+            let event = match delivery {
+                Delivery::Chunk(text) => JobEvent::Output(text),
+                Delivery::Done(done) => JobEvent::Done(done),
+            };
+            let _ = entry.events.send(event);
+        }
+    }
+
+    /// The link dropped: attach again to the same executor within the reconnect time, read
+    /// back what every job produced meanwhile, or give the executor up.
+    fn recover(self: Arc<Self>, why: String) -> BoxFuture<'static, ()> {
+        // Boxed: attaching again starts a connection whose reader may call this again.
+        Box::pin(self.attach_again(why))
+    }
+
+    async fn attach_again(self: Arc<Self>, why: String) {
+        let _connecting = self.connecting.lock().await;
+        let reason = if why.is_empty() {
+            "the link to the executor dropped".to_owned()
+        } else {
+            format!("the link to the executor dropped: {why}")
+        };
+        let executor = self.info.locked().executor.clone();
+        let info = self.set_state(EnvironmentState::Lost, executor, Some(reason.clone()));
+        self.emit(EventKind::EnvironmentLost { environment: info });
+        let Some((id, token)) = self.attach.locked().clone() else {
+            self.give_up(reason);
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + self.launch.reconnect;
+        let mut wait = Duration::from_millis(100);
+        let mut last = reason;
+        let attached = loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            match self
+                .spawn(&self.launch.attach(&id), Some(token.clone()))
+                .await
+            {
+                Ok(attached) => break Some(attached),
+                Err(err) => {
+                    last = err;
+                    if last.contains("is gone") || tokio::time::Instant::now() >= deadline {
+                        break None;
+                    }
+                }
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+        };
+        let Some((conn, hello)) = attached else {
+            self.give_up(format!("the executor is gone: {last}"));
+            return;
+        };
+        *self.conn.locked() = Some(Arc::clone(&conn));
+        let reopen = self.opened.locked().clone();
+        if let Some(params) = reopen
+            && let Err(err) = request(&conn, &self.next_id, method::SESSION_OPEN, &params).await
+        {
+            tracing::warn!(spec = %self.spec, "cannot open the session again: {err}");
+        }
+        let replayed = self.read_back(&conn).await;
+        let info = self.set_state(
+            EnvironmentState::Connected,
+            Some(executor_info(&hello)),
+            None,
+        );
+        self.emit(EventKind::EnvironmentResumed {
+            environment: info,
+            replayed_chunks: replayed,
+        });
+    }
+
+    /// Reads back every waiting job's output after what it delivered; returns how many
+    /// chunks came back.
+    async fn read_back(self: &Arc<Self>, conn: &Arc<Conn>) -> u64 {
+        let waiting: Vec<(String, u64)> = self
+            .jobs
+            .locked()
+            .iter()
+            .map(|(id, e)| (id.clone(), e.stream.delivered()))
+            .collect();
+        let mut replayed = 0;
+        for (job, after_seq) in waiting {
+            let params = JobReadParams {
+                job: job.clone(),
+                after_seq,
+            };
+            match request(conn, &self.next_id, method::JOB_READ, &params).await {
+                Ok(value) => {
+                    let Ok(read) = serde_json::from_value::<JobReadResult>(value) else {
+                        continue;
+                    };
+                    replayed += read.chunks.len() as u64;
+                    let first_kept = read.chunks.first().map(|c| c.seq);
+                    self.deliver(&job, |stream| {
+                        let mut out = Vec::new();
+                        if read.dropped > 0
+                            && let Some(first) = first_kept
+                        {
+                            out.extend(stream.lost_before(first));
+                        }
+                        for chunk in read.chunks {
+                            out.extend(stream.chunk(chunk.seq, chunk.text));
+                        }
+                        if let Some(done) = read.done {
+                            out.extend(stream.done(done));
+                        }
+                        out
+                    });
+                }
+                Err(err) if err.code == code::UNKNOWN_JOB => {
+                    self.fail_job(&job, "the call never reached the executor".to_owned());
+                }
+                Err(err) => tracing::warn!(%job, "cannot read a job back: {err}"),
+            }
+        }
+        replayed
+    }
+
+    fn fail_job(&self, job: &str, reason: String) {
+        if let Some(entry) = self.jobs.locked().remove(job) {
+            let _ = entry.events.send(JobEvent::Gone(reason));
+        }
+    }
+
+    /// The executor is gone for good: its jobs fail, and the next call starts a new one.
+    fn give_up(&self, reason: String) {
+        *self.conn.locked() = None;
+        *self.attach.locked() = None;
+        let jobs: Vec<JobEntry> = self.jobs.locked().drain().map(|(_, e)| e).collect();
+        for job in jobs {
+            let _ = job.events.send(JobEvent::Gone(reason.clone()));
+        }
+        let info = self.set_state(EnvironmentState::Gone, None, Some(reason));
+        self.emit(EventKind::EnvironmentLost { environment: info });
+    }
+
+    fn set_state(
+        &self,
+        state: EnvironmentState,
+        executor: Option<ExecutorInfo>,
+        reason: Option<String>,
+    ) -> EnvironmentInfo {
+        let mut info = self.info.locked();
+        info.state = state;
+        info.executor = executor;
+        info.reason = reason;
+        info.clone()
+    }
+}
+
+fn executor_info(hello: &InitializeResult) -> ExecutorInfo {
+    ExecutorInfo {
+        id: hello.executor_id.clone(),
+        hostname: hello.machine.hostname.clone(),
+        os: hello.machine.os.clone(),
+        arch: hello.machine.arch.clone(),
+        version: hello.version.clone(),
+        pid: hello.pid,
+    }
+}
+
+/// One request on `conn`, answered or failed within [`REQUEST_TIMEOUT`].
+async fn request<T: serde::Serialize>(
+    conn: &Conn,
+    next_id: &AtomicU64,
+    method: &str,
+    params: &T,
+) -> Result<Value, RpcError> {
+    let params = serde_json::to_value(params)
+        .map_err(|e| RpcError::new(code::INVALID_PARAMS, e.to_string()))?;
+    let id = next_id.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = oneshot::channel();
+    conn.pending.locked().insert(id, tx);
+    if conn.lost.is_cancelled()
+        || conn
+            .outbox
+            .send(Frame::request(id, method, params))
+            .is_err()
+    {
+        conn.pending.locked().remove(&id);
+        return Err(RpcError::new(code::SESSION_GONE, "the link dropped"));
+    }
+    match tokio::time::timeout(REQUEST_TIMEOUT, rx).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => Err(RpcError::new(code::SESSION_GONE, "the link dropped")),
+        Err(_) => {
+            conn.pending.locked().remove(&id);
+            Err(RpcError::new(
+                code::SESSION_GONE,
+                format!("the executor did not answer `{method}` within {REQUEST_TIMEOUT:?}"),
+            ))
+        }
+    }
+}
+
+async fn write_frames(
+    stdin: tokio::process::ChildStdin,
+    mut outgoing: mpsc::UnboundedReceiver<Frame>,
+    lost: CancellationToken,
+) {
+    let mut stdin = tokio::io::BufWriter::new(stdin);
+    loop {
+        let frame = tokio::select! {
+            frame = outgoing.recv() => frame,
+            () = lost.cancelled() => None,
+        };
+        let Some(frame) = frame else {
+            break;
+        };
+        let Ok(mut line) = serde_json::to_vec(&frame) else {
+            continue;
+        };
+        line.push(b'\n');
+        if stdin.write_all(&line).await.is_err() {
+            break;
+        }
+        if outgoing.is_empty() && stdin.flush().await.is_err() {
+            break;
+        }
+    }
+    lost.cancel();
+}
+
+async fn keep_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<String>>>) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = line.trim().to_owned();
+        if line.is_empty() {
+            continue;
+        }
+        let mut tail = tail.locked();
+        if tail.len() == STDERR_LINES {
+            tail.remove(0);
+        }
+        tail.push(line);
+    }
+}

@@ -1,0 +1,254 @@
+//! The session's environment (`session/new {environment}`): a session whose tools run on an
+//! executor gets its link here — made and opened at creation (so a host that cannot be
+//! reached refuses the session at once), made again when the session is loaded from the
+//! store (it connects at its first tool call) — and its tool host installed. The link's
+//! changes reach the session's info (`SessionInfo.environment`) and its clients
+//! (`environment_connected` / `_lost` / `_resumed`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use amber_executor::wire::{SessionOpenParams, ToolEnvSettings};
+use amber_proto::sync::Locked;
+use amber_proto::{
+    EnvironmentInfo, EnvironmentState, EventKind, SandboxInfo, SandboxMode, SessionInfo,
+    SessionNewParams,
+};
+use amber_store::SessionMeta;
+use futures::future::BoxFuture;
+
+use super::super::feature::{Attach, Feature, NewSession, Placement, SessionFeature};
+use super::super::persist;
+use super::super::services::Services;
+use super::super::{SessionError, SessionShared};
+use crate::environment::host::RemoteToolHost;
+use crate::environment::link::ExecutorLink;
+use crate::environment::spec::{Launch, Target};
+
+/// The feature: links made at `session/new`, waiting for their session to attach.
+pub(crate) struct EnvironmentFeature {
+    made: Mutex<HashMap<String, Arc<ExecutorLink>>>,
+}
+
+impl EnvironmentFeature {
+    pub(crate) fn new() -> Self {
+        Self {
+            made: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A new link to an executor `launch` reaches.
+    fn link(services: &Services, spec: String, launch: Launch) -> Arc<ExecutorLink> {
+        ExecutorLink::new(spec, launch, services.tool_env.vars().to_vec())
+    }
+}
+
+/// Sets the session's info from the event's environment and publishes the event.
+fn publish(shared: &SessionShared, kind: EventKind) {
+    let environment = match &kind {
+        EventKind::EnvironmentConnected { environment }
+        | EventKind::EnvironmentLost { environment }
+        | EventKind::EnvironmentResumed { environment, .. } => Some(environment.clone()),
+        _ => None,
+    };
+    let turn = {
+        let mut live = shared.lock_live();
+        if let Some(environment) = environment {
+            live.info.environment = Some(environment);
+        }
+        live.turn_id.clone()
+    };
+    shared.hub.publish(turn.as_deref(), kind);
+}
+
+/// The environment `params` name, checked; `None` for a local one.
+fn remote(params: &SessionNewParams) -> Result<Option<Target>, String> {
+    let target = Target::parse(params.environment.as_deref())?;
+    Ok((!target.is_local()).then_some(target))
+}
+
+/// How the config says to reach `target`.
+fn launch(services: &Services, target: &Target) -> Result<Launch, SessionError> {
+    Launch::of(target, &services.live().config.environments).map_err(SessionError::InvalidParams)
+}
+
+impl Feature for EnvironmentFeature {
+    fn check_new(&self, params: &SessionNewParams) -> Result<(), String> {
+        if remote(params)?.is_some() && params.worktree.is_some() {
+            return Err(
+                "a worktree is made on amberd's machine: it cannot be combined with an \
+                 executor's environment"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    fn shape_info(&self, new: &NewSession<'_>, info: &mut SessionInfo) -> Result<(), SessionError> {
+        let Some(target) = remote(new.params).map_err(SessionError::InvalidParams)? else {
+            return Ok(());
+        };
+        launch(new.services, &target)?;
+        info.environment = Some(EnvironmentInfo {
+            spec: new
+                .params
+                .environment
+                .clone()
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+            state: EnvironmentState::Connecting,
+            executor: None,
+            reason: None,
+        });
+        Ok(())
+    }
+
+    fn describe_stored(&self, meta: &mut SessionMeta, _services: &Services) {
+        if let Some(environment) = &mut meta.info.environment {
+            // A stored session has no link; it connects at its next tool call.
+            environment.state = EnvironmentState::Connecting;
+            environment.executor = None;
+            environment.reason = None;
+        }
+    }
+
+    /// Starts the executor and opens the session there: its workspace is the one the
+    /// executor resolved.
+    fn place(&self, new: &NewSession<'_>) -> Result<Option<Placement>, SessionError> {
+        let Some(target) = remote(new.params).map_err(SessionError::InvalidParams)? else {
+            return Ok(None);
+        };
+        let launch = launch(new.services, &target)?;
+        let workspace = Some(new.params.cwd.trim())
+            .filter(|cwd| !cwd.is_empty())
+            .map(str::to_owned)
+            .or_else(|| launch.default_path.clone())
+            .ok_or_else(|| SessionError::InvalidWorkspace {
+                path: String::new(),
+                reason: "give `cwd`, or a path in the environment".to_owned(),
+            })?;
+        let spec = new
+            .params
+            .environment
+            .clone()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        let link = Self::link(new.services, spec.clone(), launch);
+        let params = open_params(new.id, PathBuf::from(&workspace), new.services);
+        let opened = persist::blocking(|| {
+            tokio::runtime::Handle::try_current()
+                .map_err(|e| e.to_string())
+                .and_then(|rt| rt.block_on(link.open(params)))
+        })
+        .map_err(|reason| SessionError::InvalidWorkspace {
+            path: format!("{workspace} in {spec}"),
+            reason,
+        })?;
+        self.made
+            .locked()
+            .insert(new.id.to_owned(), Arc::clone(&link));
+        Ok(Some(Placement {
+            cwd: opened.workspace,
+            worktree: None,
+            undo: Box::new(move || {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { link.close().await });
+                }
+            }),
+        }))
+    }
+
+    fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
+        let environment = session.meta.info.environment.as_ref()?;
+        let link = match self.made.locked().remove(session.id) {
+            Some(link) => link,
+            None => {
+                let target = Target::parse(Some(&environment.spec)).ok()?;
+                let launch = launch(session.services, &target).ok()?;
+                let link = Self::link(session.services, environment.spec.clone(), launch);
+                // Opened at its first connection.
+                let params =
+                    open_params(session.id, session.workspace.to_owned(), session.services);
+                link.remember(params);
+                link
+            }
+        };
+        Some(Arc::new(SessionEnvironment {
+            link,
+            services: Arc::clone(session.services),
+        }))
+    }
+}
+
+fn open_params(id: &str, workspace: PathBuf, services: &Services) -> SessionOpenParams {
+    let config = &services.live().config;
+    SessionOpenParams {
+        session: id.to_owned(),
+        workspace,
+        // Until the first call says the mode's: the most careful one.
+        sandbox: SandboxInfo {
+            mode: SandboxMode::ReadOnly,
+            network: false,
+        },
+        // `[sandbox] writable_roots` are paths of amberd's machine.
+        writable_roots: Vec::new(),
+        // Hidden and masked there too, should the executor share amberd's machine.
+        hidden: services.sandbox.hidden.clone(),
+        masked: services.sandbox.masked.clone(),
+        guarded_pids: vec![std::process::id()],
+        tool_env: ToolEnvSettings {
+            config: serde_json::to_value(&config.tools.env).ok(),
+            secret_names: super::super::services::provider_key_vars(config)
+                .into_iter()
+                .collect(),
+        },
+    }
+}
+
+/// One session's link and tool host.
+struct SessionEnvironment {
+    link: Arc<ExecutorLink>,
+    services: Arc<Services>,
+}
+
+impl SessionFeature for SessionEnvironment {
+    fn started(&self, shared: &Arc<SessionShared>, _restored: bool) {
+        let session = Arc::downgrade(shared);
+        self.link.bind(Box::new(move |kind| {
+            if let Some(shared) = session.upgrade() {
+                publish(&shared, kind);
+            }
+        }));
+        let services = Arc::clone(&self.services);
+        let deny = move || {
+            services
+                .live()
+                .config
+                .rules
+                .iter()
+                .filter(|r| r.decision == amber_policy::RuleDecision::Deny)
+                .cloned()
+                .collect()
+        };
+        shared.tools.set_host(Arc::new(RemoteToolHost::new(
+            Arc::clone(&self.link),
+            shared.id.clone(),
+            Box::new(deny),
+        )));
+        let info = self.link.info();
+        shared.lock_live().info.environment = Some(info.clone());
+        if info.state == EnvironmentState::Connected {
+            publish(
+                shared,
+                EventKind::EnvironmentConnected { environment: info },
+            );
+        }
+    }
+
+    fn stop(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.link.close())
+    }
+}

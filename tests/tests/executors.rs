@@ -1,0 +1,305 @@
+//! End-to-end: sessions whose tools run on an executor (`amber-exec`) while amberd keeps the
+//! conversation.
+//!
+//! - A session on `executor:NAME` runs `bash` and the file tools in the executor's
+//!   processes: the command's parent is `amber-exec`, not `amberd`; `session/get` and the
+//!   `environment_connected` event name the executor.
+//! - The executor applies the OS sandbox itself: a write outside the workspace is refused.
+//! - Its relay killed mid-command (the link dropped): amberd attaches again to the same
+//!   executor, the output is complete and in order, `environment_lost` and
+//!   `environment_resumed` are published.
+//! - The executor killed mid-command: the call fails with `[executor lost]`, the turn ends
+//!   `interrupted`, and the next turn runs on a new executor.
+//! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
+//!   nothing.
+
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::SessionNewParams;
+use amber_tests::daemon::{DaemonOptions, TestDaemon, bin_path};
+use amber_tests::steps::{Events, FAST_RETRIES, connect, done, of_type, prompt_turn, stop_reason};
+use amber_tests::tool_calls::{bash, call, calls, get_raw, result_of};
+use serde_json::json;
+
+/// A daemon whose config names `executor:here`, a local `amber-exec`.
+fn daemon_with_executor(mock: &MockLlm, reconnect_secs: u64) -> TestDaemon {
+    TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.here]\nprogram = \"{}\"\nlinger_secs = 30\nreconnect_secs = {reconnect_secs}\n",
+            bin_path("amber-exec").display()
+        ),
+        env: Vec::new(),
+    })
+}
+
+/// A yolo session (nothing asks: the executor's sandbox is the wall) on `environment`.
+async fn session_on(
+    client: &amber_client::Client,
+    daemon: &TestDaemon,
+    environment: &str,
+) -> Result<String, String> {
+    let params = SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some(environment.to_owned()),
+        ..SessionNewParams::default()
+    };
+    client
+        .session_new(&params)
+        .await
+        .map(|info| info.session_id)
+        .map_err(|e| e.to_string())
+}
+
+fn exe_of(pid: u64) -> String {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_on_an_executor_runs_its_tools_in_the_executors_processes() {
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call(
+                "w1",
+                "write",
+                &json!({"path": "made.txt", "content": "hello\n"}),
+            ),
+            call("b1", "bash", &json!({"command": "cat made.txt"})),
+            call(
+                "p1",
+                "process",
+                &json!({"action": "start", "command": "sleep 30"}),
+            ),
+        ]),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 10);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let got = get_raw(&client, &sid).await;
+    let environment = &got["session"]["environment"];
+    assert_eq!(environment["spec"], "executor:here", "{got:#}");
+    assert_eq!(environment["state"], "connected", "{got:#}");
+    let executor_pid = environment["executor"]["pid"].as_u64().unwrap();
+    assert!(
+        exe_of(executor_pid).ends_with("amber-exec"),
+        "the executor is amber-exec: {}",
+        exe_of(executor_pid)
+    );
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "write and read").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.starts_with("hello\n"), "{output}");
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("made.txt")).unwrap(),
+        "hello\n"
+    );
+    // The background process is the executor's.
+    let (_, started) = result_of(&turn, "p1");
+    let pid: u64 = started
+        .split("pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {started}"));
+    let ancestors = ancestors_of(pid);
+    let executor_at = ancestors.iter().position(|p| *p == executor_pid);
+    let amberd_at = ancestors.iter().position(|p| *p == u64::from(daemon.pid()));
+    assert!(
+        executor_at.is_some() && executor_at < amberd_at.or(Some(usize::MAX)),
+        "{pid} was started by the executor {executor_pid} (amberd only started the \
+         executor's relay): {ancestors:?}"
+    );
+}
+
+/// The parent chain of `pid`, nearest first.
+fn ancestors_of(mut pid: u64) -> Vec<u64> {
+    let mut chain = Vec::new();
+    while pid > 1 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let Some(parent) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|p| p.trim().parse().ok())
+        else {
+            break;
+        };
+        chain.push(parent);
+        pid = parent;
+    }
+    chain
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_executor_sandboxes_its_commands_itself() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped");
+    let mock = MockLlm::start(vec![
+        bash("b1", &format!("echo x > {} ; echo tried", target.display())),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 10);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "escape").await;
+    let (_, output) = result_of(&turn, "b1");
+    assert!(output.contains("tried"), "{output}");
+    assert!(
+        output.contains("[sandbox:"),
+        "the refusal is explained: {output}"
+    );
+    assert!(
+        !target.exists(),
+        "nothing was written outside the workspace"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_link_is_attached_again_and_no_output_is_lost() {
+    // Prints 1..60 over ~3 s; the relay is killed after the first lines.
+    let script = "for i in $(seq 1 60); do echo line-$i; sleep 0.05; done";
+    let mock = MockLlm::start(vec![bash("b1", script), MockTurn::text("Done."), done()]).await;
+    let daemon = daemon_with_executor(&mock, 10);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "count").await.unwrap();
+    let mut turn = events.until("tool_output_delta").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SAFETY: kill(2) on a pid of this test's own daemon's child.
+    unsafe { libc::kill(relay_of(&daemon), libc::SIGKILL) };
+    turn.extend(events.turn().await);
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "ok", "{output}");
+    let expected: String = (1..=60).map(|i| format!("line-{i}\n")).collect();
+    assert!(
+        output.starts_with(&expected),
+        "complete and in order: {output}"
+    );
+    let lost = of_type(&turn, "environment_lost");
+    assert_eq!(lost.len(), 1, "{turn:#?}");
+    assert_eq!(lost[0]["environment"]["state"], "lost");
+    let resumed = of_type(&turn, "environment_resumed");
+    assert_eq!(resumed.len(), 1, "{turn:#?}");
+    assert_eq!(resumed[0]["environment"]["state"], "connected");
+    // The live deltas the client saw are in order too.
+    let streamed: String = of_type(&turn, "tool_output_delta")
+        .iter()
+        .filter_map(|d| d["chunk"].as_str())
+        .collect();
+    assert_eq!(streamed, expected, "the live stream has every line once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_executor_that_dies_interrupts_the_turn_and_the_next_runs_on_a_new_one() {
+    let mock = MockLlm::start(vec![
+        bash("b1", "echo started; sleep 30"),
+        // The next turn.
+        bash("b2", "echo again"),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 2);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let first_pid = get_raw(&client, &sid).await["session"]["environment"]["executor"]["pid"]
+        .as_u64()
+        .unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "wait").await.unwrap();
+    let mut turn = events.until("tool_output_delta").await;
+    // SAFETY: kill(2) on the executor this test's daemon started.
+    unsafe { libc::kill(i32::try_from(first_pid).unwrap(), libc::SIGKILL) };
+    turn.extend(events.turn().await);
+    let completed = of_type(&turn, "turn_completed");
+    assert_eq!(completed[0]["stopReason"], "error", "{turn:#?}");
+    assert_eq!(completed[0]["error"]["code"], "interrupted", "{turn:#?}");
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "error");
+    assert!(output.starts_with("[executor lost]"), "{output}");
+    let lost = of_type(&turn, "environment_lost");
+    assert_eq!(
+        lost.last().unwrap()["environment"]["state"],
+        "gone",
+        "{lost:#?}"
+    );
+
+    let turn = prompt_turn(&client, &mut events, &sid, "again").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    assert_eq!(result_of(&turn, "b2").1.lines().next(), Some("again"));
+    let connected = of_type(&turn, "environment_connected");
+    assert_eq!(connected.len(), 1, "a new executor: {turn:#?}");
+    let second_pid = connected[0]["environment"]["executor"]["pid"]
+        .as_u64()
+        .unwrap();
+    assert_ne!(second_pid, first_pid);
+    let got = get_raw(&client, &sid).await;
+    assert_eq!(got["session"]["environment"]["executor"]["pid"], second_pid);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_environment_refuses_the_session_and_makes_nothing() {
+    let mock = MockLlm::start(vec![done()]).await;
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.broken]\nprogram = \"/nonexistent/amber-exec\"\n"
+        ),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let cases = [
+        ("executor:nope", "no [environments.nope]"),
+        ("executor:broken", "/nonexistent/amber-exec"),
+        ("docker://x", "not an environment"),
+        ("ssh://-oProxyCommand=x/p", "not a host"),
+    ];
+    for (environment, says) in cases {
+        let err = session_on(&client, &daemon, environment).await.unwrap_err();
+        assert!(err.contains(says), "{environment}: {err}");
+    }
+    let listed = client.session_list_all().await.unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+}
+
+/// The pid of the daemon's relay process (`amber-exec --stdio`, its child).
+fn relay_of(daemon: &TestDaemon) -> i32 {
+    let amberd = daemon.pid();
+    let children = std::fs::read_to_string(format!("/proc/{amberd}/task/{amberd}/children"))
+        .unwrap_or_default();
+    let mut all = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{amberd}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        all.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    all.extend(
+        children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok()),
+    );
+    all.into_iter()
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.contains("amber-exec") && c.contains("--stdio"))
+        })
+        .expect("amberd runs a relay")
+}
