@@ -180,6 +180,11 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Executors: put this machine's amber-exec on a host (docs/executors.md)
+    Exec {
+        #[command(subcommand)]
+        action: ExecAction,
+    },
     /// Start, stop or inspect the daemon
     Daemon {
         #[command(subcommand)]
@@ -302,6 +307,28 @@ pub(crate) enum SessionsAction {
 fn age(text: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|e| format!("`{text}` is not a duration like `7d` or `12h`: {e}"))
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExecAction {
+    /// Copy amber-exec to HOST's ~/.local/bin over your ssh, and check it runs there
+    ///
+    /// HOST is a host, `user@host` or `ssh://[user@]host[:port]`, reached with your ssh
+    /// config, keys, agent and known_hosts (no prompt). A host that has this version already
+    /// is left alone; one of another OS or architecture is refused before anything is copied.
+    Install {
+        /// The host
+        host: String,
+        /// SSH port (default: your ssh config's)
+        #[arg(long, short = 'p', value_name = "PORT")]
+        port: Option<u16>,
+        /// The amber-exec to copy (default: the one beside this amber-cli)
+        #[arg(long, value_name = "PATH")]
+        program: Option<std::path::PathBuf>,
+        /// Copy even when the host has this version
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

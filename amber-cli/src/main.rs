@@ -12,6 +12,7 @@ mod ask;
 mod checkpoints;
 mod daemon;
 mod doctor;
+mod exec_install;
 mod gap;
 mod logs;
 mod output;
@@ -31,7 +32,7 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use crate::args::{Cli, Command, DaemonAction, SessionsAction};
+use crate::args::{Cli, Command, DaemonAction, ExecAction, SessionsAction};
 use crate::turn::exit;
 
 /// A usage error found after parsing (exit code 2).
@@ -216,6 +217,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 }
                 DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
             },
+            Command::Exec {
+                action:
+                    ExecAction::Install {
+                        host,
+                        port,
+                        program,
+                        force,
+                    },
+            } => exec_install::install(exec_install::Install {
+                host,
+                port,
+                program,
+                force,
+            }),
             Command::Doctor { json, cwd } => doctor::doctor(&conn, json, cwd.as_deref()).await,
             Command::Trust {
                 path,
@@ -265,6 +280,7 @@ fn local_only(command: &Command) -> Option<&'static str> {
             DaemonAction::Status { .. } => None,
         },
         Command::Doctor { .. } => Some("doctor"),
+        Command::Exec { .. } => Some("exec install"),
         _ => None,
     }
 }

@@ -48,14 +48,27 @@ pub const TEST_EXECUTOR: &str = "executor:test-executor";
 /// second time under `through_executor::` do. Read from the test's own thread (named after
 /// the test), where its body and this kit's helpers run.
 pub fn through_executor() -> bool {
+    test_under("through_executor::")
+}
+
+/// Whether this test runs its sessions' tools on an executor reached over SSH (a real sshd
+/// on loopback, [`crate::sshd`]): the suites `all.rs` runs under `through_ssh::` do.
+pub fn through_ssh() -> bool {
+    test_under("through_ssh::")
+}
+
+fn test_under(prefix: &str) -> bool {
     std::thread::current()
         .name()
-        .is_some_and(|name| name.starts_with("through_executor::"))
+        .is_some_and(|name| name.starts_with(prefix))
 }
 
 /// `session/new`'s `environment` for this test: [`TEST_EXECUTOR`] under
-/// [`through_executor`], else none (local).
+/// [`through_executor`], `ssh://exec-host` under [`through_ssh`], else none (local).
 pub fn test_environment() -> Option<String> {
+    if through_ssh() {
+        return Some(format!("ssh://{}", crate::sshd::HOST));
+    }
     through_executor().then(|| TEST_EXECUTOR.to_owned())
 }
 
@@ -85,6 +98,8 @@ pub struct TestDaemon {
     child: Child,
     exit: Option<ExitStatus>,
     opts: DaemonOptions,
+    /// The SSH server its sessions' executors are reached through, under [`through_ssh`].
+    _sshd: Option<crate::sshd::Sshd>,
     next_id: AtomicU64,
 }
 
@@ -120,6 +135,11 @@ impl TestDaemon {
             ));
         }
         fs::write(root.join("config.toml"), config).expect("write config.toml");
+        let sshd = through_ssh().then(crate::sshd::Sshd::start);
+        let mut opts = opts;
+        if let Some(sshd) = &sshd {
+            opts.env.push(("PATH".to_owned(), sshd.path_env()));
+        }
         let child = start_child(&root, &opts);
         let mut daemon = TestDaemon {
             socket: socket_path(&root),
@@ -128,6 +148,7 @@ impl TestDaemon {
             child,
             exit: None,
             opts,
+            _sshd: sshd,
             next_id: AtomicU64::new(1),
         };
         daemon.wait_ready();

@@ -11,6 +11,7 @@
 
 pub mod daemon;
 pub mod mcp_plugins;
+pub mod sshd;
 pub mod steps;
 pub mod tool_calls;
 pub mod unix_http;

@@ -84,3 +84,4 @@ mod workspace_trust;
 mod worktrees;
 
 mod through_executor;
+mod through_ssh;

@@ -10,14 +10,23 @@
 //!   `environment_resumed` are published.
 //! - The executor killed mid-command: the call fails with `[executor lost]`, the turn ends
 //!   `interrupted`, and the next turn runs on a new executor.
+//! - amberd killed (-9) while a background process runs on the executor: started again, the
+//!   session attaches to the same executor (`environment_resumed`) and the process is still
+//!   there, its output whole.
+//! - `amber-cli exec install HOST` copies `amber-exec` to the host's `~/.local/bin` over ssh and
+//!   checks its version there; a second run leaves it alone; a bad host is refused.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
 //!   nothing.
+//! - Over SSH (a real sshd on loopback, the real ssh client with the user's config, key and
+//!   known_hosts): `ssh://HOST/PATH` runs the tools on the host, and a dropped SSH connection
+//!   is attached again through a new one with nothing lost.
 
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::SessionNewParams;
 use amber_tests::daemon::{DaemonOptions, TestDaemon, bin_path};
+use amber_tests::sshd::{self, Sshd};
 use amber_tests::steps::{Events, FAST_RETRIES, connect, done, of_type, prompt_turn, stop_reason};
 use amber_tests::tool_calls::{bash, call, calls, get_raw, result_of};
 use serde_json::json;
@@ -277,11 +286,134 @@ async fn a_bad_environment_refuses_the_session_and_makes_nothing() {
 
 /// The pid of the daemon's relay process (`amber-exec --stdio`, its child).
 fn relay_of(daemon: &TestDaemon) -> i32 {
-    let amberd = daemon.pid();
-    let children = std::fs::read_to_string(format!("/proc/{amberd}/task/{amberd}/children"))
-        .unwrap_or_default();
+    children_of(daemon.pid())
+        .into_iter()
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.contains("amber-exec") && c.contains("--stdio"))
+        })
+        .expect("amberd runs a relay")
+}
+
+/// A daemon whose `ssh` reaches `sshd` as [`sshd::HOST`].
+fn daemon_over_ssh(mock: &MockLlm, sshd: &Sshd) -> TestDaemon {
+    TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: FAST_RETRIES.to_owned(),
+        env: vec![("PATH".to_owned(), sshd.path_env())],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ssh_environment_runs_the_tools_on_the_host_through_the_users_ssh() {
+    let sshd = Sshd::start();
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call(
+                "w1",
+                "write",
+                &json!({"path": "remote.txt", "content": "over ssh\n"}),
+            ),
+            call(
+                "b1",
+                "bash",
+                &json!({"command": "cat remote.txt; echo \"via $SSH_CONNECTION\""}),
+            ),
+        ]),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_over_ssh(&mock, &sshd);
+    let client = connect(&daemon).await;
+    let spec = format!("ssh://{}{}", sshd::HOST, daemon.workspace.display());
+    let params = SessionNewParams {
+        cwd: String::new(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some(spec.clone()),
+        ..SessionNewParams::default()
+    };
+    let info = client
+        .session_new(&params)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nsshd: {}", sshd.log()));
+    assert_eq!(
+        info.cwd,
+        daemon.workspace.display().to_string(),
+        "the URL's path"
+    );
+    let environment = info.environment.clone().unwrap();
+    assert_eq!(environment.spec, spec);
+    assert_eq!(environment.state, amber_proto::EnvironmentState::Connected);
+    let mut events = Events::live(&client, &info.session_id).await;
+    let turn = prompt_turn(&client, &mut events, &info.session_id, "go").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.starts_with("over ssh\n"), "{output}");
+    assert!(
+        output.contains(&format!("127.0.0.1 {}", sshd.port)),
+        "the command ran in an SSH session: {output}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("remote.txt")).unwrap(),
+        "over ssh\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_ssh_connection_is_attached_again_through_a_new_one() {
+    let sshd = Sshd::start();
+    let script = "for i in $(seq 1 60); do echo line-$i; sleep 0.05; done";
+    let mock = MockLlm::start(vec![bash("b1", script), MockTurn::text("Done."), done()]).await;
+    let daemon = daemon_over_ssh(&mock, &sshd);
+    let client = connect(&daemon).await;
+    let params = SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some(format!("ssh://{}", sshd::HOST)),
+        ..SessionNewParams::default()
+    };
+    let sid = client.session_new(&params).await.unwrap().session_id;
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "count").await.unwrap();
+    let mut turn = events.until("tool_output_delta").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ssh = child_running(&daemon, "/usr/bin/ssh");
+    // SAFETY: kill(2) on the ssh client this test's daemon started.
+    unsafe { libc::kill(ssh, libc::SIGKILL) };
+    turn.extend(events.turn().await);
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let expected: String = (1..=60).map(|i| format!("line-{i}\n")).collect();
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(
+        output.starts_with(&expected),
+        "complete and in order: {output}"
+    );
+    assert_eq!(of_type(&turn, "environment_lost").len(), 1, "{turn:#?}");
+    assert_eq!(of_type(&turn, "environment_resumed").len(), 1, "{turn:#?}");
+    assert_ne!(
+        child_running(&daemon, "/usr/bin/ssh"),
+        ssh,
+        "a new ssh connection"
+    );
+}
+
+/// The pid of amberd's child whose command line starts with `program`.
+fn child_running(daemon: &TestDaemon, program: &str) -> i32 {
+    children_of(daemon.pid())
+        .into_iter()
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(program))
+        })
+        .unwrap_or_else(|| panic!("amberd runs no {program}"))
+}
+
+fn children_of(pid: u32) -> Vec<i32> {
     let mut all = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{amberd}/task"))
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .flatten()
     {
@@ -291,15 +423,109 @@ fn relay_of(daemon: &TestDaemon) -> i32 {
                 .filter_map(|p| p.parse::<i32>().ok()),
         );
     }
-    all.extend(
-        children
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok()),
+    all
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_daemon_attaches_again_to_the_executor_that_still_runs() {
+    let ticks = "for i in $(seq 1 40); do echo tick-$i; sleep 0.05; done; echo finished";
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "p1",
+            "process",
+            &json!({"action": "start", "command": ticks}),
+        )]),
+        MockTurn::text("Started."),
+        done(),
+    ])
+    .await;
+    let mut daemon = daemon_with_executor(&mock, 10);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let executor_pid = get_raw(&client, &sid).await["session"]["environment"]["executor"]["pid"]
+        .as_u64()
+        .unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "start it").await;
+    assert_eq!(result_of(&turn, "p1").0, "ok", "{turn:#?}");
+    drop(events);
+    drop(client);
+
+    daemon.kill(libc::SIGKILL);
+    daemon
+        .wait_exit(Duration::from_secs(5))
+        .expect("the daemon died");
+    assert!(
+        exe_of(executor_pid).ends_with("amber-exec"),
+        "the executor outlives a killed amberd"
     );
-    all.into_iter()
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.contains("amber-exec") && c.contains("--stdio"))
-        })
-        .expect("amberd runs a relay")
+    daemon.restart();
+    let client = connect(&daemon).await;
+    // Loading the session attaches it again.
+    let got = get_raw(&client, &sid).await;
+    // From the start: the daemon may have attached before this subscription.
+    let mut events = Events::subscribe(&client, &sid, Some(0)).await;
+    let resumed = events.until("environment_resumed").await;
+    let resumed = resumed.last().unwrap();
+    assert_eq!(
+        resumed["environment"]["executor"]["pid"], executor_pid,
+        "the same executor: {resumed}\n{got:#}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    mock.push([
+        calls(vec![call(
+            "out",
+            "process",
+            &json!({"action": "output", "id": "p1"}),
+        )]),
+        MockTurn::text("Read."),
+        done(),
+    ]);
+    let turn = prompt_turn(&client, &mut events, &sid, "read it").await;
+    let (status, output) = result_of(&turn, "out");
+    assert_eq!(status, "ok", "{output}");
+    let expected: String = (1..=40).map(|i| format!("tick-{i}\n")).collect();
+    assert!(
+        output.contains(&format!("{expected}finished")),
+        "the process ran on, its output whole: {output}"
+    );
+}
+
+#[test]
+fn exec_install_puts_the_executor_on_the_host_and_checks_its_version() {
+    let sshd = Sshd::start();
+    let install = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(bin_path("amber-cli"));
+        cmd.args(["exec", "install"])
+            .args(extra)
+            .env("PATH", sshd.path_env());
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = install(&[sshd::HOST]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}\nsshd: {}", sshd.log());
+    assert!(stdout.starts_with("installed amber-exec "), "{stdout}");
+    let placed = sshd.dir.path().join("home/.local/bin/amber-exec");
+    let version = std::process::Command::new(&placed)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let local = std::process::Command::new(bin_path("amber-exec"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(version.stdout, local.stdout, "the same executor runs there");
+    let (code, stdout, _) = install(&[sshd::HOST]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("is already on"), "{stdout}");
+    let (code, stdout, _) = install(&["--force", sshd::HOST]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.starts_with("installed"), "{stdout}");
+    let (code, _, stderr) = install(&["--", "-oProxyCommand=touch"]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("not a host"), "{stderr}");
 }

@@ -155,6 +155,11 @@ impl Executor {
         }
     }
 
+    /// Whether a session is open here (a client may come back for it).
+    pub(crate) fn has_open_sessions(&self) -> bool {
+        !self.sessions.locked().is_empty()
+    }
+
     /// Stops everything: every job cancelled, every session's processes killed.
     pub async fn shut_down(&self) {
         self.jobs.cancel_all();

@@ -1,6 +1,7 @@
 //! The executor process's server: its own pipe as the first connection, the attach socket
 //! for later ones (same user only, token checked by `initialize`), and the linger rule: with
-//! no client for the linger time it stops everything and exits.
+//! no client for the linger time it stops everything and exits — at once when no session is
+//! open (its client closed them all, or never opened one).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,6 +57,11 @@ pub async fn run(
             () = changed.notified() => {}
             () = tokio::time::sleep(linger), if idle => {
                 tracing::info!(linger_secs = linger.as_secs(), "no client for the linger time; stopping");
+                break;
+            }
+            // Nothing open and nobody attached: no client will come back for anything here.
+            () = std::future::ready(()), if idle && !executor.has_open_sessions() => {
+                tracing::info!("no session open and no client; stopping");
                 break;
             }
         }

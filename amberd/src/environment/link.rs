@@ -238,7 +238,22 @@ impl ExecutorLink {
                 .clone()
                 .unwrap_or_else(|| "the executor is out of reach".to_owned()));
         }
-        let (conn, hello) = self.spawn(&self.launch.start(), None).await?;
+        // The executor the session ran on before amberd restarted, if it still runs.
+        let known = self.attach.locked().clone();
+        let mut attached = None;
+        if let Some((id, token)) = known {
+            match self.spawn(&self.launch.attach(&id), Some(token)).await {
+                Ok(found) => attached = Some(found),
+                Err(err) => {
+                    tracing::info!(spec = %self.spec, "the session's executor is gone ({err}); starting a new one");
+                }
+            }
+        }
+        let resumed = attached.is_some();
+        let (conn, hello) = match attached {
+            Some(found) => found,
+            None => self.spawn(&self.launch.start(), None).await?,
+        };
         *self.attach.locked() = Some((hello.executor_id.clone(), hello.token.clone()));
         *self.conn.locked() = Some(Arc::clone(&conn));
         let reopen = self.opened.locked().clone();
@@ -252,8 +267,30 @@ impl ExecutorLink {
             Some(executor_info(&hello)),
             None,
         );
-        self.emit(EventKind::EnvironmentConnected { environment: info });
+        self.emit(match resumed {
+            true => EventKind::EnvironmentResumed {
+                environment: info,
+                replayed_chunks: 0,
+            },
+            false => EventKind::EnvironmentConnected { environment: info },
+        });
         Ok(conn)
+    }
+
+    /// Connects now (a session loaded again attaches to its executor at once, so that what
+    /// runs there keeps an owner).
+    pub(crate) async fn connect(self: &Arc<Self>) -> Result<(), String> {
+        self.connection().await.map(|_| ())
+    }
+
+    /// The executor to attach to first: the one the session ran on before a restart.
+    pub(crate) fn resume_from(&self, id: String, token: String) {
+        *self.attach.locked() = Some((id, token));
+    }
+
+    /// The running executor's id and attach token, for the session's metadata.
+    pub(crate) fn attach_info(&self) -> Option<(String, String)> {
+        self.attach.locked().clone()
     }
 
     /// Starts `argv` and says `initialize` (with the attach token when attaching).

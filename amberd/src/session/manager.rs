@@ -955,6 +955,7 @@ fn draft_meta() -> SessionMeta {
         agent: None,
         sandbox: None,
         mcp_servers: Vec::new(),
+        executor: None,
         model_follows_config: false,
     }
 }

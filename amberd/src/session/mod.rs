@@ -400,6 +400,7 @@ impl SessionShared {
                 agent: None,
                 sandbox: None,
                 mcp_servers: Vec::new(),
+                executor: None,
                 model_follows_config,
             };
             self.features.save(&mut meta);

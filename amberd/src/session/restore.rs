@@ -397,6 +397,7 @@ mod tests {
                 agent: None,
                 sandbox: None,
                 mcp_servers: Vec::new(),
+                executor: None,
                 model_follows_config: false,
             },
             events: vec![stored(1, "t", started)],
@@ -464,6 +465,7 @@ mod tests {
                 sandbox: None,
                 model_follows_config: false,
                 mcp_servers: Vec::new(),
+                executor: None,
             };
             let mut log = store.create(&meta).unwrap();
             for seq in 1..=5000 {

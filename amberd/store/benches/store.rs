@@ -54,6 +54,7 @@ fn meta(id: &str) -> SessionMeta {
         agent: None,
         sandbox: None,
         mcp_servers: Vec::new(),
+        executor: None,
         model_follows_config: false,
     }
 }

@@ -63,7 +63,7 @@ use self::load::Replay;
 pub use self::log::SessionLog;
 use self::log::sync_path;
 use self::meta::{Durability, META_FILE};
-pub use self::meta::{SessionAgent, SessionMeta};
+pub use self::meta::{ExecutorAttach, SessionAgent, SessionMeta};
 pub use self::queued::{QueuedPrompt, queued_prompts};
 pub use self::recovery::{consistent_context, interrupted_turn, turn_prompt, turn_usage};
 pub use self::summary::{first_prompt, last_todos, last_usage_total};

@@ -45,6 +45,19 @@ pub struct SessionMeta {
     /// file written before this is pinned to its model.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_follows_config: bool,
+    /// The executor the session's tools last ran on (`SessionInfo.environment`), so that a
+    /// daemon started again attaches to it while it still runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ExecutorAttach>,
+}
+
+/// How to attach again to a running executor: its id and its attach token (a secret: kept in
+/// the session's metadata in the private data directory, never on the wire).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorAttach {
+    pub id: String,
+    pub token: String,
 }
 
 /// A custom agent's limits as a session keeps them: fixed when the session is created, so a

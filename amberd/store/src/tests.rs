@@ -37,6 +37,7 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
         agent: None,
         sandbox: None,
         mcp_servers: Vec::new(),
+        executor: None,
         model_follows_config: false,
     }
 }

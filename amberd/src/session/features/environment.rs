@@ -169,10 +169,13 @@ impl Feature for EnvironmentFeature {
                 let target = Target::parse(Some(&environment.spec)).ok()?;
                 let launch = launch(session.services, &target).ok()?;
                 let link = Self::link(session.services, environment.spec.clone(), launch);
-                // Opened at its first connection.
+                // Opened at its first connection, on the executor it ran on if that still runs.
                 let params =
                     open_params(session.id, session.workspace.to_owned(), session.services);
                 link.remember(params);
+                if let Some(executor) = &session.meta.executor {
+                    link.resume_from(executor.id.clone(), executor.token.clone());
+                }
                 link
             }
         };
@@ -215,11 +218,21 @@ struct SessionEnvironment {
 }
 
 impl SessionFeature for SessionEnvironment {
-    fn started(&self, shared: &Arc<SessionShared>, _restored: bool) {
+    fn started(&self, shared: &Arc<SessionShared>, restored: bool) {
         let session = Arc::downgrade(shared);
         self.link.bind(Box::new(move |kind| {
-            if let Some(shared) = session.upgrade() {
-                publish(&shared, kind);
+            let Some(shared) = session.upgrade() else {
+                return;
+            };
+            // A new executor's id and token are kept at once: a daemon killed now attaches
+            // to it when it starts again.
+            let keep = matches!(
+                kind,
+                EventKind::EnvironmentConnected { .. } | EventKind::EnvironmentResumed { .. }
+            );
+            publish(&shared, kind);
+            if keep {
+                shared.save_meta();
             }
         }));
         let services = Arc::clone(&self.services);
@@ -238,14 +251,26 @@ impl SessionFeature for SessionEnvironment {
             shared.id.clone(),
             Box::new(deny),
         )));
-        let info = self.link.info();
-        shared.lock_live().info.environment = Some(info.clone());
-        if info.state == EnvironmentState::Connected {
-            publish(
-                shared,
-                EventKind::EnvironmentConnected { environment: info },
-            );
+        // A new session's link answered already (session/new's answer says so); one loaded
+        // again attaches now, in the background.
+        shared.lock_live().info.environment = Some(self.link.info());
+        if restored {
+            let link = Arc::clone(&self.link);
+            tokio::spawn(async move {
+                if let Err(err) = link.connect().await {
+                    tracing::warn!("cannot reach the session's executor yet: {err}");
+                }
+            });
+        } else {
+            shared.save_meta();
         }
+    }
+
+    fn save(&self, meta: &mut SessionMeta) {
+        meta.executor = self
+            .link
+            .attach_info()
+            .map(|(id, token)| amber_store::ExecutorAttach { id, token });
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {

@@ -399,9 +399,17 @@ fn a_file_rewritten_within_the_same_clock_tick_is_read_again() {
     let data = tempfile::tempdir().unwrap();
     let store = BlobStore::open(data.path()).unwrap();
     write(ws.path(), "a.txt", "aaaa");
-    let first = Snapshot::take(ws.path(), None, &store, MAX).unwrap();
     let path = ws.path().join("a.txt");
-    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    // The write and the snapshot in one clock tick, whatever the machine's load: an mtime
+    // not older than the snapshot's start.
+    let mtime = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let first = Snapshot::take(ws.path(), None, &store, MAX).unwrap();
     fs::write(&path, "bbbb").unwrap();
     // Same size, inode and mode; force the same mtime, as a coarse clock would give.
     fs::File::options()
