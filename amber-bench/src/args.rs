@@ -97,6 +97,10 @@ pub(crate) enum Kpi {
     /// own, no hooks vs a `pre_tool_use` + `post_tool_use` hook (`/bin/true`, or a pre hook
     /// answering `{"decision":"allow"}`), all in the default sandbox
     Hooks,
+    /// Executors: a `bash true` call's round trip in amberd vs on a local `amber-exec` over
+    /// stdio and behind two pipe hops (three daemons of its own); 100 MB of a process's
+    /// output read through `amber-exec`
+    Executor,
     /// `session/new {worktree: true}` vs a plain `session/new` in a scratch git repository,
     /// and `session/delete {removeWorktree: true}` vs a plain delete
     Worktree,

@@ -210,6 +210,12 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         s.record("hooks", r);
     }
 
+    // Three daemons of its own, differing only in where a session's tools run.
+    if s.args.wants(Kpi::Executor) {
+        let r = kpi::executor::measure(&mut s).await;
+        s.record("executor", r);
+    }
+
     let needs_daemon = [
         Kpi::E2e,
         Kpi::Relay,

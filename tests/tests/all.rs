@@ -36,6 +36,7 @@ mod dialect_responses;
 mod doctor;
 mod durability;
 mod editing;
+mod executor_protocol;
 mod executors;
 mod fetch;
 mod grants;

@@ -78,6 +78,7 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
                 // The executor honours the leave its client's gate gave (it crosses the
                 // authenticated link as `unsandboxed: true`).
                 "amberd/executor/src/executor.rs",
+                "amberd/executor/src/processes.rs",
                 "amberd/src/session/gate.rs",
                 "amberd/tools/src/sandbox.rs",
                 "amberd/tools/src/tests/escalation.rs",

@@ -5,6 +5,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod cli;
 pub(crate) mod dialects;
 pub(crate) mod e2e;
+pub(crate) mod executor;
 pub(crate) mod hooks;
 pub(crate) mod memory;
 pub(crate) mod ready;
@@ -73,6 +74,21 @@ pub(crate) fn goals(r: &mut Report, args: &Args) {
         "≥ 10× faster than the --compare command, side by side",
         "compare_wall_ratio",
         |v| v >= 10.0,
+    );
+    r.goal(
+        "a `bash` call on a local executor over stdio ≤ 1.3× in amberd (median round trip)",
+        "executor_stdio_ratio",
+        |v| v <= 1.3,
+    );
+    r.goal(
+        "a `bash` call on an executor behind two pipe hops ≤ 1.3× in amberd (median)",
+        "executor_piped_ratio",
+        |v| v <= 1.3,
+    );
+    r.goal(
+        "a process's output through amber-exec ≥ 200 MB/s (median)",
+        "executor_output_stdio_mb_per_s_median",
+        |v| v >= 200.0,
     );
     r.goal(
         "`amber-cli daemon status` < 10 ms (median)",

@@ -1,5 +1,6 @@
-//! Spawning a tool shell (`bash` calls and `process` background commands): `/bin/bash -c
-//! command` in `cwd`, in a new process group led by the shell, stdin from /dev/null,
+//! Spawning a tool shell (`bash` calls, `process` background commands, an executor's
+//! processes): `/bin/bash -c command` in `cwd`, in a new process group led by the shell, stdin
+//! from /dev/null (or a pipe, [`spawn_shell_piped`]),
 //! stdout and stderr into one pipe, with exactly the environment of [`ToolEnv`] plus what
 //! every tool shell gets, and guarded by the daemon's lifeline (`lifeline`).
 
@@ -10,7 +11,7 @@ use std::process::Stdio;
 use tokio::net::unix::pipe;
 use tokio::process::Child;
 
-use crate::child::ChildSpec;
+use crate::child::{ChildInput, ChildSpec};
 use crate::containment::SpawnSandbox;
 use crate::env_policy::ToolEnv;
 
@@ -29,6 +30,27 @@ pub fn spawn_shell(
     env: &ToolEnv,
     sandbox: SpawnSandbox<'_>,
 ) -> io::Result<(pipe::Receiver, Child)> {
+    spawn_shell_with(command, cwd, env, sandbox, ChildInput::Null)
+}
+
+/// [`spawn_shell`] with a pipe for the shell's stdin (`Child::stdin`): an executor's client
+/// writes to it.
+pub fn spawn_shell_piped(
+    command: &str,
+    cwd: &Path,
+    env: &ToolEnv,
+    sandbox: SpawnSandbox<'_>,
+) -> io::Result<(pipe::Receiver, Child)> {
+    spawn_shell_with(command, cwd, env, sandbox, ChildInput::Piped)
+}
+
+fn spawn_shell_with(
+    command: &str,
+    cwd: &Path,
+    env: &ToolEnv,
+    sandbox: SpawnSandbox<'_>,
+    stdin: ChildInput,
+) -> io::Result<(pipe::Receiver, Child)> {
     let (reader, writer) = io::pipe()?;
     let stderr = writer.try_clone()?;
     // The policy resolves `cd dir` from the working directory and treats `cd -` as
@@ -41,6 +63,7 @@ pub fn spawn_shell(
         .envs(vars.map(|(k, v)| (k, v)))
         .envs(FIXED_VARS.iter().copied())
         .env("OLDPWD", cwd)
+        .stdin(stdin)
         .own_group()
         .tokio_command()?;
     cmd.stdout(Stdio::from(writer)).stderr(Stdio::from(stderr));

@@ -22,9 +22,10 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::jobs::{Job, Jobs};
 use crate::wire::{
-    self, InitializeParams, InitializeResult, JobParams, JobReadParams, MachineFacts, RpcError,
-    SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams, ToolCallParams,
-    code, method, notification,
+    self, InitializeParams, InitializeResult, JobParams, JobReadParams, MachineFacts,
+    ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams, RpcError, SessionOpenParams,
+    SessionOpenResult, SessionParams, SessionSandboxParams, ToolCallParams, code, method,
+    notification,
 };
 
 /// How long `session/open` waits for the start-up sandbox probe.
@@ -88,6 +89,8 @@ pub struct Executor {
     live: Mutex<Option<(u64, UnboundedSender<wire::Frame>)>>,
     /// Whether a client has initialized before (the next one resumes).
     served: std::sync::atomic::AtomicBool,
+    /// The stdin of `process/spawn` jobs that asked for one.
+    stdins: Mutex<HashMap<String, Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -128,6 +131,7 @@ impl Executor {
             jobs: Jobs::default(),
             live: Mutex::new(None),
             served: std::sync::atomic::AtomicBool::new(false),
+            stdins: Mutex::new(HashMap::new()),
         })
     }
 
@@ -239,6 +243,15 @@ impl Executor {
                 Ok(json!({}))
             }
             method::TOOL_CALL => self.start_call(params),
+            method::PROCESS_SPAWN => {
+                let params: ProcessSpawnParams = parse(params)?;
+                to_value(&self.spawn_process(&params)?)
+            }
+            method::PROCESS_WRITE => {
+                let params: ProcessWriteParams = parse(params)?;
+                self.write_stdin(params).await?;
+                Ok(json!({}))
+            }
             method::JOB_READ => {
                 let params: JobReadParams = parse(params)?;
                 let job = self.job(&params.job)?;
@@ -340,6 +353,7 @@ impl Executor {
 
     async fn close(&self, id: &str) {
         self.closed.locked().insert(id.to_owned());
+        self.jobs.cancel_session(id);
         let session = self.sessions.locked().remove(id);
         if let Some(session) = session {
             session.tools.shutdown_and_wait().await;
@@ -382,6 +396,78 @@ impl Executor {
         }
     }
 
+    /// Starts a `process/spawn` job.
+    fn spawn_process(
+        self: &Arc<Self>,
+        params: &ProcessSpawnParams,
+    ) -> Result<ProcessSpawnResult, RpcError> {
+        let session = self.session(&params.session)?;
+        let Some(job) = self.jobs.start(&params.job, &params.session) else {
+            return Err(RpcError::new(
+                code::JOB_EXISTS,
+                format!("job {} exists", params.job),
+            ));
+        };
+        let forwarding = Arc::clone(self);
+        let finishing = Arc::clone(self);
+        let spawned = crate::processes::spawn(
+            &session.tools,
+            &session.workspace,
+            Arc::clone(&job),
+            params,
+            move |job, text| forwarding.forward(job, text),
+            move |job, exit| {
+                let (status, output) = crate::processes::outcome(exit);
+                let done = job.finish_with(status, output, None, Some(exit));
+                finishing.stdins.locked().remove(&done.job);
+                finishing.jobs.finished(&done.job);
+                if let Ok(value) = serde_json::to_value(&done) {
+                    finishing.notify(notification::JOB_DONE, value);
+                }
+            },
+        );
+        let (pid, stdin) = match spawned {
+            Ok(spawned) => spawned,
+            Err(err) => {
+                self.jobs.release(&params.job);
+                return Err(err);
+            }
+        };
+        if let Some(stdin) = stdin {
+            self.stdins
+                .locked()
+                .insert(params.job.clone(), Arc::new(tokio::sync::Mutex::new(stdin)));
+        }
+        Ok(ProcessSpawnResult { pid })
+    }
+
+    /// Answers `process/write`.
+    async fn write_stdin(&self, params: ProcessWriteParams) -> Result<(), RpcError> {
+        use tokio::io::AsyncWriteExt;
+        let pipe = self.stdins.locked().get(&params.job).cloned();
+        let Some(pipe) = pipe else {
+            return Err(RpcError::new(
+                code::UNKNOWN_JOB,
+                format!("job {} has no stdin open", params.job),
+            ));
+        };
+        {
+            let mut stdin = pipe.lock().await;
+            stdin
+                .write_all(params.data.as_bytes())
+                .await
+                .and(stdin.flush().await)
+                .map_err(|e| {
+                    RpcError::new(code::INVALID_PARAMS, format!("cannot write stdin: {e}"))
+                })?;
+        }
+        if params.close {
+            // Dropping the last handle closes the pipe: the process reads EOF.
+            self.stdins.locked().remove(&params.job);
+        }
+        Ok(())
+    }
+
     /// Puts `sandbox` in force for the session's next commands, if it is not already.
     fn change_sandbox(&self, id: &str, session: &OpenSession, sandbox: SandboxInfo) {
         let mut current = session.sandbox.locked();
@@ -409,7 +495,7 @@ impl Executor {
 
     fn call(self: &Arc<Self>, params: ToolCallParams) -> Result<(), RpcError> {
         let session = self.session(&params.session)?;
-        let Some(job) = self.jobs.start(&params.job) else {
+        let Some(job) = self.jobs.start(&params.job, &params.session) else {
             return Err(RpcError::new(
                 code::JOB_EXISTS,
                 format!("job {} exists", params.job),

@@ -30,6 +30,8 @@ struct Log {
 #[derive(Debug)]
 pub(crate) struct Job {
     id: String,
+    /// The session it is one of.
+    session: String,
     pub(crate) cancel: CancellationToken,
     log: Mutex<Log>,
 }
@@ -63,6 +65,17 @@ impl Job {
         output: String,
         diff: Option<String>,
     ) -> JobDone {
+        self.finish_with(status, output, diff, None)
+    }
+
+    /// [`Job::finish`] of a process, with its exit.
+    pub(crate) fn finish_with(
+        &self,
+        status: amber_proto::ToolStatus,
+        output: String,
+        diff: Option<String>,
+        exit: Option<crate::wire::ProcessExit>,
+    ) -> JobDone {
         let mut log = self.log.locked();
         let done = JobDone {
             job: self.id.clone(),
@@ -70,6 +83,7 @@ impl Job {
             status,
             output,
             diff,
+            exit,
         };
         log.done = Some(done.clone());
         done
@@ -102,14 +116,15 @@ pub(crate) struct Jobs {
 }
 
 impl Jobs {
-    /// A new job `id`; `None` when one of that id is kept.
-    pub(crate) fn start(&self, id: &str) -> Option<Arc<Job>> {
+    /// A new job `id` of `session`; `None` when one of that id is kept.
+    pub(crate) fn start(&self, id: &str, session: &str) -> Option<Arc<Job>> {
         let mut jobs = self.jobs.locked();
         if jobs.contains_key(id) {
             return None;
         }
         let job = Arc::new(Job {
             id: id.to_owned(),
+            session: session.to_owned(),
             cancel: CancellationToken::new(),
             log: Mutex::new(Log::default()),
         });
@@ -142,6 +157,15 @@ impl Jobs {
         true
     }
 
+    /// Cancels every job of `session` (it was closed).
+    pub(crate) fn cancel_session(&self, session: &str) {
+        for job in self.jobs.locked().values() {
+            if job.session == session {
+                job.cancel.cancel();
+            }
+        }
+    }
+
     /// Cancels every running job (the executor stops).
     pub(crate) fn cancel_all(&self) {
         for job in self.jobs.locked().values() {
@@ -158,8 +182,8 @@ mod tests {
     #[test]
     fn a_reader_gets_what_came_after_its_number_and_the_outcome() {
         let jobs = Jobs::default();
-        let job = jobs.start("j1").unwrap();
-        assert!(jobs.start("j1").is_none(), "ids are unique while kept");
+        let job = jobs.start("j1", "s").unwrap();
+        assert!(jobs.start("j1", "s").is_none(), "ids are unique while kept");
         for text in ["a", "b", "c"] {
             job.push(text.to_owned());
         }
@@ -175,7 +199,7 @@ mod tests {
 
     #[test]
     fn past_its_bound_a_job_drops_its_oldest_output_and_says_how_much() {
-        let job = Jobs::default().start("j").unwrap();
+        let job = Jobs::default().start("j", "s").unwrap();
         let big = "x".repeat(KEPT_BYTES / 2 + 1);
         for _ in 0..3 {
             job.push(big.clone());
@@ -193,7 +217,7 @@ mod tests {
     #[test]
     fn released_and_overflowing_finished_jobs_are_forgotten() {
         let jobs = Jobs::default();
-        let running = jobs.start("run").unwrap();
+        let running = jobs.start("run", "s").unwrap();
         assert!(jobs.release("run"));
         assert!(
             running.cancel.is_cancelled(),
@@ -203,7 +227,7 @@ mod tests {
         assert!(!jobs.release("run"));
         for n in 0..=KEPT_FINISHED {
             let id = format!("j{n}");
-            jobs.start(&id).unwrap();
+            jobs.start(&id, "s").unwrap();
             jobs.finished(&id);
         }
         assert!(

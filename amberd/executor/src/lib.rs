@@ -3,13 +3,15 @@
 //! (docs/executors.md).
 //!
 //! - [`wire`]: the protocol's types (JSON-RPC over lines), shared with amberd's client.
-//! - [`executor`]: sessions, the sandbox of this machine, jobs and their numbered output.
+//! - [`executor`]: sessions, the sandbox of this machine, jobs and their numbered output
+//!   (a tool call, or a process whose whole output streams: `processes`).
 //! - [`connection`] / [`server`]: serving one stream / the process (attach socket, linger).
 //! - [`relay`]: `amber-exec --stdio`, the pipe a transport (a child, `ssh`) holds.
 
 pub mod connection;
 pub mod executor;
 mod jobs;
+mod processes;
 pub mod relay;
 pub mod server;
 pub mod state_dir;

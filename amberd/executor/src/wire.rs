@@ -25,6 +25,8 @@ pub mod method {
     pub const JOB_READ: &str = "job/read";
     pub const JOB_CANCEL: &str = "job/cancel";
     pub const JOB_RELEASE: &str = "job/release";
+    pub const PROCESS_SPAWN: &str = "process/spawn";
+    pub const PROCESS_WRITE: &str = "process/write";
     pub const PING: &str = "ping";
 }
 
@@ -268,6 +270,55 @@ pub struct CallLimits {
     pub bash_default_timeout_ms: u64,
 }
 
+/// `process/spawn` params: a session's command as job `job`, its whole output streamed
+/// (`job/output`), its exit in `job/done.exit`. It runs in the session's sandbox, in its own
+/// process group, killed by `job/cancel` and with the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessSpawnParams {
+    pub session: String,
+    pub job: String,
+    /// Run with `/bin/bash -c`.
+    pub command: String,
+    /// Inside the workspace (default: its root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Keep stdin open for `process/write` (else /dev/null).
+    #[serde(default)]
+    pub stdin: bool,
+    /// A person approved running it without the OS sandbox.
+    #[serde(default)]
+    pub unsandboxed: bool,
+}
+
+/// `process/spawn` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessSpawnResult {
+    pub pid: u32,
+}
+
+/// `process/write` params: bytes for a process's stdin (UTF-8 text), then EOF if `close`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessWriteParams {
+    pub job: String,
+    #[serde(default)]
+    pub data: String,
+    #[serde(default)]
+    pub close: bool,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessExit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
 /// `job/read` params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -323,6 +374,9 @@ pub struct JobDone {
     pub output: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+    /// A `process/spawn` job's exit (absent for tool calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ProcessExit>,
 }
 
 #[cfg(test)]

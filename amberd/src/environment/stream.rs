@@ -88,6 +88,7 @@ mod tests {
             status: ToolStatus::Ok,
             output: "out".to_owned(),
             diff: None,
+            exit: None,
         }
     }
 

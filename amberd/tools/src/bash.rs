@@ -289,7 +289,7 @@ impl<'a> Sink<'a> {
 
 /// Take the decodable prefix of `pending` as text; invalid sequences become
 /// U+FFFD, an incomplete sequence at the end waits for more bytes unless `eof`.
-pub(crate) fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
+pub fn decode(pending: &mut Vec<u8>, eof: bool) -> String {
     let mut out = String::new();
     let mut consumed = 0;
     loop {

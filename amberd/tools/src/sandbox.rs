@@ -44,13 +44,13 @@ impl ToolSandbox {
 
 /// The sandbox one command starts in, chosen from the session's and the call's.
 #[derive(Debug, Clone)]
-pub(crate) enum Chosen {
+pub enum Chosen {
     Sandboxed(Arc<SandboxSpec>),
     Unsandboxed(Unsandboxed),
 }
 
 impl Chosen {
-    pub(crate) fn spawn(&self) -> SpawnSandbox<'_> {
+    pub fn spawn(&self) -> SpawnSandbox<'_> {
         match self {
             Chosen::Sandboxed(spec) => SpawnSandbox::Sandboxed(spec),
             Chosen::Unsandboxed(leave) => SpawnSandbox::Unsandboxed(*leave),
@@ -58,7 +58,7 @@ impl Chosen {
     }
 
     /// How the command's output is read for a refusal of its sandbox.
-    pub(crate) fn refusal_check(&self) -> Option<RefusalCheck> {
+    pub fn refusal_check(&self) -> Option<RefusalCheck> {
         RefusalCheck::of(self.spawn())
     }
 }
@@ -68,7 +68,7 @@ impl Chosen {
 /// call to run without the sandbox. Never runs a command unsandboxed that was not approved
 /// so, unless the session's sandbox is off: the policy asks first, and this is the wall
 /// behind it.
-pub(crate) fn choose(
+pub fn choose(
     session: &ToolSandbox,
     wants_unsandboxed: bool,
     approved: Option<Unsandboxed>,

@@ -93,11 +93,16 @@ impl Plan {
             cwd: std::env::current_dir().ok(),
         };
         let workspace = std::fs::canonicalize(&spec.workspace).ok();
-        for path in spec
+        // Sorted, a directory comes before what lies in it: hidden whole, it hides them too
+        // (an inner path does not exist on the empty mount over it).
+        let mut hidden: Vec<PathBuf> = spec
             .hidden
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
-        {
+            .collect();
+        hidden.sort();
+        hidden.dedup();
+        for path in hidden {
             plan.hide(&path, workspace.as_deref());
         }
         let mut masked: Vec<PathBuf> = spec
@@ -129,6 +134,9 @@ impl Plan {
     /// else the sockets directly in it; a socket itself.
     fn hide(&mut self, path: &Path, workspace: Option<&Path>) {
         use std::os::unix::fs::FileTypeExt;
+        if self.covered(path) {
+            return;
+        }
         let Ok(meta) = std::fs::metadata(path) else {
             return;
         };
@@ -194,10 +202,19 @@ impl Plan {
         Ok(())
     }
 
+    /// Whether `path` lies in (or is) a directory already hidden whole: it is gone with it,
+    /// and a mount onto it would fail (the empty mount over its parent has no such path).
+    fn covered(&self, path: &Path) -> bool {
+        self.hidden.iter().any(|dir| path.starts_with(dir))
+    }
+
     /// Masks the secret location `path`: a directory by an empty read-only tmpfs, a file by
     /// `/dev/null`. A directory that holds a path the command uses (the workspace inside
     /// amber's data dir, say) is masked around it: each entry that does not hold one.
     fn mask(&mut self, path: &Path, workspace: Option<&Path>, depth: usize) {
+        if self.covered(path) {
+            return;
+        }
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             return;
         };
