@@ -234,6 +234,28 @@ pub(crate) fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String 
             "\nconfig       not reloaded (the last good one is in force): {error}"
         ));
     }
+    if let Some(listen) = &s.executor_listener {
+        text.push_str(&format!("\nexecutors    dial in at {listen}"));
+    }
+    for used in &s.environments {
+        let e = &used.environment;
+        let state = match e.state {
+            amber_proto::EnvironmentState::Connecting => "connecting",
+            amber_proto::EnvironmentState::Connected => "connected",
+            amber_proto::EnvironmentState::Lost => "lost, attaching again",
+            amber_proto::EnvironmentState::Gone => "gone",
+        };
+        let host = e
+            .executor
+            .as_ref()
+            .map(|x| format!(" on {} (pid {})", x.hostname, x.pid))
+            .unwrap_or_default();
+        let plural = if used.sessions == 1 { "" } else { "s" };
+        text.push_str(&format!(
+            "\nexecutor     {}{host}: {state}, {} session{plural}",
+            e.spec, used.sessions
+        ));
+    }
     text
 }
 
@@ -290,6 +312,8 @@ mod tests {
             config_error: None,
             autostarted: None,
             busy: None,
+            environments: Vec::new(),
+            executor_listener: None,
         };
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),

@@ -76,6 +76,8 @@ pub struct Config {
     /// `[environments.NAME]`: executors a session may run its tools on
     /// (`session/new {environment: "executor:NAME"}`, docs/executors.md).
     pub environments: BTreeMap<String, crate::environment::EnvironmentConfig>,
+    /// `[executors]`: the listener for executors that dial in (off by default).
+    pub executors: crate::environment::spec::ExecutorsConfig,
 }
 
 /// `[tui]`: settings of the TUI. Unused by the daemon; parsed here so `deny_unknown_fields`
@@ -479,6 +481,7 @@ impl Config {
         }
         self.tools.check()?;
         self.sandbox.check()?;
+        self.executors.check()?;
         crate::hooks::spec::check_all(&self.hooks)?;
         self.check_prices()
     }

@@ -251,3 +251,18 @@ fn the_tui_table_is_accepted_and_checked() {
         .to_string();
     assert!(err.contains("notfy"), "{err}");
 }
+
+#[test]
+fn executors_listen_without_tls_is_refused() {
+    let err = Config::parse("[executors]\nlisten = \"0.0.0.0:7443\"")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("needs tls_cert and tls_key"), "{err}");
+    let cfg = Config::parse(
+        "[executors]\nlisten = \"127.0.0.1:7443\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n\
+         [environments.gpu1]\ndial_in = true\ntoken_file = \"t\"",
+    )
+    .unwrap();
+    assert!(cfg.environments["gpu1"].dial_in);
+    assert_eq!(Config::default().executors.listen, None, "off by default");
+}

@@ -195,6 +195,13 @@ async fn run(
     // The sandbox probe starts on first need (`Services::start_sandbox_probe`): an idle daemon
     // spawns nothing.
     daemon.start().await;
+    // Off unless `[executors] listen` says where; a listener that cannot start stops the daemon
+    // (its config asked for it).
+    amberd::environment::listen_for_executors(
+        &daemon.sessions.services_handle(),
+        daemon.shutdown.clone(),
+    )
+    .await?;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
     // Sessions are listable since Daemon::new and plugins are up: clients may come.
     notifier.ready(&format!(

@@ -80,6 +80,22 @@ pub struct DaemonStatus {
     /// process alive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy: Option<u64>,
+    /// amber: the executors the loaded sessions' tools run on, each with its state and how
+    /// many sessions use it (absent: every loaded session is local).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<EnvironmentUse>,
+    /// amber: where amberd listens for executors that dial in (`[executors] listen`); absent
+    /// when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_listener: Option<String>,
+}
+
+/// `daemon/status.environments[]`: one executor and the loaded sessions on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentUse {
+    pub environment: crate::EnvironmentInfo,
+    pub sessions: u64,
 }
 
 /// `daemon/status.provider`: the default endpoint the daemon's sessions use.

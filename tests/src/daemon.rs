@@ -57,6 +57,12 @@ pub fn through_ssh() -> bool {
     test_under("through_ssh::")
 }
 
+/// Whether this test runs its sessions' tools on an executor that dials in over TLS
+/// ([`crate::dial`]): the suites `all.rs` runs under `through_dial::` do.
+pub fn through_dial() -> bool {
+    test_under("through_dial::")
+}
+
 fn test_under(prefix: &str) -> bool {
     std::thread::current()
         .name()
@@ -68,6 +74,9 @@ fn test_under(prefix: &str) -> bool {
 pub fn test_environment() -> Option<String> {
     if through_ssh() {
         return Some(format!("ssh://{}", crate::sshd::HOST));
+    }
+    if through_dial() {
+        return Some(format!("executor:{}", crate::dial::NAME));
     }
     through_executor().then(|| TEST_EXECUTOR.to_owned())
 }
@@ -100,6 +109,9 @@ pub struct TestDaemon {
     opts: DaemonOptions,
     /// The SSH server its sessions' executors are reached through, under [`through_ssh`].
     _sshd: Option<crate::sshd::Sshd>,
+    /// The executor that dials in to it, under [`through_dial`] (dropped first).
+    _dialler: Option<crate::dial::Dialler>,
+    _dial: Option<crate::dial::DialSetup>,
     next_id: AtomicU64,
 }
 
@@ -128,6 +140,10 @@ impl TestDaemon {
             fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).expect("chmod test dirs");
         }
         let mut config = opts.config_toml.clone();
+        let dial = through_dial().then(crate::dial::DialSetup::new);
+        if let Some(dial) = &dial {
+            config.push_str(&dial.config());
+        }
         if through_executor() {
             config.push_str(&format!(
                 "\n[environments.test-executor]\nprogram = \"{}\"\nlinger_secs = 30\nreconnect_secs = 10\n",
@@ -149,9 +165,15 @@ impl TestDaemon {
             exit: None,
             opts,
             _sshd: sshd,
+            _dialler: None,
+            _dial: None,
             next_id: AtomicU64::new(1),
         };
         daemon.wait_ready();
+        if let Some(dial) = dial {
+            daemon._dialler = Some(dial.dial(dial.port, &dial.token_file));
+            daemon._dial = Some(dial);
+        }
         daemon
     }
 

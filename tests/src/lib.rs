@@ -10,7 +10,9 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod daemon;
+pub mod dial;
 pub mod mcp_plugins;
+pub mod netns;
 pub mod sshd;
 pub mod steps;
 pub mod tool_calls;

@@ -21,6 +21,8 @@ pub const HOST: &str = "exec-host";
 /// A running sshd and what reaches it.
 pub struct Sshd {
     pub dir: TempDir,
+    /// The address it listens on.
+    pub addr: String,
     pub port: u16,
     /// A directory holding an `ssh` that reads [`Sshd::client_config`]: put it first on the
     /// `PATH` of the amberd that should use this server (ssh reads `~/.ssh/config` of the
@@ -30,8 +32,13 @@ pub struct Sshd {
 }
 
 impl Sshd {
-    /// Starts sshd and waits until it accepts connections.
+    /// Starts sshd on loopback and waits until it accepts connections.
     pub fn start() -> Sshd {
+        Sshd::start_at(None, "127.0.0.1")
+    }
+
+    /// Starts sshd inside network namespace `netns` (when given), listening on `addr`.
+    pub fn start_at(netns: Option<&str>, addr: &str) -> Sshd {
         let dir = tempfile::Builder::new()
             .prefix("amber-sshd-")
             .tempdir()
@@ -60,7 +67,7 @@ impl Sshd {
         std::fs::write(
             &config,
             format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {root}/host_key\nPidFile {root}/sshd.pid\n\
+                "Port {port}\nListenAddress {addr}\nHostKey {root}/host_key\nPidFile {root}/sshd.pid\n\
                  AuthorizedKeysFile {root}/authorized_keys\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
                  PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n\
@@ -75,13 +82,13 @@ impl Sshd {
         let host_key = std::fs::read_to_string(root.join("host_key.pub")).unwrap();
         std::fs::write(
             root.join("known_hosts"),
-            format!("[127.0.0.1]:{port} {}", host_key.trim()),
+            format!("[{addr}]:{port} {}", host_key.trim()),
         )
         .unwrap();
         std::fs::write(
             root.join("ssh_config"),
             format!(
-                "Host {HOST}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n  \
+                "Host {HOST}\n  HostName {addr}\n  Port {port}\n  User {user}\n  \
                  IdentityFile {root}/client_key\n  IdentitiesOnly yes\n  \
                  UserKnownHostsFile {root}/known_hosts\n  StrictHostKeyChecking yes\n  \
                  LogLevel ERROR\n",
@@ -102,7 +109,15 @@ impl Sshd {
         )
         .unwrap();
         set_mode(&shim, 0o755);
-        let child = Command::new("/usr/sbin/sshd")
+        let mut sshd = match netns {
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns, "/usr/sbin/sshd"]);
+                cmd
+            }
+            None => Command::new("/usr/sbin/sshd"),
+        };
+        let child = sshd
             .arg("-D")
             .arg("-e")
             .arg("-f")
@@ -115,6 +130,7 @@ impl Sshd {
             .expect("start /usr/sbin/sshd (Debian: openssh-server)");
         let sshd = Sshd {
             dir,
+            addr: addr.to_owned(),
             port,
             ssh_dir,
             child,
@@ -125,7 +141,7 @@ impl Sshd {
 
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while std::net::TcpStream::connect((self.addr.as_str(), self.port)).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "sshd did not listen: {}",

@@ -84,5 +84,6 @@ mod walls;
 mod workspace_trust;
 mod worktrees;
 
+mod through_dial;
 mod through_executor;
 mod through_ssh;

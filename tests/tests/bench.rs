@@ -130,6 +130,8 @@ const ONE_PER_GROUP: &[&str] = &[
     "hooks_added_true_wall_ms_median",              // hooks
     "worktree_new_added_ms_median",                 // worktree
     "dialect_anthropic_vs_chat_ratio",              // dialects
+    "executor_stdio_ratio",                         // executor, round trip
+    "executor_output_stdio_mb_per_s_median",        // executor, throughput
 ];
 
 const CHEAP_FULL_RUN: &[&str] = &[

@@ -13,8 +13,15 @@
 //! - amberd killed (-9) while a background process runs on the executor: started again, the
 //!   session attaches to the same executor (`environment_resumed`) and the process is still
 //!   there, its output whole.
+//! - The executor's host in a network namespace of the test's own: its link cut mid-stream
+//!   (and the SSH connection given up meanwhile), then restored: amberd attaches again once
+//!   the network is back, the output is complete and in order.
 //! - `amber-cli exec install HOST` copies `amber-exec` to the host's `~/.local/bin` over ssh and
 //!   checks its version there; a second run leaves it alone; a bad host is refused.
+//! - An executor that dials in (`amber-exec --connect`, TLS with a self-signed CA, a bearer
+//!   token) runs the session's tools; its connection cut by a proxy mid-command, it dials
+//!   again and amberd attaches again with nothing lost; a wrong token is refused at the
+//!   upgrade; with the listener off a dial-in environment is refused.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
 //!   nothing.
 //! - Over SSH (a real sshd on loopback, the real ssh client with the user's config, key and
@@ -26,6 +33,8 @@ use std::time::Duration;
 use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::SessionNewParams;
 use amber_tests::daemon::{DaemonOptions, TestDaemon, bin_path};
+use amber_tests::dial::{self, DialSetup};
+use amber_tests::netns::NetNs;
 use amber_tests::sshd::{self, Sshd};
 use amber_tests::steps::{Events, FAST_RETRIES, connect, done, of_type, prompt_turn, stop_reason};
 use amber_tests::tool_calls::{bash, call, calls, get_raw, result_of};
@@ -101,6 +110,13 @@ async fn a_session_on_an_executor_runs_its_tools_in_the_executors_processes() {
         "the executor is amber-exec: {}",
         exe_of(executor_pid)
     );
+    let status = daemon.rpc_ok("daemon/status", json!({}));
+    assert_eq!(
+        status["environments"],
+        json!([{"environment": environment, "sessions": 1}]),
+        "daemon/status shows the executor: {status:#}"
+    );
+    assert!(status.get("executorListener").is_none(), "off by default");
     let mut events = Events::live(&client, &sid).await;
     let turn = prompt_turn(&client, &mut events, &sid, "write and read").await;
     assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
@@ -528,4 +544,206 @@ fn exec_install_puts_the_executor_on_the_host_and_checks_its_version() {
     let (code, _, stderr) = install(&["--", "-oProxyCommand=touch"]);
     assert_ne!(code, Some(0));
     assert!(stderr.contains("not a host"), "{stderr}");
+}
+
+/// A TCP forwarder on loopback whose connections the test can cut.
+struct Proxy {
+    port: u16,
+    open: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(target: u16) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tracked = std::sync::Arc::clone(&open);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                tracked.lock().unwrap().push(task);
+            }
+        });
+        Proxy { port, open }
+    }
+
+    /// Drops every connection through it (both ends see them close).
+    fn cut(&self) {
+        for task in self.open.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+fn daemon_listening(mock: &MockLlm, setup: &DialSetup) -> TestDaemon {
+    TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!("{FAST_RETRIES}\n{}", setup.config()),
+        env: Vec::new(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_executor_that_dials_in_runs_the_tools_and_is_attached_again_after_a_cut() {
+    let setup = DialSetup::new();
+    let script = "for i in $(seq 1 60); do echo line-$i; sleep 0.05; done";
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "p1",
+            "process",
+            &json!({"action": "start", "command": "sleep 30"}),
+        )]),
+        bash("b1", script),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_listening(&mock, &setup);
+    let proxy = Proxy::start(setup.port).await;
+    let dialler = setup.dial(proxy.port, &setup.token_file);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, &format!("executor:{}", dial::NAME))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", setup.logs()));
+    let got = get_raw(&client, &sid).await;
+    assert_eq!(
+        got["session"]["environment"]["state"], "connected",
+        "{got:#}"
+    );
+    let executor_pid = got["session"]["environment"]["executor"]["pid"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        executor_pid,
+        u64::from(dialler.child.id()),
+        "the dialled-in executor"
+    );
+    let status = daemon.rpc_ok("daemon/status", json!({}));
+    assert_eq!(
+        status["executorListener"],
+        format!("127.0.0.1:{}", setup.port),
+        "{status:#}"
+    );
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "go").await.unwrap();
+    let mut turn = events.until("tool_output_delta").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.cut();
+    turn.extend(events.turn().await);
+    assert_eq!(
+        stop_reason(&turn),
+        "end_turn",
+        "{turn:#?}\n{}",
+        setup.logs()
+    );
+    let (_, started) = result_of(&turn, "p1");
+    let pid: u64 = started
+        .split("pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {started}"));
+    assert!(
+        ancestors_of(pid).contains(&executor_pid),
+        "the process runs under the dialled-in executor"
+    );
+    let expected: String = (1..=60).map(|i| format!("line-{i}\n")).collect();
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(
+        output.starts_with(&expected),
+        "complete and in order: {output}"
+    );
+    assert_eq!(of_type(&turn, "environment_lost").len(), 1, "{turn:#?}");
+    assert_eq!(of_type(&turn, "environment_resumed").len(), 1, "{turn:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dialling_executor_with_a_wrong_token_is_refused_and_the_listener_is_off_by_default() {
+    let setup = DialSetup::new();
+    let mock = MockLlm::start(vec![done()]).await;
+    let daemon = daemon_listening(&mock, &setup);
+    let wrong = setup.dir.path().join("wrong-token");
+    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    let _dialler = setup.dial(setup.port, &wrong);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !daemon.log().contains("refused a dialling executor") {
+        assert!(std::time::Instant::now() < deadline, "{}", daemon.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(setup.logs().contains("401"), "{}", setup.logs());
+    assert!(!daemon.log().contains("an executor dialled in"));
+
+    // Without [executors] listen a dial-in environment has nothing to wait for.
+    let quiet = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.far]\ndial_in = true\ntoken_file = \"{}\"\n",
+            setup.token_file.display()
+        ),
+        env: Vec::new(),
+    });
+    let client = connect(&quiet).await;
+    let err = session_on(&client, &quiet, "executor:far")
+        .await
+        .unwrap_err();
+    assert!(err.contains("listener is off"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_cut_mid_stream_and_restored_loses_nothing() {
+    let netns = NetNs::new();
+    let sshd = Sshd::start_at(Some(&netns.name), &netns.addr);
+    let script = "for i in $(seq 1 80); do echo line-$i; sleep 0.05; done";
+    let mock = MockLlm::start(vec![bash("b1", script), MockTurn::text("Done."), done()]).await;
+    let daemon = daemon_over_ssh(&mock, &sshd);
+    let client = connect(&daemon).await;
+    let params = SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some(format!("ssh://{}", sshd::HOST)),
+        ..SessionNewParams::default()
+    };
+    let sid = client
+        .session_new(&params)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nsshd: {}", sshd.log()))
+        .session_id;
+    let mut events = Events::live(&client, &sid).await;
+    client.session_prompt(&sid, "count").await.unwrap();
+    let mut turn = events.until("tool_output_delta").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    netns.cut();
+    // ssh would notice only after its keepalives; give the connection up now, while the
+    // network is down: attaching again fails until it is back.
+    let ssh = child_running(&daemon, "/usr/bin/ssh");
+    // SAFETY: kill(2) on the ssh client this test's daemon started.
+    unsafe { libc::kill(ssh, libc::SIGKILL) };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    netns.restore();
+    turn.extend(events.turn().await);
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+    let expected: String = (1..=80).map(|i| format!("line-{i}\n")).collect();
+    let (status, output) = result_of(&turn, "b1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(
+        output.starts_with(&expected),
+        "complete and in order: {output}"
+    );
+    let streamed: String = of_type(&turn, "tool_output_delta")
+        .iter()
+        .filter_map(|d| d["chunk"].as_str())
+        .collect();
+    assert_eq!(
+        streamed, expected,
+        "the live stream has every line once, in order"
+    );
+    assert_eq!(of_type(&turn, "environment_lost").len(), 1, "{turn:#?}");
+    assert_eq!(of_type(&turn, "environment_resumed").len(), 1, "{turn:#?}");
 }

@@ -58,7 +58,8 @@ impl Variant {
         match self {
             Variant::Local => "in amberd (local)",
             Variant::Stdio => "a local amber-exec over stdio",
-            Variant::Piped => "amber-exec behind two pipe hops (`cat | amber-exec | cat`)",
+            // No `|` here: it would split the report's table cell.
+            Variant::Piped => "amber-exec behind two pipe hops (a `cat` on each side)",
         }
     }
 

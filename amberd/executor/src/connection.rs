@@ -10,7 +10,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 
 use crate::executor::{Executor, Origin};
-use crate::wire::{Frame, InitializeParams, RpcError, code, method};
+use crate::wire::{Frame, InitializeParams, Line, RpcError, code, line_of, method};
 
 /// The longest line read: a `write` call carries a whole file.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -24,14 +24,10 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let conn = NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed);
-    let (outbox, mut outgoing) = mpsc::unbounded_channel::<Frame>();
+    let (outbox, mut outgoing) = mpsc::unbounded_channel::<Line>();
     let writing = tokio::spawn(async move {
         let mut writer = tokio::io::BufWriter::new(writer);
-        while let Some(frame) = outgoing.recv().await {
-            let Ok(mut line) = serde_json::to_vec(&frame) else {
-                continue;
-            };
-            line.push(b'\n');
+        while let Some(line) = outgoing.recv().await {
             if writer.write_all(&line).await.is_err() {
                 return;
             }
@@ -51,7 +47,7 @@ where
             Ok(false) => break,
             Ok(true) => {}
             Err(err) => {
-                let _ = outbox.send(Frame::response(
+                let _ = outbox.send(response(
                     Value::Null,
                     Err(RpcError::new(code::PARSE_ERROR, err)),
                 ));
@@ -64,7 +60,7 @@ where
         let frame: Frame = match serde_json::from_slice(&line) {
             Ok(frame) => frame,
             Err(err) => {
-                let _ = outbox.send(Frame::response(
+                let _ = outbox.send(response(
                     Value::Null,
                     Err(RpcError::new(code::PARSE_ERROR, format!("not JSON: {err}"))),
                 ));
@@ -90,7 +86,7 @@ where
             };
             let failed = answer.is_err();
             let ok = !failed;
-            let _ = outbox.send(Frame::response(id, answer));
+            let _ = outbox.send(response(id, answer));
             if ok {
                 initialized = true;
                 // From now on this connection receives the live output.
@@ -103,14 +99,14 @@ where
         }
         if method == method::TOOL_CALL {
             // Started as read: a session's calls start in the order they were sent.
-            let _ = outbox.send(Frame::response(id, executor.start_call(params)));
+            let _ = outbox.send(response(id, executor.start_call(params)));
             continue;
         }
         let executor = Arc::clone(&executor);
         let outbox = outbox.clone();
         tokio::spawn(async move {
             let answer = executor.handle(&method, params).await;
-            let _ = outbox.send(Frame::response(id, answer));
+            let _ = outbox.send(response(id, answer));
         });
     }
     executor.detach(conn);
@@ -150,4 +146,9 @@ async fn read_line<R: AsyncRead + Unpin>(
 
 fn memchr_newline(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|b| *b == b'\n')
+}
+
+/// A response as a line.
+fn response(id: Value, answer: Result<Value, RpcError>) -> Line {
+    line_of(&Frame::response(id, answer))
 }

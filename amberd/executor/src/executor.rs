@@ -86,7 +86,7 @@ pub struct Executor {
     closed: Mutex<HashSet<String>>,
     jobs: Jobs,
     /// The live connection's outbox, if one is attached.
-    live: Mutex<Option<(u64, UnboundedSender<wire::Frame>)>>,
+    live: Mutex<Option<(u64, UnboundedSender<wire::Line>)>>,
     /// Whether a client has initialized before (the next one resumes).
     served: std::sync::atomic::AtomicBool,
     /// The stdin of `process/spawn` jobs that asked for one.
@@ -140,7 +140,7 @@ impl Executor {
     }
 
     /// Makes `outbox` (connection `conn`) the one live output goes to.
-    pub(crate) fn attach(&self, conn: u64, outbox: UnboundedSender<wire::Frame>) {
+    pub(crate) fn attach(&self, conn: u64, outbox: UnboundedSender<wire::Line>) {
         *self.live.locked() = Some((conn, outbox));
     }
 
@@ -153,9 +153,9 @@ impl Executor {
     }
 
     /// Sends a notification to the live connection, if any.
-    fn notify(&self, method: &str, params: Value) {
+    fn notify<T: serde::Serialize>(&self, method: &str, params: &T) {
         if let Some((_, outbox)) = self.live.locked().as_ref() {
-            let _ = outbox.send(wire::Frame::notification(method, params));
+            let _ = outbox.send(wire::notification_line(method, params));
         }
     }
 
@@ -421,9 +421,7 @@ impl Executor {
                 let done = job.finish_with(status, output, None, Some(exit));
                 finishing.stdins.locked().remove(&done.job);
                 finishing.jobs.finished(&done.job);
-                if let Ok(value) = serde_json::to_value(&done) {
-                    finishing.notify(notification::JOB_DONE, value);
-                }
+                finishing.notify(notification::JOB_DONE, &done);
             },
         );
         let (pid, stdin) = match spawned {
@@ -574,15 +572,15 @@ impl Executor {
         }
         let done = job.finish(outcome.status, outcome.output, outcome.diff);
         self.jobs.finished(&params.job);
-        if let Ok(value) = serde_json::to_value(&done) {
-            self.notify(notification::JOB_DONE, value);
-        }
+        self.notify(notification::JOB_DONE, &done);
     }
 
     fn forward(&self, job: &Job, text: String) {
-        let chunk = job.push(text);
-        if let Ok(value) = serde_json::to_value(&chunk) {
-            self.notify(notification::JOB_OUTPUT, value);
+        let line = job.push_then(text, |chunk| {
+            wire::notification_line(notification::JOB_OUTPUT, chunk)
+        });
+        if let Some((_, outbox)) = self.live.locked().as_ref() {
+            let _ = outbox.send(line);
         }
     }
 }

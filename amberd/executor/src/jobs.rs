@@ -38,7 +38,14 @@ pub(crate) struct Job {
 
 impl Job {
     /// Appends a chunk; returns it numbered.
+    #[cfg(test)]
     pub(crate) fn push(&self, text: String) -> JobOutput {
+        self.push_then(text, JobOutput::clone)
+    }
+
+    /// Appends a chunk and hands it, numbered, to `then` (which serializes it for the live
+    /// connection without another copy).
+    pub(crate) fn push_then<R>(&self, text: String, then: impl FnOnce(&JobOutput) -> R) -> R {
         let mut log = self.log.locked();
         log.last_seq += 1;
         let chunk = JobOutput {
@@ -47,7 +54,8 @@ impl Job {
             text,
         };
         log.bytes += chunk.text.len();
-        log.chunks.push_back(chunk.clone());
+        let answer = then(&chunk);
+        log.chunks.push_back(chunk);
         while log.bytes > KEPT_BYTES {
             let Some(old) = log.chunks.pop_front() else {
                 break;
@@ -55,7 +63,7 @@ impl Job {
             log.bytes -= old.text.len();
             log.dropped += 1;
         }
-        chunk
+        answer
     }
 
     /// Records the outcome after the last chunk.

@@ -7,8 +7,10 @@
 //!   (a tool call, or a process whose whole output streams: `processes`).
 //! - [`connection`] / [`server`]: serving one stream / the process (attach socket, linger).
 //! - [`relay`]: `amber-exec --stdio`, the pipe a transport (a child, `ssh`) holds.
+//! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd.
 
 pub mod connection;
+pub mod dial;
 pub mod executor;
 mod jobs;
 mod processes;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use amber_executor::executor::Executor;
-use amber_executor::{relay, server, state_dir};
+use amber_executor::{dial, relay, server, state_dir};
 use clap::Parser;
 
 /// amber's executor: runs a session's workspace tools where the files are.
@@ -34,6 +34,20 @@ struct Args {
     /// $XDG_RUNTIME_DIR/amber-exec, /tmp/amber-exec-$UID).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Dial out to amberd's executor listener (`wss://HOST:PORT/executors`) and serve it
+    /// there, dialling again whenever the connection drops; runs in the foreground.
+    #[arg(long, value_name = "URL", conflicts_with = "stdio", requires_all = ["name", "token_file"])]
+    connect: Option<String>,
+    /// With --connect: this executor's name, as amberd's `[environments.NAME]` has it.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// With --connect: a file holding the bearer token amberd expects of NAME.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// With --connect: the CA certificate (PEM) amberd's certificate must chain to
+    /// (default: the system's roots).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -45,8 +59,11 @@ fn main() -> ExitCode {
         return code;
     }
     let args = Args::parse();
+    if let Some(url) = &args.connect {
+        return dial_out(&args, url);
+    }
     if !args.stdio {
-        eprintln!("amber-exec: nothing to do; run it with --stdio (see --help)");
+        eprintln!("amber-exec: nothing to do; run it with --stdio or --connect (see --help)");
         return ExitCode::from(2);
     }
     let dir = args.state_dir.clone().unwrap_or_else(|| {
@@ -122,23 +139,97 @@ fn start(dir: &std::path::Path, linger: Duration) -> ExitCode {
     }
 }
 
-/// The executor: its own session (the relay's death or a signal to the relay's group leaves
-/// it running), its log, the lifeline and reaper of its tool processes, then the server.
-fn executor_process(
-    dir: &std::path::Path,
-    id: String,
-    token: String,
-    listener: UnixListener,
-    own: UnixStream,
-    linger: Duration,
-) -> i32 {
-    // SAFETY: setsid has no preconditions; a fresh fork child is not a group leader.
-    unsafe { libc::setsid() };
-    detach_stdio(&state_dir::log_of(dir, &id));
+/// `--connect`: this process is the executor, in the foreground, logging to stderr.
+fn dial_out(args: &Args, url: &str) -> ExitCode {
     init_logging();
+    let (Some(name), Some(token_file)) = (&args.name, &args.token_file) else {
+        eprintln!("amber-exec: --connect needs --name and --token-file");
+        return ExitCode::from(2);
+    };
+    let token = match std::fs::read_to_string(token_file) {
+        Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
+        Ok(_) => {
+            eprintln!("amber-exec: {} is empty", token_file.display());
+            return ExitCode::from(2);
+        }
+        Err(err) => {
+            eprintln!("amber-exec: cannot read {}: {err}", token_file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let tls = match dial::Dial::tls(args.ca.as_deref()) {
+        Ok(tls) => tls,
+        Err(err) => {
+            eprintln!("amber-exec: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = args.state_dir.clone().unwrap_or_else(|| {
+        state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())
+    });
+    if let Err(err) = state_dir::ensure(&dir) {
+        eprintln!("amber-exec: state directory: {err}");
+        return ExitCode::FAILURE;
+    }
+    let Some(runtime) = prepare(&dir) else {
+        return ExitCode::FAILURE;
+    };
+    let dial = dial::Dial {
+        url: url.to_owned(),
+        name: name.clone(),
+        token,
+        tls,
+    };
+    let id = uuid::Uuid::new_v4().to_string();
+    let attach_token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let code = runtime.block_on(async move {
+        let executor = Executor::new(id, attach_token, vec![dir.clone()]);
+        tracing::info!(
+            id = executor.id(),
+            pid = std::process::id(),
+            "executor dialling out"
+        );
+        let served = dial::run(Arc::clone(&executor), dial);
+        tokio::select! {
+            result = served => match result {
+                Ok(()) => 0,
+                Err(err) => {
+                    tracing::error!("{err}");
+                    2
+                }
+            },
+            () = terminated() => 0,
+        }
+    });
+    amber_exec::cgroup::remove_base();
+    ExitCode::from(code)
+}
+
+/// SIGTERM or SIGINT.
+async fn terminated() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// What every executor process does before it serves: no core dumps, the reaper, cgroup and
+/// lifeline of its tool processes, its secret locations; then its runtime.
+fn prepare(dir: &std::path::Path) -> Option<tokio::runtime::Runtime> {
     if let Err(err) = amber_exec::harden::no_core_dumps() {
         tracing::error!("cannot turn off core dumps: {err}");
-        return 1;
+        return None;
     }
     let env = |k: &str| std::env::var_os(k);
     let registry_dir = dir.join("children");
@@ -156,15 +247,34 @@ fn executor_process(
         tracing::warn!("tool processes are not watched: {err}");
     }
     amber_policy::SecretLocations::from_env(&env, std::iter::once(dir.to_owned())).install();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Some(rt),
         Err(err) => {
             tracing::error!("cannot start the runtime: {err}");
-            return 1;
+            None
         }
+    }
+}
+
+/// The executor: its own session (the relay's death or a signal to the relay's group leaves
+/// it running), its log, the lifeline and reaper of its tool processes, then the server.
+fn executor_process(
+    dir: &std::path::Path,
+    id: String,
+    token: String,
+    listener: UnixListener,
+    own: UnixStream,
+    linger: Duration,
+) -> i32 {
+    // SAFETY: setsid has no preconditions; a fresh fork child is not a group leader.
+    unsafe { libc::setsid() };
+    detach_stdio(&state_dir::log_of(dir, &id));
+    init_logging();
+    let Some(runtime) = prepare(dir) else {
+        return 1;
     };
     runtime.block_on(async move {
         let (Ok(()), Ok(())) = (listener.set_nonblocking(true), own.set_nonblocking(true)) else {

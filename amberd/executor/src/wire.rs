@@ -107,6 +107,35 @@ impl Frame {
     }
 }
 
+/// One line of the protocol as sent: a frame serialized, its newline included.
+pub type Line = Vec<u8>;
+
+/// `frame` as a line.
+pub fn line_of(frame: &Frame) -> Line {
+    let mut line = serde_json::to_vec(frame).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// The notification `method` with `params` as a line, serialized once from the borrowed
+/// value (the hot path: a job's output chunks).
+pub fn notification_line<T: Serialize>(method: &str, params: &T) -> Line {
+    #[derive(Serialize)]
+    struct Notification<'a, T> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a T,
+    }
+    let mut line = serde_json::to_vec(&Notification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+    .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message} ({code})")]

@@ -42,7 +42,7 @@ impl RemoteToolHost {
 
     async fn run(&self, tool: &Arc<dyn Tool>, args: Value, ctx: &ToolContext) -> ToolOutcome {
         let job = uuid::Uuid::new_v4().to_string();
-        let mut events = self.link.register(&job);
+        let mut events = self.link.register(&job, &self.session);
         let mut guard = Release {
             link: &self.link,
             job: &job,

@@ -5,11 +5,11 @@
 //! number; an executor that is gone for good fails its running jobs, and the next call
 //! starts a new one.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
@@ -31,6 +31,10 @@ use super::stream::{Delivery, JobStream};
 
 /// How long a request waits for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a new session waits for its executor to dial in.
+const DIAL_IN_WAIT: Duration = Duration::from_secs(10);
+/// How long one attempt to attach again waits for the executor to dial in again.
+const DIAL_IN_RETRY: Duration = Duration::from_secs(2);
 /// The stderr lines of the relay (ssh's complaints) kept for an error message.
 const STDERR_LINES: usize = 8;
 
@@ -44,11 +48,13 @@ pub(crate) enum JobEvent {
 }
 
 struct JobEntry {
+    /// The session whose call it is.
+    session: String,
     stream: JobStream,
     events: mpsc::UnboundedSender<JobEvent>,
 }
 
-/// One connection through one relay process.
+/// One connection: through a relay process, or one an executor dialled in.
 struct Conn {
     outbox: mpsc::UnboundedSender<Frame>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
@@ -57,13 +63,18 @@ struct Conn {
     _child: Mutex<Option<tokio::process::Child>>,
 }
 
+/// The two directions of a connection.
+type Reader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
 impl Conn {
     fn stderr_tail(&self) -> String {
         self.stderr.locked().join(" / ")
     }
 }
 
-/// The link of one session to its executor.
+/// The link to one executor: of one session (an executor amberd starts), or of every session
+/// on an executor that dials in.
 pub(crate) struct ExecutorLink {
     spec: String,
     launch: Launch,
@@ -75,12 +86,15 @@ pub(crate) struct ExecutorLink {
     connecting: tokio::sync::Mutex<()>,
     /// The executor's id and attach token, once one answered.
     attach: Mutex<Option<(String, String)>>,
-    /// What `session/open` was given, to open it again on a new executor or after attaching.
-    opened: Mutex<Option<SessionOpenParams>>,
+    /// What `session/open` was given for each session, to open them again on a new executor
+    /// or after attaching.
+    opened: Mutex<BTreeMap<String, SessionOpenParams>>,
     jobs: Mutex<HashMap<String, JobEntry>>,
     info: Mutex<EnvironmentInfo>,
-    /// Where its `environment_*` events go, once the session exists.
-    notify: OnceLock<Notify>,
+    /// Where its `environment_*` events go: each session's, once it exists.
+    notify: Mutex<Vec<(String, Notify)>>,
+    /// Where executors that dial in wait to be claimed (`executor:NAME` with `dial_in`).
+    dial_ins: Option<Arc<super::dial_in::DialIns>>,
     next_id: AtomicU64,
     closed: AtomicBool,
 }
@@ -96,8 +110,13 @@ impl std::fmt::Debug for ExecutorLink {
 type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
 
 impl ExecutorLink {
-    /// A link not connected yet.
-    pub(crate) fn new(spec: String, launch: Launch, env: Vec<(OsString, OsString)>) -> Arc<Self> {
+    /// A link not connected yet. `dial_ins`: where an executor that dials in is claimed.
+    pub(crate) fn new(
+        spec: String,
+        launch: Launch,
+        env: Vec<(OsString, OsString)>,
+        dial_ins: Option<Arc<super::dial_in::DialIns>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             info: Mutex::new(EnvironmentInfo {
                 spec: spec.clone(),
@@ -111,28 +130,32 @@ impl ExecutorLink {
             conn: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             attach: Mutex::new(None),
-            opened: Mutex::new(None),
+            opened: Mutex::new(BTreeMap::new()),
             jobs: Mutex::new(HashMap::new()),
-            notify: OnceLock::new(),
+            notify: Mutex::new(Vec::new()),
+            dial_ins,
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
         })
     }
 
-    /// Sends its events to `notify` from now on (once; later calls are ignored).
-    pub(crate) fn bind(&self, notify: Notify) {
-        let _ = self.notify.set(notify);
+    /// Sends its events to `notify` (session `session`'s) from now on.
+    pub(crate) fn bind(&self, session: &str, notify: Notify) {
+        let mut all = self.notify.locked();
+        all.retain(|(s, _)| s != session);
+        all.push((session.to_owned(), notify));
     }
 
     fn emit(&self, kind: EventKind) {
-        if let Some(notify) = self.notify.get() {
-            notify(kind);
+        for (_, notify) in self.notify.locked().iter() {
+            notify(kind.clone());
         }
     }
 
     /// What to open on the first connection (a session loaded from the store).
     pub(crate) fn remember(&self, params: SessionOpenParams) {
-        *self.opened.locked() = Some(params);
+        self.closed.store(false, Ordering::SeqCst);
+        self.opened.locked().insert(params.session.clone(), params);
     }
 
     /// The link's state as `SessionInfo.environment` shows it.
@@ -146,7 +169,7 @@ impl ExecutorLink {
         self: &Arc<Self>,
         params: SessionOpenParams,
     ) -> Result<SessionOpenResult, String> {
-        *self.opened.locked() = Some(params.clone());
+        self.remember(params.clone());
         let conn = self.connection().await?;
         let value = request(&conn, &self.next_id, method::SESSION_OPEN, &params)
             .await
@@ -154,30 +177,46 @@ impl ExecutorLink {
         serde_json::from_value(value).map_err(|e| format!("the executor answered oddly: {e}"))
     }
 
-    /// The session is gone: the executor closes it (killing its processes) and the relay
-    /// goes. The executor itself stops after its linger time.
-    pub(crate) async fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        let conn = self.conn.locked().take();
-        let session = self.opened.locked().as_ref().map(|p| p.session.clone());
-        if let (Some(conn), Some(session)) = (conn, session) {
-            let params = wire::SessionParams { session };
-            let _ = request(&conn, &self.next_id, method::SESSION_CLOSE, &params).await;
-        }
-        let jobs: Vec<JobEntry> = self.jobs.locked().drain().map(|(_, e)| e).collect();
-        for job in jobs {
+    /// Session `session` is gone: the executor closes it (killing its processes). With no
+    /// session left the connection goes too (an executor amberd started then stops).
+    pub(crate) async fn close(&self, session: &str) {
+        let was_open = self.opened.locked().remove(session).is_some();
+        self.notify.locked().retain(|(s, _)| s != session);
+        let ended: Vec<JobEntry> = {
+            let mut jobs = self.jobs.locked();
+            let ids: Vec<String> = jobs
+                .iter()
+                .filter(|(_, e)| e.session == session)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| jobs.remove(id)).collect()
+        };
+        for job in ended {
             let _ = job
                 .events
                 .send(JobEvent::Gone("the session was closed".to_owned()));
         }
+        let conn = self.conn.locked().clone();
+        if let (Some(conn), true) = (conn, was_open) {
+            let params = wire::SessionParams {
+                session: session.to_owned(),
+            };
+            let _ = request(&conn, &self.next_id, method::SESSION_CLOSE, &params).await;
+        }
+        if self.opened.locked().is_empty() {
+            self.closed.store(true, Ordering::SeqCst);
+            self.conn.locked().take();
+        }
     }
 
-    /// Registers job `id`: its output and outcome arrive on the returned channel.
-    pub(crate) fn register(&self, id: &str) -> mpsc::UnboundedReceiver<JobEvent> {
+    /// Registers job `id` of `session`: its output and outcome arrive on the returned
+    /// channel.
+    pub(crate) fn register(&self, id: &str, session: &str) -> mpsc::UnboundedReceiver<JobEvent> {
         let (events, rx) = mpsc::unbounded_channel();
         self.jobs.locked().insert(
             id.to_owned(),
             JobEntry {
+                session: session.to_owned(),
                 stream: JobStream::default(),
                 events,
             },
@@ -241,23 +280,30 @@ impl ExecutorLink {
         // The executor the session ran on before amberd restarted, if it still runs.
         let known = self.attach.locked().clone();
         let mut attached = None;
+        let mut fresh = None;
         if let Some((id, token)) = known {
-            match self.spawn(&self.launch.attach(&id), Some(token)).await {
-                Ok(found) => attached = Some(found),
+            match self.reach(Some((&id, token))).await {
+                Ok(found) if found.1.executor_id == id => attached = Some(found),
+                Ok(other) => {
+                    // Another executor dialled in under this name: it starts afresh.
+                    tracing::info!(spec = %self.spec, "the session's executor was replaced");
+                    attached = None;
+                    fresh = Some(other);
+                }
                 Err(err) => {
                     tracing::info!(spec = %self.spec, "the session's executor is gone ({err}); starting a new one");
                 }
             }
         }
         let resumed = attached.is_some();
-        let (conn, hello) = match attached {
-            Some(found) => found,
-            None => self.spawn(&self.launch.start(), None).await?,
+        let (conn, hello) = match (attached, fresh) {
+            (Some(found), _) | (None, Some(found)) => found,
+            (None, None) => self.reach(None).await?,
         };
         *self.attach.locked() = Some((hello.executor_id.clone(), hello.token.clone()));
         *self.conn.locked() = Some(Arc::clone(&conn));
-        let reopen = self.opened.locked().clone();
-        if let Some(params) = reopen {
+        let reopen: Vec<SessionOpenParams> = self.opened.locked().values().cloned().collect();
+        for params in reopen {
             request(&conn, &self.next_id, method::SESSION_OPEN, &params)
                 .await
                 .map_err(|e| e.message)?;
@@ -293,7 +339,36 @@ impl ExecutorLink {
         self.attach.locked().clone()
     }
 
-    /// Starts `argv` and says `initialize` (with the attach token when attaching).
+    /// Reaches the executor — a new one, or the one `attach` names (its id and token) — and
+    /// says `initialize`: through a relay process amberd starts, or on the connection an
+    /// executor of this name dialled in with.
+    async fn reach(
+        self: &Arc<Self>,
+        attach: Option<(&str, String)>,
+    ) -> Result<(Arc<Conn>, InitializeResult), String> {
+        let token = attach.as_ref().map(|(_, token)| token.clone());
+        match (self.launch.dial_in(), &self.dial_ins) {
+            (Some(name), Some(dial_ins)) => {
+                let wait = match attach {
+                    // Attaching again: the caller's loop bounds the wait.
+                    Some(_) => DIAL_IN_RETRY,
+                    None => DIAL_IN_WAIT,
+                };
+                let (reader, writer) = dial_ins.take(name, wait).await?;
+                self.handshake(reader, writer, None, None, token).await
+            }
+            (Some(name), None) => Err(format!("executor `{name}` dials in, and nothing listens")),
+            (None, _) => {
+                let argv = match attach {
+                    Some((id, _)) => self.launch.attach(id),
+                    None => self.launch.start(),
+                };
+                self.spawn(&argv, token).await
+            }
+        }
+    }
+
+    /// Starts `argv` (a relay) and says `initialize` through it.
     async fn spawn(
         self: &Arc<Self>,
         argv: &[String],
@@ -325,17 +400,38 @@ impl ExecutorLink {
         else {
             return Err(format!("`{program}` has no pipes"));
         };
+        self.handshake(
+            Box::new(stdout),
+            Box::new(stdin),
+            Some(child),
+            Some(stderr),
+            token,
+        )
+        .await
+    }
+
+    /// Starts reading and writing a connection and says `initialize` on it.
+    async fn handshake(
+        self: &Arc<Self>,
+        reader: Reader,
+        writer: Writer,
+        child: Option<tokio::process::Child>,
+        stderr: Option<tokio::process::ChildStderr>,
+        token: Option<String>,
+    ) -> Result<(Arc<Conn>, InitializeResult), String> {
         let (outbox, outgoing) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
             outbox,
             pending: Mutex::new(HashMap::new()),
             lost: CancellationToken::new(),
             stderr: Arc::new(Mutex::new(Vec::new())),
-            _child: Mutex::new(Some(child)),
+            _child: Mutex::new(child),
         });
-        tokio::spawn(write_frames(stdin, outgoing, conn.lost.clone()));
-        tokio::spawn(keep_stderr(stderr, Arc::clone(&conn.stderr)));
-        tokio::spawn(Arc::clone(self).read_frames(stdout, Arc::clone(&conn)));
+        tokio::spawn(write_frames(writer, outgoing, conn.lost.clone()));
+        if let Some(stderr) = stderr {
+            tokio::spawn(keep_stderr(stderr, Arc::clone(&conn.stderr)));
+        }
+        tokio::spawn(Arc::clone(self).read_frames(reader, Arc::clone(&conn)));
         let params = InitializeParams {
             protocol_version: wire::PROTOCOL_VERSION,
             client: format!("amberd {}", env!("CARGO_PKG_VERSION")),
@@ -363,8 +459,8 @@ impl ExecutorLink {
 
     /// Reads one connection's frames until it ends, then attaches again unless the link
     /// was closed or the connection replaced.
-    async fn read_frames(self: Arc<Self>, stdout: tokio::process::ChildStdout, conn: Arc<Conn>) {
-        let mut lines = BufReader::new(stdout).lines();
+    async fn read_frames(self: Arc<Self>, reader: Reader, conn: Arc<Conn>) {
+        let mut lines = BufReader::new(reader).lines();
         loop {
             let line = tokio::select! {
                 line = lines.next_line() => line,
@@ -464,11 +560,12 @@ impl ExecutorLink {
             if self.closed.load(Ordering::SeqCst) {
                 return;
             }
-            match self
-                .spawn(&self.launch.attach(&id), Some(token.clone()))
-                .await
-            {
-                Ok(attached) => break Some(attached),
+            match self.reach(Some((&id, token.clone()))).await {
+                Ok(attached) if attached.1.executor_id == id => break Some(attached),
+                Ok(_) => {
+                    last = "another executor took its name".to_owned();
+                    break None;
+                }
                 Err(err) => {
                     last = err;
                     if last.contains("is gone") || tokio::time::Instant::now() >= deadline {
@@ -484,11 +581,11 @@ impl ExecutorLink {
             return;
         };
         *self.conn.locked() = Some(Arc::clone(&conn));
-        let reopen = self.opened.locked().clone();
-        if let Some(params) = reopen
-            && let Err(err) = request(&conn, &self.next_id, method::SESSION_OPEN, &params).await
-        {
-            tracing::warn!(spec = %self.spec, "cannot open the session again: {err}");
+        let reopen: Vec<SessionOpenParams> = self.opened.locked().values().cloned().collect();
+        for params in reopen {
+            if let Err(err) = request(&conn, &self.next_id, method::SESSION_OPEN, &params).await {
+                tracing::warn!(spec = %self.spec, "cannot open a session again: {err}");
+            }
         }
         let replayed = self.read_back(&conn).await;
         let info = self.set_state(
@@ -627,7 +724,7 @@ async fn request<T: serde::Serialize>(
 }
 
 async fn write_frames(
-    stdin: tokio::process::ChildStdin,
+    stdin: Writer,
     mut outgoing: mpsc::UnboundedReceiver<Frame>,
     lost: CancellationToken,
 ) {

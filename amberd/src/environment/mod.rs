@@ -10,10 +10,44 @@
 //! - [`link`]: the connection to one executor, attaching again after a drop.
 //! - [`stream`]: one job's output in order, once.
 //! - [`host`]: the session's `ToolHost` over the link.
+//! - [`dial_in`]: the listener for executors that dial in, and their connections.
 
+pub mod dial_in;
 pub(crate) mod host;
 pub(crate) mod link;
 pub mod spec;
 pub(crate) mod stream;
 
 pub use spec::{EnvironmentConfig, Target};
+
+/// Starts the listener for executors that dial in, when `[executors] listen` says where
+/// (read at start). Returns where it listens.
+pub async fn listen_for_executors(
+    services: &std::sync::Arc<crate::session::services::Services>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<Option<std::net::SocketAddr>, dial_in::ListenError> {
+    let config = services.live().config.executors.clone();
+    let live = std::sync::Arc::clone(services);
+    // Read at each handshake: a token file replaced (rotated) applies to the next dial.
+    let tokens: dial_in::Tokens = std::sync::Arc::new(move |name: &str| {
+        let config = live.live();
+        let environment = config.config.environments.get(name)?;
+        if !environment.dial_in {
+            return None;
+        }
+        let path = environment.token_file.as_ref()?;
+        let token = std::fs::read_to_string(path).ok()?;
+        Some(token.trim().to_owned()).filter(|t| !t.is_empty())
+    });
+    let local = dial_in::listen(
+        &config,
+        tokens,
+        std::sync::Arc::clone(&services.dial_ins),
+        shutdown,
+    )
+    .await?;
+    if let Some(addr) = local {
+        let _ = services.executor_listener.set(addr);
+    }
+    Ok(local)
+}

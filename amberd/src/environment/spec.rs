@@ -26,6 +26,35 @@ pub struct EnvironmentConfig {
     /// Seconds amberd keeps trying to attach again after the link dropped (default 120),
     /// before it gives the executor up.
     pub reconnect_secs: Option<u64>,
+    /// The executor dials in (`amber-exec --connect`) to amberd's executor listener
+    /// (`[executors] listen`) instead of being started by amberd.
+    pub dial_in: bool,
+    /// With `dial_in`: the file holding the bearer token this executor must present.
+    pub token_file: Option<PathBuf>,
+}
+
+/// `[executors]`: amberd's listener for executors that dial in. Off unless `listen` is set;
+/// TLS always (`tls_cert` and `tls_key`, PEM).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecutorsConfig {
+    /// `HOST:PORT` to listen on (`127.0.0.1:7443`, `0.0.0.0:7443`).
+    pub listen: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+}
+
+impl ExecutorsConfig {
+    /// A listener without TLS is refused: the token would cross the network in the clear.
+    pub fn check(&self) -> Result<(), String> {
+        if self.listen.is_some() && (self.tls_cert.is_none() || self.tls_key.is_none()) {
+            return Err(
+                "[executors] listen needs tls_cert and tls_key: executors dial in over TLS only"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The default linger of an executor.
@@ -153,6 +182,8 @@ pub struct Launch {
     pub default_path: Option<String>,
     /// How long to try attaching again after the link dropped.
     pub reconnect: std::time::Duration,
+    /// The name an executor that dials in goes by (`dial_in`).
+    dial_in: Option<String>,
 }
 
 impl Launch {
@@ -173,11 +204,29 @@ impl Launch {
                 linger_secs: DEFAULT_LINGER_SECS,
                 default_path: path.clone(),
                 reconnect: std::time::Duration::from_secs(DEFAULT_RECONNECT_SECS),
+                dial_in: None,
             }),
             Target::Named(name) => {
                 let config = named.get(name).ok_or_else(|| {
                     format!("no [environments.{name}] in the config for `executor:{name}`")
                 })?;
+                if config.dial_in {
+                    if config.token_file.is_none() {
+                        return Err(format!(
+                            "[environments.{name}] dials in and names no token_file"
+                        ));
+                    }
+                    return Ok(Launch {
+                        ssh: None,
+                        program: String::new(),
+                        linger_secs: DEFAULT_LINGER_SECS,
+                        default_path: config.path.clone(),
+                        reconnect: std::time::Duration::from_secs(
+                            config.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS),
+                        ),
+                        dial_in: Some(name.clone()),
+                    });
+                }
                 let ssh = match &config.ssh {
                     Some(destination) => {
                         check_destination(destination)
@@ -199,6 +248,7 @@ impl Launch {
                     reconnect: std::time::Duration::from_secs(
                         config.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS),
                     ),
+                    dial_in: None,
                 })
             }
         }
@@ -236,6 +286,11 @@ impl Launch {
                 argv
             }
         }
+    }
+
+    /// The name the executor dials in under, when it does.
+    pub fn dial_in(&self) -> Option<&str> {
+        self.dial_in.as_deref()
     }
 
     /// Whether it goes through `ssh`.

@@ -69,6 +69,13 @@ pub(crate) fn module(
             config_error: d.sessions.services().config_error(),
             autostarted: Some(d.autostarted()),
             busy: Some(d.sessions.busy() as u64),
+            environments: d.sessions.environments(),
+            executor_listener: d
+                .sessions
+                .services()
+                .executor_listener
+                .get()
+                .map(ToString::to_string),
         })
     })?;
 

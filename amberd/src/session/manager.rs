@@ -121,6 +121,11 @@ impl SessionManager {
         self.registry.locked()
     }
 
+    /// The services, to keep (a listener's closures read the live config).
+    pub fn services_handle(&self) -> Arc<Services> {
+        Arc::clone(&self.services)
+    }
+
     pub fn services(&self) -> &Services {
         &self.services
     }
@@ -607,6 +612,30 @@ impl SessionManager {
                     || s.tools.processes.running() > 0
             })
             .count()
+    }
+
+    /// The executors the loaded sessions' tools run on, each once, with their counts.
+    pub fn environments(&self) -> Vec<amber_proto::EnvironmentUse> {
+        let mut uses: Vec<amber_proto::EnvironmentUse> = Vec::new();
+        for handle in self.registry().loaded.values() {
+            let Some(environment) = handle.shared.info().environment else {
+                continue;
+            };
+            let same = |u: &amber_proto::EnvironmentUse| {
+                u.environment.spec == environment.spec
+                    && u.environment.executor.as_ref().map(|e| &e.id)
+                        == environment.executor.as_ref().map(|e| &e.id)
+            };
+            match uses.iter_mut().find(|u| same(u)) {
+                Some(found) => found.sessions += 1,
+                None => uses.push(amber_proto::EnvironmentUse {
+                    environment,
+                    sessions: 1,
+                }),
+            }
+        }
+        uses.sort_by(|a, b| a.environment.spec.cmp(&b.environment.spec));
+        uses
     }
 
     /// Re-walks the session's persisted hash chain and records (`session/verify`).

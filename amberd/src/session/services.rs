@@ -79,6 +79,10 @@ pub struct Services {
     /// Whether the OS sandbox works here (probed once at start, in the background): a
     /// session's `ToolSandbox` is `Unavailable` when it does not.
     pub sandbox_probe: Arc<SandboxProbe>,
+    /// Executors that dialled in, waiting for the sessions that run on them.
+    pub(crate) dial_ins: Arc<crate::environment::dial_in::DialIns>,
+    /// Where the listener for executors that dial in listens, once it does.
+    pub executor_listener: std::sync::OnceLock<std::net::SocketAddr>,
     /// `session/watch`: every session's changes to every watcher, and the approver watches
     /// every session's `Approvals` counts (`session/watch.rs`).
     pub watchers: Arc<super::watch::Watchers>,
@@ -154,6 +158,8 @@ impl Services {
             store: None,
             tool_env,
             sandbox_probe: SandboxProbe::new(sandbox.simulate_landlock_abi),
+            dial_ins: Arc::default(),
+            executor_listener: std::sync::OnceLock::new(),
             sandbox,
         })
     }

@@ -29,18 +29,39 @@ use crate::environment::spec::{Launch, Target};
 /// The feature: links made at `session/new`, waiting for their session to attach.
 pub(crate) struct EnvironmentFeature {
     made: Mutex<HashMap<String, Arc<ExecutorLink>>>,
+    /// The links to executors that dial in, one per name, shared by the sessions on it.
+    dialled: Mutex<HashMap<String, std::sync::Weak<ExecutorLink>>>,
 }
 
 impl EnvironmentFeature {
     pub(crate) fn new() -> Self {
         Self {
             made: Mutex::new(HashMap::new()),
+            dialled: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A new link to an executor `launch` reaches.
-    fn link(services: &Services, spec: String, launch: Launch) -> Arc<ExecutorLink> {
-        ExecutorLink::new(spec, launch, services.tool_env.vars().to_vec())
+    /// The link to the executor `launch` reaches: a new one (an executor amberd starts is a
+    /// session's own), or the one shared by every session on an executor that dials in.
+    fn link(&self, services: &Services, spec: String, launch: Launch) -> Arc<ExecutorLink> {
+        let make = |launch: Launch| {
+            ExecutorLink::new(
+                spec.clone(),
+                launch,
+                services.tool_env.vars().to_vec(),
+                Some(Arc::clone(&services.dial_ins)),
+            )
+        };
+        let Some(name) = launch.dial_in().map(str::to_owned) else {
+            return make(launch);
+        };
+        let mut dialled = self.dialled.locked();
+        if let Some(link) = dialled.get(&name).and_then(std::sync::Weak::upgrade) {
+            return link;
+        }
+        let link = make(launch);
+        dialled.insert(name, Arc::downgrade(&link));
+        link
     }
 }
 
@@ -136,7 +157,7 @@ impl Feature for EnvironmentFeature {
             .unwrap_or_default()
             .trim()
             .to_owned();
-        let link = Self::link(new.services, spec.clone(), launch);
+        let link = self.link(new.services, spec.clone(), launch);
         let params = open_params(new.id, PathBuf::from(&workspace), new.services);
         let opened = persist::blocking(|| {
             tokio::runtime::Handle::try_current()
@@ -150,12 +171,13 @@ impl Feature for EnvironmentFeature {
         self.made
             .locked()
             .insert(new.id.to_owned(), Arc::clone(&link));
+        let session = new.id.to_owned();
         Ok(Some(Placement {
             cwd: opened.workspace,
             worktree: None,
             undo: Box::new(move || {
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                    rt.spawn(async move { link.close().await });
+                    rt.spawn(async move { link.close(&session).await });
                 }
             }),
         }))
@@ -168,7 +190,7 @@ impl Feature for EnvironmentFeature {
             None => {
                 let target = Target::parse(Some(&environment.spec)).ok()?;
                 let launch = launch(session.services, &target).ok()?;
-                let link = Self::link(session.services, environment.spec.clone(), launch);
+                let link = self.link(session.services, environment.spec.clone(), launch);
                 // Opened at its first connection, on the executor it ran on if that still runs.
                 let params =
                     open_params(session.id, session.workspace.to_owned(), session.services);
@@ -181,6 +203,7 @@ impl Feature for EnvironmentFeature {
         };
         Some(Arc::new(SessionEnvironment {
             link,
+            id: session.id.to_owned(),
             services: Arc::clone(session.services),
         }))
     }
@@ -214,27 +237,31 @@ fn open_params(id: &str, workspace: PathBuf, services: &Services) -> SessionOpen
 /// One session's link and tool host.
 struct SessionEnvironment {
     link: Arc<ExecutorLink>,
+    id: String,
     services: Arc<Services>,
 }
 
 impl SessionFeature for SessionEnvironment {
     fn started(&self, shared: &Arc<SessionShared>, restored: bool) {
         let session = Arc::downgrade(shared);
-        self.link.bind(Box::new(move |kind| {
-            let Some(shared) = session.upgrade() else {
-                return;
-            };
-            // A new executor's id and token are kept at once: a daemon killed now attaches
-            // to it when it starts again.
-            let keep = matches!(
-                kind,
-                EventKind::EnvironmentConnected { .. } | EventKind::EnvironmentResumed { .. }
-            );
-            publish(&shared, kind);
-            if keep {
-                shared.save_meta();
-            }
-        }));
+        self.link.bind(
+            &self.id,
+            Box::new(move |kind| {
+                let Some(shared) = session.upgrade() else {
+                    return;
+                };
+                // A new executor's id and token are kept at once: a daemon killed now attaches
+                // to it when it starts again.
+                let keep = matches!(
+                    kind,
+                    EventKind::EnvironmentConnected { .. } | EventKind::EnvironmentResumed { .. }
+                );
+                publish(&shared, kind);
+                if keep {
+                    shared.save_meta();
+                }
+            }),
+        );
         let services = Arc::clone(&self.services);
         let deny = move || {
             services
@@ -274,6 +301,6 @@ impl SessionFeature for SessionEnvironment {
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.link.close())
+        Box::pin(self.link.close(&self.id))
     }
 }
