@@ -127,7 +127,10 @@ async fn a_session_on_an_executor_runs_its_tools_in_the_executors_processes() {
         std::fs::read_to_string(daemon.workspace.join("made.txt")).unwrap(),
         "hello\n"
     );
-    // The background process is the executor's.
+    // The background process is the executor's, and keeps the session busy (unloading it
+    // would kill the process there).
+    let status = daemon.rpc_ok("daemon/status", json!({}));
+    assert_eq!(status["busy"], 1, "{status:#}");
     let (_, started) = result_of(&turn, "p1");
     let pid: u64 = started
         .split("pid ")

@@ -41,6 +41,22 @@ impl App {
             text: format!("$ {command}"),
             kind: InfoKind::Command,
         });
+        // The session's directory is on its executor's machine: running the command here
+        // would run it on the wrong one.
+        let elsewhere = self
+            .session
+            .as_ref()
+            .and_then(|s| s.environment.as_ref())
+            .map(|e| e.spec.clone());
+        if let Some(spec) = elsewhere {
+            self.on_shell(
+                command.to_owned(),
+                Err(format!(
+                    "the session's tools run in {spec}, not here: run the command there, or ask the model to run it"
+                )),
+            );
+            return;
+        }
         self.request(Action::Shell {
             command: command.to_owned(),
             cwd,
@@ -165,6 +181,30 @@ mod tests {
                 text: "and now?".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_bang_line_is_refused_for_a_session_on_an_executor() {
+        let mut app = app();
+        let info: amber_proto::SessionInfo = serde_json::from_value(serde_json::json!({
+            "sessionId": "s1", "cwd": "/src", "mode": "write", "model": "m", "title": "",
+            "state": "idle", "createdAt": "2026-01-01T00:00:00Z",
+            "updatedAt": "2026-01-01T00:00:00Z",
+            "environment": {"spec": "ssh://build1/src", "state": "connected"}
+        }))
+        .unwrap();
+        app.session = Some(info);
+        app.run_shell("ls");
+        assert!(
+            !app.drain_actions()
+                .iter()
+                .any(|a| matches!(a, Action::Shell { .. })),
+            "nothing runs here"
+        );
+        let Some(Cell::Info { text, .. }) = app.transcript.cells().last() else {
+            panic!("no cell");
+        };
+        assert!(text.contains("ssh://build1/src, not here"), "{text}");
     }
 
     #[test]

@@ -570,7 +570,8 @@ impl Executor {
         while let Ok(chunk) = rx.try_recv() {
             self.forward(&job, chunk.chunk);
         }
-        let done = job.finish(outcome.status, outcome.output, outcome.diff);
+        let running = u32::try_from(session.tools.processes.running()).unwrap_or(u32::MAX);
+        let done = job.finish_call(outcome.status, outcome.output, outcome.diff, running);
         self.jobs.finished(&params.job);
         self.notify(notification::JOB_DONE, &done);
     }

@@ -66,7 +66,31 @@ impl Job {
         answer
     }
 
+    /// Records a tool call's outcome after the last chunk, with its session's running
+    /// background processes.
+    pub(crate) fn finish_call(
+        &self,
+        status: amber_proto::ToolStatus,
+        output: String,
+        diff: Option<String>,
+        running: u32,
+    ) -> JobDone {
+        let mut log = self.log.locked();
+        let done = JobDone {
+            job: self.id.clone(),
+            seq: log.last_seq,
+            status,
+            output,
+            diff,
+            exit: None,
+            running_processes: Some(running),
+        };
+        log.done = Some(done.clone());
+        done
+    }
+
     /// Records the outcome after the last chunk.
+    #[cfg(test)]
     pub(crate) fn finish(
         &self,
         status: amber_proto::ToolStatus,
@@ -92,6 +116,7 @@ impl Job {
             output,
             diff,
             exit,
+            running_processes: None,
         };
         log.done = Some(done.clone());
         done

@@ -406,6 +406,10 @@ pub struct JobDone {
     /// A `process/spawn` job's exit (absent for tool calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<ProcessExit>,
+    /// A tool call's session: how many of its background processes (`process` tool) run
+    /// after the call, so the client knows the session still has work here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_processes: Option<u32>,
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub(crate) struct RemoteToolHost {
     pub(crate) deny: Box<dyn Fn() -> Vec<amber_policy::Rule> + Send + Sync>,
     /// Why the executor was lost during the last batch of calls, until the turn takes it.
     interruption: Mutex<Option<String>>,
+    /// The session's background processes running there, as the last call reported.
+    running: std::sync::atomic::AtomicUsize,
 }
 
 impl RemoteToolHost {
@@ -37,6 +39,7 @@ impl RemoteToolHost {
             session,
             deny,
             interruption: Mutex::new(None),
+            running: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -89,6 +92,12 @@ impl RemoteToolHost {
                 Some(JobEvent::Output(text)) => ctx.emit(text),
                 Some(JobEvent::Done(done)) => {
                     guard.cancel = false;
+                    if let Some(running) = done.running_processes {
+                        self.running.store(
+                            usize::try_from(running).unwrap_or(usize::MAX),
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                    }
                     return ToolOutcome {
                         status: done.status,
                         output: done.output,
@@ -148,5 +157,9 @@ impl ToolHost for RemoteToolHost {
 
     fn take_interruption(&self) -> Option<String> {
         self.interruption.locked().take()
+    }
+
+    fn processes_running(&self) -> usize {
+        self.running.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -89,6 +89,7 @@ mod tests {
             output: "out".to_owned(),
             diff: None,
             exit: None,
+            running_processes: None,
         }
     }
 

@@ -609,7 +609,7 @@ impl SessionManager {
                 let s = &h.shared;
                 s.state() != SessionState::Idle
                     || !s.approvals.pending().is_empty()
-                    || s.tools.processes.running() > 0
+                    || s.tools.processes_running() > 0
             })
             .count()
     }

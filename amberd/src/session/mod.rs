@@ -164,7 +164,7 @@ impl SessionShared {
         quiet
             && self.hub.subscriber_count() == 0
             && self.approvals.pending().is_empty()
-            && self.tools.processes.running() == 0
+            && self.tools.processes_running() == 0
     }
 
     /// A prompt is being accepted (before its `prompt_queued` is synced, before the actor

@@ -27,6 +27,12 @@ pub trait ToolHost: Send + Sync {
     fn take_interruption(&self) -> Option<String> {
         None
     }
+
+    /// Background processes of the session still running there (as last reported): the
+    /// session has work there, and unloading it would kill them.
+    fn processes_running(&self) -> usize {
+        0
+    }
 }
 
 /// The tools run in this process, on this machine's files (the default).

@@ -107,6 +107,11 @@ impl SessionTools {
         self.host.get()
     }
 
+    /// Background processes of the session still running, here or where its tools run.
+    pub fn processes_running(&self) -> usize {
+        self.processes.running() + self.host().map_or(0, |h| h.processes_running())
+    }
+
     /// Sets the sandbox of the session's next commands (at creation, restore and every
     /// mode change).
     pub fn set_sandbox(&self, sandbox: ToolSandbox) {

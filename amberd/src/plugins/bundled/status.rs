@@ -76,7 +76,7 @@ pub(super) fn install(c: &mut Contributions) {
             git_branch(s.workspace()).map(|b| format!("⎇ {b}"))
         }),
         ("processes", |_, s| {
-            let running = s.tools().processes.running();
+            let running = s.tools().processes_running();
             (running > 0).then(|| format!("{running} proc"))
         }),
     ];
