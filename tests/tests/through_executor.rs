@@ -16,6 +16,8 @@ mod confinement;
 mod editing;
 #[path = "policy_bypasses.rs"]
 mod policy_bypasses;
+#[path = "prompt.rs"]
+mod prompt;
 #[path = "sandbox_escalation.rs"]
 mod sandbox_escalation;
 #[path = "sandbox_escapes.rs"]

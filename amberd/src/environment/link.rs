@@ -95,6 +95,8 @@ pub(crate) struct ExecutorLink {
     notify: Mutex<Vec<(String, Notify)>>,
     /// Where executors that dial in wait to be claimed (`executor:NAME` with `dial_in`).
     dial_ins: Option<Arc<super::dial_in::DialIns>>,
+    /// The executor's machine, as it last introduced itself.
+    machine: Mutex<Option<wire::MachineFacts>>,
     next_id: AtomicU64,
     closed: AtomicBool,
 }
@@ -134,6 +136,7 @@ impl ExecutorLink {
             jobs: Mutex::new(HashMap::new()),
             notify: Mutex::new(Vec::new()),
             dial_ins,
+            machine: Mutex::new(None),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
         })
@@ -301,6 +304,7 @@ impl ExecutorLink {
             (None, None) => self.reach(None).await?,
         };
         *self.attach.locked() = Some((hello.executor_id.clone(), hello.token.clone()));
+        *self.machine.locked() = Some(hello.machine.clone());
         *self.conn.locked() = Some(Arc::clone(&conn));
         let reopen: Vec<SessionOpenParams> = self.opened.locked().values().cloned().collect();
         for params in reopen {
@@ -327,6 +331,53 @@ impl ExecutorLink {
     /// runs there keeps an owner).
     pub(crate) async fn connect(self: &Arc<Self>) -> Result<(), String> {
         self.connection().await.map(|_| ())
+    }
+
+    /// The executor's machine, once one answered.
+    pub(crate) fn machine(&self) -> Option<wire::MachineFacts> {
+        self.machine.locked().clone()
+    }
+
+    /// Runs `command` there as a process of `session` (its sandbox, its environment) and
+    /// returns its output, or why it could not; killed after `timeout`.
+    pub(crate) async fn capture(
+        self: &Arc<Self>,
+        session: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        let job = uuid::Uuid::new_v4().to_string();
+        let mut events = self.register(&job, session);
+        let params = wire::ProcessSpawnParams {
+            session: session.to_owned(),
+            job: job.clone(),
+            command: command.to_owned(),
+            cwd: None,
+            stdin: false,
+            unsandboxed: false,
+        };
+        if let Err(err) = self.call(method::PROCESS_SPAWN, &params).await {
+            self.release(&job, false);
+            return Err(err.message);
+        }
+        let mut output = String::new();
+        let ran = tokio::time::timeout(timeout, async {
+            while let Some(event) = events.recv().await {
+                match event {
+                    JobEvent::Output(text) => output.push_str(&text),
+                    JobEvent::Done(_) => return Ok(()),
+                    JobEvent::Gone(reason) => return Err(reason),
+                }
+            }
+            Err("the link closed".to_owned())
+        })
+        .await;
+        self.release(&job, ran.is_err());
+        match ran {
+            Ok(Ok(())) => Ok(output),
+            Ok(Err(reason)) => Err(reason),
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+        }
     }
 
     /// The executor to attach to first: the one the session ran on before a restart.

@@ -11,8 +11,10 @@
 //! - [`stream`]: one job's output in order, once.
 //! - [`host`]: the session's `ToolHost` over the link.
 //! - [`dial_in`]: the listener for executors that dial in, and their connections.
+//! - [`facts`]: the prompt's environment block, of the executor's machine.
 
 pub mod dial_in;
+pub(crate) mod facts;
 pub(crate) mod host;
 pub(crate) mod link;
 pub mod spec;

@@ -38,19 +38,49 @@ pub(crate) async fn environment_block(workspace: &Path, git: &WorkspaceGit) -> S
         .ok()
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| "/bin/sh".to_owned());
-    render(&today(SystemTime::now()), &shell, workspace, git.as_ref())
+    let here = Machine {
+        os: std::env::consts::OS,
+        arch: std::env::consts::ARCH,
+        host: None,
+    };
+    render(
+        &today(SystemTime::now()),
+        &shell,
+        &here,
+        workspace,
+        git.as_ref(),
+    )
+}
+
+/// The machine the session's tools run on, as the block names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Machine<'a> {
+    pub os: &'a str,
+    pub arch: &'a str,
+    /// Another machine's name (an executor's); `None` for amberd's own.
+    pub host: Option<&'a str>,
 }
 
 /// The block's text (pure, for tests).
-pub(crate) fn render(date: &str, shell: &str, workspace: &Path, git: Option<&GitFacts>) -> String {
+pub(crate) fn render(
+    date: &str,
+    shell: &str,
+    machine: &Machine<'_>,
+    workspace: &Path,
+    git: Option<&GitFacts>,
+) -> String {
+    let host = machine
+        .host
+        .map(|h| format!(", on host {h}"))
+        .unwrap_or_default();
     let mut out = format!(
         "# Environment (at session start)\n\n\
          - Date: {date} (UTC)\n\
-         - OS: {os} ({arch})\n\
+         - OS: {os} ({arch}{host})\n\
          - Shell: {shell}\n\
          - Workspace root: {ws}",
-        os = std::env::consts::OS,
-        arch = std::env::consts::ARCH,
+        os = machine.os,
+        arch = machine.arch,
         ws = workspace.display(),
     );
     match git {

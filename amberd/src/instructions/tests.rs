@@ -255,7 +255,7 @@ fn candidates_stop_at_the_discovery_root() {
 #[test]
 fn the_environment_block_names_the_repository_facts_or_says_there_is_none() {
     let ws = Path::new("/work/ws");
-    let none = environment::render("2025-01-02", "/bin/zsh", ws, None);
+    let none = environment::render("2025-01-02", "/bin/zsh", &here(), ws, None);
     assert!(none.contains("- Date: 2025-01-02 (UTC)"), "{none}");
     assert!(none.contains("- Shell: /bin/zsh"), "{none}");
     assert!(none.contains("- Workspace root: /work/ws"), "{none}");
@@ -265,7 +265,7 @@ fn the_environment_block_names_the_repository_facts_or_says_there_is_none() {
         changed_files: Some(3),
         last_commit: Some("Fix the parser".into()),
     };
-    let repo = environment::render("2025-01-02", "/bin/sh", ws, Some(&facts));
+    let repo = environment::render("2025-01-02", "/bin/sh", &here(), ws, Some(&facts));
     assert!(repo.contains("- Git branch: main"), "{repo}");
     assert!(repo.contains("- Changed files (git status): 3"), "{repo}");
     assert!(repo.contains("- Last commit: Fix the parser"), "{repo}");
@@ -340,4 +340,12 @@ async fn the_facts_come_from_git_s_output() {
     assert!(block.contains("- Git branch: feature/x"), "{block}");
     assert!(block.contains("- Changed files (git status): 2"), "{block}");
     assert!(block.contains("- Last commit: Fix the parser"), "{block}");
+}
+
+fn here() -> environment::Machine<'static> {
+    environment::Machine {
+        os: std::env::consts::OS,
+        arch: std::env::consts::ARCH,
+        host: None,
+    }
 }

@@ -18,7 +18,7 @@
 //! kernel cannot sandbox, nothing runs ([`GitError::Unavailable`]): callers report the
 //! facts as unknown or refuse the worktree.
 
-mod pins;
+pub(crate) mod pins;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

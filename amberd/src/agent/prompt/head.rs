@@ -52,6 +52,23 @@ impl PromptHead {
         self.state.locked()
     }
 
+    /// Whether the environment block is set (computed, or given by the session's
+    /// environment).
+    pub(crate) fn has_environment(&self) -> bool {
+        self.lock().environment.is_some()
+    }
+
+    /// Gives the environment block (a session whose tools run elsewhere describes that
+    /// machine); the next refresh puts it in the head. Ignored once one is set.
+    pub(crate) fn set_environment(&self, block: String) {
+        let mut state = self.lock();
+        if state.environment.is_none() {
+            state.environment = Some(block);
+            // The next refresh joins the blocks again (see `refresh`).
+            state.blocks = Arc::from("");
+        }
+    }
+
     /// At the start of a turn (or a manual compaction): the environment block on the first
     /// call of this session load (its `git` calls run through `git`, sandboxed), then the
     /// instructions (`stat` only, unless they changed) and the skills summary.
@@ -68,7 +85,8 @@ impl PromptHead {
             crate::dirs::user_skills_dir().as_deref(),
         );
         let mut state = self.lock();
-        let mut changed = false;
+        // A block given by `set_environment` waits to be joined.
+        let mut changed = state.blocks.is_empty() && state.environment.is_some();
         if state.environment.is_none() {
             state.environment = computed;
             changed = true;

@@ -18,7 +18,9 @@ use amber_proto::{
 use amber_store::SessionMeta;
 use futures::future::BoxFuture;
 
-use super::super::feature::{Attach, Feature, NewSession, Placement, SessionFeature};
+use super::super::feature::{
+    Admission, Attach, Feature, NewSession, Placement, SessionFeature, TurnStart,
+};
 use super::super::persist;
 use super::super::services::Services;
 use super::super::{SessionError, SessionShared};
@@ -298,6 +300,20 @@ impl SessionFeature for SessionEnvironment {
             .link
             .attach_info()
             .map(|(id, token)| amber_store::ExecutorAttach { id, token });
+    }
+
+    /// The prompt's environment block describes the executor's machine, not amberd's: set
+    /// before the turn's first refresh of the head, once per session load.
+    fn before_turn<'a>(&'a self, start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
+        Box::pin(async move {
+            let shared = start.turn.shared;
+            if !shared.head.has_environment() {
+                let block =
+                    crate::environment::facts::block(&self.link, &self.id, &shared.workspace).await;
+                shared.head.set_environment(block);
+            }
+            Admission::Proceed
+        })
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
