@@ -80,12 +80,13 @@ fn exe_of(pid: u64) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_on_an_executor_runs_its_tools_in_the_executors_processes() {
     let mock = MockLlm::start(vec![
+        // Calls of one batch run side by side: the read comes in the next batch.
+        calls(vec![call(
+            "w1",
+            "write",
+            &json!({"path": "made.txt", "content": "hello\n"}),
+        )]),
         calls(vec![
-            call(
-                "w1",
-                "write",
-                &json!({"path": "made.txt", "content": "hello\n"}),
-            ),
             call("b1", "bash", &json!({"command": "cat made.txt"})),
             call(
                 "p1",
@@ -327,18 +328,16 @@ fn daemon_over_ssh(mock: &MockLlm, sshd: &Sshd) -> TestDaemon {
 async fn an_ssh_environment_runs_the_tools_on_the_host_through_the_users_ssh() {
     let sshd = Sshd::start();
     let mock = MockLlm::start(vec![
-        calls(vec![
-            call(
-                "w1",
-                "write",
-                &json!({"path": "remote.txt", "content": "over ssh\n"}),
-            ),
-            call(
-                "b1",
-                "bash",
-                &json!({"command": "cat remote.txt; echo \"via $SSH_CONNECTION\""}),
-            ),
-        ]),
+        calls(vec![call(
+            "w1",
+            "write",
+            &json!({"path": "remote.txt", "content": "over ssh\n"}),
+        )]),
+        calls(vec![call(
+            "b1",
+            "bash",
+            &json!({"command": "cat remote.txt; echo \"via $SSH_CONNECTION\""}),
+        )]),
         MockTurn::text("Done."),
         done(),
     ])

@@ -10,10 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
@@ -163,39 +160,6 @@ async fn connect_once(dial: &Dial) -> Result<Stream, DialError> {
 
 /// Serves one dialled connection: its text messages are the protocol's lines.
 async fn serve(executor: Arc<Executor>, ws: Stream) {
-    let (mut sink, mut stream) = ws.split();
-    // The protocol's connection reads and writes bytes: a pipe pair turns messages into
-    // lines and back. What we write to `ours` the connection reads, and the other way.
-    let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let (ours_read, mut ours_write) = tokio::io::split(ours);
-    let (conn_reader, conn_writer) = tokio::io::split(theirs);
-    let inbound = tokio::spawn(async move {
-        while let Some(Ok(message)) = stream.next().await {
-            let line = match message {
-                Message::Text(text) => text.as_bytes().to_vec(),
-                Message::Binary(bytes) => bytes.to_vec(),
-                Message::Close(_) => break,
-                _ => continue,
-            };
-            if ours_write.write_all(&line).await.is_err()
-                || ours_write.write_all(b"\n").await.is_err()
-            {
-                break;
-            }
-        }
-        // The connection reads the end of its input and finishes.
-        let _ = ours_write.shutdown().await;
-    });
-    let outbound = tokio::spawn(async move {
-        let mut lines = BufReader::new(ours_read).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if sink.send(Message::text(line)).await.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
-    crate::connection::serve(executor, conn_reader, conn_writer, Origin::Own).await;
-    inbound.abort();
-    outbound.abort();
+    let (reader, writer) = crate::ws_lines::bridge(ws);
+    crate::connection::serve(executor, reader, writer, Origin::Own).await;
 }

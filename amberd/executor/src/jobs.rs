@@ -75,18 +75,15 @@ impl Job {
         diff: Option<String>,
         running: u32,
     ) -> JobDone {
-        let mut log = self.log.locked();
-        let done = JobDone {
+        self.record(JobDone {
             job: self.id.clone(),
-            seq: log.last_seq,
+            seq: 0,
             status,
             output,
             diff,
             exit: None,
             running_processes: Some(running),
-        };
-        log.done = Some(done.clone());
-        done
+        })
     }
 
     /// Records the outcome after the last chunk.
@@ -108,16 +105,21 @@ impl Job {
         diff: Option<String>,
         exit: Option<crate::wire::ProcessExit>,
     ) -> JobDone {
-        let mut log = self.log.locked();
-        let done = JobDone {
+        self.record(JobDone {
             job: self.id.clone(),
-            seq: log.last_seq,
+            seq: 0,
             status,
             output,
             diff,
             exit,
             running_processes: None,
-        };
+        })
+    }
+
+    /// Keeps `done` as the outcome, numbered after the last chunk.
+    fn record(&self, mut done: JobDone) -> JobDone {
+        let mut log = self.log.locked();
+        done.seq = log.last_seq;
         log.done = Some(done.clone());
         done
     }

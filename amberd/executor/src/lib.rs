@@ -7,7 +7,8 @@
 //!   (a tool call, or a process whose whole output streams: `processes`).
 //! - [`connection`] / [`server`]: serving one stream / the process (attach socket, linger).
 //! - [`relay`]: `amber-exec --stdio`, the pipe a transport (a child, `ssh`) holds.
-//! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd.
+//! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd;
+//!   [`ws_lines`]: the protocol's lines over a WebSocket, for both ends.
 
 pub mod connection;
 pub mod dial;
@@ -18,3 +19,4 @@ pub mod relay;
 pub mod server;
 pub mod state_dir;
 pub mod wire;
+pub mod ws_lines;

@@ -66,13 +66,9 @@ fn main() -> ExitCode {
         eprintln!("amber-exec: nothing to do; run it with --stdio or --connect (see --help)");
         return ExitCode::from(2);
     }
-    let dir = args.state_dir.clone().unwrap_or_else(|| {
-        state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())
-    });
-    if let Err(err) = state_dir::ensure(&dir) {
-        eprintln!("amber-exec: state directory: {err}");
+    let Some(dir) = state_dir_of(&args) else {
         return ExitCode::FAILURE;
-    }
+    };
     match &args.attach {
         Some(id) => attach(&dir, id),
         None => start(&dir, Duration::from_secs(args.linger)),
@@ -164,13 +160,9 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let dir = args.state_dir.clone().unwrap_or_else(|| {
-        state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())
-    });
-    if let Err(err) = state_dir::ensure(&dir) {
-        eprintln!("amber-exec: state directory: {err}");
+    let Some(dir) = state_dir_of(args) else {
         return ExitCode::FAILURE;
-    }
+    };
     let Some(runtime) = prepare(&dir) else {
         return ExitCode::FAILURE;
     };
@@ -207,6 +199,20 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
     });
     amber_exec::cgroup::remove_base();
     ExitCode::from(code)
+}
+
+/// `--state-dir` or the default, made private; `None` (said on stderr) when it cannot be.
+fn state_dir_of(args: &Args) -> Option<PathBuf> {
+    let dir = args.state_dir.clone().unwrap_or_else(|| {
+        state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())
+    });
+    match state_dir::ensure(&dir) {
+        Ok(()) => Some(dir),
+        Err(err) => {
+            eprintln!("amber-exec: state directory: {err}");
+            None
+        }
+    }
 }
 
 /// SIGTERM or SIGINT.

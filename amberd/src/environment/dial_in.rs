@@ -15,11 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use amber_proto::sync::Locked;
-use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_util::sync::CancellationToken;
@@ -230,35 +228,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 /// Turns the WebSocket into byte streams and offers them under `name`.
 fn bridge(dial_ins: &DialIns, name: &str, ws: Stream) {
-    let (mut sink, mut stream) = ws.split();
-    let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let (ours_read, mut ours_write) = tokio::io::split(ours);
-    tokio::spawn(async move {
-        while let Some(Ok(message)) = stream.next().await {
-            let line = match message {
-                Message::Text(text) => text.as_bytes().to_vec(),
-                Message::Binary(bytes) => bytes.to_vec(),
-                Message::Close(_) => break,
-                _ => continue,
-            };
-            if ours_write.write_all(&line).await.is_err()
-                || ours_write.write_all(b"\n").await.is_err()
-            {
-                break;
-            }
-        }
-        let _ = ours_write.shutdown().await;
-    });
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(ours_read).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if sink.send(Message::text(line)).await.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
-    dial_ins.offer(name, tokio::io::split(theirs));
+    dial_ins.offer(name, amber_executor::ws_lines::bridge(ws));
 }
 
 /// The server's TLS config from PEM files.
