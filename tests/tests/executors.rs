@@ -22,6 +22,8 @@
 //!   token) runs the session's tools; its connection cut by a proxy mid-command, it dials
 //!   again and amberd attaches again with nothing lost; a wrong token is refused at the
 //!   upgrade; with the listener off a dial-in environment is refused.
+//! - `amber-cli run --env executor:NAME --cwd DIR` runs its turn's tools there and says so
+//!   in `--json`'s `session_started`.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
 //!   nothing.
 //! - Over SSH (a real sshd on loopback, the real ssh client with the user's config, key and
@@ -748,4 +750,52 @@ async fn a_network_cut_mid_stream_and_restored_loses_nothing() {
     );
     assert_eq!(of_type(&turn, "environment_lost").len(), 1, "{turn:#?}");
     assert_eq!(of_type(&turn, "environment_resumed").len(), 1, "{turn:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amber_cli_run_env_runs_the_turn_on_the_executor() {
+    let mock = MockLlm::start(vec![
+        bash("b1", "echo from-the-executor"),
+        MockTurn::text("Done."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 10);
+    let mut cmd = daemon.cli();
+    cmd.args([
+        "run",
+        "--json",
+        "--no-autostart",
+        "--yes",
+        "--env",
+        "executor:here",
+        "--cwd",
+    ])
+    .arg(&daemon.workspace)
+    .arg("run it");
+    let (code, stdout, stderr) = amber_tests::steps::run_bounded(cmd);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let started = &lines[0];
+    assert_eq!(started["type"], "session_started", "{started}");
+    let completed = lines
+        .iter()
+        .find(|l| l["type"] == "tool_call_completed")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let output = completed["output"].as_str().unwrap();
+    assert!(output.starts_with("from-the-executor\n"), "{output}");
+    let sid = started["sessionId"].as_str().unwrap();
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    assert_eq!(
+        got["session"]["environment"]["spec"], "executor:here",
+        "{got:#}"
+    );
+    assert_eq!(
+        got["session"]["cwd"],
+        daemon.workspace.display().to_string(),
+        "the --cwd given, on the executor's machine"
+    );
 }
