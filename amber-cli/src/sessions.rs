@@ -154,19 +154,24 @@ pub(crate) fn short_ids(ids: &[&str]) -> Vec<String> {
 const SHORT_ID: usize = 8;
 
 /// The `sessions` table. A NAME column (`-` for an unnamed session) follows ID when any
-/// session has a name; a BRANCH column (the session's worktree branch, `-` for none) comes
-/// before TITLE when any session has a worktree. Ids are shown by their shortest unique
+/// session has a name; an ENV column (where its tools run, `local` for amberd's own) follows
+/// CWD when any session runs elsewhere; a BRANCH column (the session's worktree branch, `-`
+/// for none) comes before TITLE when any session has a worktree. Ids are shown by their shortest unique
 /// prefix (eight characters or more).
 pub(crate) fn table(sessions: &[SessionInfo]) -> String {
     let ids: Vec<&str> = sessions.iter().map(|s| s.session_id.as_str()).collect();
     let mut short = short_ids(&ids).into_iter();
     let names = sessions.iter().any(|s| s.name.is_some());
     let branches = sessions.iter().any(|s| s.worktree.is_some());
+    let elsewhere = sessions.iter().any(|s| s.environment.is_some());
     let mut header = vec!["ID"];
     if names {
         header.push("NAME");
     }
     header.extend(["STATE", "MODE", "UPDATED", "CWD"]);
+    if elsewhere {
+        header.push("ENV");
+    }
     if branches {
         header.push("BRANCH");
     }
@@ -184,6 +189,13 @@ pub(crate) fn table(sessions: &[SessionInfo]) -> String {
                 s.updated_at.clone(),
                 s.cwd.clone(),
             ]);
+            if elsewhere {
+                row.push(
+                    s.environment
+                        .as_ref()
+                        .map_or_else(|| "local".to_owned(), |e| e.spec.clone()),
+                );
+            }
             if branches {
                 row.push(
                     s.worktree
@@ -569,6 +581,24 @@ mod tests {
             "ID    STATE  MODE   UPDATED               CWD  BRANCH     TITLE\n\
              s-1   idle   write  2026-01-01T00:00:01Z  /ws  amber/s-1  first\n\
              s-22  idle   write  2026-01-01T00:00:01Z  /ws  -\n"
+        );
+    }
+
+    #[test]
+    fn table_shows_where_tools_run_when_a_session_runs_them_elsewhere() {
+        let mut remote = info("s-1", "first");
+        remote.environment = Some(amber_proto::EnvironmentInfo {
+            spec: "ssh://build1/src".into(),
+            state: amber_proto::EnvironmentState::Connected,
+            executor: None,
+            reason: None,
+        });
+        let t = table(&[remote, info("s-22", "")]);
+        assert_eq!(
+            t,
+            "ID    STATE  MODE   UPDATED               CWD  ENV               TITLE\n\
+             s-1   idle   write  2026-01-01T00:00:01Z  /ws  ssh://build1/src  first\n\
+             s-22  idle   write  2026-01-01T00:00:01Z  /ws  local\n"
         );
     }
 
