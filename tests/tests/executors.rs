@@ -24,6 +24,8 @@
 //!   upgrade; with the listener off a dial-in environment is refused.
 //! - `amber-cli run --env executor:NAME --cwd DIR` runs its turn's tools there and says so
 //!   in `--json`'s `session_started`.
+//! - An executor that answers garbage and then a line of 80 MB does not take amberd down:
+//!   the line is refused at its bound, the session is refused, amberd goes on.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
 //!   nothing.
 //! - Over SSH (a real sshd on loopback, the real ssh client with the user's config, key and
@@ -797,5 +799,51 @@ async fn amber_cli_run_env_runs_the_turn_on_the_executor() {
         got["session"]["cwd"],
         daemon.workspace.display().to_string(),
         "the --cwd given, on the executor's machine"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_executor_that_sends_an_endless_line_is_cut_off_and_amberd_goes_on() {
+    let mock = MockLlm::start(vec![done()]).await;
+    let liar = tempfile::tempdir().unwrap();
+    let script = liar.path().join("liar");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nread request\necho 'not json at all'\nhead -c 80000000 /dev/zero | tr '\\0' a\nsleep 30\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.liar]\nprogram = \"{}\"\n",
+            script.display()
+        ),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let err = session_on(&client, &daemon, "executor:liar")
+        .await
+        .unwrap_err();
+    assert!(err.contains("link dropped"), "{err}");
+    assert!(
+        daemon.log().contains("longer than"),
+        "the line was refused at its bound: {}",
+        daemon.log()
+    );
+    let status = daemon.rpc_ok("daemon/status", json!({}));
+    assert_eq!(status["sessions"], 0, "nothing was made: {status:#}");
+    let peak_kib: u64 = std::fs::read_to_string(format!("/proc/{}/status", daemon.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    // The bound is 32 MiB: the 80 MB line held whole would pass 100 MB.
+    assert!(
+        peak_kib < 80 * 1024,
+        "amberd held the line whole? peak {peak_kib} KiB"
     );
 }

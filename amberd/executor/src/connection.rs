@@ -12,8 +12,11 @@ use tokio::sync::mpsc;
 use crate::executor::{Executor, Origin};
 use crate::wire::{Frame, InitializeParams, Line, RpcError, code, line_of, method};
 
-/// The longest line read: a `write` call carries a whole file.
+/// The longest line the executor reads: a `write` call carries a whole file.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
+/// The longest line a client reads from an executor: a `job/read` of a job's whole kept
+/// output (8 MiB, escaped) and room to spare.
+pub const MAX_ANSWER_BYTES: usize = 32 << 20;
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
@@ -43,7 +46,7 @@ where
     let mut line = Vec::new();
     loop {
         line.clear();
-        match read_line(&mut lines, &mut line).await {
+        match read_line(&mut lines, &mut line, MAX_LINE_BYTES).await {
             Ok(false) => break,
             Ok(true) => {}
             Err(err) => {
@@ -116,9 +119,12 @@ where
 }
 
 /// Reads one line (without its newline) into `line`; `Ok(false)` at the end of the stream.
-async fn read_line<R: AsyncRead + Unpin>(
+/// A line longer than `max` bytes is an error, never held whole: both ends read the other's
+/// lines through it.
+pub async fn read_line<R: AsyncRead + Unpin>(
     reader: &mut BufReader<R>,
     line: &mut Vec<u8>,
+    max: usize,
 ) -> Result<bool, String> {
     loop {
         let available = match reader.fill_buf().await {
@@ -135,8 +141,8 @@ async fn read_line<R: AsyncRead + Unpin>(
         let end = if done { taken - 1 } else { taken };
         line.extend_from_slice(&available[..end]);
         reader.consume(taken);
-        if line.len() > MAX_LINE_BYTES {
-            return Err(format!("a line longer than {MAX_LINE_BYTES} bytes"));
+        if line.len() > max {
+            return Err(format!("a line longer than {max} bytes"));
         }
         if done {
             return Ok(true);

@@ -13,6 +13,10 @@ use serde_json::Value;
 
 use super::link::{ExecutorLink, JobEvent};
 
+/// The live stream of a call is bounded at this many times the output cap: above the
+/// tools' own bound (`bash` stops streaming at 4×), so only an executor that misbehaves
+/// reaches it.
+const STREAM_FACTOR: usize = 5;
 /// How long a cancelled call waits for the executor to confirm before it gives up.
 const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -76,6 +80,10 @@ impl RemoteToolHost {
             }
         }
         let mut cancel_deadline = None;
+        // What an executor sends past the bound reaches no client (the call's result is
+        // capped by dispatch anyway).
+        let stream_cap = ctx.limits.max_output_bytes.saturating_mul(STREAM_FACTOR);
+        let mut streamed = 0usize;
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
@@ -89,7 +97,15 @@ impl RemoteToolHost {
                 }
             };
             match event {
-                Some(JobEvent::Output(text)) => ctx.emit(text),
+                Some(JobEvent::Output(text)) => {
+                    if streamed < stream_cap {
+                        streamed = streamed.saturating_add(text.len());
+                        ctx.emit(text);
+                        if streamed >= stream_cap {
+                            ctx.emit("\n[… live output stops here; the result has the rest]\n");
+                        }
+                    }
+                }
                 Some(JobEvent::Done(done)) => {
                     guard.cancel = false;
                     if let Some(running) = done.running_processes {

@@ -22,7 +22,7 @@ use amber_proto::sync::Locked;
 use amber_proto::{EnvironmentInfo, EnvironmentState, EventKind, ExecutorInfo};
 use futures::future::BoxFuture;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +35,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const DIAL_IN_WAIT: Duration = Duration::from_secs(10);
 /// How long one attempt to attach again waits for the executor to dial in again.
 const DIAL_IN_RETRY: Duration = Duration::from_secs(2);
+/// The length a kept stderr line is cut to.
+const STDERR_LINE_CHARS: usize = 300;
 /// The stderr lines of the relay (ssh's complaints) kept for an error message.
 const STDERR_LINES: usize = 8;
 
@@ -511,16 +513,28 @@ impl ExecutorLink {
     /// Reads one connection's frames until it ends, then attaches again unless the link
     /// was closed or the connection replaced.
     async fn read_frames(self: Arc<Self>, reader: Reader, conn: Arc<Conn>) {
-        let mut lines = BufReader::new(reader).lines();
+        let mut reader = BufReader::new(reader);
+        let mut line = Vec::new();
         loop {
-            let line = tokio::select! {
-                line = lines.next_line() => line,
+            line.clear();
+            // Bounded: an executor on another host is not trusted to size amberd's memory.
+            let read = tokio::select! {
+                read = amber_executor::connection::read_line(
+                    &mut reader,
+                    &mut line,
+                    amber_executor::connection::MAX_ANSWER_BYTES,
+                ) => read,
                 () = conn.lost.cancelled() => break,
             };
-            let Ok(Some(line)) = line else {
-                break;
-            };
-            let Ok(frame) = serde_json::from_str::<Frame>(&line) else {
+            match read {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(err) => {
+                    tracing::warn!(spec = %self.spec, "dropping the link: {err}");
+                    break;
+                }
+            }
+            let Ok(frame) = serde_json::from_slice::<Frame>(&line) else {
                 tracing::warn!(spec = %self.spec, "the executor sent a line that is not JSON-RPC");
                 continue;
             };
@@ -802,17 +816,37 @@ async fn write_frames(
     lost.cancel();
 }
 
+/// Keeps the relay's last stderr lines (ssh's complaints), each cut to [`STDERR_LINE_CHARS`]:
+/// whatever the other end prints, amberd holds a few hundred bytes of it.
 async fn keep_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<String>>>) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line = line.trim().to_owned();
-        if line.is_empty() {
-            continue;
+    use tokio::io::AsyncReadExt;
+    let mut stderr = stderr;
+    let mut buf = [0u8; 4096];
+    let mut current = String::new();
+    let keep = |line: &mut String| {
+        let text: String = line.trim().chars().take(STDERR_LINE_CHARS).collect();
+        line.clear();
+        if text.is_empty() {
+            return;
         }
         let mut tail = tail.locked();
         if tail.len() == STDERR_LINES {
             tail.remove(0);
         }
-        tail.push(line);
+        tail.push(text);
+    };
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        for piece in String::from_utf8_lossy(&buf[..n]).split_inclusive('\n') {
+            if current.len() < STDERR_LINE_CHARS * 4 {
+                current.push_str(piece.trim_end_matches('\n'));
+            }
+            if piece.ends_with('\n') {
+                keep(&mut current);
+            }
+        }
     }
+    keep(&mut current);
 }
