@@ -115,6 +115,15 @@ async fn a_session_on_an_executor_runs_its_tools_in_the_executors_processes() {
         "the executor is amber-exec: {}",
         exe_of(executor_pid)
     );
+    let listed = daemon.rpc("checkpoint/list", json!({"sessionId": sid}));
+    assert_eq!(listed["error"]["code"], -32602, "{listed}");
+    assert!(
+        listed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("checkpoints are kept only for sessions whose tools run in amberd"),
+        "{listed}"
+    );
     let status = daemon.rpc_ok("daemon/status", json!({}));
     assert_eq!(
         status["environments"],

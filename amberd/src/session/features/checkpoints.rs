@@ -111,9 +111,16 @@ impl SessionFeature for Checkpointing {
     }
 }
 
-/// The checkpoints of a session (every session has them; the error is for a daemon
-/// composed without the feature).
+/// The checkpoints of a session (every local session has them; a session whose tools run on
+/// an executor has none yet).
 pub(crate) fn of(shared: &SessionShared) -> Result<Arc<SessionCheckpoints>, SessionError> {
+    if let Some(environment) = shared.info().environment {
+        return Err(SessionError::InvalidParams(format!(
+            "the session's tools run in {}: checkpoints are kept only for sessions whose tools \
+             run in amberd, so there is nothing to list, diff or rewind",
+            environment.spec
+        )));
+    }
     shared
         .feature::<Checkpointing>()
         .map(|c| c.0.clone())
