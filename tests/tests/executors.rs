@@ -26,6 +26,8 @@
 //!   in `--json`'s `session_started`.
 //! - An executor that answers garbage and then a line of 80 MB does not take amberd down:
 //!   the line is refused at its bound, the session is refused, amberd goes on.
+//! - A session on an executor records its turns: its conversation rewinds, a rewind of its
+//!   files is refused saying why (no snapshots are taken there yet).
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
 //!   nothing.
 //! - Over SSH (a real sshd on loopback, the real ssh client with the user's config, key and
@@ -114,15 +116,6 @@ async fn a_session_on_an_executor_runs_its_tools_in_the_executors_processes() {
         exe_of(executor_pid).ends_with("amber-exec"),
         "the executor is amber-exec: {}",
         exe_of(executor_pid)
-    );
-    let listed = daemon.rpc("checkpoint/list", json!({"sessionId": sid}));
-    assert_eq!(listed["error"]["code"], -32602, "{listed}");
-    assert!(
-        listed["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("checkpoints are kept only for sessions whose tools run in amberd"),
-        "{listed}"
     );
     let status = daemon.rpc_ok("daemon/status", json!({}));
     assert_eq!(
@@ -854,5 +847,71 @@ async fn an_executor_that_sends_an_endless_line_is_cut_off_and_amberd_goes_on() 
     assert!(
         peak_kib < 80 * 1024,
         "amberd held the line whole? peak {peak_kib} KiB"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_sessions_conversation_rewinds_and_its_files_say_why_not() {
+    let mock = MockLlm::start(vec![
+        bash("b1", "echo one > one.txt"),
+        MockTurn::text("First."),
+        done(),
+        bash("b2", "echo two > two.txt"),
+        MockTurn::text("Second."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 10);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    let first = prompt_turn(&client, &mut events, &sid, "one").await;
+    let second = prompt_turn(&client, &mut events, &sid, "two").await;
+    let turn_of = |turn: &[serde_json::Value]| {
+        of_type(turn, "turn_started")[0]["turnId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (first_id, second_id) = (turn_of(&first), turn_of(&second));
+    let listed = daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid, "all": true}));
+    assert_eq!(
+        listed["checkpoints"].as_array().map(Vec::len),
+        Some(2),
+        "both turns are recorded: {listed:#}"
+    );
+    let files = daemon.rpc(
+        "session/rewind",
+        json!({"sessionId": sid, "turnId": second_id}),
+    );
+    assert_eq!(files["error"]["code"], -32602, "{files}");
+    assert!(
+        files["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("executor:here, where no snapshot is taken yet"),
+        "{files}"
+    );
+    let conversation = daemon.rpc_ok(
+        "session/rewind",
+        json!({"sessionId": sid, "turnId": second_id, "files": false}),
+    );
+    assert!(
+        conversation["removedTurns"].as_u64() >= Some(1),
+        "{conversation}"
+    );
+    let got = get_raw(&client, &sid).await;
+    let texts = got["messages"].to_string();
+    assert!(
+        texts.contains("one") && !texts.contains("\"two\""),
+        "{texts}"
+    );
+    let fork = daemon.rpc_ok(
+        "session/fork",
+        json!({"sessionId": sid, "turnId": first_id}),
+    );
+    assert_eq!(
+        fork["environment"]["spec"], "executor:here",
+        "the fork works where the original does: {fork:#}"
     );
 }

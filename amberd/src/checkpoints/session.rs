@@ -26,6 +26,9 @@ pub(crate) struct SessionCheckpoints {
     /// Whether turns take snapshots (`[checkpoints] enabled`). Without, the rows still
     /// record each turn, so the conversation can be rewound and forked.
     snapshots: bool,
+    /// Where the session's tools run when not in amberd (its environment): no snapshots
+    /// are taken there yet.
+    elsewhere: Option<String>,
     rows_file: Option<RowsFile>,
     state: Mutex<State>,
 }
@@ -75,6 +78,7 @@ impl SessionCheckpoints {
             workspace,
             dir,
             snapshots,
+            elsewhere: None,
             rows_file,
             state: Mutex::new(State {
                 rows,
@@ -86,6 +90,20 @@ impl SessionCheckpoints {
     /// Whether turns are recorded at all (the session is in a store).
     pub(crate) fn enabled(&self) -> bool {
         self.rows_file.is_some()
+    }
+
+    /// The checkpoints of a session whose tools run in `environment`: its turns are recorded
+    /// (the conversation can be rewound and forked) but no snapshot is taken, since the
+    /// workspace is not on this machine.
+    pub(crate) fn without_snapshots_for(mut self, environment: String) -> Self {
+        self.snapshots = false;
+        self.elsewhere = Some(environment);
+        self
+    }
+
+    /// Where the session's tools run, when it takes no snapshots for that reason.
+    pub(crate) fn elsewhere(&self) -> Option<&str> {
+        self.elsewhere.as_deref()
     }
 
     /// Whether turns take snapshots of the workspace (`[checkpoints] enabled`).

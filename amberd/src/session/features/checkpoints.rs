@@ -46,20 +46,22 @@ impl CheckpointsFeature {
 
 impl Feature for CheckpointsFeature {
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
-        // The snapshots read the workspace where amberd runs; an executor's workspace is
-        // not here.
-        if session.meta.info.environment.is_some() {
-            return None;
-        }
         let services = session.services;
-        Some(Arc::new(Checkpointing(Arc::new(SessionCheckpoints::new(
+        let checkpoints = SessionCheckpoints::new(
             self.store.clone(),
             session.workspace.to_owned(),
             services
                 .store
                 .as_ref()
                 .map(|s| s.sessions_dir().join(session.id)),
-        )))))
+        );
+        // The snapshots read the workspace where amberd runs; an executor's is elsewhere:
+        // its turns are recorded, its files are not (yet).
+        let checkpoints = match &session.meta.info.environment {
+            Some(environment) => checkpoints.without_snapshots_for(environment.spec.clone()),
+            None => checkpoints,
+        };
+        Some(Arc::new(Checkpointing(Arc::new(checkpoints))))
     }
 
     /// After the resumed sessions finished any interrupted rewind.
@@ -111,16 +113,9 @@ impl SessionFeature for Checkpointing {
     }
 }
 
-/// The checkpoints of a session (every local session has them; a session whose tools run on
-/// an executor has none yet).
+/// The checkpoints of a session (every session has them; the error is for a daemon
+/// composed without the feature).
 pub(crate) fn of(shared: &SessionShared) -> Result<Arc<SessionCheckpoints>, SessionError> {
-    if let Some(environment) = shared.info().environment {
-        return Err(SessionError::InvalidParams(format!(
-            "the session's tools run in {}: checkpoints are kept only for sessions whose tools \
-             run in amberd, so there is nothing to list, diff or rewind",
-            environment.spec
-        )));
-    }
     shared
         .feature::<Checkpointing>()
         .map(|c| c.0.clone())

@@ -32,6 +32,12 @@ pub(super) async fn rewind(
                 .into(),
         ));
     }
+    if let Some(environment) = checkpoints.elsewhere().filter(|_| params.files) {
+        return Err(SessionError::InvalidParams(format!(
+            "files: the session's tools run in {environment}, where no snapshot is taken yet, \
+             so no files can be restored; rewind the conversation only (files: false)"
+        )));
+    }
     if params.files && !checkpoints.snapshots() {
         return Err(SessionError::InvalidParams(
             "files: checkpoints are disabled ([checkpoints] enabled = false), so no files can \
