@@ -28,6 +28,8 @@
 //!   the line is refused at its bound, the session is refused, amberd goes on.
 //! - A session on an executor records its turns: its conversation rewinds, a rewind of its
 //!   files is refused saying why (no snapshots are taken there yet).
+//! - An executor that names itself with shell words (they would reach the ssh command line
+//!   that attaches again) is refused.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
 //!   nothing.
 //! - Over SSH (a real sshd on loopback, the real ssh client with the user's config, key and
@@ -914,4 +916,37 @@ async fn a_remote_sessions_conversation_rewinds_and_its_files_say_why_not() {
         fork["environment"]["spec"], "executor:here",
         "the fork works where the original does: {fork:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_executor_that_names_itself_with_shell_words_is_refused() {
+    let mock = MockLlm::start(vec![done()]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sentinel = dir.path().join("planted");
+    let script = dir.path().join("liar");
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "protocolVersion": 1, "executorId": format!("x; touch {}", sentinel.display()),
+        "token": "t0k3n", "version": "0", "pid": 1,
+        "machine": {"hostname": "h", "os": "linux", "arch": "x86_64"}}});
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nread request\necho '{answer}'\nsleep 30\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.liar]\nprogram = \"{}\"\n",
+            script.display()
+        ),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let err = session_on(&client, &daemon, "executor:liar")
+        .await
+        .unwrap_err();
+    assert!(err.contains("could not have made"), "{err}");
+    assert!(!sentinel.exists());
 }

@@ -494,6 +494,18 @@ impl ExecutorLink {
             Ok(value) => {
                 let hello: InitializeResult = serde_json::from_value(value)
                     .map_err(|e| format!("the executor answered oddly: {e}"))?;
+                // Its id goes into the command line that attaches again (over ssh, read by a
+                // shell there) and its token back to it: only the forms an executor makes.
+                let token_ok = !hello.token.is_empty()
+                    && hello.token.len() <= 128
+                    && hello.token.bytes().all(|b| b.is_ascii_alphanumeric());
+                if !amber_executor::state_dir::valid_id(&hello.executor_id) || !token_ok {
+                    conn.lost.cancel();
+                    return Err(
+                        "the executor answered with an id or token it could not have made"
+                            .to_owned(),
+                    );
+                }
                 Ok((conn, hello))
             }
             Err(err) => {
