@@ -810,22 +810,11 @@ async fn amber_cli_run_env_runs_the_turn_on_the_executor() {
 async fn an_executor_that_sends_an_endless_line_is_cut_off_and_amberd_goes_on() {
     let mock = MockLlm::start(vec![done()]).await;
     let liar = tempfile::tempdir().unwrap();
-    let script = liar.path().join("liar");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\nread request\necho 'not json at all'\nhead -c 80000000 /dev/zero | tr '\\0' a\nsleep 30\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let daemon = TestDaemon::spawn_with(DaemonOptions {
-        base_url: Some(mock.base_url()),
-        config_toml: format!(
-            "{FAST_RETRIES}\n[environments.liar]\nprogram = \"{}\"\n",
-            script.display()
-        ),
-        env: Vec::new(),
-    });
+    let daemon = daemon_with_liar(
+        &mock,
+        liar.path(),
+        "echo 'not json at all'\nhead -c 80000000 /dev/zero | tr '\\0' a",
+    );
     let client = connect(&daemon).await;
     let err = session_on(&client, &daemon, "executor:liar")
         .await
@@ -923,30 +912,36 @@ async fn an_executor_that_names_itself_with_shell_words_is_refused() {
     let mock = MockLlm::start(vec![done()]).await;
     let dir = tempfile::tempdir().unwrap();
     let sentinel = dir.path().join("planted");
-    let script = dir.path().join("liar");
     let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {
         "protocolVersion": 1, "executorId": format!("x; touch {}", sentinel.display()),
         "token": "t0k3n", "version": "0", "pid": 1,
         "machine": {"hostname": "h", "os": "linux", "arch": "x86_64"}}});
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\nread request\necho '{answer}'\nsleep 30\n"),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let daemon = TestDaemon::spawn_with(DaemonOptions {
-        base_url: Some(mock.base_url()),
-        config_toml: format!(
-            "{FAST_RETRIES}\n[environments.liar]\nprogram = \"{}\"\n",
-            script.display()
-        ),
-        env: Vec::new(),
-    });
+    let daemon = daemon_with_liar(&mock, dir.path(), &format!("echo '{answer}'"));
     let client = connect(&daemon).await;
     let err = session_on(&client, &daemon, "executor:liar")
         .await
         .unwrap_err();
     assert!(err.contains("could not have made"), "{err}");
     assert!(!sentinel.exists());
+}
+
+/// A daemon whose `executor:liar` is a shell script in `dir` that reads the `initialize`
+/// request, runs `body` and then waits: an executor that answers what the test makes it.
+fn daemon_with_liar(mock: &MockLlm, dir: &std::path::Path, body: &str) -> TestDaemon {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("liar");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nread request\n{body}\nsleep 30\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.liar]\nprogram = \"{}\"\n",
+            script.display()
+        ),
+        env: Vec::new(),
+    })
 }

@@ -101,7 +101,8 @@ where
             continue;
         }
         if method == method::TOOL_CALL {
-            // Started as read: a session's calls start in the order they were sent.
+            // Started as read (not in a task of its own, as every other method is): a
+            // session's calls start in the order they were sent.
             let _ = outbox.send(response(id, executor.start_call(params)));
             continue;
         }

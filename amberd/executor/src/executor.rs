@@ -242,7 +242,6 @@ impl Executor {
                 self.close(&params.session).await;
                 Ok(json!({}))
             }
-            method::TOOL_CALL => self.start_call(params),
             method::PROCESS_SPAWN => {
                 let params: ProcessSpawnParams = parse(params)?;
                 to_value(&self.spawn_process(&params)?)
@@ -418,7 +417,7 @@ impl Executor {
             move |job, text| forwarding.forward(job, text),
             move |job, exit| {
                 let (status, output) = crate::processes::outcome(exit);
-                let done = job.finish_with(status, output, None, Some(exit));
+                let done = job.finish(status, output, None, Some(exit), None);
                 finishing.stdins.locked().remove(&done.job);
                 finishing.jobs.finished(&done.job);
                 finishing.notify(notification::JOB_DONE, &done);
@@ -571,7 +570,13 @@ impl Executor {
             self.forward(&job, chunk.chunk);
         }
         let running = u32::try_from(session.tools.processes.running()).unwrap_or(u32::MAX);
-        let done = job.finish_call(outcome.status, outcome.output, outcome.diff, running);
+        let done = job.finish(
+            outcome.status,
+            outcome.output,
+            outcome.diff,
+            None,
+            Some(running),
+        );
         self.jobs.finished(&params.job);
         self.notify(notification::JOB_DONE, &done);
     }

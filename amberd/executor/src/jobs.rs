@@ -66,60 +66,26 @@ impl Job {
         answer
     }
 
-    /// Records a tool call's outcome after the last chunk, with its session's running
-    /// background processes.
-    pub(crate) fn finish_call(
-        &self,
-        status: amber_proto::ToolStatus,
-        output: String,
-        diff: Option<String>,
-        running: u32,
-    ) -> JobDone {
-        self.record(JobDone {
-            job: self.id.clone(),
-            seq: 0,
-            status,
-            output,
-            diff,
-            exit: None,
-            running_processes: Some(running),
-        })
-    }
-
-    /// Records the outcome after the last chunk.
-    #[cfg(test)]
+    /// Records the outcome after the last chunk: a tool call's (with its session's running
+    /// background processes) or a process's (with its exit).
     pub(crate) fn finish(
         &self,
         status: amber_proto::ToolStatus,
         output: String,
         diff: Option<String>,
-    ) -> JobDone {
-        self.finish_with(status, output, diff, None)
-    }
-
-    /// [`Job::finish`] of a process, with its exit.
-    pub(crate) fn finish_with(
-        &self,
-        status: amber_proto::ToolStatus,
-        output: String,
-        diff: Option<String>,
         exit: Option<crate::wire::ProcessExit>,
+        running_processes: Option<u32>,
     ) -> JobDone {
-        self.record(JobDone {
+        let mut log = self.log.locked();
+        let done = JobDone {
             job: self.id.clone(),
-            seq: 0,
+            seq: log.last_seq,
             status,
             output,
             diff,
             exit,
-            running_processes: None,
-        })
-    }
-
-    /// Keeps `done` as the outcome, numbered after the last chunk.
-    fn record(&self, mut done: JobDone) -> JobDone {
-        let mut log = self.log.locked();
-        done.seq = log.last_seq;
+            running_processes,
+        };
         log.done = Some(done.clone());
         done
     }
@@ -226,7 +192,7 @@ mod tests {
         let texts: Vec<_> = read.chunks.iter().map(|c| c.text.as_str()).collect();
         assert_eq!(texts, ["b", "c"]);
         assert_eq!(read.done, None);
-        let done = job.finish(ToolStatus::Ok, "abc".to_owned(), None);
+        let done = job.finish(ToolStatus::Ok, "abc".to_owned(), None, None, None);
         assert_eq!(done.seq, 3, "the outcome names the last chunk");
         assert_eq!(job.read(3).done, Some(done));
         assert!(job.read(3).chunks.is_empty());

@@ -292,11 +292,6 @@ impl Launch {
     pub fn dial_in(&self) -> Option<&str> {
         self.dial_in.as_deref()
     }
-
-    /// Whether it goes through `ssh`.
-    pub fn over_ssh(&self) -> bool {
-        self.ssh.is_some()
-    }
 }
 
 /// The executor's name on another machine (`amber-cli exec install` puts it in
@@ -423,7 +418,6 @@ mod tests {
             here.start(),
             ["/opt/amber/amber-exec", "--stdio", "--linger", "5"]
         );
-        assert!(!here.over_ssh());
         assert!(Launch::of(&Target::Named("nope".to_owned()), &named).is_err());
     }
 }
