@@ -122,7 +122,9 @@ impl DialSetup {
             .arg("--ca")
             .arg(&self.ca)
             .arg("--state-dir")
-            .arg(state)
+            .arg(&state)
+            .arg("--cache-dir")
+            .arg(state.join("cache"))
             .env("AMBER_EXEC_LOG", "debug")
             .stdout(Stdio::null())
             .stderr(Stdio::from(

@@ -7,7 +7,11 @@
 //!   `process/write`, and ends with `job/done.exit`; `job/cancel` kills it;
 //! - another connection attaches only with the token: a wrong one is refused and closed, the
 //!   right one reads back (`job/read {afterSeq}`) what it missed;
-//! - a closed session's work is refused (-32010).
+//! - a closed session's work is refused (-32010);
+//! - `checkpoint/take` answers a snapshot whole, then as the changes since a `base`;
+//!   `checkpoint/read` gives content only while it still hashes to the snapshot's record,
+//!   and never from outside the workspace or through a FIFO; `checkpoint/stage` takes only
+//!   blobs that hash to their names; `checkpoint/restore` carries out a plan from them.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -32,6 +36,8 @@ impl Relay {
         let mut cmd = Command::new(bin_path("amber-exec"));
         cmd.args(["--stdio", "--linger", "20", "--state-dir"])
             .arg(state)
+            // Its checkpoint cache goes there too, never in the real home.
+            .env("XDG_CACHE_HOME", state.join("cache"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -317,4 +323,151 @@ fn a_hidden_directory_that_holds_the_executors_own_is_hidden_whole() {
         text.contains("Permission denied"),
         "and the directory hidden: {text}"
     );
+}
+
+fn blake3_hex(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[test]
+fn checkpoints_are_taken_read_and_restored_next_to_the_files() {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("src/b.rs"), "fn b() {}\n").unwrap();
+    let mut relay = Relay::start(state.path(), None);
+    initialize(&mut relay, None);
+    open(&mut relay, "s1", ws.path());
+    let mut seen = Vec::new();
+    let take = |relay: &mut Relay, base: Option<u64>, seen: &mut Vec<Value>| {
+        let mut params = json!({"session": "s1", "maxFileBytes": 1_048_576});
+        if let Some(base) = base {
+            params["base"] = json!(base);
+        }
+        let answer = relay.call("checkpoint/take", params, seen);
+        assert!(answer["result"]["take"].is_u64(), "{answer}");
+        answer["result"].clone()
+    };
+    let first = take(&mut relay, None, &mut seen);
+    assert_eq!(first["snapshot"]["full"], true, "{first}");
+    let paths: Vec<&str> = first["snapshot"]["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["a.txt", "src/b.rs"]);
+    assert_eq!(
+        first["snapshot"]["changed"][0]["hash"],
+        blake3_hex(b"alpha\n")
+    );
+
+    // Since a base it knows: only what changed.
+    std::fs::write(ws.path().join("a.txt"), "ALPHA, longer\n").unwrap();
+    let second = take(&mut relay, first["take"].as_u64(), &mut seen);
+    assert_eq!(second["snapshot"]["full"], false, "{second}");
+    let changed = second["snapshot"]["changed"].as_array().unwrap();
+    assert_eq!(changed.len(), 1, "{second}");
+    assert_eq!(changed[0]["path"], "a.txt");
+    // A base it never sent: whole again.
+    let unknown = take(&mut relay, Some(999_999), &mut seen);
+    assert_eq!(unknown["snapshot"]["full"], true, "{unknown}");
+
+    // Content goes out only while it hashes to the record, from inside the workspace.
+    let fifo = ws.path().join("pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let outside = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(outside.path(), "secret\n").unwrap();
+    let read = relay.call(
+        "checkpoint/read",
+        json!({"session": "s1", "blobs": [
+            {"path": "a.txt", "hash": blake3_hex(b"ALPHA, longer\n")},
+            {"path": "src/b.rs", "hash": blake3_hex(b"not what it holds")},
+            {"path": "pipe", "hash": blake3_hex(b"")},
+            {"path": format!("../{}", outside.path().file_name().unwrap().to_str().unwrap()),
+             "hash": blake3_hex(b"secret\n")},
+        ]}),
+        &mut seen,
+    );
+    let blobs = read["result"]["blobs"].as_array().unwrap();
+    assert_eq!(blobs.len(), 1, "{read}");
+    assert_eq!(blobs[0]["data"], b64(b"ALPHA, longer\n"));
+    let unread: Vec<&str> = read["result"]["unread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(unread.len(), 3, "{read}");
+    assert!(
+        unread.contains(&"src/b.rs") && unread.contains(&"pipe"),
+        "{read}"
+    );
+
+    // A blob staged under another content's name is refused.
+    let liar = relay.call(
+        "checkpoint/stage",
+        json!({"session": "s1", "blobs": [{"hash": blake3_hex(b"x"), "data": b64(b"y")}]}),
+        &mut seen,
+    );
+    assert_eq!(liar["error"]["code"], -32602, "{liar}");
+
+    // A restore writes what was staged, and refuses the protected and the escaping.
+    let staged = relay.call(
+        "checkpoint/stage",
+        json!({"session": "s1", "blobs": [{"hash": blake3_hex(b"alpha\n"), "data": b64(b"alpha\n")}]}),
+        &mut seen,
+    );
+    assert!(staged["result"].is_object(), "{staged}");
+    let entry = |path: &str| {
+        json!({"path": path, "kind": "file", "mode": 0o644, "size": 6, "mtimeNs": 0, "ino": 0,
+               "hash": blake3_hex(b"alpha\n")})
+    };
+    let restored = relay.call(
+        "checkpoint/restore",
+        json!({"session": "s1", "plan": {"delete": ["src/b.rs"], "removeDirs": [], "createDirs": [],
+               "write": [entry("a.txt"), entry(".git/hooks/pre-commit")]}}),
+        &mut seen,
+    );
+    assert_eq!(
+        restored["result"]["written"],
+        json!(["a.txt"]),
+        "{restored}"
+    );
+    assert_eq!(
+        restored["result"]["deleted"],
+        json!(["src/b.rs"]),
+        "{restored}"
+    );
+    assert_eq!(
+        restored["result"]["refused"][0]["path"], ".git/hooks/pre-commit",
+        "{restored}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert!(!ws.path().join("src/b.rs").exists());
+    assert!(!ws.path().join(".git").exists());
+
+    // A closed session's checkpoints are refused like the rest of its work.
+    relay.call("session/close", json!({"session": "s1"}), &mut seen);
+    let gone = relay.call(
+        "checkpoint/take",
+        json!({"session": "s1", "maxFileBytes": 1024}),
+        &mut seen,
+    );
+    assert_eq!(gone["error"]["code"], -32010, "{gone}");
 }

@@ -26,8 +26,8 @@
 //!   in `--json`'s `session_started`.
 //! - An executor that answers garbage and then a line of 80 MB does not take amberd down:
 //!   the line is refused at its bound, the session is refused, amberd goes on.
-//! - A session on an executor records its turns: its conversation rewinds, a rewind of its
-//!   files is refused saying why (no snapshots are taken there yet).
+//! - A session on an executor takes its checkpoints there: each turn's changes are listed
+//!   and diffed, its files rewind on the executor, its conversation rewinds and forks.
 //! - An executor that names itself with shell words (they would reach the ssh command line
 //!   that attaches again) is refused.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
@@ -274,11 +274,15 @@ async fn an_executor_that_dies_interrupts_the_turn_and_the_next_runs_on_a_new_on
         "{lost:#?}"
     );
 
+    // The turn's closing checkpoint already starts the new executor (it snapshots the
+    // workspace there); else the next turn's first call does.
+    let first = turn;
     let turn = prompt_turn(&client, &mut events, &sid, "again").await;
     assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
     assert_eq!(result_of(&turn, "b2").1.lines().next(), Some("again"));
-    let connected = of_type(&turn, "environment_connected");
-    assert_eq!(connected.len(), 1, "a new executor: {turn:#?}");
+    let both: Vec<serde_json::Value> = first.iter().chain(&turn).cloned().collect();
+    let connected = of_type(&both, "environment_connected");
+    assert_eq!(connected.len(), 1, "a new executor: {both:#?}");
     let second_pid = connected[0]["environment"]["executor"]["pid"]
         .as_u64()
         .unwrap();
@@ -842,12 +846,15 @@ async fn an_executor_that_sends_an_endless_line_is_cut_off_and_amberd_goes_on() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_remote_sessions_conversation_rewinds_and_its_files_say_why_not() {
+async fn a_remote_sessions_checkpoints_are_taken_on_the_executor_and_rewind_there() {
     let mock = MockLlm::start(vec![
-        bash("b1", "echo one > one.txt"),
+        bash("b1", "echo one > one.txt && echo kept > kept.txt"),
         MockTurn::text("First."),
         done(),
-        bash("b2", "echo two > two.txt"),
+        bash(
+            "b2",
+            "echo two > two.txt && echo changed > kept.txt && rm one.txt",
+        ),
         MockTurn::text("Second."),
         done(),
     ])
@@ -865,32 +872,64 @@ async fn a_remote_sessions_conversation_rewinds_and_its_files_say_why_not() {
             .to_owned()
     };
     let (first_id, second_id) = (turn_of(&first), turn_of(&second));
-    let listed = daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid, "all": true}));
+    let listed = daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid}));
+    let rows = listed["checkpoints"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "both turns took a checkpoint: {listed:#}");
+    let changed = |row: &serde_json::Value| {
+        let mut paths: Vec<String> = row["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["status"].as_str().unwrap(),
+                    c["path"].as_str().unwrap()
+                )
+            })
+            .collect();
+        paths.sort();
+        paths
+    };
     assert_eq!(
-        listed["checkpoints"].as_array().map(Vec::len),
-        Some(2),
-        "both turns are recorded: {listed:#}"
+        changed(&rows[0]),
+        ["added kept.txt", "added one.txt"],
+        "{listed:#}"
     );
-    let files = daemon.rpc(
+    assert_eq!(
+        changed(&rows[1]),
+        ["added two.txt", "deleted one.txt", "modified kept.txt"],
+        "{listed:#}"
+    );
+    // The diff's content came from the executor into amberd's store.
+    let diff = daemon.rpc_ok(
+        "checkpoint/diff",
+        json!({"sessionId": sid, "turnId": second_id, "path": "kept.txt"}),
+    );
+    let text = diff.to_string();
+    assert!(
+        text.contains("-kept") && text.contains("+changed"),
+        "{diff:#}"
+    );
+    // Files rewind on the executor's machine: the second turn is undone there.
+    let rewound = daemon.rpc_ok(
         "session/rewind",
         json!({"sessionId": sid, "turnId": second_id}),
     );
-    assert_eq!(files["error"]["code"], -32602, "{files}");
     assert!(
-        files["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("executor:here, where no snapshot is taken yet"),
-        "{files}"
+        rewound["conflicts"].as_array().is_none_or(Vec::is_empty),
+        "{rewound:#}"
     );
-    let conversation = daemon.rpc_ok(
-        "session/rewind",
-        json!({"sessionId": sid, "turnId": second_id, "files": false}),
+    let ws = &daemon.workspace;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("one.txt")).unwrap(),
+        "one\n"
     );
-    assert!(
-        conversation["removedTurns"].as_u64() >= Some(1),
-        "{conversation}"
+    assert_eq!(
+        std::fs::read_to_string(ws.join("kept.txt")).unwrap(),
+        "kept\n"
     );
+    assert!(!ws.join("two.txt").exists(), "{rewound:#}");
     let got = get_raw(&client, &sid).await;
     let texts = got["messages"].to_string();
     assert!(

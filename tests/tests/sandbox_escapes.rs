@@ -36,15 +36,15 @@ const CONFIG: &str = "[sandbox]\nmode = \"workspace-write\"\nnetwork = false\n";
 type Snapshot = BTreeMap<PathBuf, String>;
 
 fn snapshot(root: &Path) -> Snapshot {
-    snapshot_except(root, None)
+    snapshot_except(root, &[])
 }
 
 /// [`snapshot`] without one subtree (amberd's own state under the test HOME: its log grows).
-fn snapshot_except(root: &Path, skip: Option<&Path>) -> Snapshot {
+fn snapshot_except(root: &Path, skip: &[&Path]) -> Snapshot {
     let mut out = Snapshot::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(path) = stack.pop() {
-        if skip.is_some_and(|skip| path.starts_with(skip)) {
+        if skip.iter().any(|skip| path.starts_with(skip)) {
             continue;
         }
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
@@ -394,8 +394,13 @@ async fn no_command_escapes_the_default_sandbox_in_yolo() {
     let targets = Targets::new(&daemon);
     let home = daemon.dir.path().join("home");
     let before_outside = snapshot(&targets.outside);
+    // amber's own: the daemon's state, and an executor's checkpoint cache.
     let amber_state = home.join(".local/state/amber");
-    let before_home = snapshot_except(&home, Some(&amber_state));
+    let executor_cache = home.join(".cache/amber-exec");
+    let amber_own = [amber_state.as_path(), executor_cache.as_path()];
+    // A home has its cache directory (where an executor makes its own).
+    std::fs::create_dir_all(home.join(".cache")).unwrap();
+    let before_home = snapshot_except(&home, &amber_own);
     let protected = |ws: &Path| {
         let mut s = snapshot(&ws.join(".git/hooks"));
         s.extend(snapshot(&ws.join(".git/config")));
@@ -478,7 +483,7 @@ async fn no_command_escapes_the_default_sandbox_in_yolo() {
         "something outside the workspace changed"
     );
     assert_eq!(
-        snapshot_except(&home, Some(&amber_state)),
+        snapshot_except(&home, &amber_own),
         before_home,
         "the home directory changed"
     );

@@ -10,6 +10,8 @@
 // Each suite's file is compiled twice on purpose: once as itself, once here.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "checkpoints.rs"]
+mod checkpoints;
 #[path = "confinement.rs"]
 mod confinement;
 #[path = "editing.rs"]

@@ -173,7 +173,8 @@ fn amber_dependencies(manifest: &str) -> Vec<String> {
 
 #[test]
 fn the_crate_graph_runs_one_way() {
-    // proto ← client ← clients; proto ← llm, policy, store, exec ← tools ← executor, amberd.
+    // proto ← client ← clients; proto ← llm, policy, store, exec ← tools ← executor, amberd;
+    // store ← executor (checkpoints taken next to the files).
     let graph: &[(&str, &[&str])] = &[
         ("proto", &[]),
         ("amber-client", &["amber-proto"]),
@@ -187,7 +188,13 @@ fn the_crate_graph_runs_one_way() {
         ),
         (
             "amberd/executor",
-            &["amber-exec", "amber-policy", "amber-proto", "amber-tools"],
+            &[
+                "amber-exec",
+                "amber-policy",
+                "amber-proto",
+                "amber-store",
+                "amber-tools",
+            ],
         ),
         (
             "amberd",

@@ -20,12 +20,14 @@ use amber_tools::{SessionTools, SkillDirs, Tool, ToolContext, ToolLimits};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::checkpoints::{self, Checkpointer, Sent};
 use crate::jobs::{Job, Jobs};
 use crate::wire::{
-    self, InitializeParams, InitializeResult, JobParams, JobReadParams, MachineFacts,
-    ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams, RpcError, SessionOpenParams,
-    SessionOpenResult, SessionParams, SessionSandboxParams, ToolCallParams, code, method,
-    notification,
+    self, CheckpointReadParams, CheckpointRestoreParams, CheckpointStageParams,
+    CheckpointTakeParams, InitializeParams, InitializeResult, JobParams, JobReadParams,
+    MachineFacts, ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams, RpcError,
+    SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams, ToolCallParams,
+    code, method, notification,
 };
 
 /// How long `session/open` waits for the start-up sandbox probe.
@@ -53,6 +55,8 @@ struct OpenSession {
     tools: Arc<SessionTools>,
     deny: Arc<DenyRules>,
     order: StartOrder,
+    /// The snapshots sent to the client, for the next one's `base`.
+    sent: Sent,
 }
 
 /// Jobs of one session start in the order their requests arrived: each takes a ticket as
@@ -91,6 +95,7 @@ pub struct Executor {
     served: std::sync::atomic::AtomicBool,
     /// The stdin of `process/spawn` jobs that asked for one.
     stdins: Mutex<HashMap<String, Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>>>,
+    checkpoints: Arc<Checkpointer>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -103,9 +108,24 @@ impl std::fmt::Debug for Executor {
 
 impl Executor {
     /// An executor whose sandboxed commands see nothing of `hidden` (its own socket
-    /// directory); the probe of this machine's sandbox starts now.
-    pub fn new(id: String, token: String, hidden: Vec<PathBuf>) -> Arc<Self> {
+    /// directory) nor of its checkpoint `cache` (made private if it is missing); the probe
+    /// of this machine's sandbox starts now.
+    pub fn new(
+        id: String,
+        token: String,
+        mut hidden: Vec<PathBuf>,
+        cache: Option<PathBuf>,
+    ) -> Arc<Self> {
         let env = |key: &str| std::env::var_os(key);
+        // Its checkpoint cache is its own, as its state is: no command it runs sees it.
+        let cache = cache.filter(|dir| match crate::state_dir::ensure(dir) {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(dir = %dir.display(), %err, "no checkpoint cache");
+                false
+            }
+        });
+        hidden.extend(cache.clone());
         let masked = amber_policy::SecretLocations::installed()
             .locations()
             .to_vec();
@@ -132,6 +152,7 @@ impl Executor {
             live: Mutex::new(None),
             served: std::sync::atomic::AtomicBool::new(false),
             stdins: Mutex::new(HashMap::new()),
+            checkpoints: Arc::new(Checkpointer::new(cache)),
         })
     }
 
@@ -268,6 +289,56 @@ impl Executor {
                 }
                 Ok(json!({}))
             }
+            method::CHECKPOINT_TAKE => {
+                let params: CheckpointTakeParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                let this = Arc::clone(self);
+                let taken = blocking(move || {
+                    let mut exclude = this.sandbox.hidden.clone();
+                    exclude.extend(this.checkpoints.dir().map(Path::to_path_buf));
+                    this.checkpoints.take(
+                        &session.workspace,
+                        &session.sent,
+                        params.base,
+                        params.max_file_bytes,
+                        &exclude,
+                    )
+                })
+                .await?;
+                to_value(&taken)
+            }
+            method::CHECKPOINT_READ => {
+                let params: CheckpointReadParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                let read = blocking(move || {
+                    Ok(checkpoints::read(
+                        &session.workspace,
+                        &params.blobs,
+                        checkpoints::READ_ANSWER_BYTES,
+                        checkpoints::READ_ANSWER_BYTES,
+                    ))
+                })
+                .await?;
+                to_value(&read)
+            }
+            method::CHECKPOINT_STAGE => {
+                let params: CheckpointStageParams = parse(params)?;
+                self.session(&params.session)?;
+                let this = Arc::clone(self);
+                blocking(move || this.checkpoints.stage(&params.session, &params.blobs)).await?;
+                Ok(json!({}))
+            }
+            method::CHECKPOINT_RESTORE => {
+                let params: CheckpointRestoreParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                let this = Arc::clone(self);
+                let restored = blocking(move || {
+                    this.checkpoints
+                        .restore(&params.session, &session.workspace, &params.plan)
+                })
+                .await?;
+                to_value(&restored)
+            }
             method::INITIALIZE => Err(RpcError::new(
                 code::INVALID_REQUEST,
                 "this connection is initialized already",
@@ -341,6 +412,7 @@ impl Executor {
                 tools,
                 deny,
                 order: StartOrder::default(),
+                sent: Sent::default(),
             })
         });
         *session.sandbox.locked() = params.sandbox;
@@ -357,6 +429,12 @@ impl Executor {
         if let Some(session) = session {
             session.tools.shutdown_and_wait().await;
             self.sandbox.tmp.remove(id);
+        }
+        self.checkpoints.forget(id);
+        // No session left: no snapshot is being taken, the cache can be swept.
+        if !self.has_open_sessions() {
+            let checkpoints = Arc::clone(&self.checkpoints);
+            let _ = tokio::task::spawn_blocking(move || checkpoints.sweep()).await;
         }
     }
 
@@ -619,6 +697,21 @@ impl DeniedPaths for DenyRules {
             .as_ref()
             .is_some_and(|rules| rules.denies_path(&[tool], relative))
     }
+}
+
+/// The default checkpoint cache: `$XDG_CACHE_HOME/amber-exec`, else
+/// `$HOME/.cache/amber-exec` (each only when absolute).
+pub fn default_cache(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    Checkpointer::default_cache(env)
+}
+
+/// Runs `work` on the blocking pool (it reads or writes the workspace).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, RpcError> + Send + 'static,
+) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| RpcError::new(code::CHECKPOINT_FAILED, format!("the work failed: {e}")))?
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {

@@ -10,6 +10,7 @@
 //! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd;
 //!   [`ws_lines`]: the protocol's lines over a WebSocket, for both ends.
 
+mod checkpoints;
 pub mod connection;
 pub mod dial;
 pub mod executor;

@@ -34,6 +34,10 @@ struct Args {
     /// $XDG_RUNTIME_DIR/amber-exec, /tmp/amber-exec-$UID).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Where executors keep their checkpoint cache, which spares reading unchanged files
+    /// again (default: $XDG_CACHE_HOME/amber-exec, ~/.cache/amber-exec).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Dial out to amberd's executor listener (`wss://HOST:PORT/executors`) and serve it
     /// there, dialling again whenever the connection drops; runs in the foreground.
     #[arg(long, value_name = "URL", conflicts_with = "stdio", requires_all = ["name", "token_file"])]
@@ -71,7 +75,7 @@ fn main() -> ExitCode {
     };
     match &args.attach {
         Some(id) => attach(&dir, id),
-        None => start(&dir, Duration::from_secs(args.linger)),
+        None => start(&dir, cache_dir_of(&args), Duration::from_secs(args.linger)),
     }
 }
 
@@ -90,7 +94,7 @@ fn attach(dir: &std::path::Path, id: &str) -> ExitCode {
 }
 
 /// Starts a new executor in its own session and relays to it.
-fn start(dir: &std::path::Path, linger: Duration) -> ExitCode {
+fn start(dir: &std::path::Path, cache: Option<PathBuf>, linger: Duration) -> ExitCode {
     let id = uuid::Uuid::new_v4().to_string();
     let token = format!(
         "{}{}",
@@ -123,7 +127,7 @@ fn start(dir: &std::path::Path, linger: Duration) -> ExitCode {
         }
         0 => {
             drop(relay_end);
-            let code = executor_process(dir, id, token, listener, executor_end, linger);
+            let code = executor_process(dir, cache, id, token, listener, executor_end, linger);
             let _ = std::fs::remove_file(&socket);
             std::process::exit(code);
         }
@@ -179,7 +183,7 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
         uuid::Uuid::new_v4().simple()
     );
     let code = runtime.block_on(async move {
-        let executor = Executor::new(id, attach_token, vec![dir.clone()]);
+        let executor = Executor::new(id, attach_token, vec![dir.clone()], cache_dir_of(args));
         tracing::info!(
             id = executor.id(),
             pid = std::process::id(),
@@ -202,6 +206,13 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
 }
 
 /// `--state-dir` or the default, made private; `None` (said on stderr) when it cannot be.
+/// The checkpoint cache: `--cache-dir`, else the user's cache directory.
+fn cache_dir_of(args: &Args) -> Option<PathBuf> {
+    args.cache_dir
+        .clone()
+        .or_else(|| amber_executor::executor::default_cache(|k| std::env::var_os(k)))
+}
+
 fn state_dir_of(args: &Args) -> Option<PathBuf> {
     let dir = args.state_dir.clone().unwrap_or_else(|| {
         state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())
@@ -269,6 +280,7 @@ fn prepare(dir: &std::path::Path) -> Option<tokio::runtime::Runtime> {
 /// it running), its log, the lifeline and reaper of its tool processes, then the server.
 fn executor_process(
     dir: &std::path::Path,
+    cache: Option<PathBuf>,
     id: String,
     token: String,
     listener: UnixListener,
@@ -292,7 +304,7 @@ fn executor_process(
         ) else {
             return 1;
         };
-        let executor = Executor::new(id, token, vec![dir.to_owned()]);
+        let executor = Executor::new(id, token, vec![dir.to_owned()], cache);
         tracing::info!(
             id = executor.id(),
             pid = std::process::id(),

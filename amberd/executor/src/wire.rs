@@ -27,6 +27,10 @@ pub mod method {
     pub const JOB_RELEASE: &str = "job/release";
     pub const PROCESS_SPAWN: &str = "process/spawn";
     pub const PROCESS_WRITE: &str = "process/write";
+    pub const CHECKPOINT_TAKE: &str = "checkpoint/take";
+    pub const CHECKPOINT_READ: &str = "checkpoint/read";
+    pub const CHECKPOINT_STAGE: &str = "checkpoint/stage";
+    pub const CHECKPOINT_RESTORE: &str = "checkpoint/restore";
     pub const PING: &str = "ping";
 }
 
@@ -52,6 +56,8 @@ pub mod code {
     pub const JOB_EXISTS: i64 = -32012;
     /// The workspace is not a directory this executor can use.
     pub const INVALID_WORKSPACE: i64 = -32013;
+    /// A checkpoint could not be taken or restored here.
+    pub const CHECKPOINT_FAILED: i64 = -32014;
 }
 
 /// One line of the protocol: a request, a response or a notification. Liberal on input:
@@ -439,4 +445,104 @@ mod tests {
         let read: JobReadParams = serde_json::from_value(json!({"job": "j"})).unwrap();
         assert_eq!(read.after_seq, 0);
     }
+}
+
+/// `checkpoint/take`: a snapshot of the session's workspace, taken here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointTakeParams {
+    pub session: String,
+    /// The `take` of an earlier answer the client kept: the answer is the changes since
+    /// it (whole when this executor no longer knows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<u64>,
+    /// Larger files are listed as skipped, not recorded.
+    pub max_file_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointTakeResult {
+    /// Names this snapshot for a later `base`.
+    pub take: u64,
+    pub snapshot: amber_store::SnapshotDelta,
+}
+
+/// One file's content wanted by `checkpoint/read`: the entry's path and the hash it had.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WantedBlob {
+    pub path: amber_store::RelPath,
+    pub hash: amber_store::Hash,
+}
+
+/// `checkpoint/read`: the content of files a snapshot named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointReadParams {
+    pub session: String,
+    pub blobs: Vec<WantedBlob>,
+}
+
+/// Content by hash, base64 (standard, padded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blob {
+    pub hash: amber_store::Hash,
+    pub data: String,
+}
+
+/// A wanted blob that cannot be given, and why (the file changed or went since).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnreadBlob {
+    pub path: amber_store::RelPath,
+    pub hash: amber_store::Hash,
+    pub reason: String,
+}
+
+/// What `checkpoint/read` gave: wanted blobs in neither list did not fit in this answer
+/// and are asked for again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointReadResult {
+    #[serde(default)]
+    pub blobs: Vec<Blob>,
+    #[serde(default)]
+    pub unread: Vec<UnreadBlob>,
+}
+
+/// `checkpoint/stage`: blobs a restore of the session will write, kept here until it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointStageParams {
+    pub session: String,
+    pub blobs: Vec<Blob>,
+}
+
+/// `checkpoint/restore`: carries out a plan on the session's workspace from staged blobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRestoreParams {
+    pub session: String,
+    pub plan: amber_store::RestorePlan,
+}
+
+/// A path a restore left alone, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedPath {
+    pub path: amber_store::RelPath,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRestoreResult {
+    #[serde(default)]
+    pub written: Vec<amber_store::RelPath>,
+    #[serde(default)]
+    pub deleted: Vec<amber_store::RelPath>,
+    #[serde(default)]
+    pub refused: Vec<RefusedPath>,
 }

@@ -10,7 +10,8 @@
 //! store; a run asked for sooner is put off to then, and requests meanwhile share it).
 //!
 //! The newest checkpoint of a session is never expired: the next snapshot is incremental
-//! from it and reuses its blobs.
+//! from it and reuses its blobs. The stat cache's pointer to a workspace's newest snapshot
+//! (`Checkpoints::stat_cache`) keeps nothing: a sweep drops the pointers to what it removes.
 
 use amber_proto::sync::Locked;
 use std::collections::HashSet;
@@ -213,6 +214,9 @@ impl Checkpoints {
                 }
             }
         }
+        // A workspace's newest snapshot outlives no kept checkpoint: the stat cache points
+        // only at what stays, so a first snapshot never reuses a hash whose blob is gone.
+        self.stat_cache().retain(|hash| keep.contains(hash));
         Ok(store.sweep(&keep)?)
     }
 }

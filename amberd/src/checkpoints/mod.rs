@@ -4,6 +4,8 @@
 //! ```text
 //! <data_dir>/checkpoints/objects/      the daemon's blob store (amber-store `BlobStore`):
 //!                                      file contents and snapshots, shared by every session
+//! <data_dir>/checkpoints/workspaces/   each workspace's newest snapshot (`StatCache`): a
+//!                                      session's first one reads only what changed since
 //! <data_dir>/sessions/<id>/checkpoints the session's rows (`rows.rs`): turn, before, after, …
 //! <data_dir>/sessions/<id>/rewind.json a rewind in progress (`rewind.rs`), until it is done
 //! ```
@@ -12,6 +14,8 @@
 //! the session takes a snapshot of its workspace (`session.rs`, incremental from the
 //! previous one) and records it; when the turn ends it takes another and records what
 //! changed between the two. A turn that calls no such tool takes none and costs nothing.
+//! A session whose workspace is on an executor takes the same snapshots there (`remote.rs`)
+//! and keeps them here, in the same store and rows.
 //!
 //! **Invariants:** nothing here touches the user's `.git` (snapshots exclude it and never
 //! run git); the workspace is changed only by a rewind, which journals its plan before it
@@ -24,6 +28,7 @@
 
 mod diff;
 mod gc;
+mod remote;
 pub(crate) mod rewind;
 mod rows;
 mod session;
@@ -40,6 +45,7 @@ use amber_store::{BlobStore, CheckpointError};
 use crate::config::CheckpointsConfig;
 
 pub(crate) use self::diff::DiffError;
+pub(crate) use self::remote::{Read as RemoteRead, RemoteWorkspace};
 pub(crate) use self::session::SessionCheckpoints;
 
 /// What failed on the checkpoint side; the store's error stays the source.
@@ -57,6 +63,9 @@ pub(crate) enum CheckpointFailure {
     },
     #[error("a checkpoint names no snapshot: {0}")]
     BadName(#[from] amber_store::ParseHashError),
+    /// The executor of a session whose workspace is elsewhere failed or cannot be reached.
+    #[error("the session's executor: {0}")]
+    Remote(String),
 }
 
 /// The daemon-wide part: configuration and the blob store every session shares.
@@ -93,6 +102,12 @@ impl Checkpoints {
 
     pub(crate) fn config(&self) -> &CheckpointsConfig {
         &self.config
+    }
+
+    /// The newest snapshot of each workspace, so that a session's first checkpoint reads
+    /// only what changed since another session's last one.
+    pub(crate) fn stat_cache(&self) -> amber_store::StatCache {
+        amber_store::StatCache::new(self.dir.join("workspaces"))
     }
 
     /// The blob store, or why it cannot be opened.

@@ -337,7 +337,6 @@ impl SessionCheckpoints {
         if plan.is_empty() {
             return Ok(Vec::new());
         }
-        let store = self.daemon.store()?;
         let _reading = self.daemon.reading();
         let pause = amber_exec::test_switches::var(PAUSE_ENV)
             .filter(|_| live)
@@ -357,10 +356,10 @@ impl SessionCheckpoints {
             ),
             None => (plan, None),
         };
-        let mut refused = self.refused(first.apply(&self.workspace, store))?;
+        let mut refused = self.refused(self.apply_plan(&first))?;
         if let (Some(second), Some(pause)) = (second, pause) {
             std::thread::sleep(pause);
-            refused.extend(self.refused(second.apply(&self.workspace, store))?);
+            refused.extend(self.refused(self.apply_plan(&second))?);
         }
         Ok(refused)
     }
@@ -368,7 +367,7 @@ impl SessionCheckpoints {
     /// The paths an apply left alone, each logged with the reason.
     fn refused(
         &self,
-        applied: Result<Applied, amber_store::CheckpointError>,
+        applied: Result<Applied, CheckpointFailure>,
     ) -> Result<Vec<String>, CheckpointFailure> {
         let applied = applied?;
         Ok(applied

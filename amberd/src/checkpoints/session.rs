@@ -6,11 +6,12 @@
 use amber_proto::sync::Locked;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use amber_proto::{ChangedPath, CheckpointInfo, NoCheckpoint};
-use amber_store::{Hash, Snapshot};
+use amber_store::{Applied, Hash, RestorePlan, Snapshot};
 
+use super::remote::{self, RemoteWorkspace};
 use super::rows::{self, After, Record, RowsFile, TurnRow};
 use super::windows::{self, Window};
 use super::{CheckpointFailure, Checkpoints};
@@ -26,11 +27,16 @@ pub(crate) struct SessionCheckpoints {
     /// Whether turns take snapshots (`[checkpoints] enabled`). Without, the rows still
     /// record each turn, so the conversation can be rewound and forked.
     snapshots: bool,
-    /// Where the session's tools run when not in amberd (its environment): no snapshots
-    /// are taken there yet.
-    elsewhere: Option<String>,
+    /// Where the workspace is when not on amberd's machine (the session's environment).
+    elsewhere: Option<Elsewhere>,
     rows_file: Option<RowsFile>,
     state: Mutex<State>,
+}
+
+/// A workspace on an executor: its spec, and the link to it once the session started.
+struct Elsewhere {
+    spec: String,
+    remote: OnceLock<Arc<dyn RemoteWorkspace>>,
 }
 
 #[derive(Default)]
@@ -38,6 +44,9 @@ pub(super) struct State {
     pub(super) rows: Vec<TurnRow>,
     /// The newest snapshot taken (or loaded): the next one is incremental from it.
     latest: Option<Arc<Snapshot>>,
+    /// The executor's name for `latest`, when it took it: the next take is sent as the
+    /// changes since it.
+    latest_take: Option<u64>,
     /// The running turn.
     turn: Option<RunningTurn>,
 }
@@ -92,18 +101,31 @@ impl SessionCheckpoints {
         self.rows_file.is_some()
     }
 
-    /// The checkpoints of a session whose tools run in `environment`: its turns are recorded
-    /// (the conversation can be rewound and forked) but no snapshot is taken, since the
-    /// workspace is not on this machine.
-    pub(crate) fn without_snapshots_for(mut self, environment: String) -> Self {
-        self.snapshots = false;
-        self.elsewhere = Some(environment);
+    /// The checkpoints of a session whose workspace is on the executor `environment`
+    /// names: its snapshots are taken there ([`SessionCheckpoints::set_remote`]).
+    pub(crate) fn in_environment(mut self, environment: String) -> Self {
+        self.elsewhere = Some(Elsewhere {
+            spec: environment,
+            remote: OnceLock::new(),
+        });
         self
     }
 
-    /// Where the session's tools run, when it takes no snapshots for that reason.
-    pub(crate) fn elsewhere(&self) -> Option<&str> {
-        self.elsewhere.as_deref()
+    /// The link to the workspace's executor (set once, when the session starts).
+    pub(crate) fn set_remote(&self, remote: Arc<dyn RemoteWorkspace>) {
+        if let Some(elsewhere) = &self.elsewhere {
+            let _ = elsewhere.remote.set(remote);
+        }
+    }
+
+    /// The executor the workspace is on; `Ok(None)` for a local one.
+    fn remote(&self) -> Result<Option<&Arc<dyn RemoteWorkspace>>, CheckpointFailure> {
+        match &self.elsewhere {
+            None => Ok(None),
+            Some(e) => e.remote.get().map(Some).ok_or_else(|| {
+                CheckpointFailure::Remote(format!("{} is not connected yet", e.spec))
+            }),
+        }
     }
 
     /// Whether turns take snapshots of the workspace (`[checkpoints] enabled`).
@@ -208,16 +230,18 @@ impl SessionCheckpoints {
             let previous = this.latest_blocking();
             // Held until the row names the snapshot: a sweep never sees its blobs unnamed.
             let _reading = this.daemon.reading();
-            let (snapshot, incomplete) = match this.take_with(previous.as_deref()) {
-                Ok((snap, hash)) => {
-                    let incomplete = incomplete_reason(&snap);
-                    let snap = Arc::new(snap);
+            let (snapshot, incomplete) = match this.take_with(previous) {
+                Ok(taken) => {
+                    let incomplete = incomplete_reason(&taken.snap);
+                    this.remember(&taken.hash);
+                    let snap = Arc::new(taken.snap);
                     let mut state = this.lock();
                     if let Some(turn) = state.turn.as_mut() {
                         turn.before = Some(snap.clone());
                     }
                     state.latest = Some(snap);
-                    (Some(hash.to_hex()), incomplete)
+                    state.latest_take = taken.take;
+                    (Some(taken.hash.to_hex()), incomplete)
                 }
                 Err(reason) => {
                     tracing::warn!(workspace = %this.workspace.display(), %reason, "no checkpoint");
@@ -255,19 +279,31 @@ impl SessionCheckpoints {
         let recorded = tokio::task::spawn_blocking(move || {
             let previous = this.latest_blocking();
             let _reading = this.daemon.reading();
-            let after = match this.take_with(previous.as_deref()) {
-                Ok((after, hash)) => {
+            let after = match this.take_with(previous) {
+                Ok(Taken { snap: after, hash, take }) => {
                     let (changed, skipped, outside) = match &turn.before {
                         Some(before) => {
                             let (changed, skipped) = changes(before, &after);
-                            let root = &this.workspace;
-                            let ctime = |e: &amber_store::Entry| windows::ctime_now(root, e);
-                            let outside = windows::outside(before, &after, &turn.windows, ctime);
+                            // The windows are timed by this machine's clock: they say
+                            // nothing of another machine's files.
+                            let outside = match this.elsewhere {
+                                None => {
+                                    let root = &this.workspace;
+                                    let ctime =
+                                        |e: &amber_store::Entry| windows::ctime_now(root, e);
+                                    windows::outside(before, &after, &turn.windows, ctime)
+                                }
+                                Some(_) => Vec::new(),
+                            };
                             (changed, skipped, outside)
                         }
                         None => (Vec::new(), Vec::new(), Vec::new()),
                     };
-                    this.lock().latest = Some(Arc::new(after));
+                    this.remember(&hash);
+                    let mut state = this.lock();
+                    state.latest = Some(Arc::new(after));
+                    state.latest_take = take;
+                    drop(state);
                     After {
                         snapshot: Some(hash.to_hex()),
                         changed,
@@ -314,44 +350,95 @@ impl SessionCheckpoints {
     pub(super) fn snapshot_now(&self) -> Result<(Snapshot, Hash), CheckpointFailure> {
         let previous = self.latest_blocking();
         let _reading = self.daemon.reading();
-        self.take_with(previous.as_deref())
+        self.take_with(previous).map(|t| (t.snap, t.hash))
     }
 
-    /// Takes and saves a snapshot; the caller holds the store's read lock. Blocking.
+    /// Takes and saves a snapshot — here, or on the executor the workspace is on — from the
+    /// newest one (and the executor's name for it); the caller holds the store's read lock.
+    /// Blocking.
     fn take_with(
         &self,
-        previous: Option<&Snapshot>,
-    ) -> Result<(Snapshot, Hash), CheckpointFailure> {
+        previous: (Option<Arc<Snapshot>>, Option<u64>),
+    ) -> Result<Taken, CheckpointFailure> {
         let store = self.daemon.store()?;
-        let mut snap = Snapshot::take_excluding(
-            &self.workspace,
-            previous,
-            store,
-            self.daemon.config().max_file_bytes,
-            std::slice::from_ref(&self.daemon.data_dir),
-        )?;
+        let max_file_bytes = self.daemon.config().max_file_bytes;
+        let (previous, previous_take) = previous;
+        let (mut snap, take) = match self.remote()? {
+            None => {
+                let snap = Snapshot::take_excluding(
+                    &self.workspace,
+                    previous.as_deref(),
+                    store,
+                    max_file_bytes,
+                    std::slice::from_ref(&self.daemon.data_dir),
+                )?;
+                (snap, None)
+            }
+            Some(remote) => {
+                let base = previous.as_deref().zip(previous_take);
+                let (snap, take) = remote::take(remote, store, base, max_file_bytes)?;
+                (snap, Some(take))
+            }
+        };
         // Stored as what changed since the previous one (recorded in a row, or loaded).
-        let hash = snap.save_after(previous, store)?;
-        Ok((snap, hash))
+        let hash = snap.save_after(previous.as_deref(), store)?;
+        Ok(Taken { snap, hash, take })
     }
 
-    /// The newest snapshot: cached, else the newest one the rows name (after a restart).
-    fn latest_blocking(&self) -> Option<Arc<Snapshot>> {
+    /// A recorded snapshot is the workspace's newest: a later session's first one starts
+    /// from it (the stat cache). Only a local workspace's: an executor keeps its own.
+    fn remember(&self, hash: &Hash) {
+        if self.elsewhere.is_some() {
+            return;
+        }
+        if let Err(err) = self.daemon.stat_cache().set(&self.workspace, hash) {
+            tracing::debug!(%err, "cannot record the workspace's newest snapshot");
+        }
+    }
+
+    /// The newest snapshot and the executor's name for it: cached, else the newest one
+    /// the rows name (after a restart), else — for a local workspace — the newest any
+    /// session took of it.
+    fn latest_blocking(&self) -> (Option<Arc<Snapshot>>, Option<u64>) {
         let newest = {
             let state = self.lock();
             if let Some(latest) = &state.latest {
-                return Some(latest.clone());
+                return (Some(latest.clone()), state.latest_take);
             }
             state.rows.iter().rev().find_map(|r| {
                 r.after
                     .as_ref()
                     .and_then(|a| a.snapshot.clone())
                     .or_else(|| r.before.as_ref().and_then(|b| b.snapshot.clone()))
-            })?
+            })
         };
-        let snap = Arc::new(self.load(&newest).ok()?);
-        self.lock().latest = Some(snap.clone());
-        Some(snap)
+        let newest = newest.or_else(|| {
+            self.elsewhere
+                .is_none()
+                .then(|| self.daemon.stat_cache().get(&self.workspace))
+                .flatten()
+                .map(|h| h.to_hex())
+        });
+        let Some(snap) = newest.and_then(|hex| self.load(&hex).ok()) else {
+            return (None, None);
+        };
+        let snap = Arc::new(snap);
+        let mut state = self.lock();
+        state.latest = Some(snap.clone());
+        state.latest_take = None;
+        (Some(snap), None)
+    }
+
+    /// Carries out `plan` on the workspace, here or on its executor; the caller holds the
+    /// store's read lock. Blocking.
+    pub(super) fn apply_plan(&self, plan: &RestorePlan) -> Result<Applied, CheckpointFailure> {
+        let store = self.daemon.store()?;
+        match self.remote()? {
+            None => Ok(plan.apply(&self.workspace, store)?),
+            Some(remote) => remote
+                .restore(plan, store)
+                .map_err(CheckpointFailure::Remote),
+        }
     }
 
     /// The snapshot stored as `hex`. Blocking.
@@ -417,8 +504,17 @@ impl SessionCheckpoints {
 
     /// Replaces the cached newest snapshot (`None`: reload it from the rows).
     fn set_latest(&self, snap: Option<Arc<Snapshot>>) {
-        self.lock().latest = snap;
+        let mut state = self.lock();
+        state.latest = snap;
+        state.latest_take = None;
     }
+}
+
+/// A snapshot taken and saved: its hash, and the executor's name for it when one took it.
+struct Taken {
+    snap: Snapshot,
+    hash: Hash,
+    take: Option<u64>,
 }
 
 /// Why a rewind to `snap` would be refused, if it would.

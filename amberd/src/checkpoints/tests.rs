@@ -385,3 +385,58 @@ async fn expiry_collects_at_most_once_an_interval_and_a_deletion_does_not_wait()
     s.daemon.collect_soon(s.data.join("sessions"), false);
     assert_eq!(collections_done(&s.daemon).await, 2);
 }
+
+#[tokio::test]
+async fn a_new_sessions_first_checkpoint_reuses_the_workspaces_newest_snapshot() {
+    let s = setup(200);
+    for i in 0..50 {
+        fs::write(s.workspace.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    turn(&session(&s), "t1", &s.workspace, "a.txt", "a\n").await;
+    // Edited long ago, as a workspace mostly is: no file shares its snapshot's clock tick.
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for entry in fs::read_dir(&s.workspace).unwrap().flatten() {
+        let file = fs::File::options().write(true).open(entry.path()).unwrap();
+        file.set_modified(past).unwrap();
+    }
+    turn(&session(&s), "t2", &s.workspace, "b.txt", "b\n").await;
+    // Another session of the same workspace: its own rows, none of the first one's.
+    fs::create_dir_all(s.data.join("sessions/s2")).unwrap();
+    let other = Arc::new(SessionCheckpoints::new(
+        s.daemon.clone(),
+        s.workspace.clone(),
+        Some(s.data.join("sessions/s2")),
+    ));
+    let (_, hash) = other.snapshot_now().unwrap();
+    let snap = amber_store::Snapshot::load(s.daemon.store().unwrap(), &hash).unwrap();
+    // Only b.txt may be read again: written in t2, it can share that snapshot's clock tick.
+    assert!(
+        snap.stats.files_read <= 1 && snap.stats.reused >= 51,
+        "nothing changed since the other session's last checkpoint: {:?}",
+        snap.stats
+    );
+}
+
+#[tokio::test]
+async fn a_sweep_drops_the_stat_cache_pointer_to_what_it_removes() {
+    let s = setup(200);
+    turn(&session(&s), "t1", &s.workspace, "a.txt", "a\n").await;
+    let cache = s.daemon.stat_cache();
+    let newest = cache
+        .get(&s.workspace)
+        .expect("the workspace's newest snapshot");
+    s.daemon.collect(&s.data.join("sessions")).unwrap();
+    assert_eq!(
+        cache.get(&s.workspace),
+        Some(newest),
+        "kept: a row names it"
+    );
+    fs::remove_dir_all(s.data.join("sessions/s1")).unwrap();
+    s.daemon.collect(&s.data.join("sessions")).unwrap();
+    assert_eq!(
+        cache.get(&s.workspace),
+        None,
+        "its session is gone, so is its content"
+    );
+    assert_eq!(blob_files(&s.data), 0);
+}

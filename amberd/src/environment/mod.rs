@@ -12,7 +12,9 @@
 //! - [`host`]: the session's `ToolHost` over the link.
 //! - [`dial_in`]: the listener for executors that dial in, and their connections.
 //! - [`facts`]: the prompt's environment block, of the executor's machine.
+//! - [`checkpoints`]: the session's checkpoints, taken and restored on the executor.
 
+pub(crate) mod checkpoints;
 pub mod dial_in;
 pub(crate) mod facts;
 pub(crate) mod host;

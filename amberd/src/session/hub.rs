@@ -410,6 +410,19 @@ impl EventHub {
         }
     }
 
+    /// Whether a durable event after `after` is of `kind` (its wire `type`).
+    pub fn published_since(&self, after: u64, kind: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Kind<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        let log = self.lock();
+        self.replay(&log, after)
+            .iter()
+            .any(|e| serde_json::from_str::<Kind<'_>>(e.json.get()).is_ok_and(|k| k.kind == kind))
+    }
+
     /// Durable events after `after`: from the store for what memory no longer holds, then
     /// memory. Runs under the lock so the live queue continues exactly where this ends.
     fn replay(&self, log: &Log, after: u64) -> Vec<WireEvent> {

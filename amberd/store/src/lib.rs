@@ -53,9 +53,10 @@ use amber_proto::Message;
 use serde_json::value::RawValue;
 
 pub use self::checkpoint::{
-    Applied, BlobStore, Change, ChangeStatus, CheckpointError, DEFAULT_MAX_FILE_BYTES, Entry,
-    EntryKind, Hash, Ignored, Missing, ParseHashError, Refusal, Refused, RelPath, RestorePlan,
-    SkipReason, Skipped, Snapshot, SweepStats, TakeStats, protected,
+    Applied, BlobSink, BlobSource, BlobStore, Change, ChangeStatus, CheckpointError,
+    DEFAULT_MAX_FILE_BYTES, Entry, EntryKind, Hash, HashesOnly, Ignored, Missing, ParseHashError,
+    Refusal, Refused, RelPath, RestorePlan, SkipReason, Skipped, Snapshot, SnapshotDelta,
+    StatCache, SweepStats, TakeStats, protected,
 };
 pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;

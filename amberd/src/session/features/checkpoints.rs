@@ -55,10 +55,9 @@ impl Feature for CheckpointsFeature {
                 .as_ref()
                 .map(|s| s.sessions_dir().join(session.id)),
         );
-        // The snapshots read the workspace where amberd runs; an executor's is elsewhere:
-        // its turns are recorded, its files are not (yet).
+        // An executor's workspace is snapshot there, once the session's link is set.
         let checkpoints = match &session.meta.info.environment {
-            Some(environment) => checkpoints.without_snapshots_for(environment.spec.clone()),
+            Some(environment) => checkpoints.in_environment(environment.spec.clone()),
             None => checkpoints,
         };
         Some(Arc::new(Checkpointing(Arc::new(checkpoints))))

@@ -24,6 +24,7 @@ use super::super::feature::{
 use super::super::persist;
 use super::super::services::Services;
 use super::super::{SessionError, SessionShared};
+use crate::environment::checkpoints::RemoteCheckpoints;
 use crate::environment::host::RemoteToolHost;
 use crate::environment::link::ExecutorLink;
 use crate::environment::spec::{Launch, Target};
@@ -275,6 +276,17 @@ impl SessionFeature for SessionEnvironment {
                 .cloned()
                 .collect()
         };
+        // Its checkpoints are taken on the executor, over the same link.
+        if let (Some(checkpoints), Ok(runtime)) = (
+            shared.feature::<super::checkpoints::Checkpointing>(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            checkpoints.0.set_remote(Arc::new(RemoteCheckpoints::new(
+                Arc::clone(&self.link),
+                self.id.clone(),
+                runtime,
+            )));
+        }
         shared.tools.set_host(Arc::new(RemoteToolHost::new(
             Arc::clone(&self.link),
             shared.id.clone(),

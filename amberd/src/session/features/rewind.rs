@@ -32,12 +32,6 @@ pub(super) async fn rewind(
                 .into(),
         ));
     }
-    if let Some(environment) = checkpoints.elsewhere().filter(|_| params.files) {
-        return Err(SessionError::InvalidParams(format!(
-            "files: the session's tools run in {environment}, where no snapshot is taken yet, \
-             so no files can be restored; rewind the conversation only (files: false)"
-        )));
-    }
     if params.files && !checkpoints.snapshots() {
         return Err(SessionError::InvalidParams(
             "files: checkpoints are disabled ([checkpoints] enabled = false), so no files can \
@@ -158,7 +152,9 @@ async fn finish(
         }
         shared.publish_messages(context);
     }
-    if shared.hub.last_seq() <= journal.last_seq {
+    // Published once: a crash after the event and before the journal went leaves it in
+    // the log. Other events may have come since (an executor attached again).
+    if !shared.hub.published_since(journal.last_seq, "rewound") {
         shared.hub.publish(
             Some(&journal.turn_id),
             EventKind::Rewound {

@@ -46,6 +46,9 @@ pub enum Refusal {
     Protected,
     #[error("not a plain path inside the workspace")]
     Invalid,
+    /// Refused where the workspace is (an executor), for the reason it gave.
+    #[error("{0}")]
+    Reported(String),
 }
 
 /// A failure to change one path: refused by the rules above, or an I/O error.

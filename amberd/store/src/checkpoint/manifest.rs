@@ -168,7 +168,7 @@ pub(crate) fn save(
 
 /// The entries of `new` that are not in `old` as they are, and the paths of `old` that
 /// `new` lacks; both sorted lists by path.
-fn changes(old: &[Entry], new: &[Entry]) -> (Vec<Entry>, Vec<RelPath>) {
+pub(crate) fn changes(old: &[Entry], new: &[Entry]) -> (Vec<Entry>, Vec<RelPath>) {
     let (mut changed, mut removed) = (Vec::new(), Vec::new());
     let (mut i, mut j) = (0, 0);
     loop {

@@ -24,25 +24,33 @@ mod beneath;
 #[cfg(test)]
 mod beneath_tests;
 mod blob;
+mod delta;
 mod diff;
 mod error;
 mod hash;
 mod manifest;
 mod path;
+#[cfg(test)]
+mod remote_tests;
 mod restore;
+mod sink;
 mod snapshot;
+mod stat_cache;
 mod take;
 #[cfg(test)]
 mod tests;
 
 pub use self::beneath::{Refusal, protected};
 pub use self::blob::{BlobStore, SweepStats};
+pub use self::delta::SnapshotDelta;
 pub use self::diff::{Change, ChangeStatus};
 pub use self::error::CheckpointError;
 pub use self::hash::{Hash, ParseHashError};
 pub use self::path::RelPath;
 pub use self::restore::{Applied, Refused, RestorePlan};
+pub use self::sink::{BlobSink, BlobSource, HashesOnly};
 pub use self::snapshot::{
     Entry, EntryKind, Ignored, Missing, SkipReason, Skipped, Snapshot, TakeStats,
 };
+pub use self::stat_cache::StatCache;
 pub use self::take::DEFAULT_MAX_FILE_BYTES;

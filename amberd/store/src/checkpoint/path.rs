@@ -43,6 +43,16 @@ impl RelPath {
         root.join(self.as_path())
     }
 
+    /// Whether the path is what the type promises (one read off the wire may not be):
+    /// non-empty components joined by `/`, none of them `.` or `..`.
+    pub fn is_normal(&self) -> bool {
+        !self.0.is_empty()
+            && self
+                .0
+                .split(|&b| b == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b"..")
+    }
+
     /// The parent directory, `None` at the top level.
     pub fn parent(&self) -> Option<Self> {
         let cut = self.0.iter().rposition(|&b| b == b'/')?;

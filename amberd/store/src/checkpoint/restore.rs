@@ -27,10 +27,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::beneath::{BeneathError, Refusal, TEMP_MARK, Tree};
-use super::blob::BlobStore;
 use super::error::CheckpointError;
 use super::hash::Hash;
 use super::path::RelPath;
+use super::sink::BlobSource;
 use super::snapshot::{Entry, EntryKind, Snapshot};
 
 /// The steps from the current workspace to a target snapshot, in the order `apply` runs them.
@@ -112,10 +112,15 @@ impl RestorePlan {
         self.delete.is_empty() && self.write.is_empty() && self.remove_dirs.is_empty()
     }
 
-    /// Carries out the plan under `root`, reading blobs from `store`. Every change goes
+    /// Carries out the plan under `root`, reading blobs from `store` (all of them, verified, before
+    /// anything is touched). Every change goes
     /// through `beneath.rs`: a path whose parent is a symlink or not a directory, or that
     /// lies in `.git` or `.amber`, is left alone and listed in [`Applied::refused`].
-    pub fn apply(&self, root: &Path, store: &BlobStore) -> Result<Applied, CheckpointError> {
+    pub fn apply<S: BlobSource + ?Sized>(
+        &self,
+        root: &Path,
+        store: &S,
+    ) -> Result<Applied, CheckpointError> {
         let mut blobs: HashMap<Hash, Vec<u8>> = HashMap::new();
         for entry in &self.write {
             if let std::collections::hash_map::Entry::Vacant(slot) = blobs.entry(entry.hash) {

@@ -31,6 +31,7 @@ use super::blob::BlobStore;
 use super::error::CheckpointError;
 use super::hash::Hash;
 use super::path::RelPath;
+use super::sink::{BlobSink, HashesOnly};
 use super::snapshot::{Entry, EntryKind, Ignored, Missing, SkipReason, Skipped, Snapshot};
 
 /// The default for `[checkpoints] max_file_bytes`: 8 MiB.
@@ -75,6 +76,36 @@ impl Snapshot {
         root: &Path,
         previous: Option<&Snapshot>,
         store: &BlobStore,
+        max_file_bytes: u64,
+        exclude: &[PathBuf],
+    ) -> Result<Snapshot, CheckpointError> {
+        Self::take_into(root, previous, store, max_file_bytes, exclude)
+    }
+
+    /// [`Snapshot::take_excluding`] where the snapshot's keeper is on another machine: every
+    /// entry is hashed (or its hash reused from `previous`) but no content is kept; the
+    /// keeper reads what it lacks from the workspace. `clock` is a store on this machine,
+    /// for the filesystem clock and nothing else.
+    pub fn take_hashes(
+        root: &Path,
+        previous: Option<&Snapshot>,
+        clock: &BlobStore,
+        max_file_bytes: u64,
+        exclude: &[PathBuf],
+    ) -> Result<Snapshot, CheckpointError> {
+        Self::take_into(
+            root,
+            previous,
+            &HashesOnly { clock },
+            max_file_bytes,
+            exclude,
+        )
+    }
+
+    fn take_into(
+        root: &Path,
+        previous: Option<&Snapshot>,
+        store: &dyn BlobSink,
         max_file_bytes: u64,
         exclude: &[PathBuf],
     ) -> Result<Snapshot, CheckpointError> {
@@ -395,7 +426,7 @@ fn error_path(err: &ignore::Error) -> Option<&Path> {
 }
 
 /// Reads every candidate, on up to [`MAX_READERS`] threads when there are many.
-fn read_all(to_read: &[Candidate], store: &BlobStore, max_file_bytes: u64) -> Vec<Outcome> {
+fn read_all(to_read: &[Candidate], store: &dyn BlobSink, max_file_bytes: u64) -> Vec<Outcome> {
     if to_read.len() < PARALLEL_FROM {
         return to_read
             .iter()
@@ -434,7 +465,7 @@ fn read_all(to_read: &[Candidate], store: &BlobStore, max_file_bytes: u64) -> Ve
 
 /// Reads, hashes and stores one file or symlink target. The metadata recorded is the
 /// open file's own (fstat), so a file replaced between walk and read is recorded as read.
-pub(crate) fn read_one(c: &Candidate, store: &BlobStore, max_file_bytes: u64) -> Outcome {
+pub(crate) fn read_one(c: &Candidate, store: &dyn BlobSink, max_file_bytes: u64) -> Outcome {
     let missing = |reason: String| {
         Outcome::Missing(Missing {
             path: c.path.clone(),

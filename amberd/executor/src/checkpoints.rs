@@ -1,0 +1,314 @@
+//! Checkpoints taken next to the files. amberd keeps a session's checkpoints; the executor
+//! walks the workspace, hashes what changed and sends the snapshot as the changes since the
+//! last one amberd holds (`checkpoint/take`); amberd then reads the content it lacks
+//! (`checkpoint/read`). A rewind sends the blobs it writes (`checkpoint/stage`) and then its
+//! plan (`checkpoint/restore`), carried out here by the same code as a local restore.
+//!
+//! ```text
+//! <cache>/checkpoints/objects/     snapshot manifests only (the stat cache's content)
+//! <cache>/checkpoints/workspaces/  the newest snapshot of each workspace (`StatCache`)
+//! <cache>/checkpoints/staging/<session>/  blobs of a restore until it runs
+//! ```
+//!
+//! `<cache>` is `$XDG_CACHE_HOME/amber-exec`, else `~/.cache/amber-exec`. It is a cache: lost,
+//! the next snapshot reads every file once.
+//!
+//! **Invariants:** content leaves this machine only as read from a path the snapshot named
+//! and only when it still hashes to what the snapshot recorded; a restore writes only
+//! through `amber_store::RestorePlan::apply` (beneath the workspace, never through a
+//! symlink, never in `.git`/`.amber`) and only blobs that hash to their names.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use amber_proto::sync::Locked;
+use amber_store::{BlobStore, Hash, Snapshot, StatCache};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use crate::wire::{
+    Blob, CheckpointReadResult, CheckpointRestoreResult, CheckpointTakeResult, RefusedPath,
+    RpcError, UnreadBlob, WantedBlob, code,
+};
+
+/// Snapshots a session keeps to answer a `base`: the last few it sent.
+const SENT_KEPT: usize = 4;
+/// Content bytes in one `checkpoint/read` answer at most (before base64), and so the largest
+/// file a snapshot here records (larger ones are listed as skipped, as over the limit).
+pub(crate) const READ_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The executor's checkpoint state.
+pub(crate) struct Checkpointer {
+    dir: Option<PathBuf>,
+    store: OnceLock<Result<BlobStore, String>>,
+    /// The newest snapshot of each workspace taken by this process (the stat cache in
+    /// memory; on disk through the store and `StatCache`).
+    latest: Mutex<HashMap<PathBuf, Arc<Snapshot>>>,
+    takes: AtomicU64,
+}
+
+/// One session's snapshots sent, by `take`.
+#[derive(Default)]
+pub(crate) struct Sent(Mutex<VecDeque<(u64, Arc<Snapshot>)>>);
+
+impl Checkpointer {
+    /// The checkpoints kept under `cache` (`None`: no cache directory; every snapshot then
+    /// reads every file).
+    pub(crate) fn new(cache: Option<PathBuf>) -> Self {
+        Self {
+            dir: cache.map(|c| c.join("checkpoints")),
+            store: OnceLock::new(),
+            latest: Mutex::new(HashMap::new()),
+            takes: AtomicU64::new(0),
+        }
+    }
+
+    /// `$XDG_CACHE_HOME/amber-exec`, else `$HOME/.cache/amber-exec`.
+    pub(crate) fn default_cache(
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Option<PathBuf> {
+        let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+        env("XDG_CACHE_HOME")
+            .and_then(absolute)
+            .or_else(|| env("HOME").and_then(absolute).map(|h| h.join(".cache")))
+            .map(|c| c.join("amber-exec"))
+    }
+
+    /// The directory to leave out of a snapshot, should it lie in a workspace.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn store(&self) -> Result<&BlobStore, RpcError> {
+        let opened = self.store.get_or_init(|| {
+            let dir = self
+                .dir
+                .as_ref()
+                .ok_or_else(|| "no cache directory (neither XDG_CACHE_HOME nor HOME)".to_owned())?;
+            BlobStore::open(dir.join("objects")).map_err(|e| e.to_string())
+        });
+        opened
+            .as_ref()
+            .map_err(|e| failed(format!("the checkpoint cache: {e}")))
+    }
+
+    fn stat_cache(&self) -> Option<StatCache> {
+        self.dir
+            .as_ref()
+            .map(|d| StatCache::new(d.join("workspaces")))
+    }
+
+    /// The newest snapshot of `root` known here: in memory, else the stat cache's.
+    fn previous(&self, root: &Path, store: &BlobStore) -> Option<Arc<Snapshot>> {
+        if let Some(snap) = self.latest.locked().get(root) {
+            return Some(Arc::clone(snap));
+        }
+        let hash = self.stat_cache()?.get(root)?;
+        Snapshot::load(store, &hash).ok().map(Arc::new)
+    }
+
+    /// Takes a snapshot of `root` and answers it as the changes since the snapshot `base`
+    /// names in `sent` (whole when it names none kept). Blocking.
+    pub(crate) fn take(
+        &self,
+        root: &Path,
+        sent: &Sent,
+        base: Option<u64>,
+        max_file_bytes: u64,
+        exclude: &[PathBuf],
+    ) -> Result<CheckpointTakeResult, RpcError> {
+        let store = self.store()?;
+        let max_file_bytes = max_file_bytes.min(READ_ANSWER_BYTES);
+        let previous = self.previous(root, store);
+        let mut snap =
+            Snapshot::take_hashes(root, previous.as_deref(), store, max_file_bytes, exclude)
+                .map_err(|e| failed(e.to_string()))?;
+        // Kept as the stat cache of the next take, in this process or a later one.
+        match snap.save_after(previous.as_deref(), store) {
+            Ok(hash) => {
+                if let Some(cache) = self.stat_cache()
+                    && let Err(err) = cache.set(root, &hash)
+                {
+                    tracing::warn!(%err, "cannot record the workspace's newest snapshot");
+                }
+            }
+            Err(err) => tracing::warn!(%err, "cannot keep the snapshot's stat cache"),
+        }
+        let snap = Arc::new(snap);
+        self.latest
+            .locked()
+            .insert(root.to_owned(), Arc::clone(&snap));
+        let mut kept = sent.0.locked();
+        let base = base.and_then(|b| {
+            kept.iter()
+                .find(|(t, _)| *t == b)
+                .map(|(_, s)| Arc::clone(s))
+        });
+        let delta = snap.delta_from(base.as_deref());
+        let take = self.takes.fetch_add(1, Ordering::Relaxed) + 1;
+        kept.push_back((take, snap));
+        while kept.len() > SENT_KEPT {
+            kept.pop_front();
+        }
+        Ok(CheckpointTakeResult {
+            take,
+            snapshot: delta,
+        })
+    }
+
+    /// Drops what the stat cache no longer names: run with no snapshot being taken.
+    pub(crate) fn sweep(&self) {
+        let (Ok(store), Some(cache)) = (self.store(), self.stat_cache()) else {
+            return;
+        };
+        let mut keep = std::collections::HashSet::new();
+        for hash in cache.snapshots() {
+            if Snapshot::reach(store, &hash, &mut keep).is_err() {
+                cache.retain(|h| *h != hash);
+            }
+        }
+        if let Err(err) = store.sweep(&keep) {
+            tracing::warn!(%err, "cannot sweep the checkpoint cache");
+        }
+    }
+
+    fn staging(&self, session: &str) -> Result<BlobStore, RpcError> {
+        let dir = self
+            .dir
+            .as_ref()
+            .ok_or_else(|| failed("no cache directory to stage a restore in".to_owned()))?;
+        BlobStore::open(dir.join("staging").join(session)).map_err(|e| failed(e.to_string()))
+    }
+
+    /// Keeps blobs for the session's next restore, each checked against its hash. Blocking.
+    pub(crate) fn stage(&self, session: &str, blobs: &[Blob]) -> Result<(), RpcError> {
+        let staging = self.staging(session)?;
+        for blob in blobs {
+            let bytes = BASE64.decode(&blob.data).map_err(|e| {
+                RpcError::new(code::INVALID_PARAMS, format!("blob {}: {e}", blob.hash))
+            })?;
+            if Hash::of(&bytes) != blob.hash {
+                return Err(RpcError::new(
+                    code::INVALID_PARAMS,
+                    format!("blob {}: its content hashes to another name", blob.hash),
+                ));
+            }
+            staging.put(&bytes).map_err(|e| failed(e.to_string()))?;
+        }
+        staging.sync().map_err(|e| failed(e.to_string()))
+    }
+
+    /// Carries out `plan` on `root` from the staged blobs, then drops them. Blocking.
+    pub(crate) fn restore(
+        &self,
+        session: &str,
+        root: &Path,
+        plan: &amber_store::RestorePlan,
+    ) -> Result<CheckpointRestoreResult, RpcError> {
+        let staging = self.staging(session)?;
+        let applied = plan.apply(root, &staging);
+        let _ = std::fs::remove_dir_all(staging.dir());
+        let applied = applied.map_err(|e| failed(e.to_string()))?;
+        // The workspace changed: the next snapshot starts from what the cache says, and the
+        // restored files' new metadata makes them read again.
+        Ok(CheckpointRestoreResult {
+            written: applied.written,
+            deleted: applied.deleted,
+            refused: applied
+                .refused
+                .into_iter()
+                .map(|r| RefusedPath {
+                    path: r.path,
+                    reason: r.refusal.to_string(),
+                })
+                .collect(),
+        })
+    }
+
+    /// The session's staged blobs go (it closed).
+    pub(crate) fn forget(&self, session: &str) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir.join("staging").join(session));
+        }
+    }
+}
+
+/// Reads the content `wanted` names from `root`: each file as it is now, sent only when it
+/// still hashes to the snapshot's record. Stops before the answer passes `budget` bytes of
+/// content (at least one blob is answered). Blocking.
+pub(crate) fn read(
+    root: &Path,
+    wanted: &[WantedBlob],
+    max_file_bytes: u64,
+    budget: u64,
+) -> CheckpointReadResult {
+    let mut out = CheckpointReadResult::default();
+    let mut used = 0u64;
+    for want in wanted {
+        let unread = |reason: String| UnreadBlob {
+            path: want.path.clone(),
+            hash: want.hash,
+            reason,
+        };
+        if !want.path.is_normal() {
+            out.unread
+                .push(unread("not a path inside the workspace".to_owned()));
+            continue;
+        }
+        let bytes = match read_entry(&want.path.join_to(root), max_file_bytes) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                out.unread.push(unread(err.to_string()));
+                continue;
+            }
+        };
+        if Hash::of(&bytes) != want.hash {
+            out.unread
+                .push(unread("it changed since the snapshot was taken".to_owned()));
+            continue;
+        }
+        let size = bytes.len() as u64;
+        if used > 0 && used + size > budget {
+            break;
+        }
+        used += size;
+        out.blobs.push(Blob {
+            hash: want.hash,
+            data: BASE64.encode(&bytes),
+        });
+    }
+    out
+}
+
+/// A file's bytes, or a symlink's target: never through a FIFO or device (opened
+/// non-blocking, then checked to be a regular file), never more than `max` bytes.
+fn read_entry(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return Ok(std::fs::read_link(path)?.as_os_str().as_bytes().to_vec());
+    }
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::other("larger than the snapshot's limit"));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn failed(message: String) -> RpcError {
+    RpcError::new(code::CHECKPOINT_FAILED, message)
+}
