@@ -208,6 +208,16 @@ impl HumanRenderer {
                     environment.spec
                 )));
             }
+            EventKind::EnvironmentConnected {
+                environment,
+                restored_files: Some(files),
+            } => {
+                self.end_line(&mut out);
+                out.push(err(format!(
+                    "… a new executor for {}: its workspace was empty, {files} file(s) restored from the newest checkpoint",
+                    environment.spec
+                )));
+            }
             EventKind::EnvironmentResumed {
                 environment,
                 replayed_chunks,
@@ -308,7 +318,10 @@ impl HumanRenderer {
             | EventKind::ReasoningDelta { .. }
             | EventKind::ToolOutputDelta { .. }
             | EventKind::Usage { .. }
-            | EventKind::EnvironmentConnected { .. }
+            | EventKind::EnvironmentConnected {
+                restored_files: None,
+                ..
+            }
             | EventKind::Synced { .. } => {}
         }
         out

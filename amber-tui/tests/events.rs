@@ -209,6 +209,7 @@ fn samples() -> Vec<EventKind> {
         },
         EventKind::EnvironmentConnected {
             environment: environment(amber_proto::EnvironmentState::Connected, None),
+            restored_files: Some(3),
         },
         EventKind::EnvironmentLost {
             environment: environment(

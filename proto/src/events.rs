@@ -278,9 +278,13 @@ pub enum EventKind {
         tool_call_id: Option<String>,
     },
     /// amber extension: the session's executor answered (at the session's first need of
-    /// it, or a new one after the last was gone).
+    /// it, or a new one after the last was gone). A new one whose workspace was empty got
+    /// the session's newest checkpoint restored into it first: `restoredFiles` says how many
+    /// files (absent when nothing was restored).
     EnvironmentConnected {
         environment: crate::EnvironmentInfo,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restored_files: Option<u64>,
     },
     /// amber extension: the link to the session's executor dropped (`state: lost`, amberd
     /// attaches again) or the executor is gone for good (`state: gone`: the running call

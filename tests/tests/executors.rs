@@ -28,6 +28,9 @@
 //!   the line is refused at its bound, the session is refused, amberd goes on.
 //! - A session on an executor takes its checkpoints there: each turn's changes are listed
 //!   and diffed, its files rewind on the executor, its conversation rewinds and forks.
+//! - A new executor after a gone one whose workspace is empty gets the newest checkpoint
+//!   restored before any call reaches it (`environment_connected.restoredFiles`); one whose
+//!   workspace holds files is left as it is.
 //! - An executor that names itself with shell words (they would reach the ssh command line
 //!   that attaches again) is refused.
 //! - A bad environment (unknown name, unreachable program) refuses `session/new` and makes
@@ -289,6 +292,120 @@ async fn an_executor_that_dies_interrupts_the_turn_and_the_next_runs_on_a_new_on
     assert_ne!(second_pid, first_pid);
     let got = get_raw(&client, &sid).await;
     assert_eq!(got["session"]["environment"]["executor"]["pid"], second_pid);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_executor_with_an_empty_workspace_continues_from_the_newest_checkpoint() {
+    let mock = MockLlm::start(vec![
+        bash(
+            "b1",
+            "mkdir -p src && echo alpha > a.txt && echo beta > src/b.txt",
+        ),
+        MockTurn::text("Made."),
+        done(),
+        bash("b2", "echo started; sleep 30"),
+        // The turn after the loss, on the new executor.
+        bash("b3", "cat a.txt src/b.txt"),
+        MockTurn::text("Read."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 2);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let first_pid = get_raw(&client, &sid).await["session"]["environment"]["executor"]["pid"]
+        .as_u64()
+        .unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    prompt_turn(&client, &mut events, &sid, "make").await;
+    client.session_prompt(&sid, "wait").await.unwrap();
+    let mut lost_turn = events.until("tool_output_delta").await;
+    // The machine goes, and with it the workspace: the next executor finds it empty.
+    // SAFETY: kill(2) on the executor this test's daemon started.
+    unsafe { libc::kill(i32::try_from(first_pid).unwrap(), libc::SIGKILL) };
+    for entry in std::fs::read_dir(&daemon.workspace).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    lost_turn.extend(events.turn().await);
+    let completed = of_type(&lost_turn, "turn_completed");
+    assert_eq!(
+        completed[0]["error"]["code"], "interrupted",
+        "{lost_turn:#?}"
+    );
+
+    let next = prompt_turn(&client, &mut events, &sid, "read").await;
+    assert_eq!(stop_reason(&next), "end_turn", "{next:#?}");
+    let (_, output) = result_of(&next, "b3");
+    assert_eq!(
+        output.lines().take(2).collect::<Vec<_>>(),
+        ["alpha", "beta"],
+        "{output}"
+    );
+    let both: Vec<serde_json::Value> = lost_turn.iter().chain(&next).cloned().collect();
+    let connected = of_type(&both, "environment_connected");
+    assert_eq!(connected.len(), 1, "one new executor: {both:#?}");
+    assert_eq!(connected[0]["restoredFiles"], 2, "{connected:#?}");
+    assert_ne!(
+        connected[0]["environment"]["executor"]["pid"].as_u64(),
+        Some(first_pid)
+    );
+    // The loss is no change of the turn's: what it found was put back first.
+    let listed = daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid}));
+    let rows = listed["checkpoints"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .skip(1)
+            .all(|r| r["changed"].as_array().is_none_or(Vec::is_empty)),
+        "{listed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_executor_whose_workspace_holds_files_is_left_as_it_is() {
+    let mock = MockLlm::start(vec![
+        bash("b1", "echo alpha > a.txt"),
+        MockTurn::text("Made."),
+        done(),
+        bash("b2", "echo started; sleep 30"),
+        bash("b3", "ls"),
+        MockTurn::text("Listed."),
+        done(),
+    ])
+    .await;
+    let daemon = daemon_with_executor(&mock, 2);
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let first_pid = get_raw(&client, &sid).await["session"]["environment"]["executor"]["pid"]
+        .as_u64()
+        .unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    prompt_turn(&client, &mut events, &sid, "make").await;
+    client.session_prompt(&sid, "wait").await.unwrap();
+    let mut lost_turn = events.until("tool_output_delta").await;
+    // SAFETY: kill(2) on the executor this test's daemon started.
+    unsafe { libc::kill(i32::try_from(first_pid).unwrap(), libc::SIGKILL) };
+    // Someone's files, not the checkpoint's: a restore must not touch them.
+    std::fs::remove_file(daemon.workspace.join("a.txt")).unwrap();
+    std::fs::write(daemon.workspace.join("theirs.txt"), "theirs\n").unwrap();
+    lost_turn.extend(events.turn().await);
+    let next = prompt_turn(&client, &mut events, &sid, "list").await;
+    let both: Vec<serde_json::Value> = lost_turn.iter().chain(&next).cloned().collect();
+    let connected = of_type(&both, "environment_connected");
+    assert_eq!(connected.len(), 1, "{both:#?}");
+    assert!(
+        connected[0].get("restoredFiles").is_none(),
+        "{connected:#?}"
+    );
+    assert!(!daemon.workspace.join("a.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(daemon.workspace.join("theirs.txt")).unwrap(),
+        "theirs\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -429,6 +429,56 @@ impl SessionCheckpoints {
         (Some(snap), None)
     }
 
+    /// A new executor replaced a gone one: when its workspace is empty and the session
+    /// has a complete newest snapshot, that snapshot is restored into it, so the session
+    /// goes on where its last checkpoint left it. Returns how many files were written.
+    /// Blocking; `remote` reaches the new executor directly (calls through the link wait
+    /// for this to finish).
+    pub(crate) fn continue_in(&self, remote: &Arc<dyn RemoteWorkspace>) -> Option<u64> {
+        if !self.snapshots || self.elsewhere.is_none() {
+            return None;
+        }
+        let (newest, _) = self.latest_blocking();
+        let newest = newest.filter(|s| !s.entries.is_empty())?;
+        // No read lock on the store: the rows name `newest`, so no sweep removes its blobs.
+        let store = self.daemon.store().ok()?;
+        let (_, now) = remote
+            .take(None, self.daemon.config().max_file_bytes)
+            .map_err(|err| tracing::warn!(%err, "cannot look at the new executor's workspace"))
+            .ok()?;
+        let empty = now.changed.is_empty() && now.skipped.is_empty() && now.missing.is_empty();
+        if !empty {
+            return None;
+        }
+        let nothing = amber_store::SnapshotDelta { full: true, ..now }
+            .apply(None)
+            .ok()?;
+        let restored = RestorePlan::new(&nothing, &newest)
+            .map_err(CheckpointFailure::from)
+            .and_then(|plan| {
+                remote
+                    .restore(&plan, store)
+                    .map_err(CheckpointFailure::Remote)
+            });
+        match restored {
+            Ok(applied) => {
+                tracing::info!(
+                    workspace = %self.workspace.display(),
+                    files = applied.written.len(),
+                    refused = applied.refused.len(),
+                    "restored the newest checkpoint into a new executor's empty workspace"
+                );
+                // The new executor knows none of the old one's snapshots.
+                self.set_latest(None);
+                Some(applied.written.len() as u64)
+            }
+            Err(err) => {
+                tracing::warn!(%err, "cannot restore the newest checkpoint on the new executor");
+                None
+            }
+        }
+    }
+
     /// Carries out `plan` on the workspace, here or on its executor; the caller holds the
     /// store's read lock. Blocking.
     pub(super) fn apply_plan(&self, plan: &RestorePlan) -> Result<Applied, CheckpointFailure> {

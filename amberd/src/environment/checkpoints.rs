@@ -14,7 +14,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::de::DeserializeOwned;
 
-use super::link::ExecutorLink;
+use super::link::{Direct, ExecutorLink};
 use crate::checkpoints::{RemoteRead, RemoteWorkspace};
 
 /// Content bytes staged in one request at most (the executor reads lines up to 64 MiB;
@@ -23,9 +23,17 @@ const STAGE_BATCH_BYTES: usize = 16 << 20;
 
 /// One session's workspace on its executor.
 pub(crate) struct RemoteCheckpoints {
-    link: Arc<ExecutorLink>,
+    via: Via,
     session: String,
     runtime: tokio::runtime::Handle,
+}
+
+/// How the calls reach the executor.
+enum Via {
+    /// Through the link, which connects (or starts a new executor) as needed.
+    Link(Arc<ExecutorLink>),
+    /// Straight on a new executor's connection, from its arrival hook.
+    Direct(Direct),
 }
 
 impl RemoteCheckpoints {
@@ -36,7 +44,16 @@ impl RemoteCheckpoints {
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
-            link,
+            via: Via::Link(link),
+            session,
+            runtime,
+        }
+    }
+
+    /// For an arrival hook: calls go on `direct` alone.
+    pub(crate) fn direct(direct: Direct, session: String, runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            via: Via::Direct(direct),
             session,
             runtime,
         }
@@ -50,10 +67,20 @@ impl RemoteCheckpoints {
         R: DeserializeOwned,
     {
         let (tx, rx) = std::sync::mpsc::channel();
-        let link = Arc::clone(&self.link);
-        self.runtime.spawn(async move {
-            let _ = tx.send(link.call(method, &params).await);
-        });
+        match &self.via {
+            Via::Link(link) => {
+                let link = Arc::clone(link);
+                self.runtime.spawn(async move {
+                    let _ = tx.send(link.call(method, &params).await);
+                });
+            }
+            Via::Direct(direct) => {
+                let direct = direct.clone();
+                self.runtime.spawn(async move {
+                    let _ = tx.send(direct.call(method, &params).await);
+                });
+            }
+        }
         let value = rx
             .recv()
             .map_err(|_| "the daemon is stopping".to_owned())?

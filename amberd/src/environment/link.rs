@@ -95,6 +95,11 @@ pub(crate) struct ExecutorLink {
     info: Mutex<EnvironmentInfo>,
     /// Where its `environment_*` events go: each session's, once it exists.
     notify: Mutex<Vec<(String, Notify)>>,
+    /// What each session does on a new executor that replaced a gone one, before any call
+    /// reaches it (its checkpoint restored into an empty workspace).
+    arrivals: Mutex<Vec<(String, Arrival)>>,
+    /// Held while the arrival hooks run: calls wait for them.
+    arriving: tokio::sync::RwLock<()>,
     /// Where executors that dial in wait to be claimed (`executor:NAME` with `dial_in`).
     dial_ins: Option<Arc<super::dial_in::DialIns>>,
     /// The executor's machine, as it last introduced itself.
@@ -112,6 +117,28 @@ impl std::fmt::Debug for ExecutorLink {
 }
 
 type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
+
+/// A session's hook on a new executor that replaced a gone one: given the connection (its
+/// calls go straight there), it returns how many files it restored, if any.
+pub(crate) type Arrival = Arc<dyn Fn(Direct) -> BoxFuture<'static, Option<u64>> + Send + Sync>;
+
+/// Requests on one connection, bypassing the link's connecting and waiting: for an arrival
+/// hook, which runs while every other call waits.
+#[derive(Clone)]
+pub(crate) struct Direct {
+    conn: Arc<Conn>,
+    link: Arc<ExecutorLink>,
+}
+
+impl Direct {
+    pub(crate) async fn call<T: serde::Serialize>(
+        &self,
+        method: &str,
+        params: &T,
+    ) -> Result<Value, RpcError> {
+        request(&self.conn, &self.link.next_id, method, params).await
+    }
+}
 
 impl ExecutorLink {
     /// A link not connected yet. `dial_ins`: where an executor that dials in is claimed.
@@ -137,6 +164,8 @@ impl ExecutorLink {
             opened: Mutex::new(BTreeMap::new()),
             jobs: Mutex::new(HashMap::new()),
             notify: Mutex::new(Vec::new()),
+            arrivals: Mutex::new(Vec::new()),
+            arriving: tokio::sync::RwLock::new(()),
             dial_ins,
             machine: Mutex::new(None),
             next_id: AtomicU64::new(1),
@@ -149,6 +178,13 @@ impl ExecutorLink {
         let mut all = self.notify.locked();
         all.retain(|(s, _)| s != session);
         all.push((session.to_owned(), notify));
+    }
+
+    /// Runs `arrival` for session `session` whenever a new executor replaces a gone one.
+    pub(crate) fn on_arrival(&self, session: &str, arrival: Arrival) {
+        let mut all = self.arrivals.locked();
+        all.retain(|(s, _)| s != session);
+        all.push((session.to_owned(), arrival));
     }
 
     fn emit(&self, kind: EventKind) {
@@ -187,6 +223,7 @@ impl ExecutorLink {
     pub(crate) async fn close(&self, session: &str) {
         let was_open = self.opened.locked().remove(session).is_some();
         self.notify.locked().retain(|(s, _)| s != session);
+        self.arrivals.locked().retain(|(s, _)| s != session);
         let ended: Vec<JobEntry> = {
             let mut jobs = self.jobs.locked();
             let ids: Vec<String> = jobs
@@ -260,9 +297,49 @@ impl ExecutorLink {
     }
 
     /// The live connection: the current one, or a new executor when there is none (the
-    /// first call, or the last executor is gone). Waits while the link attaches again.
+    /// first call, or the last executor is gone). Waits while the link attaches again, and
+    /// while a new executor's arrival hooks run.
     async fn connection(self: &Arc<Self>) -> Result<Arc<Conn>, String> {
-        let _connecting = self.connecting.lock().await;
+        let connecting = self.connecting.lock().await;
+        let (conn, replaced) = self.connect_locked().await?;
+        if !replaced {
+            drop(connecting);
+            // A new executor's hooks may be running: calls wait for them.
+            drop(self.arriving.read().await);
+            return Ok(conn);
+        }
+        // Taken before the connecting lock goes: no call reaches the new executor before
+        // its hooks ran.
+        let arriving = self.arriving.write().await;
+        drop(connecting);
+        let hooks: Vec<Arrival> = self
+            .arrivals
+            .locked()
+            .iter()
+            .map(|(_, hook)| Arc::clone(hook))
+            .collect();
+        let direct = Direct {
+            conn: Arc::clone(&conn),
+            link: Arc::clone(self),
+        };
+        let mut restored = None;
+        for hook in hooks {
+            if let Some(files) = hook(direct.clone()).await {
+                restored = Some(restored.unwrap_or(0) + files);
+            }
+        }
+        drop(arriving);
+        self.emit(EventKind::EnvironmentConnected {
+            environment: self.info(),
+            restored_files: restored,
+        });
+        Ok(conn)
+    }
+
+    /// The connecting part of [`Self::connection`], under its lock. Returns the connection
+    /// and whether it is a new executor that replaced a gone one (its hooks are due; its
+    /// `environment_connected` is the caller's to emit).
+    async fn connect_locked(self: &Arc<Self>) -> Result<(Arc<Conn>, bool), String> {
         if self.closed.load(Ordering::SeqCst) {
             return Err("the session was closed".to_owned());
         }
@@ -272,7 +349,7 @@ impl ExecutorLink {
             .clone()
             .filter(|c| !c.lost.is_cancelled())
         {
-            return Ok(conn);
+            return Ok((conn, false));
         }
         if self.info.locked().state == EnvironmentState::Lost {
             return Err(self
@@ -284,6 +361,9 @@ impl ExecutorLink {
         }
         // The executor the session ran on before amberd restarted, if it still runs.
         let known = self.attach.locked().clone();
+        // An executor answered before: the one amberd attached to (perhaps before it
+        // restarted), or one that is gone for good.
+        let had_one = known.is_some() || self.info.locked().state == EnvironmentState::Gone;
         let mut attached = None;
         let mut fresh = None;
         if let Some((id, token)) = known {
@@ -301,6 +381,8 @@ impl ExecutorLink {
             }
         }
         let resumed = attached.is_some();
+        // The session ran on an executor before, and that one is gone.
+        let replaced = !resumed && had_one;
         let (conn, hello) = match (attached, fresh) {
             (Some(found), _) | (None, Some(found)) => found,
             (None, None) => self.reach(None).await?,
@@ -319,14 +401,18 @@ impl ExecutorLink {
             Some(executor_info(&hello)),
             None,
         );
-        self.emit(match resumed {
-            true => EventKind::EnvironmentResumed {
+        match (resumed, replaced) {
+            (true, _) => self.emit(EventKind::EnvironmentResumed {
                 environment: info,
                 replayed_chunks: 0,
-            },
-            false => EventKind::EnvironmentConnected { environment: info },
-        });
-        Ok(conn)
+            }),
+            (false, false) => self.emit(EventKind::EnvironmentConnected {
+                environment: info,
+                restored_files: None,
+            }),
+            (false, true) => {}
+        }
+        Ok((conn, replaced))
     }
 
     /// Connects now (a session loaded again attaches to its executor at once, so that what

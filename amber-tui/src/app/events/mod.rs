@@ -160,8 +160,19 @@ impl App {
                 removed_turns,
                 ..
             } => self.rewound(&restored, &conflicts, removed_turns),
-            EventKind::EnvironmentConnected { environment }
-            | EventKind::EnvironmentLost { environment }
+            EventKind::EnvironmentConnected {
+                environment,
+                restored_files,
+            } => {
+                let (mut text, kind) = environment_line(&environment);
+                if let Some(files) = restored_files {
+                    text.push_str(&format!(
+                        "; its workspace was empty: {files} file(s) restored from the newest checkpoint"
+                    ));
+                }
+                self.transcript.push(Cell::Info { text, kind });
+            }
+            EventKind::EnvironmentLost { environment }
             | EventKind::EnvironmentResumed { environment, .. } => {
                 let (text, kind) = environment_line(&environment);
                 self.transcript.push(Cell::Info { text, kind });

@@ -71,7 +71,7 @@ impl EnvironmentFeature {
 /// Sets the session's info from the event's environment and publishes the event.
 fn publish(shared: &SessionShared, kind: EventKind) {
     let environment = match &kind {
-        EventKind::EnvironmentConnected { environment }
+        EventKind::EnvironmentConnected { environment, .. }
         | EventKind::EnvironmentLost { environment }
         | EventKind::EnvironmentResumed { environment, .. } => Some(environment.clone()),
         _ => None,
@@ -284,8 +284,27 @@ impl SessionFeature for SessionEnvironment {
             checkpoints.0.set_remote(Arc::new(RemoteCheckpoints::new(
                 Arc::clone(&self.link),
                 self.id.clone(),
-                runtime,
+                runtime.clone(),
             )));
+            // A new executor after a gone one: an empty workspace gets the newest
+            // checkpoint before any call reaches it.
+            let checkpoints = Arc::clone(&checkpoints.0);
+            let session = self.id.clone();
+            self.link.on_arrival(
+                &self.id,
+                Arc::new(move |direct| {
+                    let checkpoints = Arc::clone(&checkpoints);
+                    let remote: Arc<dyn crate::checkpoints::RemoteWorkspace> = Arc::new(
+                        RemoteCheckpoints::direct(direct, session.clone(), runtime.clone()),
+                    );
+                    Box::pin(async move {
+                        tokio::task::spawn_blocking(move || checkpoints.continue_in(&remote))
+                            .await
+                            .ok()
+                            .flatten()
+                    })
+                }),
+            );
         }
         shared.tools.set_host(Arc::new(RemoteToolHost::new(
             Arc::clone(&self.link),
