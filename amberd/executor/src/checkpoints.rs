@@ -32,6 +32,7 @@ use amber_store::{BlobStore, Hash, Snapshot, StatCache};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
+use crate::watched::WatchedTree;
 use crate::wire::{
     Blob, CheckpointReadResult, CheckpointRestoreResult, CheckpointTakeResult, RefusedPath,
     RpcError, UnreadBlob, WantedBlob, code,
@@ -47,9 +48,9 @@ pub(crate) const READ_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 pub(crate) struct Checkpointer {
     dir: Option<PathBuf>,
     store: OnceLock<Result<BlobStore, String>>,
-    /// The newest snapshot of each workspace taken by this process (the stat cache in
+    /// Each workspace's watch and newest snapshot taken by this process (the stat cache in
     /// memory; on disk through the store and `StatCache`).
-    latest: Mutex<HashMap<PathBuf, Arc<Snapshot>>>,
+    trees: Mutex<HashMap<PathBuf, Arc<Mutex<WatchedTree>>>>,
     takes: AtomicU64,
 }
 
@@ -64,7 +65,7 @@ impl Checkpointer {
         Self {
             dir: cache.map(|c| c.join("checkpoints")),
             store: OnceLock::new(),
-            latest: Mutex::new(HashMap::new()),
+            trees: Mutex::new(HashMap::new()),
             takes: AtomicU64::new(0),
         }
     }
@@ -105,12 +106,27 @@ impl Checkpointer {
     }
 
     /// The newest snapshot of `root` known here: in memory, else the stat cache's.
-    fn previous(&self, root: &Path, store: &BlobStore) -> Option<Arc<Snapshot>> {
-        if let Some(snap) = self.latest.locked().get(root) {
-            return Some(Arc::clone(snap));
+    fn previous(
+        &self,
+        tree: &WatchedTree,
+        root: &Path,
+        store: &BlobStore,
+    ) -> Option<Arc<Snapshot>> {
+        if let Some(snap) = tree.latest() {
+            return Some(snap);
         }
         let hash = self.stat_cache()?.get(root)?;
         Snapshot::load(store, &hash).ok().map(Arc::new)
+    }
+
+    /// The watched tree of `root` (made at its first take).
+    fn tree(&self, root: &Path) -> Arc<Mutex<WatchedTree>> {
+        Arc::clone(
+            self.trees
+                .locked()
+                .entry(root.to_owned())
+                .or_insert_with(|| Arc::new(Mutex::new(WatchedTree::new()))),
+        )
     }
 
     /// Takes a snapshot of `root` and answers it as the changes since the snapshot `base`
@@ -125,10 +141,13 @@ impl Checkpointer {
     ) -> Result<CheckpointTakeResult, RpcError> {
         let store = self.store()?;
         let max_file_bytes = max_file_bytes.min(READ_ANSWER_BYTES);
-        let previous = self.previous(root, store);
-        let mut snap =
-            Snapshot::take_hashes(root, previous.as_deref(), store, max_file_bytes, exclude)
-                .map_err(|e| failed(e.to_string()))?;
+        let tree = self.tree(root);
+        // One take of a tree at a time: its watch and newest snapshot go together.
+        let mut tree = tree.locked();
+        let previous = self.previous(&tree, root, store);
+        let mut snap = tree
+            .take(root, previous.as_deref(), store, max_file_bytes, exclude)
+            .map_err(|e| failed(e.to_string()))?;
         // Kept as the stat cache of the next take, in this process or a later one.
         match snap.save_after(previous.as_deref(), store) {
             Ok(hash) => {
@@ -141,9 +160,8 @@ impl Checkpointer {
             Err(err) => tracing::warn!(%err, "cannot keep the snapshot's stat cache"),
         }
         let snap = Arc::new(snap);
-        self.latest
-            .locked()
-            .insert(root.to_owned(), Arc::clone(&snap));
+        tree.set_latest(Arc::clone(&snap));
+        drop(tree);
         let mut kept = sent.0.locked();
         let base = base.and_then(|b| {
             kept.iter()

@@ -55,8 +55,8 @@ use serde_json::value::RawValue;
 pub use self::checkpoint::{
     Applied, BlobSink, BlobSource, BlobStore, Change, ChangeStatus, CheckpointError,
     DEFAULT_MAX_FILE_BYTES, Entry, EntryKind, Hash, HashesOnly, Ignored, Missing, ParseHashError,
-    Refusal, Refused, RelPath, RestorePlan, SkipReason, Skipped, Snapshot, SnapshotDelta,
-    StatCache, SweepStats, TakeStats, protected,
+    Refusal, Refused, RelPath, Rescanned, RestorePlan, SkipReason, Skipped, Snapshot,
+    SnapshotDelta, StatCache, SweepStats, TakeStats, protected,
 };
 pub use self::dangling::{Closing, INTERRUPTED_CALL, INTERRUPTED_SUBAGENT, closing_events};
 pub use self::deferred::CreationSync;

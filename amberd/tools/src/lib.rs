@@ -24,6 +24,7 @@ pub mod skills;
 pub(crate) mod task;
 pub(crate) mod todowrite;
 pub(crate) mod truncate;
+pub mod watch;
 pub(crate) mod write;
 
 #[cfg(test)]

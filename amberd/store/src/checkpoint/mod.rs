@@ -32,6 +32,7 @@ mod manifest;
 mod path;
 #[cfg(test)]
 mod remote_tests;
+mod rescan;
 mod restore;
 mod sink;
 mod snapshot;
@@ -47,6 +48,7 @@ pub use self::diff::{Change, ChangeStatus};
 pub use self::error::CheckpointError;
 pub use self::hash::{Hash, ParseHashError};
 pub use self::path::RelPath;
+pub use self::rescan::Rescanned;
 pub use self::restore::{Applied, Refused, RestorePlan};
 pub use self::sink::{BlobSink, BlobSource, HashesOnly};
 pub use self::snapshot::{

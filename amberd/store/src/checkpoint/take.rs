@@ -102,12 +102,36 @@ impl Snapshot {
         )
     }
 
+    /// [`Snapshot::take_excluding`] into any sink, calling `enter` with each directory the
+    /// walk enters (the root first) before it is listed: where a watcher adds its watch.
+    pub fn take_watching(
+        root: &Path,
+        previous: Option<&Snapshot>,
+        store: &dyn BlobSink,
+        max_file_bytes: u64,
+        exclude: &[PathBuf],
+        enter: &mut dyn FnMut(&Path),
+    ) -> Result<Snapshot, CheckpointError> {
+        Self::take_scoped(root, previous, store, max_file_bytes, exclude, enter)
+    }
+
     fn take_into(
         root: &Path,
         previous: Option<&Snapshot>,
         store: &dyn BlobSink,
         max_file_bytes: u64,
         exclude: &[PathBuf],
+    ) -> Result<Snapshot, CheckpointError> {
+        Self::take_scoped(root, previous, store, max_file_bytes, exclude, &mut |_| {})
+    }
+
+    fn take_scoped(
+        root: &Path,
+        previous: Option<&Snapshot>,
+        store: &dyn BlobSink,
+        max_file_bytes: u64,
+        exclude: &[PathBuf],
+        enter: &mut dyn FnMut(&Path),
     ) -> Result<Snapshot, CheckpointError> {
         let excluded: Vec<RelPath> = exclude
             .iter()
@@ -119,14 +143,21 @@ impl Snapshot {
             // so that listing overlaps the walk, the reads and the final sync.
             let (done, inbox) = mpsc::channel();
             let lister = scope.spawn(|| list_ignored(root, inbox, &excluded));
+            let scope = Scope {
+                start: root,
+                depth: None,
+                enter,
+            };
             let to_read = walk(
                 root,
+                scope,
                 previous,
                 max_file_bytes,
                 &mut snap,
-                Dirs::new(done),
+                Dirs::new(None, done),
                 exclude,
-            );
+            )
+            .read;
             for outcome in read_all(&to_read, store, max_file_bytes) {
                 match outcome {
                     Outcome::Entry { entry, blob_bytes } => {
@@ -161,18 +192,40 @@ impl Snapshot {
     }
 }
 
-/// Walks the workspace into `snap` (entries reused from `previous`, skipped, missing) and
-/// returns the files to read; every directory it enters goes through `dirs`.
-fn walk(
+/// Where a walk starts (a directory under the workspace root, or the root), how deep it goes
+/// (`Some(1)`: the directory's own children), and what to call as it enters a directory.
+pub(crate) struct Scope<'a> {
+    pub(crate) start: &'a Path,
+    pub(crate) depth: Option<usize>,
+    pub(crate) enter: &'a mut dyn FnMut(&Path),
+}
+
+/// What a walk found besides what it put in the snapshot.
+pub(crate) struct Walked {
+    /// The files to read.
+    pub(crate) read: Vec<Candidate>,
+    /// The directories at the scope's depth, found but not entered.
+    pub(crate) dirs_below: Vec<PathBuf>,
+}
+
+/// Walks `scope` of the workspace at `root` into `snap` (entries reused from `previous`,
+/// skipped, missing) and returns the files to read; every directory it enters goes through
+/// `dirs`.
+pub(crate) fn walk(
     root: &Path,
+    scope: Scope<'_>,
     previous: Option<&Snapshot>,
     max_file_bytes: u64,
     snap: &mut Snapshot,
     mut dirs: Dirs,
     exclude: &[PathBuf],
-) -> Vec<Candidate> {
+) -> Walked {
     let mut to_read = Vec::new();
-    for found in walker(root, exclude).build() {
+    let mut dirs_below = Vec::new();
+    (scope.enter)(scope.start);
+    let mut builder = walker(scope.start, exclude);
+    builder.max_depth(scope.depth);
+    for found in builder.build() {
         let dent = match found {
             Ok(dent) => dent,
             Err(err) => {
@@ -193,7 +246,12 @@ fn walk(
             continue;
         };
         if file_type.is_dir() {
-            dirs.enter(path, dent.depth());
+            if scope.depth.is_some_and(|max| dent.depth() >= max) {
+                dirs_below.push(dent.into_path());
+            } else {
+                (scope.enter)(dent.path());
+                dirs.enter(path, dent.depth());
+            }
             continue;
         }
         let kind = if file_type.is_symlink() {
@@ -244,13 +302,16 @@ fn walk(
             }),
         }
     }
-    to_read
+    Walked {
+        read: to_read,
+        dirs_below,
+    }
 }
 
 /// A directory the walk entered (`None`: the root) and the names of the children it
 /// yielded there, each followed by a 0 byte (which no name holds).
 #[derive(Debug)]
-struct Dir {
+pub(crate) struct Dir {
     path: Option<RelPath>,
     depth: usize,
     names: Vec<u8>,
@@ -258,15 +319,16 @@ struct Dir {
 
 /// The directories the walk is inside. The walk is depth first, so a directory is complete
 /// once an entry no deeper than it comes: then it goes to the lister.
-struct Dirs {
+pub(crate) struct Dirs {
     open: Vec<Dir>,
     done: mpsc::Sender<Dir>,
 }
 
 impl Dirs {
-    fn new(done: mpsc::Sender<Dir>) -> Self {
+    /// Dirs of a walk that starts at `start` (`None`: the root).
+    pub(crate) fn new(start: Option<RelPath>, done: mpsc::Sender<Dir>) -> Self {
         let root = Dir {
-            path: None,
+            path: start,
             depth: 0,
             names: Vec::new(),
         };
@@ -313,7 +375,11 @@ impl Drop for Dirs {
 
 /// The children of each directory from `inbox` that the walk did not yield, `.git` aside:
 /// what its ignore rules left out. One that vanished since is simply not listed.
-fn list_ignored(root: &Path, inbox: mpsc::Receiver<Dir>, excluded: &[RelPath]) -> Vec<Ignored> {
+pub(crate) fn list_ignored(
+    root: &Path,
+    inbox: mpsc::Receiver<Dir>,
+    excluded: &[RelPath],
+) -> Vec<Ignored> {
     let mut ignored = Vec::new();
     let mut rel = Vec::new();
     for dir in inbox {
@@ -426,7 +492,11 @@ fn error_path(err: &ignore::Error) -> Option<&Path> {
 }
 
 /// Reads every candidate, on up to [`MAX_READERS`] threads when there are many.
-fn read_all(to_read: &[Candidate], store: &dyn BlobSink, max_file_bytes: u64) -> Vec<Outcome> {
+pub(crate) fn read_all(
+    to_read: &[Candidate],
+    store: &dyn BlobSink,
+    max_file_bytes: u64,
+) -> Vec<Outcome> {
     if to_read.len() < PARALLEL_FROM {
         return to_read
             .iter()

@@ -27,7 +27,6 @@ use crate::search::walk::WalkSpec;
 mod build;
 mod postings;
 mod scan;
-mod watch;
 
 use postings::PostingList;
 use scan::{Scan, Seen, TreeState};

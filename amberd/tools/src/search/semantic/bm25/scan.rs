@@ -23,9 +23,9 @@ use std::time::{Duration, SystemTime};
 
 use ignore::WalkState;
 
-use super::watch::{Adder, Dirty, Watcher};
 use super::{FileEntry, MAX_FILE_BYTES};
 use crate::search::walk::WalkSpec;
+use crate::watch::{Adder, Dirty, Watcher};
 
 /// Ignore files whose changes force a full walk.
 const IGNORE_FILES: [&str; 2] = [".gitignore", ".ignore"];

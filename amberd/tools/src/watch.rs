@@ -1,17 +1,18 @@
-//! inotify (Linux) as a shortcut for the mtime scan: every directory the walk
-//! visits gets a watch (added before it is listed), and a refresh drains the
+//! inotify (Linux) as a shortcut for a scan of a whole tree: every directory the
+//! walk visits gets a watch (added before it is listed), and a refresh drains the
 //! events to learn which files to stat and which directories to list again,
 //! instead of stat-ing the whole tree. An event queue overflow asks for a full
 //! stat scan; a touched ignore file asks for a full walk. Elsewhere, or when
 //! inotify is unavailable or out of watches, [`Watcher::new`] gives `None` and
-//! the index keeps to stat scans.
+//! the caller keeps to full scans. Used by the search index and by the
+//! checkpoints an executor takes.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 
 /// What the events since the last drain ask for.
 #[derive(Debug, Default)]
-pub(crate) struct Dirty {
+pub struct Dirty {
     /// Paths whose metadata may have changed.
     pub files: HashSet<PathBuf>,
     /// Directories whose entries changed (or that may be gone).
@@ -20,13 +21,16 @@ pub(crate) struct Dirty {
     pub rescan: bool,
     /// An ignore file changed: walk again.
     pub walk: bool,
+    /// Directories no longer watched (removed, or moved away): a directory found at
+    /// such a path again is a new one.
+    pub unwatched: HashSet<PathBuf>,
 }
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{Adder, Watcher};
+pub use linux::{Adder, Watcher};
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) use other::{Adder, Watcher};
+pub use other::{Adder, Watcher};
 
 /// Whether a file name is one of the ignore files the walk honours.
 fn is_ignore_file(name: &std::ffi::OsStr) -> bool {
@@ -59,7 +63,7 @@ mod linux {
     }
 
     /// One inotify instance and the directories it watches.
-    pub(crate) struct Watcher {
+    pub struct Watcher {
         inotify: Inotify,
         dirs: HashMap<i32, PathBuf>,
         buffer: Vec<u8>,
@@ -75,12 +79,12 @@ mod linux {
 
     /// Adds watches from walker threads.
     #[derive(Clone)]
-    pub(crate) struct Adder(Watches);
+    pub struct Adder(Watches);
 
     impl Adder {
         /// Watch `dir`; the watch id, or `None` when the kernel refuses
         /// (typically out of watches).
-        pub(crate) fn add(&mut self, dir: &Path) -> Option<i32> {
+        pub fn add(&mut self, dir: &Path) -> Option<i32> {
             self.0
                 .add(dir, mask())
                 .ok()
@@ -89,7 +93,7 @@ mod linux {
     }
 
     impl Watcher {
-        pub(crate) fn new() -> Option<Self> {
+        pub fn new() -> Option<Self> {
             Some(Self {
                 inotify: Inotify::init().ok()?,
                 dirs: HashMap::new(),
@@ -97,17 +101,17 @@ mod linux {
             })
         }
 
-        pub(crate) fn adder(&self) -> Adder {
+        pub fn adder(&self) -> Adder {
             Adder(self.inotify.watches())
         }
 
         /// Remember which directory a watch id stands for.
-        pub(crate) fn register(&mut self, id: i32, dir: PathBuf) {
+        pub fn register(&mut self, id: i32, dir: PathBuf) {
             self.dirs.insert(id, dir);
         }
 
         /// Read every pending event (never blocks).
-        pub(crate) fn drain(&mut self) -> Dirty {
+        pub fn drain(&mut self) -> Dirty {
             let mut dirty = Dirty::default();
             loop {
                 let events = match self.inotify.read_events(&mut self.buffer) {
@@ -125,7 +129,9 @@ mod linux {
                         continue;
                     }
                     if event.mask.contains(EventMask::IGNORED) {
-                        self.dirs.remove(&id);
+                        if let Some(dir) = self.dirs.remove(&id) {
+                            dirty.unwatched.insert(dir);
+                        }
                         continue;
                     }
                     let Some(dir) = self.dirs.get(&id) else {
@@ -138,7 +144,9 @@ mod linux {
                         dirty.dirs.insert(dir.clone());
                         if event.mask.contains(EventMask::MOVE_SELF) {
                             // Its later events would carry the old path.
+                            let dir = dir.clone();
                             self.dirs.remove(&id);
+                            dirty.unwatched.insert(dir);
                         }
                         continue;
                     }
@@ -177,26 +185,26 @@ mod other {
 
     /// No watcher off Linux: refreshes stat the tree.
     #[derive(Debug)]
-    pub(crate) struct Watcher;
+    pub struct Watcher;
 
     #[derive(Clone)]
-    pub(crate) struct Adder;
+    pub struct Adder;
 
     impl Adder {
-        pub(crate) fn add(&mut self, _dir: &Path) -> Option<i32> {
+        pub fn add(&mut self, _dir: &Path) -> Option<i32> {
             None
         }
     }
 
     impl Watcher {
-        pub(crate) fn new() -> Option<Self> {
+        pub fn new() -> Option<Self> {
             None
         }
-        pub(crate) fn adder(&self) -> Adder {
+        pub fn adder(&self) -> Adder {
             Adder
         }
-        pub(crate) fn register(&mut self, _id: i32, _dir: PathBuf) {}
-        pub(crate) fn drain(&mut self) -> Dirty {
+        pub fn register(&mut self, _id: i32, _dir: PathBuf) {}
+        pub fn drain(&mut self) -> Dirty {
             Dirty {
                 rescan: true,
                 ..Dirty::default()
