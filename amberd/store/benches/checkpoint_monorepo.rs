@@ -195,6 +195,11 @@ fn monorepo(c: &mut Criterion) {
             black_box(keep(&snap.delta_from(None), None, &store))
         });
     });
+    // amberd's side alone of a new session's first checkpoint: a whole snapshot received.
+    let whole = cached.delta_from(None);
+    group.bench_function("amberd_keeps_a_whole_snapshot", |b| {
+        b.iter(|| black_box(keep(&whole, None, &store)));
+    });
     let (mut sent, mut held) = (cached.clone(), kept);
     group.bench_function("executor_incremental_10_changed", |b| {
         b.iter_batched(

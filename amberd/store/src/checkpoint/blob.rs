@@ -155,8 +155,17 @@ impl BlobStore {
         Ok(bytes)
     }
 
+    /// Whether the blob is stored; one this handle wrote or found before is not looked
+    /// up again (a sweep forgets them all).
     pub fn contains(&self, hash: &Hash) -> bool {
-        self.path_of(hash).exists()
+        if self.is_known(hash) {
+            return true;
+        }
+        let found = self.path_of(hash).exists();
+        if found {
+            self.remember(*hash);
+        }
+        found
     }
 
     /// Makes the renames of the blobs written since the last call durable (fsyncs the
