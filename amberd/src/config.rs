@@ -166,6 +166,10 @@ pub struct SandboxConfig {
     /// Unix socket at all, since the user's other sockets (an SSH agent, a Docker daemon,
     /// another amberd) are not the network. Read at start.
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Where no namespace can be made (amberd in an unprivileged container), sandbox
+    /// commands with Landlock and seccomp alone instead of refusing them, with the limits
+    /// docs/security.md names ("Without namespaces"). Read at start.
+    pub in_place: bool,
 }
 
 impl SandboxConfig {

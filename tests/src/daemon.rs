@@ -63,6 +63,14 @@ pub fn through_dial() -> bool {
     test_under("through_dial::")
 }
 
+/// Whether this test runs its sessions' tools on a local executor as in an unprivileged
+/// container: started without `CAP_SYS_ADMIN` (`setpriv --bounding-set -sys_admin`), so no
+/// namespace can be made and Landlock and seccomp alone sandbox its commands. The suites
+/// `all.rs` runs under `through_container::` do.
+pub fn through_container() -> bool {
+    test_under("through_container::")
+}
+
 fn test_under(prefix: &str) -> bool {
     std::thread::current()
         .name()
@@ -78,7 +86,7 @@ pub fn test_environment() -> Option<String> {
     if through_dial() {
         return Some(format!("executor:{}", crate::dial::NAME));
     }
-    through_executor().then(|| TEST_EXECUTOR.to_owned())
+    (through_executor() || through_container()).then(|| TEST_EXECUTOR.to_owned())
 }
 
 /// How to start a [`TestDaemon`].
@@ -144,10 +152,27 @@ impl TestDaemon {
         if let Some(dial) = &dial {
             config.push_str(&dial.config());
         }
-        if through_executor() {
+        if through_executor() || through_container() {
+            let program = if through_container() {
+                let wrapper = root.join("amber-exec-unprivileged");
+                fs::write(
+                    &wrapper,
+                    format!(
+                        "#!/bin/sh\nexec setpriv --bounding-set -sys_admin '{}' \"$@\"\n",
+                        bin_path("amber-exec").display()
+                    ),
+                )
+                .expect("write the executor's wrapper");
+                fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755))
+                    .expect("chmod the executor's wrapper");
+                wrapper
+            } else {
+                bin_path("amber-exec")
+            };
             config.push_str(&format!(
-                "\n[environments.test-executor]\nprogram = \"{}\"\nlinger_secs = 30\nreconnect_secs = 10\n",
-                bin_path("amber-exec").display()
+                "\n[environments.test-executor]\nprogram = \"{}\"\nlinger_secs = 30\nreconnect_secs = 10\nsandbox_in_place = {}\n",
+                program.display(),
+                through_container()
             ));
         }
         fs::write(root.join("config.toml"), config).expect("write config.toml");

@@ -84,6 +84,7 @@ mod walls;
 mod workspace_trust;
 mod worktrees;
 
+mod through_container;
 mod through_dial;
 mod through_executor;
 mod through_ssh;

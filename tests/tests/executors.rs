@@ -1081,6 +1081,57 @@ async fn an_executor_that_names_itself_with_shell_words_is_refused() {
     assert!(!sentinel.exists());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_executor_that_can_make_no_namespace_refuses_commands_unless_told_to_sandbox_in_place() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // As in an unprivileged container: no CAP_SYS_ADMIN, so no namespace can be made.
+    let wrapper = dir.path().join("amber-exec-unprivileged");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec setpriv --bounding-set -sys_admin '{}' \"$@\"\n",
+            bin_path("amber-exec").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for in_place in [false, true] {
+        let mock = MockLlm::start(vec![
+            bash("b1", "mkdir -p sub && echo ran > sub/made.txt && echo done"),
+            MockTurn::text("Tried."),
+            done(),
+        ])
+        .await;
+        let daemon = TestDaemon::spawn_with(DaemonOptions {
+            base_url: Some(mock.base_url()),
+            config_toml: format!(
+                "{FAST_RETRIES}\n[environments.box]\nprogram = \"{}\"\nsandbox_in_place = {in_place}\n",
+                wrapper.display()
+            ),
+            env: Vec::new(),
+        });
+        let client = connect(&daemon).await;
+        let sid = session_on(&client, &daemon, "executor:box").await.unwrap();
+        let mut events = Events::live(&client, &sid).await;
+        let turn = prompt_turn(&client, &mut events, &sid, "go").await;
+        let (_, output) = result_of(&turn, "b1");
+        let made = daemon.workspace.join("sub/made.txt");
+        if in_place {
+            assert!(output.starts_with("done"), "{output}");
+            assert!(made.exists());
+        } else {
+            // Fail closed, saying why and what would make it run.
+            assert!(
+                output.contains("no namespace can be made here")
+                    && output.contains("--sandbox-in-place"),
+                "{output}"
+            );
+            assert!(!made.exists(), "it ran: {output}");
+        }
+    }
+}
+
 /// A daemon whose `executor:liar` is a shell script in `dir` that reads the `initialize`
 /// request, runs `body` and then waits: an executor that answers what the test makes it.
 fn daemon_with_liar(mock: &MockLlm, dir: &std::path::Path, body: &str) -> TestDaemon {

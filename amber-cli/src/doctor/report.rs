@@ -382,7 +382,13 @@ pub(super) fn text(r: &Report) -> String {
             };
             lines.push(row("landlock", &landlock));
             lines.push(row("seccomp", yes_no(Some(s.seccomp))));
-            lines.push(row("namespaces", yes_no(s.namespaces)));
+            let namespaces = match (s.available, s.namespaces) {
+                (Some(true), Some(false)) => {
+                    "no: Landlock and seccomp alone ([sandbox] in_place; see docs/security.md)"
+                }
+                _ => yes_no(s.namespaces),
+            };
+            lines.push(row("namespaces", namespaces));
         }
     }
     match &r.selftest.error {

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::sandbox::{SandboxInfo, SandboxSpec, refusal_note};
+use crate::sandbox::{SandboxInfo, SandboxSpec, refusal_note_with};
 
 /// Leave to start one child without the OS sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub struct RefusalCheck {
     info: SandboxInfo,
     /// The directories hidden from it (amberd's socket directory).
     hidden: Vec<PathBuf>,
+    /// It may run in place (without namespaces), where the top of the workspace and its
+    /// `.git` take no new entries.
+    in_place: bool,
 }
 
 impl RefusalCheck {
@@ -71,6 +74,7 @@ impl RefusalCheck {
                     network: spec.network,
                 },
                 hidden: spec.hidden.clone(),
+                in_place: spec.in_place,
             }),
             SpawnSandbox::Unsandboxed(_) => None,
         }
@@ -78,7 +82,7 @@ impl RefusalCheck {
 
     /// The `[sandbox: …]` note for `output` of `command`, when it shows a refusal.
     pub fn note(&self, command: &str, output: &str) -> Option<String> {
-        refusal_note(self.info, &self.hidden, command, output)
+        refusal_note_with(self.info, &self.hidden, self.in_place, command, output)
     }
 
     /// Appends the note for `body` (on a line of its own), when it shows a refusal.

@@ -47,6 +47,9 @@ pub struct SandboxEnv {
     /// not: the tool processes' (`[tools.env]`, provider keys removed); their own `env`
     /// table adds to it.
     pub extension_env: Arc<ToolEnv>,
+    /// Where no namespace can be made, sandbox with Landlock and seccomp alone
+    /// (`SandboxSpec::in_place`) rather than refuse.
+    pub in_place: bool,
 }
 
 impl SandboxEnv {
@@ -61,6 +64,7 @@ impl SandboxEnv {
             masked: Vec::new(),
             allow_unix_sockets: Vec::new(),
             extension_env: ToolEnv::process_default(),
+            in_place: false,
         }
     }
 
@@ -98,6 +102,7 @@ impl SandboxEnv {
             daemon_pid: Some(std::process::id()),
             guarded_pids: Vec::new(),
             simulate_landlock_abi: self.simulate_landlock_abi,
+            in_place: self.in_place,
         }
     }
 }

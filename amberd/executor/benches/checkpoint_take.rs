@@ -14,6 +14,8 @@
 //! the incremental take with 10 files changed since the last (the watched tree).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A bench starts the real executor binary, as a client would.
+#![allow(clippy::disallowed_methods)]
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -39,7 +41,9 @@ fn source(d: usize, f: usize, salt: u64) -> String {
     let lines = 3 + (d * 31 + f * 17) % 20;
     let mut out = format!("//! module {d}/{f} ({salt})\n");
     for i in 0..lines {
-        out.push_str(&format!("pub fn item_{i}(x: u64) -> u64 {{ x ^ {salt} }}\n"));
+        out.push_str(&format!(
+            "pub fn item_{i}(x: u64) -> u64 {{ x ^ {salt} }}\n"
+        ));
     }
     out
 }
@@ -103,7 +107,10 @@ impl Executor {
             next: 1,
             base: None,
         };
-        executor.call("initialize", json!({"protocolVersion": 1, "client": "bench"}));
+        executor.call(
+            "initialize",
+            json!({"protocolVersion": 1, "client": "bench"}),
+        );
         executor.call(
             "session/open",
             json!({"session": "bench", "workspace": workspace,
@@ -121,7 +128,10 @@ impl Executor {
         let mut text = String::new();
         loop {
             text.clear();
-            assert!(self.stdout.read_line(&mut text).unwrap() > 0, "the executor hung up");
+            assert!(
+                self.stdout.read_line(&mut text).unwrap() > 0,
+                "the executor hung up"
+            );
             let answer: Value = serde_json::from_str(&text).unwrap();
             if answer["id"] == json!(id) {
                 assert!(answer["error"].is_null(), "{method}: {answer}");
@@ -146,7 +156,10 @@ impl Executor {
                 .iter()
                 .map(|e| json!({"path": e["path"], "hash": e["hash"]}))
                 .collect();
-            let read = self.call("checkpoint/read", json!({"session": "bench", "blobs": wanted}));
+            let read = self.call(
+                "checkpoint/read",
+                json!({"session": "bench", "blobs": wanted}),
+            );
             assert_eq!(read["blobs"].as_array().unwrap().len(), changed.len());
         }
         changed.len()
@@ -203,7 +216,9 @@ fn checkpoint_take(c: &mut Criterion) {
     let mut executor = Executor::start(&state(9), &cache, ws.path());
     executor.checkpoint();
     let mut group = c.benchmark_group("executor_checkpoint_100k");
-    group.sample_size(50).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(10));
     let mut salt = 0u64;
     group.bench_function("incremental_10_changed", |b| {
         b.iter_batched(

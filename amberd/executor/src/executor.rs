@@ -77,6 +77,16 @@ impl Drop for Served<'_> {
     }
 }
 
+/// How an executor was started (`amber-exec`'s flags).
+#[derive(Debug, Clone, Default)]
+pub struct ExecutorOptions {
+    /// `--cache-dir`: its checkpoint cache (`None`: none).
+    pub cache: Option<PathBuf>,
+    /// `--sandbox-in-place`: where no namespace can be made, sandbox with Landlock and
+    /// seccomp alone.
+    pub sandbox_in_place: bool,
+}
+
 /// The executor.
 pub struct Executor {
     id: String,
@@ -114,17 +124,19 @@ impl Executor {
         id: String,
         token: String,
         mut hidden: Vec<PathBuf>,
-        cache: Option<PathBuf>,
+        options: ExecutorOptions,
     ) -> Arc<Self> {
         let env = |key: &str| std::env::var_os(key);
         // Its checkpoint cache is its own, as its state is: no command it runs sees it.
-        let cache = cache.filter(|dir| match crate::state_dir::ensure(dir) {
-            Ok(()) => true,
-            Err(err) => {
-                tracing::warn!(dir = %dir.display(), %err, "no checkpoint cache");
-                false
-            }
-        });
+        let cache = options
+            .cache
+            .filter(|dir| match crate::state_dir::ensure(dir) {
+                Ok(()) => true,
+                Err(err) => {
+                    tracing::warn!(dir = %dir.display(), %err, "no checkpoint cache");
+                    false
+                }
+            });
         hidden.extend(cache.clone());
         let masked = amber_policy::SecretLocations::installed()
             .locations()
@@ -132,10 +144,15 @@ impl Executor {
         let sandbox = Arc::new(SandboxEnv {
             hidden,
             masked,
+            in_place: options.sandbox_in_place,
             ..SandboxEnv::from_env(&env)
         });
         let probe = SandboxProbe::new(sandbox.simulate_landlock_abi);
-        probe.start(sandbox.hidden.clone(), Arc::clone(&sandbox.unavailable));
+        probe.start_with(
+            sandbox.hidden.clone(),
+            sandbox.in_place,
+            Arc::clone(&sandbox.unavailable),
+        );
         let tools = amber_tools::builtin_tools(SkillDirs::default())
             .into_iter()
             .filter(|t| t.runs_in_workspace())

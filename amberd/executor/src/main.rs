@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use amber_executor::executor::Executor;
+use amber_executor::executor::{Executor, ExecutorOptions};
 use amber_executor::{dial, relay, server, state_dir};
 use clap::Parser;
 
@@ -38,6 +38,11 @@ struct Args {
     /// again (default: $XDG_CACHE_HOME/amber-exec, ~/.cache/amber-exec).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Where no namespace can be made (an unprivileged container), sandbox commands with
+    /// Landlock and seccomp alone instead of refusing them; what that cannot keep is in
+    /// docs/security.md ("Without namespaces").
+    #[arg(long)]
+    sandbox_in_place: bool,
     /// Dial out to amberd's executor listener (`wss://HOST:PORT/executors`) and serve it
     /// there, dialling again whenever the connection drops; runs in the foreground.
     #[arg(long, value_name = "URL", conflicts_with = "stdio", requires_all = ["name", "token_file"])]
@@ -75,7 +80,7 @@ fn main() -> ExitCode {
     };
     match &args.attach {
         Some(id) => attach(&dir, id),
-        None => start(&dir, cache_dir_of(&args), Duration::from_secs(args.linger)),
+        None => start(&dir, options_of(&args), Duration::from_secs(args.linger)),
     }
 }
 
@@ -94,7 +99,7 @@ fn attach(dir: &std::path::Path, id: &str) -> ExitCode {
 }
 
 /// Starts a new executor in its own session and relays to it.
-fn start(dir: &std::path::Path, cache: Option<PathBuf>, linger: Duration) -> ExitCode {
+fn start(dir: &std::path::Path, options: ExecutorOptions, linger: Duration) -> ExitCode {
     let id = uuid::Uuid::new_v4().to_string();
     let token = format!(
         "{}{}",
@@ -127,7 +132,7 @@ fn start(dir: &std::path::Path, cache: Option<PathBuf>, linger: Duration) -> Exi
         }
         0 => {
             drop(relay_end);
-            let code = executor_process(dir, cache, id, token, listener, executor_end, linger);
+            let code = executor_process(dir, options, id, token, listener, executor_end, linger);
             let _ = std::fs::remove_file(&socket);
             std::process::exit(code);
         }
@@ -183,7 +188,7 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
         uuid::Uuid::new_v4().simple()
     );
     let code = runtime.block_on(async move {
-        let executor = Executor::new(id, attach_token, vec![dir.clone()], cache_dir_of(args));
+        let executor = Executor::new(id, attach_token, vec![dir.clone()], options_of(args));
         tracing::info!(
             id = executor.id(),
             pid = std::process::id(),
@@ -206,11 +211,16 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
 }
 
 /// `--state-dir` or the default, made private; `None` (said on stderr) when it cannot be.
-/// The checkpoint cache: `--cache-dir`, else the user's cache directory.
-fn cache_dir_of(args: &Args) -> Option<PathBuf> {
-    args.cache_dir
-        .clone()
-        .or_else(|| amber_executor::executor::default_cache(|k| std::env::var_os(k)))
+/// The executor's options from its flags; the checkpoint cache: `--cache-dir`, else the
+/// user's cache directory.
+fn options_of(args: &Args) -> ExecutorOptions {
+    ExecutorOptions {
+        cache: args
+            .cache_dir
+            .clone()
+            .or_else(|| amber_executor::executor::default_cache(|k| std::env::var_os(k))),
+        sandbox_in_place: args.sandbox_in_place,
+    }
 }
 
 fn state_dir_of(args: &Args) -> Option<PathBuf> {
@@ -280,7 +290,7 @@ fn prepare(dir: &std::path::Path) -> Option<tokio::runtime::Runtime> {
 /// it running), its log, the lifeline and reaper of its tool processes, then the server.
 fn executor_process(
     dir: &std::path::Path,
-    cache: Option<PathBuf>,
+    options: ExecutorOptions,
     id: String,
     token: String,
     listener: UnixListener,
@@ -304,7 +314,7 @@ fn executor_process(
         ) else {
             return 1;
         };
-        let executor = Executor::new(id, token, vec![dir.to_owned()], cache);
+        let executor = Executor::new(id, token, vec![dir.to_owned()], options);
         tracing::info!(
             id = executor.id(),
             pid = std::process::id(),

@@ -213,18 +213,26 @@ mod tests {
         write(root, "build/out.o", "obj\n");
         let steps: &[Step] = &[
             ("nothing", |_| {}),
-            ("a file edited deep down", |r| write(r, "src/deep/a/b/c.rs", "changed c\n")),
+            ("a file edited deep down", |r| {
+                write(r, "src/deep/a/b/c.rs", "changed c\n")
+            }),
             ("a file made at the top", |r| write(r, "new.txt", "new\n")),
-            ("a file deleted", |r| fs::remove_file(r.join("README.md")).unwrap()),
+            ("a file deleted", |r| {
+                fs::remove_file(r.join("README.md")).unwrap()
+            }),
             ("a new tree of directories", |r| {
                 write(r, "pkg/x/y/z.rs", "z\n");
                 write(r, "pkg/x/w.rs", "w\n");
             }),
-            ("a directory renamed", |r| fs::rename(r.join("docs"), r.join("manual")).unwrap()),
+            ("a directory renamed", |r| {
+                fs::rename(r.join("docs"), r.join("manual")).unwrap()
+            }),
             ("a file edited in the renamed directory", |r| {
                 write(r, "manual/guide.md", "guide v2\n")
             }),
-            ("a tree deleted", |r| fs::remove_dir_all(r.join("pkg")).unwrap()),
+            ("a tree deleted", |r| {
+                fs::remove_dir_all(r.join("pkg")).unwrap()
+            }),
             ("a file replaced by a directory", |r| {
                 fs::remove_file(r.join("new.txt")).unwrap();
                 write(r, "new.txt/inner.txt", "inner\n");
@@ -242,8 +250,12 @@ mod tests {
                 fs::remove_file(r.join("link")).unwrap();
                 symlink("manual/guide.md", r.join("link")).unwrap();
             }),
-            ("an ignored file made", |r| write(r, "src/debug.log", "log\n")),
-            ("an ignored directory filled", |r| write(r, "build/more.o", "more\n")),
+            ("an ignored file made", |r| {
+                write(r, "src/debug.log", "log\n")
+            }),
+            ("an ignored directory filled", |r| {
+                write(r, "build/more.o", "more\n")
+            }),
             ("a directory deleted and made again, deeper", |r| {
                 fs::remove_dir_all(r.join("src/deep")).unwrap();
                 write(r, "src/deep/a/b/c.rs", "again\n");
@@ -259,8 +271,12 @@ mod tests {
             ("a file edited in the directory moved back", |r| {
                 write(r, "manual/guide.md", "guide v3\n")
             }),
-            ("the ignore rules changed", |r| write(r, ".gitignore", "*.log\n")),
-            ("a file edited after the full walk", |r| write(r, "build/out.o", "obj v2\n")),
+            ("the ignore rules changed", |r| {
+                write(r, ".gitignore", "*.log\n")
+            }),
+            ("a file edited after the full walk", |r| {
+                write(r, "build/out.o", "obj v2\n")
+            }),
         ];
         let mut tree = WatchedTree::new();
         assert!(tree.watcher.is_some(), "inotify is available here");

@@ -31,6 +31,11 @@ pub struct EnvironmentConfig {
     pub dial_in: bool,
     /// With `dial_in`: the file holding the bearer token this executor must present.
     pub token_file: Option<PathBuf>,
+    /// Start the executor with `--sandbox-in-place`: where no namespace can be made (an
+    /// unprivileged container), its commands are sandboxed by Landlock and seccomp alone
+    /// instead of refused (docs/security.md, "Without namespaces"). An executor that dials
+    /// in is given the flag on its own command line.
+    pub sandbox_in_place: bool,
 }
 
 /// `[executors]`: amberd's listener for executors that dial in. Off unless `listen` is set;
@@ -184,6 +189,8 @@ pub struct Launch {
     pub reconnect: std::time::Duration,
     /// The name an executor that dials in goes by (`dial_in`).
     dial_in: Option<String>,
+    /// `sandbox_in_place`.
+    in_place: bool,
 }
 
 impl Launch {
@@ -205,6 +212,7 @@ impl Launch {
                 default_path: path.clone(),
                 reconnect: std::time::Duration::from_secs(DEFAULT_RECONNECT_SECS),
                 dial_in: None,
+                in_place: false,
             }),
             Target::Named(name) => {
                 let config = named.get(name).ok_or_else(|| {
@@ -225,6 +233,7 @@ impl Launch {
                             config.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS),
                         ),
                         dial_in: Some(name.clone()),
+                        in_place: config.sandbox_in_place,
                     });
                 }
                 let ssh = match &config.ssh {
@@ -249,6 +258,7 @@ impl Launch {
                         config.reconnect_secs.unwrap_or(DEFAULT_RECONNECT_SECS),
                     ),
                     dial_in: None,
+                    in_place: config.sandbox_in_place,
                 })
             }
         }
@@ -256,11 +266,15 @@ impl Launch {
 
     /// The argv that starts a new executor.
     pub fn start(&self) -> Vec<String> {
-        self.argv(&[
+        let mut args = vec![
             "--stdio".to_owned(),
             "--linger".to_owned(),
             self.linger_secs.to_string(),
-        ])
+        ];
+        if self.in_place {
+            args.push("--sandbox-in-place".to_owned());
+        }
+        self.argv(&args)
     }
 
     /// The argv that attaches to executor `id` (an id it gave: hex digits and `-`).
@@ -419,5 +433,24 @@ mod tests {
             ["/opt/amber/amber-exec", "--stdio", "--linger", "5"]
         );
         assert!(Launch::of(&Target::Named("nope".to_owned()), &named).is_err());
+        named.insert(
+            "container".to_owned(),
+            EnvironmentConfig {
+                program: Some("/opt/amber/amber-exec".to_owned()),
+                sandbox_in_place: true,
+                ..EnvironmentConfig::default()
+            },
+        );
+        let container = Launch::of(&Target::Named("container".to_owned()), &named).unwrap();
+        assert_eq!(
+            container.start(),
+            [
+                "/opt/amber/amber-exec",
+                "--stdio",
+                "--linger",
+                "600",
+                "--sandbox-in-place"
+            ]
+        );
     }
 }

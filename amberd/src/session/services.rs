@@ -138,6 +138,7 @@ impl Services {
                 .to_vec(),
             allow_unix_sockets: config.sandbox.allow_unix_sockets.clone(),
             extension_env: Arc::clone(&tool_env),
+            in_place: config.sandbox.in_place,
             ..SandboxEnv::from_env(env)
         });
         let watchers = Arc::new(super::watch::Watchers::new(
@@ -202,8 +203,9 @@ impl Services {
     /// first session, turn or `sandbox/selftest`. Its failed verdict is
     /// published into `SandboxEnv::unavailable`.
     pub fn start_sandbox_probe(&self) {
-        self.sandbox_probe.start(
+        self.sandbox_probe.start_with(
             self.sandbox.hidden.clone(),
+            self.sandbox.in_place,
             Arc::clone(&self.sandbox.unavailable),
         );
     }

@@ -47,6 +47,8 @@ pub struct ProbeSettings {
     pub hidden: Vec<PathBuf>,
     /// The simulated Landlock ABI (`SandboxEnv`'s test switches).
     pub simulate_landlock_abi: Option<u32>,
+    /// `SandboxEnv::in_place`.
+    pub in_place: bool,
 }
 
 /// The daemon's sandbox probe and what it found.
@@ -60,6 +62,9 @@ pub struct SandboxProbe {
     userns: Option<bool>,
     /// `None` until the probe has finished.
     verdict: watch::Sender<Option<Availability>>,
+    /// Whether the probe's command ran in namespaces of its own (else Landlock and seccomp
+    /// alone held it: an unprivileged container); set once it ran.
+    isolated: OnceLock<bool>,
 }
 
 impl std::fmt::Debug for SandboxProbe {
@@ -89,6 +94,7 @@ impl SandboxProbe {
             kernel,
             userns: userns_allowed(&|path| std::fs::read_to_string(path).ok(), current_uid()),
             verdict: watch::channel(None).0,
+            isolated: OnceLock::new(),
         })
     }
 
@@ -98,9 +104,20 @@ impl SandboxProbe {
     /// `publish`: where the sessions' sandboxes read the verdict (`SandboxEnv::unavailable`),
     /// set when the probe fails.
     pub fn start(self: &Arc<Self>, hidden: Vec<PathBuf>, publish: Arc<OnceLock<String>>) {
+        self.start_with(hidden, false, publish);
+    }
+
+    /// [`SandboxProbe::start`] for sandboxes that may run in place (`SandboxEnv::in_place`).
+    pub fn start_with(
+        self: &Arc<Self>,
+        hidden: Vec<PathBuf>,
+        in_place: bool,
+        publish: Arc<OnceLock<String>>,
+    ) {
         let settings = ProbeSettings {
             hidden,
             simulate_landlock_abi: self.simulate_landlock_abi,
+            in_place,
         };
         // Outside a runtime (unit tests of the library) there is nothing to run it on.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -113,6 +130,9 @@ impl SandboxProbe {
         runtime.spawn(async move {
             let verdict = probe.run_probe().await;
             match &verdict {
+                Ok(()) if probe.isolated.get() == Some(&false) => tracing::info!(
+                    "OS sandbox available: Landlock and seccomp only (no namespace can be made here)"
+                ),
                 Ok(()) => tracing::info!("OS sandbox available"),
                 Err(reason) => tracing::warn!(
                     "OS sandbox unavailable: {reason}; sandboxed commands need an approval to run without it"
@@ -129,16 +149,27 @@ impl SandboxProbe {
         let scratch = Scratch::new("probe")
             .map_err(|e| format!("cannot create the probe's scratch directory: {e}"))?;
         let spec = scratch.spec(&self.settings());
+        // Exits 3 when it shares this process's mount namespace: the sandbox held it with
+        // Landlock and seccomp alone.
+        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap_or_default();
         let outcome = run_sandboxed(
             &spec,
             "/bin/sh",
-            &["-c".as_ref(), "exit 0".as_ref()],
+            &[
+                "-c".as_ref(),
+                r#"[ "$(readlink /proc/self/ns/mnt)" != "$0" ] || exit 3"#.as_ref(),
+                own.as_os_str(),
+            ],
             &scratch.workspace,
             PROBE_TIMEOUT,
             "sandbox-probe",
         )
         .await;
-        probe_verdict(&outcome)
+        let (verdict, isolated) = probe_verdict(&outcome);
+        if let Some(isolated) = isolated {
+            let _ = self.isolated.set(isolated);
+        }
+        verdict
     }
 
     fn settings(&self) -> ProbeSettings {
@@ -148,6 +179,7 @@ impl SandboxProbe {
             .unwrap_or_else(|| ProbeSettings {
                 hidden: Vec::new(),
                 simulate_landlock_abi: self.simulate_landlock_abi,
+                in_place: false,
             })
     }
 
@@ -185,7 +217,10 @@ impl SandboxProbe {
         status(
             self.availability().as_ref(),
             self.kernel,
-            self.userns,
+            self.isolated
+                .get()
+                .copied()
+                .or(self.userns.filter(|allowed| !allowed)),
             default,
         )
     }
@@ -197,8 +232,17 @@ impl SandboxProbe {
     }
 }
 
-/// The probe's verdict from how its `exit 0` ended.
-fn probe_verdict(outcome: &Outcome) -> Availability {
+/// The probe's verdict from how its command ended, and whether it ran in namespaces of its
+/// own (exit 0) or in this process's (exit 3).
+fn probe_verdict(outcome: &Outcome) -> (Availability, Option<bool>) {
+    match outcome {
+        Outcome::Ran(ran) if ran.succeeded() => (Ok(()), Some(true)),
+        Outcome::Ran(ran) if ran.code == Some(3) => (Ok(()), Some(false)),
+        other => (failure(other), None),
+    }
+}
+
+fn failure(outcome: &Outcome) -> Availability {
     match outcome {
         Outcome::Ran(ran) if ran.succeeded() => Ok(()),
         Outcome::Ran(ran) => Err(format!(
@@ -215,18 +259,14 @@ fn probe_verdict(outcome: &Outcome) -> Availability {
     }
 }
 
-/// `daemon/status.sandbox` from its parts.
+/// `daemon/status.sandbox` from its parts; `namespaces`: whether the sandbox's commands get
+/// namespaces of their own, as far as known.
 pub(crate) fn status(
     verdict: Option<&Availability>,
     kernel: KernelSupport,
-    userns: Option<bool>,
+    namespaces: Option<bool>,
     default: SandboxInfo,
 ) -> SandboxStatus {
-    let namespaces = match verdict {
-        // The sandbox stands on namespaces: it ran, so they work.
-        Some(Ok(())) => Some(true),
-        _ => userns.filter(|allowed| !allowed),
-    };
     let (landlock_enforcement, landlock_missing) =
         landlock_enforcement(kernel.landlock_abi.and_then(effective_abi));
     SandboxStatus {
@@ -291,20 +331,28 @@ mod tests {
             stdout: String::new(),
             stderr: String::new(),
         });
-        assert_eq!(probe_verdict(&ok), Ok(()));
+        assert_eq!(probe_verdict(&ok), (Ok(()), Some(true)));
+        // Exit 3: it ran, in this process's mount namespace (Landlock and seccomp alone).
+        let shared = Outcome::Ran(Ran {
+            code: Some(3),
+            stdout: String::new(),
+            stderr: String::new(),
+        });
+        assert_eq!(probe_verdict(&shared), (Ok(()), Some(false)));
         let setup = Outcome::SetupFailed("Landlock is not available in this kernel".into());
         assert_eq!(
             probe_verdict(&setup),
-            Err("Landlock is not available in this kernel".into())
+            (Err("Landlock is not available in this kernel".into()), None)
         );
         let failed = Outcome::Ran(Ran {
             code: Some(126),
             stdout: String::new(),
             stderr: "amberd: cannot start the tool process watcher: x\n".into(),
         });
-        assert!(probe_verdict(&failed).unwrap_err().contains("exit 126"));
+        assert!(probe_verdict(&failed).0.unwrap_err().contains("exit 126"));
         assert!(
             probe_verdict(&Outcome::TimedOut(PROBE_TIMEOUT))
+                .0
                 .unwrap_err()
                 .contains("within 5 s")
         );
@@ -322,8 +370,13 @@ mod tests {
         assert_eq!(probing.landlock_abi, Some(7));
         assert_eq!(probing.default_mode, SandboxMode::WorkspaceWrite);
 
-        let up = status(Some(&Ok(())), kernel, None, default());
+        let up = status(Some(&Ok(())), kernel, Some(true), default());
         assert_eq!((up.available, up.namespaces), (Some(true), Some(true)));
+        let in_place = status(Some(&Ok(())), kernel, Some(false), default());
+        assert_eq!(
+            (in_place.available, in_place.namespaces),
+            (Some(true), Some(false))
+        );
         assert_eq!(
             up.landlock_enforcement,
             Some(amber_proto::LandlockEnforcement::Full)

@@ -64,6 +64,7 @@ impl Scratch {
             daemon_pid: Some(std::process::id()),
             guarded_pids: Vec::new(),
             simulate_landlock_abi: settings.simulate_landlock_abi,
+            in_place: settings.in_place,
         }
     }
 }
@@ -135,6 +136,7 @@ mod tests {
         let settings = ProbeSettings {
             hidden: vec!["/run/amber".into()],
             simulate_landlock_abi: Some(0),
+            in_place: false,
         };
         let spec = scratch.spec(&settings);
         assert!(!spec.writable().contains(&scratch.outside));

@@ -28,7 +28,7 @@ pub use landlock_abi::{
     LANDLOCK_TARGET_ABI, LandlockFeature, effective_abi, enforcement as landlock_enforcement,
     missing_features,
 };
-pub use note::refusal_note;
+pub use note::{refusal_note, refusal_note_with};
 pub use spec::{SandboxSpec, SpecError};
 pub use support::{KernelSupport, kernel_support};
 

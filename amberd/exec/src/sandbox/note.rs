@@ -64,6 +64,18 @@ pub fn refusal_note(
     command: &str,
     output: &str,
 ) -> Option<String> {
+    refusal_note_with(sandbox, hidden, false, command, output)
+}
+
+/// [`refusal_note`] of a sandbox that may run in place (`SandboxSpec::in_place`): a refused
+/// write also names what a sandbox without namespaces cannot allow.
+pub fn refusal_note_with(
+    sandbox: SandboxInfo,
+    hidden: &[PathBuf],
+    in_place: bool,
+    command: &str,
+    output: &str,
+) -> Option<String> {
     if sandbox.mode == SandboxMode::Off {
         return None;
     }
@@ -94,6 +106,9 @@ pub fn refusal_note(
         let whom = match sandbox.mode {
             SandboxMode::ReadOnly => {
                 "this session's sandbox is read-only: only the session temp dir ($TMPDIR) is writable"
+            }
+            _ if in_place => {
+                "this session's sandbox lets commands write only inside the workspace, $TMPDIR and the configured writable roots (.git/hooks, .git/config and .amber/ stay read-only); where its executor can make no namespace (an unprivileged container), a command also cannot create, remove or rename entries directly at the top of the workspace or in .git (one level down works)"
             }
             _ => {
                 "this session's sandbox lets commands write only inside the workspace, $TMPDIR and the configured writable roots (.git/hooks, .git/config and .amber/ stay read-only)"

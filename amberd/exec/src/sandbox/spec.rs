@@ -53,6 +53,11 @@ pub struct SandboxSpec {
     /// `AMBER_TEST_SANDBOX_LANDLOCK_ABI`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulate_landlock_abi: Option<u32>,
+    /// Where no namespace can be made (an unprivileged container), run the command under
+    /// Landlock and seccomp alone, with the limits docs/security.md names, instead of
+    /// refusing it. Set by an executor started with `--sandbox-in-place`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_place: bool,
 }
 
 /// A spec argument that cannot be read.
@@ -114,6 +119,7 @@ mod tests {
             daemon_pid: None,
             guarded_pids: Vec::new(),
             simulate_landlock_abi: None,
+            in_place: false,
         };
         let arg = spec.to_arg();
         assert!(!arg.contains("simulate"));
@@ -158,6 +164,7 @@ mod tests {
             daemon_pid: None,
             guarded_pids: Vec::new(),
             simulate_landlock_abi: None,
+            in_place: false,
         };
         assert_eq!(spec.writable(), vec![PathBuf::from("/tmp/t")]);
         assert!(SandboxSpec::from_arg("{\"mode\":\"off\"}").is_err());

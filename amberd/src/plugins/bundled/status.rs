@@ -160,6 +160,7 @@ mod tests {
                 daemon_pid: None,
                 guarded_pids: Vec::new(),
                 simulate_landlock_abi: None,
+                in_place: false,
             }))
         };
         assert_eq!(

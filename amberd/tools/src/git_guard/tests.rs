@@ -305,6 +305,7 @@ fn the_spawned_spec_names_the_nested_checkouts_that_have_a_git() {
         daemon_pid: None,
         guarded_pids: Vec::new(),
         simulate_landlock_abi: None,
+        in_place: false,
     };
     let (_, spawned) = GitGuard::around(&spec).unwrap();
     assert_eq!(spawned.nested_checkouts, vec![PathBuf::from("a/sub")]);

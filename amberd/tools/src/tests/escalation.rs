@@ -49,6 +49,7 @@ fn sandbox_on(workspace: &Path) -> ToolSandbox {
         daemon_pid: None,
         guarded_pids: Vec::new(),
         simulate_landlock_abi: None,
+        in_place: false,
     }))
 }
 

@@ -27,7 +27,14 @@ struct CapData {
     inheritable: u32,
 }
 
-pub(super) fn drop_all() -> Result<(), SandboxError> {
+/// `isolated`: the process made its namespaces (as a non-root user, a user namespace whose
+/// capabilities are dropped here). Without them a non-root process has no capability to
+/// drop and no privilege to set the securebits: it only checks that it holds none.
+pub(super) fn drop_all(isolated: bool) -> Result<(), SandboxError> {
+    // SAFETY: geteuid has no preconditions.
+    if !isolated && unsafe { libc::geteuid() } != 0 {
+        return holds_none();
+    }
     let bits = SECBIT_NOROOT
         | SECBIT_NOROOT_LOCKED
         | SECBIT_NO_SETUID_FIXUP
@@ -71,5 +78,29 @@ pub(super) fn drop_all() -> Result<(), SandboxError> {
             data.as_ptr(),
         )
     })?;
+    Ok(())
+}
+
+/// Fails when the calling process holds any capability (effective or permitted).
+fn holds_none() -> Result<(), SandboxError> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two data structs into the array, valid for the call.
+    check("capget", unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    })?;
+    if data.iter().any(|d| d.effective != 0 || d.permitted != 0) {
+        return Err(SandboxError::setup(
+            "capabilities",
+            std::io::Error::other("a non-root process holds capabilities it cannot drop"),
+        ));
+    }
     Ok(())
 }

@@ -12,11 +12,11 @@
 //! in advance (`missing_features`, reported by `daemon/status`). A ruleset the kernel does
 //! not enforce in full is refused.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::mounts::Plan;
@@ -47,9 +47,13 @@ fn crate_abi(version: u32) -> ABI {
     }
 }
 
-/// Restricts the calling process with the rules of Landlock ABI `version` (at least 1).
-pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<(), SandboxError> {
-    let err = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
+fn err(e: landlock::RulesetError) -> SandboxError {
+    SandboxError::Landlock(e.to_string())
+}
+
+/// The ruleset of ABI `version`: every file system right handled, the scopes, and TCP when
+/// the network is off; no rule yet.
+fn ruleset(spec: &SandboxSpec, version: u32) -> Result<RulesetCreated, SandboxError> {
     let abi = crate_abi(version);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -68,7 +72,13 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
             .handle_access(AccessNet::from_all(abi))
             .map_err(err)?;
     }
-    let mut created = ruleset.create().map_err(err)?;
+    ruleset.create().map_err(err)
+}
+
+/// Restricts the calling process with the rules of Landlock ABI `version` (at least 1).
+pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<(), SandboxError> {
+    let abi = crate_abi(version);
+    let mut created = ruleset(spec, version)?;
     created = created
         .add_rule(beneath(Path::new("/"), AccessFs::from_read(abi))?)
         .map_err(err)?;
@@ -92,6 +102,10 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
                 .map_err(err)?;
         }
     }
+    enforce(created, version)
+}
+
+fn enforce(created: RulesetCreated, version: u32) -> Result<(), SandboxError> {
     let status = created.restrict_self().map_err(err)?;
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(()),
@@ -102,17 +116,210 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
     }
 }
 
-fn beneath(
-    path: &Path,
-    access: landlock::BitFlags<AccessFs>,
-) -> Result<PathBeneath<PathFd>, SandboxError> {
+fn beneath(path: &Path, access: BitFlags<AccessFs>) -> Result<PathBeneath<PathFd>, SandboxError> {
     let fd = PathFd::new(path).map_err(|e| SandboxError::Landlock(e.to_string()))?;
     Ok(PathBeneath::new(fd, access))
+}
+
+/// [`restrict`] for a command that shares the host's mounts (no namespace could be made):
+/// Landlock alone keeps what the mounts would have. Reads everywhere but the hidden and
+/// masked paths; writes beneath the writable directories but their protected paths. Landlock
+/// rules only allow, each for a whole hierarchy, so a path kept out is carved around: every
+/// directory on the way to it gets rules for its other children, none for itself. So a
+/// command cannot create, remove or rename entries *directly* in such a directory (the
+/// workspace's top, its `.git`), while everything below their other children is as usual.
+/// The names in a hidden directory can be listed (not read). `/dev/shm` and `/dev/pts` are
+/// the host's here: not writable.
+pub(super) fn restrict_in_place(
+    spec: &SandboxSpec,
+    plan: &Plan,
+    version: u32,
+) -> Result<(), SandboxError> {
+    let abi = crate_abi(version);
+    let mut created = ruleset(spec, version)?;
+    let unreadable: Vec<&Path> = plan
+        .hidden
+        .iter()
+        .chain(&plan.hidden_sockets)
+        .chain(&plan.masked_files)
+        .map(PathBuf::as_path)
+        .collect();
+    let read = AccessFs::from_read(abi);
+    for (path, access) in carve(Path::new("/"), &unreadable, read) {
+        // Gone since it was listed (another process's temp file): nothing to grant.
+        if let Ok(rule) = beneath(&path, access) {
+            created = created.add_rule(rule).map_err(err)?;
+        }
+    }
+    // Listing a directory on the way to a hidden one (its names, not its files).
+    for dir in ancestors_within(Path::new("/"), &unreadable) {
+        created = created
+            .add_rule(beneath(&dir, AccessFs::ReadDir.into())?)
+            .map_err(err)?;
+    }
+    let protected: Vec<&Path> = plan.protected.iter().map(PathBuf::as_path).collect();
+    for root in &plan.writable {
+        for (path, access) in carve(root, &protected, AccessFs::from_all(abi)) {
+            if let Ok(rule) = beneath(&path, access) {
+                created = created.add_rule(rule).map_err(err)?;
+            }
+        }
+    }
+    for device in WRITABLE_DEVICES {
+        let device = Path::new(device);
+        if device.exists() {
+            created = created
+                .add_rule(beneath(device, AccessFs::from_file(abi))?)
+                .map_err(err)?;
+        }
+    }
+    enforce(created, version)
+}
+
+/// Rules granting `access` beneath `top` but nowhere in the `holes` (absolute paths; those
+/// outside `top` are ignored): beneath `top` itself when no hole is in it; else beneath each
+/// child of every directory on the way to a hole that is not on the way itself (a file with
+/// the file rights of `access` alone). Symbolic links get no rule: what they name is
+/// decided where it lies.
+pub(super) fn carve(
+    top: &Path,
+    holes: &[&Path],
+    access: BitFlags<AccessFs>,
+) -> Vec<(PathBuf, BitFlags<AccessFs>)> {
+    let inside: Vec<&Path> = holes
+        .iter()
+        .copied()
+        .filter(|h| h.starts_with(top))
+        .collect();
+    if inside.is_empty() {
+        return vec![(top.to_path_buf(), access)];
+    }
+    if inside.contains(&top) {
+        return Vec::new();
+    }
+    let mut rules = Vec::new();
+    let Ok(entries) = std::fs::read_dir(top) else {
+        return rules;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            continue;
+        }
+        if inside.iter().any(|h| h.starts_with(&path)) {
+            if kind.is_dir() {
+                rules.extend(carve(&path, &inside, access));
+            }
+            continue;
+        }
+        let access = if kind.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(ABI::V7)
+        };
+        rules.push((path, access));
+    }
+    rules
+}
+
+/// The directories from `top` down to each hole's parent.
+fn ancestors_within(top: &Path, holes: &[&Path]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = holes
+        .iter()
+        .filter(|h| h.starts_with(top))
+        .flat_map(|h| h.ancestors().skip(1).take_while(|a| a.starts_with(top)))
+        .map(Path::to_path_buf)
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rules `carve` makes, as paths relative to `root` with `dir`/`file` rights.
+    fn carved(root: &Path, holes: &[&str]) -> Vec<String> {
+        let holes: Vec<PathBuf> = holes.iter().map(|h| root.join(h)).collect();
+        let holes: Vec<&Path> = holes.iter().map(PathBuf::as_path).collect();
+        let all = AccessFs::from_all(ABI::V7);
+        let mut rules: Vec<String> = carve(root, &holes, all)
+            .into_iter()
+            .map(|(path, access)| {
+                let rel = path.strip_prefix(root).unwrap().display().to_string();
+                let kind = if access == all { "all" } else { "file" };
+                format!("{rel} {kind}")
+            })
+            .collect();
+        rules.sort();
+        rules
+    }
+
+    #[test]
+    fn carving_grants_everything_around_the_holes_and_nothing_on_the_way_to_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in [".git/hooks", ".git/objects", "src/deep", ".amber"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "README",
+            ".git/config",
+            ".git/HEAD",
+            "src/a.rs",
+            ".amber/hooks.toml",
+        ] {
+            std::fs::write(root.join(f), "x").unwrap();
+        }
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        let cases: &[(&[&str], &[&str])] = &[
+            // No hole: the whole tree.
+            (&[], &[" all"]),
+            // The root itself is the hole: nothing.
+            (&[""], &[]),
+            (
+                &[".git/hooks", ".git/config", ".amber"],
+                &[
+                    ".git/HEAD file",
+                    ".git/objects all",
+                    "README file",
+                    "src all",
+                ],
+            ),
+            // A hole that does not exist keeps the way to it closed all the same: nothing
+            // can make it.
+            (
+                &["src/deep/missing"],
+                &[".amber all", ".git all", "README file", "src/a.rs file"],
+            ),
+        ];
+        for (holes, want) in cases {
+            let want: Vec<String> = want
+                .iter()
+                .map(|w| w.trim_start().to_owned())
+                .map(|w| if w == "all" { " all".to_owned() } else { w })
+                .collect();
+            assert_eq!(carved(root, holes), want, "holes {holes:?}");
+        }
+    }
+
+    #[test]
+    fn the_way_to_a_hole_can_be_listed() {
+        let holes = [Path::new("/home/u/.ssh"), Path::new("/run/amber")];
+        assert_eq!(
+            ancestors_within(Path::new("/"), &holes),
+            [
+                PathBuf::from("/"),
+                PathBuf::from("/home"),
+                PathBuf::from("/home/u"),
+                PathBuf::from("/run")
+            ]
+        );
+    }
 
     #[test]
     fn each_abi_asks_for_exactly_its_own_rights() {

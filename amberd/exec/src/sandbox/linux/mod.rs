@@ -34,12 +34,44 @@ pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
             .fold(guard, syscalls::SignalGuard::and)
     });
     let plan = mounts::Plan::new(spec)?;
-    namespaces::enter(spec.network)?;
-    plan.apply()?;
-    caps::drop_all()?;
+    // Where no namespace can be made (an unprivileged container: no user namespaces, no
+    // CAP_SYS_ADMIN), the command shares the host's mounts and network: Landlock and
+    // seccomp alone keep it in (`fs_rules::restrict_in_place`, `syscalls::install`).
+    let isolated = match namespaces::enter(spec.network) {
+        Ok(()) => true,
+        Err(err) if spec.in_place && namespaces::refused(&err) => false,
+        Err(err) if namespaces::refused(&err) => {
+            return Err(SandboxError::Setup {
+                step: "unshare".into(),
+                source: std::io::Error::other(format!(
+                    "{}: no namespace can be made here (an unprivileged container?); an \
+                     executor started with --sandbox-in-place sandboxes with Landlock and \
+                     seccomp alone, with the limits docs/security.md names",
+                    match err {
+                        SandboxError::Setup { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    }
+                )),
+            });
+        }
+        Err(err) => return Err(err),
+    };
+    if isolated {
+        plan.apply()?;
+    }
+    caps::drop_all(isolated)?;
     set_no_new_privs()?;
-    fs_rules::restrict(spec, &plan, abi)?;
-    syscalls::install(spec.network, !spec.allow_unix_sockets.is_empty(), guard)?;
+    if isolated {
+        fs_rules::restrict(spec, &plan, abi)?;
+    } else {
+        fs_rules::restrict_in_place(spec, &plan, abi)?;
+    }
+    syscalls::install(
+        spec.network,
+        !spec.allow_unix_sockets.is_empty(),
+        guard,
+        !isolated,
+    )?;
     Ok(())
 }
 

@@ -59,17 +59,17 @@ pub(super) struct Plan {
     /// Bound over themselves so they cannot be renamed or removed (`.git`).
     pinned: Vec<PathBuf>,
     /// Bound read-only over the writable ones.
-    protected: Vec<PathBuf>,
+    pub(super) protected: Vec<PathBuf>,
     /// Covered by an empty read-only tmpfs.
-    hidden: Vec<PathBuf>,
+    pub(super) hidden: Vec<PathBuf>,
     /// Sockets covered by `/dev/null` (a hidden directory that holds a writable one cannot
     /// be covered as a whole: its sockets are).
-    hidden_sockets: Vec<PathBuf>,
+    pub(super) hidden_sockets: Vec<PathBuf>,
     /// The user's other sockets covered by `/dev/null` when `allow_unix_sockets` lets Unix
     /// sockets be created: one that is gone by then is skipped.
     other_sockets: Vec<PathBuf>,
     /// Secret files covered by `/dev/null` (read as empty).
-    masked_files: Vec<PathBuf>,
+    pub(super) masked_files: Vec<PathBuf>,
     /// The working directory to enter again once the mounts exist.
     cwd: Option<PathBuf>,
 }

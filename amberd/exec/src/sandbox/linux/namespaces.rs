@@ -30,3 +30,42 @@ pub(super) fn enter(network: bool) -> Result<(), SandboxError> {
 fn write_proc(path: &str, content: &str) -> Result<(), SandboxError> {
     std::fs::write(path, content).map_err(|err| SandboxError::setup(format!("writing {path}"), err))
 }
+
+/// Whether `err` from [`enter`] says this process may not make namespaces at all (no
+/// privilege, user namespaces forbidden or exhausted, a seccomp profile refusing them), as
+/// opposed to a failure after they were made. Nothing was changed when `unshare` failed.
+pub(super) fn refused(err: &SandboxError) -> bool {
+    match err {
+        SandboxError::Setup { step, source } if step == "unshare" => matches!(
+            source.raw_os_error(),
+            Some(libc::EPERM | libc::EACCES | libc::ENOSPC | libc::EINVAL | libc::ENOSYS)
+        ),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_refused_unshare_means_no_namespaces() {
+        let failed = |step: &str, errno: i32| SandboxError::Setup {
+            step: step.to_owned(),
+            source: std::io::Error::from_raw_os_error(errno),
+        };
+        for errno in [
+            libc::EPERM,
+            libc::EACCES,
+            libc::ENOSPC,
+            libc::EINVAL,
+            libc::ENOSYS,
+        ] {
+            assert!(refused(&failed("unshare", errno)), "errno {errno}");
+        }
+        // Made, then failed: not a machine without namespaces.
+        assert!(!refused(&failed("writing /proc/self/uid_map", libc::EPERM)));
+        assert!(!refused(&failed("unshare", libc::ENOMEM)));
+        assert!(!refused(&SandboxError::NoLandlock));
+    }
+}

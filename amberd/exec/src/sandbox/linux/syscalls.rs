@@ -67,6 +67,30 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_open_by_handle_at,
 ];
 
+/// Refused on a host the command shares (no namespaces of its own): System V and POSIX IPC,
+/// whose objects belong to every process of the user (a namespace would have kept them
+/// apart).
+const HOST_IPC: &[libc::c_long] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semctl,
+    libc::SYS_semtimedop,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
 /// `clone` flags that create namespaces.
 const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWNS,
@@ -190,11 +214,13 @@ fn pgid_of(pid: libc::pid_t) -> libc::pid_t {
 
 /// Installs the filter; `unix_sockets`: with the network on, Unix sockets may be created
 /// (`[sandbox] allow_unix_sockets` names some); `signals`: also refuse signals to amberd
-/// (no Landlock signal scope).
+/// (no Landlock signal scope); `shared_host`: the command has no namespaces of its own (so
+/// no Unix socket ever, no netlink without the network, no IPC).
 pub(super) fn install(
     network: bool,
     unix_sockets: bool,
     signals: Option<SignalGuard>,
+    shared_host: bool,
 ) -> Result<(), SandboxError> {
     let err = |e: &dyn std::fmt::Display| SandboxError::Seccomp(e.to_string());
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| err(&e))?;
@@ -294,7 +320,13 @@ pub(super) fn install(
         }
         rules.insert(*nr, open_rules);
     }
-    if !network {
+    if shared_host {
+        rules.extend(HOST_IPC.iter().map(|nr| (*nr, Vec::new())));
+    }
+    if !network && shared_host {
+        // Without a network namespace netlink would read the host's own.
+        rules.insert(libc::SYS_socket, Vec::new());
+    } else if !network {
         let netlink = u64::from(libc::AF_NETLINK.unsigned_abs());
         rules.insert(
             libc::SYS_socket,
@@ -305,7 +337,9 @@ pub(super) fn install(
                 netlink,
             )?])?],
         );
-    } else if !unix_sockets {
+    } else if !unix_sockets || shared_host {
+        // Without a mount namespace the sockets a command must not reach (amberd's) cannot
+        // be covered: no Unix socket at all.
         let unix = u64::from(libc::AF_UNIX.unsigned_abs());
         rules.insert(
             libc::SYS_socket,
