@@ -294,19 +294,22 @@ async fn an_executor_that_dies_interrupts_the_turn_and_the_next_runs_on_a_new_on
     assert_eq!(got["session"]["environment"]["executor"]["pid"], second_pid);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_new_executor_with_an_empty_workspace_continues_from_the_newest_checkpoint() {
+/// A session on `executor:here` whose first turn runs `make`, and whose second turn's
+/// executor is killed mid-call; `meanwhile` changes the workspace before a new executor
+/// comes. Its third turn's call is `b3`. Returns the daemon, the session, the events of the
+/// interrupted turn and the next one, and the killed executor's pid.
+async fn executor_lost_after_one_turn(
+    make: &str,
+    next: &str,
+    meanwhile: impl FnOnce(&std::path::Path),
+) -> (TestDaemon, String, Vec<serde_json::Value>, u64) {
     let mock = MockLlm::start(vec![
-        bash(
-            "b1",
-            "mkdir -p src && echo alpha > a.txt && echo beta > src/b.txt",
-        ),
+        bash("b1", make),
         MockTurn::text("Made."),
         done(),
         bash("b2", "echo started; sleep 30"),
-        // The turn after the loss, on the new executor.
-        bash("b3", "cat a.txt src/b.txt"),
-        MockTurn::text("Read."),
+        bash("b3", next),
+        MockTurn::text("Next."),
         done(),
     ])
     .await;
@@ -319,36 +322,45 @@ async fn a_new_executor_with_an_empty_workspace_continues_from_the_newest_checkp
     let mut events = Events::live(&client, &sid).await;
     prompt_turn(&client, &mut events, &sid, "make").await;
     client.session_prompt(&sid, "wait").await.unwrap();
-    let mut lost_turn = events.until("tool_output_delta").await;
-    // The machine goes, and with it the workspace: the next executor finds it empty.
+    let mut turns = events.until("tool_output_delta").await;
     // SAFETY: kill(2) on the executor this test's daemon started.
     unsafe { libc::kill(i32::try_from(first_pid).unwrap(), libc::SIGKILL) };
-    for entry in std::fs::read_dir(&daemon.workspace).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
-    lost_turn.extend(events.turn().await);
-    let completed = of_type(&lost_turn, "turn_completed");
-    assert_eq!(
-        completed[0]["error"]["code"], "interrupted",
-        "{lost_turn:#?}"
-    );
+    meanwhile(&daemon.workspace);
+    turns.extend(events.turn().await);
+    let completed = of_type(&turns, "turn_completed");
+    assert_eq!(completed[0]["error"]["code"], "interrupted", "{turns:#?}");
+    let next_turn = prompt_turn(&client, &mut events, &sid, "next").await;
+    assert_eq!(stop_reason(&next_turn), "end_turn", "{next_turn:#?}");
+    turns.extend(next_turn);
+    (daemon, sid, turns, first_pid)
+}
 
-    let next = prompt_turn(&client, &mut events, &sid, "read").await;
-    assert_eq!(stop_reason(&next), "end_turn", "{next:#?}");
-    let (_, output) = result_of(&next, "b3");
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_executor_with_an_empty_workspace_continues_from_the_newest_checkpoint() {
+    // The machine goes, and with it the workspace: the next executor finds it empty.
+    let (daemon, sid, turns, first_pid) = executor_lost_after_one_turn(
+        "mkdir -p src && echo alpha > a.txt && echo beta > src/b.txt",
+        "cat a.txt src/b.txt",
+        |ws| {
+            for entry in std::fs::read_dir(ws).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    std::fs::remove_dir_all(&path).unwrap();
+                } else {
+                    std::fs::remove_file(&path).unwrap();
+                }
+            }
+        },
+    )
+    .await;
+    let (_, output) = result_of(&turns, "b3");
     assert_eq!(
         output.lines().take(2).collect::<Vec<_>>(),
         ["alpha", "beta"],
         "{output}"
     );
-    let both: Vec<serde_json::Value> = lost_turn.iter().chain(&next).cloned().collect();
-    let connected = of_type(&both, "environment_connected");
-    assert_eq!(connected.len(), 1, "one new executor: {both:#?}");
+    let connected = of_type(&turns, "environment_connected");
+    assert_eq!(connected.len(), 1, "one new executor: {turns:#?}");
     assert_eq!(connected[0]["restoredFiles"], 2, "{connected:#?}");
     assert_ne!(
         connected[0]["environment"]["executor"]["pid"].as_u64(),
@@ -367,36 +379,14 @@ async fn a_new_executor_with_an_empty_workspace_continues_from_the_newest_checkp
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_executor_whose_workspace_holds_files_is_left_as_it_is() {
-    let mock = MockLlm::start(vec![
-        bash("b1", "echo alpha > a.txt"),
-        MockTurn::text("Made."),
-        done(),
-        bash("b2", "echo started; sleep 30"),
-        bash("b3", "ls"),
-        MockTurn::text("Listed."),
-        done(),
-    ])
-    .await;
-    let daemon = daemon_with_executor(&mock, 2);
-    let client = connect(&daemon).await;
-    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
-    let first_pid = get_raw(&client, &sid).await["session"]["environment"]["executor"]["pid"]
-        .as_u64()
-        .unwrap();
-    let mut events = Events::live(&client, &sid).await;
-    prompt_turn(&client, &mut events, &sid, "make").await;
-    client.session_prompt(&sid, "wait").await.unwrap();
-    let mut lost_turn = events.until("tool_output_delta").await;
-    // SAFETY: kill(2) on the executor this test's daemon started.
-    unsafe { libc::kill(i32::try_from(first_pid).unwrap(), libc::SIGKILL) };
     // Someone's files, not the checkpoint's: a restore must not touch them.
-    std::fs::remove_file(daemon.workspace.join("a.txt")).unwrap();
-    std::fs::write(daemon.workspace.join("theirs.txt"), "theirs\n").unwrap();
-    lost_turn.extend(events.turn().await);
-    let next = prompt_turn(&client, &mut events, &sid, "list").await;
-    let both: Vec<serde_json::Value> = lost_turn.iter().chain(&next).cloned().collect();
-    let connected = of_type(&both, "environment_connected");
-    assert_eq!(connected.len(), 1, "{both:#?}");
+    let (daemon, _, turns, _) = executor_lost_after_one_turn("echo alpha > a.txt", "ls", |ws| {
+        std::fs::remove_file(ws.join("a.txt")).unwrap();
+        std::fs::write(ws.join("theirs.txt"), "theirs\n").unwrap();
+    })
+    .await;
+    let connected = of_type(&turns, "environment_connected");
+    assert_eq!(connected.len(), 1, "{turns:#?}");
     assert!(
         connected[0].get("restoredFiles").is_none(),
         "{connected:#?}"

@@ -22,66 +22,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fs;
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use amber_store::{BlobStore, DEFAULT_MAX_FILE_BYTES, Snapshot, SnapshotDelta, StatCache};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
-const DIRS: usize = 1_000;
-const FILES_PER_DIR: usize = 100;
-const CHANGED: usize = 10;
+#[path = "support/monorepo_tree.rs"]
+mod tree;
 
-fn bench_dir() -> tempfile::TempDir {
-    match std::env::var_os("AMBER_BENCH_DIR") {
-        Some(dir) => tempfile::tempdir_in(PathBuf::from(dir)).unwrap(),
-        None => tempfile::tempdir().unwrap(),
-    }
-}
-
-/// A small source-like file (0.2–1.5 KiB).
-fn source(d: usize, f: usize, salt: u64) -> String {
-    let lines = 3 + (d * 31 + f * 17) % 20;
-    let mut out = format!("//! module {d}/{f} ({salt})\n");
-    for i in 0..lines {
-        out.push_str(&format!(
-            "pub fn item_{i}(x: u64) -> u64 {{ x ^ {salt} }}\n"
-        ));
-    }
-    out
-}
-
-fn generate(root: &Path) {
-    let past = SystemTime::now() - Duration::from_secs(3600);
-    fs::write(root.join(".gitignore"), "target/\n").unwrap();
-    for d in 0..DIRS {
-        let dir = root.join(format!("pkg{:02}/mod{d:03}", d / 50));
-        fs::create_dir_all(&dir).unwrap();
-        for f in 0..FILES_PER_DIR {
-            let path = dir.join(format!("file{f:03}.rs"));
-            fs::write(&path, source(d, f, 0)).unwrap();
-            fs::File::options()
-                .write(true)
-                .open(&path)
-                .unwrap()
-                .set_modified(past)
-                .unwrap();
-        }
-    }
-}
-
-fn change(root: &Path, salt: u64) {
-    for i in 0..CHANGED {
-        let (d, f) = (i * (DIRS / CHANGED), i * 3);
-        fs::write(
-            root.join(format!("pkg{:02}/mod{d:03}/file{f:03}.rs", d / 50)),
-            source(d, f, salt),
-        )
-        .unwrap();
-    }
-}
+use tree::{bench_dir, change, generate};
 
 /// amberd's side of an executor's answer: `delta` (from `base`) through JSON, rebuilt,
 /// the content it lacks looked up, and the snapshot saved as a delta.

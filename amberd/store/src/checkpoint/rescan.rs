@@ -23,7 +23,7 @@ use super::error::CheckpointError;
 use super::path::RelPath;
 use super::sink::BlobSink;
 use super::snapshot::{Missing, Snapshot};
-use super::take::{Dirs, Outcome, Scope, list_ignored, read_all, walk};
+use super::take::{Dirs, Scope, list_ignored, read_all, record, walk};
 
 /// What [`Snapshot::rescan`] gives.
 #[derive(Debug)]
@@ -166,21 +166,7 @@ impl Snapshot {
             });
             Vec::new()
         });
-        for outcome in read_all(&to_read, store, max_file_bytes) {
-            match outcome {
-                Outcome::Entry { entry, blob_bytes } => {
-                    part.stats.files_read += 1;
-                    part.stats.bytes_read += entry.size;
-                    if blob_bytes > 0 {
-                        part.stats.blobs_written += 1;
-                        part.stats.blob_bytes_written += blob_bytes;
-                    }
-                    part.entries.push(entry);
-                }
-                Outcome::Skipped(s) => part.skipped.push(s),
-                Outcome::Missing(m) => part.missing.push(m),
-            }
-        }
+        record(&mut part, read_all(&to_read, store, max_file_bytes));
         store.sync()?;
         // A base record stays unless it was listed again, or lies in what was walked whole
         // or is gone.

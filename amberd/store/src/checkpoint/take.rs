@@ -158,21 +158,7 @@ impl Snapshot {
                 exclude,
             )
             .read;
-            for outcome in read_all(&to_read, store, max_file_bytes) {
-                match outcome {
-                    Outcome::Entry { entry, blob_bytes } => {
-                        snap.stats.files_read += 1;
-                        snap.stats.bytes_read += entry.size;
-                        if blob_bytes > 0 {
-                            snap.stats.blobs_written += 1;
-                            snap.stats.blob_bytes_written += blob_bytes;
-                        }
-                        snap.entries.push(entry);
-                    }
-                    Outcome::Skipped(s) => snap.skipped.push(s),
-                    Outcome::Missing(m) => snap.missing.push(m),
-                }
-            }
+            record(&mut snap, read_all(&to_read, store, max_file_bytes));
             store.sync()?;
             snap.entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
             snap.skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -488,6 +474,25 @@ fn error_path(err: &ignore::Error) -> Option<&Path> {
         ignore::Error::Loop { child, .. } => Some(child),
         ignore::Error::Partial(errs) => errs.iter().find_map(error_path),
         _ => None,
+    }
+}
+
+/// Puts what reading gave into `snap`: entries, skipped and missing paths, and the cost.
+pub(crate) fn record(snap: &mut Snapshot, outcomes: Vec<Outcome>) {
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Entry { entry, blob_bytes } => {
+                snap.stats.files_read += 1;
+                snap.stats.bytes_read += entry.size;
+                if blob_bytes > 0 {
+                    snap.stats.blobs_written += 1;
+                    snap.stats.blob_bytes_written += blob_bytes;
+                }
+                snap.entries.push(entry);
+            }
+            Outcome::Skipped(s) => snap.skipped.push(s),
+            Outcome::Missing(m) => snap.missing.push(m),
+        }
     }
 }
 

@@ -94,6 +94,12 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
                 .map_err(err)?;
         }
     }
+    created = with_devices(created, abi)?;
+    enforce(created, version)
+}
+
+/// `created` with the rules that let the device nodes of [`WRITABLE_DEVICES`] be written.
+fn with_devices(mut created: RulesetCreated, abi: ABI) -> Result<RulesetCreated, SandboxError> {
     for device in WRITABLE_DEVICES {
         let device = Path::new(device);
         if device.exists() {
@@ -102,7 +108,7 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
                 .map_err(err)?;
         }
     }
-    enforce(created, version)
+    Ok(created)
 }
 
 fn enforce(created: RulesetCreated, version: u32) -> Result<(), SandboxError> {
@@ -165,14 +171,7 @@ pub(super) fn restrict_in_place(
             }
         }
     }
-    for device in WRITABLE_DEVICES {
-        let device = Path::new(device);
-        if device.exists() {
-            created = created
-                .add_rule(beneath(device, AccessFs::from_file(abi))?)
-                .map_err(err)?;
-        }
-    }
+    created = with_devices(created, abi)?;
     enforce(created, version)
 }
 
