@@ -34,8 +34,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::watched::WatchedTree;
 use crate::wire::{
-    Blob, CheckpointReadResult, CheckpointRestoreResult, CheckpointTakeResult, RefusedPath,
-    RpcError, UnreadBlob, WantedBlob, code,
+    Blob, CheckpointReadResult, CheckpointRestResult, CheckpointRestoreResult,
+    CheckpointTakeResult, RefusedPath, RpcError, UnreadBlob, WantedBlob, code,
 };
 
 /// Snapshots a session keeps to answer a `base`: the last few it sent.
@@ -52,11 +52,21 @@ pub(crate) struct Checkpointer {
     /// memory; on disk through the store and `StatCache`).
     trees: Mutex<HashMap<PathBuf, Arc<Mutex<WatchedTree>>>>,
     takes: AtomicU64,
+    /// Entries in one answer at most ([`PAGE_ENTRIES`]; tests make it small).
+    page: usize,
 }
 
-/// One session's snapshots sent, by `take`.
+/// Entries in one `checkpoint/take` or `checkpoint/rest` answer at most (about 7 MB of
+/// JSON): a larger snapshot comes in parts, so no answer nears the client's line limit.
+pub(crate) const PAGE_ENTRIES: usize = 40_000;
+
+/// One session's snapshots sent, by `take`, and the entries of the last answer still to
+/// send.
 #[derive(Default)]
-pub(crate) struct Sent(Mutex<VecDeque<(u64, Arc<Snapshot>)>>);
+pub(crate) struct Sent {
+    kept: Mutex<VecDeque<(u64, Arc<Snapshot>)>>,
+    rest: Mutex<Option<(u64, std::vec::IntoIter<amber_store::Entry>)>>,
+}
 
 impl Checkpointer {
     /// The checkpoints kept under `cache` (`None`: no cache directory; every snapshot then
@@ -67,6 +77,7 @@ impl Checkpointer {
             store: OnceLock::new(),
             trees: Mutex::new(HashMap::new()),
             takes: AtomicU64::new(0),
+            page: PAGE_ENTRIES,
         }
     }
 
@@ -162,21 +173,52 @@ impl Checkpointer {
         let snap = Arc::new(snap);
         tree.set_latest(Arc::clone(&snap));
         drop(tree);
-        let mut kept = sent.0.locked();
+        let mut kept = sent.kept.locked();
         let base = base.and_then(|b| {
             kept.iter()
                 .find(|(t, _)| *t == b)
                 .map(|(_, s)| Arc::clone(s))
         });
-        let delta = snap.delta_from(base.as_deref());
+        let mut delta = snap.delta_from(base.as_deref());
         let take = self.takes.fetch_add(1, Ordering::Relaxed) + 1;
         kept.push_back((take, snap));
         while kept.len() > SENT_KEPT {
             kept.pop_front();
         }
+        drop(kept);
+        let rest = if delta.changed.len() > self.page {
+            let later = delta.changed.split_off(self.page);
+            let count = later.len() as u64;
+            *sent.rest.locked() = Some((take, later.into_iter()));
+            count
+        } else {
+            *sent.rest.locked() = None;
+            0
+        };
         Ok(CheckpointTakeResult {
             take,
             snapshot: delta,
+            rest,
+        })
+    }
+
+    /// `checkpoint/rest`: the next part of the entries take `take` answered, in order.
+    pub(crate) fn rest(&self, sent: &Sent, take: u64) -> Result<CheckpointRestResult, RpcError> {
+        let mut rest = sent.rest.locked();
+        let Some((_, entries)) = rest.as_mut().filter(|(t, _)| *t == take) else {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                format!("take {take} has nothing more to send (a later take replaced it)"),
+            ));
+        };
+        let changed: Vec<amber_store::Entry> = entries.by_ref().take(self.page).collect();
+        let left = entries.len() as u64;
+        if left == 0 {
+            *rest = None;
+        }
+        Ok(CheckpointRestResult {
+            changed,
+            rest: left,
         })
     }
 
@@ -329,4 +371,47 @@ fn read_entry(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 
 fn failed(message: String) -> RpcError {
     RpcError::new(code::CHECKPOINT_FAILED, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_larger_than_an_answer_comes_in_parts_in_order() {
+        let ws = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        for i in 0..25 {
+            std::fs::write(ws.path().join(format!("f{i:02}")), format!("{i}")).unwrap();
+        }
+        let checkpointer = Checkpointer {
+            page: 10,
+            ..Checkpointer::new(Some(cache.path().to_path_buf()))
+        };
+        let sent = Sent::default();
+        let first = checkpointer
+            .take(ws.path(), &sent, None, 1024, &[])
+            .unwrap();
+        assert_eq!((first.snapshot.changed.len(), first.rest), (10, 15));
+        let mut all = first.snapshot.changed.clone();
+        let second = checkpointer.rest(&sent, first.take).unwrap();
+        assert_eq!((second.changed.len(), second.rest), (10, 5));
+        all.extend(second.changed);
+        let third = checkpointer.rest(&sent, first.take).unwrap();
+        assert_eq!((third.changed.len(), third.rest), (5, 0));
+        all.extend(third.changed);
+        let names: Vec<String> = all.iter().map(|e| e.path.to_string()).collect();
+        let want: Vec<String> = (0..25).map(|i| format!("f{i:02}")).collect();
+        assert_eq!(names, want);
+        // Nothing more, and a later take replaces what an earlier one left.
+        assert!(checkpointer.rest(&sent, first.take).is_err());
+        let again = checkpointer
+            .take(ws.path(), &sent, None, 1024, &[])
+            .unwrap();
+        assert_eq!(again.rest, 15);
+        checkpointer
+            .take(ws.path(), &sent, Some(again.take), 1024, &[])
+            .unwrap();
+        assert!(checkpointer.rest(&sent, again.take).is_err());
+    }
 }

@@ -23,11 +23,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::checkpoints::{self, Checkpointer, Sent};
 use crate::jobs::{Job, Jobs};
 use crate::wire::{
-    self, CheckpointReadParams, CheckpointRestoreParams, CheckpointStageParams,
-    CheckpointTakeParams, InitializeParams, InitializeResult, JobParams, JobReadParams,
-    MachineFacts, ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams, RpcError,
-    SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams, ToolCallParams,
-    code, method, notification,
+    self, CheckpointReadParams, CheckpointRestParams, CheckpointRestoreParams,
+    CheckpointStageParams, CheckpointTakeParams, InitializeParams, InitializeResult, JobParams,
+    JobReadParams, MachineFacts, ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams,
+    RpcError, SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams,
+    ToolCallParams, code, method, notification,
 };
 
 /// How long `session/open` waits for the start-up sandbox probe.
@@ -323,6 +323,11 @@ impl Executor {
                 })
                 .await?;
                 to_value(&taken)
+            }
+            method::CHECKPOINT_REST => {
+                let params: CheckpointRestParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                to_value(&self.checkpoints.rest(&session.sent, params.take)?)
             }
             method::CHECKPOINT_READ => {
                 let params: CheckpointReadParams = parse(params)?;

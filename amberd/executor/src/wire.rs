@@ -28,6 +28,7 @@ pub mod method {
     pub const PROCESS_SPAWN: &str = "process/spawn";
     pub const PROCESS_WRITE: &str = "process/write";
     pub const CHECKPOINT_TAKE: &str = "checkpoint/take";
+    pub const CHECKPOINT_REST: &str = "checkpoint/rest";
     pub const CHECKPOINT_READ: &str = "checkpoint/read";
     pub const CHECKPOINT_STAGE: &str = "checkpoint/stage";
     pub const CHECKPOINT_RESTORE: &str = "checkpoint/restore";
@@ -466,6 +467,27 @@ pub struct CheckpointTakeResult {
     /// Names this snapshot for a later `base`.
     pub take: u64,
     pub snapshot: amber_store::SnapshotDelta,
+    /// Entries of `snapshot.changed` still to come, by `checkpoint/rest` (a snapshot too
+    /// large for one answer); they follow these in order.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rest: u64,
+}
+
+/// `checkpoint/rest`: the next part of a take's entries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRestParams {
+    pub session: String,
+    pub take: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRestResult {
+    pub changed: Vec<amber_store::Entry>,
+    /// Entries still to come after these.
+    #[serde(default)]
+    pub rest: u64,
 }
 
 /// One file's content wanted by `checkpoint/read`: the entry's path and the hash it had.

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use amber_executor::wire::{
-    Blob, CheckpointReadParams, CheckpointReadResult, CheckpointRestoreParams,
-    CheckpointRestoreResult, CheckpointStageParams, CheckpointTakeParams, CheckpointTakeResult,
-    WantedBlob, method,
+    Blob, CheckpointReadParams, CheckpointReadResult, CheckpointRestParams, CheckpointRestResult,
+    CheckpointRestoreParams, CheckpointRestoreResult, CheckpointStageParams, CheckpointTakeParams,
+    CheckpointTakeResult, WantedBlob, method,
 };
 use amber_store::{Applied, BlobStore, Hash, Refused, RelPath, RestorePlan, SnapshotDelta};
 use base64::Engine as _;
@@ -91,7 +91,7 @@ impl RemoteCheckpoints {
 
 impl RemoteWorkspace for RemoteCheckpoints {
     fn take(&self, base: Option<u64>, max_file_bytes: u64) -> Result<(u64, SnapshotDelta), String> {
-        let taken: CheckpointTakeResult = self.call(
+        let mut taken: CheckpointTakeResult = self.call(
             method::CHECKPOINT_TAKE,
             CheckpointTakeParams {
                 session: self.session.clone(),
@@ -99,6 +99,25 @@ impl RemoteWorkspace for RemoteCheckpoints {
                 max_file_bytes,
             },
         )?;
+        // A large snapshot comes in parts; the count it announced bounds the asking.
+        let mut left = taken.rest;
+        while left > 0 {
+            let part: CheckpointRestResult = self.call(
+                method::CHECKPOINT_REST,
+                CheckpointRestParams {
+                    session: self.session.clone(),
+                    take: taken.take,
+                },
+            )?;
+            if part.changed.is_empty() || part.rest >= left {
+                return Err(format!(
+                    "the executor's snapshot {} stopped coming ({left} entries announced)",
+                    taken.take
+                ));
+            }
+            taken.snapshot.changed.extend(part.changed);
+            left = part.rest;
+        }
         Ok((taken.take, taken.snapshot))
     }
 
