@@ -11,7 +11,8 @@
 //! Printed before criterion's runs: the cold first take (no cache: every file read and
 //! hashed) and the first take of a new executor process once the cache is warm (the
 //! persistent stat cache: a new session, or an executor started again). Criterion measures
-//! the incremental take with 10 files changed since the last (the watched tree).
+//! the incremental take with 10 files changed since the last (the watched tree), and the same
+//! on a local session's path (amberd's watched tree, content stored, no pipe).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // A bench starts the real executor binary, as a client would.
@@ -103,7 +104,17 @@ impl Executor {
         }
         let taken = self.call("checkpoint/take", params);
         self.base = taken["take"].as_u64();
-        let changed = taken["snapshot"]["changed"].as_array().unwrap();
+        let mut changed = taken["snapshot"]["changed"].as_array().unwrap().clone();
+        // A large snapshot comes in parts.
+        let mut rest = taken["rest"].as_u64().unwrap_or(0);
+        while rest > 0 {
+            let part = self.call(
+                "checkpoint/rest",
+                json!({"session": "bench", "take": self.base}),
+            );
+            changed.extend(part["changed"].as_array().unwrap().iter().cloned());
+            rest = part["rest"].as_u64().unwrap();
+        }
         // A whole snapshot's content is mostly in amberd's store already; a delta's is new.
         if taken["snapshot"]["full"] == json!(false) {
             let wanted: Vec<Value> = changed
@@ -181,6 +192,33 @@ fn checkpoint_take(c: &mut Criterion) {
                 change(ws.path(), salt);
             },
             |()| assert_eq!(executor.checkpoint(), CHANGED),
+            BatchSize::PerIteration,
+        );
+    });
+    drop(executor);
+
+    // A local session's path: amberd's own watched tree, content into its blob store.
+    let store = amber_store::BlobStore::open(dir.path().join("objects")).unwrap();
+    let mut tree = amber_executor::watched::WatchedTree::new();
+    let max = amber_store::DEFAULT_MAX_FILE_BYTES;
+    let mut first = tree.take(ws.path(), None, &store, max, &[]).unwrap();
+    first.save(&store).unwrap();
+    let mut latest = std::sync::Arc::new(first);
+    tree.set_latest(std::sync::Arc::clone(&latest));
+    group.bench_function("local_incremental_10_changed_watched", |b| {
+        b.iter_batched(
+            || {
+                salt += 1;
+                change(ws.path(), salt);
+            },
+            |()| {
+                let mut snap = tree
+                    .take(ws.path(), Some(&latest), &store, max, &[])
+                    .unwrap();
+                snap.save_after(Some(&latest), &store).unwrap();
+                latest = std::sync::Arc::new(snap);
+                tree.set_latest(std::sync::Arc::clone(&latest));
+            },
             BatchSize::PerIteration,
         );
     });

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use amber_proto::sync::Locked;
-use amber_store::{BlobStore, Hash, Snapshot, StatCache};
+use amber_store::{BlobStore, Hash, HashesOnly, Snapshot, StatCache};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
@@ -157,7 +157,13 @@ impl Checkpointer {
         let mut tree = tree.locked();
         let previous = self.previous(&tree, root, store);
         let mut snap = tree
-            .take(root, previous.as_deref(), store, max_file_bytes, exclude)
+            .take(
+                root,
+                previous.as_deref(),
+                &HashesOnly { clock: store },
+                max_file_bytes,
+                exclude,
+            )
             .map_err(|e| failed(e.to_string()))?;
         // Kept as the stat cache of the next take, in this process or a later one.
         match snap.save_after(previous.as_deref(), store) {

@@ -19,6 +19,6 @@ mod processes;
 pub mod relay;
 pub mod server;
 pub mod state_dir;
-mod watched;
+pub mod watched;
 pub mod wire;
 pub mod ws_lines;

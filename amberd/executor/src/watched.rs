@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use amber_store::{CheckpointError, HashesOnly, Snapshot};
+use amber_store::{BlobSink, CheckpointError, Snapshot};
 use amber_tools::watch::Watcher;
 
 /// The longest a tree goes between full walks.
-pub(crate) const FULL_WALK_EVERY: Duration = Duration::from_secs(600);
+pub const FULL_WALK_EVERY: Duration = Duration::from_secs(600);
 
 /// One workspace's watch and its newest snapshot.
-pub(crate) struct WatchedTree {
+pub struct WatchedTree {
     watcher: Option<Watcher>,
     /// The directories walked and watched now.
     known: HashSet<PathBuf>,
@@ -37,8 +37,14 @@ pub(crate) struct WatchedTree {
     walks: u64,
 }
 
+impl Default for WatchedTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl WatchedTree {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             watcher: Watcher::new(),
             known: HashSet::new(),
@@ -51,24 +57,29 @@ impl WatchedTree {
         }
     }
 
+    /// How many times the tree was walked whole.
+    pub fn walks(&self) -> u64 {
+        self.walks
+    }
+
     /// The snapshot the last take gave.
-    pub(crate) fn latest(&self) -> Option<Arc<Snapshot>> {
+    pub fn latest(&self) -> Option<Arc<Snapshot>> {
         self.latest.clone()
     }
 
-    /// A snapshot of `root` now, hashes only (`clock`: a store on this machine). Listed
-    /// again where the watcher saw changes since the last one; else walked whole, reusing
-    /// `previous`'s hashes where metadata did not change. The caller hands it back with
-    /// [`WatchedTree::set_latest`]. Blocking.
-    pub(crate) fn take(
+    /// A snapshot of `root` now, its content into `sink` (an executor's keeps hashes only;
+    /// amberd's own, a local session's, stores it). Listed again where the watcher saw
+    /// changes since the last one; else walked whole, reusing `previous`'s hashes where
+    /// metadata did not change (whose content must be in `sink` already). The caller hands
+    /// it back with [`WatchedTree::set_latest`]. Blocking.
+    pub fn take(
         &mut self,
         root: &Path,
         previous: Option<&Snapshot>,
-        clock: &amber_store::BlobStore,
+        sink: &dyn BlobSink,
         max_file_bytes: u64,
         exclude: &[PathBuf],
     ) -> Result<Snapshot, CheckpointError> {
-        let sink = HashesOnly { clock };
         let dirty = self.watcher.as_mut().map(Watcher::drain);
         let base = self
             .latest
@@ -114,7 +125,7 @@ impl WatchedTree {
                     &base,
                     &changed,
                     &|dir| known.contains(dir),
-                    &sink,
+                    sink,
                     max_file_bytes,
                     exclude,
                     &mut enter,
@@ -131,7 +142,7 @@ impl WatchedTree {
                 self.blind = false;
                 self.walked_at = Some(Instant::now());
                 self.walks += 1;
-                Snapshot::take_watching(root, previous, &sink, max_file_bytes, exclude, &mut enter)?
+                Snapshot::take_watching(root, previous, sink, max_file_bytes, exclude, &mut enter)?
             }
         };
         self.blind |= refused;
@@ -170,7 +181,7 @@ impl WatchedTree {
 
     /// The snapshot the last take gave, once its caller saved it (the next one is stored
     /// as a delta from it).
-    pub(crate) fn set_latest(&mut self, snap: Arc<Snapshot>) {
+    pub fn set_latest(&mut self, snap: Arc<Snapshot>) {
         self.latest = Some(snap);
     }
 }
@@ -178,6 +189,7 @@ impl WatchedTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use amber_store::HashesOnly;
     use std::fs;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
@@ -280,12 +292,16 @@ mod tests {
         ];
         let mut tree = WatchedTree::new();
         assert!(tree.watcher.is_some(), "inotify is available here");
-        let first = tree.take(root, None, &clock, MAX, &[]).unwrap();
+        let first = tree
+            .take(root, None, &HashesOnly { clock: &clock }, MAX, &[])
+            .unwrap();
         tree.set_latest(Arc::new(first));
         let mut rules_changed = false;
         for (name, change) in steps {
             change(root);
-            let watched = tree.take(root, None, &clock, MAX, &[]).unwrap();
+            let watched = tree
+                .take(root, None, &HashesOnly { clock: &clock }, MAX, &[])
+                .unwrap();
             let full = Snapshot::take_hashes(root, None, &clock, MAX, &[]).unwrap();
             assert_eq!(records(&watched), records(&full), "after: {name}");
             tree.set_latest(Arc::new(watched));
@@ -308,11 +324,15 @@ mod tests {
             }
         }
         let mut tree = WatchedTree::new();
-        let first = tree.take(ws.path(), None, &clock, MAX, &[]).unwrap();
+        let first = tree
+            .take(ws.path(), None, &HashesOnly { clock: &clock }, MAX, &[])
+            .unwrap();
         assert_eq!(first.stats.files_read, 200);
         tree.set_latest(Arc::new(first));
         write(ws.path(), "d3/f1.txt", "changed\n");
-        let second = tree.take(ws.path(), None, &clock, MAX, &[]).unwrap();
+        let second = tree
+            .take(ws.path(), None, &HashesOnly { clock: &clock }, MAX, &[])
+            .unwrap();
         // Only d3 was listed again: its 10 files looked at, one read.
         assert_eq!(second.stats.files_read, 1, "{:?}", second.stats);
         assert_eq!(second.entries.len(), 200);

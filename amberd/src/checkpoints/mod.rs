@@ -15,7 +15,9 @@
 //! previous one) and records it; when the turn ends it takes another and records what
 //! changed between the two. A turn that calls no such tool takes none and costs nothing.
 //! A session whose workspace is on an executor takes the same snapshots there (`remote.rs`)
-//! and keeps them here, in the same store and rows.
+//! and keeps them here, in the same store and rows. A local workspace is watched (inotify,
+//! `amber_executor::watched`) from its first recorded snapshot on, so later ones list again
+//! only the directories that changed.
 //!
 //! **Invariants:** nothing here touches the user's `.git` (snapshots exclude it and never
 //! run git); the workspace is changed only by a rewind, which journals its plan before it

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use amber_proto::{ChangedPath, CheckpointInfo, NoCheckpoint};
 use amber_store::{Applied, Hash, RestorePlan, Snapshot};
 
+use amber_executor::watched::WatchedTree;
+
 use super::remote::{self, RemoteWorkspace};
 use super::rows::{self, After, Record, RowsFile, TurnRow};
 use super::windows::{self, Window};
@@ -31,6 +33,10 @@ pub(crate) struct SessionCheckpoints {
     elsewhere: Option<Elsewhere>,
     rows_file: Option<RowsFile>,
     state: Mutex<State>,
+    /// A local workspace under watch, made at the first recorded snapshot: the next ones
+    /// list again only what changed. Its newest snapshot is always a recorded one (so the
+    /// content its hashes name stays referenced); a rewind drops it.
+    tree: Mutex<Option<WatchedTree>>,
 }
 
 /// A workspace on an executor: its spec, and the link to it once the session started.
@@ -93,6 +99,7 @@ impl SessionCheckpoints {
                 rows,
                 ..State::default()
             }),
+            tree: Mutex::new(None),
         }
     }
 
@@ -215,6 +222,12 @@ impl SessionCheckpoints {
         }
     }
 
+    /// How many times the watched local workspace was walked whole (tests).
+    #[cfg(test)]
+    pub(crate) fn walks(&self) -> Option<u64> {
+        self.tree.locked().as_ref().map(WatchedTree::walks)
+    }
+
     /// The filesystem clock (`BlobStore::clock_ns`); `i64::MIN` when it cannot be read.
     async fn clock(self: &Arc<Self>) -> i64 {
         let this = self.clone();
@@ -230,11 +243,11 @@ impl SessionCheckpoints {
             let previous = this.latest_blocking();
             // Held until the row names the snapshot: a sweep never sees its blobs unnamed.
             let _reading = this.daemon.reading();
-            let (snapshot, incomplete) = match this.take_with(previous) {
+            let (snapshot, incomplete) = match this.take_with(previous, true) {
                 Ok(taken) => {
                     let incomplete = incomplete_reason(&taken.snap);
                     this.remember(&taken.hash);
-                    let snap = Arc::new(taken.snap);
+                    let snap = taken.snap;
                     let mut state = this.lock();
                     if let Some(turn) = state.turn.as_mut() {
                         turn.before = Some(snap.clone());
@@ -279,7 +292,7 @@ impl SessionCheckpoints {
         let recorded = tokio::task::spawn_blocking(move || {
             let previous = this.latest_blocking();
             let _reading = this.daemon.reading();
-            let after = match this.take_with(previous) {
+            let after = match this.take_with(previous, true) {
                 Ok(Taken { snap: after, hash, take }) => {
                     let (changed, skipped, outside) = match &turn.before {
                         Some(before) => {
@@ -301,7 +314,7 @@ impl SessionCheckpoints {
                     };
                     this.remember(&hash);
                     let mut state = this.lock();
-                    state.latest = Some(Arc::new(after));
+                    state.latest = Some(after);
                     state.latest_take = take;
                     drop(state);
                     After {
@@ -350,27 +363,50 @@ impl SessionCheckpoints {
     pub(super) fn snapshot_now(&self) -> Result<(Snapshot, Hash), CheckpointFailure> {
         let previous = self.latest_blocking();
         let _reading = self.daemon.reading();
-        self.take_with(previous).map(|t| (t.snap, t.hash))
+        self.take_with(previous, false)
+            .map(|t| (Arc::unwrap_or_clone(t.snap), t.hash))
     }
 
     /// Takes and saves a snapshot — here, or on the executor the workspace is on — from the
     /// newest one (and the executor's name for it); the caller holds the store's read lock.
     /// Blocking.
+    /// `recorded`: a row will name it (the watched tree may then start from it).
     fn take_with(
         &self,
         previous: (Option<Arc<Snapshot>>, Option<u64>),
+        recorded: bool,
     ) -> Result<Taken, CheckpointFailure> {
         let store = self.daemon.store()?;
         let max_file_bytes = self.daemon.config().max_file_bytes;
         let (previous, previous_take) = previous;
+        let exclude = std::slice::from_ref(&self.daemon.data_dir);
         let (mut snap, take) = match self.remote()? {
+            None if recorded => {
+                let mut tree = self.tree.locked();
+                let tree = tree.get_or_insert_with(WatchedTree::new);
+                let mut snap = tree.take(
+                    &self.workspace,
+                    previous.as_deref(),
+                    store,
+                    max_file_bytes,
+                    exclude,
+                )?;
+                let hash = snap.save_after(previous.as_deref(), store)?;
+                let snap = Arc::new(snap);
+                tree.set_latest(Arc::clone(&snap));
+                return Ok(Taken {
+                    snap,
+                    hash,
+                    take: None,
+                });
+            }
             None => {
                 let snap = Snapshot::take_excluding(
                     &self.workspace,
                     previous.as_deref(),
                     store,
                     max_file_bytes,
-                    std::slice::from_ref(&self.daemon.data_dir),
+                    exclude,
                 )?;
                 (snap, None)
             }
@@ -382,7 +418,11 @@ impl SessionCheckpoints {
         };
         // Stored as what changed since the previous one (recorded in a row, or loaded).
         let hash = snap.save_after(previous.as_deref(), store)?;
-        Ok(Taken { snap, hash, take })
+        Ok(Taken {
+            snap: Arc::new(snap),
+            hash,
+            take,
+        })
     }
 
     /// A recorded snapshot is the workspace's newest: a later session's first one starts
@@ -552,17 +592,20 @@ impl SessionCheckpoints {
         self.set_latest(None);
     }
 
-    /// Replaces the cached newest snapshot (`None`: reload it from the rows).
+    /// Replaces the cached newest snapshot (`None`: reload it from the rows). The watched
+    /// tree goes too: its newest snapshot may be one no row keeps any more.
     fn set_latest(&self, snap: Option<Arc<Snapshot>>) {
         let mut state = self.lock();
         state.latest = snap;
         state.latest_take = None;
+        drop(state);
+        self.tree.locked().take();
     }
 }
 
 /// A snapshot taken and saved: its hash, and the executor's name for it when one took it.
 struct Taken {
-    snap: Snapshot,
+    snap: Arc<Snapshot>,
     hash: Hash,
     take: Option<u64>,
 }

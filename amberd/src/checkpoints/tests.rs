@@ -440,3 +440,36 @@ async fn a_sweep_drops_the_stat_cache_pointer_to_what_it_removes() {
     );
     assert_eq!(blob_files(&s.data), 0);
 }
+
+#[tokio::test]
+async fn a_local_workspace_is_walked_once_and_then_listed_again_only_where_it_changed() {
+    let s = setup(200);
+    for d in 0..20 {
+        fs::create_dir_all(s.workspace.join(format!("d{d}"))).unwrap();
+        for f in 0..10 {
+            fs::write(s.workspace.join(format!("d{d}/f{f}")), "x\n").unwrap();
+        }
+    }
+    let cps = session(&s);
+    turn(&cps, "t1", &s.workspace, "d1/f1", "one\n").await;
+    turn(&cps, "t2", &s.workspace, "d2/new", "two\n").await;
+    turn(&cps, "t3", &s.workspace, "d3/f3", "three\n").await;
+    assert_eq!(
+        cps.walks(),
+        Some(1),
+        "the first snapshot walked; the rest listed"
+    );
+    let rows = cps.list(false);
+    let changed: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.changed.iter().map(|c| c.path.clone()).collect())
+        .collect();
+    assert_eq!(changed, [["d1/f1"], ["d2/new"], ["d3/f3"]]);
+    // A rewind drops the watch: the next snapshot walks again, and is right.
+    cps.forget_from("t3");
+    turn(&cps, "t4", &s.workspace, "d4/f4", "four\n").await;
+    assert_eq!(cps.walks(), Some(1), "a new watch, walked once");
+    let last = cps.list(false).pop().unwrap();
+    let paths: Vec<&str> = last.changed.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["d4/f4"]);
+}
