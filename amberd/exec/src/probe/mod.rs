@@ -149,15 +149,15 @@ impl SandboxProbe {
         let scratch = Scratch::new("probe")
             .map_err(|e| format!("cannot create the probe's scratch directory: {e}"))?;
         let spec = scratch.spec(&self.settings());
-        // Exits 3 when it shares this process's mount namespace: the sandbox held it with
-        // Landlock and seccomp alone.
+        // Exits 3 when it shares this process's mount namespace (the sandbox held it with
+        // Landlock and seccomp alone), 4 when it cannot tell (no `readlink` there).
         let own = std::fs::read_link("/proc/self/ns/mnt").unwrap_or_default();
         let outcome = run_sandboxed(
             &spec,
             "/bin/sh",
             &[
                 "-c".as_ref(),
-                r#"[ "$(readlink /proc/self/ns/mnt)" != "$0" ] || exit 3"#.as_ref(),
+                r#"l=$(readlink /proc/self/ns/mnt) && [ -n "$l" ] || exit 4; [ "$l" != "$0" ] || exit 3"#.as_ref(),
                 own.as_os_str(),
             ],
             &scratch.workspace,
@@ -233,11 +233,12 @@ impl SandboxProbe {
 }
 
 /// The probe's verdict from how its command ended, and whether it ran in namespaces of its
-/// own (exit 0) or in this process's (exit 3).
+/// own (exit 0), in this process's (exit 3), or could not tell (exit 4).
 fn probe_verdict(outcome: &Outcome) -> (Availability, Option<bool>) {
     match outcome {
         Outcome::Ran(ran) if ran.succeeded() => (Ok(()), Some(true)),
         Outcome::Ran(ran) if ran.code == Some(3) => (Ok(()), Some(false)),
+        Outcome::Ran(ran) if ran.code == Some(4) => (Ok(()), None),
         other => (failure(other), None),
     }
 }
@@ -339,6 +340,12 @@ mod tests {
             stderr: String::new(),
         });
         assert_eq!(probe_verdict(&shared), (Ok(()), Some(false)));
+        let unknown = Outcome::Ran(Ran {
+            code: Some(4),
+            stdout: String::new(),
+            stderr: String::new(),
+        });
+        assert_eq!(probe_verdict(&unknown), (Ok(()), None));
         let setup = Outcome::SetupFailed("Landlock is not available in this kernel".into());
         assert_eq!(
             probe_verdict(&setup),
