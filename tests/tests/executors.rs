@@ -1054,6 +1054,40 @@ async fn a_remote_sessions_checkpoints_are_taken_on_the_executor_and_rewind_ther
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_too_large_for_one_answer_arrives_whole_in_parts() {
+    let mock = MockLlm::start(vec![
+        bash("b1", "echo changed > f23.txt"),
+        MockTurn::text("Changed."),
+        done(),
+    ])
+    .await;
+    // Answers of 10 entries: the 25 files come in three parts.
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[environments.here]\nprogram = \"{}\"\n",
+            bin_path("amber-exec").display()
+        ),
+        env: vec![("AMBER_TEST_CHECKPOINT_PAGE".into(), "10".into())],
+    });
+    for i in 0..25 {
+        std::fs::write(daemon.workspace.join(format!("f{i:02}.txt")), "x\n").unwrap();
+    }
+    let client = connect(&daemon).await;
+    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    prompt_turn(&client, &mut events, &sid, "change").await;
+    // Had a part been lost, the turn would seem to have added the files it missed.
+    let listed = daemon.rpc_ok("checkpoint/list", json!({"sessionId": sid}));
+    let changed = &listed["checkpoints"][0]["changed"];
+    assert_eq!(
+        changed,
+        &json!([{"path": "f23.txt", "status": "modified"}]),
+        "{listed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_executor_that_names_itself_with_shell_words_is_refused() {
     let mock = MockLlm::start(vec![done()]).await;
     let dir = tempfile::tempdir().unwrap();

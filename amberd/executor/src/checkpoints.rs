@@ -60,6 +60,9 @@ pub(crate) struct Checkpointer {
 /// JSON): a larger snapshot comes in parts, so no answer nears the client's line limit.
 pub(crate) const PAGE_ENTRIES: usize = 40_000;
 
+/// Test switch: entries in one answer at most, instead of [`PAGE_ENTRIES`].
+const PAGE_SWITCH: &str = "AMBER_TEST_CHECKPOINT_PAGE";
+
 /// One session's snapshots sent, by `take`, and the entries of the last answer still to
 /// send.
 #[derive(Default)]
@@ -77,7 +80,11 @@ impl Checkpointer {
             store: OnceLock::new(),
             trees: Mutex::new(HashMap::new()),
             takes: AtomicU64::new(0),
-            page: PAGE_ENTRIES,
+            // The end-to-end tests make answers small to see the parts put together.
+            page: amber_exec::test_switches::var(PAGE_SWITCH)
+                .and_then(|v| v.parse().ok())
+                .filter(|p| *p > 0)
+                .unwrap_or(PAGE_ENTRIES),
         }
     }
 
