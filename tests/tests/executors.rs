@@ -244,52 +244,29 @@ async fn a_dropped_link_is_attached_again_and_no_output_is_lost() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_executor_that_dies_interrupts_the_turn_and_the_next_runs_on_a_new_one() {
-    let mock = MockLlm::start(vec![
-        bash("b1", "echo started; sleep 30"),
-        // The next turn.
-        bash("b2", "echo again"),
-        MockTurn::text("Done."),
-        done(),
-    ])
-    .await;
-    let daemon = daemon_with_executor(&mock, 2);
-    let client = connect(&daemon).await;
-    let sid = session_on(&client, &daemon, "executor:here").await.unwrap();
-    let first_pid = get_raw(&client, &sid).await["session"]["environment"]["executor"]["pid"]
-        .as_u64()
-        .unwrap();
-    let mut events = Events::live(&client, &sid).await;
-    client.session_prompt(&sid, "wait").await.unwrap();
-    let mut turn = events.until("tool_output_delta").await;
-    // SAFETY: kill(2) on the executor this test's daemon started.
-    unsafe { libc::kill(i32::try_from(first_pid).unwrap(), libc::SIGKILL) };
-    turn.extend(events.turn().await);
-    let completed = of_type(&turn, "turn_completed");
-    assert_eq!(completed[0]["stopReason"], "error", "{turn:#?}");
-    assert_eq!(completed[0]["error"]["code"], "interrupted", "{turn:#?}");
-    let (status, output) = result_of(&turn, "b1");
+    let (daemon, sid, turns, first_pid) =
+        executor_lost_after_one_turn("true", "echo again", |_| {}).await;
+    let completed = of_type(&turns, "turn_completed");
+    assert_eq!(completed[0]["stopReason"], "error", "{turns:#?}");
+    let (status, output) = result_of(&turns, "b2");
     assert_eq!(status, "error");
     assert!(output.starts_with("[executor lost]"), "{output}");
-    let lost = of_type(&turn, "environment_lost");
+    let lost = of_type(&turns, "environment_lost");
     assert_eq!(
         lost.last().unwrap()["environment"]["state"],
         "gone",
         "{lost:#?}"
     );
-
-    // The turn's closing checkpoint already starts the new executor (it snapshots the
-    // workspace there); else the next turn's first call does.
-    let first = turn;
-    let turn = prompt_turn(&client, &mut events, &sid, "again").await;
-    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
-    assert_eq!(result_of(&turn, "b2").1.lines().next(), Some("again"));
-    let both: Vec<serde_json::Value> = first.iter().chain(&turn).cloned().collect();
-    let connected = of_type(&both, "environment_connected");
-    assert_eq!(connected.len(), 1, "a new executor: {both:#?}");
+    // The interrupted turn's closing checkpoint already starts the new executor (it
+    // snapshots the workspace there); else the next turn's first call does.
+    assert_eq!(result_of(&turns, "b3").1.lines().next(), Some("again"));
+    let connected = of_type(&turns, "environment_connected");
+    assert_eq!(connected.len(), 1, "a new executor: {turns:#?}");
     let second_pid = connected[0]["environment"]["executor"]["pid"]
         .as_u64()
         .unwrap();
     assert_ne!(second_pid, first_pid);
+    let client = connect(&daemon).await;
     let got = get_raw(&client, &sid).await;
     assert_eq!(got["session"]["environment"]["executor"]["pid"], second_pid);
 }
