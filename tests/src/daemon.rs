@@ -71,6 +71,23 @@ pub fn through_container() -> bool {
     test_under("through_container::")
 }
 
+/// A script in `dir` that starts `amber-exec` as in an unprivileged container: without
+/// `CAP_SYS_ADMIN` (`setpriv --bounding-set -sys_admin`), so it can make no namespace.
+pub fn unprivileged_executor(dir: &Path) -> PathBuf {
+    let wrapper = dir.join("amber-exec-unprivileged");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec setpriv --bounding-set -sys_admin '{}' \"$@\"\n",
+            bin_path("amber-exec").display()
+        ),
+    )
+    .expect("write the executor's wrapper");
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755))
+        .expect("chmod the executor's wrapper");
+    wrapper
+}
+
 fn test_under(prefix: &str) -> bool {
     std::thread::current()
         .name()
@@ -154,18 +171,7 @@ impl TestDaemon {
         }
         if through_executor() || through_container() {
             let program = if through_container() {
-                let wrapper = root.join("amber-exec-unprivileged");
-                fs::write(
-                    &wrapper,
-                    format!(
-                        "#!/bin/sh\nexec setpriv --bounding-set -sys_admin '{}' \"$@\"\n",
-                        bin_path("amber-exec").display()
-                    ),
-                )
-                .expect("write the executor's wrapper");
-                fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755))
-                    .expect("chmod the executor's wrapper");
-                wrapper
+                unprivileged_executor(&root)
             } else {
                 bin_path("amber-exec")
             };

@@ -53,13 +53,22 @@ use serde_json::json;
 
 /// A daemon whose config names `executor:here`, a local `amber-exec`.
 fn daemon_with_executor(mock: &MockLlm, reconnect_secs: u64) -> TestDaemon {
+    daemon_with_executor_env(mock, reconnect_secs, Vec::new())
+}
+
+/// [`daemon_with_executor`] with `env` in the daemon's environment (its executors inherit it).
+fn daemon_with_executor_env(
+    mock: &MockLlm,
+    reconnect_secs: u64,
+    env: Vec<(String, String)>,
+) -> TestDaemon {
     TestDaemon::spawn_with(DaemonOptions {
         base_url: Some(mock.base_url()),
         config_toml: format!(
             "{FAST_RETRIES}\n[environments.here]\nprogram = \"{}\"\nlinger_secs = 30\nreconnect_secs = {reconnect_secs}\n",
             bin_path("amber-exec").display()
         ),
-        env: Vec::new(),
+        env,
     })
 }
 
@@ -1039,14 +1048,11 @@ async fn a_snapshot_too_large_for_one_answer_arrives_whole_in_parts() {
     ])
     .await;
     // Answers of 10 entries: the 25 files come in three parts.
-    let daemon = TestDaemon::spawn_with(DaemonOptions {
-        base_url: Some(mock.base_url()),
-        config_toml: format!(
-            "{FAST_RETRIES}\n[environments.here]\nprogram = \"{}\"\n",
-            bin_path("amber-exec").display()
-        ),
-        env: vec![("AMBER_TEST_CHECKPOINT_PAGE".into(), "10".into())],
-    });
+    let daemon = daemon_with_executor_env(
+        &mock,
+        10,
+        vec![("AMBER_TEST_CHECKPOINT_PAGE".into(), "10".into())],
+    );
     for i in 0..25 {
         std::fs::write(daemon.workspace.join(format!("f{i:02}.txt")), "x\n").unwrap();
     }
@@ -1084,19 +1090,9 @@ async fn an_executor_that_names_itself_with_shell_words_is_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_executor_that_can_make_no_namespace_refuses_commands_unless_told_to_sandbox_in_place() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     // As in an unprivileged container: no CAP_SYS_ADMIN, so no namespace can be made.
-    let wrapper = dir.path().join("amber-exec-unprivileged");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nexec setpriv --bounding-set -sys_admin '{}' \"$@\"\n",
-            bin_path("amber-exec").display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wrapper = amber_tests::daemon::unprivileged_executor(dir.path());
     for in_place in [false, true] {
         let mock = MockLlm::start(vec![
             bash("b1", "mkdir -p sub && echo ran > sub/made.txt && echo done"),

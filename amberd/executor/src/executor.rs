@@ -148,7 +148,7 @@ impl Executor {
             ..SandboxEnv::from_env(&env)
         });
         let probe = SandboxProbe::new(sandbox.simulate_landlock_abi);
-        probe.start_with(
+        probe.start(
             sandbox.hidden.clone(),
             sandbox.in_place,
             Arc::clone(&sandbox.unavailable),

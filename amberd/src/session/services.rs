@@ -203,7 +203,7 @@ impl Services {
     /// first session, turn or `sandbox/selftest`. Its failed verdict is
     /// published into `SandboxEnv::unavailable`.
     pub fn start_sandbox_probe(&self) {
-        self.sandbox_probe.start_with(
+        self.sandbox_probe.start(
             self.sandbox.hidden.clone(),
             self.sandbox.in_place,
             Arc::clone(&self.sandbox.unavailable),

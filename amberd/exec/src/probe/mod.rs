@@ -100,15 +100,11 @@ impl SandboxProbe {
 
     /// Starts the probe in the background (once; later calls do nothing). `hidden`: the
     /// directories sandboxed commands must not see (amberd's socket directory), as in the
-    /// sessions' specs. Needs a tokio runtime.
+    /// sessions' specs; `in_place`: they may run without namespaces
+    /// (`SandboxEnv::in_place`). Needs a tokio runtime.
     /// `publish`: where the sessions' sandboxes read the verdict (`SandboxEnv::unavailable`),
     /// set when the probe fails.
-    pub fn start(self: &Arc<Self>, hidden: Vec<PathBuf>, publish: Arc<OnceLock<String>>) {
-        self.start_with(hidden, false, publish);
-    }
-
-    /// [`SandboxProbe::start`] for sandboxes that may run in place (`SandboxEnv::in_place`).
-    pub fn start_with(
+    pub fn start(
         self: &Arc<Self>,
         hidden: Vec<PathBuf>,
         in_place: bool,
@@ -458,7 +454,7 @@ mod tests {
     async fn without_the_helper_the_probe_fails_closed() {
         // Unit tests have no lifeline installed: nothing can be sandboxed.
         let probe = SandboxProbe::new(None);
-        probe.start(Vec::new(), Arc::new(OnceLock::new()));
+        probe.start(Vec::new(), false, Arc::new(OnceLock::new()));
         let verdict = probe.wait(Duration::from_secs(10)).await.unwrap();
         assert!(verdict.unwrap_err().contains("helper is not installed"));
         assert_eq!(probe.status(default()).available, Some(false));
