@@ -346,6 +346,7 @@ impl Bridge {
             max_tokens_total: None,
             name: None,
             environment: None,
+            ..Default::default()
         };
         let info = self.client.session_new(&params).await?;
         let cwd = PathBuf::from(&info.cwd);

@@ -298,7 +298,9 @@ fn on_event(
         | EventKind::HookFailed { .. }
         | EventKind::EnvironmentConnected { .. }
         | EventKind::EnvironmentLost { .. }
-        | EventKind::EnvironmentResumed { .. } => {}
+        | EventKind::EnvironmentResumed { .. }
+        | EventKind::FleetChanged { .. }
+        | EventKind::FleetSetup { .. } => {}
     }
 }
 

@@ -42,6 +42,9 @@ pub(crate) enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+        /// Only fleet sessions, with where each stands and the runner holding it
+        #[arg(long)]
+        fleet: bool,
     },
     /// Show a session: info, messages, pending approvals, todos
     Show {
@@ -420,6 +423,32 @@ pub(crate) struct RunArgs {
     /// (`[environments.NAME]` of the daemon's config); `--cwd` is then a path on that machine
     #[arg(long = "env", value_name = "ENV", conflicts_with = "session")]
     pub environment: Option<String>,
+    /// Run on the daemon's runner fleet (`--env fleet`): a runner clones --repo at --ref
+    /// into a fresh workspace and the session runs there (docs/fleet.md)
+    #[arg(long, conflicts_with_all = ["session", "environment", "worktree", "cwd"], requires_all = ["repo", "git_ref"])]
+    pub fleet: bool,
+    /// With --fleet: the repository the runner clones (https, ssh, git or file URL; the
+    /// runner's own credentials)
+    #[arg(long, value_name = "URL", requires = "fleet")]
+    pub repo: Option<String>,
+    /// With --fleet: the branch, tag or commit checked out
+    #[arg(long = "ref", value_name = "REF", requires = "fleet")]
+    pub git_ref: Option<String>,
+    /// With --fleet: a command run in the session's sandbox after the clone (repeatable,
+    /// in order)
+    #[arg(long, value_name = "CMD", requires = "fleet")]
+    pub setup: Vec<String>,
+    /// With --fleet: a label the runner must have, KEY=VALUE (repeatable; `pool=NAME`
+    /// picks a pool)
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label, requires = "fleet")]
+    pub labels: Vec<(String, String)>,
+    /// With --fleet: higher runs first (default 0)
+    #[arg(long, value_name = "N", requires = "fleet", allow_hyphen_values = true)]
+    pub priority: Option<i32>,
+    /// Return as soon as the prompt is accepted, printing the session's id (`--json`: a
+    /// line with it); follow it later with `amber-cli attach ID` or `amber-cli wait ID`
+    #[arg(long, conflicts_with_all = ["ephemeral", "standalone", "timeout", "output_schema"])]
+    pub detach: bool,
     /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
     /// BRANCH), under amberd's data dir, so parallel sessions never edit the same files. A
     /// word after it is the branch when a prompt follows (`--worktree fix/x "fix it"`), else
@@ -475,6 +504,14 @@ pub(crate) struct WaitArgs {
     /// Print the last turn's result line (as `run --json` ends with) instead of its text
     #[arg(long)]
     pub json: bool,
+}
+
+/// A `--label`: `KEY=VALUE`.
+fn label(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: a label is KEY=VALUE"))?;
+    Ok((key.trim().to_owned(), value.trim().to_owned()))
 }
 
 /// A `--timeout`: a positive number of seconds (fractions allowed).

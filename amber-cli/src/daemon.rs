@@ -244,6 +244,7 @@ pub(crate) fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String 
             amber_proto::EnvironmentState::Connected => "connected",
             amber_proto::EnvironmentState::Lost => "lost, attaching again",
             amber_proto::EnvironmentState::Gone => "gone",
+            amber_proto::EnvironmentState::Queued => "waiting for a runner",
         };
         let host = e
             .executor

@@ -160,7 +160,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                     }),
                 ..
             } => sessions::rename(&conn, &session, name, json).await,
-            Command::Sessions { action: None, json } => sessions::list(&conn, json).await,
+            Command::Sessions {
+                action: None,
+                json,
+                fleet,
+            } => sessions::list(&conn, json, fleet).await,
             Command::Show { id, json } => sessions::show(&conn, &id, json).await,
             Command::Rm {
                 id,

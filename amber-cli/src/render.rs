@@ -199,6 +199,7 @@ impl HumanRenderer {
                     amber_proto::EnvironmentState::Gone => {
                         "the next tool call starts a new executor"
                     }
+                    amber_proto::EnvironmentState::Queued => "it waits for a runner",
                     amber_proto::EnvironmentState::Connecting
                     | amber_proto::EnvironmentState::Connected
                     | amber_proto::EnvironmentState::Lost => "attaching again",
@@ -227,6 +228,34 @@ impl HumanRenderer {
                     "… attached again to {} ({replayed_chunks} chunks of output read back)",
                     environment.spec
                 )));
+            }
+            EventKind::FleetChanged {
+                environment,
+                reason,
+            } => {
+                if let Some(fleet) = &environment.fleet {
+                    self.end_line(&mut out);
+                    out.push(err(format!(
+                        "… fleet: {}",
+                        fleet.describe(reason.as_deref())
+                    )));
+                }
+            }
+            EventKind::FleetSetup {
+                command,
+                exit_code,
+                output,
+            } => {
+                self.end_line(&mut out);
+                let line = match exit_code {
+                    Some(0) => format!("… setup `{command}` done"),
+                    Some(code) => format!(
+                        "! setup `{command}` failed (exit {code}): {}",
+                        output.trim()
+                    ),
+                    None => format!("! setup `{command}` did not finish: {}", output.trim()),
+                };
+                out.push(err(line));
             }
             EventKind::CompactionStarted { tokens_before } => {
                 out.push(err(format!(

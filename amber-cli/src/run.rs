@@ -91,6 +91,20 @@ async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
     let turn = start(&args, conn, &prompt, schema)
         .await
         .map_err(not_started)?;
+    if args.detach {
+        // The prompt is the daemon's now: it runs whether anyone follows it or not.
+        if args.json {
+            let line = serde_json::json!({
+                "type": "detached",
+                "sessionId": turn.session_id,
+                "turnId": turn.turn_id,
+            });
+            output::line(&line.to_string())?;
+        } else {
+            output::line(&turn.session_id)?;
+        }
+        return Ok(0);
+    }
     let Started {
         client,
         session_id,
@@ -262,8 +276,11 @@ async fn start(
             (info, got.last_seq)
         }
         None => {
-            let elsewhere = args
-                .environment
+            let environment = match args.fleet {
+                true => Some("fleet".to_owned()),
+                false => args.environment.clone(),
+            };
+            let elsewhere = environment
                 .as_deref()
                 .is_some_and(|e| !e.trim().is_empty() && e.trim() != "local");
             let cwd = match (elsewhere, remote) {
@@ -287,7 +304,12 @@ async fn start(
                 max_budget_usd: args.max_budget_usd,
                 max_tokens_total: args.max_tokens_total,
                 name: args.name.clone(),
-                environment: args.environment.clone(),
+                environment,
+                repo: args.repo.clone(),
+                git_ref: args.git_ref.clone(),
+                setup: args.setup.clone(),
+                labels: args.labels.iter().cloned().collect(),
+                priority: args.priority,
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?, 0)

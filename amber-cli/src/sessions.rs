@@ -20,7 +20,7 @@ async fn connect(conn: &ConnectArgs) -> Result<Client, ClientError> {
 }
 
 /// `sessions [--json]`: every session, newest first as the daemon lists them.
-pub(crate) async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
+pub(crate) async fn list(conn: &ConnectArgs, json: bool, fleet: bool) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     let mut rows: Vec<Value> = Vec::new();
     let mut params = SessionListParams::default();
@@ -40,6 +40,9 @@ pub(crate) async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
             _ => break,
         }
     }
+    if fleet {
+        rows.retain(|row| !row["environment"]["fleet"].is_null());
+    }
     if json {
         output::line(&serde_json::to_string_pretty(&rows)?)?;
         return Ok(exit::OK);
@@ -49,8 +52,39 @@ pub(crate) async fn list(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8> {
         .map(serde_json::from_value)
         .collect::<Result<_, _>>()
         .context("unexpected session/list answer")?;
-    output::line(table(&infos).trim_end())?;
+    let shown = if fleet {
+        fleet_table(&infos)
+    } else {
+        table(&infos)
+    };
+    output::line(shown.trim_end())?;
     Ok(exit::OK)
+}
+
+/// `sessions --fleet`: where each fleet session stands and which runner holds it.
+fn fleet_table(sessions: &[SessionInfo]) -> String {
+    let ids: Vec<&str> = sessions.iter().map(|s| s.session_id.as_str()).collect();
+    let mut short = short_ids(&ids).into_iter();
+    let header = [
+        "ID", "STATE", "FLEET", "RUNNER", "POOL", "TRIES", "REPO", "TITLE",
+    ];
+    let rows: Vec<Vec<String>> = sessions
+        .iter()
+        .filter_map(|s| {
+            let fleet = s.environment.as_ref()?.fleet.as_ref()?;
+            Some(vec![
+                short.next().unwrap_or_else(|| s.session_id.clone()),
+                enum_name(&s.state),
+                enum_name(&fleet.state),
+                fleet.runner.clone().unwrap_or_else(|| "-".to_owned()),
+                fleet.pool.clone().unwrap_or_else(|| "-".to_owned()),
+                fleet.attempts.to_string(),
+                format!("{}@{}", fleet.repo, fleet.git_ref),
+                one_line(&s.title, 40),
+            ])
+        })
+        .collect();
+    aligned(&header.map(str::to_owned), &rows)
 }
 
 /// `sessions prune --older-than AGE [--dry-run] [--json]`: deletes the idle sessions last
@@ -207,8 +241,14 @@ pub(crate) fn table(sessions: &[SessionInfo]) -> String {
             row
         })
         .collect();
+    let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
+    aligned(&header, &rows)
+}
+
+/// A header and rows in columns two spaces apart.
+fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -226,9 +266,8 @@ pub(crate) fn table(sessions: &[SessionInfo]) -> String {
         }
         line.trim_end().to_owned() + "\n"
     };
-    let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
-    let mut out = fmt_row(&header);
-    for row in &rows {
+    let mut out = fmt_row(header);
+    for row in rows {
         out.push_str(&fmt_row(row));
     }
     out
@@ -585,6 +624,37 @@ mod tests {
     }
 
     #[test]
+    fn the_fleet_table_lists_fleet_sessions_with_their_runner() {
+        let fleet = |state, runner: Option<&str>| amber_proto::EnvironmentInfo {
+            spec: "fleet".into(),
+            state: amber_proto::EnvironmentState::Queued,
+            executor: None,
+            reason: None,
+            fleet: Some(amber_proto::FleetInfo {
+                repo: "https://git.example.com/app.git".into(),
+                git_ref: "main".into(),
+                setup: Vec::new(),
+                labels: Default::default(),
+                priority: 0,
+                state,
+                runner: runner.map(str::to_owned),
+                pool: runner.map(|_| "default".to_owned()),
+                attempts: u32::from(runner.is_some()),
+            }),
+        };
+        let mut on = info("s-1", "fix it");
+        on.environment = Some(fleet(amber_proto::FleetState::Assigned, Some("r0")));
+        let mut waiting = info("s-22", "");
+        waiting.environment = Some(fleet(amber_proto::FleetState::Queued, None));
+        assert_eq!(
+            fleet_table(&[on, waiting, info("s-333", "local")]),
+            "ID    STATE  FLEET     RUNNER  POOL     TRIES  REPO                                  TITLE\n\
+             s-1   idle   assigned  r0      default  1      https://git.example.com/app.git@main  fix it\n\
+             s-22  idle   queued    -       -        0      https://git.example.com/app.git@main\n"
+        );
+    }
+
+    #[test]
     fn table_shows_where_tools_run_when_a_session_runs_them_elsewhere() {
         let mut remote = info("s-1", "first");
         remote.environment = Some(amber_proto::EnvironmentInfo {
@@ -592,6 +662,7 @@ mod tests {
             state: amber_proto::EnvironmentState::Connected,
             executor: None,
             reason: None,
+            fleet: None,
         });
         let t = table(&[remote, info("s-22", "")]);
         assert_eq!(

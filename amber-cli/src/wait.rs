@@ -328,6 +328,8 @@ impl Turns {
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
             | EventKind::EnvironmentConnected { .. }
+            | EventKind::FleetChanged { .. }
+            | EventKind::FleetSetup { .. }
             | EventKind::EnvironmentLost { .. }
             | EventKind::EnvironmentResumed { .. }
             | EventKind::Synced { .. } => {}

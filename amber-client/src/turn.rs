@@ -201,6 +201,8 @@ impl TurnTracker {
             | EventKind::EnvironmentConnected { .. }
             | EventKind::EnvironmentLost { .. }
             | EventKind::EnvironmentResumed { .. }
+            | EventKind::FleetChanged { .. }
+            | EventKind::FleetSetup { .. }
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
             | EventKind::Synced { .. } => {}

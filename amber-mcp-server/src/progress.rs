@@ -49,6 +49,13 @@ pub(crate) fn message(event: &Event) -> Option<String> {
         EventKind::EnvironmentResumed { environment, .. } => {
             format!("attached again to {}", environment.spec)
         }
+        EventKind::FleetChanged {
+            environment,
+            reason,
+        } => match &environment.fleet {
+            Some(fleet) => format!("fleet: {}", fleet.describe(reason.as_deref())),
+            None => return None,
+        },
         EventKind::TurnCompleted { stop_reason, .. } => {
             format!("turn completed: {}", stop_reason.as_str())
         }
@@ -69,6 +76,7 @@ pub(crate) fn message(event: &Event) -> Option<String> {
         | EventKind::Rewound { .. }
         | EventKind::HookFailed { .. }
         | EventKind::EnvironmentConnected { .. }
+        | EventKind::FleetSetup { .. }
         | EventKind::Synced { .. } => return None,
     };
     Some(text)

@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 28;
+const VARIANTS: usize = 30;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -49,6 +49,8 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::EnvironmentConnected { .. } => 25,
         EventKind::EnvironmentLost { .. } => 26,
         EventKind::EnvironmentResumed { .. } => 27,
+        EventKind::FleetChanged { .. } => 28,
+        EventKind::FleetSetup { .. } => 29,
     }
 }
 
@@ -69,6 +71,7 @@ fn environment(
             pid: 4242,
         }),
         reason: reason.map(str::to_owned),
+        fleet: None,
     }
 }
 
@@ -220,6 +223,31 @@ fn samples() -> Vec<EventKind> {
         EventKind::EnvironmentResumed {
             environment: environment(amber_proto::EnvironmentState::Connected, None),
             replayed_chunks: 3,
+        },
+        EventKind::FleetChanged {
+            environment: amber_proto::EnvironmentInfo {
+                spec: "fleet".into(),
+                state: amber_proto::EnvironmentState::Queued,
+                executor: None,
+                reason: Some("runner r1 missed 3 heartbeats".into()),
+                fleet: Some(amber_proto::FleetInfo {
+                    repo: "https://git.example.com/app.git".into(),
+                    git_ref: "main".into(),
+                    setup: vec!["npm ci".into()],
+                    labels: Default::default(),
+                    priority: 0,
+                    state: amber_proto::FleetState::Queued,
+                    runner: None,
+                    pool: None,
+                    attempts: 1,
+                }),
+            },
+            reason: Some("runner r1 missed 3 heartbeats".into()),
+        },
+        EventKind::FleetSetup {
+            command: "npm ci".into(),
+            exit_code: Some(0),
+            output: "added 12 packages".into(),
         },
         EventKind::Rewound {
             restored: vec!["src/lib.rs".into()],

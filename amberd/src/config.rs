@@ -78,6 +78,11 @@ pub struct Config {
     pub environments: BTreeMap<String, crate::environment::EnvironmentConfig>,
     /// `[executors]`: the listener for executors that dial in (off by default).
     pub executors: crate::environment::spec::ExecutorsConfig,
+    /// `[fleet]`: the runner pools that may dial in and how fleet sessions are placed
+    /// (docs/fleet.md).
+    pub fleet: crate::fleet::FleetConfig,
+    /// `[metrics]`: the Prometheus listener (off by default).
+    pub metrics: crate::metrics::MetricsConfig,
 }
 
 /// `[tui]`: settings of the TUI. Unused by the daemon; parsed here so `deny_unknown_fields`
@@ -486,6 +491,7 @@ impl Config {
         self.tools.check()?;
         self.sandbox.check()?;
         self.executors.check()?;
+        self.fleet.check()?;
         crate::hooks::spec::check_all(&self.hooks)?;
         self.check_prices()
     }

@@ -202,6 +202,22 @@ async fn run(
         daemon.shutdown.clone(),
     )
     .await?;
+    // `[fleet] budget_usd` is read against what every fleet session has cost.
+    let spending = Arc::downgrade(&daemon);
+    daemon
+        .sessions
+        .services()
+        .fleet
+        .set_spent(Arc::new(move || {
+            spending
+                .upgrade()
+                .map_or(amber_proto::CostUsd::ZERO, |daemon| {
+                    daemon.sessions.cost_of(|info| {
+                        info.environment.as_ref().is_some_and(|e| e.fleet.is_some())
+                    })
+                })
+        }));
+    serve_metrics(&daemon).await?;
     tracing::info!(socket = %socket_path.display(), pid = std::process::id(), "amberd ready");
     // Sessions are listable since Daemon::new and plugins are up: clients may come.
     notifier.ready(&format!(
@@ -417,4 +433,33 @@ fn init_logging(file: Option<&std::path::Path>) {
         // Not fatal: stderr still has everything.
         tracing::warn!("cannot open the log file {err}; logging to stderr only");
     }
+}
+
+/// `[metrics] listen`, when set: the Prometheus listener, its gauges read from the daemon at
+/// each scrape; one that cannot start stops the daemon (its config asked for it).
+async fn serve_metrics(daemon: &Arc<Daemon>) -> Result<(), amberd::metrics::ServeError> {
+    let services = daemon.sessions.services_handle();
+    let Some(listen) = services.live().config.metrics.listen.clone() else {
+        return Ok(());
+    };
+    let sessions = Arc::clone(daemon);
+    let now: amberd::metrics::Now = Arc::new(move || {
+        let busy = i64::try_from(sessions.sessions.busy()).unwrap_or(i64::MAX);
+        let all = i64::try_from(sessions.sessions.count()).unwrap_or(i64::MAX);
+        amberd::metrics::Snapshot {
+            sessions: vec![
+                ("running".to_owned(), busy),
+                ("idle".to_owned(), (all - busy).max(0)),
+            ],
+            fleet: sessions.sessions.services().fleet.status(),
+        }
+    });
+    amberd::metrics::serve(
+        &listen,
+        std::sync::Arc::clone(&services.metrics),
+        now,
+        daemon.shutdown.clone(),
+    )
+    .await
+    .map(|_| ())
 }

@@ -298,6 +298,21 @@ pub enum EventKind {
         environment: crate::EnvironmentInfo,
         replayed_chunks: u64,
     },
+    /// amber extension: a fleet session changed its place in the fleet: queued (again:
+    /// `attempts` > 0, its runner gone or draining; `reason` says why), assigned to a
+    /// runner, released by it (parked), or failed. `environment.fleet` has where it stands.
+    FleetChanged {
+        environment: crate::EnvironmentInfo,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// amber extension: a fleet session's setup command ran in its sandbox on a new
+    /// runner (after the clone, before the session's work); `output` is its tail.
+    FleetSetup {
+        command: String,
+        exit_code: Option<i32>,
+        output: String,
+    },
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
@@ -386,6 +401,8 @@ impl EventKind {
             EventKind::EnvironmentConnected { .. } => "environment_connected",
             EventKind::EnvironmentLost { .. } => "environment_lost",
             EventKind::EnvironmentResumed { .. } => "environment_resumed",
+            EventKind::FleetChanged { .. } => "fleet_changed",
+            EventKind::FleetSetup { .. } => "fleet_setup",
             EventKind::Synced { .. } => "synced",
         }
     }

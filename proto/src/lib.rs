@@ -27,7 +27,7 @@ pub mod watch;
 pub use automation::*;
 pub use checkpoints::*;
 pub use cost::CostUsd;
-pub use environment::{EnvironmentInfo, EnvironmentState, ExecutorInfo};
+pub use environment::{EnvironmentInfo, EnvironmentState, ExecutorInfo, FleetInfo, FleetState};
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
 };

@@ -159,9 +159,27 @@ pub struct SessionNewParams {
     pub name: Option<String>,
     /// amber extension: where the session's tools run: `local` (the default),
     /// `ssh://HOST/PATH` (an executor started over SSH; PATH is the workspace there, else
-    /// `cwd`) or `executor:NAME` (`[environments.NAME]` of the config).
+    /// `cwd`) or `executor:NAME` (`[environments.NAME]` of the config), or `fleet`
+    /// (whichever runner of the fleet takes it: `repo` and `ref` required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
+    /// amber extension, with `environment: "fleet"`: the repository the runner clones
+    /// (https, ssh, git or file URL, no credentials in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// amber extension, with `environment: "fleet"`: the branch, tag or commit checked out.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
+    /// amber extension, with `environment: "fleet"`: commands run in the session's sandbox
+    /// after each fresh clone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<String>,
+    /// amber extension, with `environment: "fleet"`: labels the runner must have.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// amber extension, with `environment: "fleet"`: higher is assigned first (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

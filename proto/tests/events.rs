@@ -44,6 +44,8 @@ const EXTENSION_EVENTS: &[(&str, bool)] = &[
     ("environment_connected", true),
     ("environment_lost", true),
     ("environment_resumed", true),
+    ("fleet_changed", true),
+    ("fleet_setup", true),
 ];
 
 /// Exhaustive on purpose: a new variant does not compile until it gets a row below.
@@ -77,9 +79,11 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::EnvironmentConnected { .. } => 25,
         EventKind::EnvironmentLost { .. } => 26,
         EventKind::EnvironmentResumed { .. } => 27,
+        EventKind::FleetChanged { .. } => 28,
+        EventKind::FleetSetup { .. } => 29,
     }
 }
-const VARIANTS: usize = 28;
+const VARIANTS: usize = 30;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -306,6 +310,20 @@ fn event_cases() -> Vec<Value> {
                 "spec": "ssh://build1/src/app", "state": "connected",
                 "executor": {"id": "0f3e", "hostname": "build1", "os": "linux",
                              "arch": "x86_64", "version": "0.1.0", "pid": 4242}}}),
+        ),
+        durable(
+            33,
+            json!({"type": "fleet_changed", "reason": "runner r1 missed 3 heartbeats",
+                   "environment": {"spec": "fleet", "state": "queued",
+                       "reason": "runner r1 missed 3 heartbeats",
+                       "fleet": {"repo": "https://git.example.com/app.git", "ref": "main",
+                                 "setup": ["npm ci"], "labels": {"pool": "gpu"},
+                                 "priority": 5, "state": "queued", "attempts": 1}}}),
+        ),
+        durable(
+            34,
+            json!({"type": "fleet_setup", "command": "npm ci", "exitCode": 0,
+                   "output": "added 12 packages"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

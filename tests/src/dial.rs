@@ -26,6 +26,12 @@ pub struct DialSetup {
 impl DialSetup {
     /// A certificate, a key and a token in a temp dir, and a free port.
     pub fn new() -> DialSetup {
+        DialSetup::for_addresses(&[])
+    }
+
+    /// [`DialSetup::new`], its certificate valid for `addresses` (IPs) too: amberd as other
+    /// "machines" reach it.
+    pub fn for_addresses(addresses: &[&str]) -> DialSetup {
         let dir = tempfile::Builder::new()
             .prefix("amber-dial-")
             .tempdir()
@@ -57,9 +63,13 @@ impl DialSetup {
         csr.extend(ec);
         csr.extend(["-keyout", "key.pem", "-out", "cert.csr"]);
         openssl(&csr);
+        let mut names = "DNS:localhost,IP:127.0.0.1".to_owned();
+        for address in addresses {
+            names.push_str(&format!(",IP:{address}"));
+        }
         std::fs::write(
             root.join("leaf.ext"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+            format!("subjectAltName={names}\nbasicConstraints=CA:FALSE\n"),
         )
         .unwrap();
         openssl(&[

@@ -11,6 +11,7 @@
 
 pub mod daemon;
 pub mod dial;
+pub mod fleet;
 pub mod mcp_plugins;
 pub mod netns;
 pub mod sshd;

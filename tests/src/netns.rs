@@ -17,11 +17,17 @@ pub struct NetNs {
 impl NetNs {
     /// Makes the namespace and its link (needs root and `ip`).
     pub fn new() -> NetNs {
-        let tag = std::process::id() % 60_000;
+        NetNs::numbered(0)
+    }
+
+    /// The `index`th (0..4) namespace of this test process: several "machines".
+    pub fn numbered(index: u32) -> NetNs {
+        assert!(index < 4, "at most four namespaces per test process");
+        let tag = (std::process::id() % 15_000) * 4 + index;
         let name = format!("amber-t{tag}");
         let host_link = format!("amh{tag}");
         let ns_link = format!("amn{tag}");
-        // 10.231.0.0/16 in /30s, one per test process.
+        // 10.231.0.0/16 in /30s, one per namespace.
         let block = (tag % 16_000) * 4;
         let (hi, lo) = (block / 256, block % 256);
         let host_addr = format!("10.231.{hi}.{}", lo + 1);
@@ -59,6 +65,11 @@ impl NetNs {
 
     pub fn restore(&self) {
         ip(&["link", "set", &self.host_link, "up"]).expect("link up");
+    }
+
+    /// `ip netns exec NAME` before a program: it runs on this "machine".
+    pub fn exec_prefix(&self) -> Vec<String> {
+        vec!["netns".to_owned(), "exec".to_owned(), self.name.clone()]
     }
 }
 

@@ -171,6 +171,8 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
         | EventKind::EnvironmentConnected { .. }
         | EventKind::EnvironmentLost { .. }
         | EventKind::EnvironmentResumed { .. }
+        | EventKind::FleetChanged { .. }
+        | EventKind::FleetSetup { .. }
         | EventKind::Synced { .. } => None,
     }
 }

@@ -47,7 +47,9 @@ pub enum DialError {
 #[derive(Debug, Clone)]
 pub struct Dial {
     pub url: String,
-    pub name: String,
+    /// Who dials, as upgrade headers: an executor's name ([`NAME_HEADER`]), or a runner's
+    /// pool, id and session (`runner_wire`).
+    pub headers: Vec<(&'static str, String)>,
     pub token: String,
     pub tls: Arc<rustls::ClientConfig>,
 }
@@ -113,7 +115,7 @@ pub async fn run(executor: Arc<Executor>, dial: Dial) -> Result<(), DialError> {
     loop {
         match connect_once(&dial).await {
             Ok(ws) => {
-                tracing::info!(url = %dial.url, name = %dial.name, "connected to amberd");
+                tracing::info!(url = %dial.url, "connected to amberd");
                 backoff = Duration::from_millis(200);
                 serve(Arc::clone(&executor), ws).await;
                 tracing::info!("the connection to amberd ended; dialling again");
@@ -126,9 +128,10 @@ pub async fn run(executor: Arc<Executor>, dial: Dial) -> Result<(), DialError> {
     }
 }
 
-type Stream = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<TcpStream>>;
+pub type Stream = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<TcpStream>>;
 
-async fn connect_once(dial: &Dial) -> Result<Stream, DialError> {
+/// One dial: TCP, TLS, then the upgrade with the token and the dialler's headers.
+pub async fn connect_once(dial: &Dial) -> Result<Stream, DialError> {
     let (host, port) = dial.endpoint()?;
     let tcp = TcpStream::connect((host.as_str(), port))
         .await
@@ -149,9 +152,11 @@ async fn connect_once(dial: &Dial) -> Result<Stream, DialError> {
     let bearer = HeaderValue::from_str(&format!("Bearer {}", dial.token))
         .map_err(|_| DialError::Upgrade("the token is not a header value".to_owned()))?;
     headers.insert("authorization", bearer);
-    let name = HeaderValue::from_str(&dial.name)
-        .map_err(|_| DialError::Upgrade("the name is not a header value".to_owned()))?;
-    headers.insert(NAME_HEADER, name);
+    for (name, value) in &dial.headers {
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| DialError::Upgrade(format!("`{value}` is not a header value")))?;
+        headers.insert(*name, value);
+    }
     let (ws, _) = tokio_tungstenite::client_async(request, tls)
         .await
         .map_err(|e| DialError::Upgrade(e.to_string()))?;
@@ -159,7 +164,7 @@ async fn connect_once(dial: &Dial) -> Result<Stream, DialError> {
 }
 
 /// Serves one dialled connection: its text messages are the protocol's lines.
-async fn serve(executor: Arc<Executor>, ws: Stream) {
+pub async fn serve(executor: Arc<Executor>, ws: Stream) {
     let (reader, writer) = crate::ws_lines::bridge(ws);
     crate::connection::serve(executor, reader, writer, Origin::Own).await;
 }

@@ -85,6 +85,9 @@ pub struct ExecutorOptions {
     /// `--sandbox-in-place`: where no namespace can be made, sandbox with Landlock and
     /// seccomp alone.
     pub sandbox_in_place: bool,
+    /// Further paths masked in every command's sandbox (a runner's pool token, and the
+    /// directory of its sessions' workspaces: masked around the session's own).
+    pub masked: Vec<PathBuf>,
 }
 
 /// The executor.
@@ -138,9 +141,10 @@ impl Executor {
                 }
             });
         hidden.extend(cache.clone());
-        let masked = amber_policy::SecretLocations::installed()
+        let mut masked = amber_policy::SecretLocations::installed()
             .locations()
             .to_vec();
+        masked.extend(options.masked.iter().cloned());
         let sandbox = Arc::new(SandboxEnv {
             hidden,
             masked,
@@ -195,6 +199,11 @@ impl Executor {
         if let Some((_, outbox)) = self.live.locked().as_ref() {
             let _ = outbox.send(wire::notification_line(method, params));
         }
+    }
+
+    /// Whether the client closed `session` here (it will not come back for it).
+    pub fn was_closed(&self, session: &str) -> bool {
+        self.closed.locked().contains(session)
     }
 
     /// Whether a session is open here (a client may come back for it).
@@ -807,7 +816,8 @@ fn tokens_match(given: Option<&str>, expected: &str) -> bool {
             == 0
 }
 
-fn hostname() -> String {
+/// This machine's name.
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())
         .unwrap_or_default()

@@ -9,14 +9,22 @@
 //! - [`relay`]: `amber-exec --stdio`, the pipe a transport (a child, `ssh`) holds.
 //! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd;
 //!   [`ws_lines`]: the protocol's lines over a WebSocket, for both ends.
+//! - [`runner`]: `amber-exec runner`, a fleet machine that pulls sessions from amberd
+//!   ([`runner_wire`]: what it says), each in a fresh clone ([`provision`]);
+//!   [`runner_metrics`]: its `--metrics-listen`, over [`metrics_http`] (amberd's too).
 
 mod checkpoints;
 pub mod connection;
 pub mod dial;
 pub mod executor;
 mod jobs;
+pub mod metrics_http;
 mod processes;
+pub mod provision;
 pub mod relay;
+pub mod runner;
+pub mod runner_metrics;
+pub mod runner_wire;
 pub mod server;
 pub mod state_dir;
 pub mod watched;

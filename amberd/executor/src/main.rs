@@ -14,13 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use amber_executor::executor::{Executor, ExecutorOptions};
-use amber_executor::{dial, relay, server, state_dir};
+use amber_executor::{dial, relay, runner, server, state_dir};
 use clap::Parser;
 
 /// amber's executor: runs a session's workspace tools where the files are.
 #[derive(Debug, Parser)]
 #[command(name = "amber-exec", version, about)]
 struct Args {
+    #[command(subcommand)]
+    mode: Option<Mode>,
     /// Serve the executor protocol on stdin and stdout (how amberd and `ssh` reach it).
     #[arg(long)]
     stdio: bool,
@@ -32,16 +34,16 @@ struct Args {
     linger: u64,
     /// Where executors keep their attach sockets and logs (default:
     /// $XDG_RUNTIME_DIR/amber-exec, /tmp/amber-exec-$UID).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     state_dir: Option<PathBuf>,
     /// Where executors keep their checkpoint cache, which spares reading unchanged files
     /// again (default: $XDG_CACHE_HOME/amber-exec, ~/.cache/amber-exec).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
     /// Where no namespace can be made (an unprivileged container), sandbox commands with
     /// Landlock and seccomp alone instead of refusing them; what that cannot keep is in
     /// docs/security.md ("Without namespaces").
-    #[arg(long)]
+    #[arg(long, global = true)]
     sandbox_in_place: bool,
     /// Dial out to amberd's executor listener (`wss://HOST:PORT/executors`) and serve it
     /// there, dialling again whenever the connection drops; runs in the foreground.
@@ -59,6 +61,70 @@ struct Args {
     ca: Option<PathBuf>,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Mode {
+    /// Serve as a runner of a fleet: dial out to amberd, pull sessions up to --capacity,
+    /// each in a fresh clone of its repository (docs/fleet.md).
+    Runner(RunnerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunnerArgs {
+    /// amberd's executor listener: `wss://HOST:PORT/executors`.
+    #[arg(long, value_name = "URL")]
+    connect: String,
+    /// The runner's pool, as amberd's `[fleet.pools.NAME]` has it.
+    #[arg(long, value_name = "NAME")]
+    pool: String,
+    /// A file holding the pool's bearer token.
+    #[arg(long, value_name = "FILE")]
+    token_file: PathBuf,
+    /// The CA certificate (PEM) amberd's certificate must chain to (default: the system's
+    /// roots).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// A label sessions may ask for, `KEY=VALUE` (repeatable); `os`, `arch` and `pool` are
+    /// always there.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// How many sessions it runs at once.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    capacity: u32,
+    /// The directory each session's workspace is made in (amberd's `[fleet]
+    /// workspace_root`).
+    #[arg(long, value_name = "DIR", default_value = "/work")]
+    workspaces: PathBuf,
+    /// The runner's id (default: the host's name, as a pod's name is).
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+    /// After SIGTERM, seconds running sessions may go on before they are moved to
+    /// another runner.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    grace: u64,
+    /// Serve the runner's metrics (Prometheus text) at `http://ADDR/metrics`.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
+}
+
+/// `KEY=VALUE`, both simple words.
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: a label is KEY=VALUE"))?;
+    let word = |w: &str| {
+        !w.is_empty()
+            && w.len() <= 63
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if !word(key) || !word(value) {
+        return Err(format!(
+            "`{text}`: a label's key and value are letters, digits, `-`, `_` and `.`"
+        ));
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
 fn main() -> ExitCode {
     // First: as the tool-exec helper this process only forks the watcher and execs the tool.
     if let Some(code) = amber_exec::lifeline::run_if_requested() {
@@ -68,6 +134,9 @@ fn main() -> ExitCode {
         return code;
     }
     let args = Args::parse();
+    if let Some(Mode::Runner(runner)) = &args.mode {
+        return run_runner(&args, runner);
+    }
     if let Some(url) = &args.connect {
         return dial_out(&args, url);
     }
@@ -151,14 +220,10 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
         eprintln!("amber-exec: --connect needs --name and --token-file");
         return ExitCode::from(2);
     };
-    let token = match std::fs::read_to_string(token_file) {
-        Ok(token) if !token.trim().is_empty() => token.trim().to_owned(),
-        Ok(_) => {
-            eprintln!("amber-exec: {} is empty", token_file.display());
-            return ExitCode::from(2);
-        }
+    let token = match read_token(token_file) {
+        Ok(token) => token,
         Err(err) => {
-            eprintln!("amber-exec: cannot read {}: {err}", token_file.display());
+            eprintln!("amber-exec: {err}");
             return ExitCode::from(2);
         }
     };
@@ -177,7 +242,7 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
     };
     let dial = dial::Dial {
         url: url.to_owned(),
-        name: name.clone(),
+        headers: vec![(dial::NAME_HEADER, name.clone())],
         token,
         tls,
     };
@@ -210,6 +275,109 @@ fn dial_out(args: &Args, url: &str) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// `runner`: this process is the runner, in the foreground, logging to stderr.
+fn run_runner(args: &Args, runner: &RunnerArgs) -> ExitCode {
+    init_logging();
+    let token = match read_token(&runner.token_file) {
+        Ok(token) => token,
+        Err(err) => {
+            eprintln!("amber-exec: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let tls = match dial::Dial::tls(runner.ca.as_deref()) {
+        Ok(tls) => tls,
+        Err(err) => {
+            eprintln!("amber-exec: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let workspaces = match std::fs::create_dir_all(&runner.workspaces)
+        .and_then(|()| std::fs::canonicalize(&runner.workspaces))
+    {
+        Ok(dir) => dir,
+        Err(err) => {
+            eprintln!(
+                "amber-exec: cannot use {} for workspaces: {err}",
+                runner.workspaces.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let id = runner
+        .id
+        .clone()
+        .unwrap_or_else(amber_executor::executor::hostname);
+    if let Err(err) = parse_label(&format!("id={id}")) {
+        eprintln!("amber-exec: --id: {err}");
+        return ExitCode::from(2);
+    }
+    let Some(dir) = state_dir_of(args) else {
+        return ExitCode::FAILURE;
+    };
+    let Some(rt) = prepare(&dir) else {
+        return ExitCode::FAILURE;
+    };
+    let options = runner::RunnerOptions {
+        dial: dial::Dial {
+            url: runner.connect.clone(),
+            headers: Vec::new(),
+            token,
+            tls,
+        },
+        pool: runner.pool.clone(),
+        id,
+        labels: runner.labels.iter().cloned().collect(),
+        capacity: runner.capacity,
+        workspaces,
+        state_dir: dir.clone(),
+        token_file: runner.token_file.clone(),
+        executor: options_of(args),
+        grace: Duration::from_secs(runner.grace),
+    };
+    let (metrics, pool, id) = (
+        runner.metrics_listen.clone(),
+        options.pool.clone(),
+        options.id.clone(),
+    );
+    let code = rt.block_on(async move {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let signalled = stop.clone();
+        tokio::spawn(async move {
+            terminated().await;
+            signalled.cancel();
+        });
+        let runner = runner::Runner::new(options);
+        if let Some(addr) = &metrics {
+            match amber_executor::runner_metrics::serve(addr, Arc::clone(&runner), pool, id).await {
+                Ok(local) => tracing::info!(%local, "serving metrics"),
+                Err(err) => {
+                    tracing::error!("cannot serve metrics on {addr}: {err}");
+                    return 2;
+                }
+            }
+        }
+        match runner.run(stop).await {
+            Ok(()) => 0,
+            Err(err) => {
+                tracing::error!("{err}");
+                2
+            }
+        }
+    });
+    amber_exec::cgroup::remove_base();
+    ExitCode::from(code)
+}
+
+/// The trimmed, non-empty token in `path`.
+fn read_token(path: &std::path::Path) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(token) if !token.trim().is_empty() => Ok(token.trim().to_owned()),
+        Ok(_) => Err(format!("{} is empty", path.display())),
+        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+    }
+}
+
 /// `--state-dir` or the default, made private; `None` (said on stderr) when it cannot be.
 /// The executor's options from its flags; the checkpoint cache: `--cache-dir`, else the
 /// user's cache directory.
@@ -220,6 +388,7 @@ fn options_of(args: &Args) -> ExecutorOptions {
             .clone()
             .or_else(|| amber_executor::executor::default_cache(|k| std::env::var_os(k))),
         sandbox_in_place: args.sandbox_in_place,
+        masked: Vec::new(),
     }
 }
 

@@ -48,7 +48,7 @@ use crate::config::CheckpointsConfig;
 
 pub(crate) use self::diff::DiffError;
 pub(crate) use self::remote::{Read as RemoteRead, RemoteWorkspace};
-pub(crate) use self::session::SessionCheckpoints;
+pub(crate) use self::session::{ContinueOver, SessionCheckpoints};
 
 /// What failed on the checkpoint side; the store's error stays the source.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,17 @@ use super::windows::{self, Window};
 use super::{CheckpointFailure, Checkpoints};
 use crate::clock::now_rfc3339;
 
+/// What a new executor's workspace may hold for the newest checkpoint to be restored into
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ContinueOver {
+    /// Nothing: a workspace that holds files is the user's, and left alone.
+    Empty,
+    /// The fresh clone a fleet runner made for the session: the checkpoint is restored
+    /// over it (what differs is written, what the checkpoint lacks is removed).
+    Clone,
+}
+
 /// One session's checkpoints.
 pub(crate) struct SessionCheckpoints {
     pub(super) daemon: Arc<Checkpoints>,
@@ -275,6 +286,34 @@ impl SessionCheckpoints {
         }
     }
 
+    /// Takes the workspace as it is now as the session's newest snapshot, mid-turn (its
+    /// executor is about to go: the next one gets this restored). Not a checkpoint row: the
+    /// turn's own diff still runs from its start.
+    pub(crate) async fn keep_now(self: &Arc<Self>) {
+        if !self.snapshots {
+            return;
+        }
+        let this = self.clone();
+        let kept = tokio::task::spawn_blocking(move || {
+            let previous = this.latest_blocking();
+            let _reading = this.daemon.reading();
+            match this.take_with(previous, true) {
+                Ok(taken) => {
+                    let mut state = this.lock();
+                    state.latest = Some(taken.snap);
+                    state.latest_take = taken.take;
+                }
+                Err(reason) => {
+                    tracing::warn!(workspace = %this.workspace.display(), %reason, "no snapshot before moving");
+                }
+            }
+        })
+        .await;
+        if let Err(err) = kept {
+            tracing::error!(%err, "the snapshot task failed");
+        }
+    }
+
     /// The turn ended: if it took a checkpoint, what it changed is recorded.
     pub(crate) async fn end_turn(self: &Arc<Self>) {
         let Some(mut turn) = self.lock().turn.take() else {
@@ -469,12 +508,16 @@ impl SessionCheckpoints {
         (Some(snap), None)
     }
 
-    /// A new executor replaced a gone one: when its workspace is empty and the session
-    /// has a complete newest snapshot, that snapshot is restored into it, so the session
-    /// goes on where its last checkpoint left it. Returns how many files were written.
-    /// Blocking; `remote` reaches the new executor directly (calls through the link wait
-    /// for this to finish).
-    pub(crate) fn continue_in(&self, remote: &Arc<dyn RemoteWorkspace>) -> Option<u64> {
+    /// A new executor replaced a gone one: when its workspace is what `over` allows and
+    /// the session has a complete newest snapshot, that snapshot is restored into it, so
+    /// the session goes on where its last checkpoint left it. Returns how many files were
+    /// written. Blocking; `remote` reaches the new executor directly (calls through the
+    /// link wait for this to finish).
+    pub(crate) fn continue_in(
+        &self,
+        remote: &Arc<dyn RemoteWorkspace>,
+        over: ContinueOver,
+    ) -> Option<u64> {
         if !self.snapshots || self.elsewhere.is_none() {
             return None;
         }
@@ -487,13 +530,14 @@ impl SessionCheckpoints {
             .map_err(|err| tracing::warn!(%err, "cannot look at the new executor's workspace"))
             .ok()?;
         let empty = now.changed.is_empty() && now.skipped.is_empty() && now.missing.is_empty();
-        if !empty {
+        if !empty && over == ContinueOver::Empty {
             return None;
         }
-        let nothing = amber_store::SnapshotDelta { full: true, ..now }
+        // What is there: nothing, or the fresh clone the restore plan starts from.
+        let there = amber_store::SnapshotDelta { full: true, ..now }
             .apply(None)
             .ok()?;
-        let restored = RestorePlan::new(&nothing, &newest)
+        let restored = RestorePlan::new(&there, &newest)
             .map_err(CheckpointFailure::from)
             .and_then(|plan| {
                 remote
@@ -506,7 +550,7 @@ impl SessionCheckpoints {
                     workspace = %self.workspace.display(),
                     files = applied.written.len(),
                     refused = applied.refused.len(),
-                    "restored the newest checkpoint into a new executor's empty workspace"
+                    "restored the newest checkpoint into a new executor's workspace"
                 );
                 // The new executor knows none of the old one's snapshots.
                 self.set_latest(None);

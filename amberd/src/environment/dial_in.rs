@@ -8,6 +8,11 @@
 //! and nothing more. An accepted connection waits in [`DialIns`] under its name until a
 //! session on `executor:NAME` claims it; the executor serves only the sessions amberd opens
 //! on it. Its text messages are the protocol's lines.
+//!
+//! A fleet runner dials the same path with its pool's token, `X-Amber-Pool` and
+//! `X-Amber-Runner`: without `X-Amber-Session` that is its control connection (served by
+//! the fleet); with it, the connection of a session the fleet assigned to that runner,
+//! which waits in [`DialIns`] as `fleet:SESSION` — any other session is refused.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +28,8 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_util::sync::CancellationToken;
 
 use super::spec::ExecutorsConfig;
+use crate::fleet::Fleet;
+use amber_executor::runner_wire::{POOL_HEADER, RUNNER_HEADER, SESSION_HEADER};
 
 /// The path executors dial.
 const PATH: &str = "/executors";
@@ -54,6 +61,12 @@ impl DialIns {
     fn offer(&self, name: &str, conn: Halves) {
         self.waiting.locked().insert(name.to_owned(), conn);
         self.arrived.notify_waiters();
+    }
+
+    /// Drops executor `name`'s connection if one waits (dialled by a runner that no longer
+    /// holds the session).
+    pub(crate) fn discard(&self, name: &str) {
+        self.waiting.locked().remove(name);
     }
 
     /// Claims executor `name`'s connection, waiting at most `wait` for it to dial in.
@@ -101,11 +114,39 @@ pub enum ListenError {
 /// The token an executor named so must present, when the config lets it dial in.
 pub(crate) type Tokens = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Who dialled, once let in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Dialler {
+    Executor(String),
+    /// A runner's control connection.
+    Runner {
+        pool: String,
+        runner: String,
+    },
+    /// A runner's connection for a session assigned to it.
+    RunnerSession {
+        runner: String,
+        session: String,
+    },
+}
+
+/// What the listener checks a dialler against.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub executors: Tokens,
+    pub fleet: Arc<Fleet>,
+}
+
+/// The name a fleet session's connection waits under.
+pub(crate) fn fleet_name(session: &str) -> String {
+    format!("fleet:{session}")
+}
+
 /// Binds `[executors] listen` (when set) and serves dialling executors until `shutdown`.
 /// `Ok(None)`: off.
 pub(crate) async fn listen(
     config: &ExecutorsConfig,
-    tokens: Tokens,
+    gate: Gate,
     dial_ins: Arc<DialIns>,
     shutdown: CancellationToken,
 ) -> Result<Option<std::net::SocketAddr>, ListenError> {
@@ -142,15 +183,25 @@ pub(crate) async fn listen(
                 continue;
             };
             let acceptor = acceptor.clone();
-            let tokens = Arc::clone(&tokens);
+            let gate = gate.clone();
             let dial_ins = Arc::clone(&dial_ins);
             tokio::spawn(async move {
+                let fleet = Arc::clone(&gate.fleet);
                 let accepted =
-                    tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(acceptor, tcp, tokens)).await;
+                    tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(acceptor, tcp, gate)).await;
                 match accepted {
-                    Ok(Ok((name, ws))) => {
+                    Ok(Ok((Dialler::Executor(name), ws))) => {
                         tracing::info!(%peer, executor = %name, "an executor dialled in");
                         bridge(&dial_ins, &name, ws);
+                    }
+                    Ok(Ok((Dialler::Runner { pool, runner }, ws))) => {
+                        tracing::info!(%peer, %runner, %pool, "a runner dialled in");
+                        let (reader, writer) = amber_executor::ws_lines::bridge(ws);
+                        crate::fleet::control::serve(fleet, pool, runner, reader, writer).await;
+                    }
+                    Ok(Ok((Dialler::RunnerSession { runner, session }, ws))) => {
+                        tracing::debug!(%peer, %runner, %session, "a runner dialled for a session");
+                        bridge(&dial_ins, &fleet_name(&session), ws);
                     }
                     Ok(Err(err)) => tracing::warn!(%peer, "refused a dialling executor: {err}"),
                     Err(_) => tracing::warn!(%peer, "a dialling executor took too long"),
@@ -170,8 +221,8 @@ type Stream =
 async fn accept(
     acceptor: tokio_rustls::TlsAcceptor,
     tcp: tokio::net::TcpStream,
-    tokens: Tokens,
-) -> Result<(String, Stream), String> {
+    gate: Gate,
+) -> Result<(Dialler, Stream), String> {
     let _ = tcp.set_nodelay(true);
     let tls = acceptor
         .accept(tcp)
@@ -179,7 +230,7 @@ async fn accept(
         .map_err(|e| format!("TLS: {e}"))?;
     let mut name = None;
     let check = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
-        match authorized(request, &tokens) {
+        match authorized(request, &gate) {
             Ok(who) => {
                 name = Some(who);
                 Ok(response)
@@ -198,8 +249,10 @@ async fn accept(
     Ok((name, ws))
 }
 
-/// The executor's name, if the request's path, name and token hold.
-fn authorized(request: &Request, tokens: &Tokens) -> Result<String, String> {
+/// Who dials, if the request's path, names and token hold: an executor by its name and
+/// token, a runner by its pool's token, a runner's session only when the fleet assigned
+/// that session to that runner of that pool.
+fn authorized(request: &Request, gate: &Gate) -> Result<Dialler, String> {
     if request.uri().path() != PATH {
         return Err(format!("executors dial {PATH}"));
     }
@@ -210,15 +263,45 @@ fn authorized(request: &Request, tokens: &Tokens) -> Result<String, String> {
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    let name = header(NAME_HEADER).ok_or("no executor name")?;
     let given = header("authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or("no bearer token")?;
-    let expected = tokens(name).ok_or("unknown executor or wrong token")?;
-    if !same(given.trim().as_bytes(), expected.as_bytes()) {
-        return Err("unknown executor or wrong token".to_owned());
+        .ok_or("no bearer token")?
+        .trim();
+    let Some(pool) = header(POOL_HEADER) else {
+        let name = header(NAME_HEADER).ok_or("no executor name")?;
+        let expected = (gate.executors)(name).ok_or("unknown executor or wrong token")?;
+        if !same(given.as_bytes(), expected.as_bytes()) {
+            return Err("unknown executor or wrong token".to_owned());
+        }
+        return Ok(Dialler::Executor(name.to_owned()));
+    };
+    let runner = header(RUNNER_HEADER).ok_or("no runner id")?;
+    if !crate::fleet::config::is_word(runner) {
+        return Err("a runner's id is letters, digits, `-`, `_` and `.`".to_owned());
     }
-    Ok(name.to_owned())
+    let expected = gate
+        .fleet
+        .config()
+        .token_of(pool)
+        .ok_or("unknown pool or wrong token")?;
+    if !same(given.as_bytes(), expected.as_bytes()) {
+        return Err("unknown pool or wrong token".to_owned());
+    }
+    let Some(session) = header(SESSION_HEADER) else {
+        return Ok(Dialler::Runner {
+            pool: pool.to_owned(),
+            runner: runner.to_owned(),
+        });
+    };
+    match gate.fleet.holder_of(session) {
+        Some((holder, holder_pool)) if holder == runner && holder_pool == pool => {
+            Ok(Dialler::RunnerSession {
+                runner: runner.to_owned(),
+                session: session.to_owned(),
+            })
+        }
+        _ => Err("that session is not assigned to this runner".to_owned()),
+    }
 }
 
 /// Equal, in time that does not depend on where they differ.
@@ -269,6 +352,90 @@ fn server_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, List
 mod tests {
     use super::*;
 
+    struct Quiet;
+    impl crate::fleet::FleetSession for Quiet {
+        fn changed(&self, _: &amber_proto::FleetInfo, _: Option<&str>) {}
+        fn runner_lost(&self, _: &str) {}
+        fn park(&self) {}
+    }
+
+    fn runner_request(pool: &str, runner: &str, session: Option<&str>, token: &str) -> Request {
+        let mut builder = Request::builder()
+            .uri(PATH)
+            .header(POOL_HEADER, pool)
+            .header(RUNNER_HEADER, runner)
+            .header("authorization", format!("Bearer {token}"));
+        if let Some(session) = session {
+            builder = builder.header(SESSION_HEADER, session);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn a_runner_gets_in_with_its_pools_token_and_only_for_the_sessions_it_was_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "pool-token\n").unwrap();
+        let fleet = crate::fleet::Fleet::new(crate::fleet::FleetConfig {
+            pools: [(
+                "default".to_owned(),
+                crate::fleet::config::PoolConfig {
+                    token_file: Some(token_file),
+                    max_sessions: None,
+                },
+            )]
+            .into(),
+            ..crate::fleet::FleetConfig::default()
+        });
+        let info = amber_proto::FleetInfo {
+            repo: "file:///r.git".to_owned(),
+            git_ref: "main".to_owned(),
+            setup: Vec::new(),
+            labels: Default::default(),
+            priority: 0,
+            state: amber_proto::FleetState::Queued,
+            runner: None,
+            pool: None,
+            attempts: 0,
+        };
+        fleet.enqueue("s1", info, Arc::new(Quiet), None);
+        fleet.watch_for_tests_assign("r1", "default", "s1");
+        let gate = Gate {
+            executors: Arc::new(|_: &str| None),
+            fleet,
+        };
+        let allowed = |pool, runner, session, token| {
+            authorized(&runner_request(pool, runner, session, token), &gate)
+        };
+        assert_eq!(
+            allowed("default", "r1", None, "pool-token"),
+            Ok(Dialler::Runner {
+                pool: "default".to_owned(),
+                runner: "r1".to_owned()
+            })
+        );
+        assert_eq!(
+            allowed("default", "r1", Some("s1"), "pool-token"),
+            Ok(Dialler::RunnerSession {
+                runner: "r1".to_owned(),
+                session: "s1".to_owned()
+            })
+        );
+        for (pool, runner, session, token) in [
+            ("default", "r1", None, "wrong"),
+            ("other", "r1", None, "pool-token"),
+            ("default", "r2", Some("s1"), "pool-token"),
+            ("default", "r1", Some("s2"), "pool-token"),
+            ("default", "r1", Some("s1"), "wrong"),
+            ("default", "bad id", None, "pool-token"),
+        ] {
+            assert!(
+                allowed(pool, runner, session, token).is_err(),
+                "{pool} {runner} {session:?} {token}"
+            );
+        }
+    }
+
     fn request(path: &str, name: Option<&str>, token: Option<&str>) -> Request {
         let mut builder = Request::builder().uri(path);
         if let Some(name) = name {
@@ -280,16 +447,23 @@ mod tests {
         builder.body(()).unwrap()
     }
 
+    fn gate() -> Gate {
+        Gate {
+            executors: Arc::new(|name: &str| match name {
+                "gpu1" => Some("s3cret".to_owned()),
+                "gpu2" => Some("other".to_owned()),
+                _ => None,
+            }),
+            fleet: crate::fleet::Fleet::new(crate::fleet::FleetConfig::default()),
+        }
+    }
+
     #[test]
     fn only_a_known_name_with_its_own_token_on_the_path_is_let_in() {
-        let tokens: Tokens = Arc::new(|name: &str| match name {
-            "gpu1" => Some("s3cret".to_owned()),
-            "gpu2" => Some("other".to_owned()),
-            _ => None,
-        });
+        let gate = gate();
         assert_eq!(
-            authorized(&request(PATH, Some("gpu1"), Some("s3cret")), &tokens),
-            Ok("gpu1".to_owned())
+            authorized(&request(PATH, Some("gpu1"), Some("s3cret")), &gate),
+            Ok(Dialler::Executor("gpu1".to_owned()))
         );
         for (path, name, token) in [
             ("/", Some("gpu1"), Some("s3cret")),
@@ -300,7 +474,7 @@ mod tests {
             (PATH, Some("gpu1"), None),
         ] {
             assert!(
-                authorized(&request(path, name, token), &tokens).is_err(),
+                authorized(&request(path, name, token), &gate).is_err(),
                 "{path} {name:?} {token:?}"
             );
         }

@@ -30,6 +30,9 @@ pub(crate) struct RemoteToolHost {
     interruption: Mutex<Option<String>>,
     /// The session's background processes running there, as the last call reported.
     running: std::sync::atomic::AtomicUsize,
+    /// A fleet session: a lost runner does not end the turn, which goes on on the next
+    /// runner from the newest checkpoint.
+    moves_on_loss: bool,
 }
 
 impl RemoteToolHost {
@@ -44,7 +47,15 @@ impl RemoteToolHost {
             deny,
             interruption: Mutex::new(None),
             running: std::sync::atomic::AtomicUsize::new(0),
+            moves_on_loss: false,
         }
+    }
+
+    /// A fleet session's host: a call its lost runner took down fails, and the turn goes
+    /// on; the next call waits for the next runner.
+    pub(crate) fn moving_on_loss(mut self) -> Self {
+        self.moves_on_loss = true;
+        self
     }
 
     async fn run(&self, tool: &Arc<dyn Tool>, args: Value, ctx: &ToolContext) -> ToolOutcome {
@@ -130,6 +141,14 @@ impl RemoteToolHost {
     }
 
     fn lost(&self, reason: String) -> ToolOutcome {
+        if self.moves_on_loss {
+            return ToolOutcome::error(format!(
+                "[executor lost] {reason}; the call's effects there are unknown. The session \
+                 moves to another runner, whose workspace is a fresh clone with the newest \
+                 checkpoint restored (changes since it are not there): the next call waits \
+                 for it"
+            ));
+        }
         let message = format!(
             "[executor lost] {} ({}); the call's effects there are unknown",
             reason,

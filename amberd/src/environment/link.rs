@@ -31,8 +31,6 @@ use super::stream::{Delivery, JobStream};
 
 /// How long a request waits for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a new session waits for its executor to dial in.
-const DIAL_IN_WAIT: Duration = Duration::from_secs(10);
 /// How long one attempt to attach again waits for the executor to dial in again.
 const DIAL_IN_RETRY: Duration = Duration::from_secs(2);
 /// The length a kept stderr line is cut to.
@@ -95,9 +93,21 @@ pub(crate) struct ExecutorLink {
     info: Mutex<EnvironmentInfo>,
     /// Where its `environment_*` events go: each session's, once it exists.
     notify: Mutex<Vec<(String, Notify)>>,
-    /// What each session does on a new executor that replaced a gone one, before any call
-    /// reaches it (its checkpoint restored into an empty workspace).
-    arrivals: Mutex<Vec<(String, Arrival)>>,
+    /// What each session does on a new executor that replaced a gone one (on every new
+    /// one, for a fleet session's link), before any call reaches it, in their order (a
+    /// fleet session's setup, then its checkpoint restored).
+    arrivals: Mutex<Vec<(String, u8, Arrival)>>,
+    /// Asked to give its executor up (a fleet session's runner is gone): an attempt to
+    /// attach again stops.
+    abandoning: AtomicBool,
+    /// A new executor that answered an attempt to attach again (a fleet session's next
+    /// runner dialled in for it): the next connection starts on it.
+    fresh: Mutex<Option<(Arc<Conn>, InitializeResult)>>,
+    /// Told when a call needs a new executor and none is there (a fleet session parked
+    /// by its runner is queued again).
+    wanted: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Calls under way (waiting for a connection or an answer): the link is in use.
+    in_flight: AtomicU64,
     /// Held while the arrival hooks run: calls wait for them.
     arriving: tokio::sync::RwLock<()>,
     /// Where executors that dial in wait to be claimed (`executor:NAME` with `dial_in`).
@@ -138,6 +148,28 @@ impl Direct {
     ) -> Result<Value, RpcError> {
         request(&self.conn, &self.link.next_id, method, params).await
     }
+
+    /// [`ExecutorLink::capture`] on this connection.
+    pub(crate) async fn capture(
+        &self,
+        session: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> Result<Captured, String> {
+        self.link
+            .capture_with(session, command, timeout, |method, params| {
+                let direct = self.clone();
+                Box::pin(async move { direct.call(method, &params).await })
+            })
+            .await
+    }
+}
+
+/// What a captured command printed, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Captured {
+    pub output: String,
+    pub exit_code: Option<i32>,
 }
 
 impl ExecutorLink {
@@ -154,6 +186,7 @@ impl ExecutorLink {
                 state: EnvironmentState::Connecting,
                 executor: None,
                 reason: None,
+                fleet: None,
             }),
             spec,
             launch,
@@ -165,6 +198,10 @@ impl ExecutorLink {
             jobs: Mutex::new(HashMap::new()),
             notify: Mutex::new(Vec::new()),
             arrivals: Mutex::new(Vec::new()),
+            abandoning: AtomicBool::new(false),
+            fresh: Mutex::new(None),
+            wanted: Mutex::new(None),
+            in_flight: AtomicU64::new(0),
             arriving: tokio::sync::RwLock::new(()),
             dial_ins,
             machine: Mutex::new(None),
@@ -180,11 +217,59 @@ impl ExecutorLink {
         all.push((session.to_owned(), notify));
     }
 
-    /// Runs `arrival` for session `session` whenever a new executor replaces a gone one.
-    pub(crate) fn on_arrival(&self, session: &str, arrival: Arrival) {
+    /// Runs `arrival` for session `session` whenever a new executor replaces a gone one,
+    /// after the hooks of a lower `order` (one hook per session and order).
+    pub(crate) fn on_arrival(&self, session: &str, order: u8, arrival: Arrival) {
         let mut all = self.arrivals.locked();
-        all.retain(|(s, _)| s != session);
-        all.push((session.to_owned(), arrival));
+        all.retain(|(s, o, _)| s != session || *o != order);
+        all.push((session.to_owned(), order, arrival));
+        all.sort_by_key(|(_, o, _)| *o);
+    }
+
+    /// Calls `wanted` whenever a call needs a new executor and none is there.
+    pub(crate) fn when_wanted(&self, wanted: Arc<dyn Fn() + Send + Sync>) {
+        *self.wanted.locked() = Some(wanted);
+    }
+
+    /// Gives the executor up now (its runner is gone): running calls fail, an attempt to
+    /// attach again stops, and the next call waits for a new executor.
+    pub(crate) fn abandon(&self, reason: &str) {
+        self.abandoning.store(true, Ordering::SeqCst);
+        if let Some(dial_ins) = &self.dial_ins
+            && let Some(name) = self.launch.dial_in()
+        {
+            dial_ins.discard(name);
+        }
+        self.fresh.locked().take();
+        if let Some(conn) = self.conn.locked().take() {
+            conn.lost.cancel();
+        }
+        self.give_up(reason.to_owned());
+    }
+
+    /// Session `session` leaves its executor (a fleet session released by its runner
+    /// while idle): closed there, which frees the runner's slot, and the connection let go;
+    /// what the session is bound to here stays, and it opens again on whichever executor
+    /// comes next.
+    pub(crate) async fn leave(&self, session: &str, state: EnvironmentState) {
+        let _connecting = self.connecting.lock().await;
+        let conn = self.conn.locked().take();
+        if let Some(conn) = conn {
+            let params = wire::SessionParams {
+                session: session.to_owned(),
+            };
+            let _ = request(&conn, &self.next_id, method::SESSION_CLOSE, &params).await;
+            conn.lost.cancel();
+        }
+        *self.attach.locked() = None;
+        self.fresh.locked().take();
+        // A connection its runner dialled again meanwhile leads to what was just closed.
+        if let Some(dial_ins) = &self.dial_ins
+            && let Some(name) = self.launch.dial_in()
+        {
+            dial_ins.discard(name);
+        }
+        self.set_state(state, None, None);
     }
 
     fn emit(&self, kind: EventKind) {
@@ -223,7 +308,7 @@ impl ExecutorLink {
     pub(crate) async fn close(&self, session: &str) {
         let was_open = self.opened.locked().remove(session).is_some();
         self.notify.locked().retain(|(s, _)| s != session);
-        self.arrivals.locked().retain(|(s, _)| s != session);
+        self.arrivals.locked().retain(|(s, _, _)| s != session);
         let ended: Vec<JobEntry> = {
             let mut jobs = self.jobs.locked();
             let ids: Vec<String> = jobs
@@ -266,6 +351,11 @@ impl ExecutorLink {
         rx
     }
 
+    /// Forgets job `id` here only.
+    fn forget_job(&self, id: &str) {
+        self.jobs.locked().remove(id);
+    }
+
     /// Forgets job `id` here and on the executor (its outcome arrived, or nobody waits).
     pub(crate) fn release(self: &Arc<Self>, id: &str, cancel: bool) {
         self.jobs.locked().remove(id);
@@ -283,12 +373,19 @@ impl ExecutorLink {
         });
     }
 
+    /// Whether a call is under way or a job waits for its outcome (a fleet session in use
+    /// outside a turn, by a rewind, is not idle).
+    pub(crate) fn busy(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) > 0 || !self.jobs.locked().is_empty()
+    }
+
     /// Sends a request on the live connection, connecting first if needed.
     pub(crate) async fn call<T: serde::Serialize>(
         self: &Arc<Self>,
         method: &str,
         params: &T,
     ) -> Result<Value, RpcError> {
+        let _in_flight = InFlight::new(&self.in_flight);
         let conn = self
             .connection()
             .await
@@ -316,7 +413,7 @@ impl ExecutorLink {
             .arrivals
             .locked()
             .iter()
-            .map(|(_, hook)| Arc::clone(hook))
+            .map(|(_, _, hook)| Arc::clone(hook))
             .collect();
         let direct = Direct {
             conn: Arc::clone(&conn),
@@ -361,12 +458,13 @@ impl ExecutorLink {
         }
         // The executor the session ran on before amberd restarted, if it still runs.
         let known = self.attach.locked().clone();
+        let known_id = known.clone();
         // An executor answered before: the one amberd attached to (perhaps before it
         // restarted), or one that is gone for good.
         let had_one = known.is_some() || self.info.locked().state == EnvironmentState::Gone;
         let mut attached = None;
         let mut fresh = None;
-        if let Some((id, token)) = known {
+        if let Some((id, token)) = known_id {
             match self.reach(Some((&id, token))).await {
                 Ok(found) if found.1.executor_id == id => attached = Some(found),
                 Ok(other) => {
@@ -380,13 +478,30 @@ impl ExecutorLink {
                 }
             }
         }
-        let resumed = attached.is_some();
-        // The session ran on an executor before, and that one is gone.
-        let replaced = !resumed && had_one;
-        let (conn, hello) = match (attached, fresh) {
+        let waiting = self
+            .fresh
+            .locked()
+            .take()
+            .filter(|(conn, _)| !conn.lost.is_cancelled());
+        let (conn, hello) = match (attached, fresh.or(waiting)) {
             (Some(found), _) | (None, Some(found)) => found,
-            (None, None) => self.reach(None).await?,
+            (None, None) => {
+                // Someone must bring an executor (a parked fleet session queues itself).
+                let wanted = self.wanted.locked().clone();
+                if let Some(wanted) = wanted {
+                    wanted();
+                }
+                self.reach(None).await?
+            }
         };
+        // The executor it ran on, dialled in again (a runner after amberd restarted).
+        let resumed = known
+            .as_ref()
+            .is_some_and(|(id, _)| *id == hello.executor_id);
+        // The session ran on an executor before, and that one is gone (a fleet session's
+        // hooks run on its first one too: its setup).
+        let replaced = !resumed && (had_one || self.launch.hooks_on_first);
+        self.abandoning.store(false, Ordering::SeqCst);
         *self.attach.locked() = Some((hello.executor_id.clone(), hello.token.clone()));
         *self.machine.locked() = Some(hello.machine.clone());
         *self.conn.locked() = Some(Arc::clone(&conn));
@@ -434,6 +549,22 @@ impl ExecutorLink {
         command: &str,
         timeout: Duration,
     ) -> Result<String, String> {
+        self.capture_with(session, command, timeout, |method, params| {
+            let link = Arc::clone(self);
+            Box::pin(async move { link.call(method, &params).await })
+        })
+        .await
+        .map(|captured| captured.output)
+    }
+
+    /// Runs `command` as a process of `session`, its spawn sent through `send`.
+    async fn capture_with<'a>(
+        &'a self,
+        session: &str,
+        command: &str,
+        timeout: Duration,
+        send: impl Fn(&'static str, Value) -> BoxFuture<'a, Result<Value, RpcError>>,
+    ) -> Result<Captured, String> {
         let job = uuid::Uuid::new_v4().to_string();
         let mut events = self.register(&job, session);
         let params = wire::ProcessSpawnParams {
@@ -444,8 +575,9 @@ impl ExecutorLink {
             stdin: false,
             unsandboxed: false,
         };
-        if let Err(err) = self.call(method::PROCESS_SPAWN, &params).await {
-            self.release(&job, false);
+        let params = serde_json::to_value(&params).map_err(|e| e.to_string())?;
+        if let Err(err) = send(method::PROCESS_SPAWN, params).await {
+            self.forget_job(&job);
             return Err(err.message);
         }
         let mut output = String::new();
@@ -453,16 +585,25 @@ impl ExecutorLink {
             while let Some(event) = events.recv().await {
                 match event {
                     JobEvent::Output(text) => output.push_str(&text),
-                    JobEvent::Done(_) => return Ok(()),
+                    JobEvent::Done(done) => return Ok(done),
                     JobEvent::Gone(reason) => return Err(reason),
                 }
             }
             Err("the link closed".to_owned())
         })
         .await;
-        self.release(&job, ran.is_err());
+        let cancel = ran.is_err();
+        let release = serde_json::to_value(JobParams { job: job.clone() }).unwrap_or(Value::Null);
+        self.forget_job(&job);
+        if cancel {
+            let _ = send(method::JOB_CANCEL, release.clone()).await;
+        }
+        let _ = send(method::JOB_RELEASE, release).await;
         match ran {
-            Ok(Ok(())) => Ok(output),
+            Ok(Ok(done)) => Ok(Captured {
+                output,
+                exit_code: done.exit.as_ref().and_then(|e| e.code),
+            }),
             Ok(Err(reason)) => Err(reason),
             Err(_) => Err(format!("no answer within {timeout:?}")),
         }
@@ -491,7 +632,7 @@ impl ExecutorLink {
                 let wait = match attach {
                     // Attaching again: the caller's loop bounds the wait.
                     Some(_) => DIAL_IN_RETRY,
-                    None => DIAL_IN_WAIT,
+                    None => self.launch.dial_wait,
                 };
                 let (reader, writer) = dial_ins.take(name, wait).await?;
                 self.handshake(reader, writer, None, None, token).await
@@ -720,12 +861,18 @@ impl ExecutorLink {
         let mut wait = Duration::from_millis(100);
         let mut last = reason;
         let attached = loop {
-            if self.closed.load(Ordering::SeqCst) {
+            if self.closed.load(Ordering::SeqCst) || self.abandoning.load(Ordering::SeqCst) {
                 return;
             }
             match self.reach(Some((&id, token.clone()))).await {
                 Ok(attached) if attached.1.executor_id == id => break Some(attached),
-                Ok(_) => {
+                Ok(other) => {
+                    // Kept for the next call, which starts there (its hooks first).
+                    *self.fresh.locked() = Some(other);
+                    if self.abandoning.load(Ordering::SeqCst) {
+                        // Given up already (its runner is gone): nothing more to say.
+                        return;
+                    }
                     last = "another executor took its name".to_owned();
                     break None;
                 }
@@ -740,7 +887,9 @@ impl ExecutorLink {
             wait = (wait * 2).min(Duration::from_secs(5));
         };
         let Some((conn, hello)) = attached else {
-            self.give_up(format!("the executor is gone: {last}"));
+            if !self.abandoning.load(Ordering::SeqCst) {
+                self.give_up(format!("the executor is gone: {last}"));
+            }
             return;
         };
         *self.conn.locked() = Some(Arc::clone(&conn));
@@ -849,6 +998,22 @@ fn executor_info(hello: &InitializeResult) -> ExecutorInfo {
         arch: hello.machine.arch.clone(),
         version: hello.version.clone(),
         pid: hello.pid,
+    }
+}
+
+/// Counts one call under way while it lives.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -43,9 +43,14 @@ pub async fn listen_for_executors(
         let token = std::fs::read_to_string(path).ok()?;
         Some(token.trim().to_owned()).filter(|t| !t.is_empty())
     });
+    let gate = dial_in::Gate {
+        executors: tokens,
+        fleet: std::sync::Arc::clone(&services.fleet),
+    };
+    services.fleet.watch_heartbeats(shutdown.clone());
     let local = dial_in::listen(
         &config,
-        tokens,
+        gate,
         std::sync::Arc::clone(&services.dial_ins),
         shutdown,
     )

@@ -80,6 +80,8 @@ pub enum Target {
     },
     /// `executor:NAME`.
     Named(String),
+    /// `fleet`: whichever runner of the fleet takes it (docs/fleet.md).
+    Fleet,
 }
 
 impl Target {
@@ -88,6 +90,9 @@ impl Target {
         let text = environment.map(str::trim).unwrap_or("");
         if text.is_empty() || text == "local" {
             return Ok(Target::Local);
+        }
+        if text == "fleet" {
+            return Ok(Target::Fleet);
         }
         if let Some(name) = text.strip_prefix("executor:") {
             if name.is_empty()
@@ -105,7 +110,7 @@ impl Target {
             return parse_ssh(text);
         }
         Err(format!(
-            "`{text}` is not an environment: use `local`, `ssh://HOST/PATH` or `executor:NAME`"
+            "`{text}` is not an environment: use `local`, `ssh://HOST/PATH`, `executor:NAME` or `fleet`"
         ))
     }
 
@@ -191,7 +196,16 @@ pub struct Launch {
     dial_in: Option<String>,
     /// `sandbox_in_place`.
     in_place: bool,
+    /// How long a new session waits for its executor to dial in.
+    pub dial_wait: std::time::Duration,
+    /// The arrival hooks run on the first executor too (a fleet session's setup).
+    pub hooks_on_first: bool,
 }
+
+/// How long a new session waits for an executor that dials in.
+const DIAL_IN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a fleet session's call waits for a runner to take it: as long as it is queued.
+const FLEET_WAIT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 impl Launch {
     /// How to reach `target`; `named` resolves `executor:NAME` in the config.
@@ -201,6 +215,7 @@ impl Launch {
     ) -> Result<Launch, String> {
         match target {
             Target::Local => Err("a local session runs its tools in amberd".to_owned()),
+            Target::Fleet => Err("a fleet session's runner is the fleet's to choose".to_owned()),
             Target::Ssh {
                 destination,
                 port,
@@ -213,6 +228,8 @@ impl Launch {
                 reconnect: std::time::Duration::from_secs(DEFAULT_RECONNECT_SECS),
                 dial_in: None,
                 in_place: false,
+                dial_wait: DIAL_IN_WAIT,
+                hooks_on_first: false,
             }),
             Target::Named(name) => {
                 let config = named.get(name).ok_or_else(|| {
@@ -234,6 +251,8 @@ impl Launch {
                         ),
                         dial_in: Some(name.clone()),
                         in_place: config.sandbox_in_place,
+                        dial_wait: DIAL_IN_WAIT,
+                        hooks_on_first: false,
                     });
                 }
                 let ssh = match &config.ssh {
@@ -259,8 +278,26 @@ impl Launch {
                     ),
                     dial_in: None,
                     in_place: config.sandbox_in_place,
+                    dial_wait: DIAL_IN_WAIT,
+                    hooks_on_first: false,
                 })
             }
+        }
+    }
+
+    /// A fleet session's: its runner dials in for it (`fleet:SESSION`) once the fleet
+    /// assigned it; a drop is attached again within `reconnect`.
+    pub fn fleet(session: &str, reconnect: std::time::Duration) -> Launch {
+        Launch {
+            ssh: None,
+            program: String::new(),
+            linger_secs: DEFAULT_LINGER_SECS,
+            default_path: None,
+            reconnect,
+            dial_in: Some(super::dial_in::fleet_name(session)),
+            in_place: false,
+            dial_wait: FLEET_WAIT,
+            hooks_on_first: true,
         }
     }
 

@@ -117,6 +117,20 @@ pub(crate) trait Feature: Send + Sync {
 
     /// Session `id` was deleted (loaded or only stored); its actor has stopped.
     fn deleted(&self, _id: &str, _services: &Services) {}
+
+    /// Whether a session with `info` must stay loaded though idle (it waits for something
+    /// outside any turn: a fleet session in the queue or on a runner). Such a stored session
+    /// is loaded again when the daemon starts.
+    fn keeps_loaded(&self, _info: &SessionInfo) -> bool {
+        false
+    }
+
+    /// Whether a turn of a session with `info` may wait, before its prompt reaches the model,
+    /// for something outside the daemon (a fleet session, for a runner): one the daemon's
+    /// stop interrupted while it only waited runs again when the session is loaded.
+    fn turns_wait(&self, _info: &SessionInfo) -> bool {
+        false
+    }
 }
 
 /// A running turn, as a feature sees it.

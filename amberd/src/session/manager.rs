@@ -495,6 +495,21 @@ impl SessionManager {
         listing::page(all, cursor, limit)
     }
 
+    /// What the sessions `which` picks have cost in all (their `usage.costUsd`), loaded or
+    /// only stored.
+    pub fn cost_of(&self, which: impl Fn(&SessionInfo) -> bool) -> amber_proto::CostUsd {
+        let registry = self.registry();
+        let loaded = registry.loaded.values().map(|h| h.shared.info());
+        loaded
+            .chain(registry.stored.values().cloned())
+            .filter(|info| which(info))
+            .filter_map(|info| info.usage.cost_usd)
+            .fold(
+                amber_proto::CostUsd::ZERO,
+                amber_proto::CostUsd::saturating_add,
+            )
+    }
+
     /// Queues a prompt; returns its turn id once the prompt is durable (its
     /// `prompt_queued` is on disk), so an acknowledged prompt survives a crash.
     pub fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
@@ -527,6 +542,10 @@ impl SessionManager {
                 .loaded
                 .iter()
                 .filter(|(_, h)| h.shared.unloadable(idle))
+                .filter(|(_, h)| {
+                    let info = h.shared.info();
+                    !self.services.features.iter().any(|f| f.keeps_loaded(&info))
+                })
                 .map(|(id, _)| id.clone())
                 .collect();
             ids.into_iter()
@@ -569,8 +588,22 @@ impl SessionManager {
         let Some(store) = &self.services.store else {
             return;
         };
-        let ids: Vec<String> = self.registry().stored.keys().cloned().collect();
-        let busy = store.busy_sessions(ids.iter().map(String::as_str));
+        let (ids, kept): (Vec<String>, Vec<String>) = {
+            let registry = self.registry();
+            let kept = registry
+                .stored
+                .iter()
+                .filter(|(_, info)| self.services.features.iter().any(|f| f.keeps_loaded(info)))
+                .map(|(id, _)| id.clone())
+                .collect();
+            (registry.stored.keys().cloned().collect(), kept)
+        };
+        let mut busy = store.busy_sessions(ids.iter().map(String::as_str));
+        for id in kept {
+            if !busy.contains(&id) {
+                busy.push(id);
+            }
+        }
         for id in busy {
             if self.closing.load(Ordering::SeqCst) {
                 return;
@@ -769,6 +802,7 @@ impl SessionManager {
             name: None,
             // The fork works where the original does.
             environment: info.environment.as_ref().map(|e| e.spec.clone()),
+            ..Default::default()
         };
         shared.features.fork(&mut params);
         let fork = self.create_with(params, history)?;

@@ -24,7 +24,7 @@ use amber_store::context::Context;
 use amber_store::{
     Closing, Loaded, QueuedPrompt, SessionLog, Store, StoreError, StoredEvent, closing_events,
     consistent_context, first_prompt, interrupted_turn, last_todos, last_usage_total,
-    queued_prompts, turn_prompt, turn_usage,
+    queued_prompts, turn_prompt, turn_usage, turn_went_past_waiting,
 };
 
 use super::build::{self, Parts};
@@ -116,6 +116,9 @@ struct Interrupted {
     closing: Vec<Closing>,
     /// What its calls used: its `turn_completed.usage`.
     usage: Usage,
+    /// Its prompt, when it never went past waiting (a fleet session's turn waiting for a
+    /// runner): it runs again under its own turn id.
+    rerun: Option<String>,
 }
 
 impl Recap {
@@ -124,6 +127,7 @@ impl Recap {
         let interrupted = interrupted_turn(loaded).map(|turn_id| Interrupted {
             closing: closing_events(events, &turn_id),
             usage: turn_usage(events, &turn_id),
+            rerun: waiting_only(loaded, &turn_id),
             turn_id,
         });
         Recap {
@@ -234,14 +238,41 @@ fn restored_info(mut info: SessionInfo, recap: &Recap) -> SessionInfo {
     info
 }
 
+/// The prompt of turn `turn_id`, when the turn never went past waiting and its prompt is
+/// not in the conversation yet: it can run again as if it had not begun.
+fn waiting_only(loaded: &Loaded, turn_id: &str) -> Option<String> {
+    if turn_went_past_waiting(&loaded.events, turn_id) {
+        return None;
+    }
+    let prompt = turn_prompt(&loaded.events, turn_id)?;
+    let pushed = loaded
+        .context
+        .last()
+        .is_some_and(|(message, _)| message.role == Role::User && message.content == prompt);
+    (!pushed).then_some(prompt)
+}
+
 /// What the restart left to do once the session runs: its todo list back, the interrupted
 /// turn ended, then the prompts waiting behind it, the busy marker and the metadata.
 fn settle(services: &Services, handle: &SessionHandle, recap: Recap) {
     if let Some(todos) = recap.todos {
         handle.shared.tools.restore_todos(todos);
     }
-    if let Some(turn) = recap.interrupted {
-        end_interrupted(handle, turn);
+    let resume = services.live().config.sessions.resume_queued;
+    let info = handle.shared.info();
+    let waits = services.features.iter().any(|f| f.turns_wait(&info));
+    match recap.interrupted {
+        // It only waited (for a runner): it runs again, first, under its own id.
+        Some(Interrupted {
+            turn_id,
+            rerun: Some(prompt),
+            ..
+        }) if resume && waits => {
+            tracing::info!(session = %handle.shared.id, turn = %turn_id, "running again a turn that was still waiting when the daemon stopped");
+            handle.requeue_prompt(turn_id, prompt);
+        }
+        Some(turn) => end_interrupted(handle, turn),
+        None => {}
     }
     // After the interrupted turn's end: prompts acknowledged behind it come next.
     settle_queued(services, handle, recap.waiting);
@@ -257,6 +288,7 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
         turn_id,
         closing,
         usage,
+        ..
     } = turn;
     tracing::warn!(session = %handle.shared.id, turn = %turn_id, "ending a turn the daemon was running when it stopped");
     let hub = &handle.shared.hub;

@@ -81,6 +81,10 @@ pub struct Services {
     pub sandbox_probe: Arc<SandboxProbe>,
     /// Executors that dialled in, waiting for the sessions that run on them.
     pub(crate) dial_ins: Arc<crate::environment::dial_in::DialIns>,
+    /// The runner fleet's control plane (`[fleet]`, read at start).
+    pub fleet: Arc<crate::fleet::Fleet>,
+    /// What the daemon counts for `[metrics] listen`.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Where the listener for executors that dial in listens, once it does.
     pub executor_listener: std::sync::OnceLock<std::net::SocketAddr>,
     /// `session/watch`: every session's changes to every watcher, and the approver watches
@@ -146,6 +150,7 @@ impl Services {
             crate::elide::WireLimits::from_config(&config.server),
         ));
         let features = super::features::all(&config, &data_dir);
+        let fleet = crate::fleet::Fleet::new(config.fleet.clone());
         Ok(Services {
             live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
             config_error: Mutex::new(None),
@@ -160,6 +165,8 @@ impl Services {
             tool_env,
             sandbox_probe: SandboxProbe::new(sandbox.simulate_landlock_abi),
             dial_ins: Arc::default(),
+            fleet,
+            metrics: Arc::default(),
             executor_listener: std::sync::OnceLock::new(),
             sandbox,
         })

@@ -66,7 +66,9 @@ use self::log::sync_path;
 use self::meta::{Durability, META_FILE};
 pub use self::meta::{ExecutorAttach, SessionAgent, SessionMeta};
 pub use self::queued::{QueuedPrompt, queued_prompts};
-pub use self::recovery::{consistent_context, interrupted_turn, turn_prompt, turn_usage};
+pub use self::recovery::{
+    consistent_context, interrupted_turn, turn_prompt, turn_usage, turn_went_past_waiting,
+};
 pub use self::summary::{first_prompt, last_todos, last_usage_total};
 
 const SESSIONS_DIR: &str = "sessions";

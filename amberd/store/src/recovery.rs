@@ -51,6 +51,29 @@ pub fn turn_prompt(events: &[StoredEvent], turn_id: &str) -> Option<String> {
         })
 }
 
+/// The events a turn may publish while it waits, before its prompt reaches the model (its
+/// fleet session waiting for a runner, that runner's setup).
+const WAITING_EVENTS: &[&str] = &[
+    "prompt_queued",
+    "turn_started",
+    "fleet_changed",
+    "fleet_setup",
+    "environment_connected",
+    "environment_lost",
+    "environment_resumed",
+];
+
+/// Whether turn `turn_id` did anything beyond waiting: a model request, a message, a tool
+/// call, an approval. One that did not can run again from its prompt.
+pub fn turn_went_past_waiting(events: &[StoredEvent], turn_id: &str) -> bool {
+    events
+        .iter()
+        .filter(|e| e.may_be_of_turn(turn_id))
+        .filter_map(StoredEvent::decode)
+        .filter(|event| event.turn_id.as_deref() == Some(turn_id))
+        .any(|event| !WAITING_EVENTS.contains(&event.kind.type_name()))
+}
+
 /// What the calls of turn `turn_id` (its sub-agents' included) used, from its `usage`
 /// events: the interrupted turn's `turn_completed.usage`, as a finished turn would report.
 pub fn turn_usage(events: &[StoredEvent], turn_id: &str) -> Usage {

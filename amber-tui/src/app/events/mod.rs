@@ -177,6 +177,39 @@ impl App {
                 let (text, kind) = environment_line(&environment);
                 self.transcript.push(Cell::Info { text, kind });
             }
+            EventKind::FleetChanged {
+                environment,
+                reason,
+            } => {
+                if let Some(fleet) = &environment.fleet {
+                    // Failed, or queued again because its runner went: worth a warning.
+                    let requeued = fleet.state == amber_proto::FleetState::Queued
+                        && fleet.attempts > 0
+                        && reason.is_some();
+                    let kind = if fleet.state == amber_proto::FleetState::Failed || requeued {
+                        InfoKind::Warn
+                    } else {
+                        InfoKind::Note
+                    };
+                    self.transcript.push(Cell::Info {
+                        text: format!("fleet: {}", fleet.describe(reason.as_deref())),
+                        kind,
+                    });
+                }
+            }
+            EventKind::FleetSetup {
+                command, exit_code, ..
+            } => {
+                let (text, kind) = match exit_code {
+                    Some(0) => (format!("setup `{command}` done"), InfoKind::Note),
+                    Some(code) => (
+                        format!("setup `{command}` failed (exit {code})"),
+                        InfoKind::Warn,
+                    ),
+                    None => (format!("setup `{command}` did not finish"), InfoKind::Warn),
+                };
+                self.transcript.push(Cell::Info { text, kind });
+            }
             // A hook's failure is worth a line but not the turn's error list.
             EventKind::HookFailed {
                 hook_event,
@@ -396,6 +429,10 @@ fn environment_line(environment: &amber_proto::EnvironmentInfo) -> (String, Info
                 environment.spec
             ),
             InfoKind::Warn,
+        ),
+        EnvironmentState::Queued => (
+            format!("waiting for a runner of {}", environment.spec),
+            InfoKind::Note,
         ),
     }
 }

@@ -240,6 +240,7 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         name: None,
         // Beside this one: where its tools run too.
         environment: info.environment.map(|e| e.spec),
+        ..Default::default()
     })?;
     Ok(reply_with(
         format!("new session {}", created.session_id),

@@ -29,6 +29,10 @@ use crate::environment::host::RemoteToolHost;
 use crate::environment::link::ExecutorLink;
 use crate::environment::spec::{Launch, Target};
 
+/// The order of a session's checkpoint restore among its arrival hooks (after a fleet
+/// session's setup).
+pub(crate) const ARRIVAL_RESTORE: u8 = 1;
+
 /// The feature: links made at `session/new`, waiting for their session to attach.
 pub(crate) struct EnvironmentFeature {
     made: Mutex<HashMap<String, Arc<ExecutorLink>>>,
@@ -76,9 +80,19 @@ fn publish(shared: &SessionShared, kind: EventKind) {
         | EventKind::EnvironmentResumed { environment, .. } => Some(environment.clone()),
         _ => None,
     };
+    let mut kind = kind;
     let turn = {
         let mut live = shared.lock_live();
-        if let Some(environment) = environment {
+        if let Some(mut environment) = environment {
+            // The link knows nothing of the fleet: a fleet session keeps its place.
+            let fleet = live.info.environment.as_ref().and_then(|e| e.fleet.clone());
+            environment.fleet = fleet;
+            if let EventKind::EnvironmentConnected { environment: e, .. }
+            | EventKind::EnvironmentLost { environment: e }
+            | EventKind::EnvironmentResumed { environment: e, .. } = &mut kind
+            {
+                e.fleet = environment.fleet.clone();
+            }
             live.info.environment = Some(environment);
         }
         live.turn_id.clone()
@@ -92,9 +106,33 @@ fn remote(params: &SessionNewParams) -> Result<Option<Target>, String> {
     Ok((!target.is_local()).then_some(target))
 }
 
-/// How the config says to reach `target`.
-fn launch(services: &Services, target: &Target) -> Result<Launch, SessionError> {
+/// How the config says to reach `target`; a fleet session's, by its id.
+fn launch(services: &Services, target: &Target, id: &str) -> Result<Launch, SessionError> {
+    if *target == Target::Fleet {
+        // Attached again within the window after which its runner is gone.
+        let heartbeat = services.fleet.config().heartbeat_secs.max(1);
+        return Ok(Launch::fleet(
+            id,
+            std::time::Duration::from_secs(heartbeat * 4),
+        ));
+    }
     Launch::of(target, &services.live().config.environments).map_err(SessionError::InvalidParams)
+}
+
+/// The link of a session whose tools run on an executor.
+pub(crate) fn link_of(shared: &SessionShared) -> Option<Arc<ExecutorLink>> {
+    shared
+        .feature::<SessionEnvironment>()
+        .map(|environment| Arc::clone(&environment.link))
+}
+
+/// What `session/open` is given for a session on an executor, with `workspace` there.
+pub(crate) fn session_open_params(
+    id: &str,
+    workspace: PathBuf,
+    services: &Services,
+) -> SessionOpenParams {
+    open_params(id, workspace, services)
 }
 
 impl Feature for EnvironmentFeature {
@@ -113,7 +151,8 @@ impl Feature for EnvironmentFeature {
         let Some(target) = remote(new.params).map_err(SessionError::InvalidParams)? else {
             return Ok(());
         };
-        launch(new.services, &target)?;
+        launch(new.services, &target, new.id)?;
+        let fleet = (target == Target::Fleet).then(|| super::fleet::info_of(new.params));
         info.environment = Some(EnvironmentInfo {
             spec: new
                 .params
@@ -122,17 +161,27 @@ impl Feature for EnvironmentFeature {
                 .unwrap_or_default()
                 .trim()
                 .to_owned(),
-            state: EnvironmentState::Connecting,
+            state: if fleet.is_some() {
+                EnvironmentState::Queued
+            } else {
+                EnvironmentState::Connecting
+            },
             executor: None,
             reason: None,
+            fleet,
         });
         Ok(())
     }
 
     fn describe_stored(&self, meta: &mut SessionMeta, _services: &Services) {
         if let Some(environment) = &mut meta.info.environment {
-            // A stored session has no link; it connects at its next tool call.
-            environment.state = EnvironmentState::Connecting;
+            // A stored session has no link; it connects at its next tool call (a fleet
+            // session's runner takes it then).
+            environment.state = if environment.fleet.is_some() {
+                EnvironmentState::Queued
+            } else {
+                EnvironmentState::Connecting
+            };
             environment.executor = None;
             environment.reason = None;
         }
@@ -144,7 +193,26 @@ impl Feature for EnvironmentFeature {
         let Some(target) = remote(new.params).map_err(SessionError::InvalidParams)? else {
             return Ok(None);
         };
-        let launch = launch(new.services, &target)?;
+        let launch = launch(new.services, &target, new.id)?;
+        if target == Target::Fleet {
+            // No runner has it yet: it opens there once one takes it.
+            let cwd = new.services.fleet.workspace_of(new.id);
+            let link = self.link(new.services, "fleet".to_owned(), launch);
+            link.remember(open_params(new.id, cwd.clone(), new.services));
+            self.made
+                .locked()
+                .insert(new.id.to_owned(), Arc::clone(&link));
+            let session = new.id.to_owned();
+            return Ok(Some(Placement {
+                cwd,
+                worktree: None,
+                undo: Box::new(move || {
+                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                        rt.spawn(async move { link.close(&session).await });
+                    }
+                }),
+            }));
+        }
         let workspace = Some(new.params.cwd.trim())
             .filter(|cwd| !cwd.is_empty())
             .map(str::to_owned)
@@ -192,7 +260,7 @@ impl Feature for EnvironmentFeature {
             Some(link) => link,
             None => {
                 let target = Target::parse(Some(&environment.spec)).ok()?;
-                let launch = launch(session.services, &target).ok()?;
+                let launch = launch(session.services, &target, session.id).ok()?;
                 let link = self.link(session.services, environment.spec.clone(), launch);
                 // Opened at its first connection, on the executor it ran on if that still runs.
                 let params =
@@ -208,6 +276,7 @@ impl Feature for EnvironmentFeature {
             link,
             id: session.id.to_owned(),
             services: Arc::clone(session.services),
+            fleet: environment.fleet.is_some(),
         }))
     }
 }
@@ -238,10 +307,13 @@ fn open_params(id: &str, workspace: PathBuf, services: &Services) -> SessionOpen
 }
 
 /// One session's link and tool host.
-struct SessionEnvironment {
+pub(crate) struct SessionEnvironment {
     link: Arc<ExecutorLink>,
     id: String,
     services: Arc<Services>,
+    /// A fleet session: each new runner's workspace is a fresh clone, which the newest
+    /// checkpoint is restored over.
+    fleet: bool,
 }
 
 impl SessionFeature for SessionEnvironment {
@@ -286,19 +358,25 @@ impl SessionFeature for SessionEnvironment {
                 self.id.clone(),
                 runtime.clone(),
             )));
-            // A new executor after a gone one: an empty workspace gets the newest
-            // checkpoint before any call reaches it.
+            // A new executor after a gone one: an empty workspace (a fleet session's fresh
+            // clone) gets the newest checkpoint before any call reaches it.
             let checkpoints = Arc::clone(&checkpoints.0);
             let session = self.id.clone();
+            let over = if self.fleet {
+                crate::checkpoints::ContinueOver::Clone
+            } else {
+                crate::checkpoints::ContinueOver::Empty
+            };
             self.link.on_arrival(
                 &self.id,
+                ARRIVAL_RESTORE,
                 Arc::new(move |direct| {
                     let checkpoints = Arc::clone(&checkpoints);
                     let remote: Arc<dyn crate::checkpoints::RemoteWorkspace> = Arc::new(
                         RemoteCheckpoints::direct(direct, session.clone(), runtime.clone()),
                     );
                     Box::pin(async move {
-                        tokio::task::spawn_blocking(move || checkpoints.continue_in(&remote))
+                        tokio::task::spawn_blocking(move || checkpoints.continue_in(&remote, over))
                             .await
                             .ok()
                             .flatten()
@@ -306,14 +384,24 @@ impl SessionFeature for SessionEnvironment {
                 }),
             );
         }
-        shared.tools.set_host(Arc::new(RemoteToolHost::new(
-            Arc::clone(&self.link),
-            shared.id.clone(),
-            Box::new(deny),
-        )));
+        let host = RemoteToolHost::new(Arc::clone(&self.link), shared.id.clone(), Box::new(deny));
+        shared.tools.set_host(Arc::new(if self.fleet {
+            host.moving_on_loss()
+        } else {
+            host
+        }));
         // A new session's link answered already (session/new's answer says so); one loaded
         // again attaches now, in the background.
-        shared.lock_live().info.environment = Some(self.link.info());
+        {
+            let mut live = shared.lock_live();
+            let fleet = live.info.environment.as_ref().and_then(|e| e.fleet.clone());
+            let mut environment = self.link.info();
+            if fleet.is_some() {
+                environment.state = EnvironmentState::Queued;
+            }
+            environment.fleet = fleet;
+            live.info.environment = Some(environment);
+        }
         if restored {
             let link = Arc::clone(&self.link);
             tokio::spawn(async move {

@@ -5,8 +5,10 @@ pub(crate) mod budgets;
 pub(crate) mod checkpoints;
 pub(crate) mod custom_agents;
 pub(crate) mod environment;
+pub(crate) mod fleet;
 pub(crate) mod hooks;
 pub(crate) mod mcp;
+pub(crate) mod metrics;
 mod rewind;
 pub(crate) mod sandbox;
 pub(crate) mod worktree;
@@ -18,13 +20,15 @@ use super::feature::Feature;
 use crate::config::Config;
 
 /// The daemon's features, in the order they are told of a session's fixed points: the
-/// sandbox is settled before a hook runs in it, the environment (where the tools run) is
+/// sandbox is settled before a hook runs in it, a fleet session waits for its runner before
+/// the environment asks it anything, the environment (where the tools run) is
 /// placed before a worktree could be, the hooks may block a turn before a checkpoint row records it, the MCP servers are waited
 /// for last, and a custom agent's allow-list applies to their tools too.
 /// Each owns its daemon-wide state, made here from the config and the data directory.
 pub(crate) fn all(config: &Config, data_dir: &Path) -> Vec<Arc<dyn Feature>> {
     vec![
         Arc::new(sandbox::SandboxFeature),
+        Arc::new(fleet::FleetFeature),
         Arc::new(environment::EnvironmentFeature::new()),
         Arc::new(hooks::HooksFeature::new(config, data_dir)),
         Arc::new(budgets::BudgetsFeature),
@@ -32,5 +36,6 @@ pub(crate) fn all(config: &Config, data_dir: &Path) -> Vec<Arc<dyn Feature>> {
         Arc::new(mcp::McpFeature),
         Arc::new(custom_agents::CustomAgentsFeature),
         Arc::new(worktree::WorktreeFeature),
+        Arc::new(metrics::MetricsFeature),
     ]
 }

@@ -400,7 +400,14 @@ impl Plan {
             })?;
         }
         for path in self.hidden_sockets.iter().chain(&self.masked_files) {
-            bind_over(Path::new("/dev/null"), path)?;
+            // Gone since the plan listed it (another session's workspace, removed): nothing
+            // is left there to hide.
+            match bind_mount(Path::new("/dev/null"), path, libc::MS_BIND) {
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                other => other.map_err(|err| {
+                    SandboxError::setup(format!("hiding {}", path.display()), err)
+                })?,
+            }
         }
         for path in &self.other_sockets {
             match bind_mount(Path::new("/dev/null"), path, libc::MS_BIND) {
@@ -412,14 +419,19 @@ impl Plan {
         }
         minimal_dev(devices)?;
         for dir in &self.hidden {
-            mount(
+            let hidden = mount(
                 Some("tmpfs"),
                 dir,
                 Some("tmpfs"),
                 libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 Some("mode=000,size=4k"),
-            )
-            .map_err(|err| SandboxError::setup(format!("hiding {}", dir.display()), err))?;
+            );
+            match hidden {
+                // Gone since the plan listed it: nothing is left there to hide.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                other => other
+                    .map_err(|err| SandboxError::setup(format!("hiding {}", dir.display()), err))?,
+            }
         }
         // The working directory still points into the mount it was entered through (now
         // read-only under the workspace's own bind): enter it again through the new tree.
@@ -568,12 +580,6 @@ fn mount(
 fn bind(path: &Path, step: &str) -> Result<(), SandboxError> {
     bind_mount(path, path, libc::MS_BIND | libc::MS_REC)
         .map_err(|err| SandboxError::setup(format!("{step} {}", path.display()), err))
-}
-
-/// Binds `source` over `target` (a file over a file).
-fn bind_over(source: &Path, target: &Path) -> Result<(), SandboxError> {
-    bind_mount(source, target, libc::MS_BIND)
-        .map_err(|err| SandboxError::setup(format!("hiding {}", target.display()), err))
 }
 
 fn bind_mount(source: &Path, target: &Path, flags: libc::c_ulong) -> std::io::Result<()> {

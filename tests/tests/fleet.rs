@@ -1,0 +1,920 @@
+//! The runner fleet end to end, on one host: amberd on the host, real `amber-exec runner`
+//! processes each in a network namespace of its own ("machines"), a bare git repository
+//! they clone over `file://`, and the scripted model.
+//!
+//! - Thirty sessions queued at once run to completion across three runners, none holding
+//!   more than its capacity, each session's work in its own fresh clone.
+//! - A runner with a wrong token, or of a pool amberd does not know, gets nothing; a session
+//!   asking for a label waits for a runner that has it.
+//! - SIGKILL to a busy runner: its sessions are queued again, say so, and finish on another
+//!   runner from their newest checkpoint.
+//! - SIGTERM drains a runner: no new work, its running turn finishes, then it exits.
+//! - amberd killed with SIGKILL: queued sessions are still queued after the restart, and
+//!   finish.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_proto::SessionNewParams;
+use amber_tests::daemon::{DaemonOptions, TestDaemon};
+use amber_tests::fleet::FleetKit;
+use amber_tests::steps::{Events, FAST_RETRIES, connect, eventually, of_type};
+use amber_tests::tool_calls::bash;
+use serde_json::Value;
+
+/// The scripted model: a prompt `task N [sleep S]` writes `out.txt` (N) in the workspace
+/// and appends to `src/lib.txt`, sleeping S seconds first; once it has the result it says
+/// `done N`; a call its runner took down runs again; `twice` adds a second call, which
+/// appends `second-N`.
+fn worker(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or_default();
+    if last["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("Are you finished"))
+    {
+        return MockTurn::text("DONE");
+    }
+    let asked = messages
+        .iter()
+        .rposition(|m| {
+            m["role"] == "user"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("task "))
+        })
+        .unwrap_or(0);
+    let prompt = messages[asked]["content"].as_str().unwrap_or("").to_owned();
+    let task = prompt.split_whitespace().nth(1).unwrap_or("0").to_owned();
+    let sleep = prompt
+        .split_whitespace()
+        .skip_while(|w| *w != "sleep")
+        .nth(1)
+        .unwrap_or("0.2")
+        .to_owned();
+    let results: Vec<&Value> = messages[asked..]
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    let command =
+        format!("sleep {sleep} && echo {task} > out.txt && echo task-{task} >> src/lib.txt");
+    match results.last() {
+        None => bash(&format!("c{task}"), &command),
+        // `twice`: a second call after the first.
+        Some(_) if prompt.contains("twice") && results.len() == 1 => bash(
+            &format!("c{task}-second"),
+            &format!("echo second-{task} >> src/lib.txt"),
+        ),
+        // Its runner went down under it: the call runs again (on the next runner).
+        Some(result)
+            if result["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("executor lost")) =>
+        {
+            let again = results.len();
+            bash(
+                &format!("c{task}-{again}"),
+                &format!("{command} # again {again}"),
+            )
+        }
+        Some(_) => MockTurn::text(format!("done {task}")),
+    }
+}
+
+fn daemon(mock: &MockLlm, kit: &FleetKit, extra: &str) -> TestDaemon {
+    TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!("{FAST_RETRIES}\n{}", kit.config(extra)),
+        env: Vec::new(),
+    })
+}
+
+/// A yolo fleet session on the kit's repository (`labels` asked of its runner).
+async fn fleet_session(
+    client: &amber_client::Client,
+    kit: &FleetKit,
+    labels: &[(&str, &str)],
+) -> String {
+    let params = SessionNewParams {
+        cwd: String::new(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("fleet".to_owned()),
+        repo: Some(kit.repo_url.clone()),
+        git_ref: Some("main".to_owned()),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..SessionNewParams::default()
+    };
+    client
+        .session_new(&params)
+        .await
+        .expect("a fleet session")
+        .session_id
+}
+
+/// Every durable event of `session` so far.
+async fn history(client: &amber_client::Client, session: &str) -> Vec<Value> {
+    let mut events = Events::subscribe(client, session, Some(0)).await;
+    let mut all = Vec::new();
+    loop {
+        let event = events.next().await;
+        if event["type"] == "synced" {
+            return all;
+        }
+        all.push(event);
+    }
+}
+
+/// Waits until `session`'s last turn completed; returns its history.
+async fn finished(client: &amber_client::Client, session: &str, timeout: Duration) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let all = history(client, session).await;
+        if !of_type(&all, "turn_completed").is_empty() {
+            return all;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "session {session} did not finish: {all:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The runners that held `session`, in order, from its `fleet_changed` events.
+fn runners_of(events: &[Value]) -> Vec<String> {
+    of_type(events, "fleet_changed")
+        .iter()
+        .filter(|e| e["environment"]["fleet"]["state"] == "assigned")
+        .filter_map(|e| {
+            e["environment"]["fleet"]["runner"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The most sessions a runner's log says it held at once.
+fn most_held(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("assigned"))
+        .filter_map(|l| {
+            l.split("held=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The turn's own diff of `session`, through the CLI.
+fn diff_of(daemon: &TestDaemon, session: &str) -> String {
+    let out = daemon
+        .cli()
+        .args(["--no-autostart", "diff", session])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "amber-cli diff: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_sessions_queued_at_once_run_to_completion_across_three_runners_at_their_capacity() {
+    let kit = FleetKit::new(3);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+
+    let mut sessions = Vec::new();
+    for n in 0..30 {
+        let id = fleet_session(&client, &kit, &[]).await;
+        client
+            .session_prompt(&id, &format!("task {n} sleep 0.3"))
+            .await
+            .expect("prompt");
+        sessions.push((n, id));
+    }
+    // Queued before any runner exists: nothing ran yet.
+    let listed = client.session_list_all().await.unwrap();
+    let queued = listed
+        .iter()
+        .filter(|s| {
+            s.environment
+                .as_ref()
+                .and_then(|e| e.fleet.as_ref())
+                .is_some_and(|f| f.state == amber_proto::FleetState::Queued)
+        })
+        .count();
+    assert_eq!(queued, 30, "every fleet session waits for a runner");
+
+    let runners: Vec<_> = (0..3)
+        .map(|m| kit.runner(m, &format!("r{m}"), 2, &[]))
+        .collect();
+    let mut used: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, id) in &sessions {
+        let events = finished(&client, id, Duration::from_secs(120)).await;
+        let completed = of_type(&events, "turn_completed");
+        assert_eq!(completed[0]["stopReason"], "end_turn", "{events:#?}");
+        let held = runners_of(&events);
+        assert_eq!(held.len(), 1, "held by one runner: {held:?}");
+        *used.entry(held[0].clone()).or_default() += 1;
+        // Its own workspace, cloned fresh: the turn's diff is its change and no other's.
+        let diff = diff_of(&daemon, id);
+        assert!(diff.contains("out.txt"), "{id}: {diff:?} {events:#?}");
+        assert!(diff.contains(&format!("+task-{n}")), "{diff}");
+        assert_eq!(diff.matches("+task-").count(), 1, "{diff}");
+    }
+    assert_eq!(used.len(), 3, "every runner took work: {used:?}");
+    for runner in &runners {
+        let most = most_held(&runner.log());
+        assert!(most <= 2, "runner {} held {most} at once", runner.id);
+    }
+    assert!(
+        runners.iter().any(|r| most_held(&r.log()) == 2),
+        "some runner ran two at once"
+    );
+    // Released when idle: nothing is held and every workspace is gone.
+    eventually("every workspace removed", Duration::from_secs(20), || {
+        std::fs::read_dir(&kit.work).unwrap().count() == 0
+    })
+    .await;
+    let listed = client.session_list_all().await.unwrap();
+    assert!(listed.iter().all(|s| {
+        s.environment
+            .as_ref()
+            .and_then(|e| e.fleet.as_ref())
+            .is_some_and(|f| f.state == amber_proto::FleetState::Parked)
+    }));
+}
+
+/// The fleet state of `session` as `session/list` shows it.
+async fn fleet_state(
+    client: &amber_client::Client,
+    session: &str,
+) -> Option<amber_proto::FleetInfo> {
+    client
+        .session_list_all()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.session_id == session)?
+        .environment?
+        .fleet
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrong_token_or_a_foreign_pool_gets_nothing_and_labels_choose_the_runner() {
+    let kit = FleetKit::new(2);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let plain = fleet_session(&client, &kit, &[]).await;
+    let gpu = fleet_session(&client, &kit, &[("gpu", "a100")]).await;
+    client.session_prompt(&plain, "task 1").await.unwrap();
+    client.session_prompt(&gpu, "task 2").await.unwrap();
+
+    // A wrong token; the right token under a pool amberd does not know.
+    let wrong = kit.tls.dir.path().join("wrong-token");
+    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    let _impostor = kit.runner_with(0, "impostor", 4, "default", &wrong, &[]);
+    let _foreign = kit.runner_with(1, "foreign", 4, "other", &kit.tls.token_file, &[]);
+    eventually("both refused", Duration::from_secs(20), || {
+        daemon.log().matches("refused a dialling executor").count() >= 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for session in [&plain, &gpu] {
+        let state = fleet_state(&client, session).await.unwrap();
+        assert_eq!(state.state, amber_proto::FleetState::Queued, "{state:?}");
+        assert_eq!(state.attempts, 0);
+    }
+    assert!(
+        !daemon.log().contains("a runner said hello"),
+        "{}",
+        daemon.log()
+    );
+    assert!(
+        std::fs::read_dir(&kit.work).unwrap().next().is_none(),
+        "nothing was cloned"
+    );
+
+    // A runner of the pool takes the plain session; the one asking for a GPU waits for a
+    // runner that has one.
+    let _plain_runner = kit.runner(0, "plain", 2, &[]);
+    let events = finished(&client, &plain, Duration::from_secs(60)).await;
+    assert_eq!(runners_of(&events), ["plain"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        fleet_state(&client, &gpu).await.unwrap().state,
+        amber_proto::FleetState::Queued
+    );
+    let _gpu_runner = kit.runner(1, "gpu", 1, &["--label", "gpu=a100"]);
+    let events = finished(&client, &gpu, Duration::from_secs(60)).await;
+    assert_eq!(runners_of(&events), ["gpu"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_to_a_busy_runner_queues_its_session_again_and_it_finishes_elsewhere_from_its_checkpoint()
+ {
+    let kit = FleetKit::new(2);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let session = fleet_session(&client, &kit, &[]).await;
+    let doomed = kit.runner(0, "doomed", 1, &[]);
+    // A first turn leaves a checkpoint: out.txt and task-1 in src/lib.txt.
+    client.session_prompt(&session, "task 1").await.unwrap();
+    finished(&client, &session, Duration::from_secs(60)).await;
+    // The second runs long on the same runner, which dies in the middle of it.
+    client
+        .session_prompt(&session, "task 2 sleep 5")
+        .await
+        .unwrap();
+    calls_started(&client, &session, 2).await;
+    let mut doomed = doomed;
+    doomed.signal(libc::SIGKILL);
+    doomed.wait_exit(Duration::from_secs(10));
+    let _rescuer = kit.runner(1, "rescuer", 1, &[]);
+    let all = finished_turns(&client, &session, 2, Duration::from_secs(60)).await;
+    // Queued again, saying why, and taken by the other runner.
+    let requeued = of_type(&all, "fleet_changed")
+        .into_iter()
+        .find(|e| {
+            e["environment"]["fleet"]["state"] == "queued"
+                && e["environment"]["fleet"]["attempts"].as_u64() >= Some(2)
+        })
+        .expect("queued again");
+    assert!(
+        requeued["reason"].as_str().unwrap().contains("doomed"),
+        "{requeued}"
+    );
+    assert_eq!(runners_of(&all).last().map(String::as_str), Some("rescuer"));
+    // The fresh clone got the newest checkpoint before the call went on there.
+    let restored = of_type(&all, "environment_connected")
+        .into_iter()
+        .rev()
+        .find_map(|e| e["restoredFiles"].as_u64());
+    assert!(restored.is_some_and(|n| n >= 2), "{all:#?}");
+    let last = of_type(&all, "turn_completed").pop().unwrap().clone();
+    assert_eq!(last["stopReason"], "end_turn", "{all:#?}");
+    // The call the runner took down failed as lost; the model ran it again on the rescuer,
+    // over the first turn's work.
+    let diff = diff_of(&daemon, &session);
+    assert!(diff.contains("+task-2"), "{diff}");
+    assert!(
+        !diff.contains("+task-1"),
+        "task-1 came from the checkpoint: {diff}"
+    );
+}
+
+/// Waits until `session`'s history holds `n` `tool_call_started` events (read from the
+/// log, so one that came before the wait began counts).
+async fn calls_started(client: &amber_client::Client, session: &str, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = history(client, session).await;
+        if of_type(&all, "tool_call_started").len() >= n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{all:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_drains_a_runner_its_turn_finishes_and_new_work_goes_elsewhere() {
+    let kit = FleetKit::new(2);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let mut leaving = kit.runner(0, "leaving", 1, &["--grace", "60"]);
+    let busy = fleet_session(&client, &kit, &[]).await;
+    client
+        .session_prompt(&busy, "task 1 sleep 3")
+        .await
+        .unwrap();
+    calls_started(&client, &busy, 1).await;
+    leaving.signal(libc::SIGTERM);
+    // Work queued now is not given to the draining runner.
+    let later = fleet_session(&client, &kit, &[]).await;
+    client.session_prompt(&later, "task 2").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        fleet_state(&client, &later).await.unwrap().state,
+        amber_proto::FleetState::Queued
+    );
+    let _staying = kit.runner(1, "staying", 1, &[]);
+    let events = finished(&client, &busy, Duration::from_secs(60)).await;
+    assert_eq!(
+        of_type(&events, "turn_completed")[0]["stopReason"],
+        "end_turn"
+    );
+    assert_eq!(runners_of(&events), ["leaving"], "it finished where it ran");
+    let events = finished(&client, &later, Duration::from_secs(60)).await;
+    assert_eq!(runners_of(&events), ["staying"]);
+    assert_eq!(
+        leaving.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "the drained runner exits: {}",
+        leaving.log()
+    );
+    assert!(leaving.log().contains("drained"), "{}", leaving.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn amberd_killed_mid_run_keeps_its_queue_and_the_sessions_on_runners() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let mut daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let runner = kit.runner(0, "steady", 1, &[]);
+    let running = fleet_session(&client, &kit, &[]).await;
+    client
+        .session_prompt(&running, "task 0 sleep 3")
+        .await
+        .unwrap();
+    calls_started(&client, &running, 1).await;
+    // Three more wait for the one slot; their prompts are acknowledged.
+    let mut waiting = Vec::new();
+    for n in 1..=3 {
+        let id = fleet_session(&client, &kit, &[]).await;
+        let turn = client
+            .session_prompt_with(&amber_proto::SessionPromptParams {
+                session_id: id.clone(),
+                text: format!("task {n}"),
+                output_schema: None,
+                max_iterations: None,
+            })
+            .await
+            .unwrap()
+            .turn_id;
+        waiting.push((id, turn));
+    }
+    drop(client);
+    daemon.kill(libc::SIGKILL);
+    daemon.wait_exit(Duration::from_secs(10));
+    daemon.restart();
+    let client = connect(&daemon).await;
+    // Each acknowledged prompt's own turn completes, on the runner.
+    for (id, turn) in &waiting {
+        let events = finished(&client, id, Duration::from_secs(90)).await;
+        let completed = of_type(&events, "turn_completed");
+        let last = completed.last().unwrap();
+        assert_eq!(last["turnId"], turn.as_str(), "{events:#?}");
+        assert_eq!(last["stopReason"], "end_turn", "{events:#?}");
+        assert_eq!(
+            runners_of(&events).last().map(String::as_str),
+            Some("steady")
+        );
+    }
+    // The session on the runner kept its place: attached again, not queued again.
+    let events = history(&client, &running).await;
+    let requeued = of_type(&events, "fleet_changed")
+        .into_iter()
+        .any(|e| e["reason"].as_str().is_some_and(|r| r.contains("runner")));
+    assert!(!requeued, "{events:#?}");
+    client.session_prompt(&running, "task 9").await.unwrap();
+    let events = finished_turns(&client, &running, 2, Duration::from_secs(60)).await;
+    assert_eq!(
+        of_type(&events, "turn_completed").last().unwrap()["stopReason"],
+        "end_turn"
+    );
+    drop(runner);
+}
+
+/// Waits until `session` has `n` completed turns; returns its history.
+async fn finished_turns(
+    client: &amber_client::Client,
+    session: &str,
+    n: usize,
+    timeout: Duration,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let all = history(client, session).await;
+        if of_type(&all, "turn_completed").len() >= n {
+            return all;
+        }
+        assert!(std::time::Instant::now() < deadline, "{all:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draining_runner_out_of_grace_parks_its_turn_at_a_tool_boundary_and_it_goes_on_elsewhere()
+{
+    let kit = FleetKit::new(2);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let mut leaving = kit.runner(0, "leaving", 1, &["--grace", "1"]);
+    let session = fleet_session(&client, &kit, &[]).await;
+    client
+        .session_prompt(&session, "task 1 sleep 4 twice")
+        .await
+        .unwrap();
+    calls_started(&client, &session, 1).await;
+    leaving.signal(libc::SIGTERM);
+    // Past the grace the first call still runs; the session moves before the second.
+    assert_eq!(
+        leaving.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        leaving.log()
+    );
+    let _staying = kit.runner(1, "staying", 1, &[]);
+    let events = finished(&client, &session, Duration::from_secs(60)).await;
+    assert_eq!(
+        of_type(&events, "turn_completed")[0]["stopReason"],
+        "end_turn",
+        "{events:#?}"
+    );
+    assert_eq!(runners_of(&events), ["leaving", "staying"]);
+    let parked = of_type(&events, "fleet_changed").into_iter().any(|e| {
+        e["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("parked at a tool boundary"))
+    });
+    assert!(parked, "{events:#?}");
+    // No call failed: the first finished on the leaving runner, the second ran on the
+    // staying one, over the first one's work.
+    for done in of_type(&events, "tool_call_completed") {
+        assert_eq!(done["status"], "ok", "{done}");
+    }
+    let diff = diff_of(&daemon, &session);
+    assert!(diff.contains("+task-1"), "{diff}");
+    assert!(diff.contains("+second-1"), "{diff}");
+}
+
+/// The scripted model for the spying session: `spy A B` reads A's README and B, then stops.
+fn spy(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages
+        .iter()
+        .rev()
+        .find(|m| {
+            m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.starts_with("spy "))
+        })
+        .and_then(|m| m["content"].as_str())
+        .map(str::to_owned);
+    match prompt {
+        Some(prompt) if !messages.iter().any(|m| m["role"] == "tool") => {
+            let words: Vec<&str> = prompt.split_whitespace().collect();
+            bash(
+                "spy",
+                &format!(
+                    "cat {}/README.md; cat {}; echo end-of-spying",
+                    words[1], words[2]
+                ),
+            )
+        }
+        Some(_) => MockTurn::text("seen"),
+        None => worker(request),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_on_a_runner_reads_neither_another_sessions_workspace_nor_the_pool_token() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(spy);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "shared", 2, &[]);
+    // The victim holds its workspace (a long call) while the spy runs beside it.
+    let victim = fleet_session(&client, &kit, &[]).await;
+    client
+        .session_prompt(&victim, "task 1 sleep 5")
+        .await
+        .unwrap();
+    calls_started(&client, &victim, 1).await;
+    let victim_workspace = kit.work.join(&victim);
+    assert!(
+        victim_workspace.join("README.md").exists(),
+        "the victim's clone is there"
+    );
+    let spy_session = fleet_session(&client, &kit, &[]).await;
+    client
+        .session_prompt(
+            &spy_session,
+            &format!(
+                "spy {} {}",
+                victim_workspace.display(),
+                kit.tls.token_file.display()
+            ),
+        )
+        .await
+        .unwrap();
+    let events = finished(&client, &spy_session, Duration::from_secs(60)).await;
+    assert_eq!(runners_of(&events), ["shared"], "both on one runner");
+    let done = of_type(&events, "tool_call_completed")[0].clone();
+    let output = done["output"].as_str().unwrap();
+    assert!(output.contains("end-of-spying"), "{output}");
+    assert!(
+        !output.contains("# app"),
+        "another session's clone was read: {output}"
+    );
+    let token = std::fs::read_to_string(&kit.tls.token_file).unwrap();
+    assert!(
+        !output.contains(token.trim()),
+        "the pool's token was read: {output}"
+    );
+    finished(&client, &victim, Duration::from_secs(60)).await;
+}
+
+/// A free TCP port on the host.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET http://{addr}/metrics`'s body.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cli_runs_on_the_fleet_detached_lists_where_and_metrics_count_it() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let metrics_port = free_port();
+    let daemon = daemon(
+        &mock,
+        &kit,
+        &format!("\n[metrics]\nlisten = \"127.0.0.1:{metrics_port}\"\n"),
+    );
+    let amberd_metrics = format!("127.0.0.1:{metrics_port}");
+    // Queued from the command line, detached: the id comes back at once.
+    let out = daemon
+        .cli()
+        .args(["--no-autostart", "run", "--fleet", "--repo", &kit.repo_url])
+        .args([
+            "--ref", "main", "--label", "os=linux", "--yes", "--detach", "task 5",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let session = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(session.len(), 36, "a session id: {session}");
+    let listed = daemon
+        .cli()
+        .args(["--no-autostart", "sessions", "--fleet"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains("queued"), "{listed}");
+    assert!(
+        listed.contains(&format!("{}@main", kit.repo_url)),
+        "{listed}"
+    );
+    let text = scrape(&amberd_metrics);
+    assert!(
+        text.contains("amber_fleet_queue_depth{pool=\"default\"} 1"),
+        "{text}"
+    );
+
+    let runner_port = free_port();
+    let runner_metrics = format!("{}:{runner_port}", kit.machines[0].addr);
+    let _runner = kit.runner(
+        0,
+        "metered",
+        1,
+        &["--metrics-listen", &format!("0.0.0.0:{runner_port}")],
+    );
+    let waited = daemon
+        .cli()
+        .args(["--no-autostart", "wait", "--timeout", "60", &session])
+        .output()
+        .unwrap();
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("done 5"));
+    let client = connect(&daemon).await;
+    let events = finished(&client, &session, Duration::from_secs(30)).await;
+    assert_eq!(runners_of(&events), ["metered"]);
+    let listed = daemon
+        .cli()
+        .args(["--no-autostart", "sessions", "--fleet", "--json"])
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(rows[0]["environment"]["fleet"]["attempts"], 1, "{rows}");
+
+    let text = scrape(&amberd_metrics);
+    for line in [
+        "amber_tool_calls_total{tool=\"bash\",outcome=\"ok\"} 1",
+        "amber_turn_seconds_count 1",
+        "amber_runners{pool=\"default\",state=\"connected\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    assert!(text.contains("amber_tokens_total{model="), "{text}");
+    let text = scrape(&runner_metrics);
+    for line in [
+        "amber_runner_assigned_total{runner=\"metered\",pool=\"default\"} 1",
+        "amber_runner_capacity{runner=\"metered\",pool=\"default\"} 1",
+        "amber_runner_draining{runner=\"metered\",pool=\"default\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+}
+
+/// A yolo fleet session whose runners run `setup` after each clone.
+async fn fleet_session_with_setup(
+    client: &amber_client::Client,
+    kit: &FleetKit,
+    setup: &[&str],
+) -> String {
+    let params = SessionNewParams {
+        cwd: String::new(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("fleet".to_owned()),
+        repo: Some(kit.repo_url.clone()),
+        git_ref: Some("main".to_owned()),
+        setup: setup.iter().map(|c| (*c).to_owned()).collect(),
+        ..SessionNewParams::default()
+    };
+    client
+        .session_new(&params)
+        .await
+        .expect("a fleet session")
+        .session_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn setup_runs_sandboxed_after_the_clone_and_one_that_fails_fails_the_session() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "builder", 2, &[]);
+    let prepared = fleet_session_with_setup(
+        &client,
+        &kit,
+        &[
+            "test -f README.md && echo ready > prepared.txt",
+            "cat prepared.txt",
+        ],
+    )
+    .await;
+    client.session_prompt(&prepared, "task 1").await.unwrap();
+    let events = finished(&client, &prepared, Duration::from_secs(60)).await;
+    let setup = of_type(&events, "fleet_setup");
+    assert_eq!(setup.len(), 2, "{events:#?}");
+    assert_eq!(setup[0]["exitCode"], 0);
+    assert_eq!(setup[1]["exitCode"], 0);
+    assert!(setup[1]["output"].as_str().unwrap().contains("ready"));
+    assert_eq!(
+        of_type(&events, "turn_completed")[0]["stopReason"],
+        "end_turn"
+    );
+
+    // Setup is a command of the session: its sandbox keeps it in the workspace.
+    let outside = kit.tls.dir.path().join("escaped-by-setup");
+    let command = format!("touch {}", outside.display());
+    let refused = fleet_session_with_setup(&client, &kit, &[&command]).await;
+    client.session_prompt(&refused, "task 2").await.unwrap();
+    let events = finished(&client, &refused, Duration::from_secs(60)).await;
+    assert!(!outside.exists(), "setup wrote outside the workspace");
+    let setup = of_type(&events, "fleet_setup");
+    assert_ne!(setup[0]["exitCode"], 0, "{events:#?}");
+    let failed = of_type(&events, "fleet_changed")
+        .into_iter()
+        .any(|e| e["environment"]["fleet"]["state"] == "failed");
+    assert!(failed, "{events:#?}");
+    let completed = of_type(&events, "turn_completed");
+    assert_eq!(completed[0]["error"]["code"], "fleet_failed", "{events:#?}");
+    assert!(
+        of_type(&events, "tool_call_started").is_empty(),
+        "nothing ran after a failed setup"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rewinding_a_parked_session_queues_it_and_restores_its_files_on_the_next_runner() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "only", 1, &[]);
+    let session = fleet_session(&client, &kit, &[]).await;
+    client.session_prompt(&session, "task 1").await.unwrap();
+    finished(&client, &session, Duration::from_secs(60)).await;
+    client.session_prompt(&session, "task 2").await.unwrap();
+    finished_turns(&client, &session, 2, Duration::from_secs(60)).await;
+    eventually("parked after its turns", Duration::from_secs(20), || {
+        std::fs::read_dir(&kit.work).unwrap().next().is_none()
+    })
+    .await;
+    // Back to before turn 2: the files need the workspace, so a runner takes it again.
+    let rewound = daemon
+        .cli()
+        .args(["--no-autostart", "rewind", &session, "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        rewound.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rewound.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&rewound.stdout).unwrap();
+    let restored: Vec<&str> = answer["restored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(restored.contains(&"src/lib.txt"), "{answer}");
+    // The next turn works from there: task 1's line, not task 2's.
+    client.session_prompt(&session, "task 3").await.unwrap();
+    let events = finished_turns(&client, &session, 3, Duration::from_secs(60)).await;
+    assert_eq!(
+        of_type(&events, "turn_completed").last().unwrap()["stopReason"],
+        "end_turn"
+    );
+    let diff = diff_of(&daemon, &session);
+    assert!(diff.contains("+task-3"), "{diff}");
+    assert!(diff.contains(" task-1"), "{diff}");
+    assert!(!diff.contains("task-2"), "{diff}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_spent_fleet_budget_assigns_no_more_work() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    // The mock model at $1 per million prompt tokens: one turn costs well over $0.001.
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[[provider.prices]]\nmodel = \"mock-model\"\ninput = 1.0\noutput = 2.0\n{}",
+            kit.config("budget_usd = 0.001")
+        ),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "thrifty", 1, &[]);
+    let first = fleet_session(&client, &kit, &[]).await;
+    client.session_prompt(&first, "task 1").await.unwrap();
+    let events = finished(&client, &first, Duration::from_secs(60)).await;
+    let spent = of_type(&events, "turn_completed")[0]["sessionCostUsd"]
+        .as_f64()
+        .unwrap();
+    assert!(spent > 0.001, "the first turn spent the budget: {spent}");
+    let second = fleet_session(&client, &kit, &[]).await;
+    client.session_prompt(&second, "task 2").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let state = fleet_state(&client, &second).await.unwrap();
+    assert_eq!(state.state, amber_proto::FleetState::Queued, "{state:?}");
+    assert_eq!(state.attempts, 0);
+    assert!(
+        daemon.log().contains("the fleet's budget is spent"),
+        "{}",
+        daemon.log()
+    );
+}
