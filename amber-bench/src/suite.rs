@@ -139,7 +139,8 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         || args.wants(Kpi::Memory)
         || args.wants(Kpi::Sandbox)
         || args.wants(Kpi::Checkpoint)
-        || args.wants(Kpi::Hooks);
+        || args.wants(Kpi::Hooks)
+        || args.wants(Kpi::Fleet);
     let amberd = if needs_amberd {
         daemon::sibling(args.amberd.clone(), "amberd", "amberd")?
     } else {
@@ -214,6 +215,11 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
     if s.args.wants(Kpi::Executor) {
         let r = kpi::executor::measure(&mut s).await;
         s.record("executor", r);
+    }
+    // A daemon of its own per part, with its runners (opt-in).
+    if s.args.wants(Kpi::Fleet) {
+        let r = kpi::fleet::measure(&mut s).await;
+        s.record("fleet", r);
     }
 
     let needs_daemon = [

@@ -83,6 +83,8 @@ pub struct Config {
     pub fleet: crate::fleet::FleetConfig,
     /// `[metrics]`: the Prometheus listener (off by default).
     pub metrics: crate::metrics::MetricsConfig,
+    /// `[telemetry]`: OpenTelemetry traces of turns and tool calls (off by default).
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// `[tui]`: settings of the TUI. Unused by the daemon; parsed here so `deny_unknown_fields`
@@ -492,6 +494,7 @@ impl Config {
         self.sandbox.check()?;
         self.executors.check()?;
         self.fleet.check()?;
+        self.telemetry.check()?;
         crate::hooks::spec::check_all(&self.hooks)?;
         self.check_prices()
     }

@@ -21,6 +21,7 @@ pub mod reload;
 pub mod rpc;
 pub mod service;
 pub mod session;
+pub mod telemetry;
 
 pub mod trust;
 pub(crate) mod workspace_git;

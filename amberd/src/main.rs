@@ -189,6 +189,21 @@ async fn run(
     services.store = Some(store);
     hide_socket_dir(&mut services, &socket_path);
     let daemon = Daemon::new(services);
+    // Before any session is made or loaded: each one's spans go to the exporter.
+    {
+        let services = daemon.sessions.services();
+        let telemetry = services.live().config.telemetry.clone();
+        if let Some(endpoint) = &telemetry.otlp_endpoint {
+            let service = telemetry
+                .service_name
+                .clone()
+                .unwrap_or_else(|| "amberd".to_owned());
+            let _ = services
+                .telemetry
+                .set(amberd::telemetry::Exporter::start(endpoint, service));
+            tracing::info!(%endpoint, "exporting traces of turns and tool calls");
+        }
+    }
     if args.autostarted {
         daemon.mark_autostarted();
     }

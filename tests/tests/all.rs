@@ -77,6 +77,7 @@ mod sessions;
 mod subagents;
 mod subscriptions;
 mod systemd;
+mod telemetry;
 mod tools;
 mod tui;
 mod tui_console;

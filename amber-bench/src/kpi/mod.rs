@@ -6,6 +6,7 @@ pub(crate) mod cli;
 pub(crate) mod dialects;
 pub(crate) mod e2e;
 pub(crate) mod executor;
+pub(crate) mod fleet;
 pub(crate) mod hooks;
 pub(crate) mod memory;
 pub(crate) mod ready;
@@ -89,6 +90,11 @@ pub(crate) fn goals(r: &mut Report, args: &Args) {
         "a process's output through amber-exec ≥ 200 MB/s (median)",
         "executor_output_stdio_mb_per_s_median",
         |v| v >= 200.0,
+    );
+    r.goal(
+        "fleet assignment on an idle runner < 50 ms (median)",
+        "fleet_assign_ms_median",
+        |v| v < 50.0,
     );
     r.goal(
         "`amber-cli daemon status` < 10 ms (median)",

@@ -354,7 +354,7 @@ mod tests {
 
     struct Quiet;
     impl crate::fleet::FleetSession for Quiet {
-        fn changed(&self, _: &amber_proto::FleetInfo, _: Option<&str>) {}
+        fn changed(&self, _: &amber_proto::FleetInfo, _: Option<&str>, _: u64) {}
         fn runner_lost(&self, _: &str) {}
         fn park(&self) {}
     }

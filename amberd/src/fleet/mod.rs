@@ -43,8 +43,10 @@ const MISSED_BEATS: u32 = 3;
 
 /// A fleet session, as the fleet reaches it.
 pub(crate) trait FleetSession: Send + Sync {
-    /// Its place in the fleet changed: keep it (info and metadata) and say so.
-    fn changed(&self, fleet: &FleetInfo, reason: Option<&str>);
+    /// Its place in the fleet changed: keep it (info and metadata) and say so. `version`
+    /// orders the changes as the fleet made them: one older than a change already kept
+    /// (told late, from another thread) is not kept.
+    fn changed(&self, fleet: &FleetInfo, reason: Option<&str>, version: u64);
     /// Its runner is gone: what runs there fails. It is queued again right after.
     fn runner_lost(&self, reason: &str);
     /// Its draining runner ran out of grace: move it at its next tool boundary.
@@ -53,7 +55,7 @@ pub(crate) trait FleetSession: Send + Sync {
 
 /// What one change means for a session, told after the lock is let go.
 enum Tell {
-    Changed(Arc<dyn FleetSession>, FleetInfo, Option<String>),
+    Changed(Arc<dyn FleetSession>, FleetInfo, Option<String>, u64),
     Lost(Arc<dyn FleetSession>, String),
     Park(Arc<dyn FleetSession>),
 }
@@ -61,7 +63,9 @@ enum Tell {
 impl Tell {
     fn tell(self) {
         match self {
-            Tell::Changed(session, info, reason) => session.changed(&info, reason.as_deref()),
+            Tell::Changed(session, info, reason, version) => {
+                session.changed(&info, reason.as_deref(), version);
+            }
             Tell::Lost(session, reason) => session.runner_lost(&reason),
             Tell::Park(session) => session.park(),
         }
@@ -155,6 +159,8 @@ pub struct Fleet {
     state: Mutex<State>,
     /// Work was queued or a runner's room changed: waiting polls look again.
     work: Notify,
+    /// Numbers every change of a session's place, in the order made (under the lock).
+    versions: std::sync::atomic::AtomicU64,
 }
 
 impl Fleet {
@@ -165,11 +171,18 @@ impl Fleet {
             spend_seen: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(State::default()),
             work: Notify::new(),
+            versions: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
     pub fn config(&self) -> &FleetConfig {
         &self.config
+    }
+
+    /// The next change's number; taken under the state lock.
+    fn stamp(&self) -> u64 {
+        self.versions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     }
 
     fn heartbeat(&self) -> Duration {
@@ -197,7 +210,7 @@ impl Fleet {
         info.state = FleetState::Queued;
         info.runner = None;
         info.pool = None;
-        {
+        let version = {
             let mut state = self.state.locked();
             state.queue.push(id, info.priority, info.labels.clone());
             state.sessions.insert(
@@ -210,9 +223,11 @@ impl Fleet {
                     confirmed: false,
                 },
             );
-        }
+            self.stamp()
+        };
+        // Told before any poll may assign it (a later change has a later number anyway).
+        session.changed(&info, reason.as_deref(), version);
         self.work.notify_waiters();
-        session.changed(&info, reason.as_deref());
     }
 
     /// Session `id`, loaded again, stands where its metadata says: queued ones wait again,
@@ -256,7 +271,7 @@ impl Fleet {
             info.state = FleetState::Parked;
             info.runner = None;
             info.pool = None;
-            Tell::Changed(tracked.session, info, Some(reason.to_owned()))
+            Tell::Changed(tracked.session, info, Some(reason.to_owned()), self.stamp())
         };
         self.work.notify_waiters();
         tell.tell();
@@ -277,6 +292,7 @@ impl Fleet {
                 Arc::clone(&tracked.session),
                 tracked.info.clone(),
                 Some(reason.to_owned()),
+                self.stamp(),
             )
         };
         self.work.notify_waiters();
@@ -523,6 +539,7 @@ impl Fleet {
             Arc::clone(&tracked.session),
             tracked.info.clone(),
             Some(reason),
+            self.stamp(),
         ));
         state.queue.push(id, priority, labels);
     }
@@ -640,6 +657,7 @@ impl Fleet {
                 Arc::clone(&tracked.session),
                 tracked.info.clone(),
                 None,
+                self.stamp(),
             ));
             assigned.push(Assignment {
                 session: id.clone(),
@@ -693,6 +711,7 @@ impl Fleet {
                     Arc::clone(&tracked.session),
                     tracked.info.clone(),
                     Some(failure.reason.clone()),
+                    self.stamp(),
                 ));
             }
             for id in &params.park {

@@ -12,12 +12,13 @@ use amber_proto::{FleetInfo, FleetState};
 use super::config::PoolConfig;
 use super::{Fleet, FleetConfig, FleetSession};
 
-/// What the fleet told one session, as words.
+/// What the fleet told one session, as words, and the numbers of its changes.
 #[derive(Default)]
-struct Told(Mutex<Vec<String>>);
+struct Told(Mutex<Vec<String>>, Mutex<Vec<u64>>);
 
 impl FleetSession for Told {
-    fn changed(&self, fleet: &FleetInfo, reason: Option<&str>) {
+    fn changed(&self, fleet: &FleetInfo, reason: Option<&str>, version: u64) {
+        self.1.locked().push(version);
         let mut line = format!("{:?}", fleet.state).to_lowercase();
         if let Some(runner) = &fleet.runner {
             line.push_str(&format!(" {runner}"));
@@ -314,5 +315,26 @@ fn a_pools_demand_counts_what_asks_for_it_and_what_asks_for_no_pool() {
     assert_eq!(
         super::demand_of(&[], BTreeMap::from([(String::new(), 2)])),
         BTreeMap::from([("any".to_owned(), 2)])
+    );
+}
+
+#[test]
+fn a_sessions_changes_are_numbered_in_the_order_the_fleet_made_them() {
+    let fleet = fleet(None);
+    let told = queue(&fleet, &["a"], &[]);
+    let g = hello(&fleet, "r1", 1, &[], &[]);
+    assert_eq!(assigned(&fleet, "r1", g, 1), ["a"]);
+    fleet.release("a", "idle");
+    fleet.enqueue(
+        "a",
+        info(&[]),
+        Arc::clone(&told[0]) as Arc<dyn FleetSession>,
+        None,
+    );
+    let versions = told[0].1.locked().clone();
+    assert_eq!(versions.len(), 4, "{versions:?}");
+    assert!(
+        versions.windows(2).all(|w| w[0] < w[1]),
+        "queued, assigned, parked, queued in order: {versions:?}"
     );
 }

@@ -85,6 +85,8 @@ pub struct Services {
     pub fleet: Arc<crate::fleet::Fleet>,
     /// What the daemon counts for `[metrics] listen`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Where traces go, once `[telemetry] otlp_endpoint` started the exporter.
+    pub telemetry: std::sync::OnceLock<crate::telemetry::Exporter>,
     /// Where the listener for executors that dial in listens, once it does.
     pub executor_listener: std::sync::OnceLock<std::net::SocketAddr>,
     /// `session/watch`: every session's changes to every watcher, and the approver watches
@@ -167,6 +169,7 @@ impl Services {
             dial_ins: Arc::default(),
             fleet,
             metrics: Arc::default(),
+            telemetry: std::sync::OnceLock::new(),
             executor_listener: std::sync::OnceLock::new(),
             sandbox,
         })

@@ -169,6 +169,8 @@ struct Watcher {
     moving: Arc<std::sync::atomic::AtomicBool>,
     /// Itself, to queue itself again.
     me: Weak<Watcher>,
+    /// The newest change of its place kept (the fleet numbers them in order).
+    version: AtomicU64,
 }
 
 /// Releases the session from its runner after `idle`, when it is still idle then and no
@@ -262,10 +264,14 @@ impl Watcher {
 }
 
 impl FleetSession for Watcher {
-    fn changed(&self, fleet: &FleetInfo, reason: Option<&str>) {
+    fn changed(&self, fleet: &FleetInfo, reason: Option<&str>, version: u64) {
         let Some(shared) = self.session.upgrade() else {
             return;
         };
+        // Told late (another thread told a later change first): already overtaken.
+        if self.version.fetch_max(version, Ordering::SeqCst) > version {
+            return;
+        }
         let (environment, turn) = {
             let mut live = shared.lock_live();
             let Some(environment) = live.info.environment.as_mut() else {
@@ -425,6 +431,7 @@ impl SessionFeature for SessionFleet {
             turns: Arc::clone(&self.turns),
             moving: Arc::clone(&self.moving),
             me: me.clone(),
+            version: AtomicU64::new(0),
         });
         let _ = self.watcher.set(Arc::clone(&watcher));
         // Each new runner: the setup commands, in the session's sandbox, first.

@@ -11,6 +11,7 @@ pub(crate) mod mcp;
 pub(crate) mod metrics;
 mod rewind;
 pub(crate) mod sandbox;
+pub(crate) mod telemetry;
 pub(crate) mod worktree;
 
 use std::path::Path;
@@ -37,5 +38,6 @@ pub(crate) fn all(config: &Config, data_dir: &Path) -> Vec<Arc<dyn Feature>> {
         Arc::new(custom_agents::CustomAgentsFeature),
         Arc::new(worktree::WorktreeFeature),
         Arc::new(metrics::MetricsFeature),
+        Arc::new(telemetry::TelemetryFeature),
     ]
 }
