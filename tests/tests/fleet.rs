@@ -90,6 +90,29 @@ fn daemon(mock: &MockLlm, kit: &FleetKit, extra: &str) -> TestDaemon {
     })
 }
 
+/// A fleet of `machines` with amberd (its config with `extra` in `[fleet]`), the scripted
+/// model answering as [`worker`], and a client.
+struct Setup {
+    kit: FleetKit,
+    _mock: MockLlm,
+    daemon: TestDaemon,
+    client: amber_client::Client,
+}
+
+async fn setup(machines: u32, extra: &str) -> Setup {
+    let kit = FleetKit::new(machines);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let daemon = daemon(&mock, &kit, extra);
+    let client = connect(&daemon).await;
+    Setup {
+        kit,
+        _mock: mock,
+        daemon,
+        client,
+    }
+}
+
 /// A yolo fleet session on the kit's repository (`labels` asked of its runner).
 async fn fleet_session(
     client: &amber_client::Client,
@@ -190,11 +213,12 @@ fn diff_of(daemon: &TestDaemon, session: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thirty_sessions_queued_at_once_run_to_completion_across_three_runners_at_their_capacity() {
-    let kit = FleetKit::new(3);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon,
+        client,
+    } = setup(3, "").await;
 
     let mut sessions = Vec::new();
     for n in 0..30 {
@@ -275,11 +299,12 @@ async fn fleet_state(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wrong_token_or_a_foreign_pool_gets_nothing_and_labels_choose_the_runner() {
-    let kit = FleetKit::new(2);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon,
+        client,
+    } = setup(2, "").await;
     let plain = fleet_session(&client, &kit, &[]).await;
     let gpu = fleet_session(&client, &kit, &[("gpu", "a100")]).await;
     client.session_prompt(&plain, "task 1").await.unwrap();
@@ -328,11 +353,12 @@ async fn a_wrong_token_or_a_foreign_pool_gets_nothing_and_labels_choose_the_runn
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_to_a_busy_runner_queues_its_session_again_and_it_finishes_elsewhere_from_its_checkpoint()
  {
-    let kit = FleetKit::new(2);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon,
+        client,
+    } = setup(2, "").await;
     let session = fleet_session(&client, &kit, &[]).await;
     let doomed = kit.runner(0, "doomed", 1, &[]);
     // A first turn leaves a checkpoint: out.txt and task-1 in src/lib.txt.
@@ -396,11 +422,12 @@ async fn calls_started(client: &amber_client::Client, session: &str, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_drains_a_runner_its_turn_finishes_and_new_work_goes_elsewhere() {
-    let kit = FleetKit::new(2);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon: _daemon,
+        client,
+    } = setup(2, "").await;
     let mut leaving = kit.runner(0, "leaving", 1, &["--grace", "60"]);
     let busy = fleet_session(&client, &kit, &[]).await;
     client
@@ -437,11 +464,12 @@ async fn sigterm_drains_a_runner_its_turn_finishes_and_new_work_goes_elsewhere()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn amberd_killed_mid_run_keeps_its_queue_and_the_sessions_on_runners() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let mut daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        mut daemon,
+        client,
+    } = setup(1, "").await;
     let runner = kit.runner(0, "steady", 1, &[]);
     let running = fleet_session(&client, &kit, &[]).await;
     client
@@ -518,11 +546,12 @@ async fn finished_turns(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_draining_runner_out_of_grace_parks_its_turn_at_a_tool_boundary_and_it_goes_on_elsewhere()
 {
-    let kit = FleetKit::new(2);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon,
+        client,
+    } = setup(2, "").await;
     let mut leaving = kit.runner(0, "leaving", 1, &["--grace", "1"]);
     let session = fleet_session(&client, &kit, &[]).await;
     client
@@ -786,11 +815,12 @@ async fn fleet_session_with_setup(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn setup_runs_sandboxed_after_the_clone_and_one_that_fails_fails_the_session() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon: _daemon,
+        client,
+    } = setup(1, "").await;
     let _runner = kit.runner(0, "builder", 2, &[]);
     let prepared = fleet_session_with_setup(
         &client,
@@ -836,11 +866,12 @@ async fn setup_runs_sandboxed_after_the_clone_and_one_that_fails_fails_the_sessi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rewinding_a_parked_session_queues_it_and_restores_its_files_on_the_next_runner() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon,
+        client,
+    } = setup(1, "").await;
     let _runner = kit.runner(0, "only", 1, &[]);
     let session = fleet_session(&client, &kit, &[]).await;
     client.session_prompt(&session, "task 1").await.unwrap();
