@@ -45,11 +45,11 @@ pub struct ChildSpec<'a> {
     stdin: ChildInput,
     cwd: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
-    own_group: bool,
 }
 
 impl<'a> ChildSpec<'a> {
-    /// `program` contained as `sandbox` says, stdin from /dev/null, an empty environment.
+    /// `program` contained as `sandbox` says, stdin from /dev/null, an empty environment, in
+    /// a process group of its own.
     pub fn new(program: impl AsRef<OsStr>, sandbox: SpawnSandbox<'a>) -> Self {
         Self {
             program: program.as_ref().to_owned(),
@@ -58,7 +58,6 @@ impl<'a> ChildSpec<'a> {
             stdin: ChildInput::Null,
             cwd: None,
             env: Vec::new(),
-            own_group: false,
         }
     }
 
@@ -107,13 +106,6 @@ impl<'a> ChildSpec<'a> {
         self
     }
 
-    /// A new process group led by the child, so killing the group reaches everything it
-    /// starts and a terminal's Ctrl-C does not reach it.
-    pub fn own_group(mut self) -> Self {
-        self.own_group = true;
-        self
-    }
-
     /// The command, ready to spawn. A sandboxed child without amberd's helper to apply the
     /// sandbox (not the amberd binary) is not made: fail closed.
     #[allow(clippy::disallowed_methods)] // the one place a command is built
@@ -146,9 +138,10 @@ impl<'a> ChildSpec<'a> {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
-        if self.own_group {
-            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        }
+        // Always a group of its own, led by the child: killing the group (a timeout, the
+        // lifeline's watcher) reaches everything it starts and never its parent's group, and
+        // a terminal's Ctrl-C does not reach it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         Ok(cmd)
     }
 
@@ -227,6 +220,33 @@ mod tests {
         let env = String::from_utf8_lossy(&out.stdout);
         assert!(env.contains("ONLY=this"), "{env}");
         assert!(!env.contains("AMBER_CHILD_SPEC_LEAK"), "{env}");
+    }
+
+    #[test]
+    fn every_child_leads_a_process_group_of_its_own() {
+        // Killing a tool's group (its timeout, the lifeline's watcher) must never reach the
+        // group of whoever started it.
+        let out = ChildSpec::new(
+            "/bin/sh",
+            SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user()),
+        )
+        .args(["-c", "cat /proc/self/stat"])
+        .std_command()
+        .unwrap()
+        .output()
+        .unwrap();
+        let stat = String::from_utf8_lossy(&out.stdout).into_owned();
+        // pid (comm) state ppid pgrp …: `cat` is the group's leader's child or the leader.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        let pgrp: i32 = fields[2].parse().unwrap();
+        // SAFETY: getpgrp has no preconditions.
+        let ours = unsafe { libc::getpgrp() };
+        assert_ne!(pgrp, ours, "the child shares this process's group: {stat}");
     }
 
     #[test]

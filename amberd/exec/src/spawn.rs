@@ -64,7 +64,6 @@ fn spawn_shell_with(
         .envs(FIXED_VARS.iter().copied())
         .env("OLDPWD", cwd)
         .stdin(stdin)
-        .own_group()
         .tokio_command()?;
     cmd.stdout(Stdio::from(writer)).stderr(Stdio::from(stderr));
     let child = cmd.spawn()?;

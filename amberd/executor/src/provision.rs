@@ -221,8 +221,6 @@ async fn git(
     .args(args_all)
     .envs(std::env::vars_os())
     .env("GIT_TERMINAL_PROMPT", "0")
-    // Its own group: what git leaves behind is killed with it, never the runner's group.
-    .own_group()
     .tokio_command()
     .map_err(|e| ProvisionError::Git {
         step,

@@ -666,7 +666,6 @@ impl ExecutorLink {
         .args(args)
         .envs(self.env.iter().cloned())
         .stdin(ChildInput::Piped)
-        .own_group()
         .tokio_command()
         .map_err(|e| format!("cannot start `{program}`: {e}"))?;
         cmd.stdout(Stdio::piped())

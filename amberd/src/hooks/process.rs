@@ -160,7 +160,6 @@ async fn spawn_and_wait(
         .envs(env.env.vars().iter().map(|(k, v)| (k, v)))
         .env("AMBER_SESSION_ID", &env.session_id)
         .stdin(ChildInput::File(stdin_file.to_owned()))
-        .own_group()
         .tokio_command();
     let mut cmd = match made {
         Ok(cmd) => cmd,

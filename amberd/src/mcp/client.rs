@@ -113,7 +113,6 @@ impl Connection {
                     .args(args)
                     .envs(extension_env.extension_vars(env))
                     .stdin(ChildInput::Piped)
-                    .own_group()
                     .tokio_command()
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
                 cmd.stdout(Stdio::piped());

@@ -122,7 +122,6 @@ impl WorkspaceGit {
             .cwd(dir)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(pins::FIXED_ENV.iter().copied())
-            .own_group()
             .std_command()
             .map_err(|e| GitError::Spawn(e.to_string()))?;
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());

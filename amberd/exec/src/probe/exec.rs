@@ -81,7 +81,6 @@ pub(crate) async fn run_sandboxed(
         .args(args)
         .cwd(cwd)
         .env("PATH", PATH)
-        .own_group()
         .tokio_command();
     let mut cmd = match made {
         Ok(cmd) => cmd,

@@ -132,8 +132,7 @@ impl Connection {
         let mut child_spec = ChildSpec::new(&spec.command, contained)
             .args(&spec.args)
             .envs(sandbox.extension_vars(&spec.env))
-            .stdin(ChildInput::Piped)
-            .own_group();
+            .stdin(ChildInput::Piped);
         if let Some(cwd) = &spec.cwd {
             child_spec = child_spec.cwd(cwd);
         }
