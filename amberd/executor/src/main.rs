@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use amber_executor::executor::{Executor, ExecutorOptions};
-use amber_executor::{dial, relay, runner, server, state_dir};
+use amber_executor::{dial, relay, runner, runner_wire, server, state_dir};
 use clap::Parser;
 
 /// amber's executor: runs a session's workspace tools where the files are.
@@ -111,13 +111,7 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}`: a label is KEY=VALUE"))?;
-    let word = |w: &str| {
-        !w.is_empty()
-            && w.len() <= 63
-            && w.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    };
-    if !word(key) || !word(value) {
+    if !runner_wire::is_word(key) || !runner_wire::is_word(value) {
         return Err(format!(
             "`{text}`: a label's key and value are letters, digits, `-`, `_` and `.`"
         ));
@@ -308,8 +302,8 @@ fn run_runner(args: &Args, runner: &RunnerArgs) -> ExitCode {
         .id
         .clone()
         .unwrap_or_else(amber_executor::executor::hostname);
-    if let Err(err) = parse_label(&format!("id={id}")) {
-        eprintln!("amber-exec: --id: {err}");
+    if !runner_wire::is_word(&id) {
+        eprintln!("amber-exec: --id `{id}`: letters, digits, `-`, `_` and `.`");
         return ExitCode::from(2);
     }
     let Some(dir) = state_dir_of(args) else {

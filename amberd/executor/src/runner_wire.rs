@@ -32,6 +32,16 @@ pub mod code {
     pub const NO_HELLO: i64 = -32021;
 }
 
+/// A label's key or value, a pool's name or a runner's id: a simple word (letters, digits,
+/// `-`, `_`, `.`; at most 63 bytes), as both ends check it.
+pub fn is_word(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 63
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
 /// The longest a `runner/poll` waits for work, in seconds, unless amberd says less.
 pub const POLL_WAIT_SECS: u64 = 25;
 

@@ -95,11 +95,4 @@ impl FleetConfig {
     }
 }
 
-/// A label's key or value, a pool's or runner's name: a simple word.
-pub fn is_word(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 63
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
+pub use amber_executor::runner_wire::is_word;

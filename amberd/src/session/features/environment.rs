@@ -126,15 +126,6 @@ pub(crate) fn link_of(shared: &SessionShared) -> Option<Arc<ExecutorLink>> {
         .map(|environment| Arc::clone(&environment.link))
 }
 
-/// What `session/open` is given for a session on an executor, with `workspace` there.
-pub(crate) fn session_open_params(
-    id: &str,
-    workspace: PathBuf,
-    services: &Services,
-) -> SessionOpenParams {
-    open_params(id, workspace, services)
-}
-
 impl Feature for EnvironmentFeature {
     fn check_new(&self, params: &SessionNewParams) -> Result<(), String> {
         if remote(params)?.is_some() && params.worktree.is_some() {

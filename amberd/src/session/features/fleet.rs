@@ -26,7 +26,7 @@ use super::super::feature::{
     Admission, Attach, Feature, SessionFeature, ToolAdvice, Turn, TurnStart,
 };
 use super::super::services::Services;
-use super::environment::{link_of, session_open_params};
+use super::environment::link_of;
 use crate::environment::link::{Direct, ExecutorLink};
 use crate::environment::spec::Target;
 use crate::fleet::{Fleet, FleetSession};
@@ -120,7 +120,6 @@ impl Feature for FleetFeature {
         Some(Arc::new(SessionFleet {
             id: session.id.to_owned(),
             fleet: Arc::clone(&session.services.fleet),
-            services: Arc::clone(session.services),
             restored_info: fleet,
             turns: Arc::new(AtomicU64::new(0)),
             moving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -148,7 +147,6 @@ impl Feature for FleetFeature {
 struct SessionFleet {
     id: String,
     fleet: Arc<Fleet>,
-    services: Arc<Services>,
     /// Where its metadata said it stood when it was attached.
     restored_info: FleetInfo,
     /// Counts ended turns: an idle release fires only if no turn ended since it was set.
@@ -338,19 +336,12 @@ impl SessionFleet {
         self.watcher.get().cloned()
     }
 
-    /// Queues it again (after a release or a failure): the link opens it on the next
-    /// runner.
+    /// Queues it again (after a release or a failure): the link, which keeps what opens
+    /// the session, opens it on the next runner.
     fn queue_again(&self, shared: &SessionShared, reason: &str) {
-        let (Some(watcher), Some(link), Some(info)) =
-            (self.watcher(), link_of(shared), self.current(shared))
-        else {
+        let (Some(watcher), Some(info)) = (self.watcher(), self.current(shared)) else {
             return;
         };
-        link.remember(session_open_params(
-            &self.id,
-            shared.workspace.clone(),
-            &self.services,
-        ));
         self.fleet
             .enqueue(&self.id, info, watcher, Some(reason.to_owned()));
     }
