@@ -248,6 +248,8 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
             failures = failures.saturating_add(1);
             continue;
         }
+        // Its tools are offered before it says ready: a client that sees `ready` finds them.
+        publish(&server, sink.as_ref(), &lists, conn.has_resources());
         let info = server.update(|s| {
             s.info.status = McpStatus::Ready;
             s.info.error = None;
@@ -259,7 +261,6 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
             s.last_error = None;
         });
         tracing::info!(server = %server.name, protocol = %conn.protocol_version, "MCP server ready");
-        publish(&server, sink.as_ref(), &lists, conn.has_resources());
         sink.status(&info);
 
         let end = watch(&server, sink.as_ref(), &mut conn, &mut changes, &mut lists).await;
