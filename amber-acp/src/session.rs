@@ -300,7 +300,8 @@ fn on_event(
         | EventKind::EnvironmentLost { .. }
         | EventKind::EnvironmentResumed { .. }
         | EventKind::FleetChanged { .. }
-        | EventKind::FleetSetup { .. } => {}
+        | EventKind::FleetSetup { .. }
+        | EventKind::FleetPushed { .. } => {}
     }
 }
 

@@ -445,6 +445,19 @@ pub(crate) struct RunArgs {
     /// With --fleet: higher runs first (default 0)
     #[arg(long, value_name = "N", requires = "fleet", allow_hyphen_values = true)]
     pub priority: Option<i32>,
+    /// With --fleet: the runner commits the workspace and pushes it to branch BRANCH of
+    /// --repo (with its own credentials) when a turn completes; `--push` alone pushes to
+    /// `amber/<session id>`. An existing branch must be at --ref or at this session's last
+    /// push: amber never forces
+    #[arg(
+        long,
+        value_name = "BRANCH",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        requires = "fleet"
+    )]
+    pub push: Option<String>,
     /// Return as soon as the prompt is accepted, printing the session's id (`--json`: a
     /// line with it); follow it later with `amber-cli attach ID` or `amber-cli wait ID`
     #[arg(long, conflicts_with_all = ["ephemeral", "standalone", "timeout", "output_schema"])]

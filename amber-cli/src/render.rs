@@ -257,6 +257,24 @@ impl HumanRenderer {
                 };
                 out.push(err(line));
             }
+            EventKind::FleetPushed {
+                branch,
+                commit,
+                changed,
+                error,
+            } => {
+                self.end_line(&mut out);
+                let mark = if error.is_some() { "!" } else { "…" };
+                out.push(err(format!(
+                    "{mark} {}",
+                    amber_proto::describe_push(
+                        branch,
+                        commit.as_deref(),
+                        *changed,
+                        error.as_deref()
+                    )
+                )));
+            }
             EventKind::CompactionStarted { tokens_before } => {
                 out.push(err(format!(
                     "… compacting context ({tokens_before} tokens)"

@@ -310,6 +310,9 @@ async fn start(
                 setup: args.setup.clone(),
                 labels: args.labels.iter().cloned().collect(),
                 priority: args.priority,
+                push: args.push.as_ref().map(|branch| amber_proto::PushParams {
+                    branch: Some(branch.trim().to_owned()).filter(|b| !b.is_empty()),
+                }),
                 ..SessionNewParams::default()
             };
             (client.session_new(&params).await?, 0)

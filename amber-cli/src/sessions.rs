@@ -640,6 +640,7 @@ mod tests {
                 runner: runner.map(str::to_owned),
                 pool: runner.map(|_| "default".to_owned()),
                 attempts: u32::from(runner.is_some()),
+                push: None,
             }),
         };
         let mut on = info("s-1", "fix it");

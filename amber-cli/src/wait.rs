@@ -330,6 +330,7 @@ impl Turns {
             | EventKind::EnvironmentConnected { .. }
             | EventKind::FleetChanged { .. }
             | EventKind::FleetSetup { .. }
+            | EventKind::FleetPushed { .. }
             | EventKind::EnvironmentLost { .. }
             | EventKind::EnvironmentResumed { .. }
             | EventKind::Synced { .. } => {}

@@ -203,6 +203,7 @@ impl TurnTracker {
             | EventKind::EnvironmentResumed { .. }
             | EventKind::FleetChanged { .. }
             | EventKind::FleetSetup { .. }
+            | EventKind::FleetPushed { .. }
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
             | EventKind::Synced { .. } => {}

@@ -59,6 +59,15 @@ pub(crate) fn message(event: &Event) -> Option<String> {
         EventKind::TurnCompleted { stop_reason, .. } => {
             format!("turn completed: {}", stop_reason.as_str())
         }
+        EventKind::FleetPushed {
+            branch,
+            commit,
+            changed,
+            error,
+        } => format!(
+            "fleet: {}",
+            amber_proto::describe_push(branch, commit.as_deref(), *changed, error.as_deref())
+        ),
         EventKind::PromptQueued { .. }
         | EventKind::MessageDelta { .. }
         | EventKind::ReasoningDelta { .. }

@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 30;
+const VARIANTS: usize = 31;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -51,6 +51,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::EnvironmentResumed { .. } => 27,
         EventKind::FleetChanged { .. } => 28,
         EventKind::FleetSetup { .. } => 29,
+        EventKind::FleetPushed { .. } => 30,
     }
 }
 
@@ -240,6 +241,7 @@ fn samples() -> Vec<EventKind> {
                     runner: None,
                     pool: None,
                     attempts: 1,
+                    push: None,
                 }),
             },
             reason: Some("runner r1 missed 3 heartbeats".into()),
@@ -248,6 +250,12 @@ fn samples() -> Vec<EventKind> {
             command: "npm ci".into(),
             exit_code: Some(0),
             output: "added 12 packages".into(),
+        },
+        EventKind::FleetPushed {
+            branch: "amber/fix".into(),
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            changed: true,
+            error: None,
         },
         EventKind::Rewound {
             restored: vec!["src/lib.rs".into()],

@@ -49,6 +49,38 @@ pub struct FleetInfo {
     /// How many times it was given to a runner.
     #[serde(default)]
     pub attempts: u32,
+    /// Where its result is pushed, if it asked (`session/new {push}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<FleetPush>,
+}
+
+/// One line for a person on a `fleet_pushed` event.
+pub fn describe_push(
+    branch: &str,
+    commit: Option<&str>,
+    changed: bool,
+    error: Option<&str>,
+) -> String {
+    let short = |commit: &str| commit.chars().take(12).collect::<String>();
+    match (error, changed, commit) {
+        (Some(error), _, _) => format!("push to `{branch}` failed: {error}"),
+        (None, true, Some(commit)) => format!("pushed {} to `{branch}`", short(commit)),
+        (None, _, Some(commit)) => {
+            format!("nothing new to push: `{branch}` is at {}", short(commit))
+        }
+        (None, _, None) => format!("nothing changed: `{branch}` not pushed"),
+    }
+}
+
+/// A fleet session's branch: its runner commits the workspace and pushes it there at the
+/// end of each turn that completes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetPush {
+    pub branch: String,
+    /// The commit pushed last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 impl FleetInfo {

@@ -313,6 +313,20 @@ pub enum EventKind {
         exit_code: Option<i32>,
         output: String,
     },
+    /// amber extension: a fleet session that asked for a branch (`session/new {push}`)
+    /// had its workspace committed and pushed by its runner at the end of a turn.
+    /// `commit` is the branch's tip (absent: nothing changed and the branch does not
+    /// exist); `changed` says whether a new commit was pushed; `error` says why the push
+    /// failed (the work stays in the session's checkpoints: `amber-cli diff`).
+    FleetPushed {
+        branch: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        #[serde(default)]
+        changed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
@@ -403,6 +417,7 @@ impl EventKind {
             EventKind::EnvironmentResumed { .. } => "environment_resumed",
             EventKind::FleetChanged { .. } => "fleet_changed",
             EventKind::FleetSetup { .. } => "fleet_setup",
+            EventKind::FleetPushed { .. } => "fleet_pushed",
             EventKind::Synced { .. } => "synced",
         }
     }

@@ -27,7 +27,10 @@ pub mod watch;
 pub use automation::*;
 pub use checkpoints::*;
 pub use cost::CostUsd;
-pub use environment::{EnvironmentInfo, EnvironmentState, ExecutorInfo, FleetInfo, FleetState};
+pub use environment::{
+    EnvironmentInfo, EnvironmentState, ExecutorInfo, FleetInfo, FleetPush, FleetState,
+    describe_push,
+};
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
 };

@@ -180,6 +180,20 @@ pub struct SessionNewParams {
     /// amber extension, with `environment: "fleet"`: higher is assigned first (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// amber extension, with `environment: "fleet"`: push the result as a branch of
+    /// `repo` at the end of each turn that completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushParams>,
+}
+
+/// `session/new {push}`: where a fleet session's runner pushes its result.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushParams {
+    /// The branch (absent: `amber/<session id>`). A branch that exists must be at the
+    /// session's `ref` commit or at its own last push: amber never forces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

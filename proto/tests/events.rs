@@ -46,6 +46,7 @@ const EXTENSION_EVENTS: &[(&str, bool)] = &[
     ("environment_resumed", true),
     ("fleet_changed", true),
     ("fleet_setup", true),
+    ("fleet_pushed", true),
 ];
 
 /// Exhaustive on purpose: a new variant does not compile until it gets a row below.
@@ -81,9 +82,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::EnvironmentResumed { .. } => 27,
         EventKind::FleetChanged { .. } => 28,
         EventKind::FleetSetup { .. } => 29,
+        EventKind::FleetPushed { .. } => 30,
     }
 }
-const VARIANTS: usize = 30;
+const VARIANTS: usize = 31;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -324,6 +326,11 @@ fn event_cases() -> Vec<Value> {
             34,
             json!({"type": "fleet_setup", "command": "npm ci", "exitCode": 0,
                    "output": "added 12 packages"}),
+        ),
+        durable(
+            35,
+            json!({"type": "fleet_pushed", "branch": "amber/fix-login",
+                   "commit": "0123456789abcdef0123456789abcdef01234567", "changed": true}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

@@ -11,6 +11,9 @@
 //! - SIGTERM drains a runner: no new work, its running turn finishes, then it exits.
 //! - amberd killed with SIGKILL: queued sessions are still queued after the restart, and
 //!   finish.
+//! - A session that asked for a branch has each completed turn pushed there by its runner,
+//!   on top of its last push, never over a branch that moved, and nothing it planted in its
+//!   git directory runs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,7 +22,7 @@ use amber_mock_llm::{MockLlm, MockTurn};
 use amber_proto::SessionNewParams;
 use amber_tests::daemon::{DaemonOptions, TestDaemon};
 use amber_tests::fleet::FleetKit;
-use amber_tests::steps::{Events, FAST_RETRIES, connect, eventually, of_type};
+use amber_tests::steps::{Events, FAST_RETRIES, connect, eventually, git, of_type};
 use amber_tests::tool_calls::bash;
 use serde_json::Value;
 
@@ -714,7 +717,14 @@ async fn the_cli_runs_on_the_fleet_detached_lists_where_and_metrics_count_it() {
         .cli()
         .args(["--no-autostart", "run", "--fleet", "--repo", &kit.repo_url])
         .args([
-            "--ref", "main", "--label", "os=linux", "--yes", "--detach", "task 5",
+            "--ref",
+            "main",
+            "--label",
+            "os=linux",
+            "--push=cli/result",
+            "--yes",
+            "--detach",
+            "task 5",
         ])
         .output()
         .unwrap();
@@ -771,6 +781,14 @@ async fn the_cli_runs_on_the_fleet_detached_lists_where_and_metrics_count_it() {
         .unwrap();
     let rows: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(rows[0]["environment"]["fleet"]["attempts"], 1, "{rows}");
+    // `--push=BRANCH`: the result is on the branch, as the session's info says.
+    let pushed = rows[0]["environment"]["fleet"]["push"].clone();
+    assert_eq!(pushed["branch"], "cli/result", "{rows}");
+    assert_eq!(
+        git_in(&kit.repo, &["rev-parse", "refs/heads/cli/result"]),
+        pushed["commit"].as_str().unwrap(),
+        "{rows}"
+    );
 
     let text = scrape(&amberd_metrics);
     for line in [
@@ -948,4 +966,252 @@ async fn a_spent_fleet_budget_assigns_no_more_work() {
         "{}",
         daemon.log()
     );
+}
+
+/// `git --git-dir REPO ARGS`'s trimmed stdout (empty when git fails).
+fn git_in(repo: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A yolo fleet session that pushes its result to `branch` of the kit's repository.
+async fn pushing_session(client: &amber_client::Client, kit: &FleetKit, branch: &str) -> String {
+    pushing_session_in(client, kit, branch, None).await
+}
+
+/// [`pushing_session`] with its commands' sandbox in `mode` (`None`: the config's).
+async fn pushing_session_in(
+    client: &amber_client::Client,
+    kit: &FleetKit,
+    branch: &str,
+    mode: Option<amber_proto::SandboxMode>,
+) -> String {
+    let params = SessionNewParams {
+        sandbox: mode.map(|mode| amber_proto::SandboxRequest {
+            mode: Some(mode),
+            network: None,
+        }),
+        cwd: String::new(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("fleet".to_owned()),
+        repo: Some(kit.repo_url.clone()),
+        git_ref: Some("main".to_owned()),
+        push: Some(amber_proto::PushParams {
+            branch: Some(branch.to_owned()),
+        }),
+        ..SessionNewParams::default()
+    };
+    client
+        .session_new(&params)
+        .await
+        .expect("a fleet session")
+        .session_id
+}
+
+/// The events of `session` once `turns` of its turns completed.
+async fn after_turns(client: &amber_client::Client, session: &str, turns: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = history(client, session).await;
+        if of_type(&all, "turn_completed").len() >= turns {
+            return all;
+        }
+        assert!(std::time::Instant::now() < deadline, "{session}: {all:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_completed_turn_is_pushed_as_a_branch_on_top_of_the_last_push_never_over_a_moved_branch()
+{
+    let Setup {
+        kit,
+        _mock,
+        daemon: _daemon,
+        client,
+    } = setup(1, "").await;
+    let _runner = kit.runner(0, "pusher", 2, &[]);
+    let main = git_in(&kit.repo, &["rev-parse", "refs/heads/main"]);
+    let session = pushing_session(&client, &kit, "amber/result").await;
+
+    client.session_prompt(&session, "task 1").await.unwrap();
+    let events = after_turns(&client, &session, 1).await;
+    let pushed = of_type(&events, "fleet_pushed");
+    assert_eq!(pushed.len(), 1, "{events:#?}");
+    assert_eq!(pushed[0]["branch"], "amber/result");
+    assert_eq!(pushed[0]["changed"], true, "{pushed:#?}");
+    let first = pushed[0]["commit"].as_str().unwrap().to_owned();
+    // Told before the turn's end, so a client that waits for the turn knows.
+    let at = |kind: &str| events.iter().position(|e| e["type"] == kind).unwrap();
+    assert!(at("fleet_pushed") < at("turn_completed"));
+    assert_eq!(
+        git_in(&kit.repo, &["rev-parse", "refs/heads/amber/result"]),
+        first
+    );
+    assert_eq!(
+        git_in(&kit.repo, &["rev-parse", &format!("{first}^")]),
+        main
+    );
+    assert_eq!(
+        git_in(&kit.repo, &["show", &format!("{first}:out.txt")]),
+        "1"
+    );
+    assert_eq!(
+        git_in(&kit.repo, &["show", &format!("{first}:src/lib.txt")]),
+        "one\ntwo\ntask-1"
+    );
+    assert_eq!(
+        git_in(&kit.repo, &["log", "-1", "--format=%s", &first]),
+        "task 1"
+    );
+
+    // The next turn goes on top of the first push; `main` is untouched.
+    client.session_prompt(&session, "task 2").await.unwrap();
+    let events = after_turns(&client, &session, 2).await;
+    let pushed = of_type(&events, "fleet_pushed");
+    let second = pushed[1]["commit"].as_str().unwrap().to_owned();
+    assert_ne!(second, first);
+    assert_eq!(
+        git_in(&kit.repo, &["rev-parse", &format!("{second}^")]),
+        first
+    );
+    assert_eq!(
+        git_in(&kit.repo, &["show", &format!("{second}:out.txt")]),
+        "2"
+    );
+    assert_eq!(git_in(&kit.repo, &["rev-parse", "refs/heads/main"]), main);
+    let info = fleet_state(&client, &session).await.unwrap();
+    assert_eq!(info.push.unwrap().commit.as_deref(), Some(second.as_str()));
+
+    // A branch someone else moved is left alone: the push fails, saying why.
+    git(&kit.repo, &["update-ref", "refs/heads/taken", &first]);
+    let other = pushing_session(&client, &kit, "taken").await;
+    client.session_prompt(&other, "task 3").await.unwrap();
+    let events = after_turns(&client, &other, 1).await;
+    let pushed = of_type(&events, "fleet_pushed");
+    assert_eq!(pushed[0]["changed"], false, "{pushed:#?}");
+    let error = pushed[0]["error"].as_str().unwrap();
+    assert!(error.contains("moved"), "{error}");
+    assert_eq!(git_in(&kit.repo, &["rev-parse", "refs/heads/taken"]), first);
+    assert_eq!(
+        of_type(&events, "turn_completed")[0]["stopReason"],
+        "end_turn",
+        "a failed push does not fail the turn"
+    );
+}
+
+/// The scripted model for the hostile workspace: `hostile SENTINEL` rewrites the
+/// workspace's git configuration, hooks and attributes so that any git run on it outside
+/// the sandbox would write SENTINEL (the sandbox cannot), and points its remote elsewhere.
+fn hostile(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    let Some(sentinel) = prompt.strip_prefix("hostile ") else {
+        return worker(request);
+    };
+    if messages.iter().any(|m| m["role"] == "tool") {
+        return MockTurn::text("planted");
+    }
+    let run = format!("touch {sentinel}");
+    let script = [
+        // What git would run: hooks, fsmonitor, filters, helpers, ssh, pagers.
+        format!("printf '#!/bin/sh\\n{run}\\n' > .git/evil.sh && chmod +x .git/evil.sh"),
+        "for h in pre-commit post-commit pre-push reference-transaction post-checkout; do cp .git/evil.sh .git/hooks/$h; done".to_owned(),
+        "git config core.hooksPath .git/hooks".to_owned(),
+        "git config core.fsmonitor \"$PWD/.git/evil.sh\"".to_owned(),
+        "git config credential.helper \"!$PWD/.git/evil.sh\"".to_owned(),
+        "git config core.sshCommand \"$PWD/.git/evil.sh\"".to_owned(),
+        "git config filter.evil.clean \"$PWD/.git/evil.sh\"".to_owned(),
+        "git config filter.evil.smudge \"$PWD/.git/evil.sh\"".to_owned(),
+        "git config filter.evil.required true".to_owned(),
+        "git config core.pager \"$PWD/.git/evil.sh\"".to_owned(),
+        "git config gpg.program \"$PWD/.git/evil.sh\"".to_owned(),
+        "git config commit.gpgSign true".to_owned(),
+        "git config remote.origin.url /tmp/amber-evil-remote.git".to_owned(),
+        "git config url./tmp/amber-evil-remote.git.insteadOf file://".to_owned(),
+        "echo '* filter=evil' > .gitattributes".to_owned(),
+        "echo payload > payload.txt".to_owned(),
+        // A nested repository with its own hostile configuration.
+        "mkdir -p nested && git -C nested init -q && git -C nested config core.fsmonitor \"$PWD/.git/evil.sh\"".to_owned(),
+        // The git directory sent elsewhere.
+        "mkdir -p elsewhere && echo ../elsewhere > .git/commondir".to_owned(),
+        "echo planted".to_owned(),
+    ]
+    .join(" ; ");
+    bash("plant", &script)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_push_runs_nothing_the_session_planted_in_its_git_directory() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(hostile);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "pusher", 1, &[]);
+    // Sandboxed, most of the planting is refused; unsandboxed (a person allowed it), all
+    // of it lands in `.git`: the push is the only wall left, and it must hold alone.
+    for (name, mode) in [
+        ("sandboxed", None),
+        ("unsandboxed", Some(amber_proto::SandboxMode::Off)),
+    ] {
+        let sentinel = kit.tls.dir.path().join(format!("ran-{name}"));
+        let branch = format!("amber/hostile-{name}");
+        let session = pushing_session_in(&client, &kit, &branch, mode).await;
+        client
+            .session_prompt(&session, &format!("hostile {}", sentinel.display()))
+            .await
+            .unwrap();
+        let events = after_turns(&client, &session, 1).await;
+        let planted = of_type(&events, "tool_call_completed")[0]["output"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(planted.contains("planted"), "{name}: {planted}");
+        if mode.is_some() {
+            assert!(
+                !planted.contains("could not write") && !planted.contains("Read-only"),
+                "{name}: everything was planted: {planted}"
+            );
+        }
+        let pushed = of_type(&events, "fleet_pushed");
+        assert_eq!(pushed.len(), 1, "{name}: {events:#?}");
+        assert_eq!(pushed[0]["changed"], true, "{name}: {pushed:#?}");
+        assert!(
+            !sentinel.exists(),
+            "{name}: a program the session planted ran when its result was pushed"
+        );
+        assert!(!std::path::Path::new("/tmp/amber-evil-remote.git").exists());
+        // Pushed to the session's repository, its files as data.
+        let commit = pushed[0]["commit"].as_str().unwrap();
+        assert_eq!(
+            git_in(&kit.repo, &["rev-parse", &format!("refs/heads/{branch}")]),
+            commit,
+            "{name}"
+        );
+        assert_eq!(
+            git_in(&kit.repo, &["show", &format!("{commit}:payload.txt")]),
+            "payload"
+        );
+        assert_eq!(
+            git_in(&kit.repo, &["show", &format!("{commit}:.gitattributes")]),
+            "* filter=evil"
+        );
+        let files = git_in(&kit.repo, &["ls-tree", "-r", "--name-only", commit]);
+        assert!(
+            !files.lines().any(|f| f.starts_with(".git/")),
+            "{name}: the git directory was pushed: {files}"
+        );
+    }
 }

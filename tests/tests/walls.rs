@@ -93,9 +93,10 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
                 // The relay to an executor the user's environment names (the executor
                 // sandboxes each command itself).
                 "amberd/src/environment/link.rs",
-                // A runner's own git, with the pins, cloning a fleet session's repository
-                // into a fresh workspace before any command of the session runs there.
-                "amberd/executor/src/provision.rs",
+                // A runner's own git, with the pins: it clones a fleet session's repository
+                // into a fresh workspace before any command of the session runs there, and
+                // pushes a result from its pristine copy, never the workspace's `.git`.
+                "amberd/executor/src/pinned_git.rs",
                 "amberd/src/hooks/process.rs",
                 "amberd/src/mcp/client.rs",
                 "amberd/src/plugins/external/process.rs",

@@ -173,6 +173,7 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
         | EventKind::EnvironmentResumed { .. }
         | EventKind::FleetChanged { .. }
         | EventKind::FleetSetup { .. }
+        | EventKind::FleetPushed { .. }
         | EventKind::Synced { .. } => None,
     }
 }

@@ -27,7 +27,7 @@ use crate::wire::{
     CheckpointStageParams, CheckpointTakeParams, InitializeParams, InitializeResult, JobParams,
     JobReadParams, MachineFacts, ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams,
     RpcError, SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams,
-    ToolCallParams, code, method, notification,
+    ToolCallParams, WorkspacePushParams, WorkspacePushResult, code, method, notification,
 };
 
 /// How long `session/open` waits for the start-up sandbox probe.
@@ -88,6 +88,9 @@ pub struct ExecutorOptions {
     /// Further paths masked in every command's sandbox (a runner's pool token, and the
     /// directory of its sessions' workspaces: masked around the session's own).
     pub masked: Vec<PathBuf>,
+    /// A fleet runner's session that asked for its result as a branch: where it is pushed
+    /// from (`workspace/push`). Executors without one refuse pushes.
+    pub publisher: Option<crate::publish::Publisher>,
 }
 
 /// The executor.
@@ -109,6 +112,9 @@ pub struct Executor {
     /// The stdin of `process/spawn` jobs that asked for one.
     stdins: Mutex<HashMap<String, Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>>>,
     checkpoints: Arc<Checkpointer>,
+    publisher: Option<crate::publish::Publisher>,
+    /// One push at a time (they share the pristine repository's index).
+    pushing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -174,6 +180,8 @@ impl Executor {
             served: std::sync::atomic::AtomicBool::new(false),
             stdins: Mutex::new(HashMap::new()),
             checkpoints: Arc::new(Checkpointer::new(cache)),
+            publisher: options.publisher,
+            pushing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -370,6 +378,10 @@ impl Executor {
                 .await?;
                 to_value(&restored)
             }
+            method::WORKSPACE_PUSH => {
+                let params: WorkspacePushParams = parse(params)?;
+                to_value(&self.push(params).await?)
+            }
             method::INITIALIZE => Err(RpcError::new(
                 code::INVALID_REQUEST,
                 "this connection is initialized already",
@@ -379,6 +391,31 @@ impl Executor {
                 format!("unknown method `{other}`"),
             )),
         }
+    }
+
+    /// Commits the session's workspace and pushes it, from the runner's pristine copy.
+    async fn push(&self, params: WorkspacePushParams) -> Result<WorkspacePushResult, RpcError> {
+        let session = self.session(&params.session)?;
+        let failed = |message: String| RpcError::new(code::PUSH_FAILED, message);
+        let publisher = self
+            .publisher
+            .as_ref()
+            .filter(|p| p.workspace == session.workspace)
+            .ok_or_else(|| {
+                failed(format!(
+                    "session {} has no repository to push to here",
+                    params.session
+                ))
+            })?;
+        let _one_at_a_time = self.pushing.lock().await;
+        let pushed = publisher
+            .push(&params.branch, &params.message, params.last.as_deref())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(WorkspacePushResult {
+            commit: pushed.commit,
+            changed: pushed.changed,
+        })
     }
 
     fn job(&self, id: &str) -> Result<Arc<Job>, RpcError> {

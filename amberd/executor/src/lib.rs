@@ -10,7 +10,9 @@
 //! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd;
 //!   [`ws_lines`]: the protocol's lines over a WebSocket, for both ends.
 //! - [`runner`]: `amber-exec runner`, a fleet machine that pulls sessions from amberd
-//!   ([`runner_wire`]: what it says), each in a fresh clone ([`provision`]);
+//!   ([`runner_wire`]: what it says), each in a fresh clone ([`provision`]), its result
+//!   pushed as a branch from a pristine copy of the clone ([`publish`]); both run the
+//!   runner's own git with its pins ([`pinned_git`]);
 //!   [`runner_metrics`]: its `--metrics-listen`, over [`metrics_http`] (amberd's too).
 
 mod checkpoints;
@@ -19,8 +21,10 @@ pub mod dial;
 pub mod executor;
 mod jobs;
 pub mod metrics_http;
+pub mod pinned_git;
 mod processes;
 pub mod provision;
+pub mod publish;
 pub mod relay;
 pub mod runner;
 pub mod runner_metrics;

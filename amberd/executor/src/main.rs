@@ -372,7 +372,6 @@ fn read_token(path: &std::path::Path) -> Result<String, String> {
     }
 }
 
-/// `--state-dir` or the default, made private; `None` (said on stderr) when it cannot be.
 /// The executor's options from its flags; the checkpoint cache: `--cache-dir`, else the
 /// user's cache directory.
 fn options_of(args: &Args) -> ExecutorOptions {
@@ -383,9 +382,11 @@ fn options_of(args: &Args) -> ExecutorOptions {
             .or_else(|| amber_executor::executor::default_cache(|k| std::env::var_os(k))),
         sandbox_in_place: args.sandbox_in_place,
         masked: Vec::new(),
+        publisher: None,
     }
 }
 
+/// `--state-dir` or the default, made private; `None` (said on stderr) when it cannot be.
 fn state_dir_of(args: &Args) -> Option<PathBuf> {
     let dir = args.state_dir.clone().unwrap_or_else(|| {
         state_dir::default_dir(|k| std::env::var_os(k), state_dir::current_uid())

@@ -3,27 +3,16 @@
 //! git config, a mounted Secret), never with anything amberd sends.
 //!
 //! Git here runs outside the sandbox, so nothing the repository holds may make it start a
-//! program: hooks and fsmonitor are pinned off, and only the transports a repository URL
-//! names (never `ext::`, which runs a command, or `fd::`) are allowed.
+//! program ([`crate::pinned_git`]), and only the transports a repository URL names (never
+//! `ext::`, which runs a command, or `fd::`) are allowed.
 
 use std::path::Path;
 use std::time::Duration;
 
-use amber_exec::child::ChildSpec;
-use amber_exec::containment::{SpawnSandbox, Unsandboxed};
+use crate::pinned_git::{Git, GitError};
 
 /// How long a clone (with its checkout) may take.
 const CLONE_TIMEOUT: Duration = Duration::from_secs(900);
-
-/// `-c` settings of every git call here.
-const PINNED: &[&str] = &[
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "protocol.ext.allow=never",
-    "protocol.fd.allow=never",
-    "submodule.recurse=false",
-    "core.editor=false",
-];
 
 /// Why a workspace could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +24,8 @@ pub enum ProvisionError {
         path: String,
         source: std::io::Error,
     },
-    #[error("git {step} failed: {detail}")]
-    Git { step: &'static str, detail: String },
+    #[error(transparent)]
+    Git(#[from] GitError),
 }
 
 /// Checks a repository URL: `https`, `http`, `ssh`, `git` or `file` URLs and scp-like
@@ -122,23 +111,26 @@ pub async fn clone_into(repo: &str, git_ref: &str, workspace: &Path) -> Result<(
         tokio::fs::create_dir_all(parent).await.map_err(io)?;
     }
     let made = tokio::time::timeout(CLONE_TIMEOUT, async {
-        git(
-            None,
-            "clone",
-            &["clone", "--no-checkout", "--quiet", "--", repo],
-            Some(workspace),
-        )
-        .await?;
+        git("clone")
+            .args(["clone", "--no-checkout", "--quiet", "--", repo])
+            .arg(workspace)
+            .run()
+            .await?;
         checkout(workspace, git_ref).await
     })
     .await;
     match made {
         Ok(result) => result,
-        Err(_) => Err(ProvisionError::Git {
+        Err(_) => Err(ProvisionError::Git(GitError {
             step: "clone",
             detail: format!("it took longer than {} s", CLONE_TIMEOUT.as_secs()),
-        }),
+        })),
     }
+}
+
+/// A pinned git call of the clone.
+fn git(step: &'static str) -> Git {
+    Git::new(step, CLONE_TIMEOUT)
 }
 
 /// Checks out `git_ref`: a branch of the remote as a local branch of that name, else a tag
@@ -146,109 +138,42 @@ pub async fn clone_into(repo: &str, git_ref: &str, workspace: &Path) -> Result<(
 async fn checkout(workspace: &Path, git_ref: &str) -> Result<(), ProvisionError> {
     let remote_branch = format!("refs/remotes/origin/{git_ref}");
     if verify(workspace, &remote_branch).await {
-        return git(
-            Some(workspace),
-            "checkout",
-            &["checkout", "--quiet", "-B", git_ref, &remote_branch, "--"],
-            None,
-        )
-        .await;
+        git("checkout")
+            .in_dir(workspace)
+            .args(["checkout", "--quiet", "-B", git_ref, &remote_branch, "--"])
+            .run()
+            .await?;
+        return Ok(());
     }
     let commit = format!("{git_ref}^{{commit}}");
     if !verify(workspace, &commit).await {
-        git(
-            Some(workspace),
-            "fetch",
-            &["fetch", "--quiet", "origin", "--", git_ref],
-            None,
-        )
-        .await?;
-        return git(
-            Some(workspace),
-            "checkout",
-            &["checkout", "--quiet", "--detach", "FETCH_HEAD", "--"],
-            None,
-        )
-        .await;
+        git("fetch")
+            .in_dir(workspace)
+            .args(["fetch", "--quiet", "origin", "--", git_ref])
+            .run()
+            .await?;
+        git("checkout")
+            .in_dir(workspace)
+            .args(["checkout", "--quiet", "--detach", "FETCH_HEAD", "--"])
+            .run()
+            .await?;
+        return Ok(());
     }
-    git(
-        Some(workspace),
-        "checkout",
-        &["checkout", "--quiet", "--detach", &commit, "--"],
-        None,
-    )
-    .await
+    git("checkout")
+        .in_dir(workspace)
+        .args(["checkout", "--quiet", "--detach", &commit, "--"])
+        .run()
+        .await?;
+    Ok(())
 }
 
 async fn verify(workspace: &Path, rev: &str) -> bool {
-    git(
-        Some(workspace),
-        "rev-parse",
-        &["rev-parse", "--verify", "--quiet", rev],
-        None,
-    )
-    .await
-    .is_ok()
-}
-
-/// Runs git with the pins, in `dir`, with `args` and then `last` (a path); its stderr's
-/// tail is the error.
-async fn git(
-    dir: Option<&Path>,
-    step: &'static str,
-    args: &[&str],
-    last: Option<&Path>,
-) -> Result<(), ProvisionError> {
-    let mut args_all: Vec<std::ffi::OsString> = Vec::new();
-    for pin in PINNED {
-        args_all.push("-c".into());
-        args_all.push((*pin).into());
-    }
-    if let Some(dir) = dir {
-        args_all.push("-C".into());
-        args_all.push(dir.as_os_str().to_owned());
-    }
-    args_all.extend(args.iter().map(Into::into));
-    if let Some(last) = last {
-        args_all.push(last.as_os_str().to_owned());
-    }
-    // The runner's own git with the runner's own environment (its HOME, its credential
-    // helper, its ssh agent): the operator configured this machine to clone.
-    let mut cmd = ChildSpec::new(
-        "git",
-        SpawnSandbox::Unsandboxed(Unsandboxed::configured_by_user()),
-    )
-    .args(args_all)
-    .envs(std::env::vars_os())
-    .env("GIT_TERMINAL_PROMPT", "0")
-    .tokio_command()
-    .map_err(|e| ProvisionError::Git {
-        step,
-        detail: format!("cannot start git: {e}"),
-    })?;
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let output = cmd.output().await.map_err(|e| ProvisionError::Git {
-        step,
-        detail: format!("cannot start git: {e}"),
-    })?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stderr = stderr.trim();
-    // The tail: git says what went wrong last.
-    let start = stderr.char_indices().rev().nth(400).map_or(0, |(at, _)| at);
-    let detail = stderr[start..].to_owned();
-    Err(ProvisionError::Git {
-        step,
-        detail: if detail.is_empty() {
-            output.status.to_string()
-        } else {
-            detail
-        },
-    })
+    git("rev-parse")
+        .in_dir(workspace)
+        .args(["rev-parse", "--verify", "--quiet", rev])
+        .run()
+        .await
+        .is_ok()
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dial::{self, Dial, DialError};
 use crate::executor::{Executor, ExecutorOptions};
+use crate::publish::Publisher;
 use crate::runner_wire::{
     self, Assignment, Failure, HeartbeatParams, HeartbeatResult, HelloParams, HelloResult,
     PollParams, PollResult, method,
@@ -422,12 +423,23 @@ impl Runner {
             cloned = crate::provision::clone_into(&assignment.repo, &assignment.git_ref, &assignment.workspace) => cloned,
             () = cancel.cancelled() => return,
         };
-        if let Err(err) = cloned {
-            tracing::warn!(%session, "cannot make the workspace: {err}");
-            self.fail(&session, err.to_string());
-            self.forget(&session, number).await;
-            return;
-        }
+        let publisher = match cloned {
+            Ok(()) if assignment.push => tokio::select! {
+                kept = self.publisher_of(&assignment) => kept,
+                () = cancel.cancelled() => return,
+            },
+            Ok(()) => Ok(None),
+            Err(err) => Err(err.to_string()),
+        };
+        let publisher = match publisher {
+            Ok(publisher) => publisher,
+            Err(err) => {
+                tracing::warn!(%session, "cannot make the workspace: {err}");
+                self.fail(&session, err);
+                self.forget(&session, number).await;
+                return;
+            }
+        };
         let executor = Executor::new(
             uuid::Uuid::new_v4().to_string(),
             format!(
@@ -442,6 +454,7 @@ impl Runner {
                     self.options.workspaces.clone(),
                     self.options.token_file.clone(),
                 ],
+                publisher,
                 ..self.options.executor.clone()
             },
         );
@@ -476,6 +489,35 @@ impl Runner {
         self.forget(&session, number).await;
     }
 
+    /// Where a session's pristine copy of its clone is kept: in the runner's state, which
+    /// no command sees.
+    fn pristine_of(&self, session: &str) -> PathBuf {
+        self.options
+            .state_dir
+            .join("pristine")
+            .join(format!("{session}.git"))
+    }
+
+    /// Keeps a pristine copy of a fresh clone, to push the session's result from.
+    async fn publisher_of(&self, assignment: &Assignment) -> Result<Option<Publisher>, String> {
+        let absolute = |path: &std::path::Path| {
+            std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let workspace = assignment
+            .workspace
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", assignment.workspace.display()))?;
+        let pristine = absolute(&self.pristine_of(&assignment.session))?;
+        crate::publish::keep_pristine(&workspace, &pristine)
+            .await
+            .map_err(|e| format!("cannot keep the clone to push from: {e}"))?;
+        Ok(Some(Publisher {
+            repo: assignment.repo.clone(),
+            workspace,
+            pristine,
+        }))
+    }
+
     /// Drops sessions amberd no longer has here.
     async fn release(&self, sessions: &[String]) {
         for session in sessions {
@@ -499,10 +541,12 @@ impl Runner {
         };
         if let Some(slot) = slot {
             self.counts.released.fetch_add(1, Ordering::Relaxed);
-            if let Err(err) = tokio::fs::remove_dir_all(&slot.workspace).await
-                && err.kind() != std::io::ErrorKind::NotFound
-            {
-                tracing::warn!(%session, "cannot remove the workspace: {err}");
+            for dir in [slot.workspace, self.pristine_of(session)] {
+                if let Err(err) = tokio::fs::remove_dir_all(&dir).await
+                    && err.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(%session, dir = %dir.display(), "cannot remove: {err}");
+                }
             }
         }
         self.changed.notify_waiters();

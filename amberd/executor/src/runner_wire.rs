@@ -92,6 +92,10 @@ pub struct Assignment {
     pub repo: String,
     #[serde(rename = "ref")]
     pub git_ref: String,
+    /// The session's result is to be pushed as a branch: the runner keeps a pristine copy
+    /// of the clone to push from (`workspace/push`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub push: bool,
 }
 
 /// `runner/poll` result: at most `free` sessions, perhaps none (the wait ran out).
@@ -148,6 +152,7 @@ mod tests {
             workspace: "/work/s".into(),
             repo: "file:///r.git".to_owned(),
             git_ref: "main".to_owned(),
+            push: false,
         };
         let value = serde_json::to_value(&assignment).unwrap();
         assert_eq!(value["ref"], "main");

@@ -32,6 +32,8 @@ pub mod method {
     pub const CHECKPOINT_READ: &str = "checkpoint/read";
     pub const CHECKPOINT_STAGE: &str = "checkpoint/stage";
     pub const CHECKPOINT_RESTORE: &str = "checkpoint/restore";
+    /// A fleet runner's session only: commit the workspace and push it as a branch.
+    pub const WORKSPACE_PUSH: &str = "workspace/push";
     pub const PING: &str = "ping";
 }
 
@@ -59,6 +61,8 @@ pub mod code {
     pub const INVALID_WORKSPACE: i64 = -32013;
     /// A checkpoint could not be taken or restored here.
     pub const CHECKPOINT_FAILED: i64 = -32014;
+    /// The workspace could not be pushed (or this executor pushes nothing).
+    pub const PUSH_FAILED: i64 = -32015;
 }
 
 /// One line of the protocol: a request, a response or a notification. Liberal on input:
@@ -271,6 +275,31 @@ pub struct SessionSandboxParams {
 #[serde(rename_all = "camelCase")]
 pub struct SessionParams {
     pub session: String,
+}
+
+/// `workspace/push` params: commit the session's workspace on top of the branch (or the
+/// clone's commit) and push it to the session's repository as `branch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacePushParams {
+    pub session: String,
+    pub branch: String,
+    pub message: String,
+    /// The commit this session pushed last: the branch may be there, or at the clone's
+    /// commit, or absent; anywhere else it moved, and the push is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+}
+
+/// `workspace/push` result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspacePushResult {
+    /// The branch's tip now (`None`: nothing changed and the branch does not exist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Whether a new commit was pushed.
+    pub changed: bool,
 }
 
 /// `tool/call` params: run one built-in workspace tool as job `job`.

@@ -397,6 +397,7 @@ mod tests {
             runner: None,
             pool: None,
             attempts: 0,
+            push: None,
         };
         fleet.enqueue("s1", info, Arc::new(Quiet), None);
         fleet.watch_for_tests_assign("r1", "default", "s1");

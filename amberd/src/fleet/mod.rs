@@ -55,7 +55,7 @@ pub(crate) trait FleetSession: Send + Sync {
 
 /// What one change means for a session, told after the lock is let go.
 enum Tell {
-    Changed(Arc<dyn FleetSession>, FleetInfo, Option<String>, u64),
+    Changed(Arc<dyn FleetSession>, Box<FleetInfo>, Option<String>, u64),
     Lost(Arc<dyn FleetSession>, String),
     Park(Arc<dyn FleetSession>),
 }
@@ -271,7 +271,12 @@ impl Fleet {
             info.state = FleetState::Parked;
             info.runner = None;
             info.pool = None;
-            Tell::Changed(tracked.session, info, Some(reason.to_owned()), self.stamp())
+            Tell::Changed(
+                tracked.session,
+                Box::new(info),
+                Some(reason.to_owned()),
+                self.stamp(),
+            )
         };
         self.work.notify_waiters();
         tell.tell();
@@ -290,7 +295,7 @@ impl Fleet {
             tracked.info.pool = None;
             Tell::Changed(
                 Arc::clone(&tracked.session),
-                tracked.info.clone(),
+                Box::new(tracked.info.clone()),
                 Some(reason.to_owned()),
                 self.stamp(),
             )
@@ -537,7 +542,7 @@ impl Fleet {
         tells.push(Tell::Lost(Arc::clone(&tracked.session), reason.clone()));
         tells.push(Tell::Changed(
             Arc::clone(&tracked.session),
-            tracked.info.clone(),
+            Box::new(tracked.info.clone()),
             Some(reason),
             self.stamp(),
         ));
@@ -655,7 +660,7 @@ impl Fleet {
             tracked.confirmed = false;
             tells.push(Tell::Changed(
                 Arc::clone(&tracked.session),
-                tracked.info.clone(),
+                Box::new(tracked.info.clone()),
                 None,
                 self.stamp(),
             ));
@@ -664,6 +669,7 @@ impl Fleet {
                 workspace: self.workspace_of(&id),
                 repo: tracked.info.repo.clone(),
                 git_ref: tracked.info.git_ref.clone(),
+                push: tracked.info.push.is_some(),
             });
         }
         if !assigned.is_empty() {
@@ -709,7 +715,7 @@ impl Fleet {
                 tracked.info.pool = None;
                 tells.push(Tell::Changed(
                     Arc::clone(&tracked.session),
-                    tracked.info.clone(),
+                    Box::new(tracked.info.clone()),
                     Some(failure.reason.clone()),
                     self.stamp(),
                 ));

@@ -63,6 +63,7 @@ fn info(labels: &[(&str, &str)]) -> FleetInfo {
         runner: None,
         pool: None,
         attempts: 0,
+        push: None,
     }
 }
 

@@ -206,7 +206,10 @@ async fn run_prompt(
         host: &host,
     };
     let outcome = agent::run_turn(context, text, &env).await;
-    shared.features.turn_ending().await;
+    shared
+        .features
+        .turn_ending(&turn(shared, services, turn_id, &cancel), outcome.stop)
+        .await;
     shared.publish_messages(context);
     shared.end_turn();
     host.emit(EventKind::TurnCompleted {

@@ -288,8 +288,9 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
     /// An approval is being put to the approvers.
     fn approval_requested(&self, _turn: &Turn<'_>, _approval: &Approval) {}
 
-    /// The turn's work is done; its `turn_completed` is not published yet.
-    fn turn_ending(&self) -> BoxFuture<'_, ()> {
+    /// The turn's work is done (it stops for `stop`); its `turn_completed` is not
+    /// published yet.
+    fn turn_ending<'a>(&'a self, _turn: &'a Turn<'a>, _stop: StopReason) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 
@@ -452,9 +453,9 @@ impl Features {
         }
     }
 
-    pub(crate) async fn turn_ending(&self) {
+    pub(crate) async fn turn_ending(&self, turn: &Turn<'_>, stop: StopReason) {
         for feature in &self.0 {
-            feature.turn_ending().await;
+            feature.turn_ending(turn, stop).await;
         }
     }
 

@@ -210,6 +210,25 @@ impl App {
                 };
                 self.transcript.push(Cell::Info { text, kind });
             }
+            EventKind::FleetPushed {
+                branch,
+                commit,
+                changed,
+                error,
+            } => {
+                let text = amber_proto::describe_push(
+                    &branch,
+                    commit.as_deref(),
+                    changed,
+                    error.as_deref(),
+                );
+                let kind = if error.is_some() {
+                    InfoKind::Warn
+                } else {
+                    InfoKind::Note
+                };
+                self.transcript.push(Cell::Info { text, kind });
+            }
             // A hook's failure is worth a line but not the turn's error list.
             EventKind::HookFailed {
                 hook_event,

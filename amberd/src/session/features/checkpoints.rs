@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use amber_proto::{
     CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, Message, SessionRewindParams,
-    SessionRewindResult, SessionState,
+    SessionRewindResult, SessionState, StopReason,
 };
 use amber_store::context::Context;
 use futures::future::BoxFuture;
@@ -15,7 +15,7 @@ use std::path::Path;
 
 use crate::checkpoints::{Checkpoints, DiffError, SessionCheckpoints};
 use crate::config::Config;
-use crate::session::feature::{Admission, Attach, Feature, SessionFeature, TurnStart};
+use crate::session::feature::{Admission, Attach, Feature, SessionFeature, Turn, TurnStart};
 use crate::session::manager::ForkPoint;
 use crate::session::services::Services;
 use crate::session::{SessionError, SessionHandle, SessionManager, SessionShared};
@@ -107,7 +107,7 @@ impl SessionFeature for Checkpointing {
     }
 
     /// Before `turn_completed`: a client that lists checkpoints then sees what it changed.
-    fn turn_ending(&self) -> BoxFuture<'_, ()> {
+    fn turn_ending<'a>(&'a self, _turn: &'a Turn<'a>, _stop: StopReason) -> BoxFuture<'a, ()> {
         Box::pin(self.0.end_turn())
     }
 }

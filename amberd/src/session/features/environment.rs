@@ -143,7 +143,7 @@ impl Feature for EnvironmentFeature {
             return Ok(());
         };
         launch(new.services, &target, new.id)?;
-        let fleet = (target == Target::Fleet).then(|| super::fleet::info_of(new.params));
+        let fleet = (target == Target::Fleet).then(|| super::fleet::info_of(new.params, new.id));
         info.environment = Some(EnvironmentInfo {
             spec: new
                 .params

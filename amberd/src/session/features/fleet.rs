@@ -13,9 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use amber_executor::wire::{SessionSandboxParams, method};
+use amber_executor::wire::{
+    SessionSandboxParams, WorkspacePushParams, WorkspacePushResult, method,
+};
+use amber_proto::sync::Locked;
 use amber_proto::{
-    EnvironmentState, EventKind, FleetInfo, FleetState, SessionInfo, SessionNewParams,
+    EnvironmentState, EventKind, FleetInfo, FleetPush, FleetState, SessionInfo, SessionNewParams,
     SessionState, StopReason,
 };
 use amber_tools::gate::GateCall;
@@ -42,11 +45,21 @@ const ARRIVAL_SETUP: u8 = 0;
 /// How often an idle release looks again at a session in use outside a turn.
 const BUSY_RECHECK: Duration = Duration::from_millis(200);
 
+/// How long the push at a turn's end may take, all told.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest first line of a pushed commit's message.
+const SUBJECT_CHARS: usize = 72;
+
 /// The feature.
 pub(crate) struct FleetFeature;
 
-/// The fleet info `session/new` asks for (checked already).
-pub(crate) fn info_of(params: &SessionNewParams) -> FleetInfo {
+/// The branch a session pushes to when `push` names none.
+fn default_branch(id: &str) -> String {
+    format!("amber/{id}")
+}
+
+/// The fleet info `session/new` asks for (checked already), for session `id`.
+pub(crate) fn info_of(params: &SessionNewParams, id: &str) -> FleetInfo {
     FleetInfo {
         repo: params.repo.clone().unwrap_or_default().trim().to_owned(),
         git_ref: params.git_ref.clone().unwrap_or_default().trim().to_owned(),
@@ -57,7 +70,27 @@ pub(crate) fn info_of(params: &SessionNewParams) -> FleetInfo {
         runner: None,
         pool: None,
         attempts: 0,
+        push: params.push.as_ref().map(|push| FleetPush {
+            branch: push
+                .branch
+                .as_deref()
+                .map(str::trim)
+                .filter(|b| !b.is_empty())
+                .map_or_else(|| default_branch(id), str::to_owned),
+            commit: None,
+        }),
     }
+}
+
+/// Checks a branch to push to: a name git's ref rules allow, not a full ref nor a commit
+/// id.
+fn check_branch(branch: &str) -> Result<(), String> {
+    amber_executor::provision::check_ref(branch)?;
+    let commit_like = branch.len() >= 40 && branch.bytes().all(|b| b.is_ascii_hexdigit());
+    if branch.starts_with("refs/") || branch == "HEAD" || commit_like {
+        return Err(format!("`{branch}` is not a branch name to push to"));
+    }
+    Ok(())
 }
 
 fn is_fleet(params: &SessionNewParams) -> bool {
@@ -74,10 +107,11 @@ impl Feature for FleetFeature {
                 || params.git_ref.is_some()
                 || !params.setup.is_empty()
                 || !params.labels.is_empty()
-                || params.priority.is_some();
+                || params.priority.is_some()
+                || params.push.is_some();
             if named {
                 return Err(
-                    "`repo`, `ref`, `setup`, `labels` and `priority` are for `environment: \"fleet\"`"
+                    "`repo`, `ref`, `setup`, `labels`, `priority` and `push` are for `environment: \"fleet\"`"
                         .to_owned(),
                 );
             }
@@ -105,6 +139,15 @@ impl Feature for FleetFeature {
         {
             return Err("a setup command is empty or holds a NUL".to_owned());
         }
+        if let Some(branch) = params
+            .push
+            .as_ref()
+            .and_then(|p| p.branch.as_deref())
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+        {
+            check_branch(branch)?;
+        }
         for (key, value) in &params.labels {
             if !crate::fleet::config::is_word(key) || !crate::fleet::config::is_word(value) {
                 return Err(format!(
@@ -124,6 +167,7 @@ impl Feature for FleetFeature {
             turns: Arc::new(AtomicU64::new(0)),
             moving: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             watcher: std::sync::OnceLock::new(),
+            subject: std::sync::Mutex::new(String::new()),
         }))
     }
 
@@ -154,6 +198,8 @@ struct SessionFleet {
     /// Its runner is out of grace: it moves at its next tool boundary.
     moving: Arc<std::sync::atomic::AtomicBool>,
     watcher: std::sync::OnceLock<Arc<Watcher>>,
+    /// The running turn's prompt, as a commit's subject.
+    subject: std::sync::Mutex<String>,
 }
 
 /// What the fleet tells the session, kept in its info and told to its clients.
@@ -275,6 +321,12 @@ impl FleetSession for Watcher {
             let Some(environment) = live.info.environment.as_mut() else {
                 return;
             };
+            // The session's own record of its pushes outlives the fleet's copy of its info.
+            let pushed = environment.fleet.as_ref().and_then(|f| f.push.clone());
+            let mut fleet = fleet.clone();
+            if pushed.is_some() {
+                fleet.push = pushed;
+            }
             environment.fleet = Some(fleet.clone());
             if matches!(
                 fleet.state,
@@ -474,6 +526,7 @@ impl SessionFeature for SessionFleet {
 
     fn before_turn<'a>(&'a self, start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
         Box::pin(async move {
+            *self.subject.locked() = subject_of(start.prompt);
             let shared = start.turn.shared;
             let state = self.current(shared).map(|i| i.state);
             if matches!(state, Some(FleetState::Parked | FleetState::Failed)) {
@@ -514,6 +567,16 @@ impl SessionFeature for SessionFleet {
         })
     }
 
+    /// A turn that completed pushes the workspace to the session's branch, if it asked.
+    fn turn_ending<'a>(&'a self, turn: &'a Turn<'a>, stop: StopReason) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if matches!(stop, StopReason::Cancelled | StopReason::Error) {
+                return;
+            }
+            self.push(turn).await;
+        })
+    }
+
     fn turn_ended(&self, turn: &Turn<'_>, _stop: StopReason) {
         let ended = self.turns.fetch_add(1, Ordering::SeqCst) + 1;
         let (Some(link), Some(watcher)) = (link_of(turn.shared), self.watcher()) else {
@@ -532,6 +595,99 @@ impl SessionFeature for SessionFleet {
     fn stop(&self) -> BoxFuture<'_, ()> {
         self.fleet.forget(&self.id);
         Box::pin(std::future::ready(()))
+    }
+}
+
+impl SessionFleet {
+    /// Asks the runner to commit the workspace and push it to the session's branch; says
+    /// how it went in a `fleet_pushed` event and keeps the commit.
+    async fn push(&self, turn: &Turn<'_>) {
+        let shared = turn.shared;
+        let Some(info) = self.current(shared) else {
+            return;
+        };
+        let Some(push) = info.push.clone() else {
+            return;
+        };
+        let Some(link) = link_of(shared) else {
+            return;
+        };
+        let outcome = if info.state == FleetState::Assigned {
+            let params = WorkspacePushParams {
+                session: self.id.clone(),
+                branch: push.branch.clone(),
+                message: format!(
+                    "{}\n\nPushed by amber from session {}, turn {}.",
+                    self.subject.locked(),
+                    self.id,
+                    turn.turn_id
+                ),
+                last: push.commit.clone(),
+            };
+            match tokio::time::timeout(PUSH_TIMEOUT, link.call(method::WORKSPACE_PUSH, &params))
+                .await
+            {
+                Ok(Ok(value)) => serde_json::from_value::<WorkspacePushResult>(value)
+                    .map_err(|e| format!("the runner answered oddly: {e}")),
+                Ok(Err(err)) => Err(err.message),
+                Err(_) => Err(format!(
+                    "the push took longer than {} s",
+                    PUSH_TIMEOUT.as_secs()
+                )),
+            }
+        } else {
+            Err("no runner holds the session now: the next turn that completes pushes".to_owned())
+        };
+        let (commit, changed, error) = match outcome {
+            Ok(pushed) => (pushed.commit, pushed.changed, None),
+            Err(error) => {
+                tracing::warn!(session = %self.id, branch = %push.branch, "push failed: {error}");
+                (push.commit.clone(), false, Some(error))
+            }
+        };
+        if changed {
+            let mut live = shared.lock_live();
+            if let Some(push) = live
+                .info
+                .environment
+                .as_mut()
+                .and_then(|e| e.fleet.as_mut())
+                .and_then(|f| f.push.as_mut())
+            {
+                push.commit.clone_from(&commit);
+            }
+        }
+        shared.hub.publish(
+            Some(turn.turn_id),
+            EventKind::FleetPushed {
+                branch: push.branch,
+                commit,
+                changed,
+                error,
+            },
+        );
+        if changed {
+            shared.save_meta();
+        }
+    }
+}
+
+/// A commit's subject from a turn's prompt: its first line, at most [`SUBJECT_CHARS`].
+fn subject_of(prompt: &str) -> String {
+    let line = prompt
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut subject: String = line.chars().take(SUBJECT_CHARS).collect();
+    if line.chars().count() > SUBJECT_CHARS {
+        subject.pop();
+        subject.push('…');
+    }
+    if subject.is_empty() {
+        "amber session".to_owned()
+    } else {
+        subject
     }
 }
 
