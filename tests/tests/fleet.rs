@@ -1013,19 +1013,6 @@ async fn pushing_session_in(
         .session_id
 }
 
-/// The events of `session` once `turns` of its turns completed.
-async fn after_turns(client: &amber_client::Client, session: &str, turns: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let all = history(client, session).await;
-        if of_type(&all, "turn_completed").len() >= turns {
-            return all;
-        }
-        assert!(std::time::Instant::now() < deadline, "{session}: {all:#?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_completed_turn_is_pushed_as_a_branch_on_top_of_the_last_push_never_over_a_moved_branch()
 {
@@ -1040,7 +1027,7 @@ async fn a_completed_turn_is_pushed_as_a_branch_on_top_of_the_last_push_never_ov
     let session = pushing_session(&client, &kit, "amber/result").await;
 
     client.session_prompt(&session, "task 1").await.unwrap();
-    let events = after_turns(&client, &session, 1).await;
+    let events = finished_turns(&client, &session, 1, Duration::from_secs(60)).await;
     let pushed = of_type(&events, "fleet_pushed");
     assert_eq!(pushed.len(), 1, "{events:#?}");
     assert_eq!(pushed[0]["branch"], "amber/result");
@@ -1072,7 +1059,7 @@ async fn a_completed_turn_is_pushed_as_a_branch_on_top_of_the_last_push_never_ov
 
     // The next turn goes on top of the first push; `main` is untouched.
     client.session_prompt(&session, "task 2").await.unwrap();
-    let events = after_turns(&client, &session, 2).await;
+    let events = finished_turns(&client, &session, 2, Duration::from_secs(60)).await;
     let pushed = of_type(&events, "fleet_pushed");
     let second = pushed[1]["commit"].as_str().unwrap().to_owned();
     assert_ne!(second, first);
@@ -1092,7 +1079,7 @@ async fn a_completed_turn_is_pushed_as_a_branch_on_top_of_the_last_push_never_ov
     git(&kit.repo, &["update-ref", "refs/heads/taken", &first]);
     let other = pushing_session(&client, &kit, "taken").await;
     client.session_prompt(&other, "task 3").await.unwrap();
-    let events = after_turns(&client, &other, 1).await;
+    let events = finished_turns(&client, &other, 1, Duration::from_secs(60)).await;
     let pushed = of_type(&events, "fleet_pushed");
     assert_eq!(pushed[0]["changed"], false, "{pushed:#?}");
     let error = pushed[0]["error"].as_str().unwrap();
@@ -1173,7 +1160,7 @@ async fn a_push_runs_nothing_the_session_planted_in_its_git_directory() {
             .session_prompt(&session, &format!("hostile {}", sentinel.display()))
             .await
             .unwrap();
-        let events = after_turns(&client, &session, 1).await;
+        let events = finished_turns(&client, &session, 1, Duration::from_secs(60)).await;
         let planted = of_type(&events, "tool_call_completed")[0]["output"]
             .as_str()
             .unwrap()

@@ -98,18 +98,12 @@ pub fn check_ref(git_ref: &str) -> Result<(), String> {
 pub async fn clone_into(repo: &str, git_ref: &str, workspace: &Path) -> Result<(), ProvisionError> {
     check_repo(repo).map_err(ProvisionError::Invalid)?;
     check_ref(git_ref).map_err(ProvisionError::Invalid)?;
-    let io = |source| ProvisionError::Io {
-        path: workspace.display().to_string(),
-        source,
-    };
-    match tokio::fs::remove_dir_all(workspace).await {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(err) => return Err(io(err)),
-    }
-    if let Some(parent) = workspace.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(io)?;
-    }
+    make_room(workspace)
+        .await
+        .map_err(|source| ProvisionError::Io {
+            path: workspace.display().to_string(),
+            source,
+        })?;
     let made = tokio::time::timeout(CLONE_TIMEOUT, async {
         git("clone")
             .args(["clone", "--no-checkout", "--quiet", "--", repo])
@@ -126,6 +120,19 @@ pub async fn clone_into(repo: &str, git_ref: &str, workspace: &Path) -> Result<(
             detail: format!("it took longer than {} s", CLONE_TIMEOUT.as_secs()),
         })),
     }
+}
+
+/// Removes whatever is at `path` and makes its parent: git makes `path` itself.
+pub(crate) async fn make_room(path: &Path) -> std::io::Result<()> {
+    match tokio::fs::remove_dir_all(path).await {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    Ok(())
 }
 
 /// A pinned git call of the clone.

@@ -75,18 +75,12 @@ fn git(step: &'static str, pristine: &Path) -> Git {
 /// Copies a fresh clone's objects into `pristine` (replacing what was there) and names
 /// its checked-out commit there. Call it before any command of the session runs.
 pub async fn keep_pristine(workspace: &Path, pristine: &Path) -> Result<String, PublishError> {
-    let io = |source| PublishError::Io {
-        path: pristine.display().to_string(),
-        source,
-    };
-    match tokio::fs::remove_dir_all(pristine).await {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(err) => return Err(io(err)),
-    }
-    if let Some(parent) = pristine.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(io)?;
-    }
+    crate::provision::make_room(pristine)
+        .await
+        .map_err(|source| PublishError::Io {
+            path: pristine.display().to_string(),
+            source,
+        })?;
     let base = Git::new("rev-parse", PUSH_TIMEOUT)
         .in_dir(workspace)
         .args(["rev-parse", "--verify", "HEAD^{commit}"])

@@ -7,7 +7,10 @@
 //! Its place in the fleet ([`FleetInfo`]) is kept in its info (`environment.fleet`) and so
 //! in its metadata: a queued or assigned session is loaded again when amberd starts and
 //! takes its place again. Each new runner runs the session's `setup` commands in its
-//! sandbox before anything else reaches it (`fleet_setup` events).
+//! sandbox before anything else reaches it (`fleet_setup` events). A session that asked
+//! for a branch (`push`) has its runner commit and push the workspace at the end of each
+//! completed turn, before `turn_completed` (`fleet_pushed`); it keeps the commit it pushed
+//! last, which the next push must find at the branch's tip (never forced).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
