@@ -1202,3 +1202,111 @@ async fn a_push_runs_nothing_the_session_planted_in_its_git_directory() {
         );
     }
 }
+
+/// The scripted model for a configured repository: `configured` reports whether its request
+/// carried the repository's instructions and skill, then runs a command the repository's
+/// rules deny; `edit` appends to `AGENTS.md`; `check` loads the repository's skill, then
+/// reports whether the request carried what was appended.
+fn configured(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    // The prompt is its message's first line (a mode reminder may follow).
+    let first_line = |m: &Value| {
+        m["content"]
+            .as_str()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let asked = messages.iter().rposition(|m| {
+        m["role"] == "user" && ["configured", "edit", "check"].contains(&first_line(m).as_str())
+    });
+    let Some(asked) = asked else {
+        return worker(request);
+    };
+    let prompt = first_line(&messages[asked]);
+    let whole = request.to_string();
+    let ran = messages[asked..].iter().any(|m| m["role"] == "tool");
+    match (prompt.as_str(), ran) {
+        ("configured", false) => bash("forbidden", "touch forbidden.txt"),
+        ("configured", true) => MockTurn::text(format!(
+            "instructions={} skill={}",
+            whole.contains("MARKER-FROM-AGENTS"),
+            whole.contains("deploy-skill-description")
+        )),
+        ("edit", false) => bash("append", "echo SECOND-MARKER >> AGENTS.md"),
+        ("edit", true) => MockTurn::text("edited"),
+        ("check", false) => amber_tests::tool_calls::calls(vec![amber_tests::tool_calls::call(
+            "skill",
+            "skills",
+            &serde_json::json!({"action": "load", "name": "deploy"}),
+        )]),
+        ("check", true) => MockTurn::text(format!("second={}", whole.contains("SECOND-MARKER"))),
+        _ => worker(request),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_session_follows_its_repositorys_instructions_rules_and_skills() {
+    let kit = FleetKit::new(1);
+    // A branch whose tree holds the configuration.
+    let work = kit.tls.dir.path().join("configure");
+    git(
+        kit.tls.dir.path(),
+        &["clone", "-q", &kit.repo_url, work.to_str().unwrap()],
+    );
+    std::fs::create_dir_all(work.join(".amber/skills/deploy")).unwrap();
+    std::fs::write(work.join("AGENTS.md"), "MARKER-FROM-AGENTS: be brief.\n").unwrap();
+    std::fs::write(
+        work.join(".amber/rules.toml"),
+        "[[rules]]\ntool = \"bash\"\npattern = \"touch*\"\ndecision = \"deny\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join(".amber/skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: deploy-skill-description\n---\nShip it.\n",
+    )
+    .unwrap();
+    git(&work, &["checkout", "-q", "-b", "configured"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-qm", "configure"]);
+    git(&work, &["push", "-q", "origin", "configured"]);
+
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(configured);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "configured", 1, &[]);
+    let params = SessionNewParams {
+        cwd: String::new(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("fleet".to_owned()),
+        repo: Some(kit.repo_url.clone()),
+        git_ref: Some("configured".to_owned()),
+        ..SessionNewParams::default()
+    };
+    let session = client.session_new(&params).await.unwrap().session_id;
+
+    client.session_prompt(&session, "configured").await.unwrap();
+    let events = finished_turns(&client, &session, 1, Duration::from_secs(60)).await;
+    let denied = of_type(&events, "tool_call_completed");
+    assert_eq!(denied[0]["status"], "denied", "{denied:#?}");
+    assert!(!kit.work.join(&session).join("forbidden.txt").exists());
+    let said = of_type(&events, "message_completed");
+    let said = said.last().unwrap()["text"].to_string();
+    assert!(said.contains("instructions=true skill=true"), "{said}");
+
+    // A change to the instructions made in the workspace applies from the next turn.
+    client.session_prompt(&session, "edit").await.unwrap();
+    finished_turns(&client, &session, 2, Duration::from_secs(60)).await;
+    client.session_prompt(&session, "check").await.unwrap();
+    let events = finished_turns(&client, &session, 3, Duration::from_secs(60)).await;
+    let said = of_type(&events, "message_completed");
+    let said = said.last().unwrap()["text"].to_string();
+    assert!(said.contains("second=true"), "{said}");
+    // The skill is loaded from the mirror, as the prompt listed it.
+    let (status, output) = amber_tests::tool_calls::result_of(&events, "skill");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("Ship it."), "{output}");
+}

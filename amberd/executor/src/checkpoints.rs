@@ -366,6 +366,13 @@ fn read_entry(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     if meta.file_type().is_symlink() {
         return Ok(std::fs::read_link(path)?.as_os_str().as_bytes().to_vec());
     }
+    read_regular(path, max)
+}
+
+/// A regular file's bytes: opened without following a link and non-blocking (a FIFO or
+/// device swapped in cannot hold the reader), checked to be a regular file once open,
+/// never more than `max` bytes.
+pub(crate) fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let file = File::options()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -375,7 +382,10 @@ fn read_entry(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
         return Err(std::io::Error::other("not a regular file"));
     }
     if meta.len() > max {
-        return Err(std::io::Error::other("larger than the snapshot's limit"));
+        return Err(std::io::Error::other(format!(
+            "{} bytes, more than the {max} allowed",
+            meta.len()
+        )));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(max + 1).read_to_end(&mut bytes)?;

@@ -27,7 +27,8 @@ use crate::wire::{
     CheckpointStageParams, CheckpointTakeParams, InitializeParams, InitializeResult, JobParams,
     JobReadParams, MachineFacts, ProcessSpawnParams, ProcessSpawnResult, ProcessWriteParams,
     RpcError, SessionOpenParams, SessionOpenResult, SessionParams, SessionSandboxParams,
-    ToolCallParams, WorkspacePushParams, WorkspacePushResult, code, method, notification,
+    ToolCallParams, WorkspaceConfigParams, WorkspacePushParams, WorkspacePushResult,
+    WorkspaceRulesParams, code, method, notification,
 };
 
 /// How long `session/open` waits for the start-up sandbox probe.
@@ -377,6 +378,37 @@ impl Executor {
                 })
                 .await?;
                 to_value(&restored)
+            }
+            method::WORKSPACE_CONFIG => {
+                let params: WorkspaceConfigParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                let read = blocking(move || {
+                    Ok(crate::config_files::read(
+                        &session.workspace,
+                        &params.instruction_files,
+                    ))
+                })
+                .await?;
+                to_value(&read)
+            }
+            method::WORKSPACE_RULES => {
+                let params: WorkspaceRulesParams = parse(params)?;
+                let session = self.session(&params.session)?;
+                let bytes = base64::Engine::decode(
+                    &base64::engine::general_purpose::STANDARD,
+                    params.data.as_bytes(),
+                )
+                .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("data: {e}")))?;
+                blocking(move || {
+                    crate::config_files::write_rules(&session.workspace, &bytes).map_err(|e| {
+                        RpcError::new(
+                            code::INVALID_WORKSPACE,
+                            format!("cannot write the rules file: {e}"),
+                        )
+                    })
+                })
+                .await?;
+                Ok(json!({}))
             }
             method::WORKSPACE_PUSH => {
                 let params: WorkspacePushParams = parse(params)?;

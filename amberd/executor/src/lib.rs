@@ -5,6 +5,8 @@
 //! - [`wire`]: the protocol's types (JSON-RPC over lines), shared with amberd's client.
 //! - [`executor`]: sessions, the sandbox of this machine, jobs and their numbered output
 //!   (a tool call, or a process whose whole output streams: `processes`).
+//! - [`config_files`]: `workspace/config`, the workspace's configuration files amberd
+//!   mirrors for a remote session.
 //! - [`connection`] / [`server`]: serving one stream / the process (attach socket, linger).
 //! - [`relay`]: `amber-exec --stdio`, the pipe a transport (a child, `ssh`) holds.
 //! - [`dial`]: `amber-exec --connect wss://…`, an executor that dials out to amberd;
@@ -16,6 +18,7 @@
 //!   [`runner_metrics`]: its `--metrics-listen`, over [`metrics_http`] (amberd's too).
 
 mod checkpoints;
+pub mod config_files;
 pub mod connection;
 pub mod dial;
 pub mod executor;

@@ -34,6 +34,10 @@ pub mod method {
     pub const CHECKPOINT_RESTORE: &str = "checkpoint/restore";
     /// A fleet runner's session only: commit the workspace and push it as a branch.
     pub const WORKSPACE_PUSH: &str = "workspace/push";
+    /// The workspace's configuration files (instructions, rules, agents, skills).
+    pub const WORKSPACE_CONFIG: &str = "workspace/config";
+    /// amberd's own rewrite of the workspace's rules file (an `allow_always` answer).
+    pub const WORKSPACE_RULES: &str = "workspace/rules";
     pub const PING: &str = "ping";
 }
 
@@ -300,6 +304,54 @@ pub struct WorkspacePushResult {
     pub commit: Option<String>,
     /// Whether a new commit was pushed.
     pub changed: bool,
+}
+
+/// `workspace/config` params: which instruction file names to look for at the workspace's
+/// top (`[agent] instruction_files` of amberd's config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceConfigParams {
+    pub session: String,
+    #[serde(default)]
+    pub instruction_files: Vec<String>,
+}
+
+/// `workspace/config` result: the configuration files there are, and those left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceConfigResult {
+    #[serde(default)]
+    pub files: Vec<ConfigFile>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<OmittedFile>,
+}
+
+/// `workspace/rules` params: the rules file's new content, base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRulesParams {
+    pub session: String,
+    pub data: String,
+}
+
+/// One configuration file: its workspace-relative path and base64 content; or, for a
+/// symlink that leads out of the workspace (never followed), its target as `link`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    pub path: String,
+    #[serde(default)]
+    pub data: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+}
+
+/// A configuration file there is but that was not given, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OmittedFile {
+    pub path: String,
+    pub reason: String,
 }
 
 /// `tool/call` params: run one built-in workspace tool as job `job`.

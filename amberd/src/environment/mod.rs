@@ -13,12 +13,14 @@
 //! - [`dial_in`]: the listener for executors that dial in, and their connections.
 //! - [`facts`]: the prompt's environment block, of the executor's machine.
 //! - [`checkpoints`]: the session's checkpoints, taken and restored on the executor.
+//! - [`mirror`]: the workspace's configuration files, mirrored where amberd reads them.
 
 pub(crate) mod checkpoints;
 pub mod dial_in;
 pub(crate) mod facts;
 pub(crate) mod host;
 pub(crate) mod link;
+pub(crate) mod mirror;
 pub mod spec;
 pub(crate) mod stream;
 

@@ -44,8 +44,18 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
     } = parts;
     let info = meta.info.clone();
     let system_prompt = meta.system_prompt.clone();
-    let rules = WorkspaceRules::new(&workspace);
     let id = info.session_id.clone();
+    // A workspace elsewhere: its configuration is read from the mirror of it.
+    let config_root = if info.environment.is_some() {
+        let mirror = crate::environment::mirror::dir_of(&services.data_dir, &id);
+        if let Err(err) = std::fs::create_dir_all(&mirror) {
+            tracing::warn!(session = %id, %err, "cannot make the configuration mirror");
+        }
+        mirror
+    } else {
+        workspace.clone()
+    };
+    let rules = WorkspaceRules::new(&config_root);
     let messages = Arc::new(context.messages().to_vec());
     let shared = Arc::new_cyclic(|weak: &Weak<SessionShared>| SessionShared {
         tools: Arc::new(SessionTools::new({
@@ -70,17 +80,18 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
             },
         ),
         id,
-        skills_dir: amber_tools::skills::workspace_skills_dir(&services.data_dir, &workspace),
+        skills_dir: amber_tools::skills::workspace_skills_dir(&services.data_dir, &config_root),
         head: PromptHead::new(
-            &workspace,
+            &config_root,
             &services.data_dir,
             Instructions::new(
-                &workspace,
+                &config_root,
                 &services.live().config.agent.instruction_files,
                 services.live().config.agent.instructions_max_bytes,
             ),
         ),
         workspace,
+        config_root,
         system_prompt,
         hub,
         persistence,
@@ -102,6 +113,13 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
         }),
     });
     shared.tools.set_session_id(&shared.id);
+    if let Some(environment) = &meta.info.environment {
+        shared.tools.set_config_root(&shared.config_root);
+        shared.trust.key_mirror(
+            &shared.config_root,
+            remote_trust_key(environment, &shared.workspace),
+        );
+    }
     // Before the actor runs: a restore's closing events are news to the watchers.
     shared.hub.watch_with(super::watch::WatchTap::new(
         services.watchers.clone(),
@@ -158,4 +176,17 @@ pub(super) fn validate_workspace(
     super::workspace_root::refuse_broad(&canonical, home, allow_broad)
         .map_err(|reason| invalid(&reason))?;
     Ok(canonical)
+}
+
+/// What a remote session's configuration is trusted under: its repository for a fleet
+/// session (every clone of it, on any runner), else its executor and workspace path.
+fn remote_trust_key(
+    environment: &amber_proto::EnvironmentInfo,
+    workspace: &std::path::Path,
+) -> std::path::PathBuf {
+    let identity = match &environment.fleet {
+        Some(fleet) => format!("fleet\n{}", fleet.repo),
+        None => format!("{}\n{}", environment.spec, workspace.display()),
+    };
+    std::path::Path::new("/amber-remote").join(&blake3::hash(identity.as_bytes()).to_hex()[..32])
 }

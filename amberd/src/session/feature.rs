@@ -288,6 +288,11 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
     /// An approval is being put to the approvers.
     fn approval_requested(&self, _turn: &Turn<'_>, _approval: &Approval) {}
 
+    /// amberd rewrote the session's workspace rules file (an `allow_always` answer).
+    fn rules_rewritten<'a>(&'a self, _shared: &'a SessionShared) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
     /// The turn's work is done (it stops for `stop`); its `turn_completed` is not
     /// published yet.
     fn turn_ending<'a>(&'a self, _turn: &'a Turn<'a>, _stop: StopReason) -> BoxFuture<'a, ()> {
@@ -450,6 +455,12 @@ impl Features {
     pub(crate) fn approval_requested(&self, turn: &Turn<'_>, approval: &Approval) {
         for feature in &self.0 {
             feature.approval_requested(turn, approval);
+        }
+    }
+
+    pub(crate) async fn rules_rewritten(&self, shared: &SessionShared) {
+        for feature in &self.0 {
+            feature.rules_rewritten(shared).await;
         }
     }
 

@@ -304,7 +304,9 @@ impl SessionGate<'_> {
             }
             Decision::AllowAlways => {
                 shared.lock_grants().grant(&scopes);
-                self.persist(&scopes);
+                if self.persist(&scopes) {
+                    shared.features.rules_rewritten(shared).await;
+                }
                 GateVerdict::Allow
             }
             Decision::Deny => denied_by_user(shared.approvals.take_feedback(&request_id)),
@@ -316,10 +318,12 @@ impl SessionGate<'_> {
     /// trusted as `allow_always` is) and passes it to the version amber wrote, judged by the
     /// hashes of the very bytes `append` read and wrote: an untrusted file stays untrusted,
     /// appended rule and all, and a file swapped in meanwhile gets nothing.
-    fn persist(&self, scopes: &[Scope]) {
+    /// Whether it wrote the file.
+    fn persist(&self, scopes: &[Scope]) -> bool {
         let shared = self.shared;
         let mut rules = shared.lock_rules();
         let path = rules.path().to_path_buf();
+        let mut wrote = false;
         for rule in amber_policy::rules_for(scopes) {
             let appended = match rules.append(rule) {
                 Ok(appended) => appended,
@@ -328,6 +332,7 @@ impl SessionGate<'_> {
                     continue;
                 }
             };
+            wrote = true;
             let level = match appended.before.as_deref() {
                 None => Some(TrustLevel::Always),
                 Some(hash) => shared.trust.level(self.services, &path, hash),
@@ -338,6 +343,7 @@ impl SessionGate<'_> {
                     .trust(self.services, &path, &appended.after, level);
             }
         }
+        wrote
     }
 }
 

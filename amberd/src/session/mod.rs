@@ -79,6 +79,10 @@ pub enum SessionError {
 pub struct SessionShared {
     pub id: String,
     pub workspace: PathBuf,
+    /// Where the session reads its workspace's configuration (instruction files, rules,
+    /// agents, skills): the workspace itself, or for a session whose tools run on an
+    /// executor, the mirror amberd keeps of those files (`environment::mirror`).
+    pub config_root: PathBuf,
     /// Where compaction saves the skills it extracts for this workspace.
     pub skills_dir: PathBuf,
     pub system_prompt: String,

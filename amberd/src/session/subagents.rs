@@ -61,7 +61,7 @@ impl SubagentRunner for SessionSubagents {
                     task.agent
                         .as_deref()
                         .map(|name| {
-                            agents::find(&AgentDirs::new(Some(&shared.workspace)), name)
+                            agents::find(&AgentDirs::new(Some(&shared.config_root)), name)
                                 .map_err(|e| e.to_string())
                         })
                         .transpose()

@@ -54,6 +54,9 @@ pub(crate) enum Level {
 #[derive(Debug, Default)]
 pub(crate) struct SessionTrust {
     trusted: Mutex<Trusted>,
+    /// A remote session's files are read in its mirror but trusted under a key of the
+    /// workspace they mirror: (the mirror, the key that stands for it).
+    keys: std::sync::OnceLock<(PathBuf, PathBuf)>,
 }
 
 /// One file version put to a person: what it is, what it would do, why it matters.
@@ -86,9 +89,33 @@ impl SessionTrust {
         self.trusted.locked()
     }
 
+    /// Files under `mirror` are trusted as files under `key` (once; later calls are
+    /// ignored): a remote workspace's versions trusted in one session are trusted in the
+    /// next session on that workspace, whichever mirror reads them.
+    pub(crate) fn key_mirror(&self, mirror: &Path, key: PathBuf) {
+        let _ = self.keys.set((mirror.to_path_buf(), key));
+    }
+
+    /// The path trust is kept under for `path`.
+    fn key(&self, path: &Path) -> PathBuf {
+        match self.keys.get() {
+            Some((mirror, key)) => match path.strip_prefix(mirror) {
+                Ok(rest) => key.join(rest),
+                Err(_) => path.to_path_buf(),
+            },
+            None => path.to_path_buf(),
+        }
+    }
+
+    /// What the daemon remembers of the version of `path` with `hash`.
+    pub(crate) fn stored(&self, services: &Services, path: &Path, hash: &str) -> Stored {
+        services.trust.stored(&self.key(path), hash)
+    }
+
     /// How far the version of `path` with `hash` is trusted, if at all: the widest level
     /// that holds (remembered beats this session beats this turn).
     pub(crate) fn level(&self, services: &Services, path: &Path, hash: &str) -> Option<Level> {
+        let path = &self.key(path);
         if services.trust.is_trusted(path, hash) {
             return Some(Level::Always);
         }
@@ -110,6 +137,7 @@ impl SessionTrust {
     /// Trusts a version as far as `level` (the daemon's own rewrite of a file it trusted:
     /// an `allow_always` rule appended to the rules file).
     pub(crate) fn trust(&self, services: &Services, path: &Path, hash: &str, level: Level) {
+        let path = &self.key(path);
         let version = (path.to_path_buf(), hash.to_owned());
         match level {
             Level::Turn => {
@@ -137,12 +165,12 @@ impl SessionTrust {
         cancel: &CancellationToken,
     ) {
         self.lock().turn.clear();
-        for question in turn_questions(&shared.workspace) {
+        for question in turn_questions(&shared.config_root) {
             if cancel.is_cancelled() {
                 return;
             }
             if self.is_trusted(services, &question.path, &question.hash)
-                || services.trust.stored(&question.path, &question.hash) == Stored::Denied
+                || self.stored(services, &question.path, &question.hash) == Stored::Denied
             {
                 continue;
             }
@@ -323,7 +351,7 @@ pub(crate) async fn ensure_agents_trusted(
         {
             continue;
         }
-        let denied = services.trust.stored(&pinned.path, &pinned.hash) == Stored::Denied;
+        let denied = shared.trust.stored(services, &pinned.path, &pinned.hash) == Stored::Denied;
         if denied
             || !shared
                 .trust

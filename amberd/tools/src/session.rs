@@ -71,6 +71,9 @@ pub struct SessionTools {
     sandbox: Mutex<ToolSandbox>,
     /// Where its workspace tools run; this process until set.
     host: OnceLock<Arc<dyn ToolHost>>,
+    /// Where the workspace's configuration (skills) is read when the workspace is
+    /// elsewhere: amberd's mirror of it; the workspace itself until set.
+    config_root: OnceLock<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -94,6 +97,7 @@ impl SessionTools {
             tool_env: OnceLock::new(),
             sandbox: Mutex::new(ToolSandbox::Off),
             host: OnceLock::new(),
+            config_root: OnceLock::new(),
         }
     }
 
@@ -151,6 +155,16 @@ impl SessionTools {
     /// The owning session's id; empty when detached.
     pub fn session_id(&self) -> &str {
         self.session_id.get().map_or("", String::as_str)
+    }
+
+    /// Names where the workspace's configuration is read (once; later calls are ignored).
+    pub fn set_config_root(&self, root: &std::path::Path) {
+        let _ = self.config_root.set(root.to_path_buf());
+    }
+
+    /// Where the workspace's configuration is read, if not in the workspace.
+    pub fn config_root(&self) -> Option<&std::path::Path> {
+        self.config_root.get().map(std::path::PathBuf::as_path)
     }
 
     /// Installs the session's path deny rules (once; later calls are ignored).

@@ -375,7 +375,11 @@ impl Tool for SkillsTool {
                 Ok(parsed) => parsed,
                 Err(err) => return err.into(),
             };
-            let workspace = ctx.workspace.clone();
+            // A workspace elsewhere: its skills are read from amberd's mirror of it.
+            let workspace = ctx
+                .session
+                .config_root()
+                .map_or_else(|| ctx.workspace.clone(), std::path::Path::to_path_buf);
             let user_dir = self.user_dir();
             let data_skills = self
                 .data_dir

@@ -27,6 +27,7 @@ use super::super::{SessionError, SessionShared};
 use crate::environment::checkpoints::RemoteCheckpoints;
 use crate::environment::host::RemoteToolHost;
 use crate::environment::link::ExecutorLink;
+use crate::environment::mirror;
 use crate::environment::spec::{Launch, Target};
 
 /// The order of a session's checkpoint restore among its arrival hooks (after a fleet
@@ -119,6 +120,30 @@ fn launch(services: &Services, target: &Target, id: &str) -> Result<Launch, Sess
     Launch::of(target, &services.live().config.environments).map_err(SessionError::InvalidParams)
 }
 
+/// After amberd rewrote a remote session's rules file in its mirror (an `allow_always`
+/// answer): the workspace's own file gets the same bytes, so the next mirroring keeps the
+/// rule.
+async fn write_rules_through(link: &Arc<ExecutorLink>, shared: &SessionShared) {
+    let path = shared.config_root.join(amber_executor::config_files::RULES);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            tracing::warn!(session = %shared.id, %err, "cannot read the mirrored rules file");
+            return;
+        }
+    };
+    let params = amber_executor::wire::WorkspaceRulesParams {
+        session: shared.id.clone(),
+        data: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes),
+    };
+    if let Err(err) = link
+        .call(amber_executor::wire::method::WORKSPACE_RULES, &params)
+        .await
+    {
+        tracing::warn!(session = %shared.id, "the rule is kept for this session only: the workspace's rules file was not written: {}", err.message);
+    }
+}
+
 /// The link of a session whose tools run on an executor.
 pub(crate) fn link_of(shared: &SessionShared) -> Option<Arc<ExecutorLink>> {
     shared
@@ -127,6 +152,15 @@ pub(crate) fn link_of(shared: &SessionShared) -> Option<Arc<ExecutorLink>> {
 }
 
 impl Feature for EnvironmentFeature {
+    fn deleted(&self, id: &str, services: &Services) {
+        let mirror = mirror::dir_of(&services.data_dir, id);
+        if let Err(err) = std::fs::remove_dir_all(&mirror)
+            && err.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(session = %id, %err, "cannot remove the configuration mirror");
+        }
+    }
+
     fn check_new(&self, params: &SessionNewParams) -> Result<(), String> {
         if remote(params)?.is_some() && params.worktree.is_some() {
             return Err(
@@ -413,17 +447,37 @@ impl SessionFeature for SessionEnvironment {
     }
 
     /// The prompt's environment block describes the executor's machine, not amberd's: set
-    /// before the turn's first refresh of the head, once per session load.
+    /// before the turn's first refresh of the head, once per session load. The workspace's
+    /// configuration files are mirrored again; when they changed, the trust questions of
+    /// the turn's start are put again, about what is there now.
     fn before_turn<'a>(&'a self, start: &'a TurnStart<'a>) -> BoxFuture<'a, Admission> {
         Box::pin(async move {
-            let shared = start.turn.shared;
+            let turn = &start.turn;
+            let shared = turn.shared;
             if !shared.head.has_environment() {
                 let block =
                     crate::environment::facts::block(&self.link, &self.id, &shared.workspace).await;
                 shared.head.set_environment(block);
             }
+            let names = turn.services.live().config.agent.instruction_files.clone();
+            match mirror::sync(&self.link, &self.id, &shared.config_root, &names).await {
+                Ok(true) => {
+                    shared
+                        .trust
+                        .trust_for_turn(shared, turn.services, turn.turn_id, turn.cancel)
+                        .await;
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(session = %self.id, "the workspace's configuration was not read: {err}");
+                }
+            }
             Admission::Proceed
         })
+    }
+
+    fn rules_rewritten<'a>(&'a self, shared: &'a SessionShared) -> BoxFuture<'a, ()> {
+        Box::pin(write_rules_through(&self.link, shared))
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
