@@ -1310,3 +1310,72 @@ async fn a_fleet_session_follows_its_repositorys_instructions_rules_and_skills()
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("Ship it."), "{output}");
 }
+
+/// The scripted model for a long-running look around: `later ROOT` waits for a file `go` in
+/// its workspace, then lists the runner's workspaces folder and counts the clones' READMEs
+/// it can read.
+fn later(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages
+        .iter()
+        .rev()
+        .find(|m| {
+            m["role"] == "user"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("later "))
+        })
+        .and_then(|m| m["content"].as_str())
+        .and_then(|c| c.lines().next())
+        .map(str::to_owned);
+    match prompt {
+        Some(prompt) if !messages.iter().any(|m| m["role"] == "tool") => {
+            let root = prompt.trim_start_matches("later ").trim().to_owned();
+            bash(
+                "look",
+                &format!(
+                    "for i in $(seq 300); do [ -e go ] && break; sleep 0.1; done; echo listed: $(ls -A {root}); echo readable: $(cat {root}/*/README.md 2>/dev/null | grep -c app)"
+                ),
+            )
+        }
+        Some(_) => MockTurn::text("looked"),
+        None => worker(request),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_clone_made_while_another_sessions_command_runs_stays_out_of_its_reach() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(later);
+    let daemon = daemon(&mock, &kit, "");
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "shared", 2, &[]);
+    // The looker's command starts while it is alone on the runner.
+    let looker = fleet_session(&client, &kit, &[]).await;
+    client
+        .session_prompt(&looker, &format!("later {}", kit.work.display()))
+        .await
+        .unwrap();
+    calls_started(&client, &looker, 1).await;
+    // Then a second session is cloned beside it, while that command still runs.
+    let other = fleet_session(&client, &kit, &[]).await;
+    client.session_prompt(&other, "task 1").await.unwrap();
+    let other_readme = kit.work.join(&other).join("README.md");
+    eventually("the second clone is made", Duration::from_secs(10), || {
+        other_readme.exists()
+    })
+    .await;
+    std::fs::write(kit.work.join(&looker).join("go"), "").unwrap();
+    let events = finished(&client, &looker, Duration::from_secs(60)).await;
+    let output = of_type(&events, "tool_call_completed")[0]["output"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(output.contains(&format!("listed: {looker}\n")), "{output}");
+    assert!(
+        output.contains("readable: 1"),
+        "only its own clone: {output}"
+    );
+    finished(&client, &other, Duration::from_secs(60)).await;
+}

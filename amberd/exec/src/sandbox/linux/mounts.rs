@@ -4,7 +4,10 @@
 //! `.git` pinned by a mount of its own, so it cannot be renamed away and replaced), a
 //! minimal `/dev` (null, zero, full, random, urandom, tty, a private pts and shm), amberd's
 //! runtime directory covered by an empty read-only tmpfs, and the secret locations masked
-//! (a directory by such a tmpfs, a file by `/dev/null`).
+//! (a directory by such a tmpfs, a file by `/dev/null`). A secret directory that holds a
+//! path the command uses is *enclosed*: covered whole by a tmpfs on which only the used
+//! paths are mounted back, so whatever appears in it later (another session's clone made
+//! while a process runs) is not there for the command either.
 //!
 //! [`Plan::new`] resolves every path before the namespace exists (creating the empty
 //! `.amber/` and `.git/hooks` a protected mount needs as its mount point); [`Plan::apply`]
@@ -36,8 +39,6 @@ const GIT_CONTROL: &[&str] = &[
     "objects/info/alternates",
     "objects/info/http-alternates",
 ];
-/// How deep a secret directory that holds a used path is masked around it.
-const MASK_DEPTH: usize = 8;
 /// The same for a linked worktree's admin directory (`.git/worktrees/NAME`).
 const WORKTREE_CONTROL: &[&str] = &["config.worktree", "commondir", "gitdir"];
 /// How deep `.git/modules` (submodules of submodules…) is searched for git directories.
@@ -70,6 +71,8 @@ pub(super) struct Plan {
     other_sockets: Vec<PathBuf>,
     /// Secret files covered by `/dev/null` (read as empty).
     pub(super) masked_files: Vec<PathBuf>,
+    /// Secret directories that hold used paths: covered whole, the used paths mounted back.
+    pub(super) enclosed: Vec<Enclosure>,
     /// The working directory to enter again once the mounts exist.
     cwd: Option<PathBuf>,
 }
@@ -90,6 +93,7 @@ impl Plan {
             hidden_sockets: Vec::new(),
             other_sockets: Vec::new(),
             masked_files: Vec::new(),
+            enclosed: Vec::new(),
             cwd: std::env::current_dir().ok(),
         };
         let workspace = std::fs::canonicalize(&spec.workspace).ok();
@@ -113,7 +117,7 @@ impl Plan {
         masked.sort();
         masked.dedup();
         for path in masked {
-            plan.mask(&path, workspace.as_deref(), 0);
+            plan.mask(&path, workspace.as_deref());
         }
         if spec.network && !spec.allow_unix_sockets.is_empty() {
             plan.cover_other_sockets(&spec.allow_unix_sockets)?;
@@ -202,16 +206,21 @@ impl Plan {
         Ok(())
     }
 
-    /// Whether `path` lies in (or is) a directory already hidden whole: it is gone with it,
-    /// and a mount onto it would fail (the empty mount over its parent has no such path).
+    /// Whether `path` lies in (or is) a directory already hidden whole, or in an enclosed
+    /// one outside what is mounted back: it is gone with it, and a mount onto it would fail
+    /// (the empty mount over its parent has no such path).
     fn covered(&self, path: &Path) -> bool {
         self.hidden.iter().any(|dir| path.starts_with(dir))
+            || self.enclosed.iter().any(|enclosure| {
+                path.starts_with(&enclosure.dir)
+                    && !enclosure.kept.iter().any(|kept| path.starts_with(kept))
+            })
     }
 
     /// Masks the secret location `path`: a directory by an empty read-only tmpfs, a file by
     /// `/dev/null`. A directory that holds a path the command uses (the workspace inside
-    /// amber's data dir, say) is masked around it: each entry that does not hold one.
-    fn mask(&mut self, path: &Path, workspace: Option<&Path>, depth: usize) {
+    /// amber's data dir, a session's clone among a runner's) is enclosed around it.
+    fn mask(&mut self, path: &Path, workspace: Option<&Path>) {
         if self.covered(path) {
             return;
         }
@@ -236,19 +245,27 @@ impl Plan {
             // The secret lies inside what the command works on: the user chose to work there.
             return;
         }
-        if !used.iter().any(|u| u.starts_with(path)) {
+        let mut kept: Vec<PathBuf> = used
+            .iter()
+            .filter(|u| u.starts_with(path))
+            .map(|u| u.to_path_buf())
+            .collect();
+        if kept.is_empty() {
             self.hidden.push(path.to_path_buf());
             return;
         }
-        if depth >= MASK_DEPTH {
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir(path) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            self.mask(&entry.path(), workspace, depth + 1);
-        }
+        // Only the outermost: one inside another comes back with it.
+        kept.sort();
+        kept.dedup();
+        let outermost: Vec<PathBuf> = kept
+            .iter()
+            .filter(|k| !kept.iter().any(|other| other != *k && k.starts_with(other)))
+            .cloned()
+            .collect();
+        self.enclosed.push(Enclosure {
+            dir: path.to_path_buf(),
+            kept: outermost,
+        });
     }
 
     /// `.amber/` when there is one (nothing is created in the workspace for it: workspace
@@ -399,6 +416,9 @@ impl Plan {
                 SandboxError::setup(format!("protecting {}", path.display()), err)
             })?;
         }
+        for enclosure in &self.enclosed {
+            enclosure.apply()?;
+        }
         for path in self.hidden_sockets.iter().chain(&self.masked_files) {
             // Gone since the plan listed it (another session's workspace, removed): nothing
             // is left there to hide.
@@ -440,6 +460,49 @@ impl Plan {
                 .map_err(|err| SandboxError::setup("re-entering the working directory", err))?;
         }
         Ok(())
+    }
+}
+
+/// A secret directory that holds paths the command uses.
+#[derive(Debug)]
+pub(super) struct Enclosure {
+    pub(super) dir: PathBuf,
+    /// The used paths in it (none inside another), mounted back as they were.
+    pub(super) kept: Vec<PathBuf>,
+}
+
+impl Enclosure {
+    /// Covers the directory with an empty tmpfs, makes the way to each kept path in it,
+    /// mounts each back (with the mounts inside it, as they were), then makes the tmpfs
+    /// read-only: only the kept paths are there, whatever the directory holds later.
+    fn apply(&self) -> Result<(), SandboxError> {
+        let setup =
+            |step: &str, err| SandboxError::setup(format!("{step} {}", self.dir.display()), err);
+        let mut trees = Vec::new();
+        for kept in &self.kept {
+            match clone_tree_with(kept, AT_RECURSIVE) {
+                Ok(tree) => trees.push((kept, tree)),
+                // Gone since the plan listed it: nothing to mount back.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => return Err(setup("keeping a used path of", err)),
+            }
+        }
+        match mount(
+            Some("tmpfs"),
+            &self.dir,
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("mode=755,size=64k"),
+        ) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            other => other.map_err(|err| setup("enclosing", err))?,
+        }
+        for (kept, tree) in &trees {
+            std::fs::create_dir_all(kept).map_err(|err| setup("making the way back in", err))?;
+            move_tree(tree, kept).map_err(|err| setup("mounting a used path back in", err))?;
+        }
+        set_attr(&self.dir, false, MOUNT_ATTR_RDONLY, 0)
+            .map_err(|err| setup("making read-only the enclosure of", err))
     }
 }
 
@@ -623,6 +686,11 @@ fn set_attr(path: &Path, recursive: bool, set: u64, clear: u64) -> std::io::Resu
 
 /// A detached copy of the mount at `path` (`open_tree(OPEN_TREE_CLONE)`).
 fn clone_tree(path: &Path) -> std::io::Result<OwnedFd> {
+    clone_tree_with(path, 0)
+}
+
+/// [`clone_tree`] with `flags` (`AT_RECURSIVE`: the mounts inside it too).
+fn clone_tree_with(path: &Path, flags: libc::c_uint) -> std::io::Result<OwnedFd> {
     let path = cstr(path)?;
     // SAFETY: a valid path string; the returned descriptor is owned below.
     let fd = unsafe {
@@ -630,7 +698,7 @@ fn clone_tree(path: &Path) -> std::io::Result<OwnedFd> {
             libc::SYS_open_tree,
             libc::AT_FDCWD,
             path.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+            OPEN_TREE_CLONE | flags | libc::O_CLOEXEC as libc::c_uint,
         )
     };
     check_io(fd)?;
