@@ -11,6 +11,9 @@
 //! - SIGTERM drains a runner: no new work, its running turn finishes, then it exits.
 //! - amberd killed with SIGKILL: queued sessions are still queued after the restart, and
 //!   finish.
+//! - A fleet session's call that needs a person waits for one, and runs only if allowed.
+//! - A session follows its repository's instructions, rules and skills; a clone made while
+//!   another session's command runs is out of that command's reach.
 //! - A session that asked for a branch has each completed turn pushed there by its runner,
 //!   on top of its last push, never over a branch that moved, and nothing it planted in its
 //!   git directory runs.
@@ -1378,4 +1381,69 @@ async fn a_clone_made_while_another_sessions_command_runs_stays_out_of_its_reach
         "only its own clone: {output}"
     );
     finished(&client, &other, Duration::from_secs(60)).await;
+}
+
+/// The scripted model asking for something that needs a person: `remove` writes a note
+/// into the clone's `.amber/` (a protected path: write mode asks).
+fn remover(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let asked = messages.iter().any(|m| {
+        m["role"] == "user"
+            && m["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("remove"))
+    });
+    if !asked {
+        return worker(request);
+    }
+    if messages.iter().any(|m| m["role"] == "tool") {
+        return MockTurn::text("after");
+    }
+    amber_tests::tool_calls::calls(vec![amber_tests::tool_calls::call(
+        "rm1",
+        "write",
+        &serde_json::json!({"path": ".amber/note.md", "content": "noted\n"}),
+    )])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_sessions_call_waits_for_a_person_and_runs_only_if_allowed() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(remover);
+    let daemon = daemon(&mock, &kit, "");
+    let client = amber_tests::tool_calls::connect_approver(&daemon).await;
+    let _runner = kit.runner(0, "asked", 2, &[]);
+    for (decision, ran) in [
+        (amber_proto::Decision::AllowOnce, true),
+        (amber_proto::Decision::Deny, false),
+    ] {
+        let params = SessionNewParams {
+            cwd: String::new(),
+            mode: Some(amber_proto::Mode::Write),
+            environment: Some("fleet".to_owned()),
+            repo: Some(kit.repo_url.clone()),
+            git_ref: Some("main".to_owned()),
+            ..SessionNewParams::default()
+        };
+        let session = client.session_new(&params).await.unwrap().session_id;
+        let mut events = Events::live(&client, &session).await;
+        client.session_prompt(&session, "remove").await.unwrap();
+        let (_, approval) = amber_tests::tool_calls::next_approval(&mut events).await;
+        assert_eq!(approval["tool"], "write", "{approval}");
+        let id = amber_tests::tool_calls::request_id(&approval);
+        assert!(
+            amber_tests::tool_calls::respond(&client, &session, &id, decision)
+                .await
+                .unwrap()
+        );
+        let events = finished(&client, &session, Duration::from_secs(60)).await;
+        let (status, output) = amber_tests::tool_calls::result_of(&events, "rm1");
+        assert_eq!(status, if ran { "ok" } else { "denied" }, "{output}");
+        assert_eq!(
+            of_type(&events, "approval_resolved").len(),
+            1,
+            "one question, answered: {events:#?}"
+        );
+    }
 }

@@ -6,7 +6,10 @@
 //!   (`executor:stdio`), and in one behind two more pipe hops (`executor:piped`: `cat |
 //!   amber-exec | cat`, the copies an SSH connection adds). Runs alternate between the
 //!   daemons. Per call: the client's `tool_call_started` → `tool_call_completed`; the ratios
-//!   executor / local at the median.
+//!   executor / local at the median. Per task, the turn's time outside its tool calls
+//!   (prompt sent → `turn_completed`, less the calls' walls): what a turn's start and end
+//!   cost on each side (an executor session's environment facts and the mirror of its
+//!   workspace's configuration, taken before each turn, are in it).
 //! - **Output throughput.** A process printing 100 MB (`process/spawn`), its whole output
 //!   read through `amber-exec --stdio` as the protocol's numbered chunks, by a client that
 //!   parses every line as amberd does: MB/s, directly and behind the same pipe hops.
@@ -108,6 +111,8 @@ fn piped_script(dir: &Path, amber_exec: &Path) -> Result<PathBuf, BenchError> {
 #[derive(Debug, Default)]
 struct Samples {
     wall: Vec<f64>,
+    /// Per task: the turn's time outside its tool calls.
+    outside: Vec<f64>,
     calls: usize,
     failures: usize,
     first_failure: Option<String>,
@@ -158,6 +163,10 @@ async fn round_trip(s: &mut Suite, amber_exec: &Path, piped: &Path) -> Result<()
             };
             tools_total += seen.tools.len();
             tools_ok += seen.tools_ok();
+            let in_tools: f64 = seen.tool_walls.iter().map(|(_, wall)| ms(*wall)).sum();
+            if seen.ok() {
+                m[v].outside.push(ms(run.total) - in_tools);
+            }
             for (status, wall) in &seen.tool_walls {
                 if *status == ToolStatus::Ok {
                     m[v].calls += 1;
@@ -190,6 +199,18 @@ fn report_round_trip(r: &mut Report, name: &str, m: &[Samples; 3]) {
                 &format!("{}_wall_ms", v.key()),
                 &format!(
                     "`bash true`, tools {}: tool_call_started → tool_call_completed",
+                    v.label()
+                ),
+                &w,
+            );
+        }
+    }
+    for (v, samples) in VARIANTS.iter().zip(m) {
+        if let Some(w) = Summary::of(&samples.outside) {
+            r.put_summary(
+                &format!("{}_turn_outside_tools_ms", v.key()),
+                &format!(
+                    "a task's turn outside its 20 calls, tools {}: prompt → turn_completed less the calls",
                     v.label()
                 ),
                 &w,
