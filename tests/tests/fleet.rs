@@ -106,9 +106,14 @@ struct Setup {
 }
 
 async fn setup(machines: u32, extra: &str) -> Setup {
+    setup_with(machines, extra, worker).await
+}
+
+/// [`setup`] with the scripted model answering as `responder`.
+async fn setup_with(machines: u32, extra: &str, responder: fn(&Value) -> MockTurn) -> Setup {
     let kit = FleetKit::new(machines);
     let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(worker);
+    mock.set_responder(responder);
     let daemon = daemon(&mock, &kit, extra);
     let client = connect(&daemon).await;
     Setup {
@@ -626,11 +631,12 @@ fn spy(request: &Value) -> MockTurn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_session_on_a_runner_reads_neither_another_sessions_workspace_nor_the_pool_token() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(spy);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon: _daemon,
+        client,
+    } = setup_with(1, "", spy).await;
     let _runner = kit.runner(0, "shared", 2, &[]);
     // The victim holds its workspace (a long call) while the spy runs beside it.
     let victim = fleet_session(&client, &kit, &[]).await;
@@ -1144,11 +1150,12 @@ fn hostile(request: &Value) -> MockTurn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_push_runs_nothing_the_session_planted_in_its_git_directory() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(hostile);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon: _daemon,
+        client,
+    } = setup_with(1, "", hostile).await;
     let _runner = kit.runner(0, "pusher", 1, &[]);
     // Sandboxed, most of the planting is refused; unsandboxed (a person allowed it), all
     // of it lands in `.git`: the push is the only wall left, and it must hold alone.
@@ -1348,11 +1355,12 @@ fn later(request: &Value) -> MockTurn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_clone_made_while_another_sessions_command_runs_stays_out_of_its_reach() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(later);
-    let daemon = daemon(&mock, &kit, "");
-    let client = connect(&daemon).await;
+    let Setup {
+        kit,
+        _mock,
+        daemon: _daemon,
+        client,
+    } = setup_with(1, "", later).await;
     let _runner = kit.runner(0, "shared", 2, &[]);
     // The looker's command starts while it is alone on the runner.
     let looker = fleet_session(&client, &kit, &[]).await;
@@ -1408,10 +1416,12 @@ fn remover(request: &Value) -> MockTurn {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fleet_sessions_call_waits_for_a_person_and_runs_only_if_allowed() {
-    let kit = FleetKit::new(1);
-    let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(remover);
-    let daemon = daemon(&mock, &kit, "");
+    let Setup {
+        kit,
+        _mock,
+        daemon,
+        client: _plain,
+    } = setup_with(1, "", remover).await;
     let client = amber_tests::tool_calls::connect_approver(&daemon).await;
     let _runner = kit.runner(0, "asked", 2, &[]);
     for (decision, ran) in [
