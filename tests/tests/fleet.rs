@@ -602,17 +602,22 @@ async fn a_draining_runner_out_of_grace_parks_its_turn_at_a_tool_boundary_and_it
     assert!(diff.contains("+second-1"), "{diff}");
 }
 
+/// The newest user prompt whose first line starts with `word`: that first line (a mode
+/// reminder may follow it in the message).
+fn prompt_of(messages: &[Value], word: &str) -> Option<String> {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str()?.lines().next())
+        .find(|line| line.starts_with(word))
+        .map(str::to_owned)
+}
+
 /// The scripted model for the spying session: `spy A B` reads A's README and B, then stops.
 fn spy(request: &Value) -> MockTurn {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let prompt = messages
-        .iter()
-        .rev()
-        .find(|m| {
-            m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.starts_with("spy "))
-        })
-        .and_then(|m| m["content"].as_str())
-        .map(str::to_owned);
+    let prompt = prompt_of(&messages, "spy ");
     match prompt {
         Some(prompt) if !messages.iter().any(|m| m["role"] == "tool") => {
             let words: Vec<&str> = prompt.split_whitespace().collect();
@@ -1326,18 +1331,7 @@ async fn a_fleet_session_follows_its_repositorys_instructions_rules_and_skills()
 /// it can read.
 fn later(request: &Value) -> MockTurn {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let prompt = messages
-        .iter()
-        .rev()
-        .find(|m| {
-            m["role"] == "user"
-                && m["content"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with("later "))
-        })
-        .and_then(|m| m["content"].as_str())
-        .and_then(|c| c.lines().next())
-        .map(str::to_owned);
+    let prompt = prompt_of(&messages, "later ");
     match prompt {
         Some(prompt) if !messages.iter().any(|m| m["role"] == "tool") => {
             let root = prompt.trim_start_matches("later ").trim().to_owned();
