@@ -52,6 +52,8 @@ pub struct Config {
     /// bundled preset of that name, or new ones built on a `flavor`).
     pub providers: BTreeMap<String, NamedProviderSettings>,
     pub agent: AgentConfig,
+    /// `[agents]`: what sub-agents get unless their call or their agent says otherwise.
+    pub agents: AgentsConfig,
     pub tools: ToolsConfig,
     pub server: ServerConfig,
     pub compaction: CompactionConfig,
@@ -216,6 +218,25 @@ impl SandboxConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// `[agents]`: defaults of the sub-agents a session starts (`task`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// The model of a sub-agent whose agent names none (on the session's provider); unset
+    /// or empty: the session's model.
+    pub subagent_model: Option<String>,
+}
+
+impl AgentsConfig {
+    /// `subagent_model`, when it names one.
+    pub fn subagent_model(&self) -> Option<&str> {
+        self.subagent_model
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
     }
 }
 

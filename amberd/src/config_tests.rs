@@ -266,3 +266,20 @@ fn executors_listen_without_tls_is_refused() {
     assert!(cfg.environments["gpu1"].dial_in);
     assert_eq!(Config::default().executors.listen, None, "off by default");
 }
+
+#[test]
+fn agents_section_names_the_subagent_model_and_nothing_else() {
+    let config = Config::parse("[agents]\nsubagent_model = \"small-1\"").unwrap();
+    assert_eq!(config.agents.subagent_model(), Some("small-1"));
+    for unset in ["", "[agents]", "[agents]\nsubagent_model = \"  \""] {
+        assert_eq!(
+            Config::parse(unset).unwrap().agents.subagent_model(),
+            None,
+            "{unset}"
+        );
+    }
+    let err = Config::parse("[agents]\nsubagent_max_iterations = 3")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("subagent_max_iterations"), "{err}");
+}

@@ -301,3 +301,41 @@ async fn cancelling_the_turn_reaches_running_subagents() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plain_subagents_use_the_configured_subagent_model_and_the_parent_keeps_its_own() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(responder("parallel"));
+    let daemon = amber_tests::daemon::TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: "[agents]\nsubagent_model = \"cheap-model-1\"\n".to_owned(),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "delegate the reviews").await;
+    assert!(
+        turn.iter().any(|e| e["type"] == "turn_completed"),
+        "{turn:#?}"
+    );
+    let requests = mock.requests();
+    let is_subagent = |r: &Value| {
+        r["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(SUBAGENT_MARK))
+    };
+    let (children, parent): (Vec<&Value>, Vec<&Value>) =
+        requests.iter().partition(|r| is_subagent(r));
+    // Three tasks, one with a tool call (and their confirm exchanges).
+    assert!(children.len() >= 4, "{}", children.len());
+    for child in children {
+        assert_eq!(child["model"], "cheap-model-1");
+    }
+    for request in parent {
+        assert_eq!(
+            request["model"], "mock-model",
+            "the parent keeps the session's model"
+        );
+    }
+}

@@ -111,11 +111,19 @@ impl Profile {
         let plain = subagent_prompt(&shared.workspace);
         // Within the session agent's allow-list, if it has one.
         let tools = shared.offered_tools(services.subagent_tools());
-        let max_iterations = services.live().config.agent.subagent_max_iterations;
+        let live = services.live();
+        let max_iterations = live.config.agent.subagent_max_iterations;
+        // A sub-agent whose agent names no model: `[agents] subagent_model`, else the
+        // session's.
+        let default_model = live
+            .config
+            .agents
+            .subagent_model()
+            .map_or_else(|| shared.model(), str::to_owned);
         let Some(agent) = agent else {
             return Ok(Profile {
                 system_prompt: plain,
-                model: shared.model(),
+                model: default_model,
                 provider: shared.provider(),
                 tools,
                 mode_ceiling: None,
@@ -134,7 +142,7 @@ impl Profile {
         let model = match (&definition.model, &definition.provider) {
             (Some(model), _) => model.clone(),
             (None, Some(_)) => services.llm.default_model(provider.as_deref()),
-            (None, None) => shared.model(),
+            (None, None) => default_model,
         };
         let limits = AgentLimits::of(&agent);
         Ok(Profile {
