@@ -124,6 +124,27 @@ async fn setup_with(machines: u32, extra: &str, responder: fn(&Value) -> MockTur
     }
 }
 
+/// A yolo fleet session's params: the kit's repository at `main`.
+fn fleet_params(kit: &FleetKit) -> SessionNewParams {
+    SessionNewParams {
+        cwd: String::new(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("fleet".to_owned()),
+        repo: Some(kit.repo_url.clone()),
+        git_ref: Some("main".to_owned()),
+        ..SessionNewParams::default()
+    }
+}
+
+/// Makes the session `params` describe; its id.
+async fn create(client: &amber_client::Client, params: &SessionNewParams) -> String {
+    client
+        .session_new(params)
+        .await
+        .expect("a fleet session")
+        .session_id
+}
+
 /// A yolo fleet session on the kit's repository (`labels` asked of its runner).
 async fn fleet_session(
     client: &amber_client::Client,
@@ -131,22 +152,13 @@ async fn fleet_session(
     labels: &[(&str, &str)],
 ) -> String {
     let params = SessionNewParams {
-        cwd: String::new(),
-        mode: Some(amber_proto::Mode::Yolo),
-        environment: Some("fleet".to_owned()),
-        repo: Some(kit.repo_url.clone()),
-        git_ref: Some("main".to_owned()),
         labels: labels
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
-        ..SessionNewParams::default()
+        ..fleet_params(kit)
     };
-    client
-        .session_new(&params)
-        .await
-        .expect("a fleet session")
-        .session_id
+    create(client, &params).await
 }
 
 /// Every durable event of `session` so far.
@@ -830,19 +842,10 @@ async fn fleet_session_with_setup(
     setup: &[&str],
 ) -> String {
     let params = SessionNewParams {
-        cwd: String::new(),
-        mode: Some(amber_proto::Mode::Yolo),
-        environment: Some("fleet".to_owned()),
-        repo: Some(kit.repo_url.clone()),
-        git_ref: Some("main".to_owned()),
         setup: setup.iter().map(|c| (*c).to_owned()).collect(),
-        ..SessionNewParams::default()
+        ..fleet_params(kit)
     };
-    client
-        .session_new(&params)
-        .await
-        .expect("a fleet session")
-        .session_id
+    create(client, &params).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1010,21 +1013,12 @@ async fn pushing_session_in(
             mode: Some(mode),
             network: None,
         }),
-        cwd: String::new(),
-        mode: Some(amber_proto::Mode::Yolo),
-        environment: Some("fleet".to_owned()),
-        repo: Some(kit.repo_url.clone()),
-        git_ref: Some("main".to_owned()),
         push: Some(amber_proto::PushParams {
             branch: Some(branch.to_owned()),
         }),
-        ..SessionNewParams::default()
+        ..fleet_params(kit)
     };
-    client
-        .session_new(&params)
-        .await
-        .expect("a fleet session")
-        .session_id
+    create(client, &params).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1294,14 +1288,10 @@ async fn a_fleet_session_follows_its_repositorys_instructions_rules_and_skills()
     let client = connect(&daemon).await;
     let _runner = kit.runner(0, "configured", 1, &[]);
     let params = SessionNewParams {
-        cwd: String::new(),
-        mode: Some(amber_proto::Mode::Yolo),
-        environment: Some("fleet".to_owned()),
-        repo: Some(kit.repo_url.clone()),
         git_ref: Some("configured".to_owned()),
-        ..SessionNewParams::default()
+        ..fleet_params(&kit)
     };
-    let session = client.session_new(&params).await.unwrap().session_id;
+    let session = create(&client, &params).await;
 
     client.session_prompt(&session, "configured").await.unwrap();
     let events = finished_turns(&client, &session, 1, Duration::from_secs(60)).await;
@@ -1423,14 +1413,10 @@ async fn a_fleet_sessions_call_waits_for_a_person_and_runs_only_if_allowed() {
         (amber_proto::Decision::Deny, false),
     ] {
         let params = SessionNewParams {
-            cwd: String::new(),
             mode: Some(amber_proto::Mode::Write),
-            environment: Some("fleet".to_owned()),
-            repo: Some(kit.repo_url.clone()),
-            git_ref: Some("main".to_owned()),
-            ..SessionNewParams::default()
+            ..fleet_params(&kit)
         };
-        let session = client.session_new(&params).await.unwrap().session_id;
+        let session = create(&client, &params).await;
         let mut events = Events::live(&client, &session).await;
         client.session_prompt(&session, "remove").await.unwrap();
         let (_, approval) = amber_tests::tool_calls::next_approval(&mut events).await;

@@ -109,12 +109,7 @@ impl Publisher {
         message: &str,
         last: Option<&str>,
     ) -> Result<Pushed, PublishError> {
-        crate::provision::check_ref(branch).map_err(PublishError::Invalid)?;
-        if branch.starts_with("refs/") || is_commit_id(branch) {
-            return Err(PublishError::Invalid(format!(
-                "`{branch}` is not a branch name"
-            )));
-        }
+        check_branch(branch).map_err(PublishError::Invalid)?;
         if let Some(last) = last
             && !is_commit_id(last)
         {
@@ -268,6 +263,17 @@ impl Publisher {
                 .unwrap_or_else(|| DEFAULT_EMAIL.to_owned()),
         )
     }
+}
+
+/// Checks a branch to push to: a name git's ref rules allow, not a full ref, `HEAD` nor
+/// anything a commit id could be taken for. amberd checks `session/new {push}` with it too.
+pub fn check_branch(branch: &str) -> Result<(), String> {
+    crate::provision::check_ref(branch)?;
+    let commit_like = branch.len() >= 40 && branch.bytes().all(|b| b.is_ascii_hexdigit());
+    if branch.starts_with("refs/") || branch == "HEAD" || commit_like {
+        return Err(format!("`{branch}` is not a branch name to push to"));
+    }
+    Ok(())
 }
 
 /// Whether `text` is a full commit id (SHA-1 or SHA-256, lowercase hex).

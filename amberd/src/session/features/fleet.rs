@@ -85,17 +85,6 @@ pub(crate) fn info_of(params: &SessionNewParams, id: &str) -> FleetInfo {
     }
 }
 
-/// Checks a branch to push to: a name git's ref rules allow, not a full ref nor a commit
-/// id.
-fn check_branch(branch: &str) -> Result<(), String> {
-    amber_executor::provision::check_ref(branch)?;
-    let commit_like = branch.len() >= 40 && branch.bytes().all(|b| b.is_ascii_hexdigit());
-    if branch.starts_with("refs/") || branch == "HEAD" || commit_like {
-        return Err(format!("`{branch}` is not a branch name to push to"));
-    }
-    Ok(())
-}
-
 fn is_fleet(params: &SessionNewParams) -> bool {
     matches!(
         Target::parse(params.environment.as_deref()),
@@ -149,7 +138,7 @@ impl Feature for FleetFeature {
             .map(str::trim)
             .filter(|b| !b.is_empty())
         {
-            check_branch(branch)?;
+            amber_executor::publish::check_branch(branch)?;
         }
         for (key, value) in &params.labels {
             if !crate::fleet::config::is_word(key) || !crate::fleet::config::is_word(value) {
