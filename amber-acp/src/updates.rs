@@ -413,10 +413,10 @@ mod tests {
         assert!(note.unwrap().contains("loop_detected"));
         assert!(stop_reason(StopReason::Error, None).is_err());
         // A spent budget is a clean stop with the reason said, not a failed prompt.
-        let spent = amber_proto::ErrorInfo {
-            code: "budget_exceeded".into(),
-            message: "budget exceeded: the session has spent $0.5 of its $0.5 budget".into(),
-        };
+        let spent = amber_proto::ErrorInfo::new(
+            "budget_exceeded",
+            "budget exceeded: the session has spent $0.5 of its $0.5 budget",
+        );
         let (reason, note) = stop_reason(StopReason::BudgetExceeded, Some(&spent)).unwrap();
         assert_eq!(reason, "max_turn_requests");
         assert!(note.unwrap().contains("of its $0.5 budget"));

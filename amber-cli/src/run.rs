@@ -188,10 +188,10 @@ async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             if args.json {
                 let mut line = ResultLine::of(&follow.tracker, &session_id, elapsed);
                 if timed_out && line.error.is_none() {
-                    line.error = Some(ErrorInfo {
-                        code: "timeout".into(),
-                        message: timeout_note.clone().unwrap_or_default(),
-                    });
+                    line.error = Some(ErrorInfo::new(
+                        "timeout",
+                        timeout_note.clone().unwrap_or_default(),
+                    ));
                 }
                 output::line(&serde_json::to_string(&line)?)?;
             }
@@ -211,10 +211,7 @@ async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
             if args.json {
                 let mut line =
                     ResultLine::failed(&follow.tracker, &session_id, elapsed, message.clone());
-                line.error = Some(ErrorInfo {
-                    code: "timeout".into(),
-                    message: message.clone(),
-                });
+                line.error = Some(ErrorInfo::new("timeout", message.clone()));
                 output::line(&serde_json::to_string(&line)?)?;
             }
             note(&message);

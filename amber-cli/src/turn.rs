@@ -154,7 +154,7 @@ impl ResultLine {
             num_turns: 0,
             num_requests: 0,
             permission_denials: Vec::new(),
-            error: Some(ErrorInfo { code, message }),
+            error: Some(ErrorInfo::new(code, message)),
             output: None,
             cost_usd: None,
             session_cost_usd: None,
@@ -187,10 +187,7 @@ impl ResultLine {
             Some(c) => (c.stop_reason, c.error.clone(), c.usage, c.output.clone()),
             None => (
                 StopReason::Error,
-                Some(ErrorInfo {
-                    code: "incomplete".into(),
-                    message: "the turn did not complete".into(),
-                }),
+                Some(ErrorInfo::new("incomplete", "the turn did not complete")),
                 Usage::default(),
                 None,
             ),
@@ -224,10 +221,7 @@ impl ResultLine {
     ) -> Self {
         let mut line = Self::of(tracker, session_id, duration_ms);
         line.stop_reason = StopReason::Error.as_str();
-        line.error = Some(ErrorInfo {
-            code: "client".into(),
-            message,
-        });
+        line.error = Some(ErrorInfo::new("client", message));
         line
     }
 }

@@ -178,6 +178,8 @@ fn samples() -> Vec<EventKind> {
             agent_id: "a_1".into(),
             task: "find callers".into(),
             result: Some("3 callers".into()),
+            stop_reason: Some(StopReason::EndTurn),
+            limit: None,
         },
         EventKind::McpStatus(McpServerInfo {
             name: "fs".into(),
@@ -195,10 +197,7 @@ fn samples() -> Vec<EventKind> {
         },
         EventKind::TurnCompleted {
             stop_reason: StopReason::ToolFailures,
-            error: Some(ErrorInfo {
-                code: "tool_loop".into(),
-                message: "too many failures".into(),
-            }),
+            error: Some(ErrorInfo::new("tool_loop", "too many failures")),
             usage,
             output: None,
             cost_usd: None,

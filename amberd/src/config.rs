@@ -222,15 +222,87 @@ impl SandboxConfig {
 }
 
 /// `[agents]`: defaults of the sub-agents a session starts (`task`).
+///
+/// Each `subagent_max_*` is both the default of every sub-agent and the most a `task`
+/// call may ask for: a call may cap a sub-agent lower, never higher.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentsConfig {
     /// The model of a sub-agent whose agent names none (on the session's provider); unset
     /// or empty: the session's model.
     pub subagent_model: Option<String>,
+    /// Tokens (prompt and reply, every request summed) one sub-agent may use.
+    pub subagent_max_tokens: Option<u64>,
+    /// Model requests one sub-agent may make.
+    pub subagent_max_requests: Option<u64>,
+    /// Seconds one sub-agent may run.
+    pub subagent_max_seconds: Option<u64>,
+    /// US dollars one sub-agent may spend (its model needs a price).
+    pub subagent_max_usd: Option<amber_proto::CostUsd>,
+}
+
+/// The caps one sub-agent runs under: `[agents] subagent_max_*`, or lower where its
+/// `task` call asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubagentCaps {
+    pub tokens: Option<u64>,
+    pub requests: Option<u64>,
+    pub seconds: Option<u64>,
+    pub usd: Option<amber_proto::CostUsd>,
 }
 
 impl AgentsConfig {
+    /// The caps of a sub-agent whose `task` call asked for `asked`: each asked cap, else
+    /// the configured one. A cap above the configured one is refused, naming both.
+    pub fn subagent_caps(
+        &self,
+        asked: &amber_tools::session::TaskCaps,
+    ) -> Result<SubagentCaps, String> {
+        fn bound<T: PartialOrd + Copy + std::fmt::Display>(
+            arg: &str,
+            key: &str,
+            asked: Option<T>,
+            ceiling: Option<T>,
+        ) -> Result<Option<T>, String> {
+            match (asked, ceiling) {
+                (Some(asked), Some(ceiling)) if asked > ceiling => Err(format!(
+                    "`{arg}` {asked} is above the most a sub-agent may have ([agents] {key} = \
+                     {ceiling})"
+                )),
+                (Some(asked), _) => Ok(Some(asked)),
+                (None, ceiling) => Ok(ceiling),
+            }
+        }
+        let usd = asked
+            .max_usd
+            .map(|usd| {
+                amber_proto::CostUsd::from_usd(usd)
+                    .ok_or_else(|| format!("`max_usd` must be a number of dollars ≥ 0, got {usd}"))
+            })
+            .transpose()?;
+        Ok(SubagentCaps {
+            tokens: bound(
+                "max_tokens",
+                "subagent_max_tokens",
+                asked.max_tokens,
+                self.subagent_max_tokens,
+            )?,
+            requests: bound(
+                "max_requests",
+                "subagent_max_requests",
+                asked.max_requests,
+                self.subagent_max_requests,
+            )?,
+            seconds: bound(
+                "max_seconds",
+                "subagent_max_seconds",
+                asked.max_seconds,
+                self.subagent_max_seconds,
+            )?,
+            usd: bound("max_usd", "subagent_max_usd", usd, self.subagent_max_usd)?,
+        })
+    }
+
     /// `subagent_model`, when it names one.
     pub fn subagent_model(&self) -> Option<&str> {
         self.subagent_model

@@ -283,3 +283,69 @@ fn agents_section_names_the_subagent_model_and_nothing_else() {
         .to_string();
     assert!(err.contains("subagent_max_iterations"), "{err}");
 }
+
+#[test]
+fn agents_caps_are_each_sub_agents_default_and_ceiling() {
+    use amber_tools::session::TaskCaps;
+    let config = Config::parse(
+        "[agents]\nsubagent_max_tokens = 1000\nsubagent_max_requests = 5\n\
+         subagent_max_seconds = 60\nsubagent_max_usd = 0.5",
+    )
+    .unwrap();
+    let agents = &config.agents;
+    let defaults = agents.subagent_caps(&TaskCaps::default()).unwrap();
+    assert_eq!(defaults.tokens, Some(1000));
+    assert_eq!(defaults.requests, Some(5));
+    assert_eq!(defaults.seconds, Some(60));
+    assert_eq!(defaults.usd, amber_proto::CostUsd::from_usd(0.5));
+    let lower = agents
+        .subagent_caps(&TaskCaps {
+            max_tokens: Some(10),
+            max_usd: Some(0.1),
+            ..TaskCaps::default()
+        })
+        .unwrap();
+    assert_eq!((lower.tokens, lower.requests), (Some(10), Some(5)));
+    assert_eq!(lower.usd, amber_proto::CostUsd::from_usd(0.1));
+    // (asked, the key the refusal names)
+    let above = [
+        (
+            TaskCaps {
+                max_tokens: Some(1001),
+                ..TaskCaps::default()
+            },
+            "subagent_max_tokens = 1000",
+        ),
+        (
+            TaskCaps {
+                max_requests: Some(6),
+                ..TaskCaps::default()
+            },
+            "subagent_max_requests = 5",
+        ),
+        (
+            TaskCaps {
+                max_seconds: Some(61),
+                ..TaskCaps::default()
+            },
+            "subagent_max_seconds = 60",
+        ),
+        (
+            TaskCaps {
+                max_usd: Some(0.51),
+                ..TaskCaps::default()
+            },
+            "subagent_max_usd",
+        ),
+    ];
+    for (asked, key) in above {
+        let err = agents.subagent_caps(&asked).unwrap_err();
+        assert!(err.contains(key), "{asked:?}: {err}");
+    }
+    // No configured cap: a call may ask any, and gets none unless it asks.
+    let open = Config::parse("").unwrap().agents;
+    assert_eq!(
+        open.subagent_caps(&TaskCaps::default()).unwrap(),
+        crate::config::SubagentCaps::default()
+    );
+}

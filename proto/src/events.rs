@@ -110,10 +110,104 @@ pub enum SteerReason {
 }
 
 /// A machine-readable error with a human-readable message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorInfo {
     pub code: String,
     pub message: String,
+    /// amber extension: the cap a `budget_exceeded` stop reached, when it was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
+}
+
+impl ErrorInfo {
+    /// An error that names no cap.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ErrorInfo {
+        ErrorInfo {
+            code: code.into(),
+            message: message.into(),
+            limit: None,
+        }
+    }
+}
+
+/// A cap that stopped a turn or a sub-agent: whose cap, of what, and how much was used.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limit {
+    pub scope: LimitScope,
+    pub kind: LimitKind,
+    /// What was used when the cap stopped it (tokens, dollars, requests or seconds).
+    pub used: f64,
+    pub cap: f64,
+}
+
+/// Whose cap a [`Limit`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitScope {
+    /// One sub-agent's own caps (`task {max_*}`, `[agents] subagent_max_*`).
+    Subagent,
+    /// The session's budget (`maxBudgetUsd`, `maxTokensTotal`).
+    Session,
+    /// A background sub-agent's parent session's budget, which its children spend too.
+    Parent,
+    /// The daemon's day (`[budget] daily_usd`).
+    Daily,
+    /// The daemon's month (`[budget] monthly_usd`).
+    Monthly,
+    /// A model's cap (`[budget.models.NAME]`).
+    Model,
+    /// A fleet pool's cap (`[budget.pools.NAME]`).
+    Pool,
+}
+
+impl LimitScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitScope::Subagent => "subagent",
+            LimitScope::Session => "session",
+            LimitScope::Parent => "parent",
+            LimitScope::Daily => "daily",
+            LimitScope::Monthly => "monthly",
+            LimitScope::Model => "model",
+            LimitScope::Pool => "pool",
+        }
+    }
+}
+
+/// What a [`Limit`] caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    Tokens,
+    Usd,
+    Requests,
+    Seconds,
+}
+
+impl LimitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitKind::Tokens => "tokens",
+            LimitKind::Usd => "usd",
+            LimitKind::Requests => "requests",
+            LimitKind::Seconds => "seconds",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    /// `subagent tokens 200412/200000`, `session usd 0.5012/0.5`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}/{}",
+            self.scope.as_str(),
+            self.kind.as_str(),
+            self.used,
+            self.cap
+        )
+    }
 }
 
 /// The type-specific part of an event, tagged by `type`.
@@ -229,6 +323,12 @@ pub enum EventKind {
         task: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<String>,
+        /// amber extension: how the sub-agent stopped (`end_turn` when it finished).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+        /// amber extension: the cap that stopped it, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<Limit>,
     },
     McpStatus(McpServerInfo),
     TurnCompleted {

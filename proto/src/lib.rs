@@ -32,7 +32,8 @@ pub use environment::{
     describe_push,
 };
 pub use events::{
-    ErrorInfo, Event, EventKind, InProgressItem, SteerReason, StopReason, StreamKind,
+    ErrorInfo, Event, EventKind, InProgressItem, Limit, LimitKind, LimitScope, SteerReason,
+    StopReason, StreamKind,
 };
 pub use extensions::*;
 pub use message::{Message, ReasoningItem, Role, ToolCall};

@@ -339,3 +339,142 @@ async fn plain_subagents_use_the_configured_subagent_model_and_the_parent_keeps_
         );
     }
 }
+
+/// A sub-agent that never finishes: each of its requests calls a tool again (a new command
+/// each time, so no loop guard stops it first); the parent delegates once with `task_args`.
+fn endless_subagent(
+    task_args: Value,
+    command: &'static str,
+) -> impl Fn(&Value) -> MockTurn + Send + Sync + 'static {
+    move |request: &Value| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let (last, content) = last_without_tail(&messages);
+        let is_subagent = messages[0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(SUBAGENT_MARK));
+        if content.contains("Are you finished") {
+            return MockTurn::text("DONE");
+        }
+        if is_subagent {
+            let command = command.replace("{n}", &messages.len().to_string());
+            return MockTurn::tool_call("bash", &json!({ "command": command }));
+        }
+        if last["role"] == "tool" {
+            return MockTurn::text("noted");
+        }
+        let mut args = task_args.clone();
+        args["prompt"] = json!("dig forever");
+        MockTurn::tool_call("task", &args)
+    }
+}
+
+/// Each cap stops a sub-agent with a typed reason its parent sees: in the tool output, in
+/// `subagent_completed {stopReason, limit}`; a cap above the configured ceiling runs
+/// nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn subagents_stop_at_their_own_caps_with_a_typed_reason() {
+    struct Case {
+        name: &'static str,
+        task_args: Value,
+        command: &'static str,
+        /// The limit's kind, or the text of the refused call.
+        expect: Result<&'static str, &'static str>,
+        /// Sub-agent requests the mock may see at most.
+        most_requests: usize,
+    }
+    let cases = [
+        Case {
+            name: "tokens",
+            task_args: json!({"max_tokens": 400}),
+            command: "echo step {n}",
+            expect: Ok("tokens"),
+            most_requests: 20,
+        },
+        Case {
+            name: "requests",
+            task_args: json!({"max_requests": 2}),
+            command: "echo step {n}",
+            expect: Ok("requests"),
+            most_requests: 2,
+        },
+        Case {
+            name: "seconds",
+            task_args: json!({"max_seconds": 1}),
+            command: "sleep 30 # {n}",
+            expect: Ok("seconds"),
+            most_requests: 1,
+        },
+        Case {
+            name: "above the ceiling",
+            task_args: json!({"max_tokens": 1_000_000}),
+            command: "echo step {n}",
+            expect: Err("[agents] subagent_max_tokens = 50000"),
+            most_requests: 0,
+        },
+    ];
+    for case in cases {
+        let mock = MockLlm::start(Vec::new()).await;
+        mock.set_responder(endless_subagent(case.task_args, case.command));
+        let daemon =
+            amber_tests::daemon::TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
+                base_url: Some(mock.base_url()),
+                config_toml: "[agents]\nsubagent_max_tokens = 50000\n".to_owned(),
+                env: Vec::new(),
+            });
+        let client = connect(&daemon).await;
+        let session = new_session(&client, &daemon, None).await;
+        let mut events = Events::live(&client, &session).await;
+        let turn = prompt_turn(&client, &mut events, &session, "delegate").await;
+        let name = case.name;
+        assert_eq!(
+            turn.last().unwrap()["stopReason"],
+            "end_turn",
+            "{name}: {turn:#?}"
+        );
+        let task_output = turn
+            .iter()
+            .find(|e| e["type"] == "tool_call_completed" && e["agentId"].is_null())
+            .map(|e| e["output"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        let subagent_requests = mock
+            .requests()
+            .iter()
+            .filter(|r| {
+                r["messages"][0]["content"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with(SUBAGENT_MARK))
+            })
+            .count();
+        assert!(
+            subagent_requests <= case.most_requests,
+            "{name}: {subagent_requests} sub-agent requests"
+        );
+        match case.expect {
+            Ok(kind) => {
+                let completed = turn
+                    .iter()
+                    .find(|e| e["type"] == "subagent_completed")
+                    .unwrap_or_else(|| panic!("{name}: no subagent_completed: {turn:#?}"));
+                assert_eq!(completed["stopReason"], "budget_exceeded", "{name}");
+                assert_eq!(completed["limit"]["scope"], "subagent", "{name}");
+                assert_eq!(completed["limit"]["kind"], kind, "{name}");
+                assert!(
+                    completed["limit"]["used"].as_f64() >= completed["limit"]["cap"].as_f64(),
+                    "{name}: {completed}"
+                );
+                let typed = format!("[sub-agent stopped: budget_exceeded (subagent {kind} ");
+                assert!(task_output.contains(&typed), "{name}: {task_output}");
+                if kind == "requests" {
+                    assert_eq!(subagent_requests, 2, "{name}");
+                }
+            }
+            Err(refused) => {
+                assert!(task_output.contains(refused), "{name}: {task_output}");
+                assert!(
+                    !turn.iter().any(|e| e["type"] == "subagent_started"),
+                    "{name}"
+                );
+            }
+        }
+    }
+}

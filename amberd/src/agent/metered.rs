@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::TurnHost;
+use super::ledger::Spent;
 use crate::compaction::estimate_tokens;
 
 /// What a request is expected to cost before it is sent: its estimated prompt, priced at
@@ -51,10 +52,10 @@ impl<'a> Reservation<'a> {
 }
 
 /// Why a request was not sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Refusal {
-    /// The session's budget is spent; the message names the spend and the budget.
-    BudgetExceeded(String),
+    /// A budget or cap is spent; it names the spend and the cap.
+    BudgetExceeded(Spent),
     /// The session has a budget in dollars and the request's model no price: its cost
     /// could not be counted, so the budget could not be kept.
     Unpriced,
@@ -65,8 +66,8 @@ pub(crate) enum Refusal {
 /// Why a metered request failed.
 #[derive(Debug)]
 pub(crate) enum RequestError {
-    /// Never sent: the session's budget is spent (the message names it).
-    BudgetExceeded(String),
+    /// Never sent: a budget or cap is spent (it names which).
+    BudgetExceeded(Spent),
     /// Sent, and the provider or the connection failed it (or it was cancelled).
     Api(ApiError),
 }
@@ -75,11 +76,11 @@ impl RequestError {
     fn refused(refusal: Refusal, model: &str) -> Self {
         match refusal {
             Refusal::BudgetExceeded(message) => RequestError::BudgetExceeded(message),
-            Refusal::Unpriced => RequestError::BudgetExceeded(format!(
-                "budget exceeded: the model `{model}` has no known price, so the session's \
-                 budget in dollars (maxBudgetUsd) cannot be kept; give it one with \
+            Refusal::Unpriced => RequestError::BudgetExceeded(Spent::untyped(format!(
+                "budget exceeded: the model `{model}` has no known price, so a budget in \
+                 dollars (maxBudgetUsd, max_usd) cannot be kept; give it one with \
                  [[provider.prices]] in config.toml"
-            )),
+            ))),
             Refusal::Cancelled => RequestError::Api(ApiError::Cancelled),
         }
     }

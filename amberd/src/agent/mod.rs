@@ -11,6 +11,7 @@
 pub(crate) mod compact;
 pub(crate) mod finish_signal;
 pub(crate) mod guards;
+pub(crate) mod ledger;
 pub(crate) mod metered;
 pub(crate) mod output_schema;
 pub(crate) mod prompt;
@@ -74,7 +75,7 @@ pub(crate) trait TurnHost: Send + Sync {
     /// Why no further model request may be made (the session's budget is spent), if so.
     /// Asked before each round, so a spent budget starts nothing (compaction included).
     /// Never by default.
-    fn budget_exceeded(&self) -> Option<String> {
+    fn budget_exceeded(&self) -> Option<ledger::Spent> {
         None
     }
     /// Reserves the session's budget for one request expected to cost `estimate`, waiting
@@ -273,8 +274,8 @@ impl Turn<'_, '_> {
         }
         // Before the round, compaction's included: a spent budget starts nothing more.
         // (Each request also reserves its share as it goes out: `metered.rs`.)
-        if let Some(message) = env.host.budget_exceeded() {
-            return ControlFlow::Break(self.budget_stop(message));
+        if let Some(spent) = env.host.budget_exceeded() {
+            return ControlFlow::Break(self.budget_stop(spent));
         }
         let (snapshot, estimated) = self
             .compaction_gate(context, compact_env, &mut state.compaction)
@@ -641,8 +642,12 @@ impl Turn<'_, '_> {
 
     /// The session's budget is spent: an `error` event naming it, and the turn (or the
     /// sub-agent) ends `budget_exceeded`.
-    fn budget_stop(&self, message: String) -> TurnEnd {
-        let (_, error) = self.fail(BUDGET_EXCEEDED, message, false);
+    fn budget_stop(&self, spent: ledger::Spent) -> TurnEnd {
+        let (_, error) = self.fail(BUDGET_EXCEEDED, spent.message, false);
+        let error = error.map(|error| ErrorInfo {
+            limit: spent.limit,
+            ..error
+        });
         (StopReason::BudgetExceeded, error)
     }
 
@@ -652,13 +657,7 @@ impl Turn<'_, '_> {
             message: message.clone(),
             retryable,
         });
-        (
-            StopReason::Error,
-            Some(ErrorInfo {
-                code: code.to_owned(),
-                message,
-            }),
-        )
+        (StopReason::Error, Some(ErrorInfo::new(code, message)))
     }
 
     fn next_item(&mut self) -> String {

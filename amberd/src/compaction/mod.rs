@@ -99,8 +99,8 @@ pub(crate) enum CompactionError {
     #[error("compaction cancelled")]
     Cancelled,
     /// A request was refused: the session's budget is spent (the message names it).
-    #[error("{0}")]
-    BudgetExceeded(String),
+    #[error("{}", .0.message)]
+    BudgetExceeded(crate::agent::ledger::Spent),
 }
 
 impl CompactionError {

@@ -248,10 +248,7 @@ fn prompt_blocked(
     shared.end_turn();
     host.emit(EventKind::TurnCompleted {
         stop_reason: amber_proto::StopReason::Error,
-        error: Some(amber_proto::ErrorInfo {
-            code: code.to_owned(),
-            message: reason,
-        }),
+        error: Some(amber_proto::ErrorInfo::new(code, reason)),
         usage: Usage::default(),
         output: None,
         cost_usd: None,
@@ -287,8 +284,8 @@ async fn compact_now(
     context: &mut Context,
 ) -> Result<SessionCompactResult, String> {
     // A spent budget compacts nothing: the classify request would be refused anyway.
-    if let Some(message) = shared.refuses_requests() {
-        return Err(message);
+    if let Some(spent) = shared.refuses_requests() {
+        return Err(spent.message);
     }
     let provider = shared.provider();
     let llm = &services.llm.client(provider.as_deref())?;
@@ -412,7 +409,7 @@ impl TurnHost for SessionTurnHost<'_> {
         self.price
     }
 
-    fn budget_exceeded(&self) -> Option<String> {
+    fn budget_exceeded(&self) -> Option<crate::agent::ledger::Spent> {
         self.shared.refuses_requests()
     }
 

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::services::Services;
 use super::{SessionError, SessionShared};
+use crate::agent::ledger::Spent;
 use crate::agent::metered::{Refusal, RequestEstimate};
 
 /// What a feature reads when it attaches to a session (new or restored).
@@ -258,7 +259,7 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
     fn usage_added(&self, _usage: &Usage) {}
 
     /// Why the session may make no further model request, if it may not.
-    fn refuses_requests(&self) -> Option<String> {
+    fn refuses_requests(&self) -> Option<Spent> {
         None
     }
 
@@ -415,7 +416,7 @@ impl Features {
         }
     }
 
-    pub(crate) fn refuses_requests(&self) -> Option<String> {
+    pub(crate) fn refuses_requests(&self) -> Option<Spent> {
         self.0.iter().find_map(|feature| feature.refuses_requests())
     }
 

@@ -19,6 +19,7 @@ pub(crate) mod persist;
 pub(crate) mod queue;
 mod restore;
 pub mod services;
+mod subagent_budget;
 pub(crate) mod subagents;
 pub(crate) mod trust;
 mod view;
@@ -373,7 +374,7 @@ impl SessionShared {
     }
 
     /// Why the session may make no further model request (a spent budget), if it may not.
-    pub(crate) fn refuses_requests(&self) -> Option<String> {
+    pub(crate) fn refuses_requests(&self) -> Option<crate::agent::ledger::Spent> {
         self.features.refuses_requests()
     }
 

@@ -300,10 +300,10 @@ fn end_interrupted(handle: &SessionHandle, turn: Interrupted) {
         Some(&turn_id),
         EventKind::TurnCompleted {
             stop_reason: StopReason::Error,
-            error: Some(ErrorInfo {
-                code: "interrupted".into(),
-                message: "the daemon stopped while this turn was running".into(),
-            }),
+            error: Some(ErrorInfo::new(
+                "interrupted",
+                "the daemon stopped while this turn was running",
+            )),
             usage,
             output: None,
             cost_usd: usage.cost_usd,
@@ -335,12 +335,11 @@ fn settle_queued(services: &Services, handle: &SessionHandle, waiting: Vec<Queue
                 Some(&turn_id),
                 EventKind::TurnCompleted {
                     stop_reason: StopReason::Cancelled,
-                    error: Some(ErrorInfo {
-                        code: "not_resumed".into(),
-                        message: "the daemon restarted before this prompt's turn began \
-                                  ([sessions] resume_queued = false)"
-                            .into(),
-                    }),
+                    error: Some(ErrorInfo::new(
+                        "not_resumed",
+                        "the daemon restarted before this prompt's turn began \
+                         ([sessions] resume_queued = false)",
+                    )),
                     usage: Usage::default(),
                     output: None,
                     cost_usd: None,

@@ -22,9 +22,12 @@ use tokio_util::sync::CancellationToken;
 use super::SessionShared;
 use super::gate::SessionGate;
 use super::services::Services;
+use super::subagent_budget::SubagentBudget;
+use crate::agent::ledger::Spent;
 use crate::agent::metered::{Refusal, RequestEstimate, Reservation};
 use crate::agent::{self, TurnEnv, TurnHost};
 use crate::agents::{self, AgentDirs, AgentLimits};
+use crate::config::SubagentCaps;
 use amber_tools::ToolRegistry;
 use amber_tools::gate::Gate;
 use amber_tools::session::{SubResult, SubTask, SubagentRunner};
@@ -47,8 +50,8 @@ impl SubagentRunner for SessionSubagents {
                 return Err("the session is closing".into());
             };
             // A spent budget starts no sub-agent: none could make a request.
-            if let Some(message) = shared.refuses_requests() {
-                return Err(format!("no sub-agent started: {message}"));
+            if let Some(spent) = shared.refuses_requests() {
+                return Err(format!("no sub-agent started: {}", spent.message));
             }
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
             let services = &self.services;
@@ -71,7 +74,8 @@ impl SubagentRunner for SessionSubagents {
                 .await?;
             let profiles = agents
                 .into_iter()
-                .map(|agent| Profile::resolve(&shared, services, agent))
+                .zip(&tasks)
+                .map(|(agent, task)| Profile::resolve(&shared, services, agent, task))
                 .collect::<Result<Vec<_>, String>>()?;
             let runs = tasks
                 .into_iter()
@@ -100,6 +104,7 @@ struct Profile {
     tools: ToolRegistry,
     mode_ceiling: Option<Mode>,
     max_iterations: u32,
+    caps: SubagentCaps,
 }
 
 impl Profile {
@@ -107,8 +112,10 @@ impl Profile {
         shared: &SessionShared,
         services: &Services,
         agent: Option<agents::Agent>,
+        task: &SubTask,
     ) -> Result<Profile, String> {
         let plain = subagent_prompt(&shared.workspace);
+        let caps = services.live().config.agents.subagent_caps(&task.caps)?;
         // Within the session agent's allow-list, if it has one.
         let tools = shared.offered_tools(services.subagent_tools());
         let live = services.live();
@@ -128,6 +135,7 @@ impl Profile {
                 tools,
                 mode_ceiling: None,
                 max_iterations,
+                caps,
             });
         };
         let name = &agent.name;
@@ -152,6 +160,7 @@ impl Profile {
             tools: limits.restrict(tools),
             mode_ceiling: definition.mode,
             max_iterations: limits.max_iterations(max_iterations),
+            caps,
         })
     }
 }
@@ -162,16 +171,18 @@ async fn run_one(
     turn_id: &str,
     task: SubTask,
     profile: Profile,
-    cancel: &CancellationToken,
+    parent_cancel: &CancellationToken,
 ) -> SubResult {
+    let cancel = parent_cancel;
     // A later task of a serial run, or one a parallel run queued behind the others, starts
     // only while the budget lasts.
-    if let Some(message) = shared.refuses_requests() {
+    if let Some(spent) = shared.refuses_requests() {
         return SubResult {
             ok: false,
             text: format!(
-                "[sub-agent not started: {}: {message}]",
-                StopReason::BudgetExceeded.as_str()
+                "[sub-agent not started: {}: {}]",
+                StopReason::BudgetExceeded.as_str(),
+                spent.message
             ),
         };
     }
@@ -180,10 +191,15 @@ async fn run_one(
         .description
         .clone()
         .unwrap_or_else(|| task.prompt.chars().take(80).collect());
+    let budget = SubagentBudget::new(profile.caps);
+    // Fires at the sub-agent's deadline too, so a hung tool call ends with it.
+    let own_cancel = budget.cancel_token(cancel);
+    let cancel = &own_cancel;
     let host = SubagentTurnHost {
         shared,
         turn_id,
         agent_id: &agent_id,
+        budget: &budget,
         price: services
             .llm
             .price(profile.provider.as_deref(), &profile.model),
@@ -234,11 +250,25 @@ async fn run_one(
         .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
         .map(|m| m.content.clone())
         .unwrap_or_default();
-    let (ok, text) = match outcome.stop {
+    let mut stop = outcome.stop;
+    let mut error = outcome.error;
+    // Cut by its own deadline, not by the parent's cancel: the wall-clock cap stopped it.
+    if stop == StopReason::Cancelled
+        && !parent_cancel.is_cancelled()
+        && let Some(spent) = budget.out_of_time()
+    {
+        stop = StopReason::BudgetExceeded;
+        error = Some(amber_proto::ErrorInfo {
+            limit: spent.limit,
+            ..amber_proto::ErrorInfo::new(agent::BUDGET_EXCEEDED, spent.message)
+        });
+    }
+    let limit = error.as_ref().and_then(|e| e.limit);
+    let (ok, text) = match stop {
         StopReason::EndTurn => (true, reply),
         stop => {
-            let why = outcome
-                .error
+            let cap = limit.map(|l| format!(" ({l})")).unwrap_or_default();
+            let why = error
                 .map(|e| format!(": {}", e.message))
                 .unwrap_or_default();
             let partial = if reply.is_empty() {
@@ -248,7 +278,7 @@ async fn run_one(
             };
             (
                 false,
-                format!("[sub-agent stopped: {}{why}]{partial}", stop.as_str()),
+                format!("[sub-agent stopped: {}{cap}{why}]{partial}", stop.as_str()),
             )
         }
     };
@@ -256,6 +286,8 @@ async fn run_one(
         agent_id: agent_id.clone(),
         task: label,
         result: Some(text.clone()),
+        stop_reason: Some(stop),
+        limit,
     });
     SubResult { ok, text }
 }
@@ -276,6 +308,8 @@ struct SubagentTurnHost<'a> {
     shared: &'a SessionShared,
     turn_id: &'a str,
     agent_id: &'a str,
+    /// Its own caps.
+    budget: &'a SubagentBudget,
     /// The sub-agent model's price (it may differ from the session's).
     price: Option<amber_llm::Price>,
     gate: SessionGate<'a>,
@@ -309,6 +343,7 @@ impl TurnHost for SubagentTurnHost<'_> {
     }
 
     fn add_usage(&self, usage: &Usage) -> Usage {
+        self.budget.add(usage);
         self.shared.add_subagent_usage(usage)
     }
 
@@ -316,9 +351,12 @@ impl TurnHost for SubagentTurnHost<'_> {
         self.price
     }
 
-    /// The session's budget binds its sub-agents too: they spend from it.
-    fn budget_exceeded(&self) -> Option<String> {
-        self.shared.refuses_requests()
+    /// The session's budget binds its sub-agents too: they spend from it. Then their own
+    /// caps.
+    fn budget_exceeded(&self) -> Option<Spent> {
+        self.shared
+            .refuses_requests()
+            .or_else(|| self.budget.exceeded())
     }
 
     /// And their requests reserve it, alongside their siblings' and the parent's.
@@ -328,8 +366,9 @@ impl TurnHost for SubagentTurnHost<'_> {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
         Box::pin(async move {
-            let hold = self.shared.features.reserve(estimate, cancel).await?;
-            Ok(Reservation::holding(hold))
+            let own = self.budget.reserve(estimate, cancel).await?;
+            let session = self.shared.features.reserve(estimate, cancel).await?;
+            Ok(Reservation::holding((own, session)))
         })
     }
 

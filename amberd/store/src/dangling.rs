@@ -59,6 +59,8 @@ impl Open {
                     agent_id: id,
                     task,
                     result: Some(INTERRUPTED_SUBAGENT.to_owned()),
+                    stop_reason: Some(amber_proto::StopReason::Error),
+                    limit: None,
                 },
             },
             Open::Approval { agent, id } => Closing {
@@ -221,6 +223,8 @@ mod tests {
                     agent_id: "a1".into(),
                     task: "one".into(),
                     result: Some("ok".into()),
+                    stop_reason: Some(amber_proto::StopReason::EndTurn),
+                    limit: None,
                 },
             ),
         ]);
@@ -235,6 +239,8 @@ mod tests {
                         agent_id: "a2".into(),
                         task: "two".into(),
                         result: Some(INTERRUPTED_SUBAGENT.into()),
+                        stop_reason: Some(amber_proto::StopReason::Error),
+                        limit: None,
                     },
                 },
                 completed("c2", None),

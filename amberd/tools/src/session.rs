@@ -17,12 +17,36 @@ use super::sandbox::ToolSandbox;
 use amber_exec::env_policy::ToolEnv;
 
 /// One sub-agent task of a `task` call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SubTask {
     pub prompt: String,
     pub description: Option<String>,
     /// The custom agent to run it as (its prompt, tools, mode ceiling, iteration cap).
     pub agent: Option<String>,
+    /// The caps the call asked for; the session bounds them by its configured ones.
+    pub caps: TaskCaps,
+}
+
+/// Caps a `task` call asks for one sub-agent (`max_tokens`, `max_requests`,
+/// `max_seconds`, `max_usd`); unset: the configured default.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TaskCaps {
+    pub max_tokens: Option<u64>,
+    pub max_requests: Option<u64>,
+    pub max_seconds: Option<u64>,
+    pub max_usd: Option<f64>,
+}
+
+impl TaskCaps {
+    /// Each of `self`'s caps, else `fallback`'s.
+    pub fn or(self, fallback: TaskCaps) -> TaskCaps {
+        TaskCaps {
+            max_tokens: self.max_tokens.or(fallback.max_tokens),
+            max_requests: self.max_requests.or(fallback.max_requests),
+            max_seconds: self.max_seconds.or(fallback.max_seconds),
+            max_usd: self.max_usd.or(fallback.max_usd),
+        }
+    }
 }
 
 /// What a sub-agent came back with.

@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::args::Args;
-use super::session::SubTask;
+use super::session::{SubTask, TaskCaps};
 use super::{Tool, ToolContext, ToolOutcome};
 
 /// Most tasks one call may hand out.
@@ -25,7 +25,9 @@ impl Tool for TaskTool {
          default) or concurrently (`mode: \"parallel\"`, for independent work). Each sub-agent \
          has the same tools except `task`; its final reply is returned here. Give each a \
          self-contained prompt: it does not see this conversation. `agent` runs a task as a \
-         custom agent (its prompt, tools and mode), for all tasks or per task."
+         custom agent (its prompt, tools and mode), for all tasks or per task. `max_tokens`, \
+         `max_requests`, `max_seconds` and `max_usd` cap each sub-agent (for all tasks or per \
+         task), within the configured caps: a capped sub-agent stops with the cap it reached."
     }
 
     fn input_schema(&self) -> Value {
@@ -36,6 +38,10 @@ impl Tool for TaskTool {
                 "description": {"type": "string", "description": "A few words naming the task."},
                 "mode": {"type": "string", "enum": ["serial", "parallel"]},
                 "agent": {"type": "string", "description": "A custom agent's name (`plan`, `review`, …) to run the tasks as."},
+                "max_tokens": {"type": "integer", "minimum": 1, "description": "Most tokens each sub-agent may use."},
+                "max_requests": {"type": "integer", "minimum": 1, "description": "Most model requests each sub-agent may make."},
+                "max_seconds": {"type": "integer", "minimum": 1, "description": "Most seconds each sub-agent may run."},
+                "max_usd": {"type": "number", "minimum": 0, "description": "Most US dollars each sub-agent may spend."},
                 "tasks": {
                     "type": "array",
                     "items": {
@@ -43,7 +49,11 @@ impl Tool for TaskTool {
                         "properties": {
                             "prompt": {"type": "string"},
                             "description": {"type": "string"},
-                            "agent": {"type": "string"}
+                            "agent": {"type": "string"},
+                            "max_tokens": {"type": "integer", "minimum": 1},
+                            "max_requests": {"type": "integer", "minimum": 1},
+                            "max_seconds": {"type": "integer", "minimum": 1},
+                            "max_usd": {"type": "number", "minimum": 0}
                         },
                         "required": ["prompt"]
                     }
@@ -116,6 +126,7 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
         .opt_string("agent")
         .map_err(|e| e.to_string())?
         .map(str::to_owned);
+    let caps = caps(value, "")?;
     let tasks = match value.get("tasks") {
         Some(Value::Array(items)) => items
             .iter()
@@ -139,6 +150,7 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
                     prompt: prompt.to_owned(),
                     description,
                     agent: own_agent.or_else(|| agent.clone()),
+                    caps: self::caps(item, &format!("tasks[{i}].")).map(|own| own.or(caps))?,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?,
@@ -158,6 +170,7 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
                 .map_err(|e| e.to_string())?
                 .map(str::to_owned),
             agent,
+            caps,
         }]
     } else {
         tasks
@@ -169,6 +182,34 @@ fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {
         ));
     }
     Ok((tasks, parallel))
+}
+
+/// The caps `value` asks for; `at` prefixes the field names in errors (`tasks[2].`).
+fn caps(value: &Value, at: &str) -> Result<TaskCaps, String> {
+    let count = |key: &str| -> Result<Option<u64>, String> {
+        match value.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| format!("`{at}{key}` must be a whole number above 0, got {v}")),
+        }
+    };
+    let max_usd = match value.get("max_usd") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_f64()
+                .filter(|usd| usd.is_finite() && *usd >= 0.0)
+                .ok_or_else(|| format!("`{at}max_usd` must be a number of dollars ≥ 0, got {v}"))?,
+        ),
+    };
+    Ok(TaskCaps {
+        max_tokens: count("max_tokens")?,
+        max_requests: count("max_requests")?,
+        max_seconds: count("max_seconds")?,
+        max_usd,
+    })
 }
 
 #[cfg(test)]
@@ -208,6 +249,50 @@ mod tests {
         );
         let err = parse(&json!({"tasks": [{"prompt": "a", "agent": []}]})).unwrap_err();
         assert!(err.contains("tasks[0].agent"), "{err}");
+    }
+
+    #[test]
+    fn caps_for_all_tasks_or_per_task() {
+        let (tasks, _) = parse(&json!({
+            "max_tokens": 5000,
+            "max_usd": 0.25,
+            "tasks": [{"prompt": "a"}, {"prompt": "b", "max_tokens": 100, "max_seconds": 30}]
+        }))
+        .unwrap();
+        assert_eq!(
+            tasks[0].caps,
+            TaskCaps {
+                max_tokens: Some(5000),
+                max_usd: Some(0.25),
+                ..TaskCaps::default()
+            }
+        );
+        assert_eq!(
+            tasks[1].caps,
+            TaskCaps {
+                max_tokens: Some(100),
+                max_seconds: Some(30),
+                max_usd: Some(0.25),
+                max_requests: None,
+            }
+        );
+        let (tasks, _) = parse(&json!({"prompt": "p", "max_requests": 3})).unwrap();
+        assert_eq!(tasks[0].caps.max_requests, Some(3));
+        // (arguments, the field the error names)
+        let bad = [
+            (json!({"prompt": "p", "max_tokens": 0}), "`max_tokens`"),
+            (json!({"prompt": "p", "max_requests": -1}), "`max_requests`"),
+            (json!({"prompt": "p", "max_seconds": "10"}), "`max_seconds`"),
+            (json!({"prompt": "p", "max_usd": -0.5}), "`max_usd`"),
+            (
+                json!({"tasks": [{"prompt": "a", "max_tokens": 1.5}]}),
+                "`tasks[0].max_tokens`",
+            ),
+        ];
+        for (args, field) in bad {
+            let err = parse(&args).unwrap_err();
+            assert!(err.contains(field), "{args}: {err}");
+        }
     }
 
     #[test]

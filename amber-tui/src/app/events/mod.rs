@@ -142,6 +142,7 @@ impl App {
                 agent_id,
                 task,
                 result,
+                ..
             } => self.subagent(agent_id, task, result, true),
             EventKind::TurnCompleted {
                 stop_reason, error, ..
@@ -339,7 +340,7 @@ impl App {
         self.clear_notice(NoticeKind::Cancelling);
         if stop_reason != StopReason::EndTurn {
             let mut text = format!("turn ended: {}", stop_reason.as_str().replace('_', " "));
-            if let Some(ErrorInfo { code, message }) = error {
+            if let Some(ErrorInfo { code, message, .. }) = error {
                 // An `error` event of this turn already shows it as a cell: say it once.
                 let shown = self
                     .turn_errors
