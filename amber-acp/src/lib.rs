@@ -428,6 +428,7 @@ impl Bridge {
             cursor: None,
         });
         let params = amber_proto::SessionListParams {
+            parent: None,
             cursor: p.cursor,
             limit: None,
         };

@@ -42,6 +42,7 @@ fn ev(seq: Option<u64>, mut body: Value) -> Incoming {
 fn app() -> App {
     let mut app = App::new("s_1");
     let info = SessionInfo {
+        parent: None,
         session_id: "s_1".into(),
         cwd: "/w".into(),
         mode: Mode::Write,

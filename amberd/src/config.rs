@@ -239,6 +239,11 @@ pub struct AgentsConfig {
     pub subagent_max_seconds: Option<u64>,
     /// US dollars one sub-agent may spend (its model needs a price).
     pub subagent_max_usd: Option<amber_proto::CostUsd>,
+    /// Background sub-agents running at once in the whole daemon (more wait, queued);
+    /// unset: 8.
+    pub max_running: Option<usize>,
+    /// Background sub-agents of one session running at once; unset: 4.
+    pub max_running_per_parent: Option<usize>,
 }
 
 /// The caps one sub-agent runs under: `[agents] subagent_max_*`, or lower where its
@@ -301,6 +306,16 @@ impl AgentsConfig {
             )?,
             usd: bound("max_usd", "subagent_max_usd", usd, self.subagent_max_usd)?,
         })
+    }
+
+    /// `max_running`, at least 1.
+    pub fn max_running(&self) -> usize {
+        self.max_running.unwrap_or(8).max(1)
+    }
+
+    /// `max_running_per_parent`, at least 1.
+    pub fn max_running_per_parent(&self) -> usize {
+        self.max_running_per_parent.unwrap_or(4).max(1)
     }
 
     /// `subagent_model`, when it names one.

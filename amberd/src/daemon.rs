@@ -11,11 +11,14 @@ use amber_proto::{
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::delivery::Delivery;
 use crate::mcp::McpHost;
 use crate::plugins::bridge::McpBridge;
 use crate::plugins::{Host, HostError, PluginRuntime, SessionView, bundled, external};
-use crate::session::SessionManager;
+use crate::session::directory::Directory;
+use crate::session::inbox::Offer;
 use crate::session::services::Services;
+use crate::session::{SessionError, SessionManager};
 use amber_exec::probe::Availability;
 
 /// How long `start` waits for plugins before serving anyway.
@@ -61,6 +64,9 @@ impl Daemon {
                     tracing::error!(%err, "external plugin not registered");
                 }
             }
+            let _ = services
+                .directory
+                .set(Arc::new(DaemonDirectory(weak.clone())));
             // The bridge reaches the daemon only as its plugin host.
             let host: Weak<dyn Host> = weak.clone();
             let bridge = Arc::new(McpBridge::new(host, registries));
@@ -326,5 +332,53 @@ impl Drop for ConnectionCount {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
         // What the connection held (queued replies, buffers) is freed by now.
         self.0.sessions.services().memory.soon();
+    }
+}
+
+/// The daemon's sessions as features reach them (`session::directory`).
+struct DaemonDirectory(Weak<Daemon>);
+
+impl DaemonDirectory {
+    fn daemon(&self) -> Result<Arc<Daemon>, SessionError> {
+        self.0
+            .upgrade()
+            .ok_or_else(|| SessionError::Internal("the daemon is stopping".into()))
+    }
+}
+
+impl Directory for DaemonDirectory {
+    fn create(&self, params: SessionNewParams) -> Result<SessionInfo, SessionError> {
+        self.daemon()?.sessions.create(params)
+    }
+
+    fn prompt(&self, id: &str, text: String) -> Result<String, SessionError> {
+        self.daemon()?.sessions.prompt(id, text)
+    }
+
+    fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        self.daemon()?.sessions.info_of(id)
+    }
+
+    fn all(&self) -> Vec<SessionInfo> {
+        self.0
+            .upgrade()
+            .map(|daemon| daemon.sessions.all_infos())
+            .unwrap_or_default()
+    }
+
+    fn cancel(&self, id: &str) -> Result<bool, SessionError> {
+        Ok(self.daemon()?.sessions.get(id)?.shared.cancel())
+    }
+
+    fn offer(&self, id: &str, delivery: Delivery) -> Result<Offer, SessionError> {
+        Ok(self.daemon()?.sessions.get(id)?.shared.offer(delivery))
+    }
+
+    fn edit_info(
+        &self,
+        id: &str,
+        edit: &mut dyn FnMut(&mut SessionInfo),
+    ) -> Result<SessionInfo, SessionError> {
+        self.daemon()?.sessions.edit_info(id, edit)
     }
 }

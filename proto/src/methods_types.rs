@@ -184,6 +184,10 @@ pub struct SessionNewParams {
     /// `repo` at the end of each turn that completes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushParams>,
+    /// Set by the daemon only, never read from the wire: the session is a background
+    /// sub-agent of this parent (`task {background: true}`).
+    #[serde(skip)]
+    pub parent: Option<crate::ParentLink>,
 }
 
 /// `session/new {push}`: where a fleet session's runner pushes its result.
@@ -199,6 +203,9 @@ pub struct PushParams {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListParams {
+    /// amber extension: only the background sub-agents of this session (id or name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

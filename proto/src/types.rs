@@ -170,6 +170,80 @@ pub struct SessionInfo {
     /// (`session/new {environment}`), and the state of its executor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<crate::EnvironmentInfo>,
+    /// amber extension: the session is a background sub-agent (`task {background: true}`)
+    /// of another session; what it owes its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// A background sub-agent's tie to the session that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentLink {
+    pub session_id: String,
+    /// The handle the parent knows it by (`task_status`, `task_wait`, `task_cancel`).
+    pub agent_id: String,
+    /// A few words naming its task.
+    pub task: String,
+    /// Its task, as the parent gave it (the child's first prompt).
+    pub prompt: String,
+    pub state: ChildState,
+    /// Its own caps.
+    #[serde(default)]
+    pub caps: ChildCaps,
+    /// How its task ended, once it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ChildResult>,
+    /// It was told once to go on after the daemon stopped while it worked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
+}
+
+/// Where a background sub-agent stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildState {
+    /// Waiting for a slot (`[agents] max_running`, `max_running_per_parent`).
+    Queued,
+    Running,
+    /// Its task ended; its result is on its way to the parent.
+    Done,
+    /// Its result is in the parent's conversation.
+    Delivered,
+}
+
+impl ChildState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChildState::Queued => "queued",
+            ChildState::Running => "running",
+            ChildState::Done => "done",
+            ChildState::Delivered => "delivered",
+        }
+    }
+}
+
+/// A background sub-agent's caps (`task {max_*}` within `[agents] subagent_max_*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildCaps {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_usd: Option<crate::CostUsd>,
+}
+
+/// How a background sub-agent's task ended: what its parent receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildResult {
+    pub stop_reason: crate::StopReason,
+    /// Its last reply, led by why it stopped when it did not finish.
+    pub text: String,
 }
 
 /// Where a tool comes from.

@@ -14,6 +14,7 @@ mod acp;
 mod agents;
 mod amberd_out_of_reach;
 mod approvals;
+mod background_agents;
 mod bench;
 mod budgets_hold;
 mod checkpoints;

@@ -249,6 +249,7 @@ mod tests {
 
     fn info(id: &str, state: SessionState, updated: &str) -> SessionInfo {
         SessionInfo {
+            parent: None,
             session_id: id.into(),
             cwd: format!("/w/{id}"),
             mode: Mode::Write,

@@ -9,6 +9,7 @@
 //! with `end_turn` only with a valid `output` (one repair round, else `invalid_output`).
 
 pub(crate) mod compact;
+pub(crate) mod delivery;
 pub(crate) mod finish_signal;
 pub(crate) mod guards;
 pub(crate) mod ledger;
@@ -78,6 +79,12 @@ pub(crate) trait TurnHost: Send + Sync {
     fn budget_exceeded(&self) -> Option<ledger::Spent> {
         None
     }
+    /// Results that reached the session since the last round (background sub-agents'),
+    /// taken: the loop pushes them before its next request (`delivery.rs`). None by
+    /// default.
+    fn deliveries(&self) -> Vec<delivery::Delivery> {
+        Vec::new()
+    }
     /// Reserves the session's budget for one request expected to cost `estimate`, waiting
     /// while requests in flight hold what is left; refused once the budget is spent.
     /// Every request is reserved (`metered.rs`). Unmetered by default.
@@ -135,6 +142,8 @@ pub(crate) struct TurnOutcome {
     pub output: Option<serde_json::Value>,
     /// The part of `usage` the confirm exchange spent, when the turn sent one.
     pub confirm_usage: Option<Usage>,
+    /// The text of the last reply shown: the final answer when the turn ended `end_turn`.
+    pub text: String,
 }
 
 /// Runs one prompt to completion. The caller has already ensured the system prompt.
@@ -178,6 +187,7 @@ pub(crate) async fn run_turn(
         usage: turn.usage,
         output,
         confirm_usage: turn.confirm_usage,
+        text: turn.final_text,
     }
 }
 
@@ -271,6 +281,10 @@ impl Turn<'_, '_> {
         let env = self.env;
         if env.cancel.is_cancelled() {
             return ControlFlow::Break((StopReason::Cancelled, None));
+        }
+        // Never between the confirm question and its answer: the exchange is popped whole.
+        if !state.confirming {
+            delivery::push_all(context, env.host.deliveries(), env.host);
         }
         // Before the round, compaction's included: a spent budget starts nothing more.
         // (Each request also reserves its share as it goes out: `metered.rs`.)

@@ -119,6 +119,7 @@ impl FakeSession {
     fn new() -> FakeSession {
         FakeSession {
             info: Mutex::new(SessionInfo {
+                parent: None,
                 session_id: "s1".to_owned(),
                 cwd: "/work".to_owned(),
                 mode: Mode::Write,

@@ -94,7 +94,12 @@ pub(crate) fn module(
     m.method::<methods::SessionNew>(|p, d, _| Ok(d.sessions.create(p)?))?;
 
     m.method::<methods::SessionList>(|p, d, _| {
-        let (sessions, next_cursor) = d.sessions.list(p.cursor.as_deref(), p.limit)?;
+        let (sessions, next_cursor) = match &p.parent {
+            Some(parent) => d
+                .sessions
+                .list_children(parent, p.cursor.as_deref(), p.limit)?,
+            None => d.sessions.list(p.cursor.as_deref(), p.limit)?,
+        };
         Ok(proto::SessionListResult {
             sessions,
             next_cursor,

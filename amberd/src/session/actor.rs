@@ -208,7 +208,7 @@ async fn run_prompt(
     let outcome = agent::run_turn(context, text, &env).await;
     shared
         .features
-        .turn_ending(&turn(shared, services, turn_id, &cancel), outcome.stop)
+        .turn_ending(&turn(shared, services, turn_id, &cancel), &outcome)
         .await;
     shared.publish_messages(context);
     shared.end_turn();
@@ -224,6 +224,7 @@ async fn run_prompt(
     shared
         .features
         .turn_ended(&turn(shared, services, turn_id, &cancel), outcome.stop);
+    shared.inbox_turn_ended();
     // After the event, not before: the log is the record of the turn (recovery reads it),
     // the metadata only its summary, and its atomic replace (two fsyncs) need not delay
     // what the client waits for.
@@ -260,6 +261,7 @@ fn prompt_blocked(
         &turn(shared, services, turn_id, &cancel),
         amber_proto::StopReason::Error,
     );
+    shared.inbox_turn_ended();
     shared.save_meta();
 }
 
@@ -409,6 +411,10 @@ impl TurnHost for SessionTurnHost<'_> {
         self.price
     }
 
+    fn deliveries(&self) -> Vec<crate::agent::delivery::Delivery> {
+        self.shared.take_deliveries()
+    }
+
     fn budget_exceeded(&self) -> Option<crate::agent::ledger::Spent> {
         self.shared.refuses_requests()
     }
@@ -453,6 +459,7 @@ impl SessionShared {
         live.turn_id = Some(turn_id.to_owned());
         live.queued = live.queued.saturating_sub(1);
         live.subagent_usage = Usage::default();
+        live.inbox.turn_began();
         live.info.state = SessionState::Running;
         live.info.updated_at = crate::clock::now_rfc3339();
     }

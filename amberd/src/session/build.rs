@@ -110,7 +110,9 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
             queued: 0,
             model_follows_config: meta.model_follows_config,
             marked: false,
+            inbox: super::inbox::Inbox::default(),
         }),
+        waker: std::sync::OnceLock::new(),
     });
     shared.tools.set_session_id(&shared.id);
     if let Some(environment) = &meta.info.environment {
@@ -141,12 +143,14 @@ pub(super) fn spawn(services: &Arc<Services>, parts: Parts, restored: bool) -> A
     shared.features.started(&shared, restored);
     let (tx, rx) = mpsc::unbounded_channel();
     let task = tokio::spawn(actor::run(shared.clone(), services.clone(), rx, context));
-    Arc::new(SessionHandle {
+    let handle = Arc::new(SessionHandle {
         shared,
         commands: tx,
         task: Mutex::new(Some(task)),
         prompt_order: Mutex::new(()),
-    })
+    });
+    handle.shared.set_waker(Arc::downgrade(&handle));
+    handle
 }
 
 /// `session/new`'s `cwd`: absolute, existing, a directory; symlinks resolved; not too broad

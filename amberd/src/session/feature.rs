@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::services::Services;
 use super::{SessionError, SessionShared};
+use crate::agent::TurnOutcome;
 use crate::agent::ledger::Spent;
 use crate::agent::metered::{Refusal, RequestEstimate};
 
@@ -296,7 +297,11 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
 
     /// The turn's work is done (it stops for `stop`); its `turn_completed` is not
     /// published yet.
-    fn turn_ending<'a>(&'a self, _turn: &'a Turn<'a>, _stop: StopReason) -> BoxFuture<'a, ()> {
+    fn turn_ending<'a>(
+        &'a self,
+        _turn: &'a Turn<'a>,
+        _outcome: &'a TurnOutcome,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 
@@ -465,9 +470,9 @@ impl Features {
         }
     }
 
-    pub(crate) async fn turn_ending(&self, turn: &Turn<'_>, stop: StopReason) {
+    pub(crate) async fn turn_ending(&self, turn: &Turn<'_>, outcome: &TurnOutcome) {
         for feature in &self.0 {
-            feature.turn_ending(turn, stop).await;
+            feature.turn_ending(turn, outcome).await;
         }
     }
 

@@ -87,6 +87,7 @@ mod tests {
 
     fn info(id: &str, created: &str) -> SessionInfo {
         SessionInfo {
+            parent: None,
             session_id: id.into(),
             cwd: "/".into(),
             mode: amber_proto::Mode::default(),

@@ -206,6 +206,7 @@ impl SessionManager {
         let now = now_rfc3339();
         let priced = services.llm.price(provider.as_deref(), &model).is_some();
         let mut info = SessionInfo {
+            parent: None,
             session_id: id.clone(),
             cwd: workspace.display().to_string(),
             mode: params.mode.unwrap_or_default(),
@@ -487,12 +488,26 @@ impl SessionManager {
         cursor: Option<&str>,
         limit: Option<u32>,
     ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
-        let all: Vec<SessionInfo> = {
-            let registry = self.registry();
-            let loaded = registry.loaded.values().map(|h| h.shared.info());
-            loaded.chain(registry.stored.values().cloned()).collect()
-        };
-        listing::page(all, cursor, limit)
+        listing::page(self.all_infos(), cursor, limit)
+    }
+
+    /// `list`, only the background sub-agents of session `parent` (an id, name or prefix).
+    pub fn list_children(
+        &self,
+        parent: &str,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
+        let parent = self
+            .resolve_id(parent)?
+            .unwrap_or_else(|| parent.to_owned());
+        self.info_of(&parent)?;
+        let children = self
+            .all_infos()
+            .into_iter()
+            .filter(|info| info.parent.as_ref().is_some_and(|l| l.session_id == parent))
+            .collect();
+        listing::page(children, cursor, limit)
     }
 
     /// What the sessions `which` picks have cost in all (their `usage.costUsd`), loaded or
@@ -901,6 +916,33 @@ impl SessionManager {
         self.delete_session(id).await
     }
 
+    /// Changes a session's info (loading it) and saves its metadata.
+    pub(crate) fn edit_info(
+        &self,
+        id: &str,
+        edit: &mut dyn FnMut(&mut SessionInfo),
+    ) -> Result<SessionInfo, SessionError> {
+        let handle = self.get(id)?;
+        let info = {
+            let mut live = handle.shared.lock_live();
+            edit(&mut live.info);
+            live.info.clone()
+        };
+        handle.shared.save_meta();
+        handle
+            .shared
+            .hub
+            .notify_watchers(SessionChangeKind::Updated);
+        Ok(info)
+    }
+
+    /// Every session's info, loaded or only stored, in no order.
+    pub(crate) fn all_infos(&self) -> Vec<SessionInfo> {
+        let registry = self.registry();
+        let loaded = registry.loaded.values().map(|h| h.shared.info());
+        loaded.chain(registry.stored.values().cloned()).collect()
+    }
+
     /// The info of a session, loaded or only stored.
     pub fn info_of(&self, id: &str) -> Result<SessionInfo, SessionError> {
         let registry = self.registry();
@@ -996,6 +1038,7 @@ async fn stop_session(handle: &SessionHandle) {
 fn draft_meta() -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
+            parent: None,
             session_id: String::new(),
             cwd: String::new(),
             mode: amber_proto::Mode::default(),

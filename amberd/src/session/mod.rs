@@ -8,10 +8,12 @@
 pub(crate) mod actor;
 pub(crate) mod approvals;
 mod build;
+pub(crate) mod directory;
 pub(crate) mod feature;
 pub(crate) mod features;
 pub(crate) mod gate;
 pub mod hub;
+pub(crate) mod inbox;
 mod listing;
 pub(crate) mod manager;
 pub(crate) mod names;
@@ -107,6 +109,8 @@ pub struct SessionShared {
     grants: Mutex<Grants>,
     rules: Mutex<WorkspaceRules>,
     live: Mutex<Live>,
+    /// The session's own handle, for the prompt that wakes it (`inbox.rs`).
+    waker: std::sync::OnceLock<std::sync::Weak<SessionHandle>>,
 }
 
 struct Live {
@@ -127,6 +131,8 @@ struct Live {
     /// Whether this session's busy marker is on disk (`amber-store`'s `busy.rs`): created
     /// when the session goes from idle to having work, removed when it is idle again.
     marked: bool,
+    /// Results from outside its turns, waiting for the next round (`inbox.rs`).
+    inbox: inbox::Inbox,
 }
 
 impl SessionShared {

@@ -54,6 +54,7 @@ pub(super) fn load(
         ..
     } = loaded;
     let context = rebuild_context(id, context, keep, &meta.system_prompt, &persistence);
+    let delivered = delivered_ids(&events, &context);
     let hub = restored_hub(services, id, events, persistence.clone());
     let meta = amber_store::SessionMeta {
         info: restored_info(meta.info, &recap),
@@ -70,8 +71,27 @@ pub(super) fn load(
         },
         true,
     );
+    handle.shared.seed_delivered(delivered);
     settle(services, &handle, recap);
     Ok(handle)
+}
+
+/// The results already delivered into the conversation (`agent::delivery`): the calls that
+/// carried them, as the events record them (they outlive a `/clear` or a compaction) and
+/// as the context has them (a crash may come between the push and the event).
+fn delivered_ids(events: &[amber_store::StoredEvent], context: &Context) -> Vec<String> {
+    let prefix = crate::agent::delivery::DELIVERY_CALL_PREFIX;
+    let from_context = context
+        .messages()
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .filter(|id| id.starts_with(prefix))
+        .map(str::to_owned);
+    amber_store::completed_calls_with_prefix(events, prefix)
+        .into_iter()
+        .chain(from_context)
+        .filter_map(|call| crate::agent::delivery::delivery_id(&call).map(str::to_owned))
+        .collect()
 }
 
 fn store_err(err: StoreError) -> SessionError {

@@ -87,6 +87,9 @@ pub struct Services {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Where traces go, once `[telemetry] otlp_endpoint` started the exporter.
     pub telemetry: std::sync::OnceLock<crate::telemetry::Exporter>,
+    /// Every session of the daemon, for features that reach other sessions; installed
+    /// once the daemon exists (`session::directory`).
+    pub(crate) directory: std::sync::OnceLock<Arc<dyn super::directory::Directory>>,
     /// Where the listener for executors that dial in listens, once it does.
     pub executor_listener: std::sync::OnceLock<std::net::SocketAddr>,
     /// `session/watch`: every session's changes to every watcher, and the approver watches
@@ -170,6 +173,7 @@ impl Services {
             fleet,
             metrics: Arc::default(),
             telemetry: std::sync::OnceLock::new(),
+            directory: std::sync::OnceLock::new(),
             executor_listener: std::sync::OnceLock::new(),
             sandbox,
         })
@@ -236,7 +240,9 @@ impl Services {
     /// The tools of sub-agents: the same minus `task` (no recursion).
     pub fn subagent_tools(&self) -> ToolRegistry {
         let mut tools = self.registries.tools();
-        tools.remove("task");
+        for name in amber_tools::session::PARENT_ONLY_TOOLS {
+            tools.remove(name);
+        }
         tools
     }
 }

@@ -74,6 +74,23 @@ impl SubagentBudget {
         }
     }
 
+    /// The budget of a sub-agent that has run for `age` and spent `usage` already (a
+    /// background one, loaded again).
+    pub(crate) fn resume(caps: SubagentCaps, usage: Usage, age: Duration) -> SubagentBudget {
+        let budget = SubagentBudget::new(caps);
+        budget.state.locked().usage = usage;
+        SubagentBudget {
+            started: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
+            ..budget
+        }
+    }
+
+    /// What is left of the wall-clock cap, if there is one.
+    pub(crate) fn time_left(&self) -> Option<Duration> {
+        let cap = Duration::from_secs(self.seconds?);
+        Some(cap.saturating_sub(self.started.elapsed()))
+    }
+
     /// A token that fires when `parent` does or at the deadline, whichever is first.
     pub(crate) fn cancel_token(&self, parent: &CancellationToken) -> CancellationToken {
         let token = parent.child_token();

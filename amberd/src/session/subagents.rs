@@ -55,28 +55,8 @@ impl SubagentRunner for SessionSubagents {
             }
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
             let services = &self.services;
-            // Every agent is found, and a workspace agent trusted, before any task runs: one
-            // bad or untrusted name runs nothing. Each profile comes from the version that
-            // was trusted.
-            let agents = tasks
-                .iter()
-                .map(|task| {
-                    task.agent
-                        .as_deref()
-                        .map(|name| {
-                            agents::find(&AgentDirs::new(Some(&shared.config_root)), name)
-                                .map_err(|e| e.to_string())
-                        })
-                        .transpose()
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            super::trust::ensure_agents_trusted(&shared, services, &turn_id, cancel, &agents)
-                .await?;
-            let profiles = agents
-                .into_iter()
-                .zip(&tasks)
-                .map(|(agent, task)| Profile::resolve(&shared, services, agent, task))
-                .collect::<Result<Vec<_>, String>>()?;
+            let profiles =
+                Profile::resolve_all(&shared, services, &turn_id, cancel, &tasks).await?;
             let runs = tasks
                 .into_iter()
                 .zip(profiles)
@@ -97,17 +77,47 @@ impl SubagentRunner for SessionSubagents {
 }
 
 /// How one sub-agent runs: the session's defaults, or what its custom agent sets.
-struct Profile {
-    system_prompt: String,
-    model: String,
-    provider: Option<String>,
-    tools: ToolRegistry,
-    mode_ceiling: Option<Mode>,
-    max_iterations: u32,
-    caps: SubagentCaps,
+pub(crate) struct Profile {
+    pub system_prompt: String,
+    pub model: String,
+    pub provider: Option<String>,
+    pub tools: ToolRegistry,
+    pub mode_ceiling: Option<Mode>,
+    pub max_iterations: u32,
+    pub caps: SubagentCaps,
 }
 
 impl Profile {
+    /// The profile of each task, in order, once every agent they name is found and
+    /// trusted: one bad or untrusted name runs nothing.
+    pub(crate) async fn resolve_all(
+        shared: &SessionShared,
+        services: &Services,
+        turn_id: &str,
+        cancel: &CancellationToken,
+        tasks: &[SubTask],
+    ) -> Result<Vec<Profile>, String> {
+        // Each profile comes from the version that was trusted.
+        let agents = tasks
+            .iter()
+            .map(|task| {
+                task.agent
+                    .as_deref()
+                    .map(|name| {
+                        agents::find(&AgentDirs::new(Some(&shared.config_root)), name)
+                            .map_err(|e| e.to_string())
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        super::trust::ensure_agents_trusted(shared, services, turn_id, cancel, &agents).await?;
+        agents
+            .into_iter()
+            .zip(tasks)
+            .map(|(agent, task)| Profile::resolve(shared, services, agent, task))
+            .collect()
+    }
+
     fn resolve(
         shared: &SessionShared,
         services: &Services,
@@ -294,7 +304,7 @@ async fn run_one(
 
 /// The system prompt of every sub-agent: the same text for all, so serial sub-agents'
 /// requests share a prefix and provider prompt caches stay warm.
-fn subagent_prompt(workspace: &Path) -> String {
+pub(crate) fn subagent_prompt(workspace: &Path) -> String {
     format!(
         "You are a sub-agent of amber, a coding agent, working in the directory {ws}. You \
          were given one task by the main agent. Use the tools to do it; paths stay inside \

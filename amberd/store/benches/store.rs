@@ -32,6 +32,7 @@ use serde_json::value::RawValue;
 fn meta(id: &str) -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
+            parent: None,
             session_id: id.into(),
             cwd: "/home/user/project".into(),
             mode: Mode::default(),

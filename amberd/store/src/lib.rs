@@ -69,7 +69,7 @@ pub use self::queued::{QueuedPrompt, queued_prompts};
 pub use self::recovery::{
     consistent_context, interrupted_turn, turn_prompt, turn_usage, turn_went_past_waiting,
 };
-pub use self::summary::{first_prompt, last_todos, last_usage_total};
+pub use self::summary::{completed_calls_with_prefix, first_prompt, last_todos, last_usage_total};
 
 const SESSIONS_DIR: &str = "sessions";
 const LOG_FILE: &str = "log";

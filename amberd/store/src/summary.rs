@@ -41,6 +41,22 @@ pub fn first_prompt(events: &[StoredEvent]) -> Option<String> {
         })
 }
 
+/// The ids of the completed tool calls whose id starts with `prefix`, oldest first: the
+/// calls the daemon made itself under that prefix (a result delivered into the session).
+pub fn completed_calls_with_prefix(events: &[StoredEvent], prefix: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.json.get().contains(prefix))
+        .filter_map(|e| e.decode_if(&["tool_call_completed"]))
+        .filter_map(|event| match event.kind {
+            EventKind::ToolCallCompleted { call_id, .. } if call_id.starts_with(prefix) => {
+                Some(call_id)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use amber_proto::{Event, TodoStatus};
@@ -112,5 +128,42 @@ mod tests {
         assert_eq!(last_todos(&events), Some(todos(TodoStatus::Done)));
         assert_eq!(last_usage_total(&events), Some(total(15)));
         assert_eq!(first_prompt(&events).as_deref(), Some("first"));
+    }
+
+    #[test]
+    fn only_completed_calls_under_the_prefix_are_read_back_in_order() {
+        let completed = |id: &str| {
+            turn_event(
+                "t1",
+                None,
+                EventKind::ToolCallCompleted {
+                    call_id: id.into(),
+                    status: amber_proto::ToolStatus::Ok,
+                    output: "mine_2 in the output".into(),
+                    duration_ms: 0,
+                    diff: None,
+                },
+            )
+        };
+        let events = log(vec![
+            completed("mine_1"),
+            completed("call_1"),
+            turn_event(
+                "t1",
+                None,
+                EventKind::ToolCallStarted {
+                    item_id: "mine_3".into(),
+                    call_id: "mine_3".into(),
+                    name: "task_wait".into(),
+                    arguments: serde_json::json!({}),
+                },
+            ),
+            completed("mine_2"),
+        ]);
+        assert_eq!(
+            completed_calls_with_prefix(&events, "mine_"),
+            ["mine_1", "mine_2"]
+        );
+        assert!(completed_calls_with_prefix(&events, "none_").is_empty());
     }
 }

@@ -15,6 +15,7 @@ use crate::context::Context;
 pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
+            parent: None,
             session_id: id.into(),
             cwd: "/w".into(),
             mode: Mode::default(),

@@ -22,6 +22,7 @@ pub mod search;
 pub mod session;
 pub mod skills;
 pub(crate) mod task;
+pub(crate) mod task_background;
 pub(crate) mod todowrite;
 pub(crate) mod truncate;
 pub mod watch;
@@ -250,6 +251,9 @@ pub fn builtin_tools(dirs: SkillDirs) -> Vec<Arc<dyn Tool>> {
         Arc::new(todowrite::TodoWriteTool),
         Arc::new(skills),
         Arc::new(task::TaskTool),
+        Arc::new(task_background::TaskStatusTool),
+        Arc::new(task_background::TaskWaitTool),
+        Arc::new(task_background::TaskCancelTool),
         Arc::new(search::SearchTool::new()),
         Arc::new(apply_patch::ApplyPatchTool),
     ]

@@ -70,6 +70,50 @@ pub trait SubagentRunner: Send + Sync {
     ) -> BoxFuture<'a, Result<Vec<SubResult>, String>>;
 }
 
+/// Tools only a session's own turns get: a sub-agent, or a background one, gets none
+/// of them (no sub-agent starts another).
+pub const PARENT_ONLY_TOOLS: &[&str] = &["task", "task_status", "task_wait", "task_cancel"];
+
+/// A background sub-agent, as its parent sees it (`task_status`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildStatus {
+    pub agent_id: String,
+    pub session_id: String,
+    pub task: String,
+    /// `queued`, `running`, `done` (its result is on its way) or `delivered`.
+    pub state: String,
+    /// How it stopped, once it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    pub tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl ChildStatus {
+    /// Whether its result reached (or is about to reach) the parent.
+    pub fn finished(&self) -> bool {
+        matches!(self.state.as_str(), "done" | "delivered")
+    }
+}
+
+/// A session's background sub-agents (`task {background: true}`, `task_status`,
+/// `task_wait`, `task_cancel`); the session installs one.
+pub trait BackgroundAgents: Send + Sync {
+    /// Starts each task as a child session; their statuses in task order. `Err`: none
+    /// started, and why.
+    fn spawn<'a>(
+        &'a self,
+        tasks: Vec<SubTask>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Vec<ChildStatus>, String>>;
+    /// Every child of the session, oldest first.
+    fn status(&self) -> Vec<ChildStatus>;
+    /// Cancels a child's task (a queued one never starts); its status.
+    fn cancel(&self, agent_id: &str) -> Result<ChildStatus, String>;
+}
+
 /// The session's path deny rules, for tools that reveal files without naming them
 /// (`search` with no path, or a folder): the session installs one.
 pub trait DeniedPaths: Send + Sync {
@@ -86,6 +130,7 @@ pub struct SessionTools {
     pub processes: ProcessTable,
     notify: Notify,
     subagents: OnceLock<Arc<dyn SubagentRunner>>,
+    background: OnceLock<Arc<dyn BackgroundAgents>>,
     denied_paths: OnceLock<Arc<dyn DeniedPaths>>,
     /// The owning session's id, for the records of spawned process groups (`reaper`).
     session_id: OnceLock<String>,
@@ -116,6 +161,7 @@ impl SessionTools {
             processes: ProcessTable::new(),
             notify: Box::new(notify),
             subagents: OnceLock::new(),
+            background: OnceLock::new(),
             denied_paths: OnceLock::new(),
             session_id: OnceLock::new(),
             tool_env: OnceLock::new(),
@@ -202,6 +248,16 @@ impl SessionTools {
         self.denied_paths
             .get()
             .is_some_and(|rules| rules.denied(tool, relative))
+    }
+
+    /// Installs the background sub-agents (once; later calls are ignored).
+    pub fn set_background(&self, agents: Arc<dyn BackgroundAgents>) {
+        let _ = self.background.set(agents);
+    }
+
+    /// The background sub-agents, if this session may have them.
+    pub fn background(&self) -> Option<&Arc<dyn BackgroundAgents>> {
+        self.background.get()
     }
 
     /// The sub-agent runner, if this session has one.

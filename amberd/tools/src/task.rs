@@ -27,7 +27,10 @@ impl Tool for TaskTool {
          self-contained prompt: it does not see this conversation. `agent` runs a task as a \
          custom agent (its prompt, tools and mode), for all tasks or per task. `max_tokens`, \
          `max_requests`, `max_seconds` and `max_usd` cap each sub-agent (for all tasks or per \
-         task), within the configured caps: a capped sub-agent stops with the cap it reached."
+         task), within the configured caps: a capped sub-agent stops with the cap it reached. \
+         `background: true` starts each task as a background sub-agent and returns at once \
+         with its handle; its result arrives later as a `task_wait` result (see `task_status`, \
+         `task_wait`, `task_cancel`)."
     }
 
     fn input_schema(&self) -> Value {
@@ -37,6 +40,7 @@ impl Tool for TaskTool {
                 "prompt": {"type": "string", "description": "The task for one sub-agent."},
                 "description": {"type": "string", "description": "A few words naming the task."},
                 "mode": {"type": "string", "enum": ["serial", "parallel"]},
+                "background": {"type": "boolean", "description": "Run the tasks as background sub-agents: this call returns at once, each result arrives when its sub-agent is done."},
                 "agent": {"type": "string", "description": "A custom agent's name (`plan`, `review`, …) to run the tasks as."},
                 "max_tokens": {"type": "integer", "minimum": 1, "description": "Most tokens each sub-agent may use."},
                 "max_requests": {"type": "integer", "minimum": 1, "description": "Most model requests each sub-agent may make."},
@@ -78,6 +82,15 @@ impl Tool for TaskTool {
                 Ok(parsed) => parsed,
                 Err(message) => return ToolOutcome::error(message),
             };
+            match args.get("background") {
+                None | Some(Value::Null | Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => return spawn(tasks, ctx).await,
+                Some(other) => {
+                    return ToolOutcome::error(format!(
+                        "`background` must be true or false, got {other}"
+                    ));
+                }
+            }
             let Some(runner) = ctx.session.subagents() else {
                 return ToolOutcome::error("sub-agents are not available in this session");
             };
@@ -107,6 +120,34 @@ impl Tool for TaskTool {
                 ToolOutcome::error(text)
             }
         })
+    }
+}
+
+/// `task {background: true}`: the children start, and the call answers with their handles.
+async fn spawn(tasks: Vec<SubTask>, ctx: &ToolContext) -> ToolOutcome {
+    let Some(agents) = ctx.session.background() else {
+        return ToolOutcome::error("background sub-agents are not available in this session");
+    };
+    match agents.spawn(tasks, &ctx.cancel).await {
+        Ok(started) => {
+            let lines: Vec<String> = started
+                .iter()
+                .map(|child| {
+                    format!(
+                        "- {} ({}): session {}, {}",
+                        child.agent_id, child.task, child.session_id, child.state
+                    )
+                })
+                .collect();
+            ToolOutcome::ok(format!(
+                "Started {} background sub-agent(s):\n{}\nEach result arrives as a task_wait \
+                 result when its sub-agent is done; `task_wait` waits for them, `task_status` \
+                 shows where they stand.",
+                started.len(),
+                lines.join("\n")
+            ))
+        }
+        Err(message) => ToolOutcome::error(message),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use amber_proto::{
     CheckpointDiffParams, CheckpointDiffResult, CheckpointInfo, Message, SessionRewindParams,
-    SessionRewindResult, SessionState, StopReason,
+    SessionRewindResult, SessionState,
 };
 use amber_store::context::Context;
 use futures::future::BoxFuture;
@@ -107,7 +107,11 @@ impl SessionFeature for Checkpointing {
     }
 
     /// Before `turn_completed`: a client that lists checkpoints then sees what it changed.
-    fn turn_ending<'a>(&'a self, _turn: &'a Turn<'a>, _stop: StopReason) -> BoxFuture<'a, ()> {
+    fn turn_ending<'a>(
+        &'a self,
+        _turn: &'a Turn<'a>,
+        _outcome: &'a crate::agent::TurnOutcome,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(self.0.end_turn())
     }
 }

@@ -560,9 +560,13 @@ impl SessionFeature for SessionFleet {
     }
 
     /// A turn that completed pushes the workspace to the session's branch, if it asked.
-    fn turn_ending<'a>(&'a self, turn: &'a Turn<'a>, stop: StopReason) -> BoxFuture<'a, ()> {
+    fn turn_ending<'a>(
+        &'a self,
+        turn: &'a Turn<'a>,
+        outcome: &'a crate::agent::TurnOutcome,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            if matches!(stop, StopReason::Cancelled | StopReason::Error) {
+            if matches!(outcome.stop, StopReason::Cancelled | StopReason::Error) {
                 return;
             }
             self.push(turn).await;

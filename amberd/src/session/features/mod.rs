@@ -1,6 +1,7 @@
 //! The session features: each one module implementing the kernel's seam (`feature.rs`),
 //! composed in the order [`all`] lists them. Nothing in the kernel names one of them.
 
+pub(crate) mod background_agents;
 pub(crate) mod budgets;
 pub(crate) mod checkpoints;
 pub(crate) mod custom_agents;
@@ -33,6 +34,7 @@ pub(crate) fn all(config: &Config, data_dir: &Path) -> Vec<Arc<dyn Feature>> {
         Arc::new(environment::EnvironmentFeature::new()),
         Arc::new(hooks::HooksFeature::new(config, data_dir)),
         Arc::new(budgets::BudgetsFeature),
+        Arc::new(background_agents::BackgroundAgentsFeature::new()),
         Arc::new(checkpoints::CheckpointsFeature::new(config, data_dir)),
         Arc::new(mcp::McpFeature),
         Arc::new(custom_agents::CustomAgentsFeature),
