@@ -366,6 +366,13 @@ impl Directory for DaemonDirectory {
             .unwrap_or_default()
     }
 
+    fn children_usage(&self, parent: &str) -> amber_proto::Usage {
+        self.0
+            .upgrade()
+            .map(|daemon| daemon.sessions.children_usage(parent))
+            .unwrap_or_default()
+    }
+
     fn cancel(&self, id: &str) -> Result<bool, SessionError> {
         Ok(self.daemon()?.sessions.get(id)?.shared.cancel())
     }

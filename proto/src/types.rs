@@ -187,6 +187,10 @@ pub struct ParentLink {
     pub task: String,
     /// Its task, as the parent gave it (the child's first prompt).
     pub prompt: String,
+    /// Where it stands among the children started, for queue order (nanoseconds since
+    /// the Unix epoch when it was made).
+    #[serde(default)]
+    pub order: u64,
     pub state: ChildState,
     /// Its own caps.
     #[serde(default)]

@@ -315,10 +315,168 @@ async fn kill_and_count(when: KillWhen) {
             .lines()
             .filter(|l| l.contains("tool_call_completed") && l.contains(id.as_str()))
             .count();
-        assert_eq!(completed, 1, "{when:?}: {id} completed {completed} times in the log");
+        assert_eq!(
+            completed, 1,
+            "{when:?}: {id} completed {completed} times in the log"
+        );
     }
     for child in children_of(&daemon, &session) {
         let result = &child["parent"]["result"];
         assert_eq!(result["stopReason"], "end_turn", "{when:?}: {child}");
     }
+}
+
+/// A parent whose budget its three endless children spend: each child stops before its
+/// next request once the family's spend reaches the parent's budget, with the parent's
+/// cap named in types; the spend passes the budget by at most one request per session.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_parents_budget_halts_its_running_children() {
+    let digger = |n: usize| json!({"prompt": "dig forever", "description": format!("digger {n}")});
+    let fanout = json!({"background": true, "tasks": [digger(1), digger(2), digger(3)]});
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(responder(fanout, |_| 0, 3, false));
+    let daemon = daemon_with(&mock, "");
+    let client = connect(&daemon).await;
+    let budget = 30_000u64;
+    let session: String = {
+        let info = daemon.rpc_ok(
+            "session/new",
+            json!({"cwd": daemon.workspace.to_string_lossy(), "maxTokensTotal": budget}),
+        );
+        info["sessionId"].as_str().unwrap().to_owned()
+    };
+    let mut events = Events::live(&client, &session).await;
+    prompt_turn(&client, &mut events, &session, "fan out").await;
+    eventually("every child stopped", Duration::from_secs(60), || {
+        let children = children_of(&daemon, &session);
+        children.len() == 3 && children.iter().all(|c| !c["parent"]["result"].is_null())
+    })
+    .await;
+    let children = children_of(&daemon, &session);
+    for child in &children {
+        let result = &child["parent"]["result"];
+        assert_eq!(result["stopReason"], "budget_exceeded", "{child}");
+        let text = result["text"].as_str().unwrap();
+        assert!(text.contains("(parent tokens "), "{text}");
+    }
+    // Overshoot: what the parent and its children used past the budget is at most one
+    // request per session (the costliest a child made stands for each).
+    let parent = daemon.rpc_ok("session/get", json!({ "sessionId": session }));
+    let spent: u64 = parent["session"]["usage"]["totalTokens"].as_u64().unwrap()
+        + children
+            .iter()
+            .map(|c| c["usage"]["totalTokens"].as_u64().unwrap())
+            .sum::<u64>();
+    let costliest = mock
+        .requests()
+        .iter()
+        .filter(|r| is_subagent(r))
+        // The mock counts a request's body bytes / 4 as its prompt, plus a short reply.
+        .map(|r| (serde_json::to_string(r).unwrap().len() as u64).div_ceil(4) + 100)
+        .max()
+        .unwrap();
+    assert!(
+        spent >= budget,
+        "the children stopped early: {spent} of {budget}"
+    );
+    let sessions = 4;
+    assert!(
+        spent - budget <= sessions * costliest,
+        "overshoot {} tokens, more than {sessions} requests of at most {costliest}",
+        spent - budget
+    );
+    // The spent parent's next turn stops at once, its budget named in types.
+    let turn = prompt_turn(&client, &mut events, &session, "fan out again").await;
+    let completed = turn.last().unwrap();
+    assert_eq!(completed["stopReason"], "budget_exceeded", "{completed}");
+    assert_eq!(
+        completed["error"]["limit"]["scope"], "session",
+        "{completed}"
+    );
+    assert_eq!(children_of(&daemon, &session).len(), 3);
+}
+
+/// Past `[agents] max_running` children wait, queued and visible; a cancelled queued
+/// child never starts, and its result (cancelled) still reaches the parent once.
+#[tokio::test(flavor = "multi_thread")]
+async fn children_past_the_cap_queue_visibly_and_a_cancelled_one_never_starts() {
+    let fanout = json!({"background": true, "tasks": tasks(&["one", "two", "three"])});
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(move |request: &Value| {
+        let messages = conversation(request);
+        let last = messages.last().cloned().unwrap_or_default();
+        if text_of(&last).contains("Are you finished") {
+            return MockTurn::text("DONE");
+        }
+        if is_subagent(request) {
+            return MockTurn::Delay {
+                ms: 1500,
+                then: Box::new(MockTurn::text("report")),
+            };
+        }
+        let called = |name: &str| {
+            messages.iter().any(|m| {
+                m["tool_calls"]
+                    .as_array()
+                    .is_some_and(|calls| calls.iter().any(|c| c["function"]["name"] == name))
+            })
+        };
+        if !called("task") {
+            return MockTurn::tool_call("task", &fanout);
+        }
+        if !called("task_status") {
+            return MockTurn::tool_call("task_status", &json!({}));
+        }
+        if !called("task_cancel") {
+            // The third task's handle, from the status table.
+            let output: Value = serde_json::from_str(&text_of(&last)).unwrap_or_default();
+            let table: Value = output["output"]
+                .as_str()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or_default();
+            let third = table
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["task"] == "three"))
+                .map(|r| r["agentId"].clone())
+                .unwrap_or_default();
+            return MockTurn::tool_call("task_cancel", &json!({ "agentId": third }));
+        }
+        if delivered(&messages).len() < 3 {
+            return MockTurn::tool_call("task_wait", &json!({"timeout_secs": 30}));
+        }
+        MockTurn::text("all in")
+    });
+    let daemon = daemon_with(&mock, "[agents]\nmax_running = 1\n");
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "fan out").await;
+    assert_eq!(turn.last().unwrap()["stopReason"], "end_turn", "{turn:#?}");
+    let outputs: Vec<String> = turn
+        .iter()
+        .filter(|e| e["type"] == "tool_call_completed")
+        .map(|e| e["output"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    // One ran at a time: right after the fan-out two of three were queued.
+    let status = outputs.iter().find(|o| o.contains("\"state\"")).unwrap();
+    assert_eq!(status.matches("\"queued\"").count(), 2, "{status}");
+    assert_eq!(status.matches("\"running\"").count(), 1, "{status}");
+    let children = children_of(&daemon, &session);
+    let third = children
+        .iter()
+        .find(|c| c["parent"]["task"] == "three")
+        .unwrap();
+    assert_eq!(
+        third["parent"]["result"]["stopReason"], "cancelled",
+        "{third}"
+    );
+    assert_eq!(
+        third["usage"]["totalTokens"], 0,
+        "it never started: {third}"
+    );
+    let messages = parent_messages(&daemon, &session);
+    let mut ids = delivered(&messages);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "{messages:#?}");
 }

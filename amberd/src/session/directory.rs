@@ -5,7 +5,7 @@
 //! **Invariant:** no method is called while a session is being loaded or made (from a
 //! feature's `attach`, `prepare` or `started`): the manager loads under its lock.
 
-use amber_proto::{SessionInfo, SessionNewParams};
+use amber_proto::{SessionInfo, SessionNewParams, Usage};
 
 use super::SessionError;
 use super::inbox::Offer;
@@ -21,6 +21,8 @@ pub(crate) trait Directory: Send + Sync {
     fn info(&self, id: &str) -> Result<SessionInfo, SessionError>;
     /// Every session's info.
     fn all(&self) -> Vec<SessionInfo>;
+    /// What the background sub-agents of session `parent` have spent in all.
+    fn children_usage(&self, parent: &str) -> Usage;
     /// Cancels the session's running turn; whether one ran.
     fn cancel(&self, id: &str) -> Result<bool, SessionError>;
     /// Offers a result to the session's inbox (loading it).

@@ -936,6 +936,28 @@ impl SessionManager {
         Ok(info)
     }
 
+    /// What the background sub-agents of session `parent` have spent in all, loaded or
+    /// only stored.
+    pub(crate) fn children_usage(&self, parent: &str) -> Usage {
+        let registry = self.registry();
+        let mut total = Usage::default();
+        let of_parent = |info: &SessionInfo| {
+            info.parent
+                .as_ref()
+                .is_some_and(|link| link.session_id == parent)
+        };
+        for handle in registry.loaded.values() {
+            let live = handle.shared.lock_live();
+            if of_parent(&live.info) {
+                total.add(&live.info.usage);
+            }
+        }
+        for info in registry.stored.values().filter(|info| of_parent(info)) {
+            total.add(&info.usage);
+        }
+        total
+    }
+
     /// Every session's info, loaded or only stored, in no order.
     pub(crate) fn all_infos(&self) -> Vec<SessionInfo> {
         let registry = self.registry();

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use amber_proto::sync::Locked;
 use amber_proto::{
-    ChildCaps, ChildResult, ChildState, ParentLink, SessionInfo, SessionNewParams, SessionState,
-    StopReason, Usage,
+    ChildCaps, ChildResult, ChildState, LimitScope, ParentLink, SessionInfo, SessionNewParams,
+    SessionState, StopReason, Usage,
 };
 use amber_tools::ToolRegistry;
 use amber_tools::session::{BackgroundAgents, ChildStatus, PARENT_ONLY_TOOLS, SubTask};
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::TurnOutcome;
 use crate::agent::delivery::Delivery;
-use crate::agent::ledger::Spent;
+use crate::agent::ledger::{Amount, Caps, Spent, spent_cap};
 use crate::agent::metered::{Refusal, RequestEstimate};
 use crate::config::SubagentCaps;
 use crate::session::SessionError;
@@ -75,6 +75,8 @@ impl Feature for BackgroundAgentsFeature {
         Some(match &session.meta.info.parent {
             Some(link) => Arc::new(Child::new(link, &session.meta.info, services, &self.slots)),
             None => Arc::new(Parent {
+                id: session.id.to_owned(),
+                caps: caps_of(&session.meta.info),
                 agents: Arc::new(ParentAgents {
                     shared: session.session.clone(),
                     services,
@@ -204,7 +206,7 @@ fn start_queued(directory: &dyn Directory, services: &Services, slots: &Mutex<()
         .into_iter()
         .filter(|info| info.parent.is_some())
         .collect();
-    children.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    by_order(&mut children);
     let running = |info: &SessionInfo| {
         info.parent
             .as_ref()
@@ -245,14 +247,81 @@ fn start_queued(directory: &dyn Directory, services: &Services, slots: &Mutex<()
     }
 }
 
-/// A session that may start background children.
+/// A session's budgets (`maxBudgetUsd`, `maxTokensTotal`), which its children spend too.
+fn caps_of(info: &SessionInfo) -> Caps {
+    Caps {
+        usd: info.max_budget_usd,
+        tokens: info.max_tokens_total,
+        requests: None,
+    }
+}
+
+/// Which of `parent`'s budgets its spend and its children's together reached, if one did.
+fn family_spent(
+    directory: &dyn Directory,
+    parent: &str,
+    caps: Caps,
+    own: &Usage,
+    scope: LimitScope,
+) -> Option<Spent> {
+    if !caps.any() {
+        return None;
+    }
+    let children = directory.children_usage(parent);
+    if children.total_tokens == 0 && children.cost_usd.is_none() {
+        return None;
+    }
+    let mut total = *own;
+    total.add(&children);
+    spent_cap(scope, caps, Amount::spent(&total, 0)).map(|spent| Spent {
+        message: format!(
+            "{} (its background sub-agents' spend included)",
+            spent.message
+        ),
+        ..spent
+    })
+}
+
+/// A session that may start background children: its budgets bind them, and count what
+/// they spent.
 struct Parent {
+    id: String,
+    caps: Caps,
     agents: Arc<ParentAgents>,
+}
+
+impl Parent {
+    fn spent(&self) -> Option<Spent> {
+        let directory = self.agents.services.directory.get()?;
+        let own = self.agents.shared.upgrade()?.info().usage;
+        family_spent(
+            directory.as_ref(),
+            &self.id,
+            self.caps,
+            &own,
+            LimitScope::Session,
+        )
+    }
 }
 
 impl SessionFeature for Parent {
     fn started(&self, shared: &Arc<SessionShared>, _restored: bool) {
         shared.tools.set_background(self.agents.clone());
+    }
+
+    /// Its children's spend counts against its budgets: a spent budget starts no spawn
+    /// and no request of its own.
+    fn refuses_requests(&self) -> Option<Spent> {
+        self.spent()
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        _estimate: RequestEstimate,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
+        let refused = self.spent().map(Refusal::BudgetExceeded);
+        Box::pin(std::future::ready(refused.map_or(Ok(None), Err)))
     }
 }
 
@@ -281,7 +350,7 @@ impl ParentAgents {
                     .is_some_and(|l| l.session_id == shared.id)
             })
             .collect();
-        children.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        by_order(&mut children);
         children
     }
 
@@ -355,6 +424,7 @@ impl ParentAgents {
                     agent_id,
                     task: label,
                     prompt: task.prompt,
+                    order: order_now(),
                     state: ChildState::Queued,
                     caps: child_caps(profile.caps),
                     result: None,
@@ -377,6 +447,24 @@ impl ParentAgents {
             .filter_map(|info| Self::status_of(&shared, &info))
             .collect())
     }
+}
+
+/// A child's place in the queue: the time it was made, in nanoseconds (children made one
+/// after another get rising values).
+fn order_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Children in the order they were made.
+fn by_order(children: &mut [SessionInfo]) {
+    children.sort_by_key(|info| {
+        (
+            info.parent.as_ref().map_or(0, |l| l.order),
+            info.created_at.clone(),
+        )
+    });
 }
 
 fn child_caps(caps: SubagentCaps) -> ChildCaps {
@@ -443,9 +531,11 @@ impl BackgroundAgents for ParentAgents {
     }
 }
 
-/// A background sub-agent's side: its caps, its tools, and its result.
+/// A background sub-agent's side: its caps, its parent's budget, its tools, and its
+/// result.
 struct Child {
     session_id: String,
+    parent: String,
     budget: SubagentBudget,
     services: Arc<Services>,
     slots: Arc<Mutex<()>>,
@@ -471,10 +561,26 @@ impl Child {
             .unwrap_or_default();
         Child {
             session_id: info.session_id.clone(),
+            parent: link.session_id.clone(),
             budget: SubagentBudget::resume(caps, info.usage, age),
             services,
             slots: slots.clone(),
         }
+    }
+
+    /// Its parent's budget, which it spends too, when that is reached: before each of its
+    /// requests, so a spent parent halts it (overshoot: the requests already in flight,
+    /// one per child session).
+    fn parent_spent(&self) -> Option<Spent> {
+        let directory = self.services.directory.get()?;
+        let parent = directory.info(&self.parent).ok()?;
+        family_spent(
+            directory.as_ref(),
+            &self.parent,
+            caps_of(&parent),
+            &parent.usage,
+            LimitScope::Parent,
+        )
     }
 
     /// The result of the turn that ended with `outcome`.
@@ -546,7 +652,7 @@ impl SessionFeature for Child {
     }
 
     fn refuses_requests(&self) -> Option<Spent> {
-        self.budget.exceeded()
+        self.budget.exceeded().or_else(|| self.parent_spent())
     }
 
     fn reserve<'a>(
@@ -555,6 +661,9 @@ impl SessionFeature for Child {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         Box::pin(async move {
+            if let Some(spent) = self.parent_spent() {
+                return Err(Refusal::BudgetExceeded(spent));
+            }
             let hold = self.budget.reserve(estimate, cancel).await?;
             Ok(hold.map(|hold| Box::new(hold) as Box<dyn Send + 'a>))
         })
