@@ -42,7 +42,7 @@ if $uninstall; then
         "$prefix/bin/amber-cli" --no-autostart daemon stop >/dev/null 2>&1 || true
     fi
     if command -v systemctl >/dev/null 2>&1 && grep -q '^unit ' "$manifest"; then
-        systemctl --user disable --now amberd.socket amberd.service >/dev/null 2>&1 || true
+        systemctl --user disable --now amber-routines.timer amberd.socket amberd.service >/dev/null 2>&1 || true
     fi
     while read -r kind path; do
         case "$kind" in
@@ -98,7 +98,8 @@ done
 
 # The systemd user units, pointing at this amberd; enabling them is the user's choice.
 if "$cli" daemon install-systemd --dir "$units_dir" --amberd "$prefix/bin/amberd" --force >/dev/null; then
-    written+=("unit $units_dir/amberd.socket" "unit $units_dir/amberd.service")
+    written+=("unit $units_dir/amberd.socket" "unit $units_dir/amberd.service"
+        "unit $units_dir/amber-routines.service" "unit $units_dir/amber-routines.timer")
 fi
 
 printf '%s\n' "${written[@]}" > "$manifest"

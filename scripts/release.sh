@@ -69,6 +69,7 @@ done
 "$from/amber-cli" daemon install-systemd --dir "$deb/usr/lib/systemd/user" \
     --amberd "$deb/usr/bin/amberd" --force >/dev/null
 sed -i "s|^ExecStart=$deb/usr/bin/amberd|ExecStart=/usr/bin/amberd|" "$deb/usr/lib/systemd/user/amberd.service"
+sed -i "s|^ExecStart=.*amber-cli |ExecStart=/usr/bin/amber-cli |" "$deb/usr/lib/systemd/user/amber-routines.service"
 cat > "$deb/DEBIAN/control" <<CONTROL
 Package: amber
 Version: $version

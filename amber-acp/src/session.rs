@@ -301,7 +301,14 @@ fn on_event(
         | EventKind::EnvironmentResumed { .. }
         | EventKind::FleetChanged { .. }
         | EventKind::FleetSetup { .. }
-        | EventKind::FleetPushed { .. } => {}
+        | EventKind::FleetPushed { .. }
+        | EventKind::MessageSent { .. }
+        | EventKind::MessageReceived { .. }
+        | EventKind::GoalSet { .. }
+        | EventKind::GoalCheck { .. }
+        | EventKind::GoalMet { .. }
+        | EventKind::BudgetWarning { .. }
+        | EventKind::RoutineFinished { .. } => {}
     }
 }
 

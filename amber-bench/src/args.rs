@@ -110,6 +110,10 @@ pub(crate) enum Kpi {
     Dialects,
     /// `--compare CMD` beside `amber-cli run`
     Compare,
+    /// How far caps and budgets are passed under fan-out (a daemon of its own): a
+    /// sub-agent's cap, a session's budget with 8 parallel sub-agents, a parent's budget
+    /// with 4 background children; the worst overshoot in tokens and in requests
+    Budgets,
     /// The runner fleet's control plane (a daemon of its own per part, real `amber-exec
     /// runner`s on loopback): assignment on an idle runner, and one amberd holding 1,000
     /// queued + 200 running sessions across 20 runners. Heavy (21 runners, 1,200 sessions),

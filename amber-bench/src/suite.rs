@@ -216,6 +216,11 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         let r = kpi::executor::measure(&mut s).await;
         s.record("executor", r);
     }
+    // A daemon of its own, its sub-agents stopped only by their caps.
+    if s.args.wants(Kpi::Budgets) {
+        let r = kpi::budgets::measure(&mut s).await;
+        s.record("budgets", r);
+    }
     // A daemon of its own per part, with its runners (opt-in).
     if s.args.wants(Kpi::Fleet) {
         let r = kpi::fleet::measure(&mut s).await;

@@ -45,6 +45,11 @@ pub(crate) enum Command {
         /// Only fleet sessions, with where each stands and the runner holding it
         #[arg(long)]
         fleet: bool,
+        /// Background sub-agents beneath the session that started them, with their task's
+        /// state and their spend (a parent's also with its children's); with `--json`,
+        /// nested under `children`
+        #[arg(long, conflicts_with = "fleet")]
+        tree: bool,
     },
     /// Show a session: info, messages, pending approvals, todos
     Show {
@@ -193,6 +198,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: DaemonAction,
     },
+    /// Prompts amberd runs on a cron schedule: add, list, rm, run, tick
+    Routine {
+        #[command(subcommand)]
+        action: RoutineAction,
+    },
     /// Check the setup: versions, socket, provider reachability, the OS sandbox and its self-test
     ///
     /// Exits 0 when the sandbox is available and every self-test check passed, 1 otherwise
@@ -332,6 +342,79 @@ pub(crate) enum ExecAction {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// `routine`'s actions.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RoutineAction {
+    /// Add a routine: PROMPT runs in a new session (or --session NAME) at each fire time
+    ///
+    /// EXPR is five cron fields in amberd's local time: minute hour day-of-month month
+    /// day-of-week (`0 7 * * 1-5`: weekdays at 07:00), or @hourly, @daily, @weekly,
+    /// @monthly, @yearly. The routine is kept by amberd (its data directory) until
+    /// `routine rm`; routines of config.toml ([[routines]]) are listed too.
+    Add {
+        /// The schedule: five cron fields, or @daily and the like
+        #[arg(long, value_name = "EXPR")]
+        cron: String,
+        /// Workspace root of its sessions (default: the current directory)
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Run in the session of this name each time (made by the first fire), instead
+        /// of a new session per fire
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// Each new session works in a git worktree of its own
+        #[arg(long, conflicts_with = "session")]
+        worktree: bool,
+        /// Each run's budget in US dollars (its model needs a price)
+        #[arg(long, value_name = "USD")]
+        max_usd: Option<f64>,
+        /// Fire times missed while amberd was down: skip (none), latest (the newest,
+        /// the default) or all (each, at most 10)
+        #[arg(long, value_name = "POLICY", value_parser = missed_policy)]
+        missed: Option<amber_proto::MissedPolicy>,
+        /// The routine's name (default: made from the prompt's first words)
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Print the routine as amberd keeps it, as JSON
+        #[arg(long)]
+        json: bool,
+        /// The prompt
+        #[arg(value_name = "PROMPT", required = true)]
+        prompt: Vec<String>,
+    },
+    /// List the routines: their schedule, next fire and last run
+    List {
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a routine added with `routine add` (those of config.toml are removed there)
+    #[command(visible_alias = "remove")]
+    Rm {
+        /// The routine's name
+        name: String,
+    },
+    /// Fire a routine now, whatever its schedule
+    Run {
+        /// The routine's name
+        name: String,
+        /// One JSON line for the run
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fire every routine that is due now (what amber-routines.timer runs)
+    Tick {
+        /// One JSON line per run
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A `--missed` policy.
+fn missed_policy(text: &str) -> Result<amber_proto::MissedPolicy, String> {
+    text.parse()
 }
 
 #[derive(Debug, Subcommand)]
@@ -782,6 +865,85 @@ mod tests {
     }
 
     #[test]
+    fn routine_add_takes_its_schedule_and_options() {
+        let cli = parse(&[
+            "routine",
+            "add",
+            "--cron",
+            "0 7 * * 1-5",
+            "--cwd",
+            "/w",
+            "--worktree",
+            "--max-usd",
+            "1.5",
+            "--missed",
+            "all",
+            "--name",
+            "triage",
+            "triage",
+            "issues",
+        ])
+        .unwrap();
+        let Command::Routine {
+            action:
+                RoutineAction::Add {
+                    cron,
+                    cwd,
+                    worktree,
+                    max_usd,
+                    missed,
+                    name,
+                    prompt,
+                    session: None,
+                    json: false,
+                },
+        } = cli.command
+        else {
+            panic!("not routine add")
+        };
+        assert_eq!(cron, "0 7 * * 1-5");
+        assert_eq!(cwd, Some(PathBuf::from("/w")));
+        assert!(worktree);
+        assert_eq!(max_usd, Some(1.5));
+        assert_eq!(missed, Some(amber_proto::MissedPolicy::All));
+        assert_eq!(name.as_deref(), Some("triage"));
+        assert_eq!(prompt, ["triage", "issues"]);
+
+        let err = parse(&[
+            "routine", "add", "--cron", "@daily", "--missed", "some", "p",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+        assert!(err.to_string().contains("skip, latest or all"), "{err}");
+        let err = parse(&["routine", "add", "--cron", "@daily"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        let err = parse(&[
+            "routine",
+            "add",
+            "--cron",
+            "@daily",
+            "--session",
+            "s",
+            "--worktree",
+            "p",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        assert!(matches!(
+            parse(&["routine", "rm", "triage"]).unwrap().command,
+            Command::Routine {
+                action: RoutineAction::Rm { .. }
+            }
+        ));
+        assert!(matches!(
+            parse(&["routine", "tick"]).unwrap().command,
+            Command::Routine {
+                action: RoutineAction::Tick { json: false }
+            }
+        ));
+    }
+
+    #[test]
     fn daemon_install_systemd_and_logs() {
         let cli = parse(&[
             "daemon",
@@ -999,6 +1161,21 @@ mod tests {
         let help = parse(&["--help"]).unwrap_err();
         assert_eq!(help.kind(), ErrorKind::DisplayHelp);
         assert_eq!(help.exit_code(), 0);
+    }
+
+    #[test]
+    fn sessions_tree_takes_json_but_not_fleet() {
+        assert!(matches!(
+            parse(&["sessions", "--tree", "--json"]).unwrap().command,
+            Command::Sessions {
+                action: None,
+                json: true,
+                fleet: false,
+                tree: true,
+            }
+        ));
+        let err = parse(&["sessions", "--tree", "--fleet"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
     }
 
     #[test]

@@ -164,8 +164,10 @@ pub(crate) async fn status(conn: &ConnectArgs, json: bool) -> anyhow::Result<u8>
     Ok(exit::OK)
 }
 
-/// `daemon install-systemd`.
-pub(crate) fn install_systemd(
+/// `daemon install-systemd`. The routines' timer gets the schedules of the running
+/// daemon's routines (it is not started for this); without one, every minute.
+pub(crate) async fn install_systemd(
+    conn: &ConnectArgs,
     dir: Option<PathBuf>,
     amberd: Option<PathBuf>,
     force: bool,
@@ -177,8 +179,22 @@ pub(crate) fn install_systemd(
         None => anyhow::bail!("neither XDG_CONFIG_HOME nor HOME is set; pass --dir"),
     };
     let amberd = systemd::resolve_amberd(amberd)?;
-    let done = systemd::install(&dir, &amberd, force)?;
+    let amber_cli = std::path::absolute(std::env::current_exe()?)?;
+    let calendars = crate::routine::calendars(conn).await;
+    let units = systemd::Units {
+        amberd: &amberd,
+        amber_cli: &amber_cli,
+        calendars: calendars.as_deref(),
+    };
+    let done = systemd::install(&dir, &units, force)?;
     output::line(&systemd::report(&done, default_dir))?;
+    if calendars.is_none() {
+        output::note(
+            "amberd did not answer with its routines: amber-routines.timer wakes it every \
+             minute (run install-systemd again while amberd runs, or `routine add`, to \
+             write their schedules)",
+        );
+    }
     Ok(exit::OK)
 }
 
@@ -236,6 +252,15 @@ pub(crate) fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String 
     }
     if let Some(listen) = &s.executor_listener {
         text.push_str(&format!("\nexecutors    dial in at {listen}"));
+    }
+    for cap in &s.budget {
+        text.push_str(&format!(
+            "\nbudget       {} ${:.2} of ${:.2} ({})",
+            cap.scope.as_str(),
+            cap.spent_usd.usd(),
+            cap.cap_usd.usd(),
+            cap.period
+        ));
     }
     for used in &s.environments {
         let e = &used.environment;
@@ -315,6 +340,7 @@ mod tests {
             busy: None,
             environments: Vec::new(),
             executor_listener: None,
+            budget: Vec::new(),
         };
         assert_eq!(
             status_text(&s, "amberd", "/tmp/a.sock"),

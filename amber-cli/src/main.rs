@@ -18,10 +18,12 @@ mod logs;
 mod output;
 mod reconnect;
 mod render;
+mod routine;
 mod rpc;
 mod run;
 mod run_input;
 mod sessions;
+mod sessions_tree;
 mod systemd;
 mod trust;
 mod turn;
@@ -32,7 +34,7 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use crate::args::{Cli, Command, DaemonAction, ExecAction, SessionsAction};
+use crate::args::{Cli, Command, DaemonAction, ExecAction, RoutineAction, SessionsAction};
 use crate::turn::exit;
 
 /// A usage error found after parsing (exit code 2).
@@ -164,7 +166,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 action: None,
                 json,
                 fleet,
-            } => sessions::list(&conn, json, fleet).await,
+                tree,
+            } => sessions::list(&conn, json, fleet, tree).await,
             Command::Show { id, json } => sessions::show(&conn, &id, json).await,
             Command::Rm {
                 id,
@@ -217,9 +220,39 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 DaemonAction::Restart => daemon::restart(&conn).await,
                 DaemonAction::Status { json } => daemon::status(&conn, json).await,
                 DaemonAction::InstallSystemd { dir, amberd, force } => {
-                    daemon::install_systemd(dir, amberd, force)
+                    daemon::install_systemd(&conn, dir, amberd, force).await
                 }
                 DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
+            },
+            Command::Routine { action } => match action {
+                RoutineAction::Add {
+                    cron,
+                    cwd,
+                    session,
+                    worktree,
+                    max_usd,
+                    missed,
+                    name,
+                    json,
+                    prompt,
+                } => {
+                    let add = routine::Add {
+                        cron,
+                        cwd,
+                        session,
+                        worktree,
+                        max_usd,
+                        missed,
+                        name,
+                        prompt,
+                        json,
+                    };
+                    routine::add(&conn, add).await
+                }
+                RoutineAction::List { json } => routine::list(&conn, json).await,
+                RoutineAction::Rm { name } => routine::remove(&conn, &name).await,
+                RoutineAction::Run { name, json } => routine::run(&conn, &name, json).await,
+                RoutineAction::Tick { json } => routine::tick(&conn, json).await,
             },
             Command::Exec {
                 action:

@@ -257,6 +257,56 @@ impl HumanRenderer {
                 };
                 out.push(err(line));
             }
+            EventKind::MessageSent { to, text, .. } => {
+                self.end_line(&mut out);
+                out.push(err(format!("→ message to {to}: {text}")));
+            }
+            EventKind::MessageReceived { from, text, .. } => {
+                self.end_line(&mut out);
+                let from = from.as_deref().unwrap_or("a client");
+                out.push(err(format!("← message from {from}: {text}")));
+            }
+            EventKind::GoalSet { goal } => {
+                self.end_line(&mut out);
+                out.push(err(match goal {
+                    Some(goal) => format!("… goal: {goal}"),
+                    None => "… goal cleared".to_owned(),
+                }));
+            }
+            EventKind::GoalCheck { met, note } => {
+                self.end_line(&mut out);
+                let state = if *met { "met" } else { "not met yet" };
+                out.push(err(format!("… goal {state}: {note}")));
+            }
+            EventKind::GoalMet { summary } => {
+                self.end_line(&mut out);
+                out.push(err(format!("✓ goal met: {summary}")));
+            }
+            EventKind::BudgetWarning {
+                scope,
+                period,
+                spent_usd,
+                cap_usd,
+            } => {
+                self.end_line(&mut out);
+                out.push(err(format!(
+                    "! budget: ${:.2} of the {} ${:.2} spent ({period})",
+                    spent_usd.usd(),
+                    scope.as_str(),
+                    cap_usd.usd()
+                )));
+            }
+            EventKind::RoutineFinished {
+                name,
+                fire_time,
+                stop_reason,
+            } => {
+                self.end_line(&mut out);
+                out.push(err(format!(
+                    "… routine {name} ({fire_time}) finished: {}",
+                    stop_reason.as_str()
+                )));
+            }
             EventKind::FleetPushed {
                 branch,
                 commit,

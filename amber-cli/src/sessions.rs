@@ -19,8 +19,14 @@ async fn connect(conn: &ConnectArgs) -> Result<Client, ClientError> {
     Client::connect(connect_options(conn, false)).await
 }
 
-/// `sessions [--json]`: every session, newest first as the daemon lists them.
-pub(crate) async fn list(conn: &ConnectArgs, json: bool, fleet: bool) -> anyhow::Result<u8> {
+/// `sessions [--json] [--fleet | --tree]`: every session, newest first as the daemon lists
+/// them (with `--tree`, background sub-agents beneath the session that started them).
+pub(crate) async fn list(
+    conn: &ConnectArgs,
+    json: bool,
+    fleet: bool,
+    tree: bool,
+) -> anyhow::Result<u8> {
     let client = connect(conn).await?;
     let mut rows: Vec<Value> = Vec::new();
     let mut params = SessionListParams::default();
@@ -43,15 +49,26 @@ pub(crate) async fn list(conn: &ConnectArgs, json: bool, fleet: bool) -> anyhow:
     if fleet {
         rows.retain(|row| !row["environment"]["fleet"].is_null());
     }
-    if json {
+    if json && !tree {
         output::line(&serde_json::to_string_pretty(&rows)?)?;
         return Ok(exit::OK);
     }
     let infos: Vec<SessionInfo> = rows
-        .into_iter()
+        .iter()
+        .cloned()
         .map(serde_json::from_value)
         .collect::<Result<_, _>>()
         .context("unexpected session/list answer")?;
+    if tree {
+        let roots = crate::sessions_tree::build(&infos);
+        let shown = if json {
+            serde_json::to_string_pretty(&crate::sessions_tree::json(&rows, &infos, &roots))?
+        } else {
+            crate::sessions_tree::table(&infos, &roots)
+        };
+        output::line(shown.trim_end())?;
+        return Ok(exit::OK);
+    }
     let shown = if fleet {
         fleet_table(&infos)
     } else {
@@ -246,7 +263,7 @@ pub(crate) fn table(sessions: &[SessionInfo]) -> String {
 }
 
 /// A header and rows in columns two spaces apart.
-fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

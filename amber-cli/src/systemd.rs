@@ -1,7 +1,10 @@
 //! `daemon install-systemd`: writes `amberd.socket` and `amberd.service` (the files in the
 //! repository's `systemd/`, compiled in) into the systemd user unit directory, with
-//! `ExecStart=` pointing at a real amberd. Re-running with the same result changes nothing;
-//! a unit edited since is never overwritten without `--force`.
+//! `ExecStart=` pointing at a real amberd, and the routines' `amber-routines.service`
+//! (`amber-cli routine tick`) and `amber-routines.timer`. Re-running with the same result
+//! changes nothing; a unit edited since is never overwritten without `--force`, except the
+//! timer, whose `OnCalendar=` lines are generated from the daemon's routines (and rewritten
+//! by `routine add` and `routine rm`).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -12,6 +15,10 @@ pub(crate) const SOCKET_UNIT: &str = include_str!("../../systemd/amberd.socket")
 pub(crate) const SERVICE_UNIT: &str = include_str!("../../systemd/amberd.service");
 pub(crate) const SOCKET_NAME: &str = "amberd.socket";
 pub(crate) const SERVICE_NAME: &str = "amberd.service";
+pub(crate) const ROUTINES_SERVICE_UNIT: &str = include_str!("../../systemd/amber-routines.service");
+pub(crate) const ROUTINES_TIMER_UNIT: &str = include_str!("../../systemd/amber-routines.timer");
+pub(crate) const ROUTINES_SERVICE_NAME: &str = "amber-routines.service";
+pub(crate) const ROUTINES_TIMER_NAME: &str = "amber-routines.timer";
 
 /// What `install-systemd` did to one unit file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +84,93 @@ pub(crate) fn service_unit(amberd: &Path) -> String {
     out
 }
 
+/// `amber-routines.service` with `ExecStart=` running `amber-cli routine tick`.
+pub(crate) fn routines_service_unit(amber_cli: &Path) -> String {
+    let mut out = String::with_capacity(ROUTINES_SERVICE_UNIT.len() + 64);
+    for line in ROUTINES_SERVICE_UNIT.lines() {
+        if line.starts_with("ExecStart=") {
+            out.push_str("ExecStart=");
+            out.push_str(&exec_path(amber_cli));
+            out.push_str(" --no-autostart routine tick");
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `amber-routines.timer` for `calendars`, the `OnCalendar=` values of every routine
+/// (`routine/list`); `None` when they are not known: then every minute.
+pub(crate) fn routines_timer_unit(calendars: Option<&[String]>) -> String {
+    let block = match calendars {
+        None => None,
+        Some([]) => Some(
+            "# No routines yet: `amber-cli routine add` writes their OnCalendar= lines here\n\
+             # (systemd starts no timer without one).\n"
+                .to_owned(),
+        ),
+        Some(values) => Some(
+            std::iter::once(
+                "# The routines' schedules, in local time (`amber-cli routine list`).\n".to_owned(),
+            )
+            .chain(values.iter().map(|v| format!("OnCalendar={v}\n")))
+            .collect(),
+        ),
+    };
+    let mut out = String::with_capacity(ROUTINES_TIMER_UNIT.len() + 256);
+    let mut written = false;
+    for line in ROUTINES_TIMER_UNIT.lines() {
+        let scheduled = line.starts_with("OnCalendar=") || line.starts_with("# Every minute:");
+        match (&block, scheduled) {
+            (Some(block), true) => {
+                if !written {
+                    out.push_str(block);
+                    written = true;
+                }
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The timer's calendar values for these routines: each one's `onCalendar`, deduplicated;
+/// `None` when one has none (a daemon that cannot express its schedule).
+pub(crate) fn calendars_of(routines: &[amber_proto::RoutineInfo]) -> Option<Vec<String>> {
+    let mut values = std::collections::BTreeSet::new();
+    for routine in routines {
+        if routine.on_calendar.is_empty() {
+            return None;
+        }
+        values.extend(routine.on_calendar.iter().cloned());
+    }
+    Some(values.into_iter().collect())
+}
+
+/// Rewrites the timer in `dir` for `calendars`; `None` when the routines' units are not
+/// installed there (nothing to keep up to date).
+pub(crate) fn refresh_timer(
+    dir: &Path,
+    calendars: Option<&[String]>,
+) -> Result<Option<(PathBuf, Outcome)>, InstallError> {
+    let path = dir.join(ROUTINES_TIMER_NAME);
+    if !path.is_file() && !dir.join(ROUTINES_SERVICE_NAME).is_file() {
+        return Ok(None);
+    }
+    let content = routines_timer_unit(calendars);
+    let outcome = match std::fs::read_to_string(&path) {
+        Ok(existing) if existing == content => return Ok(Some((path, Outcome::Unchanged))),
+        Ok(_) => Outcome::Replaced,
+        Err(_) => Outcome::Created,
+    };
+    write_atomically(&path, &content).map_err(|e| InstallError::Io(path.clone(), e))?;
+    Ok(Some((path, outcome)))
+}
+
 /// A path as one ExecStart word: `%` doubled (it starts a specifier), quoted with `\`
 /// escapes when it holds whitespace, quotes or backslashes.
 fn exec_path(path: &Path) -> String {
@@ -92,24 +186,44 @@ fn exec_path(path: &Path) -> String {
     }
 }
 
-/// Writes both units into `dir` (created if missing). Checks both first: if either exists
-/// with other content and `force` is false, nothing is written.
+/// The programs the units run, and the routines' schedules (`None`: not known).
+pub(crate) struct Units<'a> {
+    pub amberd: &'a Path,
+    pub amber_cli: &'a Path,
+    pub calendars: Option<&'a [String]>,
+}
+
+/// Writes the units into `dir` (created if missing). Checks them first: if one exists
+/// with other content and `force` is false, nothing is written (the timer, generated,
+/// does not count).
 pub(crate) fn install(
     dir: &Path,
-    amberd: &Path,
+    programs: &Units<'_>,
     force: bool,
 ) -> Result<Vec<(PathBuf, Outcome)>, InstallError> {
     let units = [
-        (dir.join(SOCKET_NAME), SOCKET_UNIT.to_owned()),
-        (dir.join(SERVICE_NAME), service_unit(amberd)),
+        (dir.join(SOCKET_NAME), SOCKET_UNIT.to_owned(), false),
+        (dir.join(SERVICE_NAME), service_unit(programs.amberd), false),
+        (
+            dir.join(ROUTINES_SERVICE_NAME),
+            routines_service_unit(programs.amber_cli),
+            false,
+        ),
+        (
+            dir.join(ROUTINES_TIMER_NAME),
+            routines_timer_unit(programs.calendars),
+            true,
+        ),
     ];
     let mut plan = Vec::new();
     let mut changed = Vec::new();
-    for (path, content) in &units {
+    for (path, content, generated) in &units {
         let outcome = match std::fs::read_to_string(path) {
             Ok(existing) if existing == *content => Outcome::Unchanged,
             Ok(_) => {
-                changed.push(path.clone());
+                if !generated {
+                    changed.push(path.clone());
+                }
                 Outcome::Replaced
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Outcome::Created,
@@ -122,7 +236,7 @@ pub(crate) fn install(
     }
     std::fs::create_dir_all(dir).map_err(|e| InstallError::Io(dir.to_owned(), e))?;
     let mut done = Vec::new();
-    for ((path, content), outcome) in units.into_iter().zip(plan) {
+    for ((path, content, _), outcome) in units.into_iter().zip(plan) {
         if outcome != Outcome::Unchanged {
             write_atomically(&path, &content).map_err(|e| InstallError::Io(path.clone(), e))?;
         }
@@ -183,6 +297,9 @@ pub(crate) fn report(done: &[(PathBuf, Outcome)], default_dir: bool) -> String {
              systemctl --user daemon-reload && systemctl --user enable --now amberd.socket",
         );
     }
+    out.push_str(
+        "\nfor routines while amberd exits idle: systemctl --user enable --now amber-routines.timer",
+    );
     out
 }
 
@@ -209,6 +326,20 @@ mod tests {
                 .count(),
             1
         );
+        for line in [
+            "Type=oneshot",
+            "Requires=amberd.socket",
+            "After=amberd.socket",
+        ] {
+            assert!(ROUTINES_SERVICE_UNIT.lines().any(|l| l == line), "{line}");
+        }
+        assert_eq!(
+            ROUTINES_SERVICE_UNIT
+                .lines()
+                .filter(|l| l.starts_with("ExecStart="))
+                .count(),
+            1
+        );
     }
 
     #[test]
@@ -225,13 +356,22 @@ mod tests {
         );
     }
 
+    fn units<'a>(amberd: &'a str, amber_cli: &'a str) -> Units<'a> {
+        Units {
+            amberd: Path::new(amberd),
+            amber_cli: Path::new(amber_cli),
+            calendars: None,
+        }
+    }
+
     #[test]
     fn install_is_idempotent_and_refuses_to_clobber() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("systemd/user");
-        let amberd = Path::new("/usr/local/bin/amberd");
+        let programs = units("/usr/local/bin/amberd", "/usr/local/bin/amber-cli");
 
-        let first = install(&dir, amberd, false).unwrap();
+        let first = install(&dir, &programs, false).unwrap();
+        assert_eq!(first.len(), 4);
         assert!(first.iter().all(|(_, o)| *o == Outcome::Created));
         let service = std::fs::read_to_string(dir.join(SERVICE_NAME)).unwrap();
         assert!(service.contains("ExecStart=/usr/local/bin/amberd\n"));
@@ -239,16 +379,22 @@ mod tests {
             std::fs::read_to_string(dir.join(SOCKET_NAME)).unwrap(),
             SOCKET_UNIT
         );
+        let tick = std::fs::read_to_string(dir.join(ROUTINES_SERVICE_NAME)).unwrap();
+        assert!(
+            tick.contains("\nExecStart=/usr/local/bin/amber-cli --no-autostart routine tick\n"),
+            "{tick}"
+        );
 
-        let again = install(&dir, amberd, false).unwrap();
+        let again = install(&dir, &programs, false).unwrap();
         assert!(again.iter().all(|(_, o)| *o == Outcome::Unchanged));
 
         // A hand edit (or another amberd path) is kept unless forced, and then nothing at
         // all is written, not even the unchanged unit.
         std::fs::write(dir.join(SOCKET_NAME), "# mine\n").unwrap();
-        let err = install(&dir, Path::new("/other/amberd"), false).unwrap_err();
+        let other = units("/other/amberd", "/other/amber-cli");
+        let err = install(&dir, &other, false).unwrap_err();
         match &err {
-            InstallError::Changed(paths) => assert_eq!(paths.len(), 2, "{err}"),
+            InstallError::Changed(paths) => assert_eq!(paths.len(), 3, "{err}"),
             other => panic!("{other}"),
         }
         assert!(err.to_string().contains("--force"));
@@ -261,13 +407,124 @@ mod tests {
             service
         );
 
-        let forced = install(&dir, Path::new("/other/amberd"), true).unwrap();
-        assert!(forced.iter().all(|(_, o)| *o == Outcome::Replaced));
+        let forced = install(&dir, &other, true).unwrap();
+        let outcomes: Vec<Outcome> = forced.iter().map(|(_, o)| *o).collect();
+        assert_eq!(
+            outcomes,
+            [
+                Outcome::Replaced,
+                Outcome::Replaced,
+                Outcome::Replaced,
+                Outcome::Unchanged
+            ]
+        );
         assert_eq!(
             std::fs::read_to_string(dir.join(SOCKET_NAME)).unwrap(),
             SOCKET_UNIT
         );
         assert!(!dir.join("amberd.service.tmp").exists());
+
+        // The timer is generated: new schedules replace it without --force.
+        let calendars = vec!["Mon..Fri *-*-* 07:00:00".to_owned()];
+        let scheduled = Units {
+            calendars: Some(&calendars),
+            ..other
+        };
+        let rewritten = install(&dir, &scheduled, false).unwrap();
+        assert_eq!(rewritten[3].1, Outcome::Replaced);
+        let timer = std::fs::read_to_string(dir.join(ROUTINES_TIMER_NAME)).unwrap();
+        assert!(
+            timer.contains("\nOnCalendar=Mon..Fri *-*-* 07:00:00\n"),
+            "{timer}"
+        );
+    }
+
+    #[test]
+    fn the_timer_wakes_amberd_at_each_routines_schedule() {
+        let shipped = routines_timer_unit(None);
+        assert_eq!(shipped, ROUTINES_TIMER_UNIT);
+        // Every minute, when the routines are not known.
+        assert!(shipped.contains("\nOnCalendar=*-*-* *:*:00\n"));
+        for line in [
+            "Persistent=false",
+            "AccuracySec=1s",
+            "WantedBy=timers.target",
+        ] {
+            assert!(shipped.lines().any(|l| l == line), "{line}");
+        }
+        let two = vec![
+            "Mon..Fri *-*-* 07:00:00".to_owned(),
+            "*-*-13 12:00:00".to_owned(),
+        ];
+        let timer = routines_timer_unit(Some(&two));
+        let lines: Vec<&str> = timer
+            .lines()
+            .filter(|l| l.starts_with("OnCalendar="))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "OnCalendar=Mon..Fri *-*-* 07:00:00",
+                "OnCalendar=*-*-13 12:00:00"
+            ]
+        );
+        assert!(!timer.contains("Every minute"), "{timer}");
+        assert!(timer.contains("Persistent=false"));
+        let none = routines_timer_unit(Some(&[]));
+        assert!(
+            !none.lines().any(|l| l.starts_with("OnCalendar=")),
+            "{none}"
+        );
+        assert!(none.contains("No routines yet"), "{none}");
+    }
+
+    #[test]
+    fn the_timer_follows_the_routines_listed() {
+        let row = |calendar: &[&str]| amber_proto::RoutineInfo {
+            name: "r".into(),
+            source: amber_proto::RoutineSource::Stored,
+            routine: amber_proto::RoutineDef {
+                cron: "x".into(),
+                cwd: "/w".into(),
+                prompt: "p".into(),
+                session: None,
+                worktree: false,
+                environment: None,
+                repo: None,
+                git_ref: None,
+                max_budget_usd: None,
+                missed: amber_proto::MissedPolicy::Latest,
+            },
+            next_fire: None,
+            last_fire: None,
+            last_session_id: None,
+            last_stop_reason: None,
+            last_error: None,
+            on_calendar: calendar.iter().map(|c| (*c).to_owned()).collect(),
+        };
+        assert_eq!(
+            calendars_of(&[row(&["b"]), row(&["a", "b"])]),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        // One the daemon could not express: every minute.
+        assert_eq!(calendars_of(&[row(&["a"]), row(&[])]), None);
+        assert_eq!(calendars_of(&[]), Some(Vec::new()));
+
+        let tmp = tempfile::tempdir().unwrap();
+        // Not installed: nothing is written.
+        assert!(refresh_timer(tmp.path(), Some(&[])).unwrap().is_none());
+        assert!(!tmp.path().join(ROUTINES_TIMER_NAME).exists());
+        std::fs::write(tmp.path().join(ROUTINES_SERVICE_NAME), "x").unwrap();
+        let values = vec!["a".to_owned()];
+        let (path, outcome) = refresh_timer(tmp.path(), Some(&values)).unwrap().unwrap();
+        assert_eq!(outcome, Outcome::Created);
+        assert!(
+            std::fs::read_to_string(path)
+                .unwrap()
+                .contains("OnCalendar=a\n")
+        );
+        let (_, outcome) = refresh_timer(tmp.path(), Some(&values)).unwrap().unwrap();
+        assert_eq!(outcome, Outcome::Unchanged);
     }
 
     #[test]

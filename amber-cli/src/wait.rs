@@ -331,6 +331,13 @@ impl Turns {
             | EventKind::FleetChanged { .. }
             | EventKind::FleetSetup { .. }
             | EventKind::FleetPushed { .. }
+            | EventKind::MessageSent { .. }
+            | EventKind::MessageReceived { .. }
+            | EventKind::GoalSet { .. }
+            | EventKind::GoalCheck { .. }
+            | EventKind::GoalMet { .. }
+            | EventKind::BudgetWarning { .. }
+            | EventKind::RoutineFinished { .. }
             | EventKind::EnvironmentLost { .. }
             | EventKind::EnvironmentResumed { .. }
             | EventKind::Synced { .. } => {}

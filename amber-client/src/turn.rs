@@ -204,6 +204,13 @@ impl TurnTracker {
             | EventKind::FleetChanged { .. }
             | EventKind::FleetSetup { .. }
             | EventKind::FleetPushed { .. }
+            | EventKind::MessageSent { .. }
+            | EventKind::MessageReceived { .. }
+            | EventKind::GoalSet { .. }
+            | EventKind::GoalCheck { .. }
+            | EventKind::GoalMet { .. }
+            | EventKind::BudgetWarning { .. }
+            | EventKind::RoutineFinished { .. }
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
             | EventKind::Synced { .. } => {}

@@ -68,6 +68,32 @@ pub(crate) fn message(event: &Event) -> Option<String> {
             "fleet: {}",
             amber_proto::describe_push(branch, commit.as_deref(), *changed, error.as_deref())
         ),
+        EventKind::MessageSent { to, .. } => format!("message sent to {to}"),
+        EventKind::MessageReceived { from, .. } => {
+            format!("message from {}", from.as_deref().unwrap_or("a client"))
+        }
+        EventKind::GoalSet { goal } => match goal {
+            Some(goal) => format!("goal: {goal}"),
+            None => "goal cleared".to_owned(),
+        },
+        EventKind::GoalCheck { met, note } => {
+            format!("goal {}: {note}", if *met { "met" } else { "not met" })
+        }
+        EventKind::GoalMet { summary } => format!("goal met: {summary}"),
+        EventKind::BudgetWarning {
+            scope,
+            period,
+            spent_usd,
+            cap_usd,
+        } => format!(
+            "budget: ${:.2} of the {} ${:.2} spent ({period})",
+            spent_usd.usd(),
+            scope.as_str(),
+            cap_usd.usd()
+        ),
+        EventKind::RoutineFinished {
+            name, stop_reason, ..
+        } => format!("routine {name} finished: {}", stop_reason.as_str()),
         EventKind::PromptQueued { .. }
         | EventKind::MessageDelta { .. }
         | EventKind::ReasoningDelta { .. }

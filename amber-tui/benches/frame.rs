@@ -43,6 +43,8 @@ fn app() -> App {
     let mut app = App::new("s_1");
     let info = SessionInfo {
         parent: None,
+        goal: None,
+        routine: None,
         session_id: "s_1".into(),
         cwd: "/w".into(),
         mode: Mode::Write,

@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 31;
+const VARIANTS: usize = 38;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -52,6 +52,13 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::FleetChanged { .. } => 28,
         EventKind::FleetSetup { .. } => 29,
         EventKind::FleetPushed { .. } => 30,
+        EventKind::MessageSent { .. } => 31,
+        EventKind::MessageReceived { .. } => 32,
+        EventKind::GoalSet { .. } => 33,
+        EventKind::GoalCheck { .. } => 34,
+        EventKind::GoalMet { .. } => 35,
+        EventKind::BudgetWarning { .. } => 37,
+        EventKind::RoutineFinished { .. } => 36,
     }
 }
 
@@ -255,6 +262,37 @@ fn samples() -> Vec<EventKind> {
             commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
             changed: true,
             error: None,
+        },
+        EventKind::MessageSent {
+            message_id: "msg_1".into(),
+            to: "s_02".into(),
+            text: "run the tests".into(),
+        },
+        EventKind::MessageReceived {
+            message_id: "msg_2".into(),
+            from: Some("s_02".into()),
+            text: "tests pass".into(),
+        },
+        EventKind::GoalSet {
+            goal: Some("the tests pass".into()),
+        },
+        EventKind::GoalCheck {
+            met: false,
+            note: "two tests fail".into(),
+        },
+        EventKind::GoalMet {
+            summary: "fixed both tests".into(),
+        },
+        EventKind::BudgetWarning {
+            scope: amber_proto::LimitScope::Daily,
+            period: "2026-12-07".into(),
+            spent_usd: amber_proto::CostUsd::from_usd(16.5).unwrap(),
+            cap_usd: amber_proto::CostUsd::from_usd(20.0).unwrap(),
+        },
+        EventKind::RoutineFinished {
+            name: "triage".into(),
+            fire_time: "2025-01-06T07:00:00+01:00".into(),
+            stop_reason: StopReason::EndTurn,
         },
         EventKind::Rewound {
             restored: vec!["src/lib.rs".into()],

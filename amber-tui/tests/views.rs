@@ -1,11 +1,12 @@
 //! Snapshot tests of every view on ratatui's `TestBackend`: the transcript with each cell
 //! type (narrow 80×24 and wide 140×40), streaming, the approval overlay, the picker, the
-//! status line, panels, the input popups and the help overlay.
+//! status line, panels, the input popups, the help overlay and the session switcher (its
+//! tree of background sub-agents folded and unfolded).
 
 use crate::common::{app_with, draw, ev, every_cell, info, screen};
 use amber_proto::{
-    Approval, CommandInfo, ContextUse, PanelGetResult, PanelInfo, SessionState, StatusSegmentInfo,
-    Usage,
+    Approval, ChildState, CommandInfo, ContextUse, PanelGetResult, PanelInfo, SessionState,
+    StatusSegmentInfo, Usage,
 };
 use amber_tui::app::{App, Scroll};
 use amber_tui::picker::Picker;
@@ -528,6 +529,145 @@ fn session_switcher_lists_waiting_sessions_first() {
         "{actions:?}"
     );
     assert!(app.switcher.is_none());
+}
+
+/// A parent that fanned out to two background children, beside an unrelated session: the
+/// parent ran, the first child delivered its result, the second is still running.
+fn a_parent_and_two_children(app: &mut App) {
+    let session = |id: &str, title: &str, state: SessionState, tokens: u64, usd: f64| {
+        let mut s = info(state);
+        s.session_id = id.into();
+        s.title = title.into();
+        s.updated_at = "2025-01-02T03:08:00Z".into();
+        s.usage.total_tokens = tokens;
+        s.usage.cost_usd = amber_proto::CostUsd::from_usd(usd);
+        s
+    };
+    let child = |id: &str, task: &str, order: u64, state: ChildState, tokens: u64, usd: f64| {
+        let running = if state == ChildState::Running {
+            SessionState::Running
+        } else {
+            SessionState::Idle
+        };
+        let mut s = session(id, task, running, tokens, usd);
+        s.parent = Some(amber_proto::ParentLink {
+            session_id: "s_p".into(),
+            agent_id: format!("agent_{id}"),
+            task: task.into(),
+            prompt: format!("look at {task}"),
+            order,
+            state,
+            caps: amber_proto::ChildCaps::default(),
+            result: None,
+            resumed: false,
+        });
+        s
+    };
+    app.sessions.set_listed(vec![
+        info(SessionState::Idle),
+        session(
+            "s_p",
+            "fan out the review",
+            SessionState::Idle,
+            12_000,
+            0.02,
+        ),
+        child("s_c1", "alpha", 1, ChildState::Delivered, 3_000, 0.005),
+        child("s_c2", "beta", 2, ChildState::Running, 1_500, 0.0025),
+    ]);
+    app.sessions.live = true;
+    app.now_ms = (amber_tui::picker::parse_rfc3339("2025-01-02T03:10:00Z").unwrap()) * 1000;
+}
+
+#[test]
+fn session_switcher_folds_children_under_their_parent_with_their_spend() {
+    let mut app = with_status(app_with(&[]));
+    a_parent_and_two_children(&mut app);
+    app.on_key(ctrl('s'));
+    let folded = screen(&mut app, 80, 24);
+    let rows: Vec<&str> = folded.lines().filter(|l| l.contains("ago")).collect();
+    assert_eq!(rows.len(), 2, "children folded:\n{folded}");
+    // The parent's spend counts its children's: 16.5k tokens, $0.0275.
+    assert!(
+        rows[0].contains("▸ fan out the review") && rows[0].contains("16k $0.03"),
+        "{folded}"
+    );
+    assert!(folded.contains("Tab fold/unfold"), "{folded}");
+    assert_snapshot!("session_switcher_folded", folded);
+    // Tab on the parent (above the attached session) unfolds it: each child under it, with
+    // its state and its own spend.
+    app.on_key(key(KeyCode::Up));
+    app.on_key(key(KeyCode::Tab));
+    let unfolded = screen(&mut app, 80, 24);
+    let rows: Vec<&str> = unfolded.lines().filter(|l| l.contains("ago")).collect();
+    assert_eq!(rows.len(), 4, "{unfolded}");
+    assert!(
+        rows[0].contains("▾ fan out the review") && rows[0].contains("16k $0.03"),
+        "{unfolded}"
+    );
+    assert!(
+        rows[1].contains("delivered")
+            && rows[1].contains("├ alpha")
+            && rows[1].contains("3.0k $0.0050"),
+        "{unfolded}"
+    );
+    assert!(
+        rows[2].contains("running")
+            && rows[2].contains("└ beta")
+            && rows[2].contains("1.5k $0.0025"),
+        "{unfolded}"
+    );
+    assert_snapshot!("session_switcher_unfolded", unfolded);
+    // Down to a child, Enter: switch to it.
+    app.on_key(key(KeyCode::Down));
+    let actions = app.on_key(key(KeyCode::Enter));
+    assert_eq!(
+        actions,
+        [amber_tui::app::Action::SwitchSession("s_c1".into())]
+    );
+    // A folded child asking for an approval marks its parent's row.
+    let mut asking = app.sessions.get("s_c2").unwrap().clone();
+    asking.state = SessionState::WaitingApproval;
+    app.sessions.apply(&amber_proto::SessionChange {
+        change: amber_proto::SessionChangeKind::Updated,
+        session: asking,
+        event: None,
+    });
+    app.on_key(ctrl('s'));
+    let s = screen(&mut app, 80, 24);
+    let rows: Vec<&str> = s.lines().filter(|l| l.contains("ago")).collect();
+    assert_eq!(rows.len(), 2, "{s}");
+    assert!(
+        rows[0].contains("│! idle       ▸ fan out the review"),
+        "{s}"
+    );
+    assert!(s.contains("1 waiting for approval"), "{s}");
+}
+
+#[test]
+fn session_switcher_keeps_working_with_a_daemon_that_sends_no_parent() {
+    // A session as an older daemon lists it: no `parent`, no `usage.costUsd`.
+    let old: amber_proto::SessionInfo = serde_json::from_value(json!({
+        "sessionId": "s_old", "cwd": "/srv/old", "mode": "write", "model": "m",
+        "title": "from an older daemon", "state": "idle",
+        "createdAt": "2025-01-02T03:00:00Z", "updatedAt": "2025-01-02T03:00:00Z",
+        "usage": {"promptTokens": 900, "completionTokens": 300, "cachedTokens": 0, "totalTokens": 1200}
+    }))
+    .unwrap();
+    let mut app = with_status(app_with(&[]));
+    app.sessions.set_listed(vec![info(SessionState::Idle), old]);
+    app.now_ms = (amber_tui::picker::parse_rfc3339("2025-01-02T03:10:00Z").unwrap()) * 1000;
+    app.on_key(ctrl('s'));
+    app.on_key(key(KeyCode::Tab));
+    let s = screen(&mut app, 80, 24);
+    let rows: Vec<&str> = s.lines().filter(|l| l.contains("ago")).collect();
+    assert_eq!(rows.len(), 2, "{s}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("from an older daemon") && r.contains("1.2k tok")),
+        "{s}"
+    );
+    assert!(!s.contains('▸') && !s.contains('├'), "{s}");
 }
 
 #[test]

@@ -54,6 +54,8 @@ pub struct Config {
     pub agent: AgentConfig,
     /// `[agents]`: what sub-agents get unless their call or their agent says otherwise.
     pub agents: AgentsConfig,
+    /// `[budget]`: what all sessions together may spend in a day and a month.
+    pub budget: crate::session::features::daemon_budget::BudgetConfig,
     pub tools: ToolsConfig,
     pub server: ServerConfig,
     pub compaction: CompactionConfig,
@@ -87,6 +89,8 @@ pub struct Config {
     pub metrics: crate::metrics::MetricsConfig,
     /// `[telemetry]`: OpenTelemetry traces of turns and tool calls (off by default).
     pub telemetry: crate::telemetry::TelemetryConfig,
+    /// `[[routines]]`: prompts run on a cron schedule (`routines/`; `routine/add` adds more).
+    pub routines: Vec<crate::routines::RoutineConfig>,
 }
 
 /// `[tui]`: settings of the TUI. Unused by the daemon; parsed here so `deny_unknown_fields`
@@ -244,6 +248,12 @@ pub struct AgentsConfig {
     pub max_running: Option<usize>,
     /// Background sub-agents of one session running at once; unset: 4.
     pub max_running_per_parent: Option<usize>,
+    /// Directories whose sessions any session may message (`session_send`), besides the
+    /// sessions of its own workspace or git repository.
+    pub message_allow: Vec<std::path::PathBuf>,
+    /// A `task` call whose sub-agents may spend more than this (or whose spend cannot be
+    /// estimated) asks a person first, in every mode; unset: never asks.
+    pub approve_fanout_usd: Option<amber_proto::CostUsd>,
 }
 
 /// The caps one sub-agent runs under: `[agents] subagent_max_*`, or lower where its
@@ -602,8 +612,10 @@ impl Config {
         self.sandbox.check()?;
         self.executors.check()?;
         self.fleet.check()?;
+        self.budget.check()?;
         self.telemetry.check()?;
         crate::hooks::spec::check_all(&self.hooks)?;
+        crate::routines::config::check_all(&self.routines)?;
         self.check_prices()
     }
 

@@ -349,3 +349,56 @@ fn agents_caps_are_each_sub_agents_default_and_ceiling() {
         crate::config::SubagentCaps::default()
     );
 }
+
+#[test]
+fn routines_parse_with_their_defaults_and_bad_ones_name_the_routine() {
+    let cfg = Config::parse(
+        "[[routines]]\nname = \"triage\"\ncron = \"0 7 * * 1-5\"\ncwd = \"/home/u/app\"\n\
+         prompt = \"Triage new issues\"\nworktree = true\nmax_budget_usd = 1.0\n\
+         missed = \"all\"\n\
+         [[routines]]\nname = \"nightly\"\ncron = \"@daily\"\ncwd = \"/home/u/app\"\n\
+         prompt = \"p\"\nsession = \"nightly-notes\"\n",
+    )
+    .unwrap();
+    let [triage, nightly] = &cfg.routines[..] else {
+        panic!("{:?}", cfg.routines)
+    };
+    assert_eq!(triage.missed, amber_proto::MissedPolicy::All);
+    assert!(triage.worktree);
+    assert_eq!(triage.max_budget_usd, amber_proto::CostUsd::from_usd(1.0));
+    assert_eq!(triage.def().session, None);
+    assert_eq!(nightly.missed, amber_proto::MissedPolicy::Latest);
+    assert_eq!(nightly.def().session.as_deref(), Some("nightly-notes"));
+
+    let routine = |extra: &str| {
+        format!(
+            "[[routines]]\nname = \"r\"\ncron = \"0 7 * * *\"\ncwd = \"/w\"\nprompt = \"p\"\n{extra}"
+        )
+    };
+    for (text, says) in [
+        (routine("when = 1\n"), "when".to_owned()),
+        (routine("missed = \"some\"\n"), "some".to_owned()),
+        (
+            "[[routines]]\nname = \"r\"\ncron = \"0 25 * * *\"\ncwd = \"/w\"\nprompt = \"p\"\n"
+                .to_owned(),
+            "[[routines]] `r`: cron: hour `25`: out of 0-23".to_owned(),
+        ),
+        (
+            "[[routines]]\nname = \"a b\"\ncron = \"@daily\"\ncwd = \"/w\"\nprompt = \"p\"\n"
+                .to_owned(),
+            "[[routines]] `a b`: name:".to_owned(),
+        ),
+        (
+            "[[routines]]\nname = \"r\"\ncron = \"@daily\"\ncwd = \"w\"\nprompt = \"p\"\n"
+                .to_owned(),
+            "not an absolute path".to_owned(),
+        ),
+        (
+            format!("{}{}", routine(""), routine("")),
+            "[[routines]] `r`: the name is used twice".to_owned(),
+        ),
+    ] {
+        let err = Config::parse(&text).unwrap_err().to_string();
+        assert!(err.contains(&says), "{text}\n{err}");
+    }
+}

@@ -38,6 +38,8 @@ pub struct Daemon {
     pub shutdown: CancellationToken,
     /// Started by a client's autostart (`--autostarted`), not by the user or systemd.
     autostarted: std::sync::atomic::AtomicBool,
+    /// Scheduled routines: those added at runtime and every routine's fire state.
+    pub routines: Arc<crate::routines::Routines>,
 }
 
 impl Daemon {
@@ -77,6 +79,7 @@ impl Daemon {
                     services.sandbox.clone(),
                 ),
                 plugins,
+                routines: Arc::new(crate::routines::Routines::open(&services.data_dir)),
                 sessions: SessionManager::new(services),
                 started: Instant::now(),
                 connections: AtomicU64::new(0),
@@ -267,6 +270,11 @@ impl Host for Daemon {
         self.set_session_model(session, model, provider)
     }
 
+    fn set_goal(&self, session_id: &str, goal: Option<String>) -> Result<SessionInfo, String> {
+        let handle = self.sessions.get(session_id).map_err(|e| e.to_string())?;
+        crate::session::features::goals::set(&handle.shared, goal).map_err(|e| e.to_string())
+    }
+
     fn context_tokens(&self, session: &dyn SessionView) -> u64 {
         let specs = crate::agent::tool_specs(&self.sessions.services().tools());
         crate::compaction::estimate_tokens(&session.messages(), &specs)
@@ -371,6 +379,36 @@ impl Directory for DaemonDirectory {
             .upgrade()
             .map(|daemon| daemon.sessions.children_usage(parent))
             .unwrap_or_default()
+    }
+
+    fn resolve(&self, id: &str) -> Result<String, SessionError> {
+        let daemon = self.daemon()?;
+        let resolved = daemon
+            .sessions
+            .resolve_id(id)?
+            .unwrap_or_else(|| id.to_owned());
+        daemon.sessions.info_of(&resolved)?;
+        Ok(resolved)
+    }
+
+    fn publish(&self, id: &str, kind: EventKind) -> Result<(), SessionError> {
+        let handle = self.daemon()?.sessions.get(id)?;
+        handle
+            .shared
+            .hub
+            .publish_stored(None, kind)
+            .map(|_| ())
+            .map_err(SessionError::Store)
+    }
+
+    fn notify_when_idle(&self, id: &str, watcher: &str) -> Result<(), SessionError> {
+        let handle = self.daemon()?.sessions.get(id)?;
+        let messages = handle
+            .shared
+            .feature::<crate::session::features::messages::SessionMessages>()
+            .ok_or_else(|| SessionError::Internal("messages are not composed".into()))?;
+        messages.notify_when_idle(watcher);
+        Ok(())
     }
 
     fn cancel(&self, id: &str) -> Result<bool, SessionError> {

@@ -18,6 +18,7 @@ pub(crate) mod mcp;
 pub mod metrics;
 pub(crate) mod plugins;
 pub mod reload;
+pub mod routines;
 pub mod rpc;
 pub mod service;
 pub mod session;

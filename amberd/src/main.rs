@@ -248,6 +248,7 @@ async fn run(
     spawn_idle_unloader(&daemon);
     spawn_retention(&daemon);
     spawn_resume_busy(&daemon);
+    amberd::routines::spawn(&daemon);
     amberd::reload::spawn(daemon.clone(), config_source, daemon.shutdown.clone());
     let shutdown = daemon.shutdown.clone();
     tokio::spawn(async move {

@@ -427,6 +427,53 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// amber extension: this session sent a message to another (`session/send`, the
+    /// `session_send` tool, or an idle notice it asked for); durable before the
+    /// receiver's prompt is queued.
+    MessageSent {
+        message_id: String,
+        to: String,
+        text: String,
+    },
+    /// amber extension: a message from another session (or from a client, `from` absent)
+    /// arrived; its prompt (`prompt_queued`) follows.
+    MessageReceived {
+        message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        text: String,
+    },
+    /// amber extension: the session's goal was set (`session/setGoal`, `/goal`), or
+    /// cleared (`goal` absent).
+    GoalSet {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        goal: Option<String>,
+    },
+    /// amber extension: the turn checked its goal before ending; `note` is what the model
+    /// said remains (not met) or its summary (met).
+    GoalCheck {
+        met: bool,
+        note: String,
+    },
+    /// amber extension: the goal is met; the turn ends with `summary`.
+    GoalMet {
+        summary: String,
+    },
+    /// amber extension: the turn a routine's fire prompted ended (`turn_completed` came
+    /// first); `fireTime` is RFC 3339 with the daemon's local offset.
+    RoutineFinished {
+        name: String,
+        fire_time: String,
+        stop_reason: StopReason,
+    },
+    /// amber extension: this session's request took the daemon's spend past `[budget]
+    /// warn_at` of a daemon-wide cap (once per cap and period).
+    BudgetWarning {
+        scope: LimitScope,
+        period: String,
+        spent_usd: crate::CostUsd,
+        cap_usd: crate::CostUsd,
+    },
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
@@ -518,6 +565,13 @@ impl EventKind {
             EventKind::FleetChanged { .. } => "fleet_changed",
             EventKind::FleetSetup { .. } => "fleet_setup",
             EventKind::FleetPushed { .. } => "fleet_pushed",
+            EventKind::MessageSent { .. } => "message_sent",
+            EventKind::MessageReceived { .. } => "message_received",
+            EventKind::GoalSet { .. } => "goal_set",
+            EventKind::GoalCheck { .. } => "goal_check",
+            EventKind::GoalMet { .. } => "goal_met",
+            EventKind::BudgetWarning { .. } => "budget_warning",
+            EventKind::RoutineFinished { .. } => "routine_finished",
             EventKind::Synced { .. } => "synced",
         }
     }

@@ -246,6 +246,66 @@ pub struct SessionSetModelParams {
     pub provider: Option<String>,
 }
 
+/// Params of `session/send`: a message into session `to` (an id, a name or an id
+/// prefix), from session `from` or, without it, from the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSendParams {
+    pub to: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+/// Result of `session/send`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSendResult {
+    pub message_id: String,
+    /// The receiver's turn the message runs as.
+    pub turn_id: String,
+}
+
+/// Params of `session/notifyWhenIdle`: session `notify` gets a message with session
+/// `sessionId`'s last reply when it next goes idle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionNotifyWhenIdleParams {
+    pub session_id: String,
+    pub notify: String,
+}
+
+/// Params of `session/setGoal`: the session's goal, or `null` to clear it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSetGoalParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub goal: Option<String>,
+}
+
+/// A session's goal: a completion condition its turns check before they end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalInfo {
+    pub text: String,
+    pub state: GoalState,
+    /// How many times turns checked it.
+    #[serde(default)]
+    pub checks: u32,
+    /// The summary the model gave when it was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+/// Where a goal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalState {
+    Active,
+    Met,
+}
+
 /// Params of `session/rename`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -15,6 +15,7 @@ pub mod message;
 pub mod methods;
 pub mod methods_types;
 pub mod paths;
+pub mod routines;
 pub mod sandbox;
 pub mod session_mcp;
 pub mod socket_trust;
@@ -38,6 +39,7 @@ pub use events::{
 pub use extensions::*;
 pub use message::{Message, ReasoningItem, Role, ToolCall};
 pub use methods_types::*;
+pub use routines::*;
 pub use sandbox::{
     LandlockEnforcement, LandlockGap, SandboxInfo, SandboxMode, SandboxRequest,
     SandboxSelftestResult, SandboxStatus, SelftestCheck,

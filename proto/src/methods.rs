@@ -19,8 +19,9 @@ use crate::{
     ProviderCheckResult, ProviderListResult, SandboxSelftestResult, SessionCancelResult,
     SessionCompactResult, SessionDeleteParams, SessionForkParams, SessionGetParams,
     SessionGetResult, SessionIdParams, SessionInfo, SessionListParams, SessionListResult,
-    SessionNewParams, SessionPromptParams, SessionPromptResult, SessionRenameParams,
-    SessionRewindParams, SessionRewindResult, SessionSetModeParams, SessionSetModelParams,
+    SessionNewParams, SessionNotifyWhenIdleParams, SessionPromptParams, SessionPromptResult,
+    SessionRenameParams, SessionRewindParams, SessionRewindResult, SessionSendParams,
+    SessionSendResult, SessionSetGoalParams, SessionSetModeParams, SessionSetModelParams,
     SessionSubscribeParams, SessionVerifyResult, StatusGetResult, SubscriptionId,
     SubscriptionParams, ToolListParams, ToolListResult, UnsubscribeParams,
 };
@@ -161,6 +162,18 @@ method!(
     SessionRename = "session/rename", SessionRenameParams => SessionInfo
 );
 method!(
+    /// amber extension: a message into another session, as its prompt.
+    SessionSend = "session/send", SessionSendParams => SessionSendResult
+);
+method!(
+    /// amber extension: a message to one session when another next goes idle.
+    SessionNotifyWhenIdle = "session/notifyWhenIdle", SessionNotifyWhenIdleParams => Empty
+);
+method!(
+    /// amber extension: set or clear a session's goal.
+    SessionSetGoal = "session/setGoal", SessionSetGoalParams => SessionInfo
+);
+method!(
     /// amber extension: the LLM providers a session can select.
     ProviderList = "provider/list", Empty => ProviderListResult
 );
@@ -191,6 +204,27 @@ method!(
 method!(
     /// PROTOCOL.md's second wave: a new session with the history before a turn.
     SessionFork = "session/fork", SessionForkParams => SessionInfo
+);
+
+method!(
+    /// amber extension: keep a routine (a prompt on a cron schedule) in the data directory.
+    RoutineAdd = "routine/add", crate::RoutineAddParams => crate::RoutineInfo
+);
+method!(
+    /// amber extension: every routine, from config.toml and added, with its next and last fire.
+    RoutineList = "routine/list", Empty => crate::RoutineListResult
+);
+method!(
+    /// amber extension: forget a routine added by `routine/add`.
+    RoutineRemove = "routine/remove", NameParams => Empty
+);
+method!(
+    /// amber extension: fire a routine now, whatever its schedule.
+    RoutineRun = "routine/run", NameParams => crate::RoutineFired
+);
+method!(
+    /// amber extension: fire every routine that is due now (systemd's timer, tests).
+    RoutineTick = "routine/tick", Empty => crate::RoutineTickResult
 );
 
 /// Carries a subscribed session's events: one per notification, or the error that ended
@@ -278,6 +312,12 @@ pub const PANEL_GET: &str = PanelGet::NAME;
 pub const SESSION_SET_MODEL: &str = SessionSetModel::NAME;
 /// amber extension: name a session, or clear its name.
 pub const SESSION_RENAME: &str = SessionRename::NAME;
+/// amber extension: a message into another session.
+pub const SESSION_SEND: &str = SessionSend::NAME;
+/// amber extension: a message when a session next goes idle.
+pub const SESSION_NOTIFY_WHEN_IDLE: &str = SessionNotifyWhenIdle::NAME;
+/// amber extension: a session's goal.
+pub const SESSION_SET_GOAL: &str = SessionSetGoal::NAME;
 /// amber extension: the LLM providers a session can select.
 pub const PROVIDER_LIST: &str = ProviderList::NAME;
 /// amber extension: whether a provider is usable.
@@ -294,6 +334,12 @@ pub const CHECKPOINT_LIST: &str = CheckpointList::NAME;
 pub const CHECKPOINT_DIFF: &str = CheckpointDiff::NAME;
 pub const SESSION_REWIND: &str = SessionRewind::NAME;
 pub const SESSION_FORK: &str = SessionFork::NAME;
+/// amber extension: scheduled routines.
+pub const ROUTINE_ADD: &str = RoutineAdd::NAME;
+pub const ROUTINE_LIST: &str = RoutineList::NAME;
+pub const ROUTINE_REMOVE: &str = RoutineRemove::NAME;
+pub const ROUTINE_RUN: &str = RoutineRun::NAME;
+pub const ROUTINE_TICK: &str = RoutineTick::NAME;
 /// Every method a v1 daemon may serve, in the order PROTOCOL.md lists them.
 pub const ALL: &[&str] = &[
     INITIALIZE,
@@ -332,6 +378,9 @@ pub const EXTENSIONS: &[&str] = &[
     SESSION_VERIFY,
     SESSION_SET_MODEL,
     SESSION_RENAME,
+    SESSION_SEND,
+    SESSION_NOTIFY_WHEN_IDLE,
+    SESSION_SET_GOAL,
     COMMAND_RUN,
     STATUS_GET,
     PANEL_LIST,
@@ -341,4 +390,9 @@ pub const EXTENSIONS: &[&str] = &[
     SANDBOX_SELFTEST,
     SESSION_WATCH,
     SESSION_UNWATCH,
+    ROUTINE_ADD,
+    ROUTINE_LIST,
+    ROUTINE_REMOVE,
+    ROUTINE_RUN,
+    ROUTINE_TICK,
 ];

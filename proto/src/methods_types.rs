@@ -88,6 +88,22 @@ pub struct DaemonStatus {
     /// when it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_listener: Option<String>,
+    /// amber: the daemon's spend against `[budget]` (`daily_usd`, `monthly_usd`); absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budget: Vec<BudgetUse>,
+}
+
+/// `daemon/status.budget[]`: one daemon-wide cap and what its period has spent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetUse {
+    /// `daily` or `monthly`.
+    pub scope: crate::LimitScope,
+    /// The period, in the daemon's local time: `2026-12-07` or `2026-12`.
+    pub period: String,
+    pub spent_usd: crate::CostUsd,
+    pub cap_usd: crate::CostUsd,
 }
 
 /// `daemon/status.environments[]`: one executor and the loaded sessions on it.
@@ -188,6 +204,10 @@ pub struct SessionNewParams {
     /// sub-agent of this parent (`task {background: true}`).
     #[serde(skip)]
     pub parent: Option<crate::ParentLink>,
+    /// Set by the daemon only, never read from the wire: the routine fire that makes the
+    /// session.
+    #[serde(skip)]
+    pub routine: Option<crate::RoutineRun>,
 }
 
 /// `session/new {push}`: where a fleet session's runner pushes its result.

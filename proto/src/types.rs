@@ -174,6 +174,13 @@ pub struct SessionInfo {
     /// of another session; what it owes its parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// amber extension: the session's goal (`session/setGoal`, `/goal`), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<crate::GoalInfo>,
+    /// amber extension: the routine fire that made the session (a named session: its
+    /// latest fire), and how that fire's turn ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routine: Option<crate::RoutineRun>,
 }
 
 /// A background sub-agent's tie to the session that started it.

@@ -38,7 +38,7 @@ pub struct SessionChange {
     pub session: SessionInfo,
     /// The durable event that caused the change, when one did (`prompt_queued`,
     /// `turn_started`, `approval_requested`, `approval_resolved`, `turn_completed`,
-    /// `usage`, `rewound`), as `session/subscribe` would send it.
+    /// `usage`, `rewound`, `routine_finished`), as `session/subscribe` would send it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<Event>,
 }

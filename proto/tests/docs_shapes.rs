@@ -301,6 +301,15 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "SessionRewindResult" => check::<SessionRewindResult>(value),
         "SessionForkParams" => check::<SessionForkParams>(value),
         "SessionWatchParams" => check::<SessionWatchParams>(value),
+        "SessionSendParams" => check::<SessionSendParams>(value),
+        "SessionSendResult" => check::<SessionSendResult>(value),
+        "SessionNotifyWhenIdleParams" => check::<SessionNotifyWhenIdleParams>(value),
+        "SessionSetGoalParams" => check::<SessionSetGoalParams>(value),
+        "RoutineAddParams" => check::<RoutineAddParams>(value),
+        "RoutineInfo" => check::<RoutineInfo>(value),
+        "RoutineListResult" => check::<RoutineListResult>(value),
+        "RoutineFired" => check::<RoutineFired>(value),
+        "RoutineTickResult" => check::<RoutineTickResult>(value),
         _ => return None,
     })
 }

@@ -47,6 +47,13 @@ const EXTENSION_EVENTS: &[(&str, bool)] = &[
     ("fleet_changed", true),
     ("fleet_setup", true),
     ("fleet_pushed", true),
+    ("message_sent", true),
+    ("message_received", true),
+    ("goal_set", true),
+    ("goal_check", true),
+    ("goal_met", true),
+    ("budget_warning", true),
+    ("routine_finished", true),
 ];
 
 /// Exhaustive on purpose: a new variant does not compile until it gets a row below.
@@ -83,9 +90,16 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::FleetChanged { .. } => 28,
         EventKind::FleetSetup { .. } => 29,
         EventKind::FleetPushed { .. } => 30,
+        EventKind::MessageSent { .. } => 31,
+        EventKind::MessageReceived { .. } => 32,
+        EventKind::GoalSet { .. } => 33,
+        EventKind::GoalCheck { .. } => 34,
+        EventKind::GoalMet { .. } => 35,
+        EventKind::BudgetWarning { .. } => 37,
+        EventKind::RoutineFinished { .. } => 36,
     }
 }
-const VARIANTS: usize = 31;
+const VARIANTS: usize = 38;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -331,6 +345,35 @@ fn event_cases() -> Vec<Value> {
             35,
             json!({"type": "fleet_pushed", "branch": "amber/fix-login",
                    "commit": "0123456789abcdef0123456789abcdef01234567", "changed": true}),
+        ),
+        durable(
+            36,
+            json!({"type": "message_sent", "messageId": "msg_1", "to": "s_02",
+                   "text": "run the tests"}),
+        ),
+        durable(
+            37,
+            json!({"type": "message_received", "messageId": "msg_2", "from": "s_02",
+                   "text": "tests pass"}),
+        ),
+        durable(38, json!({"type": "goal_set", "goal": "the tests pass"})),
+        durable(
+            39,
+            json!({"type": "goal_check", "met": false, "note": "two tests fail"}),
+        ),
+        durable(
+            40,
+            json!({"type": "goal_met", "summary": "fixed both tests"}),
+        ),
+        durable(
+            41,
+            json!({"type": "budget_warning", "scope": "daily", "period": "2026-12-07",
+                   "spentUsd": 16.5, "capUsd": 20.0}),
+        ),
+        durable(
+            41,
+            json!({"type": "routine_finished", "name": "triage",
+                   "fireTime": "2025-01-06T07:00:00+01:00", "stopReason": "end_turn"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

@@ -64,6 +64,9 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<SessionVerify>(), "session/verify"),
         (row::<SessionSetModel>(), "session/setModel"),
         (row::<SessionRename>(), "session/rename"),
+        (row::<SessionSend>(), "session/send"),
+        (row::<SessionNotifyWhenIdle>(), "session/notifyWhenIdle"),
+        (row::<SessionSetGoal>(), "session/setGoal"),
         (row::<CommandRun>(), "command/run"),
         (row::<StatusGet>(), "status/get"),
         (row::<PanelList>(), "panel/list"),
@@ -77,6 +80,11 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<SessionFork>(), "session/fork"),
         (row::<SessionWatch>(), "session/watch"),
         (row::<SessionUnwatch>(), "session/unwatch"),
+        (row::<RoutineAdd>(), "routine/add"),
+        (row::<RoutineList>(), "routine/list"),
+        (row::<RoutineRemove>(), "routine/remove"),
+        (row::<RoutineRun>(), "routine/run"),
+        (row::<RoutineTick>(), "routine/tick"),
     ]
 }
 
@@ -122,6 +130,11 @@ fn the_name_constants_are_the_types_names() {
         (SESSION_WATCH, SessionWatch::NAME),
         (SESSION_UNWATCH, SessionUnwatch::NAME),
         (SESSION_CHANGED, SessionChanged::NAME),
+        (ROUTINE_ADD, RoutineAdd::NAME),
+        (ROUTINE_LIST, RoutineList::NAME),
+        (ROUTINE_REMOVE, RoutineRemove::NAME),
+        (ROUTINE_RUN, RoutineRun::NAME),
+        (ROUTINE_TICK, RoutineTick::NAME),
     ];
     for (constant, name) in table {
         assert_eq!(constant, name);

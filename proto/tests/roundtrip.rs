@@ -161,6 +161,44 @@ fn method_cases() -> Vec<(&'static str, Check, Value)> {
             rt::<SessionRenameParams>,
             json!({"sessionId": "fix-auth", "name": null}),
         ),
+        (
+            "routine/add params",
+            rt::<amber_proto::RoutineAddParams>,
+            json!({"name": "triage", "cron": "0 7 * * 1-5", "cwd": "/home/u/proj",
+                   "prompt": "Triage new issues", "worktree": true, "maxBudgetUsd": 1.0,
+                   "missed": "all"}),
+        ),
+        (
+            "routine/add params (a named session on the fleet)",
+            rt::<amber_proto::RoutineAddParams>,
+            json!({"cron": "@daily", "cwd": "", "prompt": "p", "session": "nightly",
+                   "environment": "fleet", "repo": "https://git.example.com/app.git",
+                   "ref": "main", "missed": "latest"}),
+        ),
+        (
+            "routine/list result",
+            rt::<amber_proto::RoutineListResult>,
+            json!({"routines": [{"name": "triage", "source": "config", "cron": "0 7 * * 1-5",
+                   "cwd": "/home/u/proj", "prompt": "Triage", "missed": "skip",
+                   "nextFire": "2025-01-07T07:00:00+01:00",
+                   "lastFire": "2025-01-06T07:00:00+01:00", "lastSessionId": "s_01",
+                   "lastStopReason": "end_turn",
+                   "onCalendar": ["Mon..Fri *-*-* 07:00:00"]}]}),
+        ),
+        (
+            "routine/tick result",
+            rt::<amber_proto::RoutineTickResult>,
+            json!({"fired": [{"name": "triage", "fireTime": "2025-01-06T07:00:00+01:00",
+                              "sessionId": "s_01"},
+                             {"name": "b", "fireTime": "2025-01-06T07:00:00+01:00",
+                              "error": "no such directory"}]}),
+        ),
+        ("session info (routine)", rt::<SessionInfo>, {
+            let mut info = session_info();
+            info["routine"] = json!({"name": "triage", "fireTime": "2025-01-06T07:00:00+01:00",
+                                     "turnId": "turn_1", "stopReason": "end_turn"});
+            info
+        }),
         ("session/new result (agent)", rt::<SessionInfo>, {
             let mut info = session_info();
             info["agent"] = json!("plan");

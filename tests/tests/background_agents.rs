@@ -480,3 +480,57 @@ async fn children_past_the_cap_queue_visibly_and_a_cancelled_one_never_starts() 
     ids.dedup();
     assert_eq!(ids.len(), 3, "{messages:#?}");
 }
+
+/// Cost before fan-out: a `task` call says what its sub-agents may spend at most; above
+/// `[agents] approve_fanout_usd` it asks a person, and with nobody to ask it is denied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fanout_shows_its_estimate_and_over_the_threshold_asks_first() {
+    // $1 per million input tokens, $2 per million output: 100,000 tokens cost at most $0.20.
+    let config = "[[provider.prices]]\nmodel = \"mock-model\"\ninput = 1.0\noutput = 2.0\n\n\
+                  [agents]\napprove_fanout_usd = 0.50\n";
+    // (caps of each of 3 tasks, what the output says, whether it ran)
+    let cases = [
+        (
+            json!({"max_tokens": 100_000}),
+            "estimated at most $0.60 for 3 sub-agent(s)",
+            false,
+        ),
+        (
+            json!({"max_usd": 0.10}),
+            "estimated at most $0.30 for 3 sub-agent(s)",
+            true,
+        ),
+        (json!({}), "their spend cannot be estimated", false),
+    ];
+    for (caps, said, ran) in cases {
+        let mut all = tasks(&["one", "two", "three"]);
+        for task in &mut all {
+            if let (Some(task), Some(caps)) = (task.as_object_mut(), caps.as_object()) {
+                task.extend(caps.clone());
+            }
+        }
+        let fanout = json!({"mode": "parallel", "tasks": all});
+        let mock = MockLlm::start(Vec::new()).await;
+        mock.set_responder(responder(fanout, |_| 0, 1, false));
+        let daemon = daemon_with(&mock, config);
+        let client = connect(&daemon).await;
+        let session = new_session(&client, &daemon, None).await;
+        let mut events = Events::live(&client, &session).await;
+        let turn = prompt_turn(&client, &mut events, &session, "fan out").await;
+        let task = turn
+            .iter()
+            .find(|e| e["type"] == "tool_call_completed" && e["agentId"].is_null())
+            .unwrap_or_else(|| panic!("{caps}: no task result: {turn:#?}"));
+        let output = task["output"].as_str().unwrap_or_default();
+        let started = turn.iter().any(|e| e["type"] == "subagent_started");
+        assert_eq!(started, ran, "{caps}: {output}");
+        if ran {
+            assert!(output.starts_with(&format!("[{said}]")), "{caps}: {output}");
+        } else {
+            // Nobody to ask in this headless run: denied, the reason naming the estimate.
+            assert_eq!(task["status"], "denied", "{caps}: {task}");
+            assert!(output.contains(said), "{caps}: {output}");
+            assert!(output.contains("approve_fanout_usd"), "{caps}: {output}");
+        }
+    }
+}

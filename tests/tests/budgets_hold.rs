@@ -579,3 +579,89 @@ async fn a_fork_inherits_the_remainder_of_its_source_budget() {
         assert_eq!(sent(&mock), 4, "{unit:?}");
     }
 }
+
+/// `[budget] daily_usd` holds across sessions: 4 sessions digging at once (every request a
+/// tool call, $0.001 each) stop once the daemon's day has spent $0.010, with the daily cap
+/// named in types, having passed it by at most one request per session; the spend is in
+/// `daemon/status`, a warning was announced, and a kill -9 forgets none of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_budget_overshoot_is_at_most_one_request_per_session_and_survives_a_kill() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let n = request["messages"].as_array().map_or(0, Vec::len);
+        tool_call("bash", &json!({"command": format!("echo dig {n}")}))
+    });
+    let config = format!(
+        "{}\n[budget]\ndaily_usd = 0.010\nwarn_at = 0.5\n",
+        config("")
+    );
+    let mut daemon = spawn_config(&mock, &config);
+    let client = connect(&daemon).await;
+    let sessions = 4;
+    let mut ids = Vec::new();
+    for _ in 0..sessions {
+        ids.push(session_with(&client, &daemon, json!({})).await);
+    }
+    let mut streams = Vec::new();
+    for id in &ids {
+        streams.push(Events::live(&client, id).await);
+    }
+    for id in &ids {
+        within("session/prompt", client.session_prompt(id, "dig"))
+            .await
+            .unwrap();
+    }
+    let mut warnings = 0;
+    for stream in &mut streams {
+        let turn = stream.turn().await;
+        assert_budget_stop(&turn);
+        let completed = turn.last().unwrap();
+        assert_eq!(completed["error"]["limit"]["scope"], "daily", "{completed}");
+        warnings += of_type(&turn, "budget_warning").len();
+    }
+    assert_eq!(warnings, 1, "the daily cap's warning is announced once");
+    let requests = sent(&mock);
+    assert!(
+        requests >= 10,
+        "stopped before the cap: {requests} requests"
+    );
+    assert!(
+        requests <= 10 + sessions,
+        "{requests} requests: more than one past the cap per session"
+    );
+    let spent = |daemon: &TestDaemon| {
+        let status = daemon.rpc_ok("daemon/status", json!({}));
+        let daily = status["budget"]
+            .as_array()
+            .and_then(|b| b.iter().find(|c| c["scope"] == "daily").cloned())
+            .unwrap_or_else(|| panic!("no daily budget in {status}"));
+        (
+            daily["spentUsd"].as_f64().unwrap(),
+            daily["capUsd"].as_f64().unwrap(),
+        )
+    };
+    let (before, cap) = spent(&daemon);
+    assert!(
+        (before - requests as f64 * CALL_USD).abs() < 1e-9,
+        "{before} for {requests}"
+    );
+    assert!((cap - 0.010).abs() < 1e-9);
+
+    daemon.kill(libc::SIGKILL);
+    daemon
+        .wait_exit(std::time::Duration::from_secs(5))
+        .expect("killed");
+    daemon.restart();
+    let (after, _) = spent(&daemon);
+    assert!(
+        (after - before).abs() < 1e-9,
+        "the day's spend was {before}, is {after}"
+    );
+    // A new session of the spent day sends nothing.
+    let client = connect(&daemon).await;
+    let fresh = session_with(&client, &daemon, json!({})).await;
+    let mut events = Events::live(&client, &fresh).await;
+    let turn = prompt_turn(&client, &mut events, &fresh, "dig").await;
+    assert_budget_stop(&turn);
+    assert_eq!(sent(&mock), requests, "a request went out on a spent day");
+}

@@ -1,10 +1,10 @@
 //! End-to-end: the real `amber-cli` subcommands besides `run`, against the real `amberd` —
-//! `sessions` (list), `show`, `rm`, `attach` (streams, then Ctrl-C detaches and the turn goes
-//! on), `cancel`, `daemon start|status|stop` on a socket of their own (autostart, with the
-//! start-up log emptied each time), `completions` (also into a closed pipe), and the `rpc`
-//! NDJSON bridge: a line that is not UTF-8 or not JSON gets a -32700 line and the bridge goes
-//! on; at end of input it waits only for the answers the daemon owes (valid ids), so invalid
-//! ids never keep it from exiting.
+//! `sessions` (list, and `--tree` with background sub-agents under their parent), `show`,
+//! `rm`, `attach` (streams, then Ctrl-C detaches and the turn goes on), `cancel`, `daemon
+//! start|status|stop` on a socket of their own (autostart, with the start-up log emptied each
+//! time), `completions` (also into a closed pipe), and the `rpc` NDJSON bridge: a line that is
+//! not UTF-8 or not JSON gets a -32700 line and the bridge goes on; at end of input it waits
+//! only for the answers the daemon owes (valid ids), so invalid ids never keep it from exiting.
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -466,5 +466,139 @@ fn rpc_bridge_connects_when_its_first_line_arrives() {
         .collect();
     for id in [json!(1), json!(2)] {
         assert!(answer(&answers, &id)["result"].is_object(), "{answers:?}");
+    }
+}
+
+/// The parent's answer to a scripted request: fan out two background children, wait for
+/// their results, then say so; each child reports on its task at once.
+fn fan_out_twice(request: &Value) -> MockTurn {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let system = messages
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    if system.starts_with("You are a sub-agent of amber") {
+        return MockTurn::text("report done");
+    }
+    let delivered = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .filter(|id| id.starts_with("amber_delivery_"))
+        .count();
+    if delivered >= 2 {
+        return MockTurn::text("both reports are in");
+    }
+    let fanned_out = messages.iter().any(|m| {
+        m["tool_calls"]
+            .as_array()
+            .is_some_and(|calls| calls.iter().any(|c| c["function"]["name"] == "task"))
+    });
+    if fanned_out {
+        return MockTurn::tool_call("task_wait", &json!({"timeout_secs": 60}));
+    }
+    let tasks: Vec<Value> = ["alpha", "beta"]
+        .iter()
+        .map(|name| json!({"prompt": format!("look at {name}"), "description": name}))
+        .collect();
+    MockTurn::tool_call("task", &json!({"background": true, "tasks": tasks}))
+}
+
+#[test]
+fn sessions_tree_shows_children_and_spend() {
+    let mock = MockLlm::start_blocking(Vec::new());
+    mock.set_responder(fan_out_twice);
+    // Priced, so that the spend has dollars as well as tokens.
+    let daemon = amber_tests::steps::spawn_config(
+        &mock,
+        "[[provider.prices]]\nmodel = \"mock-model\"\ninput = 1.0\noutput = 2.0\n\n\
+         [agent]\nconfirm_finish = false\n",
+    );
+    let parent = new_session(&daemon);
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": parent, "text": "fan out"}),
+    );
+    let list = || daemon.rpc_ok("session/list", json!({}))["sessions"].clone();
+    wait_for("two delivered children and an idle parent", || {
+        let sessions = list();
+        let all = sessions.as_array().cloned().unwrap_or_default();
+        let delivered = all
+            .iter()
+            .filter(|s| s["parent"]["sessionId"] == parent.as_str())
+            .filter(|s| s["parent"]["state"] == "delivered" && s["state"] == "idle")
+            .count();
+        delivered == 2 && state(&daemon, &parent) == "idle"
+    });
+    let sessions = list().as_array().cloned().unwrap();
+    let tokens = |s: &Value| s["usage"]["totalTokens"].as_u64().unwrap();
+    let mut children: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| s["parent"]["sessionId"] == parent.as_str())
+        .collect();
+    children.sort_by_key(|c| c["parent"]["order"].as_u64());
+    let parent_info = sessions
+        .iter()
+        .find(|s| s["sessionId"] == parent.as_str())
+        .unwrap();
+    let sum: u64 = tokens(parent_info) + children.iter().map(|c| tokens(c)).sum::<u64>();
+    assert!(children.iter().all(|c| tokens(c) > 0), "{children:#?}");
+
+    // The children right under their parent, in the order they were made, each with its
+    // task's state and its own spend; the parent with its own and with theirs.
+    let table = cli_ok(&daemon, &["sessions", "--tree"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].contains("WITH CHILDREN"),
+        "{table}"
+    );
+    let row = |line: &str, lead: &str, id: &str| {
+        assert!(
+            line.starts_with(&format!("{lead}{}", &id[..8])),
+            "no row for {id} led by {lead:?}:\n{table}"
+        );
+        line.split("  ")
+            .filter(|c| !c.is_empty())
+            .map(|c| c.trim().to_owned())
+            .collect::<Vec<String>>()
+    };
+    let top = row(lines[1], "", &parent);
+    assert_eq!(top[1..3], ["idle", "-"], "{table}");
+    assert!(
+        top[3].starts_with(&format!("{} tok $", tokens(parent_info))),
+        "{table}"
+    );
+    assert!(top[4].starts_with(&format!("{sum} tok $")), "{table}");
+    for (line, lead, child) in
+        [("├─ ", 0), ("└─ ", 1)].map(|(lead, i)| (lines[2 + i], lead, children[i]))
+    {
+        let cells = row(line, lead, child["sessionId"].as_str().unwrap());
+        assert_eq!(cells[1..3], ["idle", "delivered (end_turn)"], "{table}");
+        assert!(
+            cells[3].starts_with(&format!("{} tok $", tokens(child))),
+            "{table}"
+        );
+        assert_eq!(cells[4], "-", "{table}");
+        assert_eq!(
+            cells[5],
+            child["parent"]["task"].as_str().unwrap(),
+            "{table}"
+        );
+    }
+
+    // `--json` nests them the same way, with the sum.
+    let tree: Value =
+        serde_json::from_str(&cli_ok(&daemon, &["sessions", "--tree", "--json"])).unwrap();
+    let top = tree.as_array().unwrap();
+    assert_eq!(top.len(), 1, "{tree:#}");
+    assert_eq!(top[0]["sessionId"], parent.as_str());
+    assert_eq!(top[0]["spendWithChildren"]["totalTokens"], sum);
+    let nested: Vec<&Value> = top[0]["children"].as_array().unwrap().iter().collect();
+    assert_eq!(nested.len(), 2, "{tree:#}");
+    for (got, want) in nested.iter().zip(&children) {
+        assert_eq!(got["sessionId"], want["sessionId"]);
+        assert_eq!(got["parent"]["state"], "delivered");
+        assert_eq!(got["children"], json!([]));
     }
 }

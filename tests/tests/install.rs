@@ -66,6 +66,15 @@ fn install_puts_everything_under_the_prefix_and_uninstall_takes_exactly_that_bac
         "{service}"
     );
     assert!(units.join("amberd.socket").is_file());
+    let tick = std::fs::read_to_string(units.join("amber-routines.service")).unwrap();
+    assert!(
+        tick.contains(&format!(
+            "ExecStart={} --no-autostart routine tick",
+            prefix.join("bin/amber-cli").display()
+        )),
+        "{tick}"
+    );
+    assert!(units.join("amber-routines.timer").is_file());
     // The installed binaries run from there.
     let out = Command::new(prefix.join("bin/amber-cli"))
         .arg("--version")
@@ -82,6 +91,8 @@ fn install_puts_everything_under_the_prefix_and_uninstall_takes_exactly_that_bac
     }
     assert!(!units.join("amberd.service").exists());
     assert!(!units.join("amberd.socket").exists());
+    assert!(!units.join("amber-routines.service").exists());
+    assert!(!units.join("amber-routines.timer").exists());
     assert!(session.is_file(), "the user's sessions stay");
     // A second uninstall has nothing to do, and says so.
     let (code, _, stderr) = script(home.path(), &["--uninstall", "--prefix", &prefix_arg]);
@@ -174,6 +185,17 @@ fn the_release_script_packages_a_checksummed_tarball_and_a_debian_package() {
             .arg(out.join(&deb)),
     );
     assert!(service.contains("ExecStart=/usr/bin/amberd"), "{service}");
+    let tick = listed(
+        Command::new("sh")
+            .arg("-c")
+            .arg("dpkg-deb --fsys-tarfile \"$1\" | tar -xO ./usr/lib/systemd/user/amber-routines.service")
+            .arg("sh")
+            .arg(out.join(&deb)),
+    );
+    assert!(
+        tick.contains("\nExecStart=/usr/bin/amber-cli --no-autostart routine tick\n"),
+        "{tick}"
+    );
     let control = listed(
         Command::new("dpkg-deb")
             .arg("-f")

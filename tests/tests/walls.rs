@@ -389,6 +389,7 @@ fn the_test_switches_are_read_only_through_the_feature_gate() {
             "amberd/exec/src/sandbox_env.rs",
             "amberd/executor/src/checkpoints.rs",
             "amberd/src/checkpoints/rewind.rs",
+            "amberd/src/routines/scheduler.rs",
             "amberd/tools/src/fetch/mod.rs",
         ]
     );

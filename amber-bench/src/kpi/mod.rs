@@ -1,6 +1,7 @@
 //! The measurements, one module per KPI group, and the goals they are judged against
 //! (DESIGN.md "Performance targets", issue 7 "Goals").
 
+pub(crate) mod budgets;
 pub(crate) mod checkpoint;
 pub(crate) mod cli;
 pub(crate) mod dialects;
@@ -225,6 +226,13 @@ pub(crate) fn checkpoint_goals(r: &mut Report, args: &Args) {
         "checkpoint_read_growth_kib_max",
         |v| v == 0.0,
     );
+    for scope in ["subagent", "session", "parent"] {
+        r.goal(
+            &format!("a {scope} cap is passed by at most one in-flight request per session"),
+            &format!("budgets_{scope}_worst_overshoot_per_session_ratio"),
+            |v| v <= 1.0,
+        );
+    }
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub use input::Input;
 pub use live::{LiveStatus, elapsed};
 pub use models::{ModelChoice, ModelPicker, choices as model_choices};
 pub use notice::{CANCEL_TICKS, ERROR_TICKS, INFO_TICKS, Notice, NoticeKind};
-pub use sessions::{Sessions, Switcher, alert_for, label as session_label};
+pub use sessions::{SessionRow, Sessions, Switcher, alert_for, label as session_label};
 pub use shell::ShellOutcome;
 
 use crate::transcript::{Cell, InfoKind, Transcript};

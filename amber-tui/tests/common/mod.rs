@@ -36,6 +36,8 @@ pub(crate) fn envelope(seq: Option<u64>, mut body: Value) -> Value {
 pub(crate) fn info(state: SessionState) -> SessionInfo {
     SessionInfo {
         parent: None,
+        goal: None,
+        routine: None,
         session_id: "s_1".into(),
         cwd: "/home/u/proj".into(),
         mode: Mode::Write,

@@ -11,6 +11,7 @@
 pub(crate) mod compact;
 pub(crate) mod delivery;
 pub(crate) mod finish_signal;
+pub(crate) mod goal;
 pub(crate) mod guards;
 pub(crate) mod ledger;
 pub(crate) mod metered;
@@ -79,6 +80,13 @@ pub(crate) trait TurnHost: Send + Sync {
     fn budget_exceeded(&self) -> Option<ledger::Spent> {
         None
     }
+    /// The session's goal, while one is to be met: a turn asks the model whether it is met
+    /// before it ends (`goal.rs`). None by default.
+    fn goal(&self) -> Option<String> {
+        None
+    }
+    /// The model answered the goal question: `met`, and its summary or what remains.
+    fn goal_checked(&self, _met: bool, _note: &str) {}
     /// Results that reached the session since the last round (background sub-agents'),
     /// taken: the loop pushes them before its next request (`delivery.rs`). None by
     /// default.
@@ -172,10 +180,12 @@ pub(crate) async fn run_turn(
         (stop, error, output) = turn.final_output(context, schema).await;
     }
     // Not by text alone: a user may well type the confirm question as a prompt.
-    let unanswered = turn.confirm_at.is_some()
-        && context
-            .last()
-            .is_some_and(|m| m.role == Role::User && m.content == prompt::CONFIRM_PROMPT);
+    let unanswered = turn.confirm_at.is_some_and(|at| at + 1 == context.len())
+        && context.last().is_some_and(|m| {
+            m.role == Role::User
+                && (m.content == prompt::CONFIRM_PROMPT
+                    || m.content.starts_with(goal::QUESTION_START))
+        });
     if unanswered {
         // An unanswered confirm prompt (error, cancel, iteration cap) must not linger.
         context.pop();
@@ -232,6 +242,8 @@ struct LoopState {
     overflow_retried: bool,
     /// The confirm question is out: the next reply is the silent confirm exchange.
     confirming: bool,
+    /// The question out is the goal's, not the confirm question.
+    goal_question: bool,
     /// The capped confirm reply was cut short (the model had more to say than DONE): it
     /// is asked again without the cap.
     confirm_uncapped: bool,
@@ -445,10 +457,27 @@ impl Turn<'_, '_> {
     ) -> Step {
         let env = self.env;
         if state.confirming {
-            // Confirmed: the silent exchange leaves no trace in the context. Only the
-            // confirm prompt was pushed; the answer never was.
+            // Answered: the silent exchange leaves no trace in the context. Only the
+            // question was pushed; the answer never was.
             context.pop();
             env.host.context_changed(context);
+            if state.goal_question {
+                state.confirming = false;
+                state.goal_question = false;
+                self.confirm_at = None;
+                let (met, note) = goal::parse(&reply.text);
+                env.host.goal_checked(met, &note);
+                if met {
+                    return ControlFlow::Break((StopReason::EndTurn, None));
+                }
+                // Not met: the turn goes on, with what remains in the tail of each request.
+                let text =
+                    format!("The session's goal is not met yet: {note}. Keep working on it.");
+                context.push(Message::user(format!("[amber] {text}")));
+                self.steers.push(text);
+                env.host.context_changed(context);
+                return ControlFlow::Continue(());
+            }
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
         // The finish signal is amber's, not the user's: the reply is kept without it.
@@ -469,6 +498,15 @@ impl Turn<'_, '_> {
                 return ControlFlow::Continue(());
             }
             Verdict::Continue => {}
+        }
+        // A goal to be met: its question takes the confirm question's place.
+        if let Some(goal) = env.host.goal() {
+            self.confirm_at = Some(context.len());
+            context.push_kind(Message::user(goal::question(&goal)), PushKind::Confirm);
+            state.confirming = true;
+            state.goal_question = true;
+            state.confirm_uncapped = false;
+            return ControlFlow::Continue(());
         }
         if !env.confirm_finish || signalled.is_some() {
             return ControlFlow::Break((StopReason::EndTurn, None));
@@ -492,6 +530,7 @@ impl Turn<'_, '_> {
     ) -> Step {
         let env = self.env;
         state.confirming = false;
+        state.goal_question = false;
         self.confirm_at = None;
         let calls = reply.tool_calls;
         context.push(

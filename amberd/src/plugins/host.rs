@@ -62,6 +62,11 @@ pub trait Host: Send + Sync {
         provider: Option<String>,
     ) -> Result<SessionInfo, String>;
 
+    /// Sets or clears (`None`) a session's goal (`session/setGoal`). Err: why, as a message.
+    fn set_goal(&self, _session_id: &str, _goal: Option<String>) -> Result<SessionInfo, String> {
+        Err("goals are not available here".to_owned())
+    }
+
     /// Estimated tokens of a session's next request (messages and tool schemas).
     fn context_tokens(&self, session: &dyn SessionView) -> u64;
 

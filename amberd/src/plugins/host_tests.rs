@@ -120,6 +120,8 @@ impl FakeSession {
         FakeSession {
             info: Mutex::new(SessionInfo {
                 parent: None,
+                goal: None,
+                routine: None,
                 session_id: "s1".to_owned(),
                 cwd: "/work".to_owned(),
                 mode: Mode::Write,

@@ -58,6 +58,7 @@ pub(crate) fn module(
 
     m.method::<methods::DaemonStatus>(|proto::Empty {}, d, _| {
         Ok(proto::DaemonStatus {
+            budget: d.sessions.services().budget_use(),
             version: VERSION.to_owned(),
             pid: std::process::id(),
             uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -161,6 +162,12 @@ pub(crate) fn module(
         Ok(d.sessions.fork(&p.session_id, at)?)
     })?;
 
+    m.method::<methods::SessionSend>(|p, d, _| Ok(super::agents::send(d, p)?))?;
+    m.method::<methods::SessionNotifyWhenIdle>(|p, d, _| {
+        Ok(super::agents::notify_when_idle(d, p)?)
+    })?;
+    m.method::<methods::SessionSetGoal>(|p, d, _| Ok(super::agents::set_goal(d, p)?))?;
+
     m.method::<methods::SessionCancel>(|p, d, _| {
         let cancelled = d.sessions.get(&p.session_id)?.shared.cancel();
         Ok(proto::SessionCancelResult { cancelled })
@@ -201,6 +208,7 @@ pub(crate) fn module(
 
     super::plugins::register(&mut m)?;
     super::mcp::register(&mut m)?;
+    super::routines::register(&mut m)?;
     subscribe::register(&mut m)?;
     super::watch::register(&mut m)?;
     Ok(m.into_module())
@@ -239,6 +247,9 @@ pub(crate) const SERVED: &[&str] = &[
     methods::PROVIDER_CHECK,
     methods::SESSION_SET_MODEL,
     methods::SESSION_RENAME,
+    methods::SESSION_SEND,
+    methods::SESSION_NOTIFY_WHEN_IDLE,
+    methods::SESSION_SET_GOAL,
     methods::AGENT_LIST,
     methods::TRUST_LIST,
     methods::TRUST_RESPOND,
@@ -249,6 +260,11 @@ pub(crate) const SERVED: &[&str] = &[
     methods::SESSION_FORK,
     methods::SESSION_WATCH,
     methods::SESSION_UNWATCH,
+    methods::ROUTINE_ADD,
+    methods::ROUTINE_LIST,
+    methods::ROUTINE_REMOVE,
+    methods::ROUTINE_RUN,
+    methods::ROUTINE_TICK,
 ];
 
 #[cfg(test)]

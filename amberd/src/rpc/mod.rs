@@ -3,6 +3,7 @@
 //! behind amber's own layers), shut down gracefully.
 
 mod admission;
+mod agents;
 mod budget;
 mod conn;
 mod conn_io;
@@ -13,6 +14,7 @@ mod mcp;
 pub(crate) mod methods;
 pub(crate) mod params;
 mod plugins;
+mod routines;
 pub mod socket;
 pub(crate) mod subscribe;
 mod table;

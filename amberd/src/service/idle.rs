@@ -1,6 +1,7 @@
 //! Exit when idle (`[server] idle_exit_secs`), for socket activation only: with no client
 //! connected, no turn running or waiting for an approval and no background process alive
-//! for that long, the daemon shuts down exactly as on SIGTERM (sessions persisted, exit 0).
+//! for that long, and no routine due within that time (systemd's timer wakes the daemon for
+//! later ones), the daemon shuts down exactly as on SIGTERM (sessions persisted, exit 0).
 //! systemd keeps the listening socket, so the next client's connection starts it again.
 //!
 //! main only arms this when systemd handed over the socket: a daemon that bound the socket
@@ -54,7 +55,11 @@ pub fn spawn(daemon: Arc<Daemon>, after: Duration) {
                 () = tokio::time::sleep(every) => {}
                 () = daemon.shutdown.cancelled() => return,
             }
-            if clock.observe(is_idle(&daemon), Instant::now()) {
+            // A routine due before the daemon would be back anyway keeps it up.
+            let routine_due = daemon
+                .routines
+                .due_within(&crate::routines::configured(&daemon), after.as_secs());
+            if clock.observe(is_idle(&daemon) && !routine_due, Instant::now()) {
                 tracing::info!(
                     idle_secs = after.as_secs(),
                     "idle: exiting; the systemd socket starts amberd again on the next connection"

@@ -411,6 +411,14 @@ impl TurnHost for SessionTurnHost<'_> {
         self.price
     }
 
+    fn goal(&self) -> Option<String> {
+        self.shared.features.turn_goal()
+    }
+
+    fn goal_checked(&self, met: bool, note: &str) {
+        self.shared.features.goal_checked(self.turn_id, met, note);
+    }
+
     fn deliveries(&self) -> Vec<crate::agent::delivery::Delivery> {
         self.shared.take_deliveries()
     }

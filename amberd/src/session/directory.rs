@@ -23,6 +23,12 @@ pub(crate) trait Directory: Send + Sync {
     fn all(&self) -> Vec<SessionInfo>;
     /// What the background sub-agents of session `parent` have spent in all.
     fn children_usage(&self, parent: &str) -> Usage;
+    /// The session an id, a name or an id prefix stands for.
+    fn resolve(&self, id: &str) -> Result<String, SessionError>;
+    /// Publishes an event outside any turn in the session (loading it).
+    fn publish(&self, id: &str, kind: amber_proto::EventKind) -> Result<(), SessionError>;
+    /// `watcher` gets a message when session `id` next goes idle.
+    fn notify_when_idle(&self, id: &str, watcher: &str) -> Result<(), SessionError>;
     /// Cancels the session's running turn; whether one ran.
     fn cancel(&self, id: &str) -> Result<bool, SessionError>;
     /// Offers a result to the session's inbox (loading it).

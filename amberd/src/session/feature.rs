@@ -256,6 +256,14 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
         Box::pin(std::future::ready(ToolAdvice::default()))
     }
 
+    /// The goal the session's turns must meet before they end, if one is active.
+    fn turn_goal(&self) -> Option<String> {
+        None
+    }
+
+    /// A turn's model answered whether the goal is met.
+    fn goal_checked(&self, _turn_id: &str, _met: bool, _note: &str) {}
+
     /// One model request's usage (the session's or a sub-agent's) was recorded.
     fn usage_added(&self, _usage: &Usage) {}
 
@@ -418,6 +426,16 @@ impl Features {
     pub(crate) fn usage_added(&self, usage: &Usage) {
         for feature in &self.0 {
             feature.usage_added(usage);
+        }
+    }
+
+    pub(crate) fn turn_goal(&self) -> Option<String> {
+        self.0.iter().find_map(|feature| feature.turn_goal())
+    }
+
+    pub(crate) fn goal_checked(&self, turn_id: &str, met: bool, note: &str) {
+        for feature in &self.0 {
+            feature.goal_checked(turn_id, met, note);
         }
     }
 

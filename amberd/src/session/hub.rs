@@ -102,7 +102,8 @@ fn is_delta(kind: &EventKind) -> bool {
 }
 
 /// The durable events that tell `session/watch` something about the session: it queued or
-/// ran a turn, asks for or got an approval, spent tokens, or was rewound.
+/// ran a turn, asks for or got an approval, spent tokens, was rewound, or finished a
+/// routine's run.
 pub fn is_watched(kind: &EventKind) -> bool {
     matches!(
         kind,
@@ -113,6 +114,7 @@ pub fn is_watched(kind: &EventKind) -> bool {
             | EventKind::TurnCompleted { .. }
             | EventKind::Usage { .. }
             | EventKind::Rewound { .. }
+            | EventKind::RoutineFinished { .. }
     )
 }
 

@@ -88,6 +88,8 @@ mod tests {
     fn info(id: &str, created: &str) -> SessionInfo {
         SessionInfo {
             parent: None,
+            goal: None,
+            routine: None,
             session_id: id.into(),
             cwd: "/".into(),
             mode: amber_proto::Mode::default(),

@@ -207,6 +207,8 @@ impl SessionManager {
         let priced = services.llm.price(provider.as_deref(), &model).is_some();
         let mut info = SessionInfo {
             parent: None,
+            goal: None,
+            routine: None,
             session_id: id.clone(),
             cwd: workspace.display().to_string(),
             mode: params.mode.unwrap_or_default(),
@@ -542,6 +544,18 @@ impl SessionManager {
         let turn_id = format!("turn_{}", uuid::Uuid::new_v4().simple());
         handle.queue_prompt(&turn_id, text, options)?;
         Ok(turn_id)
+    }
+
+    /// `prompt` as turn `turn_id`, which the caller chose (a routine's fire records it in
+    /// the session before the turn can start).
+    pub(crate) fn prompt_as(
+        &self,
+        id: &str,
+        turn_id: &str,
+        text: String,
+    ) -> Result<(), SessionError> {
+        self.get(id)?
+            .queue_prompt(turn_id, text, super::PromptOptions::default())
     }
 
     /// Unloads sessions that have been idle for `idle` (only with a store: an unloaded
@@ -1061,6 +1075,8 @@ fn draft_meta() -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
             parent: None,
+            goal: None,
+            routine: None,
             session_id: String::new(),
             cwd: String::new(),
             mode: amber_proto::Mode::default(),

@@ -101,6 +101,8 @@ pub struct Services {
     pub memory: Arc<crate::service::memory::Trim>,
     /// The session features every session gets, in order (`session/features/`).
     pub(crate) features: Vec<Arc<dyn super::feature::Feature>>,
+    /// What every session spent today and this month (`[budget]`).
+    pub(crate) spend: Arc<super::features::daemon_budget::SpendBook>,
 }
 
 impl Services {
@@ -154,13 +156,17 @@ impl Services {
             config.server.subscriber_buffer,
             crate::elide::WireLimits::from_config(&config.server),
         ));
-        let features = super::features::all(&config, &data_dir);
+        let spend = Arc::new(super::features::daemon_budget::SpendBook::open(Some(
+            &data_dir,
+        )));
+        let features = super::features::all(&config, &data_dir, &spend);
         let fleet = crate::fleet::Fleet::new(config.fleet.clone());
         Ok(Services {
             live: RwLock::new(Arc::new(LiveConfig::new(config, env)?)),
             config_error: Mutex::new(None),
             trust: crate::trust::TrustStore::new(&data_dir),
             memory: crate::service::memory::Trim::new(),
+            spend,
             features,
             watchers,
             llm,
@@ -238,6 +244,11 @@ impl Services {
     }
 
     /// The tools of sub-agents: the same minus `task` (no recursion).
+    /// The daemon's spend against `[budget]`, for `daemon/status`.
+    pub fn budget_use(&self) -> Vec<amber_proto::BudgetUse> {
+        self.spend.uses(&self.live().config.budget)
+    }
+
     pub fn subagent_tools(&self) -> ToolRegistry {
         let mut tools = self.registries.tools();
         for name in amber_tools::session::PARENT_ONLY_TOOLS {

@@ -38,7 +38,82 @@ pub(crate) struct SessionSubagents {
     pub services: Arc<Services>,
 }
 
+/// The most a `task` call's sub-agents may spend: each one's `max_usd`, else its
+/// `max_tokens` at the dearer of its model's input and output prices. A sub-agent with
+/// neither bound, or a model without a price, has no estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FanoutEstimate {
+    pub tasks: usize,
+    /// The bounded sub-agents' most, summed.
+    pub most: amber_proto::CostUsd,
+    /// Sub-agents with no bound on their spend.
+    pub unbounded: usize,
+}
+
+impl FanoutEstimate {
+    /// Of `tasks` in session `shared` (a task's custom agent is read as the plain
+    /// sub-agent model here: its model is only known once the agent is read).
+    pub(crate) fn of(shared: &SessionShared, services: &Services, tasks: &[SubTask]) -> Self {
+        let agents = &services.live().config.agents;
+        let model = agents
+            .subagent_model()
+            .map_or_else(|| shared.model(), str::to_owned);
+        let price = services.llm.price(shared.provider().as_deref(), &model);
+        let mut estimate = FanoutEstimate {
+            tasks: tasks.len(),
+            most: amber_proto::CostUsd::ZERO,
+            unbounded: 0,
+        };
+        for task in tasks {
+            let caps = agents.subagent_caps(&task.caps).unwrap_or_default();
+            let by_tokens = caps.tokens.zip(price).map(|(tokens, price)| {
+                let input = price.cost(&Usage {
+                    prompt_tokens: tokens,
+                    total_tokens: tokens,
+                    ..Usage::default()
+                });
+                let output = price.cost(&Usage {
+                    completion_tokens: tokens,
+                    total_tokens: tokens,
+                    ..Usage::default()
+                });
+                input.max(output)
+            });
+            match caps.usd.or(by_tokens) {
+                Some(most) => estimate.most = estimate.most.saturating_add(most),
+                None => estimate.unbounded += 1,
+            }
+        }
+        estimate
+    }
+
+    /// How the model and a person read it.
+    pub(crate) fn describe(&self) -> String {
+        let n = self.tasks;
+        match (self.unbounded, n - self.unbounded) {
+            (0, _) => format!(
+                "estimated at most ${:.2} for {n} sub-agent(s)",
+                self.most.usd()
+            ),
+            (all, 0) => format!(
+                "{all} sub-agent(s) with no cap in dollars or tokens (or no price for their \
+                 model): their spend cannot be estimated"
+            ),
+            (unbounded, bounded) => format!(
+                "estimated at most ${:.2} for {bounded} sub-agent(s), and {unbounded} more \
+                 whose spend cannot be estimated",
+                self.most.usd()
+            ),
+        }
+    }
+}
+
 impl SubagentRunner for SessionSubagents {
+    fn estimate(&self, tasks: &[SubTask]) -> Option<String> {
+        let shared = self.shared.upgrade()?;
+        Some(FanoutEstimate::of(&shared, &self.services, tasks).describe())
+    }
+
     fn run<'a>(
         &'a self,
         tasks: Vec<SubTask>,

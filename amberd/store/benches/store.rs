@@ -33,6 +33,8 @@ fn meta(id: &str) -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
             parent: None,
+            goal: None,
+            routine: None,
             session_id: id.into(),
             cwd: "/home/user/project".into(),
             mode: Mode::default(),

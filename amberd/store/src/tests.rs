@@ -16,6 +16,8 @@ pub(super) fn meta(id: &str, created_at: &str) -> SessionMeta {
     SessionMeta {
         info: SessionInfo {
             parent: None,
+            goal: None,
+            routine: None,
             session_id: id.into(),
             cwd: "/w".into(),
             mode: Mode::default(),

@@ -21,7 +21,7 @@ pub mod sandbox;
 pub mod search;
 pub mod session;
 pub mod skills;
-pub(crate) mod task;
+pub mod task;
 pub(crate) mod task_background;
 pub(crate) mod todowrite;
 pub(crate) mod truncate;

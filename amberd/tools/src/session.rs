@@ -60,6 +60,12 @@ pub struct SubResult {
 
 /// Runs sub-agents for the `task` tool; the session installs one.
 pub trait SubagentRunner: Send + Sync {
+    /// The most `tasks` may spend, said for the model (`estimated at most $0.40 for 4
+    /// sub-agents`), when the session can tell. None by default.
+    fn estimate(&self, _tasks: &[SubTask]) -> Option<String> {
+        None
+    }
+
     /// Runs `tasks` (concurrently when `parallel`), results in task order. `Err`: none ran
     /// (an agent a task names cannot be used), and why.
     fn run<'a>(

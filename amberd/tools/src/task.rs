@@ -82,9 +82,22 @@ impl Tool for TaskTool {
                 Ok(parsed) => parsed,
                 Err(message) => return ToolOutcome::error(message),
             };
+            // The most the fan-out may spend leads the output, so the model sees its cost.
+            let estimate = ctx
+                .session
+                .subagents()
+                .and_then(|runner| runner.estimate(&tasks))
+                .map(|e| format!("[{e}]\n"))
+                .unwrap_or_default();
             match args.get("background") {
                 None | Some(Value::Null | Value::Bool(false)) => {}
-                Some(Value::Bool(true)) => return spawn(tasks, ctx).await,
+                Some(Value::Bool(true)) => {
+                    let outcome = spawn(tasks, ctx).await;
+                    return ToolOutcome {
+                        output: format!("{estimate}{}", outcome.output),
+                        ..outcome
+                    };
+                }
                 Some(other) => {
                     return ToolOutcome::error(format!(
                         "`background` must be true or false, got {other}"
@@ -114,6 +127,7 @@ impl Tool for TaskTool {
                     .collect::<Vec<_>>()
                     .join("\n\n")
             };
+            let text = format!("{estimate}{text}");
             if all_ok {
                 ToolOutcome::ok(text)
             } else {
@@ -149,6 +163,11 @@ async fn spawn(tasks: Vec<SubTask>, ctx: &ToolContext) -> ToolOutcome {
         }
         Err(message) => ToolOutcome::error(message),
     }
+}
+
+/// The tasks a `task` call's arguments name (for a look before the call runs).
+pub fn tasks_of(args: &Value) -> Result<Vec<SubTask>, String> {
+    parse(args).map(|(tasks, _)| tasks)
 }
 
 fn parse(args: &Value) -> Result<(Vec<SubTask>, bool), String> {

@@ -230,6 +230,76 @@ impl App {
                 };
                 self.transcript.push(Cell::Info { text, kind });
             }
+            // Messages between sessions and the goal's course: a line each.
+            EventKind::MessageSent { to, text, .. } => {
+                self.transcript.push(Cell::Info {
+                    text: format!("→ message to {to}: {text}"),
+                    kind: InfoKind::Note,
+                });
+            }
+            EventKind::MessageReceived { from, text, .. } => {
+                let from = from.as_deref().unwrap_or("a client");
+                self.transcript.push(Cell::Info {
+                    text: format!("← message from {from}: {text}"),
+                    kind: InfoKind::Note,
+                });
+            }
+            EventKind::GoalSet { goal } => {
+                let text = match goal {
+                    Some(goal) => format!("goal: {goal}"),
+                    None => "goal cleared".to_owned(),
+                };
+                self.transcript.push(Cell::Info {
+                    text,
+                    kind: InfoKind::Note,
+                });
+            }
+            EventKind::GoalCheck { met, note } => {
+                let text = if met {
+                    format!("goal met: {note}")
+                } else {
+                    format!("goal not met yet: {note}")
+                };
+                self.transcript.push(Cell::Info {
+                    text,
+                    kind: InfoKind::Note,
+                });
+            }
+            EventKind::GoalMet { summary } => {
+                self.transcript.push(Cell::Info {
+                    text: format!("✓ goal met: {summary}"),
+                    kind: InfoKind::Note,
+                });
+            }
+            EventKind::BudgetWarning {
+                scope,
+                period,
+                spent_usd,
+                cap_usd,
+            } => {
+                self.transcript.push(Cell::Info {
+                    text: format!(
+                        "budget: ${:.2} of the {} ${:.2} spent ({period})",
+                        spent_usd.usd(),
+                        scope.as_str(),
+                        cap_usd.usd()
+                    ),
+                    kind: InfoKind::Warn,
+                });
+            }
+            EventKind::RoutineFinished {
+                name,
+                fire_time,
+                stop_reason,
+            } => {
+                self.transcript.push(Cell::Info {
+                    text: format!(
+                        "routine {name} ({fire_time}) finished: {}",
+                        stop_reason.as_str().replace('_', " ")
+                    ),
+                    kind: InfoKind::Note,
+                });
+            }
             // A hook's failure is worth a line but not the turn's error list.
             EventKind::HookFailed {
                 hook_event,

@@ -38,7 +38,12 @@ impl Command for Builtin {
 }
 
 pub(super) fn install(c: &mut Contributions) {
-    let commands: [(&'static str, &'static str, Handler); 10] = [
+    let commands: [(&'static str, &'static str, Handler); 11] = [
+        (
+            "goal",
+            "Show, set or clear the session's goal: /goal [TEXT | clear]",
+            |v, a| Box::pin(goal(v, a)),
+        ),
         ("help", "List the commands", |v, a| Box::pin(help(v, a))),
         (
             "mode",
@@ -190,6 +195,41 @@ async fn model(view: View<'_>, args: &str) -> Result<CommandRunResult, CommandEr
         info.model,
         info.provider.as_deref().unwrap_or("default")
     )))
+}
+
+/// `/goal`: shows the goal; `/goal TEXT` sets it; `/goal clear` drops it.
+async fn goal(view: View<'_>, args: &str) -> Result<CommandRunResult, CommandError> {
+    let shared = session(view, "goal")?;
+    let args = args.trim();
+    if args.is_empty() {
+        return Ok(reply(match shared.info().goal {
+            Some(goal) => format!(
+                "goal ({}, checked {} times): {}{}",
+                match goal.state {
+                    amber_proto::GoalState::Active => "active",
+                    amber_proto::GoalState::Met => "met",
+                },
+                goal.checks,
+                goal.text,
+                goal.summary
+                    .map(|s| format!("\nsummary: {s}"))
+                    .unwrap_or_default()
+            ),
+            None => "no goal; set one with /goal TEXT".to_owned(),
+        }));
+    }
+    let goal = (args != "clear").then(|| args.to_owned());
+    let info = view
+        .host
+        .set_goal(shared.id(), goal)
+        .map_err(CommandError::Usage)?;
+    Ok(reply(match info.goal {
+        Some(goal) => format!(
+            "goal set: {}\nEach turn checks it before it ends, and goes on while it is not met.",
+            goal.text
+        ),
+        None => "goal cleared".to_owned(),
+    }))
 }
 
 async fn compact(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandError> {

@@ -36,11 +36,13 @@ use crate::config::SubagentCaps;
 use crate::session::SessionError;
 use crate::session::SessionShared;
 use crate::session::directory::Directory;
+use crate::session::feature::{AdvisedVerdict, ToolAdvice};
 use crate::session::feature::{Attach, Feature, NewSession, SessionFeature, Turn};
 use crate::session::inbox::Offer;
 use crate::session::services::Services;
 use crate::session::subagent_budget::SubagentBudget;
-use crate::session::subagents::Profile;
+use crate::session::subagents::{FanoutEstimate, Profile};
+use amber_tools::gate::GateCall;
 
 /// The prompt that tells a child cut short by a daemon stop to go on.
 fn continuation(task: &str) -> String {
@@ -322,6 +324,38 @@ impl SessionFeature for Parent {
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         let refused = self.spent().map(Refusal::BudgetExceeded);
         Box::pin(std::future::ready(refused.map_or(Ok(None), Err)))
+    }
+
+    /// Cost before fan-out: a `task` call that may spend more than `[agents]
+    /// approve_fanout_usd`, or cannot say, asks a person first (headless: denied).
+    fn before_tool<'a>(
+        &'a self,
+        turn: &'a Turn<'a>,
+        call: &'a GateCall<'a>,
+    ) -> BoxFuture<'a, ToolAdvice> {
+        let advice = (|| {
+            if call.tool.name() != "task" {
+                return None;
+            }
+            let threshold = self
+                .agents
+                .services
+                .live()
+                .config
+                .agents
+                .approve_fanout_usd?;
+            let tasks = amber_tools::task::tasks_of(call.args).ok()?;
+            let estimate = FanoutEstimate::of(turn.shared, &self.agents.services, &tasks);
+            (estimate.unbounded > 0 || estimate.most > threshold).then(|| ToolAdvice {
+                verdict: AdvisedVerdict::Ask(format!(
+                    "fan-out: {} (over [agents] approve_fanout_usd = ${:.2})",
+                    estimate.describe(),
+                    threshold.usd()
+                )),
+                arguments: None,
+            })
+        })();
+        Box::pin(std::future::ready(advice.unwrap_or_default()))
     }
 }
 
