@@ -256,7 +256,7 @@ pub(crate) fn status_text(s: &DaemonStatus, name: &str, socket: &str) -> String 
     for cap in &s.budget {
         text.push_str(&format!(
             "\nbudget       {} ${:.2} of ${:.2} ({})",
-            cap.scope.as_str(),
+            cap.scope.named(cap.key.as_deref()),
             cap.spent_usd.usd(),
             cap.cap_usd.usd(),
             cap.period

@@ -284,6 +284,7 @@ impl HumanRenderer {
             }
             EventKind::BudgetWarning {
                 scope,
+                key,
                 period,
                 spent_usd,
                 cap_usd,
@@ -292,7 +293,7 @@ impl HumanRenderer {
                 out.push(err(format!(
                     "! budget: ${:.2} of the {} ${:.2} spent ({period})",
                     spent_usd.usd(),
-                    scope.as_str(),
+                    scope.named(key.as_deref()),
                     cap_usd.usd()
                 )));
             }

@@ -82,13 +82,14 @@ pub(crate) fn message(event: &Event) -> Option<String> {
         EventKind::GoalMet { summary } => format!("goal met: {summary}"),
         EventKind::BudgetWarning {
             scope,
+            key,
             period,
             spent_usd,
             cap_usd,
         } => format!(
             "budget: ${:.2} of the {} ${:.2} spent ({period})",
             spent_usd.usd(),
-            scope.as_str(),
+            scope.named(key.as_deref()),
             cap_usd.usd()
         ),
         EventKind::RoutineFinished {

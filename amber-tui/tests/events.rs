@@ -285,6 +285,7 @@ fn samples() -> Vec<EventKind> {
         },
         EventKind::BudgetWarning {
             scope: amber_proto::LimitScope::Daily,
+            key: None,
             period: "2026-12-07".into(),
             spent_usd: amber_proto::CostUsd::from_usd(16.5).unwrap(),
             cap_usd: amber_proto::CostUsd::from_usd(20.0).unwrap(),

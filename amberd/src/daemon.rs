@@ -270,6 +270,10 @@ impl Host for Daemon {
         self.set_session_model(session, model, provider)
     }
 
+    fn budget_use(&self) -> Vec<amber_proto::BudgetUse> {
+        self.sessions.services().budget_use()
+    }
+
     fn set_goal(&self, session_id: &str, goal: Option<String>) -> Result<SessionInfo, String> {
         let handle = self.sessions.get(session_id).map_err(|e| e.to_string())?;
         crate::session::features::goals::set(&handle.shared, goal).map_err(|e| e.to_string())

@@ -162,6 +162,14 @@ pub enum LimitScope {
 }
 
 impl LimitScope {
+    /// The scope with the model or pool it is of: `daily`, `model gpt-4o`.
+    pub fn named(self, key: Option<&str>) -> String {
+        match key {
+            Some(key) => format!("{} {key}", self.as_str()),
+            None => self.as_str().to_owned(),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             LimitScope::Subagent => "subagent",
@@ -470,6 +478,9 @@ pub enum EventKind {
     /// warn_at` of a daemon-wide cap (once per cap and period).
     BudgetWarning {
         scope: LimitScope,
+        /// The model or the pool of a `model` or `pool` cap.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
         period: String,
         spent_usd: crate::CostUsd,
         cap_usd: crate::CostUsd,

@@ -98,8 +98,11 @@ pub struct DaemonStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetUse {
-    /// `daily` or `monthly`.
+    /// `daily` or `monthly` (all sessions), `model` or `pool`.
     pub scope: crate::LimitScope,
+    /// The model or the pool, for those scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The period, in the daemon's local time: `2026-12-07` or `2026-12`.
     pub period: String,
     pub spent_usd: crate::CostUsd,

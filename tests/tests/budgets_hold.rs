@@ -665,3 +665,49 @@ async fn daemon_budget_overshoot_is_at_most_one_request_per_session_and_survives
     assert_budget_stop(&turn);
     assert_eq!(sent(&mock), requests, "a request went out on a spent day");
 }
+
+/// `[budget.models."NAME"]` caps the requests to that model only: a session on it stops at
+/// the cap (`limit.scope: "model"`), a session on another model goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_cap_refuses_only_that_model() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let n = request["messages"].as_array().map_or(0, Vec::len);
+        if n > 12 {
+            return text("enough");
+        }
+        tool_call("bash", &json!({"command": format!("echo dig {n}")}))
+    });
+    let config = format!(
+        "{}\n[[provider.prices]]\nmodel = \"other-model\"\ninput = 1.0\noutput = 2.0\n\
+         cached = 0.5\n\n[budget.models.\"mock-model\"]\ndaily_usd = 0.003\n",
+        config("")
+    );
+    let daemon = spawn_config(&mock, &config);
+    let client = connect(&daemon).await;
+    let capped = session_with(&client, &daemon, json!({})).await;
+    let other = session_with(&client, &daemon, json!({"model": "other-model"})).await;
+    let mut events = Events::live(&client, &capped).await;
+    let turn = prompt_turn(&client, &mut events, &capped, "dig").await;
+    assert_budget_stop(&turn);
+    let completed = turn.last().unwrap();
+    assert_eq!(completed["error"]["limit"]["scope"], "model", "{completed}");
+    assert!(
+        completed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[budget.models.\"mock-model\"] daily_usd"),
+        "{completed}"
+    );
+    let mut events = Events::live(&client, &other).await;
+    let turn = prompt_turn(&client, &mut events, &other, "dig").await;
+    assert_eq!(turn.last().unwrap()["stopReason"], "end_turn", "{turn:#?}");
+    let status = daemon.rpc_ok("daemon/status", json!({}));
+    let model = &status["budget"][0];
+    assert_eq!(model["scope"], "model", "{status}");
+    assert_eq!(model["key"], "mock-model", "{status}");
+    assert!(
+        (model["spentUsd"].as_f64().unwrap() - 0.003).abs() < 1e-9,
+        "{status}"
+    );
+}

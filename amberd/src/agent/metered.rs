@@ -30,6 +30,14 @@ pub(crate) struct RequestEstimate {
     pub cost: Option<CostUsd>,
 }
 
+/// A request about to be sent, as the budgets see it: its estimate and its model (a
+/// sub-agent's may differ from its session's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestMeta<'a> {
+    pub estimate: RequestEstimate,
+    pub model: &'a str,
+}
+
 /// One request's hold on its session's budget, from before it is sent until its usage is
 /// recorded. Dropping it lets the hold go (whatever the request's fate: done, failed,
 /// cancelled, or its turn dropped mid-flight).
@@ -122,10 +130,13 @@ impl<'a> Metered<'a> {
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, RequestError> {
-        let estimate = self.estimate(request);
+        let meta = RequestMeta {
+            estimate: self.estimate(request),
+            model: &request.model,
+        };
         let reservation = self
             .host
-            .reserve(estimate, cancel)
+            .reserve(meta, cancel)
             .await
             .map_err(|refusal| RequestError::refused(refusal, &request.model))?;
         let mut reply = self
@@ -134,7 +145,12 @@ impl<'a> Metered<'a> {
             .await
             .map_err(RequestError::Api)?;
         if let Some(usage) = reply.usage.take() {
-            reply.usage = Some(super::record_usage(self.host, usage, purpose));
+            reply.usage = Some(super::record_usage(
+                self.host,
+                usage,
+                purpose,
+                &request.model,
+            ));
         }
         // Settled: the real usage is in the session's total before the hold goes.
         drop(reservation);

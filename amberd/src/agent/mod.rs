@@ -37,7 +37,7 @@ use amber_tools::gate::Gate;
 use amber_tools::{SessionTools, ToolLimits, ToolRegistry};
 use compact::{CompactEnv, CompactionGate, compact_context};
 use guards::{Guards, Verdict};
-use metered::{Metered, Refusal, RequestError, RequestEstimate, Reservation};
+use metered::{Metered, Refusal, RequestError, RequestMeta, Reservation};
 use output_schema::OutputSchema;
 
 /// How the loop reports to the session that runs it.
@@ -46,8 +46,9 @@ pub(crate) trait TurnHost: Send + Sync {
     fn emit(&self, kind: EventKind);
     /// The session's mode right now (it may change mid-turn).
     fn mode(&self) -> Mode;
-    /// Adds one LLM call's usage to the session total and returns the new total.
-    fn add_usage(&self, usage: &Usage) -> Usage;
+    /// Adds one LLM call's usage (a request to `model`) to the session total and returns
+    /// the new total.
+    fn add_usage(&self, usage: &Usage, model: &str) -> Usage;
     /// The context changed; readers may refresh their snapshot.
     fn context_changed(&self, context: &Context);
     /// Policy and approvals for tool calls.
@@ -98,7 +99,7 @@ pub(crate) trait TurnHost: Send + Sync {
     /// Every request is reserved (`metered.rs`). Unmetered by default.
     fn reserve<'a>(
         &'a self,
-        _estimate: RequestEstimate,
+        _request: RequestMeta<'a>,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
         Box::pin(std::future::ready(Ok(Reservation::unmetered())))
@@ -726,12 +727,13 @@ pub(crate) fn record_usage(
     host: &dyn TurnHost,
     mut usage: Usage,
     purpose: Option<UsagePurpose>,
+    model: &str,
 ) -> Usage {
     // Priced here, once, so that every sum of it (turn, sub-agents, session) adds costs.
     if let Some(price) = host.price() {
         usage.cost_usd = Some(price.cost(&usage));
     }
-    let total = host.add_usage(&usage);
+    let total = host.add_usage(&usage, model);
     host.emit(EventKind::usage_of(usage, total, purpose));
     usage
 }

@@ -62,6 +62,11 @@ pub trait Host: Send + Sync {
         provider: Option<String>,
     ) -> Result<SessionInfo, String>;
 
+    /// The daemon's spend against `[budget]` (`daemon/status.budget`). None by default.
+    fn budget_use(&self) -> Vec<amber_proto::BudgetUse> {
+        Vec::new()
+    }
+
     /// Sets or clears (`None`) a session's goal (`session/setGoal`). Err: why, as a message.
     fn set_goal(&self, _session_id: &str, _goal: Option<String>) -> Result<SessionInfo, String> {
         Err("goals are not available here".to_owned())

@@ -18,7 +18,7 @@ use super::feature::{Blocked, Turn, TurnStart};
 use super::gate::SessionGate;
 use super::services::Services;
 use crate::agent::compact::{CompactEnv, compact_context};
-use crate::agent::metered::{Metered, Refusal, RequestEstimate, Reservation};
+use crate::agent::metered::{Metered, Refusal, RequestMeta, Reservation};
 use crate::agent::output_schema::OutputSchema;
 use crate::agent::{self, TurnEnv, TurnHost};
 use amber_tools::gate::Gate;
@@ -403,8 +403,8 @@ impl TurnHost for SessionTurnHost<'_> {
         self.shared.mode()
     }
 
-    fn add_usage(&self, usage: &Usage) -> Usage {
-        self.shared.add_usage(usage)
+    fn add_usage(&self, usage: &Usage, model: &str) -> Usage {
+        self.shared.add_usage(usage, model)
     }
 
     fn price(&self) -> Option<amber_llm::Price> {
@@ -429,11 +429,11 @@ impl TurnHost for SessionTurnHost<'_> {
 
     fn reserve<'a>(
         &'a self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'a>,
         cancel: &'a CancellationToken,
     ) -> futures::future::BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
         Box::pin(async move {
-            let hold = self.shared.features.reserve(estimate, cancel).await?;
+            let hold = self.shared.features.reserve(request, cancel).await?;
             Ok(Reservation::holding(hold))
         })
     }

@@ -31,7 +31,7 @@ use super::services::Services;
 use super::{SessionError, SessionShared};
 use crate::agent::TurnOutcome;
 use crate::agent::ledger::Spent;
-use crate::agent::metered::{Refusal, RequestEstimate};
+use crate::agent::metered::{Refusal, RequestMeta};
 
 /// What a feature reads when it attaches to a session (new or restored).
 pub(crate) struct Attach<'a> {
@@ -265,7 +265,7 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
     fn goal_checked(&self, _turn_id: &str, _met: bool, _note: &str) {}
 
     /// One model request's usage (the session's or a sub-agent's) was recorded.
-    fn usage_added(&self, _usage: &Usage) {}
+    fn usage_added(&self, _usage: &Usage, _model: &str) {}
 
     /// Why the session may make no further model request, if it may not.
     fn refuses_requests(&self) -> Option<Spent> {
@@ -276,7 +276,7 @@ pub(crate) trait SessionFeature: Any + Send + Sync {
     /// the returned value drops), make it wait, or refuse it.
     fn reserve<'a>(
         &'a self,
-        _estimate: RequestEstimate,
+        _request: RequestMeta<'a>,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         Box::pin(std::future::ready(Ok(None)))
@@ -423,9 +423,9 @@ impl Features {
             .collect()
     }
 
-    pub(crate) fn usage_added(&self, usage: &Usage) {
+    pub(crate) fn usage_added(&self, usage: &Usage, model: &str) {
         for feature in &self.0 {
-            feature.usage_added(usage);
+            feature.usage_added(usage, model);
         }
     }
 
@@ -446,12 +446,12 @@ impl Features {
     /// Every feature's hold on one request, released together when the result drops.
     pub(crate) async fn reserve<'a>(
         &'a self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'a>,
         cancel: &'a CancellationToken,
     ) -> Result<Vec<Box<dyn Send + 'a>>, Refusal> {
         let mut holds = Vec::new();
         for feature in &self.0 {
-            if let Some(hold) = feature.reserve(estimate, cancel).await? {
+            if let Some(hold) = feature.reserve(request, cancel).await? {
                 holds.push(hold);
             }
         }

@@ -357,25 +357,25 @@ impl SessionShared {
         self.lock_live().info.provider.clone()
     }
 
-    fn add_usage(&self, usage: &Usage) -> Usage {
+    fn add_usage(&self, usage: &Usage, model: &str) -> Usage {
         let total = {
             let mut live = self.lock_live();
             live.info.usage.add(usage);
             live.info.usage
         };
-        self.features.usage_added(usage);
+        self.features.usage_added(usage, model);
         total
     }
 
     /// A sub-agent's call: the session total and the running turn's sub-agent share.
-    fn add_subagent_usage(&self, usage: &Usage) -> Usage {
+    fn add_subagent_usage(&self, usage: &Usage, model: &str) -> Usage {
         let total = {
             let mut live = self.lock_live();
             live.subagent_usage.add(usage);
             live.info.usage.add(usage);
             live.info.usage
         };
-        self.features.usage_added(usage);
+        self.features.usage_added(usage, model);
         total
     }
 

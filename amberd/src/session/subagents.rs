@@ -24,7 +24,7 @@ use super::gate::SessionGate;
 use super::services::Services;
 use super::subagent_budget::SubagentBudget;
 use crate::agent::ledger::Spent;
-use crate::agent::metered::{Refusal, RequestEstimate, Reservation};
+use crate::agent::metered::{Refusal, RequestMeta, Reservation};
 use crate::agent::{self, TurnEnv, TurnHost};
 use crate::agents::{self, AgentDirs, AgentLimits};
 use crate::config::SubagentCaps;
@@ -427,9 +427,9 @@ impl TurnHost for SubagentTurnHost<'_> {
         self.gate.mode()
     }
 
-    fn add_usage(&self, usage: &Usage) -> Usage {
+    fn add_usage(&self, usage: &Usage, model: &str) -> Usage {
         self.budget.add(usage);
-        self.shared.add_subagent_usage(usage)
+        self.shared.add_subagent_usage(usage, model)
     }
 
     fn price(&self) -> Option<amber_llm::Price> {
@@ -447,12 +447,12 @@ impl TurnHost for SubagentTurnHost<'_> {
     /// And their requests reserve it, alongside their siblings' and the parent's.
     fn reserve<'a>(
         &'a self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'a>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Reservation<'a>, Refusal>> {
         Box::pin(async move {
-            let own = self.budget.reserve(estimate, cancel).await?;
-            let session = self.shared.features.reserve(estimate, cancel).await?;
+            let own = self.budget.reserve(request.estimate, cancel).await?;
+            let session = self.shared.features.reserve(request, cancel).await?;
             Ok(Reservation::holding((own, session)))
         })
     }

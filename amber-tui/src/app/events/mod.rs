@@ -273,6 +273,7 @@ impl App {
             }
             EventKind::BudgetWarning {
                 scope,
+                key,
                 period,
                 spent_usd,
                 cap_usd,
@@ -281,7 +282,7 @@ impl App {
                     text: format!(
                         "budget: ${:.2} of the {} ${:.2} spent ({period})",
                         spent_usd.usd(),
-                        scope.as_str(),
+                        scope.named(key.as_deref()),
                         cap_usd.usd()
                     ),
                     kind: InfoKind::Warn,

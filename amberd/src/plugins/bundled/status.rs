@@ -28,7 +28,7 @@ impl StatusSegment for Segment {
 }
 
 pub(super) fn install(c: &mut Contributions) {
-    let segments: [(&'static str, Render); 9] = [
+    let segments: [(&'static str, Render); 10] = [
         ("model", |_, s| {
             let info = s.info();
             Some(match info.provider {
@@ -72,6 +72,8 @@ pub(super) fn install(c: &mut Contributions) {
         ("cost", |_, s| {
             s.info().usage.cost_usd.map(|c| c.to_string())
         }),
+        // The daemon-wide cap nearest its end (`[budget]`), when there is one.
+        ("budget", |v, _| budget_text(&v.host.budget_use())),
         ("git", |_, s| {
             git_branch(s.workspace()).map(|b| format!("⎇ {b}"))
         }),
@@ -99,6 +101,28 @@ fn sandbox_text(sandbox: &ToolSandbox) -> String {
         _ => "",
     };
     format!("sandbox: {}{net}{unavailable}", info.mode)
+}
+
+/// `budget $16.52/$20.00 today`: the cap with the most of it spent.
+fn budget_text(uses: &[amber_proto::BudgetUse]) -> Option<String> {
+    let tightest = uses.iter().max_by(|a, b| {
+        let share = |u: &amber_proto::BudgetUse| u.spent_usd.usd() / u.cap_usd.usd().max(1e-9);
+        share(a).total_cmp(&share(b))
+    })?;
+    let when = match tightest.scope {
+        amber_proto::LimitScope::Monthly => "this month".to_owned(),
+        amber_proto::LimitScope::Daily => "today".to_owned(),
+        scope => format!(
+            "{} ({})",
+            scope.named(tightest.key.as_deref()),
+            tightest.period
+        ),
+    };
+    Some(format!(
+        "budget ${:.2}/${:.2} {when}",
+        tightest.spent_usd.usd(),
+        tightest.cap_usd.usd()
+    ))
 }
 
 /// 950, 1.2k, 34k, 1.5M.
@@ -142,6 +166,36 @@ pub(super) fn git_branch(dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_segment_shows_the_cap_nearest_its_end() {
+        use amber_proto::{BudgetUse, CostUsd, LimitScope};
+        let usd = |v| CostUsd::from_usd(v).unwrap();
+        let cap = |scope, key: Option<&str>, spent, cap| BudgetUse {
+            scope,
+            key: key.map(str::to_owned),
+            period: "2026-12-07".into(),
+            spent_usd: usd(spent),
+            cap_usd: usd(cap),
+        };
+        assert_eq!(budget_text(&[]), None);
+        let uses = [
+            cap(LimitScope::Daily, None, 5.0, 20.0),
+            cap(LimitScope::Monthly, None, 150.0, 300.0),
+        ];
+        assert_eq!(
+            budget_text(&uses).as_deref(),
+            Some("budget $150.00/$300.00 this month")
+        );
+        let uses = [
+            cap(LimitScope::Daily, None, 5.0, 20.0),
+            cap(LimitScope::Model, Some("big"), 9.0, 10.0),
+        ];
+        assert_eq!(
+            budget_text(&uses).as_deref(),
+            Some("budget $9.00/$10.00 model big (2026-12-07)")
+        );
+    }
 
     #[test]
     fn the_sandbox_segment_names_the_mode_the_network_and_an_unavailable_kernel() {

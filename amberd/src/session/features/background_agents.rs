@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::TurnOutcome;
 use crate::agent::delivery::Delivery;
 use crate::agent::ledger::{Amount, Caps, Spent, spent_cap};
-use crate::agent::metered::{Refusal, RequestEstimate};
+use crate::agent::metered::{Refusal, RequestMeta};
 use crate::config::SubagentCaps;
 use crate::session::SessionError;
 use crate::session::SessionShared;
@@ -319,7 +319,7 @@ impl SessionFeature for Parent {
 
     fn reserve<'a>(
         &'a self,
-        _estimate: RequestEstimate,
+        _request: RequestMeta<'a>,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         let refused = self.spent().map(Refusal::BudgetExceeded);
@@ -681,7 +681,7 @@ impl SessionFeature for Child {
         !PARENT_ONLY_TOOLS.contains(&tool)
     }
 
-    fn usage_added(&self, usage: &Usage) {
+    fn usage_added(&self, usage: &Usage, _model: &str) {
         self.budget.add(usage);
     }
 
@@ -691,14 +691,14 @@ impl SessionFeature for Child {
 
     fn reserve<'a>(
         &'a self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'a>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         Box::pin(async move {
             if let Some(spent) = self.parent_spent() {
                 return Err(Refusal::BudgetExceeded(spent));
             }
-            let hold = self.budget.reserve(estimate, cancel).await?;
+            let hold = self.budget.reserve(request.estimate, cancel).await?;
             Ok(hold.map(|hold| Box::new(hold) as Box<dyn Send + 'a>))
         })
     }

@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ledger::{Admission, Amount, Caps, Ledger, Spent, spent_cap};
-use crate::agent::metered::{Refusal, RequestEstimate};
+use crate::agent::metered::{Refusal, RequestEstimate, RequestMeta};
 use crate::session::SessionError;
 use crate::session::feature::{Attach, Feature, NewSession, SessionFeature};
 
@@ -149,7 +149,7 @@ impl SessionBudget {
 }
 
 impl SessionFeature for SessionBudget {
-    fn usage_added(&self, usage: &Usage) {
+    fn usage_added(&self, usage: &Usage, _model: &str) {
         let mut state = self.state.locked();
         state.0.add(usage);
         state.1.observe(usage);
@@ -167,11 +167,11 @@ impl SessionFeature for SessionBudget {
 
     fn reserve<'a>(
         &'a self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'a>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         Box::pin(async move {
-            let hold = self.reserve(estimate, cancel).await?;
+            let hold = self.reserve(request.estimate, cancel).await?;
             Ok(Some(Box::new(hold) as Box<dyn Send + 'a>))
         })
     }

@@ -12,7 +12,7 @@
 //! 0.8) publishes a durable `budget_warning` in the session whose request first passed it,
 //! once per cap and period.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ledger::{Admission, Amount, Caps, Ledger, Spent, spent_cap};
-use crate::agent::metered::{Refusal, RequestEstimate};
+use crate::agent::metered::{Refusal, RequestMeta};
 use crate::session::SessionShared;
 use crate::session::feature::{Attach, Feature, SessionFeature};
 
@@ -38,6 +38,18 @@ pub struct BudgetConfig {
     pub monthly_usd: Option<CostUsd>,
     /// The share of a cap whose crossing is announced (`budget_warning`); default 0.8.
     pub warn_at: Option<f64>,
+    /// `[budget.models."NAME"]`: what requests to one model may spend (exact model id).
+    pub models: BTreeMap<String, PeriodCaps>,
+    /// `[budget.pools.NAME]`: what the fleet sessions of one runner pool may spend.
+    pub pools: BTreeMap<String, PeriodCaps>,
+}
+
+/// A day's and a month's cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PeriodCaps {
+    pub daily_usd: Option<CostUsd>,
+    pub monthly_usd: Option<CostUsd>,
 }
 
 impl BudgetConfig {
@@ -52,6 +64,100 @@ impl BudgetConfig {
 
     fn warn_at(&self) -> f64 {
         self.warn_at.unwrap_or(0.8)
+    }
+
+    fn any(&self) -> bool {
+        self.daily_usd.is_some()
+            || self.monthly_usd.is_some()
+            || !self.models.is_empty()
+            || !self.pools.is_empty()
+    }
+
+    /// Every cap that binds a request to `model` from a session in `pool`.
+    fn caps_for(&self, model: &str, pool: Option<&str>) -> Vec<(Whose, Span, CostUsd)> {
+        let mut caps = Vec::new();
+        let mut both = |whose: Whose, daily: Option<CostUsd>, monthly: Option<CostUsd>| {
+            if let Some(cap) = daily {
+                caps.push((whose.clone(), Span::Day, cap));
+            }
+            if let Some(cap) = monthly {
+                caps.push((whose, Span::Month, cap));
+            }
+        };
+        both(Whose::All, self.daily_usd, self.monthly_usd);
+        if let Some(c) = self.models.get(model) {
+            both(Whose::Model(model.to_owned()), c.daily_usd, c.monthly_usd);
+        }
+        if let Some((name, c)) = pool.and_then(|p| self.pools.get_key_value(p)) {
+            both(Whose::Pool(name.clone()), c.daily_usd, c.monthly_usd);
+        }
+        caps
+    }
+
+    /// Every cap configured.
+    fn all_caps(&self) -> Vec<(Whose, Span, CostUsd)> {
+        let mut caps = self.caps_for("", None);
+        for (name, c) in &self.models {
+            for (span, cap) in [(Span::Day, c.daily_usd), (Span::Month, c.monthly_usd)] {
+                if let Some(cap) = cap {
+                    caps.push((Whose::Model(name.clone()), span, cap));
+                }
+            }
+        }
+        for (name, c) in &self.pools {
+            for (span, cap) in [(Span::Day, c.daily_usd), (Span::Month, c.monthly_usd)] {
+                if let Some(cap) = cap {
+                    caps.push((Whose::Pool(name.clone()), span, cap));
+                }
+            }
+        }
+        caps
+    }
+}
+
+/// Whose spend a cap counts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Whose {
+    All,
+    Model(String),
+    Pool(String),
+}
+
+/// A cap's period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Span {
+    Day,
+    Month,
+}
+
+impl Whose {
+    fn scope(&self, span: Span) -> LimitScope {
+        match (self, span) {
+            (Whose::All, Span::Day) => LimitScope::Daily,
+            (Whose::All, Span::Month) => LimitScope::Monthly,
+            (Whose::Model(_), _) => LimitScope::Model,
+            (Whose::Pool(_), _) => LimitScope::Pool,
+        }
+    }
+
+    fn key(&self) -> Option<String> {
+        match self {
+            Whose::All => None,
+            Whose::Model(name) | Whose::Pool(name) => Some(name.clone()),
+        }
+    }
+
+    /// How a refusal names the cap.
+    fn describe(&self, span: Span) -> String {
+        let period = match span {
+            Span::Day => "daily",
+            Span::Month => "monthly",
+        };
+        match self {
+            Whose::All => format!("[budget] {period}_usd of the daemon, all sessions together"),
+            Whose::Model(name) => format!("[budget.models.\"{name}\"] {period}_usd"),
+            Whose::Pool(name) => format!("[budget.pools.{name}] {period}_usd"),
+        }
     }
 }
 
@@ -70,6 +176,13 @@ impl Period {
             month: format!("{year:04}-{month:02}"),
         }
     }
+
+    fn of(&self, span: Span) -> &str {
+        match span {
+            Span::Day => &self.day,
+            Span::Month => &self.month,
+        }
+    }
 }
 
 /// Today's date in the daemon's local time zone (`TZ`, else the system's).
@@ -79,8 +192,9 @@ fn local_date() -> (i32, u32, u32) {
         .map_or(0, |d| d.as_secs());
     let t = libc::time_t::try_from(now).unwrap_or(libc::time_t::MAX);
     // SAFETY: `localtime_r` writes only into the `tm` we pass and reads `t`; both live for
-    // the call.
+    // the call, and a zeroed `tm` is a valid value of the plain C struct.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let filled = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
     if !filled {
         return (1970, 1, 1);
@@ -98,7 +212,25 @@ struct Line {
     day: String,
     session: String,
     model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pool: Option<String>,
     nanos: u64,
+}
+
+/// A day's and a month's spend.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    day: CostUsd,
+    month: CostUsd,
+}
+
+impl Totals {
+    fn of(self, span: Span) -> CostUsd {
+        match span {
+            Span::Day => self.day,
+            Span::Month => self.month,
+        }
+    }
 }
 
 /// What the daemon spent this day and month, the requests in flight, and the book.
@@ -110,12 +242,24 @@ pub(crate) struct SpendBook {
 
 struct BookState {
     period: Period,
-    day: CostUsd,
-    month: CostUsd,
-    daily: Ledger,
-    monthly: Ledger,
-    /// Caps already announced this period (`daily`, `monthly`).
-    warned: HashSet<LimitScope>,
+    spent: HashMap<Whose, Totals>,
+    ledgers: HashMap<(Whose, Span), Ledger>,
+    /// Caps already announced this period.
+    warned: HashSet<(Whose, Span)>,
+}
+
+impl BookState {
+    fn spent(&self, whose: &Whose, span: Span) -> CostUsd {
+        self.spent.get(whose).copied().unwrap_or_default().of(span)
+    }
+
+    fn add(&mut self, whose: Whose, day: bool, cost: CostUsd) {
+        let totals = self.spent.entry(whose).or_default();
+        if day {
+            totals.day = totals.day.saturating_add(cost);
+        }
+        totals.month = totals.month.saturating_add(cost);
+    }
 }
 
 impl SpendBook {
@@ -123,20 +267,18 @@ impl SpendBook {
     pub(crate) fn open(data_dir: Option<&Path>) -> SpendBook {
         let period = Period::now();
         let dir = data_dir.map(|d| d.join("spend"));
-        let (day, month) = dir
-            .as_deref()
-            .map(|dir| read_month(&dir.join(format!("{}.log", period.month)), &period.day))
-            .unwrap_or_default();
+        let mut state = BookState {
+            period,
+            spent: HashMap::new(),
+            ledgers: HashMap::new(),
+            warned: HashSet::new(),
+        };
+        if let Some(dir) = &dir {
+            read_month(&dir.join(format!("{}.log", state.period.month)), &mut state);
+        }
         SpendBook {
             dir,
-            state: Mutex::new(BookState {
-                period,
-                day,
-                month,
-                daily: Ledger::default(),
-                monthly: Ledger::default(),
-                warned: HashSet::new(),
-            }),
+            state: Mutex::new(state),
             settled: tokio::sync::Notify::new(),
         }
     }
@@ -146,12 +288,14 @@ impl SpendBook {
         let mut state = self.state.locked();
         let now = Period::now();
         if now.month != state.period.month {
-            state.month = CostUsd::ZERO;
+            state.spent.clear();
             state.warned.clear();
         }
         if now.day != state.period.day {
-            state.day = CostUsd::ZERO;
-            state.warned.remove(&LimitScope::Daily);
+            for totals in state.spent.values_mut() {
+                totals.day = CostUsd::ZERO;
+            }
+            state.warned.retain(|(_, span)| *span == Span::Month);
         }
         state.period = now;
         state
@@ -163,16 +307,21 @@ impl SpendBook {
         config: &BudgetConfig,
         session: &str,
         model: &str,
+        pool: Option<&str>,
         cost: CostUsd,
     ) -> Vec<BudgetUse> {
         let mut state = self.current();
-        state.day = state.day.saturating_add(cost);
-        state.month = state.month.saturating_add(cost);
+        state.add(Whose::All, true, cost);
+        state.add(Whose::Model(model.to_owned()), true, cost);
+        if let Some(pool) = pool {
+            state.add(Whose::Pool(pool.to_owned()), true, cost);
+        }
         if let Some(dir) = &self.dir {
             let line = Line {
                 day: state.period.day.clone(),
                 session: session.to_owned(),
                 model: model.to_owned(),
+                pool: pool.map(str::to_owned),
                 nanos: cost.nanos(),
             };
             if let Err(err) = append(dir, &state.period.month, &line) {
@@ -180,10 +329,11 @@ impl SpendBook {
             }
         }
         let mut crossed = Vec::new();
-        for used in uses(config, &state) {
-            let near = used.spent_usd.usd() >= used.cap_usd.usd() * config.warn_at();
-            if near && state.warned.insert(used.scope) {
-                crossed.push(used);
+        for (whose, span, cap) in config.caps_for(model, pool) {
+            let spent = state.spent(&whose, span);
+            let near = spent.usd() >= cap.usd() * config.warn_at();
+            if near && state.warned.insert((whose.clone(), span)) {
+                crossed.push(use_of(&state, &whose, span, cap));
             }
         }
         crossed
@@ -191,29 +341,23 @@ impl SpendBook {
 
     /// The daemon's spend against each cap of `config`.
     pub(crate) fn uses(&self, config: &BudgetConfig) -> Vec<BudgetUse> {
-        uses(config, &self.current())
+        let state = self.current();
+        config
+            .all_caps()
+            .iter()
+            .map(|(whose, span, cap)| use_of(&state, whose, *span, *cap))
+            .collect()
     }
 }
 
-fn uses(config: &BudgetConfig, state: &BookState) -> Vec<BudgetUse> {
-    let mut out = Vec::new();
-    if let Some(cap) = config.daily_usd {
-        out.push(BudgetUse {
-            scope: LimitScope::Daily,
-            period: state.period.day.clone(),
-            spent_usd: state.day,
-            cap_usd: cap,
-        });
+fn use_of(state: &BookState, whose: &Whose, span: Span, cap: CostUsd) -> BudgetUse {
+    BudgetUse {
+        scope: whose.scope(span),
+        key: whose.key(),
+        period: state.period.of(span).to_owned(),
+        spent_usd: state.spent(whose, span),
+        cap_usd: cap,
     }
-    if let Some(cap) = config.monthly_usd {
-        out.push(BudgetUse {
-            scope: LimitScope::Monthly,
-            period: state.period.month.clone(),
-            spent_usd: state.month,
-            cap_usd: cap,
-        });
-    }
-    out
 }
 
 /// Appends one line in one write, so a crash leaves at most a torn last line.
@@ -228,24 +372,24 @@ fn append(dir: &Path, month: &str, line: &Line) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
-/// A month's file: what `day` spent and what the month spent. Lines that do not parse
-/// (a torn last line) are skipped.
-fn read_month(path: &Path, day: &str) -> (CostUsd, CostUsd) {
+/// A month's file into `state`: each line counts for the month, and for the day when it is
+/// today's. Lines that do not parse (a torn last line) are skipped.
+fn read_month(path: &Path, state: &mut BookState) {
     let Ok(text) = std::fs::read_to_string(path) else {
-        return (CostUsd::ZERO, CostUsd::ZERO);
+        return;
     };
-    let mut totals = (CostUsd::ZERO, CostUsd::ZERO);
     for line in text
         .lines()
         .filter_map(|l| serde_json::from_str::<Line>(l).ok())
     {
         let cost = CostUsd::from_nanos(line.nanos);
-        if line.day == day {
-            totals.0 = totals.0.saturating_add(cost);
+        let today = line.day == state.period.day;
+        state.add(Whose::All, today, cost);
+        state.add(Whose::Model(line.model), today, cost);
+        if let Some(pool) = line.pool {
+            state.add(Whose::Pool(pool), today, cost);
         }
-        totals.1 = totals.1.saturating_add(cost);
     }
-    totals
 }
 
 /// The feature: the daemon's book, shared by every session.
@@ -276,33 +420,39 @@ struct SessionSpend {
     services: Arc<crate::session::services::Services>,
 }
 
-/// One admitted request's hold on the daemon's caps.
+/// One admitted request's holds on the daemon's caps.
 struct Hold<'a> {
     book: &'a SpendBook,
-    daily: Option<Amount>,
-    monthly: Option<Amount>,
+    held: Vec<((Whose, Span), Amount)>,
 }
 
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
         {
             let mut state = self.book.state.locked();
-            if let Some(amount) = self.daily {
-                state.daily.release(amount);
-            }
-            if let Some(amount) = self.monthly {
-                state.monthly.release(amount);
+            for (key, amount) in self.held.drain(..) {
+                if let Some(ledger) = state.ledgers.get_mut(&key) {
+                    ledger.release(amount);
+                }
             }
         }
         self.book.settled.notify_waiters();
     }
 }
 
-fn caps(usd: Option<CostUsd>) -> Caps {
+fn usd_caps(cap: CostUsd) -> Caps {
     Caps {
-        usd,
+        usd: Some(cap),
         tokens: None,
         requests: None,
+    }
+}
+
+/// A refusal naming the cap it reached.
+fn named(spent: Spent, whose: &Whose, span: Span) -> Spent {
+    Spent {
+        message: format!("{} ({})", spent.message, whose.describe(span)),
+        ..spent
     }
 }
 
@@ -311,95 +461,93 @@ impl SessionSpend {
         self.services.live().config.budget.clone()
     }
 
-    /// A daemon cap reached, if one is.
+    /// The fleet pool the session runs in, if any.
+    fn pool(&self) -> Option<String> {
+        self.shared.upgrade()?.info().environment?.fleet?.pool
+    }
+
+    /// A cap reached that binds the session's own model, if one is.
     fn spent(&self, config: &BudgetConfig) -> Option<Spent> {
+        let model = self.shared.upgrade().map(|s| s.model()).unwrap_or_default();
+        let pool = self.pool();
         let state = self.book.current();
-        let spent = |cost| Amount {
-            cost,
-            ..Amount::default()
-        };
-        spent_cap(LimitScope::Daily, caps(config.daily_usd), spent(state.day))
-            .or_else(|| {
-                spent_cap(
-                    LimitScope::Monthly,
-                    caps(config.monthly_usd),
-                    spent(state.month),
-                )
-            })
-            .map(|s| Spent {
-                message: format!(
-                    "{} ([budget] of the daemon, all sessions together)",
-                    s.message
-                ),
-                ..s
+        config
+            .caps_for(&model, pool.as_deref())
+            .into_iter()
+            .find_map(|(whose, span, cap)| {
+                let spent = Amount {
+                    cost: state.spent(&whose, span),
+                    ..Amount::default()
+                };
+                spent_cap(whose.scope(span), usd_caps(cap), spent).map(|s| named(s, &whose, span))
             })
     }
 
+    /// Holds the request's share of every cap that binds it, waiting while requests in
+    /// flight hold a remainder.
     async fn reserve(
         &self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'_>,
         cancel: &CancellationToken,
     ) -> Result<Option<Hold<'_>>, Refusal> {
         let config = self.config();
-        if config.daily_usd.is_none() && config.monthly_usd.is_none() {
+        if !config.any() {
+            return Ok(None);
+        }
+        let caps = config.caps_for(request.model, self.pool().as_deref());
+        if caps.is_empty() {
             return Ok(None);
         }
         loop {
             let settled = self.book.settled.notified();
             tokio::pin!(settled);
             settled.as_mut().enable();
-            let outcome = {
+            let mut held = Vec::new();
+            let mut refusal = None;
+            {
                 let mut state = self.book.current();
-                let day = Amount {
-                    cost: state.day,
-                    ..Amount::default()
-                };
-                let month = Amount {
-                    cost: state.month,
-                    ..Amount::default()
-                };
-                let daily =
-                    state
-                        .daily
-                        .admit(LimitScope::Daily, caps(config.daily_usd), day, estimate);
-                match daily {
-                    Admission::Go(held) => {
-                        match state.monthly.admit(
-                            LimitScope::Monthly,
-                            caps(config.monthly_usd),
-                            month,
-                            estimate,
-                        ) {
-                            Admission::Go(month_held) => Ok(Some((held, month_held))),
-                            other => {
-                                state.daily.release(held);
-                                Err(other)
-                            }
+                for (whose, span, cap) in &caps {
+                    let spent = Amount {
+                        cost: state.spent(whose, *span),
+                        ..Amount::default()
+                    };
+                    let key = (whose.clone(), *span);
+                    let ledger = state.ledgers.entry(key.clone()).or_default();
+                    match ledger.admit(whose.scope(*span), usd_caps(*cap), spent, request.estimate)
+                    {
+                        Admission::Go(amount) => held.push((key, amount)),
+                        Admission::Wait => {
+                            refusal = Some(None);
+                            break;
+                        }
+                        Admission::Spent(spent) => {
+                            refusal =
+                                Some(Some(Refusal::BudgetExceeded(named(spent, whose, *span))));
+                            break;
+                        }
+                        Admission::Unpriced => {
+                            refusal = Some(Some(Refusal::Unpriced));
+                            break;
                         }
                     }
-                    other => Err(other),
                 }
-            };
-            match outcome {
-                Ok(Some((daily, monthly))) => {
+                if refusal.is_some() {
+                    for (key, amount) in held.drain(..) {
+                        if let Some(ledger) = state.ledgers.get_mut(&key) {
+                            ledger.release(amount);
+                        }
+                    }
+                }
+            }
+            match refusal {
+                None => {
                     return Ok(Some(Hold {
                         book: &self.book,
-                        daily: Some(daily),
-                        monthly: Some(monthly),
+                        held,
                     }));
                 }
-                Ok(None) => return Ok(None),
-                Err(Admission::Spent(spent)) => {
-                    return Err(Refusal::BudgetExceeded(Spent {
-                        message: format!(
-                            "{} ([budget] of the daemon, all sessions together)",
-                            spent.message
-                        ),
-                        ..spent
-                    }));
-                }
-                Err(Admission::Unpriced) => return Err(Refusal::Unpriced),
-                Err(Admission::Wait | Admission::Go(_)) => {
+                Some(Some(refused)) => return Err(refused),
+                Some(None) => {
                     tokio::select! {
                         () = &mut settled => {}
                         () = cancel.cancelled() => return Err(Refusal::Cancelled),
@@ -411,7 +559,7 @@ impl SessionSpend {
 }
 
 impl SessionFeature for SessionSpend {
-    fn usage_added(&self, usage: &Usage) {
+    fn usage_added(&self, usage: &Usage, model: &str) {
         let Some(cost) = usage.cost_usd.filter(|c| *c > CostUsd::ZERO) else {
             return;
         };
@@ -419,13 +567,17 @@ impl SessionFeature for SessionSpend {
             return;
         };
         let config = self.config();
-        let crossed = self.book.record(&config, &shared.id, &shared.model(), cost);
+        let pool = self.pool();
+        let crossed = self
+            .book
+            .record(&config, &shared.id, model, pool.as_deref(), cost);
         let turn = shared.lock_live().turn_id.clone();
         for used in crossed {
             shared.hub.publish(
                 turn.as_deref(),
                 EventKind::BudgetWarning {
                     scope: used.scope,
+                    key: used.key,
                     period: used.period,
                     spent_usd: used.spent_usd,
                     cap_usd: used.cap_usd,
@@ -440,11 +592,11 @@ impl SessionFeature for SessionSpend {
 
     fn reserve<'a>(
         &'a self,
-        estimate: RequestEstimate,
+        request: RequestMeta<'a>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<Box<dyn Send + 'a>>, Refusal>> {
         Box::pin(async move {
-            let hold = self.reserve(estimate, cancel).await?;
+            let hold = self.reserve(request, cancel).await?;
             Ok(hold.map(|hold| Box::new(hold) as Box<dyn Send + 'a>))
         })
     }
@@ -464,11 +616,11 @@ mod tests {
         let config = BudgetConfig {
             daily_usd: Some(usd(1.0)),
             monthly_usd: Some(usd(10.0)),
-            warn_at: None,
+            ..BudgetConfig::default()
         };
         let book = SpendBook::open(Some(dir.path()));
-        book.record(&config, "s1", "m", usd(0.25));
-        book.record(&config, "s2", "m", usd(0.5));
+        book.record(&config, "s1", "m", None, usd(0.25));
+        book.record(&config, "s2", "m", None, usd(0.5));
         let period = Period::now();
         let file = dir
             .path()
@@ -494,13 +646,58 @@ mod tests {
             daily_usd: Some(usd(1.0)),
             monthly_usd: Some(usd(100.0)),
             warn_at: Some(0.5),
+            ..BudgetConfig::default()
         };
         let book = SpendBook::open(None);
-        assert!(book.record(&config, "s", "m", usd(0.4)).is_empty());
-        let crossed = book.record(&config, "s", "m", usd(0.2));
+        assert!(book.record(&config, "s", "m", None, usd(0.4)).is_empty());
+        let crossed = book.record(&config, "s", "m", None, usd(0.2));
         assert_eq!(crossed.len(), 1);
         assert_eq!(crossed[0].scope, LimitScope::Daily);
-        assert!(book.record(&config, "s", "m", usd(0.2)).is_empty());
+        assert!(book.record(&config, "s", "m", None, usd(0.2)).is_empty());
+    }
+
+    #[test]
+    fn a_model_or_pool_cap_binds_only_its_model_or_pool() {
+        let mut config = BudgetConfig::default();
+        config.models.insert(
+            "big".into(),
+            PeriodCaps {
+                daily_usd: Some(usd(1.0)),
+                monthly_usd: None,
+            },
+        );
+        config.pools.insert(
+            "gpu".into(),
+            PeriodCaps {
+                daily_usd: None,
+                monthly_usd: Some(usd(5.0)),
+            },
+        );
+        let scopes = |model, pool| -> Vec<LimitScope> {
+            config
+                .caps_for(model, pool)
+                .into_iter()
+                .map(|(whose, span, _)| whose.scope(span))
+                .collect()
+        };
+        assert_eq!(scopes("small", None), []);
+        assert_eq!(scopes("big", None), [LimitScope::Model]);
+        assert_eq!(scopes("small", Some("gpu")), [LimitScope::Pool]);
+        assert_eq!(scopes("small", Some("cpu")), []);
+        let book = SpendBook::open(None);
+        book.record(&config, "s", "big", Some("gpu"), usd(0.75));
+        book.record(&config, "s", "small", None, usd(2.0));
+        let uses = book.uses(&config);
+        let model = uses.iter().find(|u| u.scope == LimitScope::Model).unwrap();
+        assert_eq!(
+            (model.key.as_deref(), model.spent_usd),
+            (Some("big"), usd(0.75))
+        );
+        let pool = uses.iter().find(|u| u.scope == LimitScope::Pool).unwrap();
+        assert_eq!(
+            (pool.key.as_deref(), pool.spent_usd),
+            (Some("gpu"), usd(0.75))
+        );
     }
 
     #[test]

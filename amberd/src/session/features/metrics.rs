@@ -2,14 +2,13 @@
 //! its tool calls by outcome, its turns' durations. Counted whether or not a listener serves
 //! them (a few atomic adds).
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use amber_proto::sync::Locked;
 use amber_proto::{StopReason, Usage};
 use futures::future::BoxFuture;
 
-use super::super::SessionShared;
 use super::super::feature::{Admission, Attach, Feature, SessionFeature, ToolRan, Turn, TurnStart};
 use crate::metrics::Metrics;
 
@@ -20,7 +19,6 @@ impl Feature for MetricsFeature {
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
         Some(Arc::new(SessionMetrics {
             metrics: Arc::clone(&session.services.metrics),
-            session: session.session.clone(),
             started: Mutex::new(None),
         }))
     }
@@ -28,7 +26,6 @@ impl Feature for MetricsFeature {
 
 struct SessionMetrics {
     metrics: Arc<Metrics>,
-    session: Weak<SessionShared>,
     /// When the running turn began.
     started: Mutex<Option<Instant>>,
 }
@@ -39,13 +36,8 @@ impl SessionFeature for SessionMetrics {
         Box::pin(std::future::ready(Admission::Proceed))
     }
 
-    fn usage_added(&self, usage: &Usage) {
-        let model = self
-            .session
-            .upgrade()
-            .map(|shared| shared.lock_live().info.model.clone())
-            .unwrap_or_default();
-        self.metrics.usage(&model, usage);
+    fn usage_added(&self, usage: &Usage, model: &str) {
+        self.metrics.usage(model, usage);
     }
 
     fn after_tool(&self, _turn: &Turn<'_>, ran: &ToolRan<'_>) {
