@@ -291,10 +291,14 @@ impl HumanRenderer {
             } => {
                 self.end_line(&mut out);
                 out.push(err(format!(
-                    "! budget: ${:.2} of the {} ${:.2} spent ({period})",
-                    spent_usd.usd(),
-                    scope.named(key.as_deref()),
-                    cap_usd.usd()
+                    "! {}",
+                    amber_proto::describe_budget(
+                        *scope,
+                        key.as_deref(),
+                        period,
+                        *spent_usd,
+                        *cap_usd
+                    )
                 )));
             }
             EventKind::RoutineFinished {

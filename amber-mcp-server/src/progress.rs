@@ -86,12 +86,7 @@ pub(crate) fn message(event: &Event) -> Option<String> {
             period,
             spent_usd,
             cap_usd,
-        } => format!(
-            "budget: ${:.2} of the {} ${:.2} spent ({period})",
-            spent_usd.usd(),
-            scope.named(key.as_deref()),
-            cap_usd.usd()
-        ),
+        } => amber_proto::describe_budget(*scope, key.as_deref(), period, *spent_usd, *cap_usd),
         EventKind::RoutineFinished {
             name, stop_reason, ..
         } => format!("routine {name} finished: {}", stop_reason.as_str()),

@@ -251,6 +251,9 @@ pub struct AgentsConfig {
     /// Directories whose sessions any session may message (`session_send`), besides the
     /// sessions of its own workspace or git repository.
     pub message_allow: Vec<std::path::PathBuf>,
+    /// Turns that go on with an unmet goal after one hit its iteration cap, in a row;
+    /// unset: 3.
+    pub goal_max_turns: Option<u32>,
     /// A `task` call whose sub-agents may spend more than this (or whose spend cannot be
     /// estimated) asks a person first, in every mode; unset: never asks.
     pub approve_fanout_usd: Option<amber_proto::CostUsd>,
@@ -316,6 +319,11 @@ impl AgentsConfig {
             )?,
             usd: bound("max_usd", "subagent_max_usd", usd, self.subagent_max_usd)?,
         })
+    }
+
+    /// `goal_max_turns`.
+    pub fn goal_max_turns(&self) -> u32 {
+        self.goal_max_turns.unwrap_or(3)
     }
 
     /// `max_running`, at least 1.

@@ -161,6 +161,22 @@ pub enum LimitScope {
     Pool,
 }
 
+/// A `budget_warning` as a line: `budget: $16.52 of the daily $20.00 spent (2026-12-07)`.
+pub fn describe_budget(
+    scope: LimitScope,
+    key: Option<&str>,
+    period: &str,
+    spent: crate::CostUsd,
+    cap: crate::CostUsd,
+) -> String {
+    format!(
+        "budget: ${:.2} of the {} ${:.2} spent ({period})",
+        spent.usd(),
+        scope.named(key),
+        cap.usd()
+    )
+}
+
 impl LimitScope {
     /// The scope with the model or pool it is of: `daily`, `model gpt-4o`.
     pub fn named(self, key: Option<&str>) -> String {

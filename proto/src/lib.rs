@@ -34,7 +34,7 @@ pub use environment::{
 };
 pub use events::{
     ErrorInfo, Event, EventKind, InProgressItem, Limit, LimitKind, LimitScope, SteerReason,
-    StopReason, StreamKind,
+    StopReason, StreamKind, describe_budget,
 };
 pub use extensions::*;
 pub use message::{Message, ReasoningItem, Role, ToolCall};

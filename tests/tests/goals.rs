@@ -139,3 +139,101 @@ async fn the_goal_command_shows_sets_and_clears_the_goal() {
         assert_eq!(info["goal"]["text"], after, "/goal {args}: {info}");
     }
 }
+
+/// A turn cut by its iteration cap with the goal unmet goes on in a turn of its own, and
+/// that one meets it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_goal_unmet_at_the_iteration_cap_goes_on_in_a_new_turn() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let last = messages
+            .iter()
+            .rev()
+            .find(|m| !(m["role"] == "user" && text_of(m).starts_with("<system-reminder>")))
+            .cloned()
+            .unwrap_or_default();
+        if text_of(&last).starts_with("[amber] Before you stop: the session's goal is") {
+            return MockTurn::text("GOAL MET: five steps taken");
+        }
+        if text_of(&last).contains("Are you finished") {
+            return MockTurn::text("DONE");
+        }
+        // Five steps in all, over as many turns as it takes.
+        let steps = messages.iter().filter(|m| m["role"] == "tool").count();
+        if steps < 5 {
+            return MockTurn::tool_call("bash", &json!({"command": format!("echo step {steps}")}));
+        }
+        MockTurn::text("five steps taken")
+    });
+    let daemon = amber_tests::steps::spawn_config(&mock, "[agent]\nmax_tool_iterations = 3\n");
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    daemon.rpc_ok(
+        "session/setGoal",
+        json!({"sessionId": session, "goal": "five steps are taken"}),
+    );
+    let mut events = Events::live(&client, &session).await;
+    let first = prompt_turn(&client, &mut events, &session, "take the steps").await;
+    assert_eq!(
+        first.last().unwrap()["stopReason"],
+        "max_iterations",
+        "{first:#?}"
+    );
+    // Continuation turns follow on their own until the goal is met (the check is one of a
+    // turn's requests, so it may take more than one).
+    let mut continued = 0;
+    loop {
+        let turn = events.turn().await;
+        continued += 1;
+        let started = turn.iter().find(|e| e["type"] == "turn_started").unwrap();
+        assert!(
+            started["prompt"]
+                .as_str()
+                .unwrap()
+                .contains("goal is not met yet"),
+            "{started}"
+        );
+        if turn.iter().any(|e| e["type"] == "goal_met") {
+            assert_eq!(turn.last().unwrap()["stopReason"], "end_turn", "{turn:#?}");
+            break;
+        }
+        assert!(continued < 3, "the goal was never met: {turn:#?}");
+    }
+}
+
+/// A goal never met ends after `[agents] goal_max_turns` continuation turns: the work is
+/// bounded even with no budget.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_goal_never_met_stops_after_goal_max_turns() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let n = request["messages"].as_array().map_or(0, Vec::len);
+        MockTurn::tool_call("bash", &json!({"command": format!("echo again {n}")}))
+    });
+    let daemon = amber_tests::steps::spawn_config(
+        &mock,
+        "[agent]\nmax_tool_iterations = 2\n\n[agents]\ngoal_max_turns = 2\n",
+    );
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    daemon.rpc_ok(
+        "session/setGoal",
+        json!({"sessionId": session, "goal": "never"}),
+    );
+    let mut events = Events::live(&client, &session).await;
+    let first = prompt_turn(&client, &mut events, &session, "go").await;
+    assert_eq!(first.last().unwrap()["stopReason"], "max_iterations");
+    for _ in 0..2 {
+        let turn = events.turn().await;
+        assert_eq!(turn.last().unwrap()["stopReason"], "max_iterations");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": session}));
+    assert_eq!(got["session"]["state"], "idle", "{}", got["session"]);
+    let requests = mock.requests().len();
+    assert_eq!(
+        requests, 6,
+        "three turns of two requests each, then nothing"
+    );
+}

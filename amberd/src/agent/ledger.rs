@@ -114,11 +114,11 @@ pub(crate) struct Ledger {
     costliest: Amount,
 }
 
-/// A request's answer from the ledger.
+/// A request's answer from the ledger (`T`: what an admitted request holds).
 #[derive(Debug, PartialEq)]
-pub(crate) enum Admission {
+pub(crate) enum Admission<T = Amount> {
     /// Sent now, holding this much until it settles.
-    Go(Amount),
+    Go(T),
     /// The remainder is held by requests in flight: ask again once one settles.
     Wait,
     /// A cap is reached.
@@ -172,6 +172,33 @@ impl Ledger {
     /// What the requests in flight hold.
     pub(crate) fn reserved(&self) -> Amount {
         self.reserved
+    }
+}
+
+/// Asks `admit` until it admits (`Go`) or refuses, waiting for `settled` (woken whenever a
+/// reservation is released) while it says `Wait`; a cancel ends the wait.
+pub(crate) async fn admit_waiting<T>(
+    settled: &tokio::sync::Notify,
+    cancel: &tokio_util::sync::CancellationToken,
+    mut admit: impl FnMut() -> Admission<T>,
+) -> Result<T, super::metered::Refusal> {
+    use super::metered::Refusal;
+    loop {
+        // Registered before the ledger is read, so a release in between is not missed.
+        let released = settled.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        match admit() {
+            Admission::Go(held) => return Ok(held),
+            Admission::Spent(spent) => return Err(Refusal::BudgetExceeded(spent)),
+            Admission::Unpriced => return Err(Refusal::Unpriced),
+            Admission::Wait => {
+                tokio::select! {
+                    () = &mut released => {}
+                    () = cancel.cancelled() => return Err(Refusal::Cancelled),
+                }
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use amber_proto::sync::Locked;
 use amber_proto::{Limit, LimitKind, LimitScope, Usage};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::ledger::{Admission, Amount, Caps, Ledger, Spent, spent_cap};
+use crate::agent::ledger::{Amount, Caps, Ledger, Spent, admit_waiting, spent_cap};
 use crate::agent::metered::{Refusal, RequestEstimate};
 use crate::config::SubagentCaps;
 
@@ -151,35 +151,18 @@ impl SubagentBudget {
         if !self.caps.any() {
             return Ok(None);
         }
-        loop {
-            // Registered before the ledger is read, so a release in between is not missed.
-            let settled = self.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            let admission = {
-                let mut state = self.state.locked();
-                let spent = state.spent();
-                state
-                    .ledger
-                    .admit(LimitScope::Subagent, self.caps, spent, estimate)
-            };
-            match admission {
-                Admission::Go(amount) => {
-                    return Ok(Some(SubagentHold {
-                        budget: self,
-                        amount,
-                    }));
-                }
-                Admission::Spent(spent) => return Err(Refusal::BudgetExceeded(spent)),
-                Admission::Unpriced => return Err(Refusal::Unpriced),
-                Admission::Wait => {
-                    tokio::select! {
-                        () = &mut settled => {}
-                        () = cancel.cancelled() => return Err(Refusal::Cancelled),
-                    }
-                }
-            }
-        }
+        let amount = admit_waiting(&self.settled, cancel, || {
+            let mut state = self.state.locked();
+            let spent = state.spent();
+            state
+                .ledger
+                .admit(LimitScope::Subagent, self.caps, spent, estimate)
+        })
+        .await?;
+        Ok(Some(SubagentHold {
+            budget: self,
+            amount,
+        }))
     }
 }
 

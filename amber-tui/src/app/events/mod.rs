@@ -279,11 +279,12 @@ impl App {
                 cap_usd,
             } => {
                 self.transcript.push(Cell::Info {
-                    text: format!(
-                        "budget: ${:.2} of the {} ${:.2} spent ({period})",
-                        spent_usd.usd(),
-                        scope.named(key.as_deref()),
-                        cap_usd.usd()
+                    text: amber_proto::describe_budget(
+                        scope,
+                        key.as_deref(),
+                        &period,
+                        spent_usd,
+                        cap_usd,
                     ),
                     kind: InfoKind::Warn,
                 });

@@ -19,7 +19,7 @@ use amber_proto::{LimitScope, SessionInfo, SessionNewParams, Usage};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::ledger::{Admission, Amount, Caps, Ledger, Spent, spent_cap};
+use crate::agent::ledger::{Amount, Caps, Ledger, Spent, admit_waiting, spent_cap};
 use crate::agent::metered::{Refusal, RequestEstimate, RequestMeta};
 use crate::session::SessionError;
 use crate::session::feature::{Attach, Feature, NewSession, SessionFeature};
@@ -113,38 +113,21 @@ impl SessionBudget {
         estimate: RequestEstimate,
         cancel: &CancellationToken,
     ) -> Result<Hold<'_>, Refusal> {
-        loop {
-            // Registered before the ledger is read, so a release in between is not missed.
-            let settled = self.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            let admission = {
-                let mut state = self.state.locked();
-                let (spent, ledger) = &mut *state;
-                ledger.admit(
-                    LimitScope::Session,
-                    self.caps,
-                    Amount::spent(spent, 0),
-                    estimate,
-                )
-            };
-            match admission {
-                Admission::Go(amount) => {
-                    return Ok(Hold {
-                        budget: self,
-                        amount,
-                    });
-                }
-                Admission::Spent(message) => return Err(Refusal::BudgetExceeded(message)),
-                Admission::Unpriced => return Err(Refusal::Unpriced),
-                Admission::Wait => {
-                    tokio::select! {
-                        () = &mut settled => {}
-                        () = cancel.cancelled() => return Err(Refusal::Cancelled),
-                    }
-                }
-            }
-        }
+        let amount = admit_waiting(&self.settled, cancel, || {
+            let mut state = self.state.locked();
+            let (spent, ledger) = &mut *state;
+            ledger.admit(
+                LimitScope::Session,
+                self.caps,
+                Amount::spent(spent, 0),
+                estimate,
+            )
+        })
+        .await?;
+        Ok(Hold {
+            budget: self,
+            amount,
+        })
     }
 }
 

@@ -23,7 +23,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::ledger::{Admission, Amount, Caps, Ledger, Spent, spent_cap};
+use crate::agent::ledger::{Admission, Amount, Caps, Ledger, Spent, admit_waiting, spent_cap};
 use crate::agent::metered::{Refusal, RequestMeta};
 use crate::session::SessionShared;
 use crate::session::feature::{Attach, Feature, SessionFeature};
@@ -498,63 +498,42 @@ impl SessionSpend {
         if caps.is_empty() {
             return Ok(None);
         }
-        loop {
-            let settled = self.book.settled.notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
+        let held = admit_waiting(&self.book.settled, cancel, || {
+            let mut state = self.book.current();
             let mut held = Vec::new();
-            let mut refusal = None;
-            {
-                let mut state = self.book.current();
-                for (whose, span, cap) in &caps {
-                    let spent = Amount {
-                        cost: state.spent(whose, *span),
-                        ..Amount::default()
-                    };
-                    let key = (whose.clone(), *span);
-                    let ledger = state.ledgers.entry(key.clone()).or_default();
-                    match ledger.admit(whose.scope(*span), usd_caps(*cap), spent, request.estimate)
-                    {
-                        Admission::Go(amount) => held.push((key, amount)),
-                        Admission::Wait => {
-                            refusal = Some(None);
-                            break;
-                        }
-                        Admission::Spent(spent) => {
-                            refusal =
-                                Some(Some(Refusal::BudgetExceeded(named(spent, whose, *span))));
-                            break;
-                        }
-                        Admission::Unpriced => {
-                            refusal = Some(Some(Refusal::Unpriced));
-                            break;
-                        }
+            for (whose, span, cap) in &caps {
+                let spent = Amount {
+                    cost: state.spent(whose, *span),
+                    ..Amount::default()
+                };
+                let key = (whose.clone(), *span);
+                let ledger = state.ledgers.entry(key.clone()).or_default();
+                let admission =
+                    ledger.admit(whose.scope(*span), usd_caps(*cap), spent, request.estimate);
+                let refused = match admission {
+                    Admission::Go(amount) => {
+                        held.push((key, amount));
+                        continue;
+                    }
+                    Admission::Spent(spent) => Admission::Spent(named(spent, whose, *span)),
+                    Admission::Wait => Admission::Wait,
+                    Admission::Unpriced => Admission::Unpriced,
+                };
+                // All or none: what the earlier caps held goes back.
+                for (key, amount) in held.drain(..) {
+                    if let Some(ledger) = state.ledgers.get_mut(&key) {
+                        ledger.release(amount);
                     }
                 }
-                if refusal.is_some() {
-                    for (key, amount) in held.drain(..) {
-                        if let Some(ledger) = state.ledgers.get_mut(&key) {
-                            ledger.release(amount);
-                        }
-                    }
-                }
+                return refused;
             }
-            match refusal {
-                None => {
-                    return Ok(Some(Hold {
-                        book: &self.book,
-                        held,
-                    }));
-                }
-                Some(Some(refused)) => return Err(refused),
-                Some(None) => {
-                    tokio::select! {
-                        () = &mut settled => {}
-                        () = cancel.cancelled() => return Err(Refusal::Cancelled),
-                    }
-                }
-            }
-        }
+            Admission::Go(held)
+        })
+        .await?;
+        Ok(Some(Hold {
+            book: &self.book,
+            held,
+        }))
     }
 }
 
