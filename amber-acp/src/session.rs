@@ -307,6 +307,7 @@ fn on_event(
         | EventKind::GoalSet { .. }
         | EventKind::GoalCheck { .. }
         | EventKind::GoalMet { .. }
+        | EventKind::SubagentQueued { .. }
         | EventKind::BudgetWarning { .. }
         | EventKind::RoutineFinished { .. } => {}
     }

@@ -278,6 +278,10 @@ impl HumanRenderer {
                 let state = if *met { "met" } else { "not met yet" };
                 out.push(err(format!("… goal {state}: {note}")));
             }
+            EventKind::SubagentQueued { task, .. } => {
+                self.end_line(&mut out);
+                out.push(err(format!("… sub-agent waits for a slot: {task}")));
+            }
             EventKind::GoalMet { summary } => {
                 self.end_line(&mut out);
                 out.push(err(format!("✓ goal met: {summary}")));

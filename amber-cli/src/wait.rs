@@ -336,6 +336,7 @@ impl Turns {
             | EventKind::GoalSet { .. }
             | EventKind::GoalCheck { .. }
             | EventKind::GoalMet { .. }
+            | EventKind::SubagentQueued { .. }
             | EventKind::BudgetWarning { .. }
             | EventKind::RoutineFinished { .. }
             | EventKind::EnvironmentLost { .. }

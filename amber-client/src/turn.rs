@@ -209,6 +209,7 @@ impl TurnTracker {
             | EventKind::GoalSet { .. }
             | EventKind::GoalCheck { .. }
             | EventKind::GoalMet { .. }
+            | EventKind::SubagentQueued { .. }
             | EventKind::BudgetWarning { .. }
             | EventKind::RoutineFinished { .. }
             | EventKind::Rewound { .. }

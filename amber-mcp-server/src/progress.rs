@@ -80,6 +80,7 @@ pub(crate) fn message(event: &Event) -> Option<String> {
             format!("goal {}: {note}", if *met { "met" } else { "not met" })
         }
         EventKind::GoalMet { summary } => format!("goal met: {summary}"),
+        EventKind::SubagentQueued { task, .. } => format!("sub-agent waits for a slot: {task}"),
         EventKind::BudgetWarning {
             scope,
             key,

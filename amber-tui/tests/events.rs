@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 38;
+const VARIANTS: usize = 39;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -58,6 +58,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::GoalCheck { .. } => 34,
         EventKind::GoalMet { .. } => 35,
         EventKind::BudgetWarning { .. } => 37,
+        EventKind::SubagentQueued { .. } => 38,
         EventKind::RoutineFinished { .. } => 36,
     }
 }
@@ -282,6 +283,10 @@ fn samples() -> Vec<EventKind> {
         },
         EventKind::GoalMet {
             summary: "fixed both tests".into(),
+        },
+        EventKind::SubagentQueued {
+            agent_id: "agent_1".into(),
+            task: "callers".into(),
         },
         EventKind::BudgetWarning {
             scope: amber_proto::LimitScope::Daily,

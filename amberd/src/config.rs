@@ -243,8 +243,8 @@ pub struct AgentsConfig {
     pub subagent_max_seconds: Option<u64>,
     /// US dollars one sub-agent may spend (its model needs a price).
     pub subagent_max_usd: Option<amber_proto::CostUsd>,
-    /// Background sub-agents running at once in the whole daemon (more wait, queued);
-    /// unset: 8.
+    /// Sub-agents running at once in the whole daemon, foreground and background
+    /// together (more wait, queued); unset: 16.
     pub max_running: Option<usize>,
     /// Background sub-agents of one session running at once; unset: 4.
     pub max_running_per_parent: Option<usize>,
@@ -328,7 +328,7 @@ impl AgentsConfig {
 
     /// `max_running`, at least 1.
     pub fn max_running(&self) -> usize {
-        self.max_running.unwrap_or(8).max(1)
+        self.max_running.unwrap_or(16).max(1)
     }
 
     /// `max_running_per_parent`, at least 1.

@@ -342,6 +342,12 @@ pub enum EventKind {
         agent_id: String,
         task: String,
     },
+    /// amber extension: a sub-agent waits for a slot (`[agents] max_running` sub-agents
+    /// run in the daemon); its `subagent_started` follows when it gets one.
+    SubagentQueued {
+        agent_id: String,
+        task: String,
+    },
     SubagentCompleted {
         agent_id: String,
         task: String,
@@ -597,6 +603,7 @@ impl EventKind {
             EventKind::GoalSet { .. } => "goal_set",
             EventKind::GoalCheck { .. } => "goal_check",
             EventKind::GoalMet { .. } => "goal_met",
+            EventKind::SubagentQueued { .. } => "subagent_queued",
             EventKind::BudgetWarning { .. } => "budget_warning",
             EventKind::RoutineFinished { .. } => "routine_finished",
             EventKind::Synced { .. } => "synced",

@@ -53,6 +53,7 @@ const EXTENSION_EVENTS: &[(&str, bool)] = &[
     ("goal_check", true),
     ("goal_met", true),
     ("budget_warning", true),
+    ("subagent_queued", true),
     ("routine_finished", true),
 ];
 
@@ -96,10 +97,11 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::GoalCheck { .. } => 34,
         EventKind::GoalMet { .. } => 35,
         EventKind::BudgetWarning { .. } => 37,
+        EventKind::SubagentQueued { .. } => 38,
         EventKind::RoutineFinished { .. } => 36,
     }
 }
-const VARIANTS: usize = 38;
+const VARIANTS: usize = 39;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -374,6 +376,10 @@ fn event_cases() -> Vec<Value> {
             41,
             json!({"type": "routine_finished", "name": "triage",
                    "fireTime": "2025-01-06T07:00:00+01:00", "stopReason": "end_turn"}),
+        ),
+        durable(
+            42,
+            json!({"type": "subagent_queued", "agentId": "agent_1", "task": "callers"}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

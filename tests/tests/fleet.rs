@@ -1437,3 +1437,106 @@ async fn a_fleet_sessions_call_waits_for_a_person_and_runs_only_if_allowed() {
         );
     }
 }
+
+/// A routine on the fleet: at its fire time (the test's clock) it makes a fleet session on
+/// the kit's repository, whichever runner takes it runs the prompt, and the result is
+/// recorded (`routine_finished`, `routine/list`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_routine_fires_on_the_fleet_and_records_its_result() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = dir.path().join("now");
+    std::fs::write(&clock, "2026-12-07T06:59:00Z").unwrap();
+    let routines = format!(
+        "\n[[routines]]\nname = \"nightly\"\ncron = \"0 7 * * *\"\ncwd = \"\"\n\
+         environment = \"fleet\"\nrepo = \"{}\"\nref = \"main\"\nprompt = \"task 7\"\n",
+        kit.repo_url
+    );
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!("{FAST_RETRIES}\n{}{routines}", kit.config("")),
+        env: vec![
+            (
+                "AMBER_TEST_NOW_FILE".to_owned(),
+                clock.display().to_string(),
+            ),
+            ("TZ".to_owned(), "UTC".to_owned()),
+        ],
+    });
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "r1", 1, &[]);
+    std::fs::write(&clock, "2026-12-07T07:00:20Z").unwrap();
+    let fired = daemon.rpc_ok("routine/tick", serde_json::json!({}));
+    let session = fired["fired"][0]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("nothing fired: {fired}"))
+        .to_owned();
+    let mut events = Events::subscribe(&client, &session, Some(0)).await;
+    let seen = events.until("routine_finished").await;
+    let completed = of_type(&seen, "turn_completed");
+    assert_eq!(
+        completed.last().unwrap()["stopReason"],
+        "end_turn",
+        "{seen:#?}"
+    );
+    assert!(
+        !runners_of(&seen).is_empty(),
+        "no runner held it: {seen:#?}"
+    );
+    let info =
+        daemon.rpc_ok("session/get", serde_json::json!({"sessionId": session}))["session"].clone();
+    assert_eq!(info["routine"]["name"], "nightly", "{info}");
+    assert!(info["environment"]["fleet"].is_object(), "{info}");
+    let listed = daemon.rpc_ok("routine/list", serde_json::json!({}));
+    let row = listed["routines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "nightly")
+        .cloned()
+        .unwrap();
+    assert_eq!(row["lastSessionId"], session.as_str(), "{row}");
+    assert_eq!(row["lastStopReason"], "end_turn", "{row}");
+}
+
+/// `[budget.pools.NAME]` binds the requests of the fleet sessions assigned to that pool:
+/// once its day's cap is spent, the session's turn stops before its next request, the pool
+/// named in types.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spent_pool_budget_stops_its_fleet_sessions_requests() {
+    let kit = FleetKit::new(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(worker);
+    let pool = amber_tests::fleet::POOL;
+    // One request of the mock model costs well over the pool's day.
+    let daemon = TestDaemon::spawn_with(DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: format!(
+            "{FAST_RETRIES}\n[[provider.prices]]\nmodel = \"mock-model\"\ninput = 1.0\n\
+             output = 2.0\n\n[budget.pools.{pool}]\ndaily_usd = 0.0001\n{}",
+            kit.config("")
+        ),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let _runner = kit.runner(0, "r1", 1, &[]);
+    let session = fleet_session(&client, &kit, &[]).await;
+    client.session_prompt(&session, "task 1").await.unwrap();
+    let events = finished(&client, &session, Duration::from_secs(60)).await;
+    let completed = of_type(&events, "turn_completed");
+    let last = completed.last().unwrap();
+    assert_eq!(last["stopReason"], "budget_exceeded", "{events:#?}");
+    assert_eq!(last["error"]["limit"]["scope"], "pool", "{last}");
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("[budget.pools.{pool}] daily_usd")),
+        "{last}"
+    );
+    let status = daemon.rpc_ok("daemon/status", serde_json::json!({}));
+    assert_eq!(status["budget"][0]["scope"], "pool", "{status}");
+    assert_eq!(status["budget"][0]["key"], pool, "{status}");
+}

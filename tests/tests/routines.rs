@@ -376,3 +376,64 @@ async fn a_routine_added_by_the_cli_is_kept_across_a_restart() {
     let listed = kit.daemon.rpc_ok("routine/list", json!({}));
     assert_eq!(listed["routines"], json!([]));
 }
+
+/// `session = "NAME"` fires into the same named session each time; `worktree = true` makes
+/// each fire's session in a new git worktree of the workspace.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_routine_reuses_its_session_and_a_worktree_routine_gets_its_own_checkout() {
+    let kit = Kit::start(
+        "[[routines]]\nname = \"standup\"\ncron = \"0 * * * *\"\ncwd = \"{cwd}\"\n\
+         prompt = \"What changed?\"\nsession = \"standup\"\n\n\
+         [[routines]]\nname = \"sweep\"\ncron = \"30 * * * *\"\ncwd = \"{cwd}\"\n\
+         prompt = \"Sweep the TODOs\"\nworktree = true\n",
+        "2025-01-06T06:59:00Z",
+    )
+    .await;
+    // The workspace is a git repository with a commit, for the worktree.
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ] {
+        amber_tests::steps::git(&kit.cwd, args);
+    }
+    let mut standup = Vec::new();
+    for now in ["2025-01-06T07:00:10Z", "2025-01-06T08:00:10Z"] {
+        kit.set_now(now);
+        let fired = kit.tick();
+        let fire = fired.iter().find(|f| f["name"] == "standup").unwrap();
+        standup.push(fire["sessionId"].as_str().unwrap().to_owned());
+        kit.finished("standup");
+    }
+    assert_eq!(standup[0], standup[1], "the named session is reused");
+    let named = kit
+        .daemon
+        .rpc_ok("session/get", json!({"sessionId": standup[0]}))["session"]
+        .clone();
+    assert_eq!(named["name"], "standup", "{named}");
+
+    kit.set_now("2025-01-06T08:30:10Z");
+    let fired = kit.tick();
+    let sweep = fired.iter().find(|f| f["name"] == "sweep").unwrap();
+    let session = sweep["sessionId"].as_str().unwrap();
+    let row = kit.finished("sweep");
+    assert_eq!(row["lastStopReason"], "end_turn", "{row}");
+    let info = kit
+        .daemon
+        .rpc_ok("session/get", json!({"sessionId": session}))["session"]
+        .clone();
+    let worktree = info["worktree"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{info}"));
+    assert_ne!(worktree, kit.cwd.display().to_string());
+    assert_eq!(info["cwd"], worktree, "{info}");
+}

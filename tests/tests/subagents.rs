@@ -478,3 +478,47 @@ async fn subagents_stop_at_their_own_caps_with_a_typed_reason() {
         }
     }
 }
+
+/// Past `[agents] max_running`, a foreground sub-agent waits for a slot, and says so: one
+/// runs at a time, the others start only as one ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn foreground_subagents_past_the_daemon_cap_wait_visibly_for_a_slot() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(responder("parallel"));
+    let daemon = amber_tests::daemon::TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: "[agents]\nmax_running = 1\n".to_owned(),
+        env: Vec::new(),
+    });
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "delegate the reviews").await;
+    assert_eq!(turn.last().unwrap()["stopReason"], "end_turn", "{turn:#?}");
+    let queued: Vec<&Value> = turn
+        .iter()
+        .filter(|e| e["type"] == "subagent_queued")
+        .collect();
+    assert_eq!(queued.len(), 2, "{turn:#?}");
+    // In event order, a sub-agent starts only when none runs.
+    let mut running = 0;
+    for event in &turn {
+        match event["type"].as_str() {
+            Some("subagent_started") => {
+                running += 1;
+                assert_eq!(running, 1, "two sub-agents ran at once: {turn:#?}");
+            }
+            Some("subagent_completed") => running -= 1,
+            _ => {}
+        }
+    }
+    for waiting in queued {
+        let id = &waiting["agentId"];
+        let at = |ty: &str| {
+            turn.iter()
+                .position(|e| e["type"] == ty && &e["agentId"] == id)
+                .unwrap()
+        };
+        assert!(at("subagent_queued") < at("subagent_started"));
+    }
+}

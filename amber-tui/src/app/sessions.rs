@@ -459,6 +459,7 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
         | EventKind::GoalSet { .. }
         | EventKind::GoalCheck { .. }
         | EventKind::GoalMet { .. }
+        | EventKind::SubagentQueued { .. }
         | EventKind::BudgetWarning { .. }
         | EventKind::Synced { .. } => None,
     }

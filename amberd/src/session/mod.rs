@@ -22,6 +22,7 @@ pub(crate) mod queue;
 mod restore;
 pub mod services;
 mod subagent_budget;
+pub(crate) mod subagent_slots;
 pub(crate) mod subagents;
 pub(crate) mod trust;
 mod view;

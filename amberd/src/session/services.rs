@@ -101,6 +101,8 @@ pub struct Services {
     pub memory: Arc<crate::service::memory::Trim>,
     /// The session features every session gets, in order (`session/features/`).
     pub(crate) features: Vec<Arc<dyn super::feature::Feature>>,
+    /// How many sub-agents run at once in the daemon (`[agents] max_running`).
+    pub(crate) subagent_slots: super::subagent_slots::SubagentSlots,
     /// What every session spent today and this month (`[budget]`).
     pub(crate) spend: Arc<super::features::daemon_budget::SpendBook>,
 }
@@ -166,6 +168,7 @@ impl Services {
             config_error: Mutex::new(None),
             trust: crate::trust::TrustStore::new(&data_dir),
             memory: crate::service::memory::Trim::new(),
+            subagent_slots: super::subagent_slots::SubagentSlots::default(),
             spend,
             features,
             watchers,

@@ -296,6 +296,24 @@ async fn run_one(
             mode_ceiling: profile.mode_ceiling,
         },
     };
+    // A slot among the daemon's sub-agents first (`[agents] max_running`); a wait is told.
+    let most = services.live().config.agents.max_running();
+    let queued = || {
+        host.publish(EventKind::SubagentQueued {
+            agent_id: agent_id.clone(),
+            task: label.clone(),
+        });
+    };
+    let Some(_slot) = services
+        .subagent_slots
+        .enter(most, || background_running(services), parent_cancel, queued)
+        .await
+    else {
+        return SubResult {
+            ok: false,
+            text: "[sub-agent not started: cancelled while it waited for a slot]".to_owned(),
+        };
+    };
     host.publish(EventKind::SubagentStarted {
         agent_id: agent_id.clone(),
         task: label.clone(),
@@ -375,6 +393,21 @@ async fn run_one(
         limit,
     });
     SubResult { ok, text }
+}
+
+/// Background sub-agents running in the daemon (sessions with a parent, started, no result).
+pub(crate) fn background_running(services: &Services) -> usize {
+    services.directory.get().map_or(0, |directory| {
+        directory
+            .all()
+            .iter()
+            .filter(|info| {
+                info.parent.as_ref().is_some_and(|link| {
+                    link.state == amber_proto::ChildState::Running && link.result.is_none()
+                })
+            })
+            .count()
+    })
 }
 
 /// The system prompt of every sub-agent: the same text for all, so serial sub-agents'

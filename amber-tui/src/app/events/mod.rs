@@ -265,6 +265,12 @@ impl App {
                     kind: InfoKind::Note,
                 });
             }
+            EventKind::SubagentQueued { task, .. } => {
+                self.transcript.push(Cell::Info {
+                    text: format!("sub-agent waits for a slot: {task}"),
+                    kind: InfoKind::Note,
+                });
+            }
             EventKind::GoalMet { summary } => {
                 self.transcript.push(Cell::Info {
                     text: format!("✓ goal met: {summary}"),

@@ -74,6 +74,19 @@ impl Feature for BackgroundAgentsFeature {
 
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
         let services = session.services.clone();
+        // A foreground sub-agent's end frees a slot queued children may take (set once).
+        let (weak, slots) = (Arc::downgrade(&services), self.slots.clone());
+        services.subagent_slots.set_on_freed(Box::new(move || {
+            let (Some(services), slots) = (weak.upgrade(), slots.clone()) else {
+                return;
+            };
+            let Some(directory) = services.directory.get().cloned() else {
+                return;
+            };
+            tokio::task::spawn_blocking(move || {
+                start_queued(directory.as_ref(), &services, &slots);
+            });
+        }));
         Some(match &session.meta.info.parent {
             Some(link) => Arc::new(Child::new(link, &session.meta.info, services, &self.slots)),
             None => Arc::new(Parent {
@@ -214,7 +227,9 @@ fn start_queued(directory: &dyn Directory, services: &Services, slots: &Mutex<()
             .as_ref()
             .is_some_and(|l| l.state == ChildState::Running && l.result.is_none())
     };
-    let mut total = children.iter().filter(|i| running(i)).count();
+    // Foreground sub-agents running take slots too.
+    let mut total =
+        children.iter().filter(|i| running(i)).count() + services.subagent_slots.foreground();
     let mut per_parent: std::collections::HashMap<String, usize> = Default::default();
     for info in children.iter().filter(|i| running(i)) {
         if let Some(link) = &info.parent {
@@ -737,6 +752,8 @@ impl SessionFeature for Child {
             tokio::task::spawn_blocking(move || {
                 deliver(&directory, &child, &link, &result);
                 start_queued(directory.as_ref(), &services, &slots);
+                // A slot is free: a foreground sub-agent waiting for one may start.
+                services.subagent_slots.freed();
             });
         })
     }
