@@ -378,6 +378,13 @@ impl Directory for DaemonDirectory {
             .unwrap_or_default()
     }
 
+    fn children(&self, parent: Option<&str>) -> Vec<SessionInfo> {
+        self.0
+            .upgrade()
+            .map(|daemon| daemon.sessions.children(parent))
+            .unwrap_or_default()
+    }
+
     fn children_usage(&self, parent: &str) -> amber_proto::Usage {
         self.0
             .upgrade()

@@ -210,6 +210,13 @@ pub struct ParentLink {
     pub resumed: bool,
 }
 
+impl ParentLink {
+    /// Whether it holds a slot now: started, and its task not ended.
+    pub fn running(&self) -> bool {
+        self.state == ChildState::Running && self.result.is_none()
+    }
+}
+
 /// Where a background sub-agent stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use amber_mock_llm::{MockLlm, MockTurn};
-use amber_tests::daemon::{DaemonOptions, TestDaemon};
-use amber_tests::steps::{Events, connect, eventually, new_session, prompt_turn};
+use amber_tests::daemon::TestDaemon;
+use amber_tests::steps::{Events, connect, eventually, new_session, prompt_turn, spawn_config};
 use serde_json::{Value, json};
 
 const SUBAGENT_MARK: &str = "You are a sub-agent of amber";
@@ -102,14 +102,6 @@ fn responder(
     }
 }
 
-fn daemon_with(mock: &MockLlm, config: &str) -> TestDaemon {
-    TestDaemon::spawn_with(DaemonOptions {
-        base_url: Some(mock.base_url()),
-        config_toml: config.to_owned(),
-        env: Vec::new(),
-    })
-}
-
 fn children_of(daemon: &TestDaemon, parent: &str) -> Vec<Value> {
     daemon.rpc_ok("session/list", json!({"parent": parent}))["sessions"]
         .as_array()
@@ -138,7 +130,7 @@ async fn five_capped_children_report_once_and_one_over_its_token_cap_stops_typed
     let fanout = json!({"background": true, "max_tokens": 20000, "tasks": all});
     let mock = MockLlm::start(Vec::new()).await;
     mock.set_responder(responder(fanout, |_| 200, 5, true));
-    let daemon = daemon_with(&mock, "[agents]\nsubagent_max_tokens = 50000\n");
+    let daemon = spawn_config(&mock, "[agents]\nsubagent_max_tokens = 50000\n");
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;
@@ -248,7 +240,7 @@ async fn kill_and_count(when: KillWhen) {
         3,
         false,
     ));
-    let mut daemon = daemon_with(&mock, "");
+    let mut daemon = spawn_config(&mock, "");
     let session = {
         let client = connect(&daemon).await;
         let session = new_session(&client, &daemon, None).await;
@@ -335,7 +327,7 @@ async fn the_parents_budget_halts_its_running_children() {
     let fanout = json!({"background": true, "tasks": [digger(1), digger(2), digger(3)]});
     let mock = MockLlm::start(Vec::new()).await;
     mock.set_responder(responder(fanout, |_| 0, 3, false));
-    let daemon = daemon_with(&mock, "");
+    let daemon = spawn_config(&mock, "");
     let client = connect(&daemon).await;
     let budget = 30_000u64;
     let session: String = {
@@ -446,7 +438,7 @@ async fn children_past_the_cap_queue_visibly_and_a_cancelled_one_never_starts() 
         }
         MockTurn::text("all in")
     });
-    let daemon = daemon_with(&mock, "[agents]\nmax_running = 1\n");
+    let daemon = spawn_config(&mock, "[agents]\nmax_running = 1\n");
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;
@@ -512,7 +504,7 @@ async fn a_fanout_shows_its_estimate_and_over_the_threshold_asks_first() {
         let fanout = json!({"mode": "parallel", "tasks": all});
         let mock = MockLlm::start(Vec::new()).await;
         mock.set_responder(responder(fanout, |_| 0, 1, false));
-        let daemon = daemon_with(&mock, config);
+        let daemon = spawn_config(&mock, config);
         let client = connect(&daemon).await;
         let session = new_session(&client, &daemon, None).await;
         let mut events = Events::live(&client, &session).await;

@@ -306,11 +306,8 @@ async fn cancelling_the_turn_reaches_running_subagents() {
 async fn plain_subagents_use_the_configured_subagent_model_and_the_parent_keeps_its_own() {
     let mock = MockLlm::start(Vec::new()).await;
     mock.set_responder(responder("parallel"));
-    let daemon = amber_tests::daemon::TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
-        base_url: Some(mock.base_url()),
-        config_toml: "[agents]\nsubagent_model = \"cheap-model-1\"\n".to_owned(),
-        env: Vec::new(),
-    });
+    let daemon =
+        amber_tests::steps::spawn_config(&mock, "[agents]\nsubagent_model = \"cheap-model-1\"\n");
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;
@@ -416,11 +413,7 @@ async fn subagents_stop_at_their_own_caps_with_a_typed_reason() {
         let mock = MockLlm::start(Vec::new()).await;
         mock.set_responder(endless_subagent(case.task_args, case.command));
         let daemon =
-            amber_tests::daemon::TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
-                base_url: Some(mock.base_url()),
-                config_toml: "[agents]\nsubagent_max_tokens = 50000\n".to_owned(),
-                env: Vec::new(),
-            });
+            amber_tests::steps::spawn_config(&mock, "[agents]\nsubagent_max_tokens = 50000\n");
         let client = connect(&daemon).await;
         let session = new_session(&client, &daemon, None).await;
         let mut events = Events::live(&client, &session).await;
@@ -485,11 +478,7 @@ async fn subagents_stop_at_their_own_caps_with_a_typed_reason() {
 async fn foreground_subagents_past_the_daemon_cap_wait_visibly_for_a_slot() {
     let mock = MockLlm::start(Vec::new()).await;
     mock.set_responder(responder("parallel"));
-    let daemon = amber_tests::daemon::TestDaemon::spawn_with(amber_tests::daemon::DaemonOptions {
-        base_url: Some(mock.base_url()),
-        config_toml: "[agents]\nmax_running = 1\n".to_owned(),
-        env: Vec::new(),
-    });
+    let daemon = amber_tests::steps::spawn_config(&mock, "[agents]\nmax_running = 1\n");
     let client = connect(&daemon).await;
     let session = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &session).await;

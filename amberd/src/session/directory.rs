@@ -21,6 +21,8 @@ pub(crate) trait Directory: Send + Sync {
     fn info(&self, id: &str) -> Result<SessionInfo, SessionError>;
     /// Every session's info.
     fn all(&self) -> Vec<SessionInfo>;
+    /// The background sub-agents of session `parent`, or of every session.
+    fn children(&self, parent: Option<&str>) -> Vec<SessionInfo>;
     /// What the background sub-agents of session `parent` have spent in all.
     fn children_usage(&self, parent: &str) -> Usage;
     /// The session an id, a name or an id prefix stands for.

@@ -504,12 +504,7 @@ impl SessionManager {
             .resolve_id(parent)?
             .unwrap_or_else(|| parent.to_owned());
         self.info_of(&parent)?;
-        let children = self
-            .all_infos()
-            .into_iter()
-            .filter(|info| info.parent.as_ref().is_some_and(|l| l.session_id == parent))
-            .collect();
-        listing::page(children, cursor, limit)
+        listing::page(self.children(Some(&parent)), cursor, limit)
     }
 
     /// What the sessions `which` picks have cost in all (their `usage.costUsd`), loaded or
@@ -953,23 +948,37 @@ impl SessionManager {
     /// What the background sub-agents of session `parent` have spent in all, loaded or
     /// only stored.
     pub(crate) fn children_usage(&self, parent: &str) -> Usage {
-        let registry = self.registry();
         let mut total = Usage::default();
-        let of_parent = |info: &SessionInfo| {
-            info.parent
-                .as_ref()
-                .is_some_and(|link| link.session_id == parent)
-        };
-        for handle in registry.loaded.values() {
-            let live = handle.shared.lock_live();
-            if of_parent(&live.info) {
-                total.add(&live.info.usage);
-            }
-        }
-        for info in registry.stored.values().filter(|info| of_parent(info)) {
-            total.add(&info.usage);
+        for child in self.children(Some(parent)) {
+            total.add(&child.usage);
         }
         total
+    }
+
+    /// The infos of the background sub-agents of `parent`, or of every parent, loaded or
+    /// only stored; no other session's info is copied.
+    pub(crate) fn children(&self, parent: Option<&str>) -> Vec<SessionInfo> {
+        let registry = self.registry();
+        let wanted = |info: &SessionInfo| {
+            info.parent
+                .as_ref()
+                .is_some_and(|link| parent.is_none_or(|p| link.session_id == p))
+        };
+        let mut children = Vec::new();
+        for handle in registry.loaded.values() {
+            let live = handle.shared.lock_live();
+            if wanted(&live.info) {
+                children.push(live.info.clone());
+            }
+        }
+        children.extend(
+            registry
+                .stored
+                .values()
+                .filter(|info| wanted(info))
+                .cloned(),
+        );
+        children
     }
 
     /// Every session's info, loaded or only stored, in no order.

@@ -258,7 +258,6 @@ async fn run_one(
     profile: Profile,
     parent_cancel: &CancellationToken,
 ) -> SubResult {
-    let cancel = parent_cancel;
     // A later task of a serial run, or one a parallel run queued behind the others, starts
     // only while the budget lasts.
     if let Some(spent) = shared.refuses_requests() {
@@ -278,7 +277,7 @@ async fn run_one(
         .unwrap_or_else(|| task.prompt.chars().take(80).collect());
     let budget = SubagentBudget::new(profile.caps);
     // Fires at the sub-agent's deadline too, so a hung tool call ends with it.
-    let own_cancel = budget.cancel_token(cancel);
+    let own_cancel = budget.cancel_token(parent_cancel);
     let cancel = &own_cancel;
     let host = SubagentTurnHost {
         shared,
@@ -399,12 +398,12 @@ async fn run_one(
 pub(crate) fn background_running(services: &Services) -> usize {
     services.directory.get().map_or(0, |directory| {
         directory
-            .all()
+            .children(None)
             .iter()
             .filter(|info| {
-                info.parent.as_ref().is_some_and(|link| {
-                    link.state == amber_proto::ChildState::Running && link.result.is_none()
-                })
+                info.parent
+                    .as_ref()
+                    .is_some_and(amber_proto::ParentLink::running)
             })
             .count()
     })

@@ -107,7 +107,7 @@ impl Feature for BackgroundAgentsFeature {
         let Some(directory) = services.directory.get() else {
             return;
         };
-        for info in directory.all() {
+        for info in directory.children(None) {
             let Some(link) = &info.parent else { continue };
             match (&link.state, &link.result) {
                 (ChildState::Done, Some(result)) => {
@@ -216,17 +216,9 @@ fn start_queued(directory: &dyn Directory, services: &Services, slots: &Mutex<()
     let _slots = slots.locked();
     let agents = &services.live().config.agents;
     let (most, most_per_parent) = (agents.max_running(), agents.max_running_per_parent());
-    let mut children: Vec<SessionInfo> = directory
-        .all()
-        .into_iter()
-        .filter(|info| info.parent.is_some())
-        .collect();
+    let mut children = directory.children(None);
     by_order(&mut children);
-    let running = |info: &SessionInfo| {
-        info.parent
-            .as_ref()
-            .is_some_and(|l| l.state == ChildState::Running && l.result.is_none())
-    };
+    let running = |info: &SessionInfo| info.parent.as_ref().is_some_and(ParentLink::running);
     // Foreground sub-agents running take slots too.
     let mut total =
         children.iter().filter(|i| running(i)).count() + services.subagent_slots.foreground();
@@ -390,15 +382,7 @@ impl ParentAgents {
     }
 
     fn children(&self, shared: &SessionShared, directory: &dyn Directory) -> Vec<SessionInfo> {
-        let mut children: Vec<SessionInfo> = directory
-            .all()
-            .into_iter()
-            .filter(|info| {
-                info.parent
-                    .as_ref()
-                    .is_some_and(|l| l.session_id == shared.id)
-            })
-            .collect();
+        let mut children = directory.children(Some(&shared.id));
         by_order(&mut children);
         children
     }

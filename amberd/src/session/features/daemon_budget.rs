@@ -457,13 +457,16 @@ fn named(spent: Spent, whose: &Whose, span: Span) -> Spent {
 }
 
 impl SessionSpend {
-    fn config(&self) -> BudgetConfig {
-        self.services.live().config.budget.clone()
+    /// The config in force (a snapshot shared, not copied).
+    fn live(&self) -> Arc<crate::session::services::LiveConfig> {
+        self.services.live()
     }
 
     /// The fleet pool the session runs in, if any.
     fn pool(&self) -> Option<String> {
-        self.shared.upgrade()?.info().environment?.fleet?.pool
+        let shared = self.shared.upgrade()?;
+        let live = shared.lock_live();
+        live.info.environment.as_ref()?.fleet.as_ref()?.pool.clone()
     }
 
     /// A cap reached that binds the session's own model, if one is.
@@ -490,7 +493,8 @@ impl SessionSpend {
         request: RequestMeta<'_>,
         cancel: &CancellationToken,
     ) -> Result<Option<Hold<'_>>, Refusal> {
-        let config = self.config();
+        let live = self.live();
+        let config = &live.config.budget;
         if !config.any() {
             return Ok(None);
         }
@@ -545,11 +549,15 @@ impl SessionFeature for SessionSpend {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        let config = self.config();
+        let live = self.live();
         let pool = self.pool();
-        let crossed = self
-            .book
-            .record(&config, &shared.id, model, pool.as_deref(), cost);
+        let crossed = self.book.record(
+            &live.config.budget,
+            &shared.id,
+            model,
+            pool.as_deref(),
+            cost,
+        );
         let turn = shared.lock_live().turn_id.clone();
         for used in crossed {
             shared.hub.publish(
@@ -566,7 +574,7 @@ impl SessionFeature for SessionSpend {
     }
 
     fn refuses_requests(&self) -> Option<Spent> {
-        self.spent(&self.config())
+        self.spent(&self.live().config.budget)
     }
 
     fn reserve<'a>(

@@ -165,14 +165,15 @@ fn repository_of(dir: &Path) -> Option<&Path> {
 }
 
 /// Sends `text` from `from` (a session, or a client when absent) to `to`: the events on
-/// both sides, then the receiver's prompt.
+/// both sides, then the receiver's prompt. `from` and `to` are session ids (resolved by the
+/// caller).
 pub(crate) fn deliver(
     directory: &dyn Directory,
     from: Option<&str>,
     to: &str,
     text: &str,
 ) -> Result<Sent, String> {
-    let to = directory.resolve(to).map_err(|e| e.to_string())?;
+    let to = to.to_owned();
     let receiver = directory.info(&to).map_err(|e| e.to_string())?;
     let message_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     let header = match from {
