@@ -511,3 +511,50 @@ async fn foreground_subagents_past_the_daemon_cap_wait_visibly_for_a_slot() {
         assert!(at("subagent_queued") < at("subagent_started"));
     }
 }
+
+/// A sub-agent's wall clock counts from when it runs, not while it waits for a slot: the
+/// second of two tasks, capped at 1 s, waits 1.5 s behind the first and still finishes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subagents_wall_clock_starts_when_it_gets_a_slot() {
+    let mock = MockLlm::start(Vec::new()).await;
+    mock.set_responder(|request: &Value| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let (last, content) = last_without_tail(&messages);
+        if content.contains("Are you finished") {
+            return MockTurn::text("DONE");
+        }
+        let is_subagent = messages[0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(SUBAGENT_MARK));
+        if is_subagent {
+            let ms = if content == "slow" { 1500 } else { 0 };
+            return MockTurn::Delay {
+                ms,
+                then: Box::new(MockTurn::text(format!("report on {content}"))),
+            };
+        }
+        if last["role"] == "tool" {
+            return MockTurn::text("both in");
+        }
+        MockTurn::tool_call(
+            "task",
+            &json!({"mode": "parallel", "tasks": [
+                {"prompt": "slow", "description": "slow"},
+                {"prompt": "quick", "description": "quick", "max_seconds": 1}
+            ]}),
+        )
+    });
+    let daemon = amber_tests::steps::spawn_config(&mock, "[agents]\nmax_running = 1\n");
+    let client = connect(&daemon).await;
+    let session = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &session).await;
+    let turn = prompt_turn(&client, &mut events, &session, "delegate").await;
+    let completed: Vec<&Value> = turn
+        .iter()
+        .filter(|e| e["type"] == "subagent_completed")
+        .collect();
+    assert_eq!(completed.len(), 2, "{turn:#?}");
+    for event in completed {
+        assert_eq!(event["stopReason"], "end_turn", "{event}");
+    }
+}

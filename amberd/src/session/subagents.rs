@@ -275,6 +275,26 @@ async fn run_one(
         .description
         .clone()
         .unwrap_or_else(|| task.prompt.chars().take(80).collect());
+    // A slot among the daemon's sub-agents first (`[agents] max_running`); a wait is told.
+    let most = services.live().config.agents.max_running();
+    let queued = || {
+        let kind = EventKind::SubagentQueued {
+            agent_id: agent_id.clone(),
+            task: label.clone(),
+        };
+        shared.hub.publish_as(Some(turn_id), Some(&agent_id), kind);
+    };
+    let Some(_slot) = services
+        .subagent_slots
+        .enter(most, || background_running(services), parent_cancel, queued)
+        .await
+    else {
+        return SubResult {
+            ok: false,
+            text: "[sub-agent not started: cancelled while it waited for a slot]".to_owned(),
+        };
+    };
+    // Its caps, its wall clock included, count from here: waiting for a slot is not running.
     let budget = SubagentBudget::new(profile.caps);
     // Fires at the sub-agent's deadline too, so a hung tool call ends with it.
     let own_cancel = budget.cancel_token(parent_cancel);
@@ -294,24 +314,6 @@ async fn run_one(
             cancel,
             mode_ceiling: profile.mode_ceiling,
         },
-    };
-    // A slot among the daemon's sub-agents first (`[agents] max_running`); a wait is told.
-    let most = services.live().config.agents.max_running();
-    let queued = || {
-        host.publish(EventKind::SubagentQueued {
-            agent_id: agent_id.clone(),
-            task: label.clone(),
-        });
-    };
-    let Some(_slot) = services
-        .subagent_slots
-        .enter(most, || background_running(services), parent_cancel, queued)
-        .await
-    else {
-        return SubResult {
-            ok: false,
-            text: "[sub-agent not started: cancelled while it waited for a slot]".to_owned(),
-        };
     };
     host.publish(EventKind::SubagentStarted {
         agent_id: agent_id.clone(),
