@@ -258,6 +258,9 @@ pub(crate) fn stop_reason(
     match stop {
         StopReason::EndTurn => Ok(("end_turn", None)),
         StopReason::MaxIterations => Ok(("max_turn_requests", None)),
+        // ACP has both: the refusal text was the reply's last message chunk.
+        StopReason::Refusal => Ok(("refusal", None)),
+        StopReason::MaxTokens => Ok(("max_tokens", None)),
         StopReason::Cancelled => Ok(("cancelled", None)),
         StopReason::LoopDetected => Ok((
             "end_turn",

@@ -33,7 +33,9 @@ pub(crate) fn exit_code(stop: StopReason, denied: bool) -> u8 {
         StopReason::LoopDetected
         | StopReason::ToolFailures
         | StopReason::MaxIterations
-        | StopReason::BudgetExceeded => exit::STOPPED,
+        | StopReason::BudgetExceeded
+        | StopReason::Refusal
+        | StopReason::MaxTokens => exit::STOPPED,
         StopReason::Cancelled => exit::CANCELLED,
     }
 }
@@ -444,6 +446,8 @@ mod tests {
             (StopReason::ToolFailures, true, 3),
             (StopReason::MaxIterations, false, 3),
             (StopReason::BudgetExceeded, false, 3),
+            (StopReason::Refusal, false, 3),
+            (StopReason::MaxTokens, false, 3),
             (StopReason::Cancelled, true, 130),
         ];
         for (stop, denied, code) in table {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::ClientError;
 use crate::autostart::{LOG_FILE, daemon_binary, log_tail, spawn_failure, wait_until_answering};
-use crate::transport::{check_socket_dir, resolve_socket, socket_dir};
+use crate::transport::{check_socket_dir, default_socket, socket_dir};
 
 /// How long a stopping daemon may take before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -35,7 +35,7 @@ impl PrivateDaemon {
     /// Starts a daemon in a new private directory beside the default socket (under
     /// `$XDG_RUNTIME_DIR/amber` or `/tmp/amber-$UID`) and waits until it answers.
     pub fn start() -> Result<PrivateDaemon, ClientError> {
-        let base = socket_dir(&resolve_socket(None));
+        let base = socket_dir(&default_socket(None));
         let unique = format!(
             "standalone-{}-{:x}",
             std::process::id(),

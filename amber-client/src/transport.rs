@@ -33,9 +33,51 @@ pub(crate) const MAX_RESPONSE_BYTES: u32 = 256 * 1024 * 1024;
 pub(crate) type WsSender = ws::Sender<Compat<UnixStream>>;
 pub(crate) type WsReceiver = ws::Receiver<Compat<UnixStream>>;
 
-/// The socket path by PROTOCOL.md's rule: explicit, `$AMBER_SOCKET`, `$XDG_RUNTIME_DIR`, `/tmp/amber-$UID`.
+/// The socket path by PROTOCOL.md's rule: explicit, `$AMBER_SOCKET`, then the socket the
+/// daemon serving this user's data dir names in its instance lock, then
+/// `$XDG_RUNTIME_DIR/amber/amberd.sock`, `/tmp/amber-$UID/amberd.sock`.
+///
+/// The data dir's daemon comes before the runtime-dir default so that a client started
+/// with a reduced environment (no `XDG_RUNTIME_DIR`, as MCP hosts start their servers)
+/// reaches the daemon holding the user's sessions instead of starting a second one.
 pub fn resolve_socket(explicit: Option<PathBuf>) -> PathBuf {
+    let env = |k: &str| std::env::var_os(k);
+    let chosen = explicit.is_some() || env("AMBER_SOCKET").is_some_and(|v| !v.is_empty());
+    if !chosen && let Some(served) = served_socket(&amber_proto::paths::data_dir(None, env)) {
+        return served;
+    }
+    default_socket(explicit)
+}
+
+/// PROTOCOL.md's rule without the data dir's daemon: where a new daemon would listen.
+pub(crate) fn default_socket(explicit: Option<PathBuf>) -> PathBuf {
     amber_proto::paths::socket_path(explicit, |k| std::env::var_os(k), current_uid())
+}
+
+/// The socket a running daemon of `data_dir` serves, from its instance lock: `None` when no
+/// daemon holds the lock (a shared `flock` is granted), the lock names no socket, or the
+/// lock file is not a plain file of this user.
+pub(crate) fn served_socket(data_dir: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(data_dir.join(amber_proto::paths::INSTANCE_LOCK_FILE))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != current_uid() {
+        return None;
+    }
+    match file.try_lock_shared() {
+        // Nobody holds it: no daemon serves this data dir.
+        Ok(()) => return None,
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        Err(std::fs::TryLockError::Error(_)) => return None,
+    }
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text).ok()?;
+    amber_proto::paths::socket_in_instance_lock(&text)
 }
 
 pub(crate) fn current_uid() -> u32 {

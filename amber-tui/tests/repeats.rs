@@ -51,6 +51,43 @@ fn a_turn_error_without_an_error_event_keeps_its_text() {
     );
 }
 
+#[test]
+fn a_refusal_shows_what_the_model_said_once_and_names_the_stop() {
+    let said = "I can't help with that.";
+    let mut app = app_with(&[
+        ev(Some(1), json!({"type": "turn_started", "prompt": "hi"})),
+        ev(
+            Some(2),
+            json!({"type": "message_completed", "itemId": "i_1", "role": "assistant", "text": said}),
+        ),
+        ev(
+            Some(3),
+            json!({"type": "turn_completed", "stopReason": "refusal", "usage": {},
+                   "error": {"code": "refusal", "message": said}}),
+        ),
+    ]);
+    let s = screen(&mut app, 80, 24);
+    assert_eq!(s.matches(said).count(), 1, "{s}");
+    assert!(s.contains("turn ended: the model refused to answer"), "{s}");
+}
+
+#[test]
+fn a_reply_cut_at_max_tokens_says_so() {
+    let mut app = app_with(&[
+        ev(Some(1), json!({"type": "turn_started", "prompt": "hi"})),
+        ev(
+            Some(2),
+            json!({"type": "turn_completed", "stopReason": "max_tokens", "usage": {},
+                   "error": {"code": "max_tokens", "message": "the reply was cut"}}),
+        ),
+    ]);
+    let s = screen(&mut app, 80, 24);
+    assert!(
+        s.contains("turn ended: max tokens — max_tokens: the reply was cut"),
+        "{s}"
+    );
+}
+
 const RESULT: &str = "## Callers\n\nFound **3 callers** of `a()`:\n\n- src/lib.rs\n- src/main.rs";
 
 fn task_events() -> Vec<Incoming> {

@@ -54,18 +54,9 @@ pub fn config_path(
 }
 
 /// `--data-dir`, else `$AMBER_DATA_DIR`, else `$XDG_DATA_HOME/amber` (`~/.local/share`).
+/// The rule is shared with the clients, which find the daemon of their data dir by it.
 pub fn data_dir(explicit: Option<PathBuf>, env: &impl Fn(&str) -> Option<OsString>) -> PathBuf {
-    if let Some(path) = explicit {
-        return path;
-    }
-    if let Some(path) = env_str(env, "AMBER_DATA_DIR") {
-        return path.into();
-    }
-    env_str(env, "XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env_str(env, "HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
-        .join("amber")
+    amber_proto::paths::data_dir(explicit, env)
 }
 
 #[cfg(test)]

@@ -142,7 +142,7 @@ async fn run(
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data.display()))?;
     make_private(&data)?;
     // Before the socket: a second daemon on this store must not get as far as serving.
-    let _instance = amberd::service::harden::InstanceLock::acquire(&data)?;
+    let mut instance = amberd::service::harden::InstanceLock::acquire(&data)?;
 
     let socket_path = amber_proto::paths::socket_path(args.socket, env, socket::current_uid());
     let owns_socket_file = activated.is_none();
@@ -165,6 +165,9 @@ async fn run(
     };
     let listener = tokio::net::UnixListener::from_std(std_listener)?;
     let inode = socket::inode_of(&socket_path);
+    if let Err(err) = instance.announce(&socket_path) {
+        tracing::warn!(%err, "cannot name the socket in the data dir's lock: clients without this daemon's XDG_RUNTIME_DIR will not find it");
+    }
 
     // Bound: no other daemon serves this socket. Before any tool can run.
     reap_orphaned_tools(&env);

@@ -85,6 +85,12 @@ pub enum StopReason {
     /// amber extension: the session's cost (`maxBudgetUsd`) or tokens (`maxTokensTotal`)
     /// reached its budget; the turn stopped before its next model request.
     BudgetExceeded,
+    /// amber extension: the model declined to answer (Anthropic's `refusal` stop, OpenAI's
+    /// refusal content). `error` is `{code: "refusal", message: what the model said}`.
+    Refusal,
+    /// amber extension: the model's last reply was cut at its output limit (`max_tokens`);
+    /// the cut text is kept and shown. `error` says so (`code: "max_tokens"`).
+    MaxTokens,
 }
 
 impl StopReason {
@@ -97,6 +103,8 @@ impl StopReason {
             StopReason::MaxIterations => "max_iterations",
             StopReason::Error => "error",
             StopReason::BudgetExceeded => "budget_exceeded",
+            StopReason::Refusal => "refusal",
+            StopReason::MaxTokens => "max_tokens",
         }
     }
 }

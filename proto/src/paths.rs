@@ -1,5 +1,6 @@
-//! Where the daemon's socket lives (PROTOCOL.md "Transport"), where it writes its log file,
-//! and where a process's own cgroup (v2) is (amberd puts tool process trees below it; the
+//! Where the daemon's socket and data dir live (PROTOCOL.md "Transport"), how a daemon names
+//! the socket it serves in its data dir's instance lock, where it writes its log file, and
+//! where a process's own cgroup (v2) is (amberd puts tool process trees below it; the
 //! benchmark measures that), shared by daemon and clients.
 //!
 //! Pure: the caller passes the environment lookup and its uid, so the rule is testable.
@@ -28,6 +29,47 @@ pub fn socket_path(
         return PathBuf::from(dir).join("amber").join(SOCKET_FILE);
     }
     PathBuf::from(format!("/tmp/amber-{uid}")).join(SOCKET_FILE)
+}
+
+/// `--data-dir`, else `$AMBER_DATA_DIR`, else `$XDG_DATA_HOME/amber`, else
+/// `$HOME/.local/share/amber` (`/tmp/amber` without any of them). Blank variables count as
+/// unset.
+pub fn data_dir(explicit: Option<PathBuf>, env: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    if let Some(path) = explicit {
+        return path;
+    }
+    let set = |key: &str| {
+        env(key)
+            .and_then(|v| v.into_string().ok())
+            .filter(|v| !v.trim().is_empty())
+    };
+    if let Some(path) = set("AMBER_DATA_DIR") {
+        return path.into();
+    }
+    set("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("amber")
+}
+
+/// The daemon's instance lock in its data dir. amberd holds an exclusive `flock` on it for
+/// its whole life (a second daemon on the same data dir refuses to start); its first line
+/// is the daemon's pid, its second the socket the daemon serves. A client whose
+/// environment lacks the variable the socket path came from (`XDG_RUNTIME_DIR` is often
+/// dropped by programs that start MCP servers) still finds the daemon of its data dir.
+pub const INSTANCE_LOCK_FILE: &str = "amberd.lock";
+
+/// The instance lock's text: the pid line, then the socket line.
+pub fn instance_lock_text(pid: u32, socket: &std::path::Path) -> String {
+    format!("{pid}\n{}\n", socket.display())
+}
+
+/// The socket an instance lock names: its second line, when that is an absolute path.
+pub fn socket_in_instance_lock(text: &str) -> Option<PathBuf> {
+    let line = text.lines().nth(1)?.trim_end_matches('\r');
+    let path = PathBuf::from(line);
+    path.is_absolute().then_some(path)
 }
 
 /// The directory of the calling process's own cgroup in the cgroup2 file system, from the
@@ -125,6 +167,45 @@ mod tests {
             socket_path(None, empty, 1000),
             PathBuf::from("/tmp/amber-1000/amberd.sock")
         );
+    }
+
+    #[test]
+    fn data_dir_follows_the_protocol_rule() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("AMBER_DATA_DIR", "/d"), ("XDG_DATA_HOME", "/x")], "/d"),
+            (
+                &[("AMBER_DATA_DIR", " "), ("XDG_DATA_HOME", "/x")],
+                "/x/amber",
+            ),
+            (&[("HOME", "/h")], "/h/.local/share/amber"),
+            (&[], "/tmp/amber"),
+        ];
+        for (pairs, want) in cases {
+            let env = |key: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| OsString::from(v))
+            };
+            assert_eq!(data_dir(None, env), PathBuf::from(want), "{pairs:?}");
+        }
+        assert_eq!(
+            data_dir(Some("/e".into()), env_of(&[("AMBER_DATA_DIR", "/d")])),
+            PathBuf::from("/e")
+        );
+    }
+
+    #[test]
+    fn the_instance_lock_names_the_served_socket_and_nothing_else_counts() {
+        let text = instance_lock_text(42, std::path::Path::new("/run/user/7/amber/amberd.sock"));
+        assert_eq!(
+            socket_in_instance_lock(&text),
+            Some(PathBuf::from("/run/user/7/amber/amberd.sock"))
+        );
+        // The pid-only form of older daemons, a relative path, an empty line: no socket.
+        for text in ["42\n", "42\nrel/amberd.sock\n", "42\n\n", ""] {
+            assert_eq!(socket_in_instance_lock(text), None, "{text:?}");
+        }
     }
 
     #[test]

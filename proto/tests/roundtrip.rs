@@ -491,6 +491,8 @@ fn enum_values_are_snake_case() {
         "max_iterations",
         "error",
         "budget_exceeded",
+        "refusal",
+        "max_tokens",
     ] {
         cases.push(("StopReason", rt::<StopReason>, s(v)));
     }
@@ -543,6 +545,8 @@ fn enum_string_helpers_match_the_wire() {
         StopReason::MaxIterations,
         StopReason::Error,
         StopReason::BudgetExceeded,
+        StopReason::Refusal,
+        StopReason::MaxTokens,
     ] {
         assert_eq!(
             serde_json::to_value(reason).unwrap(),

@@ -78,6 +78,7 @@ mod security_commands;
 mod security_env;
 mod session_watch;
 mod sessions;
+mod stop_reasons;
 mod subagents;
 mod subscriptions;
 mod systemd;

@@ -218,6 +218,10 @@ fn a_second_amberd_on_the_same_data_dir_refuses_to_start_and_names_the_first() {
         stderr.contains(&format!("another amberd (pid {})", daemon.pid())),
         "{stderr}"
     );
+    assert!(
+        stderr.contains(&format!("on {}", daemon.socket.display())),
+        "the refusal says where the first one listens: {stderr}"
+    );
     assert!(!other_socket.exists(), "the second amberd bound a socket");
     // The first one serves on.
     assert!(

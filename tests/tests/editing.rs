@@ -3,7 +3,9 @@
 //! - `apply_patch`: one patch adds, updates (several hunks, one located by its `@@` line),
 //!   moves and deletes files, and the result lists each with its status; a patch with one bad
 //!   hunk, or with a path outside the workspace, changes nothing; a patch touching a protected
-//!   path asks in write mode (never grantable) and is denied in read mode.
+//!   path asks in write mode (never grantable) and is denied in read mode; an added file or
+//!   a move's destination that exists is overwritten (all or nothing still), and a lone CR
+//!   is text, not a line end.
 //! - `edit {edits}`: several replacements in order; one that fails writes nothing and shows
 //!   the closest region with line numbers; a match differing in indentation is applied with a
 //!   note.
@@ -180,6 +182,68 @@ async fn a_patch_with_one_bad_hunk_or_a_path_outside_changes_nothing() {
     assert!(!ws.join("added.txt").exists());
     assert!(!outside.path().join("escaped.txt").exists());
     assert!(!ws.parent().unwrap().join("moved-out.rs").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_patch_overwrites_an_added_file_and_a_move_destination_and_keeps_a_lone_cr() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "bad",
+            "apply_patch",
+            &patch(
+                "*** Add File: notes.md\n+lost\n*** Update File: a.rs\n*** Move to: b.rs\n@@\n-a\n+A\n\
+                 *** Update File: c.rs\n@@\n-not here\n+x\n",
+            ),
+        )]),
+        calls(vec![call(
+            "over",
+            "apply_patch",
+            &patch(
+                "*** Add File: notes.md\n+# Notes\n+x\ry\n*** Update File: a.rs\n*** Move to: b.rs\n@@\n-a\n+A\n",
+            ),
+        )]),
+        MockTurn::text("Overwritten."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let ws = daemon.workspace.clone();
+    put(&ws.join("notes.md"), "old notes\n");
+    put(&ws.join("a.rs"), "a\n");
+    put(&ws.join("b.rs"), "b\n");
+    put(&ws.join("c.rs"), "c\n");
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "overwrite").await;
+    assert_eq!(stop_reason(&turn), "end_turn", "{turn:#?}");
+
+    let (status, output) = result_of(&turn, "bad");
+    assert_eq!(status, "error", "{output}");
+    assert!(output.ends_with("Nothing was changed."), "{output}");
+
+    let (status, output) = result_of(&turn, "over");
+    assert_eq!(status, "ok", "{output}");
+    assert_eq!(
+        output,
+        "applied the patch: 2 files\noverwrote `notes.md`\nmoved `a.rs` -> `b.rs` (overwrote `b.rs`)"
+    );
+    assert_eq!(envelope_for(&mock, "over")["output"], output);
+    assert_eq!(fs::read(ws.join("notes.md")).unwrap(), b"# Notes\nx\ry\n");
+    assert_eq!(fs::read_to_string(ws.join("b.rs")).unwrap(), "A\n");
+    assert!(!ws.join("a.rs").exists());
+    let diff = completed(&turn, "over")["diff"]
+        .as_str()
+        .expect("a diff")
+        .to_owned();
+    for part in [
+        "--- a/notes.md\n+++ b/notes.md\n",
+        "-old notes\n+# Notes\n",
+        "--- a/b.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-b\n",
+        "--- a/a.rs\n+++ b/b.rs\n@@ -1 +1 @@\n-a\n+A\n",
+    ] {
+        assert!(diff.contains(part), "{part:?} not in:\n{diff}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -43,6 +43,11 @@ type McpClient = RunningService<RoleClient, Recorder>;
 async fn mcp_server(daemon: &TestDaemon, args: &[&str]) -> (McpClient, Recorder) {
     let mut cmd = daemon.cli();
     cmd.args(["--no-autostart", "mcp-server"]).args(args);
+    connect_server(cmd).await
+}
+
+/// An MCP client over the stdio of `cmd` (an `amber-cli … mcp-server`), initialized.
+async fn connect_server(cmd: std::process::Command) -> (McpClient, Recorder) {
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
     let (child, _) = TokioChildProcess::builder(cmd)
@@ -110,6 +115,46 @@ fn tool_result_in_history(daemon: &TestDaemon, result: &CallToolResult) -> Strin
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// MCP hosts start their servers with a reduced environment (the MCP SDK passes HOME, PATH
+/// and a few more; `XDG_RUNTIME_DIR` is not among them): the server must reach the daemon
+/// that serves the user's data dir, not start a second one on another socket.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_started_without_the_runtime_dir_reaches_the_daemon_of_its_data_dir() {
+    let mock = MockLlm::start(vec![MockTurn::text("Found you."), done()]).await;
+    let daemon = spawn(&mock);
+    let mut cmd = daemon.cli();
+    cmd.env_remove("AMBER_SOCKET")
+        .env_remove("XDG_RUNTIME_DIR")
+        // The test daemon's data dir is an explicit --data-dir; a user's is found from HOME.
+        .env("AMBER_DATA_DIR", daemon.dir.path().join("data"))
+        // Were the daemon not found, nothing may start one on a real /tmp path.
+        .args(["--no-autostart", "mcp-server"]);
+    let (client, _) = connect_server(cmd).await;
+    let result = call_tool(
+        &client,
+        "amber_run",
+        json!({"prompt": "are you there", "cwd": workspace(&daemon)}),
+    )
+    .await;
+    assert_answered(&result, "Found you.");
+    let id = result.structured_content.as_ref().unwrap()["sessionId"].clone();
+    let listed = daemon.rpc_ok("session/list", json!({}));
+    assert!(
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["sessionId"] == id),
+        "the run's session is on the user's daemon: {listed}"
+    );
+    let lock = std::fs::read_to_string(daemon.dir.path().join("data/amberd.lock")).unwrap();
+    assert_eq!(
+        lock.lines().nth(1),
+        Some(daemon.socket.to_str().unwrap()),
+        "the lock names the socket: {lock:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -506,4 +551,64 @@ fn the_mcp_inspector_cli_lists_the_tools_and_runs_amber_run() {
     let sid = called["structuredContent"]["sessionId"].clone();
     let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
     assert_eq!(got["session"]["state"], "idle", "{got}");
+}
+
+/// Lines no MCP client should send still get JSON-RPC's answer on stdout, before and after
+/// the handshake, and the server serves on: -32700 for what is not JSON, -32600 for JSON
+/// that is no message.
+#[test]
+fn lines_that_are_not_messages_are_answered_by_the_real_binary() {
+    use std::io::{BufRead, BufReader, Write};
+    let daemon = TestDaemon::spawn("http://127.0.0.1:9/v1");
+    let mut cmd = daemon.cli();
+    cmd.args(["--no-autostart", "mcp-server"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut exchange = |line: &str| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        if line.contains("notifications/") {
+            return Value::Null;
+        }
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"))
+    };
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    // (line, code, id): before the handshake, then after it.
+    let bad = [
+        ("not json", -32700, Value::Null),
+        ("{oops", -32700, Value::Null),
+        (r#"{"jsonrpc":"2.0","id":7,"#, -32700, json!(7)),
+        ("[1,2]", -32600, Value::Null),
+        ("42", -32600, Value::Null),
+    ];
+    for (line, code, id) in &bad {
+        let answer = exchange(line);
+        assert_eq!(
+            answer["error"]["code"], *code,
+            "before initialize, {line:?}: {answer}"
+        );
+        assert_eq!(answer["id"], *id, "{line:?}: {answer}");
+    }
+    let answer = exchange(initialize);
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["protocolVersion"].is_string(), "{answer}");
+    exchange(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    for (line, code, id) in &bad {
+        let answer = exchange(line);
+        assert_eq!(
+            answer["error"]["code"], *code,
+            "after initialize, {line:?}: {answer}"
+        );
+        assert_eq!(answer["id"], *id, "{line:?}: {answer}");
+    }
+    let tools = exchange(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+    assert_eq!(tools["id"], 2, "the server serves on: {tools}");
+    assert_eq!(tools["result"]["tools"][0]["name"], "amber_run", "{tools}");
+    child.kill().unwrap();
+    let _ = child.wait();
 }

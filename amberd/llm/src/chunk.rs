@@ -124,6 +124,7 @@ struct DeltaWire {
     thinking: Option<Value>,
     tool_calls: Option<Value>,
     function_call: Option<Value>,
+    refusal: Option<Value>,
 }
 
 impl ChunkWire {
@@ -182,6 +183,12 @@ impl ChunkWire {
         };
         let (text, thinking) = delta.content.take().map(content_text).unwrap_or_default();
         out.text = text;
+        out.refusal = delta
+            .refusal
+            .as_ref()
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned);
         // First non-empty field only: OpenRouter sends the same text as `reasoning` and in
         // `reasoning_details`.
         out.reasoning = KNOWN_REASONING_FIELDS
@@ -234,6 +241,7 @@ impl DeltaWire {
             thinking: take("thinking"),
             tool_calls: take("tool_calls"),
             function_call: take("function_call"),
+            refusal: take("refusal"),
         })
     }
 

@@ -248,7 +248,8 @@ impl<'a> Cursor<'a> {
                         c.tool_calls(&mut delta.tool_calls)
                     }
                 }
-                "tool_calls" | "function_call" => c.null(),
+                // A refusal (rare) takes the serde path.
+                "tool_calls" | "function_call" | "refusal" => c.null(),
                 _ => c.skip(0),
             }
         })?;

@@ -367,3 +367,18 @@ fn the_memo_agrees_with_a_fresh_parse_on_mutated_chunks() {
     }
     assert!(checked > 10_000, "{checked}");
 }
+
+#[test]
+fn a_refusal_delta_is_kept_apart_and_the_fast_scanner_defers_it() {
+    let data = r#"{"choices":[{"index":0,"delta":{"content":null,"refusal":"I can't help with that."},"finish_reason":null}]}"#;
+    let d = chunk(data);
+    assert_eq!(d.refusal.as_deref(), Some("I can't help with that."));
+    assert_eq!(d.text, None);
+    assert!(
+        scan_simple_chunk(data).is_none(),
+        "a refusal takes the serde path"
+    );
+    let null =
+        r#"{"choices":[{"index":0,"delta":{"content":"hi","refusal":null},"finish_reason":null}]}"#;
+    assert_eq!(chunk(null).refusal, None);
+}

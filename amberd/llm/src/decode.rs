@@ -22,6 +22,9 @@ pub struct ChunkDelta {
     pub reasoning: Option<String>,
     pub tool_calls: Vec<ToolCallDelta>,
     pub finish_reason: Option<String>,
+    /// What the model said instead of an answer (OpenAI's `delta.refusal`, the Responses
+    /// API's refusal parts).
+    pub refusal: Option<String>,
     pub usage: Option<Usage>,
     /// Complete reasoning items (a dialect assembles each across its events).
     pub reasoning_items: Vec<ReasoningItem>,
@@ -46,7 +49,12 @@ impl ChunkDelta {
             .iter()
             .map(|i| ITEM_BYTES + i.format.len() + i.data.len())
             .sum();
-        len(&self.text) + len(&self.reasoning) + calls + items + self.held_bytes
+        len(&self.text)
+            + len(&self.reasoning)
+            + len(&self.refusal)
+            + calls
+            + items
+            + self.held_bytes
     }
 }
 
@@ -88,6 +96,7 @@ pub(crate) struct StreamState {
     calls: ToolCallAccumulator,
     usage: Option<Usage>,
     finish_reason: Option<String>,
+    refusal: Option<String>,
     reasoning_items: Vec<ReasoningItem>,
     done: bool,
     budget: ReplyBudget,
@@ -132,6 +141,9 @@ impl StreamState {
         }
         if delta.finish_reason.is_some() {
             self.finish_reason = delta.finish_reason;
+        }
+        if let Some(refusal) = delta.refusal {
+            self.refusal.get_or_insert_default().push_str(&refusal);
         }
         self.reasoning_items.extend(delta.reasoning_items);
         Ok(())
@@ -189,6 +201,7 @@ impl StreamState {
             tool_calls: self.calls.finish(),
             usage: self.usage,
             finish_reason: self.finish_reason,
+            refusal: self.refusal,
             reasoning_items: self.reasoning_items,
         })
     }

@@ -166,6 +166,9 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// What the model said instead of an answer, when it refused (OpenAI's refusal
+    /// deltas and parts); an Anthropic refusal is `finish_reason` `refusal` alone.
+    pub refusal: Option<String>,
     /// Reasoning the provider wants back verbatim on the next request (see
     /// [`ReasoningItem`]); the caller stores it on the assistant message.
     pub reasoning_items: Vec<ReasoningItem>,

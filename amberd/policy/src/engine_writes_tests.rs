@@ -1,7 +1,8 @@
 //! Engine tests for what commands write: targets the classifier cannot resolve (asked,
 //! never granted, in write mode; denied elsewhere under a `write` deny rule), `write` and
 //! `edit` path rules judging what a command writes, writes through symlinks, and
-//! `apply_patch` judged by every path its patch names.
+//! `apply_patch` judged by every path its patch names (where its links lead: an added file
+//! or a move overwrites what is there).
 
 use super::*;
 
@@ -172,6 +173,26 @@ fn apply_patch_is_judged_by_every_path_its_headers_name() {
             Verdict::Allow,
             "yolo asks nothing"
         );
+    }
+}
+
+#[test]
+fn a_patch_overwriting_a_protected_file_through_a_link_asks_a_person() {
+    let c = Case::new();
+    let ws = c.ws.path();
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git/config"), "[core]\n").unwrap();
+    std::os::unix::fs::symlink(".git/config", ws.join("cfg")).unwrap();
+    for body in [
+        "*** Add File: cfg\n+x\n",
+        "*** Update File: a.rs\n*** Move to: cfg\n@@\n-a\n+b\n",
+    ] {
+        let text = format!("*** Begin Patch\n{body}*** End Patch\n");
+        let v = patch(&c, Mode::Write, &text);
+        let Verdict::AskPerson(ask) = v else {
+            panic!("{body}: {v:?}");
+        };
+        assert!(ask.reason().contains(".git/config"), "{}", ask.reason());
     }
 }
 

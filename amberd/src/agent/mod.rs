@@ -482,8 +482,13 @@ impl Turn<'_, '_> {
             return ControlFlow::Break((StopReason::EndTurn, None));
         }
         // The finish signal is amber's, not the user's: the reply is kept without it.
-        let signalled = finish_signal::strip(&reply.text);
-        let text = signalled.unwrap_or(&reply.text);
+        // A refusal says its text instead of an answer: shown and kept as the reply.
+        let answer = match &reply.refusal {
+            Some(refusal) if reply.text.trim().is_empty() => refusal.as_str(),
+            _ => reply.text.as_str(),
+        };
+        let signalled = finish_signal::strip(answer);
+        let text = signalled.unwrap_or(answer);
         context.push(
             Message::assistant(text.to_owned(), Vec::new())
                 .with_reasoning_items(reply.reasoning_items.clone()),
@@ -491,6 +496,9 @@ impl Turn<'_, '_> {
         text.clone_into(&mut self.final_text);
         self.emit_message(item_id, text);
         env.host.context_changed(context);
+        if let Some(end) = cut_or_refused(&reply) {
+            return ControlFlow::Break(end);
+        }
         match self.guards.on_reply(text, &[]) {
             Verdict::Stop(reason) => return ControlFlow::Break((reason, None)),
             Verdict::Steer { reason, text } => {
@@ -736,6 +744,35 @@ pub(crate) fn record_usage(
     let total = host.add_usage(&usage, model);
     host.emit(EventKind::usage_of(usage, total, purpose));
     usage
+}
+
+/// A reply the model refused or its output limit cut: the turn ends on it, typed, with
+/// what the model said (the refusal text is the reply shown, and the error's message).
+fn cut_or_refused(reply: &ChatResponse) -> Option<TurnEnd> {
+    let finish = reply.finish_reason.as_deref();
+    if reply.refusal.is_some() || matches!(finish, Some("refusal" | "content_filter")) {
+        let said = reply
+            .refusal
+            .as_deref()
+            .filter(|r| !r.trim().is_empty())
+            .or(Some(reply.text.as_str()).filter(|t| !t.trim().is_empty()));
+        let message = said.map_or_else(
+            || "the model declined to answer".to_owned(),
+            |text| text.trim().to_owned(),
+        );
+        return Some((
+            StopReason::Refusal,
+            Some(ErrorInfo::new("refusal", message)),
+        ));
+    }
+    (finish == Some("length")).then(|| {
+        let message = "the reply was cut at the model's output limit (max_tokens): ask it to \
+                       go on, or raise the limit";
+        (
+            StopReason::MaxTokens,
+            Some(ErrorInfo::new("max_tokens", message.to_owned())),
+        )
+    })
 }
 
 /// A capped confirm reply the cap cut short, unless it had already said DONE: the model

@@ -8,10 +8,12 @@
 //!   and may raise its own soft limit (`ulimit -c`) — only its own: the sandbox refuses
 //!   `prlimit` on any other process.
 //! - [`InstanceLock`]: an exclusive `flock` on `<data dir>/amberd.lock` holding the pid
-//!   of the daemon that serves it, taken before the socket is bound. A second daemon on the
-//!   same data dir (another socket, another terminal) refuses to start and names the first:
-//!   two writers of one store would corrupt it, and a second daemon's `mcp/add` is a way
-//!   around the first one's policy.
+//!   of the daemon that serves it, taken before the socket is bound, and then the socket it
+//!   serves ([`InstanceLock::announce`]: clients whose environment would put the socket
+//!   elsewhere find it there). A second daemon on the same data dir (another socket,
+//!   another terminal) refuses to start and names the first: two writers of one store
+//!   would corrupt it, and a second daemon's `mcp/add` is a way around the first one's
+//!   policy.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -19,7 +21,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the data dir.
-pub const LOCK_FILE: &str = "amberd.lock";
+pub const LOCK_FILE: &str = amber_proto::paths::INSTANCE_LOCK_FILE;
 
 pub use amber_exec::harden::no_core_dumps;
 
@@ -27,10 +29,15 @@ pub use amber_exec::harden::no_core_dumps;
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "another amberd (pid {pid}) is serving the data dir {dir}: stop it first \
-         (`amber-cli daemon stop`, or kill {pid}), or give this one another --data-dir"
+        "another amberd (pid {pid}) is serving the data dir {dir}{}: stop it first \
+         (`amber-cli daemon stop`, or kill {pid}), or give this one another --data-dir",
+        on_socket(.socket)
     )]
-    Held { pid: String, dir: PathBuf },
+    Held {
+        pid: String,
+        dir: PathBuf,
+        socket: Option<PathBuf>,
+    },
     #[error("cannot lock {path}: {source}")]
     Io {
         path: PathBuf,
@@ -41,14 +48,22 @@ pub enum LockError {
 /// How long a second daemon waits for a stopping one to let go of the data dir.
 const HANDOVER: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The refusal, naming the pid the holder wrote.
+fn on_socket(socket: &Option<PathBuf>) -> String {
+    socket
+        .as_ref()
+        .map(|s| format!(" on {}", s.display()))
+        .unwrap_or_default()
+}
+
+/// The refusal, naming the pid (and the socket) the holder wrote.
 fn held(file: &mut File, data_dir: &Path) -> LockError {
-    let mut pid = String::new();
-    let _ = file.read_to_string(&mut pid);
-    let pid = pid.trim();
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let pid = text.lines().next().unwrap_or("").trim();
     LockError::Held {
         pid: if pid.is_empty() { "unknown" } else { pid }.to_owned(),
         dir: data_dir.to_path_buf(),
+        socket: amber_proto::paths::socket_in_instance_lock(&text),
     }
 }
 
@@ -56,7 +71,7 @@ fn held(file: &mut File, data_dir: &Path) -> LockError {
 /// it ends, so a crashed daemon never blocks the next.
 #[derive(Debug)]
 pub struct InstanceLock {
-    _file: File,
+    file: File,
 }
 
 impl InstanceLock {
@@ -92,7 +107,16 @@ impl InstanceLock {
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(Self { _file: file })
+        Ok(Self { file })
+    }
+
+    /// Names the socket this daemon serves, after the pid (PROTOCOL.md "Transport").
+    pub fn announce(&mut self, socket: &Path) -> std::io::Result<()> {
+        let text = amber_proto::paths::instance_lock_text(std::process::id(), socket);
+        self.file.set_len(0)?;
+        self.file.rewind()?;
+        self.file.write_all(text.as_bytes())?;
+        self.file.flush()
     }
 }
 
@@ -137,6 +161,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(&dir.path().display().to_string()), "{text}");
+        let mut first = first;
+        first.announce(Path::new("/run/x/amberd.sock")).unwrap();
+        let written = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
+        assert_eq!(
+            amber_proto::paths::socket_in_instance_lock(&written),
+            Some(PathBuf::from("/run/x/amberd.sock"))
+        );
+        assert!(written.starts_with(&format!("{}\n", std::process::id())));
         drop(first);
         let _again = InstanceLock::acquire(dir.path()).unwrap();
     }

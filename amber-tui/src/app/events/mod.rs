@@ -416,7 +416,13 @@ impl App {
         self.running = false;
         self.finish_reasoning();
         self.clear_notice(NoticeKind::Cancelling);
-        if stop_reason != StopReason::EndTurn {
+        if stop_reason == StopReason::Refusal {
+            // What the model said is its reply, already in the transcript: name the stop only.
+            self.transcript.push(Cell::Info {
+                text: "turn ended: the model refused to answer".to_owned(),
+                kind: InfoKind::Warn,
+            });
+        } else if stop_reason != StopReason::EndTurn {
             let mut text = format!("turn ended: {}", stop_reason.as_str().replace('_', " "));
             if let Some(ErrorInfo { code, message, .. }) = error {
                 // An `error` event of this turn already shows it as a cell: say it once.

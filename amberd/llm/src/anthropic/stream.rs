@@ -354,7 +354,7 @@ fn finish_reason(stop: &str) -> String {
         "end_turn" | "stop_sequence" | "pause_turn" => "stop",
         "tool_use" => "tool_calls",
         "max_tokens" | "model_context_window_exceeded" => "length",
-        "refusal" => "content_filter",
+        "refusal" => "refusal",
         other => other,
     }
     .to_owned()

@@ -89,19 +89,27 @@ pub(super) fn reasoning_text(item: &Value) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-/// The text of a `message` output item (a refusal counts as its text).
-pub(super) fn message_text(item: &Value) -> Option<String> {
+/// The text of a `message` output item's parts of `kind` (`output_text` keeps it in
+/// `text`, `refusal` in `refusal`).
+fn message_parts(item: &Value, kind: &str, key: &str) -> Option<String> {
     let text: String = item
         .get("content")
         .and_then(Value::as_array)?
         .iter()
-        .filter_map(|p| match p.get("type").and_then(Value::as_str) {
-            Some("output_text") => p.get("text").and_then(Value::as_str),
-            Some("refusal") => p.get("refusal").and_then(Value::as_str),
-            _ => None,
-        })
+        .filter(|p| p.get("type").and_then(Value::as_str) == Some(kind))
+        .filter_map(|p| p.get(key).and_then(Value::as_str))
         .collect();
     (!text.is_empty()).then_some(text)
+}
+
+/// The answer text of a `message` output item.
+pub(super) fn message_text(item: &Value) -> Option<String> {
+    message_parts(item, "output_text", "text")
+}
+
+/// What a `message` output item says instead of an answer (its `refusal` parts).
+pub(super) fn message_refusal(item: &Value) -> Option<String> {
+    message_parts(item, "refusal", "refusal")
 }
 
 /// A `function_call` output item as one whole tool-call fragment.
@@ -148,6 +156,7 @@ pub(super) fn decode_response(body: &str) -> Result<ChunkDelta, ApiError> {
     }
     let mut out = ChunkDelta::default();
     let mut text = String::new();
+    let mut refusal = String::new();
     let mut reasoning: Vec<String> = Vec::new();
     for item in response
         .get("output")
@@ -156,7 +165,10 @@ pub(super) fn decode_response(body: &str) -> Result<ChunkDelta, ApiError> {
         .flatten()
     {
         match item.get("type").and_then(Value::as_str) {
-            Some("message") => text.extend(message_text(item)),
+            Some("message") => {
+                text.extend(message_text(item));
+                refusal.extend(message_refusal(item));
+            }
             Some("reasoning") => {
                 reasoning.extend(reasoning_text(item));
                 out.reasoning_items.extend(reasoning_item(item));
@@ -169,6 +181,7 @@ pub(super) fn decode_response(body: &str) -> Result<ChunkDelta, ApiError> {
         }
     }
     out.text = (!text.is_empty()).then_some(text);
+    out.refusal = (!refusal.is_empty()).then_some(refusal);
     out.reasoning = (!reasoning.is_empty()).then(|| reasoning.join("\n\n"));
     out.usage = response.get("usage").and_then(usage);
     out.finish_reason = Some(finish_reason(&response, !out.tool_calls.is_empty()));

@@ -115,10 +115,14 @@ impl StreamDecoder for ResponsesStream {
         let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
         let mut out = ChunkDelta::default();
         match kind {
-            // A refusal is what the model said instead of an answer: shown as its text.
-            "response.output_text.delta" | "response.refusal.delta" => {
+            "response.output_text.delta" => {
                 self.mark_streamed(output_index);
                 out.text = Some(text("delta").to_owned());
+            }
+            // What the model said instead of an answer: kept apart, the turn ends on it.
+            "response.refusal.delta" => {
+                self.mark_streamed(output_index);
+                out.refusal = Some(text("delta").to_owned());
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 self.mark_streamed(output_index);
@@ -183,7 +187,10 @@ impl StreamDecoder for ResponsesStream {
                             out.reasoning = reply::reasoning_text(item);
                         }
                     }
-                    Some("message") if !streamed => out.text = reply::message_text(item),
+                    Some("message") if !streamed => {
+                        out.text = reply::message_text(item);
+                        out.refusal = reply::message_refusal(item);
+                    }
                     _ => {}
                 }
             }
@@ -245,13 +252,22 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_is_text() {
+    fn a_refusal_is_kept_apart_from_the_text() {
         let mut s = ResponsesStream::default();
         let d = step(
             &mut s,
             r#"{"type":"response.refusal.delta","output_index":0,"delta":"I can't help with that."}"#,
         );
-        assert_eq!(d.text.as_deref(), Some("I can't help with that."));
+        assert_eq!(d.refusal.as_deref(), Some("I can't help with that."));
+        assert_eq!(d.text, None);
+        // An item that was not streamed carries its refusal in the item.
+        let mut s = ResponsesStream::default();
+        let d = step(
+            &mut s,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"type":"message","content":[{"type":"refusal","refusal":"No."}]}}"#,
+        );
+        assert_eq!(d.refusal.as_deref(), Some("No."));
+        assert_eq!(d.text, None);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! of the file for `*** End of File`, else at the first place its context and removed lines
 //! match — exactly, then ignoring trailing whitespace, then ignoring indentation (its added
 //! lines re-indented to the file's), the looser levels named in the notes. Context lines
-//! keep the file's own text; line ends are the file's (LF or CRLF, per line), and so is
-//! whether it ends with a newline.
+//! keep the file's own text; line ends are the file's (LF or CRLF, per line; a lone CR is
+//! text, as in the patch), and so is whether it ends with a newline.
 
 use std::borrow::Cow;
 

@@ -1,12 +1,14 @@
 //! Writing a planned patch: every file in order (`atomic_write` per file), and, when one
 //! step fails, the steps already done undone in reverse, so the patch lands whole or not at
-//! all. A deleted file is first renamed aside (`.NAME.amber-del-XXXXXXXX` beside it) and
-//! removed only once every step has succeeded, so undoing a delete restores the very file
-//! (inode, mode, content); directories created for new files are removed again on undo.
+//! all. A deleted file, and a file a move overwrites, is first renamed aside
+//! (`.NAME.amber-del-XXXXXXXX` beside it) and removed only once every step has succeeded, so
+//! undoing restores the very file (inode, mode, content); directories created for new files
+//! are removed again on undo. An added file that overwrites one is planned as an `Update`.
 
 use std::ffi::OsString;
-use std::fs;
+use std::fs::{self, OpenOptions};
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::atomic_write::replace_file_sync;
@@ -26,6 +28,7 @@ pub(super) enum Step {
         old: Vec<u8>,
         new: Vec<u8>,
     },
+    /// `to` may be an existing regular file: it is replaced.
     Move {
         from: PathBuf,
         to: PathBuf,
@@ -97,6 +100,14 @@ fn make(
                 path: from.clone(),
                 content: old,
             });
+            // Checked here, not only when planned: renaming over a file is not undoable.
+            if let Some(kept) = set_aside(&to).map_err(|e| (to.clone(), e))? {
+                undo.push(Undo::Rename {
+                    from: kept.clone(),
+                    to: to.clone(),
+                });
+                aside.push(kept);
+            }
             fs::rename(&from, &to).map_err(|e| (to.clone(), e))?;
             undo.push(Undo::Rename { from: to, to: from });
         }
@@ -161,6 +172,45 @@ fn create_parents(path: &Path, undo: &mut Vec<Undo>) -> io::Result<()> {
     Ok(())
 }
 
+/// Renames the file at `path` (about to be replaced) aside and returns where it went;
+/// `None` when nothing is there. Only a regular file the user may write is replaced, as
+/// `replace_file_sync` would replace it: the rename alone needs only the directory's
+/// permission.
+fn set_aside(path: &Path) -> io::Result<Option<PathBuf>> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        )),
+        Ok(meta) if !meta.is_file() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is not a regular file",
+        )),
+        Ok(_) => {
+            ensure_writable(path)?;
+            let kept = aside_name(path)?;
+            fs::rename(path, &kept)?;
+            Ok(Some(kept))
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Opening for writing changes nothing; never follows a link nor waits on a FIFO swapped
+/// in since the check. A running executable (`ETXTBSY`) may be replaced.
+fn ensure_writable(path: &Path) -> io::Result<()> {
+    match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
 /// A fresh hidden name beside `path` for keeping it until the patch is done.
 fn aside_name(path: &Path) -> io::Result<PathBuf> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
@@ -200,6 +250,8 @@ mod tests {
         fs::write(d.join("u"), "old").unwrap();
         fs::write(d.join("m"), "m-old").unwrap();
         fs::write(d.join("gone"), "x").unwrap();
+        fs::write(d.join("over"), "over-old").unwrap();
+        fs::write(d.join("taken"), "replaced").unwrap();
         let steps = vec![
             Step::Add {
                 path: d.join("new/deep/a"),
@@ -219,23 +271,33 @@ mod tests {
             Step::Delete {
                 path: d.join("gone"),
             },
+            Step::Move {
+                from: d.join("over"),
+                to: d.join("taken"),
+                old: b"over-old".to_vec(),
+                new: b"over-new".to_vec(),
+            },
         ];
         commit(steps, &shown).unwrap();
         assert_eq!(fs::read_to_string(d.join("new/deep/a")).unwrap(), "a");
         assert_eq!(fs::read_to_string(d.join("u")).unwrap(), "new");
         assert_eq!(fs::read_to_string(d.join("moved/m2")).unwrap(), "m-new");
-        assert_eq!(names(d), ["moved", "new", "u"]);
+        assert_eq!(fs::read_to_string(d.join("taken")).unwrap(), "over-new");
+        assert_eq!(names(d), ["moved", "new", "taken", "u"]);
     }
 
     #[test]
     fn a_failing_step_undoes_every_earlier_one() {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         fs::write(d.join("u"), "old").unwrap();
         fs::set_permissions(d.join("u"), fs::Permissions::from_mode(0o751)).unwrap();
         fs::write(d.join("gone"), "keep me").unwrap();
         fs::write(d.join("m"), "m-old").unwrap();
+        fs::write(d.join("over"), "over-old").unwrap();
+        fs::write(d.join("taken"), "keep me too").unwrap();
+        let taken_inode = fs::metadata(d.join("taken")).unwrap().ino();
         fs::create_dir(d.join("blocker")).unwrap();
         let steps = vec![
             Step::Update {
@@ -256,6 +318,12 @@ mod tests {
                 old: b"m-old".to_vec(),
                 new: b"m-new".to_vec(),
             },
+            Step::Move {
+                from: d.join("over"),
+                to: d.join("taken"),
+                old: b"over-old".to_vec(),
+                new: b"over-new".to_vec(),
+            },
             // Replacing a directory by a file fails.
             Step::Add {
                 path: d.join("blocker"),
@@ -270,10 +338,41 @@ mod tests {
         assert_eq!(mode, 0o751, "a restored file keeps its mode");
         assert_eq!(fs::read_to_string(d.join("gone")).unwrap(), "keep me");
         assert_eq!(fs::read_to_string(d.join("m")).unwrap(), "m-old");
+        assert_eq!(fs::read_to_string(d.join("over")).unwrap(), "over-old");
+        assert_eq!(fs::read_to_string(d.join("taken")).unwrap(), "keep me too");
+        assert_eq!(
+            fs::metadata(d.join("taken")).unwrap().ino(),
+            taken_inode,
+            "a file a move overwrote is the very file again"
+        );
         assert_eq!(
             names(d),
-            ["blocker", "gone", "m", "u"],
+            ["blocker", "gone", "m", "over", "taken", "u"],
             "no new file, dir or temp left"
         );
+    }
+
+    #[test]
+    fn a_move_onto_a_directory_fails_and_is_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("m"), "m-old").unwrap();
+        fs::create_dir(d.join("dir")).unwrap();
+        fs::write(d.join("dir/inside"), "x").unwrap();
+        let steps = vec![Step::Move {
+            from: d.join("m"),
+            to: d.join("dir"),
+            old: b"m-old".to_vec(),
+            new: b"m-new".to_vec(),
+        }];
+        let err = commit(steps, &shown).unwrap_err();
+        assert!(
+            err.failed.contains("cannot write `dir`: is a directory"),
+            "{err}"
+        );
+        assert!(err.undo_failures.is_empty(), "{:?}", err.undo_failures);
+        assert_eq!(fs::read_to_string(d.join("m")).unwrap(), "m-old");
+        assert_eq!(names(&d.join("dir")), ["inside"]);
+        assert_eq!(names(d), ["dir", "m"]);
     }
 }

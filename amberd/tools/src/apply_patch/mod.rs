@@ -1,11 +1,14 @@
 //! The `apply_patch` tool: a patch in the format OpenAI's models are trained on (`parse`),
-//! changing several files at once — added, deleted, updated, moved. All or nothing: every
-//! path is confined and every file's new content computed in memory first (`apply`); any
-//! bad path, missing file or hunk that does not fit fails the whole patch, naming the file
-//! and the hunk, before anything is written; then the files are written (`commit`: atomic
-//! per file, earlier ones undone when a later write fails). The policy judges every path
-//! the headers name (amber-policy reads them with the same `patch_header`). The result
-//! lists each file with its status; clients get the unified diff (`ToolOutcome::diff`).
+//! changing several files at once — added, deleted, updated, moved. As in that format, an
+//! added file or a move's destination that exists already is overwritten (a directory or a
+//! special file never is; through a link inside the workspace, its target is). All or
+//! nothing: every path is confined and every file's new content computed in memory first
+//! (`apply`); any bad path, missing file or hunk that does not fit fails the whole patch,
+//! naming the file and the hunk, before anything is written; then the files are written
+//! (`commit`: atomic per file, earlier ones undone when a later write fails, an overwritten
+//! file restored). The policy judges every path the headers name (amber-policy reads them
+//! with the same `patch_header`). The result lists each file with its status; clients get
+//! the unified diff (`ToolOutcome::diff`).
 
 mod apply;
 mod commit;
@@ -35,11 +38,11 @@ impl Tool for ApplyPatchTool {
         "Change files with a patch: add, delete, update or move several files at once, all \
          or nothing. `patch` is:\n\
          *** Begin Patch\n\
-         *** Add File: path/new.rs\n\
+         *** Add File: path/new.rs   (overwrites the file if it exists)\n\
          +every line of the new file, prefixed with +\n\
          *** Delete File: path/old.rs\n\
          *** Update File: path/lib.rs\n\
-         *** Move to: path/renamed.rs   (optional)\n\
+         *** Move to: path/renamed.rs   (optional; overwrites the file if it exists)\n\
          @@ fn signature or other line above the change (optional, locates the hunk)\n \
          unchanged context line (prefix: space)\n\
          -removed line\n\
@@ -48,8 +51,8 @@ impl Tool for ApplyPatchTool {
          *** End Patch\n\
          Paths are relative to the workspace. Give about 3 lines of unchanged context above \
          and below each change, copied exactly from the file (read it first); one `@@` per \
-         hunk, hunks in file order. The result lists each file as added, modified, deleted \
-         or moved, and says when context matched only ignoring whitespace."
+         hunk, hunks in file order. The result lists each file (added, overwrote, modified, \
+         deleted or moved) and says when context matched only ignoring whitespace."
     }
 
     fn input_schema(&self) -> Value {
@@ -94,11 +97,12 @@ impl Tool for ApplyPatchTool {
     }
 }
 
-/// One file of the plan: the step to make, its status line, and its diff.
+/// One file of the plan: the step to make, its status line, and its diff (two files' for
+/// a move over an existing file: the replaced file's removal, then the move).
 struct Planned {
     step: Step,
     status: String,
-    change: OwnedChange,
+    changes: Vec<OwnedChange>,
 }
 
 async fn apply_patch(raw: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome> {
@@ -129,7 +133,7 @@ async fn apply_patch(raw: &Value, ctx: &ToolContext) -> Result<ToolOutcome, Tool
         output.push_str(&planned.status);
         output.push('\n');
         steps.push(planned.step);
-        changes.push(planned.change);
+        changes.extend(planned.changes);
     }
     for note in &notes {
         output.push_str(&format!("note: {note}\n"));
@@ -196,10 +200,21 @@ async fn read_existing(path: &Path, shown: &str) -> Result<Vec<u8>, String> {
         .map_err(|err| format!("cannot read `{shown}`: {err}"))
 }
 
-async fn ensure_absent(path: &Path, shown: &str, hint: &str) -> Result<(), String> {
+/// The content of the file a whole-file write (`what`) would overwrite at `path` (confined,
+/// its symlinks resolved), `None` when nothing is there. Only a regular file is overwritten:
+/// a directory, a symlink (left only by a race or an unreadable link) or a special file is
+/// refused, and checking before reading never blocks on a FIFO.
+async fn overwritten(path: &Path, shown: &str, what: &str) -> Result<Option<Vec<u8>>, String> {
+    let refused = |kind: &str| format!("`{shown}` is {kind}; {what} cannot replace it");
     match tokio::fs::symlink_metadata(path).await {
-        Ok(_) => Err(format!("`{shown}` already exists; {hint}")),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(meta) if meta.is_file() => tokio::fs::read(path)
+            .await
+            .map(Some)
+            .map_err(|err| format!("cannot read `{shown}`: {err}")),
+        Ok(meta) if meta.is_dir() => Err(refused("a directory")),
+        Ok(meta) if meta.file_type().is_symlink() => Err(refused("a symlink")),
+        Ok(_) => Err(refused("not a regular file")),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(format!("cannot check `{shown}`: {err}")),
     }
 }
@@ -213,21 +228,34 @@ async fn plan_file(
     match op {
         FileOp::Add { path, lines } => {
             let (path, shown) = resolve(ctx, path, seen)?;
-            ensure_absent(&path, &shown, "use `*** Update File:` to change it").await?;
+            let old = overwritten(&path, &shown, "`*** Add File:`").await?;
             let mut content = lines.join("\n");
             if !lines.is_empty() {
                 content.push('\n');
             }
             let content = content.into_bytes();
-            Ok(Planned {
-                status: format!("added `{shown}`"),
-                change: OwnedChange {
-                    old_path: shown.clone(),
-                    new_path: shown,
-                    old: None,
-                    new: Some(content.clone()),
+            let change = OwnedChange {
+                old_path: shown.clone(),
+                new_path: shown.clone(),
+                old: old.clone(),
+                new: Some(content.clone()),
+            };
+            Ok(match old {
+                // Overwriting is updating the whole file: undone by restoring the old content.
+                Some(old) => Planned {
+                    status: format!("overwrote `{shown}`"),
+                    changes: vec![change],
+                    step: Step::Update {
+                        path,
+                        old,
+                        new: content,
+                    },
                 },
-                step: Step::Add { path, content },
+                None => Planned {
+                    status: format!("added `{shown}`"),
+                    changes: vec![change],
+                    step: Step::Add { path, content },
+                },
             })
         }
         FileOp::Delete { path } => {
@@ -235,12 +263,12 @@ async fn plan_file(
             let old = read_existing(&path, &shown).await?;
             Ok(Planned {
                 status: format!("deleted `{shown}`"),
-                change: OwnedChange {
+                changes: vec![OwnedChange {
                     old_path: shown.clone(),
                     new_path: shown,
                     old: Some(old),
                     new: None,
-                },
+                }],
                 step: Step::Delete { path },
             })
         }
@@ -260,35 +288,49 @@ async fn plan_file(
             let destination = match move_to {
                 Some(to) => {
                     let (to, to_shown) = resolve(ctx, to, seen)?;
-                    ensure_absent(&to, &to_shown, "a move never replaces a file").await?;
-                    Some((to, to_shown))
+                    let replaced = overwritten(&to, &to_shown, "`*** Move to:`").await?;
+                    Some((to, to_shown, replaced))
                 }
                 None => None,
             };
             Ok(match destination {
-                Some((to, to_shown)) => Planned {
-                    status: format!("moved `{shown}` -> `{to_shown}`"),
-                    change: OwnedChange {
+                Some((to, to_shown, replaced)) => {
+                    let mut changes = Vec::with_capacity(2);
+                    let mut status = format!("moved `{shown}` -> `{to_shown}`");
+                    if let Some(replaced) = replaced {
+                        status.push_str(&format!(" (overwrote `{to_shown}`)"));
+                        changes.push(OwnedChange {
+                            old_path: to_shown.clone(),
+                            new_path: to_shown.clone(),
+                            old: Some(replaced),
+                            new: None,
+                        });
+                    }
+                    changes.push(OwnedChange {
                         old_path: shown,
                         new_path: to_shown,
                         old: Some(old.clone()),
                         new: Some(new.clone()),
-                    },
-                    step: Step::Move {
-                        from: path,
-                        to,
-                        old,
-                        new,
-                    },
-                },
+                    });
+                    Planned {
+                        status,
+                        changes,
+                        step: Step::Move {
+                            from: path,
+                            to,
+                            old,
+                            new,
+                        },
+                    }
+                }
                 None => Planned {
                     status: format!("modified `{shown}`"),
-                    change: OwnedChange {
+                    changes: vec![OwnedChange {
                         old_path: shown.clone(),
                         new_path: shown,
                         old: Some(old.clone()),
                         new: Some(new.clone()),
-                    },
+                    }],
                     step: Step::Update { path, old, new },
                 },
             })

@@ -12,6 +12,9 @@
 //! *** End Patch
 //! ```
 //!
+//! Lines end at `\n` or `\r\n` only (`str::lines`): a lone `\r` is text of its line, as
+//! in the format's reference parser.
+//!
 //! Liberal in what it takes: CRLF line ends, a missing final newline, blank lines around
 //! the patch, a shell heredoc around it (`apply_patch <<'EOF'` … `EOF`), an empty line in a
 //! hunk for an empty context line, `@@ -12,5 +12,6 @@` line numbers (ignored: context

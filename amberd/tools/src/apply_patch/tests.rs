@@ -1,8 +1,11 @@
-//! Unit tests of `apply_patch`: the parser (every header kind, leniency, bad input), the
-//! applier (multi-hunk, `@@` anchors, whitespace fallbacks and their notes, End of File,
-//! line ends) and the tool (all or nothing, confinement, statuses, diff).
+//! Unit tests of `apply_patch`: the parser (every header kind, leniency, bad input, only
+//! `\n` and `\r\n` ending lines), the applier (multi-hunk, `@@` anchors, whitespace
+//! fallbacks and their notes, End of File, line ends) and the tool (all or nothing,
+//! confinement, overwriting by Add File and Move to, statuses, diff).
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 
 use amber_proto::ToolStatus;
 use serde_json::json;
@@ -133,6 +136,45 @@ fn bad_input_gets_messages_naming_the_line() {
 }
 
 #[test]
+fn a_lone_carriage_return_is_not_a_line_end_in_a_patch() {
+    let add = |lines: &[&str]| FileOp::Add {
+        path: "a".into(),
+        lines: lines.iter().map(|l| (*l).to_owned()).collect(),
+    };
+    let cases = [
+        (patch("*** Add File: a\n+x\ry\n+z\n"), add(&["x\ry", "z"])),
+        (
+            "*** Begin Patch\r\n*** Add File: a\r\n+x\ry\r\n+\r\r\n*** End Patch\r\n".to_owned(),
+            add(&["x\ry", "\r"]),
+        ),
+        (
+            patch("*** Update File: a\n@@ fn\rx\n k\rl\n-p\rq\n+r\rs\n"),
+            FileOp::Update {
+                path: "a".into(),
+                move_to: None,
+                hunks: vec![Hunk {
+                    anchor: Some("fn\rx".into()),
+                    lines: vec![
+                        HunkLine::Context("k\rl".into()),
+                        HunkLine::Remove("p\rq".into()),
+                        HunkLine::Add("r\rs".into()),
+                    ],
+                    end_of_file: false,
+                }],
+            },
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(parse_patch(&text).unwrap().files, [expected], "{text:?}");
+    }
+    // Lines ended by a lone CR are one line: no `*** Begin Patch` line of its own.
+    let err = parse_patch("*** Begin Patch\r*** Add File: a\r+x\r*** End Patch\r")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must start with `*** Begin Patch`"), "{err}");
+}
+
+#[test]
 fn blank_lines_between_sections_are_not_content() {
     let parsed = parse_patch(&patch("*** Add File: n\n+a\n\n*** Delete File: d\n")).unwrap();
     assert_eq!(
@@ -229,6 +271,30 @@ fn line_ends_and_a_missing_final_newline_are_kept() {
         done.text, "a\nb\nc",
         "the line that was last gets a line end"
     );
+}
+
+#[test]
+fn a_lone_carriage_return_in_a_file_is_part_of_its_line() {
+    let cases = [
+        ("x\ry\nz\n", "@@\n x\ry\n-z\n+Z\n", "x\ry\nZ\n"),
+        ("x\ry\nz\n", "@@\n-x\ry\n+w\n", "w\nz\n"),
+        ("a\rb\r\nc\r\n", "@@\n a\rb\n-c\n+C\n", "a\rb\r\nC\r\n"),
+        // A last line ending in a lone CR has no line end: it stays as it is.
+        ("a\nb\r", "@@\n-a\n+A\n", "A\nb\r"),
+    ];
+    for (content, hunks, expected) in cases {
+        let done = apply(content, hunks).unwrap();
+        assert_eq!(done.text, expected, "{content:?} with {hunks:?}");
+    }
+    // Exact matches: the lone CR is compared as a character, not stripped as a line end.
+    assert!(
+        apply("x\ry\nz\n", "@@\n x\ry\n-z\n+Z\n")
+            .unwrap()
+            .notes
+            .is_empty()
+    );
+    let err = apply("x\ry\n", "@@\n-x\n+w\n").unwrap_err().to_string();
+    assert!(err.contains("does not match"), "{err}");
 }
 
 #[test]
@@ -355,7 +421,7 @@ async fn one_bad_hunk_leaves_every_file_untouched() {
 }
 
 #[tokio::test]
-async fn paths_are_confined_and_existing_files_are_not_added_over() {
+async fn paths_are_confined_and_missing_files_are_not_deleted() {
     let (_dir, ctx) = workspace();
     fs::write(ctx.workspace.join("here.txt"), "x\n").unwrap();
     let out = run(&ctx, "*** Add File: ../escape.txt\n+x\n").await;
@@ -375,13 +441,6 @@ async fn paths_are_confined_and_existing_files_are_not_added_over() {
         fs::read_to_string(ctx.workspace.join("here.txt")).unwrap(),
         "x\n"
     );
-    let out = run(&ctx, "*** Add File: here.txt\n+y\n").await;
-    assert!(
-        out.output
-            .contains("already exists; use `*** Update File:`"),
-        "{}",
-        out.output
-    );
     let out = run(&ctx, "*** Delete File: missing.txt\n").await;
     assert!(out.output.contains("does not exist"), "{}", out.output);
     let out = ApplyPatchTool
@@ -393,6 +452,184 @@ async fn paths_are_confined_and_existing_files_are_not_added_over() {
         "{}",
         out.output
     );
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn an_added_file_or_a_move_overwrites_an_existing_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, ctx) = workspace();
+    let ws = &ctx.workspace;
+    fs::write(ws.join("here.txt"), "old\n").unwrap();
+    fs::set_permissions(ws.join("here.txt"), fs::Permissions::from_mode(0o751)).unwrap();
+    fs::write(ws.join("a.rs"), "a\n").unwrap();
+    fs::write(ws.join("b.rs"), "b-old\n").unwrap();
+    let out = run(
+        &ctx,
+        "*** Add File: here.txt\n+new\n*** Update File: a.rs\n*** Move to: b.rs\n@@\n-a\n+A\n\
+         *** Add File: fresh.txt\n+f\n",
+    )
+    .await;
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    assert_eq!(
+        out.output,
+        "applied the patch: 3 files\noverwrote `here.txt`\nmoved `a.rs` -> `b.rs` (overwrote `b.rs`)\nadded `fresh.txt`"
+    );
+    assert_eq!(fs::read_to_string(ws.join("here.txt")).unwrap(), "new\n");
+    let mode = fs::metadata(ws.join("here.txt"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o751, "an overwritten file keeps its mode");
+    assert_eq!(fs::read_to_string(ws.join("b.rs")).unwrap(), "A\n");
+    assert_eq!(
+        names(ws),
+        ["b.rs", "fresh.txt", "here.txt"],
+        "the move's source is gone and nothing is left aside"
+    );
+    let diff = out.diff.unwrap();
+    for part in [
+        "--- a/here.txt\n+++ b/here.txt\n@@ -1 +1 @@\n-old\n+new\n",
+        "--- a/b.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-b-old\n--- a/a.rs\n+++ b/b.rs\n@@ -1 +1 @@\n-a\n+A\n",
+        "--- /dev/null\n+++ b/fresh.txt\n",
+    ] {
+        assert!(diff.contains(part), "{part:?} in {diff}");
+    }
+}
+
+#[tokio::test]
+async fn overwriting_stays_all_or_nothing() {
+    let (_dir, ctx) = workspace();
+    let ws = &ctx.workspace;
+    fs::write(ws.join("here.txt"), "old\n").unwrap();
+    fs::write(ws.join("a.rs"), "a\n").unwrap();
+    fs::write(ws.join("b.rs"), "b-old\n").unwrap();
+    fs::write(ws.join("c.rs"), "c\n").unwrap();
+    let out = run(
+        &ctx,
+        "*** Add File: here.txt\n+new\n*** Update File: a.rs\n*** Move to: b.rs\n@@\n-a\n+A\n\
+         *** Update File: c.rs\n@@\n-not c\n+x\n",
+    )
+    .await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.output);
+    assert!(
+        out.output.starts_with("`c.rs`: hunk 1 (@@) does not match"),
+        "{}",
+        out.output
+    );
+    for (name, content) in [
+        ("here.txt", "old\n"),
+        ("a.rs", "a\n"),
+        ("b.rs", "b-old\n"),
+        ("c.rs", "c\n"),
+    ] {
+        assert_eq!(
+            fs::read_to_string(ws.join(name)).unwrap(),
+            content,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn directories_special_files_and_links_out_are_never_overwritten() {
+    let (_dir, ctx) = workspace();
+    let ws = &ctx.workspace;
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret"), "s\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), ws.join("out")).unwrap();
+    fs::create_dir(ws.join("d")).unwrap();
+    fs::write(ws.join("d/inside"), "i\n").unwrap();
+    let fifo = std::ffi::CString::new(ws.join("fifo").as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    fs::write(ws.join("a.rs"), "a\n").unwrap();
+    let cases = [
+        (
+            "*** Add File: d\n+x\n",
+            "`d` is a directory; `*** Add File:` cannot replace it",
+        ),
+        (
+            "*** Update File: a.rs\n*** Move to: d\n@@\n-a\n+A\n",
+            "`d` is a directory; `*** Move to:` cannot replace it",
+        ),
+        (
+            "*** Add File: fifo\n+x\n",
+            "`fifo` is not a regular file; `*** Add File:` cannot replace it",
+        ),
+        (
+            "*** Update File: a.rs\n*** Move to: fifo\n@@\n-a\n+A\n",
+            "`fifo` is not a regular file; `*** Move to:` cannot replace it",
+        ),
+        ("*** Add File: out\n+x\n", "outside the workspace"),
+        (
+            "*** Update File: a.rs\n*** Move to: out\n@@\n-a\n+A\n",
+            "outside the workspace",
+        ),
+    ];
+    for (body, expected) in cases {
+        let out = run(&ctx, body).await;
+        assert_eq!(out.status, ToolStatus::Error, "{body}: {}", out.output);
+        assert!(out.output.contains(expected), "{body}: {}", out.output);
+    }
+    assert_eq!(fs::read_to_string(ws.join("a.rs")).unwrap(), "a\n");
+    assert_eq!(names(&ws.join("d")), ["inside"]);
+    assert!(
+        fs::symlink_metadata(ws.join("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(
+        fs::read_to_string(outside.path().join("secret")).unwrap(),
+        "s\n"
+    );
+    assert_eq!(names(ws), ["a.rs", "d", "fifo", "out"]);
+}
+
+#[tokio::test]
+async fn an_added_file_through_a_link_inside_overwrites_the_target_and_keeps_the_link() {
+    let (_dir, ctx) = workspace();
+    let ws = &ctx.workspace;
+    fs::write(ws.join("real.txt"), "old\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", ws.join("link.txt")).unwrap();
+    let out = run(&ctx, "*** Add File: link.txt\n+new\n").await;
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    assert_eq!(
+        out.output,
+        "applied the patch: 1 file\noverwrote `real.txt`"
+    );
+    assert_eq!(fs::read_to_string(ws.join("real.txt")).unwrap(), "new\n");
+    assert!(
+        fs::symlink_metadata(ws.join("link.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[tokio::test]
+async fn a_lone_carriage_return_is_written_as_given() {
+    let (_dir, ctx) = workspace();
+    let ws = &ctx.workspace;
+    fs::write(ws.join("crlf.txt"), "a\rb\r\nc\r\n").unwrap();
+    let out = run(
+        &ctx,
+        "*** Add File: new.txt\n+x\ry\n+z\n*** Update File: crlf.txt\n@@\n a\rb\n-c\n+C\rD\n",
+    )
+    .await;
+    assert_eq!(out.status, ToolStatus::Ok, "{}", out.output);
+    assert_eq!(fs::read(ws.join("new.txt")).unwrap(), b"x\ry\nz\n");
+    assert_eq!(fs::read(ws.join("crlf.txt")).unwrap(), b"a\rb\r\nC\rD\r\n");
 }
 
 #[tokio::test]
