@@ -1,15 +1,21 @@
-//! One session this ACP client follows: a task reading its amberd event stream and
-//! turning each event into `session/update` notifications (and approvals into permission
-//! requests), and the prompts waiting for their turn to end. A turn may end before its
-//! prompt's waiter is registered (the prompt call returns after the turn started), so the
-//! ends of unclaimed turns are kept for a while.
+//! One session this ACP client follows: its amberd event stream turned into `session/update`
+//! notifications (and approvals into permission requests), and the prompts waiting for
+//! their turn to end. A turn may end before its prompt's waiter is registered (the prompt
+//! call returns after the turn started), so the ends of unclaimed turns are kept for a while.
+//!
+//! `session/load` shows the history through the same mapping as live traffic: it subscribes
+//! from the first durable event, as amber's TUI does (the events, not the model's compacted
+//! messages, hold every tool call with its diff), and reads up to `synced` before the request
+//! answers. Only what is live by nature differs in the history: the prompt of each turn is
+//! shown (live, the editor sent it), approvals already answered are not asked, and a turn's
+//! end sends no `usage_update` (one follows the load).
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use amber_client::EventStream;
-use amber_proto::{Decision, Event, EventKind, Message, Role};
+use amber_client::{Client, EventStream};
+use amber_proto::{Approval, CostUsd, Decision, Event, EventKind, Role, Usage};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -17,13 +23,35 @@ use tokio::sync::oneshot;
 use super::Bridge;
 use super::permissions;
 use super::updates;
+use super::usage;
 use super::wire::RpcError;
 
-/// How a turn ended, as `session/prompt` answers: ACP's stop reason and a last note.
-pub(crate) type TurnEnd = Result<(&'static str, Option<String>), RpcError>;
+/// How a turn ended, as `session/prompt` answers.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ended {
+    /// ACP's stop reason.
+    pub stop: &'static str,
+    /// A last agent message saying why, for the ends ACP has no reason for.
+    pub note: Option<String>,
+    /// What the turn's requests used.
+    pub usage: Usage,
+}
+
+pub(crate) type TurnEnd = Result<Ended, RpcError>;
 
 /// Ends of turns nobody waited for yet, kept at most this many.
 const KEPT_ENDS: usize = 64;
+
+/// Where a follower's subscription starts, and what it shows of the past.
+pub(crate) enum Start {
+    /// Live traffic only (`session/new`, `session/fork`).
+    Live,
+    /// After the snapshot's `seq`, asking the approvals that were waiting then
+    /// (`session/resume`: no history, and no question left unasked).
+    After { seq: u64, waiting: Vec<Approval> },
+    /// Every durable event, shown as history (`session/load`).
+    History,
+}
 
 pub(crate) struct Followed {
     turns: Mutex<Turns>,
@@ -39,22 +67,42 @@ struct Turns {
 }
 
 impl Followed {
-    /// Subscribes to the session (from `after_seq`, else live) and follows it.
+    /// Subscribes to the session through `client` and follows it. Returns once the
+    /// subscription is synced: the history (for [`Start::History`]) is then out.
     pub(crate) async fn start(
         bridge: Arc<Bridge>,
+        client: Client,
         session_id: String,
         cwd: PathBuf,
-        after_seq: Option<u64>,
+        start: Start,
     ) -> Result<Arc<Followed>, RpcError> {
-        let events = bridge.client.subscribe(&session_id, after_seq).await?;
+        let (after_seq, history, waiting) = match start {
+            Start::Live => (None, false, Vec::new()),
+            Start::After { seq, waiting } => (Some(seq), false, waiting),
+            Start::History => (Some(0), true, Vec::new()),
+        };
+        let events = client.subscribe(&session_id, after_seq).await?;
         let followed = Arc::new(Followed {
             turns: Mutex::default(),
         });
+        let mut follower = Follower {
+            bridge: bridge.clone(),
+            client,
+            followed: followed.clone(),
+            session_id: session_id.clone(),
+            cwd,
+            seen: Seen {
+                history,
+                ask: true,
+                waiting,
+                ..Seen::default()
+            },
+        };
+        let events = follower.until_synced(events).await?;
         if let Ok(mut sessions) = bridge.sessions.lock() {
-            sessions.insert(session_id.clone(), followed.clone());
+            sessions.insert(session_id, followed.clone());
         }
-        let f = followed.clone();
-        tokio::spawn(async move { follow(bridge, f, session_id, cwd, events).await });
+        tokio::spawn(follower.follow(events));
         Ok(followed)
     }
 
@@ -109,6 +157,37 @@ impl Followed {
     }
 }
 
+/// Shows the history of a session this client already follows (loaded again): every
+/// durable event up to `synced`, then the subscription ends — the follower already running
+/// goes on with the live traffic and the questions.
+pub(crate) async fn replay(
+    bridge: Arc<Bridge>,
+    client: Client,
+    session_id: String,
+    cwd: PathBuf,
+) -> Result<(), RpcError> {
+    let events = client.subscribe(&session_id, Some(0)).await?;
+    let mut follower = Follower {
+        bridge,
+        client,
+        followed: Arc::new(Followed {
+            turns: Mutex::default(),
+        }),
+        session_id,
+        cwd,
+        seen: Seen {
+            history: true,
+            ask: false,
+            ..Seen::default()
+        },
+    };
+    let events = follower.until_synced(events).await?;
+    if let Err(e) = events.unsubscribe().await {
+        tracing::debug!("acp: session/unsubscribe: {e}");
+    }
+    Ok(())
+}
+
 /// An approval we asked the client about: its call, and our request's id.
 struct Asking {
     call_id: String,
@@ -124,241 +203,274 @@ struct Call {
 /// What the follower remembers of the stream so far.
 #[derive(Default)]
 struct Seen {
+    /// Reading the history (before `synced`, from the first event).
+    history: bool,
+    /// Ask the approvals still waiting at `synced` (not when another follower does).
+    ask: bool,
     /// Tool calls started and not completed, by call id.
     calls: HashMap<String, Call>,
     /// Approvals asked of the client, by amber's request id.
     approvals: HashMap<String, Asking>,
+    /// Approvals requested before `synced` and not resolved since: asked at `synced`.
+    waiting: Vec<Approval>,
     /// Bytes of each assistant message shown so far (its deltas, or the `synced` text), by
     /// item id: its `message_completed` shows whatever of the text was not (the deltas sent
     /// while the editor was loading the session are gone, the completed text is not).
     shown: HashMap<String, usize>,
 }
 
-async fn follow(
+/// The task that turns one subscription's events into the client's updates.
+struct Follower {
     bridge: Arc<Bridge>,
+    /// The connection subscribed on (approvals are answered on it).
+    client: Client,
     followed: Arc<Followed>,
     session_id: String,
     cwd: PathBuf,
-    mut events: EventStream,
-) {
-    let mut seen = Seen::default();
-    let error = loop {
-        let event = match events.next().await {
-            Some(Ok(event)) => event,
-            Some(Err(e)) => break RpcError::internal(format!("lost the session's events: {e}")),
-            None => break RpcError::internal("the session's events ended"),
-        };
-        on_event(&bridge, &followed, &session_id, &cwd, event, &mut seen);
-    };
-    tracing::warn!("acp: session {session_id}: {}", error.message);
-    followed.close(error);
-    if let Ok(mut sessions) = bridge.sessions.lock() {
-        sessions.remove(&session_id);
-    }
+    seen: Seen,
 }
 
-#[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
-fn on_event(
-    bridge: &Arc<Bridge>,
-    followed: &Followed,
-    session_id: &str,
-    cwd: &Path,
-    event: Event,
-    seen: &mut Seen,
-) {
-    let Seen {
-        calls,
-        approvals,
-        shown,
-    } = seen;
-    // A sub-agent's own stream stays inside its `task` call.
-    if event.agent_id.is_some() {
-        return;
-    }
-    let turn_id = event.turn_id;
-    match event.kind {
-        EventKind::MessageDelta { item_id, delta } => {
-            *shown.entry(item_id).or_default() += delta.len();
-            bridge.update(session_id, updates::chunk("agent_message_chunk", &delta));
-        }
-        EventKind::MessageCompleted {
-            item_id,
-            role: Role::Assistant,
-            text,
-        } => {
-            let done = shown.remove(&item_id).unwrap_or(0);
-            if let Some(rest) = text.get(done..).filter(|rest| !rest.is_empty()) {
-                bridge.update(session_id, updates::chunk("agent_message_chunk", rest));
-            }
-        }
-        EventKind::ReasoningDelta { delta, .. } => {
-            bridge.update(session_id, updates::chunk("agent_thought_chunk", &delta));
-        }
-        EventKind::ToolCallStarted {
-            call_id,
-            name,
-            arguments,
-            ..
-        } => {
-            bridge.update(
-                session_id,
-                updates::tool_call(&call_id, &name, &arguments, cwd),
-            );
-            calls.insert(call_id, Call { name, arguments });
-        }
-        EventKind::ApprovalRequested(asked) => {
-            let params = permissions::request_params(session_id, &asked, cwd);
-            let (rpc_id, answer) = bridge.ask("session/request_permission", params);
-            let request_id = asked.request_id;
-            let call_id = asked.call_id;
-            approvals.insert(request_id.clone(), Asking { call_id, rpc_id });
-            let bridge = bridge.clone();
-            let session_id = session_id.to_owned();
-            tokio::spawn(async move {
-                // Withdrawn (answered elsewhere) or the bridge ended: nothing to say.
-                let Some(answer) = answer.await else {
-                    return;
-                };
-                let decision = permissions::decision(&answer);
-                if let Err(e) = bridge
-                    .client
-                    .approval_respond(&session_id, &request_id, decision)
-                    .await
-                {
-                    tracing::warn!("acp: approval/respond {request_id}: {e}");
+impl Follower {
+    /// Handles events up to and including `synced`; the stream, for what follows.
+    async fn until_synced(&mut self, mut events: EventStream) -> Result<EventStream, RpcError> {
+        loop {
+            let event = match events.next().await {
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    return Err(RpcError::internal(format!(
+                        "lost the session's events: {e}"
+                    )));
                 }
-            });
-        }
-        EventKind::ApprovalResolved {
-            request_id,
-            decision,
-            ..
-        } => {
-            if let Some(asking) = approvals.remove(&request_id) {
-                // Answered by another client (or by policy): the client's question is moot.
-                bridge.withdraw(asking.rpc_id);
-                if decision != Decision::Deny {
-                    bridge.update(session_id, updates::tool_running(&asking.call_id));
-                }
-            }
-        }
-        EventKind::ToolCallCompleted {
-            call_id,
-            status,
-            output,
-            diff,
-            ..
-        } => {
-            let call = calls.remove(&call_id);
-            let (name, args) = match &call {
-                Some(c) => (c.name.as_str(), &c.arguments),
-                None => ("", &Value::Null),
+                None => return Err(RpcError::internal("the session's events ended")),
             };
-            bridge.update(
-                session_id,
-                updates::tool_done(&call_id, name, args, cwd, status, &output, diff.as_deref()),
-            );
-        }
-        EventKind::TodoUpdated { todos } => bridge.update(session_id, updates::plan(&todos)),
-        // Loaded mid-reply: what streamed before the editor came, then the live deltas.
-        EventKind::Synced { in_progress, .. } => {
-            for item in in_progress.iter().filter(|i| !i.text.is_empty()) {
-                let kind = match item.kind {
-                    amber_proto::StreamKind::Message => {
-                        *shown.entry(item.item_id.clone()).or_default() += item.text.len();
-                        "agent_message_chunk"
-                    }
-                    amber_proto::StreamKind::Reasoning => "agent_thought_chunk",
-                };
-                bridge.update(session_id, updates::chunk(kind, &item.text));
+            let synced = matches!(event.kind, EventKind::Synced { .. });
+            self.on_event(event).await;
+            if synced {
+                return Ok(events);
             }
         }
-        EventKind::TurnCompleted {
-            stop_reason, error, ..
-        } => {
-            if let Some(turn_id) = turn_id {
-                followed.turn_ended(&turn_id, updates::stop_reason(stop_reason, error.as_ref()));
-            }
-        }
-        EventKind::PromptQueued { .. }
-        | EventKind::TurnStarted { .. }
-        | EventKind::MessageCompleted { .. }
-        | EventKind::ToolOutputDelta { .. }
-        | EventKind::Retrying { .. }
-        | EventKind::Steer { .. }
-        | EventKind::CompactionStarted { .. }
-        | EventKind::CompactionCompleted { .. }
-        | EventKind::CompactionFailed { .. }
-        | EventKind::Usage { .. }
-        | EventKind::SubagentStarted { .. }
-        | EventKind::SubagentCompleted { .. }
-        | EventKind::McpStatus(_)
-        | EventKind::Error { .. }
-        | EventKind::Rewound { .. }
-        | EventKind::HookFailed { .. }
-        | EventKind::EnvironmentConnected { .. }
-        | EventKind::EnvironmentLost { .. }
-        | EventKind::EnvironmentResumed { .. }
-        | EventKind::FleetChanged { .. }
-        | EventKind::FleetSetup { .. }
-        | EventKind::FleetPushed { .. }
-        | EventKind::MessageSent { .. }
-        | EventKind::MessageReceived { .. }
-        | EventKind::GoalSet { .. }
-        | EventKind::GoalCheck { .. }
-        | EventKind::GoalMet { .. }
-        | EventKind::SubagentQueued { .. }
-        | EventKind::BudgetWarning { .. }
-        | EventKind::RoutineFinished { .. } => {}
     }
-}
 
-/// `session/load`: the history as `session/update` notifications — user and agent
-/// messages as chunks, tool calls with their final status and output.
-pub(crate) fn replay(bridge: &Bridge, session_id: &str, messages: &[Message], cwd: &Path) {
-    let mut names: HashMap<&str, (&str, Value)> = HashMap::new();
-    for m in messages {
-        match m.role {
-            Role::User if !m.content.is_empty() => {
-                bridge.update(session_id, updates::chunk("user_message_chunk", &m.content));
-            }
-            Role::Assistant => {
-                if !m.content.is_empty() {
-                    bridge.update(
-                        session_id,
-                        updates::chunk("agent_message_chunk", &m.content),
-                    );
+    async fn follow(mut self, mut events: EventStream) {
+        let error = loop {
+            let event = match events.next().await {
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    break RpcError::internal(format!("lost the session's events: {e}"));
                 }
-                for call in &m.tool_calls {
-                    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-                    bridge.update(
-                        session_id,
-                        updates::tool_call(&call.id, &call.name, &args, cwd),
-                    );
-                    names.insert(&call.id, (&call.name, args));
+                None => break RpcError::internal("the session's events ended"),
+            };
+            self.on_event(event).await;
+        };
+        tracing::warn!("acp: session {}: {}", self.session_id, error.message);
+        self.followed.close(error);
+        // Unless a newer follower of the session took its place.
+        if let Ok(mut sessions) = self.bridge.sessions.lock()
+            && sessions
+                .get(&self.session_id)
+                .is_some_and(|f| Arc::ptr_eq(f, &self.followed))
+        {
+            sessions.remove(&self.session_id);
+        }
+    }
+
+    fn update(&self, update: Value) {
+        self.bridge.update(&self.session_id, update);
+    }
+
+    #[deny(clippy::wildcard_enum_match_arm)] // a new event kind is a decision here
+    async fn on_event(&mut self, event: Event) {
+        // A sub-agent's own stream stays inside its `task` call.
+        if event.agent_id.is_some() {
+            return;
+        }
+        let turn_id = event.turn_id;
+        match event.kind {
+            // Live, the editor sent the prompt and shows it already.
+            EventKind::TurnStarted { prompt } if self.seen.history => {
+                self.update(updates::chunk("user_message_chunk", &prompt));
+            }
+            EventKind::MessageDelta { item_id, delta } => {
+                *self.seen.shown.entry(item_id).or_default() += delta.len();
+                self.update(updates::chunk("agent_message_chunk", &delta));
+            }
+            EventKind::MessageCompleted {
+                item_id,
+                role: Role::Assistant,
+                text,
+            } => {
+                let done = self.seen.shown.remove(&item_id).unwrap_or(0);
+                if let Some(rest) = text.get(done..).filter(|rest| !rest.is_empty()) {
+                    self.update(updates::chunk("agent_message_chunk", rest));
                 }
             }
-            Role::Tool => {
-                let Some(call_id) = m.tool_call_id.as_deref() else {
-                    continue;
-                };
-                let envelope: Value = serde_json::from_str(&m.content).unwrap_or(Value::Null);
-                let status = match envelope["status"].as_str() {
-                    Some("ok") => amber_proto::ToolStatus::Ok,
-                    Some("denied") => amber_proto::ToolStatus::Denied,
-                    _ => amber_proto::ToolStatus::Error,
-                };
-                let output = envelope["output"].as_str().unwrap_or(&m.content);
-                let (name, args) = names
-                    .get(call_id)
-                    .map(|(n, a)| (*n, a.clone()))
-                    .unwrap_or(("", Value::Null));
-                bridge.update(
-                    session_id,
-                    updates::tool_done(call_id, name, &args, cwd, status, output, None),
-                );
+            EventKind::ReasoningDelta { delta, .. } => {
+                self.update(updates::chunk("agent_thought_chunk", &delta));
             }
-            _ => {}
+            EventKind::ToolCallStarted {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => {
+                self.update(updates::tool_call(&call_id, &name, &arguments, &self.cwd));
+                self.seen.calls.insert(call_id, Call { name, arguments });
+            }
+            // Asked once the history is read, if nobody answered it meanwhile.
+            EventKind::ApprovalRequested(asked) if self.seen.history => {
+                self.seen.waiting.push(asked);
+            }
+            EventKind::ApprovalRequested(asked) => self.ask(asked),
+            EventKind::ApprovalResolved {
+                request_id,
+                decision,
+                ..
+            } => {
+                let before = self.seen.waiting.len();
+                let mut call_id = None;
+                self.seen.waiting.retain(|a| {
+                    let this = a.request_id == request_id;
+                    if this {
+                        call_id = Some(a.call_id.clone());
+                    }
+                    !this
+                });
+                if self.seen.waiting.len() == before
+                    && let Some(asking) = self.seen.approvals.remove(&request_id)
+                {
+                    // Answered by another client (or by policy): the client's question is moot.
+                    self.bridge.withdraw(asking.rpc_id);
+                    call_id = Some(asking.call_id);
+                }
+                if let Some(call_id) = call_id
+                    && decision != Decision::Deny
+                {
+                    self.update(updates::tool_running(&call_id));
+                }
+            }
+            EventKind::ToolCallCompleted {
+                call_id,
+                status,
+                output,
+                diff,
+                ..
+            } => {
+                let call = self.seen.calls.remove(&call_id);
+                let (name, args) = match &call {
+                    Some(c) => (c.name.as_str(), &c.arguments),
+                    None => ("", &Value::Null),
+                };
+                self.update(updates::tool_done(
+                    &call_id,
+                    name,
+                    args,
+                    &self.cwd,
+                    status,
+                    &output,
+                    diff.as_deref(),
+                ));
+            }
+            EventKind::TodoUpdated { todos } => self.update(updates::plan(&todos)),
+            // Loaded mid-reply: what streamed before the editor came, then the live deltas.
+            EventKind::Synced { in_progress, .. } => {
+                for item in in_progress.iter().filter(|i| !i.text.is_empty()) {
+                    let kind = match item.kind {
+                        amber_proto::StreamKind::Message => {
+                            *self.seen.shown.entry(item.item_id.clone()).or_default() +=
+                                item.text.len();
+                            "agent_message_chunk"
+                        }
+                        amber_proto::StreamKind::Reasoning => "agent_thought_chunk",
+                    };
+                    self.update(updates::chunk(kind, &item.text));
+                }
+                self.seen.history = false;
+                let waiting = std::mem::take(&mut self.seen.waiting);
+                if self.seen.ask {
+                    for asked in waiting {
+                        self.ask(asked);
+                    }
+                }
+            }
+            // A past turn's end: nobody waits for it, and the load sends the usage once.
+            EventKind::TurnCompleted { .. } if self.seen.history => {}
+            EventKind::TurnCompleted {
+                stop_reason,
+                error,
+                usage,
+                session_cost_usd,
+                ..
+            } => {
+                // Before the prompt answers: the editor shows the turn's cost with its end.
+                self.send_usage(session_cost_usd).await;
+                if let Some(turn_id) = turn_id {
+                    let end = updates::stop_reason(stop_reason, error.as_ref())
+                        .map(|(stop, note)| Ended { stop, note, usage });
+                    self.followed.turn_ended(&turn_id, end);
+                }
+            }
+            EventKind::PromptQueued { .. }
+            | EventKind::TurnStarted { .. }
+            | EventKind::MessageCompleted { .. }
+            | EventKind::ToolOutputDelta { .. }
+            | EventKind::Retrying { .. }
+            | EventKind::Steer { .. }
+            | EventKind::CompactionStarted { .. }
+            | EventKind::CompactionCompleted { .. }
+            | EventKind::CompactionFailed { .. }
+            | EventKind::Usage { .. }
+            | EventKind::SubagentStarted { .. }
+            | EventKind::SubagentCompleted { .. }
+            | EventKind::McpStatus(_)
+            | EventKind::Error { .. }
+            | EventKind::Rewound { .. }
+            | EventKind::HookFailed { .. }
+            | EventKind::EnvironmentConnected { .. }
+            | EventKind::EnvironmentLost { .. }
+            | EventKind::EnvironmentResumed { .. }
+            | EventKind::FleetChanged { .. }
+            | EventKind::FleetSetup { .. }
+            | EventKind::FleetPushed { .. }
+            | EventKind::MessageSent { .. }
+            | EventKind::MessageReceived { .. }
+            | EventKind::GoalSet { .. }
+            | EventKind::GoalCheck { .. }
+            | EventKind::GoalMet { .. }
+            | EventKind::SubagentQueued { .. }
+            | EventKind::BudgetWarning { .. }
+            | EventKind::RoutineFinished { .. } => {}
+        }
+    }
+
+    /// Asks the client about an approval, and answers amberd with its choice.
+    fn ask(&mut self, asked: Approval) {
+        let params = permissions::request_params(&self.session_id, &asked, &self.cwd);
+        let (rpc_id, answer) = self.bridge.ask("session/request_permission", params);
+        let request_id = asked.request_id;
+        let call_id = asked.call_id;
+        self.seen
+            .approvals
+            .insert(request_id.clone(), Asking { call_id, rpc_id });
+        let client = self.client.clone();
+        let session_id = self.session_id.clone();
+        tokio::spawn(async move {
+            // Withdrawn (answered elsewhere) or the bridge ended: nothing to say.
+            let Some(answer) = answer.await else {
+                return;
+            };
+            let decision = permissions::decision(&answer);
+            if let Err(e) = client
+                .approval_respond(&session_id, &request_id, decision)
+                .await
+            {
+                tracing::warn!("acp: approval/respond {request_id}: {e}");
+            }
+        });
+    }
+
+    async fn send_usage(&self, cost: Option<CostUsd>) {
+        if let Some(update) = usage::now(&self.client, &self.session_id, cost).await {
+            self.update(update);
         }
     }
 }

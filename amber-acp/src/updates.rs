@@ -82,6 +82,7 @@ pub(crate) fn tool_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> 
         "sessionUpdate": "tool_call",
         "toolCallId": call_id,
         "title": tool_title(name, args),
+        "name": name,
         "kind": tool_kind(name),
         "status": "pending",
         "locations": locations(name, args, cwd),

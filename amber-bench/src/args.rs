@@ -114,6 +114,9 @@ pub(crate) enum Kpi {
     /// sub-agent's cap, a session's budget with 8 parallel sub-agents, a parent's budget
     /// with 4 background children; the worst overshoot in tokens and in requests
     Budgets,
+    /// Lazy MCP tools: the first request's prompt tokens with 10 MCP servers of 20 tools
+    /// each, `[mcp] tool_search` off vs on (a daemon of its own per setting)
+    ToolSearch,
     /// The runner fleet's control plane (a daemon of its own per part, real `amber-exec
     /// runner`s on loopback): assignment on an idle runner, and one amberd holding 1,000
     /// queued + 200 running sessions across 20 runners. Heavy (21 runners, 1,200 sessions),

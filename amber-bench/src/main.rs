@@ -35,6 +35,9 @@ fn main() -> anyhow::Result<()> {
     if argv.get(1).is_some_and(|a| a == proc::TRAMPOLINE) {
         std::process::exit(proc::trampoline(&argv[2..]));
     }
+    if argv.get(1).is_some_and(|a| a == kpi::tool_search::FIXTURE) {
+        std::process::exit(kpi::tool_search::fixture_server(&argv[2..]));
+    }
     drop(argv);
     let args = args::Args::parse();
     let json = args.json;

@@ -221,6 +221,11 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         let r = kpi::budgets::measure(&mut s).await;
         s.record("budgets", r);
     }
+    // A daemon of its own per setting, with 10 fixture MCP servers.
+    if s.args.wants(Kpi::ToolSearch) {
+        let r = kpi::tool_search::measure(&mut s).await;
+        s.record("tool_search", r);
+    }
     // A daemon of its own per part, with its runners (opt-in).
     if s.args.wants(Kpi::Fleet) {
         let r = kpi::fleet::measure(&mut s).await;

@@ -63,6 +63,20 @@ pub fn wait_mcp_status(daemon: &TestDaemon, name: &str, status: &str) -> Value {
     wait_mcp(daemon, name, status, |r| r["status"] == status)
 }
 
+/// `tests/mcp-servers/modern-server.mjs`: an MCP server on the official TypeScript SDK v2,
+/// speaking the stateless 2026-07-28 revision (and, unless `MODERN_ONLY`, 2025-11-25).
+pub fn modern_server() -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-servers/modern-server.mjs");
+    let sdk = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp-servers/node_modules/@modelcontextprotocol/server");
+    assert!(
+        sdk.exists(),
+        "{} is missing: run `npm ci --prefix tests/mcp-servers` (.ci/run does)",
+        sdk.display()
+    );
+    script
+}
+
 /// The `tool/list` entry named `name`.
 pub fn listed_tool(daemon: &TestDaemon, name: &str) -> Option<Value> {
     let tools = daemon.rpc_ok("tool/list", json!({}));

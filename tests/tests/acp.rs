@@ -1,15 +1,18 @@
 //! End-to-end: `amber-cli acp` driven by the official ACP client SDK
 //! (`@agentclientprotocol/sdk`, tests/mcp-servers/acp-client.mjs), which parses every
-//! message it receives against ACP v1, against the real amberd and a scripted model:
-//! initialize, a streamed answer, a tool call with a diff, permissions answered allow, reject
-//! and allow always (a stored rule), cancel mid-stream, set_mode, list, load, an unknown
-//! session id; and, spoken raw, a
-//! malformed line (a parse error, the bridge stays up) and a client that goes away
+//! message it receives against ACP v1 (and checks every line against the SDK's schema for
+//! fields it would drop), against the real amberd and a scripted model: initialize, a
+//! streamed answer, a tool call with a diff, permissions answered allow, reject and allow
+//! always (a stored rule), cancel mid-stream, set_mode, list, load (the timeline it showed
+//! live), resume (no history; a waiting approval asked), fork (the unstable SDK), usage
+//! after each turn and on load, an unknown session id; the handshake with no daemon and an
+//! empty `HOME`, as ACP registries check an agent; and, spoken raw, initialize without
+//! params, a malformed line (a parse error, the bridge stays up) and a client that goes away
 //! mid-turn (the turn goes on). Also the same session in the TUI (tmux) and an editor at
 //! once: both see the stream, and the TUI's answer resolves the editor's permission request.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -38,8 +41,81 @@ fn driver() -> PathBuf {
 /// Runs the SDK client through `steps` against `amber-cli --no-autostart acp`; every line
 /// it logged.
 fn run_client(daemon: &TestDaemon, steps: Value, answers: &[&str]) -> Vec<Value> {
-    let cli = daemon.cli();
+    drive(Agent::of(daemon), steps, answers, Sdk::Stable)
+}
+
+/// How the driver starts `amber-cli acp`: `cli`'s program, arguments (before `acp`),
+/// environment and directory; with `clean_env`, nothing else of the test's environment.
+struct Agent {
+    cli: Command,
+    clean_env: bool,
+}
+
+impl Agent {
+    /// For `daemon`, as its other clients are started.
+    fn of(daemon: &TestDaemon) -> Agent {
+        Agent {
+            cli: daemon.cli(),
+            clean_env: false,
+        }
+    }
+
+    /// As an ACP registry starts an agent to check it: `HOME` an empty directory, no XDG
+    /// variables, nothing but `PATH` besides; `--socket` names `socket`, where nothing
+    /// listens (and `--no-autostart` starts nothing), so no real user path is touched.
+    fn without_daemon(home: &Path, socket: &Path) -> Agent {
+        let mut cli = Command::new(bin_path("amber-cli"));
+        cli.env("HOME", home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .arg("--socket")
+            .arg(socket)
+            .current_dir(home);
+        Agent {
+            cli,
+            clean_env: true,
+        }
+    }
+
+    /// `amber-cli … --no-autostart acp` itself, stdio the caller's.
+    fn command(self) -> Command {
+        let mut cmd = Command::new(self.cli.get_program());
+        if self.clean_env {
+            cmd.env_clear();
+        }
+        for (k, v) in self.cli.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        if let Some(dir) = self.cli.get_current_dir() {
+            cmd.current_dir(dir);
+        }
+        cmd.args(self.cli.get_args())
+            .args(["--no-autostart", "acp"]);
+        cmd
+    }
+}
+
+/// Which entrypoint of the SDK the driver imports.
+#[derive(Clone, Copy, PartialEq)]
+enum Sdk {
+    /// `@agentclientprotocol/sdk`: stable ACP v1, what editors use.
+    Stable,
+    /// `@agentclientprotocol/sdk/unstable`: with `session/fork`.
+    Unstable,
+}
+
+/// Runs the SDK client through `steps` against `amber-cli --no-autostart acp` started as
+/// `agent` says. Checks that the
+/// driver ran to its end, that nothing the agent wrote strays from the SDK's schema, and
+/// that the agent exited 0 at the end of its input.
+fn drive(agent: Agent, steps: Value, answers: &[&str], sdk: Sdk) -> Vec<Value> {
+    let Agent { cli, clean_env } = agent;
     let mut node = Command::new("node");
+    if clean_env {
+        node.env_clear();
+    }
     for (k, v) in cli.get_envs() {
         match v {
             Some(v) => node.env(k, v),
@@ -49,11 +125,15 @@ fn run_client(daemon: &TestDaemon, steps: Value, answers: &[&str]) -> Vec<Value>
     if let Some(dir) = cli.get_current_dir() {
         node.current_dir(dir);
     }
+    if sdk == Sdk::Unstable {
+        node.env("ACP_UNSTABLE", "1");
+    }
     node.env("ACP_STEPS", steps.to_string())
         .env("ACP_ANSWERS", answers.join(","))
         .arg(driver())
         .arg("--")
-        .arg(bin_path("amber-cli"))
+        .arg(cli.get_program())
+        .args(cli.get_args())
         .args(["--no-autostart", "acp"]);
     let (code, stdout, stderr) = run_bounded(node);
     let lines: Vec<Value> = stdout
@@ -61,11 +141,16 @@ fn run_client(daemon: &TestDaemon, steps: Value, answers: &[&str]) -> Vec<Value>
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{stderr}")))
         .collect();
     assert_eq!(code, Some(0), "driver failed:\n{stdout}\n{stderr}");
+    let done = lines
+        .last()
+        .unwrap_or_else(|| panic!("no output:\n{stderr}"));
+    assert_eq!(done["kind"], "done", "{stdout}\n{stderr}");
     assert_eq!(
-        lines.last().map(|l| &l["kind"]),
-        Some(&json!("done")),
-        "{stdout}\n{stderr}"
+        done["agentExit"], 0,
+        "the agent did not end cleanly:\n{stdout}\n{stderr}"
     );
+    let strays = of_kind(&lines, "schema");
+    assert!(strays.is_empty(), "off the ACP schema: {strays:#?}");
     lines
 }
 
@@ -207,7 +292,9 @@ async fn a_prompt_streams_message_chunks_then_answers_end_turn() {
         ),
         ("/agentCapabilities/promptCapabilities/image", json!(false)),
         ("/agentCapabilities/mcpCapabilities/http", json!(true)),
-        ("/authMethods", json!([])),
+        ("/agentCapabilities/sessionCapabilities/list", json!({})),
+        ("/agentCapabilities/sessionCapabilities/resume", json!({})),
+        ("/authMethods/0/id", json!("amber-config")),
     ];
     for (field, expected) in answered {
         assert_eq!(
@@ -467,9 +554,12 @@ struct RawAgent {
 
 impl RawAgent {
     fn start(daemon: &TestDaemon) -> RawAgent {
-        let mut cmd = daemon.cli();
-        let mut child = cmd
-            .args(["--no-autostart", "acp"])
+        Self::spawn(Agent::of(daemon))
+    }
+
+    fn spawn(agent: Agent) -> RawAgent {
+        let mut child = agent
+            .command()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -1021,4 +1111,461 @@ fn the_tui_and_an_editor_share_a_session_and_the_tui_answers_its_approval() {
     );
     tui.keys("t", &["C-d"]);
     tui.wait("t", "amber to exit", |s| s.contains("[amber exited 0]"));
+}
+
+#[test]
+fn the_handshake_answers_without_amberd_and_session_requests_fail_with_the_reason() {
+    let home = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let socket = elsewhere.path().join("amberd.sock");
+    let cwd = home.path().to_string_lossy().into_owned();
+    let log = drive(
+        Agent::without_daemon(home.path(), &socket),
+        json!([
+            // As ACP registries check an agent.
+            {"op": "initialize", "clientCapabilities": {"terminal": true,
+                "fs": {"readTextFile": true, "writeTextFile": true},
+                "_meta": {"terminal-auth": true}}},
+            {"op": "authenticate", "methodId": "amber-config"},
+            {"op": "authenticate", "methodId": "oauth"},
+            {"op": "new", "cwd": cwd},
+            {"op": "list"},
+            {"op": "load", "session": "s1", "cwd": cwd},
+            {"op": "initialize"},
+        ]),
+        &[],
+        Sdk::Stable,
+    );
+    let inits = results(&log, "initialize");
+    assert_eq!(inits.len(), 2, "{log:#?}");
+    let init = inits[0];
+    assert_eq!(init["protocolVersion"], 1, "{init}");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["list"],
+        json!({}),
+        "{init}"
+    );
+    let methods = init["authMethods"].as_array().unwrap();
+    assert_eq!(methods.len(), 1, "{init}");
+    // No `type`: an `agent` method, the kind registries accept without client support.
+    assert!(methods[0].get("type").is_none(), "{init}");
+    assert_eq!(methods[0]["id"], "amber-config");
+    assert!(
+        methods[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("config.toml"),
+        "{init}"
+    );
+
+    assert_eq!(results(&log, "authenticate"), [&json!({})], "{log:#?}");
+    assert_eq!(errors(&log, "authenticate")[0]["code"], -32602, "{log:#?}");
+    for op in ["new", "list", "load"] {
+        let failed = errors(&log, op);
+        assert_eq!(failed.len(), 1, "{op}: {log:#?}");
+        assert_eq!(failed[0]["code"], -32603, "{op}: {failed:?}");
+        let message = failed[0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("cannot reach amberd")
+                && message.contains(&socket.display().to_string()),
+            "{op}: {message}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "the agent wrote into HOME"
+    );
+    assert!(!socket.exists(), "something was started");
+}
+
+#[test]
+fn initialize_without_params_or_a_protocol_version_is_invalid_params() {
+    let home = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut agent = RawAgent::spawn(Agent::without_daemon(
+        home.path(),
+        &elsewhere.path().join("amberd.sock"),
+    ));
+    let refused = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":null}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":[1]}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"clientCapabilities":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"1"}}"#,
+    ];
+    for (n, line) in refused.iter().enumerate() {
+        agent.send(line);
+        let (_, answer) = agent.until_answer(n as u64 + 1);
+        assert_eq!(answer["error"]["code"], -32602, "{line}: {answer}");
+        assert!(answer.get("result").is_none(), "{line}: {answer}");
+    }
+    // A newer client, unknown fields and capabilities of odd shapes: answered with our
+    // version, for the client to decide.
+    agent.send(
+        r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":7,
+        "clientCapabilities":{"fs":"odd","auth":{"terminal":true}},"future":{"x":1}}}"#
+            .replace('\n', "")
+            .as_str(),
+    );
+    let (_, answer) = agent.until_answer(6);
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    agent.send(INITIALIZE);
+    let (_, answer) = agent.until_answer(1);
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+}
+
+/// The projection of the tool updates in `log` that the editor's timeline shows.
+fn tool_timeline(log: &[Value]) -> Vec<Value> {
+    log.iter()
+        .filter(|l| {
+            l["kind"] == "update"
+                && matches!(
+                    l["update"]["sessionUpdate"].as_str(),
+                    Some("tool_call" | "tool_call_update")
+                )
+        })
+        .map(|l| l["update"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loading_a_session_shows_the_timeline_it_showed_live() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "c_w",
+            "write",
+            &json!({"path": "a.txt", "content": "one\ntwo\n"}),
+        )]),
+        calls(vec![call(
+            "c_e",
+            "edit",
+            &json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+        )]),
+        calls(vec![call("c_r", "read", &json!({"path": "missing.txt"}))]),
+        MockTurn::text("Edited."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let live = run_client(&daemon, prompt_steps(&daemon, "edit a.txt"), &[]);
+    let sid = session_id(&live);
+    let loaded = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "load", "session": sid, "cwd": workspace(&daemon)},
+        ]),
+        &[],
+    );
+    let answered = position(&loaded, |l| l["kind"] == "result" && l["op"] == "load");
+    let history = &loaded[..answered];
+
+    // Each call as it started, then as it ended (a diff for the file changes, the failed
+    // read failed), in the order they happened — exactly what the live editor saw.
+    let shown = tool_timeline(&live);
+    let ids: Vec<(&str, &str)> = shown
+        .iter()
+        .map(|u| {
+            (
+                u["sessionUpdate"].as_str().unwrap(),
+                u["toolCallId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("tool_call", "c_w"),
+            ("tool_call_update", "c_w"),
+            ("tool_call", "c_e"),
+            ("tool_call_update", "c_e"),
+            ("tool_call", "c_r"),
+            ("tool_call_update", "c_r"),
+        ],
+        "{live:#?}"
+    );
+    assert_eq!(tool_timeline(history), shown, "{loaded:#?}");
+    let started = &shown[2];
+    assert_eq!(started["title"], "edit a.txt");
+    assert_eq!(started["kind"], "edit");
+    assert_eq!(started["status"], "pending");
+    assert_eq!(started["rawInput"]["new_string"], "TWO");
+    let edited = &shown[3];
+    assert_eq!(edited["status"], "completed");
+    assert_eq!(edited["content"][0]["type"], "diff", "{edited}");
+    assert_eq!(edited["content"][0]["newText"], "one\nTWO\n", "{edited}");
+    assert_eq!(shown[5]["status"], "failed", "{:?}", shown[5]);
+
+    // The prompt, then the calls, then the answer; the plan and text as live.
+    let kinds: Vec<&str> = history
+        .iter()
+        .filter(|l| l["kind"] == "update")
+        .filter_map(|l| l["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"user_message_chunk"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"agent_message_chunk"), "{kinds:?}");
+    assert_eq!(
+        text_of(&updates(history, "user_message_chunk")),
+        "edit a.txt"
+    );
+    assert_eq!(
+        text_of(&updates(history, "agent_message_chunk")),
+        text_of(&updates(&live, "agent_message_chunk"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_attaches_without_history_then_goes_live() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call("c_r", "read", &json!({"path": "a.txt"}))]),
+        MockTurn::text("First answer."),
+        done(),
+        MockTurn::text("Second answer."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    std::fs::write(daemon.workspace.join("a.txt"), "hello\n").unwrap();
+    let mut run = daemon.cli();
+    run.args(["run", "--json", "--no-autostart", "read a.txt"]);
+    let (code, stdout, stderr) = run_bounded(run);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let sid = result["sessionId"].as_str().unwrap().to_owned();
+
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "resume", "session": "no-such-session", "cwd": workspace(&daemon)},
+            {"op": "resume", "session": sid, "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "again"},
+        ]),
+        &[],
+    );
+    assert_eq!(errors(&log, "resume")[0]["code"], -32002, "{log:#?}");
+    let resumed = results(&log, "resume");
+    assert_eq!(resumed.len(), 1, "{log:#?}");
+    assert_eq!(resumed[0]["modes"]["currentModeId"], "write");
+    // Nothing of the past: no prompt, no call, no answer of the first turn.
+    for kind in ["user_message_chunk", "tool_call", "tool_call_update"] {
+        assert!(updates(&log, kind).is_empty(), "{kind}: {log:#?}");
+    }
+    assert_eq!(
+        text_of(&updates(&log, "agent_message_chunk")),
+        "Second answer."
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+    // Its commands and how full its context is come right after the answer.
+    let answered = position(&log, |l| l["kind"] == "result" && l["op"] == "resume");
+    let usage = position(&log, |l| l["update"]["sessionUpdate"] == "usage_update");
+    assert!(answered < usage, "{log:#?}");
+    assert!(
+        log[usage]["update"]["used"].as_u64().unwrap() > 0,
+        "{log:#?}"
+    );
+    // The prompt reached the session, with its history.
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": sid}));
+    let messages = got["messages"].to_string();
+    assert!(
+        messages.contains("read a.txt") && messages.contains("Second answer."),
+        "{got}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_asks_the_approval_the_session_waits_for() {
+    let mock = MockLlm::start(rm_build_script("Handled.")).await;
+    let daemon = spawn(&mock);
+    std::fs::create_dir_all(daemon.workspace.join("build")).unwrap();
+    let made = daemon.rpc_ok("session/new", json!({"cwd": workspace(&daemon)}));
+    let sid = made["sessionId"].as_str().unwrap().to_owned();
+    // Another approver (the TUI, say) keeps the approval waiting without answering it.
+    let tui = connect_approver(&daemon).await;
+    let _events = Events::live(&tui, &sid).await;
+    daemon.rpc_ok(
+        "session/prompt",
+        json!({"sessionId": sid, "text": "clean up"}),
+    );
+    wait_for_session(
+        &daemon,
+        "the session waiting for its approval",
+        Duration::from_secs(60),
+        |s| s["sessionId"] == sid.as_str() && s["state"] == "waiting_approval",
+    );
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "resume", "session": sid, "cwd": workspace(&daemon)},
+            {"op": "wait_text", "text": "Handled."},
+        ]),
+        &["allow_once"],
+    );
+    let asked = of_kind(&log, "permission");
+    assert_eq!(asked.len(), 1, "{log:#?}");
+    assert_eq!(asked[0]["params"]["toolCall"]["toolCallId"], "c_rm");
+    assert_eq!(last_update(&log, "c_rm")["status"], "completed", "{log:#?}");
+    assert!(
+        !daemon.workspace.join("build").exists(),
+        "the allowed call did not run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fork_branches_a_new_session_from_the_whole_history() {
+    let mock = MockLlm::start(vec![
+        MockTurn::text("The original answer."),
+        done(),
+        MockTurn::text("The fork's answer."),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let log = drive(
+        Agent::of(&daemon),
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "first question"},
+            {"op": "fork", "session": "no-such-session", "cwd": workspace(&daemon)},
+            {"op": "fork", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "in the fork"},
+        ]),
+        &[],
+        Sdk::Unstable,
+    );
+    let init = results(&log, "initialize")[0];
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["fork"],
+        json!({}),
+        "{init}"
+    );
+    assert_eq!(errors(&log, "fork")[0]["code"], -32002, "{log:#?}");
+    let original = session_id(&log);
+    let forked = results(&log, "fork")[0];
+    let fork = forked["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, original);
+    assert_eq!(forked["modes"]["currentModeId"], "write", "{forked}");
+    // No history replayed: the fork's updates are its own turn's.
+    let of_fork: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["kind"] == "update" && l["sessionId"] == fork.as_str())
+        .collect();
+    assert!(
+        !of_fork
+            .iter()
+            .any(|l| l["update"]["sessionUpdate"] == "user_message_chunk"),
+        "{of_fork:#?}"
+    );
+    assert_eq!(
+        text_of(
+            &of_fork
+                .iter()
+                .filter(|l| l["update"]["sessionUpdate"] == "agent_message_chunk")
+                .map(|l| &l["update"])
+                .collect::<Vec<_>>()
+        ),
+        "The fork's answer."
+    );
+    // The fork's model saw the original's history; the original did not move on.
+    let asked = mock.requests().last().unwrap().to_string();
+    assert!(
+        asked.contains("first question") && asked.contains("The original answer."),
+        "{asked}"
+    );
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": original}));
+    assert!(
+        !got["messages"].to_string().contains("in the fork"),
+        "{got}"
+    );
+    let got = daemon.rpc_ok("session/get", json!({"sessionId": fork}));
+    let messages = got["messages"].to_string();
+    assert!(
+        messages.contains("first question") && messages.contains("in the fork"),
+        "{got}"
+    );
+}
+
+/// A streamed reply of `words` reporting a fixed usage (1000 prompt tokens of which 400
+/// cached, 100 completion tokens): $0.001 at [`PRICED`]'s price.
+fn priced_reply(words: &str) -> MockTurn {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c1", "object": "chat.completion.chunk", "model": "mock-model",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let usage = json!({"id": "c1", "object": "chat.completion.chunk", "model": "mock-model",
+        "choices": [],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100,
+                  "prompt_tokens_details": {"cached_tokens": 400}}});
+    MockTurn::Raw(format!(
+        "data: {}\n\ndata: {}\n\ndata: {usage}\n\ndata: [DONE]\n\n",
+        chunk(json!({"role": "assistant", "content": words}), Value::Null),
+        chunk(json!({}), json!("stop")),
+    ))
+}
+
+/// The mock model priced at $1 / $2 / $0.50 per million tokens (input / output / cached),
+/// one request per reply (no silent confirm exchange).
+const PRICED: &str = "[provider]\nmax_retries = 1\nretry_base_ms = 10\nretry_max_ms = 50\n\
+    [[provider.prices]]\nmodel = \"mock-model\"\ninput = 1.0\noutput = 2.0\ncached = 0.5\n\n\
+    [agent]\nconfirm_finish = false\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_turn_ends_with_its_usage_and_a_loaded_session_shows_its_cost() {
+    let mock = MockLlm::start(vec![priced_reply("One."), priced_reply("Two.")]).await;
+    let daemon = amber_tests::steps::spawn_config(&mock, PRICED);
+    let log = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": workspace(&daemon)},
+            {"op": "prompt", "text": "one"},
+            {"op": "prompt", "text": "two"},
+        ]),
+        &[],
+    );
+    let told = updates(&log, "usage_update");
+    assert_eq!(told.len(), 2, "one per turn: {log:#?}");
+    for (update, dollars) in told.iter().zip([0.001, 0.002]) {
+        assert!(update["used"].as_u64().unwrap() > 0, "{update}");
+        assert!(
+            update["size"].as_u64().unwrap() > update["used"].as_u64().unwrap(),
+            "{update}"
+        );
+        assert_eq!(update["cost"]["currency"], "USD", "{update}");
+        let amount = update["cost"]["amount"].as_f64().unwrap();
+        assert!((amount - dollars).abs() < 1e-9, "{update}");
+    }
+    assert!(
+        told[1]["used"].as_u64() > told[0]["used"].as_u64(),
+        "the context grew: {told:?}"
+    );
+    // Each before its turn's answer, which carries the turn's tokens.
+    let first_usage = position(&log, |l| l["update"]["sessionUpdate"] == "usage_update");
+    let first_answer = position(&log, |l| l["kind"] == "result" && l["op"] == "prompt");
+    assert!(first_usage < first_answer, "{log:#?}");
+    let answer = results(&log, "prompt")[0];
+    assert_eq!(answer["usage"]["inputTokens"], 1000, "{answer}");
+    assert_eq!(answer["usage"]["outputTokens"], 100, "{answer}");
+    assert_eq!(answer["usage"]["totalTokens"], 1100, "{answer}");
+    assert_eq!(answer["usage"]["cachedReadTokens"], 400, "{answer}");
+
+    let sid = session_id(&log);
+    let loaded = run_client(
+        &daemon,
+        json!([
+            {"op": "initialize"},
+            {"op": "load", "session": sid, "cwd": workspace(&daemon)},
+            {"op": "wait_update", "update": "usage_update"},
+        ]),
+        &[],
+    );
+    let told = updates(&loaded, "usage_update");
+    assert_eq!(told.len(), 1, "{loaded:#?}");
+    let amount = told[0]["cost"]["amount"].as_f64().unwrap();
+    assert!((amount - 0.002).abs() < 1e-9, "{loaded:#?}");
+    assert_eq!(told[0]["size"], updates(&log, "usage_update")[1]["size"]);
 }

@@ -309,6 +309,30 @@ fn the_dialects_kpi_runs_the_scenario_through_each_dialect() {
 }
 
 #[test]
+fn the_tool_search_kpi_measures_what_deferring_200_mcp_tools_saves() {
+    let (code, stdout, stderr) = bench(&["--only", "tool-search", "--json"]);
+    assert_eq!(code, Some(0), "amber-bench failed:\n{stderr}\n{stdout}");
+    let object = json_report(&stdout);
+    let off = number(
+        &object,
+        "tool_search_off_first_request_tokens_count",
+        &stdout,
+    );
+    let on = number(
+        &object,
+        "tool_search_on_first_request_tokens_count",
+        &stdout,
+    );
+    assert!(on < off / 2.0, "deferring saves most of it: {on} vs {off}");
+    // 200 MCP tools and the built-ins, vs the built-ins and `tool_search`.
+    let offered_off = number(&object, "tool_search_off_offered_tools_count", &stdout);
+    let offered_on = number(&object, "tool_search_on_offered_tools_count", &stdout);
+    assert!(offered_off >= 200.0, "{stdout}");
+    assert!(offered_on < 40.0, "{stdout}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
 fn the_checkpoint_kpi_measures_checkpoints_that_were_taken() {
     let (code, stdout, stderr) = bench(&[
         "--runs",

@@ -434,3 +434,161 @@ async fn a_tool_list_change_shows_in_tool_list_and_destructive_tools_ask() {
         ]
     );
 }
+
+/// The description of tool `name` in a chat-completions request.
+fn offered_description(request: &Value, name: &str) -> Option<String> {
+    request["tools"]
+        .as_array()?
+        .iter()
+        .find(|t| t["function"]["name"] == name)
+        .and_then(|t| t["function"]["description"].as_str())
+        .map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deferred_mcp_tools_are_indexed_loaded_by_tool_search_then_offered_and_called() {
+    let config = format!(
+        "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
+         [mcp]\ntool_search = \"on\"\n\n\
+         [mcp.servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+        everything().display().to_string()
+    );
+    let mock = MockLlm::start(vec![
+        calls(vec![call("t1", "tool_search", &json!({"query": "echo"}))]),
+        calls(vec![call(
+            "e1",
+            "mcp__everything__echo",
+            &json!({"message": "loaded lazily"}),
+        )]),
+        MockTurn::text("done"),
+        done(),
+        MockTurn::text("second turn"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config);
+    wait_mcp_status(&daemon, "everything", "ready");
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "echo something").await;
+
+    let requests = mock.requests();
+    let first = amber_tests::steps::offered_tools(&requests[0]);
+    assert!(first.iter().any(|t| t == "tool_search"), "{first:?}");
+    assert!(
+        first.iter().any(|t| t == "read"),
+        "built-ins stay: {first:?}"
+    );
+    assert!(
+        !first.iter().any(|t| t.starts_with("mcp__")),
+        "MCP schemas are deferred: {first:?}"
+    );
+    let index = offered_description(&requests[0], "tool_search").unwrap();
+    assert!(
+        index.contains("everything: mcp__everything__echo — "),
+        "the index names each deferred tool: {index}"
+    );
+    let (status, output) = result_of(&turn, "t1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("## mcp__everything__echo"), "{output}");
+    assert!(output.contains("\"message\""), "its schema: {output}");
+    // From the next request on, the loaded tool is offered whole (and only it).
+    let second = amber_tests::steps::offered_tools(&requests[1]);
+    assert!(
+        second.iter().any(|t| t == "mcp__everything__echo"),
+        "{second:?}"
+    );
+    assert!(
+        !second.iter().any(|t| t == "mcp__everything__get-sum"),
+        "{second:?}"
+    );
+    let (status, output) = result_of(&turn, "e1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("loaded lazily"), "{output}");
+
+    // The session keeps what it loaded for its next turn.
+    prompt_turn(&client, &mut events, &sid, "again").await;
+    let requests = mock.requests();
+    let later = amber_tests::steps::offered_tools(requests.last().unwrap());
+    assert!(
+        later.iter().any(|t| t == "mcp__everything__echo"),
+        "{later:?}"
+    );
+    let index = offered_description(requests.last().unwrap(), "tool_search").unwrap();
+    assert!(!index.contains("mcp__everything__echo "), "{index}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_marked_always_load_is_never_deferred() {
+    let config = format!(
+        "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
+         [mcp]\ntool_search = \"on\"\n\n\
+         [mcp.servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\nalways_load = true\n",
+        everything().display().to_string()
+    );
+    let mock = MockLlm::start(vec![MockTurn::text("ok"), done()]).await;
+    let daemon = spawn_config(&mock, &config);
+    wait_mcp_status(&daemon, "everything", "ready");
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    prompt_turn(&client, &mut events, &sid, "hi").await;
+    let offered = amber_tests::steps::offered_tools(&mock.requests()[0]);
+    assert!(
+        offered.iter().any(|t| t == "mcp__everything__echo"),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.iter().any(|t| t == "tool_search"),
+        "nothing deferred, no search: {offered:?}"
+    );
+}
+
+/// Each server in the era it speaks: the official SDK v2's server, refusing the initialize
+/// era, is reached over the stateless revision (`server/discover`, then requests carrying
+/// their own `_meta`); the reference server of the initialize era through `initialize`.
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_of_either_protocol_era_are_negotiated_and_called() {
+    let config = format!(
+        "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
+         [mcp.servers.modern]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ MODERN_ONLY = \"1\" }}\n\n\
+         [mcp.servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+        amber_tests::mcp_plugins::modern_server()
+            .display()
+            .to_string(),
+        everything().display().to_string()
+    );
+    let mock = MockLlm::start(vec![
+        calls(vec![
+            call("m1", "mcp__modern__shout", &json!({"text": "stateless"})),
+            call(
+                "e1",
+                "mcp__everything__echo",
+                &json!({"message": "stateful"}),
+            ),
+        ]),
+        MockTurn::text("done"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config);
+    let modern = wait_mcp_status(&daemon, "modern", "ready");
+    assert_eq!(modern["protocolVersion"], "2026-07-28", "{modern}");
+    assert_eq!(modern["tools"], 1, "{modern}");
+    let everything = wait_mcp_status(&daemon, "everything", "ready");
+    assert_ne!(
+        everything["protocolVersion"], "2026-07-28",
+        "the reference server is of the initialize era: {everything}"
+    );
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "call both").await;
+    let (status, output) = result_of(&turn, "m1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("STATELESS"), "{output}");
+    let (status, output) = result_of(&turn, "e1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("stateful"), "{output}");
+}

@@ -14,6 +14,7 @@ pub(crate) mod ready;
 pub(crate) mod sandbox;
 pub(crate) mod search;
 pub(crate) mod stream;
+pub(crate) mod tool_search;
 pub(crate) mod worktree;
 
 use crate::args::Args;

@@ -17,6 +17,7 @@ pub(crate) mod ledger;
 pub(crate) mod metered;
 pub(crate) mod output_schema;
 pub(crate) mod prompt;
+pub(crate) mod tool_search;
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -260,20 +261,27 @@ impl Turn<'_, '_> {
             Ok(llm) => llm,
             Err(hint) => return self.fail("not_configured", hint.to_owned(), false),
         };
-        let specs = tool_specs(env.tools);
+        let loaded = &env.session_tools.loaded_tools;
+        let mut generation = loaded.generation();
+        let mut specs = offered_tool_specs(env.tools, loaded);
         let metered = Metered::new(llm, env.host);
-        let compact_env = CompactEnv {
-            llm: &metered,
-            model: env.model,
-            tools: &specs,
-            head: env.head,
-            settings: env.compaction,
-            skills_dir: env.skills_dir,
-            cancel: env.cancel,
-            host: env.host,
-        };
         let mut state = LoopState::default();
         for _ in 0..budget {
+            // `tool_search` loaded tools: offered from this request on.
+            if loaded.generation() != generation {
+                generation = loaded.generation();
+                specs = offered_tool_specs(env.tools, loaded);
+            }
+            let compact_env = CompactEnv {
+                llm: &metered,
+                model: env.model,
+                tools: &specs,
+                head: env.head,
+                settings: env.compaction,
+                skills_dir: env.skills_dir,
+                cancel: env.cancel,
+                host: env.host,
+            };
             self.rounds += 1;
             let round = self.round(context, &compact_env, &mut state).await;
             if let ControlFlow::Break(end) = round {
@@ -851,8 +859,23 @@ fn may_change_files(tools: &ToolRegistry, calls: &[ToolCall]) -> bool {
 
 /// The tool schemas sent to the model.
 pub(crate) fn tool_specs(tools: &ToolRegistry) -> Vec<ToolSpec> {
-    tools
-        .specs()
+    to_specs(tools.specs())
+}
+
+/// The tool schemas a turn's request offers: deferred tools only once loaded, when the
+/// turn defers (it then has `tool_search`).
+fn offered_tool_specs(
+    tools: &ToolRegistry,
+    loaded: &amber_tools::deferred::LoadedTools,
+) -> Vec<ToolSpec> {
+    let deferring = tools.get(tool_search::NAME).is_some();
+    to_specs(amber_tools::deferred::offered_specs(
+        tools, deferring, loaded,
+    ))
+}
+
+fn to_specs(specs: Vec<(String, String, serde_json::Value)>) -> Vec<ToolSpec> {
+    specs
         .into_iter()
         .map(|(name, description, parameters)| ToolSpec {
             name,

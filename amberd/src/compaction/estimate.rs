@@ -34,7 +34,7 @@ pub(super) fn message_tokens(message: &Message) -> u64 {
 }
 
 /// Estimated tokens of the tool schemas sent with every request.
-pub(super) fn tools_tokens(tools: &[ToolSpec]) -> u64 {
+pub(crate) fn tools_tokens(tools: &[ToolSpec]) -> u64 {
     tools
         .iter()
         .map(|t| {

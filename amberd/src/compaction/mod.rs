@@ -27,7 +27,7 @@ use amber_proto::{Message, Usage};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::metered::{ModelRequests, RequestError};
-pub(crate) use estimate::{PromptUsage, estimate_tokens, needs_compaction};
+pub(crate) use estimate::{PromptUsage, estimate_tokens, needs_compaction, tools_tokens};
 pub(crate) use store::save_skills;
 
 /// When to compact and how much room to leave.

@@ -139,6 +139,10 @@ impl Tool for McpTool {
         self.destructive
     }
 
+    fn defer_group(&self) -> Option<&str> {
+        (!self.server.always_load).then_some(self.server.name.as_str())
+    }
+
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let arguments = match args {
@@ -221,6 +225,10 @@ struct ResourceTool {
 impl Tool for ResourceTool {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn defer_group(&self) -> Option<&str> {
+        (!self.server.always_load).then_some(self.server.name.as_str())
     }
 
     fn description(&self) -> &str {

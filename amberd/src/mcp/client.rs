@@ -124,7 +124,7 @@ impl Connection {
                 if let Some(pipe) = child_stderr {
                     log_stderr(server.to_owned(), pipe, stderr.clone());
                 }
-                let handshake = rmcp::serve_client(handler, child);
+                let handshake = rmcp::serve_client_with_lifecycle(handler, child, lifecycle());
                 tokio::select! {
                     r = tokio::time::timeout(timeout, handshake) => r,
                     () = stop.cancelled() => {
@@ -135,7 +135,7 @@ impl Connection {
             }
             McpTransport::Http { url, headers } => {
                 let transport = http_transport(url, headers, timeout)?;
-                let handshake = rmcp::serve_client(handler, transport);
+                let handshake = rmcp::serve_client_with_lifecycle(handler, transport, lifecycle());
                 tokio::select! {
                     r = tokio::time::timeout(timeout, handshake) => r,
                     () = stop.cancelled() => return Err("cancelled".into()),
@@ -344,13 +344,23 @@ impl ClientHandler for Handler {
 
     fn get_info(&self) -> ClientConfig {
         // No roots, sampling or elicitation: amber answers none of those requests.
-        // LATEST_WITH_INITIALIZE: this host uses the initialize handshake, whose newest
-        // version is offered; the server answers with the one it speaks.
+        // LATEST_WITH_INITIALIZE for a server of the initialize era (`lifecycle` offers
+        // the stateless revision first); the server answers with the one it speaks.
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("amberd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// Either era of MCP, whichever the server speaks: the stateless revision (`server/discover`,
+/// then every request carries its own `_meta` with the version and the client's
+/// capabilities), else the `initialize` handshake at its newest version.
+fn lifecycle() -> rmcp::ClientLifecycleMode {
+    rmcp::ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
 }
 

@@ -23,6 +23,13 @@ pub struct McpConfig {
     /// A ready server is pinged this often so a dead HTTP endpoint is noticed without a
     /// call failing first. 0 turns pings off.
     pub ping_interval_ms: u64,
+    /// Whether MCP tools are offered lazily: `auto` (the default) defers them once their
+    /// schemas would take more than `tool_search_min_tokens` of every request, `on`
+    /// always, `off` never. Deferred tools are listed by name and one line in the
+    /// `tool_search` tool, which loads their schemas when the model asks.
+    pub tool_search: ToolSearchMode,
+    /// `auto`'s threshold: estimated prompt tokens of the deferrable tools' schemas.
+    pub tool_search_min_tokens: u64,
     /// `[mcp.servers.NAME]`, in file order.
     #[serde(deserialize_with = "servers_in_order")]
     pub servers: Vec<McpServerEntry>,
@@ -36,6 +43,8 @@ impl Default for McpConfig {
             reconnect_base_ms: 500,
             reconnect_max_ms: 30_000,
             ping_interval_ms: 30_000,
+            tool_search: ToolSearchMode::Auto,
+            tool_search_min_tokens: 8_000,
             servers: Vec::new(),
         }
     }
@@ -64,11 +73,26 @@ impl McpConfig {
     }
 }
 
+/// `[mcp] tool_search`: when MCP tools are deferred behind `tool_search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearchMode {
+    /// When the deferrable schemas exceed `tool_search_min_tokens`.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
 /// One configured server: its name and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct McpServerEntry {
     pub name: String,
     pub transport: McpTransport,
+    /// `always_load = true`: its tools are always offered whole, never deferred.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub always_load: bool,
+
     /// `sandbox = "workspace-write" | "read-only"` (a stdio server only; `network` stays
     /// on unless `network = false`); `None`: unsandboxed, the default.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,6 +111,7 @@ struct RawServer {
     headers: BTreeMap<String, String>,
     sandbox: Option<amber_proto::SandboxMode>,
     network: Option<bool>,
+    always_load: bool,
 }
 
 impl RawServer {
@@ -228,10 +253,12 @@ fn servers_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<McpServerEntr
                     )));
                 }
                 let sandbox = raw.sandbox(&name).map_err(de::Error::custom)?;
+                let always_load = raw.always_load;
                 let transport = raw.into_transport(&name).map_err(de::Error::custom)?;
                 servers.push(McpServerEntry {
                     name,
                     transport,
+                    always_load,
                     sandbox,
                 });
             }

@@ -46,6 +46,7 @@ impl McpHost {
                     &entry.name,
                     entry.transport.clone(),
                     entry.sandbox,
+                    entry.always_load,
                     settings.clone(),
                 ),
                 task: None,
@@ -71,7 +72,7 @@ impl McpHost {
     /// Adds a server and starts connecting it in the background. Returns at once with
     /// status `connecting`; `ready` or `failed` follow through the sink.
     pub fn add(&self, name: &str, transport: McpTransport) -> Result<McpServerInfo, McpError> {
-        self.add_with_sandbox(name, transport, None)
+        self.add_with_sandbox(name, transport, None, false)
     }
 
     /// [`McpHost::add`] with a configured server's sandbox.
@@ -80,6 +81,7 @@ impl McpHost {
         name: &str,
         transport: McpTransport,
         sandbox: Option<amber_proto::SandboxInfo>,
+        always_load: bool,
     ) -> Result<McpServerInfo, McpError> {
         if let Some(problem) = name_problem(name) {
             return Err(McpError::InvalidName {
@@ -98,7 +100,7 @@ impl McpHost {
         if servers.iter().any(|e| e.server.name == name) {
             return Err(McpError::NameTaken(name.to_owned()));
         }
-        let server = Server::new(name, transport, sandbox, self.settings.clone());
+        let server = Server::new(name, transport, sandbox, always_load, self.settings.clone());
         let info = server.info();
         let task = Some(self.spawn(&server));
         servers.push(Entry { server, task });
@@ -138,7 +140,12 @@ impl McpHost {
             }
         }
         for added in new.servers.iter().filter(|e| !unchanged(e, old)) {
-            match self.add_with_sandbox(&added.name, added.transport.clone(), added.sandbox) {
+            match self.add_with_sandbox(
+                &added.name,
+                added.transport.clone(),
+                added.sandbox,
+                added.always_load,
+            ) {
                 Ok(_) => tracing::info!(server = %added.name, "MCP server added (config edit)"),
                 Err(err) => {
                     tracing::warn!(server = %added.name, %err, "MCP server from the edited config not added")

@@ -52,6 +52,8 @@ pub(super) struct Server {
     pub transport: McpTransport,
     /// A configured stdio server's `sandbox` (servers added by `mcp/add` have none).
     pub sandbox: Option<SandboxInfo>,
+    /// `always_load = true`: its tools are never deferred behind `tool_search`.
+    pub always_load: bool,
     pub settings: Arc<Settings>,
     /// Cancelled by remove/shutdown; the task then closes the connection and ends.
     pub closed: CancellationToken,
@@ -74,12 +76,14 @@ impl Server {
         name: &str,
         transport: McpTransport,
         sandbox: Option<SandboxInfo>,
+        always_load: bool,
         settings: Arc<Settings>,
     ) -> Arc<Server> {
         Arc::new(Server {
             name: name.to_owned(),
             transport,
             sandbox,
+            always_load,
             settings,
             closed: CancellationToken::new(),
             state: Mutex::new(State {

@@ -424,11 +424,13 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
             McpServerEntry {
                 name: "zeta".into(),
                 transport: stdio_everything(),
+                always_load: false,
                 sandbox: None,
             },
             McpServerEntry {
                 name: "alpha".into(),
                 transport: stdio_everything(),
+                always_load: false,
                 sandbox: None,
             },
         ],

@@ -45,6 +45,7 @@ pub(super) fn fast_config() -> McpConfig {
         reconnect_max_ms: 400,
         ping_interval_ms: 0,
         servers: Vec::new(),
+        ..McpConfig::default()
     }
 }
 

@@ -182,9 +182,15 @@ async fn run_prompt(
     let provider = shared.provider();
     let llm = services.llm.client(provider.as_deref());
     let compaction = services.compaction_for(provider.as_deref());
-    let tools = shared.offered_tools(services.tools());
+    let mut tools = shared.offered_tools(services.tools());
     // One snapshot of the settings for the whole turn (a config edit applies to the next).
     let live = services.live();
+    crate::agent::tool_search::arrange(
+        &mut tools,
+        live.config.mcp.tool_search,
+        live.config.mcp.tool_search_min_tokens,
+        &shared.tools.loaded_tools,
+    );
     let env = TurnEnv {
         session_id: &shared.id,
         llm: llm.as_ref().map_err(String::as_str),

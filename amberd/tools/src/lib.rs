@@ -8,6 +8,7 @@ pub mod apply_patch;
 mod args;
 pub mod atomic_write;
 pub mod bash;
+pub mod deferred;
 pub mod diff;
 pub mod dispatch;
 pub(crate) mod edit;
@@ -217,6 +218,12 @@ pub trait Tool: Send + Sync {
     /// amberd (todos, sub-agents, MCP and plugin tools, `fetch`).
     fn runs_in_workspace(&self) -> bool {
         false
+    }
+    /// The group a tool may be deferred with (an MCP tool's server): when the session
+    /// defers tools, the model gets its schema only once `tool_search` loaded it
+    /// (`deferred.rs`). `None`, the default: always offered.
+    fn defer_group(&self) -> Option<&str> {
+        None
     }
     /// Run the call. Failures are outcomes (`error`), never panics.
     fn call<'a>(

@@ -149,6 +149,8 @@ pub struct SessionTools {
     /// Where the workspace's configuration (skills) is read when the workspace is
     /// elsewhere: amberd's mirror of it; the workspace itself until set.
     config_root: OnceLock<std::path::PathBuf>,
+    /// The deferred tools this session's model has loaded (`tool_search`).
+    pub loaded_tools: crate::deferred::LoadedTools,
 }
 
 impl std::fmt::Debug for SessionTools {
@@ -174,6 +176,7 @@ impl SessionTools {
             sandbox: Mutex::new(ToolSandbox::Off),
             host: OnceLock::new(),
             config_root: OnceLock::new(),
+            loaded_tools: crate::deferred::LoadedTools::default(),
         }
     }
 
