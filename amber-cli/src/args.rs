@@ -246,12 +246,21 @@ pub(crate) enum Command {
     /// Serve amber to other agents as an MCP server over stdio (tools `amber_run`, `amber_reply`)
     ///
     /// stdout carries only the MCP protocol; notes go to stderr. A headless client: approval
-    /// requests of its turns are denied unless `--yes` is given.
+    /// requests of its turns are denied unless `--yes` is given. With `--http` it serves
+    /// Streamable HTTP instead, and prints the URL to use on stdout.
     McpServer {
         /// Answer approval requests of the turns it runs with allow_once (as `run --yes`:
         /// running a command without the OS sandbox is still denied)
         #[arg(long)]
         yes: bool,
+        /// Serve Streamable HTTP at /mcp on ADDR instead of stdio: a loopback HOST:PORT
+        /// (127.0.0.1:0 picks a port) or unix:PATH. Every request needs the token
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// The token HTTP requests must carry (`Authorization: Bearer TOKEN` or `?token=`),
+        /// read from this file; else $AMBER_MCP_TOKEN; else a new random one (in the URL printed)
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<std::path::PathBuf>,
     },
     /// Be an Agent Client Protocol (ACP v1) agent on stdin/stdout, for editors (Zed, Neovim, …)
     ///

@@ -287,8 +287,26 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 .await
             }
             Command::Rpc => rpc::rpc(&conn).await,
-            Command::McpServer { yes } => {
+            Command::McpServer {
+                yes, http: None, ..
+            } => {
                 amber_mcp_server::serve(output::connect_options(&conn, yes), yes).await;
+                Ok(exit::OK)
+            }
+            Command::McpServer {
+                yes,
+                http: Some(addr),
+                token_file,
+            } => {
+                let listen = amber_mcp_server::http::Listen::parse(&addr)?;
+                let token = mcp_token(token_file.as_deref())?;
+                amber_mcp_server::serve_http(
+                    output::connect_options(&conn, yes),
+                    yes,
+                    listen,
+                    token,
+                )
+                .await?;
                 Ok(exit::OK)
             }
             Command::Acp => {
@@ -336,6 +354,29 @@ fn write_quietly(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<u8> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(exit::OK),
         other => other.map(|()| exit::OK),
     }
+}
+
+/// The token of `mcp-server --http`: `--token-file` (trimmed), else `$AMBER_MCP_TOKEN`,
+/// else a new random one.
+fn mcp_token(file: Option<&std::path::Path>) -> anyhow::Result<String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+        let token = text.trim();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "the token file {} is empty",
+            path.display()
+        );
+        return Ok(token.to_owned());
+    }
+    if let Some(token) = std::env::var("AMBER_MCP_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        return Ok(token.trim().to_owned());
+    }
+    Ok(amber_mcp_server::http::new_token()?)
 }
 
 #[cfg(test)]

