@@ -198,6 +198,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: DaemonAction,
     },
+    /// Sign in to a configured HTTP MCP server that requires OAuth: login, logout
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
     /// Prompts amberd runs on a cron schedule: add, list, rm, run, tick
     Routine {
         #[command(subcommand)]
@@ -351,6 +356,22 @@ pub(crate) enum ExecAction {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// `mcp`'s actions.
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpAction {
+    /// Sign in to the server NAME (`[mcp.servers.NAME] url = …`): prints the authorization
+    /// URL (and opens a browser when there is one), waits until the server is ready. amberd
+    /// keeps the tokens (<data dir>/mcp-auth/NAME.json, 0600) and refreshes them
+    Login {
+        name: String,
+        /// Only print the URL; open it yourself (on another machine, say)
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the server NAME's stored tokens
+    Logout { name: String },
 }
 
 /// `routine`'s actions.

@@ -15,6 +15,7 @@ mod doctor;
 mod exec_install;
 mod gap;
 mod logs;
+mod mcp;
 mod output;
 mod reconnect;
 mod render;
@@ -34,7 +35,9 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use crate::args::{Cli, Command, DaemonAction, ExecAction, RoutineAction, SessionsAction};
+use crate::args::{
+    Cli, Command, DaemonAction, ExecAction, McpAction, RoutineAction, SessionsAction,
+};
 use crate::turn::exit;
 
 /// A usage error found after parsing (exit code 2).
@@ -223,6 +226,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                     daemon::install_systemd(&conn, dir, amberd, force).await
                 }
                 DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
+            },
+            Command::Mcp { action } => match action {
+                McpAction::Login { name, no_browser } => mcp::login(&conn, &name, no_browser).await,
+                McpAction::Logout { name } => mcp::logout(&conn, &name).await,
             },
             Command::Routine { action } => match action {
                 RoutineAction::Add {

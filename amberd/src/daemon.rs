@@ -77,6 +77,7 @@ impl Daemon {
                     &services.live().config.mcp,
                     bridge,
                     services.sandbox.clone(),
+                    Some(services.data_dir.join(crate::mcp::oauth::AUTH_DIR)),
                 ),
                 plugins,
                 routines: Arc::new(crate::routines::Routines::open(&services.data_dir)),

@@ -71,6 +71,23 @@ pub struct McpListResult {
     pub servers: Vec<McpServerInfo>,
 }
 
+/// Result of `mcp/login` (amber extension): where the person signs in. The login completes
+/// when the browser comes back to amberd's loopback redirect; the server then reconnects
+/// (`mcp_status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpLoginResult {
+    pub authorization_url: String,
+}
+
+/// Result of `mcp/logout` (amber extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpLogoutResult {
+    /// Whether there were stored credentials to forget.
+    pub removed: bool,
+}
+
 /// Params of methods that name only a server or plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

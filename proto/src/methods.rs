@@ -106,6 +106,8 @@ method!(
 );
 method!(McpList = "mcp/list", Empty => McpListResult);
 method!(McpRemove = "mcp/remove", NameParams => Empty);
+method!(McpLogin = "mcp/login", NameParams => crate::McpLoginResult);
+method!(McpLogout = "mcp/logout", NameParams => crate::McpLogoutResult);
 method!(PluginList = "plugin/list", Empty => PluginListResult);
 method!(
     /// The plugin's row after enabling it.
@@ -284,6 +286,8 @@ pub const TOOL_LIST: &str = ToolList::NAME;
 pub const MCP_ADD: &str = McpAdd::NAME;
 pub const MCP_LIST: &str = McpList::NAME;
 pub const MCP_REMOVE: &str = McpRemove::NAME;
+pub const MCP_LOGIN: &str = McpLogin::NAME;
+pub const MCP_LOGOUT: &str = McpLogout::NAME;
 pub const PLUGIN_LIST: &str = PluginList::NAME;
 pub const PLUGIN_ENABLE: &str = PluginEnable::NAME;
 pub const PLUGIN_DISABLE: &str = PluginDisable::NAME;
@@ -395,4 +399,6 @@ pub const EXTENSIONS: &[&str] = &[
     ROUTINE_REMOVE,
     ROUTINE_RUN,
     ROUTINE_TICK,
+    MCP_LOGIN,
+    MCP_LOGOUT,
 ];

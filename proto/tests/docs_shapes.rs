@@ -278,6 +278,8 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "McpServerInfo" => check::<McpServerInfo>(value),
         "McpListResult" => check::<McpListResult>(value),
         "NameParams" => check::<NameParams>(value),
+        "McpLoginResult" => check::<McpLoginResult>(value),
+        "McpLogoutResult" => check::<McpLogoutResult>(value),
         "PluginListResult" => check::<PluginListResult>(value),
         "PluginInfo" => check::<PluginInfo>(value),
         "CommandListResult" => check::<CommandListResult>(value),

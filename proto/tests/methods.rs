@@ -53,6 +53,8 @@ fn every_method() -> Vec<(Row, &'static str)> {
         (row::<McpAdd>(), "mcp/add"),
         (row::<McpList>(), "mcp/list"),
         (row::<McpRemove>(), "mcp/remove"),
+        (row::<McpLogin>(), "mcp/login"),
+        (row::<McpLogout>(), "mcp/logout"),
         (row::<PluginList>(), "plugin/list"),
         (row::<PluginEnable>(), "plugin/enable"),
         (row::<PluginDisable>(), "plugin/disable"),

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::McpPrompt;
 use super::McpPromptArgument;
 pub(super) use super::error_text::describe as chain;
+use super::oauth;
 use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
 use amber_exec::containment::SpawnSandbox;
 use amber_exec::sandbox_env::SandboxEnv;
@@ -80,6 +81,7 @@ impl Connection {
         transport: &McpTransport,
         extension_env: &SandboxEnv,
         sandbox: Option<SandboxInfo>,
+        credentials: Option<&std::path::Path>,
         timeout: Duration,
         stop: &CancellationToken,
     ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), String> {
@@ -134,8 +136,26 @@ impl Connection {
                 }
             }
             McpTransport::Http { url, headers } => {
-                let transport = http_transport(url, headers, timeout)?;
-                let handshake = rmcp::serve_client_with_lifecycle(handler, transport, lifecycle());
+                let (client, config) = http_transport(url, headers, timeout)?;
+                let authorized = match credentials {
+                    Some(path) => oauth::authorized_client(url, path, client.clone()).await?,
+                    None => None,
+                };
+                let handshake = async {
+                    match authorized {
+                        // The stored token on every request, refreshed when it expires.
+                        Some(auth) => {
+                            let transport =
+                                StreamableHttpClientTransport::with_client(auth, config);
+                            rmcp::serve_client_with_lifecycle(handler, transport, lifecycle()).await
+                        }
+                        None => {
+                            let transport =
+                                StreamableHttpClientTransport::with_client(client, config);
+                            rmcp::serve_client_with_lifecycle(handler, transport, lifecycle()).await
+                        }
+                    }
+                };
                 tokio::select! {
                     r = tokio::time::timeout(timeout, handshake) => r,
                     () = stop.cancelled() => return Err("cancelled".into()),
@@ -146,10 +166,13 @@ impl Connection {
             Ok(Ok(running)) => running,
             Ok(Err(err)) => {
                 sweep(pgid, libc::SIGKILL);
-                return Err(with_stderr(
-                    format!("initialize failed: {}", chain(&err)),
-                    &stderr,
-                ));
+                let text = chain(&err);
+                if credentials.is_some() && needs_login(&text) {
+                    return Err(format!(
+                        "needs authorization ({text}): run `amber-cli mcp login {server}`"
+                    ));
+                }
+                return Err(with_stderr(format!("initialize failed: {text}"), &stderr));
             }
             Err(_) => {
                 sweep(pgid, libc::SIGKILL);
@@ -287,11 +310,26 @@ fn sweep(pgid: Option<i32>, signal: libc::c_int) {
     }
 }
 
+/// The server said who it wants instead (401, or a token it no longer takes).
+fn needs_login(error: &str) -> bool {
+    let lower = error.to_ascii_lowercase();
+    [
+        "auth required",
+        "authorization required",
+        "401",
+        "unauthorized",
+        "invalid_token",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}
+
+/// The HTTP client and transport settings of a streamable HTTP server.
 fn http_transport(
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
     connect_timeout: Duration,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<(reqwest::Client, StreamableHttpClientTransportConfig), String> {
     // Err only means a provider is already installed, which is what we want.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
@@ -312,7 +350,7 @@ fn http_transport(
         custom.insert(name, value);
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-    Ok(StreamableHttpClientTransport::with_client(client, config))
+    Ok((client, config))
 }
 
 /// Receives the server's notifications; list changes go to the supervisor.

@@ -84,6 +84,17 @@ pub enum ToolSearchMode {
     Off,
 }
 
+/// `oauth_client_id`, `oauth_scopes` of an HTTP server: how `amber-cli mcp login` registers
+/// with its authorization server (default: amber registers itself, scopes as the server
+/// advertises them).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct OAuthSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
 /// One configured server: its name and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct McpServerEntry {
@@ -92,6 +103,8 @@ pub struct McpServerEntry {
     /// `always_load = true`: its tools are always offered whole, never deferred.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub always_load: bool,
+    #[serde(skip_serializing_if = "is_default_oauth")]
+    pub oauth: OAuthSettings,
 
     /// `sandbox = "workspace-write" | "read-only"` (a stdio server only; `network` stays
     /// on unless `network = false`); `None`: unsandboxed, the default.
@@ -112,6 +125,8 @@ struct RawServer {
     sandbox: Option<amber_proto::SandboxMode>,
     network: Option<bool>,
     always_load: bool,
+    oauth_client_id: Option<String>,
+    oauth_scopes: Vec<String>,
 }
 
 impl RawServer {
@@ -166,6 +181,10 @@ impl RawServer {
             .map_err(|message| format!("[mcp.servers.{name}]: {message}"))?;
         Ok(transport)
     }
+}
+
+fn is_default_oauth(oauth: &OAuthSettings) -> bool {
+    *oauth == OAuthSettings::default()
 }
 
 /// Why a server name is refused, if it is: it becomes part of tool names
@@ -254,11 +273,23 @@ fn servers_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<McpServerEntr
                 }
                 let sandbox = raw.sandbox(&name).map_err(de::Error::custom)?;
                 let always_load = raw.always_load;
+                if raw.url.is_none()
+                    && (raw.oauth_client_id.is_some() || !raw.oauth_scopes.is_empty())
+                {
+                    return Err(de::Error::custom(format!(
+                        "[mcp.servers.{name}]: `oauth_client_id` and `oauth_scopes` only apply to `url` servers"
+                    )));
+                }
+                let oauth = OAuthSettings {
+                    client_id: raw.oauth_client_id.clone(),
+                    scopes: raw.oauth_scopes.clone(),
+                };
                 let transport = raw.into_transport(&name).map_err(de::Error::custom)?;
                 servers.push(McpServerEntry {
                     name,
                     transport,
                     always_load,
+                    oauth,
                     sandbox,
                 });
             }

@@ -11,7 +11,7 @@ use rmcp::model::GetPromptRequestParams;
 use tokio::task::JoinHandle;
 
 use super::client::chain;
-use super::config::{name_problem, validate_transport};
+use super::config::{OAuthSettings, name_problem, validate_transport};
 use super::supervisor::{self, Server, Settings};
 use super::{McpConfig, McpError, McpSink, render};
 use amber_exec::sandbox_env::SandboxEnv;
@@ -36,8 +36,15 @@ impl McpHost {
     /// [`McpHost::start_configured`].
     /// `sandbox`: the daemon-wide part of the sandbox of configured stdio servers that
     /// ask for one (`sandbox = …` in their table).
-    pub fn new(config: &McpConfig, sink: Arc<dyn McpSink>, sandbox: Arc<SandboxEnv>) -> Arc<Self> {
-        let settings = Arc::new(Settings::new(config, sandbox));
+    /// `auth_dir`: where remote servers' OAuth credentials are kept (`oauth.rs`); `None`:
+    /// no OAuth.
+    pub fn new(
+        config: &McpConfig,
+        sink: Arc<dyn McpSink>,
+        sandbox: Arc<SandboxEnv>,
+        auth_dir: Option<std::path::PathBuf>,
+    ) -> Arc<Self> {
+        let settings = Arc::new(Settings::new(config, sandbox, auth_dir));
         let servers = config
             .servers
             .iter()
@@ -47,6 +54,7 @@ impl McpHost {
                     entry.transport.clone(),
                     entry.sandbox,
                     entry.always_load,
+                    entry.oauth.clone(),
                     settings.clone(),
                 ),
                 task: None,
@@ -72,7 +80,7 @@ impl McpHost {
     /// Adds a server and starts connecting it in the background. Returns at once with
     /// status `connecting`; `ready` or `failed` follow through the sink.
     pub fn add(&self, name: &str, transport: McpTransport) -> Result<McpServerInfo, McpError> {
-        self.add_with_sandbox(name, transport, None, false)
+        self.add_with_sandbox(name, transport, None, false, OAuthSettings::default())
     }
 
     /// [`McpHost::add`] with a configured server's sandbox.
@@ -82,6 +90,7 @@ impl McpHost {
         transport: McpTransport,
         sandbox: Option<amber_proto::SandboxInfo>,
         always_load: bool,
+        oauth: OAuthSettings,
     ) -> Result<McpServerInfo, McpError> {
         if let Some(problem) = name_problem(name) {
             return Err(McpError::InvalidName {
@@ -100,7 +109,14 @@ impl McpHost {
         if servers.iter().any(|e| e.server.name == name) {
             return Err(McpError::NameTaken(name.to_owned()));
         }
-        let server = Server::new(name, transport, sandbox, always_load, self.settings.clone());
+        let server = Server::new(
+            name,
+            transport,
+            sandbox,
+            always_load,
+            oauth,
+            self.settings.clone(),
+        );
         let info = server.info();
         let task = Some(self.spawn(&server));
         servers.push(Entry { server, task });
@@ -145,6 +161,7 @@ impl McpHost {
                 added.transport.clone(),
                 added.sandbox,
                 added.always_load,
+                added.oauth.clone(),
             ) {
                 Ok(_) => tracing::info!(server = %added.name, "MCP server added (config edit)"),
                 Err(err) => {
@@ -215,6 +232,73 @@ impl McpHost {
     #[cfg(test)]
     pub(super) fn server(&self, name: &str) -> Option<Arc<Server>> {
         self.find(name)
+    }
+
+    /// Starts an OAuth login for the HTTP server `name` (`mcp/login`): the authorization URL
+    /// for the person's browser. Once the redirect comes back the tokens are stored and the
+    /// server reconnects with them at once; a login that fails leaves the server as it was
+    /// and logs why.
+    pub async fn login(&self, name: &str) -> Result<String, McpError> {
+        let server = self.find(name).ok_or_else(|| unknown(name, &self.lock()))?;
+        let McpTransport::Http { url, .. } = &server.transport else {
+            return Err(McpError::InvalidTransport {
+                name: name.to_owned(),
+                message: "OAuth applies to `url` servers only".into(),
+            });
+        };
+        let credentials = server.credentials().ok_or_else(|| {
+            McpError::NotReady(format!(
+                "MCP server `{name}`: this host keeps no OAuth credentials"
+            ))
+        })?;
+        let request = super::oauth::LoginRequest {
+            url: url.clone(),
+            credentials,
+            client_id: server.oauth.client_id.clone(),
+            scopes: server.oauth.scopes.clone(),
+        };
+        let (authorization_url, done) =
+            super::oauth::start_login(request)
+                .await
+                .map_err(|message| McpError::Server {
+                    server: name.to_owned(),
+                    method: "OAuth login",
+                    message,
+                })?;
+        let waiting = server.clone();
+        tokio::spawn(async move {
+            match done.await {
+                Ok(Ok(())) => {
+                    tracing::info!(server = %waiting.name, "MCP OAuth login completed");
+                    waiting.retry.notify_one();
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(server = %waiting.name, %err, "MCP OAuth login failed")
+                }
+                Err(err) => {
+                    tracing::warn!(server = %waiting.name, %err, "MCP OAuth login task failed")
+                }
+            }
+        });
+        Ok(authorization_url)
+    }
+
+    /// Forgets the HTTP server `name`'s OAuth credentials (`mcp/logout`); its next connect
+    /// goes without them. True when there were any.
+    pub fn logout(&self, name: &str) -> Result<bool, McpError> {
+        let server = self.find(name).ok_or_else(|| unknown(name, &self.lock()))?;
+        let Some(path) = server.credentials() else {
+            return Ok(false);
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(McpError::Server {
+                server: name.to_owned(),
+                method: "OAuth logout",
+                message: format!("cannot remove {}: {e}", path.display()),
+            }),
+        }
     }
 
     fn find(&self, name: &str) -> Option<Arc<Server>> {

@@ -20,6 +20,7 @@ mod client;
 pub(crate) mod config;
 mod error_text;
 mod host;
+pub(crate) mod oauth;
 mod render;
 mod supervisor;
 

@@ -30,13 +30,20 @@ pub(super) struct Settings {
     pub ping_interval: Option<Duration>,
     /// The daemon-wide part of a sandboxed stdio server's sandbox.
     pub sandbox: Arc<SandboxEnv>,
+    /// Where HTTP servers' OAuth credentials are kept; `None`: no OAuth.
+    pub auth_dir: Option<std::path::PathBuf>,
 }
 
 impl Settings {
-    pub(super) fn new(c: &McpConfig, sandbox: Arc<SandboxEnv>) -> Self {
+    pub(super) fn new(
+        c: &McpConfig,
+        sandbox: Arc<SandboxEnv>,
+        auth_dir: Option<std::path::PathBuf>,
+    ) -> Self {
         let (backoff_base, backoff_max) = c.reconnect_backoff();
         Self {
             sandbox,
+            auth_dir,
             call_timeout: c.call_timeout(),
             connect_timeout: c.connect_timeout(),
             backoff_base,
@@ -54,6 +61,10 @@ pub(super) struct Server {
     pub sandbox: Option<SandboxInfo>,
     /// `always_load = true`: its tools are never deferred behind `tool_search`.
     pub always_load: bool,
+    /// `oauth_client_id`, `oauth_scopes`: how `mcp/login` registers.
+    pub oauth: super::config::OAuthSettings,
+    /// Wakes the task out of its reconnect backoff (a login completed).
+    pub retry: Notify,
     pub settings: Arc<Settings>,
     /// Cancelled by remove/shutdown; the task then closes the connection and ends.
     pub closed: CancellationToken,
@@ -77,6 +88,7 @@ impl Server {
         transport: McpTransport,
         sandbox: Option<SandboxInfo>,
         always_load: bool,
+        oauth: super::config::OAuthSettings,
         settings: Arc<Settings>,
     ) -> Arc<Server> {
         Arc::new(Server {
@@ -84,6 +96,8 @@ impl Server {
             transport,
             sandbox,
             always_load,
+            oauth,
+            retry: Notify::new(),
             settings,
             closed: CancellationToken::new(),
             state: Mutex::new(State {
@@ -104,6 +118,16 @@ impl Server {
             }),
             suspect: Notify::new(),
         })
+    }
+
+    /// Where this server's OAuth credentials are (or would be) kept: HTTP servers only.
+    pub(super) fn credentials(&self) -> Option<std::path::PathBuf> {
+        match (&self.transport, &self.settings.auth_dir) {
+            (McpTransport::Http { .. }, Some(dir)) => {
+                Some(super::oauth::credentials_path(dir, &self.name))
+            }
+            _ => None,
+        }
     }
 
     pub(super) fn info(&self) -> McpServerInfo {
@@ -193,6 +217,7 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
         if failures > 0 {
             tokio::select! {
                 () = tokio::time::sleep(backoff(&settings, failures)) => {}
+                () = server.retry.notified() => {}
                 () = server.closed.cancelled() => return,
             }
             // Only the first retry after a failure is reported (`failed` → `connecting`);
@@ -207,11 +232,13 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
                 }));
             }
         }
+        let credentials = server.credentials();
         let opened = Connection::open(
             &server.name,
             &server.transport,
             &settings.sandbox,
             server.sandbox,
+            credentials.as_deref(),
             settings.connect_timeout,
             &server.closed,
         )
@@ -434,6 +461,7 @@ mod tests {
             backoff_max: Duration::from_millis(1000),
             ping_interval: None,
             sandbox: SandboxEnv::for_tests(),
+            auth_dir: None,
         };
         for (failures, max) in [(1, 100), (2, 200), (3, 400), (5, 1000), (40, 1000)] {
             let d = backoff(&s, failures);

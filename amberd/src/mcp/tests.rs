@@ -25,6 +25,7 @@ pub(super) async fn ready_host(
         config,
         sink.clone(),
         amber_exec::sandbox_env::SandboxEnv::for_tests(),
+        None,
     );
     let info = host.add(S, transport).unwrap();
     assert_eq!(info.status, McpStatus::Connecting);
@@ -392,6 +393,7 @@ async fn add_validates_before_connecting() {
         &fast_config(),
         sink.clone(),
         amber_exec::sandbox_env::SandboxEnv::for_tests(),
+        None,
     );
     let stdio = || McpTransport::Stdio {
         command: "true".into(),
@@ -425,12 +427,14 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
                 name: "zeta".into(),
                 transport: stdio_everything(),
                 always_load: false,
+                oauth: Default::default(),
                 sandbox: None,
             },
             McpServerEntry {
                 name: "alpha".into(),
                 transport: stdio_everything(),
                 always_load: false,
+                oauth: Default::default(),
                 sandbox: None,
             },
         ],
@@ -441,6 +445,7 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
         &config,
         sink.clone(),
         amber_exec::sandbox_env::SandboxEnv::for_tests(),
+        None,
     );
     let listed: Vec<_> = host
         .list()

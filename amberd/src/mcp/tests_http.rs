@@ -72,6 +72,7 @@ async fn an_unreachable_url_fails_with_a_clear_error() {
         &fast_config(),
         sink.clone(),
         amber_exec::sandbox_env::SandboxEnv::for_tests(),
+        None,
     );
     let url = format!("http://127.0.0.1:{port}/mcp");
     host.add(

@@ -38,6 +38,7 @@ impl FakeHost {
                 &McpConfig::default(),
                 Arc::new(LogSink),
                 amber_exec::sandbox_env::SandboxEnv::for_tests(),
+                None,
             ),
             published: Mutex::new(Vec::new()),
         })

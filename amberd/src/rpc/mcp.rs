@@ -1,4 +1,5 @@
-//! `mcp/add`, `mcp/list` and `mcp/remove` over the daemon's [`crate::mcp::McpHost`];
+//! `mcp/add`, `mcp/list`, `mcp/remove`, `mcp/login` and `mcp/logout` over the daemon's
+//! [`crate::mcp::McpHost`];
 //! `mcp/add {sessionId}` over that session's own servers (`session/mcp.rs`).
 //! `mcp/add` answers at once with status `connecting`; the outcome arrives as
 //! `mcp_status` events and in `mcp/list`.
@@ -50,6 +51,18 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
     m.async_method::<methods::McpRemove, _, _>(|p, d, _| async move {
         d.mcp.remove(&p.name).await?;
         Ok(proto::Empty {})
+    })?;
+
+    m.async_method::<methods::McpLogin, _, _>(|p, d, _| async move {
+        Ok(proto::McpLoginResult {
+            authorization_url: d.mcp.login(&p.name).await?,
+        })
+    })?;
+
+    m.method::<methods::McpLogout>(|p, d, _| {
+        Ok(proto::McpLogoutResult {
+            removed: d.mcp.logout(&p.name)?,
+        })
     })?;
 
     Ok(())

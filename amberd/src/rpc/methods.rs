@@ -235,6 +235,8 @@ pub(crate) const SERVED: &[&str] = &[
     methods::MCP_ADD,
     methods::MCP_LIST,
     methods::MCP_REMOVE,
+    methods::MCP_LOGIN,
+    methods::MCP_LOGOUT,
     methods::PLUGIN_LIST,
     methods::PLUGIN_ENABLE,
     methods::PLUGIN_DISABLE,

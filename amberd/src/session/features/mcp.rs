@@ -65,7 +65,8 @@ impl SessionMcp {
             ..config.clone()
         };
         Self {
-            host: McpHost::new(&timeouts, sink.clone(), sandbox),
+            // An editor's servers for one session: no OAuth (their client holds the login).
+            host: McpHost::new(&timeouts, sink.clone(), sandbox, None),
             sink,
             servers: Mutex::new(Vec::new()),
             connect_timeout: config.connect_timeout(),
