@@ -72,13 +72,15 @@ impl Daemon {
             // The bridge reaches the daemon only as its plugin host.
             let host: Weak<dyn Host> = weak.clone();
             let bridge = Arc::new(McpBridge::new(host, registries));
+            let mcp = McpHost::new(
+                &services.live().config.mcp,
+                bridge,
+                services.sandbox.clone(),
+                Some(services.data_dir.join(crate::mcp::oauth::AUTH_DIR)),
+            );
+            let _ = services.lazy_mcp.set(mcp.clone());
             Daemon {
-                mcp: McpHost::new(
-                    &services.live().config.mcp,
-                    bridge,
-                    services.sandbox.clone(),
-                    Some(services.data_dir.join(crate::mcp::oauth::AUTH_DIR)),
-                ),
+                mcp,
                 plugins,
                 routines: Arc::new(crate::routines::Routines::open(&services.data_dir)),
                 sessions: SessionManager::new(services),

@@ -592,3 +592,67 @@ async fn servers_of_either_protocol_era_are_negotiated_and_called() {
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("stateful"), "{output}");
 }
+
+/// A server configured `lazy = true` is not started with the daemon: `closed` in `mcp/list`,
+/// named in `tool_search`'s index; a search that names it starts it, and its tool is loaded
+/// and called in the same turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lazy_server_starts_when_a_search_names_it_and_serves_the_same_turn() {
+    let config = format!(
+        "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
+         [mcp.servers.modern]\ncommand = \"node\"\nargs = [{:?}]\nlazy = true\n",
+        amber_tests::mcp_plugins::modern_server()
+            .display()
+            .to_string(),
+    );
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "t1",
+            "tool_search",
+            &json!({"query": "modern shout"}),
+        )]),
+        calls(vec![call(
+            "s1",
+            "mcp__modern__shout",
+            &json!({"text": "lazy"}),
+        )]),
+        MockTurn::text("done"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config);
+    // Not started: no process, `closed`, no tools.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let row = amber_tests::mcp_plugins::mcp_row(&daemon, "modern").unwrap();
+    assert_eq!(row["status"], "closed", "{row}");
+    assert_eq!(row["tools"], 0, "{row}");
+
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "shout lazy").await;
+    let requests = mock.requests();
+    let index = offered_description(&requests[0], "tool_search").unwrap();
+    assert!(index.contains("Servers not started yet"), "{index}");
+    assert!(index.contains("modern"), "{index}");
+    let (status, output) = result_of(&turn, "t1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(
+        output.starts_with("Started MCP server `modern`."),
+        "{output}"
+    );
+    assert!(output.contains("## mcp__modern__shout"), "{output}");
+    // Loaded and callable in the same turn.
+    let offered = amber_tests::steps::offered_tools(&requests[1]);
+    assert!(
+        offered.iter().any(|t| t == "mcp__modern__shout"),
+        "{offered:?}"
+    );
+    let (status, output) = result_of(&turn, "s1");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("LAZY"), "{output}");
+    assert_eq!(
+        amber_tests::mcp_plugins::mcp_row(&daemon, "modern").unwrap()["status"],
+        "ready"
+    );
+}

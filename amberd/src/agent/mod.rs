@@ -121,6 +121,9 @@ pub(crate) struct TurnEnv<'a> {
     pub llm: Result<&'a LlmClient, &'a str>,
     pub model: &'a str,
     pub tools: &'a ToolRegistry,
+    /// The session's tools taken again, for a turn whose `tool_search` loaded tools (a
+    /// lazy server it started brings new ones); `None`: `tools` for the whole turn.
+    pub refresh_tools: Option<&'a (dyn Fn() -> ToolRegistry + Send + Sync)>,
     pub session_tools: &'a Arc<SessionTools>,
     /// The head of every request (`prompt::PromptHead::head` of the context's system
     /// prompt): the same bytes for the whole turn.
@@ -173,6 +176,7 @@ pub(crate) async fn run_turn(
         rounds: 0,
         final_text: String::new(),
         output_instruction: env.output_schema.map(OutputSchema::instruction),
+        tools: env.tools.clone(),
     };
     context.push(Message::user(prompt));
     env.host.context_changed(context);
@@ -221,6 +225,9 @@ struct Turn<'e, 'a> {
     final_text: String,
     /// The output schema as an instruction, for providers without structured output.
     output_instruction: Option<String>,
+    /// The turn's tools: `env.tools`, taken again (`env.refresh_tools`) when `tool_search`
+    /// loaded tools, so a server it started is callable in the same turn.
+    tools: ToolRegistry,
 }
 
 /// Whether the model's reply is streamed to clients or is the silent confirm exchange.
@@ -263,14 +270,17 @@ impl Turn<'_, '_> {
         };
         let loaded = &env.session_tools.loaded_tools;
         let mut generation = loaded.generation();
-        let mut specs = offered_tool_specs(env.tools, loaded);
+        let mut specs = offered_tool_specs(&self.tools, loaded);
         let metered = Metered::new(llm, env.host);
         let mut state = LoopState::default();
         for _ in 0..budget {
             // `tool_search` loaded tools: offered from this request on.
             if loaded.generation() != generation {
                 generation = loaded.generation();
-                specs = offered_tool_specs(env.tools, loaded);
+                if let Some(refresh) = env.refresh_tools {
+                    self.tools = refresh();
+                }
+                specs = offered_tool_specs(&self.tools, loaded);
             }
             let compact_env = CompactEnv {
                 llm: &metered,
@@ -665,8 +675,9 @@ impl Turn<'_, '_> {
         // tool publishes (a `task` call's `subagent_started`).
         let host = env.host;
         let sink = move |event: DispatchEvent| host.emit(dispatch_event_kind(event));
+        let tools = self.tools.clone();
         let request = DispatchRequest {
-            registry: env.tools,
+            registry: &tools,
             calls,
             previous_calls,
             gate: env.host.gate(),
@@ -676,7 +687,7 @@ impl Turn<'_, '_> {
             limits: env.limits,
             events: &sink,
         };
-        let changes = may_change_files(env.tools, calls);
+        let changes = may_change_files(&tools, calls);
         if changes {
             env.host.before_changes().await;
         }

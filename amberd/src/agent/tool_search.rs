@@ -6,6 +6,9 @@
 //!
 //! Deferral is decided per turn from `[mcp] tool_search` and the size of the deferrable
 //! schemas, counted loaded or not, so the decision does not flip as tools get loaded.
+//! Servers configured `lazy = true` start only when a search names them ([`LazyServers`]):
+//! the index lists them by name, and a search that names one starts it, waits until it is
+//! ready and searches its tools too.
 
 use std::sync::Arc;
 
@@ -26,14 +29,31 @@ const DEFAULT_RESULTS: usize = 5;
 /// Longest one-line description in the index.
 const INDEX_LINE: usize = 100;
 
+/// MCP servers configured `lazy = true` that have not started: what `tool_search` starts.
+pub(crate) trait LazyServers: Send + Sync {
+    /// The lazy servers not started yet.
+    fn waiting(&self) -> Vec<String>;
+    /// Starts `name` and waits until it is ready (or failed): its tools.
+    fn start<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<Arc<dyn Tool>>, String>>;
+}
+
+/// What decides a turn's deferral: `[mcp] tool_search`, its threshold, the lazy servers.
+pub(crate) struct Deferral {
+    pub mode: ToolSearchMode,
+    pub min_tokens: u64,
+    pub lazy: Option<Arc<dyn LazyServers>>,
+}
+
 /// Decides whether this turn defers its deferrable tools and, if it does (and any is not
-/// loaded yet), registers `tool_search` over them. Returns whether the turn defers.
-pub(crate) fn arrange(
-    tools: &mut ToolRegistry,
-    mode: ToolSearchMode,
-    min_tokens: u64,
-    loaded: &LoadedTools,
-) -> bool {
+/// loaded yet, or a lazy server waits), registers `tool_search` over them. Returns whether
+/// the turn defers.
+pub(crate) fn arrange(tools: &mut ToolRegistry, deferral: &Deferral, loaded: &LoadedTools) -> bool {
+    let waiting_servers = deferral
+        .lazy
+        .as_ref()
+        .map(|lazy| lazy.waiting())
+        .unwrap_or_default();
+    let (mode, min_tokens) = (deferral.mode, deferral.min_tokens);
     let deferrable: Vec<Arc<dyn Tool>> = tools
         .iter()
         .filter(|t| t.defer_group().is_some())
@@ -41,10 +61,11 @@ pub(crate) fn arrange(
         .collect();
     let defer = match mode {
         ToolSearchMode::Off => false,
-        ToolSearchMode::On => !deferrable.is_empty(),
+        ToolSearchMode::On => !deferrable.is_empty() || !waiting_servers.is_empty(),
+        // A lazy server starts only through a search.
         ToolSearchMode::Auto => {
             let specs: Vec<ToolSpec> = deferrable.iter().map(|t| spec_of(t.as_ref())).collect();
-            crate::compaction::tools_tokens(&specs) > min_tokens
+            crate::compaction::tools_tokens(&specs) > min_tokens || !waiting_servers.is_empty()
         }
     };
     if !defer {
@@ -54,8 +75,12 @@ pub(crate) fn arrange(
         .into_iter()
         .filter(|t| !loaded.contains(t.name()))
         .collect();
-    if !waiting.is_empty() {
-        tools.register(Arc::new(ToolSearch::new(waiting)));
+    if !waiting.is_empty() || !waiting_servers.is_empty() {
+        let lazy = deferral
+            .lazy
+            .clone()
+            .filter(|_| !waiting_servers.is_empty());
+        tools.register(Arc::new(ToolSearch::new(waiting, waiting_servers, lazy)));
     }
     true
 }
@@ -68,14 +93,21 @@ fn spec_of(tool: &dyn Tool) -> ToolSpec {
     }
 }
 
-/// The `tool_search` tool of one turn: the deferred tools it may load.
+/// The `tool_search` tool of one turn: the deferred tools it may load, and the lazy
+/// servers it may start.
 struct ToolSearch {
     deferred: Vec<Arc<dyn Tool>>,
+    servers: Vec<String>,
+    lazy: Option<Arc<dyn LazyServers>>,
     description: String,
 }
 
 impl ToolSearch {
-    fn new(deferred: Vec<Arc<dyn Tool>>) -> Self {
+    fn new(
+        deferred: Vec<Arc<dyn Tool>>,
+        servers: Vec<String>,
+        lazy: Option<Arc<dyn LazyServers>>,
+    ) -> Self {
         let mut description = String::from(
             "Load the full definitions of deferred tools so that you can call them. The tools \
              below exist, but their parameters are not shown until loaded. Search by keywords \
@@ -91,18 +123,42 @@ impl ToolSearch {
                 one_line(tool.description())
             ));
         }
+        if !servers.is_empty() {
+            description.push_str(&format!(
+                "\n\nServers not started yet (a search that names one starts it and searches \
+                 its tools): {}",
+                servers.join(", ")
+            ));
+        }
         Self {
             deferred,
+            servers,
+            lazy,
             description,
         }
     }
 
-    /// The tools `query` names or matches, best first, at most `limit`.
-    fn find(&self, query: &str, limit: usize) -> Vec<&Arc<dyn Tool>> {
+    /// The lazy servers `query` names: by name among its words, or as the server of a
+    /// `select:` name (`mcp__SERVER__TOOL`).
+    fn named_servers(&self, query: &str) -> Vec<&str> {
+        let lower = query.to_lowercase();
+        self.servers
+            .iter()
+            .filter(|server| {
+                let server = server.to_lowercase();
+                lower
+                    .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+                    .any(|word| word == server || word.starts_with(&format!("mcp__{server}__")))
+            })
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The tools `query` names or matches among `pool`, best first, at most `limit`.
+    fn find<'t>(pool: &'t [Arc<dyn Tool>], query: &str, limit: usize) -> Vec<&'t Arc<dyn Tool>> {
         if let Some(names) = query.trim().strip_prefix("select:") {
             let wanted: Vec<&str> = names.split(',').map(str::trim).collect();
-            return self
-                .deferred
+            return pool
                 .iter()
                 .filter(|t| wanted.contains(&t.name()))
                 .take(MAX_RESULTS)
@@ -113,8 +169,7 @@ impl ToolSearch {
             .filter(|t| !t.is_empty())
             .map(str::to_lowercase)
             .collect();
-        let mut scored: Vec<(usize, usize, &Arc<dyn Tool>)> = self
-            .deferred
+        let mut scored: Vec<(usize, usize, &Arc<dyn Tool>)> = pool
             .iter()
             .enumerate()
             .filter_map(|(at, tool)| {
@@ -197,18 +252,39 @@ impl Tool for ToolSearch {
                             .unwrap_or(MAX_RESULTS)
                             .clamp(1, MAX_RESULTS)
                     });
-            let found = self.find(query, limit);
+            // Lazy servers the query names start now; their tools join the search.
+            let mut pool = self.deferred.clone();
+            let mut notes = String::new();
+            if let Some(lazy) = &self.lazy {
+                for server in self.named_servers(query) {
+                    match lazy.start(server).await {
+                        Ok(tools) => {
+                            let known: Vec<String> =
+                                pool.iter().map(|t| t.name().to_owned()).collect();
+                            pool.extend(
+                                tools
+                                    .into_iter()
+                                    .filter(|t| !known.iter().any(|k| k == t.name())),
+                            );
+                            notes.push_str(&format!("Started MCP server `{server}`.\n"));
+                        }
+                        Err(why) => notes
+                            .push_str(&format!("MCP server `{server}` could not start: {why}\n")),
+                    }
+                }
+            }
+            let found = Self::find(&pool, query, limit);
             if found.is_empty() {
                 return ToolOutcome::ok(format!(
-                    "No deferred tool matches `{query}`. Try other keywords, or `select:` with \
-                     names from this tool's description."
+                    "{notes}No deferred tool matches `{query}`. Try other keywords, or `select:` \
+                     with names from this tool's description."
                 ));
             }
             ctx.session
                 .loaded_tools
                 .load(found.iter().map(|t| t.name()));
             let mut out = format!(
-                "Loaded {} tool(s); call them by name from your next step on:\n",
+                "{notes}Loaded {} tool(s); call them by name from your next step on:\n",
                 found.len()
             );
             for tool in found {
@@ -256,6 +332,107 @@ mod tests {
         }
     }
 
+    fn deferral(mode: ToolSearchMode, min_tokens: u64) -> Deferral {
+        Deferral {
+            mode,
+            min_tokens,
+            lazy: None,
+        }
+    }
+
+    /// Lazy servers that start at once with two tools each, counting the starts.
+    #[derive(Default)]
+    struct Lazy {
+        started: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl LazyServers for Lazy {
+        fn waiting(&self) -> Vec<String> {
+            let started = self.started.lock().unwrap();
+            ["linear", "sentry"]
+                .into_iter()
+                .filter(|s| !started.iter().any(|x| x == s))
+                .map(str::to_owned)
+                .collect()
+        }
+        fn start<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Vec<Arc<dyn Tool>>, String>> {
+            Box::pin(async move {
+                self.started.lock().unwrap().push(name.to_owned());
+                let tools: Vec<Arc<dyn Tool>> = ["create_issue", "list_issues"]
+                    .into_iter()
+                    .map(|op| {
+                        Arc::new(Fake {
+                            name: format!("mcp__{name}__{op}"),
+                            group: Some(name.to_owned()),
+                            description: format!("{op} in {name}"),
+                        }) as Arc<dyn Tool>
+                    })
+                    .collect();
+                Ok(tools)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_search_naming_a_lazy_server_starts_it_and_loads_its_tools() {
+        let lazy = Arc::new(Lazy::default());
+        let mut tools = registry(0);
+        let ctx = ToolContext::new("/tmp", "c1");
+        let deferral = Deferral {
+            mode: ToolSearchMode::Auto,
+            min_tokens: u64::MAX,
+            lazy: Some(lazy.clone()),
+        };
+        // Nothing deferrable yet, but a lazy server waits: the turn defers.
+        assert!(arrange(&mut tools, &deferral, &ctx.session.loaded_tools));
+        let search = tools.get(NAME).unwrap().clone();
+        assert!(
+            search.description().contains("Servers not started yet"),
+            "{}",
+            search.description()
+        );
+        assert!(search.description().contains("linear, sentry"));
+        // A search that names no server starts none.
+        let out = search.call(json!({"query": "create issue"}), &ctx).await;
+        assert!(
+            out.output.starts_with("No deferred tool matches"),
+            "{}",
+            out.output
+        );
+        assert!(lazy.started.lock().unwrap().is_empty());
+        let out = search
+            .call(
+                json!({"query": "linear create issue", "max_results": 1}),
+                &ctx,
+            )
+            .await;
+        assert!(
+            out.output.starts_with("Started MCP server `linear`."),
+            "{}",
+            out.output
+        );
+        assert!(
+            out.output.contains("## mcp__linear__create_issue"),
+            "{}",
+            out.output
+        );
+        assert_eq!(*lazy.started.lock().unwrap(), ["linear"]);
+        assert!(
+            ctx.session
+                .loaded_tools
+                .contains("mcp__linear__create_issue")
+        );
+        // select: names a server through its tools' prefix.
+        let out = search
+            .call(json!({"query": "select:mcp__sentry__list_issues"}), &ctx)
+            .await;
+        assert!(
+            out.output.contains("## mcp__sentry__list_issues"),
+            "{}",
+            out.output
+        );
+    }
+
     fn registry(mcp_tools: usize) -> ToolRegistry {
         let mut registry = ToolRegistry::new();
         registry.register(Arc::new(Fake {
@@ -288,7 +465,7 @@ mod tests {
         for (mode, threshold, count, defers) in cases {
             let mut tools = registry(count);
             assert_eq!(
-                arrange(&mut tools, mode, threshold, &loaded),
+                arrange(&mut tools, &deferral(mode, threshold), &loaded),
                 defers,
                 "{mode:?} {threshold} {count}"
             );
@@ -299,7 +476,11 @@ mod tests {
     #[test]
     fn the_index_lists_each_deferred_tool_on_one_line() {
         let mut tools = registry(4);
-        arrange(&mut tools, ToolSearchMode::On, 0, &LoadedTools::default());
+        arrange(
+            &mut tools,
+            &deferral(ToolSearchMode::On, 0),
+            &LoadedTools::default(),
+        );
         let description = tools.get(NAME).unwrap().description().to_owned();
         assert!(
             description.contains(
@@ -321,7 +502,11 @@ mod tests {
     async fn a_search_loads_the_best_matches_and_select_loads_exact_names() {
         let mut tools = registry(6);
         let ctx = ToolContext::new("/tmp", "c1");
-        arrange(&mut tools, ToolSearchMode::On, 0, &ctx.session.loaded_tools);
+        arrange(
+            &mut tools,
+            &deferral(ToolSearchMode::On, 0),
+            &ctx.session.loaded_tools,
+        );
         let search = tools.get(NAME).unwrap().clone();
         let out = search
             .call(json!({"query": "jira issue", "max_results": 2}), &ctx)
@@ -353,7 +538,11 @@ mod tests {
 
         // The next turn's index leaves out what is loaded; once all are, no tool_search.
         let mut next = registry(6);
-        arrange(&mut next, ToolSearchMode::On, 0, &ctx.session.loaded_tools);
+        arrange(
+            &mut next,
+            &deferral(ToolSearchMode::On, 0),
+            &ctx.session.loaded_tools,
+        );
         let index = next.get(NAME).unwrap().description().to_owned();
         assert!(!index.contains("mcp__jira__op_1 "), "{index}");
         assert!(index.contains("mcp__jira__op_5 "), "{index}");

@@ -105,6 +105,10 @@ pub struct McpServerEntry {
     pub always_load: bool,
     #[serde(skip_serializing_if = "is_default_oauth")]
     pub oauth: OAuthSettings,
+    /// `lazy = true`: not connected when amberd starts but when a `tool_search` names it
+    /// (with `[mcp] tool_search = "off"` it starts with the others).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lazy: bool,
 
     /// `sandbox = "workspace-write" | "read-only"` (a stdio server only; `network` stays
     /// on unless `network = false`); `None`: unsandboxed, the default.
@@ -125,6 +129,7 @@ struct RawServer {
     sandbox: Option<amber_proto::SandboxMode>,
     network: Option<bool>,
     always_load: bool,
+    lazy: bool,
     oauth_client_id: Option<String>,
     oauth_scopes: Vec<String>,
 }
@@ -272,7 +277,7 @@ fn servers_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<McpServerEntr
                     )));
                 }
                 let sandbox = raw.sandbox(&name).map_err(de::Error::custom)?;
-                let always_load = raw.always_load;
+                let (always_load, lazy) = (raw.always_load, raw.lazy);
                 if raw.url.is_none()
                     && (raw.oauth_client_id.is_some() || !raw.oauth_scopes.is_empty())
                 {
@@ -290,6 +295,7 @@ fn servers_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<McpServerEntr
                     transport,
                     always_load,
                     oauth,
+                    lazy,
                     sandbox,
                 });
             }

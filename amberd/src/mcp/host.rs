@@ -27,8 +27,11 @@ pub struct McpHost {
 
 struct Entry {
     server: Arc<Server>,
-    /// None until started (configured servers wait for `start_configured`).
+    /// None until started (configured servers wait for `start_configured`, lazy ones for
+    /// `tool_search`).
     task: Option<JoinHandle<()>>,
+    /// Started by `tool_search`, not by `start_configured`.
+    lazy: bool,
 }
 
 impl McpHost {
@@ -45,7 +48,7 @@ impl McpHost {
         auth_dir: Option<std::path::PathBuf>,
     ) -> Arc<Self> {
         let settings = Arc::new(Settings::new(config, sandbox, auth_dir));
-        let servers = config
+        let servers: Vec<Entry> = config
             .servers
             .iter()
             .map(|entry| Entry {
@@ -58,8 +61,14 @@ impl McpHost {
                     settings.clone(),
                 ),
                 task: None,
+                // Without tool_search nothing would ever start it.
+                lazy: entry.lazy && config.tool_search != super::config::ToolSearchMode::Off,
             })
             .collect();
+        // A lazy server that has not started is `closed` until a search starts it.
+        for entry in servers.iter().filter(|e: &&Entry| e.lazy) {
+            entry.server.mark_closed();
+        }
         Arc::new(McpHost {
             settings,
             sink,
@@ -72,7 +81,7 @@ impl McpHost {
     /// runtime; calling it again does nothing.
     pub fn start_configured(&self) {
         let mut servers = self.lock();
-        for entry in servers.iter_mut().filter(|e| e.task.is_none()) {
+        for entry in servers.iter_mut().filter(|e| e.task.is_none() && !e.lazy) {
             entry.task = Some(self.spawn(&entry.server));
         }
     }
@@ -119,7 +128,11 @@ impl McpHost {
         );
         let info = server.info();
         let task = Some(self.spawn(&server));
-        servers.push(Entry { server, task });
+        servers.push(Entry {
+            server,
+            task,
+            lazy: false,
+        });
         Ok(info)
     }
 
@@ -301,6 +314,50 @@ impl McpHost {
         }
     }
 
+    /// Starts the lazy server `name` unless it runs, and waits until it is ready or has
+    /// failed (within its connect and listing time): its tools.
+    pub async fn start_lazy(
+        &self,
+        name: &str,
+    ) -> Result<Vec<Arc<dyn amber_tools::Tool>>, McpError> {
+        let server = {
+            let mut servers = self.lock();
+            if self.shutting_down.load(Ordering::SeqCst) {
+                return Err(McpError::ShuttingDown);
+            }
+            let index = servers
+                .iter()
+                .position(|e| e.server.name == name)
+                .ok_or_else(|| unknown(name, &servers))?;
+            if servers[index].task.is_none() {
+                servers[index].server.mark_connecting();
+                let task = self.spawn(&servers[index].server);
+                servers[index].task = Some(task);
+            }
+            servers[index].server.clone()
+        };
+        let deadline = tokio::time::Instant::now() + self.settings.connect_timeout * 2;
+        loop {
+            let info = server.info();
+            match info.status {
+                amber_proto::McpStatus::Ready => return Ok(server.tools()),
+                amber_proto::McpStatus::Failed => {
+                    return Err(McpError::NotReady(format!(
+                        "MCP server `{name}` failed: {}",
+                        info.error.unwrap_or_default()
+                    )));
+                }
+                _ if tokio::time::Instant::now() > deadline => {
+                    return Err(McpError::NotReady(format!(
+                        "MCP server `{name}` is not ready after {} ms",
+                        (self.settings.connect_timeout * 2).as_millis()
+                    )));
+                }
+                _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    }
+
     fn find(&self, name: &str) -> Option<Arc<Server>> {
         self.lock()
             .iter()
@@ -348,5 +405,22 @@ impl Drop for McpHost {
 impl std::fmt::Debug for McpHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.list()).finish()
+    }
+}
+
+impl crate::agent::tool_search::LazyServers for McpHost {
+    fn waiting(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|e| e.lazy && e.task.is_none())
+            .map(|e| e.server.name.clone())
+            .collect()
+    }
+
+    fn start<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<Arc<dyn amber_tools::Tool>>, String>> {
+        Box::pin(async move { self.start_lazy(name).await.map_err(|e| e.to_string()) })
     }
 }

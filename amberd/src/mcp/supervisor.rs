@@ -65,6 +65,9 @@ pub(super) struct Server {
     pub oauth: super::config::OAuthSettings,
     /// Wakes the task out of its reconnect backoff (a login completed).
     pub retry: Notify,
+    /// The tool adapters last published (what `tool_search` searches once it started a
+    /// lazy server).
+    tools: Mutex<Vec<Arc<dyn amber_tools::Tool>>>,
     pub settings: Arc<Settings>,
     /// Cancelled by remove/shutdown; the task then closes the connection and ends.
     pub closed: CancellationToken,
@@ -98,6 +101,7 @@ impl Server {
             always_load,
             oauth,
             retry: Notify::new(),
+            tools: Mutex::new(Vec::new()),
             settings,
             closed: CancellationToken::new(),
             state: Mutex::new(State {
@@ -118,6 +122,19 @@ impl Server {
             }),
             suspect: Notify::new(),
         })
+    }
+
+    /// Back to `connecting`, as a lazy server that is being started.
+    pub(super) fn mark_connecting(&self) {
+        self.update(|s| {
+            s.info.status = McpStatus::Connecting;
+            s.info.error = None;
+        });
+    }
+
+    /// The tool adapters the server last published.
+    pub(super) fn tools(&self) -> Vec<Arc<dyn amber_tools::Tool>> {
+        self.tools.locked().clone()
     }
 
     /// Where this server's OAuth credentials are (or would be) kept: HTTP servers only.
@@ -424,6 +441,7 @@ fn fail(server: &Server, sink: &dyn McpSink, error: String) {
 
 fn publish(server: &Arc<Server>, sink: &dyn McpSink, lists: &Lists, resources: bool) {
     let tools = adapters::tools(server, &lists.tools, resources);
+    server.tools.locked().clone_from(&tools);
     let prompts: Vec<McpPrompt> = lists
         .prompts
         .iter()

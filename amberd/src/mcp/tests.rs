@@ -428,6 +428,7 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
                 transport: stdio_everything(),
                 always_load: false,
                 oauth: Default::default(),
+                lazy: false,
                 sandbox: None,
             },
             McpServerEntry {
@@ -435,6 +436,7 @@ async fn configured_servers_start_in_file_order_and_shutdown_kills_them() {
                 transport: stdio_everything(),
                 always_load: false,
                 oauth: Default::default(),
+                lazy: false,
                 sandbox: None,
             },
         ],

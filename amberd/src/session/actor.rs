@@ -182,20 +182,28 @@ async fn run_prompt(
     let provider = shared.provider();
     let llm = services.llm.client(provider.as_deref());
     let compaction = services.compaction_for(provider.as_deref());
-    let mut tools = shared.offered_tools(services.tools());
     // One snapshot of the settings for the whole turn (a config edit applies to the next).
     let live = services.live();
-    crate::agent::tool_search::arrange(
-        &mut tools,
-        live.config.mcp.tool_search,
-        live.config.mcp.tool_search_min_tokens,
-        &shared.tools.loaded_tools,
-    );
+    let offered = || {
+        let mut tools = shared.offered_tools(services.tools());
+        crate::agent::tool_search::arrange(
+            &mut tools,
+            &crate::agent::tool_search::Deferral {
+                mode: live.config.mcp.tool_search,
+                min_tokens: live.config.mcp.tool_search_min_tokens,
+                lazy: services.mcp_lazy(),
+            },
+            &shared.tools.loaded_tools,
+        );
+        tools
+    };
+    let tools = offered();
     let env = TurnEnv {
         session_id: &shared.id,
         llm: llm.as_ref().map_err(String::as_str),
         model: &model,
         tools: &tools,
+        refresh_tools: Some(&offered),
         session_tools: &shared.tools,
         head: &head,
         workspace: &shared.workspace,

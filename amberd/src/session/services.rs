@@ -90,6 +90,9 @@ pub struct Services {
     /// Every session of the daemon, for features that reach other sessions; installed
     /// once the daemon exists (`session::directory`).
     pub(crate) directory: std::sync::OnceLock<Arc<dyn super::directory::Directory>>,
+    /// The MCP servers configured `lazy = true` that `tool_search` may start; installed
+    /// once the daemon's MCP host exists.
+    pub(crate) lazy_mcp: std::sync::OnceLock<Arc<dyn crate::agent::tool_search::LazyServers>>,
     /// Where the listener for executors that dial in listens, once it does.
     pub executor_listener: std::sync::OnceLock<std::net::SocketAddr>,
     /// `session/watch`: every session's changes to every watcher, and the approver watches
@@ -108,6 +111,11 @@ pub struct Services {
 }
 
 impl Services {
+    /// The lazy MCP servers `tool_search` may start, once the daemon installed them.
+    pub(crate) fn mcp_lazy(&self) -> Option<Arc<dyn crate::agent::tool_search::LazyServers>> {
+        self.lazy_mcp.get().cloned()
+    }
+
     pub fn new(
         config: Config,
         env: &impl Fn(&str) -> Option<OsString>,
@@ -183,6 +191,7 @@ impl Services {
             metrics: Arc::default(),
             telemetry: std::sync::OnceLock::new(),
             directory: std::sync::OnceLock::new(),
+            lazy_mcp: std::sync::OnceLock::new(),
             executor_listener: std::sync::OnceLock::new(),
             sandbox,
         })

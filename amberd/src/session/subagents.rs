@@ -333,6 +333,7 @@ async fn run_one(
         llm: llm.as_ref().map_err(String::as_str),
         model: &profile.model,
         tools: &profile.tools,
+        refresh_tools: None,
         session_tools: &shared.tools,
         head: &head,
         workspace: &shared.workspace,
