@@ -93,6 +93,7 @@ mod tests {
             scope: scope.into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         }
     }
 

@@ -397,6 +397,7 @@ impl Client {
             request_id: request_id.to_owned(),
             decision,
             feedback,
+            content: None,
         };
         self.request::<m::ApprovalRespond>(&params).await
     }

@@ -461,6 +461,7 @@ fn an_approval_is_answered_over_the_picker() {
             scope: "bash: ls".into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         }],
         Vec::new(),
     );

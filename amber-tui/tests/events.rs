@@ -135,6 +135,7 @@ fn samples() -> Vec<EventKind> {
             scope: "bash: ls".into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         }),
         EventKind::ApprovalResolved {
             request_id: "r_1".into(),

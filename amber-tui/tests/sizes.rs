@@ -84,6 +84,7 @@ fn every_view() -> Vec<(&'static str, App)> {
             scope: "write: a.rs".into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         }],
         Vec::new(),
     );

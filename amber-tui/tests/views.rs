@@ -149,6 +149,7 @@ fn approval(id: &str, tool: &str, args: serde_json::Value) -> Approval {
         scope: "bash: rm".into(),
         unsandboxed: false,
         person_only: false,
+        mcp: None,
     }
 }
 

@@ -339,6 +339,10 @@ pub struct ApprovalRespondParams {
     /// call's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
+    /// amber: with an allowing decision on an MCP elicitation (`Approval.mcp`), the form's
+    /// values (an object keyed by the schema's properties); absent: the schema's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

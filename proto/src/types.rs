@@ -315,6 +315,37 @@ pub struct Approval {
     /// covers this request only. `amber-cli run --yes` never approves these.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub person_only: bool,
+    /// amber extension: an MCP server asks the person while one of its tools runs (a form
+    /// to fill in, or the use of the model); `call_id` is that tool's call. Allowing it is
+    /// accepting (an elicitation's answer is `approval/respond {content}`), denying it
+    /// declines; with nobody to ask it is declined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpAsk>,
+}
+
+/// What an MCP server asks in an [`Approval`] (amber extension).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpAsk {
+    pub server: String,
+    pub kind: McpAskKind,
+    /// What the server says (an elicitation's message; for sampling, what it asks the
+    /// model, cut to a preview).
+    pub message: String,
+    /// An elicitation's form: a flat JSON Schema object of the fields wanted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_schema: Option<Value>,
+    /// Sampling: the most tokens the server lets the model write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// Which kind of request an [`McpAsk`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpAskKind {
+    Elicitation,
+    Sampling,
 }
 
 /// Progress of one todo item.

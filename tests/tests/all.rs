@@ -52,6 +52,7 @@ mod hostile_repository;
 mod install;
 mod llm_errors;
 mod mcp;
+mod mcp_asks;
 mod mcp_oauth;
 mod mcp_server;
 mod mcp_session;

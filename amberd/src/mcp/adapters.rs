@@ -159,6 +159,11 @@ impl Tool for McpTool {
                 params = params.with_arguments(arguments);
             }
             let what = format!("tools/call `{}`", self.remote);
+            // While it runs, the server's questions go to this call's session.
+            let _caller = ctx
+                .session
+                .server_asks()
+                .map(|asks| self.server.callers.enter(&ctx.call_id, asks));
             match request(&self.server, ctx, &what, peer.call_tool(params)).await {
                 Ok(result) if result.is_error == Some(true) => {
                     ToolOutcome::error(render::call_result(&result))

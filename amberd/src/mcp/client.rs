@@ -77,18 +77,23 @@ impl Connection {
     /// early when `stop` fires. Errors are one line for `McpServerInfo.error`. The
     /// receiver gets the server's `list_changed` notifications.
     pub(super) async fn open(
-        server: &str,
-        transport: &McpTransport,
+        endpoint: Endpoint<'_>,
         extension_env: &SandboxEnv,
-        sandbox: Option<SandboxInfo>,
-        credentials: Option<&std::path::Path>,
         timeout: Duration,
         stop: &CancellationToken,
     ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), String> {
+        let Endpoint {
+            server,
+            transport,
+            sandbox,
+            credentials,
+            callers,
+        } = endpoint;
         let (tx, changes) = mpsc::unbounded_channel();
         let handler = Handler {
             server: server.to_owned(),
             changes: tx,
+            callers,
         };
         let stderr = Tail::default();
         let mut pgid = None;
@@ -353,10 +358,22 @@ fn http_transport(
     Ok((client, config))
 }
 
-/// Receives the server's notifications; list changes go to the supervisor.
+/// The server a connection is opened to: its name, how to reach it, its sandbox (stdio),
+/// where its OAuth credentials are (HTTP), and where its requests to the person go.
+pub(super) struct Endpoint<'a> {
+    pub server: &'a str,
+    pub transport: &'a McpTransport,
+    pub sandbox: Option<SandboxInfo>,
+    pub credentials: Option<&'a std::path::Path>,
+    pub callers: Arc<super::asks::Callers>,
+}
+
+/// Receives the server's notifications (list changes go to the supervisor) and requests
+/// (elicitation and sampling go to the session of the running call: `asks.rs`).
 struct Handler {
     server: String,
     changes: mpsc::UnboundedSender<ListKind>,
+    callers: Arc<super::asks::Callers>,
 }
 
 impl Handler {
@@ -380,12 +397,33 @@ impl ClientHandler for Handler {
         self.changed(ListKind::Prompts);
     }
 
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        super::asks::elicit(&self.callers, &self.server, request).await
+    }
+
+    #[allow(deprecated)] // sampling: see asks.rs
+    async fn create_message(
+        &self,
+        request: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        super::asks::sample(&self.callers, &self.server, request).await
+    }
+
     fn get_info(&self) -> ClientConfig {
-        // No roots, sampling or elicitation: amber answers none of those requests.
+        // Elicitation (forms) and sampling, routed to the person of the running call's
+        // session; no roots.
         // LATEST_WITH_INITIALIZE for a server of the initialize era (`lifecycle` offers
         // the stateless revision first); the server answers with the one it speaks.
         ClientConfig::new(
-            ClientCapabilities::default(),
+            serde_json::from_value::<ClientCapabilities>(
+                serde_json::json!({"elicitation": {"form": {}}, "sampling": {}}),
+            )
+            .unwrap_or_default(),
             Implementation::new("amberd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)

@@ -16,6 +16,7 @@
 //! - `error_text.rs`: rmcp's errors as one line (root cause, no Rust type names).
 
 mod adapters;
+pub(crate) mod asks;
 mod client;
 pub(crate) mod config;
 mod error_text;

@@ -65,6 +65,8 @@ pub(super) struct Server {
     pub oauth: super::config::OAuthSettings,
     /// Wakes the task out of its reconnect backoff (a login completed).
     pub retry: Notify,
+    /// The calls running on it: where its elicitation and sampling requests go.
+    pub callers: Arc<super::asks::Callers>,
     /// The tool adapters last published (what `tool_search` searches once it started a
     /// lazy server).
     tools: Mutex<Vec<Arc<dyn amber_tools::Tool>>>,
@@ -101,6 +103,7 @@ impl Server {
             always_load,
             oauth,
             retry: Notify::new(),
+            callers: Arc::default(),
             tools: Mutex::new(Vec::new()),
             settings,
             closed: CancellationToken::new(),
@@ -250,12 +253,16 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
             }
         }
         let credentials = server.credentials();
+        let endpoint = super::client::Endpoint {
+            server: &server.name,
+            transport: &server.transport,
+            sandbox: server.sandbox,
+            credentials: credentials.as_deref(),
+            callers: server.callers.clone(),
+        };
         let opened = Connection::open(
-            &server.name,
-            &server.transport,
+            endpoint,
             &settings.sandbox,
-            server.sandbox,
-            credentials.as_deref(),
             settings.connect_timeout,
             &server.closed,
         )

@@ -199,7 +199,7 @@ pub(crate) fn module(
         let shared = d.sessions.get(&p.session_id)?.shared.clone();
         match shared
             .approvals
-            .respond(&p.request_id, p.decision, p.feedback)
+            .respond_with(&p.request_id, p.decision, p.feedback, p.content)
         {
             Ok(accepted) => Ok(proto::ApprovalRespondResult { accepted }),
             Err(err) => Err(error(errors::APPROVAL_NOT_FOUND, err.to_string())),

@@ -199,6 +199,7 @@ mod tests {
             scope: "write".into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         };
         let fitted = fit_typed(&approval, limits);
         assert!(elide::json_len(&fitted) <= limits.budget());

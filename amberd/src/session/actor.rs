@@ -293,6 +293,40 @@ fn turn<'a>(
     }
 }
 
+/// One model request made for the session outside its turn loop (an MCP server's sampling
+/// request, while one of its tools runs in turn `turn_id`): metered like a turn's — the
+/// session's budgets reserve it first, its usage counts to the session.
+pub(crate) async fn request_for_session(
+    shared: &SessionShared,
+    services: &Services,
+    turn_id: &str,
+    request: &amber_llm::ChatRequest,
+    cancel: &CancellationToken,
+) -> Result<amber_llm::ChatResponse, String> {
+    let provider = shared.provider();
+    let llm = services.llm.client(provider.as_deref())?;
+    let host = SessionTurnHost {
+        shared,
+        turn_id,
+        price: services.llm.price(provider.as_deref(), &shared.model()),
+        extra_context: None,
+        gate: SessionGate {
+            shared,
+            services,
+            turn_id,
+            cancel,
+            mode_ceiling: None,
+        },
+    };
+    Metered::new(&llm, &host)
+        .request(request, None, cancel, &mut |_| {})
+        .await
+        .map_err(|e| match e {
+            crate::agent::metered::RequestError::BudgetExceeded(spent) => spent.message,
+            crate::agent::metered::RequestError::Api(err) => err.to_string(),
+        })
+}
+
 /// A manual compaction (`session/compact`), run by the actor between turns.
 async fn compact_now(
     shared: &Arc<SessionShared>,

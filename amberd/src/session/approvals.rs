@@ -33,6 +33,9 @@ struct Inner {
     resolved: HashSet<String>,
     /// What the person who denied a request said about it, until its call takes it.
     feedback: HashMap<String, String>,
+    /// The values an approver gave with an allowing answer to an MCP elicitation, until
+    /// the asking server takes them.
+    content: HashMap<String, serde_json::Value>,
     order: Vec<String>,
 }
 
@@ -119,12 +122,27 @@ impl Approvals {
         decision: Decision,
         feedback: Option<String>,
     ) -> Result<bool, UnknownRequest> {
+        self.respond_with(request_id, decision, feedback, None)
+    }
+
+    /// [`Approvals::respond`] with the values of an MCP elicitation's form (kept only
+    /// with an allowing decision, and only from the answer that wins).
+    pub fn respond_with(
+        &self,
+        request_id: &str,
+        decision: Decision,
+        feedback: Option<String>,
+        content: Option<serde_json::Value>,
+    ) -> Result<bool, UnknownRequest> {
         let mut inner = self.lock();
         if let Some(pending) = inner.pending.remove(request_id) {
             inner.resolved.insert(request_id.to_owned());
             // Before the answer: the waiting call reads it as soon as it wakes.
             if let Some(feedback) = feedback.filter(|_| decision == Decision::Deny) {
                 inner.feedback.insert(request_id.to_owned(), feedback);
+            }
+            if let Some(content) = content.filter(|_| decision != Decision::Deny) {
+                inner.content.insert(request_id.to_owned(), content);
             }
             // The waiting turn may have just been cancelled; the answer is still "taken".
             let _ = pending.answer.send(decision);
@@ -134,6 +152,11 @@ impl Approvals {
             return Ok(false);
         }
         Err(UnknownRequest(request_id.to_owned()))
+    }
+
+    /// The form values given with an allowing answer to `request_id`, once.
+    pub fn take_content(&self, request_id: &str) -> Option<serde_json::Value> {
+        self.lock().content.remove(request_id)
     }
 
     /// What the person said when denying `request_id` (`approval/respond {feedback}`), once.
@@ -190,6 +213,7 @@ mod tests {
             scope: "bash: rm".into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         }
     }
 

@@ -179,6 +179,7 @@ impl SessionGate<'_> {
             scope,
             unsandboxed,
             person_only: true,
+            mcp: None,
         };
         let answer = request_approval(
             self.shared,
@@ -282,6 +283,7 @@ impl SessionGate<'_> {
             scope,
             unsandboxed,
             person_only: false,
+            mcp: None,
         };
         let answer = request_approval(
             shared,

@@ -216,6 +216,7 @@ impl SessionTrust {
             scope: format!("this version of {relative}"),
             unsandboxed: false,
             person_only: true,
+            mcp: None,
         };
         let answer = request_approval(shared, services, turn_id, cancel, approval, true).await;
         let level = match answer {

@@ -172,6 +172,7 @@ mod tests {
             scope: "command".into(),
             unsandboxed: false,
             person_only: false,
+            mcp: None,
         })
     }
 

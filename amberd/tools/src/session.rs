@@ -127,6 +127,52 @@ pub trait DeniedPaths: Send + Sync {
     fn denied(&self, tool: &str, relative: &str) -> bool;
 }
 
+/// How an MCP server's requests reach the person while one of its tools runs (the session
+/// installs one; without it every request gets the safe answer: declined).
+pub trait ServerAsks: Send + Sync {
+    /// An elicitation: `message` and the form's flat JSON Schema; what the person answered.
+    fn elicit<'a>(
+        &'a self,
+        call_id: &'a str,
+        server: &'a str,
+        message: &'a str,
+        schema: &'a serde_json::Value,
+    ) -> futures::future::BoxFuture<'a, Elicited>;
+    /// Sampling: the model answers the server's messages, once the person allowed it.
+    fn sample<'a>(
+        &'a self,
+        call_id: &'a str,
+        server: &'a str,
+        request: SampleRequest,
+    ) -> futures::future::BoxFuture<'a, Result<Sampled, String>>;
+}
+
+/// The person's answer to an elicitation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Elicited {
+    Accept(serde_json::Value),
+    Decline,
+    Cancel,
+}
+
+/// What a server asks the model (text only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleRequest {
+    pub system: Option<String>,
+    /// `(role, text)`: `user` or `assistant`.
+    pub messages: Vec<(String, String)>,
+    pub max_tokens: u32,
+}
+
+/// The model's answer to a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sampled {
+    pub text: String,
+    pub model: String,
+    /// `endTurn` or `maxTokens`.
+    pub stop_reason: String,
+}
+
 type Notify = Box<dyn Fn(EventKind) + Send + Sync>;
 
 /// Session-scoped tool state.
@@ -138,6 +184,7 @@ pub struct SessionTools {
     subagents: OnceLock<Arc<dyn SubagentRunner>>,
     background: OnceLock<Arc<dyn BackgroundAgents>>,
     denied_paths: OnceLock<Arc<dyn DeniedPaths>>,
+    server_asks: OnceLock<Arc<dyn ServerAsks>>,
     /// The owning session's id, for the records of spawned process groups (`reaper`).
     session_id: OnceLock<String>,
     /// The environment of its tool processes (`env_policy`); the default policy until set.
@@ -171,6 +218,7 @@ impl SessionTools {
             subagents: OnceLock::new(),
             background: OnceLock::new(),
             denied_paths: OnceLock::new(),
+            server_asks: OnceLock::new(),
             session_id: OnceLock::new(),
             tool_env: OnceLock::new(),
             sandbox: Mutex::new(ToolSandbox::Off),
@@ -249,6 +297,16 @@ impl SessionTools {
     /// Installs the session's path deny rules (once; later calls are ignored).
     pub fn set_denied_paths(&self, rules: Arc<dyn DeniedPaths>) {
         let _ = self.denied_paths.set(rules);
+    }
+
+    /// Installs how MCP servers' requests reach the person (once; later calls are ignored).
+    pub fn set_server_asks(&self, asks: Arc<dyn ServerAsks>) {
+        let _ = self.server_asks.set(asks);
+    }
+
+    /// How MCP servers' requests reach the person, when the session installed it.
+    pub fn server_asks(&self) -> Option<Arc<dyn ServerAsks>> {
+        self.server_asks.get().cloned()
     }
 
     /// Whether a deny rule of the session hides `relative` from `tool` (never, without

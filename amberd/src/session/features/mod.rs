@@ -11,6 +11,7 @@ pub(crate) mod fleet;
 pub(crate) mod goals;
 pub(crate) mod hooks;
 pub(crate) mod mcp;
+pub(crate) mod mcp_asks;
 pub(crate) mod messages;
 pub(crate) mod metrics;
 mod rewind;
@@ -48,6 +49,7 @@ pub(crate) fn all(
         Arc::new(goals::GoalsFeature),
         Arc::new(checkpoints::CheckpointsFeature::new(config, data_dir)),
         Arc::new(mcp::McpFeature),
+        Arc::new(mcp_asks::McpAsksFeature),
         Arc::new(custom_agents::CustomAgentsFeature),
         Arc::new(worktree::WorktreeFeature),
         Arc::new(metrics::MetricsFeature),
