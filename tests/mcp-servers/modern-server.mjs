@@ -3,8 +3,9 @@
 // (`server/discover`, per-request `_meta`) and, for an `initialize` opening, 2025-11-25.
 // MODERN_ONLY=1 refuses the initialize era, so only a client of the stateless revision gets in.
 //
-// Tool `shout {text}`: the text upper-cased.
-import { McpServer } from "@modelcontextprotocol/server";
+// Tools: `shout {text}`: the text upper-cased; `greet {}`: asks the client for a name
+// (an `input_required` elicitation in the stateless revision) and greets it.
+import { McpServer, inputRequired, acceptedContent } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import * as z from "zod";
 
@@ -22,6 +23,25 @@ serveStdio(
         annotations: { readOnlyHint: true },
       },
       async ({ text }) => ({ content: [{ type: "text", text: text.toUpperCase() }] }),
+    );
+    const nameSchema = z.object({ name: z.string() });
+    server.registerTool(
+      "greet",
+      { description: "Greets whoever the client names", inputSchema: z.object({}) },
+      async (_args, ctx) => {
+        const given = acceptedContent(ctx.mcpReq.inputResponses, "who", nameSchema);
+        if (!given) {
+          if (ctx.mcpReq.inputResponses?.who) {
+            return { content: [{ type: "text", text: "no name given: declined" }] };
+          }
+          return inputRequired({
+            inputRequests: {
+              who: inputRequired.elicit({ message: "Who should I greet?", requestedSchema: nameSchema }),
+            },
+          });
+        }
+        return { content: [{ type: "text", text: `Hello, ${given.name}!` }] };
+      },
     );
     return server;
   },

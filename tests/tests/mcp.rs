@@ -575,7 +575,7 @@ async fn servers_of_either_protocol_era_are_negotiated_and_called() {
     let daemon = spawn_config(&mock, &config);
     let modern = wait_mcp_status(&daemon, "modern", "ready");
     assert_eq!(modern["protocolVersion"], "2026-07-28", "{modern}");
-    assert_eq!(modern["tools"], 1, "{modern}");
+    assert_eq!(modern["tools"], 2, "shout and greet: {modern}");
     let everything = wait_mcp_status(&daemon, "everything", "ready");
     assert_ne!(
         everything["protocolVersion"], "2026-07-28",

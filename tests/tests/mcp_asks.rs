@@ -178,3 +178,49 @@ async fn a_sampling_request_allowed_by_the_approver_runs_the_sessions_model() {
         "the turn's request and the sampling: {seen:#?}"
     );
 }
+
+/// The stateless revision asks for input in the call's result (`input_required`) instead of
+/// a request of its own: the same approval, then the call retried with the answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_servers_input_request_is_answered_and_the_call_retried() {
+    let config = format!(
+        "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
+         [mcp]\ntool_search = \"off\"\n\n\
+         [mcp.servers.modern]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ MODERN_ONLY = \"1\" }}\n",
+        amber_tests::mcp_plugins::modern_server()
+            .display()
+            .to_string()
+    );
+    let mock = MockLlm::start(vec![
+        calls(vec![call("g1", "mcp__modern__greet", &json!({}))]),
+        MockTurn::text("done"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config);
+    let ready = wait_mcp_status(&daemon, "modern", "ready");
+    assert_eq!(ready["protocolVersion"], "2026-07-28", "{ready}");
+    let approver = connect_approver(&daemon).await;
+    let sid = new_session(&approver, &daemon, None).await;
+    let mut events = Events::live(&approver, &sid).await;
+    approver.session_prompt(&sid, "greet").await.unwrap();
+    let (_, asked) = next_approval(&mut events).await;
+    assert_eq!(asked["mcp"]["kind"], "elicitation", "{asked}");
+    assert_eq!(asked["mcp"]["message"], "Who should I greet?", "{asked}");
+    let params = ApprovalRespondParams {
+        session_id: sid.clone(),
+        request_id: request_id(&asked),
+        decision: Decision::AllowOnce,
+        feedback: None,
+        content: Some(json!({"name": "Grace"})),
+    };
+    assert!(
+        approver
+            .request::<m::ApprovalRespond>(&params)
+            .await
+            .unwrap()
+            .accepted
+    );
+    let seen = until_turn_ends(&mut events).await;
+    assert_eq!(output_of(&seen, "g1"), "Hello, Grace!");
+}

@@ -164,7 +164,8 @@ impl Tool for McpTool {
                 .session
                 .server_asks()
                 .map(|asks| self.server.callers.enter(&ctx.call_id, asks));
-            match request(&self.server, ctx, &what, peer.call_tool(params)).await {
+            let call = call_answering(&self.server, &peer, params);
+            match request(&self.server, ctx, &what, call).await {
                 Ok(result) if result.is_error == Some(true) => {
                     ToolOutcome::error(render::call_result(&result))
                 }
@@ -173,6 +174,53 @@ impl Tool for McpTool {
             }
         })
     }
+}
+
+/// Most rounds of input a stateless-era server may ask for in one call.
+const MAX_INPUT_ROUNDS: usize = 8;
+
+/// `tools/call`, answering the input a server of the stateless revision asks for (its
+/// `input_required` results: elicitation and sampling, as the initialize era's requests
+/// are, through `asks.rs`; roots: none) and retrying with the answers and its state.
+#[allow(deprecated)] // sampling: see asks.rs
+async fn call_answering(
+    server: &Server,
+    peer: &Peer,
+    mut params: CallToolRequestParams,
+) -> Result<rmcp::model::CallToolResult, ServiceError> {
+    use rmcp::model::{CallToolResponse, InputRequest, InputResponses};
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let needed = match peer.call_tool_once(params.clone()).await? {
+            CallToolResponse::Complete(result) => return Ok(result),
+            CallToolResponse::InputRequired(needed) => needed,
+            _ => return Err(ServiceError::UnexpectedResponse),
+        };
+        let mut answers = InputResponses::new();
+        for (key, asked) in needed.input_requests.unwrap_or_default() {
+            let answer = match asked {
+                InputRequest::Elicitation(request) => serde_json::to_value(
+                    super::asks::elicit(&server.callers, &server.name, request.params)
+                        .await
+                        .map_err(ServiceError::McpError)?,
+                ),
+                InputRequest::CreateMessage(request) => serde_json::to_value(
+                    super::asks::sample(&server.callers, &server.name, request.params)
+                        .await
+                        .map_err(ServiceError::McpError)?,
+                ),
+                InputRequest::ListRoots(_) => Ok(json!({"roots": []})),
+                // A kind of input this amber does not know: the call cannot go on.
+                _ => return Err(ServiceError::UnexpectedResponse),
+            }
+            .map_err(|_| ServiceError::UnexpectedResponse)?;
+            answers.insert(key, answer);
+        }
+        params.input_responses = (!answers.is_empty()).then_some(answers);
+        params.request_state = needed.request_state;
+    }
+    Err(ServiceError::InputRequiredRoundsExceeded {
+        max_rounds: MAX_INPUT_ROUNDS,
+    })
 }
 
 /// Runs one request with the call timeout, cancelled with the turn. Dropping rmcp's
