@@ -191,6 +191,16 @@ fn workspace(daemon: &TestDaemon) -> String {
     daemon.workspace.to_string_lossy().into_owned()
 }
 
+/// `amber-cli run --json PROMPT` to its end (exit 0); the session it ran in.
+fn session_run_by_cli(daemon: &TestDaemon, prompt: &str) -> String {
+    let mut run = daemon.cli();
+    run.args(["run", "--json", "--no-autostart", prompt]);
+    let (code, stdout, stderr) = run_bounded(run);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    result["sessionId"].as_str().unwrap().to_owned()
+}
+
 /// initialize, a new session in the workspace, then one prompt of `text`.
 fn prompt_steps(daemon: &TestDaemon, text: &str) -> Value {
     json!([
@@ -706,12 +716,7 @@ async fn loading_a_session_started_by_amber_cli_run_replays_its_history_then_goe
     ])
     .await;
     let daemon = spawn(&mock);
-    let mut run = daemon.cli();
-    run.args(["run", "--json", "--no-autostart", "write hist.txt"]);
-    let (code, stdout, stderr) = run_bounded(run);
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    let sid = result["sessionId"].as_str().unwrap().to_owned();
+    let sid = session_run_by_cli(&daemon, "write hist.txt");
 
     let log = run_client(
         &daemon,
@@ -1328,12 +1333,7 @@ async fn resume_attaches_without_history_then_goes_live() {
     .await;
     let daemon = spawn(&mock);
     std::fs::write(daemon.workspace.join("a.txt"), "hello\n").unwrap();
-    let mut run = daemon.cli();
-    run.args(["run", "--json", "--no-autostart", "read a.txt"]);
-    let (code, stdout, stderr) = run_bounded(run);
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    let sid = result["sessionId"].as_str().unwrap().to_owned();
+    let sid = session_run_by_cli(&daemon, "read a.txt");
 
     let log = run_client(
         &daemon,

@@ -22,6 +22,24 @@ fn config() -> String {
     )
 }
 
+/// A daemon with the reference server ready, and a model that calls its elicitation tool
+/// (call `e1`) and then says `done`.
+async fn elicitation_daemon() -> (MockLlm, amber_tests::TestDaemon) {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "e1",
+            "mcp__everything__trigger-elicitation-request",
+            &json!({}),
+        )]),
+        MockTurn::text("done"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config());
+    wait_mcp_status(&daemon, "everything", "ready");
+    (mock, daemon)
+}
+
 /// Reads events until the turn ends; the events seen.
 async fn until_turn_ends(events: &mut Events) -> Vec<Value> {
     let mut seen = Vec::new();
@@ -47,18 +65,7 @@ fn output_of(events: &[Value], call_id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_elicitation_is_answered_by_the_attached_approver_with_its_values() {
-    let mock = MockLlm::start(vec![
-        calls(vec![call(
-            "e1",
-            "mcp__everything__trigger-elicitation-request",
-            &json!({}),
-        )]),
-        MockTurn::text("done"),
-        done(),
-    ])
-    .await;
-    let daemon = spawn_config(&mock, &config());
-    wait_mcp_status(&daemon, "everything", "ready");
+    let (_model, daemon) = elicitation_daemon().await;
     let approver = connect_approver(&daemon).await;
     let sid = new_session(&approver, &daemon, None).await;
     let mut events = Events::live(&approver, &sid).await;
@@ -100,18 +107,7 @@ async fn an_elicitation_is_answered_by_the_attached_approver_with_its_values() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_nobody_to_ask_an_elicitation_is_declined_and_the_call_goes_on() {
-    let mock = MockLlm::start(vec![
-        calls(vec![call(
-            "e1",
-            "mcp__everything__trigger-elicitation-request",
-            &json!({}),
-        )]),
-        MockTurn::text("done"),
-        done(),
-    ])
-    .await;
-    let daemon = spawn_config(&mock, &config());
-    wait_mcp_status(&daemon, "everything", "ready");
+    let (_model, daemon) = elicitation_daemon().await;
     let client = amber_tests::steps::connect(&daemon).await;
     let sid = new_session(&client, &daemon, None).await;
     let mut events = Events::live(&client, &sid).await;
