@@ -46,6 +46,14 @@ pub(crate) async fn login(conn: &ConnectArgs, name: &str, no_browser: bool) -> a
             );
             return Ok(exit::OK);
         }
+        if let Some(why) = row
+            .as_ref()
+            .and_then(|r| r.error.as_deref())
+            .filter(|e| e.starts_with("OAuth login failed"))
+        {
+            eprintln!("amber-cli: `{name}`: {why}");
+            return Ok(exit::ERROR);
+        }
         if Instant::now() > deadline {
             let why = row.and_then(|r| r.error).unwrap_or_default();
             eprintln!("amber-cli: `{name}` is not ready after 10 minutes {why}");

@@ -183,7 +183,7 @@ const MAX_INPUT_ROUNDS: usize = 8;
 /// `input_required` results: elicitation and sampling, as the initialize era's requests
 /// are, through `asks.rs`; roots: none) and retrying with the answers and its state.
 #[allow(deprecated)] // sampling: see asks.rs
-async fn call_answering(
+pub(super) async fn call_answering(
     server: &Server,
     peer: &Peer,
     mut params: CallToolRequestParams,

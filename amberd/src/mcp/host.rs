@@ -279,21 +279,57 @@ impl McpHost {
                     message,
                 })?;
         let waiting = server.clone();
+        let sink = self.sink.clone();
         tokio::spawn(async move {
-            match done.await {
+            let failed = match done.await {
                 Ok(Ok(())) => {
                     tracing::info!(server = %waiting.name, "MCP OAuth login completed");
                     waiting.retry.notify_one();
+                    return;
                 }
-                Ok(Err(err)) => {
-                    tracing::warn!(server = %waiting.name, %err, "MCP OAuth login failed")
-                }
-                Err(err) => {
-                    tracing::warn!(server = %waiting.name, %err, "MCP OAuth login task failed")
-                }
-            }
+                Ok(Err(err)) => err,
+                Err(err) => err.to_string(),
+            };
+            tracing::warn!(server = %waiting.name, err = %failed, "MCP OAuth login failed");
+            // Said where `mcp login` (and `mcp/list`) looks.
+            sink.status(&waiting.login_failed(&failed));
         });
         Ok(authorization_url)
+    }
+
+    /// Calls the tool `tool` of the server `name` for the user (`/mcp call`), outside any
+    /// session: the result as text, and whether the server said it failed. A server's
+    /// question during such a call has nobody to ask: declined.
+    pub async fn call(
+        &self,
+        name: &str,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(String, bool), McpError> {
+        let server = self.find(name).ok_or_else(|| unknown(name, &self.lock()))?;
+        let peer = server.peer().map_err(McpError::NotReady)?;
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let timeout = self.settings.call_timeout;
+        let call = super::adapters::call_answering(&server, &peer, params);
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(result)) => Ok((render::call_result(&result), result.is_error == Some(true))),
+            Ok(Err(err)) => {
+                server.report(&err);
+                Err(McpError::Server {
+                    server: name.to_owned(),
+                    method: "tools/call",
+                    message: chain(&err),
+                })
+            }
+            Err(_) => Err(McpError::Timeout {
+                server: name.to_owned(),
+                method: "tools/call",
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
     }
 
     /// Forgets the HTTP server `name`'s OAuth credentials (`mcp/logout`); its next connect

@@ -127,6 +127,14 @@ impl Server {
         })
     }
 
+    /// A login that did not complete: `failed`, saying why.
+    pub(super) fn login_failed(&self, why: &str) -> McpServerInfo {
+        self.update(|s| {
+            s.info.status = McpStatus::Failed;
+            s.info.error = Some(format!("OAuth login failed: {why}"));
+        })
+    }
+
     /// Back to `connecting`, as a lazy server that is being started.
     pub(super) fn mark_connecting(&self) {
         self.update(|s| {

@@ -112,7 +112,7 @@ fn mcp_line(s: &McpServerInfo) -> String {
     line
 }
 
-/// `/mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME]`.
+/// `/mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME | call NAME TOOL [JSON]]`.
 pub(super) async fn mcp_command(
     view: View<'_>,
     args: &str,
@@ -121,7 +121,8 @@ pub(super) async fn mcp_command(
     let words: Vec<&str> = args.split_whitespace().collect();
     let usage = || {
         CommandError::Usage(
-            "usage: /mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME]".to_owned(),
+            "usage: /mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME | call NAME TOOL [JSON]]"
+                .to_owned(),
         )
     };
     match words.as_slice() {
@@ -154,6 +155,29 @@ pub(super) async fn mcp_command(
                 .add(name, transport)
                 .map_err(|e| CommandError::Failed(e.to_string()))?;
             Ok(reply(mcp_line(&info)))
+        }
+        ["call", name, tool, rest @ ..] => {
+            let arguments = match rest.join(" ").trim() {
+                "" => serde_json::Map::new(),
+                json => match serde_json::from_str::<serde_json::Value>(json) {
+                    Ok(serde_json::Value::Object(map)) => map,
+                    _ => {
+                        return Err(CommandError::Usage(
+                            "the arguments of /mcp call are one JSON object".to_owned(),
+                        ));
+                    }
+                },
+            };
+            let (text, failed) = host
+                .call(name, tool, arguments)
+                .await
+                .map_err(|e| CommandError::Failed(e.to_string()))?;
+            if failed {
+                return Err(CommandError::Failed(format!(
+                    "{name} {tool} failed: {text}"
+                )));
+            }
+            Ok(reply(text))
         }
         ["remove" | "disconnect", name] => {
             host.remove(name)
