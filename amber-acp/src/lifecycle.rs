@@ -53,6 +53,24 @@ enum Attach {
 }
 
 impl Bridge {
+    /// Follows a session amberd just made (`session/new`, `session/fork`) live, with its mode.
+    async fn follow_new(
+        self: &Arc<Self>,
+        client: &Client,
+        info: &amber_proto::SessionInfo,
+    ) -> Result<(), RpcError> {
+        Followed::start(
+            self.clone(),
+            client.clone(),
+            info.session_id.clone(),
+            PathBuf::from(&info.cwd),
+            Start::Live,
+        )
+        .await?;
+        self.follow_mode(client, &info.session_id, info.mode).await;
+        Ok(())
+    }
+
     pub(crate) async fn session_new(
         self: Arc<Self>,
         p: NewSessionParams,
@@ -69,16 +87,7 @@ impl Bridge {
             ..Default::default()
         };
         let info = client.session_new(&params).await?;
-        let cwd = PathBuf::from(&info.cwd);
-        Followed::start(
-            self.clone(),
-            client.clone(),
-            info.session_id.clone(),
-            cwd,
-            Start::Live,
-        )
-        .await?;
-        self.follow_mode(&client, &info.session_id, info.mode).await;
+        self.follow_new(&client, &info).await?;
         Ok(Answer {
             result: json!({"sessionId": info.session_id, "modes": modes::state(info.mode)}),
             then: self.commands_update(&client, &info.session_id).await,
@@ -162,16 +171,7 @@ impl Bridge {
         };
         let info = client.request::<methods::SessionFork>(&params).await?;
         join_servers(&client, &info.session_id, p.mcp_servers).await?;
-        let cwd = PathBuf::from(&info.cwd);
-        Followed::start(
-            self.clone(),
-            client.clone(),
-            info.session_id.clone(),
-            cwd,
-            Start::Live,
-        )
-        .await?;
-        self.follow_mode(&client, &info.session_id, info.mode).await;
+        self.follow_new(&client, &info).await?;
         Ok(Answer {
             result: json!({"sessionId": info.session_id, "modes": modes::state(info.mode)}),
             then: self

@@ -675,9 +675,9 @@ impl Turn<'_, '_> {
         // tool publishes (a `task` call's `subagent_started`).
         let host = env.host;
         let sink = move |event: DispatchEvent| host.emit(dispatch_event_kind(event));
-        let tools = self.tools.clone();
+        let tools = &self.tools;
         let request = DispatchRequest {
-            registry: &tools,
+            registry: tools,
             calls,
             previous_calls,
             gate: env.host.gate(),
@@ -687,7 +687,7 @@ impl Turn<'_, '_> {
             limits: env.limits,
             events: &sink,
         };
-        let changes = may_change_files(&tools, calls);
+        let changes = may_change_files(tools, calls);
         if changes {
             env.host.before_changes().await;
         }

@@ -339,15 +339,11 @@ impl McpHost {
         let Some(path) = server.credentials() else {
             return Ok(false);
         };
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(McpError::Server {
-                server: name.to_owned(),
-                method: "OAuth logout",
-                message: format!("cannot remove {}: {e}", path.display()),
-            }),
-        }
+        super::oauth::forget(&path).map_err(|e| McpError::Server {
+            server: name.to_owned(),
+            method: "OAuth logout",
+            message: format!("cannot remove {}: {e}", path.display()),
+        })
     }
 
     /// Starts the lazy server `name` unless it runs, and waits until it is ready or has

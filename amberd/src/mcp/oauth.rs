@@ -78,11 +78,18 @@ impl CredentialStore for FileCredentialStore {
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(store_error("cannot remove", &self.path, e)),
-        }
+        forget(&self.path)
+            .map(|_| ())
+            .map_err(|e| store_error("cannot remove", &self.path, e))
+    }
+}
+
+/// Removes stored credentials; whether there were any.
+pub(crate) fn forget(path: &Path) -> std::io::Result<bool> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
