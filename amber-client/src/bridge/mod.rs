@@ -95,7 +95,7 @@ where
     O: AsyncWrite + Unpin,
 {
     let RawConnection {
-        mut sender,
+        sender,
         mut receiver,
         ..
     } = conn;
@@ -116,6 +116,11 @@ where
             }
         }
     });
+    // Sending has a task of its own, so the loop below never waits on a send: a daemon that
+    // stops reading until its answers are read (its backpressure) would otherwise wait on a
+    // bridge that waits on the daemon. The loop reads a line only with a queue slot in hand.
+    let (outgoing_tx, outgoing_rx) = mpsc::channel::<String>(OUTGOING_QUEUE);
+    let mut writer = tokio::spawn(forward_frames(sender, outgoing_rx));
 
     // Cancel-safe: a line half read when the other branch wins the select goes on from
     // where it was on the next call.
@@ -126,14 +131,21 @@ where
     // `initialize` could overtake it and be refused (-32002): nothing more is forwarded
     // until the handshake's answer is back.
     let mut handshake: Option<String> = None;
+    let mut slot = None;
 
     let result = loop {
         if !input_open && pending.is_empty() {
             break Ok(());
         }
+        let wants_input = input_open && handshake.is_none();
         let drain = tokio::time::sleep(DRAIN_TIMEOUT);
         tokio::select! {
-            read = input.next_line(), if input_open && handshake.is_none() => {
+            reserved = outgoing_tx.reserve(), if wants_input && slot.is_none() => match reserved {
+                Ok(permit) => slot = Some(permit),
+                // The sender task ended: its error says why.
+                Err(_) => break Err(sender_failure(&mut writer).await),
+            },
+            read = input.next_line(), if wants_input && slot.is_some() => {
                 let line = match read {
                     Ok(Some(line)) => line,
                     Ok(None) => {
@@ -154,8 +166,8 @@ where
                     Some(InputLine::Forward(outgoing)) => {
                         pending.sent(&outgoing);
                         handshake = outgoing.initialize;
-                        if let Err(e) = sender.send(outgoing.text).await {
-                            break Err(ClientError::Transport(format!("send failed: {e}")));
+                        if let Some(permit) = slot.take() {
+                            permit.send(outgoing.text);
                         }
                     }
                 }
@@ -182,9 +194,47 @@ where
         }
     };
     reader.abort();
-    let _ = sender.close().await;
+    drop(slot);
+    drop(outgoing_tx);
+    if result.is_ok() {
+        // Every answer is in, so the queue is empty: this only closes the connection.
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, writer).await;
+    } else {
+        writer.abort();
+    }
     let _ = output.flush().await;
     result
+}
+
+/// How many lines may wait for the sender task; reading input pauses while it is full.
+const OUTGOING_QUEUE: usize = 16;
+
+/// How long a clean end waits for the close frame to go out.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The sender task: each queued line as one text frame, then a close when the queue ends.
+async fn forward_frames(
+    mut sender: WsSender,
+    mut outgoing: mpsc::Receiver<String>,
+) -> Result<(), String> {
+    while let Some(text) = outgoing.recv().await {
+        sender
+            .send(text)
+            .await
+            .map_err(|e| format!("send failed: {e}"))?;
+    }
+    let _ = sender.close().await;
+    Ok(())
+}
+
+/// Why the sender task ended early, as the bridge's error.
+async fn sender_failure(writer: &mut tokio::task::JoinHandle<Result<(), String>>) -> ClientError {
+    let reason = match writer.await {
+        Ok(Err(reason)) => reason,
+        Ok(Ok(())) => "the sender stopped".to_owned(),
+        Err(e) => format!("the sender failed: {e}"),
+    };
+    ClientError::Transport(reason)
 }
 
 #[cfg(test)]

@@ -1,10 +1,18 @@
 //! A fake daemon for amber-client's tests: a jsonrpsee server on a Unix socket serving a
 //! handful of methods and a `session/subscribe` that sends a few events and then closes
-//! the subscription with an error, as a lagging subscriber would see it.
+//! the subscription with an error, as a lagging subscriber would see it, and a `test/flood`
+//! subscription that pushes as many large notifications as asked and reads nothing while it
+//! does (as amberd stops reading while too many of a connection's replies are unread).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::UnixStream;
 
 use jsonrpsee::server::{
     RpcModule, Server, SubscriptionCloseResponse, SubscriptionMessage,
@@ -33,8 +41,8 @@ pub(crate) fn events(session: &str) -> Vec<Value> {
     ]
 }
 
-fn module(protocol_version: u32) -> RpcModule<()> {
-    let mut module = RpcModule::new(());
+fn module(protocol_version: u32, pause: Arc<ReadPause>) -> RpcModule<Arc<ReadPause>> {
+    let mut module = RpcModule::new(pause);
     module
         .register_method("initialize", move |params, _, _| {
             let p: Value = params.parse().unwrap_or(Value::Null);
@@ -84,12 +92,38 @@ fn module(protocol_version: u32) -> RpcModule<()> {
         )
         .unwrap();
     module
+        .register_subscription(
+            "test/flood",
+            "test/floodItem",
+            "test/unflood",
+            |params, pending, pause, _| async move {
+                let p: Value = params.parse().unwrap_or(Value::Null);
+                let count = p["count"].as_u64().unwrap_or(0);
+                let padding = "x".repeat(p["bytes"].as_u64().unwrap_or(0) as usize);
+                let Ok(sink) = pending.accept().await else {
+                    return SubscriptionCloseResponse::None;
+                };
+                pause.set(true);
+                let _resume = Resume(&pause);
+                for n in 0..count {
+                    let item = json!({"n": n, "padding": padding});
+                    let raw = serde_json::value::to_raw_value(&item).unwrap();
+                    if sink.send(SubscriptionMessage::from(raw)).await.is_err() {
+                        return SubscriptionCloseResponse::None;
+                    }
+                }
+                SubscriptionCloseResponse::None
+            },
+        )
+        .unwrap();
+    module
 }
 
 /// Serves the fake daemon on `socket` until the returned handle is dropped.
 pub(crate) fn serve(socket: &Path, protocol_version: u32) -> jsonrpsee::server::ServerHandle {
     let listener = UnixListener::bind(socket).unwrap();
-    let methods = module(protocol_version);
+    let pause = Arc::new(ReadPause::default());
+    let methods = module(protocol_version, pause.clone());
     let (stop, handle) = stop_channel();
     tokio::spawn(async move {
         let builder = Server::builder().to_service_builder();
@@ -103,11 +137,78 @@ pub(crate) fn serve(socket: &Path, protocol_version: u32) -> jsonrpsee::server::
             };
             let svc = builder.clone().build(methods.clone(), stop.clone());
             tokio::spawn(serve_with_graceful_shutdown(
-                stream,
+                Pausable {
+                    inner: stream,
+                    pause: pause.clone(),
+                },
                 svc,
                 stop.clone().shutdown(),
             ));
         }
     });
     handle
+}
+
+/// Whether the server reads its connections now, and who waits for it to read again.
+#[derive(Default)]
+pub(crate) struct ReadPause(Mutex<(bool, Option<Waker>)>);
+
+impl ReadPause {
+    fn set(&self, paused: bool) {
+        let mut state = self.0.lock().unwrap();
+        state.0 = paused;
+        if !paused && let Some(waker) = state.1.take() {
+            waker.wake();
+        }
+    }
+}
+
+/// Ends a pause when the flood ends, however it ends.
+struct Resume<'a>(&'a ReadPause);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// A connection whose reads wait while the [`ReadPause`] is on; writes go through.
+struct Pausable {
+    inner: UnixStream,
+    pause: Arc<ReadPause>,
+}
+
+impl AsyncRead for Pausable {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        {
+            let mut state = self.pause.0.lock().unwrap();
+            if state.0 {
+                state.1 = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Pausable {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
