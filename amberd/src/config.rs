@@ -257,6 +257,9 @@ pub struct AgentsConfig {
     /// A `task` call whose sub-agents may spend more than this (or whose spend cannot be
     /// estimated) asks a person first, in every mode; unset: never asks.
     pub approve_fanout_usd: Option<amber_proto::CostUsd>,
+    /// External agents speaking ACP on stdio, by name (`[agents.acp.NAME]`): `task
+    /// {agent: NAME}` runs a task on one.
+    pub acp: std::collections::BTreeMap<String, crate::acp::AcpAgentConfig>,
 }
 
 /// The caps one sub-agent runs under: `[agents] subagent_max_*`, or lower where its
@@ -621,6 +624,7 @@ impl Config {
         self.executors.check()?;
         self.fleet.check()?;
         self.budget.check()?;
+        crate::acp::config::check_all(&self.agents.acp)?;
         self.telemetry.check()?;
         crate::hooks::spec::check_all(&self.hooks)?;
         crate::routines::config::check_all(&self.routines)?;

@@ -1,9 +1,11 @@
 //! The amber daemon library: everything `amberd` runs, so tests and benches can drive the
 //! engine in-process too. See docs/ARCHITECTURE.md for the map.
 
+pub(crate) mod acp;
 pub(crate) mod agent;
 pub(crate) mod agents;
 pub mod checkpoints;
+pub(crate) mod child_lines;
 pub(crate) mod clock;
 pub(crate) mod compaction;
 pub mod config;

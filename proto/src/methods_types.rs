@@ -446,6 +446,9 @@ pub enum AgentSource {
     User,
     /// Compiled into the daemon (`plan`, `review`).
     Bundled,
+    /// amber extension: an external agent speaking ACP, from `[agents.acp.NAME]` of
+    /// config.toml; it serves `task {agent}` only (not `session/new`), and wins a name clash.
+    Acp,
 }
 
 impl AgentSource {
@@ -454,6 +457,7 @@ impl AgentSource {
             AgentSource::Workspace => "workspace",
             AgentSource::User => "user",
             AgentSource::Bundled => "bundled",
+            AgentSource::Acp => "acp",
         }
     }
 }

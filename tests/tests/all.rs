@@ -11,6 +11,7 @@
 mod support;
 
 mod acp;
+mod acp_agents;
 mod agents;
 mod amberd_out_of_reach;
 mod approvals;

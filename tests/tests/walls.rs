@@ -97,6 +97,7 @@ fn a_leave_to_run_unsandboxed_is_minted_only_where_a_person_decided() {
                 // into a fresh workspace before any command of the session runs there, and
                 // pushes a result from its pristine copy, never the workspace's `.git`.
                 "amberd/executor/src/pinned_git.rs",
+                "amberd/src/acp/process.rs",
                 "amberd/src/hooks/process.rs",
                 "amberd/src/mcp/client.rs",
                 "amberd/src/plugins/external/process.rs",

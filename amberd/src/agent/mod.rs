@@ -825,7 +825,7 @@ pub(crate) fn retrying_event(event: StreamEvent) -> Option<EventKind> {
 }
 
 /// The session event for a dispatch event.
-fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
+pub(crate) fn dispatch_event_kind(event: DispatchEvent) -> EventKind {
     match event {
         DispatchEvent::Started {
             call_id,

@@ -5,6 +5,7 @@
 //! else — RPC handlers, subscribers — reads `SessionShared`: an info snapshot, the latest
 //! message snapshot, and the event hub.
 
+mod acp_subagent;
 pub(crate) mod actor;
 pub(crate) mod approvals;
 mod build;

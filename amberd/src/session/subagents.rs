@@ -23,6 +23,7 @@ use super::SessionShared;
 use super::gate::SessionGate;
 use super::services::Services;
 use super::subagent_budget::SubagentBudget;
+use crate::acp::AcpAgentConfig;
 use crate::agent::ledger::Spent;
 use crate::agent::metered::{Refusal, RequestMeta, Reservation};
 use crate::agent::{self, TurnEnv, TurnHost};
@@ -130,12 +131,11 @@ impl SubagentRunner for SessionSubagents {
             }
             let turn_id = shared.lock_live().turn_id.clone().unwrap_or_default();
             let services = &self.services;
-            let profiles =
-                Profile::resolve_all(&shared, services, &turn_id, cancel, &tasks).await?;
+            let plans = Plan::resolve_all(&shared, services, &turn_id, cancel, &tasks).await?;
             let runs = tasks
                 .into_iter()
-                .zip(profiles)
-                .map(|(task, profile)| run_one(&shared, services, &turn_id, task, profile, cancel));
+                .zip(plans)
+                .map(|(task, plan)| run_one(&shared, services, &turn_id, task, plan, cancel));
             if parallel {
                 let cap = services.live().config.agent.subagent_parallel.max(1);
                 // `buffered` keeps results in task order while running up to `cap` at once.
@@ -148,6 +148,67 @@ impl SubagentRunner for SessionSubagents {
                 Ok(results)
             }
         })
+    }
+}
+
+/// How one task runs: the agent loop with a profile, or on an external ACP agent.
+pub(crate) enum Plan {
+    Loop(Profile),
+    Acp {
+        name: String,
+        config: AcpAgentConfig,
+        /// The sub-agent's tools: the agent's file access through amber runs as these.
+        tools: ToolRegistry,
+        caps: SubagentCaps,
+    },
+}
+
+impl Plan {
+    /// Each task's plan, in order: a task whose `agent` names `[agents.acp.NAME]` runs on
+    /// that agent; the others as [`Profile::resolve_all`] says.
+    async fn resolve_all(
+        shared: &SessionShared,
+        services: &Services,
+        turn_id: &str,
+        cancel: &CancellationToken,
+        tasks: &[SubTask],
+    ) -> Result<Vec<Plan>, String> {
+        let live = services.live();
+        let external = |task: &SubTask| {
+            task.agent
+                .as_deref()
+                .and_then(|name| live.config.agents.acp.get_key_value(name))
+        };
+        let looped: Vec<SubTask> = tasks
+            .iter()
+            .filter(|task| external(task).is_none())
+            .cloned()
+            .collect();
+        let mut profiles = Profile::resolve_all(shared, services, turn_id, cancel, &looped)
+            .await?
+            .into_iter();
+        tasks
+            .iter()
+            .map(|task| match external(task) {
+                Some((name, config)) => Ok(Plan::Acp {
+                    name: name.clone(),
+                    config: config.clone(),
+                    tools: shared.offered_tools(services.subagent_tools()),
+                    caps: live.config.agents.subagent_caps(&task.caps)?,
+                }),
+                None => profiles
+                    .next()
+                    .map(Plan::Loop)
+                    .ok_or_else(|| "a task lost its profile".to_owned()),
+            })
+            .collect()
+    }
+
+    fn caps(&self) -> SubagentCaps {
+        match self {
+            Plan::Loop(profile) => profile.caps,
+            Plan::Acp { caps, .. } => *caps,
+        }
     }
 }
 
@@ -172,6 +233,19 @@ impl Profile {
         cancel: &CancellationToken,
         tasks: &[SubTask],
     ) -> Result<Vec<Profile>, String> {
+        // An external ACP agent runs in the foreground only (`Plan`); here it is named by a
+        // background task.
+        let acp = &services.live().config.agents.acp;
+        if let Some(name) = tasks
+            .iter()
+            .filter_map(|task| task.agent.as_deref())
+            .find(|name| acp.contains_key(*name))
+        {
+            return Err(format!(
+                "agent `{name}` is an external ACP agent: it runs as a foreground task only \
+                 (without `background: true`)"
+            ));
+        }
         // Each profile comes from the version that was trusted.
         let agents = tasks
             .iter()
@@ -255,7 +329,7 @@ async fn run_one(
     services: &Services,
     turn_id: &str,
     task: SubTask,
-    profile: Profile,
+    plan: Plan,
     parent_cancel: &CancellationToken,
 ) -> SubResult {
     // A later task of a serial run, or one a parallel run queued behind the others, starts
@@ -295,15 +369,107 @@ async fn run_one(
         };
     };
     // Its caps, its wall clock included, count from here: waiting for a slot is not running.
-    let budget = SubagentBudget::new(profile.caps);
+    let budget = SubagentBudget::new(plan.caps());
     // Fires at the sub-agent's deadline too, so a hung tool call ends with it.
     let own_cancel = budget.cancel_token(parent_cancel);
     let cancel = &own_cancel;
+    let publish = |kind: EventKind| shared.hub.publish_as(Some(turn_id), Some(&agent_id), kind);
+    publish(EventKind::SubagentStarted {
+        agent_id: agent_id.clone(),
+        task: label.clone(),
+    });
+    let (reply, mut stop, mut error) = match plan {
+        Plan::Loop(profile) => {
+            run_loop(
+                shared, services, turn_id, &agent_id, &task, profile, &budget, cancel,
+            )
+            .await
+        }
+        Plan::Acp {
+            name,
+            config,
+            tools,
+            ..
+        } => {
+            let end = super::acp_subagent::run_acp_task(
+                shared,
+                services,
+                turn_id,
+                &agent_id,
+                (&name, &config),
+                &task,
+                tools,
+                &budget,
+                cancel,
+            )
+            .await;
+            let error = end.error.map(|message| {
+                let code = match end.stop {
+                    StopReason::BudgetExceeded => agent::BUDGET_EXCEEDED,
+                    _ => "acp_agent",
+                };
+                amber_proto::ErrorInfo::new(code, message)
+            });
+            (end.reply, end.stop, error)
+        }
+    };
+    // Cut by its own deadline, not by the parent's cancel: the wall-clock cap stopped it.
+    if stop == StopReason::Cancelled
+        && !parent_cancel.is_cancelled()
+        && let Some(spent) = budget.out_of_time()
+    {
+        stop = StopReason::BudgetExceeded;
+        error = Some(amber_proto::ErrorInfo {
+            limit: spent.limit,
+            ..amber_proto::ErrorInfo::new(agent::BUDGET_EXCEEDED, spent.message)
+        });
+    }
+    let limit = error.as_ref().and_then(|e| e.limit);
+    let (ok, text) = match stop {
+        StopReason::EndTurn => (true, reply),
+        stop => {
+            let cap = limit.map(|l| format!(" ({l})")).unwrap_or_default();
+            let why = error
+                .map(|e| format!(": {}", e.message))
+                .unwrap_or_default();
+            let partial = if reply.is_empty() {
+                String::new()
+            } else {
+                format!("\nLast reply: {reply}")
+            };
+            (
+                false,
+                format!("[sub-agent stopped: {}{cap}{why}]{partial}", stop.as_str()),
+            )
+        }
+    };
+    publish(EventKind::SubagentCompleted {
+        agent_id: agent_id.clone(),
+        task: label,
+        result: Some(text.clone()),
+        stop_reason: Some(stop),
+        limit,
+    });
+    SubResult { ok, text }
+}
+
+/// A sub-agent on the agent loop: its reply, how it stopped and why.
+#[allow(clippy::too_many_arguments)]
+async fn run_loop(
+    shared: &SessionShared,
+    services: &Services,
+    turn_id: &str,
+    agent_id: &str,
+    task: &SubTask,
+    profile: Profile,
+    budget: &SubagentBudget,
+    cancel: &CancellationToken,
+) -> (String, StopReason, Option<amber_proto::ErrorInfo>) {
     let host = SubagentTurnHost {
         shared,
         turn_id,
-        agent_id: &agent_id,
-        budget: &budget,
+        agent_id,
+        budget,
         price: services
             .llm
             .price(profile.provider.as_deref(), &profile.model),
@@ -315,10 +481,6 @@ async fn run_one(
             mode_ceiling: profile.mode_ceiling,
         },
     };
-    host.publish(EventKind::SubagentStarted {
-        agent_id: agent_id.clone(),
-        task: label.clone(),
-    });
 
     let mut context = Context::new();
     // The session's head blocks (refreshed when the parent's turn began) after the
@@ -355,46 +517,7 @@ async fn run_one(
         .find(|m| m.role == Role::Assistant && !m.content.trim().is_empty())
         .map(|m| m.content.clone())
         .unwrap_or_default();
-    let mut stop = outcome.stop;
-    let mut error = outcome.error;
-    // Cut by its own deadline, not by the parent's cancel: the wall-clock cap stopped it.
-    if stop == StopReason::Cancelled
-        && !parent_cancel.is_cancelled()
-        && let Some(spent) = budget.out_of_time()
-    {
-        stop = StopReason::BudgetExceeded;
-        error = Some(amber_proto::ErrorInfo {
-            limit: spent.limit,
-            ..amber_proto::ErrorInfo::new(agent::BUDGET_EXCEEDED, spent.message)
-        });
-    }
-    let limit = error.as_ref().and_then(|e| e.limit);
-    let (ok, text) = match stop {
-        StopReason::EndTurn => (true, reply),
-        stop => {
-            let cap = limit.map(|l| format!(" ({l})")).unwrap_or_default();
-            let why = error
-                .map(|e| format!(": {}", e.message))
-                .unwrap_or_default();
-            let partial = if reply.is_empty() {
-                String::new()
-            } else {
-                format!("\nLast reply: {reply}")
-            };
-            (
-                false,
-                format!("[sub-agent stopped: {}{cap}{why}]{partial}", stop.as_str()),
-            )
-        }
-    };
-    host.publish(EventKind::SubagentCompleted {
-        agent_id: agent_id.clone(),
-        task: label,
-        result: Some(text.clone()),
-        stop_reason: Some(stop),
-        limit,
-    });
-    SubResult { ok, text }
+    (reply, outcome.stop, outcome.error)
 }
 
 /// Background sub-agents running in the daemon (sessions with a parent, started, no result).

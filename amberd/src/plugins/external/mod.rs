@@ -3,14 +3,12 @@
 //! process per enable, its handshake, its tools, and stopping it.
 //!
 //! - [`protocol`]: the messages, the `initialize` result and its validation.
-//! - [`framing`]: stdout split into lines under the flood limits.
 //! - [`process`]: the child, its reader / writer / stderr tasks, pending requests.
 //! - [`tool`]: the Tool adapter calling `tool/call`.
 //!
 //! **Invariants:** at most one process per plugin; a failed process is never reused
 //! (`plugin/enable` starts a fresh one); every process is reaped.
 
-mod framing;
 mod process;
 mod protocol;
 mod stderr;

@@ -25,9 +25,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::framing::LineReader;
 use super::protocol::{self, Incoming, RpcError};
 use super::stderr::{self, LastLine};
+use crate::child_lines::LineReader;
 use crate::plugins::config::ExternalPluginConfig;
 
 /// How long `shutdown` may take (answer and exit) before the group is killed.

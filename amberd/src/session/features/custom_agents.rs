@@ -29,6 +29,12 @@ impl Feature for CustomAgentsFeature {
         let Some(name) = draft.params.agent.clone() else {
             return Ok(());
         };
+        if draft.services.live().config.agents.acp.contains_key(&name) {
+            return Err(SessionError::InvalidParams(format!(
+                "agent: `{name}` is an external ACP agent ([agents.acp.{name}]): it runs as a \
+                 sub-agent through the `task` tool, not as a session's agent"
+            )));
+        }
         let agent = find_trusted(draft.workspace, &name, &draft.services.trust)?;
         let defaults = &agent.definition;
         let params: &mut SessionNewParams = draft.params;
@@ -93,11 +99,30 @@ pub(crate) fn list(
     cwd: Option<&str>,
 ) -> Result<Vec<AgentInfo>, SessionError> {
     let workspace = cwd.map(|cwd| sessions.workspace_of(cwd)).transpose()?;
-    let trust = &sessions.services().trust;
-    Ok(agents::list(
-        &AgentDirs::new(workspace.as_deref()),
-        &|pinned| trust.is_trusted(&pinned.path, &pinned.hash),
-    ))
+    let services = sessions.services();
+    let trust = &services.trust;
+    // External ACP agents first: they win a name clash with a file.
+    let acp = &services.live().config.agents.acp;
+    let mut listed: Vec<AgentInfo> = acp
+        .iter()
+        .map(|(name, agent)| AgentInfo {
+            name: name.clone(),
+            description: agent
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("external ACP agent (`{}`)", agent.command)),
+            source: amber_proto::AgentSource::Acp,
+            untrusted: false,
+        })
+        .collect();
+    listed.extend(
+        agents::list(&AgentDirs::new(workspace.as_deref()), &|pinned| {
+            trust.is_trusted(&pinned.path, &pinned.hash)
+        })
+        .into_iter()
+        .filter(|info| !acp.contains_key(&info.name)),
+    );
+    Ok(listed)
 }
 
 /// Agent `name`, read from `workspace`'s, the user's or the bundled agents. A workspace

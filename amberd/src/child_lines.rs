@@ -1,21 +1,22 @@
-//! Splits a plugin's stdout into lines while enforcing the flood limits: no line over
-//! [`MAX_LINE`], and no more than [`RATE`] bytes per second sustained (a burst of
-//! [`BURST`] is allowed, so a few large answers in a row are fine).
+//! Splits a child process's stdout (an external plugin's, an ACP agent's) into lines while
+//! enforcing the flood limits: no line over [`MAX_LINE`], and no more than [`RATE`] bytes
+//! per second sustained (a burst of [`BURST`] is allowed, so a few large answers in a row
+//! are fine).
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
-/// Longest line (one JSON-RPC message) a plugin may print.
-pub(super) const MAX_LINE: usize = 1024 * 1024;
-/// Sustained output rate above which a plugin is said to flood.
-pub(super) const RATE: u64 = 8 * 1024 * 1024;
-/// Bytes a plugin may print in a burst above the rate.
-pub(super) const BURST: u64 = 16 * 1024 * 1024;
+/// Longest line (one JSON-RPC message) a child may print.
+pub(crate) const MAX_LINE: usize = 1024 * 1024;
+/// Sustained output rate above which a child is said to flood.
+pub(crate) const RATE: u64 = 8 * 1024 * 1024;
+/// Bytes a child may print in a burst above the rate.
+pub(crate) const BURST: u64 = 16 * 1024 * 1024;
 
 /// Why the reader gave up on the stream.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ReadError {
+pub(crate) enum ReadError {
     #[error("floods its output (a line over {} KiB)", MAX_LINE / 1024)]
     LongLine,
     #[error("floods its output (more than {} MiB/s)", RATE / (1024 * 1024))]
@@ -39,7 +40,7 @@ impl Budget {
         }
     }
 
-    /// Spends `n` bytes; `false` when the plugin printed faster than allowed.
+    /// Spends `n` bytes; `false` when the child printed faster than allowed.
     fn spend(&mut self, n: usize) -> bool {
         let now = Instant::now();
         let refill = now.duration_since(self.at).as_secs_f64() * RATE as f64;
@@ -50,7 +51,7 @@ impl Budget {
 }
 
 /// Reads lines (without the newline, a trailing `\r` removed) from `inner`.
-pub(super) struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     inner: R,
     buf: BytesMut,
     /// How much of `buf` is known to hold no newline.
@@ -60,7 +61,7 @@ pub(super) struct LineReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
-    pub(super) fn new(inner: R) -> Self {
+    pub(crate) fn new(inner: R) -> Self {
         Self {
             inner,
             buf: BytesMut::with_capacity(64 * 1024),
@@ -72,7 +73,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// The next line; `None` at end of stream (a last line without a newline is still
     /// returned). Cancel safe: what was read stays buffered for the next call.
-    pub(super) async fn next_line(&mut self) -> Result<Option<Bytes>, ReadError> {
+    pub(crate) async fn next_line(&mut self) -> Result<Option<Bytes>, ReadError> {
         loop {
             if let Some(at) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let mut line = self.buf.split_to(self.scanned + at + 1);
