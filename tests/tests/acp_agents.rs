@@ -500,3 +500,29 @@ async fn another_ambers_approval_is_asked_of_the_outer_sessions_approver() {
     assert!(output.contains("touched it"), "{output}");
     assert!(daemon.workspace.join("made-inside.txt").exists());
 }
+
+/// A sandboxed agent (`sandbox = "workspace-write"`) starts in the OS sandbox, and in yolo
+/// mode what it asks is allowed without a person; unsandboxed, the same ask waits for one.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_yolo_mode_a_sandboxed_agents_asks_are_allowed_unasked() {
+    let mock = delegating("!run make test", json!({})).await;
+    let daemon = spawn_config(&mock, &config("sandbox = \"workspace-write\"\n"));
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    client
+        .request::<m::SessionSetMode>(&amber_proto::SessionSetModeParams {
+            session_id: sid.clone(),
+            mode: amber_proto::Mode::Yolo,
+        })
+        .await
+        .unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    let (status, output) = task_output(&turn);
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains("ran make test"), "{output}");
+    assert!(
+        !turn.iter().any(|e| e["type"] == "approval_requested"),
+        "{turn:#?}"
+    );
+}
