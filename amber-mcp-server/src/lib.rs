@@ -13,17 +13,20 @@
 //! - `runner`: one call, one turn followed to its end.
 //! - `progress`: `notifications/progress` of a call.
 //! - `stdio`: the transport rmcp serves on, every line it cannot serve answered there.
+//! - `tasks`: a call as a task (the Tasks extension), for a client that declared it.
 
 pub mod http;
 mod progress;
 mod runner;
 mod stdio;
+mod tasks;
 mod tools;
 
 use amber_client::ConnectOptions;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
@@ -41,7 +44,7 @@ use stdio::Stdio;
 /// is set to match).
 pub async fn serve(mut opts: ConnectOptions, yes: bool) {
     opts.approvals = yes;
-    let server = AmberServer { opts, yes };
+    let server = AmberServer::new(opts, yes);
     let stdio = Stdio::start(
         tokio::io::BufReader::new(tokio::io::stdin()),
         tokio::io::stdout(),
@@ -72,7 +75,7 @@ pub async fn serve_http(
     token: String,
 ) -> Result<(), http::HttpError> {
     opts.approvals = yes;
-    let server = AmberServer { opts, yes };
+    let server = AmberServer::new(opts, yes);
     http::serve(server, listen, token, |url| {
         println!("{url}");
         note(&format!("MCP over Streamable HTTP at {url}"));
@@ -85,24 +88,40 @@ pub(crate) fn note(text: &str) {
     eprintln!("amber-cli: {text}");
 }
 
-/// The MCP server: how to reach amberd and whether it approves.
+/// The MCP server: how to reach amberd, whether it approves, and its calls running as tasks.
 #[derive(Clone)]
 struct AmberServer {
     opts: ConnectOptions,
     yes: bool,
+    tasks: rmcp::task_manager::TaskManager,
+}
+
+impl AmberServer {
+    fn new(opts: ConnectOptions, yes: bool) -> Self {
+        Self {
+            opts,
+            yes,
+            tasks: rmcp::task_manager::TaskManager::new(),
+        }
+    }
 }
 
 impl ServerHandler for AmberServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("amber", env!("CARGO_PKG_VERSION")).with_title("amber"),
-            )
-            .with_instructions(
-                "amber is a coding agent. Call amber_run to hand it a self-contained coding task \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("amber", env!("CARGO_PKG_VERSION")).with_title("amber"),
+        )
+        .with_instructions(
+            "amber is a coding agent. Call amber_run to hand it a self-contained coding task \
                  in a project directory; it returns its final answer and a sessionId. Call \
                  amber_reply with that sessionId to follow up in the same conversation.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -136,6 +155,24 @@ impl ServerHandler for AmberServer {
                 ));
             }
         };
+        // A client that takes tasks gets one: a turn may run for a long time.
+        if context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+        {
+            let call = Call {
+                opts: self.opts.clone(),
+                yes: self.yes,
+                progress: Progress::new(context.peer.clone(), None),
+                ct: tokio_util::sync::CancellationToken::new(),
+            };
+            return Ok(tasks::start(
+                &self.tasks,
+                request.name.to_string(),
+                call,
+                target,
+            ));
+        }
         let call = Call {
             opts: self.opts.clone(),
             yes: self.yes,
@@ -153,5 +190,32 @@ impl ServerHandler for AmberServer {
             note(&format!("{}: {text}", request.name));
         }
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 }

@@ -5,6 +5,8 @@
 # the server asks for OAuth (the suite's authorization server approves at once: curl plays
 # the browser), waits until amberd's host has listed the server's tools, makes the call the
 # scenario expects, and removes the server again. $AMBER_CLI is the amber-cli to use.
+# The calls: those of MCP_CONFORMANCE_CONTEXT's `toolCalls` when the suite gives them
+# (`http-custom-headers`), else the tools the scenario's server offers for its checks.
 set -u
 url="${*: -1}"
 cli="${AMBER_CLI:-amber-cli}"
@@ -32,6 +34,49 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 echo "$row" >&2
-case "${MCP_CONFORMANCE_SCENARIO:-}" in
-    tools_call) amber command mcp call "$name" add_numbers '{"a": 5, "b": 3}' ;;
-esac
+failed=0
+call() {
+    local args="${2:-}"
+    [ -n "$args" ] || args='{}'
+    amber command mcp call "$name" "$1" "$args" </dev/null || failed=1
+}
+# Each call of MCP_CONFORMANCE_CONTEXT's toolCalls as a line `TOOL JSON` (compact JSON, a
+# newline in a string escaped); jq, else Node.js.
+context_calls() {
+    [ -n "${MCP_CONFORMANCE_CONTEXT:-}" ] || return 0
+    if command -v jq >/dev/null 2>&1; then
+        jq -rc '.toolCalls[]? | "\(.name) \(.arguments // {} | tojson)"' <<<"$MCP_CONFORMANCE_CONTEXT"
+    else
+        node -e '
+            const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT);
+            for (const { name, arguments: args } of context.toolCalls ?? []) {
+                console.log(`${name} ${JSON.stringify(args ?? {})}`);
+            }'
+    fi
+}
+calls="$(context_calls)"
+if [ -n "$calls" ]; then
+    while IFS= read -r line; do call "${line%% *}" "${line#* }"; done <<<"$calls"
+else
+    case "${MCP_CONFORMANCE_SCENARIO:-}" in
+        tools_call) call add_numbers '{"a":5,"b":3}' ;;
+        # Its invalid tools amber's host drops (SEP-2243); the valid one stays callable.
+        http-invalid-tool-headers) call valid_tool '{"region":"us-west1"}' ;;
+        # Multi-round-trip requests (SEP-2322): amberd answers `input_required` and retries
+        # with the server's requestState (none when it sent none); the unrelated call between
+        # them must carry neither; a result without resultType is complete.
+        sep-2322-client-request-state)
+            for tool in test_mrtr_echo_state test_mrtr_no_state test_mrtr_unrelated \
+                test_mrtr_no_result_type; do
+                call "$tool"
+            done
+            ;;
+        # Its form asks to be accepted with the schema's defaults (SEP-1034); a `/mcp call`
+        # runs outside any session, with nobody to ask: amberd declines it.
+        elicitation-sep1034-client-defaults) call test_client_elicitation_defaults ;;
+        # The call's SSE stream closes early; its result comes on the GET stream the client
+        # reopens after the event's `retry` with Last-Event-ID (SEP-1699).
+        sse-retry) call test_reconnection ;;
+    esac
+fi
+exit "$failed"

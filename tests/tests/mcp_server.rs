@@ -974,6 +974,11 @@ fn checks_under(dir: &std::path::Path) -> Vec<Value> {
 /// The client scenarios of the 2026-07-28 requirement set amber does not pass are named in
 /// docs/integrations.md ("Conformance").
 fn client_scenarios_pass(scenarios: &[&str]) {
+    client_scenarios_pass_at(None, scenarios);
+}
+
+/// [`client_scenarios_pass`] at the wire of `revision` (the suite's default: its newest).
+fn client_scenarios_pass_at(revision: Option<&str>, scenarios: &[&str]) {
     let daemon = TestDaemon::spawn("http://127.0.0.1:9/v1");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp-servers");
     let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -987,7 +992,11 @@ fn client_scenarios_pass(scenarios: &[&str]) {
         cmd.arg(&suite)
             .args(["client", "--command"])
             .arg(&harness)
-            .args(["--scenario", scenario, "-o"])
+            .args(["--scenario", scenario]);
+        if let Some(revision) = revision {
+            cmd.args(["--spec-version", revision]);
+        }
+        cmd.arg("-o")
             .arg(&out)
             .env("AMBER_SOCKET", &daemon.socket)
             .env("AMBER_CLI", amber_tests::bin_path("amber-cli"));
@@ -1018,6 +1027,23 @@ fn conformance_client_calls_request_metadata_and_headers() {
         "http-standard-headers",
         "json-schema-ref-no-deref",
     ]);
+}
+
+#[test]
+fn conformance_client_mirrors_tool_headers_and_echoes_request_state() {
+    client_scenarios_pass(&[
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "sep-2322-client-request-state",
+    ]);
+}
+
+#[test]
+fn conformance_client_of_the_initialize_era() {
+    client_scenarios_pass_at(
+        Some("2025-11-25"),
+        &["initialize", "tools_call", "sse-retry"],
+    );
 }
 
 #[test]
@@ -1057,4 +1083,202 @@ fn conformance_client_oauth_issuers() {
         "auth/iss-normalized",
         "auth/metadata-issuer-mismatch",
     ]);
+}
+
+/// A client that declares the Tasks extension (`io.modelcontextprotocol/tasks`).
+#[derive(Clone, Default)]
+struct TaskClient;
+
+impl ClientHandler for TaskClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            serde_json::from_value(json!({
+                "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
+            }))
+            .unwrap(),
+            rmcp::model::Implementation::new("task-client", "0"),
+        )
+    }
+}
+
+/// `amber-cli mcp-server` for `daemon`, driven by a client that takes tasks.
+async fn task_client(daemon: &TestDaemon) -> RunningService<RoleClient, TaskClient> {
+    let mut cmd = daemon.cli();
+    cmd.args(["--no-autostart", "mcp-server"]);
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.kill_on_drop(true);
+    let (child, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn amber-cli mcp-server");
+    within("MCP initialize", rmcp::serve_client(TaskClient, child))
+        .await
+        .expect("MCP handshake")
+}
+
+/// Polls `tasks/get` until the task is terminal.
+async fn settled(peer: &rmcp::Peer<RoleClient>, task_id: &str) -> rmcp::model::DetailedTask {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = peer
+            .get_task(rmcp::model::GetTaskParams::new(task_id))
+            .await
+            .expect("tasks/get");
+        if got.task.status().is_terminal() {
+            return got.task;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_takes_tasks_gets_each_run_as_a_task_it_polls_to_the_result() {
+    let mock = MockLlm::start(vec![MockTurn::text("the task's answer"), done()]).await;
+    let daemon = spawn(&mock);
+    let client = task_client(&daemon).await;
+    let ws = workspace(&daemon);
+    let answer = client
+        .peer()
+        .call_tool_once(params("amber_run", json!({"prompt": "work", "cwd": ws})))
+        .await
+        .expect("tools/call");
+    let rmcp::model::CallToolResponse::Task(created) = answer else {
+        panic!("a client that takes tasks gets one: {answer:?}");
+    };
+    assert_eq!(created.task.status, rmcp::model::TaskStatus::Working);
+    let task = settled(client.peer(), &created.task.task_id).await;
+    let rmcp::model::TaskPayload::Completed { result } = task.payload else {
+        panic!("{task:?}");
+    };
+    let result: CallToolResult = serde_json::from_value(Value::Object(result)).unwrap();
+    assert_answered(&result, "the task's answer");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_task_cancels_its_turn_and_settles_it_cancelled() {
+    let chunks = (0..30).map(|i| format!("slow{i} ")).collect();
+    let mock = MockLlm::start(vec![
+        MockTurn::Slow {
+            chunks,
+            interval_ms: 1_000,
+        },
+        done(),
+    ])
+    .await;
+    let daemon = spawn(&mock);
+    let client = task_client(&daemon).await;
+    let ws = workspace(&daemon);
+    let answer = client
+        .peer()
+        .call_tool_once(params(
+            "amber_run",
+            json!({"prompt": "talk slowly", "cwd": ws}),
+        ))
+        .await
+        .expect("tools/call");
+    let rmcp::model::CallToolResponse::Task(created) = answer else {
+        panic!("{answer:?}");
+    };
+    let mut session_id = String::new();
+    eventually("the turn to stream", Duration::from_secs(20), || {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if list["sessions"][0]["state"] == "running" && mock.request_count() == 1 {
+            session_id = list["sessions"][0]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            true
+        } else {
+            false
+        }
+    })
+    .await;
+    let watcher = connect(&daemon).await;
+    let mut events = Events::subscribe(&watcher, &session_id, Some(0)).await;
+    client
+        .peer()
+        .cancel_task(rmcp::model::CancelTaskParams::new(
+            created.task.task_id.clone(),
+        ))
+        .await
+        .expect("tasks/cancel");
+    let turn = events.until("turn_completed").await;
+    assert_eq!(turn.last().unwrap()["stopReason"], "cancelled", "{turn:#?}");
+    let task = settled(client.peer(), &created.task.task_id).await;
+    assert_eq!(
+        task.status(),
+        rmcp::model::TaskStatus::Cancelled,
+        "{task:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// amberd's MCP host takes tasks: another amber's `amber-cli mcp-server`, as a server of
+/// the daemon, runs `amber_run` as a task that the host follows to its result.
+#[tokio::test(flavor = "multi_thread")]
+async fn amberds_host_follows_a_servers_task_to_its_result() {
+    let mock = MockLlm::start(Vec::new()).await;
+    let cli = amber_tests::bin_path("amber-cli");
+    let daemon = amber_tests::steps::spawn_config(
+        &mock,
+        &format!(
+            "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n[mcp]\ntool_search = \"off\"\n\n\
+             [mcp.servers.inner]\ncommand = {:?}\nargs = [\"--no-autostart\", \"mcp-server\"]\n\
+             env = {{ XDG_RUNTIME_DIR = \"${{XDG_RUNTIME_DIR}}\" }}\n",
+            cli.display().to_string()
+        ),
+    );
+    let ws = workspace(&daemon);
+    mock.set_responder(move |request: &Value| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
+        let all: String = messages.iter().map(text).collect::<Vec<_>>().join("\n");
+        if all.contains("Are you finished") {
+            return MockTurn::text("DONE");
+        }
+        if all.contains("inner: name a noble gas") {
+            return MockTurn::text("argon, from the inner session");
+        }
+        if messages.iter().any(|m| m["role"] == "tool") {
+            return MockTurn::text("outer done");
+        }
+        MockTurn::tool_call(
+            "mcp__inner__amber_run",
+            &json!({"prompt": "inner: name a noble gas", "cwd": ws}),
+        )
+    });
+    amber_tests::mcp_plugins::wait_mcp_status(&daemon, "inner", "ready");
+    let client = connect(&daemon).await;
+    let sid = amber_tests::steps::new_session(&client, &daemon, None).await;
+    // amber_run may change files: it runs unasked in yolo mode.
+    client
+        .request::<amber_proto::methods::SessionSetMode>(&amber_proto::SessionSetModeParams {
+            session_id: sid.clone(),
+            mode: amber_proto::Mode::Yolo,
+        })
+        .await
+        .unwrap();
+    let mut events = Events::live(&client, &sid).await;
+    let turn = amber_tests::steps::prompt_turn(&client, &mut events, &sid, "ask inside").await;
+    let completed = turn
+        .iter()
+        .find(|e| e["type"] == "tool_call_completed" && e["agentId"].is_null())
+        .unwrap_or_else(|| panic!("{turn:#?}"));
+    assert_eq!(completed["status"], "ok", "{completed}");
+    assert!(
+        completed["output"]
+            .as_str()
+            .unwrap()
+            .contains("argon, from the inner session"),
+        "{completed}"
+    );
+    assert!(
+        daemon.log().contains("amber_run runs as task"),
+        "the call went as a task"
+    );
 }

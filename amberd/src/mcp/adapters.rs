@@ -181,46 +181,62 @@ const MAX_INPUT_ROUNDS: usize = 8;
 
 /// `tools/call`, answering the input a server of the stateless revision asks for (its
 /// `input_required` results: elicitation and sampling, as the initialize era's requests
-/// are, through `asks.rs`; roots: none) and retrying with the answers and its state.
-#[allow(deprecated)] // sampling: see asks.rs
+/// are, through `asks.rs`; roots: none) and retrying with the answers and its state. A
+/// call the server turns into a task (the Tasks extension) is followed to its end
+/// (`tasks.rs`).
 pub(super) async fn call_answering(
     server: &Server,
     peer: &Peer,
     mut params: CallToolRequestParams,
 ) -> Result<rmcp::model::CallToolResult, ServiceError> {
-    use rmcp::model::{CallToolResponse, InputRequest, InputResponses};
+    use rmcp::model::CallToolResponse;
     for _ in 0..MAX_INPUT_ROUNDS {
         let needed = match peer.call_tool_once(params.clone()).await? {
             CallToolResponse::Complete(result) => return Ok(result),
             CallToolResponse::InputRequired(needed) => needed,
+            CallToolResponse::Task(created) => {
+                return super::tasks::follow(server, peer, created).await;
+            }
             _ => return Err(ServiceError::UnexpectedResponse),
         };
-        let mut answers = InputResponses::new();
-        for (key, asked) in needed.input_requests.unwrap_or_default() {
-            let answer = match asked {
-                InputRequest::Elicitation(request) => serde_json::to_value(
-                    super::asks::elicit(&server.callers, &server.name, request.params)
-                        .await
-                        .map_err(ServiceError::McpError)?,
-                ),
-                InputRequest::CreateMessage(request) => serde_json::to_value(
-                    super::asks::sample(&server.callers, &server.name, request.params)
-                        .await
-                        .map_err(ServiceError::McpError)?,
-                ),
-                InputRequest::ListRoots(_) => Ok(json!({"roots": []})),
-                // A kind of input this amber does not know: the call cannot go on.
-                _ => return Err(ServiceError::UnexpectedResponse),
-            }
-            .map_err(|_| ServiceError::UnexpectedResponse)?;
-            answers.insert(key, answer);
-        }
+        let answers = answer_inputs(server, needed.input_requests.unwrap_or_default()).await?;
         params.input_responses = (!answers.is_empty()).then_some(answers);
         params.request_state = needed.request_state;
     }
     Err(ServiceError::InputRequiredRoundsExceeded {
         max_rounds: MAX_INPUT_ROUNDS,
     })
+}
+
+/// The answers to what a server asked for (a call's `input_required`, a task's
+/// `inputRequests`), each through the person of the running call's session.
+#[allow(deprecated)] // sampling: see asks.rs
+pub(super) async fn answer_inputs(
+    server: &Server,
+    asked: rmcp::model::InputRequests,
+) -> Result<rmcp::model::InputResponses, ServiceError> {
+    use rmcp::model::{InputRequest, InputResponses};
+    let mut answers = InputResponses::new();
+    for (key, asked) in asked {
+        let answer = match asked {
+            InputRequest::Elicitation(request) => serde_json::to_value(
+                super::asks::elicit(&server.callers, &server.name, request.params)
+                    .await
+                    .map_err(ServiceError::McpError)?,
+            ),
+            InputRequest::CreateMessage(request) => serde_json::to_value(
+                super::asks::sample(&server.callers, &server.name, request.params)
+                    .await
+                    .map_err(ServiceError::McpError)?,
+            ),
+            InputRequest::ListRoots(_) => Ok(json!({"roots": []})),
+            // A kind of input this amber does not know: the call cannot go on.
+            _ => return Err(ServiceError::UnexpectedResponse),
+        }
+        .map_err(|_| ServiceError::UnexpectedResponse)?;
+        answers.insert(key, answer);
+    }
+    Ok(answers)
 }
 
 /// Runs one request with the call timeout, cancelled with the turn. Dropping rmcp's

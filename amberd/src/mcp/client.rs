@@ -82,6 +82,27 @@ impl Connection {
         timeout: Duration,
         stop: &CancellationToken,
     ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), String> {
+        let again = endpoint.clone();
+        match Self::open_as(endpoint, extension_env, timeout, stop, lifecycle()).await {
+            Err(Opened::AnsweredDiscoverAsAnything) => {
+                // A server of the initialize era that answers every method it does not
+                // know with an empty success, `server/discover` included: it is one of
+                // that era all the same.
+                Self::open_as(again, extension_env, timeout, stop, initialize_era())
+                    .await
+                    .map_err(Opened::into_text)
+            }
+            other => other.map_err(Opened::into_text),
+        }
+    }
+
+    async fn open_as(
+        endpoint: Endpoint<'_>,
+        extension_env: &SandboxEnv,
+        timeout: Duration,
+        stop: &CancellationToken,
+        lifecycle: rmcp::ClientLifecycleMode,
+    ) -> Result<(Connection, mpsc::UnboundedReceiver<ListKind>), Opened> {
         let Endpoint {
             server,
             transport,
@@ -131,12 +152,13 @@ impl Connection {
                 if let Some(pipe) = child_stderr {
                     log_stderr(server.to_owned(), pipe, stderr.clone());
                 }
-                let handshake = rmcp::serve_client_with_lifecycle(handler, child, lifecycle());
+                let handshake =
+                    rmcp::serve_client_with_lifecycle(handler, child, lifecycle.clone());
                 tokio::select! {
                     r = tokio::time::timeout(timeout, handshake) => r,
                     () = stop.cancelled() => {
                         sweep(pgid, libc::SIGKILL);
-                        return Err("cancelled".into());
+                        return Err(Opened::Failed("cancelled".into()));
                     }
                 }
             }
@@ -152,39 +174,50 @@ impl Connection {
                         Some(auth) => {
                             let transport =
                                 StreamableHttpClientTransport::with_client(auth, config);
-                            rmcp::serve_client_with_lifecycle(handler, transport, lifecycle()).await
+                            rmcp::serve_client_with_lifecycle(handler, transport, lifecycle.clone())
+                                .await
                         }
                         None => {
                             let transport =
                                 StreamableHttpClientTransport::with_client(client, config);
-                            rmcp::serve_client_with_lifecycle(handler, transport, lifecycle()).await
+                            rmcp::serve_client_with_lifecycle(handler, transport, lifecycle.clone())
+                                .await
                         }
                     }
                 };
                 tokio::select! {
                     r = tokio::time::timeout(timeout, handshake) => r,
-                    () = stop.cancelled() => return Err("cancelled".into()),
+                    () = stop.cancelled() => return Err(Opened::Failed("cancelled".into())),
                 }
             }
         };
         let running = match handshake {
             Ok(Ok(running)) => running,
+            Ok(Err(rmcp::service::ClientInitializeError::ExpectedInitResult(Some(_))))
+                if matches!(lifecycle, rmcp::ClientLifecycleMode::Auto { .. }) =>
+            {
+                sweep(pgid, libc::SIGKILL);
+                return Err(Opened::AnsweredDiscoverAsAnything);
+            }
             Ok(Err(err)) => {
                 sweep(pgid, libc::SIGKILL);
                 let text = chain(&err);
                 if credentials.is_some() && needs_login(&text) {
-                    return Err(format!(
+                    return Err(Opened::Failed(format!(
                         "needs authorization ({text}): run `amber-cli mcp login {server}`"
-                    ));
+                    )));
                 }
-                return Err(with_stderr(format!("initialize failed: {text}"), &stderr));
+                return Err(Opened::Failed(with_stderr(
+                    format!("initialize failed: {text}"),
+                    &stderr,
+                )));
             }
             Err(_) => {
                 sweep(pgid, libc::SIGKILL);
-                return Err(with_stderr(
+                return Err(Opened::Failed(with_stderr(
                     format!("no answer to initialize within {} ms", timeout.as_millis()),
                     &stderr,
-                ));
+                )));
             }
         };
         let peer = running.peer().clone();
@@ -360,6 +393,7 @@ fn http_transport(
 
 /// The server a connection is opened to: its name, how to reach it, its sandbox (stdio),
 /// where its OAuth credentials are (HTTP), and where its requests to the person go.
+#[derive(Clone)]
 pub(super) struct Endpoint<'a> {
     pub server: &'a str,
     pub transport: &'a McpTransport,
@@ -416,18 +450,58 @@ impl ClientHandler for Handler {
 
     fn get_info(&self) -> ClientConfig {
         // Elicitation (forms) and sampling, routed to the person of the running call's
-        // session; no roots.
+        // session; no roots; the Tasks extension.
         // LATEST_WITH_INITIALIZE for a server of the initialize era (`lifecycle` offers
         // the stateless revision first); the server answers with the one it speaks.
         ClientConfig::new(
-            serde_json::from_value::<ClientCapabilities>(
-                serde_json::json!({"elicitation": {"form": {}}, "sampling": {}}),
-            )
-            .unwrap_or_default(),
+            client_capabilities(),
             Implementation::new("amberd", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
+}
+
+/// What amberd offers servers: elicitation (forms) and sampling, and the Tasks extension.
+pub(super) fn client_capabilities() -> ClientCapabilities {
+    serde_json::from_value::<ClientCapabilities>(serde_json::json!({
+        "elicitation": {"form": {}},
+        "sampling": {},
+        // Long calls may become tasks: `tasks.rs` follows them.
+        "extensions": {rmcp::model::TASKS_EXTENSION_ID: {}},
+    }))
+    .unwrap_or_default()
+}
+
+/// Why a connection did not open.
+enum Opened {
+    /// Auto's `server/discover` got a success of another kind (an initialize-era server
+    /// answering what it does not know with `{}`): try that era's handshake.
+    AnsweredDiscoverAsAnything,
+    /// One line for `McpServerInfo.error`.
+    Failed(String),
+}
+
+impl Opened {
+    fn into_text(self) -> String {
+        match self {
+            Opened::AnsweredDiscoverAsAnything => {
+                "initialize failed: the server answered `server/discover` with something else"
+                    .to_owned()
+            }
+            Opened::Failed(text) => text,
+        }
+    }
+}
+
+impl From<String> for Opened {
+    fn from(text: String) -> Self {
+        Opened::Failed(text)
+    }
+}
+
+/// The initialize handshake only, at its newest version.
+fn initialize_era() -> rmcp::ClientLifecycleMode {
+    rmcp::ClientLifecycleMode::Initialize
 }
 
 /// Either era of MCP, whichever the server speaks: the stateless revision (`server/discover`,

@@ -13,6 +13,8 @@
 //!   reconnect with backoff, close.
 //! - `client.rs`: the rmcp side of one connection (transports, handshake, listings).
 //! - `adapters.rs` + `render.rs`: MCP tools and resources as [`Tool`]s, results as text.
+//! - `tasks.rs`: a call the server turned into a task (the Tasks extension), followed to
+//!   its end.
 //! - `error_text.rs`: rmcp's errors as one line (root cause, no Rust type names).
 
 mod adapters;
@@ -24,6 +26,7 @@ mod host;
 pub(crate) mod oauth;
 mod render;
 mod supervisor;
+mod tasks;
 
 #[cfg(test)]
 mod tests;

@@ -156,8 +156,9 @@ pub(super) async fn mcp_command(
                 .map_err(|e| CommandError::Failed(e.to_string()))?;
             Ok(reply(mcp_line(&info)))
         }
-        ["call", name, tool, rest @ ..] => {
-            let arguments = match rest.join(" ").trim() {
+        ["call", name, tool, ..] => {
+            // The JSON as typed: its strings keep their spaces.
+            let arguments = match after_words(args, 3).trim() {
                 "" => serde_json::Map::new(),
                 json => match serde_json::from_str::<serde_json::Value>(json) {
                     Ok(serde_json::Value::Object(map)) => map,
@@ -186,5 +187,37 @@ pub(super) async fn mcp_command(
             Ok(reply(format!("removed MCP server {name}")))
         }
         _ => Err(usage()),
+    }
+}
+
+/// `text` after its first `n` whitespace-separated words, as it was written.
+fn after_words(text: &str, n: usize) -> &str {
+    let mut rest = text.trim_start();
+    for _ in 0..n {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        rest = rest[end..].trim_start();
+    }
+    rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_words;
+
+    #[test]
+    fn the_text_after_the_first_words_is_kept_as_written() {
+        let cases = [
+            (
+                "call srv tool {\"q\": \"a  b\\tc\"}",
+                3,
+                "{\"q\": \"a  b\\tc\"}",
+            ),
+            ("  call   srv\ttool   {}", 3, "{}"),
+            ("call srv tool", 3, ""),
+            ("call srv", 3, ""),
+        ];
+        for (text, n, want) in cases {
+            assert_eq!(after_words(text, n), want, "{text:?}");
+        }
     }
 }
