@@ -57,6 +57,11 @@ pub(crate) fn initialize(params: &Value) -> Result<Value, RpcError> {
     }))
 }
 
+/// Whether the client renders forms (`clientCapabilities.elicitation.form`).
+pub(crate) fn elicits_forms(params: &Value) -> bool {
+    params["clientCapabilities"]["elicitation"]["form"].is_object()
+}
+
 /// The auth methods offered: one the agent handles itself (`type` omitted: `agent`).
 pub(crate) fn auth_methods() -> Value {
     json!([{

@@ -68,6 +68,7 @@ pub async fn serve(opts: ConnectOptions) -> Result<(), AcpError> {
         modes: Mutex::default(),
         watching: AtomicBool::new(false),
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        elicits_forms: AtomicBool::new(false),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -117,6 +118,9 @@ pub(crate) struct Bridge {
     /// Requests and notifications of the client being handled: a flood is refused past
     /// [`MAX_IN_FLIGHT`] instead of growing without end.
     in_flight: Arc<Semaphore>,
+    /// The client renders forms (`clientCapabilities.elicitation.form` at `initialize`): an
+    /// MCP server's form then goes to it as `elicitation/create`.
+    elicits_forms: AtomicBool,
 }
 
 /// How many of the client's messages are handled at once.
@@ -285,7 +289,12 @@ impl Bridge {
 
     async fn request(self: Arc<Self>, method: &str, params: Value) -> Result<Answer, RpcError> {
         match method {
-            "initialize" => handshake::initialize(&params).map(Into::into),
+            "initialize" => {
+                let answer = handshake::initialize(&params)?;
+                self.elicits_forms
+                    .store(handshake::elicits_forms(&params), Ordering::Relaxed);
+                Ok(answer.into())
+            }
             "authenticate" => handshake::authenticate(&params).map(Into::into),
             "session/new" => self.session_new(wire::params(params)?).await,
             "session/load" => self.session_load(wire::params(params)?).await,

@@ -1,5 +1,7 @@
 //! amber approvals as ACP permission requests: the `session/request_permission` params
-//! for an `approval_requested`, and the amber decision for the client's outcome. Pure.
+//! for an `approval_requested`, and the amber decision for the client's outcome; an MCP
+//! server's form (an approval with `mcp.kind = elicitation`), for a client that renders
+//! forms, as `elicitation/create` and its answer. Pure.
 
 use std::path::Path;
 
@@ -63,9 +65,57 @@ pub(crate) fn decision(answer: &Result<Value, Value>) -> Decision {
     }
 }
 
+/// `elicitation/create` params for an MCP server's form asked through `asked`, when it is
+/// one (with a schema to render).
+pub(crate) fn form_params(session_id: &str, asked: &Approval) -> Option<Value> {
+    let ask = asked.mcp.as_ref()?;
+    if ask.kind != amber_proto::McpAskKind::Elicitation {
+        return None;
+    }
+    let schema = ask.requested_schema.as_ref()?;
+    Some(json!({
+        "sessionId": session_id,
+        "toolCallId": asked.call_id,
+        "mode": "form",
+        "message": ask.message,
+        "requestedSchema": schema,
+    }))
+}
+
+/// The amber decision and form values for the client's `elicitation/create` answer: accept
+/// allows once with its content; decline, cancel, an error or an answer we cannot read deny.
+pub(crate) fn form_answer(answer: &Result<Value, Value>) -> (Decision, Option<Value>) {
+    match answer {
+        Ok(result) if result["action"] == "accept" => {
+            let content = result.get("content").filter(|c| c.is_object()).cloned();
+            (Decision::AllowOnce, content)
+        }
+        _ => (Decision::Deny, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forms_answer_becomes_the_decision_and_its_values() {
+        let cases = [
+            (
+                Ok(json!({"action": "accept", "content": {"name": "Ada"}})),
+                Decision::AllowOnce,
+                Some(json!({"name": "Ada"})),
+            ),
+            (Ok(json!({"action": "accept"})), Decision::AllowOnce, None),
+            (Ok(json!({"action": "decline"})), Decision::Deny, None),
+            (Ok(json!({"action": "cancel"})), Decision::Deny, None),
+            (Ok(json!({"action": "_later"})), Decision::Deny, None),
+            (Err(json!({"code": -32601})), Decision::Deny, None),
+        ];
+        for (answer, decision, content) in cases {
+            assert_eq!(form_answer(&answer), (decision, content), "{answer:?}");
+        }
+    }
 
     fn selected(id: &str) -> Result<Value, Value> {
         Ok(json!({"outcome": {"outcome": "selected", "optionId": id}}))

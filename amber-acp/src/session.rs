@@ -444,6 +444,14 @@ impl Follower {
 
     /// Asks the client about an approval, and answers amberd with its choice.
     fn ask(&mut self, asked: Approval) {
+        if self
+            .bridge
+            .elicits_forms
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && let Some(params) = permissions::form_params(&self.session_id, &asked)
+        {
+            return self.ask_form(asked, params);
+        }
         let params = permissions::request_params(&self.session_id, &asked, &self.cwd);
         let (rpc_id, answer) = self.bridge.ask("session/request_permission", params);
         let request_id = asked.request_id;
@@ -461,6 +469,37 @@ impl Follower {
             let decision = permissions::decision(&answer);
             if let Err(e) = client
                 .approval_respond(&session_id, &request_id, decision)
+                .await
+            {
+                tracing::warn!("acp: approval/respond {request_id}: {e}");
+            }
+        });
+    }
+
+    /// An MCP server's form to a client that renders forms; its values back to amberd.
+    fn ask_form(&mut self, asked: Approval, params: Value) {
+        let (rpc_id, answer) = self.bridge.ask("elicitation/create", params);
+        let request_id = asked.request_id;
+        let call_id = asked.call_id;
+        self.seen
+            .approvals
+            .insert(request_id.clone(), Asking { call_id, rpc_id });
+        let client = self.client.clone();
+        let session_id = self.session_id.clone();
+        tokio::spawn(async move {
+            let Some(answer) = answer.await else {
+                return;
+            };
+            let (decision, content) = permissions::form_answer(&answer);
+            let params = amber_proto::ApprovalRespondParams {
+                session_id,
+                request_id: request_id.clone(),
+                decision,
+                feedback: None,
+                content,
+            };
+            if let Err(e) = client
+                .request::<amber_proto::methods::ApprovalRespond>(&params)
                 .await
             {
                 tracing::warn!("acp: approval/respond {request_id}: {e}");

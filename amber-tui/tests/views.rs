@@ -198,6 +198,7 @@ fn approval_keys_answer_and_queue() {
             request_id: "r_1".into(),
             decision: amber_proto::Decision::Deny,
             feedback: None,
+            content: None,
         }]
     );
     assert_eq!(app.approvals.len(), 1);
@@ -701,4 +702,58 @@ fn status_line_shows_the_session_cost_when_the_model_has_a_price() {
     ));
     let s = screen(&mut app, 80, 24);
     assert_snapshot!("status_line_cost", s.lines().last().unwrap());
+}
+
+/// An MCP server's form: `f` opens it on the approval, filled with the schema's defaults;
+/// a bad value is said and nothing sent; Enter on the last field sends the values typed.
+#[test]
+fn an_elicitation_form_is_filled_in_and_sent_with_its_values() {
+    let mut app = app_with(&every_cell()[..1]);
+    app.apply_event(ev(Some(4), json!({"type": "approval_requested", "requestId": "r_f", "callId": "c_f",
+        "tool": "mcp__forms__elicitation", "arguments": {}, "reason": "MCP server `forms` asks: Who are you?",
+        "scope": "this request only", "personOnly": true,
+        "mcp": {"server": "forms", "kind": "elicitation", "message": "Who are you?",
+            "requestedSchema": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string", "description": "Your name", "default": "Ada"},
+                "age": {"type": "integer"}}}}})));
+    app.drain_actions();
+    assert!(app.on_key(key(KeyCode::Char('f'))).is_empty());
+    assert!(app.form.is_some());
+    assert_snapshot!(screen(&mut app, 100, 30));
+    // The fields in name order: `age` first. A word where a number goes is refused when
+    // the form is sent (Enter on the last field), on the form, and the keys go back to it.
+    for c in "old".chars() {
+        app.on_key(key(KeyCode::Char(c)));
+    }
+    assert!(app.on_key(key(KeyCode::Tab)).is_empty());
+    assert!(app.on_key(key(KeyCode::Enter)).is_empty());
+    let form = app.form.as_ref().unwrap();
+    assert!(
+        form.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not a whole number"),
+        "{form:?}"
+    );
+    assert_eq!(form.fields[form.at].name, "age");
+    for _ in 0..3 {
+        app.on_key(key(KeyCode::Backspace));
+    }
+    for c in "36".chars() {
+        app.on_key(key(KeyCode::Char(c)));
+    }
+    // Enter moves on to the last field; there it sends.
+    assert!(app.on_key(key(KeyCode::Enter)).is_empty());
+    let actions = app.on_key(key(KeyCode::Enter));
+    assert_eq!(
+        actions,
+        [amber_tui::app::Action::Approve {
+            request_id: "r_f".into(),
+            decision: amber_proto::Decision::AllowOnce,
+            feedback: None,
+            content: Some(json!({"name": "Ada", "age": 36})),
+        }]
+    );
+    assert!(app.form.is_none());
+    assert!(app.approvals.is_empty());
 }

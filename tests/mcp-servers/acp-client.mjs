@@ -11,6 +11,8 @@
 //   ACP_ANSWERS='allow_once,reject_once'   (permission answers, in order; default reject_once;
 //   `wait`: answer nothing until the agent withdraws the request)
 //   ACP_UNSTABLE=1                          (the SDK's unstable entrypoint: `fork` needs it)
+//   ACP_FORM='{"name":"Ada"}'               (accept every `elicitation/create` with this
+//   content; default: decline)
 //   node acp-client.mjs -- amber-cli --socket S acp
 //
 // Steps: initialize {protocolVersion?, clientCapabilities?} · authenticate {methodId} ·
@@ -108,6 +110,13 @@ const app = acp
     }
     if (answer === "cancelled") return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: answer } };
+  })
+  .onRequest(acp.methods.client.elicitation.create, async ({ params }) => {
+    // ACP_FORM: the content to accept a form with (JSON); `decline` declines.
+    const form = process.env.ACP_FORM ?? "decline";
+    log({ kind: "elicitation", params });
+    if (form === "decline") return { action: "decline" };
+    return { action: "accept", content: JSON.parse(form) };
   });
 
 const failed = (step, e) =>

@@ -1569,3 +1569,60 @@ async fn each_turn_ends_with_its_usage_and_a_loaded_session_shows_its_cost() {
     assert!((amount - 0.002).abs() < 1e-9, "{loaded:#?}");
     assert_eq!(told[0]["size"], updates(&log, "usage_update")[1]["size"]);
 }
+
+/// An MCP server's form during a tool call, to an editor that renders forms
+/// (`clientCapabilities.elicitation.form`): it goes as `elicitation/create`, and the values
+/// the editor accepts it with reach the server; an editor without forms is asked the
+/// permission way (allowing sends the schema's defaults).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_servers_form_goes_to_an_editor_that_renders_forms() {
+    let mock = MockLlm::start(vec![
+        amber_tests::tool_calls::calls(vec![amber_tests::tool_calls::call(
+            "e1",
+            "mcp__everything__trigger-elicitation-request",
+            &json!({}),
+        )]),
+        MockTurn::text("thanks"),
+        done(),
+    ])
+    .await;
+    let daemon = amber_tests::steps::spawn_config(
+        &mock,
+        &format!(
+            "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n[mcp]\ntool_search = \"off\"\n\n\
+             [mcp.servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            amber_tests::mcp_plugins::everything().display().to_string()
+        ),
+    );
+    amber_tests::mcp_plugins::wait_mcp_status(&daemon, "everything", "ready");
+    let mut agent = Agent::of(&daemon);
+    agent
+        .cli
+        .env("ACP_FORM", r#"{"name":"Grace Hopper","check":true}"#);
+    let steps = json!([
+        {"op": "initialize", "clientCapabilities": {"elicitation": {"form": {}}}},
+        {"op": "new", "cwd": workspace(&daemon)},
+        {"op": "prompt", "text": "ask me"},
+    ]);
+    let log = drive(agent, steps, &[], Sdk::Stable);
+    let asked = of_kind(&log, "elicitation");
+    assert_eq!(asked.len(), 1, "{log:#?}");
+    let params = &asked[0]["params"];
+    assert_eq!(params["mode"], "form", "{params}");
+    assert_eq!(params["toolCallId"], "e1", "{params}");
+    assert!(
+        params["requestedSchema"]["properties"]["name"].is_object(),
+        "{params}"
+    );
+    assert!(
+        of_kind(&log, "permission").is_empty(),
+        "asked once, as a form: {log:#?}"
+    );
+    let output = last_update(&log, "e1")["rawOutput"].to_string()
+        + &last_update(&log, "e1")["content"].to_string();
+    assert!(
+        output.contains("Grace Hopper"),
+        "the values reached the server: {output}"
+    );
+    assert_eq!(results(&log, "prompt")[0]["stopReason"], "end_turn");
+}

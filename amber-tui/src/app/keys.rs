@@ -88,9 +88,19 @@ impl App {
             // Typing why a call is denied: the overlay's line takes the keys.
             return self.denying_key(key.code, ctrl);
         }
+        if self.form.is_some() {
+            // Filling in an MCP server's form: its fields take the keys.
+            return self.form_key(key.code, ctrl);
+        }
         if let Some(approval) = self.approvals.front() {
             if key.code == KeyCode::Char('e') {
                 self.denying = Some((approval.request_id.clone(), String::new()));
+                return;
+            }
+            if key.code == KeyCode::Char('f')
+                && let Some(form) = elicitation_form(approval)
+            {
+                self.form = Some(form);
                 return;
             }
             let decision = match key.code {
@@ -108,6 +118,7 @@ impl App {
                     request_id,
                     decision,
                     feedback: None,
+                    content: None,
                 });
             } else if key.code == KeyCode::Esc {
                 self.cancel_turn();
@@ -267,6 +278,44 @@ impl App {
         self.send_prompt(text);
     }
 
+    /// A key while filling in an MCP server's form: Tab / Down and Up move between the
+    /// fields, Enter moves on and on the last field sends it (allowed, with the values),
+    /// Esc goes back to the approval.
+    fn form_key(&mut self, code: KeyCode, ctrl: bool) {
+        let Some(form) = self.form.as_mut() else {
+            return;
+        };
+        match code {
+            KeyCode::Esc => self.form = None,
+            KeyCode::Tab | KeyCode::Down => form.next(),
+            KeyCode::BackTab | KeyCode::Up => form.previous(),
+            KeyCode::Backspace => form.backspace(),
+            KeyCode::Enter if !form.is_last() && !ctrl => form.next(),
+            KeyCode::Enter => {
+                let Ok(content) = form.content() else {
+                    return;
+                };
+                let request_id = form.request_id.clone();
+                self.form = None;
+                if self
+                    .approvals
+                    .front()
+                    .is_some_and(|a| a.request_id == request_id)
+                {
+                    self.approvals.pop_front();
+                }
+                self.request(Action::Approve {
+                    request_id,
+                    decision: Decision::AllowOnce,
+                    feedback: None,
+                    content: Some(content),
+                });
+            }
+            KeyCode::Char(c) if !ctrl => form.type_char(c),
+            _ => {}
+        }
+    }
+
     /// A key while typing why an approval is denied.
     fn denying_key(&mut self, code: KeyCode, ctrl: bool) {
         match code {
@@ -285,6 +334,7 @@ impl App {
                     request_id,
                     decision: Decision::Deny,
                     feedback: Some(words).filter(|w| !w.trim().is_empty()),
+                    content: None,
                 });
             }
             KeyCode::Esc => self.denying = None,
@@ -348,4 +398,13 @@ impl App {
             Scroll::Anchor { cell, row }
         };
     }
+}
+
+/// The form of an approval that is an MCP server's elicitation with fields to fill in.
+pub fn elicitation_form(approval: &amber_proto::Approval) -> Option<super::form::ElicitForm> {
+    let ask = approval.mcp.as_ref()?;
+    if ask.kind != amber_proto::McpAskKind::Elicitation {
+        return None;
+    }
+    super::form::ElicitForm::of(&approval.request_id, ask.requested_schema.as_ref()?)
 }

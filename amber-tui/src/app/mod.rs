@@ -5,6 +5,8 @@
 mod checkpoints;
 mod complete;
 mod events;
+pub mod form;
+pub use keys::elicitation_form as form_of;
 mod incoming;
 mod input;
 mod keys;
@@ -54,6 +56,8 @@ pub enum Action {
         decision: Decision,
         /// With a deny: what the person wants instead (the model reads it).
         feedback: Option<String>,
+        /// With an allow of an MCP server's form: the values filled in.
+        content: Option<serde_json::Value>,
     },
     /// `command/run`; the answer comes back through [`App::on_command_result`].
     RunCommand { name: String, args: String },
@@ -185,6 +189,8 @@ pub struct App {
     /// The approval being denied with words (`e` in the overlay): its request id, and the
     /// words typed so far.
     pub denying: Option<(String, String)>,
+    /// The MCP elicitation form being filled in (`f` in the overlay).
+    pub form: Option<form::ElicitForm>,
     pending: Vec<Action>,
     /// A note to add once the transcript has been reloaded.
     pub(crate) reload_note: Option<String>,
@@ -235,6 +241,7 @@ impl App {
             next_local_id: 1,
             ctrl_c_armed: 0,
             denying: None,
+            form: None,
             pending: Vec::new(),
             reload_note: None,
             switch_note: None,

@@ -672,10 +672,18 @@ async fn perform(
                 request_id,
                 decision,
                 feedback,
+                content,
             } => {
                 tokio::spawn(async move {
+                    let params = amber_proto::ApprovalRespondParams {
+                        session_id: id,
+                        request_id,
+                        decision,
+                        feedback,
+                        content,
+                    };
                     match c
-                        .approval_respond_with(&id, &request_id, decision, feedback)
+                        .request::<amber_proto::methods::ApprovalRespond>(&params)
                         .await
                     {
                         Ok(r) if !r.accepted => {

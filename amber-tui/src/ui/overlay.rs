@@ -113,6 +113,39 @@ pub(super) fn approval(app: &App, area: Rect, buf: &mut Buffer) {
             Span::raw(" deny and say why"),
         ]),
     ]);
+    if crate::app::form_of(a).is_some() {
+        footer.push(Line::from(vec![
+            Span::styled("f", style::bold()),
+            Span::raw(" fill in the form (y sends its defaults)"),
+        ]));
+    }
+    if let Some(form) = app.form.as_ref().filter(|f| f.request_id == a.request_id) {
+        footer.push(Line::from(""));
+        for (index, field) in form.fields.iter().enumerate() {
+            let current = index == form.at;
+            let marker = if current { "› " } else { "  " };
+            let required = if field.required { "*" } else { "" };
+            let mut spans = vec![
+                Span::raw(marker),
+                Span::styled(format!("{}{required}: ", field.name), style::bold()),
+                Span::raw(field.value.clone()),
+            ];
+            if current {
+                spans.push(Span::raw("▏"));
+            }
+            if !field.hint.is_empty() {
+                spans.push(Span::styled(format!("  ({})", field.hint), style::dim()));
+            }
+            footer.push(Line::from(spans));
+        }
+        if let Some(error) = &form.error {
+            footer.push(Line::from(Span::styled(error.clone(), style::err())));
+        }
+        footer.push(Line::from(Span::styled(
+            "Tab next · Enter on the last field sends · Esc back",
+            style::dim(),
+        )));
+    }
     if let Some((request_id, words)) = &app.denying
         && *request_id == a.request_id
     {
