@@ -442,18 +442,37 @@ impl Follower {
         }
     }
 
-    /// Asks the client about an approval, and answers amberd with its choice.
+    /// Asks the client about an approval, and answers amberd with its choice: an MCP
+    /// server's form as `elicitation/create` to a client that renders forms, anything else
+    /// as `session/request_permission`.
     fn ask(&mut self, asked: Approval) {
-        if self
+        let forms = self
             .bridge
             .elicits_forms
-            .load(std::sync::atomic::Ordering::Relaxed)
-            && let Some(params) = permissions::form_params(&self.session_id, &asked)
-        {
-            return self.ask_form(asked, params);
+            .load(std::sync::atomic::Ordering::Relaxed);
+        match permissions::form_params(&self.session_id, &asked).filter(|_| forms) {
+            Some(params) => self.ask_client(asked, "elicitation/create", params, |answer| {
+                permissions::form_answer(answer)
+            }),
+            None => {
+                let params = permissions::request_params(&self.session_id, &asked, &self.cwd);
+                self.ask_client(asked, "session/request_permission", params, |answer| {
+                    (permissions::decision(answer), None)
+                });
+            }
         }
-        let params = permissions::request_params(&self.session_id, &asked, &self.cwd);
-        let (rpc_id, answer) = self.bridge.ask("session/request_permission", params);
+    }
+
+    /// Sends the client `method` for `asked` (withdrawn if another client answers first),
+    /// and answers amberd with what `read` makes of the client's answer.
+    fn ask_client(
+        &mut self,
+        asked: Approval,
+        method: &str,
+        params: Value,
+        read: impl FnOnce(&Result<Value, Value>) -> (Decision, Option<Value>) + Send + 'static,
+    ) {
+        let (rpc_id, answer) = self.bridge.ask(method, params);
         let request_id = asked.request_id;
         let call_id = asked.call_id;
         self.seen
@@ -466,31 +485,7 @@ impl Follower {
             let Some(answer) = answer.await else {
                 return;
             };
-            let decision = permissions::decision(&answer);
-            if let Err(e) = client
-                .approval_respond(&session_id, &request_id, decision)
-                .await
-            {
-                tracing::warn!("acp: approval/respond {request_id}: {e}");
-            }
-        });
-    }
-
-    /// An MCP server's form to a client that renders forms; its values back to amberd.
-    fn ask_form(&mut self, asked: Approval, params: Value) {
-        let (rpc_id, answer) = self.bridge.ask("elicitation/create", params);
-        let request_id = asked.request_id;
-        let call_id = asked.call_id;
-        self.seen
-            .approvals
-            .insert(request_id.clone(), Asking { call_id, rpc_id });
-        let client = self.client.clone();
-        let session_id = self.session_id.clone();
-        tokio::spawn(async move {
-            let Some(answer) = answer.await else {
-                return;
-            };
-            let (decision, content) = permissions::form_answer(&answer);
+            let (decision, content) = read(&answer);
             let params = amber_proto::ApprovalRespondParams {
                 session_id,
                 request_id: request_id.clone(),

@@ -352,37 +352,12 @@ async fn acp_agents_are_listed_and_serve_tasks_only() {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_amber_serves_a_task_over_acp() {
     let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(|request: &Value| {
-        let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
-        let all: String = messages.iter().map(text).collect::<Vec<_>>().join("\n");
-        if all.contains("Are you finished") {
-            return MockTurn::text("DONE");
-        }
-        if all.contains("inner task: name a metal") {
-            return MockTurn::text("bismuth, said the inner amber");
-        }
-        // The outer session, once the task's result is in.
-        if messages.iter().any(|m| m["role"] == "tool") {
-            return MockTurn::text("outer done");
-        }
-        MockTurn::tool_call(
-            "task",
-            &json!({"prompt": "inner task: name a metal", "agent": "inner"}),
-        )
+    outer_and_inner(&mock, "inner task: name a metal", |_| {
+        MockTurn::text("bismuth, said the inner amber")
     });
-    // The inner amber-cli finds this daemon where amberd serves by default: under the
-    // XDG_RUNTIME_DIR the test daemon runs with, passed on by the agent's `env`.
-    let cli = amber_tests::bin_path("amber-cli");
-    let daemon = spawn_config(
+    let daemon = inner_amber_daemon(
         &mock,
-        &format!(
-            "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
-             [[provider.prices]]\nmodel = \"mock-model\"\ninput = 1000.0\noutput = 1000.0\n\n\
-             [agents.acp.inner]\ncommand = {:?}\nargs = [\"--no-autostart\", \"acp\"]\n\
-             env = {{ XDG_RUNTIME_DIR = \"${{XDG_RUNTIME_DIR}}\" }}\n",
-            cli.display().to_string()
-        ),
+        "[[provider.prices]]\nmodel = \"mock-model\"\ninput = 1000.0\noutput = 1000.0\n",
     );
     let client = connect(&daemon).await;
     let sid = new_session(&client, &daemon, None).await;
@@ -431,41 +406,17 @@ fn task_output_any(turn: &[Value]) -> (String, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_ambers_approval_is_asked_of_the_outer_sessions_approver() {
     let mock = MockLlm::start(Vec::new()).await;
-    mock.set_responder(|request: &Value| {
-        let messages = request["messages"].as_array().cloned().unwrap_or_default();
-        let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
-        let all: String = messages.iter().map(text).collect::<Vec<_>>().join("\n");
-        let has_tool = messages.iter().any(|m| m["role"] == "tool");
-        if all.contains("Are you finished") {
-            return MockTurn::text("DONE");
-        }
-        if all.contains("inner task: touch a file") {
-            if has_tool {
-                return MockTurn::text("touched it");
-            }
-            return MockTurn::tool_call(
+    outer_and_inner(&mock, "inner task: touch a file", |has_tool| {
+        if has_tool {
+            MockTurn::text("touched it")
+        } else {
+            MockTurn::tool_call(
                 "bash",
                 &json!({"command": "touch made-inside.txt", "sandbox": false}),
-            );
+            )
         }
-        if has_tool {
-            return MockTurn::text("outer done");
-        }
-        MockTurn::tool_call(
-            "task",
-            &json!({"prompt": "inner task: touch a file", "agent": "inner"}),
-        )
     });
-    let cli = amber_tests::bin_path("amber-cli");
-    let daemon = spawn_config(
-        &mock,
-        &format!(
-            "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n\
-             [agents.acp.inner]\ncommand = {:?}\nargs = [\"--no-autostart\", \"acp\"]\n\
-             env = {{ XDG_RUNTIME_DIR = \"${{XDG_RUNTIME_DIR}}\" }}\n",
-            cli.display().to_string()
-        ),
-    );
+    let daemon = inner_amber_daemon(&mock, "");
     let approver = connect_approver(&daemon).await;
     let sid = new_session(&approver, &daemon, None).await;
     let mut events = Events::live(&approver, &sid).await;
@@ -525,4 +476,46 @@ async fn in_yolo_mode_a_sandboxed_agents_asks_are_allowed_unasked() {
         !turn.iter().any(|e| e["type"] == "approval_requested"),
         "{turn:#?}"
     );
+}
+
+/// The model of an outer session that hands `task` to the `inner` amber, then says
+/// `outer done`; the inner session (its prompt is `task`) answers with `inner(has a tool
+/// result)`.
+fn outer_and_inner(
+    mock: &MockLlm,
+    task: &'static str,
+    inner: impl Fn(bool) -> MockTurn + Send + Sync + 'static,
+) {
+    mock.set_responder(move |request: &Value| {
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let text = |m: &Value| m["content"].as_str().unwrap_or_default().to_owned();
+        let all: String = messages.iter().map(text).collect::<Vec<_>>().join("\n");
+        let has_tool = messages.iter().any(|m| m["role"] == "tool");
+        if all.contains("Are you finished") {
+            return MockTurn::text("DONE");
+        }
+        if all.contains(task) {
+            return inner(has_tool);
+        }
+        if has_tool {
+            return MockTurn::text("outer done");
+        }
+        MockTurn::tool_call("task", &json!({"prompt": task, "agent": "inner"}))
+    });
+}
+
+/// A daemon whose `[agents.acp.inner]` is another amber: `amber-cli acp` against this same
+/// daemon, which it finds where amberd serves by default, under the XDG_RUNTIME_DIR the
+/// test daemon runs with (passed on by the agent's `env`). `extra`: more config.
+fn inner_amber_daemon(mock: &MockLlm, extra: &str) -> amber_tests::TestDaemon {
+    let cli = amber_tests::bin_path("amber-cli");
+    spawn_config(
+        mock,
+        &format!(
+            "[provider]\nmax_retries = 1\nretry_base_ms = 10\n\n{extra}\n\
+             [agents.acp.inner]\ncommand = {:?}\nargs = [\"--no-autostart\", \"acp\"]\n\
+             env = {{ XDG_RUNTIME_DIR = \"${{XDG_RUNTIME_DIR}}\" }}\n",
+            cli.display().to_string()
+        ),
+    )
 }

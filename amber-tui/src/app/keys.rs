@@ -297,23 +297,35 @@ impl App {
                 };
                 let request_id = form.request_id.clone();
                 self.form = None;
-                if self
-                    .approvals
-                    .front()
-                    .is_some_and(|a| a.request_id == request_id)
-                {
-                    self.approvals.pop_front();
-                }
-                self.request(Action::Approve {
-                    request_id,
-                    decision: Decision::AllowOnce,
-                    feedback: None,
-                    content: Some(content),
-                });
+                self.answer_front(request_id, Decision::AllowOnce, None, Some(content));
             }
             KeyCode::Char(c) if !ctrl => form.type_char(c),
             _ => {}
         }
+    }
+
+    /// Answers approval `request_id` and closes it here at once, when it is the one shown
+    /// (`approval_resolved` will confirm, or say another client won).
+    fn answer_front(
+        &mut self,
+        request_id: String,
+        decision: Decision,
+        feedback: Option<String>,
+        content: Option<serde_json::Value>,
+    ) {
+        if self
+            .approvals
+            .front()
+            .is_some_and(|a| a.request_id == request_id)
+        {
+            self.approvals.pop_front();
+        }
+        self.request(Action::Approve {
+            request_id,
+            decision,
+            feedback,
+            content,
+        });
     }
 
     /// A key while typing why an approval is denied.
@@ -323,19 +335,8 @@ impl App {
                 let Some((request_id, words)) = self.denying.take() else {
                     return;
                 };
-                if self
-                    .approvals
-                    .front()
-                    .is_some_and(|a| a.request_id == request_id)
-                {
-                    self.approvals.pop_front();
-                }
-                self.request(Action::Approve {
-                    request_id,
-                    decision: Decision::Deny,
-                    feedback: Some(words).filter(|w| !w.trim().is_empty()),
-                    content: None,
-                });
+                let feedback = Some(words).filter(|w| !w.trim().is_empty());
+                self.answer_front(request_id, Decision::Deny, feedback, None);
             }
             KeyCode::Esc => self.denying = None,
             KeyCode::Backspace => {
