@@ -369,6 +369,13 @@ pub(crate) enum McpAction {
         /// Only print the URL; open it yourself (on another machine, say)
         #[arg(long)]
         no_browser: bool,
+        /// A client registered with the server's authorization server beforehand (else the
+        /// server's `oauth_client_id`, else amber registers itself)
+        #[arg(long, value_name = "ID")]
+        client_id: Option<String>,
+        /// The environment variable holding that client's secret (never on the command line)
+        #[arg(long, value_name = "VAR", requires = "client_id")]
+        client_secret_env: Option<String>,
     },
     /// Forget the server NAME's stored tokens
     Logout { name: String },

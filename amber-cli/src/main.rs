@@ -228,7 +228,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 DaemonAction::Logs { lines, follow } => logs::logs(lines, follow),
             },
             Command::Mcp { action } => match action {
-                McpAction::Login { name, no_browser } => mcp::login(&conn, &name, no_browser).await,
+                McpAction::Login {
+                    name,
+                    no_browser,
+                    client_id,
+                    client_secret_env,
+                } => {
+                    let client = mcp::PreRegistered {
+                        client_id,
+                        client_secret_env,
+                    };
+                    mcp::login(&conn, &name, no_browser, client).await
+                }
                 McpAction::Logout { name } => mcp::logout(&conn, &name).await,
             },
             Command::Routine { action } => match action {

@@ -21,11 +21,30 @@ async fn connect(conn: &ConnectArgs) -> anyhow::Result<Client> {
 }
 
 /// `mcp login NAME [--no-browser]`.
-pub(crate) async fn login(conn: &ConnectArgs, name: &str, no_browser: bool) -> anyhow::Result<u8> {
+/// `--client-id` and `--client-secret-env`: a client registered beforehand.
+pub(crate) struct PreRegistered {
+    pub client_id: Option<String>,
+    pub client_secret_env: Option<String>,
+}
+
+pub(crate) async fn login(
+    conn: &ConnectArgs,
+    name: &str,
+    no_browser: bool,
+    registered: PreRegistered,
+) -> anyhow::Result<u8> {
+    let client_secret = match &registered.client_secret_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            anyhow::anyhow!("--client-secret-env {var}: the variable is not set (or not UTF-8)")
+        })?),
+        None => None,
+    };
     let client = connect(conn).await?;
     let started = client
-        .request::<m::McpLogin>(&NameParams {
+        .request::<m::McpLogin>(&amber_proto::McpLoginParams {
             name: name.to_owned(),
+            client_id: registered.client_id,
+            client_secret,
         })
         .await?;
     // stdout: the URL alone, so a script (or a test) can follow it.
@@ -37,8 +56,14 @@ pub(crate) async fn login(conn: &ConnectArgs, name: &str, no_browser: bool) -> a
     loop {
         let listed = client.request::<m::McpList>(&Empty {}).await?;
         let row = listed.servers.into_iter().find(|s| s.name == name);
+        // Ready once this login is through (a server connected before it stays ready).
         if let Some(row) = &row
             && row.status == McpStatus::Ready
+            && !row.signing_in
+            && !row
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("OAuth login failed"))
         {
             eprintln!(
                 "amber-cli: signed in; `{name}` is ready ({} tools)",

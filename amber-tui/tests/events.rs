@@ -198,6 +198,7 @@ fn samples() -> Vec<EventKind> {
             resources: 0,
             prompts: 0,
             error: None,
+            signing_in: false,
         }),
         EventKind::Error {
             code: "tool_loop".into(),

@@ -63,12 +63,30 @@ pub struct McpServerInfo {
     pub prompts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// An OAuth login (`mcp/login`) is under way: from its start until its redirect has
+    /// been taken and its tokens stored, or it failed. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub signing_in: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct McpListResult {
     pub servers: Vec<McpServerInfo>,
+}
+
+/// `mcp/login`: the server, and optionally a client registered with its authorization
+/// server beforehand (else the server's `oauth_client_id`, else dynamic registration).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpLoginParams {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The secret of `clientId` (a confidential client); used for this login only, never
+    /// stored or shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
 }
 
 /// Result of `mcp/login` (amber extension): where the person signs in. The login completes

@@ -106,7 +106,7 @@ method!(
 );
 method!(McpList = "mcp/list", Empty => McpListResult);
 method!(McpRemove = "mcp/remove", NameParams => Empty);
-method!(McpLogin = "mcp/login", NameParams => crate::McpLoginResult);
+method!(McpLogin = "mcp/login", crate::McpLoginParams => crate::McpLoginResult);
 method!(McpLogout = "mcp/logout", NameParams => crate::McpLogoutResult);
 method!(PluginList = "plugin/list", Empty => PluginListResult);
 method!(

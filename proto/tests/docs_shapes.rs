@@ -278,6 +278,7 @@ fn is_example_of(ty: &str, value: &Value) -> Option<bool> {
         "McpServerInfo" => check::<McpServerInfo>(value),
         "McpListResult" => check::<McpListResult>(value),
         "NameParams" => check::<NameParams>(value),
+        "McpLoginParams" => check::<McpLoginParams>(value),
         "McpLoginResult" => check::<McpLoginResult>(value),
         "McpLogoutResult" => check::<McpLogoutResult>(value),
         "PluginListResult" => check::<PluginListResult>(value),

@@ -606,6 +606,7 @@ fn omitted_optional_fields_take_defaults() {
             resources: 0,
             prompts: 0,
             error: None,
+            signing_in: false,
         }
     );
 

@@ -1052,6 +1052,7 @@ fn conformance_client_oauth_discovery_and_scopes() {
         "auth/metadata-default",
         "auth/metadata-var1",
         "auth/metadata-var2",
+        "auth/metadata-var3",
         "auth/basic-cimd",
         "auth/scope-from-www-authenticate",
         "auth/scope-from-scopes-supported",
@@ -1069,6 +1070,15 @@ fn conformance_client_oauth_tokens_and_resources() {
         "auth/resource-mismatch",
         "auth/offline-access-scope",
         "auth/offline-access-not-supported",
+    ]);
+}
+
+#[test]
+fn conformance_client_oauth_step_up_migration_and_pre_registration() {
+    client_scenarios_pass(&[
+        "auth/scope-step-up",
+        "auth/authorization-server-migration",
+        "auth/pre-registration",
     ]);
 }
 

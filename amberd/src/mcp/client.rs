@@ -109,6 +109,7 @@ impl Connection {
             sandbox,
             credentials,
             callers,
+            challenge,
         } = endpoint;
         let (tx, changes) = mpsc::unbounded_channel();
         let handler = Handler {
@@ -201,6 +202,9 @@ impl Connection {
             }
             Ok(Err(err)) => {
                 sweep(pgid, libc::SIGKILL);
+                if let Some(asked) = super::error_text::auth_challenge(&err) {
+                    *challenge.locked() = Some(asked);
+                }
                 let text = chain(&err);
                 if credentials.is_some() && needs_login(&text) {
                     return Err(Opened::Failed(format!(
@@ -349,7 +353,7 @@ fn sweep(pgid: Option<i32>, signal: libc::c_int) {
 }
 
 /// The server said who it wants instead (401, or a token it no longer takes).
-fn needs_login(error: &str) -> bool {
+pub(super) fn needs_login(error: &str) -> bool {
     let lower = error.to_ascii_lowercase();
     [
         "auth required",
@@ -357,6 +361,7 @@ fn needs_login(error: &str) -> bool {
         "401",
         "unauthorized",
         "invalid_token",
+        "insufficient scope",
     ]
     .iter()
     .any(|needle| lower.contains(needle))
@@ -400,6 +405,8 @@ pub(super) struct Endpoint<'a> {
     pub sandbox: Option<SandboxInfo>,
     pub credentials: Option<&'a std::path::Path>,
     pub callers: Arc<super::asks::Callers>,
+    /// Where the server's `WWW-Authenticate` challenge is kept for the next login.
+    pub challenge: &'a std::sync::Mutex<Option<String>>,
 }
 
 /// Receives the server's notifications (list changes go to the supervisor) and requests

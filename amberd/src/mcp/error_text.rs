@@ -41,6 +41,24 @@ pub(super) fn describe(err: &(dyn Error + 'static)) -> String {
     text
 }
 
+/// The server's `WWW-Authenticate` challenge, when `err` is its 401 (authorization
+/// required) or 403 (insufficient scope): where its authorization metadata is and which
+/// scope it wants, for the next login.
+pub(super) fn auth_challenge(err: &(dyn Error + 'static)) -> Option<String> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(required) = e.downcast_ref::<AuthRequiredError>() {
+            return Some(required.www_authenticate_header.clone());
+        }
+        if let Some(scope) = e.downcast_ref::<InsufficientScopeError>() {
+            return Some(scope.www_authenticate_header.clone());
+        }
+        current = transport_inner(e).or_else(|| e.source());
+    }
+    None
+}
+
 /// The error inside one of rmcp's transport wrappers.
 fn transport_inner<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
     if let Some(t) = e.downcast_ref::<DynamicTransportError>() {

@@ -251,7 +251,12 @@ impl McpHost {
     /// for the person's browser. Once the redirect comes back the tokens are stored and the
     /// server reconnects with them at once; a login that fails leaves the server as it was
     /// and logs why.
-    pub async fn login(&self, name: &str) -> Result<String, McpError> {
+    pub async fn login(
+        &self,
+        name: &str,
+        client_id: Option<String>,
+        client_secret: Option<String>,
+    ) -> Result<String, McpError> {
         let server = self.find(name).ok_or_else(|| unknown(name, &self.lock()))?;
         let McpTransport::Http { url, .. } = &server.transport else {
             return Err(McpError::InvalidTransport {
@@ -267,8 +272,10 @@ impl McpHost {
         let request = super::oauth::LoginRequest {
             url: url.clone(),
             credentials,
-            client_id: server.oauth.client_id.clone(),
+            client_id: client_id.or_else(|| server.oauth.client_id.clone()),
+            client_secret,
             scopes: server.oauth.scopes.clone(),
+            challenge: server.challenge(),
         };
         let (authorization_url, done) =
             super::oauth::start_login(request)
@@ -280,11 +287,12 @@ impl McpHost {
                 })?;
         let waiting = server.clone();
         let sink = self.sink.clone();
+        sink.status(&server.login_started());
         tokio::spawn(async move {
             let failed = match done.await {
                 Ok(Ok(())) => {
                     tracing::info!(server = %waiting.name, "MCP OAuth login completed");
-                    waiting.retry.notify_one();
+                    sink.status(&waiting.login_completed());
                     return;
                 }
                 Ok(Err(err)) => err,

@@ -121,7 +121,12 @@ pub(crate) struct LoginRequest {
     /// A client id registered with the authorization server beforehand; else amber
     /// registers itself (dynamic client registration).
     pub client_id: Option<String>,
+    /// The secret of that client (a confidential client), if it has one.
+    pub client_secret: Option<String>,
     pub scopes: Vec<String>,
+    /// The server's last `WWW-Authenticate` challenge: its `resource_metadata` says where
+    /// its authorization metadata is, its `scope` what it wants.
+    pub challenge: Option<String>,
 }
 
 /// Starts a login: the authorization URL for the person, and the task that waits for the
@@ -145,9 +150,16 @@ pub(crate) async fn start_login(
     let mut ask = AuthorizationRequest::new(&redirect).with_client_name("amber");
     if let Some(id) = &request.client_id {
         ask = ask.with_preregistered_client(id);
+        if let Some(secret) = &request.client_secret {
+            ask = ask.with_client_secret(secret);
+        }
     }
-    if !request.scopes.is_empty() {
-        ask = ask.with_scopes(request.scopes.iter().cloned());
+    if let Some(challenge) = &request.challenge {
+        ask = ask.with_challenge(challenge);
+    }
+    let scopes = scopes_to_ask(&request).await?;
+    if !scopes.is_empty() {
+        ask = ask.with_scopes(scopes);
     }
     state
         .start_authorization(ask)
@@ -170,6 +182,50 @@ pub(crate) async fn start_login(
             .map_err(|_| "no redirect came back within 10 minutes".to_owned())?
     });
     Ok((url, task))
+}
+
+/// The scopes a login asks for: the configured ones; after a 403 `insufficient_scope`,
+/// those the server already granted, the configured ones and the ones it asks for now (a
+/// step-up keeps what the token had). Asking again for scopes already granted would not
+/// help: that is an error.
+async fn scopes_to_ask(request: &LoginRequest) -> Result<Vec<String>, String> {
+    let mut scopes = request.scopes.clone();
+    let Some(challenge) = &request.challenge else {
+        return Ok(scopes);
+    };
+    let Ok(base) = reqwest::Url::parse(&request.url) else {
+        return Ok(scopes);
+    };
+    let asked = rmcp::transport::auth::WWWAuthenticateParams::parse(challenge, &base);
+    if !asked.is_insufficient_scope() {
+        return Ok(scopes);
+    }
+    let wanted: Vec<String> = asked
+        .scope
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let granted = FileCredentialStore::new(request.credentials.clone())
+        .load()
+        .await
+        .ok()
+        .flatten()
+        .map(|stored| stored.granted_scopes)
+        .unwrap_or_default();
+    if !wanted.is_empty() && wanted.iter().all(|w| granted.contains(w)) {
+        return Err(format!(
+            "the server asks for scope `{}`, which it already granted: signing in again \
+             will not help",
+            wanted.join(" ")
+        ));
+    }
+    for scope in granted.into_iter().chain(wanted) {
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
+        }
+    }
+    Ok(scopes)
 }
 
 /// Accepts connections on the redirect listener until one asks for `/callback`; answers
@@ -242,6 +298,50 @@ mod tests {
         store.clear().await.unwrap();
         assert!(!path.exists());
         store.clear().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_step_up_asks_for_what_was_granted_and_what_the_server_wants_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = credentials_path(&dir.path().join(AUTH_DIR), "remote");
+        FileCredentialStore::new(path.clone())
+            .save(StoredCredentials::new(
+                "client-1".into(),
+                None,
+                vec!["read".into()],
+                Some(7),
+            ))
+            .await
+            .unwrap();
+        let request = |challenge: Option<&str>| LoginRequest {
+            url: "http://127.0.0.1:9/mcp".into(),
+            credentials: path.clone(),
+            client_id: None,
+            client_secret: None,
+            scopes: vec!["profile".into()],
+            challenge: challenge.map(str::to_owned),
+        };
+        let cases = [
+            (None, Ok(vec!["profile"])),
+            // A 401's scope is the server's first word: rmcp reads it from the challenge.
+            (Some(r#"Bearer scope="write""#), Ok(vec!["profile"])),
+            (
+                Some(r#"Bearer error="insufficient_scope", scope="write""#),
+                Ok(vec!["profile", "read", "write"]),
+            ),
+            (
+                Some(r#"Bearer error="insufficient_scope", scope="read""#),
+                Err("already granted"),
+            ),
+        ];
+        for (challenge, want) in cases {
+            let got = scopes_to_ask(&request(challenge)).await;
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{challenge:?}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{challenge:?}: {got}"),
+                (got, want) => panic!("{challenge:?}: {got:?}, wanted {want:?}"),
+            }
+        }
     }
 
     #[tokio::test]

@@ -76,6 +76,12 @@ pub(super) struct Server {
     state: Mutex<State>,
     /// A call saw a transport failure: the task checks the connection with a ping.
     suspect: Notify,
+    /// The server's last `WWW-Authenticate` challenge (a 401 or 403): the next login
+    /// starts from it.
+    challenge: Mutex<Option<String>>,
+    /// A login just completed: if the next connection is refused for authorization all the
+    /// same, that login failed (the server moved its authorization server, say).
+    pub just_signed_in: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -116,6 +122,7 @@ impl Server {
                     resources: 0,
                     prompts: 0,
                     error: None,
+                    signing_in: false,
                 },
                 peer: None,
                 pid: None,
@@ -124,15 +131,54 @@ impl Server {
                 prompts: Vec::new(),
             }),
             suspect: Notify::new(),
+            challenge: Mutex::new(None),
+            just_signed_in: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// A login that did not complete: `failed`, saying why.
+    /// Keeps the server's challenge, if `err` carries one.
+    pub(super) fn note_challenge(&self, err: &(dyn std::error::Error + 'static)) {
+        if let Some(challenge) = super::error_text::auth_challenge(err) {
+            *self.challenge.locked() = Some(challenge);
+        }
+    }
+
+    /// The server's last challenge, for a login.
+    pub(super) fn challenge(&self) -> Option<String> {
+        self.challenge.locked().clone()
+    }
+
+    /// A login that did not complete: `failed` saying why (a server still connected stays
+    /// `ready`, with the reason).
     pub(super) fn login_failed(&self, why: &str) -> McpServerInfo {
         self.update(|s| {
-            s.info.status = McpStatus::Failed;
+            s.info.signing_in = false;
+            if s.info.status != McpStatus::Ready {
+                s.info.status = McpStatus::Failed;
+            }
             s.info.error = Some(format!("OAuth login failed: {why}"));
         })
+    }
+
+    /// A login started (`signing_in`), or one that completed: its tokens are stored, so a
+    /// connected server goes on with them (each request reads the store) and one that is not
+    /// connects again with them.
+    pub(super) fn login_started(&self) -> McpServerInfo {
+        self.update(|s| s.info.signing_in = true)
+    }
+
+    pub(super) fn login_completed(&self) -> McpServerInfo {
+        self.just_signed_in
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let info = self.update(|s| {
+            s.info.signing_in = false;
+            if s.info.status != McpStatus::Ready {
+                s.info.status = McpStatus::Connecting;
+            }
+            s.info.error = None;
+        });
+        self.retry.notify_one();
+        info
     }
 
     /// Back to `connecting`, as a lazy server that is being started.
@@ -193,6 +239,7 @@ impl Server {
     /// Adapters report failed requests here; transport failures make the task check the
     /// connection (HTTP transports stay "open" while every request fails).
     pub(super) fn report(&self, err: &ServiceError) {
+        self.note_challenge(err);
         if matches!(
             err,
             ServiceError::TransportSend(_) | ServiceError::TransportClosed
@@ -260,6 +307,21 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
                 }));
             }
         }
+        let fresh_login = server
+            .just_signed_in
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        // Said where `mcp login` looks, so it ends at once and says to sign in again.
+        let after_login = |problem: String| {
+            if fresh_login && super::client::needs_login(&problem) {
+                format!(
+                    "OAuth login failed: signed in, but the server asks for authorization \
+                     again ({problem}): run `amber-cli mcp login {}`",
+                    server.name
+                )
+            } else {
+                problem
+            }
+        };
         let credentials = server.credentials();
         let endpoint = super::client::Endpoint {
             server: &server.name,
@@ -267,6 +329,7 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
             sandbox: server.sandbox,
             credentials: credentials.as_deref(),
             callers: server.callers.clone(),
+            challenge: &server.challenge,
         };
         let opened = Connection::open(
             endpoint,
@@ -284,7 +347,7 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
         let (mut conn, mut changes) = match opened {
             Ok(opened) => opened,
             Err(err) => {
-                fail(&server, sink.as_ref(), err);
+                fail(&server, sink.as_ref(), after_login(err));
                 failures = failures.saturating_add(1);
                 continue;
             }
@@ -299,7 +362,10 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
         };
         let problem = match listed {
             Ok(Ok(())) => None,
-            Ok(Err(err)) => Some(format!("listing failed: {}", chain(&err))),
+            Ok(Err(err)) => {
+                server.note_challenge(&err);
+                Some(format!("listing failed: {}", chain(&err)))
+            }
             Err(_) => Some(format!(
                 "listing did not finish within {} ms",
                 settings.connect_timeout.as_millis()
@@ -307,7 +373,7 @@ pub(super) async fn run(server: Arc<Server>, sink: Arc<dyn McpSink>) {
         };
         if let Some(problem) = problem {
             conn.close().await;
-            fail(&server, sink.as_ref(), problem);
+            fail(&server, sink.as_ref(), after_login(problem));
             failures = failures.saturating_add(1);
             continue;
         }

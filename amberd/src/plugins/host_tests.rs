@@ -209,6 +209,7 @@ fn server(status: McpStatus) -> McpServerInfo {
         resources: 0,
         prompts: 0,
         error: None,
+        signing_in: false,
     }
 }
 

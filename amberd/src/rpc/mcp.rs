@@ -55,7 +55,10 @@ pub(super) fn register(m: &mut MethodTable) -> Result<(), jsonrpsee::core::Regis
 
     m.async_method::<methods::McpLogin, _, _>(|p, d, _| async move {
         Ok(proto::McpLoginResult {
-            authorization_url: d.mcp.login(&p.name).await?,
+            authorization_url: d
+                .mcp
+                .login(&p.name, p.client_id.clone(), p.client_secret.clone())
+                .await?,
         })
     })?;
 
