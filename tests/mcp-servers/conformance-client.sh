@@ -107,9 +107,12 @@ else
                 call "$tool"
             done
             ;;
-        # Its form asks to be accepted with the schema's defaults (SEP-1034); a `/mcp call`
-        # runs outside any session, with nobody to ask: amberd declines it.
-        elicitation-sep1034-client-defaults) call test_client_elicitation_defaults ;;
+        # Its form asks to be accepted with the schema's defaults (SEP-1034): a `/mcp call`
+        # runs outside any session, with nobody to ask, so `--defaults` takes them.
+        elicitation-sep1034-client-defaults)
+            amber command mcp call --defaults "$name" test_client_elicitation_defaults '{}' \
+                </dev/null || failed=1
+            ;;
         # The call's SSE stream closes early; its result comes on the GET stream the client
         # reopens after the event's `retry` with Last-Event-ID (SEP-1699).
         sse-retry) call test_reconnection ;;

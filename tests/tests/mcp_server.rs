@@ -1042,7 +1042,12 @@ fn conformance_client_mirrors_tool_headers_and_echoes_request_state() {
 fn conformance_client_of_the_initialize_era() {
     client_scenarios_pass_at(
         Some("2025-11-25"),
-        &["initialize", "tools_call", "sse-retry"],
+        &[
+            "initialize",
+            "tools_call",
+            "sse-retry",
+            "elicitation-sep1034-client-defaults",
+        ],
     );
 }
 

@@ -159,6 +159,45 @@ fn text_of(content: &Value) -> String {
         .join("\n")
 }
 
+/// A form's answer taken from its schema: each property's `default`, the others left out.
+pub(crate) fn schema_defaults(schema: &Value) -> Value {
+    let mut values = serde_json::Map::new();
+    if let Some(properties) = schema["properties"].as_object() {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                values.insert(name.clone(), default.clone());
+            }
+        }
+    }
+    Value::Object(values)
+}
+
+/// The asker of a call a person made directly with `--defaults` (`/mcp call --defaults`):
+/// a form is accepted with its schema's defaults; sampling, which needs a session's model,
+/// is refused.
+pub(crate) struct FormDefaults;
+
+impl ServerAsks for FormDefaults {
+    fn elicit<'a>(
+        &'a self,
+        _call_id: &'a str,
+        _server: &'a str,
+        _message: &'a str,
+        schema: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Elicited> {
+        Box::pin(async move { Elicited::Accept(schema_defaults(schema)) })
+    }
+
+    fn sample<'a>(
+        &'a self,
+        _call_id: &'a str,
+        _server: &'a str,
+        _request: SampleRequest,
+    ) -> futures::future::BoxFuture<'a, Result<amber_tools::session::Sampled, String>> {
+        Box::pin(async { Err("sampling needs a session: /mcp call runs outside one".to_owned()) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

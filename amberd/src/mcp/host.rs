@@ -307,15 +307,23 @@ impl McpHost {
 
     /// Calls the tool `tool` of the server `name` for the user (`/mcp call`), outside any
     /// session: the result as text, and whether the server said it failed. A server's
-    /// question during such a call has nobody to ask: declined.
+    /// question during such a call has nobody to ask: declined, or with `form_defaults`
+    /// (`--defaults`) a form is accepted with its schema's defaults.
     pub async fn call(
         &self,
         name: &str,
         tool: &str,
         arguments: serde_json::Map<String, serde_json::Value>,
+        form_defaults: bool,
     ) -> Result<(String, bool), McpError> {
         let server = self.find(name).ok_or_else(|| unknown(name, &self.lock()))?;
         let peer = server.peer().map_err(McpError::NotReady)?;
+        // `--defaults`: the person who made the call takes the forms' defaults.
+        let _asker = form_defaults.then(|| {
+            server
+                .callers
+                .enter("mcp-call", Arc::new(super::asks::FormDefaults))
+        });
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         if !arguments.is_empty() {
             params = params.with_arguments(arguments);

@@ -112,7 +112,7 @@ fn mcp_line(s: &McpServerInfo) -> String {
     line
 }
 
-/// `/mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME | call NAME TOOL [JSON]]`.
+/// `/mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME | call [--defaults] NAME TOOL [JSON]]`.
 pub(super) async fn mcp_command(
     view: View<'_>,
     args: &str,
@@ -121,7 +121,7 @@ pub(super) async fn mcp_command(
     let words: Vec<&str> = args.split_whitespace().collect();
     let usage = || {
         CommandError::Usage(
-            "usage: /mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME | call NAME TOOL [JSON]]"
+            "usage: /mcp [list | add NAME COMMAND [ARGS…] | add NAME URL | remove NAME | call [--defaults] NAME TOOL [JSON]]"
                 .to_owned(),
         )
     };
@@ -156,9 +156,11 @@ pub(super) async fn mcp_command(
                 .map_err(|e| CommandError::Failed(e.to_string()))?;
             Ok(reply(mcp_line(&info)))
         }
-        ["call", name, tool, ..] => {
+        ["call", "--defaults", name, tool, ..] | ["call", name, tool, ..] => {
+            let form_defaults = words[1] == "--defaults";
             // The JSON as typed: its strings keep their spaces.
-            let arguments = match after_words(args, 3).trim() {
+            let skip = if form_defaults { 4 } else { 3 };
+            let arguments = match after_words(args, skip).trim() {
                 "" => serde_json::Map::new(),
                 json => match serde_json::from_str::<serde_json::Value>(json) {
                     Ok(serde_json::Value::Object(map)) => map,
@@ -170,7 +172,7 @@ pub(super) async fn mcp_command(
                 },
             };
             let (text, failed) = host
-                .call(name, tool, arguments)
+                .call(name, tool, arguments, form_defaults)
                 .await
                 .map_err(|e| CommandError::Failed(e.to_string()))?;
             if failed {

@@ -13,7 +13,7 @@ use amber_llm::ChatRequest;
 use amber_proto::{Approval, Decision, McpAsk, McpAskKind, Message};
 use amber_tools::session::{Elicited, SampleRequest, Sampled, ServerAsks};
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::session::SessionShared;
@@ -123,7 +123,7 @@ impl ServerAsks for Asker {
                     shared
                         .approvals
                         .take_content(&id)
-                        .unwrap_or_else(|| schema_defaults(schema)),
+                        .unwrap_or_else(|| crate::mcp::asks::schema_defaults(schema)),
                 ),
                 (Answer::Cancelled, _) => Elicited::Cancel,
                 (Answer::NoApprover | Answer::ApproverLeft, _) => Elicited::Decline,
@@ -212,19 +212,6 @@ impl Asker {
     }
 }
 
-/// The values a form's schema gives as defaults (`properties.*.default`).
-fn schema_defaults(schema: &Value) -> Value {
-    let mut values = Map::new();
-    if let Some(properties) = schema["properties"].as_object() {
-        for (name, property) in properties {
-            if let Some(default) = property.get("default") {
-                values.insert(name.clone(), default.clone());
-            }
-        }
-    }
-    Value::Object(values)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,9 +224,9 @@ mod tests {
             "note": {"type": "string"}
         }});
         assert_eq!(
-            schema_defaults(&schema),
+            crate::mcp::asks::schema_defaults(&schema),
             json!({"name": "amber", "count": 3})
         );
-        assert_eq!(schema_defaults(&json!({})), json!({}));
+        assert_eq!(crate::mcp::asks::schema_defaults(&json!({})), json!({}));
     }
 }
