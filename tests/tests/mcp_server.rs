@@ -1297,3 +1297,26 @@ async fn amberds_host_follows_a_servers_task_to_its_result() {
         "the call went as a task"
     );
 }
+
+#[test]
+fn conformance_client_oauth_of_the_initialize_era() {
+    client_scenarios_pass_at(
+        Some("2025-11-25"),
+        &[
+            "auth/metadata-default",
+            "auth/metadata-var1",
+            "auth/metadata-var2",
+            "auth/metadata-var3",
+            "auth/basic-cimd",
+            "auth/scope-from-www-authenticate",
+            "auth/scope-from-scopes-supported",
+            "auth/scope-omitted-when-undefined",
+            "auth/scope-step-up",
+            "auth/scope-retry-limit",
+            "auth/token-endpoint-auth-basic",
+            "auth/token-endpoint-auth-post",
+            "auth/token-endpoint-auth-none",
+            "auth/pre-registration",
+        ],
+    );
+}
