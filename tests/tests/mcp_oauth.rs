@@ -102,9 +102,16 @@ async fn a_server_requiring_oauth_is_signed_in_to_refreshed_and_signed_out() {
         )]),
         MockTurn::text("second"),
         done(),
+        calls(vec![call(
+            "w3",
+            "mcp__remote__whoami",
+            &serde_json::json!({}),
+        )]),
+        MockTurn::text("third"),
+        done(),
     ])
     .await;
-    let daemon = spawn_config(&mock, &config);
+    let mut daemon = spawn_config(&mock, &config);
 
     // No tokens yet: the server says what to run.
     let failed = wait_mcp(&daemon, "remote", "a login hint", |r| {
@@ -192,6 +199,22 @@ async fn a_server_requiring_oauth_is_signed_in_to_refreshed_and_signed_out() {
         assert!(!journal.contains(&token), "a token in the session log");
     }
 
+    // A restarted amberd goes on with the stored tokens, finding the authorization server
+    // as the login did: from the challenge it started from, kept beside them.
+    let challenge = daemon.dir.path().join("data/mcp-auth/remote.challenge");
+    assert!(challenge.exists(), "the login's challenge is kept");
+    daemon.kill(libc::SIGTERM);
+    daemon
+        .wait_exit(Duration::from_secs(10))
+        .expect("amberd stops");
+    daemon.restart();
+    wait_mcp_status(&daemon, "remote", "ready");
+    let client = connect(&daemon).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "after a restart").await;
+    let (status, output) = result_of(&turn, "w3");
+    assert_eq!(status, "ok", "{output}");
+
     // Signing out forgets them.
     let out = daemon
         .cli()
@@ -201,6 +224,7 @@ async fn a_server_requiring_oauth_is_signed_in_to_refreshed_and_signed_out() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("signed out"));
     assert!(!stored.exists());
+    assert!(!challenge.exists());
     // And a login for a stdio server, or a server nobody configured, is refused.
     let out = daemon
         .cli()

@@ -84,13 +84,29 @@ impl CredentialStore for FileCredentialStore {
     }
 }
 
-/// Removes stored credentials; whether there were any.
+/// Removes stored credentials (and the challenge they were got with); whether there were any.
 pub(crate) fn forget(path: &Path) -> std::io::Result<bool> {
+    let _ = std::fs::remove_file(challenge_path(path));
     match std::fs::remove_file(path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Beside the credentials: the `WWW-Authenticate` challenge the login started from, so that
+/// later connections (a restarted amberd) find the authorization metadata the same way —
+/// a server may name it only there (`resource_metadata`) — and refresh at the right place.
+fn challenge_path(credentials: &Path) -> PathBuf {
+    credentials.with_extension("challenge")
+}
+
+/// Keeps the challenge a login started from (0600, beside the credentials).
+fn keep_challenge(credentials: &Path, challenge: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = challenge_path(credentials);
+    amber_tools::atomic_write::replace_file_sync(&path, challenge.as_bytes())?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
 }
 
 /// An HTTP client that sends `server`'s stored token (refreshing it when it expires), when
@@ -107,6 +123,14 @@ pub(crate) async fn authorized_client(
         .await
         .map_err(|e| format!("OAuth: {e}"))?;
     manager.set_credential_store(FileCredentialStore::new(credentials.to_owned()));
+    // Found as the login found it; without it, discovery from the URL alone.
+    if let Ok(challenge) = std::fs::read_to_string(challenge_path(credentials))
+        && let Ok(resolved) = manager
+            .resolve_metadata_from_challenge(Some(challenge.as_str()))
+            .await
+    {
+        manager.set_metadata(resolved.metadata);
+    }
     match manager.initialize_from_store().await {
         Ok(true) => Ok(Some(AuthClient::new(http, manager))),
         Ok(false) => Ok(None),
@@ -169,13 +193,21 @@ pub(crate) async fn start_login(
         .get_authorization_url()
         .await
         .map_err(|e| format!("OAuth: {e}"))?;
+    let credentials = request.credentials.clone();
+    let challenge = request.challenge.clone();
     let task = tokio::spawn(async move {
         let wait = async {
             let callback = accept_redirect(&listener, port).await?;
             state
                 .handle_callback_url(&callback)
                 .await
-                .map_err(|e| format!("OAuth: {e}"))
+                .map_err(|e| format!("OAuth: {e}"))?;
+            if let Some(challenge) = &challenge
+                && let Err(e) = keep_challenge(&credentials, challenge)
+            {
+                tracing::warn!("MCP OAuth: cannot keep the server's challenge: {e}");
+            }
+            Ok(())
         };
         tokio::time::timeout(LOGIN_TIMEOUT, wait)
             .await
@@ -298,6 +330,19 @@ mod tests {
         store.clear().await.unwrap();
         assert!(!path.exists());
         store.clear().await.unwrap();
+    }
+
+    #[test]
+    fn the_challenge_a_login_started_from_is_kept_privately_and_forgotten_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = credentials_path(dir.path(), "remote");
+        std::fs::write(&path, "{}").unwrap();
+        keep_challenge(&path, r#"Bearer resource_metadata="http://h/x.json""#).unwrap();
+        let kept = challenge_path(&path);
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(forget(&path).unwrap());
+        assert!(!kept.exists() && !path.exists());
     }
 
     #[tokio::test]
