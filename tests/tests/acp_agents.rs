@@ -519,3 +519,28 @@ fn inner_amber_daemon(mock: &MockLlm, extra: &str) -> amber_tests::TestDaemon {
         ),
     )
 }
+
+/// A task naming an agent nobody has: the error lists the external ACP agents too, so the
+/// model can pick one.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_agents_error_names_the_acp_agents() {
+    let mock = MockLlm::start(vec![
+        calls(vec![call(
+            "t1",
+            "task",
+            &json!({"prompt": "x", "agent": "nobody"}),
+        )]),
+        MockTurn::text("done"),
+        done(),
+    ])
+    .await;
+    let daemon = spawn_config(&mock, &config(""));
+    let client = connect(&daemon).await;
+    let sid = new_session(&client, &daemon, None).await;
+    let mut events = Events::live(&client, &sid).await;
+    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    let (status, output) = task_output(&turn);
+    assert_eq!(status, "error", "{output}");
+    assert!(output.contains("unknown agent `nobody`"), "{output}");
+    assert!(output.contains("external ACP agents: sdk"), "{output}");
+}

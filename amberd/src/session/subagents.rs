@@ -185,7 +185,16 @@ impl Plan {
             .cloned()
             .collect();
         let mut profiles = Profile::resolve_all(shared, services, turn_id, cancel, &looped)
-            .await?
+            .await
+            .map_err(|e| {
+                // An unknown name: the external ACP agents are names too.
+                let names: Vec<&str> = live.config.agents.acp.keys().map(String::as_str).collect();
+                if e.contains("unknown agent") && !names.is_empty() {
+                    format!("{e}; external ACP agents: {}", names.join(", "))
+                } else {
+                    e
+                }
+            })?
             .into_iter();
         tasks
             .iter()
