@@ -191,10 +191,7 @@ fn agent_processes_of(daemon: &amber_tests::TestDaemon) -> usize {
 async fn with_nobody_to_ask_the_agents_asks_are_rejected_and_nothing_is_written() {
     let mock = delegating("!write out.txt nope\n!run rm -rf /", json!({})).await;
     let daemon = spawn_config(&mock, &config(""));
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
-    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    let turn = one_turn(&daemon, None, "delegate").await;
     let (status, output) = task_output(&turn);
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("write rejected"), "{output}");
@@ -242,10 +239,7 @@ async fn in_read_mode_the_agent_may_read_but_its_other_asks_are_refused_unasked(
 async fn an_agent_that_dies_mid_task_is_a_failed_task_and_the_turn_goes_on() {
     let mock = delegating("!say partial\n!crash", json!({})).await;
     let daemon = spawn_config(&mock, &config(""));
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
-    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    let turn = one_turn(&daemon, None, "delegate").await;
     assert_eq!(turn.last().unwrap()["stopReason"], "end_turn", "{turn:#?}");
     let (status, output) = task_output(&turn);
     assert_eq!(status, "error", "{output}");
@@ -314,10 +308,7 @@ async fn a_dollar_cap_refuses_an_agent_that_does_not_report_its_cost() {
         )
         .await;
         let daemon = spawn_config(&mock, &config(table));
-        let client = connect(&daemon).await;
-        let sid = new_session(&client, &daemon, None).await;
-        let mut events = Events::live(&client, &sid).await;
-        let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+        let turn = one_turn(&daemon, None, "delegate").await;
         let (status, output) = task_output(&turn);
         assert_eq!(status, "error", "{table}: {output}");
         assert!(output.contains("budget_exceeded"), "{table}: {output}");
@@ -359,10 +350,7 @@ async fn another_amber_serves_a_task_over_acp() {
         &mock,
         "[[provider.prices]]\nmodel = \"mock-model\"\ninput = 1000.0\noutput = 1000.0\n",
     );
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
-    let turn = prompt_turn(&client, &mut events, &sid, "ask the other amber").await;
+    let turn = one_turn(&daemon, None, "ask the other amber").await;
     let (status, output) = task_output_any(&turn);
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("bismuth, said the inner amber"), "{output}");
@@ -458,17 +446,7 @@ async fn another_ambers_approval_is_asked_of_the_outer_sessions_approver() {
 async fn in_yolo_mode_a_sandboxed_agents_asks_are_allowed_unasked() {
     let mock = delegating("!run make test", json!({})).await;
     let daemon = spawn_config(&mock, &config("sandbox = \"workspace-write\"\n"));
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    client
-        .request::<m::SessionSetMode>(&amber_proto::SessionSetModeParams {
-            session_id: sid.clone(),
-            mode: amber_proto::Mode::Yolo,
-        })
-        .await
-        .unwrap();
-    let mut events = Events::live(&client, &sid).await;
-    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    let turn = one_turn(&daemon, Some(amber_proto::Mode::Yolo), "delegate").await;
     let (status, output) = task_output(&turn);
     assert_eq!(status, "ok", "{output}");
     assert!(output.contains("ran make test"), "{output}");
@@ -535,12 +513,30 @@ async fn an_unknown_agents_error_names_the_acp_agents() {
     ])
     .await;
     let daemon = spawn_config(&mock, &config(""));
-    let client = connect(&daemon).await;
-    let sid = new_session(&client, &daemon, None).await;
-    let mut events = Events::live(&client, &sid).await;
-    let turn = prompt_turn(&client, &mut events, &sid, "delegate").await;
+    let turn = one_turn(&daemon, None, "delegate").await;
     let (status, output) = task_output(&turn);
     assert_eq!(status, "error", "{output}");
     assert!(output.contains("unknown agent `nobody`"), "{output}");
     assert!(output.contains("external ACP agents: sdk"), "{output}");
+}
+
+/// One session of `daemon` (in `mode`, when given) prompted with `prompt`: its turn's events.
+async fn one_turn(
+    daemon: &amber_tests::TestDaemon,
+    mode: Option<amber_proto::Mode>,
+    prompt: &str,
+) -> Vec<Value> {
+    let client = connect(daemon).await;
+    let sid = new_session(&client, daemon, None).await;
+    if let Some(mode) = mode {
+        client
+            .request::<m::SessionSetMode>(&amber_proto::SessionSetModeParams {
+                session_id: sid.clone(),
+                mode,
+            })
+            .await
+            .unwrap();
+    }
+    let mut events = Events::live(&client, &sid).await;
+    prompt_turn(&client, &mut events, &sid, prompt).await
 }
