@@ -3,7 +3,8 @@
 //! commands), the session's [`Grants`] and the `shell` classification of commands, with
 //! `target` describing what the call touches; [`confine`] keeps file arguments inside the
 //! workspace; `protected` names the paths whose writes always ask, `secrets` the locations
-//! whose reads always ask, `escalation` what a command run without the OS sandbox needs.
+//! whose reads always ask, `escalation` what a command run without the OS sandbox needs,
+//! [`net`] which addresses are not public and which hosts an allowlist lets through.
 //! The approval round trip itself lives in amberd (`session::gate`).
 //!
 //! The crate does no I/O beyond resolving paths (`canonicalize`, reading symlinks) and the
@@ -16,6 +17,7 @@ mod escalation;
 mod grants;
 mod in_force;
 mod mode;
+pub mod net;
 mod patch_paths;
 mod paths;
 mod protected;

@@ -15,7 +15,6 @@
 //! when the turn is cancelled — the call itself returns at once on cancel, and a page
 //! past a bound comes back shortened with a note saying so.
 
-mod address;
 mod convert;
 mod get;
 mod html;

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use super::address::non_public;
+use amber_policy::net::non_public;
 
 /// A request's host is, or resolves to, an address `fetch` refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]

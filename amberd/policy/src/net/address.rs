@@ -1,12 +1,13 @@
-//! Which addresses `fetch` refuses unless `[tools] fetch_allow_private` is on: every range
-//! that reaches this machine or its networks rather than the public internet (loopback,
-//! private, link-local, CGNAT, unique-local, multicast, unspecified, reserved), also when an
-//! IPv6 address embeds such an IPv4 one (mapped, compatible, NAT64, 6to4).
+//! Which addresses are not the public internet: every range that reaches this machine or
+//! its networks (loopback, private, link-local, CGNAT, unique-local, multicast,
+//! unspecified, reserved), also when an IPv6 address embeds such an IPv4 one (mapped,
+//! compatible, NAT64, 6to4). `fetch` refuses them (unless `[tools] fetch_allow_private`),
+//! after DNS resolution as well as for literals; the one place these rules live.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Why `ip` is not a public address, or `None` when it is.
-pub(crate) fn non_public(ip: IpAddr) -> Option<&'static str> {
+pub fn non_public(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => non_public_v4(v4),
         IpAddr::V6(v6) => non_public_v6(v6),
