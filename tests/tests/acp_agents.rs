@@ -97,18 +97,7 @@ async fn an_acp_agent_serves_a_task_its_asks_and_files_going_through_amber() {
         .find(|e| e["type"] == "tool_call_started" && e["name"] == "acp__sdk__edit")
         .unwrap_or_else(|| panic!("the agent's tool call: {before:#?}"));
     assert_eq!(started["callId"], asked["callId"], "{started}");
-    let params = ApprovalRespondParams {
-        session_id: sid.clone(),
-        request_id: request_id(&asked),
-        decision: Decision::AllowOnce,
-        feedback: None,
-        content: None,
-    };
-    let answered = approver
-        .request::<m::ApprovalRespond>(&params)
-        .await
-        .unwrap();
-    assert!(answered.accepted);
+    allow_once(&approver, &sid, &asked).await;
     let turn = until_turn_ends(&mut events, before).await;
 
     let (status, output) = task_output(&turn);
@@ -419,20 +408,7 @@ async fn another_ambers_approval_is_asked_of_the_outer_sessions_approver() {
         asked.to_string().contains("touch made-inside.txt"),
         "the inner command is shown: {asked}"
     );
-    let params = ApprovalRespondParams {
-        session_id: sid.clone(),
-        request_id: request_id(&asked),
-        decision: Decision::AllowOnce,
-        feedback: None,
-        content: None,
-    };
-    assert!(
-        approver
-            .request::<m::ApprovalRespond>(&params)
-            .await
-            .unwrap()
-            .accepted
-    );
+    allow_once(&approver, &sid, &asked).await;
     let turn = until_turn_ends(&mut events, before).await;
     let (status, output) = task_output_any(&turn);
     assert_eq!(status, "ok", "{output}");
@@ -539,4 +515,20 @@ async fn one_turn(
     }
     let mut events = Events::live(&client, &sid).await;
     prompt_turn(&client, &mut events, &sid, prompt).await
+}
+
+/// Answers the approval `asked` of session `sid` with allow_once; the answer is taken.
+async fn allow_once(approver: &amber_client::Client, sid: &str, asked: &Value) {
+    let params = ApprovalRespondParams {
+        session_id: sid.to_owned(),
+        request_id: request_id(asked),
+        decision: Decision::AllowOnce,
+        feedback: None,
+        content: None,
+    };
+    let answered = approver
+        .request::<m::ApprovalRespond>(&params)
+        .await
+        .unwrap();
+    assert!(answered.accepted);
 }

@@ -328,20 +328,7 @@ async fn cancelling_the_request_cancels_the_turn_in_amberd() {
         .await
     });
     // Wait until the turn streams: a running session, the model asked.
-    let mut session_id = String::new();
-    eventually("the turn to stream", Duration::from_secs(20), || {
-        let list = daemon.rpc_ok("session/list", json!({}));
-        if list["sessions"][0]["state"] == "running" && mock.request_count() == 1 {
-            session_id = list["sessions"][0]["sessionId"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            true
-        } else {
-            false
-        }
-    })
-    .await;
+    let session_id = streaming_session(&daemon, &mock).await;
     // Another client watches the session; dropping the call sends notifications/cancelled.
     let watcher = connect(&daemon).await;
     let mut events = Events::subscribe(&watcher, &session_id, Some(0)).await;
@@ -1199,20 +1186,7 @@ async fn cancelling_a_task_cancels_its_turn_and_settles_it_cancelled() {
     let rmcp::model::CallToolResponse::Task(created) = answer else {
         panic!("{answer:?}");
     };
-    let mut session_id = String::new();
-    eventually("the turn to stream", Duration::from_secs(20), || {
-        let list = daemon.rpc_ok("session/list", json!({}));
-        if list["sessions"][0]["state"] == "running" && mock.request_count() == 1 {
-            session_id = list["sessions"][0]["sessionId"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            true
-        } else {
-            false
-        }
-    })
-    .await;
+    let session_id = streaming_session(&daemon, &mock).await;
     let watcher = connect(&daemon).await;
     let mut events = Events::subscribe(&watcher, &session_id, Some(0)).await;
     client
@@ -1319,4 +1293,23 @@ fn conformance_client_oauth_of_the_initialize_era() {
             "auth/pre-registration",
         ],
     );
+}
+
+/// The one session of `daemon` once its turn streams: running, the model asked once.
+async fn streaming_session(daemon: &TestDaemon, mock: &MockLlm) -> String {
+    let mut session_id = String::new();
+    eventually("the turn to stream", Duration::from_secs(20), || {
+        let list = daemon.rpc_ok("session/list", json!({}));
+        if list["sessions"][0]["state"] == "running" && mock.request_count() == 1 {
+            session_id = list["sessions"][0]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            true
+        } else {
+            false
+        }
+    })
+    .await;
+    session_id
 }

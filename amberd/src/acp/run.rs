@@ -538,18 +538,16 @@ impl<'a> Run<'a> {
                     self.reply.push_str(text);
                 }
             }
-            Some("tool_call") => self.tool_call(update),
-            Some("tool_call_update") => {
-                let Some(id) = update.get("toolCallId").and_then(Value::as_str) else {
-                    return;
-                };
-                if !self.calls.contains_key(id) {
-                    self.tool_call(update);
-                }
-                match update.get("status").and_then(Value::as_str) {
-                    Some("completed") => self.complete(id, ToolStatus::Ok, update),
-                    Some("failed") => self.complete(id, ToolStatus::Error, update),
-                    _ => {}
+            // A call first seen as an update is started all the same: no client shows an end
+            // without its start.
+            Some("tool_call" | "tool_call_update") => {
+                if let Some(id) = update.get("toolCallId").and_then(Value::as_str) {
+                    self.start_call(id, update);
+                    match update.get("status").and_then(Value::as_str) {
+                        Some("completed") => self.complete(id, ToolStatus::Ok, update),
+                        Some("failed") => self.complete(id, ToolStatus::Error, update),
+                        _ => {}
+                    }
                 }
             }
             Some("usage_update") => self.cost_update(update, cancel),
@@ -557,14 +555,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn tool_call(&mut self, update: &Value) {
-        let Some(id) = update.get("toolCallId").and_then(Value::as_str) else {
-            return;
-        };
+    /// Announces the agent's call `id`, once.
+    fn start_call(&mut self, id: &str, update: &Value) {
         if self.calls.contains_key(id) {
             return;
         }
-        let call_id = format!("acp_{}_{id}", self.name);
+        let call_id = self.call_id(id);
         let arguments = match update.get("rawInput") {
             Some(input @ Value::Object(_)) => input.clone(),
             _ => json!({"title": update.get("title").cloned().unwrap_or(Value::Null)}),
@@ -582,16 +578,6 @@ impl<'a> Run<'a> {
                 started: Instant::now(),
             },
         );
-        if let Some(status @ ("completed" | "failed")) =
-            update.get("status").and_then(Value::as_str)
-        {
-            let status = if status == "completed" {
-                ToolStatus::Ok
-            } else {
-                ToolStatus::Error
-            };
-            self.complete(id, status, update);
-        }
     }
 
     fn complete(&mut self, id: &str, status: ToolStatus, update: &Value) {
