@@ -438,6 +438,7 @@ impl Follower {
             | EventKind::GoalMet { .. }
             | EventKind::SubagentQueued { .. }
             | EventKind::BudgetWarning { .. }
+            | EventKind::NetworkConnection(_)
             | EventKind::RoutineFinished { .. } => {}
         }
     }

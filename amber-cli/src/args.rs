@@ -2,7 +2,11 @@
 
 use std::path::PathBuf;
 
-use amber_proto::{Mode, SandboxMode, SandboxRequest};
+use amber_proto::{Mode, NetworkMode, SandboxMode, SandboxRequest};
+
+fn parse_network(s: &str) -> Result<NetworkMode, String> {
+    s.parse()
+}
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Headless amber client: run prompts, manage sessions, bridge JSON-RPC over stdio.
@@ -35,7 +39,7 @@ pub(crate) enum Command {
     /// Run one prompt and follow its turn to the end
     // Boxed: the largest variant by far, and this enum is built once.
     Run(Box<RunArgs>),
-    /// List sessions (or `sessions verify ID`, `sessions rename ID NAME`, `sessions prune`)
+    /// List sessions (or `sessions show ID`, `sessions verify ID`, `sessions rename ID NAME`, `sessions prune`)
     Sessions {
         #[command(subcommand)]
         action: Option<SessionsAction>,
@@ -51,7 +55,7 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "fleet")]
         tree: bool,
     },
-    /// Show a session: info, messages, pending approvals, todos
+    /// Show a session: info, messages, pending approvals, todos, its network connections
     Show {
         /// Session: its id, a unique prefix of it, or its name
         id: String,
@@ -293,6 +297,15 @@ files too: `checkpoints` lists only the turns with a checkpoint, so its numbers 
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SessionsAction {
+    /// Show a session: info, messages, pending approvals, todos, its network connections
+    /// (the same as `amber-cli show`)
+    Show {
+        /// Session: its id, a unique prefix of it, or its name
+        id: String,
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-walk a session's persisted hash chain and report the first broken link
     Verify {
         id: String,
@@ -518,9 +531,27 @@ pub(crate) struct RunArgs {
     /// config; read mode is always read-only)
     #[arg(long, value_enum, value_name = "MODE", conflicts_with = "session")]
     pub sandbox: Option<SandboxArg>,
-    /// Let a new session's sandboxed commands use the network (default: `[sandbox] network`)
-    #[arg(long, conflicts_with = "session")]
-    pub network: bool,
+    /// What a new session's sandboxed commands may reach: off, allowlist (the hosts
+    /// `[sandbox] allow_domains` and `--allow-domain` name, through amber's egress proxy)
+    /// or on; `--network` alone is on (default: `[sandbox] network`)
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "on",
+          value_parser = parse_network, conflicts_with = "session")]
+    pub network: Option<NetworkMode>,
+    /// A host a new session's allowlist lets through, besides the configured ones
+    /// (`example.com`, `*.example.com`, `preset:npm`…); repeatable
+    #[arg(
+        long = "allow-domain",
+        value_name = "PATTERN",
+        conflicts_with = "session"
+    )]
+    pub allow_domains: Vec<String>,
+    /// A host a new session never reaches (deny wins over every allow); repeatable
+    #[arg(
+        long = "deny-domain",
+        value_name = "PATTERN",
+        conflicts_with = "session"
+    )]
+    pub deny_domains: Vec<String>,
     /// Answer every approval request with allow_once, except running a command without the OS
     /// sandbox, which it denies
     #[arg(long, short = 'y')]
@@ -724,12 +755,16 @@ impl RunArgs {
         })
     }
 
-    /// `session/new {sandbox}` of `--sandbox` / `--network`; `None` when neither is given.
+    /// `session/new {sandbox}` of `--sandbox` / `--network` / `--allow-domain` /
+    /// `--deny-domain`; `None` when none is given.
     pub(crate) fn sandbox_request(&self) -> Option<SandboxRequest> {
-        (self.sandbox.is_some() || self.network).then(|| SandboxRequest {
+        let request = SandboxRequest {
             mode: self.sandbox.map(Into::into),
-            network: self.network.then_some(true),
-        })
+            network: self.network,
+            allow_domains: self.allow_domains.clone(),
+            deny_domains: self.deny_domains.clone(),
+        };
+        (request != SandboxRequest::default()).then_some(request)
     }
 }
 
@@ -854,20 +889,39 @@ mod tests {
                 got,
                 Some(SandboxRequest {
                     mode: Some(mode),
-                    network: None
+                    ..Default::default()
                 })
             );
         }
         let got = request(&["--sandbox", "read-only", "--network"]).unwrap();
-        assert_eq!(got.and_then(|r| r.network), Some(true));
+        assert_eq!(got.and_then(|r| r.network), Some(NetworkMode::On));
         let got = request(&["--network"]).unwrap();
         assert_eq!(
             got,
             Some(SandboxRequest {
-                mode: None,
-                network: Some(true)
+                network: Some(NetworkMode::On),
+                ..Default::default()
             })
         );
+        let got = request(&[
+            "--network=allowlist",
+            "--allow-domain",
+            "preset:npm",
+            "--deny-domain",
+            "evil.example",
+        ])
+        .unwrap();
+        assert_eq!(
+            got,
+            Some(SandboxRequest {
+                network: Some(NetworkMode::Allowlist),
+                allow_domains: vec!["preset:npm".into()],
+                deny_domains: vec!["evil.example".into()],
+                ..Default::default()
+            })
+        );
+        let err = request(&["--network=some"]).unwrap_err();
+        assert!(err.to_string().contains("allowlist"), "{err}");
         let err = request(&["--sandbox", "strict"]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidValue);
         assert!(err.to_string().contains("workspace-write"), "{err}");

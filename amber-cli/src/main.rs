@@ -147,6 +147,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 ..
             } => sessions::verify(&conn, &id, json).await,
             Command::Sessions {
+                action: Some(SessionsAction::Show { id, json }),
+                ..
+            } => sessions::show(&conn, &id, json).await,
+            Command::Sessions {
                 action:
                     Some(SessionsAction::Prune {
                         older_than,

@@ -286,6 +286,18 @@ impl HumanRenderer {
                 self.end_line(&mut out);
                 out.push(err(format!("✓ goal met: {summary}")));
             }
+            EventKind::NetworkConnection(connection) => {
+                self.end_line(&mut out);
+                let mark = match connection.verdict {
+                    amber_proto::ConnectionVerdict::Allowed => "·",
+                    amber_proto::ConnectionVerdict::Denied
+                    | amber_proto::ConnectionVerdict::Failed => "!",
+                };
+                out.push(err(format!(
+                    "{mark} {}",
+                    amber_proto::describe_connection(connection)
+                )));
+            }
             EventKind::BudgetWarning {
                 scope,
                 key,

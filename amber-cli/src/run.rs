@@ -168,6 +168,11 @@ async fn run_on(mut args: RunArgs, conn: &ConnectArgs) -> anyhow::Result<u8> {
                 note(&confirm);
             }
         }
+        if let Some(line) = crate::turn::NetworkSummary::of(follow.tracker.network())
+            .and_then(|summary| summary.refusals_line())
+        {
+            note(&line);
+        }
         if let Some(summary) = denials_summary(follow.tracker.denials()) {
             note(&summary);
         }

@@ -303,12 +303,72 @@ pub(crate) async fn show(conn: &ConnectArgs, id: &str, json: bool) -> anyhow::Re
     let client = connect(conn).await?;
     // Page by page: one answer holds at most `max_message_bytes`.
     let got = client.session_get_all(id).await?;
+    let network = network_connections(&client, id).await?;
     if json {
-        output::line(&serde_json::to_string_pretty(&got)?)?;
+        let mut shown = serde_json::to_value(&got)?;
+        if let Some(fields) = shown.as_object_mut() {
+            fields.insert("network".into(), serde_json::to_value(&network)?);
+        }
+        output::line(&serde_json::to_string_pretty(&shown)?)?;
         return Ok(exit::OK);
     }
-    output::line(show_text(&got).trim_end())?;
+    let mut text = show_text(&got);
+    text.push_str(&network_text(&network));
+    output::line(text.trim_end())?;
     Ok(exit::OK)
+}
+
+/// The session's `network_connection` events, its audit trail of the egress proxy: its
+/// durable events replayed from the start, up to `synced`.
+async fn network_connections(
+    client: &amber_client::Client,
+    id: &str,
+) -> anyhow::Result<Vec<amber_proto::NetworkConnection>> {
+    let mut events = client.subscribe(id, Some(0)).await?;
+    let mut found = Vec::new();
+    // Picks one kind out of the replay; every other kind is passed over alike.
+    while let Some(event) = events.next().await {
+        let kind = event?.kind;
+        if let amber_proto::EventKind::NetworkConnection(connection) = kind {
+            found.push(connection);
+        } else if matches!(kind, amber_proto::EventKind::Synced { .. }) {
+            break;
+        }
+    }
+    let _ = events.unsubscribe().await;
+    Ok(found)
+}
+
+/// Connections `show` lists one by one; the rest are counted.
+const NETWORK_LINES: usize = 50;
+
+/// `show`'s network section: how many connections were allowed and refused, then the last
+/// [`NETWORK_LINES`] of them.
+pub(crate) fn network_text(connections: &[amber_proto::NetworkConnection]) -> String {
+    if connections.is_empty() {
+        return String::new();
+    }
+    let allowed = connections
+        .iter()
+        .filter(|c| c.verdict == amber_proto::ConnectionVerdict::Allowed)
+        .count();
+    let mut out = format!(
+        "\nnetwork   {} connections through the egress proxy: {allowed} allowed, {} refused or failed\n",
+        connections.len(),
+        connections.len() - allowed
+    );
+    let skipped = connections.len().saturating_sub(NETWORK_LINES);
+    if skipped > 0 {
+        out.push_str(&format!("  … {skipped} earlier\n"));
+    }
+    for connection in &connections[skipped..] {
+        out.push_str(&format!(
+            "  [{}] {}\n",
+            connection.call_id,
+            amber_proto::describe_connection(connection)
+        ));
+    }
+    out
 }
 
 /// Lines of output per tool result in `show`.

@@ -133,6 +133,70 @@ pub(crate) struct ResultLine {
     /// The part of `usage` the silent confirm exchange spent (`turn_completed.confirmUsage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirm_usage: Option<Usage>,
+    /// What the turn's commands reached through the egress proxy; absent when they made no
+    /// connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSummary>,
+}
+
+/// The connections of a turn's commands through the egress proxy, summed up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NetworkSummary {
+    pub allowed: u32,
+    pub denied: u32,
+    pub failed: u32,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// The denied and failed connections (the first [`NetworkSummary::MAX_REFUSED`]).
+    pub refused: Vec<amber_proto::NetworkConnection>,
+}
+
+impl NetworkSummary {
+    pub(crate) const MAX_REFUSED: usize = 20;
+
+    /// `None` when there was no connection.
+    pub(crate) fn of(connections: &[amber_proto::NetworkConnection]) -> Option<Self> {
+        use amber_proto::ConnectionVerdict;
+        if connections.is_empty() {
+            return None;
+        }
+        let count = |verdict: ConnectionVerdict| {
+            let n = connections.iter().filter(|c| c.verdict == verdict).count();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        };
+        Some(NetworkSummary {
+            allowed: count(ConnectionVerdict::Allowed),
+            denied: count(ConnectionVerdict::Denied),
+            failed: count(ConnectionVerdict::Failed),
+            bytes_sent: connections.iter().map(|c| c.bytes_sent).sum(),
+            bytes_received: connections.iter().map(|c| c.bytes_received).sum(),
+            refused: connections
+                .iter()
+                .filter(|c| c.verdict != ConnectionVerdict::Allowed)
+                .take(Self::MAX_REFUSED)
+                .cloned()
+                .collect(),
+        })
+    }
+
+    /// The closing stderr line of a human run whose commands had connections refused.
+    pub(crate) fn refusals_line(&self) -> Option<String> {
+        if self.refused.is_empty() {
+            return None;
+        }
+        let hosts: Vec<String> = self
+            .refused
+            .iter()
+            .map(|c| format!("{}:{}", c.host, c.port))
+            .collect();
+        Some(format!(
+            "network: {} connection(s) allowed, {} refused or failed: {}",
+            self.allowed,
+            self.denied + self.failed,
+            hosts.join(", ")
+        ))
+    }
 }
 
 impl ResultLine {
@@ -161,6 +225,7 @@ impl ResultLine {
             cost_usd: None,
             session_cost_usd: None,
             confirm_usage: None,
+            network: None,
         }
     }
 }
@@ -211,6 +276,7 @@ impl ResultLine {
             cost_usd,
             session_cost_usd,
             confirm_usage,
+            network: NetworkSummary::of(tracker.network()),
         }
     }
 

@@ -338,6 +338,7 @@ impl Turns {
             | EventKind::GoalMet { .. }
             | EventKind::SubagentQueued { .. }
             | EventKind::BudgetWarning { .. }
+            | EventKind::NetworkConnection(_)
             | EventKind::RoutineFinished { .. }
             | EventKind::EnvironmentLost { .. }
             | EventKind::EnvironmentResumed { .. }

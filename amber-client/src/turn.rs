@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 
 use amber_proto::{
-    Approval, CostUsd, Decision, ErrorInfo, Event, EventKind, Role, StopReason, ToolStatus, Usage,
+    Approval, CostUsd, Decision, ErrorInfo, Event, EventKind, NetworkConnection, Role, StopReason,
+    ToolStatus, Usage,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -86,6 +87,8 @@ pub struct TurnTracker {
     replies: std::collections::HashSet<String>,
     /// `usage` events: one per model request answered, the silent ones included.
     requests: u32,
+    /// The connections its commands made through the egress proxy, in order.
+    network: Vec<NetworkConnection>,
 }
 
 impl TurnTracker {
@@ -215,7 +218,13 @@ impl TurnTracker {
             | EventKind::Rewound { .. }
             | EventKind::HookFailed { .. }
             | EventKind::Synced { .. } => {}
+            EventKind::NetworkConnection(connection) => self.network.push(connection.clone()),
         }
+    }
+
+    /// The connections the turn's commands made through the egress proxy.
+    pub fn network(&self) -> &[NetworkConnection] {
+        &self.network
     }
 
     /// The model's replies in this turn that the user saw (text or tool calls); the silent

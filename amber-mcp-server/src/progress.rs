@@ -91,6 +91,7 @@ pub(crate) fn message(event: &Event) -> Option<String> {
         EventKind::RoutineFinished {
             name, stop_reason, ..
         } => format!("routine {name} finished: {}", stop_reason.as_str()),
+        EventKind::NetworkConnection(connection) => amber_proto::describe_connection(connection),
         EventKind::PromptQueued { .. }
         | EventKind::MessageDelta { .. }
         | EventKind::ReasoningDelta { .. }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use amber_proto::{Mode, SandboxMode, SandboxRequest};
+use amber_proto::{Mode, NetworkMode, SandboxMode, SandboxRequest};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -28,9 +28,18 @@ pub struct Args {
     /// (default: amberd's `[sandbox] mode`; read mode is always read-only).
     #[arg(long, value_name = "MODE", value_parser = parse_sandbox)]
     pub sandbox: Option<SandboxMode>,
-    /// Let a new session's sandboxed commands use the network (default: `[sandbox] network`).
-    #[arg(long)]
-    pub network: bool,
+    /// What a new session's sandboxed commands may reach: off, allowlist (the hosts
+    /// `[sandbox] allow_domains` and `--allow-domain` name, through amber's egress proxy) or
+    /// on; `--network` alone is on (default: `[sandbox] network`).
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "on",
+          value_parser = parse_network)]
+    pub network: Option<NetworkMode>,
+    /// A host a new session's allowlist lets through, besides the configured ones; repeatable.
+    #[arg(long = "allow-domain", value_name = "PATTERN")]
+    pub allow_domains: Vec<String>,
+    /// A host a new session never reaches (deny wins); repeatable.
+    #[arg(long = "deny-domain", value_name = "PATTERN")]
+    pub deny_domains: Vec<String>,
     /// Work in a new git worktree of the repository (branch `amber/<short id>`, or
     /// `--worktree BRANCH`) under amberd's data dir, so parallel sessions never edit the
     /// same files.
@@ -89,6 +98,10 @@ fn parse_sandbox(s: &str) -> Result<SandboxMode, String> {
     s.parse()
 }
 
+fn parse_network(s: &str) -> Result<NetworkMode, String> {
+    s.parse()
+}
+
 /// What `amber` was asked to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
@@ -101,10 +114,13 @@ pub enum Start {
 impl Args {
     /// `session/new {sandbox}` of `--sandbox` / `--network`; `None` when neither is given.
     pub fn sandbox_request(&self) -> Option<SandboxRequest> {
-        (self.sandbox.is_some() || self.network).then(|| SandboxRequest {
+        let request = SandboxRequest {
             mode: self.sandbox,
-            network: self.network.then_some(true),
-        })
+            network: self.network,
+            allow_domains: self.allow_domains.clone(),
+            deny_domains: self.deny_domains.clone(),
+        };
+        (request != SandboxRequest::default()).then_some(request)
     }
 
     /// `session/new {worktree}` of `--worktree[=BRANCH]`.
@@ -179,7 +195,8 @@ mod tests {
             args.sandbox_request(),
             Some(SandboxRequest {
                 mode: Some(SandboxMode::ReadOnly),
-                network: Some(true)
+                network: Some(NetworkMode::On),
+                ..Default::default()
             })
         );
         let args = Args::try_parse_from(["amber", "--sandbox", "off"]).unwrap();

@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use serde_json::json;
 
 /// How many event types `amber_proto` has: the arms of [`variant_index`].
-const VARIANTS: usize = 39;
+const VARIANTS: usize = 40;
 
 /// A number per event type, below [`VARIANTS`]. No catch-all: a new event type in
 /// `amber_proto` fails to compile here until it gets a number, and then the coverage test
@@ -60,6 +60,7 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::BudgetWarning { .. } => 37,
         EventKind::SubagentQueued { .. } => 38,
         EventKind::RoutineFinished { .. } => 36,
+        EventKind::NetworkConnection(_) => 39,
     }
 }
 
@@ -302,6 +303,18 @@ fn samples() -> Vec<EventKind> {
             fire_time: "2025-01-06T07:00:00+01:00".into(),
             stop_reason: StopReason::EndTurn,
         },
+        EventKind::NetworkConnection(amber_proto::NetworkConnection {
+            call_id: "call_1".into(),
+            host: "evil.example".into(),
+            port: 443,
+            protocol: "connect".into(),
+            verdict: amber_proto::ConnectionVerdict::Denied,
+            rule: Some("evil.example".into()),
+            reason: Some("evil.example is denied by the network allowlist".into()),
+            bytes_sent: 0,
+            bytes_received: 0,
+            duration_ms: 1,
+        }),
         EventKind::Rewound {
             restored: vec!["src/lib.rs".into()],
             conflicts: vec!["notes.md".into()],

@@ -167,9 +167,16 @@ impl Default for RetentionConfig {
 pub struct SandboxConfig {
     /// `workspace-write` (default), `read-only` or `off`.
     pub mode: amber_proto::SandboxMode,
-    /// Let sandboxed commands use the network (IP sockets, Unix sockets outside the
-    /// workspace); off by default.
-    pub network: bool,
+    /// What sandboxed commands may reach: `"off"` (the default: nothing), `"allowlist"`
+    /// (the hosts `allow_domains` names, through amber's egress proxy; others are asked) or
+    /// `"on"` (everything). `false` and `true` still mean off and on.
+    pub network: amber_proto::NetworkMode,
+    /// With `network = "allowlist"`: the hosts commands (and `fetch`) may reach — `host`,
+    /// `*.domain` (its subdomains), `*`, an IP address, or `preset:NAME` (npm, pypi,
+    /// crates, go, debian, github).
+    pub allow_domains: Vec<String>,
+    /// Hosts never reached, whatever allows them (same patterns; deny wins).
+    pub deny_domains: Vec<String>,
     /// More directories `workspace-write` commands may write (a cache, say): absolute.
     pub writable_roots: Vec<PathBuf>,
     /// More secret locations (absolute, or `~/…` under the daemon's home): reading them asks
@@ -215,6 +222,8 @@ impl SandboxConfig {
                 relative.display()
             ));
         }
+        amber_policy::net::DomainRules::new(&self.allow_domains, &self.deny_domains)
+            .map_err(|err| format!("sandbox.allow_domains / deny_domains: {err}"))?;
         if let Some(relative) = self.allow_unix_sockets.iter().find(|p| !p.is_absolute()) {
             return Err(format!(
                 "sandbox.allow_unix_sockets: `{}` is not an absolute path",

@@ -159,7 +159,7 @@ fn sandbox_defaults_to_workspace_write_without_network() {
         config.sandbox.mode,
         amber_proto::SandboxMode::WorkspaceWrite
     );
-    assert!(!config.sandbox.network);
+    assert_eq!(config.sandbox.network, amber_proto::NetworkMode::Off);
     assert!(config.sandbox.writable_roots.is_empty());
 }
 
@@ -170,7 +170,7 @@ fn sandbox_keys_parse_and_relative_roots_unknown_modes_and_typos_are_rejected() 
     )
     .unwrap();
     assert_eq!(config.sandbox.mode, amber_proto::SandboxMode::ReadOnly);
-    assert!(config.sandbox.network);
+    assert_eq!(config.sandbox.network, amber_proto::NetworkMode::On);
     assert_eq!(
         config.sandbox.writable_roots,
         [PathBuf::from("/var/cache/x")]

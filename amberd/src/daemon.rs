@@ -298,10 +298,12 @@ impl Host for Daemon {
 /// The sandbox sessions get unless they ask for another (`[sandbox]`), as `daemon/status`
 /// reports it; `off` reports the network on, as `SessionInfo.sandbox` does.
 fn default_sandbox(config: &crate::config::Config) -> SandboxInfo {
-    SandboxInfo {
-        mode: config.sandbox.mode,
-        network: config.sandbox.network || config.sandbox.mode == SandboxMode::Off,
-    }
+    let network = if config.sandbox.mode == SandboxMode::Off {
+        amber_proto::NetworkMode::On
+    } else {
+        config.sandbox.network
+    };
+    SandboxInfo::new(config.sandbox.mode, network)
 }
 
 fn session_error(err: crate::session::SessionError) -> HostError {

@@ -11,6 +11,7 @@ pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;
 pub mod dirs;
+pub(crate) mod egress;
 pub(crate) mod elide;
 pub mod environment;
 pub mod fleet;

@@ -185,6 +185,53 @@ pub fn describe_budget(
     )
 }
 
+/// A `network_connection` as a line: `network: registry.npmjs.org:443 allowed (preset:npm),
+/// 312 B sent, 48.2 kB received` or `network: evil.example:443 denied: not on the allowlist`.
+pub fn describe_connection(connection: &NetworkConnection) -> String {
+    let NetworkConnection {
+        host,
+        port,
+        verdict,
+        rule,
+        reason,
+        bytes_sent,
+        bytes_received,
+        ..
+    } = connection;
+    let destination = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let mut line = format!("network: {destination} {}", verdict.as_str());
+    if let Some(rule) = rule {
+        line.push_str(&format!(" ({rule})"));
+    }
+    match verdict {
+        ConnectionVerdict::Allowed => line.push_str(&format!(
+            ", {} sent, {} received",
+            bytes(*bytes_sent),
+            bytes(*bytes_received)
+        )),
+        ConnectionVerdict::Denied | ConnectionVerdict::Failed => {
+            if let Some(reason) = reason {
+                line.push_str(&format!(": {reason}"));
+            }
+        }
+    }
+    line
+}
+
+/// A byte count in words: `312 B`, `48.2 kB`, `3.1 MB`.
+fn bytes(count: u64) -> String {
+    match count {
+        0..1_000 => format!("{count} B"),
+        1_000..1_000_000 => format!("{:.1} kB", count as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", count as f64 / 1e6),
+        _ => format!("{:.1} GB", count as f64 / 1e9),
+    }
+}
+
 impl LimitScope {
     /// The scope with the model or pool it is of: `daily`, `model gpt-4o`.
     pub fn named(self, key: Option<&str>) -> String {
@@ -515,6 +562,11 @@ pub enum EventKind {
         spent_usd: crate::CostUsd,
         cap_usd: crate::CostUsd,
     },
+    /// amber extension: one connection a sandboxed command made through the session's
+    /// egress proxy (its network is an allowlist), or a `fetch`: where to, whether it was
+    /// let through and by which entry, and how many bytes went each way. Published when
+    /// the connection ends (at once when refused).
+    NetworkConnection(NetworkConnection),
     /// Replay is over: everything after this is live. Never durable itself.
     Synced {
         last_seq: u64,
@@ -533,6 +585,56 @@ pub enum StreamKind {
     Message,
     /// `reasoning_delta`.
     Reasoning,
+}
+
+/// `network_connection`: one connection through the egress proxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkConnection {
+    /// The tool call whose command made it (a `bash` call, the `process` call that started
+    /// a background command).
+    pub call_id: String,
+    /// The destination as the command named it: a host name or an IP address.
+    pub host: String,
+    pub port: u16,
+    /// How it was asked: `connect` (an HTTP CONNECT tunnel), `http` (a plain HTTP request
+    /// through the proxy) or `socks5`.
+    pub protocol: String,
+    pub verdict: ConnectionVerdict,
+    /// The allowlist entry that decided it (`*.npmjs.org`, `preset:npm`), or how it was
+    /// decided (`approved once`, `approved for the session`); absent when nothing named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Why it was refused or failed, as the command's client was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Bytes from the command to the destination, and back.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub duration_ms: u64,
+}
+
+/// Whether a connection was let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionVerdict {
+    /// Let through (and relayed until either side closed).
+    Allowed,
+    /// Refused by the policy: a deny entry, an unlisted host nobody allowed, a private
+    /// address.
+    Denied,
+    /// Allowed, but the destination could not be reached.
+    Failed,
+}
+
+impl ConnectionVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionVerdict::Allowed => "allowed",
+            ConnectionVerdict::Denied => "denied",
+            ConnectionVerdict::Failed => "failed",
+        }
+    }
 }
 
 /// A reply being streamed when a subscriber joined: the deltas published so far.
@@ -614,6 +716,7 @@ impl EventKind {
             EventKind::SubagentQueued { .. } => "subagent_queued",
             EventKind::BudgetWarning { .. } => "budget_warning",
             EventKind::RoutineFinished { .. } => "routine_finished",
+            EventKind::NetworkConnection(_) => "network_connection",
             EventKind::Synced { .. } => "synced",
         }
     }

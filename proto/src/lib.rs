@@ -33,15 +33,15 @@ pub use environment::{
     describe_push,
 };
 pub use events::{
-    ErrorInfo, Event, EventKind, InProgressItem, Limit, LimitKind, LimitScope, SteerReason,
-    StopReason, StreamKind, describe_budget,
+    ConnectionVerdict, ErrorInfo, Event, EventKind, InProgressItem, Limit, LimitKind, LimitScope,
+    NetworkConnection, SteerReason, StopReason, StreamKind, describe_budget, describe_connection,
 };
 pub use extensions::*;
 pub use message::{Message, ReasoningItem, Role, ToolCall};
 pub use methods_types::*;
 pub use routines::*;
 pub use sandbox::{
-    LandlockEnforcement, LandlockGap, SandboxInfo, SandboxMode, SandboxRequest,
+    LandlockEnforcement, LandlockGap, NetworkMode, SandboxInfo, SandboxMode, SandboxRequest,
     SandboxSelftestResult, SandboxStatus, SelftestCheck,
 };
 pub use session_mcp::SessionMcpServer;

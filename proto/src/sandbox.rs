@@ -50,23 +50,130 @@ impl std::fmt::Display for SandboxMode {
     }
 }
 
-/// A session's effective sandbox (`SessionInfo.sandbox`).
+/// What a sandboxed command may reach: nothing (`off`), the hosts the network allowlist
+/// lets through amber's egress proxy (`allowlist`), or everything (`on`). Read from a
+/// string, or from the boolean the setting was before (`false` is `off`, `true` is `on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    #[default]
+    Off,
+    Allowlist,
+    On,
+}
+
+impl NetworkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Off => "off",
+            NetworkMode::Allowlist => "allowlist",
+            NetworkMode::On => "on",
+        }
+    }
+
+    /// `true` is `on`, `false` is `off`.
+    pub fn from_bool(on: bool) -> Self {
+        if on {
+            NetworkMode::On
+        } else {
+            NetworkMode::Off
+        }
+    }
+}
+
+impl std::str::FromStr for NetworkMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" | "false" => Ok(NetworkMode::Off),
+            "allowlist" => Ok(NetworkMode::Allowlist),
+            "on" | "true" => Ok(NetworkMode::On),
+            other => Err(format!(
+                "unknown network setting `{other}` (expected off, allowlist or on)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for NetworkMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkMode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Spelling {
+            Bool(bool),
+            Text(String),
+        }
+        match Spelling::deserialize(deserializer)? {
+            Spelling::Bool(on) => Ok(NetworkMode::from_bool(on)),
+            Spelling::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A session's effective sandbox (`SessionInfo.sandbox`). `network` is `true` only when
+/// the network is wholly on (what clients that know no allowlist read); `networkMode` says
+/// which of the three it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "SandboxInfoWire")]
 pub struct SandboxInfo {
     pub mode: SandboxMode,
     pub network: bool,
+    pub network_mode: NetworkMode,
+}
+
+impl SandboxInfo {
+    pub fn new(mode: SandboxMode, network: NetworkMode) -> Self {
+        Self {
+            mode,
+            network: network == NetworkMode::On,
+            network_mode: network,
+        }
+    }
+}
+
+/// [`SandboxInfo`] as sent; one without `networkMode` (from before the allowlist) has the
+/// mode its `network` says.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SandboxInfoWire {
+    mode: SandboxMode,
+    network: bool,
+    #[serde(default)]
+    network_mode: Option<NetworkMode>,
+}
+
+impl From<SandboxInfoWire> for SandboxInfo {
+    fn from(wire: SandboxInfoWire) -> Self {
+        SandboxInfo::new(
+            wire.mode,
+            wire.network_mode
+                .unwrap_or(NetworkMode::from_bool(wire.network)),
+        )
+    }
 }
 
 /// `session/new {sandbox}`: what the session asks for; unset fields take the daemon's
-/// `[sandbox]` configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// `[sandbox]` configuration. `network` takes `"off"`, `"allowlist"`, `"on"` or a boolean;
+/// `allowDomains` and `denyDomains` add to the configured lists (they never remove from
+/// them: a session cannot lift the configuration's denials).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<SandboxMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<bool>,
+    pub network: Option<NetworkMode>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_domains: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_domains: Vec<String>,
 }
 
 /// `daemon/status.sandbox`: what the kernel offers and whether the daemon's start-up probe
@@ -99,8 +206,15 @@ pub struct SandboxStatus {
     pub namespaces: Option<bool>,
     /// The sandbox sessions get unless they ask for another (`[sandbox] mode`).
     pub default_mode: SandboxMode,
-    /// Whether sessions get the network by default (`[sandbox] network`).
+    /// Whether sessions get the whole network by default (`[sandbox] network = "on"`).
     pub network: bool,
+    /// The network sessions get by default (`[sandbox] network`).
+    #[serde(default)]
+    pub network_mode: NetworkMode,
+    /// Why sessions whose network is an allowlist get no network here (the kernel cannot
+    /// give their commands a network namespace of their own); absent when they can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowlist_unavailable: Option<String>,
 }
 
 /// How much of amber's Landlock rules the kernel's ABI enforces.

@@ -55,6 +55,7 @@ const EXTENSION_EVENTS: &[(&str, bool)] = &[
     ("budget_warning", true),
     ("subagent_queued", true),
     ("routine_finished", true),
+    ("network_connection", true),
 ];
 
 /// Exhaustive on purpose: a new variant does not compile until it gets a row below.
@@ -99,9 +100,10 @@ fn variant_index(kind: &EventKind) -> usize {
         EventKind::BudgetWarning { .. } => 37,
         EventKind::SubagentQueued { .. } => 38,
         EventKind::RoutineFinished { .. } => 36,
+        EventKind::NetworkConnection(_) => 39,
     }
 }
-const VARIANTS: usize = 39;
+const VARIANTS: usize = 40;
 
 const T: &str = "2025-01-02T03:04:05.678Z";
 
@@ -380,6 +382,12 @@ fn event_cases() -> Vec<Value> {
         durable(
             42,
             json!({"type": "subagent_queued", "agentId": "agent_1", "task": "callers"}),
+        ),
+        durable(
+            43,
+            json!({"type": "network_connection", "callId": "call_1", "host": "registry.npmjs.org",
+                   "port": 443, "protocol": "connect", "verdict": "allowed", "rule": "preset:npm",
+                   "bytesSent": 812, "bytesReceived": 48213, "durationMs": 120}),
         ),
         // amber: replay is over. No seq, no turn.
         json!({"sessionId": "s_01", "time": T, "type": "synced", "lastSeq": 22}),

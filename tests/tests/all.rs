@@ -60,6 +60,7 @@ mod mcp_session;
 mod messages;
 mod mock_llm;
 mod modes;
+mod network_allowlist;
 mod never_grantable;
 mod output_schema;
 mod oversized_session;

@@ -1011,7 +1011,7 @@ async fn pushing_session_in(
     let params = SessionNewParams {
         sandbox: mode.map(|mode| amber_proto::SandboxRequest {
             mode: Some(mode),
-            network: None,
+            ..Default::default()
         }),
         push: Some(amber_proto::PushParams {
             branch: Some(branch.to_owned()),

@@ -534,8 +534,8 @@ async fn with_network_allowed_loopback_works_but_amberd_stays_unreachable() {
     let (client, sid) = yolo_session(
         &daemon,
         Some(SandboxRequest {
-            mode: None,
-            network: Some(true),
+            network: Some(amber_proto::NetworkMode::On),
+            ..Default::default()
         }),
     )
     .await;

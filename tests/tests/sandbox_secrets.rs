@@ -51,8 +51,8 @@ async fn yolo(daemon: &TestDaemon, network: bool) -> (amber_client::Client, Stri
         cwd: daemon.workspace.display().to_string(),
         mode: Some(Mode::Yolo),
         sandbox: Some(SandboxRequest {
-            mode: None,
-            network: Some(network),
+            network: Some(amber_proto::NetworkMode::from_bool(network)),
+            ..Default::default()
         }),
         ..SessionNewParams::default()
     };

@@ -46,7 +46,8 @@ fn listed(daemon: &TestDaemon, id: &str) -> Value {
 }
 
 fn sandbox(mode: &str, network: bool) -> Value {
-    json!({"mode": mode, "network": network})
+    let network_mode = if network { "on" } else { "off" };
+    json!({"mode": mode, "network": network, "networkMode": network_mode})
 }
 
 #[tokio::test]

@@ -435,7 +435,7 @@ pub(crate) async fn through_daemon(s: &mut Suite) -> Result<(), BenchError> {
                 cwd,
                 sandbox: (which == 0).then_some(SandboxRequest {
                     mode: Some(SandboxMode::Off),
-                    network: None,
+                    ..SandboxRequest::default()
                 }),
                 ..SessionNewParams::default()
             };

@@ -356,7 +356,12 @@ pub(super) fn text(r: &Report) -> String {
                 ),
                 None => "still probing".to_owned(),
             };
-            let network = if s.network { "on" } else { "off" };
+            let network = match &s.allowlist_unavailable {
+                Some(why) if s.network_mode == amber_proto::NetworkMode::Allowlist => {
+                    format!("allowlist, DEGRADED to off: {why}")
+                }
+                _ => s.network_mode.as_str().to_owned(),
+            };
             lines.push(row(
                 "sandbox",
                 &format!("{verdict} · default {}, network {network}", s.default_mode),
@@ -470,6 +475,8 @@ mod tests {
             namespaces: Some(true),
             default_mode: SandboxMode::WorkspaceWrite,
             network: false,
+            network_mode: amber_proto::NetworkMode::Off,
+            allowlist_unavailable: None,
         }
     }
 

@@ -461,6 +461,7 @@ pub fn alert_for(change: &SessionChange) -> Option<Alert> {
         | EventKind::GoalMet { .. }
         | EventKind::SubagentQueued { .. }
         | EventKind::BudgetWarning { .. }
+        | EventKind::NetworkConnection(_)
         | EventKind::Synced { .. } => None,
     }
 }

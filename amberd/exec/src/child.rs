@@ -18,6 +18,7 @@ use std::process::Stdio;
 
 use crate::containment::SpawnSandbox;
 pub use crate::containment::Unsandboxed;
+use crate::egress::ChildEnd;
 use crate::lifeline;
 use crate::sandbox_exec;
 
@@ -45,6 +46,7 @@ pub struct ChildSpec<'a> {
     stdin: ChildInput,
     cwd: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
+    egress: Option<ChildEnd>,
 }
 
 impl<'a> ChildSpec<'a> {
@@ -58,7 +60,15 @@ impl<'a> ChildSpec<'a> {
             stdin: ChildInput::Null,
             cwd: None,
             env: Vec::new(),
+            egress: None,
         }
+    }
+
+    /// The helper's end of the egress link of a sandbox whose network is an allowlist
+    /// (`SandboxSpec::egress`): the child gets it as `egress::CHANNEL_FD`.
+    pub fn egress(mut self, end: ChildEnd) -> Self {
+        self.egress = Some(end);
+        self
     }
 
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
@@ -135,6 +145,18 @@ impl<'a> ChildSpec<'a> {
             // The one temp directory a sandboxed child may write outside its workspace.
             cmd.env("TMPDIR", &spec.tmp_dir);
         }
+        match (spec.and_then(|spec| spec.egress), self.egress) {
+            (Some(proxy), Some(end)) => {
+                cmd.envs(crate::egress::proxy_vars(proxy.port));
+                pass_channel(&mut cmd, end);
+            }
+            (Some(_), None) => {
+                return Err(io::Error::other(
+                    "the sandbox's network is an allowlist, and no egress proxy serves this command",
+                ));
+            }
+            (None, _) => {}
+        }
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
@@ -153,6 +175,32 @@ impl<'a> ChildSpec<'a> {
     }
 }
 
+/// Gives the child `end` as [`crate::egress::CHANNEL_FD`], open across its `exec` (every
+/// other copy stays close-on-exec, so no other child inherits it).
+fn pass_channel(cmd: &mut std::process::Command, end: ChildEnd) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let target = crate::egress::CHANNEL_FD;
+    let end = end.0;
+    // SAFETY: the closure runs in the forked child before `exec` and calls only
+    // async-signal-safe functions (dup2, fcntl); `end` stays open in the parent until the
+    // command is dropped, so its number is valid in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = end.as_raw_fd();
+            if fd == target {
+                // dup2 onto itself keeps close-on-exec: clear it instead.
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, target) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +210,7 @@ mod tests {
         SandboxSpec {
             mode: SandboxMode::WorkspaceWrite,
             network: false,
+            egress: None,
             workspace: "/ws".into(),
             tmp_dir: "/tmp/amber-t".into(),
             writable_roots: Vec::new(),

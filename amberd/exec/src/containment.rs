@@ -69,10 +69,7 @@ impl RefusalCheck {
     pub fn of(sandbox: SpawnSandbox<'_>) -> Option<Self> {
         match sandbox {
             SpawnSandbox::Sandboxed(spec) => Some(Self {
-                info: SandboxInfo {
-                    mode: spec.mode,
-                    network: spec.network,
-                },
+                info: SandboxInfo::new(spec.mode, spec.network_mode()),
                 hidden: spec.hidden.clone(),
                 in_place: spec.in_place,
             }),

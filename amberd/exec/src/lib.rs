@@ -12,6 +12,7 @@
 pub mod cgroup;
 pub mod child;
 pub mod containment;
+pub mod egress;
 pub mod env_policy;
 pub mod group;
 pub mod harden;

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use crate::sandbox::{SandboxInfo, SandboxMode, SandboxSpec};
+use crate::sandbox::{EgressSpec, NetworkMode, SandboxInfo, SandboxMode, SandboxSpec};
 
 use crate::env_policy::ToolEnv;
 use crate::tmp_dirs::TmpDirs;
@@ -91,6 +91,10 @@ impl SandboxEnv {
         SandboxSpec {
             mode: info.mode,
             network: info.network,
+            // An allowlist's commands reach the proxy in a namespace of their own.
+            egress: (info.network_mode == NetworkMode::Allowlist).then_some(EgressSpec {
+                port: crate::egress::PROXY_PORT,
+            }),
             workspace: workspace.to_owned(),
             tmp_dir,
             // Written only in `workspace-write` (`SandboxSpec::writable`).
@@ -157,10 +161,10 @@ pub fn extension_sandbox(
             "`network` only applies with `sandbox = \"workspace-write\"` or \"read-only\"".into(),
         ),
         None | Some(SandboxMode::Off) => Ok(None),
-        Some(mode) => Ok(Some(SandboxInfo {
+        Some(mode) => Ok(Some(SandboxInfo::new(
             mode,
-            network: network.unwrap_or(true),
-        })),
+            NetworkMode::from_bool(network.unwrap_or(true)),
+        ))),
     }
 }
 
@@ -230,10 +234,7 @@ mod tests {
         let mut env = SandboxEnv::from_env(&|_| None);
         env.hidden = vec!["/run/user/1/amber".into()];
         let roots = [PathBuf::from("/cache")];
-        let info = |mode| SandboxInfo {
-            mode,
-            network: false,
-        };
+        let info = |mode| SandboxInfo::new(mode, NetworkMode::Off);
         let spec = env.spec(
             info(SandboxMode::WorkspaceWrite),
             Path::new("/ws"),
@@ -262,17 +263,17 @@ mod extension_tests {
         assert_eq!(extension_sandbox(Some(SandboxMode::Off), None), Ok(None));
         assert_eq!(
             extension_sandbox(Some(SandboxMode::WorkspaceWrite), None),
-            Ok(Some(SandboxInfo {
-                mode: SandboxMode::WorkspaceWrite,
-                network: true
-            }))
+            Ok(Some(SandboxInfo::new(
+                SandboxMode::WorkspaceWrite,
+                amber_proto::NetworkMode::from_bool(true)
+            )))
         );
         assert_eq!(
             extension_sandbox(Some(SandboxMode::ReadOnly), Some(false)),
-            Ok(Some(SandboxInfo {
-                mode: SandboxMode::ReadOnly,
-                network: false
-            }))
+            Ok(Some(SandboxInfo::new(
+                SandboxMode::ReadOnly,
+                amber_proto::NetworkMode::from_bool(false)
+            )))
         );
         assert!(
             extension_sandbox(None, Some(false))

@@ -13,6 +13,7 @@ use tokio::process::Child;
 
 use crate::child::{ChildInput, ChildSpec};
 use crate::containment::SpawnSandbox;
+use crate::egress::ChildEnd;
 use crate::env_policy::ToolEnv;
 
 /// Set for every tool shell after the policy: nothing may wait on a pager or a prompt.
@@ -24,13 +25,15 @@ const FIXED_VARS: &[(&str, &str)] = &[
 
 /// Spawns the shell; returns the read end of its output pipe and the child (the shell,
 /// whose pid is the group id).
+/// `egress`: the helper's end of the egress link when the sandbox's network is an allowlist.
 pub fn spawn_shell(
     command: &str,
     cwd: &Path,
     env: &ToolEnv,
     sandbox: SpawnSandbox<'_>,
+    egress: Option<ChildEnd>,
 ) -> io::Result<(pipe::Receiver, Child)> {
-    spawn_shell_with(command, cwd, env, sandbox, ChildInput::Null)
+    spawn_shell_with(command, cwd, env, sandbox, ChildInput::Null, egress)
 }
 
 /// [`spawn_shell`] with a pipe for the shell's stdin (`Child::stdin`): an executor's client
@@ -40,8 +43,9 @@ pub fn spawn_shell_piped(
     cwd: &Path,
     env: &ToolEnv,
     sandbox: SpawnSandbox<'_>,
+    egress: Option<ChildEnd>,
 ) -> io::Result<(pipe::Receiver, Child)> {
-    spawn_shell_with(command, cwd, env, sandbox, ChildInput::Piped)
+    spawn_shell_with(command, cwd, env, sandbox, ChildInput::Piped, egress)
 }
 
 fn spawn_shell_with(
@@ -50,13 +54,18 @@ fn spawn_shell_with(
     env: &ToolEnv,
     sandbox: SpawnSandbox<'_>,
     stdin: ChildInput,
+    egress: Option<ChildEnd>,
 ) -> io::Result<(pipe::Receiver, Child)> {
     let (reader, writer) = io::pipe()?;
     let stderr = writer.try_clone()?;
     // The policy resolves `cd dir` from the working directory and treats `cd -` as
     // unknown: a CDPATH or an OLDPWD from elsewhere would send them elsewhere.
     let vars = env.vars().iter().filter(|(k, _)| k != "CDPATH");
-    let mut cmd = ChildSpec::new("/bin/bash", sandbox)
+    let mut shell = ChildSpec::new("/bin/bash", sandbox);
+    if let Some(end) = egress {
+        shell = shell.egress(end);
+    }
+    let mut cmd = shell
         .arg("-c")
         .arg(command)
         .cwd(cwd)

@@ -51,8 +51,8 @@ pub(crate) fn spawn(
     let chosen = choose(&tools.sandbox(), params.unsandboxed, leave)
         .map_err(|why| RpcError::new(code::INVALID_PARAMS, why))?;
     let env = tools.tool_env();
-    let (mut output, mut child) = spawn_shell_piped(&params.command, &cwd, &env, chosen.spawn())
-        .map_err(|e| {
+    let (mut output, mut child) =
+        spawn_shell_piped(&params.command, &cwd, &env, chosen.spawn(), None).map_err(|e| {
             RpcError::new(
                 code::INVALID_PARAMS,
                 format!("cannot start the command: {e}"),

@@ -105,10 +105,10 @@ mod tests {
         assert!(claude.reports_cost);
         assert_eq!(
             claude.sandbox(),
-            Some(SandboxInfo {
-                mode: SandboxMode::WorkspaceWrite,
-                network: false
-            })
+            Some(SandboxInfo::new(
+                SandboxMode::WorkspaceWrite,
+                amber_proto::NetworkMode::from_bool(false)
+            ))
         );
         let plain = parse("[a]\ncommand = \"a\"\n").unwrap();
         assert_eq!(plain["a"].sandbox(), None);

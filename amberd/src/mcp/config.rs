@@ -368,7 +368,12 @@ mod tests {
         )
         .unwrap();
         let sandboxes: Vec<_> = cfg.servers.iter().map(|s| s.sandbox).collect();
-        let info = |mode, network| Some(amber_proto::SandboxInfo { mode, network });
+        let info = |mode, network| {
+            Some(amber_proto::SandboxInfo::new(
+                mode,
+                amber_proto::NetworkMode::from_bool(network),
+            ))
+        };
         assert_eq!(
             sandboxes,
             [

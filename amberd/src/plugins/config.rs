@@ -184,10 +184,10 @@ mod tests {
         let config = Config::parse(&sandboxed).unwrap();
         assert_eq!(
             config.plugins.external[0].sandbox(),
-            Ok(Some(amber_proto::SandboxInfo {
-                mode: amber_proto::SandboxMode::ReadOnly,
-                network: true
-            }))
+            Ok(Some(amber_proto::SandboxInfo::new(
+                amber_proto::SandboxMode::ReadOnly,
+                amber_proto::NetworkMode::from_bool(true)
+            )))
         );
         let fine = format!("[[plugins.external]]\nname = \"wc\"\n{EXTERNAL}");
         assert_eq!(

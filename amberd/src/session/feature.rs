@@ -387,8 +387,12 @@ impl Features {
 
     /// The first feature with an opinion decides; arguments rewritten by one are what the
     /// next sees.
+    /// The strongest opinion wins: a deny (at once) over an ask over an allow, so one
+    /// feature's allow (the network allowlist's) never silences another's ask or deny (a
+    /// hook's); of two asks, the first reason stands.
     pub(crate) async fn before_tool(&self, turn: &Turn<'_>, call: &GateCall<'_>) -> ToolAdvice {
         let mut rewritten: Option<Value> = None;
+        let mut strongest = AdvisedVerdict::NoOpinion;
         for feature in &self.0 {
             let seen = GateCall {
                 call: call.call,
@@ -399,15 +403,21 @@ impl Features {
             if advice.arguments.is_some() {
                 rewritten = advice.arguments;
             }
-            if advice.verdict != AdvisedVerdict::NoOpinion {
-                return ToolAdvice {
-                    verdict: advice.verdict,
-                    arguments: rewritten,
-                };
-            }
+            strongest = match (strongest, advice.verdict) {
+                (_, deny @ AdvisedVerdict::Deny(_)) => {
+                    return ToolAdvice {
+                        verdict: deny,
+                        arguments: rewritten,
+                    };
+                }
+                (ask @ AdvisedVerdict::Ask(_), _) => ask,
+                (_, ask @ AdvisedVerdict::Ask(_)) => ask,
+                (AdvisedVerdict::Allow, _) | (_, AdvisedVerdict::Allow) => AdvisedVerdict::Allow,
+                (held, AdvisedVerdict::NoOpinion) => held,
+            };
         }
         ToolAdvice {
-            verdict: AdvisedVerdict::NoOpinion,
+            verdict: strongest,
             arguments: rewritten,
         }
     }

@@ -207,10 +207,7 @@ impl WorkspaceGit {
                 dirs.get(1..).unwrap_or(&[]),
             ),
         };
-        let info = SandboxInfo {
-            mode,
-            network: false,
-        };
+        let info = SandboxInfo::new(mode, amber_proto::NetworkMode::Off);
         Ok(Some(sandbox.spec(info, workspace, tmp, writable)))
     }
 }

@@ -647,13 +647,24 @@ fn a_sessions_sandbox_request_round_trips_and_older_meta_has_none() {
     let mut m = meta("s", "1");
     m.sandbox = Some(amber_proto::SandboxRequest {
         mode: Some(amber_proto::SandboxMode::Off),
-        network: None,
+        network: Some(amber_proto::NetworkMode::Allowlist),
+        allow_domains: vec!["preset:npm".into()],
+        deny_domains: vec!["evil.example".into()],
     });
     drop(f.store.create(&m).unwrap());
     assert_eq!(f.store.load("s").unwrap().meta, m);
     let path = f.store.sessions_dir().join("s").join("meta.json");
     let mut raw: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    assert_eq!(raw["sandbox"], serde_json::json!({"mode": "off"}), "{raw}");
+    assert_eq!(
+        raw["sandbox"],
+        serde_json::json!({"mode": "off", "network": "allowlist",
+                           "allowDomains": ["preset:npm"], "denyDomains": ["evil.example"]}),
+        "{raw}"
+    );
+    // A request from before the allowlist, `network` a boolean, reads as off or on.
+    let older: amber_proto::SandboxRequest =
+        serde_json::from_value(serde_json::json!({"network": true})).unwrap();
+    assert_eq!(older.network, Some(amber_proto::NetworkMode::On));
     // A file written before the sandbox reads as a session that asked for nothing.
     raw.as_object_mut().unwrap().remove("sandbox");
     fs::write(&path, serde_json::to_vec(&raw).unwrap()).unwrap();

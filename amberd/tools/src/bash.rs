@@ -130,7 +130,17 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
         Some((_, spec)) => super::sandbox::SpawnSandbox::Sandboxed(spec),
         None => chosen.spawn(),
     };
-    let (reader, mut child) = spawn_shell(command, &cwd, &env, spawn)
+    let origin = super::egress::EgressOrigin {
+        log: Default::default(),
+        call_id: ctx.call_id.clone(),
+        process: None,
+        turn: ctx.cancel.clone(),
+    };
+    let (egress, serving) = super::egress::link(&spawn, &ctx.session, origin)
+        .map_err(ToolOutcome::error)?
+        .map(|linked| (linked.child, linked.serving))
+        .unzip();
+    let (reader, mut child) = spawn_shell(command, &cwd, &env, spawn, egress)
         .map_err(|err| ToolOutcome::error(format!("failed to start /bin/bash: {err}")))?;
     let Some(pid) = child.id().and_then(|id| libc::pid_t::try_from(id).ok()) else {
         return Err(ToolOutcome::error(
@@ -146,6 +156,9 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
         check.append_note(command, &mut body);
     }
     if let Some(note) = guarded.and_then(|(guard, _)| guard.after()) {
+        body.push_str(&note);
+    }
+    if let Some(note) = serving.as_ref().and_then(|serving| serving.note()) {
         body.push_str(&note);
     }
     Ok(finish(end, body, timeout))

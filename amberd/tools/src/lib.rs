@@ -12,6 +12,7 @@ pub mod deferred;
 pub mod diff;
 pub mod dispatch;
 pub(crate) mod edit;
+pub mod egress;
 pub mod fetch;
 pub mod gate;
 pub mod git_guard;

@@ -29,14 +29,10 @@ impl ToolSandbox {
     /// The effective sandbox as `SessionInfo` reports it.
     pub fn info(&self) -> SandboxInfo {
         match self {
-            ToolSandbox::Off => SandboxInfo {
-                mode: SandboxMode::Off,
-                network: true,
-            },
-            ToolSandbox::On(spec) => SandboxInfo {
-                mode: spec.mode,
-                network: spec.network,
-            },
+            ToolSandbox::Off => {
+                SandboxInfo::new(SandboxMode::Off, amber_proto::NetworkMode::from_bool(true))
+            }
+            ToolSandbox::On(spec) => SandboxInfo::new(spec.mode, spec.network_mode()),
             ToolSandbox::Unavailable { info, .. } => *info,
         }
     }
@@ -96,6 +92,7 @@ mod tests {
 
     fn spec() -> Arc<SandboxSpec> {
         Arc::new(SandboxSpec {
+            egress: None,
             masked: Vec::new(),
             allow_unix_sockets: Vec::new(),
             nested_checkouts: Vec::new(),

@@ -185,6 +185,8 @@ pub struct SessionTools {
     background: OnceLock<Arc<dyn BackgroundAgents>>,
     denied_paths: OnceLock<Arc<dyn DeniedPaths>>,
     server_asks: OnceLock<Arc<dyn ServerAsks>>,
+    /// The proxy of its allowlist sandbox's commands, when the session installed it.
+    egress: OnceLock<Arc<dyn crate::egress::EgressService>>,
     /// The owning session's id, for the records of spawned process groups (`reaper`).
     session_id: OnceLock<String>,
     /// The environment of its tool processes (`env_policy`); the default policy until set.
@@ -219,6 +221,7 @@ impl SessionTools {
             background: OnceLock::new(),
             denied_paths: OnceLock::new(),
             server_asks: OnceLock::new(),
+            egress: OnceLock::new(),
             session_id: OnceLock::new(),
             tool_env: OnceLock::new(),
             sandbox: Mutex::new(ToolSandbox::Off),
@@ -302,6 +305,15 @@ impl SessionTools {
     /// Installs how MCP servers' requests reach the person (once; later calls are ignored).
     pub fn set_server_asks(&self, asks: Arc<dyn ServerAsks>) {
         let _ = self.server_asks.set(asks);
+    }
+
+    pub fn set_egress(&self, service: Arc<dyn crate::egress::EgressService>) {
+        let _ = self.egress.set(service);
+    }
+
+    /// The proxy of its allowlist sandbox's commands, when the session installed it.
+    pub fn egress(&self) -> Option<Arc<dyn crate::egress::EgressService>> {
+        self.egress.get().cloned()
     }
 
     /// How MCP servers' requests reach the person, when the session installed it.

@@ -277,6 +277,17 @@ impl App {
                     kind: InfoKind::Note,
                 });
             }
+            EventKind::NetworkConnection(connection) => {
+                let kind = match connection.verdict {
+                    amber_proto::ConnectionVerdict::Allowed => InfoKind::Note,
+                    amber_proto::ConnectionVerdict::Denied
+                    | amber_proto::ConnectionVerdict::Failed => InfoKind::Warn,
+                };
+                self.transcript.push(Cell::Info {
+                    text: amber_proto::describe_connection(&connection),
+                    kind,
+                });
+            }
             EventKind::BudgetWarning {
                 scope,
                 key,

@@ -276,6 +276,12 @@ pub(crate) fn status(
         namespaces,
         default_mode: default.mode,
         network: default.network,
+        network_mode: default.network_mode,
+        allowlist_unavailable: (namespaces == Some(false)).then(|| {
+            "no network namespace can be made here, so a sandbox whose network is an \
+             allowlist runs its commands with the network off"
+                .to_owned()
+        }),
     }
 }
 
@@ -306,10 +312,7 @@ mod tests {
     use exec::Ran;
 
     fn default() -> SandboxInfo {
-        SandboxInfo {
-            mode: SandboxMode::WorkspaceWrite,
-            network: false,
-        }
+        SandboxInfo::new(SandboxMode::WorkspaceWrite, amber_proto::NetworkMode::Off)
     }
 
     #[test]

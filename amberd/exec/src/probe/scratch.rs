@@ -52,6 +52,7 @@ impl Scratch {
     /// no network, nothing else writable.
     pub(crate) fn spec(&self, settings: &ProbeSettings) -> SandboxSpec {
         SandboxSpec {
+            egress: None,
             mode: SandboxMode::WorkspaceWrite,
             network: false,
             workspace: self.workspace.clone(),

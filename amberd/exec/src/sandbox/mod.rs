@@ -23,13 +23,13 @@ mod support;
 #[cfg(target_os = "linux")]
 mod linux;
 
-pub use amber_proto::{SandboxInfo, SandboxMode};
+pub use amber_proto::{NetworkMode, SandboxInfo, SandboxMode};
 pub use landlock_abi::{
     LANDLOCK_TARGET_ABI, LandlockFeature, effective_abi, enforcement as landlock_enforcement,
     missing_features,
 };
 pub use note::{refusal_note, refusal_note_with};
-pub use spec::{SandboxSpec, SpecError};
+pub use spec::{EgressSpec, SandboxSpec, SpecError};
 pub use support::{KernelSupport, kernel_support};
 
 /// Why the sandbox could not be set up; the command does not run.

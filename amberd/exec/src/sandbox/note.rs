@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use amber_proto::{SandboxInfo, SandboxMode};
+use amber_proto::{NetworkMode, SandboxInfo, SandboxMode};
 
 /// Messages of a refused write (EROFS, EACCES, EPERM as tools print them).
 const WRITE_SIGNS: &[&str] = &[
@@ -86,10 +86,13 @@ pub fn refusal_note_with(
         .collect();
     let socket_words = contains_any(output, SOCKET_WORDS);
     let permission = contains_any(output, PERMISSION_SIGNS);
-    let network = !sandbox.network
-        && (contains_any(output, NETWORK_SIGNS)
-            || (permission && socket_words)
-            || runs_network_program(command));
+    let signs = contains_any(output, NETWORK_SIGNS) || (permission && socket_words);
+    let network = match sandbox.network_mode {
+        NetworkMode::On => false,
+        NetworkMode::Off => signs || runs_network_program(command),
+        // A network program may well succeed through the proxy: only a sign of failure counts.
+        NetworkMode::Allowlist => signs,
+    };
     let paths = refused_paths(output);
     let write = contains_any(output, WRITE_SIGNS) || !paths.is_empty() || (permission && !network);
     if !write && !network && named_hidden.is_empty() {
@@ -129,9 +132,15 @@ pub fn refusal_note_with(
         } else {
             format!("network access to {} was refused", targets.join(", "))
         };
-        parts.push(format!(
-            "{what}: this session's sandbox has no network (no IP sockets, loopback included, and no Unix sockets)"
-        ));
+        let why = match sandbox.network_mode {
+            NetworkMode::Allowlist => {
+                "this session's sandbox reaches the network only through amber's egress proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name it), and only the hosts its allowlist lets through; a program that ignores those variables reaches nothing, and its own loopback is all it has besides"
+            }
+            _ => {
+                "this session's sandbox has no network (no IP sockets, loopback included, and no Unix sockets)"
+            }
+        };
+        parts.push(format!("{what}: {why}"));
     }
     Some(format!(
         "[sandbox: {}. If the task needs it, call the tool again with `sandbox: false` to ask the user to run it unsandboxed.]",
@@ -222,10 +231,7 @@ mod tests {
     use super::*;
 
     fn on(network: bool) -> SandboxInfo {
-        SandboxInfo {
-            mode: SandboxMode::WorkspaceWrite,
-            network,
-        }
+        SandboxInfo::new(SandboxMode::WorkspaceWrite, NetworkMode::from_bool(network))
     }
 
     #[test]
@@ -261,6 +267,30 @@ mod tests {
     }
 
     #[test]
+    fn an_allowlist_sandbox_names_its_proxy_and_lets_a_working_download_be() {
+        let allowlist = SandboxInfo::new(SandboxMode::WorkspaceWrite, NetworkMode::Allowlist);
+        let out = "curl: (7) Failed to connect to 10.1.2.3 port 80: Network is unreachable";
+        let note =
+            refusal_note(allowlist, &[], "curl --noproxy '*' http://10.1.2.3/", out).unwrap();
+        assert!(
+            note.contains("egress proxy") && note.contains("HTTP_PROXY"),
+            "{note}"
+        );
+        assert!(!note.contains("has no network"), "{note}");
+        // Through the proxy, a network program's success says nothing of a refusal.
+        assert_eq!(
+            refusal_note(
+                allowlist,
+                &[],
+                "curl -s https://crates.io/",
+                "{\"ok\":true}"
+            ),
+            None
+        );
+        assert!(refusal_note(on(false), &[], "curl -s https://crates.io/", "").is_some());
+    }
+
+    #[test]
     fn a_refused_socket_is_a_network_refusal_naming_the_address() {
         let out = "/bin/bash: socket: Operation not permitted\n/bin/bash: line 1: /dev/tcp/127.0.0.1/22: Operation not permitted\n";
         let note = refusal_note(on(false), &[], "", out).unwrap();
@@ -275,10 +305,10 @@ mod tests {
     fn a_command_naming_amberds_socket_is_told_it_is_hidden() {
         let hidden = [PathBuf::from("/run/user/0/amber")];
         let note = refusal_note(
-            SandboxInfo {
-                mode: SandboxMode::WorkspaceWrite,
-                network: true,
-            },
+            SandboxInfo::new(
+                SandboxMode::WorkspaceWrite,
+                amber_proto::NetworkMode::from_bool(true),
+            ),
             &hidden,
             "curl --unix-socket /run/user/0/amber/amberd.sock http://x/",
             "curl: (7) Couldn't connect to server",
@@ -304,10 +334,7 @@ mod tests {
     #[test]
     fn clean_output_and_an_off_sandbox_get_no_note() {
         assert_eq!(refusal_note(on(false), &[], "", "all good\n"), None);
-        let off = SandboxInfo {
-            mode: SandboxMode::Off,
-            network: true,
-        };
+        let off = SandboxInfo::new(SandboxMode::Off, amber_proto::NetworkMode::from_bool(true));
         assert_eq!(refusal_note(off, &[], "", "x: Read-only file system"), None);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use amber_proto::SandboxMode;
+use amber_proto::{NetworkMode, SandboxMode};
 use serde::{Deserialize, Serialize};
 
 /// What one sandboxed command may write and reach.
@@ -14,6 +14,11 @@ pub struct SandboxSpec {
     pub mode: SandboxMode,
     /// IP sockets and Unix sockets allowed.
     pub network: bool,
+    /// The network by allowlist (with `network: false`): the command's namespace gets its
+    /// loopback up and the egress proxy's listener on this port, handed to amberd
+    /// (`crate::egress`); IP sockets are allowed, and TCP reaches only that port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressSpec>,
     /// The session's workspace root (writable in `WorkspaceWrite`, minus protected paths).
     pub workspace: PathBuf,
     /// The session's own temp directory (`TMPDIR`), writable in every mode.
@@ -60,6 +65,13 @@ pub struct SandboxSpec {
     pub in_place: bool,
 }
 
+/// Where an allowlist sandbox's proxy listens inside its namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EgressSpec {
+    pub port: u16,
+}
+
 /// A spec argument that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid sandbox spec: {0}")]
@@ -88,6 +100,15 @@ impl SandboxSpec {
         super::landlock_abi::effective_abi(kernel)
     }
 
+    /// What the command may reach, as sessions report it.
+    pub fn network_mode(&self) -> NetworkMode {
+        match (self.network, self.egress) {
+            (true, _) => NetworkMode::On,
+            (false, Some(_)) => NetworkMode::Allowlist,
+            (false, None) => NetworkMode::Off,
+        }
+    }
+
     /// The directories a command may write: the temp dir always, the workspace and the
     /// writable roots in `WorkspaceWrite`.
     pub fn writable(&self) -> Vec<PathBuf> {
@@ -109,6 +130,7 @@ mod tests {
         let spec = SandboxSpec {
             mode: SandboxMode::WorkspaceWrite,
             network: false,
+            egress: None,
             workspace: "/ws".into(),
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec!["/cache".into()],
@@ -154,6 +176,7 @@ mod tests {
         let spec = SandboxSpec {
             mode: SandboxMode::ReadOnly,
             network: true,
+            egress: None,
             workspace: "/ws".into(),
             tmp_dir: "/tmp/t".into(),
             writable_roots: vec!["/cache".into()],

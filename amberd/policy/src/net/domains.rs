@@ -115,6 +115,15 @@ impl HostPattern {
     }
 
     /// Whether `host` (already normalized) matches.
+    /// How much a pattern covers: 0 one host, 1 a domain's subdomains, 2 everything.
+    fn breadth(&self) -> u8 {
+        match self {
+            HostPattern::Exact(_) => 0,
+            HostPattern::Subdomains(_) => 1,
+            HostPattern::Any => 2,
+        }
+    }
+
     fn matches(&self, host: &str, host_is_ip: bool) -> bool {
         match self {
             HostPattern::Any => true,
@@ -185,13 +194,16 @@ impl DomainRules {
         self
     }
 
-    /// The verdict for `host` (a name or an IP literal, brackets allowed for IPv6).
+    /// The verdict for `host` (a name or an IP literal, brackets allowed for IPv6), by the
+    /// most specific entry that matches (an exact host over `*.suffix` over `*`), so the
+    /// audit names the entry that meant this host.
     pub fn decide(&self, host: &str) -> HostVerdict {
         let host = normalize(host.trim_start_matches('[').trim_end_matches(']'));
         let is_ip = host.parse::<std::net::IpAddr>().is_ok();
         let hit = |list: &[NamedPattern]| {
             list.iter()
-                .find(|p| p.pattern.matches(&host, is_ip))
+                .filter(|p| p.pattern.matches(&host, is_ip))
+                .min_by_key(|p| p.pattern.breadth())
                 .map(|p| p.source.clone())
         };
         if let Some(rule) = hit(&self.deny) {
@@ -297,6 +309,26 @@ mod tests {
         assert_eq!(
             all.decide("db.internal"),
             HostVerdict::Denied("*.internal".into())
+        );
+    }
+
+    #[test]
+    fn the_most_specific_entry_decides_whatever_the_order() {
+        let r = rules(&["*", "*.example.com", "api.example.com", "10.0.0.5"], &[]);
+        for (host, rule) in [
+            ("api.example.com", "api.example.com"),
+            ("www.example.com", "*.example.com"),
+            ("example.org", "*"),
+            ("10.0.0.5", "10.0.0.5"),
+            ("10.0.0.6", "*"),
+        ] {
+            assert_eq!(r.decide(host), HostVerdict::Allowed(rule.into()), "{host}");
+        }
+        let deny = rules(&["api.example.com"], &["*", "*.example.com"]);
+        assert_eq!(
+            deny.decide("api.example.com"),
+            HostVerdict::Denied("*.example.com".into()),
+            "deny wins, by its most specific entry"
         );
     }
 

@@ -267,7 +267,8 @@ async fn new(view: View<'_>, _args: &str) -> Result<CommandRunResult, CommandErr
         // not to stay read-only once it leaves read mode.
         sandbox: info.sandbox.map(|s| amber_proto::SandboxRequest {
             mode: (info.mode != Mode::Read).then_some(s.mode),
-            network: Some(s.network),
+            network: Some(s.network_mode),
+            ..Default::default()
         }),
         // `/new` starts beside this one: in its cwd, without a worktree of its own.
         worktree: None,

@@ -202,6 +202,7 @@ mod tests {
         use amber_exec::sandbox::{SandboxInfo, SandboxSpec};
         let spec = |mode, network| {
             ToolSandbox::On(Arc::new(SandboxSpec {
+                egress: None,
                 mode,
                 network,
                 workspace: "/ws".into(),

@@ -312,10 +312,10 @@ fn open_params(id: &str, workspace: PathBuf, services: &Services) -> SessionOpen
         session: id.to_owned(),
         workspace,
         // Until the first call says the mode's: the most careful one.
-        sandbox: SandboxInfo {
-            mode: SandboxMode::ReadOnly,
-            network: false,
-        },
+        sandbox: SandboxInfo::new(
+            SandboxMode::ReadOnly,
+            amber_proto::NetworkMode::from_bool(false),
+        ),
         // `[sandbox] writable_roots` are paths of amberd's machine.
         writable_roots: Vec::new(),
         // Hidden and masked there too, should the executor share amberd's machine.

@@ -14,6 +14,7 @@ pub(crate) mod mcp;
 pub(crate) mod mcp_asks;
 pub(crate) mod messages;
 pub(crate) mod metrics;
+pub(crate) mod network;
 mod rewind;
 pub(crate) mod routines;
 pub(crate) mod sandbox;
@@ -39,6 +40,7 @@ pub(crate) fn all(
 ) -> Vec<Arc<dyn Feature>> {
     vec![
         Arc::new(sandbox::SandboxFeature),
+        Arc::new(network::NetworkFeature::new(data_dir)),
         Arc::new(fleet::FleetFeature),
         Arc::new(environment::EnvironmentFeature::new()),
         Arc::new(hooks::HooksFeature::new(config, data_dir)),

@@ -13,7 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use amber_proto::{Mode, SandboxInfo, SandboxMode, SandboxRequest, SessionInfo, SessionNewParams};
+use amber_proto::{
+    Mode, NetworkMode, SandboxInfo, SandboxMode, SandboxRequest, SessionInfo, SessionNewParams,
+};
 use amber_store::SessionMeta;
 use futures::future::BoxFuture;
 
@@ -28,31 +30,30 @@ use amber_tools::sandbox::ToolSandbox;
 
 /// `session/new {sandbox}` over `[sandbox]`: each unset field takes the config's.
 pub(crate) fn requested(config: &SandboxConfig, request: Option<&SandboxRequest>) -> SandboxInfo {
-    SandboxInfo {
-        mode: request.and_then(|r| r.mode).unwrap_or(config.mode),
-        network: request.and_then(|r| r.network).unwrap_or(config.network),
-    }
+    SandboxInfo::new(
+        request.and_then(|r| r.mode).unwrap_or(config.mode),
+        request.and_then(|r| r.network).unwrap_or(config.network),
+    )
 }
 
 /// A request that asks for something, or `None`: an empty one is no request (the session
 /// follows the config).
 pub(crate) fn explicit(request: Option<SandboxRequest>) -> Option<SandboxRequest> {
-    request.filter(|r| r.mode.is_some() || r.network.is_some())
+    request.filter(|r| {
+        r.mode.is_some()
+            || r.network.is_some()
+            || !r.allow_domains.is_empty()
+            || !r.deny_domains.is_empty()
+    })
 }
 
 /// The sandbox in force for a session in `mode` that requested `requested`.
 pub(crate) fn effective(requested: SandboxInfo, mode: Mode) -> SandboxInfo {
     if mode == Mode::Read {
-        return SandboxInfo {
-            mode: SandboxMode::ReadOnly,
-            network: requested.network,
-        };
+        return SandboxInfo::new(SandboxMode::ReadOnly, requested.network_mode);
     }
     match requested.mode {
-        SandboxMode::Off => SandboxInfo {
-            mode: SandboxMode::Off,
-            network: true,
-        },
+        SandboxMode::Off => SandboxInfo::new(SandboxMode::Off, NetworkMode::On),
         _ => requested,
     }
 }
@@ -126,7 +127,7 @@ impl SessionSandbox {
 
     /// What to persist in the session's metadata.
     pub(crate) fn request(&self) -> Option<SandboxRequest> {
-        self.request
+        self.request.clone()
     }
 
     /// The sandbox in force in `mode`.
@@ -166,7 +167,7 @@ pub(crate) struct SandboxFeature;
 impl Feature for SandboxFeature {
     /// Only the explicit request is kept, so an unset field follows the config.
     fn prepare(&self, draft: &mut Draft<'_>) -> Result<(), SessionError> {
-        draft.meta.sandbox = explicit(draft.params.sandbox);
+        draft.meta.sandbox = explicit(draft.params.sandbox.clone());
         Ok(())
     }
 
@@ -174,7 +175,7 @@ impl Feature for SandboxFeature {
     fn shape_info(&self, new: &NewSession<'_>, info: &mut SessionInfo) -> Result<(), SessionError> {
         info.sandbox = Some(sandbox_of(
             &new.services.live().config.sandbox,
-            new.params.sandbox,
+            new.params.sandbox.clone(),
             info.mode,
         ));
         Ok(())
@@ -185,7 +186,7 @@ impl Feature for SandboxFeature {
     fn describe_stored(&self, meta: &mut SessionMeta, services: &Services) {
         meta.info.sandbox = Some(sandbox_of(
             &services.live().config.sandbox,
-            meta.sandbox,
+            meta.sandbox.clone(),
             meta.info.mode,
         ));
     }
@@ -194,7 +195,7 @@ impl Feature for SandboxFeature {
         let services = session.services;
         Some(Arc::new(SessionSandboxFeature {
             settings: SessionSandbox::new(
-                session.meta.sandbox,
+                session.meta.sandbox.clone(),
                 &services.live().config.sandbox,
                 services.sandbox.clone(),
             ),
@@ -259,7 +260,7 @@ mod tests {
     use super::*;
 
     fn info(mode: SandboxMode, network: bool) -> SandboxInfo {
-        SandboxInfo { mode, network }
+        SandboxInfo::new(mode, NetworkMode::from_bool(network))
     }
 
     #[test]
@@ -270,8 +271,8 @@ mod tests {
             info(SandboxMode::WorkspaceWrite, false)
         );
         let only_network = SandboxRequest {
-            mode: None,
-            network: Some(true),
+            network: Some(NetworkMode::On),
+            ..SandboxRequest::default()
         };
         assert_eq!(
             requested(&config, Some(&only_network)),
@@ -279,12 +280,12 @@ mod tests {
         );
         let config = SandboxConfig {
             mode: SandboxMode::ReadOnly,
-            network: true,
+            network: NetworkMode::On,
             ..SandboxConfig::default()
         };
         let only_mode = SandboxRequest {
             mode: Some(SandboxMode::Off),
-            network: None,
+            ..SandboxRequest::default()
         };
         assert_eq!(
             requested(&config, Some(&only_mode)),
@@ -383,7 +384,7 @@ mod tests {
         let off = SessionSandbox::new(
             Some(SandboxRequest {
                 mode: Some(SandboxMode::Off),
-                network: None,
+                ..SandboxRequest::default()
             }),
             &config,
             sandbox.env.clone(),

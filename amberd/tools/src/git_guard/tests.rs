@@ -293,6 +293,7 @@ fn the_spawned_spec_names_the_nested_checkouts_that_have_a_git() {
         }
     }
     let spec = SandboxSpec {
+        egress: None,
         mode: SandboxMode::WorkspaceWrite,
         network: false,
         workspace: p.ws.clone(),
@@ -310,6 +311,7 @@ fn the_spawned_spec_names_the_nested_checkouts_that_have_a_git() {
     let (_, spawned) = GitGuard::around(&spec).unwrap();
     assert_eq!(spawned.nested_checkouts, vec![PathBuf::from("a/sub")]);
     let read_only = SandboxSpec {
+        egress: None,
         mode: SandboxMode::ReadOnly,
         ..spec
     };

@@ -149,6 +149,12 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
     let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
     let chosen = super::sandbox::choose(&ctx.session.sandbox(), wants_unsandboxed, ctx.unsandboxed)
         .map_err(ToolOutcome::denied)?;
+    let origin = super::egress::EgressOrigin {
+        log: Default::default(),
+        call_id: ctx.call_id.clone(),
+        process: None,
+        turn: ctx.cancel.clone(),
+    };
     let info = ctx
         .session
         .processes
@@ -158,6 +164,7 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
             &ctx.session.tool_env(),
             ctx.session.session_id(),
             chosen.spawn(),
+            |spawn| super::egress::link(spawn, &ctx.session, origin),
         )
         .map_err(failed)?;
     Ok(ToolOutcome::ok(format!(

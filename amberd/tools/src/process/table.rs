@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ring::Ring;
 use crate::bash::decode;
+use crate::egress::Linked;
 use crate::git_guard::GitGuard;
 use crate::sandbox::{RefusalCheck, SpawnSandbox};
 use amber_exec::env_policy::ToolEnv;
@@ -224,6 +225,7 @@ impl ProcessTable {
         env: &ToolEnv,
         session: &str,
         sandbox: SpawnSandbox<'_>,
+        egress: impl FnOnce(&SpawnSandbox<'_>) -> Result<Option<Linked>, String>,
     ) -> Result<ProcessInfo, ProcessError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProcessError::NoRuntime)?;
         let mut table = self.lock();
@@ -246,9 +248,14 @@ impl ProcessTable {
             Some((_, spec)) => SpawnSandbox::Sandboxed(spec),
             None => sandbox,
         };
-        let (reader, child) = {
+        let (reader, child, serving) = {
             let _enter = runtime.enter();
-            spawn_shell(command, cwd, env, spawn).map_err(ProcessError::Spawn)?
+            let linked =
+                egress(&spawn).map_err(|why| ProcessError::Spawn(io::Error::other(why)))?;
+            let (end, serving) = linked.map(|linked| (linked.child, linked.serving)).unzip();
+            let (reader, child) =
+                spawn_shell(command, cwd, env, spawn, end).map_err(ProcessError::Spawn)?;
+            (reader, child, serving)
         };
         let git_guard = guarded.map(|(guard, _)| guard);
         let Some(pid) = child.id() else {
@@ -283,7 +290,11 @@ impl ProcessTable {
         };
         let info = entry.info();
         table.entries.push(entry);
-        runtime.spawn(supervise(child, reader, group, pgid, shared, git_guard));
+        runtime.spawn(async move {
+            supervise(child, reader, group, pgid, shared, git_guard).await;
+            // Its proxy serves until the process has ended.
+            drop(serving);
+        });
         Ok(info)
     }
 

@@ -37,6 +37,7 @@ impl Gate for Answers {
 
 fn sandbox_on(workspace: &Path) -> ToolSandbox {
     ToolSandbox::On(Arc::new(SandboxSpec {
+        egress: None,
         masked: Vec::new(),
         allow_unix_sockets: Vec::new(),
         nested_checkouts: Vec::new(),
@@ -55,10 +56,10 @@ fn sandbox_on(workspace: &Path) -> ToolSandbox {
 
 fn unavailable() -> ToolSandbox {
     ToolSandbox::Unavailable {
-        info: SandboxInfo {
-            mode: SandboxMode::WorkspaceWrite,
-            network: false,
-        },
+        info: SandboxInfo::new(
+            SandboxMode::WorkspaceWrite,
+            amber_proto::NetworkMode::from_bool(false),
+        ),
         reason: "Landlock is not available in this kernel".into(),
     }
 }

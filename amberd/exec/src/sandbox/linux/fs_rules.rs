@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use super::mounts::Plan;
@@ -95,7 +95,23 @@ pub(super) fn restrict(spec: &SandboxSpec, plan: &Plan, version: u32) -> Result<
         }
     }
     created = with_devices(created, abi)?;
+    created = with_proxy_port(spec, created, version)?;
     enforce(created, version)
+}
+
+/// In an allowlist sandbox: TCP may connect to the proxy's port, and to nothing else (its
+/// namespace has nothing else to reach; this is the second wall).
+fn with_proxy_port(
+    spec: &SandboxSpec,
+    created: RulesetCreated,
+    version: u32,
+) -> Result<RulesetCreated, SandboxError> {
+    match &spec.egress {
+        Some(egress) if has(version, LandlockFeature::NetTcp) => created
+            .add_rule(NetPort::new(egress.port, AccessNet::ConnectTcp))
+            .map_err(err),
+        _ => Ok(created),
+    }
 }
 
 /// `created` with the rules that let the device nodes of [`WRITABLE_DEVICES`] be written.

@@ -7,6 +7,7 @@
 //! `exec`s the command right after. Nothing here is async-signal-unsafe for that reason.
 
 mod caps;
+mod egress;
 mod fs_rules;
 mod mounts;
 mod namespaces;
@@ -56,6 +57,15 @@ pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
         }
         Err(err) => return Err(err),
     };
+    if let Some(proxy) = &spec.egress {
+        // Without a namespace of its own the command keeps the network off (the seccomp
+        // filter below): amberd reads the closed link as "no proxy".
+        if isolated {
+            egress::open(proxy)?;
+        } else {
+            egress::decline();
+        }
+    }
     if isolated {
         plan.apply()?;
     }
@@ -68,6 +78,7 @@ pub(super) fn enforce(spec: &SandboxSpec) -> Result<(), SandboxError> {
     }
     syscalls::install(
         spec.network,
+        spec.egress.is_some() && isolated,
         !spec.allow_unix_sockets.is_empty(),
         guard,
         !isolated,

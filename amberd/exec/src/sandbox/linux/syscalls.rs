@@ -218,6 +218,7 @@ fn pgid_of(pid: libc::pid_t) -> libc::pid_t {
 /// no Unix socket ever, no netlink without the network, no IPC).
 pub(super) fn install(
     network: bool,
+    egress: bool,
     unix_sockets: bool,
     signals: Option<SignalGuard>,
     shared_host: bool,
@@ -326,6 +327,17 @@ pub(super) fn install(
     if !network && shared_host {
         // Without a network namespace netlink would read the host's own.
         rules.insert(libc::SYS_socket, Vec::new());
+    } else if !network && egress {
+        // The allowlist's namespace: IP sockets reach its loopback (the proxy) and nothing
+        // else; still no Unix socket.
+        let refused = [libc::AF_NETLINK, libc::AF_INET, libc::AF_INET6]
+            .into_iter()
+            .map(|family| {
+                let family = u64::from(family.unsigned_abs());
+                cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.insert(libc::SYS_socket, vec![rule(refused)?]);
     } else if !network {
         let netlink = u64::from(libc::AF_NETLINK.unsigned_abs());
         rules.insert(

@@ -1,0 +1,580 @@
+//! The network by allowlist, end to end: real clients (curl, Python) in the real sandbox
+//! reach a "remote" host — an HTTP server in a network namespace of the test's own — only
+//! through amberd's egress proxy, and only where the allowlist lets them; a process that
+//! ignores the proxy reaches nothing; private-address tricks (IP literals in every
+//! spelling, names resolving to loopback, redirects) are refused whatever the allowlist
+//! says; and every connection is a durable `network_connection` event.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use amber_mock_llm::{MockLlm, MockTurn};
+use amber_tests::TestDaemon;
+use amber_tests::netns::NetNs;
+use amber_tests::steps::{FAST_RETRIES, done, spawn_config};
+use serde_json::{Value, json};
+
+/// What the remote server answers `/hello.txt` with.
+const SENTINEL: &str = "hello-from-the-remote-host";
+
+/// The remote's port.
+const PORT: u16 = 8080;
+
+/// An HTTP server on the namespace's address: `/hello.txt`, and `/redirect?to=URL`.
+struct Remote {
+    child: Child,
+    netns: NetNs,
+}
+
+impl Remote {
+    fn start() -> Remote {
+        Remote::numbered(0)
+    }
+
+    /// The `index`th remote of this test (0..4), each a "machine" of its own.
+    fn numbered(index: u32) -> Remote {
+        let netns = NetNs::numbered(index);
+        let script = format!(
+            r#"
+import http.server, urllib.parse
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        if url.path == "/redirect":
+            to = urllib.parse.parse_qs(url.query)["to"][0]
+            self.send_response(302); self.send_header("Location", to)
+            self.send_header("Content-Length", "0"); self.end_headers(); return
+        body = b"{SENTINEL}\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(body)))
+        self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("{addr}", {PORT}), H).serve_forever()
+"#,
+            addr = netns.addr
+        );
+        let child = Command::new("ip")
+            .args(["netns", "exec", &netns.name, "python3", "-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the remote server");
+        let remote = Remote { child, netns };
+        remote.wait_ready();
+        remote
+    }
+
+    fn wait_ready(&self) {
+        for _ in 0..100 {
+            if std::net::TcpStream::connect((self.netns.addr.as_str(), PORT)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the remote server did not start");
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}:{PORT}{path}", self.netns.addr)
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A listener on the host's loopback that counts who reached it: what the proxy must never
+/// connect a sandboxed command to.
+struct Sentinel {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Sentinel {
+    fn start() -> Sentinel {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&hits);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Sentinel { port, hits }
+    }
+}
+
+/// A yolo session of the config's sandbox that runs `batch` — `(call id, command)` pairs,
+/// side by side in one turn — and returns the turn's events.
+async fn run_batch(daemon: &TestDaemon, mock: &MockLlm, batch: &[(&str, String)]) -> Vec<Value> {
+    let client = amber_tests::steps::connect(daemon).await;
+    let params = amber_proto::SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        ..amber_proto::SessionNewParams::default()
+    };
+    let sid = amber_tests::steps::within("session/new", client.session_new(&params))
+        .await
+        .unwrap()
+        .session_id;
+    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
+    mock.push([
+        amber_tests::tool_calls::calls(
+            batch
+                .iter()
+                .map(|(id, cmd)| {
+                    amber_tests::tool_calls::call(
+                        id,
+                        "bash",
+                        &json!({ "command": cmd, "timeout_ms": 60_000 }),
+                    )
+                })
+                .collect(),
+        ),
+        MockTurn::text("Ran."),
+        done(),
+    ]);
+    amber_tests::steps::prompt_turn(&client, &mut events, &sid, "run").await
+}
+
+/// The `network_connection` events of `events` whose call is `call_id`.
+fn connections<'a>(events: &'a [Value], call_id: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "network_connection" && e["callId"] == call_id)
+        .collect()
+}
+
+fn allowlist_config(allow: &[&str], deny: &[&str]) -> String {
+    format!(
+        "{FAST_RETRIES}[sandbox]\nnetwork = \"allowlist\"\nallow_domains = {}\ndeny_domains = {}\n",
+        json!(allow),
+        json!(deny)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_host_is_reached_through_the_proxy_and_nothing_else_is() {
+    let remote = Remote::start();
+    let sentinel = Sentinel::start();
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(
+        &mock,
+        &allowlist_config(&[&remote.netns.addr, "*.example"], &["blocked.example"]),
+    );
+    let hello = remote.url("/hello.txt");
+    let addr = remote.netns.addr.clone();
+    let batch = [
+        ("allowed", format!("curl -sS --max-time 20 {hello}")),
+        (
+            "socks",
+            format!("curl -sS --max-time 20 --proxy \"$ALL_PROXY\" {hello}"),
+        ),
+        (
+            "no_proxy",
+            format!("curl -sS --noproxy '*' --max-time 5 {hello}; echo \"rc=$?\""),
+        ),
+        (
+            "raw_socket",
+            format!(
+                "python3 -c \"import socket; socket.create_connection(('{addr}', {PORT}), timeout=3)\" 2>&1 | tail -1; echo done"
+            ),
+        ),
+        (
+            "unlisted",
+            "curl -sS --max-time 20 -o /dev/null -w '%{http_code}' http://unlisted.test/ ; echo".to_owned(),
+        ),
+        (
+            "denied",
+            "curl -sS --max-time 20 https://blocked.example/ 2>&1; echo \"rc=$?\"".to_owned(),
+        ),
+        (
+            "header",
+            "curl -sS --max-time 20 -D - -o /dev/null http://unlisted.test/ | tr -d '\\r' | grep -i '^x-amber-refusal'".to_owned(),
+        ),
+    ];
+    let turn = run_batch(&daemon, &mock, &batch).await;
+    let output = |id: &str| amber_tests::tool_calls::result_of(&turn, id).1;
+
+    assert!(
+        output("allowed").contains(SENTINEL),
+        "{}",
+        output("allowed")
+    );
+    assert!(output("socks").contains(SENTINEL), "{}", output("socks"));
+    let direct = output("no_proxy");
+    assert!(
+        !direct.contains(SENTINEL) && !direct.contains("rc=0"),
+        "{direct}"
+    );
+    let raw = output("raw_socket");
+    assert!(
+        raw.contains("unreachable") || raw.contains("Errno"),
+        "{raw}"
+    );
+    let unlisted = output("unlisted");
+    assert!(unlisted.contains("403"), "{unlisted}");
+    // The model reads why, in the call's result.
+    assert!(
+        unlisted.contains("[egress proxy:") && unlisted.contains("unlisted.test:80 denied"),
+        "{unlisted}"
+    );
+    let denied = output("denied");
+    assert!(
+        denied.contains("403") && !denied.contains("rc=0"),
+        "{denied}"
+    );
+    let header = output("header");
+    assert!(
+        header.contains("unlisted.test") && header.contains("allowlist"),
+        "{header}"
+    );
+
+    let allowed = connections(&turn, "allowed");
+    assert_eq!(allowed.len(), 1, "{allowed:?}");
+    let allowed = allowed[0];
+    assert_eq!(allowed["verdict"], "allowed", "{allowed}");
+    assert_eq!(allowed["host"], addr.as_str());
+    assert_eq!(allowed["port"], PORT);
+    assert_eq!(allowed["protocol"], "http");
+    assert_eq!(allowed["rule"], addr.as_str());
+    assert!(
+        allowed["bytesReceived"].as_u64().unwrap() > SENTINEL.len() as u64,
+        "{allowed}"
+    );
+    assert!(allowed["bytesSent"].as_u64().unwrap() > 0, "{allowed}");
+    assert!(allowed["seq"].is_u64(), "durable: {allowed}");
+    let socks = connections(&turn, "socks");
+    assert_eq!(socks.len(), 1, "{socks:?}");
+    assert_eq!(socks[0]["protocol"], "socks5");
+    assert_eq!(socks[0]["verdict"], "allowed");
+    assert!(connections(&turn, "no_proxy").is_empty());
+    let unlisted = connections(&turn, "unlisted");
+    assert_eq!(unlisted[0]["verdict"], "denied", "{unlisted:?}");
+    assert!(
+        unlisted[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not on the network allowlist")
+    );
+    let denied = connections(&turn, "denied");
+    assert_eq!(denied[0]["verdict"], "denied", "{denied:?}");
+    assert_eq!(denied[0]["protocol"], "connect");
+    assert_eq!(denied[0]["rule"], "blocked.example");
+    assert_eq!(sentinel.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn private_addresses_are_refused_in_every_spelling_and_through_redirects() {
+    let remote = Remote::start();
+    let sentinel = Sentinel::start();
+    let mock = MockLlm::start(Vec::new()).await;
+    // Every name allowed, and the remote's address: what is refused here is refused by
+    // address, whatever the allowlist says.
+    let daemon = spawn_config(&mock, &allowlist_config(&["*", &remote.netns.addr], &[]));
+    let port = sentinel.port;
+    let spellings = [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://2130706433:{port}/"),
+        format!("http://0x7f.1:{port}/"),
+        format!("http://0177.0.0.1:{port}/"),
+        format!("http://127.1:{port}/"),
+        format!("http://[::1]:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://localhost:{port}/"),
+        format!("http://169.254.169.254:{port}/"),
+        format!("http://0.0.0.0:{port}/"),
+    ];
+    // Through the proxy even where NO_PROXY would send them straight to the sandbox's own
+    // loopback: the proxy is the one under test.
+    let through = spellings
+        .iter()
+        .map(|url| {
+            format!(
+                "curl -s -o /dev/null -w '%{{http_code}} ' --proxy \"$HTTP_PROXY\" --noproxy '' --max-time 10 '{url}'"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let tunnels = spellings
+        .iter()
+        .map(|url| {
+            format!(
+                "curl -s -o /dev/null -w '%{{http_code}} ' -p --proxy \"$HTTP_PROXY\" --noproxy '' --max-time 10 '{url}'"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let redirect = remote.url(&format!("/redirect?to=http://127.0.0.1:{port}/"));
+    let batch = [
+        ("plain", through),
+        ("tunnels", tunnels),
+        (
+            "redirect",
+            // Every hop through the proxy (NO_PROXY would send the second straight to the
+            // sandbox's own loopback, which holds nothing either).
+            format!("curl -fsS -L --noproxy '' --max-time 20 '{redirect}' 2>&1; echo \"rc=$?\""),
+        ),
+    ];
+    let turn = run_batch(&daemon, &mock, &batch).await;
+    let output = |id: &str| amber_tests::tool_calls::result_of(&turn, id).1;
+    for id in ["plain", "tunnels"] {
+        let codes = output(id);
+        let codes: Vec<&str> = codes
+            .split_whitespace()
+            .filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        assert_eq!(codes.len(), spellings.len(), "{id}: {}", output(id));
+        assert!(
+            codes.iter().all(|c| *c == "403" || *c == "000"),
+            "{id}: {codes:?}"
+        );
+        let refused = connections(&turn, id);
+        assert!(
+            refused.iter().all(|c| c["verdict"] == "denied"),
+            "{id}: {refused:?}"
+        );
+    }
+    let redirect = output("redirect");
+    assert!(!redirect.contains("rc=0"), "{redirect}");
+    let hops = connections(&turn, "redirect");
+    // Published as each ends: the refused hop may come first.
+    assert_eq!(hops.len(), 2, "{hops:?}");
+    let allowed = hops.iter().find(|h| h["verdict"] == "allowed").unwrap();
+    assert_eq!(allowed["host"], remote.netns.addr.as_str());
+    let refused = hops.iter().find(|h| h["verdict"] == "denied").unwrap();
+    assert_eq!(refused["host"], "127.0.0.1");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("loopback"),
+        "{hops:?}"
+    );
+    assert_eq!(
+        sentinel.hits.load(Ordering::SeqCst),
+        0,
+        "a private address was reached"
+    );
+}
+
+/// The approval of a connection from session `sid` whose command reaches `host`, answered
+/// with `decision`; returns the request.
+async fn answer_network_approval(
+    approver: &amber_client::Client,
+    events: &mut amber_tests::steps::Events,
+    sid: &str,
+    host: &str,
+    decision: amber_proto::Decision,
+) -> Value {
+    let (_, asked) = amber_tests::tool_calls::next_approval(events).await;
+    assert_eq!(asked["tool"], "network", "{asked}");
+    assert_eq!(asked["arguments"]["host"], host, "{asked}");
+    assert_eq!(asked["arguments"]["port"], PORT, "{asked}");
+    assert_eq!(asked["personOnly"], true, "{asked}");
+    assert_eq!(asked["scope"], format!("host:{host}"), "{asked}");
+    let rid = amber_tests::tool_calls::request_id(&asked);
+    assert!(
+        amber_tests::tool_calls::respond(approver, sid, &rid, decision)
+            .await
+            .unwrap()
+    );
+    asked
+}
+
+/// A turn of session `sid` that runs `curl URL` once.
+fn curl_turn(mock: &MockLlm, call_id: &str, url: &str) {
+    mock.push([
+        amber_tests::tool_calls::bash(call_id, &format!("curl -sS --max-time 30 {url}")),
+        MockTurn::text("Ran."),
+        done(),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlisted_host_is_asked_and_the_answer_holds_as_chosen() {
+    use amber_proto::Decision;
+    let session_host = Remote::numbered(0);
+    let denied_host = Remote::numbered(1);
+    let always_host = Remote::numbered(2);
+    let mock = MockLlm::start(Vec::new()).await;
+    let mut daemon = spawn_config(&mock, &allowlist_config(&[], &[]));
+    let approver = amber_tests::tool_calls::connect_approver(&daemon).await;
+    let sid =
+        amber_tests::steps::new_session(&approver, &daemon, Some(amber_proto::Mode::Yolo)).await;
+    let mut events = amber_tests::steps::Events::live(&approver, &sid).await;
+
+    // Allowed for the session: reached, and the next command is not asked again.
+    curl_turn(&mock, "first", &session_host.url("/hello.txt"));
+    approver.session_prompt(&sid, "fetch").await.unwrap();
+    answer_network_approval(
+        &approver,
+        &mut events,
+        &sid,
+        &session_host.netns.addr,
+        Decision::AllowSession,
+    )
+    .await;
+    let turn = events.turn().await;
+    let (_, output) = amber_tests::tool_calls::result_of(&turn, "first");
+    assert!(output.contains(SENTINEL), "{output}");
+    assert_eq!(
+        connections(&turn, "first")[0]["rule"],
+        "approved for the session"
+    );
+    curl_turn(&mock, "again", &session_host.url("/hello.txt"));
+    let turn = amber_tests::steps::prompt_turn(&approver, &mut events, &sid, "again").await;
+    assert!(
+        amber_tests::steps::of_type(&turn, "approval_requested").is_empty(),
+        "asked again: {turn:#?}"
+    );
+    assert!(
+        amber_tests::tool_calls::result_of(&turn, "again")
+            .1
+            .contains(SENTINEL)
+    );
+
+    // Denied: refused with the reason, and the model reads it.
+    curl_turn(&mock, "denied", &denied_host.url("/hello.txt"));
+    approver.session_prompt(&sid, "fetch").await.unwrap();
+    answer_network_approval(
+        &approver,
+        &mut events,
+        &sid,
+        &denied_host.netns.addr,
+        Decision::Deny,
+    )
+    .await;
+    let turn = events.turn().await;
+    let (_, output) = amber_tests::tool_calls::result_of(&turn, "denied");
+    assert!(!output.contains(SENTINEL), "{output}");
+    assert!(
+        output.contains("the user denied the connection"),
+        "{output}"
+    );
+    assert_eq!(connections(&turn, "denied")[0]["verdict"], "denied");
+
+    // Allowed always: kept for every later session, across a restart.
+    curl_turn(&mock, "always", &always_host.url("/hello.txt"));
+    approver.session_prompt(&sid, "fetch").await.unwrap();
+    answer_network_approval(
+        &approver,
+        &mut events,
+        &sid,
+        &always_host.netns.addr,
+        Decision::AllowAlways,
+    )
+    .await;
+    let turn = events.turn().await;
+    assert!(
+        amber_tests::tool_calls::result_of(&turn, "always")
+            .1
+            .contains(SENTINEL)
+    );
+    drop(events);
+    drop(approver);
+    daemon.restart();
+    let approver = amber_tests::tool_calls::connect_approver(&daemon).await;
+    let other =
+        amber_tests::steps::new_session(&approver, &daemon, Some(amber_proto::Mode::Yolo)).await;
+    let mut events = amber_tests::steps::Events::live(&approver, &other).await;
+    curl_turn(&mock, "later", &always_host.url("/hello.txt"));
+    let turn = amber_tests::steps::prompt_turn(&approver, &mut events, &other, "later").await;
+    assert!(
+        amber_tests::steps::of_type(&turn, "approval_requested").is_empty(),
+        "asked again: {turn:#?}"
+    );
+    assert!(
+        amber_tests::tool_calls::result_of(&turn, "later")
+            .1
+            .contains(SENTINEL)
+    );
+    assert_eq!(connections(&turn, "later")[0]["rule"], "approved always");
+    // …and only that host: the session-wide answer stayed with its session.
+    curl_turn(&mock, "not_kept", &session_host.url("/hello.txt"));
+    approver.session_prompt(&other, "fetch").await.unwrap();
+    answer_network_approval(
+        &approver,
+        &mut events,
+        &other,
+        &session_host.netns.addr,
+        Decision::Deny,
+    )
+    .await;
+    events.turn().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amber_cli_shows_the_audit_trail_and_a_headless_run_says_what_was_refused() {
+    let remote = Remote::start();
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &allowlist_config(&[&remote.netns.addr], &[]));
+    mock.push([
+        amber_tests::tool_calls::calls(vec![
+            amber_tests::tool_calls::call(
+                "ok",
+                "bash",
+                &json!({"command": format!("curl -sS --max-time 20 {}", remote.url("/hello.txt"))}),
+            ),
+            amber_tests::tool_calls::call(
+                "refused",
+                "bash",
+                &json!({"command": "curl -sS --max-time 20 https://exfil.test/ 2>&1; true"}),
+            ),
+        ]),
+        MockTurn::text("Ran."),
+        done(),
+    ]);
+    let mut run = daemon.cli();
+    run.args([
+        "run",
+        "--json",
+        "--no-autostart",
+        "--yes",
+        "--mode",
+        "yolo",
+        "fetch it",
+    ]);
+    let (_, stdout, _) = amber_tests::steps::run_bounded(run);
+    let result: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["type"] == "result")
+        .unwrap_or_else(|| panic!("no result line: {stdout}"));
+    let network = &result["network"];
+    assert_eq!(network["allowed"], 1, "{result}");
+    assert_eq!(network["denied"], 1, "{result}");
+    assert_eq!(network["refused"][0]["host"], "exfil.test", "{result}");
+    assert!(network["bytesReceived"].as_u64().unwrap() > 0, "{result}");
+    let sid = result["sessionId"].as_str().unwrap();
+    let mut show = daemon.cli();
+    show.args(["sessions", "show", sid]);
+    let (code, text, stderr) = amber_tests::steps::run_bounded(show);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        text.contains("2 connections through the egress proxy: 1 allowed, 1 refused"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "[ok] network: {}:{PORT} allowed ({})",
+            remote.netns.addr, remote.netns.addr
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("[refused] network: exfil.test:443 denied"),
+        "{text}"
+    );
+    let json = daemon
+        .cli()
+        .args(["sessions", "show", "--json", sid])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["network"].as_array().unwrap().len(), 2, "{json}");
+}
