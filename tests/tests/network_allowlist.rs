@@ -88,6 +88,62 @@ impl Drop for Remote {
     }
 }
 
+/// A package registry (npm and PyPI) and a git host (dumb HTTP) on a namespace's address,
+/// served by `tests/fixtures/registry.py`.
+struct Registry {
+    child: Child,
+    netns: NetNs,
+    _root: tempfile::TempDir,
+}
+
+impl Registry {
+    const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/registry.py");
+
+    fn start(index: u32) -> Registry {
+        let netns = NetNs::numbered(index);
+        let root = tempfile::tempdir().unwrap();
+        let base = format!("http://{}:{PORT}", netns.addr);
+        let built = Command::new("python3")
+            .args([Self::SCRIPT, "build"])
+            .arg(root.path())
+            .arg(&base)
+            .output()
+            .unwrap();
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &netns.name, "python3", Self::SCRIPT, "serve"])
+            .arg(root.path())
+            .args([netns.addr.as_str(), &PORT.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the registry");
+        let registry = Registry {
+            child,
+            netns,
+            _root: root,
+        };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect((registry.netns.addr.as_str(), PORT)).is_ok() {
+                return registry;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the registry did not start");
+    }
+
+    fn base(&self) -> String {
+        format!("http://{}:{PORT}", self.netns.addr)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A listener on the host's loopback that counts who reached it: what the proxy must never
 /// connect a sandboxed command to.
 struct Sentinel {
@@ -196,6 +252,14 @@ async fn an_allowed_host_is_reached_through_the_proxy_and_nothing_else_is() {
             "curl -sS --max-time 20 https://blocked.example/ 2>&1; echo \"rc=$?\"".to_owned(),
         ),
         (
+            // A tunnel to the allowed address whose TLS names another host: domain
+            // fronting, refused before a byte of it passes.
+            "fronted",
+            format!(
+                "curl -sS -k --max-time 20 --connect-to front.test:443:{addr}:{PORT} https://front.test/ 2>&1; echo \"rc=$?\""
+            ),
+        ),
+        (
             "header",
             "curl -sS --max-time 20 -D - -o /dev/null http://unlisted.test/ | tr -d '\\r' | grep -i '^x-amber-refusal'".to_owned(),
         ),
@@ -268,6 +332,15 @@ async fn an_allowed_host_is_reached_through_the_proxy_and_nothing_else_is() {
     assert_eq!(denied[0]["verdict"], "denied", "{denied:?}");
     assert_eq!(denied[0]["protocol"], "connect");
     assert_eq!(denied[0]["rule"], "blocked.example");
+    let fronted = output("fronted");
+    assert!(!fronted.contains("rc=0"), "{fronted}");
+    let fronted = connections(&turn, "fronted");
+    assert_eq!(fronted.len(), 1, "{fronted:?}");
+    assert_eq!(fronted[0]["verdict"], "denied", "{fronted:?}");
+    assert_eq!(fronted[0]["host"], addr.as_str());
+    let reason = fronted[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("carries TLS for front.test"), "{reason}");
+    assert_eq!(fronted[0]["bytesSent"], 0, "nothing of the hello passed: {fronted:?}");
     assert_eq!(sentinel.hits.load(Ordering::SeqCst), 0);
 }
 
@@ -577,4 +650,148 @@ async fn amber_cli_shows_the_audit_trail_and_a_headless_run_says_what_was_refuse
         .unwrap();
     let json: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(json["network"].as_array().unwrap().len(), 2, "{json}");
+}
+
+/// What the registry fixture's packages and repository hold.
+const FIXTURE_MARK: &str = "amber-registry-fixture";
+
+/// `git clone`, `pip download` and `npm install` in the sandbox, as a person would run them,
+/// against `base`.
+fn package_commands(base: &str, addr: &str) -> [(&'static str, String); 3] {
+    // Each run in a directory of its own: the commands of two registries run side by side.
+    let tmp = format!("$TMPDIR/{}", addr.replace('.', "-"));
+    [
+        (
+            "git",
+            format!(
+                "git clone -q {base}/git/demo.git \"{tmp}/demo\" 2>&1 && cat \"{tmp}/demo/README\""
+            ),
+        ),
+        (
+            "pip",
+            format!(
+                "python3 -m pip download demo-pkg --no-deps --no-cache-dir \
+                 --disable-pip-version-check --index-url {base}/simple --trusted-host {addr} \
+                 -d \"{tmp}/dl\" 2>&1 && python3 -c 'import sys, zipfile; \
+                 print(zipfile.ZipFile(sys.argv[1]).read(\"demo_pkg/__init__.py\").decode())' \
+                 \"{tmp}\"/dl/demo_pkg-1.0-py3-none-any.whl"
+            ),
+        ),
+        (
+            "npm",
+            format!(
+                "mkdir -p \"{tmp}/proj\" && cd \"{tmp}/proj\" && \
+                 echo '{{\"name\":\"x\",\"version\":\"1.0.0\"}}' > package.json && \
+                 npm install demo-pkg --registry {base}/ --cache \"{tmp}/npm-cache\" \
+                 --no-audit --no-fund --no-update-notifier 2>&1 && cat node_modules/demo-pkg/index.js"
+            ),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn git_pip_and_npm_fetch_from_an_allowed_registry_and_not_from_another() {
+    let allowed = Registry::start(0);
+    let other = Registry::start(1);
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &allowlist_config(&[&allowed.netns.addr], &[]));
+    let mut batch: Vec<(&str, String)> = package_commands(&allowed.base(), &allowed.netns.addr)
+        .into_iter()
+        .collect();
+    let refused = package_commands(&other.base(), &other.netns.addr);
+    batch.extend(
+        refused
+            .iter()
+            .map(|(tool, command)| match *tool {
+                "git" => ("git_other", command.clone()),
+                "pip" => ("pip_other", command.clone()),
+                _ => ("npm_other", command.clone()),
+            }),
+    );
+    let turn = run_batch(&daemon, &mock, &batch).await;
+    for tool in ["git", "pip", "npm"] {
+        let (status, output) = amber_tests::tool_calls::result_of(&turn, tool);
+        assert_eq!(status, "ok", "{tool}: {output}");
+        assert!(output.contains(FIXTURE_MARK), "{tool}: {output}");
+        let seen = connections(&turn, tool);
+        assert!(!seen.is_empty(), "{tool}: no connection recorded");
+        for connection in &seen {
+            assert_eq!(connection["verdict"], "allowed", "{tool}: {connection}");
+            assert_eq!(connection["host"], allowed.netns.addr.as_str());
+            assert_eq!(connection["rule"], allowed.netns.addr.as_str());
+        }
+        let other_id = format!("{tool}_other");
+        let (_, output) = amber_tests::tool_calls::result_of(&turn, &other_id);
+        assert!(!output.contains(FIXTURE_MARK), "{other_id}: {output}");
+        assert!(output.contains("[egress proxy:"), "{other_id}: {output}");
+        let seen = connections(&turn, &other_id);
+        assert!(!seen.is_empty(), "{other_id}: no connection recorded");
+        assert!(seen.iter().all(|c| c["verdict"] == "denied"), "{other_id}: {seen:?}");
+    }
+}
+
+/// A plain-text page on the host's loopback, for `fetch` (which runs in amberd, not in the
+/// sandbox); its port.
+fn page_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let body = format!("{SENTINEL}\n");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fetch_follows_the_same_allowlist() {
+    let port = page_server();
+    let mock = MockLlm::start(Vec::new()).await;
+    // Private addresses are fetch's own switch; the allowlist says which hosts go unasked.
+    let config = format!(
+        "{FAST_RETRIES}[tools]\nfetch = true\nfetch_allow_private = true\n\
+         [sandbox]\nnetwork = \"allowlist\"\nallow_domains = [\"127.0.0.1\"]\n\
+         deny_domains = [\"localhost\"]\n"
+    );
+    let daemon = spawn_config(&mock, &config);
+    // An approver is there: nothing below may need one.
+    let approver = amber_tests::tool_calls::connect_approver(&daemon).await;
+    let sid = amber_tests::steps::new_session(&approver, &daemon, Some(amber_proto::Mode::Write)).await;
+    let mut events = amber_tests::steps::Events::live(&approver, &sid).await;
+    mock.push([
+        amber_tests::tool_calls::calls(vec![
+            amber_tests::tool_calls::call(
+                "allowed",
+                "fetch",
+                &json!({"url": format!("http://127.0.0.1:{port}/page")}),
+            ),
+            amber_tests::tool_calls::call(
+                "denied",
+                "fetch",
+                &json!({"url": format!("http://localhost:{port}/page")}),
+            ),
+        ]),
+        MockTurn::text("Fetched."),
+        done(),
+    ]);
+    let turn = amber_tests::steps::prompt_turn(&approver, &mut events, &sid, "fetch").await;
+    assert!(
+        amber_tests::steps::of_type(&turn, "approval_requested").is_empty(),
+        "the allowlist decided both: {turn:#?}"
+    );
+    let (status, output) = amber_tests::tool_calls::result_of(&turn, "allowed");
+    assert_eq!(status, "ok", "{output}");
+    assert!(output.contains(SENTINEL), "{output}");
+    let (status, output) = amber_tests::tool_calls::result_of(&turn, "denied");
+    assert_eq!(status, "denied", "{output}");
+    assert!(output.contains("denied by the network allowlist (`localhost`)"), "{output}");
 }

@@ -190,6 +190,48 @@ pub(crate) enum AdvisedVerdict {
     Deny(String),
 }
 
+/// The opinion that stands of `held` and `next`: a deny settles it (`Break`), else an ask over
+/// an allow over none; of two asks the first.
+fn stronger(
+    held: AdvisedVerdict,
+    next: AdvisedVerdict,
+) -> std::ops::ControlFlow<AdvisedVerdict, AdvisedVerdict> {
+    use std::ops::ControlFlow::{Break, Continue};
+    match (held, next) {
+        (_, deny @ AdvisedVerdict::Deny(_)) => Break(deny),
+        (ask @ AdvisedVerdict::Ask(_), _) | (_, ask @ AdvisedVerdict::Ask(_)) => Continue(ask),
+        (AdvisedVerdict::Allow, _) | (_, AdvisedVerdict::Allow) => Continue(AdvisedVerdict::Allow),
+        (held, AdvisedVerdict::NoOpinion) => Continue(held),
+    }
+}
+
+#[cfg(test)]
+mod advice_tests {
+    use super::AdvisedVerdict::{Allow, Ask, Deny, NoOpinion};
+    use super::*;
+    use std::ops::ControlFlow::{Break, Continue};
+
+    #[test]
+    fn a_deny_settles_and_an_ask_outweighs_an_allow_in_either_order() {
+        let ask = || Ask("hook asks".into());
+        let deny = || Deny("hook denies".into());
+        let cases = [
+            (NoOpinion, NoOpinion, Continue(NoOpinion)),
+            (NoOpinion, Allow, Continue(Allow)),
+            (Allow, NoOpinion, Continue(Allow)),
+            (Allow, ask(), Continue(ask())),
+            (ask(), Allow, Continue(ask())),
+            (ask(), Ask("second".into()), Continue(ask())),
+            (Allow, deny(), Break(deny())),
+            (ask(), deny(), Break(deny())),
+        ];
+        for (held, next, want) in cases {
+            let shown = format!("{held:?} then {next:?}");
+            assert_eq!(stronger(held, next), want, "{shown}");
+        }
+    }
+}
+
 /// What a feature installs as a mode takes force, run under the session's lock together
 /// with the mode's own change (so nothing sees the new mode with the old installation).
 pub(crate) type ModeStep<'a> = Box<dyn FnOnce(&mut SessionInfo) + 'a>;
@@ -403,17 +445,14 @@ impl Features {
             if advice.arguments.is_some() {
                 rewritten = advice.arguments;
             }
-            strongest = match (strongest, advice.verdict) {
-                (_, deny @ AdvisedVerdict::Deny(_)) => {
+            strongest = match stronger(strongest, advice.verdict) {
+                std::ops::ControlFlow::Continue(held) => held,
+                std::ops::ControlFlow::Break(deny) => {
                     return ToolAdvice {
                         verdict: deny,
                         arguments: rewritten,
                     };
                 }
-                (ask @ AdvisedVerdict::Ask(_), _) => ask,
-                (_, ask @ AdvisedVerdict::Ask(_)) => ask,
-                (AdvisedVerdict::Allow, _) | (_, AdvisedVerdict::Allow) => AdvisedVerdict::Allow,
-                (held, AdvisedVerdict::NoOpinion) => held,
             };
         }
         ToolAdvice {
