@@ -109,9 +109,20 @@ impl Registry {
             .arg(&base)
             .output()
             .unwrap();
-        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
         let child = Command::new("ip")
-            .args(["netns", "exec", &netns.name, "python3", Self::SCRIPT, "serve"])
+            .args([
+                "netns",
+                "exec",
+                &netns.name,
+                "python3",
+                Self::SCRIPT,
+                "serve",
+            ])
             .arg(root.path())
             .args([netns.addr.as_str(), &PORT.to_string()])
             .stdout(Stdio::null())
@@ -340,7 +351,10 @@ async fn an_allowed_host_is_reached_through_the_proxy_and_nothing_else_is() {
     assert_eq!(fronted[0]["host"], addr.as_str());
     let reason = fronted[0]["reason"].as_str().unwrap();
     assert!(reason.contains("carries TLS for front.test"), "{reason}");
-    assert_eq!(fronted[0]["bytesSent"], 0, "nothing of the hello passed: {fronted:?}");
+    assert_eq!(
+        fronted[0]["bytesSent"], 0,
+        "nothing of the hello passed: {fronted:?}"
+    );
     assert_eq!(sentinel.hits.load(Ordering::SeqCst), 0);
 }
 
@@ -699,15 +713,11 @@ async fn git_pip_and_npm_fetch_from_an_allowed_registry_and_not_from_another() {
         .into_iter()
         .collect();
     let refused = package_commands(&other.base(), &other.netns.addr);
-    batch.extend(
-        refused
-            .iter()
-            .map(|(tool, command)| match *tool {
-                "git" => ("git_other", command.clone()),
-                "pip" => ("pip_other", command.clone()),
-                _ => ("npm_other", command.clone()),
-            }),
-    );
+    batch.extend(refused.iter().map(|(tool, command)| match *tool {
+        "git" => ("git_other", command.clone()),
+        "pip" => ("pip_other", command.clone()),
+        _ => ("npm_other", command.clone()),
+    }));
     let turn = run_batch(&daemon, &mock, &batch).await;
     for tool in ["git", "pip", "npm"] {
         let (status, output) = amber_tests::tool_calls::result_of(&turn, tool);
@@ -726,7 +736,10 @@ async fn git_pip_and_npm_fetch_from_an_allowed_registry_and_not_from_another() {
         assert!(output.contains("[egress proxy:"), "{other_id}: {output}");
         let seen = connections(&turn, &other_id);
         assert!(!seen.is_empty(), "{other_id}: no connection recorded");
-        assert!(seen.iter().all(|c| c["verdict"] == "denied"), "{other_id}: {seen:?}");
+        assert!(
+            seen.iter().all(|c| c["verdict"] == "denied"),
+            "{other_id}: {seen:?}"
+        );
     }
 }
 
@@ -765,7 +778,8 @@ async fn fetch_follows_the_same_allowlist() {
     let daemon = spawn_config(&mock, &config);
     // An approver is there: nothing below may need one.
     let approver = amber_tests::tool_calls::connect_approver(&daemon).await;
-    let sid = amber_tests::steps::new_session(&approver, &daemon, Some(amber_proto::Mode::Write)).await;
+    let sid =
+        amber_tests::steps::new_session(&approver, &daemon, Some(amber_proto::Mode::Write)).await;
     let mut events = amber_tests::steps::Events::live(&approver, &sid).await;
     mock.push([
         amber_tests::tool_calls::calls(vec![
@@ -793,5 +807,45 @@ async fn fetch_follows_the_same_allowlist() {
     assert!(output.contains(SENTINEL), "{output}");
     let (status, output) = amber_tests::tool_calls::result_of(&turn, "denied");
     assert_eq!(status, "denied", "{output}");
-    assert!(output.contains("denied by the network allowlist (`localhost`)"), "{output}");
+    assert!(
+        output.contains("denied by the network allowlist (`localhost`)"),
+        "{output}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_agent_brings_its_network_and_entries_to_its_session() {
+    let remote = Remote::start();
+    let mock = MockLlm::start(Vec::new()).await;
+    // The config leaves the network off; the agent asks for the allowlist and names the host.
+    let daemon = spawn_config(&mock, FAST_RETRIES);
+    amber_tests::tool_calls::put(
+        &daemon.dir.path().join("home/.config/amber/agents/deps.md"),
+        &format!(
+            "---\ndescription: fetches dependencies\nnetwork: allowlist\nallow_domains: [\"{}\"]\n---\nYou fetch.\n",
+            remote.netns.addr
+        ),
+    );
+    let client = amber_tests::steps::connect(&daemon).await;
+    let params = amber_proto::SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        agent: Some("deps".into()),
+        ..amber_proto::SessionNewParams::default()
+    };
+    let info = client.session_new(&params).await.unwrap();
+    assert_eq!(
+        info.sandbox.map(|s| s.network_mode),
+        Some(amber_proto::NetworkMode::Allowlist)
+    );
+    let mut events = amber_tests::steps::Events::live(&client, &info.session_id).await;
+    curl_turn(&mock, "agent", &remote.url("/hello.txt"));
+    let turn =
+        amber_tests::steps::prompt_turn(&client, &mut events, &info.session_id, "fetch").await;
+    let (_, output) = amber_tests::tool_calls::result_of(&turn, "agent");
+    assert!(output.contains(SENTINEL), "{output}");
+    assert_eq!(
+        connections(&turn, "agent")[0]["rule"],
+        remote.netns.addr.as_str()
+    );
 }

@@ -20,6 +20,12 @@ pub(crate) struct Definition {
     /// The tool allow-list (names or globs); `None`: every tool.
     pub tools: Option<Vec<String>>,
     pub max_iterations: Option<u32>,
+    /// The sandbox network of a session that runs as this agent, where the caller asked
+    /// for none.
+    pub network: Option<amber_proto::NetworkMode>,
+    /// Network allowlist entries the agent adds to its session's (`[sandbox]`'s patterns).
+    pub allow_domains: Vec<String>,
+    pub deny_domains: Vec<String>,
     /// The body: the agent's system prompt.
     pub prompt: String,
 }
@@ -36,9 +42,13 @@ struct FrontMatter {
     mode: Option<Mode>,
     tools: Option<ToolList>,
     max_iterations: Option<u32>,
+    network: Option<amber_proto::NetworkMode>,
+    allow_domains: Option<ToolList>,
+    deny_domains: Option<ToolList>,
 }
 
-/// `tools = ["read", "search"]`, or one comma-separated string (`tools: read, search`).
+/// `tools = ["read", "search"]`, or one comma-separated string (`tools: read, search`); the
+/// domain lists are written the same way.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum ToolList {
@@ -87,6 +97,15 @@ pub(crate) fn parse(name: &str, text: &str) -> Result<Definition, String> {
         mode: front.mode,
         tools: front.tools.map(ToolList::into_names),
         max_iterations: front.max_iterations,
+        network: front.network,
+        allow_domains: front
+            .allow_domains
+            .map(ToolList::into_names)
+            .unwrap_or_default(),
+        deny_domains: front
+            .deny_domains
+            .map(ToolList::into_names)
+            .unwrap_or_default(),
         prompt: body.trim().to_owned(),
     }
     .check()
@@ -136,6 +155,8 @@ impl Definition {
         if self.max_iterations == Some(0) {
             return Err("`max_iterations` must be at least 1".into());
         }
+        amber_policy::net::DomainRules::new(&self.allow_domains, &self.deny_domains)
+            .map_err(|e| format!("`allow_domains` / `deny_domains`: {e}"))?;
         if let Some(tools) = &self.tools {
             ToolFilter::new(tools).map_err(|e| format!("`tools`: {e}"))?;
         }
@@ -190,6 +211,9 @@ mod tests {
                 mode: Some(Mode::Read),
                 tools: Some(vec!["read".into(), "mcp__*".into()]),
                 max_iterations: Some(7),
+                network: None,
+                allow_domains: Vec::new(),
+                deny_domains: Vec::new(),
                 prompt: "You write documentation.".into(),
             }
         );
@@ -214,6 +238,30 @@ mod tests {
             ["read", "search", "edit", "mcp__docs__*"]
         );
         assert_eq!(agent.max_iterations, Some(30));
+    }
+
+    #[test]
+    fn an_agent_may_set_its_network_and_allowlist_entries() {
+        let yaml = parse(
+            "deps",
+            "---\ndescription: d\nnetwork: allowlist\nallow_domains: [preset:npm, \"*.example.com\"]\n\
+             deny_domains: uploads.example.com\n---\nb\n",
+        )
+        .unwrap();
+        assert_eq!(yaml.network, Some(amber_proto::NetworkMode::Allowlist));
+        assert_eq!(yaml.allow_domains, ["preset:npm", "*.example.com"]);
+        assert_eq!(yaml.deny_domains, ["uploads.example.com"]);
+        let toml = parse(
+            "deps",
+            "+++\ndescription = \"d\"\nnetwork = false\nallow_domains = [\"crates.io\"]\n+++\nb\n",
+        )
+        .unwrap();
+        assert_eq!(toml.network, Some(amber_proto::NetworkMode::Off));
+        let bad = parse(
+            "deps",
+            "---\ndescription: d\nallow_domains: [preset:maven]\n---\nb\n",
+        );
+        assert!(bad.unwrap_err().contains("allow_domains"));
     }
 
     #[test]

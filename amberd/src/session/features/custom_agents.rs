@@ -60,6 +60,12 @@ impl Feature for CustomAgentsFeature {
         }
         params.agent = Some(agent.name.clone());
         draft.meta.agent = Some(AgentLimits::of(&agent).to_meta());
+        if let Some(sandbox) = with_agent_network(params.sandbox.take(), defaults) {
+            // Kept with the session as its own request (the sandbox feature read the
+            // caller's before the agent was known).
+            draft.meta.sandbox = Some(sandbox.clone());
+            params.sandbox = Some(sandbox);
+        }
         Ok(())
     }
 
@@ -67,6 +73,29 @@ impl Feature for CustomAgentsFeature {
         let limits = AgentLimits::from_meta(session.meta.agent.as_ref()?);
         Some(Arc::new(SessionAgent(limits)))
     }
+}
+
+/// The caller's sandbox request with the agent's network: its mode where the caller set none,
+/// its allowlist entries added to the caller's. `None` when neither says anything.
+fn with_agent_network(
+    request: Option<amber_proto::SandboxRequest>,
+    agent: &agents::Definition,
+) -> Option<amber_proto::SandboxRequest> {
+    let agent_says = agent.network.is_some()
+        || !agent.allow_domains.is_empty()
+        || !agent.deny_domains.is_empty();
+    if !agent_says {
+        return request;
+    }
+    let mut request = request.unwrap_or_default();
+    request.network = request.network.or(agent.network);
+    request
+        .allow_domains
+        .extend(agent.allow_domains.iter().cloned());
+    request
+        .deny_domains
+        .extend(agent.deny_domains.iter().cloned());
+    Some(request)
 }
 
 /// The limits of a session's custom agent, fixed at creation.
