@@ -102,6 +102,9 @@ pub(crate) enum Kpi {
     /// stdio and behind two pipe hops (three daemons of its own); 100 MB of a process's
     /// output read through `amber-exec`
     Executor,
+    /// The network allowlist's egress proxy: a sandboxed curl's download speed and a small
+    /// request's time through the proxy vs straight, against a server on loopback
+    Egress,
     /// `session/new {worktree: true}` vs a plain `session/new` in a scratch git repository,
     /// and `session/delete {removeWorktree: true}` vs a plain delete
     Worktree,

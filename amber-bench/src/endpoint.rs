@@ -32,7 +32,7 @@ pub(crate) fn start(
         .map_err(BenchError::from)
 }
 
-fn conversation(scenario: &Scenario) -> Conversation {
+pub(crate) fn conversation(scenario: &Scenario) -> Conversation {
     Conversation {
         name: scenario.name.clone(),
         prompt: scenario.prompt.clone(),

@@ -123,7 +123,10 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         Some(_) => None,
         None => Some(endpoint::start(
             &scenarios,
-            kpi::checkpoint::conversations(&args, &scenarios)?,
+            kpi::checkpoint::conversations(&args, &scenarios)?
+                .into_iter()
+                .chain(kpi::egress::conversations(&args)?)
+                .collect(),
             args.listen,
             &args.model,
             args.delay_ms,
@@ -243,6 +246,7 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         Kpi::Compare,
         Kpi::Sandbox,
         Kpi::Worktree,
+        Kpi::Egress,
     ]
     .iter()
     .any(|k| s.args.wants(*k));
@@ -279,6 +283,10 @@ pub(crate) async fn run(args: Args) -> Result<(Report, bool), BenchError> {
         if s.args.wants(Kpi::Worktree) {
             let r = kpi::worktree::measure(&mut s).await;
             s.record("worktree", r);
+        }
+        if s.args.wants(Kpi::Egress) {
+            let r = kpi::egress::measure(&mut s).await;
+            s.record("egress", r);
         }
         kpi::e2e::tool_summary(&mut s);
     }

@@ -6,6 +6,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod cli;
 pub(crate) mod dialects;
 pub(crate) mod e2e;
+pub(crate) mod egress;
 pub(crate) mod executor;
 pub(crate) mod fleet;
 pub(crate) mod hooks;
@@ -194,6 +195,16 @@ pub(crate) fn sandbox_goals(r: &mut Report) {
         "the OS sandbox adds < 3 ms per `bash true` call through amberd (wall, median)",
         "sandbox_bash_added_wall_ms_median",
         |v| v < limit,
+    );
+    r.goal(
+        "the egress proxy keeps ≥ 80% of a download's speed on loopback (median)",
+        "egress_throughput_ratio",
+        |v| v >= egress::GOAL_THROUGHPUT_SHARE,
+    );
+    r.goal(
+        "the egress proxy adds < 2 ms per connection on loopback (median)",
+        "egress_added_ms_per_connection_median",
+        |v| v < egress::GOAL_ADDED_MS,
     );
 }
 

@@ -237,7 +237,7 @@ async fn handle(
         return finish(record);
     }
     record.verdict = ConnectionVerdict::Allowed;
-    let relayed = relay::relay(&mut client, &mut upstream, until).await;
+    let relayed = relay::relay(&client, &upstream, until).await;
     record.bytes.sent += relayed.sent;
     record.bytes.received += relayed.received;
     finish(record)
