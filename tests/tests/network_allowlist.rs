@@ -22,6 +22,8 @@ const SENTINEL: &str = "hello-from-the-remote-host";
 
 /// The remote's port.
 const PORT: u16 = 8080;
+/// Its port of a protocol whose server speaks first (a greeting, as SMTP or FTP).
+const BANNER_PORT: u16 = 8025;
 
 /// An HTTP server on the namespace's address: `/hello.txt`, and `/redirect?to=URL`.
 struct Remote {
@@ -51,6 +53,13 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(body)))
         self.end_headers(); self.wfile.write(body)
     def log_message(self, *a): pass
+import socket, threading
+def banner():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("{addr}", {BANNER_PORT})); s.listen()
+    while True:
+        c, _ = s.accept(); c.sendall(b"220 remote ready\r\n"); c.close()
+threading.Thread(target=banner, daemon=True).start()
 http.server.ThreadingHTTPServer(("{addr}", {PORT}), H).serve_forever()
 "#,
             addr = netns.addr
@@ -271,6 +280,22 @@ async fn an_allowed_host_is_reached_through_the_proxy_and_nothing_else_is() {
             ),
         ),
         (
+            // A protocol whose server speaks first, through a tunnel: the greeting is not
+            // held up waiting for the command's first bytes.
+            "greeting",
+            format!(
+                "python3 -c \"
+import os, socket, time
+p = socket.create_connection(('127.0.0.1', 3128), timeout=5)
+p.sendall(b'CONNECT {addr}:{BANNER_PORT} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')
+head = b''
+while not head.endswith(b'\\r\\n\\r\\n'): head += p.recv(1)
+started = time.monotonic()
+print(head.split(b' ')[1].decode(), p.recv(100).decode().strip(), round(time.monotonic() - started, 1))
+\""
+            ),
+        ),
+        (
             "header",
             "curl -sS --max-time 20 -D - -o /dev/null http://unlisted.test/ | tr -d '\\r' | grep -i '^x-amber-refusal'".to_owned(),
         ),
@@ -343,6 +368,8 @@ async fn an_allowed_host_is_reached_through_the_proxy_and_nothing_else_is() {
     assert_eq!(denied[0]["verdict"], "denied", "{denied:?}");
     assert_eq!(denied[0]["protocol"], "connect");
     assert_eq!(denied[0]["rule"], "blocked.example");
+    let greeting = output("greeting");
+    assert!(greeting.contains("200 220 remote ready 0."), "{greeting}");
     let fronted = output("fronted");
     assert!(!fronted.contains("rc=0"), "{fronted}");
     let fronted = connections(&turn, "fronted");

@@ -229,17 +229,29 @@ async fn handle(
             return;
         }
         record.bytes.sent += forward.len() as u64;
-    } else if let Some(refused) = tls_name_refused(&client, &host, port, judge, origin).await {
-        // The tunnel is open but nothing went through: closing it is the refusal.
-        record.verdict = ConnectionVerdict::Denied;
-        record.rule = refused.0;
-        record.reason = Some(refused.1);
-        return finish(record);
     }
-    record.verdict = ConnectionVerdict::Allowed;
-    let relayed = relay::relay(&client, &upstream, until).await;
+    // A tunnel's first bytes are judged by their TLS name before any passes; a plain request
+    // was judged by its URI.
+    let gate = async {
+        match protocol {
+            Protocol::Forward => None,
+            Protocol::Connect | Protocol::Socks5 => {
+                tls_name_refused(&client, &host, port, judge, origin).await
+            }
+        }
+    };
+    let (relayed, refused) = relay::relay(&client, &upstream, until, gate).await;
     record.bytes.sent += relayed.sent;
     record.bytes.received += relayed.received;
+    match refused {
+        // Closing the tunnel is the refusal: nothing of the command's went through.
+        Some((rule, reason)) => {
+            record.verdict = ConnectionVerdict::Denied;
+            record.rule = rule;
+            record.reason = Some(reason);
+        }
+        None => record.verdict = ConnectionVerdict::Allowed,
+    }
     finish(record)
 }
 
@@ -252,10 +264,11 @@ fn protocol_name(protocol: Protocol) -> &'static str {
     }
 }
 
-/// For a tunnel: when the client's first bytes are a TLS ClientHello naming another server
-/// than the tunnel's host, that name must be allowed too (else the tunnel to an allowed
-/// front would carry a request for a host nobody allowed). `Some((rule, reason))` when it
-/// is not.
+/// For a tunnel, once the command sends: when its first bytes are a TLS ClientHello naming
+/// another server than the tunnel's host, that name must be allowed too (else the tunnel to
+/// an allowed front would carry a request for a host nobody allowed); a ClientHello that
+/// cannot be read whole is refused, since it might hide one. `Some((rule, reason))` when
+/// refused.
 async fn tls_name_refused(
     client: &TcpStream,
     host: &str,
@@ -263,8 +276,29 @@ async fn tls_name_refused(
     judge: &dyn Judge,
     origin: &EgressOrigin,
 ) -> Option<(Option<String>, String)> {
-    let sni::Sni::Name(name) = sni::peek_client_hello(client, HELLO_TIMEOUT).await else {
+    // However long the command waits to speak (the server may speak first): only then is
+    // the hello given its time.
+    if client.readable().await.is_err() {
         return None;
+    }
+    let name = match sni::peek_client_hello(client, HELLO_TIMEOUT).await {
+        sni::Sni::Name(name) => name,
+        sni::Sni::Absent | sni::Sni::NotTls => return None,
+        sni::Sni::Incomplete | sni::Sni::Unreadable => {
+            // The command closed without a byte: nothing to judge, nothing passes.
+            let mut first = [0u8; 1];
+            if matches!(client.peek(&mut first).await, Ok(0) | Err(_)) {
+                return None;
+            }
+            return Some((
+                None,
+                format!(
+                    "the tunnel to {host} began a TLS ClientHello the proxy could not read \
+                     whole within {} s",
+                    HELLO_TIMEOUT.as_secs()
+                ),
+            ));
+        }
     };
     if name == host {
         return None;

@@ -25,16 +25,30 @@ pub(crate) struct Bytes {
 /// download moves in few, large steps (the default, 64 KiB, costs a wakeup per 64 KiB).
 const CHUNK: usize = 1024 * 1024;
 
-/// Relays both ways until both directions ended, one failed, or `stop` is cancelled.
-pub(crate) async fn relay(
+/// Relays both ways until both directions ended, one failed, or `stop` is cancelled. The
+/// command's bytes wait for `gate` (the destination's go on meanwhile, so a protocol whose
+/// server speaks first is not held up): `Some(refusal)` ends the connection before any of
+/// them passes, and is returned.
+pub(crate) async fn relay<G, R>(
     client: &TcpStream,
     upstream: &TcpStream,
     stop: &CancellationToken,
-) -> Bytes {
+    gate: G,
+) -> (Bytes, Option<R>)
+where
+    G: std::future::Future<Output = Option<R>>,
+{
     let sent = AtomicU64::new(0);
     let received = AtomicU64::new(0);
+    let mut refused = None;
     let both = async {
-        let up = one_way(client, upstream, &sent);
+        let up = async {
+            if let Some(refusal) = gate.await {
+                refused = Some(refusal);
+                return Err(io::Error::other("refused"));
+            }
+            one_way(client, upstream, &sent).await
+        };
         let down = one_way(upstream, client, &received);
         // Either failing ends the connection: the other side learns it from the close.
         tokio::try_join!(up, down)
@@ -43,10 +57,11 @@ pub(crate) async fn relay(
         _ = both => {}
         () = stop.cancelled() => {}
     }
-    Bytes {
+    let bytes = Bytes {
         sent: sent.load(Ordering::Relaxed),
         received: received.load(Ordering::Relaxed),
-    }
+    };
+    (bytes, refused)
 }
 
 /// `from` → `to` until `from` ends its writing (then `to`'s writing is shut too).
@@ -150,7 +165,11 @@ mod tests {
     async fn both_directions_are_relayed_and_counted_through_half_closes() {
         let ((mut command, client), (upstream, mut destination)) = pairs().await;
         let stop = CancellationToken::new();
-        let relaying = tokio::spawn(async move { relay(&client, &upstream, &stop).await });
+        let relaying = tokio::spawn(async move {
+            relay(&client, &upstream, &stop, std::future::ready(None::<()>))
+                .await
+                .0
+        });
         command.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
         command.shutdown().await.unwrap();
         let mut asked = Vec::new();
@@ -179,7 +198,11 @@ mod tests {
         let ((mut command, client), (upstream, mut destination)) = pairs().await;
         let stop = CancellationToken::new();
         let stopper = stop.clone();
-        let relaying = tokio::spawn(async move { relay(&client, &upstream, &stop).await });
+        let relaying = tokio::spawn(async move {
+            relay(&client, &upstream, &stop, std::future::ready(None::<()>))
+                .await
+                .0
+        });
         command.write_all(b"abc").await.unwrap();
         let mut got = [0u8; 3];
         destination.read_exact(&mut got).await.unwrap();
@@ -188,10 +211,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_destination_speaks_first_while_the_gate_waits_and_a_refusal_ends_it() {
+        let ((mut command, client), (upstream, mut destination)) = pairs().await;
+        let stop = CancellationToken::new();
+        let (open, opened) = tokio::sync::oneshot::channel::<Option<&'static str>>();
+        let relaying = tokio::spawn(async move {
+            let gate = async { opened.await.ok().flatten() };
+            relay(&client, &upstream, &stop, gate).await
+        });
+        // A greeting (SMTP, FTP, SSH) reaches the command before the gate opens.
+        destination.write_all(b"220 ready\r\n").await.unwrap();
+        let mut greeting = [0u8; 11];
+        command.read_exact(&mut greeting).await.unwrap();
+        assert_eq!(&greeting, b"220 ready\r\n");
+        command.write_all(b"EHLO x\r\n").await.unwrap();
+        open.send(Some("no")).unwrap();
+        let (bytes, refused) = tokio::time::timeout(std::time::Duration::from_secs(5), relaying)
+            .await
+            .expect("a refusal ends the relay")
+            .unwrap();
+        assert_eq!(refused, Some("no"));
+        assert_eq!(bytes.sent, 0, "nothing of the command's passed");
+        assert_eq!(bytes.received, 11);
+    }
+
+    #[tokio::test]
     async fn a_reset_ends_the_relay() {
         let ((command, client), (upstream, destination)) = pairs().await;
         let stop = CancellationToken::new();
-        let relaying = tokio::spawn(async move { relay(&client, &upstream, &stop).await });
+        let relaying = tokio::spawn(async move {
+            relay(&client, &upstream, &stop, std::future::ready(None::<()>))
+                .await
+                .0
+        });
         // The destination goes away abruptly, the command is idle: the relay still ends.
         // SO_LINGER 0: the close is a reset, not a FIN.
         let reset = libc::linger {
