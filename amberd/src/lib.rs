@@ -11,7 +11,6 @@ pub(crate) mod compaction;
 pub mod config;
 pub mod daemon;
 pub mod dirs;
-pub(crate) mod egress;
 pub(crate) mod elide;
 pub mod environment;
 pub mod fleet;

@@ -876,3 +876,62 @@ async fn a_custom_agent_brings_its_network_and_entries_to_its_session() {
         remote.netns.addr.as_str()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_an_executor_the_proxy_runs_next_to_the_commands_by_the_same_entries() {
+    let remote = Remote::start();
+    let mock = MockLlm::start(Vec::new()).await;
+    let config = format!(
+        "{}[environments.here]\nprogram = \"{}\"\nlinger_secs = 30\n",
+        allowlist_config(&[&remote.netns.addr], &["blocked.example"]),
+        amber_tests::daemon::bin_path("amber-exec").display()
+    );
+    let daemon = spawn_config(&mock, &config);
+    let client = amber_tests::steps::connect(&daemon).await;
+    let params = amber_proto::SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("executor:here".into()),
+        ..amber_proto::SessionNewParams::default()
+    };
+    let sid = client.session_new(&params).await.unwrap().session_id;
+    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
+    mock.push([
+        amber_tests::tool_calls::calls(vec![
+            amber_tests::tool_calls::call(
+                "allowed",
+                "bash",
+                &json!({"command": format!("curl -sS --max-time 20 {}", remote.url("/hello.txt"))}),
+            ),
+            amber_tests::tool_calls::call(
+                "unlisted",
+                "bash",
+                &json!({"command": "curl -sS --max-time 20 https://unlisted.test/ 2>&1; true"}),
+            ),
+            amber_tests::tool_calls::call(
+                "denied",
+                "bash",
+                &json!({"command": "curl -sS --max-time 20 http://blocked.example/ 2>&1; true"}),
+            ),
+        ]),
+        MockTurn::text("Ran."),
+        done(),
+    ]);
+    let turn = amber_tests::steps::prompt_turn(&client, &mut events, &sid, "fetch").await;
+    let output = |id: &str| amber_tests::tool_calls::result_of(&turn, id).1;
+    assert!(
+        output("allowed").contains(SENTINEL),
+        "{}",
+        output("allowed")
+    );
+    let unlisted = output("unlisted");
+    assert!(unlisted.contains("cannot ask for it"), "{unlisted}");
+    // The executor's audit reaches the session as its own events.
+    let allowed = connections(&turn, "allowed");
+    assert_eq!(allowed.len(), 1, "{turn:#?}");
+    assert_eq!(allowed[0]["verdict"], "allowed");
+    assert_eq!(allowed[0]["rule"], remote.netns.addr.as_str());
+    assert!(allowed[0]["bytesReceived"].as_u64().unwrap() > 0);
+    assert_eq!(connections(&turn, "unlisted")[0]["verdict"], "denied");
+    assert_eq!(connections(&turn, "denied")[0]["rule"], "blocked.example");
+}

@@ -203,6 +203,11 @@ impl Executor {
         }
     }
 
+    /// Sends a connection of a session's command through its egress proxy to the client.
+    pub(crate) fn notify_network(&self, note: &crate::wire::NetworkConnectionNote) {
+        self.notify(notification::NETWORK_CONNECTION, note);
+    }
+
     /// Sends a notification to the live connection, if any.
     fn notify<T: serde::Serialize>(&self, method: &str, params: &T) {
         if let Some((_, outbox)) = self.live.locked().as_ref() {
@@ -469,7 +474,10 @@ impl Executor {
         })
     }
 
-    async fn open(&self, params: SessionOpenParams) -> Result<SessionOpenResult, RpcError> {
+    async fn open(
+        self: &Arc<Self>,
+        params: SessionOpenParams,
+    ) -> Result<SessionOpenResult, RpcError> {
         if !valid_session_id(&params.session) {
             return Err(RpcError::new(
                 code::INVALID_PARAMS,
@@ -502,6 +510,14 @@ impl Executor {
             tools.set_tool_env(Arc::new(tool_env));
             let deny = Arc::new(DenyRules::default());
             tools.set_denied_paths(Arc::clone(&deny) as Arc<dyn DeniedPaths>);
+            // The proxy of its allowlist sandbox runs here, next to its commands.
+            let notify = crate::egress::notifier(Arc::downgrade(self));
+            let egress = crate::egress::ExecutorEgress::new(
+                &params.session,
+                params.network.as_ref(),
+                notify,
+            );
+            amber_tools::egress::install(&tools, Arc::new(egress));
             Arc::new(OpenSession {
                 workspace: workspace.clone(),
                 sandbox: Mutex::new(params.sandbox),

@@ -21,6 +21,7 @@ mod checkpoints;
 pub mod config_files;
 pub mod connection;
 pub mod dial;
+mod egress;
 pub mod executor;
 mod jobs;
 pub mod metrics_http;

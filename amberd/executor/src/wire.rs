@@ -45,6 +45,9 @@ pub mod method {
 pub mod notification {
     pub const JOB_OUTPUT: &str = "job/output";
     pub const JOB_DONE: &str = "job/done";
+    /// One connection through the egress proxy of a session's command (its network is an
+    /// allowlist): the client keeps it as the session's `network_connection` event.
+    pub const NETWORK_CONNECTION: &str = "network/connection";
 }
 
 /// Error codes besides JSON-RPC's own.
@@ -243,6 +246,30 @@ pub struct SessionOpenParams {
     /// be on this machine), likewise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guarded_pids: Vec<u32>,
+    /// The network allowlist's entries (host patterns, as `[sandbox] allow_domains` and
+    /// `deny_domains` take them): what the executor's egress proxy lets its commands reach
+    /// when the session's network is an allowlist. Absent: nothing is allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkEntries>,
+}
+
+/// The network allowlist of a session, as entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkEntries {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+/// `network/connection` params: one connection of a session's command through the
+/// executor's egress proxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkConnectionNote {
+    pub session: String,
+    pub connection: amber_proto::NetworkConnection,
 }
 
 /// The environment policy of tool processes, as data (`amber_exec::env_policy`).

@@ -16,7 +16,8 @@ use amber_exec::child::{ChildInput, ChildSpec, Unsandboxed};
 use amber_exec::containment::SpawnSandbox;
 use amber_executor::wire::{
     self, Frame, InitializeParams, InitializeResult, JobDone, JobOutput, JobParams, JobReadParams,
-    JobReadResult, RpcError, SessionOpenParams, SessionOpenResult, code, method, notification,
+    JobReadResult, NetworkConnectionNote, RpcError, SessionOpenParams, SessionOpenResult, code,
+    method, notification,
 };
 use amber_proto::sync::Locked;
 use amber_proto::{EnvironmentInfo, EnvironmentState, EventKind, ExecutorInfo};
@@ -270,6 +271,15 @@ impl ExecutorLink {
             dial_ins.discard(name);
         }
         self.set_state(state, None, None);
+    }
+
+    /// `kind` to session `session` alone (an executor's note about one of its sessions).
+    fn emit_to(&self, session: &str, kind: EventKind) {
+        for (bound, notify) in self.notify.locked().iter() {
+            if bound == session {
+                notify(kind.clone());
+            }
+        }
     }
 
     fn emit(&self, kind: EventKind) {
@@ -815,6 +825,14 @@ impl ExecutorLink {
             (None, Some(notification::JOB_DONE)) => {
                 if let Some(Ok(done)) = frame.params.map(serde_json::from_value::<JobDone>) {
                     self.deliver(&done.job.clone(), |s| s.done(done));
+                }
+            }
+            (None, Some(notification::NETWORK_CONNECTION)) => {
+                if let Some(Ok(note)) = frame
+                    .params
+                    .map(serde_json::from_value::<NetworkConnectionNote>)
+                {
+                    self.emit_to(&note.session, EventKind::NetworkConnection(note.connection));
                 }
             }
             _ => {}

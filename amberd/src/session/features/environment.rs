@@ -223,7 +223,12 @@ impl Feature for EnvironmentFeature {
             // No runner has it yet: it opens there once one takes it.
             let cwd = new.services.fleet.workspace_of(new.id);
             let link = self.link(new.services, "fleet".to_owned(), launch);
-            link.remember(open_params(new.id, cwd.clone(), new.services));
+            link.remember(open_params(
+                new.id,
+                cwd.clone(),
+                new.services,
+                new.params.sandbox.as_ref(),
+            ));
             self.made
                 .locked()
                 .insert(new.id.to_owned(), Arc::clone(&link));
@@ -254,7 +259,12 @@ impl Feature for EnvironmentFeature {
             .trim()
             .to_owned();
         let link = self.link(new.services, spec.clone(), launch);
-        let params = open_params(new.id, PathBuf::from(&workspace), new.services);
+        let params = open_params(
+            new.id,
+            PathBuf::from(&workspace),
+            new.services,
+            new.params.sandbox.as_ref(),
+        );
         let opened = persist::blocking(|| {
             tokio::runtime::Handle::try_current()
                 .map_err(|e| e.to_string())
@@ -288,8 +298,12 @@ impl Feature for EnvironmentFeature {
                 let launch = launch(session.services, &target, session.id).ok()?;
                 let link = self.link(session.services, environment.spec.clone(), launch);
                 // Opened at its first connection, on the executor it ran on if that still runs.
-                let params =
-                    open_params(session.id, session.workspace.to_owned(), session.services);
+                let params = open_params(
+                    session.id,
+                    session.workspace.to_owned(),
+                    session.services,
+                    session.meta.sandbox.as_ref(),
+                );
                 link.remember(params);
                 if let Some(executor) = &session.meta.executor {
                     link.resume_from(executor.id.clone(), executor.token.clone());
@@ -306,8 +320,15 @@ impl Feature for EnvironmentFeature {
     }
 }
 
-fn open_params(id: &str, workspace: PathBuf, services: &Services) -> SessionOpenParams {
+/// `sandbox`: the session's own request (its network allowlist entries join the config's).
+fn open_params(
+    id: &str,
+    workspace: PathBuf,
+    services: &Services,
+    sandbox: Option<&amber_proto::SandboxRequest>,
+) -> SessionOpenParams {
     let config = &services.live().config;
+    let (allow, deny) = super::network::entries(&config.sandbox, sandbox);
     SessionOpenParams {
         session: id.to_owned(),
         workspace,
@@ -322,6 +343,8 @@ fn open_params(id: &str, workspace: PathBuf, services: &Services) -> SessionOpen
         hidden: services.sandbox.hidden.clone(),
         masked: services.sandbox.masked.clone(),
         guarded_pids: vec![std::process::id()],
+        // The executor's egress proxy decides by these (it can ask nobody).
+        network: Some(amber_executor::wire::NetworkEntries { allow, deny }),
         tool_env: ToolEnvSettings {
             config: serde_json::to_value(&config.tools.env).ok(),
             secret_names: super::super::services::provider_key_vars(config)

@@ -24,11 +24,11 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::SandboxConfig;
-use crate::egress::{Judge, Judgement, Record};
 use crate::session::SessionShared;
 use crate::session::feature::{AdvisedVerdict, Attach, Feature, SessionFeature, ToolAdvice, Turn};
 use crate::session::gate::{Answer, request_approval};
 use crate::session::services::Services;
+use amber_tools::egress::proxy::{Judge, Judgement, Record};
 use amber_tools::gate::GateCall;
 
 /// The tool name of a proxy connection's approval (no model tool has it).
@@ -95,6 +95,21 @@ fn session_rules(
         },
         None => configured,
     }
+}
+
+/// The allowlist's entries of a session: the configuration's, then the session's own
+/// request's (an executor's proxy judges by them).
+pub(crate) fn entries(
+    config: &SandboxConfig,
+    request: Option<&amber_proto::SandboxRequest>,
+) -> (Vec<String>, Vec<String>) {
+    let mut allow = config.allow_domains.clone();
+    let mut deny = config.deny_domains.clone();
+    if let Some(request) = request {
+        allow.extend(request.allow_domains.iter().cloned());
+        deny.extend(request.deny_domains.iter().cloned());
+    }
+    (allow, deny)
 }
 
 /// One session's attachment: installs the proxy on its tools once it runs.
@@ -310,7 +325,7 @@ struct Proxy(Arc<SessionNetwork>);
 impl EgressService for Proxy {
     fn serve(&self, link: DaemonEnd, origin: EgressOrigin, until: CancellationToken) {
         let judge: Arc<dyn Judge> = Arc::clone(&self.0) as _;
-        crate::egress::serve(link, origin, until, judge);
+        amber_tools::egress::proxy::serve(link, origin, until, judge);
     }
 }
 

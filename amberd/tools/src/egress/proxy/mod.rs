@@ -1,5 +1,5 @@
-//! amberd's egress proxy: how a sandboxed command whose network is an allowlist reaches
-//! anything. Each command's listener (inside its network namespace, `amber_exec::egress`)
+//! The egress proxy: how a sandboxed command whose network is an allowlist reaches
+//! anything, run by amberd (or by an executor, next to the commands it runs). Each command's listener (inside its network namespace, `amber_exec::egress`)
 //! is served here from outside; every connection says where it wants to go (HTTP CONNECT,
 //! a plain HTTP request, or SOCKS5: `protocol`), the session's network policy ([`Judge`])
 //! decides by the name it gives — and, for a TLS tunnel, by the name its ClientHello gives
@@ -18,17 +18,18 @@ mod sni;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::EgressOrigin;
 use amber_exec::egress::DaemonEnd;
 use amber_proto::ConnectionVerdict;
-use amber_tools::egress::EgressOrigin;
 use futures::future::BoxFuture;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use protocol::{Host, Opening, Protocol, Refusal};
+pub use relay::Bytes;
 
 /// Connections one command may have open at once; more wait for one to end.
-pub(crate) const MAX_CONNECTIONS: usize = 256;
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// How long a client may take to say where it wants to go.
 const OPENING_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,7 +39,7 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The policy's answer for one destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Judgement {
+pub enum Judgement {
     /// Let through; `rule` says by what. `private_ok`: the allowlist names this very IP
     /// address, so it is reached even if it is not public.
     Allowed { rule: String, private_ok: bool },
@@ -51,19 +52,19 @@ pub(crate) enum Judgement {
 
 /// One connection, as the audit trail keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Record {
+pub struct Record {
     pub host: String,
     pub port: u16,
     pub protocol: &'static str,
     pub verdict: ConnectionVerdict,
     pub rule: Option<String>,
     pub reason: Option<String>,
-    pub bytes: relay::Bytes,
+    pub bytes: Bytes,
     pub duration: Duration,
 }
 
 /// The session's network policy, as the proxy asks it.
-pub(crate) trait Judge: Send + Sync + 'static {
+pub trait Judge: Send + Sync + 'static {
     /// Decides `host` (a lowercase name, or an IP address as text) at `port` for a command
     /// of `origin`; may ask a person.
     fn judge<'a>(
@@ -79,7 +80,7 @@ pub(crate) trait Judge: Send + Sync + 'static {
 
 /// Serves one command's proxy: waits for its listener on `link`, then accepts and handles
 /// connections until `until` is cancelled (the command ended), which ends them too.
-pub(crate) fn serve(
+pub fn serve(
     link: DaemonEnd,
     origin: EgressOrigin,
     until: CancellationToken,
@@ -165,7 +166,7 @@ async fn handle(
         verdict: ConnectionVerdict::Denied,
         rule: None,
         reason: None,
-        bytes: relay::Bytes::default(),
+        bytes: Bytes::default(),
         duration: Duration::ZERO,
     };
     let finish = |mut record: Record| {

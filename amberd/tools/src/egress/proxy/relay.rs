@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How many bytes went each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Bytes {
+pub struct Bytes {
     /// From the command to the destination.
     pub sent: u64,
     /// From the destination to the command.

@@ -2,6 +2,10 @@
 //! command gets its own egress link (`amber_exec::egress`), and the session's
 //! [`EgressService`] (the proxy, which decides every connection) serves the link's listener
 //! for as long as the command runs — the [`Serving`] guard the tool keeps beside the child.
+//! The proxy itself is [`proxy`]: amberd serves its sessions' commands with it, and an
+//! executor the commands it runs, each with its own [`proxy::Judge`].
+
+pub mod proxy;
 
 use std::sync::Arc;
 
