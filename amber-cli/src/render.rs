@@ -501,6 +501,14 @@ pub(crate) fn summarize(tool: &str, arguments: &Value) -> String {
                 .trim_end()
                 .to_owned()
         }),
+        // A connection of a sandboxed command through the egress proxy.
+        "network" => {
+            field("host").map(|host| match arguments.get("port").and_then(Value::as_u64) {
+                Some(port) if host.contains(':') => format!("[{host}]:{port}"),
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            })
+        }
         "todowrite" => arguments
             .get("todos")
             .and_then(Value::as_array)
@@ -691,6 +699,14 @@ mod tests {
         );
         assert_eq!(summarize("mcp__x__y", &json!({"a": 1})), r#"{"a":1}"#);
         assert_eq!(summarize("todowrite", &json!({"todos": [1, 2]})), "2 items");
+        assert_eq!(
+            summarize("network", &json!({"host": "pypi.org", "port": 443})),
+            "pypi.org:443"
+        );
+        assert_eq!(
+            summarize("network", &json!({"host": "2001:db8::1", "port": 80})),
+            "[2001:db8::1]:80"
+        );
         assert_eq!(summarize("other", &json!({})), "");
         assert_eq!(one_line(&"x".repeat(200), 10).chars().count(), 10);
         assert_eq!(duration(12), "12ms");

@@ -935,3 +935,34 @@ async fn on_an_executor_the_proxy_runs_next_to_the_commands_by_the_same_entries(
     assert_eq!(connections(&turn, "unlisted")[0]["verdict"], "denied");
     assert_eq!(connections(&turn, "denied")[0]["rule"], "blocked.example");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn where_no_namespace_can_be_made_an_allowlist_runs_with_the_network_off() {
+    let remote = Remote::start();
+    let dir = tempfile::tempdir().unwrap();
+    // As in an unprivileged container: no CAP_SYS_ADMIN, so no namespace can be made; the
+    // executor sandboxes in place.
+    let wrapper = amber_tests::daemon::unprivileged_executor(dir.path());
+    let mock = MockLlm::start(Vec::new()).await;
+    let config = format!(
+        "{}[environments.box]\nprogram = \"{}\"\nsandbox_in_place = true\n",
+        allowlist_config(&[&remote.netns.addr], &[]),
+        wrapper.display()
+    );
+    let daemon = spawn_config(&mock, &config);
+    let client = amber_tests::steps::connect(&daemon).await;
+    let params = amber_proto::SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(amber_proto::Mode::Yolo),
+        environment: Some("executor:box".into()),
+        ..amber_proto::SessionNewParams::default()
+    };
+    let sid = client.session_new(&params).await.unwrap().session_id;
+    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
+    curl_turn(&mock, "boxed", &remote.url("/hello.txt"));
+    let turn = amber_tests::steps::prompt_turn(&client, &mut events, &sid, "fetch").await;
+    let (_, output) = amber_tests::tool_calls::result_of(&turn, "boxed");
+    assert!(!output.contains(SENTINEL), "reached the host: {output}");
+    assert!(output.contains("[sandbox:"), "{output}");
+    assert!(connections(&turn, "boxed").is_empty(), "{turn:#?}");
+}

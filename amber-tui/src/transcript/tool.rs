@@ -185,6 +185,12 @@ pub fn summary(tool: &str, args: &Value) -> String {
     let s = |k| arg(args, k).unwrap_or("").to_owned();
     match tool {
         "bash" => first_line(&s("command")),
+        // A sandboxed command's connection through the egress proxy (an approval).
+        "network" => match args.get("port").and_then(Value::as_u64) {
+            Some(port) if s("host").contains(':') => format!("[{}]:{port}", s("host")),
+            Some(port) => format!("{}:{port}", s("host")),
+            None => s("host"),
+        },
         "read" => {
             let mut out = s("path");
             if let Some(off) = args.get("offset").and_then(Value::as_u64) {
@@ -444,6 +450,21 @@ mod tests {
         cell.duration_ms = Some(3);
         cell.diff = diff.map(str::to_owned);
         cell
+    }
+
+    #[test]
+    fn a_network_approval_reads_as_the_host_and_port() {
+        assert_eq!(
+            summary(
+                "network",
+                &json!({"host": "registry.npmjs.org", "port": 443})
+            ),
+            "registry.npmjs.org:443"
+        );
+        assert_eq!(
+            summary("network", &json!({"host": "::1", "port": 80})),
+            "[::1]:80"
+        );
     }
 
     #[test]
