@@ -159,6 +159,42 @@ pub async fn prompt_turn(
     events.turn().await
 }
 
+/// A yolo session with `sandbox` (as `session/new` takes it; `None`: the config's) that runs
+/// `batch` — `(call id, command)` pairs, side by side in one turn — and returns the turn's
+/// events.
+pub async fn run_batch(
+    daemon: &TestDaemon,
+    mock: &MockLlm,
+    sandbox: Option<Value>,
+    batch: &[(&str, String)],
+) -> Vec<Value> {
+    let client = connect(daemon).await;
+    let params = SessionNewParams {
+        cwd: daemon.workspace.display().to_string(),
+        mode: Some(Mode::Yolo),
+        sandbox: sandbox.map(|s| serde_json::from_value(s).expect("a sandbox request")),
+        ..SessionNewParams::default()
+    };
+    let sid = within("session/new", client.session_new(&params))
+        .await
+        .expect("session/new")
+        .session_id;
+    let mut events = Events::live(&client, &sid).await;
+    mock.push([
+        crate::tool_calls::calls(
+            batch
+                .iter()
+                .map(|(id, cmd)| {
+                    crate::tool_calls::call(id, "bash", &serde_json::json!({ "command": cmd }))
+                })
+                .collect(),
+        ),
+        MockTurn::text("Ran."),
+        done(),
+    ]);
+    prompt_turn(&client, &mut events, &sid, "run").await
+}
+
 /// The `type` of each event.
 pub fn types(events: &[Value]) -> Vec<&str> {
     events

@@ -187,37 +187,9 @@ impl Sentinel {
     }
 }
 
-/// A yolo session of the config's sandbox that runs `batch` — `(call id, command)` pairs,
-/// side by side in one turn — and returns the turn's events.
+/// A yolo session of the config's sandbox that runs `batch` side by side in one turn.
 async fn run_batch(daemon: &TestDaemon, mock: &MockLlm, batch: &[(&str, String)]) -> Vec<Value> {
-    let client = amber_tests::steps::connect(daemon).await;
-    let params = amber_proto::SessionNewParams {
-        cwd: daemon.workspace.display().to_string(),
-        mode: Some(amber_proto::Mode::Yolo),
-        ..amber_proto::SessionNewParams::default()
-    };
-    let sid = amber_tests::steps::within("session/new", client.session_new(&params))
-        .await
-        .unwrap()
-        .session_id;
-    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
-    mock.push([
-        amber_tests::tool_calls::calls(
-            batch
-                .iter()
-                .map(|(id, cmd)| {
-                    amber_tests::tool_calls::call(
-                        id,
-                        "bash",
-                        &json!({ "command": cmd, "timeout_ms": 60_000 }),
-                    )
-                })
-                .collect(),
-        ),
-        MockTurn::text("Ran."),
-        done(),
-    ]);
-    amber_tests::steps::prompt_turn(&client, &mut events, &sid, "run").await
+    amber_tests::steps::run_batch(daemon, mock, None, batch).await
 }
 
 /// The `network_connection` events of `events` whose call is `call_id`.

@@ -259,39 +259,14 @@ async fn a_batch_of_commands_in_a_workspace_without_amber_dir_all_run() {
     }
 }
 
-/// A yolo session with `sandbox` (as `session/new` takes it) that runs `batch` — `(call id,
-/// command)` pairs, side by side in one turn — and returns the turn's events.
+/// A yolo session with `sandbox` (as `session/new` takes it) that runs `batch` side by side.
 async fn run_batch(
     daemon: &TestDaemon,
     mock: &MockLlm,
     sandbox: Value,
     batch: &[(&str, String)],
 ) -> Vec<Value> {
-    let client = amber_tests::steps::connect(daemon).await;
-    let params = amber_proto::SessionNewParams {
-        cwd: daemon.workspace.display().to_string(),
-        mode: Some(amber_proto::Mode::Yolo),
-        sandbox: Some(serde_json::from_value(sandbox).unwrap()),
-        ..amber_proto::SessionNewParams::default()
-    };
-    let sid = amber_tests::steps::within("session/new", client.session_new(&params))
-        .await
-        .unwrap()
-        .session_id;
-    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
-    mock.push([
-        amber_tests::tool_calls::calls(
-            batch
-                .iter()
-                .map(|(id, cmd)| {
-                    amber_tests::tool_calls::call(id, "bash", &json!({ "command": cmd }))
-                })
-                .collect(),
-        ),
-        MockTurn::text("Ran."),
-        done(),
-    ]);
-    amber_tests::steps::prompt_turn(&client, &mut events, &sid, "run").await
+    amber_tests::steps::run_batch(daemon, mock, Some(sandbox), batch).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

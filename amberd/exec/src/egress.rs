@@ -114,6 +114,18 @@ fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 /// Room for one descriptor's control message.
 const CONTROL_LEN: usize = 64;
 
+/// A message header over one byte of data (`iov`) and a control buffer (`control`); both
+/// must outlive the header's use.
+fn message(iov: &mut libc::iovec, control: &mut [u8; CONTROL_LEN]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_LEN;
+    msg
+}
+
 /// Sends `fd` over the link `channel` (the helper, before it `exec`s the command).
 pub(crate) fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
     let mut byte = [1u8];
@@ -122,11 +134,7 @@ pub(crate) fn send_fd(channel: RawFd, fd: RawFd) -> io::Result<()> {
         iov_len: 1,
     };
     let mut control = [0u8; CONTROL_LEN];
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
+    let mut msg = message(&mut iov, &mut control);
     // SAFETY: CMSG_SPACE computes a size from an integer.
     let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
     msg.msg_controllen = space;
@@ -158,12 +166,7 @@ fn receive_fd(channel: RawFd) -> io::Result<Option<OwnedFd>> {
         iov_len: 1,
     };
     let mut control = [0u8; CONTROL_LEN];
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_LEN;
+    let mut msg = message(&mut iov, &mut control);
     // SAFETY: msg points at live buffers; received descriptors are close-on-exec.
     let got = unsafe { libc::recvmsg(channel, &mut msg, libc::MSG_CMSG_CLOEXEC) };
     if got < 0 {

@@ -10,7 +10,6 @@ use std::sync::{Arc, Weak};
 
 use amber_exec::egress::DaemonEnd;
 use amber_policy::net::{DomainRules, HostVerdict};
-use amber_proto::{ConnectionVerdict, NetworkConnection};
 use amber_tools::egress::proxy::{self, Judge, Judgement, Record};
 use amber_tools::egress::{EgressOrigin, EgressService};
 use futures::future::BoxFuture;
@@ -96,26 +95,9 @@ impl Judge for EntriesJudge {
     }
 
     fn record(&self, origin: &EgressOrigin, record: Record) {
-        let connection = NetworkConnection {
-            call_id: origin.call_id.clone(),
-            host: record.host,
-            port: record.port,
-            protocol: record.protocol.to_owned(),
-            verdict: record.verdict,
-            rule: record.rule,
-            reason: record.reason,
-            bytes_sent: record.bytes.sent,
-            bytes_received: record.bytes.received,
-            duration_ms: u64::try_from(record.duration.as_millis()).unwrap_or(u64::MAX),
-        };
-        if connection.verdict != ConnectionVerdict::Allowed {
-            origin
-                .log
-                .push(amber_proto::describe_connection(&connection));
-        }
         (self.notify)(NetworkConnectionNote {
             session: self.session.clone(),
-            connection,
+            connection: record.into_event(origin),
         });
     }
 }

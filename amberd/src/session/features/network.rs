@@ -16,9 +16,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use amber_exec::egress::DaemonEnd;
 use amber_policy::net::{DomainRules, HostVerdict};
-use amber_proto::{
-    Approval, ConnectionVerdict, Decision, EventKind, NetworkConnection, SessionNewParams,
-};
+use amber_proto::{Approval, Decision, EventKind, SessionNewParams};
 use amber_tools::egress::{EgressOrigin, EgressService};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -60,10 +58,9 @@ impl Feature for NetworkFeature {
     }
 
     fn attach(&self, session: &Attach<'_>) -> Option<Arc<dyn SessionFeature>> {
-        let config = &session.services.live().config.sandbox;
-        let rules = session_rules(config, session.meta.sandbox.as_ref());
+        let own = own_rules(session.meta.sandbox.as_ref());
         let network = Arc::new(SessionNetwork {
-            rules,
+            own,
             granted: Mutex::new(BTreeSet::new()),
             always: Arc::clone(&self.always),
             session: session.session.clone(),
@@ -74,27 +71,25 @@ impl Feature for NetworkFeature {
     }
 }
 
-/// The configuration's entries and the session's own; entries that do not parse (checked
-/// when the session was made, so only a config edited since) are left out with a warning.
-fn session_rules(
-    config: &SandboxConfig,
-    request: Option<&amber_proto::SandboxRequest>,
-) -> DomainRules {
-    let configured =
-        DomainRules::new(&config.allow_domains, &config.deny_domains).unwrap_or_else(|err| {
-            tracing::warn!(%err, "[sandbox] allow_domains / deny_domains");
-            DomainRules::default()
-        });
-    match request {
-        Some(request) => match DomainRules::new(&request.allow_domains, &request.deny_domains) {
-            Ok(own) => configured.with(own),
-            Err(err) => {
-                tracing::warn!(%err, "the session's allowDomains / denyDomains");
-                configured
-            }
-        },
-        None => configured,
-    }
+/// The session's own entries (its request's and its agent's), checked when the session was
+/// made; a stored request that no longer parses counts as none, with a warning.
+fn own_rules(request: Option<&amber_proto::SandboxRequest>) -> DomainRules {
+    request
+        .map(|r| DomainRules::new(&r.allow_domains, &r.deny_domains))
+        .transpose()
+        .unwrap_or_else(|err| {
+            tracing::warn!(%err, "the session's allowDomains / denyDomains");
+            None
+        })
+        .unwrap_or_default()
+}
+
+/// The configuration's entries as they stand now (a config that loads has valid ones: its
+/// check refuses others) and the session's own.
+fn rules_in_force(config: &SandboxConfig, own: &DomainRules) -> DomainRules {
+    DomainRules::new(&config.allow_domains, &config.deny_domains)
+        .unwrap_or_default()
+        .with(own.clone())
 }
 
 /// The allowlist's entries of a session: the configuration's, then the session's own
@@ -150,7 +145,9 @@ impl SessionFeature for NetworkSessionFeature {
 
 /// The session's network policy and the proxy it serves its commands with.
 struct SessionNetwork {
-    rules: DomainRules,
+    /// The session's own entries; the configuration's are read at each decision, so an edit
+    /// of `[sandbox] allow_domains` holds from the next connection.
+    own: DomainRules,
     /// Hosts a person allowed for this session.
     granted: Mutex<BTreeSet<String>>,
     always: Arc<AlwaysAllowed>,
@@ -164,7 +161,8 @@ struct SessionNetwork {
 impl SessionNetwork {
     /// The verdict of the entries and the answers given so far; `None`: nobody decided.
     fn listed(&self, host: &str) -> Option<Judgement> {
-        match self.rules.decide(host) {
+        let rules = rules_in_force(&self.services.live().config.sandbox, &self.own);
+        match rules.decide(host) {
             HostVerdict::Denied(rule) => Some(Judgement::Refused {
                 reason: format!("{host} is denied by the network allowlist (`{rule}`)"),
                 rule: Some(rule),
@@ -296,23 +294,7 @@ impl Judge for SessionNetwork {
             return;
         };
         let turn_id = shared.lock_live().turn_id.clone();
-        let connection = NetworkConnection {
-            call_id: origin.call_id.clone(),
-            host: record.host,
-            port: record.port,
-            protocol: record.protocol.to_owned(),
-            verdict: record.verdict,
-            rule: record.rule,
-            reason: record.reason,
-            bytes_sent: record.bytes.sent,
-            bytes_received: record.bytes.received,
-            duration_ms: u64::try_from(record.duration.as_millis()).unwrap_or(u64::MAX),
-        };
-        if connection.verdict != ConnectionVerdict::Allowed {
-            origin
-                .log
-                .push(amber_proto::describe_connection(&connection));
-        }
+        let connection = record.into_event(origin);
         shared
             .hub
             .publish(turn_id.as_deref(), EventKind::NetworkConnection(connection));

@@ -63,6 +63,31 @@ pub struct Record {
     pub duration: Duration,
 }
 
+impl Record {
+    /// The record as the session's `network_connection` event has it, of a command of
+    /// `origin`; a refused or failed one is also noted for the command's result.
+    pub fn into_event(self, origin: &EgressOrigin) -> amber_proto::NetworkConnection {
+        let connection = amber_proto::NetworkConnection {
+            call_id: origin.call_id.clone(),
+            host: self.host,
+            port: self.port,
+            protocol: self.protocol.to_owned(),
+            verdict: self.verdict,
+            rule: self.rule,
+            reason: self.reason,
+            bytes_sent: self.bytes.sent,
+            bytes_received: self.bytes.received,
+            duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        if connection.verdict != ConnectionVerdict::Allowed {
+            origin
+                .log
+                .push(amber_proto::describe_connection(&connection));
+        }
+        connection
+    }
+}
+
 /// The session's network policy, as the proxy asks it.
 pub trait Judge: Send + Sync + 'static {
     /// Decides `host` (a lowercase name, or an IP address as text) at `port` for a command
