@@ -25,9 +25,39 @@ const PORT: u16 = 8080;
 /// Its port of a protocol whose server speaks first (a greeting, as SMTP or FTP).
 const BANNER_PORT: u16 = 8025;
 
+/// A server process in a namespace of the test's: killed on drop.
+struct Served(Child);
+
+impl Served {
+    /// `command`, once something listens on `addr`:[`PORT`].
+    fn start(mut command: Command, addr: &str) -> Served {
+        let served = Served(
+            command
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start a server in the namespace"),
+        );
+        for _ in 0..100 {
+            if std::net::TcpStream::connect((addr, PORT)).is_ok() {
+                return served;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the server at {addr}:{PORT} did not start");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An HTTP server on the namespace's address: `/hello.txt`, and `/redirect?to=URL`.
 struct Remote {
-    child: Child,
+    _server: Served,
     netns: NetNs,
 }
 
@@ -64,25 +94,12 @@ http.server.ThreadingHTTPServer(("{addr}", {PORT}), H).serve_forever()
 "#,
             addr = netns.addr
         );
-        let child = Command::new("ip")
-            .args(["netns", "exec", &netns.name, "python3", "-c", &script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the remote server");
-        let remote = Remote { child, netns };
-        remote.wait_ready();
-        remote
-    }
-
-    fn wait_ready(&self) {
-        for _ in 0..100 {
-            if std::net::TcpStream::connect((self.netns.addr.as_str(), PORT)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &netns.name, "python3", "-c", &script]);
+        Remote {
+            _server: Served::start(command, &netns.addr),
+            netns,
         }
-        panic!("the remote server did not start");
     }
 
     fn url(&self, path: &str) -> String {
@@ -90,17 +107,10 @@ http.server.ThreadingHTTPServer(("{addr}", {PORT}), H).serve_forever()
     }
 }
 
-impl Drop for Remote {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A package registry (npm and PyPI) and a git host (dumb HTTP) on a namespace's address,
 /// served by `tests/fixtures/registry.py`.
 struct Registry {
-    child: Child,
+    _server: Served,
     netns: NetNs,
     _root: tempfile::TempDir,
 }
@@ -123,7 +133,8 @@ impl Registry {
             "{}",
             String::from_utf8_lossy(&built.stderr)
         );
-        let child = Command::new("ip")
+        let mut command = Command::new("ip");
+        command
             .args([
                 "netns",
                 "exec",
@@ -133,34 +144,16 @@ impl Registry {
                 "serve",
             ])
             .arg(root.path())
-            .args([netns.addr.as_str(), &PORT.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the registry");
-        let registry = Registry {
-            child,
+            .args([netns.addr.as_str(), &PORT.to_string()]);
+        Registry {
+            _server: Served::start(command, &netns.addr),
             netns,
             _root: root,
-        };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect((registry.netns.addr.as_str(), PORT)).is_ok() {
-                return registry;
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("the registry did not start");
     }
 
     fn base(&self) -> String {
         format!("http://{}:{PORT}", self.netns.addr)
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
