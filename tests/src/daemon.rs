@@ -114,9 +114,15 @@ pub struct DaemonOptions {
     pub base_url: Option<String>,
     /// Contents of `<dir>/config.toml` (may be empty).
     pub config_toml: String,
-    /// Extra environment for amberd, applied last (overrides the defaults above).
+    /// Extra environment for amberd, applied last (overrides the defaults above). One
+    /// variable is the kit's own: [`HOSTS_FILE_VAR`].
     pub env: Vec<(String, String)>,
 }
+
+/// Set in [`DaemonOptions::env`] to a file: amberd runs in a mount namespace of its own
+/// where that file is `/etc/hosts`, so names resolve to the test's "remote machines" for it
+/// (and what it starts) alone; the machine's own file is never touched.
+pub const HOSTS_FILE_VAR: &str = "AMBER_TESTS_HOSTS_FILE";
 
 /// A running `amberd` in a temp dir of its own. SIGTERM, then SIGKILL, on drop; when the test
 /// is panicking the daemon log is printed to stderr.
@@ -446,6 +452,29 @@ fn amberd_command(root: &Path, socket: &Path) -> Command {
     cmd
 }
 
+/// `cmd` run where `hosts` is `/etc/hosts`: `unshare --mount` (private propagation), a bind
+/// mount, then `exec` — the same process, so its pid is amberd's.
+fn with_hosts_file(cmd: Command, hosts: &str) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(hosts)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped.stdin(Stdio::null());
+    wrapped
+}
+
 fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
     let log = OpenOptions::new()
         .create(true)
@@ -454,6 +483,9 @@ fn start_child(root: &Path, opts: &DaemonOptions) -> Child {
         .expect("open amberd.log");
     let log_out: File = log.try_clone().expect("clone log handle");
     let mut cmd = amberd_command(root, &socket_path(root));
+    if let Some((_, hosts)) = opts.env.iter().find(|(k, _)| k == HOSTS_FILE_VAR) {
+        cmd = with_hosts_file(cmd, hosts);
+    }
     cmd.env("AMBER_LOG", "debug").stdout(log_out).stderr(log);
     if let Some(base_url) = &opts.base_url {
         cmd.env("AMBER_BASE_URL", base_url)

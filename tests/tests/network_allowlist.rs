@@ -120,12 +120,17 @@ impl Registry {
 
     fn start(index: u32) -> Registry {
         let netns = NetNs::numbered(index);
-        let root = tempfile::tempdir().unwrap();
         let base = format!("http://{}:{PORT}", netns.addr);
+        Registry::start_in(netns, &base)
+    }
+
+    /// In `netns`, its packages naming their files at `base`.
+    fn start_in(netns: NetNs, base: &str) -> Registry {
+        let root = tempfile::tempdir().unwrap();
         let built = Command::new("python3")
             .args([Self::SCRIPT, "build"])
             .arg(root.path())
-            .arg(&base)
+            .arg(base)
             .output()
             .unwrap();
         assert!(
@@ -930,4 +935,96 @@ async fn where_no_namespace_can_be_made_an_allowlist_runs_with_the_network_off()
     assert!(!output.contains(SENTINEL), "reached the host: {output}");
     assert!(output.contains("[sandbox:"), "{output}");
     assert!(connections(&turn, "boxed").is_empty(), "{turn:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registries_by_name_through_their_presets_and_no_name_rebinds_to_loopback() {
+    // For amberd alone, the registries' names are the remote machine's address (and one is
+    // loopback's); the sandbox resolves nothing itself.
+    let registry_ns = NetNs::numbered(0);
+    let addr = registry_ns.addr.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        format!(
+            "127.0.0.1 localhost\n{addr} registry.npmjs.org pypi.org files.pythonhosted.org evil.test\n\
+             127.0.0.1 static.crates.io\n"
+        ),
+    )
+    .unwrap();
+    let registry = Registry::start_in(registry_ns, "http://registry.npmjs.org:8080");
+    let mock = MockLlm::start(Vec::new()).await;
+    // The presets name the hosts; the remote's private address is named too, as a registry
+    // mirror on a LAN would be: only that address may be reached by those names.
+    let daemon = amber_tests::TestDaemon::spawn_with(amber_tests::DaemonOptions {
+        base_url: Some(mock.base_url()),
+        config_toml: allowlist_config(&["preset:npm", "preset:pypi", "preset:crates", &addr], &[]),
+        env: vec![(
+            amber_tests::daemon::HOSTS_FILE_VAR.to_owned(),
+            hosts.display().to_string(),
+        )],
+    });
+    let tmp = "$TMPDIR/by-name";
+    let batch = [
+        (
+            "npm",
+            format!(
+                "mkdir -p {tmp} && cd {tmp} && echo '{{\"name\":\"x\",\"version\":\"1.0.0\"}}' > package.json && \
+                 npm install demo-pkg --registry http://registry.npmjs.org:8080/ --cache {tmp}/npm-cache \
+                 --no-audit --no-fund --no-update-notifier 2>&1 && cat node_modules/demo-pkg/index.js"
+            ),
+        ),
+        (
+            "pip",
+            format!(
+                "python3 -m pip download demo-pkg --no-deps --no-cache-dir --disable-pip-version-check \
+                 --index-url http://pypi.org:8080/simple --trusted-host pypi.org \
+                 --trusted-host registry.npmjs.org -d {tmp}/dl 2>&1 | tail -1"
+            ),
+        ),
+        (
+            "unlisted_name",
+            "curl -sS --max-time 20 http://evil.test:8080/demo-pkg 2>&1; echo".to_owned(),
+        ),
+        (
+            "rebound",
+            "curl -sS --max-time 20 http://static.crates.io:8080/ 2>&1; echo".to_owned(),
+        ),
+    ];
+    let turn = run_batch(&daemon, &mock, &batch).await;
+    let output = |id: &str| amber_tests::tool_calls::result_of(&turn, id).1;
+    assert!(output("npm").contains(FIXTURE_MARK), "{}", output("npm"));
+    assert!(
+        output("pip").contains("Successfully downloaded demo-pkg"),
+        "{}",
+        output("pip")
+    );
+    let npm = connections(&turn, "npm");
+    assert!(!npm.is_empty());
+    for connection in &npm {
+        assert_eq!(connection["host"], "registry.npmjs.org", "{connection}");
+        assert_eq!(connection["rule"], "preset:npm", "{connection}");
+        assert_eq!(connection["verdict"], "allowed", "{connection}");
+    }
+    assert!(
+        connections(&turn, "pip")
+            .iter()
+            .any(|c| c["host"] == "pypi.org" && c["rule"] == "preset:pypi"),
+        "{turn:#?}"
+    );
+    // The same address under a name nobody allowed: refused by its name.
+    let unlisted = connections(&turn, "unlisted_name");
+    assert_eq!(unlisted[0]["verdict"], "denied", "{unlisted:?}");
+    assert!(output("unlisted_name").contains("not on the network allowlist"));
+    // An allowed name that resolves to loopback: refused by its address.
+    let rebound = connections(&turn, "rebound");
+    assert_eq!(rebound[0]["verdict"], "denied", "{rebound:?}");
+    assert_eq!(rebound[0]["rule"], "preset:crates");
+    let reason = rebound[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("resolves to 127.0.0.1") && reason.contains("loopback"),
+        "{reason}"
+    );
+    drop(registry);
 }

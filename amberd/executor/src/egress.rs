@@ -5,7 +5,6 @@
 //! it; every connection goes back to the client as a `network/connection` notification,
 //! which it keeps as the session's `network_connection` event.
 
-use std::net::IpAddr;
 use std::sync::{Arc, Weak};
 
 use amber_exec::egress::DaemonEnd;
@@ -69,8 +68,8 @@ impl EntriesJudge {
                 rule: Some(rule),
             },
             HostVerdict::Allowed(rule) => Judgement::Allowed {
-                private_ok: host.parse::<IpAddr>().is_ok() && rule.parse::<IpAddr>().is_ok(),
                 rule,
+                private: self.rules.named_addresses(),
             },
             HostVerdict::Unlisted => Judgement::Refused {
                 rule: None,
@@ -114,6 +113,7 @@ pub(crate) fn notifier(executor: Weak<crate::executor::Executor>) -> Notify {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     fn judge(allow: &[&str], deny: &[&str]) -> EntriesJudge {
         EntriesJudge {
@@ -126,20 +126,13 @@ mod tests {
     #[test]
     fn entries_decide_and_an_unlisted_host_is_refused_saying_how_to_allow_it() {
         let j = judge(&["*.example.com", "10.0.0.5"], &["bad.example.com"]);
-        assert!(matches!(
-            j.decide("api.example.com"),
-            Judgement::Allowed {
-                private_ok: false,
-                ..
-            }
-        ));
-        assert!(matches!(
-            j.decide("10.0.0.5"),
-            Judgement::Allowed {
-                private_ok: true,
-                ..
-            }
-        ));
+        let named: IpAddr = "10.0.0.5".parse().unwrap();
+        for host in ["api.example.com", "10.0.0.5"] {
+            let Judgement::Allowed { private, .. } = j.decide(host) else {
+                panic!("{host} is allowed");
+            };
+            assert_eq!(private, [named], "{host}");
+        }
         assert!(matches!(
             j.decide("bad.example.com"),
             Judgement::Refused { rule: Some(_), .. }

@@ -194,6 +194,20 @@ impl DomainRules {
         self
     }
 
+    /// The IP addresses the allow entries name one by one (not denied): the only private
+    /// addresses a connection may reach, whether its host is that address or a name that
+    /// resolves to it.
+    pub fn named_addresses(&self) -> Vec<std::net::IpAddr> {
+        self.allow
+            .iter()
+            .filter_map(|p| match &p.pattern {
+                HostPattern::Exact(text) => text.parse::<std::net::IpAddr>().ok(),
+                HostPattern::Subdomains(_) | HostPattern::Any => None,
+            })
+            .filter(|ip| !matches!(self.decide(&ip.to_string()), HostVerdict::Denied(_)))
+            .collect()
+    }
+
     /// The verdict for `host` (a name or an IP literal, brackets allowed for IPv6), by the
     /// most specific entry that matches (an exact host over `*.suffix` over `*`), so the
     /// audit names the entry that meant this host.
@@ -309,6 +323,21 @@ mod tests {
         assert_eq!(
             all.decide("db.internal"),
             HostVerdict::Denied("*.internal".into())
+        );
+    }
+
+    #[test]
+    fn the_named_addresses_are_the_allowed_ip_entries_not_denied() {
+        let r = rules(
+            &["*", "10.0.0.5", "example.com", "::1", "10.0.0.6"],
+            &["10.0.0.6"],
+        );
+        assert_eq!(
+            r.named_addresses(),
+            [
+                "10.0.0.5".parse::<std::net::IpAddr>().unwrap(),
+                "::1".parse().unwrap()
+            ]
         );
     }
 

@@ -167,19 +167,19 @@ impl SessionNetwork {
                 reason: format!("{host} is denied by the network allowlist (`{rule}`)"),
                 rule: Some(rule),
             }),
-            HostVerdict::Allowed(rule) => {
-                // Only an entry naming this very address reaches it when it is private.
-                let private_ok = host.parse::<std::net::IpAddr>().is_ok()
-                    && rule.parse::<std::net::IpAddr>().is_ok();
-                Some(Judgement::Allowed { rule, private_ok })
-            }
+            HostVerdict::Allowed(rule) => Some(Judgement::Allowed {
+                rule,
+                // Private addresses only where an entry names each one.
+                private: rules.named_addresses(),
+            }),
             HostVerdict::Unlisted => {
+                let named = rules.named_addresses();
                 if self.granted.lock().is_ok_and(|g| g.contains(host)) {
-                    return Some(approved(host, "approved for the session"));
+                    return Some(approved(host, "approved for the session", named));
                 }
                 self.always
                     .contains(host)
-                    .then(|| approved(host, "approved always"))
+                    .then(|| approved(host, "approved always", named))
             }
         }
     }
@@ -240,19 +240,19 @@ impl SessionNetwork {
         )
         .await;
         match answer {
-            Answer::Decided(Decision::AllowOnce) => approved(host, "approved once"),
+            Answer::Decided(Decision::AllowOnce) => approved(host, "approved once", Vec::new()),
             Answer::Decided(Decision::AllowSession) => {
                 if let Ok(mut granted) = self.granted.lock() {
                     granted.insert(host.to_owned());
                 }
-                approved(host, "approved for the session")
+                approved(host, "approved for the session", Vec::new())
             }
             Answer::Decided(Decision::AllowAlways) => {
                 if let Ok(mut granted) = self.granted.lock() {
                     granted.insert(host.to_owned());
                 }
                 self.always.insert(host);
-                approved(host, "approved always")
+                approved(host, "approved always", Vec::new())
             }
             Answer::Decided(Decision::Deny) => Judgement::Refused {
                 rule: None,
@@ -266,11 +266,13 @@ impl SessionNetwork {
 }
 
 /// A person's answer: the host as they saw it. An IP address they allowed is reached even
-/// when private (they were told so); a name still resolves to public addresses only.
-fn approved(host: &str, rule: &str) -> Judgement {
+/// when private (they were told so); a name still resolves to public addresses only, or to
+/// those the allowlist names one by one (`named`).
+fn approved(host: &str, rule: &str, mut named: Vec<std::net::IpAddr>) -> Judgement {
+    named.extend(host.parse::<std::net::IpAddr>());
     Judgement::Allowed {
         rule: rule.to_owned(),
-        private_ok: host.parse::<std::net::IpAddr>().is_ok(),
+        private: named,
     }
 }
 

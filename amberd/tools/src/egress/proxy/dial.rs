@@ -60,17 +60,17 @@ impl DialError {
     }
 }
 
-/// The addresses `host` may be reached at: an IP literal as it is (a private one only when
-/// `private_ok`: the allowlist names that address), a name by all it resolves to, each of
-/// them public.
+/// The addresses `host` may be reached at: an IP literal as it is, a name by all it resolves
+/// to, each of them public or one of `private` (addresses the allowlist names one by one).
 pub(crate) async fn addresses(
     host: &Host,
     port: u16,
-    private_ok: bool,
+    private: &[IpAddr],
 ) -> Result<Vec<SocketAddr>, DialError> {
+    let refused = |ip: IpAddr| non_public(ip).filter(|_| !private.contains(&ip));
     match host {
         Host::Ip(ip) => {
-            if !private_ok && let Some(kind) = non_public(*ip) {
+            if let Some(kind) = refused(*ip) {
                 return Err(DialError::PrivateAddress { ip: *ip, kind });
             }
             Ok(vec![SocketAddr::new(*ip, port)])
@@ -86,7 +86,7 @@ pub(crate) async fn addresses(
             // One private answer refuses the name: a mixed answer is how rebinding starts.
             if let Some((ip, kind)) = resolved
                 .iter()
-                .find_map(|addr| non_public(addr.ip()).map(|kind| (addr.ip(), kind)))
+                .find_map(|addr| refused(addr.ip()).map(|kind| (addr.ip(), kind)))
             {
                 return Err(DialError::ResolvesPrivate {
                     host: name.clone(),
@@ -151,30 +151,44 @@ mod tests {
             "::ffff:127.0.0.1",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
-            let err = addresses(&Host::Ip(ip), 80, false).await.unwrap_err();
+            let err = addresses(&Host::Ip(ip), 80, &[]).await.unwrap_err();
             assert!(err.refused(), "{ip}: {err}");
             assert_eq!(
-                addresses(&Host::Ip(ip), 80, true).await.unwrap(),
+                addresses(&Host::Ip(ip), 80, &[ip]).await.unwrap(),
                 vec![SocketAddr::new(ip, 80)]
             );
         }
     }
 
     #[tokio::test]
-    async fn a_name_resolving_to_loopback_is_refused_even_when_named() {
-        // `localhost` resolves through the hosts file on every machine.
-        let err = addresses(&Host::Name("localhost".into()), 80, true)
+    async fn a_name_resolving_to_loopback_is_refused_unless_each_address_is_named() {
+        // `localhost` resolves through the hosts file on every machine (to 127.0.0.1, and
+        // often ::1 too).
+        let v4: IpAddr = "127.0.0.1".parse().unwrap();
+        let err = addresses(&Host::Name("localhost".into()), 80, &[])
             .await
             .unwrap_err();
         assert!(err.refused(), "{err}");
         assert!(err.to_string().contains("loopback"), "{err}");
+        let other: IpAddr = "10.9.9.9".parse().unwrap();
+        assert!(
+            addresses(&Host::Name("localhost".into()), 80, &[other])
+                .await
+                .unwrap_err()
+                .refused()
+        );
+        let named = [v4, "::1".parse().unwrap()];
+        let reached = addresses(&Host::Name("localhost".into()), 80, &named)
+            .await
+            .unwrap();
+        assert!(reached.contains(&SocketAddr::new(v4, 80)), "{reached:?}");
     }
 
     #[tokio::test]
     async fn a_public_literal_is_reached_as_it_is() {
         let ip: IpAddr = "1.1.1.1".parse().unwrap();
         assert_eq!(
-            addresses(&Host::Ip(ip), 443, false).await.unwrap(),
+            addresses(&Host::Ip(ip), 443, &[]).await.unwrap(),
             vec![SocketAddr::new(ip, 443)]
         );
     }

@@ -40,9 +40,13 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// The policy's answer for one destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Judgement {
-    /// Let through; `rule` says by what. `private_ok`: the allowlist names this very IP
-    /// address, so it is reached even if it is not public.
-    Allowed { rule: String, private_ok: bool },
+    /// Let through; `rule` says by what. `private`: the addresses that are not public and
+    /// still reachable, because the allowlist (or a person) named each one: the host may be
+    /// one, or a name that resolves to one; any other private address is refused.
+    Allowed {
+        rule: String,
+        private: Vec<std::net::IpAddr>,
+    },
     /// Refused, by `rule` when an entry decided it; `reason` is what the command is told.
     Refused {
         rule: Option<String>,
@@ -202,8 +206,8 @@ async fn handle(
         judgement = judge.judge(&host, port, origin) => judgement,
         () = until.cancelled() => return,
     };
-    let (rule, private_ok) = match judgement {
-        Judgement::Allowed { rule, private_ok } => (rule, private_ok),
+    let (rule, private) = match judgement {
+        Judgement::Allowed { rule, private } => (rule, private),
         Judgement::Refused { rule, reason } => {
             // Recorded first: the command may end the moment it reads the refusal, and its
             // result carries what was refused.
@@ -216,7 +220,7 @@ async fn handle(
     };
     record.rule = Some(rule);
     let dialed = async {
-        let addrs = dial::addresses(&destination.host, port, private_ok).await?;
+        let addrs = dial::addresses(&destination.host, port, &private).await?;
         dial::connect(&host, port, &addrs).await
     };
     let dialed = tokio::select! {
