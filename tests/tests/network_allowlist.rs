@@ -984,6 +984,12 @@ async fn registries_by_name_through_their_presets_and_no_name_rebinds_to_loopbac
             ),
         ),
         (
+            // SOCKS5 with the name for the proxy to resolve (`socks5h`, as ALL_PROXY says).
+            "socks_name",
+            "curl -sS --max-time 20 --proxy \"$ALL_PROXY\" http://registry.npmjs.org:8080/demo-pkg"
+                .to_owned(),
+        ),
+        (
             "unlisted_name",
             "curl -sS --max-time 20 http://evil.test:8080/demo-pkg 2>&1; echo".to_owned(),
         ),
@@ -1013,6 +1019,17 @@ async fn registries_by_name_through_their_presets_and_no_name_rebinds_to_loopbac
             .any(|c| c["host"] == "pypi.org" && c["rule"] == "preset:pypi"),
         "{turn:#?}"
     );
+    assert!(
+        output("socks_name").contains("\"dist-tags\""),
+        "{}",
+        output("socks_name")
+    );
+    let socks = connections(&turn, "socks_name");
+    assert_eq!(
+        (socks[0]["protocol"].as_str(), socks[0]["rule"].as_str()),
+        (Some("socks5"), Some("preset:npm")),
+        "{socks:?}"
+    );
     // The same address under a name nobody allowed: refused by its name.
     let unlisted = connections(&turn, "unlisted_name");
     assert_eq!(unlisted[0]["verdict"], "denied", "{unlisted:?}");
@@ -1027,4 +1044,42 @@ async fn registries_by_name_through_their_presets_and_no_name_rebinds_to_loopbac
         "{reason}"
     );
     drop(registry);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_background_process_goes_through_the_proxy_while_it_runs() {
+    let remote = Remote::start();
+    let mock = MockLlm::start(Vec::new()).await;
+    let daemon = spawn_config(&mock, &allowlist_config(&[&remote.netns.addr], &[]));
+    let client = amber_tests::steps::connect(&daemon).await;
+    let sid =
+        amber_tests::steps::new_session(&client, &daemon, Some(amber_proto::Mode::Yolo)).await;
+    let mut events = amber_tests::steps::Events::live(&client, &sid).await;
+    let command = format!(
+        "sleep 1; curl -sS --max-time 20 {}; sleep 30",
+        remote.url("/hello.txt")
+    );
+    mock.push([
+        amber_tests::tool_calls::calls(vec![amber_tests::tool_calls::call(
+            "started",
+            "process",
+            &json!({"action": "start", "command": command}),
+        )]),
+        MockTurn::text("Started."),
+        done(),
+    ]);
+    amber_tests::steps::prompt_turn(&client, &mut events, &sid, "start").await;
+    // The process connects after its turn ended: its record is the session's all the same.
+    let connection = loop {
+        let event = events.next().await;
+        if event["type"] == "network_connection" {
+            break event;
+        }
+    };
+    assert_eq!(connection["callId"], "started", "{connection}");
+    assert_eq!(connection["verdict"], "allowed", "{connection}");
+    assert!(
+        connection["bytesReceived"].as_u64().unwrap() > 0,
+        "{connection}"
+    );
 }
