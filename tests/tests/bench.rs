@@ -106,6 +106,7 @@ fn number(object: &Map<String, Value>, key: &str, stdout: &str) -> f64 {
 /// One key of each KPI group a full run measures.
 const ONE_PER_GROUP: &[&str] = &[
     "daemon_ready_ms_median",                       // ready
+    "egress_added_ms_per_connection_median",        // egress
     "rss_idle_mib",                                 // memory
     "rss_concurrent_peak_mib",                      // memory, concurrent
     "e2e_two_request_ms_median",                    // e2e
@@ -438,6 +439,7 @@ fn every_kpi_group_in_the_human_table() {
         "### OS sandbox: spawn cost",
         "### OS sandbox through amberd",
         "### checkpoints through amberd (200-file tree",
+        "### egress proxy (network allowlist)",
         "### goals",
         "### notes",
     ] {

@@ -4,7 +4,8 @@
 //! whose network is on (straight to the server), against a server of the bench's own on
 //! loopback. Per session: the download speed of [`BIG_BYTES`] ([`BIG_RUNS`] times) and the
 //! whole time of a small request ([`SMALL_RUNS`] times, one connection each), as curl
-//! reports them (`speed_download`, `time_total`: no process start in either). The KPI:
+//! reports them (`speed_download`, `time_total`: no process start in either); `--runs N`
+//! sets both counts. The KPI:
 //! throughput through the proxy as a share of direct, and the time added per connection.
 
 use std::io::{Read, Write};
@@ -58,8 +59,8 @@ done > latency.txt
 /// The two ways a download goes.
 const MODES: [&str; 2] = ["direct", "proxy"];
 
-/// The scenario of `mode`: one `bash` call, then a reply.
-fn scenario(mode: &str) -> Result<Scenario, BenchError> {
+/// The scenario of `mode`: one `bash` call (`big` downloads, `small` requests), then a reply.
+fn scenario(mode: &str, big: usize, small: usize) -> Result<Scenario, BenchError> {
     let text = format!(
         r#"name = "egress-{mode}"
 description = "curl downloads, {mode}"
@@ -71,7 +72,7 @@ prompt = "amber-bench egress: download {mode}."
 {SCRIPT}'''
 
 [[turns]]
-tool_calls = [{{ name = "bash", arguments = {{ command = "bash egress.sh {mode} {BIG_RUNS} {SMALL_RUNS}", timeout_ms = 600000 }} }}]
+tool_calls = [{{ name = "bash", arguments = {{ command = "bash egress.sh {mode} {big} {small}", timeout_ms = 600000 }} }}]
 
 [[turns]]
 text = "Downloaded."
@@ -87,7 +88,10 @@ pub(crate) fn conversations(args: &Args) -> Result<Vec<Conversation>, BenchError
     }
     MODES
         .iter()
-        .map(|mode| scenario(mode).map(|s| crate::endpoint::conversation(&s)))
+        .map(|mode| {
+            scenario(mode, args.runs(BIG_RUNS), args.runs(SMALL_RUNS))
+                .map(|s| crate::endpoint::conversation(&s))
+        })
         .collect()
 }
 
@@ -176,7 +180,7 @@ async fn one(s: &mut Suite, network: NetworkMode, port: u16) -> Result<Samples, 
         NetworkMode::Allowlist => "proxy",
         _ => "direct",
     };
-    let scenario = scenario(mode)?;
+    let scenario = scenario(mode, s.args.runs(BIG_RUNS), s.args.runs(SMALL_RUNS))?;
     let cwd = task::workspace(&scenario, s.scratch.path(), None, mode)?;
     let port_file = Path::new(&cwd).join("port");
     std::fs::write(&port_file, port.to_string())
@@ -231,9 +235,8 @@ pub(crate) async fn measure(s: &mut Suite) -> Result<(), BenchError> {
 
 fn report(r: &mut Report, direct: &Samples, proxied: &Samples) {
     r.section(&format!(
-        "Egress proxy (network allowlist): curl in the sandbox, through the proxy (CONNECT) vs straight, {} MiB downloads and {} small requests each",
-        BIG_BYTES / (1024 * 1024),
-        SMALL_RUNS
+        "egress proxy (network allowlist): curl in the sandbox, through the proxy (CONNECT) vs straight, {} MiB downloads and small requests",
+        BIG_BYTES / (1024 * 1024)
     ));
     // MB (10^6 bytes), as the executor KPI reports its throughput.
     let mb = 1e6;
@@ -289,7 +292,7 @@ mod tests {
 
     #[test]
     fn the_scenario_parses_and_carries_the_script() {
-        let scenario = scenario("proxy").unwrap();
+        let scenario = scenario("proxy", 2, 3).unwrap();
         assert_eq!(scenario.prompt, "amber-bench egress: download proxy.");
         assert_eq!(
             scenario.files.get("egress.sh").map(String::as_str),
