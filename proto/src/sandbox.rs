@@ -267,3 +267,45 @@ pub struct SelftestCheck {
     /// What happened, in a line.
     pub detail: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_network_setting_reads_words_and_the_booleans_it_was() {
+        for (given, want) in [
+            (json!("off"), NetworkMode::Off),
+            (json!("allowlist"), NetworkMode::Allowlist),
+            (json!("on"), NetworkMode::On),
+            (json!(false), NetworkMode::Off),
+            (json!(true), NetworkMode::On),
+        ] {
+            let read: NetworkMode = serde_json::from_value(given.clone()).unwrap();
+            assert_eq!(read, want, "{given}");
+        }
+        let err = serde_json::from_value::<NetworkMode>(json!("some")).unwrap_err();
+        assert!(err.to_string().contains("off, allowlist or on"), "{err}");
+        assert_eq!(
+            serde_json::to_value(NetworkMode::Allowlist).unwrap(),
+            json!("allowlist")
+        );
+    }
+
+    #[test]
+    fn a_sandbox_info_without_a_network_mode_has_the_one_its_boolean_says() {
+        let old: SandboxInfo =
+            serde_json::from_value(json!({"mode": "read-only", "network": true})).unwrap();
+        assert_eq!(
+            old,
+            SandboxInfo::new(SandboxMode::ReadOnly, NetworkMode::On)
+        );
+        let allowlist = SandboxInfo::new(SandboxMode::WorkspaceWrite, NetworkMode::Allowlist);
+        assert_eq!(
+            serde_json::to_value(allowlist).unwrap(),
+            json!({"mode": "workspace-write", "network": false, "networkMode": "allowlist"}),
+            "clients that know no allowlist read `network: false`"
+        );
+    }
+}

@@ -87,14 +87,16 @@ pub(super) fn install(c: &mut Contributions) {
     }
 }
 
-/// `sandbox: workspace-write`, `sandbox: read-only +net`, `sandbox: off`, and
-/// `(unavailable)` when the kernel cannot give the sandbox (commands then ask first).
+/// `sandbox: workspace-write`, `sandbox: read-only +net`, `sandbox: workspace-write
+/// +allowlist`, `sandbox: off`, and `(unavailable)` when the kernel cannot give the sandbox
+/// (commands then ask first).
 fn sandbox_text(sandbox: &ToolSandbox) -> String {
     let info = sandbox.info();
-    let net = if info.network && info.mode != SandboxMode::Off {
-        " +net"
-    } else {
-        ""
+    let net = match info.network_mode {
+        _ if info.mode == SandboxMode::Off => "",
+        amber_proto::NetworkMode::On => " +net",
+        amber_proto::NetworkMode::Allowlist => " +allowlist",
+        amber_proto::NetworkMode::Off => "",
     };
     let unavailable = match sandbox {
         ToolSandbox::Unavailable { .. } => " (unavailable)",
@@ -225,6 +227,17 @@ mod tests {
         assert_eq!(
             sandbox_text(&spec(SandboxMode::ReadOnly, true)),
             "sandbox: read-only +net"
+        );
+        let allowlist = ToolSandbox::On(Arc::new(SandboxSpec {
+            egress: Some(amber_exec::sandbox::EgressSpec { port: 3128 }),
+            ..match spec(SandboxMode::WorkspaceWrite, false) {
+                ToolSandbox::On(spec) => (*spec).clone(),
+                _ => unreachable!(),
+            }
+        }));
+        assert_eq!(
+            sandbox_text(&allowlist),
+            "sandbox: workspace-write +allowlist"
         );
         assert_eq!(sandbox_text(&ToolSandbox::Off), "sandbox: off");
         let unavailable = ToolSandbox::Unavailable {
