@@ -1,10 +1,11 @@
 //! The egress proxy: how a sandboxed command whose network is an allowlist reaches
-//! anything, run by amberd (or by an executor, next to the commands it runs). Each command's listener (inside its network namespace, `amber_exec::egress`)
-//! is served here from outside; every connection says where it wants to go (HTTP CONNECT,
+//! anything, run by amberd (or by an executor, next to the commands it runs). Each
+//! command's listener (inside its network namespace, `amber_exec::egress`) is served here
+//! from outside; every connection says where it wants to go (HTTP CONNECT,
 //! a plain HTTP request, or SOCKS5: `protocol`), the session's network policy ([`Judge`])
 //! decides by the name it gives — and, for a TLS tunnel, by the name its ClientHello gives
 //! too (`sni`) — and only then is the name resolved, every address checked public and
-//! connected (`dial`), and the bytes relayed and counted (`relay`). TLS is never
+//! connected (`dial`), and the bytes moved and counted (`relay`). TLS is never
 //! intercepted. Every connection ends in one [`Record`] for the session's audit trail.
 //!
 //! A connection cannot hurt the daemon: its opening is bounded in size and time, a command
