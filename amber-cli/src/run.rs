@@ -626,9 +626,8 @@ impl Follow<'_> {
                 description.push_str("\n  ! this runs WITHOUT the OS sandbox: it can write anywhere you can and reach the network");
             }
             if a.person_only {
-                description.push_str(
-                    "\n  ! only you can answer this, and the answer covers this call only",
-                );
+                description.push_str("\n  ! ");
+                description.push_str(amber_client::turn::person_only_note(&a.tool));
             }
             self.answer(a.request_id.clone(), Reply::Ask(description));
         }

@@ -25,6 +25,19 @@ pub fn yes_decision(unsandboxed: bool, person_only: bool) -> Decision {
     }
 }
 
+/// What a client says of a person-only request: only a person answers it, and for a call
+/// the answer covers that call alone; for trusting a configuration file (`trust`, `hooks`)
+/// and a network allowlist question (`network`) "for the session" and "always" keep their
+/// meaning.
+pub fn person_only_note(tool: &str) -> &'static str {
+    match tool {
+        "trust" | "hooks" | "network" => {
+            "only you can answer this (no rule, hook or --yes does); once, session and always mean what they say"
+        }
+        _ => "only you can answer this; any allow covers this request only",
+    }
+}
+
 /// A decision in words, for a sentence (`approval answered: allowed once`).
 pub fn decision_name(d: Decision) -> &'static str {
     match d {
@@ -258,6 +271,17 @@ impl TurnTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_person_only_question_says_whether_its_answer_lasts() {
+        for tool in ["trust", "hooks", "network"] {
+            assert!(
+                person_only_note(tool).contains("always mean what they say"),
+                "{tool}"
+            );
+        }
+        assert!(person_only_note("bash").contains("covers this request only"));
+    }
     use serde_json::json;
 
     fn ev(turn: &str, body: Value) -> Event {

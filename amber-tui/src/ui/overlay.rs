@@ -86,7 +86,7 @@ pub(super) fn approval(app: &App, area: Rect, buf: &mut Buffer) {
     }
     if a.person_only {
         footer.push(Line::from(Span::styled(
-            "! only you can answer this; any allow covers this request only",
+            format!("! {}", amber_client::turn::person_only_note(&a.tool)),
             style::err(),
         )));
     }
