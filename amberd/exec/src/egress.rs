@@ -1,6 +1,6 @@
 //! The way out of a sandbox whose network is an allowlist: its network namespace has a
 //! loopback and one listening socket, the egress proxy's, made by the sandbox helper inside
-//! the namespace and handed to amberd over a Unix socket pair ([`EgressLink`]). amberd
+//! the namespace and handed to amberd over a Unix socket pair ([`pair`]). amberd
 //! accepts on that listener from outside (a socket keeps the namespace it was made in), so
 //! nothing in the namespace but the proxy's port leads anywhere, and there is no path, no
 //! port on the host and no process in between that a command could reach another way.
@@ -46,30 +46,24 @@ pub struct DaemonEnd(OwnedFd);
 #[derive(Debug)]
 pub struct ChildEnd(pub(crate) OwnedFd);
 
-/// A fresh link (a close-on-exec socket pair: no other child inherits it).
-pub struct EgressLink;
-
-impl EgressLink {
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new() -> io::Result<(DaemonEnd, ChildEnd)> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: socketpair writes two descriptors into the array it is given.
-        let rc = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors were just made and are owned by nothing else.
-        let (daemon, child) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok((DaemonEnd(daemon), ChildEnd(child)))
+/// A fresh link: a close-on-exec socket pair, so no other child inherits it.
+pub fn pair() -> io::Result<(DaemonEnd, ChildEnd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into the array it is given.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
+    // SAFETY: both descriptors were just made and are owned by nothing else.
+    let (daemon, child) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((DaemonEnd(daemon), ChildEnd(child)))
 }
 
 impl DaemonEnd {
@@ -236,7 +230,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_listener_crosses_the_link_and_still_accepts() {
-        let (daemon, child) = EgressLink::new().unwrap();
+        let (daemon, child) = pair().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         send_fd(child.0.as_raw_fd(), listener.as_raw_fd()).unwrap();
@@ -252,18 +246,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_link_means_no_listener() {
-        let (daemon, child) = EgressLink::new().unwrap();
+        let (daemon, child) = pair().unwrap();
         drop(child);
         assert!(daemon.receive_listener().await.unwrap().is_none());
     }
 
     #[tokio::test]
     async fn anything_but_a_listening_tcp_socket_is_refused() {
-        let (daemon, child) = EgressLink::new().unwrap();
+        let (daemon, child) = pair().unwrap();
         let file = std::fs::File::open("/dev/null").unwrap();
         send_fd(child.0.as_raw_fd(), file.as_raw_fd()).unwrap();
         assert!(daemon.receive_listener().await.is_err());
-        let (daemon, child) = EgressLink::new().unwrap();
+        let (daemon, child) = pair().unwrap();
         let connected = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let stream = std::net::TcpStream::connect(connected.local_addr().unwrap()).unwrap();
         send_fd(child.0.as_raw_fd(), stream.as_raw_fd()).unwrap();

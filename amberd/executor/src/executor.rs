@@ -517,7 +517,7 @@ impl Executor {
                 params.network.as_ref(),
                 notify,
             );
-            amber_tools::egress::install(&tools, Arc::new(egress));
+            tools.set_egress(Arc::new(egress));
             Arc::new(OpenSession {
                 workspace: workspace.clone(),
                 sandbox: Mutex::new(params.sandbox),

@@ -130,12 +130,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome
         Some((_, spec)) => super::sandbox::SpawnSandbox::Sandboxed(spec),
         None => chosen.spawn(),
     };
-    let origin = super::egress::EgressOrigin {
-        log: Default::default(),
-        call_id: ctx.call_id.clone(),
-        process: None,
-        turn: ctx.cancel.clone(),
-    };
+    let origin = super::egress::EgressOrigin::of_call(ctx);
     let (egress, serving) = super::egress::link(&spawn, &ctx.session, origin)
         .map_err(ToolOutcome::error)?
         .map(|linked| (linked.child, linked.serving))

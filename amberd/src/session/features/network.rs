@@ -115,7 +115,7 @@ struct NetworkSessionFeature {
 impl SessionFeature for NetworkSessionFeature {
     fn started(&self, shared: &Arc<SessionShared>, _restored: bool) {
         let service: Arc<dyn EgressService> = Arc::new(Proxy(Arc::clone(&self.network)));
-        amber_tools::egress::install(&shared.tools, service);
+        shared.tools.set_egress(service);
     }
 
     /// `fetch` follows the allowlist: denied is denied, allowed runs unasked.

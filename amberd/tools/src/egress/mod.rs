@@ -9,7 +9,7 @@ pub mod proxy;
 
 use std::sync::Arc;
 
-use amber_exec::egress::{ChildEnd, DaemonEnd, EgressLink};
+use amber_exec::egress::{ChildEnd, DaemonEnd};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::sandbox::SpawnSandbox;
@@ -23,10 +23,19 @@ pub struct EgressOrigin {
     pub log: Arc<ConnectionLog>,
     /// The tool call that started it (`bash`, or the `process` call of a background one).
     pub call_id: String,
-    /// The background process's id (`p3`), when it is one.
-    pub process: Option<String>,
     /// The turn's cancel at the start: asking a person is possible while it is live.
     pub turn: CancellationToken,
+}
+
+impl EgressOrigin {
+    /// The origin of the commands the call of `ctx` starts.
+    pub fn of_call(ctx: &crate::ToolContext) -> Self {
+        Self {
+            log: Arc::default(),
+            call_id: ctx.call_id.clone(),
+            turn: ctx.cancel.clone(),
+        }
+    }
 }
 
 /// The lines of one command's refused or failed connections (at most [`ConnectionLog::MAX`]
@@ -118,7 +127,7 @@ pub fn link(
         );
     };
     let (daemon, child) =
-        EgressLink::new().map_err(|err| format!("cannot make the egress link: {err}"))?;
+        amber_exec::egress::pair().map_err(|err| format!("cannot make the egress link: {err}"))?;
     let until = CancellationToken::new();
     let log = Arc::clone(&origin.log);
     service.serve(daemon, origin, until.clone());
@@ -129,19 +138,4 @@ pub fn link(
             log,
         },
     }))
-}
-
-/// A service that refuses to serve (unit tests of the tools): the link is dropped at once.
-#[derive(Debug, Default)]
-pub struct NoEgress;
-
-impl EgressService for NoEgress {
-    fn serve(&self, link: DaemonEnd, _origin: EgressOrigin, _until: CancellationToken) {
-        drop(link);
-    }
-}
-
-/// Installs `service` on `session` (once).
-pub fn install(session: &SessionTools, service: Arc<dyn EgressService>) {
-    session.set_egress(service);
 }

@@ -149,12 +149,7 @@ fn start(args: &Args<'_>, ctx: &ToolContext) -> Result<ToolOutcome, ToolOutcome>
     let wants_unsandboxed = args.opt_bool("sandbox")? == Some(false);
     let chosen = super::sandbox::choose(&ctx.session.sandbox(), wants_unsandboxed, ctx.unsandboxed)
         .map_err(ToolOutcome::denied)?;
-    let origin = super::egress::EgressOrigin {
-        log: Default::default(),
-        call_id: ctx.call_id.clone(),
-        process: None,
-        turn: ctx.cancel.clone(),
-    };
+    let origin = super::egress::EgressOrigin::of_call(ctx);
     let info = ctx
         .session
         .processes

@@ -203,6 +203,13 @@ async fn handle(
         record.duration = started.elapsed();
         judge.record(origin, record);
     };
+    // Before a refusal is sent, the record is kept: the command may end the moment it reads
+    // it, and its result carries what was refused.
+    let end = |mut record: Record, verdict: ConnectionVerdict, reason: &str| {
+        record.verdict = verdict;
+        record.reason = Some(reason.to_owned());
+        finish(record);
+    };
     let judgement = tokio::select! {
         judgement = judge.judge(&host, port, origin) => judgement,
         () = until.cancelled() => return,
@@ -210,11 +217,8 @@ async fn handle(
     let (rule, private) = match judgement {
         Judgement::Allowed { rule, private } => (rule, private),
         Judgement::Refused { rule, reason } => {
-            // Recorded first: the command may end the moment it reads the refusal, and its
-            // result carries what was refused.
             record.rule = rule;
-            record.reason = Some(reason.clone());
-            finish(record);
+            end(record, ConnectionVerdict::Denied, &reason);
             let _ = protocol::refuse(&mut client, protocol, Refusal::NotAllowed, &reason).await;
             return;
         }
@@ -237,25 +241,23 @@ async fn handle(
                 (Refusal::Unreachable, ConnectionVerdict::Failed)
             };
             let reason = err.to_string();
-            record.verdict = verdict;
-            record.reason = Some(reason.clone());
-            finish(record);
+            end(record, verdict, &reason);
             let _ = protocol::refuse(&mut client, protocol, refusal, &reason).await;
             return;
         }
     };
     if protocol::accept(&mut client, protocol).await.is_err() {
-        record.verdict = ConnectionVerdict::Failed;
-        record.reason = Some("the command closed the connection".to_owned());
-        return finish(record);
+        return end(
+            record,
+            ConnectionVerdict::Failed,
+            "the command closed the connection",
+        );
     }
     if protocol == Protocol::Forward {
         use tokio::io::AsyncWriteExt;
         if let Err(err) = upstream.write_all(&forward).await {
             let reason = format!("the destination closed the connection: {err}");
-            record.verdict = ConnectionVerdict::Failed;
-            record.reason = Some(reason.clone());
-            finish(record);
+            end(record, ConnectionVerdict::Failed, &reason);
             let _ = protocol::refuse(&mut client, protocol, Refusal::Failed, &reason).await;
             return;
         }
@@ -277,13 +279,14 @@ async fn handle(
     match refused {
         // Closing the tunnel is the refusal: nothing of the command's went through.
         Some((rule, reason)) => {
-            record.verdict = ConnectionVerdict::Denied;
             record.rule = rule;
-            record.reason = Some(reason);
+            end(record, ConnectionVerdict::Denied, &reason);
         }
-        None => record.verdict = ConnectionVerdict::Allowed,
+        None => {
+            record.verdict = ConnectionVerdict::Allowed;
+            finish(record);
+        }
     }
-    finish(record)
 }
 
 /// The protocol as the audit trail names it.
